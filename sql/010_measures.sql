@@ -1,0 +1,59 @@
+-- Measure names and cut-offs (METRICS.md). Applied by `pgeval init` on every install/upgrade.
+-- A measure is spelled name@K: recall@K, precision@K, hit@K, mrr@K, ndcg@K.
+
+CREATE OR REPLACE FUNCTION pgeval.default_measures()
+RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ARRAY['recall@3', 'recall@5', 'recall@10', 'mrr@20', 'ndcg@5', 'ndcg@10',
+                 'precision@3', 'precision@5', 'precision@10', 'hit@3', 'hit@5', 'hit@10']
+$$;
+
+-- Parses and validates a list of measures; raises on an unknown name or a bad cut-off.
+CREATE OR REPLACE FUNCTION pgeval.measure_spec(p_measures text[])
+RETURNS TABLE (ord integer, measure text, name text, k integer)
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+    m text;
+    i integer := 0;
+BEGIN
+    IF p_measures IS NULL OR cardinality(p_measures) = 0 THEN
+        RAISE EXCEPTION 'no measures given' USING ERRCODE = '22023';
+    END IF;
+    FOREACH m IN ARRAY p_measures LOOP
+        i := i + 1;
+        IF m !~ '^(recall|precision|hit|mrr|ndcg)@[1-9][0-9]{0,5}$' THEN
+            RAISE EXCEPTION 'unknown measure "%": use recall@K, precision@K, hit@K, mrr@K or ndcg@K with K >= 1', m
+                USING ERRCODE = '22023';
+        END IF;
+        ord := i; measure := m; name := split_part(m, '@', 1); k := split_part(m, '@', 2)::integer;
+        RETURN NEXT;
+    END LOOP;
+END
+$$;
+
+-- Number of chunks of grade >= p_rel among a query's judged grades.
+CREATE OR REPLACE FUNCTION pgeval.n_relevant(p_grades smallint[], p_rel integer)
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT count(*)::integer FROM unnest(p_grades) AS g WHERE g >= p_rel
+$$;
+
+-- Recomputes the per-query ideal-DCG prefix sums of a test set (called by the loader).
+-- IDCG@K = ideal_dcg[least(K, cardinality(ideal_dcg))]; gains 2^g - 1, discount 1/log2(i + 1).
+CREATE OR REPLACE FUNCTION pgeval.refresh_ideal(p_testset bigint)
+RETURNS void LANGUAGE sql AS $$
+    UPDATE pgeval.query q
+       SET grades_desc = coalesce(s.grades, '{}'), ideal_dcg = coalesce(s.cum, '{}')
+      FROM (SELECT q2.query_id, a.grades, a.cum
+              FROM pgeval.query q2
+              LEFT JOIN LATERAL (
+                  SELECT array_agg(grade ORDER BY pos) AS grades, array_agg(cum ORDER BY pos) AS cum
+                    FROM (SELECT grade, pos,
+                                 sum(((1 << grade) - 1) * ln(2.0::float8) / ln(pos + 1.0::float8))
+                                     OVER (ORDER BY pos) AS cum
+                            FROM (SELECT j.grade, row_number() OVER (ORDER BY j.grade DESC) AS pos
+                                    FROM pgeval.qrel j
+                                   WHERE j.testset_id = p_testset AND j.query_id = q2.query_id
+                                     AND j.grade > 0) ranked) c
+              ) a ON true
+             WHERE q2.testset_id = p_testset) s
+     WHERE q.testset_id = p_testset AND q.query_id = s.query_id
+$$;
