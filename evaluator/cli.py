@@ -1,0 +1,109 @@
+"""The `pgeval` command: a thin click group. Every command lives in ``evaluator/commands/`` and
+calls a library function; modules load lazily so that `pgeval metrics RUN` starts fast.
+
+Errors: library code raises :mod:`evaluator.errors`; :func:`main` turns them into one line on
+stderr and the exit code (1 error, 2 a release gate failed). Never a traceback for a user mistake.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+import click
+
+# command name -> "module:attribute" (add a line per command; names are the DESIGN.md contract)
+COMMANDS = {
+    "db": "evaluator.commands.db_cmd:db",
+    "init": "evaluator.commands.init_cmd:init",
+    "metrics": "evaluator.commands.metrics_cmd:metrics",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx):
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx, name):
+        target = COMMANDS.get(name)
+        if target is None:
+            return None
+        module, attr = target.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+
+class Context:
+    """What every command gets as ``ctx.obj``: where the database is."""
+
+    def __init__(self, dsn, datadir, results_dsn):
+        self._args = (dsn, datadir, results_dsn)
+        self._db = None
+
+    @property
+    def db(self):
+        if self._db is None:
+            from .db import Database
+
+            self._db = Database.resolve(*self._args)
+        return self._db
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
+                                              "max_content_width": 100})
+@click.option("--dsn", metavar="DSN", help="PostgreSQL connection string of the knowledge base "
+              "(else $PGEVAL_DSN, else the libpq PG* variables, else the embedded server).")
+@click.option("--datadir", metavar="DIR", type=click.Path(file_okay=False),
+              help="Data directory of the embedded server (else $PGEVAL_DATADIR, else a per-user "
+                   "data directory).")
+@click.option("--results-dsn", metavar="DSN", help="Where schema pgeval lives when it is not the "
+              "knowledge base's database (else $PGEVAL_RESULTS_DSN).")
+@click.version_option(package_name="pgeval", prog_name="pgeval")
+@click.pass_context
+def cli(ctx, dsn, datadir, results_dsn):
+    """pgeval: evaluate retrieval of a RAG knowledge base inside PostgreSQL.
+
+    \b
+    Typical flow:
+      pgeval db start                       # embedded PostgreSQL 18 + pgvector + pgvectorscale
+      pgeval init                           # schema pgeval (tables, SQL metric functions)
+      pgeval testset load cases.jsonl --name kb-v1
+      pgeval run import run.trec --format trec --testset kb-v1 --name bm25
+      pgeval metrics bm25                   # Recall@3/5/10, MRR@20, nDCG@5/10, ...
+
+    Metrics are computed by SQL functions in schema pgeval (see METRICS in the README).
+    """
+    ctx.obj = Context(dsn, datadir, results_dsn)
+
+
+def main(argv=None) -> int:
+    from .db import redact
+    from .errors import PgevalError
+
+    try:
+        cli.main(args=argv, prog_name="pgeval", standalone_mode=False)
+    except PgevalError as exc:
+        click.echo(f"pgeval: error: {redact(str(exc))}", err=True)
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("pgeval: interrupted", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except KeyboardInterrupt:
+        click.echo("pgeval: interrupted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # a database error that no library call wrapped
+        if exc.__class__.__module__.startswith("psycopg") and not os.environ.get("PGEVAL_DEBUG"):
+            first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+            click.echo(f"pgeval: database error: {redact(first)}", err=True)
+            return 1
+        raise
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""`pgeval metrics RUN`: the metric contract of METRICS.md, read from the SQL API."""
+
+from __future__ import annotations
+
+import click
+
+from ..output import emit, format_option, to_json, warn
+from .common import parse_list, pass_db
+
+
+@click.command()
+@click.argument("run")
+@click.option("--k", "k", metavar="3,5,10", help="Recall/Precision/Hit cut-offs. [default: 3,5,10]")
+@click.option("--ndcg-k", metavar="5,10", help="nDCG cut-offs. [default: 5,10]")
+@click.option("--mrr-k", metavar="20", help="MRR cut-offs. [default: 20]")
+@click.option("--rel", type=int, default=1, show_default=True,
+              help="Lowest grade (0-3) that counts as relevant.")
+@click.option("--per-query", is_flag=True, help="One row per valid query instead of the means.")
+@click.option("--by-type", is_flag=True, help="Means per query type tag.")
+@click.option("--flagged", is_flag=True, help="List low-recall (< 0.3) and poor-ranking "
+              "(nDCG@10 < 0.5) queries.")
+@click.option("--domain-discount", type=float, default=0.0, show_default=True,
+              help="Lower every acceptance threshold by this fraction (0 to 0.10) for a "
+                   "specialised domain.")
+@click.option("--min-score", type=float, default=None,
+              help="Score threshold for unanswerable queries: results below it count as nothing.")
+@click.option("--strict", is_flag=True, help="Fail when fewer than 200 queries are valid.")
+@click.option("--allow-partial", is_flag=True, help="Show an incomplete run's figures, labelled.")
+@format_option()
+@pass_db
+def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, domain_discount,
+            min_score, strict, allow_partial, fmt):
+    """Recall@K, MRR@K, nDCG@K, Precision@K and Hit@K of RUN, means over valid queries.
+
+    \b
+    Valid queries have at least one relevant chunk; the rest are counted (excluded, unanswerable)
+    and never averaged in. A valid query missing from the run scores 0 ("no result").
+    Acceptance levels (excellent/good/pass/fail) follow METRICS.md.
+
+    \b
+    Examples:
+      pgeval metrics bm25-baseline
+      pgeval metrics bm25-baseline --per-query --format jsonl
+      pgeval metrics bm25-baseline --k 1,3,10 --ndcg-k 10 --format json
+    """
+    from .. import metrics as m
+
+    measures = m.measures_for(parse_list(k, int, "cut-off"), parse_list(ndcg_k, int, "cut-off"),
+                              parse_list(mrr_k, int, "cut-off"))
+    with database.connect(autocommit=True) as conn:
+        ev = m.evaluate(conn, run, measures, rel=rel, domain_discount=domain_discount,
+                        with_per_query=per_query, with_by_type=by_type, with_flagged=flagged,
+                        strict=strict, allow_partial=allow_partial, min_score=min_score)
+    for w in ev.warnings:
+        warn(w)
+    if fmt == "json" and not per_query:
+        click.echo(to_json(ev.as_dict()))
+        return
+    if per_query:
+        emit(ev.per_query, fmt, ["query_id", *measures], title=f"{run}: per query")
+        return
+    header = (f"run {ev.run.name} · test set {ev.run.testset} · stage {ev.run.stage} · "
+              f"config {ev.run.config_hash or '—'}")
+    rows = [{"measure": name, "value": ev.summary[name], "level": ev.levels.get(name)}
+            for name in measures]
+    if fmt == "table":
+        c = ev.counts
+        click.echo(header)
+        click.echo(f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
+                   f"{c['excluded']}, unanswerable {c['unanswerable']}, no result {c['no_result']}")
+        click.echo(f"order rule: {ev.run.order_rule}")
+    emit(rows, fmt, ["measure", "value", "level"])
+    if by_type:
+        emit(ev.by_type, fmt, ["type", "queries", *measures], title="by query type")
+    if flagged:
+        emit(ev.flagged, fmt, ["query_id", "flag", "measure", "value"], title="flagged queries")

@@ -1,0 +1,99 @@
+"""Shared fixtures: one real embedded PostgreSQL (pgvector, pgvectorscale, pg_textsearch) for the
+whole test session, schema pgeval installed once; never mocks.
+
+- ``database``: the :class:`evaluator.db.Database` (embedded server in a temporary directory).
+- ``conn``: an autocommit psycopg connection to it.
+- ``clean``: empties schema pgeval's data before the test (tables stay).
+- ``pgeval``: runs the CLI in-process: ``code, out, err = pgeval("metrics", "r1")``.
+- ``shared_dir``: ``../shared`` of the checkout, or the test is skipped when it is absent.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import tempfile
+import warnings
+from pathlib import Path
+
+import pytest
+
+warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+
+for _var in ("PGEVAL_DSN", "PGEVAL_RESULTS_DSN", "PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE",
+             "PGUSER", "PGSERVICE", "PGPASSWORD"):
+    os.environ.pop(_var, None)
+
+_TMP = Path(tempfile.mkdtemp(prefix="pgeval-test-"))
+os.environ["PGEVAL_DATADIR"] = str(_TMP / "pgdata")
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+@pytest.fixture(scope="session")
+def database():
+    from evaluator import server
+    from evaluator.db import Database
+    from evaluator.install import init
+
+    db = Database.resolve()
+    init(db)
+    yield db
+    server.stop(db.datadir)
+
+
+@pytest.fixture
+def conn(database):
+    with database.connect(autocommit=True) as c:
+        yield c
+
+
+@pytest.fixture
+def clean(database):
+    with database.connect(autocommit=True) as c:
+        c.execute("TRUNCATE pgeval.testset, pgeval.target RESTART IDENTITY CASCADE")
+    return database
+
+
+@pytest.fixture
+def pgeval(database):
+    """Run the CLI in-process and return (exit code, stdout, stderr)."""
+    from click.testing import CliRunner
+
+    from evaluator.cli import main
+
+    def run(*args: str, input: str | None = None):
+        argv = list(args) if len(args) != 1 or " " not in args[0] else shlex.split(args[0])
+        runner = CliRunner()
+        with runner.isolation(input=input) as streams:
+            code = main(argv)
+        out, err = streams[0].getvalue().decode(), streams[1].getvalue().decode()
+        return code, out, err
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def shared_dir():
+    if not (SHARED / "data" / "cranfield").is_dir():
+        pytest.skip("../shared/data/cranfield is not present (a user's clone has no ../shared)")
+    return SHARED
+
+
+@pytest.fixture
+def tmp_file(tmp_path):
+    """Write text (or bytes) to a file in tmp_path and return its path."""
+
+    def write(name: str, content: str | bytes) -> Path:
+        p = tmp_path / name
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            p.write_bytes(content)
+        else:
+            p.write_text(content, encoding="utf-8")
+        return p
+
+    return write
+import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).parent))

@@ -1,0 +1,73 @@
+"""METRICS.md worked examples 1 and 2, computed by the SQL functions on the real server."""
+
+import pytest
+
+from evaluator import metrics
+
+from helpers import make_run, make_testset
+
+
+@pytest.fixture
+def examples(clean, conn):
+    make_testset(conn, "worked", {
+        "ex1": {"b": 1, "d": 1},
+        "ex2": {"c2": 3, "c4": 2, "c5": 1, "c8": 3, "c9": 0},
+    })
+    return make_run(conn, "worked-run", "worked", {
+        "ex1": ["a", "b", "c", "d"],
+        "ex2": ["c7", "c2", "c9", "c4", "c1", "c5"],
+    })
+
+
+def test_example_1(conn, examples):
+    rows = {r["query_id"]: r for r in metrics.per_query(conn, examples, ["recall@3", "mrr@20", "ndcg@3"])}
+    assert rows["ex1"]["recall@3"] == pytest.approx(0.5)
+    assert rows["ex1"]["mrr@20"] == pytest.approx(0.5)
+    assert rows["ex1"]["ndcg@3"] == pytest.approx(0.630930 / 1.630930, abs=1e-6)
+    assert rows["ex1"]["ndcg@3"] == pytest.approx(0.386853, abs=1e-6)
+
+
+def test_example_2(conn, examples):
+    rows = {r["query_id"]: r for r in metrics.per_query(
+        conn, examples, ["recall@3", "recall@5", "recall@10", "mrr@20", "ndcg@5", "ndcg@10"])}
+    ex2 = rows["ex2"]
+    assert ex2["recall@3"] == pytest.approx(0.25)
+    assert ex2["recall@5"] == pytest.approx(0.5)
+    assert ex2["recall@10"] == pytest.approx(0.75)
+    assert ex2["mrr@20"] == pytest.approx(0.5)
+    assert ex2["ndcg@5"] == pytest.approx(0.427696, abs=1e-6)
+    assert ex2["ndcg@10"] == pytest.approx(0.454384, abs=1e-6)
+
+
+def test_summary_is_mean_over_valid_queries(conn, examples):
+    values = metrics.summary(conn, examples, ["recall@3", "precision@5", "hit@3"])
+    assert values["recall@3"] == pytest.approx((0.5 + 0.25) / 2)
+    assert values["precision@5"] == pytest.approx((2 / 5 + 2 / 5) / 2)  # K is the denominator
+    assert values["hit@3"] == pytest.approx(1.0)
+
+
+def test_metrics_command_prints_example_values(pgeval, examples):
+    code, out, err = pgeval("metrics", "worked-run", "--format", "jsonl", "--per-query")
+    assert code == 0, err
+    assert '"query_id": "ex2"' in out and '"ndcg@10": 0.454383' in out
+    assert "not statistically meaningful" in err
+
+
+def test_unknown_measure_is_a_clean_error(conn, examples):
+    from evaluator.errors import InputError
+
+    with pytest.raises(InputError, match="unknown measure"):
+        metrics.per_query(conn, examples, ["map@10"])
+
+
+def test_database_refuses_bad_rows(conn, examples):
+    import psycopg
+
+    with pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute("INSERT INTO pgeval.result VALUES (%s, 'ex1', 0, 'zz', 1)", (examples,))
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        conn.execute("INSERT INTO pgeval.result VALUES (%s, 'ex1', 1, 'zz', 1)", (examples,))
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        conn.execute("INSERT INTO pgeval.result VALUES (%s, 'ex1', 9, 'a', 1)", (examples,))
+    with pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute("INSERT INTO pgeval.qrel SELECT testset_id, 'ex1', 'new', 7 FROM pgeval.testset")
