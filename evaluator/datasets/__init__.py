@@ -1,0 +1,1 @@
+"""Readers for public test collections (used by tests, benchmarks and `pgeval demo`)."""
