@@ -18,6 +18,7 @@ COMMANDS = {
     "db": "evaluator.commands.db_cmd:db",
     "init": "evaluator.commands.init_cmd:init",
     "metrics": "evaluator.commands.metrics_cmd:metrics",
+    "run": "evaluator.commands.run_cmd:run",
 }
 
 

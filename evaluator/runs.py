@@ -1,0 +1,244 @@
+"""Runs produced elsewhere: import (TREC run files, JSONL ranked lists), export, list, delete.
+
+Import streams the file into a temporary table with COPY (constant memory), then ranks, checks
+and inserts in SQL, all in one transaction: a rejected file leaves nothing behind.
+
+Order rules (METRICS.md): TREC lines are ranked by score descending, ties by chunk id descending
+(the trec_eval rule; the file's own rank column is ignored). JSONL keeps the given order.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import Conflict, InputError, NotFound
+
+TREC_ORDER = "score descending, ties by chunk id descending (trec_eval rule)"
+JSONL_ORDER = "as given in the file"
+FORMATS = ("trec", "jsonl")
+_BATCH = 1 << 16
+
+
+@dataclass
+class ImportReport:
+    name: str
+    run_id: int
+    testset: str
+    rows: int
+    queries: int
+    unknown_queries: int
+    unknown_query_ids: list[str] = field(default_factory=list)
+    valid_without_result: int = 0
+
+
+def guess_format(path: Path) -> str:
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        return "jsonl"
+    return "trec"
+
+
+def _open_text(path: Path):
+    if not path.is_file():
+        raise InputError("no such file", file=str(path))
+    return path.open("r", encoding="utf-8", errors="strict", newline="")
+
+
+def _trec_rows(path: Path):
+    """Yield text COPY lines ``qid\\tchunk\\tscore\\tline`` for a TREC run file."""
+    with _open_text(path) as fh:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(fh, 1):
+                parts = line.split()
+                if not parts:
+                    continue
+                if len(parts) != 6:
+                    raise InputError(f"expected 6 fields 'qid Q0 chunk rank score tag', found "
+                                     f"{len(parts)}", file=str(path), line=lineno)
+                qid, _, chunk, _, score, _ = parts
+                try:
+                    value = float(score)
+                except ValueError:
+                    raise InputError(f"score '{score}' is not a number", file=str(path),
+                                     line=lineno, field="score") from None
+                if math.isnan(value):
+                    raise InputError("score is NaN", file=str(path), line=lineno, field="score")
+                yield qid, chunk, score, lineno
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 ({exc.reason} at byte {exc.start})", file=str(path),
+                             line=lineno + 1) from None
+
+
+def _jsonl_rows(path: Path):
+    """Yield (qid, chunk, score or None, line, position) for a JSONL ranked-list file."""
+    with _open_text(path) as fh:
+        lineno = 0
+        try:
+            for lineno, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise InputError(f"malformed JSON ({exc.msg})", file=str(path),
+                                     line=lineno) from None
+                if not isinstance(obj, dict):
+                    raise InputError("expected a JSON object", file=str(path), line=lineno)
+                qid = obj.get("query_id")
+                if not isinstance(qid, (str, int)) or isinstance(qid, bool) or str(qid) == "":
+                    raise InputError("missing or empty query id", file=str(path), line=lineno,
+                                     field="query_id")
+                ranked = obj.get("ranked")
+                if not isinstance(ranked, list):
+                    raise InputError("expected a list of {chunk_id, score}", file=str(path),
+                                     line=lineno, field="ranked")
+                for pos, item in enumerate(ranked, 1):
+                    score = None
+                    if isinstance(item, dict):
+                        chunk, score = item.get("chunk_id"), item.get("score")
+                    else:
+                        chunk = item
+                    if not isinstance(chunk, (str, int)) or isinstance(chunk, bool) or str(chunk) == "":
+                        raise InputError(f"item {pos} has no chunk_id", file=str(path),
+                                         line=lineno, field="ranked")
+                    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
+                                              or math.isnan(score)):
+                        raise InputError(f"item {pos} score is not a number", file=str(path),
+                                         line=lineno, field="ranked")
+                    yield str(qid), str(chunk), score, lineno, pos
+        except UnicodeDecodeError as exc:
+            raise InputError(f"not UTF-8 ({exc.reason} at byte {exc.start})", file=str(path),
+                             line=lineno + 1) from None
+
+
+def _copy_text(value) -> str:
+    if value is None:
+        return "\\N"
+    s = str(value)
+    if any(c in s for c in "\\\t\n\r"):
+        s = s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    return s
+
+
+def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
+               replace: bool = False, tag: str | None = None) -> ImportReport:
+    """Import a ranked-list file as run ``name`` over test set ``testset`` (one transaction)."""
+    path = Path(path)
+    fmt = fmt or guess_format(path)
+    if fmt not in FORMATS:
+        raise InputError(f"unknown run format '{fmt}' (use trec or jsonl)", field="--format")
+    row = conn.execute("SELECT testset_id FROM pgeval.testset WHERE name = %s", (testset,)).fetchone()
+    if row is None:
+        raise NotFound(f"no test set named '{testset}' (see `pgeval testset list`)")
+    testset_id = row[0]
+    with conn.transaction():
+        existing = conn.execute("SELECT run_id FROM pgeval.run WHERE name = %s", (name,)).fetchone()
+        if existing is not None:
+            if not replace:
+                raise Conflict(f"a run named '{name}' exists (use --replace or another --name)")
+            conn.execute("DELETE FROM pgeval.run WHERE run_id = %s", existing)
+        conn.execute("CREATE TEMP TABLE _pgeval_import (query_id text, chunk_id text, "
+                     "score float8, line int, pos int) ON COMMIT DROP")
+        n = 0
+        with conn.cursor().copy("COPY _pgeval_import FROM STDIN") as copy:
+            buf = []
+            rows = _trec_rows(path) if fmt == "trec" else _jsonl_rows(path)
+            for rec in rows:
+                buf.append("\t".join(_copy_text(v) for v in rec) + ("\t\\N\n" if fmt == "trec" else "\n"))
+                n += 1
+                if len(buf) >= _BATCH:
+                    copy.write("".join(buf))
+                    buf.clear()
+            if buf:
+                copy.write("".join(buf))
+        if n == 0:
+            raise InputError("empty file: no ranked results", file=str(path))
+        dup = conn.execute(
+            "SELECT query_id, chunk_id, min(line), max(line), count(*) FROM _pgeval_import "
+            "GROUP BY query_id, chunk_id HAVING count(*) > 1 ORDER BY min(line) LIMIT 1").fetchone()
+        if dup is not None:
+            qid, chunk, first, second, _ = dup
+            where = f"lines {first} and {second}" if first != second else f"line {first}"
+            raise InputError(f"query '{qid}' lists chunk '{chunk}' twice ({where})", file=str(path),
+                             line=second)
+        unknown = [r[0] for r in conn.execute(
+            "SELECT DISTINCT i.query_id FROM _pgeval_import i WHERE NOT EXISTS (SELECT 1 FROM "
+            "pgeval.query q WHERE q.testset_id = %s AND q.query_id = i.query_id) ORDER BY 1",
+            (testset_id,)).fetchall()]
+        params = {"source": str(path), "format": fmt, "tag": tag}
+        run_id = conn.execute(
+            "INSERT INTO pgeval.run (name, testset_id, stage, params, order_rule, status, "
+            "n_unknown_queries, finished_at) VALUES (%s, %s, 'import', %s, %s, 'complete', %s, "
+            "now()) RETURNING run_id",
+            (name, testset_id, json.dumps(params), TREC_ORDER if fmt == "trec" else JSONL_ORDER,
+             len(unknown))).fetchone()[0]
+        order = "score DESC, chunk_id DESC" if fmt == "trec" else "line, pos"
+        inserted = conn.execute(
+            f"INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id, score) "
+            f"SELECT %s, i.query_id, row_number() OVER (PARTITION BY i.query_id ORDER BY {order}), "
+            f"i.chunk_id, i.score FROM _pgeval_import i "
+            f"JOIN pgeval.query q ON q.testset_id = %s AND q.query_id = i.query_id "
+            f"ORDER BY i.query_id", (run_id, testset_id)).rowcount
+        nq = conn.execute("SELECT count(DISTINCT query_id) FROM pgeval.result WHERE run_id = %s",
+                          (run_id,)).fetchone()[0]
+        missing = conn.execute("SELECT no_result FROM pgeval.run_counts(%s)", (run_id,)).fetchone()[0]
+    return ImportReport(name=name, run_id=run_id, testset=testset, rows=inserted, queries=nq,
+                        unknown_queries=len(unknown), unknown_query_ids=unknown[:20],
+                        valid_without_result=missing)
+
+
+def export_run(conn, name: str, fmt: str, out) -> int:
+    """Write run ``name`` to the text stream ``out`` as TREC or JSONL; return lines written."""
+    from .metrics import resolve_run
+
+    if fmt not in FORMATS:
+        raise InputError(f"unknown run format '{fmt}' (use trec or jsonl)", field="--format")
+    run = resolve_run(conn, name)
+    cur = conn.execute("SELECT query_id, rank, chunk_id, score FROM pgeval.result WHERE run_id = %s "
+                       "ORDER BY query_id, rank", (run.run_id,))
+    lines = 0
+    tag = "".join(ch if ch.isalnum() or ch in "-_.:" else "_" for ch in name) or "run"
+    if fmt == "trec":
+        # TREC readers re-sort by score: keep the stored scores only when they reproduce the
+        # stored order (runs imported from TREC); otherwise write -rank, which does.
+        keep = run.order_rule == TREC_ORDER
+        for qid, rank, chunk, score in cur:
+            value = repr(score) if keep and score is not None else str(-rank)
+            out.write(f"{qid} Q0 {chunk} {rank} {value} {tag}\n")
+            lines += 1
+        return lines
+    current, items = None, []
+    for qid, rank, chunk, score in cur:
+        if qid != current and current is not None:
+            out.write(json.dumps({"query_id": current, "ranked": items}, ensure_ascii=False) + "\n")
+            lines += 1
+            items = []
+        current = qid
+        items.append({"chunk_id": chunk, "score": score})
+    if current is not None:
+        out.write(json.dumps({"query_id": current, "ranked": items}, ensure_ascii=False) + "\n")
+        lines += 1
+    return lines
+
+
+def list_runs(conn, testset: str | None = None, experiment: str | None = None) -> list[dict]:
+    cur = conn.execute(
+        """SELECT r.name AS run, t.name AS testset, r.stage, e.name AS experiment, r.repetition,
+                  r.status, (SELECT count(DISTINCT query_id) FROM pgeval.result x
+                              WHERE x.run_id = r.run_id) AS queries,
+                  r.config_hash, r.started_at
+             FROM pgeval.run r JOIN pgeval.testset t USING (testset_id)
+             LEFT JOIN pgeval.experiment e USING (experiment_id)
+            WHERE (%(t)s::text IS NULL OR t.name = %(t)s) AND (%(e)s::text IS NULL OR e.name = %(e)s)
+            ORDER BY r.run_id""", {"t": testset, "e": experiment})
+    names = [d.name for d in cur.description]
+    return [dict(zip(names, row)) for row in cur.fetchall()]
+
+
+def delete_run(conn, name: str) -> None:
+    if conn.execute("DELETE FROM pgeval.run WHERE name = %s", (name,)).rowcount == 0:
+        raise NotFound(f"no run named '{name}'")
