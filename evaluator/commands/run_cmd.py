@@ -71,6 +71,7 @@ def export(database, name, fmt, out):
             click.echo(f"wrote {n} lines to {out}", err=True)
         else:
             export_run(conn, name, fmt, sys.stdout)
+            sys.stdout.flush()
 
 
 @run.command("list")

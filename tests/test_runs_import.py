@@ -1,0 +1,105 @@
+"""`pgeval run import/export/list`: TREC and JSONL run files against the real server."""
+
+import io
+import json
+
+import pytest
+
+from evaluator import metrics
+from evaluator.errors import Conflict, InputError
+from evaluator.runs import export_run, import_run
+
+from helpers import make_testset
+
+
+@pytest.fixture
+def ts(clean, conn):
+    make_testset(conn, "runs-ts", {"q1": {"a": 1, "b": 2}, "q2": {"x": 3}, "q3": {"y": 1}})
+    return "runs-ts"
+
+
+def _results(conn, name):
+    return conn.execute("SELECT query_id, rank, chunk_id FROM pgeval.result r JOIN pgeval.run USING "
+                        "(run_id) WHERE name = %s ORDER BY 1, 2", (name,)).fetchall()
+
+
+def test_trec_orders_by_score_then_chunk_id_descending(conn, ts, tmp_file):
+    f = tmp_file("r.trec", "q1 Q0 a 1 1.0 t\nq1 Q0 c 2 3.0 t\nq1 Q0 b 3 3.0 t\n"
+                           "q2 Q0 x 1 0.5 t\nzz Q0 x 1 9 t\n")
+    rep = import_run(conn, f, ts, "r-trec", "trec")
+    assert (rep.rows, rep.queries, rep.unknown_queries) == (4, 2, 1)
+    assert rep.unknown_query_ids == ["zz"]
+    assert rep.valid_without_result == 1  # q3
+    assert _results(conn, "r-trec") == [("q1", 1, "c"), ("q1", 2, "b"), ("q1", 3, "a"),
+                                        ("q2", 1, "x")]
+    run = metrics.resolve_run(conn, "r-trec")
+    assert "trec_eval" in run.order_rule and run.status == "complete"
+
+
+def test_jsonl_keeps_given_order(conn, ts, tmp_file):
+    f = tmp_file("r.jsonl", json.dumps({"query_id": "q1", "ranked": [
+        {"chunk_id": "a", "score": 0.1}, {"chunk_id": "z", "score": 0.9}, "b"]}) + "\n")
+    import_run(conn, f, ts, "r-jsonl")
+    assert _results(conn, "r-jsonl") == [("q1", 1, "a"), ("q1", 2, "z"), ("q1", 3, "b")]
+
+
+@pytest.mark.parametrize("name,content,message", [
+    ("dup.trec", "q1 Q0 a 1 1 t\nq1 Q0 b 2 0.5 t\nq1 Q0 a 3 0.2 t\n",
+     "dup.trec:3: query 'q1' lists chunk 'a' twice (lines 1 and 3)"),
+    ("short.trec", "q1 Q0 a 1 1\n", "short.trec:1: expected 6 fields"),
+    ("score.trec", "q1 Q0 a 1 high t\n", "score.trec:1, field 'score': score 'high' is not a number"),
+    ("empty.trec", "", "empty.trec: empty file"),
+    ("latin1.trec", b"q1 Q0 \xe9 1 1 t\n", "latin1.trec:1: not UTF-8"),
+    ("bad.jsonl", '{"query_id": "q1", "ranked": [}\n', "bad.jsonl:1: malformed JSON"),
+    ("noid.jsonl", '{"ranked": ["a"]}\n', "noid.jsonl:1, field 'query_id'"),
+    ("dup.jsonl", '{"query_id": "q1", "ranked": ["a", "a"]}\n', "query 'q1' lists chunk 'a' twice"),
+])
+def test_bad_run_files_are_rejected_and_nothing_written(conn, ts, tmp_file, name, content, message):
+    f = tmp_file(name, content)
+    with pytest.raises(InputError) as err:
+        import_run(conn, f, ts, "bad-run")
+    assert message in str(err.value)
+    assert conn.execute("SELECT count(*) FROM pgeval.run WHERE name = 'bad-run'").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM pgeval.result").fetchone()[0] == 0
+
+
+def test_name_taken_is_refused_unless_replace(conn, ts, tmp_file):
+    f = tmp_file("r.trec", "q1 Q0 a 1 1 t\n")
+    import_run(conn, f, ts, "again")
+    with pytest.raises(Conflict):
+        import_run(conn, f, ts, "again")
+    import_run(conn, f, ts, "again", replace=True)
+    assert len(_results(conn, "again")) == 1
+
+
+def test_export_round_trips(conn, ts, tmp_file):
+    f = tmp_file("r.trec", "q1 Q0 a 1 1.5 t\nq1 Q0 b 2 2.5 t\nq2 Q0 x 1 0.5 t\n")
+    import_run(conn, f, ts, "rt")
+    out = io.StringIO()
+    export_run(conn, "rt", "trec", out)
+    back = tmp_file("back.trec", out.getvalue())
+    import_run(conn, back, ts, "rt2")
+    assert _results(conn, "rt") == _results(conn, "rt2")
+    out = io.StringIO()
+    export_run(conn, "rt", "jsonl", out)
+    first = json.loads(out.getvalue().splitlines()[0])
+    assert first == {"query_id": "q1", "ranked": [{"chunk_id": "b", "score": 2.5},
+                                                  {"chunk_id": "a", "score": 1.5}]}
+
+
+def test_cli_import_metrics_export(pgeval, ts, tmp_file):
+    f = tmp_file("r.trec", "q1 Q0 a 1 1 t\nq2 Q0 y 1 1 t\nq3 Q0 y 1 1 t\n")
+    code, out, err = pgeval("run", "import", str(f), "--testset", ts, "--name", "cli-run")
+    assert code == 0, err
+    assert "imported run 'cli-run': 3 results for 3 queries" in out
+    code, out, err = pgeval("metrics", "cli-run", "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["summary"]["recall@3"] == pytest.approx((0.5 + 0 + 1) / 3)
+    assert data["counts"]["valid"] == 3
+    code, out, err = pgeval("run", "export", "cli-run", "--format", "trec")
+    assert code == 0 and out.splitlines()[0].startswith("q1 Q0 a 1 ")
+    code, out, err = pgeval("run", "import", str(tmp_file("e.trec", "")), "--testset", ts,
+                            "--name", "x")
+    assert code == 1 and err.startswith("pgeval: error: ") and "empty file" in err
+    assert "Traceback" not in err
