@@ -128,9 +128,34 @@ CREATE TABLE pgeval.query_plan (
     plan     jsonb NOT NULL,
     PRIMARY KEY (run_id, query_id)
 );
+
+-- ---- end-to-end answers (issue 6; METRICS.md "End-to-end") -------------------------------------
+-- One imported answer per (run, query): the generated text, the chunk ids it cites, and the cited
+-- ids a judge found to support it. Citation precision and answer accuracy are computed from these
+-- rows by sql/300_answers.sql. latency_ms: the end-to-end time of the answer, when known.
+CREATE TABLE pgeval.answer (
+    run_id      bigint NOT NULL REFERENCES pgeval.run ON DELETE CASCADE,
+    query_id    text NOT NULL CHECK (query_id <> ''),
+    answer      text NOT NULL,
+    cited       text[] NOT NULL DEFAULT '{}',
+    supported   text[] NOT NULL DEFAULT '{}' CHECK (supported <@ cited),
+    latency_ms  double precision CHECK (latency_ms >= 0),
+    source_file text,
+    imported_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (run_id, query_id)
+);
+
+-- Phrases that mark an answer as a refusal ("the knowledge base does not say"). Empty table: the
+-- built-in Chinese and English defaults of pgeval.default_refusal_phrases() are in force.
+CREATE TABLE pgeval.refusal_phrase (
+    phrase   text PRIMARY KEY CHECK (btrim(phrase) <> ''),
+    added_at timestamptz NOT NULL DEFAULT now()
+);
+-- ---- end of end-to-end answers ------------------------------------------------------------------
 """
 
 DOWNGRADE = r"""
+DROP TABLE IF EXISTS pgeval.refusal_phrase, pgeval.answer CASCADE;
 DROP TABLE IF EXISTS pgeval.query_plan, pgeval.query_timing, pgeval.result, pgeval.run,
     pgeval.experiment, pgeval.target, pgeval.query_embedding, pgeval.qrel, pgeval.query,
     pgeval.testset CASCADE;
