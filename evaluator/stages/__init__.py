@@ -1,0 +1,2 @@
+"""Stage runners: one module per stage kind (see :mod:`evaluator.stages.base` for the contract and
+:mod:`evaluator.stages.registry` for the kind -> class map)."""

@@ -1,0 +1,169 @@
+"""The stage framework: what every stage runner gets (:class:`StageContext`) and must do
+(:class:`Stage`). One module per stage kind; :mod:`evaluator.stages.registry` maps kind -> class;
+:mod:`evaluator.stages.store` writes pgeval.run / pgeval.result / pgeval.query_timing.
+
+Conventions every stage follows (METRICS.md is the contract; these make it concrete):
+
+- **Run names**: ``{experiment}.{stage}.{repetition}``, e.g. ``exp1.hnsw.2`` (:func:`run_name`).
+  A run belongs to its experiment (``pgeval.run.experiment_id``) and carries ``stage`` (the stage
+  name in the pipeline, usually its kind) and ``repetition`` (1..N).
+- **Ranks** are 1..n, produced by a deterministic SQL ``ORDER BY score-expression, chunk_id``:
+  ``ORDER BY distance, chunk_id`` for distances, ``ORDER BY score DESC, chunk_id`` for
+  similarities. The rule is written in ``pgeval.run.order_rule`` (:data:`ORDER_DISTANCE`,
+  :data:`ORDER_SIMILARITY`).
+- **Duplicates** (several rows of the knowledge base mapping to one chunk id) are collapsed to the
+  chunk's best score, hence its best rank, before ranking.
+- **Scores**: vector stages (exact, hnsw, ivfflat, diskann) store in ``result.score`` the exact
+  distance computed by the operator of the target's metric (lower is better; ``<#>`` gives the
+  *negative* inner product). ``run.params`` then has ``"score": "distance"`` and
+  ``"metric": "cosine" | "l2" | "ip"``, so index recall can compare an ANN stage's distances with
+  the exact stage's K-th distance. Keyword, fusion and rerank stages store higher-is-better
+  scores and ``"score": "similarity"`` (bm25 scores from pg_textsearch are negated on the way in
+  so that higher is better, or stored as distance with ``"score": "distance"`` — say which).
+- **Depth**: a stage stores at most ``ctx.depth`` chunks per query (``run.depth``).
+- **Settings**: GUCs are applied with ``SET LOCAL`` inside the stage's transaction on ``ctx.kb``
+  (READ ONLY, except ``--isolate-index``), validated first (:mod:`evaluator.stages.gucs`), and
+  recorded in ``run.params["settings"]``. Nothing leaks to the session.
+- **Timing**: one ``pgeval.query_timing`` row per query with the boundary named in
+  ``run.timing_boundary`` (:data:`BOUNDARY_ROUND_TRIP` ...). Batch mode writes no per-query
+  latency (only ``run.params["batch_ms"]``).
+- **Status**: a run is created ``running`` and marked ``complete`` only after its results are
+  written; a failure marks it ``failed`` (:func:`evaluator.stages.store.run_scope`).
+- **Earlier stages**: ``ctx.previous`` maps the names of the stages that already ran in this
+  experiment and repetition to their run ids (merge reads its inputs from there; rerank its
+  candidates).
+
+A stage is a class with a ``kind`` and ``run(ctx, run_name) -> run_id``; ``prepare(ctx)`` runs
+for every stage before the first query of the experiment, so that configuration errors
+(dimension mismatch, unknown GUC, wrong index) stop the pipeline before anything is measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    import psycopg
+
+    from ..targets import Target
+
+ORDER_DISTANCE = "distance ascending, ties by chunk id ascending (best distance per chunk)"
+ORDER_SIMILARITY = "score descending, ties by chunk id ascending (best score per chunk)"
+
+BOUNDARY_ROUND_TRIP = "client round trip (prepared statement: execute + fetch, one per query)"
+BOUNDARY_SERVER = "server execution (EXPLAIN ANALYZE execution time, a second execution)"
+BOUNDARY_BATCH = "batch: one set-based statement for all queries (no per-query latency)"
+BOUNDARY_NONE = "none (no query executed by pgeval)"
+
+SCORE_DISTANCE = "distance"
+SCORE_SIMILARITY = "similarity"
+
+
+def run_name(experiment: str, stage: str, repetition: int) -> str:
+    """``{experiment}.{stage}.{repetition}``."""
+    return f"{experiment}.{stage}.{repetition}"
+
+
+@dataclass
+class Query:
+    """One query of the test set, in test-set order (``position``)."""
+
+    query_id: str
+    position: int
+    text: str | None = None
+    embedding: "np.ndarray | None" = None   # float32 vector, from pgeval.query_embedding
+
+
+class Progress(Protocol):
+    """Progress of one stage: :mod:`evaluator.pipeline` passes a rich bar; tests pass None."""
+
+    def start(self, description: str, total: int) -> None: ...
+
+    def advance(self, n: int = 1) -> None: ...
+
+    def finish(self) -> None: ...
+
+
+@dataclass
+class StageContext:
+    """Everything a stage needs. Built by :mod:`evaluator.pipeline` once per stage run."""
+
+    kb: "psycopg.Connection"          # knowledge base: read-only transactions (autocommit off)
+    results: "psycopg.Connection"     # where schema pgeval lives (may be another database)
+    target: "Target | None"           # evaluator.targets.Target (None for stages that need none)
+    testset: str
+    testset_id: int
+    experiment: str | None            # experiment name (None outside a pipeline)
+    experiment_id: int | None
+    repetition: int = 1
+    stage: str = ""                   # the stage's name in the pipeline (usually its kind)
+    depth: int = 100
+    settings: dict[str, str] = field(default_factory=dict)   # validated GUC -> value (all stages)
+    options: dict[str, str] = field(default_factory=dict)    # this stage's --opt STAGE:KEY=VALUE
+    queries: list[Query] = field(default_factory=list)
+    embedder: str | None = None       # label of the query embeddings in ``queries``
+    batch: bool = False
+    server_timing: bool = False       # also record EXPLAIN ANALYZE execution time per query
+    isolate_index: bool = False       # drop other vector indexes inside the (rolled back) txn
+    progress: Progress | None = None
+    previous: dict[str, int] = field(default_factory=dict)   # stage name -> run_id (same rep.)
+    warnings: list[str] = field(default_factory=list)        # collected, printed by the caller
+    extra: dict[str, Any] = field(default_factory=dict)      # free slot for stage-to-stage data
+
+    def warn(self, message: str) -> None:
+        if message not in self.warnings:
+            self.warnings.append(message)
+
+    def option(self, key: str, default: Any = None, cast=str) -> Any:
+        """This stage's option ``key`` cast with ``cast``; InputError naming --opt when bad."""
+        from ..errors import InputError
+
+        if key not in self.options:
+            return default
+        raw = self.options[key]
+        try:
+            return cast(raw)
+        except (TypeError, ValueError):
+            raise InputError(f"option {self.stage}:{key}={raw!r} is not a valid "
+                             f"{getattr(cast, '__name__', 'value')}", field="--opt") from None
+
+    def settings_for(self, prefixes: tuple[str, ...]) -> dict[str, str]:
+        """The settings that apply to a stage: its extension's GUCs (``prefixes``, e.g.
+        ``("hnsw.",)``) plus every core planner GUC (names without a dot)."""
+        return {k: v for k, v in self.settings.items()
+                if "." not in k or any(k.startswith(p) for p in prefixes)}
+
+
+@runtime_checkable
+class Stage(Protocol):
+    """A stage runner. Register the class in :mod:`evaluator.stages.registry`."""
+
+    kind: str                      # "exact", "hnsw", "ivfflat", "diskann", "bm25", "merge", ...
+    score: str                     # SCORE_DISTANCE or SCORE_SIMILARITY
+    needs_embedding: bool          # the pipeline loads query embeddings when any stage needs them
+    needs_text: bool               # the stage reads query text (bm25, rerank)
+    guc_prefixes: tuple[str, ...]  # extension GUCs this stage applies, e.g. ("hnsw.",)
+
+    def prepare(self, ctx: StageContext) -> None:
+        """Check configuration before any query of the experiment runs (raise errors.*)."""
+
+    def run(self, ctx: StageContext, run_name: str) -> int:
+        """Run every query, write pgeval.run/result/query_timing, return the run id."""
+
+
+class BaseStage:
+    """Defaults for :class:`Stage` implementations (subclass and override)."""
+
+    kind = "base"
+    score = SCORE_SIMILARITY
+    needs_embedding = False
+    needs_text = False
+    guc_prefixes: tuple[str, ...] = ()
+
+    def prepare(self, ctx: StageContext) -> None:
+        return None
+
+    def run(self, ctx: StageContext, run_name: str) -> int:  # pragma: no cover - abstract
+        raise NotImplementedError
