@@ -15,6 +15,7 @@ import click
 
 # command name -> "module:attribute" (add a line per command; names are the DESIGN.md contract)
 COMMANDS = {
+    "answers": "evaluator.commands.answers_cmd:answers",
     "db": "evaluator.commands.db_cmd:db",
     "init": "evaluator.commands.init_cmd:init",
     "metrics": "evaluator.commands.metrics_cmd:metrics",
