@@ -1,0 +1,64 @@
+"""Stored test sets: resolve a name, list them, describe one, delete one."""
+
+from __future__ import annotations
+
+from ..errors import NotFound
+
+_COUNTS = """
+    count(q.*) FILTER (WHERE cardinality(q.grades_desc) > 0) AS valid,
+    count(q.*) FILTER (WHERE q.answerable AND cardinality(q.grades_desc) = 0) AS excluded,
+    count(q.*) FILTER (WHERE NOT q.answerable) AS unanswerable"""
+
+
+def resolve_testset(conn, name: str) -> tuple[int, str]:
+    """(testset_id, content_hash) of the test set called ``name``; NotFound otherwise."""
+    row = conn.execute("SELECT testset_id, content_hash FROM pgeval.testset WHERE name = %s",
+                       (name,)).fetchone()
+    if row is None:
+        raise NotFound(f"no test set named '{name}' (see `pgeval testset list`)")
+    return row[0], row[1]
+
+
+def list_testsets(conn) -> list[dict]:
+    cur = conn.execute(f"""
+        SELECT t.name, t.n_queries AS queries, t.n_judgements AS judgements, {_COUNTS},
+               (SELECT count(*) FROM pgeval.run r WHERE r.testset_id = t.testset_id) AS runs,
+               t.source_format AS format, t.content_hash, t.created_at AS created
+          FROM pgeval.testset t LEFT JOIN pgeval.query q USING (testset_id)
+         GROUP BY t.testset_id ORDER BY t.name""")
+    cols = [d.name for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def show_testset(conn, name: str) -> dict:
+    """Counts, grade histogram, type tags, embeddings, grade map and hash of one test set."""
+    tid, _ = resolve_testset(conn, name)
+    cur = conn.execute(f"""
+        SELECT t.testset_id, t.name, t.source_format AS format, t.source_file, t.content_hash,
+               t.grade_map, t.created_at AS created, t.n_queries AS queries,
+               t.n_judgements AS judgements, {_COUNTS},
+               count(q.*) FILTER (WHERE q.query_text IS NULL) AS without_text,
+               count(q.embedding) AS with_embedding,
+               min(vector_dims(q.embedding)) AS embedding_dim,
+               (SELECT count(*) FROM pgeval.run r WHERE r.testset_id = t.testset_id) AS runs
+          FROM pgeval.testset t LEFT JOIN pgeval.query q USING (testset_id)
+         WHERE t.testset_id = %s GROUP BY t.testset_id""", (tid,))
+    info = dict(zip([d.name for d in cur.description], cur.fetchone()))
+    info["grades"] = {str(g): n for g, n in conn.execute(
+        "SELECT grade, count(*) FROM pgeval.qrel WHERE testset_id = %s GROUP BY grade "
+        "ORDER BY grade", (tid,)).fetchall()}
+    info["types"] = {t: n for t, n in conn.execute(
+        "SELECT t, count(*) FROM pgeval.query, unnest(types) AS t WHERE testset_id = %s "
+        "GROUP BY t ORDER BY count(*) DESC, t", (tid,)).fetchall()}
+    return info
+
+
+def delete_testset(conn, name: str) -> int:
+    """Delete the test set and (ON DELETE CASCADE) its queries, judgements and runs; returns the
+    number of runs deleted."""
+    with conn.transaction():
+        tid, _ = resolve_testset(conn, name)
+        runs = conn.execute("SELECT count(*) FROM pgeval.run WHERE testset_id = %s",
+                            (tid,)).fetchone()[0]
+        conn.execute("DELETE FROM pgeval.testset WHERE testset_id = %s", (tid,))
+    return runs

@@ -1,0 +1,141 @@
+"""Field checks shared by every format: ids, text, type tags, expected facts, embeddings.
+
+Each check returns the normalised value or raises :class:`ValueError` with the reason; the format
+parsers turn that into an :class:`~evaluator.errors.InputError` naming file, line and field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+MAX_ID_BYTES = 1024       # ids are btree keys (the qrel primary key): keep well under 2704 bytes
+MAX_DIM = 16000           # pgvector's limit for the vector type
+
+
+def clean_str(value: str, what: str) -> str:
+    """Refuse strings PostgreSQL cannot store: NUL characters and lone surrogates (a JSON
+    escape such as \\ud800 decodes to one)."""
+    if "\x00" in value:
+        raise ValueError(f"{what} contains a NUL character (\\u0000), which PostgreSQL cannot store")
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"{what} contains a lone surrogate escape (e.g. \\ud800), "
+                             "which is not valid Unicode") from None
+    return value
+
+
+def ident(value, what: str = "id") -> str:
+    """A query or chunk id: a non-empty string (an integer is taken as its decimal text)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"{what} must be a string, found {_kind(value)}")
+    text = str(value).strip()
+    if not text:
+        raise ValueError(f"{what} is empty")
+    clean_str(text, what)
+    if len(text) > MAX_ID_BYTES // 4 and len(text.encode("utf-8")) > MAX_ID_BYTES:
+        raise ValueError(f"{what} is longer than {MAX_ID_BYTES} bytes")
+    return text
+
+
+def query_text(value, required: bool = True) -> str | None:
+    if value is None:
+        if required:
+            raise ValueError("query text is missing")
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"query text must be a string, found {_kind(value)}")
+    text = value.strip()
+    if not text:
+        if required:
+            raise ValueError("query text is empty")
+        return None
+    return clean_str(text, "query text")
+
+
+def string_list(value, what: str) -> list[str]:
+    """A list of non-empty strings (a single string is a list of one); None is the empty list."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list):
+        raise ValueError(f"{what} must be a list of strings, found {_kind(value)}")
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, str):
+            raise ValueError(f"{what} item {i + 1} must be a string, found {_kind(item)}")
+        item = item.strip()
+        if not item:
+            raise ValueError(f"{what} item {i + 1} is empty")
+        out.append(clean_str(item, f"{what} item {i + 1}"))
+    return out
+
+
+def answerable(value) -> bool:
+    if value is None:
+        return True
+    if not isinstance(value, bool):
+        raise ValueError(f"answerable must be true or false, found {_kind(value)}")
+    return value
+
+
+def embedding(value) -> tuple[str, int] | None:
+    """A list of finite numbers -> (pgvector text '[1.0,2.5]', dimension); None stays None."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ValueError(f"embedding must be a list of numbers, found {_kind(value)}")
+    if not value:
+        raise ValueError("embedding is an empty list")
+    if len(value) > MAX_DIM:
+        raise ValueError(f"embedding has {len(value)} dimensions; pgvector stores at most {MAX_DIM}")
+    parts = []
+    for i, x in enumerate(value):
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise ValueError(f"embedding item {i + 1} is not a number ({_kind(x)})")
+        try:
+            f = float(x)
+        except OverflowError:
+            f = math.inf
+        if not math.isfinite(f) or abs(f) > 3.4e38:
+            raise ValueError(f"embedding item {i + 1} is not a finite single-precision number")
+        parts.append(repr(f))
+    return "[" + ",".join(parts) + "]", len(value)
+
+
+class Dimensions:
+    """Every embedding of a test set has the dimension of the first one seen."""
+
+    def __init__(self):
+        self.dim: int | None = None
+        self.where: str | None = None
+
+    def check(self, dim: int, where: str) -> None:
+        if self.dim is None:
+            self.dim, self.where = dim, where
+        elif dim != self.dim:
+            raise ValueError(f"embedding has {dim} dimensions but the first one ({self.where}) "
+                             f"has {self.dim}")
+
+
+def facts_json(value) -> str:
+    return json.dumps(string_list(value, "expected_facts"), ensure_ascii=False)
+
+
+def _kind(value) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"[:60]
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__

@@ -1,0 +1,48 @@
+"""BEIR folders: ``queries.jsonl`` (``{"_id": ..., "text": ...}``) and ``qrels/test.tsv``
+(tab separated with the header ``query-id corpus-id score``).
+
+``queries.jsonl`` usually holds the queries of every split: those no test judgement names are
+skipped and counted. A judgement for a query id that ``queries.jsonl`` lacks is an error. A query
+whose judgements are all grade 0 loads and is counted as having no relevant chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from .. import fields
+from ..records import Row
+from .jsonl import parse_line
+from .trec import qrels
+
+COLUMNS = ("query-id", "corpus-id", "score")
+
+
+def _is_header(parts) -> bool:
+    return [p.strip().lower() for p in parts] == list(COLUMNS) or not parts[-1].strip().lstrip(
+        "-").isdigit()
+
+
+def queries_jsonl(src, file_idx: int) -> Iterator[Row]:
+    count = 0
+    for n, text in src:
+        if not text.strip():
+            continue
+        obj = parse_line(src, n, text)
+        try:
+            qid = fields.ident(obj.get("_id"), "query id")
+        except ValueError as exc:
+            raise src.error(str(exc), line=n, field="_id") from None
+        try:
+            body = fields.query_text(obj.get("text"))
+        except ValueError as exc:
+            raise src.error(f"query '{qid}': {exc}", line=n, field="text") from None
+        count += 1
+        yield Row(file_idx, n, qid, True, body, [], None, "[]", None, [], [], [])
+    if count == 0:
+        raise src.error("the file is empty (no queries)")
+
+
+def parse(plan, grade_map) -> Iterator[Row]:
+    yield from queries_jsonl(plan.sources[1], 1)
+    yield from qrels(plan.sources[0], 0, grade_map, COLUMNS, skip_header=_is_header)

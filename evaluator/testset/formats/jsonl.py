@@ -1,0 +1,50 @@
+"""JSONL: one query per line.
+
+``{"id": "q1", "query": "退款多久到账", "relevant": {"c12": 3, "c40": 1}, "type": ["fuzzy"],
+"answerable": true, "expected_facts": ["7 days"], "embedding": [0.1, ...]}``
+
+``relevant`` is an object chunk id -> grade (mapped by ``--grade-map``) or a list of chunk ids
+(grade 1 each). ``answerable`` defaults to true; ``type``, ``expected_facts``, ``embedding`` are
+optional. Blank lines are skipped; other keys are ignored.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+from .. import fields
+from ..records import Row
+from ..validate import query_row
+
+
+def parse_line(src, n: int, text: str):
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise src.error(f"not valid JSON: {exc.msg} at column {exc.colno}", line=n) from None
+    except (ValueError, RecursionError) as exc:
+        raise src.error(f"not valid JSON: {str(exc)[:100] or 'nested too deeply'}", line=n) from None
+    if not isinstance(obj, dict):
+        raise src.error(f"expected a JSON object {{\"id\": ..., \"query\": ...}}, found "
+                        f"{fields._kind(obj)}", line=n)
+    return obj
+
+
+def parse(plan, grade_map) -> Iterator[Row]:
+    src = plan.sources[0]
+    dims = fields.Dimensions()
+    count = 0
+    for n, text in src:
+        if not text.strip():
+            continue
+        obj = parse_line(src, n, text)
+        if "id" not in obj:
+            raise src.error("the query id is missing", line=n, field="id")
+        count += 1
+        yield query_row(src, 0, n, "id", qid=obj["id"], text=obj.get("query"),
+                        relevant=obj.get("relevant"), types=obj.get("type"),
+                        answerable=obj.get("answerable"), facts=obj.get("expected_facts"),
+                        embedding=obj.get("embedding"), grade_map=grade_map, dims=dims)
+    if count == 0:
+        raise src.error("the file is empty (no queries)")

@@ -1,0 +1,77 @@
+"""TREC qrels: ``query-id iteration chunk-id grade``, whitespace separated, one judgement a line
+(the iteration column is ignored). Optional ``--queries`` TSV: ``query-id<TAB>text``.
+
+Without ``--queries`` the queries are the ids the qrels name, in order of first appearance, with
+no text. With it, a qrels line whose query id is not in the TSV is an error (file and line
+named); a TSV query that no qrels line judges is skipped and counted (as trec_eval ignores
+topics without judgements). A query whose judgements are all grade 0 loads and is counted as
+having no relevant chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from .. import fields
+from ..records import Row, judgement
+
+
+def queries_tsv(src, file_idx: int) -> Iterator[Row]:
+    count = 0
+    for n, text in src:
+        if not text.strip():
+            continue
+        qid, tab, body = text.partition("\t")
+        if not tab:
+            raise src.error("expected query-id<TAB>text (no tab on this line)", line=n)
+        try:
+            qid = fields.ident(qid, "query id")
+        except ValueError as exc:
+            raise src.error(str(exc), line=n, field="query-id") from None
+        try:
+            body = fields.query_text(body)
+        except ValueError as exc:
+            raise src.error(f"query '{qid}': {exc}", line=n, field="text") from None
+        count += 1
+        yield Row(file_idx, n, qid, True, body, [], None, "[]", None, [], [], [])
+    if count == 0:
+        raise src.error("the queries file is empty")
+
+
+def qrels(src, file_idx: int, grade_map, columns=("query-id", "iteration", "chunk-id", "grade"),
+          skip_header=None) -> Iterator[Row]:
+    """Shared by TREC (4 columns) and BEIR (3 columns, a header line)."""
+    width = len(columns)
+    qcol, ccol, gcol = 0, width - 2, width - 1
+    count = 0
+    for n, text in src:
+        if not text.strip():
+            continue
+        parts = text.split("\t") if "\t" in text and width == 3 else text.split()
+        if skip_header and count == 0 and n == 1 and skip_header(parts):
+            continue
+        if len(parts) != width:
+            raise src.error(f"expected {width} columns ({' '.join(columns)}), found {len(parts)}",
+                            line=n)
+        try:
+            qid = fields.ident(parts[qcol], "query id")
+        except ValueError as exc:
+            raise src.error(str(exc), line=n, field=columns[qcol]) from None
+        try:
+            chunk = fields.ident(parts[ccol], "chunk id")
+        except ValueError as exc:
+            raise src.error(str(exc), line=n, field=columns[ccol]) from None
+        try:
+            grade, source = grade_map.grade(parts[gcol].strip())
+        except ValueError as exc:
+            raise src.error(str(exc), line=n, field=columns[gcol]) from None
+        count += 1
+        yield judgement(file_idx, n, qid, chunk, grade, source)
+    if count == 0:
+        raise src.error("the file is empty (no judgements)")
+
+
+def parse(plan, grade_map) -> Iterator[Row]:
+    if len(plan.sources) > 1:
+        yield from queries_tsv(plan.sources[1], 1)
+    yield from qrels(plan.sources[0], 0, grade_map)

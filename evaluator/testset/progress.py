@@ -1,0 +1,39 @@
+"""A rich progress bar on stderr for big test set files (bytes read, then the SQL phases)."""
+
+from __future__ import annotations
+
+BIG = 4 << 20   # files smaller than this load too fast for a bar to help
+
+
+class LoadProgress:
+    def __init__(self, sources, enabled: bool):
+        self.sources = sources
+        self.total = sum(s.size for s in sources)
+        self.enabled = bool(enabled) and self.total >= BIG
+        self._bar = self._task = None
+
+    def __enter__(self):
+        if self.enabled:
+            from rich.console import Console
+            from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
+                                       TimeElapsedColumn, TimeRemainingColumn)
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
+                                 TimeElapsedColumn(), TimeRemainingColumn(),
+                                 console=Console(stderr=True), transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task("reading", total=self.total)
+        return self
+
+    def advance(self) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, completed=sum(s.bytes_read for s in self.sources))
+
+    def phase(self, description: str) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, description=description, completed=self.total)
+
+    def __exit__(self, *exc):
+        if self._bar is not None:
+            self._bar.stop()
+        return False
