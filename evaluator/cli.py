@@ -20,6 +20,7 @@ COMMANDS = {
     "init": "evaluator.commands.init_cmd:init",
     "metrics": "evaluator.commands.metrics_cmd:metrics",
     "run": "evaluator.commands.run_cmd:run",
+    "testset": "evaluator.commands.testset_cmd:testset",
 }
 
 
