@@ -38,7 +38,9 @@ def testset():
 @click.option("--replace", is_flag=True,
               help="Replace a test set of this name with different content (its runs are "
                    "deleted).")
-@format_option(choices=("table", "json"))
+@click.option("--output", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True, help="How to print the summary: table for people, json for "
+              "scripts.")
 @pass_db
 def load(database, file, name, source_format, queries, grade_map, replace, fmt):
     """Load FILE as test set NAME: validated, all or nothing, in one transaction.
@@ -100,11 +102,13 @@ def list_(database, fmt):
     with database.connect(autocommit=True) as conn:
         rows = list_testsets(conn)
     if fmt == "table":
-        rows = [{**r, "content_hash": r["content_hash"][:12],
-                 "created": r["created"].strftime("%Y-%m-%d %H:%M")} for r in rows]
         if not rows:
             click.echo("no test sets (load one with `pgeval testset load FILE --name NAME`)")
             return
+        rows = [{**r, "hash": r["content_hash"][:12]} for r in rows]
+        emit(rows, fmt, ["name", "queries", "judgements", "valid", "excluded", "unanswerable",
+                         "runs", "format", "hash"])
+        return
     emit(rows, fmt, ["name", "queries", "judgements", "valid", "excluded", "unanswerable",
                      "runs", "format", "content_hash", "created"])
 
