@@ -1,0 +1,114 @@
+-- The stages of an experiment and the index's own loss (METRICS.md "Index recall").
+--
+-- An experiment's runs are rows of pgeval.run with experiment_id, stage (the kind: exact, hnsw,
+-- ivfflat, diskann, bm25, merge, rerank, import, ...) and repetition. Their order is the order
+-- of experiment.config->'stages' (strings, or objects with "name"/"stage"/"kind"); runs that the
+-- list does not name follow in run_id order. The last stage of a repetition is the final stage.
+-- A run's label is the middle of its name `{experiment}.{label}.{repetition}`, else its stage.
+
+-- The part a stage plays: exact (brute force, the ceiling), ann (index scan storing the exact
+-- distance: "score": "distance"), keyword, path (any other retrieval list, e.g. import), merge,
+-- rerank. run.params->>'role' overrides the default (e.g. an imported list that is a rerank);
+-- the kind is run.params->>'kind' when the pipeline named the stage (`fast=hnsw`), else run.stage.
+CREATE OR REPLACE FUNCTION pgeval.stage_role(p_stage text, p_params jsonb)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE
+        WHEN p_params->>'role' IN ('exact', 'ann', 'keyword', 'path', 'merge', 'rerank')
+            THEN p_params->>'role'
+        WHEN kind = 'exact' THEN 'exact'
+        WHEN kind IN ('merge', 'fusion') THEN 'merge'
+        WHEN kind = 'rerank' THEN 'rerank'
+        WHEN kind IN ('hnsw', 'ivfflat', 'diskann') THEN 'ann'
+        WHEN kind IN ('bm25', 'fts', 'keyword') THEN 'keyword'
+        WHEN p_params->>'score' = 'distance' AND kind <> 'import' THEN 'ann'
+        ELSE 'path'
+    END
+      FROM (SELECT coalesce(p_params->>'kind', p_stage) AS kind) k
+$$;
+
+-- Runs of an experiment (all repetitions when p_repetition is NULL) with label, role, position
+-- and whether the run is its repetition's final stage.
+CREATE OR REPLACE FUNCTION pgeval.experiment_stages(p_experiment bigint,
+                                                    p_repetition integer DEFAULT NULL)
+RETURNS TABLE (run_id bigint, name text, label text, stage text, role text, repetition integer,
+               "position" integer, depth integer, status text, params jsonb, is_final boolean)
+LANGUAGE sql STABLE AS $$
+    WITH e AS (SELECT experiment_id, name, config FROM pgeval.experiment
+                WHERE experiment_id = p_experiment),
+    cfg AS (SELECT o.ord::integer AS ord,
+                   CASE jsonb_typeof(o.v) WHEN 'string' THEN o.v #>> '{}'
+                        WHEN 'object' THEN coalesce(o.v->>'name', o.v->>'label', o.v->>'stage',
+                                                    o.v->>'kind') END AS label
+              FROM e CROSS JOIN LATERAL jsonb_array_elements(
+                       CASE jsonb_typeof(e.config->'stages') WHEN 'array' THEN e.config->'stages'
+                            ELSE '[]'::jsonb END) WITH ORDINALITY AS o(v, ord)),
+    r AS (SELECT r.run_id, r.name, r.stage, r.repetition, r.depth, r.status, r.params,
+                 CASE WHEN left(r.name, length(e.name) + 1) = e.name || '.'
+                           AND right(r.name, length(r.repetition::text) + 1) = '.' || r.repetition
+                           AND length(r.name) > length(e.name) + length(r.repetition::text) + 2
+                      THEN substr(r.name, length(e.name) + 2,
+                                  length(r.name) - length(e.name) - length(r.repetition::text) - 2)
+                      ELSE r.stage END AS label
+            FROM pgeval.run r JOIN e USING (experiment_id)
+           WHERE p_repetition IS NULL OR r.repetition = p_repetition),
+    o AS (SELECT r.*,
+                 row_number() OVER (PARTITION BY r.repetition
+                                    ORDER BY coalesce((SELECT min(c.ord) FROM cfg c
+                                                        WHERE c.label IN (r.label, r.stage)),
+                                                      1000000), r.run_id)::integer AS pos
+            FROM r)
+    SELECT o.run_id, o.name, o.label, o.stage, pgeval.stage_role(o.stage, o.params), o.repetition,
+           o.pos, o.depth, o.status, o.params,
+           o.pos = max(o.pos) OVER (PARTITION BY o.repetition)
+      FROM o
+     ORDER BY o.repetition, o.pos
+$$;
+
+-- Index recall@K of every ANN run of an experiment against the exact stage of the same
+-- repetition (all repetitions when p_repetition is NULL):
+--   per query: |{c in the run's first K : dist(c) <= d_K + eps}| / K, d_K = the K-th smallest
+--   exact distance of the query, eps = 1e-6 * max(1, |d_K|) (ties with the K-th neighbour count);
+--   rows the run did not return count as misses; averaged over every query with results in the
+--   exact stage (a query the ANN run missed entirely scores 0).
+-- dist(c) is the exact distance the vector stage stored in result.score ("score": "distance");
+-- where a run stored no score, the exact stage's distance of the same chunk is used.
+-- Edge case: when exact search itself returned n < K rows for a query (a filtered table that
+-- holds fewer than K chunks), d_K is its largest distance and the denominator is n.
+CREATE OR REPLACE FUNCTION pgeval.index_recall(p_experiment bigint, p_k integer DEFAULT 10,
+                                               p_repetition integer DEFAULT 1)
+RETURNS TABLE (run_id bigint, name text, label text, stage text, repetition integer,
+               k integer, queries bigint, index_recall double precision, short_queries bigint,
+               exact_run_id bigint)
+LANGUAGE sql STABLE AS $$
+    WITH s AS (SELECT * FROM pgeval.experiment_stages(p_experiment, p_repetition)),
+    ex AS (SELECT DISTINCT ON (s.repetition) s.repetition, s.run_id
+             FROM s WHERE s.role = 'exact' ORDER BY s.repetition, s."position"),
+    dk AS (SELECT ex.repetition, ex.run_id AS exact_run, res.query_id,
+                  count(*) AS n,
+                  coalesce((array_agg(res.score ORDER BY res.score, res.rank))[p_k],
+                           max(res.score)) AS d_k
+             FROM ex JOIN pgeval.result res ON res.run_id = ex.run_id
+            WHERE res.score IS NOT NULL
+            GROUP BY ex.repetition, ex.run_id, res.query_id),
+    per_query AS (
+        SELECT a.run_id, dk.query_id, least(p_k, dk.n) AS denom, dk.exact_run,
+               (SELECT count(*) FILTER (WHERE coalesce(res.score, xr.score)
+                                              <= dk.d_k + 1e-6 * greatest(1.0, abs(dk.d_k)))
+                  FROM pgeval.result res
+                  LEFT JOIN pgeval.result xr ON xr.run_id = dk.exact_run
+                                            AND xr.query_id = res.query_id
+                                            AND xr.chunk_id = res.chunk_id
+                 WHERE res.run_id = a.run_id AND res.query_id = dk.query_id
+                   AND res.rank <= p_k) AS hits,
+               (SELECT count(*) FROM pgeval.result res
+                 WHERE res.run_id = a.run_id AND res.query_id = dk.query_id
+                   AND res.rank <= p_k) AS got
+          FROM s a JOIN dk ON dk.repetition = a.repetition
+         WHERE a.role = 'ann' AND p_k >= 1)
+    SELECT a.run_id, a.name, a.label, a.stage, a.repetition, p_k,
+           count(pq.query_id), avg(pq.hits::float8 / pq.denom),
+           count(*) FILTER (WHERE pq.got < pq.denom), min(pq.exact_run)
+      FROM s a JOIN per_query pq ON pq.run_id = a.run_id
+     GROUP BY a.run_id, a.name, a.label, a.stage, a.repetition, a."position"
+     ORDER BY a.repetition, a."position"
+$$;
