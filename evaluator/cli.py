@@ -17,6 +17,9 @@ import click
 COMMANDS = {
     "answers": "evaluator.commands.answers_cmd:answers",
     "db": "evaluator.commands.db_cmd:db",
+    "diff": "evaluator.commands.diff_cmd:diff",
+    "fingerprint": "evaluator.commands.fingerprint_cmd:fingerprint",
+    "health": "evaluator.commands.health_cmd:health",
     "init": "evaluator.commands.init_cmd:init",
     "metrics": "evaluator.commands.metrics_cmd:metrics",
     "run": "evaluator.commands.run_cmd:run",
