@@ -44,7 +44,7 @@ def query_row(src, file_idx: int, line: int, id_field: str, *, qid, text, releva
         raise fail(str(exc), field) from None
     chunks, grades, sources = _judgements(relevant, grade_map, fail)
     if answerable and not any(grades):
-        why = ("has none" if relevant is None or not chunks
+        why = ("has no relevant chunk" if relevant is None or not chunks
                else "judges every chunk grade 0")
         raise fail(f"query '{qid}' is answerable but {why}: give at least one chunk of grade "
                    "1-3, or mark it \"answerable\": false", "relevant")
