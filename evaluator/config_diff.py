@@ -19,14 +19,16 @@ from .errors import NotFound
 GROUPED = ("server", "data", "testset")
 
 
-def flatten(value, prefix: str = "") -> dict[str, object]:
-    """{"a": {"b": 1}} -> {"a.b": 1}; lists stay values (compared whole)."""
+def flatten(value, prefix: str = "", keep_empty: bool = True) -> dict[str, object]:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists stay values (compared whole). An empty dict is a
+    value of its own with ``keep_empty`` (display), else nothing (comparison: ``{}`` against
+    ``{"labels": ...}`` is one added key)."""
     out: dict[str, object] = {}
     if isinstance(value, dict):
-        if not value and prefix:
+        if not value and prefix and keep_empty:
             out[prefix] = {}
         for k in sorted(value):
-            out.update(flatten(value[k], f"{prefix}.{k}" if prefix else str(k)))
+            out.update(flatten(value[k], f"{prefix}.{k}" if prefix else str(k), keep_empty))
     else:
         out[prefix] = value
     return out
@@ -104,8 +106,8 @@ def compare(fp_a: dict | None, fp_b: dict | None, name_a: str = "A", name_b: str
     out = Diff(name_a, name_b, hash_a, hash_b)
     if not fp_a or not fp_b:
         return out
-    fa = flatten({k: v for k, v in fp_a.items() if k != "info"})
-    fb = flatten({k: v for k, v in fp_b.items() if k != "info"})
+    fa = flatten({k: v for k, v in fp_a.items() if k != "info"}, keep_empty=False)
+    fb = flatten({k: v for k, v in fp_b.items() if k != "info"}, keep_empty=False)
     keys_a, keys_b = set(fa), set(fb)
     for key in sorted(keys_a | keys_b):
         va, vb = fa.get(key, _ABSENT), fb.get(key, _ABSENT)

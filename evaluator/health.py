@@ -200,7 +200,7 @@ def check_extensions(conn) -> Finding:
                        "extension versions")
     return Finding("vulnerable_extensions", "warning", len(found), "; ".join(
         f"{a['extension']} {a['version']} has {a['id']} (fixed in {a['fixed_in']}): {a['summary']}"
-        for a in found), [a["id"] for a in found])
+        for a in found))
 
 
 def shared_buffers_bytes(conn) -> int:
@@ -216,16 +216,25 @@ def ann_index_sizes(conn, table_oid: int) -> list[tuple[str, str, int]]:
         (table_oid, list(ANN_METHODS))).fetchall()]
 
 
-def check_index_size(conn, t: _Target) -> Finding:
-    limit = shared_buffers_bytes(conn)
+def check_index_size(conn, t: _Target, limit: int | None = None) -> Finding:
+    """ANN indexes larger than ``limit`` bytes (default: shared_buffers)."""
+    limit = shared_buffers_bytes(conn) if limit is None else limit
     big = [(n, b) for n, _, b in ann_index_sizes(conn, t.oid) if b > limit]
     if not big:
         return Finding("index_vs_shared_buffers", "ok", 0, "every ANN index fits in "
-                       f"shared_buffers ({limit // (1024 * 1024)} MB)")
+                       f"shared_buffers ({_size(limit)})")
     return Finding("index_vs_shared_buffers", "warning", len(big), "; ".join(
-        f"index {n} ({b // (1024 * 1024)} MB) is larger than shared_buffers "
-        f"({limit // (1024 * 1024)} MB): latency will measure the disk/OS cache" for n, b in big),
+        f"index {n} ({_size(b)}) is larger than shared_buffers ({_size(limit)}): latency will "
+        "measure the disk and the OS cache, not only the index" for n, b in big),
         [n for n, _ in big])
+
+
+def _size(n: int) -> str:
+    for unit in ("bytes", "kB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.0f} {unit}"
+        n /= 1024
+    return str(n)
 
 
 def check_invalid(conn, t: _Target) -> Finding:

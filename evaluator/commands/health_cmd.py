@@ -19,10 +19,22 @@ def run_check(database, target_name: str, *, testset: str | None = None,
             return health.check(kb, target, results_conn=res, testset=testset, embedder=embedder)
 
 
+COLORS = {"ok": "green", "warning": "yellow", "error": "red"}
+
+
 def show_findings(findings, fmt: str) -> None:
-    rows = [{"check": f.check, "status": f.status, "count": f.count, "detail": f.detail,
-             "examples": ", ".join(f.examples)} for f in findings]
-    emit(rows, fmt, ["check", "status", "count", "detail", "examples"], title="health check")
+    """One line per check for people (long details stay readable); rows for scripts."""
+    if fmt != "table":
+        rows = [{"check": f.check, "status": f.status, "count": f.count, "detail": f.detail,
+                 "examples": ", ".join(f.examples)} for f in findings]
+        emit(rows, fmt, ["check", "status", "count", "detail", "examples"])
+        return
+    click.echo("health check")
+    width = max(len(f.check) for f in findings)
+    for f in findings:
+        status = click.style(f"{f.status:<8}", fg=COLORS.get(f.status))
+        examples = f" (e.g. {', '.join(f.examples)})" if f.examples and f.status != "ok" else ""
+        click.echo(f"  {status} {f.check:<{width}}  {f.detail}{examples}")
 
 
 @click.command()
