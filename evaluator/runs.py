@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psycopg
+
 from .errors import Conflict, InputError, NotFound
 
 TREC_ORDER = "score descending, ties by chunk id descending (trec_eval rule)"
@@ -47,16 +49,16 @@ def _open_text(path: Path):
     return path.open("r", encoding="utf-8", errors="strict", newline="")
 
 
-def _trec_rows(path: Path):
-    """Yield text COPY lines ``qid\\tchunk\\tscore\\tline`` for a TREC run file."""
+def _trec_lines(path: Path):
+    """Yield text COPY lines ``qid\tchunk\tscore\tline\t\\N`` for a TREC run file."""
     with _open_text(path) as fh:
         lineno = 0
         try:
             for lineno, line in enumerate(fh, 1):
                 parts = line.split()
-                if not parts:
-                    continue
                 if len(parts) != 6:
+                    if not parts:
+                        continue
                     raise InputError(f"expected 6 fields 'qid Q0 chunk rank score tag', found "
                                      f"{len(parts)}", file=str(path), line=lineno)
                 qid, _, chunk, _, score, _ = parts
@@ -65,12 +67,19 @@ def _trec_rows(path: Path):
                 except ValueError:
                     raise InputError(f"score '{score}' is not a number", file=str(path),
                                      line=lineno, field="score") from None
-                if math.isnan(value):
+                if value != value:
                     raise InputError("score is NaN", file=str(path), line=lineno, field="score")
-                yield qid, chunk, score, lineno
+                if "\\" in line:
+                    qid, chunk = _copy_text(qid), _copy_text(chunk)
+                yield f"{qid}\t{chunk}\t{score}\t{lineno}\t\\N\n"
         except UnicodeDecodeError as exc:
             raise InputError(f"not UTF-8 ({exc.reason} at byte {exc.start})", file=str(path),
                              line=lineno + 1) from None
+
+
+def _jsonl_lines(path: Path):
+    for rec in _jsonl_rows(path):
+        yield "\t".join(_copy_text(v) for v in rec) + "\n"
 
 
 def _jsonl_rows(path: Path):
@@ -124,6 +133,15 @@ def _copy_text(value) -> str:
     return s
 
 
+def _duplicate_error(conn, path: Path) -> InputError:
+    qid, chunk, first, second = conn.execute(
+        "SELECT query_id, chunk_id, min(line), max(line) FROM _pgeval_import "
+        "GROUP BY query_id, chunk_id HAVING count(*) > 1 ORDER BY min(line) LIMIT 1").fetchone()
+    where = f"lines {first} and {second}" if first != second else f"line {first}"
+    return InputError(f"query '{qid}' lists chunk '{chunk}' twice ({where})", file=str(path),
+                      line=second)
+
+
 def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
                replace: bool = False, tag: str | None = None) -> ImportReport:
     """Import a ranked-list file as run ``name`` over test set ``testset`` (one transaction)."""
@@ -146,25 +164,17 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
         n = 0
         with conn.cursor().copy("COPY _pgeval_import FROM STDIN") as copy:
             buf = []
-            rows = _trec_rows(path) if fmt == "trec" else _jsonl_rows(path)
-            for rec in rows:
-                buf.append("\t".join(_copy_text(v) for v in rec) + ("\t\\N\n" if fmt == "trec" else "\n"))
-                n += 1
+            for line in (_trec_lines(path) if fmt == "trec" else _jsonl_lines(path)):
+                buf.append(line)
                 if len(buf) >= _BATCH:
                     copy.write("".join(buf))
+                    n += len(buf)
                     buf.clear()
             if buf:
                 copy.write("".join(buf))
+                n += len(buf)
         if n == 0:
             raise InputError("empty file: no ranked results", file=str(path))
-        dup = conn.execute(
-            "SELECT query_id, chunk_id, min(line), max(line), count(*) FROM _pgeval_import "
-            "GROUP BY query_id, chunk_id HAVING count(*) > 1 ORDER BY min(line) LIMIT 1").fetchone()
-        if dup is not None:
-            qid, chunk, first, second, _ = dup
-            where = f"lines {first} and {second}" if first != second else f"line {first}"
-            raise InputError(f"query '{qid}' lists chunk '{chunk}' twice ({where})", file=str(path),
-                             line=second)
         unknown = [r[0] for r in conn.execute(
             "SELECT DISTINCT i.query_id FROM _pgeval_import i WHERE NOT EXISTS (SELECT 1 FROM "
             "pgeval.query q WHERE q.testset_id = %s AND q.query_id = i.query_id) ORDER BY 1",
@@ -177,12 +187,16 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
             (name, testset_id, json.dumps(params), TREC_ORDER if fmt == "trec" else JSONL_ORDER,
              len(unknown))).fetchone()[0]
         order = "score DESC, chunk_id DESC" if fmt == "trec" else "line, pos"
-        inserted = conn.execute(
-            f"INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id, score) "
-            f"SELECT %s, i.query_id, row_number() OVER (PARTITION BY i.query_id ORDER BY {order}), "
-            f"i.chunk_id, i.score FROM _pgeval_import i "
-            f"JOIN pgeval.query q ON q.testset_id = %s AND q.query_id = i.query_id "
-            f"ORDER BY i.query_id", (run_id, testset_id)).rowcount
+        try:
+            with conn.transaction():
+                inserted = conn.execute(
+                    f"INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id, score) "
+                    f"SELECT %s, i.query_id, row_number() OVER (PARTITION BY i.query_id "
+                    f"ORDER BY {order}), i.chunk_id, i.score FROM _pgeval_import i "
+                    f"JOIN pgeval.query q ON q.testset_id = %s AND q.query_id = i.query_id "
+                    f"ORDER BY i.query_id", (run_id, testset_id)).rowcount
+        except psycopg.errors.UniqueViolation:
+            raise _duplicate_error(conn, path) from None
         nq = conn.execute("SELECT count(DISTINCT query_id) FROM pgeval.result WHERE run_id = %s",
                           (run_id,)).fetchone()[0]
         missing = conn.execute("SELECT no_result FROM pgeval.run_counts(%s)", (run_id,)).fetchone()[0]

@@ -36,12 +36,15 @@ RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT count(*)::integer FROM unnest(p_grades) AS g WHERE g >= p_rel
 $$;
 
--- Recomputes the per-query ideal-DCG prefix sums of a test set (called by the loader).
+-- Recomputes the per-query ideal-DCG prefix sums and relevant counts of a test set (called by
+-- the loader): n_rel[r] = number of chunks of grade >= r.
 -- IDCG@K = ideal_dcg[least(K, cardinality(ideal_dcg))]; gains 2^g - 1, discount 1/log2(i + 1).
 CREATE OR REPLACE FUNCTION pgeval.refresh_ideal(p_testset bigint)
 RETURNS void LANGUAGE sql AS $$
     UPDATE pgeval.query q
-       SET grades_desc = coalesce(s.grades, '{}'), ideal_dcg = coalesce(s.cum, '{}')
+       SET grades_desc = coalesce(s.grades, '{}'), ideal_dcg = coalesce(s.cum, '{}'),
+           n_rel = ARRAY[pgeval.n_relevant(s.grades, 1), pgeval.n_relevant(s.grades, 2),
+                         pgeval.n_relevant(s.grades, 3)]
       FROM (SELECT q2.query_id, a.grades, a.cum
               FROM pgeval.query q2
               LEFT JOIN LATERAL (

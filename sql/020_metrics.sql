@@ -5,56 +5,93 @@
 --   recall@K    = relevant in first K / all relevant chunks of the query
 --   precision@K = relevant in first K / K
 --   hit@K       = 1 if any relevant chunk in first K
---   mrr@K       = 1 / rank of first relevant chunk if that rank <= K, else 0
+--   mrr@K       = 1 / rank of the first relevant chunk if that rank <= K, else 0
 --   ndcg@K      = sum_{i<=K} (2^g_i - 1)/log2(i+1) / IDCG@K (IDCG from the judged grades)
--- Only judged chunks with grade > 0 at rank <= max K are joined: everything else contributes 0.
+--
+-- How: pgeval.cutoff_stats joins only judged chunks of grade > 0 at rank <= max K and aggregates
+-- them once per (query, distinct K); pgeval.measure_value turns those statistics into a value.
+-- A (query, K) without any judged hit has no row: every measure is 0 there, so means are the
+-- sum over rows divided by the number of valid queries.
 
+-- Statistics of the first K results of each query, for every distinct K asked for.
+CREATE OR REPLACE FUNCTION pgeval.cutoff_stats(p_run bigint, p_ks integer[], p_rel integer)
+RETURNS TABLE (query_id text, k integer, n_hit bigint, first_rank integer,
+               dcg double precision, n_rel integer, idcg double precision)
+LANGUAGE sql STABLE AS $$
+    WITH r AS (SELECT testset_id FROM pgeval.run WHERE run_id = p_run),
+    -- the first max-K results of the run, then a hash join with the judged chunks: cheaper than
+    -- probing the result index once per judgement, which the planner otherwise picks
+    top AS MATERIALIZED (SELECT res.query_id, res.rank, res.chunk_id FROM pgeval.result res
+                          WHERE res.run_id = p_run
+                            AND res.rank <= (SELECT max(x) FROM unnest(p_ks) x)),
+    hit AS (SELECT top.query_id, top.rank, j.grade
+              FROM top
+              JOIN pgeval.qrel j ON j.testset_id = (SELECT testset_id FROM r)
+                                AND j.query_id = top.query_id AND j.chunk_id = top.chunk_id
+             WHERE j.grade > 0),
+    agg AS (SELECT hit.query_id, ks.k,
+                   count(*) FILTER (WHERE hit.grade >= p_rel) AS n_hit,
+                   min(hit.rank) FILTER (WHERE hit.grade >= p_rel) AS first_rank,
+                   sum(((1 << hit.grade) - 1) * ln(2.0::float8) / ln(hit.rank + 1.0::float8)) AS dcg
+              FROM hit JOIN (SELECT DISTINCT x AS k FROM unnest(p_ks) x) ks ON hit.rank <= ks.k
+             GROUP BY hit.query_id, ks.k)
+    SELECT agg.query_id, agg.k, agg.n_hit, agg.first_rank, agg.dcg, q.n_rel[p_rel],
+           q.ideal_dcg[least(agg.k, cardinality(q.ideal_dcg))]
+      FROM agg
+      JOIN r ON true
+      JOIN pgeval.query q ON q.testset_id = r.testset_id AND q.query_id = agg.query_id
+     WHERE q.n_rel[p_rel] > 0
+$$;
+
+-- The value of one measure from the statistics of its cut-off (NULL statistics: nothing found).
+CREATE OR REPLACE FUNCTION pgeval.measure_value(p_name text, p_k integer, p_n_hit bigint,
+                                                p_first_rank integer, p_dcg double precision,
+                                                p_n_rel integer, p_idcg double precision)
+RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE p_name
+               WHEN 'recall'    THEN coalesce(p_n_hit, 0)::float8 / p_n_rel
+               WHEN 'precision' THEN coalesce(p_n_hit, 0)::float8 / p_k
+               WHEN 'hit'       THEN CASE WHEN coalesce(p_n_hit, 0) > 0 THEN 1.0 ELSE 0.0 END
+               WHEN 'mrr'       THEN coalesce(1.0::float8 / p_first_rank, 0.0)
+               WHEN 'ndcg'      THEN coalesce(p_dcg / p_idcg, 0.0)
+           END
+$$;
+
+-- One row per (valid query, measure).
 CREATE OR REPLACE FUNCTION pgeval.per_query(p_run bigint,
                                             p_measures text[] DEFAULT pgeval.default_measures(),
                                             p_rel integer DEFAULT 1)
 RETURNS TABLE (query_id text, measure text, ord integer, value double precision)
 LANGUAGE sql STABLE AS $$
-    WITH r AS (SELECT testset_id FROM pgeval.run WHERE run_id = p_run),
-    m AS (SELECT * FROM pgeval.measure_spec(p_measures)),
-    v AS (SELECT q.query_id, q.ideal_dcg, pgeval.n_relevant(q.grades_desc, p_rel) AS n_rel
-            FROM pgeval.query q JOIN r USING (testset_id)),
-    hit AS (SELECT res.query_id, res.rank, j.grade
-              FROM pgeval.result res
-              JOIN r ON true
-              JOIN pgeval.qrel j ON j.testset_id = r.testset_id AND j.query_id = res.query_id
-                                AND j.chunk_id = res.chunk_id
-             WHERE res.run_id = p_run AND j.grade > 0
-               AND res.rank <= (SELECT max(m.k) FROM m)),
-    agg AS (SELECT hit.query_id, m.measure,
-                   count(*) FILTER (WHERE hit.grade >= p_rel) AS n_hit,
-                   min(hit.rank) FILTER (WHERE hit.grade >= p_rel) AS first_rank,
-                   sum(((1 << hit.grade) - 1) * ln(2.0::float8) / ln(hit.rank + 1.0::float8)) AS dcg
-              FROM hit JOIN m ON hit.rank <= m.k
-             GROUP BY hit.query_id, m.measure)
+    WITH m AS (SELECT * FROM pgeval.measure_spec(p_measures)),
+    s AS (SELECT * FROM pgeval.cutoff_stats(p_run, (SELECT array_agg(DISTINCT m.k) FROM m), p_rel)),
+    v AS (SELECT q.query_id, q.n_rel[p_rel] AS n_rel
+            FROM pgeval.query q JOIN pgeval.run r USING (testset_id)
+           WHERE r.run_id = p_run AND q.n_rel[p_rel] > 0)
     SELECT v.query_id, m.measure, m.ord,
-           CASE m.name
-               WHEN 'recall'    THEN coalesce(a.n_hit, 0)::float8 / v.n_rel
-               WHEN 'precision' THEN coalesce(a.n_hit, 0)::float8 / m.k
-               WHEN 'hit'       THEN CASE WHEN coalesce(a.n_hit, 0) > 0 THEN 1.0 ELSE 0.0 END
-               WHEN 'mrr'       THEN coalesce(1.0::float8 / a.first_rank, 0.0)
-               WHEN 'ndcg'      THEN coalesce(a.dcg, 0.0)
-                                     / v.ideal_dcg[least(m.k, cardinality(v.ideal_dcg))]
-           END
+           pgeval.measure_value(m.name, m.k, s.n_hit, s.first_rank, s.dcg, v.n_rel, s.idcg)
       FROM v CROSS JOIN m
-      LEFT JOIN agg a ON a.query_id = v.query_id AND a.measure = m.measure
-     WHERE v.n_rel > 0
+      LEFT JOIN s ON s.query_id = v.query_id AND s.k = m.k
 $$;
 
--- Per-run value: arithmetic mean over valid queries.
+-- Per-run value: arithmetic mean over valid queries (n_valid of them; zeros need no rows).
 CREATE OR REPLACE FUNCTION pgeval.summary(p_run bigint,
                                           p_measures text[] DEFAULT pgeval.default_measures(),
                                           p_rel integer DEFAULT 1)
 RETURNS TABLE (measure text, ord integer, value double precision, n_valid bigint)
 LANGUAGE sql STABLE AS $$
-    SELECT m.measure, m.ord, avg(pq.value), count(pq.value)
-      FROM pgeval.measure_spec(p_measures) m
-      LEFT JOIN pgeval.per_query(p_run, p_measures, p_rel) pq ON pq.measure = m.measure
-     GROUP BY m.measure, m.ord
+    WITH m AS (SELECT * FROM pgeval.measure_spec(p_measures)),
+    nv AS (SELECT count(*) AS n FROM pgeval.query q JOIN pgeval.run r USING (testset_id)
+            WHERE r.run_id = p_run AND q.n_rel[p_rel] > 0),
+    s AS (SELECT * FROM pgeval.cutoff_stats(p_run, (SELECT array_agg(DISTINCT m.k) FROM m), p_rel)),
+    tot AS (SELECT m.measure,
+                   sum(pgeval.measure_value(m.name, m.k, s.n_hit, s.first_rank, s.dcg, s.n_rel,
+                                            s.idcg)) AS total
+              FROM m JOIN s ON s.k = m.k
+             GROUP BY m.measure)
+    SELECT m.measure, m.ord,
+           CASE WHEN nv.n > 0 THEN coalesce(tot.total, 0) / nv.n END, nv.n
+      FROM m CROSS JOIN nv LEFT JOIN tot ON tot.measure = m.measure
      ORDER BY m.ord
 $$;
 
@@ -66,21 +103,21 @@ $$;
 CREATE OR REPLACE FUNCTION pgeval.run_counts(p_run bigint, p_rel integer DEFAULT 1,
                                              p_min_score double precision DEFAULT NULL)
 RETURNS TABLE (queries bigint, valid bigint, excluded bigint, unanswerable bigint,
-               no_result bigint, unanswerable_silent bigint, results bigint)
+               no_result bigint, unanswerable_silent bigint)
 LANGUAGE sql STABLE AS $$
-    WITH r AS (SELECT testset_id FROM pgeval.run WHERE run_id = p_run),
-    present AS (SELECT DISTINCT res.query_id FROM pgeval.result res WHERE res.run_id = p_run),
-    answered AS (SELECT DISTINCT res.query_id FROM pgeval.result res
-                  WHERE res.run_id = p_run AND (p_min_score IS NULL OR res.score >= p_min_score)),
-    q AS (SELECT q.query_id, q.answerable, pgeval.n_relevant(q.grades_desc, p_rel) > 0 AS valid
-            FROM pgeval.query q JOIN r USING (testset_id))
+    WITH q AS (SELECT q.query_id, q.answerable, q.n_rel[p_rel] > 0 AS valid,
+                      EXISTS (SELECT 1 FROM pgeval.result x
+                               WHERE x.run_id = p_run AND x.query_id = q.query_id) AS present
+                 FROM pgeval.query q JOIN pgeval.run r USING (testset_id)
+                WHERE r.run_id = p_run)
     SELECT count(*),
            count(*) FILTER (WHERE q.valid),
            count(*) FILTER (WHERE NOT q.valid AND q.answerable),
            count(*) FILTER (WHERE NOT q.answerable),
-           count(*) FILTER (WHERE q.valid AND q.query_id NOT IN (SELECT query_id FROM present)),
-           count(*) FILTER (WHERE NOT q.answerable AND q.query_id NOT IN (SELECT query_id FROM answered)),
-           (SELECT count(*) FROM pgeval.result res WHERE res.run_id = p_run)
+           count(*) FILTER (WHERE q.valid AND NOT q.present),
+           count(*) FILTER (WHERE NOT q.answerable AND NOT EXISTS (
+               SELECT 1 FROM pgeval.result x WHERE x.run_id = p_run AND x.query_id = q.query_id
+                  AND (p_min_score IS NULL OR x.score >= p_min_score)))
       FROM q
 $$;
 

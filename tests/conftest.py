@@ -53,7 +53,7 @@ def conn(database):
 @pytest.fixture
 def clean(database):
     with database.connect(autocommit=True) as c:
-        c.execute("TRUNCATE pgeval.testset, pgeval.target RESTART IDENTITY CASCADE")
+        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY CASCADE")
     return database
 
 

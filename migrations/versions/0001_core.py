@@ -39,6 +39,7 @@ CREATE TABLE pgeval.query (
     embedding      vector,
     -- properties of the test set that every run's metrics reuse (METRICS.md nDCG, Recall):
     grades_desc    smallint[] NOT NULL DEFAULT '{}',          -- judged grades > 0, descending
+    n_rel          integer[] NOT NULL DEFAULT '{0,0,0}',      -- chunks of grade >= 1, >= 2, >= 3
     ideal_dcg      double precision[] NOT NULL DEFAULT '{}',  -- IDCG@1..n, cumulative
     PRIMARY KEY (testset_id, query_id)
 );
@@ -103,8 +104,11 @@ CREATE TABLE pgeval.run (
 );
 CREATE INDEX run_experiment_idx ON pgeval.run (experiment_id);
 
+-- No foreign key to pgeval.run: the per-row RI check halved the import speed of a 1M-row run.
+-- Results are written only after their run row, inside the same transaction, and the trigger
+-- pgeval.run_delete_results (below) removes them with their run.
 CREATE TABLE pgeval.result (
-    run_id   bigint NOT NULL REFERENCES pgeval.run ON DELETE CASCADE,
+    run_id   bigint NOT NULL,
     query_id text NOT NULL,
     rank     integer NOT NULL CHECK (rank >= 1),
     chunk_id text NOT NULL,
@@ -112,6 +116,16 @@ CREATE TABLE pgeval.result (
     PRIMARY KEY (run_id, query_id, rank),
     UNIQUE (run_id, query_id, chunk_id)
 );
+
+CREATE FUNCTION pgeval.run_delete_results() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    DELETE FROM pgeval.result r USING old_runs o WHERE r.run_id = o.run_id;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER run_delete_results AFTER DELETE ON pgeval.run
+    REFERENCING OLD TABLE AS old_runs FOR EACH STATEMENT
+    EXECUTE FUNCTION pgeval.run_delete_results();
 
 CREATE TABLE pgeval.query_timing (
     run_id        bigint NOT NULL REFERENCES pgeval.run ON DELETE CASCADE,
@@ -156,6 +170,8 @@ CREATE TABLE pgeval.refusal_phrase (
 
 DOWNGRADE = r"""
 DROP TABLE IF EXISTS pgeval.refusal_phrase, pgeval.answer CASCADE;
+DROP TRIGGER IF EXISTS run_delete_results ON pgeval.run;
+DROP FUNCTION IF EXISTS pgeval.run_delete_results();
 DROP TABLE IF EXISTS pgeval.query_plan, pgeval.query_timing, pgeval.result, pgeval.run,
     pgeval.experiment, pgeval.target, pgeval.query_embedding, pgeval.qrel, pgeval.query,
     pgeval.testset CASCADE;
