@@ -23,6 +23,7 @@ COMMANDS = {
     "init": "evaluator.commands.init_cmd:init",
     "metrics": "evaluator.commands.metrics_cmd:metrics",
     "run": "evaluator.commands.run_cmd:run",
+    "stage-report": "evaluator.commands.stage_report_cmd:stage_report",
     "testset": "evaluator.commands.testset_cmd:testset",
 }
 
