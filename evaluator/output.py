@@ -58,7 +58,10 @@ def table(rows: Iterable[dict], columns: Sequence[str] | None = None, title: str
         t.add_column(col, justify="right" if numeric else "left")
     for r in rows:
         t.add_row(*(fmt_value(r.get(c), digits) for c in columns))
-    Console(file=file or sys.stdout, soft_wrap=True).print(t)
+    out = file or sys.stdout
+    # a pipe or a file gets the whole table, not one cut to 80 columns
+    width = None if getattr(out, "isatty", lambda: False)() else 240
+    Console(file=out, soft_wrap=True, width=width).print(t)
 
 
 def emit(rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = None,

@@ -67,10 +67,21 @@ def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, d
         c = ev.counts
         click.echo(header)
         click.echo(f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
-                   f"{c['excluded']}, unanswerable {c['unanswerable']}, no result {c['no_result']}")
+                   f"{c['excluded']}, unanswerable {c['unanswerable']} (returned nothing: "
+                   f"{c['unanswerable_silent']}), no result {c['no_result']}")
         click.echo(f"order rule: {ev.run.order_rule}")
     emit(rows, fmt, ["measure", "value", "level"])
     if by_type:
-        emit(ev.by_type, fmt, ["type", "queries", *measures], title="by query type")
+        if fmt == "table":  # one column per type: types are few, measures many
+            types = [t["type"] for t in ev.by_type]
+            rows = [{"measure": "queries", **{t["type"]: t["queries"] for t in ev.by_type}}]
+            rows += [{"measure": name, **{t["type"]: t.get(name) for t in ev.by_type}}
+                     for name in measures]
+            emit(rows, fmt, ["measure", *types], title="by query type")
+        else:
+            emit(ev.by_type, fmt, ["type", "queries", *measures], title="by query type")
     if flagged:
-        emit(ev.flagged, fmt, ["query_id", "flag", "measure", "value"], title="flagged queries")
+        if fmt == "table" and not ev.flagged:
+            click.echo("flagged queries: none (no Recall < 0.3, no nDCG@10 < 0.5)")
+        else:
+            emit(ev.flagged, fmt, ["query_id", "flag", "measure", "value"], title="flagged queries")
