@@ -18,12 +18,14 @@ COMMANDS = {
     "answers": "evaluator.commands.answers_cmd:answers",
     "db": "evaluator.commands.db_cmd:db",
     "diff": "evaluator.commands.diff_cmd:diff",
+    "embed": "evaluator.commands.embed_cmd:embed",
     "fingerprint": "evaluator.commands.fingerprint_cmd:fingerprint",
     "health": "evaluator.commands.health_cmd:health",
     "init": "evaluator.commands.init_cmd:init",
     "metrics": "evaluator.commands.metrics_cmd:metrics",
     "run": "evaluator.commands.run_cmd:run",
     "stage-report": "evaluator.commands.stage_report_cmd:stage_report",
+    "target": "evaluator.commands.target_cmd:target",
     "testset": "evaluator.commands.testset_cmd:testset",
 }
 

@@ -91,10 +91,12 @@ class Target:
             return sql.SQL("{}::vector").format(param)
         return sql.SQL("{}::vector::{}").format(param, self._typ())
 
-    def distance_expr(self, param: sql.Composable, alias: str | None = None) -> sql.Composable:
-        """``vector_expr <op> query``: the bare operator, usable by an index in ORDER BY."""
+    def distance_expr(self, param: sql.Composable, alias: str | None = None,
+                      cast: bool = True) -> sql.Composable:
+        """``vector_expr <op> query``: the bare operator, usable by an index in ORDER BY.
+        ``cast=False`` when ``param`` is already of the column's type (:meth:`query_expr`)."""
         return sql.SQL("{} {} {}").format(self.vector_expr(alias), sql.SQL(self.operator),
-                                          self.query_expr(param))
+                                          self.query_expr(param) if cast else param)
 
     def where(self, alias: str | None = None) -> tuple[sql.Composable, list]:
         """``WHERE ...`` (dimension predicate, filters) with ``%s`` placeholders and the list of

@@ -99,3 +99,130 @@ def delete(database, name):
     with database.connect() as conn:
         delete_run(conn, name)
     click.echo(f"deleted run '{name}'")
+
+
+class _StageBar:
+    """A rich progress task per stage and repetition (stderr), implementing stages.base.Progress."""
+
+    def __init__(self, bar, repeat: int, stage: str, rep: int):
+        self.bar, self.label, self.task = bar, f"rep {rep}/{repeat} {stage}", None
+
+    def start(self, description, total):
+        self.task = self.bar.add_task(f"{self.label}", total=total)
+
+    def advance(self, n=1):
+        if self.task is not None:
+            self.bar.advance(self.task, n)
+
+    def finish(self):
+        if self.task is not None:
+            self.bar.update(self.task, completed=self.bar.tasks[self.task].total or 0)
+
+
+@run.command()
+@click.option("--testset", required=True, help="Test set to answer (see `pgeval testset list`).")
+@click.option("--target", default=None, help="Knowledge-base target (see `pgeval target list`); "
+              "required by vector, keyword and rerank stages.")
+@click.option("--stages", required=True, metavar="LIST",
+              help="Stages in order: exact, hnsw, ivfflat, diskann, bm25, merge, rerank, import "
+                   "(NAME=KIND runs a kind under another name, e.g. hnsw40=hnsw).")
+@click.option("--set", "settings", multiple=True, metavar="GUC=VALUE",
+              help="Query-time setting applied with SET LOCAL to the stages it concerns "
+                   "(hnsw.* to hnsw, diskann.* to diskann, core settings to all); validated "
+                   "against pg_settings. Repeatable.")
+@click.option("--opt", "options", multiple=True, metavar="STAGE:KEY=VALUE",
+              help="A stage option, e.g. hnsw:index=NAME, merge:k=60, rerank:top_n=50, "
+                   "import:file=run.trec. Repeatable.")
+@click.option("--depth", type=click.IntRange(1, 100000), default=100, show_default=True,
+              help="Chunks stored per query and stage.")
+@click.option("--repeat", type=click.IntRange(1, 1000), default=3, show_default=True,
+              help="Repetitions of the whole pipeline (means and spread are reported).")
+@click.option("--embedder", "embedder", default=None, metavar="SPEC",
+              help="Query embeddings: precomputed | openai:MODEL | local:MODEL | numpy:FILE.npy "
+                   "(computed once and stored when missing). [default: precomputed]")
+@click.option("--base-url", default=None, help="openai embedder: endpoint base URL.")
+@click.option("--dimensions", type=click.IntRange(1, 16000), default=None,
+              help="openai embedder: requested dimension.")
+@click.option("--api-key-env", default=None, help="openai embedder: variable holding the key.")
+@click.option("--reranker", default=None, metavar="SPEC",
+              help="Reranker for rerank stages (same as --opt rerank:reranker=SPEC).")
+@click.option("--name", default=None, help="Experiment name [default: TESTSET-TARGET-TIMESTAMP]; "
+              "runs are named NAME.STAGE.REPETITION.")
+@click.option("--batch", is_flag=True, help="Run each vector stage as one set-based statement "
+              "(LATERAL over the queries): faster, no per-query latency.")
+@click.option("--server-timing", is_flag=True, help="Also record server execution time per query "
+              "(EXPLAIN ANALYZE, a second execution of each query).")
+@click.option("--isolate-index", is_flag=True, help="Drop the other vector indexes of the table "
+              "inside each ANN stage's transaction and roll back (takes an ACCESS EXCLUSIVE lock "
+              "on the table for the stage; needs the table's owner; not READ ONLY).")
+@format_option()
+@pass_db
+def pipeline(database, testset, target, stages, settings, options, depth, repeat, embedder,
+             base_url, dimensions, api_key_env, reranker, name, batch, server_timing,
+             isolate_index, fmt):
+    """Run retrieval stages against the knowledge base and store every ranked list.
+
+    One experiment = the stages in order under one configuration (recorded in
+    pgeval.experiment.config), repeated --repeat times. Vector stages run one prepared
+    statement per query in a READ ONLY transaction with their settings applied by SET LOCAL,
+    check with EXPLAIN that the intended index serves the plan (exact: that none does), and
+    store the top --depth chunks with their exact distance and the client round-trip latency.
+
+    \b
+    Examples:
+      pgeval run pipeline --testset kb-v1 --target kb --stages exact,hnsw \\
+          --set hnsw.ef_search=100 --depth 100 --repeat 3 --name kb-ef100
+      pgeval run pipeline --testset kb-v1 --target kb --stages exact,hnsw,bm25,merge,rerank \\
+          --embedder openai:text-embedding-v4 --dimensions 1024 --reranker http:...
+      pgeval run pipeline --testset cran --target cran --stages exact,diskann \\
+          --set diskann.query_rescore=100 --batch --repeat 1
+    Then: pgeval stage-report NAME
+    """
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
+        TimeElapsedColumn
+
+    from ..pipeline import PipelineConfig, parse_options, run_pipeline
+    from ..stages import gucs, registry
+
+    parsed = registry.parse_stages(stages)
+    opts = parse_options(options, [n for n, _ in parsed])
+    if reranker:
+        for sname, kind in parsed:
+            if kind == "rerank":
+                opts.setdefault(sname, {}).setdefault("reranker", reranker)
+    emb_opts = {k: v for k, v in (("base_url", base_url), ("dimensions", dimensions),
+                                  ("api_key_env", api_key_env)) if v is not None}
+    cfg = PipelineConfig(testset=testset, stages=stages, target=target,
+                         settings=gucs.parse(settings), options=opts, depth=depth, repeat=repeat,
+                         embedder=embedder, embedder_options=emb_opts, name=name, batch=batch,
+                         server_timing=server_timing, isolate_index=isolate_index)
+    if isolate_index:
+        warn("--isolate-index drops the other vector indexes inside each ANN stage's transaction: "
+             "the table is locked (ACCESS EXCLUSIVE) until the stage ends and rolls back")
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    from rich.console import Console
+
+    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
+        res = run_pipeline(database, cfg,
+                           progress_factory=lambda s, rep: _StageBar(bar, repeat, s, rep),
+                           on_warning=lambda w: bar.console.print(f"[yellow]warning:[/] {w}"))
+    meta = {"experiment": res.experiment, "config_hash": res.config_hash[:12],
+            "warnings": res.warnings}
+    emit(res.runs, fmt, ["run", "stage", "kind", "repetition", "queries", "results", "p50_ms",
+                         "p95_ms", "min_rows_returned"],
+         meta=meta if fmt == "json" else {"experiment": res.experiment,
+                                          "config_hash": res.config_hash[:12]})
+    if fmt == "table":
+        click.echo(f"next: pgeval stage-report {res.experiment}", err=True)
+
+
+@run.command()
+@click.argument("name")
+@pass_db
+def resume(database, name):
+    """Resume an interrupted experiment (not supported yet: rerun it under a new --name)."""
+    from ..errors import PgevalError
+
+    raise PgevalError(f"resuming '{name}' is not supported yet: run the pipeline again with a "
+                      "new --name (incomplete runs stay marked 'running' or 'failed')")

@@ -1,0 +1,198 @@
+"""`pgeval run pipeline`: one experiment = the stages in order under one configuration, repeated
+``repeat`` times; every run linked to the experiment (pgeval.experiment.config holds everything:
+stages, settings, depth, embedder and dimension, target spec and filters, options).
+
+Order of work — nothing is written until the whole configuration checks out:
+1. resolve the test set and target; parse stages, settings (pg_settings) and options;
+2. make sure query embeddings exist for the embedder (computed and stored once when missing);
+3. ``prepare`` every stage (dimension check, plan check with EXPLAIN, trap warnings);
+4. insert the experiment, then for each repetition run the stages in order, each stage seeing
+   the run ids of the earlier stages of the same repetition in ``ctx.previous``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+from .errors import Conflict, InputError, NotFound
+from .stages import gucs, registry
+from .stages.base import Query, StageContext, run_name
+
+
+@dataclass
+class PipelineConfig:
+    testset: str
+    stages: str                           # "exact,hnsw,bm25,merge,rerank" (NAME=KIND allowed)
+    target: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    options: dict[str, dict[str, str]] = field(default_factory=dict)   # stage -> key -> value
+    depth: int = 100
+    repeat: int = 3
+    embedder: str | None = None           # spec; default "precomputed"
+    embedder_options: dict = field(default_factory=dict)  # base_url, dimensions, api_key_env, ..
+    name: str | None = None
+    batch: bool = False
+    server_timing: bool = False
+    isolate_index: bool = False
+
+
+@dataclass
+class PipelineResult:
+    experiment: str
+    experiment_id: int
+    config_hash: str
+    runs: list[dict]
+    warnings: list[str]
+
+
+def parse_options(items, stage_names: list[str]) -> dict[str, dict[str, str]]:
+    """('merge:k=60', 'rerank:top_n=50') -> {'merge': {'k': '60'}, 'rerank': {'top_n': '50'}}."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items or ():
+        head, sep, value = str(item).partition("=")
+        stage, colon, key = head.partition(":")
+        if not sep or not colon or not stage.strip() or not key.strip():
+            raise InputError(f"'{item}' is not STAGE:KEY=VALUE (e.g. merge:k=60)", field="--opt")
+        stage, key = stage.strip(), key.strip()
+        if stage not in stage_names:
+            raise InputError(f"option '{item}' names stage '{stage}', which is not in --stages "
+                             f"({', '.join(stage_names)})", field="--opt")
+        out.setdefault(stage, {})[key] = value.strip()
+    return out
+
+
+def canonical_hash(config: dict) -> str:
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def default_name(testset: str, target: str | None) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{testset}-{target or 'pipeline'}-{stamp}"
+
+
+def _testset(conn, name: str) -> tuple[int, str]:
+    row = conn.execute("SELECT testset_id, content_hash FROM pgeval.testset WHERE name = %s",
+                       (name,)).fetchone()
+    if row is None:
+        raise NotFound(f"no test set named '{name}' (see `pgeval testset list`)")
+    return row
+
+
+def _queries(results, testset: str, tid: int, stages, cfg: PipelineConfig, on_embed=None):
+    """(queries, embedder label, dimension): embeddings when a stage needs them."""
+    from .embedders import parse, storage
+
+    if not any(s.needs_embedding for _, _, s in stages):
+        return storage.testset_queries(results, tid), None, None
+    emb = parse(cfg.embedder or "precomputed", **cfg.embedder_options)
+    rep = storage.ensure(results, testset, emb, on_batch=on_embed)
+    return storage.load(results, tid, emb.label), emb.label, rep.dimension
+
+
+def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_warning=None,
+                 on_embed=None) -> PipelineResult:
+    """Run ``cfg``; ``progress_factory(stage, repetition)`` returns a Progress (or None)."""
+    from . import targets
+
+    if cfg.depth < 1:
+        raise InputError("--depth must be >= 1", field="--depth")
+    if cfg.repeat < 1:
+        raise InputError("--repeat must be >= 1", field="--repeat")
+    parsed = registry.parse_stages(cfg.stages)
+    stages = [(name, kind, registry.get(kind)) for name, kind in parsed]
+    options = {name: dict(v) for name, v in cfg.options.items()}
+    with database.connect() as results, database.connect(results=False) as kb:
+        tid, testset_hash = _testset(results, cfg.testset)
+        target = targets.load(results, cfg.target) if cfg.target else None
+        settings = gucs.validate(kb, dict(cfg.settings))
+        kb.rollback()
+        queries, label, dim = _queries(results, cfg.testset, tid, stages, cfg, on_embed)
+        name = cfg.name or default_name(cfg.testset, cfg.target)
+        if results.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)).fetchone():
+            raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
+        results.rollback()
+        base = StageContext(kb=kb, results=results, target=target, testset=cfg.testset,
+                            testset_id=tid, experiment=name, experiment_id=None, depth=cfg.depth,
+                            settings=settings, queries=queries, embedder=label, batch=cfg.batch,
+                            server_timing=cfg.server_timing, isolate_index=cfg.isolate_index)
+        contexts = {}
+        for sname, kind, stage in stages:
+            ctx = replace(base, stage=sname, options=options.get(sname, {}), warnings=[],
+                          extra={}, previous={})
+            stage.prepare(ctx)
+            contexts[sname] = ctx
+        warnings = [w for c in contexts.values() for w in c.warnings]
+        for w in warnings:
+            if on_warning:
+                on_warning(w)
+        config = {
+            "testset": cfg.testset, "testset_hash": testset_hash,
+            "stages": [{"name": n, "kind": k} for n, k, _ in stages],
+            "settings": settings, "options": options, "depth": cfg.depth,
+            "repeat": cfg.repeat, "embedder": label, "dimension": dim,
+            "target": None if target is None else {"name": target.name, **target.spec()},
+            "filters": None if target is None else target.filter_literals(),
+            "batch": cfg.batch, "server_timing": cfg.server_timing,
+            "isolate_index": cfg.isolate_index,
+        }
+        config_hash = canonical_hash(config)
+        exp_id = results.execute(
+            "INSERT INTO pgeval.experiment (name, testset_id, target, config, config_hash) "
+            "VALUES (%s, %s, %s, %s, %s) RETURNING experiment_id",
+            (name, tid, cfg.target, json.dumps(config), config_hash)).fetchone()[0]
+        results.commit()
+        runs: list[dict] = []
+        try:
+            for rep in range(1, cfg.repeat + 1):
+                previous: dict[str, int] = {}
+                for sname, kind, stage in stages:
+                    ctx = contexts[sname]
+                    ctx.experiment_id, ctx.repetition = exp_id, rep
+                    ctx.previous = dict(previous)
+                    ctx.extra["config_hash"] = config_hash
+                    ctx.progress = progress_factory(sname, rep) if progress_factory else None
+                    rname = run_name(name, sname, rep)
+                    try:
+                        run_id = stage.run(ctx, rname)
+                    finally:
+                        if ctx.progress:
+                            ctx.progress.finish()
+                    previous[sname] = run_id
+                    runs.append({"run": rname, "run_id": run_id, "stage": sname, "kind": kind,
+                                 "repetition": rep})
+                    for w in ctx.warnings:
+                        if w not in warnings:
+                            warnings.append(w)
+                            if on_warning:
+                                on_warning(w)
+        except BaseException:
+            if results.info.transaction_status != 0:
+                results.rollback()
+            results.execute("UPDATE pgeval.experiment SET status = 'failed', finished_at = now() "
+                            "WHERE experiment_id = %s", (exp_id,))
+            results.commit()
+            raise
+        results.execute("UPDATE pgeval.experiment SET status = 'complete', finished_at = now() "
+                        "WHERE experiment_id = %s", (exp_id,))
+        results.commit()
+        _summaries(results, runs)
+    return PipelineResult(name, exp_id, config_hash, runs, warnings)
+
+
+def _summaries(conn, runs: list[dict]) -> None:
+    """Add queries, rows, latency p50/p95 (nearest rank) and rows-returned minimum to ``runs``."""
+    for r in runs:
+        row = conn.execute(
+            """SELECT (SELECT count(DISTINCT query_id) FROM pgeval.result WHERE run_id = %(r)s),
+                      (SELECT count(*) FROM pgeval.result WHERE run_id = %(r)s),
+                      percentile_disc(0.5) WITHIN GROUP (ORDER BY latency_ms),
+                      percentile_disc(0.95) WITHIN GROUP (ORDER BY latency_ms),
+                      min(rows_returned)
+                 FROM pgeval.query_timing WHERE run_id = %(r)s""", {"r": r["run_id"]}).fetchone()
+        r.update(queries=row[0], results=row[1], p50_ms=row[2], p95_ms=row[3],
+                 min_rows_returned=row[4])
+    conn.rollback()

@@ -1,0 +1,127 @@
+"""Query-time settings (``--set GUC=VALUE``): validated against ``pg_settings`` (name, context,
+type, range, enum values) and applied with ``set_config(name, value, true)`` — the function form
+of ``SET LOCAL`` with the name and the value as bound parameters, so nothing is interpolated.
+
+pgvector's and pgvectorscale's settings (``hnsw.*``, ``ivfflat.*``, ``diskann.*``) appear in
+``pg_settings`` only once their library is loaded in the session; :func:`load_libraries` loads
+them by calling one of each extension's functions (no superuser ``LOAD`` needed).
+"""
+
+from __future__ import annotations
+
+import re
+
+from psycopg import sql
+
+from ..errors import InputError
+
+_NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
+_UNIT = re.compile(r"^\s*(-?\d+)\s*([a-zA-Z]+)?\s*$")
+_BOOL = {"on", "off", "true", "false", "yes", "no", "1", "0", "t", "f", "y", "n"}
+SETTABLE = ("user", "superuser")
+
+
+def parse(items) -> dict[str, str]:
+    """('hnsw.ef_search=100', ...) -> {'hnsw.ef_search': '100'}; names lower-cased."""
+    out: dict[str, str] = {}
+    for item in items or ():
+        name, sep, value = str(item).partition("=")
+        name = name.strip().lower()
+        if not sep or not name:
+            raise InputError(f"'{item}' is not GUC=VALUE (e.g. hnsw.ef_search=100)", field="--set")
+        if not _NAME.match(name):
+            raise InputError(f"'{name}' is not a setting name", field="--set")
+        if name in out:
+            raise InputError(f"setting '{name}' is given twice", field="--set")
+        out[name] = value.strip()
+    return out
+
+
+def load_libraries(conn) -> None:
+    """Load pgvector's and pgvectorscale's libraries so that their GUCs are defined."""
+    conn.execute("SELECT '[1]'::vector")
+    row = conn.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_depend d ON d.refobjid = e.oid "
+        "JOIN pg_proc p ON p.oid = d.objid JOIN pg_namespace n ON n.oid = p.pronamespace "
+        "WHERE e.extname = 'vectorscale' AND p.proname = 'distance_type_cosine'").fetchone()
+    if row is not None:
+        conn.execute(sql.SQL("SELECT {}()").format(sql.Identifier(row[0], "distance_type_cosine")))
+
+
+def _check_value(name: str, value: str, vartype: str, unit, lo, hi, enumvals) -> None:
+    bad = f"setting {name}={value!r}"
+    if vartype == "bool":
+        if value.lower() not in _BOOL:
+            raise InputError(f"{bad}: expected on or off", field="--set")
+    elif vartype == "integer":
+        m = _UNIT.match(value)
+        if not m or (m.group(2) and not unit):
+            raise InputError(f"{bad}: expected an integer" + (f" (unit {unit})" if unit else ""),
+                             field="--set")
+        if not m.group(2) and lo is not None and not (float(lo) <= int(m.group(1)) <= float(hi)):
+            raise InputError(f"{bad}: out of range {lo}..{hi}", field="--set")
+    elif vartype == "real":
+        try:
+            v = float(value)
+        except ValueError:
+            raise InputError(f"{bad}: expected a number", field="--set") from None
+        if lo is not None and not (float(lo) <= v <= float(hi)):
+            raise InputError(f"{bad}: out of range {lo}..{hi}", field="--set")
+    elif vartype == "enum":
+        if value.lower() not in [e.lower() for e in enumvals or []]:
+            raise InputError(f"{bad}: expected one of {', '.join(enumvals or [])}", field="--set")
+
+
+def validate(conn, settings: dict[str, str]) -> dict[str, str]:
+    """Check every setting against pg_settings; then let the server parse them all (applied with
+    set_config inside a transaction that is rolled back). Returns ``settings`` unchanged."""
+    if not settings:
+        return settings
+    load_libraries(conn)
+    rows = conn.execute(
+        "SELECT name, vartype, unit, min_val, max_val, enumvals, context FROM pg_settings "
+        "WHERE name = ANY(%s)", (list(settings),)).fetchall()
+    known = {r[0]: r for r in rows}
+    for name, value in settings.items():
+        if name not in known:
+            prefix = name.split(".")[0] + "." if "." in name else None
+            hint = ""
+            if prefix:
+                similar = [r[0] for r in conn.execute(
+                    "SELECT name FROM pg_settings WHERE name LIKE %s ORDER BY name",
+                    (prefix.replace("_", r"\_") + "%",)).fetchall()]
+                hint = f" (known {prefix}* settings: {', '.join(similar)})" if similar else (
+                    f" (no {prefix}* settings on this server: is the extension installed?)")
+            raise InputError(f"unknown setting '{name}'{hint}", field="--set")
+        _, vartype, unit, lo, hi, enumvals, context = known[name]
+        if context not in SETTABLE:
+            raise InputError(f"setting '{name}' cannot be changed per transaction (context "
+                             f"{context})", field="--set")
+        _check_value(name, value, vartype, unit, lo, hi, enumvals)
+    try:
+        with conn.transaction(force_rollback=True):
+            apply_local(conn, settings)
+    except InputError:
+        raise
+    except Exception as exc:
+        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        raise InputError(f"the server refused the settings: {first}", field="--set") from None
+    return settings
+
+
+def apply_local(conn, settings: dict[str, str]) -> dict[str, str]:
+    """``SET LOCAL`` each setting (inside the current transaction); return the effective values
+    as the server shows them (``current_setting``)."""
+    effective = {}
+    for name, value in settings.items():
+        effective[name] = conn.execute("SELECT set_config(%s, %s, true)",
+                                       (name, value)).fetchone()[0]
+    return effective
+
+
+def current(conn, names) -> dict[str, str | None]:
+    """Current values (None when the setting does not exist on this server)."""
+    out = {}
+    for name in names:
+        out[name] = conn.execute("SELECT current_setting(%s, true)", (name,)).fetchone()[0]
+    return out

@@ -1,0 +1,29 @@
+"""``hnsw``: pgvector HNSW index scan. Settings: hnsw.ef_search, hnsw.iterative_scan,
+hnsw.max_scan_tuples, hnsw.scan_mem_multiplier.
+
+Trap: with ``hnsw.iterative_scan = off`` the index returns at most ``hnsw.ef_search`` rows, so
+``ef_search`` below ``--depth`` truncates every list (and filters truncate it further). The stage
+warns and records the rows each query returned (pgeval.query_timing.rows_returned)."""
+
+from __future__ import annotations
+
+from .vector_common import VectorStage
+
+
+class HnswStage(VectorStage):
+    kind = "hnsw"
+    method = "hnsw"
+    guc_prefixes = ("hnsw.",)
+
+    def trap_warnings(self, ctx, effective):
+        from . import gucs
+
+        cur = gucs.current(ctx.kb, ["hnsw.ef_search", "hnsw.iterative_scan"])
+        ef = int(effective.get("hnsw.ef_search") or cur["hnsw.ef_search"] or 40)
+        it = effective.get("hnsw.iterative_scan") or cur["hnsw.iterative_scan"] or "off"
+        if it == "off" and ef < ctx.depth:
+            return [f"stage {ctx.stage}: hnsw.ef_search={ef} is below --depth {ctx.depth} and "
+                    "hnsw.iterative_scan is off: the index returns at most "
+                    f"{ef} rows per query (raise hnsw.ef_search or set "
+                    "hnsw.iterative_scan=relaxed_order); rows returned are recorded"]
+        return []

@@ -1,0 +1,90 @@
+"""EXPLAIN checks: an ANN stage must be served by the intended index, the exact stage by no ANN
+index at all. A stage that fails its check raises :class:`PlanError` naming what the planner
+chose, and is never reported as that index."""
+
+from __future__ import annotations
+
+from ..errors import PlanError
+
+ANN_METHODS = ("hnsw", "ivfflat", "diskann")
+SCAN_NODES = ("Index Scan", "Index Only Scan", "Bitmap Index Scan")
+
+
+def explain(conn, statement, params=None, generic: bool = False) -> dict:
+    """The JSON plan (the top "Plan" node) of ``statement``."""
+    from psycopg import sql
+
+    opts = "GENERIC_PLAN, FORMAT JSON" if generic else "FORMAT JSON"
+    row = conn.execute(sql.SQL("EXPLAIN ({}) ").format(sql.SQL(opts)) + statement,
+                       params).fetchone()
+    doc = row[0]
+    if isinstance(doc, str):
+        import json
+
+        doc = json.loads(doc)
+    return doc[0]["Plan"]
+
+
+def nodes(plan: dict):
+    yield plan
+    for child in plan.get("Plans", ()) or ():
+        yield from nodes(child)
+
+
+def index_scans(plan: dict) -> list[tuple[str, str, str]]:
+    """[(node type, index name, relation)] of every index scan in the plan."""
+    return [(n["Node Type"], n.get("Index Name"), n.get("Relation Name", ""))
+            for n in nodes(plan) if n["Node Type"] in SCAN_NODES]
+
+
+def ann_indexes(conn, relation_oid: int) -> dict[str, str]:
+    """name -> method of every ANN index on the relation (any column, any operator class)."""
+    rows = conn.execute(
+        "SELECT ic.relname, am.amname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid "
+        "JOIN pg_am am ON am.oid = ic.relam WHERE i.indrelid = %s AND am.amname = ANY(%s)",
+        (relation_oid, list(ANN_METHODS))).fetchall()
+    return dict(rows)
+
+
+def describe(plan: dict, methods: dict[str, str]) -> str:
+    """What the planner chose, in words: 'index chunks_emb_diskann (diskann)' or
+    'a sequential scan on chunks'."""
+    scans = index_scans(plan)
+    if scans:
+        return ", ".join(f"index {name} ({methods.get(name, 'btree or other')}, {typ})"
+                         for typ, name, _ in scans)
+    seq = [n.get("Relation Name") for n in nodes(plan) if n["Node Type"] == "Seq Scan"]
+    if seq:
+        return f"a sequential scan on {seq[0]}"
+    return f"a {plan['Node Type']} plan without an index scan"
+
+
+def check_ann(plan: dict, *, stage: str, method: str, candidates: list[str],
+              all_ann: dict[str, str], wanted: str | None = None, generic: bool = False) -> str:
+    """Return the index name serving the plan, or raise PlanError."""
+    used = [name for _, name, _ in index_scans(plan) if name in all_ann]
+    ok = [name for name in used if name in candidates and (wanted is None or name == wanted)]
+    if ok:
+        return ok[0]
+    what = f"index {wanted}" if wanted else (
+        f"a {method} index ({', '.join(candidates)})" if candidates else f"a {method} index")
+    kind = "generic plan (prepared statement)" if generic else "plan"
+    hint = ""
+    if not candidates:
+        hint = f"; the target has no {method} index for its column and distance"
+    elif used:
+        hint = ("; another vector index on the same column wins: use --isolate-index (drops the "
+                "others inside the stage's transaction and rolls back; it locks the table) or "
+                "keep each index on its own copy of the table")
+    else:
+        hint = ("; the planner prefers not to use the index (small table or filters): check "
+                "ANALYZE, or --set enable_seqscan=off")
+    raise PlanError(f"stage {stage}: the {kind} uses {describe(plan, all_ann)}, not {what}"
+                    f"{hint}")
+
+
+def check_exact(plan: dict, *, stage: str, all_ann: dict[str, str]) -> None:
+    used = [name for _, name, _ in index_scans(plan) if name in all_ann]
+    if used:
+        raise PlanError(f"stage {stage}: exact search must not use an ANN index but the plan "
+                        f"uses {describe(plan, all_ann)}")

@@ -1,0 +1,246 @@
+"""What the vector stages share: the stage transaction (READ ONLY, settings by SET LOCAL, or
+``--isolate-index``), the plan check, the per-query and batch loops, timing.
+
+Subclasses (exact, hnsw, ivfflat, diskann) set ``kind``, ``method`` (None for exact),
+``defaults`` (settings applied unless the user sets them) and may add ``trap_warnings``.
+
+``--isolate-index``: when several ANN indexes sit on one column, the planner picks one; to
+measure another, the stage drops the others inside its own transaction and rolls back at the
+end. DROP INDEX takes an ACCESS EXCLUSIVE lock on the table for the whole stage (every reader of
+the table waits), needs the table's owner, and cannot run in a READ ONLY transaction — the
+alternative is one copy of the table per index.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from psycopg import sql
+
+from ..errors import DatabaseError, InputError, PlanError
+from . import gucs, plan_check, store, vector_sql
+from .base import (BOUNDARY_BATCH, BOUNDARY_ROUND_TRIP, BOUNDARY_SERVER, ORDER_DISTANCE,
+                   SCORE_DISTANCE, BaseStage, StageContext)
+
+LOCK_TIMEOUT = "10s"
+
+
+def register_vector(conn) -> None:
+    """Let psycopg send numpy arrays as binary ``vector`` parameters (idempotent)."""
+    if getattr(conn, "_pgeval_vector", False):
+        return
+    from pgvector.psycopg import register_vector as reg
+
+    reg(conn)
+    conn._pgeval_vector = True
+
+
+def relation_oid(kb, target) -> int:
+    return kb.execute("SELECT to_regclass(%s)::oid",
+                      (target.table_sql().as_string(kb),)).fetchone()[0]
+
+
+class VectorStage(BaseStage):
+    kind = "vector"
+    method: str | None = None          # hnsw | ivfflat | diskann; None: exact
+    score = SCORE_DISTANCE
+    needs_embedding = True
+    # ANN stages measure their index: a sequential scan would silently turn them into exact
+    # search (pgvector's costing prefers it on small tables, or when ef_search < LIMIT), so the
+    # planner is told not to; --set enable_seqscan=on overrides, and the plan check still holds.
+    defaults: dict[str, str] = {"enable_seqscan": "off"}
+
+    # ---- configuration -------------------------------------------------------------------
+    def stage_settings(self, ctx: StageContext) -> dict[str, str]:
+        settings = dict(self.defaults)
+        settings.update(ctx.settings_for(self.guc_prefixes))
+        return settings
+
+    def trap_warnings(self, ctx: StageContext, effective: dict[str, str]) -> list[str]:
+        return []
+
+    def _check_dimension(self, ctx: StageContext) -> None:
+        t = ctx.target
+        if t is None:
+            raise InputError(f"stage {ctx.stage} needs --target", field="--target")
+        if not ctx.queries:
+            raise InputError("the test set has no queries", field="--testset")
+        dim = len(ctx.queries[0].embedding)
+        if t.dimension is not None and dim != t.dimension:
+            raise InputError(f"embedder '{ctx.embedder}' gives {dim}-dimensional vectors but "
+                             f"target '{t.name}' searches {t.vector_type}({t.dimension}) "
+                             f"({t.qualified()}.{t.vector_column})", field="--embedder")
+
+    # ---- the stage transaction -------------------------------------------------------------
+    def begin(self, ctx: StageContext) -> dict:
+        """Open the stage's transaction on ``ctx.kb``; return {settings, dropped, candidates}."""
+        kb, t = ctx.kb, ctx.target
+        if kb.info.transaction_status != 0:
+            kb.rollback()
+        register_vector(kb)
+        gucs.load_libraries(kb)
+        oid = relation_oid(kb, t)
+        all_ann = plan_check.ann_indexes(kb, oid)
+        from ..targets import vector_indexes
+
+        candidates = [i["name"] for i in vector_indexes(kb, t, (self.method,))] if self.method else []
+        schema = kb.execute("SELECT nspname FROM pg_class c JOIN pg_namespace n "
+                            "ON n.oid = c.relnamespace WHERE c.oid = %s", (oid,)).fetchone()[0]
+        kb.rollback()   # the catalog look-ups above must not open the stage's transaction
+        dropped: list[str] = []
+        wanted = ctx.option("index")
+        if wanted and wanted not in candidates:
+            raise InputError(f"index '{wanted}' is not a {self.method} index on "
+                             f"{t.qualified()}.{t.vector_column} for distance {t.distance} "
+                             f"(candidates: {', '.join(candidates) or 'none'})",
+                             field="--opt")
+        if ctx.isolate_index and self.method:
+            keep = {wanted} if wanted else set(candidates)
+            others = [name for name in all_ann if name not in keep]
+            kb.execute("SELECT set_config('lock_timeout', %s, true)", (LOCK_TIMEOUT,))
+            for name in others:
+                try:
+                    kb.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema, name)))
+                except Exception as exc:
+                    kb.rollback()
+                    first = (str(exc).strip().splitlines() or [""])[0]
+                    raise DatabaseError(f"--isolate-index cannot drop index {name}: {first} (it "
+                                        "needs the table's owner; or keep each index on its own "
+                                        "copy of the table)") from None
+                dropped.append(name)
+        else:
+            kb.execute("SET TRANSACTION READ ONLY")
+        settings = self.stage_settings(ctx)
+        effective = gucs.apply_local(kb, settings)
+        return {"settings": effective, "dropped": dropped, "candidates": candidates,
+                "all_ann": all_ann, "wanted": wanted}
+
+    def check_plan(self, ctx: StageContext, tx: dict, statement, params, generic_statement=None):
+        """EXPLAIN (custom, then generic) inside the open transaction; return the index name."""
+        plan = plan_check.explain(ctx.kb, statement, params)
+        if self.method is None:
+            plan_check.check_exact(plan, stage=ctx.stage, all_ann=tx["all_ann"])
+            index = None
+        else:
+            index = plan_check.check_ann(plan, stage=ctx.stage, method=self.method,
+                                         candidates=tx["candidates"], all_ann=tx["all_ann"],
+                                         wanted=tx["wanted"])
+        if generic_statement is not None and self.method is not None:
+            gplan = plan_check.explain(ctx.kb, generic_statement, None, generic=True)
+            try:
+                plan_check.check_ann(gplan, stage=ctx.stage, method=self.method,
+                                     candidates=tx["candidates"], all_ann=tx["all_ann"],
+                                     wanted=tx["wanted"], generic=True)
+            except PlanError:
+                ctx.extra.setdefault(f"{ctx.stage}.force_custom", True)
+                ctx.kb.execute("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)")
+                tx["settings"]["plan_cache_mode"] = "force_custom_plan"
+                ctx.warn(f"stage {ctx.stage}: the generic plan of the prepared statement does "
+                         f"not use the index; running with plan_cache_mode=force_custom_plan")
+        return index
+
+    # ---- Stage protocol --------------------------------------------------------------------
+    def prepare(self, ctx: StageContext) -> None:
+        self._check_dimension(ctx)
+        if ctx.depth < 1:
+            raise InputError("--depth must be >= 1", field="--depth")
+        try:
+            tx = self.begin(ctx)
+            self._plan(ctx, tx)
+            for w in self.trap_warnings(ctx, tx["settings"]):
+                ctx.warn(w)
+        finally:
+            ctx.kb.rollback()
+
+    def _plan(self, ctx, tx):
+        q0 = ctx.queries[0].embedding
+        if ctx.batch:
+            stmt, params = vector_sql.batch(ctx.target, ctx.depth)
+            params.update(ids=[q.query_id for q in ctx.queries[:2]],
+                          vecs=[vector_sql.vector_text(q.embedding) for q in ctx.queries[:2]])
+            return self.check_plan(ctx, tx, stmt, params), stmt, params
+        stmt, params = vector_sql.per_query(ctx.target, ctx.depth)
+        dollar = vector_sql.Dollar()
+        generic, _ = vector_sql.per_query(ctx.target, ctx.depth, dollar)
+        index = self.check_plan(ctx, tx, stmt, {**params, "q": np.asarray(q0, dtype=np.float32)},
+                                generic)
+        return index, stmt, params
+
+    def run(self, ctx: StageContext, run_name: str) -> int:
+        tx = self.begin(ctx)
+        try:
+            index, stmt, params = self._plan(ctx, tx)
+            run_params = {"kind": self.kind, "score": SCORE_DISTANCE,
+                          "metric": ctx.target.distance, "index": index, "method": self.method,
+                          "settings": tx["settings"], "isolated_from": tx["dropped"],
+                          "batch": ctx.batch, "embedder": ctx.embedder, "target": ctx.target.name,
+                          "warnings": self.trap_warnings(ctx, tx["settings"])}
+            boundary = BOUNDARY_BATCH if ctx.batch else (
+                BOUNDARY_ROUND_TRIP + ("; server_ms: " + BOUNDARY_SERVER if ctx.server_timing
+                                       else ""))
+            with store.run_scope(ctx, run_name, params=run_params, order_rule=ORDER_DISTANCE,
+                                 timing_boundary=boundary) as out:
+                if ctx.batch:
+                    self._run_batch(ctx, stmt, params, out)
+                else:
+                    self._run_each(ctx, stmt, params, out)
+            return out.run_id
+        finally:
+            ctx.kb.rollback()   # READ ONLY: nothing to keep; --isolate-index: restores indexes
+
+    def _run_each(self, ctx, stmt, params, out) -> None:
+        kb = ctx.kb
+        text = stmt.as_string(kb)
+        explain = (sql.SQL("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ") + stmt).as_string(kb) \
+            if ctx.server_timing else None
+        cur = kb.cursor()
+        grouped = not ctx.target.unique_id
+        counts = []
+        if ctx.progress:
+            ctx.progress.start(ctx.stage, len(ctx.queries))
+        for q in ctx.queries:
+            p = dict(params, q=np.asarray(q.embedding, dtype=np.float32))
+            t0 = time.perf_counter()
+            cur.execute(text, p, prepare=True)
+            rows = cur.fetchall()
+            ms = (time.perf_counter() - t0) * 1000.0
+            server_ms = None
+            if explain:
+                server_ms = float(cur.execute(explain, p).fetchone()[0][0]["Execution Time"])
+            n = (rows[0][2] if rows else 0) if grouped else len(rows)
+            counts.append(n)
+            out.add(q.query_id, [(r[0], r[1]) for r in rows], latency_ms=ms, server_ms=server_ms,
+                    rows_returned=n)
+            if ctx.progress:
+                ctx.progress.advance()
+        out.params.update(rows_summary(counts, ctx.depth))
+
+    def _run_batch(self, ctx, stmt, params, out) -> None:
+        p = dict(params, ids=[q.query_id for q in ctx.queries],
+                 vecs=[vector_sql.vector_text(q.embedding) for q in ctx.queries])
+        if ctx.progress:
+            ctx.progress.start(ctx.stage + " (batch)", len(ctx.queries))
+        t0 = time.perf_counter()
+        rows = ctx.kb.execute(stmt, p).fetchall()
+        ms = (time.perf_counter() - t0) * 1000.0
+        by_query: dict[str, list] = {}
+        raw: dict[str, int] = {}
+        for qid, chunk, dist, n in rows:
+            by_query.setdefault(qid, []).append((chunk, dist))
+            raw[qid] = n
+        counts = []
+        for q in ctx.queries:
+            out.add(q.query_id, by_query.get(q.query_id, []))
+            counts.append(raw.get(q.query_id, 0))
+            if ctx.progress:
+                ctx.progress.advance()
+        out.params.update(rows_summary(counts, ctx.depth), batch_ms=ms)
+
+
+def rows_summary(counts: list[int], depth: int) -> dict:
+    if not counts:
+        return {"rows_returned_min": 0, "rows_returned_mean": 0.0, "queries_short": 0}
+    return {"rows_returned_min": int(min(counts)),
+            "rows_returned_mean": float(sum(counts)) / len(counts),
+            "queries_short": int(sum(1 for c in counts if c < depth))}
