@@ -27,6 +27,7 @@ COMMANDS = {
     "stage-report": "evaluator.commands.stage_report_cmd:stage_report",
     "target": "evaluator.commands.target_cmd:target",
     "testset": "evaluator.commands.testset_cmd:testset",
+    "warmup": "evaluator.commands.warmup_cmd:warmup",
 }
 
 

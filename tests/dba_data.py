@@ -99,3 +99,21 @@ def ensure_testset(conn, name: str, judged: dict, queries: np.ndarray,
         for qid, v in embeddings.items():
             cp.write_row((tid, qid, embedder, len(v), vec_text(v)))
     return tid
+
+
+CRAN_TABLE = "dba_cran"
+CRAN_TARGET = "dba-cran"
+CRAN_TESTSET = "dba-cran-ts"
+CRAN_EMBEDDER = "minilm"
+
+
+def ensure_cranfield(conn, n_queries: int = 225):
+    """The session's shared knowledge base: 1400 documents, an HNSW index (m=16,
+    ef_construction=64), target ``dba-cran``, test set ``dba-cran-ts`` with embeddings."""
+    docs, queries, source = corpus()
+    ensure_table(conn, CRAN_TABLE, docs)
+    ensure_index(conn, CRAN_TABLE, "dba_cran_hnsw", "hnsw")
+    target = ensure_target(conn, CRAN_TARGET, CRAN_TABLE)
+    judged = qrels(n_queries, source, docs, queries[:n_queries])
+    ensure_testset(conn, CRAN_TESTSET, judged, queries[:n_queries], CRAN_EMBEDDER)
+    return target, source

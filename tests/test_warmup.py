@@ -1,0 +1,67 @@
+"""`pgeval warmup`: passes until the median latency settles, buffer statistics before/after."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dba_data import CRAN_TESTSET, ensure_cranfield
+
+from evaluator import warmup as wu
+
+
+@pytest.fixture
+def cran(conn):
+    return ensure_cranfield(conn)[0]
+
+
+def test_warmup_with_the_test_set(conn, cran):
+    vectors, source = wu.testset_vectors(conn, CRAN_TESTSET, None)
+    assert len(vectors) == 225 and "minilm" in source
+    seen = []
+    # 1400 rows: the planner prefers a sequential scan unless told otherwise
+    plain = wu.warmup(conn, cran, vectors[:5], source=source, max_passes=2)
+    assert "sequential scan" in plain.plan and "enable_seqscan=off" in plain.warnings[0]
+    report = wu.warmup(conn, cran, vectors[:60], source=source, max_passes=6, tolerance=0.5,
+                       on_pass=seen.append, settings={"enable_seqscan": "off"})
+    assert "dba_cran_hnsw (hnsw" in report.plan
+    assert 2 <= len(report.passes) <= 6 and seen == report.passes
+    # a 50 % tolerance settles on the second pass unless the machine is very noisy
+    assert report.converged == (len(report.passes) < 6 or report.converged)
+    assert report.method == ("pg_prewarm, then query passes" if wu.has_prewarm(conn)
+                             else "query passes (pg_prewarm is not installed)")
+    rel = {r["relation"]: r for r in report.relations()}
+    assert rel["dba_cran"]["kind"] == "table" and rel["dba_cran_hnsw"]["kind"] == "index"
+    # every pass touched the HNSW index and the heap: the counters moved by at least that much
+    assert rel["dba_cran_hnsw"]["hit_during"] + rel["dba_cran_hnsw"]["read_during"] >= 60
+    assert rel["dba_cran"]["hit_after"] >= rel["dba_cran"]["hit_before"] + 60
+    assert all(p.blocks_hit + p.blocks_read > 0 for p in report.passes)
+    # after the first pass everything the queries need is in shared buffers
+    assert report.passes[-1].blocks_read == 0
+
+
+def test_passes_are_bounded(conn, cran):
+    vectors = wu.random_vectors(cran.dimension, 8)
+    report = wu.warmup(conn, cran, vectors, source="random", max_passes=3, tolerance=0.001,
+                       settings={"enable_seqscan": "off"})
+    assert len(report.passes) <= 3
+    assert report.converged or "did not settle within 3 passes" in " ".join(report.warnings)
+    with pytest.raises(Exception, match="max-passes"):
+        wu.warmup(conn, cran, vectors, source="random", max_passes=1)
+
+
+def test_cli_warmup(pgeval, cran):
+    code, out, err = pgeval("warmup", "--target", "dba-cran", "--random-queries", "20",
+                            "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["queries"] == 20 and doc["source"].startswith("20 random vectors")
+    assert {r["relation"] for r in doc["relations"]} >= {"dba_cran", "dba_cran_hnsw"}
+    code, out, err = pgeval("warmup", "--target", "dba-cran", "--testset", CRAN_TESTSET,
+                            "--set", "hnsw.ef_search=100", "--set", "enable_seqscan=off",
+                            "--max-passes", "3")
+    assert code == 0, err
+    assert "buffer blocks" in out and "plan: index dba_cran_hnsw" in out and "pass 1:" in err
+    code, out, err = pgeval("warmup", "--target", "dba-cran", "--set", "hnsw.ef_search=x")
+    assert code == 1 and "--set" in err
