@@ -88,23 +88,13 @@ def and_where(target, cond: sql.Composable | None = None) -> tuple[sql.Composabl
 def load_extension_libraries(conn) -> None:
     """Load pgvector's and pgvectorscale's libraries so that their settings exist in this session
     (``current_setting('hnsw.ef_search', true)`` is NULL until the library is loaded)."""
-    exts = dict(conn.execute(
-        "SELECT e.extname, n.nspname FROM pg_extension e "
-        "JOIN pg_namespace n ON n.oid = e.extnamespace "
-        "WHERE e.extname IN ('vector', 'vectorscale')").fetchall())
-    probes = []
-    if "vector" in exts:
-        probes.append(sql.SQL("SELECT {}('[1]'::text)").format(
-            sql.Identifier(exts["vector"], "vector_dims")))
-    if "vectorscale" in exts:
-        probes.append(sql.SQL("SELECT {}()").format(
-            sql.Identifier(exts["vectorscale"], "distance_type_l2")))
-    for probe in probes:
-        try:
-            with conn.transaction():
-                conn.execute(probe)
-        except Exception:  # an older or newer release without that function: settings unknown
-            pass
+    from .stages import gucs
+
+    try:
+        with conn.transaction():
+            gucs.load_libraries(conn)
+    except Exception:  # no pgvector here: its settings are simply absent from the fingerprint
+        pass
 
 
 def server_info(conn) -> dict:
@@ -244,45 +234,50 @@ def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | No
             testset_name: str | None = None, chunking: str | None = None,
             filters: dict | None = None, stage: str | None = None, checksum: bool = True,
             data: dict | None = None, extra: dict | None = None) -> dict:
-    """The fingerprint of one stage run on ``target`` (:class:`evaluator.targets.Target`) with
-    ``settings`` applied as the stage applies them (``SET LOCAL``; rolled back here).
+    """The fingerprint of one stage run on ``target`` (:class:`evaluator.targets.Target`, or None
+    for stages without one: no table, index or data part) with ``settings`` applied as the stage
+    applies them (``SET LOCAL``; rolled back here).
 
     ``data`` reuses a :func:`capture_data` result (a sweep computes it once); ``checksum=False``
     skips the content checksum; ``filters`` adds filters in force beyond the target's own (e.g.
     DiskANN labels). Nothing is written.
     """
-    oid = resolve_table(kb_conn, target)
-    vec = vector_column(kb_conn, oid, target.vector_column)
-    idx, idx_info = indexes(kb_conn, oid)
-    if data is None:
-        data = capture_data(kb_conn, target, checksum=checksum)
     fp = {
         "fingerprint_version": FINGERPRINT_VERSION,
         "server": server_info(kb_conn),
         "extensions": extensions(kb_conn),
-        "target": {"name": target.name, "table": target.qualified(),
-                   "id_column": target.id_column, "vector_column": target.vector_column,
-                   "text_column": target.text_column, "distance": target.distance,
-                   "column_type": vec.get("type"), "vector_type": target.vector_type,
-                   "dimension_column": target.dimension_column},
-        "indexes": idx,
+        "target": None, "indexes": {}, "data": None,
         "query_settings": query_settings(kb_conn, settings),
         "planner": planner_settings(kb_conn, settings),
-        "data": data,
-        "embedding": {"model": embedder,
-                      "dimension": dimension if dimension is not None else target.dimension},
+        "embedding": {"model": embedder, "dimension": dimension},
         "chunking": chunking,
-        "filters": {**{k: str(v) for k, v in target.filter_literals().items()},
-                    **{str(k): v for k, v in (filters or {}).items()}},
+        "filters": {str(k): v for k, v in (filters or {}).items()},
         "testset": {"name": testset_name, "hash": testset_hash},
         "stage": stage,
         "info": {"captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                 "database": kb_conn.execute("SELECT current_database()").fetchone()[0],
-                 "indexes": idx_info,
-                 "table_bytes": kb_conn.execute("SELECT pg_table_size(%s)", (oid,)).fetchone()[0],
-                 "checksum": ("skipped (--no-checksum)" if data.get("checksum") is None
-                              else "sum of hashtextextended(id | md5(vector) | md5(text))")},
+                 "database": kb_conn.execute("SELECT current_database()").fetchone()[0]},
     }
+    if target is not None:
+        oid = resolve_table(kb_conn, target)
+        vec = vector_column(kb_conn, oid, target.vector_column)
+        fp["indexes"], idx_info = indexes(kb_conn, oid)
+        if data is None:
+            data = capture_data(kb_conn, target, checksum=checksum)
+        fp["data"] = data
+        fp["target"] = {"name": target.name, "table": target.qualified(),
+                        "id_column": target.id_column, "vector_column": target.vector_column,
+                        "text_column": target.text_column, "distance": target.distance,
+                        "column_type": vec.get("type"), "vector_type": target.vector_type,
+                        "dimension_column": target.dimension_column}
+        if dimension is None:
+            fp["embedding"]["dimension"] = target.dimension
+        fp["filters"] = {**{k: str(v) for k, v in target.filter_literals().items()},
+                         **fp["filters"]}
+        fp["info"].update(
+            indexes=idx_info,
+            table_bytes=kb_conn.execute("SELECT pg_table_size(%s)", (oid,)).fetchone()[0],
+            checksum=("skipped (--no-checksum)" if data.get("checksum") is None
+                      else "sum of hashtextextended(id | md5(vector) | md5(text))"))
     if extra:
         fp["extra"] = extra
     return _scrub(fp)

@@ -37,6 +37,7 @@ class PipelineConfig:
     batch: bool = False
     server_timing: bool = False
     isolate_index: bool = False
+    checksum: bool = True                 # content checksum in the fingerprint (one table scan)
 
 
 @dataclass
@@ -139,11 +140,19 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
             "batch": cfg.batch, "server_timing": cfg.server_timing,
             "isolate_index": cfg.isolate_index,
         }
-        config_hash = canonical_hash(config)
+        # configuration fingerprint (evaluator/fingerprint.py): catalog + this config (extra)
+        from . import fingerprint as fpmod
+
+        fingerprint = fpmod.capture(kb, target, settings=settings, embedder=label, dimension=dim,
+                                    testset_hash=testset_hash, testset_name=cfg.testset,
+                                    checksum=cfg.checksum, extra=config)
+        kb.rollback()
+        config_hash = fpmod.config_hash(fingerprint)
         exp_id = results.execute(
-            "INSERT INTO pgeval.experiment (name, testset_id, target, config, config_hash) "
-            "VALUES (%s, %s, %s, %s, %s) RETURNING experiment_id",
-            (name, tid, cfg.target, json.dumps(config), config_hash)).fetchone()[0]
+            "INSERT INTO pgeval.experiment (name, testset_id, target, config, config_hash, "
+            "fingerprint) VALUES (%s, %s, %s, %s, %s, %s) RETURNING experiment_id",
+            (name, tid, cfg.target, json.dumps(config), config_hash,
+             json.dumps(fingerprint))).fetchone()[0]
         results.commit()
         runs: list[dict] = []
         try:
@@ -153,7 +162,8 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
                     ctx = contexts[sname]
                     ctx.experiment_id, ctx.repetition = exp_id, rep
                     ctx.previous = dict(previous)
-                    ctx.extra["config_hash"] = config_hash
+                    ctx.extra["fingerprint"] = {**fingerprint, "stage": sname}
+                    ctx.extra["config_hash"] = fpmod.config_hash(ctx.extra["fingerprint"])
                     ctx.progress = progress_factory(sname, rep) if progress_factory else None
                     rname = run_name(name, sname, rep)
                     try:

@@ -85,7 +85,7 @@ def ensure_target(conn, name: str, table: str, *, text_column: str | None = "bod
 
 
 def ensure_testset(conn, name: str, judged: dict, queries: np.ndarray,
-                   embedder: str = "minilm") -> int:
+                   embedder: str = "precomputed") -> int:
     """A test set with every query's embedding (in pgeval.query and pgeval.query_embedding)."""
     from helpers import make_testset
 
@@ -104,7 +104,7 @@ def ensure_testset(conn, name: str, judged: dict, queries: np.ndarray,
 CRAN_TABLE = "dba_cran"
 CRAN_TARGET = "dba-cran"
 CRAN_TESTSET = "dba-cran-ts"
-CRAN_EMBEDDER = "minilm"
+CRAN_EMBEDDER = "precomputed"
 
 
 def ensure_cranfield(conn, n_queries: int = 225):

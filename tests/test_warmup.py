@@ -18,7 +18,7 @@ def cran(conn):
 
 def test_warmup_with_the_test_set(conn, cran):
     vectors, source = wu.testset_vectors(conn, CRAN_TESTSET, None)
-    assert len(vectors) == 225 and "minilm" in source
+    assert len(vectors) == 225 and "precomputed" in source
     seen = []
     # 1400 rows: the planner prefers a sequential scan unless told otherwise
     plain = wu.warmup(conn, cran, vectors[:5], source=source, max_passes=2)

@@ -168,7 +168,8 @@ def run_scope(ctx, run_name: str, *, params: dict, order_rule: str,
     run_id = create_run(ctx.results, name=run_name, testset_id=ctx.testset_id, stage=ctx.stage,
                         experiment_id=ctx.experiment_id, repetition=ctx.repetition, params=params,
                         order_rule=order_rule, depth=ctx.depth, timing_boundary=timing_boundary,
-                        config_hash=config_hash or ctx.extra.get("config_hash"), replace=replace)
+                        config_hash=config_hash or ctx.extra.get("config_hash"),
+                        fingerprint=ctx.extra.get("fingerprint"), replace=replace)
     writer = RunWriter(ctx.results, run_id, ctx.depth)
     try:
         yield writer
