@@ -16,13 +16,16 @@ import click
 # command name -> "module:attribute" (add a line per command; names are the DESIGN.md contract)
 COMMANDS = {
     "answers": "evaluator.commands.answers_cmd:answers",
+    "compare": "evaluator.commands.compare_cmd:compare",
     "db": "evaluator.commands.db_cmd:db",
     "diff": "evaluator.commands.diff_cmd:diff",
     "embed": "evaluator.commands.embed_cmd:embed",
     "fingerprint": "evaluator.commands.fingerprint_cmd:fingerprint",
+    "gate": "evaluator.commands.gate_cmd:gate",
     "health": "evaluator.commands.health_cmd:health",
     "init": "evaluator.commands.init_cmd:init",
     "metrics": "evaluator.commands.metrics_cmd:metrics",
+    "report": "evaluator.commands.report_cmd:report",
     "run": "evaluator.commands.run_cmd:run",
     "stage-report": "evaluator.commands.stage_report_cmd:stage_report",
     "target": "evaluator.commands.target_cmd:target",

@@ -179,7 +179,9 @@ def dumps(report: dict) -> str:
 def write_text(text: str, path: str | Path) -> None:
     """Write atomically: a reader never sees half a report."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    if not path.parent.is_dir():
+        raise InputError("cannot write there: the directory does not exist", file=str(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)

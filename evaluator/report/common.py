@@ -1,0 +1,138 @@
+"""What the Markdown and HTML renderers share: number formatting, the facts at the top of a
+report, the tables they both print, and EXPLAIN plans as text."""
+
+from __future__ import annotations
+
+import json
+
+
+def fmt(value, digits: int = 4) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}" if abs(value) < 1000 else f"{value:.1f}"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(str(v) for v in value)
+    return str(value)
+
+
+def title(report: dict) -> str:
+    run = report.get("run") or {}
+    exp = report.get("experiment")
+    if exp:
+        return f"pgeval report: experiment {exp['name']} (final stage {run.get('name')})"
+    return f"pgeval report: {run.get('name', report.get('source', '?'))}"
+
+
+def facts(report: dict) -> list[tuple[str, str]]:
+    run = report.get("run") or {}
+    k = report.get("k") or {}
+    out = [("generated at", fmt(report.get("generated_at"))),
+           ("test set", f"{run.get('testset')} ({str(run.get('testset_hash') or '')[:12]})"),
+           ("stage", fmt(run.get("stage"))), ("status", fmt(run.get("status"))),
+           ("config hash", fmt(report.get("config_hash"))),
+           ("cut-offs", "; ".join(f"{n} {', '.join(map(str, v))}" for n, v in k.items())),
+           ("relevant", f"grade ≥ {report.get('rel', 1)}"),
+           ("order rule", fmt(report.get("order_rule"))),
+           ("timing boundary", fmt(report.get("timing_boundary"))),
+           ("domain discount", fmt(report.get("domain_discount")))]
+    if run.get("params"):
+        out.append(("parameters", json.dumps(run["params"], sort_keys=True, ensure_ascii=False)))
+    return out
+
+
+def counts_row(report: dict) -> dict:
+    c = report.get("counts") or {}
+    return {"queries": c.get("queries"), "valid": c.get("valid"),
+            "excluded (no relevant)": c.get("excluded"), "unanswerable": c.get("unanswerable"),
+            "no result": c.get("no_result")}
+
+
+def summary_rows(report: dict) -> list[dict]:
+    """Metric, value, acceptance level, and the thresholds that level was read against."""
+    summary = report.get("summary") or {}
+    levels = report.get("acceptance") or {}
+    thresholds = report.get("thresholds") or {}
+    rows = []
+    for metric, value in summary.items():
+        if "latency" in metric:
+            continue
+        t = thresholds.get(metric)
+        rows.append({"metric": metric, "value": value, "level": levels.get(metric),
+                     "thresholds": (f"{t['excellent']:.2f} / {t['good']:.2f} / {t['pass']:.2f}"
+                                    if t else "")})
+    return rows
+
+
+def latency_rows(report: dict) -> list[dict]:
+    rows = []
+    for source, values in (report.get("latency") or {}).items():
+        if values and values.get("n"):
+            rows.append({"source": source, "n": values["n"],
+                         **{k: v for k, v in values.items() if k != "n"}})
+    return rows
+
+
+def headline_metrics(report: dict) -> list[str]:
+    k = report.get("k") or {}
+    out = []
+    for name in ("recall", "mrr", "ndcg"):
+        for value in sorted(k.get(name) or []):
+            out.append(f"{name}@{value}")
+    return out
+
+
+def case_rows(report: dict, ranked: int = 5) -> list[dict]:
+    metrics = headline_metrics(report)
+    rows = []
+    for c in report.get("cases") or []:
+        m = c.get("metrics") or {}
+        ids = c.get("ranked") or []
+        grades = c.get("grades") or []
+        shown = [f"{cid}({g})" if g else cid for cid, g in zip(ids, grades + [0] * len(ids))]
+        rows.append({"query_id": c["query_id"], "valid": c.get("valid"),
+                     **{x: m.get(x) for x in metrics},
+                     "latency_ms": c.get("latency_ms"),
+                     "ranked": " ".join(shown[:ranked]) + (" …" if len(ids) > ranked else ""),
+                     "text": c.get("text")})
+    return rows
+
+
+def plan_text(plan) -> str:
+    """An EXPLAIN (FORMAT JSON) plan as an indented tree; other forms as they are."""
+    if plan is None:
+        return "(no plan recorded)"
+    if isinstance(plan, str):
+        return plan
+    if isinstance(plan, dict) and isinstance(plan.get("text"), str):
+        return plan["text"]
+    root = plan[0] if isinstance(plan, list) and plan and isinstance(plan[0], dict) else plan
+    if not (isinstance(root, dict) and isinstance(root.get("Plan"), dict)):
+        return json.dumps(plan, indent=2, ensure_ascii=False)
+    lines: list[str] = []
+
+    def walk(node: dict, depth: int) -> None:
+        label = node.get("Node Type", "?")
+        if node.get("Index Name"):
+            label += f" using {node['Index Name']}"
+        if node.get("Relation Name"):
+            label += f" on {node['Relation Name']}"
+        stats = []
+        if node.get("Actual Total Time") is not None:
+            stats.append(f"actual time={node['Actual Total Time']:.3f} ms")
+        if node.get("Actual Rows") is not None:
+            stats.append(f"rows={node['Actual Rows']}")
+        hits, reads = node.get("Shared Hit Blocks"), node.get("Shared Read Blocks")
+        if hits is not None or reads is not None:
+            stats.append(f"buffers hit={hits or 0} read={reads or 0}")
+        prefix = "  " * depth + ("-> " if depth else "")
+        lines.append(prefix + label + (f"  ({', '.join(stats)})" if stats else ""))
+        for child in node.get("Plans") or []:
+            walk(child, depth + 1)
+
+    walk(root["Plan"], 0)
+    if root.get("Execution Time") is not None:
+        lines.append(f"Execution Time: {root['Execution Time']:.3f} ms")
+    return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""The report as Markdown (for a pull request comment or a wiki page): the same sections as the
+HTML page, without the plots."""
+
+from __future__ import annotations
+
+from . import common
+from .common import fmt
+
+LEVEL_MARK = {"excellent": "🟢 excellent", "good": "🟢 good", "pass": "🟡 pass", "fail": "🔴 fail"}
+
+
+def _cell(value) -> str:
+    return fmt(value).replace("|", "\\|").replace("\n", " ")
+
+
+def table(rows: list[dict], columns: list[str] | None = None) -> str:
+    if not rows:
+        return "_none_\n"
+    columns = columns or list(rows[0])
+    out = ["| " + " | ".join(columns) + " |", "|" + "|".join("---" for _ in columns) + "|"]
+    out += ["| " + " | ".join(_cell(r.get(c)) for c in columns) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def render(report: dict) -> str:
+    parts = [f"# {common.title(report)}\n"]
+    parts.append("\n".join(f"- **{k}**: {v}" for k, v in common.facts(report)) + "\n")
+    if report.get("warnings"):
+        parts.append("> **Warnings**\n" + "\n".join(f"> - {w}" for w in report["warnings"]) + "\n")
+    parts.append("## Queries\n\n" + table([common.counts_row(report)]))
+    rows = [{**r, "level": LEVEL_MARK.get(r["level"], r["level"] or "")}
+            for r in common.summary_rows(report)]
+    parts.append("## Summary\n\nMeans over valid queries; levels per METRICS.md "
+                 "(thresholds excellent / good / pass).\n\n"
+                 + table(rows, ["metric", "value", "level", "thresholds"]))
+    lat = common.latency_rows(report)
+    if lat:
+        parts.append("## Latency (nearest rank)\n\n" + table(lat))
+    if report.get("answers"):
+        parts.append("## End-to-end answers\n\n" + table([report["answers"]]))
+    if report.get("stages"):
+        head = common.headline_metrics(report)
+        parts.append("## Stages\n\n" + table(
+            [{"stage": s["label"], "kind": s["stage"], "role": s["role"], "run": s["run"],
+              **{m: s["summary"].get(m) for m in head}, "p95 ms": s.get("latency_p95_ms")}
+             for s in report["stages"]]))
+    if report.get("stage_report"):
+        sr = report["stage_report"]
+        parts.append(f"## Where recall@{sr['k']} was lost\n\n" + table(
+            sr["categories"], ["category", "chunks", "share", "recall_points"]))
+    if report.get("sweep"):
+        sw = report["sweep"]
+        parts.append(f"## Sweep: {sw.get('param')}\n\n" + table(sw.get("points") or []))
+    if report.get("by_type"):
+        parts.append("## By query type\n\n" + table(
+            report["by_type"], ["type", "queries", *common.headline_metrics(report)]))
+    flagged = report.get("flagged") or []
+    parts.append("## Flagged queries\n\nLow recall (Recall@K < 0.3) and poor ranking "
+                 "(nDCG@10 < 0.5).\n\n" + table(flagged, ["query_id", "flag", "measure", "value"]))
+    for f in flagged:
+        if f.get("plan") is not None:
+            parts.append(f"<details><summary>plan of {f['query_id']}</summary>\n\n```\n"
+                         f"{common.plan_text(f['plan'])}\n```\n</details>\n")
+    cases = common.case_rows(report)
+    parts.append(f"## Per query ({len(cases)})\n\nRanked ids show the grade in brackets.\n\n"
+                 + table(cases))
+    return "\n".join(parts)

@@ -1,0 +1,166 @@
+"""PNG plots of a report document, drawn with matplotlib's Agg canvas (no display, no pyplot global
+state). matplotlib is optional (`pip install pgeval[plot]`): :func:`available` says whether it is
+there, and callers leave the plots out when it is not."""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+LEVEL_COLOURS = {"excellent": "#1a7f37", "good": "#4ac26b", "pass": "#d4a72c", "fail": "#cf222e"}
+SERIES = ("#0969da", "#8250df", "#bf3989", "#1a7f37", "#d4a72c", "#57606a")
+
+
+def available() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _figure(width: float = 7.5, height: float = 3.6):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig) -> bytes:
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")   # e.g. a CJK query type the default font lacks
+        fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def _headline(report: dict) -> list[str]:
+    """The metrics a bar chart shows: largest-K recall, first MRR, largest-K nDCG."""
+    k = report.get("k") or {}
+    out = []
+    for name in ("recall", "mrr", "ndcg"):
+        if k.get(name):
+            out.append(f"{name}@{max(k[name]) if name != 'mrr' else k[name][0]}")
+    return out
+
+
+def by_type(report: dict) -> bytes | None:
+    rows = report.get("by_type") or []
+    metrics = [m for m in _headline(report) if rows and m in rows[0]]
+    if not rows or not metrics:
+        return None
+    fig = _figure(max(6.0, 1.1 * len(rows) + 2), 3.6)
+    ax = fig.add_subplot()
+    width = 0.8 / len(metrics)
+    for i, m in enumerate(metrics):
+        xs = [j + (i - (len(metrics) - 1) / 2) * width for j in range(len(rows))]
+        ax.bar(xs, [r.get(m) or 0.0 for r in rows], width, label=m, color=SERIES[i % len(SERIES)])
+    ax.set_xticks(range(len(rows)), [f"{r['type']}\n(n={r.get('queries', '?')})" for r in rows],
+                  fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("mean over valid queries")
+    ax.set_title("metrics by query type")
+    ax.legend(fontsize=8, ncols=len(metrics), loc="upper right")
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def waterfall(report: dict) -> bytes | None:
+    """Recall@K points: kept, then each category that lost relevant chunks, summing to 1."""
+    sr = report.get("stage_report") or {}
+    cats = sr.get("categories") or []
+    if not cats:
+        return None
+    fig = _figure(7.5, 3.4)
+    ax = fig.add_subplot()
+    bottom = 0.0
+    labels, colours = [], {"kept": "#1a7f37"}
+    for i, c in enumerate(cats):
+        value = c.get("recall_points") or 0.0
+        colour = colours.get(c["category"], SERIES[i % len(SERIES)])
+        ax.bar(i, value, bottom=bottom, color=colour)
+        ax.text(i, bottom + value / 2, f"{value:.3f}", ha="center", va="center", fontsize=8,
+                color="white" if value > 0.08 else "black")
+        bottom += value
+        labels.append(c["category"])
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_ylim(0, max(1.0, bottom) * 1.05)
+    ax.set_ylabel(f"Recall@{sr.get('k', '?')} points")
+    ax.set_title(f"where recall@{sr.get('k', '?')} was lost (stage waterfall)")
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def sweep(report: dict) -> bytes | None:
+    """Recall against p95 latency over the sweep's points, each labelled with its setting."""
+    points = (report.get("sweep") or {}).get("points") or []
+    points = [p for p in points if p.get("recall") is not None and p.get("latency_p95_ms") is not None]
+    if not points:
+        return None
+    fig = _figure(7.0, 4.0)
+    ax = fig.add_subplot()
+    xs = [p["latency_p95_ms"] for p in points]
+    ys = [p["recall"] for p in points]
+    ax.plot(xs, ys, marker="o", color=SERIES[0])
+    for p in points:
+        mark = "*" if p.get("current") else ""
+        ax.annotate(f"{p.get('label', '')}{mark}", (p["latency_p95_ms"], p["recall"]),
+                    textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xlabel("p95 latency (ms)")
+    ax.set_ylabel((report.get("sweep") or {}).get("metric", "recall"))
+    ax.set_title(f"recall vs latency: {(report.get('sweep') or {}).get('param', 'sweep')}")
+    ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+def distribution(report: dict) -> bytes | None:
+    """Histogram of the per-query values of the largest-K recall and of nDCG."""
+    metrics = [m for m in _headline(report) if not m.startswith("mrr")]
+    cases = [c for c in report.get("cases") or [] if c.get("metrics")]
+    if not metrics or not cases:
+        return None
+    fig = _figure(7.5, 3.2)
+    ax = fig.add_subplot()
+    data = [[c["metrics"][m] for c in cases if c["metrics"].get(m) is not None] for m in metrics]
+    ax.hist(data, bins=[i / 10 for i in range(11)], label=metrics,
+            color=list(SERIES[:len(metrics)]))
+    ax.set_xlabel("per-query value")
+    ax.set_ylabel("queries")
+    ax.set_title("distribution over valid queries")
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+def latency(report: dict) -> bytes | None:
+    values = [c["latency_ms"] for c in report.get("cases") or [] if c.get("latency_ms") is not None]
+    if not values:
+        return None
+    fig = _figure(7.5, 3.0)
+    ax = fig.add_subplot()
+    ax.hist(values, bins=min(40, max(5, len(values) // 5)), color=SERIES[1])
+    p95 = (report.get("summary") or {}).get("latency_p95_ms")
+    if p95 is not None:
+        ax.axvline(p95, color="#cf222e", linestyle="--", label=f"p95 {p95:.1f} ms")
+        ax.legend(fontsize=8)
+    ax.set_xlabel(f"latency (ms, {report.get('timing_boundary') or 'as recorded'})")
+    ax.set_ylabel("queries")
+    ax.set_title("per-query latency")
+    ax.grid(axis="y", alpha=0.3)
+    return _png(fig)
+
+
+PLOTS = (("waterfall", waterfall), ("sweep", sweep), ("by_type", by_type),
+         ("distribution", distribution), ("latency", latency))
+
+
+def render_all(report: dict) -> dict[str, bytes]:
+    """Every plot the report has data for, by name, in page order."""
+    out = {}
+    for name, fn in PLOTS:
+        png = fn(report)
+        if png:
+            out[name] = png
+    return out

@@ -1,0 +1,192 @@
+"""`pgeval report`: the JSON document (every number as the SQL functions give it), Markdown, and
+the self-contained HTML page checked in a real headless browser (Debian's chromium)."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from evaluator import metrics
+
+from helpers import make_run, make_testset
+
+CHROMIUM = "/usr/bin/chromium"
+N = 24
+
+
+@pytest.fixture
+def reported(clean, conn):
+    qrels = {f"q{i}": {f"c{i}": 2, f"d{i}": 1} for i in range(N)}
+    types = {f"q{i}": ["exact" if i % 2 else "fuzzy", "中文"] if i % 5 == 0 else
+             ["exact" if i % 2 else "fuzzy"] for i in range(N)}
+    make_testset(conn, "rep-set", {**qrels, "u1": {}}, types=types, unanswerable=("u1",),
+                 texts={"q0": "退款需要多久？ <script>alert(1)</script>"})
+    ranked = {f"q{i}": ([f"c{i}", "x", f"d{i}"] if i % 4 else ["x", "y", "z", "w"])
+              for i in range(N)}
+    rid = make_run(conn, "rep-run", "rep-set", ranked,
+                   latency_ms={f"q{i}": 4.0 + i for i in range(N)})
+    # a real EXPLAIN plan for a flagged query (q0 retrieves nothing relevant)
+    plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM pgeval.result "
+                        "WHERE run_id = %s ORDER BY rank LIMIT 3", (rid,)).fetchone()[0]
+    conn.execute("INSERT INTO pgeval.query_plan VALUES (%s, 'q0', %s)", (rid, json.dumps(plan)))
+    conn.execute("UPDATE pgeval.query SET expected_facts = '[\"7 days\"]' WHERE query_id = 'q1'")
+    return rid
+
+
+def test_json_report_carries_the_sql_numbers(pgeval, conn, reported, tmp_path):
+    out = tmp_path / "r.json"
+    code, _, err = pgeval("report", "rep-run", "--format", "json", "--out", str(out))
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    for key in ("generated_at", "config_hash", "k", "counts", "summary", "acceptance", "cases",
+                "order_rule", "thresholds"):
+        assert key in doc
+    assert doc["k"]["recall"] == [3, 5, 10] and doc["k"]["mrr"] == [20]
+    assert doc["counts"]["valid"] == N and doc["counts"]["unanswerable"] == 1
+    sql = metrics.summary(conn, reported, doc["measures"])
+    assert {m: doc["summary"][m] for m in doc["measures"]} == sql
+    assert doc["acceptance"]["recall@10"] == metrics.levels(conn, sql)["recall@10"]
+    cases = {c["query_id"]: c for c in doc["cases"]}
+    assert cases["q1"]["ranked"] == ["c1", "x", "d1"] and cases["q1"]["grades"] == [2, 0, 1]
+    assert cases["q1"]["latency_ms"] == 5.0 and cases["q1"]["metrics"]["recall@3"] == 1.0
+    assert cases["u1"]["valid"] is False and cases["u1"]["metrics"] == {}
+    # p95 latency by nearest rank: 24 values 4..27, element ceil(0.95 * 24) = 23 -> 26
+    assert doc["summary"]["latency_p95_ms"] == 26.0
+    flagged = [f for f in doc["flagged"] if f["query_id"] == "q0"]
+    assert flagged and flagged[0]["plan"][0]["Plan"]["Node Type"] == "Limit"
+    assert "citation_precision" not in doc["summary"]   # no answers imported: no such metric
+
+
+def test_json_report_with_answers(pgeval, conn, reported, tmp_file, tmp_path):
+    answers = tmp_file("a.jsonl", "".join(json.dumps(a) + "\n" for a in [
+        {"query_id": "q1", "answer": "Within 7 days.", "cited": ["c1", "x"], "supported": ["c1"],
+         "latency_ms": 900},
+        {"query_id": "q2", "answer": "Something.", "cited": ["c2"], "supported": ["c2"]},
+        {"query_id": "u1", "answer": "I do not know.", "cited": [], "latency_ms": 300}]))
+    assert pgeval("answers", "import", str(answers), "--run", "rep-run")[0] == 0
+    code, out, err = pgeval("report", "rep-run", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    s = conn.execute("SELECT citation_precision, answer_accuracy FROM pgeval.answer_summary(%s)",
+                     (reported,)).fetchone()
+    assert (doc["summary"]["citation_precision"], doc["summary"]["answer_accuracy"]) == s
+    assert doc["summary"]["answer_latency_p95_ms"] == 900.0
+    cases = {c["query_id"]: c for c in doc["cases"]}
+    assert cases["q1"]["metrics"]["citation_precision"] == 0.5
+    assert cases["q1"]["metrics"]["answer_accuracy"] == 1.0
+    assert "answer_accuracy" not in cases["q2"]["metrics"]      # no expected facts: unjudged
+    assert cases["q3"]["metrics"]["answer_accuracy"] == 0.0     # no answer: scores 0
+    assert cases["u1"]["metrics"] == {"citation_precision": 1.0, "answer_accuracy": 1.0}
+    assert any("no imported answer" in w for w in doc["warnings"])
+
+
+def test_saved_report_round_trips_through_gate_and_renderers(pgeval, reported, tmp_path):
+    saved = tmp_path / "baseline.json"
+    assert pgeval("report", "rep-run", "--out", str(saved))[0] == 0
+    code, out, err = pgeval("gate", "--baseline", str(saved), "--candidate", "rep-run")
+    assert code == 0, out + err
+    code, md, err = pgeval("report", str(saved), "--format", "md")
+    assert code == 0, err
+    assert md.startswith("# pgeval report: rep-run")
+    assert "## Summary" in md and "## Flagged queries" in md and "## Per query (25)" in md
+    assert "Limit" in md          # the plan of the flagged query, as a tree
+
+
+def test_markdown_levels_and_counts(pgeval, conn, reported):
+    code, md, err = pgeval("report", "rep-run", "--format", "md")
+    assert code == 0, err
+    value = metrics.summary(conn, reported, ["recall@10"])["recall@10"]
+    level = metrics.levels(conn, {"recall@10": value})["recall@10"]
+    assert f"| recall@10 | {value:.4f} |" in md and level in md
+    assert "| 25 | 24 | 0 | 1 | 0 |" in md
+
+
+def test_experiment_report_has_stages_and_waterfall(pgeval, conn, clean, tmp_path):
+    make_testset(conn, "exp-set", {f"q{i}": {f"c{i}": 2, f"d{i}": 1} for i in range(12)})
+    eid = conn.execute("INSERT INTO pgeval.experiment (name, testset_id, config) SELECT 'exp', "
+                       "testset_id, %s FROM pgeval.testset RETURNING experiment_id",
+                       (json.dumps({"stages": ["bm25", "rerank"]}),)).fetchone()[0]
+    make_run(conn, "exp.bm25.1", "exp-set", {f"q{i}": ["x", f"c{i}", "y", f"d{i}"]
+                                               for i in range(12)}, stage="bm25",
+             experiment_id=eid)
+    make_run(conn, "exp.rerank.1", "exp-set", {f"q{i}": [f"c{i}", "x"] for i in range(12)},
+             stage="rerank", experiment_id=eid)
+    code, out, err = pgeval("report", "exp", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["run"]["name"] == "exp.rerank.1" and doc["experiment"]["name"] == "exp"
+    assert [s["label"] for s in doc["stages"]] == ["bm25", "rerank"]
+    cats = {c["category"]: c["recall_points"] for c in doc["stage_report"]["categories"]}
+    assert cats["rerank"] == pytest.approx(0.5) and cats["kept"] == pytest.approx(0.5)
+    assert sum(cats.values()) == pytest.approx(1.0)
+
+
+def test_report_errors(pgeval, reported, tmp_path):
+    code, out, err = pgeval("report", "nope")
+    assert code == 1 and "no run or experiment named 'nope'" in err
+    target = tmp_path / "missing-dir" / "r.html"
+    code, out, err = pgeval("report", "rep-run", "--format", "html", "--out", str(target))
+    assert code == 1 and "directory does not exist" in err and not target.exists()
+    code, out, err = pgeval("report", "rep-run", "--depth", "0")
+    assert code == 1 and "depth must be >= 1" in err
+
+
+# ---- the HTML page in a real browser ------------------------------------------------------------
+
+def chromium(tmp_path, html_file: Path, *extra: str) -> subprocess.CompletedProcess:
+    profile = tmp_path / "chromium-profile"
+    return subprocess.run(
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+         "--no-first-run", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
+         "--window-size=1200,2000", *extra, html_file.resolve().as_uri()],
+        capture_output=True, text=True, timeout=120)
+
+
+def console_messages(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
+
+
+needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists() or shutil.which("chromium") is None,
+                                    reason="Debian's chromium is not installed (/usr/bin/chromium)")
+
+
+@needs_chromium
+def test_console_check_catches_a_broken_page(tmp_path):
+    bad = tmp_path / "bad.html"
+    bad.write_text("<html><body><script>undefinedFunction();</script></body></html>")
+    proc = chromium(tmp_path, bad, f"--screenshot={tmp_path / 'bad.png'}")
+    assert any("undefinedFunction" in m for m in console_messages(proc.stderr))
+
+
+@needs_chromium
+def test_html_report_renders_in_chromium(pgeval, reported, tmp_path):
+    pytest.importorskip("matplotlib")
+    page = tmp_path / "report.html"
+    code, out, err = pgeval("report", "rep-run", "--format", "html", "--out", str(page))
+    assert code == 0, err
+    text = page.read_text()
+    assert "http://" not in text and "https://" not in text     # self-contained: no network
+    assert "<script>alert(1)</script>" not in text              # query text is escaped
+    shot = tmp_path / "shot.png"
+    proc = chromium(tmp_path, page, f"--screenshot={shot}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert console_messages(proc.stderr) == []
+    assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    dom = chromium(tmp_path, page, "--dump-dom")
+    assert console_messages(dom.stderr) == []
+    assert 'data-ready="1"' in dom.stdout                         # the inline script ran to its end
+    assert dom.stdout.count('src="data:image/png;base64,') >= 3   # by type, distribution, latency
+    assert 'class="level level-' in dom.stdout and "Limit" in dom.stdout
+    assert "退款需要多久" in dom.stdout
+
+
+def test_html_without_matplotlib_plots_is_still_a_page(pgeval, reported, tmp_path):
+    page = tmp_path / "plain.html"
+    code, out, err = pgeval("report", "rep-run", "--format", "html", "--no-plots", "--out",
+                            str(page))
+    assert code == 0, err
+    text = page.read_text()
+    assert "data:image/png" not in text and "<h2>Summary</h2>" in text
