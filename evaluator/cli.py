@@ -101,6 +101,14 @@ def main(argv=None) -> int:
     except click.exceptions.Abort:
         click.echo("pgeval: interrupted", err=True)
         return 130
+    except click.UsageError as exc:  # exit 2 means "gate failed": a usage mistake is an error (1)
+        if isinstance(exc, getattr(click.exceptions, "NoArgsIsHelpError", ())):
+            click.echo(exc.format_message())  # a bare `pgeval` / `pgeval run`: the help
+            return 0
+        hint = f" (see `{exc.ctx.command_path} --help`)" if exc.ctx else ""
+        message = " ".join(exc.format_message().split())
+        click.echo(f"pgeval: error: {redact(message)}{hint}", err=True)
+        return 1
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
