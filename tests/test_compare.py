@@ -1,0 +1,183 @@
+"""`pgeval compare`: the statistics (checked against exact enumeration), wins/ties/losses, the
+METRICS.md reading hints on constructed patterns, refusal of different test sets, and the
+configuration diff — over real runs on the embedded server."""
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+from evaluator import compare, stats
+from evaluator.errors import InputError
+from evaluator.report import json as report_json
+
+from helpers import make_run, make_testset
+
+N = 40
+QRELS = {f"q{i}": {f"c{i}": 2, f"d{i}": 1} for i in range(N)}
+GOOD = {f"q{i}": [f"c{i}", f"d{i}", "x", "y"] for i in range(N)}
+
+
+# ---- statistics ---------------------------------------------------------------------------------
+
+def exact_p(diff):
+    d = np.asarray(diff, float)
+    observed = abs(d.mean())
+    flips = [abs((d * np.array(s)).mean()) >= observed - 1e-12
+             for s in itertools.product((1, -1), repeat=len(d))]
+    return sum(flips) / len(flips)
+
+
+@pytest.mark.parametrize("diff", [[0.5, 0.2, 0.1, -0.05, 0.3, 0.0, 0.25, 0.1, 0.4, -0.1],
+                                  [0.1, -0.1, 0.2, -0.2, 0.05, 0.0, -0.05, 0.1, 0.0, 0.02]])
+def test_randomisation_test_matches_exact_enumeration(diff):
+    p = stats.randomisation_test(diff, 10_000, seed=3)
+    assert p == pytest.approx(exact_p(diff), abs=0.015)
+    assert stats.randomisation_test(diff, 10_000, seed=3) == p     # seeded: reproducible
+
+
+def test_no_difference_has_p_one_and_a_zero_interval():
+    r = stats.paired([0.5, 0.25, 1.0], [0.5, 0.25, 1.0])
+    assert r.p_value == 1.0 and r.delta == 0.0 and (r.ci_low, r.ci_high) == (0.0, 0.0)
+
+
+def test_bootstrap_interval_brackets_the_mean():
+    rng = np.random.default_rng(1)
+    d = rng.normal(0.1, 0.2, 200)
+    low, high = stats.bootstrap_ci(d)
+    assert low < d.mean() < high
+    # the standard error of the mean is 0.2/sqrt(200) = 0.014: a 95 % interval is about ±0.028
+    assert 0.04 < high - low < 0.07
+
+
+# ---- over runs ----------------------------------------------------------------------------------
+
+@pytest.fixture
+def runs(clean, conn):
+    make_testset(conn, "cmp-set", QRELS, texts={"q0": "how long do refunds take"})
+    lat = {f"q{i}": 10.0 + i % 7 for i in range(N)}
+    make_run(conn, "base", "cmp-set", GOOD, latency_ms=lat)
+    # same chunks retrieved, worse order on 30 queries: recall@10 equal, MRR lower
+    reordered = {q: (["x", "y", *r[:2]] if i < 30 else r) for i, (q, r) in enumerate(GOOD.items())}
+    make_run(conn, "reordered", "cmp-set", reordered, latency_ms=lat)
+    # relevant chunks lost on 30 queries: recall and MRR lower
+    lost = {q: (["x", "y"] if i < 30 else r) for i, (q, r) in enumerate(GOOD.items())}
+    make_run(conn, "lost", "cmp-set", lost, latency_ms=lat)
+    # better ranking than a weak baseline, at twice the latency
+    weak = {q: (["x", *r[:2]] if i < 30 else r) for i, (q, r) in enumerate(GOOD.items())}
+    make_run(conn, "weak", "cmp-set", weak, latency_ms=lat)
+    make_run(conn, "strong-slow", "cmp-set", GOOD, latency_ms={q: v * 2.5 for q, v in lat.items()})
+    make_run(conn, "twin", "cmp-set", GOOD, latency_ms=lat)
+    make_testset(conn, "other-set", QRELS, content_hash="different")
+    make_run(conn, "elsewhere", "other-set", GOOD)
+    return conn
+
+
+def doc(conn, name):
+    return report_json.build(conn, name)
+
+
+def test_reordering_reads_as_fusion_or_rerank(runs):
+    c = compare.compare(doc(runs, "base"), doc(runs, "reordered"))
+    rows = {r["metric"]: r for r in c.rows}
+    assert rows["recall@10"]["delta"] == 0 and rows["recall@10"]["p_value"] == 1.0
+    assert (rows["recall@10"]["wins"], rows["recall@10"]["ties"], rows["recall@10"]["losses"]) \
+        == (0, 40, 0)
+    mrr = rows["mrr@20"]
+    assert mrr["delta"] == pytest.approx(30 * (1 / 3 - 1) / 40) and mrr["p_value"] < 0.001
+    assert (mrr["wins"], mrr["ties"], mrr["losses"]) == (0, 10, 30)
+    assert mrr["ci_low"] <= mrr["delta"] <= mrr["ci_high"] < 0
+    assert "recall = and MRR ↓ → fusion or rerank regressed" in c.hints
+    assert c.moved[0]["delta"] < 0 and len(c.moved) == 10 and c.moved_by == "ndcg@10"
+    assert c.moved[0]["query_id"] == "q0" and c.moved[0]["text"] == "how long do refunds take"
+
+
+def test_losing_chunks_reads_as_retrieval(runs):
+    c = compare.compare(doc(runs, "base"), doc(runs, "lost"))
+    assert c.hints[0] == ("recall ↓ and MRR ↓ → look at parsing, chunking, embedding or the ANN "
+                          "index")
+
+
+def test_identical_runs_change_nothing(runs):
+    c = compare.compare(doc(runs, "base"), doc(runs, "twin"))
+    assert all(r["delta"] == 0 and r["p_value"] == 1.0 for r in c.rows)
+    assert c.moved == [] and c.hints[0].startswith("no metric changed significantly")
+
+
+def test_quality_up_at_twice_the_latency_is_a_product_decision(runs):
+    c = compare.compare(doc(runs, "weak"), doc(runs, "strong-slow"))
+    assert any(h.startswith("quality ↑ but latency_p95_ms ×2.5") for h in c.hints)
+
+
+def answers_file(tmp_path, name, rows):
+    p = tmp_path / name
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return str(p)
+
+
+def test_answer_patterns(runs, pgeval, tmp_path):
+    runs.execute("UPDATE pgeval.query SET expected_facts = '[\"fact\"]'")
+    right = [{"query_id": f"q{i}", "answer": "the fact", "cited": [f"c{i}"],
+              "supported": [f"c{i}"]} for i in range(N)]
+    wrong = [dict(a, answer="no idea") if i < 30 else a for i, a in enumerate(right)]
+    unsupported = [dict(a, supported=[]) if i < 30 else a for i, a in enumerate(right)]
+    for run, rows in (("base", right), ("twin", wrong), ("strong-slow", unsupported)):
+        code, _, err = pgeval("answers", "import", answers_file(tmp_path, run, rows), "--run", run)
+        assert code == 0, err
+    c = compare.compare(doc(runs, "base"), doc(runs, "twin"))
+    assert "retrieval = and answer accuracy ↓ → prompt, model or context assembly" in c.hints
+    c = compare.compare(doc(runs, "base"), doc(runs, "strong-slow"))
+    assert ("answer accuracy = and citation precision ↓ → citation protocol or its validation"
+            in c.hints)
+
+
+def test_different_test_sets_are_refused(runs, pgeval):
+    with pytest.raises(InputError, match="different test sets"):
+        compare.compare(doc(runs, "base"), doc(runs, "elsewhere"))
+    code, out, err = pgeval("compare", "base", "elsewhere")
+    assert code == 1 and "cannot be compared" in err
+
+
+def test_configuration_differences(runs):
+    runs.execute("""UPDATE pgeval.run SET params = '{"hnsw.ef_search": 40, "depth": 100}'
+                     WHERE name = 'base'""")
+    runs.execute("""UPDATE pgeval.run SET params = '{"hnsw.ef_search": 80, "depth": 200}'
+                     WHERE name = 'twin'""")
+    c = compare.compare(doc(runs, "base"), doc(runs, "twin"))
+    assert {(x["key"], x["baseline"], x["candidate"]) for x in c.changes} == {
+        ("params.depth", 100, 200), ("params.hnsw.ef_search", 40, 80)}
+    assert any("2 variables differ" in w for w in c.warnings)
+    # fingerprints on both sides: the fingerprint diff, one variable, no "more than one" warning
+    fp = {"query_settings": {"hnsw.ef_search": "40"}, "server": {"version": "18.6"},
+          "info": {"captured_at": "t1"}}
+    runs.execute("UPDATE pgeval.run SET fingerprint = %s WHERE name = 'base'", (json.dumps(fp),))
+    fp2 = {**fp, "query_settings": {"hnsw.ef_search": "80"}, "info": {"captured_at": "t2"}}
+    runs.execute("UPDATE pgeval.run SET fingerprint = %s WHERE name = 'twin'", (json.dumps(fp2),))
+    c = compare.compare(doc(runs, "base"), doc(runs, "twin"))
+    assert [(x["key"], x["baseline"], x["candidate"]) for x in c.changes] == [
+        ("query_settings.hnsw.ef_search", "40", "80")]
+    assert not any("differ" in w for w in c.warnings)
+
+
+def test_compare_command(pgeval, runs, tmp_path):
+    code, out, err = pgeval("compare", "base", "reordered")
+    assert code == 0, err
+    assert "recall = and MRR ↓ → fusion or rerank regressed" in out
+    assert "0/10/30" in out and "queries that moved most (ndcg@10)" in out
+    code, out, err = pgeval("compare", "base", "reordered", "--format", "json", "--by",
+                            "recall@3", "--top", "3")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["moved_by"] == "recall@3" and len(data["moved"]) == 3
+    assert {r["metric"] for r in data["rows"]} >= {"recall@10", "mrr@20", "ndcg@10"}
+    # a saved report on one side works the same
+    saved = tmp_path / "base.json"
+    assert pgeval("report", "base", "--out", str(saved))[0] == 0
+    code, out2, err = pgeval("compare", str(saved), "reordered", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out2)["rows"] == data["rows"]
+    code, out, err = pgeval("compare", "base", "reordered", "--by", "map@10")
+    assert code == 1 and "no per-query values of 'map@10'" in err
+    code, out, err = pgeval("compare", "base", "nope")
+    assert code == 1 and "no run or experiment named 'nope'" in err
