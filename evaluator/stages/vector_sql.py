@@ -3,7 +3,9 @@ set-based statement for all queries (``--batch``). Both order the index scan by 
 distance operator (``ORDER BY embedding <=> $1 LIMIT k``): an expression such as
 ``ORDER BY 1 - (embedding <=> $1) DESC`` can never use an index. The outer query re-sorts the
 candidates by exact distance and chunk id (DiskANN and iterative scans return them in relaxed
-order) and collapses several rows of one chunk to its best distance.
+order) and collapses several rows of one chunk to its best distance. The re-sort orders by
+``dist + 0``: ordering by ``dist`` itself lets the planner trust the index's (relaxed) order as a
+presorted key and only sort ties — exactly the bug a relaxed scan exposes.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def per_query(target, depth: int, ph=sql.Placeholder) -> tuple[sql.Composable, d
     """One query's ranked list: columns chunk_id, dist[, n = rows the scan returned]."""
     body, params = inner(target, depth, ph("q"), ph)
     if target.unique_id:
-        return sql.SQL("SELECT s.chunk_id, s.dist FROM ({}) s ORDER BY s.dist, s.chunk_id").format(
+        return sql.SQL("SELECT s.chunk_id, s.dist FROM ({}) s ORDER BY s.dist + 0, s.chunk_id").format(
             body), params
     return sql.SQL("SELECT s.chunk_id, min(s.dist) AS dist, (sum(count(*)) OVER ())::int AS n "
                    "FROM ({}) s GROUP BY s.chunk_id ORDER BY 2, 1").format(body), params
@@ -63,7 +65,7 @@ def batch(target, depth: int) -> tuple[sql.Composable, dict]:
         "SELECT {q}.query_id, r.chunk_id, r.dist, r.n "
         "FROM (SELECT u.query_id, {qexpr} AS emb, u.ord FROM unnest(%(ids)s::text[], "
         "%(vecs)s::text[]) WITH ORDINALITY AS u(query_id, emb, ord) OFFSET 0) {q} "
-        "CROSS JOIN LATERAL ({lateral}) r ORDER BY {q}.ord, r.dist, r.chunk_id").format(
+        "CROSS JOIN LATERAL ({lateral}) r ORDER BY {q}.ord, r.dist + 0, r.chunk_id").format(
         q=sql.Identifier(Q), lateral=lateral, qexpr=target.query_expr(sql.SQL("u.emb")))
     return stmt, params
 
