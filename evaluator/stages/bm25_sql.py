@@ -1,0 +1,115 @@
+"""The SQL of the keyword stage: pg_textsearch BM25, or PostgreSQL full-text search.
+
+pg_textsearch: ``ORDER BY col <@> to_bm25query(q, 'index')`` — the bare operator, so the BM25
+index can serve the ORDER BY. Scores are negative (lower is better). A sequential-scan plan (small
+tables, or filters the planner prefers) scores every row and returns the non-matching ones with
+score 0: they are dropped (``score < 0``) after the LIMIT, which keeps every match because the
+matches sort first. Several rows of one chunk collapse to its best score.
+
+Full-text fallback: ``ts_rank_cd(tsv, query)`` over ``to_tsvector(config, col)`` (or a stored
+tsvector column), where the query is the OR of the query's lexemes (``plainto_tsquery`` ANDs
+them, which finds almost nothing for natural-language questions). This is not BM25 (no IDF, no
+length saturation): the run says so in ``run.params``.
+
+Every statement returns ``chunk_id, score, n`` (n = matching rows the statement returned, before
+collapsing) ordered best first; per query the text is the parameter ``q``; in batch mode the
+parameters are ``ids`` and ``texts`` (text[]) and the columns are ``query_id, chunk_id, score,
+n``. Names are :class:`psycopg.sql.Identifier`, the text configuration a checked literal, filters
+and query text bound parameters.
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+Q = "pgeval_q"
+
+
+def bm25_indexes(kb, relation_oid: int, column: str) -> list[dict]:
+    """pg_textsearch (access method ``bm25``) indexes on ``column``: [{name, ref, text_config}],
+    ``ref`` the (quoted, qualified when needed) name that to_bm25query accepts."""
+    rows = kb.execute(
+        """SELECT ic.relname, i.indexrelid::regclass::text, ic.reloptions
+             FROM pg_index i
+             JOIN pg_class ic ON ic.oid = i.indexrelid
+             JOIN pg_am am ON am.oid = ic.relam
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+            WHERE i.indrelid = %s AND am.amname = 'bm25' AND a.attname = %s
+            ORDER BY ic.relname""", (relation_oid, column)).fetchall()
+    out = []
+    for name, ref, reloptions in rows:
+        opts = dict(o.split("=", 1) for o in (reloptions or []) if "=" in o)
+        out.append({"name": name, "ref": ref, "text_config": opts.get("text_config")})
+    return out
+
+
+def _source(target, where_ph) -> tuple[sql.Composable, dict]:
+    """``(SELECT * FROM table WHERE filters) AS kb`` — the target's rows (flattened by the
+    planner, so indexes stay usable)."""
+    where, params = target.where_named(ph=where_ph)
+    return sql.SQL("(SELECT * FROM {}{}) AS kb").format(target.table_sql(), where), params
+
+
+def textsearch(target, column: str, depth: int, qexpr: sql.Composable,
+               where_ph=sql.Placeholder) -> tuple[sql.Composable, dict]:
+    """pg_textsearch for one query text ``qexpr``; the index is the parameter ``idx``."""
+    src, params = _source(target, where_ph)
+    score = sql.SQL("{} <@> to_bm25query({}, {})").format(
+        sql.Identifier("kb", column), qexpr, sql.Placeholder("idx"))
+    inner = sql.SQL("SELECT {id}::text AS chunk_id, {score} AS score FROM {src} "
+                    "ORDER BY {score} LIMIT {k}").format(
+        id=sql.Identifier("kb", target.id_column), score=score, src=src,
+        k=sql.Literal(int(depth)))
+    return sql.SQL("SELECT s.chunk_id, min(s.score) AS score, (sum(count(*)) OVER ())::int AS n "
+                   "FROM ({}) s WHERE s.score < 0 GROUP BY s.chunk_id").format(inner), params
+
+
+def _tsquery(config: str, qexpr: sql.Composable) -> sql.Composable:
+    """The OR of the lexemes of the query text (quoted so that the cast does not re-parse)."""
+    return sql.SQL(
+        "(SELECT string_agg('''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || '''', "
+        "' | ') FROM unnest(tsvector_to_array(to_tsvector({cfg}::regconfig, {q}))) AS l)::tsquery"
+    ).format(cfg=sql.Literal(config), q=qexpr)
+
+
+def fulltext(target, column: str | None, tsvector_column: str | None, config: str, depth: int,
+             qexpr: sql.Composable, normalization: int = 0,
+             where_ph=sql.Placeholder) -> tuple[sql.Composable, dict]:
+    """PostgreSQL full-text search: ts_rank_cd over ``tsvector_column`` or
+    ``to_tsvector(config, column)``."""
+    src, params = _source(target, where_ph)
+    tsv = (sql.Identifier("kb", tsvector_column) if tsvector_column else
+           sql.SQL("to_tsvector({}::regconfig, {})").format(sql.Literal(config),
+                                                          sql.Identifier("kb", column)))
+    inner = sql.SQL(
+        "SELECT {id}::text AS chunk_id, ts_rank_cd({tsv}, tq.q, {norm})::float8 AS score "
+        "FROM {src} CROSS JOIN (SELECT {tsq} AS q) AS tq WHERE {tsv} @@ tq.q "
+        "ORDER BY 2 DESC, 1 LIMIT {k}").format(
+        id=sql.Identifier("kb", target.id_column), tsv=tsv, norm=sql.Literal(int(normalization)),
+        src=src, tsq=_tsquery(config, qexpr), k=sql.Literal(int(depth)))
+    return sql.SQL("SELECT s.chunk_id, max(s.score) AS score, (sum(count(*)) OVER ())::int AS n "
+                   "FROM ({}) s GROUP BY s.chunk_id").format(inner), params
+
+
+def order(method: str) -> sql.Composable:
+    return sql.SQL("score, chunk_id" if method == "pg_textsearch" else "score DESC, chunk_id")
+
+
+def per_query(body: sql.Composable, method: str) -> sql.Composable:
+    return sql.SQL("SELECT chunk_id, score, n FROM ({}) r ORDER BY {}").format(body, order(method))
+
+
+def batch(body: sql.Composable, method: str) -> sql.Composable:
+    """All queries in one statement: ``unnest(ids, texts) CROSS JOIN LATERAL (body)``; ``body``
+    must use ``pgeval_q.qtext`` as its query text."""
+    ordering = sql.SQL("r.score, r.chunk_id" if method == "pg_textsearch"
+                       else "r.score DESC, r.chunk_id")
+    return sql.SQL(
+        "SELECT {q}.query_id, r.chunk_id, r.score, r.n "
+        "FROM unnest(%(ids)s::text[], %(texts)s::text[]) WITH ORDINALITY AS {q}(query_id, qtext, ord) "
+        "CROSS JOIN LATERAL ({body}) r ORDER BY {q}.ord, {ordering}").format(
+        q=sql.Identifier(Q), body=body, ordering=ordering)
+
+
+def batch_text() -> sql.Composable:
+    return sql.SQL("{}.qtext").format(sql.Identifier(Q))
