@@ -17,6 +17,7 @@ from pathlib import Path
 import psycopg
 
 from .errors import Conflict, InputError, NotFound
+from .testset.source import Source
 
 TREC_ORDER = "score descending, ties by chunk id descending (trec_eval rule)"
 JSONL_ORDER = "as given in the file"
@@ -43,38 +44,26 @@ def guess_format(path: Path) -> str:
     return "trec"
 
 
-def _open_text(path: Path):
-    if not path.is_file():
-        raise InputError("no such file", file=str(path))
-    return path.open("r", encoding="utf-8", errors="strict", newline="")
-
-
 def _trec_lines(path: Path):
     """Yield text COPY lines ``qid\tchunk\tscore\tline\t\\N`` for a TREC run file."""
-    with _open_text(path) as fh:
-        lineno = 0
+    for lineno, line in Source(path):   # UTF-8 checked per line (file, line, column)
+        parts = line.split()
+        if len(parts) != 6:
+            if not parts:
+                continue
+            raise InputError(f"expected 6 fields 'qid Q0 chunk rank score tag', found "
+                             f"{len(parts)}", file=str(path), line=lineno)
+        qid, _, chunk, _, score, _ = parts
         try:
-            for lineno, line in enumerate(fh, 1):
-                parts = line.split()
-                if len(parts) != 6:
-                    if not parts:
-                        continue
-                    raise InputError(f"expected 6 fields 'qid Q0 chunk rank score tag', found "
-                                     f"{len(parts)}", file=str(path), line=lineno)
-                qid, _, chunk, _, score, _ = parts
-                try:
-                    value = float(score)
-                except ValueError:
-                    raise InputError(f"score '{score}' is not a number", file=str(path),
-                                     line=lineno, field="score") from None
-                if value != value:
-                    raise InputError("score is NaN", file=str(path), line=lineno, field="score")
-                if "\\" in line:
-                    qid, chunk = _copy_text(qid), _copy_text(chunk)
-                yield f"{qid}\t{chunk}\t{score}\t{lineno}\t\\N\n"
-        except UnicodeDecodeError as exc:
-            raise InputError(f"not UTF-8 ({exc.reason} at byte {exc.start})", file=str(path),
-                             line=lineno + 1) from None
+            value = float(score)
+        except ValueError:
+            raise InputError(f"score '{score}' is not a number", file=str(path),
+                             line=lineno, field="score") from None
+        if value != value:
+            raise InputError("score is NaN", file=str(path), line=lineno, field="score")
+        if "\\" in line:
+            qid, chunk = _copy_text(qid), _copy_text(chunk)
+        yield f"{qid}\t{chunk}\t{score}\t{lineno}\t\\N\n"
 
 
 def _jsonl_lines(path: Path):
@@ -84,44 +73,38 @@ def _jsonl_lines(path: Path):
 
 def _jsonl_rows(path: Path):
     """Yield (qid, chunk, score or None, line, position) for a JSONL ranked-list file."""
-    with _open_text(path) as fh:
-        lineno = 0
+    for lineno, line in Source(path):   # UTF-8 checked per line
+        if not line.strip():
+            continue
         try:
-            for lineno, line in enumerate(fh, 1):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"malformed JSON ({exc.msg})", file=str(path),
-                                     line=lineno) from None
-                if not isinstance(obj, dict):
-                    raise InputError("expected a JSON object", file=str(path), line=lineno)
-                qid = obj.get("query_id")
-                if not isinstance(qid, (str, int)) or isinstance(qid, bool) or str(qid) == "":
-                    raise InputError("missing or empty query id", file=str(path), line=lineno,
-                                     field="query_id")
-                ranked = obj.get("ranked")
-                if not isinstance(ranked, list):
-                    raise InputError("expected a list of {chunk_id, score}", file=str(path),
-                                     line=lineno, field="ranked")
-                for pos, item in enumerate(ranked, 1):
-                    score = None
-                    if isinstance(item, dict):
-                        chunk, score = item.get("chunk_id"), item.get("score")
-                    else:
-                        chunk = item
-                    if not isinstance(chunk, (str, int)) or isinstance(chunk, bool) or str(chunk) == "":
-                        raise InputError(f"item {pos} has no chunk_id", file=str(path),
-                                         line=lineno, field="ranked")
-                    if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
-                                              or math.isnan(score)):
-                        raise InputError(f"item {pos} score is not a number", file=str(path),
-                                         line=lineno, field="ranked")
-                    yield str(qid), str(chunk), score, lineno, pos
-        except UnicodeDecodeError as exc:
-            raise InputError(f"not UTF-8 ({exc.reason} at byte {exc.start})", file=str(path),
-                             line=lineno + 1) from None
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"malformed JSON ({exc.msg})", file=str(path),
+                             line=lineno) from None
+        if not isinstance(obj, dict):
+            raise InputError("expected a JSON object", file=str(path), line=lineno)
+        qid = obj.get("query_id")
+        if not isinstance(qid, (str, int)) or isinstance(qid, bool) or str(qid) == "":
+            raise InputError("missing or empty query id", file=str(path), line=lineno,
+                             field="query_id")
+        ranked = obj.get("ranked")
+        if not isinstance(ranked, list):
+            raise InputError("expected a list of {chunk_id, score}", file=str(path),
+                             line=lineno, field="ranked")
+        for pos, item in enumerate(ranked, 1):
+            score = None
+            if isinstance(item, dict):
+                chunk, score = item.get("chunk_id"), item.get("score")
+            else:
+                chunk = item
+            if not isinstance(chunk, (str, int)) or isinstance(chunk, bool) or str(chunk) == "":
+                raise InputError(f"item {pos} has no chunk_id", file=str(path),
+                                 line=lineno, field="ranked")
+            if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
+                                      or math.isnan(score)):
+                raise InputError(f"item {pos} score is not a number", file=str(path),
+                                 line=lineno, field="ranked")
+            yield str(qid), str(chunk), score, lineno, pos
 
 
 def _copy_text(value) -> str:
@@ -146,6 +129,8 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
                replace: bool = False, tag: str | None = None) -> ImportReport:
     """Import a ranked-list file as run ``name`` over test set ``testset`` (one transaction)."""
     path = Path(path)
+    if not name or not name.strip():
+        raise InputError("the run name must not be empty", field="--name")
     fmt = fmt or guess_format(path)
     if fmt not in FORMATS:
         raise InputError(f"unknown run format '{fmt}' (use trec or jsonl)", field="--format")
@@ -197,6 +182,10 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
                     f"ORDER BY i.query_id", (run_id, testset_id)).rowcount
         except psycopg.errors.UniqueViolation:
             raise _duplicate_error(conn, path) from None
+        if inserted == 0:  # every query id unknown: a run of another test set, never a run of 0s
+            raise InputError(f"none of the {len(unknown)} query ids in the file is in test set "
+                             f"'{testset}' (first: '{unknown[0]}'): is it a run of another test "
+                             "set?", file=str(path))
         nq = conn.execute("SELECT count(DISTINCT query_id) FROM pgeval.result WHERE run_id = %s",
                           (run_id,)).fetchone()[0]
         missing = conn.execute("SELECT no_result FROM pgeval.run_counts(%s)", (run_id,)).fetchone()[0]

@@ -49,7 +49,7 @@ def test_jsonl_keeps_given_order(conn, ts, tmp_file):
     ("short.trec", "q1 Q0 a 1 1\n", "short.trec:1: expected 6 fields"),
     ("score.trec", "q1 Q0 a 1 high t\n", "score.trec:1, field 'score': score 'high' is not a number"),
     ("empty.trec", "", "empty.trec: empty file"),
-    ("latin1.trec", b"q1 Q0 \xe9 1 1 t\n", "latin1.trec:1: not UTF-8"),
+    ("latin1.trec", b"q1 Q0 \xe9 1 1 t\n", "latin1.trec:1: not valid UTF-8"),
     ("bad.jsonl", '{"query_id": "q1", "ranked": [}\n', "bad.jsonl:1: malformed JSON"),
     ("noid.jsonl", '{"ranked": ["a"]}\n', "noid.jsonl:1, field 'query_id'"),
     ("dup.jsonl", '{"query_id": "q1", "ranked": ["a", "a"]}\n', "query 'q1' lists chunk 'a' twice"),
