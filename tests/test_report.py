@@ -103,24 +103,37 @@ def test_markdown_levels_and_counts(pgeval, conn, reported):
     assert "| 25 | 24 | 0 | 1 | 0 |" in md
 
 
-def test_experiment_report_has_stages_and_waterfall(pgeval, conn, clean, tmp_path):
+@pytest.fixture
+def experiment(clean, conn):
     make_testset(conn, "exp-set", {f"q{i}": {f"c{i}": 2, f"d{i}": 1} for i in range(12)})
     eid = conn.execute("INSERT INTO pgeval.experiment (name, testset_id, config) SELECT 'exp', "
                        "testset_id, %s FROM pgeval.testset RETURNING experiment_id",
                        (json.dumps({"stages": ["bm25", "rerank"]}),)).fetchone()[0]
     make_run(conn, "exp.bm25.1", "exp-set", {f"q{i}": ["x", f"c{i}", "y", f"d{i}"]
                                                for i in range(12)}, stage="bm25",
-             experiment_id=eid)
+             experiment_id=eid, latency_ms={f"q{i}": 2.0 + i for i in range(12)})
     make_run(conn, "exp.rerank.1", "exp-set", {f"q{i}": [f"c{i}", "x"] for i in range(12)},
              stage="rerank", experiment_id=eid)
+    return eid
+
+
+def test_experiment_report_has_stages_and_waterfall(pgeval, conn, experiment):
+    from evaluator import stage_report
+
     code, out, err = pgeval("report", "exp", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
     assert doc["run"]["name"] == "exp.rerank.1" and doc["experiment"]["name"] == "exp"
-    assert [s["label"] for s in doc["stages"]] == ["bm25", "rerank"]
-    cats = {c["category"]: c["recall_points"] for c in doc["stage_report"]["categories"]}
+    # the stage report section is evaluator.stage_report's own document, not a re-computation
+    expected = stage_report.build(conn, "exp", k=10).as_dict()
+    assert doc["stage_report"]["loss_attribution"] == json.loads(json.dumps(
+        expected["loss_attribution"]))
+    assert [s["stage"] for s in doc["stage_report"]["stages"]] == ["bm25", "rerank"]
+    cats = {c["category"]: c["recall_points"] for c in doc["stage_report"]["loss_attribution"]}
     assert cats["rerank"] == pytest.approx(0.5) and cats["kept"] == pytest.approx(0.5)
-    assert sum(cats.values()) == pytest.approx(1.0)
+    code, md, err = pgeval("report", "exp", "--format", "md")
+    assert code == 0 and "## Stages" in md and "## Where recall@10 was lost" in md
+    assert "| rerank | 12.0000 | 0.5000 | 0.5000 |" in md
 
 
 def test_report_errors(pgeval, reported, tmp_path):
@@ -181,6 +194,16 @@ def test_html_report_renders_in_chromium(pgeval, reported, tmp_path):
     assert dom.stdout.count('src="data:image/png;base64,') >= 3   # by type, distribution, latency
     assert 'class="level level-' in dom.stdout and "Limit" in dom.stdout
     assert "退款需要多久" in dom.stdout
+
+
+@needs_chromium
+def test_experiment_html_has_the_waterfall(pgeval, experiment, tmp_path):
+    pytest.importorskip("matplotlib")
+    page = tmp_path / "exp.html"
+    assert pgeval("report", "exp", "--format", "html", "--out", str(page))[0] == 0
+    dom = chromium(tmp_path, page, "--dump-dom")
+    assert console_messages(dom.stderr) == []
+    assert 'id="plot-waterfall"' in dom.stdout and "<h2>Stages</h2>" in dom.stdout
 
 
 def test_html_without_matplotlib_plots_is_still_a_page(pgeval, reported, tmp_path):

@@ -84,6 +84,28 @@ def headline_metrics(report: dict) -> list[str]:
     return out
 
 
+def stage_rows(report: dict) -> list[dict]:
+    """An experiment's stages side by side (from the stage report): means and p95 latency."""
+    sr = report.get("stage_report") or {}
+    head = [m for m in headline_metrics(report) if not m.startswith("precision")]
+    rows = []
+    for s in sr.get("stages") or []:
+        values = s.get("metrics") or {}
+        lat = s.get("latency_ms") or {}
+        rows.append({"stage": s.get("stage"), "kind": s.get("kind"), "role": s.get("role"),
+                     **{m: (values.get(m) or {}).get("mean") for m in head},
+                     "p95 ms": lat.get("p95")})
+    return rows
+
+
+def loss_rows(report: dict) -> list[dict]:
+    """Where recall@K was lost: category, chunks, share, Recall@K points (the waterfall)."""
+    sr = report.get("stage_report") or {}
+    return [{"category": r.get("category"), "chunks": r.get("chunks"), "share": r.get("share"),
+             "recall_points": r.get("recall_points"), "meaning": r.get("meaning", "")}
+            for r in sr.get("loss_attribution") or []]
+
+
 def case_rows(report: dict, ranked: int = 5) -> list[dict]:
     metrics = headline_metrics(report)
     rows = []

@@ -105,16 +105,11 @@ def render(report: dict, *, with_plots: bool = True) -> str:
         parts.append("<h2>Latency (nearest rank, ms)</h2>" + table(lat, sortable=False))
     if report.get("answers"):
         parts.append("<h2>End-to-end answers</h2>" + table([report["answers"]], sortable=False))
-    if report.get("stages"):
-        head = common.headline_metrics(report)
-        parts.append("<h2>Stages</h2>" + table(
-            [{"stage": s["label"], "kind": s["stage"], "role": s["role"], "run": s["run"],
-              **{m: s["summary"].get(m) for m in head}, "p95 ms": s.get("latency_p95_ms")}
-             for s in report["stages"]]))
-    if report.get("stage_report"):
-        sr = report["stage_report"]
-        parts.append(f"<h2>Where recall@{sr['k']} was lost</h2>"
-                     + table(sr["categories"], ["category", "chunks", "share", "recall_points"]))
+    if common.stage_rows(report):
+        parts.append("<h2>Stages</h2>" + table(common.stage_rows(report)))
+    if common.loss_rows(report):
+        parts.append(f"<h2>Where recall@{report['stage_report']['k']} was lost</h2>"
+                     + table(common.loss_rows(report)))
     for name, png in images.items():
         parts.append(_img(name, png))
     if report.get("by_type"):

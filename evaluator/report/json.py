@@ -8,7 +8,7 @@ Top-level keys: ``pgeval_report`` (format version), ``generated_at``, ``run``, `
 ``citation_precision``, ``answer_accuracy``, ``latency_p50_ms`` ...), ``acceptance``,
 ``thresholds``, ``latency``, ``answers``, ``by_type``, ``flagged``, ``warnings``, ``cases``
 (per query: text, types, ranked chunk ids with their grades, latency, metric values, answer).
-Optional: ``stages`` (an experiment's runs), ``stage_report``, ``sweep``.
+Optional: ``stage_report`` (an experiment's stages and loss attribution), ``sweep``.
 """
 
 from __future__ import annotations
@@ -97,17 +97,6 @@ def _plans(conn, run_id: int, flagged: list[dict]) -> list[dict]:
     return [{**f, "plan": plans.get(f["query_id"])} for f in flagged]
 
 
-def _stages(conn, exp: dict, measures: list[str], rel: int) -> list[dict]:
-    out = []
-    for s in exp["stages"]:
-        values = metrics.summary(conn, s["run_id"], measures, rel)
-        timing = latency.percentiles(conn, s["run_id"])
-        out.append({"run": s["name"], "label": s["label"], "stage": s["stage"], "role": s["role"],
-                    "position": s["position"], "is_final": s["is_final"], "status": s["status"],
-                    "summary": values, "latency_p95_ms": timing.get("p95_ms")})
-    return out
-
-
 def build(conn, name: str, measures: list[str] | None = None, *, rel: int = 1,
           domain_discount: float = 0.0, depth: int | None = None, allow_partial: bool = False,
           min_score: float | None = None) -> dict:
@@ -158,8 +147,7 @@ def build(conn, name: str, measures: list[str] | None = None, *, rel: int = 1,
     }
     if exp is not None:
         report["experiment"] = {"name": exp["name"], "status": exp["status"]}
-        report["stages"] = _stages(conn, exp, ev.measures, rel)
-    extras.attach(conn, report, run, exp)
+    extras.attach(conn, report, run, exp, allow_partial)
     return report
 
 

@@ -38,16 +38,11 @@ def render(report: dict) -> str:
         parts.append("## Latency (nearest rank)\n\n" + table(lat))
     if report.get("answers"):
         parts.append("## End-to-end answers\n\n" + table([report["answers"]]))
-    if report.get("stages"):
-        head = common.headline_metrics(report)
-        parts.append("## Stages\n\n" + table(
-            [{"stage": s["label"], "kind": s["stage"], "role": s["role"], "run": s["run"],
-              **{m: s["summary"].get(m) for m in head}, "p95 ms": s.get("latency_p95_ms")}
-             for s in report["stages"]]))
-    if report.get("stage_report"):
-        sr = report["stage_report"]
-        parts.append(f"## Where recall@{sr['k']} was lost\n\n" + table(
-            sr["categories"], ["category", "chunks", "share", "recall_points"]))
+    if common.stage_rows(report):
+        parts.append("## Stages\n\n" + table(common.stage_rows(report)))
+    if common.loss_rows(report):
+        parts.append(f"## Where recall@{report['stage_report']['k']} was lost\n\n"
+                     + table(common.loss_rows(report)))
     if report.get("sweep"):
         sw = report["sweep"]
         parts.append(f"## Sweep: {sw.get('param')}\n\n" + table(sw.get("points") or []))

@@ -70,7 +70,7 @@ def by_type(report: dict) -> bytes | None:
 def waterfall(report: dict) -> bytes | None:
     """Recall@K points: kept, then each category that lost relevant chunks, summing to 1."""
     sr = report.get("stage_report") or {}
-    cats = sr.get("categories") or []
+    cats = sr.get("loss_attribution") or []
     if not cats:
         return None
     fig = _figure(7.5, 3.4)
