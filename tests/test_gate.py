@@ -212,3 +212,9 @@ def test_gate_errors_over_runs(pgeval, runs, tmp_path):
     bad.write_text('{"summary": {"recall@10": "high"}}')
     code, out, err = pgeval("gate", "--baseline", str(bad), "--candidate", "base")
     assert code == 1 and "field 'summary.recall@10': metric 'recall@10' is 'high'" in err
+
+
+def test_usage_mistake_is_exit_1_not_a_gate_failure(pgeval, worked):
+    b, _ = worked
+    code, out, err = pgeval("gate", "--baseline", b)          # --candidate missing
+    assert code == 1 and "--candidate" in err
