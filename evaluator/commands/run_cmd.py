@@ -108,6 +108,8 @@ class _StageBar:
         self.bar, self.label, self.task = bar, f"rep {rep}/{repeat} {stage}", None
 
     def start(self, description, total):
+        if not self.bar.live.is_started:  # started on the first stage: an error before it
+            self.bar.start()              # (bad --set, unknown test set) prints one line only
         self.task = self.bar.add_task(f"{self.label}", total=total)
 
     def advance(self, n=1):
@@ -203,10 +205,14 @@ def pipeline(database, testset, target, stages, settings, options, depth, repeat
                TimeElapsedColumn())
     from rich.console import Console
 
-    with Progress(*columns, console=Console(stderr=True), transient=False) as bar:
+    bar = Progress(*columns, console=Console(stderr=True), transient=False)
+    try:
         res = run_pipeline(database, cfg,
                            progress_factory=lambda s, rep: _StageBar(bar, repeat, s, rep),
                            on_warning=lambda w: bar.console.print(f"[yellow]warning:[/] {w}"))
+    finally:
+        if bar.live.is_started:
+            bar.stop()
     meta = {"experiment": res.experiment, "config_hash": res.config_hash[:12],
             "warnings": res.warnings}
     emit(res.runs, fmt, ["run", "stage", "kind", "repetition", "queries", "results", "p50_ms",
