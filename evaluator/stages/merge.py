@@ -1,0 +1,154 @@
+"""``merge``: fusion of earlier runs of the same experiment and repetition, computed in SQL over
+the stored results (``pgeval.fuse_rrf``, ``pgeval.fuse_scores`` in sql/130_fusion.sql) with one
+INSERT ... SELECT: no row leaves the database.
+
+Options (``--opt merge:KEY=VALUE``):
+
+- ``method``: ``rrf`` (default), ``minmax`` or ``zscore`` (normalised weighted score sum).
+- ``k``: the RRF constant (default 60).
+- ``inputs``: the stages to fuse, comma-separated (default: every earlier retrieval stage —
+  not merge or rerank — and the exact stage only when no ANN stage precedes the merge, since
+  exact search is then the vector path rather than the ceiling).
+- ``weights``: per input, ``hnsw:1,bm25:0.5`` or positional ``1,0.5`` (default 1 each).
+- ``depth``: how many fused chunks to store per query (default ``--depth``); the stage after it
+  (rerank) takes its own top-n of these.
+
+``run.params`` records method, k, weights, the inputs (stage names, as the loss attribution reads
+them) and their run ids. There is no per-query latency: the whole fusion is one statement
+(``params.fusion_ms``).
+"""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import InputError
+from . import store
+from .base import BOUNDARY_BATCH, ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
+
+METHODS = ("rrf", "minmax", "zscore")
+
+
+def _float(value: str, what: str) -> float:
+    try:
+        out = float(value)
+    except ValueError:
+        raise InputError(f"{what} '{value}' is not a number", field="--opt") from None
+    if out != out or out < 0:
+        raise InputError(f"{what} must be a number >= 0, got '{value}'", field="--opt")
+    return out
+
+
+def parse_weights(spec: str | None, inputs: list[str]) -> dict[str, float]:
+    """'hnsw:1,bm25:0.5' or '1,0.5' (aligned with ``inputs``) -> {stage: weight}."""
+    weights = {name: 1.0 for name in inputs}
+    if not spec:
+        return weights
+    items = [x.strip() for x in spec.split(",") if x.strip()]
+    if all(":" in x for x in items):
+        for item in items:
+            name, _, value = item.partition(":")
+            name = name.strip()
+            if name not in weights:
+                raise InputError(f"weight for '{name}', which is not an input of the merge "
+                                 f"({', '.join(inputs)})", field="--opt")
+            weights[name] = _float(value.strip(), f"weight of {name}")
+        return weights
+    if any(":" in x for x in items) or len(items) != len(inputs):
+        raise InputError(f"weights '{spec}': give NAME:W for each input, or {len(inputs)} "
+                         f"numbers in the order {', '.join(inputs)}", field="--opt")
+    return {name: _float(v, f"weight of {name}") for name, v in zip(inputs, items)}
+
+
+class MergeStage(BaseStage):
+    kind = "merge"
+    score = SCORE_SIMILARITY
+
+    def settings(self, ctx: StageContext) -> dict:
+        method = (ctx.option("method") or "rrf").lower()
+        if method not in METHODS:
+            raise InputError(f"option {ctx.stage}:method={method!r}: one of "
+                             f"{', '.join(METHODS)}", field="--opt")
+        k = ctx.option("k", 60.0, float)
+        if k < 0:
+            raise InputError(f"option {ctx.stage}:k must be >= 0", field="--opt")
+        depth = ctx.option("depth", ctx.depth, int)
+        if depth < 1:
+            raise InputError(f"option {ctx.stage}:depth must be >= 1", field="--opt")
+        return {"method": method, "k": k, "depth": depth}
+
+    def prepare(self, ctx: StageContext) -> None:
+        self.settings(ctx)
+        if ctx.option("weights") and ctx.option("inputs"):
+            names = [x.strip() for x in ctx.option("inputs").split(",") if x.strip()]
+            parse_weights(ctx.option("weights"), names)
+
+    def inputs(self, ctx: StageContext) -> list[tuple[str, int]]:
+        """[(stage name, run id)] of the runs to fuse (same experiment and repetition)."""
+        if not ctx.previous:
+            raise InputError(f"stage {ctx.stage} has nothing to fuse: list retrieval stages "
+                             "before it in --stages", field="--stages")
+        named = ctx.option("inputs")
+        if named:
+            names = [x.strip() for x in named.split(",") if x.strip()]
+            unknown = [n for n in names if n not in ctx.previous]
+            if unknown or not names:
+                raise InputError(f"option {ctx.stage}:inputs names '{', '.join(unknown)}', not an "
+                                 f"earlier stage ({', '.join(ctx.previous)})", field="--opt")
+            return [(n, ctx.previous[n]) for n in names]
+        rows = ctx.results.execute(
+            "SELECT run_id, pgeval.stage_role(stage, params) FROM pgeval.run "
+            "WHERE run_id = ANY(%s)", (list(ctx.previous.values()),)).fetchall()
+        ctx.results.rollback()
+        role = dict(rows)
+        paths = [(n, r) for n, r in ctx.previous.items()
+                 if role.get(r) not in ("merge", "rerank")]
+        if any(role.get(r) == "ann" for _, r in paths):
+            paths = [(n, r) for n, r in paths if role.get(r) != "exact"]
+        if not paths:
+            raise InputError(f"stage {ctx.stage}: no retrieval stage before it to fuse",
+                             field="--stages")
+        return paths
+
+    def run(self, ctx: StageContext, run_name: str) -> int:
+        cfg = self.settings(ctx)
+        inputs = self.inputs(ctx)
+        names = [n for n, _ in inputs]
+        weights = parse_weights(ctx.option("weights"), names)
+        if len(inputs) == 1:
+            ctx.warn(f"stage {ctx.stage} fuses a single input ({names[0]}): it only re-ranks it")
+        params = {"kind": self.kind, "score": SCORE_SIMILARITY, "method": cfg["method"],
+                  "inputs": names, "input_runs": [r for _, r in inputs], "weights": weights}
+        if cfg["method"] == "rrf":
+            params["k"] = cfg["k"]
+            query = ("SELECT %(run)s, f.query_id, f.rank, f.chunk_id, f.score FROM "
+                     "pgeval.fuse_rrf(%(runs)s, %(w)s, %(k)s, %(depth)s) f")
+        else:
+            query = ("SELECT %(run)s, f.query_id, f.rank, f.chunk_id, f.score FROM "
+                     "pgeval.fuse_scores(%(runs)s, %(w)s, %(method)s, %(depth)s) f")
+        conn = ctx.results
+        run_id = store.create_run(conn, name=run_name, testset_id=ctx.testset_id, stage=ctx.stage,
+                                  experiment_id=ctx.experiment_id, repetition=ctx.repetition,
+                                  params=params, order_rule=ORDER_SIMILARITY, depth=cfg["depth"],
+                                  timing_boundary=BOUNDARY_BATCH,
+                                  config_hash=ctx.extra.get("config_hash"))
+        if ctx.progress:
+            ctx.progress.start(ctx.stage + " (one statement)", 1)
+        try:
+            t0 = time.perf_counter()
+            with conn.transaction():
+                n = conn.execute(
+                    "INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id, score) " + query,
+                    {"run": run_id, "runs": [r for _, r in inputs],
+                     "w": [weights[n] for n in names], "k": cfg["k"], "depth": cfg["depth"],
+                     "method": cfg["method"]}).rowcount
+            ms = (time.perf_counter() - t0) * 1000.0
+        except BaseException:
+            if conn.info.transaction_status != 0:
+                conn.rollback()
+            store.finish_run(conn, run_id, "failed")
+            raise
+        store.finish_run(conn, run_id, "complete", {"fusion_ms": ms, "rows": n})
+        if ctx.progress:
+            ctx.progress.advance()
+        return run_id
