@@ -182,7 +182,7 @@ def test_similarity_order_by_cannot_use_the_index(setup, conn):
 
     t = kb.target(conn, "one", kb.ONE)
     q = conn.execute("SELECT embedding::text FROM pgeval.query LIMIT 1").fetchone()[0]
-    stmt, _ = vector_sql.per_query(t, 10)
+    stmt, _, _ = vector_sql.per_query(t, 10)
     text = stmt.as_string(conn)
     assert 'ORDER BY "emb" <=> %(q)s::vector LIMIT 10' in text
     all_ann = plan_check.ann_indexes(conn, conn.execute("SELECT 'va_one'::regclass::oid"

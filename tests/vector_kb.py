@@ -99,7 +99,6 @@ def _weknora(conn, docs: np.ndarray) -> None:
                  f"((embedding::halfvec({dim})) halfvec_cosine_ops) WHERE (dimension = {dim})")
     conn.execute("CREATE INDEX va_wk_hnsw_8 ON va_wk.embeddings USING hnsw "
                  "((embedding::halfvec(8)) halfvec_cosine_ops) WHERE (dimension = 8)")
-    conn.execute("CREATE INDEX va_wk_kb ON va_wk.embeddings (knowledge_base_id)")
     conn.execute("ANALYZE va_wk.embeddings")
 
 

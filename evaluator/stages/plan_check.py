@@ -76,6 +76,10 @@ def check_ann(plan: dict, *, stage: str, method: str, candidates: list[str],
         hint = ("; another vector index on the same column wins: use --isolate-index (drops the "
                 "others inside the stage's transaction and rolls back; it locks the table) or "
                 "keep each index on its own copy of the table")
+    elif index_scans(plan):
+        hint = ("; the planner prefers to filter through that index and sort the matches itself "
+                "(a selective filter, or a small table): that is exact search over the filtered "
+                "rows, not the ANN index — check ANALYZE, or measure it as the exact stage")
     else:
         hint = ("; the planner prefers not to use the index (small table or filters): check "
                 "ANALYZE, or --set enable_seqscan=off")

@@ -153,16 +153,28 @@ class VectorStage(BaseStage):
         finally:
             ctx.kb.rollback()
 
+    def overfetch(self, ctx: StageContext) -> float:
+        """Rows fetched per chunk wanted when chunks have several rows (``STAGE:overfetch``,
+        default 2 for such targets, 1 otherwise)."""
+        default = 1.0 if ctx.target.unique_id else 2.0
+        value = ctx.option("overfetch", default, float)
+        if not 1.0 <= value <= 100.0:
+            raise InputError(f"{ctx.stage}:overfetch must be between 1 and 100", field="--opt")
+        return value
+
+    def _sql_kw(self, ctx) -> dict:
+        return {"exact": self.method is None, "overfetch": self.overfetch(ctx)}
+
     def _plan(self, ctx, tx):
         q0 = ctx.queries[0].embedding
         if ctx.batch:
-            stmt, params = vector_sql.batch(ctx.target, ctx.depth)
-            params.update(ids=[q.query_id for q in ctx.queries[:2]],
-                          vecs=[vector_sql.vector_text(q.embedding) for q in ctx.queries[:2]])
-            return self.check_plan(ctx, tx, stmt, params), stmt, params
-        stmt, params = vector_sql.per_query(ctx.target, ctx.depth)
-        dollar = vector_sql.Dollar()
-        generic, _ = vector_sql.per_query(ctx.target, ctx.depth, dollar)
+            stmt, params = vector_sql.batch(ctx.target, ctx.depth, **self._sql_kw(ctx))
+            check = dict(params, ids=[q.query_id for q in ctx.queries[:2]],
+                         vecs=[vector_sql.vector_text(q.embedding) for q in ctx.queries[:2]])
+            return self.check_plan(ctx, tx, stmt, check), stmt, params
+        stmt, params, _ = vector_sql.per_query(ctx.target, ctx.depth, **self._sql_kw(ctx))
+        generic, _, _ = vector_sql.per_query(ctx.target, ctx.depth, vector_sql.Dollar(),
+                                             **self._sql_kw(ctx))
         index = self.check_plan(ctx, tx, stmt, {**params, "q": np.asarray(q0, dtype=np.float32)},
                                 generic)
         return index, stmt, params
@@ -174,6 +186,7 @@ class VectorStage(BaseStage):
             run_params = {"kind": self.kind, "score": SCORE_DISTANCE,
                           "metric": ctx.target.distance, "index": index, "method": self.method,
                           "settings": tx["settings"], "isolated_from": tx["dropped"],
+                          "overfetch": self.overfetch(ctx),
                           "batch": ctx.batch, "embedder": ctx.embedder, "target": ctx.target.name,
                           "warnings": self.trap_warnings(ctx, tx["settings"])}
             boundary = BOUNDARY_BATCH if ctx.batch else (
@@ -195,7 +208,7 @@ class VectorStage(BaseStage):
         explain = (sql.SQL("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ") + stmt).as_string(kb) \
             if ctx.server_timing else None
         cur = kb.cursor()
-        grouped = not ctx.target.unique_id
+        has_n = vector_sql.per_query(ctx.target, ctx.depth, **self._sql_kw(ctx))[2]
         counts = []
         if ctx.progress:
             ctx.progress.start(ctx.stage, len(ctx.queries))
@@ -208,7 +221,7 @@ class VectorStage(BaseStage):
             server_ms = None
             if explain:
                 server_ms = float(cur.execute(explain, p).fetchone()[0][0]["Execution Time"])
-            n = (rows[0][2] if rows else 0) if grouped else len(rows)
+            n = (rows[0][2] if rows else 0) if has_n else len(rows)
             counts.append(n)
             out.add(q.query_id, [(r[0], r[1]) for r in rows], latency_ms=ms, server_ms=server_ms,
                     rows_returned=n)

@@ -10,6 +10,8 @@ presorted key and only sort ties — exactly the bug a relaxed scan exposes.
 
 from __future__ import annotations
 
+import math
+
 from psycopg import sql
 
 Q = "pgeval_q"   # alias of the query list in batch mode (unlikely to clash with user columns)
@@ -39,28 +41,50 @@ def inner(target, depth: int, qparam: sql.Composable, ph=sql.Placeholder,
     return stmt, params
 
 
-def per_query(target, depth: int, ph=sql.Placeholder) -> tuple[sql.Composable, dict]:
-    """One query's ranked list: columns chunk_id, dist[, n = rows the scan returned]."""
-    body, params = inner(target, depth, ph("q"), ph)
+def _ranked(target, depth: int, qparam, ph, cast: bool, exact: bool, overfetch: float,
+            with_n: bool) -> tuple[sql.Composable, dict, bool]:
+    """The ranked list of one query: columns chunk_id, dist[, n]; returns (sql, params, has_n).
+
+    - unique chunk ids: the index scan's top ``depth`` rows, re-sorted;
+    - several rows per chunk, ANN: the scan's top ``ceil(depth * overfetch)`` rows collapsed to
+      each chunk's best distance, cut at ``depth`` (``n`` = rows the scan returned);
+    - several rows per chunk, exact: every row grouped by chunk, the best ``depth`` chunks (the
+      true ceiling, whatever the duplication).
+    """
+    k = sql.Literal(int(depth))
     if target.unique_id:
-        return sql.SQL("SELECT s.chunk_id, s.dist FROM ({}) s ORDER BY s.dist + 0, s.chunk_id").format(
-            body), params
+        body, params = inner(target, depth, qparam, ph, cast)
+        n = sql.SQL(", (count(*) OVER ())::int AS n") if with_n else sql.SQL("")
+        return sql.SQL("SELECT s.chunk_id, s.dist{} FROM ({}) s ORDER BY s.dist + 0, "
+                       "s.chunk_id").format(n, body), params, with_n
+    if exact:
+        dist = target.distance_expr(qparam, cast=cast)
+        where, params = target.where_named(ph=ph)
+        n = sql.SQL(", (least(count(*) OVER (), {}))::int AS n").format(k) if with_n else sql.SQL("")
+        return sql.SQL("SELECT {id}::text AS chunk_id, min({dist}) AS dist{n} FROM {table}{where} "
+                       "GROUP BY 1 ORDER BY 2, 1 LIMIT {k}").format(
+            id=sql.Identifier(target.id_column), dist=dist, n=n, table=target.table_sql(),
+            where=where, k=k), params, with_n
+    body, params = inner(target, math.ceil(depth * max(1.0, overfetch)), qparam, ph, cast)
     return sql.SQL("SELECT s.chunk_id, min(s.dist) AS dist, (sum(count(*)) OVER ())::int AS n "
-                   "FROM ({}) s GROUP BY s.chunk_id ORDER BY 2, 1").format(body), params
+                   "FROM ({}) s GROUP BY s.chunk_id ORDER BY 2, 1 LIMIT {}").format(body, k), \
+        params, True
 
 
-def batch(target, depth: int) -> tuple[sql.Composable, dict]:
+def per_query(target, depth: int, ph=sql.Placeholder, *, exact: bool = False,
+              overfetch: float = 1.0) -> tuple[sql.Composable, dict, bool]:
+    """One query's ranked list (parameter ``q``): columns chunk_id, dist[, n = rows the scan
+    returned]; the third value says whether ``n`` is there (else n = rows fetched)."""
+    return _ranked(target, depth, ph("q"), ph, True, exact, overfetch, False)
+
+
+def batch(target, depth: int, *, exact: bool = False,
+          overfetch: float = 1.0) -> tuple[sql.Composable, dict]:
     """All queries at once: ``unnest(ids, vectors) CROSS JOIN LATERAL (per-query)``; columns
     query_id, chunk_id, dist, n; parameters ``ids`` (text[]) and ``vecs`` (text[] of vectors)."""
     # the query vector is converted once per query (in the unnest), never once per scanned row
-    body, params = inner(target, depth, sql.SQL("{}.emb").format(sql.Identifier(Q)), cast=False)
-    if target.unique_id:
-        lateral = sql.SQL("SELECT s.chunk_id, s.dist, (count(*) OVER ())::int AS n "
-                          "FROM ({}) s").format(body)
-    else:
-        lateral = sql.SQL("SELECT s.chunk_id, min(s.dist) AS dist, "
-                          "(sum(count(*)) OVER ())::int AS n FROM ({}) s "
-                          "GROUP BY s.chunk_id").format(body)
+    lateral, params, _ = _ranked(target, depth, sql.SQL("{}.emb").format(sql.Identifier(Q)),
+                                 sql.Placeholder, False, exact, overfetch, True)
     stmt = sql.SQL(
         "SELECT {q}.query_id, r.chunk_id, r.dist, r.n "
         "FROM (SELECT u.query_id, {qexpr} AS emb, u.ord FROM unnest(%(ids)s::text[], "
