@@ -187,3 +187,21 @@ def test_progress_bar_path_runs(clean, conn, tmp_file, monkeypatch, capsys):
     report = load(conn, tmp_file("cases.jsonl", JSONL), "bar", progress=True)
     assert report.n_queries == 3
     assert capsys.readouterr().out == ""      # the bar goes to stderr, never stdout
+
+
+def test_qrels_groups_and_duplicates_across_groups(clean, conn, tmp_file, monkeypatch):
+    from evaluator.testset.formats import trec
+
+    monkeypatch.setattr(trec, "GROUP", 2)      # consecutive lines of a query, at most 2 a row
+    path = tmp_file("g.qrels", "q1 0 c1 1\nq1 0 c2 2\nq1 0 c3 3\nq2 0 c1 0\nq1 0 c4 1\n")
+    report = load(conn, path, "groups")
+    assert (report.n_queries, report.n_judgements, report.n_valid, report.n_no_relevant) == \
+        (2, 5, 1, 1)
+    assert [r[1:3] for r in _qrels(conn, "groups")] == [("c1", 1), ("c2", 2), ("c3", 3),
+                                                        ("c4", 1), ("c1", 0)]
+    bad = tmp_file("d.qrels", "q1 0 c1 1\nq1 0 c2 2\nq1 0 c3 3\nq2 0 c1 0\nq1 0 c2 1\n")
+    with pytest.raises(InputError) as info:
+        load(conn, bad, "dup")
+    assert str(info.value) == (f"{bad}:5, field 'chunk-id': query 'q1' judges chunk 'c2' twice "
+                               "(also on line 2)")
+    assert conn.execute("SELECT count(*) FROM pgeval.testset WHERE name = 'dup'").fetchone()[0] == 0

@@ -1,7 +1,8 @@
 """The normalised record every format parser yields: one row of the staging table.
 
 A row is either a query (``is_query`` true: text, tags, flags, and for JSONL/CSV the query's own
-judgements in ``chunks``/``grades``) or a bare judgement line (TREC/BEIR qrels: one chunk). The
+judgements in ``chunks``/``grades``) or judgements only (TREC/BEIR qrels: consecutive lines of
+one query grouped, ``chunk_lines`` giving each chunk's line). The
 store streams rows into a temporary table with COPY and hashes their normalised content (line
 numbers and file names left out, so re-wrapping a file does not change its hash).
 """
@@ -24,17 +25,20 @@ class Row(NamedTuple):
     chunks: list | None = None
     grades: list | None = None
     source_grades: list | None = None
+    chunk_lines: list | None = None  # grouped qrels lines: the line of each chunk
 
 
 COLUMNS = Row._fields
 # PostgreSQL types of the staging table, in COLUMNS order (also the binary COPY types)
 TYPES = ("int2", "int4", "text", "bool", "text", "text[]", "bool", "text", "text", "text[]",
-         "int2[]", "text[]")
+         "int2[]", "text[]", "int4[]")
 
 
-def judgement(file: int, line: int, query_id: str, chunk: str, grade: int, source: str) -> Row:
-    return Row(file, line, query_id, False, None, None, None, None, None, [chunk], [grade],
-               [source])
+def judgements(file: int, line: int, query_id: str, chunks: list, grades: list, sources: list,
+               lines: list) -> Row:
+    """Consecutive qrels lines of one query, grouped into one row (fewer, wider COPY rows)."""
+    return Row(file, line, query_id, False, None, None, None, None, None, chunks, grades,
+               sources, lines)
 
 
 def canonical(row: Row) -> bytes:

@@ -128,11 +128,11 @@ def check_staged(cur, files: list[str], labels: dict[str, str]) -> None:
 def duplicate_judgement(cur, files: list[str], field: str) -> InputError | None:
     """Called when inserting the judgements hit the primary key: find the two lines."""
     row = cur.execute("""
-        SELECT s.query_id, u.chunk, array_agg(s.file ORDER BY s.file, s.line),
-               array_agg(s.line ORDER BY s.file, s.line)
-          FROM pg_temp.pgeval_stage s, unnest(s.chunks) AS u(chunk)
-         GROUP BY s.query_id, u.chunk HAVING count(*) > 1
-         ORDER BY min(s.line) LIMIT 1""").fetchone()
+        SELECT query_id, chunk, array_agg(file ORDER BY file, line), array_agg(line ORDER BY file, line)
+          FROM (SELECT s.query_id, u.chunk, s.file, coalesce(u.line, s.line) AS line
+                  FROM pg_temp.pgeval_stage s, unnest(s.chunks, s.chunk_lines) AS u(chunk, line)) j
+         GROUP BY query_id, chunk HAVING count(*) > 1
+         ORDER BY min(line) LIMIT 1""").fetchone()
     if row is None:
         return None
     qid, chunk, f, ln = row

@@ -13,7 +13,9 @@ from __future__ import annotations
 from typing import Iterator
 
 from .. import fields
-from ..records import Row, judgement
+from ..records import Row, judgements
+
+GROUP = 1000
 
 
 def queries_tsv(src, file_idx: int) -> Iterator[Row]:
@@ -40,9 +42,13 @@ def queries_tsv(src, file_idx: int) -> Iterator[Row]:
 
 def qrels(src, file_idx: int, grade_map, columns=("query-id", "iteration", "chunk-id", "grade"),
           skip_header=None) -> Iterator[Row]:
-    """Shared by TREC (4 columns) and BEIR (3 columns, a header line)."""
+    """Shared by TREC (4 columns) and BEIR (3 columns, a header line). Consecutive lines of one
+    query are grouped into one row (at most GROUP judgements)."""
     width = len(columns)
     qcol, ccol, gcol = 0, width - 2, width - 1
+    grades_seen: dict[str, tuple[int, str]] = {}      # grade token -> (grade, source code)
+    raw_qid = qid = None
+    chunks, grades, sources, lines = [], [], [], []
     count = 0
     for n, text in src:
         if not text.strip():
@@ -53,22 +59,38 @@ def qrels(src, file_idx: int, grade_map, columns=("query-id", "iteration", "chun
         if len(parts) != width:
             raise src.error(f"expected {width} columns ({' '.join(columns)}), found {len(parts)}",
                             line=n)
-        try:
-            qid = fields.ident(parts[qcol], "query id")
-        except ValueError as exc:
-            raise src.error(str(exc), line=n, field=columns[qcol]) from None
-        try:
-            chunk = fields.ident(parts[ccol], "chunk id")
-        except ValueError as exc:
-            raise src.error(str(exc), line=n, field=columns[ccol]) from None
-        try:
-            grade, source = grade_map.grade(parts[gcol].strip())
-        except ValueError as exc:
-            raise src.error(str(exc), line=n, field=columns[gcol]) from None
+        if parts[qcol] != raw_qid or len(chunks) >= GROUP:
+            if chunks:
+                yield judgements(file_idx, lines[0], qid, chunks, grades, sources, lines)
+                chunks, grades, sources, lines = [], [], [], []
+            raw_qid = parts[qcol]
+            qid = _ident(src, n, raw_qid, "query id", columns[qcol])
+        chunk = parts[ccol]
+        if not chunk or len(chunk) > 256 or "\x00" in chunk or chunk != chunk.strip():
+            chunk = _ident(src, n, chunk, "chunk id", columns[ccol])
+        token = parts[gcol]
+        graded = grades_seen.get(token)
+        if graded is None:
+            try:
+                graded = grades_seen[token] = grade_map.grade(token.strip())
+            except ValueError as exc:
+                raise src.error(str(exc), line=n, field=columns[gcol]) from None
+        chunks.append(chunk)
+        grades.append(graded[0])
+        sources.append(graded[1])
+        lines.append(n)
         count += 1
-        yield judgement(file_idx, n, qid, chunk, grade, source)
+    if chunks:
+        yield judgements(file_idx, lines[0], qid, chunks, grades, sources, lines)
     if count == 0:
         raise src.error("the file is empty (no judgements)")
+
+
+def _ident(src, n: int, value: str, what: str, field: str) -> str:
+    try:
+        return fields.ident(value, what)
+    except ValueError as exc:
+        raise src.error(str(exc), line=n, field=field) from None
 
 
 def parse(plan, grade_map) -> Iterator[Row]:
