@@ -143,9 +143,13 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
         # configuration fingerprint (evaluator/fingerprint.py): catalog + this config (extra)
         from . import fingerprint as fpmod
 
-        fingerprint = fpmod.capture(kb, target, settings=settings, embedder=label, dimension=dim,
-                                    testset_hash=testset_hash, testset_name=cfg.testset,
-                                    checksum=cfg.checksum, extra=config)
+        if target is not None:
+            fingerprint = fpmod.capture(kb, target, settings=settings, embedder=label,
+                                        dimension=dim, testset_hash=testset_hash,
+                                        testset_name=cfg.testset, checksum=cfg.checksum,
+                                        extra=config)
+        else:   # stages that read no knowledge-base table (import, merge of imports)
+            fingerprint = {"testset": {"name": cfg.testset, "hash": testset_hash}, "extra": config}
         kb.rollback()
         config_hash = fpmod.config_hash(fingerprint)
         exp_id = results.execute(
