@@ -1,0 +1,65 @@
+"""The SQL of the rerank stage, on the knowledge base: the candidates' texts, or their exact
+full-precision distance to the query. Candidates are looked up by chunk id in the id column's own
+type (so that its index serves the lookup), within the target's filters; several rows of one
+chunk give its first text, or its best distance."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from psycopg import sql
+
+from ..errors import InputError
+
+
+def columns(kb, target) -> dict[str, tuple[str, str]]:
+    """name -> (type name, formatted type) of the target's table."""
+    rows = kb.execute(
+        "SELECT a.attname, t.typname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
+        "JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = to_regclass(%s) "
+        "AND a.attnum > 0 AND NOT a.attisdropped",
+        (target.table_sql().as_string(kb),)).fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def _source(target, id_type: str) -> tuple[sql.Composable, sql.Composable, dict]:
+    where, params = target.where_named()
+    src = sql.SQL("(SELECT * FROM {}{}) AS kb").format(target.table_sql(), where)
+    match = sql.SQL("kb.{} = ANY(%(ids)s::text[]::{}[])").format(
+        sql.Identifier(target.id_column), sql.SQL(id_type))
+    return src, match, params
+
+
+def texts(target, text_column: str, id_type: str) -> tuple[sql.Composable, dict]:
+    """``chunk_id, text`` of the chunk ids in parameter ``ids``."""
+    src, match, params = _source(target, id_type)
+    stmt = sql.SQL("SELECT DISTINCT ON (kb.{id}) kb.{id}::text, kb.{col} FROM {src} WHERE {match} "
+                   "ORDER BY kb.{id}").format(id=sql.Identifier(target.id_column),
+                                              col=sql.Identifier(text_column), src=src,
+                                              match=match)
+    return stmt, params
+
+
+def distances(target, id_type: str) -> tuple[sql.Composable, dict]:
+    """``chunk_id, distance`` (the target's operator, full precision) for parameters ``ids`` and
+    ``q`` (the query vector)."""
+    src, match, params = _source(target, id_type)
+    stmt = sql.SQL("SELECT kb.{id}::text, min({dist}) FROM {src} WHERE {match} GROUP BY 1").format(
+        id=sql.Identifier(target.id_column), dist=target.distance_expr(sql.Placeholder("q"), "kb"),
+        src=src, match=match)
+    return stmt, params
+
+
+def exact_target(kb, target, column: str | None):
+    """The target re-scored on ``column`` (default: its vector column), typed from the catalog."""
+    cols = columns(kb, target)
+    col = column or target.vector_column
+    if col not in cols:
+        raise InputError(f"column '{col}' does not exist in {target.qualified()}", field="--opt")
+    typ = cols[col][0]
+    if typ not in ("vector", "halfvec"):
+        raise InputError(f"column '{col}' of {target.qualified()} is {cols[col][1]}, not a "
+                         "vector or halfvec", field="--opt")
+    if col == target.vector_column:
+        return target
+    return replace(target, vector_column=col, vector_type=typ)
