@@ -28,6 +28,7 @@ COMMANDS = {
     "report": "evaluator.commands.report_cmd:report",
     "run": "evaluator.commands.run_cmd:run",
     "stage-report": "evaluator.commands.stage_report_cmd:stage_report",
+    "sweep": "evaluator.commands.sweep_cmd:sweep",
     "target": "evaluator.commands.target_cmd:target",
     "testset": "evaluator.commands.testset_cmd:testset",
     "warmup": "evaluator.commands.warmup_cmd:warmup",

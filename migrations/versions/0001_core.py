@@ -166,9 +166,65 @@ CREATE TABLE pgeval.refusal_phrase (
     added_at timestamptz NOT NULL DEFAULT now()
 );
 -- ---- end of end-to-end answers ------------------------------------------------------------------
+
+-- ---- parameter sweeps (issue 4: `pgeval sweep`, evaluator/sweep/) --------------------------------
+-- A sweep is one experiment (pgeval.experiment, its runs named {sweep}.{point label}.{rep}) over a
+-- grid of query-time settings and/or index build options. One sweep_point row per grid point and
+-- repetition, written when the point's run is complete; the measured values (index recall, qrels
+-- metrics, latency percentiles, throughput) are filled in from the SQL API right after. A point is
+-- identified by the config hash of its fingerprint, so a later sweep reuses a point measured under
+-- the same configuration (reused_from: the sweep that measured it) unless --fresh.
+CREATE TABLE pgeval.sweep (
+    sweep_id      bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name          text NOT NULL UNIQUE CHECK (name <> ''),
+    testset_id    bigint NOT NULL REFERENCES pgeval.testset ON DELETE CASCADE,
+    experiment_id bigint REFERENCES pgeval.experiment ON DELETE SET NULL,
+    target        text NOT NULL,
+    stage         text NOT NULL,
+    grid          jsonb NOT NULL,        -- {"params": {GUC: [v, ...]}, "build": {option: [v, ...]}}
+    settings      jsonb NOT NULL DEFAULT '{}',   -- --set: applied at every point
+    k             integer NOT NULL CHECK (k >= 1),
+    depth         integer NOT NULL CHECK (depth >= 1),
+    repeat        integer NOT NULL CHECK (repeat >= 1),
+    concurrency   integer NOT NULL DEFAULT 1 CHECK (concurrency >= 1),
+    target_recall double precision NOT NULL DEFAULT 0.95,
+    status        text NOT NULL DEFAULT 'running'
+                  CHECK (status IN ('running', 'complete', 'failed', 'interrupted')),
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    finished_at   timestamptz
+);
+
+CREATE TABLE pgeval.sweep_point (
+    sweep_id      bigint NOT NULL REFERENCES pgeval.sweep ON DELETE CASCADE,
+    point         integer NOT NULL CHECK (point >= 1),      -- grid order
+    repetition    integer NOT NULL CHECK (repetition >= 1),
+    label         text NOT NULL,
+    settings      jsonb NOT NULL DEFAULT '{}',   -- the point's query-time settings
+    build         jsonb NOT NULL DEFAULT '{}',   -- the point's index build options
+    config_hash   text NOT NULL,
+    run_id        bigint REFERENCES pgeval.run ON DELETE SET NULL,
+    reused_from   bigint,                        -- sweep_id that measured it; NULL: measured here
+    index_recall  double precision,              -- recall@K against exact search (index's loss)
+    metrics       jsonb,                         -- measure -> value (pgeval.summary)
+    queries       integer,
+    rows_mean     double precision,              -- rows the statement returned per query
+    rows_min      integer,
+    p50_ms        double precision,
+    p95_ms        double precision,
+    p99_ms        double precision,
+    qps           double precision,              -- queries per second at `concurrency` clients
+    concurrency   integer NOT NULL DEFAULT 1,
+    build_ms      double precision,              -- build sweeps: CREATE INDEX time
+    index_bytes   bigint,                        -- build sweeps: pg_relation_size of the index
+    measured_at   timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (sweep_id, point, repetition)
+);
+CREATE INDEX sweep_point_hash_idx ON pgeval.sweep_point (config_hash, repetition);
+-- ---- end of parameter sweeps ---------------------------------------------------------------------
 """
 
 DOWNGRADE = r"""
+DROP TABLE IF EXISTS pgeval.sweep_point, pgeval.sweep CASCADE;    -- parameter sweeps (issue 4)
 DROP TABLE IF EXISTS pgeval.refusal_phrase, pgeval.answer CASCADE;
 DROP TRIGGER IF EXISTS run_delete_results ON pgeval.run;
 DROP FUNCTION IF EXISTS pgeval.run_delete_results();
