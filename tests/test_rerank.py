@@ -6,8 +6,6 @@ by the test when torch is available."""
 from __future__ import annotations
 
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ from evaluator import rerankers
 from evaluator.errors import InputError
 from evaluator.stages.rerank import RerankStage
 from helpers import make_testset
+from helpers_peer import Peer, overlap, serving
 from helpers_stage import close_ctx, make_experiment, stage_ctx, stage_run, stored, text_target
 
 DOCS = {
@@ -32,63 +31,11 @@ VEC = {"d1": [1, 0, 0], "d2": [0, 1, 0], "d3": [0.6, 0.8, 0], "d4": [0, 0, 1],
 QVEC = {"q1": [0.1, 1.0, 0.0], "q2": [1.0, 0.2, 0.1]}
 
 
-def overlap(query: str, doc: str) -> float:
-    """The peer's relevance: shared words, a little less for longer documents."""
-    q, d = set(query.lower().split()), doc.lower().split()
-    return len(q & set(d)) - 0.01 * len(d)
-
-
-class Peer(BaseHTTPRequestHandler):
-    log: list = []
-    flaky = {"left": 0}
-
-    def log_message(self, *args):
-        pass
-
-    def _send(self, code: int, doc, headers=None):
-        raw = json.dumps(doc).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        for k, v in (headers or {}).items():
-            self.send_header(k, v)
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        Peer.log.append((self.path, dict(self.headers), body))
-        if self.path == "/denied":
-            return self._send(401, {"error": {"message": "invalid api key"}})
-        if self.path == "/flaky" and Peer.flaky["left"] > 0:
-            Peer.flaky["left"] -= 1
-            return self._send(503, {"error": "busy"}, {"Retry-After": "0"})
-        if self.path == "/embeddings":
-            vocab = sorted({w for t in [*DOCS.values(), *QUERIES.values()] for w in t.split()})
-            data = [{"index": i, "embedding": [float(t.split().count(w)) for w in vocab]}
-                    for i, t in enumerate(body["input"])]
-            return self._send(200, {"data": data, "model": body["model"]})
-        if self.path == "/tei":
-            scores = [{"index": i, "score": overlap(body["query"], t)}
-                      for i, t in enumerate(body["texts"])]
-            return self._send(200, sorted(scores, key=lambda x: -x["score"]))
-        if self.path == "/dashscope":
-            docs, query = body["input"]["documents"], body["input"]["query"]
-            res = [{"index": i, "relevance_score": overlap(query, t)} for i, t in enumerate(docs)]
-            return self._send(200, {"output": {"results": res}, "usage": {"total_tokens": 1}})
-        res = sorted(({"index": i, "relevance_score": overlap(body["query"], t)}
-                      for i, t in enumerate(body["documents"])), key=lambda x: -x["relevance_score"])
-        return self._send(200, {"results": res[: body.get("top_n") or len(res)]})
-
-
 @pytest.fixture(scope="module")
 def peer():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Peer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    Peer.vocab = sorted({w for t in [*DOCS.values(), *QUERIES.values()] for w in t.split()})
+    with serving() as url:
+        yield url
 
 
 @pytest.fixture
