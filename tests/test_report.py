@@ -213,3 +213,37 @@ def test_html_without_matplotlib_plots_is_still_a_page(pgeval, reported, tmp_pat
     assert code == 0, err
     text = page.read_text()
     assert "data:image/png" not in text and "<h2>Summary</h2>" in text
+
+
+def test_run_of_a_sweep_gets_the_recall_latency_curve(pgeval, conn, clean, tmp_path):
+    make_testset(conn, "sw-set", {f"q{i}": {f"c{i}": 1} for i in range(10)})
+    eid = conn.execute("INSERT INTO pgeval.experiment (name, testset_id) SELECT 'sw', testset_id "
+                       "FROM pgeval.testset RETURNING experiment_id").fetchone()[0]
+    sid = conn.execute(
+        "INSERT INTO pgeval.sweep (name, testset_id, experiment_id, target, stage, grid, k, "
+        "depth, repeat) SELECT 'sw', testset_id, %s, 'kb', 'hnsw', %s, 10, 100, 1 "
+        "FROM pgeval.testset RETURNING sweep_id",
+        (eid, json.dumps({"params": {"hnsw.ef_search": ["10", "40"]}}))).fetchone()[0]
+    for point, (ef, recall, p95) in enumerate([("10", 0.8, 1.5), ("40", 0.97, 3.0)], 1):
+        rid = make_run(conn, f"sw.ef{ef}.1", "sw-set", {f"q{i}": [f"c{i}"] for i in range(10)},
+                       stage="hnsw", experiment_id=eid)
+        conn.execute("INSERT INTO pgeval.sweep_point (sweep_id, point, repetition, label, "
+                     "settings, config_hash, run_id, index_recall, p95_ms) VALUES "
+                     "(%s, %s, 1, %s, %s, %s, %s, %s, %s)",
+                     (sid, point, f"ef_search={ef}", json.dumps({"hnsw.ef_search": ef}),
+                      f"h{point}", rid, recall, p95))
+    code, out, err = pgeval("report", "sw.ef40.1", "--format", "json")
+    assert code == 0, err
+    sweep = json.loads(out)["sweep"]
+    assert sweep["param"] == "hnsw.ef_search" and sweep["metric"] == "index recall@10"
+    assert [(p["label"], p["recall"], p["latency_p95_ms"], p["current"]) for p in sweep["points"]] \
+        == [("ef_search=10", 0.8, 1.5, False), ("ef_search=40", 0.97, 3.0, True)]
+    page = tmp_path / "sw.html"
+    assert pgeval("report", "sw.ef40.1", "--format", "html", "--out", str(page))[0] == 0
+    text = page.read_text()
+    assert "<h2>Sweep sw: hnsw.ef_search</h2>" in text
+    if __import__("evaluator.report.plots", fromlist=["available"]).available():
+        assert 'id="plot-sweep"' in text
+    # a run outside any sweep has no such section
+    make_run(conn, "lonely", "sw-set", {"q0": ["c0"]})
+    assert "sweep" not in json.loads(pgeval("report", "lonely", "--format", "json")[1])

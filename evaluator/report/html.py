@@ -51,6 +51,7 @@ JS = """
 })();
 """
 
+SWEEP_COLUMNS = ["label", "recall", "latency_p95_ms", "qps", "pareto", "current"]
 PLOT_TITLES = {"waterfall": "Stage waterfall of recall lost", "sweep": "Recall vs latency",
                "by_type": "Per query type", "distribution": "Per-query distribution",
                "latency": "Latency"}
@@ -110,6 +111,10 @@ def render(report: dict, *, with_plots: bool = True) -> str:
     if common.loss_rows(report):
         parts.append(f"<h2>Where recall@{report['stage_report']['k']} was lost</h2>"
                      + table(common.loss_rows(report)))
+    if report.get("sweep"):
+        sw = report["sweep"]
+        parts.append(f"<h2>Sweep {escape(str(sw.get('name')))}: {escape(str(sw.get('param')))}"
+                     f"</h2>" + table(sw.get("points") or [], SWEEP_COLUMNS))
     for name, png in images.items():
         parts.append(_img(name, png))
     if report.get("by_type"):

@@ -45,7 +45,9 @@ def render(report: dict) -> str:
                      + table(common.loss_rows(report)))
     if report.get("sweep"):
         sw = report["sweep"]
-        parts.append(f"## Sweep: {sw.get('param')}\n\n" + table(sw.get("points") or []))
+        parts.append(f"## Sweep {sw.get('name')}: {sw.get('param')}\n\n" + table(
+            sw.get("points") or [], ["label", "recall", "latency_p95_ms", "qps", "pareto",
+                                     "current"]))
     if report.get("by_type"):
         parts.append("## By query type\n\n" + table(
             report["by_type"], ["type", "queries", *common.headline_metrics(report)]))

@@ -101,13 +101,18 @@ def sweep(report: dict) -> bytes | None:
         return None
     fig = _figure(7.0, 4.0)
     ax = fig.add_subplot()
-    xs = [p["latency_p95_ms"] for p in points]
-    ys = [p["recall"] for p in points]
-    ax.plot(xs, ys, marker="o", color=SERIES[0])
+    points = sorted(points, key=lambda p: p["latency_p95_ms"])
+    ax.plot([p["latency_p95_ms"] for p in points], [p["recall"] for p in points], marker="o",
+            color=SERIES[0])
     for p in points:
-        mark = "*" if p.get("current") else ""
-        ax.annotate(f"{p.get('label', '')}{mark}", (p["latency_p95_ms"], p["recall"]),
+        if p.get("current"):
+            ax.plot(p["latency_p95_ms"], p["recall"], marker="o", markersize=11,
+                    markerfacecolor="none", markeredgecolor="#cf222e", label="this run")
+        ax.annotate(str(p.get("label", "")), (p["latency_p95_ms"], p["recall"]),
                     textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.margins(x=0.12, y=0.1)
+    if any(p.get("current") for p in points):
+        ax.legend(fontsize=8, loc="lower right")
     ax.set_xlabel("p95 latency (ms)")
     ax.set_ylabel((report.get("sweep") or {}).get("metric", "recall"))
     ax.set_title(f"recall vs latency: {(report.get('sweep') or {}).get('param', 'sweep')}")
