@@ -42,7 +42,8 @@ def _stage_tables(report) -> list[tuple[list[dict], list[str], str]]:
                      **{f"{p}_ms": lat.get(p) for p in ("p50", "p95", "p99")}})
     tables = [(quality, key + measures, "stages: quality (mean over valid queries)")]
     n_reps = max((s["repetitions"] for s in report.stages), default=1)
-    if n_reps > 1 and any(v for r in spread for m, v in r.items() if m in measures):
+    if n_reps > 1 and any(v is not None and abs(v) > 1e-12
+                          for r in spread for m, v in r.items() if m in measures):
         tables.append((spread, key + measures,
                        f"spread over {n_reps} repetitions (max - min)"))
     tables.append((cost, key + ["rows_mean", "rows_min", "short", "depth", "p50_ms", "p95_ms",
@@ -128,9 +129,14 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
                f"repetitions {reps}")
     click.echo(f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
                f"{c['excluded']}, unanswerable {c['unanswerable']}")
-    boundaries = sorted({s["timing_boundary"] for s in report.stages if s.get("timing_boundary")})
+    boundaries: dict[str, list[str]] = {}
+    for s in report.stages:
+        if s.get("timing_boundary"):
+            boundaries.setdefault(s["timing_boundary"], []).append(s["stage"])
     if boundaries:
-        click.echo("timing boundary: " + "; ".join(boundaries))
+        click.echo("timing boundary:")
+        for text, names in boundaries.items():
+            click.echo(f"  {', '.join(names)}: {text}")
     for rows, columns, title in _stage_tables(report):
         emit(rows, "table", columns, title=title)
     click.echo(f"chain at K = {report.k}: {chain_text(report.chain)}")
