@@ -196,10 +196,12 @@ def set_refusal_phrases(conn, *, add: list[str] = (), remove: list[str] = (),
             for p in remove:
                 if p not in current:
                     raise InputError(f"'{p}' is not a refusal phrase in force", field="--remove")
-            conn.execute("DELETE FROM pgeval.refusal_phrase WHERE phrase = ANY (%s)", (list(remove),))
+            conn.execute("DELETE FROM pgeval.refusal_phrase WHERE phrase = ANY (%s)",
+                         (list(remove),))
             conn.execute("INSERT INTO pgeval.refusal_phrase (phrase) SELECT unnest(%s::text[]) "
                          "ON CONFLICT DO NOTHING", (list(add),))
-            if not conn.execute("SELECT EXISTS (SELECT 1 FROM pgeval.refusal_phrase)").fetchone()[0]:
+            left = conn.execute("SELECT count(*) FROM pgeval.refusal_phrase").fetchone()[0]
+            if not left:
                 raise InputError("removing every refusal phrase would bring back the defaults; "
                                  "keep at least one (or use --reset)", field="--remove")
     return refusal_phrases(conn)[0]

@@ -69,7 +69,8 @@ def per_query(report: dict, metric: str) -> dict[str, float]:
     return out
 
 
-def paired_values(base: dict, cand: dict, metric: str) -> tuple[list[str], list[float], list[float]]:
+def paired_values(base: dict, cand: dict,
+                  metric: str) -> tuple[list[str], list[float], list[float]]:
     a, b = per_query(base, metric), per_query(cand, metric)
     ids = sorted(set(a) & set(b))
     return ids, [a[q] for q in ids], [b[q] for q in ids]
@@ -112,7 +113,8 @@ def reading_hints(rows: list[dict], latency: list[dict], alpha: float) -> list[s
     citation = direction(by.get("citation_precision"), alpha)
     hints = []
     if recall == "down" and mrr == "down":
-        hints.append("recall ↓ and MRR ↓ → look at parsing, chunking, embedding or the ANN index")
+        hints.append("recall ↓ and MRR ↓ → look at parsing, chunking, embedding or the ANN "
+                     "index")
     if recall == "same" and mrr == "down":
         hints.append("recall = and MRR ↓ → fusion or rerank regressed")
     if retrieval and all(d == "same" for d in retrieval) and answer == "down":

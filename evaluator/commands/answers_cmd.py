@@ -1,4 +1,5 @@
-"""`pgeval answers import|show|refusals`: end-to-end answers (citation precision, answer accuracy)."""
+"""`pgeval answers import|show|refusals`: end-to-end answers (citation precision, answer
+accuracy)."""
 
 from __future__ import annotations
 

@@ -81,7 +81,8 @@ def compare(database, baseline, candidate, k, ndcg_k, mrr_k, rel, alpha, permuta
     for h in c.hints:
         click.echo(f"  {h}")
     if c.changes:
-        emit(c.changes, "table", ["key", "baseline", "candidate"], title="configuration differences")
+        emit(c.changes, "table", ["key", "baseline", "candidate"],
+             title="configuration differences")
     for w in c.warnings:
         warn(w)
 

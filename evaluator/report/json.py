@@ -112,7 +112,8 @@ def build(conn, name: str, measures: list[str] | None = None, *, rel: int = 1,
     summary = dict(ev.summary)
     timing = latency.percentiles(conn, run.run_id)
     answer_timing = latency.percentiles(conn, run.run_id, "answer")
-    ans_summary = answers.summary(conn, run.run_id) if answers.has_answers(conn, run.run_id) else None
+    has_answers = answers.has_answers(conn, run.run_id)
+    ans_summary = answers.summary(conn, run.run_id) if has_answers else None
     answer_rows = answers.per_query(conn, run.run_id) if ans_summary else []
     if ans_summary:
         summary["citation_precision"] = ans_summary["citation_precision"]

@@ -6,7 +6,8 @@ from __future__ import annotations
 from . import common
 from .common import fmt
 
-LEVEL_MARK = {"excellent": "🟢 excellent", "good": "🟢 good", "pass": "🟡 pass", "fail": "🔴 fail"}
+LEVEL_MARK = {"excellent": "🟢 excellent", "good": "🟢 good", "pass": "🟡 pass",
+              "fail": "🔴 fail"}
 
 
 def _cell(value) -> str:

@@ -96,7 +96,8 @@ def waterfall(report: dict) -> bytes | None:
 def sweep(report: dict) -> bytes | None:
     """Recall against p95 latency over the sweep's points, each labelled with its setting."""
     points = (report.get("sweep") or {}).get("points") or []
-    points = [p for p in points if p.get("recall") is not None and p.get("latency_p95_ms") is not None]
+    points = [p for p in points
+              if p.get("recall") is not None and p.get("latency_p95_ms") is not None]
     if not points:
         return None
     fig = _figure(7.0, 4.0)
