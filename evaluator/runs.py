@@ -54,6 +54,9 @@ def _trec_lines(path: Path):
             raise InputError(f"expected 6 fields 'qid Q0 chunk rank score tag', found "
                              f"{len(parts)}", file=str(path), line=lineno)
         qid, _, chunk, _, score, _ = parts
+        if "\x00" in line:
+            raise InputError("the line contains a NUL character, which PostgreSQL cannot store",
+                             file=str(path), line=lineno)
         try:
             value = float(score)
         except ValueError:
@@ -63,7 +66,7 @@ def _trec_lines(path: Path):
             raise InputError("score is NaN", file=str(path), line=lineno, field="score")
         if "\\" in line:
             qid, chunk = _copy_text(qid), _copy_text(chunk)
-        yield f"{qid}\t{chunk}\t{score}\t{lineno}\t\\N\n"
+        yield f"{qid}\t{chunk}\t{value!r}\t{lineno}\t\\N\n"   # as Python read it
 
 
 def _jsonl_lines(path: Path):
@@ -100,11 +103,32 @@ def _jsonl_rows(path: Path):
             if not isinstance(chunk, (str, int)) or isinstance(chunk, bool) or str(chunk) == "":
                 raise InputError(f"item {pos} has no chunk_id", file=str(path),
                                  line=lineno, field="ranked")
-            if score is not None and (isinstance(score, bool) or not isinstance(score, (int, float))
-                                      or math.isnan(score)):
-                raise InputError(f"item {pos} score is not a number", file=str(path),
-                                 line=lineno, field="ranked")
+            for fld, value in (("query_id", str(qid)), ("ranked", str(chunk))):
+                bad = _unstorable(value)
+                if bad:
+                    raise InputError(f"item {pos}: {bad}", file=str(path), line=lineno, field=fld)
+            if score is not None:
+                try:
+                    if isinstance(score, bool) or not isinstance(score, (int, float)):
+                        raise ValueError
+                    score = float(score)          # OverflowError: an integer beyond float8
+                    if math.isnan(score):
+                        raise ValueError
+                except (ValueError, OverflowError):
+                    raise InputError(f"item {pos} score is not a number", file=str(path),
+                                     line=lineno, field="ranked") from None
             yield str(qid), str(chunk), score, lineno, pos
+
+
+def _unstorable(text: str) -> str | None:
+    """Why PostgreSQL cannot store ``text`` (a NUL, a lone surrogate from a JSON escape), or None."""
+    if "\x00" in text:
+        return "contains a NUL character (\\u0000), which PostgreSQL cannot store"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone UTF-16 surrogate (a broken \\uD800-\\uDFFF escape)"
+    return None
 
 
 def _copy_text(value) -> str:
