@@ -200,7 +200,7 @@ def warmup(kb, target, vectors, *, source: str, settings: dict | None = None, k:
         report.method = "pg_prewarm, then query passes"
     elif use_prewarm:
         report.method = "query passes (pg_prewarm is not installed)"
-    stmt, params = vector_sql.per_query(target, k)
+    stmt, params, _ = vector_sql.per_query(target, k)
     text = stmt.as_string(kb)
     report.plan = describe_plan(kb, stmt, dict(params, q=np.asarray(vectors[0], np.float32)),
                                 oid, settings)

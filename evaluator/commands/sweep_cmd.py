@@ -148,7 +148,10 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
                             "recommendation": res.recommendation, "recommendation_line": line,
                             "points": res.points, "warnings": res.warnings}))
     elif fmt == "csv":
+        import sys
+
         emit(rows, "csv")
+        sys.stdout.flush()
     else:
         click.echo(f"sweep {res.name}: {res.measured} measured, {res.reused} reused from earlier "
                    f"sweeps, {res.kept} already in this sweep")

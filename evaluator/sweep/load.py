@@ -21,7 +21,8 @@ def throughput(database, stage, ctx, clients: int) -> float:
     settings = dict(stage.stage_settings(ctx))
     if ctx.extra.get(f"{ctx.stage}.force_custom"):
         settings["plan_cache_mode"] = "force_custom_plan"
-    stmt, params = vector_sql.per_query(ctx.target, ctx.depth)
+    kw = stage._sql_kw(ctx) if hasattr(stage, "_sql_kw") else {}
+    stmt, params, _ = vector_sql.per_query(ctx.target, ctx.depth, **kw)
     vectors = [np.asarray(q.embedding, dtype=np.float32) for q in ctx.queries]
     conns = [database.connect(results=False) for _ in range(clients)]
     start = threading.Barrier(clients + 1)

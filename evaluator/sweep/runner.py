@@ -120,7 +120,10 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None) -> 
         target = targets.load(results, cfg.target)
         base = gucs.validate(kb, dict(cfg.settings))
         for values in grid.product(param_axes):
-            gucs.validate(kb, {**base, **values})
+            try:
+                gucs.validate(kb, {**base, **values})
+            except InputError as exc:
+                raise InputError(exc.detail, field="--param") from None
         kb.rollback()
         queries, label, dim = _queries(results, cfg.testset, tid, [(cfg.stage, cfg.stage, stage)],
                                        PipelineConfig(testset=cfg.testset, stages=cfg.stage,
