@@ -80,12 +80,15 @@ def ensure(conn, testset: str, embedder, *, recompute: bool = False, on_batch=No
 
 def load(conn, tid: int, label: str) -> list[Query]:
     """Queries of test set ``tid`` in order, each with its embedding under ``label``."""
+    from pgvector.psycopg import register_vector
+
+    register_vector(conn)    # vectors arrive in binary as numpy arrays
     rows = conn.execute(
-        "SELECT q.query_id, q.position, q.query_text, e.embedding::text FROM pgeval.query q "
+        "SELECT q.query_id, q.position, q.query_text, e.embedding FROM pgeval.query q "
         "LEFT JOIN pgeval.query_embedding e ON e.testset_id = q.testset_id "
         "AND e.query_id = q.query_id AND e.embedder = %s WHERE q.testset_id = %s "
         "ORDER BY q.position", (label, tid)).fetchall()
-    missing = [r[0] for r in rows if r[3] is None]
+    missing = [r[0] for r in rows if r[3] is None]   # (vectors come back as numpy: see below)
     if missing:
         raise NotFound(f"{len(missing)} queries have no embedding '{label}' (first: "
                        f"'{missing[0]}'): run `pgeval embed --embedder ...` first")

@@ -25,7 +25,7 @@ from typing import Iterable, Sequence
 
 from ..errors import Conflict, InputError
 
-FLUSH_EVERY = 500
+FLUSH_EVERY = 100
 
 
 def create_run(conn, *, name: str, testset_id: int, stage: str, experiment_id: int | None = None,
@@ -57,46 +57,37 @@ def _commit(conn) -> None:
         conn.commit()
 
 
-def _copy_text(value) -> str:
-    if value is None:
-        return "\\N"
-    s = str(value)
-    if any(c in s for c in "\\\t\n\r"):
-        s = s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    return s
+RESULT_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("rank", "int4"),
+                  ("chunk_id", "text"), ("score", "float8"))
+TIMING_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("latency_ms", "float8"),
+                  ("server_ms", "float8"), ("rows_returned", "int4"))
 
 
-def copy_rows(conn, table: str, columns: Sequence[str], rows: Iterable[Sequence]) -> int:
-    """COPY ``rows`` into pgeval.``table`` (fixed table/column names from this package only)."""
+def copy_rows(conn, table: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence]) -> int:
+    """Binary COPY of ``rows`` into pgeval.``table``; ``columns`` are (name, type) pairs (fixed
+    names from this package only). psycopg's C dumpers format the rows."""
     from psycopg import sql
 
-    stmt = sql.SQL("COPY {} ({}) FROM STDIN").format(
-        sql.Identifier("pgeval", table), sql.SQL(", ").join(map(sql.Identifier, columns)))
+    stmt = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
+        sql.Identifier("pgeval", table), sql.SQL(", ").join(sql.Identifier(c) for c, _ in columns))
     n = 0
     with conn.cursor().copy(stmt) as copy:
-        buf = []
+        copy.set_types([t for _, t in columns])
         for r in rows:
-            buf.append("\t".join(_copy_text(v) for v in r) + "\n")
+            copy.write_row(r)
             n += 1
-            if len(buf) >= 8192:
-                copy.write("".join(buf))
-                buf.clear()
-        if buf:
-            copy.write("".join(buf))
     return n
 
 
 def write_results(conn, run_id: int, rows: Iterable[tuple[str, int, str, float | None]]) -> int:
     """COPY (query_id, rank, chunk_id, score) rows of ``run_id``."""
-    return copy_rows(conn, "result", ("run_id", "query_id", "rank", "chunk_id", "score"),
-                     ((run_id, q, r, c, s) for q, r, c, s in rows))
+    return copy_rows(conn, "result", RESULT_COLUMNS, ((run_id, q, r, c, s) for q, r, c, s in rows))
 
 
 def write_timings(conn, run_id: int,
                   rows: Iterable[tuple[str, float, float | None, int]]) -> int:
     """COPY (query_id, latency_ms, server_ms, rows_returned) rows of ``run_id``."""
-    return copy_rows(conn, "query_timing",
-                     ("run_id", "query_id", "latency_ms", "server_ms", "rows_returned"),
+    return copy_rows(conn, "query_timing", TIMING_COLUMNS,
                      ((run_id, q, lat, srv, n) for q, lat, srv, n in rows))
 
 
@@ -109,10 +100,13 @@ def finish_run(conn, run_id: int, status: str = "complete", params: dict | None 
 
 
 class RunWriter:
-    """Buffers one run's results and timings and flushes them by COPY."""
+    """Buffers one run's results and timings and flushes them by COPY every ``flush_every``
+    queries. ``background=True`` hands each batch to a writer thread, so that writing overlaps
+    with querying; the stage must then leave ``conn`` alone until :meth:`close` (the vector
+    stages query only the knowledge-base connection inside their loop)."""
 
     def __init__(self, conn, run_id: int, depth: int | None = None,
-                 flush_every: int = FLUSH_EVERY):
+                 flush_every: int = FLUSH_EVERY, background: bool = False):
         self.conn, self.run_id, self.depth = conn, run_id, depth
         self.flush_every = flush_every
         self.params: dict = {}          # merged into run.params when the run completes
@@ -121,6 +115,17 @@ class RunWriter:
         self._pending = 0
         self.queries = 0
         self.rows = 0
+        self._queue = None
+        self._thread = None
+        self._error: BaseException | None = None
+        if background:
+            import queue
+            import threading
+
+            self._queue = queue.Queue(maxsize=4)
+            self._thread = threading.Thread(target=self._worker, name=f"pgeval-writer-{run_id}",
+                                            daemon=True)
+            self._thread.start()
 
     def add(self, query_id: str, ranked: Sequence[tuple[str, float | None]], *,
             latency_ms: float | None = None, server_ms: float | None = None,
@@ -129,13 +134,13 @@ class RunWriter:
         A timing row is written when ``latency_ms`` is given."""
         if self.depth is not None and len(ranked) > self.depth:
             ranked = ranked[: self.depth]
-        seen = set()
-        for rank, (chunk, score) in enumerate(ranked, 1):
-            if chunk in seen:  # a stage bug, not a user mistake: refuse to store it
-                raise InputError(f"stage returned chunk '{chunk}' twice for query '{query_id}'")
-            seen.add(chunk)
-            self._results.append((query_id, rank, str(chunk),
-                                  None if score is None else float(score)))
+        rows = [(query_id, rank, str(chunk), None if score is None else float(score))
+                for rank, (chunk, score) in enumerate(ranked, 1)]
+        if len({r[2] for r in rows}) != len(rows):  # a stage bug, not a user mistake: refuse
+            seen: set = set()
+            dup = next(r[2] for r in rows if r[2] in seen or seen.add(r[2]))
+            raise InputError(f"stage returned chunk '{dup}' twice for query '{query_id}'")
+        self._results.extend(rows)
         if latency_ms is not None:
             self._timings.append((query_id, float(latency_ms), server_ms,
                                   len(ranked) if rows_returned is None else int(rows_returned)))
@@ -145,36 +150,73 @@ class RunWriter:
         if self._pending >= self.flush_every:
             self.flush()
 
-    def flush(self) -> None:
-        if not self._results and not self._timings:
-            self._pending = 0
-            return
+    def _write(self, results: list, timings: list) -> None:
         with self.conn.transaction():
-            if self._results:
-                write_results(self.conn, self.run_id, self._results)
-            if self._timings:
-                write_timings(self.conn, self.run_id, self._timings)
+            if results:
+                write_results(self.conn, self.run_id, results)
+            if timings:
+                write_timings(self.conn, self.run_id, timings)
         _commit(self.conn)
-        self._results.clear()
-        self._timings.clear()
+
+    def _worker(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            if self._error is None:
+                try:
+                    self._write(*item)
+                except BaseException as exc:  # re-raised by the stage's thread in close()
+                    self._error = exc
+
+    def flush(self) -> None:
+        """Write (or hand to the writer thread) what is buffered."""
+        if self._error is not None:
+            raise self._error
+        if self._results or self._timings:
+            batch = (self._results, self._timings)
+            self._results, self._timings = [], []
+            if self._queue is not None:
+                self._queue.put(batch)
+            else:
+                self._write(*batch)
         self._pending = 0
+
+    def close(self) -> None:
+        """Flush, wait for the writer thread, re-raise its error."""
+        try:
+            self.flush()
+        finally:
+            if self._thread is not None:
+                self._queue.put(None)
+                self._thread.join()
+                self._thread = None
+        if self._error is not None:
+            raise self._error
 
 
 @contextmanager
 def run_scope(ctx, run_name: str, *, params: dict, order_rule: str,
-              timing_boundary: str | None, config_hash: str | None = None, replace: bool = False):
+              timing_boundary: str | None, config_hash: str | None = None, replace: bool = False,
+              background: bool = False):
     """Create the run (``running``), yield a :class:`RunWriter`, then mark it ``complete``
-    (params merged with ``writer.params``) or ``failed`` when an exception escapes."""
+    (params merged with ``writer.params``) or ``failed`` when an exception escapes.
+    ``background``: see :class:`RunWriter` (only for stages that leave ``ctx.results`` alone
+    inside the block)."""
     run_id = create_run(ctx.results, name=run_name, testset_id=ctx.testset_id, stage=ctx.stage,
                         experiment_id=ctx.experiment_id, repetition=ctx.repetition, params=params,
                         order_rule=order_rule, depth=ctx.depth, timing_boundary=timing_boundary,
                         config_hash=config_hash or ctx.extra.get("config_hash"),
                         fingerprint=ctx.extra.get("fingerprint"), replace=replace)
-    writer = RunWriter(ctx.results, run_id, ctx.depth)
+    writer = RunWriter(ctx.results, run_id, ctx.depth, background=background)
     try:
         yield writer
-        writer.flush()
+        writer.close()
     except BaseException:
+        try:
+            writer.close()          # stop the writer thread before touching the connection
+        except BaseException:
+            pass
         try:
             if ctx.results.info.transaction_status != 0:  # not idle: drop the failed txn first
                 ctx.results.rollback()

@@ -165,7 +165,7 @@ class VectorStage(BaseStage):
     def _sql_kw(self, ctx) -> dict:
         return {"exact": self.method is None, "overfetch": self.overfetch(ctx)}
 
-    def _plan(self, ctx, tx):
+    def _plan(self, ctx, tx, generic_check: bool = True):
         q0 = ctx.queries[0].embedding
         if ctx.batch:
             stmt, params = vector_sql.batch(ctx.target, ctx.depth, **self._sql_kw(ctx))
@@ -173,8 +173,8 @@ class VectorStage(BaseStage):
                          vecs=[vector_sql.vector_text(q.embedding) for q in ctx.queries[:2]])
             return self.check_plan(ctx, tx, stmt, check), stmt, params
         stmt, params, _ = vector_sql.per_query(ctx.target, ctx.depth, **self._sql_kw(ctx))
-        generic, _, _ = vector_sql.per_query(ctx.target, ctx.depth, vector_sql.Dollar(),
-                                             **self._sql_kw(ctx))
+        generic = vector_sql.per_query(ctx.target, ctx.depth, vector_sql.Dollar(),
+                                       **self._sql_kw(ctx))[0] if generic_check else None
         index = self.check_plan(ctx, tx, stmt, {**params, "q": np.asarray(q0, dtype=np.float32)},
                                 generic)
         return index, stmt, params
@@ -182,7 +182,12 @@ class VectorStage(BaseStage):
     def run(self, ctx: StageContext, run_name: str) -> int:
         tx = self.begin(ctx)
         try:
-            index, stmt, params = self._plan(ctx, tx)
+            # prepare() checked the generic plan; re-check the custom plan in this transaction
+            # (--isolate-index drops happen per transaction)
+            index, stmt, params = self._plan(ctx, tx, generic_check=False)
+            if ctx.extra.get(f"{ctx.stage}.force_custom"):
+                tx["settings"].update(gucs.apply_local(
+                    ctx.kb, {"plan_cache_mode": "force_custom_plan"}))
             run_params = {"kind": self.kind, "score": SCORE_DISTANCE,
                           "metric": ctx.target.distance, "index": index, "method": self.method,
                           "settings": tx["settings"], "isolated_from": tx["dropped"],
@@ -193,7 +198,7 @@ class VectorStage(BaseStage):
                 BOUNDARY_ROUND_TRIP + ("; server_ms: " + BOUNDARY_SERVER if ctx.server_timing
                                        else ""))
             with store.run_scope(ctx, run_name, params=run_params, order_rule=ORDER_DISTANCE,
-                                 timing_boundary=boundary) as out:
+                                 timing_boundary=boundary, background=not ctx.batch) as out:
                 if ctx.batch:
                     self._run_batch(ctx, stmt, params, out)
                 else:
