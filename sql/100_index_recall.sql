@@ -83,15 +83,20 @@ LANGUAGE sql STABLE AS $$
     WITH s AS (SELECT * FROM pgeval.experiment_stages(p_experiment, p_repetition)),
     ex AS (SELECT DISTINCT ON (s.repetition) s.repetition, s.run_id
              FROM s WHERE s.role = 'exact' ORDER BY s.repetition, s."position"),
-    dk AS (SELECT ex.repetition, ex.run_id AS exact_run, res.query_id,
-                  count(*) AS n,
-                  coalesce((array_agg(res.score ORDER BY res.score, res.rank))[p_k],
-                           max(res.score)) AS d_k
-             FROM ex JOIN pgeval.result res ON res.run_id = ex.run_id
-            WHERE res.score IS NOT NULL
-            GROUP BY ex.repetition, ex.run_id, res.query_id),
+    -- per query: n = min(K, rows with a distance), d_K = the largest of the K smallest
+    dk AS (SELECT ex.repetition, ex.run_id AS exact_run, qq.query_id, t.n, t.d_k
+             FROM ex
+            CROSS JOIN LATERAL (SELECT DISTINCT res.query_id FROM pgeval.result res
+                                 WHERE res.run_id = ex.run_id) qq
+            CROSS JOIN LATERAL (SELECT count(*) AS n, max(x.score) AS d_k
+                                  FROM (SELECT res.score FROM pgeval.result res
+                                         WHERE res.run_id = ex.run_id
+                                           AND res.query_id = qq.query_id
+                                           AND res.score IS NOT NULL
+                                         ORDER BY res.score LIMIT p_k) x) t
+            WHERE t.n > 0),
     per_query AS (
-        SELECT a.run_id, dk.query_id, least(p_k, dk.n) AS denom, dk.exact_run,
+        SELECT a.run_id, dk.query_id, dk.n AS denom, dk.exact_run,
                (SELECT count(*) FILTER (WHERE coalesce(res.score, xr.score)
                                               <= dk.d_k + 1e-6 * greatest(1.0, abs(dk.d_k)))
                   FROM pgeval.result res
