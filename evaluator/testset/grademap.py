@@ -7,18 +7,19 @@ the content hash.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import InputError
 
 MAX_GRADE = 3
 
 
-@dataclass(frozen=True)
+@dataclass
 class GradeMap:
     """``codes``: source code -> grade 0-3, or None for no map (grades taken as written)."""
 
     codes: dict[int, int] | None = None
+    _seen: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
     def parse(cls, spec: "str | dict | GradeMap | None") -> "GradeMap":
@@ -47,6 +48,18 @@ class GradeMap:
     def spec(self) -> str | None:
         return None if self.codes is None else ",".join(f"{k}={v}" for k, v in
                                                         sorted(self.codes.items()))
+
+    def lookup(self, value) -> tuple[int, str]:
+        """:meth:`grade` with a cache of the source grades already seen (the hot path)."""
+        kind = type(value)
+        if kind is int or kind is str:     # never bool or float: True == 1 and 1.0 == 1 hash alike
+            hit = self._seen.get(value)
+            if hit is None:
+                hit = self.grade(value)
+                if len(self._seen) < 1000:
+                    self._seen[value] = hit
+            return hit
+        return self.grade(value)
 
     def grade(self, value) -> tuple[int, str]:
         """Map one source grade (int or integer string) to (grade 0-3, source code as text).

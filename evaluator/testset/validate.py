@@ -62,10 +62,12 @@ def _judgements(relevant, grade_map: GradeMap, fail):
     if relevant is None:
         return chunks, grades, sources
     if isinstance(relevant, dict):
+        lookup = grade_map.lookup
         for chunk, value in relevant.items():
             try:
-                chunk = fields.ident(chunk, "chunk id")
-                grade, source = grade_map.grade(value)
+                if not _plain_id(chunk):
+                    chunk = fields.ident(chunk, "chunk id")
+                grade, source = lookup(value)
             except ValueError as exc:
                 raise fail(f"chunk '{str(chunk)[:80]}': {exc}", "relevant") from None
             chunks.append(chunk)
@@ -76,15 +78,24 @@ def _judgements(relevant, grade_map: GradeMap, fail):
         return chunks, grades, sources
     if isinstance(relevant, list):
         for i, chunk in enumerate(relevant):
-            try:
-                chunks.append(fields.ident(chunk, f"item {i + 1}"))
-            except ValueError as exc:
-                raise fail(str(exc), "relevant") from None
+            if not _plain_id(chunk):
+                try:
+                    chunk = fields.ident(chunk, f"item {i + 1}")
+                except ValueError as exc:
+                    raise fail(str(exc), "relevant") from None
+            chunks.append(chunk)
         if len(set(chunks)) != len(chunks):
             raise fail(f"chunk '{_first_duplicate(chunks)}' is listed twice", "relevant")
         return chunks, [1] * len(chunks), [None] * len(chunks)
     raise fail("must be an object {chunk id: grade} or a list of chunk ids, found "
                f"{fields._kind(relevant)}", "relevant")
+
+
+def _plain_id(value) -> bool:
+    """The common case, checked fast: a short ASCII string without NUL or surrounding blanks
+    (anything else goes through :func:`fields.ident`)."""
+    return (type(value) is str and value.isascii() and 0 < len(value) <= 256
+            and "\x00" not in value and value == value.strip())
 
 
 def _first_duplicate(items):

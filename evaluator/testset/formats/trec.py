@@ -46,7 +46,6 @@ def qrels(src, file_idx: int, grade_map, columns=("query-id", "iteration", "chun
     query are grouped into one row (at most GROUP judgements)."""
     width = len(columns)
     qcol, ccol, gcol = 0, width - 2, width - 1
-    grades_seen: dict[str, tuple[int, str]] = {}      # grade token -> (grade, source code)
     raw_qid = qid = None
     chunks, grades, sources, lines = [], [], [], []
     count = 0
@@ -68,13 +67,10 @@ def qrels(src, file_idx: int, grade_map, columns=("query-id", "iteration", "chun
         chunk = parts[ccol]
         if not chunk or len(chunk) > 256 or "\x00" in chunk or chunk != chunk.strip():
             chunk = _ident(src, n, chunk, "chunk id", columns[ccol])
-        token = parts[gcol]
-        graded = grades_seen.get(token)
-        if graded is None:
-            try:
-                graded = grades_seen[token] = grade_map.grade(token.strip())
-            except ValueError as exc:
-                raise src.error(str(exc), line=n, field=columns[gcol]) from None
+        try:
+            graded = grade_map.lookup(parts[gcol])
+        except ValueError as exc:
+            raise src.error(str(exc), line=n, field=columns[gcol]) from None
         chunks.append(chunk)
         grades.append(graded[0])
         sources.append(graded[1])
