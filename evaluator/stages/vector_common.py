@@ -170,7 +170,7 @@ class VectorStage(BaseStage):
         if ctx.batch:
             stmt, params = vector_sql.batch(ctx.target, ctx.depth, **self._sql_kw(ctx))
             check = dict(params, ids=[q.query_id for q in ctx.queries[:2]],
-                         vecs=[vector_sql.vector_text(q.embedding) for q in ctx.queries[:2]])
+                         vecs=[_f32(q.embedding) for q in ctx.queries[:2]])
             return self.check_plan(ctx, tx, stmt, check), stmt, params
         stmt, params, _ = vector_sql.per_query(ctx.target, ctx.depth, **self._sql_kw(ctx))
         generic = vector_sql.per_query(ctx.target, ctx.depth, vector_sql.Dollar(),
@@ -198,7 +198,7 @@ class VectorStage(BaseStage):
                 BOUNDARY_ROUND_TRIP + ("; server_ms: " + BOUNDARY_SERVER if ctx.server_timing
                                        else ""))
             with store.run_scope(ctx, run_name, params=run_params, order_rule=ORDER_DISTANCE,
-                                 timing_boundary=boundary, background=not ctx.batch) as out:
+                                 timing_boundary=boundary, background=True) as out:
                 if ctx.batch:
                     self._run_batch(ctx, stmt, params, out)
                 else:
@@ -218,7 +218,7 @@ class VectorStage(BaseStage):
         if ctx.progress:
             ctx.progress.start(ctx.stage, len(ctx.queries))
         for q in ctx.queries:
-            p = dict(params, q=np.asarray(q.embedding, dtype=np.float32))
+            p = dict(params, q=_f32(q.embedding))
             t0 = time.perf_counter()
             cur.execute(text, p, prepare=True)
             rows = cur.fetchall()
@@ -235,25 +235,47 @@ class VectorStage(BaseStage):
         out.params.update(rows_summary(counts, ctx.depth))
 
     def _run_batch(self, ctx, stmt, params, out) -> None:
+        """One statement; rows stream in query by query (chunks of 2,000) and each finished
+        query goes to the writer while the server searches the next ones."""
         p = dict(params, ids=[q.query_id for q in ctx.queries],
-                 vecs=[vector_sql.vector_text(q.embedding) for q in ctx.queries])
+                 vecs=[_f32(q.embedding) for q in ctx.queries])
         if ctx.progress:
             ctx.progress.start(ctx.stage + " (batch)", len(ctx.queries))
-        t0 = time.perf_counter()
-        rows = ctx.kb.execute(stmt, p).fetchall()
-        ms = (time.perf_counter() - t0) * 1000.0
-        by_query: dict[str, list] = {}
         raw: dict[str, int] = {}
-        for qid, chunk, dist, n in rows:
-            by_query.setdefault(qid, []).append((chunk, dist))
-            raw[qid] = n
-        counts = []
-        for q in ctx.queries:
-            out.add(q.query_id, by_query.get(q.query_id, []))
-            counts.append(raw.get(q.query_id, 0))
+        done: set[str] = set()
+        current, items = None, []
+
+        def finish(qid, rows):
+            rows.sort()
+            if [r[0] for r in rows] != list(range(1, len(rows) + 1)):
+                raise RuntimeError(f"batch ranks of query '{qid}' are not 1..n")
+            out.add(qid, [(c, d) for _, c, d in rows])
+            done.add(qid)
             if ctx.progress:
                 ctx.progress.advance()
+
+        t0 = time.perf_counter()
+        for qid, chunk, dist, n, rk in ctx.kb.cursor().stream(stmt, p, size=2000):
+            if qid != current:
+                if current is not None:
+                    finish(current, items)
+                if qid in done:
+                    raise RuntimeError(f"batch rows of query '{qid}' arrived out of order")
+                current, items = qid, []
+                raw[qid] = n
+            items.append((rk, chunk, dist))
+        if current is not None:
+            finish(current, items)
+        ms = (time.perf_counter() - t0) * 1000.0
+        for q in ctx.queries:            # queries the filters left without any row
+            if q.query_id not in done:
+                out.add(q.query_id, [])
+        counts = [raw.get(q.query_id, 0) for q in ctx.queries]
         out.params.update(rows_summary(counts, ctx.depth), batch_ms=ms)
+
+
+def _f32(vec) -> np.ndarray:
+    return np.asarray(vec, dtype=np.float32)
 
 
 def rows_summary(counts: list[int], depth: int) -> dict:

@@ -81,15 +81,20 @@ def per_query(target, depth: int, ph=sql.Placeholder, *, exact: bool = False,
 def batch(target, depth: int, *, exact: bool = False,
           overfetch: float = 1.0) -> tuple[sql.Composable, dict]:
     """All queries at once: ``unnest(ids, vectors) CROSS JOIN LATERAL (per-query)``; columns
-    query_id, chunk_id, dist, n; parameters ``ids`` (text[]) and ``vecs`` (text[] of vectors)."""
+    query_id, chunk_id, dist, n; parameters ``ids`` (text[]) and ``vecs`` (vector[]: a list of
+    numpy arrays, sent in binary once pgvector's adapters are registered)."""
     # the query vector is converted once per query (in the unnest), never once per scanned row
     lateral, params, _ = _ranked(target, depth, sql.SQL("{}.emb").format(sql.Identifier(Q)),
                                  sql.Placeholder, False, exact, overfetch, True)
+    # ranks come from the window's ORDER BY (distance, chunk id) inside each query's lateral;
+    # no statement-level sort, so that rows stream out query by query while the next queries
+    # are still being searched (the nested loop emits them in query order)
     stmt = sql.SQL(
-        "SELECT {q}.query_id, r.chunk_id, r.dist, r.n "
+        "SELECT {q}.query_id, r.chunk_id, r.dist, r.n, r.rk "
         "FROM (SELECT u.query_id, {qexpr} AS emb, u.ord FROM unnest(%(ids)s::text[], "
-        "%(vecs)s::text[]) WITH ORDINALITY AS u(query_id, emb, ord) OFFSET 0) {q} "
-        "CROSS JOIN LATERAL ({lateral}) r ORDER BY {q}.ord, r.dist + 0, r.chunk_id").format(
+        "%(vecs)s::vector[]) WITH ORDINALITY AS u(query_id, emb, ord) OFFSET 0) {q} "
+        "CROSS JOIN LATERAL (SELECT g.chunk_id, g.dist, g.n, "
+        "row_number() OVER (ORDER BY g.dist + 0, g.chunk_id) AS rk FROM ({lateral}) g) r").format(
         q=sql.Identifier(Q), lateral=lateral, qexpr=target.query_expr(sql.SQL("u.emb")))
     return stmt, params
 
