@@ -37,6 +37,7 @@ class PipelineConfig:
     batch: bool = False
     server_timing: bool = False
     isolate_index: bool = False
+    statement_timeout: str | None = "5min"  # per statement on the knowledge base (None: server's)
     checksum: bool = True                 # content checksum in the fingerprint (one table scan)
 
 
@@ -110,7 +111,11 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
         tid, testset_hash = _testset(results, cfg.testset)
         target = targets.load(results, cfg.target) if cfg.target else None
         settings = gucs.validate(kb, dict(cfg.settings))
+        settings = gucs.with_statement_timeout(kb, settings, cfg.statement_timeout)
         kb.rollback()
+        if not cfg.isolate_index:   # least privilege: no transaction on the knowledge base writes
+            kb.execute("SET SESSION default_transaction_read_only = on")
+            kb.commit()
         queries, label, dim = _queries(results, cfg.testset, tid, stages, cfg, on_embed)
         name = cfg.name or default_name(cfg.testset, cfg.target)
         if results.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)).fetchone():

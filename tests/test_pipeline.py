@@ -39,7 +39,8 @@ def test_pipeline_end_to_end(setup, conn, pgeval):
         "WHERE name = 'e2e'").fetchone()
     assert status == "complete" and chash == doc["config_hash"][:12] + chash[12:]
     assert [s["kind"] for s in config["stages"]] == ["exact", "hnsw"]
-    assert config["settings"] == {"hnsw.ef_search": "60"} and config["depth"] == 20
+    assert config["settings"] == {"hnsw.ef_search": "60", "statement_timeout": "5min"}
+    assert config["depth"] == 20
     assert config["repeat"] == 2 and config["embedder"] == "precomputed"
     assert config["dimension"] == kb.data()[0].shape[1]
     assert config["target"]["table"] == kb.ONE and config["filters"] == {}
@@ -50,8 +51,9 @@ def test_pipeline_end_to_end(setup, conn, pgeval):
                                                   ("exact", 2, "complete"), ("hnsw", 2, "complete")]
     # one configuration hash per stage (the fingerprint names the stage), equal across repetitions
     assert runs[0][4] == runs[2][4] and runs[1][4] == runs[3][4] and runs[0][4] != runs[1][4]
-    assert runs[0][5] == {"enable_indexscan": "off"}
-    assert runs[1][5] == {"enable_seqscan": "off", "hnsw.ef_search": "60"}
+    assert runs[0][5] == {"enable_indexscan": "off", "statement_timeout": "5min"}
+    assert runs[1][5] == {"enable_seqscan": "off", "hnsw.ef_search": "60",
+                          "statement_timeout": "5min"}
     # the metrics of a pipeline run come from the SQL API like any other run
     code, out, err = pgeval("metrics", "e2e.hnsw.1", "--format", "json")
     assert code == 0, err

@@ -157,11 +157,14 @@ class _StageBar:
 @click.option("--isolate-index", is_flag=True, help="Drop the other vector indexes of the table "
               "inside each ANN stage's transaction and roll back (takes an ACCESS EXCLUSIVE lock "
               "on the table for the stage; needs the table's owner; not READ ONLY).")
+@click.option("--statement-timeout", default="5min", show_default=True, metavar="DURATION",
+              help="Cancel any statement on the knowledge base that runs longer (e.g. 30s, 5min; "
+                   "0 = no limit). Applied with SET LOCAL and recorded in every run's settings.")
 @format_option()
 @pass_db
 def pipeline(database, testset, target, stages, settings, options, depth, repeat, embedder,
              base_url, dimensions, api_key_env, reranker, name, batch, server_timing,
-             isolate_index, fmt):
+             isolate_index, statement_timeout, fmt):
     """Run retrieval stages against the knowledge base and store every ranked list.
 
     One experiment = the stages in order under one configuration (recorded in
@@ -197,7 +200,8 @@ def pipeline(database, testset, target, stages, settings, options, depth, repeat
     cfg = PipelineConfig(testset=testset, stages=stages, target=target,
                          settings=gucs.parse(settings), options=opts, depth=depth, repeat=repeat,
                          embedder=embedder, embedder_options=emb_opts, name=name, batch=batch,
-                         server_timing=server_timing, isolate_index=isolate_index)
+                         server_timing=server_timing, isolate_index=isolate_index,
+                         statement_timeout=statement_timeout)
     if isolate_index:
         warn("--isolate-index drops the other vector indexes inside each ANN stage's transaction: "
              "the table is locked (ACCESS EXCLUSIVE) until the stage ends and rolls back")

@@ -19,6 +19,14 @@ _NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 _UNIT = re.compile(r"^\s*(-?\d+)\s*([a-zA-Z]+)?\s*$")
 _BOOL = {"on", "off", "true", "false", "yes", "no", "1", "0", "t", "f", "y", "n"}
 SETTABLE = ("user", "superuser")
+# settings a stage must never take from the user: they would lift the READ ONLY transaction the
+# knowledge base is read in, or change who reads it (least privilege; issue 5)
+GUARDED = {name: "the knowledge base is always read in a READ ONLY transaction" for name in (
+    "transaction_read_only", "default_transaction_read_only", "transaction_isolation",
+    "default_transaction_isolation", "transaction_deferrable", "default_transaction_deferrable")}
+GUARDED.update(role="pgeval reads as the user it connects as",
+               session_authorization="pgeval reads as the user it connects as",
+               statement_timeout="use --statement-timeout (recorded with every run)")
 
 
 def parse(items) -> dict[str, str]:
@@ -33,6 +41,8 @@ def parse(items) -> dict[str, str]:
             raise InputError(f"'{name}' is not a setting name", field="--set")
         if name in out:
             raise InputError(f"setting '{name}' is given twice", field="--set")
+        if name in GUARDED:
+            raise InputError(f"setting '{name}' cannot be changed: {GUARDED[name]}", field="--set")
         out[name] = value.strip()
     return out
 
@@ -83,6 +93,8 @@ def validate(conn, settings: dict[str, str]) -> dict[str, str]:
         "WHERE name = ANY(%s)", (list(settings),)).fetchall()
     known = {r[0]: r for r in rows}
     for name, value in settings.items():
+        if name in GUARDED and name != "statement_timeout":
+            raise InputError(f"setting '{name}' cannot be changed: {GUARDED[name]}", field="--set")
         if name not in known:
             prefix = name.split(".")[0] + "." if "." in name else None
             hint = ""
@@ -107,6 +119,19 @@ def validate(conn, settings: dict[str, str]) -> dict[str, str]:
         first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise InputError(f"the server refused the settings: {first}", field="--set") from None
     return settings
+
+
+def with_statement_timeout(conn, settings: dict[str, str], timeout: str | None) -> dict[str, str]:
+    """``settings`` plus ``statement_timeout`` (``--statement-timeout``: every statement on the
+    knowledge base is cancelled past it; applied by SET LOCAL like any setting, so recorded in
+    every run's params). None leaves the server's setting alone."""
+    if timeout is None:
+        return settings
+    try:
+        validate(conn, {"statement_timeout": str(timeout).strip()})
+    except InputError as exc:
+        raise InputError(exc.detail, field="--statement-timeout") from None
+    return {**settings, "statement_timeout": str(timeout).strip()}
 
 
 def apply_local(conn, settings: dict[str, str]) -> dict[str, str]:
