@@ -177,6 +177,28 @@ def _unique(kb, oid: int, column: str) -> bool:
     return bool(row[0])
 
 
+NAMEDATALEN = 63   # PostgreSQL silently cuts longer identifiers: another object could answer
+
+
+def check_identifiers(target: Target) -> None:
+    """Names are quoted (psycopg.sql.Identifier) wherever they are used; here they are only
+    refused when PostgreSQL would not take them as given: empty, or longer than 63 bytes."""
+    if not target.name or not target.name.strip():
+        raise InputError("the target name must not be empty", field="NAME")
+    for opt, ident in (("--schema", target.schema), ("--table", target.table),
+                       ("--id-column", target.id_column), ("--vector-column", target.vector_column),
+                       ("--text-column", target.text_column),
+                       ("--dimension-column", target.dimension_column),
+                       *(("--where", c) for c in target.filters)):
+        if ident is None:
+            continue
+        if ident == "" or "\x00" in ident:
+            raise InputError(f"'{ident}' is not a usable name", field=opt)
+        if len(ident.encode("utf-8")) > NAMEDATALEN:
+            raise InputError(f"'{ident}' is longer than {NAMEDATALEN} bytes: PostgreSQL would cut "
+                             "it short and could find another object", field=opt)
+
+
 def validate(kb, target: Target) -> list[str]:
     """Check ``target`` against the knowledge base's catalog; fill in type, dimension and
     uniqueness; return warnings. Raises InputError naming the option at fault."""
@@ -184,6 +206,7 @@ def validate(kb, target: Target) -> list[str]:
     if target.distance not in DISTANCES:
         raise InputError(f"unknown distance '{target.distance}' (cosine, l2 or ip)",
                          field="--distance")
+    check_identifiers(target)
     oid = _relation(kb, target.schema, target.table)
     cols = _columns(kb, oid)
     where = target.qualified()
