@@ -18,6 +18,7 @@ COMMANDS = {
     "answers": "evaluator.commands.answers_cmd:answers",
     "compare": "evaluator.commands.compare_cmd:compare",
     "db": "evaluator.commands.db_cmd:db",
+    "demo": "evaluator.commands.demo_cmd:demo",
     "diff": "evaluator.commands.diff_cmd:diff",
     "embed": "evaluator.commands.embed_cmd:embed",
     "fingerprint": "evaluator.commands.fingerprint_cmd:fingerprint",

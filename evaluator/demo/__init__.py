@@ -1,0 +1,1 @@
+"""`pgeval demo`: the whole flow on the embedded server with a generated knowledge base."""
