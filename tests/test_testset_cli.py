@@ -76,3 +76,25 @@ def test_help_teaches_with_examples(pgeval):
     code, out, _ = pgeval("testset", "load", "--help")
     assert code == 0
     assert "--grade-map 1=3,2=2,3=1,4=0,-1=0" in out and "Examples:" in out
+
+
+def test_database_without_schema_pgeval(database, conn, pgeval, tmp_file):
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    conn.execute("DROP DATABASE IF EXISTS testset_no_schema")
+    conn.execute("CREATE DATABASE testset_no_schema")
+    try:
+        params = conninfo_to_dict(database.uri())
+        params["dbname"] = "testset_no_schema"
+        dsn = make_conninfo(**params)
+        path = tmp_file("cases.jsonl", CASES)
+        for args in (("list",), ("show", "x"), ("delete", "x"), ("load", str(path), "--name", "x")):
+            code, out, err = pgeval("--dsn", dsn, "testset", *args)
+            assert (code, out) == (1, "")
+            assert err.strip() == ("pgeval: error: schema pgeval is not installed in this "
+                                   "database: run `pgeval init`")
+        with psycopg.connect(dsn) as other:
+            assert other.execute("SELECT to_regnamespace('pgeval')").fetchone()[0] is None
+    finally:
+        conn.execute("DROP DATABASE IF EXISTS testset_no_schema WITH (FORCE)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..errors import NotFound
+from ..install import ensure_installed
 
 _COUNTS = """
     count(q.*) FILTER (WHERE cardinality(q.grades_desc) > 0) AS valid,
@@ -20,6 +21,7 @@ def resolve_testset(conn, name: str) -> tuple[int, str]:
 
 
 def list_testsets(conn) -> list[dict]:
+    ensure_installed(conn)
     cur = conn.execute(f"""
         SELECT t.name, t.n_queries AS queries, t.n_judgements AS judgements, {_COUNTS},
                (SELECT count(*) FROM pgeval.run r WHERE r.testset_id = t.testset_id) AS runs,
@@ -32,6 +34,7 @@ def list_testsets(conn) -> list[dict]:
 
 def show_testset(conn, name: str) -> dict:
     """Counts, grade histogram, type tags, embeddings, grade map and hash of one test set."""
+    ensure_installed(conn)
     tid, _ = resolve_testset(conn, name)
     cur = conn.execute(f"""
         SELECT t.testset_id, t.name, t.source_format AS format, t.source_file, t.content_hash,
@@ -56,6 +59,7 @@ def show_testset(conn, name: str) -> dict:
 def delete_testset(conn, name: str) -> int:
     """Delete the test set and (ON DELETE CASCADE) its queries, judgements and runs; returns the
     number of runs deleted."""
+    ensure_installed(conn)
     with conn.transaction():
         tid, _ = resolve_testset(conn, name)
         runs = conn.execute("SELECT count(*) FROM pgeval.run WHERE testset_id = %s",

@@ -15,6 +15,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from ..errors import Conflict, InputError
+from ..install import ensure_installed
 from .grademap import GradeMap
 from .plan import make_plan
 from .progress import LoadProgress
@@ -54,8 +55,6 @@ def load(conn, path, name: str, *, fmt: str | None = None, queries=None, grade_m
     """Load the test set in ``path`` under ``name``. ``fmt`` None guesses from the name (a folder
     is BEIR); ``grade_map`` is '1=3,2=2,...' or a dict. Raises InputError (file, line, field),
     Conflict (name taken by other content and no ``replace``)."""
-    from ..install import ensure_installed
-
     if not isinstance(name, str) or not name.strip():
         raise InputError("a test set needs a non-empty name", field="--name")
     gmap = GradeMap.parse(grade_map)
