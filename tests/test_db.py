@@ -1,0 +1,98 @@
+"""Database access: DSN resolution order, the embedded server's lifecycle, `pgeval init`
+idempotence, and passwords kept out of messages."""
+
+import os
+
+import pytest
+
+from evaluator import server
+from evaluator.db import Database, redact
+
+
+def test_resolution_order(monkeypatch, tmp_path):
+    monkeypatch.delenv("PGEVAL_DSN", raising=False)
+    monkeypatch.setenv("PGEVAL_DATADIR", str(tmp_path / "d"))
+    db = Database.resolve()
+    assert db.embedded and db.datadir == (tmp_path / "d").resolve()
+    assert Database.resolve(datadir=str(tmp_path / "x")).datadir == (tmp_path / "x").resolve()
+    monkeypatch.setenv("PGHOST", "/nowhere")
+    db = Database.resolve()
+    assert not db.embedded and db.dsn == "" and "PG*" in db.source
+    monkeypatch.setenv("PGEVAL_DSN", "postgresql://u:secret@h/db")
+    db = Database.resolve()
+    assert db.dsn == "postgresql://u:secret@h/db" and "secret" not in db.describe()
+    assert Database.resolve(dsn="postgresql://a@b/c").source == "--dsn"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("postgresql://user:s3cr3t@host:5432/db", "postgresql://user:***@host:5432/db"),
+    ("postgres://user:p%40ss@host/db?sslmode=require", "postgres://user:***@host/db?sslmode=require"),
+    ("host=h user=u password=s3cr3t dbname=d", "host=h user=u password=*** dbname=d"),
+    ("host=h password='a b c' dbname=d", "host=h password=*** dbname=d"),
+    ("postgresql://user@host/db", "postgresql://user@host/db"),
+])
+def test_redact(text, expected):
+    assert redact(text) == expected
+
+
+def test_connection_error_names_no_password(pgeval):
+    code, out, err = pgeval("--dsn", "postgresql://alice:hunter2@127.0.0.1:1/kb?connect_timeout=2",
+                            "metrics", "x")
+    assert code == 1
+    assert "hunter2" not in out + err and "cannot connect" in err and "***" in err
+    assert "Traceback" not in err
+
+
+def test_embedded_lifecycle_and_autostart(pgeval, tmp_path):
+    datadir = str(tmp_path / "pg")
+    code, out, _ = pgeval("--datadir", datadir, "db", "status")
+    assert code == 0 and out.startswith("stopped")
+    try:
+        # a command that needs the server starts it
+        code, out, err = pgeval("--datadir", datadir, "init")
+        assert code == 0, err
+        assert "schema pgeval at revision" in out
+        code, out, _ = pgeval("--datadir", datadir, "db", "uri")
+        assert code == 0 and out.strip().splitlines()[-1].startswith("postgresql://")
+        code, out, _ = pgeval("--datadir", datadir, "db", "start")
+        assert code == 0 and out.startswith("already running")
+        assert server.is_running(tmp_path / "pg")
+    finally:
+        code, out, _ = pgeval("--datadir", datadir, "db", "stop")
+    assert code == 0 and out.startswith("stopped")
+    assert not server.is_running(tmp_path / "pg")
+    code, out, _ = pgeval("--datadir", datadir, "db", "stop")
+    assert out.startswith("not running")
+
+
+def _catalog(conn):
+    return (conn.execute("SELECT p.oid::regprocedure::text, md5(pg_get_functiondef(p.oid)) "
+                         "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+                         "WHERE n.nspname = 'pgeval' AND p.prokind <> 'a' ORDER BY 1").fetchall(),
+            conn.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
+                         "WHERE table_schema = 'pgeval' ORDER BY 1, 2").fetchall(),
+            conn.execute("SELECT version_num FROM pgeval.alembic_version").fetchall())
+
+
+def test_init_twice_changes_nothing(pgeval, conn):
+    before = _catalog(conn)
+    code, out, err = pgeval("init")
+    assert code == 0, err
+    assert "(was" not in out  # no revision change
+    assert _catalog(conn) == before
+
+
+def test_init_reports_extensions(pgeval):
+    code, out, err = pgeval("init", "--format", "json")
+    assert code == 0, err
+    import json
+
+    data = json.loads(out)
+    assert data["extensions"]["vector"] and "vectorscale" in data["extensions"]
+    assert data["sql_files"] == sorted(data["sql_files"])
+
+
+def test_dsn_to_the_same_server(pgeval, database):
+    code, out, err = pgeval("--dsn", database.uri(), "run", "list", "--format", "json")
+    assert code == 0, err
+    assert out.strip().startswith("[")
