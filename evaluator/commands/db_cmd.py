@@ -68,5 +68,8 @@ def status(database, fmt):
 @db.command()
 @pass_db
 def uri(database):
-    """Print the connection URI (last line of output), starting the server if needed."""
-    click.echo(database.uri())
+    """Print the connection URI (last line of output), starting the server if needed. A
+    password in a --dsn / PGEVAL_DSN is shown as ***."""
+    from ..db import redact
+
+    click.echo(redact(database.uri()))
