@@ -26,6 +26,7 @@ COMMANDS = {
     "health": "evaluator.commands.health_cmd:health",
     "init": "evaluator.commands.init_cmd:init",
     "metrics": "evaluator.commands.metrics_cmd:metrics",
+    "plans": "evaluator.commands.plans_cmd:plans",
     "report": "evaluator.commands.report_cmd:report",
     "run": "evaluator.commands.run_cmd:run",
     "stage-report": "evaluator.commands.stage_report_cmd:stage_report",

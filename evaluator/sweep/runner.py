@@ -179,7 +179,7 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None) -> 
                    label=label, row=row, fps=fps, hashes={n: fpmod.config_hash(f)
                                                           for n, f in fps.items()},
                    base_fp=base_fp, have=store.measured(results, row.sweep_id), result=result,
-                   on_warning=on_warning, on_point=on_point, measures=measures)
+                   on_warning=on_warning, on_point=on_point, measures=measures, prepared=set())
         try:
             if build_axes:
                 _build_blocks(env, target, points)
@@ -294,11 +294,13 @@ def _context(env, target, stage_name: str, rep: int, settings: dict, fp: dict):
         extra={"fingerprint": fp, "config_hash": config_hash(fp)})
 
 
-def _run(env, stage, ctx, run_name: str) -> int:
+def _run(env, stage, ctx, run_name: str, key: str) -> int:
     existing = store.complete_run(env.results, env.row.experiment_id, run_name)
     if existing is not None:
         return existing
-    stage.prepare(ctx)
+    if key not in env.prepared:      # configuration checks once per point (run() re-checks the
+        stage.prepare(ctx)           # plan every time)
+        env.prepared.add(key)
     run_id = stage.run(ctx, run_name)
     for w in ctx.warnings:
         env.warn(w)
@@ -310,13 +312,14 @@ def _ensure_exact(env, target, rep: int) -> int:
     # ANN points (small tables) must not push it onto an index
     settings = {k: v for k, v in env.base.items() if k != "enable_seqscan"}
     ctx = _context(env, target, "exact", rep, settings, env.base_fp)
-    return _run(env, env.exact, ctx, f"{env.row.name}.exact.{rep}")
+    return _run(env, env.exact, ctx, f"{env.row.name}.exact.{rep}", f"exact:{target.table}")
 
 
 def _run_point(env, target, p, rep: int) -> tuple[int, float | None]:
     settings = {**env.base, **p.settings}
     ctx = _context(env, target, env.cfg.stage, rep, settings, env.fps[p.number])
-    run_id = _run(env, env.stage, ctx, f"{env.row.name}.{p.label}.{rep}")
+    run_id = _run(env, env.stage, ctx, f"{env.row.name}.{p.label}.{rep}",
+                  f"{p.label}:{target.table}")
     qps = None
     if env.cfg.concurrency > 1:
         from .load import throughput
