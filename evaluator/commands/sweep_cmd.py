@@ -143,6 +143,7 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
     rows = point_rows(res.points, res.measures, k)
     if fmt == "json":
         click.echo(to_json({"sweep": res.name, "experiment_id": res.experiment_id, "k": k,
+                            "config_hash": res.config_hash, "filters": res.filters,
                             "target_recall": target_recall, "resumed": res.resumed,
                             "measured": res.measured, "reused": res.reused, "kept": res.kept,
                             "recommendation": res.recommendation, "recommendation_line": line,
@@ -155,6 +156,10 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
     else:
         click.echo(f"sweep {res.name}: {res.measured} measured, {res.reused} reused from earlier "
                    f"sweeps, {res.kept} already in this sweep")
+        filters = ", ".join(f"{k}={v}" for k, v in res.filters.items()) or "none"
+        click.echo(f"target {target_name} · test set {testset} · filters: {filters} · "
+                   f"config {(res.config_hash or '')[:12]} · recall@{k} against exact search, "
+                   f"latency = client round trip, nearest rank")
         cols = ["label", f"index_recall@{k}", "index_recall_sd", "p50_ms", "p95_ms", "p95_sd",
                 "p99_ms", "qps", "rows", "recall@10", "ndcg@10", "pareto"]
         if build:

@@ -58,6 +58,8 @@ class SweepResult:
     recommendation: dict | None = None
     warnings: list[str] = field(default_factory=list)
     measures: list[str] = field(default_factory=list)
+    config_hash: str | None = None        # of the sweep's base configuration (exact stage)
+    filters: dict = field(default_factory=dict)
 
 
 class _Env:
@@ -171,7 +173,9 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None) -> 
             experiment_config=exp_config, fingerprint=base_fp,
             config_hash=fpmod.config_hash(base_fp))
         result = SweepResult(name, row.sweep_id, row.experiment_id, cfg.k, cfg.target_recall,
-                             row.resumed, measures=measures)
+                             row.resumed, measures=measures,
+                             config_hash=fpmod.config_hash(base_fp),
+                             filters=dict(base_fp.get("filters") or {}))
         fps = {p.number: fingerprint({**base, **p.settings}, cfg.stage,
                                      p.build if build_axes else None) for p in points}
         env = _Env(cfg=cfg, database=database, kb=kb, results=results, stage=stage,
