@@ -71,8 +71,11 @@ class Database:
     def results_uri(self) -> str:
         return self.results_dsn or self.uri()
 
-    def connect(self, *, results: bool = True, autocommit: bool = False, **kwargs):
-        """A psycopg connection. ``results=True`` (the default) connects where schema pgeval lives."""
+    def connect(self, *, results: bool = True, autocommit: bool = False, read_only: bool = False,
+                **kwargs):
+        """A psycopg connection. ``results=True`` (the default) connects where schema pgeval lives.
+        ``read_only=True``: every transaction of the session is READ ONLY (how pgeval reads a
+        knowledge base: a view or function that would write fails instead)."""
         import psycopg
 
         target = self.results_uri() if results else self.uri()
@@ -81,6 +84,10 @@ class Database:
         except psycopg.OperationalError as exc:
             raise DatabaseError(f"cannot connect to {redact(target) or 'the libpq default'}: "
                                 f"{redact(str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__)}") from None
+        if read_only:
+            conn.execute("SET SESSION default_transaction_read_only = on")
+            if not autocommit:
+                conn.commit()
         return conn
 
     def describe(self) -> str:

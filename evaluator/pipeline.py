@@ -107,15 +107,14 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
     parsed = registry.parse_stages(cfg.stages)
     stages = [(name, kind, registry.get(kind)) for name, kind in parsed]
     options = {name: dict(v) for name, v in cfg.options.items()}
-    with database.connect() as results, database.connect(results=False) as kb:
+    # least privilege: no transaction on the knowledge base writes (but --isolate-index's drops)
+    with database.connect() as results, database.connect(
+            results=False, read_only=not cfg.isolate_index) as kb:
         tid, testset_hash = _testset(results, cfg.testset)
         target = targets.load(results, cfg.target) if cfg.target else None
         settings = gucs.validate(kb, dict(cfg.settings))
         settings = gucs.with_statement_timeout(kb, settings, cfg.statement_timeout)
         kb.rollback()
-        if not cfg.isolate_index:   # least privilege: no transaction on the knowledge base writes
-            kb.execute("SET SESSION default_transaction_read_only = on")
-            kb.commit()
         queries, label, dim = _queries(results, cfg.testset, tid, stages, cfg, on_embed)
         name = cfg.name or default_name(cfg.testset, cfg.target)
         if results.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)).fetchone():

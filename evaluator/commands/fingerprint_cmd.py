@@ -49,7 +49,7 @@ def capture_for(database, target_name: str, *, testset=None, embedder=None, sett
     with database.connect(autocommit=True) as res:
         target = load(res, target_name)
         ts_hash = testset_hash(res, testset)
-    with database.connect(results=False, autocommit=True) as kb:
+    with database.connect(results=False, autocommit=True, read_only=True) as kb:
         try:
             fp = fpmod.capture(kb, target, settings=settings, embedder=embedder,
                                testset_hash=ts_hash, testset_name=testset, stage=stage,

@@ -15,7 +15,7 @@ def run_check(database, target_name: str, *, testset: str | None = None,
 
     with database.connect(autocommit=True) as res:
         target = load(res, target_name)
-        with database.connect(results=False, autocommit=True) as kb:
+        with database.connect(results=False, autocommit=True, read_only=True) as kb:
             return health.check(kb, target, results_conn=res, testset=testset, embedder=embedder)
 
 

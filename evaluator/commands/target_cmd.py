@@ -89,7 +89,7 @@ def add(database, name, table, schema, id_column, vector_column, text_column, di
                       vector_column=vector_column, text_column=text_column,
                       distance=distance or "cosine", dimension=dimension,
                       dimension_column=dimension_column, filters=filters)
-    with database.connect(results=False, autocommit=True) as kb:
+    with database.connect(results=False, autocommit=True, read_only=True) as kb:
         warnings = t.validate(kb, tg)
         indexes = t.vector_indexes(kb, tg)
     with database.connect() as conn:
@@ -128,7 +128,7 @@ def show(database, name, fmt):
 
     with database.connect(autocommit=True) as conn:
         tg = t.load(conn, name)
-    with database.connect(results=False, autocommit=True) as kb:
+    with database.connect(results=False, autocommit=True, read_only=True) as kb:
         indexes = t.vector_indexes(kb, tg)
     if fmt == "json":
         click.echo(to_json({"target": name, "spec": tg.spec(), "indexes": indexes}))
