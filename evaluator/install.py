@@ -3,6 +3,7 @@ in file-name order. Idempotent: running it twice changes nothing."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from . import resources
@@ -117,8 +118,31 @@ def init(db) -> InitReport:
     return report
 
 
+@functools.lru_cache(maxsize=1)
+def head_revision() -> str:
+    """The newest Alembic revision this pgeval ships (migrations/versions)."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(str(resources.migrations_dir())).get_current_head()
+
+
+@functools.lru_cache(maxsize=1)
+def known_revisions() -> frozenset[str]:
+    from alembic.script import ScriptDirectory
+
+    return frozenset(s.revision for s in
+                     ScriptDirectory(str(resources.migrations_dir())).walk_revisions())
+
+
 def ensure_installed(conn) -> None:
     """Raise a clear error when schema pgeval is missing or older than this pgeval."""
     rev = current_revision(conn)
     if rev is None:
         raise DatabaseError("schema pgeval is not installed in this database: run `pgeval init`")
+    head = head_revision()
+    if rev != head:
+        if rev not in known_revisions():
+            raise DatabaseError(f"schema pgeval is at revision {rev}, which this pgeval does not "
+                                f"know (it ships up to {head}): a newer pgeval installed it")
+        raise DatabaseError(f"schema pgeval is at revision {rev}, this pgeval needs {head}: run "
+                            "`pgeval init` to upgrade it")

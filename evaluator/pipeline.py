@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from .errors import Conflict, InputError, NotFound
+from .install import ensure_installed
 from .stages import gucs, registry
 from .stages.base import Query, StageContext, run_name
 
@@ -110,6 +111,7 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
     # least privilege: no transaction on the knowledge base writes (but --isolate-index's drops)
     with database.connect() as results, database.connect(
             results=False, read_only=not cfg.isolate_index) as kb:
+        ensure_installed(results)         # schema pgeval at this pgeval's revision
         tid, testset_hash = _testset(results, cfg.testset)
         target = targets.load(results, cfg.target) if cfg.target else None
         settings = gucs.validate(kb, dict(cfg.settings))

@@ -82,3 +82,20 @@ def pgeval_counts(conn) -> dict[str, int]:
         "WHERE n.nspname = 'pgeval' AND c.relkind IN ('r', 'p') ORDER BY 1").fetchall()]
     return {t: conn.execute(sql.SQL("SELECT count(*) FROM {}").format(
         sql.Identifier("pgeval", t))).fetchone()[0] for t in names}
+
+
+def dsn(database, user: str | None = None, dbname: str | None = None,
+        password: str | None = None) -> str:
+    """A URI to the embedded server (its unix socket) as ``user`` on ``dbname``."""
+    from urllib.parse import parse_qs, quote, urlparse
+
+    uri = urlparse(database.uri())
+    socket = parse_qs(uri.query)["host"][0]
+    auth = (user or uri.username) + (f":{quote(password)}" if password else "")
+    return f"postgresql://{auth}@/{dbname or uri.path.lstrip('/')}?host={quote(socket)}"
+
+
+def fresh_database(conn, name: str) -> None:
+    """Drop (if present) and create database ``name`` on the server of ``conn`` (autocommit)."""
+    conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+    conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))

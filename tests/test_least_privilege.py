@@ -6,13 +6,12 @@ past --statement-timeout (recorded with every run)."""
 from __future__ import annotations
 
 import json
-from urllib.parse import parse_qs, quote, urlparse
 
 import pytest
-from psycopg import sql
 
 from evaluator.db import Database
 from evaluator.install import init
+from robust_kb import dsn as _dsn
 from robust_kb import ensure_table, pgeval_counts, vectors
 
 ROLE = "pgeval_least"
@@ -28,13 +27,6 @@ GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA pgeval TO
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA pgeval TO {role};
 GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pgeval TO {role};
 """
-
-
-def _dsn(database, user: str | None = None, dbname: str | None = None) -> str:
-    uri = urlparse(database.uri())
-    socket = parse_qs(uri.query)["host"][0]
-    return (f"postgresql://{user or uri.username}@/{dbname or uri.path.lstrip('/')}"
-            f"?host={quote(socket)}")
 
 
 def _cases(tmp_path, n: int = 12):

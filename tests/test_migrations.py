@@ -1,0 +1,122 @@
+"""Migrations (Alembic, migrations/versions): upgrade an empty database, downgrade to base and
+upgrade again, and `pgeval init` on a database left at an older revision upgrades it in place,
+keeping its data. Each test gets a fresh database on the embedded server."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from evaluator.db import Database
+from evaluator.errors import DatabaseError
+from evaluator.install import (current_revision, downgrade_tables, ensure_installed,
+                               head_revision, init, upgrade_tables)
+from robust_kb import dsn, fresh_database
+
+TABLES_0001 = {"testset", "query", "qrel", "query_embedding", "target", "experiment", "run",
+               "result", "query_timing", "query_plan", "answer", "refusal_phrase"}
+
+
+def _tables(conn) -> set[str]:
+    return {r[0] for r in conn.execute(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+        "WHERE n.nspname = 'pgeval' AND c.relkind IN ('r', 'p')").fetchall()}
+
+
+def _run_columns(conn) -> set[str]:
+    return {r[0] for r in conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = 'pgeval.run'::regclass AND attnum > 0 "
+        "AND NOT attisdropped").fetchall()}
+
+
+@pytest.fixture
+def fresh(database, conn, request):
+    name = "pgeval_mig_" + request.node.name.split("[")[0][5:][:40]
+    fresh_database(conn, name)
+    db = Database(dsn=dsn(database, dbname=name))
+    yield db
+    conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def test_head_is_the_run_progress_revision():
+    assert head_revision() == "0002"
+
+
+def test_upgrade_from_an_empty_database(fresh):
+    with fresh.connect(autocommit=True) as c:
+        assert current_revision(c) is None
+        with pytest.raises(DatabaseError, match="not installed"):
+            ensure_installed(c)
+    report = init(fresh)
+    assert (report.revision_before, report.revision_after) == (None, "0002")
+    assert report.sql_files and "vector" in report.extensions
+    with fresh.connect(autocommit=True) as c:
+        assert _tables(c) >= TABLES_0001 | {"run_progress", "alembic_version"}
+        assert {"pid", "host", "heartbeat_at"} <= _run_columns(c)
+        ensure_installed(c)
+        # the SQL API works on the new tables
+        assert c.execute("SELECT count(*) FROM pgeval.summary(0, ARRAY['recall@10'], 1)"
+                         ).fetchone() is not None
+    again = init(fresh)                      # idempotent
+    assert (again.revision_before, again.revision_after) == ("0002", "0002")
+
+
+def test_downgrade_to_base_and_upgrade_again(fresh, pgeval):
+    init(fresh)
+    uri = fresh.uri()
+    downgrade_tables(uri, "0001")
+    with fresh.connect(autocommit=True) as c:
+        assert current_revision(c) == "0001"
+        assert "run_progress" not in _tables(c)
+        assert not {"pid", "host", "heartbeat_at"} & _run_columns(c)
+        with pytest.raises(DatabaseError, match="at revision 0001, this pgeval needs 0002"):
+            ensure_installed(c)
+    downgrade_tables(uri, "base")
+    with fresh.connect(autocommit=True) as c:
+        assert current_revision(c) is None
+        assert _tables(c) <= {"alembic_version"}
+    upgrade_tables(uri)
+    report = init(fresh)                     # the SQL API comes back with the tables
+    assert report.revision_after == "0002"
+    with fresh.connect(autocommit=True) as c:
+        assert _tables(c) >= TABLES_0001 | {"run_progress"}
+    # and the whole schema works: a test set, a run, its metrics
+    code, out, err = pgeval("--dsn", uri, "metrics", "nosuch")
+    assert code == 1 and "no run named 'nosuch'" in err
+
+
+def test_init_upgrades_an_older_revision_and_keeps_data(fresh, pgeval, tmp_path):
+    uri = fresh.uri()
+    with fresh.connect(autocommit=True) as c:
+        c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        c.execute("CREATE SCHEMA pgeval")
+    upgrade_tables(uri, "0001")                  # a database set up by an older pgeval
+    with fresh.connect(autocommit=True) as c:
+        assert current_revision(c) == "0001"
+        tid = c.execute("INSERT INTO pgeval.testset (name, content_hash, source_format, "
+                        "n_queries, n_judgements) VALUES ('old', 'h', 'test', 1, 1) "
+                        "RETURNING testset_id").fetchone()[0]
+        c.execute("INSERT INTO pgeval.query (testset_id, query_id, position) VALUES (%s, 'q1', 1)",
+                  (tid,))
+        c.execute("INSERT INTO pgeval.qrel VALUES (%s, 'q1', 'c1', 2, NULL)", (tid,))
+        rid = c.execute("INSERT INTO pgeval.run (name, testset_id, stage, order_rule, status) "
+                        "VALUES ('old-run', %s, 'import', 'as given', 'complete') "
+                        "RETURNING run_id", (tid,)).fetchone()[0]
+        c.execute("INSERT INTO pgeval.result VALUES (%s, 'q1', 1, 'c1', 1.0)", (rid,))
+    # commands that need the new schema say so instead of failing on a missing column
+    code, out, err = pgeval("--dsn", uri, "run", "pipeline", "--testset", "old", "--stages",
+                            "exact", "--target", "t")
+    assert code == 1 and "at revision 0001, this pgeval needs 0002: run `pgeval init`" in err, err
+    code, out, err = pgeval("--dsn", uri, "init", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["revision_before"], doc["revision_after"]) == ("0001", "0002")
+    with fresh.connect(autocommit=True) as c:
+        c.execute("SELECT pgeval.refresh_ideal(testset_id) FROM pgeval.testset")
+        assert "run_progress" in _tables(c)
+        assert c.execute("SELECT pid, host, heartbeat_at, status FROM pgeval.run "
+                         "WHERE name = 'old-run'").fetchone() == (None, None, None, "complete")
+    code, out, err = pgeval("--dsn", uri, "metrics", "old-run", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["summary"]["recall@3"] == 1.0
