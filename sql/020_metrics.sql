@@ -17,30 +17,28 @@
 CREATE OR REPLACE FUNCTION pgeval.cutoff_stats(p_run bigint, p_ks integer[], p_rel integer)
 RETURNS TABLE (query_id text, k integer, n_hit bigint, first_rank integer,
                dcg double precision, n_rel integer, idcg double precision)
-LANGUAGE sql STABLE AS $$
+LANGUAGE sql STABLE
+-- enough memory to hash the judged chunks of a large test set instead of spilling to disk
+SET work_mem = '64MB' AS $$
     WITH r AS (SELECT testset_id FROM pgeval.run WHERE run_id = p_run),
-    -- the first max-K results of the run, then a hash join with the judged chunks: cheaper than
-    -- probing the result index once per judgement, which the planner otherwise picks
-    top AS MATERIALIZED (SELECT res.query_id, res.rank, res.chunk_id FROM pgeval.result res
-                          WHERE res.run_id = p_run
-                            AND res.rank <= (SELECT max(x) FROM unnest(p_ks) x)),
-    hit AS (SELECT top.query_id, top.rank, j.grade
-              FROM top
+    ks AS (SELECT DISTINCT x AS k FROM unnest(p_ks) x),
+    v AS (SELECT q.query_id, q.n_rel[p_rel] AS n_rel, q.ideal_dcg FROM pgeval.query q
+           WHERE q.testset_id = (SELECT testset_id FROM r) AND q.n_rel[p_rel] > 0),
+    hit AS (SELECT res.query_id, res.rank, j.grade
+              FROM pgeval.result res
               JOIN pgeval.qrel j ON j.testset_id = (SELECT testset_id FROM r)
-                                AND j.query_id = top.query_id AND j.chunk_id = top.chunk_id
-             WHERE j.grade > 0),
+                                AND j.query_id = res.query_id AND j.chunk_id = res.chunk_id
+             WHERE res.run_id = p_run AND j.grade > 0
+               AND res.rank <= (SELECT max(k) FROM ks)),
     agg AS (SELECT hit.query_id, ks.k,
                    count(*) FILTER (WHERE hit.grade >= p_rel) AS n_hit,
                    min(hit.rank) FILTER (WHERE hit.grade >= p_rel) AS first_rank,
                    sum(((1 << hit.grade) - 1) * ln(2.0::float8) / ln(hit.rank + 1.0::float8)) AS dcg
-              FROM hit JOIN (SELECT DISTINCT x AS k FROM unnest(p_ks) x) ks ON hit.rank <= ks.k
+              FROM hit JOIN ks ON hit.rank <= ks.k
              GROUP BY hit.query_id, ks.k)
-    SELECT agg.query_id, agg.k, agg.n_hit, agg.first_rank, agg.dcg, q.n_rel[p_rel],
-           q.ideal_dcg[least(agg.k, cardinality(q.ideal_dcg))]
-      FROM agg
-      JOIN r ON true
-      JOIN pgeval.query q ON q.testset_id = r.testset_id AND q.query_id = agg.query_id
-     WHERE q.n_rel[p_rel] > 0
+    SELECT agg.query_id, agg.k, agg.n_hit, agg.first_rank, agg.dcg, v.n_rel,
+           v.ideal_dcg[least(agg.k, cardinality(v.ideal_dcg))]
+      FROM agg JOIN v ON v.query_id = agg.query_id
 $$;
 
 -- The value of one measure from the statistics of its cut-off (NULL statistics: nothing found).

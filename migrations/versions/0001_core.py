@@ -113,7 +113,9 @@ CREATE TABLE pgeval.result (
     rank     integer NOT NULL CHECK (rank >= 1),
     chunk_id text NOT NULL,
     score    double precision,
-    PRIMARY KEY (run_id, query_id, rank),
+    -- (run_id, rank, query_id) INCLUDE (chunk_id): the metrics read "the first K results of a
+    -- run" as one index-only range scan; per-query access goes through the UNIQUE index below.
+    PRIMARY KEY (run_id, rank, query_id) INCLUDE (chunk_id),
     UNIQUE (run_id, query_id, chunk_id)
 );
 
