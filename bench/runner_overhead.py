@@ -63,10 +63,12 @@ def cli(db, depth, ef):
         env["PGEVAL_DSN"] = db.dsn
     else:
         env["PGEVAL_DATADIR"] = str(db.datadir)
-    subprocess.run([sys.executable, "-m", "evaluator", "run", "pipeline", "--testset", "bench",
+    proc = subprocess.run([sys.executable, "-m", "evaluator", "run", "pipeline", "--testset", "bench",
                     "--target", "bench", "--stages", "hnsw", "--depth", str(depth), "--repeat",
                     "1", "--set", f"hnsw.ef_search={ef}", "--name", f"bench-{next(_names)}",
-                    "--format", "json"], env=env, check=True, capture_output=True)
+                    "--format", "json"], env=env, capture_output=True, text=True)
+    if proc.returncode:
+        raise SystemExit(f"pgeval run pipeline failed: {proc.stderr.strip()}")
 
 
 def main() -> None:
@@ -77,17 +79,18 @@ def main() -> None:
         print(desc)
         bare_loop(db, vectors, args.depth, args.ef_search)        # warm the caches once
         pipeline(db, args.depth, args.ef_search)
+        n = len(vectors)
         a = vkb.best_of(lambda: bare_loop(db, vectors, args.depth, args.ef_search), args.repeat)
+        print(f"(a) bare psycopg loop, one prepared statement : {a:8.3f} s  "
+              f"({1000 * a / n:.3f} ms/query)", flush=True)
         b = vkb.best_of(lambda: pipeline(db, args.depth, args.ef_search), args.repeat)
+        print(f"(b) run_pipeline --stages hnsw (in-process)   : {b:8.3f} s  ratio b/a = {b / a:.3f}"
+              f"  (target <= 1.05)", flush=True)
         b0 = vkb.best_of(lambda: pipeline(db, args.depth, args.ef_search, checksum=False),
                          args.repeat)
+        print(f"    same without the content checksum         : {b0:8.3f} s  ratio = {b0 / a:.3f}",
+              flush=True)
         c = vkb.best_of(lambda: cli(db, args.depth, args.ef_search), args.repeat)
-        n = len(vectors)
-        print(f"(a) bare psycopg loop, one prepared statement : {a:8.3f} s  "
-              f"({1000 * a / n:.3f} ms/query)")
-        print(f"(b) run_pipeline --stages hnsw (in-process)   : {b:8.3f} s  ratio b/a = {b / a:.3f}"
-              f"  (target <= 1.05)")
-        print(f"    same without the content checksum         : {b0:8.3f} s  ratio = {b0 / a:.3f}")
         print(f"(c) pgeval run pipeline (new process)         : {c:8.3f} s  ratio c/a = {c / a:.3f}")
     finally:
         cleanup()

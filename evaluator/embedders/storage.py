@@ -55,12 +55,13 @@ def ensure(conn, testset: str, embedder, *, recompute: bool = False, on_batch=No
     """Store the embeddings of ``testset``'s queries under ``embedder.label`` unless every query
     already has one (``recompute`` replaces them). One transaction: all or nothing."""
     tid = testset_id(conn, testset)
-    queries = testset_queries(conn, tid, with_embedding=embedder.label == "precomputed")
-    if not queries:
+    n = conn.execute("SELECT count(*) FROM pgeval.query WHERE testset_id = %s", (tid,)).fetchone()[0]
+    if n == 0:
         raise InputError(f"test set '{testset}' has no queries", field="--testset")
     have, dim = stored_count(conn, tid, embedder.label)
-    if have == len(queries) and not recompute:
-        return EmbedReport(testset, embedder.label, dim, len(queries), 0)
+    if have == n and not recompute:       # stored already: read nothing more
+        return EmbedReport(testset, embedder.label, dim, n, 0)
+    queries = testset_queries(conn, tid, with_embedding=embedder.label == "precomputed")
     kwargs = {"on_batch": on_batch} if on_batch and embedder.label.split(":")[0] in (
         "openai", "local") else {}
     matrix = embedder.embed(queries, **kwargs)
