@@ -25,20 +25,16 @@ appears in a message.
 
 from __future__ import annotations
 
-import json
 import os
-import time
-import urllib.error
-import urllib.request
 from typing import Protocol, Sequence
 
 import numpy as np
 
 from .errors import InputError
+from .http_json import JsonClient
 
 RETRIES = 4
 BACKOFF_S = 0.5
-MAX_BACKOFF_S = 30.0
 DEFAULT_KEY_ENV = "RERANK_API_KEY"
 FIELD = "--opt"
 
@@ -65,12 +61,13 @@ class HttpReranker:
         self.batch_size = batch_size or 0
         self.retries, self.backoff_s = retries, backoff_s
         self.label = f"{style}:{url}" + (f"#{model}" if model else "")
-        self.requests = 0
         key_env = api_key_env if api_key_env is not None else DEFAULT_KEY_ENV
-        self._key = os.environ.get(key_env) if key_env else None
-        if api_key_env and not self._key:
+        key = os.environ.get(key_env) if key_env else None
+        if api_key_env and not key:
             raise InputError(f"environment variable {api_key_env} is not set (it must hold the "
                              "rerank API key)", field=FIELD)
+        self._client = JsonClient(url, key=key, timeout=self.timeout, retries=retries,
+                                  backoff_s=backoff_s, field=FIELD)
 
     def _body(self, query: str, docs: list[str]) -> dict:
         if self.style == "tei":
@@ -84,43 +81,15 @@ class HttpReranker:
             body["model"] = self.model
         return body
 
-    def _scrub(self, text: str) -> str:
-        return text.replace(self._key, "***") if self._key and len(self._key) >= 4 else text
-
     def _post(self, body: dict) -> object:
-        from .embedders.http import _error_message, _retry_after
+        return self._client.post(body, hint_4xx=lambda code: (
+            " (set the API key's variable with --opt rerank:api_key_env=NAME)"
+            if code in (401, 403) else ""))
 
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        data = json.dumps(body).encode("utf-8")
-        last = ""
-        for attempt in range(self.retries + 1):
-            self.requests += 1
-            req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-            wait = None
-            try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    return json.loads(resp.read().decode("utf-8"))
-            except urllib.error.HTTPError as exc:
-                detail = self._scrub(_error_message(exc))
-                if exc.code != 429 and exc.code < 500:
-                    hint = (" (set the API key's variable with --opt rerank:api_key_env=NAME)"
-                            if exc.code in (401, 403) else "")
-                    raise InputError(f"{self.url} answered HTTP {exc.code}: {detail}{hint}",
-                                     field=FIELD) from None
-                last = f"HTTP {exc.code}: {detail}"
-                wait = _retry_after(exc.headers.get("Retry-After"))
-            except ValueError as exc:
-                raise InputError(f"{self.url} answered something that is not JSON: {exc}",
-                                 field=FIELD) from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-                last = self._scrub(str(getattr(exc, "reason", exc)))
-            if attempt < self.retries:
-                time.sleep(min(MAX_BACKOFF_S, wait if wait is not None
-                               else self.backoff_s * (2 ** attempt)))
-        raise InputError(f"{self.url} failed after {self.retries + 1} attempts: {last}",
-                         field=FIELD)
+    @property
+    def requests(self) -> int:
+        """Requests sent, retries included (for reports and tests)."""
+        return self._client.requests
 
     def score(self, query: str, documents: Sequence[str]) -> list[float | None]:
         docs = list(documents)

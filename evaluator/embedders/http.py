@@ -12,23 +12,19 @@ no key, for local servers) and never appears in a message or a log.
 
 from __future__ import annotations
 
-import json
 import os
-import time
-import urllib.error
-import urllib.request
 from typing import Sequence
 
 import numpy as np
 
 from ..errors import InputError
+from ..http_json import JsonClient
 from . import check_matrix
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_BATCH = 10
 RETRIES = 5
 BACKOFF_S = 0.5
-MAX_BACKOFF_S = 30.0
 
 
 class OpenAIEmbedder:
@@ -48,8 +44,7 @@ class OpenAIEmbedder:
         self.timeout = timeout or 60.0
         self.retries, self.backoff_s = retries, backoff_s
         self.label = f"openai:{model}" + (f"@{dimensions}" if dimensions else "")
-        self.requests = 0      # requests sent, retries included (for reports and tests)
-        self._key: str | None = None
+        self._client: JsonClient | None = None
 
     @property
     def url(self) -> str:
@@ -65,47 +60,22 @@ class OpenAIEmbedder:
                              "--api-key-env '' for a server without keys)", field="--api-key-env")
         return key
 
-    def _scrub(self, text: str) -> str:
-        if self._key and len(self._key) >= 4:
-            text = text.replace(self._key, "***")
-        return text
-
     def _request(self, texts: list[str]) -> list[list[float]]:
         body = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self.dimensions:
             body["dimensions"] = self.dimensions
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._key:
-            headers["Authorization"] = f"Bearer {self._key}"
-        data = json.dumps(body).encode("utf-8")
-        last = ""
-        for attempt in range(self.retries + 1):
-            self.requests += 1
-            req = urllib.request.Request(self.url, data=data, headers=headers, method="POST")
-            wait = None
-            try:
-                with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                    payload = json.loads(resp.read().decode("utf-8"))
-                return self._vectors(payload, len(texts))
-            except urllib.error.HTTPError as exc:
-                detail = self._scrub(_error_message(exc))
-                if exc.code == 429 or exc.code >= 500:
-                    last = f"HTTP {exc.code}: {detail}"
-                    wait = _retry_after(exc.headers.get("Retry-After"))
-                else:
-                    raise InputError(f"{self.url} answered HTTP {exc.code}: {detail}",
-                                     field="--embedder") from None
-            except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
-                reason = getattr(exc, "reason", exc)
-                last = self._scrub(f"{reason}")
-            except (ValueError, KeyError, TypeError) as exc:
-                raise InputError(f"{self.url} answered something that is not an embeddings "
-                                 f"response: {self._scrub(str(exc))}", field="--base-url") from None
-            if attempt < self.retries:
-                time.sleep(min(MAX_BACKOFF_S, wait if wait is not None
-                               else self.backoff_s * (2 ** attempt)))
-        raise InputError(f"{self.url} failed after {self.retries + 1} attempts: {last}",
-                         field="--base-url")
+        payload = self._client.post(body)
+        try:
+            return self._vectors(payload, len(texts))
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise InputError(f"{self.url} answered something that is not an embeddings "
+                             f"response: {self._client.scrub(str(exc))}",
+                             field="--base-url") from None
+
+    @property
+    def requests(self) -> int:
+        """Requests sent, retries included (for reports and tests)."""
+        return self._client.requests if self._client else 0
 
     def _vectors(self, payload: dict, n: int) -> list[list[float]]:
         items = payload["data"]
@@ -118,7 +88,9 @@ class OpenAIEmbedder:
         for q in queries:
             if not q.text:
                 raise InputError(f"query '{q.query_id}' has no text to embed", field="--embedder")
-        self._key = self._api_key()
+        self._client = JsonClient(self.url, key=self._api_key(), timeout=self.timeout,
+                                  retries=self.retries, backoff_s=self.backoff_s,
+                                  field="--embedder", retry_field="--base-url")
         rows: list[list[float]] = []
         for i in range(0, len(queries), self.batch_size):
             batch = [q.text for q in queries[i:i + self.batch_size]]
@@ -131,27 +103,3 @@ class OpenAIEmbedder:
                              f"{self.dimensions} requested", field="--dimensions")
         return m
 
-
-def _error_message(exc: urllib.error.HTTPError) -> str:
-    try:
-        raw = exc.read().decode("utf-8", "replace")
-    except Exception:
-        raw = ""
-    try:
-        doc = json.loads(raw)
-        err = doc.get("error", doc) if isinstance(doc, dict) else doc
-        msg = err.get("message") if isinstance(err, dict) else err
-        if msg:
-            return " ".join(str(msg).split())[:300]
-    except ValueError:
-        pass
-    return " ".join(raw.split())[:300] or (exc.reason or "")
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        return None
