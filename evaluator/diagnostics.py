@@ -96,7 +96,8 @@ def capture(database, run_name: str, *, refresh: bool = False,
                "runs": [r.name for r in runs]}
         if not qids or not runs:
             return out
-        with database.connect(results=False) as kb:
+        isolated = any((r.params or {}).get("isolated_from") for r in runs)
+        with database.connect(results=False, read_only=not isolated) as kb:
             for r in runs:
                 todo = [q for q in qids if refresh or (r.run_id, q) not in have]
                 out["kept"] += len(qids) - len(todo)

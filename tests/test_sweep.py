@@ -145,6 +145,7 @@ def test_concurrency_measures_throughput(database, cran):
     ({"params": (), "build": ("lists=10",)}, "--build", "not a hnsw build option"),
     ({"params": ("hnsw.ef_search=0",)}, "--param", "out of range"),
     ({"target_recall": 1.5}, "--target-recall", "(0, 1]"),
+    ({"concurrency": 2, "isolate_index": True}, "--concurrency", "cannot be combined"),
 ])
 def test_bad_grids_are_refused(database, cran, kw, field, text):
     cfg = config("10MB", **{k: v for k, v in kw.items() if k != "stage"})

@@ -61,7 +61,7 @@ def warmup(database, target_name, testset, embedder, settings, k, max_passes, to
                                  field="--testset")
             vectors = wu.random_vectors(target.dimension, random_queries)
             source = f"{random_queries} random vectors (seed 0)"
-    with database.connect(results=False, autocommit=True) as kb:
+    with database.connect(results=False, autocommit=True, read_only=True) as kb:
         gucs.validate(kb, parsed)
 
         def on_pass(p):

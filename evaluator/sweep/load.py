@@ -15,16 +15,14 @@ import numpy as np
 
 def throughput(database, stage, ctx, clients: int) -> float:
     """Queries per second of ``clients`` concurrent connections running ``ctx.queries``."""
-    from ..stages import gucs, vector_sql
-    from ..stages.vector_common import register_vector
+    from dataclasses import replace
 
-    settings = dict(stage.stage_settings(ctx))
-    if ctx.extra.get(f"{ctx.stage}.force_custom"):
-        settings["plan_cache_mode"] = "force_custom_plan"
+    from ..stages import gucs, vector_sql
+
     kw = stage._sql_kw(ctx) if hasattr(stage, "_sql_kw") else {}
     stmt, params, _ = vector_sql.per_query(ctx.target, ctx.depth, **kw)
     vectors = [np.asarray(q.embedding, dtype=np.float32) for q in ctx.queries]
-    conns = [database.connect(results=False) for _ in range(clients)]
+    conns = [database.connect(results=False, read_only=True) for _ in range(clients)]
     start = threading.Barrier(clients + 1)
     errors: list[BaseException] = []
     ends: list[float] = []
@@ -32,10 +30,10 @@ def throughput(database, stage, ctx, clients: int) -> float:
 
     def client(i: int, conn) -> None:
         try:
-            register_vector(conn)
-            gucs.load_libraries(conn)
-            conn.execute("SET TRANSACTION READ ONLY")
-            gucs.apply_local(conn, settings)
+            # the stage's own transaction: READ ONLY, its settings by SET LOCAL
+            stage.begin(replace(ctx, kb=conn, warnings=[], extra=dict(ctx.extra)))
+            if ctx.extra.get(f"{ctx.stage}.force_custom"):
+                gucs.apply_local(conn, {"plan_cache_mode": "force_custom_plan"})
             text = stmt.as_string(conn)
             cur = conn.cursor()
             order = vectors[i % len(vectors):] + vectors[: i % len(vectors)]

@@ -83,6 +83,10 @@ def _check(cfg: SweepConfig) -> int:
                             ("--concurrency", cfg.concurrency, 1)):
         if value < low:
             raise InputError(f"{opt} must be >= {low}, got {value}", field=opt)
+    if cfg.concurrency > 1 and cfg.isolate_index:
+        raise InputError("--concurrency cannot be combined with --isolate-index (each client's "
+                         "DROP INDEX would lock the table against the others); keep each index "
+                         "on its own copy of the table", field="--concurrency")
     if not 0 < cfg.target_recall <= 1:
         raise InputError(f"--target-recall must be in (0, 1], got {cfg.target_recall}",
                          field="--target-recall")
@@ -117,7 +121,10 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None) -> 
     grid.check_build(build_axes, stage.method)
     points = grid.points(param_axes, build_axes)
     measures = mmod.measures_for(sorted({3, 5, 10, cfg.k}))
-    with database.connect() as results, database.connect(results=False) as kb:
+    # least privilege: the knowledge base is read in READ ONLY sessions (but --isolate-index's
+    # drops; build sweeps write only to their scratch schema, on a connection of their own)
+    with database.connect() as results, database.connect(
+            results=False, read_only=not cfg.isolate_index) as kb:
         tid, ts_hash = _testset(results, cfg.testset)
         target = targets.load(results, cfg.target)
         base = gucs.validate(kb, dict(cfg.settings))
