@@ -1,7 +1,6 @@
 """Database access: DSN resolution order, the embedded server's lifecycle, `pgeval init`
 idempotence, and passwords kept out of messages."""
 
-import os
 
 import pytest
 

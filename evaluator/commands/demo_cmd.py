@@ -7,7 +7,6 @@ from pathlib import Path
 
 import click
 
-from .common import pass_db
 
 
 @click.command()
