@@ -8,7 +8,6 @@ from pathlib import Path
 import click
 
 
-
 @click.command()
 @click.option("--queries", type=click.IntRange(10, 2000), default=80, show_default=True,
               help="Number of generated queries.")
