@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
+from . import resume
 from .errors import Conflict, InputError, NotFound
 from .install import ensure_installed
 from .stages import gucs, registry
@@ -119,19 +120,15 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
         kb.rollback()
         queries, label, dim = _queries(results, cfg.testset, tid, stages, cfg, on_embed)
         name = cfg.name or default_name(cfg.testset, cfg.target)
-        if results.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)).fetchone():
+        if cfg.name and results.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s",
+                                        (name,)).fetchone():
             raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
         results.rollback()
         base = StageContext(kb=kb, results=results, target=target, testset=cfg.testset,
                             testset_id=tid, experiment=name, experiment_id=None, depth=cfg.depth,
                             settings=settings, queries=queries, embedder=label, batch=cfg.batch,
                             server_timing=cfg.server_timing, isolate_index=cfg.isolate_index)
-        contexts = {}
-        for sname, kind, stage in stages:
-            ctx = replace(base, stage=sname, options=options.get(sname, {}), warnings=[],
-                          extra={}, previous={})
-            stage.prepare(ctx)
-            contexts[sname] = ctx
+        contexts = prepare_contexts(base, stages, options)
         warnings = [w for c in contexts.values() for w in c.warnings]
         for w in warnings:
             if on_warning:
@@ -158,49 +155,76 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
             fingerprint = {"testset": {"name": cfg.testset, "hash": testset_hash}, "extra": config}
         kb.rollback()
         config_hash = fpmod.config_hash(fingerprint)
-        exp_id = results.execute(
-            "INSERT INTO pgeval.experiment (name, testset_id, target, config, config_hash, "
-            "fingerprint) VALUES (%s, %s, %s, %s, %s, %s) RETURNING experiment_id",
-            (name, tid, cfg.target, json.dumps(config), config_hash,
-             json.dumps(fingerprint))).fetchone()[0]
-        results.commit()
+        exp_id, name = _insert_experiment(results, name, cfg.name is None, (
+            tid, cfg.target, json.dumps(config), config_hash, json.dumps(fingerprint)))
+        for ctx in contexts.values():
+            ctx.experiment = name
         runs: list[dict] = []
-        try:
+        with resume.experiment_scope(results, exp_id, name, on_warning):  # lock; failed/complete
             for rep in range(1, cfg.repeat + 1):
                 previous: dict[str, int] = {}
                 for sname, kind, stage in stages:
-                    ctx = contexts[sname]
-                    ctx.experiment_id, ctx.repetition = exp_id, rep
-                    ctx.previous = dict(previous)
-                    ctx.extra["fingerprint"] = {**fingerprint, "stage": sname}
-                    ctx.extra["config_hash"] = fpmod.config_hash(ctx.extra["fingerprint"])
-                    ctx.progress = progress_factory(sname, rep) if progress_factory else None
-                    rname = run_name(name, sname, rep)
-                    try:
-                        run_id = stage.run(ctx, rname)
-                    finally:
-                        if ctx.progress:
-                            ctx.progress.finish()
+                    run_id = execute_stage(stage, contexts[sname], exp_id, rep, previous,
+                                           fingerprint, progress_factory)
                     previous[sname] = run_id
-                    runs.append({"run": rname, "run_id": run_id, "stage": sname, "kind": kind,
-                                 "repetition": rep})
-                    for w in ctx.warnings:
-                        if w not in warnings:
-                            warnings.append(w)
-                            if on_warning:
-                                on_warning(w)
-        except BaseException:
-            if results.info.transaction_status != 0:
-                results.rollback()
-            results.execute("UPDATE pgeval.experiment SET status = 'failed', finished_at = now() "
-                            "WHERE experiment_id = %s", (exp_id,))
-            results.commit()
-            raise
-        results.execute("UPDATE pgeval.experiment SET status = 'complete', finished_at = now() "
-                        "WHERE experiment_id = %s", (exp_id,))
-        results.commit()
+                    runs.append({"run": run_name(name, sname, rep), "run_id": run_id,
+                                 "stage": sname, "kind": kind, "repetition": rep})
+                    add_warnings(contexts[sname], warnings, on_warning)
         _summaries(results, runs)
     return PipelineResult(name, exp_id, config_hash, runs, warnings)
+
+
+def _insert_experiment(results, name: str, auto: bool, values: tuple) -> tuple[int, str]:
+    """Insert the experiment row (committed). A default name taken meanwhile by a concurrent
+    pipeline gets a suffix (-2, -3, ...); a name the user chose is a Conflict."""
+    for attempt in range(1, 1000):
+        candidate = name if attempt == 1 else f"{name}-{attempt}"
+        row = results.execute(
+            "INSERT INTO pgeval.experiment (name, testset_id, target, config, config_hash, "
+            "fingerprint) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING "
+            "RETURNING experiment_id", (candidate, *values)).fetchone()
+        results.commit()
+        if row is not None:
+            return row[0], candidate
+        if not auto:
+            break
+    raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
+
+
+def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, StageContext]:
+    """One context per stage (its options), each stage's ``prepare`` run: configuration errors
+    stop everything before the first query."""
+    contexts = {}
+    for sname, kind, stage in stages:
+        ctx = replace(base, stage=sname, options=options.get(sname, {}), warnings=[],
+                      extra={}, previous={})
+        stage.prepare(ctx)
+        contexts[sname] = ctx
+    return contexts
+
+
+def execute_stage(stage, ctx: StageContext, exp_id: int, rep: int, previous: dict,
+                  fingerprint: dict, progress_factory=None) -> int:
+    """Run one stage of repetition ``rep``; return its run id."""
+    from . import fingerprint as fpmod
+
+    ctx.experiment_id, ctx.repetition = exp_id, rep
+    ctx.previous = dict(previous)
+    ctx.extra["fingerprint"] = {**fingerprint, "stage": ctx.stage}
+    ctx.extra["config_hash"] = fpmod.config_hash(ctx.extra["fingerprint"])
+    ctx.progress = progress_factory(ctx.stage, rep) if progress_factory else None
+    run_id = stage.run(ctx, run_name(ctx.experiment, ctx.stage, rep))
+    if ctx.progress:            # only a stage that ended shows a full bar (not one interrupted)
+        ctx.progress.finish()
+    return run_id
+
+
+def add_warnings(ctx: StageContext, warnings: list[str], on_warning=None) -> None:
+    for w in ctx.warnings:
+        if w not in warnings:
+            warnings.append(w)
+            if on_warning:
+                on_warning(w)
 
 
 def _summaries(conn, runs: list[dict]) -> None:

@@ -70,6 +70,9 @@ def start(datadir: Path) -> str:
     pgserver = _quiet_import()
     datadir.mkdir(parents=True, exist_ok=True)
     fresh = not (datadir / "PG_VERSION").exists()
+    # pgserver caches one handle per data directory and returns it without starting anything:
+    # after a stop in this process (a restart), that stale handle must go
+    getattr(pgserver.postgres_server.PostgresServer, "_instances", {}).pop(datadir.resolve(), None)
     try:
         with contextlib.redirect_stderr(io.StringIO()):
             srv = pgserver.get_server(datadir, cleanup_mode=None)

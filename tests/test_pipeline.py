@@ -176,6 +176,6 @@ def test_import_stage_joins_the_experiment(setup, conn, pgeval, tmp_path):
     assert code == 1 and "stage imp2 needs --opt imp2:file=PATH" in err
 
 
-def test_resume_is_not_supported_yet(setup, pgeval):
+def test_resume_unknown_name(setup, pgeval):   # resume itself: tests/test_resume*.py
     code, _, err = pgeval("run resume something")
-    assert code == 1 and "not supported yet" in err
+    assert code == 1 and "no experiment or run named 'something'" in err

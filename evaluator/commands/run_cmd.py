@@ -183,9 +183,6 @@ def pipeline(database, testset, target, stages, settings, options, depth, repeat
           --set diskann.query_rescore=100 --batch --repeat 1
     Then: pgeval stage-report NAME
     """
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
-        TimeElapsedColumn
-
     from ..pipeline import PipelineConfig, parse_options, run_pipeline
     from ..stages import gucs, registry
 
@@ -205,22 +202,34 @@ def pipeline(database, testset, target, stages, settings, options, depth, repeat
     if isolate_index:
         warn("--isolate-index drops the other vector indexes inside each ANN stage's transaction: "
              "the table is locked (ACCESS EXCLUSIVE) until the stage ends and rolls back")
+    res = _with_progress(lambda **kw: run_pipeline(database, cfg, **kw), repeat)
+    _show(res, fmt)
+
+
+def _with_progress(call, repeat: int | None):
+    """``call(progress_factory=..., on_warning=...)`` with rich progress bars on stderr (started
+    with the first stage, so an early error prints one line only)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
+        TimeElapsedColumn
+
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
-    from rich.console import Console
-
     bar = Progress(*columns, console=Console(stderr=True), transient=False)
     try:
-        res = run_pipeline(database, cfg,
-                           progress_factory=lambda s, rep: _StageBar(bar, repeat, s, rep),
-                           on_warning=lambda w: bar.console.print(f"[yellow]warning:[/] {w}"))
+        return call(progress_factory=lambda s, rep: _StageBar(bar, repeat or "?", s, rep),
+                    on_warning=lambda w: bar.console.print(f"[yellow]warning:[/] {w}",
+                                                          soft_wrap=True))
     finally:
         if bar.live.is_started:
             bar.stop()
+
+
+def _show(res, fmt, extra_columns=()):
     meta = {"experiment": res.experiment, "config_hash": res.config_hash[:12],
             "warnings": res.warnings}
-    emit(res.runs, fmt, ["run", "stage", "kind", "repetition", "queries", "results", "p50_ms",
-                         "p95_ms", "min_rows_returned"],
+    emit(res.runs, fmt, ["run", "stage", "kind", "repetition", *extra_columns, "queries",
+                         "results", "p50_ms", "p95_ms", "min_rows_returned"],
          meta=meta if fmt == "json" else {"experiment": res.experiment,
                                           "config_hash": res.config_hash[:12]})
     if fmt == "table":
@@ -229,10 +238,28 @@ def pipeline(database, testset, target, stages, settings, options, depth, repeat
 
 @run.command()
 @click.argument("name")
+@click.option("--statement-timeout", default=None, metavar="DURATION",
+              help="Replace the recorded --statement-timeout (e.g. after a timeout stopped the "
+                   "experiment); nothing else of the configuration can change.")
+@format_option()
 @pass_db
-def resume(database, name):
-    """Resume an interrupted experiment (not supported yet: rerun it under a new --name)."""
-    from ..errors import PgevalError
+def resume(database, name, statement_timeout, fmt):
+    """Finish an experiment interrupted by Ctrl-C, a killed process or a server restart.
 
-    raise PgevalError(f"resuming '{name}' is not supported yet: run the pipeline again with a "
-                      "new --name (incomplete runs stay marked 'running' or 'failed')")
+    NAME is the experiment (or one of its runs). Complete runs are kept; an interrupted run
+    continues with exactly the queries it has not written (none twice, none left out); stages
+    not started yet run. The configuration recorded with the experiment is used (stages,
+    settings, options, depth, target, embeddings), and resume refuses when the configuration
+    fingerprint changed (index, settings, server, table content, test set): the runs would mix
+    two configurations. Refused too while another live pgeval process runs the experiment.
+
+    \b
+    Examples:
+      pgeval run resume kb-ef100
+      pgeval run resume kb-ef100.hnsw.2 --statement-timeout 30min
+    """
+    from ..resume import resume_experiment
+
+    res = _with_progress(lambda **kw: resume_experiment(
+        database, name, statement_timeout=statement_timeout, **kw), None)
+    _show(res, fmt, ("action",))

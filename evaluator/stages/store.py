@@ -15,15 +15,24 @@ The run row is committed first (status ``running``) so that progress is visible 
 session; results are flushed by COPY every ``flush_every`` queries; on leaving the block the run
 is marked ``complete`` (with ``finished_at``), or ``failed`` when an exception escapes (the
 exception is re-raised).
+
+Resumable (issue 5): each flush also writes one ``pgeval.run_progress`` row per query it holds,
+in the same transaction as the query's results and timing, and refreshes ``run.heartbeat_at``;
+the run row names the writing process (``pid``, ``host``). A run becomes ``complete`` only when
+every query of its test set has its progress row. ``ctx.extra["resume_run_id"]`` makes
+:func:`run_scope` continue that run (``ctx.queries`` = the missing queries) instead of creating
+one — see :mod:`evaluator.resume`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 from contextlib import contextmanager
 from typing import Iterable, Sequence
 
-from ..errors import Conflict, InputError
+from ..errors import Conflict, IncompleteRun, InputError
 
 FLUSH_EVERY = 100
 
@@ -43,11 +52,13 @@ def create_run(conn, *, name: str, testset_id: int, stage: str, experiment_id: i
             conn.execute("DELETE FROM pgeval.run WHERE run_id = %s", row)
         run_id = conn.execute(
             "INSERT INTO pgeval.run (name, testset_id, experiment_id, stage, repetition, params, "
-            "order_rule, depth, timing_boundary, status, config_hash, fingerprint) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 'running', %s, %s) RETURNING run_id",
+            "order_rule, depth, timing_boundary, status, config_hash, fingerprint, pid, host, "
+            "heartbeat_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 'running', %s, %s, %s, "
+            "%s, now()) RETURNING run_id",
             (name, testset_id, experiment_id, stage, repetition, json.dumps(params or {}),
              order_rule, depth, timing_boundary, config_hash,
-             None if fingerprint is None else json.dumps(fingerprint))).fetchone()[0]
+             None if fingerprint is None else json.dumps(fingerprint), os.getpid(),
+             socket.gethostname())).fetchone()[0]
     _commit(conn)
     return run_id
 
@@ -61,6 +72,7 @@ RESULT_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("rank", "int4"),
                   ("chunk_id", "text"), ("score", "float8"))
 TIMING_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("latency_ms", "float8"),
                   ("server_ms", "float8"), ("rows_returned", "int4"))
+PROGRESS_COLUMNS = (("run_id", "int8"), ("query_id", "text"))
 
 
 def copy_rows(conn, table: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence]) -> int:
@@ -112,6 +124,7 @@ class RunWriter:
         self.params: dict = {}          # merged into run.params when the run completes
         self._results: list[tuple] = []
         self._timings: list[tuple] = []
+        self._done: list[str] = []      # queries wholly added: their pgeval.run_progress rows
         self._pending = 0
         self.queries = 0
         self.rows = 0
@@ -144,18 +157,24 @@ class RunWriter:
         if latency_ms is not None:
             self._timings.append((query_id, float(latency_ms), server_ms,
                                   len(ranked) if rows_returned is None else int(rows_returned)))
+        self._done.append(query_id)     # last: a query interrupted half-way has no progress row
         self.queries += 1
         self.rows += len(ranked)
         self._pending += 1
         if self._pending >= self.flush_every:
             self.flush()
 
-    def _write(self, results: list, timings: list) -> None:
+    def _write(self, results: list, timings: list, done: list) -> None:
         with self.conn.transaction():
             if results:
                 write_results(self.conn, self.run_id, results)
             if timings:
                 write_timings(self.conn, self.run_id, timings)
+            if done:
+                copy_rows(self.conn, "run_progress", PROGRESS_COLUMNS,
+                          ((self.run_id, q) for q in done))
+                self.conn.execute("UPDATE pgeval.run SET heartbeat_at = now() WHERE run_id = %s",
+                                  (self.run_id,))
         _commit(self.conn)
 
     def _worker(self) -> None:
@@ -173,9 +192,9 @@ class RunWriter:
         """Write (or hand to the writer thread) what is buffered."""
         if self._error is not None:
             raise self._error
-        if self._results or self._timings:
-            batch = (self._results, self._timings)
-            self._results, self._timings = [], []
+        if self._results or self._timings or self._done:
+            batch = (self._results, self._timings, self._done)
+            self._results, self._timings, self._done = [], [], []
             if self._queue is not None:
                 self._queue.put(batch)
             else:
@@ -203,11 +222,17 @@ def run_scope(ctx, run_name: str, *, params: dict, order_rule: str,
     (params merged with ``writer.params``) or ``failed`` when an exception escapes.
     ``background``: see :class:`RunWriter` (only for stages that leave ``ctx.results`` alone
     inside the block)."""
-    run_id = create_run(ctx.results, name=run_name, testset_id=ctx.testset_id, stage=ctx.stage,
-                        experiment_id=ctx.experiment_id, repetition=ctx.repetition, params=params,
-                        order_rule=order_rule, depth=ctx.depth, timing_boundary=timing_boundary,
-                        config_hash=config_hash or ctx.extra.get("config_hash"),
-                        fingerprint=ctx.extra.get("fingerprint"), replace=replace)
+    if ctx.extra.get("resume_run_id") is not None:     # `pgeval run resume`: the missing queries
+        from ..resume import reopen_run
+
+        run_id = reopen_run(ctx.results, ctx.extra["resume_run_id"], params)
+    else:
+        run_id = create_run(ctx.results, name=run_name, testset_id=ctx.testset_id,
+                            stage=ctx.stage, experiment_id=ctx.experiment_id,
+                            repetition=ctx.repetition, params=params, order_rule=order_rule,
+                            depth=ctx.depth, timing_boundary=timing_boundary,
+                            config_hash=config_hash or ctx.extra.get("config_hash"),
+                            fingerprint=ctx.extra.get("fingerprint"), replace=replace)
     writer = RunWriter(ctx.results, run_id, ctx.depth, background=background)
     try:
         yield writer
@@ -224,4 +249,20 @@ def run_scope(ctx, run_name: str, *, params: dict, order_rule: str,
         except Exception:  # the connection itself is gone: the run stays 'running'
             pass
         raise
+    missing = missing_queries(ctx.results, run_id)
+    if missing:     # never a complete run with a query short: a stage that skipped one is a bug
+        finish_run(ctx.results, run_id, "failed", writer.params)
+        raise IncompleteRun(f"stage {ctx.stage} wrote {writer.queries} queries but {missing} "
+                            f"queries of test set '{ctx.testset}' have no results in run "
+                            f"'{run_name}' (marked failed)")
     finish_run(ctx.results, run_id, "complete", writer.params)
+
+
+def missing_queries(conn, run_id: int) -> int:
+    """Queries of the run's test set without a pgeval.run_progress row (0: the run is whole)."""
+    n = conn.execute(
+        "SELECT count(*) FROM pgeval.query q JOIN pgeval.run r USING (testset_id) "
+        "WHERE r.run_id = %s AND NOT EXISTS (SELECT 1 FROM pgeval.run_progress p "
+        "WHERE p.run_id = r.run_id AND p.query_id = q.query_id)", (run_id,)).fetchone()[0]
+    _commit(conn)
+    return int(n)

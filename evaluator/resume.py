@@ -1,0 +1,354 @@
+"""Resumable experiments: `pgeval run resume NAME` finishes an experiment (or the experiment of a
+run) interrupted by Ctrl-C, a killed process (`kill -9`) or a server restart — without running a
+query twice and without leaving one out.
+
+How a run stays exact across interruptions:
+
+- the stage writer commits each query's results, timing and ``pgeval.run_progress`` row in one
+  transaction (:mod:`evaluator.stages.store`): a query is wholly written or not at all;
+- a live pipeline holds a session advisory lock on its experiment (:func:`experiment_scope`), so
+  resume can tell a dead run from one that is still being written (a killed client's session
+  ends, and its lock with it);
+- resume re-reads the configuration recorded with the experiment (stages, settings, options,
+  depth, target definition, embeddings), recaptures the configuration fingerprint and refuses to
+  go on when anything that defines the numbers changed (index, settings, data, server, test set);
+- for each repetition and stage in order: a complete run is kept; an incomplete run continues
+  with exactly its missing queries (a stage whose run records no per-query progress — a set-based
+  merge, a batch statement — is run again from the start); a run never started is run;
+- the resumed run must measure what it measured before (same index, settings, …); only
+  ``--statement-timeout`` may change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from contextlib import contextmanager
+from dataclasses import replace
+from datetime import datetime, timezone
+
+from .errors import Conflict, DatabaseError, InputError, NotFound, PgevalError
+
+LOCK_CLASS = 1885824374          # 'pgev': first key of the experiment's advisory lock
+# run.params keys that do not define what a run measures (summaries, notes)
+VOLATILE_PARAMS = {"warnings", "resumed", "rows_returned_min", "rows_returned_mean",
+                   "queries_short", "batch_ms", "fusion_ms", "rows"}
+
+
+# ---- the experiment's lock and end state ---------------------------------------------------------
+def _key(exp_id: int) -> tuple[int, int]:
+    return LOCK_CLASS, int(exp_id) % 2147483647
+
+
+def try_lock(conn, exp_id: int) -> bool:
+    """Take the experiment's session advisory lock (held until unlock or disconnect)."""
+    ok = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", _key(exp_id)).fetchone()[0]
+    _commit(conn)
+    return bool(ok)
+
+
+def unlock(conn, exp_id: int) -> None:
+    try:
+        conn.execute("SELECT pg_advisory_unlock(%s, %s)", _key(exp_id))
+        _commit(conn)
+    except Exception:  # the connection is gone, and the lock with it
+        pass
+
+
+def _commit(conn) -> None:
+    if not conn.autocommit:
+        conn.commit()
+
+
+def _mark(conn, exp_id: int, status: str) -> None:
+    conn.execute("UPDATE pgeval.experiment SET status = %s, finished_at = now() "
+                 "WHERE experiment_id = %s", (status, exp_id))
+    _commit(conn)
+
+
+def stopped(exc: BaseException, name: str) -> PgevalError | None:
+    """The error to show when experiment ``name`` stopped on ``exc``, saying how to resume;
+    None for an interrupt (Ctrl-C)."""
+    import psycopg
+
+    hint = f"; the experiment is left resumable: `pgeval run resume {name}`"
+    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+        return None
+    first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+    if isinstance(exc, psycopg.errors.QueryCanceled):
+        return DatabaseError(f"a statement ran past the statement timeout ({first}){hint} "
+                             "--statement-timeout LONGER")
+    if isinstance(exc, psycopg.OperationalError):
+        return DatabaseError(f"lost the database connection ({first}){hint} once the server is "
+                             "back")
+    if isinstance(exc, psycopg.Error):
+        return DatabaseError(f"the database refused a statement ({first}){hint} once the cause "
+                             "is fixed")
+    if isinstance(exc, InputError):
+        return InputError(exc.detail + hint, file=exc.file, line=exc.line, field=exc.field)
+    if isinstance(exc, PgevalError):
+        try:
+            return exc.__class__(f"{exc}{hint}")
+        except TypeError:
+            return None
+    return None
+
+
+@contextmanager
+def experiment_scope(results, exp_id: int, name: str, on_warning=None):
+    """Hold experiment ``exp_id``'s lock while its stages run; mark it ``complete`` at the end,
+    or ``failed`` when anything escapes (re-raised as a one-line error saying how to resume)."""
+    if not try_lock(results, exp_id):
+        raise Conflict(busy_message(results, exp_id, name))
+    try:
+        yield
+    except BaseException as exc:
+        try:
+            if results.info.transaction_status != 0:
+                results.rollback()
+            _mark(results, exp_id, "failed")
+        except Exception:  # the connection is gone: the experiment stays 'running'
+            pass
+        unlock(results, exp_id)
+        if isinstance(exc, KeyboardInterrupt) and on_warning:
+            on_warning(f"interrupted: experiment '{name}' is left resumable: "
+                       f"`pgeval run resume {name}`")
+        better = stopped(exc, name)
+        if better is None:
+            raise
+        raise better from None
+    _mark(results, exp_id, "complete")
+    unlock(results, exp_id)
+
+
+def busy_message(conn, exp_id: int, name: str) -> str:
+    row = conn.execute(
+        "SELECT name, pid, host, round(extract(epoch FROM now() - heartbeat_at)) FROM pgeval.run "
+        "WHERE experiment_id = %s AND status = 'running' ORDER BY run_id DESC LIMIT 1",
+        (exp_id,)).fetchone()
+    _commit(conn)
+    who = "" if row is None or row[1] is None else (
+        f": run '{row[0]}' is written by pid {row[1]} on {row[2]}, last write "
+        f"{int(row[3] or 0)} s ago")
+    return (f"experiment '{name}' is being run by another pgeval process{who} (wait for it, or "
+            "stop that process, then resume)")
+
+
+# ---- one run continued -------------------------------------------------------------------------
+def reopen_run(conn, run_id: int, params: dict) -> int:
+    """Continue run ``run_id`` (``running`` again, this process) after checking that the stage
+    measures what the run measured: every defining key of ``params`` (index, settings, method, …)
+    equal to the stored one; ``statement_timeout`` may differ."""
+    name, stored = conn.execute("SELECT name, params FROM pgeval.run WHERE run_id = %s",
+                                (run_id,)).fetchone()
+    for key, new in params.items():
+        if key in VOLATILE_PARAMS:
+            continue
+        old = stored.get(key)
+        if key == "settings":
+            old = {k: v for k, v in (old or {}).items() if k != "statement_timeout"}
+            new = {k: v for k, v in (new or {}).items() if k != "statement_timeout"}
+        if json.dumps(old, sort_keys=True, default=str) != json.dumps(new, sort_keys=True,
+                                                                      default=str):
+            raise Conflict(f"run '{name}' was measured with {key} = {json.dumps(old, default=str)}"
+                           f" and would now continue with {json.dumps(new, default=str)}: "
+                           "resuming would mix two configurations (run the pipeline again under "
+                           "a new --name)")
+    conn.execute("UPDATE pgeval.run SET status = 'running', finished_at = NULL, pid = %s, "
+                 "host = %s, heartbeat_at = now() WHERE run_id = %s",
+                 (os.getpid(), socket.gethostname(), run_id))
+    _commit(conn)
+    return run_id
+
+
+def done_queries(conn, run_id: int) -> set[str]:
+    rows = conn.execute("SELECT query_id FROM pgeval.run_progress WHERE run_id = %s",
+                        (run_id,)).fetchall()
+    return {r[0] for r in rows}
+
+
+def drop_unfinished(conn, run_id: int) -> None:
+    """Remove results and timings of queries without a progress row (a query interrupted while
+    it was being added): resume writes them again, once."""
+    for table in ("result", "query_timing"):
+        conn.execute(f"DELETE FROM pgeval.{table} t WHERE t.run_id = %s AND NOT EXISTS (SELECT 1 "
+                     "FROM pgeval.run_progress p WHERE p.run_id = t.run_id AND "
+                     "p.query_id = t.query_id)", (run_id,))
+    _commit(conn)
+
+
+def note_resume(conn, run_id: int, queries: int, depth: int) -> None:
+    """Record the resume in run.params and recompute the per-run row summaries over all queries
+    (the stage computed them over the queries it ran this time)."""
+    from .stages.vector_common import rows_summary
+
+    params = conn.execute("SELECT params FROM pgeval.run WHERE run_id = %s", (run_id,)).fetchone()[0]
+    extra = {"resumed": (params.get("resumed") or []) + [
+        {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "queries": queries}]}
+    if "rows_returned_min" in params:
+        counts = [r[0] for r in conn.execute(
+            "SELECT rows_returned FROM pgeval.query_timing WHERE run_id = %s", (run_id,))]
+        extra.update(rows_summary(counts, depth))
+    conn.execute("UPDATE pgeval.run SET params = params || %s::jsonb WHERE run_id = %s",
+                 (json.dumps(extra), run_id))
+    _commit(conn)
+
+
+# ---- the experiment -----------------------------------------------------------------------------
+def find_experiment(conn, name: str) -> dict:
+    """The experiment named ``name``, or the experiment of the run named ``name``."""
+    cols = ("experiment_id, e.name, e.status, e.config, e.config_hash, e.fingerprint, "
+            "e.testset_id, t.content_hash")
+    row = conn.execute(f"SELECT {cols} FROM pgeval.experiment e JOIN pgeval.testset t "
+                       "USING (testset_id) WHERE e.name = %s", (name,)).fetchone()
+    if row is None:
+        run = conn.execute("SELECT experiment_id FROM pgeval.run WHERE name = %s",
+                           (name,)).fetchone()
+        if run is None:
+            raise NotFound(f"no experiment or run named '{name}' (see `pgeval run list`)")
+        if run[0] is None:
+            raise InputError(f"run '{name}' was imported, not produced by `pgeval run pipeline`:"
+                             " import it again (with --replace) instead", field="RUN")
+        row = conn.execute(f"SELECT {cols} FROM pgeval.experiment e JOIN pgeval.testset t "
+                           "USING (testset_id) WHERE e.experiment_id = %s", run).fetchone()
+    keys = ("experiment_id", "name", "status", "config", "config_hash", "fingerprint",
+            "testset_id", "testset_hash")
+    return dict(zip(keys, row))
+
+
+def _check_fingerprint(kb, exp: dict, target, settings: dict) -> None:
+    """Refuse to resume when the configuration fingerprint differs from the one recorded."""
+    from . import config_diff
+    from . import fingerprint as fpmod
+
+    cfg, old = exp["config"], exp["fingerprint"]
+    if old is None or target is None:
+        return
+    fp = fpmod.capture(kb, target, settings=settings, embedder=cfg.get("embedder"),
+                       dimension=cfg.get("dimension"), testset_hash=cfg.get("testset_hash"),
+                       testset_name=cfg.get("testset"),
+                       checksum=(old.get("data") or {}).get("checksum") is not None, extra=cfg)
+    kb.rollback()
+    if fpmod.config_hash(fp) == exp["config_hash"]:
+        return
+    diff = config_diff.compare(old, fp, "then", "now")
+    what = "; ".join(f"{d.key}: {config_diff.show_value(d.a)} -> {config_diff.show_value(d.b)}"
+                     for d in diff.differences[:3])
+    raise Conflict(f"the configuration of experiment '{exp['name']}' changed since it started "
+                   f"({what or 'fingerprint differs'}): its runs would mix two configurations "
+                   "(run the pipeline again under a new --name)")
+
+
+def resume_experiment(database, name: str, *, statement_timeout: str | None = None,
+                      progress_factory=None, on_warning=None):
+    """Finish experiment ``name`` (or the experiment of run ``name``); return a PipelineResult
+    whose runs carry ``action``: kept, resumed, restarted or ran."""
+    from . import pipeline, targets
+    from .embedders import storage
+    from .install import ensure_installed
+    from .stages import gucs, registry, store
+    from .stages.base import StageContext, run_name
+
+    with database.connect() as results:
+        ensure_installed(results)
+        exp = find_experiment(results, name)
+        results.rollback()
+        name, exp_id, cfg = exp["name"], exp["experiment_id"], exp["config"]
+        if exp["testset_hash"] != cfg.get("testset_hash"):
+            raise Conflict(f"test set '{cfg.get('testset')}' changed since experiment '{name}' "
+                           "started: its runs would mix two test sets")
+        stages = [(s["name"], s["kind"], registry.get(s["kind"])) for s in cfg["stages"]]
+        target = None if not cfg.get("target") else targets.Target.from_spec(
+            cfg["target"]["name"], {k: v for k, v in cfg["target"].items() if k != "name"})
+        with database.connect(results=False, read_only=not cfg.get("isolate_index")) as kb:
+            settings = dict(cfg.get("settings") or {})
+            gucs.validate(kb, {k: v for k, v in settings.items() if k != "statement_timeout"})
+            kb.rollback()
+            _check_fingerprint(kb, exp, target, settings)
+            if statement_timeout is not None:
+                settings = gucs.with_statement_timeout(kb, settings, statement_timeout)
+                kb.rollback()
+            tid = exp["testset_id"]
+            queries = (storage.load(results, tid, cfg["embedder"])
+                       if any(s.needs_embedding for _, _, s in stages)
+                       else storage.testset_queries(results, tid))
+            results.rollback()
+            base = StageContext(kb=kb, results=results, target=target, testset=cfg["testset"],
+                                testset_id=tid, experiment=name, experiment_id=exp_id,
+                                depth=cfg["depth"], settings=settings, queries=queries,
+                                embedder=cfg.get("embedder"), batch=cfg.get("batch", False),
+                                server_timing=cfg.get("server_timing", False),
+                                isolate_index=cfg.get("isolate_index", False))
+            with _lock(results, exp_id, name):
+                contexts = pipeline.prepare_contexts(base, stages, cfg.get("options") or {})
+                warnings: list[str] = []
+                for c in contexts.values():
+                    pipeline.add_warnings(c, warnings, on_warning)
+                runs: list[dict] = []
+                results.execute("UPDATE pgeval.experiment SET status = 'running', finished_at "
+                                "= NULL WHERE experiment_id = %s", (exp_id,))
+                results.commit()
+                with experiment_scope(results, exp_id, name, on_warning):
+                    for rep in range(1, int(cfg.get("repeat", 1)) + 1):
+                        previous: dict[str, int] = {}
+                        for sname, kind, stage in stages:
+                            ctx = contexts[sname]
+                            run_id, action = _resume_stage(
+                                results, stage, ctx, exp, rep, previous, progress_factory)
+                            previous[sname] = run_id
+                            runs.append({"run": run_name(name, sname, rep), "run_id": run_id,
+                                         "stage": sname, "kind": kind, "repetition": rep,
+                                         "action": action})
+                            pipeline.add_warnings(ctx, warnings, on_warning)
+                pipeline._summaries(results, runs)
+    return pipeline.PipelineResult(name, exp_id, exp["config_hash"], runs, warnings)
+
+
+@contextmanager
+def _lock(results, exp_id: int, name: str):
+    """Hold the experiment from before its stages are prepared (refusing at once when a live
+    process has it); experiment_scope takes the same session lock once more (they nest)."""
+    if not try_lock(results, exp_id):
+        raise Conflict(busy_message(results, exp_id, name))
+    try:
+        yield
+    finally:
+        unlock(results, exp_id)
+
+
+def _resume_stage(results, stage, ctx, exp: dict, rep: int, previous: dict,
+                  progress_factory) -> tuple[int, str]:
+    from . import pipeline
+    from .stages import store
+    from .stages.base import run_name
+
+    rname = run_name(exp["name"], ctx.stage, rep)
+    row = results.execute("SELECT run_id, status, params FROM pgeval.run WHERE name = %s",
+                          (rname,)).fetchone()
+    results.rollback()
+    run = lambda c: pipeline.execute_stage(stage, c, exp["experiment_id"], rep,  # noqa: E731
+                                           previous, exp["fingerprint"] or {}, progress_factory)
+    if row is None:
+        return run(ctx), "ran"
+    run_id, status, params = row
+    if status == "complete":
+        return run_id, "kept"
+    done = done_queries(results, run_id)
+    results.rollback()
+    if not done or (params or {}).get("batch"):   # no per-query progress: start the stage over
+        results.execute("DELETE FROM pgeval.run WHERE run_id = %s", (run_id,))
+        results.commit()
+        return run(ctx), "restarted"
+    drop_unfinished(results, run_id)
+    missing = [q for q in ctx.queries if q.query_id not in done]
+    if missing:
+        sub = replace(ctx, queries=missing, extra={**ctx.extra, "resume_run_id": run_id})
+        run_id = run(sub)
+        ctx.warnings[:] = sub.warnings
+    else:   # every query written; the process died before marking the run complete
+        if store.missing_queries(results, run_id):
+            raise DatabaseError(f"run '{rname}' lacks queries that the test set no longer has")
+        store.finish_run(results, run_id, "complete")
+    note_resume(results, run_id, len(missing), ctx.depth)
+    return run_id, f"resumed ({len(missing)} of {len(ctx.queries)} queries)"

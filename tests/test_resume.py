@@ -1,0 +1,195 @@
+"""`pgeval run resume`: an experiment interrupted by `kill -9`, a server restart or Ctrl-C, then
+resumed, holds exactly the ranked lists — and so the metrics — of an uninterrupted experiment:
+no query twice, none left out. All against the real embedded server, with a real `pgeval run
+pipeline` subprocess.
+
+The target is a view over the knowledge base that sleeps once per statement (a slow knowledge
+base), so that the interruption lands mid-run; the uninterrupted reference runs on the table."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from evaluator import server
+from robust_kb import add_target, ensure_table, ensure_testset
+
+ROOT = Path(__file__).resolve().parent.parent
+KB, SLOW, N_QUERIES, DEPTH = "rs_kb", "rs_slow", 240, 10
+STAGES = "exact,second=exact"
+
+
+@pytest.fixture(scope="module")
+def kb(database):
+    with database.connect(autocommit=True) as c:
+        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY CASCADE")
+        ensure_table(c, KB, 1000, 8, hnsw=False, seed=5)
+        # one pg_sleep per statement (a one-row subquery joined once), not per row
+        c.execute(f"CREATE OR REPLACE VIEW {SLOW} AS SELECT k.* FROM {KB} k CROSS JOIN "
+                  "(SELECT pg_sleep(0.012) OFFSET 0) s")
+        ensure_testset(c, "rs", KB, N_QUERIES, 8, n_rows=1000, seed=5)
+        add_target(c, "rs-fast", KB)
+        add_target(c, "rs-slow", SLOW)
+    code = _pgeval_sub("run", "pipeline", "--testset", "rs", "--target", "rs-fast", "--stages",
+                       STAGES, "--repeat", "1", "--depth", str(DEPTH), "--name", "rs-ref",
+                       wait=True)
+    assert code.returncode == 0, code.stderr
+    return database
+
+
+def _pgeval_sub(*args, wait=False):
+    cmd = [sys.executable, "-m", "evaluator", *args]
+    if wait:
+        return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def _start_slow(name: str):
+    return _pgeval_sub("run", "pipeline", "--testset", "rs", "--target", "rs-slow", "--stages",
+                       STAGES, "--repeat", "1", "--depth", str(DEPTH), "--name", name)
+
+
+def _progress(database, run: str) -> int:
+    with database.connect(autocommit=True) as c:
+        row = c.execute("SELECT count(p.*) FROM pgeval.run r LEFT JOIN pgeval.run_progress p "
+                        "USING (run_id) WHERE r.name = %s GROUP BY r.run_id", (run,)).fetchone()
+    return 0 if row is None else row[0]
+
+
+def _wait_mid_run(database, proc, run: str) -> int:
+    """Wait until ``run`` has written some but not all of its queries."""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        n = _progress(database, run)
+        if 0 < n < N_QUERIES:
+            return n
+        assert proc.poll() is None, proc.communicate()
+        assert n < N_QUERIES, "the run finished before it could be interrupted"
+        time.sleep(0.05)
+    raise AssertionError("the run never reached mid-run")
+
+
+def _lists(conn, run: str) -> list[tuple]:
+    return conn.execute("SELECT query_id, rank, chunk_id, score FROM pgeval.result JOIN "
+                        "pgeval.run USING (run_id) WHERE name = %s ORDER BY query_id, rank",
+                        (run,)).fetchall()
+
+
+def _metrics(pgeval, run: str) -> tuple:
+    code, out, err = pgeval("metrics", run, "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    code, out, err = pgeval("metrics", run, "--format", "json", "--per-query")
+    assert code == 0, err
+    return doc["summary"], doc["counts"], json.loads(out)
+
+
+def _check_equals_reference(database, pgeval, name: str) -> None:
+    with database.connect(autocommit=True) as c:
+        assert c.execute("SELECT status FROM pgeval.experiment WHERE name = %s",
+                         (name,)).fetchone() == ("complete",)
+        runs = c.execute("SELECT r.name, r.status, (SELECT count(*) FROM pgeval.run_progress p "
+                         "WHERE p.run_id = r.run_id), (SELECT count(*) FROM pgeval.query_timing t "
+                         "WHERE t.run_id = r.run_id) FROM pgeval.run r JOIN pgeval.experiment e "
+                         "USING (experiment_id) WHERE e.name = %s ORDER BY r.run_id",
+                         (name,)).fetchall()
+        assert [(r[0], r[1]) for r in runs] == [(f"{name}.exact.1", "complete"),
+                                                (f"{name}.second.1", "complete")]
+        assert all(r[2] == N_QUERIES and r[3] == N_QUERIES for r in runs), runs
+        for stage in ("exact", "second"):
+            got, want = _lists(c, f"{name}.{stage}.1"), _lists(c, f"rs-ref.{stage}.1")
+            assert len(got) == N_QUERIES * DEPTH
+            assert got == want
+    for stage in ("exact", "second"):
+        assert _metrics(pgeval, f"{name}.{stage}.1") == _metrics(pgeval, f"rs-ref.{stage}.1")
+
+
+def _resume(pgeval, name: str) -> list[dict]:
+    code, out, err = pgeval("run", "resume", name, "--format", "json")
+    assert code == 0, err
+    return json.loads(out)["rows"]
+
+
+def test_resume_after_kill_9(kb, pgeval):
+    proc = _start_slow("rs-kill")
+    try:
+        done = _wait_mid_run(kb, proc, "rs-kill.exact.1")
+        # while the pipeline lives, resume refuses and names the process that holds it
+        code, out, err = pgeval("run", "resume", "rs-kill")
+        assert code == 1 and "is being run by another pgeval process" in err, err
+        assert f"pid {proc.pid}" in err
+        # incomplete: every reader refuses its numbers
+        code, out, err = pgeval("metrics", "rs-kill.exact.1")
+        assert code == 1 and "not complete" in err
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with kb.connect(autocommit=True) as c:
+        status = c.execute("SELECT status FROM pgeval.run WHERE name = 'rs-kill.exact.1'"
+                           ).fetchone()[0]
+    assert status == "running"                       # nobody could mark it: kill -9
+    assert _progress(kb, "rs-kill.exact.1") >= done
+    rows = _resume(pgeval, "rs-kill")
+    actions = {r["run"]: r["action"] for r in rows}
+    assert actions["rs-kill.exact.1"].startswith("resumed (")
+    assert actions["rs-kill.exact.1"] != f"resumed ({N_QUERIES} of {N_QUERIES} queries)"
+    assert actions["rs-kill.second.1"] in ("ran", "restarted")
+    _check_equals_reference(kb, pgeval, "rs-kill")
+    # resuming a complete experiment changes nothing
+    rows = _resume(pgeval, "rs-kill.second.1")
+    assert {r["action"] for r in rows} == {"kept"}
+    _check_equals_reference(kb, pgeval, "rs-kill")
+
+
+def test_resume_after_server_restart(kb, pgeval):
+    proc = _start_slow("rs-restart")
+    try:
+        _wait_mid_run(kb, proc, "rs-restart.exact.1")
+        server.stop(kb.datadir)
+        server.start(kb.datadir)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("pgeval: error: lost the database connection") or \
+        last.startswith("pgeval: error: the database refused"), err
+    assert "pgeval run resume rs-restart" in last and "Traceback" not in err
+    rows = _resume(pgeval, "rs-restart")
+    assert rows[0]["action"].startswith("resumed (")
+    _check_equals_reference(kb, pgeval, "rs-restart")
+
+
+def test_resume_after_ctrl_c(kb, pgeval):
+    proc = _start_slow("rs-sigint")
+    try:
+        _wait_mid_run(kb, proc, "rs-sigint.exact.1")
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "pgeval: interrupted" in err and "pgeval run resume rs-sigint" in err
+    assert "Traceback" not in err
+    with kb.connect(autocommit=True) as c:
+        assert c.execute("SELECT status FROM pgeval.experiment WHERE name = 'rs-sigint'"
+                         ).fetchone() == ("failed",)
+        assert c.execute("SELECT status FROM pgeval.run WHERE name = 'rs-sigint.exact.1'"
+                         ).fetchone() == ("failed",)
+    code, out, err = pgeval("stage-report", "rs-sigint")
+    assert code == 1 and "not complete" in err
+    rows = _resume(pgeval, "rs-sigint")
+    assert rows[0]["action"].startswith("resumed (")
+    _check_equals_reference(kb, pgeval, "rs-sigint")
