@@ -82,6 +82,7 @@ def emit(rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = None,
         for r in rows:
             w.writerow({k: (json.dumps(v) if isinstance(v, (list, dict)) else _clean(v))
                         for k, v in r.items()})
+        sys.stdout.flush()
     else:
         if meta:
             for k, v in meta.items():

@@ -109,11 +109,12 @@ def test_hnsw_recall_against_exact_is_high(setup, conn):
 
 
 def test_exact_plan_has_no_ann_index(setup, conn):
-    # forcing the index scan back on (and the seq scan off) lets the planner use HNSW: the
-    # exact stage must refuse to report that as exact search
+    # forcing the index scan back on (and making the sequential scan's distance computations
+    # look expensive) lets the planner use HNSW: the exact stage must refuse to report that as
+    # exact search (it keeps enable_seqscan on whatever --set says, so cost is the lever here)
     with pytest.raises(PlanError, match="exact search must not use an ANN index.*va_one_hnsw"):
         run(setup, "exact", name="bad", settings={"enable_indexscan": "on",
-                                                  "enable_seqscan": "off"})
+                                                  "cpu_operator_cost": "1000"})
     assert conn.execute("SELECT count(*) FROM pgeval.experiment").fetchone()[0] == 0
 
 
@@ -248,3 +249,17 @@ def test_settings_are_validated(setup, conn, setting, message):
     with pytest.raises(InputError, match=message):
         run(setup, "exact,hnsw", name="gv", settings=gucs.parse([setting]))
     assert conn.execute("SELECT count(*) FROM pgeval.experiment").fetchone()[0] == 0
+
+
+def test_exact_stays_exact_under_a_global_seqscan_off():
+    """--set enable_seqscan=off is meant for ANN stages; the exact stage keeps its sequential
+    scan (index scans stay off by default), so it never turns into an index scan."""
+    from evaluator.stages.exact import ExactStage
+
+    class Ctx:
+        def settings_for(self, prefixes):
+            return {"enable_seqscan": "off", "work_mem": "64MB"}
+
+    settings = ExactStage().stage_settings(Ctx())
+    assert settings["enable_seqscan"] == "on" and settings["enable_indexscan"] == "off"
+    assert settings["work_mem"] == "64MB"

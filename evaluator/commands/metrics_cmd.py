@@ -19,6 +19,9 @@ from .common import parse_list, pass_db
 @click.option("--by-type", is_flag=True, help="Means per query type tag.")
 @click.option("--flagged", is_flag=True, help="List low-recall (< 0.3) and poor-ranking "
               "(nDCG@10 < 0.5) queries.")
+@click.option("--plans", is_flag=True, help="With the flagged queries, show the stored EXPLAIN "
+              "(ANALYZE, BUFFERS) summary of the stage that served each (capture them with "
+              "`pgeval plans RUN`).")
 @click.option("--domain-discount", type=float, default=0.0, show_default=True,
               help="Lower every acceptance threshold by this fraction (0 to 0.10) for a "
                    "specialised domain.")
@@ -28,7 +31,7 @@ from .common import parse_list, pass_db
 @click.option("--allow-partial", is_flag=True, help="Show an incomplete run's figures, labelled.")
 @format_option()
 @pass_db
-def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, domain_discount,
+def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, plans, domain_discount,
             min_score, strict, allow_partial, fmt):
     """Recall@K, MRR@K, nDCG@K, Precision@K and Hit@K of RUN, means over valid queries.
 
@@ -45,6 +48,7 @@ def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, d
     """
     from .. import metrics as m
 
+    flagged = flagged or plans
     measures = m.measures_for(parse_list(k, int, "cut-off"), parse_list(ndcg_k, int, "cut-off"),
                               parse_list(mrr_k, int, "cut-off"))
     with database.connect(autocommit=True) as conn:
@@ -80,6 +84,14 @@ def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, d
             emit(rows, fmt, ["measure", *types], title="by query type")
         else:
             emit(ev.by_type, fmt, ["type", "queries", *measures], title="by query type")
+    if plans:
+        from ..diagnostics import show
+
+        rows = show(database, run, measures)
+        if fmt == "table":
+            rows = [{k: v for k, v in r.items() if k != "plan"} for r in rows]
+        emit(rows, fmt, None, title="flagged queries and the plans that served them")
+        return
     if flagged:
         if fmt == "table" and not ev.flagged:
             click.echo("flagged queries: none (no Recall < 0.3, no nDCG@10 < 0.5)")

@@ -12,3 +12,12 @@ class ExactStage(VectorStage):
     method = None
     guc_prefixes = ()
     defaults = {"enable_indexscan": "off"}
+    # a --set enable_seqscan=off meant for the ANN stages would leave the exact stage's planner
+    # nothing but an ANN index: exact search always keeps its sequential scan (an explicit
+    # --set enable_indexscan=on still reaches the plan check, which refuses an ANN index)
+    forced = {"enable_seqscan": "on"}
+
+    def stage_settings(self, ctx) -> dict[str, str]:
+        settings = super().stage_settings(ctx)
+        settings.update(self.forced)
+        return settings
