@@ -160,9 +160,10 @@ def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None 
     runs = _rows(conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)",
                  (exp.experiment_id, repetition))
     unfinished = [r["name"] for r in runs if r["status"] != "complete"]
-    if unfinished:
+    if unfinished or exp.status != "complete":    # interrupted between stages: stages missing
         text = (f"{len(unfinished)} run(s) of experiment '{name}' are not complete "
-                f"({', '.join(unfinished[:5])})")
+                f"({', '.join(unfinished[:5])})" if unfinished else
+                f"experiment '{name}' is {exp.status}: some of its stages have not run")
         if not allow_partial:
             raise IncompleteRun(text + ": their numbers would be wrong (resume the experiment, "
                                 "or --allow-partial to see them labelled)")

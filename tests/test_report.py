@@ -106,8 +106,9 @@ def test_markdown_levels_and_counts(pgeval, conn, reported):
 @pytest.fixture
 def experiment(clean, conn):
     make_testset(conn, "exp-set", {f"q{i}": {f"c{i}": 2, f"d{i}": 1} for i in range(12)})
-    eid = conn.execute("INSERT INTO pgeval.experiment (name, testset_id, config) SELECT 'exp', "
-                       "testset_id, %s FROM pgeval.testset RETURNING experiment_id",
+    eid = conn.execute("INSERT INTO pgeval.experiment (name, testset_id, config, status) SELECT "
+                       "'exp', testset_id, %s, 'complete' FROM pgeval.testset "
+                       "RETURNING experiment_id",
                        (json.dumps({"stages": ["bm25", "rerank"]}),)).fetchone()[0]
     make_run(conn, "exp.bm25.1", "exp-set", {f"q{i}": ["x", f"c{i}", "y", f"d{i}"]
                                                for i in range(12)}, stage="bm25",

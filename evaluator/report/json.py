@@ -20,7 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from .. import answers, latency, metrics
-from ..errors import InputError, NotFound
+from ..errors import IncompleteRun, InputError, NotFound
 
 REPORT_VERSION = 1
 
@@ -104,9 +104,17 @@ def build(conn, name: str, measures: list[str] | None = None, *, rel: int = 1,
     from . import extras
 
     run, exp = resolve(conn, name)
+    if exp is not None and exp["status"] != "complete" and not allow_partial:
+        # its "final" stage would be the last one that ran, not the pipeline's last stage
+        raise IncompleteRun(f"experiment '{exp['name']}' is {exp['status']}, not complete: its "
+                            "final stage may not have run (`pgeval run resume` it, or "
+                            "--allow-partial to see it labelled)")
     ev = metrics.evaluate(conn, run.name, measures, rel=rel, domain_discount=domain_discount,
                           with_per_query=True, with_by_type=True, with_flagged=True,
                           allow_partial=allow_partial, min_score=min_score)
+    if exp is not None and exp["status"] != "complete":
+        ev.warnings.insert(0, f"PARTIAL: experiment '{exp['name']}' is {exp['status']}; its "
+                              f"last stage that ran ({run.name}) stands in for its final stage")
     k = _k_values(ev.measures)
     depth = depth or max(max(v) for v in k.values())
     summary = dict(ev.summary)
