@@ -189,12 +189,16 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
             "pgeval.query q WHERE q.testset_id = %s AND q.query_id = i.query_id) ORDER BY 1",
             (testset_id,)).fetchall()]
         params = {"source": str(path), "format": fmt, "tag": tag}
-        run_id = conn.execute(
-            "INSERT INTO pgeval.run (name, testset_id, stage, params, order_rule, status, "
-            "n_unknown_queries, finished_at) VALUES (%s, %s, 'import', %s, %s, 'complete', %s, "
-            "now()) RETURNING run_id",
-            (name, testset_id, json.dumps(params), TREC_ORDER if fmt == "trec" else JSONL_ORDER,
-             len(unknown))).fetchone()[0]
+        try:
+            run_id = conn.execute(
+                "INSERT INTO pgeval.run (name, testset_id, stage, params, order_rule, status, "
+                "n_unknown_queries, finished_at) VALUES (%s, %s, 'import', %s, %s, 'complete', "
+                "%s, now()) RETURNING run_id",
+                (name, testset_id, json.dumps(params),
+                 TREC_ORDER if fmt == "trec" else JSONL_ORDER, len(unknown))).fetchone()[0]
+        except psycopg.errors.UniqueViolation:  # a concurrent import took the name meanwhile
+            raise Conflict(f"a run named '{name}' was created by another session meanwhile (use "
+                           "--replace or another --name)") from None
         order = "score DESC, chunk_id DESC" if fmt == "trec" else "line, pos"
         try:
             with conn.transaction():
