@@ -178,14 +178,17 @@ def drop_unfinished(conn, run_id: int) -> None:
     _commit(conn)
 
 
-def note_resume(conn, run_id: int, queries: int, depth: int) -> None:
-    """Record the resume in run.params and recompute the per-run row summaries over all queries
-    (the stage computed them over the queries it ran this time)."""
+def note_resume(conn, run_id: int, queries: int, depth: int,
+                statement_timeout: str | None = None) -> None:
+    """Record the resume in run.params (when, how many queries, under which statement timeout)
+    and recompute the per-run row summaries over all queries (the stage computed them over the
+    queries it ran this time)."""
     from .stages.vector_common import rows_summary
 
     params = conn.execute("SELECT params FROM pgeval.run WHERE run_id = %s", (run_id,)).fetchone()[0]
     extra = {"resumed": (params.get("resumed") or []) + [
-        {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "queries": queries}]}
+        {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "queries": queries,
+         "statement_timeout": statement_timeout}]}
     if "rows_returned_min" in params:
         counts = [r[0] for r in conn.execute(
             "SELECT rows_returned FROM pgeval.query_timing WHERE run_id = %s", (run_id,))]
@@ -350,5 +353,5 @@ def _resume_stage(results, stage, ctx, exp: dict, rep: int, previous: dict,
         if store.missing_queries(results, run_id):
             raise DatabaseError(f"run '{rname}' lacks queries that the test set no longer has")
         store.finish_run(results, run_id, "complete")
-    note_resume(results, run_id, len(missing), ctx.depth)
+    note_resume(results, run_id, len(missing), ctx.depth, ctx.settings.get("statement_timeout"))
     return run_id, f"resumed ({len(missing)} of {len(ctx.queries)} queries)"

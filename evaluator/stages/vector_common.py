@@ -81,13 +81,21 @@ class VectorStage(BaseStage):
         register_vector(kb)
         gucs.load_libraries(kb)
         oid = relation_oid(kb, t)
+        gone = DatabaseError(f"stage {ctx.stage}: the target's table {t.qualified()} does not "
+                             "exist (any more)")   # dropped or renamed since the target was added
+        if oid is None:
+            kb.rollback()
+            raise gone
         all_ann = plan_check.ann_indexes(kb, oid)
         from ..targets import vector_indexes
 
         candidates = [i["name"] for i in vector_indexes(kb, t, (self.method,))] if self.method else []
-        schema = kb.execute("SELECT nspname FROM pg_class c JOIN pg_namespace n "
-                            "ON n.oid = c.relnamespace WHERE c.oid = %s", (oid,)).fetchone()[0]
+        row = kb.execute("SELECT nspname FROM pg_class c JOIN pg_namespace n "
+                         "ON n.oid = c.relnamespace WHERE c.oid = %s", (oid,)).fetchone()
         kb.rollback()   # the catalog look-ups above must not open the stage's transaction
+        if row is None:   # dropped between the look-ups
+            raise gone
+        schema = row[0]
         dropped: list[str] = []
         wanted = ctx.option("index")
         if wanted and wanted not in candidates:
