@@ -137,3 +137,29 @@ def test_resume_waits_for_a_live_pipeline(kb, database, pgeval):
     assert code == 0, err
     assert conn.execute("SELECT status FROM pgeval.run WHERE experiment_id = %s",
                         (exp_id,)).fetchone() == ("complete",)
+
+
+def test_two_sweeps_and_a_pipeline_at_once(kb):
+    conn = kb
+    sweep = ["sweep", "--testset", "cc", "--target", "cc", "--stage", "hnsw", "--param",
+             "hnsw.ef_search=20,80", "--repeat", "1", "--k", "10", "--no-checksum"]
+    results = _finish(_spawn(*sweep, "--name", "cc-sweep-a"),
+                      _spawn(*sweep, "--name", "cc-sweep-b"),
+                      _spawn("run", "pipeline", "--testset", "cc", "--target", "cc", "--stages",
+                             "exact,hnsw", "--repeat", "1", "--depth", "10", "--name", "cc-p"))
+    for code, out, err in results:
+        assert code == 0, err
+    rows = conn.execute("SELECT e.name, count(r.*), bool_and(r.status = 'complete') FROM "
+                        "pgeval.experiment e JOIN pgeval.run r USING (experiment_id) "
+                        "GROUP BY e.name ORDER BY e.name").fetchall()
+    names = [r[0] for r in rows]
+    assert names == ["cc-p", "cc-sweep-a", "cc-sweep-b"] and all(r[2] for r in rows), rows
+    # the two sweeps agree on every point
+    for ef in ("20", "80"):
+        a = conn.execute("SELECT sp.index_recall FROM pgeval.sweep_point sp JOIN pgeval.sweep s "
+                         "USING (sweep_id) WHERE s.name = 'cc-sweep-a' AND sp.settings->>"
+                         "'hnsw.ef_search' = %s", (ef,)).fetchall()
+        b = conn.execute("SELECT sp.index_recall FROM pgeval.sweep_point sp JOIN pgeval.sweep s "
+                         "USING (sweep_id) WHERE s.name = 'cc-sweep-b' AND sp.settings->>"
+                         "'hnsw.ef_search' = %s", (ef,)).fetchall()
+        assert a == b and len(a) == 1
