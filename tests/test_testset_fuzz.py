@@ -114,3 +114,29 @@ _trec_line = _mostly(
 def test_random_trec_lines(fuzz_conn, lines, grade_map):
     _try_load(fuzz_conn, "\n".join(lines).encode("utf-8", "surrogatepass"), ".qrels",
               grade_map=grade_map)
+
+
+_cell = {
+    "id": _mostly(st.text("qx问", min_size=1, max_size=4), _text),
+    "query": _mostly(st.sampled_from(["退款多久到账", "two\nlines", "a,b"]), _text),
+    "relevant": _mostly(st.sampled_from(["c1:3;c2:1", "c1;c2", '{"c1": 2}', '["c1"]', "c1:0"]),
+                        st.one_of(_text, st.sampled_from(["c1:9", "c1:x", "{", "c1;c2:1"]))),
+    "answerable": _mostly(st.sampled_from(["", "true", "yes", "0"]), _text),
+    "type": _mostly(st.sampled_from(["", "fuzzy;exact", '["a"]']), _text),
+    "embedding": _mostly(st.sampled_from(["", "0.1;0.2", "[1, 2]"]), _text),
+}
+
+
+@FUZZ
+@given(columns=st.lists(st.sampled_from(list(_cell)), min_size=1, max_size=6, unique=True),
+       data=st.data())
+def test_random_csv_rows(fuzz_conn, columns, data):
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(columns)
+    for _ in range(data.draw(st.integers(0, 4))):
+        writer.writerow([data.draw(_cell[c]) for c in columns])
+    _try_load(fuzz_conn, buf.getvalue().encode("utf-8", "surrogatepass"), ".csv")

@@ -8,9 +8,19 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 MAX_ID_BYTES = 1024       # ids are btree keys (the qrel primary key): keep well under 2704 bytes
 MAX_DIM = 16000           # pgvector's limit for the vector type
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def show(value, limit: int = 80) -> str:
+    """A user's value for an error message: one line (control characters escaped), shortened."""
+    text = value if isinstance(value, str) else repr(value)
+    if len(text) > limit:
+        text = text[:limit - 3] + "..."
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def clean_str(value: str, what: str) -> str:
@@ -35,6 +45,10 @@ def ident(value, what: str = "id") -> str:
     if not text:
         raise ValueError(f"{what} is empty")
     clean_str(text, what)
+    bad = _CONTROL.search(text)
+    if bad:
+        raise ValueError(f"{what} '{show(text)}' contains a control character "
+                         f"({repr(bad.group())[1:-1]})")
     if len(text) > MAX_ID_BYTES // 4 and len(text.encode("utf-8")) > MAX_ID_BYTES:
         raise ValueError(f"{what} is longer than {MAX_ID_BYTES} bytes")
     return text

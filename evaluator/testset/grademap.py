@@ -106,5 +106,6 @@ def _int(value, what: str) -> int:
 
 
 def _show(value) -> str:
-    text = repr(value) if not isinstance(value, str) else f"'{value}'"
-    return text if len(text) <= 40 else text[:37] + "..."
+    from .fields import show
+
+    return f"'{show(value, 40)}'" if isinstance(value, str) else show(value, 40)

@@ -69,7 +69,7 @@ def _judgements(relevant, grade_map: GradeMap, fail):
                     chunk = fields.ident(chunk, "chunk id")
                 grade, source = lookup(value)
             except ValueError as exc:
-                raise fail(f"chunk '{str(chunk)[:80]}': {exc}", "relevant") from None
+                raise fail(f"chunk '{fields.show(chunk)}': {exc}", "relevant") from None
             chunks.append(chunk)
             grades.append(grade)
             sources.append(source)
@@ -92,10 +92,10 @@ def _judgements(relevant, grade_map: GradeMap, fail):
 
 
 def _plain_id(value) -> bool:
-    """The common case, checked fast: a short ASCII string without NUL or surrounding blanks
+    """The common case, checked fast: a short printable ASCII string without surrounding blanks
     (anything else goes through :func:`fields.ident`)."""
-    return (type(value) is str and value.isascii() and 0 < len(value) <= 256
-            and "\x00" not in value and value == value.strip())
+    return (type(value) is str and value.isascii() and value.isprintable()
+            and 0 < len(value) <= 256 and value == value.strip())
 
 
 def _first_duplicate(items):

@@ -66,7 +66,8 @@ def _relevant(src, n, cell):
         chunk, _, grade = item.rpartition(":")
         chunk = chunk.strip()
         if chunk in out:
-            raise src.error(f"chunk '{chunk}' is judged twice", line=n, field="relevant")
+            raise src.error(f"chunk '{fields.show(chunk)}' is judged twice", line=n,
+                            field="relevant")
         out[chunk] = grade.strip()
     return out
 
@@ -89,7 +90,8 @@ def _embedding(src, n, cell):
         try:
             out.append(float(item))
         except ValueError:
-            raise src.error(f"'{item[:40]}' is not a number", line=n, field="embedding") from None
+            raise src.error(f"'{fields.show(item, 40)}' is not a number", line=n,
+                            field="embedding") from None
     return out
 
 
@@ -101,7 +103,7 @@ def _answerable(src, n, cell):
         return True
     if value in _FALSE:
         return False
-    raise src.error(f"'{cell[:40]}' is not true/false", line=n, field="answerable")
+    raise src.error(f"'{fields.show(cell, 40)}' is not true/false", line=n, field="answerable")
 
 
 def parse(plan, grade_map) -> Iterator[Row]:
@@ -129,8 +131,8 @@ def parse(plan, grade_map) -> Iterator[Row]:
                                     f"{', '.join(COLUMNS)})", line=start, field=name)
             dup = next((h for h in header if h and header.count(h) > 1), None)
             if dup:
-                raise src.error(f"column '{dup}' appears twice in the header", line=start,
-                                field=dup)
+                raise src.error(f"column '{fields.show(dup)}' appears twice in the header",
+                                line=start, field=fields.show(dup))
             index = {name: header.index(name) for name in COLUMNS if name in header}
             continue
         if len(cells) != len(header):
