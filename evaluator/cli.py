@@ -123,6 +123,10 @@ def main(argv=None) -> int:
     except Exception as exc:  # a database error that no library call wrapped
         if exc.__class__.__module__.startswith("psycopg") and not os.environ.get("PGEVAL_DEBUG"):
             first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+            if getattr(exc, "sqlstate", None) in ("42P01", "42883", "3F000") and "pgeval" in first:
+                click.echo(f"pgeval: error: schema pgeval is missing or out of date in this "
+                           f"database ({first}): run `pgeval init`", err=True)
+                return 1
             click.echo(f"pgeval: database error: {redact(first)}", err=True)
             return 1
         raise

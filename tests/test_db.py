@@ -95,3 +95,14 @@ def test_dsn_to_the_same_server(pgeval, database):
     code, out, err = pgeval("--dsn", database.uri(), "run", "list", "--format", "json")
     assert code == 0, err
     assert out.strip().startswith("[")
+
+
+def test_commands_before_init_say_run_init(pgeval, tmp_path):
+    datadir = str(tmp_path / "fresh")
+    try:
+        for args in (("metrics", "x"), ("run", "list"), ("stage-report", "x"), ("testset", "list")):
+            code, out, err = pgeval("--datadir", datadir, *args)
+            assert code == 1, args
+            assert "pgeval init" in err and "Traceback" not in err, (args, err)
+    finally:
+        pgeval("--datadir", datadir, "db", "stop")
