@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
-from . import resume
+from .experiment_scope import experiment_scope
 from .errors import Conflict, InputError, NotFound
 from .install import ensure_installed
 from .stages import gucs, registry
@@ -160,7 +160,7 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
         for ctx in contexts.values():
             ctx.experiment = name
         runs: list[dict] = []
-        with resume.experiment_scope(results, exp_id, name, on_warning):  # lock; failed/complete
+        with experiment_scope(results, exp_id, name, on_warning):  # lock; failed/complete
             for rep in range(1, cfg.repeat + 1):
                 previous: dict[str, int] = {}
                 for sname, kind, stage in stages:

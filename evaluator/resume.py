@@ -28,111 +28,12 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 
-from .errors import Conflict, DatabaseError, InputError, NotFound, PgevalError
+from .errors import Conflict, DatabaseError, InputError, NotFound
+from .experiment_scope import commit, busy_message, experiment_scope, try_lock, unlock
 
-LOCK_CLASS = 1885824374          # 'pgev': first key of the experiment's advisory lock
 # run.params keys that do not define what a run measures (summaries, notes)
 VOLATILE_PARAMS = {"warnings", "resumed", "rows_returned_min", "rows_returned_mean",
                    "queries_short", "batch_ms", "fusion_ms", "rows"}
-
-
-# ---- the experiment's lock and end state ---------------------------------------------------------
-def _key(exp_id: int) -> tuple[int, int]:
-    return LOCK_CLASS, int(exp_id) % 2147483647
-
-
-def try_lock(conn, exp_id: int) -> bool:
-    """Take the experiment's session advisory lock (held until unlock or disconnect)."""
-    ok = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", _key(exp_id)).fetchone()[0]
-    _commit(conn)
-    return bool(ok)
-
-
-def unlock(conn, exp_id: int) -> None:
-    try:
-        conn.execute("SELECT pg_advisory_unlock(%s, %s)", _key(exp_id))
-        _commit(conn)
-    except Exception:  # the connection is gone, and the lock with it
-        pass
-
-
-def _commit(conn) -> None:
-    if not conn.autocommit:
-        conn.commit()
-
-
-def _mark(conn, exp_id: int, status: str) -> None:
-    conn.execute("UPDATE pgeval.experiment SET status = %s, finished_at = now() "
-                 "WHERE experiment_id = %s", (status, exp_id))
-    _commit(conn)
-
-
-def stopped(exc: BaseException, name: str) -> PgevalError | None:
-    """The error to show when experiment ``name`` stopped on ``exc``, saying how to resume;
-    None for an interrupt (Ctrl-C)."""
-    import psycopg
-
-    hint = f"; the experiment is left resumable: `pgeval run resume {name}`"
-    if isinstance(exc, (KeyboardInterrupt, SystemExit)):
-        return None
-    first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
-    if isinstance(exc, psycopg.errors.QueryCanceled):
-        return DatabaseError(f"a statement ran past the statement timeout ({first}){hint} "
-                             "--statement-timeout LONGER")
-    if isinstance(exc, psycopg.OperationalError):
-        return DatabaseError(f"lost the database connection ({first}){hint} once the server is "
-                             "back")
-    if isinstance(exc, psycopg.Error):
-        return DatabaseError(f"the database refused a statement ({first}){hint} once the cause "
-                             "is fixed")
-    if isinstance(exc, InputError):
-        return InputError(exc.detail + hint, file=exc.file, line=exc.line, field=exc.field)
-    if isinstance(exc, PgevalError):
-        try:
-            return exc.__class__(f"{exc}{hint}")
-        except TypeError:
-            return None
-    return None
-
-
-@contextmanager
-def experiment_scope(results, exp_id: int, name: str, on_warning=None):
-    """Hold experiment ``exp_id``'s lock while its stages run; mark it ``complete`` at the end,
-    or ``failed`` when anything escapes (re-raised as a one-line error saying how to resume)."""
-    if not try_lock(results, exp_id):
-        raise Conflict(busy_message(results, exp_id, name))
-    try:
-        yield
-    except BaseException as exc:
-        try:
-            if results.info.transaction_status != 0:
-                results.rollback()
-            _mark(results, exp_id, "failed")
-        except Exception:  # the connection is gone: the experiment stays 'running'
-            pass
-        unlock(results, exp_id)
-        if isinstance(exc, KeyboardInterrupt) and on_warning:
-            on_warning(f"interrupted: experiment '{name}' is left resumable: "
-                       f"`pgeval run resume {name}`")
-        better = stopped(exc, name)
-        if better is None:
-            raise
-        raise better from None
-    _mark(results, exp_id, "complete")
-    unlock(results, exp_id)
-
-
-def busy_message(conn, exp_id: int, name: str) -> str:
-    row = conn.execute(
-        "SELECT name, pid, host, round(extract(epoch FROM now() - heartbeat_at)) FROM pgeval.run "
-        "WHERE experiment_id = %s AND status = 'running' ORDER BY run_id DESC LIMIT 1",
-        (exp_id,)).fetchone()
-    _commit(conn)
-    who = "" if row is None or row[1] is None else (
-        f": run '{row[0]}' is written by pid {row[1]} on {row[2]}, last write "
-        f"{int(row[3] or 0)} s ago")
-    return (f"experiment '{name}' is being run by another pgeval process{who} (wait for it, or "
-            "stop that process, then resume)")
 
 
 # ---- one run continued -------------------------------------------------------------------------
@@ -158,7 +59,7 @@ def reopen_run(conn, run_id: int, params: dict) -> int:
     conn.execute("UPDATE pgeval.run SET status = 'running', finished_at = NULL, pid = %s, "
                  "host = %s, heartbeat_at = now() WHERE run_id = %s",
                  (os.getpid(), socket.gethostname(), run_id))
-    _commit(conn)
+    commit(conn)
     return run_id
 
 
@@ -175,7 +76,7 @@ def drop_unfinished(conn, run_id: int) -> None:
         conn.execute(f"DELETE FROM pgeval.{table} t WHERE t.run_id = %s AND NOT EXISTS (SELECT 1 "
                      "FROM pgeval.run_progress p WHERE p.run_id = t.run_id AND "
                      "p.query_id = t.query_id)", (run_id,))
-    _commit(conn)
+    commit(conn)
 
 
 def note_resume(conn, run_id: int, queries: int, depth: int,
@@ -185,7 +86,8 @@ def note_resume(conn, run_id: int, queries: int, depth: int,
     queries it ran this time)."""
     from .stages.vector_common import rows_summary
 
-    params = conn.execute("SELECT params FROM pgeval.run WHERE run_id = %s", (run_id,)).fetchone()[0]
+    params = conn.execute("SELECT params FROM pgeval.run WHERE run_id = %s",
+                          (run_id,)).fetchone()[0]
     extra = {"resumed": (params.get("resumed") or []) + [
         {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "queries": queries,
          "statement_timeout": statement_timeout}]}
@@ -195,7 +97,7 @@ def note_resume(conn, run_id: int, queries: int, depth: int,
         extra.update(rows_summary(counts, depth))
     conn.execute("UPDATE pgeval.run SET params = params || %s::jsonb WHERE run_id = %s",
                  (json.dumps(extra), run_id))
-    _commit(conn)
+    commit(conn)
 
 
 # ---- the experiment -----------------------------------------------------------------------------
@@ -250,7 +152,7 @@ def resume_experiment(database, name: str, *, statement_timeout: str | None = No
     from . import pipeline, targets
     from .embedders import storage
     from .install import ensure_installed
-    from .stages import gucs, registry, store
+    from .stages import gucs, registry
     from .stages.base import StageContext, run_name
 
     with database.connect() as results:

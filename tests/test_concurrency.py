@@ -93,8 +93,8 @@ def test_two_imports_at_once(kb, tmp_path):
                     fh.write(f"q{q} Q0 {tag}{r} {r} {1000 - r} {tag}\n")
         paths.append(path)
     # different names: both land, each in its own temporary staging table
-    results = _finish(*(_spawn("run", "import", str(p), "--testset", "cc", "--name", f"imp-{p.stem}")
-                        for p in paths))
+    results = _finish(*(_spawn("run", "import", str(p), "--testset", "cc", "--name",
+                               f"imp-{p.stem}") for p in paths))
     assert all(code == 0 for code, _, _ in results), results
     for p in paths:
         rows = _lists(conn, f"imp-{p.stem}")
@@ -112,7 +112,7 @@ def test_two_imports_at_once(kb, tmp_path):
 
 def test_resume_waits_for_a_live_pipeline(kb, database, pgeval):
     """A run marked running whose pipeline still holds the experiment's lock is not resumed."""
-    from evaluator import resume
+    from evaluator.experiment_scope import try_lock
 
     code, out, err = pgeval("run", "pipeline", "--testset", "cc", "--target", "cc", "--stages",
                             "exact", "--repeat", "1", "--depth", "5", "--name", "cc-live")
@@ -125,7 +125,7 @@ def test_resume_waits_for_a_live_pipeline(kb, database, pgeval):
     conn.execute("UPDATE pgeval.run SET status = 'running', pid = 4242, host = 'elsewhere' "
                  "WHERE experiment_id = %s", (exp_id,))
     with database.connect(autocommit=True) as other:      # the "live pipeline"
-        assert resume.try_lock(other, exp_id)
+        assert try_lock(other, exp_id)
         code, out, err = pgeval("run", "resume", "cc-live")
         assert code == 1
         assert ("experiment 'cc-live' is being run by another pgeval process: run "
@@ -163,3 +163,37 @@ def test_two_sweeps_and_a_pipeline_at_once(kb):
                          "USING (sweep_id) WHERE s.name = 'cc-sweep-b' AND sp.settings->>"
                          "'hnsw.ef_search' = %s", (ef,)).fetchall()
         assert a == b and len(a) == 1
+
+
+def test_two_processes_store_the_same_embeddings_at_once(kb, database, tmp_path):
+    """Both find the embeddings missing and compute them; one stores them, the other keeps
+    those (before: a duplicate-key error in the second pipeline)."""
+    import threading
+
+    import numpy as np
+
+    from evaluator.embedders import parse, storage
+
+    errors: list[BaseException] = []
+    for attempt in range(4):
+        path = tmp_path / f"emb{attempt}.npy"
+        np.save(path, np.random.default_rng(attempt).normal(size=(N, 8)).astype(np.float32))
+        emb = parse(f"numpy:{path}")
+        barrier = threading.Barrier(2)
+
+        def store():
+            try:
+                with database.connect() as c:
+                    barrier.wait()
+                    storage.ensure(c, "cc", emb)
+            except BaseException as exc:  # noqa: BLE001 - collected, asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=store) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+        assert errors == []
+        assert kb.execute("SELECT count(*) FROM pgeval.query_embedding WHERE embedder = %s",
+                          (emb.label,)).fetchone()[0] == N

@@ -171,7 +171,8 @@ def test_index_dropped_between_plan_check_and_run(kb, database, conn, pgeval):
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert line.startswith("pgeval: error: stage hnsw: the plan uses ") and "not a hnsw index" in line
+    assert line.startswith("pgeval: error: stage hnsw: the plan uses ")
+    assert "not a hnsw index" in line
     assert line.endswith("the experiment is left resumable: `pgeval run resume ft-idx`")
     assert conn.execute("SELECT count(*) FROM pgeval.run WHERE name = 'ft-idx.hnsw.1'"
                         ).fetchone()[0] == 0                  # never reported as the index

@@ -1,7 +1,8 @@
 """Resume across stage kinds and repetitions: complete runs are kept, a per-query run continues
 with its missing queries (a query whose results were written without its progress row is
 written again, once), a set-based merge that was cut short starts over, stages never started
-run — each seeing the right earlier runs — and every list equals an uninterrupted experiment's."""
+run — each seeing the right earlier runs — and every list equals an uninterrupted
+experiment's."""
 
 from __future__ import annotations
 

@@ -10,6 +10,9 @@ from ..errors import InputError, NotFound
 from ..stages.base import Query
 
 
+EMBED_LOCK = 1885824373   # first key of the advisory lock that serialises storing embeddings
+
+
 @dataclass
 class EmbedReport:
     testset: str
@@ -67,16 +70,22 @@ def ensure(conn, testset: str, embedder, *, recompute: bool = False, on_batch=No
     matrix = embedder.embed(queries, **kwargs)
     dim = int(matrix.shape[1])
     with conn.transaction():
-        conn.execute("DELETE FROM pgeval.query_embedding WHERE testset_id = %s AND embedder = %s",
-                     (tid, embedder.label))
-        with conn.cursor().copy("COPY pgeval.query_embedding (testset_id, query_id, embedder, "
-                                "dim, embedding) FROM STDIN") as copy:
-            for q, row in zip(queries, matrix):
-                vec = "[" + ",".join(repr(float(x)) for x in row) + "]"
-                copy.write_row((tid, q.query_id, embedder.label, dim, vec))
+        # two pipelines starting at once both find the embeddings missing: one writes them, the
+        # other waits here, then keeps what the first stored (no duplicate key)
+        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                     (EMBED_LOCK, f"{tid}:{embedder.label}"))
+        written = recompute or stored_count(conn, tid, embedder.label)[0] != n
+        if written:
+            conn.execute("DELETE FROM pgeval.query_embedding WHERE testset_id = %s AND "
+                         "embedder = %s", (tid, embedder.label))
+            with conn.cursor().copy("COPY pgeval.query_embedding (testset_id, query_id, "
+                                    "embedder, dim, embedding) FROM STDIN") as copy:
+                for q, row in zip(queries, matrix):
+                    vec = "[" + ",".join(repr(float(x)) for x in row) + "]"
+                    copy.write_row((tid, q.query_id, embedder.label, dim, vec))
     if not conn.autocommit:
         conn.commit()
-    return EmbedReport(testset, embedder.label, dim, len(queries), len(queries))
+    return EmbedReport(testset, embedder.label, dim, len(queries), len(queries) if written else 0)
 
 
 def load(conn, tid: int, label: str) -> list[Query]:
