@@ -51,7 +51,8 @@ def test_pipeline_end_to_end(setup, conn, pgeval):
                                                   ("exact", 2, "complete"), ("hnsw", 2, "complete")]
     # one configuration hash per stage (the fingerprint names the stage), equal across repetitions
     assert runs[0][4] == runs[2][4] and runs[1][4] == runs[3][4] and runs[0][4] != runs[1][4]
-    assert runs[0][5] == {"enable_indexscan": "off", "statement_timeout": "5min"}
+    assert runs[0][5] == {"enable_indexscan": "off", "enable_seqscan": "on",
+                          "statement_timeout": "5min"}
     assert runs[1][5] == {"enable_seqscan": "off", "hnsw.ef_search": "60",
                           "statement_timeout": "5min"}
     # the metrics of a pipeline run come from the SQL API like any other run
