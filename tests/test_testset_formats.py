@@ -180,13 +180,18 @@ def test_resolve_unknown_testset(clean, conn):
         resolve_testset(conn, "nope")
 
 
-def test_progress_bar_path_runs(clean, conn, tmp_file, monkeypatch, capsys):
+def test_progress_bar_on_a_terminal_only(clean, conn, tmp_file, monkeypatch, capsys):
     from evaluator.testset import progress
 
     monkeypatch.setattr(progress, "BIG", 0)
-    report = load(conn, tmp_file("cases.jsonl", JSONL), "bar", progress=True)
-    assert report.n_queries == 3
-    assert capsys.readouterr().out == ""      # the bar goes to stderr, never stdout
+    path = tmp_file("cases.jsonl", JSONL)
+    assert load(conn, path, "piped", progress=True).n_queries == 3
+    assert capsys.readouterr() == ("", "")      # not a terminal: no bar, no stray newline
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")   # rich: treat stderr as a terminal
+    assert load(conn, path, "tty", progress=True).n_queries == 3
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "reading" in err or "ideal DCG" in err     # the bar goes to stderr, and only there
 
 
 def test_qrels_groups_and_duplicates_across_groups(clean, conn, tmp_file, monkeypatch):

@@ -18,9 +18,13 @@ class LoadProgress:
             from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
                                        TimeElapsedColumn, TimeRemainingColumn)
 
+            console = Console(stderr=True)
+            if not console.is_terminal:      # piped or redirected: no bar, no stray lines
+                self.enabled = False
+                return self
             self._bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
                                  TimeElapsedColumn(), TimeRemainingColumn(),
-                                 console=Console(stderr=True), transient=True)
+                                 console=console, transient=True)
             self._bar.start()
             self._task = self._bar.add_task("reading", total=self.total)
         return self

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from ..errors import Conflict, InputError
 from ..install import ensure_installed
@@ -44,7 +44,6 @@ class LoadReport:
     source_file: str = ""
     grade_map: dict | None = None
     seconds: float = 0.0
-    warnings: list = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return asdict(self)
