@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -145,6 +146,7 @@ def main() -> None:
         from evaluator import server
 
         server.stop(db.datadir)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
