@@ -121,7 +121,8 @@ def validate(conn, settings: dict[str, str]) -> dict[str, str]:
     return settings
 
 
-def with_statement_timeout(conn, settings: dict[str, str], timeout: str | None) -> dict[str, str]:
+def with_statement_timeout(conn, settings: dict[str, str],
+                           timeout: str | None) -> dict[str, str]:
     """``settings`` plus ``statement_timeout`` (``--statement-timeout``: every statement on the
     knowledge base is cancelled past it; applied by SET LOCAL like any setting, so recorded in
     every run's params). None leaves the server's setting alone."""

@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import rerankers
 from ..errors import InputError
-from . import rerank_sql, store
+from . import gucs, rerank_sql, store
 from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
 
 DEFAULT_TOP_N = 50
@@ -135,6 +135,7 @@ class RerankStage(BaseStage):
         if kb.info.transaction_status != 0:
             kb.rollback()
         kb.execute("SET TRANSACTION READ ONLY")
+        gucs.apply_local(kb, ctx.settings_for(()))   # --statement-timeout and planner settings
         try:
             id_type = rerank_sql.columns(kb, t)[t.id_column][1]
             if exact:
