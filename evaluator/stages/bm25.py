@@ -26,7 +26,7 @@ import time
 from psycopg import sql
 
 from .. import segmenters
-from ..errors import InputError
+from ..errors import DatabaseError, InputError
 from . import bm25_sql, gucs, store
 from .base import (BOUNDARY_BATCH, BOUNDARY_ROUND_TRIP, BOUNDARY_SERVER, ORDER_SIMILARITY,
                    SCORE_SIMILARITY, BaseStage, StageContext)
@@ -60,6 +60,9 @@ class Bm25Stage(BaseStage):
                                      or getattr(t, "segmenter", None), "--opt")
         kb = ctx.kb
         oid = kb.execute("SELECT to_regclass(%s)::oid", (t.table_sql().as_string(kb),)).fetchone()[0]
+        if oid is None:   # dropped or renamed since the target was added
+            raise DatabaseError(f"stage {ctx.stage}: the target's table {t.qualified()} does not "
+                                "exist (any more)")
         cols = dict(kb.execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
                                "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
                                (oid,)).fetchall())
