@@ -164,6 +164,10 @@ def resume_experiment(database, name: str, *, statement_timeout: str | None = No
             raise Conflict(f"test set '{cfg.get('testset')}' changed since experiment '{name}' "
                            "started: its runs would mix two test sets")
         stages = [(s["name"], s["kind"], registry.get(s["kind"])) for s in cfg["stages"]]
+        done = _all_complete(results, exp, stages, run_name)
+        if done is not None:     # nothing to resume: nothing is touched
+            pipeline._summaries(results, done)
+            return pipeline.PipelineResult(name, exp_id, exp["config_hash"], done, [])
         target = None if not cfg.get("target") else targets.Target.from_spec(
             cfg["target"]["name"], {k: v for k, v in cfg["target"].items() if k != "name"})
         with database.connect(results=False, read_only=not cfg.get("isolate_index")) as kb:
@@ -208,6 +212,19 @@ def resume_experiment(database, name: str, *, statement_timeout: str | None = No
                             pipeline.add_warnings(ctx, warnings, on_warning)
                 pipeline._summaries(results, runs)
     return pipeline.PipelineResult(name, exp_id, exp["config_hash"], runs, warnings)
+
+
+def _all_complete(results, exp: dict, stages, run_name) -> list[dict] | None:
+    """The runs of a complete experiment (every stage of every repetition complete), else None."""
+    wanted = [(run_name(exp["name"], s, rep), s, k, rep) for rep in
+              range(1, int(exp["config"].get("repeat", 1)) + 1) for s, k, _ in stages]
+    rows = dict(results.execute("SELECT name, run_id FROM pgeval.run WHERE name = ANY(%s) AND "
+                                "status = 'complete'", ([w[0] for w in wanted],)).fetchall())
+    results.rollback()
+    if exp["status"] != "complete" or len(rows) != len(wanted):
+        return None
+    return [{"run": n, "run_id": rows[n], "stage": s, "kind": k, "repetition": rep,
+             "action": "kept"} for n, s, k, rep in wanted]
 
 
 @contextmanager

@@ -146,8 +146,14 @@ def test_resume_after_kill_9(kb, pgeval):
     assert actions["rs-kill.second.1"] in ("ran", "restarted")
     _check_equals_reference(kb, pgeval, "rs-kill")
     # resuming a complete experiment changes nothing
+    stamp = "SELECT e.finished_at, max(r.finished_at) FROM pgeval.experiment e JOIN pgeval.run r " \
+            "USING (experiment_id) WHERE e.name = 'rs-kill' GROUP BY e.finished_at"
+    with kb.connect(autocommit=True) as c:
+        before = c.execute(stamp).fetchone()
     rows = _resume(pgeval, "rs-kill.second.1")
     assert {r["action"] for r in rows} == {"kept"}
+    with kb.connect(autocommit=True) as c:
+        assert c.execute(stamp).fetchone() == before
     _check_equals_reference(kb, pgeval, "rs-kill")
 
 
