@@ -36,8 +36,10 @@ RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT count(*)::integer FROM unnest(p_grades) AS g WHERE g >= p_rel
 $$;
 
--- Recomputes the per-query ideal-DCG prefix sums and relevant counts of a test set (called by
--- the loader): n_rel[r] = number of chunks of grade >= r.
+-- Recomputes what is derived from a test set's judgements (called by the loader; call it after
+-- editing pgeval.qrel by hand): the per-query ideal-DCG prefix sums, the relevant counts
+-- n_rel[r] = number of chunks of grade >= r, and the judged grade stored with every result row
+-- of the test set's runs (pgeval.result.grade, which the metrics read).
 -- IDCG@K = ideal_dcg[least(K, cardinality(ideal_dcg))]; gains 2^g - 1, discount 1/log2(i + 1).
 CREATE OR REPLACE FUNCTION pgeval.refresh_ideal(p_testset bigint)
 RETURNS void LANGUAGE sql AS $$
@@ -58,5 +60,15 @@ RETURNS void LANGUAGE sql AS $$
                                      AND j.grade > 0) ranked) c
               ) a ON true
              WHERE q2.testset_id = p_testset) s
-     WHERE q.testset_id = p_testset AND q.query_id = s.query_id
+     WHERE q.testset_id = p_testset AND q.query_id = s.query_id;
+    WITH g AS (SELECT r.run_id, r.rank, r.query_id,
+                      (SELECT j.grade FROM pgeval.qrel j
+                        WHERE j.testset_id = p_testset AND j.query_id = r.query_id
+                          AND j.chunk_id = r.chunk_id) AS grade, r.grade AS old
+                 FROM pgeval.result r
+                WHERE r.run_id IN (SELECT run_id FROM pgeval.run WHERE testset_id = p_testset))
+    UPDATE pgeval.result r SET grade = g.grade
+      FROM g
+     WHERE r.run_id = g.run_id AND r.rank = g.rank AND r.query_id = g.query_id
+       AND g.grade IS DISTINCT FROM g.old
 $$;

@@ -8,8 +8,9 @@
 --   mrr@K       = 1 / rank of the first relevant chunk if that rank <= K, else 0
 --   ndcg@K      = sum_{i<=K} (2^g_i - 1)/log2(i+1) / IDCG@K (IDCG from the judged grades)
 --
--- How: pgeval.cutoff_stats joins only judged chunks of grade > 0 at rank <= max K and aggregates
--- them once per (query, distinct K); pgeval.measure_value turns those statistics into a value.
+-- How: pgeval.cutoff_stats reads only judged chunks of grade > 0 at rank <= max K (each result
+-- row carries its judged grade) and aggregates them once per (query, distinct K);
+-- pgeval.measure_value turns those statistics into a value.
 -- A (query, K) without any judged hit has no row: every measure is 0 there, so means are the
 -- sum over rows divided by the number of valid queries.
 
@@ -17,18 +18,16 @@
 CREATE OR REPLACE FUNCTION pgeval.cutoff_stats(p_run bigint, p_ks integer[], p_rel integer)
 RETURNS TABLE (query_id text, k integer, n_hit bigint, first_rank integer,
                dcg double precision, n_rel integer, idcg double precision)
-LANGUAGE sql STABLE
--- enough memory to hash the judged chunks of a large test set instead of spilling to disk
-SET work_mem = '64MB' AS $$
+LANGUAGE sql STABLE AS $$
+    -- result.grade is the judged grade stored with each row (pgeval.result_fill_grades): the
+    -- first max-K results of the run are one index-only range scan, no join with the judgements
     WITH r AS (SELECT testset_id FROM pgeval.run WHERE run_id = p_run),
     ks AS (SELECT DISTINCT x AS k FROM unnest(p_ks) x),
     v AS (SELECT q.query_id, q.n_rel[p_rel] AS n_rel, q.ideal_dcg FROM pgeval.query q
            WHERE q.testset_id = (SELECT testset_id FROM r) AND q.n_rel[p_rel] > 0),
-    hit AS (SELECT res.query_id, res.rank, j.grade
+    hit AS (SELECT res.query_id, res.rank, res.grade
               FROM pgeval.result res
-              JOIN pgeval.qrel j ON j.testset_id = (SELECT testset_id FROM r)
-                                AND j.query_id = res.query_id AND j.chunk_id = res.chunk_id
-             WHERE res.run_id = p_run AND j.grade > 0
+             WHERE res.run_id = p_run AND res.grade > 0
                AND res.rank <= (SELECT max(k) FROM ks)),
     agg AS (SELECT hit.query_id, ks.k,
                    count(*) FILTER (WHERE hit.grade >= p_rel) AS n_hit,
@@ -103,11 +102,13 @@ CREATE OR REPLACE FUNCTION pgeval.run_counts(p_run bigint, p_rel integer DEFAULT
 RETURNS TABLE (queries bigint, valid bigint, excluded bigint, unanswerable bigint,
                no_result bigint, unanswerable_silent bigint)
 LANGUAGE sql STABLE AS $$
-    WITH q AS (SELECT q.query_id, q.answerable, q.n_rel[p_rel] > 0 AS valid,
-                      EXISTS (SELECT 1 FROM pgeval.result x
-                               WHERE x.run_id = p_run AND x.query_id = q.query_id) AS present
-                 FROM pgeval.query q JOIN pgeval.run r USING (testset_id)
-                WHERE r.run_id = p_run)
+    -- a query is present when it has a rank-1 row: one range scan of the primary key
+    WITH present AS (SELECT x.query_id FROM pgeval.result x WHERE x.run_id = p_run AND x.rank = 1),
+    q AS (SELECT q.query_id, q.answerable, q.n_rel[p_rel] > 0 AS valid,
+                 p.query_id IS NOT NULL AS present
+            FROM pgeval.query q JOIN pgeval.run r USING (testset_id)
+            LEFT JOIN present p ON p.query_id = q.query_id
+           WHERE r.run_id = p_run)
     SELECT count(*),
            count(*) FILTER (WHERE q.valid),
            count(*) FILTER (WHERE NOT q.valid AND q.answerable),

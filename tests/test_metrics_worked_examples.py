@@ -71,3 +71,20 @@ def test_database_refuses_bad_rows(conn, examples):
         conn.execute("INSERT INTO pgeval.result VALUES (%s, 'ex1', 9, 'a', 1)", (examples,))
     with pytest.raises(psycopg.errors.CheckViolation):
         conn.execute("INSERT INTO pgeval.qrel SELECT testset_id, 'ex1', 'new', 7 FROM pgeval.testset")
+
+
+def test_hand_edited_judgements_count_after_refresh(conn, examples):
+    """Each result row carries its judged grade; editing pgeval.qrel by hand and calling
+    pgeval.refresh_ideal brings the stored grades (and the ideal DCG) up to date."""
+    before = metrics.per_query(conn, examples, ["recall@3"])
+    assert {r["query_id"]: r["recall@3"] for r in before}["ex1"] == pytest.approx(0.5)
+    conn.execute("UPDATE pgeval.qrel SET grade = 0 WHERE query_id = 'ex1' AND chunk_id = 'b'")
+    conn.execute("INSERT INTO pgeval.qrel (testset_id, query_id, chunk_id, grade) "
+                 "SELECT testset_id, 'ex1', 'a', 2 FROM pgeval.testset WHERE name = 'worked'")
+    conn.execute("SELECT pgeval.refresh_ideal(testset_id) FROM pgeval.testset WHERE name = 'worked'")
+    after = {r["query_id"]: r for r in metrics.per_query(conn, examples, ["recall@3", "mrr@20"])}
+    assert after["ex1"]["recall@3"] == pytest.approx(0.5)   # relevant {a, d}: a at rank 1
+    assert after["ex1"]["mrr@20"] == pytest.approx(1.0)
+    grades = dict(conn.execute("SELECT chunk_id, grade FROM pgeval.result WHERE run_id = %s AND "
+                               "query_id = 'ex1'", (examples,)).fetchall())
+    assert grades == {"a": 2, "b": 0, "c": None, "d": 1}

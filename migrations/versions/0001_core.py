@@ -116,11 +116,33 @@ CREATE TABLE pgeval.result (
     rank     integer NOT NULL CHECK (rank >= 1),
     chunk_id text NOT NULL,
     score    double precision,
-    -- (run_id, rank, query_id) INCLUDE (chunk_id): the metrics read "the first K results of a
-    -- run" as one index-only range scan; per-query access goes through the UNIQUE index below.
+    -- the chunk's judged grade for this query in the run's test set (NULL: not judged), filled
+    -- by the trigger pgeval.result_fill_grades when the row is written. Judgements never change
+    -- under a run (replacing a test set deletes its runs), so the metrics need no join.
+    grade    smallint,
+    -- (run_id, rank, query_id) INCLUDE (chunk_id): "the first K results of a run" is one
+    -- index-only range scan; per-query access goes through the UNIQUE index.
     PRIMARY KEY (run_id, rank, query_id) INCLUDE (chunk_id),
     UNIQUE (run_id, query_id, chunk_id)
 );
+-- the metrics read only judged relevant results: a small index of just those rows
+CREATE INDEX result_judged_idx ON pgeval.result (run_id, rank) INCLUDE (query_id, grade)
+    WHERE grade > 0;
+
+CREATE FUNCTION pgeval.result_fill_grades() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    UPDATE pgeval.result r SET grade = j.grade
+      FROM new_rows n
+      JOIN pgeval.run ru ON ru.run_id = n.run_id
+      JOIN pgeval.qrel j ON j.testset_id = ru.testset_id AND j.query_id = n.query_id
+                        AND j.chunk_id = n.chunk_id
+     WHERE r.run_id = n.run_id AND r.rank = n.rank AND r.query_id = n.query_id;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER result_fill_grades AFTER INSERT ON pgeval.result
+    REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT
+    EXECUTE FUNCTION pgeval.result_fill_grades();
 
 CREATE FUNCTION pgeval.run_delete_results() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -231,6 +253,8 @@ CREATE INDEX sweep_point_hash_idx ON pgeval.sweep_point (config_hash, repetition
 DOWNGRADE = r"""
 DROP TABLE IF EXISTS pgeval.sweep_point, pgeval.sweep CASCADE;    -- parameter sweeps (issue 4)
 DROP TABLE IF EXISTS pgeval.refusal_phrase, pgeval.answer CASCADE;
+DROP TRIGGER IF EXISTS result_fill_grades ON pgeval.result;
+DROP FUNCTION IF EXISTS pgeval.result_fill_grades();
 DROP TRIGGER IF EXISTS run_delete_results ON pgeval.run;
 DROP FUNCTION IF EXISTS pgeval.run_delete_results();
 DROP TABLE IF EXISTS pgeval.query_plan, pgeval.query_timing, pgeval.result, pgeval.run,
