@@ -27,9 +27,8 @@ from psycopg import sql
 
 from .. import segmenters
 from ..errors import DatabaseError, InputError
-from . import bm25_sql, gucs, store
-from .base import (BOUNDARY_BATCH, BOUNDARY_ROUND_TRIP, BOUNDARY_SERVER, ORDER_SIMILARITY,
-                   SCORE_SIMILARITY, BaseStage, StageContext)
+from . import bm25_sql, gucs, store, timing
+from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
 
 METHODS = ("auto", "pg_textsearch", "fts")
 FTS_NOTE = ("PostgreSQL full-text search (ts_rank_cd over a tsvector), not BM25: no IDF and no "
@@ -168,12 +167,9 @@ class Bm25Stage(BaseStage):
                           "scan": scan, "settings": settings, "batch": ctx.batch,
                           "target": ctx.target.name, "queries_without_text": len(missing)}
             run_params.pop("index_ref", None)
-            boundary = BOUNDARY_BATCH if ctx.batch else (
-                BOUNDARY_ROUND_TRIP + ("; server_ms: " + BOUNDARY_SERVER if ctx.server_timing
-                                       else ""))
             negate = plan["method"] == "pg_textsearch"
             with store.run_scope(ctx, run_name, params=run_params, order_rule=ORDER_SIMILARITY,
-                                 timing_boundary=boundary) as out:
+                                 timing_boundary=timing.boundary(ctx)) as out:
                 if ctx.batch:
                     self._run_batch(ctx, stmt, params, texts, negate, out)
                 else:
@@ -192,11 +188,7 @@ class Bm25Stage(BaseStage):
         return f"index {scans[0][1]}" if scans else "sequential scan"
 
     def _run_each(self, ctx, stmt, params, texts, negate, out) -> None:
-        kb = ctx.kb
-        text = stmt.as_string(kb)
-        explain = (sql.SQL("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ") + stmt).as_string(kb) \
-            if ctx.server_timing else None
-        cur = kb.cursor()
+        timed = timing.TimedStatement(ctx.kb, stmt, ctx.server_timing)
         if ctx.progress:
             ctx.progress.start(ctx.stage, len(ctx.queries))
         for q in ctx.queries:
@@ -204,14 +196,7 @@ class Bm25Stage(BaseStage):
             if qtext is None:
                 out.add(q.query_id, [], latency_ms=0.0, rows_returned=0)
             else:
-                p = dict(params, q=qtext)
-                t0 = time.perf_counter()
-                cur.execute(text, p, prepare=True)
-                rows = cur.fetchall()
-                ms = (time.perf_counter() - t0) * 1000.0
-                server_ms = None
-                if explain:
-                    server_ms = float(cur.execute(explain, p).fetchone()[0][0]["Execution Time"])
+                rows, ms, server_ms = timed.execute(dict(params, q=qtext))
                 out.add(q.query_id, [(r[0], -r[1] if negate else r[1]) for r in rows],
                         latency_ms=ms, server_ms=server_ms, rows_returned=rows[0][2] if rows else 0)
             if ctx.progress:

@@ -19,9 +19,8 @@ import numpy as np
 from psycopg import sql
 
 from ..errors import DatabaseError, InputError, PlanError
-from . import gucs, plan_check, store, vector_sql
-from .base import (BOUNDARY_BATCH, BOUNDARY_ROUND_TRIP, BOUNDARY_SERVER, ORDER_DISTANCE,
-                   SCORE_DISTANCE, BaseStage, StageContext)
+from . import gucs, plan_check, store, timing, vector_sql
+from .base import ORDER_DISTANCE, SCORE_DISTANCE, BaseStage, StageContext
 
 LOCK_TIMEOUT = "10s"
 
@@ -202,11 +201,8 @@ class VectorStage(BaseStage):
                           "overfetch": self.overfetch(ctx),
                           "batch": ctx.batch, "embedder": ctx.embedder, "target": ctx.target.name,
                           "warnings": self.trap_warnings(ctx, tx["settings"])}
-            boundary = BOUNDARY_BATCH if ctx.batch else (
-                BOUNDARY_ROUND_TRIP + ("; server_ms: " + BOUNDARY_SERVER if ctx.server_timing
-                                       else ""))
             with store.run_scope(ctx, run_name, params=run_params, order_rule=ORDER_DISTANCE,
-                                 timing_boundary=boundary, background=True) as out:
+                                 timing_boundary=timing.boundary(ctx), background=True) as out:
                 if ctx.batch:
                     self._run_batch(ctx, stmt, params, out)
                 else:
@@ -216,24 +212,13 @@ class VectorStage(BaseStage):
             ctx.kb.rollback()   # READ ONLY: nothing to keep; --isolate-index: restores indexes
 
     def _run_each(self, ctx, stmt, params, out) -> None:
-        kb = ctx.kb
-        text = stmt.as_string(kb)
-        explain = (sql.SQL("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ") + stmt).as_string(kb) \
-            if ctx.server_timing else None
-        cur = kb.cursor()
+        timed = timing.TimedStatement(ctx.kb, stmt, ctx.server_timing)
         has_n = vector_sql.per_query(ctx.target, ctx.depth, **self._sql_kw(ctx))[2]
         counts = []
         if ctx.progress:
             ctx.progress.start(ctx.stage, len(ctx.queries))
         for q in ctx.queries:
-            p = dict(params, q=_f32(q.embedding))
-            t0 = time.perf_counter()
-            cur.execute(text, p, prepare=True)
-            rows = cur.fetchall()
-            ms = (time.perf_counter() - t0) * 1000.0
-            server_ms = None
-            if explain:
-                server_ms = float(cur.execute(explain, p).fetchone()[0][0]["Execution Time"])
+            rows, ms, server_ms = timed.execute(dict(params, q=_f32(q.embedding)))
             n = (rows[0][2] if rows else 0) if has_n else len(rows)
             counts.append(n)
             out.add(q.query_id, [(r[0], r[1]) for r in rows], latency_ms=ms, server_ms=server_ms,
