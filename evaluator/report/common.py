@@ -1,9 +1,12 @@
 """What the Markdown and HTML renderers share: number formatting, the facts at the top of a
-report, the tables they both print, and EXPLAIN plans as text."""
+report, the tables they both print (and in which order), and EXPLAIN plans as text."""
 
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
+
+SWEEP_COLUMNS = ["label", "recall", "latency_p95_ms", "qps", "pareto", "current"]
 
 
 def fmt(value, digits: int = 4) -> str:
@@ -104,6 +107,36 @@ def loss_rows(report: dict) -> list[dict]:
     return [{"category": r.get("category"), "chunks": r.get("chunks"), "share": r.get("share"),
              "recall_points": r.get("recall_points"), "meaning": r.get("meaning", "")}
             for r in sr.get("loss_attribution") or []]
+
+
+class Section(NamedTuple):
+    key: str                      # latency | answers | stages | loss | sweep | by_type
+    title: str
+    rows: list[dict]
+    columns: list[str] | None     # None: the keys of the first row
+
+
+def sections(report: dict) -> list[Section]:
+    """The optional tables between the summary and the flagged queries, in the order both
+    renderers print them; only those the report has data for."""
+    out = []
+    if latency_rows(report):
+        out.append(Section("latency", "Latency (nearest rank, ms)", latency_rows(report), None))
+    if report.get("answers"):
+        out.append(Section("answers", "End-to-end answers", [report["answers"]], None))
+    if stage_rows(report):
+        out.append(Section("stages", "Stages", stage_rows(report), None))
+    if loss_rows(report):
+        out.append(Section("loss", f"Where recall@{report['stage_report']['k']} was lost",
+                           loss_rows(report), None))
+    if report.get("sweep"):
+        sw = report["sweep"]
+        out.append(Section("sweep", f"Sweep {sw.get('name')}: {sw.get('param')}",
+                           sw.get("points") or [], SWEEP_COLUMNS))
+    if report.get("by_type"):
+        out.append(Section("by_type", "By query type", report["by_type"],
+                           ["type", "queries", *headline_metrics(report)]))
+    return out
 
 
 def case_rows(report: dict, ranked: int = 5) -> list[dict]:

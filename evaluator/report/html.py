@@ -51,7 +51,7 @@ JS = """
 })();
 """
 
-SWEEP_COLUMNS = ["label", "recall", "latency_p95_ms", "qps", "pareto", "current"]
+UNSORTED = ("latency", "answers")     # one-row tables: nothing to sort
 PLOT_TITLES = {"waterfall": "Stage waterfall of recall lost", "sweep": "Recall vs latency",
                "by_type": "Per query type", "distribution": "Per-query distribution",
                "latency": "Latency"}
@@ -101,25 +101,14 @@ def render(report: dict, *, with_plots: bool = True) -> str:
     parts.append('<h2>Summary</h2><p class="muted">Means over valid queries; acceptance levels per '
                  "METRICS.md (thresholds excellent / good / pass).</p>"
                  + f'<div id="summary">{table(common.summary_rows(report), levels="level")}</div>')
-    lat = common.latency_rows(report)
-    if lat:
-        parts.append("<h2>Latency (nearest rank, ms)</h2>" + table(lat, sortable=False))
-    if report.get("answers"):
-        parts.append("<h2>End-to-end answers</h2>" + table([report["answers"]], sortable=False))
-    if common.stage_rows(report):
-        parts.append("<h2>Stages</h2>" + table(common.stage_rows(report)))
-    if common.loss_rows(report):
-        parts.append(f"<h2>Where recall@{report['stage_report']['k']} was lost</h2>"
-                     + table(common.loss_rows(report)))
-    if report.get("sweep"):
-        sw = report["sweep"]
-        parts.append(f"<h2>Sweep {escape(str(sw.get('name')))}: {escape(str(sw.get('param')))}"
-                     f"</h2>" + table(sw.get("points") or [], SWEEP_COLUMNS))
-    for name, png in images.items():
-        parts.append(_img(name, png))
-    if report.get("by_type"):
-        parts.append("<h2>By query type</h2>" + table(
-            report["by_type"], ["type", "queries", *common.headline_metrics(report)]))
+    plots_html = [_img(name, png) for name, png in images.items()]
+    for sec in common.sections(report):
+        if sec.key == "by_type":          # the plots go between the sweep and the type table
+            parts.extend(plots_html)
+            plots_html = []
+        parts.append(f"<h2>{escape(sec.title)}</h2>"
+                     + table(sec.rows, sec.columns, sortable=sec.key not in UNSORTED))
+    parts.extend(plots_html)
     flagged = report.get("flagged") or []
     parts.append("<h2>Flagged queries</h2><p class=\"muted\">Low recall (Recall@K &lt; 0.3) and "
                  "poor ranking (nDCG@10 &lt; 0.5), with the plan of the stage that served them."

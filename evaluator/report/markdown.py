@@ -34,24 +34,8 @@ def render(report: dict) -> str:
     parts.append("## Summary\n\nMeans over valid queries; levels per METRICS.md "
                  "(thresholds excellent / good / pass).\n\n"
                  + table(rows, ["metric", "value", "level", "thresholds"]))
-    lat = common.latency_rows(report)
-    if lat:
-        parts.append("## Latency (nearest rank)\n\n" + table(lat))
-    if report.get("answers"):
-        parts.append("## End-to-end answers\n\n" + table([report["answers"]]))
-    if common.stage_rows(report):
-        parts.append("## Stages\n\n" + table(common.stage_rows(report)))
-    if common.loss_rows(report):
-        parts.append(f"## Where recall@{report['stage_report']['k']} was lost\n\n"
-                     + table(common.loss_rows(report)))
-    if report.get("sweep"):
-        sw = report["sweep"]
-        parts.append(f"## Sweep {sw.get('name')}: {sw.get('param')}\n\n" + table(
-            sw.get("points") or [], ["label", "recall", "latency_p95_ms", "qps", "pareto",
-                                     "current"]))
-    if report.get("by_type"):
-        parts.append("## By query type\n\n" + table(
-            report["by_type"], ["type", "queries", *common.headline_metrics(report)]))
+    for sec in common.sections(report):
+        parts.append(f"## {sec.title}\n\n" + table(sec.rows, sec.columns))
     flagged = report.get("flagged") or []
     parts.append("## Flagged queries\n\nLow recall (Recall@K < 0.3) and poor ranking "
                  "(nDCG@10 < 0.5).\n\n" + table(flagged, ["query_id", "flag", "measure", "value"]))
