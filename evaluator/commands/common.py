@@ -32,3 +32,29 @@ def parse_list(value: str | None, cast=str, what: str = "value") -> list:
         except ValueError:
             raise click.BadParameter(f"'{item}' is not a valid {what}") from None
     return out
+
+
+# ---- options several commands share (one meaning, one help text) -----------------------------
+_MEASURE_OPTIONS = (
+    click.option("--k", "k", metavar="3,5,10",
+                 help="Recall/Precision/Hit cut-offs. [default: 3,5,10]"),
+    click.option("--ndcg-k", metavar="5,10", help="nDCG cut-offs. [default: 5,10]"),
+    click.option("--mrr-k", metavar="20", help="MRR cut-offs. [default: 20]"),
+    click.option("--rel", type=int, default=1, show_default=True,
+                 help="Lowest grade (0-3) that counts as relevant."),
+)
+
+
+def measure_options(f):
+    """``--k``, ``--ndcg-k``, ``--mrr-k`` (read them with :func:`measures_from`) and ``--rel``."""
+    for option in reversed(_MEASURE_OPTIONS):
+        f = option(f)
+    return f
+
+
+def measures_from(k: str | None, ndcg_k: str | None, mrr_k: str | None) -> list[str]:
+    """The measure names the options of :func:`measure_options` ask for."""
+    from ..metrics import measures_for
+
+    return measures_for(parse_list(k, int, "cut-off"), parse_list(ndcg_k, int, "cut-off"),
+                        parse_list(mrr_k, int, "cut-off"))

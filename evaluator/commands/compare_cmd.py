@@ -5,17 +5,13 @@ from __future__ import annotations
 import click
 
 from ..output import emit, format_option, to_json, warn
-from .common import parse_list, pass_db
+from .common import measure_options, measures_from, pass_db
 
 
 @click.command()
 @click.argument("baseline", metavar="BASELINE")
 @click.argument("candidate", metavar="CANDIDATE")
-@click.option("--k", "k", metavar="3,5,10", help="Recall/Precision/Hit cut-offs. [default: 3,5,10]")
-@click.option("--ndcg-k", metavar="5,10", help="nDCG cut-offs. [default: 5,10]")
-@click.option("--mrr-k", metavar="20", help="MRR cut-offs. [default: 20]")
-@click.option("--rel", type=int, default=1, show_default=True,
-              help="Lowest grade (0-3) that counts as relevant.")
+@measure_options
 @click.option("--alpha", type=float, default=0.05, show_default=True,
               help="Significance level: a delta with p < alpha counts as a real change.")
 @click.option("--permutations", type=int, default=10_000, show_default=True,
@@ -48,11 +44,9 @@ def compare(database, baseline, candidate, k, ndcg_k, mrr_k, rel, alpha, permuta
       pgeval compare prod new --format json > comparison.json
     """
     from ..compare import compare as run_compare
-    from ..metrics import measures_for
     from ..report import obtain
 
-    measures = measures_for(parse_list(k, int, "cut-off"), parse_list(ndcg_k, int, "cut-off"),
-                            parse_list(mrr_k, int, "cut-off"))
+    measures = measures_from(k, ndcg_k, mrr_k)
     sides = [obtain(database, spec, measures=measures, rel=rel, allow_partial=allow_partial)
              for spec in (baseline, candidate)]
     c = run_compare(sides[0], sides[1], alpha=alpha, permutations=permutations, seed=seed,

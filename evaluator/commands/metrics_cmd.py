@@ -5,16 +5,12 @@ from __future__ import annotations
 import click
 
 from ..output import emit, format_option, to_json, warn
-from .common import parse_list, pass_db
+from .common import measure_options, measures_from, pass_db
 
 
 @click.command()
 @click.argument("run")
-@click.option("--k", "k", metavar="3,5,10", help="Recall/Precision/Hit cut-offs. [default: 3,5,10]")
-@click.option("--ndcg-k", metavar="5,10", help="nDCG cut-offs. [default: 5,10]")
-@click.option("--mrr-k", metavar="20", help="MRR cut-offs. [default: 20]")
-@click.option("--rel", type=int, default=1, show_default=True,
-              help="Lowest grade (0-3) that counts as relevant.")
+@measure_options
 @click.option("--per-query", is_flag=True, help="One row per valid query instead of the means.")
 @click.option("--by-type", is_flag=True, help="Means per query type tag.")
 @click.option("--flagged", is_flag=True, help="List low-recall (< 0.3) and poor-ranking "
@@ -49,8 +45,7 @@ def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, p
     from .. import metrics as m
 
     flagged = flagged or plans
-    measures = m.measures_for(parse_list(k, int, "cut-off"), parse_list(ndcg_k, int, "cut-off"),
-                              parse_list(mrr_k, int, "cut-off"))
+    measures = measures_from(k, ndcg_k, mrr_k)
     with database.connect(autocommit=True) as conn:
         ev = m.evaluate(conn, run, measures, rel=rel, domain_discount=domain_discount,
                         with_per_query=per_query, with_by_type=by_type, with_flagged=flagged,

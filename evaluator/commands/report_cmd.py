@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..output import info, warn
-from .common import parse_list, pass_db
+from .common import measure_options, measures_from, pass_db
 
 
 @click.command()
@@ -15,11 +15,7 @@ from .common import parse_list, pass_db
               "html for people (self-contained, plots embedded).")
 @click.option("--out", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write here (atomically) instead of standard output.")
-@click.option("--k", "k", metavar="3,5,10", help="Recall/Precision/Hit cut-offs. [default: 3,5,10]")
-@click.option("--ndcg-k", metavar="5,10", help="nDCG cut-offs. [default: 5,10]")
-@click.option("--mrr-k", metavar="20", help="MRR cut-offs. [default: 20]")
-@click.option("--rel", type=int, default=1, show_default=True,
-              help="Lowest grade (0-3) that counts as relevant.")
+@measure_options
 @click.option("--domain-discount", type=float, default=0.0, show_default=True,
               help="Lower every acceptance threshold by this fraction (0 to 0.10).")
 @click.option("--depth", type=int, help="Ranked ids kept per query. [default: the largest cut-off]")
@@ -49,14 +45,12 @@ def report(database, name, fmt, out, k, ndcg_k, mrr_k, rel, domain_discount, dep
       pgeval report baseline.json --format md > report.md
     """
     from ..errors import InputError
-    from ..metrics import measures_for
     from ..report import html, markdown, obtain
     from ..report import json as report_json
 
     if depth is not None and depth < 1:
         raise InputError(f"depth must be >= 1, got {depth}", field="--depth")
-    measures = measures_for(parse_list(k, int, "cut-off"), parse_list(ndcg_k, int, "cut-off"),
-                            parse_list(mrr_k, int, "cut-off"))
+    measures = measures_from(k, ndcg_k, mrr_k)
     doc = obtain(database, name, measures=measures, rel=rel, domain_discount=domain_discount,
                  depth=depth, allow_partial=allow_partial, min_score=min_score)
     for w in doc.get("warnings") or []:
