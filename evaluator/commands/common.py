@@ -58,3 +58,45 @@ def measures_from(k: str | None, ndcg_k: str | None, mrr_k: str | None) -> list[
 
     return measures_for(parse_list(k, int, "cut-off"), parse_list(ndcg_k, int, "cut-off"),
                         parse_list(mrr_k, int, "cut-off"))
+
+
+def statement_timeout_option():
+    """``--statement-timeout`` of the commands that run stages (default 5min)."""
+    return click.option(
+        "--statement-timeout", default="5min", show_default=True, metavar="DURATION",
+        help="Cancel any statement on the knowledge base that runs longer (e.g. 30s, 5min; "
+             "0 = no limit). Applied with SET LOCAL and recorded in every run's settings.")
+
+
+def isolate_index_option():
+    """``--isolate-index`` of the commands that run ANN stages (pipeline, sweep)."""
+    return click.option(
+        "--isolate-index", is_flag=True,
+        help="Drop the column's other vector indexes inside each ANN stage's transaction and roll "
+             "back (takes an ACCESS EXCLUSIVE lock on the table for the stage; needs the table's "
+             "owner; not READ ONLY).")
+
+
+def no_checksum_option():
+    """``--no-checksum``: the fingerprint without the knowledge-base table's content checksum."""
+    return click.option(
+        "--no-checksum", is_flag=True,
+        help="Skip the content checksum of the knowledge-base table in the fingerprint (one scan "
+             "of the table); keep the row count. For very large tables.")
+
+
+# ---- progress on stderr ------------------------------------------------------------------------
+def progress_bar(*, transient: bool):
+    """A rich progress bar on stderr (description, bar, done/total, elapsed time). Start it when
+    the first piece of work begins, so that an early error prints one line only."""
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn)
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=Console(stderr=True), transient=transient)
+
+
+def warn_above(bar):
+    """An ``on_warning`` callback printing 'warning: ...' above ``bar``."""
+    return lambda message: bar.console.print(f"[yellow]warning:[/] {message}", soft_wrap=True)

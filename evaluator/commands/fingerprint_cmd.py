@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..output import emit, format_option, to_json, warn
-from .common import pass_db
+from .common import no_checksum_option, pass_db
 
 
 def parse_settings(items) -> dict[str, str]:
@@ -73,8 +73,7 @@ def capture_for(database, target_name: str, *, testset=None, embedder=None, sett
 @click.option("--chunking", metavar="LABEL", help="Chunking label to record (e.g. 512tok-64).")
 @click.option("--set", "settings", multiple=True, metavar="GUC=VALUE",
               help="A query-time setting as the stage would apply it (SET LOCAL), repeatable.")
-@click.option("--no-checksum", is_flag=True, help="Skip the content checksum (one scan of the "
-              "table); keep only the row count. For big tables.")
+@no_checksum_option()
 @click.option("--check", is_flag=True, help="Also run the health check (see `pgeval health`).")
 @format_option(choices=("table", "json"))
 @pass_db

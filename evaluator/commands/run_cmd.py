@@ -7,7 +7,8 @@ import sys
 import click
 
 from ..output import emit, format_option, warn
-from .common import pass_db
+from .common import (isolate_index_option, pass_db, progress_bar, statement_timeout_option,
+                     warn_above)
 
 
 @click.group()
@@ -154,12 +155,8 @@ class _StageBar:
               "(LATERAL over the queries): faster, no per-query latency.")
 @click.option("--server-timing", is_flag=True, help="Also record server execution time per query "
               "(EXPLAIN ANALYZE, a second execution of each query).")
-@click.option("--isolate-index", is_flag=True, help="Drop the other vector indexes of the table "
-              "inside each ANN stage's transaction and roll back (takes an ACCESS EXCLUSIVE lock "
-              "on the table for the stage; needs the table's owner; not READ ONLY).")
-@click.option("--statement-timeout", default="5min", show_default=True, metavar="DURATION",
-              help="Cancel any statement on the knowledge base that runs longer (e.g. 30s, 5min; "
-                   "0 = no limit). Applied with SET LOCAL and recorded in every run's settings.")
+@isolate_index_option()
+@statement_timeout_option()
 @format_option()
 @pass_db
 def pipeline(database, testset, target, stages, settings, options, depth, repeat, embedder,
@@ -209,17 +206,10 @@ def pipeline(database, testset, target, stages, settings, options, depth, repeat
 def _with_progress(call, repeat: int | None):
     """``call(progress_factory=..., on_warning=...)`` with rich progress bars on stderr (started
     with the first stage, so an early error prints one line only)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
-        TimeElapsedColumn
-
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
-    bar = Progress(*columns, console=Console(stderr=True), transient=False)
+    bar = progress_bar(transient=False)
     try:
         return call(progress_factory=lambda s, rep: _StageBar(bar, repeat or "?", s, rep),
-                    on_warning=lambda w: bar.console.print(f"[yellow]warning:[/] {w}",
-                                                          soft_wrap=True))
+                    on_warning=warn_above(bar))
     finally:
         if bar.live.is_started:
             bar.stop()

@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from ..output import emit, format_option, info, to_json, warn
-from .common import pass_db
+from .common import (isolate_index_option, no_checksum_option, pass_db, progress_bar,
+                     warn_above)
 
 
 def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict]:
@@ -70,10 +71,8 @@ def recommendation_line(res) -> str:
               "same name; reuses nothing).")
 @click.option("--index", default=None, metavar="NAME", help="The ANN index to measure when the "
               "column has several.")
-@click.option("--isolate-index", is_flag=True, help="Drop the column's other vector indexes "
-              "inside each point's transaction (rolled back; locks the table).")
-@click.option("--no-checksum", is_flag=True, help="Leave the content checksum out of the "
-              "fingerprint (saves one scan of a big table).")
+@isolate_index_option()
+@no_checksum_option()
 @click.option("--maintenance-work-mem", default="1GB", show_default=True,
               help="maintenance_work_mem for index builds (never below the server's).")
 @click.option("--build-timeout", type=click.FloatRange(1, 7 * 86400), default=1800,
@@ -110,10 +109,6 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
           --build m=8,16,32 --build ef_construction=64,128 --param hnsw.ef_search=40,100
       pgeval sweep ... --concurrency 8 --format csv > sweep.csv
     """
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, \
-        TimeElapsedColumn
-
     from ..stages import gucs
     from ..sweep import SweepConfig, run_sweep
 
@@ -123,8 +118,7 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
                       name=name, fresh=fresh, isolate_index=isolate_index, index=index,
                       checksum=not no_checksum, maintenance_work_mem=maintenance_work_mem,
                       build_timeout_s=build_timeout)
-    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+    bar = progress_bar(transient=True)
     task = {}
 
     def on_point(point, rep, how):
@@ -134,8 +128,7 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
         bar.update(task["id"], advance=1, description=f"rep {rep} {point.label} ({how})")
 
     try:
-        res = run_sweep(database, cfg, on_point=on_point,
-                        on_warning=lambda w: bar.console.print(f"[yellow]warning:[/] {w}"))
+        res = run_sweep(database, cfg, on_point=on_point, on_warning=warn_above(bar))
     finally:
         if bar.live.is_started:
             bar.stop()
