@@ -97,6 +97,20 @@ def test_numpy_embedder_dimension_mismatch(setup, conn, pgeval, tmp_path):
     assert conn.execute("SELECT count(*) FROM pgeval.experiment").fetchone()[0] == 0
 
 
+def test_no_checksum_keeps_the_row_count_only(setup, conn, pgeval):
+    for name, extra in (("with-sum", ()), ("no-sum", ("--no-checksum",))):
+        code, _, err = pgeval("run", "pipeline", "--testset", "va", "--target", "one", "--stages",
+                              "exact", "--repeat", "1", "--depth", "5", "--name", name, *extra)
+        assert code == 0, err
+    data = dict(conn.execute("SELECT name, fingerprint->'data' FROM pgeval.experiment "
+                             "WHERE name IN ('with-sum', 'no-sum')").fetchall())
+    rows = conn.execute(f"SELECT count(*) FROM {kb.ONE}").fetchone()[0]
+    assert data["no-sum"] == {"rows": rows, "checksum": None}
+    assert data["with-sum"]["rows"] == rows and len(data["with-sum"]["checksum"]) == 16
+    code, out, _ = pgeval("run", "pipeline", "--help")
+    assert "--no-checksum" in out and "keep the row count" in out
+
+
 class ProbeStage(BaseStage):
     """A later stage as part B writes them: reads ctx.previous, writes through the store."""
 

@@ -174,3 +174,22 @@ def test_cli_sweep_outputs_and_plot(pgeval, cran, tmp_path):
     assert code == 0 and "index_recall@10" in header and "ndcg@10" in header
     code, out, err = pgeval(*args[:-2], "--param", "hnsw.ef_search=x", "--name", "dba-bad")
     assert code == 1 and "Traceback" not in err
+
+
+def test_statement_timeout_is_applied_and_recorded(pgeval, cran, conn):
+    args = ["sweep", "--testset", CRAN_TESTSET, "--target", CRAN_TARGET, "--stage", "hnsw",
+            "--param", "hnsw.ef_search=40", "--set", "enable_seqscan=off",
+            "--set", "work_mem=12MB", "--repeat", "1"]
+    code, _, err = pgeval(*args, "--statement-timeout", "45s", "--name", "dba-sweep-timeout")
+    assert code == 0, err
+    settings = conn.execute("SELECT settings FROM pgeval.sweep "
+                            "WHERE name = 'dba-sweep-timeout'").fetchone()[0]
+    assert settings["statement_timeout"] == "45s"
+    runs = conn.execute("SELECT name, params->'settings'->>'statement_timeout' FROM pgeval.run "
+                        "WHERE name LIKE 'dba-sweep-timeout.%' ORDER BY name").fetchall()
+    assert runs == [("dba-sweep-timeout.ef_search=40.1", "45s"),
+                    ("dba-sweep-timeout.exact.1", "45s")]
+    code, _, err = pgeval(*args, "--statement-timeout", "soon", "--name", "dba-sweep-bad-timeout")
+    assert code == 1 and "--statement-timeout" in err and "Traceback" not in err
+    assert conn.execute("SELECT count(*) FROM pgeval.sweep "
+                        "WHERE name = 'dba-sweep-bad-timeout'").fetchone()[0] == 0

@@ -7,8 +7,8 @@ import sys
 import click
 
 from ..output import emit, format_option, warn
-from .common import (isolate_index_option, pass_db, progress_bar, statement_timeout_option,
-                     warn_above)
+from .common import (isolate_index_option, no_checksum_option, pass_db, progress_bar,
+                     statement_timeout_option, warn_above)
 
 
 @click.group()
@@ -157,11 +157,12 @@ class _StageBar:
               "(EXPLAIN ANALYZE, a second execution of each query).")
 @isolate_index_option()
 @statement_timeout_option()
+@no_checksum_option()
 @format_option()
 @pass_db
 def pipeline(database, testset, target, stages, settings, options, depth, repeat, embedder,
              base_url, dimensions, api_key_env, reranker, name, batch, server_timing,
-             isolate_index, statement_timeout, fmt):
+             isolate_index, statement_timeout, no_checksum, fmt):
     """Run retrieval stages against the knowledge base and store every ranked list.
 
     One experiment = the stages in order under one configuration (recorded in
@@ -195,7 +196,7 @@ def pipeline(database, testset, target, stages, settings, options, depth, repeat
                          settings=gucs.parse(settings), options=opts, depth=depth, repeat=repeat,
                          embedder=embedder, embedder_options=emb_opts, name=name, batch=batch,
                          server_timing=server_timing, isolate_index=isolate_index,
-                         statement_timeout=statement_timeout)
+                         statement_timeout=statement_timeout, checksum=not no_checksum)
     if isolate_index:
         warn("--isolate-index drops the other vector indexes inside each ANN stage's transaction: "
              "the table is locked (ACCESS EXCLUSIVE) until the stage ends and rolls back")

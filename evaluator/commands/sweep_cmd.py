@@ -6,7 +6,7 @@ import click
 
 from ..output import emit, format_option, info, to_json, warn
 from .common import (isolate_index_option, no_checksum_option, pass_db, progress_bar,
-                     warn_above)
+                     statement_timeout_option, warn_above)
 
 
 def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict]:
@@ -73,6 +73,7 @@ def recommendation_line(res) -> str:
               "column has several.")
 @isolate_index_option()
 @no_checksum_option()
+@statement_timeout_option()
 @click.option("--maintenance-work-mem", default="1GB", show_default=True,
               help="maintenance_work_mem for index builds (never below the server's).")
 @click.option("--build-timeout", type=click.FloatRange(1, 7 * 86400), default=1800,
@@ -83,7 +84,7 @@ def recommendation_line(res) -> str:
 @pass_db
 def sweep(database, testset, target_name, stage, params, build, settings, k, depth, repeat,
           concurrency, target_recall, embedder, name, fresh, index, isolate_index, no_checksum,
-          maintenance_work_mem, build_timeout, plot, fmt):
+          statement_timeout, maintenance_work_mem, build_timeout, plot, fmt):
     """Measure recall@K against exact search and latency at every point of a grid of index
     settings, and recommend the cheapest setting that reaches --target-recall.
 
@@ -116,8 +117,8 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
                       build=build, settings=gucs.parse(settings), k=k, depth=depth, repeat=repeat,
                       concurrency=concurrency, target_recall=target_recall, embedder=embedder,
                       name=name, fresh=fresh, isolate_index=isolate_index, index=index,
-                      checksum=not no_checksum, maintenance_work_mem=maintenance_work_mem,
-                      build_timeout_s=build_timeout)
+                      checksum=not no_checksum, statement_timeout=statement_timeout,
+                      maintenance_work_mem=maintenance_work_mem, build_timeout_s=build_timeout)
     bar = progress_bar(transient=True)
     task = {}
 

@@ -39,6 +39,7 @@ class SweepConfig:
     isolate_index: bool = False
     index: str | None = None
     checksum: bool = True
+    statement_timeout: str | None = "5min"  # per statement on the knowledge base (None: server's)
     maintenance_work_mem: str = "1GB"
     build_timeout_s: float = 1800.0
 
@@ -128,6 +129,7 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None) -> 
         tid, ts_hash = _testset(results, cfg.testset)
         target = targets.load(results, cfg.target)
         base = gucs.validate(kb, dict(cfg.settings))
+        base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
         for values in grid.product(param_axes):
             try:
                 gucs.validate(kb, {**base, **values})
