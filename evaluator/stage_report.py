@@ -103,6 +103,20 @@ def _rows(conn, query: str, params) -> list[dict]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
+COUNTS = ("chunks", "relevant", "valid_queries", "queries")   # of loss_summary / loss_by_type
+
+
+def _whole_counts(rows: list[dict]) -> list[dict]:
+    """The loss attribution's counts arrive as means over repetitions (double precision): an int
+    when the mean is whole (always so for one repetition), the mean otherwise."""
+    for r in rows:
+        for key in COUNTS:
+            v = r.get(key)
+            if isinstance(v, float) and v.is_integer():
+                r[key] = int(v)
+    return rows
+
+
 def _pct_key(frac: float) -> str:
     pct = round(frac * 100, 6)
     return f"p{int(pct) if pct == int(pct) else pct}"
@@ -190,14 +204,15 @@ def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None 
                         "fusion is shown as 'retrieval' (index and reach together)")
     chain = _rows(conn, "SELECT label AS stage, role, link, cut FROM pgeval.loss_chain(%s, %s, %s)",
                   (exp.experiment_id, k, first_rep))
-    loss = _rows(conn, "SELECT category, chunks, share, recall_points, points_min, points_max, "
-                 "relevant, valid_queries, repetitions FROM pgeval.loss_summary(%s, %s, %s, %s)",
-                 (exp.experiment_id, k, repetition, rel))
+    loss = _whole_counts(_rows(
+        conn, "SELECT category, chunks, share, recall_points, points_min, points_max, relevant, "
+        "valid_queries, repetitions FROM pgeval.loss_summary(%s, %s, %s, %s)",
+        (exp.experiment_id, k, repetition, rel)))
     for r in loss:
         r["meaning"] = CATEGORIES.get(r["category"], "")
-    by_type = _rows(conn, "SELECT query_type AS type, category, queries, chunks, share, "
-                    "recall_points FROM pgeval.loss_by_type(%s, %s, %s, %s)",
-                    (exp.experiment_id, k, repetition, rel))
+    by_type = _whole_counts(_rows(conn, "SELECT query_type AS type, category, queries, chunks, "
+                                  "share, recall_points FROM pgeval.loss_by_type(%s, %s, %s, %s)",
+                                  (exp.experiment_id, k, repetition, rel)))
     worst_rows = _rows(conn, "SELECT * FROM pgeval.loss_worst_queries(%s, %s, %s, %s, %s)",
                        (exp.experiment_id, k, first_rep, rel, worst)) if worst else []
     return StageReport(exp, k, rel, repetition, counts, stages(conn, exp, k, rel, repetition),

@@ -134,7 +134,7 @@ def test_experiment_report_has_stages_and_waterfall(pgeval, conn, experiment):
     assert cats["rerank"] == pytest.approx(0.5) and cats["kept"] == pytest.approx(0.5)
     code, md, err = pgeval("report", "exp", "--format", "md")
     assert code == 0 and "## Stages" in md and "## Where recall@10 was lost" in md
-    assert "| rerank | 12.0000 | 0.5000 | 0.5000 |" in md
+    assert "| rerank | 12 | 0.5000 | 0.5000 |" in md      # a count of one repetition: whole
 
 
 def test_report_errors(pgeval, reported, tmp_path):

@@ -154,3 +154,27 @@ def test_help_teaches(pgeval):
     assert code == 0
     for text in ("index", "reach", "fusion", "rerank", "Examples:", "--repetition"):
         assert text in out
+
+
+def test_counts_print_as_integers_unless_true_means(pgeval, exp2):
+    """Loss counts are means over repetitions: whole ones (one repetition) are integers in JSON,
+    the table and the Markdown report; a mean that is not whole keeps its decimals."""
+    one, _ = report_json(pgeval, "--k", "2", "--repetition", "1")
+    for r in one["loss_attribution"]:
+        assert type(r["chunks"]) is int and type(r["relevant"]) is int, r
+        assert type(r["valid_queries"]) is int, r
+    assert all(type(r["queries"]) is int and type(r["chunks"]) is int
+               for r in one["loss_by_type"])
+    code, out, err = pgeval("stage-report", "exp2", "--k", "2", "--repetition", "1")
+    assert code == 0, err
+    assert "(relevant chunks: 5)" in out
+    both, _ = report_json(pgeval, "--k", "2")
+    loss = {r["category"]: r for r in both["loss_attribution"]}
+    # index: 1 chunk in repetition 1, none in repetition 2 -> the mean 0.5 stays a float;
+    # 5 relevant chunks in both -> 5
+    assert loss["index"]["chunks"] == 0.5 and type(loss["kept"]["relevant"]) is int
+    code, md, err = pgeval("report", "exp2", "--format", "md")
+    assert code == 0, err
+    table = md.split("was lost")[1].split("\n\n")[1].splitlines()[2:]
+    chunks = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in table}
+    assert chunks["index"] == "0.5000" and chunks["reach"] == "1", chunks

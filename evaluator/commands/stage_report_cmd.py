@@ -8,11 +8,6 @@ from ..output import emit, format_option, to_json, warn
 from .common import pass_db
 
 
-def _num(value):
-    """Counts averaged over repetitions: an int when whole (table cells)."""
-    return int(value) if isinstance(value, float) and value.is_integer() else value
-
-
 def _measures(report) -> list[str]:
     k = report.k
     return list(dict.fromkeys([f"recall@{k}", "recall@3", "recall@5", "recall@10", "mrr@20",
@@ -56,7 +51,7 @@ def _by_type_rows(report) -> tuple[list[dict], list[str]]:
     cats = [r["category"] for r in report.loss]
     out: dict[str, dict] = {}
     for r in report.loss_by_type:
-        row = out.setdefault(r["type"], {"type": r["type"], "queries": _num(r["queries"])})
+        row = out.setdefault(r["type"], {"type": r["type"], "queries": r["queries"]})
         row[r["category"]] = r["recall_points"]
     return list(out.values()), ["type", "queries", *cats]
 
@@ -140,11 +135,11 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
     for rows, columns, title in _stage_tables(report):
         emit(rows, "table", columns, title=title)
     click.echo(f"chain at K = {report.k}: {chain_text(report.chain)}")
-    loss = [{"category": r["category"], "chunks": _num(r["chunks"]), "share": r["share"],
+    loss = [{"category": r["category"], "chunks": r["chunks"], "share": r["share"],
              f"recall@{report.k} points": r["recall_points"]} for r in report.loss]
     emit(loss, "table", ["category", "chunks", "share", f"recall@{report.k} points"],
          title=f"loss attribution (relevant chunks: "
-               f"{_num(report.loss[0]['relevant']) if report.loss else 0})")
+               f"{report.loss[0]['relevant'] if report.loss else 0})")
     for r in report.loss:
         click.echo(f"  {r['category']:<9} {r['meaning']}")
     by_type, cols = _by_type_rows(report)
