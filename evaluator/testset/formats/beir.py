@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from .. import fields
 from ..records import Row
 from .jsonl import parse_line
-from .trec import qrels
+from .trec import qrels, query_row
 
 COLUMNS = ("query-id", "corpus-id", "score")
 
@@ -29,16 +28,8 @@ def queries_jsonl(src, file_idx: int) -> Iterator[Row]:
         if not text.strip():
             continue
         obj = parse_line(src, n, text)
-        try:
-            qid = fields.ident(obj.get("_id"), "query id")
-        except ValueError as exc:
-            raise src.error(str(exc), line=n, field="_id") from None
-        try:
-            body = fields.query_text(obj.get("text"))
-        except ValueError as exc:
-            raise src.error(f"query '{qid}': {exc}", line=n, field="text") from None
         count += 1
-        yield Row(file_idx, n, qid, True, body, [], None, "[]", None, [], [], [])
+        yield query_row(src, file_idx, n, obj.get("_id"), obj.get("text"), "_id")
     if count == 0:
         raise src.error("the file is empty (no queries)")
 

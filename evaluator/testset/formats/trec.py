@@ -18,6 +18,20 @@ from ..records import Row, judgements
 GROUP = 1000
 
 
+def query_row(src, file_idx: int, line: int, query_id, text, id_field: str) -> Row:
+    """A query of a queries-only file (this TSV, BEIR's queries.jsonl): id and text checked (an
+    error names the file, the line and ``id_field`` or ``text``), no judgements of its own."""
+    try:
+        qid = fields.ident(query_id, "query id")
+    except ValueError as exc:
+        raise src.error(str(exc), line=line, field=id_field) from None
+    try:
+        body = fields.query_text(text)
+    except ValueError as exc:
+        raise src.error(f"query '{qid}': {exc}", line=line, field="text") from None
+    return Row(file_idx, line, qid, True, body, [], None, "[]", None, [], [], [])
+
+
 def queries_tsv(src, file_idx: int) -> Iterator[Row]:
     count = 0
     for n, text in src:
@@ -26,16 +40,8 @@ def queries_tsv(src, file_idx: int) -> Iterator[Row]:
         qid, tab, body = text.partition("\t")
         if not tab:
             raise src.error("expected query-id<TAB>text (no tab on this line)", line=n)
-        try:
-            qid = fields.ident(qid, "query id")
-        except ValueError as exc:
-            raise src.error(str(exc), line=n, field="query-id") from None
-        try:
-            body = fields.query_text(body)
-        except ValueError as exc:
-            raise src.error(f"query '{qid}': {exc}", line=n, field="text") from None
         count += 1
-        yield Row(file_idx, n, qid, True, body, [], None, "[]", None, [], [], [])
+        yield query_row(src, file_idx, n, qid, body, "query-id")
     if count == 0:
         raise src.error("the queries file is empty")
 
