@@ -136,18 +136,11 @@ class CrossEncoderReranker:
         self._model = None
 
     def _load(self):
-        try:
-            from sentence_transformers import CrossEncoder
-        except ImportError:
-            raise InputError("cross-encoder rerankers need sentence-transformers: pip install "
-                             "sentence-transformers (or use an http: reranker)",
-                             field=FIELD) from None
-        try:
-            return CrossEncoder(self.model_name)
-        except Exception as exc:
-            first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
-            raise InputError(f"cannot load cross-encoder '{self.model_name}': {first}",
-                             field=FIELD) from None
+        from .embedders.local import load_model
+
+        return load_model("CrossEncoder", self.model_name, what="cross-encoder", field=FIELD,
+                          missing="cross-encoder rerankers need sentence-transformers: pip "
+                                  "install sentence-transformers (or use an http: reranker)")
 
     def score(self, query: str, documents: Sequence[str]) -> list[float | None]:
         if self._model is None:

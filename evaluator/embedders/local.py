@@ -2,12 +2,28 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Sequence
 
 import numpy as np
 
 from ..errors import InputError
 from . import check_matrix
+
+
+def load_model(class_name: str, model: str, *, missing: str, what: str, field: str):
+    """``sentence_transformers.<class_name>(model)`` (the optional sentence-transformers package:
+    local embedders, cross-encoder rerankers). InputError on ``field`` when the package is not
+    installed (``missing`` says what to do) or the model cannot be loaded (``what`` names it)."""
+    try:
+        cls = getattr(importlib.import_module("sentence_transformers"), class_name)
+    except (ImportError, AttributeError):
+        raise InputError(missing, field=field) from None
+    try:
+        return cls(model)
+    except Exception as exc:  # unknown model, no network for a download, ...
+        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        raise InputError(f"cannot load {what} '{model}': {first}", field=field) from None
 
 
 class LocalEmbedder:
@@ -18,18 +34,10 @@ class LocalEmbedder:
         self._model = None
 
     def _load(self):
-        try:
-            from sentence_transformers import SentenceTransformer
-        except ImportError:
-            raise InputError("local embedders need sentence-transformers: pip install "
-                             "'pgeval[local]' (or use openai:MODEL / numpy:FILE.npy)",
-                             field="--embedder") from None
-        try:
-            return SentenceTransformer(self.model_name)
-        except Exception as exc:  # unknown model, no network for a download, ...
-            first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
-            raise InputError(f"cannot load model '{self.model_name}': {first}",
-                             field="--embedder") from None
+        return load_model("SentenceTransformer", self.model_name, what="model",
+                          field="--embedder",
+                          missing="local embedders need sentence-transformers: pip install "
+                                  "'pgeval[local]' (or use openai:MODEL / numpy:FILE.npy)")
 
     def embed(self, queries: Sequence, on_batch=None) -> np.ndarray:
         for q in queries:
