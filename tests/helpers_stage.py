@@ -135,6 +135,16 @@ def close_ctx(ctx) -> None:
         c.close()
 
 
+def prepare_and_run(stage, ctx, run_name: str) -> int:
+    """``stage.prepare`` then ``stage.run`` as the pipeline calls them; the context is closed
+    afterwards (also when either raises). Returns the run id."""
+    try:
+        stage.prepare(ctx)
+        return stage.run(ctx, run_name)
+    finally:
+        close_ctx(ctx)
+
+
 def stored(conn, run_id: int) -> dict[str, list[tuple[str, float]]]:
     """{query_id: [(chunk_id, score), ...]} in rank order."""
     out: dict[str, list] = {}

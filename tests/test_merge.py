@@ -11,7 +11,7 @@ import pytest
 from evaluator.errors import InputError
 from evaluator.stages.merge import MergeStage, parse_weights
 from helpers import make_testset
-from helpers_stage import close_ctx, make_experiment, stage_ctx, stage_run, stored
+from helpers_stage import make_experiment, prepare_and_run, stage_ctx, stage_run, stored
 
 
 @pytest.fixture
@@ -81,12 +81,7 @@ def test_fusion_errors(conn, two_paths):
 def run_merge(database, conn, previous, options=None, depth=10):
     ctx = stage_ctx(database, conn, testset="fu", experiment="fx", stage="merge", depth=depth,
                     options=options, previous=previous)
-    try:
-        stage = MergeStage()
-        stage.prepare(ctx)
-        run_id = stage.run(ctx, "fx.merge.1")
-    finally:
-        close_ctx(ctx)
+    run_id = prepare_and_run(MergeStage(), ctx, "fx.merge.1")
     return run_id, ctx.warnings
 
 

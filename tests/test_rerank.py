@@ -15,7 +15,8 @@ from evaluator.errors import InputError
 from evaluator.stages.rerank import RerankStage
 from helpers import make_testset
 from helpers_peer import Peer, overlap, serving
-from helpers_stage import close_ctx, make_experiment, stage_ctx, stage_run, stored, text_target
+from helpers_stage import (make_experiment, prepare_and_run, stage_ctx, stage_run, stored,
+                           text_target)
 
 DOCS = {
     "d1": "supersonic flow over a flat plate",
@@ -59,12 +60,7 @@ def rerank(database, conn, previous, options, *, depth=6, name="rerank"):
     ctx = stage_ctx(database, conn, testset="rr", experiment="rx", stage="rerank", depth=depth,
                     target=text_target("rr", "rr_docs"), options=options, previous=previous,
                     embeddings=True)
-    try:
-        stage = RerankStage()
-        stage.prepare(ctx)
-        run_id = stage.run(ctx, f"rx.{name}.1")
-    finally:
-        close_ctx(ctx)
+    run_id = prepare_and_run(RerankStage(), ctx, f"rx.{name}.1")
     row = conn.execute("SELECT params, depth, status FROM pgeval.run WHERE run_id = %s",
                        (run_id,)).fetchone()
     return run_id, row, ctx.warnings

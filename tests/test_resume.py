@@ -118,10 +118,23 @@ def _resume(pgeval, name: str) -> list[dict]:
     return json.loads(out)["rows"]
 
 
-def test_resume_after_kill_9(kb, pgeval):
-    proc = _start_slow("rs-kill")
+def _interrupt_mid_run(database, name: str, interrupt) -> tuple[int, str, int]:
+    """Start the slow pipeline ``name``; once its exact stage has written some but not all of its
+    queries, call ``interrupt(proc)``. Return the pipeline's exit code, its standard error and how
+    many queries the exact stage had written when it was interrupted."""
+    proc = _start_slow(name)
     try:
-        done = _wait_mid_run(kb, proc, "rs-kill.exact.1")
+        done = _wait_mid_run(database, proc, f"{name}.exact.1")
+        interrupt(proc)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, err, done
+
+
+def test_resume_after_kill_9(kb, pgeval):
+    def kill_9(proc):
         # while the pipeline lives, resume refuses and names the process that holds it
         code, out, err = pgeval("run", "resume", "rs-kill")
         assert code == 1 and "is being run by another pgeval process" in err, err
@@ -130,10 +143,9 @@ def test_resume_after_kill_9(kb, pgeval):
         code, out, err = pgeval("metrics", "rs-kill.exact.1")
         assert code == 1 and "not complete" in err
         os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+
+    code, _, done = _interrupt_mid_run(kb, "rs-kill", kill_9)
+    assert code == -signal.SIGKILL
     with kb.connect(autocommit=True) as c:
         status = c.execute("SELECT status FROM pgeval.run WHERE name = 'rs-kill.exact.1'"
                            ).fetchone()[0]
@@ -158,16 +170,12 @@ def test_resume_after_kill_9(kb, pgeval):
 
 
 def test_resume_after_server_restart(kb, pgeval):
-    proc = _start_slow("rs-restart")
-    try:
-        _wait_mid_run(kb, proc, "rs-restart.exact.1")
+    def restart(proc):
         server.stop(kb.datadir)
         server.start(kb.datadir)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 1, err
+
+    code, err, _ = _interrupt_mid_run(kb, "rs-restart", restart)
+    assert code == 1, err
     last = err.strip().splitlines()[-1]
     assert last.startswith("pgeval: error: lost the database connection") or \
         last.startswith("pgeval: error: the database refused"), err
@@ -178,15 +186,8 @@ def test_resume_after_server_restart(kb, pgeval):
 
 
 def test_resume_after_ctrl_c(kb, pgeval):
-    proc = _start_slow("rs-sigint")
-    try:
-        _wait_mid_run(kb, proc, "rs-sigint.exact.1")
-        proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == 130, err
+    code, err, _ = _interrupt_mid_run(kb, "rs-sigint", lambda proc: proc.send_signal(signal.SIGINT))
+    assert code == 130, err
     assert "pgeval: interrupted" in err and "pgeval run resume rs-sigint" in err
     assert "Traceback" not in err
     with kb.connect(autocommit=True) as c:

@@ -10,7 +10,8 @@ from evaluator.errors import InputError
 from evaluator.segmenters import bigrams, segment
 from evaluator.stages.bm25 import Bm25Stage
 from helpers import make_testset
-from helpers_stage import (ZH_TABLE, build_text_kb, close_ctx, stage_ctx, stored, text_target)
+from helpers_stage import (ZH_TABLE, build_text_kb, close_ctx, prepare_and_run, stage_ctx, stored,
+                           text_target)
 
 QUERIES = {
     "q1": "what similarity laws must be obeyed when constructing aeroelastic models of heated "
@@ -31,12 +32,7 @@ def kb(clean, conn):
 def run_stage(database, conn, *, target=None, name="bm25", **kw):
     ctx = stage_ctx(database, conn, testset="kw", experiment="kwx", stage="bm25",
                     target=target or text_target(), **kw)
-    try:
-        stage = Bm25Stage()
-        stage.prepare(ctx)
-        run_id = stage.run(ctx, f"kwx.{name}.{ctx.repetition}")
-    finally:
-        close_ctx(ctx)
+    run_id = prepare_and_run(Bm25Stage(), ctx, f"kwx.{name}.{ctx.repetition}")
     params = conn.execute("SELECT params FROM pgeval.run WHERE run_id = %s", (run_id,)).fetchone()[0]
     return run_id, params, ctx.warnings
 
