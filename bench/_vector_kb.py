@@ -8,11 +8,11 @@ noise up to --docs rows and --queries queries, else seeded random clustered vect
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 import warnings
 from pathlib import Path
 
+import _server
 import numpy as np
 
 warnings.filterwarnings("ignore")
@@ -51,17 +51,9 @@ def vtext(v) -> str:
 
 def setup(args):
     """Return (Database, cleanup, description)."""
-    from evaluator import server
-    from evaluator.db import Database
-    from evaluator.install import init
     from evaluator.targets import Target, save, validate
 
-    if args.dsn:
-        db, tmp = Database.resolve(dsn=args.dsn), None
-    else:
-        tmp = Path(tempfile.mkdtemp(prefix="pgeval-bench-"))
-        db = Database(datadir=tmp / "pgdata")
-    init(db)
+    db, _, stop = _server.start(args.dsn, "pgeval-bench-")
     docs, qs, source = vectors(args.docs, args.queries)
     t0 = time.perf_counter()
     with db.connect(autocommit=True) as c:
@@ -87,11 +79,7 @@ def setup(args):
         save(c, t, replace=True)
     build_s = time.perf_counter() - t0
 
-    def cleanup():
-        if tmp is not None:
-            server.stop(db.datadir)
-
-    return db, cleanup, (f"{args.docs} documents x {docs.shape[1]} dims ({source}), "
+    return db, stop, (f"{args.docs} documents x {docs.shape[1]} dims ({source}), "
                          f"{args.queries} queries, depth {args.depth}, "
                          f"hnsw.ef_search {args.ef_search}; set-up {build_s:.1f} s")
 

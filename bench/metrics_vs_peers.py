@@ -20,10 +20,11 @@ import random
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
-from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _server  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
@@ -46,15 +47,9 @@ def main() -> None:
     ap.add_argument("--dsn", default=None)
     args = ap.parse_args()
 
-    from evaluator.db import Database
-    from evaluator.install import init
     from evaluator.runs import import_run
 
-    tmp = Path(tempfile.mkdtemp(prefix="pgeval-bench-"))
-    if args.dsn is None:
-        os.environ["PGEVAL_DATADIR"] = str(tmp / "pgdata")
-    db = Database.resolve(dsn=args.dsn)
-    init(db)
+    db, tmp, stop = _server.start(args.dsn, "pgeval-bench-")
     rng = random.Random(7)
     nq, depth = args.queries, args.depth
     qrels, run = {}, {}
@@ -145,9 +140,8 @@ def main() -> None:
         pass
 
     env = dict(os.environ)
-    cmd = [sys.executable, "-m", "evaluator", "metrics", "bench-run", "--format", "json"]
-    if args.dsn:
-        cmd[3:3] = ["--dsn", args.dsn]
+    cmd = [sys.executable, "-m", "evaluator", "--dsn", db.results_uri(), "metrics", "bench-run",
+           "--format", "json"]
     subprocess.run(cmd, env=env, check=True, capture_output=True)
 
     def cli():
@@ -163,10 +157,7 @@ def main() -> None:
     print(f"end to end `pgeval metrics RUN`:       {t_cli:8.3f} s")
     print(f"pytrec_eval parse + evaluate:          {t_trec_full:8.3f} s   ratio = {t_cli / t_trec_full:.3f} (target <= 0.5)")
     print(f"run import: {rows} rows in {t_import:.3f} s = {rows / t_import:,.0f} rows/s (target >= 500,000)")
-    if args.dsn is None:
-        from evaluator import server
-
-        server.stop(db.datadir)
+    stop()
 
 
 if __name__ == "__main__":

@@ -22,13 +22,13 @@ import argparse
 import json
 import os
 import random
-import shutil
 import subprocess
 import sys
-import tempfile
-import time
 import warnings
 from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _server  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
@@ -99,14 +99,7 @@ def main() -> None:
     ap.add_argument("--dsn", default=None)
     args = ap.parse_args()
 
-    from evaluator.db import Database
-    from evaluator.install import init
-
-    tmp = Path(tempfile.mkdtemp(prefix="pgeval-tsbench-"))
-    if args.dsn is None:
-        os.environ["PGEVAL_DATADIR"] = str(tmp / "pgdata")
-    db = Database.resolve(dsn=args.dsn)
-    init(db)
+    db, tmp, stop = _server.start(args.dsn, "pgeval-tsbench-")
     dsn = db.results_uri()
     nq, nj = args.queries, args.judged
     small_nq = max(nq // 10, 1)
@@ -142,11 +135,7 @@ def main() -> None:
               f"peak RSS {rss_big / rss_peer:.2f}x")
         with db.connect(autocommit=True) as conn:
             conn.execute("DELETE FROM pgeval.testset WHERE name LIKE 'bench-%'")
-    if args.dsn is None:
-        from evaluator import server
-
-        server.stop(db.datadir)
-    shutil.rmtree(tmp, ignore_errors=True)
+    stop()
 
 
 if __name__ == "__main__":
