@@ -20,9 +20,6 @@ import itertools
 import os
 import subprocess
 import sys
-import time
-
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _vector_kb as vkb  # noqa: E402

@@ -21,7 +21,7 @@ from .experiment_scope import experiment_scope
 from .errors import Conflict, InputError, NotFound
 from .install import ensure_installed
 from .stages import gucs, registry
-from .stages.base import Query, StageContext, run_name
+from .stages.base import StageContext, run_name
 
 
 @dataclass

@@ -23,6 +23,7 @@ Segmenters:
 
 from __future__ import annotations
 
+import importlib.util
 import re
 
 from .errors import InputError
@@ -37,11 +38,7 @@ _IS_CJK = re.compile(f"^[{_CJK}]+$")
 def available(name: str) -> bool:
     if name != "jieba":
         return name in SEGMENTERS
-    try:
-        import jieba  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("jieba") is not None
 
 
 def check(name: str | None, field: str = "--opt") -> str:

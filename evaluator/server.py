@@ -25,8 +25,9 @@ def _quiet_import():
     """Import pgserver without its XDG_RUNTIME_DIR warning reaching the user."""
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     with contextlib.redirect_stderr(io.StringIO()):
-        import pgserver  # noqa: F401
-        from pgserver import postgres_server, utils  # noqa: F401
+        import pgserver
+        import pgserver.postgres_server  # used below as pgserver.postgres_server.PostgresServer
+        import pgserver.utils  # used below as pgserver.utils.PostmasterInfo
     return pgserver
 
 

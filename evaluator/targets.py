@@ -186,5 +186,7 @@ def remove(conn, name: str) -> None:
 
 
 # catalog checks live in their own module; re-exported here (targets.validate, ...)
-from .target_catalog import (  # noqa: E402,F401
-    check_identifiers, validate, vector_indexes)
+from .target_catalog import check_identifiers, validate, vector_indexes  # noqa: E402
+
+__all__ = ["ANN_METHODS", "DISTANCES", "VECTOR_TYPES", "Target", "check_identifiers",
+           "list_targets", "load", "remove", "save", "validate", "vector_indexes", "weknora"]

@@ -5,6 +5,7 @@ answers 429 once, and records every request."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -192,10 +193,7 @@ def test_numpy_wrong_shape_and_missing_precomputed(clean, conn, pgeval, tmp_path
 
 
 def test_local_embedder_without_sentence_transformers(ts, pgeval):
-    try:
-        import sentence_transformers  # noqa: F401
+    if importlib.util.find_spec("sentence_transformers") is not None:
         pytest.skip("sentence-transformers is installed")
-    except ImportError:
-        pass
     code, _, err = pgeval("embed --testset emb --embedder local:sentence-transformers/x")
     assert code == 1 and "local embedders need sentence-transformers" in err

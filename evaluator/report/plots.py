@@ -4,6 +4,7 @@ there, and callers leave the plots out when it is not."""
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import warnings
 
@@ -12,11 +13,7 @@ SERIES = ("#0969da", "#8250df", "#bf3989", "#1a7f37", "#d4a72c", "#57606a")
 
 
 def available() -> bool:
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 def _figure(width: float = 7.5, height: float = 3.6):
