@@ -131,6 +131,16 @@ def reading_hints(rows: list[dict], latency: list[dict], alpha: float) -> list[s
     if not hints and all(d in ("same", None) for d in dirs):
         hints.append(f"no metric changed significantly (p >= {alpha}): the difference is within "
                      "the noise of this test set")
+    if not hints:
+        ups = [r["metric"] for r in rows if direction(r, alpha) == "up"]
+        downs = [r["metric"] for r in rows if direction(r, alpha) == "down"]
+        if ups and not downs:
+            hints.append(f"quality ↑ ({', '.join(ups)} significantly better, nothing worse): no "
+                         "regression to explain")
+        else:
+            hints.append(f"mixed change (↑ {', '.join(ups) or 'none'}; ↓ {', '.join(downs)}): "
+                         "none of METRICS.md's reading patterns applies; start from the queries "
+                         "that moved most")
     return hints
 
 

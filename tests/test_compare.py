@@ -181,3 +181,18 @@ def test_compare_command(pgeval, runs, tmp_path):
     assert code == 1 and "no per-query values of 'map@10'" in err
     code, out, err = pgeval("compare", "base", "nope")
     assert code == 1 and "no run or experiment named 'nope'" in err
+
+
+def test_reading_always_says_something():
+    """A pattern none of METRICS.md's hints names still gets a reading, never an empty one."""
+    from evaluator.compare import reading_hints
+
+    up = [{"metric": "recall@10", "delta": 0.05, "p_value": 0.001},
+          {"metric": "mrr@20", "delta": 0.04, "p_value": 0.002}]
+    assert reading_hints(up, [], 0.05) == [
+        "quality ↑ (recall@10, mrr@20 significantly better, nothing worse): no regression to "
+        "explain"]
+    mixed = [{"metric": "recall@10", "delta": 0.05, "p_value": 0.001},
+             {"metric": "ndcg@10", "delta": -0.04, "p_value": 0.002}]
+    (hint,) = reading_hints(mixed, [], 0.05)
+    assert hint.startswith("mixed change (↑ recall@10; ↓ ndcg@10)")
