@@ -133,3 +133,4 @@ def test_merge_stage_errors(database, conn, two_paths):
     with pytest.raises(InputError, match="nothing to fuse"):
         run_merge(database, conn, {})
     assert conn.execute("SELECT count(*) FROM pgeval.run WHERE stage = 'merge'").fetchone()[0] == 0
+

@@ -101,3 +101,9 @@ def test_pipeline_then_stage_report(setup, conn, pgeval, peer):
     code, out, err = pgeval("stage-report", "spx")
     assert code == 0, err
     assert "loss attribution" in out and "worst queries" in out
+    # every stage run, the set-based merge included, carries the configuration fingerprint
+    fps = conn.execute("SELECT r.stage, r.fingerprint->>'stage', r.config_hash FROM pgeval.run r "
+                       "JOIN pgeval.experiment e USING (experiment_id) WHERE e.name = 'spx'"
+                       ).fetchall()
+    assert {s for s, _, _ in fps} == {"exact", "hnsw", "bm25", "merge", "rerank"}
+    assert all(fp_stage == stage and h for stage, fp_stage, h in fps)

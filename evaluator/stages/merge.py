@@ -131,7 +131,8 @@ class MergeStage(BaseStage):
                                   experiment_id=ctx.experiment_id, repetition=ctx.repetition,
                                   params=params, order_rule=ORDER_SIMILARITY, depth=cfg["depth"],
                                   timing_boundary=BOUNDARY_BATCH,
-                                  config_hash=ctx.extra.get("config_hash"))
+                                  config_hash=ctx.extra.get("config_hash"),
+                                  fingerprint=ctx.extra.get("fingerprint"))
         if ctx.progress:
             ctx.progress.start(ctx.stage + " (one statement)", 1)
         try:
