@@ -142,7 +142,10 @@ def test_resume_waits_for_a_live_pipeline(kb, database, pgeval):
 def test_two_sweeps_and_a_pipeline_at_once(kb):
     conn = kb
     sweep = ["sweep", "--testset", "cc", "--target", "cc", "--stage", "hnsw", "--param",
-             "hnsw.ef_search=20,80", "--repeat", "1", "--k", "10", "--no-checksum"]
+             "hnsw.ef_search=20,80", "--repeat", "1", "--k", "10", "--no-checksum",
+             # --fresh: each sweep measures its own points (without it, whichever sweep ends
+             # second may reuse the other's points, under the same fingerprint, and run nothing)
+             "--fresh"]
     results = _finish(_spawn(*sweep, "--name", "cc-sweep-a"),
                       _spawn(*sweep, "--name", "cc-sweep-b"),
                       _spawn("run", "pipeline", "--testset", "cc", "--target", "cc", "--stages",
