@@ -22,7 +22,7 @@ from dataclasses import replace
 from psycopg import sql
 
 from . import health
-from .errors import DatabaseError, InputError
+from .errors import DatabaseError, InputError, first_line
 
 SCRATCH_PREFIX = "pgeval_scratch_"
 SCRATCH_TABLE = "kb"
@@ -44,7 +44,7 @@ def opclass(target, method: str) -> str:
 
 
 def _first_line(exc) -> str:
-    return (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+    return first_line(exc)
 
 
 class Scratch:

@@ -94,7 +94,7 @@ def cli(ctx, dsn, datadir, results_dsn):
 
 def main(argv=None) -> int:
     from .db import redact
-    from .errors import PgevalError
+    from .errors import PgevalError, first_line
 
     try:
         cli.main(args=argv, prog_name="pgeval", standalone_mode=False)
@@ -122,7 +122,7 @@ def main(argv=None) -> int:
         return 0
     except Exception as exc:  # a database error that no library call wrapped
         if exc.__class__.__module__.startswith("psycopg") and not os.environ.get("PGEVAL_DEBUG"):
-            first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+            first = first_line(exc)
             if getattr(exc, "sqlstate", None) in ("42P01", "42883", "3F000") and "pgeval" in first:
                 click.echo(f"pgeval: error: schema pgeval is missing or out of date in this "
                            f"database ({first}): run `pgeval init`", err=True)

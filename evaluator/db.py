@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .errors import DatabaseError
+from .errors import DatabaseError, first_line
 
 LIBPQ_VARS = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
@@ -83,7 +83,7 @@ class Database:
             conn = psycopg.connect(target, autocommit=autocommit, **kwargs)
         except psycopg.OperationalError as exc:
             raise DatabaseError(f"cannot connect to {redact(target) or 'the libpq default'}: "
-                                f"{redact(str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__)}") from None
+                                f"{redact(first_line(exc))}") from None
         if read_only:
             conn.execute("SET SESSION default_transaction_read_only = on")
             if not autocommit:

@@ -4,6 +4,13 @@ Exit codes: 0 success, 1 error (every class here), 2 a release gate failed.
 """
 
 
+def first_line(exc: BaseException, fallback: str | None = None) -> str:
+    """The first line of an exception's message (database errors carry DETAIL/HINT lines), or
+    ``fallback`` (default: the exception's class name) when the message is empty."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else (fallback if fallback is not None else exc.__class__.__name__)
+
+
 class PgevalError(Exception):
     """Base class of every error pgeval reports to a user (exit code 1)."""
 

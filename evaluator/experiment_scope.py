@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from .errors import Conflict, DatabaseError, InputError, PgevalError
+from .errors import Conflict, DatabaseError, InputError, PgevalError, first_line
 
 LOCK_CLASS = 1885824374          # 'pgev': first key of the experiment's advisory lock
 
@@ -51,7 +51,7 @@ def stopped(exc: BaseException, name: str) -> PgevalError | None:
     hint = f"; the experiment is left resumable: `pgeval run resume {name}`"
     if isinstance(exc, (KeyboardInterrupt, SystemExit)):
         return None
-    first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+    first = first_line(exc)
     if isinstance(exc, psycopg.errors.QueryCanceled):
         return DatabaseError(f"a statement ran past the statement timeout ({first}){hint} "
                              "--statement-timeout LONGER")

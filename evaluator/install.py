@@ -7,7 +7,7 @@ import functools
 from dataclasses import dataclass, field
 
 from . import resources
-from .errors import DatabaseError
+from .errors import DatabaseError, first_line
 
 SCHEMA = "pgeval"
 REQUIRED_EXTENSIONS = ("vector",)
@@ -60,7 +60,7 @@ def ensure_extensions(conn, report: InitReport) -> None:
             except Exception as exc:  # e.g. pg_textsearch without shared_preload_libraries
                 if name in REQUIRED_EXTENSIONS:
                     raise DatabaseError(f"cannot create extension '{name}': {exc}") from None
-                report.missing.append(f"{name} ({str(exc).strip().splitlines()[0]})")
+                report.missing.append(f"{name} ({first_line(exc)})")
                 continue
             installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s",
                                      (name,)).fetchone()
@@ -95,7 +95,7 @@ def apply_sql(conn, report: InitReport) -> None:
             with conn.transaction():
                 conn.execute(path.read_text(encoding="utf-8"))
         except Exception as exc:
-            raise DatabaseError(f"{path.name}: {str(exc).strip().splitlines()[0]}") from None
+            raise DatabaseError(f"{path.name}: {first_line(exc)}") from None
         report.sql_files.append(path.name)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import IncompleteRun, InputError, NotFound, PgevalError
+from .errors import IncompleteRun, InputError, NotFound, PgevalError, first_line
 
 DEFAULT_RECALL_K = (3, 5, 10)
 DEFAULT_NDCG_K = (5, 10)
@@ -85,7 +85,7 @@ class Evaluation:
 
 
 def _sql_error(exc) -> PgevalError:
-    msg = (str(exc).strip().splitlines() or ["invalid measure"])[0]
+    msg = first_line(exc, "invalid measure")
     return InputError(msg, field="measures")
 
 
@@ -131,7 +131,7 @@ def levels(conn, values: dict[str, float | None], domain_discount: float = 0.0) 
             "SELECT m, pgeval.acceptance(m, v, %s) FROM unnest(%s::text[], %s::float8[]) AS u(m, v)",
             (domain_discount, list(values), list(values.values()))).fetchall()
     except psycopg.errors.InvalidParameterValue as exc:
-        raise InputError(str(exc).strip().splitlines()[0], field="--domain-discount") from None
+        raise InputError(first_line(exc), field="--domain-discount") from None
     return {m: lvl for m, lvl in rows if lvl is not None}
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from .errors import InputError
+from .errors import InputError, first_line
 from .targets import ANN_METHODS, DISTANCES, VECTOR_TYPES, Target
 
 def _relation(kb, schema: str | None, table: str) -> int:
@@ -110,7 +110,7 @@ def validate(kb, target: Target) -> list[str]:
             row = kb.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {}{})").format(
                 target.table_sql(), where_sql), params).fetchone()
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else exc.__class__.__name__
+        first = first_line(exc)
         raise InputError(f"filter {target.filter_literals()} is not valid for {where}: {first}",
                          field="--where") from None
     if not row[0]:

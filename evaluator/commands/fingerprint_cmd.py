@@ -43,7 +43,7 @@ def capture_for(database, target_name: str, *, testset=None, embedder=None, sett
                 stage=None, checksum=True, chunking=None):
     """(fingerprint, config hash) of a target as the CLI describes it."""
     from .. import fingerprint as fpmod
-    from ..errors import InputError
+    from ..errors import InputError, first_line
     from ..targets import load
 
     with database.connect(autocommit=True) as res:
@@ -56,7 +56,7 @@ def capture_for(database, target_name: str, *, testset=None, embedder=None, sett
                                checksum=checksum, chunking=chunking)
         except Exception as exc:
             if exc.__class__.__module__.startswith("psycopg") and settings:
-                first = (str(exc).strip().splitlines() or ["invalid setting"])[0]
+                first = first_line(exc, "invalid setting")
                 raise InputError(first, field="--set") from None
             raise
     return fp, fpmod.config_hash(fp)

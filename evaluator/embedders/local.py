@@ -7,7 +7,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, first_line
 from . import check_matrix
 
 
@@ -22,7 +22,7 @@ def load_model(class_name: str, model: str, *, missing: str, what: str, field: s
     try:
         return cls(model)
     except Exception as exc:  # unknown model, no network for a download, ...
-        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        first = first_line(exc)
         raise InputError(f"cannot load {what} '{model}': {first}", field=field) from None
 
 

@@ -13,7 +13,7 @@ import re
 
 from psycopg import sql
 
-from ..errors import InputError
+from ..errors import InputError, first_line
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 _UNIT = re.compile(r"^\s*(-?\d+)\s*([a-zA-Z]+)?\s*$")
@@ -116,7 +116,7 @@ def validate(conn, settings: dict[str, str]) -> dict[str, str]:
     except InputError:
         raise
     except Exception as exc:
-        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        first = first_line(exc)
         raise InputError(f"the server refused the settings: {first}", field="--set") from None
     return settings
 

@@ -18,7 +18,7 @@ import time
 import numpy as np
 from psycopg import sql
 
-from ..errors import DatabaseError, InputError, PlanError
+from ..errors import DatabaseError, InputError, PlanError, first_line
 from . import gucs, plan_check, store, timing, vector_sql
 from .base import ORDER_DISTANCE, SCORE_DISTANCE, BaseStage, StageContext
 
@@ -111,7 +111,7 @@ class VectorStage(BaseStage):
                     kb.execute(sql.SQL("DROP INDEX {}").format(sql.Identifier(schema, name)))
                 except Exception as exc:
                     kb.rollback()
-                    first = (str(exc).strip().splitlines() or [""])[0]
+                    first = first_line(exc, "")
                     raise DatabaseError(f"--isolate-index cannot drop index {name}: {first} (it "
                                         "needs the table's owner; or keep each index on its own "
                                         "copy of the table)") from None
