@@ -92,8 +92,9 @@ def load(conn, tid: int, label: str) -> list[Query]:
     """Queries of test set ``tid`` in order, each with its embedding under ``label``."""
     from pgvector.psycopg import register_vector
 
-    register_vector(conn)    # vectors arrive in binary as numpy arrays
-    rows = conn.execute(
+    register_vector(conn)
+    # a binary cursor: vectors arrive as raw float4 (numpy.frombuffer), not text to parse
+    rows = conn.cursor(binary=True).execute(
         "SELECT q.query_id, q.position, q.query_text, e.embedding FROM pgeval.query q "
         "LEFT JOIN pgeval.query_embedding e ON e.testset_id = q.testset_id "
         "AND e.query_id = q.query_id AND e.embedder = %s WHERE q.testset_id = %s "
