@@ -199,22 +199,29 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
         except psycopg.errors.UniqueViolation:  # a concurrent import took the name meanwhile
             raise Conflict(f"a run named '{name}' was created by another session meanwhile (use "
                            "--replace or another --name)") from None
-        order = "score DESC, chunk_id DESC" if fmt == "trec" else "line, pos"
+        order = "i.score DESC, i.chunk_id DESC" if fmt == "trec" else "i.line, i.pos"
         try:
             with conn.transaction():
+                # the ranking sort in memory; the judged grades joined here, in the same pass,
+                # instead of by the trigger afterwards (pgeval.result_fill_grades)
+                conn.execute("SELECT set_config('work_mem', '256MB', true), "
+                             "set_config('pgeval.result_grades', 'filled', true)")
                 inserted = conn.execute(
-                    f"INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id, score) "
-                    f"SELECT %s, i.query_id, row_number() OVER (PARTITION BY i.query_id "
-                    f"ORDER BY {order}), i.chunk_id, i.score FROM _pgeval_import i "
-                    f"JOIN pgeval.query q ON q.testset_id = %s AND q.query_id = i.query_id "
-                    f"ORDER BY i.query_id", (run_id, testset_id)).rowcount
+                    f"INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id, score, grade) "
+                    f"SELECT %(run)s, i.query_id, row_number() OVER (PARTITION BY i.query_id "
+                    f"ORDER BY {order}), i.chunk_id, i.score, j.grade FROM _pgeval_import i "
+                    f"JOIN pgeval.query q ON q.testset_id = %(ts)s AND q.query_id = i.query_id "
+                    f"LEFT JOIN pgeval.qrel j ON j.testset_id = %(ts)s "
+                    f"AND j.query_id = i.query_id AND j.chunk_id = i.chunk_id "
+                    f"ORDER BY i.query_id", {"run": run_id, "ts": testset_id}).rowcount
+                conn.execute("SELECT set_config('pgeval.result_grades', '', true)")
         except psycopg.errors.UniqueViolation:
             raise _duplicate_error(conn, path) from None
         if inserted == 0:  # every query id unknown: a run of another test set, never a run of 0s
             raise InputError(f"none of the {len(unknown)} query ids in the file is in test set "
                              f"'{testset}' (first: '{unknown[0]}'): is it a run of another test "
                              "set?", file=str(path))
-        nq = conn.execute("SELECT count(DISTINCT query_id) FROM pgeval.result WHERE run_id = %s",
+        nq = conn.execute("SELECT count(*) FROM pgeval.result WHERE run_id = %s AND rank = 1",
                           (run_id,)).fetchone()[0]
         missing = conn.execute("SELECT no_result FROM pgeval.run_counts(%s)", (run_id,)).fetchone()[0]
     return ImportReport(name=name, run_id=run_id, testset=testset, rows=inserted, queries=nq,

@@ -103,3 +103,20 @@ def test_cli_import_metrics_export(pgeval, ts, tmp_file):
                             "--name", "x")
     assert code == 1 and err.startswith("pgeval: error: ") and "empty file" in err
     assert "Traceback" not in err
+
+
+def test_imported_rows_carry_their_judged_grades(conn, ts, tmp_file):
+    """run import joins the judgements itself (the trigger stands aside for that statement);
+    rows written any other way still get their grades from the trigger."""
+    f = tmp_file("g.trec", "q1 Q0 a 1 3 t\nq1 Q0 zz 2 2 t\nq1 Q0 b 3 1 t\nq2 Q0 x 1 1 t\n")
+    import_run(conn, f, ts, "graded")
+    assert conn.execute("SELECT query_id, chunk_id, grade FROM pgeval.result JOIN pgeval.run "
+                        "USING (run_id) WHERE name = 'graded' ORDER BY 1, rank").fetchall() == [
+        ("q1", "a", 1), ("q1", "zz", None), ("q1", "b", 2), ("q2", "x", 3)]
+    rid = conn.execute("SELECT run_id FROM pgeval.run WHERE name = 'graded'").fetchone()[0]
+    conn.execute("INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id) "
+                 "VALUES (%s, 'q3', 1, 'y')", (rid,))
+    assert conn.execute("SELECT grade FROM pgeval.result WHERE run_id = %s AND query_id = 'q3'",
+                        (rid,)).fetchone()[0] == 1
+    assert conn.execute("SELECT current_setting('pgeval.result_grades', true)").fetchone()[0] in (
+        None, "")

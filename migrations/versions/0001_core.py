@@ -129,8 +129,13 @@ CREATE TABLE pgeval.result (
 CREATE INDEX result_judged_idx ON pgeval.result (run_id, rank) INCLUDE (query_id, grade)
     WHERE grade > 0;
 
+-- A writer that joins the judgements itself (run import) says so for its statement with
+-- SET LOCAL pgeval.result_grades = 'filled', and the trigger has nothing to do.
 CREATE FUNCTION pgeval.result_fill_grades() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
+    IF current_setting('pgeval.result_grades', true) = 'filled' THEN
+        RETURN NULL;
+    END IF;
     UPDATE pgeval.result r SET grade = j.grade
       FROM new_rows n
       JOIN pgeval.run ru ON ru.run_id = n.run_id
