@@ -35,7 +35,8 @@ def corpus(max_docs: int = 1400, max_queries: int = 225):
 
 def qrels(n_queries: int, source: str, docs: np.ndarray, queries: np.ndarray) -> dict:
     """Judgements: Cranfield's own (codes 1-3 -> relevant) or, for random vectors, each query's
-    five exact nearest neighbours."""
+    five exact nearest neighbours — except every third query, judged on five random documents,
+    so that (as with Cranfield) some queries have low recall and get flagged."""
     if source == "cranfield":
         from evaluator.datasets.cranfield import GRADE_MAP, qrels as cran_qrels
 
@@ -47,7 +48,10 @@ def qrels(n_queries: int, source: str, docs: np.ndarray, queries: np.ndarray) ->
     d = docs / np.linalg.norm(docs, axis=1, keepdims=True)
     q = queries / np.linalg.norm(queries, axis=1, keepdims=True)
     top = np.argsort(-(q @ d.T), axis=1)[:, :5]
-    return {str(j + 1): {str(i + 1): 2 for i in row} for j, row in enumerate(top)}
+    rng = np.random.default_rng(11)
+    return {str(j + 1): {str(i + 1): 2 for i in (rng.choice(len(docs), 5, replace=False)
+                                                 if j % 3 == 0 else row)}
+            for j, row in enumerate(top)}
 
 
 def ensure_table(conn, name: str, docs: np.ndarray, *, text: bool = True) -> None:
