@@ -12,6 +12,7 @@ DEFAULT_RECALL_K = (3, 5, 10)
 DEFAULT_NDCG_K = (5, 10)
 DEFAULT_MRR_K = (20,)
 MIN_VALID_QUERIES = 200
+MAX_K = 100_000          # pgeval.measure_spec accepts up to six digits
 
 
 def measures_for(k: list[int] | None = None, ndcg_k: list[int] | None = None,
@@ -20,9 +21,11 @@ def measures_for(k: list[int] | None = None, ndcg_k: list[int] | None = None,
     k = list(k or DEFAULT_RECALL_K)
     ndcg_k = list(ndcg_k or DEFAULT_NDCG_K)
     mrr_k = list(mrr_k or DEFAULT_MRR_K)
-    for value in (*k, *ndcg_k, *mrr_k):
-        if value < 1:
-            raise InputError(f"cut-off K must be >= 1, got {value}", field="--k")
+    for option, values in (("--k", k), ("--ndcg-k", ndcg_k), ("--mrr-k", mrr_k)):
+        for value in values:
+            if not 1 <= value <= MAX_K:
+                raise InputError(f"cut-off K must be between 1 and {MAX_K:,}, got {value}",
+                                 field=option)
     return ([f"recall@{x}" for x in k] + [f"mrr@{x}" for x in mrr_k]
             + [f"ndcg@{x}" for x in ndcg_k] + [f"precision@{x}" for x in k]
             + [f"hit@{x}" for x in k])
