@@ -120,6 +120,11 @@ def main(argv=None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # a path the user gave: missing folder, no permission, disk full
+        if exc.filename is None or os.environ.get("PGEVAL_DEBUG"):
+            raise
+        click.echo(f"pgeval: error: {exc.filename}: {exc.strerror or exc}", err=True)
+        return 1
     except Exception as exc:  # a database error that no library call wrapped
         if exc.__class__.__module__.startswith("psycopg") and not os.environ.get("PGEVAL_DEBUG"):
             first = first_line(exc)

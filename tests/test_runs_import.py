@@ -120,3 +120,14 @@ def test_imported_rows_carry_their_judged_grades(conn, ts, tmp_file):
                         (rid,)).fetchone()[0] == 1
     assert conn.execute("SELECT current_setting('pgeval.result_grades', true)").fetchone()[0] in (
         None, "")
+
+
+def test_export_to_a_missing_folder_is_one_line_and_writes_nothing(pgeval, ts, tmp_file, tmp_path):
+    f = tmp_file("r.trec", "q1 Q0 a 1 1 t\n")
+    assert pgeval("run", "import", str(f), "--testset", ts, "--name", "ex")[0] == 0
+    code, out, err = pgeval("run", "export", "ex", "--out", str(tmp_path / "no" / "x.trec"))
+    assert code == 1 and "Traceback" not in err
+    assert err.strip() == (f"pgeval: error: {tmp_path / 'no' / 'x.trec'}: cannot write there: "
+                           "No such file or directory")
+    code, out, err = pgeval("run", "export", "nosuch", "--out", str(tmp_path / "y.trec"))
+    assert code == 1 and not list(tmp_path.glob("y.trec*"))

@@ -63,12 +63,21 @@ def export(database, name, fmt, out):
 
     with database.connect(autocommit=True) as conn:
         if out:
-            tmp = out + ".part"
-            with open(tmp, "w", encoding="utf-8") as fh:
-                n = export_run(conn, name, fmt, fh)
             import os
 
-            os.replace(tmp, out)
+            tmp = out + ".part"    # nothing half-written: the file appears only when complete
+            try:
+                with open(tmp, "w", encoding="utf-8") as fh:
+                    n = export_run(conn, name, fmt, fh)
+                os.replace(tmp, out)
+            except BaseException as exc:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+                if isinstance(exc, OSError) and exc.filename == tmp:
+                    from ..errors import InputError
+
+                    raise InputError(f"cannot write there: {exc.strerror}", file=out) from None
+                raise
             click.echo(f"wrote {n} lines to {out}", err=True)
         else:
             export_run(conn, name, fmt, sys.stdout)
