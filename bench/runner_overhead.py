@@ -30,7 +30,11 @@ import _vector_kb as vkb  # noqa: E402
 _names = itertools.count(1)
 
 
-def bare_loop(db, vectors, depth, ef):
+def bare_search(db, vectors, depth, ef):
+    """Yield (query number, rows, client ms) for each vector: one connection, one READ ONLY
+    transaction, the settings by SET LOCAL, one prepared statement executed and fetched."""
+    import time
+
     from pgvector.psycopg import register_vector
 
     with db.connect(results=False) as c:
@@ -41,37 +45,25 @@ def bare_loop(db, vectors, depth, ef):
         cur = c.cursor()
         stmt = (f"SELECT id, emb <=> %(q)s::vector AS d FROM bench_kb "
                 f"ORDER BY emb <=> %(q)s::vector LIMIT {int(depth)}")
-        n = 0
-        for v in vectors:
+        for i, v in enumerate(vectors, 1):
+            t0 = time.perf_counter()
             cur.execute(stmt, {"q": v}, prepare=True)
-            n += len(cur.fetchall())
+            rows = cur.fetchall()
+            yield i, rows, (time.perf_counter() - t0) * 1000.0
         c.rollback()
-    return n
+
+
+def bare_loop(db, vectors, depth, ef):
+    return sum(len(rows) for _, rows, _ in bare_search(db, vectors, depth, ef))
 
 
 def bare_loop_and_store(db, vectors, depth, ef):
     """(a) plus what any runner must do with its answers: store the ranked lists and the
     per-query latencies in pgeval (one COPY each, like the pipeline's writer), then drop them."""
-    import time
-
-    from pgvector.psycopg import register_vector
-
     rows, timings = [], []
-    with db.connect(results=False) as c:
-        register_vector(c)
-        c.execute("SET TRANSACTION READ ONLY")
-        c.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
-        c.execute("SELECT set_config('enable_seqscan', 'off', true)")
-        cur = c.cursor()
-        stmt = (f"SELECT id::text, emb <=> %(q)s::vector AS d FROM bench_kb "
-                f"ORDER BY emb <=> %(q)s::vector LIMIT {int(depth)}")
-        for i, v in enumerate(vectors):
-            t0 = time.perf_counter()
-            cur.execute(stmt, {"q": v}, prepare=True)
-            got = cur.fetchall()
-            timings.append((str(i + 1), (time.perf_counter() - t0) * 1000.0, len(got)))
-            rows.extend((str(i + 1), rank, cid, d) for rank, (cid, d) in enumerate(got, 1))
-        c.rollback()
+    for i, got, ms in bare_search(db, vectors, depth, ef):
+        timings.append((str(i), ms, len(got)))
+        rows.extend((str(i), rank, str(cid), d) for rank, (cid, d) in enumerate(got, 1))
     with db.connect() as r:
         run_id = r.execute("INSERT INTO pgeval.run (name, testset_id, stage, order_rule) SELECT "
                            "'bench-bare-' || pg_backend_pid(), testset_id, 'hnsw', 'bench' FROM "
