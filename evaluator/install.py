@@ -89,14 +89,47 @@ def downgrade_tables(dsn: str, revision: str) -> None:
     engine.dispose()
 
 
+# Every function of schema pgeval except the trigger functions (the tables' triggers depend on
+# them, and their signature never changes). sql/*.sql re-creates them all.
+_API_FUNCTIONS = """
+SELECT p.oid::regprocedure::text
+  FROM pg_proc p
+ WHERE p.pronamespace = 'pgeval'::regnamespace
+   AND p.prokind = 'f' AND p.prorettype <> 'trigger'::regtype
+   AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                    WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
+ ORDER BY 1
+"""
+
+
+def drop_api_functions(conn) -> list[str]:
+    """Drop the SQL API so that sql/*.sql can re-create it whatever an earlier pgeval defined:
+    ``CREATE OR REPLACE`` cannot change a function's return type or argument names, so an upgrade
+    that changed a signature would otherwise fail. Nothing but the API depends on these functions
+    outside the API itself (no view or constraint does); such a dependency makes the DROP fail loudly
+    rather than cascade."""
+    names = [r[0] for r in conn.execute(_API_FUNCTIONS).fetchall()]
+    if names:
+        # one statement: dependencies among the API's own functions (an argument's default that
+        # calls another) are allowed, any other dependent object makes it fail (no CASCADE).
+        # regprocedure text is schema-qualified and quoted as needed.
+        conn.execute("DROP FUNCTION " + ", ".join(names))
+    return names
+
+
 def apply_sql(conn, report: InitReport) -> None:
-    for path in resources.sql_files():
-        try:
-            with conn.transaction():
-                conn.execute(path.read_text(encoding="utf-8"))
-        except Exception as exc:
-            raise DatabaseError(f"{path.name}: {first_line(exc)}") from None
-        report.sql_files.append(path.name)
+    """Replace the SQL API in one transaction: the old functions are dropped and every
+    ``sql/*.sql`` applied in file-name order; a concurrent reader sees the old API or the new one,
+    never a mix, and a failure leaves the old one in place."""
+    with conn.transaction():
+        drop_api_functions(conn)
+        for path in resources.sql_files():
+            try:
+                with conn.transaction():
+                    conn.execute(path.read_text(encoding="utf-8"))
+            except Exception as exc:
+                raise DatabaseError(f"{path.name}: {first_line(exc)}") from None
+            report.sql_files.append(path.name)
 
 
 def init(db) -> InitReport:

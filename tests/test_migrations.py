@@ -120,3 +120,64 @@ def test_init_upgrades_an_older_revision_and_keeps_data(fresh, pgeval, tmp_path)
     code, out, err = pgeval("--dsn", uri, "metrics", "old-run", "--format", "json")
     assert code == 0, err
     assert json.loads(out)["summary"]["recall@3"] == 1.0
+
+
+def test_init_replaces_functions_whose_signature_changed(fresh, pgeval):
+    """An earlier pgeval's SQL API may differ in return type or argument names, which
+    ``CREATE OR REPLACE`` cannot change: init drops the old API and re-creates it, in one
+    transaction, and keeps the data; a function no longer shipped goes too."""
+    init(fresh)
+    with fresh.connect(autocommit=True) as c:
+        c.execute("INSERT INTO pgeval.testset (name, content_hash, source_format) "
+                  "VALUES ('kept', 'h', 'test')")
+        # an older definition: same arguments, another return type and argument names
+        c.execute("DROP FUNCTION pgeval.match_text(text)")
+        c.execute("CREATE FUNCTION pgeval.match_text(p_old text) RETURNS integer "
+                  "LANGUAGE sql AS 'SELECT 1'")
+        c.execute("CREATE FUNCTION pgeval.retired_helper(integer) RETURNS integer "
+                  "LANGUAGE sql AS 'SELECT $1'")
+        # an older trigger body that fills no grades
+        c.execute("CREATE OR REPLACE FUNCTION pgeval.result_fill_grades() RETURNS trigger "
+                  "LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$")
+    code, out, err = pgeval("--dsn", fresh.uri(), "init")
+    assert code == 0, err
+    with fresh.connect(autocommit=True) as c:
+        assert c.execute("SELECT to_regprocedure('pgeval.retired_helper(integer)')"
+                         ).fetchone()[0] is None
+        rettype = c.execute("SELECT prorettype::regtype::text FROM pg_proc "
+                            "WHERE oid = to_regprocedure('pgeval.match_text(text)')").fetchone()
+        assert rettype is not None and rettype[0] == "text"
+        assert c.execute("SELECT count(*) FROM pgeval.testset WHERE name = 'kept'"
+                         ).fetchone()[0] == 1
+        # the current trigger body is back: a written result gets its judged grade
+        tid = c.execute("SELECT testset_id FROM pgeval.testset WHERE name = 'kept'").fetchone()[0]
+        c.execute("INSERT INTO pgeval.query (testset_id, query_id, position) VALUES (%s, 'q1', 1)",
+                  (tid,))
+        c.execute("INSERT INTO pgeval.qrel VALUES (%s, 'q1', 'c1', 2, NULL)", (tid,))
+        rid = c.execute("INSERT INTO pgeval.run (name, testset_id, stage, order_rule) "
+                        "VALUES ('r', %s, 'import', 'as given') RETURNING run_id",
+                        (tid,)).fetchone()[0]
+        c.execute("INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id) "
+                  "VALUES (%s, 'q1', 1, 'c1')", (rid,))
+        assert c.execute("SELECT grade FROM pgeval.result WHERE run_id = %s",
+                         (rid,)).fetchone()[0] == 2
+
+
+def test_a_failing_sql_file_leaves_the_old_api_in_place(fresh, monkeypatch, tmp_path):
+    """The API is replaced in one transaction: if a file fails, nothing was dropped."""
+    from evaluator import resources
+
+    init(fresh)
+    bad = tmp_path / "sql"
+    bad.mkdir()
+    for f in resources.sql_files():
+        (bad / f.name).write_text(f.read_text(encoding="utf-8"), encoding="utf-8")
+    (bad / "999_broken.sql").write_text("SELECT * FROM no_such_table_here;", encoding="utf-8")
+    monkeypatch.setattr(resources, "sql_dir", lambda: bad)
+    with pytest.raises(DatabaseError, match="999_broken.sql"):
+        init(fresh)
+    with fresh.connect(autocommit=True) as c:
+        assert c.execute("SELECT to_regprocedure('pgeval.match_text(text)')"
+                         ).fetchone()[0] is not None
+        assert c.execute("SELECT to_regprocedure('pgeval.summary(bigint, text[], integer)')"
+                         ).fetchone()[0] is not None

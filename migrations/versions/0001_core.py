@@ -4,7 +4,10 @@ Revision ID: 0001
 Revises:
 Create Date: 2026-11-29
 
-Tables only (DESIGN.md): views and functions live in sql/*.sql and are re-applied by `pgeval init`.
+The tables, their indexes and triggers. The SQL API (functions) lives in sql/*.sql and is
+re-applied by `pgeval init`; this revision also created the first version of the two trigger
+functions, whose current bodies are in sql/005_triggers.sql (init replaces them). A migration is
+never edited once released: a later change is a new revision.
 The database itself refuses a rank of 0, a grade outside 0-3, a duplicate (run, query, rank) or a
 duplicate (run, query, chunk).
 """
