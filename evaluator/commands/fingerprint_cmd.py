@@ -8,19 +8,6 @@ from ..output import emit, format_option, to_json, warn
 from .common import no_checksum_option, pass_db
 
 
-def parse_settings(items) -> dict[str, str]:
-    """('hnsw.ef_search=40', ...) -> {"hnsw.ef_search": "40"}; InputError naming --set."""
-    from ..errors import InputError
-
-    out: dict[str, str] = {}
-    for item in items or ():
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise InputError(f"'{item}' is not GUC=VALUE", field="--set")
-        out[name.strip()] = value.strip()
-    return out
-
-
 def fingerprint_rows(fp: dict) -> list[dict]:
     from ..config_diff import flatten, show_value
 
@@ -98,6 +85,7 @@ def fingerprint(database, target_name, run_name, testset, embedder, stage, chunk
     """
     from ..errors import InputError
     from ..fingerprint import short_hash
+    from ..stages import gucs
 
     if bool(target_name) == bool(run_name):
         raise InputError("give either --target NAME (capture now) or --run RUN (stored)",
@@ -111,7 +99,7 @@ def fingerprint(database, target_name, run_name, testset, embedder, stage, chunk
             raise InputError(f"{kind} '{run_name}' has no stored fingerprint", field="--run")
     else:
         fp, h = capture_for(database, target_name, testset=testset, embedder=embedder,
-                            settings=parse_settings(settings), stage=stage,
+                            settings=gucs.parse(settings), stage=stage,
                             checksum=not no_checksum, chunking=chunking)
     findings = None
     if check:
