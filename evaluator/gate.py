@@ -30,7 +30,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import stats
+from . import measures, stats
 from .compare import check_same_testset, paired_values
 from .errors import InputError
 from .report import label
@@ -68,8 +68,6 @@ KINDS = ("min", "max", "max_drop", "max_drop_pct", "must_not_drop",
          "must_not_drop_significantly", "max_growth_pct")
 FLAGS = ("must_not_drop", "must_not_drop_significantly")
 GATE_KEYS = {"alpha": float, "permutations": int, "seed": int}
-METRIC = re.compile(r"^((recall|precision|hit|mrr|ndcg)@[1-9][0-9]{0,5}|citation_precision|"
-                    r"answer_accuracy|(answer_)?latency_p[0-9]{1,2}(_[0-9]+)?_ms)$")
 EPS = 1e-9
 
 
@@ -190,10 +188,9 @@ def parse_rules(text: str, source: str = "<rules>") -> Rules:
         raise InputError("'metrics' must be a table of tables", file=source, field="metrics")
     for metric, spec in metrics.items():
         where = f"metrics.{metric}"
-        if not METRIC.match(metric):
-            raise InputError(f"unknown metric '{metric}' (recall@K, mrr@K, ndcg@K, precision@K, "
-                             "hit@K, citation_precision, answer_accuracy, latency_p95_ms, "
-                             "answer_latency_p95_ms)", file=source,
+        if not measures.is_known(metric):
+            raise InputError(f"unknown metric '{metric}' ({measures.spelled()}; "
+                             f"1 <= K <= {measures.MAX_K:,})", file=source,
                              line=_locate(text, f"metrics.{metric}", None), field=where)
         if not isinstance(spec, dict):
             raise InputError("must be a table of rules", file=source, field=where)

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import measures
 from .errors import IncompleteRun, InputError, NotFound, PgevalError, first_line
 
 DEFAULT_RECALL_K = (3, 5, 10)
 DEFAULT_NDCG_K = (5, 10)
 DEFAULT_MRR_K = (20,)
 MIN_VALID_QUERIES = 200
-MAX_K = 100_000          # pgeval.measure_spec accepts up to six digits
+MAX_K = measures.MAX_K
 
 
 def measures_for(k: list[int] | None = None, ndcg_k: list[int] | None = None,

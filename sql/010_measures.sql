@@ -7,6 +7,18 @@ RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                  'precision@3', 'precision@5', 'precision@10', 'hit@3', 'hit@5', 'hit@10']
 $$;
 
+-- The measure registry (evaluator/measures.py holds the same lists; a test keeps them equal):
+-- the ranked measures, spelled name@K, and the largest cut-off K.
+CREATE OR REPLACE FUNCTION pgeval.ranked_measures()
+RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ARRAY['recall', 'precision', 'hit', 'mrr', 'ndcg']
+$$;
+
+CREATE OR REPLACE FUNCTION pgeval.max_cutoff()
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT 100000
+$$;
+
 -- Parses and validates a list of measures; raises on an unknown name or a bad cut-off.
 CREATE OR REPLACE FUNCTION pgeval.measure_spec(p_measures text[])
 RETURNS TABLE (ord integer, measure text, name text, k integer)
@@ -14,14 +26,18 @@ LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
     m text;
     i integer := 0;
+    families text[] := pgeval.ranked_measures();
+    max_k integer := pgeval.max_cutoff();
 BEGIN
     IF p_measures IS NULL OR cardinality(p_measures) = 0 THEN
         RAISE EXCEPTION 'no measures given' USING ERRCODE = '22023';
     END IF;
     FOREACH m IN ARRAY p_measures LOOP
         i := i + 1;
-        IF m !~ '^(recall|precision|hit|mrr|ndcg)@[1-9][0-9]{0,5}$' THEN
-            RAISE EXCEPTION 'unknown measure "%": use recall@K, precision@K, hit@K, mrr@K or ndcg@K with K >= 1', m
+        IF m !~ '^[a-z]+@[1-9][0-9]{0,5}$' OR NOT split_part(m, '@', 1) = ANY (families)
+           OR split_part(m, '@', 2)::integer > max_k THEN
+            RAISE EXCEPTION 'unknown measure "%": use %@K with 1 <= K <= %', m,
+                array_to_string(families, '@K, '), max_k
                 USING ERRCODE = '22023';
         END IF;
         ord := i; measure := m; name := split_part(m, '@', 1); k := split_part(m, '@', 2)::integer;
