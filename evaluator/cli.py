@@ -13,7 +13,7 @@ import sys
 
 import click
 
-# command name -> "module:attribute" (add a line per command; names are the DESIGN.md contract)
+# command name -> "module:attribute" (add a line per command; names are a contract with scripts and docs: add, never rename)
 COMMANDS = {
     "answers": "evaluator.commands.answers_cmd:answers",
     "compare": "evaluator.commands.compare_cmd:compare",

@@ -1,6 +1,6 @@
 """Connections: which database pgeval talks to, and how passwords are kept out of every message.
 
-Resolution order (DESIGN.md): ``--dsn``, else ``PGEVAL_DSN``, else the libpq ``PG*`` variables when
+Resolution order: ``--dsn``, else ``PGEVAL_DSN``, else the libpq ``PG*`` variables when
 any is set, else the embedded server (started on demand). Results may live in another database
 (``--results-dsn`` / ``PGEVAL_RESULTS_DSN``); by default they live beside the knowledge base.
 """

@@ -1,4 +1,4 @@
-"""The configuration fingerprint (DESIGN.md "Configuration fingerprint"): everything that can change
+"""The configuration fingerprint: everything that can change
 a retrieval number, read from the catalog, so that two runs can be compared and the difference
 named.
 
