@@ -189,8 +189,7 @@ def parse_rules(text: str, source: str = "<rules>") -> Rules:
     for metric, spec in metrics.items():
         where = f"metrics.{metric}"
         if not measures.is_known(metric):
-            raise InputError(f"unknown metric '{metric}' ({measures.spelled()}; "
-                             f"1 <= K <= {measures.MAX_K:,})", file=source,
+            raise InputError(f"unknown metric '{metric}' ({measures.spelled()})", file=source,
                              line=_locate(text, f"metrics.{metric}", None), field=where)
         if not isinstance(spec, dict):
             raise InputError("must be a table of rules", file=source, field=where)

@@ -117,19 +117,42 @@ def drop_api_functions(conn) -> list[str]:
     return names
 
 
+def _apply_files(conn, report: InitReport) -> None:
+    for path in resources.sql_files():
+        with conn.transaction():
+            conn.execute(path.read_text(encoding="utf-8"))
+        report.sql_files.append(path.name)
+
+
 def apply_sql(conn, report: InitReport) -> None:
-    """Replace the SQL API in one transaction: the old functions are dropped and every
-    ``sql/*.sql`` applied in file-name order; a concurrent reader sees the old API or the new one,
-    never a mix, and a failure leaves the old one in place."""
+    """Apply every ``sql/*.sql`` in file-name order, in one transaction: a concurrent reader sees
+    the old API or the new one, never a mix, and a failure leaves the old one in place.
+
+    ``CREATE OR REPLACE`` keeps each function's owner and grants. Where an earlier pgeval defined
+    a function with another signature (return type, argument names, defaults), PostgreSQL refuses
+    to replace it (SQLSTATE 42P13); then the whole API is dropped and re-created instead, in the
+    same transaction, owned by the role running init (functions no longer shipped go too)."""
+    import psycopg
+
     with conn.transaction():
-        drop_api_functions(conn)
-        for path in resources.sql_files():
+        try:
+            with conn.transaction():
+                _apply_files(conn, report)
+        except psycopg.errors.InvalidFunctionDefinition:
+            report.sql_files.clear()
+            drop_api_functions(conn)
             try:
-                with conn.transaction():
-                    conn.execute(path.read_text(encoding="utf-8"))
+                _apply_files(conn, report)
             except Exception as exc:
-                raise DatabaseError(f"{path.name}: {first_line(exc)}") from None
-            report.sql_files.append(path.name)
+                raise DatabaseError(f"{_failing_file(report)}: {first_line(exc)}") from None
+        except Exception as exc:
+            raise DatabaseError(f"{_failing_file(report)}: {first_line(exc)}") from None
+
+
+def _failing_file(report: InitReport) -> str:
+    """The file being applied when an error came: the one after the last applied."""
+    files = [p.name for p in resources.sql_files()]
+    return files[len(report.sql_files)] if len(report.sql_files) < len(files) else "sql"
 
 
 def init(db) -> InitReport:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-RANKED = ("recall", "precision", "hit", "mrr", "ndcg")
+RANKED = ("recall", "mrr", "ndcg", "precision", "hit")
 ANSWER = ("citation_precision", "answer_accuracy")
 MAX_K = 100_000
 

@@ -11,7 +11,7 @@ $$;
 -- the ranked measures, spelled name@K, and the largest cut-off K.
 CREATE OR REPLACE FUNCTION pgeval.ranked_measures()
 RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT ARRAY['recall', 'precision', 'hit', 'mrr', 'ndcg']
+    SELECT ARRAY['recall', 'mrr', 'ndcg', 'precision', 'hit']
 $$;
 
 CREATE OR REPLACE FUNCTION pgeval.max_cutoff()
