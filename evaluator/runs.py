@@ -204,6 +204,10 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
                 (name, testset_id, json.dumps(params),
                  TREC_ORDER if fmt == "trec" else JSONL_ORDER, len(unknown))).fetchone()[0]
         except psycopg.errors.UniqueViolation:  # a concurrent import took the name meanwhile
+            if replace:   # it wrote the run after this import deleted the one it saw
+                raise Conflict(f"another session wrote run '{name}' at the same time as this "
+                               "import (a concurrent `run import --replace` or pipeline); this "
+                               "import stored nothing: retry it to replace that run") from None
             raise Conflict(f"a run named '{name}' was created by another session meanwhile (use "
                            "--replace or another --name)") from None
         order = "i.score DESC, i.chunk_id DESC" if fmt == "trec" else "i.line, i.pos"
