@@ -189,3 +189,38 @@ def test_metrics_read_repeatedly_while_the_run_is_deleted(snap, database, pgeval
             outcomes["gone"] += 1
         _create_run(snap, "snap-run")
     assert sum(outcomes.values()) == 30
+
+
+def test_stage_report_whole_when_a_stage_run_is_deleted_while_it_is_built(
+        clean, conn, database, pgeval, monkeypatch):
+    """A stage run is deleted once the experiment is resolved: every later statement of the
+    stage report still sees it (before, the report mixed the two states)."""
+    from evaluator import stage_report
+
+    from helpers import make_run
+
+    make_testset(conn, "exp-set", {f"q{i}": {f"c{i}": 2, f"d{i}": 1} for i in range(12)})
+    eid = conn.execute("INSERT INTO pgeval.experiment (name, testset_id, config, status) SELECT "
+                       "'exp', testset_id, %s, 'complete' FROM pgeval.testset "
+                       "RETURNING experiment_id",
+                       (json.dumps({"stages": ["bm25", "rerank"]}),)).fetchone()[0]
+    make_run(conn, "exp.bm25.1", "exp-set", {f"q{i}": ["x", f"c{i}", "y", f"d{i}"]
+                                               for i in range(12)}, stage="bm25",
+             experiment_id=eid)
+    make_run(conn, "exp.rerank.1", "exp-set", {f"q{i}": [f"c{i}", "x"] for i in range(12)},
+             stage="rerank", experiment_id=eid)
+    code, out, err = pgeval("stage-report", "exp", "--format", "json")
+    assert code == 0, err
+    expected = json.loads(out)
+    real_resolve = stage_report.resolve_experiment
+
+    def resolve_then_delete(c, name):
+        exp = real_resolve(c, name)
+        _delete(database, "exp.bm25.1")
+        return exp
+
+    monkeypatch.setattr(stage_report, "resolve_experiment", resolve_then_delete)
+    code, out, err = pgeval("stage-report", "exp", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out) == expected
+    assert [s["stage"] for s in expected["stages"]] == ["bm25", "rerank"]
