@@ -221,7 +221,7 @@ def acquire(conn, exp_id: int, name: str, on_warning=None,
     backend = holder["backend"]
     what = (f"the pgeval process that ran experiment '{name}' (pid {holder['client_pid']} on "
             f"{holder['host']}) is gone, but its database session (backend pid {backend}, "
-            f"{holder['state'] or 'state unknown'}"
+            f"{holder['state'] or 'its state hidden from this role'}"
             + (f", waiting on a {holder['waiting']}" if holder["waiting"] else "")
             + ") still holds the experiment until its current statement ends")
     try:

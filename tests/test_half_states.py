@@ -218,3 +218,65 @@ def test_a_live_lock_holder_is_still_refused_at_once(kb, database, pgeval):
         assert time.monotonic() - t0 < 10
         assert code == 1 and "is being run by another pgeval process" in err
         assert other.execute("SELECT pg_backend_pid()").fetchone()[0] == holder
+
+
+def test_a_role_that_may_not_end_the_dead_session_waits_a_bounded_time(kb, database, pgeval):
+    """The lock holder's client is gone but its session runs on (here: in pg_sleep), and this
+    role may not end another role's session: it says so, waits the bounded time, and names the
+    statement a superuser can run; a role that may (the owner) ends it and gets the lock."""
+    import psycopg
+
+    from evaluator.errors import Conflict
+    from evaluator.experiment_scope import acquire
+    from robust_kb import dsn
+
+    code, _, err = pgeval(*PIPELINE, "--name", "hs-sleep")
+    assert code == 0, err
+    exp_id = kb.execute("SELECT experiment_id FROM pgeval.experiment WHERE name = 'hs-sleep'"
+                        ).fetchone()[0]
+    script = ("import sys, psycopg\n"
+              "from evaluator.experiment_scope import try_lock\n"
+              "c = psycopg.connect(sys.argv[1], autocommit=True)\n"
+              f"assert try_lock(c, {exp_id})\n"
+              "print(c.execute('SELECT pg_backend_pid()').fetchone()[0], flush=True)\n"
+              "c.execute('SELECT pg_sleep(60)')\n")
+    proc = subprocess.Popen([sys.executable, "-c", script, database.uri()], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        backend = int(proc.stdout.readline())
+        import socket
+
+        kb.execute("UPDATE pgeval.run SET status = 'running', pid = %s, host = %s WHERE name = "
+                   "'hs-sleep.second.1'", (proc.pid, socket.gethostname()))
+        _wait_for(lambda: kb.execute("SELECT state FROM pg_stat_activity WHERE pid = %s",
+                                     (backend,)).fetchone() == ("active",))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+        kb.execute("DROP ROLE IF EXISTS hs_other")
+        kb.execute("CREATE ROLE hs_other LOGIN NOSUPERUSER")
+        kb.execute("GRANT USAGE ON SCHEMA pgeval TO hs_other; "
+                   "GRANT SELECT ON pgeval.run TO hs_other")
+        warnings = []
+        with psycopg.connect(dsn(database, "hs_other"), autocommit=True) as other:
+            t0 = time.monotonic()
+            with pytest.raises(Conflict) as exc:
+                acquire(other, exp_id, "hs-sleep", warnings.append, wait_s=1.5)
+            assert 1.5 <= time.monotonic() - t0 < 10
+        assert warnings == [
+            f"the pgeval process that ran experiment 'hs-sleep' (pid {proc.pid} on "
+            f"{socket.gethostname()}) is gone, but its database session (backend pid {backend}, "
+            "its state hidden from this role) still holds the experiment until its current "
+            "statement ends: waiting for it (up to 1.5 s)"]
+        assert str(exc.value).endswith(
+            f"did not end within 1.5 s: retry later, or have a superuser end it: "
+            f"SELECT pg_terminate_backend({backend})")
+        with database.connect(autocommit=True) as owner:
+            acquire(owner, exp_id, "hs-sleep", warnings.append, wait_s=30)
+            assert warnings[-1].endswith("ended that session")
+        assert kb.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                          (backend,)).fetchone()[0] == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        kb.execute("DROP OWNED BY hs_other")
+        kb.execute("DROP ROLE IF EXISTS hs_other")
