@@ -97,6 +97,25 @@ class Database:
 
 
 @contextmanager
+def snapshot(database: Database):
+    """``with snapshot(database) as conn:`` one connection to the results database whose
+    statements all run in ONE transaction, REPEATABLE READ and READ ONLY: every statement reads
+    the same snapshot, so output assembled from several statements (a report, metrics with their
+    breakdowns, a comparison of two runs) is whole even while another session deletes or replaces
+    what it reads. Something deleted before the snapshot is simply not there (the caller's
+    "no such run" error); nothing can disappear half way through."""
+    from psycopg import IsolationLevel
+
+    conn = database.connect()
+    try:
+        conn.isolation_level = IsolationLevel.REPEATABLE_READ
+        conn.read_only = True
+        yield conn
+    finally:
+        conn.close()           # read only: nothing to commit; the server ends the transaction
+
+
+@contextmanager
 def transaction(conn):
     """``with transaction(conn):`` commits on success and rolls back on any exception."""
     with conn.transaction():

@@ -170,11 +170,18 @@ def summarize(plan: dict) -> dict:
 
 def show(database, run_name: str, measures: list[str] | None = None) -> list[dict]:
     """One row per flagged query and serving run, with the plan summary (None when missing)."""
-    with database.connect() as res:
-        run = _run(res, run_name)
-        flags = flagged(res, run, measures)
-        runs = serving_runs(res, run)
-        plans = stored(res, [r.run_id for r in runs])
+    from .db import snapshot
+
+    with snapshot(database) as res:
+        return show_in(res, run_name, measures)
+
+
+def show_in(res, run_name: str, measures: list[str] | None = None) -> list[dict]:
+    """:func:`show` on an open connection (the caller's snapshot)."""
+    run = _run(res, run_name)
+    flags = flagged(res, run, measures)
+    runs = serving_runs(res, run)
+    plans = stored(res, [r.run_id for r in runs])
     rows = []
     for f in flags:
         for r in runs:

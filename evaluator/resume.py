@@ -29,7 +29,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 from .errors import Conflict, DatabaseError, InputError, NotFound
-from .experiment_scope import commit, busy_message, experiment_scope, try_lock, unlock
+from .experiment_scope import acquire, commit, experiment_scope, unlock
 
 # run.params keys that do not define what a run measures (summaries, notes)
 VOLATILE_PARAMS = {"warnings", "resumed", "rows_returned_min", "rows_returned_mean",
@@ -189,7 +189,7 @@ def resume_experiment(database, name: str, *, statement_timeout: str | None = No
                                 embedder=cfg.get("embedder"), batch=cfg.get("batch", False),
                                 server_timing=cfg.get("server_timing", False),
                                 isolate_index=cfg.get("isolate_index", False))
-            with _lock(results, exp_id, name):
+            with _lock(results, exp_id, name, on_warning):
                 contexts = pipeline.prepare_contexts(base, stages, cfg.get("options") or {})
                 warnings: list[str] = []
                 for c in contexts.values():
@@ -228,11 +228,11 @@ def _all_complete(results, exp: dict, stages, run_name) -> list[dict] | None:
 
 
 @contextmanager
-def _lock(results, exp_id: int, name: str):
+def _lock(results, exp_id: int, name: str, on_warning=None):
     """Hold the experiment from before its stages are prepared (refusing at once when a live
-    process has it); experiment_scope takes the same session lock once more (they nest)."""
-    if not try_lock(results, exp_id):
-        raise Conflict(busy_message(results, exp_id, name))
+    process has it, waiting when the process is gone but its session still holds it:
+    :func:`acquire`); experiment_scope takes the same session lock once more (they nest)."""
+    acquire(results, exp_id, name, on_warning)
     try:
         yield
     finally:

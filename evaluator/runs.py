@@ -17,6 +17,7 @@ from pathlib import Path
 import psycopg
 
 from .errors import Conflict, InputError, NotFound
+from .id_length import id_length_error
 from .testset.source import Source
 
 TREC_ORDER = "score descending, ties by chunk id descending (trec_eval rule)"
@@ -54,6 +55,11 @@ def _trec_lines(path: Path):
             raise InputError(f"expected 6 fields 'qid Q0 chunk rank score tag', found "
                              f"{len(parts)}", file=str(path), line=lineno)
         qid, _, chunk, _, score, _ = parts
+        if len(qid) > 256 or len(chunk) > 256:     # cheap test first: this loop is hot
+            for fld, value in (("query_id", qid), ("chunk_id", chunk)):
+                too_long = id_length_error(value, fld.replace("_", " "))
+                if too_long:
+                    raise InputError(too_long, file=str(path), line=lineno, field=fld)
         if "\x00" in line:
             raise InputError("the line contains a NUL character, which PostgreSQL cannot store",
                              file=str(path), line=lineno)
@@ -104,7 +110,8 @@ def _jsonl_rows(path: Path):
                 raise InputError(f"item {pos} has no chunk_id", file=str(path),
                                  line=lineno, field="ranked")
             for fld, value in (("query_id", str(qid)), ("ranked", str(chunk))):
-                bad = _unstorable(value)
+                bad = _unstorable(value) or id_length_error(
+                    value, "query id" if fld == "query_id" else "chunk id")
                 if bad:
                     raise InputError(f"item {pos}: {bad}", file=str(path), line=lineno, field=fld)
             if score is not None:
@@ -197,6 +204,10 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
                 (name, testset_id, json.dumps(params),
                  TREC_ORDER if fmt == "trec" else JSONL_ORDER, len(unknown))).fetchone()[0]
         except psycopg.errors.UniqueViolation:  # a concurrent import took the name meanwhile
+            if replace:   # it wrote the run after this import deleted the one it saw
+                raise Conflict(f"another session wrote run '{name}' at the same time as this "
+                               "import (a concurrent `run import --replace` or pipeline); this "
+                               "import stored nothing: retry it to replace that run") from None
             raise Conflict(f"a run named '{name}' was created by another session meanwhile (use "
                            "--replace or another --name)") from None
         order = "i.score DESC, i.chunk_id DESC" if fmt == "trec" else "i.line, i.pos"

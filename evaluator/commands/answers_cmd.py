@@ -90,9 +90,10 @@ def show(database, run, per_query, fmt):
       pgeval answers show candidate --per-query --format jsonl
     """
     from .. import answers as a
+    from ..db import snapshot
     from ..errors import NotFound
 
-    with database.connect(autocommit=True) as conn:
+    with snapshot(database) as conn:
         info_ = a.resolve_run(conn, run)
         if not a.has_answers(conn, info_.run_id):
             raise NotFound(f"run '{run}' has no answers (import them with `pgeval answers "

@@ -44,11 +44,11 @@ def compare(database, baseline, candidate, k, ndcg_k, mrr_k, rel, alpha, permuta
       pgeval compare prod new --format json > comparison.json
     """
     from ..compare import compare as run_compare
-    from ..report import obtain
+    from ..report import obtain_all
 
     measures = measures_from(k, ndcg_k, mrr_k)
-    sides = [obtain(database, spec, measures=measures, rel=rel, allow_partial=allow_partial)
-             for spec in (baseline, candidate)]
+    sides = obtain_all(database, [baseline, candidate], measures=measures, rel=rel,
+                       allow_partial=allow_partial)
     c = run_compare(sides[0], sides[1], alpha=alpha, permutations=permutations, seed=seed,
                     top=top, moved_by=moved_by)
     if fmt == "json":

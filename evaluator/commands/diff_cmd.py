@@ -28,9 +28,10 @@ def diff(database, run_a, run_b, fmt):
       pgeval diff exp1 exp2 --format json
     """
     from ..config_diff import diff_runs
+    from ..db import snapshot
     from ..fingerprint import short_hash
 
-    with database.connect(autocommit=True) as conn:
+    with snapshot(database) as conn:
         d = diff_runs(conn, run_a, run_b)
     if fmt == "json":
         click.echo(to_json({"a": run_a, "b": run_b, "config_hash_a": d.hash_a,

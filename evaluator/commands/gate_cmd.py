@@ -56,13 +56,13 @@ def gate(database, baseline, candidate, rules, rel, allow_partial, fmt):
     from .. import gate as g
     from ..errors import GateFailed
     from ..metrics import measures_for
-    from ..report import obtain
+    from ..report import obtain_all
 
     rule_set = g.load_rules(rules)
     measures = measures_for()
     measures += [m for m in rule_set.metrics() if "@" in m and m not in measures]
-    sides = [obtain(database, spec, measures=measures, rel=rel, allow_partial=allow_partial)
-             for spec in (baseline, candidate)]
+    sides = obtain_all(database, [baseline, candidate], measures=measures, rel=rel,
+                       allow_partial=allow_partial)
     result = g.evaluate(sides[0], sides[1], rule_set)
     for side in sides:
         for w in side.get("warnings") or []:

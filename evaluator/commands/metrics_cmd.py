@@ -43,13 +43,16 @@ def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, p
       pgeval metrics bm25-baseline --k 1,3,10 --ndcg-k 10 --format json
     """
     from .. import metrics as m
+    from ..db import snapshot
+    from ..diagnostics import show_in
 
     flagged = flagged or plans
     measures = measures_from(k, ndcg_k, mrr_k)
-    with database.connect(autocommit=True) as conn:
+    with snapshot(database) as conn:    # every figure below from one snapshot
         ev = m.evaluate(conn, run, measures, rel=rel, domain_discount=domain_discount,
                         with_per_query=per_query, with_by_type=by_type, with_flagged=flagged,
                         strict=strict, allow_partial=allow_partial, min_score=min_score)
+        plan_rows = show_in(conn, run, measures) if plans and not per_query else None
     for w in ev.warnings:
         warn(w)
     if fmt == "json" and not per_query:
@@ -80,9 +83,7 @@ def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, p
         else:
             emit(ev.by_type, fmt, ["type", "queries", *measures], title="by query type")
     if plans:
-        from ..diagnostics import show
-
-        rows = show(database, run, measures)
+        rows = plan_rows
         if fmt == "table":
             rows = [{k: v for k, v in r.items() if k != "plan"} for r in rows]
         emit(rows, fmt, None, title="flagged queries and the plans that served them")

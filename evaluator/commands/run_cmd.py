@@ -59,9 +59,10 @@ def import_(database, file, testset, name, fmt, replace):
 @pass_db
 def export(database, name, fmt, out):
     """Write a run as a TREC run file or JSONL (for cross-checks with trec_eval or ranx)."""
+    from ..db import snapshot
     from ..runs import export_run
 
-    with database.connect(autocommit=True) as conn:
+    with snapshot(database) as conn:    # the run as one snapshot saw it, whatever happens meanwhile
         if out:
             import os
 

@@ -107,9 +107,10 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
       pgeval stage-report exp1 --k 5 --repetition 2
       pgeval stage-report exp1 --format json > exp1-stages.json
     """
+    from ..db import snapshot
     from ..stage_report import build, chain_text, parse_repetition
 
-    with database.connect(autocommit=True) as conn:
+    with snapshot(database) as conn:    # every stage's figures from one snapshot
         report = build(conn, experiment, k=k, rel=rel, repetition=parse_repetition(repetition),
                        worst=worst, allow_partial=allow_partial, strict=strict)
     for w in report.warnings:

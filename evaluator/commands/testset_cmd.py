@@ -119,9 +119,10 @@ def list_(database, fmt):
 @pass_db
 def show(database, name, fmt):
     """Describe test set NAME: counts, grade histogram, query types, grade map, hash."""
+    from ..db import snapshot
     from ..testset import show_testset
 
-    with database.connect(autocommit=True) as conn:
+    with snapshot(database) as conn:
         info = show_testset(conn, name)
     if fmt == "json":
         click.echo(to_json(info))

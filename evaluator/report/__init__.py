@@ -15,14 +15,31 @@ def is_report_file(spec: str) -> bool:
 def obtain(database, spec: str, **build_kwargs) -> dict:
     """The JSON report of ``spec``: read from a file when it names one, else built from the run or
     experiment of that name (``build_kwargs`` go to :func:`evaluator.report.json.build`)."""
+    return obtain_all(database, [spec], **build_kwargs)[0]
+
+
+def obtain_all(database, specs: list[str], **build_kwargs) -> list[dict]:
+    """:func:`obtain` for each of ``specs``; the ones built from the database are all read in one
+    snapshot (:func:`evaluator.db.snapshot`), so two sides of a comparison never straddle a
+    concurrent delete or replace."""
+    from contextlib import ExitStack
+
+    from ..db import snapshot
     from . import json as report_json
 
-    if is_report_file(spec):
-        data = report_json.read(spec)
-        data["source"] = spec
-        return data
-    with database.connect(autocommit=True) as conn:
-        return report_json.build(conn, spec, **build_kwargs)
+    out = []
+    with ExitStack() as stack:
+        conn = None
+        for spec in specs:
+            if is_report_file(spec):
+                data = report_json.read(spec)
+                data["source"] = spec
+                out.append(data)
+                continue
+            if conn is None:
+                conn = stack.enter_context(snapshot(database))
+            out.append(report_json.build(conn, spec, **build_kwargs))
+    return out
 
 
 def label(report: dict) -> str:

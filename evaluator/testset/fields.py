@@ -10,7 +10,8 @@ import json
 import math
 import re
 
-MAX_ID_BYTES = 1024       # ids are btree keys (the qrel primary key): keep well under 2704 bytes
+from ..id_length import MAX_ID_BYTES, id_length_error  # noqa: F401 (MAX_ID_BYTES re-exported)
+
 MAX_DIM = 16000           # pgvector's limit for the vector type
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -49,8 +50,9 @@ def ident(value, what: str = "id") -> str:
     if bad:
         raise ValueError(f"{what} '{show(text)}' contains a control character "
                          f"({repr(bad.group())[1:-1]})")
-    if len(text) > MAX_ID_BYTES // 4 and len(text.encode("utf-8")) > MAX_ID_BYTES:
-        raise ValueError(f"{what} is longer than {MAX_ID_BYTES} bytes")
+    too_long = id_length_error(text, what)
+    if too_long:
+        raise ValueError(too_long)
     return text
 
 
