@@ -92,10 +92,20 @@ def cli(ctx, dsn, datadir, results_dsn):
     ctx.obj = Context(dsn, datadir, results_dsn)
 
 
-def main(argv=None) -> int:
-    from .db import redact
-    from .errors import PgevalError, first_line
+def _remember_secrets(argv) -> None:
+    """Every password or key on the command line or in PGEVAL_*DSN, masked in any message."""
+    from . import masking
 
+    masking.forget()
+    masking.remember(*(argv if argv is not None else sys.argv[1:]),
+                     *(os.environ.get(v) for v in ("PGEVAL_DSN", "PGEVAL_RESULTS_DSN")))
+
+
+def main(argv=None) -> int:
+    from .errors import PgevalError, first_line
+    from .masking import mask as redact
+
+    _remember_secrets(argv)
     try:
         cli.main(args=argv, prog_name="pgeval", standalone_mode=False)
     except PgevalError as exc:
@@ -113,7 +123,7 @@ def main(argv=None) -> int:
         click.echo(f"pgeval: error: {redact(message)}{hint}", err=True)
         return 1
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"Error: {redact(exc.format_message())}", err=True)
         return exc.exit_code
     except KeyboardInterrupt:
         click.echo("pgeval: interrupted", err=True)
@@ -123,14 +133,15 @@ def main(argv=None) -> int:
     except OSError as exc:  # a path the user gave: missing folder, no permission, disk full
         if exc.filename is None or os.environ.get("PGEVAL_DEBUG"):
             raise
-        click.echo(f"pgeval: error: {exc.filename}: {exc.strerror or exc}", err=True)
+        click.echo(f"pgeval: error: {redact(str(exc.filename))}: {redact(exc.strerror or str(exc))}",
+                   err=True)
         return 1
     except Exception as exc:  # a database error that no library call wrapped
         if exc.__class__.__module__.startswith("psycopg") and not os.environ.get("PGEVAL_DEBUG"):
             first = first_line(exc)
             if getattr(exc, "sqlstate", None) in ("42P01", "42883", "3F000") and "pgeval" in first:
                 click.echo(f"pgeval: error: schema pgeval is missing or out of date in this "
-                           f"database ({first}): run `pgeval init`", err=True)
+                           f"database ({redact(first)}): run `pgeval init`", err=True)
                 return 1
             click.echo(f"pgeval: database error: {redact(first)}", err=True)
             return 1

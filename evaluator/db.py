@@ -8,29 +8,17 @@ any is set, else the embedded server (started on demand). Results may live in an
 from __future__ import annotations
 
 import os
-import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import DatabaseError, first_line
+from .masking import mask as redact
+from .masking import remember
 
 LIBPQ_VARS = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
-_URI_PASSWORD = re.compile(r"(postgres(?:ql)?://[^:/@\s]*:)([^@\s]*)(@)")
-_KW_PASSWORD = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.IGNORECASE)
-
-
-def redact(text: str) -> str:
-    """Replace any password in a DSN (URI or key=value form) or message with ``***``."""
-    if not text:
-        return text
-    text = _URI_PASSWORD.sub(lambda m: m.group(1) + ("***" if m.group(2) else "") + m.group(3), text)
-    text = _KW_PASSWORD.sub(lambda m: m.group(1) + "***", text)
-    pw = os.environ.get("PGPASSWORD")
-    if pw and len(pw) >= 3:
-        text = text.replace(pw, "***")
-    return text
+__all__ = ["Database", "redact", "sqlalchemy_engine", "transaction"]
 
 
 @dataclass
@@ -41,6 +29,9 @@ class Database:
     datadir: Path | None = None
     results_dsn: str | None = None
     source: str = "embedded"
+
+    def __post_init__(self):
+        remember(self.dsn, self.results_dsn)   # so that a driver's message quoting them is masked
 
     @classmethod
     def resolve(cls, dsn: str | None = None, datadir: str | None = None,
@@ -81,7 +72,7 @@ class Database:
         target = self.results_uri() if results else self.uri()
         try:
             conn = psycopg.connect(target, autocommit=autocommit, **kwargs)
-        except psycopg.OperationalError as exc:
+        except psycopg.Error as exc:      # unreachable, refused, or a DSN libpq cannot parse
             raise DatabaseError(f"cannot connect to {redact(target) or 'the libpq default'}: "
                                 f"{redact(first_line(exc))}") from None
         if read_only:

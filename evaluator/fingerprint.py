@@ -24,21 +24,20 @@ What is hashed:
   (name and content hash), and ``stage`` when the caller passes it.
 
 No connection string, host or password is ever read; string values pass through
-:func:`evaluator.db.redact` and an API-key scrubber all the same.
+:func:`evaluator.masking.mask` all the same.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
 from datetime import datetime, timezone
 from typing import Any
 
 from psycopg import sql
 
-from .db import redact
 from .errors import NotFound
+from .masking import mask_value
 
 FINGERPRINT_VERSION = 1
 
@@ -56,9 +55,6 @@ INDEX_DEFAULTS = {
     "diskann": {"storage_layout": "memory_optimized", "num_neighbors": "50",
                 "search_list_size": "100", "max_alpha": "1.2", "num_dimensions": "0"},
 }
-
-_SECRET = re.compile(r"((?:api[_-]?key|token|secret|password|passwd|authorization)\s*[=:]\s*)"
-                     r"([^\s&,;]+)", re.IGNORECASE)
 
 
 # -- the target --------------------------------------------------------------------------------
@@ -220,13 +216,7 @@ def capture_data(conn, target, *, checksum: bool = True) -> dict:
 # -- the fingerprint ---------------------------------------------------------------------------------
 
 def _scrub(value: Any) -> Any:
-    if isinstance(value, str):
-        return _SECRET.sub(lambda m: m.group(1) + "***", redact(value))
-    if isinstance(value, dict):
-        return {str(k): _scrub(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_scrub(v) for v in value]
-    return value
+    return mask_value(value, known=False)   # a hash must not depend on the DSN's password
 
 
 def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | None = None,

@@ -1,6 +1,7 @@
 """JSON over HTTP POST for the embedding and rerank APIs: retries with exponential backoff
 (honouring ``Retry-After``) on 429, 5xx and network errors; any other 4xx stops at once with the
-server's own message. The API key is sent as a bearer token and scrubbed from every message."""
+server's own message. The API key is sent as a bearer token; it and any password or key written
+in the URL are masked in every message (:mod:`evaluator.masking`)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,25 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
+from . import masking
 from .errors import InputError
 
 MAX_BACKOFF_S = 30.0
+
+
+def check_url(url: str, what: str, field: str) -> None:
+    """InputError unless ``url`` is http(s) without a user or password in it (urllib cannot send
+    them, and a password in a URL ends up in shell histories: the key goes in an environment
+    variable)."""
+    masking.remember(url)
+    if not url.startswith(("http://", "https://")):
+        raise InputError(f"{what} '{masking.mask(url)}' must start with http:// or https://",
+                         field=field)
+    netloc = url.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
+    if "@" in netloc:
+        raise InputError(f"{what} '{masking.mask(url)}' holds a user name or password: remove "
+                         "it and put the API key in an environment variable (--api-key-env)",
+                         field=field)
 
 
 @dataclass
@@ -26,8 +43,14 @@ class JsonClient:
     retry_field: str | None = None    # ... and when it cannot be reached (default: field)
     requests: int = 0                 # requests sent, retries included (reports and tests)
 
+    def __post_init__(self):
+        masking.remember(self.url)
+        if self.key:
+            masking.remember_secret(self.key)
+        self.shown_url = masking.mask(self.url)   # the URL as messages show it
+
     def scrub(self, text: str) -> str:
-        return text.replace(self.key, "***") if self.key and len(self.key) >= 4 else text
+        return masking.mask(text)
 
     def post(self, body: dict, hint_4xx=None) -> object:
         """The decoded JSON answer to ``body``; InputError on a refusal or after the retries.
@@ -47,13 +70,14 @@ class JsonClient:
                 try:
                     return json.loads(raw)
                 except ValueError as exc:
-                    raise InputError(f"{self.url} answered something that is not JSON: {exc}",
+                    raise InputError(f"{self.shown_url} answered something that is not JSON: "
+                                     f"{self.scrub(str(exc))}",
                                      field=self.retry_field or self.field) from None
             except urllib.error.HTTPError as exc:
                 detail = self.scrub(error_message(exc))
                 if exc.code != 429 and exc.code < 500:
                     hint = hint_4xx(exc.code) if hint_4xx else ""
-                    raise InputError(f"{self.url} answered HTTP {exc.code}: {detail}{hint}",
+                    raise InputError(f"{self.shown_url} answered HTTP {exc.code}: {detail}{hint}",
                                      field=self.field) from None
                 last = f"HTTP {exc.code}: {detail}"
                 wait = retry_after(exc.headers.get("Retry-After"))
@@ -62,7 +86,7 @@ class JsonClient:
             if attempt < self.retries:
                 time.sleep(min(MAX_BACKOFF_S, wait if wait is not None
                                else self.backoff_s * (2 ** attempt)))
-        raise InputError(f"{self.url} failed after {self.retries + 1} attempts: {last}",
+        raise InputError(f"{self.shown_url} failed after {self.retries + 1} attempts: {last}",
                          field=self.retry_field or self.field)
 
 

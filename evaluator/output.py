@@ -92,8 +92,12 @@ def emit(rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = None,
 
 
 def warn(message: str) -> None:
-    click.secho(f"warning: {message}", fg="yellow", err=True)
+    from .masking import mask
+
+    click.secho(f"warning: {mask(message)}", fg="yellow", err=True)
 
 
 def info(message: str) -> None:
-    click.echo(message, err=True)
+    from .masking import mask
+
+    click.echo(mask(message), err=True)

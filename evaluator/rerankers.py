@@ -31,7 +31,8 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from .errors import InputError
-from .http_json import JsonClient
+from .http_json import JsonClient, check_url
+from .masking import mask
 
 RETRIES = 4
 BACKOFF_S = 0.5
@@ -53,14 +54,12 @@ class HttpReranker:
                  api_key_env: str | None = None, timeout: float | None = None,
                  batch_size: int | None = None, retries: int = RETRIES,
                  backoff_s: float = BACKOFF_S):
-        if not url.startswith(("http://", "https://")):
-            raise InputError(f"reranker URL '{url}' must start with http:// or https://",
-                             field=FIELD)
+        check_url(url, "reranker URL", FIELD)
         self.url, self.style, self.model = url, style, model
         self.timeout = timeout or 60.0
         self.batch_size = batch_size or 0
         self.retries, self.backoff_s = retries, backoff_s
-        self.label = f"{style}:{url}" + (f"#{model}" if model else "")
+        self.label = f"{style}:{mask(url)}" + (f"#{model}" if model else "")  # stored, reported
         key_env = api_key_env if api_key_env is not None else DEFAULT_KEY_ENV
         key = os.environ.get(key_env) if key_env else None
         if api_key_env and not key:
@@ -97,7 +96,8 @@ class HttpReranker:
         step = self.batch_size or max(1, len(docs))
         for start in range(0, len(docs), step):
             chunk = docs[start:start + step]
-            for i, s in parse_scores(self._post(self._body(query, chunk)), len(chunk), self.url):
+            answer = self._post(self._body(query, chunk))
+            for i, s in parse_scores(answer, len(chunk), mask(self.url)):
                 out[start + i] = s
         return out
 
@@ -190,5 +190,5 @@ def parse(spec: str | None, *, model: str | None = None, api_key_env: str | None
         return CrossEncoderReranker(arg, batch_size=batch_size)
     if kind == "biencoder" and sep and arg:
         return BiEncoderReranker(arg, **(embedder_options or {}))
-    raise InputError(f"unknown reranker '{spec}' (http:URL, tei:URL, dashscope:URL, "
+    raise InputError(f"unknown reranker '{mask(spec)}' (http:URL, tei:URL, dashscope:URL, "
                      "cross-encoder:MODEL, biencoder:EMBEDDER, or exact)", field=FIELD)

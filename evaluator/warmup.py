@@ -94,8 +94,27 @@ def _totals(stats: dict[str, dict]) -> tuple[int, int]:
 
 
 def has_prewarm(conn) -> bool:
-    return conn.execute("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_prewarm')"
-                        ).fetchone()[0]
+    return extension_state(conn, "pg_prewarm") == "created"
+
+
+def extension_state(conn, name: str) -> str:
+    """``created`` (in this database), ``available`` (the server has it: CREATE EXTENSION would
+    work for a user allowed to) or ``missing`` (not on this server at all)."""
+    created, available = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = %s), "
+        "EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = %s)", (name, name)).fetchone()
+    return "created" if created else "available" if available else "missing"
+
+
+def prewarm_method(state: str) -> str:
+    """How the cache is warmed, saying what to do when pg_prewarm could be used but is not."""
+    if state == "created":
+        return "pg_prewarm, then query passes"
+    if state == "available":
+        return ("query passes (pg_prewarm is available on this server but not created in this "
+                "database: run `CREATE EXTENSION pg_prewarm;` as a superuser to use it)")
+    return ("query passes (pg_prewarm is not installed: this server does not have it; it comes "
+            "with PostgreSQL's contrib modules)")
 
 
 def prewarm(conn, table_oid: int) -> dict[str, int]:
@@ -195,11 +214,11 @@ def warmup(kb, target, vectors, *, source: str, settings: dict | None = None, k:
                                    f"shared_buffers ({limit // 1048576} MB): it cannot stay "
                                    "cached; latencies will include reads from the OS cache/disk")
     report.before = statio(kb, oid)
-    if use_prewarm and has_prewarm(kb):
+    state = extension_state(kb, "pg_prewarm") if use_prewarm else None
+    if state == "created":
         report.prewarmed = prewarm(kb, oid)
-        report.method = "pg_prewarm, then query passes"
-    elif use_prewarm:
-        report.method = "query passes (pg_prewarm is not installed)"
+    if state:
+        report.method = prewarm_method(state)
     stmt, params, _ = vector_sql.per_query(target, k)
     text = stmt.as_string(kb)
     report.plan = describe_plan(kb, stmt, dict(params, q=np.asarray(vectors[0], np.float32)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import tempfile
 import warnings
 from pathlib import Path
@@ -30,6 +31,20 @@ os.environ["PGEVAL_DATADIR"] = str(_TMP / "pgdata")
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 DATA = Path(__file__).resolve().parent / "data"
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Remove the session's temporary directory (the embedded server's data directory is 225 MB),
+    after making sure no server still runs in it."""
+    from evaluator import server
+
+    datadir = _TMP / "pgdata"
+    if datadir.exists():
+        try:
+            server.stop(datadir)
+        except Exception:   # noqa: BLE001 - already stopped, or never fully created
+            pass
+    shutil.rmtree(_TMP, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,11 @@ def test_resolution_order(monkeypatch, tmp_path):
     ("host=h user=u password=s3cr3t dbname=d", "host=h user=u password=*** dbname=d"),
     ("host=h password='a b c' dbname=d", "host=h password=*** dbname=d"),
     ("postgresql://user@host/db", "postgresql://user@host/db"),
+    ("POSTGRESQL://user:s3cr3t@host/db", "POSTGRESQL://user:***@host/db"),
+    ("postgresql://user:a@b@c@host:5432/db", "postgresql://user:***@host:5432/db"),
+    ("host=h password='a b c", "host=h password=***"),
+    ("http://u:k3y@h/v1?api_key=abc&x=1&token=def", "http://u:***@h/v1?api_key=***&x=1&token=***"),
+    ("Authorization: Bearer sk-0123456789", "Authorization: Bearer ***"),
 ])
 def test_redact(text, expected):
     assert redact(text) == expected

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -25,6 +26,13 @@ _dir = Path(tempfile.mkdtemp(prefix="pgeval-fuzz-run-"))
 FUZZ = settings(max_examples=80, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_fuzz_files():
+    """The fuzzed files go with the module."""
+    yield
+    shutil.rmtree(_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")

@@ -248,3 +248,28 @@ def test_run_of_a_sweep_gets_the_recall_latency_curve(pgeval, conn, clean, tmp_p
     # a run outside any sweep has no such section
     make_run(conn, "lonely", "sw-set", {"q0": ["c0"]})
     assert "sweep" not in json.loads(pgeval("report", "lonely", "--format", "json")[1])
+
+
+@pytest.mark.parametrize("fmt", ["json", "md", "html"])
+def test_report_refuses_to_overwrite_the_report_it_reads(pgeval, reported, tmp_path, fmt,
+                                                         monkeypatch):
+    saved = tmp_path / "b.json"
+    assert pgeval("report", "rep-run", "--out", str(saved))[0] == 0
+    before = saved.read_bytes()
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "link.json").symlink_to(saved)
+    monkeypatch.chdir(tmp_path)
+    for inp, out in ((str(saved), str(saved)), ("b.json", "./sub/../b.json"),
+                     ("link.json", str(saved)), (str(saved), "link.json")):
+        code, stdout, err = pgeval("report", inp, "--format", fmt, "--out", out,
+                                   *(["--no-plots"] if fmt == "html" else []))
+        assert code == 1, (inp, out, err)
+        assert err.startswith("pgeval: error: field '--out': ") and err.count("\n") == 1, err
+        assert "overwrite the input" in err
+        assert saved.read_bytes() == before and stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json", "link.json", "sub"]
+    # another file is fine
+    code, _, err = pgeval("report", str(saved), "--format", fmt, "--out", "other." + fmt,
+                          *(["--no-plots"] if fmt == "html" else []))
+    assert code == 0, err
+    assert saved.read_bytes() == before

@@ -135,3 +135,187 @@ def test_password_never_leaves_the_dsn(form, secret_dsns, conn, pgeval, tmp_path
     stored = _stored_text(conn)
     assert "sec-exp.hnsw.1" in stored
     _no_secret(stored)
+
+
+# -- a corpus of malformed DSNs and URLs: the driver's message quotes the bad token -------------
+
+CORE = "Zq9s3cr3tK7w"        # in every password below; no 5 of its characters may be printed
+
+
+def _no_core(*texts: str) -> None:
+    pieces = {CORE[i:i + 5] for i in range(len(CORE) - 4)}
+    for text in texts:
+        leaked = [p for p in pieces if p in text]
+        assert not leaked, (leaked, text)
+
+
+MALFORMED_DSNS = [
+    f"postgresql://u:50%off-{CORE}@127.0.0.1:1/db",            # invalid percent-encoded token
+    f"postgresql://u:{CORE[:5]}%zz{CORE[5:]}@127.0.0.1:1/db",
+    f"postgresql://u:two words {CORE}@127.0.0.1:1/db",          # spaces in a URI password
+    f"POSTGRESQL://u:{CORE}@127.0.0.1:1/db",                    # libpq knows no upper-case scheme
+    f"Postgres://u:{CORE}@127.0.0.1:1/db",
+    f"postgresql://u:ab@{CORE}@127.0.0.1:1/db?connect_timeout=3",   # '@' in the password
+    f"postgresql://u:{CORE}@127.0.0.1:1/db?foo=bar",                # an unknown parameter
+    f"postgresql://u:{CORE}@127.0.0.1:1/db?sslmode=bogus",
+    f"postgresql://u:{CORE}@127.0.0.1:port/db",
+    f"postgresql://u@127.0.0.1:1/db?password={CORE}&foo=1",
+    f"postgresql://u@127.0.0.1:1/db?password=50%off{CORE}",
+    f"host=127.0.0.1 port=1 password='ab cd {CORE}",                 # unterminated quote
+    f"host=127.0.0.1 port=1 password={CORE} user='x",
+    f"host=127.0.0.1 port=1 password = {CORE} junk",                 # a word without '='
+    f"host=127.0.0.1 port=1 password='two words {CORE}' bogus=1",
+    f"host=127.0.0.1 port=1 PASSWORD={CORE} connect_timeout=x",     # unknown keyword PASSWORD
+    f"host=127.0.0.1 port=1 password={CORE} connect_timeout=3",      # well-formed, unreachable
+]
+
+
+@pytest.mark.parametrize("dsn", MALFORMED_DSNS)
+@pytest.mark.parametrize("how", ["--dsn", "--results-dsn", "PGEVAL_DSN", "PGEVAL_RESULTS_DSN"])
+def test_malformed_dsn_is_masked_in_the_drivers_message(dsn, how, database, pgeval,
+                                                        monkeypatch):
+    prefix = []
+    if how.startswith("PGEVAL"):
+        monkeypatch.setenv(how, dsn)
+    else:
+        prefix = [how, dsn]
+    for args in (["run", "list"], ["init"], ["metrics", "r1", "--format", "json"]):
+        code, out, err = pgeval(*prefix, *args)
+        _no_core(out, err)
+        assert code == 1, (args, out, err)
+        assert err.startswith("pgeval: ") and err.count("\n") == 1, err
+        assert "Traceback" not in err
+    if "RESULTS" not in how.upper():
+        code, out, err = pgeval(*prefix, "db", "uri")
+        _no_core(out, err)
+        assert code == 0 and out.count("\n") == 1, (out, err)
+
+
+@pytest.fixture
+def http_404():
+    """A real HTTP server that answers every POST with 404 (echoing the path it was asked)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            raw = json.dumps({"error": {"message": f"no route {self.path}"}}).encode()
+            self.send_response(404)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def sec_kb(clean, conn, pgeval, tmp_path):
+    """Test set `sec` (with texts) and target `sec` for the HTTP embedder and reranker cases."""
+    ensure_table(conn, "sec_kb", 300, 8)
+    _, queries = vectors(300, 4, 8)
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(json.dumps({"id": f"q{i}", "query": f"question {i}",
+                                         "relevant": {f"c{i + 1}": 1},
+                                         "embedding": [float(x) for x in v]}) + "\n"
+                             for i, v in enumerate(queries)), encoding="utf-8")
+    assert pgeval("testset", "load", str(cases), "--name", "sec")[0] == 0
+    assert pgeval("target", "add", "sec", "--table", "sec_kb", "--id-column", "id",
+                  "--vector-column", "embedding", "--text-column", "body")[0] == 0
+
+
+HTTP_CASES = [
+    ("base", "{url}/v1?api_key=" + CORE),
+    ("base", "{url}/v1?x=1&key=" + CORE),
+    ("base", "{url}/v1?token=" + CORE + "&x=1"),
+    ("base", "{url}/v1?access_token=50%off" + CORE),
+    ("base", "http://user:" + CORE + "@127.0.0.1:1/v1"),
+    ("base", "HTTP://user:" + CORE + "@127.0.0.1:1/v1"),
+    ("base", "ftp://user:" + CORE + "@127.0.0.1/v1"),
+    ("base", "http://user:ab@" + CORE + "@127.0.0.1:1/v1"),
+    ("rerank", "http:{url}/rerank?api_key=" + CORE),
+    ("rerank", "tei:{url}/rerank?key=" + CORE),
+    ("rerank", "http://user:" + CORE + "@127.0.0.1:1/rerank"),
+    ("rerank", "cohere:https://u:" + CORE + "@h.invalid/rerank"),
+    ("rerank", "nosuch:https://u:" + CORE + "@h.invalid/rerank"),
+]
+
+
+@pytest.mark.parametrize("kind,spec", HTTP_CASES)
+def test_http_urls_with_keys_are_masked(kind, spec, sec_kb, http_404, pgeval, conn,
+                                        monkeypatch):
+    monkeypatch.setenv("RERANK_API_KEY", "")
+    spec = spec.format(url=http_404)
+    if kind == "base":
+        runs = [["embed", "--testset", "sec", "--embedder", "openai:m", "--base-url", spec,
+                 "--api-key-env", "", "--recompute"],
+                ["run", "pipeline", "--testset", "sec", "--target", "sec", "--stages", "exact",
+                 "--embedder", "openai:m", "--base-url", spec, "--api-key-env", ""]]
+    else:
+        runs = [["run", "pipeline", "--testset", "sec", "--target", "sec", "--repeat", "1",
+                 "--stages", "exact,rerank", "--reranker", spec],
+                ["run", "pipeline", "--testset", "sec", "--target", "sec", "--repeat", "1",
+                 "--stages", "exact,rerank", "--opt", f"rerank:reranker={spec}"]]
+    for args in runs:
+        code, out, err = pgeval(*args)
+        _no_core(out, err)
+        assert code == 1, (args, out, err)
+        lines = [x for x in err.splitlines() if not x.startswith("rep ")]   # progress bars
+        assert len(lines) == 1 and lines[0].startswith("pgeval: error: "), err
+        assert "Traceback" not in err
+    # runs and fingerprints hold the URL masked; only pgeval.experiment.config keeps the spec as
+    # given (`run resume` calls the same URL again), and no command prints that column
+    conn.execute("UPDATE pgeval.experiment SET config = '{}'")
+    _no_core(_stored_text(conn))
+
+
+def test_key_in_a_working_reranker_url_is_not_stored(sec_kb, pgeval, conn, monkeypatch):
+    """A reranker URL whose query carries the key works; the run's parameters and the
+    reports show it masked."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            doc = {"results": [{"index": i, "relevance_score": 1.0 / (i + 1)}
+                               for i in range(len(body["documents"]))]}
+            raw = json.dumps(doc).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    monkeypatch.setenv("RERANK_API_KEY", "")
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/rerank?api_key={CORE}"
+        code, out, err = pgeval("run", "pipeline", "--testset", "sec", "--target", "sec",
+                                "--repeat", "1", "--stages", "exact,rerank", "--reranker", url,
+                                "--name", "keyexp", "--format", "json")
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert code == 0, err
+    _no_core(out, err)
+    params = conn.execute("SELECT params FROM pgeval.run WHERE name = 'keyexp.rerank.1'"
+                          ).fetchone()[0]
+    assert params["reranker"].endswith("/rerank?api_key=***")
+    for fmt in ("json", "md"):
+        code, out, err = pgeval("report", "keyexp.rerank.1", "--format", fmt)
+        assert code == 0, err
+        _no_core(out, err)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -20,6 +21,13 @@ _dir = Path(tempfile.mkdtemp(prefix="pgeval-fuzz-"))
 FUZZ = settings(max_examples=60, deadline=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture,
                                        HealthCheck.too_slow])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_fuzz_files():
+    """The fuzzed files go with the module."""
+    yield
+    shutil.rmtree(_dir, ignore_errors=True)
 
 
 def _totals(conn):

@@ -29,8 +29,7 @@ def test_warmup_with_the_test_set(conn, cran):
     assert 2 <= len(report.passes) <= 6 and seen == report.passes
     # a 50 % tolerance settles on the second pass unless the machine is very noisy
     assert report.converged == (len(report.passes) < 6 or report.converged)
-    assert report.method == ("pg_prewarm, then query passes" if wu.has_prewarm(conn)
-                             else "query passes (pg_prewarm is not installed)")
+    assert report.method == wu.prewarm_method(wu.extension_state(conn, "pg_prewarm"))
     rel = {r["relation"]: r for r in report.relations()}
     assert rel["dba_cran"]["kind"] == "table" and rel["dba_cran_hnsw"]["kind"] == "index"
     # every pass touched the HNSW index and the heap: the counters moved by at least that much
@@ -65,3 +64,26 @@ def test_cli_warmup(pgeval, cran):
     assert "buffer blocks" in out and "plan: index dba_cran_hnsw" in out and "pass 1:" in err
     code, out, err = pgeval("warmup", "--target", "dba-cran", "--set", "hnsw.ef_search=x")
     assert code == 1 and "--set" in err
+
+
+def test_prewarm_missing_available_or_created(conn, pgeval, cran):
+    """The three states come from pg_extension and pg_available_extensions; the embedded server
+    has no pg_prewarm at all, and the message says so instead of suggesting CREATE EXTENSION."""
+    available = {r[0]: r[1] for r in conn.execute(
+        "SELECT name, installed_version FROM pg_available_extensions")}
+    assert "pg_prewarm" not in available              # the embedded server's build
+    assert wu.extension_state(conn, "pg_prewarm") == "missing"
+    assert wu.extension_state(conn, "plpgsql") == "created"
+    not_created = sorted(n for n, v in available.items() if v is None)
+    assert not_created, available                     # e.g. age, http: on the server, not created
+    assert wu.extension_state(conn, not_created[0]) == "available"
+    missing = wu.prewarm_method("missing")
+    assert "not installed" in missing and "this server does not have it" in missing
+    assert "CREATE EXTENSION" not in missing
+    assert "CREATE EXTENSION pg_prewarm;" in wu.prewarm_method("available")
+    assert "not created in this database" in wu.prewarm_method("available")
+    assert wu.prewarm_method("created") == "pg_prewarm, then query passes"
+    code, out, err = pgeval("warmup", "--target", "dba-cran", "--random-queries", "5",
+                            "--max-passes", "2", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["method"] == missing

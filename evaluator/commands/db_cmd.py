@@ -70,6 +70,6 @@ def status(database, fmt):
 def uri(database):
     """Print the connection URI (last line of output), starting the server if needed. A
     password in a --dsn / PGEVAL_DSN is shown as ***."""
-    from ..db import redact
+    from ..masking import mask
 
-    click.echo(redact(database.uri()))
+    click.echo(mask(database.uri()))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -16,8 +17,10 @@ import click
 @click.option("--diskann/--no-diskann", default=True, show_default=True,
               help="Also build and measure a pgvectorscale DiskANN index.")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None,
-              help="Where to write the generated test set [default: a temporary directory].")
-@click.option("--keep", is_flag=True, help="Keep the demo knowledge base (schema pgeval_demo).")
+              help="Where to write the generated test set (kept) [default: a temporary "
+                   "directory, removed at the end].")
+@click.option("--keep", is_flag=True, help="Keep the demo knowledge base (schema pgeval_demo) "
+              "and its target.")
 @click.pass_context
 def demo(ctx, queries, repeat, diskann, workdir, keep):
     """Run the whole flow on a generated knowledge base: init, a table of 1,000 chunks with
@@ -33,5 +36,10 @@ def demo(ctx, queries, repeat, diskann, workdir, keep):
         if value:
             global_args += [f"--{opt.replace('_', '-')}", value]
     database = ctx.obj.db
-    tour(database, global_args, Path(workdir or tempfile.mkdtemp(prefix="pgeval-demo-")),
-         queries=queries, repeat=repeat, diskann=diskann, keep=keep)
+    temp = None if workdir else tempfile.mkdtemp(prefix="pgeval-demo-")
+    try:
+        tour(database, global_args, Path(workdir or temp), queries=queries, repeat=repeat,
+             diskann=diskann, keep=keep)
+    finally:
+        if temp:          # the generated test set is stored in pgeval; its file is not needed
+            shutil.rmtree(temp, ignore_errors=True)

@@ -45,11 +45,14 @@ def report(database, name, fmt, out, k, ndcg_k, mrr_k, rel, domain_discount, dep
       pgeval report baseline.json --format md > report.md
     """
     from ..errors import InputError
-    from ..report import html, markdown, obtain
+    from ..report import html, is_report_file, markdown, obtain
     from ..report import json as report_json
 
     if depth is not None and depth < 1:
         raise InputError(f"depth must be >= 1, got {depth}", field="--depth")
+    if out and is_report_file(name) and _same_file(name, out):
+        raise InputError(f"--out {out} is the report being read ({name}): writing it would "
+                         "overwrite the input; choose another file", field="--out")
     measures = measures_from(k, ndcg_k, mrr_k)
     doc = obtain(database, name, measures=measures, rel=rel, domain_discount=domain_discount,
                  depth=depth, allow_partial=allow_partial, min_score=min_score)
@@ -66,3 +69,13 @@ def report(database, name, fmt, out, k, ndcg_k, mrr_k, rel, domain_discount, dep
         info(f"wrote {fmt} report of '{doc['run']['name'] if doc.get('run') else name}' to {out}")
     else:
         click.echo(text, nl=False)
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file (links, '..', hard links included)."""
+    import os
+
+    try:
+        return os.path.samefile(a, b)
+    except OSError:          # ``b`` does not exist yet: compare where it would be
+        return os.path.realpath(a) == os.path.realpath(b)

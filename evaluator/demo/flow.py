@@ -1,6 +1,12 @@
 """The scripted tour behind `pgeval demo`: it builds a small knowledge base in schema
 ``pgeval_demo`` (chunks, 128-d feature-hashing embeddings, HNSW and BM25 indexes), writes a
-graded test set, then runs the same `pgeval` commands a user would type, printing each one."""
+graded test set, then runs the same `pgeval` commands a user would type, printing each one.
+
+The demo touches only what it created: the schema carries a comment saying the demo made it (a
+``pgeval_demo`` schema without it is refused, never dropped); the test set and the target are
+named ``demo`` when that name is free or already holds exactly the demo's content, else
+``demo-2``, ``demo-3``, ... (nothing is loaded or added with ``--replace``). Without ``--keep``
+the schema and the target this run added are removed at the end, the runs stay."""
 
 from __future__ import annotations
 
@@ -13,6 +19,35 @@ import click
 from ..errors import PgevalError
 
 SCHEMA = "pgeval_demo"
+MARK = "created by pgeval demo"        # COMMENT ON SCHEMA: the demo may drop it
+
+
+def _drop_own_schema(kb) -> None:
+    """Drop schema pgeval_demo when the demo created it; refuse when someone else did."""
+    row = kb.execute("SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace "
+                     "WHERE nspname = %s", (SCHEMA,)).fetchone()
+    if row is None:
+        return
+    if row[0] != MARK:
+        raise PgevalError(f"schema {SCHEMA} exists and was not created by `pgeval demo`: the "
+                          "demo will not touch it (rename it, or run the demo in another "
+                          "database with --dsn)")
+    kb.execute(f"DROP SCHEMA {SCHEMA} CASCADE")
+
+
+def claim_name(try_create, base: str = "demo") -> str:
+    """The first of ``base``, ``base-2``, ... that ``try_create(name)`` accepts: free, or holding
+    exactly the demo's content (a Conflict means someone else's object: the next name)."""
+    from ..errors import Conflict
+
+    for i in range(1, 1000):
+        name = base if i == 1 else f"{base}-{i}"
+        try:
+            try_create(name)
+            return name
+        except Conflict:
+            continue
+    raise PgevalError(f"no free name for the demo's objects ({base} to {base}-999 are taken)")
 
 
 def build_kb(database, corpus, *, diskann: bool) -> list[str]:
@@ -21,8 +56,9 @@ def build_kb(database, corpus, *, diskann: bool) -> list[str]:
 
     built = ["hnsw"]
     with database.connect(results=False, autocommit=True) as kb:
-        kb.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
+        _drop_own_schema(kb)
         kb.execute(f"CREATE SCHEMA {SCHEMA}")
+        kb.execute(f"COMMENT ON SCHEMA {SCHEMA} IS '{MARK}'")
         register_vector(kb)
         dim = corpus.vectors.shape[1]
         kb.execute(f"CREATE TABLE {SCHEMA}.chunks (chunk_id text PRIMARY KEY, content text NOT NULL, "
@@ -72,14 +108,18 @@ def tour(database, global_args: list[str], workdir: Path, *, queries: int, repea
     cases.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in corpus.queries),
                      encoding="utf-8")
     click.echo(f"test set written to {cases}")
-    step("load the graded test set", "testset", "load", str(cases), "--name", "demo", "--replace")
-    step("describe the knowledge-base table", "target", "add", "demo", "--schema", SCHEMA,
-         "--table", "chunks", "--id-column", "chunk_id", "--vector-column", "embedding",
-         "--text-column", "content", "--distance", "cosine", "--replace")
+    testset = claim_name(lambda n: _load_testset(database, cases, n))
+    step("load the graded test set", "testset", "load", str(cases), "--name", testset)
+    target_args = ["--schema", SCHEMA, "--table", "chunks", "--id-column", "chunk_id",
+                   "--vector-column", "embedding", "--text-column", "content", "--distance",
+                   "cosine"]
+    created = []
+    target = claim_name(lambda n: _add_target(database, n, created))
+    step("describe the knowledge-base table", "target", "add", target, *target_args)
     stages = "exact,hnsw," + ("diskann," if "diskann" in built else "") + "bm25,merge"
     experiment = "demo-" + __import__("datetime").datetime.now().strftime("%Y%m%d-%H%M%S")
-    step("run the retrieval pipeline inside the database", "run", "pipeline", "--testset", "demo",
-         "--target", "demo", "--stages", stages, "--set", "hnsw.ef_search=40", "--depth", "50",
+    step("run the retrieval pipeline inside the database", "run", "pipeline", "--testset", testset,
+         "--target", target, "--stages", stages, "--set", "hnsw.ef_search=40", "--depth", "50",
          "--repeat", str(repeat), "--name", experiment,
          # two vector indexes on one column: each ANN stage drops the other inside its own
          # transaction and rolls back (fine for a demo; on production use a copy per index)
@@ -89,5 +129,38 @@ def tour(database, global_args: list[str], workdir: Path, *, queries: int, repea
          "--by-type")
     if not keep:
         with database.connect(results=False, autocommit=True) as kb:
-            kb.execute(f"DROP SCHEMA IF EXISTS {SCHEMA} CASCADE")
-        click.echo(f"\n(dropped schema {SCHEMA}; runs stay in schema pgeval — `pgeval run list`)")
+            _drop_own_schema(kb)
+        if created:       # a target left behind would name the table just dropped
+            from .. import targets
+
+            with database.connect(autocommit=True) as conn:
+                targets.remove(conn, target)
+        click.echo(f"\n(dropped schema {SCHEMA}" + (f" and target {target}" if created else "")
+                   + "; runs stay in schema pgeval — `pgeval run list`)")
+
+
+def _load_testset(database, cases: Path, name: str) -> None:
+    """Load the demo's test set under ``name`` unless another test set has that name (Conflict)."""
+    from ..testset.store import load
+
+    with database.connect() as conn:
+        load(conn, cases, name)
+        conn.commit()
+
+
+def _add_target(database, name: str, created: list) -> None:
+    """Add the demo's target under ``name`` unless another definition has it (Conflict); note in
+    ``created`` whether this call added it."""
+    from .. import targets as t
+
+    tg = t.Target(name=name, schema=SCHEMA, table="chunks", id_column="chunk_id",
+                  vector_column="embedding", text_column="content", distance="cosine")
+    with database.connect(results=False, autocommit=True, read_only=True) as kb:
+        t.validate(kb, tg)
+    with database.connect() as conn:
+        existed = conn.execute("SELECT 1 FROM pgeval.target WHERE name = %s", (name,)).fetchone()
+        conn.rollback()
+        t.save(conn, tg)
+        conn.commit()
+    if not existed:
+        created.append(name)

@@ -18,7 +18,8 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..http_json import JsonClient
+from ..http_json import JsonClient, check_url
+from ..masking import mask
 from . import check_matrix
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -35,9 +36,7 @@ class OpenAIEmbedder:
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
         self.base_url = self.base_url.rstrip("/")
-        if not self.base_url.startswith(("http://", "https://")):
-            raise InputError(f"base URL '{self.base_url}' must start with http:// or https://",
-                             field="--base-url")
+        check_url(self.base_url, "base URL", "--base-url")
         self.dimensions = dimensions
         self.api_key_env = "OPENAI_API_KEY" if api_key_env is None else api_key_env
         self.batch_size = batch_size or DEFAULT_BATCH
@@ -49,6 +48,11 @@ class OpenAIEmbedder:
     @property
     def url(self) -> str:
         return f"{self.base_url}/embeddings"
+
+    @property
+    def shown_url(self) -> str:
+        """The URL as messages show it (a password or key in it masked)."""
+        return mask(self.url)
 
     def _api_key(self) -> str | None:
         if not self.api_key_env:
@@ -68,7 +72,7 @@ class OpenAIEmbedder:
         try:
             return self._vectors(payload, len(texts))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise InputError(f"{self.url} answered something that is not an embeddings "
+            raise InputError(f"{self.shown_url} answered something that is not an embeddings "
                              f"response: {self._client.scrub(str(exc))}",
                              field="--base-url") from None
 
@@ -99,7 +103,7 @@ class OpenAIEmbedder:
                 on_batch(len(batch))
         m = check_matrix(rows if rows else np.zeros((0, 1)), len(queries), "--embedder")
         if self.dimensions and m.shape[1] != self.dimensions:
-            raise InputError(f"{self.url} returned {m.shape[1]}-dimensional embeddings, "
+            raise InputError(f"{self.shown_url} returned {m.shape[1]}-dimensional embeddings, "
                              f"{self.dimensions} requested", field="--dimensions")
         return m
 
