@@ -154,7 +154,10 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
                                         testset_name=cfg.testset, checksum=cfg.checksum,
                                         extra=config)
         else:   # stages that read no knowledge-base table (import, merge of imports)
-            fingerprint = {"testset": {"name": cfg.testset, "hash": testset_hash}, "extra": config}
+            hashed, shown = fpmod.measurement(config)
+            fingerprint = {"fingerprint_version": fpmod.FINGERPRINT_VERSION,
+                           "testset": {"hash": testset_hash}, "measurement": hashed,
+                           "info": {"testset": cfg.testset, "config": shown}}
         kb.rollback()
         config_hash = fpmod.config_hash(fingerprint)
         exp_id, name = _insert_experiment(results, name, cfg.name is None, (
