@@ -205,10 +205,13 @@ def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None 
     unfinished = [r["name"] for r in runs if r["status"] != "complete"]
     missing = missing_runs(conn, exp, repetition)
     if unfinished or missing or exp.status != "complete":   # interrupted, or a run deleted
-        parts = ([f"{len(unfinished)} run(s) of experiment '{name}' are not complete "
-                  f"({', '.join(unfinished[:5])})"] if unfinished else []) + \
-            ([f"{len(missing)} stage run(s) of experiment '{name}' are missing "
-              f"({', '.join(missing[:5])})"] if missing else [])
+        parts = []
+        if unfinished:
+            parts.append(f"{len(unfinished)} run(s) of experiment '{name}' are not complete "
+                         f"({', '.join(unfinished[:5])})")
+        if missing:
+            parts.append(f"{len(missing)} stage run(s) of experiment '{name}' are missing "
+                         f"({', '.join(missing[:5])})")
         text = "; ".join(parts) or (f"experiment '{name}' is {exp.status}: some of its stages "
                                     "have not run")
         if not allow_partial:

@@ -66,7 +66,7 @@ def test_run_delete_marks_the_experiment_incomplete(experiment, pgeval):
 def test_stage_run_missing_behind_pgevals_back_is_refused(experiment, pgeval):
     conn = experiment
     conn.execute("DELETE FROM pgeval.run WHERE name = 'sb1.merge.2'")   # status stays complete
-    code, out, err = pgeval("stage-report", "sb1")
+    code, _, err = pgeval("stage-report", "sb1")
     assert code == 1 and "sb1.merge.2" in _one_error_line(err)
     assert "--allow-partial" in err
 
