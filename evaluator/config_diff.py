@@ -4,7 +4,10 @@ A fingerprint is flattened to dotted keys (``query_settings.hnsw.ef_search``,
 ``indexes.docs_hnsw.options.m``); keys that belong to one variable are grouped (``data.rows`` and
 ``data.checksum`` are one change of content; ``server.version`` and ``server.version_num`` one
 upgrade; an index that appears or disappears is one change). The ``info`` part (capture time,
-sizes) is never compared. More than one variable changed means the two runs cannot attribute a
+sizes, names, the full configuration) is never compared: a fingerprint holds only what can
+change a retrieval number (:mod:`evaluator.fingerprint`). An index's ``build`` (OID and file
+node) is its own variable when only the build differs (REINDEX); rebuilt with other options, the
+options name the change. More than one variable changed means the two runs cannot attribute a
 difference in their numbers to a single cause: the caller warns.
 """
 
@@ -47,7 +50,7 @@ def variable_of(key: str, a_keys: set[str], b_keys: set[str]) -> str:
             return index                # the index exists on one side only: one change
         if len(parts) > 3 and parts[2] == "options":
             return ".".join(parts[:4])  # each option is its own variable
-        return ".".join(parts[:3])
+        return ".".join(parts[:3])      # build (oid and file node): one variable
     return key
 
 
@@ -115,6 +118,12 @@ def compare(fp_a: dict | None, fp_b: dict | None, name_a: str = "A", name_b: str
             out.differences.append(Difference(
                 key, None if va is _ABSENT else va, None if vb is _ABSENT else vb,
                 variable_of(key, keys_a, keys_b)))
+    # an index rebuilt with other options or columns is one change, named by what differs:
+    # its new build is implied (the build stands alone only when nothing else of it differs)
+    other = {d.variable for d in out.differences if not d.variable.endswith(".build")}
+    out.differences = [d for d in out.differences if not (
+        d.variable.startswith("indexes.") and d.variable.endswith(".build")
+        and any(v.startswith(d.variable[:-len("build")]) for v in other))]
     return out
 
 

@@ -7,21 +7,32 @@ canonical JSON (sorted keys, no whitespace) without the ``info`` part, which hol
 shown but do not define the configuration (capture time, sizes, the DDL text, index options that
 were spelled out rather than left at their default).
 
-What is hashed:
+What is hashed — only what can change a retrieval number:
 
-- ``server``: PostgreSQL version; ``extensions``: installed extension versions;
+- ``server``: PostgreSQL version; ``extensions``: the versions of the extensions retrieval uses
+  (vector, vectorscale, pg_textsearch) — not every installed one: creating pg_prewarm or any
+  other extension changes no result and no hash;
 - ``target``: table, id/vector/text columns, vector type (``vector(384)``);
 - ``indexes``: every index of the target table, keyed by name: method, operator classes, key
   columns, predicate (partial index), validity and options (reloptions, with the access method's
-  documented defaults filled in, so that ``WITH (m = 16)`` and no WITH clause hash the same);
+  documented defaults filled in, so that ``WITH (m = 16)`` and no WITH clause hash the same), and
+  ``build``: the index's OID and file node, which identify one build of it — REINDEX, DROP and
+  CREATE, VACUUM FULL or CLUSTER make a new build (an HNSW graph built twice from the same rows
+  and options is not the same graph: its lists differ), and so a new hash;
 - ``query_settings``: every ``hnsw.*`` / ``ivfflat.*`` / ``diskann.*`` setting as the stage sees
   it (current value overlaid with the stage's ``SET LOCAL`` settings);
 - ``planner``: work_mem, parallel workers, jit, random_page_cost, effective_cache_size,
-  shared_buffers and every ``enable_*`` that is off;
+  shared_buffers, every ``enable_*`` that is off and any other core setting the stage sets
+  (but timeouts, which stop a statement and change none of its results);
 - ``data``: row count and content checksum of the target (its filter applied) — see
   :func:`capture_data` for the cost;
 - ``embedding`` (model and dimension), ``chunking`` label, ``filters`` in force, ``testset``
-  (name and content hash), and ``stage`` when the caller passes it.
+  (content hash), and ``stage`` when the caller passes it;
+- ``measurement``: what of the caller's configuration (``extra``) decides the numbers — the
+  stages and their options, depth, batch, server timing, index isolation; a sweep's k,
+  concurrency, index and build options. The rest of ``extra`` (repeat count, names, values
+  already hashed above) is kept in ``info.config``, shown but not hashed, as are the test set's
+  and the target's names.
 
 No connection string, host or password is ever read; string values pass through
 :func:`evaluator.masking.mask` all the same.
@@ -39,7 +50,16 @@ from psycopg import sql
 from .errors import NotFound
 from .masking import mask_value
 
-FINGERPRINT_VERSION = 1
+FINGERPRINT_VERSION = 2
+
+# the extensions whose version can change what retrieval returns (the others are not hashed)
+RETRIEVAL_EXTENSIONS = ("vector", "vectorscale", "pg_textsearch")
+# settings that stop a statement but cannot change its result (never hashed)
+NON_RESULT_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout",
+                       "transaction_timeout", "idle_session_timeout", "application_name")
+# keys of ``extra`` that decide what a stage measures; a sweep's are under extra["sweep"]
+MEASUREMENT_KEYS = ("stages", "options", "depth", "batch", "server_timing", "isolate_index",
+                    "k", "concurrency", "index", "build")
 
 # GUC families whose value changes what an ANN scan returns (read after loading the libraries).
 QUERY_GUC_PREFIXES = ("hnsw.", "ivfflat.", "diskann.")
@@ -100,8 +120,16 @@ def server_info(conn) -> dict:
 
 
 def extensions(conn) -> dict:
+    """Every installed extension's version (plpgsql left out): for the health check."""
     return dict(conn.execute("SELECT extname, extversion FROM pg_extension "
                              "WHERE extname <> 'plpgsql' ORDER BY extname").fetchall())
+
+
+def retrieval_extensions(conn) -> dict:
+    """The installed versions of the extensions retrieval uses (the fingerprint's)."""
+    return dict(conn.execute("SELECT extname, extversion FROM pg_extension "
+                             "WHERE extname = ANY(%s) ORDER BY extname",
+                             (list(RETRIEVAL_EXTENSIONS),)).fetchall())
 
 
 def _options(reloptions: list[str] | None) -> dict:
@@ -122,16 +150,18 @@ def indexes(conn, table_oid: int) -> tuple[dict, dict]:
                      JOIN pg_opclass opc ON opc.oid = k.oid),
                   (SELECT array_agg(pg_get_indexdef(i.indexrelid, k, true) ORDER BY k)
                      FROM generate_series(1, i.indnkeyatts) k),
-                  pg_get_indexdef(i.indexrelid), pg_relation_size(i.indexrelid)
+                  pg_get_indexdef(i.indexrelid), pg_relation_size(i.indexrelid),
+                  i.indexrelid::bigint, pg_relation_filenode(i.indexrelid)::bigint
              FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
              JOIN pg_am am ON am.oid = c.relam
             WHERE i.indrelid = %s ORDER BY c.relname""", (table_oid,)).fetchall()
     hashed, info = {}, {}
-    for name, method, relopts, valid, pred, opclasses, keys, ddl, size in rows:
+    for name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, node in rows:
         explicit = _options(relopts)
         hashed[name] = {"method": method, "opclasses": list(opclasses or []),
                         "columns": list(keys or []), "predicate": pred, "valid": bool(valid),
-                        "options": {**INDEX_DEFAULTS.get(method, {}), **explicit}}
+                        "options": {**INDEX_DEFAULTS.get(method, {}), **explicit},
+                        "build": {"oid": oid, "filenode": node}}
         info[name] = {"definition": ddl, "bytes": int(size), "explicit_options": explicit}
     return hashed, info
 
@@ -158,7 +188,8 @@ def planner_settings(conn, settings: dict | None = None) -> dict:
     core setting the stage sets is added: extension settings, with a dot, are query settings)."""
     settings = {str(k): v for k, v in (settings or {}).items()}
     names = list(PLANNER_GUCS) + sorted(k for k in settings if "." not in k
-                                        and k not in PLANNER_GUCS and not k.startswith("enable_"))
+                                        and k not in PLANNER_GUCS and not k.startswith("enable_")
+                                        and k not in NON_RESULT_SETTINGS)
     with conn.transaction(force_rollback=True):
         for name, value in settings.items():
             conn.execute("SELECT set_config(%s, %s, true)", (name, str(value)))
@@ -219,6 +250,20 @@ def _scrub(value: Any) -> Any:
     return mask_value(value, known=False)   # a hash must not depend on the DSN's password
 
 
+def measurement(extra: dict | None) -> tuple[dict | None, dict | None]:
+    """(hashed, shown): the keys of ``extra`` that decide what a stage measures (a sweep's
+    ``extra["sweep"]`` flattened into them), and the whole of ``extra`` for display."""
+    if not extra:
+        return None, None
+    source = {**extra, **(extra.get("sweep") or {})}
+    hashed = {k: source.get(k) for k in MEASUREMENT_KEYS}
+    hashed["options"] = hashed["options"] or {}
+    for key in ("batch", "server_timing", "isolate_index"):
+        hashed[key] = bool(hashed[key])
+    hashed["concurrency"] = int(hashed["concurrency"] or 1)
+    return hashed, extra
+
+
 def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | None = None,
             dimension: int | None = None, testset_hash: str | None = None,
             testset_name: str | None = None, chunking: str | None = None,
@@ -235,17 +280,18 @@ def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | No
     fp = {
         "fingerprint_version": FINGERPRINT_VERSION,
         "server": server_info(kb_conn),
-        "extensions": extensions(kb_conn),
+        "extensions": retrieval_extensions(kb_conn),
         "target": None, "indexes": {}, "data": None,
         "query_settings": query_settings(kb_conn, settings),
         "planner": planner_settings(kb_conn, settings),
         "embedding": {"model": embedder, "dimension": dimension},
         "chunking": chunking,
         "filters": {str(k): v for k, v in (filters or {}).items()},
-        "testset": {"name": testset_name, "hash": testset_hash},
+        "testset": {"hash": testset_hash},
         "stage": stage,
         "info": {"captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                 "database": kb_conn.execute("SELECT current_database()").fetchone()[0]},
+                 "database": kb_conn.execute("SELECT current_database()").fetchone()[0],
+                 "testset": testset_name},
     }
     if target is not None:
         oid = resolve_table(kb_conn, target)
@@ -254,7 +300,8 @@ def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | No
         if data is None:
             data = capture_data(kb_conn, target, checksum=checksum)
         fp["data"] = data
-        fp["target"] = {"name": target.name, "table": target.qualified(),
+        fp["info"]["target"] = target.name
+        fp["target"] = {"table": target.qualified(),
                         "id_column": target.id_column, "vector_column": target.vector_column,
                         "text_column": target.text_column, "distance": target.distance,
                         "column_type": vec.get("type"), "vector_type": target.vector_type,
@@ -268,8 +315,9 @@ def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | No
             table_bytes=kb_conn.execute("SELECT pg_table_size(%s)", (oid,)).fetchone()[0],
             checksum=("skipped (--no-checksum)" if data.get("checksum") is None
                       else "sum of hashtextextended(id | md5(vector) | md5(text))"))
-    if extra:
-        fp["extra"] = extra
+    hashed, shown = measurement(extra)
+    if hashed is not None:
+        fp["measurement"], fp["info"]["config"] = hashed, shown
     return _scrub(fp)
 
 

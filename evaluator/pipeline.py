@@ -123,6 +123,8 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
         if cfg.name and results.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s",
                                         (name,)).fetchone():
             raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
+        if cfg.name:        # a run it did not create is never adopted: refuse before any work
+            refuse_taken_runs(results, name, [n for n, _, _ in stages], cfg.repeat)
         results.rollback()
         base = StageContext(kb=kb, results=results, target=target, testset=cfg.testset,
                             testset_id=tid, experiment=name, experiment_id=None, depth=cfg.depth,
@@ -152,11 +154,15 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
                                         testset_name=cfg.testset, checksum=cfg.checksum,
                                         extra=config)
         else:   # stages that read no knowledge-base table (import, merge of imports)
-            fingerprint = {"testset": {"name": cfg.testset, "hash": testset_hash}, "extra": config}
+            hashed, shown = fpmod.measurement(config)
+            fingerprint = {"fingerprint_version": fpmod.FINGERPRINT_VERSION,
+                           "testset": {"hash": testset_hash}, "measurement": hashed,
+                           "info": {"testset": cfg.testset, "config": shown}}
         kb.rollback()
         config_hash = fpmod.config_hash(fingerprint)
         exp_id, name = _insert_experiment(results, name, cfg.name is None, (
-            tid, cfg.target, json.dumps(config), config_hash, json.dumps(fingerprint)))
+            tid, cfg.target, json.dumps(config), config_hash, json.dumps(fingerprint)),
+            stage_names=[n for n, _, _ in stages], repeat=cfg.repeat)
         for ctx in contexts.values():
             ctx.experiment = name
         runs: list[dict] = []
@@ -174,11 +180,45 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
     return PipelineResult(name, exp_id, config_hash, runs, warnings)
 
 
-def _insert_experiment(results, name: str, auto: bool, values: tuple) -> tuple[int, str]:
+def stage_run_names(experiment: str, stage_names: list[str], repeat: int) -> list[str]:
+    """The names of every run experiment ``experiment`` will create."""
+    return [run_name(experiment, s, rep) for rep in range(1, repeat + 1) for s in stage_names]
+
+
+def taken_runs(results, experiment: str, stage_names: list[str], repeat: int) -> list[tuple]:
+    """(name, experiment or None, test set) of existing runs bearing a name that experiment
+    ``experiment`` would give one of its stage runs."""
+    rows = results.execute(
+        "SELECT r.name, e.name, t.name FROM pgeval.run r JOIN pgeval.testset t USING (testset_id)"
+        " LEFT JOIN pgeval.experiment e USING (experiment_id) WHERE r.name = ANY(%s) "
+        "ORDER BY r.run_id", (stage_run_names(experiment, stage_names, repeat),)).fetchall()
+    return [tuple(r) for r in rows]
+
+
+def foreign_run_message(run: str, owner: str | None, testset: str, experiment: str) -> str:
+    whose = (f"a run of experiment '{owner}'" if owner else "an imported run") + \
+        f" of test set '{testset}'"
+    return (f"run '{run}' exists ({whose}) and experiment '{experiment}' would write one of its "
+            f"stage runs under that name: a run is never adopted by an experiment that did not "
+            f"create it (choose another --name, or delete that run: `pgeval run delete {run}`)")
+
+
+def refuse_taken_runs(results, experiment: str, stage_names: list[str], repeat: int) -> None:
+    taken = taken_runs(results, experiment, stage_names, repeat)
+    if taken:
+        raise Conflict(foreign_run_message(*taken[0], experiment))
+
+
+def _insert_experiment(results, name: str, auto: bool, values: tuple, *,
+                       stage_names: list[str] = (), repeat: int = 1) -> tuple[int, str]:
     """Insert the experiment row (committed). A default name taken meanwhile by a concurrent
-    pipeline gets a suffix (-2, -3, ...); a name the user chose is a Conflict."""
+    pipeline (or whose stage run names are taken) gets a suffix (-2, -3, ...); a name the user
+    chose is a Conflict."""
     for attempt in range(1, 1000):
         candidate = name if attempt == 1 else f"{name}-{attempt}"
+        if auto and taken_runs(results, candidate, list(stage_names), repeat):
+            results.rollback()
+            continue
         row = results.execute(
             "INSERT INTO pgeval.experiment (name, testset_id, target, config, config_hash, "
             "fingerprint) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING "

@@ -164,6 +164,9 @@ def resume_experiment(database, name: str, *, statement_timeout: str | None = No
             raise Conflict(f"test set '{cfg.get('testset')}' changed since experiment '{name}' "
                            "started: its runs would mix two test sets")
         stages = [(s["name"], s["kind"], registry.get(s["kind"])) for s in cfg["stages"]]
+        for rep in range(1, int(cfg.get("repeat", 1)) + 1):   # refuse before any work
+            for sname, _, _ in stages:
+                own_run(results, exp, run_name(name, sname, rep))
         done = _all_complete(results, exp, stages, run_name)
         if done is not None:     # nothing to resume: nothing is touched
             pipeline._summaries(results, done)
@@ -219,12 +222,32 @@ def _all_complete(results, exp: dict, stages, run_name) -> list[dict] | None:
     wanted = [(run_name(exp["name"], s, rep), s, k, rep) for rep in
               range(1, int(exp["config"].get("repeat", 1)) + 1) for s, k, _ in stages]
     rows = dict(results.execute("SELECT name, run_id FROM pgeval.run WHERE name = ANY(%s) AND "
-                                "status = 'complete'", ([w[0] for w in wanted],)).fetchall())
+                                "status = 'complete' AND experiment_id = %s AND testset_id = %s",
+                                ([w[0] for w in wanted], exp["experiment_id"],
+                                 exp["testset_id"])).fetchall())
     results.rollback()
     if exp["status"] != "complete" or len(rows) != len(wanted):
         return None
     return [{"run": n, "run_id": rows[n], "stage": s, "kind": k, "repetition": rep,
              "action": "kept"} for n, s, k, rep in wanted]
+
+
+def own_run(results, exp: dict, rname: str) -> tuple | None:
+    """(run_id, status, params) of the experiment's run ``rname``, or None when it has none of
+    that name. A run of that name that belongs to another experiment or test set (an import, a
+    run of another experiment) is never adopted: Conflict naming it."""
+    from .pipeline import foreign_run_message
+
+    row = results.execute(
+        "SELECT r.run_id, r.status, r.params, r.experiment_id, r.testset_id, e.name, t.name "
+        "FROM pgeval.run r JOIN pgeval.testset t USING (testset_id) LEFT JOIN pgeval.experiment e "
+        "USING (experiment_id) WHERE r.name = %s", (rname,)).fetchone()
+    results.rollback()
+    if row is None:
+        return None
+    if row[3] != exp["experiment_id"] or row[4] != exp["testset_id"]:
+        raise Conflict(foreign_run_message(rname, row[5], row[6], exp["name"]))
+    return row[:3]
 
 
 @contextmanager
@@ -246,9 +269,7 @@ def _resume_stage(results, stage, ctx, exp: dict, rep: int, previous: dict,
     from .stages.base import run_name
 
     rname = run_name(exp["name"], ctx.stage, rep)
-    row = results.execute("SELECT run_id, status, params FROM pgeval.run WHERE name = %s",
-                          (rname,)).fetchone()
-    results.rollback()
+    row = own_run(results, exp, rname)
     run = lambda c: pipeline.execute_stage(stage, c, exp["experiment_id"], rep,  # noqa: E731
                                            previous, exp["fingerprint"] or {}, progress_factory)
     if row is None:

@@ -288,6 +288,30 @@ def list_runs(conn, testset: str | None = None, experiment: str | None = None) -
     return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
-def delete_run(conn, name: str) -> None:
-    if conn.execute("DELETE FROM pgeval.run WHERE name = %s", (name,)).rowcount == 0:
-        raise NotFound(f"no run named '{name}'")
+def delete_run(conn, name: str) -> tuple[str, bool] | None:
+    """Delete run ``name`` and its results (one transaction). A run of an experiment leaves that
+    experiment incomplete: it is marked ``failed`` (stage-report refuses it; `pgeval run resume`
+    measures the stage again), and a sweep point measured by the run is removed from its sweeps,
+    which are marked ``interrupted`` (running the sweep again measures it anew). Returns
+    (experiment name, whether it is a sweep), or None for a run of no experiment."""
+    with conn.transaction():
+        row = conn.execute(
+            "SELECT r.run_id, e.experiment_id, e.name, e.config ? 'sweep' FROM pgeval.run r "
+            "LEFT JOIN "
+            "pgeval.experiment e USING (experiment_id) WHERE r.name = %s FOR UPDATE OF r",
+            (name,)).fetchone()
+        if row is None:
+            raise NotFound(f"no run named '{name}'")
+        run_id, exp_id, exp_name, is_sweep = row
+        sweeps = [r[0] for r in conn.execute(
+            "DELETE FROM pgeval.sweep_point WHERE run_id = %s RETURNING sweep_id",
+            (run_id,)).fetchall()]
+        if sweeps:
+            conn.execute("UPDATE pgeval.sweep SET status = 'interrupted' WHERE sweep_id = "
+                         "ANY(%s) AND status <> 'running'", (sorted(set(sweeps)),))
+        conn.execute("DELETE FROM pgeval.run WHERE run_id = %s", (run_id,))
+        if exp_id is not None:
+            conn.execute("UPDATE pgeval.experiment SET status = 'failed', finished_at = "
+                         "coalesce(finished_at, now()) WHERE experiment_id = %s "
+                         "AND status <> 'running'", (exp_id,))
+    return None if exp_id is None else (exp_name, bool(is_sweep))

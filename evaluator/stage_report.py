@@ -83,6 +83,35 @@ def resolve_experiment(conn, name: str) -> Experiment:
     return Experiment(row[0], row[1], row[2], row[3], row[4] or {}, reps)
 
 
+def missing_runs(conn, exp: Experiment, repetition: int | None = None) -> list[str]:
+    """The stage runs the experiment's configuration calls for that it does not hold (deleted,
+    or never run): every stage of every repetition of a pipeline; exact search per repetition
+    and every point measured by the sweep itself (not reused) of a sweep."""
+    from .stages.base import run_name
+
+    cfg = exp.config or {}
+    reps = [repetition] if repetition is not None else range(1, int(cfg.get("repeat") or 1) + 1)
+    if "sweep" in cfg:
+        points = conn.execute(
+            "SELECT sp.label, sp.repetition, sp.run_id FROM pgeval.sweep s JOIN "
+            "pgeval.sweep_point sp USING (sweep_id) WHERE s.experiment_id = %s AND "
+            "sp.reused_from IS NULL AND (%s::int IS NULL OR sp.repetition = %s) "
+            "ORDER BY sp.repetition, sp.point", (exp.experiment_id, repetition, repetition)
+        ).fetchall()
+        wanted = [run_name(exp.name, "exact", rep) for rep in sorted({p[1] for p in points})]
+        wanted += [run_name(exp.name, label, rep) for label, rep, run_id in points
+                   if run_id is None]
+    elif cfg.get("stages") and all(isinstance(x, dict) for x in cfg["stages"]):
+        wanted = [run_name(exp.name, x["name"], rep) for rep in reps for x in cfg["stages"]]
+    else:               # an experiment without a recorded stage list: nothing to check against
+        return []
+    have = {r[0] for r in conn.execute("SELECT name FROM pgeval.run WHERE experiment_id = %s "
+                                       "AND testset_id = (SELECT testset_id FROM "
+                                       "pgeval.experiment WHERE experiment_id = %s)",
+                                       (exp.experiment_id, exp.experiment_id)).fetchall()}
+    return [n for n in wanted if n not in have]
+
+
 def parse_repetition(value: str | int | None) -> int | None:
     """'all' (or None) -> None; '2' -> 2."""
     if value is None or str(value).strip().lower() == "all":
@@ -174,10 +203,17 @@ def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None 
     runs = _rows(conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)",
                  (exp.experiment_id, repetition))
     unfinished = [r["name"] for r in runs if r["status"] != "complete"]
-    if unfinished or exp.status != "complete":    # interrupted between stages: stages missing
-        text = (f"{len(unfinished)} run(s) of experiment '{name}' are not complete "
-                f"({', '.join(unfinished[:5])})" if unfinished else
-                f"experiment '{name}' is {exp.status}: some of its stages have not run")
+    missing = missing_runs(conn, exp, repetition)
+    if unfinished or missing or exp.status != "complete":   # interrupted, or a run deleted
+        parts = []
+        if unfinished:
+            parts.append(f"{len(unfinished)} run(s) of experiment '{name}' are not complete "
+                         f"({', '.join(unfinished[:5])})")
+        if missing:
+            parts.append(f"{len(missing)} stage run(s) of experiment '{name}' are missing "
+                         f"({', '.join(missing[:5])})")
+        text = "; ".join(parts) or (f"experiment '{name}' is {exp.status}: some of its stages "
+                                    "have not run")
         if not allow_partial:
             raise IncompleteRun(text + ": their numbers would be wrong (resume the experiment, "
                                 "or --allow-partial to see them labelled)")

@@ -95,8 +95,12 @@ $$;
 -- The counts every report shows (METRICS.md "System-level values").
 --   valid: >= 1 chunk of grade >= p_rel; excluded: answerable but no relevant chunk judged;
 --   unanswerable: declared unanswerable; no_result: valid queries absent from the run;
---   unanswerable_silent: unanswerable queries that returned nothing with score >= p_min_score
---   (no threshold: nothing at all).
+--   unanswerable_silent: unanswerable queries that returned nothing within p_min_score (no
+--   threshold: nothing at all). The threshold follows the direction of the run's score: a
+--   result counts as returned when its score is >= p_min_score, or, for a run whose scores are
+--   distances (run.params "score" = "distance", or an order rule "distance ascending ...":
+--   lower is better), when its distance is <= p_min_score. A result without a score never
+--   passes a threshold.
 CREATE OR REPLACE FUNCTION pgeval.run_counts(p_run bigint, p_rel integer DEFAULT 1,
                                              p_min_score double precision DEFAULT NULL)
 RETURNS TABLE (queries bigint, valid bigint, excluded bigint, unanswerable bigint,
@@ -104,6 +108,9 @@ RETURNS TABLE (queries bigint, valid bigint, excluded bigint, unanswerable bigin
 LANGUAGE sql STABLE AS $$
     -- a query is present when it has a rank-1 row: one range scan of the primary key
     WITH present AS (SELECT x.query_id FROM pgeval.result x WHERE x.run_id = p_run AND x.rank = 1),
+    dir AS (SELECT coalesce(r.params->>'score' = 'distance', false)
+                   OR starts_with(r.order_rule, 'distance ascending') AS lower_is_better
+              FROM pgeval.run r WHERE r.run_id = p_run),
     q AS (SELECT q.query_id, q.answerable, q.n_rel[p_rel] > 0 AS valid,
                  p.query_id IS NOT NULL AS present
             FROM pgeval.query q JOIN pgeval.run r USING (testset_id)
@@ -116,8 +123,10 @@ LANGUAGE sql STABLE AS $$
            count(*) FILTER (WHERE q.valid AND NOT q.present),
            count(*) FILTER (WHERE NOT q.answerable AND NOT EXISTS (
                SELECT 1 FROM pgeval.result x WHERE x.run_id = p_run AND x.query_id = q.query_id
-                  AND (p_min_score IS NULL OR x.score >= p_min_score)))
-      FROM q
+                  AND (p_min_score IS NULL
+                       OR CASE WHEN d.lower_is_better THEN x.score <= p_min_score
+                               ELSE x.score >= p_min_score END)))
+      FROM q CROSS JOIN dir d
 $$;
 
 -- Breakdown by query type tag: the mean of each measure over the valid queries carrying the tag.

@@ -194,8 +194,10 @@ $$;
 -- Counts per category, their share of all relevant chunks, and Recall@K points: the count of a
 -- query divided by its number of relevant chunks, averaged over valid queries. The points of the
 -- categories plus those of "kept" (= the final stage's Recall@K) sum to 1.
--- p_repetition NULL: every repetition, each value the mean over repetitions (points_min and
--- points_max give the spread).
+-- p_repetition NULL: every repetition, each value the mean over ALL repetitions (a category that
+-- a repetition's chain lacks counts 0 there; points_min and points_max give the spread). A share
+-- is the category's chunks over the chunks of every category, counted over the same repetitions:
+-- the shares sum to 1 by construction, even when the repetitions' chains differ.
 CREATE OR REPLACE FUNCTION pgeval.loss_summary(p_experiment bigint, p_k integer DEFAULT 10,
                                                p_repetition integer DEFAULT 1,
                                                p_rel integer DEFAULT 1)
@@ -215,16 +217,23 @@ LANGUAGE sql STABLE AS $$
           FROM pgeval.loss_categories(p_experiment, p_k, p_repetition) c
           JOIN tot ON tot.repetition = c.repetition
           LEFT JOIN f ON f.repetition = c.repetition AND f.category = c.category
-         GROUP BY c.repetition, c.category, c.ord, tot.n_chunks, tot.n_valid)
-    SELECT r.category, min(r.ord), avg(r.chunks), avg(r.share), avg(r.points), min(r.points),
-           max(r.points), avg(r.n_chunks), avg(r.n_valid), count(*)
-      FROM per_rep r
-     GROUP BY r.category
+         GROUP BY c.repetition, c.category, c.ord, tot.n_chunks, tot.n_valid),
+    whole AS (SELECT (SELECT count(*) FROM tot) AS n_reps,
+                     (SELECT sum(r.chunks) FROM per_rep r) AS n_counted,
+                     (SELECT avg(tot.n_chunks) FROM tot) AS n_chunks,
+                     (SELECT avg(tot.n_valid) FROM tot) AS n_valid)
+    SELECT r.category, min(r.ord), sum(r.chunks)::float8 / w.n_reps,
+           sum(r.chunks)::float8 / nullif(w.n_counted, 0), sum(r.points) / w.n_reps,
+           CASE WHEN count(*) < w.n_reps THEN least(min(r.points), 0) ELSE min(r.points) END,
+           max(r.points), w.n_chunks::float8, w.n_valid::float8, w.n_reps
+      FROM per_rep r CROSS JOIN whole w
+     GROUP BY r.category, w.n_reps, w.n_counted, w.n_chunks, w.n_valid
      ORDER BY min(r.ord)
 $$;
 
 -- The same by query type tag (a query counts under each of its tags; untyped under
--- "(untyped)"): points are averaged over the valid queries carrying the tag.
+-- "(untyped)"): points are averaged over the valid queries carrying the tag; means and shares
+-- over all repetitions as in pgeval.loss_summary (the shares of a tag sum to 1).
 CREATE OR REPLACE FUNCTION pgeval.loss_by_type(p_experiment bigint, p_k integer DEFAULT 10,
                                                p_repetition integer DEFAULT 1,
                                                p_rel integer DEFAULT 1)
@@ -250,11 +259,15 @@ LANGUAGE sql STABLE AS $$
             ON c.repetition = tot.repetition
           LEFT JOIN f ON f.repetition = tot.repetition AND f.query_type = tot.query_type
                      AND f.category = c.category
-         GROUP BY tot.repetition, tot.query_type, c.category, c.ord, tot.n_valid, tot.n_chunks)
-    SELECT r.query_type, r.category, min(r.ord), avg(r.n_valid), avg(r.chunks), avg(r.share),
-           avg(r.points)
-      FROM per_rep r
-     GROUP BY r.query_type, r.category
+         GROUP BY tot.repetition, tot.query_type, c.category, c.ord, tot.n_valid, tot.n_chunks),
+    whole AS (SELECT r.query_type, count(DISTINCT r.repetition) AS n_reps,
+                     sum(r.chunks) AS n_counted
+                FROM per_rep r GROUP BY r.query_type)
+    SELECT r.query_type, r.category, min(r.ord), avg(r.n_valid),
+           sum(r.chunks)::float8 / w.n_reps, sum(r.chunks)::float8 / nullif(w.n_counted, 0),
+           sum(r.points) / w.n_reps
+      FROM per_rep r JOIN whole w ON w.query_type = r.query_type
+     GROUP BY r.query_type, r.category, w.n_reps, w.n_counted
      ORDER BY r.query_type, min(r.ord)
 $$;
 

@@ -85,6 +85,18 @@ def no_checksum_option():
              "of the table); keep the row count. For very large tables.")
 
 
+def min_score_option():
+    """``--min-score``: when an unanswerable query counts as having returned nothing."""
+    return click.option(
+        "--min-score", type=float, default=None, metavar="SCORE",
+        help="Threshold for unanswerable queries ('returned nothing'). It follows the run's "
+             "score direction: where scores are similarities (imports, bm25, merge, rerank) a "
+             "result counts as returned when its score is at least SCORE; where they are "
+             "distances (vector stages: exact, hnsw, ivfflat, diskann; lower is better) when its "
+             "distance is at most SCORE. An unanswerable query with no such result is counted "
+             "as having returned nothing. Without it: no result at all.")
+
+
 # ---- progress on stderr ------------------------------------------------------------------------
 def progress_bar(*, transient: bool):
     """A rich progress bar on stderr (description, bar, done/total, elapsed time). Start it when

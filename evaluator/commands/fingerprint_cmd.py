@@ -69,12 +69,16 @@ def fingerprint(database, target_name, run_name, testset, embedder, stage, chunk
     """Print the configuration fingerprint and its config hash.
 
     \b
-    The fingerprint holds everything that can change a retrieval number: server and extension
-    versions, the target table's indexes and their options (m, ef_construction, lists,
-    num_neighbors, storage_layout, ...), the hnsw.* / ivfflat.* / diskann.* settings, planner
-    settings (work_mem, parallel workers, jit, enable_* off), row count and content checksum of
-    the target, embedding model and dimension, filters and the test set hash. The config hash is
-    the sha256 of its canonical JSON (capture time and sizes left out).
+    The fingerprint holds what can change a retrieval number, and only that: server version and
+    the versions of the extensions retrieval uses (vector, vectorscale, pg_textsearch — not
+    every installed extension), the target table's indexes, their options (m, ef_construction,
+    lists, num_neighbors, storage_layout, ...) and their build (OID and file node: REINDEX makes
+    a new build, and a new hash), the hnsw.* / ivfflat.* / diskann.* settings, planner settings
+    (work_mem, parallel workers, jit, enable_* off; not timeouts), row count and content
+    checksum of the target, embedding model and dimension, filters, the test set's content hash
+    and what a run measures (stages, options, depth, ...). The config hash is the sha256 of its
+    canonical JSON; the info part (capture time, sizes, names, the full configuration) is shown
+    but not hashed.
 
     \b
     Examples:
@@ -105,7 +109,8 @@ def fingerprint(database, target_name, run_name, testset, embedder, stage, chunk
     if check:
         from .health_cmd import run_check
 
-        findings = run_check(database, target_name or (fp.get("target") or {}).get("name"),
+        findings = run_check(database, target_name or (fp.get("info") or {}).get("target")
+                             or (fp.get("target") or {}).get("name"),
                              testset=testset, embedder=embedder)
     if fmt == "json":
         out = {"config_hash": h, "fingerprint": fp}

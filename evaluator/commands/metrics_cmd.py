@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..output import emit, format_option, to_json, warn
-from .common import measure_options, measures_from, pass_db
+from .common import measure_options, measures_from, min_score_option, pass_db
 
 
 @click.command()
@@ -21,8 +21,7 @@ from .common import measure_options, measures_from, pass_db
 @click.option("--domain-discount", type=float, default=0.0, show_default=True,
               help="Lower every acceptance threshold by this fraction (0 to 0.10) for a "
                    "specialised domain.")
-@click.option("--min-score", type=float, default=None,
-              help="Score threshold for unanswerable queries: results below it count as nothing.")
+@min_score_option()
 @click.option("--strict", is_flag=True, help="Fail when fewer than 200 queries are valid.")
 @click.option("--allow-partial", is_flag=True, help="Show an incomplete run's figures, labelled.")
 @format_option()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..output import info, warn
-from .common import measure_options, measures_from, pass_db
+from .common import measure_options, measures_from, min_score_option, pass_db
 
 
 @click.command()
@@ -19,8 +19,7 @@ from .common import measure_options, measures_from, pass_db
 @click.option("--domain-discount", type=float, default=0.0, show_default=True,
               help="Lower every acceptance threshold by this fraction (0 to 0.10).")
 @click.option("--depth", type=int, help="Ranked ids kept per query. [default: the largest cut-off]")
-@click.option("--min-score", type=float, default=None,
-              help="Score threshold for unanswerable queries: results below it count as nothing.")
+@min_score_option()
 @click.option("--no-plots", is_flag=True, help="HTML without plots (no matplotlib needed).")
 @click.option("--allow-partial", is_flag=True, help="Report an incomplete run, labelled.")
 @pass_db

@@ -104,12 +104,25 @@ def list_(database, testset, experiment, fmt):
 @click.argument("name")
 @pass_db
 def delete(database, name):
-    """Delete a run and its results."""
+    """Delete a run and its results.
+
+    A stage run of an experiment (`run pipeline`, `sweep`) leaves that experiment incomplete:
+    the experiment is marked failed, so that `pgeval stage-report` refuses it (its chain would
+    differ between repetitions) until `pgeval run resume EXPERIMENT` has measured the stage
+    again; a sweep point measured by the run leaves its sweep, which measures it anew when run
+    again. Deleting every run of an experiment leaves an experiment without runs.
+    """
     from ..runs import delete_run
 
     with database.connect() as conn:
-        delete_run(conn, name)
+        owner = delete_run(conn, name)
     click.echo(f"deleted run '{name}'")
+    if owner is not None:
+        experiment, sweep = owner
+        again = (f"run the same `pgeval sweep --name {experiment}` again" if sweep else
+                 f"`pgeval run resume {experiment}`")
+        warn(f"experiment '{experiment}' is now incomplete (stage-report refuses it): {again} "
+             "measures the deleted stage again")
 
 
 class _StageBar:

@@ -229,6 +229,15 @@ def _pending(env, points) -> list[tuple[int, object]]:
     for rep in range(1, env.cfg.repeat + 1):
         for p in points:
             if (p.number, rep) in env.have:
+                if env.have[(p.number, rep)] != env.hashes[p.number]:
+                    from ..errors import Conflict
+
+                    old = env.results.execute(
+                        "SELECT r.fingerprint FROM pgeval.sweep_point sp JOIN pgeval.run r "
+                        "USING (run_id) WHERE sp.sweep_id = %s AND sp.point = %s AND "
+                        "sp.repetition = %s", (env.row.sweep_id, p.number, rep)).fetchone()
+                    raise Conflict(store.changed_message(env.row.name, old and old[0],
+                                                         env.fps[p.number]))
                 env.result.kept += 1
                 _notify(env, p, rep, "kept")
                 continue
@@ -237,7 +246,7 @@ def _pending(env, points) -> list[tuple[int, object]]:
                                                                  h, rep)
             if src is not None:
                 store.copy_point(env.results, env.row.sweep_id, p, rep, src)
-                env.have.add((p.number, rep))
+                env.have[(p.number, rep)] = h
                 env.result.reused += 1
                 _notify(env, p, rep, "reused")
                 continue
@@ -287,7 +296,7 @@ def _run_pending(env, target, pending, build_info) -> None:
             run_id, qps = _run_point(env, target, p, rep)
             store.insert_point(env.results, env.row.sweep_id, p, rep, env.hashes[p.number],
                                run_id, concurrency=env.cfg.concurrency, qps=qps, build=build_info)
-            env.have.add((p.number, rep))
+            env.have[(p.number, rep)] = env.hashes[p.number]
             env.result.measured += 1
             _notify(env, p, rep, "measured")
         store.fill(env.results, env.row.sweep_id, env.cfg.k, env.measures)

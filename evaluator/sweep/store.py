@@ -48,6 +48,8 @@ def open_sweep(conn, *, name: str, testset_id: int, target: str, stage: str, gri
             raise Conflict(f"a sweep named '{name}' exists with another {', '.join(differ)} "
                            "(choose another --name, or --fresh to replace it)")
         exp_id = row[1]
+        if exp_id is not None:
+            check_same_configuration(conn, name, exp_id, fingerprint, config_hash)
         if exp_id is None:
             exp_id = _experiment(conn, name, testset_id, target, experiment_config, fingerprint,
                                  config_hash)
@@ -70,6 +72,29 @@ def open_sweep(conn, *, name: str, testset_id: int, target: str, stage: str, gri
     return SweepRow(sweep_id, name, exp_id, False)
 
 
+def changed_message(name: str, old_fp: dict | None, new_fp: dict | None) -> str:
+    """One line: sweep ``name`` was measured under another configuration (what differs)."""
+    from ..config_diff import compare, show_value
+
+    diff = compare(old_fp, new_fp, "then", "now")
+    what = "; ".join(f"{d.key}: {show_value(d.a)} -> {show_value(d.b)}"
+                     for d in diff.differences[:3]) or "the fingerprint differs"
+    return (f"sweep '{name}' was measured under another configuration ({what}): its points "
+            "would mix two configurations, and none measured under one is kept under another "
+            "(choose another --name, or --fresh to measure this sweep again)")
+
+
+def check_same_configuration(conn, name: str, exp_id: int, fingerprint: dict,
+                             config_hash: str) -> None:
+    """Refuse to resume sweep ``name`` when its base fingerprint (exact search on the target:
+    server, extensions, indexes and their builds, settings, data) differs from now."""
+    row = conn.execute("SELECT config_hash, fingerprint FROM pgeval.experiment "
+                       "WHERE experiment_id = %s", (exp_id,)).fetchone()
+    if row is not None and row[0] != config_hash:
+        conn.rollback()
+        raise Conflict(changed_message(name, row[1], fingerprint))
+
+
 def _experiment(conn, name, testset_id, target, config, fingerprint, config_hash) -> int:
     if conn.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)).fetchone():
         raise Conflict(f"an experiment named '{name}' exists that is not a sweep (choose "
@@ -81,10 +106,10 @@ def _experiment(conn, name, testset_id, target, config, fingerprint, config_hash
          json.dumps(fingerprint))).fetchone()[0]
 
 
-def measured(conn, sweep_id: int) -> set[tuple[int, int]]:
-    """(point, repetition) pairs this sweep already holds."""
-    return {(p, r) for p, r in conn.execute(
-        "SELECT point, repetition FROM pgeval.sweep_point WHERE sweep_id = %s",
+def measured(conn, sweep_id: int) -> dict[tuple[int, int], str]:
+    """(point, repetition) -> config hash of the points this sweep already holds."""
+    return {(p, r): h for p, r, h in conn.execute(
+        "SELECT point, repetition, config_hash FROM pgeval.sweep_point WHERE sweep_id = %s",
         (sweep_id,)).fetchall()}
 
 
