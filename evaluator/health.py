@@ -13,6 +13,7 @@ five example chunk ids. Checks read the knowledge base only (one scan per check,
   or the target's declared dimension;
 - ``missing_judged``: judged chunk ids of the test set that the target does not hold (their recall
   can never be reached: a stale test set, or the wrong filter);
+- ``server_version``: PostgreSQL older than :data:`MIN_SERVER_VERSION` (14) is not supported;
 - ``vulnerable_extensions``: installed extension versions with a known advisory;
 - ``invalid_indexes``: indexes left invalid by a failed ``CREATE INDEX CONCURRENTLY``;
 - ``index_vs_shared_buffers``: ANN indexes larger than shared_buffers (every scan reads from the
@@ -37,6 +38,7 @@ ADVISORIES = (
 
 ANN_METHODS = ("hnsw", "ivfflat", "diskann")
 EXAMPLES = 5
+MIN_SERVER_VERSION = 14      # the oldest PostgreSQL major version pgeval supports
 
 
 @dataclass
@@ -193,6 +195,19 @@ def check_missing_judged(conn, t: _Target, judged: list[str], relevant: set[str]
                    (missing_rel or missing)[:EXAMPLES])
 
 
+def check_server_version(conn) -> Finding:
+    """PostgreSQL 14 or newer (13 and older: not supported, untested)."""
+    version, num = conn.execute("SELECT current_setting('server_version'), "
+                                "current_setting('server_version_num')::int").fetchone()
+    major = num // 10000
+    if major < MIN_SERVER_VERSION:
+        return Finding("server_version", "error", 1,
+                       f"PostgreSQL {version} is older than {MIN_SERVER_VERSION}, the oldest "
+                       "version pgeval supports: upgrade the server")
+    return Finding("server_version", "ok", 0, f"PostgreSQL {version} (pgeval supports "
+                   f"{MIN_SERVER_VERSION} and newer)")
+
+
 def check_extensions(conn) -> Finding:
     found = advisories(fpmod.extensions(conn))
     if not found:
@@ -271,7 +286,7 @@ def check(kb_conn, target, *, results_conn=None, testset: str | None = None,
           embedder: str | None = None, dimension: int | None = None) -> list[Finding]:
     """Every check on ``target`` (and ``testset``'s judgements when given)."""
     t = _Target(kb_conn, target)
-    findings = [check_extensions(kb_conn)]
+    findings = [check_server_version(kb_conn), check_extensions(kb_conn)]
     judged, relevant, ts_dim = [], set(), None
     if testset:
         judged, relevant, ts_dim = testset_judgements(results_conn or kb_conn, testset, embedder)
