@@ -37,12 +37,17 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 APT_LOCK=(-o DPkg::Lock::Timeout=300)
-if [ ! -x "$PGBIN/postgres" ] || [ ! -x "$PG_CONFIG" ]; then
+pgxs() {  # the server headers and PGXS (postgresql-server-dev-15)
+    [ -x "$PG_CONFIG" ] && [ -f "$("$PG_CONFIG" --pgxs 2>/dev/null)" ] \
+        && [ -f "$("$PG_CONFIG" --includedir-server 2>/dev/null)/postgres.h" ]
+}
+if [ ! -x "$PGBIN/postgres" ] || ! pgxs; then
     say "installing postgresql-15 and postgresql-server-dev-15"
     { apt-get update -qq "${APT_LOCK[@]}" \
       && apt-get install -y -qq --no-install-recommends "${APT_LOCK[@]}" \
            postgresql-15 postgresql-server-dev-15 make gcc dpkg-dev >/dev/null; } \
         || skip "could not install postgresql-15 / postgresql-server-dev-15"
+    pgxs || skip "postgresql-server-dev-15 installed no server headers"
 fi
 
 # pgvector's Debian source package, from a private apt configuration (the system's sources are
