@@ -24,8 +24,9 @@ from pathlib import Path
 import numpy as np
 
 DIM = 16
-WORDS = ("wing flow boundary layer pressure shock heat transfer supersonic laminar turbulent "
-         "nozzle jet plate cylinder buckling panel flutter vortex drag lift mach").split()
+WORDS = ("wing", "flow", "boundary", "layer", "pressure", "shock", "heat", "transfer",
+         "supersonic", "laminar", "turbulent", "nozzle", "jet", "plate", "cylinder", "buckling",
+         "panel", "flutter", "vortex", "drag", "lift", "mach")
 
 
 def bindir(major: int) -> Path:
@@ -70,7 +71,8 @@ def unavailable(major: int) -> str | None:
 
 
 def _locale() -> str:
-    out = subprocess.run(["locale", "-a"], capture_output=True, text=True).stdout.lower()
+    out = subprocess.run(["locale", "-a"], capture_output=True, text=True,
+                         check=False).stdout.lower()
     names = {x.strip() for x in out.splitlines()}
     return "en_US.UTF-8" if {"en_us.utf8", "en_us.utf-8"} & names else "C.UTF-8"
 
@@ -96,11 +98,12 @@ class Cluster:
             self._as = ["runuser", "-u", "postgres", "--"]
 
     def _run(self, *args: str) -> None:
-        proc = subprocess.run([*self._as, *args], capture_output=True, text=True, cwd=self.dir)
+        proc = subprocess.run([*self._as, *args], capture_output=True, text=True, cwd=self.dir,
+                              check=False)
         if proc.returncode != 0:
             raise RuntimeError(f"{args[0]} failed: {proc.stderr.strip() or proc.stdout.strip()}")
 
-    def start(self) -> "Cluster":
+    def start(self) -> Cluster:
         b = bindir(self.major)
         self._run(str(b / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
                   "-E", "UTF8", f"--locale={self.locale}")

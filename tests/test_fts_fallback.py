@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import pg_real
+import pytest
 
 TABLE = "fts_kb"
 LABEL = "bm25 (ts_rank_cd fallback)"
@@ -32,7 +31,7 @@ def kb(clean, conn, pgeval, tmp_path):
     for args in (["testset", "load", str(cases), "--name", "fts"],
                  ["target", "add", "fts", "--table", TABLE, "--id-column", "doc_id",
                   "--vector-column", "emb", "--text-column", "body"]):
-        code, out, err = pgeval(*args)
+        code, _, err = pgeval(*args)
         assert code == 0, err
     yield conn
     for name in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s AND "
@@ -86,6 +85,7 @@ def test_real_bm25_keeps_its_name(kb, pgeval):
                "WITH (text_config = 'english')")
     _pipeline(pgeval, "real")
     code, out, err = pgeval("stage-report", "real", "--format", "json")
+    assert code == 0, err
     bm25 = {s["stage"]: s for s in json.loads(out)["stages"]}["bm25"]
     assert bm25["method"] == "pg_textsearch" and bm25["label"] == "bm25"
     assert "fallback" not in out and "ts_rank_cd" not in err
@@ -123,6 +123,7 @@ def test_gin_index_hint_then_use(kb, pgeval):
     assert "index_hint" not in p
     assert _lists(kb, "gin.bm25.1") == _lists(kb, "nogin.bm25.1")      # same answers, faster
     code, out, err = pgeval("health", "--target", "fts", "--format", "json")
+    assert code == 0, err
     keyword = {f["check"]: f for f in json.loads(out)}["keyword_index"]
     assert keyword["status"] == "ok" and "GIN index fts_kb_t_gin" in keyword["detail"]
 
@@ -132,12 +133,12 @@ def test_configuration_of_the_gin_index_is_used(kb, pgeval):
     ('simple' here, not the server's default), so that the index serves it."""
     kb.execute(f"CREATE INDEX fts_kb_t_simple ON {TABLE} USING gin (to_tsvector('simple', body))")
     kb.execute(f"ANALYZE {TABLE}")
-    out, err = _pipeline(pgeval, "simple", "--opt", "bm25:method=fts")
+    _, err = _pipeline(pgeval, "simple", "--opt", "bm25:method=fts")
     p = _params(kb, "simple.bm25.1")
     assert p["text_config"] == "simple" and p["fts_index"] == "fts_kb_t_simple"
     assert p["scan"] == "index fts_kb_t_simple" and "no GIN index" not in err
     # another configuration asked for: that index cannot serve it, and the stage says so
-    out, err = _pipeline(pgeval, "english", "--opt", "bm25:method=fts", "--opt",
-                         "bm25:config=english")
+    _, err = _pipeline(pgeval, "english", "--opt", "bm25:method=fts", "--opt",
+                       "bm25:config=english")
     assert "no GIN index on to_tsvector('english', body)" in err
     assert _params(kb, "english.bm25.1")["scan"] == "sequential scan"

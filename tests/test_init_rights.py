@@ -6,7 +6,6 @@ same on Debian's PostgreSQL 15, with a separate results database.)"""
 from __future__ import annotations
 
 import pytest
-
 from robust_kb import dsn as _dsn
 
 ROLE = "pgver_owner"

@@ -17,9 +17,8 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
-
 import pg_real
+import pytest
 
 MAJOR = 15
 OWNER = "kb_owner"
@@ -227,7 +226,7 @@ def test_fulltext_fallback_uses_a_gin_index_on_pg15(pg15, pg15_kb, pgeval, tmp_p
     assert code == 0, err
     assert "the pg_textsearch extension is not installed" in err
     hint = 'CREATE INDEX ON "pg15_kb" USING gin (to_tsvector(\'english\'::regconfig, "body"));'
-    assert f"no GIN index on to_tsvector('english', body)" in err and hint in err
+    assert "no GIN index on to_tsvector('english', body)" in err and hint in err
     code, out, err = pgeval(*prefix, "health", "--target", "kw", "--format", "json")
     found = {f["check"]: f for f in json.loads(out)}
     assert code == 0 and found["keyword_index"]["status"] == "hint"
