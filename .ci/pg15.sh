@@ -42,11 +42,17 @@ pgxs() {  # the server headers and PGXS (postgresql-server-dev-15)
         && [ -f "$("$PG_CONFIG" --includedir-server 2>/dev/null)/postgres.h" ]
 }
 if [ ! -x "$PGBIN/postgres" ] || ! pgxs; then
-    say "installing postgresql-15 and postgresql-server-dev-15"
-    { apt-get update -qq "${APT_LOCK[@]}" \
-      && apt-get install -y -qq --no-install-recommends "${APT_LOCK[@]}" \
-           postgresql-15 postgresql-server-dev-15 make gcc dpkg-dev >/dev/null; } \
-        || skip "could not install postgresql-15 / postgresql-server-dev-15"
+    # only what is missing (installed packages are not upgraded); the package index is
+    # refreshed only when the install fails without it
+    pkgs=()
+    for p in postgresql-15 postgresql-server-dev-15 make gcc dpkg-dev; do
+        dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || pkgs+=("$p")
+    done
+    say "installing ${pkgs[*]}"
+    apt_install() { apt-get install -y -qq --no-install-recommends --no-upgrade "${APT_LOCK[@]}" \
+                    "${pkgs[@]}" >/dev/null; }
+    apt_install || { apt-get update -qq "${APT_LOCK[@]}" && apt_install; } \
+        || skip "could not install ${pkgs[*]}"
     pgxs || skip "postgresql-server-dev-15 installed no server headers"
 fi
 
