@@ -1,7 +1,7 @@
 """A short health check of a target before anything is measured (`pgeval health`,
 `pgeval fingerprint --check`).
 
-Each check returns a :class:`Finding` (``ok``, ``warning`` or ``error``) with a count and up to
+Each check returns a :class:`Finding` (``ok``, ``hint``, ``warning`` or ``error``) with a count and up to
 five example chunk ids. Checks read the knowledge base only (one scan per check, filter applied):
 
 - ``null_vectors``: rows whose vector is NULL (never indexed, never retrieved);
@@ -13,7 +13,11 @@ five example chunk ids. Checks read the knowledge base only (one scan per check,
   or the target's declared dimension;
 - ``missing_judged``: judged chunk ids of the test set that the target does not hold (their recall
   can never be reached: a stale test set, or the wrong filter);
+- ``server_version``: PostgreSQL older than :data:`MIN_SERVER_VERSION` (14) is not supported;
 - ``vulnerable_extensions``: installed extension versions with a known advisory;
+- ``keyword_index``: for a target with a text column, the index a keyword stage would use: a
+  pg_textsearch bm25 index (BM25), else a GIN index on ``to_tsvector('config', column)`` (the
+  ts_rank_cd fallback, not BM25); without either, the exact CREATE INDEX to run;
 - ``invalid_indexes``: indexes left invalid by a failed ``CREATE INDEX CONCURRENTLY``;
 - ``index_vs_shared_buffers``: ANN indexes larger than shared_buffers (every scan reads from the
   OS cache or disk: latency is then a property of the disk, not of the index settings).
@@ -37,12 +41,13 @@ ADVISORIES = (
 
 ANN_METHODS = ("hnsw", "ivfflat", "diskann")
 EXAMPLES = 5
+MIN_SERVER_VERSION = 14      # the oldest PostgreSQL major version pgeval supports
 
 
 @dataclass
 class Finding:
     check: str
-    status: str            # ok | warning | error
+    status: str            # ok | hint (slower, never wrong: not a --strict failure) | warning | error
     count: int
     detail: str
     examples: list[str] = field(default_factory=list)
@@ -193,6 +198,19 @@ def check_missing_judged(conn, t: _Target, judged: list[str], relevant: set[str]
                    (missing_rel or missing)[:EXAMPLES])
 
 
+def check_server_version(conn) -> Finding:
+    """PostgreSQL 14 or newer (13 and older: not supported, untested)."""
+    version, num = conn.execute("SELECT current_setting('server_version'), "
+                                "current_setting('server_version_num')::int").fetchone()
+    major = num // 10000
+    if major < MIN_SERVER_VERSION:
+        return Finding("server_version", "error", 1,
+                       f"PostgreSQL {version} is older than {MIN_SERVER_VERSION}, the oldest "
+                       "version pgeval supports: upgrade the server")
+    return Finding("server_version", "ok", 0, f"PostgreSQL {version} (pgeval supports "
+                   f"{MIN_SERVER_VERSION} and newer)")
+
+
 def check_extensions(conn) -> Finding:
     found = advisories(fpmod.extensions(conn))
     if not found:
@@ -237,6 +255,32 @@ def _size(n: int) -> str:
     return str(n)
 
 
+def check_keyword_index(conn, t: _Target) -> Finding | None:
+    """What a keyword (bm25) stage with default options would rank with, and over which index."""
+    from .stages import bm25_sql
+
+    column = t.target.text_column
+    if not column:
+        return None
+    if conn.execute("SELECT EXISTS (SELECT 1 FROM pg_extension "
+                    "WHERE extname = 'pg_textsearch')").fetchone()[0]:
+        bm25 = bm25_sql.bm25_indexes(conn, t.oid, column)
+        if bm25:
+            return Finding("keyword_index", "ok", 0, f"bm25 index {bm25[0]['name']} on {column}: "
+                           "the keyword stage ranks with BM25 (pg_textsearch)")
+    config = conn.execute("SELECT current_setting('default_text_search_config')").fetchone()[0]
+    config = conn.execute("SELECT %s::regconfig::text", (config,)).fetchone()[0]
+    gin = bm25_sql.fts_indexes(conn, t.oid, column)
+    fallback = ("no pg_textsearch bm25 index on " + column + ": the keyword stage ranks with "
+                "PostgreSQL full-text search (ts_rank_cd fallback, not BM25)")
+    if gin:
+        return Finding("keyword_index", "ok", 0, f"{fallback} over GIN index {gin[0]['name']} "
+                       f"(to_tsvector('{gin[0]['text_config']}', {column}))")
+    return Finding("keyword_index", "hint", 1, f"{fallback}, and no GIN index on "
+                   f"to_tsvector('{config}', {column}): every query scans the whole table; "
+                   f"create one: {bm25_sql.fts_index_sql(t.target, column, None, config, conn)}")
+
+
 def check_invalid(conn, t: _Target) -> Finding:
     bad = [r[0] for r in conn.execute(
         "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
@@ -271,7 +315,7 @@ def check(kb_conn, target, *, results_conn=None, testset: str | None = None,
           embedder: str | None = None, dimension: int | None = None) -> list[Finding]:
     """Every check on ``target`` (and ``testset``'s judgements when given)."""
     t = _Target(kb_conn, target)
-    findings = [check_extensions(kb_conn)]
+    findings = [check_server_version(kb_conn), check_extensions(kb_conn)]
     judged, relevant, ts_dim = [], set(), None
     if testset:
         judged, relevant, ts_dim = testset_judgements(results_conn or kb_conn, testset, embedder)
@@ -281,5 +325,7 @@ def check(kb_conn, target, *, results_conn=None, testset: str | None = None,
                  check_dimensions(kb_conn, t, expected)]
     if testset:
         findings.append(check_missing_judged(kb_conn, t, judged, relevant))
-    findings += [check_invalid(kb_conn, t), check_index_size(kb_conn, t)]
+    keyword = check_keyword_index(kb_conn, t)
+    findings += [f for f in (keyword, check_invalid(kb_conn, t), check_index_size(kb_conn, t))
+                 if f is not None]
     return findings

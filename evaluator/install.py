@@ -21,6 +21,7 @@ class InitReport:
     revision_before: str | None = None
     revision_after: str | None = None
     sql_files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)          # what a superuser must still do
 
 
 def _alembic_config(connection):
@@ -41,9 +42,48 @@ def current_revision(conn) -> str | None:
     return row[0] if row else None
 
 
-def ensure_extensions(conn, report: InitReport) -> None:
+def create_sql(name: str) -> str:
+    """The statement a superuser runs once to create extension ``name``."""
+    return f'CREATE EXTENSION IF NOT EXISTS "{name}" CASCADE;' if name != "vector" else \
+        "CREATE EXTENSION IF NOT EXISTS vector;"
+
+
+def _where(conn) -> tuple[str, str]:
+    """(role, database) of a connection."""
+    return tuple(conn.execute("SELECT current_user::text, current_database()::text").fetchone())
+
+
+def superuser_needed(name: str, role: str, databases: list[str]) -> DatabaseError:
+    """One message: who may not create ``name``, and the exact SQL a superuser must run once in
+    each database that needs it (pgvector is not a trusted extension: only a superuser, or
+    a role the server's administrator trusts, can create it)."""
+    import shlex
+
+    dbs = " and in ".join(f'database "{d}"' for d in databases)
+    cmds = "; ".join(f"psql -d {shlex.quote(d)} -c {shlex.quote(create_sql(name))}"
+                     for d in databases)
+    return DatabaseError(
+        f'role "{role}" may not create extension "{name}" (pgvector is not a trusted '
+        f"extension: only a superuser can create it). Have a superuser run once, in {dbs}: "
+        f"{create_sql(name)}  (e.g. {cmds}), then run `pgeval init` again")
+
+
+def _has_extension(conn, name: str) -> str | None:
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s",
+                       (name,)).fetchone()
+    return row[0] if row else None
+
+
+def ensure_extensions(conn, report: InitReport, kb_conn=None) -> None:
+    """Create the extensions the server has; ``kb_conn``: the knowledge base's database when
+    it is another one (checked for pgvector, never changed)."""
+    import psycopg
+
     available = dict(conn.execute(
         "SELECT name, default_version FROM pg_available_extensions").fetchall())
+    kb_missing = []
+    if kb_conn is not None and _has_extension(kb_conn, "vector") is None:
+        kb_missing = [_where(kb_conn)[1]]
     for name in REQUIRED_EXTENSIONS + OPTIONAL_EXTENSIONS:
         if name not in available:
             if name in REQUIRED_EXTENSIONS:
@@ -51,20 +91,30 @@ def ensure_extensions(conn, report: InitReport) -> None:
                                     "install it or use the embedded server (omit --dsn)")
             report.missing.append(name)
             continue
-        installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s",
-                                 (name,)).fetchone()
+        installed = _has_extension(conn, name)
         if installed is None:
             try:
                 with conn.transaction():
                     conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{name}" CASCADE')
+            except psycopg.errors.InsufficientPrivilege:
+                role, dbname = _where(conn)
+                if name in REQUIRED_EXTENSIONS:
+                    raise superuser_needed(name, role, [dbname, *kb_missing]) from None
+                report.missing.append(f'{name} (role "{role}" may not create it: a superuser '
+                                      f"may run {create_sql(name)})")
+                continue
             except Exception as exc:  # e.g. pg_textsearch without shared_preload_libraries
                 if name in REQUIRED_EXTENSIONS:
-                    raise DatabaseError(f"cannot create extension '{name}': {exc}") from None
+                    raise DatabaseError(f"cannot create extension '{name}': "
+                                        f"{first_line(exc)}") from None
                 report.missing.append(f"{name} ({first_line(exc)})")
                 continue
-            installed = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s",
-                                     (name,)).fetchone()
-        report.extensions[name] = installed[0]
+            installed = _has_extension(conn, name)
+        report.extensions[name] = installed
+    if kb_missing:
+        report.warnings.append(f'extension vector is not installed in the knowledge base\'s '
+                               f'database "{kb_missing[0]}": a superuser must run '
+                               f"{create_sql('vector')} there before a vector stage can run")
 
 
 def upgrade_tables(dsn: str, revision: str = "head") -> None:
@@ -163,7 +213,11 @@ def init(db) -> InitReport:
         # one init at a time: concurrent `pgeval init` calls serialise on this lock
         conn.execute("SELECT pg_advisory_lock(hashtext('pgeval.init'))")
         try:
-            ensure_extensions(conn, report)
+            if db.results_dsn and db.results_dsn != db.uri():
+                with db.connect(results=False, autocommit=True) as kb_conn:
+                    ensure_extensions(conn, report, kb_conn)
+            else:
+                ensure_extensions(conn, report)
             conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
             report.revision_before = current_revision(conn)
             upgrade_tables(dsn)

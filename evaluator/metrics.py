@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import measures
+from . import measures, stage_method
 from .errors import IncompleteRun, InputError, NotFound, PgevalError, first_line
 
 DEFAULT_RECALL_K = (3, 5, 10)
@@ -78,6 +78,7 @@ class Evaluation:
     def as_dict(self) -> dict:
         return {
             "run": self.run.name, "testset": self.run.testset, "stage": self.run.stage,
+            "stage_label": stage_method.label(self.run.stage, self.run.stage, self.run.params),
             "status": self.run.status, "config_hash": self.run.config_hash,
             "order_rule": self.run.order_rule, "rel": self.rel,
             "domain_discount": self.domain_discount, "counts": self.counts,

@@ -268,8 +268,14 @@ def add_warnings(ctx: StageContext, warnings: list[str], on_warning=None) -> Non
 
 
 def _summaries(conn, runs: list[dict]) -> None:
-    """Add queries, rows, latency p50/p95 (nearest rank) and rows-returned minimum to ``runs``."""
+    """Add queries, rows, latency p50/p95 (nearest rank) and rows-returned minimum to ``runs``;
+    a keyword stage that fell back to full-text search has its kind labelled so."""
+    from . import stage_method
+
     for r in runs:
+        params = conn.execute("SELECT params FROM pgeval.run WHERE run_id = %s",
+                              (r["run_id"],)).fetchone()[0]
+        r["kind"] = stage_method.label(r["kind"], r["kind"], params)
         row = conn.execute(
             """SELECT (SELECT count(DISTINCT query_id) FROM pgeval.result WHERE run_id = %(r)s),
                       (SELECT count(*) FROM pgeval.result WHERE run_id = %(r)s),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import stage_method
 from .errors import IncompleteRun, InputError, NotFound
 from .metrics import MIN_VALID_QUERIES
 
@@ -151,15 +152,27 @@ def _pct_key(frac: float) -> str:
     return f"p{int(pct) if pct == int(pct) else pct}"
 
 
-def stages(conn, exp: Experiment, k: int, rel: int, repetition: int | None) -> list[dict]:
-    """One dict per stage: metrics (mean, min, max, stddev), index recall, latency, rows."""
+def stages(conn, exp: Experiment, k: int, rel: int, repetition: int | None,
+           runs: list[dict] | None = None) -> list[dict]:
+    """One dict per stage: metrics (mean, min, max, stddev), index recall, latency, rows;
+    ``label``: the stage's name with its method where the kind's name would mislead
+    ('bm25 (ts_rank_cd fallback)'), ``method``: how it ranked (from its runs' parameters)."""
+    if runs is None:
+        runs = _rows(conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)",
+                     (exp.experiment_id, repetition))
+    params = {}
+    for r in runs:
+        params.setdefault(r["label"], r["params"] or {})
     measures = list(STAGE_MEASURES)
     if f"recall@{k}" not in measures:
         measures.insert(0, f"recall@{k}")
     out: dict[str, dict] = {}
     for r in _rows(conn, "SELECT * FROM pgeval.stage_summary(%s, %s, %s, %s)",
                    (exp.experiment_id, measures, rel, repetition)):
+        p = params.get(r["label"], {})
         s = out.setdefault(r["label"], {"stage": r["label"], "kind": r["stage"],
+                                        "label": stage_method.label(r["label"], r["stage"], p),
+                                        "method": p.get("method"),
                                         "role": r["role"], "repetitions": r["repetitions"],
                                         "metrics": {}})
         s["metrics"][r["measure"]] = {"mean": r["value"], "min": r["value_min"],
@@ -251,14 +264,26 @@ def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None 
                                   (exp.experiment_id, k, repetition, rel)))
     worst_rows = _rows(conn, "SELECT * FROM pgeval.loss_worst_queries(%s, %s, %s, %s, %s)",
                        (exp.experiment_id, k, first_rep, rel, worst)) if worst else []
-    return StageReport(exp, k, rel, repetition, counts, stages(conn, exp, k, rel, repetition),
+    seen = set()
+    for r in runs:
+        text = stage_method.note(r["label"], r["stage"], r["params"])
+        if text and r["label"] not in seen:
+            seen.add(r["label"])
+            warnings.append(text)
+    return StageReport(exp, k, rel, repetition, counts,
+                       stages(conn, exp, k, rel, repetition, runs),
                        chain, loss, by_type, worst_rows, first_rep, warnings)
 
 
-def chain_text(chain: list[dict]) -> str:
-    """'hnsw (top 100) + bm25 (top 100) -> merge (top 20) -> rerank (top 10)'."""
+def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:
+    """'hnsw (top 100) + bm25 (top 100) -> merge (top 20) -> rerank (top 10)'; ``stage_rows``
+    (of :func:`stages`) name each stage's method where needed."""
+    labels = {s["stage"]: s.get("label") or s["stage"] for s in stage_rows or ()}
+
     def cut(c):
-        return "all" if c["cut"] >= 2**31 - 1 else f"top {c['cut']}"
+        return ("all" if c["cut"] >= 2**31 - 1 else f"top {c['cut']}")
+
+    chain = [{**c, "stage": labels.get(c["stage"], c["stage"])} for c in chain]
 
     paths = " + ".join(f"{c['stage']} ({cut(c)})" for c in chain if c["link"] == "path")
     parts = [paths] if paths else []

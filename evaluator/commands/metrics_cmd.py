@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from .. import stage_method
 from ..output import emit, format_option, to_json, warn
 from .common import measure_options, measures_from, min_score_option, pass_db
 
@@ -60,7 +61,8 @@ def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, p
     if per_query:
         emit(ev.per_query, fmt, ["query_id", *measures], title=f"{run}: per query")
         return
-    header = (f"run {ev.run.name} · test set {ev.run.testset} · stage {ev.run.stage} · "
+    stage = stage_method.label(ev.run.stage, ev.run.stage, ev.run.params)
+    header = (f"run {ev.run.name} · test set {ev.run.testset} · stage {stage} · "
               f"config {ev.run.config_hash or '—'}")
     rows = [{"measure": name, "value": ev.summary[name], "level": ev.levels.get(name)}
             for name in measures]

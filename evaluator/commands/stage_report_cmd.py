@@ -26,7 +26,7 @@ def _stage_tables(report) -> list[tuple[list[dict], list[str], str]]:
     key = ["stage", "kind"] if named else ["stage"]
     quality, spread, cost = [], [], []
     for s in report.stages:
-        head = {"stage": s["stage"], "kind": s["kind"]}
+        head = {"stage": s.get("label") or s["stage"], "kind": s["kind"]}
         quality.append({**head, **{m: (_cell(s, m) or {}).get("mean") for m in measures}})
         spread.append({**head, **{m: (None if not _cell(s, m) or _cell(s, m)["min"] is None
                                       else _cell(s, m)["max"] - _cell(s, m)["min"])
@@ -135,7 +135,7 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
             click.echo(f"  {', '.join(names)}: {text}")
     for rows, columns, title in _stage_tables(report):
         emit(rows, "table", columns, title=title)
-    click.echo(f"chain at K = {report.k}: {chain_text(report.chain)}")
+    click.echo(f"chain at K = {report.k}: {chain_text(report.chain, report.stages)}")
     loss = [{"category": r["category"], "chunks": r["chunks"], "share": r["share"],
              f"recall@{report.k} points": r["recall_points"]} for r in report.loss]
     emit(loss, "table", ["category", "chunks", "share", f"recall@{report.k} points"],

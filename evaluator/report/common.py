@@ -34,7 +34,8 @@ def facts(report: dict) -> list[tuple[str, str]]:
     k = report.get("k") or {}
     out = [("generated at", fmt(report.get("generated_at"))),
            ("test set", f"{run.get('testset')} ({str(run.get('testset_hash') or '')[:12]})"),
-           ("stage", fmt(run.get("stage"))), ("status", fmt(run.get("status"))),
+           ("stage", fmt(run.get("stage_label") or run.get("stage"))),
+           ("status", fmt(run.get("status"))),
            ("config hash", fmt(report.get("config_hash"))),
            ("cut-offs", "; ".join(f"{n} {', '.join(map(str, v))}" for n, v in k.items())),
            ("relevant", f"grade ≥ {report.get('rel', 1)}"),
@@ -95,7 +96,8 @@ def stage_rows(report: dict) -> list[dict]:
     for s in sr.get("stages") or []:
         values = s.get("metrics") or {}
         lat = s.get("latency_ms") or {}
-        rows.append({"stage": s.get("stage"), "kind": s.get("kind"), "role": s.get("role"),
+        rows.append({"stage": s.get("label") or s.get("stage"), "kind": s.get("kind"),
+                     "role": s.get("role"),
                      **{m: (values.get(m) or {}).get("mean") for m in head},
                      "p95 ms": lat.get("p95")})
     return rows

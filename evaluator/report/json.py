@@ -19,7 +19,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from .. import answers, latency, metrics
+from .. import answers, latency, metrics, stage_method
 from ..errors import IncompleteRun, InputError, NotFound
 
 REPORT_VERSION = 1
@@ -118,6 +118,9 @@ def build(conn, name: str, measures: list[str] | None = None, *, rel: int = 1,
     k = _k_values(ev.measures)
     depth = depth or max(max(v) for v in k.values())
     summary = dict(ev.summary)
+    method_note = stage_method.note(run.stage, run.stage, run.params)
+    if method_note:
+        ev.warnings.append(method_note)
     timing = latency.percentiles(conn, run.run_id)
     answer_timing = latency.percentiles(conn, run.run_id, "answer")
     has_answers = answers.has_answers(conn, run.run_id)
@@ -140,7 +143,9 @@ def build(conn, name: str, measures: list[str] | None = None, *, rel: int = 1,
         "pgeval_report": REPORT_VERSION,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "run": {"name": run.name, "testset": run.testset, "testset_hash": run.testset_hash,
-                "stage": run.stage, "status": run.status, "repetition": run.repetition,
+                "stage": run.stage,
+                "stage_label": stage_method.label(run.stage, run.stage, run.params),
+                "status": run.status, "repetition": run.repetition,
                 "experiment": run.experiment, "params": run.params},
         "experiment": None,
         "config_hash": run.config_hash or (exp or {}).get("config_hash"),

@@ -91,7 +91,13 @@ class Bm25Stage(BaseStage):
             raise InputError(f"stage {ctx.stage}: {why} (CREATE INDEX ... USING bm25 ({column}) "
                              "WITH (text_config='english'), or --opt "
                              f"{ctx.stage}:method=fts)", field="--opt")
-        config = ctx.option("config") or kb.execute(
+        tsv = ctx.option("tsvector")
+        if tsv and cols.get(tsv) != "tsvector":
+            raise InputError(f"'{tsv}' is not a tsvector column of {t.qualified()}", field="--opt")
+        gin = bm25_sql.fts_indexes(kb, oid, column, tsv)
+        # no configuration given: the one of a GIN index on the column, so that it serves
+        config = ctx.option("config") or next(
+            (g["text_config"] for g in gin if g["text_config"]), None) or kb.execute(
             "SELECT current_setting('default_text_search_config')").fetchone()[0]
         try:
             with kb.transaction():
@@ -99,9 +105,6 @@ class Bm25Stage(BaseStage):
         except Exception:
             raise InputError(f"'{config}' is not a text search configuration of this server",
                              field="--opt") from None
-        tsv = ctx.option("tsvector")
-        if tsv and cols.get(tsv) != "tsvector":
-            raise InputError(f"'{tsv}' is not a tsvector column of {t.qualified()}", field="--opt")
         why = ("the pg_textsearch extension is not installed" if not has_ext else
                f"no bm25 index on {t.qualified()}.{column}") if method == "auto" else "asked for"
         plan.update(method="fts", text_config=config, tsvector=tsv,
@@ -110,6 +113,13 @@ class Bm25Stage(BaseStage):
         if method == "auto":
             ctx.warn(f"stage {ctx.stage}: {why}; ranking with PostgreSQL full-text search "
                      "(ts_rank_cd), not BM25")
+        serving = [g["name"] for g in gin if tsv or g["text_config"] == config]
+        plan["fts_index"] = serving[0] if serving else None
+        if not serving:
+            plan["index_hint"] = bm25_sql.fts_index_sql(t, column, tsv, config, kb)
+            what = tsv or f"to_tsvector('{config}', {column})"
+            ctx.warn(f"stage {ctx.stage}: no GIN index on {what}: every query scans the whole "
+                     f"table; create one: {plan['index_hint']}")
         return plan
 
     def statement(self, ctx: StageContext, plan: dict, batch: bool):
@@ -163,6 +173,9 @@ class Bm25Stage(BaseStage):
         try:
             stmt, params = self.statement(ctx, plan, ctx.batch)
             scan = self._scan(ctx, plan, texts) if not ctx.batch else None
+            if plan.get("fts_index") and scan == "sequential scan":
+                ctx.warn(f"stage {ctx.stage}: the planner scans the whole table rather than use "
+                         f"GIN index {plan['fts_index']} (a small table, or run ANALYZE)")
             run_params = {"kind": self.kind, "score": SCORE_SIMILARITY, **plan,
                           "scan": scan, "settings": settings, "batch": ctx.batch,
                           "target": ctx.target.name, "queries_without_text": len(missing)}

@@ -9,7 +9,10 @@ matches sort first. Several rows of one chunk collapse to its best score.
 Full-text fallback: ``ts_rank_cd(tsv, query)`` over ``to_tsvector(config, col)`` (or a stored
 tsvector column), where the query is the OR of the query's lexemes (``plainto_tsquery`` ANDs
 them, which finds almost nothing for natural-language questions). This is not BM25 (no IDF, no
-length saturation): the run says so in ``run.params``.
+length saturation): the run says so in ``run.params``. Its WHERE clause is
+``to_tsvector('config'::regconfig, col) @@ query``: a GIN index on that expression (same
+configuration) serves it; without one every query scans and parses the whole table, and the stage
+says which CREATE INDEX to run (:func:`fts_index_sql`).
 
 Every statement returns ``chunk_id, score, n`` (n = matching rows the statement returned, before
 collapsing) ordered best first; per query the text is the parameter ``q``; in batch mode the
@@ -19,6 +22,8 @@ and query text bound parameters.
 """
 
 from __future__ import annotations
+
+import re
 
 from psycopg import sql
 
@@ -41,6 +46,51 @@ def bm25_indexes(kb, relation_oid: int, column: str) -> list[dict]:
         opts = dict(o.split("=", 1) for o in (reloptions or []) if "=" in o)
         out.append({"name": name, "ref": ref, "text_config": opts.get("text_config")})
     return out
+
+
+_TSV_EXPR = re.compile(r"^to_tsvector\('((?:[^']|'')+)'::regconfig, (.+)\)$")
+
+
+def fts_indexes(kb, relation_oid: int, column: str | None,
+                tsvector_column: str | None = None) -> list[dict]:
+    """GIN indexes (not partial) that can serve the full-text fallback: on
+    ``to_tsvector('config', column)`` ([{name, text_config}], config as the server names it), or
+    on the stored ``tsvector_column`` (text_config None)."""
+    rows = kb.execute(
+        """SELECT ic.relname, pg_get_expr(i.indexprs, i.indrelid), a.attname
+             FROM pg_index i
+             JOIN pg_class ic ON ic.oid = i.indexrelid
+             JOIN pg_am am ON am.oid = ic.relam
+             LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+            WHERE i.indrelid = %s AND am.amname = 'gin' AND i.indnatts = 1
+              AND i.indpred IS NULL AND i.indisvalid
+            ORDER BY ic.relname""", (relation_oid,)).fetchall()
+    out = []
+    quoted = kb.execute("SELECT quote_ident(%s)", (column,)).fetchone()[0] if column else None
+    for name, expr, attname in rows:
+        if tsvector_column:
+            if attname == tsvector_column:
+                out.append({"name": name, "text_config": None})
+            continue
+        m = _TSV_EXPR.match(expr or "")
+        if m and m.group(2) == quoted:
+            config = kb.execute("SELECT %s::regconfig::text",
+                                (m.group(1).replace("''", "'"),)).fetchone()[0]
+            out.append({"name": name, "text_config": config})
+    return out
+
+
+def fts_index_sql(target, column: str | None, tsvector_column: str | None, config: str,
+                  kb) -> str:
+    """The CREATE INDEX that lets the full-text fallback use an index (its WHERE clause is
+    ``to_tsvector('config'::regconfig, column) @@ query``, the index's expression)."""
+    table = target.table_sql().as_string(kb)
+    if tsvector_column:
+        expr = sql.Identifier(tsvector_column).as_string(kb)
+    else:
+        expr = sql.SQL("to_tsvector({}::regconfig, {})").format(
+            sql.Literal(config), sql.Identifier(column)).as_string(kb)
+    return f"CREATE INDEX ON {table} USING gin ({expr});"
 
 
 def _source(target, where_ph) -> tuple[sql.Composable, dict]:

@@ -1,10 +1,20 @@
 """EXPLAIN checks: an ANN stage must be served by the intended index, the exact stage by no ANN
 index at all. A stage that fails its check raises :class:`PlanError` naming what the planner
-chose, and is never reported as that index."""
+chose, and is never reported as that index.
+
+The generic plan (the one a prepared statement may switch to after five executions) is read with
+``EXPLAIN (GENERIC_PLAN)`` on PostgreSQL 16 and newer; on 14 and 15, which lack that option, with
+``PREPARE`` + ``EXPLAIN EXECUTE`` of the query's own values under
+``plan_cache_mode = force_generic_plan`` (the same plan: its parameters are not folded in)."""
 
 from __future__ import annotations
 
+import itertools
+
 from ..errors import PlanError
+
+GENERIC_PLAN_OPTION = 160000      # server_version_num of the first release with GENERIC_PLAN
+_names = itertools.count(1)
 
 ANN_METHODS = ("hnsw", "ivfflat", "diskann")
 SCAN_NODES = ("Index Scan", "Index Only Scan", "Bitmap Index Scan")
@@ -17,6 +27,36 @@ def explain(conn, statement, params=None, generic: bool = False) -> dict:
     opts = "GENERIC_PLAN, FORMAT JSON" if generic else "FORMAT JSON"
     row = conn.execute(sql.SQL("EXPLAIN ({}) ").format(sql.SQL(opts)) + statement,
                        params).fetchone()
+    doc = row[0]
+    if isinstance(doc, str):
+        import json
+
+        doc = json.loads(doc)
+    return doc[0]["Plan"]
+
+
+def explain_generic(conn, statement, values: list) -> dict:
+    """The generic plan of ``statement`` (placeholders ``$1, $2, ...``); ``values`` are the
+    parameters in that order, bound only where the server needs them to EXECUTE (< 16)."""
+    if conn.info.server_version >= GENERIC_PLAN_OPTION:
+        return explain(conn, statement, None, generic=True)
+    from psycopg import sql
+
+    name = sql.Identifier(f"pgeval_plan_check_{next(_names)}")
+    previous = conn.execute("SELECT current_setting('plan_cache_mode')").fetchone()[0]
+    conn.execute(sql.SQL("PREPARE {} AS ").format(name) + statement)
+    try:
+        conn.execute("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
+        # EXPLAIN EXECUTE takes no bound parameters: the values go in as literals (quoted by
+        # psycopg's dumpers: vectors as text, filters as their own types)
+        args = sql.SQL("({})").format(sql.SQL(", ").join(map(sql.Literal, values))) \
+            if values else sql.SQL("")
+        row = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE {}{}").format(name, args)
+                           ).fetchone()
+        conn.execute("SELECT set_config('plan_cache_mode', %s, true)", (previous,))
+    finally:
+        if conn.info.transaction_status != 3:   # not INERROR: the stage rolls back, then it
+            conn.execute(sql.SQL("DEALLOCATE {}").format(name))   # goes with the session
     doc = row[0]
     if isinstance(doc, str):
         import json

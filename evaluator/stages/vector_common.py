@@ -123,8 +123,11 @@ class VectorStage(BaseStage):
         return {"settings": effective, "dropped": dropped, "candidates": candidates,
                 "all_ann": all_ann, "wanted": wanted}
 
-    def check_plan(self, ctx: StageContext, tx: dict, statement, params, generic_statement=None):
-        """EXPLAIN (custom, then generic) inside the open transaction; return the index name."""
+    def check_plan(self, ctx: StageContext, tx: dict, statement, params, generic_statement=None,
+                   generic_values: list | None = None):
+        """EXPLAIN (custom, then generic) inside the open transaction; return the index name.
+        ``generic_values``: the parameters of ``generic_statement`` in ``$n`` order (servers
+        before 16 need them to EXPLAIN EXECUTE a prepared statement)."""
         plan = plan_check.explain(ctx.kb, statement, params)
         if self.method is None:
             plan_check.check_exact(plan, stage=ctx.stage, all_ann=tx["all_ann"])
@@ -134,7 +137,7 @@ class VectorStage(BaseStage):
                                          candidates=tx["candidates"], all_ann=tx["all_ann"],
                                          wanted=tx["wanted"])
         if generic_statement is not None and self.method is not None:
-            gplan = plan_check.explain(ctx.kb, generic_statement, None, generic=True)
+            gplan = plan_check.explain_generic(ctx.kb, generic_statement, generic_values or [])
             try:
                 plan_check.check_ann(gplan, stage=ctx.stage, method=self.method,
                                      candidates=tx["candidates"], all_ann=tx["all_ann"],
@@ -180,10 +183,12 @@ class VectorStage(BaseStage):
                          vecs=[_f32(q.embedding) for q in ctx.queries[:2]])
             return self.check_plan(ctx, tx, stmt, check), stmt, params
         stmt, params, _ = vector_sql.per_query(ctx.target, ctx.depth, **self._sql_kw(ctx))
-        generic = vector_sql.per_query(ctx.target, ctx.depth, vector_sql.Dollar(),
+        values = {**params, "q": np.asarray(q0, dtype=np.float32)}
+        dollar = vector_sql.Dollar()
+        generic = vector_sql.per_query(ctx.target, ctx.depth, dollar,
                                        **self._sql_kw(ctx))[0] if generic_check else None
-        index = self.check_plan(ctx, tx, stmt, {**params, "q": np.asarray(q0, dtype=np.float32)},
-                                generic)
+        index = self.check_plan(ctx, tx, stmt, values, generic,
+                                [values[name] for name in dollar.names])
         return index, stmt, params
 
     def run(self, ctx: StageContext, run_name: str) -> int:

@@ -18,7 +18,8 @@ Q = "pgeval_q"   # alias of the query list in batch mode (unlikely to clash with
 
 
 class Dollar:
-    """Placeholders ``$1, $2, ...`` for ``EXPLAIN (GENERIC_PLAN)`` (no values bound)."""
+    """Placeholders ``$1, $2, ...`` for a generic plan (``EXPLAIN (GENERIC_PLAN)``, or
+    ``PREPARE`` on servers before 16); ``names`` lists the parameters in ``$n`` order."""
 
     def __init__(self):
         self.names: list[str] = []
