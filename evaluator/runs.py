@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psycopg
 
+from . import strict_json
 from .errors import Conflict, IncompleteRun, InputError, NotFound
 from .ids import ident
 from .testset.source import Source
@@ -82,11 +83,16 @@ def _trec_lines(path: Path):
 
 
 def _score_error(score: str) -> str:
-    """Why a TREC score is refused, with what trec_eval (C's atof) would read instead."""
+    """Why a TREC score is refused; for a score Python alone reads as a number (``1_0``,
+    ``\u0661``, full-width digits), what trec_eval (C's atof) would read instead."""
+    try:
+        ours = float(score)
+    except ValueError:
+        return f"score '{score}' is not a number"
     prefix = _ATOF_PREFIX.match(score)
     atof = float(prefix.group()) if prefix else 0.0
-    return (f"score '{score}' is not a plain decimal number such as 0.25, -3 or 1e-5 (trec_eval "
-            f"would read it as {atof:g})")
+    return (f"score '{score}' is not a plain decimal number (trec_eval reads it as {atof:g}, "
+            f"not {ours:g}): write it as 0.25, -3 or 1e-5")
 
 
 def _id(value, what: str, path: Path, lineno: int, field: str | None = None) -> str:
@@ -110,7 +116,9 @@ def _jsonl_rows(path: Path):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = strict_json.loads(line)
+        except strict_json.DuplicateKey as exc:
+            raise InputError(str(exc), file=str(path), line=lineno, field=exc.field) from None
         except json.JSONDecodeError as exc:
             raise InputError(f"malformed JSON ({exc.msg})", file=str(path),
                              line=lineno) from None
