@@ -103,7 +103,7 @@ def test_tie_heavy_run_matches_trec_eval_on_any_collation(request, tied, which):
 
 def test_export_of_ties_reads_back_to_the_same_ranking(en_us_conn, tied):
     conn = en_us_conn
-    qrels, run, path = tied
+    qrels, _, path = tied
     make_testset(conn, "ties", qrels)
     import_run(conn, path, "ties", "ties-run", "trec")
     out = io.StringIO()

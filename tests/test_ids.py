@@ -141,8 +141,8 @@ def test_export_of_a_run_not_complete_is_refused(ts, pgeval, tmp_path, status):
     code, stdout, err = pgeval("run", "export", "busy", "--out", str(out))
     assert code == 1 and stdout == ""
     assert err.strip().splitlines() == [
-        f"pgeval: error: run 'busy' is {status}, not complete: an export would read back as a "
-        "complete run (`pgeval run resume` it first)"]
+        (f"pgeval: error: run 'busy' is {status}, not complete: an export would read back as a "
+         "complete run (`pgeval run resume` it first)")]
     assert not out.exists() and not list(tmp_path.iterdir())
     code, stdout, err = pgeval("run", "export", "busy")
     assert code == 1 and stdout == "" and "is " + status in err
