@@ -16,7 +16,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import strict_json
 from .errors import Conflict, InputError
+from .ids import ident
 from .metrics import resolve_run
 
 
@@ -47,19 +49,23 @@ def _ids(value, file, line, name, qid) -> list[str]:
                          line=line, field=name)
     out: list[str] = []
     for item in value:
-        if isinstance(item, bool) or not isinstance(item, (str, int)) or str(item) == "":
-            raise InputError(f"query '{qid}': '{name}' holds {item!r}, not a chunk id", file=file,
-                             line=line, field=name)
-        if str(item) in out:
-            raise InputError(f"query '{qid}': chunk '{item}' is listed twice in '{name}'",
+        try:
+            chunk = ident(item, "chunk id")   # the one rule for ids (as the test set reads them)
+        except ValueError as exc:
+            raise InputError(f"query '{qid}': '{name}' holds {item!r}, not a chunk id ({exc})",
+                             file=file, line=line, field=name) from None
+        if chunk in out:
+            raise InputError(f"query '{qid}': chunk '{chunk}' is listed twice in '{name}'",
                              file=file, line=line, field=name)
-        out.append(str(item))
+        out.append(chunk)
     return out
 
 
 def parse_line(text: str, file: str, line: int) -> Answer:
     try:
-        obj = json.loads(text)
+        obj = strict_json.loads(text)
+    except strict_json.DuplicateKey as exc:
+        raise InputError(str(exc), file=file, line=line, field=exc.field) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"not valid JSON ({exc.msg}, column {exc.colno})", file=file,
                          line=line) from None
@@ -68,7 +74,10 @@ def parse_line(text: str, file: str, line: int) -> Answer:
     qid = obj.get("query_id")
     if isinstance(qid, bool) or not isinstance(qid, (str, int)) or str(qid).strip() == "":
         raise InputError("missing or empty query id", file=file, line=line, field="query_id")
-    qid = str(qid)
+    try:
+        qid = ident(qid, "query id")
+    except ValueError as exc:
+        raise InputError(str(exc), file=file, line=line, field="query_id") from None
     answer = obj.get("answer")
     if not isinstance(answer, str):
         raise InputError(f"query '{qid}': 'answer' must be a string", file=file, line=line,

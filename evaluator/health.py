@@ -31,6 +31,7 @@ from psycopg import sql
 
 from . import fingerprint as fpmod
 from .errors import NotFound
+from .ids import as_text
 
 # Known advisories: (extension, first affected, first fixed, id, what).
 ADVISORIES = (
@@ -105,8 +106,8 @@ def _examples(conn, t: _Target, cond: sql.Composable) -> tuple[int, list[str]]:
     ex = []
     if n:
         ex = [r[0] for r in conn.execute(
-            sql.SQL("SELECT DISTINCT {}::text FROM {}{} ORDER BY 1 LIMIT {}").format(
-                t.id, t.table, where, sql.Literal(EXAMPLES)), params).fetchall()]
+            sql.SQL("SELECT DISTINCT {} FROM {}{} ORDER BY 1 LIMIT {}").format(
+                as_text(t.id), t.table, where, sql.Literal(EXAMPLES)), params).fetchall()]
     return int(n), ex
 
 
@@ -135,10 +136,10 @@ def check_duplicates(conn, t: _Target) -> Finding:
     where, params = t.and_(sql.SQL("{} IS NOT NULL").format(t.vec))
     q = sql.SQL("SELECT count(*), coalesce(sum(n), 0), (array_agg(ids ORDER BY ids))[1:{}] "
                 "FROM (SELECT count(DISTINCT {id}) AS n, "
-                "array_to_string((array_agg(DISTINCT {id}::text))[1:3], '=') AS ids "
+                "array_to_string((array_agg(DISTINCT {idt}))[1:3], '=') AS ids "
                 "FROM {table}{where} GROUP BY md5({send}({vec})) "
                 "HAVING count(DISTINCT {id}) > 1) d").format(
-        sql.Literal(EXAMPLES), id=t.id, table=t.table, where=where, send=send,
+        sql.Literal(EXAMPLES), id=t.id, idt=as_text(t.id), table=t.table, where=where, send=send,
         vec=t.vec)
     groups, rows, ex = conn.execute(q, params).fetchone()
     groups = int(groups)
@@ -183,9 +184,9 @@ def check_dimensions(conn, t: _Target, expected: dict[str, int]) -> Finding:
 def check_missing_judged(conn, t: _Target, judged: list[str], relevant: set[str]) -> Finding:
     if not judged:
         return Finding("missing_judged", "ok", 0, "no judged chunk in the test set")
-    where, params = t.and_(sql.SQL("{}::text = ANY(%s)").format(t.id))
+    where, params = t.and_(sql.SQL("{} = ANY(%s)").format(as_text(t.id)))
     present = {r[0] for r in conn.execute(
-        sql.SQL("SELECT DISTINCT {}::text FROM {}{}").format(t.id, t.table, where),
+        sql.SQL("SELECT DISTINCT {} FROM {}{}").format(as_text(t.id), t.table, where),
         [*params, judged]).fetchall()}
     missing = sorted(set(judged) - present)
     missing_rel = [c for c in missing if c in relevant]

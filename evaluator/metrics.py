@@ -100,7 +100,7 @@ def per_query(conn, run_id: int, measures: list[str], rel: int = 1) -> list[dict
 
     try:
         rows = conn.execute("SELECT query_id, measure, value FROM pgeval.per_query(%s, %s, %s) "
-                            "ORDER BY query_id, ord", (run_id, measures, rel)).fetchall()
+                            "ORDER BY query_id COLLATE \"C\", ord", (run_id, measures, rel)).fetchall()
     except psycopg.errors.InvalidParameterValue as exc:
         raise _sql_error(exc) from None
     out: dict[str, dict] = {}

@@ -4,26 +4,38 @@ Import streams the file into a temporary table with COPY (constant memory), then
 and inserts in SQL, all in one transaction: a rejected file leaves nothing behind.
 
 Order rules (METRICS.md): TREC lines are ranked by score descending, ties by chunk id descending
-(the trec_eval rule; the file's own rank column is ignored). JSONL keeps the given order.
+in byte order (the trec_eval rule, whatever the database's collation; the file's own rank column
+is ignored). JSONL keeps the given order.
+
+Ids follow the one rule of :func:`evaluator.ids.ident` (surrounding whitespace removed, as the
+test set loader does). A TREC score is read only when it is a plain decimal number, which C's
+``atof`` (trec_eval) and pgeval read alike; anything else (``1_0``, Arabic-Indic or full-width
+digits, hex) is refused with file, line and field rather than read differently from trec_eval.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
 
-from .errors import Conflict, InputError, NotFound
-from .id_length import id_length_error
+from . import strict_json
+from .errors import Conflict, IncompleteRun, InputError, NotFound
+from .ids import ident
 from .testset.source import Source
 
 TREC_ORDER = "score descending, ties by chunk id descending (trec_eval rule)"
 JSONL_ORDER = "as given in the file"
 FORMATS = ("trec", "jsonl")
 _BATCH = 1 << 16
+# what C's strtod/atof reads in full, and Python's float() reads to the same value (ASCII only)
+_SCORE = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
+                    re.IGNORECASE)
+_ATOF_PREFIX = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
 @dataclass
@@ -55,24 +67,40 @@ def _trec_lines(path: Path):
             raise InputError(f"expected 6 fields 'qid Q0 chunk rank score tag', found "
                              f"{len(parts)}", file=str(path), line=lineno)
         qid, _, chunk, _, score, _ = parts
-        if len(qid) > 256 or len(chunk) > 256:     # cheap test first: this loop is hot
-            for fld, value in (("query_id", qid), ("chunk_id", chunk)):
-                too_long = id_length_error(value, fld.replace("_", " "))
-                if too_long:
-                    raise InputError(too_long, file=str(path), line=lineno, field=fld)
         if "\x00" in line:
             raise InputError("the line contains a NUL character, which PostgreSQL cannot store",
                              file=str(path), line=lineno)
-        try:
-            value = float(score)
-        except ValueError:
-            raise InputError(f"score '{score}' is not a number", file=str(path),
-                             line=lineno, field="score") from None
+        qid, chunk = _id(qid, "query id", path, lineno), _id(chunk, "chunk id", path, lineno)
+        if not _SCORE.fullmatch(score):
+            raise InputError(_score_error(score), file=str(path), line=lineno,
+                             field="score") from None
+        value = float(score)
         if value != value:
             raise InputError("score is NaN", file=str(path), line=lineno, field="score")
         if "\\" in line:
             qid, chunk = _copy_text(qid), _copy_text(chunk)
         yield f"{qid}\t{chunk}\t{value!r}\t{lineno}\t\\N\n"   # as Python read it
+
+
+def _score_error(score: str) -> str:
+    """Why a TREC score is refused; for a score Python alone reads as a number (``1_0``,
+    ``\u0661``, full-width digits), what trec_eval (C's atof) would read instead."""
+    try:
+        ours = float(score)
+    except ValueError:
+        return f"score '{score}' is not a number"
+    prefix = _ATOF_PREFIX.match(score)
+    atof = float(prefix.group()) if prefix else 0.0
+    return (f"score '{score}' is not a plain decimal number (trec_eval reads it as {atof:g}, "
+            f"not {ours:g}): write it as 0.25, -3 or 1e-5")
+
+
+def _id(value, what: str, path: Path, lineno: int, field: str | None = None) -> str:
+    try:
+        return ident(value, what)
+    except ValueError as exc:
+        raise InputError(str(exc), file=str(path), line=lineno,
+                         field=field or what.replace(" ", "_")) from None
 
 
 def _jsonl_lines(path: Path):
@@ -81,21 +109,31 @@ def _jsonl_lines(path: Path):
 
 
 def _jsonl_rows(path: Path):
-    """Yield (qid, chunk, score or None, line, position) for a JSONL ranked-list file."""
+    """Yield (qid, chunk, score or None, line, position) for a JSONL ranked-list file. A query
+    is on one line: a second line of the same query is refused (never two lists joined)."""
+    seen: dict[str, int] = {}
     for lineno, line in Source(path):   # UTF-8 checked per line
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
+            obj = strict_json.loads(line)
+        except strict_json.DuplicateKey as exc:
+            raise InputError(str(exc), file=str(path), line=lineno, field=exc.field) from None
         except json.JSONDecodeError as exc:
             raise InputError(f"malformed JSON ({exc.msg})", file=str(path),
                              line=lineno) from None
         if not isinstance(obj, dict):
             raise InputError("expected a JSON object", file=str(path), line=lineno)
         qid = obj.get("query_id")
-        if not isinstance(qid, (str, int)) or isinstance(qid, bool) or str(qid) == "":
+        if qid is None or qid == "":
             raise InputError("missing or empty query id", file=str(path), line=lineno,
                              field="query_id")
+        qid = _id(qid, "query id", path, lineno, "query_id")
+        if qid in seen:
+            raise InputError(f"query '{qid}' already has its ranked list on line {seen[qid]} "
+                             "(one line per query)", file=str(path), line=lineno,
+                             field="query_id")
+        seen[qid] = lineno
         ranked = obj.get("ranked")
         if not isinstance(ranked, list):
             raise InputError("expected a list of {chunk_id, score}", file=str(path),
@@ -106,14 +144,10 @@ def _jsonl_rows(path: Path):
                 chunk, score = item.get("chunk_id"), item.get("score")
             else:
                 chunk = item
-            if not isinstance(chunk, (str, int)) or isinstance(chunk, bool) or str(chunk) == "":
+            if chunk is None or chunk == "":
                 raise InputError(f"item {pos} has no chunk_id", file=str(path),
                                  line=lineno, field="ranked")
-            for fld, value in (("query_id", str(qid)), ("ranked", str(chunk))):
-                bad = _unstorable(value) or id_length_error(
-                    value, "query id" if fld == "query_id" else "chunk id")
-                if bad:
-                    raise InputError(f"item {pos}: {bad}", file=str(path), line=lineno, field=fld)
+            chunk = _id(chunk, f"item {pos} chunk id", path, lineno, "ranked")
             if score is not None:
                 try:
                     if isinstance(score, bool) or not isinstance(score, (int, float)):
@@ -124,18 +158,7 @@ def _jsonl_rows(path: Path):
                 except (ValueError, OverflowError):
                     raise InputError(f"item {pos} score is not a number", file=str(path),
                                      line=lineno, field="ranked") from None
-            yield str(qid), str(chunk), score, lineno, pos
-
-
-def _unstorable(text: str) -> str | None:
-    """Why PostgreSQL cannot store ``text`` (a NUL, a lone surrogate from a JSON escape), or None."""
-    if "\x00" in text:
-        return "contains a NUL character (\\u0000), which PostgreSQL cannot store"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "contains a lone UTF-16 surrogate (a broken \\uD800-\\uDFFF escape)"
-    return None
+            yield qid, chunk, score, lineno, pos
 
 
 def _copy_text(value) -> str:
@@ -175,8 +198,9 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
             if not replace:
                 raise Conflict(f"a run named '{name}' exists (use --replace or another --name)")
             conn.execute("DELETE FROM pgeval.run WHERE run_id = %s", existing)
-        conn.execute("CREATE TEMP TABLE _pgeval_import (query_id text, chunk_id text, "
-                     "score float8, line int, pos int) ON COMMIT DROP")
+        # ids in byte order (ties in score are broken by chunk id as trec_eval does)
+        conn.execute('CREATE TEMP TABLE _pgeval_import (query_id text COLLATE "C", chunk_id text '
+                     'COLLATE "C", score float8, line int, pos int) ON COMMIT DROP')
         n = 0
         with conn.cursor().copy("COPY _pgeval_import FROM STDIN") as copy:
             buf = []
@@ -247,6 +271,10 @@ def export_run(conn, name: str, fmt: str, out) -> int:
     if fmt not in FORMATS:
         raise InputError(f"unknown run format '{fmt}' (use trec or jsonl)", field="--format")
     run = resolve_run(conn, name)
+    if run.status != "complete":
+        # a run still being written (or interrupted) would read back as a complete run
+        raise IncompleteRun(f"run '{run.name}' is {run.status}, not complete: an export would "
+                            "read back as a complete run (`pgeval run resume` it first)")
     cur = conn.execute("SELECT query_id, rank, chunk_id, score FROM pgeval.result WHERE run_id = %s "
                        "ORDER BY query_id, rank", (run.run_id,))
     lines = 0

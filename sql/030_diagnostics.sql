@@ -54,5 +54,5 @@ LANGUAGE sql STABLE AS $$
       FROM pq
      WHERE (pq.measure = 'ndcg@10' AND pq.value < 0.5)
         OR (pq.measure <> 'ndcg@10' AND pq.value < 0.3)
-     ORDER BY 2, pq.value, pq.query_id
+     ORDER BY 2, pq.value, pq.query_id COLLATE "C"
 $$;

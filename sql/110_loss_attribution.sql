@@ -155,7 +155,7 @@ LANGUAGE sql STABLE AS $$
            END,
            p.final_rank, p.merge_rank, p.path_rank, p.exact_rank, coalesce(p.paths, '{}')
       FROM pos p JOIN flags f ON f.repetition = p.repetition
-     ORDER BY p.repetition, p.query_id, p.chunk_id
+     ORDER BY p.repetition, p.query_id COLLATE "C", p.chunk_id COLLATE "C"
 $$;
 
 -- Only the lost chunks: every relevant chunk of a valid query missing from the final top K.
@@ -298,13 +298,13 @@ LANGUAGE sql STABLE AS $$
                                                  'merge_rank', f.merge_rank,
                                                  'path_rank', f.path_rank,
                                                  'exact_rank', f.exact_rank)
-                              ORDER BY f.grade DESC, f.chunk_id)
+                              ORDER BY f.grade DESC, f.chunk_id COLLATE "C")
                         FILTER (WHERE f.category <> 'kept'), '[]'::jsonb)
       FROM f
       JOIN pgeval.experiment e ON e.experiment_id = p_experiment
       JOIN pgeval.query q ON q.testset_id = e.testset_id AND q.query_id = f.query_id
      GROUP BY f.query_id, q.query_text, q.types
     HAVING count(*) FILTER (WHERE f.category <> 'kept') > 0
-     ORDER BY 6, count(*) FILTER (WHERE f.category <> 'kept') DESC, f.query_id
+     ORDER BY 6, count(*) FILTER (WHERE f.category <> 'kept') DESC, f.query_id COLLATE "C"
      LIMIT p_limit
 $$;

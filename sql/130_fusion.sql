@@ -1,5 +1,6 @@
 -- Fusion of ranked lists (the merge stage), computed over stored runs in schema pgeval. One entry
--- per chunk and query; ranks 1..n by fused score descending, ties by chunk id ascending; cut at
+-- per chunk and query; ranks 1..n by fused score descending, ties by chunk id ascending (byte
+-- order: COLLATE "C", whatever the database's collation); cut at
 -- p_depth (NULL: everything). p_input_depth (NULL: every stored row) cuts each input first.
 -- Weights are aligned with p_runs (NULL: 1 each).
 --
@@ -73,11 +74,11 @@ LANGUAGE sql STABLE AS $$
                GROUP BY r.query_id, r.chunk_id),
     ranked AS (SELECT f.query_id, f.chunk_id, f.score,
                       row_number() OVER (PARTITION BY f.query_id
-                                         ORDER BY f.score DESC, f.chunk_id)::integer AS rank
+                                         ORDER BY f.score DESC, f.chunk_id COLLATE "C")::integer AS rank
                  FROM fused f)
     SELECT x.query_id, x.rank, x.chunk_id, x.score FROM ranked x
      WHERE p_depth IS NULL OR x.rank <= p_depth
-     ORDER BY x.query_id, x.rank
+     ORDER BY x.query_id COLLATE "C", x.rank
 $$;
 
 CREATE OR REPLACE FUNCTION pgeval.fuse_scores(p_runs bigint[],
@@ -121,9 +122,9 @@ LANGUAGE sql STABLE AS $$
                GROUP BY c.query_id, c.chunk_id),
     ranked AS (SELECT f.query_id, f.chunk_id, f.score,
                       row_number() OVER (PARTITION BY f.query_id
-                                         ORDER BY f.score DESC, f.chunk_id)::integer AS rank
+                                         ORDER BY f.score DESC, f.chunk_id COLLATE "C")::integer AS rank
                  FROM fused f)
     SELECT x.query_id, x.rank, x.chunk_id, x.score FROM ranked x
      WHERE p_depth IS NULL OR x.rank <= p_depth
-     ORDER BY x.query_id, x.rank
+     ORDER BY x.query_id COLLATE "C", x.rank
 $$;

@@ -6,6 +6,9 @@ whole test session, schema pgeval installed once; never mocks.
 - ``clean``: empties schema pgeval's data before the test (tables stay).
 - ``pgeval``: runs the CLI in-process: ``code, out, err = pgeval("metrics", "r1")``.
 - ``shared_dir``: ``../shared`` of the checkout, or the test is skipped when it is absent.
+- ``en_us_database``: a second database on the same server whose collation is en_US.UTF-8 (what
+  most production servers use), schema pgeval installed; ``en_us_conn``: an autocommit connection
+  to it with schema pgeval's data emptied. Skipped only when the machine lacks the locale.
 """
 
 from __future__ import annotations
@@ -70,6 +73,43 @@ def clean(database):
     with database.connect(autocommit=True) as c:
         c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY CASCADE")
     return database
+
+
+EN_US_DB = "pgeval_en_us"
+
+
+@pytest.fixture(scope="session")
+def en_us_database(database):
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    from evaluator.db import Database
+    from evaluator.install import init
+
+    with database.connect(autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {EN_US_DB}")
+        try:
+            c.execute(f"CREATE DATABASE {EN_US_DB} TEMPLATE template0 ENCODING 'UTF8' "
+                      "LOCALE 'en_US.UTF-8'")
+        except psycopg.Error as exc:
+            if "locale" not in str(exc).lower():
+                raise
+            pytest.skip("the locale en_US.UTF-8 is not installed on this machine (Debian: "
+                        "apt-get install locales, enable it in /etc/locale.gen, locale-gen, then "
+                        f"start the server): {str(exc).strip().splitlines()[0]}")
+    db = Database(dsn=make_conninfo(database.uri(), dbname=EN_US_DB))
+    with db.connect(autocommit=True) as c:
+        assert c.execute("SELECT datcollate FROM pg_database WHERE datname = current_database()"
+                         ).fetchone()[0] == "en_US.UTF-8"
+    init(db)
+    return db
+
+
+@pytest.fixture
+def en_us_conn(en_us_database):
+    with en_us_database.connect(autocommit=True) as c:
+        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY CASCADE")
+        yield c
 
 
 @pytest.fixture

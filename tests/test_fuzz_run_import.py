@@ -59,7 +59,8 @@ def _expected(data: bytes, fmt: str) -> dict[str, list[str]]:
             obj = json.loads(line)
             for item in obj["ranked"]:
                 chunk = item["chunk_id"] if isinstance(item, dict) else item
-                lists.setdefault(str(obj["query_id"]), []).append(str(chunk))
+                # ids as the test set loader reads them: surrounding whitespace removed
+                lists.setdefault(str(obj["query_id"]).strip(), []).append(str(chunk).strip())
     out = {}
     for qid, items in lists.items():
         if qid in QUERIES:

@@ -38,9 +38,9 @@ RUN_CASES = [
     ("long-query.trec", f"q1 Q0 a 1 2 t\n{QLONG} Q0 a 1 1 t\n",
      "long-query.trec:2, field 'query_id': " + _too_long("query id", QLONG)),
     ("long-chunk.jsonl", json.dumps({"query_id": "q1", "ranked": ["a", LONG]}) + "\n",
-     "long-chunk.jsonl:1, field 'ranked': item 2: " + _too_long("chunk id", LONG)),
+     "long-chunk.jsonl:1, field 'ranked': " + _too_long("item 2 chunk id", LONG)),
     ("long-query.jsonl", json.dumps({"query_id": QLONG, "ranked": ["a"]}) + "\n",
-     "long-query.jsonl:1, field 'query_id': item 1: " + _too_long("query id", QLONG)),
+     "long-query.jsonl:1, field 'query_id': " + _too_long("query id", QLONG)),
 ]
 
 

@@ -39,8 +39,11 @@ def fresh(database, conn, request):
     conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-def test_head_is_the_run_progress_revision():
-    assert head_revision() == "0002"
+HEAD = "0003_order"
+
+
+def test_head_is_the_byte_order_revision():
+    assert head_revision() == HEAD
 
 
 def test_upgrade_from_an_empty_database(fresh):
@@ -49,7 +52,7 @@ def test_upgrade_from_an_empty_database(fresh):
         with pytest.raises(DatabaseError, match="not installed"):
             ensure_installed(c)
     report = init(fresh)
-    assert (report.revision_before, report.revision_after) == (None, "0002")
+    assert (report.revision_before, report.revision_after) == (None, HEAD)
     assert report.sql_files and "vector" in report.extensions
     with fresh.connect(autocommit=True) as c:
         assert _tables(c) >= TABLES_0001 | {"run_progress", "alembic_version"}
@@ -59,7 +62,7 @@ def test_upgrade_from_an_empty_database(fresh):
         assert c.execute("SELECT count(*) FROM pgeval.summary(0, ARRAY['recall@10'], 1)"
                          ).fetchone() is not None
     again = init(fresh)                      # idempotent
-    assert (again.revision_before, again.revision_after) == ("0002", "0002")
+    assert (again.revision_before, again.revision_after) == (HEAD, HEAD)
 
 
 def test_downgrade_to_base_and_upgrade_again(fresh, pgeval):
@@ -70,7 +73,7 @@ def test_downgrade_to_base_and_upgrade_again(fresh, pgeval):
         assert current_revision(c) == "0001"
         assert "run_progress" not in _tables(c)
         assert not {"pid", "host", "heartbeat_at"} & _run_columns(c)
-        with pytest.raises(DatabaseError, match="at revision 0001, this pgeval needs 0002"):
+        with pytest.raises(DatabaseError, match=f"at revision 0001, this pgeval needs {HEAD}"):
             ensure_installed(c)
     downgrade_tables(uri, "base")
     with fresh.connect(autocommit=True) as c:
@@ -78,7 +81,7 @@ def test_downgrade_to_base_and_upgrade_again(fresh, pgeval):
         assert _tables(c) <= {"alembic_version"}
     upgrade_tables(uri)
     report = init(fresh)                     # the SQL API comes back with the tables
-    assert report.revision_after == "0002"
+    assert report.revision_after == HEAD
     with fresh.connect(autocommit=True) as c:
         assert _tables(c) >= TABLES_0001 | {"run_progress"}
     # and the whole schema works: a test set, a run, its metrics
@@ -107,11 +110,11 @@ def test_init_upgrades_an_older_revision_and_keeps_data(fresh, pgeval, tmp_path)
     # commands that need the new schema say so instead of failing on a missing column
     code, out, err = pgeval("--dsn", uri, "run", "pipeline", "--testset", "old", "--stages",
                             "exact", "--target", "t")
-    assert code == 1 and "at revision 0001, this pgeval needs 0002: run `pgeval init`" in err, err
+    assert code == 1 and f"at revision 0001, this pgeval needs {HEAD}: run `pgeval init`" in err, err
     code, out, err = pgeval("--dsn", uri, "init", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
-    assert (doc["revision_before"], doc["revision_after"]) == ("0001", "0002")
+    assert (doc["revision_before"], doc["revision_after"]) == ("0001", HEAD)
     with fresh.connect(autocommit=True) as c:
         c.execute("SELECT pgeval.refresh_ideal(testset_id) FROM pgeval.testset")
         assert "run_progress" in _tables(c)
@@ -181,3 +184,70 @@ def test_a_failing_sql_file_leaves_the_old_api_in_place(fresh, monkeypatch, tmp_
                          ).fetchone()[0] is not None
         assert c.execute("SELECT to_regprocedure('pgeval.summary(bigint, text[], integer)')"
                          ).fetchone()[0] is not None
+ID_COLUMNS = {("query", "query_id"), ("qrel", "query_id"), ("qrel", "chunk_id"),
+              ("query_embedding", "query_id"), ("result", "query_id"), ("result", "chunk_id"),
+              ("query_timing", "query_id"), ("query_plan", "query_id"), ("answer", "query_id"),
+              ("answer", "cited"), ("answer", "supported"), ("run_progress", "query_id")}
+
+
+def _collations(conn) -> dict[tuple[str, str], str]:
+    return {(t, c): coll for t, c, coll in conn.execute(
+        "SELECT cl.relname, a.attname, co.collname FROM pg_attribute a "
+        "JOIN pg_class cl ON cl.oid = a.attrelid JOIN pg_namespace n ON n.oid = cl.relnamespace "
+        "JOIN pg_collation co ON co.oid = a.attcollation "
+        "WHERE n.nspname = 'pgeval' AND cl.relkind = 'r' AND a.attnum > 0").fetchall()
+        if (t, c) in ID_COLUMNS}
+
+
+def test_byte_order_revision_keeps_data_on_a_language_collation(database, en_us_database, conn,
+                                                                pgeval):
+    """0003_order on an en_US.UTF-8 database set up by an older pgeval: every id column becomes
+    COLLATE "C" with its rows kept (keys and indexes rebuilt), ties then break in byte order;
+    downgrading gives the database's collation back, data still there."""
+    name = "pgeval_mig_order"
+    conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    conn.execute(f"CREATE DATABASE {name} TEMPLATE template0 LOCALE 'en_US.UTF-8'")
+    db = Database(dsn=dsn(database, dbname=name))     # en_us_database: skipped without the locale
+    uri = db.uri()
+    try:
+        with db.connect(autocommit=True) as c:
+            c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            c.execute("CREATE SCHEMA pgeval")
+        upgrade_tables(uri, "0002")
+        with db.connect(autocommit=True) as c:
+            tid = c.execute("INSERT INTO pgeval.testset (name, content_hash, source_format) "
+                            "VALUES ('old', 'h', 'test') RETURNING testset_id").fetchone()[0]
+            c.execute("INSERT INTO pgeval.query (testset_id, query_id, position) "
+                      "VALUES (%s, 'q1', 1)", (tid,))
+            c.execute("INSERT INTO pgeval.qrel VALUES (%s, 'q1', 'b1', 1, NULL)", (tid,))
+            rid = c.execute("INSERT INTO pgeval.run (name, testset_id, stage, order_rule, status) "
+                            "VALUES ('old-run', %s, 'import', 'as given', 'complete') "
+                            "RETURNING run_id", (tid,)).fetchone()[0]
+            for rank, chunk in enumerate(["a1", "B1", "b1"], 1):
+                c.execute("INSERT INTO pgeval.result VALUES (%s, 'q1', %s, %s, 1.0)",
+                          (rid, rank, chunk))
+            c.execute("INSERT INTO pgeval.answer (run_id, query_id, answer, cited, supported) "
+                      "VALUES (%s, 'q1', 'x', '{a1,B1}', '{B1}')", (rid,))
+            c.execute("INSERT INTO pgeval.run_progress VALUES (%s, 'q1')", (rid,))
+            assert c.execute("SELECT array_agg(chunk_id ORDER BY chunk_id) FROM pgeval.result"
+                             ).fetchone()[0] == ["a1", "b1", "B1"]     # en_US order
+            assert set(_collations(c).values()) == {"default"}
+        assert init(db).revision_after == HEAD
+        with db.connect(autocommit=True) as c:
+            assert _collations(c) == {col: "C" for col in ID_COLUMNS}
+            assert c.execute("SELECT array_agg(chunk_id ORDER BY chunk_id) FROM pgeval.result"
+                             ).fetchone()[0] == ["B1", "a1", "b1"]     # byte order
+            assert c.execute("SELECT cited, supported FROM pgeval.answer").fetchone() == (
+                ["a1", "B1"], ["B1"])
+            assert c.execute("SELECT count(*) FROM pgeval.run_progress").fetchone()[0] == 1
+            c.execute("SELECT pgeval.refresh_ideal(testset_id) FROM pgeval.testset")
+        code, out, err = pgeval("--dsn", uri, "metrics", "old-run", "--format", "json")
+        assert code == 0, err
+        assert json.loads(out)["summary"]["mrr@20"] == pytest.approx(1 / 3)
+        downgrade_tables(uri, "0002")
+        with db.connect(autocommit=True) as c:
+            assert set(_collations(c).values()) == {"default"}
+            assert c.execute("SELECT count(*) FROM pgeval.result").fetchone()[0] == 3
+    finally:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+

@@ -10,7 +10,8 @@ Conventions every stage follows (METRICS.md is the contract; these make it concr
 - **Ranks** are 1..n, produced by a deterministic SQL ``ORDER BY score-expression, chunk_id``:
   ``ORDER BY distance, chunk_id`` for distances, ``ORDER BY score DESC, chunk_id`` for
   similarities. The rule is written in ``pgeval.run.order_rule`` (:data:`ORDER_DISTANCE`,
-  :data:`ORDER_SIMILARITY`).
+  :data:`ORDER_SIMILARITY`). The chunk id is the table's id as text ``COLLATE "C"``
+  (:func:`evaluator.ids.as_text`): ties break in byte order whatever the table's collation.
 - **Duplicates** (several rows of the knowledge base mapping to one chunk id) are collapsed to the
   chunk's best score, hence its best rank, before ranking.
 - **Scores**: vector stages (exact, hnsw, ivfflat, diskann) store in ``result.score`` the exact

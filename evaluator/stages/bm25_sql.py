@@ -15,7 +15,8 @@ configuration) serves it; without one every query scans and parses the whole tab
 says which CREATE INDEX to run (:func:`fts_index_sql`).
 
 Every statement returns ``chunk_id, score, n`` (n = matching rows the statement returned, before
-collapsing) ordered best first; per query the text is the parameter ``q``; in batch mode the
+collapsing; chunk_id the id as text COLLATE "C", so that ties break in byte order whatever the
+table's collation) ordered best first; per query the text is the parameter ``q``; in batch mode the
 parameters are ``ids`` and ``texts`` (text[]) and the columns are ``query_id, chunk_id, score,
 n``. Names are :class:`psycopg.sql.Identifier`, the text configuration a checked literal, filters
 and query text bound parameters.
@@ -26,6 +27,8 @@ from __future__ import annotations
 import re
 
 from psycopg import sql
+
+from ..ids import as_text
 
 Q = "pgeval_q"
 
@@ -106,9 +109,9 @@ def textsearch(target, column: str, depth: int, qexpr: sql.Composable,
     src, params = _source(target, where_ph)
     score = sql.SQL("{} <@> to_bm25query({}, {})").format(
         sql.Identifier("kb", column), qexpr, sql.Placeholder("idx"))
-    inner = sql.SQL("SELECT {id}::text AS chunk_id, {score} AS score FROM {src} "
+    inner = sql.SQL("SELECT {id} AS chunk_id, {score} AS score FROM {src} "
                     "ORDER BY {score} LIMIT {k}").format(
-        id=sql.Identifier("kb", target.id_column), score=score, src=src,
+        id=as_text(sql.Identifier("kb", target.id_column)), score=score, src=src,
         k=sql.Literal(int(depth)))
     return sql.SQL("SELECT s.chunk_id, min(s.score) AS score, (sum(count(*)) OVER ())::int AS n "
                    "FROM ({}) s WHERE s.score < 0 GROUP BY s.chunk_id").format(inner), params
@@ -132,10 +135,10 @@ def fulltext(target, column: str | None, tsvector_column: str | None, config: st
            sql.SQL("to_tsvector({}::regconfig, {})").format(sql.Literal(config),
                                                           sql.Identifier("kb", column)))
     inner = sql.SQL(
-        "SELECT {id}::text AS chunk_id, ts_rank_cd({tsv}, tq.q, {norm})::float8 AS score "
+        "SELECT {id} AS chunk_id, ts_rank_cd({tsv}, tq.q, {norm})::float8 AS score "
         "FROM {src} CROSS JOIN (SELECT {tsq} AS q) AS tq WHERE {tsv} @@ tq.q "
         "ORDER BY 2 DESC, 1 LIMIT {k}").format(
-        id=sql.Identifier("kb", target.id_column), tsv=tsv, norm=sql.Literal(int(normalization)),
+        id=as_text(sql.Identifier("kb", target.id_column)), tsv=tsv, norm=sql.Literal(int(normalization)),
         src=src, tsq=_tsquery(config, qexpr), k=sql.Literal(int(depth)))
     return sql.SQL("SELECT s.chunk_id, max(s.score) AS score, (sum(count(*)) OVER ())::int AS n "
                    "FROM ({}) s GROUP BY s.chunk_id").format(inner), params

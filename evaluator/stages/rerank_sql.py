@@ -10,6 +10,7 @@ from dataclasses import replace
 from psycopg import sql
 
 from ..errors import InputError
+from ..ids import as_text
 
 
 def columns(kb, target) -> dict[str, tuple[str, str]]:
@@ -44,8 +45,8 @@ def distances(target, id_type: str) -> tuple[sql.Composable, dict]:
     """``chunk_id, distance`` (the target's operator, full precision) for parameters ``ids`` and
     ``q`` (the query vector)."""
     src, match, params = _source(target, id_type)
-    stmt = sql.SQL("SELECT kb.{id}::text, min({dist}) FROM {src} WHERE {match} GROUP BY 1").format(
-        id=sql.Identifier(target.id_column), dist=target.distance_expr(sql.Placeholder("q"), "kb"),
+    stmt = sql.SQL("SELECT {id}, min({dist}) FROM {src} WHERE {match} GROUP BY 1").format(
+        id=as_text(sql.Identifier("kb", target.id_column)), dist=target.distance_expr(sql.Placeholder("q"), "kb"),
         src=src, match=match)
     return stmt, params
 

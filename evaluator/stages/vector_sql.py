@@ -14,6 +14,8 @@ import math
 
 from psycopg import sql
 
+from ..ids import as_text
+
 Q = "pgeval_q"   # alias of the query list in batch mode (unlikely to clash with user columns)
 
 
@@ -32,12 +34,13 @@ class Dollar:
 
 def inner(target, depth: int, qparam: sql.Composable, ph=sql.Placeholder,
           cast: bool = True) -> tuple[sql.Composable, dict]:
-    """``SELECT id::text AS chunk_id, dist FROM t WHERE ... ORDER BY <bare operator> LIMIT k``."""
+    """``SELECT id::text COLLATE "C" AS chunk_id, dist FROM t WHERE ... ORDER BY <bare operator>
+    LIMIT k`` (chunk ids in byte order for every tie-break above, whatever the table's collation)."""
     dist = target.distance_expr(qparam, cast=cast)
     where, params = target.where_named(ph=ph)
-    stmt = sql.SQL("SELECT {id}::text AS chunk_id, {dist} AS dist FROM {table}{where} "
+    stmt = sql.SQL("SELECT {id} AS chunk_id, {dist} AS dist FROM {table}{where} "
                    "ORDER BY {dist} LIMIT {k}").format(
-        id=sql.Identifier(target.id_column), dist=dist, table=target.table_sql(), where=where,
+        id=as_text(sql.Identifier(target.id_column)), dist=dist, table=target.table_sql(), where=where,
         k=sql.Literal(int(depth)))
     return stmt, params
 
@@ -62,9 +65,9 @@ def _ranked(target, depth: int, qparam, ph, cast: bool, exact: bool, overfetch: 
         dist = target.distance_expr(qparam, cast=cast)
         where, params = target.where_named(ph=ph)
         n = sql.SQL(", (least(count(*) OVER (), {}))::int AS n").format(k) if with_n else sql.SQL("")
-        return sql.SQL("SELECT {id}::text AS chunk_id, min({dist}) AS dist{n} FROM {table}{where} "
+        return sql.SQL("SELECT {id} AS chunk_id, min({dist}) AS dist{n} FROM {table}{where} "
                        "GROUP BY 1 ORDER BY 2, 1 LIMIT {k}").format(
-            id=sql.Identifier(target.id_column), dist=dist, n=n, table=target.table_sql(),
+            id=as_text(sql.Identifier(target.id_column)), dist=dist, n=n, table=target.table_sql(),
             where=where, k=k), params, with_n
     body, params = inner(target, math.ceil(depth * max(1.0, overfetch)), qparam, ph, cast)
     return sql.SQL("SELECT s.chunk_id, min(s.dist) AS dist, (sum(count(*)) OVER ())::int AS n "

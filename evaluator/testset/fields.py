@@ -10,7 +10,7 @@ import json
 import math
 import re
 
-from ..id_length import MAX_ID_BYTES, id_length_error  # noqa: F401 (MAX_ID_BYTES re-exported)
+from ..ids import MAX_ID_BYTES, ident  # noqa: F401  (the one rule for ids, see evaluator.ids)
 
 MAX_DIM = 16000           # pgvector's limit for the vector type
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -36,24 +36,6 @@ def clean_str(value: str, what: str) -> str:
             raise ValueError(f"{what} contains a lone surrogate escape (e.g. \\ud800), "
                              "which is not valid Unicode") from None
     return value
-
-
-def ident(value, what: str = "id") -> str:
-    """A query or chunk id: a non-empty string (an integer is taken as its decimal text)."""
-    if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise ValueError(f"{what} must be a string, found {_kind(value)}")
-    text = str(value).strip()
-    if not text:
-        raise ValueError(f"{what} is empty")
-    clean_str(text, what)
-    bad = _CONTROL.search(text)
-    if bad:
-        raise ValueError(f"{what} '{show(text)}' contains a control character "
-                         f"({repr(bad.group())[1:-1]})")
-    too_long = id_length_error(text, what)
-    if too_long:
-        raise ValueError(too_long)
-    return text
 
 
 def query_text(value, required: bool = True) -> str | None:

@@ -65,8 +65,7 @@ def _judgements(relevant, grade_map: GradeMap, fail):
         lookup = grade_map.lookup
         for chunk, value in relevant.items():
             try:
-                if not _plain_id(chunk):
-                    chunk = fields.ident(chunk, "chunk id")
+                chunk = fields.ident(chunk, "chunk id")
                 grade, source = lookup(value)
             except ValueError as exc:
                 raise fail(f"chunk '{fields.show(chunk)}': {exc}", "relevant") from None
@@ -78,24 +77,16 @@ def _judgements(relevant, grade_map: GradeMap, fail):
         return chunks, grades, sources
     if isinstance(relevant, list):
         for i, chunk in enumerate(relevant):
-            if not _plain_id(chunk):
-                try:
-                    chunk = fields.ident(chunk, f"item {i + 1}")
-                except ValueError as exc:
-                    raise fail(str(exc), "relevant") from None
+            try:
+                chunk = fields.ident(chunk, f"item {i + 1}")
+            except ValueError as exc:
+                raise fail(str(exc), "relevant") from None
             chunks.append(chunk)
         if len(set(chunks)) != len(chunks):
             raise fail(f"chunk '{_first_duplicate(chunks)}' is listed twice", "relevant")
         return chunks, [1] * len(chunks), [None] * len(chunks)
     raise fail("must be an object {chunk id: grade} or a list of chunk ids, found "
                f"{fields._kind(relevant)}", "relevant")
-
-
-def _plain_id(value) -> bool:
-    """The common case, checked fast: a short printable ASCII string without surrounding blanks
-    (anything else goes through :func:`fields.ident`)."""
-    return (type(value) is str and value.isascii() and value.isprintable()
-            and 0 < len(value) <= 256 and value == value.strip())
 
 
 def _first_duplicate(items):

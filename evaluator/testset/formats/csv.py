@@ -17,6 +17,7 @@ import csv
 import json
 from typing import Iterator
 
+from ... import strict_json
 from .. import fields
 from ..records import Row
 from ..validate import query_row
@@ -37,7 +38,9 @@ def _lines(src, where: list):
 
 def _json_cell(src, n, field, cell):
     try:
-        return json.loads(cell)
+        return strict_json.loads(cell)
+    except strict_json.DuplicateKey as exc:
+        raise src.error(str(exc), line=n, field=field) from None
     except (ValueError, RecursionError) as exc:
         msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "cannot be read"
         raise src.error(f"cell starts with '{cell[0]}' but is not valid JSON: {msg}", line=n,

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Iterator
 
+from ... import strict_json
 from .. import fields
 from ..records import Row
 from ..validate import query_row
@@ -20,7 +21,9 @@ from ..validate import query_row
 
 def parse_line(src, n: int, text: str):
     try:
-        obj = json.loads(text)
+        obj = strict_json.loads(text)
+    except strict_json.DuplicateKey as exc:
+        raise src.error(str(exc), line=n, field=exc.field) from None
     except json.JSONDecodeError as exc:
         raise src.error(f"not valid JSON: {exc.msg} at column {exc.colno}", line=n) from None
     except (ValueError, RecursionError) as exc:

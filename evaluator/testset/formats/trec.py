@@ -70,9 +70,7 @@ def qrels(src, file_idx: int, grade_map, columns=("query-id", "iteration", "chun
                 chunks, grades, sources, lines = [], [], [], []
             raw_qid = parts[qcol]
             qid = _ident(src, n, raw_qid, "query id", columns[qcol])
-        chunk = parts[ccol]
-        if not chunk or len(chunk) > 256 or not chunk.isprintable() or chunk != chunk.strip():
-            chunk = _ident(src, n, chunk, "chunk id", columns[ccol])
+        chunk = _ident(src, n, parts[ccol], "chunk id", columns[ccol])
         try:
             graded = grade_map.lookup(parts[gcol])
         except ValueError as exc:
