@@ -2,29 +2,95 @@
 -- their functions live here so that `pgeval init` brings an upgraded database the current body
 -- (CREATE OR REPLACE keeps the triggers attached). A trigger function's signature never changes.
 
--- Fills pgeval.result.grade from the run's test set as rows are written. A writer that joins the
--- judgements itself (run import) says so for its statement with
--- SET LOCAL pgeval.result_grades = 'filled', and the trigger has nothing to do.
+-- Results are stored one row per ranked list in pgeval.result_list (migration 0004_storage).
+
+-- Fills pgeval.result_list.grades (the judged grade at each position, NULL: not judged) from the
+-- run's test set when a list is written without them (trigger WHEN (NEW.grades IS NULL)). The
+-- stage writer and run import join the judgements themselves and write the grades.
 CREATE OR REPLACE FUNCTION pgeval.result_fill_grades() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    IF current_setting('pgeval.result_grades', true) = 'filled' THEN
-        RETURN NULL;
+    SELECT coalesce(array_agg(j.grade ORDER BY u.pos), '{}') INTO NEW.grades
+      FROM unnest(NEW.chunk_ids) WITH ORDINALITY AS u(chunk_id, pos)
+      LEFT JOIN pgeval.qrel j
+             ON j.testset_id = (SELECT ru.testset_id FROM pgeval.run ru WHERE ru.run_id = NEW.run_id)
+            AND j.query_id = NEW.query_id AND j.chunk_id = u.chunk_id;
+    RETURN NEW;
+END
+$$;
+
+-- Keeps pgeval.run.n_queries / n_rows (lists and results of the run) as lists are written,
+-- changed or deleted: `run list` and `run delete` never count results.
+CREATE OR REPLACE FUNCTION pgeval.result_list_count() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP IN ('INSERT', 'UPDATE') THEN
+        UPDATE pgeval.run ru SET n_queries = ru.n_queries + d.n, n_rows = ru.n_rows + d.r
+          FROM (SELECT run_id, count(*) AS n, sum(cardinality(chunk_ids)) AS r
+                  FROM new_lists GROUP BY run_id) d
+         WHERE ru.run_id = d.run_id;
     END IF;
-    UPDATE pgeval.result r SET grade = j.grade
-      FROM new_rows n
-      JOIN pgeval.run ru ON ru.run_id = n.run_id
-      JOIN pgeval.qrel j ON j.testset_id = ru.testset_id AND j.query_id = n.query_id
-                        AND j.chunk_id = n.chunk_id
-     WHERE r.run_id = n.run_id AND r.rank = n.rank AND r.query_id = n.query_id;
+    IF TG_OP IN ('DELETE', 'UPDATE') THEN
+        UPDATE pgeval.run ru SET n_queries = ru.n_queries - d.n, n_rows = ru.n_rows - d.r
+          FROM (SELECT run_id, count(*) AS n, sum(cardinality(chunk_ids)) AS r
+                  FROM old_lists GROUP BY run_id) d
+         WHERE ru.run_id = d.run_id;
+    END IF;
     RETURN NULL;
 END
 $$;
 
--- pgeval.result has no foreign key to pgeval.run (the per-row check halved import speed): a
+-- pgeval.result_list has no foreign key to pgeval.run (a per-row check costs import speed): a
 -- run's results go with it through this statement-level trigger.
 CREATE OR REPLACE FUNCTION pgeval.run_delete_results() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM pgeval.result r USING old_runs o WHERE r.run_id = o.run_id;
+    DELETE FROM pgeval.result_list r USING old_runs o WHERE r.run_id = o.run_id;
     RETURN NULL;
+END
+$$;
+
+-- INSTEAD OF INSERT on the view pgeval.result: a row appends to its ranked list (rank = the next
+-- position; a chunk already listed or a taken rank: unique_violation; rank < 1: check_violation).
+CREATE OR REPLACE FUNCTION pgeval.result_append_row() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    cur pgeval.result_list;
+BEGIN
+    IF NEW.rank IS NULL OR NEW.rank < 1 THEN
+        RAISE check_violation USING MESSAGE = format('rank %s of query %s: ranks start at 1',
+                                                     NEW.rank, NEW.query_id);
+    END IF;
+    SELECT * INTO cur FROM pgeval.result_list
+     WHERE run_id = NEW.run_id AND query_id = NEW.query_id FOR UPDATE;
+    IF NOT FOUND THEN
+        IF NEW.rank <> 1 THEN
+            RAISE check_violation USING MESSAGE = format(
+                'rank %s of query %s: a ranked list starts at rank 1', NEW.rank, NEW.query_id);
+        END IF;
+        INSERT INTO pgeval.result_list (run_id, query_id, chunk_ids, scores, grades)
+        VALUES (NEW.run_id, NEW.query_id, ARRAY[NEW.chunk_id], ARRAY[NEW.score],
+                CASE WHEN NEW.grade IS NOT NULL THEN ARRAY[NEW.grade] END);
+        RETURN NEW;
+    END IF;
+    IF NEW.chunk_id = ANY (cur.chunk_ids) THEN
+        RAISE unique_violation USING MESSAGE = format(
+            'query %s lists chunk %s twice', NEW.query_id, NEW.chunk_id);
+    END IF;
+    IF NEW.rank <= cardinality(cur.chunk_ids) THEN
+        RAISE unique_violation USING MESSAGE = format(
+            'query %s has a result at rank %s', NEW.query_id, NEW.rank);
+    END IF;
+    IF NEW.rank <> cardinality(cur.chunk_ids) + 1 THEN
+        RAISE check_violation USING MESSAGE = format(
+            'rank %s of query %s: the next rank is %s', NEW.rank, NEW.query_id,
+            cardinality(cur.chunk_ids) + 1);
+    END IF;
+    IF NEW.grade IS NULL THEN
+        SELECT j.grade INTO NEW.grade FROM pgeval.qrel j JOIN pgeval.run ru
+            ON ru.testset_id = j.testset_id
+         WHERE ru.run_id = NEW.run_id AND j.query_id = NEW.query_id AND j.chunk_id = NEW.chunk_id;
+    END IF;
+    UPDATE pgeval.result_list
+       SET chunk_ids = chunk_ids || NEW.chunk_id, scores = scores || NEW.score,
+           grades = grades || NEW.grade
+     WHERE run_id = NEW.run_id AND query_id = NEW.query_id;
+    RETURN NEW;
 END
 $$;

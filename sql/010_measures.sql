@@ -55,7 +55,7 @@ $$;
 -- Recomputes what is derived from a test set's judgements (called by the loader; call it after
 -- editing pgeval.qrel by hand): the per-query ideal-DCG prefix sums, the relevant counts
 -- n_rel[r] = number of chunks of grade >= r, and the judged grade stored with every result row
--- of the test set's runs (pgeval.result.grade, which the metrics read).
+-- of the test set's runs (pgeval.result_list.grades, which the metrics read).
 -- IDCG@K = ideal_dcg[least(K, cardinality(ideal_dcg))]; gains 2^g - 1, discount 1/log2(i + 1).
 CREATE OR REPLACE FUNCTION pgeval.refresh_ideal(p_testset bigint)
 RETURNS void LANGUAGE sql AS $$
@@ -77,14 +77,15 @@ RETURNS void LANGUAGE sql AS $$
               ) a ON true
              WHERE q2.testset_id = p_testset) s
      WHERE q.testset_id = p_testset AND q.query_id = s.query_id;
-    WITH g AS (SELECT r.run_id, r.rank, r.query_id,
-                      (SELECT j.grade FROM pgeval.qrel j
-                        WHERE j.testset_id = p_testset AND j.query_id = r.query_id
-                          AND j.chunk_id = r.chunk_id) AS grade, r.grade AS old
-                 FROM pgeval.result r
-                WHERE r.run_id IN (SELECT run_id FROM pgeval.run WHERE testset_id = p_testset))
-    UPDATE pgeval.result r SET grade = g.grade
+    WITH g AS (SELECT l.run_id, l.query_id,
+                      (SELECT array_agg(j.grade ORDER BY u.pos)
+                         FROM unnest(l.chunk_ids) WITH ORDINALITY AS u(chunk_id, pos)
+                         LEFT JOIN pgeval.qrel j ON j.testset_id = p_testset
+                               AND j.query_id = l.query_id AND j.chunk_id = u.chunk_id) AS grades
+                 FROM pgeval.result_list l
+                WHERE l.run_id IN (SELECT run_id FROM pgeval.run WHERE testset_id = p_testset))
+    UPDATE pgeval.result_list l SET grades = g.grades
       FROM g
-     WHERE r.run_id = g.run_id AND r.rank = g.rank AND r.query_id = g.query_id
-       AND g.grade IS DISTINCT FROM g.old
+     WHERE l.run_id = g.run_id AND l.query_id = g.query_id
+       AND g.grades IS DISTINCT FROM l.grades
 $$;

@@ -19,16 +19,17 @@ CREATE OR REPLACE FUNCTION pgeval.cutoff_stats(p_run bigint, p_ks integer[], p_r
 RETURNS TABLE (query_id text, k integer, n_hit bigint, first_rank integer,
                dcg double precision, n_rel integer, idcg double precision)
 LANGUAGE sql STABLE AS $$
-    -- result.grade is the judged grade stored with each row (pgeval.result_fill_grades): the
-    -- first max-K results of the run are one index-only range scan, no join with the judgements
+    -- result_list.grades holds the judged grade at each rank (pgeval.result_fill_grades): the
+    -- first max-K grades of each list, no join with the judgements, chunk ids never read
     WITH r AS (SELECT testset_id FROM pgeval.run WHERE run_id = p_run),
     ks AS (SELECT DISTINCT x AS k FROM unnest(p_ks) x),
     v AS (SELECT q.query_id, q.n_rel[p_rel] AS n_rel, q.ideal_dcg FROM pgeval.query q
            WHERE q.testset_id = (SELECT testset_id FROM r) AND q.n_rel[p_rel] > 0),
-    hit AS (SELECT res.query_id, res.rank, res.grade
-              FROM pgeval.result res
-             WHERE res.run_id = p_run AND res.grade > 0
-               AND res.rank <= (SELECT max(k) FROM ks)),
+    hit AS (SELECT l.query_id, u.rank::integer AS rank, u.grade
+              FROM pgeval.result_list l
+             CROSS JOIN LATERAL unnest(l.grades[1:(SELECT max(k) FROM ks)])
+                   WITH ORDINALITY AS u(grade, rank)
+             WHERE l.run_id = p_run AND u.grade > 0),
     agg AS (SELECT hit.query_id, ks.k,
                    count(*) FILTER (WHERE hit.grade >= p_rel) AS n_hit,
                    min(hit.rank) FILTER (WHERE hit.grade >= p_rel) AS first_rank,
@@ -106,8 +107,8 @@ CREATE OR REPLACE FUNCTION pgeval.run_counts(p_run bigint, p_rel integer DEFAULT
 RETURNS TABLE (queries bigint, valid bigint, excluded bigint, unanswerable bigint,
                no_result bigint, unanswerable_silent bigint)
 LANGUAGE sql STABLE AS $$
-    -- a query is present when it has a rank-1 row: one range scan of the primary key
-    WITH present AS (SELECT x.query_id FROM pgeval.result x WHERE x.run_id = p_run AND x.rank = 1),
+    -- a query is present when it has a ranked list: one range scan of the primary key
+    WITH present AS (SELECT x.query_id FROM pgeval.result_list x WHERE x.run_id = p_run),
     dir AS (SELECT coalesce(r.params->>'score' = 'distance', false)
                    OR starts_with(r.order_rule, 'distance ascending') AS lower_is_better
               FROM pgeval.run r WHERE r.run_id = p_run),
@@ -122,10 +123,11 @@ LANGUAGE sql STABLE AS $$
            count(*) FILTER (WHERE NOT q.answerable),
            count(*) FILTER (WHERE q.valid AND NOT q.present),
            count(*) FILTER (WHERE NOT q.answerable AND NOT EXISTS (
-               SELECT 1 FROM pgeval.result x WHERE x.run_id = p_run AND x.query_id = q.query_id
+               SELECT 1 FROM pgeval.result_list x CROSS JOIN LATERAL unnest(x.scores) AS u(score)
+                WHERE x.run_id = p_run AND x.query_id = q.query_id
                   AND (p_min_score IS NULL
-                       OR CASE WHEN d.lower_is_better THEN x.score <= p_min_score
-                               ELSE x.score >= p_min_score END)))
+                       OR CASE WHEN d.lower_is_better THEN u.score <= p_min_score
+                               ELSE u.score >= p_min_score END)))
       FROM q CROSS JOIN dir d
 $$;
 

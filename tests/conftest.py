@@ -71,7 +71,7 @@ def conn(database):
 @pytest.fixture
 def clean(database):
     with database.connect(autocommit=True) as c:
-        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY CASCADE")
+        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result_list RESTART IDENTITY CASCADE")
     return database
 
 
@@ -108,7 +108,7 @@ def en_us_database(database):
 @pytest.fixture
 def en_us_conn(en_us_database):
     with en_us_database.connect(autocommit=True) as c:
-        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY CASCADE")
+        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result_list RESTART IDENTITY CASCADE")
         yield c
 
 

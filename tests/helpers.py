@@ -39,10 +39,12 @@ def make_run(conn, name: str, testset: str, ranked: dict[str, list], *, stage: s
         "SELECT %s, testset_id, %s, 'as given', %s, %s FROM pgeval.testset WHERE name = %s "
         "RETURNING run_id", (name, stage, status, experiment_id, testset)).fetchone()[0]
     for qid, items in ranked.items():
-        for rank, item in enumerate(items, 1):
-            chunk, score = item if isinstance(item, tuple) else (item, float(len(items) - rank))
-            conn.execute("INSERT INTO pgeval.result VALUES (%s, %s, %s, %s, %s)",
-                         (rid, qid, rank, chunk, score))
+        pairs = [item if isinstance(item, tuple) else (item, float(len(items) - rank))
+                 for rank, item in enumerate(items, 1)]
+        if pairs:   # one ranked list per query; the trigger joins the judged grades
+            conn.execute("INSERT INTO pgeval.result_list (run_id, query_id, chunk_ids, scores) "
+                         "VALUES (%s, %s, %s, %s)",
+                         (rid, qid, [c for c, _ in pairs], [s for _, s in pairs]))
         if latency_ms and qid in latency_ms:
             conn.execute("INSERT INTO pgeval.query_timing (run_id, query_id, latency_ms, "
                          "rows_returned) VALUES (%s, %s, %s, %s)",

@@ -72,7 +72,8 @@ def test_fusion_errors(conn, two_paths):
             ("fuse_rrf(%s)", ([999999],), "no run with id 999999")):
         with pytest.raises(psycopg.errors.InvalidParameterValue, match=msg):
             conn.execute(f"SELECT * FROM pgeval.{call}", args).fetchall()
-    conn.execute("UPDATE pgeval.result SET score = NULL WHERE run_id = %s", (runs[1],))
+    conn.execute("UPDATE pgeval.result_list SET scores = array_fill(NULL::float8, "
+                 "ARRAY[cardinality(scores)]) WHERE run_id = %s", (runs[1],))
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="without a score"):
         conn.execute("SELECT * FROM pgeval.fuse_scores(%s)", (runs,)).fetchall()
     assert fuse(conn, "fuse_rrf(%s)", runs)["q"][0][0] == "c"       # rrf needs ranks only

@@ -21,7 +21,7 @@ TABLES_0001 = {"testset", "query", "qrel", "query_embedding", "target", "experim
 def _tables(conn) -> set[str]:
     return {r[0] for r in conn.execute(
         "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = 'pgeval' AND c.relkind IN ('r', 'p')").fetchall()}
+        "WHERE n.nspname = 'pgeval' AND c.relkind IN ('r', 'p', 'v')").fetchall()}
 
 
 def _run_columns(conn) -> set[str]:
@@ -39,7 +39,7 @@ def fresh(database, conn, request):
     conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-HEAD = "0003_order"
+HEAD = "0004_storage"
 
 
 def test_head_is_the_byte_order_revision():
@@ -185,7 +185,8 @@ def test_a_failing_sql_file_leaves_the_old_api_in_place(fresh, monkeypatch, tmp_
         assert c.execute("SELECT to_regprocedure('pgeval.summary(bigint, text[], integer)')"
                          ).fetchone()[0] is not None
 ID_COLUMNS = {("query", "query_id"), ("qrel", "query_id"), ("qrel", "chunk_id"),
-              ("query_embedding", "query_id"), ("result", "query_id"), ("result", "chunk_id"),
+              ("query_embedding", "query_id"), ("result_list", "query_id"),
+              ("result_list", "chunk_ids"),
               ("query_timing", "query_id"), ("query_plan", "query_id"), ("answer", "query_id"),
               ("answer", "cited"), ("answer", "supported"), ("run_progress", "query_id")}
 
@@ -251,3 +252,68 @@ def test_byte_order_revision_keeps_data_on_a_language_collation(database, en_us_
     finally:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
+
+
+def test_storage_revision_keeps_runs_and_their_metrics(fresh, pgeval):
+    """0004_storage on a database written at 0003_order, with data in it: every stored result
+    comes back through the view with its rank, chunk, score and judged grade, each run's counts
+    are filled in, and the metrics of the converted runs equal the reference implementation to
+    1e-12 (the same numbers the row table gave); a run imported after the upgrade agrees with
+    them, and downgrading gives the row table back with every row."""
+    import random
+
+    from evaluator.measure import metrics
+    from reference_metrics import mean
+
+    uri = fresh.uri()
+    with fresh.connect(autocommit=True) as c:
+        c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        c.execute("CREATE SCHEMA pgeval")
+    upgrade_tables(uri, "0003_order")
+    rnd = random.Random(12)
+    qids = [f"q{i}" for i in range(30)]
+    qrels = {q: {f"c{rnd.randrange(60)}": rnd.randint(0, 3) for _ in range(8)} for q in qids}
+    runs = {name: {q: rnd.sample([f"c{i}" for i in range(60)], rnd.randint(1, 25))
+                   for q in qids if rnd.random() < 0.9} for name in ("old-a", "old-b")}
+    with fresh.connect(autocommit=True) as c:
+        tid = c.execute("INSERT INTO pgeval.testset (name, content_hash, source_format) "
+                        "VALUES ('old', 'h', 'test') RETURNING testset_id").fetchone()[0]
+        for pos, q in enumerate(qids, 1):
+            c.execute("INSERT INTO pgeval.query (testset_id, query_id, position) "
+                      "VALUES (%s, %s, %s)", (tid, q, pos))
+            for chunk, grade in qrels[q].items():
+                c.execute("INSERT INTO pgeval.qrel VALUES (%s, %s, %s, %s, NULL)",
+                          (tid, q, chunk, grade))
+        for name, ranked in runs.items():
+            rid = c.execute("INSERT INTO pgeval.run (name, testset_id, stage, order_rule, status) "
+                            "VALUES (%s, %s, 'import', 'as given', 'complete') RETURNING run_id",
+                            (name, tid)).fetchone()[0]
+            with c.cursor().copy("COPY pgeval.result (run_id, query_id, rank, chunk_id, score) "
+                                 "FROM STDIN") as cp:    # the old table: grades by its trigger
+                for q, chunks in ranked.items():
+                    for rank, chunk in enumerate(chunks, 1):
+                        cp.write_row((rid, q, rank, chunk, 1.0 / rank))
+        rows = c.execute("SELECT run_id, query_id, rank, chunk_id, score, grade "
+                         "FROM pgeval.result ORDER BY 1, 2, 3").fetchall()
+        assert any(r[5] is not None for r in rows) and any(r[5] is None for r in rows)
+    assert init(fresh).revision_after == HEAD
+    measures = ["recall@10", "ndcg@10", "mrr@20", "precision@5", "hit@3", "ndcg@25"]
+    with fresh.connect(autocommit=True) as c:
+        c.execute("SELECT pgeval.refresh_ideal(testset_id) FROM pgeval.testset")
+        assert c.execute("SELECT run_id, query_id, rank, chunk_id, score, grade "
+                         "FROM pgeval.result ORDER BY 1, 2, 3").fetchall() == rows
+        assert c.execute("SELECT name, n_queries, n_rows FROM pgeval.run ORDER BY name"
+                         ).fetchall() == [(n, len(r), sum(map(len, r.values())))
+                                          for n, r in sorted(runs.items())]
+        for name, ranked in runs.items():
+            rid = c.execute("SELECT run_id FROM pgeval.run WHERE name = %s", (name,)).fetchone()[0]
+            got = metrics.summary(c, rid, measures)
+            for m in measures:
+                assert got[m] == pytest.approx(mean(ranked, qrels, m), abs=1e-12), (name, m)
+    code, out, err = pgeval("--dsn", uri, "run", "list", "--format", "json")
+    assert code == 0, err
+    assert {r["run"]: r["queries"] for r in json.loads(out)} == {n: len(r) for n, r in runs.items()}
+    downgrade_tables(uri, "0003_order")
+    with fresh.connect(autocommit=True) as c:
+        assert c.execute("SELECT run_id, query_id, rank, chunk_id, score, grade "
+                         "FROM pgeval.result ORDER BY 1, 2, 3").fetchall() == rows

@@ -277,8 +277,8 @@ def _summaries(conn, runs: list[dict]) -> None:
                               (r["run_id"],)).fetchone()[0]
         r["kind"] = stage_method.label(r["kind"], r["kind"], params)
         row = conn.execute(
-            """SELECT (SELECT count(DISTINCT query_id) FROM pgeval.result WHERE run_id = %(r)s),
-                      (SELECT count(*) FROM pgeval.result WHERE run_id = %(r)s),
+            """SELECT (SELECT n_queries FROM pgeval.run WHERE run_id = %(r)s),
+                      (SELECT n_rows FROM pgeval.run WHERE run_id = %(r)s),
                       percentile_disc(0.5) WITHIN GROUP (ORDER BY latency_ms),
                       percentile_disc(0.95) WITHIN GROUP (ORDER BY latency_ms),
                       min(rows_returned)

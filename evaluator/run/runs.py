@@ -1,7 +1,8 @@
 """Runs produced elsewhere: import (TREC run files, JSONL ranked lists), export, list, delete.
 
-Import streams the file into a temporary table with COPY (constant memory), then ranks, checks
-and inserts in SQL, all in one transaction: a rejected file leaves nothing behind.
+Import parses the file, checks and ranks each query's list while reading it
+(:mod:`evaluator.run.ranked_lists`) and writes one pgeval.result_list row per query by binary COPY,
+all in one transaction: a rejected file leaves nothing behind.
 
 Order rules (METRICS.md): TREC lines are ranked by score descending, ties by chunk id descending
 in byte order (the trec_eval rule, whatever the database's collation; the file's own rank column
@@ -27,11 +28,11 @@ from ..core import strict_json
 from ..core.errors import Conflict, IncompleteRun, InputError, NotFound
 from ..core.ids import ident
 from ..testset.source import Source
+from . import ranked_lists
 
 TREC_ORDER = "score descending, ties by chunk id descending (trec_eval rule)"
 JSONL_ORDER = "as given in the file"
 FORMATS = ("trec", "jsonl")
-_BATCH = 1 << 16
 # what C's strtod/atof reads in full, and Python's float() reads to the same value (ASCII only)
 _SCORE = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
                     re.IGNORECASE)
@@ -57,8 +58,8 @@ def guess_format(path: Path) -> str:
     return "trec"
 
 
-def _trec_lines(path: Path):
-    """Yield text COPY lines ``qid\tchunk\tscore\tline\t\\N`` for a TREC run file."""
+def _trec_rows(path: Path):
+    """Yield (qid, chunk, score, line) for a TREC run file."""
     for lineno, line in Source(path):   # UTF-8 checked per line (file, line, column)
         parts = line.split()
         if len(parts) != 6:
@@ -77,9 +78,7 @@ def _trec_lines(path: Path):
         value = float(score)
         if value != value:
             raise InputError("score is NaN", file=str(path), line=lineno, field="score")
-        if "\\" in line:
-            qid, chunk = _copy_text(qid), _copy_text(chunk)
-        yield f"{qid}\t{chunk}\t{value!r}\t{lineno}\t\\N\n"   # as Python read it
+        yield qid, chunk, value, lineno
 
 
 def _score_error(score: str) -> str:
@@ -103,13 +102,8 @@ def _id(value, what: str, path: Path, lineno: int, field: str | None = None) -> 
                          field=field or what.replace(" ", "_")) from None
 
 
-def _jsonl_lines(path: Path):
-    for rec in _jsonl_rows(path):
-        yield "\t".join(_copy_text(v) for v in rec) + "\n"
-
-
 def _jsonl_rows(path: Path):
-    """Yield (qid, chunk, score or None, line, position) for a JSONL ranked-list file. A query
+    """Yield (qid, chunk, score or None, line) for a JSONL ranked-list file. A query
     is on one line: a second line of the same query is refused (never two lists joined)."""
     seen: dict[str, int] = {}
     for lineno, line in Source(path):   # UTF-8 checked per line
@@ -158,25 +152,7 @@ def _jsonl_rows(path: Path):
                 except (ValueError, OverflowError):
                     raise InputError(f"item {pos} score is not a number", file=str(path),
                                      line=lineno, field="ranked") from None
-            yield qid, chunk, score, lineno, pos
-
-
-def _copy_text(value) -> str:
-    if value is None:
-        return "\\N"
-    s = str(value)
-    if any(c in s for c in "\\\t\n\r"):
-        s = s.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-    return s
-
-
-def _duplicate_error(conn, path: Path) -> InputError:
-    qid, chunk, first, second = conn.execute(
-        "SELECT query_id, chunk_id, min(line), max(line) FROM _pgeval_import "
-        "GROUP BY query_id, chunk_id HAVING count(*) > 1 ORDER BY min(line) LIMIT 1").fetchone()
-    where = f"lines {first} and {second}" if first != second else f"line {first}"
-    return InputError(f"query '{qid}' lists chunk '{chunk}' twice ({where})", file=str(path),
-                      line=second)
+            yield qid, chunk, score, lineno
 
 
 def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
@@ -198,27 +174,7 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
             if not replace:
                 raise Conflict(f"a run named '{name}' exists (use --replace or another --name)")
             conn.execute("DELETE FROM pgeval.run WHERE run_id = %s", existing)
-        # ids in byte order (ties in score are broken by chunk id as trec_eval does)
-        conn.execute('CREATE TEMP TABLE _pgeval_import (query_id text COLLATE "C", chunk_id text '
-                     'COLLATE "C", score float8, line int, pos int) ON COMMIT DROP')
-        n = 0
-        with conn.cursor().copy("COPY _pgeval_import FROM STDIN") as copy:
-            buf = []
-            for line in (_trec_lines(path) if fmt == "trec" else _jsonl_lines(path)):
-                buf.append(line)
-                if len(buf) >= _BATCH:
-                    copy.write("".join(buf))
-                    n += len(buf)
-                    buf.clear()
-            if buf:
-                copy.write("".join(buf))
-                n += len(buf)
-        if n == 0:
-            raise InputError("empty file: no ranked results", file=str(path))
-        unknown = [r[0] for r in conn.execute(
-            "SELECT DISTINCT i.query_id FROM _pgeval_import i WHERE NOT EXISTS (SELECT 1 FROM "
-            "pgeval.query q WHERE q.testset_id = %s AND q.query_id = i.query_id) ORDER BY 1",
-            (testset_id,)).fetchall()]
+        known, grades = ranked_lists.test_set_judgements(conn, testset_id)
         params = {"source": str(path), "format": fmt, "tag": tag}
         try:
             run_id = conn.execute(
@@ -226,7 +182,7 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
                 "n_unknown_queries, finished_at) VALUES (%s, %s, 'import', %s, %s, 'complete', "
                 "%s, now()) RETURNING run_id",
                 (name, testset_id, json.dumps(params),
-                 TREC_ORDER if fmt == "trec" else JSONL_ORDER, len(unknown))).fetchone()[0]
+                 TREC_ORDER if fmt == "trec" else JSONL_ORDER, 0)).fetchone()[0]
         except psycopg.errors.UniqueViolation:  # a concurrent import took the name meanwhile
             if replace:   # it wrote the run after this import deleted the one it saw
                 raise Conflict(f"another session wrote run '{name}' at the same time as this "
@@ -234,30 +190,24 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
                                "import stored nothing: retry it to replace that run") from None
             raise Conflict(f"a run named '{name}' was created by another session meanwhile (use "
                            "--replace or another --name)") from None
-        order = "i.score DESC, i.chunk_id DESC" if fmt == "trec" else "i.line, i.pos"
+        rows = (lambda: _trec_rows(path)) if fmt == "trec" else (lambda: _jsonl_rows(path))
+        written = {"known": known, "grades": grades, "by_score": fmt == "trec"}
         try:
-            with conn.transaction():
-                # the ranking sort in memory; the judged grades joined here, in the same pass,
-                # instead of by the trigger afterwards (pgeval.result_fill_grades)
-                conn.execute("SELECT set_config('work_mem', '256MB', true), "
-                             "set_config('pgeval.result_grades', 'filled', true)")
-                inserted = conn.execute(
-                    f"INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id, score, grade) "
-                    f"SELECT %(run)s, i.query_id, row_number() OVER (PARTITION BY i.query_id "
-                    f"ORDER BY {order}), i.chunk_id, i.score, j.grade FROM _pgeval_import i "
-                    f"JOIN pgeval.query q ON q.testset_id = %(ts)s AND q.query_id = i.query_id "
-                    f"LEFT JOIN pgeval.qrel j ON j.testset_id = %(ts)s "
-                    f"AND j.query_id = i.query_id AND j.chunk_id = i.chunk_id "
-                    f"ORDER BY i.query_id", {"run": run_id, "ts": testset_id}).rowcount
-                conn.execute("SELECT set_config('pgeval.result_grades', '', true)")
-        except psycopg.errors.UniqueViolation:
-            raise _duplicate_error(conn, path) from None
+            with conn.transaction():    # a file grouped by query: streamed, constant memory
+                n, nq, inserted, unknown = ranked_lists.copy_lists(
+                    conn, run_id, ranked_lists.streamed(rows(), path), **written)
+        except ranked_lists.Interleaved:   # queries interleaved: read again, grouped in memory
+            n, nq, inserted, unknown = ranked_lists.copy_lists(
+                conn, run_id, ranked_lists.grouped(rows(), path), **written)
+        if n == 0:
+            raise InputError("empty file: no ranked results", file=str(path))
+        unknown = sorted(unknown)
+        conn.execute("UPDATE pgeval.run SET n_unknown_queries = %s WHERE run_id = %s",
+                     (len(unknown), run_id))
         if inserted == 0:  # every query id unknown: a run of another test set, never a run of 0s
             raise InputError(f"none of the {len(unknown)} query ids in the file is in test set "
                              f"'{testset}' (first: '{unknown[0]}'): is it a run of another test "
                              "set?", file=str(path))
-        nq = conn.execute("SELECT count(*) FROM pgeval.result WHERE run_id = %s AND rank = 1",
-                          (run_id,)).fetchone()[0]
         missing = conn.execute("SELECT no_result FROM pgeval.run_counts(%s)", (run_id,)).fetchone()[0]
     return ImportReport(name=name, run_id=run_id, testset=testset, rows=inserted, queries=nq,
                         unknown_queries=len(unknown), unknown_query_ids=unknown[:20],
@@ -305,8 +255,7 @@ def export_run(conn, name: str, fmt: str, out) -> int:
 def list_runs(conn, testset: str | None = None, experiment: str | None = None) -> list[dict]:
     cur = conn.execute(
         """SELECT r.name AS run, t.name AS testset, r.stage, e.name AS experiment, r.repetition,
-                  r.status, (SELECT count(DISTINCT query_id) FROM pgeval.result x
-                              WHERE x.run_id = r.run_id) AS queries,
+                  r.status, r.n_queries AS queries,
                   r.config_hash, r.started_at
              FROM pgeval.run r JOIN pgeval.testset t USING (testset_id)
              LEFT JOIN pgeval.experiment e USING (experiment_id)

@@ -121,11 +121,11 @@ class MergeStage(BaseStage):
                   "inputs": names, "input_runs": [r for _, r in inputs], "weights": weights}
         if cfg["method"] == "rrf":
             params["k"] = cfg["k"]
-            query = ("SELECT %(run)s, f.query_id, f.rank, f.chunk_id, f.score FROM "
-                     "pgeval.fuse_rrf(%(runs)s, %(w)s, %(k)s, %(depth)s) f")
+            query = ("SELECT %(run)s::bigint AS run_id, f.query_id, f.rank, f.chunk_id, "
+                     "f.score FROM pgeval.fuse_rrf(%(runs)s, %(w)s, %(k)s, %(depth)s) f")
         else:
-            query = ("SELECT %(run)s, f.query_id, f.rank, f.chunk_id, f.score FROM "
-                     "pgeval.fuse_scores(%(runs)s, %(w)s, %(method)s, %(depth)s) f")
+            query = ("SELECT %(run)s::bigint AS run_id, f.query_id, f.rank, f.chunk_id, "
+                     "f.score FROM pgeval.fuse_scores(%(runs)s, %(w)s, %(method)s, %(depth)s) f")
         conn = ctx.results
         run_id = store.create_run(conn, name=run_name, testset_id=ctx.testset_id, stage=ctx.stage,
                                   experiment_id=ctx.experiment_id, repetition=ctx.repetition,
@@ -138,11 +138,16 @@ class MergeStage(BaseStage):
         try:
             t0 = time.perf_counter()
             with conn.transaction():
+                # one ranked list per query; the trigger joins the judged grades
                 n = conn.execute(
-                    "INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id, score) " + query,
+                    "WITH f AS (" + query + "), ins AS (INSERT INTO pgeval.result_list "
+                    "(run_id, query_id, scores, chunk_ids) SELECT run_id, query_id, "
+                    "array_agg(score ORDER BY rank), array_agg(chunk_id ORDER BY rank) FROM f "
+                    "GROUP BY run_id, query_id RETURNING cardinality(chunk_ids) AS n) "
+                    "SELECT coalesce(sum(n), 0)::bigint FROM ins",
                     {"run": run_id, "runs": [r for _, r in inputs],
                      "w": [weights[n] for n in names], "k": cfg["k"], "depth": cfg["depth"],
-                     "method": cfg["method"]}).rowcount
+                     "method": cfg["method"]}).fetchone()[0]
             ms = (time.perf_counter() - t0) * 1000.0
         except BaseException:
             if conn.info.transaction_status != 0:

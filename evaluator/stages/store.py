@@ -1,6 +1,6 @@
 """Writing a stage's output to schema pgeval: the run row (``running`` -> ``complete`` /
 ``failed``), results by COPY, per-query timings. Every stage uses these; none writes SQL of its own
-to pgeval.run/result/query_timing.
+to pgeval.run/result_list/query_timing.
 
 Typical use inside ``Stage.run``::
 
@@ -12,7 +12,8 @@ Typical use inside ``Stage.run``::
     return out.run_id
 
 The run row is committed first (status ``running``) so that progress is visible from another
-session; results are flushed by COPY every ``flush_every`` queries; on leaving the block the run
+session; results are flushed by COPY every ``flush_every`` queries, one pgeval.result_list row
+per query's ranked list with the judged grades joined by the writer; on leaving the block the run
 is marked ``complete`` (with ``finished_at``), or ``failed`` when an exception escapes (the
 exception is re-raised).
 
@@ -68,8 +69,8 @@ def _commit(conn) -> None:
         conn.commit()
 
 
-RESULT_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("rank", "int4"),
-                  ("chunk_id", "text"), ("score", "float8"))
+LIST_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("grades", "int2[]"),
+                ("scores", "float8[]"), ("chunk_ids", "text[]"))
 TIMING_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("latency_ms", "float8"),
                   ("server_ms", "float8"), ("rows_returned", "int4"))
 PROGRESS_COLUMNS = (("run_id", "int8"), ("query_id", "text"))
@@ -91,9 +92,28 @@ def copy_rows(conn, table: str, columns: Sequence[tuple[str, str]], rows: Iterab
     return n
 
 
-def write_results(conn, run_id: int, rows: Iterable[tuple[str, int, str, float | None]]) -> int:
-    """COPY (query_id, rank, chunk_id, score) rows of ``run_id``."""
-    return copy_rows(conn, "result", RESULT_COLUMNS, ((run_id, q, r, c, s) for q, r, c, s in rows))
+def judged_grades(conn, run_id: int, query_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    """{query_id: {chunk_id: grade}}: the judgements of ``query_ids`` in the run's test set, read
+    in the writer's transaction (ids compare exactly, as the "C" collation does)."""
+    grades: dict[str, dict[str, int]] = {}
+    for qid, chunk, grade in conn.execute(
+            "SELECT j.query_id, j.chunk_id, j.grade FROM pgeval.qrel j JOIN pgeval.run r "
+            "ON r.testset_id = j.testset_id WHERE r.run_id = %s AND j.query_id = ANY(%s)",
+            (run_id, list(query_ids))):
+        grades.setdefault(qid, {})[chunk] = grade
+    return grades
+
+
+def write_lists(conn, run_id: int, lists: Iterable[tuple[str, list[str], list]],
+                grades: dict[str, dict[str, int]]) -> int:
+    """COPY (query_id, chunk ids, scores) ranked lists of ``run_id`` into pgeval.result_list, each
+    with the judged grade of every chunk (``grades``: :func:`judged_grades`). Empty lists are not
+    stored (a query without results has no list). Returns the lists written."""
+    empty: dict[str, int] = {}
+    return copy_rows(conn, "result_list", LIST_COLUMNS,
+                     ((run_id, q, [g.get(c) for c in chunks] if (g := grades.get(q, empty)) else
+                       [None] * len(chunks), scores, chunks)
+                      for q, chunks, scores in lists if chunks))
 
 
 def write_timings(conn, run_id: int,
@@ -147,13 +167,13 @@ class RunWriter:
         A timing row is written when ``latency_ms`` is given."""
         if self.depth is not None and len(ranked) > self.depth:
             ranked = ranked[: self.depth]
-        rows = [(query_id, rank, str(chunk), None if score is None else float(score))
-                for rank, (chunk, score) in enumerate(ranked, 1)]
-        if len({r[2] for r in rows}) != len(rows):  # a stage bug, not a user mistake: refuse
+        chunks = [str(chunk) for chunk, _ in ranked]
+        if len(set(chunks)) != len(chunks):  # a stage bug, not a user mistake: refuse
             seen: set = set()
-            dup = next(r[2] for r in rows if r[2] in seen or seen.add(r[2]))
+            dup = next(c for c in chunks if c in seen or seen.add(c))
             raise InputError(f"stage returned chunk '{dup}' twice for query '{query_id}'")
-        self._results.extend(rows)
+        self._results.append((query_id, chunks,
+                              [None if score is None else float(score) for _, score in ranked]))
         if latency_ms is not None:
             self._timings.append((query_id, float(latency_ms), server_ms,
                                   len(ranked) if rows_returned is None else int(rows_returned)))
@@ -167,7 +187,8 @@ class RunWriter:
     def _write(self, results: list, timings: list, done: list) -> None:
         with self.conn.transaction():
             if results:
-                write_results(self.conn, self.run_id, results)
+                write_lists(self.conn, self.run_id, results,
+                            judged_grades(self.conn, self.run_id, [q for q, _, _ in results]))
             if timings:
                 write_timings(self.conn, self.run_id, timings)
             if done:
