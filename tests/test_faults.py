@@ -26,7 +26,7 @@ SLOW_VIEW = (f"CREATE OR REPLACE VIEW ft_slow AS SELECT k.* FROM {KB} k CROSS JO
 @pytest.fixture(scope="module")
 def kb(database):
     with database.connect(autocommit=True) as c:
-        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY CASCADE")
+        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result_list RESTART IDENTITY CASCADE")
         ensure_table(c, KB, 1000, 8, seed=9, hnsw=False)   # ft_hnsw comes and goes below
         c.execute(SLOW_VIEW.format(sleep=0.012))
         ensure_testset(c, "ft", KB, N, 8, n_rows=1000, seed=9)

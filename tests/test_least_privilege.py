@@ -102,7 +102,7 @@ def test_results_in_another_database(role, database, conn, pgeval, tmp_path):
     results_db = Database(dsn=_dsn(database, dbname=RESULTS_DB))
     init(results_db)                                      # as an owner, once
     with results_db.connect(autocommit=True) as rconn:
-        rconn.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY "
+        rconn.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result_list RESTART IDENTITY "
                       "CASCADE")
         rconn.execute(GRANTS.split("GRANT USAGE ON SCHEMA pgeval")[0].replace(
             "GRANT SELECT ON public.{kb} TO {role};", "").format(role=ROLE, kb=KB))

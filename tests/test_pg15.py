@@ -170,7 +170,7 @@ def test_pipeline_and_sweep_equal_the_embedded_server(pg15, pg15_kb, clean, conn
     if not conn.execute("SELECT to_regclass('pg15_kb') IS NOT NULL").fetchone()[0]:
         pg_real.build_kb(conn, "pg15_kb")
     with pg15.connect(OWNER, "kb") as c:
-        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY CASCADE")
+        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result_list RESTART IDENTITY CASCADE")
     real = _flow(pgeval, ["--dsn", pg15.dsn(OWNER, "kb")], cases)
     embedded = _flow(pgeval, [], cases)
 
@@ -213,7 +213,7 @@ def test_fulltext_fallback_uses_a_gin_index_on_pg15(pg15, pg15_kb, pgeval, tmp_p
     owner ran that statement the stage uses it, with the same ranked lists."""
     prefix = ["--dsn", pg15.dsn(OWNER, "kb")]
     with pg15.connect(OWNER, "kb") as c:
-        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY CASCADE")
+        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result_list RESTART IDENTITY CASCADE")
         c.execute("DROP INDEX IF EXISTS pg15_kb_body_fts")
     cases = pg_real.write_cases(tmp_path / "cases.jsonl")
     for args in (["testset", "load", str(cases), "--name", "kw"],

@@ -29,7 +29,7 @@ STAGES = "exact,second=exact"
 @pytest.fixture(scope="module")
 def kb(database):
     with database.connect(autocommit=True) as c:
-        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY CASCADE")
+        c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result_list RESTART IDENTITY CASCADE")
         ensure_table(c, KB, 1000, 8, hnsw=False, seed=5)
         # one pg_sleep per statement (a one-row subquery joined once), not per row
         c.execute(f"CREATE OR REPLACE VIEW {SLOW} AS SELECT k.* FROM {KB} k CROSS JOIN "

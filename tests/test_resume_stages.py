@@ -46,10 +46,10 @@ def _as_if_killed(conn, keep: int, orphan: str) -> None:
                        "name = 'rm-x.bm25.2' RETURNING run_id").fetchone()[0]
     kept = [r[0] for r in conn.execute("SELECT query_id FROM pgeval.run_progress WHERE run_id = "
                                        "%s ORDER BY query_id LIMIT %s", (rid, keep))]
-    for table in ("run_progress", "query_timing", "result"):
+    for table in ("run_progress", "query_timing", "result_list"):
         conn.execute(f"DELETE FROM pgeval.{table} WHERE run_id = %s AND NOT query_id = ANY(%s) "
-                     + ("AND query_id <> %s" if table == "result" else ""),
-                     (rid, kept, orphan) if table == "result" else (rid, kept))
+                     + ("AND query_id <> %s" if table == "result_list" else ""),
+                     (rid, kept, orphan) if table == "result_list" else (rid, kept))
     assert orphan not in kept
     assert conn.execute("SELECT count(*) FROM pgeval.result WHERE run_id = %s AND query_id = %s",
                         (rid, orphan)).fetchone()[0] > 0
@@ -85,7 +85,7 @@ def test_cut_short_merge_starts_over(experiments, pgeval):
     conn.execute("UPDATE pgeval.experiment SET status = 'failed' WHERE name = 'rm-x'")
     rid = conn.execute("UPDATE pgeval.run SET status = 'failed' WHERE name = 'rm-x.merge.2' "
                        "RETURNING run_id").fetchone()[0]
-    conn.execute("DELETE FROM pgeval.result WHERE run_id = %s AND query_id > 'q5'", (rid,))
+    conn.execute("DELETE FROM pgeval.result_list WHERE run_id = %s AND query_id > 'q5'", (rid,))
     code, out, err = pgeval("run", "resume", "rm-x.merge.2", "--format", "json")
     assert code == 0, err
     actions = [r["action"] for r in json.loads(out)["rows"]]

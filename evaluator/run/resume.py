@@ -72,7 +72,7 @@ def done_queries(conn, run_id: int) -> set[str]:
 def drop_unfinished(conn, run_id: int) -> None:
     """Remove results and timings of queries without a progress row (a query interrupted while
     it was being added): resume writes them again, once."""
-    for table in ("result", "query_timing"):
+    for table in ("result_list", "query_timing"):
         conn.execute(f"DELETE FROM pgeval.{table} t WHERE t.run_id = %s AND NOT EXISTS (SELECT 1 "
                      "FROM pgeval.run_progress p WHERE p.run_id = t.run_id AND "
                      "p.query_id = t.query_id)", (run_id,))
