@@ -88,7 +88,7 @@ def main() -> None:
         t = time.perf_counter()
         import_run(conn, run_file, "bench", "bench-run", "trec", replace=True)
         t_import = time.perf_counter() - t
-        conn.execute("VACUUM ANALYZE pgeval.result")
+        conn.execute("VACUUM ANALYZE pgeval.result_list")
         rid = conn.execute("SELECT run_id FROM pgeval.run WHERE name = 'bench-run'").fetchone()[0]
 
         def sql_metrics():

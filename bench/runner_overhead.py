@@ -60,19 +60,17 @@ def bare_loop(db, vectors, depth, ef):
 def bare_loop_and_store(db, vectors, depth, ef):
     """(a) plus what any runner must do with its answers: store the ranked lists and the
     per-query latencies in pgeval (one COPY each, like the pipeline's writer), then drop them."""
-    rows, timings = [], []
+    from evaluator.stages.store import judged_grades, write_lists
+
+    lists, timings = [], []
     for i, got, ms in bare_search(db, vectors, depth, ef):
         timings.append((str(i), ms, len(got)))
-        rows.extend((str(i), rank, str(cid), d) for rank, (cid, d) in enumerate(got, 1))
+        lists.append((str(i), [str(cid) for cid, _ in got], [d for _, d in got]))
     with db.connect() as r:
         run_id = r.execute("INSERT INTO pgeval.run (name, testset_id, stage, order_rule) SELECT "
                            "'bench-bare-' || pg_backend_pid(), testset_id, 'hnsw', 'bench' FROM "
                            "pgeval.testset WHERE name = 'bench' RETURNING run_id").fetchone()[0]
-        with r.cursor().copy("COPY pgeval.result (run_id, query_id, rank, chunk_id, score) "
-                             "FROM STDIN WITH (FORMAT BINARY)") as cp:
-            cp.set_types(["int8", "text", "int4", "text", "float8"])
-            for row in rows:
-                cp.write_row((run_id, *row))
+        write_lists(r, run_id, lists, judged_grades(r, run_id, [q for q, _, _ in lists]))
         with r.cursor().copy("COPY pgeval.query_timing (run_id, query_id, latency_ms, "
                              "rows_returned) FROM STDIN WITH (FORMAT BINARY)") as cp:
             cp.set_types(["int8", "text", "float8", "int4"])
@@ -81,7 +79,7 @@ def bare_loop_and_store(db, vectors, depth, ef):
         r.commit()
         r.execute("DELETE FROM pgeval.run WHERE run_id = %s", (run_id,))
         r.commit()
-    return len(rows)
+    return sum(len(c) for _, c, _ in lists)
 
 
 def pipeline(db, depth, ef, checksum=True):

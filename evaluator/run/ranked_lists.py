@@ -83,10 +83,10 @@ def grouped(rows: Iterable[Row], path: Path) -> Iterator[_List]:
 
 def copy_lists(conn, run_id: int, lists: Iterable[_List], *, by_score: bool,
                known: set[str], grades: dict[str, dict[str, int]]) -> tuple[int, int, int, set]:
-    """Binary COPY of the lists of known queries into pgeval.result_list, each chunk with its
+    """COPY of the lists of known queries into pgeval.result_list, each chunk with its
     judged grade (``grades``: {query: {chunk: grade}} of the run's test set). Returns
     (source rows read, lists written, results written, unknown query ids)."""
-    from ..stages.store import LIST_COLUMNS, copy_rows
+    from ..stages.store import copy_lists as copy
 
     counts = [0, 0, 0]
     unknown: set[str] = set()
@@ -105,7 +105,7 @@ def copy_lists(conn, run_id: int, lists: Iterable[_List], *, by_score: bool,
             yield (run_id, lst.query_id, [g.get(c) for c in chunks] if g else [None] * len(chunks),
                    scores, chunks)
 
-    copy_rows(conn, "result_list", LIST_COLUMNS, rows())
+    copy(conn, rows())
     return counts[0], counts[1], counts[2], unknown
 
 

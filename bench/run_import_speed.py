@@ -1,0 +1,114 @@
+"""Benchmark: `run import` of a TREC run file against its floor, measured in the same run.
+
+Generates N queries x D results (default 10,000 x 100 = 1,000,000 rows) as a TREC run over a test
+set of N queries (J judgements each) and measures, on the same server:
+  - floor: Python parsing the file (pgeval's own TREC line parser, every check) and binary COPY
+    of every row into an unindexed table (no ranking, no duplicate check, nothing else)
+  - `import_run` (parse, duplicate check, ranking, judged grades, one ranked list per query by
+    binary COPY, commit)
+  - `run list` and `run delete` of that run (time independent of the stored results: counts are
+    kept on pgeval.run)
+and prints the ratio import / floor (target <= 1.0) and the process's peak RSS.
+
+Usage: python bench/run_import_speed.py [--queries 10000] [--depth 100] [--judged 10] [--dsn DSN]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import resource
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _server  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--queries", type=int, default=10_000)
+    ap.add_argument("--depth", type=int, default=100)
+    ap.add_argument("--judged", type=int, default=10)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--dsn", default=None)
+    args = ap.parse_args()
+
+    from evaluator.run.runs import _trec_rows, delete_run, import_run, list_runs
+
+    db, tmp, stop = _server.start(args.dsn, "pgeval-bench-import-")
+    try:
+        rng = random.Random(7)
+        run_file = tmp / "bench.run"
+        with open(run_file, "w") as f:
+            for q in range(args.queries):
+                for i, d in enumerate(rng.sample(range(100_000), args.depth)):
+                    f.write(f"q{q} Q0 d{d} {i + 1} {args.depth - i + rng.random():.6f} bench\n")
+        print(f"data: {args.queries} queries x {args.depth} = {args.queries * args.depth} rows")
+        with db.connect(autocommit=True) as conn:
+            conn.execute("DELETE FROM pgeval.testset WHERE name = 'bench-import'")
+            tid = conn.execute("INSERT INTO pgeval.testset (name, content_hash, source_format) "
+                               "VALUES ('bench-import', 'b', 'trec') RETURNING testset_id"
+                               ).fetchone()[0]
+            with conn.cursor().copy("COPY pgeval.query (testset_id, query_id, position) "
+                                    "FROM STDIN") as cp:
+                for q in range(args.queries):
+                    cp.write_row((tid, f"q{q}", q + 1))
+            with conn.cursor().copy("COPY pgeval.qrel (testset_id, query_id, chunk_id, grade) "
+                                    "FROM STDIN") as cp:
+                for q in range(args.queries):
+                    for d in rng.sample(range(100_000), args.judged):
+                        cp.write_row((tid, f"q{q}", f"d{d}", rng.randint(0, 3)))
+            conn.execute("SELECT pgeval.refresh_ideal(%s)", (tid,))
+            conn.execute("VACUUM ANALYZE pgeval.qrel")
+
+        def floor() -> float:
+            with db.connect() as conn:
+                conn.execute('CREATE TEMP TABLE bench_floor (query_id text COLLATE "C", '
+                             'chunk_id text COLLATE "C", score float8, line int)')
+                t = time.perf_counter()
+                with conn.cursor().copy("COPY bench_floor FROM STDIN (FORMAT BINARY)") as cp:
+                    cp.set_types(["text", "text", "float8", "int4"])
+                    for row in _trec_rows(run_file):
+                        cp.write_row(row)
+                conn.commit()
+                return time.perf_counter() - t
+
+        def pgeval_import() -> float:
+            with db.connect() as conn:
+                t = time.perf_counter()
+                import_run(conn, run_file, "bench-import", "bench-import-run", "trec",
+                           replace=True)
+                conn.commit()
+                return time.perf_counter() - t
+
+        floors, imports = [], []
+        for _ in range(args.repeat):        # interleaved: both see the same machine load
+            floors.append(floor())
+            imports.append(pgeval_import())
+        f, i = min(floors), min(imports)
+        rows = args.queries * args.depth
+        print(f"floor (parse + binary COPY, unindexed): {f:.2f} s ({rows / f:,.0f} rows/s)")
+        print(f"pgeval run import:                      {i:.2f} s ({rows / i:,.0f} rows/s)")
+        print(f"ratio import / floor: {i / f:.2f} (target <= 1.0)")
+        with db.connect() as conn:
+            t = time.perf_counter()
+            listed = list_runs(conn)
+            t_list = time.perf_counter() - t
+            assert [r["queries"] for r in listed if r["run"] == "bench-import-run"] == [
+                args.queries]
+            t = time.perf_counter()
+            delete_run(conn, "bench-import-run")
+            conn.commit()
+            t_delete = time.perf_counter() - t
+        print(f"run list: {t_list * 1000:.1f} ms; run delete: {t_delete * 1000:.1f} ms")
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"peak RSS of this process: {peak:.0f} MiB")
+    finally:
+        stop()
+
+
+if __name__ == "__main__":
+    main()
