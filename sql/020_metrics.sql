@@ -25,11 +25,13 @@ LANGUAGE sql STABLE AS $$
     ks AS (SELECT DISTINCT x AS k FROM unnest(p_ks) x),
     v AS (SELECT q.query_id, q.n_rel[p_rel] AS n_rel, q.ideal_dcg FROM pgeval.query q
            WHERE q.testset_id = (SELECT testset_id FROM r) AND q.n_rel[p_rel] > 0),
-    hit AS (SELECT l.query_id, u.rank::integer AS rank, u.grade
+    -- the ranks of each grade 1..3 found by array_positions (C), not one row per result
+    hit AS (SELECT l.query_id, u.rank, g.grade
               FROM pgeval.result_list l
-             CROSS JOIN LATERAL unnest(l.grades[1:(SELECT max(k) FROM ks)])
-                   WITH ORDINALITY AS u(grade, rank)
-             WHERE l.run_id = p_run AND u.grade > 0),
+             CROSS JOIN (VALUES (1::smallint), (2::smallint), (3::smallint)) AS g(grade)
+             CROSS JOIN LATERAL unnest(array_positions(l.grades[1:(SELECT max(k) FROM ks)],
+                                                       g.grade)) AS u(rank)
+             WHERE l.run_id = p_run),
     agg AS (SELECT hit.query_id, ks.k,
                    count(*) FILTER (WHERE hit.grade >= p_rel) AS n_hit,
                    min(hit.rank) FILTER (WHERE hit.grade >= p_rel) AS first_rank,
