@@ -22,8 +22,8 @@ def start(dsn: str | None, prefix: str = "pgeval-bench-"):
     """Return (Database, temporary folder, stop). Without ``dsn`` the embedded server's data
     directory is ``TMP/pgdata`` and ``PGEVAL_DATADIR`` names it, so that a ``pgeval`` process the
     benchmark starts finds the same server."""
-    from evaluator.db import Database
-    from evaluator.install import init
+    from evaluator.core.db import Database
+    from evaluator.core.install import init
 
     tmp = Path(tempfile.mkdtemp(prefix=prefix))
     if not dsn:
@@ -35,7 +35,7 @@ def start(dsn: str | None, prefix: str = "pgeval-bench-"):
 
     def stop() -> None:
         if not dsn:
-            from evaluator import server
+            from evaluator.core import server
 
             server.stop(db.datadir)
         shutil.rmtree(tmp, ignore_errors=True)

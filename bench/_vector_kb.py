@@ -51,7 +51,8 @@ def vtext(v) -> str:
 
 def setup(args):
     """Return (Database, cleanup, description)."""
-    from evaluator.targets import Target, save, validate
+    from evaluator.target.targets import Target, save
+    from evaluator.target.catalog import validate
 
     db, _, stop = _server.start(args.dsn, "pgeval-bench-")
     docs, qs, source = vectors(args.docs, args.queries)

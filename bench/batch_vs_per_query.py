@@ -21,7 +21,7 @@ _names = itertools.count(1)
 
 
 def pipeline(db, stage, depth, ef, batch):
-    from evaluator.pipeline import PipelineConfig, run_pipeline
+    from evaluator.run.pipeline import PipelineConfig, run_pipeline
 
     name = f"bench-{stage}-{'b' if batch else 'q'}{next(_names)}"
     run_pipeline(db, PipelineConfig(testset="bench", target="bench", stages=stage, depth=depth,

@@ -47,7 +47,7 @@ def main() -> None:
     ap.add_argument("--dsn", default=None)
     args = ap.parse_args()
 
-    from evaluator.runs import import_run
+    from evaluator.run.runs import import_run
 
     db, tmp, stop = _server.start(args.dsn, "pgeval-bench-")
     rng = random.Random(7)

@@ -85,7 +85,7 @@ def bare_loop_and_store(db, vectors, depth, ef):
 
 
 def pipeline(db, depth, ef, checksum=True):
-    from evaluator.pipeline import PipelineConfig, run_pipeline
+    from evaluator.run.pipeline import PipelineConfig, run_pipeline
 
     run_pipeline(db, PipelineConfig(testset="bench", target="bench", stages="hnsw", depth=depth,
                                     repeat=1, settings={"hnsw.ef_search": str(ef)},

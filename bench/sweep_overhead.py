@@ -49,7 +49,7 @@ def bare(db, vectors, depth: int, repeat: int) -> float:
     """Sum of execute+fetch times of the sweep's statements (exact, then each ef_search)."""
     from evaluator.stages import gucs, vector_sql
     from evaluator.stages.vector_common import register_vector
-    from evaluator.targets import load
+    from evaluator.target.targets import load
 
     with db.connect() as res:
         target = load(res, "bench")
@@ -77,7 +77,7 @@ def bare(db, vectors, depth: int, repeat: int) -> float:
 
 
 def sweep(db, k: int, repeat: int, name: str) -> tuple[float, object]:
-    from evaluator.sweep import SweepConfig, run_sweep
+    from evaluator.dba.sweep import SweepConfig, run_sweep
 
     t = time.perf_counter()
     res = run_sweep(db, SweepConfig(testset="bench", target="bench", stage="hnsw",

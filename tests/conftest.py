@@ -1,7 +1,7 @@
 """Shared fixtures: one real embedded PostgreSQL (pgvector, pgvectorscale, pg_textsearch) for the
 whole test session, schema pgeval installed once; never mocks.
 
-- ``database``: the :class:`evaluator.db.Database` (embedded server in a temporary directory).
+- ``database``: the :class:`evaluator.core.db.Database` (embedded server in a temporary directory).
 - ``conn``: an autocommit psycopg connection to it.
 - ``clean``: empties schema pgeval's data before the test (tables stay).
 - ``pgeval``: runs the CLI in-process: ``code, out, err = pgeval("metrics", "r1")``.
@@ -39,7 +39,7 @@ DATA = Path(__file__).resolve().parent / "data"
 def pytest_sessionfinish(session, exitstatus):
     """Remove the session's temporary directory (the embedded server's data directory is 225 MB),
     after making sure no server still runs in it."""
-    from evaluator import server
+    from evaluator.core import server
 
     datadir = _TMP / "pgdata"
     if datadir.exists():
@@ -52,9 +52,9 @@ def pytest_sessionfinish(session, exitstatus):
 
 @pytest.fixture(scope="session")
 def database():
-    from evaluator import server
-    from evaluator.db import Database
-    from evaluator.install import init
+    from evaluator.core import server
+    from evaluator.core.db import Database
+    from evaluator.core.install import init
 
     db = Database.resolve()
     init(db)
@@ -83,8 +83,8 @@ def en_us_database(database):
     import psycopg
     from psycopg.conninfo import make_conninfo
 
-    from evaluator.db import Database
-    from evaluator.install import init
+    from evaluator.core.db import Database
+    from evaluator.core.install import init
 
     with database.connect(autocommit=True) as c:
         c.execute(f"DROP DATABASE IF EXISTS {EN_US_DB}")

@@ -38,7 +38,7 @@ def qrels(n_queries: int, source: str, docs: np.ndarray, queries: np.ndarray) ->
     five exact nearest neighbours — except every third query, judged on five random documents,
     so that (as with Cranfield) some queries have low recall and get flagged."""
     if source == "cranfield":
-        from evaluator.datasets.cranfield import GRADE_MAP, qrels as cran_qrels
+        from evaluator.testset.datasets.cranfield import GRADE_MAP, qrels as cran_qrels
 
         out: dict[str, dict[str, int]] = {str(q): {} for q in range(1, n_queries + 1)}
         for qid, doc, code in cran_qrels(CRAN):
@@ -79,7 +79,8 @@ def ensure_index(conn, table: str, index: str, method: str, options: str = "",
 
 
 def ensure_target(conn, name: str, table: str, *, text_column: str | None = "body"):
-    from evaluator.targets import Target, save, validate
+    from evaluator.target.targets import Target, save
+    from evaluator.target.catalog import validate
 
     t = Target(name=name, table=table, id_column="id", vector_column="embedding",
                text_column=text_column, distance="cosine")

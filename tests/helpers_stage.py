@@ -62,7 +62,7 @@ def text_docs() -> list[tuple[str, str]]:
     """(doc_id, text): the Cranfield documents when ../shared has them, else 80 seeded sentences
     over a small aerodynamics vocabulary."""
     if (CRANFIELD / "cran.all.1400").is_file():
-        from evaluator.datasets.cranfield import documents
+        from evaluator.testset.datasets.cranfield import documents
 
         return [(d, f"{title} {body}".strip()) for d, title, body in documents(CRANFIELD)]
     rng = random.Random(7)
@@ -73,7 +73,7 @@ def text_docs() -> list[tuple[str, str]]:
 def build_text_kb(conn) -> list[tuple[str, str]]:
     """bm_docs (doc_id, body with a bm25 index, note = body without one, lang: every 7th 'fr')
     and bm_zh (body, body_seg = bigram-segmented with a bm25 'simple' index). Idempotent."""
-    from evaluator.segmenters import segment
+    from evaluator.providers.segmenters import segment
 
     docs = text_docs()
     if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (TEXT_TABLE,)).fetchone()[0]:
@@ -97,7 +97,7 @@ def build_text_kb(conn) -> list[tuple[str, str]]:
 
 
 def text_target(name: str = "docs", table: str = TEXT_TABLE, **kw):
-    from evaluator.targets import Target
+    from evaluator.target.targets import Target
 
     kw.setdefault("text_column", "body")
     return Target(name=name, table=table, id_column="doc_id", vector_column="emb", **kw)
@@ -109,7 +109,7 @@ def stage_ctx(database, conn, *, testset: str, experiment: str | None = None, ta
               previous: dict | None = None, embeddings: bool = False):
     """A StageContext on fresh connections (kb: read-only transactions; results), as the pipeline
     builds it. Close with ``close_ctx``."""
-    from evaluator.embedders.storage import testset_queries
+    from evaluator.providers.embedders.storage import testset_queries
     from evaluator.stages.base import StageContext
 
     tid = conn.execute("SELECT testset_id FROM pgeval.testset WHERE name = %s",

@@ -66,7 +66,8 @@ def ensure_testset(conn, name: str, table: str, n_queries: int = 20, dim: int = 
 
 def add_target(conn, name: str, table: str, *, schema: str | None = None, id_col: str = "id",
                vec_col: str = "embedding", text_col: str | None = "body"):
-    from evaluator.targets import Target, save, validate
+    from evaluator.target.targets import Target, save
+    from evaluator.target.catalog import validate
 
     t = Target(name=name, table=table, schema=schema, id_column=id_col, vector_column=vec_col,
                text_column=text_col, distance="cosine")

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from evaluator import answers
-from evaluator.errors import Conflict, InputError
+from evaluator.measure import answers
+from evaluator.core.errors import Conflict, InputError
 
 from helpers import make_run, make_testset
 
@@ -114,7 +114,7 @@ def test_nearest_rank_percentiles(conn, e2e):
 
 
 def test_latency_percentiles_of_answers_and_retrieval(e2e, tmp_file):
-    from evaluator import latency
+    from evaluator.measure import latency
 
     make_run(e2e, "timed", "e2e", {"q1": ["c1"], "q2": ["c3"]}, latency_ms={"q1": 10.0, "q2": 30.0})
     answers.import_answers(e2e, tmp_file("a.jsonl", jsonl(ANSWERS)), "timed")

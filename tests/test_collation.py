@@ -11,9 +11,9 @@ import random
 
 import pytest
 
-from evaluator import metrics
-from evaluator.pipeline import PipelineConfig, run_pipeline
-from evaluator.runs import export_run, import_run
+from evaluator.measure import metrics
+from evaluator.run.pipeline import PipelineConfig, run_pipeline
+from evaluator.run.runs import export_run, import_run
 
 from helpers import make_testset
 
@@ -159,7 +159,7 @@ def tie_kb(en_us_conn):
         conn.execute(f"CREATE INDEX ON {table} USING hnsw (emb vector_cosine_ops)")
     make_testset(conn, "kbt", {"q1": {"a1": 1, "B1": 1, "8": 1, "15": 1}},
                  texts={"q1": "alpha"}, embeddings={"q1": [1.0, 2.0, 3.0]})
-    from evaluator.targets import Target, save, validate
+    from evaluator.target.targets import Target, save, validate
 
     for table in TABLES:
         t = Target(name=table, table=table, schema="public", id_column="doc_id",

@@ -8,9 +8,10 @@ import json
 import numpy as np
 import pytest
 
-from evaluator import compare, stats
-from evaluator.errors import InputError
-from evaluator.report import json as report_json
+from evaluator.reporting import compare
+from evaluator.measure import stats
+from evaluator.core.errors import InputError
+from evaluator.reporting import json as report_json
 
 from helpers import make_run, make_testset
 
@@ -185,7 +186,7 @@ def test_compare_command(pgeval, runs, tmp_path):
 
 def test_reading_always_says_something():
     """A pattern none of METRICS.md's hints names still gets a reading, never an empty one."""
-    from evaluator.compare import reading_hints
+    from evaluator.reporting.compare import reading_hints
 
     up = [{"metric": "recall@10", "delta": 0.05, "p_value": 0.001},
           {"metric": "mrr@20", "delta": 0.04, "p_value": 0.002}]

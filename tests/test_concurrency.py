@@ -70,7 +70,7 @@ def test_two_pipelines_at_once(kb):
 def test_same_default_name_gets_a_suffix(kb, database, monkeypatch):
     """Two pipelines started in the same second without --name would get the same default name:
     the second takes NAME-2 instead of failing."""
-    from evaluator import pipeline
+    from evaluator.run import pipeline
 
     monkeypatch.setattr(pipeline, "default_name", lambda testset, target: "cc-same")
     cfg = pipeline.PipelineConfig(testset="cc", target="cc", stages="exact", repeat=1, depth=5)
@@ -112,7 +112,7 @@ def test_two_imports_at_once(kb, tmp_path):
 
 def test_resume_waits_for_a_live_pipeline(kb, database, pgeval):
     """A run marked running whose pipeline still holds the experiment's lock is not resumed."""
-    from evaluator.experiment_scope import try_lock
+    from evaluator.run.experiment_scope import try_lock
 
     code, out, err = pgeval("run", "pipeline", "--testset", "cc", "--target", "cc", "--stages",
                             "exact", "--repeat", "1", "--depth", "5", "--name", "cc-live")
@@ -175,7 +175,7 @@ def test_two_processes_store_the_same_embeddings_at_once(kb, database, tmp_path)
 
     import numpy as np
 
-    from evaluator.embedders import parse, storage
+    from evaluator.providers.embedders import parse, storage
 
     errors: list[BaseException] = []
     for attempt in range(4):

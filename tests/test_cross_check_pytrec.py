@@ -7,9 +7,9 @@ the label itself), MRR@20 via recip_rank on the run truncated at 20. Skipped wit
 import numpy as np
 import pytest
 
-from evaluator import metrics
-from evaluator.datasets import cranfield
-from evaluator.runs import import_run
+from evaluator.measure import metrics
+from evaluator.testset.datasets import cranfield
+from evaluator.run.runs import import_run
 
 from helpers import make_testset
 

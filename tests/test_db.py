@@ -4,8 +4,8 @@ idempotence, and passwords kept out of messages."""
 
 import pytest
 
-from evaluator import server
-from evaluator.db import Database, redact
+from evaluator.core import server
+from evaluator.core.db import Database, redact
 
 
 def test_resolution_order(monkeypatch, tmp_path):

@@ -10,8 +10,8 @@ import pytest
 
 from helpers import make_run, make_testset
 
-from evaluator import fingerprint as fpmod
-from evaluator.config_diff import compare, flatten
+from evaluator.dba import fingerprint as fpmod
+from evaluator.dba.config_diff import compare, flatten
 
 
 BASE = {

@@ -145,9 +145,9 @@ def test_openai_missing_key_variable(ts, pgeval, monkeypatch):
 
 
 def test_openai_gives_up_after_retries_on_5xx(ts, monkeypatch):
-    from evaluator.embedders.http import OpenAIEmbedder
-    from evaluator.embedders.storage import testset_queries
-    from evaluator.errors import InputError
+    from evaluator.providers.embedders.http import OpenAIEmbedder
+    from evaluator.providers.embedders.storage import testset_queries
+    from evaluator.core.errors import InputError
 
     monkeypatch.setenv("PGEVAL_TEST_KEY", KEY)
     with EmbeddingServer(always=503) as srv, ts.connect() as conn:

@@ -10,8 +10,8 @@ import pytest
 
 from dba_data import ensure_table, ensure_target
 
-from evaluator import fingerprint as fpmod
-from evaluator.config_diff import compare
+from evaluator.dba import fingerprint as fpmod
+from evaluator.dba.config_diff import compare
 
 TABLE = "dba_fp_docs"
 

@@ -18,10 +18,10 @@ import pytest
 
 from robust_kb import add_target, ensure_table, ensure_testset
 
-from evaluator import fingerprint as fpmod
-from evaluator.config_diff import compare
-from evaluator.errors import Conflict
-from evaluator.sweep import SweepConfig, run_sweep
+from evaluator.dba import fingerprint as fpmod
+from evaluator.dba.config_diff import compare
+from evaluator.core.errors import Conflict
+from evaluator.dba.sweep import SweepConfig, run_sweep
 
 TABLE, INDEX = "fb_kb", "fb_kb_hnsw"
 

@@ -1,4 +1,4 @@
-"""Fuzzing the run import loader (`evaluator.runs.import_run`): random bytes, random TREC lines and
+"""Fuzzing the run import loader (`evaluator.run.runs.import_run`): random bytes, random TREC lines and
 random JSON lines either import cleanly — a complete run whose stored lists are exactly what the
 file says under its order rule — or fail with a one-line PgevalError that leaves every table of
 schema pgeval as it was. Never another exception, never a half-written run."""
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluator.errors import PgevalError
-from evaluator.runs import import_run
+from evaluator.core.errors import PgevalError
+from evaluator.run.runs import import_run
 from helpers import make_testset
 from robust_kb import pgeval_counts
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import gate
-from evaluator.errors import InputError
+from evaluator.reporting import gate
+from evaluator.core.errors import InputError
 
 from helpers import make_run, make_testset
 

@@ -198,7 +198,7 @@ def test_resume_after_kill_9_ends_the_dead_clients_session(kb, database, pgeval)
 def test_a_live_lock_holder_is_still_refused_at_once(kb, database, pgeval):
     """The client recorded with the running run is alive (this test process): resume refuses
     at once, as before, and ends nobody's session."""
-    from evaluator.experiment_scope import try_lock
+    from evaluator.run.experiment_scope import try_lock
 
     code, _, err = pgeval(*PIPELINE, "--name", "hs-live")
     assert code == 0, err
@@ -226,8 +226,8 @@ def test_a_role_that_may_not_end_the_dead_session_waits_a_bounded_time(kb, datab
     statement a superuser can run; a role that may (the owner) ends it and gets the lock."""
     import psycopg
 
-    from evaluator.errors import Conflict
-    from evaluator.experiment_scope import acquire
+    from evaluator.core.errors import Conflict
+    from evaluator.run.experiment_scope import acquire
     from robust_kb import dsn
 
     code, _, err = pgeval(*PIPELINE, "--name", "hs-sleep")
@@ -235,7 +235,7 @@ def test_a_role_that_may_not_end_the_dead_session_waits_a_bounded_time(kb, datab
     exp_id = kb.execute("SELECT experiment_id FROM pgeval.experiment WHERE name = 'hs-sleep'"
                         ).fetchone()[0]
     script = ("import sys, psycopg\n"
-              "from evaluator.experiment_scope import try_lock\n"
+              "from evaluator.run.experiment_scope import try_lock\n"
               "c = psycopg.connect(sys.argv[1], autocommit=True)\n"
               f"assert try_lock(c, {exp_id})\n"
               "print(c.execute('SELECT pg_backend_pid()').fetchone()[0], flush=True)\n"

@@ -9,7 +9,7 @@ import pytest
 from dba_data import ensure_target
 from helpers import make_testset
 
-from evaluator import health
+from evaluator.dba import health
 
 TABLE = "dba_health_docs"
 
@@ -37,7 +37,7 @@ def by_check(findings):
 
 
 def test_every_defect_is_found(conn, sick):
-    from evaluator.targets import Target, save
+    from evaluator.target.targets import Target, save
 
     t = Target(name="dba-sick", table=sick, id_column="id", vector_column="embedding",
                distance="cosine", dimension=3)
@@ -63,7 +63,7 @@ def test_clean_table_is_ok_and_zero_vectors_are_fine_for_l2(conn, sick):
     for name in ("null_vectors", "zero_vectors", "duplicate_vectors", "dimensions",
                  "invalid_indexes", "index_vs_shared_buffers"):
         assert f[name].status == "ok", f[name]
-    from evaluator.targets import Target
+    from evaluator.target.targets import Target
 
     l2 = Target(name="dba-l2", table=sick, id_column="id", vector_column="embedding",
                 distance="l2")

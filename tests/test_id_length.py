@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from evaluator.id_length import MAX_ID_BYTES
+from evaluator.core.id_length import MAX_ID_BYTES
 from helpers import make_testset
 
 LONG = "c" * 3000

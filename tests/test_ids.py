@@ -1,4 +1,4 @@
-"""One rule for ids on both sides of an evaluation (evaluator.ids.ident), and input that used to be
+"""One rule for ids on both sides of an evaluation (evaluator.core.ids.ident), and input that used to be
 accepted silently and wrong: duplicate JSON keys, one query on two lines of a JSONL run, TREC
 scores that Python reads as numbers and trec_eval (C's atof) does not, the export of a run that is
 still being written."""
@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from evaluator import metrics
-from evaluator.answers import import_answers
-from evaluator.errors import InputError
-from evaluator.ids import ident
-from evaluator.runs import import_run
+from evaluator.measure import metrics
+from evaluator.measure.answers import import_answers
+from evaluator.core.errors import InputError
+from evaluator.core.ids import ident
+from evaluator.run.runs import import_run
 from evaluator.testset import load
 
 from helpers import make_run, make_testset

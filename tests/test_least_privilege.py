@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from evaluator.db import Database
-from evaluator.install import init
+from evaluator.core.db import Database
+from evaluator.core.install import init
 from robust_kb import dsn as _dsn
 from robust_kb import ensure_table, pgeval_counts, vectors
 
@@ -138,7 +138,7 @@ def test_knowledge_base_is_read_in_read_only_transactions(clean, conn, pgeval, t
     assert code == 1 and "read-only transaction" in err, err
     assert conn.execute("SELECT count(*) FROM lp_log").fetchone()[0] == 0
     # as if the view had turned into a trap after the target was added
-    from evaluator.targets import Target, save
+    from evaluator.target.targets import Target, save
 
     save(conn, Target(name="trap", table="lp_trap", id_column="id", vector_column="embedding",
                       vector_type="vector", dimension=8))

@@ -1,11 +1,11 @@
-"""One measure registry: evaluator/measures.py and the SQL API (pgeval.ranked_measures(),
+"""One measure registry: evaluator/measure/measures.py and the SQL API (pgeval.ranked_measures(),
 pgeval.max_cutoff(), pgeval.measure_spec) agree, and gate and metrics accept what SQL accepts."""
 
 from __future__ import annotations
 
 import pytest
 
-from evaluator import measures
+from evaluator.measure import measures
 
 
 def test_sql_and_python_registries_are_equal(conn):
@@ -30,8 +30,8 @@ def test_sql_accepts_exactly_what_python_accepts(conn, name):
 
 
 def test_gate_names_every_known_measure(tmp_path):
-    from evaluator.errors import InputError
-    from evaluator.gate import load_rules
+    from evaluator.core.errors import InputError
+    from evaluator.reporting.gate import load_rules
 
     good = tmp_path / "good.toml"
     good.write_text("[metrics.'recall@100000']\nmin = 0.1\n[metrics.citation_precision]\n"

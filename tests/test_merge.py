@@ -8,7 +8,7 @@ import math
 import psycopg
 import pytest
 
-from evaluator.errors import InputError
+from evaluator.core.errors import InputError
 from evaluator.stages.merge import MergeStage, parse_weights
 from helpers import make_testset
 from helpers_stage import make_experiment, prepare_and_run, stage_ctx, stage_run, stored

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluator import metrics
+from evaluator.measure import metrics
 
 from helpers import make_run, make_testset
 from reference_metrics import per_query as ref

@@ -2,7 +2,7 @@
 
 import pytest
 
-from evaluator import metrics
+from evaluator.measure import metrics
 
 from helpers import make_run, make_testset
 
@@ -54,7 +54,7 @@ def test_metrics_command_prints_example_values(pgeval, examples):
 
 
 def test_unknown_measure_is_a_clean_error(conn, examples):
-    from evaluator.errors import InputError
+    from evaluator.core.errors import InputError
 
     with pytest.raises(InputError, match="unknown measure"):
         metrics.per_query(conn, examples, ["map@10"])

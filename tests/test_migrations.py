@@ -8,10 +8,10 @@ import json
 
 import pytest
 
-from evaluator.db import Database
-from evaluator.errors import DatabaseError
-from evaluator.install import (current_revision, downgrade_tables, ensure_installed,
-                               head_revision, init, upgrade_tables)
+from evaluator.core.db import Database
+from evaluator.core.errors import DatabaseError
+from evaluator.core.install import (current_revision, downgrade_tables, ensure_installed,
+                                    head_revision, init, upgrade_tables)
 from robust_kb import dsn, fresh_database
 
 TABLES_0001 = {"testset", "query", "qrel", "query_embedding", "target", "experiment", "run",
@@ -168,7 +168,7 @@ def test_init_replaces_functions_whose_signature_changed(fresh, pgeval):
 
 def test_a_failing_sql_file_leaves_the_old_api_in_place(fresh, monkeypatch, tmp_path):
     """The API is replaced in one transaction: if a file fails, nothing was dropped."""
-    from evaluator import resources
+    from evaluator.core import resources
 
     init(fresh)
     bad = tmp_path / "sql"

@@ -23,7 +23,7 @@ def test_wheel_contains_sql_and_migrations(tmp_path):
     assert "evaluator/migrations/env.py" in names
     for version in (ROOT / "migrations" / "versions").glob("*.py"):
         assert f"evaluator/migrations/versions/{version.name}" in names
-    assert "evaluator/cli.py" in names
+    assert "evaluator/cli/main.py" in names
     entry = [n for n in names if n.endswith("entry_points.txt")]
     assert entry and "pgeval = evaluator.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
 

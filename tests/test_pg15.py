@@ -98,8 +98,8 @@ def pg15_kb(pg15):
     pgvector there once)."""
     with pg15.connect(dbname="kb") as su:
         su.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    from evaluator.db import Database
-    from evaluator.install import init
+    from evaluator.core.db import Database
+    from evaluator.core.install import init
 
     db = Database(dsn=pg15.dsn(OWNER, "kb"))
     init(db)
@@ -115,7 +115,7 @@ def test_generic_plan_without_generic_plan_option(pg15_kb):
     from pgvector.psycopg import register_vector
 
     from evaluator.stages import plan_check, vector_sql
-    from evaluator.targets import Target
+    from evaluator.target.targets import Target
 
     t = Target(name="g", table="pg15_kb", id_column="doc_id", vector_column="emb",
                text_column="body", dimension=pg_real.DIM)

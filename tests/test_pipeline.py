@@ -134,7 +134,7 @@ class ProbeStage(BaseStage):
 
 
 def test_later_stages_see_earlier_runs_of_their_repetition(setup, conn, monkeypatch):
-    from evaluator.pipeline import PipelineConfig, run_pipeline
+    from evaluator.run.pipeline import PipelineConfig, run_pipeline
     from evaluator.stages import registry
 
     monkeypatch.setitem(registry.STAGES, "probe", "test_pipeline:ProbeStage")
@@ -152,7 +152,7 @@ def test_later_stages_see_earlier_runs_of_their_repetition(setup, conn, monkeypa
 
 
 def test_failed_stage_marks_run_and_experiment_failed(setup, conn, monkeypatch):
-    from evaluator.pipeline import PipelineConfig, run_pipeline
+    from evaluator.run.pipeline import PipelineConfig, run_pipeline
     from evaluator.stages import registry
 
     class Boom(ProbeStage):

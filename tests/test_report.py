@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import metrics
+from evaluator.measure import metrics
 
 from helpers import make_run, make_testset
 
@@ -119,13 +119,13 @@ def experiment(clean, conn):
 
 
 def test_experiment_report_has_stages_and_waterfall(pgeval, conn, experiment):
-    from evaluator import stage_report
+    from evaluator.measure import stage_report
 
     code, out, err = pgeval("report", "exp", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
     assert doc["run"]["name"] == "exp.rerank.1" and doc["experiment"]["name"] == "exp"
-    # the stage report section is evaluator.stage_report's own document, not a re-computation
+    # the stage report section is evaluator.measure.stage_report's own document, not a re-computation
     expected = stage_report.build(conn, "exp", k=10).as_dict()
     assert doc["stage_report"]["loss_attribution"] == json.loads(json.dumps(
         expected["loss_attribution"]))
@@ -243,7 +243,7 @@ def test_run_of_a_sweep_gets_the_recall_latency_curve(pgeval, conn, clean, tmp_p
     assert pgeval("report", "sw.ef40.1", "--format", "html", "--out", str(page))[0] == 0
     text = page.read_text()
     assert "<h2>Sweep sw: hnsw.ef_search</h2>" in text
-    if __import__("evaluator.report.plots", fromlist=["available"]).available():
+    if __import__("evaluator.reporting.plots", fromlist=["available"]).available():
         assert 'id="plot-sweep"' in text
     # a run outside any sweep has no such section
     make_run(conn, "lonely", "sw-set", {"q0": ["c0"]})

@@ -10,8 +10,8 @@ import json
 import numpy as np
 import pytest
 
-from evaluator import rerankers
-from evaluator.errors import InputError
+from evaluator.providers import rerankers
+from evaluator.core.errors import InputError
 from evaluator.stages.rerank import RerankStage
 from helpers import make_testset
 from helpers_peer import Peer, overlap, serving

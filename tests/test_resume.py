@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator import server
+from evaluator.core import server
 from robust_kb import add_target, ensure_table, ensure_testset
 
 ROOT = Path(__file__).resolve().parent.parent

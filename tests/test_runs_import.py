@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from evaluator import metrics
-from evaluator.errors import Conflict, InputError
-from evaluator.runs import export_run, import_run
+from evaluator.measure import metrics
+from evaluator.core.errors import Conflict, InputError
+from evaluator.run.runs import export_run, import_run
 
 from helpers import make_testset
 

@@ -69,7 +69,7 @@ def test_metrics_whole_when_the_run_is_deleted_between_statements(snap, database
                                                                   monkeypatch):
     """The run is deleted (another connection, committed) right after the summary is read: the
     breakdowns read afterwards still see it."""
-    from evaluator import metrics
+    from evaluator.measure import metrics
 
     code, out, err = pgeval(*METRICS)
     assert code == 0, err
@@ -99,8 +99,8 @@ def test_metrics_whole_when_the_run_is_deleted_between_statements(snap, database
 def test_report_built_in_a_snapshot_taken_before_the_delete(snap, database):
     """API level: the report's transaction has begun (its snapshot is taken), then another
     session deletes the run; the report built in that transaction is the whole report."""
-    from evaluator.db import snapshot
-    from evaluator.report import json as report_json
+    from evaluator.core.db import snapshot
+    from evaluator.reporting import json as report_json
 
     with snapshot(database) as c:
         before = report_json.build(c, "snap-run")
@@ -117,7 +117,7 @@ def test_report_built_in_a_snapshot_taken_before_the_delete(snap, database):
 def test_compare_reads_both_sides_in_one_snapshot(snap, database, pgeval, monkeypatch):
     """The candidate is deleted once the baseline's report is built: the comparison still has
     both sides (before, the second side failed with "no run named")."""
-    from evaluator.report import json as report_json
+    from evaluator.reporting import json as report_json
 
     real_build = report_json.build
     calls = []
@@ -141,7 +141,7 @@ def test_compare_reads_both_sides_in_one_snapshot(snap, database, pgeval, monkey
 
 def test_export_whole_when_the_run_is_deleted_after_it_is_resolved(snap, database, pgeval,
                                                                    monkeypatch, tmp_path):
-    from evaluator import metrics
+    from evaluator.measure import metrics
 
     out_file = tmp_path / "before.trec"
     code, _, err = pgeval("run", "export", "snap-run", "--out", str(out_file))
@@ -195,7 +195,7 @@ def test_stage_report_whole_when_a_stage_run_is_deleted_while_it_is_built(
         clean, conn, database, pgeval, monkeypatch):
     """A stage run is deleted once the experiment is resolved: every later statement of the
     stage report still sees it (before, the report mixed the two states)."""
-    from evaluator import stage_report
+    from evaluator.measure import stage_report
 
     from helpers import make_run
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.errors import InputError
-from evaluator.segmenters import bigrams, segment
+from evaluator.core.errors import InputError
+from evaluator.providers.segmenters import bigrams, segment
 from evaluator.stages.bm25 import Bm25Stage
 from helpers import make_testset
 from helpers_stage import (ZH_TABLE, build_text_kb, close_ctx, prepare_and_run, stage_ctx, stored,

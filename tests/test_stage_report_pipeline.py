@@ -29,7 +29,7 @@ def peer():
 def setup(clean, conn, pgeval):
     docs, queries, source = corpus(N_DOCS, N_QUERIES)
     if source == "cranfield":
-        from evaluator.datasets.cranfield import queries as cran_queries
+        from evaluator.testset.datasets.cranfield import queries as cran_queries
 
         texts = dict(text_docs())
         qtexts = dict(cran_queries(CRANFIELD))

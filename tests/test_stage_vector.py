@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import vector_kb as kb
-from evaluator.errors import InputError, PlanError
-from evaluator.pipeline import PipelineConfig, run_pipeline
+from evaluator.core.errors import InputError, PlanError
+from evaluator.run.pipeline import PipelineConfig, run_pipeline
 
 
 @pytest.fixture

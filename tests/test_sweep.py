@@ -13,8 +13,8 @@ import pytest
 
 from dba_data import CRAN_TARGET, CRAN_TESTSET, ensure_cranfield
 
-from evaluator.errors import Conflict, InputError
-from evaluator.sweep import SweepConfig, run_sweep
+from evaluator.core.errors import Conflict, InputError
+from evaluator.dba.sweep import SweepConfig, run_sweep
 
 
 @pytest.fixture

@@ -11,10 +11,10 @@ import pytest
 
 from dba_data import CRAN_TARGET, CRAN_TESTSET, ensure_cranfield
 
-from evaluator import fingerprint as fpmod
-from evaluator.build_sweep import SCRATCH_PREFIX
-from evaluator.errors import DatabaseError, InputError
-from evaluator.sweep import SweepConfig, run_sweep
+from evaluator.dba import fingerprint as fpmod
+from evaluator.dba.build_sweep import SCRATCH_PREFIX
+from evaluator.core.errors import DatabaseError, InputError
+from evaluator.dba.sweep import SweepConfig, run_sweep
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 from dba_data import CRAN_TARGET, CRAN_TESTSET, ensure_cranfield
 from helpers import make_run
 
-from evaluator import diagnostics
-from evaluator.sweep import SweepConfig, run_sweep
+from evaluator.measure import diagnostics
+from evaluator.dba.sweep import SweepConfig, run_sweep
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import vector_kb as kb
-from evaluator.pipeline import PipelineConfig, run_pipeline
+from evaluator.run.pipeline import PipelineConfig, run_pipeline
 
 
 @pytest.fixture
@@ -81,7 +81,7 @@ def test_untyped_column_dimension_from_a_sample_row(tables, pgeval, conn):
 
 
 def test_where_sql_binds_values(tables, conn):
-    from evaluator.targets import Target
+    from evaluator.target.targets import Target
 
     t = Target(name="x", table="va_plain", id_column="id", vector_column="emb",
                filters={"label": "a'; DROP TABLE va_plain; --", "flag": "true"})
@@ -152,7 +152,7 @@ def test_weknora_pipeline_collapses_duplicates_and_filters(tables, pgeval, conn,
 
 
 def test_weknora_dimension_mismatch_stops_before_any_query(tables, pgeval, conn, database):
-    from evaluator.errors import InputError
+    from evaluator.core.errors import InputError
 
     weknora_setup(pgeval, conn, 8)        # the 8-dimension partial index; queries are larger
     with pytest.raises(InputError, match=r"gives \d+-dimensional vectors but target 'wk' "

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluator.errors import InputError
+from evaluator.core.errors import InputError
 from evaluator.testset import load
 from helpers import make_run, make_testset
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from evaluator.datasets import cranfield
+from evaluator.testset.datasets import cranfield
 from evaluator.testset import load, show_testset
 from helpers import make_run
 

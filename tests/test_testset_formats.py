@@ -9,7 +9,7 @@ import json
 import pytest
 
 from evaluator.testset import guess_format, load, resolve_testset
-from evaluator.errors import InputError, NotFound
+from evaluator.core.errors import InputError, NotFound
 from helpers import make_run
 
 JSONL = "\n".join(json.dumps(r, ensure_ascii=False) for r in [

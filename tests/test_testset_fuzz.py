@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evaluator.errors import PgevalError
+from evaluator.core.errors import PgevalError
 from evaluator.testset import load
 
 _names = itertools.count()

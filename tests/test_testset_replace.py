@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.errors import Conflict
+from evaluator.core.errors import Conflict
 from evaluator.testset import load
 from helpers import make_run
 

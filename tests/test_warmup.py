@@ -8,7 +8,7 @@ import pytest
 
 from dba_data import CRAN_TESTSET, ensure_cranfield
 
-from evaluator import warmup as wu
+from evaluator.dba import warmup as wu
 
 
 @pytest.fixture

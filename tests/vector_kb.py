@@ -133,7 +133,8 @@ def testset(conn, name: str = "va", n_queries: int | None = None) -> int:
 
 
 def target(conn, name: str, table: str, **kw):
-    from evaluator.targets import Target, save, validate
+    from evaluator.target.targets import Target, save
+    from evaluator.target.catalog import validate
 
     t = Target(name=name, table=table, id_column="doc_id", vector_column="emb",
                text_column="body", **kw)

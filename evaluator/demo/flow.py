@@ -16,7 +16,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import PgevalError
+from ..core.errors import PgevalError
 
 SCHEMA = "pgeval_demo"
 MARK = "created by pgeval demo"        # COMMENT ON SCHEMA: the demo may drop it
@@ -38,7 +38,7 @@ def _drop_own_schema(kb) -> None:
 def claim_name(try_create, base: str = "demo") -> str:
     """The first of ``base``, ``base-2``, ... that ``try_create(name)`` accepts: free, or holding
     exactly the demo's content (a Conflict means someone else's object: the next name)."""
-    from ..errors import Conflict
+    from ..core.errors import Conflict
 
     for i in range(1, 1000):
         name = base if i == 1 else f"{base}-{i}"
@@ -131,7 +131,7 @@ def tour(database, global_args: list[str], workdir: Path, *, queries: int, repea
         with database.connect(results=False, autocommit=True) as kb:
             _drop_own_schema(kb)
         if created:       # a target left behind would name the table just dropped
-            from .. import targets
+            from ..target import targets
 
             with database.connect(autocommit=True) as conn:
                 targets.remove(conn, target)
@@ -151,12 +151,12 @@ def _load_testset(database, cases: Path, name: str) -> None:
 def _add_target(database, name: str, created: list) -> None:
     """Add the demo's target under ``name`` unless another definition has it (Conflict); note in
     ``created`` whether this call added it."""
-    from .. import targets as t
+    from ..target import catalog, targets as t
 
     tg = t.Target(name=name, schema=SCHEMA, table="chunks", id_column="chunk_id",
                   vector_column="embedding", text_column="content", distance="cosine")
     with database.connect(results=False, autocommit=True, read_only=True) as kb:
-        t.validate(kb, tg)
+        catalog.validate(kb, tg)
     with database.connect() as conn:
         existed = conn.execute("SELECT 1 FROM pgeval.target WHERE name = %s", (name,)).fetchone()
         conn.rollback()

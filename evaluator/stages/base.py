@@ -11,7 +11,7 @@ Conventions every stage follows (METRICS.md is the contract; these make it concr
   ``ORDER BY distance, chunk_id`` for distances, ``ORDER BY score DESC, chunk_id`` for
   similarities. The rule is written in ``pgeval.run.order_rule`` (:data:`ORDER_DISTANCE`,
   :data:`ORDER_SIMILARITY`). The chunk id is the table's id as text ``COLLATE "C"``
-  (:func:`evaluator.ids.as_text`): ties break in byte order whatever the table's collation.
+  (:func:`evaluator.core.ids.as_text`): ties break in byte order whatever the table's collation.
 - **Duplicates** (several rows of the knowledge base mapping to one chunk id) are collapsed to the
   chunk's best score, hence its best rank, before ranking.
 - **Scores**: vector stages (exact, hnsw, ivfflat, diskann) store in ``result.score`` the exact
@@ -48,7 +48,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
     import psycopg
 
-    from ..targets import Target
+    from ..target.targets import Target
 
 ORDER_DISTANCE = "distance ascending, ties by chunk id ascending (best distance per chunk)"
 ORDER_SIMILARITY = "score descending, ties by chunk id ascending (best score per chunk)"
@@ -78,7 +78,7 @@ class Query:
 
 
 class Progress(Protocol):
-    """Progress of one stage: :mod:`evaluator.pipeline` passes a rich bar; tests pass None."""
+    """Progress of one stage: :mod:`evaluator.run.pipeline` passes a rich bar; tests pass None."""
 
     def start(self, description: str, total: int) -> None: ...
 
@@ -89,11 +89,11 @@ class Progress(Protocol):
 
 @dataclass
 class StageContext:
-    """Everything a stage needs. Built by :mod:`evaluator.pipeline` once per stage run."""
+    """Everything a stage needs. Built by :mod:`evaluator.run.pipeline` once per stage run."""
 
     kb: "psycopg.Connection"          # knowledge base: read-only transactions (autocommit off)
     results: "psycopg.Connection"     # where schema pgeval lives (may be another database)
-    target: "Target | None"           # evaluator.targets.Target (None for stages that need none)
+    target: "Target | None"           # evaluator.target.targets.Target (None for stages that need none)
     testset: str
     testset_id: int
     experiment: str | None            # experiment name (None outside a pipeline)
@@ -119,7 +119,7 @@ class StageContext:
 
     def option(self, key: str, default: Any = None, cast=str) -> Any:
         """This stage's option ``key`` cast with ``cast``; InputError naming --opt when bad."""
-        from ..errors import InputError
+        from ..core.errors import InputError
 
         if key not in self.options:
             return default

@@ -10,7 +10,7 @@ Options (``--opt bm25:KEY=VALUE``):
 - ``method``: ``auto`` (default: pg_textsearch when an index exists, else full-text search),
   ``pg_textsearch`` (an error without a BM25 index) or ``fts``.
 - ``column``: the text column (default: the target's ``--text-column``); e.g. a pre-segmented
-  column for Chinese (see :mod:`evaluator.segmenters`).
+  column for Chinese (see :mod:`evaluator.providers.segmenters`).
 - ``index``: which BM25 index when the column has several.
 - ``segmenter``: ``none`` | ``whitespace`` | ``bigram`` | ``jieba`` — applied to each query text
   before it is sent (segment the column the same way).
@@ -25,8 +25,8 @@ import time
 
 from psycopg import sql
 
-from .. import segmenters
-from ..errors import DatabaseError, InputError
+from ..providers import segmenters
+from ..core.errors import DatabaseError, InputError
 from . import bm25_sql, gucs, store, timing
 from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
 

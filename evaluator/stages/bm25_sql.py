@@ -28,7 +28,7 @@ import re
 
 from psycopg import sql
 
-from ..ids import as_text
+from ..core.ids import as_text
 
 Q = "pgeval_q"
 

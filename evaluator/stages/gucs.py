@@ -13,7 +13,7 @@ import re
 
 from psycopg import sql
 
-from ..errors import InputError, first_line
+from ..core.errors import InputError, first_line
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 _UNIT = re.compile(r"^\s*(-?\d+)\s*([a-zA-Z]+)?\s*$")

@@ -1,13 +1,13 @@
 """``import``: a ranked list produced elsewhere (a live RAG service's output, a TREC run) attached
 to an experiment as a stage. Options: ``import:file=PATH`` (required), ``import:format=trec|jsonl``
-(default: by extension). The file is read by :func:`evaluator.runs.import_run` (same validation as
+(default: by extension). The file is read by :func:`evaluator.run.runs.import_run` (same validation as
 `pgeval run import`) once per repetition, then linked to the experiment."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .base import BOUNDARY_NONE, SCORE_SIMILARITY, BaseStage, StageContext
 
 
@@ -26,7 +26,7 @@ class ImportStage(BaseStage):
             raise InputError(f"{ctx.stage}:format must be trec or jsonl", field="--opt")
 
     def run(self, ctx: StageContext, run_name: str) -> int:
-        from ..runs import import_run
+        from ..run.runs import import_run
 
         results = ctx.results
         if results.info.transaction_status != 0:

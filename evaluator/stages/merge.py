@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 
-from ..errors import InputError
+from ..core.errors import InputError
 from . import store
 from .base import BOUNDARY_BATCH, ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 
-from ..errors import PlanError
+from ..core.errors import PlanError
 
 GENERIC_PLAN_OPTION = 160000      # server_version_num of the first release with GENERIC_PLAN
 _names = itertools.count(1)

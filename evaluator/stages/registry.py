@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 STAGES = {
     "exact": "evaluator.stages.exact:ExactStage",

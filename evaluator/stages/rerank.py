@@ -3,7 +3,7 @@
 
 Options (``--opt rerank:KEY=VALUE``):
 
-- ``reranker``: a spec of :mod:`evaluator.rerankers` (``http:URL``, ``tei:URL``,
+- ``reranker``: a spec of :mod:`evaluator.providers.rerankers` (``http:URL``, ``tei:URL``,
   ``dashscope:URL``, ``cross-encoder:MODEL``, ``biencoder:EMBEDDER``), or ``exact``: the exact
   full-precision distance of the target's vector column (or ``column``) to the query embedding,
   stored as ``-distance`` — useful after a quantised index (halfvec, binary, DiskANN with
@@ -27,8 +27,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from .. import rerankers
-from ..errors import InputError
+from ..providers import rerankers
+from ..core.errors import InputError
 from . import gucs, rerank_sql, store
 from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
 

@@ -9,8 +9,8 @@ from dataclasses import replace
 
 from psycopg import sql
 
-from ..errors import InputError
-from ..ids import as_text
+from ..core.errors import InputError
+from ..core.ids import as_text
 
 
 def columns(kb, target) -> dict[str, tuple[str, str]]:

@@ -21,7 +21,7 @@ in the same transaction as the query's results and timing, and refreshes ``run.h
 the run row names the writing process (``pid``, ``host``). A run becomes ``complete`` only when
 every query of its test set has its progress row. ``ctx.extra["resume_run_id"]`` makes
 :func:`run_scope` continue that run (``ctx.queries`` = the missing queries) instead of creating
-one — see :mod:`evaluator.resume`.
+one — see :mod:`evaluator.run.resume`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import socket
 from contextlib import contextmanager
 from typing import Iterable, Sequence
 
-from ..errors import Conflict, IncompleteRun, InputError
+from ..core.errors import Conflict, IncompleteRun, InputError
 
 FLUSH_EVERY = 100
 
@@ -223,7 +223,7 @@ def run_scope(ctx, run_name: str, *, params: dict, order_rule: str,
     ``background``: see :class:`RunWriter` (only for stages that leave ``ctx.results`` alone
     inside the block)."""
     if ctx.extra.get("resume_run_id") is not None:     # `pgeval run resume`: the missing queries
-        from ..resume import reopen_run
+        from ..run.resume import reopen_run
 
         run_id = reopen_run(ctx.results, ctx.extra["resume_run_id"], params)
     else:

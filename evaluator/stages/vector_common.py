@@ -18,7 +18,7 @@ import time
 import numpy as np
 from psycopg import sql
 
-from ..errors import DatabaseError, InputError, PlanError, first_line
+from ..core.errors import DatabaseError, InputError, PlanError, first_line
 from . import gucs, plan_check, store, timing, vector_sql
 from .base import ORDER_DISTANCE, SCORE_DISTANCE, BaseStage, StageContext
 
@@ -86,7 +86,7 @@ class VectorStage(BaseStage):
             kb.rollback()
             raise gone
         all_ann = plan_check.ann_indexes(kb, oid)
-        from ..targets import vector_indexes
+        from ..target.catalog import vector_indexes
 
         candidates = [i["name"] for i in vector_indexes(kb, t, (self.method,))] if self.method else []
         row = kb.execute("SELECT nspname FROM pg_class c JOIN pg_namespace n "

@@ -14,7 +14,7 @@ import math
 
 from psycopg import sql
 
-from ..ids import as_text
+from ..core.ids import as_text
 
 Q = "pgeval_q"   # alias of the query list in batch mode (unlikely to clash with user columns)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import NotFound
-from ..install import ensure_installed
+from ..core.errors import NotFound
+from ..core.install import ensure_installed
 
 _COUNTS = """
     count(q.*) FILTER (WHERE cardinality(q.grades_desc) > 0) AS valid,

@@ -1,7 +1,7 @@
 """Field checks shared by every format: ids, text, type tags, expected facts, embeddings.
 
 Each check returns the normalised value or raises :class:`ValueError` with the reason; the format
-parsers turn that into an :class:`~evaluator.errors.InputError` naming file, line and field.
+parsers turn that into an :class:`~evaluator.core.errors.InputError` naming file, line and field.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 import math
 import re
 
-from ..ids import MAX_ID_BYTES, ident  # noqa: F401  (the one rule for ids, see evaluator.ids)
+from ..core.ids import MAX_ID_BYTES, ident  # noqa: F401  (the one rule for ids, see evaluator.core.ids)
 
 MAX_DIM = 16000           # pgvector's limit for the vector type
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")

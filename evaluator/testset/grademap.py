@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 MAX_GRADE = 3
 

@@ -7,7 +7,7 @@ import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import InputError
+from ..core.errors import InputError
 from .formats import FORMATS
 from .source import Source, format_suffix
 

@@ -14,8 +14,8 @@ import json
 import time
 from dataclasses import asdict, dataclass
 
-from ..errors import Conflict, InputError
-from ..install import ensure_installed
+from ..core.errors import Conflict, InputError
+from ..core.install import ensure_installed
 from .grademap import GradeMap
 from .plan import make_plan
 from .progress import LoadProgress

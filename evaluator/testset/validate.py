@@ -11,7 +11,7 @@ from __future__ import annotations
 from . import fields
 from .grademap import GradeMap
 from .records import Row
-from ..errors import InputError
+from ..core.errors import InputError
 
 
 def query_row(src, file_idx: int, line: int, id_field: str, *, qid, text, relevant,

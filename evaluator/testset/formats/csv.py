@@ -17,7 +17,7 @@ import csv
 import json
 from typing import Iterator
 
-from ... import strict_json
+from ...core import strict_json
 from .. import fields
 from ..records import Row
 from ..validate import query_row

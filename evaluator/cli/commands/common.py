@@ -1,0 +1,114 @@
+"""Helpers shared by command modules."""
+
+from __future__ import annotations
+
+import functools
+
+import click
+
+
+def pass_db(f):
+    """Inject the resolved :class:`evaluator.core.db.Database` as the first argument."""
+
+    @click.pass_context
+    @functools.wraps(f)
+    def wrapper(ctx, *args, **kwargs):
+        return f(ctx.obj.db, *args, **kwargs)
+
+    return wrapper
+
+
+def parse_list(value: str | None, cast=str, what: str = "value") -> list:
+    """'3,5,10' -> [3, 5, 10]; raises a click error naming the bad item."""
+    if value is None:
+        return []
+    out = []
+    for item in value.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        try:
+            out.append(cast(item))
+        except ValueError:
+            raise click.BadParameter(f"'{item}' is not a valid {what}") from None
+    return out
+
+
+# ---- options several commands share (one meaning, one help text) -----------------------------
+_MEASURE_OPTIONS = (
+    click.option("--k", "k", metavar="3,5,10",
+                 help="Recall/Precision/Hit cut-offs. [default: 3,5,10]"),
+    click.option("--ndcg-k", metavar="5,10", help="nDCG cut-offs. [default: 5,10]"),
+    click.option("--mrr-k", metavar="20", help="MRR cut-offs. [default: 20]"),
+    click.option("--rel", type=int, default=1, show_default=True,
+                 help="Lowest grade (0-3) that counts as relevant."),
+)
+
+
+def measure_options(f):
+    """``--k``, ``--ndcg-k``, ``--mrr-k`` (read them with :func:`measures_from`) and ``--rel``."""
+    for option in reversed(_MEASURE_OPTIONS):
+        f = option(f)
+    return f
+
+
+def measures_from(k: str | None, ndcg_k: str | None, mrr_k: str | None) -> list[str]:
+    """The measure names the options of :func:`measure_options` ask for."""
+    from ...measure.metrics import measures_for
+
+    return measures_for(parse_list(k, int, "cut-off"), parse_list(ndcg_k, int, "cut-off"),
+                        parse_list(mrr_k, int, "cut-off"))
+
+
+def statement_timeout_option():
+    """``--statement-timeout`` of the commands that run stages (default 5min)."""
+    return click.option(
+        "--statement-timeout", default="5min", show_default=True, metavar="DURATION",
+        help="Cancel any statement on the knowledge base that runs longer (e.g. 30s, 5min; "
+             "0 = no limit). Applied with SET LOCAL and recorded in every run's settings.")
+
+
+def isolate_index_option():
+    """``--isolate-index`` of the commands that run ANN stages (pipeline, sweep)."""
+    return click.option(
+        "--isolate-index", is_flag=True,
+        help="Drop the column's other vector indexes inside each ANN stage's transaction and roll "
+             "back (takes an ACCESS EXCLUSIVE lock on the table for the stage; needs the table's "
+             "owner; not READ ONLY).")
+
+
+def no_checksum_option():
+    """``--no-checksum``: the fingerprint without the knowledge-base table's content checksum."""
+    return click.option(
+        "--no-checksum", is_flag=True,
+        help="Skip the content checksum of the knowledge-base table in the fingerprint (one scan "
+             "of the table); keep the row count. For very large tables.")
+
+
+def min_score_option():
+    """``--min-score``: when an unanswerable query counts as having returned nothing."""
+    return click.option(
+        "--min-score", type=float, default=None, metavar="SCORE",
+        help="Threshold for unanswerable queries ('returned nothing'). It follows the run's "
+             "score direction: where scores are similarities (imports, bm25, merge, rerank) a "
+             "result counts as returned when its score is at least SCORE; where they are "
+             "distances (vector stages: exact, hnsw, ivfflat, diskann; lower is better) when its "
+             "distance is at most SCORE. An unanswerable query with no such result is counted "
+             "as having returned nothing. Without it: no result at all.")
+
+
+# ---- progress on stderr ------------------------------------------------------------------------
+def progress_bar(*, transient: bool):
+    """A rich progress bar on stderr (description, bar, done/total, elapsed time). Start it when
+    the first piece of work begins, so that an early error prints one line only."""
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn)
+
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), console=Console(stderr=True), transient=transient)
+
+
+def warn_above(bar):
+    """An ``on_warning`` callback printing 'warning: ...' above ``bar``."""
+    return lambda message: bar.console.print(f"[yellow]warning:[/] {message}", soft_wrap=True)

@@ -1,0 +1,97 @@
+"""`pgeval compare BASELINE CANDIDATE`: deltas with significance, wins/losses, reading hints."""
+
+from __future__ import annotations
+
+import click
+
+from ..output import emit, format_option, to_json, warn
+from .common import measure_options, measures_from, pass_db
+
+
+@click.command()
+@click.argument("baseline", metavar="BASELINE")
+@click.argument("candidate", metavar="CANDIDATE")
+@measure_options
+@click.option("--alpha", type=float, default=0.05, show_default=True,
+              help="Significance level: a delta with p < alpha counts as a real change.")
+@click.option("--permutations", type=int, default=10_000, show_default=True,
+              help="Random sign flips of the randomisation test (and bootstrap resamples).")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Random seed: the same runs always give the same p-values.")
+@click.option("--top", type=int, default=10, show_default=True,
+              help="How many of the queries that moved most to list.")
+@click.option("--by", "moved_by", metavar="METRIC",
+              help="Metric that ranks the queries that moved. [default: ndcg@10]")
+@click.option("--allow-partial", is_flag=True, help="Accept an incomplete run (labelled).")
+@format_option(choices=("table", "json"))
+@pass_db
+def compare(database, baseline, candidate, k, ndcg_k, mrr_k, rel, alpha, permutations, seed, top,
+            moved_by, allow_partial, fmt):
+    """Compare CANDIDATE with BASELINE (runs, experiments or saved JSON reports) query by query.
+
+    \b
+    For every metric: both means, the delta, a bootstrap 95 % confidence interval of the delta,
+    and the p-value of a paired two-sided randomisation test over the per-query values (10,000
+    sign flips, seeded); per-query wins / ties / losses; the queries that moved most; what the
+    pattern suggests (METRICS.md: "recall = and MRR ↓ → fusion or rerank" ...); and what differs
+    between the two configurations, with a warning when more than one variable changed.
+    Runs over different test sets are refused.
+
+    \b
+    Examples:
+      pgeval compare hnsw-ef40 hnsw-ef80
+      pgeval compare baseline.json candidate-run --by recall@10 --top 20
+      pgeval compare prod new --format json > comparison.json
+    """
+    from ...reporting.compare import compare as run_compare
+    from ...reporting import obtain_all
+
+    measures = measures_from(k, ndcg_k, mrr_k)
+    sides = obtain_all(database, [baseline, candidate], measures=measures, rel=rel,
+                       allow_partial=allow_partial)
+    c = run_compare(sides[0], sides[1], alpha=alpha, permutations=permutations, seed=seed,
+                    top=top, moved_by=moved_by)
+    if fmt == "json":
+        click.echo(to_json(c.as_dict()))
+        for w in c.warnings:
+            warn(w)
+        return
+    click.echo(f"baseline {c.baseline} · candidate {c.candidate} · test set {c.testset} · "
+               f"randomisation test {c.permutations} permutations, seed {c.seed}, "
+               f"alpha {c.alpha:g}")
+    emit([{"metric": r["metric"], "baseline": r["baseline"], "candidate": r["candidate"],
+           "delta": _signed(r["delta"]), "95% CI": _ci(r), "p": _p(r["p_value"]),
+           "sig": "*" if r["significant"] else "", "W/T/L": _wtl(r)} for r in c.rows],
+         "table", ["metric", "baseline", "candidate", "delta", "95% CI", "p", "sig", "W/T/L"])
+    if c.latency:
+        emit([{**r, "delta": _signed(r["delta"], 1),
+               "ratio": None if r["ratio"] is None else f"×{r['ratio']:.2f}"} for r in c.latency],
+             "table", ["metric", "baseline", "candidate", "delta", "ratio"], title="latency (ms)")
+    if c.moved:
+        emit([{**r, "delta": _signed(r["delta"])} for r in c.moved], "table",
+             ["query_id", "baseline", "candidate", "delta", "text"],
+             title=f"queries that moved most ({c.moved_by})")
+    click.echo("reading:")
+    for h in c.hints:
+        click.echo(f"  {h}")
+    if c.changes:
+        emit(c.changes, "table", ["key", "baseline", "candidate"],
+             title="configuration differences")
+    for w in c.warnings:
+        warn(w)
+
+
+def _signed(v, digits: int = 4):
+    return None if v is None else f"{v:+.{digits}f}"
+
+
+def _ci(r: dict) -> str:
+    return "" if r["ci_low"] is None else f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]"
+
+
+def _p(p) -> str:
+    return "" if p is None else f"{p:.4f}"
+
+
+def _wtl(r: dict) -> str:
+    return "" if r["wins"] is None else f"{r['wins']}/{r['ties']}/{r['losses']}"

@@ -1,0 +1,75 @@
+"""`pgeval db start|stop|status|uri`: the embedded server."""
+
+from __future__ import annotations
+
+import click
+
+from ...core.errors import PgevalError
+from .common import pass_db
+
+
+def _embedded(db):
+    if not db.embedded:
+        raise PgevalError(f"`pgeval db` manages the embedded server; this command is set to use "
+                          f"{db.describe()}")
+    return db.datadir
+
+
+@click.group()
+def db():
+    """Manage the embedded PostgreSQL server (PostgreSQL 18, pgvector, pgvectorscale,
+    pg_textsearch). It keeps running between commands until `pgeval db stop`."""
+
+
+@db.command()
+@pass_db
+def start(database):
+    """Start the embedded server (creating its data directory on first use)."""
+    from ...core import server
+
+    datadir = _embedded(database)
+    was = server.is_running(datadir)
+    uri = server.start(datadir)
+    click.echo(f"{'already running' if was else 'started'}: {datadir}")
+    click.echo(uri)
+
+
+@db.command()
+@pass_db
+def stop(database):
+    """Stop the embedded server."""
+    from ...core import server
+
+    datadir = _embedded(database)
+    click.echo(f"stopped: {datadir}" if server.stop(datadir) else f"not running: {datadir}")
+
+
+@db.command()
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True)
+@pass_db
+def status(database, fmt):
+    """Say whether the embedded server runs, where, and its URI. Exit 0 either way."""
+    from ...core import server
+    from ..output import to_json
+
+    datadir = _embedded(database)
+    running = server.is_running(datadir)
+    info = {"datadir": str(datadir), "running": running,
+            "uri": server.uri(datadir) if running else None}
+    if fmt == "json":
+        click.echo(to_json(info))
+    else:
+        click.echo(f"{'running' if running else 'stopped'}: {datadir}")
+        if running:
+            click.echo(info["uri"])
+
+
+@db.command()
+@pass_db
+def uri(database):
+    """Print the connection URI (last line of output), starting the server if needed. A
+    password in a --dsn / PGEVAL_DSN is shown as ***."""
+    from ...core.masking import mask
+
+    click.echo(mask(database.uri()))

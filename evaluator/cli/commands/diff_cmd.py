@@ -1,0 +1,51 @@
+"""`pgeval diff RUN_A RUN_B`: what differs between the configurations of two runs."""
+
+from __future__ import annotations
+
+import click
+
+from ..output import emit, format_option, to_json, warn
+from .common import pass_db
+
+
+@click.command()
+@click.argument("run_a")
+@click.argument("run_b")
+@format_option()
+@pass_db
+def diff(database, run_a, run_b, fmt):
+    """Show the fingerprint keys that differ between RUN_A and RUN_B (runs or experiments).
+
+    \b
+    Keys are dotted paths into the fingerprint (query_settings.hnsw.ef_search,
+    indexes.docs_hnsw.options.m, data.checksum, ...). Keys of one variable are grouped: a change of
+    content changes data.rows and data.checksum together. When more than one variable differs,
+    a difference in the numbers cannot be attributed to one cause: a warning says so.
+
+    \b
+    Examples:
+      pgeval diff exp1.hnsw.1 exp2.hnsw.1
+      pgeval diff exp1 exp2 --format json
+    """
+    from ...dba.config_diff import diff_runs
+    from ...core.db import snapshot
+    from ...dba.fingerprint import short_hash
+
+    with snapshot(database) as conn:
+        d = diff_runs(conn, run_a, run_b)
+    if fmt == "json":
+        click.echo(to_json({"a": run_a, "b": run_b, "config_hash_a": d.hash_a,
+                            "config_hash_b": d.hash_b, "same": d.hash_a == d.hash_b,
+                            "variables": d.variables, "differences": d.rows(),
+                            "warnings": d.warnings()}))
+    else:
+        if fmt == "table":
+            click.echo(f"{run_a}: config {short_hash(d.hash_a)}   {run_b}: config "
+                       f"{short_hash(d.hash_b)}")
+            if d.hash_a and d.hash_a == d.hash_b:
+                click.echo("same configuration (identical config hash)")
+            elif d.hash_a and d.hash_b:
+                click.echo(f"{len(d.variables)} variable(s) differ: {', '.join(d.variables)}")
+        emit(d.rows(), fmt, ["key", "a", "b", "variable"])
+    for w in d.warnings():
+        warn(w)

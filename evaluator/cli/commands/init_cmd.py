@@ -1,0 +1,40 @@
+"""`pgeval init`: create or upgrade schema pgeval."""
+
+from __future__ import annotations
+
+import click
+
+from .common import pass_db
+
+
+@click.command()
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True)
+@pass_db
+def init(database, fmt):
+    """Create or upgrade schema pgeval: extensions (vector; vectorscale and pg_textsearch when the
+    server has them), tables by Alembic `upgrade head`, then the SQL API from sql/*.sql.
+    Safe to run again: it changes nothing when everything is current.
+
+    \b
+    pgvector is not a trusted extension: on a server where the role running init is not a
+    superuser, a superuser must first run, once in each database (the knowledge base's and
+    the --results-dsn one): CREATE EXTENSION IF NOT EXISTS vector;  init says so, with that SQL,
+    and exits 1 when it is missing."""
+    from ...core.install import init as do_init
+    from ..output import to_json, warn
+
+    report = do_init(database)
+    if fmt == "json":
+        click.echo(to_json(report.__dict__))
+        return
+    for name, version in report.extensions.items():
+        click.echo(f"extension {name} {version}")
+    for name in report.missing:
+        warn(f"optional extension not available: {name}")
+    for text in report.warnings:
+        warn(text)
+    before, after = report.revision_before, report.revision_after
+    click.echo(f"schema pgeval at revision {after}"
+               + ("" if before == after else f" (was {before or 'not installed'})"))
+    click.echo(f"SQL API: {len(report.sql_files)} files applied")

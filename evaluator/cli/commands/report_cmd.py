@@ -1,0 +1,80 @@
+"""`pgeval report RUN|EXPERIMENT|REPORT.json --format json|md|html --out FILE`."""
+
+from __future__ import annotations
+
+import click
+
+from ..output import info, warn
+from .common import measure_options, measures_from, min_score_option, pass_db
+
+
+@click.command()
+@click.argument("name", metavar="RUN|EXPERIMENT|REPORT.json")
+@click.option("--format", "fmt", type=click.Choice(["json", "md", "html"]), default="json",
+              show_default=True, help="json for scripts and `pgeval gate`, md for a pull request, "
+              "html for people (self-contained, plots embedded).")
+@click.option("--out", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Write here (atomically) instead of standard output.")
+@measure_options
+@click.option("--domain-discount", type=float, default=0.0, show_default=True,
+              help="Lower every acceptance threshold by this fraction (0 to 0.10).")
+@click.option("--depth", type=int, help="Ranked ids kept per query. [default: the largest cut-off]")
+@min_score_option()
+@click.option("--no-plots", is_flag=True, help="HTML without plots (no matplotlib needed).")
+@click.option("--allow-partial", is_flag=True, help="Report an incomplete run, labelled.")
+@pass_db
+def report(database, name, fmt, out, k, ndcg_k, mrr_k, rel, domain_discount, depth, min_score,
+           no_plots, allow_partial):
+    """A report of a run (or of an experiment's final stage, with its stages) people and CI read.
+
+    \b
+    JSON: generated_at, config_hash, k values, case counts, summary (retrieval metrics,
+    citation precision and answer accuracy when answers were imported, p50/p95/p99 latency),
+    acceptance levels, per-type and flagged queries with plans, and per query the ranked chunk
+    ids, grades, latency and metric values. A saved JSON report can be re-rendered and is what
+    `pgeval gate --baseline report.json` reads.
+    HTML: one file, no network: acceptance levels coloured, stage waterfall of recall lost (for
+    an experiment), recall-vs-latency curve (for a sweep), per-type bars, flagged queries with
+    their plans, sortable per-query table.
+
+    \b
+    Examples:
+      pgeval report hnsw-ef40 --format json --out baseline.json
+      pgeval report my-experiment --format html --out report.html
+      pgeval report baseline.json --format md > report.md
+    """
+    from ...core.errors import InputError
+    from ...reporting import html, is_report_file, markdown, obtain
+    from ...reporting import json as report_json
+
+    if depth is not None and depth < 1:
+        raise InputError(f"depth must be >= 1, got {depth}", field="--depth")
+    if out and is_report_file(name) and _same_file(name, out):
+        raise InputError(f"--out {out} is the report being read ({name}): writing it would "
+                         "overwrite the input; choose another file", field="--out")
+    measures = measures_from(k, ndcg_k, mrr_k)
+    doc = obtain(database, name, measures=measures, rel=rel, domain_discount=domain_discount,
+                 depth=depth, allow_partial=allow_partial, min_score=min_score)
+    for w in doc.get("warnings") or []:
+        warn(w)
+    if fmt == "json":
+        text = report_json.dumps(doc)
+    elif fmt == "md":
+        text = markdown.render(doc)
+    else:
+        text = html.render(doc, with_plots=not no_plots)
+    if out:
+        report_json.write_text(text, out)
+        info(f"wrote {fmt} report of '{doc['run']['name'] if doc.get('run') else name}' to {out}")
+    else:
+        click.echo(text, nl=False)
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file (links, '..', hard links included)."""
+    import os
+
+    try:
+        return os.path.samefile(a, b)
+    except OSError:          # ``b`` does not exist yet: compare where it would be
+        return os.path.realpath(a) == os.path.realpath(b)

@@ -1,0 +1,279 @@
+"""`pgeval run ...`: runs of a test set — pipeline (stage runners), import, export, list, delete."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..output import emit, format_option, warn
+from .common import (isolate_index_option, no_checksum_option, pass_db, progress_bar,
+                     statement_timeout_option, warn_above)
+
+
+@click.group()
+def run():
+    """Runs: ranked lists per query, produced by a pipeline stage or imported from a file."""
+
+
+@run.command("import")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--testset", required=True, help="Test set the run answers (see `pgeval testset list`).")
+@click.option("--name", required=True, help="Name of the new run.")
+@click.option("--format", "fmt", type=click.Choice(["trec", "jsonl"]), default=None,
+              help="trec: 'qid Q0 chunk rank score tag' lines, ranked by score descending, ties by "
+                   "chunk id descending; jsonl: {query_id, ranked: [{chunk_id, score}]} in the "
+                   "given order. [default: by file extension]")
+@click.option("--replace", is_flag=True, help="Replace an existing run of the same name.")
+@pass_db
+def import_(database, file, testset, name, fmt, replace):
+    """Import a ranked list produced elsewhere (a live RAG service, ranx, trec tools).
+
+    \b
+    Query ids the test set does not know are counted and reported, not stored.
+    A chunk listed twice for one query is an error naming the query, the chunk and both lines.
+
+    \b
+    Example:
+      pgeval run import bm25.trec --format trec --testset kb-v1 --name bm25-baseline
+    """
+    from ...run.runs import import_run
+
+    with database.connect() as conn:
+        rep = import_run(conn, file, testset, name, fmt, replace=replace)
+    if rep.unknown_queries:
+        warn(f"{rep.unknown_queries} query ids are not in test set '{testset}' and were skipped: "
+             + ", ".join(rep.unknown_query_ids) + (" ..." if rep.unknown_queries > 20 else ""))
+    if rep.valid_without_result:
+        warn(f"{rep.valid_without_result} valid queries have no result in this run (they score 0)")
+    click.echo(f"imported run '{rep.name}': {rep.rows} results for {rep.queries} queries "
+               f"(test set {rep.testset})")
+
+
+@run.command()
+@click.argument("name")
+@click.option("--format", "fmt", type=click.Choice(["trec", "jsonl"]), default="trec",
+              show_default=True)
+@click.option("--out", type=click.Path(dir_okay=False), default=None,
+              help="Write to this file instead of standard output.")
+@pass_db
+def export(database, name, fmt, out):
+    """Write a run as a TREC run file or JSONL (for cross-checks with trec_eval or ranx)."""
+    from ...core.db import snapshot
+    from ...run.runs import export_run
+
+    with snapshot(database) as conn:    # the run as one snapshot saw it, whatever happens meanwhile
+        if out:
+            import os
+
+            tmp = out + ".part"    # nothing half-written: the file appears only when complete
+            try:
+                with open(tmp, "w", encoding="utf-8") as fh:
+                    n = export_run(conn, name, fmt, fh)
+                os.replace(tmp, out)
+            except BaseException as exc:
+                if os.path.exists(tmp):
+                    os.remove(tmp)
+                if isinstance(exc, OSError) and exc.filename == tmp:
+                    from ...core.errors import InputError
+
+                    raise InputError(f"cannot write there: {exc.strerror}", file=out) from None
+                raise
+            click.echo(f"wrote {n} lines to {out}", err=True)
+        else:
+            export_run(conn, name, fmt, sys.stdout)
+            sys.stdout.flush()
+
+
+@run.command("list")
+@click.option("--testset", default=None, help="Only runs of this test set.")
+@click.option("--experiment", default=None, help="Only runs of this experiment.")
+@format_option()
+@pass_db
+def list_(database, testset, experiment, fmt):
+    """List runs with their test set, stage, status and config hash."""
+    from ...run.runs import list_runs
+
+    with database.connect(autocommit=True) as conn:
+        rows = list_runs(conn, testset, experiment)
+    emit(rows, fmt, ["run", "testset", "stage", "experiment", "repetition", "status", "queries",
+                     "config_hash", "started_at"])
+
+
+@run.command()
+@click.argument("name")
+@pass_db
+def delete(database, name):
+    """Delete a run and its results.
+
+    A stage run of an experiment (`run pipeline`, `sweep`) leaves that experiment incomplete:
+    the experiment is marked failed, so that `pgeval stage-report` refuses it (its chain would
+    differ between repetitions) until `pgeval run resume EXPERIMENT` has measured the stage
+    again; a sweep point measured by the run leaves its sweep, which measures it anew when run
+    again. Deleting every run of an experiment leaves an experiment without runs.
+    """
+    from ...run.runs import delete_run
+
+    with database.connect() as conn:
+        owner = delete_run(conn, name)
+    click.echo(f"deleted run '{name}'")
+    if owner is not None:
+        experiment, sweep = owner
+        again = (f"run the same `pgeval sweep --name {experiment}` again" if sweep else
+                 f"`pgeval run resume {experiment}`")
+        warn(f"experiment '{experiment}' is now incomplete (stage-report refuses it): {again} "
+             "measures the deleted stage again")
+
+
+class _StageBar:
+    """A rich progress task per stage and repetition (stderr), implementing stages.base.Progress."""
+
+    def __init__(self, bar, repeat: int, stage: str, rep: int):
+        self.bar, self.label, self.task = bar, f"rep {rep}/{repeat} {stage}", None
+
+    def start(self, description, total):
+        if not self.bar.live.is_started:  # started on the first stage: an error before it
+            self.bar.start()              # (bad --set, unknown test set) prints one line only
+        self.task = self.bar.add_task(f"{self.label}", total=total)
+
+    def advance(self, n=1):
+        if self.task is not None:
+            self.bar.advance(self.task, n)
+
+    def finish(self):
+        if self.task is not None:
+            self.bar.update(self.task, completed=self.bar.tasks[self.task].total or 0)
+
+
+@run.command()
+@click.option("--testset", required=True, help="Test set to answer (see `pgeval testset list`).")
+@click.option("--target", default=None, help="Knowledge-base target (see `pgeval target list`); "
+              "required by vector, keyword and rerank stages.")
+@click.option("--stages", required=True, metavar="LIST",
+              help="Stages in order: exact, hnsw, ivfflat, diskann, bm25, merge, rerank, import "
+                   "(NAME=KIND runs a kind under another name, e.g. hnsw40=hnsw).")
+@click.option("--set", "settings", multiple=True, metavar="GUC=VALUE",
+              help="Query-time setting applied with SET LOCAL to the stages it concerns "
+                   "(hnsw.* to hnsw, diskann.* to diskann, core settings to all); validated "
+                   "against pg_settings. Repeatable.")
+@click.option("--opt", "options", multiple=True, metavar="STAGE:KEY=VALUE",
+              help="A stage option, e.g. hnsw:index=NAME, merge:k=60, rerank:top_n=50, "
+                   "import:file=run.trec. Repeatable.")
+@click.option("--depth", type=click.IntRange(1, 100000), default=100, show_default=True,
+              help="Chunks stored per query and stage.")
+@click.option("--repeat", type=click.IntRange(1, 1000), default=3, show_default=True,
+              help="Repetitions of the whole pipeline (means and spread are reported).")
+@click.option("--embedder", "embedder", default=None, metavar="SPEC",
+              help="Query embeddings: precomputed | openai:MODEL | local:MODEL | numpy:FILE.npy "
+                   "(computed once and stored when missing). [default: precomputed]")
+@click.option("--base-url", default=None, help="openai embedder: endpoint base URL.")
+@click.option("--dimensions", type=click.IntRange(1, 16000), default=None,
+              help="openai embedder: requested dimension.")
+@click.option("--api-key-env", default=None, help="openai embedder: variable holding the key.")
+@click.option("--reranker", default=None, metavar="SPEC",
+              help="Reranker for rerank stages (same as --opt rerank:reranker=SPEC).")
+@click.option("--name", default=None, help="Experiment name [default: TESTSET-TARGET-TIMESTAMP]; "
+              "runs are named NAME.STAGE.REPETITION.")
+@click.option("--batch", is_flag=True, help="Run each vector stage as one set-based statement "
+              "(LATERAL over the queries): faster, no per-query latency.")
+@click.option("--server-timing", is_flag=True, help="Also record server execution time per query "
+              "(EXPLAIN ANALYZE, a second execution of each query).")
+@isolate_index_option()
+@statement_timeout_option()
+@no_checksum_option()
+@format_option()
+@pass_db
+def pipeline(database, testset, target, stages, settings, options, depth, repeat, embedder,
+             base_url, dimensions, api_key_env, reranker, name, batch, server_timing,
+             isolate_index, statement_timeout, no_checksum, fmt):
+    """Run retrieval stages against the knowledge base and store every ranked list.
+
+    One experiment = the stages in order under one configuration (recorded in
+    pgeval.experiment.config), repeated --repeat times. Vector stages run one prepared
+    statement per query in a READ ONLY transaction with their settings applied by SET LOCAL,
+    check with EXPLAIN that the intended index serves the plan (exact: that none does), and
+    store the top --depth chunks with their exact distance and the client round-trip latency.
+
+    \b
+    Examples:
+      pgeval run pipeline --testset kb-v1 --target kb --stages exact,hnsw \\
+          --set hnsw.ef_search=100 --depth 100 --repeat 3 --name kb-ef100
+      pgeval run pipeline --testset kb-v1 --target kb --stages exact,hnsw,bm25,merge,rerank \\
+          --embedder openai:text-embedding-v4 --dimensions 1024 --reranker http:...
+      pgeval run pipeline --testset cran --target cran --stages exact,diskann \\
+          --set diskann.query_rescore=100 --batch --repeat 1
+    Then: pgeval stage-report NAME
+    """
+    from ...run.pipeline import PipelineConfig, parse_options, run_pipeline
+    from ...stages import gucs, registry
+
+    parsed = registry.parse_stages(stages)
+    opts = parse_options(options, [n for n, _ in parsed])
+    if reranker:
+        for sname, kind in parsed:
+            if kind == "rerank":
+                opts.setdefault(sname, {}).setdefault("reranker", reranker)
+    emb_opts = {k: v for k, v in (("base_url", base_url), ("dimensions", dimensions),
+                                  ("api_key_env", api_key_env)) if v is not None}
+    cfg = PipelineConfig(testset=testset, stages=stages, target=target,
+                         settings=gucs.parse(settings), options=opts, depth=depth, repeat=repeat,
+                         embedder=embedder, embedder_options=emb_opts, name=name, batch=batch,
+                         server_timing=server_timing, isolate_index=isolate_index,
+                         statement_timeout=statement_timeout, checksum=not no_checksum)
+    if isolate_index:
+        warn("--isolate-index drops the other vector indexes inside each ANN stage's transaction: "
+             "the table is locked (ACCESS EXCLUSIVE) until the stage ends and rolls back")
+    res = _with_progress(lambda **kw: run_pipeline(database, cfg, **kw), repeat)
+    _show(res, fmt)
+
+
+def _with_progress(call, repeat: int | None):
+    """``call(progress_factory=..., on_warning=...)`` with rich progress bars on stderr (started
+    with the first stage, so an early error prints one line only)."""
+    bar = progress_bar(transient=False)
+    try:
+        return call(progress_factory=lambda s, rep: _StageBar(bar, repeat or "?", s, rep),
+                    on_warning=warn_above(bar))
+    finally:
+        if bar.live.is_started:
+            bar.stop()
+
+
+def _show(res, fmt, extra_columns=()):
+    meta = {"experiment": res.experiment, "config_hash": res.config_hash[:12],
+            "warnings": res.warnings}
+    emit(res.runs, fmt, ["run", "stage", "kind", "repetition", *extra_columns, "queries",
+                         "results", "p50_ms", "p95_ms", "min_rows_returned"],
+         meta=meta if fmt == "json" else {"experiment": res.experiment,
+                                          "config_hash": res.config_hash[:12]})
+    if fmt == "table":
+        click.echo(f"next: pgeval stage-report {res.experiment}", err=True)
+
+
+@run.command()
+@click.argument("name")
+@click.option("--statement-timeout", default=None, metavar="DURATION",
+              help="Replace the recorded --statement-timeout (e.g. after a timeout stopped the "
+                   "experiment); nothing else of the configuration can change.")
+@format_option()
+@pass_db
+def resume(database, name, statement_timeout, fmt):
+    """Finish an experiment interrupted by Ctrl-C, a killed process or a server restart.
+
+    NAME is the experiment (or one of its runs). Complete runs are kept; an interrupted run
+    continues with exactly the queries it has not written (none twice, none left out); stages
+    not started yet run. The configuration recorded with the experiment is used (stages,
+    settings, options, depth, target, embeddings), and resume refuses when the configuration
+    fingerprint changed (index, settings, server, table content, test set): the runs would mix
+    two configurations. Refused too while another live pgeval process runs the experiment.
+
+    \b
+    Examples:
+      pgeval run resume kb-ef100
+      pgeval run resume kb-ef100.hnsw.2 --statement-timeout 30min
+    """
+    from ...run.resume import resume_experiment
+
+    res = _with_progress(lambda **kw: resume_experiment(
+        database, name, statement_timeout=statement_timeout, **kw), None)
+    _show(res, fmt, ("action",))

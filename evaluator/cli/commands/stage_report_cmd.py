@@ -1,0 +1,152 @@
+"""`pgeval stage-report EXPERIMENT`: stages side by side, loss attribution, worst queries."""
+
+from __future__ import annotations
+
+import click
+
+from ..output import emit, format_option, to_json, warn
+from .common import pass_db
+
+
+def _measures(report) -> list[str]:
+    k = report.k
+    return list(dict.fromkeys([f"recall@{k}", "recall@3", "recall@5", "recall@10", "mrr@20",
+                               "ndcg@5", "ndcg@10", f"index_recall@{k}"]))
+
+
+def _cell(stage: dict, measure: str) -> dict | None:
+    return stage.get(measure) if measure.startswith("index_recall") else \
+        stage["metrics"].get(measure)
+
+
+def _stage_tables(report) -> list[tuple[list[dict], list[str], str]]:
+    """Quality (means), the spread over repetitions when there is one, and cost."""
+    measures = _measures(report)
+    named = any(s["stage"] != s["kind"] for s in report.stages)
+    key = ["stage", "kind"] if named else ["stage"]
+    quality, spread, cost = [], [], []
+    for s in report.stages:
+        head = {"stage": s.get("label") or s["stage"], "kind": s["kind"]}
+        quality.append({**head, **{m: (_cell(s, m) or {}).get("mean") for m in measures}})
+        spread.append({**head, **{m: (None if not _cell(s, m) or _cell(s, m)["min"] is None
+                                      else _cell(s, m)["max"] - _cell(s, m)["min"])
+                                  for m in measures}})
+        rows, lat = s.get("rows") or {}, s.get("latency_ms") or {}
+        cost.append({**head, "rows_mean": rows.get("mean"), "rows_min": rows.get("min"),
+                     "short": rows.get("short_queries"), "depth": rows.get("depth"),
+                     **{f"{p}_ms": lat.get(p) for p in ("p50", "p95", "p99")}})
+    tables = [(quality, key + measures, "stages: quality (mean over valid queries)")]
+    n_reps = max((s["repetitions"] for s in report.stages), default=1)
+    if n_reps > 1 and any(v is not None and abs(v) > 1e-12
+                          for r in spread for m, v in r.items() if m in measures):
+        tables.append((spread, key + measures,
+                       f"spread over {n_reps} repetitions (max - min)"))
+    tables.append((cost, key + ["rows_mean", "rows_min", "short", "depth", "p50_ms", "p95_ms",
+                                "p99_ms"],
+                   "stages: rows returned (short: fewer than depth) and latency"))
+    return tables
+
+
+def _by_type_rows(report) -> tuple[list[dict], list[str]]:
+    cats = [r["category"] for r in report.loss]
+    out: dict[str, dict] = {}
+    for r in report.loss_by_type:
+        row = out.setdefault(r["type"], {"type": r["type"], "queries": r["queries"]})
+        row[r["category"]] = r["recall_points"]
+    return list(out.values()), ["type", "queries", *cats]
+
+
+def _worst_rows(report) -> list[dict]:
+    rows = []
+    for w in report.worst:
+        lost = [f"{x['chunk_id']}:{x['category']}" for x in w["lost"]]
+        rows.append({"query_id": w["query_id"], f"recall@{report.k}": w["recall"],
+                     "relevant": w["n_relevant"], "kept": w["kept"],
+                     "lost": ", ".join(lost[:8]) + (" ..." if len(lost) > 8 else ""),
+                     "query": (w["query_text"] or "")[:60]})
+    return rows
+
+
+@click.command("stage-report")
+@click.argument("experiment")
+@click.option("--k", "k", type=int, default=10, show_default=True,
+              help="Final cut-off of the loss attribution and of index recall.")
+@click.option("--repetition", default="all", show_default=True, metavar="N|all",
+              help="One repetition, or all of them (means with their spread).")
+@click.option("--rel", type=int, default=1, show_default=True,
+              help="Lowest grade (1-3) that counts as relevant.")
+@click.option("--worst", type=int, default=10, show_default=True,
+              help="How many of the worst queries to list (0: none).")
+@click.option("--strict", is_flag=True, help="Fail when fewer than 200 queries are valid.")
+@click.option("--allow-partial", is_flag=True, help="Report an experiment whose runs are not all "
+              "complete, labelled.")
+@format_option(choices=("table", "json"))
+@pass_db
+def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_partial, fmt):
+    """The stages of EXPERIMENT side by side, and the stage that lost each relevant chunk.
+
+    \b
+    Per stage: Recall@3/5/10, MRR@20, nDCG@5/10 (judgements), for ANN stages index
+    recall@K against exact search (no judgements), rows returned and latency p50/p95/p99
+    (nearest rank, at the timing boundary the run names).
+
+    \b
+    Loss attribution at the final cut-off K: every relevant chunk of a valid query that is not
+    in the final stage's top K is charged to the first link of the chain that lost it:
+      index      exact search had it in its top D, the ANN index did not, no other path did
+      reach      not even exact (or keyword) search found it: chunking, embedding, wording
+      retrieval  index and reach together (the experiment has no exact stage)
+      fusion     a retrieval path had it in its top D, the merge cut it (top M)
+      rerank     it was handed to rerank (top M) and did not reach its top K
+    Counts add up to the lost chunks; the Recall@K points of the categories plus the final
+    Recall@K sum to 1. The same by query type, then the worst queries.
+
+    \b
+    Examples:
+      pgeval stage-report exp1
+      pgeval stage-report exp1 --k 5 --repetition 2
+      pgeval stage-report exp1 --format json > exp1-stages.json
+    """
+    from ...core.db import snapshot
+    from ...measure.stage_report import build, chain_text, parse_repetition
+
+    with snapshot(database) as conn:    # every stage's figures from one snapshot
+        report = build(conn, experiment, k=k, rel=rel, repetition=parse_repetition(repetition),
+                       worst=worst, allow_partial=allow_partial, strict=strict)
+    for w in report.warnings:
+        warn(w)
+    if fmt == "json":
+        click.echo(to_json(report.as_dict()))
+        return
+    e, c = report.experiment, report.counts
+    reps = (f"all {len(e.repetitions)} (means)" if report.repetition is None
+            else str(report.repetition))
+    click.echo(f"experiment {e.name} · test set {e.testset} · status {e.status} · "
+               f"repetitions {reps}")
+    click.echo(f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
+               f"{c['excluded']}, unanswerable {c['unanswerable']}")
+    boundaries: dict[str, list[str]] = {}
+    for s in report.stages:
+        if s.get("timing_boundary"):
+            boundaries.setdefault(s["timing_boundary"], []).append(s["stage"])
+    if boundaries:
+        click.echo("timing boundary:")
+        for text, names in boundaries.items():
+            click.echo(f"  {', '.join(names)}: {text}")
+    for rows, columns, title in _stage_tables(report):
+        emit(rows, "table", columns, title=title)
+    click.echo(f"chain at K = {report.k}: {chain_text(report.chain, report.stages)}")
+    loss = [{"category": r["category"], "chunks": r["chunks"], "share": r["share"],
+             f"recall@{report.k} points": r["recall_points"]} for r in report.loss]
+    emit(loss, "table", ["category", "chunks", "share", f"recall@{report.k} points"],
+         title=f"loss attribution (relevant chunks: "
+               f"{report.loss[0]['relevant'] if report.loss else 0})")
+    for r in report.loss:
+        click.echo(f"  {r['category']:<9} {r['meaning']}")
+    by_type, cols = _by_type_rows(report)
+    if by_type:
+        emit(by_type, "table", cols, title=f"Recall@{report.k} points by query type")
+    if report.worst:
+        emit(_worst_rows(report), "table",
+             ["query_id", f"recall@{report.k}", "relevant", "kept", "lost", "query"],
+             title=f"worst queries (repetition {report.worst_repetition})")

@@ -1,0 +1,150 @@
+"""`pgeval target add|list|show|remove`: where the knowledge base lives."""
+
+from __future__ import annotations
+
+import click
+
+from ..output import emit, format_option, to_json, warn
+from .common import pass_db
+
+
+def parse_where(items: tuple[str, ...]) -> dict[str, str]:
+    from ...core.errors import InputError
+
+    out: dict[str, str] = {}
+    for item in items:
+        col, sep, value = item.partition("=")
+        if not sep or not col.strip():
+            raise InputError(f"'{item}' is not COLUMN=VALUE", field="--where")
+        col = col.strip()
+        if col in out:
+            raise InputError(f"column '{col}' is filtered twice", field="--where")
+        out[col] = value
+    return out
+
+
+@click.group()
+def target():
+    """Targets: the knowledge-base table a pipeline searches (chunk ids, vectors, text, filters)."""
+
+
+@target.command("add")
+@click.argument("name")
+@click.option("--table", help="Knowledge-base table (or view).")
+@click.option("--schema", default=None, help="Schema of the table [default: the search_path].")
+@click.option("--id-column", help="Column holding the chunk id (judgements name these ids).")
+@click.option("--vector-column", help="vector or halfvec column.")
+@click.option("--text-column", default=None, help="Text column for keyword search and reranking.")
+@click.option("--distance", type=click.Choice(["cosine", "l2", "ip"]), default=None,
+              help="Distance of the index: cosine (<=>), l2 (<->), ip (<#>, negative inner "
+                   "product). [default: cosine]")
+@click.option("--where", "where", multiple=True, metavar="COLUMN=VALUE",
+              help="Fixed filter, repeatable (values are bound parameters, recorded in every run).")
+@click.option("--dimension", type=click.IntRange(1, 16000), default=None,
+              help="Query dimension (required for an untyped column of mixed dimensions).")
+@click.option("--dimension-column", default=None,
+              help="Column holding each row's dimension: search only rows with the dimension of "
+                   "--dimension and cast the column to type(N) so a partial index is usable.")
+@click.option("--preset", type=click.Choice(["weknora"]), default=None,
+              help="A known layout: weknora = table embeddings, halfvec column embedding, "
+                   "chunk_id, content, partial HNSW per dimension, is_enabled filter.")
+@click.option("--knowledge-base-id", default=None, help="weknora: restrict to one knowledge base.")
+@click.option("--replace", is_flag=True, help="Replace a target of the same name.")
+@format_option(choices=("table", "json"))
+@pass_db
+def add(database, name, table, schema, id_column, vector_column, text_column, distance, where,
+        dimension, dimension_column, preset, knowledge_base_id, replace, fmt):
+    """Add a target after checking its table, columns, vector type and dimension in the catalog.
+
+    \b
+    Examples:
+      pgeval target add kb --table chunks --id-column chunk_id --vector-column embedding \\
+          --text-column content --distance cosine --where tenant=acme
+      pgeval target add wk --preset weknora --dimension 1024 --knowledge-base-id kb-123
+    """
+    from ...target import catalog, targets as t
+    from ...core.errors import InputError
+
+    filters = parse_where(where)
+    if preset == "weknora":
+        if dimension is None:
+            raise InputError("--preset weknora needs --dimension N (the embedding model's "
+                             "dimension: the partial index WHERE dimension = N)", field="--dimension")
+        tg = t.weknora(name, dimension, knowledge_base_id, schema=schema,
+                       table=table or "embeddings")
+        tg.filters.update(filters)
+        if text_column:
+            tg.text_column = text_column
+        if distance:
+            tg.distance = distance
+    else:
+        missing = [o for o, v in (("--table", table), ("--id-column", id_column),
+                                  ("--vector-column", vector_column)) if not v]
+        if missing:
+            raise InputError(f"{', '.join(missing)} required (or use --preset)", field=missing[0])
+        if knowledge_base_id is not None:
+            raise InputError("--knowledge-base-id goes with --preset weknora; use --where "
+                             "COLUMN=VALUE", field="--knowledge-base-id")
+        tg = t.Target(name=name, schema=schema, table=table, id_column=id_column,
+                      vector_column=vector_column, text_column=text_column,
+                      distance=distance or "cosine", dimension=dimension,
+                      dimension_column=dimension_column, filters=filters)
+    with database.connect(results=False, autocommit=True, read_only=True) as kb:
+        warnings = catalog.validate(kb, tg)
+        indexes = catalog.vector_indexes(kb, tg)
+    with database.connect() as conn:
+        t.save(conn, tg, replace=replace)
+    for w in warnings:
+        warn(w)
+    if fmt == "json":
+        click.echo(to_json({"target": name, "spec": tg.spec(), "indexes": indexes,
+                            "warnings": warnings}))
+        return
+    click.echo(f"target '{name}': {tg.qualified()} ({tg.id_column}, {tg.vector_column} "
+               f"{tg.vector_type}({tg.dimension or '?'}), {tg.distance}); "
+               f"{len(indexes)} vector index(es)")
+
+
+@target.command("list")
+@format_option()
+@pass_db
+def list_(database, fmt):
+    """List targets."""
+    from ...target import catalog, targets as t
+
+    with database.connect(autocommit=True) as conn:
+        rows = t.list_targets(conn)
+    emit(rows, fmt, ["target", "table", "id_column", "vector_column", "type", "dimension",
+                     "distance", "text_column", "filters", "preset"])
+
+
+@target.command("show")
+@click.argument("name")
+@format_option(choices=("table", "json"))
+@pass_db
+def show(database, name, fmt):
+    """Show a target's definition and the vector indexes the knowledge base has for it."""
+    from ...target import catalog, targets as t
+
+    with database.connect(autocommit=True) as conn:
+        tg = t.load(conn, name)
+    with database.connect(results=False, autocommit=True, read_only=True) as kb:
+        indexes = catalog.vector_indexes(kb, tg)
+    if fmt == "json":
+        click.echo(to_json({"target": name, "spec": tg.spec(), "indexes": indexes}))
+        return
+    for key, value in tg.spec().items():
+        click.echo(f"{key}: {value}")
+    emit(indexes, fmt, ["name", "method", "opclass", "predicate"], title="vector indexes")
+
+
+@target.command("remove")
+@click.argument("name")
+@pass_db
+def remove(database, name):
+    """Remove a target (runs that used it keep its definition in their configuration)."""
+    from ...target import catalog, targets as t
+
+    with database.connect(autocommit=True) as conn:
+        t.remove(conn, name)
+    click.echo(f"removed target '{name}'")

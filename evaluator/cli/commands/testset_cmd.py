@@ -1,0 +1,164 @@
+"""`pgeval testset load|list|show|delete`: test sets of queries and graded judgements."""
+
+from __future__ import annotations
+
+import click
+
+from ..output import emit, format_option, to_json
+from .common import pass_db
+
+_FORMATS = ["jsonl", "csv", "trec", "beir"]
+
+
+@click.group()
+def testset():
+    """Test sets: queries with graded judgements (chunk id -> grade 0-3).
+
+    \b
+    Examples:
+      pgeval testset load cases.jsonl --name kb-v1
+      pgeval testset load cran.qrels --queries cran.tsv --grade-map 1=3,2=2,3=1,4=0,-1=0 --name cran
+      pgeval testset load ./scifact --format beir --name scifact
+      pgeval testset list
+      pgeval testset show kb-v1 --format json
+    """
+
+
+@testset.command()
+@click.argument("file", type=click.Path(dir_okay=True, allow_dash=False))
+@click.option("--name", required=True, help="Name of the test set (runs refer to it).")
+@click.option("--format", "source_format", type=click.Choice(_FORMATS), default=None,
+              help="Input format. [default: from the name: .jsonl, .csv, .qrels/.trec, a folder is "
+                   "BEIR]")
+@click.option("--queries", type=click.Path(dir_okay=False),
+              help="TREC only: query texts as TSV, query-id<TAB>text.")
+@click.option("--grade-map", metavar="CODE=GRADE,...",
+              help="Map source grades onto 0-3 and record the map, e.g. 1=3,2=2,3=1,4=0,-1=0 "
+                   "(Cranfield). A source grade missing from the map is an error.")
+@click.option("--replace", is_flag=True,
+              help="Replace a test set of this name with different content (its runs are "
+                   "deleted).")
+@click.option("--output", "fmt", type=click.Choice(["table", "json"]), default="table",
+              show_default=True, help="How to print the summary: table for people, json for "
+              "scripts.")
+@pass_db
+def load(database, file, name, source_format, queries, grade_map, replace, fmt):
+    """Load FILE as test set NAME: validated, all or nothing, in one transaction.
+
+    \b
+    Formats (see README, "Test sets"):
+      jsonl  {"id": "q1", "query": "...", "relevant": {"c12": 3, "c40": 1}, "type": ["fuzzy"],
+              "answerable": true, "expected_facts": ["7 days"], "embedding": [...]}
+             ("relevant" may be a list of chunk ids, grade 1 each)
+      csv    a header row with the same fields; list cells as JSON or c12:3;c40:1
+      trec   qrels lines "qid 0 chunk grade"; --queries TSV "qid<TAB>text" optional
+      beir   a folder with queries.jsonl and qrels/test.tsv
+
+    \b
+    Any bad line stops the load with file, line and field named and nothing written.
+    Loading the same content under the same name again is a no-op ("unchanged");
+    different content needs --replace.
+
+    \b
+    Examples:
+      pgeval testset load cases.jsonl --name kb-v1
+      pgeval testset load cases.csv --name kb-v1 --replace
+      pgeval testset load cran.qrels --queries cran.tsv --grade-map 1=3,2=2,3=1,4=0,-1=0 --name cran
+    """
+    from ...testset import load as load_testset
+
+    with database.connect(autocommit=True) as conn:
+        report = load_testset(conn, file, name, fmt=source_format, queries=queries,
+                              grade_map=grade_map, replace=replace, progress=True)
+    if fmt == "json":
+        click.echo(to_json(report.as_dict()))
+        return
+    r = report
+    if r.unchanged:
+        click.echo(f"test set '{r.name}' unchanged (same content hash); nothing rewritten")
+    elif r.replaced:
+        click.echo(f"replaced test set '{r.name}' (id {r.testset_id}) from {r.source_file} "
+                   f"({r.source_format}); deleted {r.runs_deleted} run(s) of the old one")
+    else:
+        click.echo(f"loaded test set '{r.name}' (id {r.testset_id}) from {r.source_file} "
+                   f"({r.source_format}) in {r.seconds:.2f} s")
+    click.echo(f"queries {r.n_queries}: valid {r.n_valid}, excluded (no relevant) "
+               f"{r.n_no_relevant}, unanswerable {r.n_unanswerable}")
+    click.echo(f"judgements {r.n_judgements}")
+    if r.n_skipped:
+        click.echo(f"skipped {r.n_skipped} queries that no judgement names")
+    if r.grade_map:
+        click.echo("grade map " + ",".join(f"{k}={v}" for k, v in r.grade_map.items()))
+    click.echo(f"content hash sha256:{r.content_hash}")
+
+
+@testset.command("list")
+@format_option()
+@pass_db
+def list_(database, fmt):
+    """List the stored test sets with their counts and content hash."""
+    from ...testset import list_testsets
+
+    with database.connect(autocommit=True) as conn:
+        rows = list_testsets(conn)
+    if fmt == "table":
+        if not rows:
+            click.echo("no test sets (load one with `pgeval testset load FILE --name NAME`)")
+            return
+        rows = [{**r, "hash": r["content_hash"][:12]} for r in rows]
+        emit(rows, fmt, ["name", "queries", "judgements", "valid", "excluded", "unanswerable",
+                         "runs", "format", "hash"])
+        return
+    emit(rows, fmt, ["name", "queries", "judgements", "valid", "excluded", "unanswerable",
+                     "runs", "format", "content_hash", "created"])
+
+
+@testset.command()
+@click.argument("name")
+@format_option(choices=("table", "json"))
+@pass_db
+def show(database, name, fmt):
+    """Describe test set NAME: counts, grade histogram, query types, grade map, hash."""
+    from ...core.db import snapshot
+    from ...testset import show_testset
+
+    with snapshot(database) as conn:
+        info = show_testset(conn, name)
+    if fmt == "json":
+        click.echo(to_json(info))
+        return
+    gm = info["grade_map"]
+    lines = [
+        ("test set", f"{info['name']} (id {info['testset_id']})"),
+        ("source", f"{info['source_file']} ({info['format']})"),
+        ("created", info["created"].strftime("%Y-%m-%d %H:%M:%S %Z")),
+        ("queries", f"{info['queries']}: valid {info['valid']}, excluded (no relevant) "
+                    f"{info['excluded']}, unanswerable {info['unanswerable']}"
+                    + (f", without text {info['without_text']}" if info["without_text"] else "")),
+        ("judgements", str(info["judgements"])),
+        ("embeddings", f"{info['with_embedding']} (dimension {info['embedding_dim']})"
+                       if info["with_embedding"] else "none"),
+        ("grade map", ",".join(f"{k}={v}" for k, v in gm.items()) if gm else "none (as written)"),
+        ("runs", str(info["runs"])),
+        ("content hash", f"sha256:{info['content_hash']}"),
+    ]
+    width = max(len(k) for k, _ in lines)
+    for key, value in lines:
+        click.echo(f"{key:<{width}}  {value}")
+    emit([{"grade": g, "judgements": n} for g, n in info["grades"].items()], "table",
+         ["grade", "judgements"], title="grades")
+    if info["types"]:
+        emit([{"type": t, "queries": n} for t, n in info["types"].items()], "table",
+             ["type", "queries"], title="query types")
+
+
+@testset.command()
+@click.argument("name")
+@pass_db
+def delete(database, name):
+    """Delete test set NAME with its queries, judgements and runs."""
+    from ...testset import delete_testset
+
+    with database.connect(autocommit=True) as conn:
+        runs = delete_testset(conn, name)
+    click.echo(f"deleted test set '{name}' and {runs} run(s) of it")

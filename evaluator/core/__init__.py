@@ -1,0 +1,1 @@
+"""Core: connections, the embedded server, install/upgrade, errors, masking, ids."""

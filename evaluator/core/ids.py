@@ -1,0 +1,50 @@
+"""Query and chunk ids: one rule for reading them, one order for comparing them.
+
+- :func:`ident` is the rule for every id pgeval reads — test sets (every format), run files (TREC
+  and JSONL), answers files: a non-empty string (an integer is taken as its decimal text) with
+  surrounding whitespace removed (Unicode whitespace too: U+00A0, U+3000, ...), no control
+  character, at most :data:`MAX_ID_BYTES` bytes in UTF-8. So ``" c1"``, ``"c1\\u00a0"`` and
+  ``"c1"`` are the same chunk on both sides of an evaluation.
+- Ids compare and sort in byte order (trec_eval's ``strcmp``), whatever the database's collation:
+  schema pgeval's id columns are ``COLLATE "C"`` and SQL over ids that come from elsewhere (a
+  user's table, a function's result) says so with :func:`as_text`. Python's ``str`` order is code
+  point order, which is UTF-8 byte order: plain ``sorted()`` agrees, never a locale-aware sort.
+"""
+
+from __future__ import annotations
+
+from psycopg import sql
+
+from .id_length import MAX_ID_BYTES, id_length_error  # noqa: F401  (MAX_ID_BYTES re-exported)
+
+BYTE_ORDER = sql.SQL('COLLATE "C"')
+
+
+def ident(value, what: str = "id") -> str:
+    """The id as pgeval stores it, or :class:`ValueError` with the reason (the caller names the
+    file, line and field)."""
+    if (type(value) is str and value.isascii() and value.isprintable()
+            and 0 < len(value) <= 256 and value == value.strip()):
+        return value                    # the common case, checked fast
+    from ..testset.fields import _CONTROL, _kind, clean_str, show
+
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise ValueError(f"{what} must be a string, found {_kind(value)}")
+    text = str(value).strip()
+    if not text:
+        raise ValueError(f"{what} is empty")
+    clean_str(text, what)
+    bad = _CONTROL.search(text)
+    if bad:
+        raise ValueError(f"{what} '{show(text)}' contains a control character "
+                         f"({repr(bad.group())[1:-1]})")
+    too_long = id_length_error(text, what)
+    if too_long:
+        raise ValueError(too_long)
+    return text
+
+
+def as_text(column: sql.Composable) -> sql.Composable:
+    """``(column::text COLLATE "C")``: an id of a user's table (text in any collation, an integer,
+    a uuid ...) as text that sorts and compares in byte order."""
+    return sql.SQL("({}::text {})").format(column, BYTE_ORDER)

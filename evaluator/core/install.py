@@ -1,0 +1,258 @@
+"""`pgeval init`: extensions, Alembic ``upgrade head`` for the tables, then every ``sql/*.sql``
+in file-name order. Idempotent: running it twice changes nothing."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+
+from . import resources
+from .errors import DatabaseError, first_line
+
+SCHEMA = "pgeval"
+REQUIRED_EXTENSIONS = ("vector",)
+OPTIONAL_EXTENSIONS = ("vectorscale", "pg_textsearch")
+
+
+@dataclass
+class InitReport:
+    extensions: dict[str, str] = field(default_factory=dict)   # name -> installed version
+    missing: list[str] = field(default_factory=list)           # optional ones not on the server
+    revision_before: str | None = None
+    revision_after: str | None = None
+    sql_files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)          # what a superuser must still do
+
+
+def _alembic_config(connection):
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(resources.migrations_dir()))
+    cfg.attributes["connection"] = connection
+    return cfg
+
+
+def current_revision(conn) -> str | None:
+    """The Alembic revision of schema pgeval, or None when pgeval was never installed."""
+    row = conn.execute("SELECT to_regclass('pgeval.alembic_version') IS NOT NULL").fetchone()
+    if not row[0]:
+        return None
+    row = conn.execute("SELECT version_num FROM pgeval.alembic_version").fetchone()
+    return row[0] if row else None
+
+
+def create_sql(name: str) -> str:
+    """The statement a superuser runs once to create extension ``name``."""
+    return f'CREATE EXTENSION IF NOT EXISTS "{name}" CASCADE;' if name != "vector" else \
+        "CREATE EXTENSION IF NOT EXISTS vector;"
+
+
+def _where(conn) -> tuple[str, str]:
+    """(role, database) of a connection."""
+    return tuple(conn.execute("SELECT current_user::text, current_database()::text").fetchone())
+
+
+def superuser_needed(name: str, role: str, databases: list[str]) -> DatabaseError:
+    """One message: who may not create ``name``, and the exact SQL a superuser must run once in
+    each database that needs it (pgvector is not a trusted extension: only a superuser, or
+    a role the server's administrator trusts, can create it)."""
+    import shlex
+
+    dbs = " and in ".join(f'database "{d}"' for d in databases)
+    cmds = "; ".join(f"psql -d {shlex.quote(d)} -c {shlex.quote(create_sql(name))}"
+                     for d in databases)
+    return DatabaseError(
+        f'role "{role}" may not create extension "{name}" (pgvector is not a trusted '
+        f"extension: only a superuser can create it). Have a superuser run once, in {dbs}: "
+        f"{create_sql(name)}  (e.g. {cmds}), then run `pgeval init` again")
+
+
+def _has_extension(conn, name: str) -> str | None:
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s",
+                       (name,)).fetchone()
+    return row[0] if row else None
+
+
+def ensure_extensions(conn, report: InitReport, kb_conn=None) -> None:
+    """Create the extensions the server has; ``kb_conn``: the knowledge base's database when
+    it is another one (checked for pgvector, never changed)."""
+    import psycopg
+
+    available = dict(conn.execute(
+        "SELECT name, default_version FROM pg_available_extensions").fetchall())
+    kb_missing = []
+    if kb_conn is not None and _has_extension(kb_conn, "vector") is None:
+        kb_missing = [_where(kb_conn)[1]]
+    for name in REQUIRED_EXTENSIONS + OPTIONAL_EXTENSIONS:
+        if name not in available:
+            if name in REQUIRED_EXTENSIONS:
+                raise DatabaseError(f"extension '{name}' (pgvector) is not available on this server; "
+                                    "install it or use the embedded server (omit --dsn)")
+            report.missing.append(name)
+            continue
+        installed = _has_extension(conn, name)
+        if installed is None:
+            try:
+                with conn.transaction():
+                    conn.execute(f'CREATE EXTENSION IF NOT EXISTS "{name}" CASCADE')
+            except psycopg.errors.InsufficientPrivilege:
+                role, dbname = _where(conn)
+                if name in REQUIRED_EXTENSIONS:
+                    raise superuser_needed(name, role, [dbname, *kb_missing]) from None
+                report.missing.append(f'{name} (role "{role}" may not create it: a superuser '
+                                      f"may run {create_sql(name)})")
+                continue
+            except Exception as exc:  # e.g. pg_textsearch without shared_preload_libraries
+                if name in REQUIRED_EXTENSIONS:
+                    raise DatabaseError(f"cannot create extension '{name}': "
+                                        f"{first_line(exc)}") from None
+                report.missing.append(f"{name} ({first_line(exc)})")
+                continue
+            installed = _has_extension(conn, name)
+        report.extensions[name] = installed
+    if kb_missing:
+        report.warnings.append(f'extension vector is not installed in the knowledge base\'s '
+                               f'database "{kb_missing[0]}": a superuser must run '
+                               f"{create_sql('vector')} there before a vector stage can run")
+
+
+def upgrade_tables(dsn: str, revision: str = "head") -> None:
+    from alembic import command
+
+    from .db import sqlalchemy_engine
+
+    engine = sqlalchemy_engine(dsn)
+    with engine.begin() as connection:
+        command.upgrade(_alembic_config(connection), revision)
+    engine.dispose()
+
+
+def downgrade_tables(dsn: str, revision: str) -> None:
+    from alembic import command
+
+    from .db import sqlalchemy_engine
+
+    engine = sqlalchemy_engine(dsn)
+    with engine.begin() as connection:
+        command.downgrade(_alembic_config(connection), revision)
+    engine.dispose()
+
+
+# Every function of schema pgeval except the trigger functions (the tables' triggers depend on
+# them, and their signature never changes). sql/*.sql re-creates them all.
+_API_FUNCTIONS = """
+SELECT p.oid::regprocedure::text
+  FROM pg_proc p
+ WHERE p.pronamespace = 'pgeval'::regnamespace
+   AND p.prokind = 'f' AND p.prorettype <> 'trigger'::regtype
+   AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                    WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
+ ORDER BY 1
+"""
+
+
+def drop_api_functions(conn) -> list[str]:
+    """Drop the SQL API so that sql/*.sql can re-create it whatever an earlier pgeval defined:
+    ``CREATE OR REPLACE`` cannot change a function's return type or argument names, so an upgrade
+    that changed a signature would otherwise fail. Nothing but the API depends on these functions
+    outside the API itself (no view or constraint does); such a dependency makes the DROP fail loudly
+    rather than cascade."""
+    names = [r[0] for r in conn.execute(_API_FUNCTIONS).fetchall()]
+    if names:
+        # one statement: dependencies among the API's own functions (an argument's default that
+        # calls another) are allowed, any other dependent object makes it fail (no CASCADE).
+        # regprocedure text is schema-qualified and quoted as needed.
+        conn.execute("DROP FUNCTION " + ", ".join(names))
+    return names
+
+
+def _apply_files(conn, report: InitReport) -> None:
+    for path in resources.sql_files():
+        with conn.transaction():
+            conn.execute(path.read_text(encoding="utf-8"))
+        report.sql_files.append(path.name)
+
+
+def apply_sql(conn, report: InitReport) -> None:
+    """Apply every ``sql/*.sql`` in file-name order, in one transaction: a concurrent reader sees
+    the old API or the new one, never a mix, and a failure leaves the old one in place.
+
+    ``CREATE OR REPLACE`` keeps each function's owner and grants. Where an earlier pgeval defined
+    a function with another signature (return type, argument names, defaults), PostgreSQL refuses
+    to replace it (SQLSTATE 42P13); then the whole API is dropped and re-created instead, in the
+    same transaction, owned by the role running init (functions no longer shipped go too)."""
+    import psycopg
+
+    with conn.transaction():
+        try:
+            with conn.transaction():
+                _apply_files(conn, report)
+        except psycopg.errors.InvalidFunctionDefinition:
+            report.sql_files.clear()
+            drop_api_functions(conn)
+            try:
+                _apply_files(conn, report)
+            except Exception as exc:
+                raise DatabaseError(f"{_failing_file(report)}: {first_line(exc)}") from None
+        except Exception as exc:
+            raise DatabaseError(f"{_failing_file(report)}: {first_line(exc)}") from None
+
+
+def _failing_file(report: InitReport) -> str:
+    """The file being applied when an error came: the one after the last applied."""
+    files = [p.name for p in resources.sql_files()]
+    return files[len(report.sql_files)] if len(report.sql_files) < len(files) else "sql"
+
+
+def init(db) -> InitReport:
+    """Create or upgrade schema pgeval on ``db`` (a :class:`evaluator.core.db.Database`)."""
+    report = InitReport()
+    dsn = db.results_uri()
+    with db.connect(autocommit=True) as conn:
+        # one init at a time: concurrent `pgeval init` calls serialise on this lock
+        conn.execute("SELECT pg_advisory_lock(hashtext('pgeval.init'))")
+        try:
+            if db.results_dsn and db.results_dsn != db.uri():
+                with db.connect(results=False, autocommit=True) as kb_conn:
+                    ensure_extensions(conn, report, kb_conn)
+            else:
+                ensure_extensions(conn, report)
+            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+            report.revision_before = current_revision(conn)
+            upgrade_tables(dsn)
+            report.revision_after = current_revision(conn)
+            apply_sql(conn, report)
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(hashtext('pgeval.init'))")
+    return report
+
+
+@functools.lru_cache(maxsize=1)
+def head_revision() -> str:
+    """The newest Alembic revision this pgeval ships (migrations/versions)."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(str(resources.migrations_dir())).get_current_head()
+
+
+@functools.lru_cache(maxsize=1)
+def known_revisions() -> frozenset[str]:
+    from alembic.script import ScriptDirectory
+
+    return frozenset(s.revision for s in
+                     ScriptDirectory(str(resources.migrations_dir())).walk_revisions())
+
+
+def ensure_installed(conn) -> None:
+    """Raise a clear error when schema pgeval is missing or older than this pgeval."""
+    rev = current_revision(conn)
+    if rev is None:
+        raise DatabaseError("schema pgeval is not installed in this database: run `pgeval init`")
+    head = head_revision()
+    if rev != head:
+        if rev not in known_revisions():
+            raise DatabaseError(f"schema pgeval is at revision {rev}, which this pgeval does not "
+                                f"know (it ships up to {head}): a newer pgeval installed it")
+        raise DatabaseError(f"schema pgeval is at revision {rev}, this pgeval needs {head}: run "
+                            "`pgeval init` to upgrade it")

@@ -1,0 +1,1 @@
+"""DBA tools: health, warm-up, fingerprint and diff, sweeps."""

@@ -1,0 +1,336 @@
+"""The configuration fingerprint: everything that can change
+a retrieval number, read from the catalog, so that two runs can be compared and the difference
+named.
+
+``capture(kb_conn, target, ...)`` returns a plain dict; ``config_hash(fp)`` is the sha256 of its
+canonical JSON (sorted keys, no whitespace) without the ``info`` part, which holds facts that are
+shown but do not define the configuration (capture time, sizes, the DDL text, index options that
+were spelled out rather than left at their default).
+
+What is hashed — only what can change a retrieval number:
+
+- ``server``: PostgreSQL version; ``extensions``: the versions of the extensions retrieval uses
+  (vector, vectorscale, pg_textsearch) — not every installed one: creating pg_prewarm or any
+  other extension changes no result and no hash;
+- ``target``: table, id/vector/text columns, vector type (``vector(384)``);
+- ``indexes``: every index of the target table, keyed by name: method, operator classes, key
+  columns, predicate (partial index), validity and options (reloptions, with the access method's
+  documented defaults filled in, so that ``WITH (m = 16)`` and no WITH clause hash the same), and
+  ``build``: the index's OID and file node, which identify one build of it — REINDEX, DROP and
+  CREATE, VACUUM FULL or CLUSTER make a new build (an HNSW graph built twice from the same rows
+  and options is not the same graph: its lists differ), and so a new hash;
+- ``query_settings``: every ``hnsw.*`` / ``ivfflat.*`` / ``diskann.*`` setting as the stage sees
+  it (current value overlaid with the stage's ``SET LOCAL`` settings);
+- ``planner``: work_mem, parallel workers, jit, random_page_cost, effective_cache_size,
+  shared_buffers, every ``enable_*`` that is off and any other core setting the stage sets
+  (but timeouts, which stop a statement and change none of its results);
+- ``data``: row count and content checksum of the target (its filter applied) — see
+  :func:`capture_data` for the cost;
+- ``embedding`` (model and dimension), ``chunking`` label, ``filters`` in force, ``testset``
+  (content hash), and ``stage`` when the caller passes it;
+- ``measurement``: what of the caller's configuration (``extra``) decides the numbers — the
+  stages and their options, depth, batch, server timing, index isolation; a sweep's k,
+  concurrency, index and build options. The rest of ``extra`` (repeat count, names, values
+  already hashed above) is kept in ``info.config``, shown but not hashed, as are the test set's
+  and the target's names.
+
+No connection string, host or password is ever read; string values pass through
+:func:`evaluator.core.masking.mask` all the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+from psycopg import sql
+
+from ..core.errors import NotFound
+from ..core.masking import mask_value
+
+FINGERPRINT_VERSION = 2
+
+# the extensions whose version can change what retrieval returns (the others are not hashed)
+RETRIEVAL_EXTENSIONS = ("vector", "vectorscale", "pg_textsearch")
+# settings that stop a statement but cannot change its result (never hashed)
+NON_RESULT_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout",
+                       "transaction_timeout", "idle_session_timeout", "application_name")
+# keys of ``extra`` that decide what a stage measures; a sweep's are under extra["sweep"]
+MEASUREMENT_KEYS = ("stages", "options", "depth", "batch", "server_timing", "isolate_index",
+                    "k", "concurrency", "index", "build")
+
+# GUC families whose value changes what an ANN scan returns (read after loading the libraries).
+QUERY_GUC_PREFIXES = ("hnsw.", "ivfflat.", "diskann.")
+QUERY_GUCS = ("hnsw.ef_search", "hnsw.iterative_scan", "hnsw.max_scan_tuples", "ivfflat.probes",
+              "diskann.query_search_list_size", "diskann.query_rescore")
+PLANNER_GUCS = ("work_mem", "max_parallel_workers_per_gather", "jit", "random_page_cost",
+                "effective_cache_size", "shared_buffers")
+
+# Documented defaults of index options, so that an explicit default hashes like an omitted one.
+INDEX_DEFAULTS = {
+    "hnsw": {"m": "16", "ef_construction": "64"},
+    "ivfflat": {"lists": "100"},
+    "diskann": {"storage_layout": "memory_optimized", "num_neighbors": "50",
+                "search_list_size": "100", "max_alpha": "1.2", "num_dimensions": "0"},
+}
+
+
+# -- the target --------------------------------------------------------------------------------
+
+def resolve_table(conn, target) -> int:
+    """The oid of the target's table; NotFound names the table."""
+    oid = conn.execute("SELECT to_regclass(%s)::oid",
+                       (target.table_sql().as_string(conn),)).fetchone()[0]
+    if oid is None:
+        raise NotFound(f"table '{target.qualified()}' of target '{target.name}' does not exist "
+                       "in the knowledge base")
+    return int(oid)
+
+
+def and_where(target, cond: sql.Composable | None = None) -> tuple[sql.Composable, list]:
+    """The target's WHERE clause (filters, dimension predicate) with ``cond`` added."""
+    where, params = target.where()
+    if cond is None:
+        return where, params
+    if target.filters or target.dimension_column:
+        return sql.SQL("{} AND ({})").format(where, cond), params
+    return sql.SQL(" WHERE ({})").format(cond), params
+
+
+# -- catalog readers -------------------------------------------------------------------------------
+
+def load_extension_libraries(conn) -> None:
+    """Load pgvector's and pgvectorscale's libraries so that their settings exist in this session
+    (``current_setting('hnsw.ef_search', true)`` is NULL until the library is loaded)."""
+    from ..stages import gucs
+
+    try:
+        with conn.transaction():
+            gucs.load_libraries(conn)
+    except Exception:  # no pgvector here: its settings are simply absent from the fingerprint
+        pass
+
+
+def server_info(conn) -> dict:
+    version, num = conn.execute("SELECT current_setting('server_version'), "
+                                "current_setting('server_version_num')::int").fetchone()
+    return {"version": version, "version_num": num}
+
+
+def extensions(conn) -> dict:
+    """Every installed extension's version (plpgsql left out): for the health check."""
+    return dict(conn.execute("SELECT extname, extversion FROM pg_extension "
+                             "WHERE extname <> 'plpgsql' ORDER BY extname").fetchall())
+
+
+def retrieval_extensions(conn) -> dict:
+    """The installed versions of the extensions retrieval uses (the fingerprint's)."""
+    return dict(conn.execute("SELECT extname, extversion FROM pg_extension "
+                             "WHERE extname = ANY(%s) ORDER BY extname",
+                             (list(RETRIEVAL_EXTENSIONS),)).fetchall())
+
+
+def _options(reloptions: list[str] | None) -> dict:
+    out = {}
+    for item in reloptions or []:
+        key, _, value = item.partition("=")
+        out[key] = value
+    return out
+
+
+def indexes(conn, table_oid: int) -> tuple[dict, dict]:
+    """(hashed, info): every index on the table keyed by name, and its size/DDL for display."""
+    rows = conn.execute(
+        """SELECT c.relname, am.amname, c.reloptions, i.indisvalid,
+                  pg_get_expr(i.indpred, i.indrelid),
+                  (SELECT array_agg(opc.opcname ORDER BY k.n)
+                     FROM unnest(i.indclass::oid[]) WITH ORDINALITY k(oid, n)
+                     JOIN pg_opclass opc ON opc.oid = k.oid),
+                  (SELECT array_agg(pg_get_indexdef(i.indexrelid, k, true) ORDER BY k)
+                     FROM generate_series(1, i.indnkeyatts) k),
+                  pg_get_indexdef(i.indexrelid), pg_relation_size(i.indexrelid),
+                  i.indexrelid::bigint, pg_relation_filenode(i.indexrelid)::bigint
+             FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+             JOIN pg_am am ON am.oid = c.relam
+            WHERE i.indrelid = %s ORDER BY c.relname""", (table_oid,)).fetchall()
+    hashed, info = {}, {}
+    for name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, node in rows:
+        explicit = _options(relopts)
+        hashed[name] = {"method": method, "opclasses": list(opclasses or []),
+                        "columns": list(keys or []), "predicate": pred, "valid": bool(valid),
+                        "options": {**INDEX_DEFAULTS.get(method, {}), **explicit},
+                        "build": {"oid": oid, "filenode": node}}
+        info[name] = {"definition": ddl, "bytes": int(size), "explicit_options": explicit}
+    return hashed, info
+
+
+def query_settings(conn, settings: dict | None = None) -> dict:
+    """Every ANN setting as a stage running with ``settings`` (``SET LOCAL``) would see it."""
+    load_extension_libraries(conn)
+    settings = {str(k): v for k, v in (settings or {}).items()}
+    with conn.transaction(force_rollback=True):
+        for name, value in settings.items():
+            conn.execute("SELECT set_config(%s, %s, true)", (name, str(value)))
+        names = [r[0] for r in conn.execute(
+            "SELECT name FROM pg_settings WHERE " + " OR ".join(
+                "name LIKE %s" for _ in QUERY_GUC_PREFIXES),
+            [p + "%" for p in QUERY_GUC_PREFIXES]).fetchall()]
+        wanted = sorted(set(names) | set(QUERY_GUCS) | {k for k in settings if "." in k})
+        rows = conn.execute("SELECT n, current_setting(n, true) FROM unnest(%s::text[]) n",
+                            (wanted,)).fetchall()
+    return {name: value for name, value in rows}
+
+
+def planner_settings(conn, settings: dict | None = None) -> dict:
+    """The core settings that change plans, as a stage running with ``settings`` sees them (any
+    core setting the stage sets is added: extension settings, with a dot, are query settings)."""
+    settings = {str(k): v for k, v in (settings or {}).items()}
+    names = list(PLANNER_GUCS) + sorted(k for k in settings if "." not in k
+                                        and k not in PLANNER_GUCS and not k.startswith("enable_")
+                                        and k not in NON_RESULT_SETTINGS)
+    with conn.transaction(force_rollback=True):
+        for name, value in settings.items():
+            conn.execute("SELECT set_config(%s, %s, true)", (name, str(value)))
+        out = dict(conn.execute("SELECT n, current_setting(n) FROM unnest(%s::text[]) n",
+                                (names,)).fetchall())
+        off = [r[0] for r in conn.execute(
+            "SELECT name FROM pg_settings WHERE name LIKE 'enable\\_%' "
+            "AND current_setting(name) = 'off' ORDER BY name").fetchall()]
+    out["enable_off"] = off
+    return out
+
+
+def vector_column(conn, table_oid: int, column: str) -> dict:
+    row = conn.execute(
+        "SELECT format_type(a.atttypid, a.atttypmod), t.typname, a.atttypmod, t.typsend::text "
+        "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+        "WHERE a.attrelid = %s AND a.attname = %s AND NOT a.attisdropped",
+        (table_oid, column)).fetchone()
+    if row is None:
+        raise NotFound(f"column '{column}' does not exist in the target's table")
+    formatted, typname, typmod, send = row
+    dim = typmod if typname in ("vector", "halfvec", "sparsevec") and typmod > 0 else None
+    return {"type": formatted, "base_type": typname, "dimension": dim, "send": send}
+
+
+def capture_data(conn, target, *, checksum: bool = True) -> dict:
+    """Row count and content checksum of the target's rows (its filters applied).
+
+    The checksum is order-independent: the sum, modulo 2^64, of ``hashtextextended`` over each
+    row's id, the md5 of its vector's binary form and the md5 of its text. It costs one sequential
+    scan of the table (about the time of ``SELECT count(*)`` plus two md5 per row: on the order of
+    a second per million 384-dimension rows). ``checksum=False`` (``--no-checksum``) keeps only the
+    row count — cheap on big tables, but then a changed vector goes unnoticed.
+    """
+    oid = resolve_table(conn, target)
+    vec = vector_column(conn, oid, target.vector_column)
+    where, params = target.where()
+    if not checksum:
+        n = conn.execute(sql.SQL("SELECT count(*) FROM {}{}").format(
+            target.table_sql(), where), params).fetchone()[0]
+        return {"rows": int(n), "checksum": None}
+    parts = [sql.SQL("coalesce({}::text, '')").format(sql.Identifier(target.id_column)),
+             sql.SQL("coalesce(md5({}({})), 'null')").format(
+                 sql.SQL(vec["send"]), sql.Identifier(target.vector_column))]
+    if target.text_column:
+        parts.append(sql.SQL("coalesce(md5({}::text), 'null')").format(
+            sql.Identifier(target.text_column)))
+    row_key = sql.SQL(" || '|' || ").join(parts)
+    q = sql.SQL("SELECT count(*), coalesce(sum(hashtextextended({}, 0)::numeric), 0) "
+                "FROM {}{}").format(row_key, target.table_sql(), where)
+    n, total = conn.execute(q, params).fetchone()
+    return {"rows": int(n), "checksum": f"{int(total) % (1 << 64):016x}"}
+
+
+# -- the fingerprint ---------------------------------------------------------------------------------
+
+def _scrub(value: Any) -> Any:
+    return mask_value(value, known=False)   # a hash must not depend on the DSN's password
+
+
+def measurement(extra: dict | None) -> tuple[dict | None, dict | None]:
+    """(hashed, shown): the keys of ``extra`` that decide what a stage measures (a sweep's
+    ``extra["sweep"]`` flattened into them), and the whole of ``extra`` for display."""
+    if not extra:
+        return None, None
+    source = {**extra, **(extra.get("sweep") or {})}
+    hashed = {k: source.get(k) for k in MEASUREMENT_KEYS}
+    hashed["options"] = hashed["options"] or {}
+    for key in ("batch", "server_timing", "isolate_index"):
+        hashed[key] = bool(hashed[key])
+    hashed["concurrency"] = int(hashed["concurrency"] or 1)
+    return hashed, extra
+
+
+def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | None = None,
+            dimension: int | None = None, testset_hash: str | None = None,
+            testset_name: str | None = None, chunking: str | None = None,
+            filters: dict | None = None, stage: str | None = None, checksum: bool = True,
+            data: dict | None = None, extra: dict | None = None) -> dict:
+    """The fingerprint of one stage run on ``target`` (:class:`evaluator.target.targets.Target`, or None
+    for stages without one: no table, index or data part) with ``settings`` applied as the stage
+    applies them (``SET LOCAL``; rolled back here).
+
+    ``data`` reuses a :func:`capture_data` result (a sweep computes it once); ``checksum=False``
+    skips the content checksum; ``filters`` adds filters in force beyond the target's own (e.g.
+    DiskANN labels). Nothing is written.
+    """
+    fp = {
+        "fingerprint_version": FINGERPRINT_VERSION,
+        "server": server_info(kb_conn),
+        "extensions": retrieval_extensions(kb_conn),
+        "target": None, "indexes": {}, "data": None,
+        "query_settings": query_settings(kb_conn, settings),
+        "planner": planner_settings(kb_conn, settings),
+        "embedding": {"model": embedder, "dimension": dimension},
+        "chunking": chunking,
+        "filters": {str(k): v for k, v in (filters or {}).items()},
+        "testset": {"hash": testset_hash},
+        "stage": stage,
+        "info": {"captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                 "database": kb_conn.execute("SELECT current_database()").fetchone()[0],
+                 "testset": testset_name},
+    }
+    if target is not None:
+        oid = resolve_table(kb_conn, target)
+        vec = vector_column(kb_conn, oid, target.vector_column)
+        fp["indexes"], idx_info = indexes(kb_conn, oid)
+        if data is None:
+            data = capture_data(kb_conn, target, checksum=checksum)
+        fp["data"] = data
+        fp["info"]["target"] = target.name
+        fp["target"] = {"table": target.qualified(),
+                        "id_column": target.id_column, "vector_column": target.vector_column,
+                        "text_column": target.text_column, "distance": target.distance,
+                        "column_type": vec.get("type"), "vector_type": target.vector_type,
+                        "dimension_column": target.dimension_column}
+        if dimension is None:
+            fp["embedding"]["dimension"] = target.dimension
+        fp["filters"] = {**{k: str(v) for k, v in target.filter_literals().items()},
+                         **fp["filters"]}
+        fp["info"].update(
+            indexes=idx_info,
+            table_bytes=kb_conn.execute("SELECT pg_table_size(%s)", (oid,)).fetchone()[0],
+            checksum=("skipped (--no-checksum)" if data.get("checksum") is None
+                      else "sum of hashtextextended(id | md5(vector) | md5(text))"))
+    hashed, shown = measurement(extra)
+    if hashed is not None:
+        fp["measurement"], fp["info"]["config"] = hashed, shown
+    return _scrub(fp)
+
+
+def canonical(fp: dict) -> str:
+    body = {k: v for k, v in fp.items() if k != "info"}
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                      default=str)
+
+
+def config_hash(fp: dict) -> str:
+    """sha256 (hex) of the fingerprint's canonical JSON, the ``info`` part left out."""
+    return hashlib.sha256(canonical(fp).encode("utf-8")).hexdigest()
+
+
+def short_hash(value: str | None) -> str:
+    return value[:12] if value else "—"

@@ -1,0 +1,47 @@
+"""`pgeval sweep --plot FILE.png`: index recall@K against p95 latency, one dot per grid point
+(error bars: the spread over repetitions), the Pareto front joined by a line, the target recall
+as a dashed line and the recommended point ringed. matplotlib is imported only here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ...core.errors import InputError
+
+
+def write(path: str | Path, points: list[dict], *, k: int, target_recall: float,
+          recommendation: dict | None, title: str) -> Path:
+    from ...reporting import plots
+
+    if not plots.available():
+        raise InputError("--plot needs matplotlib (pip install 'pgeval[plot]')", field="--plot")
+    pts = [p for p in points if p.get("index_recall") is not None and p.get("p95_ms") is not None]
+    if not pts:
+        raise InputError("no measured point to plot", field="--plot")
+    fig = plots._figure(7.5, 4.6)
+    ax = fig.add_subplot()
+    xs = [p["p95_ms"] for p in pts]
+    ys = [p["index_recall"] for p in pts]
+    ax.errorbar(xs, ys, xerr=[p.get("p95_sd") or 0 for p in pts],
+                yerr=[p.get("index_recall_sd") or 0 for p in pts], fmt="o", color="#57606a",
+                ecolor="#afb8c1", capsize=2, label="grid point")
+    front = sorted((p for p in pts if p.get("pareto")), key=lambda p: p["p95_ms"])
+    if front:
+        ax.plot([p["p95_ms"] for p in front], [p["index_recall"] for p in front], "-o",
+                color="#0969da", label="Pareto front")
+    for p in pts:
+        ax.annotate(p["label"], (p["p95_ms"], p["index_recall"]), textcoords="offset points",
+                    xytext=(4, -10), fontsize=7)
+    ax.axhline(target_recall, linestyle="--", color="#cf222e", linewidth=1,
+               label=f"target recall {target_recall:g}")
+    if recommendation:
+        ax.plot([recommendation["p95_ms"]], [recommendation["index_recall"]], "o", ms=14,
+                mfc="none", mec="#1a7f37", mew=2, label=f"recommended: {recommendation['label']}")
+    ax.set_xlabel("p95 latency (ms, nearest rank)")
+    ax.set_ylabel(f"recall@{k} against exact search")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    out = Path(path)
+    out.write_bytes(plots._png(fig))
+    return out

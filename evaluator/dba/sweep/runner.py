@@ -1,0 +1,351 @@
+"""`pgeval sweep`: run an ANN stage at every point of a grid through the stage framework
+(:mod:`evaluator.stages`), against exact search, repeated; record every point under its config
+hash so that an interrupted or repeated sweep measures only what is missing.
+
+Layout in the database: the sweep is one experiment named like the sweep; its runs are
+``{sweep}.exact.{rep}`` (exact search, once per repetition, needed by pgeval.index_recall) and
+``{sweep}.{point label}.{rep}``; `pgeval stage-report SWEEP` therefore shows the points side by
+side too. Repetitions are the outer loop, so that drift of the machine touches every point alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+
+from ...core.errors import InputError
+from . import grid, store
+
+ANN_KINDS = ("hnsw", "ivfflat", "diskann")
+
+
+@dataclass
+class SweepConfig:
+    testset: str
+    target: str
+    stage: str
+    params: tuple = ()                    # ("hnsw.ef_search=10,20,40", ...)
+    build: tuple = ()                     # ("m=8,16", ...)
+    settings: dict = field(default_factory=dict)    # --set, every point
+    k: int = 10
+    depth: int | None = None              # default max(k, 20)
+    repeat: int = 3
+    concurrency: int = 1
+    target_recall: float = 0.95
+    embedder: str | None = None
+    name: str | None = None
+    fresh: bool = False
+    isolate_index: bool = False
+    index: str | None = None
+    checksum: bool = True
+    statement_timeout: str | None = "5min"  # per statement on the knowledge base (None: server's)
+    maintenance_work_mem: str = "1GB"
+    build_timeout_s: float = 1800.0
+
+
+@dataclass
+class SweepResult:
+    name: str
+    sweep_id: int
+    experiment_id: int
+    k: int
+    target_recall: float
+    resumed: bool
+    measured: int = 0
+    reused: int = 0
+    kept: int = 0                         # already in this sweep (resume)
+    points: list[dict] = field(default_factory=list)
+    recommendation: dict | None = None
+    warnings: list[str] = field(default_factory=list)
+    measures: list[str] = field(default_factory=list)
+    config_hash: str | None = None        # of the sweep's base configuration (exact stage)
+    filters: dict = field(default_factory=dict)
+
+
+class _Env:
+    """Everything one sweep needs while it runs."""
+
+    def __init__(self, **kw):
+        self.__dict__.update(kw)
+
+    def warn(self, message: str) -> None:
+        if message not in self.result.warnings:
+            self.result.warnings.append(message)
+            if self.on_warning:
+                self.on_warning(message)
+
+
+def _check(cfg: SweepConfig) -> int:
+    if cfg.stage not in ANN_KINDS:
+        raise InputError(f"sweeps measure an ANN stage against exact search: --stage must be one "
+                         f"of {', '.join(ANN_KINDS)}, not '{cfg.stage}'", field="--stage")
+    for opt, value, low in (("--k", cfg.k, 1), ("--repeat", cfg.repeat, 1),
+                            ("--concurrency", cfg.concurrency, 1)):
+        if value < low:
+            raise InputError(f"{opt} must be >= {low}, got {value}", field=opt)
+    if cfg.concurrency > 1 and cfg.isolate_index:
+        raise InputError("--concurrency cannot be combined with --isolate-index (each client's "
+                         "DROP INDEX would lock the table against the others); keep each index "
+                         "on its own copy of the table", field="--concurrency")
+    if not 0 < cfg.target_recall <= 1:
+        raise InputError(f"--target-recall must be in (0, 1], got {cfg.target_recall}",
+                         field="--target-recall")
+    depth = cfg.depth or max(cfg.k, 20)
+    if depth < cfg.k:
+        raise InputError(f"--depth {depth} is below --k {cfg.k}", field="--depth")
+    return depth
+
+
+def default_name(identity: dict) -> str:
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
+    return f"sweep-{identity['target']}-{identity['stage']}-{key}"
+
+
+def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None) -> SweepResult:
+    """Run (or resume) the sweep; ``on_point(point, repetition, how)`` after each grid point and
+    repetition (how: measured | reused | kept)."""
+    from .. import fingerprint as fpmod
+    from ...measure import metrics as mmod
+    from ...target import targets
+    from ...run.pipeline import PipelineConfig, _queries, _testset
+    from ...stages import gucs, registry
+
+    depth = _check(cfg)
+    stage = registry.get(cfg.stage)
+    param_axes = grid.parse_axes(cfg.params, "hnsw.ef_search=10,20,40", "--param")
+    build_axes = grid.parse_axes(cfg.build, "m=8,16", "--build")
+    if not param_axes and not build_axes:
+        raise InputError("nothing to sweep: give --param GUC=v1,v2,... and/or --build "
+                         "OPTION=v1,v2,...", field="--param")
+    grid.check_params(param_axes, cfg.stage, stage.guc_prefixes, cfg.settings)
+    grid.check_build(build_axes, stage.method)
+    points = grid.points(param_axes, build_axes)
+    measures = mmod.measures_for(sorted({3, 5, 10, cfg.k}))
+    # least privilege: the knowledge base is read in READ ONLY sessions (but --isolate-index's
+    # drops; build sweeps write only to their scratch schema, on a connection of their own)
+    with database.connect() as results, database.connect(
+            results=False, read_only=not cfg.isolate_index) as kb:
+        tid, ts_hash = _testset(results, cfg.testset)
+        target = targets.load(results, cfg.target)
+        base = gucs.validate(kb, dict(cfg.settings))
+        base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
+        for values in grid.product(param_axes):
+            try:
+                gucs.validate(kb, {**base, **values})
+            except InputError as exc:
+                raise InputError(exc.detail, field="--param") from None
+        kb.rollback()
+        queries, label, dim = _queries(results, cfg.testset, tid, [(cfg.stage, cfg.stage, stage)],
+                                       PipelineConfig(testset=cfg.testset, stages=cfg.stage,
+                                                      embedder=cfg.embedder))
+        results.commit()
+        data = fpmod.capture_data(kb, target, checksum=cfg.checksum)
+        kb.rollback()
+        identity = {"testset": cfg.testset, "testset_hash": ts_hash, "target": cfg.target,
+                    "stage": cfg.stage, "grid": grid.as_json(param_axes, build_axes),
+                    "settings": base, "k": cfg.k, "depth": depth,
+                    "concurrency": cfg.concurrency, "embedder": label}
+        name = cfg.name or default_name(identity)
+        sweep_extra = {"sweep": {"k": cfg.k, "depth": depth, "concurrency": cfg.concurrency,
+                                 "embedder": label, "index": cfg.index,
+                                 "isolate_index": cfg.isolate_index}}
+
+        def fingerprint(settings: dict, stage_name: str, build: dict | None = None) -> dict:
+            extra = dict(sweep_extra)
+            if build is not None:
+                extra["build"] = build
+            fp = fpmod.capture(kb, target, settings=settings, embedder=label, dimension=dim,
+                               testset_hash=ts_hash, testset_name=cfg.testset, stage=stage_name,
+                               data=data, extra=extra)
+            kb.rollback()
+            if build is not None:     # the index is the scratch copy's, not the user's
+                from ..build_sweep import opclass
+
+                fp["indexes"] = {"scratch": {
+                    "method": stage.method, "opclasses": [opclass(target, stage.method)],
+                    "columns": [target.vector_column], "predicate": None, "valid": True,
+                    "options": {**fpmod.INDEX_DEFAULTS.get(stage.method, {}), **build}}}
+                fp["target"]["scratch_copy"] = True
+            return fp
+
+        base_fp = fingerprint(base, "exact")
+        exp_config = {"stages": ["exact"] + [p.label for p in points],
+                      "sweep": {**identity, "repeat": cfg.repeat}, "settings": base,
+                      "depth": depth, "repeat": cfg.repeat, "embedder": label, "dimension": dim,
+                      "target": {"name": target.name, **target.spec()},
+                      "filters": target.filter_literals()}
+        row = store.open_sweep(
+            results, name=name, testset_id=tid, target=cfg.target, stage=cfg.stage,
+            grid=identity["grid"], settings=base, k=cfg.k, depth=depth, repeat=cfg.repeat,
+            concurrency=cfg.concurrency, target_recall=cfg.target_recall, fresh=cfg.fresh,
+            experiment_config=exp_config, fingerprint=base_fp,
+            config_hash=fpmod.config_hash(base_fp))
+        result = SweepResult(name, row.sweep_id, row.experiment_id, cfg.k, cfg.target_recall,
+                             row.resumed, measures=measures,
+                             config_hash=fpmod.config_hash(base_fp),
+                             filters=dict(base_fp.get("filters") or {}))
+        fps = {p.number: fingerprint({**base, **p.settings}, cfg.stage,
+                                     p.build if build_axes else None) for p in points}
+        env = _Env(cfg=cfg, database=database, kb=kb, results=results, stage=stage,
+                   exact=registry.get("exact"), tid=tid, depth=depth, base=base, queries=queries,
+                   label=label, row=row, fps=fps, hashes={n: fpmod.config_hash(f)
+                                                          for n, f in fps.items()},
+                   base_fp=base_fp, have=store.measured(results, row.sweep_id), result=result,
+                   on_warning=on_warning, on_point=on_point, measures=measures, prepared=set())
+        try:
+            if build_axes:
+                _build_blocks(env, target, points)
+            else:
+                _block(env, target, points)
+            store.fill(results, row.sweep_id, cfg.k, measures)
+        except KeyboardInterrupt:
+            _safe_fill(env)
+            store.finish(results, row.sweep_id, row.experiment_id, "interrupted")
+            raise
+        except BaseException:
+            _safe_fill(env)
+            store.finish(results, row.sweep_id, row.experiment_id, "failed")
+            raise
+        store.finish(results, row.sweep_id, row.experiment_id, "complete")
+        result.points = store.summary(results, row.sweep_id)
+        result.recommendation = store.recommendation(results, row.sweep_id, cfg.target_recall)
+        results.commit()
+    return result
+
+
+def _safe_fill(env) -> None:
+    try:
+        if env.results.info.transaction_status != 0:
+            env.results.rollback()
+        store.fill(env.results, env.row.sweep_id, env.cfg.k, env.measures)
+    except Exception:
+        pass
+
+
+def _pending(env, points) -> list[tuple[int, object]]:
+    """(repetition, point) pairs still to measure; reuses and keeps the others."""
+    todo = []
+    for rep in range(1, env.cfg.repeat + 1):
+        for p in points:
+            if (p.number, rep) in env.have:
+                if env.have[(p.number, rep)] != env.hashes[p.number]:
+                    from ...core.errors import Conflict
+
+                    old = env.results.execute(
+                        "SELECT r.fingerprint FROM pgeval.sweep_point sp JOIN pgeval.run r "
+                        "USING (run_id) WHERE sp.sweep_id = %s AND sp.point = %s AND "
+                        "sp.repetition = %s", (env.row.sweep_id, p.number, rep)).fetchone()
+                    raise Conflict(store.changed_message(env.row.name, old and old[0],
+                                                         env.fps[p.number]))
+                env.result.kept += 1
+                _notify(env, p, rep, "kept")
+                continue
+            h = env.hashes[p.number]
+            src = None if env.cfg.fresh else store.find_elsewhere(env.results, env.row.sweep_id,
+                                                                 h, rep)
+            if src is not None:
+                store.copy_point(env.results, env.row.sweep_id, p, rep, src)
+                env.have[(p.number, rep)] = h
+                env.result.reused += 1
+                _notify(env, p, rep, "reused")
+                continue
+            todo.append((rep, p))
+    return todo
+
+
+def _notify(env, p, rep, how) -> None:
+    if env.on_point:
+        env.on_point(p, rep, how)
+
+
+def _build_blocks(env, target, points) -> None:
+    from ..build_sweep import Scratch, leftover_schemas
+
+    groups: dict[str, list] = {}
+    for p in points:
+        groups.setdefault(json.dumps(p.build, sort_keys=True), []).append(p)
+    todo = {key: _pending(env, pts) for key, pts in groups.items()}
+    if not any(todo.values()):
+        return
+    stale = leftover_schemas(env.kb)
+    env.kb.rollback()
+    if stale:
+        env.warn(f"scratch schemas left by an earlier process: {', '.join(stale)} (drop them "
+                 "with DROP SCHEMA ... CASCADE when no sweep is running)")
+    with Scratch(env.database, target, maintenance_work_mem=env.cfg.maintenance_work_mem,
+                 build_timeout_s=env.cfg.build_timeout_s) as scratch:
+        for key, pending in todo.items():
+            if not pending:
+                continue
+            options = json.loads(key)
+            info = scratch.build(env.stage.method, options, grid.label_of(options, {}))
+            for w in scratch.warnings:
+                env.warn(w)
+            _run_pending(env, scratch.target, pending, info)
+
+
+def _block(env, target, points) -> None:
+    _run_pending(env, target, _pending(env, points), None)
+
+
+def _run_pending(env, target, pending, build_info) -> None:
+    for rep in sorted({r for r, _ in pending}):
+        _ensure_exact(env, target, rep)
+        for _, p in [x for x in pending if x[0] == rep]:
+            run_id, qps = _run_point(env, target, p, rep)
+            store.insert_point(env.results, env.row.sweep_id, p, rep, env.hashes[p.number],
+                               run_id, concurrency=env.cfg.concurrency, qps=qps, build=build_info)
+            env.have[(p.number, rep)] = env.hashes[p.number]
+            env.result.measured += 1
+            _notify(env, p, rep, "measured")
+        store.fill(env.results, env.row.sweep_id, env.cfg.k, env.measures)
+
+
+def _context(env, target, stage_name: str, rep: int, settings: dict, fp: dict):
+    from ..fingerprint import config_hash
+    from ...stages.base import StageContext
+
+    options = {"index": env.cfg.index} if env.cfg.index and stage_name != "exact" else {}
+    return StageContext(
+        kb=env.kb, results=env.results, target=target, testset=env.cfg.testset,
+        testset_id=env.tid, experiment=env.row.name, experiment_id=env.row.experiment_id,
+        repetition=rep, stage=stage_name, depth=env.depth, settings=settings, options=options,
+        queries=env.queries, embedder=env.label,
+        isolate_index=env.cfg.isolate_index and stage_name != "exact",
+        extra={"fingerprint": fp, "config_hash": config_hash(fp)})
+
+
+def _run(env, stage, ctx, run_name: str, key: str) -> int:
+    existing = store.complete_run(env.results, env.row.experiment_id, run_name)
+    if existing is not None:
+        return existing
+    if key not in env.prepared:      # configuration checks once per point (run() re-checks the
+        stage.prepare(ctx)           # plan every time)
+        env.prepared.add(key)
+    run_id = stage.run(ctx, run_name)
+    for w in ctx.warnings:
+        env.warn(w)
+    return run_id
+
+
+def _ensure_exact(env, target, rep: int) -> int:
+    # exact search is a sequential scan by definition: a --set enable_seqscan=off meant for the
+    # ANN points (small tables) must not push it onto an index
+    settings = {k: v for k, v in env.base.items() if k != "enable_seqscan"}
+    ctx = _context(env, target, "exact", rep, settings, env.base_fp)
+    return _run(env, env.exact, ctx, f"{env.row.name}.exact.{rep}", f"exact:{target.table}")
+
+
+def _run_point(env, target, p, rep: int) -> tuple[int, float | None]:
+    settings = {**env.base, **p.settings}
+    ctx = _context(env, target, env.cfg.stage, rep, settings, env.fps[p.number])
+    run_id = _run(env, env.stage, ctx, f"{env.row.name}.{p.label}.{rep}",
+                  f"{p.label}:{target.table}")
+    qps = None
+    if env.cfg.concurrency > 1:
+        from .load import throughput
+
+        qps = throughput(env.database, env.stage, replace(ctx, warnings=[]),
+                         env.cfg.concurrency)
+    return run_id, qps

@@ -1,0 +1,1 @@
+"""Measuring: the measure registry, metrics, stage report, answers, statistics."""

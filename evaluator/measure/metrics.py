@@ -1,0 +1,194 @@
+"""Reading metrics. Every number comes from the SQL functions in ``sql/`` (pgeval.per_query,
+pgeval.summary, pgeval.run_counts, pgeval.by_type, pgeval.flagged, pgeval.acceptance); this module
+only resolves names, pivots rows and applies the reporting rules (warnings, refusals)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import measures, stage_method
+from ..core.errors import IncompleteRun, InputError, NotFound, PgevalError, first_line
+
+DEFAULT_RECALL_K = (3, 5, 10)
+DEFAULT_NDCG_K = (5, 10)
+DEFAULT_MRR_K = (20,)
+MIN_VALID_QUERIES = 200
+MAX_K = measures.MAX_K
+
+
+def measures_for(k: list[int] | None = None, ndcg_k: list[int] | None = None,
+                 mrr_k: list[int] | None = None) -> list[str]:
+    """The measure list: Recall@K for each K, MRR@K, nDCG@K, then Precision@K and Hit@K."""
+    k = list(k or DEFAULT_RECALL_K)
+    ndcg_k = list(ndcg_k or DEFAULT_NDCG_K)
+    mrr_k = list(mrr_k or DEFAULT_MRR_K)
+    for option, values in (("--k", k), ("--ndcg-k", ndcg_k), ("--mrr-k", mrr_k)):
+        for value in values:
+            if not 1 <= value <= MAX_K:
+                raise InputError(f"cut-off K must be between 1 and {MAX_K:,}, got {value}",
+                                 field=option)
+    return ([f"recall@{x}" for x in k] + [f"mrr@{x}" for x in mrr_k]
+            + [f"ndcg@{x}" for x in ndcg_k] + [f"precision@{x}" for x in k]
+            + [f"hit@{x}" for x in k])
+
+
+@dataclass
+class RunInfo:
+    run_id: int
+    name: str
+    testset_id: int
+    testset: str
+    testset_hash: str
+    stage: str
+    status: str
+    order_rule: str
+    repetition: int
+    experiment: str | None
+    config_hash: str | None
+    timing_boundary: str | None
+    params: dict
+
+
+def resolve_run(conn, name: str) -> RunInfo:
+    row = conn.execute(
+        """SELECT r.run_id, r.name, r.testset_id, t.name, t.content_hash, r.stage, r.status,
+                  r.order_rule, r.repetition, e.name, r.config_hash, r.timing_boundary, r.params
+             FROM pgeval.run r JOIN pgeval.testset t USING (testset_id)
+             LEFT JOIN pgeval.experiment e USING (experiment_id)
+            WHERE r.name = %s""", (name,)).fetchone()
+    if row is None:
+        raise NotFound(f"no run named '{name}' (see `pgeval run list`)")
+    return RunInfo(*row)
+
+
+@dataclass
+class Evaluation:
+    run: RunInfo
+    measures: list[str]
+    rel: int
+    summary: dict[str, float | None]
+    levels: dict[str, str | None]
+    counts: dict[str, int]
+    domain_discount: float = 0.0
+    per_query: list[dict] | None = None
+    by_type: list[dict] | None = None
+    flagged: list[dict] | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "run": self.run.name, "testset": self.run.testset, "stage": self.run.stage,
+            "stage_label": stage_method.label(self.run.stage, self.run.stage, self.run.params),
+            "status": self.run.status, "config_hash": self.run.config_hash,
+            "order_rule": self.run.order_rule, "rel": self.rel,
+            "domain_discount": self.domain_discount, "counts": self.counts,
+            "summary": self.summary, "acceptance": self.levels, "warnings": self.warnings,
+            **({"per_query": self.per_query} if self.per_query is not None else {}),
+            **({"by_type": self.by_type} if self.by_type is not None else {}),
+            **({"flagged": self.flagged} if self.flagged is not None else {}),
+        }
+
+
+def _sql_error(exc) -> PgevalError:
+    msg = first_line(exc, "invalid measure")
+    return InputError(msg, field="measures")
+
+
+def per_query(conn, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
+    """One dict per valid query: ``{"query_id": ..., "recall@3": ..., ...}`` in measure order."""
+    import psycopg
+
+    try:
+        rows = conn.execute("SELECT query_id, measure, value FROM pgeval.per_query(%s, %s, %s) "
+                            "ORDER BY query_id COLLATE \"C\", ord", (run_id, measures, rel)).fetchall()
+    except psycopg.errors.InvalidParameterValue as exc:
+        raise _sql_error(exc) from None
+    out: dict[str, dict] = {}
+    for qid, measure, value in rows:
+        out.setdefault(qid, {"query_id": qid})[measure] = value
+    return list(out.values())
+
+
+def summary(conn, run_id: int, measures: list[str], rel: int = 1) -> dict[str, float | None]:
+    import psycopg
+
+    try:
+        rows = conn.execute("SELECT measure, value FROM pgeval.summary(%s, %s, %s)",
+                            (run_id, measures, rel)).fetchall()
+    except psycopg.errors.InvalidParameterValue as exc:
+        raise _sql_error(exc) from None
+    return {m: v for m, v in rows}
+
+
+def counts(conn, run_id: int, rel: int = 1, min_score: float | None = None) -> dict[str, int]:
+    cur = conn.execute("SELECT * FROM pgeval.run_counts(%s, %s, %s)", (run_id, rel, min_score))
+    names = [d.name for d in cur.description]
+    return dict(zip(names, cur.fetchone()))
+
+
+def levels(conn, values: dict[str, float | None], domain_discount: float = 0.0) -> dict:
+    import psycopg
+
+    if not values:
+        return {}
+    try:
+        rows = conn.execute(
+            "SELECT m, pgeval.acceptance(m, v, %s) FROM unnest(%s::text[], %s::float8[]) AS u(m, v)",
+            (domain_discount, list(values), list(values.values()))).fetchall()
+    except psycopg.errors.InvalidParameterValue as exc:
+        raise InputError(first_line(exc), field="--domain-discount") from None
+    return {m: lvl for m, lvl in rows if lvl is not None}
+
+
+def by_type(conn, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
+    rows = conn.execute("SELECT query_type, measure, value, n_valid FROM pgeval.by_type(%s, %s, %s)",
+                        (run_id, measures, rel)).fetchall()
+    out: dict[str, dict] = {}
+    for qtype, measure, value, n in rows:
+        out.setdefault(qtype, {"type": qtype, "queries": n})[measure] = value
+    return list(out.values())
+
+
+def flagged(conn, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
+    rows = conn.execute("SELECT query_id, flag, measure, value FROM pgeval.flagged(%s, %s, %s)",
+                        (run_id, measures, rel)).fetchall()
+    return [{"query_id": q, "flag": f, "measure": m, "value": v} for q, f, m, v in rows]
+
+
+def evaluate(conn, run_name: str, measures: list[str] | None = None, *, rel: int = 1,
+             domain_discount: float = 0.0, with_per_query: bool = False,
+             with_by_type: bool = False, with_flagged: bool = False, strict: bool = False,
+             allow_partial: bool = False, min_score: float | None = None) -> Evaluation:
+    """Everything `pgeval metrics` shows for one run, read from the SQL API."""
+    if rel < 1 or rel > 3:
+        raise InputError(f"relevance threshold must be 1, 2 or 3, got {rel}", field="--rel")
+    measures = measures or measures_for()
+    run = resolve_run(conn, run_name)
+    warnings: list[str] = []
+    if run.status != "complete":
+        if not allow_partial:
+            raise IncompleteRun(f"run '{run.name}' is {run.status}, not complete: its numbers "
+                                "would be wrong (`pgeval run resume` it, or --allow-partial to "
+                                "see them labelled)")
+        warnings.append(f"PARTIAL: run '{run.name}' is {run.status}; figures cover only the "
+                        "queries it has finished")
+    c = counts(conn, run.run_id, rel, min_score)
+    if c["valid"] == 0:
+        raise PgevalError(f"test set '{run.testset}' has no valid query (none has a chunk of "
+                          f"grade >= {rel}): no metric can be computed")
+    if c["valid"] < MIN_VALID_QUERIES:
+        text = (f"only {c['valid']} valid queries (< {MIN_VALID_QUERIES}): the figures are not "
+                "statistically meaningful")
+        if strict:
+            raise PgevalError(text + " (--strict)")
+        warnings.append(text)
+    if c["no_result"]:
+        warnings.append(f"{c['no_result']} valid queries have no result in this run and score 0")
+    values = summary(conn, run.run_id, measures, rel)
+    return Evaluation(
+        run=run, measures=measures, rel=rel, summary=values,
+        levels=levels(conn, values, domain_discount), counts=c, domain_discount=domain_discount,
+        per_query=per_query(conn, run.run_id, measures, rel) if with_per_query else None,
+        by_type=by_type(conn, run.run_id, measures, rel) if with_by_type else None,
+        flagged=flagged(conn, run.run_id, measures, rel) if with_flagged else None,
+        warnings=warnings)

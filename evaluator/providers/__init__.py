@@ -1,0 +1,1 @@
+"""Providers the stages call: embedders, rerankers, segmenters, HTTP JSON."""

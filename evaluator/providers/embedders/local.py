@@ -1,0 +1,57 @@
+"""A local sentence-transformers model (optional extra: ``pip install 'pgeval[local]'``)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Sequence
+
+import numpy as np
+
+from ...core.errors import InputError, first_line
+from . import check_matrix
+
+
+def load_model(class_name: str, model: str, *, missing: str, what: str, field: str):
+    """``sentence_transformers.<class_name>(model)`` (the optional sentence-transformers package:
+    local embedders, cross-encoder rerankers). InputError on ``field`` when the package is not
+    installed (``missing`` says what to do) or the model cannot be loaded (``what`` names it)."""
+    try:
+        cls = getattr(importlib.import_module("sentence_transformers"), class_name)
+    except (ImportError, AttributeError):
+        raise InputError(missing, field=field) from None
+    try:
+        return cls(model)
+    except Exception as exc:  # unknown model, no network for a download, ...
+        first = first_line(exc)
+        raise InputError(f"cannot load {what} '{model}': {first}", field=field) from None
+
+
+class LocalEmbedder:
+    def __init__(self, model: str, batch_size: int | None = None):
+        self.model_name = model
+        self.batch_size = batch_size or 32
+        self.label = f"local:{model}"
+        self._model = None
+
+    def _load(self):
+        return load_model("SentenceTransformer", self.model_name, what="model",
+                          field="--embedder",
+                          missing="local embedders need sentence-transformers: pip install "
+                                  "'pgeval[local]' (or use openai:MODEL / numpy:FILE.npy)")
+
+    def embed(self, queries: Sequence, on_batch=None) -> np.ndarray:
+        for q in queries:
+            if not q.text:
+                raise InputError(f"query '{q.query_id}' has no text to embed", field="--embedder")
+        if self._model is None:
+            self._model = self._load()
+        out = []
+        texts = [q.text for q in queries]
+        for i in range(0, len(texts), self.batch_size):
+            batch = texts[i:i + self.batch_size]
+            out.append(np.asarray(self._model.encode(batch, batch_size=self.batch_size,
+                                                     convert_to_numpy=True), dtype=np.float32))
+            if on_batch:
+                on_batch(len(batch))
+        return check_matrix(np.vstack(out) if out else np.zeros((0, 1)), len(queries),
+                            "--embedder")

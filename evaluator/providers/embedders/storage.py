@@ -1,0 +1,116 @@
+"""pgeval.query_embedding: compute once per (test set, embedder), read back for every run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...core.errors import InputError, NotFound
+from ...stages.base import Query
+
+
+EMBED_LOCK = 1885824373   # first key of the advisory lock that serialises storing embeddings
+
+
+@dataclass
+class EmbedReport:
+    testset: str
+    embedder: str
+    dimension: int
+    queries: int
+    computed: int          # 0 when every query already had an embedding under this label
+
+
+def testset_id(conn, name: str) -> int:
+    row = conn.execute("SELECT testset_id FROM pgeval.testset WHERE name = %s", (name,)).fetchone()
+    if row is None:
+        raise NotFound(f"no test set named '{name}' (see `pgeval testset list`)")
+    return row[0]
+
+
+def _vec(value) -> np.ndarray | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return np.array(value.strip("[]").split(","), dtype=np.float32)
+    if hasattr(value, "to_numpy"):
+        return np.asarray(value.to_numpy(), dtype=np.float32)
+    return np.asarray(value, dtype=np.float32)
+
+
+def testset_queries(conn, tid: int, with_embedding: bool = False) -> list[Query]:
+    """The test set's queries in test-set order (text; the loaded embedding when asked)."""
+    cols = "query_id, position, query_text" + (", embedding::text" if with_embedding else "")
+    rows = conn.execute(f"SELECT {cols} FROM pgeval.query WHERE testset_id = %s ORDER BY position",
+                        (tid,)).fetchall()
+    return [Query(query_id=r[0], position=r[1], text=r[2],
+                  embedding=_vec(r[3]) if with_embedding else None) for r in rows]
+
+
+def stored_count(conn, tid: int, label: str) -> tuple[int, int | None]:
+    n, dim = conn.execute("SELECT count(*), max(dim) FROM pgeval.query_embedding WHERE "
+                          "testset_id = %s AND embedder = %s", (tid, label)).fetchone()
+    return n, dim
+
+
+def ensure(conn, testset: str, embedder, *, recompute: bool = False, on_batch=None) -> EmbedReport:
+    """Store the embeddings of ``testset``'s queries under ``embedder.label`` unless every query
+    already has one (``recompute`` replaces them). One transaction: all or nothing."""
+    tid = testset_id(conn, testset)
+    n = conn.execute("SELECT count(*) FROM pgeval.query WHERE testset_id = %s", (tid,)).fetchone()[0]
+    if n == 0:
+        raise InputError(f"test set '{testset}' has no queries", field="--testset")
+    have, dim = stored_count(conn, tid, embedder.label)
+    if have == n and not recompute:       # stored already: read nothing more
+        return EmbedReport(testset, embedder.label, dim, n, 0)
+    queries = testset_queries(conn, tid, with_embedding=embedder.label == "precomputed")
+    kwargs = {"on_batch": on_batch} if on_batch and embedder.label.split(":")[0] in (
+        "openai", "local") else {}
+    matrix = embedder.embed(queries, **kwargs)
+    dim = int(matrix.shape[1])
+    with conn.transaction():
+        # two pipelines starting at once both find the embeddings missing: one writes them, the
+        # other waits here, then keeps what the first stored (no duplicate key)
+        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                     (EMBED_LOCK, f"{tid}:{embedder.label}"))
+        written = recompute or stored_count(conn, tid, embedder.label)[0] != n
+        if written:
+            conn.execute("DELETE FROM pgeval.query_embedding WHERE testset_id = %s AND "
+                         "embedder = %s", (tid, embedder.label))
+            with conn.cursor().copy("COPY pgeval.query_embedding (testset_id, query_id, "
+                                    "embedder, dim, embedding) FROM STDIN") as copy:
+                for q, row in zip(queries, matrix):
+                    vec = "[" + ",".join(repr(float(x)) for x in row) + "]"
+                    copy.write_row((tid, q.query_id, embedder.label, dim, vec))
+    if not conn.autocommit:
+        conn.commit()
+    return EmbedReport(testset, embedder.label, dim, len(queries), len(queries) if written else 0)
+
+
+def load(conn, tid: int, label: str) -> list[Query]:
+    """Queries of test set ``tid`` in order, each with its embedding under ``label``."""
+    from pgvector.psycopg import register_vector
+
+    register_vector(conn)
+    # a binary cursor: vectors arrive as raw float4 (numpy.frombuffer), not text to parse
+    rows = conn.cursor(binary=True).execute(
+        "SELECT q.query_id, q.position, q.query_text, e.embedding FROM pgeval.query q "
+        "LEFT JOIN pgeval.query_embedding e ON e.testset_id = q.testset_id "
+        "AND e.query_id = q.query_id AND e.embedder = %s WHERE q.testset_id = %s "
+        "ORDER BY q.position", (label, tid)).fetchall()
+    missing = [r[0] for r in rows if r[3] is None]   # (vectors come back as numpy: see below)
+    if missing:
+        raise NotFound(f"{len(missing)} queries have no embedding '{label}' (first: "
+                       f"'{missing[0]}'): run `pgeval embed --embedder ...` first")
+    return [Query(query_id=r[0], position=r[1], text=r[2], embedding=_vec(r[3])) for r in rows]
+
+
+def list_embeddings(conn, testset: str | None = None) -> list[dict]:
+    rows = conn.execute(
+        "SELECT t.name, e.embedder, max(e.dim), count(*), max(e.created_at) "
+        "FROM pgeval.query_embedding e JOIN pgeval.testset t USING (testset_id) "
+        "WHERE %(t)s::text IS NULL OR t.name = %(t)s GROUP BY 1, 2 ORDER BY 1, 2",
+        {"t": testset}).fetchall()
+    return [{"testset": r[0], "embedder": r[1], "dimension": r[2], "queries": r[3],
+             "created_at": r[4]} for r in rows]

@@ -1,0 +1,1 @@
+"""Running: pipelines (experiments), resume, run import/export/list/delete."""

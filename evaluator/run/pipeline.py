@@ -1,0 +1,288 @@
+"""`pgeval run pipeline`: one experiment = the stages in order under one configuration, repeated
+``repeat`` times; every run linked to the experiment (pgeval.experiment.config holds everything:
+stages, settings, depth, embedder and dimension, target spec and filters, options).
+
+Order of work — nothing is written until the whole configuration checks out:
+1. resolve the test set and target; parse stages, settings (pg_settings) and options;
+2. make sure query embeddings exist for the embedder (computed and stored once when missing);
+3. ``prepare`` every stage (dimension check, plan check with EXPLAIN, trap warnings);
+4. insert the experiment, then for each repetition run the stages in order, each stage seeing
+   the run ids of the earlier stages of the same repetition in ``ctx.previous``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+from .experiment_scope import experiment_scope
+from ..core.errors import Conflict, InputError, NotFound
+from ..core.install import ensure_installed
+from ..stages import gucs, registry
+from ..stages.base import StageContext, run_name
+
+
+@dataclass
+class PipelineConfig:
+    testset: str
+    stages: str                           # "exact,hnsw,bm25,merge,rerank" (NAME=KIND allowed)
+    target: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    options: dict[str, dict[str, str]] = field(default_factory=dict)   # stage -> key -> value
+    depth: int = 100
+    repeat: int = 3
+    embedder: str | None = None           # spec; default "precomputed"
+    embedder_options: dict = field(default_factory=dict)  # base_url, dimensions, api_key_env, ..
+    name: str | None = None
+    batch: bool = False
+    server_timing: bool = False
+    isolate_index: bool = False
+    statement_timeout: str | None = "5min"  # per statement on the knowledge base (None: server's)
+    checksum: bool = True                 # content checksum in the fingerprint (one table scan)
+
+
+@dataclass
+class PipelineResult:
+    experiment: str
+    experiment_id: int
+    config_hash: str
+    runs: list[dict]
+    warnings: list[str]
+
+
+def parse_options(items, stage_names: list[str]) -> dict[str, dict[str, str]]:
+    """('merge:k=60', 'rerank:top_n=50') -> {'merge': {'k': '60'}, 'rerank': {'top_n': '50'}}."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items or ():
+        head, sep, value = str(item).partition("=")
+        stage, colon, key = head.partition(":")
+        if not sep or not colon or not stage.strip() or not key.strip():
+            raise InputError(f"'{item}' is not STAGE:KEY=VALUE (e.g. merge:k=60)", field="--opt")
+        stage, key = stage.strip(), key.strip()
+        if stage not in stage_names:
+            raise InputError(f"option '{item}' names stage '{stage}', which is not in --stages "
+                             f"({', '.join(stage_names)})", field="--opt")
+        out.setdefault(stage, {})[key] = value.strip()
+    return out
+
+
+def canonical_hash(config: dict) -> str:
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def default_name(testset: str, target: str | None) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    return f"{testset}-{target or 'pipeline'}-{stamp}"
+
+
+def _testset(conn, name: str) -> tuple[int, str]:
+    row = conn.execute("SELECT testset_id, content_hash FROM pgeval.testset WHERE name = %s",
+                       (name,)).fetchone()
+    if row is None:
+        raise NotFound(f"no test set named '{name}' (see `pgeval testset list`)")
+    return row
+
+
+def _queries(results, testset: str, tid: int, stages, cfg: PipelineConfig, on_embed=None):
+    """(queries, embedder label, dimension): embeddings when a stage needs them."""
+    from ..providers.embedders import parse, storage
+
+    if not any(s.needs_embedding for _, _, s in stages):
+        return storage.testset_queries(results, tid), None, None
+    emb = parse(cfg.embedder or "precomputed", **cfg.embedder_options)
+    rep = storage.ensure(results, testset, emb, on_batch=on_embed)
+    return storage.load(results, tid, emb.label), emb.label, rep.dimension
+
+
+def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_warning=None,
+                 on_embed=None) -> PipelineResult:
+    """Run ``cfg``; ``progress_factory(stage, repetition)`` returns a Progress (or None)."""
+    from ..target import targets
+
+    if cfg.depth < 1:
+        raise InputError("--depth must be >= 1", field="--depth")
+    if cfg.repeat < 1:
+        raise InputError("--repeat must be >= 1", field="--repeat")
+    parsed = registry.parse_stages(cfg.stages)
+    stages = [(name, kind, registry.get(kind)) for name, kind in parsed]
+    options = {name: dict(v) for name, v in cfg.options.items()}
+    # least privilege: no transaction on the knowledge base writes (but --isolate-index's drops)
+    with database.connect() as results, database.connect(
+            results=False, read_only=not cfg.isolate_index) as kb:
+        ensure_installed(results)         # schema pgeval at this pgeval's revision
+        tid, testset_hash = _testset(results, cfg.testset)
+        target = targets.load(results, cfg.target) if cfg.target else None
+        settings = gucs.validate(kb, dict(cfg.settings))
+        settings = gucs.with_statement_timeout(kb, settings, cfg.statement_timeout)
+        kb.rollback()
+        queries, label, dim = _queries(results, cfg.testset, tid, stages, cfg, on_embed)
+        name = cfg.name or default_name(cfg.testset, cfg.target)
+        if cfg.name and results.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s",
+                                        (name,)).fetchone():
+            raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
+        if cfg.name:        # a run it did not create is never adopted: refuse before any work
+            refuse_taken_runs(results, name, [n for n, _, _ in stages], cfg.repeat)
+        results.rollback()
+        base = StageContext(kb=kb, results=results, target=target, testset=cfg.testset,
+                            testset_id=tid, experiment=name, experiment_id=None, depth=cfg.depth,
+                            settings=settings, queries=queries, embedder=label, batch=cfg.batch,
+                            server_timing=cfg.server_timing, isolate_index=cfg.isolate_index)
+        contexts = prepare_contexts(base, stages, options)
+        warnings = [w for c in contexts.values() for w in c.warnings]
+        for w in warnings:
+            if on_warning:
+                on_warning(w)
+        config = {
+            "testset": cfg.testset, "testset_hash": testset_hash,
+            "stages": [{"name": n, "kind": k} for n, k, _ in stages],
+            "settings": settings, "options": options, "depth": cfg.depth,
+            "repeat": cfg.repeat, "embedder": label, "dimension": dim,
+            "target": None if target is None else {"name": target.name, **target.spec()},
+            "filters": None if target is None else target.filter_literals(),
+            "batch": cfg.batch, "server_timing": cfg.server_timing,
+            "isolate_index": cfg.isolate_index,
+        }
+        # configuration fingerprint (evaluator/dba/fingerprint.py): catalog + this config (extra)
+        from ..dba import fingerprint as fpmod
+
+        if target is not None:
+            fingerprint = fpmod.capture(kb, target, settings=settings, embedder=label,
+                                        dimension=dim, testset_hash=testset_hash,
+                                        testset_name=cfg.testset, checksum=cfg.checksum,
+                                        extra=config)
+        else:   # stages that read no knowledge-base table (import, merge of imports)
+            hashed, shown = fpmod.measurement(config)
+            fingerprint = {"fingerprint_version": fpmod.FINGERPRINT_VERSION,
+                           "testset": {"hash": testset_hash}, "measurement": hashed,
+                           "info": {"testset": cfg.testset, "config": shown}}
+        kb.rollback()
+        config_hash = fpmod.config_hash(fingerprint)
+        exp_id, name = _insert_experiment(results, name, cfg.name is None, (
+            tid, cfg.target, json.dumps(config), config_hash, json.dumps(fingerprint)),
+            stage_names=[n for n, _, _ in stages], repeat=cfg.repeat)
+        for ctx in contexts.values():
+            ctx.experiment = name
+        runs: list[dict] = []
+        with experiment_scope(results, exp_id, name, on_warning):  # lock; failed/complete
+            for rep in range(1, cfg.repeat + 1):
+                previous: dict[str, int] = {}
+                for sname, kind, stage in stages:
+                    run_id = execute_stage(stage, contexts[sname], exp_id, rep, previous,
+                                           fingerprint, progress_factory)
+                    previous[sname] = run_id
+                    runs.append({"run": run_name(name, sname, rep), "run_id": run_id,
+                                 "stage": sname, "kind": kind, "repetition": rep})
+                    add_warnings(contexts[sname], warnings, on_warning)
+        _summaries(results, runs)
+    return PipelineResult(name, exp_id, config_hash, runs, warnings)
+
+
+def stage_run_names(experiment: str, stage_names: list[str], repeat: int) -> list[str]:
+    """The names of every run experiment ``experiment`` will create."""
+    return [run_name(experiment, s, rep) for rep in range(1, repeat + 1) for s in stage_names]
+
+
+def taken_runs(results, experiment: str, stage_names: list[str], repeat: int) -> list[tuple]:
+    """(name, experiment or None, test set) of existing runs bearing a name that experiment
+    ``experiment`` would give one of its stage runs."""
+    rows = results.execute(
+        "SELECT r.name, e.name, t.name FROM pgeval.run r JOIN pgeval.testset t USING (testset_id)"
+        " LEFT JOIN pgeval.experiment e USING (experiment_id) WHERE r.name = ANY(%s) "
+        "ORDER BY r.run_id", (stage_run_names(experiment, stage_names, repeat),)).fetchall()
+    return [tuple(r) for r in rows]
+
+
+def foreign_run_message(run: str, owner: str | None, testset: str, experiment: str) -> str:
+    whose = (f"a run of experiment '{owner}'" if owner else "an imported run") + \
+        f" of test set '{testset}'"
+    return (f"run '{run}' exists ({whose}) and experiment '{experiment}' would write one of its "
+            f"stage runs under that name: a run is never adopted by an experiment that did not "
+            f"create it (choose another --name, or delete that run: `pgeval run delete {run}`)")
+
+
+def refuse_taken_runs(results, experiment: str, stage_names: list[str], repeat: int) -> None:
+    taken = taken_runs(results, experiment, stage_names, repeat)
+    if taken:
+        raise Conflict(foreign_run_message(*taken[0], experiment))
+
+
+def _insert_experiment(results, name: str, auto: bool, values: tuple, *,
+                       stage_names: list[str] = (), repeat: int = 1) -> tuple[int, str]:
+    """Insert the experiment row (committed). A default name taken meanwhile by a concurrent
+    pipeline (or whose stage run names are taken) gets a suffix (-2, -3, ...); a name the user
+    chose is a Conflict."""
+    for attempt in range(1, 1000):
+        candidate = name if attempt == 1 else f"{name}-{attempt}"
+        if auto and taken_runs(results, candidate, list(stage_names), repeat):
+            results.rollback()
+            continue
+        row = results.execute(
+            "INSERT INTO pgeval.experiment (name, testset_id, target, config, config_hash, "
+            "fingerprint) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING "
+            "RETURNING experiment_id", (candidate, *values)).fetchone()
+        results.commit()
+        if row is not None:
+            return row[0], candidate
+        if not auto:
+            break
+    raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
+
+
+def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, StageContext]:
+    """One context per stage (its options), each stage's ``prepare`` run: configuration errors
+    stop everything before the first query."""
+    contexts = {}
+    for sname, kind, stage in stages:
+        ctx = replace(base, stage=sname, options=options.get(sname, {}), warnings=[],
+                      extra={}, previous={})
+        stage.prepare(ctx)
+        contexts[sname] = ctx
+    return contexts
+
+
+def execute_stage(stage, ctx: StageContext, exp_id: int, rep: int, previous: dict,
+                  fingerprint: dict, progress_factory=None) -> int:
+    """Run one stage of repetition ``rep``; return its run id."""
+    from ..dba import fingerprint as fpmod
+
+    ctx.experiment_id, ctx.repetition = exp_id, rep
+    ctx.previous = dict(previous)
+    ctx.extra["fingerprint"] = {**fingerprint, "stage": ctx.stage}
+    ctx.extra["config_hash"] = fpmod.config_hash(ctx.extra["fingerprint"])
+    ctx.progress = progress_factory(ctx.stage, rep) if progress_factory else None
+    run_id = stage.run(ctx, run_name(ctx.experiment, ctx.stage, rep))
+    if ctx.progress:            # only a stage that ended shows a full bar (not one interrupted)
+        ctx.progress.finish()
+    return run_id
+
+
+def add_warnings(ctx: StageContext, warnings: list[str], on_warning=None) -> None:
+    for w in ctx.warnings:
+        if w not in warnings:
+            warnings.append(w)
+            if on_warning:
+                on_warning(w)
+
+
+def _summaries(conn, runs: list[dict]) -> None:
+    """Add queries, rows, latency p50/p95 (nearest rank) and rows-returned minimum to ``runs``;
+    a keyword stage that fell back to full-text search has its kind labelled so."""
+    from ..measure import stage_method
+
+    for r in runs:
+        params = conn.execute("SELECT params FROM pgeval.run WHERE run_id = %s",
+                              (r["run_id"],)).fetchone()[0]
+        r["kind"] = stage_method.label(r["kind"], r["kind"], params)
+        row = conn.execute(
+            """SELECT (SELECT count(DISTINCT query_id) FROM pgeval.result WHERE run_id = %(r)s),
+                      (SELECT count(*) FROM pgeval.result WHERE run_id = %(r)s),
+                      percentile_disc(0.5) WITHIN GROUP (ORDER BY latency_ms),
+                      percentile_disc(0.95) WITHIN GROUP (ORDER BY latency_ms),
+                      min(rows_returned)
+                 FROM pgeval.query_timing WHERE run_id = %(r)s""", {"r": r["run_id"]}).fetchone()
+        r.update(queries=row[0], results=row[1], p50_ms=row[2], p95_ms=row[3],
+                 min_rows_returned=row[4])
+    conn.rollback()

@@ -1,0 +1,1 @@
+"""Targets: the user's table (columns, filters, presets) and its catalog."""
