@@ -37,7 +37,7 @@ def _rows(rng):
     for kb, n in (("kbA", 150), ("kbB", 100)):
         for i in range(1, n + 1):
             chunk = f"{kb[-1].lower()}{i}"
-            enabled = None if i % 10 == 0 else (False if i % 10 == 5 else True)
+            enabled = None if i % 10 == 0 else i % 10 != 5     # NULL, false, true
             v = vec()
             for copy in (v, v + 0.05 * rng.normal(size=DIM)):   # two rows per chunk
                 rows.append((chunk, f"k{i % 4}", kb, f"t{i % 3}", DIM, enabled, copy))
@@ -170,8 +170,8 @@ def test_target_add_filter_options_refuse_bad_input(clean, wk, pgeval):
             "chunk_id", "--vector-column", "embedding", "--dimension", str(DIM),
             "--dimension-column", "dimension"]
     for extra, msg in (
-            (["--null-as-true", "is_enabled"], "field '--null-as-true': column 'is_enabled' "
-                                               "has no --where filter"),
+            (["--null-as-true", "is_enabled"],
+             "field '--null-as-true': column 'is_enabled' has no --where filter"),
             (["--min-similarity", "0.5", "--max-distance", "0.3"], "not both"),
             (["--distance", "l2", "--min-similarity", "0.5"], "needs distance cosine or ip"),
             (["--where", "knowledge_base_id=a", "--where", "knowledge_base_id=a"],
@@ -343,3 +343,21 @@ def test_plans_show_the_chosen_plan_next_to_the_forced_one(clean, wk, pgeval, co
         assert "enable_sort=off" in r["forced_by"]
     code, out, err = pgeval("plans", "pl.hnsw.1", "--no-capture")
     assert code == 0 and "chosen_access" in out and "idx_embeddings" in out, err
+
+
+def test_parse_scoped_settings():
+    """One parser: STAGE:GUC=VALUE next to GUC=VALUE; scope() gives each stage its set."""
+    got = gucs.parse(["hnsw:ENABLE_SORT = off", "enable_sort=on", "work_mem=8MB"],
+                     stages=("exact", "hnsw"))
+    assert got == {"hnsw:enable_sort": "off", "enable_sort": "on", "work_mem": "8MB"}
+    assert gucs.scope(got, "hnsw") == {"enable_sort": "off", "work_mem": "8MB"}
+    assert gucs.scope(got, "exact") == {"enable_sort": "on", "work_mem": "8MB"}
+    assert gucs.unscoped(got) == {"enable_sort": "on", "work_mem": "8MB"}
+    for bad, msg in ((":enable_sort=off", "not GUC=VALUE or STAGE:GUC=VALUE"),
+                     ("diskann:enable_sort=off", "names stage 'diskann', which is not a stage"),
+                     ("hnsw:transaction_read_only=off", "cannot be changed"),
+                     ("hnsw:a b=1", "not a setting name")):
+        with pytest.raises(InputError, match=msg):
+            gucs.parse([bad], stages=("exact", "hnsw"))
+    with pytest.raises(InputError, match="given twice"):
+        gucs.parse(["hnsw:enable_sort=off", "hnsw:ENABLE_SORT=on"])

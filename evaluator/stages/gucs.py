@@ -1,5 +1,6 @@
-"""Query-time settings (``--set GUC=VALUE``): validated against ``pg_settings`` (name, context,
-type, range, enum values) and applied with ``set_config(name, value, true)`` — the function form
+"""Query-time settings (``--set GUC=VALUE``, or ``--set STAGE:GUC=VALUE`` for one stage of
+the pipeline alone: :func:`parse` is the one parser, :func:`scope` a stage's set): validated
+against ``pg_settings`` (name, context, type, range, enum values) and applied with ``set_config(name, value, true)`` — the function form
 of ``SET LOCAL`` with the name and the value as bound parameters, so nothing is interpolated.
 
 pgvector's and pgvectorscale's settings (``hnsw.*``, ``ivfflat.*``, ``diskann.*``) appear in
