@@ -26,6 +26,9 @@ What is hashed — only what can change a retrieval number:
   (but timeouts, which stop a statement and change none of its results);
 - ``data``: row count and content checksum of the target (its filter applied) — see
   :func:`capture_data` for the cost;
+- ``stage_settings`` (only when a setting is scoped to a stage, ``--set STAGE:GUC=VALUE``):
+  for every stage, the settings it SETs — those given to every stage and its own — as the
+  server shows them; ``query_settings`` and ``planner`` then hold the common ones;
 - ``embedding`` (model and dimension), ``chunking`` label, ``filters`` in force, ``testset``
   (content hash), and ``stage`` when the caller passes it;
 - ``measurement``: what of the caller's configuration (``extra``) decides the numbers — the
@@ -202,6 +205,22 @@ def planner_settings(conn, settings: dict | None = None) -> dict:
     return out
 
 
+def stage_settings(conn, settings: dict | None, stages) -> dict:
+    """{stage: {setting: value as the server shows it}}: what each stage SETs, the settings
+    given to every stage and those scoped to it (``STAGE:GUC=VALUE``), timeouts left out."""
+    from ..stages import gucs
+
+    load_extension_libraries(conn)
+    out = {}
+    for stage in stages:
+        wanted = {k: str(v) for k, v in gucs.scope(settings or {}, stage).items()
+                  if k not in NON_RESULT_SETTINGS}
+        with conn.transaction(force_rollback=True):
+            out[stage] = {k: conn.execute("SELECT set_config(%s, %s, true)", (k, v)).fetchone()[0]
+                          for k, v in sorted(wanted.items())}
+    return out
+
+
 def vector_column(conn, table_oid: int, column: str) -> dict:
     row = conn.execute(
         "SELECT format_type(a.atttypid, a.atttypmod), t.typname, a.atttypmod, t.typsend::text "
@@ -277,6 +296,15 @@ def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | No
     skips the content checksum; ``filters`` adds filters in force beyond the target's own (e.g.
     DiskANN labels). Nothing is written.
     """
+    from ..stages import gucs
+
+    scoped = gucs.scoped_stages(settings or {})
+    if scoped:   # settings scoped to a stage: the common ones above, each stage's set below
+        named = [s.get("name") for s in ((extra or {}).get("stages") or [])
+                 if isinstance(s, dict)]
+        per_stage = stage_settings(kb_conn, settings, list(dict.fromkeys(
+            [n for n in named if n] + scoped)))
+        settings = gucs.unscoped(settings)
     fp = {
         "fingerprint_version": FINGERPRINT_VERSION,
         "server": server_info(kb_conn),
@@ -315,6 +343,8 @@ def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | No
             table_bytes=kb_conn.execute("SELECT pg_table_size(%s)", (oid,)).fetchone()[0],
             checksum=("skipped (--no-checksum)" if data.get("checksum") is None
                       else "sum of hashtextextended(id | md5(vector) | md5(text))"))
+    if scoped:
+        fp["stage_settings"] = per_stage
     hashed, shown = measurement(extra)
     if hashed is not None:
         fp["measurement"], fp["info"]["config"] = hashed, shown

@@ -177,6 +177,10 @@ def stages(conn, exp: Experiment, k: int, rel: int, repetition: int | None,
                                         "metrics": {}})
         s["metrics"][r["measure"]] = {"mean": r["value"], "min": r["value_min"],
                                       "max": r["value_max"], "stddev": r["value_stddev"]}
+        if "threshold_dropped" in p and "threshold" not in s:   # the target's threshold
+            s["threshold"] = {**p["threshold"], "dropped": p["threshold_dropped"],
+                              "queries": p.get("threshold_queries"),
+                              "dropped_max": p.get("threshold_dropped_max")}
     for r in _rows(conn, "SELECT * FROM pgeval.index_recall_summary(%s, %s, %s)",
                    (exp.experiment_id, k, repetition)):
         if r["label"] in out:

@@ -108,6 +108,7 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
         raise InputError("--repeat must be >= 1", field="--repeat")
     parsed = registry.parse_stages(cfg.stages)
     stages = [(name, kind, registry.get(kind)) for name, kind in parsed]
+    gucs.check_stages(cfg.settings, [name for name, _ in parsed])   # STAGE:GUC=VALUE
     options = {name: dict(v) for name, v in cfg.options.items()}
     # least privilege: no transaction on the knowledge base writes (but --isolate-index's drops)
     with database.connect() as results, database.connect(
@@ -115,7 +116,8 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
         ensure_installed(results)         # schema pgeval at this pgeval's revision
         tid, testset_hash = _testset(results, cfg.testset)
         target = targets.load(results, cfg.target) if cfg.target else None
-        settings = gucs.validate(kb, dict(cfg.settings))
+        # the target's own settings (a preset's: WeKnora's ef_search, ...) unless --set says
+        settings = gucs.validate(kb, {**(target.settings if target else {}), **cfg.settings})
         settings = gucs.with_statement_timeout(kb, settings, cfg.statement_timeout)
         kb.rollback()
         queries, label, dim = _queries(results, cfg.testset, tid, stages, cfg, on_embed)
@@ -237,7 +239,7 @@ def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, Sta
     contexts = {}
     for sname, kind, stage in stages:
         ctx = replace(base, stage=sname, options=options.get(sname, {}), warnings=[],
-                      extra={}, previous={})
+                      extra={}, previous={}, settings=gucs.scope(base.settings, sname))
         stage.prepare(ctx)
         contexts[sname] = ctx
     return contexts

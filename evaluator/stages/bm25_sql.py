@@ -98,8 +98,9 @@ def fts_index_sql(target, column: str | None, tsvector_column: str | None, confi
 
 def _source(target, where_ph) -> tuple[sql.Composable, dict]:
     """``(SELECT * FROM table WHERE filters) AS kb`` — the target's rows (flattened by the
-    planner, so indexes stay usable)."""
-    where, params = target.where_named(ph=where_ph)
+    planner, so indexes stay usable). The keyword path has no dimension predicate: a chunk's
+    text matches whatever the dimension of its vectors (as WeKnora's keyword retriever)."""
+    where, params = target.where_named(ph=where_ph, vector=False)
     return sql.SQL("(SELECT * FROM {}{}) AS kb").format(target.table_sql(), where), params
 
 

@@ -152,10 +152,11 @@ class _StageBar:
 @click.option("--stages", required=True, metavar="LIST",
               help="Stages in order: exact, hnsw, ivfflat, diskann, bm25, merge, rerank, import "
                    "(NAME=KIND runs a kind under another name, e.g. hnsw40=hnsw).")
-@click.option("--set", "settings", multiple=True, metavar="GUC=VALUE",
+@click.option("--set", "settings", multiple=True, metavar="[STAGE:]GUC=VALUE",
               help="Query-time setting applied with SET LOCAL to the stages it concerns "
                    "(hnsw.* to hnsw, diskann.* to diskann, core settings to all); validated "
-                   "against pg_settings. Repeatable.")
+                   "against pg_settings. Repeatable. STAGE:GUC=VALUE applies to that stage "
+                   "alone (e.g. hnsw:enable_sort=off).")
 @click.option("--opt", "options", multiple=True, metavar="STAGE:KEY=VALUE",
               help="A stage option, e.g. hnsw:index=NAME, merge:k=60, rerank:top_n=50, "
                    "import:file=run.trec. Repeatable.")

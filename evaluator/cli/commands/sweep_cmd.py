@@ -51,8 +51,9 @@ def recommendation_line(res) -> str:
               help="Index build option and its values (hnsw: m, ef_construction; ivfflat: "
                    "lists; diskann: num_neighbors, search_list_size, max_alpha, storage_layout, "
                    "num_bits_per_dimension). Built on a scratch copy of the target's vectors.")
-@click.option("--set", "settings", multiple=True, metavar="GUC=VALUE",
-              help="Setting applied at every point (SET LOCAL), e.g. enable_seqscan=off.")
+@click.option("--set", "settings", multiple=True, metavar="[STAGE:]GUC=VALUE",
+              help="Setting applied at every point (SET LOCAL), e.g. enable_seqscan=off; "
+                   "STAGE:GUC=VALUE applies to that stage alone (the swept stage or exact).")
 @click.option("--k", type=click.IntRange(1, 10000), default=10, show_default=True,
               help="Cut-off of recall against exact search.")
 @click.option("--depth", type=click.IntRange(1, 100000), default=None,
