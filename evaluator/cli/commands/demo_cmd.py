@@ -16,7 +16,8 @@ import click
               default="cranfield", show_default=True,
               help="cranfield: 1,400 aeronautics abstracts, 225 graded queries, all-MiniLM-L6-v2 "
                    "embeddings (shipped with pgeval; see docs/datasets.md); generated: a "
-                   "synthetic corpus with feature-hashing vectors.")
+                   "synthetic corpus with feature-hashing vectors (a quick tour: no sweep, no "
+                   "report).")
 @click.option("--queries", type=click.IntRange(10, 2000), default=None,
               help="Queries to use: the first N of Cranfield, or N generated. [default: all "
                    "225 of Cranfield; 80 generated]")
@@ -49,7 +50,8 @@ def demo(ctx, out, corpus_name, queries, repeat, diskann, workdir, keep):
     temp = None if workdir else tempfile.mkdtemp(prefix="pgeval-demo-")
     try:
         tour(database, global_args, Path(workdir or temp), corpus_name=corpus_name,
-             queries=queries, repeat=repeat, diskann=diskann, keep=keep, out=Path(out))
+             queries=queries, repeat=repeat, diskann=diskann, keep=keep,
+             out=Path(out) if corpus_name == "cranfield" else None)
     finally:
         if temp:          # the test set is stored in pgeval; its file is not needed
             shutil.rmtree(temp, ignore_errors=True)
