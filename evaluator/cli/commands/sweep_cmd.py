@@ -156,9 +156,11 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
                    f"latency = client round trip, nearest rank")
         cols = ["label", f"index_recall@{k}", "index_recall_sd", "p50_ms", "p95_ms", "p95_sd",
                 "p99_ms", "qps", "rows", "recall@10", "ndcg@10", "pareto"]
+        wide_only = ["index_recall_sd", "p50_ms", "p95_sd", "p99_ms", "ndcg@10"]
         if build:
             cols[1:1] = ["build_ms", "index_mb"]
-        emit(rows, "table", cols)
+            wide_only.append("rows")
+        emit(rows, "table", cols, wide_only=wide_only)
         click.echo(line)
         click.echo(f"details: pgeval stage-report {res.name}", err=True)
     if plot:
