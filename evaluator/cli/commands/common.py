@@ -99,14 +99,10 @@ def min_score_option():
 
 # ---- progress on stderr ------------------------------------------------------------------------
 def progress_bar(*, transient: bool):
-    """A rich progress bar on stderr (description, bar, done/total, elapsed time). Start it when
-    the first piece of work begins, so that an early error prints one line only."""
-    from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn)
+    """The progress display of long commands (see :mod:`evaluator.cli.progress`)."""
+    from ..progress import progress_bar as make
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=Console(stderr=True), transient=transient)
+    return make(transient=transient)
 
 
 def warn_above(bar):
