@@ -129,8 +129,7 @@ def table(rows: Iterable[dict], columns: Sequence[str] | None = None, title: str
     out = file or sys.stdout
     width = 100_000 if wide else console_width(out)
     limits = {} if width is None else fit(columns, cells, numeric, width)
-    t = Table(title=title, show_lines=False, header_style="bold", box=_box(), pad_edge=False,
-              show_edge=False)
+    t = Table(title=title, show_lines=False, header_style="bold", box=_box(), show_edge=False)
     for i, col in enumerate(columns):
         t.add_column(col, justify="right" if numeric[i] else "left", min_width=len(str(col)),
                      max_width=limits.get(i), no_wrap=not wide,
@@ -150,7 +149,7 @@ def fit(columns: Sequence[str], cells: list[list[str]], numeric: list[bool],
                for i, c in enumerate(columns)]
     floor = [max(cell_len(str(c)), min(8, natural[i])) for i, c in enumerate(columns)]
     widths = list(natural)
-    excess = sum(widths) + GAP * max(len(columns) - 1, 0) - width
+    excess = sum(widths) + GAP * max(len(columns) - 1, 0) + 2 - width   # + the edge padding
     limits = {}
     while excess > 0:
         i = max((j for j in range(len(columns)) if not numeric[j] and widths[j] > floor[j]),
