@@ -37,7 +37,8 @@ def parse_list(value: str | None, cast=str, what: str = "value") -> list:
 # ---- options several commands share (one meaning, one help text) -----------------------------
 _MEASURE_OPTIONS = (
     click.option("--k", "k", metavar="3,5,10",
-                 help="Recall/Precision/Hit cut-offs. [default: 3,5,10]"),
+                 help="Recall/Precision/Hit cut-offs (definitions: docs/METRICS.md). "
+                      "[default: 3,5,10]"),
     click.option("--ndcg-k", metavar="5,10", help="nDCG cut-offs. [default: 5,10]"),
     click.option("--mrr-k", metavar="20", help="MRR cut-offs. [default: 20]"),
     click.option("--rel", type=int, default=1, show_default=True,
