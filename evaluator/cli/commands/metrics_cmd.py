@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ...measure import stage_method
-from ..output import emit, format_option, to_json, warn
+from ..output import emit, fmt_value, format_option, is_wide, to_json, warn
 from .common import measure_options, measures_from, min_score_option, pass_db
 
 
@@ -63,7 +63,7 @@ def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, p
         return
     stage = stage_method.label(ev.run.stage, ev.run.stage, ev.run.params)
     header = (f"run {ev.run.name} · test set {ev.run.testset} · stage {stage} · "
-              f"config {ev.run.config_hash or '—'}")
+              f"config {fmt_value(ev.run.config_hash, wide=is_wide())}")
     rows = [{"measure": name, "value": ev.summary[name], "level": ev.levels.get(name)}
             for name in measures]
     if fmt == "table":

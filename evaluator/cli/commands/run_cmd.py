@@ -53,7 +53,8 @@ def import_(database, file, testset, name, fmt, replace):
 @run.command()
 @click.argument("name")
 @click.option("--format", "fmt", type=click.Choice(["trec", "jsonl"]), default="trec",
-              show_default=True)
+              show_default=True, help="trec: 'qid Q0 chunk rank score tag' lines; jsonl: "
+              "{query_id, ranked: [{chunk_id, score}]} a line.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write to this file instead of standard output.")
 @pass_db
@@ -97,7 +98,8 @@ def list_(database, testset, experiment, fmt):
     with database.connect(autocommit=True) as conn:
         rows = list_runs(conn, testset, experiment)
     emit(rows, fmt, ["run", "testset", "stage", "experiment", "repetition", "status", "queries",
-                     "config_hash", "started_at"])
+                     "config_hash", "started_at"],
+         wide_only=["testset", "experiment", "repetition", "started_at"])
 
 
 @run.command()
@@ -245,6 +247,7 @@ def _show(res, fmt, extra_columns=()):
             "warnings": res.warnings}
     emit(res.runs, fmt, ["run", "stage", "kind", "repetition", *extra_columns, "queries",
                          "results", "p50_ms", "p95_ms", "min_rows_returned"],
+         wide_only=["stage", "kind", "repetition", "results"],
          meta=meta if fmt == "json" else {"experiment": res.experiment,
                                           "config_hash": res.config_hash[:12]})
     if fmt == "table":

@@ -175,7 +175,8 @@ def list_(database, fmt):
     with database.connect(autocommit=True) as conn:
         rows = t.list_targets(conn)
     emit(rows, fmt, ["target", "table", "id_column", "vector_column", "type", "dimension",
-                     "distance", "text_column", "filters", "preset"])
+                     "distance", "text_column", "filters", "preset"],
+         wide_only=["id_column", "type", "filters", "preset"])
 
 
 @target.command("show")

@@ -103,8 +103,10 @@ def default_name(identity: dict) -> str:
     return f"sweep-{identity['target']}-{identity['stage']}-{key}"
 
 
-def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None) -> SweepResult:
-    """Run (or resume) the sweep; ``on_point(point, repetition, how)`` after each grid point and
+def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None,
+              on_start=None) -> SweepResult:
+    """Run (or resume) the sweep; ``on_start(points, repetitions, queries)`` once the grid and
+    the queries are known; ``on_point(point, repetition, how)`` after each grid point and
     repetition (how: measured | reused | kept)."""
     from .. import fingerprint as fpmod
     from ...measure import metrics as mmod
@@ -143,6 +145,8 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None) -> 
                                        PipelineConfig(testset=cfg.testset, stages=cfg.stage,
                                                       embedder=cfg.embedder))
         results.commit()
+        if on_start:
+            on_start(len(points), cfg.repeat, len(queries))
         data = fpmod.capture_data(kb, target, checksum=cfg.checksum)
         kb.rollback()
         identity = {"testset": cfg.testset, "testset_hash": ts_hash, "target": cfg.target,
