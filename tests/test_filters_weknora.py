@@ -341,7 +341,7 @@ def test_plans_show_the_chosen_plan_next_to_the_forced_one(clean, wk, pgeval, co
         assert "embeddings_embedding_idx_32" in r["access"]
         assert r["chosen_access"] and "embeddings_embedding_idx_32" not in r["chosen_access"]
         assert "enable_sort=off" in r["forced_by"]
-    code, out, err = pgeval("plans", "pl.hnsw.1", "--no-capture")
+    code, out, err = pgeval("plans", "pl.hnsw.1", "--no-capture", "--wide")
     assert code == 0 and "chosen_access" in out and "idx_embeddings" in out, err
 
 

@@ -57,7 +57,7 @@ def _stage_tables(report) -> list[tuple[list[dict], list[str], str, list[str]]]:
                                 "p99_ms"] + (["dropped", "dropped_queries"] if dropped else []),
                    "stages: rows returned (short: fewer than depth) and latency"
                    + ("; dropped: results past the target's threshold (first repetition)"
-                      if dropped else ""), ["kind", "dropped_queries"]))
+                      if dropped else ""), ["kind", "dropped_queries"] + (["p99_ms", "rows_min"] if dropped else [])))
     return tables
 
 
