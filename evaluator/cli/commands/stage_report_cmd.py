@@ -34,16 +34,19 @@ def _stage_tables(report) -> list[tuple[list[dict], list[str], str]]:
         rows, lat = s.get("rows") or {}, s.get("latency_ms") or {}
         cost.append({**head, "rows_mean": rows.get("mean"), "rows_min": rows.get("min"),
                      "short": rows.get("short_queries"), "depth": rows.get("depth"),
-                     **{f"{p}_ms": lat.get(p) for p in ("p50", "p95", "p99")}})
+                     **{f"{p}_ms": lat.get(p) for p in ("p50", "p95", "p99")},
+                     "failed": (s.get("failures") or {}).get("failed")})
     tables = [(quality, key + measures, "stages: quality (mean over valid queries)")]
     n_reps = max((s["repetitions"] for s in report.stages), default=1)
     if n_reps > 1 and any(v is not None and abs(v) > 1e-12
                           for r in spread for m, v in r.items() if m in measures):
         tables.append((spread, key + measures,
                        f"spread over {n_reps} repetitions (max - min)"))
+    live = any(s.get("failures") for s in report.stages)   # a live service stage is there
     tables.append((cost, key + ["rows_mean", "rows_min", "short", "depth", "p50_ms", "p95_ms",
-                                "p99_ms"],
-                   "stages: rows returned (short: fewer than depth) and latency"))
+                                "p99_ms"] + (["failed"] if live else []),
+                   "stages: rows returned (short: fewer than depth) and latency"
+                   + ("; failed: queries a live service did not answer" if live else "")))
     return tables
 
 
