@@ -38,6 +38,9 @@ from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
 ORDER_SERVICE = "as the service ranked them (rank = position in its answer; a repeated chunk keeps " \
                 "its first place)"
 FLUSH_EVERY = 5       # a killed run loses at most a few answered queries
+# refusals that no query would escape (wrong key, no such knowledge base or endpoint): the stage
+# stops at the first one instead of recording every query as failed
+FATAL = (401, 403, 404, 405)
 
 
 def boundary(cfg: dict) -> str:
@@ -164,6 +167,8 @@ class ServiceStage(BaseStage):
         try:
             doc, ms, attempts = client.post_timed(sc.render(cfg["body"], values))
         except HttpFailure as exc:
+            if exc.status in FATAL:
+                return ("fatal", exc.status, exc.detail, exc.attempts)
             return ("fail", exc.status, exc.detail, exc.attempts)
         try:
             ranked, answered, dup = sc.ranked(doc, cfg)
@@ -206,6 +211,12 @@ class ServiceStage(BaseStage):
                 answers = pool.map(lambda q: self._ask(client, cfg, limit, values(q)),
                                    ctx.queries)
                 for q, a in zip(ctx.queries, answers):
+                    if a[0] == "fatal":
+                        hint = (f" (is the key in {cfg['key_env']} right?)"
+                                if a[1] in (401, 403) else
+                                " (check the URL and knowledge_base_id)")
+                        raise InputError(f"stage {ctx.stage}: {masking.mask(a[2])}{hint}",
+                                         field="--opt")
                     if a[0] == "fail":
                         streak.append((q.query_id, a[1], a[2], a[3]))
                         if max_streak and len(streak) >= max_streak:
