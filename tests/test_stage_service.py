@@ -11,7 +11,6 @@ import time
 
 import pytest
 from psycopg import sql
-
 from robust_kb import add_target, ensure_table, ensure_testset
 from weknora_server import WeKnora
 
@@ -137,7 +136,7 @@ def test_weknora_nodes_beside_database_stages(server, kb, pgeval):
 
 
 def test_ids_outside_the_test_set_are_stored(server, kb, pgeval):
-    code, out, err = pgeval("run", "pipeline", "--testset", "sv", "--stages", "weknora-vector",
+    code, _out, err = pgeval("run", "pipeline", "--testset", "sv", "--stages", "weknora-vector",
                             "--repeat", "1", "--depth", "50", "--name", "sv-ghost",
                             *_opts(server.url, "weknora-vector", match_count=12))
     assert code == 0, err
@@ -191,7 +190,7 @@ def test_faults_are_counted_per_query(server, kb, pgeval):
 
 def test_service_down_stops_and_resume_asks_the_rest(server, kb, pgeval):
     server.faults = {f"q{i}": "500" for i in range(5, 25)}
-    code, out, err = pgeval("run", "pipeline", "--testset", "sv", "--stages", "weknora-vector",
+    code, _, err = pgeval("run", "pipeline", "--testset", "sv", "--stages", "weknora-vector",
                             "--repeat", "1", "--name", "sv-down",
                             *_opts(server.url, "weknora-vector", retries=0,
                                    max_consecutive_failures=4))
@@ -202,7 +201,7 @@ def test_service_down_stops_and_resume_asks_the_rest(server, kb, pgeval):
         "failed",)
     assert not _failures(kb, run)          # a down service is not recorded as failed queries
     server.faults = {}
-    code, out, err = pgeval("run", "resume", "sv-down")
+    code, _out, err = pgeval("run", "resume", "sv-down")
     assert code == 0, err
     assert not _failures(kb, run) and len(_lists(kb, run)) == N
 
@@ -224,8 +223,8 @@ def test_wrong_key_stops_at_once_without_showing_it(server, kb, pgeval, monkeypa
     (["--opt", "weknora-final:url=http://127.0.0.1:9/?api_key=abc123"], "carries a key"),
     (["--opt", "weknora-final:url=http://127.0.0.1:9", "--opt", "weknora-final:key=sk-1"],
      "would write the API key into the experiment's configuration"),
-    (["--opt", "weknora-final:url=http://127.0.0.1:9"], "needs --opt weknora-final:"
-                                                        "knowledge_base_id=ID"),
+    (["--opt", "weknora-final:url=http://127.0.0.1:9"], ("needs --opt weknora-final:"
+                                                        "knowledge_base_id=ID")),
     (["--opt", "weknora-final:url=http://127.0.0.1:9", "--opt",
       "weknora-final:knowledge_base_id=kb", "--opt", "weknora-final:timeout=0"],
      "weknora-final:timeout='0' is not a valid float >= 0.001"),
@@ -235,7 +234,7 @@ def test_wrong_key_stops_at_once_without_showing_it(server, kb, pgeval, monkeypa
 ])
 def test_configuration_errors_are_one_line(kb, pgeval, opts, message):
     before = kb.execute("SELECT count(*) FROM pgeval.run").fetchone()[0]
-    code, out, err = pgeval("run", "pipeline", "--testset", "sv", "--stages", "weknora-final",
+    code, _out, err = pgeval("run", "pipeline", "--testset", "sv", "--stages", "weknora-final",
                             "--repeat", "1", *opts)
     assert code == 1 and message in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
@@ -245,7 +244,7 @@ def test_configuration_errors_are_one_line(kb, pgeval, opts, message):
 
 def test_generic_form_with_vector_and_nested_paths(server, kb, pgeval):
     body = json.dumps({"q": {"text": "{{query}}", "vec": "{{vector}}"}, "k": "{{match_count}}"})
-    code, out, err = pgeval(
+    code, _out, err = pgeval(
         "run", "pipeline", "--testset", "sv", "--stages", "gen=service", "--repeat", "1",
         "--depth", "5", "--name", "sv-gen", "--opt", f"gen:url={server.url}/generic/search",
         "--opt", f"gen:body={body}", "--opt", "gen:list=result.items", "--opt", "gen:id=chunk.id",
@@ -255,3 +254,64 @@ def test_generic_form_with_vector_and_nested_paths(server, kb, pgeval):
     got = _lists(kb, "sv-gen.gen.1")
     assert got == {qid: lst[:5] for (n, qid), lst in server.answers.items() if n == "generic"}
     assert len(got) == N
+
+
+def _metrics(pgeval, run: str):
+    code, out, err = pgeval("metrics", run, "--format", "json", "--per-query")
+    assert code == 0, err
+    code2, out2, err2 = pgeval("metrics", run, "--format", "json")
+    assert code2 == 0, err2
+    return json.loads(out2)["summary"], json.loads(out)
+
+
+def _progress(conn, run: str) -> int:
+    return conn.execute("SELECT count(p.*) FROM pgeval.run r LEFT JOIN pgeval.run_progress p "
+                        "USING (run_id) WHERE r.name = %s", (run,)).fetchone()[0]
+
+
+def test_kill_9_and_resume_equals_uninterrupted(server, kb, pgeval):
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    stages = "weknora-vector,weknora-final"
+    args = ["run", "pipeline", "--testset", "sv", "--stages", stages, "--repeat", "1",
+            "--depth", str(DEPTH), *_opts(server.url, "weknora-vector", "weknora-final")]
+    code, _, err = pgeval(*args, "--name", "sv-ref")
+    assert code == 0, err
+    server.delay_s = 0.15
+    proc = subprocess.Popen([sys.executable, "-m", "evaluator", *args, "--name", "sv-kill"],
+                            cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not 0 < _progress(kb, "sv-kill.weknora-vector.1") < N - 5:
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < deadline, "the run never reached mid-run"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    server.delay_s = 0.0
+    done = _progress(kb, "sv-kill.weknora-vector.1")
+    assert 0 < done < N
+    before = len(server.seen)
+    code, _out, err = pgeval("run", "resume", "sv-kill")
+    assert code == 0, err
+    asked = [s for s in server.seen[before:] if s["body"].get("disable_keywords_match")]
+    assert len(asked) == N - done          # only the unanswered queries were asked again
+    for stage in ("weknora-vector", "weknora-final"):
+        ref, got = f"sv-ref.{stage}.1", f"sv-kill.{stage}.1"
+        assert _lists(kb, got) == _lists(kb, ref)
+        assert _metrics(pgeval, got)[0] == _metrics(pgeval, ref)[0]
+        per_query = [_metrics(pgeval, r)[1] for r in (got, ref)]
+        assert len(per_query[0]) == N
+        assert [{k: v for k, v in q.items() if "run" not in k and "latency" not in k}
+                for q in per_query[0]] == \
+               [{k: v for k, v in q.items() if "run" not in k and "latency" not in k}
+                for q in per_query[1]]
+        assert _progress(kb, got) == N

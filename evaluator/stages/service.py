@@ -33,7 +33,7 @@ from ..core.errors import InputError
 from ..providers.http_json import HttpFailure, JsonClient
 from . import service_config as sc
 from . import store
-from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
+from .base import SCORE_SIMILARITY, BaseStage, StageContext
 
 ORDER_SERVICE = "as the service ranked them (rank = position in its answer; a repeated chunk keeps " \
                 "its first place)"
