@@ -307,7 +307,8 @@ def test_kill_9_and_resume_equals_uninterrupted(server, kb, pgeval):
     for stage in ("weknora-vector", "weknora-final"):
         ref, got = f"sv-ref.{stage}.1", f"sv-kill.{stage}.1"
         assert _lists(kb, got) == _lists(kb, ref)
-        assert _metrics(pgeval, got)[0] == _metrics(pgeval, ref)[0]
+        # the same lists; the means may differ in the last bit (summation order)
+        assert _metrics(pgeval, got)[0] == pytest.approx(_metrics(pgeval, ref)[0], rel=1e-12)
         per_query = [_metrics(pgeval, r)[1] for r in (got, ref)]
         assert len(per_query[0]) == N
         assert [{k: v for k, v in q.items() if "run" not in k and "latency" not in k}
