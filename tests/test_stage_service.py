@@ -138,8 +138,12 @@ def test_weknora_nodes_beside_database_stages(server, kb, pgeval):
 def test_ids_outside_the_test_set_are_stored(server, kb, pgeval):
     code, _out, err = pgeval("run", "pipeline", "--testset", "sv", "--stages", "weknora-vector",
                             "--repeat", "1", "--depth", "50", "--name", "sv-ghost",
-                            *_opts(server.url, "weknora-vector", match_count=12))
+                            *_opts(server.url, "weknora-vector", match_count=12, rate=25,
+                                   concurrency=4))
     assert code == 0, err
+    # rate=25: request starts 40 ms apart, even with 4 in flight: 24 requests span >= 0.92 s
+    starts = sorted(s["at"] for s in server.seen)
+    assert len(starts) == N and starts[-1] - starts[0] >= 0.85
     got = _lists(kb, "sv-ghost.weknora-vector.1")
     assert all(len(v) == 13 and v[-1] == (f"ghost-{q}", 0.01) for q, v in got.items())
     assert got == {qid: lst for (n, qid), lst in server.answers.items() if n == "vector"}
@@ -316,3 +320,31 @@ def test_kill_9_and_resume_equals_uninterrupted(server, kb, pgeval):
                [{k: v for k, v in q.items() if "run" not in k and "latency" not in k}
                 for q in per_query[1]]
         assert _progress(kb, got) == N
+
+
+def test_connection_refused_is_retried_then_stops(kb, pgeval):
+    import socket
+
+    with socket.socket() as sock:          # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    t0 = time.monotonic()
+    code, _, err = pgeval("run", "pipeline", "--testset", "sv", "--stages", "weknora-final",
+                          "--repeat", "1", "--name", "sv-refused",
+                          *_opts(f"http://127.0.0.1:{port}", "weknora-final", retries=2,
+                                 backoff=0.05, max_consecutive_failures=3))
+    assert code == 1
+    assert "3 queries in a row got no answer" in err and "failed after 3 attempts" in err, err
+    assert "refused" in err.lower(), err
+    assert time.monotonic() - t0 >= 3 * (0.05 + 0.1) * 0.9       # the backoff was waited
+
+
+def test_retry_after_seconds_and_http_date():
+    from email.utils import formatdate
+
+    from evaluator.providers.http_json import retry_after
+
+    assert retry_after("2") == 2.0 and retry_after("-3") == 0.0
+    assert retry_after(None) is None and retry_after("soon") is None
+    assert 8.0 <= retry_after(formatdate(time.time() + 10, usegmt=True)) <= 10.0
+    assert retry_after(formatdate(time.time() - 10, usegmt=True)) == 0.0
