@@ -187,9 +187,10 @@ def test_faults_are_counted_per_query(server, kb, pgeval):
     assert any("5 of 24 queries got no answer from the service" in w for w in rep["warnings"])
     code, out, err = pgeval("stage-report", "sv-faults")
     assert code == 0 and "failed" in out, err
-    code, out, err = pgeval("metrics", "sv-faults.weknora-final.1", "--format", "json",
-                            "--per-query")
+    code, out, err = pgeval("metrics", "sv-faults.weknora-final.1", "--format", "json")
     assert code == 0, err
+    assert "5 queries got no answer from the service (first: 'q2'" in err
+    assert any("5 queries got no answer" in w for w in json.loads(out)["warnings"])
 
 
 def test_service_down_stops_and_resume_asks_the_rest(server, kb, pgeval):
@@ -221,6 +222,19 @@ def test_wrong_key_stops_at_once_without_showing_it(server, kb, pgeval, monkeypa
     assert len(server.seen) <= 2          # stopped at the first refusal
 
 
+def test_body_template_is_filled_structurally():
+    from evaluator.stages.service_config import render
+
+    tricky = 'say "}, {\\"x\\": 1} {{query_id}}'
+    body = render({"q": "{{ query }}", "label": "id={{query_id}}", "k": "{{match_count}}",
+                   "v": "{{vector}}", "kb": ["{{knowledge_base_id}}"], "flag": True},
+                  {"query": tricky, "query_id": "q1", "match_count": 7, "vector": [0.5, 1.0],
+                   "knowledge_base_id": "kb-1"})
+    assert body == {"q": tricky, "label": "id=q1", "k": 7, "v": [0.5, 1.0], "kb": ["kb-1"],
+                    "flag": True}
+    assert json.loads(json.dumps(body))["q"] == tricky
+
+
 @pytest.mark.parametrize("opts, message", [
     (["--opt", "weknora-final:knowledge_base_id=kb-1"], "needs the service's URL"),
     (["--opt", "weknora-final:url=http://u:pw1234@127.0.0.1:9"], "holds a user name or password"),
@@ -235,6 +249,15 @@ def test_wrong_key_stops_at_once_without_showing_it(server, kb, pgeval, monkeypa
     (["--opt", "weknora-final:url=http://127.0.0.1:9", "--opt",
       "weknora-final:knowledge_base_id=kb", "--opt", "weknora-final:key_env=NOPE_UNSET"],
      "environment variable NOPE_UNSET, which is not set"),
+    (["--opt", "weknora-final:url=http://127.0.0.1:9", "--opt",
+      "weknora-final:knowledge_base_id=kb", "--opt", 'weknora-final:body={"q": "fixed"}'],
+     "body does not use the query"),
+    (["--opt", "weknora-final:url=http://127.0.0.1:9", "--opt",
+      "weknora-final:knowledge_base_id=kb", "--opt", "weknora-final:body={not json"],
+     "weknora-final:body is not JSON"),
+    (["--opt", "weknora-final:url=http://127.0.0.1:9", "--opt",
+      "weknora-final:knowledge_base_id=kb", "--opt", "weknora-final:concurrency=0"],
+     "weknora-final:concurrency='0' is not a valid int >= 1"),
 ])
 def test_configuration_errors_are_one_line(kb, pgeval, opts, message):
     before = kb.execute("SELECT count(*) FROM pgeval.run").fetchone()[0]

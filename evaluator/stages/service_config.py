@@ -182,7 +182,7 @@ def resolve(ctx, preset: str | None) -> dict:
             raise InputError(f"option {stage}:{key} must be a dotted path, e.g. data or "
                              "result.items", field="--opt")
     cfg["knowledge_base_id"] = kb
-    cfg["uses_vector"] = "{{vector}}" in json.dumps(cfg["body"]).replace(" ", "")
+    cfg["uses_vector"] = bool(re.search(r"\{\{\s*vector\s*\}\}", json.dumps(cfg["body"])))
     return cfg
 
 
@@ -205,8 +205,7 @@ def _template(text: str, stage: str):
         raise InputError(f"option {stage}:body is not JSON ({exc})", field="--opt") from None
     if not isinstance(body, dict):
         raise InputError(f"option {stage}:body must be a JSON object", field="--opt")
-    if "{{query}}" not in json.dumps(body).replace(" ", "") and "{{vector}}" not in \
-            json.dumps(body).replace(" ", ""):
+    if not re.search(r"\{\{\s*(query|vector)\s*\}\}", json.dumps(body)):
         raise InputError(f"option {stage}:body does not use the query: put \"{{{{query}}}}\" "
                          "(or \"{{vector}}\") where the service expects it", field="--opt")
     return body
