@@ -62,7 +62,7 @@ NON_RESULT_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction
                        "transaction_timeout", "idle_session_timeout", "application_name")
 # keys of ``extra`` that decide what a stage measures; a sweep's are under extra["sweep"]
 MEASUREMENT_KEYS = ("stages", "options", "depth", "batch", "server_timing", "isolate_index",
-                    "k", "concurrency", "index", "build")
+                    "k", "concurrency", "index", "build", "services")
 
 # GUC families whose value changes what an ANN scan returns (read after loading the libraries).
 QUERY_GUC_PREFIXES = ("hnsw.", "ivfflat.", "diskann.")
@@ -280,6 +280,8 @@ def measurement(extra: dict | None) -> tuple[dict | None, dict | None]:
     for key in ("batch", "server_timing", "isolate_index"):
         hashed[key] = bool(hashed[key])
     hashed["concurrency"] = int(hashed["concurrency"] or 1)
+    if hashed.get("services") is None:  # only experiments with service stages hash it
+        hashed.pop("services", None)
     return hashed, extra
 
 

@@ -184,6 +184,12 @@ def evaluate(conn, run_name: str, measures: list[str] | None = None, *, rel: int
         warnings.append(text)
     if c["no_result"]:
         warnings.append(f"{c['no_result']} valid queries have no result in this run and score 0")
+    failed = conn.execute("SELECT count(*), min(query_id) FROM pgeval.query_failure "
+                          "WHERE run_id = %s", (run.run_id,)).fetchone()
+    if failed[0]:       # a live service stage (stages/service.py) got no answer for them
+        warnings.append(f"{failed[0]} queries got no answer from the service (first: "
+                        f"'{failed[1]}'; recorded in pgeval.query_failure) and count as empty "
+                        "lists")
     values = summary(conn, run.run_id, measures, rel)
     return Evaluation(
         run=run, measures=measures, rel=rel, summary=values,

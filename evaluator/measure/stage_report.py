@@ -200,6 +200,12 @@ def stages(conn, exp: Experiment, k: int, rel: int, repetition: int | None,
         s["timed_queries"] = r["timed_queries"]
         s["rows"] = {"mean": r["rows_mean"], "min": r["rows_min"], "max": r["rows_max"],
                      "depth": r["depth"], "short_queries": r["short_queries"]}
+    for r in _rows(conn, "SELECT * FROM pgeval.stage_failures(%s, %s)",
+                   (exp.experiment_id, repetition)):       # live service stages
+        if r["label"] in out:
+            out[r["label"]]["failures"] = {"queries": r["queries"], "failed": r["failed"],
+                                           "by_status": r["by_status"],
+                                           "examples": r["examples"]}
     return list(out.values())
 
 
@@ -274,8 +280,17 @@ def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None 
         if text and r["label"] not in seen:
             seen.add(r["label"])
             warnings.append(text)
-    return StageReport(exp, k, rel, repetition, counts,
-                       stages(conn, exp, k, rel, repetition, runs),
+    stage_rows = stages(conn, exp, k, rel, repetition, runs)
+    for st in stage_rows:
+        f = st.get("failures")
+        if f and f["failed"]:
+            why = ", ".join(f"{n} x {'HTTP ' + c if c.isdigit() else c}"
+                            for c, n in sorted(f["by_status"].items()))
+            first = f["examples"][0] if f["examples"] else {}
+            warnings.append(f"stage {st['stage']}: {f['failed']} of {f['queries']} queries got "
+                            f"no answer from the service ({why}); they count as empty lists. "
+                            f"First: query '{first.get('query_id')}': {first.get('message')}")
+    return StageReport(exp, k, rel, repetition, counts, stage_rows,
                        chain, loss, by_type, worst_rows, first_rep, warnings)
 
 

@@ -147,6 +147,9 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
             "batch": cfg.batch, "server_timing": cfg.server_timing,
             "isolate_index": cfg.isolate_index,
         }
+        services = {n: c.extra["service"] for n, c in contexts.items() if "service" in c.extra}
+        if services:    # live services (stages/service.py): URL, preset, body, paths; no key
+            config["services"] = services
         # configuration fingerprint (evaluator/dba/fingerprint.py): catalog + this config (extra)
         from ..dba import fingerprint as fpmod
 

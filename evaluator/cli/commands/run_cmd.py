@@ -152,8 +152,10 @@ class _StageBar:
 @click.option("--target", default=None, help="Knowledge-base target (see `pgeval target list`); "
               "required by vector, keyword and rerank stages.")
 @click.option("--stages", required=True, metavar="LIST",
-              help="Stages in order: exact, hnsw, ivfflat, diskann, bm25, merge, rerank, import "
-                   "(NAME=KIND runs a kind under another name, e.g. hnsw40=hnsw).")
+              help="Stages in order: exact, hnsw, ivfflat, diskann, bm25, merge, rerank, import, "
+                   "service, weknora-vector|keyword|hybrid|final (a live API; "
+                   "docs/weknora-service.md) (NAME=KIND runs a kind under another name, e.g. "
+                   "hnsw40=hnsw).")
 @click.option("--set", "settings", multiple=True, metavar="[STAGE:]GUC=VALUE",
               help="Query-time setting applied with SET LOCAL to the stages it concerns "
                    "(hnsw.* to hnsw, diskann.* to diskann, core settings to all); validated "

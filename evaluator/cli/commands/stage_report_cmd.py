@@ -45,7 +45,8 @@ def _stage_tables(report) -> list[tuple[list[dict], list[str], str, list[str]]]:
                      "short": rows.get("short_queries"), "depth": rows.get("depth"),
                      **{f"{p}_ms": lat.get(p) for p in ("p50", "p95", "p99")},
                      "dropped": (s.get("threshold") or {}).get("dropped"),
-                     "dropped_queries": (s.get("threshold") or {}).get("queries")})
+                     "dropped_queries": (s.get("threshold") or {}).get("queries"),
+                     "failed": (s.get("failures") or {}).get("failed")})
     tables = [(quality, key + measures, "stages: quality (mean over valid queries)", narrow)]
     n_reps = max((s["repetitions"] for s in report.stages), default=1)
     if n_reps > 1 and any(v is not None and abs(v) > 1e-12
@@ -53,11 +54,15 @@ def _stage_tables(report) -> list[tuple[list[dict], list[str], str, list[str]]]:
         tables.append((spread, key + measures,
                        f"spread over {n_reps} repetitions (max - min)", narrow))
     dropped = any(s.get("threshold") for s in report.stages)
+    live = any(s.get("failures") for s in report.stages)   # a live service stage is there
+    extra = (["dropped", "dropped_queries"] if dropped else []) + (["failed"] if live else [])
+    notes = (["dropped: results past the target's threshold (first repetition)"] if dropped
+             else []) + (["failed: queries a live service did not answer"] if live else [])
     tables.append((cost, key + ["rows_mean", "rows_min", "short", "depth", "p50_ms", "p95_ms",
-                                "p99_ms"] + (["dropped", "dropped_queries"] if dropped else []),
-                   "stages: rows returned (short: fewer than depth) and latency"
-                   + ("; dropped: results past the target's threshold (first repetition)"
-                      if dropped else ""), ["kind", "dropped_queries"] + (["p99_ms", "rows_min"] if dropped else [])))
+                                "p99_ms"] + extra,
+                   "; ".join(["stages: rows returned (short: fewer than depth) and latency"]
+                             + notes),
+                   ["kind", "dropped_queries"] + (["p99_ms", "rows_min"] if extra else [])))
     return tables
 
 
