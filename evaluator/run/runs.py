@@ -343,3 +343,29 @@ def delete_run(conn, name: str) -> tuple[str, bool] | None:
                          "coalesce(finished_at, now()) WHERE experiment_id = %s "
                          "AND status <> 'running'", (exp_id,))
     return None if exp_id is None else (exp_name, bool(is_sweep))
+
+
+def export_to(database, name: str, fmt: str = "trec", out: str | None = None,
+              stream=None) -> int:
+    """Export run ``name`` as one snapshot saw it (whatever happens meanwhile): to the file
+    ``out``, atomically (written to ``out.part``, renamed when complete: nothing half-written),
+    else to the text ``stream``. Returns the lines written."""
+    import os
+
+    from ..core.db import snapshot
+
+    with snapshot(database) as conn:
+        if not out:
+            return export_run(conn, name, fmt, stream)
+        tmp = out + ".part"
+        try:
+            with open(tmp, "w", encoding="utf-8") as fh:
+                n = export_run(conn, name, fmt, fh)
+            os.replace(tmp, out)
+        except BaseException as exc:
+            if os.path.exists(tmp):
+                os.remove(tmp)
+            if isinstance(exc, OSError) and exc.filename == tmp:
+                raise InputError(f"cannot write there: {exc.strerror}", file=out) from None
+            raise
+    return n

@@ -62,43 +62,18 @@ def add(database, name, table, schema, id_column, vector_column, text_column, di
           --text-column content --distance cosine --where tenant=acme
       pgeval target add wk --preset weknora --dimension 1024 --knowledge-base-id kb-123
     """
-    from ...target import catalog, targets as t
-    from ...core.errors import InputError
+    from ...target.add import add_target
 
-    filters = parse_where(where)
-    if preset == "weknora":
-        if dimension is None:
-            raise InputError("--preset weknora needs --dimension N (the embedding model's "
-                             "dimension: the partial index WHERE dimension = N)", field="--dimension")
-        tg = t.weknora(name, dimension, knowledge_base_id, schema=schema,
-                       table=table or "embeddings")
-        tg.filters.update(filters)
-        if text_column:
-            tg.text_column = text_column
-        if distance:
-            tg.distance = distance
-    else:
-        missing = [o for o, v in (("--table", table), ("--id-column", id_column),
-                                  ("--vector-column", vector_column)) if not v]
-        if missing:
-            raise InputError(f"{', '.join(missing)} required (or use --preset)", field=missing[0])
-        if knowledge_base_id is not None:
-            raise InputError("--knowledge-base-id goes with --preset weknora; use --where "
-                             "COLUMN=VALUE", field="--knowledge-base-id")
-        tg = t.Target(name=name, schema=schema, table=table, id_column=id_column,
-                      vector_column=vector_column, text_column=text_column,
-                      distance=distance or "cosine", dimension=dimension,
-                      dimension_column=dimension_column, filters=filters)
-    with database.connect(results=False, autocommit=True, read_only=True) as kb:
-        warnings = catalog.validate(kb, tg)
-        indexes = catalog.vector_indexes(kb, tg)
-    with database.connect() as conn:
-        t.save(conn, tg, replace=replace)
+    added = add_target(database, name, table=table, schema=schema, id_column=id_column,
+                       vector_column=vector_column, text_column=text_column, distance=distance,
+                       where=parse_where(where), dimension=dimension,
+                       dimension_column=dimension_column, preset=preset,
+                       knowledge_base_id=knowledge_base_id, replace=replace)
+    tg, indexes, warnings = added.target, added.indexes, added.warnings
     for w in warnings:
         warn(w)
     if fmt == "json":
-        click.echo(to_json({"target": name, "spec": tg.spec(), "indexes": indexes,
-                            "warnings": warnings}))
+        click.echo(to_json(added.as_dict()))
         return
     click.echo(f"target '{name}': {tg.qualified()} ({tg.id_column}, {tg.vector_column} "
                f"{tg.vector_type}({tg.dimension or '?'}), {tg.distance}); "
