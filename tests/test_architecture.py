@@ -170,3 +170,27 @@ def test_core_imports_nothing_above_it(module):
     deps = _imports(module, MODULES[module], nested=True)
     above = sorted(d for d in deps if d != "evaluator" and not d.startswith("evaluator.core"))
     assert not above, f"{module} imports {', '.join(above)}"
+
+
+def _sources_containing(text: str) -> list[str]:
+    return sorted(str(p.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py")
+                  if text in p.read_text(encoding="utf-8"))
+
+
+def test_one_place_reads_the_index_catalog():
+    """pg_index is read in target/introspect.py only; the rest call it."""
+    assert _sources_containing("pg_index") == ["evaluator/target/introspect.py"]
+
+
+def test_one_test_set_lookup():
+    """A test set is resolved by name (with the one NotFound message) in testset/catalog.py only;
+    the load (which locks the row) and the experiment's post-mortem (which must not raise) read
+    it their own way."""
+    assert _sources_containing("no test set named") == ["evaluator/testset/catalog.py"]
+    assert _sources_containing("FROM pgeval.testset WHERE name") == [
+        "evaluator/run/experiment_scope.py", "evaluator/testset/catalog.py",
+        "evaluator/testset/store.py"]
+
+
+def test_ann_methods_defined_once():
+    assert _sources_containing('ANN_METHODS = ("hnsw"') == ["evaluator/target/targets.py"]

@@ -142,19 +142,9 @@ def _options(reloptions: list[str] | None) -> dict:
 
 def indexes(conn, table_oid: int) -> tuple[dict, dict]:
     """(hashed, info): every index on the table keyed by name, and its size/DDL for display."""
-    rows = conn.execute(
-        """SELECT c.relname, am.amname, c.reloptions, i.indisvalid,
-                  pg_get_expr(i.indpred, i.indrelid),
-                  (SELECT array_agg(opc.opcname ORDER BY k.n)
-                     FROM unnest(i.indclass::oid[]) WITH ORDINALITY k(oid, n)
-                     JOIN pg_opclass opc ON opc.oid = k.oid),
-                  (SELECT array_agg(pg_get_indexdef(i.indexrelid, k, true) ORDER BY k)
-                     FROM generate_series(1, i.indnkeyatts) k),
-                  pg_get_indexdef(i.indexrelid), pg_relation_size(i.indexrelid),
-                  i.indexrelid::bigint, pg_relation_filenode(i.indexrelid)::bigint
-             FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-             JOIN pg_am am ON am.oid = c.relam
-            WHERE i.indrelid = %s ORDER BY c.relname""", (table_oid,)).fetchall()
+    from ..target import introspect
+
+    rows = introspect.all_index_rows(conn, table_oid)
     hashed, info = {}, {}
     for name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, node in rows:
         explicit = _options(relopts)

@@ -26,6 +26,7 @@ import psycopg
 from ..core import strict_json
 from ..core.errors import Conflict, IncompleteRun, InputError, NotFound
 from ..core.ids import ident
+from ..testset.catalog import resolve_testset
 from ..testset.source import Source
 
 TREC_ORDER = "score descending, ties by chunk id descending (trec_eval rule)"
@@ -188,10 +189,7 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
     fmt = fmt or guess_format(path)
     if fmt not in FORMATS:
         raise InputError(f"unknown run format '{fmt}' (use trec or jsonl)", field="--format")
-    row = conn.execute("SELECT testset_id FROM pgeval.testset WHERE name = %s", (testset,)).fetchone()
-    if row is None:
-        raise NotFound(f"no test set named '{testset}' (see `pgeval testset list`)")
-    testset_id = row[0]
+    testset_id, _ = resolve_testset(conn, testset)
     with conn.transaction():
         existing = conn.execute("SELECT run_id FROM pgeval.run WHERE name = %s", (name,)).fetchone()
         if existing is not None:

@@ -15,15 +15,11 @@ def fingerprint_rows(fp: dict) -> list[dict]:
 
 
 def testset_hash(conn, name: str | None) -> str | None:
-    from ...core.errors import NotFound
+    from ...testset.catalog import resolve_testset
 
     if not name:
         return None
-    row = conn.execute("SELECT content_hash FROM pgeval.testset WHERE name = %s",
-                       (name,)).fetchone()
-    if row is None:
-        raise NotFound(f"no test set named '{name}' (see `pgeval testset list`)")
-    return row[0]
+    return resolve_testset(conn, name)[1]
 
 
 def capture_for(database, target_name: str, *, testset=None, embedder=None, settings=None,

@@ -85,7 +85,7 @@ def add(database, name, table, schema, id_column, vector_column, text_column, di
 @pass_db
 def list_(database, fmt):
     """List targets."""
-    from ...target import catalog, targets as t
+    from ...target import targets as t
 
     with database.connect(autocommit=True) as conn:
         rows = t.list_targets(conn)
@@ -118,7 +118,7 @@ def show(database, name, fmt):
 @pass_db
 def remove(database, name):
     """Remove a target (runs that used it keep its definition in their configuration)."""
-    from ...target import catalog, targets as t
+    from ...target import targets as t
 
     with database.connect(autocommit=True) as conn:
         t.remove(conn, name)
