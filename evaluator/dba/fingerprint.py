@@ -324,3 +324,34 @@ def config_hash(fp: dict) -> str:
 
 def short_hash(value: str | None) -> str:
     return value[:12] if value else "—"
+
+
+def testset_hash(conn, name: str | None) -> str | None:
+    from ..testset.catalog import resolve_testset
+
+    if not name:
+        return None
+    return resolve_testset(conn, name)[1]
+
+
+def capture_for(database, target_name: str, *, testset=None, embedder=None, settings=None,
+                stage=None, checksum=True, chunking=None):
+    """(fingerprint, config hash) of target ``target_name`` with these settings, test set,
+    embedder, stage and chunking labels (`pgeval fingerprint --target`)."""
+    from ..core.errors import InputError, first_line
+    from ..target.targets import load
+
+    with database.connect(autocommit=True) as res:
+        target = load(res, target_name)
+        ts_hash = testset_hash(res, testset)
+    with database.connect(results=False, autocommit=True, read_only=True) as kb:
+        try:
+            fp = capture(kb, target, settings=settings, embedder=embedder,
+                         testset_hash=ts_hash, testset_name=testset, stage=stage,
+                         checksum=checksum, chunking=chunking)
+        except Exception as exc:
+            if exc.__class__.__module__.startswith("psycopg") and settings:
+                first = first_line(exc, "invalid setting")
+                raise InputError(first, field="--set") from None
+            raise
+    return fp, config_hash(fp)
