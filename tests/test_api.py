@@ -24,10 +24,10 @@ def _example():
 
 
 @pytest.fixture
-def experiment(clean):
+def experiment(clean, tmp_path):
     """The docs example's experiment, made through the API."""
     pg = api.Pgeval(clean)
-    return pg, _example().run_experiment(pg, "ex-api")
+    return pg, _example().run_experiment(pg, tmp_path, "ex-api")
 
 
 def _json(data) -> dict:

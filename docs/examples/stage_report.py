@@ -24,7 +24,7 @@ import evaluator.api as pgeval
 TABLE, DIM, N_DOCS, N_QUERIES = "ex_docs", 16, 400, 40
 
 
-def make_knowledge_base(pg: pgeval.Pgeval, seed: int = 7) -> Path:
+def make_knowledge_base(pg: pgeval.Pgeval, folder: Path, seed: int = 7) -> Path:
     """The table ``ex_docs`` (id, embedding) with an HNSW index, and a test set file whose queries
     carry their embeddings and judge their 5 exact nearest neighbours relevant."""
     rng = random.Random(seed)
@@ -43,7 +43,7 @@ def make_knowledge_base(pg: pgeval.Pgeval, seed: int = 7) -> Path:
         dot = sum(x * y for x, y in zip(a, b))
         return dot / (sum(x * x for x in a) ** 0.5 * sum(y * y for y in b) ** 0.5)
 
-    path = Path(tempfile.mkdtemp()) / "ex-cases.jsonl"
+    path = Path(folder) / "ex-cases.jsonl"
     with path.open("w", encoding="utf-8") as fh:
         for q in range(1, N_QUERIES + 1):
             emb = [x + rng.gauss(0, 0.3) for x in docs[str(rng.randint(1, N_DOCS))]]
@@ -54,9 +54,9 @@ def make_knowledge_base(pg: pgeval.Pgeval, seed: int = 7) -> Path:
     return path
 
 
-def run_experiment(pg: pgeval.Pgeval, name: str = "ex-ef10") -> str:
-    """Test set, target, pipeline: the experiment's name."""
-    cases = make_knowledge_base(pg)
+def run_experiment(pg: pgeval.Pgeval, folder: Path, name: str = "ex-ef10") -> str:
+    """Test set (its file written in ``folder``), target, pipeline: the experiment's name."""
+    cases = make_knowledge_base(pg, folder)
     pg.load_testset(cases, "ex", replace=True)
     pg.add_target("ex", table=TABLE, id_column="id", vector_column="embedding", replace=True)
     res = pg.run_pipeline("ex", "exact,hnsw", target="ex", depth=20, repeat=2, name=name,
@@ -82,6 +82,7 @@ def show(report) -> None:
 if __name__ == "__main__":
     pg = pgeval.connect()          # PGEVAL_DSN / PG* variables, else the embedded server
     pg.init()
-    experiment = run_experiment(pg)
+    with tempfile.TemporaryDirectory() as folder:
+        experiment = run_experiment(pg, Path(folder))
     show(pg.stage_report(experiment))
     print(f"compare: pgeval stage-report {experiment}")
