@@ -17,6 +17,8 @@ import pytest
 
 from robust_kb import add_target, ensure_table, ensure_testset
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 KB, N, DEPTH = "ft_kb", 160, 10
 SLOW_VIEW = (f"CREATE OR REPLACE VIEW ft_slow AS SELECT k.* FROM {KB} k CROSS JOIN "

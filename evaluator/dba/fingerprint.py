@@ -145,19 +145,9 @@ def _options(reloptions: list[str] | None) -> dict:
 
 def indexes(conn, table_oid: int) -> tuple[dict, dict]:
     """(hashed, info): every index on the table keyed by name, and its size/DDL for display."""
-    rows = conn.execute(
-        """SELECT c.relname, am.amname, c.reloptions, i.indisvalid,
-                  pg_get_expr(i.indpred, i.indrelid),
-                  (SELECT array_agg(opc.opcname ORDER BY k.n)
-                     FROM unnest(i.indclass::oid[]) WITH ORDINALITY k(oid, n)
-                     JOIN pg_opclass opc ON opc.oid = k.oid),
-                  (SELECT array_agg(pg_get_indexdef(i.indexrelid, k, true) ORDER BY k)
-                     FROM generate_series(1, i.indnkeyatts) k),
-                  pg_get_indexdef(i.indexrelid), pg_relation_size(i.indexrelid),
-                  i.indexrelid::bigint, pg_relation_filenode(i.indexrelid)::bigint
-             FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-             JOIN pg_am am ON am.oid = c.relam
-            WHERE i.indrelid = %s ORDER BY c.relname""", (table_oid,)).fetchall()
+    from ..target import introspect
+
+    rows = introspect.all_index_rows(conn, table_oid)
     hashed, info = {}, {}
     for name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, node in rows:
         explicit = _options(relopts)
@@ -366,3 +356,34 @@ def config_hash(fp: dict) -> str:
 
 def short_hash(value: str | None) -> str:
     return value[:12] if value else "—"
+
+
+def testset_hash(conn, name: str | None) -> str | None:
+    from ..testset.catalog import resolve_testset
+
+    if not name:
+        return None
+    return resolve_testset(conn, name)[1]
+
+
+def capture_for(database, target_name: str, *, testset=None, embedder=None, settings=None,
+                stage=None, checksum=True, chunking=None):
+    """(fingerprint, config hash) of target ``target_name`` with these settings, test set,
+    embedder, stage and chunking labels (`pgeval fingerprint --target`)."""
+    from ..core.errors import InputError, first_line
+    from ..target.targets import load
+
+    with database.connect(autocommit=True) as res:
+        target = load(res, target_name)
+        ts_hash = testset_hash(res, testset)
+    with database.connect(results=False, autocommit=True, read_only=True) as kb:
+        try:
+            fp = capture(kb, target, settings=settings, embedder=embedder,
+                         testset_hash=ts_hash, testset_name=testset, stage=stage,
+                         checksum=checksum, chunking=chunking)
+        except Exception as exc:
+            if exc.__class__.__module__.startswith("psycopg") and settings:
+                first = first_line(exc, "invalid setting")
+                raise InputError(first, field="--set") from None
+            raise
+    return fp, config_hash(fp)

@@ -12,11 +12,12 @@ from __future__ import annotations
 import itertools
 
 from ..core.errors import PlanError
+from ..target import introspect
+from ..target.targets import ANN_METHODS  # noqa: F401  (re-exported)
 
 GENERIC_PLAN_OPTION = 160000      # server_version_num of the first release with GENERIC_PLAN
 _names = itertools.count(1)
 
-ANN_METHODS = ("hnsw", "ivfflat", "diskann")
 SCAN_NODES = ("Index Scan", "Index Only Scan", "Bitmap Index Scan")
 
 
@@ -79,11 +80,7 @@ def index_scans(plan: dict) -> list[tuple[str, str, str]]:
 
 def ann_indexes(conn, relation_oid: int) -> dict[str, str]:
     """name -> method of every ANN index on the relation (any column, any operator class)."""
-    rows = conn.execute(
-        "SELECT ic.relname, am.amname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid "
-        "JOIN pg_am am ON am.oid = ic.relam WHERE i.indrelid = %s AND am.amname = ANY(%s)",
-        (relation_oid, list(ANN_METHODS))).fetchall()
-    return dict(rows)
+    return {name: method for name, method, _, _ in introspect.ann_indexes(conn, relation_oid)}
 
 
 def describe(plan: dict, methods: dict[str, str]) -> str:

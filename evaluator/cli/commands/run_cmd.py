@@ -60,30 +60,13 @@ def import_(database, file, testset, name, fmt, replace):
 @pass_db
 def export(database, name, fmt, out):
     """Write a run as a TREC run file or JSONL (for cross-checks with trec_eval or ranx)."""
-    from ...core.db import snapshot
-    from ...run.runs import export_run
+    from ...run.runs import export_to
 
-    with snapshot(database) as conn:    # the run as one snapshot saw it, whatever happens meanwhile
-        if out:
-            import os
-
-            tmp = out + ".part"    # nothing half-written: the file appears only when complete
-            try:
-                with open(tmp, "w", encoding="utf-8") as fh:
-                    n = export_run(conn, name, fmt, fh)
-                os.replace(tmp, out)
-            except BaseException as exc:
-                if os.path.exists(tmp):
-                    os.remove(tmp)
-                if isinstance(exc, OSError) and exc.filename == tmp:
-                    from ...core.errors import InputError
-
-                    raise InputError(f"cannot write there: {exc.strerror}", file=out) from None
-                raise
-            click.echo(f"wrote {n} lines to {out}", err=True)
-        else:
-            export_run(conn, name, fmt, sys.stdout)
-            sys.stdout.flush()
+    n = export_to(database, name, fmt, out, sys.stdout)
+    if out:
+        click.echo(f"wrote {n} lines to {out}", err=True)
+    else:
+        sys.stdout.flush()
 
 
 @run.command("list")
@@ -209,22 +192,15 @@ def pipeline(database, testset, target, stages, settings, options, depth, repeat
           --set diskann.query_rescore=100 --batch --repeat 1
     Then: pgeval stage-report NAME
     """
-    from ...run.pipeline import PipelineConfig, parse_options, run_pipeline
-    from ...stages import gucs, registry
+    from ...run.configure import pipeline_config
+    from ...run.pipeline import run_pipeline
 
-    parsed = registry.parse_stages(stages)
-    opts = parse_options(options, [n for n, _ in parsed])
-    if reranker:
-        for sname, kind in parsed:
-            if kind == "rerank":
-                opts.setdefault(sname, {}).setdefault("reranker", reranker)
-    emb_opts = {k: v for k, v in (("base_url", base_url), ("dimensions", dimensions),
-                                  ("api_key_env", api_key_env)) if v is not None}
-    cfg = PipelineConfig(testset=testset, stages=stages, target=target,
-                         settings=gucs.parse(settings), options=opts, depth=depth, repeat=repeat,
-                         embedder=embedder, embedder_options=emb_opts, name=name, batch=batch,
-                         server_timing=server_timing, isolate_index=isolate_index,
-                         statement_timeout=statement_timeout, checksum=not no_checksum)
+    cfg = pipeline_config(testset=testset, stages=stages, target=target, settings=settings,
+                          options=options, depth=depth, repeat=repeat, embedder=embedder,
+                          base_url=base_url, dimensions=dimensions, api_key_env=api_key_env,
+                          reranker=reranker, name=name, batch=batch, server_timing=server_timing,
+                          isolate_index=isolate_index, statement_timeout=statement_timeout,
+                          checksum=not no_checksum)
     if isolate_index:
         warn("--isolate-index drops the other vector indexes inside each ANN stage's transaction: "
              "the table is locked (ACCESS EXCLUSIVE) until the stage ends and rolls back")

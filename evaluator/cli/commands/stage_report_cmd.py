@@ -126,12 +126,11 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
       pgeval stage-report exp1 --k 5 --repetition 2
       pgeval stage-report exp1 --format json > exp1-stages.json
     """
-    from ...core.db import snapshot
-    from ...measure.stage_report import build, chain_text, parse_repetition
+    from ...measure.stage_report import chain_text
+    from ...measure.stage_report import report as stage_report_of
 
-    with snapshot(database) as conn:    # every stage's figures from one snapshot
-        report = build(conn, experiment, k=k, rel=rel, repetition=parse_repetition(repetition),
-                       worst=worst, allow_partial=allow_partial, strict=strict)
+    report = stage_report_of(database, experiment, k=k, rel=rel, repetition=repetition,
+                             worst=worst, allow_partial=allow_partial, strict=strict)
     for w in report.warnings:
         warn(w)
     if fmt == "json":

@@ -29,33 +29,6 @@ def parse_where(items: tuple[str, ...]) -> dict[str, str | list[str]]:
     return out
 
 
-def parse_filter_options(filters: dict, null_true: tuple[str, ...], min_similarity,
-                         max_distance) -> tuple[list[str], dict | None]:
-    """(null_true columns, threshold) checked against the --where filters."""
-    import math
-
-    from ...core.errors import InputError
-
-    cols: list[str] = []
-    for col in null_true:
-        if col not in filters:
-            raise InputError(f"column '{col}' has no --where filter (give --where {col}=VALUE: "
-                             "NULL then passes as well)", field="--null-as-true")
-        if col not in cols:
-            cols.append(col)
-    if min_similarity is not None and max_distance is not None:
-        raise InputError("give --min-similarity or --max-distance, not both",
-                         field="--max-distance")
-    threshold = None
-    for opt, key, value in (("--min-similarity", "similarity", min_similarity),
-                            ("--max-distance", "distance", max_distance)):
-        if value is not None:
-            if not math.isfinite(value):
-                raise InputError(f"{opt} must be a finite number", field=opt)
-            threshold = {key: float(value)}
-    return cols, threshold
-
-
 @click.group()
 def target():
     """Targets: the knowledge-base table a pipeline searches (chunk ids, vectors, text, filters)."""
@@ -112,53 +85,20 @@ def add(database, name, table, schema, id_column, vector_column, text_column, di
       pgeval target add kb2 --table chunks --id-column chunk_id --vector-column embedding \\
           --where tenant=acme --where tenant=beta --where enabled=true --null-as-true enabled
     """
-    from ...target import catalog, targets as t
-    from ...core.errors import InputError
+    from ...target.add import add_target
 
-    filters = parse_where(where)
-    if preset == "weknora":
-        if dimension is None:
-            raise InputError("--preset weknora needs --dimension N (the embedding model's "
-                             "dimension: the partial index WHERE dimension = N)", field="--dimension")
-        tg = t.weknora(name, dimension, list(knowledge_base_id), schema=schema,
-                       table=table or "embeddings", knowledge_ids=list(knowledge_id),
-                       tag_ids=list(tag_id))
-        tg.filters.update(filters)
-        cols, threshold = parse_filter_options(tg.filters, null_true, min_similarity,
-                                               max_distance)
-        tg.null_true = list(dict.fromkeys(tg.null_true + cols))
-        tg.threshold = threshold
-        if text_column:
-            tg.text_column = text_column
-        if distance:
-            tg.distance = distance
-    else:
-        missing = [o for o, v in (("--table", table), ("--id-column", id_column),
-                                  ("--vector-column", vector_column)) if not v]
-        if missing:
-            raise InputError(f"{', '.join(missing)} required (or use --preset)", field=missing[0])
-        for opt, given in (("--knowledge-base-id", knowledge_base_id),
-                           ("--knowledge-id", knowledge_id), ("--tag-id", tag_id)):
-            if given:
-                raise InputError(f"{opt} goes with --preset weknora; use --where COLUMN=VALUE",
-                                 field=opt)
-        cols, threshold = parse_filter_options(filters, null_true, min_similarity, max_distance)
-        tg = t.Target(name=name, schema=schema, table=table, id_column=id_column,
-                      vector_column=vector_column, text_column=text_column,
-                      distance=distance or "cosine", dimension=dimension,
-                      dimension_column=dimension_column, filters=filters, null_true=cols,
-                      threshold=threshold)
-    tg.max_distance()          # a similarity threshold needs cosine or ip
-    with database.connect(results=False, autocommit=True, read_only=True) as kb:
-        warnings = catalog.validate(kb, tg)
-        indexes = catalog.vector_indexes(kb, tg)
-    with database.connect() as conn:
-        t.save(conn, tg, replace=replace)
+    added = add_target(database, name, table=table, schema=schema, id_column=id_column,
+                       vector_column=vector_column, text_column=text_column, distance=distance,
+                       where=parse_where(where), dimension=dimension,
+                       dimension_column=dimension_column, preset=preset,
+                       knowledge_base_id=list(knowledge_base_id), knowledge_id=list(knowledge_id),
+                       tag_id=list(tag_id), null_true=list(null_true),
+                       min_similarity=min_similarity, max_distance=max_distance, replace=replace)
+    tg, indexes, warnings = added.target, added.indexes, added.warnings
     for w in warnings:
         warn(w)
     if fmt == "json":
-        click.echo(to_json({"target": name, "spec": tg.spec(), "indexes": indexes,
-                            "warnings": warnings}))
+        click.echo(to_json(added.as_dict()))
         return
     click.echo(f"target '{name}': {tg.qualified()} ({tg.id_column}, {tg.vector_column} "
                f"{tg.vector_type}({tg.dimension or '?'}), {tg.distance}); "
@@ -170,7 +110,7 @@ def add(database, name, table, schema, id_column, vector_column, text_column, di
 @pass_db
 def list_(database, fmt):
     """List targets."""
-    from ...target import catalog, targets as t
+    from ...target import targets as t
 
     with database.connect(autocommit=True) as conn:
         rows = t.list_targets(conn)
@@ -204,7 +144,7 @@ def show(database, name, fmt):
 @pass_db
 def remove(database, name):
     """Remove a target (runs that used it keep its definition in their configuration)."""
-    from ...target import catalog, targets as t
+    from ...target import targets as t
 
     with database.connect(autocommit=True) as conn:
         t.remove(conn, name)

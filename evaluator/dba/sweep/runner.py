@@ -111,7 +111,8 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None,
     from .. import fingerprint as fpmod
     from ...measure import metrics as mmod
     from ...target import targets
-    from ...run.pipeline import PipelineConfig, _queries, _testset
+    from ...run.pipeline import PipelineConfig, _queries
+    from ...testset.catalog import resolve_testset
     from ...stages import gucs, registry
 
     depth = _check(cfg)
@@ -131,7 +132,7 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None,
     # drops; build sweeps write only to their scratch schema, on a connection of their own)
     with database.connect() as results, database.connect(
             results=False, read_only=not cfg.isolate_index) as kb:
-        tid, ts_hash = _testset(results, cfg.testset)
+        tid, ts_hash = resolve_testset(results, cfg.testset)
         target = targets.load(results, cfg.target)
         base = gucs.validate(kb, {**target.settings, **cfg.settings})   # preset's, then --set
         base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
