@@ -2,7 +2,7 @@
 -- their functions live here so that `pgeval init` brings an upgraded database the current body
 -- (CREATE OR REPLACE keeps the triggers attached). A trigger function's signature never changes.
 
--- Results are stored one row per ranked list in pgeval.result_list (migration 0004_storage).
+-- Results are stored one row per ranked list in pgeval.result_list (migration 0005_storage).
 
 -- Fills pgeval.result_list.grades (the judged grade at each position, NULL: not judged) from the
 -- run's test set when a list is written without them (trigger WHEN (NEW.grades IS NULL)). The

@@ -71,7 +71,8 @@ $$;
 --   rows the run did not return count as misses; averaged over every query with results in the
 --   exact stage (a query the ANN run missed entirely scores 0).
 -- dist(c) is the exact distance the vector stage stored in result.score ("score": "distance");
--- where a run stored no score, the exact stage's distance of the same chunk is used.
+-- where a run stored no score, or scores that are not distances (a live service's vector node,
+-- "score": "similarity"), the exact stage's distance of the same chunk is used.
 -- Edge case: when exact search itself returned n < K rows for a query (a filtered table that
 -- holds fewer than K chunks), d_K is its largest distance and the denominator is n.
 CREATE OR REPLACE FUNCTION pgeval.index_recall(p_experiment bigint, p_k integer DEFAULT 10,
@@ -97,7 +98,9 @@ LANGUAGE sql STABLE AS $$
             WHERE t.n > 0),
     per_query AS (
         SELECT a.run_id, dk.query_id, dk.n AS denom, dk.exact_run,
-               (SELECT count(*) FILTER (WHERE coalesce(res.score, xr.score)
+               (SELECT count(*) FILTER (WHERE coalesce(CASE WHEN coalesce(a.params->>'score',
+                                                                          'distance') = 'distance'
+                                                            THEN res.score END, xr.score)
                                               <= dk.d_k + 1e-6 * greatest(1.0, abs(dk.d_k)))
                   FROM pgeval.result res
                   LEFT JOIN pgeval.result xr ON xr.run_id = dk.exact_run

@@ -151,4 +151,3 @@ def tmp_file(tmp_path):
         return p
 
     return write
-import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).parent))

@@ -159,7 +159,8 @@ def tie_kb(en_us_conn):
         conn.execute(f"CREATE INDEX ON {table} USING hnsw (emb vector_cosine_ops)")
     make_testset(conn, "kbt", {"q1": {"a1": 1, "B1": 1, "8": 1, "15": 1}},
                  texts={"q1": "alpha"}, embeddings={"q1": [1.0, 2.0, 3.0]})
-    from evaluator.target.targets import Target, save, validate
+    from evaluator.target.catalog import validate
+    from evaluator.target.targets import Target, save
 
     for table in TABLES:
         t = Target(name=table, table=table, schema="public", id_column="doc_id",

@@ -13,6 +13,8 @@ import pytest
 
 from robust_kb import add_target, ensure_table, ensure_testset
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 KB, N = "cc_kb", 150
 

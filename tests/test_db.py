@@ -50,7 +50,7 @@ def test_connection_error_names_no_password(pgeval):
 def test_embedded_lifecycle_and_autostart(pgeval, tmp_path):
     datadir = str(tmp_path / "pg")
     code, out, _ = pgeval("--datadir", datadir, "db", "status")
-    assert code == 0 and out.startswith("stopped")
+    assert code == 3 and out.startswith("stopped")      # pg_ctl status's convention
     try:
         # a command that needs the server starts it
         code, out, err = pgeval("--datadir", datadir, "init")
@@ -61,6 +61,8 @@ def test_embedded_lifecycle_and_autostart(pgeval, tmp_path):
         code, out, _ = pgeval("--datadir", datadir, "db", "start")
         assert code == 0 and out.startswith("already running")
         assert server.is_running(tmp_path / "pg")
+        code, out, _ = pgeval("--datadir", datadir, "db", "status")
+        assert code == 0 and out.startswith("running")
     finally:
         code, out, _ = pgeval("--datadir", datadir, "db", "stop")
     assert code == 0 and out.startswith("stopped")

@@ -14,7 +14,7 @@ def test_corpus_is_deterministic_and_graded():
 
 
 def test_demo_end_to_end(pgeval, conn):
-    code, out, err = pgeval("demo", "--queries", "20")
+    code, out, err = pgeval("demo", "--corpus", "generated", "--queries", "20")
     assert code == 0, err
     for text in ("$ pgeval run pipeline", "loss attribution", "recall@10", "by query type"):
         assert text in out
@@ -54,7 +54,8 @@ def test_demo_never_touches_a_users_objects(clean, pgeval, conn, tmp_path, monke
     before = _snapshot(conn, "demo", "demo")
     assert len(before[1]) == 1 and before[1][0][3] == 3
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))     # where the demo's temp dir goes
-    code, out, err = pgeval("demo", "--queries", "12", "--no-diskann")
+    code, out, err = pgeval("demo", "--corpus", "generated", "--queries", "12",
+                            "--no-diskann")
     assert code == 0, err
     assert _snapshot(conn, "demo", "demo") == before
     assert "--name demo-2" in out and "target add demo-2" in out and "--replace" not in out
@@ -66,14 +67,16 @@ def test_demo_never_touches_a_users_objects(clean, pgeval, conn, tmp_path, monke
     assert conn.execute("SELECT to_regnamespace('pgeval_demo')").fetchone()[0] is None
     assert not glob.glob(str(tmp_path / "pgeval-demo-*"))
     # a second demo reuses its own test set demo-2 (same content), still leaving the user's alone
-    code, out, err = pgeval("demo", "--queries", "12", "--no-diskann")
+    code, out, err = pgeval("demo", "--corpus", "generated", "--queries", "12",
+                            "--no-diskann")
     assert code == 0, err
     assert "--name demo-2" in out and _snapshot(conn, "demo", "demo") == before
     # a schema pgeval_demo the demo did not create is refused, not dropped
     conn.execute("CREATE SCHEMA pgeval_demo")
     conn.execute("CREATE TABLE pgeval_demo.mine (x int)")
     try:
-        code, out, err = pgeval("demo", "--queries", "12", "--no-diskann")
+        code, out, err = pgeval("demo", "--corpus", "generated", "--queries", "12",
+                                "--no-diskann")
         assert code == 1 and "was not created by `pgeval demo`" in err
         assert err.count("\n") == 1
         assert conn.execute("SELECT to_regclass('pgeval_demo.mine')").fetchone()[0] is not None

@@ -20,6 +20,8 @@ from evaluator.run.runs import import_run
 from helpers import make_testset
 from robust_kb import pgeval_counts
 
+pytestmark = pytest.mark.slow
+
 QUERIES = ["q1", "q2", "问3", "q 4"]
 _names = itertools.count()
 _dir = Path(tempfile.mkdtemp(prefix="pgeval-fuzz-run-"))

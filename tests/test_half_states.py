@@ -151,6 +151,7 @@ def _lists(conn, run: str):
                         (run,)).fetchall()
 
 
+@pytest.mark.slow
 def test_resume_after_kill_9_ends_the_dead_clients_session(kb, database, pgeval):
     code, _, err = pgeval(*PIPELINE, "--name", "hs-ref")
     assert code == 0, err
@@ -220,6 +221,7 @@ def test_a_live_lock_holder_is_still_refused_at_once(kb, database, pgeval):
         assert other.execute("SELECT pg_backend_pid()").fetchone()[0] == holder
 
 
+@pytest.mark.slow
 def test_a_role_that_may_not_end_the_dead_session_waits_a_bounded_time(kb, database, pgeval):
     """The lock holder's client is gone but its session runs on (here: in pg_sleep), and this
     role may not end another role's session: it says so, waits the bounded time, and names the

@@ -103,3 +103,19 @@ def test_cve_warning_on_the_embedded_pgvector(conn, pgeval, sick):
         assert cve["status"] == ("warning" if health.advisories({"vector": version}) else "ok")
     code, out, err = pgeval("fingerprint", "--target", "dba-healthy", "--check")
     assert code == 0 and "health check" in out and "vulnerable_extensions" in out
+
+
+def test_cve_warning_says_whose_server_it_concerns(conn, pgeval, sick, database):
+    """The embedded server's pgvector is not the user's to upgrade; their own server's is."""
+    version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+                           ).fetchone()[0]
+    if not health.advisories({"vector": version}):
+        pytest.skip(f"pgvector {version} has no known advisory")
+    ensure_target(conn, "dba-healthy", f"{sick}_ok")
+    for prefix, says, not_says in (((), "embedded server", "your own server"),
+                                   (("--dsn", database.uri()), "your own server",
+                                    "embedded server")):
+        code, out, err = pgeval(*prefix, "health", "--target", "dba-healthy", "--format", "json")
+        assert code == 0, err
+        cve = [f for f in json.loads(out) if f["check"] == "vulnerable_extensions"][0]
+        assert says in cve["detail"] and not_says not in cve["detail"], cve["detail"]

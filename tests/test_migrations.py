@@ -39,7 +39,7 @@ def fresh(database, conn, request):
     conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-HEAD = "0004_storage"
+HEAD = "0005_storage"
 
 
 def test_head_is_the_byte_order_revision():
@@ -255,7 +255,7 @@ def test_byte_order_revision_keeps_data_on_a_language_collation(database, en_us_
 
 
 def test_storage_revision_keeps_runs_and_their_metrics(fresh, pgeval):
-    """0004_storage on a database written at 0003_order, with data in it: every stored result
+    """0005_storage on a database written at 0004_service, with data in it: every stored result
     comes back through the view with its rank, chunk, score and judged grade, each run's counts
     are filled in, and the metrics of the converted runs equal the reference implementation to
     1e-12 (the same numbers the row table gave); a run imported after the upgrade agrees with
@@ -269,7 +269,7 @@ def test_storage_revision_keeps_runs_and_their_metrics(fresh, pgeval):
     with fresh.connect(autocommit=True) as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS vector")
         c.execute("CREATE SCHEMA pgeval")
-    upgrade_tables(uri, "0003_order")
+    upgrade_tables(uri, "0004_service")
     rnd = random.Random(12)
     qids = [f"q{i}" for i in range(30)]
     qrels = {q: {f"c{rnd.randrange(60)}": rnd.randint(0, 3) for _ in range(8)} for q in qids}
@@ -313,7 +313,7 @@ def test_storage_revision_keeps_runs_and_their_metrics(fresh, pgeval):
     code, out, err = pgeval("--dsn", uri, "run", "list", "--format", "json")
     assert code == 0, err
     assert {r["run"]: r["queries"] for r in json.loads(out)} == {n: len(r) for n, r in runs.items()}
-    downgrade_tables(uri, "0003_order")
+    downgrade_tables(uri, "0004_service")
     with fresh.connect(autocommit=True) as c:
         assert c.execute("SELECT run_id, query_id, rank, chunk_id, score, grade "
                          "FROM pgeval.result ORDER BY 1, 2, 3").fetchall() == rows

@@ -24,6 +24,9 @@ def test_wheel_contains_sql_and_migrations(tmp_path):
     for version in (ROOT / "migrations" / "versions").glob("*.py"):
         assert f"evaluator/migrations/versions/{version.name}" in names
     assert "evaluator/cli/main.py" in names
+    for data in ("cran.all.1400.gz", "cran.qry.gz", "cranqrel.gz", "minilm/documents.npy.gz",
+                 "minilm/queries.npy.gz"):          # `pgeval demo`'s collection
+        assert f"evaluator/demo/data/cranfield/{data}" in names
     entry = [n for n in names if n.endswith("entry_points.txt")]
     assert entry and "pgeval = evaluator.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
 

@@ -23,7 +23,7 @@ import pytest
 MAJOR = 15
 OWNER = "kb_owner"
 _why = pg_real.unavailable(MAJOR)
-pytestmark = pytest.mark.skipif(_why is not None, reason=_why or "")
+pytestmark = [pytest.mark.skipif(_why is not None, reason=_why or ""), pytest.mark.slow]
 
 PIPELINE = ["--stages", "exact,hnsw,bm25", "--opt", "bm25:method=fts", "--opt",
             "bm25:config=english", "--set", "hnsw.ef_search=100", "--depth", "20",

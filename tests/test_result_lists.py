@@ -1,4 +1,4 @@
-"""Results stored one row per ranked list (pgeval.result_list, migration 0004_storage): ids with
+"""Results stored one row per ranked list (pgeval.result_list, migration 0005_storage): ids with
 the characters COPY and array syntax escape, files whose queries are interleaved, duplicates named
 with both lines, and the counts kept on pgeval.run for `run list` / `run delete`."""
 

@@ -21,6 +21,8 @@ import pytest
 from evaluator.core import server
 from robust_kb import add_target, ensure_table, ensure_testset
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 KB, SLOW, N_QUERIES, DEPTH = "rs_kb", "rs_slow", 240, 10
 STAGES = "exact,second=exact"

@@ -11,6 +11,8 @@ import vector_kb as kb
 from evaluator.core.errors import InputError, PlanError
 from evaluator.run.pipeline import PipelineConfig, run_pipeline
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def setup(clean, conn):

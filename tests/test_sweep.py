@@ -16,6 +16,8 @@ from dba_data import CRAN_TARGET, CRAN_TESTSET, ensure_cranfield
 from evaluator.core.errors import Conflict, InputError
 from evaluator.dba.sweep import SweepConfig, run_sweep
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def cran(conn):

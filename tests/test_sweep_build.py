@@ -16,6 +16,8 @@ from evaluator.dba.build_sweep import SCRATCH_PREFIX
 from evaluator.core.errors import DatabaseError, InputError
 from evaluator.dba.sweep import SweepConfig, run_sweep
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def cran(conn):

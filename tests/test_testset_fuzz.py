@@ -16,6 +16,8 @@ from hypothesis import strategies as st
 from evaluator.core.errors import PgevalError
 from evaluator.testset import load
 
+pytestmark = pytest.mark.slow
+
 _names = itertools.count()
 _dir = Path(tempfile.mkdtemp(prefix="pgeval-fuzz-"))
 FUZZ = settings(max_examples=60, deadline=None,

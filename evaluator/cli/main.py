@@ -87,7 +87,7 @@ def cli(ctx, dsn, datadir, results_dsn):
       pgeval run import run.trec --format trec --testset kb-v1 --name bm25
       pgeval metrics bm25                   # Recall@3/5/10, MRR@20, nDCG@5/10, ...
 
-    Metrics are computed by SQL functions in schema pgeval (see METRICS in the README).
+    Metrics are computed by SQL functions in schema pgeval; their definitions: docs/METRICS.md.
     """
     ctx.obj = Context(dsn, datadir, results_dsn)
 
@@ -107,7 +107,9 @@ def main(argv=None) -> int:
 
     _remember_secrets(argv)
     try:
-        cli.main(args=argv, prog_name="pgeval", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="pgeval", standalone_mode=False)
+        if type(code) is int:        # a command's ctx.exit(N) (no command returns a value)
+            return code
     except PgevalError as exc:
         click.echo(f"pgeval: error: {redact(str(exc))}", err=True)
         return exc.exit_code

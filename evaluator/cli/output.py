@@ -1,6 +1,10 @@
 """Printing results: `table` for people (rich), `json`, `jsonl`, `csv` for scripts.
 
 Commands build plain data (lists of dicts, dicts) and hand it here; nothing else prints tables.
+Tables fit 80 columns by default (a terminal's width when it is wider): numbers at 4
+significant digits, hashes cut to 12 characters, headers never cut, the columns a command marks
+``wide_only`` left out; ``--wide`` (added by :func:`format_option`) shows every column and value
+in full. JSON, JSONL and CSV are never shortened.
 """
 
 from __future__ import annotations
@@ -8,18 +12,54 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
+import re
 import sys
 from typing import Any, Iterable, Sequence
 
 import click
 
 FORMATS = ("table", "json", "jsonl", "csv")
+WIDTH = 80                       # what a table fits by default when the width is not known
+HASH_CHARS = 12
+GAP = 3                          # between two columns: padding, the (blank) rule, padding
+_HASH = re.compile(r"[0-9a-f]{40,64}")
+
+
+def format_help(choices: Sequence[str]) -> str:
+    """'Output format: table for people; json, csv for scripts.' for exactly ``choices``."""
+    people = [c for c in choices if c == "table"]
+    scripts = [c for c in choices if c != "table"]
+    parts = ([f"{people[0]} for people"] if people else []) + (
+        [f"{', '.join(scripts)} for scripts"] if scripts else [])
+    return "Output format: " + "; ".join(parts) + "."
+
+
+def _set_wide(ctx, _param, value):
+    if value:
+        ctx.meta["pgeval.wide"] = True
+    return value
+
+
+def wide_option():
+    """``--wide``: tables show every column and full values (no 80-column fit)."""
+    return click.option("--wide", is_flag=True, expose_value=False, callback=_set_wide,
+                        is_eager=True, help="Tables: every column, full values and hashes "
+                        "(wider than 80 columns).")
 
 
 def format_option(default: str = "table", choices: Sequence[str] = FORMATS):
-    return click.option("--format", "fmt", type=click.Choice(list(choices)), default=default,
-                        show_default=True, help="Output format: table for people, json/jsonl/csv "
-                        "for scripts.")
+    """``--format`` with exactly ``choices`` in its help, and ``--wide`` when tables are one."""
+    fmt = click.option("--format", "fmt", type=click.Choice(list(choices)), default=default,
+                       show_default=True, help=format_help(choices))
+    if "table" not in choices:
+        return fmt
+    return lambda f: fmt(wide_option()(f))
+
+
+def is_wide() -> bool:
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx and ctx.find_root().meta.get("pgeval.wide"))
 
 
 def _clean(value: Any) -> Any:
@@ -34,40 +74,106 @@ def to_json(data: Any) -> str:
     return json.dumps(data, default=_clean, ensure_ascii=False, indent=2, sort_keys=False)
 
 
-def fmt_value(value: Any, digits: int = 4) -> str:
+def fmt_number(value: float, digits: int = 4) -> str:
+    """``value`` at ``digits`` significant digits, never in exponent form above 1e-4:
+    0.43970 -> 0.4397, 20.0 -> 20, 7589.85 -> 7590, 123456.7 -> 123457."""
+    if math.isnan(value) or math.isinf(value):
+        return str(value)
+    if abs(value) >= 10 ** digits:
+        return f"{value:.0f}"
+    if value != 0 and abs(value) < 1e-4:
+        return f"{value:.{digits - 1}e}"
+    text = f"{value:.{digits}g}"
+    return text if "e" not in text else f"{value:.0f}"
+
+
+def fmt_value(value: Any, digits: int = 4, wide: bool = True) -> str:
+    """A cell: floats at ``digits`` significant digits; unless ``wide``, hashes at 12
+    characters."""
     if value is None:
         return "—"
     if isinstance(value, float):
-        return f"{value:.{digits}f}"
+        return fmt_number(value, digits)
     if isinstance(value, (list, tuple)):
-        return ", ".join(str(v) for v in value)
-    return str(value)
+        return ", ".join(fmt_value(v, digits, wide) for v in value)
+    text = str(value)
+    if not wide and _HASH.fullmatch(text):
+        return text[:HASH_CHARS]
+    return text
+
+
+def console_width(out) -> int | None:
+    """The width tables are laid out in: the terminal's (at least 80); else $COLUMNS or 80."""
+    if getattr(out, "isatty", lambda: False)():
+        return None
+    try:
+        return max(20, int(os.environ.get("COLUMNS", "")))
+    except ValueError:
+        return WIDTH
 
 
 def table(rows: Iterable[dict], columns: Sequence[str] | None = None, title: str | None = None,
-          file=None, digits: int = 4) -> None:
+          file=None, digits: int = 4, wide_only: Sequence[str] = ()) -> None:
+    """Print ``rows`` as a table. Headers are never cut (text cells are, with an ellipsis, when
+    the table would be wider than the console); ``wide_only`` columns appear with --wide."""
     from rich.console import Console
     from rich.table import Table
 
+    wide = is_wide()
     rows = list(rows)
-    columns = list(columns or (rows[0].keys() if rows else []))
-    t = Table(title=title, show_lines=False, header_style="bold")
-    for col in columns:
-        numeric = any(isinstance(r.get(col), (int, float)) and not isinstance(r.get(col), bool)
-                      for r in rows)
-        t.add_column(col, justify="right" if numeric else "left")
-    for r in rows:
-        t.add_row(*(fmt_value(r.get(c), digits) for c in columns))
+    columns = [c for c in (columns or (rows[0].keys() if rows else []))
+               if wide or c not in wide_only]
+    cells = [[fmt_value(r.get(c), digits, wide) for c in columns] for r in rows]
+    numeric = [any(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
+                   for r in rows) for c in columns]
     out = file or sys.stdout
-    # a pipe or a file gets the whole table, not one cut to 80 columns
-    width = None if getattr(out, "isatty", lambda: False)() else 240
-    Console(file=out, soft_wrap=True, width=width).print(t)
+    width = 100_000 if wide else console_width(out)
+    limits = {} if width is None else fit(columns, cells, numeric, width)
+    t = Table(title=title, show_lines=False, header_style="bold", box=_box(), show_edge=False)
+    for i, col in enumerate(columns):
+        t.add_column(col, justify="right" if numeric[i] else "left", min_width=len(str(col)),
+                     max_width=limits.get(i), no_wrap=not wide,
+                     overflow="fold" if wide else "ellipsis")
+    for row in cells:
+        t.add_row(*row)
+    Console(file=out, soft_wrap=wide, width=width).print(t)
+
+
+def fit(columns: Sequence[str], cells: list[list[str]], numeric: list[bool],
+        width: int) -> dict[int, int]:
+    """Widths for the text columns so that the table fits ``width``: the widest text column is
+    narrowed first, never below its header (nor 8 characters); numbers are never narrowed."""
+    from rich.cells import cell_len
+
+    natural = [max([cell_len(str(c))] + [cell_len(row[i]) for row in cells])
+               for i, c in enumerate(columns)]
+    floor = [max(cell_len(str(c)), min(8, natural[i])) for i, c in enumerate(columns)]
+    widths = list(natural)
+    excess = sum(widths) + GAP * max(len(columns) - 1, 0) + 2 - width   # + the edge padding
+    limits = {}
+    while excess > 0:
+        i = max((j for j in range(len(columns)) if not numeric[j] and widths[j] > floor[j]),
+                key=lambda j: widths[j], default=None)
+        if i is None:
+            break
+        widths[i] -= 1
+        limits[i] = widths[i]
+        excess -= 1
+    return limits
+
+
+def _box():
+    from rich import box
+
+    return box.SIMPLE_HEAD
 
 
 def emit(rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = None,
-         title: str | None = None, meta: dict | None = None) -> None:
+         title: str | None = None, meta: dict | None = None,
+         wide_only: Sequence[str] = ()) -> None:
     """Print a list of records in ``fmt``. ``meta`` (counts, warnings) wraps the json form and is
-    printed above the table; jsonl and csv carry the rows only."""
+    printed above the table; jsonl and csv carry the rows only. ``wide_only``: table columns
+    shown only with --wide."""
     rows = list(rows)
     if fmt == "json":
         click.echo(to_json({**meta, "rows": rows} if meta else rows))
@@ -87,8 +193,8 @@ def emit(rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = None,
         if meta:
             for k, v in meta.items():
                 if v not in (None, [], {}):
-                    click.echo(f"{k}: {fmt_value(v)}")
-        table(rows, columns, title)
+                    click.echo(f"{k}: {fmt_value(v, wide=is_wide())}")
+        table(rows, columns, title, wide_only=wide_only)
 
 
 def warn(message: str) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from psycopg import sql
 
 from .id_length import MAX_ID_BYTES, id_length_error  # noqa: F401  (MAX_ID_BYTES re-exported)
+from .text import _CONTROL, _kind, clean_str, show
 
 BYTE_ORDER = sql.SQL('COLLATE "C"')
 
@@ -26,8 +27,6 @@ def ident(value, what: str = "id") -> str:
     if (type(value) is str and value.isascii() and value.isprintable()
             and 0 < len(value) <= 256 and value == value.strip()):
         return value                    # the common case, checked fast
-    from ..testset.fields import _CONTROL, _kind, clean_str, show
-
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ValueError(f"{what} must be a string, found {_kind(value)}")
     text = str(value).strip()

@@ -26,6 +26,9 @@ What is hashed — only what can change a retrieval number:
   (but timeouts, which stop a statement and change none of its results);
 - ``data``: row count and content checksum of the target (its filter applied) — see
   :func:`capture_data` for the cost;
+- ``stage_settings`` (only when a setting is scoped to a stage, ``--set STAGE:GUC=VALUE``):
+  for every stage, the settings it SETs — those given to every stage and its own — as the
+  server shows them; ``query_settings`` and ``planner`` then hold the common ones;
 - ``embedding`` (model and dimension), ``chunking`` label, ``filters`` in force, ``testset``
   (content hash), and ``stage`` when the caller passes it;
 - ``measurement``: what of the caller's configuration (``extra``) decides the numbers — the
@@ -59,7 +62,7 @@ NON_RESULT_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction
                        "transaction_timeout", "idle_session_timeout", "application_name")
 # keys of ``extra`` that decide what a stage measures; a sweep's are under extra["sweep"]
 MEASUREMENT_KEYS = ("stages", "options", "depth", "batch", "server_timing", "isolate_index",
-                    "k", "concurrency", "index", "build")
+                    "k", "concurrency", "index", "build", "services")
 
 # GUC families whose value changes what an ANN scan returns (read after loading the libraries).
 QUERY_GUC_PREFIXES = ("hnsw.", "ivfflat.", "diskann.")
@@ -142,19 +145,9 @@ def _options(reloptions: list[str] | None) -> dict:
 
 def indexes(conn, table_oid: int) -> tuple[dict, dict]:
     """(hashed, info): every index on the table keyed by name, and its size/DDL for display."""
-    rows = conn.execute(
-        """SELECT c.relname, am.amname, c.reloptions, i.indisvalid,
-                  pg_get_expr(i.indpred, i.indrelid),
-                  (SELECT array_agg(opc.opcname ORDER BY k.n)
-                     FROM unnest(i.indclass::oid[]) WITH ORDINALITY k(oid, n)
-                     JOIN pg_opclass opc ON opc.oid = k.oid),
-                  (SELECT array_agg(pg_get_indexdef(i.indexrelid, k, true) ORDER BY k)
-                     FROM generate_series(1, i.indnkeyatts) k),
-                  pg_get_indexdef(i.indexrelid), pg_relation_size(i.indexrelid),
-                  i.indexrelid::bigint, pg_relation_filenode(i.indexrelid)::bigint
-             FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
-             JOIN pg_am am ON am.oid = c.relam
-            WHERE i.indrelid = %s ORDER BY c.relname""", (table_oid,)).fetchall()
+    from ..target import introspect
+
+    rows = introspect.all_index_rows(conn, table_oid)
     hashed, info = {}, {}
     for name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, node in rows:
         explicit = _options(relopts)
@@ -199,6 +192,22 @@ def planner_settings(conn, settings: dict | None = None) -> dict:
             "SELECT name FROM pg_settings WHERE name LIKE 'enable\\_%' "
             "AND current_setting(name) = 'off' ORDER BY name").fetchall()]
     out["enable_off"] = off
+    return out
+
+
+def stage_settings(conn, settings: dict | None, stages) -> dict:
+    """{stage: {setting: value as the server shows it}}: what each stage SETs, the settings
+    given to every stage and those scoped to it (``STAGE:GUC=VALUE``), timeouts left out."""
+    from ..stages import gucs
+
+    load_extension_libraries(conn)
+    out = {}
+    for stage in stages:
+        wanted = {k: str(v) for k, v in gucs.scope(settings or {}, stage).items()
+                  if k not in NON_RESULT_SETTINGS}
+        with conn.transaction(force_rollback=True):
+            out[stage] = {k: conn.execute("SELECT set_config(%s, %s, true)", (k, v)).fetchone()[0]
+                          for k, v in sorted(wanted.items())}
     return out
 
 
@@ -261,6 +270,8 @@ def measurement(extra: dict | None) -> tuple[dict | None, dict | None]:
     for key in ("batch", "server_timing", "isolate_index"):
         hashed[key] = bool(hashed[key])
     hashed["concurrency"] = int(hashed["concurrency"] or 1)
+    if hashed.get("services") is None:  # only experiments with service stages hash it
+        hashed.pop("services", None)
     return hashed, extra
 
 
@@ -277,6 +288,15 @@ def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | No
     skips the content checksum; ``filters`` adds filters in force beyond the target's own (e.g.
     DiskANN labels). Nothing is written.
     """
+    from ..stages import gucs
+
+    scoped = gucs.scoped_stages(settings or {})
+    if scoped:   # settings scoped to a stage: the common ones above, each stage's set below
+        named = [s.get("name") for s in ((extra or {}).get("stages") or [])
+                 if isinstance(s, dict)]
+        per_stage = stage_settings(kb_conn, settings, list(dict.fromkeys(
+            [n for n in named if n] + scoped)))
+        settings = gucs.unscoped(settings)
     fp = {
         "fingerprint_version": FINGERPRINT_VERSION,
         "server": server_info(kb_conn),
@@ -315,6 +335,8 @@ def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | No
             table_bytes=kb_conn.execute("SELECT pg_table_size(%s)", (oid,)).fetchone()[0],
             checksum=("skipped (--no-checksum)" if data.get("checksum") is None
                       else "sum of hashtextextended(id | md5(vector) | md5(text))"))
+    if scoped:
+        fp["stage_settings"] = per_stage
     hashed, shown = measurement(extra)
     if hashed is not None:
         fp["measurement"], fp["info"]["config"] = hashed, shown
@@ -334,3 +356,34 @@ def config_hash(fp: dict) -> str:
 
 def short_hash(value: str | None) -> str:
     return value[:12] if value else "—"
+
+
+def testset_hash(conn, name: str | None) -> str | None:
+    from ..testset.catalog import resolve_testset
+
+    if not name:
+        return None
+    return resolve_testset(conn, name)[1]
+
+
+def capture_for(database, target_name: str, *, testset=None, embedder=None, settings=None,
+                stage=None, checksum=True, chunking=None):
+    """(fingerprint, config hash) of target ``target_name`` with these settings, test set,
+    embedder, stage and chunking labels (`pgeval fingerprint --target`)."""
+    from ..core.errors import InputError, first_line
+    from ..target.targets import load
+
+    with database.connect(autocommit=True) as res:
+        target = load(res, target_name)
+        ts_hash = testset_hash(res, testset)
+    with database.connect(results=False, autocommit=True, read_only=True) as kb:
+        try:
+            fp = capture(kb, target, settings=settings, embedder=embedder,
+                         testset_hash=ts_hash, testset_name=testset, stage=stage,
+                         checksum=checksum, chunking=chunking)
+        except Exception as exc:
+            if exc.__class__.__module__.startswith("psycopg") and settings:
+                first = first_line(exc, "invalid setting")
+                raise InputError(first, field="--set") from None
+            raise
+    return fp, config_hash(fp)

@@ -30,8 +30,9 @@ from dataclasses import asdict, dataclass, field
 from psycopg import sql
 
 from . import fingerprint as fpmod
-from ..core.errors import NotFound
 from ..core.ids import as_text
+from ..target import introspect
+from ..target.targets import ANN_METHODS  # noqa: F401  (re-exported)
 
 # Known advisories: (extension, first affected, first fixed, id, what).
 ADVISORIES = (
@@ -40,7 +41,6 @@ ADVISORIES = (
      "indexes with max_parallel_maintenance_workers = 0 until then"),
 )
 
-ANN_METHODS = ("hnsw", "ivfflat", "diskann")
 EXAMPLES = 5
 MIN_SERVER_VERSION = 14      # the oldest PostgreSQL major version pgeval supports
 
@@ -228,11 +228,7 @@ def shared_buffers_bytes(conn) -> int:
 
 def ann_index_sizes(conn, table_oid: int) -> list[tuple[str, str, int]]:
     """[(index name, method, bytes)] of the table's ANN indexes."""
-    return [(n, m, int(b)) for n, m, b in conn.execute(
-        "SELECT c.relname, am.amname, pg_relation_size(c.oid) FROM pg_index i "
-        "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam "
-        "WHERE i.indrelid = %s AND am.amname = ANY(%s) ORDER BY 1",
-        (table_oid, list(ANN_METHODS))).fetchall()]
+    return [(n, m, b) for n, m, _, b in introspect.ann_indexes(conn, table_oid)]
 
 
 def check_index_size(conn, t: _Target, limit: int | None = None) -> Finding:
@@ -283,9 +279,7 @@ def check_keyword_index(conn, t: _Target) -> Finding | None:
 
 
 def check_invalid(conn, t: _Target) -> Finding:
-    bad = [r[0] for r in conn.execute(
-        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-        "WHERE i.indrelid = %s AND NOT i.indisvalid ORDER BY 1", (t.oid,)).fetchall()]
+    bad = introspect.invalid_indexes(conn, t.oid)
     return Finding("invalid_indexes", "warning" if bad else "ok", len(bad),
                    f"invalid indexes (never used by the planner): {', '.join(bad)}" if bad
                    else "no invalid index", bad[:EXAMPLES])
@@ -293,11 +287,9 @@ def check_invalid(conn, t: _Target) -> Finding:
 
 def testset_judgements(results_conn, testset: str, embedder: str | None = None):
     """(judged chunk ids, relevant chunk ids, embedding dimension or None) of a test set."""
-    row = results_conn.execute("SELECT testset_id FROM pgeval.testset WHERE name = %s",
-                               (testset,)).fetchone()
-    if row is None:
-        raise NotFound(f"no test set named '{testset}' (see `pgeval testset list`)")
-    tid = row[0]
+    from ..testset.catalog import resolve_testset
+
+    tid, _ = resolve_testset(results_conn, testset)
     rows = results_conn.execute("SELECT DISTINCT chunk_id, grade > 0 FROM pgeval.qrel "
                                 "WHERE testset_id = %s", (tid,)).fetchall()
     judged = sorted({c for c, _ in rows})

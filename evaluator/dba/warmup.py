@@ -124,11 +124,11 @@ def prewarm(conn, table_oid: int) -> dict[str, int]:
     from psycopg import sql
 
     fn = sql.Identifier(schema, "pg_prewarm")
-    rels = [(r[0], r[1]) for r in conn.execute(
-        "SELECT %s::oid::regclass::text, %s::oid UNION ALL "
-        "SELECT c.relname, c.oid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-        "JOIN pg_am am ON am.oid = c.relam WHERE i.indrelid = %s AND am.amname = ANY(%s)",
-        (table_oid, table_oid, table_oid, list(health.ANN_METHODS))).fetchall()]
+    from ..target import introspect
+
+    table = conn.execute("SELECT %s::oid::regclass::text", (table_oid,)).fetchone()[0]
+    rels = [(table, table_oid)] + [(name, oid) for name, _, oid, _
+                                   in introspect.ann_indexes(conn, table_oid)]
     return {name: int(conn.execute(sql.SQL("SELECT {}(%s::oid::regclass)").format(fn),
                                    (oid,)).fetchone()[0]) for name, oid in rels}
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import time
+from datetime import datetime
 from pathlib import Path
 
 import click
@@ -50,10 +52,23 @@ def claim_name(try_create, base: str = "demo") -> str:
     raise PgevalError(f"no free name for the demo's objects ({base} to {base}-999 are taken)")
 
 
-def build_kb(database, corpus, *, diskann: bool) -> list[str]:
-    """(Re)create pgeval_demo.chunks with its indexes; return the index kinds built."""
+INDEXES = {
+    # small graph settings, so that ef_search=10 shows what an index loses on 1,400 rows
+    "hnsw": "CREATE INDEX chunks_hnsw ON {s}.chunks USING hnsw (embedding vector_cosine_ops) "
+            "WITH (m = 16, ef_construction = 64)",
+    "bm25": "CREATE INDEX chunks_bm25 ON {s}.chunks USING bm25 (content) "
+            "WITH (text_config = 'english')",
+    "diskann": "CREATE INDEX chunks_diskann ON {s}.chunks USING diskann "
+               "(embedding vector_cosine_ops)",
+}
+
+
+def build_kb(database, corpus, *, diskann: bool, echo=None) -> list[str]:
+    """(Re)create pgeval_demo.chunks with its indexes; return the index kinds built. ``echo``
+    (when given) gets each statement before it runs."""
     from pgvector.psycopg import register_vector
 
+    echo = echo or (lambda sql: None)
     built = ["hnsw"]
     with database.connect(results=False, autocommit=True) as kb:
         _drop_own_schema(kb)
@@ -61,90 +76,178 @@ def build_kb(database, corpus, *, diskann: bool) -> list[str]:
         kb.execute(f"COMMENT ON SCHEMA {SCHEMA} IS '{MARK}'")
         register_vector(kb)
         dim = corpus.vectors.shape[1]
-        kb.execute(f"CREATE TABLE {SCHEMA}.chunks (chunk_id text PRIMARY KEY, content text NOT NULL, "
-                   f"embedding vector({dim}) NOT NULL)")
+        create = (f"CREATE TABLE {SCHEMA}.chunks (chunk_id text PRIMARY KEY, content text NOT "
+                  f"NULL, embedding vector({dim}) NOT NULL)")
+        echo(create)
+        kb.execute(create)
+        echo(f"COPY {SCHEMA}.chunks (chunk_id, content, embedding) FROM STDIN  "
+             f"-- {len(corpus.chunks)} rows")
         with kb.cursor().copy(f"COPY {SCHEMA}.chunks (chunk_id, content, embedding) FROM STDIN "
                               "WITH (FORMAT BINARY)") as cp:
             cp.set_types(["text", "text", "vector"])
             for (cid, text), vec in zip(corpus.chunks, corpus.vectors):
                 cp.write_row((cid, text, vec))
-        kb.execute(f"CREATE INDEX chunks_hnsw ON {SCHEMA}.chunks USING hnsw "
-                   "(embedding vector_cosine_ops) WITH (m = 8, ef_construction = 32)")
+
+        def index(kind: str) -> None:
+            sql = INDEXES[kind].format(s=SCHEMA)
+            echo(sql)
+            kb.execute(sql)
+
+        index("hnsw")
         has = {r[0] for r in kb.execute("SELECT extname FROM pg_extension")}
         if "pg_textsearch" in has:
-            kb.execute(f"CREATE INDEX chunks_bm25 ON {SCHEMA}.chunks USING bm25 (content) "
-                       "WITH (text_config = 'english')")
+            index("bm25")
             built.append("bm25")
         else:
             built.append("bm25 (full-text fallback)")
         if diskann and "vectorscale" in has:
-            kb.execute(f"CREATE INDEX chunks_diskann ON {SCHEMA}.chunks USING diskann "
-                       "(embedding vector_cosine_ops)")
+            index("diskann")
             built.append("diskann")
         kb.execute(f"ANALYZE {SCHEMA}.chunks")
     return built
 
 
-def tour(database, global_args: list[str], workdir: Path, *, queries: int, repeat: int,
-         diskann: bool, keep: bool) -> None:
-    from ..cli import main
-    from .corpus import generate
+class Steps:
+    """Prints each step's title and command, runs it, and prints its time."""
 
-    def step(title: str, *args: str) -> None:
-        click.secho(f"\n# {title}", fg="cyan", bold=True)
+    def __init__(self, global_args: list[str]):
+        self.global_args = global_args
+        self.started = time.perf_counter()
+
+    def title(self, text: str) -> None:
+        click.secho(f"\n# {text}", fg="cyan", bold=True)
+
+    def timed(self, since: float) -> None:
+        click.secho(f"({time.perf_counter() - since:.1f} s)", dim=True)
+
+    def run(self, title: str, *args: str) -> None:
+        from ..cli import main
+
+        self.title(title)
         click.secho("$ pgeval " + " ".join(shlex.quote(a) for a in args), bold=True)
-        code = main([*global_args, *args])
+        t0 = time.perf_counter()
+        code = main([*self.global_args, *args])
         if code != 0:
             raise PgevalError(f"demo step failed: pgeval {' '.join(args)} (exit {code})")
+        self.timed(t0)
 
+
+def tour(database, global_args: list[str], workdir: Path, *, corpus_name: str = "cranfield",
+         queries: int | None = None, repeat: int = 1, diskann: bool = True, keep: bool = False,
+         out: Path | None = None) -> None:
+    """The tour on the Cranfield collection (``corpus_name='cranfield'``, the first ``queries``
+    queries or all) or on the generated corpus (``'generated'``, ``queries`` of them). With
+    ``out``, a short sweep with its plot and an HTML report are written there."""
+    steps = Steps(global_args)
     workdir.mkdir(parents=True, exist_ok=True)
-    step("create schema pgeval (tables + SQL metric functions)", "init")
-    corpus = generate(n_queries=queries)
-    click.secho(f"\n# a generated knowledge base: {len(corpus.chunks)} chunks in "
-                f"{SCHEMA}.chunks, {corpus.vectors.shape[1]}-d embeddings", fg="cyan", bold=True)
-    built = build_kb(database, corpus, diskann=diskann)
-    click.echo(f"indexes: {', '.join(built)}")
+    steps.run("create schema pgeval (tables + SQL metric functions)", "init")
+    t0 = time.perf_counter()
+    if corpus_name == "cranfield":
+        from . import cranfield
+
+        corpus = cranfield.load()
+        if queries:
+            corpus.queries = corpus.queries[:queries]
+        what = (f"the Cranfield collection (aeronautics abstracts, graded judgements) with "
+                f"{cranfield.MODEL} embeddings")
+        load_args = ["--grade-map", cranfield.GRADE_MAP_SPEC]
+    else:
+        from .corpus import generate
+
+        corpus = generate(n_queries=queries or 80)
+        what = "a generated knowledge base (feature-hashing embeddings)"
+        load_args = []
+    steps.title(f"{what}: {len(corpus.chunks)} chunks into {SCHEMA}.chunks, "
+                f"{corpus.vectors.shape[1]}-d vectors, then the indexes")
+    built = build_kb(database, corpus, diskann=diskann,
+                     echo=lambda sql: click.secho(sql + ";", bold=True))
+    steps.timed(t0)
     cases = workdir / "demo-cases.jsonl"
     cases.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in corpus.queries),
                      encoding="utf-8")
-    click.echo(f"test set written to {cases}")
-    testset = claim_name(lambda n: _load_testset(database, cases, n))
-    step("load the graded test set", "testset", "load", str(cases), "--name", testset)
-    target_args = ["--schema", SCHEMA, "--table", "chunks", "--id-column", "chunk_id",
-                   "--vector-column", "embedding", "--text-column", "content", "--distance",
-                   "cosine"]
+    testset = claim_name(lambda n: _load_testset(database, cases, n, load_args))
     created = []
-    target = claim_name(lambda n: _add_target(database, n, created))
-    step("describe the knowledge-base table", "target", "add", target, *target_args)
+    target = None
+    try:
+        steps.run("load the graded test set", "testset", "load", str(cases), "--name", testset,
+                  *load_args)
+        target_args = ["--schema", SCHEMA, "--table", "chunks", "--id-column", "chunk_id",
+                       "--vector-column", "embedding", "--text-column", "content",
+                       "--distance", "cosine"]
+        target = claim_name(lambda n: _add_target(database, n, created))
+        steps.run("describe the knowledge-base table", "target", "add", target, *target_args)
+        _measure(steps, corpus, testset, target, built, repeat=repeat, out=out)
+    finally:
+        if not keep:
+            _clean_up(database, target if created else None)
+    _next_steps(database, keep)
+
+
+def _measure(steps, corpus, testset, target, built, *, repeat, out) -> None:
+    # two vector indexes on one column: each ANN stage drops the other inside its own
+    # transaction and rolls back (fine for a demo; on production use a copy per index)
+    isolate = ["--isolate-index"] if "diskann" in built else []
     stages = "exact,hnsw," + ("diskann," if "diskann" in built else "") + "bm25,merge"
-    experiment = "demo-" + __import__("datetime").datetime.now().strftime("%Y%m%d-%H%M%S")
-    step("run the retrieval pipeline inside the database", "run", "pipeline", "--testset", testset,
-         "--target", target, "--stages", stages, "--set", "hnsw.ef_search=40", "--depth", "50",
-         "--repeat", str(repeat), "--name", experiment,
-         # two vector indexes on one column: each ANN stage drops the other inside its own
-         # transaction and rolls back (fine for a demo; on production use a copy per index)
-         *(["--isolate-index"] if "diskann" in built else []))
-    step("where are relevant chunks lost?", "stage-report", experiment)
-    step("the final stage's metrics, by query type", "metrics", f"{experiment}.merge.1",
-         "--by-type")
-    if not keep:
-        with database.connect(results=False, autocommit=True) as kb:
-            _drop_own_schema(kb)
-        if created:       # a target left behind would name the table just dropped
-            from ..target import targets
+    experiment = "demo-" + datetime.now().strftime("%Y%m%d-%H%M%S")
+    steps.run("run the retrieval pipeline inside the database (HNSW at a low ef_search)", "run",
+              "pipeline", "--testset", testset, "--target", target, "--stages", stages,
+              "--set", "hnsw.ef_search=10", "--depth", "50", "--repeat", str(repeat),
+              "--name", experiment, *isolate)
+    steps.run("where are relevant chunks lost?", "stage-report", experiment)
+    typed = any(q.get("type") for q in corpus.queries)
+    steps.run("the final stage's metrics" + (", by query type" if typed else ""), "metrics",
+              f"{experiment}.merge.1", *(["--by-type"] if typed else []))
+    if out is None:
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    from ..reporting import plots
 
-            with database.connect(autocommit=True) as conn:
-                targets.remove(conn, target)
-        click.echo(f"\n(dropped schema {SCHEMA}" + (f" and target {target}" if created else "")
-                   + "; runs stay in schema pgeval — `pgeval run list`)")
+    plot = ["--plot", str(out / "sweep-hnsw.png")] if plots.available() else []
+    steps.run("what does a larger ef_search buy? (a short sweep, recall against exact search)",
+              "sweep", "--testset", testset, "--target", target, "--stage", "hnsw",
+              "--param", "hnsw.ef_search=10,20,40,80", "--repeat", "1", "--fresh",
+              "--name", f"{experiment}-sweep", *plot, *isolate)
+    steps.run("a report for people (one HTML file)", "report", experiment, "--format", "html",
+              "--out", str(out / "report.html"), *([] if plot else ["--no-plots"]))
 
 
-def _load_testset(database, cases: Path, name: str) -> None:
+def _clean_up(database, target: str | None) -> None:
+    """Drop the demo's schema and the target this run added (it would name a dropped table)."""
+    with database.connect(results=False, autocommit=True) as kb:
+        _drop_own_schema(kb)
+    if target:
+        from ..target import targets
+
+        with database.connect(autocommit=True) as conn:
+            targets.remove(conn, target)
+    click.echo(f"\n(dropped schema {SCHEMA}" + (f" and target {target}" if target else "")
+               + "; runs stay in schema pgeval — `pgeval run list`)")
+
+
+def _next_steps(database, keep: bool) -> None:
+    click.secho("\n# what next", fg="cyan", bold=True)
+    click.echo("On your own table (a test set of queries with judged chunk ids, see "
+               "docs/ for its formats):\n"
+               "  pgeval testset load my-cases.jsonl --name kb-v1\n"
+               "  pgeval target add kb --table chunks --id-column id --vector-column embedding "
+               "--text-column content\n"
+               "  pgeval run pipeline --testset kb-v1 --target kb --stages exact,hnsw,bm25,merge "
+               "--name first\n"
+               "  pgeval stage-report first")
+    if keep:
+        click.echo(f"The demo's table stays in {SCHEMA}.chunks (--keep).")
+    if database.embedded:
+        click.echo("The embedded PostgreSQL server is still running (it keeps your runs): "
+                   "stop it with `pgeval db stop`.")
+
+
+def _load_testset(database, cases: Path, name: str, load_args: list[str]) -> None:
     """Load the demo's test set under ``name`` unless another test set has that name (Conflict)."""
     from ..testset.store import load
 
+    grade_map = load_args[1] if load_args else None
     with database.connect() as conn:
-        load(conn, cases, name)
+        load(conn, cases, name, grade_map=grade_map)
         conn.commit()
 
 

@@ -139,29 +139,47 @@ def _explain(stage, ctx, queries) -> list[tuple[str, dict]]:
     try:
         stmt, params, _ = vector_sql.per_query(ctx.target, ctx.depth, **stage._sql_kw(ctx))
         explain = sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ") + stmt
+        forced = {k: v for k, v in tx["settings"].items()
+                  if k.startswith("enable_") and str(v).lower() in ("off", "false", "0")}
         out = []
         for qid, vec in queries:
             doc = ctx.kb.execute(explain, dict(params, q=vec)).fetchone()[0]
             if isinstance(doc, str):
                 doc = json.loads(doc)
-            out.append((qid, {"explain": doc[0], "settings": tx["settings"],
-                              "captured_at": datetime.now(timezone.utc).isoformat(
-                                  timespec="seconds")}))
+            plan = {"explain": doc[0], "settings": tx["settings"],
+                    "captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+            if forced:     # the run forced the planner: what it chooses by itself, next to it
+                plan["chosen"] = _unforced(ctx.kb, stmt, dict(params, q=vec), forced)
+            out.append((qid, plan))
         return out
     finally:
         ctx.kb.rollback()
 
 
+def _unforced(kb, stmt, params, forced: dict) -> dict:
+    """The plan (EXPLAIN, not run) without the run's ``enable_* = off`` settings (each back to
+    the session's value), in a savepoint of the stage's transaction, rolled back."""
+    from ..stages.plan_check import explain
+
+    with kb.transaction(force_rollback=True):
+        for name in forced:
+            kb.execute("SELECT set_config(name, reset_val, true) FROM pg_settings "
+                       "WHERE name = %s", (name,))
+        plan = explain(kb, stmt, params)
+    return {"plan": plan, "without": sorted(forced)}
+
+
 def summarize(plan: dict) -> dict:
-    """What a person reads first: access path, rows, time, buffers."""
-    from ..stages.plan_check import index_scans, nodes
+    """What a person reads first: access path (and, for a forced run, the planner's own
+    choice), rows, time, buffers."""
+    from ..stages.plan_check import access_path
 
     top = plan["explain"]["Plan"]
-    scans = index_scans(top)
-    seq = [n.get("Relation Name") for n in nodes(top) if n["Node Type"] == "Seq Scan"]
-    path = (", ".join(f"{t} using {i}" for t, i, _ in scans) if scans
-            else f"Seq Scan on {seq[0]}" if seq else top["Node Type"])
-    return {"access": path, "rows": top.get("Actual Rows"),
+    chosen = plan.get("chosen")
+    return {"access": access_path(top),
+            "chosen_access": access_path(chosen["plan"]) if chosen else None,
+            "forced_by": ", ".join(f"{k}=off" for k in chosen["without"]) if chosen else None,
+            "rows": top.get("Actual Rows"),
             "execution_ms": plan["explain"].get("Execution Time"),
             "planning_ms": plan["explain"].get("Planning Time"),
             "shared_hit": top.get("Shared Hit Blocks"), "shared_read": top.get("Shared Read Blocks"),

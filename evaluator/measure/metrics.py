@@ -74,6 +74,7 @@ class Evaluation:
     by_type: list[dict] | None = None
     flagged: list[dict] | None = None
     warnings: list[str] = field(default_factory=list)
+    plans: list[dict] | None = None     # flagged queries with their stored plans (not in as_dict)
 
     def as_dict(self) -> dict:
         return {
@@ -184,6 +185,12 @@ def evaluate(conn, run_name: str, measures: list[str] | None = None, *, rel: int
         warnings.append(text)
     if c["no_result"]:
         warnings.append(f"{c['no_result']} valid queries have no result in this run and score 0")
+    failed = conn.execute("SELECT count(*), min(query_id) FROM pgeval.query_failure "
+                          "WHERE run_id = %s", (run.run_id,)).fetchone()
+    if failed[0]:       # a live service stage (stages/service.py) got no answer for them
+        warnings.append(f"{failed[0]} queries got no answer from the service (first: "
+                        f"'{failed[1]}'; recorded in pgeval.query_failure) and count as empty "
+                        "lists")
     values = summary(conn, run.run_id, measures, rel)
     return Evaluation(
         run=run, measures=measures, rel=rel, summary=values,
@@ -192,3 +199,21 @@ def evaluate(conn, run_name: str, measures: list[str] | None = None, *, rel: int
         by_type=by_type(conn, run.run_id, measures, rel) if with_by_type else None,
         flagged=flagged(conn, run.run_id, measures, rel) if with_flagged else None,
         warnings=warnings)
+
+
+def evaluate_in(database, run_name: str, measures: list[str] | None = None, *,
+                plans: bool = False, **kwargs) -> Evaluation:
+    """:func:`evaluate` with every figure read in one snapshot of ``database``; ``plans``: also
+    the flagged queries with the stored plan of the stage that served each
+    (:func:`evaluator.measure.diagnostics.show_in`; implies ``with_flagged``)."""
+    from ..core.db import snapshot
+    from .diagnostics import show_in
+
+    measures = measures or measures_for()
+    if plans:
+        kwargs["with_flagged"] = True
+    with snapshot(database) as conn:
+        ev = evaluate(conn, run_name, measures, **kwargs)
+        if plans and not kwargs.get("with_per_query"):
+            ev.plans = show_in(conn, run_name, measures)
+    return ev

@@ -177,6 +177,10 @@ def stages(conn, exp: Experiment, k: int, rel: int, repetition: int | None,
                                         "metrics": {}})
         s["metrics"][r["measure"]] = {"mean": r["value"], "min": r["value_min"],
                                       "max": r["value_max"], "stddev": r["value_stddev"]}
+        if "threshold_dropped" in p and "threshold" not in s:   # the target's threshold
+            s["threshold"] = {**p["threshold"], "dropped": p["threshold_dropped"],
+                              "queries": p.get("threshold_queries"),
+                              "dropped_max": p.get("threshold_dropped_max")}
     for r in _rows(conn, "SELECT * FROM pgeval.index_recall_summary(%s, %s, %s)",
                    (exp.experiment_id, k, repetition)):
         if r["label"] in out:
@@ -196,6 +200,12 @@ def stages(conn, exp: Experiment, k: int, rel: int, repetition: int | None,
         s["timed_queries"] = r["timed_queries"]
         s["rows"] = {"mean": r["rows_mean"], "min": r["rows_min"], "max": r["rows_max"],
                      "depth": r["depth"], "short_queries": r["short_queries"]}
+    for r in _rows(conn, "SELECT * FROM pgeval.stage_failures(%s, %s)",
+                   (exp.experiment_id, repetition)):       # live service stages
+        if r["label"] in out:
+            out[r["label"]]["failures"] = {"queries": r["queries"], "failed": r["failed"],
+                                           "by_status": r["by_status"],
+                                           "examples": r["examples"]}
     return list(out.values())
 
 
@@ -270,8 +280,17 @@ def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None 
         if text and r["label"] not in seen:
             seen.add(r["label"])
             warnings.append(text)
-    return StageReport(exp, k, rel, repetition, counts,
-                       stages(conn, exp, k, rel, repetition, runs),
+    stage_rows = stages(conn, exp, k, rel, repetition, runs)
+    for st in stage_rows:
+        f = st.get("failures")
+        if f and f["failed"]:
+            why = ", ".join(f"{n} x {'HTTP ' + c if c.isdigit() else c}"
+                            for c, n in sorted(f["by_status"].items()))
+            first = f["examples"][0] if f["examples"] else {}
+            warnings.append(f"stage {st['stage']}: {f['failed']} of {f['queries']} queries got "
+                            f"no answer from the service ({why}); they count as empty lists. "
+                            f"First: query '{first.get('query_id')}': {first.get('message')}")
+    return StageReport(exp, k, rel, repetition, counts, stage_rows,
                        chain, loss, by_type, worst_rows, first_rep, warnings)
 
 
@@ -294,3 +313,16 @@ def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:
     if ex:
         text += f"   [exact search {cut(ex[0])} tells index from reach]"
     return text
+
+
+def report(database, name: str, *, k: int = 10, rel: int = 1,
+           repetition: str | int | None = None, worst: int = 10, allow_partial: bool = False,
+           strict: bool = False) -> StageReport:
+    """:func:`build` with every stage's figures read in one snapshot of ``database``;
+    ``repetition`` is a number, ``"all"`` or None (all, means with their spread)."""
+    from ..core.db import snapshot
+
+    rep = parse_repetition(repetition)
+    with snapshot(database) as conn:
+        return build(conn, name, k=k, rel=rel, repetition=rep, worst=worst,
+                     allow_partial=allow_partial, strict=strict)

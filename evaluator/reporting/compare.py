@@ -231,3 +231,15 @@ def _moved(base: dict, cand: dict, metric: str, top: int) -> list[dict]:
              for q, x, y in zip(ids, a, b) if not math.isclose(x, y, abs_tol=TIE)]
     moved.sort(key=lambda r: (-abs(r["delta"]), r["query_id"]))
     return moved[:top]
+
+
+def compare_specs(database, baseline: str, candidate: str, *, measures: list[str] | None = None,
+                  rel: int = 1, allow_partial: bool = False, **kwargs) -> Comparison:
+    """:func:`compare` of two runs, experiments or saved JSON reports named as on the command
+    line (the ones in the database read in one snapshot); ``kwargs`` go to :func:`compare`."""
+    from ..measure.metrics import measures_for
+    from . import obtain_all
+
+    sides = obtain_all(database, [baseline, candidate], measures=measures or measures_for(),
+                       rel=rel, allow_partial=allow_partial)
+    return compare(sides[0], sides[1], **kwargs)

@@ -119,6 +119,7 @@ class GateResult:
     candidate: str
     rules_source: str
     outcomes: list[Outcome] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)   # partial sides (not in as_dict)
 
     @property
     def failures(self) -> list[Outcome]:
@@ -295,4 +296,23 @@ def evaluate(base: dict, cand: dict, rules: Rules) -> GateResult:
     result = GateResult(label(base), label(cand), rules.source)
     for rule in rules.rules:
         result.outcomes.append(check(rule, base, cand, rules))
+    return result
+
+
+def gate(database, baseline: str, candidate: str, rules: str | Path | None = None, *,
+         rel: int = 1, allow_partial: bool = False) -> GateResult:
+    """Check ``candidate`` against ``baseline`` (run names or saved JSON reports) under the rules
+    file ``rules`` (None: the built-in rules). Returns the result; raising on failure is the
+    caller's choice (`pgeval gate` exits 2)."""
+    from ..measure.metrics import measures_for
+    from . import obtain_all
+
+    rule_set = load_rules(rules)
+    measures = measures_for()
+    measures += [m for m in rule_set.metrics() if "@" in m and m not in measures]
+    sides = obtain_all(database, [baseline, candidate], measures=measures, rel=rel,
+                       allow_partial=allow_partial)
+    result = evaluate(sides[0], sides[1], rule_set)
+    result.warnings = [f"{side['run']['name']}: {w}" for side in sides
+                       for w in side.get("warnings") or [] if "PARTIAL" in w]
     return result

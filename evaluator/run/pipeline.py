@@ -18,10 +18,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from .experiment_scope import experiment_scope
-from ..core.errors import Conflict, InputError, NotFound
+from ..core.errors import Conflict, InputError
 from ..core.install import ensure_installed
 from ..stages import gucs, registry
 from ..stages.base import StageContext, run_name
+from ..testset.catalog import resolve_testset
 
 
 @dataclass
@@ -78,14 +79,6 @@ def default_name(testset: str, target: str | None) -> str:
     return f"{testset}-{target or 'pipeline'}-{stamp}"
 
 
-def _testset(conn, name: str) -> tuple[int, str]:
-    row = conn.execute("SELECT testset_id, content_hash FROM pgeval.testset WHERE name = %s",
-                       (name,)).fetchone()
-    if row is None:
-        raise NotFound(f"no test set named '{name}' (see `pgeval testset list`)")
-    return row
-
-
 def _queries(results, testset: str, tid: int, stages, cfg: PipelineConfig, on_embed=None):
     """(queries, embedder label, dimension): embeddings when a stage needs them."""
     from ..providers.embedders import parse, storage
@@ -108,14 +101,16 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
         raise InputError("--repeat must be >= 1", field="--repeat")
     parsed = registry.parse_stages(cfg.stages)
     stages = [(name, kind, registry.get(kind)) for name, kind in parsed]
+    gucs.check_stages(cfg.settings, [name for name, _ in parsed])   # STAGE:GUC=VALUE
     options = {name: dict(v) for name, v in cfg.options.items()}
     # least privilege: no transaction on the knowledge base writes (but --isolate-index's drops)
     with database.connect() as results, database.connect(
             results=False, read_only=not cfg.isolate_index) as kb:
         ensure_installed(results)         # schema pgeval at this pgeval's revision
-        tid, testset_hash = _testset(results, cfg.testset)
+        tid, testset_hash = resolve_testset(results, cfg.testset)
         target = targets.load(results, cfg.target) if cfg.target else None
-        settings = gucs.validate(kb, dict(cfg.settings))
+        # the target's own settings (a preset's: WeKnora's ef_search, ...) unless --set says
+        settings = gucs.validate(kb, {**(target.settings if target else {}), **cfg.settings})
         settings = gucs.with_statement_timeout(kb, settings, cfg.statement_timeout)
         kb.rollback()
         queries, label, dim = _queries(results, cfg.testset, tid, stages, cfg, on_embed)
@@ -145,6 +140,9 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
             "batch": cfg.batch, "server_timing": cfg.server_timing,
             "isolate_index": cfg.isolate_index,
         }
+        services = {n: c.extra["service"] for n, c in contexts.items() if "service" in c.extra}
+        if services:    # live services (stages/service.py): URL, preset, body, paths; no key
+            config["services"] = services
         # configuration fingerprint (evaluator/dba/fingerprint.py): catalog + this config (extra)
         from ..dba import fingerprint as fpmod
 
@@ -165,19 +163,30 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
             stage_names=[n for n, _, _ in stages], repeat=cfg.repeat)
         for ctx in contexts.values():
             ctx.experiment = name
-        runs: list[dict] = []
         with experiment_scope(results, exp_id, name, on_warning):  # lock; failed/complete
-            for rep in range(1, cfg.repeat + 1):
-                previous: dict[str, int] = {}
-                for sname, kind, stage in stages:
-                    run_id = execute_stage(stage, contexts[sname], exp_id, rep, previous,
-                                           fingerprint, progress_factory)
-                    previous[sname] = run_id
-                    runs.append({"run": run_name(name, sname, rep), "run_id": run_id,
-                                 "stage": sname, "kind": kind, "repetition": rep})
-                    add_warnings(contexts[sname], warnings, on_warning)
+            runs = run_repetitions(
+                name, stages, contexts, cfg.repeat, warnings, on_warning,
+                lambda stage, ctx, rep, previous: (execute_stage(
+                    stage, ctx, exp_id, rep, previous, fingerprint, progress_factory), {}))
         _summaries(results, runs)
     return PipelineResult(name, exp_id, config_hash, runs, warnings)
+
+
+def run_repetitions(experiment: str, stages, contexts: dict[str, StageContext], repeat: int,
+                    warnings: list[str], on_warning, run_stage) -> list[dict]:
+    """The one repetition x stage loop (pipeline and resume): for each repetition, the stages in
+    order, each seeing the run ids of the earlier stages of its repetition (``previous``).
+    ``run_stage(stage, ctx, rep, previous)`` returns (run id, extra keys of the run's row)."""
+    runs: list[dict] = []
+    for rep in range(1, repeat + 1):
+        previous: dict[str, int] = {}
+        for sname, kind, stage in stages:
+            run_id, extra = run_stage(stage, contexts[sname], rep, previous)
+            previous[sname] = run_id
+            runs.append({"run": run_name(experiment, sname, rep), "run_id": run_id,
+                         "stage": sname, "kind": kind, "repetition": rep, **extra})
+            add_warnings(contexts[sname], warnings, on_warning)
+    return runs
 
 
 def stage_run_names(experiment: str, stage_names: list[str], repeat: int) -> list[str]:
@@ -237,7 +246,7 @@ def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, Sta
     contexts = {}
     for sname, kind, stage in stages:
         ctx = replace(base, stage=sname, options=options.get(sname, {}), warnings=[],
-                      extra={}, previous={})
+                      extra={}, previous={}, settings=gucs.scope(base.settings, sname))
         stage.prepare(ctx)
         contexts[sname] = ctx
     return contexts

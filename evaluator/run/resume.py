@@ -198,22 +198,18 @@ def resume_experiment(database, name: str, *, statement_timeout: str | None = No
                 warnings: list[str] = []
                 for c in contexts.values():
                     pipeline.add_warnings(c, warnings, on_warning)
-                runs: list[dict] = []
                 results.execute("UPDATE pgeval.experiment SET status = 'running', finished_at "
                                 "= NULL WHERE experiment_id = %s", (exp_id,))
                 results.commit()
                 with experiment_scope(results, exp_id, name, on_warning):
-                    for rep in range(1, int(cfg.get("repeat", 1)) + 1):
-                        previous: dict[str, int] = {}
-                        for sname, kind, stage in stages:
-                            ctx = contexts[sname]
-                            run_id, action = _resume_stage(
-                                results, stage, ctx, exp, rep, previous, progress_factory)
-                            previous[sname] = run_id
-                            runs.append({"run": run_name(name, sname, rep), "run_id": run_id,
-                                         "stage": sname, "kind": kind, "repetition": rep,
-                                         "action": action})
-                            pipeline.add_warnings(ctx, warnings, on_warning)
+                    def resume_one(stage, ctx, rep, previous):
+                        run_id, action = _resume_stage(results, stage, ctx, exp, rep, previous,
+                                                       progress_factory)
+                        return run_id, {"action": action}
+
+                    runs = pipeline.run_repetitions(name, stages, contexts,
+                                                    int(cfg.get("repeat", 1)), warnings,
+                                                    on_warning, resume_one)
                 pipeline._summaries(results, runs)
     return pipeline.PipelineResult(name, exp_id, exp["config_hash"], runs, warnings)
 

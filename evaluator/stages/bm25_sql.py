@@ -29,6 +29,7 @@ import re
 from psycopg import sql
 
 from ..core.ids import as_text
+from ..target import introspect
 
 Q = "pgeval_q"
 
@@ -36,16 +37,8 @@ Q = "pgeval_q"
 def bm25_indexes(kb, relation_oid: int, column: str) -> list[dict]:
     """pg_textsearch (access method ``bm25``) indexes on ``column``: [{name, ref, text_config}],
     ``ref`` the (quoted, qualified when needed) name that to_bm25query accepts."""
-    rows = kb.execute(
-        """SELECT ic.relname, i.indexrelid::regclass::text, ic.reloptions
-             FROM pg_index i
-             JOIN pg_class ic ON ic.oid = i.indexrelid
-             JOIN pg_am am ON am.oid = ic.relam
-             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-            WHERE i.indrelid = %s AND am.amname = 'bm25' AND a.attname = %s
-            ORDER BY ic.relname""", (relation_oid, column)).fetchall()
     out = []
-    for name, ref, reloptions in rows:
+    for name, ref, reloptions in introspect.bm25_index_rows(kb, relation_oid, column):
         opts = dict(o.split("=", 1) for o in (reloptions or []) if "=" in o)
         out.append({"name": name, "ref": ref, "text_config": opts.get("text_config")})
     return out
@@ -59,15 +52,7 @@ def fts_indexes(kb, relation_oid: int, column: str | None,
     """GIN indexes (not partial) that can serve the full-text fallback: on
     ``to_tsvector('config', column)`` ([{name, text_config}], config as the server names it), or
     on the stored ``tsvector_column`` (text_config None)."""
-    rows = kb.execute(
-        """SELECT ic.relname, pg_get_expr(i.indexprs, i.indrelid), a.attname
-             FROM pg_index i
-             JOIN pg_class ic ON ic.oid = i.indexrelid
-             JOIN pg_am am ON am.oid = ic.relam
-             LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
-            WHERE i.indrelid = %s AND am.amname = 'gin' AND i.indnatts = 1
-              AND i.indpred IS NULL AND i.indisvalid
-            ORDER BY ic.relname""", (relation_oid,)).fetchall()
+    rows = introspect.gin_index_rows(kb, relation_oid)
     out = []
     quoted = kb.execute("SELECT quote_ident(%s)", (column,)).fetchone()[0] if column else None
     for name, expr, attname in rows:
@@ -98,8 +83,9 @@ def fts_index_sql(target, column: str | None, tsvector_column: str | None, confi
 
 def _source(target, where_ph) -> tuple[sql.Composable, dict]:
     """``(SELECT * FROM table WHERE filters) AS kb`` — the target's rows (flattened by the
-    planner, so indexes stay usable)."""
-    where, params = target.where_named(ph=where_ph)
+    planner, so indexes stay usable). The keyword path has no dimension predicate: a chunk's
+    text matches whatever the dimension of its vectors (as WeKnora's keyword retriever)."""
+    where, params = target.where_named(ph=where_ph, vector=False)
     return sql.SQL("(SELECT * FROM {}{}) AS kb").format(target.table_sql(), where), params
 
 

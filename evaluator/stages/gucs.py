@@ -1,5 +1,6 @@
-"""Query-time settings (``--set GUC=VALUE``): validated against ``pg_settings`` (name, context,
-type, range, enum values) and applied with ``set_config(name, value, true)`` — the function form
+"""Query-time settings (``--set GUC=VALUE``, or ``--set STAGE:GUC=VALUE`` for one stage of
+the pipeline alone: :func:`parse` is the one parser, :func:`scope` a stage's set): validated
+against ``pg_settings`` (name, context, type, range, enum values) and applied with ``set_config(name, value, true)`` — the function form
 of ``SET LOCAL`` with the name and the value as bound parameters, so nothing is interpolated.
 
 pgvector's and pgvectorscale's settings (``hnsw.*``, ``ivfflat.*``, ``diskann.*``) appear in
@@ -29,22 +30,70 @@ GUARDED.update(role="pgeval reads as the user it connects as",
                statement_timeout="use --statement-timeout (recorded with every run)")
 
 
-def parse(items) -> dict[str, str]:
-    """('hnsw.ef_search=100', ...) -> {'hnsw.ef_search': '100'}; names lower-cased."""
+def parse(items, stages=None) -> dict[str, str]:
+    """('hnsw.ef_search=100', 'hnsw:enable_sort=off', ...) -> {'hnsw.ef_search': '100',
+    'hnsw:enable_sort': 'off'}; setting names lower-cased.
+
+    ``STAGE:GUC=VALUE`` scopes a setting to one stage of the pipeline (its key is
+    ``STAGE:guc``); a plain ``GUC=VALUE`` applies to every stage. ``stages``: the stage names
+    a scoped setting may name (None: not checked here; ``()``: scoped settings refused)."""
     out: dict[str, str] = {}
     for item in items or ():
-        name, sep, value = str(item).partition("=")
-        name = name.strip().lower()
-        if not sep or not name:
-            raise InputError(f"'{item}' is not GUC=VALUE (e.g. hnsw.ef_search=100)", field="--set")
+        head, sep, value = str(item).partition("=")
+        stage, colon, name = head.rpartition(":")
+        stage, name = stage.strip(), name.strip().lower()
+        if not sep or not name or (colon and not stage):
+            raise InputError(f"'{item}' is not GUC=VALUE or STAGE:GUC=VALUE (e.g. "
+                             "hnsw.ef_search=100, hnsw:enable_sort=off)", field="--set")
         if not _NAME.match(name):
             raise InputError(f"'{name}' is not a setting name", field="--set")
-        if name in out:
-            raise InputError(f"setting '{name}' is given twice", field="--set")
+        if colon and stages is not None and stage not in stages:
+            known = ", ".join(stages) if stages else "none here: give GUC=VALUE"
+            raise InputError(f"setting '{item}' names stage '{stage}', which is not a stage "
+                             f"of this run (stages: {known})", field="--set")
+        key = f"{stage}:{name}" if colon else name
+        if key in out:
+            raise InputError(f"setting '{key}' is given twice", field="--set")
         if name in GUARDED:
             raise InputError(f"setting '{name}' cannot be changed: {GUARDED[name]}", field="--set")
-        out[name] = value.strip()
+        out[key] = value.strip()
     return out
+
+
+def is_scoped(key: str) -> bool:
+    return ":" in key
+
+
+def unscoped(settings: dict[str, str]) -> dict[str, str]:
+    """The settings every stage applies."""
+    return {k: v for k, v in (settings or {}).items() if not is_scoped(k)}
+
+
+def scoped_stages(settings: dict[str, str]) -> list[str]:
+    """The stages named by scoped settings, in order of first appearance."""
+    out: list[str] = []
+    for k in settings or {}:
+        if is_scoped(k) and k.split(":", 1)[0] not in out:
+            out.append(k.split(":", 1)[0])
+    return out
+
+
+def scope(settings: dict[str, str], stage: str | None) -> dict[str, str]:
+    """The settings stage ``stage`` applies: the unscoped ones, overlaid by those scoped to it;
+    settings scoped to other stages are left out."""
+    out = unscoped(settings)
+    for key, value in (settings or {}).items():
+        if is_scoped(key) and stage is not None and key.split(":", 1)[0] == stage:
+            out[key.split(":", 1)[1]] = value
+    return out
+
+
+def check_stages(settings: dict[str, str], stage_names) -> None:
+    """Every scoped setting names a stage in ``stage_names`` (InputError naming --set)."""
+    for key in settings or {}:
+        if is_scoped(key) and key.split(":", 1)[0] not in stage_names:
+            raise InputError(f"setting '{key}' names stage '{key.split(':', 1)[0]}', which is "
+                             f"not in --stages ({', '.join(stage_names)})", field="--set")
 
 
 def load_libraries(conn) -> None:
@@ -86,6 +135,10 @@ def validate(conn, settings: dict[str, str]) -> dict[str, str]:
     """Check every setting against pg_settings; then let the server parse them all (applied with
     set_config inside a transaction that is rolled back). Returns ``settings`` unchanged."""
     if not settings:
+        return settings
+    if any(is_scoped(k) for k in settings):      # each stage's set, as that stage applies it
+        for stage in [None, *scoped_stages(settings)]:
+            validate(conn, scope(settings, stage))
         return settings
     load_libraries(conn)
     rows = conn.execute(

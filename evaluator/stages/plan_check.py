@@ -12,11 +12,12 @@ from __future__ import annotations
 import itertools
 
 from ..core.errors import PlanError
+from ..target import introspect
+from ..target.targets import ANN_METHODS  # noqa: F401  (re-exported)
 
 GENERIC_PLAN_OPTION = 160000      # server_version_num of the first release with GENERIC_PLAN
 _names = itertools.count(1)
 
-ANN_METHODS = ("hnsw", "ivfflat", "diskann")
 SCAN_NODES = ("Index Scan", "Index Only Scan", "Bitmap Index Scan")
 
 
@@ -79,11 +80,7 @@ def index_scans(plan: dict) -> list[tuple[str, str, str]]:
 
 def ann_indexes(conn, relation_oid: int) -> dict[str, str]:
     """name -> method of every ANN index on the relation (any column, any operator class)."""
-    rows = conn.execute(
-        "SELECT ic.relname, am.amname FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid "
-        "JOIN pg_am am ON am.oid = ic.relam WHERE i.indrelid = %s AND am.amname = ANY(%s)",
-        (relation_oid, list(ANN_METHODS))).fetchall()
-    return dict(rows)
+    return {name: method for name, method, _, _ in introspect.ann_indexes(conn, relation_oid)}
 
 
 def describe(plan: dict, methods: dict[str, str]) -> str:
@@ -132,3 +129,54 @@ def check_exact(plan: dict, *, stage: str, all_ann: dict[str, str]) -> None:
     if used:
         raise PlanError(f"stage {stage}: exact search must not use an ANN index but the plan "
                         f"uses {describe(plan, all_ann)}")
+
+
+# planner settings that can make an ANN index serve a filtered query, tried in this order when
+# the plan check fails (each inside a savepoint of the stage's transaction, rolled back)
+FORCING_CANDIDATES = (
+    {"enable_sort": "off"},
+    {"enable_bitmapscan": "off"},
+    {"enable_sort": "off", "enable_bitmapscan": "off"},
+    {"enable_seqscan": "off"},
+    {"enable_sort": "off", "enable_bitmapscan": "off", "enable_seqscan": "off"},
+    {"enable_sort": "off", "enable_bitmapscan": "off", "enable_seqscan": "off",
+     "enable_material": "off", "enable_hashagg": "off"},
+)
+
+
+def find_forcing(conn, statement, params, check, current: dict[str, str]):
+    """The first of :data:`FORCING_CANDIDATES` (settings the stage does not already have)
+    under which ``check(plan)`` passes: ``(settings, index)``, or None. Each try runs in a
+    savepoint of the open transaction and is rolled back: nothing stays set."""
+    for candidate in FORCING_CANDIDATES:
+        if all(str(current.get(k, "")).lower() in (v, "false", "0") for k, v in candidate.items()):
+            continue      # the stage already runs with these
+        try:
+            with conn.transaction(force_rollback=True):
+                for name, value in candidate.items():
+                    conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+                plan = explain(conn, statement, params)
+                return candidate, check(plan)
+        except PlanError:
+            continue
+    return None
+
+
+def forcing_hint(stage: str, found) -> str:
+    """'; with --set hnsw:enable_sort=off the planner uses idx_hnsw (tried ...)'."""
+    if found is None:
+        tried = sorted({k for c in FORCING_CANDIDATES for k in c})
+        return (f"; no planner setting tried ({', '.join(k + '=off' for k in tried)}) makes the "
+                "planner use it")
+    settings, index = found
+    flags = " ".join(f"--set {stage}:{k}={v}" for k, v in settings.items())
+    return (f"; with {flags} the planner uses {index} (tried inside the stage's transaction, "
+            "rolled back)")
+
+
+def access_path(plan: dict) -> str:
+    """'Index Scan using idx' / 'Seq Scan on t' / the top node type: what a person reads first."""
+    scans = index_scans(plan)
+    seq = [n.get("Relation Name") for n in nodes(plan) if n["Node Type"] == "Seq Scan"]
+    return (", ".join(f"{t} using {i}" for t, i, _ in scans) if scans
+            else f"Seq Scan on {seq[0]}" if seq else plan["Node Type"])

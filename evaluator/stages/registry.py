@@ -20,6 +20,11 @@ STAGES = {
     "bm25": "evaluator.stages.bm25:Bm25Stage",
     "merge": "evaluator.stages.merge:MergeStage",
     "rerank": "evaluator.stages.rerank:RerankStage",
+    "service": "evaluator.stages.service:ServiceStage",
+    "weknora-vector": "evaluator.stages.service:WeknoraVectorStage",
+    "weknora-keyword": "evaluator.stages.service:WeknoraKeywordStage",
+    "weknora-hybrid": "evaluator.stages.service:WeknoraHybridStage",
+    "weknora-final": "evaluator.stages.service:WeknoraFinalStage",
 }
 
 

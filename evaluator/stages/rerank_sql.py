@@ -23,8 +23,9 @@ def columns(kb, target) -> dict[str, tuple[str, str]]:
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
-def _source(target, id_type: str) -> tuple[sql.Composable, sql.Composable, dict]:
-    where, params = target.where_named()
+def _source(target, id_type: str, vector: bool = True) -> tuple[sql.Composable, sql.Composable,
+                                                                 dict]:
+    where, params = target.where_named(vector=vector)   # texts: no dimension predicate
     src = sql.SQL("(SELECT * FROM {}{}) AS kb").format(target.table_sql(), where)
     match = sql.SQL("kb.{} = ANY(%(ids)s::text[]::{}[])").format(
         sql.Identifier(target.id_column), sql.SQL(id_type))
@@ -33,7 +34,7 @@ def _source(target, id_type: str) -> tuple[sql.Composable, sql.Composable, dict]
 
 def texts(target, text_column: str, id_type: str) -> tuple[sql.Composable, dict]:
     """``chunk_id, text`` of the chunk ids in parameter ``ids``."""
-    src, match, params = _source(target, id_type)
+    src, match, params = _source(target, id_type, vector=False)
     stmt = sql.SQL("SELECT DISTINCT ON (kb.{id}) kb.{id}::text, kb.{col} FROM {src} WHERE {match} "
                    "ORDER BY kb.{id}").format(id=sql.Identifier(target.id_column),
                                               col=sql.Identifier(text_column), src=src,

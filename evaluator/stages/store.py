@@ -74,6 +74,8 @@ LIST_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("grades", "int2[]"),
 TIMING_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("latency_ms", "float8"),
                   ("server_ms", "float8"), ("rows_returned", "int4"))
 PROGRESS_COLUMNS = (("run_id", "int8"), ("query_id", "text"))
+FAILURE_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("status", "int4"),
+                   ("message", "text"), ("attempts", "int4"))
 
 
 def copy_rows(conn, table: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence]) -> int:
@@ -190,6 +192,8 @@ class RunWriter:
         self._results: list[tuple] = []
         self._timings: list[tuple] = []
         self._done: list[str] = []      # queries wholly added: their pgeval.run_progress rows
+        self._failures: list[tuple] = []  # pgeval.query_failure rows (service stages)
+        self.failures = 0
         self._pending = 0
         self.queries = 0
         self.rows = 0
@@ -229,8 +233,25 @@ class RunWriter:
         if self._pending >= self.flush_every:
             self.flush()
 
-    def _write(self, results: list, timings: list, done: list) -> None:
+    def fail(self, query_id: str, status: int | None, message: str, attempts: int = 1) -> None:
+        """Record that ``query_id`` got no answer (a service stage): no results, one
+        pgeval.query_failure row with the last HTTP status and the message (masked), written
+        with its progress row — the query counts as answered-with-nothing, never silently."""
+        from ..core.masking import mask
+
+        self._failures.append((query_id, status, mask(message) or "", int(attempts)))
+        self.failures += 1
+        self._done.append(query_id)
+        self.queries += 1
+        self._pending += 1
+        if self._pending >= self.flush_every:
+            self.flush()
+
+    def _write(self, results: list, timings: list, done: list, failures: list = ()) -> None:
         with self.conn.transaction():
+            if failures:
+                copy_rows(self.conn, "query_failure", FAILURE_COLUMNS,
+                          ((self.run_id, *f) for f in failures))
             if results:
                 write_lists(self.conn, self.run_id, results,
                             judged_grades(self.conn, self.run_id, [q for q, _, _ in results]))
@@ -259,8 +280,8 @@ class RunWriter:
         if self._error is not None:
             raise self._error
         if self._results or self._timings or self._done:
-            batch = (self._results, self._timings, self._done)
-            self._results, self._timings, self._done = [], [], []
+            batch = (self._results, self._timings, self._done, self._failures)
+            self._results, self._timings, self._done, self._failures = [], [], [], []
             if self._queue is not None:
                 self._queue.put(batch)
             else:
@@ -283,7 +304,7 @@ class RunWriter:
 @contextmanager
 def run_scope(ctx, run_name: str, *, params: dict, order_rule: str,
               timing_boundary: str | None, config_hash: str | None = None, replace: bool = False,
-              background: bool = False):
+              background: bool = False, flush_every: int = FLUSH_EVERY):
     """Create the run (``running``), yield a :class:`RunWriter`, then mark it ``complete``
     (params merged with ``writer.params``) or ``failed`` when an exception escapes.
     ``background``: see :class:`RunWriter` (only for stages that leave ``ctx.results`` alone
@@ -299,7 +320,8 @@ def run_scope(ctx, run_name: str, *, params: dict, order_rule: str,
                             depth=ctx.depth, timing_boundary=timing_boundary,
                             config_hash=config_hash or ctx.extra.get("config_hash"),
                             fingerprint=ctx.extra.get("fingerprint"), replace=replace)
-    writer = RunWriter(ctx.results, run_id, ctx.depth, background=background)
+    writer = RunWriter(ctx.results, run_id, ctx.depth, flush_every=flush_every,
+                       background=background)
     try:
         yield writer
         writer.close()

@@ -133,9 +133,17 @@ class VectorStage(BaseStage):
             plan_check.check_exact(plan, stage=ctx.stage, all_ann=tx["all_ann"])
             index = None
         else:
-            index = plan_check.check_ann(plan, stage=ctx.stage, method=self.method,
-                                         candidates=tx["candidates"], all_ann=tx["all_ann"],
-                                         wanted=tx["wanted"])
+            def check(p):
+                return plan_check.check_ann(p, stage=ctx.stage, method=self.method,
+                                            candidates=tx["candidates"], all_ann=tx["all_ann"],
+                                            wanted=tx["wanted"])
+            try:
+                index = check(plan)
+            except PlanError as exc:   # name the setting(s) that make the index serve the query
+                found = plan_check.find_forcing(ctx.kb, statement, params, check,
+                                                tx["settings"]) if tx["candidates"] else None
+                raise PlanError(str(exc) + (plan_check.forcing_hint(ctx.stage, found)
+                                            if tx["candidates"] else "")) from None
         if generic_statement is not None and self.method is not None:
             gplan = plan_check.explain_generic(ctx.kb, generic_statement, generic_values or [])
             try:
@@ -173,7 +181,8 @@ class VectorStage(BaseStage):
         return value
 
     def _sql_kw(self, ctx) -> dict:
-        return {"exact": self.method is None, "overfetch": self.overfetch(ctx)}
+        return {"exact": self.method is None, "overfetch": self.overfetch(ctx),
+                "threshold": ctx.target.max_distance()}
 
     def _plan(self, ctx, tx, generic_check: bool = True):
         q0 = ctx.queries[0].embedding
@@ -219,18 +228,21 @@ class VectorStage(BaseStage):
     def _run_each(self, ctx, stmt, params, out) -> None:
         timed = timing.TimedStatement(ctx.kb, stmt, ctx.server_timing)
         has_n = vector_sql.per_query(ctx.target, ctx.depth, **self._sql_kw(ctx))[2]
-        counts = []
+        counts, dropped = [], []
         if ctx.progress:
             ctx.progress.start(ctx.stage, len(ctx.queries))
         for q in ctx.queries:
             rows, ms, server_ms = timed.execute(dict(params, q=_f32(q.embedding)))
             n = (rows[0][2] if rows else 0) if has_n else len(rows)
             counts.append(n)
-            out.add(q.query_id, [(r[0], r[1]) for r in rows], latency_ms=ms, server_ms=server_ms,
+            kept = [r for r in rows if len(r) < 4 or not r[3]]     # r[3]: past the threshold
+            dropped.append(len(rows) - len(kept))
+            out.add(q.query_id, [(r[0], r[1]) for r in kept], latency_ms=ms, server_ms=server_ms,
                     rows_returned=n)
             if ctx.progress:
                 ctx.progress.advance()
         out.params.update(rows_summary(counts, ctx.depth))
+        out.params.update(threshold_summary(ctx.target, dropped))
 
     def _run_batch(self, ctx, stmt, params, out) -> None:
         """One statement; rows stream in query by query (chunks of 2,000) and each finished
@@ -240,6 +252,7 @@ class VectorStage(BaseStage):
         if ctx.progress:
             ctx.progress.start(ctx.stage + " (batch)", len(ctx.queries))
         raw: dict[str, int] = {}
+        dropped: dict[str, int] = {}
         done: set[str] = set()
         current, items = None, []
 
@@ -247,13 +260,15 @@ class VectorStage(BaseStage):
             rows.sort()
             if [r[0] for r in rows] != list(range(1, len(rows) + 1)):
                 raise RuntimeError(f"batch ranks of query '{qid}' are not 1..n")
-            out.add(qid, [(c, d) for _, c, d in rows])
+            kept = [(c, d) for _, c, d, past in rows if not past]    # past the threshold
+            dropped[qid] = len(rows) - len(kept)
+            out.add(qid, kept)
             done.add(qid)
             if ctx.progress:
                 ctx.progress.advance()
 
         t0 = time.perf_counter()
-        for qid, chunk, dist, n, rk in ctx.kb.cursor().stream(stmt, p, size=2000):
+        for qid, chunk, dist, n, rk, past in ctx.kb.cursor().stream(stmt, p, size=2000):
             if qid != current:
                 if current is not None:
                     finish(current, items)
@@ -261,7 +276,7 @@ class VectorStage(BaseStage):
                     raise RuntimeError(f"batch rows of query '{qid}' arrived out of order")
                 current, items = qid, []
                 raw[qid] = n
-            items.append((rk, chunk, dist))
+            items.append((rk, chunk, dist, past))
         if current is not None:
             finish(current, items)
         ms = (time.perf_counter() - t0) * 1000.0
@@ -270,6 +285,8 @@ class VectorStage(BaseStage):
                 out.add(q.query_id, [])
         counts = [raw.get(q.query_id, 0) for q in ctx.queries]
         out.params.update(rows_summary(counts, ctx.depth), batch_ms=ms)
+        out.params.update(threshold_summary(ctx.target, [dropped.get(q.query_id, 0)
+                                                         for q in ctx.queries]))
 
 
 def _f32(vec) -> np.ndarray:
@@ -282,3 +299,14 @@ def rows_summary(counts: list[int], depth: int) -> dict:
     return {"rows_returned_min": int(min(counts)),
             "rows_returned_mean": float(sum(counts)) / len(counts),
             "queries_short": int(sum(1 for c in counts if c < depth))}
+
+
+def threshold_summary(target, dropped: list[int]) -> dict:
+    """What the target's threshold dropped (run params; the stage report shows them): results
+    in all, queries that lost at least one, the most one query lost."""
+    if target.max_distance() is None:
+        return {}
+    return {"threshold": dict(target.threshold, max_distance=target.max_distance()),
+            "threshold_dropped": int(sum(dropped)),
+            "threshold_queries": int(sum(1 for d in dropped if d)),
+            "threshold_dropped_max": int(max(dropped, default=0))}

@@ -75,31 +75,54 @@ def _ranked(target, depth: int, qparam, ph, cast: bool, exact: bool, overfetch: 
         params, True
 
 
+def _past(stmt: sql.Composable, params: dict, ph, threshold: float | None):
+    """The ranked list with a last column ``past``: the result lies past the threshold (the
+    application drops it). Distances are sorted, so the results past it are the list's tail."""
+    if threshold is None:
+        return stmt, params
+    return sql.SQL("SELECT t.chunk_id, t.dist, t.n, t.dist > {}::float8 AS past FROM ({}) t "
+                   "ORDER BY t.dist + 0, t.chunk_id").format(ph("thr"), stmt), \
+        dict(params, thr=float(threshold))
+
+
 def per_query(target, depth: int, ph=sql.Placeholder, *, exact: bool = False,
-              overfetch: float = 1.0) -> tuple[sql.Composable, dict, bool]:
+              overfetch: float = 1.0, threshold: float | None = None
+              ) -> tuple[sql.Composable, dict, bool]:
     """One query's ranked list (parameter ``q``): columns chunk_id, dist[, n = rows the scan
-    returned]; the third value says whether ``n`` is there (else n = rows fetched)."""
-    return _ranked(target, depth, ph("q"), ph, True, exact, overfetch, False)
+    returned]; the third value says whether ``n`` is there (else n = rows fetched). With a
+    ``threshold`` (a bound on the distance: :meth:`Target.max_distance`), ``n`` is always there
+    and a fourth column ``past`` says the result lies past it (parameter ``thr``)."""
+    stmt, params, has_n = _ranked(target, depth, ph("q"), ph, True, exact, overfetch,
+                                  threshold is not None)
+    stmt, params = _past(stmt, params, ph, threshold)
+    return stmt, params, has_n
 
 
-def batch(target, depth: int, *, exact: bool = False,
-          overfetch: float = 1.0) -> tuple[sql.Composable, dict]:
+def batch(target, depth: int, *, exact: bool = False, overfetch: float = 1.0,
+          threshold: float | None = None) -> tuple[sql.Composable, dict]:
     """All queries at once: ``unnest(ids, vectors) CROSS JOIN LATERAL (per-query)``; columns
-    query_id, chunk_id, dist, n; parameters ``ids`` (text[]) and ``vecs`` (vector[]: a list of
-    numpy arrays, sent in binary once pgvector's adapters are registered)."""
+    query_id, chunk_id, dist, n, rk, past (false without a ``threshold``); parameters ``ids``
+    (text[]) and ``vecs`` (vector[]: a list of numpy arrays, sent in binary once pgvector's
+    adapters are registered)."""
     # the query vector is converted once per query (in the unnest), never once per scanned row
     lateral, params, _ = _ranked(target, depth, sql.SQL("{}.emb").format(sql.Identifier(Q)),
                                  sql.Placeholder, False, exact, overfetch, True)
+    past = (sql.SQL("g.dist > {}::float8").format(sql.Placeholder("thr"))
+            if threshold is not None else sql.SQL("false"))
+    if threshold is not None:
+        params = dict(params, thr=float(threshold))
     # ranks come from the window's ORDER BY (distance, chunk id) inside each query's lateral;
     # no statement-level sort, so that rows stream out query by query while the next queries
     # are still being searched (the nested loop emits them in query order)
     stmt = sql.SQL(
-        "SELECT {q}.query_id, r.chunk_id, r.dist, r.n, r.rk "
+        "SELECT {q}.query_id, r.chunk_id, r.dist, r.n, r.rk, r.past "
         "FROM (SELECT u.query_id, {qexpr} AS emb, u.ord FROM unnest(%(ids)s::text[], "
         "%(vecs)s::vector[]) WITH ORDINALITY AS u(query_id, emb, ord) OFFSET 0) {q} "
         "CROSS JOIN LATERAL (SELECT g.chunk_id, g.dist, g.n, "
-        "row_number() OVER (ORDER BY g.dist + 0, g.chunk_id) AS rk FROM ({lateral}) g) r").format(
-        q=sql.Identifier(Q), lateral=lateral, qexpr=target.query_expr(sql.SQL("u.emb")))
+        "row_number() OVER (ORDER BY g.dist + 0, g.chunk_id) AS rk, {past} AS past "
+        "FROM ({lateral}) g) r").format(
+        q=sql.Identifier(Q), lateral=lateral, qexpr=target.query_expr(sql.SQL("u.emb")),
+        past=past)
     return stmt, params
 
 

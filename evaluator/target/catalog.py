@@ -7,6 +7,7 @@ from __future__ import annotations
 from psycopg import sql
 
 from ..core.errors import InputError, first_line
+from . import introspect
 from .targets import ANN_METHODS, DISTANCES, VECTOR_TYPES, Target
 
 def _relation(kb, schema: str | None, table: str) -> int:
@@ -29,14 +30,6 @@ def _columns(kb, oid: int) -> dict[str, tuple[str, str, int]]:
         "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
         "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped", (oid,)).fetchall()
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
-
-
-def _unique(kb, oid: int, column: str) -> bool:
-    row = kb.execute(
-        "SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
-        "AND a.attnum = i.indkey[0] WHERE i.indrelid = %s AND i.indisunique AND i.indnkeyatts = 1 "
-        "AND i.indpred IS NULL AND i.indexprs IS NULL AND a.attname = %s)", (oid, column)).fetchone()
-    return bool(row[0])
 
 
 NAMEDATALEN = 63   # PostgreSQL silently cuts longer identifiers: another object could answer
@@ -103,7 +96,7 @@ def validate(kb, target: Target) -> list[str]:
             warnings.append(f"column '{target.vector_column}' has no declared dimension; "
                             f"found {row[0]} in a sample row (declare {typname}({row[0]}) or "
                             "give --dimension)")
-    target.unique_id = _unique(kb, oid, target.id_column)
+    target.unique_id = introspect.is_unique_column(kb, oid, target.id_column)
     where_sql, params = target.where()
     try:
         with kb.transaction():
@@ -125,17 +118,7 @@ def vector_indexes(kb, target: Target, methods: tuple[str, ...] = ANN_METHODS) -
     """ANN indexes over the target's vector column (plain or cast expression) with an operator
     class for the target's distance: [{name, schema, method, opclass, predicate, definition}]."""
     oid = _relation(kb, target.schema, target.table)
-    rows = kb.execute(
-        """SELECT ic.relname, n.nspname, am.amname, opc.opcname,
-                  pg_get_expr(i.indpred, i.indrelid), pg_get_indexdef(i.indexrelid),
-                  i.indkey[0], pg_get_expr(i.indexprs, i.indrelid)
-             FROM pg_index i
-             JOIN pg_class ic ON ic.oid = i.indexrelid
-             JOIN pg_namespace n ON n.oid = ic.relnamespace
-             JOIN pg_am am ON am.oid = ic.relam
-             JOIN pg_opclass opc ON opc.oid = i.indclass[0]
-            WHERE i.indrelid = %s AND am.amname = ANY(%s)
-            ORDER BY ic.relname""", (oid, list(methods))).fetchall()
+    rows = introspect.vector_index_rows(kb, oid, methods)
     attnum = kb.execute("SELECT attnum FROM pg_attribute WHERE attrelid = %s AND attname = %s",
                         (oid, target.vector_column)).fetchone()
     out = []

@@ -9,9 +9,17 @@ tables below and integers (dimensions) checked to be integers.
 The ``weknora`` preset describes WeKnora's layout: table ``embeddings``, column ``embedding
 halfvec`` holding vectors of several dimensions, one partial HNSW index per dimension
 ``USING hnsw ((embedding::halfvec(N)) halfvec_cosine_ops) WHERE (dimension = N)``, several rows
-per ``chunk_id`` (collapsed to the best distance), filters ``is_enabled`` and
-``knowledge_base_id``. Queries cast the column and the query vector to ``halfvec(N)`` and add
-``dimension = N`` so that the partial index is usable.
+per ``chunk_id`` (collapsed to the best distance), filters ``is_enabled`` (NULL counts as
+enabled) and ``knowledge_base_id`` (one or several), optionally ``knowledge_id`` and ``tag_id``,
+a similarity threshold, and WeKnora's own ``hnsw.*`` settings as defaults. Vector queries cast
+the column and the query vector to ``halfvec(N)`` and add ``dimension = N`` so that the partial
+index is usable; the keyword path has no dimension predicate. See docs/weknora.md.
+
+Filters: ``filters`` maps a column to one value (``col = v``) or a list (``col IN (v1, ...)``);
+a column in ``null_true`` also passes NULL (``(col IS NULL OR col = v)``). ``threshold``
+(``{"similarity": s}`` or ``{"distance": d}``) drops results past it in the vector stages, and
+the stage counts them. ``settings`` are query settings the application applies (``--set``
+overrides them).
 """
 
 from __future__ import annotations
@@ -21,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 
 from psycopg import sql
 
-from ..core.errors import Conflict, NotFound
+from ..core.errors import Conflict, InputError, NotFound
 
 DISTANCES = {"cosine": "<=>", "l2": "<->", "ip": "<#>"}
 VECTOR_TYPES = ("vector", "halfvec")
@@ -40,14 +48,23 @@ class Target:
     vector_type: str = "vector"          # vector | halfvec (the column's type)
     dimension: int | None = None         # the query dimension (column typmod or preset N)
     dimension_column: str | None = None  # WeKnora: rows of this dimension only, cast to type(N)
-    filters: dict[str, str] = field(default_factory=dict)
+    # column -> value (``col = value``) or list of values (``col IN (v1, v2, ...)``)
+    filters: dict[str, str | list[str]] = field(default_factory=dict)
     unique_id: bool = False              # id column is unique: no duplicate collapsing needed
     preset: str | None = None
+    null_true: list[str] = field(default_factory=list)   # filter columns where NULL passes too
+    # results past it are dropped (and counted): {"similarity": s} or {"distance": d}
+    threshold: dict[str, float] | None = None
+    # query settings the application applies (a preset's defaults; --set overrides them)
+    settings: dict[str, str] = field(default_factory=dict)
 
     # ---- spec (jsonb) ----------------------------------------------------------------------
     def spec(self) -> dict:
         d = asdict(self)
         d.pop("name")
+        for key, empty in (("null_true", []), ("threshold", None), ("settings", {})):
+            if d[key] == empty:      # a target without them keeps the spec (and hash) it had
+                d.pop(key)
         return d
 
     @classmethod
@@ -98,52 +115,111 @@ class Target:
         return sql.SQL("{} {} {}").format(self.vector_expr(alias), sql.SQL(self.operator),
                                           self.query_expr(param) if cast else param)
 
-    def where(self, alias: str | None = None) -> tuple[sql.Composable, list]:
+    def where(self, alias: str | None = None, *, vector: bool = True) -> tuple[sql.Composable, list]:
         """``WHERE ...`` (dimension predicate, filters) with ``%s`` placeholders and the list of
-        their values (filters are bound parameters, never interpolated)."""
-        return self._where(alias, lambda name: sql.Placeholder(), list)
+        their values (filters are bound parameters, never interpolated). ``vector=False``: the
+        keyword path, which searches text and has no dimension predicate."""
+        return self._where(alias, lambda name: sql.Placeholder(), list, vector)
 
-    def where_named(self, alias: str | None = None, ph=sql.Placeholder) -> tuple[sql.Composable, dict]:
+    def where_named(self, alias: str | None = None, ph=sql.Placeholder, *,
+                    vector: bool = True) -> tuple[sql.Composable, dict]:
         """Like :meth:`where` with named placeholders ``ph("f0")`` (default ``%(f0)s``) and a dict
         of values — for statements that also bind other named parameters."""
-        return self._where(alias, ph, dict)
+        return self._where(alias, ph, dict, vector)
 
-    def _where(self, alias, ph, container):
+    def _where(self, alias, ph, container, vector=True):
         def col(name):
             return sql.Identifier(alias, name) if alias else sql.Identifier(name)
 
         parts, params = [], {}
-        if self.dimension_column:
+        if self.dimension_column and vector:
             parts.append(sql.SQL("{} = {}").format(col(self.dimension_column),
                                                    sql.Literal(int(self.dimension))))
         for i, (name, value) in enumerate(self.filters.items()):
-            parts.append(sql.SQL("{} = {}").format(col(name), ph(f"f{i}")))
-            params[f"f{i}"] = value
+            if isinstance(value, list):          # several values: col IN ($1, $2, ...)
+                names = [f"f{i}_{j}" for j in range(len(value))]
+                cond = sql.SQL("{} IN ({})").format(col(name), sql.SQL(", ").join(map(ph, names)))
+                params.update(zip(names, value))
+            else:
+                cond = sql.SQL("{} = {}").format(col(name), ph(f"f{i}"))
+                params[f"f{i}"] = value
+            if name in self.null_true:           # NULL counts as the value (a flag's default)
+                cond = sql.SQL("({} IS NULL OR {})").format(col(name), cond)
+            parts.append(cond)
         out = params if container is dict else list(params.values())
         if not parts:
             return sql.SQL(""), out
         return sql.SQL(" WHERE ") + sql.SQL(" AND ").join(parts), out
 
     def filter_literals(self) -> dict:
-        """Filters as recorded in the experiment configuration."""
-        out = dict(self.filters)
+        """Filters as recorded in the experiment configuration (a NULL-as-true column as
+        ``{"value": v, "or_null": true}``)."""
+        out = {k: (list(v) if isinstance(v, list) else v) for k, v in self.filters.items()}
+        for name in self.null_true:
+            if name in out:
+                out[name] = {"value": out[name], "or_null": True}
         if self.dimension_column:
             out[self.dimension_column] = int(self.dimension)
         return out
 
+    def max_distance(self) -> float | None:
+        """The threshold as a bound on the stored distance (None: no threshold). A similarity
+        ``s`` is ``1 - distance`` for cosine (kept: distance <= 1 - s, as WeKnora applies it) and
+        the inner product for ip (``<#>`` is its negative: kept: distance <= -s)."""
+        if not self.threshold:
+            return None
+        if "distance" in self.threshold:
+            return float(self.threshold["distance"])
+        s = float(self.threshold["similarity"])
+        if self.distance == "cosine":
+            return 1.0 - s
+        if self.distance == "ip":
+            return -s
+        raise InputError(f"target '{self.name}': a similarity threshold needs distance cosine or "
+                         "ip (use a distance threshold for l2)", field="--min-similarity")
+
 
 # ---- presets -------------------------------------------------------------------------------
-def weknora(name: str, dimension: int, knowledge_base_id: str | None, *, schema: str | None = None,
-            table: str = "embeddings", enabled_only: bool = True) -> Target:
-    filters = {}
+# WeKnora's vector retriever (internal/application/repository/retriever/postgres/repository.go)
+# runs SET LOCAL hnsw.ef_search = its candidate budget (100 for a top-k up to 50) and
+# hnsw.iterative_scan = strict_order; docs/weknora.md lists the source of every rule.
+WEKNORA_SETTINGS = {"hnsw.ef_search": "100", "hnsw.iterative_scan": "strict_order"}
+
+
+def _one_or_many(values) -> str | list[str] | None:
+    if values is None or isinstance(values, str):
+        return values
+    values = [str(v) for v in values]
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+def weknora(name: str, dimension: int, knowledge_base_id=None, *, schema: str | None = None,
+            table: str = "embeddings", enabled_only: bool = True, knowledge_ids=None,
+            tag_ids=None, min_similarity: float | None = None) -> Target:
+    """WeKnora's ``embeddings`` table searched as WeKnora searches it: ``dimension = N`` (vector
+    path only), ``knowledge_base_id IN (...)``, ``knowledge_id IN (...)``, ``tag_id IN (...)``,
+    ``(is_enabled IS NULL OR is_enabled = true)``, results under ``min_similarity`` (``1 -
+    cosine distance``) dropped, ef_search 100 and strict-order iterative scans; rows collapsed
+    to chunks by best score. ``knowledge_base_id``, ``knowledge_ids``, ``tag_ids``: one value or
+    several."""
+    filters: dict = {}
+    null_true: list[str] = []
     if enabled_only:
         filters["is_enabled"] = "true"
-    if knowledge_base_id is not None:
-        filters["knowledge_base_id"] = str(knowledge_base_id)
+        null_true.append("is_enabled")
+    for column, values in (("knowledge_base_id", knowledge_base_id),
+                           ("knowledge_id", knowledge_ids), ("tag_id", tag_ids)):
+        value = _one_or_many(values)
+        if value is not None:
+            filters[column] = value
     return Target(name=name, schema=schema, table=table, id_column="chunk_id",
                   vector_column="embedding", text_column="content", distance="cosine",
                   vector_type="halfvec", dimension=int(dimension), dimension_column="dimension",
-                  filters=filters, preset="weknora")
+                  filters=filters, preset="weknora", null_true=null_true,
+                  threshold=None if min_similarity is None else {"similarity": float(min_similarity)},
+                  settings=dict(WEKNORA_SETTINGS))
 
 
 # ---- storage in pgeval.target --------------------------------------------------------------
@@ -187,5 +263,5 @@ def remove(conn, name: str) -> None:
 
 # the catalog checks (validate, vector_indexes, check_identifiers) are in target.catalog
 
-__all__ = ["ANN_METHODS", "DISTANCES", "VECTOR_TYPES", "Target", "list_targets", "load", "remove",
+__all__ = ["ANN_METHODS", "DISTANCES", "VECTOR_TYPES", "WEKNORA_SETTINGS", "Target", "list_targets", "load", "remove",
            "save", "weknora"]

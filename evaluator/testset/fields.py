@@ -8,34 +8,11 @@ from __future__ import annotations
 
 import json
 import math
-import re
 
 from ..core.ids import MAX_ID_BYTES, ident  # noqa: F401  (the one rule for ids, see evaluator.core.ids)
+from ..core.text import _CONTROL, _kind, clean_str, show  # noqa: F401  (re-exported)
 
 MAX_DIM = 16000           # pgvector's limit for the vector type
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def show(value, limit: int = 80) -> str:
-    """A user's value for an error message: one line (control characters escaped), shortened."""
-    text = value if isinstance(value, str) else repr(value)
-    if len(text) > limit:
-        text = text[:limit - 3] + "..."
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
-
-
-def clean_str(value: str, what: str) -> str:
-    """Refuse strings PostgreSQL cannot store: NUL characters and lone surrogates (a JSON
-    escape such as \\ud800 decodes to one)."""
-    if "\x00" in value:
-        raise ValueError(f"{what} contains a NUL character (\\u0000), which PostgreSQL cannot store")
-    if not value.isascii():
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(f"{what} contains a lone surrogate escape (e.g. \\ud800), "
-                             "which is not valid Unicode") from None
-    return value
 
 
 def query_text(value, required: bool = True) -> str | None:
@@ -121,19 +98,3 @@ class Dimensions:
 
 def facts_json(value) -> str:
     return json.dumps(string_list(value, "expected_facts"), ensure_ascii=False)
-
-
-def _kind(value) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, (int, float)):
-        return f"the number {value!r}"[:60]
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__

@@ -37,7 +37,8 @@ def parse_list(value: str | None, cast=str, what: str = "value") -> list:
 # ---- options several commands share (one meaning, one help text) -----------------------------
 _MEASURE_OPTIONS = (
     click.option("--k", "k", metavar="3,5,10",
-                 help="Recall/Precision/Hit cut-offs. [default: 3,5,10]"),
+                 help="Recall/Precision/Hit cut-offs (definitions: docs/METRICS.md). "
+                      "[default: 3,5,10]"),
     click.option("--ndcg-k", metavar="5,10", help="nDCG cut-offs. [default: 5,10]"),
     click.option("--mrr-k", metavar="20", help="MRR cut-offs. [default: 20]"),
     click.option("--rel", type=int, default=1, show_default=True,
@@ -99,14 +100,10 @@ def min_score_option():
 
 # ---- progress on stderr ------------------------------------------------------------------------
 def progress_bar(*, transient: bool):
-    """A rich progress bar on stderr (description, bar, done/total, elapsed time). Start it when
-    the first piece of work begins, so that an early error prints one line only."""
-    from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn)
+    """The progress display of long commands (see :mod:`evaluator.cli.progress`)."""
+    from ..progress import progress_bar as make
 
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=Console(stderr=True), transient=transient)
+    return make(transient=transient)
 
 
 def warn_above(bar):

@@ -43,14 +43,11 @@ def compare(database, baseline, candidate, k, ndcg_k, mrr_k, rel, alpha, permuta
       pgeval compare baseline.json candidate-run --by recall@10 --top 20
       pgeval compare prod new --format json > comparison.json
     """
-    from ...reporting.compare import compare as run_compare
-    from ...reporting import obtain_all
+    from ...reporting.compare import compare_specs
 
-    measures = measures_from(k, ndcg_k, mrr_k)
-    sides = obtain_all(database, [baseline, candidate], measures=measures, rel=rel,
-                       allow_partial=allow_partial)
-    c = run_compare(sides[0], sides[1], alpha=alpha, permutations=permutations, seed=seed,
-                    top=top, moved_by=moved_by)
+    c = compare_specs(database, baseline, candidate, measures=measures_from(k, ndcg_k, mrr_k),
+                      rel=rel, allow_partial=allow_partial, alpha=alpha,
+                      permutations=permutations, seed=seed, top=top, moved_by=moved_by)
     if fmt == "json":
         click.echo(to_json(c.as_dict()))
         for w in c.warnings:

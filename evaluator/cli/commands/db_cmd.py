@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from ...core.errors import PgevalError
+from ..output import format_option
 from .common import pass_db
 
 
@@ -45,11 +46,11 @@ def stop(database):
 
 
 @db.command()
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True)
+@format_option(choices=("table", "json"))
 @pass_db
 def status(database, fmt):
-    """Say whether the embedded server runs, where, and its URI. Exit 0 either way."""
+    """Say whether the embedded server runs, where, and its URI. Exit 0 when it runs, 3 when it
+    is stopped (pg_ctl status's convention)."""
     from ...core import server
     from ..output import to_json
 
@@ -63,6 +64,8 @@ def status(database, fmt):
         click.echo(f"{'running' if running else 'stopped'}: {datadir}")
         if running:
             click.echo(info["uri"])
+    if not running:
+        click.get_current_context().exit(3)
 
 
 @db.command()

@@ -14,41 +14,6 @@ def fingerprint_rows(fp: dict) -> list[dict]:
     return [{"key": k, "value": show_value(v)} for k, v in flatten(fp).items()]
 
 
-def testset_hash(conn, name: str | None) -> str | None:
-    from ...core.errors import NotFound
-
-    if not name:
-        return None
-    row = conn.execute("SELECT content_hash FROM pgeval.testset WHERE name = %s",
-                       (name,)).fetchone()
-    if row is None:
-        raise NotFound(f"no test set named '{name}' (see `pgeval testset list`)")
-    return row[0]
-
-
-def capture_for(database, target_name: str, *, testset=None, embedder=None, settings=None,
-                stage=None, checksum=True, chunking=None):
-    """(fingerprint, config hash) of a target as the CLI describes it."""
-    from ...dba import fingerprint as fpmod
-    from ...core.errors import InputError, first_line
-    from ...target.targets import load
-
-    with database.connect(autocommit=True) as res:
-        target = load(res, target_name)
-        ts_hash = testset_hash(res, testset)
-    with database.connect(results=False, autocommit=True, read_only=True) as kb:
-        try:
-            fp = fpmod.capture(kb, target, settings=settings, embedder=embedder,
-                               testset_hash=ts_hash, testset_name=testset, stage=stage,
-                               checksum=checksum, chunking=chunking)
-        except Exception as exc:
-            if exc.__class__.__module__.startswith("psycopg") and settings:
-                first = first_line(exc, "invalid setting")
-                raise InputError(first, field="--set") from None
-            raise
-    return fp, fpmod.config_hash(fp)
-
-
 @click.command()
 @click.option("--target", "target_name", metavar="NAME", help="Target whose configuration to "
               "capture (see `pgeval target list`).")
@@ -102,6 +67,8 @@ def fingerprint(database, target_name, run_name, testset, embedder, stage, chunk
         if fp is None:
             raise InputError(f"{kind} '{run_name}' has no stored fingerprint", field="--run")
     else:
+        from ...dba.fingerprint import capture_for
+
         fp, h = capture_for(database, target_name, testset=testset, embedder=embedder,
                             settings=gucs.parse(settings), stage=stage,
                             checksum=not no_checksum, chunking=chunking)

@@ -53,21 +53,12 @@ def gate(database, baseline, candidate, rules, rel, allow_partial, fmt):
       pgeval gate --baseline prod-run --candidate new-run --rules gates.toml; echo $?
       pgeval gate --show-defaults > gates.toml
     """
-    from ...reporting import gate as g
     from ...core.errors import GateFailed
-    from ...measure.metrics import measures_for
-    from ...reporting import obtain_all
+    from ...reporting.gate import gate as run_gate
 
-    rule_set = g.load_rules(rules)
-    measures = measures_for()
-    measures += [m for m in rule_set.metrics() if "@" in m and m not in measures]
-    sides = obtain_all(database, [baseline, candidate], measures=measures, rel=rel,
-                       allow_partial=allow_partial)
-    result = g.evaluate(sides[0], sides[1], rule_set)
-    for side in sides:
-        for w in side.get("warnings") or []:
-            if "PARTIAL" in w:
-                warn(f"{side['run']['name']}: {w}")
+    result = run_gate(database, baseline, candidate, rules, rel=rel, allow_partial=allow_partial)
+    for w in result.warnings:
+        warn(w)
     if fmt == "json":
         click.echo(to_json(result.as_dict()))
     else:

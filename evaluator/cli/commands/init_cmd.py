@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import click
 
+from ..output import format_option
 from .common import pass_db
 
 
 @click.command()
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True)
+@format_option(choices=("table", "json"))
 @pass_db
 def init(database, fmt):
     """Create or upgrade schema pgeval: extensions (vector; vectorscale and pg_textsearch when the

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ...measure import stage_method
-from ..output import emit, format_option, to_json, warn
+from ..output import emit, fmt_value, format_option, is_wide, to_json, warn
 from .common import measure_options, measures_from, min_score_option, pass_db
 
 
@@ -42,17 +42,15 @@ def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, p
       pgeval metrics bm25-baseline --per-query --format jsonl
       pgeval metrics bm25-baseline --k 1,3,10 --ndcg-k 10 --format json
     """
-    from ...measure import metrics as m
-    from ...core.db import snapshot
-    from ...measure.diagnostics import show_in
+    from ...measure.metrics import evaluate_in
 
     flagged = flagged or plans
     measures = measures_from(k, ndcg_k, mrr_k)
-    with snapshot(database) as conn:    # every figure below from one snapshot
-        ev = m.evaluate(conn, run, measures, rel=rel, domain_discount=domain_discount,
-                        with_per_query=per_query, with_by_type=by_type, with_flagged=flagged,
-                        strict=strict, allow_partial=allow_partial, min_score=min_score)
-        plan_rows = show_in(conn, run, measures) if plans and not per_query else None
+    ev = evaluate_in(database, run, measures, rel=rel, domain_discount=domain_discount,
+                     with_per_query=per_query, with_by_type=by_type, with_flagged=flagged,
+                     strict=strict, allow_partial=allow_partial, min_score=min_score,
+                     plans=plans)
+    plan_rows = ev.plans
     for w in ev.warnings:
         warn(w)
     if fmt == "json" and not per_query:
@@ -63,7 +61,7 @@ def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, p
         return
     stage = stage_method.label(ev.run.stage, ev.run.stage, ev.run.params)
     header = (f"run {ev.run.name} · test set {ev.run.testset} · stage {stage} · "
-              f"config {ev.run.config_hash or '—'}")
+              f"config {fmt_value(ev.run.config_hash, wide=is_wide())}")
     rows = [{"measure": name, "value": ev.summary[name], "level": ev.levels.get(name)}
             for name in measures]
     if fmt == "table":

@@ -25,7 +25,9 @@ def plans(database, run, refresh, no_capture, full, fmt):
     stage's own READ ONLY transaction with the run's recorded settings, and stored in
     pgeval.query_plan; for a merge/rerank run, the plans of the vector stages of the same
     experiment and repetition are captured. Shown: access path (which index, or a sequential
-    scan), rows, execution time, shared buffer hits and reads.
+    scan), rows, execution time, shared buffer hits and reads. When the run forced the planner
+    (an enable_* setting off, e.g. --set hnsw:enable_sort=off), the plan the planner chooses
+    without those settings (EXPLAIN only) is shown next to it (chosen_access).
 
     \b
     Examples:
@@ -52,8 +54,10 @@ def plans(database, run, refresh, no_capture, full, fmt):
         click.echo(f"run {run}: no flagged query")
         return
     emit([{k: v for k, v in r.items() if k != "plan"} for r in rows], "table",
-         ["query_id", "flag", "value", "stage_run", "access", "rows", "execution_ms",
-          "shared_hit", "shared_read"], title=f"{run}: flagged queries and their plans")
+         ["query_id", "flag", "value", "stage_run", "access"]
+         + (["forced_by", "chosen_access"] if any(r.get("chosen_access") for r in rows) else [])
+         + ["rows", "execution_ms", "shared_hit", "shared_read"],
+         title=f"{run}: flagged queries and their plans")
     if full:
         for r in rows:
             if r["plan"]:

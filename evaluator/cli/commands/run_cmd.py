@@ -53,36 +53,20 @@ def import_(database, file, testset, name, fmt, replace):
 @run.command()
 @click.argument("name")
 @click.option("--format", "fmt", type=click.Choice(["trec", "jsonl"]), default="trec",
-              show_default=True)
+              show_default=True, help="trec: 'qid Q0 chunk rank score tag' lines; jsonl: "
+              "{query_id, ranked: [{chunk_id, score}]} a line.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None,
               help="Write to this file instead of standard output.")
 @pass_db
 def export(database, name, fmt, out):
     """Write a run as a TREC run file or JSONL (for cross-checks with trec_eval or ranx)."""
-    from ...core.db import snapshot
-    from ...run.runs import export_run
+    from ...run.runs import export_to
 
-    with snapshot(database) as conn:    # the run as one snapshot saw it, whatever happens meanwhile
-        if out:
-            import os
-
-            tmp = out + ".part"    # nothing half-written: the file appears only when complete
-            try:
-                with open(tmp, "w", encoding="utf-8") as fh:
-                    n = export_run(conn, name, fmt, fh)
-                os.replace(tmp, out)
-            except BaseException as exc:
-                if os.path.exists(tmp):
-                    os.remove(tmp)
-                if isinstance(exc, OSError) and exc.filename == tmp:
-                    from ...core.errors import InputError
-
-                    raise InputError(f"cannot write there: {exc.strerror}", file=out) from None
-                raise
-            click.echo(f"wrote {n} lines to {out}", err=True)
-        else:
-            export_run(conn, name, fmt, sys.stdout)
-            sys.stdout.flush()
+    n = export_to(database, name, fmt, out, sys.stdout)
+    if out:
+        click.echo(f"wrote {n} lines to {out}", err=True)
+    else:
+        sys.stdout.flush()
 
 
 @run.command("list")
@@ -97,7 +81,8 @@ def list_(database, testset, experiment, fmt):
     with database.connect(autocommit=True) as conn:
         rows = list_runs(conn, testset, experiment)
     emit(rows, fmt, ["run", "testset", "stage", "experiment", "repetition", "status", "queries",
-                     "config_hash", "started_at"])
+                     "config_hash", "started_at"],
+         wide_only=["testset", "experiment", "repetition", "started_at"])
 
 
 @run.command()
@@ -150,12 +135,15 @@ class _StageBar:
 @click.option("--target", default=None, help="Knowledge-base target (see `pgeval target list`); "
               "required by vector, keyword and rerank stages.")
 @click.option("--stages", required=True, metavar="LIST",
-              help="Stages in order: exact, hnsw, ivfflat, diskann, bm25, merge, rerank, import "
-                   "(NAME=KIND runs a kind under another name, e.g. hnsw40=hnsw).")
-@click.option("--set", "settings", multiple=True, metavar="GUC=VALUE",
+              help="Stages in order: exact, hnsw, ivfflat, diskann, bm25, merge, rerank, import, "
+                   "service, weknora-vector|keyword|hybrid|final (a live API; "
+                   "docs/weknora-service.md) (NAME=KIND runs a kind under another name, e.g. "
+                   "hnsw40=hnsw).")
+@click.option("--set", "settings", multiple=True, metavar="[STAGE:]GUC=VALUE",
               help="Query-time setting applied with SET LOCAL to the stages it concerns "
                    "(hnsw.* to hnsw, diskann.* to diskann, core settings to all); validated "
-                   "against pg_settings. Repeatable.")
+                   "against pg_settings. Repeatable. STAGE:GUC=VALUE applies to that stage "
+                   "alone (e.g. hnsw:enable_sort=off).")
 @click.option("--opt", "options", multiple=True, metavar="STAGE:KEY=VALUE",
               help="A stage option, e.g. hnsw:index=NAME, merge:k=60, rerank:top_n=50, "
                    "import:file=run.trec. Repeatable.")
@@ -204,22 +192,15 @@ def pipeline(database, testset, target, stages, settings, options, depth, repeat
           --set diskann.query_rescore=100 --batch --repeat 1
     Then: pgeval stage-report NAME
     """
-    from ...run.pipeline import PipelineConfig, parse_options, run_pipeline
-    from ...stages import gucs, registry
+    from ...run.configure import pipeline_config
+    from ...run.pipeline import run_pipeline
 
-    parsed = registry.parse_stages(stages)
-    opts = parse_options(options, [n for n, _ in parsed])
-    if reranker:
-        for sname, kind in parsed:
-            if kind == "rerank":
-                opts.setdefault(sname, {}).setdefault("reranker", reranker)
-    emb_opts = {k: v for k, v in (("base_url", base_url), ("dimensions", dimensions),
-                                  ("api_key_env", api_key_env)) if v is not None}
-    cfg = PipelineConfig(testset=testset, stages=stages, target=target,
-                         settings=gucs.parse(settings), options=opts, depth=depth, repeat=repeat,
-                         embedder=embedder, embedder_options=emb_opts, name=name, batch=batch,
-                         server_timing=server_timing, isolate_index=isolate_index,
-                         statement_timeout=statement_timeout, checksum=not no_checksum)
+    cfg = pipeline_config(testset=testset, stages=stages, target=target, settings=settings,
+                          options=options, depth=depth, repeat=repeat, embedder=embedder,
+                          base_url=base_url, dimensions=dimensions, api_key_env=api_key_env,
+                          reranker=reranker, name=name, batch=batch, server_timing=server_timing,
+                          isolate_index=isolate_index, statement_timeout=statement_timeout,
+                          checksum=not no_checksum)
     if isolate_index:
         warn("--isolate-index drops the other vector indexes inside each ANN stage's transaction: "
              "the table is locked (ACCESS EXCLUSIVE) until the stage ends and rolls back")
@@ -244,6 +225,7 @@ def _show(res, fmt, extra_columns=()):
             "warnings": res.warnings}
     emit(res.runs, fmt, ["run", "stage", "kind", "repetition", *extra_columns, "queries",
                          "results", "p50_ms", "p95_ms", "min_rows_returned"],
+         wide_only=["stage", "kind", "repetition", "results"],
          meta=meta if fmt == "json" else {"experiment": res.experiment,
                                           "config_hash": res.config_hash[:12]})
     if fmt == "table":

@@ -19,9 +19,18 @@ def _cell(stage: dict, measure: str) -> dict | None:
         stage["metrics"].get(measure)
 
 
-def _stage_tables(report) -> list[tuple[list[dict], list[str], str]]:
-    """Quality (means), the spread over repetitions when there is one, and cost."""
+def _headline(report, measures: list[str]) -> list[str]:
+    """The measures a table shows without --wide: those at the report's K (recall@K,
+    ndcg@K, index recall) and MRR; the first four measures when none is at K."""
+    at_k = [m for m in measures if m.endswith(f"@{report.k}") or m.startswith("mrr@")]
+    return at_k or measures[:4]
+
+
+def _stage_tables(report) -> list[tuple[list[dict], list[str], str, list[str]]]:
+    """Quality (means), the spread over repetitions when there is one, and cost; each with the
+    columns only --wide shows."""
     measures = _measures(report)
+    narrow = [m for m in measures if m not in _headline(report, measures)]
     named = any(s["stage"] != s["kind"] for s in report.stages)
     key = ["stage", "kind"] if named else ["stage"]
     quality, spread, cost = [], [], []
@@ -34,16 +43,26 @@ def _stage_tables(report) -> list[tuple[list[dict], list[str], str]]:
         rows, lat = s.get("rows") or {}, s.get("latency_ms") or {}
         cost.append({**head, "rows_mean": rows.get("mean"), "rows_min": rows.get("min"),
                      "short": rows.get("short_queries"), "depth": rows.get("depth"),
-                     **{f"{p}_ms": lat.get(p) for p in ("p50", "p95", "p99")}})
-    tables = [(quality, key + measures, "stages: quality (mean over valid queries)")]
+                     **{f"{p}_ms": lat.get(p) for p in ("p50", "p95", "p99")},
+                     "dropped": (s.get("threshold") or {}).get("dropped"),
+                     "dropped_queries": (s.get("threshold") or {}).get("queries"),
+                     "failed": (s.get("failures") or {}).get("failed")})
+    tables = [(quality, key + measures, "stages: quality (mean over valid queries)", narrow)]
     n_reps = max((s["repetitions"] for s in report.stages), default=1)
     if n_reps > 1 and any(v is not None and abs(v) > 1e-12
                           for r in spread for m, v in r.items() if m in measures):
         tables.append((spread, key + measures,
-                       f"spread over {n_reps} repetitions (max - min)"))
+                       f"spread over {n_reps} repetitions (max - min)", narrow))
+    dropped = any(s.get("threshold") for s in report.stages)
+    live = any(s.get("failures") for s in report.stages)   # a live service stage is there
+    extra = (["dropped", "dropped_queries"] if dropped else []) + (["failed"] if live else [])
+    notes = (["dropped: results past the target's threshold (first repetition)"] if dropped
+             else []) + (["failed: queries a live service did not answer"] if live else [])
     tables.append((cost, key + ["rows_mean", "rows_min", "short", "depth", "p50_ms", "p95_ms",
-                                "p99_ms"],
-                   "stages: rows returned (short: fewer than depth) and latency"))
+                                "p99_ms"] + extra,
+                   "; ".join(["stages: rows returned (short: fewer than depth) and latency"]
+                             + notes),
+                   ["kind", "dropped_queries"] + (["p99_ms", "rows_min"] if extra else [])))
     return tables
 
 
@@ -107,12 +126,11 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
       pgeval stage-report exp1 --k 5 --repetition 2
       pgeval stage-report exp1 --format json > exp1-stages.json
     """
-    from ...core.db import snapshot
-    from ...measure.stage_report import build, chain_text, parse_repetition
+    from ...measure.stage_report import chain_text
+    from ...measure.stage_report import report as stage_report_of
 
-    with snapshot(database) as conn:    # every stage's figures from one snapshot
-        report = build(conn, experiment, k=k, rel=rel, repetition=parse_repetition(repetition),
-                       worst=worst, allow_partial=allow_partial, strict=strict)
+    report = stage_report_of(database, experiment, k=k, rel=rel, repetition=repetition,
+                             worst=worst, allow_partial=allow_partial, strict=strict)
     for w in report.warnings:
         warn(w)
     if fmt == "json":
@@ -133,8 +151,8 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
         click.echo("timing boundary:")
         for text, names in boundaries.items():
             click.echo(f"  {', '.join(names)}: {text}")
-    for rows, columns, title in _stage_tables(report):
-        emit(rows, "table", columns, title=title)
+    for rows, columns, title, wide_only in _stage_tables(report):
+        emit(rows, "table", columns, title=title, wide_only=wide_only)
     click.echo(f"chain at K = {report.k}: {chain_text(report.chain, report.stages)}")
     loss = [{"category": r["category"], "chunks": r["chunks"], "share": r["share"],
              f"recall@{report.k} points": r["recall_points"]} for r in report.loss]

@@ -51,8 +51,9 @@ def recommendation_line(res) -> str:
               help="Index build option and its values (hnsw: m, ef_construction; ivfflat: "
                    "lists; diskann: num_neighbors, search_list_size, max_alpha, storage_layout, "
                    "num_bits_per_dimension). Built on a scratch copy of the target's vectors.")
-@click.option("--set", "settings", multiple=True, metavar="GUC=VALUE",
-              help="Setting applied at every point (SET LOCAL), e.g. enable_seqscan=off.")
+@click.option("--set", "settings", multiple=True, metavar="[STAGE:]GUC=VALUE",
+              help="Setting applied at every point (SET LOCAL), e.g. enable_seqscan=off; "
+                   "STAGE:GUC=VALUE applies to that stage alone (the swept stage or exact).")
 @click.option("--k", type=click.IntRange(1, 10000), default=10, show_default=True,
               help="Cut-off of recall against exact search.")
 @click.option("--depth", type=click.IntRange(1, 100000), default=None,
@@ -122,14 +123,24 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
     bar = progress_bar(transient=True)
     task = {}
 
+    def on_start(n_points, reps, n_queries):
+        # one unit a query: every point of every repetition, and exact search (ground truth)
+        # once per repetition
+        task.update(queries=n_queries, reps=set())
+        bar.start()
+        task["id"] = bar.add_task("sweep", total=(n_points + 1) * reps * n_queries)
+
     def on_point(point, rep, how):
-        if not bar.live.is_started:
-            bar.start()
-            task["id"] = bar.add_task("sweep", total=None)
-        bar.update(task["id"], advance=1, description=f"rep {rep} {point.label} ({how})")
+        if "id" not in task:
+            return
+        first = rep not in task["reps"]
+        task["reps"].add(rep)
+        bar.update(task["id"], advance=task["queries"] * (2 if first else 1),
+                   description=f"sweep rep {rep} {point.label} ({how})")
 
     try:
-        res = run_sweep(database, cfg, on_point=on_point, on_warning=warn_above(bar))
+        res = run_sweep(database, cfg, on_point=on_point, on_start=on_start,
+                        on_warning=warn_above(bar))
     finally:
         if bar.live.is_started:
             bar.stop()
@@ -156,9 +167,11 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
                    f"latency = client round trip, nearest rank")
         cols = ["label", f"index_recall@{k}", "index_recall_sd", "p50_ms", "p95_ms", "p95_sd",
                 "p99_ms", "qps", "rows", "recall@10", "ndcg@10", "pareto"]
+        wide_only = ["index_recall_sd", "p50_ms", "p95_sd", "p99_ms", "ndcg@10"]
         if build:
             cols[1:1] = ["build_ms", "index_mb"]
-        emit(rows, "table", cols)
+            wide_only.append("rows")
+        emit(rows, "table", cols, wide_only=wide_only)
         click.echo(line)
         click.echo(f"details: pgeval stage-report {res.name}", err=True)
     if plot:

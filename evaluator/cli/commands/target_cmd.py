@@ -8,18 +8,24 @@ from ..output import emit, format_option, to_json, warn
 from .common import pass_db
 
 
-def parse_where(items: tuple[str, ...]) -> dict[str, str]:
+def parse_where(items: tuple[str, ...]) -> dict[str, str | list[str]]:
+    """('tenant=acme', 'kb=a', 'kb=b') -> {'tenant': 'acme', 'kb': ['a', 'b']}: a column given
+    several values is filtered with IN."""
     from ...core.errors import InputError
 
-    out: dict[str, str] = {}
+    out: dict[str, str | list[str]] = {}
     for item in items:
         col, sep, value = item.partition("=")
         if not sep or not col.strip():
             raise InputError(f"'{item}' is not COLUMN=VALUE", field="--where")
         col = col.strip()
         if col in out:
-            raise InputError(f"column '{col}' is filtered twice", field="--where")
-        out[col] = value
+            have = out[col] if isinstance(out[col], list) else [out[col]]
+            if value in have:
+                raise InputError(f"column '{col}' is given value '{value}' twice", field="--where")
+            out[col] = have + [value]
+        else:
+            out[col] = value
     return out
 
 
@@ -39,7 +45,16 @@ def target():
               help="Distance of the index: cosine (<=>), l2 (<->), ip (<#>, negative inner "
                    "product). [default: cosine]")
 @click.option("--where", "where", multiple=True, metavar="COLUMN=VALUE",
-              help="Fixed filter, repeatable (values are bound parameters, recorded in every run).")
+              help="Fixed filter, repeatable (values are bound parameters, recorded in every run); "
+                   "one column given several values is filtered with IN (v1, v2, ...).")
+@click.option("--null-as-true", "null_true", multiple=True, metavar="COLUMN",
+              help="The --where filter on COLUMN also passes NULL: (COLUMN IS NULL OR COLUMN = "
+                   "VALUE), for a flag whose NULL means true. Repeatable.")
+@click.option("--min-similarity", type=float, default=None,
+              help="Drop vector results under this similarity (cosine: 1 - distance; ip: the "
+                   "inner product), as the application does; the stage report counts them.")
+@click.option("--max-distance", type=float, default=None,
+              help="Drop vector results past this distance (any distance); counted likewise.")
 @click.option("--dimension", type=click.IntRange(1, 16000), default=None,
               help="Query dimension (required for an untyped column of mixed dimensions).")
 @click.option("--dimension-column", default=None,
@@ -48,57 +63,42 @@ def target():
 @click.option("--preset", type=click.Choice(["weknora"]), default=None,
               help="A known layout: weknora = table embeddings, halfvec column embedding, "
                    "chunk_id, content, partial HNSW per dimension, is_enabled filter.")
-@click.option("--knowledge-base-id", default=None, help="weknora: restrict to one knowledge base.")
+@click.option("--knowledge-base-id", multiple=True,
+              help="weknora: restrict to these knowledge bases (repeatable: IN (...)).")
+@click.option("--knowledge-id", multiple=True,
+              help="weknora: restrict to these knowledge ids (documents; repeatable).")
+@click.option("--tag-id", multiple=True, help="weknora: restrict to these tag ids (repeatable).")
 @click.option("--replace", is_flag=True, help="Replace a target of the same name.")
 @format_option(choices=("table", "json"))
 @pass_db
 def add(database, name, table, schema, id_column, vector_column, text_column, distance, where,
-        dimension, dimension_column, preset, knowledge_base_id, replace, fmt):
+        null_true, min_similarity, max_distance, dimension, dimension_column, preset,
+        knowledge_base_id, knowledge_id, tag_id, replace, fmt):
     """Add a target after checking its table, columns, vector type and dimension in the catalog.
 
     \b
     Examples:
       pgeval target add kb --table chunks --id-column chunk_id --vector-column embedding \\
           --text-column content --distance cosine --where tenant=acme
-      pgeval target add wk --preset weknora --dimension 1024 --knowledge-base-id kb-123
+      pgeval target add wk --preset weknora --dimension 1024 --knowledge-base-id kb-123 \\
+          --knowledge-base-id kb-456 --min-similarity 0.5
+      pgeval target add kb2 --table chunks --id-column chunk_id --vector-column embedding \\
+          --where tenant=acme --where tenant=beta --where enabled=true --null-as-true enabled
     """
-    from ...target import catalog, targets as t
-    from ...core.errors import InputError
+    from ...target.add import add_target
 
-    filters = parse_where(where)
-    if preset == "weknora":
-        if dimension is None:
-            raise InputError("--preset weknora needs --dimension N (the embedding model's "
-                             "dimension: the partial index WHERE dimension = N)", field="--dimension")
-        tg = t.weknora(name, dimension, knowledge_base_id, schema=schema,
-                       table=table or "embeddings")
-        tg.filters.update(filters)
-        if text_column:
-            tg.text_column = text_column
-        if distance:
-            tg.distance = distance
-    else:
-        missing = [o for o, v in (("--table", table), ("--id-column", id_column),
-                                  ("--vector-column", vector_column)) if not v]
-        if missing:
-            raise InputError(f"{', '.join(missing)} required (or use --preset)", field=missing[0])
-        if knowledge_base_id is not None:
-            raise InputError("--knowledge-base-id goes with --preset weknora; use --where "
-                             "COLUMN=VALUE", field="--knowledge-base-id")
-        tg = t.Target(name=name, schema=schema, table=table, id_column=id_column,
-                      vector_column=vector_column, text_column=text_column,
-                      distance=distance or "cosine", dimension=dimension,
-                      dimension_column=dimension_column, filters=filters)
-    with database.connect(results=False, autocommit=True, read_only=True) as kb:
-        warnings = catalog.validate(kb, tg)
-        indexes = catalog.vector_indexes(kb, tg)
-    with database.connect() as conn:
-        t.save(conn, tg, replace=replace)
+    added = add_target(database, name, table=table, schema=schema, id_column=id_column,
+                       vector_column=vector_column, text_column=text_column, distance=distance,
+                       where=parse_where(where), dimension=dimension,
+                       dimension_column=dimension_column, preset=preset,
+                       knowledge_base_id=list(knowledge_base_id), knowledge_id=list(knowledge_id),
+                       tag_id=list(tag_id), null_true=list(null_true),
+                       min_similarity=min_similarity, max_distance=max_distance, replace=replace)
+    tg, indexes, warnings = added.target, added.indexes, added.warnings
     for w in warnings:
         warn(w)
     if fmt == "json":
-        click.echo(to_json({"target": name, "spec": tg.spec(), "indexes": indexes,
-                            "warnings": warnings}))
+        click.echo(to_json(added.as_dict()))
         return
     click.echo(f"target '{name}': {tg.qualified()} ({tg.id_column}, {tg.vector_column} "
                f"{tg.vector_type}({tg.dimension or '?'}), {tg.distance}); "
@@ -110,12 +110,13 @@ def add(database, name, table, schema, id_column, vector_column, text_column, di
 @pass_db
 def list_(database, fmt):
     """List targets."""
-    from ...target import catalog, targets as t
+    from ...target import targets as t
 
     with database.connect(autocommit=True) as conn:
         rows = t.list_targets(conn)
     emit(rows, fmt, ["target", "table", "id_column", "vector_column", "type", "dimension",
-                     "distance", "text_column", "filters", "preset"])
+                     "distance", "text_column", "filters", "preset"],
+         wide_only=["id_column", "type", "filters", "preset"])
 
 
 @target.command("show")
@@ -143,7 +144,7 @@ def show(database, name, fmt):
 @pass_db
 def remove(database, name):
     """Remove a target (runs that used it keep its definition in their configuration)."""
-    from ...target import catalog, targets as t
+    from ...target import targets as t
 
     with database.connect(autocommit=True) as conn:
         t.remove(conn, name)

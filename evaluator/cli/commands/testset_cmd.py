@@ -107,7 +107,7 @@ def list_(database, fmt):
             return
         rows = [{**r, "hash": r["content_hash"][:12]} for r in rows]
         emit(rows, fmt, ["name", "queries", "judgements", "valid", "excluded", "unanswerable",
-                         "runs", "format", "hash"])
+                         "runs", "format", "hash"], wide_only=["excluded", "format"])
         return
     emit(rows, fmt, ["name", "queries", "judgements", "valid", "excluded", "unanswerable",
                      "runs", "format", "content_hash", "created"])

@@ -48,7 +48,14 @@ def warmup(database, target_name, testset, embedder, settings, k, max_passes, to
     from ...stages import gucs
     from ...target.targets import load
 
-    parsed = gucs.parse(settings)
+    parsed = gucs.parse(settings, stages=("exact", "hnsw", "ivfflat", "diskann"))
+    named = gucs.scoped_stages(parsed)
+    if len(named) > 1:   # warmup runs one query path: STAGE:GUC=VALUE of one stage only
+        from ...core.errors import InputError
+
+        raise InputError(f"warmup runs one query path but settings are scoped to "
+                         f"{', '.join(named)}: scope them to one stage", field="--set")
+    parsed = gucs.scope(parsed, named[0] if named else None)
     with database.connect(autocommit=True) as res:
         target = load(res, target_name)
         if testset:
@@ -62,6 +69,7 @@ def warmup(database, target_name, testset, embedder, settings, k, max_passes, to
             vectors = wu.random_vectors(target.dimension, random_queries)
             source = f"{random_queries} random vectors (seed 0)"
     with database.connect(results=False, autocommit=True, read_only=True) as kb:
+        parsed = {**target.settings, **parsed}      # the target's own (a preset's), then --set
         gucs.validate(kb, parsed)
 
         def on_pass(p):

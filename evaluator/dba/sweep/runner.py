@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 
 from ...core.errors import InputError
 from . import grid, store
+from ...stages import gucs
 
 ANN_KINDS = ("hnsw", "ivfflat", "diskann")
 
@@ -102,13 +103,16 @@ def default_name(identity: dict) -> str:
     return f"sweep-{identity['target']}-{identity['stage']}-{key}"
 
 
-def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None) -> SweepResult:
-    """Run (or resume) the sweep; ``on_point(point, repetition, how)`` after each grid point and
+def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None,
+              on_start=None) -> SweepResult:
+    """Run (or resume) the sweep; ``on_start(points, repetitions, queries)`` once the grid and
+    the queries are known; ``on_point(point, repetition, how)`` after each grid point and
     repetition (how: measured | reused | kept)."""
     from .. import fingerprint as fpmod
     from ...measure import metrics as mmod
     from ...target import targets
-    from ...run.pipeline import PipelineConfig, _queries, _testset
+    from ...run.pipeline import PipelineConfig, _queries
+    from ...testset.catalog import resolve_testset
     from ...stages import gucs, registry
 
     depth = _check(cfg)
@@ -118,7 +122,9 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None) -> 
     if not param_axes and not build_axes:
         raise InputError("nothing to sweep: give --param GUC=v1,v2,... and/or --build "
                          "OPTION=v1,v2,...", field="--param")
-    grid.check_params(param_axes, cfg.stage, stage.guc_prefixes, cfg.settings)
+    gucs.check_stages(cfg.settings, ["exact", cfg.stage])          # STAGE:GUC=VALUE
+    grid.check_params(param_axes, cfg.stage, stage.guc_prefixes, gucs.scope(cfg.settings,
+                                                                            cfg.stage))
     grid.check_build(build_axes, stage.method)
     points = grid.points(param_axes, build_axes)
     measures = mmod.measures_for(sorted({3, 5, 10, cfg.k}))
@@ -126,9 +132,9 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None) -> 
     # drops; build sweeps write only to their scratch schema, on a connection of their own)
     with database.connect() as results, database.connect(
             results=False, read_only=not cfg.isolate_index) as kb:
-        tid, ts_hash = _testset(results, cfg.testset)
+        tid, ts_hash = resolve_testset(results, cfg.testset)
         target = targets.load(results, cfg.target)
-        base = gucs.validate(kb, dict(cfg.settings))
+        base = gucs.validate(kb, {**target.settings, **cfg.settings})   # preset's, then --set
         base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
         for values in grid.product(param_axes):
             try:
@@ -140,6 +146,8 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None) -> 
                                        PipelineConfig(testset=cfg.testset, stages=cfg.stage,
                                                       embedder=cfg.embedder))
         results.commit()
+        if on_start:
+            on_start(len(points), cfg.repeat, len(queries))
         data = fpmod.capture_data(kb, target, checksum=cfg.checksum)
         kb.rollback()
         identity = {"testset": cfg.testset, "testset_hash": ts_hash, "target": cfg.target,
@@ -169,7 +177,7 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None) -> 
                 fp["target"]["scratch_copy"] = True
             return fp
 
-        base_fp = fingerprint(base, "exact")
+        base_fp = fingerprint(gucs.scope(base, "exact"), "exact")
         exp_config = {"stages": ["exact"] + [p.label for p in points],
                       "sweep": {**identity, "repeat": cfg.repeat}, "settings": base,
                       "depth": depth, "repeat": cfg.repeat, "embedder": label, "dimension": dim,
@@ -185,7 +193,7 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None) -> 
                              row.resumed, measures=measures,
                              config_hash=fpmod.config_hash(base_fp),
                              filters=dict(base_fp.get("filters") or {}))
-        fps = {p.number: fingerprint({**base, **p.settings}, cfg.stage,
+        fps = {p.number: fingerprint({**gucs.scope(base, cfg.stage), **p.settings}, cfg.stage,
                                      p.build if build_axes else None) for p in points}
         env = _Env(cfg=cfg, database=database, kb=kb, results=results, stage=stage,
                    exact=registry.get("exact"), tid=tid, depth=depth, base=base, queries=queries,
@@ -332,13 +340,13 @@ def _run(env, stage, ctx, run_name: str, key: str) -> int:
 def _ensure_exact(env, target, rep: int) -> int:
     # exact search is a sequential scan by definition: a --set enable_seqscan=off meant for the
     # ANN points (small tables) must not push it onto an index
-    settings = {k: v for k, v in env.base.items() if k != "enable_seqscan"}
+    settings = {k: v for k, v in gucs.scope(env.base, "exact").items() if k != "enable_seqscan"}
     ctx = _context(env, target, "exact", rep, settings, env.base_fp)
     return _run(env, env.exact, ctx, f"{env.row.name}.exact.{rep}", f"exact:{target.table}")
 
 
 def _run_point(env, target, p, rep: int) -> tuple[int, float | None]:
-    settings = {**env.base, **p.settings}
+    settings = {**gucs.scope(env.base, env.cfg.stage), **p.settings}
     ctx = _context(env, target, env.cfg.stage, rep, settings, env.fps[p.number])
     run_id = _run(env, env.stage, ctx, f"{env.row.name}.{p.label}.{rep}",
                   f"{p.label}:{target.table}")

@@ -23,10 +23,9 @@ class EmbedReport:
 
 
 def testset_id(conn, name: str) -> int:
-    row = conn.execute("SELECT testset_id FROM pgeval.testset WHERE name = %s", (name,)).fetchone()
-    if row is None:
-        raise NotFound(f"no test set named '{name}' (see `pgeval testset list`)")
-    return row[0]
+    from ...testset.catalog import resolve_testset
+
+    return resolve_testset(conn, name)[0]
 
 
 def _vec(value) -> np.ndarray | None:

@@ -1,4 +1,5 @@
-"""The Cranfield 1400 collection in SMART format (see shared/data/cranfield/README.md).
+"""The Cranfield 1400 collection in SMART format (docs/datasets.md; a gzipped copy ships in
+evaluator/demo/data/cranfield).
 
 Queries are numbered 1..225 by their position in cran.qry (the file's .I numbers are not the ids
 the judgements use). Relevance codes 1-4 (and -1) are Cleverdon's; map them onto pgeval's 0-3 with
@@ -7,6 +8,7 @@ an explicit grade map, e.g. :data:`GRADE_MAP`.
 
 from __future__ import annotations
 
+import gzip
 import re
 from pathlib import Path
 
@@ -14,8 +16,16 @@ GRADE_MAP = {"1": 3, "2": 2, "3": 1, "4": 0, "-1": 0}
 GRADE_MAP_SPEC = "1=3,2=2,3=1,4=0,-1=0"
 
 
+def read_text(path: Path) -> str:
+    """The text of ``path``, or of ``path.gz`` (the packaged copy) where ``path`` is absent."""
+    path = Path(path)
+    if not path.exists() and path.with_name(path.name + ".gz").exists():
+        return gzip.decompress(path.with_name(path.name + ".gz").read_bytes()).decode("utf-8")
+    return path.read_text(encoding="utf-8", errors="strict")
+
+
 def _records(path: Path) -> list[dict[str, str]]:
-    text = path.read_text(encoding="utf-8", errors="strict").replace("\r\n", "\n")
+    text = read_text(path).replace("\r\n", "\n")
     records, current, field = [], None, None
     for line in text.split("\n"):
         m = re.match(r"^\.([ITABW])\s*(.*)$", line)
@@ -53,7 +63,7 @@ def documents(folder: Path) -> list[tuple[str, str, str]]:
 def qrels(folder: Path) -> list[tuple[str, str, str]]:
     """[(query_id, doc_id, code)] as in cranqrel (codes as strings: "1".."4", "-1")."""
     out = []
-    for line in (Path(folder) / "cranqrel").read_text(encoding="utf-8").splitlines():
+    for line in read_text(Path(folder) / "cranqrel").splitlines():
         parts = line.split()
         if len(parts) >= 3:
             out.append((parts[0], parts[1], parts[2]))

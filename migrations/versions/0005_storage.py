@@ -1,7 +1,7 @@
 """results at database speed: one row per ranked list, counts kept with the run
 
-Revision ID: 0004_storage
-Revises: 0003_order
+Revision ID: 0005_storage
+Revises: 0004_service
 Create Date: 2026-12-10
 
 Until 0003 pgeval.result held one row per (run, query, rank) under three indexes kept row by row
@@ -27,8 +27,8 @@ judged grades kept; ranks are renumbered 1..n in rank order (pgeval's writers ne
 """
 from alembic import op
 
-revision = "0004_storage"
-down_revision = "0003_order"
+revision = "0005_storage"
+down_revision = "0004_service"
 branch_labels = None
 depends_on = None
 

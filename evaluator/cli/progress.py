@@ -1,0 +1,116 @@
+"""Progress on stderr: a rich bar with done/total, elapsed time and ETA on a terminal; when
+stderr is not a terminal (a pipe, a CI log), one line at most every ``PGEVAL_PROGRESS_INTERVAL``
+seconds (default 10), the first after that interval, so that short commands print nothing.
+
+:class:`LineProgress` offers the part of ``rich.progress.Progress`` the commands use."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+
+INTERVAL_S = 10.0
+
+
+def interval() -> float:
+    try:
+        return max(0.0, float(os.environ.get("PGEVAL_PROGRESS_INTERVAL", INTERVAL_S)))
+    except ValueError:
+        return INTERVAL_S
+
+
+@dataclass
+class _Task:
+    description: str
+    total: float | None
+    completed: float = 0.0
+
+
+class _Live:
+    is_started = False
+
+
+class _Console:
+    def __init__(self, stream):
+        self.stream = stream
+
+    def print(self, text, **_kw) -> None:
+        from rich.text import Text
+
+        print(Text.from_markup(str(text)).plain, file=self.stream, flush=True)
+
+
+class LineProgress:
+    def __init__(self, stream=None, every: float | None = None, clock=time.monotonic):
+        self.stream = stream or sys.stderr
+        self.every = interval() if every is None else every
+        self.clock = clock
+        self.live = _Live()
+        self.console = _Console(self.stream)
+        self.tasks: dict[int, _Task] = {}
+        self._started = self._last = 0.0
+
+    def start(self) -> None:
+        self.live.is_started = True
+        self._started = self._last = self.clock()
+
+    def stop(self) -> None:
+        self.live.is_started = False
+
+    def add_task(self, description: str, total=None, **_kw) -> int:
+        tid = len(self.tasks)
+        self.tasks[tid] = _Task(description, total)
+        self._tick(tid)
+        return tid
+
+    def update(self, task: int, *, advance=None, completed=None, total=None, description=None,
+               **_kw) -> None:
+        t = self.tasks[task]
+        if total is not None:
+            t.total = total
+        if description is not None:
+            t.description = description
+        if completed is not None:
+            t.completed = completed
+        if advance:
+            t.completed += advance
+        self._tick(task)
+
+    def advance(self, task: int, n=1) -> None:
+        self.update(task, advance=n)
+
+    def _tick(self, task: int) -> None:
+        now = self.clock()
+        if now - self._last < self.every or now == self._started:
+            return
+        self._last = now
+        print(line(self.tasks[task], now - self._started), file=self.stream, flush=True)
+
+
+def line(task: _Task, elapsed: float) -> str:
+    """'progress: sweep ef_search=40 1350/4500 (30%), 12 s elapsed, ETA 28 s'."""
+    done = int(task.completed)
+    if not task.total:
+        return f"progress: {task.description} {done} done, {elapsed:.0f} s elapsed"
+    share = min(1.0, task.completed / task.total)
+    eta = f", ETA {elapsed * (1 - share) / share:.0f} s" if share > 0 else ""
+    return (f"progress: {task.description} {done}/{int(task.total)} ({share:.0%}), "
+            f"{elapsed:.0f} s elapsed{eta}")
+
+
+def progress_bar(*, transient: bool):
+    """A rich progress bar on stderr (description, bar, done/total, elapsed time, ETA) on a
+    terminal, else a :class:`LineProgress`. Start it when the first piece of work begins, so
+    that an early error prints one line only."""
+    from rich.console import Console
+    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return LineProgress()
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+                    transient=transient)

@@ -1,0 +1,97 @@
+"""The one place that reads the knowledge base's index catalog (``pg_index``) for a table of the
+user's: its ANN indexes, the unique and the invalid ones, the bm25 and GIN indexes of a text
+column, and every index with its definition (for the fingerprint). Callers turn the rows into
+their findings; nothing here writes."""
+
+from __future__ import annotations
+
+from .targets import ANN_METHODS
+
+
+def ann_indexes(conn, relation_oid: int,
+                methods: tuple[str, ...] = ANN_METHODS) -> list[tuple[str, str, int, int]]:
+    """[(index name, method, index oid, bytes)] of the relation's indexes of access method
+    ``methods`` (any column, any operator class), by name."""
+    return [(n, m, int(o), int(b)) for n, m, o, b in conn.execute(
+        "SELECT c.relname, am.amname, c.oid, pg_relation_size(c.oid) FROM pg_index i "
+        "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam "
+        "WHERE i.indrelid = %s AND am.amname = ANY(%s) ORDER BY c.relname",
+        (relation_oid, list(methods))).fetchall()]
+
+
+def vector_index_rows(conn, relation_oid: int, methods: tuple[str, ...] = ANN_METHODS):
+    """(name, schema, method, first operator class, predicate, definition, first key column
+    number (0 for an expression), expressions) of the relation's indexes of ``methods``."""
+    return conn.execute(
+        """SELECT ic.relname, n.nspname, am.amname, opc.opcname,
+                  pg_get_expr(i.indpred, i.indrelid), pg_get_indexdef(i.indexrelid),
+                  i.indkey[0], pg_get_expr(i.indexprs, i.indrelid)
+             FROM pg_index i
+             JOIN pg_class ic ON ic.oid = i.indexrelid
+             JOIN pg_namespace n ON n.oid = ic.relnamespace
+             JOIN pg_am am ON am.oid = ic.relam
+             JOIN pg_opclass opc ON opc.oid = i.indclass[0]
+            WHERE i.indrelid = %s AND am.amname = ANY(%s)
+            ORDER BY ic.relname""", (relation_oid, list(methods))).fetchall()
+
+
+def is_unique_column(conn, relation_oid: int, column: str) -> bool:
+    """Whether a unique index (not partial, not on an expression) has ``column`` as its only
+    key."""
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+        "AND a.attnum = i.indkey[0] WHERE i.indrelid = %s AND i.indisunique AND i.indnkeyatts = 1 "
+        "AND i.indpred IS NULL AND i.indexprs IS NULL AND a.attname = %s)",
+        (relation_oid, column)).fetchone()
+    return bool(row[0])
+
+
+def invalid_indexes(conn, relation_oid: int) -> list[str]:
+    """Names of the relation's invalid indexes (a failed CREATE INDEX CONCURRENTLY)."""
+    return [r[0] for r in conn.execute(
+        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+        "WHERE i.indrelid = %s AND NOT i.indisvalid ORDER BY 1", (relation_oid,)).fetchall()]
+
+
+def bm25_index_rows(conn, relation_oid: int, column: str):
+    """(name, regclass text, reloptions) of the pg_textsearch (``bm25``) indexes on ``column``."""
+    return conn.execute(
+        """SELECT ic.relname, i.indexrelid::regclass::text, ic.reloptions
+             FROM pg_index i
+             JOIN pg_class ic ON ic.oid = i.indexrelid
+             JOIN pg_am am ON am.oid = ic.relam
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+            WHERE i.indrelid = %s AND am.amname = 'bm25' AND a.attname = %s
+            ORDER BY ic.relname""", (relation_oid, column)).fetchall()
+
+
+def gin_index_rows(conn, relation_oid: int):
+    """(name, expression, first key column name) of the relation's valid single-key GIN indexes
+    that are not partial."""
+    return conn.execute(
+        """SELECT ic.relname, pg_get_expr(i.indexprs, i.indrelid), a.attname
+             FROM pg_index i
+             JOIN pg_class ic ON ic.oid = i.indexrelid
+             JOIN pg_am am ON am.oid = ic.relam
+             LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
+            WHERE i.indrelid = %s AND am.amname = 'gin' AND i.indnatts = 1
+              AND i.indpred IS NULL AND i.indisvalid
+            ORDER BY ic.relname""", (relation_oid,)).fetchall()
+
+
+def all_index_rows(conn, relation_oid: int):
+    """Every index of the relation, by name: (name, method, reloptions, valid, predicate,
+    operator classes, key definitions, definition, bytes, oid, filenode)."""
+    return conn.execute(
+        """SELECT c.relname, am.amname, c.reloptions, i.indisvalid,
+                  pg_get_expr(i.indpred, i.indrelid),
+                  (SELECT array_agg(opc.opcname ORDER BY k.n)
+                     FROM unnest(i.indclass::oid[]) WITH ORDINALITY k(oid, n)
+                     JOIN pg_opclass opc ON opc.oid = k.oid),
+                  (SELECT array_agg(pg_get_indexdef(i.indexrelid, k, true) ORDER BY k)
+                     FROM generate_series(1, i.indnkeyatts) k),
+                  pg_get_indexdef(i.indexrelid), pg_relation_size(i.indexrelid),
+                  i.indexrelid::bigint, pg_relation_filenode(i.indexrelid)::bigint
+             FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+             JOIN pg_am am ON am.oid = c.relam
+            WHERE i.indrelid = %s ORDER BY c.relname""", (relation_oid,)).fetchall()

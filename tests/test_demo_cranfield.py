@@ -1,0 +1,60 @@
+"""`pgeval demo` on the real collection it ships (Cranfield with all-MiniLM-L6-v2 embeddings,
+package data): it finishes within its budget, loses relevant chunks in every category, writes the
+sweep plot and the HTML report to --out, and leaves no target, schema or temporary file behind."""
+
+from __future__ import annotations
+
+import glob
+import json
+import re
+import tempfile
+import time
+
+import pytest
+
+from evaluator.demo import cranfield
+
+BUDGET_S = 60
+
+
+def test_packaged_collection_is_complete():
+    corpus = cranfield.load()
+    assert len(corpus.chunks) == 1400 and corpus.vectors.shape == (1400, 384)
+    assert len(corpus.queries) == 225 and all(len(q["embedding"]) == 384 for q in corpus.queries)
+    assert sum(len(q["relevant"]) for q in corpus.queries) == 1837
+    assert sum(q.get("answerable", True) for q in corpus.queries) == 222
+
+
+@pytest.mark.slow
+def test_demo_on_cranfield(clean, pgeval, conn, tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))     # where the demo's temp dir goes
+    out_dir = tmp_path / "out"
+    started = time.perf_counter()
+    code, out, err = pgeval("demo", "--out", str(out_dir))
+    elapsed = time.perf_counter() - started
+    assert code == 0, err
+    assert elapsed < BUDGET_S, f"the demo took {elapsed:.1f} s (budget {BUDGET_S} s)"
+    for text in ("$ pgeval run pipeline", "hnsw.ef_search=10", "$ pgeval stage-report",
+                 "$ pgeval sweep", "$ pgeval report", "pgeval db stop", "pgeval target add kb"):
+        assert text in out, text
+    assert len(re.findall(r"^\(\d+\.\d s\)$", out, re.M)) >= 8      # every step is timed
+    assert "not statistically meaningful" not in out + err
+    assert (out_dir / "report.html").stat().st_size > 10_000
+    assert (out_dir / "sweep-hnsw.png").read_bytes()[:4] == b"\x89PNG"
+    experiment = conn.execute("SELECT name FROM pgeval.experiment WHERE name ~ '^demo-[0-9-]+$'"
+                              ).fetchone()[0]
+    code, text, err = pgeval("stage-report", experiment, "--format", "json")
+    assert code == 0, err
+    report = json.loads(text)
+    assert report["counts"]["valid"] == 222
+    loss = {r["category"]: r["chunks"] for r in report["loss_attribution"]}
+    assert all(loss.get(c, 0) > 0 for c in ("index", "reach", "fusion", "kept")), loss
+    recall = {s["stage"]: s for s in report["stages"]}
+    assert abs(recall["exact"]["metrics"]["recall@10"]["mean"] - 0.440) < 0.002, recall["exact"]
+    assert abs(recall["bm25"]["metrics"]["recall@10"]["mean"] - 0.409) < 0.002, recall["bm25"]
+    assert 0.445 < recall["merge"]["metrics"]["recall@10"]["mean"] < 0.465, recall["merge"]
+    assert 0.94 < recall["hnsw"]["index_recall@10"]["mean"] < 0.99, recall["hnsw"]  # ef_search=10
+    # no target left naming the dropped table, no schema, no temporary file
+    assert conn.execute("SELECT count(*) FROM pgeval.target").fetchone()[0] == 0
+    assert conn.execute("SELECT to_regnamespace('pgeval_demo')").fetchone()[0] is None
+    assert not glob.glob(str(tmp_path / "pgeval-demo-*"))

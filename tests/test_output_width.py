@@ -1,0 +1,113 @@
+"""Output for people: every table command fits 80 columns by default (headers never cut, numbers
+at 4 significant digits, 12-character hashes), --wide shows everything; long work prints one
+progress line at most every interval when stderr is not a terminal."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+
+import pytest
+
+from evaluator.cli import output
+from evaluator.cli.progress import LineProgress
+
+LONG = "hnsw-with-a-rather-long-stage-name-for-the-candidate"
+
+
+def test_numbers_and_hashes_are_short():
+    assert [output.fmt_number(v) for v in (0.43970723, 20.0, 7589.8456, 123456.7, 0.0)] == \
+        ["0.4397", "20", "7590", "123457", "0"]
+    h = "a" * 64
+    assert output.fmt_value(h, wide=False) == "a" * 12 and output.fmt_value(h) == h
+
+
+def test_line_progress_at_most_every_interval():
+    now = [0.0]
+    stream = io.StringIO()
+    p = LineProgress(stream=stream, every=10, clock=lambda: now[0])
+    p.start()
+    task = p.add_task("sweep", total=400)
+    for t, n in ((3, 50), (9, 50), (10.5, 100), (12, 50), (21, 50)):
+        now[0] = t
+        p.update(task, advance=n)
+    p.stop()
+    lines = stream.getvalue().splitlines()
+    assert lines == ["progress: sweep 200/400 (50%), 10 s elapsed, ETA 10 s",
+                     "progress: sweep 300/400 (75%), 21 s elapsed, ETA 7 s"]
+
+
+def _widths(text: str) -> list[int]:
+    return [len(line) for line in text.splitlines()]
+
+
+@pytest.fixture(scope="module")
+def long_named(database):
+    """An experiment on the generated demo table whose stages have long names, and a sweep."""
+    from click.testing import CliRunner
+
+    from evaluator.cli import main
+
+    def run(*args):
+        runner = CliRunner()
+        with runner.isolation() as streams:
+            code = main(list(args))
+        return code, streams[0].getvalue().decode(), streams[1].getvalue().decode()
+
+    code, out, err = run("demo", "--corpus", "generated", "--queries", "20", "--no-diskann",
+                         "--keep")
+    assert code == 0, err
+    target = re.search(r"target add (demo[-0-9]*) ", out).group(1)
+    testset = re.search(r"--testset (demo[-0-9]*) ", out).group(1)
+    code, out, err = run("run", "pipeline", "--testset", testset, "--target", target,
+                         "--stages", f"exact,{LONG}=hnsw,bm25-keyword-path-long-name=bm25,"
+                         "merge-of-all-the-long-named-paths=merge", "--name",
+                         "width-experiment-with-a-long-name")
+    assert code == 0, err
+    yield run, testset, target
+    with database.connect(autocommit=True) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS pgeval_demo CASCADE")
+        conn.execute("DELETE FROM pgeval.target WHERE name = %s", (target,))
+
+
+def test_every_table_command_fits_80_columns(long_named, monkeypatch):
+    """Each table (captured as it is rendered) fits 80 columns, none cuts a header."""
+    run, testset, target = long_named
+    rendered = []
+    original = output.table
+
+    def capture(rows, columns=None, title=None, file=None, **kw):
+        buf = io.StringIO()
+        original(rows, columns, None, file=buf, **kw)
+        rendered.append((list(columns or []), buf.getvalue()))
+        original(rows, columns, title, file=file, **kw)
+
+    monkeypatch.setattr(output, "table", capture)
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("PGEVAL_PROGRESS_INTERVAL", "0")
+    exp = "width-experiment-with-a-long-name"
+    final = f"{exp}.merge-of-all-the-long-named-paths.1"
+    commands = [("stage-report", exp), ("metrics", final), ("run", "list"),
+                ("testset", "list"), ("target", "list"),
+                ("compare", f"{exp}.exact.1", final),
+                ("sweep", "--testset", testset, "--target", target, "--stage", "hnsw",
+                 "--param", "hnsw.ef_search=10,40", "--repeat", "1")]
+    for args in commands:
+        rendered.clear()
+        code, out, err = run(*args)
+        assert code == 0, (args, err)
+        assert rendered, args
+        for columns, text in rendered:
+            assert max(_widths(text)) <= 80, (args, text)
+            header = text.splitlines()[0]
+            assert "…" not in header, (args, text)
+            shown = header.split()
+            assert shown and all(any(tok in c.split() for c in columns) for tok in shown), \
+                (args, text)
+        if args[0] == "sweep":             # piped: one-line progress messages with a total
+            assert re.search(r"^progress: sweep .* \d+/\d+ \(\d+%\)", err, re.M), err
+    code, out, _ = run("run", "list", "--wide")
+    assert code == 0 and max(_widths(out)) > 80 and "started_at" in out
+    code, out, _ = run("run", "list", "--format", "json")
+    assert len(json.loads(out)[0]["config_hash"]) == 64
