@@ -19,19 +19,17 @@ CREATE OR REPLACE FUNCTION pgeval.cutoff_stats(p_run bigint, p_ks integer[], p_r
 RETURNS TABLE (query_id text, k integer, n_hit bigint, first_rank integer,
                dcg double precision, n_rel integer, idcg double precision)
 LANGUAGE sql STABLE AS $$
-    -- result_list.grades holds the judged grade at each rank (pgeval.result_fill_grades): the
-    -- first max-K grades of each list, no join with the judgements, chunk ids never read
+    -- result_list.rel_ranks / rel_grades: the positions of a list whose judged grade is > 0 and
+    -- those grades (generated from result_list.grades, pgeval.result_fill_grades): a few numbers
+    -- per list, no join with the judgements, chunk ids never read
     WITH r AS (SELECT testset_id FROM pgeval.run WHERE run_id = p_run),
     ks AS (SELECT DISTINCT x AS k FROM unnest(p_ks) x),
     v AS (SELECT q.query_id, q.n_rel[p_rel] AS n_rel, q.ideal_dcg FROM pgeval.query q
            WHERE q.testset_id = (SELECT testset_id FROM r) AND q.n_rel[p_rel] > 0),
-    -- the ranks of each grade 1..3 found by array_positions (C), not one row per result
-    hit AS (SELECT l.query_id, u.rank, g.grade
+    hit AS (SELECT l.query_id, u.rank, u.grade
               FROM pgeval.result_list l
-             CROSS JOIN (VALUES (1::smallint), (2::smallint), (3::smallint)) AS g(grade)
-             CROSS JOIN LATERAL unnest(array_positions(l.grades[1:(SELECT max(k) FROM ks)],
-                                                       g.grade)) AS u(rank)
-             WHERE l.run_id = p_run),
+             CROSS JOIN LATERAL unnest(l.rel_ranks, l.rel_grades) AS u(rank, grade)
+             WHERE l.run_id = p_run AND u.rank <= (SELECT max(k) FROM ks)),
     agg AS (SELECT hit.query_id, ks.k,
                    count(*) FILTER (WHERE hit.grade >= p_rel) AS n_hit,
                    min(hit.rank) FILTER (WHERE hit.grade >= p_rel) AS first_rank,

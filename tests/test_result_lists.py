@@ -61,3 +61,32 @@ def test_counts_kept_on_the_run(conn, ts, tmp_file):
     delete_run(conn, "counted")
     assert conn.execute("SELECT count(*) FROM pgeval.result_list WHERE run_id = %s",
                         (rid,)).fetchone()[0] == 0
+
+
+def _judged(conn, rid):
+    """Each list's judged-relevant positions as the metrics read them, and as the grades say."""
+    rows = conn.execute("SELECT query_id, rel_ranks, rel_grades, grades FROM pgeval.result_list "
+                        "WHERE run_id = %s ORDER BY query_id", (rid,)).fetchall()
+    return ({q: sorted(zip(r, g)) for q, r, g, _ in rows},
+            {q: [(i, x) for i, x in enumerate(gr, 1) if x] for q, _, _, gr in rows})
+
+
+def test_judged_positions_follow_the_grades(conn, ts, tmp_file):
+    """rel_ranks / rel_grades (what pgeval.cutoff_stats reads) hold exactly the positions of grade
+    > 0, whether the list was imported, appended to through the view, or regraded after the
+    judgements changed."""
+    f = tmp_file("j.trec", 'q1 Q0 zz 1 9 t\nq1 Q0 c\\d 2 8 t\nq1 Q0 a"b 3 7 t\nq2 Q0 x 1 1 t\n')
+    import_run(conn, f, ts, "judged")
+    rid = conn.execute("SELECT run_id FROM pgeval.run WHERE name = 'judged'").fetchone()[0]
+    stored, expected = _judged(conn, rid)
+    assert stored == expected == {"q1": [(2, 1), (3, 2)], "q2": [(1, 3)]}
+    conn.execute("INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id) "
+                 "VALUES (%s, 'q1', 4, 'y'), (%s, 'q3', 1, 'y')", (rid, rid))
+    conn.execute("UPDATE pgeval.qrel SET grade = 0 WHERE chunk_id = 'x'")
+    conn.execute("INSERT INTO pgeval.qrel (testset_id, query_id, chunk_id, grade) "
+                 "SELECT testset_id, 'q1', 'zz', 3 FROM pgeval.run WHERE run_id = %s", (rid,))
+    conn.execute("SELECT pgeval.refresh_ideal(testset_id) FROM pgeval.run WHERE run_id = %s",
+                 (rid,))
+    stored, expected = _judged(conn, rid)
+    assert stored == expected == {"q1": [(1, 3), (2, 1), (3, 2)], "q2": [], "q3": [(1, 1)]}
+    conn.commit()

@@ -10,7 +10,8 @@ more than measuring it, and `run list` / `run delete` read every result row. Fro
 
 - ``pgeval.result_list``: one row per (run, query) ranked list, the chunk ids, scores and judged
   grades as arrays in rank order (position i = rank i). One index entry per list, not per result;
-  the metrics read the small grades array and never de-TOAST the chunk ids. Writers refuse a chunk
+  the metrics read only ``rel_ranks`` / ``rel_grades`` (the judged-relevant positions and their
+  grades, generated from the grades array), never the chunk ids. Writers refuse a chunk
   listed twice while they build a list (naming the query, chunk and lines); the database checks
   the arrays' lengths. A query without results has no row (as before).
 - ``pgeval.result``: a view with the old row shape (run_id, query_id, rank, chunk_id, score,
@@ -143,6 +144,15 @@ CREATE TABLE pgeval.result_list (
     grades    smallint[] NOT NULL,
     scores    double precision[] NOT NULL,
     chunk_ids text[] COLLATE "C" NOT NULL,
+    -- the judged-relevant positions (grade > 0) and their grades, derived from grades whenever a
+    -- list is written or its grades change: the metrics read these few numbers, nothing else
+    rel_ranks integer[] GENERATED ALWAYS AS (
+        array_positions(grades, 1::smallint) || array_positions(grades, 2::smallint)
+        || array_positions(grades, 3::smallint)) STORED,
+    rel_grades smallint[] GENERATED ALWAYS AS (
+        array_fill(1::smallint, ARRAY[cardinality(array_positions(grades, 1::smallint))])
+        || array_fill(2::smallint, ARRAY[cardinality(array_positions(grades, 2::smallint))])
+        || array_fill(3::smallint, ARRAY[cardinality(array_positions(grades, 3::smallint))])) STORED,
     PRIMARY KEY (run_id, query_id),
     CHECK (cardinality(chunk_ids) >= 1 AND array_ndims(chunk_ids) = 1
            AND array_lower(chunk_ids, 1) = 1),
