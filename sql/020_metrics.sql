@@ -26,10 +26,10 @@ LANGUAGE sql STABLE AS $$
     ks AS (SELECT DISTINCT x AS k FROM unnest(p_ks) x),
     v AS (SELECT q.query_id, q.n_rel[p_rel] AS n_rel, q.ideal_dcg FROM pgeval.query q
            WHERE q.testset_id = (SELECT testset_id FROM r) AND q.n_rel[p_rel] > 0),
-    hit AS (SELECT l.query_id, u.rank, u.grade
-              FROM pgeval.result_list l
-             CROSS JOIN LATERAL unnest(l.rel_ranks, l.rel_grades) AS u(rank, grade)
-             WHERE l.run_id = p_run AND u.rank <= (SELECT max(k) FROM ks)),
+    -- unnest in the target list (one ProjectSet node), not a function scan per list
+    judged AS (SELECT l.query_id, unnest(l.rel_ranks) AS rank, unnest(l.rel_grades) AS grade
+                 FROM pgeval.result_list l WHERE l.run_id = p_run),
+    hit AS (SELECT * FROM judged WHERE judged.rank <= (SELECT max(k) FROM ks)),
     agg AS (SELECT hit.query_id, ks.k,
                    count(*) FILTER (WHERE hit.grade >= p_rel) AS n_hit,
                    min(hit.rank) FILTER (WHERE hit.grade >= p_rel) AS first_rank,
