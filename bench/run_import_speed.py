@@ -27,8 +27,9 @@ import _server  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--queries", type=int, default=10_000)
     ap.add_argument("--depth", type=int, default=100)
     ap.add_argument("--judged", type=int, default=10)
@@ -49,15 +50,18 @@ def main() -> None:
         print(f"data: {args.queries} queries x {args.depth} = {args.queries * args.depth} rows")
         with db.connect(autocommit=True) as conn:
             conn.execute("DELETE FROM pgeval.testset WHERE name = 'bench-import'")
-            tid = conn.execute("INSERT INTO pgeval.testset (name, content_hash, source_format) "
-                               "VALUES ('bench-import', 'b', 'trec') RETURNING testset_id"
-                               ).fetchone()[0]
-            with conn.cursor().copy("COPY pgeval.query (testset_id, query_id, position) "
-                                    "FROM STDIN") as cp:
+            tid = conn.execute(
+                "INSERT INTO pgeval.testset (name, content_hash, source_format) "
+                "VALUES ('bench-import', 'b', 'trec') RETURNING testset_id"
+            ).fetchone()[0]
+            with conn.cursor().copy(
+                "COPY pgeval.query (testset_id, query_id, position) FROM STDIN"
+            ) as cp:
                 for q in range(args.queries):
                     cp.write_row((tid, f"q{q}", q + 1))
-            with conn.cursor().copy("COPY pgeval.qrel (testset_id, query_id, chunk_id, grade) "
-                                    "FROM STDIN") as cp:
+            with conn.cursor().copy(
+                "COPY pgeval.qrel (testset_id, query_id, chunk_id, grade) FROM STDIN"
+            ) as cp:
                 for q in range(args.queries):
                     for d in rng.sample(range(100_000), args.judged):
                         cp.write_row((tid, f"q{q}", f"d{d}", rng.randint(0, 3)))
@@ -66,8 +70,10 @@ def main() -> None:
 
         def floor() -> float:
             with db.connect() as conn:
-                conn.execute('CREATE TEMP TABLE bench_floor (query_id text COLLATE "C", '
-                             'chunk_id text COLLATE "C", score float8, line int)')
+                conn.execute(
+                    'CREATE TEMP TABLE bench_floor (query_id text COLLATE "C", '
+                    'chunk_id text COLLATE "C", score float8, line int)'
+                )
                 t = time.perf_counter()
                 with conn.cursor().copy("COPY bench_floor FROM STDIN (FORMAT BINARY)") as cp:
                     cp.set_types(["text", "text", "float8", "int4"])
@@ -79,13 +85,12 @@ def main() -> None:
         def pgeval_import() -> float:
             with db.connect() as conn:
                 t = time.perf_counter()
-                import_run(conn, run_file, "bench-import", "bench-import-run", "trec",
-                           replace=True)
+                import_run(conn, run_file, "bench-import", "bench-import-run", "trec", replace=True)
                 conn.commit()
                 return time.perf_counter() - t
 
         floors, imports = [], []
-        for _ in range(args.repeat):        # interleaved: both see the same machine load
+        for _ in range(args.repeat):  # interleaved: both see the same machine load
             floors.append(floor())
             imports.append(pgeval_import())
         f, i = min(floors), min(imports)
@@ -98,7 +103,8 @@ def main() -> None:
             listed = list_runs(conn)
             t_list = time.perf_counter() - t
             assert [r["queries"] for r in listed if r["run"] == "bench-import-run"] == [
-                args.queries]
+                args.queries
+            ]
             t = time.perf_counter()
             delete_run(conn, "bench-import-run")
             conn.commit()

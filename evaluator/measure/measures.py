@@ -32,11 +32,17 @@ def parse_ranked(measure: str) -> tuple[str, int] | None:
 
 def is_known(measure: str) -> bool:
     """A measure a report or a gate can name: ranked, answer or latency."""
-    return (parse_ranked(measure) is not None or measure in ANSWER
-            or _LATENCY.match(measure) is not None)
+    return (
+        parse_ranked(measure) is not None
+        or measure in ANSWER
+        or _LATENCY.match(measure) is not None
+    )
 
 
 def spelled() -> str:
     """How the known measures are written, for error messages."""
-    return ", ".join([f"{name}@K" for name in RANKED] + list(ANSWER)
-                     + ["latency_p95_ms", "answer_latency_p95_ms"])
+    return ", ".join(
+        [f"{name}@K" for name in RANKED]
+        + list(ANSWER)
+        + ["latency_p95_ms", "answer_latency_p95_ms"]
+    )

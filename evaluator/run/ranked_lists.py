@@ -14,8 +14,8 @@ keep the given order.
 
 from __future__ import annotations
 
-from pathlib import Path
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 from ..core.errors import InputError
 
@@ -39,8 +39,11 @@ class _List:
         first = self.lines.get(chunk)
         if first is not None:
             where = f"lines {first} and {line}" if first != line else f"line {first}"
-            raise InputError(f"query '{self.query_id}' lists chunk '{chunk}' twice ({where})",
-                             file=str(path), line=line)
+            raise InputError(
+                f"query '{self.query_id}' lists chunk '{chunk}' twice ({where})",
+                file=str(path),
+                line=line,
+            )
         self.lines[chunk] = line
         self.chunks.append(chunk)
         self.scores.append(score)
@@ -81,8 +84,15 @@ def grouped(rows: Iterable[Row], path: Path) -> Iterator[_List]:
     yield from lists.values()
 
 
-def copy_lists(conn, run_id: int, lists: Iterable[_List], *, by_score: bool,
-               known: set[str], grades: dict[str, dict[str, int]]) -> tuple[int, int, int, set]:
+def copy_lists(
+    conn,
+    run_id: int,
+    lists: Iterable[_List],
+    *,
+    by_score: bool,
+    known: set[str],
+    grades: dict[str, dict[str, int]],
+) -> tuple[int, int, int, set]:
     """COPY of the lists of known queries into pgeval.result_list, each chunk with its
     judged grade (``grades``: {query: {chunk: grade}} of the run's test set). Returns
     (source rows read, lists written, results written, unknown query ids)."""
@@ -102,8 +112,13 @@ def copy_lists(conn, run_id: int, lists: Iterable[_List], *, by_score: bool,
             g = grades.get(lst.query_id, empty)
             counts[1] += 1
             counts[2] += len(chunks)
-            yield (run_id, lst.query_id, [g.get(c) for c in chunks] if g else [None] * len(chunks),
-                   scores, chunks)
+            yield (
+                run_id,
+                lst.query_id,
+                [g.get(c) for c in chunks] if g else [None] * len(chunks),
+                scores,
+                chunks,
+            )
 
     copy(conn, rows())
     return counts[0], counts[1], counts[2], unknown
@@ -111,11 +126,15 @@ def copy_lists(conn, run_id: int, lists: Iterable[_List], *, by_score: bool,
 
 def test_set_judgements(conn, testset_id: int) -> tuple[set[str], dict[str, dict[str, int]]]:
     """(query ids, {query: {chunk: grade}}) of a test set: what an imported list is joined with."""
-    known = {r[0] for r in conn.execute("SELECT query_id FROM pgeval.query WHERE testset_id = %s",
-                                        (testset_id,))}
+    known = {
+        r[0]
+        for r in conn.execute(
+            "SELECT query_id FROM pgeval.query WHERE testset_id = %s", (testset_id,)
+        )
+    }
     grades: dict[str, dict[str, int]] = {}
     for qid, chunk, grade in conn.execute(
-            "SELECT query_id, chunk_id, grade FROM pgeval.qrel WHERE testset_id = %s",
-            (testset_id,)):
+        "SELECT query_id, chunk_id, grade FROM pgeval.qrel WHERE testset_id = %s", (testset_id,)
+    ):
         grades.setdefault(qid, {})[chunk] = grade
     return known, grades

@@ -47,8 +47,9 @@ def bm25_indexes(kb, relation_oid: int, column: str) -> list[dict]:
 _TSV_EXPR = re.compile(r"^to_tsvector\('((?:[^']|'')+)'::regconfig, (.+)\)$")
 
 
-def fts_indexes(kb, relation_oid: int, column: str | None,
-                tsvector_column: str | None = None) -> list[dict]:
+def fts_indexes(
+    kb, relation_oid: int, column: str | None, tsvector_column: str | None = None
+) -> list[dict]:
     """GIN indexes (not partial) that can serve the full-text fallback: on
     ``to_tsvector('config', column)`` ([{name, text_config}], config as the server names it), or
     on the stored ``tsvector_column`` (text_config None)."""
@@ -62,22 +63,25 @@ def fts_indexes(kb, relation_oid: int, column: str | None,
             continue
         m = _TSV_EXPR.match(expr or "")
         if m and m.group(2) == quoted:
-            config = kb.execute("SELECT %s::regconfig::text",
-                                (m.group(1).replace("''", "'"),)).fetchone()[0]
+            config = kb.execute(
+                "SELECT %s::regconfig::text", (m.group(1).replace("''", "'"),)
+            ).fetchone()[0]
             out.append({"name": name, "text_config": config})
     return out
 
 
-def fts_index_sql(target, column: str | None, tsvector_column: str | None, config: str,
-                  kb) -> str:
+def fts_index_sql(target, column: str | None, tsvector_column: str | None, config: str, kb) -> str:
     """The CREATE INDEX that lets the full-text fallback use an index (its WHERE clause is
     ``to_tsvector('config'::regconfig, column) @@ query``, the index's expression)."""
     table = target.table_sql().as_string(kb)
     if tsvector_column:
         expr = sql.Identifier(tsvector_column).as_string(kb)
     else:
-        expr = sql.SQL("to_tsvector({}::regconfig, {})").format(
-            sql.Literal(config), sql.Identifier(column)).as_string(kb)
+        expr = (
+            sql.SQL("to_tsvector({}::regconfig, {})")
+            .format(sql.Literal(config), sql.Identifier(column))
+            .as_string(kb)
+        )
     return f"CREATE INDEX ON {table} USING gin ({expr});"
 
 
@@ -89,18 +93,26 @@ def _source(target, where_ph) -> tuple[sql.Composable, dict]:
     return sql.SQL("(SELECT * FROM {}{}) AS kb").format(target.table_sql(), where), params
 
 
-def textsearch(target, column: str, depth: int, qexpr: sql.Composable,
-               where_ph=sql.Placeholder) -> tuple[sql.Composable, dict]:
+def textsearch(
+    target, column: str, depth: int, qexpr: sql.Composable, where_ph=sql.Placeholder
+) -> tuple[sql.Composable, dict]:
     """pg_textsearch for one query text ``qexpr``; the index is the parameter ``idx``."""
     src, params = _source(target, where_ph)
     score = sql.SQL("{} <@> to_bm25query({}, {})").format(
-        sql.Identifier("kb", column), qexpr, sql.Placeholder("idx"))
-    inner = sql.SQL("SELECT {id} AS chunk_id, {score} AS score FROM {src} "
-                    "ORDER BY {score} LIMIT {k}").format(
-        id=as_text(sql.Identifier("kb", target.id_column)), score=score, src=src,
-        k=sql.Literal(int(depth)))
-    return sql.SQL("SELECT s.chunk_id, min(s.score) AS score, (sum(count(*)) OVER ())::int AS n "
-                   "FROM ({}) s WHERE s.score < 0 GROUP BY s.chunk_id").format(inner), params
+        sql.Identifier("kb", column), qexpr, sql.Placeholder("idx")
+    )
+    inner = sql.SQL(
+        "SELECT {id} AS chunk_id, {score} AS score FROM {src} ORDER BY {score} LIMIT {k}"
+    ).format(
+        id=as_text(sql.Identifier("kb", target.id_column)),
+        score=score,
+        src=src,
+        k=sql.Literal(int(depth)),
+    )
+    return sql.SQL(
+        "SELECT s.chunk_id, min(s.score) AS score, (sum(count(*)) OVER ())::int AS n "
+        "FROM ({}) s WHERE s.score < 0 GROUP BY s.chunk_id"
+    ).format(inner), params
 
 
 def _tsquery(config: str, qexpr: sql.Composable) -> sql.Composable:
@@ -111,23 +123,42 @@ def _tsquery(config: str, qexpr: sql.Composable) -> sql.Composable:
     ).format(cfg=sql.Literal(config), q=qexpr)
 
 
-def fulltext(target, column: str | None, tsvector_column: str | None, config: str, depth: int,
-             qexpr: sql.Composable, normalization: int = 0,
-             where_ph=sql.Placeholder) -> tuple[sql.Composable, dict]:
+def fulltext(
+    target,
+    column: str | None,
+    tsvector_column: str | None,
+    config: str,
+    depth: int,
+    qexpr: sql.Composable,
+    normalization: int = 0,
+    where_ph=sql.Placeholder,
+) -> tuple[sql.Composable, dict]:
     """PostgreSQL full-text search: ts_rank_cd over ``tsvector_column`` or
     ``to_tsvector(config, column)``."""
     src, params = _source(target, where_ph)
-    tsv = (sql.Identifier("kb", tsvector_column) if tsvector_column else
-           sql.SQL("to_tsvector({}::regconfig, {})").format(sql.Literal(config),
-                                                          sql.Identifier("kb", column)))
+    tsv = (
+        sql.Identifier("kb", tsvector_column)
+        if tsvector_column
+        else sql.SQL("to_tsvector({}::regconfig, {})").format(
+            sql.Literal(config), sql.Identifier("kb", column)
+        )
+    )
     inner = sql.SQL(
         "SELECT {id} AS chunk_id, ts_rank_cd({tsv}, tq.q, {norm})::float8 AS score "
         "FROM {src} CROSS JOIN (SELECT {tsq} AS q) AS tq WHERE {tsv} @@ tq.q "
-        "ORDER BY 2 DESC, 1 LIMIT {k}").format(
-        id=as_text(sql.Identifier("kb", target.id_column)), tsv=tsv, norm=sql.Literal(int(normalization)),
-        src=src, tsq=_tsquery(config, qexpr), k=sql.Literal(int(depth)))
-    return sql.SQL("SELECT s.chunk_id, max(s.score) AS score, (sum(count(*)) OVER ())::int AS n "
-                   "FROM ({}) s GROUP BY s.chunk_id").format(inner), params
+        "ORDER BY 2 DESC, 1 LIMIT {k}"
+    ).format(
+        id=as_text(sql.Identifier("kb", target.id_column)),
+        tsv=tsv,
+        norm=sql.Literal(int(normalization)),
+        src=src,
+        tsq=_tsquery(config, qexpr),
+        k=sql.Literal(int(depth)),
+    )
+    return sql.SQL(
+        "SELECT s.chunk_id, max(s.score) AS score, (sum(count(*)) OVER ())::int AS n "
+        "FROM ({}) s GROUP BY s.chunk_id"
+    ).format(inner), params
 
 
 def order(method: str) -> sql.Composable:
@@ -141,13 +172,14 @@ def per_query(body: sql.Composable, method: str) -> sql.Composable:
 def batch(body: sql.Composable, method: str) -> sql.Composable:
     """All queries in one statement: ``unnest(ids, texts) CROSS JOIN LATERAL (body)``; ``body``
     must use ``pgeval_q.qtext`` as its query text."""
-    ordering = sql.SQL("r.score, r.chunk_id" if method == "pg_textsearch"
-                       else "r.score DESC, r.chunk_id")
+    ordering = sql.SQL(
+        "r.score, r.chunk_id" if method == "pg_textsearch" else "r.score DESC, r.chunk_id"
+    )
     return sql.SQL(
         "SELECT {q}.query_id, r.chunk_id, r.score, r.n "
         "FROM unnest(%(ids)s::text[], %(texts)s::text[]) WITH ORDINALITY AS {q}(query_id, qtext, ord) "
-        "CROSS JOIN LATERAL ({body}) r ORDER BY {q}.ord, {ordering}").format(
-        q=sql.Identifier(Q), body=body, ordering=ordering)
+        "CROSS JOIN LATERAL ({body}) r ORDER BY {q}.ord, {ordering}"
+    ).format(q=sql.Identifier(Q), body=body, ordering=ordering)
 
 
 def batch_text() -> sql.Composable:

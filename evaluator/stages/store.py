@@ -30,36 +30,61 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
-from typing import Iterable, Sequence
 
 from ..core.errors import Conflict, IncompleteRun, InputError
 
 FLUSH_EVERY = 100
 
 
-def create_run(conn, *, name: str, testset_id: int, stage: str, experiment_id: int | None = None,
-               repetition: int = 1, params: dict | None = None, order_rule: str,
-               depth: int | None = None, timing_boundary: str | None = None,
-               config_hash: str | None = None, fingerprint: dict | None = None,
-               replace: bool = False) -> int:
+def create_run(
+    conn,
+    *,
+    name: str,
+    testset_id: int,
+    stage: str,
+    experiment_id: int | None = None,
+    repetition: int = 1,
+    params: dict | None = None,
+    order_rule: str,
+    depth: int | None = None,
+    timing_boundary: str | None = None,
+    config_hash: str | None = None,
+    fingerprint: dict | None = None,
+    replace: bool = False,
+) -> int:
     """Insert a ``running`` run and commit; Conflict when the name is taken (unless replace)."""
     with conn.transaction():
         row = conn.execute("SELECT run_id FROM pgeval.run WHERE name = %s", (name,)).fetchone()
         if row is not None:
             if not replace:
-                raise Conflict(f"a run named '{name}' exists (choose another experiment name or "
-                               "delete it with `pgeval run delete`)")
+                raise Conflict(
+                    f"a run named '{name}' exists (choose another experiment name or "
+                    "delete it with `pgeval run delete`)"
+                )
             conn.execute("DELETE FROM pgeval.run WHERE run_id = %s", row)
         run_id = conn.execute(
             "INSERT INTO pgeval.run (name, testset_id, experiment_id, stage, repetition, params, "
             "order_rule, depth, timing_boundary, status, config_hash, fingerprint, pid, host, "
             "heartbeat_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 'running', %s, %s, %s, "
             "%s, now()) RETURNING run_id",
-            (name, testset_id, experiment_id, stage, repetition, json.dumps(params or {}),
-             order_rule, depth, timing_boundary, config_hash,
-             None if fingerprint is None else json.dumps(fingerprint), os.getpid(),
-             socket.gethostname())).fetchone()[0]
+            (
+                name,
+                testset_id,
+                experiment_id,
+                stage,
+                repetition,
+                json.dumps(params or {}),
+                order_rule,
+                depth,
+                timing_boundary,
+                config_hash,
+                None if fingerprint is None else json.dumps(fingerprint),
+                os.getpid(),
+                socket.gethostname(),
+            ),
+        ).fetchone()[0]
     _commit(conn)
     return run_id
 
@@ -69,22 +94,40 @@ def _commit(conn) -> None:
         conn.commit()
 
 
-LIST_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("grades", "int2[]"),
-                ("scores", "float8[]"), ("chunk_ids", "text[]"))
-TIMING_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("latency_ms", "float8"),
-                  ("server_ms", "float8"), ("rows_returned", "int4"))
+LIST_COLUMNS = (
+    ("run_id", "int8"),
+    ("query_id", "text"),
+    ("grades", "int2[]"),
+    ("scores", "float8[]"),
+    ("chunk_ids", "text[]"),
+)
+TIMING_COLUMNS = (
+    ("run_id", "int8"),
+    ("query_id", "text"),
+    ("latency_ms", "float8"),
+    ("server_ms", "float8"),
+    ("rows_returned", "int4"),
+)
 PROGRESS_COLUMNS = (("run_id", "int8"), ("query_id", "text"))
-FAILURE_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("status", "int4"),
-                   ("message", "text"), ("attempts", "int4"))
+FAILURE_COLUMNS = (
+    ("run_id", "int8"),
+    ("query_id", "text"),
+    ("status", "int4"),
+    ("message", "text"),
+    ("attempts", "int4"),
+)
 
 
-def copy_rows(conn, table: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence]) -> int:
+def copy_rows(
+    conn, table: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence]
+) -> int:
     """Binary COPY of ``rows`` into pgeval.``table``; ``columns`` are (name, type) pairs (fixed
     names from this package only). psycopg's C dumpers format the rows."""
     from psycopg import sql
 
     stmt = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
-        sql.Identifier("pgeval", table), sql.SQL(", ").join(sql.Identifier(c) for c, _ in columns))
+        sql.Identifier("pgeval", table), sql.SQL(", ").join(sql.Identifier(c) for c, _ in columns)
+    )
     n = 0
     with conn.cursor().copy(stmt) as copy:
         copy.set_types([t for _, t in columns])
@@ -99,9 +142,10 @@ def judged_grades(conn, run_id: int, query_ids: Sequence[str]) -> dict[str, dict
     in the writer's transaction (ids compare exactly, as the "C" collation does)."""
     grades: dict[str, dict[str, int]] = {}
     for qid, chunk, grade in conn.execute(
-            "SELECT j.query_id, j.chunk_id, j.grade FROM pgeval.qrel j JOIN pgeval.run r "
-            "ON r.testset_id = j.testset_id WHERE r.run_id = %s AND j.query_id = ANY(%s)",
-            (run_id, list(query_ids))):
+        "SELECT j.query_id, j.chunk_id, j.grade FROM pgeval.qrel j JOIN pgeval.run r "
+        "ON r.testset_id = j.testset_id WHERE r.run_id = %s AND j.query_id = ANY(%s)",
+        (run_id, list(query_ids)),
+    ):
         grades.setdefault(qid, {})[chunk] = grade
     return grades
 
@@ -114,18 +158,17 @@ def _text_array(ids: list[str]) -> str:
     joined = "\x00".join(ids)
     if _SPECIAL.isdisjoint(joined):
         return '{"' + '","'.join(ids) + '"}'
-    arr = "{" + ",".join('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"'
-                         for i in ids) + "}"
-    return (arr.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
-            .replace("\r", "\\r"))
+    arr = "{" + ",".join('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in ids) + "}"
+    return arr.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
 
 
 def _copy_text(value: str) -> str:
     """A text value in COPY text format."""
     if _SPECIAL.isdisjoint(value):
         return value
-    return (value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n")
-            .replace("\r", "\\r"))
+    return (
+        value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    )
 
 
 def _num_array(values: list) -> str:
@@ -137,12 +180,15 @@ def copy_lists(conn, rows: Iterable[tuple[int, str, list, list, list[str]]]) -> 
     """COPY (run_id, query_id, grades, scores, chunk ids) rows into pgeval.result_list, in text
     format: the arrays are joined as text at C speed (psycopg's binary array dumper is Python)."""
     n = 0
-    with conn.cursor().copy("COPY pgeval.result_list (run_id, query_id, grades, scores, "
-                            "chunk_ids) FROM STDIN") as copy:
+    with conn.cursor().copy(
+        "COPY pgeval.result_list (run_id, query_id, grades, scores, chunk_ids) FROM STDIN"
+    ) as copy:
         buf = []
         for run_id, qid, grades, scores, chunks in rows:
-            buf.append(f"{run_id}\t{_copy_text(qid)}\t{_num_array(grades)}\t"
-                       f"{_num_array(scores)}\t{_text_array(chunks)}\n")
+            buf.append(
+                f"{run_id}\t{_copy_text(qid)}\t{_num_array(grades)}\t"
+                f"{_num_array(scores)}\t{_text_array(chunks)}\n"
+            )
             n += 1
             if len(buf) >= 256:
                 copy.write("".join(buf))
@@ -152,29 +198,46 @@ def copy_lists(conn, rows: Iterable[tuple[int, str, list, list, list[str]]]) -> 
     return n
 
 
-def write_lists(conn, run_id: int, lists: Iterable[tuple[str, list[str], list]],
-                grades: dict[str, dict[str, int]]) -> int:
+def write_lists(
+    conn,
+    run_id: int,
+    lists: Iterable[tuple[str, list[str], list]],
+    grades: dict[str, dict[str, int]],
+) -> int:
     """COPY (query_id, chunk ids, scores) ranked lists of ``run_id`` into pgeval.result_list, each
     with the judged grade of every chunk (``grades``: :func:`judged_grades`). Empty lists are not
     stored (a query without results has no list). Returns the lists written."""
     empty: dict[str, int] = {}
-    return copy_lists(conn, ((run_id, q, [g.get(c) for c in chunks] if (g := grades.get(q, empty))
-                              else [None] * len(chunks), scores, chunks)
-                             for q, chunks, scores in lists if chunks))
+    return copy_lists(
+        conn,
+        (
+            (
+                run_id,
+                q,
+                [g.get(c) for c in chunks] if (g := grades.get(q, empty)) else [None] * len(chunks),
+                scores,
+                chunks,
+            )
+            for q, chunks, scores in lists
+            if chunks
+        ),
+    )
 
 
-def write_timings(conn, run_id: int,
-                  rows: Iterable[tuple[str, float, float | None, int]]) -> int:
+def write_timings(conn, run_id: int, rows: Iterable[tuple[str, float, float | None, int]]) -> int:
     """COPY (query_id, latency_ms, server_ms, rows_returned) rows of ``run_id``."""
-    return copy_rows(conn, "query_timing", TIMING_COLUMNS,
-                     ((run_id, q, lat, srv, n) for q, lat, srv, n in rows))
+    return copy_rows(
+        conn, "query_timing", TIMING_COLUMNS, ((run_id, q, lat, srv, n) for q, lat, srv, n in rows)
+    )
 
 
 def finish_run(conn, run_id: int, status: str = "complete", params: dict | None = None) -> None:
     """Mark a run complete/failed; ``params`` are merged into run.params (jsonb ||)."""
-    conn.execute("UPDATE pgeval.run SET status = %s, finished_at = now(), "
-                 "params = params || %s::jsonb WHERE run_id = %s",
-                 (status, json.dumps(params or {}), run_id))
+    conn.execute(
+        "UPDATE pgeval.run SET status = %s, finished_at = now(), "
+        "params = params || %s::jsonb WHERE run_id = %s",
+        (status, json.dumps(params or {}), run_id),
+    )
     _commit(conn)
 
 
@@ -184,14 +247,20 @@ class RunWriter:
     with querying; the stage must then leave ``conn`` alone until :meth:`close` (the vector
     stages query only the knowledge-base connection inside their loop)."""
 
-    def __init__(self, conn, run_id: int, depth: int | None = None,
-                 flush_every: int = FLUSH_EVERY, background: bool = False):
+    def __init__(
+        self,
+        conn,
+        run_id: int,
+        depth: int | None = None,
+        flush_every: int = FLUSH_EVERY,
+        background: bool = False,
+    ):
         self.conn, self.run_id, self.depth = conn, run_id, depth
         self.flush_every = flush_every
-        self.params: dict = {}          # merged into run.params when the run completes
+        self.params: dict = {}  # merged into run.params when the run completes
         self._results: list[tuple] = []
         self._timings: list[tuple] = []
-        self._done: list[str] = []      # queries wholly added: their pgeval.run_progress rows
+        self._done: list[str] = []  # queries wholly added: their pgeval.run_progress rows
         self._failures: list[tuple] = []  # pgeval.query_failure rows (service stages)
         self.failures = 0
         self._pending = 0
@@ -205,13 +274,20 @@ class RunWriter:
             import threading
 
             self._queue = queue.Queue(maxsize=4)
-            self._thread = threading.Thread(target=self._worker, name=f"pgeval-writer-{run_id}",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._worker, name=f"pgeval-writer-{run_id}", daemon=True
+            )
             self._thread.start()
 
-    def add(self, query_id: str, ranked: Sequence[tuple[str, float | None]], *,
-            latency_ms: float | None = None, server_ms: float | None = None,
-            rows_returned: int | None = None) -> None:
+    def add(
+        self,
+        query_id: str,
+        ranked: Sequence[tuple[str, float | None]],
+        *,
+        latency_ms: float | None = None,
+        server_ms: float | None = None,
+        rows_returned: int | None = None,
+    ) -> None:
         """``ranked``: [(chunk_id, score)] in rank order (already deduplicated, best first).
         A timing row is written when ``latency_ms`` is given."""
         if self.depth is not None and len(ranked) > self.depth:
@@ -221,12 +297,19 @@ class RunWriter:
             seen: set = set()
             dup = next(c for c in chunks if c in seen or seen.add(c))
             raise InputError(f"stage returned chunk '{dup}' twice for query '{query_id}'")
-        self._results.append((query_id, chunks,
-                              [None if score is None else float(score) for _, score in ranked]))
+        self._results.append(
+            (query_id, chunks, [None if score is None else float(score) for _, score in ranked])
+        )
         if latency_ms is not None:
-            self._timings.append((query_id, float(latency_ms), server_ms,
-                                  len(ranked) if rows_returned is None else int(rows_returned)))
-        self._done.append(query_id)     # last: a query interrupted half-way has no progress row
+            self._timings.append(
+                (
+                    query_id,
+                    float(latency_ms),
+                    server_ms,
+                    len(ranked) if rows_returned is None else int(rows_returned),
+                )
+            )
+        self._done.append(query_id)  # last: a query interrupted half-way has no progress row
         self.queries += 1
         self.rows += len(ranked)
         self._pending += 1
@@ -250,18 +333,28 @@ class RunWriter:
     def _write(self, results: list, timings: list, done: list, failures: list = ()) -> None:
         with self.conn.transaction():
             if failures:
-                copy_rows(self.conn, "query_failure", FAILURE_COLUMNS,
-                          ((self.run_id, *f) for f in failures))
+                copy_rows(
+                    self.conn,
+                    "query_failure",
+                    FAILURE_COLUMNS,
+                    ((self.run_id, *f) for f in failures),
+                )
             if results:
-                write_lists(self.conn, self.run_id, results,
-                            judged_grades(self.conn, self.run_id, [q for q, _, _ in results]))
+                write_lists(
+                    self.conn,
+                    self.run_id,
+                    results,
+                    judged_grades(self.conn, self.run_id, [q for q, _, _ in results]),
+                )
             if timings:
                 write_timings(self.conn, self.run_id, timings)
             if done:
-                copy_rows(self.conn, "run_progress", PROGRESS_COLUMNS,
-                          ((self.run_id, q) for q in done))
-                self.conn.execute("UPDATE pgeval.run SET heartbeat_at = now() WHERE run_id = %s",
-                                  (self.run_id,))
+                copy_rows(
+                    self.conn, "run_progress", PROGRESS_COLUMNS, ((self.run_id, q) for q in done)
+                )
+                self.conn.execute(
+                    "UPDATE pgeval.run SET heartbeat_at = now() WHERE run_id = %s", (self.run_id,)
+                )
         _commit(self.conn)
 
     def _worker(self) -> None:
@@ -302,32 +395,51 @@ class RunWriter:
 
 
 @contextmanager
-def run_scope(ctx, run_name: str, *, params: dict, order_rule: str,
-              timing_boundary: str | None, config_hash: str | None = None, replace: bool = False,
-              background: bool = False, flush_every: int = FLUSH_EVERY):
+def run_scope(
+    ctx,
+    run_name: str,
+    *,
+    params: dict,
+    order_rule: str,
+    timing_boundary: str | None,
+    config_hash: str | None = None,
+    replace: bool = False,
+    background: bool = False,
+    flush_every: int = FLUSH_EVERY,
+):
     """Create the run (``running``), yield a :class:`RunWriter`, then mark it ``complete``
     (params merged with ``writer.params``) or ``failed`` when an exception escapes.
     ``background``: see :class:`RunWriter` (only for stages that leave ``ctx.results`` alone
     inside the block)."""
-    if ctx.extra.get("resume_run_id") is not None:     # `pgeval run resume`: the missing queries
+    if ctx.extra.get("resume_run_id") is not None:  # `pgeval run resume`: the missing queries
         from ..run.resume import reopen_run
 
         run_id = reopen_run(ctx.results, ctx.extra["resume_run_id"], params)
     else:
-        run_id = create_run(ctx.results, name=run_name, testset_id=ctx.testset_id,
-                            stage=ctx.stage, experiment_id=ctx.experiment_id,
-                            repetition=ctx.repetition, params=params, order_rule=order_rule,
-                            depth=ctx.depth, timing_boundary=timing_boundary,
-                            config_hash=config_hash or ctx.extra.get("config_hash"),
-                            fingerprint=ctx.extra.get("fingerprint"), replace=replace)
-    writer = RunWriter(ctx.results, run_id, ctx.depth, flush_every=flush_every,
-                       background=background)
+        run_id = create_run(
+            ctx.results,
+            name=run_name,
+            testset_id=ctx.testset_id,
+            stage=ctx.stage,
+            experiment_id=ctx.experiment_id,
+            repetition=ctx.repetition,
+            params=params,
+            order_rule=order_rule,
+            depth=ctx.depth,
+            timing_boundary=timing_boundary,
+            config_hash=config_hash or ctx.extra.get("config_hash"),
+            fingerprint=ctx.extra.get("fingerprint"),
+            replace=replace,
+        )
+    writer = RunWriter(
+        ctx.results, run_id, ctx.depth, flush_every=flush_every, background=background
+    )
     try:
         yield writer
         writer.close()
     except BaseException:
         try:
-            writer.close()          # stop the writer thread before touching the connection
+            writer.close()  # stop the writer thread before touching the connection
         except BaseException:
             pass
         try:
@@ -338,11 +450,13 @@ def run_scope(ctx, run_name: str, *, params: dict, order_rule: str,
             pass
         raise
     missing = missing_queries(ctx.results, run_id)
-    if missing:     # never a complete run with a query short: a stage that skipped one is a bug
+    if missing:  # never a complete run with a query short: a stage that skipped one is a bug
         finish_run(ctx.results, run_id, "failed", writer.params)
-        raise IncompleteRun(f"stage {ctx.stage} wrote {writer.queries} queries but {missing} "
-                            f"queries of test set '{ctx.testset}' have no results in run "
-                            f"'{run_name}' (marked failed)")
+        raise IncompleteRun(
+            f"stage {ctx.stage} wrote {writer.queries} queries but {missing} "
+            f"queries of test set '{ctx.testset}' have no results in run "
+            f"'{run_name}' (marked failed)"
+        )
     finish_run(ctx.results, run_id, "complete", writer.params)
 
 
@@ -351,6 +465,8 @@ def missing_queries(conn, run_id: int) -> int:
     n = conn.execute(
         "SELECT count(*) FROM pgeval.query q JOIN pgeval.run r USING (testset_id) "
         "WHERE r.run_id = %s AND NOT EXISTS (SELECT 1 FROM pgeval.run_progress p "
-        "WHERE p.run_id = r.run_id AND p.query_id = q.query_id)", (run_id,)).fetchone()[0]
+        "WHERE p.run_id = r.run_id AND p.query_id = q.query_id)",
+        (run_id,),
+    ).fetchone()[0]
     _commit(conn)
     return int(n)

@@ -34,8 +34,11 @@ class TimedStatement:
 
     def __init__(self, kb, stmt: sql.Composable, server_timing: bool = False):
         self.text = stmt.as_string(kb)
-        self.explain = ((sql.SQL("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ") + stmt)
-                        .as_string(kb) if server_timing else None)
+        self.explain = (
+            (sql.SQL("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ") + stmt).as_string(kb)
+            if server_timing
+            else None
+        )
         self.cur = kb.cursor()
 
     def execute(self, params: dict) -> tuple[list, float, float | None]:

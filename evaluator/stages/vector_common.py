@@ -36,13 +36,14 @@ def register_vector(conn) -> None:
 
 
 def relation_oid(kb, target) -> int:
-    return kb.execute("SELECT to_regclass(%s)::oid",
-                      (target.table_sql().as_string(kb),)).fetchone()[0]
+    return kb.execute(
+        "SELECT to_regclass(%s)::oid", (target.table_sql().as_string(kb),)
+    ).fetchone()[0]
 
 
 class VectorStage(BaseStage):
     kind = "vector"
-    method: str | None = None          # hnsw | ivfflat | diskann; None: exact
+    method: str | None = None  # hnsw | ivfflat | diskann; None: exact
     score = SCORE_DISTANCE
     needs_embedding = True
     # ANN stages measure their index: a sequential scan would silently turn them into exact
@@ -67,9 +68,12 @@ class VectorStage(BaseStage):
             raise InputError("the test set has no queries", field="--testset")
         dim = len(ctx.queries[0].embedding)
         if t.dimension is not None and dim != t.dimension:
-            raise InputError(f"embedder '{ctx.embedder}' gives {dim}-dimensional vectors but "
-                             f"target '{t.name}' searches {t.vector_type}({t.dimension}) "
-                             f"({t.qualified()}.{t.vector_column})", field="--embedder")
+            raise InputError(
+                f"embedder '{ctx.embedder}' gives {dim}-dimensional vectors but "
+                f"target '{t.name}' searches {t.vector_type}({t.dimension}) "
+                f"({t.qualified()}.{t.vector_column})",
+                field="--embedder",
+            )
 
     # ---- the stage transaction -------------------------------------------------------------
     def begin(self, ctx: StageContext) -> dict:
@@ -80,28 +84,36 @@ class VectorStage(BaseStage):
         register_vector(kb)
         gucs.load_libraries(kb)
         oid = relation_oid(kb, t)
-        gone = DatabaseError(f"stage {ctx.stage}: the target's table {t.qualified()} does not "
-                             "exist (any more)")   # dropped or renamed since the target was added
+        gone = DatabaseError(
+            f"stage {ctx.stage}: the target's table {t.qualified()} does not exist (any more)"
+        )  # dropped or renamed since the target was added
         if oid is None:
             kb.rollback()
             raise gone
         all_ann = plan_check.ann_indexes(kb, oid)
         from ..target.catalog import vector_indexes
 
-        candidates = [i["name"] for i in vector_indexes(kb, t, (self.method,))] if self.method else []
-        row = kb.execute("SELECT nspname FROM pg_class c JOIN pg_namespace n "
-                         "ON n.oid = c.relnamespace WHERE c.oid = %s", (oid,)).fetchone()
-        kb.rollback()   # the catalog look-ups above must not open the stage's transaction
-        if row is None:   # dropped between the look-ups
+        candidates = (
+            [i["name"] for i in vector_indexes(kb, t, (self.method,))] if self.method else []
+        )
+        row = kb.execute(
+            "SELECT nspname FROM pg_class c JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE c.oid = %s",
+            (oid,),
+        ).fetchone()
+        kb.rollback()  # the catalog look-ups above must not open the stage's transaction
+        if row is None:  # dropped between the look-ups
             raise gone
         schema = row[0]
         dropped: list[str] = []
         wanted = ctx.option("index")
         if wanted and wanted not in candidates:
-            raise InputError(f"index '{wanted}' is not a {self.method} index on "
-                             f"{t.qualified()}.{t.vector_column} for distance {t.distance} "
-                             f"(candidates: {', '.join(candidates) or 'none'})",
-                             field="--opt")
+            raise InputError(
+                f"index '{wanted}' is not a {self.method} index on "
+                f"{t.qualified()}.{t.vector_column} for distance {t.distance} "
+                f"(candidates: {', '.join(candidates) or 'none'})",
+                field="--opt",
+            )
         if ctx.isolate_index and self.method:
             keep = {wanted} if wanted else set(candidates)
             others = [name for name in all_ann if name not in keep]
@@ -112,19 +124,33 @@ class VectorStage(BaseStage):
                 except Exception as exc:
                     kb.rollback()
                     first = first_line(exc, "")
-                    raise DatabaseError(f"--isolate-index cannot drop index {name}: {first} (it "
-                                        "needs the table's owner; or keep each index on its own "
-                                        "copy of the table)") from None
+                    raise DatabaseError(
+                        f"--isolate-index cannot drop index {name}: {first} (it "
+                        "needs the table's owner; or keep each index on its own "
+                        "copy of the table)"
+                    ) from None
                 dropped.append(name)
         else:
             kb.execute("SET TRANSACTION READ ONLY")
         settings = self.stage_settings(ctx)
         effective = gucs.apply_local(kb, settings)
-        return {"settings": effective, "dropped": dropped, "candidates": candidates,
-                "all_ann": all_ann, "wanted": wanted}
+        return {
+            "settings": effective,
+            "dropped": dropped,
+            "candidates": candidates,
+            "all_ann": all_ann,
+            "wanted": wanted,
+        }
 
-    def check_plan(self, ctx: StageContext, tx: dict, statement, params, generic_statement=None,
-                   generic_values: list | None = None):
+    def check_plan(
+        self,
+        ctx: StageContext,
+        tx: dict,
+        statement,
+        params,
+        generic_statement=None,
+        generic_values: list | None = None,
+    ):
         """EXPLAIN (custom, then generic) inside the open transaction; return the index name.
         ``generic_values``: the parameters of ``generic_statement`` in ``$n`` order (servers
         before 16 need them to EXPLAIN EXECUTE a prepared statement)."""
@@ -133,29 +159,49 @@ class VectorStage(BaseStage):
             plan_check.check_exact(plan, stage=ctx.stage, all_ann=tx["all_ann"])
             index = None
         else:
+
             def check(p):
-                return plan_check.check_ann(p, stage=ctx.stage, method=self.method,
-                                            candidates=tx["candidates"], all_ann=tx["all_ann"],
-                                            wanted=tx["wanted"])
+                return plan_check.check_ann(
+                    p,
+                    stage=ctx.stage,
+                    method=self.method,
+                    candidates=tx["candidates"],
+                    all_ann=tx["all_ann"],
+                    wanted=tx["wanted"],
+                )
+
             try:
                 index = check(plan)
-            except PlanError as exc:   # name the setting(s) that make the index serve the query
-                found = plan_check.find_forcing(ctx.kb, statement, params, check,
-                                                tx["settings"]) if tx["candidates"] else None
-                raise PlanError(str(exc) + (plan_check.forcing_hint(ctx.stage, found)
-                                            if tx["candidates"] else "")) from None
+            except PlanError as exc:  # name the setting(s) that make the index serve the query
+                found = (
+                    plan_check.find_forcing(ctx.kb, statement, params, check, tx["settings"])
+                    if tx["candidates"]
+                    else None
+                )
+                raise PlanError(
+                    str(exc)
+                    + (plan_check.forcing_hint(ctx.stage, found) if tx["candidates"] else "")
+                ) from None
         if generic_statement is not None and self.method is not None:
             gplan = plan_check.explain_generic(ctx.kb, generic_statement, generic_values or [])
             try:
-                plan_check.check_ann(gplan, stage=ctx.stage, method=self.method,
-                                     candidates=tx["candidates"], all_ann=tx["all_ann"],
-                                     wanted=tx["wanted"], generic=True)
+                plan_check.check_ann(
+                    gplan,
+                    stage=ctx.stage,
+                    method=self.method,
+                    candidates=tx["candidates"],
+                    all_ann=tx["all_ann"],
+                    wanted=tx["wanted"],
+                    generic=True,
+                )
             except PlanError:
                 ctx.extra.setdefault(f"{ctx.stage}.force_custom", True)
                 ctx.kb.execute("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)")
                 tx["settings"]["plan_cache_mode"] = "force_custom_plan"
-                ctx.warn(f"stage {ctx.stage}: the generic plan of the prepared statement does "
-                         f"not use the index; running with plan_cache_mode=force_custom_plan")
+                ctx.warn(
+                    f"stage {ctx.stage}: the generic plan of the prepared statement does "
+                    f"not use the index; running with plan_cache_mode=force_custom_plan"
+                )
         return index
 
     # ---- Stage protocol --------------------------------------------------------------------
@@ -181,23 +227,33 @@ class VectorStage(BaseStage):
         return value
 
     def _sql_kw(self, ctx) -> dict:
-        return {"exact": self.method is None, "overfetch": self.overfetch(ctx),
-                "threshold": ctx.target.max_distance()}
+        return {
+            "exact": self.method is None,
+            "overfetch": self.overfetch(ctx),
+            "threshold": ctx.target.max_distance(),
+        }
 
     def _plan(self, ctx, tx, generic_check: bool = True):
         q0 = ctx.queries[0].embedding
         if ctx.batch:
             stmt, params = vector_sql.batch(ctx.target, ctx.depth, **self._sql_kw(ctx))
-            check = dict(params, ids=[q.query_id for q in ctx.queries[:2]],
-                         vecs=[_f32(q.embedding) for q in ctx.queries[:2]])
+            check = dict(
+                params,
+                ids=[q.query_id for q in ctx.queries[:2]],
+                vecs=[_f32(q.embedding) for q in ctx.queries[:2]],
+            )
             return self.check_plan(ctx, tx, stmt, check), stmt, params
         stmt, params, _ = vector_sql.per_query(ctx.target, ctx.depth, **self._sql_kw(ctx))
         values = {**params, "q": np.asarray(q0, dtype=np.float32)}
         dollar = vector_sql.Dollar()
-        generic = vector_sql.per_query(ctx.target, ctx.depth, dollar,
-                                       **self._sql_kw(ctx))[0] if generic_check else None
-        index = self.check_plan(ctx, tx, stmt, values, generic,
-                                [values[name] for name in dollar.names])
+        generic = (
+            vector_sql.per_query(ctx.target, ctx.depth, dollar, **self._sql_kw(ctx))[0]
+            if generic_check
+            else None
+        )
+        index = self.check_plan(
+            ctx, tx, stmt, values, generic, [values[name] for name in dollar.names]
+        )
         return index, stmt, params
 
     def run(self, ctx: StageContext, run_name: str) -> int:
@@ -207,23 +263,38 @@ class VectorStage(BaseStage):
             # (--isolate-index drops happen per transaction)
             index, stmt, params = self._plan(ctx, tx, generic_check=False)
             if ctx.extra.get(f"{ctx.stage}.force_custom"):
-                tx["settings"].update(gucs.apply_local(
-                    ctx.kb, {"plan_cache_mode": "force_custom_plan"}))
-            run_params = {"kind": self.kind, "score": SCORE_DISTANCE,
-                          "metric": ctx.target.distance, "index": index, "method": self.method,
-                          "settings": tx["settings"], "isolated_from": tx["dropped"],
-                          "overfetch": self.overfetch(ctx),
-                          "batch": ctx.batch, "embedder": ctx.embedder, "target": ctx.target.name,
-                          "warnings": self.trap_warnings(ctx, tx["settings"])}
-            with store.run_scope(ctx, run_name, params=run_params, order_rule=ORDER_DISTANCE,
-                                 timing_boundary=timing.boundary(ctx), background=True) as out:
+                tx["settings"].update(
+                    gucs.apply_local(ctx.kb, {"plan_cache_mode": "force_custom_plan"})
+                )
+            run_params = {
+                "kind": self.kind,
+                "score": SCORE_DISTANCE,
+                "metric": ctx.target.distance,
+                "index": index,
+                "method": self.method,
+                "settings": tx["settings"],
+                "isolated_from": tx["dropped"],
+                "overfetch": self.overfetch(ctx),
+                "batch": ctx.batch,
+                "embedder": ctx.embedder,
+                "target": ctx.target.name,
+                "warnings": self.trap_warnings(ctx, tx["settings"]),
+            }
+            with store.run_scope(
+                ctx,
+                run_name,
+                params=run_params,
+                order_rule=ORDER_DISTANCE,
+                timing_boundary=timing.boundary(ctx),
+                background=True,
+            ) as out:
                 if ctx.batch:
                     self._run_batch(ctx, stmt, params, out)
                 else:
                     self._run_each(ctx, stmt, params, out)
             return out.run_id
         finally:
-            ctx.kb.rollback()   # READ ONLY: nothing to keep; --isolate-index: restores indexes
+            ctx.kb.rollback()  # READ ONLY: nothing to keep; --isolate-index: restores indexes
 
     def _run_each(self, ctx, stmt, params, out) -> None:
         timed = timing.TimedStatement(ctx.kb, stmt, ctx.server_timing)
@@ -235,10 +306,15 @@ class VectorStage(BaseStage):
             rows, ms, server_ms = timed.execute(dict(params, q=_f32(q.embedding)))
             n = (rows[0][2] if rows else 0) if has_n else len(rows)
             counts.append(n)
-            kept = [r for r in rows if len(r) < 4 or not r[3]]     # r[3]: past the threshold
+            kept = [r for r in rows if len(r) < 4 or not r[3]]  # r[3]: past the threshold
             dropped.append(len(rows) - len(kept))
-            out.add(q.query_id, [(r[0], r[1]) for r in kept], latency_ms=ms, server_ms=server_ms,
-                    rows_returned=n)
+            out.add(
+                q.query_id,
+                [(r[0], r[1]) for r in kept],
+                latency_ms=ms,
+                server_ms=server_ms,
+                rows_returned=n,
+            )
             if ctx.progress:
                 ctx.progress.advance()
         out.params.update(rows_summary(counts, ctx.depth))
@@ -247,8 +323,11 @@ class VectorStage(BaseStage):
     def _run_batch(self, ctx, stmt, params, out) -> None:
         """One statement; rows stream in query by query (chunks of 2,000) and each finished
         query goes to the writer while the server searches the next ones."""
-        p = dict(params, ids=[q.query_id for q in ctx.queries],
-                 vecs=[_f32(q.embedding) for q in ctx.queries])
+        p = dict(
+            params,
+            ids=[q.query_id for q in ctx.queries],
+            vecs=[_f32(q.embedding) for q in ctx.queries],
+        )
         if ctx.progress:
             ctx.progress.start(ctx.stage + " (batch)", len(ctx.queries))
         raw: dict[str, int] = {}
@@ -260,7 +339,7 @@ class VectorStage(BaseStage):
             rows.sort()
             if [r[0] for r in rows] != list(range(1, len(rows) + 1)):
                 raise RuntimeError(f"batch ranks of query '{qid}' are not 1..n")
-            kept = [(c, d) for _, c, d, past in rows if not past]    # past the threshold
+            kept = [(c, d) for _, c, d, past in rows if not past]  # past the threshold
             dropped[qid] = len(rows) - len(kept)
             out.add(qid, kept)
             done.add(qid)
@@ -280,13 +359,14 @@ class VectorStage(BaseStage):
         if current is not None:
             finish(current, items)
         ms = (time.perf_counter() - t0) * 1000.0
-        for q in ctx.queries:            # queries the filters left without any row
+        for q in ctx.queries:  # queries the filters left without any row
             if q.query_id not in done:
                 out.add(q.query_id, [])
         counts = [raw.get(q.query_id, 0) for q in ctx.queries]
         out.params.update(rows_summary(counts, ctx.depth), batch_ms=ms)
-        out.params.update(threshold_summary(ctx.target, [dropped.get(q.query_id, 0)
-                                                         for q in ctx.queries]))
+        out.params.update(
+            threshold_summary(ctx.target, [dropped.get(q.query_id, 0) for q in ctx.queries])
+        )
 
 
 def _f32(vec) -> np.ndarray:
@@ -296,9 +376,11 @@ def _f32(vec) -> np.ndarray:
 def rows_summary(counts: list[int], depth: int) -> dict:
     if not counts:
         return {"rows_returned_min": 0, "rows_returned_mean": 0.0, "queries_short": 0}
-    return {"rows_returned_min": int(min(counts)),
-            "rows_returned_mean": float(sum(counts)) / len(counts),
-            "queries_short": int(sum(1 for c in counts if c < depth))}
+    return {
+        "rows_returned_min": int(min(counts)),
+        "rows_returned_mean": float(sum(counts)) / len(counts),
+        "queries_short": int(sum(1 for c in counts if c < depth)),
+    }
 
 
 def threshold_summary(target, dropped: list[int]) -> dict:
@@ -306,7 +388,9 @@ def threshold_summary(target, dropped: list[int]) -> dict:
     in all, queries that lost at least one, the most one query lost."""
     if target.max_distance() is None:
         return {}
-    return {"threshold": dict(target.threshold, max_distance=target.max_distance()),
-            "threshold_dropped": int(sum(dropped)),
-            "threshold_queries": int(sum(1 for d in dropped if d)),
-            "threshold_dropped_max": int(max(dropped, default=0))}
+    return {
+        "threshold": dict(target.threshold, max_distance=target.max_distance()),
+        "threshold_dropped": int(sum(dropped)),
+        "threshold_queries": int(sum(1 for d in dropped if d)),
+        "threshold_dropped_max": int(max(dropped, default=0)),
+    }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -34,10 +34,14 @@ class LocalEmbedder:
         self._model = None
 
     def _load(self):
-        return load_model("SentenceTransformer", self.model_name, what="model",
-                          field="--embedder",
-                          missing="local embedders need sentence-transformers: pip install "
-                                  "'pgeval[local]' (or use openai:MODEL / numpy:FILE.npy)")
+        return load_model(
+            "SentenceTransformer",
+            self.model_name,
+            what="model",
+            field="--embedder",
+            missing="local embedders need sentence-transformers: pip install "
+            "'pgeval[local]' (or use openai:MODEL / numpy:FILE.npy)",
+        )
 
     def embed(self, queries: Sequence, on_batch=None) -> np.ndarray:
         for q in queries:
@@ -48,10 +52,13 @@ class LocalEmbedder:
         out = []
         texts = [q.text for q in queries]
         for i in range(0, len(texts), self.batch_size):
-            batch = texts[i:i + self.batch_size]
-            out.append(np.asarray(self._model.encode(batch, batch_size=self.batch_size,
-                                                     convert_to_numpy=True), dtype=np.float32))
+            batch = texts[i : i + self.batch_size]
+            out.append(
+                np.asarray(
+                    self._model.encode(batch, batch_size=self.batch_size, convert_to_numpy=True),
+                    dtype=np.float32,
+                )
+            )
             if on_batch:
                 on_batch(len(batch))
-        return check_matrix(np.vstack(out) if out else np.zeros((0, 1)), len(queries),
-                            "--embedder")
+        return check_matrix(np.vstack(out) if out else np.zeros((0, 1)), len(queries), "--embedder")
