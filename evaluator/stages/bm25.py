@@ -267,7 +267,7 @@ class Bm25Stage(BaseStage):
                 out.add(q.query_id, [])
                 if ctx.progress:
                     ctx.progress.advance()
-        limit, ms, limits = fetch.first, 0.0, {}
+        limit, ms, limits, counts = fetch.first, 0.0, {}, {}
         while pending:
             stmt, params = self.statement(ctx, fetch.plan, True, limit)
             p = dict(params, ids=pending, texts=[texts[i] for i in pending])
@@ -284,12 +284,13 @@ class Bm25Stage(BaseStage):
                     short.append(qid)
                     continue
                 out.add(qid, ranked[:ctx.depth])
-                limits[qid] = limit
+                limits[qid], counts[qid] = limit, min(len(ranked), ctx.depth)
                 if ctx.progress:
                     ctx.progress.advance()
             pending, limit = short, refetch.grow(limit)
         out.params["batch_ms"] = ms
-        out.params.update(fetch.summary(list(limits.values())))
+        out.params.update(rows_summary([counts.get(q.query_id, 0) for q in ctx.queries],
+                                       ctx.depth), **fetch.summary(list(limits.values())))
 
 
 class _Fetch:
