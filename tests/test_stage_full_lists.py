@@ -123,6 +123,10 @@ def _check_full(conn, res, depth: int = DEPTH, refetched: bool = True) -> dict:
         assert timing == (depth, depth, 12)                    # rows_returned: chunks stored
         assert run["min_rows_returned"] == depth
     assert params["queries_short"] == 0 and params["rows_returned_min"] == depth
+    # the run says what it timed
+    boundary = conn.execute("SELECT timing_boundary FROM pgeval.run WHERE run_id = %s",
+                            (rid,)).fetchone()[0]
+    assert "LIMIT" in params["timed_statement"] and f"timed: {params['timed']}" in boundary
     if refetched:   # the first LIMIT collapsed to fewer chunks: the stage asked again
         assert params["fetch_limit"] == 2 * depth
         assert params["queries_refetched"] > 0 and params["fetch_limit_max"] > 2 * depth
