@@ -230,7 +230,7 @@ class Bm25Stage(BaseStage):
         scans = plan_check.index_scans(p)
         return f"index {scans[0][1]}" if scans else "sequential scan"
 
-    def _run_each(self, ctx, fetch: "_Fetch", texts, out) -> None:
+    def _run_each(self, ctx, fetch: _Fetch, texts, out) -> None:
         """Per block of queries: first every timed statement, back to back (with its larger
         LIMITs where a query is short), then the untimed score look-ups of the block. A score
         look-up between two timed statements would slow the next one down (pg_textsearch's
@@ -263,7 +263,7 @@ class Bm25Stage(BaseStage):
                     ctx.progress.advance()
         out.params.update(rows_summary(counts, ctx.depth), **fetch.summary(limits))
 
-    def _run_batch(self, ctx, fetch: "_Fetch", texts, out) -> None:
+    def _run_batch(self, ctx, fetch: _Fetch, texts, out) -> None:
         """One set-based statement for all queries (timed together, ``batch_ms``); the queries
         left short of ``--depth`` chunks while their scan returned every row asked for run again,
         together, with a larger LIMIT. pg_textsearch's scores are looked up afterwards, untimed."""

@@ -270,7 +270,7 @@ class VectorStage(BaseStage):
             seen: set[str] = set()
             short: set[str] = set()
 
-            def finish(qid, rows, n):
+            def finish(qid, rows, n, limit=limit, short=short):
                 rows.sort()
                 if [r[0] for r in rows] != list(range(1, len(rows) + 1)):
                     raise RuntimeError(f"batch ranks of query '{qid}' are not 1..n")
