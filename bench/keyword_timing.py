@@ -15,7 +15,7 @@ pg_textsearch BM25 index:
 Prints the p50 of each and the ratios b/a (target about 1) and c/a; also the stage's wall time
 (it includes the untimed score look-up of the returned chunks).
 
-Usage: python bench/keyword_timing.py [--depth 100] [--rounds 3] [--dsn DSN]
+Usage: python bench/keyword_timing.py [--depth 100] [--rounds 3] [--dsn DSN] [--generated]
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ WITH_SCORE = ("SELECT doc_id::text, body <@> to_bm25query(%(q)s, 'bench_kw_bm25'
               "FROM bench_kw ORDER BY score LIMIT {k}")
 
 
-def corpus() -> tuple[list[tuple[str, str]], list[tuple[str, str]], str]:
+def corpus(generated: bool = False) -> tuple[list[tuple[str, str]], list[tuple[str, str]], str]:
     """(documents, queries, description)."""
-    if (CRANFIELD / "cran.all.1400").is_file():
+    if not generated and (CRANFIELD / "cran.all.1400").is_file():
         from evaluator.testset.datasets.cranfield import documents, queries
 
         docs = [(d, f"{title} {body}".strip()) for d, title, body in documents(CRANFIELD)]
@@ -122,10 +122,12 @@ def main() -> None:
     p.add_argument("--depth", type=int, default=100)
     p.add_argument("--rounds", type=int, default=3, help="rounds; the best p50 of each is kept")
     p.add_argument("--dsn", default=None, help="use this server instead of a temporary one")
+    p.add_argument("--generated", action="store_true",
+                   help="generated text even when the Cranfield collection is there")
     args = p.parse_args()
     db, _, stop = _server.start(args.dsn, "pgeval-bench-kw-")
     try:
-        docs, queries, desc = corpus()
+        docs, queries, desc = corpus(args.generated)
         load(db, docs, queries)
         print(f"{desc}; top {args.depth}; p50 over the queries, best of {args.rounds} rounds")
         bare(db, IDS_ONLY, queries, args.depth)                  # warm the caches once
