@@ -33,7 +33,8 @@ from .experiment_scope import acquire, commit, experiment_scope, unlock
 
 # run.params keys that do not define what a run measures (summaries, notes)
 VOLATILE_PARAMS = {"warnings", "resumed", "rows_returned_min", "rows_returned_mean",
-                   "queries_short", "batch_ms", "fusion_ms", "rows"}
+                   "queries_short", "batch_ms", "fusion_ms", "rows", "fetch_limit_max",
+                   "queries_refetched"}
 
 
 # ---- one run continued -------------------------------------------------------------------------

@@ -49,6 +49,7 @@ class ImportReport:
     unknown_queries: int
     unknown_query_ids: list[str] = field(default_factory=list)
     valid_without_result: int = 0
+    lines_with_extra_text: int = 0      # TREC lines with text after the sixth field (ignored)
 
 
 def guess_format(path: Path) -> str:
@@ -58,16 +59,22 @@ def guess_format(path: Path) -> str:
     return "trec"
 
 
-def _trec_lines(path: Path):
-    """Yield text COPY lines ``qid\tchunk\tscore\tline\t\\N`` for a TREC run file."""
+def _trec_lines(path: Path, extra: list[int] | None = None):
+    """Yield text COPY lines ``qid\tchunk\tscore\tline\t\\N`` for a TREC run file. Text after
+    the sixth field is ignored, as trec_eval ignores it (its own test file results.trunc has
+    some); ``extra[0]`` counts the lines that had such text."""
     for lineno, line in Source(path):   # UTF-8 checked per line (file, line, column)
-        parts = line.split()
-        if len(parts) != 6:
+        parts = line.split(maxsplit=6)
+        if len(parts) < 6:
             if not parts:
                 continue
             raise InputError(f"expected 6 fields 'qid Q0 chunk rank score tag', found "
                              f"{len(parts)}", file=str(path), line=lineno)
-        qid, _, chunk, _, score, _ = parts
+        if len(parts) > 6:
+            if extra is not None:
+                extra[0] += 1
+            line = " ".join(parts[:6])      # the ignored text is never stored nor checked
+        qid, _, chunk, _, score, _ = parts[:6]
         if "\x00" in line:
             raise InputError("the line contains a NUL character, which PostgreSQL cannot store",
                              file=str(path), line=lineno)
@@ -199,10 +206,10 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
         # ids in byte order (ties in score are broken by chunk id as trec_eval does)
         conn.execute('CREATE TEMP TABLE _pgeval_import (query_id text COLLATE "C", chunk_id text '
                      'COLLATE "C", score float8, line int, pos int) ON COMMIT DROP')
-        n = 0
+        n, extra = 0, [0]
         with conn.cursor().copy("COPY _pgeval_import FROM STDIN") as copy:
             buf = []
-            for line in (_trec_lines(path) if fmt == "trec" else _jsonl_lines(path)):
+            for line in (_trec_lines(path, extra) if fmt == "trec" else _jsonl_lines(path)):
                 buf.append(line)
                 if len(buf) >= _BATCH:
                     copy.write("".join(buf))
@@ -259,7 +266,7 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
         missing = conn.execute("SELECT no_result FROM pgeval.run_counts(%s)", (run_id,)).fetchone()[0]
     return ImportReport(name=name, run_id=run_id, testset=testset, rows=inserted, queries=nq,
                         unknown_queries=len(unknown), unknown_query_ids=unknown[:20],
-                        valid_without_result=missing)
+                        valid_without_result=missing, lines_with_extra_text=extra[0])
 
 
 def export_run(conn, name: str, fmt: str, out) -> int:

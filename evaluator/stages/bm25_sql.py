@@ -1,10 +1,12 @@
 """The SQL of the keyword stage: pg_textsearch BM25, or PostgreSQL full-text search.
 
-pg_textsearch: ``ORDER BY col <@> to_bm25query(q, 'index')`` — the bare operator, so the BM25
-index can serve the ORDER BY. Scores are negative (lower is better). A sequential-scan plan (small
-tables, or filters the planner prefers) scores every row and returns the non-matching ones with
-score 0: they are dropped (``score < 0``) after the LIMIT, which keeps every match because the
-matches sort first. Several rows of one chunk collapse to its best score.
+pg_textsearch: ``SELECT id ... ORDER BY col <@> to_bm25query(q, 'index') LIMIT k`` — the bare
+operator, so the BM25 index can serve the ORDER BY, and only the id (:func:`textsearch`, the timed
+statement); the scores of the returned chunks come from a second, untimed statement
+(:func:`textsearch_scores`). Scores are negative (lower is better). A sequential-scan plan (small
+tables, or filters the planner prefers) returns the non-matching rows too, with score 0: they are
+dropped, which keeps every match because the matches sort first. Several rows of one chunk
+collapse to its best score.
 
 Full-text fallback: ``ts_rank_cd(tsv, query)`` over ``to_tsvector(config, col)`` (or a stored
 tsvector column), where the query is the OR of the query's lexemes (``plainto_tsquery`` ANDs
@@ -14,7 +16,7 @@ length saturation): the run says so in ``run.params``. Its WHERE clause is
 configuration) serves it; without one every query scans and parses the whole table, and the stage
 says which CREATE INDEX to run (:func:`fts_index_sql`).
 
-Every statement returns ``chunk_id, score, n`` (n = matching rows the statement returned, before
+The full-text statement returns ``chunk_id, score, n`` (n = matching rows the statement returned, before
 collapsing; chunk_id the id as text COLLATE "C", so that ties break in byte order whatever the
 table's collation) ordered best first; per query the text is the parameter ``q``; in batch mode the
 parameters are ``ids`` and ``texts`` (text[]) and the columns are ``query_id, chunk_id, score,
@@ -89,18 +91,37 @@ def _source(target, where_ph) -> tuple[sql.Composable, dict]:
     return sql.SQL("(SELECT * FROM {}{}) AS kb").format(target.table_sql(), where), params
 
 
-def textsearch(target, column: str, depth: int, qexpr: sql.Composable,
+def textsearch(target, column: str, limit: int, qexpr: sql.Composable,
                where_ph=sql.Placeholder) -> tuple[sql.Composable, dict]:
-    """pg_textsearch for one query text ``qexpr``; the index is the parameter ``idx``."""
+    """pg_textsearch for one query text ``qexpr``, the statement an application runs and the
+    one pgeval times: the ids in index order, ``SELECT id FROM t ORDER BY col <@>
+    to_bm25query(q, idx) LIMIT k``; the index is the parameter ``idx``. It does not project the
+    score: pg_textsearch serves the ORDER BY's score from its index scan, but a projected score
+    is computed again by its standalone scorer, row by row (tens of times the cost of the scan);
+    :func:`textsearch_scores` computes them apart, for the returned chunks only."""
     src, params = _source(target, where_ph)
     score = sql.SQL("{} <@> to_bm25query({}, {})").format(
         sql.Identifier("kb", column), qexpr, sql.Placeholder("idx"))
-    inner = sql.SQL("SELECT {id} AS chunk_id, {score} AS score FROM {src} "
-                    "ORDER BY {score} LIMIT {k}").format(
+    return sql.SQL("SELECT {id} AS chunk_id FROM {src} ORDER BY {score} LIMIT {k}").format(
         id=as_text(sql.Identifier("kb", target.id_column)), score=score, src=src,
-        k=sql.Literal(int(depth)))
-    return sql.SQL("SELECT s.chunk_id, min(s.score) AS score, (sum(count(*)) OVER ())::int AS n "
-                   "FROM ({}) s WHERE s.score < 0 GROUP BY s.chunk_id").format(inner), params
+        k=sql.Literal(int(limit))), params
+
+
+def textsearch_scores(target, column: str, id_type: str,
+                      where_ph=sql.Placeholder) -> tuple[sql.Composable, dict]:
+    """The BM25 score of the chunks ``%(chunks)s`` (text[]) for query text ``%(q)s``: each
+    chunk's best (lowest) score over its rows under the target's filters, ``chunk_id, score``
+    ordered best first, ties by chunk id. Non-matching rows score 0 (kept: the caller drops
+    them). ``id_type`` is the id column's type as ``format_type`` spells it (already quoted by
+    the server): the ids are cast to it so that an index on the id column serves the look-up."""
+    src, params = _source(target, where_ph)
+    score = sql.SQL("{} <@> to_bm25query({}, {})").format(
+        sql.Identifier("kb", column), sql.Placeholder("q"), sql.Placeholder("idx"))
+    return sql.SQL("SELECT {id} AS chunk_id, min({score}) AS score FROM {src} "
+                   "WHERE {col} = ANY({chunks}::text[]::{typ}[]) GROUP BY 1 ORDER BY 2, 1").format(
+        id=as_text(sql.Identifier("kb", target.id_column)), score=score, src=src,
+        col=sql.Identifier("kb", target.id_column), chunks=sql.Placeholder("chunks"),
+        typ=sql.SQL(id_type)), params
 
 
 def _tsquery(config: str, qexpr: sql.Composable) -> sql.Composable:
@@ -111,7 +132,7 @@ def _tsquery(config: str, qexpr: sql.Composable) -> sql.Composable:
     ).format(cfg=sql.Literal(config), q=qexpr)
 
 
-def fulltext(target, column: str | None, tsvector_column: str | None, config: str, depth: int,
+def fulltext(target, column: str | None, tsvector_column: str | None, config: str, limit: int,
              qexpr: sql.Composable, normalization: int = 0,
              where_ph=sql.Placeholder) -> tuple[sql.Composable, dict]:
     """PostgreSQL full-text search: ts_rank_cd over ``tsvector_column`` or
@@ -125,29 +146,34 @@ def fulltext(target, column: str | None, tsvector_column: str | None, config: st
         "FROM {src} CROSS JOIN (SELECT {tsq} AS q) AS tq WHERE {tsv} @@ tq.q "
         "ORDER BY 2 DESC, 1 LIMIT {k}").format(
         id=as_text(sql.Identifier("kb", target.id_column)), tsv=tsv, norm=sql.Literal(int(normalization)),
-        src=src, tsq=_tsquery(config, qexpr), k=sql.Literal(int(depth)))
+        src=src, tsq=_tsquery(config, qexpr), k=sql.Literal(int(limit)))
     return sql.SQL("SELECT s.chunk_id, max(s.score) AS score, (sum(count(*)) OVER ())::int AS n "
                    "FROM ({}) s GROUP BY s.chunk_id").format(inner), params
 
 
-def order(method: str) -> sql.Composable:
-    return sql.SQL("score, chunk_id" if method == "pg_textsearch" else "score DESC, chunk_id")
-
-
 def per_query(body: sql.Composable, method: str) -> sql.Composable:
-    return sql.SQL("SELECT chunk_id, score, n FROM ({}) r ORDER BY {}").format(body, order(method))
+    """One query's statement: pg_textsearch's ids as they are; full-text search ranked."""
+    if method == "pg_textsearch":
+        return body
+    return sql.SQL("SELECT chunk_id, score, n FROM ({}) r ORDER BY score DESC, chunk_id").format(
+        body)
 
 
 def batch(body: sql.Composable, method: str) -> sql.Composable:
     """All queries in one statement: ``unnest(ids, texts) CROSS JOIN LATERAL (body)``; ``body``
-    must use ``pgeval_q.qtext`` as its query text."""
-    ordering = sql.SQL("r.score, r.chunk_id" if method == "pg_textsearch"
-                       else "r.score DESC, r.chunk_id")
+    must use ``pgeval_q.qtext`` as its query text. Full-text search: columns query_id, chunk_id,
+    score, n; pg_textsearch: query_id, chunk_id in index order (no score, as per query)."""
+    if method == "pg_textsearch":
+        return sql.SQL(
+            "SELECT {q}.query_id, r.chunk_id "
+            "FROM unnest(%(ids)s::text[], %(texts)s::text[]) WITH ORDINALITY AS "
+            "{q}(query_id, qtext, ord) CROSS JOIN LATERAL ({body}) r").format(
+            q=sql.Identifier(Q), body=body)
     return sql.SQL(
         "SELECT {q}.query_id, r.chunk_id, r.score, r.n "
         "FROM unnest(%(ids)s::text[], %(texts)s::text[]) WITH ORDINALITY AS {q}(query_id, qtext, ord) "
-        "CROSS JOIN LATERAL ({body}) r ORDER BY {q}.ord, {ordering}").format(
-        q=sql.Identifier(Q), body=body, ordering=ordering)
+        "CROSS JOIN LATERAL ({body}) r ORDER BY {q}.ord, r.score DESC, r.chunk_id").format(
+        q=sql.Identifier(Q), body=body)
 
 
 def batch_text() -> sql.Composable:

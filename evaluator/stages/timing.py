@@ -21,11 +21,14 @@ from psycopg import sql
 from .base import BOUNDARY_BATCH, BOUNDARY_ROUND_TRIP, BOUNDARY_SERVER
 
 
-def boundary(ctx) -> str:
-    """The ``run.timing_boundary`` of a stage run under ``ctx`` (batch, round trip, + server)."""
+def boundary(ctx, timed: str | None = None) -> str:
+    """The ``run.timing_boundary`` of a stage run under ``ctx`` (batch, round trip, + server);
+    ``timed``: what the timed statement is, when the stage says it."""
+    what = f"; timed: {timed}" if timed else ""
     if ctx.batch:
-        return BOUNDARY_BATCH
-    return BOUNDARY_ROUND_TRIP + ("; server_ms: " + BOUNDARY_SERVER if ctx.server_timing else "")
+        return BOUNDARY_BATCH + what
+    return (BOUNDARY_ROUND_TRIP + what
+            + ("; server_ms: " + BOUNDARY_SERVER if ctx.server_timing else ""))
 
 
 class TimedStatement:

@@ -10,11 +10,10 @@ presorted key and only sort ties — exactly the bug a relaxed scan exposes.
 
 from __future__ import annotations
 
-import math
-
 from psycopg import sql
 
 from ..core.ids import as_text
+from . import refetch
 
 Q = "pgeval_q"   # alias of the query list in batch mode (unlikely to clash with user columns)
 
@@ -46,12 +45,13 @@ def inner(target, depth: int, qparam: sql.Composable, ph=sql.Placeholder,
 
 
 def _ranked(target, depth: int, qparam, ph, cast: bool, exact: bool, overfetch: float,
-            with_n: bool) -> tuple[sql.Composable, dict, bool]:
+            with_n: bool, fetch: int | None = None) -> tuple[sql.Composable, dict, bool]:
     """The ranked list of one query: columns chunk_id, dist[, n]; returns (sql, params, has_n).
 
     - unique chunk ids: the index scan's top ``depth`` rows, re-sorted;
-    - several rows per chunk, ANN: the scan's top ``ceil(depth * overfetch)`` rows collapsed to
-      each chunk's best distance, cut at ``depth`` (``n`` = rows the scan returned);
+    - several rows per chunk, ANN: the scan's top ``fetch`` rows (default
+      :func:`evaluator.stages.refetch.fetch_limit`) collapsed to each chunk's best distance, cut
+      at ``depth`` (``n`` = rows the scan returned: fewer than ``fetch``, the scan is exhausted);
     - several rows per chunk, exact: every row grouped by chunk, the best ``depth`` chunks (the
       true ceiling, whatever the duplication).
     """
@@ -69,7 +69,7 @@ def _ranked(target, depth: int, qparam, ph, cast: bool, exact: bool, overfetch: 
                        "GROUP BY 1 ORDER BY 2, 1 LIMIT {k}").format(
             id=as_text(sql.Identifier(target.id_column)), dist=dist, n=n, table=target.table_sql(),
             where=where, k=k), params, with_n
-    body, params = inner(target, math.ceil(depth * max(1.0, overfetch)), qparam, ph, cast)
+    body, params = inner(target, fetch or refetch.fetch_limit(depth, overfetch), qparam, ph, cast)
     return sql.SQL("SELECT s.chunk_id, min(s.dist) AS dist, (sum(count(*)) OVER ())::int AS n "
                    "FROM ({}) s GROUP BY s.chunk_id ORDER BY 2, 1 LIMIT {}").format(body, k), \
         params, True
@@ -86,27 +86,35 @@ def _past(stmt: sql.Composable, params: dict, ph, threshold: float | None):
 
 
 def per_query(target, depth: int, ph=sql.Placeholder, *, exact: bool = False,
-              overfetch: float = 1.0, threshold: float | None = None
-              ) -> tuple[sql.Composable, dict, bool]:
+              overfetch: float = 1.0, threshold: float | None = None,
+              fetch: int | None = None) -> tuple[sql.Composable, dict, bool]:
     """One query's ranked list (parameter ``q``): columns chunk_id, dist[, n = rows the scan
     returned]; the third value says whether ``n`` is there (else n = rows fetched). With a
     ``threshold`` (a bound on the distance: :meth:`Target.max_distance`), ``n`` is always there
-    and a fourth column ``past`` says the result lies past it (parameter ``thr``)."""
+    and a fourth column ``past`` says the result lies past it (parameter ``thr``). ``fetch``:
+    the LIMIT of the index scan when several rows share a chunk (:mod:`.refetch`)."""
     stmt, params, has_n = _ranked(target, depth, ph("q"), ph, True, exact, overfetch,
-                                  threshold is not None)
+                                  threshold is not None, fetch)
     stmt, params = _past(stmt, params, ph, threshold)
     return stmt, params, has_n
 
 
+def refetches(target, exact: bool) -> bool:
+    """Whether a query short of depth chunks may get more by a larger LIMIT: several rows per
+    chunk under an index scan (exact search groups every row already)."""
+    return not target.unique_id and not exact
+
+
 def batch(target, depth: int, *, exact: bool = False, overfetch: float = 1.0,
-          threshold: float | None = None) -> tuple[sql.Composable, dict]:
+          threshold: float | None = None, fetch: int | None = None
+          ) -> tuple[sql.Composable, dict]:
     """All queries at once: ``unnest(ids, vectors) CROSS JOIN LATERAL (per-query)``; columns
     query_id, chunk_id, dist, n, rk, past (false without a ``threshold``); parameters ``ids``
     (text[]) and ``vecs`` (vector[]: a list of numpy arrays, sent in binary once pgvector's
     adapters are registered)."""
     # the query vector is converted once per query (in the unnest), never once per scanned row
     lateral, params, _ = _ranked(target, depth, sql.SQL("{}.emb").format(sql.Identifier(Q)),
-                                 sql.Placeholder, False, exact, overfetch, True)
+                                 sql.Placeholder, False, exact, overfetch, True, fetch)
     past = (sql.SQL("g.dist > {}::float8").format(sql.Placeholder("thr"))
             if threshold is not None else sql.SQL("false"))
     if threshold is not None:

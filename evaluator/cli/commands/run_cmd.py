@@ -46,6 +46,9 @@ def import_(database, file, testset, name, fmt, replace):
              + ", ".join(rep.unknown_query_ids) + (" ..." if rep.unknown_queries > 20 else ""))
     if rep.valid_without_result:
         warn(f"{rep.valid_without_result} valid queries have no result in this run (they score 0)")
+    if rep.lines_with_extra_text:
+        warn(f"{rep.lines_with_extra_text} lines have text after the sixth field; it was ignored, "
+             "as trec_eval ignores it")
     click.echo(f"imported run '{rep.name}': {rep.rows} results for {rep.queries} queries "
                f"(test set {rep.testset})")
 
