@@ -99,14 +99,15 @@ def min_score_option():
 
 # ---- progress on stderr ------------------------------------------------------------------------
 def progress_bar(*, transient: bool):
-    """A rich progress bar on stderr (description, bar, done/total, elapsed time). Start it when
-    the first piece of work begins, so that an early error prints one line only."""
+    """A rich progress bar on stderr (description, bar, done/total, elapsed time, time left).
+    Start it when the first piece of work begins, so that an early error prints one line only."""
     from rich.console import Console
     from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn)
+                               TimeElapsedColumn, TimeRemainingColumn)
 
     return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=Console(stderr=True), transient=transient)
+                    TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
+                    transient=transient)
 
 
 def warn_above(bar):
