@@ -9,6 +9,7 @@ import click
 from ..output import emit, format_option, warn
 from .common import (isolate_index_option, no_checksum_option, pass_db, progress_bar,
                      statement_timeout_option, warn_above)
+from .query_options import query_source_options, source_from
 
 
 @click.group()
@@ -146,7 +147,7 @@ class _StageBar:
 
 
 @run.command()
-@click.option("--testset", required=True, help="Test set to answer (see `pgeval testset list`).")
+@query_source_options
 @click.option("--target", default=None, help="Knowledge-base target (see `pgeval target list`); "
               "required by vector, keyword and rerank stages.")
 @click.option("--stages", required=True, metavar="LIST",
@@ -183,7 +184,7 @@ class _StageBar:
 @no_checksum_option()
 @format_option()
 @pass_db
-def pipeline(database, testset, target, stages, settings, options, depth, repeat, embedder,
+def pipeline(database, testset, sample_queries, seed, queries_sql, queries_file, target, stages, settings, options, depth, repeat, embedder,
              base_url, dimensions, api_key_env, reranker, name, batch, server_timing,
              isolate_index, statement_timeout, no_checksum, fmt):
     """Run retrieval stages against the knowledge base and store every ranked list.
@@ -202,6 +203,11 @@ def pipeline(database, testset, target, stages, settings, options, depth, repeat
           --embedder openai:text-embedding-v4 --dimensions 1024 --reranker http:...
       pgeval run pipeline --testset cran --target cran --stages exact,diskann \\
           --set diskann.query_rescore=100 --batch --repeat 1
+      pgeval run pipeline --sample-queries 300 --target kb --stages exact,hnsw \\
+          --set hnsw.ef_search=40
+    Query vectors without judgements (--sample-queries, --queries-sql, --queries-file): the
+    exact stage takes its lists from the stored ground truth (computed once per query set and
+    target, reused until the data changes; --opt exact:ground_truth=off runs it per query).
     Then: pgeval stage-report NAME
     """
     from ...run.pipeline import PipelineConfig, parse_options, run_pipeline
@@ -215,7 +221,8 @@ def pipeline(database, testset, target, stages, settings, options, depth, repeat
                 opts.setdefault(sname, {}).setdefault("reranker", reranker)
     emb_opts = {k: v for k, v in (("base_url", base_url), ("dimensions", dimensions),
                                   ("api_key_env", api_key_env)) if v is not None}
-    cfg = PipelineConfig(testset=testset, stages=stages, target=target,
+    source = source_from(testset, sample_queries, seed, queries_sql, queries_file)
+    cfg = PipelineConfig(testset=testset or "", queries=source, stages=stages, target=target,
                          settings=gucs.parse(settings), options=opts, depth=depth, repeat=repeat,
                          embedder=embedder, embedder_options=emb_opts, name=name, batch=batch,
                          server_timing=server_timing, isolate_index=isolate_index,
