@@ -75,18 +75,17 @@ def table(db, docs: int, dim: int) -> tuple[str, float]:
     name = f"own_bench_{docs}_{dim}"
     t0 = time.perf_counter()
     with db.connect(autocommit=True) as c:
-        have = c.execute("SELECT to_regclass(%s) IS NOT NULL AND EXISTS (SELECT 1 FROM pg_indexes "
-                         "WHERE tablename = %s)", (name, name)).fetchone()[0]
+        have = c.execute("SELECT to_regclass(%s) IS NOT NULL", (f"{name}_hnsw",)).fetchone()[0]
         built = 0.0
         if not have:
             rng = np.random.default_rng(17)
             centers = rng.normal(size=(200, dim)).astype(np.float32)
             c.execute(f"DROP TABLE IF EXISTS {name}")
             c.execute(f"CREATE TABLE {name} (id text PRIMARY KEY, emb vector({dim}))")
-            with c.cursor().copy(f"COPY {name} (id, emb) FROM STDIN (FORMAT BINARY)") as cp:
-                from pgvector.psycopg import register_vector
+            from pgvector.psycopg import register_vector
 
-                register_vector(c)
+            register_vector(c)          # before the COPY: it queries the catalog
+            with c.cursor().copy(f"COPY {name} (id, emb) FROM STDIN (FORMAT BINARY)") as cp:
                 cp.set_types(["text", "vector"])
                 for start in range(0, docs, 10000):
                     n = min(10000, docs - start)

@@ -51,7 +51,7 @@ def sweep_cfg(work_mem: str, n: int = 30, **kw) -> SweepConfig:
                        settings={"enable_seqscan": "off", "work_mem": work_mem}, **kw)
 
 
-def test_sampled_exact_search_against_itself_is_one(database, own, conn):
+def test_sampled_exact_search_against_itself_is_one(database, own, conn, pgeval):
     """The stored ground truth (client scan) against the server's exact statement, both with
     each query's own chunk removed, through pgeval.index_recall: 1.0 for every query."""
     res = run_pipeline(database, PipelineConfig(
@@ -87,6 +87,11 @@ def test_sampled_exact_search_against_itself_is_one(database, own, conn):
         "FROM pgeval.result a JOIN pgeval.result b ON b.run_id = %s AND b.query_id = a.query_id "
         "AND b.rank = a.rank WHERE a.run_id = %s", (runs["check"], runs["exact"])).fetchone()[0]
     assert same is True
+    # the stage report says what the measures are, with no empty quality columns
+    code, out, err = pgeval("stage-report", "own-self")
+    assert code == 0, err
+    assert "no graded judgements" in out and "ndcg@10" not in out
+    assert "index_recall@10" in out and "1.0000" in out
 
 
 def _gt_row(conn, status_filter_target=TARGET):

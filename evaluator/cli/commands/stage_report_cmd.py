@@ -19,9 +19,9 @@ def _cell(stage: dict, measure: str) -> dict | None:
         stage["metrics"].get(measure)
 
 
-def _stage_tables(report) -> list[tuple[list[dict], list[str], str]]:
+def _stage_tables(report, judged: bool = True) -> list[tuple[list[dict], list[str], str]]:
     """Quality (means), the spread over repetitions when there is one, and cost."""
-    measures = _measures(report)
+    measures = _measures(report) if judged else [f"index_recall@{report.k}"]
     named = any(s["stage"] != s["kind"] for s in report.stages)
     key = ["stage", "kind"] if named else ["stage"]
     quality, spread, cost = [], [], []
@@ -113,18 +113,25 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
     with snapshot(database) as conn:    # every stage's figures from one snapshot
         report = build(conn, experiment, k=k, rel=rel, repetition=parse_repetition(repetition),
                        worst=worst, allow_partial=allow_partial, strict=strict)
+        judged, source = conn.execute("SELECT n_judgements > 0, query_source FROM pgeval.testset "
+                                      "WHERE name = %s", (report.experiment.testset,)).fetchone()
     for w in report.warnings:
         warn(w)
     if fmt == "json":
-        click.echo(to_json(report.as_dict()))
+        click.echo(to_json({**report.as_dict(), "judgements": judged, "queries": source}))
         return
     e, c = report.experiment, report.counts
     reps = (f"all {len(e.repetitions)} (means)" if report.repetition is None
             else str(report.repetition))
     click.echo(f"experiment {e.name} · test set {e.testset} · status {e.status} · "
                f"repetitions {reps}")
-    click.echo(f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
-               f"{c['excluded']}, unanswerable {c['unanswerable']}")
+    if judged:
+        click.echo(f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
+                   f"{c['excluded']}, unanswerable {c['unanswerable']}")
+    else:
+        from .query_options import no_judgements_line
+
+        click.echo(no_judgements_line(source, report.k))
     boundaries: dict[str, list[str]] = {}
     for s in report.stages:
         if s.get("timing_boundary"):
@@ -133,8 +140,11 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
         click.echo("timing boundary:")
         for text, names in boundaries.items():
             click.echo(f"  {', '.join(names)}: {text}")
-    for rows, columns, title in _stage_tables(report):
-        emit(rows, "table", columns, title=title)
+    for rows, columns, title in _stage_tables(report, judged):
+        emit(rows, "table", columns, title=title.replace(" over valid queries", "")
+             if not judged else title)
+    if not judged:
+        return
     click.echo(f"chain at K = {report.k}: {chain_text(report.chain, report.stages)}")
     loss = [{"category": r["category"], "chunks": r["chunks"], "share": r["share"],
              f"recall@{report.k} points": r["recall_points"]} for r in report.loss]
