@@ -219,21 +219,25 @@ def test_wrong_dimension_and_two_sources_are_refused(database, own, tmp_path):
         materialize(database, QuerySource("sample", count=5000), own)
 
 
-@pytest.mark.parametrize("distance, op", [("l2", "vector_l2_ops"), ("ip", "vector_ip_ops"),
-                                          ("cosine", "vector_cosine_ops")])
-def test_client_scan_equals_server_with_several_rows_per_chunk(database, conn, distance, op):
-    """Several rows per chunk (collapsed to the best), every distance: the streamed client scan
-    gives the server's exact lists, chunk for chunk."""
+@pytest.mark.parametrize("distance, column, filters", [
+    ("l2", "embedding", {"grp": "a"}), ("ip", "embedding", {}), ("cosine", "embedding", {}),
+    ("cosine", "h", {"grp": "b"}), ("l2", "h", {})])
+def test_client_scan_equals_server_with_several_rows_per_chunk(database, conn, distance, column,
+                                                               filters):
+    """Several rows per chunk (collapsed to the best), every distance, vector and halfvec, with
+    and without a filter: the streamed client scan gives the server's exact lists."""
     table = "own_dup"
     if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()[0]:
         rng = np.random.default_rng(5)
         docs = rng.normal(size=(600, 24)).astype(np.float32)
-        conn.execute(f"CREATE TABLE {table} (chunk text, embedding vector(24))")
+        conn.execute(f"CREATE TABLE {table} (chunk text, embedding vector(24), h halfvec(24), "
+                     "grp text)")
         with conn.cursor().copy(f"COPY {table} FROM STDIN") as cp:
-            for i, v in enumerate(docs):
-                cp.write_row((f"c{i % 350}", vec_text(v)))    # chunks c0..c249 have two rows
+            for i, v in enumerate(docs):          # chunks c0..c249 have two rows
+                cp.write_row((f"c{i % 350}", vec_text(v), vec_text(v), "ab"[i % 2]))
     t = Target(name=f"own-dup-{distance}", table=table, id_column="chunk",
-               vector_column="embedding", distance=distance, dimension=24, unique_id=False)
+               vector_column=column, distance=distance, dimension=24, unique_id=False,
+               vector_type="halfvec" if column == "h" else "vector", filters=filters)
     queries = list(np.random.default_rng(9).normal(size=(8, 24)).astype(np.float32))
     with database.connect(results=False, read_only=True) as kb:
         client = exact_scan.scan(kb, t, queries, 15)
