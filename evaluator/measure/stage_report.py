@@ -239,6 +239,12 @@ def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None 
     first_rep = repetition or exp.repetitions[0]
     final = next(r for r in runs if r["is_final"] and r["repetition"] == first_rep)
     counts = _rows(conn, "SELECT * FROM pgeval.run_counts(%s, %s)", (final["run_id"], rel))[0]
+    judged = conn.execute("SELECT n_judgements > 0 FROM pgeval.testset WHERE name = %s",
+                          (exp.testset,)).fetchone()[0]
+    if not judged:      # query vectors without judgements: index recall, latency and rows only
+        return StageReport(exp, k, rel, repetition, counts,
+                           stages(conn, exp, k, rel, repetition, runs), [], [], [], [],
+                           first_rep, warnings)
     if counts["valid"] == 0:
         raise InputError(f"test set '{exp.testset}' has no valid query (none has a chunk of "
                          f"grade >= {rel}): nothing to attribute", field="--rel")
