@@ -153,7 +153,8 @@ def main() -> None:
             queries = storage.testset_queries(c, tid, with_embedding=True)
         vectors = [q.embedding for q in queries]
         depth = max(args.k, 20)
-        print(f"{args.docs} rows x {args.dim} dims ({'built in %.0f s' % built if built else 'cached'}),"
+        how = f"built in {built:.0f} s" if built else "cached"
+        print(f"{args.docs} rows x {args.dim} dims ({how}),"
               f" {len(vectors)} sampled queries (sampling {sample_s:.1f} s), depth {depth}, "
               f"hnsw.ef_search {','.join(EF)} x {args.repeat}")
 

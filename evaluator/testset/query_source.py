@@ -244,7 +244,8 @@ def content_hash(rows, own_chunk_removed: bool) -> str:
 def materialize(database, src: QuerySource, target) -> tuple[str, dict]:
     """Read the vectors, store them as a query set (unless stored already); return its name and
     the source record (source, seed, count, content hash) for the run's configuration."""
-    field = {"sample": "--sample-queries", "sql": "--queries-sql", "file": "--queries-file"}[src.kind]
+    field = {"sample": "--sample-queries", "sql": "--queries-sql",
+             "file": "--queries-file"}[src.kind]
     if src.kind == "file":
         rows = from_file(src.path)
         origin = src.path
