@@ -145,6 +145,8 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None,
         target = targets.load(results, cfg.target)
         judged = results.execute("SELECT n_judgements > 0 FROM pgeval.testset "
                                  "WHERE testset_id = %s", (tid,)).fetchone()[0]
+        if not judged:      # query vectors only: no qrels metric to compute per point
+            measures = []
         base = gucs.validate(kb, dict(cfg.settings))
         base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
         for values in grid.product(param_axes):
