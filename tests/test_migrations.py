@@ -39,7 +39,7 @@ def fresh(database, conn, request):
     conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-HEAD = "0004_service"
+HEAD = "0004_owntable"
 
 
 def test_head_is_the_byte_order_revision():

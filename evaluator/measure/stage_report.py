@@ -53,6 +53,8 @@ class StageReport:
     worst: list[dict]
     worst_repetition: int
     warnings: list[str] = field(default_factory=list)
+    judged: bool = True              # the test set has graded judgements
+    queries: dict | None = None      # a query-vector source (testset.query_source) when not
 
     def as_dict(self) -> dict:
         e = self.experiment
@@ -66,7 +68,7 @@ class StageReport:
             "worst_queries": {"repetition": self.worst_repetition, "queries": self.worst},
             "categories": {c: CATEGORIES[c] for c in CATEGORIES
                            if any(r["category"] == c for r in self.loss)},
-            "warnings": self.warnings,
+            "warnings": self.warnings, "judgements": self.judged, "queries": self.queries,
         }
 
 
@@ -249,6 +251,12 @@ def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None 
     first_rep = repetition or exp.repetitions[0]
     final = next(r for r in runs if r["is_final"] and r["repetition"] == first_rep)
     counts = _rows(conn, "SELECT * FROM pgeval.run_counts(%s, %s)", (final["run_id"], rel))[0]
+    judged = conn.execute("SELECT n_judgements > 0 FROM pgeval.testset WHERE name = %s",
+                          (exp.testset,)).fetchone()[0]
+    if not judged:      # query vectors without judgements: index recall, latency and rows only
+        return StageReport(exp, k, rel, repetition, counts,
+                           stages(conn, exp, k, rel, repetition, runs), [], [], [], [],
+                           first_rep, warnings)
     if counts["valid"] == 0:
         raise InputError(f"test set '{exp.testset}' has no valid query (none has a chunk of "
                          f"grade >= {rel}): nothing to attribute", field="--rel")
@@ -290,8 +298,10 @@ def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None 
             warnings.append(f"stage {st['stage']}: {f['failed']} of {f['queries']} queries got "
                             f"no answer from the service ({why}); they count as empty lists. "
                             f"First: query '{first.get('query_id')}': {first.get('message')}")
+    judged, source = conn.execute("SELECT n_judgements > 0, query_source FROM pgeval.testset "
+                                  "WHERE name = %s", (exp.testset,)).fetchone()
     return StageReport(exp, k, rel, repetition, counts, stage_rows,
-                       chain, loss, by_type, worst_rows, first_rep, warnings)
+                       chain, loss, by_type, worst_rows, first_rep, warnings, judged, source)
 
 
 def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:

@@ -42,6 +42,7 @@ class PipelineConfig:
     isolate_index: bool = False
     statement_timeout: str | None = "5min"  # per statement on the knowledge base (None: server's)
     checksum: bool = True                 # content checksum in the fingerprint (one table scan)
+    queries: object = None                # testset.query_source.QuerySource (instead of testset)
 
 
 @dataclass
@@ -103,6 +104,11 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
     stages = [(name, kind, registry.get(kind)) for name, kind in parsed]
     gucs.check_stages(cfg.settings, [name for name, _ in parsed])   # STAGE:GUC=VALUE
     options = {name: dict(v) for name, v in cfg.options.items()}
+    qinfo = None
+    if cfg.queries is not None:           # query vectors without judgements: a query set
+        from ..stages.ground_truth import query_set
+
+        cfg, qinfo = query_set(database, cfg)
     # least privilege: no transaction on the knowledge base writes (but --isolate-index's drops)
     with database.connect() as results, database.connect(
             results=False, read_only=not cfg.isolate_index) as kb:
@@ -125,6 +131,8 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
                             testset_id=tid, experiment=name, experiment_id=None, depth=cfg.depth,
                             settings=settings, queries=queries, embedder=label, batch=cfg.batch,
                             server_timing=cfg.server_timing, isolate_index=cfg.isolate_index)
+        if qinfo is not None and qinfo["own_chunk_removed"]:
+            base = replace(base, depth=cfg.depth + 1, extra={"exclude_own": True})
         contexts = prepare_contexts(base, stages, options)
         warnings = [w for c in contexts.values() for w in c.warnings]
         for w in warnings:
@@ -143,6 +151,8 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
         services = {n: c.extra["service"] for n, c in contexts.items() if "service" in c.extra}
         if services:    # live services (stages/service.py): URL, preset, body, paths; no key
             config["services"] = services
+        if qinfo is not None:
+            config["queries"] = qinfo
         # configuration fingerprint (evaluator/dba/fingerprint.py): catalog + this config (extra)
         from ..dba import fingerprint as fpmod
 
@@ -157,6 +167,11 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
                            "testset": {"hash": testset_hash}, "measurement": hashed,
                            "info": {"testset": cfg.testset, "config": shown}}
         kb.rollback()
+        if target is not None:
+            from ..stages.ground_truth import offer
+
+            offer({n: contexts[n] for n, k, _ in stages if k == "exact"}, testset_hash,
+                  fingerprint.get("data"), settings, qinfo)
         config_hash = fpmod.config_hash(fingerprint)
         exp_id, name = _insert_experiment(results, name, cfg.name is None, (
             tid, cfg.target, json.dumps(config), config_hash, json.dumps(fingerprint)),
@@ -246,7 +261,8 @@ def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, Sta
     contexts = {}
     for sname, kind, stage in stages:
         ctx = replace(base, stage=sname, options=options.get(sname, {}), warnings=[],
-                      extra={}, previous={}, settings=gucs.scope(base.settings, sname))
+                      extra=dict(base.extra), previous={},
+                      settings=gucs.scope(base.settings, sname))
         stage.prepare(ctx)
         contexts[sname] = ctx
     return contexts

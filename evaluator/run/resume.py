@@ -194,6 +194,8 @@ def resume_experiment(database, name: str, *, statement_timeout: str | None = No
                                 embedder=cfg.get("embedder"), batch=cfg.get("batch", False),
                                 server_timing=cfg.get("server_timing", False),
                                 isolate_index=cfg.get("isolate_index", False))
+            if (cfg.get("queries") or {}).get("own_chunk_removed"):   # sampled queries
+                base = replace(base, depth=cfg["depth"] + 1, extra={"exclude_own": True})
             with _lock(results, exp_id, name, on_warning):
                 contexts = pipeline.prepare_contexts(base, stages, cfg.get("options") or {})
                 warnings: list[str] = []

@@ -120,8 +120,10 @@ class RunWriter:
     stages query only the knowledge-base connection inside their loop)."""
 
     def __init__(self, conn, run_id: int, depth: int | None = None,
-                 flush_every: int = FLUSH_EVERY, background: bool = False):
+                 flush_every: int = FLUSH_EVERY, background: bool = False,
+                 exclude_own: bool = False):
         self.conn, self.run_id, self.depth = conn, run_id, depth
+        self.exclude_own = exclude_own  # sampled queries: a query's own chunk is never a result
         self.flush_every = flush_every
         self.params: dict = {}          # merged into run.params when the run completes
         self._results: list[tuple] = []
@@ -149,6 +151,8 @@ class RunWriter:
             rows_returned: int | None = None) -> None:
         """``ranked``: [(chunk_id, score)] in rank order (already deduplicated, best first).
         A timing row is written when ``latency_ms`` is given."""
+        if self.exclude_own:
+            ranked = [r for r in ranked if str(r[0]) != query_id]
         if self.depth is not None and len(ranked) > self.depth:
             ranked = ranked[: self.depth]
         rows = [(query_id, rank, str(chunk), None if score is None else float(score))
@@ -242,7 +246,10 @@ def run_scope(ctx, run_name: str, *, params: dict, order_rule: str,
     """Create the run (``running``), yield a :class:`RunWriter`, then mark it ``complete``
     (params merged with ``writer.params``) or ``failed`` when an exception escapes.
     ``background``: see :class:`RunWriter` (only for stages that leave ``ctx.results`` alone
-    inside the block)."""
+    inside the block). ``ctx.extra["exclude_own"]`` (sampled queries): the stage fetched
+    ``ctx.depth`` rows, one more than the run keeps, and each query's own chunk is dropped."""
+    exclude = bool(ctx.extra.get("exclude_own"))
+    depth = ctx.depth - 1 if exclude and ctx.depth and ctx.depth > 1 else ctx.depth
     if ctx.extra.get("resume_run_id") is not None:     # `pgeval run resume`: the missing queries
         from ..run.resume import reopen_run
 
@@ -251,11 +258,11 @@ def run_scope(ctx, run_name: str, *, params: dict, order_rule: str,
         run_id = create_run(ctx.results, name=run_name, testset_id=ctx.testset_id,
                             stage=ctx.stage, experiment_id=ctx.experiment_id,
                             repetition=ctx.repetition, params=params, order_rule=order_rule,
-                            depth=ctx.depth, timing_boundary=timing_boundary,
+                            depth=depth, timing_boundary=timing_boundary,
                             config_hash=config_hash or ctx.extra.get("config_hash"),
                             fingerprint=ctx.extra.get("fingerprint"), replace=replace)
-    writer = RunWriter(ctx.results, run_id, ctx.depth, flush_every=flush_every,
-                       background=background)
+    writer = RunWriter(ctx.results, run_id, depth, flush_every=flush_every,
+                       background=background, exclude_own=exclude)
     try:
         yield writer
         writer.close()

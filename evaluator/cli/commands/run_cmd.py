@@ -9,6 +9,7 @@ import click
 from ..output import emit, format_option, warn
 from .common import (isolate_index_option, no_checksum_option, pass_db, progress_bar,
                      statement_timeout_option, warn_above)
+from .query_options import query_source_options, source_from
 
 
 @click.group()
@@ -134,7 +135,7 @@ class _StageBar:
 
 
 @run.command()
-@click.option("--testset", required=True, help="Test set to answer (see `pgeval testset list`).")
+@query_source_options
 @click.option("--target", default=None, help="Knowledge-base target (see `pgeval target list`); "
               "required by vector, keyword and rerank stages.")
 @click.option("--stages", required=True, metavar="LIST",
@@ -174,7 +175,7 @@ class _StageBar:
 @no_checksum_option()
 @format_option()
 @pass_db
-def pipeline(database, testset, target, stages, settings, options, depth, repeat, embedder,
+def pipeline(database, testset, sample_queries, seed, queries_sql, queries_file, target, stages, settings, options, depth, repeat, embedder,
              base_url, dimensions, api_key_env, reranker, name, batch, server_timing,
              isolate_index, statement_timeout, no_checksum, fmt):
     """Run retrieval stages against the knowledge base and store every ranked list.
@@ -193,17 +194,23 @@ def pipeline(database, testset, target, stages, settings, options, depth, repeat
           --embedder openai:text-embedding-v4 --dimensions 1024 --reranker http:...
       pgeval run pipeline --testset cran --target cran --stages exact,diskann \\
           --set diskann.query_rescore=100 --batch --repeat 1
+      pgeval run pipeline --sample-queries 300 --target kb --stages exact,hnsw \\
+          --set hnsw.ef_search=40
+    Query vectors without judgements (--sample-queries, --queries-sql, --queries-file): the
+    exact stage takes its lists from the stored ground truth (computed once per query set and
+    target, reused until the data changes; --opt exact:ground_truth=off runs it per query).
     Then: pgeval stage-report NAME
     """
     from ...run.configure import pipeline_config
     from ...run.pipeline import run_pipeline
 
+    source = source_from(testset, sample_queries, seed, queries_sql, queries_file)
     cfg = pipeline_config(testset=testset, stages=stages, target=target, settings=settings,
                           options=options, depth=depth, repeat=repeat, embedder=embedder,
                           base_url=base_url, dimensions=dimensions, api_key_env=api_key_env,
                           reranker=reranker, name=name, batch=batch, server_timing=server_timing,
                           isolate_index=isolate_index, statement_timeout=statement_timeout,
-                          checksum=not no_checksum)
+                          checksum=not no_checksum, queries=source)
     if isolate_index:
         warn("--isolate-index drops the other vector indexes inside each ANN stage's transaction: "
              "the table is locked (ACCESS EXCLUSIVE) until the stage ends and rolls back")

@@ -7,6 +7,7 @@ import click
 from ..output import emit, format_option, info, to_json, warn
 from .common import (isolate_index_option, no_checksum_option, pass_db, progress_bar,
                      statement_timeout_option, warn_above)
+from .query_options import no_judgements_line, query_source_options, source_from
 
 
 def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict]:
@@ -41,7 +42,7 @@ def recommendation_line(res) -> str:
 
 
 @click.command()
-@click.option("--testset", required=True, metavar="NAME", help="Test set (queries, judgements).")
+@query_source_options
 @click.option("--target", "target_name", required=True, metavar="NAME", help="Target to search.")
 @click.option("--stage", required=True, type=click.Choice(["hnsw", "ivfflat", "diskann"]),
               help="ANN stage to sweep (measured against exact search).")
@@ -75,15 +76,16 @@ def recommendation_line(res) -> str:
 @isolate_index_option()
 @no_checksum_option()
 @statement_timeout_option()
-@click.option("--maintenance-work-mem", default="1GB", show_default=True,
-              help="maintenance_work_mem for index builds (never below the server's).")
+@click.option("--maintenance-work-mem", default=None, metavar="SIZE",
+              help="maintenance_work_mem for index builds (never below the server's). "
+                   "[default: sized to the index from its rows, dimension and m]")
 @click.option("--build-timeout", type=click.FloatRange(1, 7 * 86400), default=1800,
               show_default=True, help="Seconds before an index build is cancelled.")
 @click.option("--plot", "plot", type=click.Path(dir_okay=False), default=None,
               help="Write a PNG of recall@K against p95 latency with the Pareto front.")
 @format_option(choices=("table", "json", "csv"))
 @pass_db
-def sweep(database, testset, target_name, stage, params, build, settings, k, depth, repeat,
+def sweep(database, testset, sample_queries, seed, queries_sql, queries_file, target_name, stage, params, build, settings, k, depth, repeat,
           concurrency, target_recall, embedder, name, fresh, index, isolate_index, no_checksum,
           statement_timeout, maintenance_work_mem, build_timeout, plot, fmt):
     """Measure recall@K against exact search and latency at every point of a grid of index
@@ -101,7 +103,15 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
     Warm up first (`pgeval warmup`); on small tables add --set enable_seqscan=off.
 
     \b
+    Without a test set, --sample-queries N (rows of the target as queries), --queries-sql or
+    --queries-file give query vectors; recall against exact search needs nothing more.
+    Exact search is computed once per query set and target (one streamed read of the table)
+    and stored: every point, repetition and later sweep reuses it until the data changes.
+
+    \b
     Examples:
+      pgeval sweep --sample-queries 300 --target kb --stage hnsw \\
+          --param hnsw.ef_search=10,20,40,80,160 --plot sweep.png
       pgeval sweep --testset kb-v1 --target kb --stage hnsw \\
           --param hnsw.ef_search=10,20,40,80,160,320 --repeat 3 --plot sweep.png
       pgeval sweep --testset kb-v1 --target kb --stage diskann \\
@@ -114,7 +124,8 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
     from ...stages import gucs
     from ...dba.sweep import SweepConfig, run_sweep
 
-    cfg = SweepConfig(testset=testset, target=target_name, stage=stage, params=params,
+    source = source_from(testset, sample_queries, seed, queries_sql, queries_file)
+    cfg = SweepConfig(testset=testset, queries=source, target=target_name, stage=stage, params=params,
                       build=build, settings=gucs.parse(settings), k=k, depth=depth, repeat=repeat,
                       concurrency=concurrency, target_recall=target_recall, embedder=embedder,
                       name=name, fresh=fresh, isolate_index=isolate_index, index=index,
@@ -138,9 +149,16 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
         bar.update(task["id"], advance=task["queries"] * (2 if first else 1),
                    description=f"sweep rep {rep} {point.label} ({how})")
 
+    def on_ground_truth(rows, rows_total):
+        if not bar.live.is_started:
+            bar.start()
+        if "gt" not in task:
+            task["gt"] = bar.add_task("exact ground truth (rows read)", total=rows_total)
+        bar.update(task["gt"], completed=rows)
+
     try:
         res = run_sweep(database, cfg, on_point=on_point, on_start=on_start,
-                        on_warning=warn_above(bar))
+                        on_warning=warn_above(bar), on_ground_truth=on_ground_truth)
     finally:
         if bar.live.is_started:
             bar.stop()
@@ -151,6 +169,8 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
                             "config_hash": res.config_hash, "filters": res.filters,
                             "target_recall": target_recall, "resumed": res.resumed,
                             "measured": res.measured, "reused": res.reused, "kept": res.kept,
+                            "testset": res.testset, "queries": res.queries,
+                            "judgements": res.judged, "ground_truth": res.ground_truth,
                             "recommendation": res.recommendation, "recommendation_line": line,
                             "points": res.points, "warnings": res.warnings}))
     elif fmt == "csv":
@@ -162,11 +182,19 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
         click.echo(f"sweep {res.name}: {res.measured} measured, {res.reused} reused from earlier "
                    f"sweeps, {res.kept} already in this sweep")
         filters = ", ".join(f"{k}={v}" for k, v in res.filters.items()) or "none"
-        click.echo(f"target {target_name} · test set {testset} · filters: {filters} · "
+        if res.ground_truth:
+            gt = res.ground_truth
+            click.echo(f"exact ground truth: {gt['status']}"
+                       + (f" in {gt['compute_ms'] / 1000:.1f} s ({gt['method']})"
+                          if gt["status"] == "computed" else f" (computed {gt['computed_at']})"))
+        if not res.judged:
+            click.echo(no_judgements_line(res.queries, k))
+        click.echo(f"target {target_name} · test set {res.testset} · filters: {filters} · "
                    f"config {(res.config_hash or '')[:12]} · recall@{k} against exact search, "
                    f"latency = client round trip, nearest rank")
         cols = ["label", f"index_recall@{k}", "index_recall_sd", "p50_ms", "p95_ms", "p95_sd",
-                "p99_ms", "qps", "rows", "recall@10", "ndcg@10", "pareto"]
+                "p99_ms", "qps", "rows"] + (["recall@10", "ndcg@10"] if res.judged else []) + \
+            ["pareto"]
         wide_only = ["index_recall_sd", "p50_ms", "p95_sd", "p99_ms", "ndcg@10"]
         if build:
             cols[1:1] = ["build_ms", "index_mb"]
@@ -179,7 +207,9 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
 
         out = plotmod.write(plot, res.points, k=k, target_recall=target_recall,
                             recommendation=res.recommendation,
-                            title=f"{res.name} ({stage}, {testset})")
+                            title=f"{res.name} ({stage}, {res.testset})")
         info(f"plot written to {out}")
     for w in res.warnings if fmt != "table" else ():
         warn(w)
+
+

@@ -183,7 +183,7 @@ def fill(conn, sweep_id: int, k: int, measures: list[str]) -> int:
             recall[key] = {r[0]: r[1] for r in conn.execute(
                 "SELECT run_id, index_recall FROM pgeval.index_recall(%s, %s, %s)",
                 (exp_id, k, run_rep)).fetchall()}
-        values = metrics.summary(conn, run_id, measures)
+        values = metrics.summary(conn, run_id, measures) if measures else {}
         lat = latency.percentiles(conn, run_id)
         n, rows_mean, rows_min, _, single_qps = conn.execute(
             "SELECT * FROM pgeval.run_throughput(%s)", (run_id,)).fetchone()
