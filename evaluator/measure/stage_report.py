@@ -251,12 +251,12 @@ def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None 
     first_rep = repetition or exp.repetitions[0]
     final = next(r for r in runs if r["is_final"] and r["repetition"] == first_rep)
     counts = _rows(conn, "SELECT * FROM pgeval.run_counts(%s, %s)", (final["run_id"], rel))[0]
-    judged = conn.execute("SELECT n_judgements > 0 FROM pgeval.testset WHERE name = %s",
-                          (exp.testset,)).fetchone()[0]
+    judged, source = conn.execute("SELECT n_judgements > 0, query_source FROM pgeval.testset "
+                                  "WHERE name = %s", (exp.testset,)).fetchone()
     if not judged:      # query vectors without judgements: index recall, latency and rows only
         return StageReport(exp, k, rel, repetition, counts,
                            stages(conn, exp, k, rel, repetition, runs), [], [], [], [],
-                           first_rep, warnings)
+                           first_rep, warnings, False, source)
     if counts["valid"] == 0:
         raise InputError(f"test set '{exp.testset}' has no valid query (none has a chunk of "
                          f"grade >= {rel}): nothing to attribute", field="--rel")
@@ -298,10 +298,8 @@ def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None 
             warnings.append(f"stage {st['stage']}: {f['failed']} of {f['queries']} queries got "
                             f"no answer from the service ({why}); they count as empty lists. "
                             f"First: query '{first.get('query_id')}': {first.get('message')}")
-    judged, source = conn.execute("SELECT n_judgements > 0, query_source FROM pgeval.testset "
-                                  "WHERE name = %s", (exp.testset,)).fetchone()
     return StageReport(exp, k, rel, repetition, counts, stage_rows,
-                       chain, loss, by_type, worst_rows, first_rep, warnings, judged, source)
+                       chain, loss, by_type, worst_rows, first_rep, warnings, True, source)
 
 
 def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:

@@ -273,8 +273,10 @@ def materialize(database, src: QuerySource, target) -> tuple[str, dict]:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
                          ("pgeval.testset:" + name,))
-            row = conn.execute("SELECT content_hash FROM pgeval.testset WHERE name = %s",
-                               (name,)).fetchone()
+            from .catalog import find_testset
+
+            found = find_testset(conn, name)
+            row = None if found is None else (found[1],)
             if row is None:
                 tid = conn.execute(
                     "INSERT INTO pgeval.testset (name, content_hash, source_format, source_file, "
