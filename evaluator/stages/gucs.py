@@ -64,7 +64,7 @@ def is_scoped(key: str) -> bool:
     return ":" in key
 
 
-def unscoped(settings: dict[str, str]) -> dict[str, str]:
+def unscoped(settings: dict[str, str] | None) -> dict[str, str]:
     """The settings every stage applies."""
     return {k: v for k, v in (settings or {}).items() if not is_scoped(k)}
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import Any
 
 from ..core import masking
 from ..core.errors import InputError
@@ -36,7 +37,7 @@ ROLES = ("ann", "keyword", "path", "merge", "rerank")
 PLACEHOLDER = re.compile(r"\{\{\s*(query|query_id|vector|match_count|knowledge_base_id)\s*\}\}")
 
 HYBRID = "/api/v1/knowledge-bases/{kb}/hybrid-search"
-PRESETS = {
+PRESETS: dict[str, dict[str, Any]] = {
     "weknora-vector": {"path": HYBRID, "role": "ann", "node": "vector",
                        "body": {"query_text": "{{query}}", "match_count": "{{match_count}}",
                                 "disable_keywords_match": True, "disable_vector_match": False}},

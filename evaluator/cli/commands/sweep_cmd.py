@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ..output import emit, format_option, info, to_json, warn
@@ -121,7 +123,7 @@ def sweep(database, testset, target_name, stage, params, build, settings, k, dep
                       checksum=not no_checksum, statement_timeout=statement_timeout,
                       maintenance_work_mem=maintenance_work_mem, build_timeout_s=build_timeout)
     bar = progress_bar(transient=True)
-    task = {}
+    task: dict[str, Any] = {}
 
     def on_start(n_points, reps, n_queries):
         # one unit a query: every point of every repetition, and exact search (ground truth)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ...core.errors import InputError
 from . import grid, store
@@ -66,6 +67,9 @@ class SweepResult:
 
 class _Env:
     """Everything one sweep needs while it runs."""
+
+    result: SweepResult        # (set from the keywords; the ones mypy needs to know)
+    on_warning: Any
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
