@@ -10,10 +10,14 @@ module resolves names, checks the experiment and shapes the rows; it computes no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from . import stage_method
 from ..core.errors import IncompleteRun, InputError, NotFound
 from .metrics import MIN_VALID_QUERIES
+
+if TYPE_CHECKING:
+    from ..core.db import Database
 
 STAGE_MEASURES = ("recall@3", "recall@5", "recall@10", "mrr@20", "ndcg@5", "ndcg@10")
 PERCENTILES = (0.5, 0.95, 0.99)
@@ -70,7 +74,7 @@ class StageReport:
         }
 
 
-def resolve_experiment(conn, name: str) -> Experiment:
+def resolve_experiment(conn: Any, name: str) -> Experiment:
     row = conn.execute(
         "SELECT e.experiment_id, e.name, t.name, e.status, e.config FROM pgeval.experiment e "
         "JOIN pgeval.testset t USING (testset_id) WHERE e.name = %s", (name,)).fetchone()
@@ -84,7 +88,7 @@ def resolve_experiment(conn, name: str) -> Experiment:
     return Experiment(row[0], row[1], row[2], row[3], row[4] or {}, reps)
 
 
-def missing_runs(conn, exp: Experiment, repetition: int | None = None) -> list[str]:
+def missing_runs(conn: Any, exp: Experiment, repetition: int | None = None) -> list[str]:
     """The stage runs the experiment's configuration calls for that it does not hold (deleted,
     or never run): every stage of every repetition of a pipeline; exact search per repetition
     and every point measured by the sweep itself (not reused) of a sweep."""
@@ -127,7 +131,7 @@ def parse_repetition(value: str | int | None) -> int | None:
     return rep
 
 
-def _rows(conn, query: str, params) -> list[dict]:
+def _rows(conn: Any, query: str, params) -> list[dict]:
     cur = conn.execute(query, params)
     names = [d.name for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
@@ -152,7 +156,7 @@ def _pct_key(frac: float) -> str:
     return f"p{int(pct) if pct == int(pct) else pct}"
 
 
-def stages(conn, exp: Experiment, k: int, rel: int, repetition: int | None,
+def stages(conn: Any, exp: Experiment, k: int, rel: int, repetition: int | None,
            runs: list[dict] | None = None) -> list[dict]:
     """One dict per stage: metrics (mean, min, max, stddev), index recall, latency, rows;
     ``label``: the stage's name with its method where the kind's name would mislead
@@ -209,7 +213,7 @@ def stages(conn, exp: Experiment, k: int, rel: int, repetition: int | None,
     return list(out.values())
 
 
-def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None = None,
+def build(conn: Any, name: str, *, k: int = 10, rel: int = 1, repetition: int | None = None,
           worst: int = 10, allow_partial: bool = False, strict: bool = False) -> StageReport:
     """Everything `pgeval stage-report` shows for experiment ``name``."""
     if k < 1:
@@ -315,7 +319,7 @@ def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:
     return text
 
 
-def report(database, name: str, *, k: int = 10, rel: int = 1,
+def report(database: Database, name: str, *, k: int = 10, rel: int = 1,
            repetition: str | int | None = None, worst: int = 10, allow_partial: bool = False,
            strict: bool = False) -> StageReport:
     """:func:`build` with every stage's figures read in one snapshot of ``database``;

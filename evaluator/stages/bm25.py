@@ -123,6 +123,7 @@ class Bm25Stage(BaseStage):
         return plan
 
     def statement(self, ctx: StageContext, plan: dict, batch: bool):
+        assert ctx.target is not None   # a stage with a table has a target
         q = bm25_sql.batch_text() if batch else sql.Placeholder("q")
         if plan["method"] == "pg_textsearch":
             body, params = bm25_sql.textsearch(ctx.target, plan["column"], ctx.depth, q)
@@ -163,6 +164,7 @@ class Bm25Stage(BaseStage):
 
     # ---- running -----------------------------------------------------------------------------
     def run(self, ctx: StageContext, run_name: str) -> int:
+        assert ctx.target is not None   # a stage with a table has a target
         plan = self.resolve(ctx)
         texts = self._texts(ctx, plan)
         missing = [q.query_id for q in ctx.queries if q.query_id not in texts]
@@ -191,7 +193,7 @@ class Bm25Stage(BaseStage):
         finally:
             ctx.kb.rollback()
 
-    def _scan(self, ctx, plan, texts) -> str:
+    def _scan(self, ctx: StageContext, plan, texts) -> str:
         """How the planner serves the first query: 'index NAME' or 'sequential scan'."""
         from . import plan_check
 
@@ -200,7 +202,7 @@ class Bm25Stage(BaseStage):
         scans = plan_check.index_scans(p)
         return f"index {scans[0][1]}" if scans else "sequential scan"
 
-    def _run_each(self, ctx, stmt, params, texts, negate, out) -> None:
+    def _run_each(self, ctx: StageContext, stmt, params, texts, negate, out) -> None:
         timed = timing.TimedStatement(ctx.kb, stmt, ctx.server_timing)
         if ctx.progress:
             ctx.progress.start(ctx.stage, len(ctx.queries))
@@ -215,7 +217,7 @@ class Bm25Stage(BaseStage):
             if ctx.progress:
                 ctx.progress.advance()
 
-    def _run_batch(self, ctx, stmt, params, texts, negate, out) -> None:
+    def _run_batch(self, ctx: StageContext, stmt, params, texts, negate, out) -> None:
         ids = [q.query_id for q in ctx.queries if q.query_id in texts]
         p = dict(params, ids=ids, texts=[texts[i] for i in ids])
         if ctx.progress:

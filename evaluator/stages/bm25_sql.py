@@ -25,16 +25,20 @@ and query text bound parameters.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
 from ..core.ids import as_text
 from ..target import introspect
 
+if TYPE_CHECKING:
+    from ..target.targets import Target
+
 Q = "pgeval_q"
 
 
-def bm25_indexes(kb, relation_oid: int, column: str) -> list[dict]:
+def bm25_indexes(kb: Any, relation_oid: int, column: str) -> list[dict]:
     """pg_textsearch (access method ``bm25``) indexes on ``column``: [{name, ref, text_config}],
     ``ref`` the (quoted, qualified when needed) name that to_bm25query accepts."""
     out = []
@@ -47,7 +51,7 @@ def bm25_indexes(kb, relation_oid: int, column: str) -> list[dict]:
 _TSV_EXPR = re.compile(r"^to_tsvector\('((?:[^']|'')+)'::regconfig, (.+)\)$")
 
 
-def fts_indexes(kb, relation_oid: int, column: str | None,
+def fts_indexes(kb: Any, relation_oid: int, column: str | None,
                 tsvector_column: str | None = None) -> list[dict]:
     """GIN indexes (not partial) that can serve the full-text fallback: on
     ``to_tsvector('config', column)`` ([{name, text_config}], config as the server names it), or
@@ -68,8 +72,8 @@ def fts_indexes(kb, relation_oid: int, column: str | None,
     return out
 
 
-def fts_index_sql(target, column: str | None, tsvector_column: str | None, config: str,
-                  kb) -> str:
+def fts_index_sql(target: Target, column: str | None, tsvector_column: str | None, config: str,
+                  kb: Any) -> str:
     """The CREATE INDEX that lets the full-text fallback use an index (its WHERE clause is
     ``to_tsvector('config'::regconfig, column) @@ query``, the index's expression)."""
     table = target.table_sql().as_string(kb)
@@ -81,7 +85,7 @@ def fts_index_sql(target, column: str | None, tsvector_column: str | None, confi
     return f"CREATE INDEX ON {table} USING gin ({expr});"
 
 
-def _source(target, where_ph) -> tuple[sql.Composable, dict]:
+def _source(target: Target, where_ph) -> tuple[sql.Composable, dict]:
     """``(SELECT * FROM table WHERE filters) AS kb`` — the target's rows (flattened by the
     planner, so indexes stay usable). The keyword path has no dimension predicate: a chunk's
     text matches whatever the dimension of its vectors (as WeKnora's keyword retriever)."""
@@ -89,7 +93,7 @@ def _source(target, where_ph) -> tuple[sql.Composable, dict]:
     return sql.SQL("(SELECT * FROM {}{}) AS kb").format(target.table_sql(), where), params
 
 
-def textsearch(target, column: str, depth: int, qexpr: sql.Composable,
+def textsearch(target: Target, column: str, depth: int, qexpr: sql.Composable,
                where_ph=sql.Placeholder) -> tuple[sql.Composable, dict]:
     """pg_textsearch for one query text ``qexpr``; the index is the parameter ``idx``."""
     src, params = _source(target, where_ph)
@@ -111,7 +115,7 @@ def _tsquery(config: str, qexpr: sql.Composable) -> sql.Composable:
     ).format(cfg=sql.Literal(config), q=qexpr)
 
 
-def fulltext(target, column: str | None, tsvector_column: str | None, config: str, depth: int,
+def fulltext(target: Target, column: str | None, tsvector_column: str | None, config: str, depth: int,
              qexpr: sql.Composable, normalization: int = 0,
              where_ph=sql.Placeholder) -> tuple[sql.Composable, dict]:
     """PostgreSQL full-text search: ts_rank_cd over ``tsvector_column`` or

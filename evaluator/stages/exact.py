@@ -4,7 +4,12 @@ plan is checked). Its distances are the ceiling every ANN stage is measured agai
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .vector_common import VectorStage
+
+if TYPE_CHECKING:
+    from .base import StageContext
 
 
 class ExactStage(VectorStage):
@@ -17,7 +22,7 @@ class ExactStage(VectorStage):
     # --set enable_indexscan=on still reaches the plan check, which refuses an ANN index)
     forced = {"enable_seqscan": "on"}
 
-    def stage_settings(self, ctx) -> dict[str, str]:
+    def stage_settings(self, ctx: StageContext) -> dict[str, str]:
         settings = super().stage_settings(ctx)
         settings.update(self.forced)
         return settings

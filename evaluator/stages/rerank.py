@@ -127,6 +127,7 @@ class RerankStage(BaseStage):
         return out
 
     def run(self, ctx: StageContext, run_name: str) -> int:
+        assert ctx.target is not None   # a stage with a table has a target
         cfg = self.config(ctx)
         exact = cfg["spec"] == "exact"
         input_name, input_id = self.input_run(ctx)

@@ -14,6 +14,7 @@ alternative is one copy of the table per index.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from psycopg import sql
@@ -22,10 +23,13 @@ from ..core.errors import DatabaseError, InputError, PlanError, first_line
 from . import gucs, plan_check, store, timing, vector_sql
 from .base import ORDER_DISTANCE, SCORE_DISTANCE, BaseStage, StageContext
 
+if TYPE_CHECKING:
+    from ..target.targets import Target
+
 LOCK_TIMEOUT = "10s"
 
 
-def register_vector(conn) -> None:
+def register_vector(conn: Any) -> None:
     """Let psycopg send numpy arrays as binary ``vector`` parameters (idempotent)."""
     if getattr(conn, "_pgeval_vector", False):
         return
@@ -35,7 +39,7 @@ def register_vector(conn) -> None:
     conn._pgeval_vector = True
 
 
-def relation_oid(kb, target) -> int:
+def relation_oid(kb: Any, target: Target) -> int:
     return kb.execute("SELECT to_regclass(%s)::oid",
                       (target.table_sql().as_string(kb),)).fetchone()[0]
 
@@ -74,6 +78,7 @@ class VectorStage(BaseStage):
     # ---- the stage transaction -------------------------------------------------------------
     def begin(self, ctx: StageContext) -> dict:
         """Open the stage's transaction on ``ctx.kb``; return {settings, dropped, candidates}."""
+        assert ctx.target is not None   # a stage with a table has a target
         kb, t = ctx.kb, ctx.target
         if kb.info.transaction_status != 0:
             kb.rollback()
@@ -174,17 +179,20 @@ class VectorStage(BaseStage):
     def overfetch(self, ctx: StageContext) -> float:
         """Rows fetched per chunk wanted when chunks have several rows (``STAGE:overfetch``,
         default 2 for such targets, 1 otherwise)."""
+        assert ctx.target is not None   # a stage with a table has a target
         default = 1.0 if ctx.target.unique_id else 2.0
         value = ctx.option("overfetch", default, float)
         if not 1.0 <= value <= 100.0:
             raise InputError(f"{ctx.stage}:overfetch must be between 1 and 100", field="--opt")
         return value
 
-    def _sql_kw(self, ctx) -> dict:
+    def _sql_kw(self, ctx: StageContext) -> dict:
+        assert ctx.target is not None   # a stage with a table has a target
         return {"exact": self.method is None, "overfetch": self.overfetch(ctx),
                 "threshold": ctx.target.max_distance()}
 
-    def _plan(self, ctx, tx, generic_check: bool = True):
+    def _plan(self, ctx: StageContext, tx, generic_check: bool = True):
+        assert ctx.target is not None   # a stage with a table has a target
         q0 = ctx.queries[0].embedding
         if ctx.batch:
             stmt, params = vector_sql.batch(ctx.target, ctx.depth, **self._sql_kw(ctx))
@@ -201,6 +209,7 @@ class VectorStage(BaseStage):
         return index, stmt, params
 
     def run(self, ctx: StageContext, run_name: str) -> int:
+        assert ctx.target is not None   # a stage with a table has a target
         tx = self.begin(ctx)
         try:
             # prepare() checked the generic plan; re-check the custom plan in this transaction
@@ -225,7 +234,8 @@ class VectorStage(BaseStage):
         finally:
             ctx.kb.rollback()   # READ ONLY: nothing to keep; --isolate-index: restores indexes
 
-    def _run_each(self, ctx, stmt, params, out) -> None:
+    def _run_each(self, ctx: StageContext, stmt, params, out) -> None:
+        assert ctx.target is not None   # a stage with a table has a target
         timed = timing.TimedStatement(ctx.kb, stmt, ctx.server_timing)
         has_n = vector_sql.per_query(ctx.target, ctx.depth, **self._sql_kw(ctx))[2]
         counts, dropped = [], []
@@ -244,9 +254,10 @@ class VectorStage(BaseStage):
         out.params.update(rows_summary(counts, ctx.depth))
         out.params.update(threshold_summary(ctx.target, dropped))
 
-    def _run_batch(self, ctx, stmt, params, out) -> None:
+    def _run_batch(self, ctx: StageContext, stmt, params, out) -> None:
         """One statement; rows stream in query by query (chunks of 2,000) and each finished
         query goes to the writer while the server searches the next ones."""
+        assert ctx.target is not None   # a stage with a table has a target
         p = dict(params, ids=[q.query_id for q in ctx.queries],
                  vecs=[_f32(q.embedding) for q in ctx.queries])
         if ctx.progress:
@@ -301,7 +312,7 @@ def rows_summary(counts: list[int], depth: int) -> dict:
             "queries_short": int(sum(1 for c in counts if c < depth))}
 
 
-def threshold_summary(target, dropped: list[int]) -> dict:
+def threshold_summary(target: Target, dropped: list[int]) -> dict:
     """What the target's threshold dropped (run params; the stage report shows them): results
     in all, queries that lost at least one, the most one query lost."""
     if target.max_distance() is None:

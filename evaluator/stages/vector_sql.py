@@ -11,10 +11,14 @@ presorted key and only sort ties — exactly the bug a relaxed scan exposes.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from psycopg import sql
 
 from ..core.ids import as_text
+
+if TYPE_CHECKING:
+    from ..target.targets import Target
 
 Q = "pgeval_q"   # alias of the query list in batch mode (unlikely to clash with user columns)
 
@@ -32,7 +36,7 @@ class Dollar:
         return sql.SQL("$" + str(self.names.index(name) + 1))
 
 
-def inner(target, depth: int, qparam: sql.Composable, ph=sql.Placeholder,
+def inner(target: Target, depth: int, qparam: sql.Composable, ph=sql.Placeholder,
           cast: bool = True) -> tuple[sql.Composable, dict]:
     """``SELECT id::text COLLATE "C" AS chunk_id, dist FROM t WHERE ... ORDER BY <bare operator>
     LIMIT k`` (chunk ids in byte order for every tie-break above, whatever the table's collation)."""
@@ -45,7 +49,7 @@ def inner(target, depth: int, qparam: sql.Composable, ph=sql.Placeholder,
     return stmt, params
 
 
-def _ranked(target, depth: int, qparam, ph, cast: bool, exact: bool, overfetch: float,
+def _ranked(target: Target, depth: int, qparam, ph, cast: bool, exact: bool, overfetch: float,
             with_n: bool) -> tuple[sql.Composable, dict, bool]:
     """The ranked list of one query: columns chunk_id, dist[, n]; returns (sql, params, has_n).
 
@@ -85,7 +89,7 @@ def _past(stmt: sql.Composable, params: dict, ph, threshold: float | None):
         dict(params, thr=float(threshold))
 
 
-def per_query(target, depth: int, ph=sql.Placeholder, *, exact: bool = False,
+def per_query(target: Target, depth: int, ph=sql.Placeholder, *, exact: bool = False,
               overfetch: float = 1.0, threshold: float | None = None
               ) -> tuple[sql.Composable, dict, bool]:
     """One query's ranked list (parameter ``q``): columns chunk_id, dist[, n = rows the scan
@@ -98,7 +102,7 @@ def per_query(target, depth: int, ph=sql.Placeholder, *, exact: bool = False,
     return stmt, params, has_n
 
 
-def batch(target, depth: int, *, exact: bool = False, overfetch: float = 1.0,
+def batch(target: Target, depth: int, *, exact: bool = False, overfetch: float = 1.0,
           threshold: float | None = None) -> tuple[sql.Composable, dict]:
     """All queries at once: ``unnest(ids, vectors) CROSS JOIN LATERAL (per-query)``; columns
     query_id, chunk_id, dist, n, rk, past (false without a ``threshold``); parameters ``ids``
