@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..core import strict_json
 from ..core.errors import Conflict, InputError
@@ -188,7 +188,7 @@ def refusal_phrases(conn: Any) -> tuple[list[str], bool]:
     return conn.execute("SELECT pgeval.refusal_phrases()").fetchone()[0], not custom
 
 
-def set_refusal_phrases(conn: Any, *, add: list[str] = (), remove: list[str] = (),
+def set_refusal_phrases(conn: Any, *, add: Sequence[str] = (), remove: Sequence[str] = (),
                         reset: bool = False) -> list[str]:
     """Edit the configured list. The first edit starts from the defaults, so `--add` extends them
     and `--remove` drops one of them; `reset` goes back to the defaults."""

@@ -97,7 +97,7 @@ def capture(database: Database, run_name: str, *, refresh: bool = False,
         runs = serving_runs(res, run)
         have = stored(res, [r.run_id for r in runs])
         res.commit()
-        out = {"flagged_queries": len(qids), "captured": 0, "kept": 0, "no_embedding": 0,
+        out: dict[str, Any] = {"flagged_queries": len(qids), "captured": 0, "kept": 0, "no_embedding": 0,
                "runs": [r.name for r in runs]}
         if not qids or not runs:
             return out
@@ -109,7 +109,7 @@ def capture(database: Database, run_name: str, *, refresh: bool = False,
                 if not todo:
                     continue
                 p = r.params or {}
-                target = targets.load(res, p.get("target"))
+                target = targets.load(res, p.get("target"))  # type: ignore[arg-type]  # a vector run names its target
                 vecs = _embeddings(res, r.testset_id, p.get("embedder"), todo)
                 out["no_embedding"] += len([q for q in todo if q not in vecs])
                 stage = registry.get(r.kind)
@@ -149,7 +149,7 @@ def _explain(stage, ctx: StageContext, queries) -> list[tuple[str, dict]]:
                   if k.startswith("enable_") and str(v).lower() in ("off", "false", "0")}
         out = []
         for qid, vec in queries:
-            doc = ctx.kb.execute(explain, dict(params, q=vec)).fetchone()[0]
+            doc = ctx.kb.execute(explain, dict(params, q=vec)).fetchone()[0]  # type: ignore[index]  # EXPLAIN: one row
             if isinstance(doc, str):
                 doc = json.loads(doc)
             plan = {"explain": doc[0], "settings": tx["settings"],

@@ -164,7 +164,7 @@ def stages(conn: Any, exp: Experiment, k: int, rel: int, repetition: int | None,
     if runs is None:
         runs = _rows(conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)",
                      (exp.experiment_id, repetition))
-    params = {}
+    params: dict[str, dict] = {}
     for r in runs:
         params.setdefault(r["label"], r["params"] or {})
     measures = list(STAGE_MEASURES)
@@ -193,9 +193,9 @@ def stages(conn: Any, exp: Experiment, k: int, rel: int, repetition: int | None,
                 "queries": r["queries"], "short_queries": r["short_queries"]}
     for r in _rows(conn, "SELECT * FROM pgeval.stage_latency(%s, %s, %s)",
                    (exp.experiment_id, repetition, list(PERCENTILES))):
-        s = out.get(r["label"])
-        if s is None:
+        if r["label"] not in out:
             continue
+        s = out[r["label"]]
         s["timing_boundary"] = r["timing_boundary"]
         s["latency_ms"] = ({_pct_key(f): v for f, v in zip(PERCENTILES, r["latency_ms"])}
                            if r["latency_ms"] else None)
@@ -280,10 +280,10 @@ def build(conn: Any, name: str, *, k: int = 10, rel: int = 1, repetition: int | 
                        (exp.experiment_id, k, first_rep, rel, worst)) if worst else []
     seen = set()
     for r in runs:
-        text = stage_method.note(r["label"], r["stage"], r["params"])
-        if text and r["label"] not in seen:
+        note = stage_method.note(r["label"], r["stage"], r["params"])
+        if note and r["label"] not in seen:
             seen.add(r["label"])
-            warnings.append(text)
+            warnings.append(note)
     stage_rows = stages(conn, exp, k, rel, repetition, runs)
     for st in stage_rows:
         f = st.get("failures")

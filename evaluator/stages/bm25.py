@@ -58,17 +58,18 @@ class Bm25Stage(BaseStage):
         segmenter = segmenters.check(ctx.option("segmenter")
                                      or getattr(t, "segmenter", None), "--opt")
         kb = ctx.kb
-        oid = kb.execute("SELECT to_regclass(%s)::oid", (t.table_sql().as_string(kb),)).fetchone()[0]
+        # (the SELECTs without FROM below return one row: fetchone() is never None)
+        oid = kb.execute("SELECT to_regclass(%s)::oid", (t.table_sql().as_string(kb),)).fetchone()[0]  # type: ignore[index]  # one row, always
         if oid is None:   # dropped or renamed since the target was added
             raise DatabaseError(f"stage {ctx.stage}: the target's table {t.qualified()} does not "
                                 "exist (any more)")
-        cols = dict(kb.execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+        cols: dict[str, str] = dict(kb.execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
                                "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
                                (oid,)).fetchall())
         if column not in cols:
             raise InputError(f"column '{column}' does not exist in {t.qualified()}", field="--opt")
         has_ext = kb.execute("SELECT EXISTS (SELECT 1 FROM pg_extension "
-                             "WHERE extname = 'pg_textsearch')").fetchone()[0]
+                             "WHERE extname = 'pg_textsearch')").fetchone()[0]  # type: ignore[index]  # one row, always
         indexes = bm25_sql.bm25_indexes(kb, oid, column) if has_ext else []
         wanted = ctx.option("index")
         if wanted:
@@ -98,10 +99,10 @@ class Bm25Stage(BaseStage):
         # no configuration given: the one of a GIN index on the column, so that it serves
         config = ctx.option("config") or next(
             (g["text_config"] for g in gin if g["text_config"]), None) or kb.execute(
-            "SELECT current_setting('default_text_search_config')").fetchone()[0]
+            "SELECT current_setting('default_text_search_config')").fetchone()[0]  # type: ignore[index]  # one row, always
         try:
             with kb.transaction():
-                config = kb.execute("SELECT %s::regconfig::text", (config,)).fetchone()[0]
+                config = kb.execute("SELECT %s::regconfig::text", (config,)).fetchone()[0]  # type: ignore[index]  # one row, always
         except Exception:
             raise InputError(f"'{config}' is not a text search configuration of this server",
                              field="--opt") from None

@@ -80,6 +80,7 @@ def fts_index_sql(target: Target, column: str | None, tsvector_column: str | Non
     if tsvector_column:
         expr = sql.Identifier(tsvector_column).as_string(kb)
     else:
+        assert column is not None     # no tsvector column: the text column is given
         expr = sql.SQL("to_tsvector({}::regconfig, {})").format(
             sql.Literal(config), sql.Identifier(column)).as_string(kb)
     return f"CREATE INDEX ON {table} USING gin ({expr});"
@@ -123,7 +124,7 @@ def fulltext(target: Target, column: str | None, tsvector_column: str | None, co
     src, params = _source(target, where_ph)
     tsv = (sql.Identifier("kb", tsvector_column) if tsvector_column else
            sql.SQL("to_tsvector({}::regconfig, {})").format(sql.Literal(config),
-                                                          sql.Identifier("kb", column)))
+                                                          sql.Identifier("kb", column)))  # type: ignore[arg-type]  # column is given without a tsvector column
     inner = sql.SQL(
         "SELECT {id} AS chunk_id, ts_rank_cd({tsv}, tq.q, {norm})::float8 AS score "
         "FROM {src} CROSS JOIN (SELECT {tsq} AS q) AS tq WHERE {tsv} @@ tq.q "

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -105,7 +106,7 @@ class RerankStage(BaseStage):
         if not ctx.previous:
             raise InputError(f"stage {ctx.stage} has nothing to re-score: list a retrieval "
                              "stage before it in --stages", field="--stages")
-        role = dict(ctx.results.execute(
+        role: dict[int, Any] = dict(ctx.results.execute(
             "SELECT run_id, pgeval.stage_role(stage, params) FROM pgeval.run "
             "WHERE run_id = ANY(%s)", (list(ctx.previous.values()),)).fetchall())
         ctx.results.rollback()
@@ -149,7 +150,7 @@ class RerankStage(BaseStage):
             else:
                 reranker = self.reranker(ctx, cfg["spec"])
                 column = ctx.option("column") or t.text_column
-                stmt, params = rerank_sql.texts(t, column, id_type)
+                stmt, params = rerank_sql.texts(t, column, id_type)  # type: ignore[arg-type]  # prepare() checked the column
                 label = reranker.label
             text = stmt.as_string(kb)
             stats = {"dropped_by_threshold": 0, "unscored": 0, "queries_without_text": 0}
@@ -175,7 +176,7 @@ class RerankStage(BaseStage):
                             p = dict(params, ids=ids, q=np.asarray(q.embedding, dtype=np.float32))
                             scored = {c: -d for c, d in kb.execute(text, p, prepare=True)}
                         else:
-                            found = dict(kb.execute(text, dict(params, ids=ids), prepare=True))
+                            found: dict[Any, Any] = dict(kb.execute(text, dict(params, ids=ids), prepare=True))
                             docs = [c for c in ids if found.get(c) is not None]
                             scores = reranker.score(q.text, [found[c] for c in docs])
                             scored = {c: s for c, s in zip(docs, scores) if s is not None}

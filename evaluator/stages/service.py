@@ -27,6 +27,7 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from ..core import masking
 from ..core.errors import InputError
@@ -139,7 +140,7 @@ class ServiceStage(BaseStage):
                 "params->>'kind' = 'service' AND params->>'preset' LIKE 'weknora-%%'",
                 (list(ctx.previous.values()),)).fetchall()
             ctx.results.rollback()
-            node = dict(rows)
+            node: dict[int, Any] = dict(rows)
             earlier = {name: node[rid] for name, rid in ctx.previous.items() if rid in node}
         if self.preset == "weknora-hybrid":
             paths = [n for n, node in earlier.items() if node in ("vector", "keyword")]

@@ -135,8 +135,8 @@ class RunWriter:
         self._pending = 0
         self.queries = 0
         self.rows = 0
-        self._queue = None
-        self._thread = None
+        self._queue: Any = None         # queue.Queue of writes, with the writer thread
+        self._thread: Any = None
         self._error: BaseException | None = None
         if background:
             import queue
@@ -158,7 +158,8 @@ class RunWriter:
                 for rank, (chunk, score) in enumerate(ranked, 1)]
         if len({r[2] for r in rows}) != len(rows):  # a stage bug, not a user mistake: refuse
             seen: set = set()
-            dup = next(r[2] for r in rows if r[2] in seen or seen.add(r[2]))
+            # seen.add() is None (falsy): the idiom records the id and goes on
+            dup = next(r[2] for r in rows if r[2] in seen or seen.add(r[2]))  # type: ignore[func-returns-value]
             raise InputError(f"stage returned chunk '{dup}' twice for query '{query_id}'")
         self._results.extend(rows)
         if latency_ms is not None:
@@ -185,7 +186,7 @@ class RunWriter:
         if self._pending >= self.flush_every:
             self.flush()
 
-    def _write(self, results: list, timings: list, done: list, failures: list = ()) -> None:
+    def _write(self, results: list, timings: list, done: list, failures: Sequence = ()) -> None:
         with self.conn.transaction():
             if failures:
                 copy_rows(self.conn, "query_failure", FAILURE_COLUMNS,

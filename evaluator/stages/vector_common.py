@@ -69,7 +69,7 @@ class VectorStage(BaseStage):
             raise InputError(f"stage {ctx.stage} needs --target", field="--target")
         if not ctx.queries:
             raise InputError("the test set has no queries", field="--testset")
-        dim = len(ctx.queries[0].embedding)
+        dim = len(ctx.queries[0].embedding)  # type: ignore[arg-type]  # vector stages get embedded queries
         if t.dimension is not None and dim != t.dimension:
             raise InputError(f"embedder '{ctx.embedder}' gives {dim}-dimensional vectors but "
                              f"target '{t.name}' searches {t.vector_type}({t.dimension}) "
@@ -139,7 +139,7 @@ class VectorStage(BaseStage):
             index = None
         else:
             def check(p):
-                return plan_check.check_ann(p, stage=ctx.stage, method=self.method,
+                return plan_check.check_ann(p, stage=ctx.stage, method=self.method,  # type: ignore[arg-type]  # ANN stages name their method
                                             candidates=tx["candidates"], all_ann=tx["all_ann"],
                                             wanted=tx["wanted"])
             try:
@@ -265,7 +265,8 @@ class VectorStage(BaseStage):
         raw: dict[str, int] = {}
         dropped: dict[str, int] = {}
         done: set[str] = set()
-        current, items = None, []
+        current: str | None = None
+        items: list = []
 
         def finish(qid, rows):
             rows.sort()
@@ -317,7 +318,8 @@ def threshold_summary(target: Target, dropped: list[int]) -> dict:
     in all, queries that lost at least one, the most one query lost."""
     if target.max_distance() is None:
         return {}
-    return {"threshold": dict(target.threshold, max_distance=target.max_distance()),
+    # a max distance comes from the threshold, so target.threshold is set here
+    return {"threshold": dict(target.threshold, max_distance=target.max_distance()),  # type: ignore[arg-type]
             "threshold_dropped": int(sum(dropped)),
             "threshold_queries": int(sum(1 for d in dropped if d)),
             "threshold_dropped_max": int(max(dropped, default=0))}

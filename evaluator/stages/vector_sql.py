@@ -62,7 +62,7 @@ def _ranked(target: Target, depth: int, qparam, ph, cast: bool, exact: bool, ove
     k = sql.Literal(int(depth))
     if target.unique_id:
         body, params = inner(target, depth, qparam, ph, cast)
-        n = sql.SQL(", (count(*) OVER ())::int AS n") if with_n else sql.SQL("")
+        n: sql.Composable = sql.SQL(", (count(*) OVER ())::int AS n") if with_n else sql.SQL("")
         return sql.SQL("SELECT s.chunk_id, s.dist{} FROM ({}) s ORDER BY s.dist + 0, "
                        "s.chunk_id").format(n, body), params, with_n
     if exact:
