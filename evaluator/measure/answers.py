@@ -42,7 +42,7 @@ class ImportReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def _ids(value, file, line, name, qid) -> list[str]:
+def _ids(value: Any, file: str, line: int, name: str, qid: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list):

@@ -94,7 +94,7 @@ class Evaluation:
         }
 
 
-def _sql_error(exc) -> PgevalError:
+def _sql_error(exc: Exception) -> PgevalError:
     msg = first_line(exc, "invalid measure")
     return InputError(msg, field="measures")
 
@@ -206,7 +206,7 @@ def evaluate(conn: Any, run_name: str, measures: list[str] | None = None, *, rel
 
 
 def evaluate_in(database: Database, run_name: str, measures: list[str] | None = None, *,
-                plans: bool = False, **kwargs) -> Evaluation:
+                plans: bool = False, **kwargs: Any) -> Evaluation:
     """:func:`evaluate` with every figure read in one snapshot of ``database``; ``plans``: also
     the flagged queries with the stored plan of the stage that served each
     (:func:`evaluator.measure.diagnostics.show_in`; implies ``with_flagged``)."""

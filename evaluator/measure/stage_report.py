@@ -131,7 +131,7 @@ def parse_repetition(value: str | int | None) -> int | None:
     return rep
 
 
-def _rows(conn: Any, query: str, params) -> list[dict]:
+def _rows(conn: Any, query: str, params: Any) -> list[dict]:
     cur = conn.execute(query, params)
     names = [d.name for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
@@ -303,7 +303,7 @@ def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:
     (of :func:`stages`) name each stage's method where needed."""
     labels = {s["stage"]: s.get("label") or s["stage"] for s in stage_rows or ()}
 
-    def cut(c):
+    def cut(c: dict) -> str:
         return ("all" if c["cut"] >= 2**31 - 1 else f"top {c['cut']}")
 
     chain = [{**c, "stage": labels.get(c["stage"], c["stage"])} for c in chain]

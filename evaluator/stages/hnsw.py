@@ -20,7 +20,7 @@ class HnswStage(VectorStage):
     method = "hnsw"
     guc_prefixes = ("hnsw.",)
 
-    def trap_warnings(self, ctx: StageContext, effective):
+    def trap_warnings(self, ctx: StageContext, effective: dict[str, str]) -> list[str]:
         from . import gucs
 
         cur = gucs.current(ctx.kb, ["hnsw.ef_search", "hnsw.iterative_scan"])

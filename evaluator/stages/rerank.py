@@ -59,7 +59,7 @@ class RerankStage(BaseStage):
         return {"spec": spec.strip(), "top_n": top_n,
                 "threshold": ctx.option("threshold", None, float)}
 
-    def reranker(self, ctx: StageContext, spec: str):
+    def reranker(self, ctx: StageContext, spec: str) -> Any:   # a rerankers.Reranker
         emb = {k: ctx.option(k, None, cast) for k, cast in (("base_url", str), ("dimensions", int),
                                                               ("api_key_env", str))
                if ctx.option(k) is not None}
@@ -149,8 +149,8 @@ class RerankStage(BaseStage):
                 label, column = "exact", target.vector_column
             else:
                 reranker = self.reranker(ctx, cfg["spec"])
-                column = ctx.option("column") or t.text_column
-                stmt, params = rerank_sql.texts(t, column, id_type)  # type: ignore[arg-type]  # prepare() checked the column
+                column = ctx.option("column") or t.text_column  # type: ignore[assignment]  # prepare() checked it
+                stmt, params = rerank_sql.texts(t, column, id_type)
                 label = reranker.label
             text = stmt.as_string(kb)
             stats = {"dropped_by_threshold": 0, "unscored": 0, "queries_without_text": 0}

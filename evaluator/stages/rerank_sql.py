@@ -56,7 +56,7 @@ def distances(target: Target, id_type: str) -> tuple[sql.Composable, dict]:
     return stmt, params
 
 
-def exact_target(kb: Any, target: Target, column: str | None):
+def exact_target(kb: Any, target: Target, column: str | None) -> Target:
     """The target re-scored on ``column`` (default: its vector column), typed from the catalog."""
     cols = columns(kb, target)
     col = column or target.vector_column

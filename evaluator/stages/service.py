@@ -34,7 +34,7 @@ from ..core.errors import InputError
 from ..providers.http_json import HttpFailure, JsonClient
 from . import service_config as sc
 from . import store
-from .base import SCORE_SIMILARITY, BaseStage, StageContext
+from .base import SCORE_SIMILARITY, BaseStage, Query, StageContext
 
 ORDER_SERVICE = "as the service ranked them (rank = position in its answer; a repeated chunk keeps " \
                 "its first place)"
@@ -161,7 +161,7 @@ class ServiceStage(BaseStage):
         return out
 
     # ---- one query ------------------------------------------------------------------------
-    def _ask(self, client: JsonClient, cfg: dict, limit: RateLimit, values: dict):
+    def _ask(self, client: JsonClient, cfg: dict, limit: RateLimit, values: dict) -> tuple:
         """("ok", ranked, ms, answered, duplicates, attempts) or ("fail", status, message,
         attempts)."""
         limit.wait()
@@ -187,7 +187,7 @@ class ServiceStage(BaseStage):
         stats = {"failed": 0, "retried": 0, "duplicates": 0, "answered_rows": 0}
         max_streak = cfg["max_consecutive_failures"]
 
-        def values(q):
+        def values(q: Query) -> dict:
             return {"query": q.text or "", "query_id": q.query_id,
                     "vector": vectors.get(q.query_id), "match_count": cfg["match_count"],
                     "knowledge_base_id": cfg["knowledge_base_id"]}

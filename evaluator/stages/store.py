@@ -30,7 +30,7 @@ import json
 import os
 import socket
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from ..core.errors import Conflict, IncompleteRun, InputError
 
@@ -242,7 +242,7 @@ class RunWriter:
 @contextmanager
 def run_scope(ctx: StageContext, run_name: str, *, params: dict, order_rule: str,
               timing_boundary: str | None, config_hash: str | None = None, replace: bool = False,
-              background: bool = False, flush_every: int = FLUSH_EVERY):
+              background: bool = False, flush_every: int = FLUSH_EVERY) -> Iterator[RunWriter]:
     """Create the run (``running``), yield a :class:`RunWriter`, then mark it ``complete``
     (params merged with ``writer.params``) or ``failed`` when an exception escapes.
     ``background``: see :class:`RunWriter` (only for stages that leave ``ctx.results`` alone
