@@ -19,6 +19,7 @@ import secrets
 import signal
 import threading
 import time
+from typing import Any
 from dataclasses import replace
 
 from psycopg import sql
@@ -76,12 +77,12 @@ class Scratch:
         self.maintenance_work_mem = maintenance_work_mem
         self.build_timeout_s = float(build_timeout_s)
         self.schema = f"{SCRATCH_PREFIX}{os.getpid()}_{secrets.token_hex(3)}"
-        self.conn = None
-        self.target = None
+        self.conn: Any = None         # the autocommit psycopg connection, once entered
+        self.target: Any = None
         self.index: str | None = None
         self.rows = 0
         self.warnings: list[str] = []
-        self._old_term = None
+        self._old_term: Any = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> "Scratch":
@@ -184,7 +185,7 @@ class Scratch:
             self.index = None
         memory = self._session_settings(method, options)
         name = f"{SCRATCH_TABLE}_{method}"
-        with_ = sql.SQL("")
+        with_: sql.Composable = sql.SQL("")
         if options:
             with_ = sql.SQL(" WITH ({})").format(sql.SQL(", ").join(
                 sql.SQL("{} = {}").format(sql.SQL(k), sql.Literal(str(v)))   # keys: whitelist

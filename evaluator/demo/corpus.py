@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -83,7 +84,7 @@ def generate(n_topics: int = 40, chunks_per_topic: int = 25, n_queries: int = 80
             if overlap == 0:
                 break
             relevant[cid] = 3 if rank == 0 else 2 if rank < 3 else 1
-        record = {"id": f"q{q + 1:03d}", "query": text, "relevant": relevant,
+        record: dict[str, Any] = {"id": f"q{q + 1:03d}", "query": text, "relevant": relevant,
                   "type": types_cycle[q % len(types_cycle)],
                   "embedding": [round(float(x), 6) for x in embed(text, dim)]}
         if not relevant:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ def load(folder: Path = DATA) -> Corpus:
         judged.setdefault(qid, {})[doc] = code
     queries = []
     for (qid, text), vec in zip(qs, query_vecs):
-        record = {"id": qid, "query": text, "relevant": judged.get(qid, {}),
+        record: dict[str, Any] = {"id": qid, "query": text, "relevant": judged.get(qid, {}),
                   "embedding": [float(x) for x in vec]}
         if not any(cranfield.GRADE_MAP[c] for c in record["relevant"].values()):
             record["answerable"] = False     # judged only of minimum interest: nothing to find

@@ -166,7 +166,7 @@ def tour(database, global_args: list[str], workdir: Path, *, corpus_name: str = 
     cases.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in corpus.queries),
                      encoding="utf-8")
     testset = claim_name(lambda n: _load_testset(database, cases, n, load_args))
-    created = []
+    created: list[str] = []
     target = None
     try:
         steps.run("load the graded test set", "testset", "load", str(cases), "--name", testset,

@@ -10,10 +10,14 @@ module resolves names, checks the experiment and shapes the rows; it computes no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from . import stage_method
 from ..core.errors import IncompleteRun, InputError, NotFound
 from .metrics import MIN_VALID_QUERIES
+
+if TYPE_CHECKING:
+    from ..core.db import Database
 
 STAGE_MEASURES = ("recall@3", "recall@5", "recall@10", "mrr@20", "ndcg@5", "ndcg@10")
 PERCENTILES = (0.5, 0.95, 0.99)
@@ -72,7 +76,7 @@ class StageReport:
         }
 
 
-def resolve_experiment(conn, name: str) -> Experiment:
+def resolve_experiment(conn: Any, name: str) -> Experiment:
     row = conn.execute(
         "SELECT e.experiment_id, e.name, t.name, e.status, e.config FROM pgeval.experiment e "
         "JOIN pgeval.testset t USING (testset_id) WHERE e.name = %s", (name,)).fetchone()
@@ -86,7 +90,7 @@ def resolve_experiment(conn, name: str) -> Experiment:
     return Experiment(row[0], row[1], row[2], row[3], row[4] or {}, reps)
 
 
-def missing_runs(conn, exp: Experiment, repetition: int | None = None) -> list[str]:
+def missing_runs(conn: Any, exp: Experiment, repetition: int | None = None) -> list[str]:
     """The stage runs the experiment's configuration calls for that it does not hold (deleted,
     or never run): every stage of every repetition of a pipeline; exact search per repetition
     and every point measured by the sweep itself (not reused) of a sweep."""
@@ -129,7 +133,7 @@ def parse_repetition(value: str | int | None) -> int | None:
     return rep
 
 
-def _rows(conn, query: str, params) -> list[dict]:
+def _rows(conn: Any, query: str, params: Any) -> list[dict]:
     cur = conn.execute(query, params)
     names = [d.name for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
@@ -154,7 +158,7 @@ def _pct_key(frac: float) -> str:
     return f"p{int(pct) if pct == int(pct) else pct}"
 
 
-def stages(conn, exp: Experiment, k: int, rel: int, repetition: int | None,
+def stages(conn: Any, exp: Experiment, k: int, rel: int, repetition: int | None,
            runs: list[dict] | None = None) -> list[dict]:
     """One dict per stage: metrics (mean, min, max, stddev), index recall, latency, rows;
     ``label``: the stage's name with its method where the kind's name would mislead
@@ -162,7 +166,7 @@ def stages(conn, exp: Experiment, k: int, rel: int, repetition: int | None,
     if runs is None:
         runs = _rows(conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)",
                      (exp.experiment_id, repetition))
-    params = {}
+    params: dict[str, dict] = {}
     for r in runs:
         params.setdefault(r["label"], r["params"] or {})
     measures = list(STAGE_MEASURES)
@@ -191,9 +195,9 @@ def stages(conn, exp: Experiment, k: int, rel: int, repetition: int | None,
                 "queries": r["queries"], "short_queries": r["short_queries"]}
     for r in _rows(conn, "SELECT * FROM pgeval.stage_latency(%s, %s, %s)",
                    (exp.experiment_id, repetition, list(PERCENTILES))):
-        s = out.get(r["label"])
-        if s is None:
+        if r["label"] not in out:
             continue
+        s = out[r["label"]]
         s["timing_boundary"] = r["timing_boundary"]
         s["latency_ms"] = ({_pct_key(f): v for f, v in zip(PERCENTILES, r["latency_ms"])}
                            if r["latency_ms"] else None)
@@ -211,7 +215,7 @@ def stages(conn, exp: Experiment, k: int, rel: int, repetition: int | None,
     return list(out.values())
 
 
-def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None = None,
+def build(conn: Any, name: str, *, k: int = 10, rel: int = 1, repetition: int | None = None,
           worst: int = 10, allow_partial: bool = False, strict: bool = False) -> StageReport:
     """Everything `pgeval stage-report` shows for experiment ``name``."""
     if k < 1:
@@ -284,10 +288,10 @@ def build(conn, name: str, *, k: int = 10, rel: int = 1, repetition: int | None 
                        (exp.experiment_id, k, first_rep, rel, worst)) if worst else []
     seen = set()
     for r in runs:
-        text = stage_method.note(r["label"], r["stage"], r["params"])
-        if text and r["label"] not in seen:
+        note = stage_method.note(r["label"], r["stage"], r["params"])
+        if note and r["label"] not in seen:
             seen.add(r["label"])
-            warnings.append(text)
+            warnings.append(note)
     stage_rows = stages(conn, exp, k, rel, repetition, runs)
     for st in stage_rows:
         f = st.get("failures")
@@ -307,7 +311,7 @@ def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:
     (of :func:`stages`) name each stage's method where needed."""
     labels = {s["stage"]: s.get("label") or s["stage"] for s in stage_rows or ()}
 
-    def cut(c):
+    def cut(c: dict) -> str:
         return ("all" if c["cut"] >= 2**31 - 1 else f"top {c['cut']}")
 
     chain = [{**c, "stage": labels.get(c["stage"], c["stage"])} for c in chain]
@@ -323,7 +327,7 @@ def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:
     return text
 
 
-def report(database, name: str, *, k: int = 10, rel: int = 1,
+def report(database: Database, name: str, *, k: int = 10, rel: int = 1,
            repetition: str | int | None = None, worst: int = 10, allow_partial: bool = False,
            strict: bool = False) -> StageReport:
     """:func:`build` with every stage's figures read in one snapshot of ``database``;

@@ -10,6 +10,7 @@ functions produced and does inference over them (:mod:`evaluator.measure.stats`)
 from __future__ import annotations
 
 import math
+from typing import Any
 from dataclasses import dataclass, field
 
 from ..measure import stats
@@ -161,8 +162,9 @@ def config_changes(base: dict, cand: dict) -> tuple[list[dict], list[str]]:
     rb, rc = base.get("run") or {}, cand.get("run") or {}
     a = flatten({"stage": rb.get("stage"), "params": rb.get("params") or {}})
     b = flatten({"stage": rc.get("stage"), "params": rc.get("params") or {}})
-    rows = [{"key": k, "baseline": a.get(k), "candidate": b.get(k), "variable": k}
-            for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+    rows: list[dict[str, Any]] = [
+        {"key": k, "baseline": a.get(k), "candidate": b.get(k), "variable": k}
+        for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
     warnings = ["no configuration fingerprint on "
                 + (" and ".join(n for n, f in ((label(base), fb), (label(cand), fc)) if not f))
                 + ": comparing run parameters only"]
@@ -186,7 +188,8 @@ def compare(base: dict, cand: dict, *, alpha: float = ALPHA,
     for metric in quality_metrics(base, cand):
         if sb.get(metric) is None and sc.get(metric) is None:
             continue
-        row = {"metric": metric, "baseline": sb.get(metric), "candidate": sc.get(metric),
+        row: dict[str, Any] = {
+               "metric": metric, "baseline": sb.get(metric), "candidate": sc.get(metric),
                "delta": None, "ci_low": None, "ci_high": None, "p_value": None,
                "significant": None, "n": 0, "wins": None, "ties": None, "losses": None}
         if row["baseline"] is not None and row["candidate"] is not None:
@@ -205,12 +208,12 @@ def compare(base: dict, cand: dict, *, alpha: float = ALPHA,
         rows.append(row)
     latency = []
     for key in LATENCY_KEYS:
-        a, b = sb.get(key), sc.get(key)
-        if a is None and b is None:
+        la, lb = sb.get(key), sc.get(key)
+        if la is None and lb is None:
             continue
-        latency.append({"metric": key, "baseline": a, "candidate": b,
-                        "delta": None if a is None or b is None else b - a,
-                        "ratio": b / a if a and b is not None else None})
+        latency.append({"metric": key, "baseline": la, "candidate": lb,
+                        "delta": None if la is None or lb is None else lb - la,
+                        "ratio": lb / la if la and lb is not None else None})
     moved_by = moved_by or next((m for m in ("ndcg@10",) if any(r["metric"] == m for r in rows)),
                                 rows[0]["metric"] if rows else None)
     moved = _moved(base, cand, moved_by, top) if moved_by else []
@@ -227,7 +230,8 @@ def _moved(base: dict, cand: dict, metric: str, top: int) -> list[dict]:
         raise InputError(f"no per-query values of '{metric}' to rank queries by", field="--by")
     ids, a, b = paired_values(base, cand, metric)
     texts = {str(c["query_id"]): c.get("text") for c in cand.get("cases") or []}
-    moved = [{"query_id": q, "text": texts.get(q), "baseline": x, "candidate": y, "delta": y - x}
+    moved: list[dict[str, Any]] = [
+        {"query_id": q, "text": texts.get(q), "baseline": x, "candidate": y, "delta": y - x}
              for q, x, y in zip(ids, a, b) if not math.isclose(x, y, abs_tol=TIE)]
     moved.sort(key=lambda r: (-abs(r["delta"]), r["query_id"]))
     return moved[:top]

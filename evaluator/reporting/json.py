@@ -112,6 +112,7 @@ def build(conn, name: str, measures: list[str] | None = None, *, rel: int = 1,
     ev = metrics.evaluate(conn, run.name, measures, rel=rel, domain_discount=domain_discount,
                           with_per_query=True, with_by_type=True, with_flagged=True,
                           allow_partial=allow_partial, min_score=min_score)
+    assert ev.per_query is not None and ev.flagged is not None   # asked for above
     if exp is not None and exp["status"] != "complete":
         ev.warnings.insert(0, f"PARTIAL: experiment '{exp['name']}' is {exp['status']}; its "
                               f"last stage that ran ({run.name}) stands in for its final stage")

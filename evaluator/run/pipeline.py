@@ -16,6 +16,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from typing import Sequence
 
 from .experiment_scope import experiment_scope
 from ..core.errors import Conflict, InputError
@@ -209,14 +210,15 @@ def stage_run_names(experiment: str, stage_names: list[str], repeat: int) -> lis
     return [run_name(experiment, s, rep) for rep in range(1, repeat + 1) for s in stage_names]
 
 
-def taken_runs(results, experiment: str, stage_names: list[str], repeat: int) -> list[tuple]:
+def taken_runs(results, experiment: str, stage_names: list[str],
+               repeat: int) -> list[tuple[str, str | None, str]]:
     """(name, experiment or None, test set) of existing runs bearing a name that experiment
     ``experiment`` would give one of its stage runs."""
     rows = results.execute(
         "SELECT r.name, e.name, t.name FROM pgeval.run r JOIN pgeval.testset t USING (testset_id)"
         " LEFT JOIN pgeval.experiment e USING (experiment_id) WHERE r.name = ANY(%s) "
         "ORDER BY r.run_id", (stage_run_names(experiment, stage_names, repeat),)).fetchall()
-    return [tuple(r) for r in rows]
+    return [(r[0], r[1], r[2]) for r in rows]
 
 
 def foreign_run_message(run: str, owner: str | None, testset: str, experiment: str) -> str:
@@ -234,7 +236,7 @@ def refuse_taken_runs(results, experiment: str, stage_names: list[str], repeat: 
 
 
 def _insert_experiment(results, name: str, auto: bool, values: tuple, *,
-                       stage_names: list[str] = (), repeat: int = 1) -> tuple[int, str]:
+                       stage_names: Sequence[str] = (), repeat: int = 1) -> tuple[int, str]:
     """Insert the experiment row (committed). A default name taken meanwhile by a concurrent
     pipeline (or whose stage run names are taken) gets a suffix (-2, -3, ...); a name the user
     chose is a Conflict."""
@@ -278,6 +280,7 @@ def execute_stage(stage, ctx: StageContext, exp_id: int, rep: int, previous: dic
     ctx.extra["fingerprint"] = {**fingerprint, "stage": ctx.stage}
     ctx.extra["config_hash"] = fpmod.config_hash(ctx.extra["fingerprint"])
     ctx.progress = progress_factory(ctx.stage, rep) if progress_factory else None
+    assert ctx.experiment is not None     # set above: a pipeline stage runs in an experiment
     run_id = stage.run(ctx, run_name(ctx.experiment, ctx.stage, rep))
     if ctx.progress:            # only a stage that ended shows a full bar (not one interrupted)
         ctx.progress.finish()

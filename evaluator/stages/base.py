@@ -42,7 +42,7 @@ for every stage before the first query of the experiment, so that configuration 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -117,7 +117,7 @@ class StageContext:
         if message not in self.warnings:
             self.warnings.append(message)
 
-    def option(self, key: str, default: Any = None, cast=str) -> Any:
+    def option(self, key: str, default: Any = None, cast: Callable[[str], Any] = str) -> Any:
         """This stage's option ``key`` cast with ``cast``; InputError naming --opt when bad."""
         from ..core.errors import InputError
 

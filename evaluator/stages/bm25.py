@@ -74,17 +74,18 @@ class Bm25Stage(BaseStage):
         segmenter = segmenters.check(ctx.option("segmenter")
                                      or getattr(t, "segmenter", None), "--opt")
         kb = ctx.kb
-        oid = kb.execute("SELECT to_regclass(%s)::oid", (t.table_sql().as_string(kb),)).fetchone()[0]
+        # (the SELECTs without FROM below return one row: fetchone() is never None)
+        oid = kb.execute("SELECT to_regclass(%s)::oid", (t.table_sql().as_string(kb),)).fetchone()[0]  # type: ignore[index]  # one row, always
         if oid is None:   # dropped or renamed since the target was added
             raise DatabaseError(f"stage {ctx.stage}: the target's table {t.qualified()} does not "
                                 "exist (any more)")
-        cols = dict(kb.execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+        cols: dict[str, str] = dict(kb.execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
                                "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
                                (oid,)).fetchall())
         if column not in cols:
             raise InputError(f"column '{column}' does not exist in {t.qualified()}", field="--opt")
         has_ext = kb.execute("SELECT EXISTS (SELECT 1 FROM pg_extension "
-                             "WHERE extname = 'pg_textsearch')").fetchone()[0]
+                             "WHERE extname = 'pg_textsearch')").fetchone()[0]  # type: ignore[index]  # one row, always
         indexes = bm25_sql.bm25_indexes(kb, oid, column) if has_ext else []
         wanted = ctx.option("index")
         if wanted:
@@ -118,10 +119,10 @@ class Bm25Stage(BaseStage):
         # no configuration given: the one of a GIN index on the column, so that it serves
         config = ctx.option("config") or next(
             (g["text_config"] for g in gin if g["text_config"]), None) or kb.execute(
-            "SELECT current_setting('default_text_search_config')").fetchone()[0]
+            "SELECT current_setting('default_text_search_config')").fetchone()[0]  # type: ignore[index]  # one row, always
         try:
             with kb.transaction():
-                config = kb.execute("SELECT %s::regconfig::text", (config,)).fetchone()[0]
+                config = kb.execute("SELECT %s::regconfig::text", (config,)).fetchone()[0]  # type: ignore[index]  # one row, always
         except Exception:
             raise InputError(f"'{config}' is not a text search configuration of this server",
                              field="--opt") from None
@@ -189,6 +190,7 @@ class Bm25Stage(BaseStage):
 
     # ---- running -----------------------------------------------------------------------------
     def run(self, ctx: StageContext, run_name: str) -> int:
+        assert ctx.target is not None   # a stage with a table has a target
         plan = self.resolve(ctx)
         texts = self._texts(ctx, plan)
         missing = [q.query_id for q in ctx.queries if q.query_id not in texts]
@@ -221,7 +223,7 @@ class Bm25Stage(BaseStage):
         finally:
             ctx.kb.rollback()
 
-    def _scan(self, ctx, plan, texts) -> str:
+    def _scan(self, ctx: StageContext, plan, texts) -> str:
         """How the planner serves the first query: 'index NAME' or 'sequential scan'."""
         from . import plan_check
 
@@ -240,7 +242,7 @@ class Bm25Stage(BaseStage):
         if ctx.progress:
             ctx.progress.start(ctx.stage, len(ctx.queries))
         for start in range(0, len(ctx.queries), BLOCK):
-            fetched = []
+            fetched: list[tuple] = []
             for q in ctx.queries[start:start + BLOCK]:
                 qtext = texts.get(q.query_id)
                 if qtext is None:
@@ -341,4 +343,6 @@ class _Fetch:
         return [(c, -s) for c, s in scored if s < 0]
 
     def summary(self, limits: list) -> dict:
-        return refetch.summary(limits, None if self.ctx.target.unique_id else self.first)
+        target = self.ctx.target
+        assert target is not None
+        return refetch.summary(limits, None if target.unique_id else self.first)

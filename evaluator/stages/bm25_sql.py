@@ -27,16 +27,20 @@ and query text bound parameters.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
 from ..core.ids import as_text
 from ..target import introspect
 
+if TYPE_CHECKING:
+    from ..target.targets import Target
+
 Q = "pgeval_q"
 
 
-def bm25_indexes(kb, relation_oid: int, column: str) -> list[dict]:
+def bm25_indexes(kb: Any, relation_oid: int, column: str) -> list[dict]:
     """pg_textsearch (access method ``bm25``) indexes on ``column``: [{name, ref, text_config}],
     ``ref`` the (quoted, qualified when needed) name that to_bm25query accepts."""
     out = []
@@ -49,7 +53,7 @@ def bm25_indexes(kb, relation_oid: int, column: str) -> list[dict]:
 _TSV_EXPR = re.compile(r"^to_tsvector\('((?:[^']|'')+)'::regconfig, (.+)\)$")
 
 
-def fts_indexes(kb, relation_oid: int, column: str | None,
+def fts_indexes(kb: Any, relation_oid: int, column: str | None,
                 tsvector_column: str | None = None) -> list[dict]:
     """GIN indexes (not partial) that can serve the full-text fallback: on
     ``to_tsvector('config', column)`` ([{name, text_config}], config as the server names it), or
@@ -70,20 +74,21 @@ def fts_indexes(kb, relation_oid: int, column: str | None,
     return out
 
 
-def fts_index_sql(target, column: str | None, tsvector_column: str | None, config: str,
-                  kb) -> str:
+def fts_index_sql(target: Target, column: str | None, tsvector_column: str | None, config: str,
+                  kb: Any) -> str:
     """The CREATE INDEX that lets the full-text fallback use an index (its WHERE clause is
     ``to_tsvector('config'::regconfig, column) @@ query``, the index's expression)."""
     table = target.table_sql().as_string(kb)
     if tsvector_column:
         expr = sql.Identifier(tsvector_column).as_string(kb)
     else:
+        assert column is not None     # no tsvector column: the text column is given
         expr = sql.SQL("to_tsvector({}::regconfig, {})").format(
             sql.Literal(config), sql.Identifier(column)).as_string(kb)
     return f"CREATE INDEX ON {table} USING gin ({expr});"
 
 
-def _source(target, where_ph) -> tuple[sql.Composable, dict]:
+def _source(target: Target, where_ph) -> tuple[sql.Composable, dict]:
     """``(SELECT * FROM table WHERE filters) AS kb`` — the target's rows (flattened by the
     planner, so indexes stay usable). The keyword path has no dimension predicate: a chunk's
     text matches whatever the dimension of its vectors (as WeKnora's keyword retriever)."""
@@ -140,7 +145,7 @@ def fulltext(target, column: str | None, tsvector_column: str | None, config: st
     src, params = _source(target, where_ph)
     tsv = (sql.Identifier("kb", tsvector_column) if tsvector_column else
            sql.SQL("to_tsvector({}::regconfig, {})").format(sql.Literal(config),
-                                                          sql.Identifier("kb", column)))
+                                                          sql.Identifier("kb", column)))  # type: ignore[arg-type]  # column is given without a tsvector column
     inner = sql.SQL(
         "SELECT {id} AS chunk_id, ts_rank_cd({tsv}, tq.q, {norm})::float8 AS score "
         "FROM {src} CROSS JOIN (SELECT {tsq} AS q) AS tq WHERE {tsv} @@ tq.q "

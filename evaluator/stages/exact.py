@@ -4,7 +4,12 @@ plan is checked). Its distances are the ceiling every ANN stage is measured agai
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .vector_common import VectorStage
+
+if TYPE_CHECKING:
+    from .base import StageContext
 
 
 class ExactStage(VectorStage):

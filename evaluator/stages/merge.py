@@ -21,6 +21,7 @@ them) and their run ids. There is no per-query latency: the whole fusion is one 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from ..core.errors import InputError
 from . import store
@@ -100,7 +101,7 @@ class MergeStage(BaseStage):
             "SELECT run_id, pgeval.stage_role(stage, params) FROM pgeval.run "
             "WHERE run_id = ANY(%s)", (list(ctx.previous.values()),)).fetchall()
         ctx.results.rollback()
-        role = dict(rows)
+        role: dict[int, Any] = dict(rows)
         paths = [(n, r) for n, r in ctx.previous.items()
                  if role.get(r) not in ("merge", "rerank")]
         if any(role.get(r) == "ann" for _, r in paths):

@@ -30,14 +30,17 @@ import json
 import os
 import socket
 from contextlib import contextmanager
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
 
 from ..core.errors import Conflict, IncompleteRun, InputError
+
+if TYPE_CHECKING:
+    from .base import StageContext
 
 FLUSH_EVERY = 100
 
 
-def create_run(conn, *, name: str, testset_id: int, stage: str, experiment_id: int | None = None,
+def create_run(conn: Any, *, name: str, testset_id: int, stage: str, experiment_id: int | None = None,
                repetition: int = 1, params: dict | None = None, order_rule: str,
                depth: int | None = None, timing_boundary: str | None = None,
                config_hash: str | None = None, fingerprint: dict | None = None,
@@ -63,7 +66,7 @@ def create_run(conn, *, name: str, testset_id: int, stage: str, experiment_id: i
     return run_id
 
 
-def _commit(conn) -> None:
+def _commit(conn: Any) -> None:
     if not conn.autocommit:
         conn.commit()
 
@@ -77,7 +80,7 @@ FAILURE_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("status", "int4"),
                    ("message", "text"), ("attempts", "int4"))
 
 
-def copy_rows(conn, table: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence]) -> int:
+def copy_rows(conn: Any, table: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence]) -> int:
     """Binary COPY of ``rows`` into pgeval.``table``; ``columns`` are (name, type) pairs (fixed
     names from this package only). psycopg's C dumpers format the rows."""
     from psycopg import sql
@@ -93,19 +96,19 @@ def copy_rows(conn, table: str, columns: Sequence[tuple[str, str]], rows: Iterab
     return n
 
 
-def write_results(conn, run_id: int, rows: Iterable[tuple[str, int, str, float | None]]) -> int:
+def write_results(conn: Any, run_id: int, rows: Iterable[tuple[str, int, str, float | None]]) -> int:
     """COPY (query_id, rank, chunk_id, score) rows of ``run_id``."""
     return copy_rows(conn, "result", RESULT_COLUMNS, ((run_id, q, r, c, s) for q, r, c, s in rows))
 
 
-def write_timings(conn, run_id: int,
+def write_timings(conn: Any, run_id: int,
                   rows: Iterable[tuple[str, float, float | None, int]]) -> int:
     """COPY (query_id, latency_ms, server_ms, rows_returned) rows of ``run_id``."""
     return copy_rows(conn, "query_timing", TIMING_COLUMNS,
                      ((run_id, q, lat, srv, n) for q, lat, srv, n in rows))
 
 
-def finish_run(conn, run_id: int, status: str = "complete", params: dict | None = None) -> None:
+def finish_run(conn: Any, run_id: int, status: str = "complete", params: dict | None = None) -> None:
     """Mark a run complete/failed; ``params`` are merged into run.params (jsonb ||)."""
     conn.execute("UPDATE pgeval.run SET status = %s, finished_at = now(), "
                  "params = params || %s::jsonb WHERE run_id = %s",
@@ -119,9 +122,9 @@ class RunWriter:
     with querying; the stage must then leave ``conn`` alone until :meth:`close` (the vector
     stages query only the knowledge-base connection inside their loop)."""
 
-    def __init__(self, conn, run_id: int, depth: int | None = None,
+    def __init__(self, conn: Any, run_id: int, depth: int | None = None,
                  flush_every: int = FLUSH_EVERY, background: bool = False,
-                 exclude_own: bool = False):
+                 exclude_own: bool = False) -> None:
         self.conn, self.run_id, self.depth = conn, run_id, depth
         self.exclude_own = exclude_own  # sampled queries: a query's own chunk is never a result
         self.flush_every = flush_every
@@ -134,8 +137,8 @@ class RunWriter:
         self._pending = 0
         self.queries = 0
         self.rows = 0
-        self._queue = None
-        self._thread = None
+        self._queue: Any = None         # queue.Queue of writes, with the writer thread
+        self._thread: Any = None
         self._error: BaseException | None = None
         if background:
             import queue
@@ -159,7 +162,8 @@ class RunWriter:
                 for rank, (chunk, score) in enumerate(ranked, 1)]
         if len({r[2] for r in rows}) != len(rows):  # a stage bug, not a user mistake: refuse
             seen: set = set()
-            dup = next(r[2] for r in rows if r[2] in seen or seen.add(r[2]))
+            # seen.add() is None (falsy): the idiom records the id and goes on
+            dup = next(r[2] for r in rows if r[2] in seen or seen.add(r[2]))  # type: ignore[func-returns-value]
             raise InputError(f"stage returned chunk '{dup}' twice for query '{query_id}'")
         self._results.extend(rows)
         if latency_ms is not None:
@@ -186,7 +190,7 @@ class RunWriter:
         if self._pending >= self.flush_every:
             self.flush()
 
-    def _write(self, results: list, timings: list, done: list, failures: list = ()) -> None:
+    def _write(self, results: list, timings: list, done: list, failures: Sequence = ()) -> None:
         with self.conn.transaction():
             if failures:
                 copy_rows(self.conn, "query_failure", FAILURE_COLUMNS,
@@ -240,9 +244,9 @@ class RunWriter:
 
 
 @contextmanager
-def run_scope(ctx, run_name: str, *, params: dict, order_rule: str,
+def run_scope(ctx: StageContext, run_name: str, *, params: dict, order_rule: str,
               timing_boundary: str | None, config_hash: str | None = None, replace: bool = False,
-              background: bool = False, flush_every: int = FLUSH_EVERY):
+              background: bool = False, flush_every: int = FLUSH_EVERY) -> Iterator[RunWriter]:
     """Create the run (``running``), yield a :class:`RunWriter`, then mark it ``complete``
     (params merged with ``writer.params``) or ``failed`` when an exception escapes.
     ``background``: see :class:`RunWriter` (only for stages that leave ``ctx.results`` alone
@@ -287,7 +291,7 @@ def run_scope(ctx, run_name: str, *, params: dict, order_rule: str,
     finish_run(ctx.results, run_id, "complete", writer.params)
 
 
-def missing_queries(conn, run_id: int) -> int:
+def missing_queries(conn: Any, run_id: int) -> int:
     """Queries of the run's test set without a pgeval.run_progress row (0: the run is whole)."""
     n = conn.execute(
         "SELECT count(*) FROM pgeval.query q JOIN pgeval.run r USING (testset_id) "

@@ -14,6 +14,7 @@ alternative is one copy of the table per index.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from psycopg import sql
@@ -21,6 +22,9 @@ from psycopg import sql
 from ..core.errors import DatabaseError, InputError, PlanError, first_line
 from . import gucs, plan_check, refetch, store, timing, vector_sql
 from .base import ORDER_DISTANCE, SCORE_DISTANCE, BaseStage, StageContext
+
+if TYPE_CHECKING:
+    from ..target.targets import Target
 
 LOCK_TIMEOUT = "10s"
 # what the timed statement is (run.timing_boundary, run.params["timed"]): the application's
@@ -32,7 +36,7 @@ TIMED = ("SELECT id, distance ... ORDER BY the bare distance operator LIMIT k, a
          "runs it, re-sorted by (distance, chunk id) and collapsed per chunk over those k rows")
 
 
-def register_vector(conn) -> None:
+def register_vector(conn: Any) -> None:
     """Let psycopg send numpy arrays as binary ``vector`` parameters (idempotent)."""
     if getattr(conn, "_pgeval_vector", False):
         return
@@ -42,7 +46,7 @@ def register_vector(conn) -> None:
     conn._pgeval_vector = True
 
 
-def relation_oid(kb, target) -> int:
+def relation_oid(kb: Any, target: Target) -> int:
     return kb.execute("SELECT to_regclass(%s)::oid",
                       (target.table_sql().as_string(kb),)).fetchone()[0]
 
@@ -72,7 +76,7 @@ class VectorStage(BaseStage):
             raise InputError(f"stage {ctx.stage} needs --target", field="--target")
         if not ctx.queries:
             raise InputError("the test set has no queries", field="--testset")
-        dim = len(ctx.queries[0].embedding)
+        dim = len(ctx.queries[0].embedding)  # type: ignore[arg-type]  # vector stages get embedded queries
         if t.dimension is not None and dim != t.dimension:
             raise InputError(f"embedder '{ctx.embedder}' gives {dim}-dimensional vectors but "
                              f"target '{t.name}' searches {t.vector_type}({t.dimension}) "
@@ -81,6 +85,7 @@ class VectorStage(BaseStage):
     # ---- the stage transaction -------------------------------------------------------------
     def begin(self, ctx: StageContext) -> dict:
         """Open the stage's transaction on ``ctx.kb``; return {settings, dropped, candidates}."""
+        assert ctx.target is not None   # a stage with a table has a target
         kb, t = ctx.kb, ctx.target
         if kb.info.transaction_status != 0:
             kb.rollback()
@@ -141,7 +146,7 @@ class VectorStage(BaseStage):
             index = None
         else:
             def check(p):
-                return plan_check.check_ann(p, stage=ctx.stage, method=self.method,
+                return plan_check.check_ann(p, stage=ctx.stage, method=self.method,  # type: ignore[arg-type]  # ANN stages name their method
                                             candidates=tx["candidates"], all_ann=tx["all_ann"],
                                             wanted=tx["wanted"])
             try:
@@ -181,11 +186,13 @@ class VectorStage(BaseStage):
     def overfetch(self, ctx: StageContext) -> float:
         return refetch.overfetch(ctx)
 
-    def _sql_kw(self, ctx) -> dict:
+    def _sql_kw(self, ctx: StageContext) -> dict:
+        assert ctx.target is not None   # a stage with a table has a target
         return {"exact": self.method is None, "overfetch": self.overfetch(ctx),
                 "threshold": ctx.target.max_distance()}
 
-    def _plan(self, ctx, tx, generic_check: bool = True):
+    def _plan(self, ctx: StageContext, tx, generic_check: bool = True):
+        assert ctx.target is not None   # a stage with a table has a target
         q0 = ctx.queries[0].embedding
         if ctx.batch:
             stmt, params = vector_sql.batch(ctx.target, ctx.depth, **self._sql_kw(ctx))
@@ -202,6 +209,7 @@ class VectorStage(BaseStage):
         return index, stmt, params
 
     def run(self, ctx: StageContext, run_name: str) -> int:
+        assert ctx.target is not None   # a stage with a table has a target
         tx = self.begin(ctx)
         try:
             # prepare() checked the generic plan; re-check the custom plan in this transaction
@@ -251,8 +259,8 @@ class VectorStage(BaseStage):
                         ctx.target, ctx.depth, **kw, fetch=limit)[0], ctx.server_timing)
                 rows, ms, server_ms = timed[limit].execute(p)
                 kept = [r for r in rows if len(r) < 4 or not r[3]]     # r[3]: past the threshold
-                if (not more or len(rows) >= ctx.depth or len(kept) < len(rows)
-                        or (rows[0][2] if rows else 0) < limit):
+                if (not more or limit is None or len(rows) >= ctx.depth
+                        or len(kept) < len(rows) or (rows[0][2] if rows else 0) < limit):
                     break
                 limit = refetch.grow(limit)
             counts.append(len(kept))
@@ -265,7 +273,7 @@ class VectorStage(BaseStage):
         out.params.update(rows_summary(counts, ctx.depth), **refetch.summary(limits, first))
         out.params.update(threshold_summary(ctx.target, dropped))
 
-    def _run_batch(self, ctx, stmt, params, out) -> None:
+    def _run_batch(self, ctx: StageContext, stmt, params, out) -> None:
         """One statement; rows stream in query by query (chunks of 2,000) and each finished
         query goes to the writer while the server searches the next ones. Several rows per
         chunk: the queries left short of ``--depth`` chunks while their scan returned every row
@@ -300,7 +308,8 @@ class VectorStage(BaseStage):
                 if ctx.progress:
                     ctx.progress.advance()
 
-            current, items, raw = None, [], 0
+            current, raw = None, 0
+            items: list[tuple] = []
             t0 = time.perf_counter()
             for qid, chunk, dist, n, rk, past in ctx.kb.cursor().stream(stmt, p, size=2000):
                 if qid != current:
@@ -322,12 +331,14 @@ class VectorStage(BaseStage):
                         ctx.progress.advance()
             pending = [q for q in pending if q.query_id in short]
             if pending:
+                assert limit is not None      # only lists with several rows per chunk refetch
                 limit = refetch.grow(limit)
                 stmt = vector_sql.batch(ctx.target, ctx.depth, **kw, fetch=limit)[0]
         out.params.update(rows_summary([counts.get(q.query_id, 0) for q in ctx.queries],
                                        ctx.depth),
                           **refetch.summary([limits.get(q.query_id) for q in ctx.queries], first),
                           batch_ms=ms)
+        assert ctx.target is not None
         out.params.update(threshold_summary(ctx.target, [dropped.get(q.query_id, 0)
                                                          for q in ctx.queries]))
 
@@ -345,12 +356,13 @@ def rows_summary(counts: list[int], depth: int) -> dict:
             "queries_short": int(sum(1 for c in counts if c < depth))}
 
 
-def threshold_summary(target, dropped: list[int]) -> dict:
+def threshold_summary(target: Target, dropped: list[int]) -> dict:
     """What the target's threshold dropped (run params; the stage report shows them): results
     in all, queries that lost at least one, the most one query lost."""
     if target.max_distance() is None:
         return {}
-    return {"threshold": dict(target.threshold, max_distance=target.max_distance()),
+    # a max distance comes from the threshold, so target.threshold is set here
+    return {"threshold": dict(target.threshold, max_distance=target.max_distance()),  # type: ignore[arg-type]
             "threshold_dropped": int(sum(dropped)),
             "threshold_queries": int(sum(1 for d in dropped if d)),
             "threshold_dropped_max": int(max(dropped, default=0))}

@@ -10,10 +10,15 @@ presorted key and only sort ties — exactly the bug a relaxed scan exposes.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from psycopg import sql
 
 from ..core.ids import as_text
 from . import refetch
+
+if TYPE_CHECKING:
+    from ..target.targets import Target
 
 Q = "pgeval_q"   # alias of the query list in batch mode (unlikely to clash with user columns)
 
@@ -31,7 +36,7 @@ class Dollar:
         return sql.SQL("$" + str(self.names.index(name) + 1))
 
 
-def inner(target, depth: int, qparam: sql.Composable, ph=sql.Placeholder,
+def inner(target: Target, depth: int, qparam: sql.Composable, ph=sql.Placeholder,
           cast: bool = True) -> tuple[sql.Composable, dict]:
     """``SELECT id::text COLLATE "C" AS chunk_id, dist FROM t WHERE ... ORDER BY <bare operator>
     LIMIT k`` (chunk ids in byte order for every tie-break above, whatever the table's collation)."""
@@ -58,7 +63,7 @@ def _ranked(target, depth: int, qparam, ph, cast: bool, exact: bool, overfetch: 
     k = sql.Literal(int(depth))
     if target.unique_id:
         body, params = inner(target, depth, qparam, ph, cast)
-        n = sql.SQL(", (count(*) OVER ())::int AS n") if with_n else sql.SQL("")
+        n: sql.Composable = sql.SQL(", (count(*) OVER ())::int AS n") if with_n else sql.SQL("")
         return sql.SQL("SELECT s.chunk_id, s.dist{} FROM ({}) s ORDER BY s.dist + 0, "
                        "s.chunk_id").format(n, body), params, with_n
     if exact:

@@ -58,7 +58,7 @@ def make_target(name: str, *, table: str | None = None, schema: str | None = Non
                 null_true: list[str] | None = None, min_similarity: float | None = None,
                 max_distance: float | None = None) -> t.Target:
     """The target these options describe (not checked against the catalog yet)."""
-    filters = dict(where or {})
+    filters: dict[str, str | list[str]] = dict(where or {})
     kb_ids = [knowledge_base_id] if isinstance(knowledge_base_id, str) else list(
         knowledge_base_id or [])
     if preset is not None and preset != "weknora":
@@ -84,6 +84,7 @@ def make_target(name: str, *, table: str | None = None, schema: str | None = Non
                               ("--vector-column", vector_column)) if not v]
     if missing:
         raise InputError(f"{', '.join(missing)} required (or use --preset)", field=missing[0])
+    assert table and id_column and vector_column      # (missing is empty)
     for opt, given in (("--knowledge-base-id", kb_ids), ("--knowledge-id", knowledge_id),
                        ("--tag-id", tag_id)):
         if given:

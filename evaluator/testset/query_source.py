@@ -246,13 +246,15 @@ def materialize(database, src: QuerySource, target) -> tuple[str, dict]:
     the source record (source, seed, count, content hash) for the run's configuration."""
     field = {"sample": "--sample-queries", "sql": "--queries-sql",
              "file": "--queries-file"}[src.kind]
+    rows: list
     if src.kind == "file":
+        assert src.path is not None
         rows = from_file(src.path)
-        origin = src.path
+        origin = str(src.path)
     else:
         with database.connect(results=False, read_only=True) as kb:
-            rows = (sample(kb, target, src.count, src.seed) if src.kind == "sample"
-                    else from_sql(kb, src.statement))
+            rows = (sample(kb, target, src.count or 0, src.seed or 0) if src.kind == "sample"
+                    else from_sql(kb, src.statement or ""))
         origin = field
     _check(rows, origin, field, target.dimension if target is not None else None)
     own = src.kind == "sample"
@@ -264,7 +266,7 @@ def materialize(database, src: QuerySource, target) -> tuple[str, dict]:
     elif src.kind == "sql":
         info["sql"] = src.statement
     else:
-        info["file"] = str(Path(src.path).resolve())
+        info["file"] = str(Path(src.path or "").resolve())
     name = f"queries-{digest[:16]}"
     with database.connect() as conn:
         from ..core.install import ensure_installed

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gzip
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import BinaryIO, Iterator
 
 from ..core.errors import InputError
 
@@ -25,7 +25,7 @@ class Source:
             raise InputError("is a folder, not a file (a BEIR folder needs --format beir)",
                              file=self.label)
         self.size = self.path.stat().st_size
-        self._raw = None
+        self._raw: BinaryIO | None = None
 
     @property
     def bytes_read(self) -> int:

@@ -58,7 +58,9 @@ def query_row(src, file_idx: int, line: int, id_field: str, *, qid, text, releva
 
 
 def _judgements(relevant, grade_map: GradeMap, fail):
-    chunks, grades, sources = [], [], []
+    chunks: list[str] = []
+    grades: list[int] = []
+    sources: list[str] = []
     if relevant is None:
         return chunks, grades, sources
     if isinstance(relevant, dict):

@@ -100,7 +100,9 @@ def show(database, run, per_query, fmt):
                            "import FILE --run RUN`)")
         s = a.summary(conn, info_.run_id)
         rows = a.per_query(conn, info_.run_id) if per_query else None
+    assert s is not None              # the run has answers, so its test set has queries
     if per_query:
+        assert rows is not None
         emit(rows, fmt, ["query_id", "answerable", "answered", "n_cited", "n_supported",
                          "citation_precision", "refused", "n_facts", "facts_found",
                          "answer_correct", "latency_ms"], title=f"{run}: answers per query")

@@ -49,7 +49,8 @@ def demo(ctx, out, corpus_name, queries, repeat, diskann, workdir, keep):
     database = ctx.obj.db
     temp = None if workdir else tempfile.mkdtemp(prefix="pgeval-demo-")
     try:
-        tour(database, global_args, Path(workdir or temp), corpus_name=corpus_name,
+        # temp is a new directory whenever workdir is not given (mypy cannot see it)
+        tour(database, global_args, Path(workdir or temp), corpus_name=corpus_name,  # type: ignore[arg-type]
              queries=queries, repeat=repeat, diskann=diskann, keep=keep,
              out=Path(out) if corpus_name == "cranfield" else None)
     finally:

@@ -76,7 +76,8 @@ def fingerprint(database, target_name, run_name, testset, embedder, stage, chunk
     if check:
         from .health_cmd import run_check
 
-        findings = run_check(database, target_name or (fp.get("info") or {}).get("target")
+        # a stored fingerprint without a target passes None: load() answers "no target named"
+        findings = run_check(database, target_name or (fp.get("info") or {}).get("target")  # type: ignore[arg-type]
                              or (fp.get("target") or {}).get("name"),
                              testset=testset, embedder=embedder)
     if fmt == "json":

@@ -45,6 +45,7 @@ def no_judgements_line(info: dict | None, k) -> str:
         what = {"sample": f"{info.get('count')} rows sampled from the target (seed "
                           f"{info.get('seed')}, own chunk removed)",
                 "sql": f"{info.get('count')} query vectors from --queries-sql",
-                "file": f"{info.get('count')} query vectors from {info.get('file')}"}.get(src, what)
+                "file": f"{info.get('count')} query vectors from {info.get('file')}"}.get(
+                    str(src), what)
     return (f"queries: {what}; no graded judgements, so the measures are recall@{k} against "
             "exact search, latency and rows returned")

@@ -117,7 +117,7 @@ def delete(database, name):
 class _StageBar:
     """A rich progress task per stage and repetition (stderr), implementing stages.base.Progress."""
 
-    def __init__(self, bar, repeat: int, stage: str, rep: int):
+    def __init__(self, bar, repeat: int | str, stage: str, rep: int):
         self.bar, self.label, self.task = bar, f"rep {rep}/{repeat} {stage}", None
 
     def start(self, description, total):

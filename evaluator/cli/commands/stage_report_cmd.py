@@ -38,8 +38,9 @@ def _stage_tables(report, judged: bool = True
     for s in report.stages:
         head = {"stage": s.get("label") or s["stage"], "kind": s["kind"]}
         quality.append({**head, **{m: (_cell(s, m) or {}).get("mean") for m in measures}})
-        spread.append({**head, **{m: (None if not _cell(s, m) or _cell(s, m)["min"] is None
-                                      else _cell(s, m)["max"] - _cell(s, m)["min"])
+        # the `not _cell(s, m)` test guards the indexing (mypy does not narrow a call's result)
+        spread.append({**head, **{m: (None if not _cell(s, m) or _cell(s, m)["min"] is None  # type: ignore[index]
+                                      else _cell(s, m)["max"] - _cell(s, m)["min"])  # type: ignore[index]
                                   for m in measures}})
         rows, lat = s.get("rows") or {}, s.get("latency_ms") or {}
         cost.append({**head, "rows_mean": rows.get("mean"), "rows_min": rows.get("min"),

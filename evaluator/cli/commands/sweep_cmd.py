@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ..output import emit, format_option, info, to_json, warn
@@ -132,7 +134,7 @@ def sweep(database, testset, sample_queries, seed, queries_sql, queries_file, ta
                       checksum=not no_checksum, statement_timeout=statement_timeout,
                       maintenance_work_mem=maintenance_work_mem, build_timeout_s=build_timeout)
     bar = progress_bar(transient=True)
-    task = {}
+    task: dict[str, Any] = {}
 
     def on_start(n_points, reps, n_queries):
         # one unit a query: every point of every repetition, and exact search (ground truth)

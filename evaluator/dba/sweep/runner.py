@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
+from typing import Any, cast
 
 from ...core.errors import InputError
 from . import grid, store
@@ -71,6 +72,9 @@ class SweepResult:
 
 class _Env:
     """Everything one sweep needs while it runs."""
+
+    result: SweepResult        # (set from the keywords; the ones mypy needs to know)
+    on_warning: Any
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
@@ -143,7 +147,8 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None,
         with database.connect() as conn:
             tgt = targets.load(conn, cfg.target)
         cfg = replace(cfg)
-        cfg.testset, qinfo = query_source.materialize(database, cfg.queries, tgt)
+        cfg.testset, qinfo = query_source.materialize(
+            database, cast("query_source.QuerySource", cfg.queries), tgt)
     with database.connect() as results, database.connect(
             results=False, read_only=not cfg.isolate_index) as kb:
         tid, ts_hash = resolve_testset(results, cfg.testset)
@@ -338,7 +343,7 @@ def _context(env, target, stage_name: str, rep: int, settings: dict, fp: dict):
 
     options = {"index": env.cfg.index} if env.cfg.index and stage_name != "exact" else {}
     own = env.own and stage_name != "exact"   # sampled queries: fetch one more, drop their chunk
-    extra = {"fingerprint": fp, "config_hash": config_hash(fp)}
+    extra: dict = {"fingerprint": fp, "config_hash": config_hash(fp)}
     if own:
         extra["exclude_own"] = True
     return StageContext(
