@@ -129,14 +129,18 @@ def table(rows: Iterable[dict], columns: Sequence[str] | None = None, title: str
     out = file or sys.stdout
     width = 100_000 if wide else console_width(out)
     limits = {} if width is None else fit(columns, cells, numeric, width)
-    t = Table(title=title, show_lines=False, header_style="bold", box=_box(), show_edge=False)
+    # the title on a line of its own: a table's own title is cut to the table's width
+    t = Table(show_lines=False, header_style="bold", box=_box(), show_edge=False)
     for i, col in enumerate(columns):
         t.add_column(col, justify="right" if numeric[i] else "left", min_width=len(str(col)),
                      max_width=limits.get(i), no_wrap=not wide,
                      overflow="fold" if wide else "ellipsis")
     for row in cells:
         t.add_row(*row)
-    Console(file=out, soft_wrap=wide, width=width).print(t)
+    console = Console(file=out, soft_wrap=wide, width=width)
+    if title:
+        console.print(title, soft_wrap=True, markup=False, highlight=False)
+    console.print(t)
 
 
 def fit(columns: Sequence[str], cells: list[list[str]], numeric: list[bool],

@@ -231,7 +231,7 @@ def _with_progress(call, repeat: int | None):
 
 
 def _show(res, fmt, extra_columns=()):
-    meta = {"experiment": res.experiment, "config_hash": res.config_hash[:12],
+    meta = {"experiment": res.experiment, "config_hash": res.config_hash,
             "warnings": res.warnings}
     emit(res.runs, fmt, ["run", "stage", "kind", "repetition", *extra_columns, "queries",
                          "results", "p50_ms", "p95_ms", "min_rows_returned"],
@@ -239,6 +239,9 @@ def _show(res, fmt, extra_columns=()):
          meta=meta if fmt == "json" else {"experiment": res.experiment,
                                           "config_hash": res.config_hash[:12]})
     if fmt == "table":
+        named = {r["stage"]: r["kind"] for r in res.runs if r["kind"] not in (r["stage"], None)}
+        for stage, kind in named.items():      # e.g. bm25 (ts_rank_cd fallback), hnsw40 = hnsw
+            click.echo(f"stage {stage}: {kind}")
         click.echo(f"next: pgeval stage-report {res.experiment}", err=True)
 
 
