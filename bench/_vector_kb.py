@@ -33,15 +33,22 @@ def arguments(description: str) -> argparse.Namespace:
 def vectors(n_docs: int, n_queries: int):
     rng = np.random.default_rng(3)
     if (MINILM / "documents.npy").exists():
-        base_d, base_q, source = np.load(MINILM / "documents.npy"), np.load(MINILM / "queries.npy"), \
-            "cranfield minilm (tiled with noise)"
+        base_d, base_q, source = (
+            np.load(MINILM / "documents.npy"),
+            np.load(MINILM / "queries.npy"),
+            "cranfield minilm (tiled with noise)",
+        )
     else:
         centers = rng.normal(size=(50, 128))
         base_d = centers[rng.integers(0, 50, 2000)] + 0.5 * rng.normal(size=(2000, 128))
         base_q = centers[rng.integers(0, 50, 300)] + 0.5 * rng.normal(size=(300, 128))
         source = "random clustered"
-    docs = base_d[rng.integers(0, len(base_d), n_docs)] + 0.02 * rng.normal(size=(n_docs, base_d.shape[1]))
-    qs = base_q[rng.integers(0, len(base_q), n_queries)] + 0.02 * rng.normal(size=(n_queries, base_q.shape[1]))
+    docs = base_d[rng.integers(0, len(base_d), n_docs)] + 0.02 * rng.normal(
+        size=(n_docs, base_d.shape[1])
+    )
+    qs = base_q[rng.integers(0, len(base_q), n_queries)] + 0.02 * rng.normal(
+        size=(n_queries, base_q.shape[1])
+    )
     return docs.astype(np.float32), qs.astype(np.float32), source
 
 
@@ -51,8 +58,8 @@ def vtext(v) -> str:
 
 def setup(args):
     """Return (Database, cleanup, description)."""
-    from evaluator.target.targets import Target, save
     from evaluator.target.catalog import validate
+    from evaluator.target.targets import Target, save
 
     db, _, stop = _server.start(args.dsn, "pgeval-bench-")
     docs, qs, source = vectors(args.docs, args.queries)
@@ -68,11 +75,14 @@ def setup(args):
         c.execute("ANALYZE bench_kb")
         c.execute("DELETE FROM pgeval.testset WHERE name = 'bench'")
         c.execute("DELETE FROM pgeval.experiment WHERE name LIKE 'bench-%'")
-        tid = c.execute("INSERT INTO pgeval.testset (name, content_hash, source_format, n_queries) "
-                        "VALUES ('bench', 'bench', 'bench', %s) RETURNING testset_id",
-                        (len(qs),)).fetchone()[0]
-        with c.cursor().copy("COPY pgeval.query (testset_id, query_id, position, embedding) "
-                             "FROM STDIN") as cp:
+        tid = c.execute(
+            "INSERT INTO pgeval.testset (name, content_hash, source_format, n_queries) "
+            "VALUES ('bench', 'bench', 'bench', %s) RETURNING testset_id",
+            (len(qs),),
+        ).fetchone()[0]
+        with c.cursor().copy(
+            "COPY pgeval.query (testset_id, query_id, position, embedding) FROM STDIN"
+        ) as cp:
             for j, v in enumerate(qs, 1):
                 cp.write_row((tid, str(j), j, vtext(v)))
         t = Target(name="bench", table="bench_kb", id_column="id", vector_column="emb")
@@ -80,16 +90,26 @@ def setup(args):
         save(c, t, replace=True)
     build_s = time.perf_counter() - t0
 
-    return db, stop, (f"{args.docs} documents x {docs.shape[1]} dims ({source}), "
-                         f"{args.queries} queries, depth {args.depth}, "
-                         f"hnsw.ef_search {args.ef_search}; set-up {build_s:.1f} s")
+    return (
+        db,
+        stop,
+        (
+            f"{args.docs} documents x {docs.shape[1]} dims ({source}), "
+            f"{args.queries} queries, depth {args.depth}, "
+            f"hnsw.ef_search {args.ef_search}; set-up {build_s:.1f} s"
+        ),
+    )
 
 
 def query_vectors(db) -> list[np.ndarray]:
     with db.connect() as c:
-        return [np.array(r[0].strip("[]").split(","), dtype=np.float32) for r in c.execute(
-            "SELECT embedding::text FROM pgeval.query q JOIN pgeval.testset t USING (testset_id) "
-            "WHERE t.name = 'bench' ORDER BY position")]
+        return [
+            np.array(r[0].strip("[]").split(","), dtype=np.float32)
+            for r in c.execute(
+                "SELECT embedding::text FROM pgeval.query q JOIN pgeval.testset t USING (testset_id) "
+                "WHERE t.name = 'bench' ORDER BY position"
+            )
+        ]
 
 
 def best_of(fn, repeat: int) -> float:

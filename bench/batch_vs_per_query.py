@@ -24,9 +24,20 @@ def pipeline(db, stage, depth, ef, batch):
     from evaluator.run.pipeline import PipelineConfig, run_pipeline
 
     name = f"bench-{stage}-{'b' if batch else 'q'}{next(_names)}"
-    run_pipeline(db, PipelineConfig(testset="bench", target="bench", stages=stage, depth=depth,
-                                    repeat=1, settings={"hnsw.ef_search": str(ef)}, name=name,
-                                    batch=batch, checksum=False))
+    run_pipeline(
+        db,
+        PipelineConfig(
+            testset="bench",
+            target="bench",
+            stages=stage,
+            depth=depth,
+            repeat=1,
+            settings={"hnsw.ef_search": str(ef)},
+            name=name,
+            batch=batch,
+            checksum=False,
+        ),
+    )
     return f"{name}.{stage}.1"
 
 
@@ -36,7 +47,8 @@ def same_lists(db, a, b) -> bool:
             "SELECT count(*) = 0 FROM (SELECT query_id, rank, chunk_id FROM pgeval.result JOIN "
             "pgeval.run USING (run_id) WHERE name = %s EXCEPT SELECT query_id, rank, chunk_id "
             "FROM pgeval.result JOIN pgeval.run USING (run_id) WHERE name = %s) d",
-            (a, b)).fetchone()[0]
+            (a, b),
+        ).fetchone()[0]
 
 
 def main() -> None:
@@ -48,14 +60,16 @@ def main() -> None:
             names = {}
 
             def timed(batch):
-                names[batch] = pipeline(db, stage, args.depth, args.ef_search, batch)
+                names[batch] = pipeline(db, stage, args.depth, args.ef_search, batch)  # noqa: B023 (called within the iteration)
 
-            timed(False)   # warm-up
+            timed(False)  # warm-up
             per_query = vkb.best_of(lambda: timed(False), args.repeat)
             batch = vkb.best_of(lambda: timed(True), args.repeat)
             same = same_lists(db, names[False], names[True])
-            print(f"{stage:6s} per-query {per_query:8.3f} s   batch {batch:8.3f} s   "
-                  f"speed-up {per_query / batch:5.2f}x   same ranked lists: {same}")
+            print(
+                f"{stage:6s} per-query {per_query:8.3f} s   batch {batch:8.3f} s   "
+                f"speed-up {per_query / batch:5.2f}x   same ranked lists: {same}"
+            )
     finally:
         cleanup()
 

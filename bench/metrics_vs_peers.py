@@ -39,7 +39,9 @@ def best(fn, repeat):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--queries", type=int, default=10_000)
     ap.add_argument("--depth", type=int, default=100)
     ap.add_argument("--judged", type=int, default=10)
@@ -59,7 +61,10 @@ def main() -> None:
         pool = [f"d{rng.randrange(100_000)}" for _ in range(depth * 2)]
         pool = list(dict.fromkeys(pool))
         ranked = pool[:depth]
-        judged = rng.sample(ranked[:40], k=min(args.judged // 2, 40)) + pool[depth:depth + args.judged // 2]
+        judged = (
+            rng.sample(ranked[:40], k=min(args.judged // 2, 40))
+            + pool[depth : depth + args.judged // 2]
+        )
         qrels[qid] = {d: rng.randint(0, 3) for d in judged}
         qrels[qid][judged[0]] = max(1, qrels[qid][judged[0]])
         run[qid] = {d: float(depth - i) for i, d in enumerate(ranked)}
@@ -72,12 +77,18 @@ def main() -> None:
 
     with db.connect(autocommit=True) as conn:
         conn.execute("DELETE FROM pgeval.testset WHERE name = 'bench'")
-        tid = conn.execute("INSERT INTO pgeval.testset (name, content_hash, source_format) "
-                           "VALUES ('bench', 'bench', 'trec') RETURNING testset_id").fetchone()[0]
-        with conn.cursor().copy("COPY pgeval.query (testset_id, query_id, position) FROM STDIN") as cp:
+        tid = conn.execute(
+            "INSERT INTO pgeval.testset (name, content_hash, source_format) "
+            "VALUES ('bench', 'bench', 'trec') RETURNING testset_id"
+        ).fetchone()[0]
+        with conn.cursor().copy(
+            "COPY pgeval.query (testset_id, query_id, position) FROM STDIN"
+        ) as cp:
             for i, q in enumerate(qrels):
                 cp.write_row((tid, q, i + 1))
-        with conn.cursor().copy("COPY pgeval.qrel (testset_id, query_id, chunk_id, grade) FROM STDIN") as cp:
+        with conn.cursor().copy(
+            "COPY pgeval.qrel (testset_id, query_id, chunk_id, grade) FROM STDIN"
+        ) as cp:
             for q, g in qrels.items():
                 for d, v in g.items():
                     cp.write_row((tid, q, d, v))
@@ -100,9 +111,18 @@ def main() -> None:
 
     import pytrec_eval
 
-    measures = {"recall_3", "recall_5", "recall_10", "ndcg_cut_5", "ndcg_cut_10", "recip_rank",
-                "P_3", "P_5", "P_10"}
-    relabelled = {q: {d: 2 ** g - 1 for d, g in v.items()} for q, v in qrels.items()}
+    measures = {
+        "recall_3",
+        "recall_5",
+        "recall_10",
+        "ndcg_cut_5",
+        "ndcg_cut_10",
+        "recip_rank",
+        "P_3",
+        "P_5",
+        "P_10",
+    }
+    relabelled = {q: {d: 2**g - 1 for d, g in v.items()} for q, v in qrels.items()}
 
     def trec_eval():
         pytrec_eval.RelevanceEvaluator(relabelled, measures).evaluate(run)
@@ -128,8 +148,17 @@ def main() -> None:
         from ranx import Qrels, Run, evaluate
 
         rq, rr = Qrels(relabelled), Run(run)
-        ranx_metrics = ["recall@3", "recall@5", "recall@10", "ndcg@5", "ndcg@10", "mrr@20",
-                        "precision@3", "precision@5", "precision@10"]
+        ranx_metrics = [
+            "recall@3",
+            "recall@5",
+            "recall@10",
+            "ndcg@5",
+            "ndcg@10",
+            "mrr@20",
+            "precision@3",
+            "precision@5",
+            "precision@10",
+        ]
         evaluate(rq, rr, ranx_metrics)  # numba warm-up (JIT compile) outside the timing
 
         def ranx_eval():
@@ -140,8 +169,17 @@ def main() -> None:
         pass
 
     env = dict(os.environ)
-    cmd = [sys.executable, "-m", "evaluator", "--dsn", db.results_uri(), "metrics", "bench-run",
-           "--format", "json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "evaluator",
+        "--dsn",
+        db.results_uri(),
+        "metrics",
+        "bench-run",
+        "--format",
+        "json",
+    ]
     subprocess.run(cmd, env=env, check=True, capture_output=True)
 
     def cli():
@@ -151,12 +189,20 @@ def main() -> None:
 
     rows = len(run_lines)
     print(f"(a) pgeval SQL metrics (stored run):   {t_sql:8.3f} s")
-    print(f"(b) pytrec_eval evaluate:              {t_trec:8.3f} s   ratio a/b = {t_sql / t_trec:.3f} (target <= 0.25)")
+    print(
+        f"(b) pytrec_eval evaluate:              {t_trec:8.3f} s   ratio a/b = {t_sql / t_trec:.3f} (target <= 0.25)"
+    )
     if t_ranx is not None:
-        print(f"(c) ranx evaluate (after JIT warm-up): {t_ranx:8.3f} s   ratio a/c = {t_sql / t_ranx:.3f}")
+        print(
+            f"(c) ranx evaluate (after JIT warm-up): {t_ranx:8.3f} s   ratio a/c = {t_sql / t_ranx:.3f}"
+        )
     print(f"end to end `pgeval metrics RUN`:       {t_cli:8.3f} s")
-    print(f"pytrec_eval parse + evaluate:          {t_trec_full:8.3f} s   ratio = {t_cli / t_trec_full:.3f} (target <= 0.5)")
-    print(f"run import: {rows} rows in {t_import:.3f} s = {rows / t_import:,.0f} rows/s (target >= 500,000)")
+    print(
+        f"pytrec_eval parse + evaluate:          {t_trec_full:8.3f} s   ratio = {t_cli / t_trec_full:.3f} (target <= 0.5)"
+    )
+    print(
+        f"run import: {rows} rows in {t_import:.3f} s = {rows / t_import:,.0f} rows/s (target >= 500,000)"
+    )
     stop()
 
 

@@ -43,8 +43,10 @@ def bare_search(db, vectors, depth, ef):
         c.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
         c.execute("SELECT set_config('enable_seqscan', 'off', true)")
         cur = c.cursor()
-        stmt = (f"SELECT id, emb <=> %(q)s::vector AS d FROM bench_kb "
-                f"ORDER BY emb <=> %(q)s::vector LIMIT {int(depth)}")
+        stmt = (
+            f"SELECT id, emb <=> %(q)s::vector AS d FROM bench_kb "
+            f"ORDER BY emb <=> %(q)s::vector LIMIT {int(depth)}"
+        )
         for i, v in enumerate(vectors, 1):
             t0 = time.perf_counter()
             cur.execute(stmt, {"q": v}, prepare=True)
@@ -65,16 +67,22 @@ def bare_loop_and_store(db, vectors, depth, ef):
         timings.append((str(i), ms, len(got)))
         rows.extend((str(i), rank, str(cid), d) for rank, (cid, d) in enumerate(got, 1))
     with db.connect() as r:
-        run_id = r.execute("INSERT INTO pgeval.run (name, testset_id, stage, order_rule) SELECT "
-                           "'bench-bare-' || pg_backend_pid(), testset_id, 'hnsw', 'bench' FROM "
-                           "pgeval.testset WHERE name = 'bench' RETURNING run_id").fetchone()[0]
-        with r.cursor().copy("COPY pgeval.result (run_id, query_id, rank, chunk_id, score) "
-                             "FROM STDIN WITH (FORMAT BINARY)") as cp:
+        run_id = r.execute(
+            "INSERT INTO pgeval.run (name, testset_id, stage, order_rule) SELECT "
+            "'bench-bare-' || pg_backend_pid(), testset_id, 'hnsw', 'bench' FROM "
+            "pgeval.testset WHERE name = 'bench' RETURNING run_id"
+        ).fetchone()[0]
+        with r.cursor().copy(
+            "COPY pgeval.result (run_id, query_id, rank, chunk_id, score) "
+            "FROM STDIN WITH (FORMAT BINARY)"
+        ) as cp:
             cp.set_types(["int8", "text", "int4", "text", "float8"])
             for row in rows:
                 cp.write_row((run_id, *row))
-        with r.cursor().copy("COPY pgeval.query_timing (run_id, query_id, latency_ms, "
-                             "rows_returned) FROM STDIN WITH (FORMAT BINARY)") as cp:
+        with r.cursor().copy(
+            "COPY pgeval.query_timing (run_id, query_id, latency_ms, "
+            "rows_returned) FROM STDIN WITH (FORMAT BINARY)"
+        ) as cp:
             cp.set_types(["int8", "text", "float8", "int4"])
             for t in timings:
                 cp.write_row((run_id, *t))
@@ -87,9 +95,19 @@ def bare_loop_and_store(db, vectors, depth, ef):
 def pipeline(db, depth, ef, checksum=True):
     from evaluator.run.pipeline import PipelineConfig, run_pipeline
 
-    run_pipeline(db, PipelineConfig(testset="bench", target="bench", stages="hnsw", depth=depth,
-                                    repeat=1, settings={"hnsw.ef_search": str(ef)},
-                                    name=f"bench-{next(_names)}", checksum=checksum))
+    run_pipeline(
+        db,
+        PipelineConfig(
+            testset="bench",
+            target="bench",
+            stages="hnsw",
+            depth=depth,
+            repeat=1,
+            settings={"hnsw.ef_search": str(ef)},
+            name=f"bench-{next(_names)}",
+            checksum=checksum,
+        ),
+    )
 
 
 def cli(db, depth, ef):
@@ -98,10 +116,34 @@ def cli(db, depth, ef):
         env["PGEVAL_DSN"] = db.dsn
     else:
         env["PGEVAL_DATADIR"] = str(db.datadir)
-    proc = subprocess.run([sys.executable, "-m", "evaluator", "run", "pipeline", "--testset", "bench",
-                    "--target", "bench", "--stages", "hnsw", "--depth", str(depth), "--repeat",
-                    "1", "--set", f"hnsw.ef_search={ef}", "--name", f"bench-{next(_names)}",
-                    "--format", "json"], env=env, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evaluator",
+            "run",
+            "pipeline",
+            "--testset",
+            "bench",
+            "--target",
+            "bench",
+            "--stages",
+            "hnsw",
+            "--depth",
+            str(depth),
+            "--repeat",
+            "1",
+            "--set",
+            f"hnsw.ef_search={ef}",
+            "--name",
+            f"bench-{next(_names)}",
+            "--format",
+            "json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode:
         raise SystemExit(f"pgeval run pipeline failed: {proc.stderr.strip()}")
 
@@ -112,26 +154,40 @@ def main() -> None:
     try:
         vectors = vkb.query_vectors(db)
         print(desc)
-        bare_loop(db, vectors, args.depth, args.ef_search)        # warm the caches once
+        bare_loop(db, vectors, args.depth, args.ef_search)  # warm the caches once
         pipeline(db, args.depth, args.ef_search)
         n = len(vectors)
         a = vkb.best_of(lambda: bare_loop(db, vectors, args.depth, args.ef_search), args.repeat)
-        print(f"(a) bare psycopg loop, one prepared statement : {a:8.3f} s  "
-              f"({1000 * a / n:.3f} ms/query)", flush=True)
+        print(
+            f"(a) bare psycopg loop, one prepared statement : {a:8.3f} s  "
+            f"({1000 * a / n:.3f} ms/query)",
+            flush=True,
+        )
         b = vkb.best_of(lambda: pipeline(db, args.depth, args.ef_search), args.repeat)
-        print(f"(b) run_pipeline --stages hnsw (in-process)   : {b:8.3f} s  ratio b/a = {b / a:.3f}"
-              f"  (target <= 1.05)", flush=True)
-        b0 = vkb.best_of(lambda: pipeline(db, args.depth, args.ef_search, checksum=False),
-                         args.repeat)
-        print(f"    same without the content checksum         : {b0:8.3f} s  ratio = {b0 / a:.3f}",
-              flush=True)
+        print(
+            f"(b) run_pipeline --stages hnsw (in-process)   : {b:8.3f} s  ratio b/a = {b / a:.3f}"
+            f"  (target <= 1.05)",
+            flush=True,
+        )
+        b0 = vkb.best_of(
+            lambda: pipeline(db, args.depth, args.ef_search, checksum=False), args.repeat
+        )
+        print(
+            f"    same without the content checksum         : {b0:8.3f} s  ratio = {b0 / a:.3f}",
+            flush=True,
+        )
         c = vkb.best_of(lambda: cli(db, args.depth, args.ef_search), args.repeat)
-        print(f"(c) pgeval run pipeline (new process)         : {c:8.3f} s  ratio c/a = {c / a:.3f}",
-              flush=True)
-        d = vkb.best_of(lambda: bare_loop_and_store(db, vectors, args.depth, args.ef_search),
-                        args.repeat)
-        print(f"(d) bare loop + storing its results (COPY)    : {d:8.3f} s  ratio b/d = {b / d:.3f}"
-              f"  (the runner against a loop that keeps what it measured)")
+        print(
+            f"(c) pgeval run pipeline (new process)         : {c:8.3f} s  ratio c/a = {c / a:.3f}",
+            flush=True,
+        )
+        d = vkb.best_of(
+            lambda: bare_loop_and_store(db, vectors, args.depth, args.ef_search), args.repeat
+        )
+        print(
+            f"(d) bare loop + storing its results (COPY)    : {d:8.3f} s  ratio b/d = {b / d:.3f}"
+            f"  (the runner against a loop that keeps what it measured)"
+        )
     finally:
         cleanup()
 

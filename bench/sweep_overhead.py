@@ -40,8 +40,8 @@ def arguments():
     p.add_argument("--rounds", type=int, default=2, help="alternating timed rounds (best kept)")
     p.add_argument("--dsn", default=None, help="use this server instead of a temporary one")
     args = p.parse_args()
-    args.depth = max(args.k, 20)          # the sweep's default depth
-    args.ef_search = 40                   # (only printed by the shared set-up)
+    args.depth = max(args.k, 20)  # the sweep's default depth
+    args.ef_search = 40  # (only printed by the shared set-up)
     return args
 
 
@@ -58,8 +58,9 @@ def bare(db, vectors, depth: int, repeat: int) -> float:
         register_vector(c)
         gucs.load_libraries(c)
         c.commit()
-        plans = [({"enable_indexscan": "off"}, True)] + [({"hnsw.ef_search": ef}, False)
-                                                         for ef in EF]
+        plans = [({"enable_indexscan": "off"}, True)] + [
+            ({"hnsw.ef_search": ef}, False) for ef in EF
+        ]
         for _ in range(repeat):
             for settings, exact in plans:
                 stmt, params, _ = vector_sql.per_query(target, depth, exact=exact)
@@ -80,18 +81,31 @@ def sweep(db, k: int, repeat: int, name: str) -> tuple[float, object]:
     from evaluator.dba.sweep import SweepConfig, run_sweep
 
     t = time.perf_counter()
-    res = run_sweep(db, SweepConfig(testset="bench", target="bench", stage="hnsw",
-                                    params=("hnsw.ef_search=" + ",".join(EF),), k=k,
-                                    repeat=repeat, name=name, fresh=True))
+    res = run_sweep(
+        db,
+        SweepConfig(
+            testset="bench",
+            target="bench",
+            stage="hnsw",
+            params=("hnsw.ef_search=" + ",".join(EF),),
+            k=k,
+            repeat=repeat,
+            name=name,
+            fresh=True,
+        ),
+    )
     return time.perf_counter() - t, res
 
 
 def recorded(db, name: str) -> float:
     """Sum of the per-query latencies (s) the sweep recorded for its runs."""
     with db.connect() as c:
-        return c.execute("SELECT sum(t.latency_ms) / 1000 FROM pgeval.query_timing t "
-                         "JOIN pgeval.run r USING (run_id) JOIN pgeval.experiment e "
-                         "USING (experiment_id) WHERE e.name = %s", (name,)).fetchone()[0]
+        return c.execute(
+            "SELECT sum(t.latency_ms) / 1000 FROM pgeval.query_timing t "
+            "JOIN pgeval.run r USING (run_id) JOIN pgeval.experiment e "
+            "USING (experiment_id) WHERE e.name = %s",
+            (name,),
+        ).fetchone()[0]
 
 
 def main() -> None:
@@ -100,8 +114,8 @@ def main() -> None:
     try:
         vectors = [np.asarray(v, dtype=np.float32) for v in vkb.query_vectors(db)]
         print(desc)
-        bare(db, vectors, args.depth, 1)                       # warm the caches once
-        sweep(db, args.k, 1, "bench-warm")                     # query embeddings stored once
+        bare(db, vectors, args.depth, 1)  # warm the caches once
+        sweep(db, args.k, 1, "bench-warm")  # query embeddings stored once
         best = None
         bares = []
         for _ in range(args.rounds):
@@ -113,16 +127,24 @@ def main() -> None:
         s, inner, res = best
         b = min(bares)
         n = len(vectors) * (1 + len(EF)) * args.repeat
-        print(f"statements: {n} ({len(vectors)} queries x (exact + {len(EF)} ef_search) x "
-              f"{args.repeat} repetitions); best of {args.rounds} rounds")
+        print(
+            f"statements: {n} ({len(vectors)} queries x (exact + {len(EF)} ef_search) x "
+            f"{args.repeat} repetitions); best of {args.rounds} rounds"
+        )
         print(f"pgeval sweep (in-process total)          : {s:8.3f} s")
-        print(f"(1) its statements' recorded latencies   : {inner:8.3f} s  ratio = {s / inner:.3f}"
-              f"  overhead = {100 * (s / inner - 1):.1f} %  (target <= 10 %)")
-        print(f"(2) separate bare execute+fetch loop     : {b:8.3f} s  ratio = {s / b:.3f}  "
-              f"overhead = {100 * (s / b - 1):.1f} %")
+        print(
+            f"(1) its statements' recorded latencies   : {inner:8.3f} s  ratio = {s / inner:.3f}"
+            f"  overhead = {100 * (s / inner - 1):.1f} %  (target <= 10 %)"
+        )
+        print(
+            f"(2) separate bare execute+fetch loop     : {b:8.3f} s  ratio = {s / b:.3f}  "
+            f"overhead = {100 * (s / b - 1):.1f} %"
+        )
         for p in res.points:
-            print(f"  {p['label']:>14}: recall@{args.k} {p['index_recall']:.4f}  "
-                  f"p95 {p['p95_ms']:.3f} ms")
+            print(
+                f"  {p['label']:>14}: recall@{args.k} {p['index_recall']:.4f}  "
+                f"p95 {p['p95_ms']:.3f} ms"
+            )
         print(res.recommendation)
     finally:
         cleanup()

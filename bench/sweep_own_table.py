@@ -40,8 +40,12 @@ def arguments():
     p.add_argument("--queries", type=int, default=300)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--k", type=int, default=10)
-    p.add_argument("--cache", default=None, help="data directory of the cached embedded server "
-                   "[default: ~/.cache/pgeval-bench/own-table]")
+    p.add_argument(
+        "--cache",
+        default=None,
+        help="data directory of the cached embedded server "
+        "[default: ~/.cache/pgeval-bench/own-table]",
+    )
     p.add_argument("--dsn", default=None, help="use this server instead of the cached one")
     return p.parse_args()
 
@@ -63,7 +67,8 @@ def server(args):
     def stop():
         from evaluator.core import server as srv
 
-        srv.stop(db.datadir)          # stopped, kept: the next run starts from the same table
+        srv.stop(db.datadir)  # stopped, kept: the next run starts from the same table
+
     return db, stop
 
 
@@ -84,7 +89,7 @@ def table(db, docs: int, dim: int) -> tuple[str, float]:
             c.execute(f"CREATE TABLE {name} (id text PRIMARY KEY, emb vector({dim}))")
             from pgvector.psycopg import register_vector
 
-            register_vector(c)          # before the COPY: it queries the catalog
+            register_vector(c)  # before the COPY: it queries the catalog
             with c.cursor().copy(f"COPY {name} (id, emb) FROM STDIN (FORMAT BINARY)") as cp:
                 cp.set_types(["text", "vector"])
                 for start in range(0, docs, 10000):
@@ -96,8 +101,14 @@ def table(db, docs: int, dim: int) -> tuple[str, float]:
             c.execute(f"CREATE INDEX {name}_hnsw ON {name} USING hnsw (emb vector_cosine_ops)")
             c.execute(f"VACUUM ANALYZE {name}")
             built = time.perf_counter() - t0
-        t = Target(name=TARGET, table=name, id_column="id", vector_column="emb", dimension=dim,
-                   unique_id=True)
+        t = Target(
+            name=TARGET,
+            table=name,
+            id_column="id",
+            vector_column="emb",
+            dimension=dim,
+            unique_id=True,
+        )
         validate(c, t)
         save(c, t, replace=True)
     return name, built
@@ -148,15 +159,18 @@ def main() -> None:
         testset, info = materialize(db, src, target)
         sample_s = time.perf_counter() - t0
         with db.connect() as c:
-            tid, ts_hash = c.execute("SELECT testset_id, content_hash FROM pgeval.testset "
-                                     "WHERE name = %s", (testset,)).fetchone()
+            tid, ts_hash = c.execute(
+                "SELECT testset_id, content_hash FROM pgeval.testset WHERE name = %s", (testset,)
+            ).fetchone()
             queries = storage.testset_queries(c, tid, with_embedding=True)
         vectors = [q.embedding for q in queries]
         depth = max(args.k, 20)
         how = f"built in {built:.0f} s" if built else "cached"
-        print(f"{args.docs} rows x {args.dim} dims ({how}),"
-              f" {len(vectors)} sampled queries (sampling {sample_s:.1f} s), depth {depth}, "
-              f"hnsw.ef_search {','.join(EF)} x {args.repeat}")
+        print(
+            f"{args.docs} rows x {args.dim} dims ({how}),"
+            f" {len(vectors)} sampled queries (sampling {sample_s:.1f} s), depth {depth}, "
+            f"hnsw.ef_search {','.join(EF)} x {args.repeat}"
+        )
 
         # (a) ground truth against the bare loop of exact statements (depth + 1: own chunk)
         bare(db, target, vectors[:5], depth + 1, [({"enable_indexscan": "off"}, True)])  # warm
@@ -167,22 +181,41 @@ def main() -> None:
             res.execute("DELETE FROM pgeval.ground_truth WHERE target = %s", (TARGET,))
             res.commit()
             t0 = time.perf_counter()
-            gt = ground_truth.ensure(res, kb, target, testset_hash=ts_hash, queries=queries,
-                                     depth=depth, data=data, own_chunk_removed=True,
-                                     settings={}, embedder="precomputed")
+            gt = ground_truth.ensure(
+                res,
+                kb,
+                target,
+                testset_hash=ts_hash,
+                queries=queries,
+                depth=depth,
+                data=data,
+                own_chunk_removed=True,
+                settings={},
+                embedder="precomputed",
+            )
             gt_s = time.perf_counter() - t0
         print(f"(a) ground truth ({gt.method}, stored)        : {gt_s:8.3f} s")
-        print(f"    bare psycopg loop of the exact statements : {exact_bare:8.3f} s  "
-              f"ratio = {gt_s / exact_bare:.3f}  (target <= 0.25)")
+        print(
+            f"    bare psycopg loop of the exact statements : {exact_bare:8.3f} s  "
+            f"ratio = {gt_s / exact_bare:.3f}  (target <= 0.25)"
+        )
 
         # (b) the sweep with the ground truth stored, against bare hnsw statements
-        cfg = SweepConfig(testset=None, queries=src, target=TARGET, stage="hnsw",
-                          params=("hnsw.ef_search=" + ",".join(EF),), k=args.k,
-                          repeat=args.repeat, name="own-bench-sweep", fresh=True)
+        cfg = SweepConfig(
+            testset=None,
+            queries=src,
+            target=TARGET,
+            stage="hnsw",
+            params=("hnsw.ef_search=" + ",".join(EF),),
+            k=args.k,
+            repeat=args.repeat,
+            name="own-bench-sweep",
+            fresh=True,
+        )
         run_sweep(db, SweepConfig(**{**cfg.__dict__, "repeat": 1, "name": "own-bench-warm"}))
         plans = [({"hnsw.ef_search": ef, "enable_seqscan": "off"}, False) for ef in EF]
         best = None
-        for _ in range(2):         # alternate, keep the best of each (the machine is shared)
+        for _ in range(2):  # alternate, keep the best of each (the machine is shared)
             b = bare(db, target, vectors, depth + 1, plans, args.repeat)
             t0 = time.perf_counter()
             res = run_sweep(db, cfg)
@@ -190,11 +223,15 @@ def main() -> None:
             best = (min(b, best[0]) if best else b, min(s, best[1]) if best else s, res)
         b, s, res = best
         print(f"(b) pgeval sweep (ground truth {res.ground_truth['status']})       : {s:8.3f} s")
-        print(f"    bare prepared-statement loop, same settings: {b:8.3f} s  ratio = {s / b:.3f}"
-              f"  (target <= 1.15)")
+        print(
+            f"    bare prepared-statement loop, same settings: {b:8.3f} s  ratio = {s / b:.3f}"
+            f"  (target <= 1.15)"
+        )
         for p in res.points:
-            print(f"  {p['label']:>14}: recall@{args.k} {p['index_recall']:.4f}  "
-                  f"p95 {p['p95_ms']:.3f} ms")
+            print(
+                f"  {p['label']:>14}: recall@{args.k} {p['index_recall']:.4f}  "
+                f"p95 {p['p95_ms']:.3f} ms"
+            )
         print("recommendation:", res.recommendation)
     finally:
         stop()

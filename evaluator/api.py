@@ -30,10 +30,28 @@ from .core.errors import InputError, PgevalError
 __all__ = ["Pgeval", "connect"]
 
 # command-line option -> parameter of this API, where the name is not the option's own
-_PARAMS = {"set": "settings", "opt": "options", "param": "params", "format": "format",
-           "output": "format", "target": "target", "plot": "plot"}
-_FLAGS = {"replace", "allow-partial", "strict", "fresh", "batch", "server-timing",
-          "isolate-index", "per-query", "by-type", "flagged", "plans"}
+_PARAMS = {
+    "set": "settings",
+    "opt": "options",
+    "param": "params",
+    "format": "format",
+    "output": "format",
+    "target": "target",
+    "plot": "plot",
+}
+_FLAGS = {
+    "replace",
+    "allow-partial",
+    "strict",
+    "fresh",
+    "batch",
+    "server-timing",
+    "isolate-index",
+    "per-query",
+    "by-type",
+    "flagged",
+    "plans",
+}
 _OPTION = re.compile(r"(?<![\w-])--([a-z][a-z0-9-]*)")
 
 
@@ -58,8 +76,9 @@ def _renamed(exc: PgevalError) -> PgevalError:
         field = exc.field
         if field is not None and (field.startswith("--") or field.isupper()):
             field = _param(field.lower())
-        return InputError(_OPTION.sub(_in_message, exc.detail), file=exc.file, line=exc.line,
-                          field=field)
+        return InputError(
+            _OPTION.sub(_in_message, exc.detail), file=exc.file, line=exc.line, field=field
+        )
     new = type(exc)(_OPTION.sub(_in_message, str(exc)))
     return new
 
@@ -104,16 +123,30 @@ class Pgeval:
         return init(self.database)
 
     @_api
-    def load_testset(self, path: str | Path, name: str, *, format: str | None = None,
-                     queries: str | Path | None = None, grade_map=None, replace: bool = False):
+    def load_testset(
+        self,
+        path: str | Path,
+        name: str,
+        *,
+        format: str | None = None,
+        queries: str | Path | None = None,
+        grade_map=None,
+        replace: bool = False,
+    ):
         """Load a test set file (JSONL, CSV, TREC qrels, BEIR folder) under ``name``; returns the
         LoadReport (`pgeval testset load`)."""
         from .testset import load
 
         with self.database.connect(autocommit=True) as conn:
-            return load(conn, str(path), name, fmt=format,
-                        queries=None if queries is None else str(queries),
-                        grade_map=grade_map, replace=replace)
+            return load(
+                conn,
+                str(path),
+                name,
+                fmt=format,
+                queries=None if queries is None else str(queries),
+                grade_map=grade_map,
+                replace=replace,
+            )
 
     @_api
     def testsets(self) -> list[dict]:
@@ -124,32 +157,70 @@ class Pgeval:
             return list_testsets(conn)
 
     @_api
-    def add_target(self, name: str, *, table: str | None = None, schema: str | None = None,
-                   id_column: str | None = None, vector_column: str | None = None,
-                   text_column: str | None = None, distance: str | None = None,
-                   where: dict[str, str] | None = None, dimension: int | None = None,
-                   dimension_column: str | None = None, preset: str | None = None,
-                   knowledge_base_id: str | None = None, replace: bool = False):
+    def add_target(
+        self,
+        name: str,
+        *,
+        table: str | None = None,
+        schema: str | None = None,
+        id_column: str | None = None,
+        vector_column: str | None = None,
+        text_column: str | None = None,
+        distance: str | None = None,
+        where: dict[str, str] | None = None,
+        dimension: int | None = None,
+        dimension_column: str | None = None,
+        preset: str | None = None,
+        knowledge_base_id: str | None = None,
+        replace: bool = False,
+    ):
         """Check a knowledge-base table in the catalog and store it as target ``name``
         (`pgeval target add`); returns an AddedTarget (target, vector indexes, warnings)."""
         from .target.add import add_target
 
-        return add_target(self.database, name, table=table, schema=schema, id_column=id_column,
-                          vector_column=vector_column, text_column=text_column,
-                          distance=distance, where=where, dimension=dimension,
-                          dimension_column=dimension_column, preset=preset,
-                          knowledge_base_id=knowledge_base_id, replace=replace)
+        return add_target(
+            self.database,
+            name,
+            table=table,
+            schema=schema,
+            id_column=id_column,
+            vector_column=vector_column,
+            text_column=text_column,
+            distance=distance,
+            where=where,
+            dimension=dimension,
+            dimension_column=dimension_column,
+            preset=preset,
+            knowledge_base_id=knowledge_base_id,
+            replace=replace,
+        )
 
     # ---- runs ----------------------------------------------------------------------------------
     @_api
-    def run_pipeline(self, testset: str, stages: str, *, target: str | None = None,
-                     settings=None, options=None, depth: int = 100, repeat: int = 3,
-                     embedder: str | None = None, base_url: str | None = None,
-                     dimensions: int | None = None, api_key_env: str | None = None,
-                     reranker: str | None = None, name: str | None = None, batch: bool = False,
-                     server_timing: bool = False, isolate_index: bool = False,
-                     statement_timeout: str | None = "5min", checksum: bool = True,
-                     on_warning=None, progress_factory=None):
+    def run_pipeline(
+        self,
+        testset: str,
+        stages: str,
+        *,
+        target: str | None = None,
+        settings=None,
+        options=None,
+        depth: int = 100,
+        repeat: int = 3,
+        embedder: str | None = None,
+        base_url: str | None = None,
+        dimensions: int | None = None,
+        api_key_env: str | None = None,
+        reranker: str | None = None,
+        name: str | None = None,
+        batch: bool = False,
+        server_timing: bool = False,
+        isolate_index: bool = False,
+        statement_timeout: str | None = "5min",
+        checksum: bool = True,
+        on_warning=None,
+        progress_factory=None,
+    ):
         """Run the stages (``"exact,hnsw"``; ``NAME=KIND`` allowed) ``repeat`` times as one
         experiment (`pgeval run pipeline`). ``settings``: ``{"hnsw.ef_search": 40}`` or
         ``["hnsw.ef_search=40"]``; ``options``: ``{"merge": {"k": 60}}`` or ``["merge:k=60"]``.
@@ -157,26 +228,49 @@ class Pgeval:
         from .run.configure import pipeline_config
         from .run.pipeline import run_pipeline
 
-        cfg = pipeline_config(testset=testset, stages=stages, target=target, settings=settings,
-                              options=options, depth=depth, repeat=repeat, embedder=embedder,
-                              base_url=base_url, dimensions=dimensions, api_key_env=api_key_env,
-                              reranker=reranker, name=name, batch=batch,
-                              server_timing=server_timing, isolate_index=isolate_index,
-                              statement_timeout=statement_timeout, checksum=checksum)
-        return run_pipeline(self.database, cfg, progress_factory=progress_factory,
-                            on_warning=on_warning)
+        cfg = pipeline_config(
+            testset=testset,
+            stages=stages,
+            target=target,
+            settings=settings,
+            options=options,
+            depth=depth,
+            repeat=repeat,
+            embedder=embedder,
+            base_url=base_url,
+            dimensions=dimensions,
+            api_key_env=api_key_env,
+            reranker=reranker,
+            name=name,
+            batch=batch,
+            server_timing=server_timing,
+            isolate_index=isolate_index,
+            statement_timeout=statement_timeout,
+            checksum=checksum,
+        )
+        return run_pipeline(
+            self.database, cfg, progress_factory=progress_factory, on_warning=on_warning
+        )
 
     @_api
     def resume(self, name: str, *, statement_timeout: str | None = None, on_warning=None):
         """Finish an interrupted experiment (`pgeval run resume`); returns a PipelineResult."""
         from .run.resume import resume_experiment
 
-        return resume_experiment(self.database, name, statement_timeout=statement_timeout,
-                                 on_warning=on_warning)
+        return resume_experiment(
+            self.database, name, statement_timeout=statement_timeout, on_warning=on_warning
+        )
 
     @_api
-    def import_run(self, path: str | Path, testset: str, name: str, *,
-                   format: str | None = None, replace: bool = False):
+    def import_run(
+        self,
+        path: str | Path,
+        testset: str,
+        name: str,
+        *,
+        format: str | None = None,
+        replace: bool = False,
+    ):
         """Import a TREC or JSONL run file (`pgeval run import`); returns the ImportReport."""
         from .run.runs import import_run
 
@@ -204,13 +298,32 @@ class Pgeval:
             return list_runs(conn, testset, experiment)
 
     @_api
-    def sweep(self, testset: str, target: str, stage: str, *, params=None, build=None,
-              settings=None, k: int = 10, depth: int | None = None, repeat: int = 3,
-              concurrency: int = 1, target_recall: float = 0.95, embedder: str | None = None,
-              name: str | None = None, fresh: bool = False, index: str | None = None,
-              isolate_index: bool = False, checksum: bool = True,
-              statement_timeout: str | None = "5min", maintenance_work_mem: str = "1GB",
-              build_timeout: float = 1800, on_warning=None, on_point=None):
+    def sweep(
+        self,
+        testset: str,
+        target: str,
+        stage: str,
+        *,
+        params=None,
+        build=None,
+        settings=None,
+        k: int = 10,
+        depth: int | None = None,
+        repeat: int = 3,
+        concurrency: int = 1,
+        target_recall: float = 0.95,
+        embedder: str | None = None,
+        name: str | None = None,
+        fresh: bool = False,
+        index: str | None = None,
+        isolate_index: bool = False,
+        checksum: bool = True,
+        statement_timeout: str | None = "5min",
+        maintenance_work_mem: str = "1GB",
+        build_timeout: float = 1800,
+        on_warning=None,
+        on_point=None,
+    ):
         """Recall against exact search and latency over a grid (`pgeval sweep`). ``params`` and
         ``build``: ``{"hnsw.ef_search": [10, 20, 40]}`` or ``["hnsw.ef_search=10,20,40"]``.
         Returns a SweepResult (points, recommendation, ...)."""
@@ -218,23 +331,50 @@ class Pgeval:
         from .run.configure import settings_items
         from .stages import gucs
 
-        cfg = SweepConfig(testset=testset, target=target, stage=stage,
-                          params=_grid(params), build=_grid(build),
-                          settings=gucs.parse(settings_items(settings)), k=k, depth=depth,
-                          repeat=repeat, concurrency=concurrency, target_recall=target_recall,
-                          embedder=embedder, name=name, fresh=fresh, isolate_index=isolate_index,
-                          index=index, checksum=checksum, statement_timeout=statement_timeout,
-                          maintenance_work_mem=maintenance_work_mem,
-                          build_timeout_s=build_timeout)
+        cfg = SweepConfig(
+            testset=testset,
+            target=target,
+            stage=stage,
+            params=_grid(params),
+            build=_grid(build),
+            settings=gucs.parse(settings_items(settings)),
+            k=k,
+            depth=depth,
+            repeat=repeat,
+            concurrency=concurrency,
+            target_recall=target_recall,
+            embedder=embedder,
+            name=name,
+            fresh=fresh,
+            isolate_index=isolate_index,
+            index=index,
+            checksum=checksum,
+            statement_timeout=statement_timeout,
+            maintenance_work_mem=maintenance_work_mem,
+            build_timeout_s=build_timeout,
+        )
         return run_sweep(self.database, cfg, on_point=on_point, on_warning=on_warning)
 
     # ---- numbers -------------------------------------------------------------------------------
     @_api
-    def metrics(self, run: str, *, measures: list[str] | None = None, k=None, ndcg_k=None,
-                mrr_k=None, rel: int = 1, per_query: bool = False, by_type: bool = False,
-                flagged: bool = False, plans: bool = False, domain_discount: float = 0.0,
-                min_score: float | None = None, strict: bool = False,
-                allow_partial: bool = False):
+    def metrics(
+        self,
+        run: str,
+        *,
+        measures: list[str] | None = None,
+        k=None,
+        ndcg_k=None,
+        mrr_k=None,
+        rel: int = 1,
+        per_query: bool = False,
+        by_type: bool = False,
+        flagged: bool = False,
+        plans: bool = False,
+        domain_discount: float = 0.0,
+        min_score: float | None = None,
+        strict: bool = False,
+        allow_partial: bool = False,
+    ):
         """Means over valid queries of run ``run`` (`pgeval metrics`). ``measures``: names such
         as ``["recall@10", "ndcg@10"]``, else the ones the cut-offs ``k``, ``ndcg_k``, ``mrr_k``
         ask for (default: the command's). Returns an Evaluation (``summary``, ``levels``,
@@ -242,47 +382,99 @@ class Pgeval:
         from .measure.metrics import evaluate_in, measures_for
 
         if measures is None:
-            measures = measures_for(_list(k, "k"), _list(ndcg_k, "ndcg_k"),
-                                    _list(mrr_k, "mrr_k"))
-        return evaluate_in(self.database, run, list(measures), rel=rel,
-                           domain_discount=domain_discount, with_per_query=per_query,
-                           with_by_type=by_type, with_flagged=flagged or plans, strict=strict,
-                           allow_partial=allow_partial, min_score=min_score, plans=plans)
+            measures = measures_for(_list(k, "k"), _list(ndcg_k, "ndcg_k"), _list(mrr_k, "mrr_k"))
+        return evaluate_in(
+            self.database,
+            run,
+            list(measures),
+            rel=rel,
+            domain_discount=domain_discount,
+            with_per_query=per_query,
+            with_by_type=by_type,
+            with_flagged=flagged or plans,
+            strict=strict,
+            allow_partial=allow_partial,
+            min_score=min_score,
+            plans=plans,
+        )
 
     @_api
-    def stage_report(self, experiment: str, *, k: int = 10, rel: int = 1,
-                     repetition: int | str | None = None, worst: int = 10,
-                     strict: bool = False, allow_partial: bool = False):
+    def stage_report(
+        self,
+        experiment: str,
+        *,
+        k: int = 10,
+        rel: int = 1,
+        repetition: int | str | None = None,
+        worst: int = 10,
+        strict: bool = False,
+        allow_partial: bool = False,
+    ):
         """The stages of ``experiment`` side by side and the loss attribution
         (`pgeval stage-report`); ``repetition`` None means all (means and spread). Returns a
         StageReport; ``as_dict()`` is what ``--format json`` prints."""
         from .measure.stage_report import report
 
-        return report(self.database, experiment, k=k, rel=rel, repetition=repetition,
-                      worst=worst, allow_partial=allow_partial, strict=strict)
+        return report(
+            self.database,
+            experiment,
+            k=k,
+            rel=rel,
+            repetition=repetition,
+            worst=worst,
+            allow_partial=allow_partial,
+            strict=strict,
+        )
 
     @_api
-    def compare(self, baseline: str, candidate: str, *, measures: list[str] | None = None,
-                rel: int = 1, alpha: float = 0.05, permutations: int = 10_000, seed: int = 0,
-                top: int = 10, moved_by: str | None = None, allow_partial: bool = False):
+    def compare(
+        self,
+        baseline: str,
+        candidate: str,
+        *,
+        measures: list[str] | None = None,
+        rel: int = 1,
+        alpha: float = 0.05,
+        permutations: int = 10_000,
+        seed: int = 0,
+        top: int = 10,
+        moved_by: str | None = None,
+        allow_partial: bool = False,
+    ):
         """Candidate against baseline (runs, experiments or saved JSON reports), query by query,
         with significance (`pgeval compare`); returns a Comparison."""
         from .reporting.compare import compare_specs
 
-        return compare_specs(self.database, baseline, candidate, measures=measures, rel=rel,
-                             allow_partial=allow_partial, alpha=alpha,
-                             permutations=permutations, seed=seed, top=top, moved_by=moved_by)
+        return compare_specs(
+            self.database,
+            baseline,
+            candidate,
+            measures=measures,
+            rel=rel,
+            allow_partial=allow_partial,
+            alpha=alpha,
+            permutations=permutations,
+            seed=seed,
+            top=top,
+            moved_by=moved_by,
+        )
 
     @_api
-    def gate(self, baseline: str, candidate: str, rules: str | Path | None = None, *,
-             rel: int = 1, allow_partial: bool = False):
+    def gate(
+        self,
+        baseline: str,
+        candidate: str,
+        rules: str | Path | None = None,
+        *,
+        rel: int = 1,
+        allow_partial: bool = False,
+    ):
         """The release gate (`pgeval gate`): a GateResult whose ``passed`` says whether every
         applicable rule passed (nothing is raised on failure). ``rules``: a TOML file, None for
         the built-in rules."""
         from .reporting.gate import gate
 
-        return gate(self.database, baseline, candidate, rules, rel=rel,
-                    allow_partial=allow_partial)
+        return gate(self.database, baseline, candidate, rules, rel=rel, allow_partial=allow_partial)
 
 
 def _grid(values) -> tuple:
@@ -290,15 +482,18 @@ def _grid(values) -> tuple:
     if values is None:
         return ()
     if isinstance(values, dict):
-        return tuple(f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
-                     for k, v in values.items())
+        return tuple(
+            f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
+            for k, v in values.items()
+        )
     if isinstance(values, str):
         return (values,)
     return tuple(values)
 
 
-def connect(dsn: str | None = None, *, datadir: str | Path | None = None,
-            results_dsn: str | None = None) -> Pgeval:
+def connect(
+    dsn: str | None = None, *, datadir: str | Path | None = None, results_dsn: str | None = None
+) -> Pgeval:
     """pgeval on the database ``dsn``; without one, resolved as the command line does
     (``PGEVAL_DSN``, the libpq ``PG*`` variables, else the embedded server in ``datadir``, started
     on first use). Nothing connects until a method is called."""

@@ -24,8 +24,17 @@ import pytest
 
 warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
 
-for _var in ("PGEVAL_DSN", "PGEVAL_RESULTS_DSN", "PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE",
-             "PGUSER", "PGSERVICE", "PGPASSWORD"):
+for _var in (
+    "PGEVAL_DSN",
+    "PGEVAL_RESULTS_DSN",
+    "PGHOST",
+    "PGHOSTADDR",
+    "PGPORT",
+    "PGDATABASE",
+    "PGUSER",
+    "PGSERVICE",
+    "PGPASSWORD",
+):
     os.environ.pop(_var, None)
 
 _TMP = Path(tempfile.mkdtemp(prefix="pgeval-test-"))
@@ -45,7 +54,7 @@ def pytest_sessionfinish(session, exitstatus):
     if datadir.exists():
         try:
             server.stop(datadir)
-        except Exception:   # noqa: BLE001 - already stopped, or never fully created
+        except Exception:  # noqa: BLE001 - already stopped, or never fully created
             pass
     shutil.rmtree(_TMP, ignore_errors=True)
 
@@ -89,18 +98,26 @@ def en_us_database(database):
     with database.connect(autocommit=True) as c:
         c.execute(f"DROP DATABASE IF EXISTS {EN_US_DB}")
         try:
-            c.execute(f"CREATE DATABASE {EN_US_DB} TEMPLATE template0 ENCODING 'UTF8' "
-                      "LOCALE 'en_US.UTF-8'")
+            c.execute(
+                f"CREATE DATABASE {EN_US_DB} TEMPLATE template0 ENCODING 'UTF8' "
+                "LOCALE 'en_US.UTF-8'"
+            )
         except psycopg.Error as exc:
             if "locale" not in str(exc).lower():
                 raise
-            pytest.skip("the locale en_US.UTF-8 is not installed on this machine (Debian: "
-                        "apt-get install locales, enable it in /etc/locale.gen, locale-gen, then "
-                        f"start the server): {str(exc).strip().splitlines()[0]}")
+            pytest.skip(
+                "the locale en_US.UTF-8 is not installed on this machine (Debian: "
+                "apt-get install locales, enable it in /etc/locale.gen, locale-gen, then "
+                f"start the server): {str(exc).strip().splitlines()[0]}"
+            )
     db = Database(dsn=make_conninfo(database.uri(), dbname=EN_US_DB))
     with db.connect(autocommit=True) as c:
-        assert c.execute("SELECT datcollate FROM pg_database WHERE datname = current_database()"
-                         ).fetchone()[0] == "en_US.UTF-8"
+        assert (
+            c.execute(
+                "SELECT datcollate FROM pg_database WHERE datname = current_database()"
+            ).fetchone()[0]
+            == "en_US.UTF-8"
+        )
     init(db)
     return db
 

@@ -24,8 +24,11 @@ def corpus(max_docs: int = 1400, max_queries: int = 225):
     """(documents, queries, source): float32 arrays; Cranfield when present."""
     docs_file, q_file = CRAN / "minilm" / "documents.npy", CRAN / "minilm" / "queries.npy"
     if docs_file.exists() and q_file.exists():
-        return (np.load(docs_file)[:max_docs].astype(np.float32),
-                np.load(q_file)[:max_queries].astype(np.float32), "cranfield")
+        return (
+            np.load(docs_file)[:max_docs].astype(np.float32),
+            np.load(q_file)[:max_queries].astype(np.float32),
+            "cranfield",
+        )
     rng = np.random.default_rng(7)
     centers = rng.normal(size=(40, 64))
     docs = centers[rng.integers(0, 40, max_docs)] + 0.6 * rng.normal(size=(max_docs, 64))
@@ -38,7 +41,8 @@ def qrels(n_queries: int, source: str, docs: np.ndarray, queries: np.ndarray) ->
     five exact nearest neighbours — except every third query, judged on five random documents,
     so that (as with Cranfield) some queries have low recall and get flagged."""
     if source == "cranfield":
-        from evaluator.testset.datasets.cranfield import GRADE_MAP, qrels as cran_qrels
+        from evaluator.testset.datasets.cranfield import GRADE_MAP
+        from evaluator.testset.datasets.cranfield import qrels as cran_qrels
 
         out: dict[str, dict[str, int]] = {str(q): {} for q in range(1, n_queries + 1)}
         for qid, doc, code in cran_qrels(CRAN):
@@ -49,9 +53,12 @@ def qrels(n_queries: int, source: str, docs: np.ndarray, queries: np.ndarray) ->
     q = queries / np.linalg.norm(queries, axis=1, keepdims=True)
     top = np.argsort(-(q @ d.T), axis=1)[:, :5]
     rng = np.random.default_rng(11)
-    return {str(j + 1): {str(i + 1): 2 for i in (rng.choice(len(docs), 5, replace=False)
-                                                 if j % 3 == 0 else row)}
-            for j, row in enumerate(top)}
+    return {
+        str(j + 1): {
+            str(i + 1): 2 for i in (rng.choice(len(docs), 5, replace=False) if j % 3 == 0 else row)
+        }
+        for j, row in enumerate(top)
+    }
 
 
 def ensure_table(conn, name: str, docs: np.ndarray, *, text: bool = True) -> None:
@@ -60,16 +67,16 @@ def ensure_table(conn, name: str, docs: np.ndarray, *, text: bool = True) -> Non
     if exists:
         return
     dim = docs.shape[1]
-    conn.execute(f"CREATE TABLE {name} (id text PRIMARY KEY, embedding vector({dim}), "
-                 "body text)")
+    conn.execute(f"CREATE TABLE {name} (id text PRIMARY KEY, embedding vector({dim}), body text)")
     with conn.cursor().copy(f"COPY {name} (id, embedding, body) FROM STDIN") as cp:
         for i, v in enumerate(docs, 1):
             cp.write_row((str(i), vec_text(v), f"document {i}" if text else None))
     conn.execute(f"ANALYZE {name}")
 
 
-def ensure_index(conn, table: str, index: str, method: str, options: str = "",
-                 opclass: str = "vector_cosine_ops") -> None:
+def ensure_index(
+    conn, table: str, index: str, method: str, options: str = "", opclass: str = "vector_cosine_ops"
+) -> None:
     if conn.execute("SELECT to_regclass(%s) IS NOT NULL", (index,)).fetchone()[0]:
         return
     with_ = f" WITH ({options})" if options else ""
@@ -79,18 +86,25 @@ def ensure_index(conn, table: str, index: str, method: str, options: str = "",
 
 
 def ensure_target(conn, name: str, table: str, *, text_column: str | None = "body"):
-    from evaluator.target.targets import Target, save
     from evaluator.target.catalog import validate
+    from evaluator.target.targets import Target, save
 
-    t = Target(name=name, table=table, id_column="id", vector_column="embedding",
-               text_column=text_column, distance="cosine")
+    t = Target(
+        name=name,
+        table=table,
+        id_column="id",
+        vector_column="embedding",
+        text_column=text_column,
+        distance="cosine",
+    )
     validate(conn, t)
     save(conn, t, replace=True)
     return t
 
 
-def ensure_testset(conn, name: str, judged: dict, queries: np.ndarray,
-                   embedder: str = "precomputed") -> int:
+def ensure_testset(
+    conn, name: str, judged: dict, queries: np.ndarray, embedder: str = "precomputed"
+) -> int:
     """A test set with every query's embedding (in pgeval.query and pgeval.query_embedding)."""
     from helpers import make_testset
 
@@ -99,8 +113,9 @@ def ensure_testset(conn, name: str, judged: dict, queries: np.ndarray,
         return row[0]
     embeddings = {str(j + 1): queries[j] for j in range(len(queries)) if str(j + 1) in judged}
     tid = make_testset(conn, name, judged, embeddings=embeddings, content_hash=f"hash-{name}")
-    with conn.cursor().copy("COPY pgeval.query_embedding (testset_id, query_id, embedder, dim, "
-                            "embedding) FROM STDIN") as cp:
+    with conn.cursor().copy(
+        "COPY pgeval.query_embedding (testset_id, query_id, embedder, dim, embedding) FROM STDIN"
+    ) as cp:
         for qid, v in embeddings.items():
             cp.write_row((tid, qid, embedder, len(v), vec_text(v)))
     return tid

@@ -6,45 +6,79 @@ from __future__ import annotations
 import json
 
 
-def make_testset(conn, name: str, qrels: dict[str, dict[str, int]], *, texts: dict | None = None,
-                 types: dict | None = None, unanswerable: tuple = (), embeddings: dict | None = None,
-                 content_hash: str = "test") -> int:
+def make_testset(
+    conn,
+    name: str,
+    qrels: dict[str, dict[str, int]],
+    *,
+    texts: dict | None = None,
+    types: dict | None = None,
+    unanswerable: tuple = (),
+    embeddings: dict | None = None,
+    content_hash: str = "test",
+) -> int:
     """qrels: {query_id: {chunk_id: grade}}; queries listed in ``unanswerable`` may have {}."""
     tid = conn.execute(
         "INSERT INTO pgeval.testset (name, content_hash, source_format, n_queries, n_judgements) "
         "VALUES (%s, %s, 'test', %s, %s) RETURNING testset_id",
-        (name, content_hash, len(qrels), sum(len(v) for v in qrels.values()))).fetchone()[0]
+        (name, content_hash, len(qrels), sum(len(v) for v in qrels.values())),
+    ).fetchone()[0]
     for pos, (qid, judged) in enumerate(qrels.items(), 1):
         emb = (embeddings or {}).get(qid)
         conn.execute(
             "INSERT INTO pgeval.query (testset_id, query_id, position, query_text, types, "
             "answerable, expected_facts, embedding) VALUES (%s, %s, %s, %s, %s, %s, %s, %s::vector)",
-            (tid, qid, pos, (texts or {}).get(qid, f"query {qid}"), list((types or {}).get(qid, [])),
-             qid not in unanswerable, json.dumps([]),
-             None if emb is None else "[" + ",".join(str(float(x)) for x in emb) + "]"))
+            (
+                tid,
+                qid,
+                pos,
+                (texts or {}).get(qid, f"query {qid}"),
+                list((types or {}).get(qid, [])),
+                qid not in unanswerable,
+                json.dumps([]),
+                None if emb is None else "[" + ",".join(str(float(x)) for x in emb) + "]",
+            ),
+        )
         for chunk, grade in judged.items():
-            conn.execute("INSERT INTO pgeval.qrel (testset_id, query_id, chunk_id, grade) "
-                         "VALUES (%s, %s, %s, %s)", (tid, qid, chunk, grade))
+            conn.execute(
+                "INSERT INTO pgeval.qrel (testset_id, query_id, chunk_id, grade) "
+                "VALUES (%s, %s, %s, %s)",
+                (tid, qid, chunk, grade),
+            )
     conn.execute("SELECT pgeval.refresh_ideal(%s)", (tid,))
     return tid
 
 
-def make_run(conn, name: str, testset: str, ranked: dict[str, list], *, stage: str = "import",
-             status: str = "complete", experiment_id: int | None = None,
-             latency_ms: dict | None = None) -> int:
+def make_run(
+    conn,
+    name: str,
+    testset: str,
+    ranked: dict[str, list],
+    *,
+    stage: str = "import",
+    status: str = "complete",
+    experiment_id: int | None = None,
+    latency_ms: dict | None = None,
+) -> int:
     """ranked: {query_id: [chunk_id, ...]} (scores descending by position) or
     {query_id: [(chunk_id, score), ...]}."""
     rid = conn.execute(
         "INSERT INTO pgeval.run (name, testset_id, stage, order_rule, status, experiment_id) "
         "SELECT %s, testset_id, %s, 'as given', %s, %s FROM pgeval.testset WHERE name = %s "
-        "RETURNING run_id", (name, stage, status, experiment_id, testset)).fetchone()[0]
+        "RETURNING run_id",
+        (name, stage, status, experiment_id, testset),
+    ).fetchone()[0]
     for qid, items in ranked.items():
         for rank, item in enumerate(items, 1):
             chunk, score = item if isinstance(item, tuple) else (item, float(len(items) - rank))
-            conn.execute("INSERT INTO pgeval.result VALUES (%s, %s, %s, %s, %s)",
-                         (rid, qid, rank, chunk, score))
+            conn.execute(
+                "INSERT INTO pgeval.result VALUES (%s, %s, %s, %s, %s)",
+                (rid, qid, rank, chunk, score),
+            )
         if latency_ms and qid in latency_ms:
-            conn.execute("INSERT INTO pgeval.query_timing (run_id, query_id, latency_ms, "
-                         "rows_returned) VALUES (%s, %s, %s, %s)",
-                         (rid, qid, latency_ms[qid], len(items)))
+            conn.execute(
+                "INSERT INTO pgeval.query_timing (run_id, query_id, latency_ms, "
+                "rows_returned) VALUES (%s, %s, %s, %s)",
+                (rid, qid, latency_ms[qid], len(items)),
+            )
     return rid

@@ -44,19 +44,28 @@ class Peer(BaseHTTPRequestHandler):
             Peer.flaky["left"] -= 1
             return self._send(503, {"error": "busy"}, {"Retry-After": "0"})
         if self.path == "/embeddings":
-            data = [{"index": i, "embedding": [float(t.split().count(w)) for w in Peer.vocab]}
-                    for i, t in enumerate(body["input"])]
+            data = [
+                {"index": i, "embedding": [float(t.split().count(w)) for w in Peer.vocab]}
+                for i, t in enumerate(body["input"])
+            ]
             return self._send(200, {"data": data, "model": body["model"]})
         if self.path == "/tei":
-            scores = [{"index": i, "score": overlap(body["query"], t)}
-                      for i, t in enumerate(body["texts"])]
+            scores = [
+                {"index": i, "score": overlap(body["query"], t)}
+                for i, t in enumerate(body["texts"])
+            ]
             return self._send(200, sorted(scores, key=lambda x: -x["score"]))
         if self.path == "/dashscope":
             docs, query = body["input"]["documents"], body["input"]["query"]
             res = [{"index": i, "relevance_score": overlap(query, t)} for i, t in enumerate(docs)]
             return self._send(200, {"output": {"results": res}, "usage": {"total_tokens": 1}})
-        res = sorted(({"index": i, "relevance_score": overlap(body["query"], t)}
-                      for i, t in enumerate(body["documents"])), key=lambda x: -x["relevance_score"])
+        res = sorted(
+            (
+                {"index": i, "relevance_score": overlap(body["query"], t)}
+                for i, t in enumerate(body["documents"])
+            ),
+            key=lambda x: -x["relevance_score"],
+        )
         return self._send(200, {"results": res[: body.get("top_n") or len(res)]})
 
 

@@ -16,22 +16,43 @@ def make_experiment(conn, name: str, testset: str, stages: list[str] | None = No
     return conn.execute(
         "INSERT INTO pgeval.experiment (name, testset_id, config, status) "
         "SELECT %s, testset_id, %s, 'complete' FROM pgeval.testset WHERE name = %s "
-        "RETURNING experiment_id", (name, json.dumps(config), testset)).fetchone()[0]
+        "RETURNING experiment_id",
+        (name, json.dumps(config), testset),
+    ).fetchone()[0]
 
 
-def stage_run(conn, experiment: str, stage: str, ranked: dict, *, testset: str,
-              repetition: int = 1, depth: int | None = None, params: dict | None = None,
-              latency_ms: dict | None = None) -> int:
+def stage_run(
+    conn,
+    experiment: str,
+    stage: str,
+    ranked: dict,
+    *,
+    testset: str,
+    repetition: int = 1,
+    depth: int | None = None,
+    params: dict | None = None,
+    latency_ms: dict | None = None,
+) -> int:
     """A run of ``experiment`` (created with :func:`make_experiment`). ``ranked`` as in
     helpers.make_run: {query_id: [chunk_id, ...]} or {query_id: [(chunk_id, score), ...]}."""
-    exp_id = conn.execute("SELECT experiment_id FROM pgeval.experiment WHERE name = %s",
-                          (experiment,)).fetchone()[0]
+    exp_id = conn.execute(
+        "SELECT experiment_id FROM pgeval.experiment WHERE name = %s", (experiment,)
+    ).fetchone()[0]
     if params is None:
         params = DISTANCE if stage in ("exact", "hnsw", "ivfflat", "diskann") else SIMILARITY
-    rid = make_run(conn, f"{experiment}.{stage}.{repetition}", testset, ranked, stage=stage,
-                   experiment_id=exp_id, latency_ms=latency_ms)
-    conn.execute("UPDATE pgeval.run SET repetition = %s, depth = %s, params = %s WHERE run_id = %s",
-                 (repetition, depth, json.dumps(params), rid))
+    rid = make_run(
+        conn,
+        f"{experiment}.{stage}.{repetition}",
+        testset,
+        ranked,
+        stage=stage,
+        experiment_id=exp_id,
+        latency_ms=latency_ms,
+    )
+    conn.execute(
+        "UPDATE pgeval.run SET repetition = %s, depth = %s, params = %s WHERE run_id = %s",
+        (repetition, depth, json.dumps(params), rid),
+    )
     return rid
 
 
@@ -54,8 +75,10 @@ ZH_DOCS = [
     ("z5", "向量数据库用于语义检索"),
     ("z6", "全文检索使用倒排索引"),
 ]
-_WORDS = ("wing flow boundary layer pressure shock heat transfer supersonic laminar turbulent "
-          "nozzle jet plate cylinder buckling panel flutter vortex drag lift mach").split()
+_WORDS = (
+    "wing flow boundary layer pressure shock heat transfer supersonic laminar turbulent "
+    "nozzle jet plate cylinder buckling panel flutter vortex drag lift mach"
+).split()
 
 
 def text_docs() -> list[tuple[str, str]]:
@@ -66,8 +89,10 @@ def text_docs() -> list[tuple[str, str]]:
 
         return [(d, f"{title} {body}".strip()) for d, title, body in documents(CRANFIELD)]
     rng = random.Random(7)
-    return [(str(i), " ".join(rng.choice(_WORDS) for _ in range(rng.randint(6, 14))))
-            for i in range(1, 81)]
+    return [
+        (str(i), " ".join(rng.choice(_WORDS) for _ in range(rng.randint(6, 14))))
+        for i in range(1, 81)
+    ]
 
 
 def build_text_kb(conn) -> list[tuple[str, str]]:
@@ -77,22 +102,31 @@ def build_text_kb(conn) -> list[tuple[str, str]]:
 
     docs = text_docs()
     if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (TEXT_TABLE,)).fetchone()[0]:
-        conn.execute(f"CREATE TABLE {TEXT_TABLE} (doc_id text, body text, note text, lang text, "
-                     "emb vector(3))")
+        conn.execute(
+            f"CREATE TABLE {TEXT_TABLE} (doc_id text, body text, note text, lang text, "
+            "emb vector(3))"
+        )
         with conn.cursor().copy(f"COPY {TEXT_TABLE} (doc_id, body, note, lang) FROM STDIN") as cp:
             for i, (d, text) in enumerate(docs):
                 cp.write_row((d, text, text, "fr" if i % 7 == 6 else "en"))
-        conn.execute(f"CREATE INDEX bm_docs_bm25 ON {TEXT_TABLE} USING bm25 (body) "
-                     "WITH (text_config = 'english')")
+        conn.execute(
+            f"CREATE INDEX bm_docs_bm25 ON {TEXT_TABLE} USING bm25 (body) "
+            "WITH (text_config = 'english')"
+        )
         conn.execute(f"ANALYZE {TEXT_TABLE}")
     if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (ZH_TABLE,)).fetchone()[0]:
-        conn.execute(f"CREATE TABLE {ZH_TABLE} (doc_id text, body text, body_seg text, "
-                     "emb vector(3))")
+        conn.execute(
+            f"CREATE TABLE {ZH_TABLE} (doc_id text, body text, body_seg text, emb vector(3))"
+        )
         for d, text in ZH_DOCS:
-            conn.execute(f"INSERT INTO {ZH_TABLE} VALUES (%s, %s, %s, NULL)",
-                         (d, text, segment(text, "bigram")))
-        conn.execute(f"CREATE INDEX bm_zh_bm25 ON {ZH_TABLE} USING bm25 (body_seg) "
-                     "WITH (text_config = 'simple')")
+            conn.execute(
+                f"INSERT INTO {ZH_TABLE} VALUES (%s, %s, %s, NULL)",
+                (d, text, segment(text, "bigram")),
+            )
+        conn.execute(
+            f"CREATE INDEX bm_zh_bm25 ON {ZH_TABLE} USING bm25 (body_seg) "
+            "WITH (text_config = 'simple')"
+        )
     return docs
 
 
@@ -103,30 +137,55 @@ def text_target(name: str = "docs", table: str = TEXT_TABLE, **kw):
     return Target(name=name, table=table, id_column="doc_id", vector_column="emb", **kw)
 
 
-def stage_ctx(database, conn, *, testset: str, experiment: str | None = None, target=None,
-              stage: str, depth: int = 10, options: dict | None = None,
-              settings: dict | None = None, batch: bool = False, repetition: int = 1,
-              previous: dict | None = None, embeddings: bool = False):
+def stage_ctx(
+    database,
+    conn,
+    *,
+    testset: str,
+    experiment: str | None = None,
+    target=None,
+    stage: str,
+    depth: int = 10,
+    options: dict | None = None,
+    settings: dict | None = None,
+    batch: bool = False,
+    repetition: int = 1,
+    previous: dict | None = None,
+    embeddings: bool = False,
+):
     """A StageContext on fresh connections (kb: read-only transactions; results), as the pipeline
     builds it. Close with ``close_ctx``."""
     from evaluator.providers.embedders.storage import testset_queries
     from evaluator.stages.base import StageContext
 
-    tid = conn.execute("SELECT testset_id FROM pgeval.testset WHERE name = %s",
-                       (testset,)).fetchone()[0]
+    tid = conn.execute(
+        "SELECT testset_id FROM pgeval.testset WHERE name = %s", (testset,)
+    ).fetchone()[0]
     exp_id = None
     if experiment is not None:
-        row = conn.execute("SELECT experiment_id FROM pgeval.experiment WHERE name = %s",
-                           (experiment,)).fetchone()
+        row = conn.execute(
+            "SELECT experiment_id FROM pgeval.experiment WHERE name = %s", (experiment,)
+        ).fetchone()
         exp_id = row[0] if row else make_experiment(conn, experiment, testset)
     results = database.connect()
     kb = database.connect(results=False)
-    return StageContext(kb=kb, results=results, target=target, testset=testset, testset_id=tid,
-                        experiment=experiment, experiment_id=exp_id, repetition=repetition,
-                        stage=stage, depth=depth, settings=dict(settings or {}),
-                        options=dict(options or {}),
-                        queries=testset_queries(results, tid, with_embedding=embeddings),
-                        batch=batch, previous=dict(previous or {}))
+    return StageContext(
+        kb=kb,
+        results=results,
+        target=target,
+        testset=testset,
+        testset_id=tid,
+        experiment=experiment,
+        experiment_id=exp_id,
+        repetition=repetition,
+        stage=stage,
+        depth=depth,
+        settings=dict(settings or {}),
+        options=dict(options or {}),
+        queries=testset_queries(results, tid, with_embedding=embeddings),
+        batch=batch,
+        previous=dict(previous or {}),
+    )
 
 
 def close_ctx(ctx) -> None:
@@ -148,7 +207,10 @@ def prepare_and_run(stage, ctx, run_name: str) -> int:
 def stored(conn, run_id: int) -> dict[str, list[tuple[str, float]]]:
     """{query_id: [(chunk_id, score), ...]} in rank order."""
     out: dict[str, list] = {}
-    for q, c, s in conn.execute("SELECT query_id, chunk_id, score FROM pgeval.result "
-                                "WHERE run_id = %s ORDER BY query_id, rank", (run_id,)):
+    for q, c, s in conn.execute(
+        "SELECT query_id, chunk_id, score FROM pgeval.result "
+        "WHERE run_id = %s ORDER BY query_id, rank",
+        (run_id,),
+    ):
         out.setdefault(q, []).append((c, s))
     return out

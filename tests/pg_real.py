@@ -24,9 +24,30 @@ from pathlib import Path
 import numpy as np
 
 DIM = 16
-WORDS = ("wing", "flow", "boundary", "layer", "pressure", "shock", "heat", "transfer",
-         "supersonic", "laminar", "turbulent", "nozzle", "jet", "plate", "cylinder", "buckling",
-         "panel", "flutter", "vortex", "drag", "lift", "mach")
+WORDS = (
+    "wing",
+    "flow",
+    "boundary",
+    "layer",
+    "pressure",
+    "shock",
+    "heat",
+    "transfer",
+    "supersonic",
+    "laminar",
+    "turbulent",
+    "nozzle",
+    "jet",
+    "plate",
+    "cylinder",
+    "buckling",
+    "panel",
+    "flutter",
+    "vortex",
+    "drag",
+    "lift",
+    "mach",
+)
 
 
 def bindir(major: int) -> Path:
@@ -35,8 +56,12 @@ def bindir(major: int) -> Path:
 
 def _pgvector_version(major: int) -> str | None:
     try:
-        share = subprocess.run([str(bindir(major) / "pg_config"), "--sharedir"], check=True,
-                               capture_output=True, text=True).stdout.strip()
+        share = subprocess.run(
+            [str(bindir(major) / "pg_config"), "--sharedir"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         share = f"/usr/share/postgresql/{major}"
     control = Path(share) / "extension" / "vector.control"
@@ -71,8 +96,9 @@ def unavailable(major: int) -> str | None:
 
 
 def _locale() -> str:
-    out = subprocess.run(["locale", "-a"], capture_output=True, text=True,
-                         check=False).stdout.lower()
+    out = subprocess.run(
+        ["locale", "-a"], capture_output=True, text=True, check=False
+    ).stdout.lower()
     names = {x.strip() for x in out.splitlines()}
     return "en_US.UTF-8" if {"en_us.utf8", "en_us.utf-8"} & names else "C.UTF-8"
 
@@ -98,26 +124,52 @@ class Cluster:
             self._as = ["runuser", "-u", "postgres", "--"]
 
     def _run(self, *args: str) -> None:
-        proc = subprocess.run([*self._as, *args], capture_output=True, text=True, cwd=self.dir,
-                              check=False)
+        proc = subprocess.run(
+            [*self._as, *args], capture_output=True, text=True, cwd=self.dir, check=False
+        )
         if proc.returncode != 0:
             raise RuntimeError(f"{args[0]} failed: {proc.stderr.strip() or proc.stdout.strip()}")
 
     def start(self) -> Cluster:
         b = bindir(self.major)
-        self._run(str(b / "initdb"), "-D", str(self.data), "-U", "postgres", "--auth=trust",
-                  "-E", "UTF8", f"--locale={self.locale}")
-        self._run(str(b / "pg_ctl"), "-D", str(self.data), "-l", str(self.dir / "server.log"),
-                  "-w", "-t", "60", "-o",
-                  f"-p {self.port} -k {self.dir} -c listen_addresses='' -c fsync=off",
-                  "start")
+        self._run(
+            str(b / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "-E",
+            "UTF8",
+            f"--locale={self.locale}",
+        )
+        self._run(
+            str(b / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.dir / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-p {self.port} -k {self.dir} -c listen_addresses='' -c fsync=off",
+            "start",
+        )
         return self
 
     def stop(self) -> None:
         try:
             if (self.data / "postmaster.pid").exists():
-                self._run(str(bindir(self.major) / "pg_ctl"), "-D", str(self.data), "-m", "fast",
-                          "-w", "stop")
+                self._run(
+                    str(bindir(self.major) / "pg_ctl"),
+                    "-D",
+                    str(self.data),
+                    "-m",
+                    "fast",
+                    "-w",
+                    "stop",
+                )
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -132,17 +184,19 @@ class Cluster:
 
 # ---- one small knowledge base, the same on every server ---------------------------------------
 
+
 def corpus(n_docs: int = 300, n_queries: int = 40):
     """(docs [(id, text, vector)], cases [test-set JSONL records]): seeded; each query's judged
     chunks are its 3 exact cosine neighbours and, for every fourth query, a random chunk."""
     rng = np.random.default_rng(5)
     centers = rng.normal(size=(12, DIM))
-    vecs = (centers[rng.integers(0, 12, n_docs)] + 0.5 * rng.normal(size=(n_docs, DIM)))
-    qv = (centers[rng.integers(0, 12, n_queries)] + 0.5 * rng.normal(size=(n_queries, DIM)))
+    vecs = centers[rng.integers(0, 12, n_docs)] + 0.5 * rng.normal(size=(n_docs, DIM))
+    qv = centers[rng.integers(0, 12, n_queries)] + 0.5 * rng.normal(size=(n_queries, DIM))
     vecs, qv = vecs.astype(np.float32), qv.astype(np.float32)
     words = random.Random(5)
-    texts = [" ".join(words.choice(WORDS) for _ in range(words.randint(5, 12)))
-             for _ in range(n_docs)]
+    texts = [
+        " ".join(words.choice(WORDS) for _ in range(words.randint(5, 12))) for _ in range(n_docs)
+    ]
     docs = [(f"d{i + 1}", texts[i], vecs[i]) for i in range(n_docs)]
     nd = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
     nq = qv / np.linalg.norm(qv, axis=1, keepdims=True)
@@ -154,8 +208,14 @@ def corpus(n_docs: int = 300, n_queries: int = 40):
             rel[f"d{words.randrange(n_docs) + 1}"] = 1
         # the query text: three words of its nearest chunk, so keyword search finds something
         text = " ".join(words.sample(texts[row[0]].split(), 3))
-        cases.append({"id": f"q{j + 1}", "query": text,
-                      "relevant": rel, "embedding": [float(x) for x in qv[j]]})
+        cases.append(
+            {
+                "id": f"q{j + 1}",
+                "query": text,
+                "relevant": rel,
+                "embedding": [float(x) for x in qv[j]],
+            }
+        )
     return docs, cases
 
 
@@ -174,8 +234,9 @@ def build_kb(conn, table: str = "kb_docs", *, gin: bool = False) -> None:
     conn.execute("SET max_parallel_maintenance_workers = 0")
     conn.execute(f"CREATE INDEX {table}_hnsw ON {table} USING hnsw (emb vector_cosine_ops)")
     if gin:
-        conn.execute(f"CREATE INDEX {table}_fts ON {table} "
-                     "USING gin (to_tsvector('english', body))")
+        conn.execute(
+            f"CREATE INDEX {table}_fts ON {table} USING gin (to_tsvector('english', body))"
+        )
     conn.execute(f"ANALYZE {table}")
 
 

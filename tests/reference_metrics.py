@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 
-def per_query(ranked: list[str], grades: dict[str, int], measure: str, rel: int = 1) -> float | None:
+def per_query(
+    ranked: list[str], grades: dict[str, int], measure: str, rel: int = 1
+) -> float | None:
     """Value of ``measure`` (e.g. 'ndcg@10') for one query; None when the query is not valid."""
     name, k = measure.split("@")
     k = int(k)
@@ -28,13 +30,14 @@ def per_query(ranked: list[str], grades: dict[str, int], measure: str, rel: int 
     if name == "ndcg":
         dcg = sum((2 ** grades.get(c, 0) - 1) / math.log2(i + 1) for i, c in enumerate(top, 1))
         ideal = sorted((g for g in grades.values() if g > 0), reverse=True)[:k]
-        idcg = sum((2 ** g - 1) / math.log2(i + 1) for i, g in enumerate(ideal, 1))
+        idcg = sum((2**g - 1) / math.log2(i + 1) for i, g in enumerate(ideal, 1))
         return dcg / idcg
     raise ValueError(measure)
 
 
-def mean(run: dict[str, list[str]], qrels: dict[str, dict[str, int]], measure: str,
-         rel: int = 1) -> float | None:
+def mean(
+    run: dict[str, list[str]], qrels: dict[str, dict[str, int]], measure: str, rel: int = 1
+) -> float | None:
     values = [per_query(run.get(q, []), g, measure, rel) for q, g in qrels.items()]
     values = [v for v in values if v is not None]
     return sum(values) / len(values) if values else None

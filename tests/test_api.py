@@ -44,8 +44,10 @@ def test_stage_report_agrees_with_the_cli(experiment, pgeval, capsys):
     # the figures themselves, not only the shape: two stages, exact finds everything it judges
     stages = {s["stage"]: s for s in cli["stages"]}
     assert list(stages) == ["exact", "hnsw"]
-    assert stages["exact"]["metrics"]["recall@10"]["mean"] == \
-        report.stages[0]["metrics"]["recall@10"]["mean"]
+    assert (
+        stages["exact"]["metrics"]["recall@10"]["mean"]
+        == report.stages[0]["metrics"]["recall@10"]["mean"]
+    )
     assert 0 < stages["hnsw"]["index_recall@10"]["mean"] <= 1
     # the example's printout shows the same numbers as the table of the CLI
     _example().show(report)
@@ -56,12 +58,15 @@ def test_stage_report_agrees_with_the_cli(experiment, pgeval, capsys):
 
     mean = stages["exact"]["metrics"]["recall@10"]["mean"]
     assert f"exact  recall@10 {mean:.4f}" in shown
-    assert any(line.split()[:1] == ["exact"] and fmt_number(mean) in line.split()
-               for line in table.splitlines()), table
+    assert any(
+        line.split()[:1] == ["exact"] and fmt_number(mean) in line.split()
+        for line in table.splitlines()
+    ), table
     # a repetition, another K: same again
     one = pg.stage_report(name, k=5, repetition=2, worst=3)
-    code, out, err = pgeval("stage-report", name, "--k", "5", "--repetition", "2", "--worst", "3",
-                            "--format", "json")
+    code, out, err = pgeval(
+        "stage-report", name, "--k", "5", "--repetition", "2", "--worst", "3", "--format", "json"
+    )
     assert code == 0, err
     assert _json(one.as_dict()) == json.loads(out)
     assert one.repetition == 2 and one.k == 5
@@ -76,41 +81,71 @@ def test_metrics_compare_gate_export_agree_with_the_cli(experiment, pgeval, tmp_
     assert _json(ev.as_dict()) == json.loads(out)
     assert set(ev.summary) >= {"recall@1", "recall@5", "ndcg@10"}
     c = pg.compare(f"{name}.exact.1", run, permutations=200)
-    code, out, err = pgeval("compare", f"{name}.exact.1", run, "--permutations", "200",
-                            "--format", "json")
+    code, out, err = pgeval(
+        "compare", f"{name}.exact.1", run, "--permutations", "200", "--format", "json"
+    )
     assert code == 0, err
     assert _json(c.as_dict()) == json.loads(out)
     g = pg.gate(f"{name}.exact.1", run)
-    code, out, _ = pgeval("gate", "--baseline", f"{name}.exact.1", "--candidate", run,
-                          "--format", "json")
+    code, out, _ = pgeval(
+        "gate", "--baseline", f"{name}.exact.1", "--candidate", run, "--format", "json"
+    )
     assert _json(g.as_dict()) == json.loads(out)
     assert code == (0 if g.passed else 2)
     text = pg.export_run(run, "trec")
     code, out, err = pgeval("run", "export", run)
     assert code == 0, err
     with pg.database.connect() as conn:
-        stored = conn.execute("SELECT count(*) FROM pgeval.result JOIN pgeval.run USING (run_id) "
-                              "WHERE name = %s", (run,)).fetchone()[0]
+        stored = conn.execute(
+            "SELECT count(*) FROM pgeval.result JOIN pgeval.run USING (run_id) WHERE name = %s",
+            (run,),
+        ).fetchone()[0]
     assert text == out and text.count("\n") == stored > 0
     assert pg.export_run(run, "jsonl", tmp_path / "r.jsonl") == 40
     assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 40
     assert [r["run"] for r in pg.runs(experiment=name)] == [
-        f"{name}.exact.1", f"{name}.hnsw.1", f"{name}.exact.2", f"{name}.hnsw.2"]
+        f"{name}.exact.1",
+        f"{name}.hnsw.1",
+        f"{name}.exact.2",
+        f"{name}.hnsw.2",
+    ]
 
 
 def test_api_and_cli_pipelines_hash_the_same_configuration(experiment, pgeval):
     """A pipeline configured through the API (settings as a dict) and through the CLI (--set) is
     the same configuration: the same config hash."""
     pg, name = experiment
-    code, out, err = pgeval("run", "pipeline", "--testset", "ex", "--target", "ex", "--stages",
-                            "exact,hnsw", "--set", "HNSW.EF_SEARCH=10", "--set",
-                            "enable_seqscan=off", "--depth", "20", "--repeat", "2", "--name",
-                            "ex-cli", "--format", "json")
+    code, out, err = pgeval(
+        "run",
+        "pipeline",
+        "--testset",
+        "ex",
+        "--target",
+        "ex",
+        "--stages",
+        "exact,hnsw",
+        "--set",
+        "HNSW.EF_SEARCH=10",
+        "--set",
+        "enable_seqscan=off",
+        "--depth",
+        "20",
+        "--repeat",
+        "2",
+        "--name",
+        "ex-cli",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     cli_hash = json.loads(out)["config_hash"]
     with pg.database.connect() as conn:
-        hashes = dict(conn.execute("SELECT name, config_hash FROM pgeval.experiment WHERE name "
-                                   "= ANY(%s)", ([name, "ex-cli"],)).fetchall())
+        hashes = dict(
+            conn.execute(
+                "SELECT name, config_hash FROM pgeval.experiment WHERE name = ANY(%s)",
+                ([name, "ex-cli"],),
+            ).fetchall()
+        )
     assert hashes[name] == hashes["ex-cli"]
     assert len(cli_hash) == 12 and hashes[name].startswith(cli_hash)
 
@@ -119,8 +154,9 @@ def test_errors_name_parameters_not_options(clean):
     pg = api.Pgeval(clean)
     with pytest.raises(InputError) as info:
         pg.add_target("t", table="x")
-    assert str(info.value) == ("field 'id_column': `id_column`, `vector_column` required "
-                               "(or use `preset`)")
+    assert str(info.value) == (
+        "field 'id_column': `id_column`, `vector_column` required (or use `preset`)"
+    )
     with pytest.raises(InputError) as info:
         pg.add_target("t", preset="weknora")
     assert info.value.field == "dimension" and "--" not in str(info.value)
@@ -143,14 +179,18 @@ def test_errors_name_parameters_not_options(clean):
     with CliRunner().isolation() as streams:
         code = main(["target", "add", "t", "--table", "x"])
     assert code == 1
-    assert "field '--id-column': --id-column, --vector-column required" in \
-        streams[1].getvalue().decode()
+    assert (
+        "field '--id-column': --id-column, --vector-column required"
+        in streams[1].getvalue().decode()
+    )
 
 
 def test_conflict_names_the_replace_parameter(experiment):
     pg, name = experiment
     with pytest.raises(Conflict) as info:
-        pg.add_target("ex", table="ex_docs", id_column="id", vector_column="embedding",
-                      distance="l2")
-    assert str(info.value) == ("a target named 'ex' exists with another definition "
-                               "(use `replace=True`)")
+        pg.add_target(
+            "ex", table="ex_docs", id_column="id", vector_column="embedding", distance="l2"
+        )
+    assert str(info.value) == (
+        "a target named 'ex' exists with another definition (use `replace=True`)"
+    )

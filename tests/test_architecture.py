@@ -43,8 +43,7 @@ def _targets(module: str, path: Path, node: ast.stmt) -> list[str]:
                 base = f"{base}.{node.module}"
         else:
             base = node.module or ""
-        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base
-                 for a in node.names]
+        names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
     else:
         return []
     out = []
@@ -118,7 +117,7 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
         if v not in index:
             visit(v)
     cycles = []
-    for comp in comps:     # one concrete cycle through the component, for the message
+    for comp in comps:  # one concrete cycle through the component, for the message
         start = min(comp)
         path, seen = [start], {start}
         while True:
@@ -136,7 +135,7 @@ def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_every_module_imports():
     for name in MODULES:
-        if name != "evaluator.__main__":     # runs the command line
+        if name != "evaluator.__main__":  # runs the command line
             importlib.import_module(name)
 
 
@@ -173,8 +172,11 @@ def test_core_imports_nothing_above_it(module):
 
 
 def _sources_containing(text: str) -> list[str]:
-    return sorted(str(p.relative_to(ROOT.parent)) for p in ROOT.rglob("*.py")
-                  if text in p.read_text(encoding="utf-8"))
+    return sorted(
+        str(p.relative_to(ROOT.parent))
+        for p in ROOT.rglob("*.py")
+        if text in p.read_text(encoding="utf-8")
+    )
 
 
 def test_one_place_reads_the_index_catalog():
@@ -188,8 +190,10 @@ def test_one_test_set_lookup():
     it their own way."""
     assert _sources_containing("no test set named") == ["evaluator/testset/catalog.py"]
     assert _sources_containing("FROM pgeval.testset WHERE name") == [
-        "evaluator/run/experiment_scope.py", "evaluator/testset/catalog.py",
-        "evaluator/testset/store.py"]
+        "evaluator/run/experiment_scope.py",
+        "evaluator/testset/catalog.py",
+        "evaluator/testset/store.py",
+    ]
 
 
 def test_ann_methods_defined_once():

@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from helpers import make_run
 from robust_kb import add_target, ensure_table, ensure_testset, pgeval_counts
 
@@ -30,8 +29,9 @@ def _state(conn) -> dict:
     state = pgeval_counts(conn)
     exists = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (KB,)).fetchone()[0]
     state["kb:" + KB] = conn.execute(f"SELECT count(*) FROM {KB}").fetchone()[0] if exists else None
-    state["kb:indexes"] = conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = %s",
-                                       (KB,)).fetchone()[0]
+    state["kb:indexes"] = conn.execute(
+        "SELECT count(*) FROM pg_indexes WHERE tablename = %s", (KB,)
+    ).fetchone()[0]
     return state
 
 
@@ -45,9 +45,11 @@ def stored(clean, conn):
     make_run(conn, "partial", "kb", {"q1": ["c1"]}, status="running")
     # the query embeddings are stored, as `pgeval embed` leaves them: a pipeline stores missing
     # ones before it checks its stages (a cache of the test set, kept even when a stage fails)
-    conn.execute("INSERT INTO pgeval.query_embedding (testset_id, query_id, embedder, dim, "
-                 "embedding) SELECT testset_id, query_id, 'precomputed', 8, embedding "
-                 "FROM pgeval.query")
+    conn.execute(
+        "INSERT INTO pgeval.query_embedding (testset_id, query_id, embedder, dim, "
+        "embedding) SELECT testset_id, query_id, 'precomputed', 8, embedding "
+        "FROM pgeval.query"
+    )
     return _state(conn)
 
 
@@ -63,8 +65,11 @@ def test_corpus_is_large_and_well_formed():
 
 def test_every_corpus_file_is_used():
     used = {a for c in CASES for a in c["args"]}
-    files = {str(p.relative_to(CORPUS)) for sub in ("runs", "rules", "reports")
-             for p in (CORPUS / sub).iterdir()}
+    files = {
+        str(p.relative_to(CORPUS))
+        for sub in ("runs", "rules", "reports")
+        for p in (CORPUS / sub).iterdir()
+    }
     assert files <= used, sorted(files - used)
 
 
@@ -76,7 +81,7 @@ def test_bad_input_is_refused(case, stored, conn, pgeval, monkeypatch, tmp_path)
     assert "Traceback" not in err and "Traceback" not in out
     assert code == 1, (code, out, err)
     assert out == ""
-    assert err.endswith("\n") and err.count("\n") == 1, err      # exactly one line
+    assert err.endswith("\n") and err.count("\n") == 1, err  # exactly one line
     assert err == f"pgeval: error: {case['error']}\n"
     assert list(tmp_path.iterdir()) == []
     assert _state(conn) == stored

@@ -24,34 +24,47 @@ def test_every_command_and_option_is_in_the_reference():
             missing.append(name)
             continue
         section = text.split(f" {name}\n\n```text\n", 1)[1].split("\n```", 1)[0]
-        missing += [f"{name} {opt}" for opt in reference.option_names(ctx.command)
-                    if opt not in section]
+        missing += [
+            f"{name} {opt}" for opt in reference.option_names(ctx.command) if opt not in section
+        ]
     assert not missing, f"docs/cli.md lacks {missing}; regenerate it: {REGENERATE}"
 
 
 def test_reference_is_not_stale():
     assert DOC.read_text(encoding="utf-8") == reference.render(), (
-        f"docs/cli.md differs from the --help texts; regenerate it: {REGENERATE}")
+        f"docs/cli.md differs from the --help texts; regenerate it: {REGENERATE}"
+    )
 
 
 def test_reference_walks_every_subcommand():
     """The walk itself must not skip anything (else both checks above would pass vacuously)."""
     paths = {" ".join(p) for p, _ in reference.walk(cli)}
-    for name in ("pgeval run pipeline", "pgeval run resume", "pgeval db status",
-                 "pgeval testset load", "pgeval stage-report", "pgeval sweep"):
+    for name in (
+        "pgeval run pipeline",
+        "pgeval run resume",
+        "pgeval db status",
+        "pgeval testset load",
+        "pgeval stage-report",
+        "pgeval sweep",
+    ):
         assert name in paths
     groups = [ctx.command for _, ctx in reference.walk(cli) if isinstance(ctx.command, click.Group)]
     for group in groups:
         for sub in group.list_commands(click.Context(group)):
             assert any(p[-1] == sub for p, _ in reference.walk(cli))
-    assert "--param" in reference.option_names(next(
-        ctx.command for p, ctx in reference.walk(cli) if p == ("pgeval", "sweep")))
+    assert "--param" in reference.option_names(
+        next(ctx.command for p, ctx in reference.walk(cli) if p == ("pgeval", "sweep"))
+    )
 
 
 def test_generator_runs_as_a_module(tmp_path):
     """The documented command works from a shell, at any terminal width."""
-    proc = subprocess.run([sys.executable, "-m", "evaluator.cli.reference"], capture_output=True,
-                          text=True, cwd=ROOT, env={"COLUMNS": "40", "PATH": "/usr/bin:/bin",
-                                                    "PYTHONPATH": str(ROOT)})
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaluator.cli.reference"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"COLUMNS": "40", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == reference.render()

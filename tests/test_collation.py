@@ -10,12 +10,11 @@ import io
 import random
 
 import pytest
+from helpers import make_testset
 
 from evaluator.measure import metrics
 from evaluator.run.pipeline import PipelineConfig, run_pipeline
 from evaluator.run.runs import export_run, import_run
-
-from helpers import make_testset
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -33,7 +32,7 @@ def tie_heavy(n_queries: int = 60, seed: int = 7):
         qid = f"{PREFIXES[i % len(PREFIXES)]}{i}"
         judged = rng.sample(CHUNKS, 5)
         qrels[qid] = {c: rng.choice((0, 1, 2, 3)) for c in judged}
-        qrels[qid][judged[0]] = 2             # every query valid
+        qrels[qid][judged[0]] = 2  # every query valid
         run[qid] = {c: rng.choice((1.0, 0.5)) for c in CHUNKS}
     return qrels, run
 
@@ -41,17 +40,23 @@ def tie_heavy(n_queries: int = 60, seed: int = 7):
 def trec_file(path, run) -> None:
     rng = random.Random(3)
     lines = [f"{q} Q0 {c} 0 {s!r} t\n" for q, d in run.items() for c, s in d.items()]
-    rng.shuffle(lines)                        # the file's order means nothing to trec_eval
+    rng.shuffle(lines)  # the file's order means nothing to trec_eval
     path.write_text("".join(lines), encoding="utf-8")
 
 
 def trec_eval(qrels, run):
     """{qid: {measure: value}} from pytrec_eval, named as pgeval names them."""
     rec = pytrec_eval.RelevanceEvaluator(qrels, {"recall_3", "recip_rank"}).evaluate(run)
-    gains = {q: {c: 2 ** g - 1 for c, g in d.items()} for q, d in qrels.items()}
+    gains = {q: {c: 2**g - 1 for c, g in d.items()} for q, d in qrels.items()}
     nd = pytrec_eval.RelevanceEvaluator(gains, {"ndcg_cut_3"}).evaluate(run)
-    return {q: {"recall@3": rec[q]["recall_3"], "mrr@20": rec[q]["recip_rank"],
-                "ndcg@3": nd[q]["ndcg_cut_3"]} for q in rec}
+    return {
+        q: {
+            "recall@3": rec[q]["recall_3"],
+            "mrr@20": rec[q]["recip_rank"],
+            "ndcg@3": nd[q]["ndcg_cut_3"],
+        }
+        for q in rec
+    }
 
 
 def byte_order_ranking(scores: dict[str, float]) -> list[str]:
@@ -63,8 +68,10 @@ def byte_order_ranking(scores: dict[str, float]) -> list[str]:
 def stored(conn, run_name):
     out: dict[str, list] = {}
     for qid, chunk in conn.execute(
-            "SELECT x.query_id, x.chunk_id FROM pgeval.result x JOIN pgeval.run r USING (run_id) "
-            "WHERE r.name = %s ORDER BY x.query_id, x.rank", (run_name,)):
+        "SELECT x.query_id, x.chunk_id FROM pgeval.result x JOIN pgeval.run r USING (run_id) "
+        "WHERE r.name = %s ORDER BY x.query_id, x.rank",
+        (run_name,),
+    ):
         out.setdefault(qid, []).append(chunk)
     return out
 
@@ -73,8 +80,12 @@ def disagreements(conn, run_name, expected) -> list:
     rid = metrics.resolve_run(conn, run_name).run_id
     ours = {r["query_id"]: r for r in metrics.per_query(conn, rid, MEASURES)}
     assert set(ours) == set(expected)
-    return [(q, m, ours[q][m], expected[q][m]) for q in expected for m in MEASURES
-            if abs(ours[q][m] - expected[q][m]) > 1e-9]
+    return [
+        (q, m, ours[q][m], expected[q][m])
+        for q in expected
+        for m in MEASURES
+        if abs(ours[q][m] - expected[q][m]) > 1e-9
+    ]
 
 
 @pytest.fixture
@@ -152,35 +163,65 @@ def tie_kb(en_us_conn):
     conn.execute("CREATE TABLE kb_ties_dup (doc_id text, emb vector(3), body text)")
     conn.execute("CREATE TABLE kb_ties_int (doc_id integer PRIMARY KEY, emb vector(3), body text)")
     for i, c in enumerate(KB_IDS):
-        for table, value in (("kb_ties_text", c), ("kb_ties_dup", c), ("kb_ties_dup", c),
-                             ("kb_ties_int", i * 7 + 1)):
+        for table, value in (
+            ("kb_ties_text", c),
+            ("kb_ties_dup", c),
+            ("kb_ties_dup", c),
+            ("kb_ties_int", i * 7 + 1),
+        ):
             conn.execute(f"INSERT INTO {table} VALUES (%s, '[1,2,3]', 'alpha beta')", (value,))
     for table in TABLES:
         conn.execute(f"CREATE INDEX ON {table} USING hnsw (emb vector_cosine_ops)")
-    make_testset(conn, "kbt", {"q1": {"a1": 1, "B1": 1, "8": 1, "15": 1}},
-                 texts={"q1": "alpha"}, embeddings={"q1": [1.0, 2.0, 3.0]})
+    make_testset(
+        conn,
+        "kbt",
+        {"q1": {"a1": 1, "B1": 1, "8": 1, "15": 1}},
+        texts={"q1": "alpha"},
+        embeddings={"q1": [1.0, 2.0, 3.0]},
+    )
     from evaluator.target.catalog import validate
     from evaluator.target.targets import Target, save
 
     for table in TABLES:
-        t = Target(name=table, table=table, schema="public", id_column="doc_id",
-                   vector_column="emb", text_column="body")
+        t = Target(
+            name=table,
+            table=table,
+            schema="public",
+            id_column="doc_id",
+            vector_column="emb",
+            text_column="body",
+        )
         validate(conn, t)
         save(conn, t, replace=True)
     yield conn
     conn.execute("DROP TABLE IF EXISTS " + ", ".join(TABLES))
 
 
-@pytest.mark.parametrize("target,ids", [("kb_ties_text", KB_IDS), ("kb_ties_dup", KB_IDS),
-                                        ("kb_ties_int", [str(i * 7 + 1) for i in range(len(KB_IDS))])])
+@pytest.mark.parametrize(
+    "target,ids",
+    [
+        ("kb_ties_text", KB_IDS),
+        ("kb_ties_dup", KB_IDS),
+        ("kb_ties_int", [str(i * 7 + 1) for i in range(len(KB_IDS))]),
+    ],
+)
 @pytest.mark.parametrize("batch", [False, True])
 def test_pipeline_ties_break_by_chunk_id_in_byte_order(en_us_database, tie_kb, target, ids, batch):
     conn = tie_kb
-    res = run_pipeline(en_us_database, PipelineConfig(
-        testset="kbt", stages="exact,hnsw,bm25,merge", target=target, repeat=1, depth=20,
-        name=f"ties-{target}-{int(batch)}", batch=batch))
-    expected = sorted(ids)                    # Python's str order is code point = byte order
-    if target != "kb_ties_int":               # the case a language collation gets wrong
+    res = run_pipeline(
+        en_us_database,
+        PipelineConfig(
+            testset="kbt",
+            stages="exact,hnsw,bm25,merge",
+            target=target,
+            repeat=1,
+            depth=20,
+            name=f"ties-{target}-{int(batch)}",
+            batch=batch,
+        ),
+    )
+    expected = sorted(ids)  # Python's str order is code point = byte order
+    if target != "kb_ties_int":  # the case a language collation gets wrong
         assert expected != sorted(ids, key=str.lower)
     for stage in ("exact", "hnsw", "bm25", "merge"):
         assert stored(conn, f"{res.experiment}.{stage}.1") == {"q1": expected}, stage

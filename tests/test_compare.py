@@ -7,13 +7,12 @@ import json
 
 import numpy as np
 import pytest
-
-from evaluator.reporting import compare
-from evaluator.measure import stats
-from evaluator.core.errors import InputError
-from evaluator.reporting import json as report_json
-
 from helpers import make_run, make_testset
+
+from evaluator.core.errors import InputError
+from evaluator.measure import stats
+from evaluator.reporting import compare
+from evaluator.reporting import json as report_json
 
 N = 40
 QRELS = {f"q{i}": {f"c{i}": 2, f"d{i}": 1} for i in range(N)}
@@ -22,20 +21,28 @@ GOOD = {f"q{i}": [f"c{i}", f"d{i}", "x", "y"] for i in range(N)}
 
 # ---- statistics ---------------------------------------------------------------------------------
 
+
 def exact_p(diff):
     d = np.asarray(diff, float)
     observed = abs(d.mean())
-    flips = [abs((d * np.array(s)).mean()) >= observed - 1e-12
-             for s in itertools.product((1, -1), repeat=len(d))]
+    flips = [
+        abs((d * np.array(s)).mean()) >= observed - 1e-12
+        for s in itertools.product((1, -1), repeat=len(d))
+    ]
     return sum(flips) / len(flips)
 
 
-@pytest.mark.parametrize("diff", [[0.5, 0.2, 0.1, -0.05, 0.3, 0.0, 0.25, 0.1, 0.4, -0.1],
-                                  [0.1, -0.1, 0.2, -0.2, 0.05, 0.0, -0.05, 0.1, 0.0, 0.02]])
+@pytest.mark.parametrize(
+    "diff",
+    [
+        [0.5, 0.2, 0.1, -0.05, 0.3, 0.0, 0.25, 0.1, 0.4, -0.1],
+        [0.1, -0.1, 0.2, -0.2, 0.05, 0.0, -0.05, 0.1, 0.0, 0.02],
+    ],
+)
 def test_randomisation_test_matches_exact_enumeration(diff):
     p = stats.randomisation_test(diff, 10_000, seed=3)
     assert p == pytest.approx(exact_p(diff), abs=0.015)
-    assert stats.randomisation_test(diff, 10_000, seed=3) == p     # seeded: reproducible
+    assert stats.randomisation_test(diff, 10_000, seed=3) == p  # seeded: reproducible
 
 
 def test_no_difference_has_p_one_and_a_zero_interval():
@@ -53,6 +60,7 @@ def test_bootstrap_interval_brackets_the_mean():
 
 
 # ---- over runs ----------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def runs(clean, conn):
@@ -83,8 +91,11 @@ def test_reordering_reads_as_fusion_or_rerank(runs):
     c = compare.compare(doc(runs, "base"), doc(runs, "reordered"))
     rows = {r["metric"]: r for r in c.rows}
     assert rows["recall@10"]["delta"] == 0 and rows["recall@10"]["p_value"] == 1.0
-    assert (rows["recall@10"]["wins"], rows["recall@10"]["ties"], rows["recall@10"]["losses"]) \
-        == (0, 40, 0)
+    assert (rows["recall@10"]["wins"], rows["recall@10"]["ties"], rows["recall@10"]["losses"]) == (
+        0,
+        40,
+        0,
+    )
     mrr = rows["mrr@20"]
     assert mrr["delta"] == pytest.approx(30 * (1 / 3 - 1) / 40) and mrr["p_value"] < 0.001
     assert (mrr["wins"], mrr["ties"], mrr["losses"]) == (0, 10, 30)
@@ -96,8 +107,9 @@ def test_reordering_reads_as_fusion_or_rerank(runs):
 
 def test_losing_chunks_reads_as_retrieval(runs):
     c = compare.compare(doc(runs, "base"), doc(runs, "lost"))
-    assert c.hints[0] == ("recall ↓ and MRR ↓ → look at parsing, chunking, embedding or the ANN "
-                          "index")
+    assert c.hints[0] == (
+        "recall ↓ and MRR ↓ → look at parsing, chunking, embedding or the ANN index"
+    )
 
 
 def test_identical_runs_change_nothing(runs):
@@ -119,8 +131,10 @@ def answers_file(tmp_path, name, rows):
 
 def test_answer_patterns(runs, pgeval, tmp_path):
     runs.execute("UPDATE pgeval.query SET expected_facts = '[\"fact\"]'")
-    right = [{"query_id": f"q{i}", "answer": "the fact", "cited": [f"c{i}"],
-              "supported": [f"c{i}"]} for i in range(N)]
+    right = [
+        {"query_id": f"q{i}", "answer": "the fact", "cited": [f"c{i}"], "supported": [f"c{i}"]}
+        for i in range(N)
+    ]
     wrong = [dict(a, answer="no idea") if i < 30 else a for i, a in enumerate(right)]
     unsupported = [dict(a, supported=[]) if i < 30 else a for i, a in enumerate(right)]
     for run, rows in (("base", right), ("twin", wrong), ("strong-slow", unsupported)):
@@ -129,8 +143,10 @@ def test_answer_patterns(runs, pgeval, tmp_path):
     c = compare.compare(doc(runs, "base"), doc(runs, "twin"))
     assert "retrieval = and answer accuracy ↓ → prompt, model or context assembly" in c.hints
     c = compare.compare(doc(runs, "base"), doc(runs, "strong-slow"))
-    assert ("answer accuracy = and citation precision ↓ → citation protocol or its validation"
-            in c.hints)
+    assert (
+        "answer accuracy = and citation precision ↓ → citation protocol or its validation"
+        in c.hints
+    )
 
 
 def test_different_test_sets_are_refused(runs, pgeval):
@@ -147,17 +163,23 @@ def test_configuration_differences(runs):
                      WHERE name = 'twin'""")
     c = compare.compare(doc(runs, "base"), doc(runs, "twin"))
     assert {(x["key"], x["baseline"], x["candidate"]) for x in c.changes} == {
-        ("params.depth", 100, 200), ("params.hnsw.ef_search", 40, 80)}
+        ("params.depth", 100, 200),
+        ("params.hnsw.ef_search", 40, 80),
+    }
     assert any("2 variables differ" in w for w in c.warnings)
     # fingerprints on both sides: the fingerprint diff, one variable, no "more than one" warning
-    fp = {"query_settings": {"hnsw.ef_search": "40"}, "server": {"version": "18.6"},
-          "info": {"captured_at": "t1"}}
+    fp = {
+        "query_settings": {"hnsw.ef_search": "40"},
+        "server": {"version": "18.6"},
+        "info": {"captured_at": "t1"},
+    }
     runs.execute("UPDATE pgeval.run SET fingerprint = %s WHERE name = 'base'", (json.dumps(fp),))
     fp2 = {**fp, "query_settings": {"hnsw.ef_search": "80"}, "info": {"captured_at": "t2"}}
     runs.execute("UPDATE pgeval.run SET fingerprint = %s WHERE name = 'twin'", (json.dumps(fp2),))
     c = compare.compare(doc(runs, "base"), doc(runs, "twin"))
     assert [(x["key"], x["baseline"], x["candidate"]) for x in c.changes] == [
-        ("query_settings.hnsw.ef_search", "40", "80")]
+        ("query_settings.hnsw.ef_search", "40", "80")
+    ]
     assert not any("differ" in w for w in c.warnings)
 
 
@@ -166,8 +188,9 @@ def test_compare_command(pgeval, runs, tmp_path):
     assert code == 0, err
     assert "recall = and MRR ↓ → fusion or rerank regressed" in out
     assert "0/10/30" in out and "queries that moved most (ndcg@10)" in out
-    code, out, err = pgeval("compare", "base", "reordered", "--format", "json", "--by",
-                            "recall@3", "--top", "3")
+    code, out, err = pgeval(
+        "compare", "base", "reordered", "--format", "json", "--by", "recall@3", "--top", "3"
+    )
     assert code == 0, err
     data = json.loads(out)
     assert data["moved_by"] == "recall@3" and len(data["moved"]) == 3
@@ -188,12 +211,17 @@ def test_reading_always_says_something():
     """A pattern none of METRICS.md's hints names still gets a reading, never an empty one."""
     from evaluator.reporting.compare import reading_hints
 
-    up = [{"metric": "recall@10", "delta": 0.05, "p_value": 0.001},
-          {"metric": "mrr@20", "delta": 0.04, "p_value": 0.002}]
+    up = [
+        {"metric": "recall@10", "delta": 0.05, "p_value": 0.001},
+        {"metric": "mrr@20", "delta": 0.04, "p_value": 0.002},
+    ]
     assert reading_hints(up, [], 0.05) == [
         "quality ↑ (recall@10, mrr@20 significantly better, nothing worse): no regression to "
-        "explain"]
-    mixed = [{"metric": "recall@10", "delta": 0.05, "p_value": 0.001},
-             {"metric": "ndcg@10", "delta": -0.04, "p_value": 0.002}]
+        "explain"
+    ]
+    mixed = [
+        {"metric": "recall@10", "delta": 0.05, "p_value": 0.001},
+        {"metric": "ndcg@10", "delta": -0.04, "p_value": 0.002},
+    ]
     (hint,) = reading_hints(mixed, [], 0.05)
     assert hint.startswith("mixed change (↑ recall@10; ↓ ndcg@10)")

@@ -10,7 +10,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from robust_kb import add_target, ensure_table, ensure_testset
 
 pytestmark = pytest.mark.slow
@@ -20,8 +19,13 @@ KB, N = "cc_kb", 150
 
 
 def _spawn(*args):
-    return subprocess.Popen([sys.executable, "-m", "evaluator", *args], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "evaluator", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _finish(*procs):
@@ -41,32 +45,57 @@ def kb(clean, conn):
 
 
 def _lists(conn, run: str):
-    return conn.execute("SELECT query_id, rank, chunk_id, score FROM pgeval.result JOIN "
-                        "pgeval.run USING (run_id) WHERE name = %s ORDER BY 1, 2",
-                        (run,)).fetchall()
+    return conn.execute(
+        "SELECT query_id, rank, chunk_id, score FROM pgeval.result JOIN "
+        "pgeval.run USING (run_id) WHERE name = %s ORDER BY 1, 2",
+        (run,),
+    ).fetchall()
 
 
 def test_two_pipelines_at_once(kb):
     conn = kb
-    args = ["run", "pipeline", "--testset", "cc", "--target", "cc", "--stages", "exact,hnsw",
-            "--set", "hnsw.ef_search=100", "--depth", "20", "--repeat", "2"]
+    args = [
+        "run",
+        "pipeline",
+        "--testset",
+        "cc",
+        "--target",
+        "cc",
+        "--stages",
+        "exact,hnsw",
+        "--set",
+        "hnsw.ef_search=100",
+        "--depth",
+        "20",
+        "--repeat",
+        "2",
+    ]
     results = _finish(_spawn(*args, "--name", "cc-a"), _spawn(*args, "--name", "cc-b"))
-    for code, out, err in results:
+    for code, _out, err in results:
         assert code == 0, err
-    runs = conn.execute("SELECT e.name, r.name, r.status, (SELECT count(*) FROM "
-                        "pgeval.run_progress p WHERE p.run_id = r.run_id) FROM pgeval.run r "
-                        "JOIN pgeval.experiment e USING (experiment_id) ORDER BY r.name"
-                        ).fetchall()
+    runs = conn.execute(
+        "SELECT e.name, r.name, r.status, (SELECT count(*) FROM "
+        "pgeval.run_progress p WHERE p.run_id = r.run_id) FROM pgeval.run r "
+        "JOIN pgeval.experiment e USING (experiment_id) ORDER BY r.name"
+    ).fetchall()
     assert len(runs) == 8
     assert all(r[1].startswith(r[0] + ".") and r[2] == "complete" and r[3] == N for r in runs)
-    assert conn.execute("SELECT count(*) FROM pgeval.experiment WHERE status = 'complete'"
-                        ).fetchone()[0] == 2
+    assert (
+        conn.execute("SELECT count(*) FROM pgeval.experiment WHERE status = 'complete'").fetchone()[
+            0
+        ]
+        == 2
+    )
     for run in ("exact.1", "hnsw.1", "exact.2", "hnsw.2"):
         a, b = _lists(conn, f"cc-a.{run}"), _lists(conn, f"cc-b.{run}")
         assert len(a) == N * 20 and a == b
     # neither left anything behind in the knowledge base's database
-    assert conn.execute("SELECT count(*) FROM pg_class WHERE relname LIKE '_pgeval%' AND "
-                        "relpersistence <> 't'").fetchone()[0] == 0
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM pg_class WHERE relname LIKE '_pgeval%' AND relpersistence <> 't'"
+        ).fetchone()[0]
+        == 0
+    )
 
 
 def test_same_default_name_gets_a_suffix(kb, database, monkeypatch):
@@ -95,15 +124,20 @@ def test_two_imports_at_once(kb, tmp_path):
                     fh.write(f"q{q} Q0 {tag}{r} {r} {1000 - r} {tag}\n")
         paths.append(path)
     # different names: both land, each in its own temporary staging table
-    results = _finish(*(_spawn("run", "import", str(p), "--testset", "cc", "--name",
-                               f"imp-{p.stem}") for p in paths))
+    results = _finish(
+        *(
+            _spawn("run", "import", str(p), "--testset", "cc", "--name", f"imp-{p.stem}")
+            for p in paths
+        )
+    )
     assert all(code == 0 for code, _, _ in results), results
     for p in paths:
         rows = _lists(conn, f"imp-{p.stem}")
         assert len(rows) == N * 300 and {r[2][0] for r in rows} == {p.stem}
     # the same name at once: one wins, the other is a clean conflict, nothing half-written
-    results = _finish(*(_spawn("run", "import", str(p), "--testset", "cc", "--name", "imp-same")
-                        for p in paths))
+    results = _finish(
+        *(_spawn("run", "import", str(p), "--testset", "cc", "--name", "imp-same") for p in paths)
+    )
     codes = sorted(code for code, _, _ in results)
     assert codes == [0, 1], results
     err = next(e for code, _, e in results if code == 1)
@@ -116,57 +150,118 @@ def test_resume_waits_for_a_live_pipeline(kb, database, pgeval):
     """A run marked running whose pipeline still holds the experiment's lock is not resumed."""
     from evaluator.run.experiment_scope import try_lock
 
-    code, out, err = pgeval("run", "pipeline", "--testset", "cc", "--target", "cc", "--stages",
-                            "exact", "--repeat", "1", "--depth", "5", "--name", "cc-live")
+    code, out, err = pgeval(
+        "run",
+        "pipeline",
+        "--testset",
+        "cc",
+        "--target",
+        "cc",
+        "--stages",
+        "exact",
+        "--repeat",
+        "1",
+        "--depth",
+        "5",
+        "--name",
+        "cc-live",
+    )
     assert code == 0, err
     conn = kb
-    exp_id = conn.execute("SELECT experiment_id FROM pgeval.experiment WHERE name = 'cc-live'"
-                          ).fetchone()[0]
-    conn.execute("UPDATE pgeval.experiment SET status = 'running' WHERE experiment_id = %s",
-                 (exp_id,))
-    conn.execute("UPDATE pgeval.run SET status = 'running', pid = 4242, host = 'elsewhere' "
-                 "WHERE experiment_id = %s", (exp_id,))
-    with database.connect(autocommit=True) as other:      # the "live pipeline"
+    exp_id = conn.execute(
+        "SELECT experiment_id FROM pgeval.experiment WHERE name = 'cc-live'"
+    ).fetchone()[0]
+    conn.execute(
+        "UPDATE pgeval.experiment SET status = 'running' WHERE experiment_id = %s", (exp_id,)
+    )
+    conn.execute(
+        "UPDATE pgeval.run SET status = 'running', pid = 4242, host = 'elsewhere' "
+        "WHERE experiment_id = %s",
+        (exp_id,),
+    )
+    with database.connect(autocommit=True) as other:  # the "live pipeline"
         assert try_lock(other, exp_id)
         code, out, err = pgeval("run", "resume", "cc-live")
         assert code == 1
-        assert ("experiment 'cc-live' is being run by another pgeval process: run "
-                "'cc-live.exact.1' is written by pid 4242 on elsewhere") in err
-        assert conn.execute("SELECT status FROM pgeval.run WHERE experiment_id = %s",
-                            (exp_id,)).fetchone() == ("running",)
+        assert (
+            "experiment 'cc-live' is being run by another pgeval process: run "
+            "'cc-live.exact.1' is written by pid 4242 on elsewhere"
+        ) in err
+        assert conn.execute(
+            "SELECT status FROM pgeval.run WHERE experiment_id = %s", (exp_id,)
+        ).fetchone() == ("running",)
     # the lock went with the session: now it resumes (nothing missing: the run is closed)
     code, out, err = pgeval("run", "resume", "cc-live", "--format", "json")
     assert code == 0, err
-    assert conn.execute("SELECT status FROM pgeval.run WHERE experiment_id = %s",
-                        (exp_id,)).fetchone() == ("complete",)
+    assert conn.execute(
+        "SELECT status FROM pgeval.run WHERE experiment_id = %s", (exp_id,)
+    ).fetchone() == ("complete",)
 
 
 def test_two_sweeps_and_a_pipeline_at_once(kb):
     conn = kb
-    sweep = ["sweep", "--testset", "cc", "--target", "cc", "--stage", "hnsw", "--param",
-             "hnsw.ef_search=20,80", "--repeat", "1", "--k", "10", "--no-checksum",
-             # --fresh: each sweep measures its own points (without it, whichever sweep ends
-             # second may reuse the other's points, under the same fingerprint, and run nothing)
-             "--fresh"]
-    results = _finish(_spawn(*sweep, "--name", "cc-sweep-a"),
-                      _spawn(*sweep, "--name", "cc-sweep-b"),
-                      _spawn("run", "pipeline", "--testset", "cc", "--target", "cc", "--stages",
-                             "exact,hnsw", "--repeat", "1", "--depth", "10", "--name", "cc-p"))
-    for code, out, err in results:
+    sweep = [
+        "sweep",
+        "--testset",
+        "cc",
+        "--target",
+        "cc",
+        "--stage",
+        "hnsw",
+        "--param",
+        "hnsw.ef_search=20,80",
+        "--repeat",
+        "1",
+        "--k",
+        "10",
+        "--no-checksum",
+        # --fresh: each sweep measures its own points (without it, whichever sweep ends
+        # second may reuse the other's points, under the same fingerprint, and run nothing)
+        "--fresh",
+    ]
+    results = _finish(
+        _spawn(*sweep, "--name", "cc-sweep-a"),
+        _spawn(*sweep, "--name", "cc-sweep-b"),
+        _spawn(
+            "run",
+            "pipeline",
+            "--testset",
+            "cc",
+            "--target",
+            "cc",
+            "--stages",
+            "exact,hnsw",
+            "--repeat",
+            "1",
+            "--depth",
+            "10",
+            "--name",
+            "cc-p",
+        ),
+    )
+    for code, _out, err in results:
         assert code == 0, err
-    rows = conn.execute("SELECT e.name, count(r.*), bool_and(r.status = 'complete') FROM "
-                        "pgeval.experiment e JOIN pgeval.run r USING (experiment_id) "
-                        "GROUP BY e.name ORDER BY e.name").fetchall()
+    rows = conn.execute(
+        "SELECT e.name, count(r.*), bool_and(r.status = 'complete') FROM "
+        "pgeval.experiment e JOIN pgeval.run r USING (experiment_id) "
+        "GROUP BY e.name ORDER BY e.name"
+    ).fetchall()
     names = [r[0] for r in rows]
     assert names == ["cc-p", "cc-sweep-a", "cc-sweep-b"] and all(r[2] for r in rows), rows
     # the two sweeps agree on every point
     for ef in ("20", "80"):
-        a = conn.execute("SELECT sp.index_recall FROM pgeval.sweep_point sp JOIN pgeval.sweep s "
-                         "USING (sweep_id) WHERE s.name = 'cc-sweep-a' AND sp.settings->>"
-                         "'hnsw.ef_search' = %s", (ef,)).fetchall()
-        b = conn.execute("SELECT sp.index_recall FROM pgeval.sweep_point sp JOIN pgeval.sweep s "
-                         "USING (sweep_id) WHERE s.name = 'cc-sweep-b' AND sp.settings->>"
-                         "'hnsw.ef_search' = %s", (ef,)).fetchall()
+        a = conn.execute(
+            "SELECT sp.index_recall FROM pgeval.sweep_point sp JOIN pgeval.sweep s "
+            "USING (sweep_id) WHERE s.name = 'cc-sweep-a' AND sp.settings->>"
+            "'hnsw.ef_search' = %s",
+            (ef,),
+        ).fetchall()
+        b = conn.execute(
+            "SELECT sp.index_recall FROM pgeval.sweep_point sp JOIN pgeval.sweep s "
+            "USING (sweep_id) WHERE s.name = 'cc-sweep-b' AND sp.settings->>"
+            "'hnsw.ef_search' = %s",
+            (ef,),
+        ).fetchall()
         assert a == b and len(a) == 1
 
 
@@ -189,8 +284,8 @@ def test_two_processes_store_the_same_embeddings_at_once(kb, database, tmp_path)
         def store():
             try:
                 with database.connect() as c:
-                    barrier.wait()
-                    storage.ensure(c, "cc", emb)
+                    barrier.wait()  # noqa: B023 (called within the iteration)
+                    storage.ensure(c, "cc", emb)  # noqa: B023 (called within the iteration)
             except BaseException as exc:  # noqa: BLE001 - collected, asserted below
                 errors.append(exc)
 
@@ -200,5 +295,9 @@ def test_two_processes_store_the_same_embeddings_at_once(kb, database, tmp_path)
         for t in threads:
             t.join(timeout=60)
         assert errors == []
-        assert kb.execute("SELECT count(*) FROM pgeval.query_embedding WHERE embedder = %s",
-                          (emb.label,)).fetchone()[0] == N
+        assert (
+            kb.execute(
+                "SELECT count(*) FROM pgeval.query_embedding WHERE embedder = %s", (emb.label,)
+            ).fetchone()[0]
+            == N
+        )

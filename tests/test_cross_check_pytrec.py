@@ -6,12 +6,11 @@ the label itself), MRR@20 via recip_rank on the run truncated at 20. Skipped wit
 
 import numpy as np
 import pytest
+from helpers import make_testset
 
 from evaluator.measure import metrics
-from evaluator.testset.datasets import cranfield
 from evaluator.run.runs import import_run
-
-from helpers import make_testset
+from evaluator.testset.datasets import cranfield
 
 pytrec_eval = pytest.importorskip("pytrec_eval")
 
@@ -30,7 +29,9 @@ def cran(shared_dir, database, tmp_path_factory):
     for i in range(sims.shape[0]):
         top = np.argsort(-sims[i], kind="stable")[:100]
         run[str(i + 1)] = {str(j + 1): float(sims[i, j]) for j in top}
-        lines += [f"{i + 1} Q0 {j + 1} {r} {float(sims[i, j])!r} exact\n" for r, j in enumerate(top, 1)]
+        lines += [
+            f"{i + 1} Q0 {j + 1} {r} {float(sims[i, j])!r} exact\n" for r, j in enumerate(top, 1)
+        ]
     path = tmp_path_factory.mktemp("cran") / "exact.trec"
     path.write_text("".join(lines))
     with database.connect(autocommit=True) as conn:
@@ -41,18 +42,24 @@ def cran(shared_dir, database, tmp_path_factory):
 
 
 def _trec(qrels, run, measures, relabel=False):
-    q = {k: {d: (2 ** g - 1 if relabel else g) for d, g in v.items()} for k, v in qrels.items()}
+    q = {k: {d: (2**g - 1 if relabel else g) for d, g in v.items()} for k, v in qrels.items()}
     return pytrec_eval.RelevanceEvaluator(q, set(measures)).evaluate(run)
 
 
 def test_recall_ndcg_mrr_match_trec_eval(conn, cran):
     qrels, run = cran
     rid = metrics.resolve_run(conn, "cran-x-exact").run_id
-    ours = {r["query_id"]: r for r in metrics.per_query(
-        conn, rid, ["recall@5", "recall@10", "recall@100", "ndcg@5", "ndcg@10", "mrr@20"])}
+    ours = {
+        r["query_id"]: r
+        for r in metrics.per_query(
+            conn, rid, ["recall@5", "recall@10", "recall@100", "ndcg@5", "ndcg@10", "mrr@20"]
+        )
+    }
     rec = _trec(qrels, run, {"recall_5", "recall_10", "recall_100"})
     ndcg = _trec(qrels, run, {"ndcg_cut_5", "ndcg_cut_10"}, relabel=True)
-    top20 = {q: dict(sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))[:20]) for q, d in run.items()}
+    top20 = {
+        q: dict(sorted(d.items(), key=lambda kv: (-kv[1], kv[0]))[:20]) for q, d in run.items()
+    }
     rr = _trec(qrels, top20, {"recip_rank"})
     valid = [q for q, g in qrels.items() if any(v >= 1 for v in g.values())]
     assert len(valid) == len(ours) > 200

@@ -1,7 +1,6 @@
 """Database access: DSN resolution order, the embedded server's lifecycle, `pgeval init`
 idempotence, and passwords kept out of messages."""
 
-
 import pytest
 
 from evaluator.core import server
@@ -23,25 +22,35 @@ def test_resolution_order(monkeypatch, tmp_path):
     assert Database.resolve(dsn="postgresql://a@b/c").source == "--dsn"
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("postgresql://user:s3cr3t@host:5432/db", "postgresql://user:***@host:5432/db"),
-    ("postgres://user:p%40ss@host/db?sslmode=require", "postgres://user:***@host/db?sslmode=require"),
-    ("host=h user=u password=s3cr3t dbname=d", "host=h user=u password=*** dbname=d"),
-    ("host=h password='a b c' dbname=d", "host=h password=*** dbname=d"),
-    ("postgresql://user@host/db", "postgresql://user@host/db"),
-    ("POSTGRESQL://user:s3cr3t@host/db", "POSTGRESQL://user:***@host/db"),
-    ("postgresql://user:a@b@c@host:5432/db", "postgresql://user:***@host:5432/db"),
-    ("host=h password='a b c", "host=h password=***"),
-    ("http://u:k3y@h/v1?api_key=abc&x=1&token=def", "http://u:***@h/v1?api_key=***&x=1&token=***"),
-    ("Authorization: Bearer sk-0123456789", "Authorization: Bearer ***"),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("postgresql://user:s3cr3t@host:5432/db", "postgresql://user:***@host:5432/db"),
+        (
+            "postgres://user:p%40ss@host/db?sslmode=require",
+            "postgres://user:***@host/db?sslmode=require",
+        ),
+        ("host=h user=u password=s3cr3t dbname=d", "host=h user=u password=*** dbname=d"),
+        ("host=h password='a b c' dbname=d", "host=h password=*** dbname=d"),
+        ("postgresql://user@host/db", "postgresql://user@host/db"),
+        ("POSTGRESQL://user:s3cr3t@host/db", "POSTGRESQL://user:***@host/db"),
+        ("postgresql://user:a@b@c@host:5432/db", "postgresql://user:***@host:5432/db"),
+        ("host=h password='a b c", "host=h password=***"),
+        (
+            "http://u:k3y@h/v1?api_key=abc&x=1&token=def",
+            "http://u:***@h/v1?api_key=***&x=1&token=***",
+        ),
+        ("Authorization: Bearer sk-0123456789", "Authorization: Bearer ***"),
+    ],
+)
 def test_redact(text, expected):
     assert redact(text) == expected
 
 
 def test_connection_error_names_no_password(pgeval):
-    code, out, err = pgeval("--dsn", "postgresql://alice:hunter2@127.0.0.1:1/kb?connect_timeout=2",
-                            "metrics", "x")
+    code, out, err = pgeval(
+        "--dsn", "postgresql://alice:hunter2@127.0.0.1:1/kb?connect_timeout=2", "metrics", "x"
+    )
     assert code == 1
     assert "hunter2" not in out + err and "cannot connect" in err and "***" in err
     assert "Traceback" not in err
@@ -50,7 +59,7 @@ def test_connection_error_names_no_password(pgeval):
 def test_embedded_lifecycle_and_autostart(pgeval, tmp_path):
     datadir = str(tmp_path / "pg")
     code, out, _ = pgeval("--datadir", datadir, "db", "status")
-    assert code == 3 and out.startswith("stopped")      # pg_ctl status's convention
+    assert code == 3 and out.startswith("stopped")  # pg_ctl status's convention
     try:
         # a command that needs the server starts it
         code, out, err = pgeval("--datadir", datadir, "init")
@@ -72,12 +81,18 @@ def test_embedded_lifecycle_and_autostart(pgeval, tmp_path):
 
 
 def _catalog(conn):
-    return (conn.execute("SELECT p.oid::regprocedure::text, md5(pg_get_functiondef(p.oid)) "
-                         "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
-                         "WHERE n.nspname = 'pgeval' AND p.prokind <> 'a' ORDER BY 1").fetchall(),
-            conn.execute("SELECT table_name, column_name, data_type FROM information_schema.columns "
-                         "WHERE table_schema = 'pgeval' ORDER BY 1, 2").fetchall(),
-            conn.execute("SELECT version_num FROM pgeval.alembic_version").fetchall())
+    return (
+        conn.execute(
+            "SELECT p.oid::regprocedure::text, md5(pg_get_functiondef(p.oid)) "
+            "FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE n.nspname = 'pgeval' AND p.prokind <> 'a' ORDER BY 1"
+        ).fetchall(),
+        conn.execute(
+            "SELECT table_name, column_name, data_type FROM information_schema.columns "
+            "WHERE table_schema = 'pgeval' ORDER BY 1, 2"
+        ).fetchall(),
+        conn.execute("SELECT version_num FROM pgeval.alembic_version").fetchall(),
+    )
 
 
 def test_init_twice_changes_nothing(pgeval, conn):

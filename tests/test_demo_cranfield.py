@@ -27,22 +27,30 @@ def test_packaged_collection_is_complete():
 
 @pytest.mark.slow
 def test_demo_on_cranfield(clean, pgeval, conn, tmp_path, monkeypatch):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))     # where the demo's temp dir goes
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the demo's temp dir goes
     out_dir = tmp_path / "out"
     started = time.perf_counter()
     code, out, err = pgeval("demo", "--out", str(out_dir))
     elapsed = time.perf_counter() - started
     assert code == 0, err
     assert elapsed < BUDGET_S, f"the demo took {elapsed:.1f} s (budget {BUDGET_S} s)"
-    for text in ("$ pgeval run pipeline", "hnsw.ef_search=10", "$ pgeval stage-report",
-                 "$ pgeval sweep", "$ pgeval report", "pgeval db stop", "pgeval target add kb"):
+    for text in (
+        "$ pgeval run pipeline",
+        "hnsw.ef_search=10",
+        "$ pgeval stage-report",
+        "$ pgeval sweep",
+        "$ pgeval report",
+        "pgeval db stop",
+        "pgeval target add kb",
+    ):
         assert text in out, text
-    assert len(re.findall(r"^\(\d+\.\d s\)$", out, re.M)) >= 8      # every step is timed
+    assert len(re.findall(r"^\(\d+\.\d s\)$", out, re.M)) >= 8  # every step is timed
     assert "not statistically meaningful" not in out + err
     assert (out_dir / "report.html").stat().st_size > 10_000
     assert (out_dir / "sweep-hnsw.png").read_bytes()[:4] == b"\x89PNG"
-    experiment = conn.execute("SELECT name FROM pgeval.experiment WHERE name ~ '^demo-[0-9-]+$'"
-                              ).fetchone()[0]
+    experiment = conn.execute(
+        "SELECT name FROM pgeval.experiment WHERE name ~ '^demo-[0-9-]+$'"
+    ).fetchone()[0]
     code, text, err = pgeval("stage-report", experiment, "--format", "json")
     assert code == 0, err
     report = json.loads(text)

@@ -7,12 +7,10 @@ import copy
 import json
 
 import pytest
-
 from helpers import make_run, make_testset
 
 from evaluator.dba import fingerprint as fpmod
 from evaluator.dba.config_diff import compare, flatten
-
 
 BASE = {
     "fingerprint_version": 1,
@@ -42,7 +40,8 @@ def variant(**changes):
 def test_one_variable_no_warning():
     d = compare(BASE, variant(query_settings__hnsw_DOT_ef_search="80"))
     assert [(x.key, x.a, x.b) for x in d.differences] == [
-        ("query_settings.hnsw.ef_search", "40", "80")]
+        ("query_settings.hnsw.ef_search", "40", "80")
+    ]
     assert d.warnings() == []
 
 
@@ -60,8 +59,9 @@ def test_grouped_keys_are_one_variable():
 def test_info_is_ignored_and_two_variables_warn():
     d = compare(BASE, variant(info={"captured_at": "later"}))
     assert not d.differences
-    d = compare(BASE, variant(query_settings__hnsw_DOT_ef_search="80",
-                              indexes__kb_hnsw__options__m="32"))
+    d = compare(
+        BASE, variant(query_settings__hnsw_DOT_ef_search="80", indexes__kb_hnsw__options__m="32")
+    )
     assert d.variables == ["indexes.kb_hnsw.options.m", "query_settings.hnsw.ef_search"]
     assert "2 variables differ" in d.warnings()[0]
 
@@ -75,14 +75,18 @@ def test_flatten_keeps_lists_whole():
 def two_runs(clean):
     with clean.connect(autocommit=True) as c:
         make_testset(c, "dts", {"q1": {"d1": 1}})
-        for name, fp in (("ra", BASE), ("rb", variant(query_settings__hnsw_DOT_ef_search="80")),
-                         ("rc", variant(query_settings__hnsw_DOT_ef_search="80",
-                                        planner__work_mem="64MB")),
-                         ("rnone", None)):
+        for name, fp in (
+            ("ra", BASE),
+            ("rb", variant(query_settings__hnsw_DOT_ef_search="80")),
+            ("rc", variant(query_settings__hnsw_DOT_ef_search="80", planner__work_mem="64MB")),
+            ("rnone", None),
+        ):
             rid = make_run(c, name, "dts", {"q1": ["d1"]})
             if fp is not None:
-                c.execute("UPDATE pgeval.run SET fingerprint = %s, config_hash = %s "
-                          "WHERE run_id = %s", (json.dumps(fp), fpmod.config_hash(fp), rid))
+                c.execute(
+                    "UPDATE pgeval.run SET fingerprint = %s, config_hash = %s WHERE run_id = %s",
+                    (json.dumps(fp), fpmod.config_hash(fp), rid),
+                )
     return clean
 
 

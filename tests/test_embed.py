@@ -12,7 +12,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
-
 from helpers import make_testset
 
 KEY = "sk-test-0123456789abcdef"
@@ -38,24 +37,36 @@ class EmbeddingServer:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "body": body,
-                                       "auth": self.headers.get("Authorization")})
+                outer.requests.append(
+                    {"path": self.path, "body": body, "auth": self.headers.get("Authorization")}
+                )
                 if self.path != "/v1/embeddings":
                     return self._send(404, {"error": {"message": "no such route"}})
                 if self.headers.get("Authorization") != f"Bearer {KEY}":
-                    return self._send(401, {"error": {"message": "Incorrect API key provided: "
-                                                      + str(self.headers.get("Authorization"))}})
+                    return self._send(
+                        401,
+                        {
+                            "error": {
+                                "message": "Incorrect API key provided: "
+                                + str(self.headers.get("Authorization"))
+                            }
+                        },
+                    )
                 if outer.always:
                     return self._send(outer.always, {"error": {"message": "overloaded"}})
                 if outer.fail_first > 0:
                     outer.fail_first -= 1
-                    return self._send(outer.status, {"error": {"message": "rate limited"}},
-                                      {"Retry-After": "0"})
+                    return self._send(
+                        outer.status, {"error": {"message": "rate limited"}}, {"Retry-After": "0"}
+                    )
                 dim = body.get("dimensions", DIM)
-                data = [{"object": "embedding", "index": i, "embedding": fake_vector(t, dim)}
-                        for i, t in enumerate(body["input"])]
-                self._send(200, {"object": "list", "data": list(reversed(data)),
-                                 "model": body["model"]})
+                data = [
+                    {"object": "embedding", "index": i, "embedding": fake_vector(t, dim)}
+                    for i, t in enumerate(body["input"])
+                ]
+                self._send(
+                    200, {"object": "list", "data": list(reversed(data)), "model": body["model"]}
+                )
 
             def _send(self, code, doc, headers=None):
                 raw = json.dumps(doc).encode()
@@ -85,24 +96,42 @@ TEXTS = {f"q{i}": f"what is question number {i}?" for i in range(1, 24)}
 
 @pytest.fixture
 def ts(clean, conn):
-    make_testset(conn, "emb", {q: {"d1": 1} for q in TEXTS}, texts=TEXTS,
-                 embeddings={q: [float(i), 1.0, 0.0] for i, q in enumerate(TEXTS, 1)})
+    make_testset(
+        conn,
+        "emb",
+        {q: {"d1": 1} for q in TEXTS},
+        texts=TEXTS,
+        embeddings={q: [float(i), 1.0, 0.0] for i, q in enumerate(TEXTS, 1)},
+    )
     return clean
 
 
 def stored(conn, label):
-    rows = conn.execute("SELECT e.query_id, e.dim, e.embedding::text FROM pgeval.query_embedding e "
-                        "JOIN pgeval.query q USING (testset_id, query_id) WHERE e.embedder = %s "
-                        "ORDER BY q.position", (label,)).fetchall()
+    rows = conn.execute(
+        "SELECT e.query_id, e.dim, e.embedding::text FROM pgeval.query_embedding e "
+        "JOIN pgeval.query q USING (testset_id, query_id) WHERE e.embedder = %s "
+        "ORDER BY q.position",
+        (label,),
+    ).fetchall()
     return {r[0]: (r[1], np.array(r[2].strip("[]").split(","), dtype=np.float32)) for r in rows}
 
 
 def test_openai_embedder_batches_retries_and_stores(ts, conn, pgeval, monkeypatch):
     monkeypatch.setenv("PGEVAL_TEST_KEY", KEY)
     with EmbeddingServer(fail_first=1) as srv:
-        code, out, err = pgeval("embed", "--testset", "emb", "--embedder", "openai:tiny-embed",
-                                "--base-url", srv.url, "--api-key-env", "PGEVAL_TEST_KEY",
-                                "--batch-size", "5")
+        code, out, err = pgeval(
+            "embed",
+            "--testset",
+            "emb",
+            "--embedder",
+            "openai:tiny-embed",
+            "--base-url",
+            srv.url,
+            "--api-key-env",
+            "PGEVAL_TEST_KEY",
+            "--batch-size",
+            "5",
+        )
         assert code == 0, err
         assert "openai:tiny-embed: 23 query embeddings of dimension 6" in out
         # 23 texts in batches of 5 = 5 requests, plus one retry after the 429
@@ -114,24 +143,52 @@ def test_openai_embedder_batches_retries_and_stores(ts, conn, pgeval, monkeypatc
         for qid, (dim, vec) in got.items():
             assert dim == DIM and np.allclose(vec, fake_vector(TEXTS[qid]))
         # stored once: a second call sends nothing
-        code, out, _ = pgeval("embed", "--testset", "emb", "--embedder", "openai:tiny-embed",
-                              "--base-url", srv.url, "--api-key-env", "PGEVAL_TEST_KEY")
+        code, out, _ = pgeval(
+            "embed",
+            "--testset",
+            "emb",
+            "--embedder",
+            "openai:tiny-embed",
+            "--base-url",
+            srv.url,
+            "--api-key-env",
+            "PGEVAL_TEST_KEY",
+        )
         assert code == 0 and "already stored" in out and len(srv.requests) == 6
         # requested dimensions are sent and become part of the label
-        code, out, err = pgeval("embed", "--testset", "emb", "--embedder", "openai:tiny-embed",
-                                "--dimensions", "4", "--base-url", srv.url,
-                                "--api-key-env", "PGEVAL_TEST_KEY")
+        code, out, err = pgeval(
+            "embed",
+            "--testset",
+            "emb",
+            "--embedder",
+            "openai:tiny-embed",
+            "--dimensions",
+            "4",
+            "--base-url",
+            srv.url,
+            "--api-key-env",
+            "PGEVAL_TEST_KEY",
+        )
         assert code == 0, err
         assert srv.requests[-1]["body"]["dimensions"] == 4
         assert {d for d, _ in stored(conn, "openai:tiny-embed@4").values()} == {4}
 
 
 def test_openai_4xx_is_a_clear_error_without_the_key(ts, conn, pgeval, monkeypatch):
-    monkeypatch.setenv("PGEVAL_TEST_KEY", KEY[:-1] + "X")   # wrong key: the server echoes it
+    monkeypatch.setenv("PGEVAL_TEST_KEY", KEY[:-1] + "X")  # wrong key: the server echoes it
     with EmbeddingServer() as srv:
-        code, out, err = pgeval("embed", "--testset", "emb", "--embedder", "openai:m",
-                                "--base-url", srv.url, "--api-key-env", "PGEVAL_TEST_KEY")
-        assert code == 1 and len(srv.requests) == 1            # no retry on 401
+        code, out, err = pgeval(
+            "embed",
+            "--testset",
+            "emb",
+            "--embedder",
+            "openai:m",
+            "--base-url",
+            srv.url,
+            "--api-key-env",
+            "PGEVAL_TEST_KEY",
+        )
+        assert code == 1 and len(srv.requests) == 1  # no retry on 401
     assert "answered HTTP 401: Incorrect API key provided: Bearer ***" in err
     assert KEY[:-1] not in err + out and "Traceback" not in err
     assert conn.execute("SELECT count(*) FROM pgeval.query_embedding").fetchone()[0] == 0
@@ -139,22 +196,33 @@ def test_openai_4xx_is_a_clear_error_without_the_key(ts, conn, pgeval, monkeypat
 
 def test_openai_missing_key_variable(ts, pgeval, monkeypatch):
     monkeypatch.delenv("PGEVAL_NO_SUCH_KEY", raising=False)
-    code, _, err = pgeval("embed", "--testset", "emb", "--embedder", "openai:m", "--base-url",
-                          "http://127.0.0.1:9/v1", "--api-key-env", "PGEVAL_NO_SUCH_KEY")
+    code, _, err = pgeval(
+        "embed",
+        "--testset",
+        "emb",
+        "--embedder",
+        "openai:m",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--api-key-env",
+        "PGEVAL_NO_SUCH_KEY",
+    )
     assert code == 1 and "environment variable PGEVAL_NO_SUCH_KEY is not set" in err
 
 
 def test_openai_gives_up_after_retries_on_5xx(ts, monkeypatch):
+    from evaluator.core.errors import InputError
     from evaluator.providers.embedders.http import OpenAIEmbedder
     from evaluator.providers.embedders.storage import testset_queries
-    from evaluator.core.errors import InputError
 
     monkeypatch.setenv("PGEVAL_TEST_KEY", KEY)
     with EmbeddingServer(always=503) as srv, ts.connect() as conn:
-        emb = OpenAIEmbedder("m", base_url=srv.url, api_key_env="PGEVAL_TEST_KEY", retries=2,
-                             backoff_s=0.01)
-        queries = testset_queries(conn, conn.execute("SELECT testset_id FROM pgeval.testset"
-                                                     ).fetchone()[0])
+        emb = OpenAIEmbedder(
+            "m", base_url=srv.url, api_key_env="PGEVAL_TEST_KEY", retries=2, backoff_s=0.01
+        )
+        queries = testset_queries(
+            conn, conn.execute("SELECT testset_id FROM pgeval.testset").fetchone()[0]
+        )
         with pytest.raises(InputError, match="failed after 3 attempts: HTTP 503: overloaded"):
             emb.embed(queries)
         assert len(srv.requests) == 3
@@ -168,13 +236,16 @@ def test_precomputed_and_numpy(ts, conn, pgeval, tmp_path):
     assert np.allclose(got["q7"][1], [7.0, 1.0, 0.0])
     matrix = np.arange(23 * 5, dtype=np.float32).reshape(23, 5)
     np.save(tmp_path / "q.npy", matrix)
-    code, out, err = pgeval("embed", "--testset", "emb", "--embedder", f"numpy:{tmp_path / 'q.npy'}")
+    code, out, err = pgeval(
+        "embed", "--testset", "emb", "--embedder", f"numpy:{tmp_path / 'q.npy'}"
+    )
     assert code == 0, err
-    label = conn.execute("SELECT DISTINCT embedder FROM pgeval.query_embedding WHERE embedder "
-                         "LIKE 'numpy:%'").fetchone()[0]
+    label = conn.execute(
+        "SELECT DISTINCT embedder FROM pgeval.query_embedding WHERE embedder LIKE 'numpy:%'"
+    ).fetchone()[0]
     assert label.startswith("numpy:q.npy#")
     got = stored(conn, label)
-    assert all(np.allclose(got[q][1], matrix[i]) for i, q in enumerate(TEXTS))   # row i = query i
+    assert all(np.allclose(got[q][1], matrix[i]) for i, q in enumerate(TEXTS))  # row i = query i
     code, out, _ = pgeval("embed --list --format json")
     assert {r["embedder"] for r in json.loads(out)} == {"precomputed", label}
 
@@ -182,8 +253,9 @@ def test_precomputed_and_numpy(ts, conn, pgeval, tmp_path):
 def test_numpy_wrong_shape_and_missing_precomputed(clean, conn, pgeval, tmp_path):
     make_testset(conn, "emb", {q: {"d1": 1} for q in TEXTS}, texts=TEXTS)
     np.save(tmp_path / "short.npy", np.zeros((5, 3), dtype=np.float32))
-    code, _, err = pgeval("embed", "--testset", "emb", "--embedder",
-                          f"numpy:{tmp_path / 'short.npy'}")
+    code, _, err = pgeval(
+        "embed", "--testset", "emb", "--embedder", f"numpy:{tmp_path / 'short.npy'}"
+    )
     assert code == 1 and "short.npy: 5 rows for 23 queries" in err
     code, _, err = pgeval("embed --testset emb --embedder precomputed")
     assert code == 1 and "query 'q1' has no embedding in the test set" in err

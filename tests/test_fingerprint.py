@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-
 from dba_data import ensure_table, ensure_target
 
 from evaluator.dba import fingerprint as fpmod
@@ -23,8 +22,10 @@ def small(database):
     with database.connect(autocommit=True) as c:
         c.execute(f"DROP TABLE IF EXISTS {TABLE}")
         ensure_table(c, TABLE, rng.normal(size=(300, 8)).astype(np.float32))
-        c.execute(f"CREATE INDEX dba_fp_hnsw ON {TABLE} USING hnsw (embedding vector_cosine_ops) "
-                  "WITH (m = 8)")
+        c.execute(
+            f"CREATE INDEX dba_fp_hnsw ON {TABLE} USING hnsw (embedding vector_cosine_ops) "
+            "WITH (m = 8)"
+        )
     yield TABLE
     with database.connect(autocommit=True) as c:
         c.execute(f"DROP TABLE IF EXISTS {TABLE}")
@@ -80,8 +81,10 @@ def test_index_option_changes_hash_and_default_does_not(conn, target):
     fp_m8, h_m8 = capture(conn, target)
     try:
         conn.execute("DROP INDEX dba_fp_hnsw")
-        conn.execute(f"CREATE INDEX dba_fp_hnsw ON {TABLE} USING hnsw (embedding "
-                     "vector_cosine_ops) WITH (m = 12)")
+        conn.execute(
+            f"CREATE INDEX dba_fp_hnsw ON {TABLE} USING hnsw (embedding "
+            "vector_cosine_ops) WITH (m = 12)"
+        )
         fp_m12, h_m12 = capture(conn, target)
         assert h_m12 != h_m8
         d = compare(fp_m8, fp_m12)
@@ -89,12 +92,15 @@ def test_index_option_changes_hash_and_default_does_not(conn, target):
         assert len(d.variables) == 1 and not d.warnings()
         # m = 16 written out and m left at its default are the same configuration
         conn.execute("DROP INDEX dba_fp_hnsw")
-        conn.execute(f"CREATE INDEX dba_fp_hnsw ON {TABLE} USING hnsw (embedding "
-                     "vector_cosine_ops) WITH (m = 16)")
+        conn.execute(
+            f"CREATE INDEX dba_fp_hnsw ON {TABLE} USING hnsw (embedding "
+            "vector_cosine_ops) WITH (m = 16)"
+        )
         fp_explicit, h_explicit = capture(conn, target)
         conn.execute("DROP INDEX dba_fp_hnsw")
-        conn.execute(f"CREATE INDEX dba_fp_hnsw ON {TABLE} USING hnsw (embedding "
-                     "vector_cosine_ops)")
+        conn.execute(
+            f"CREATE INDEX dba_fp_hnsw ON {TABLE} USING hnsw (embedding vector_cosine_ops)"
+        )
         fp_default, h_default = capture(conn, target)
         # two builds of the same options: only the build differs (REINDEX alike), not m
         assert compare(fp_explicit, fp_default).variables == ["indexes.dba_fp_hnsw.build"]
@@ -102,8 +108,10 @@ def test_index_option_changes_hash_and_default_does_not(conn, target):
         assert fp_default["info"]["indexes"]["dba_fp_hnsw"]["explicit_options"] == {}
     finally:
         conn.execute("DROP INDEX IF EXISTS dba_fp_hnsw")
-        conn.execute(f"CREATE INDEX dba_fp_hnsw ON {TABLE} USING hnsw (embedding "
-                     "vector_cosine_ops) WITH (m = 8)")
+        conn.execute(
+            f"CREATE INDEX dba_fp_hnsw ON {TABLE} USING hnsw (embedding "
+            "vector_cosine_ops) WITH (m = 8)"
+        )
     assert compare(fp_m8, capture(conn, target)[0]).variables == ["indexes.dba_fp_hnsw.build"]
 
 
@@ -126,8 +134,9 @@ def test_content_change_changes_checksum_not_rows(conn, target):
 def test_test_set_filters_and_embedder_are_recorded(conn, target):
     fp1, h1 = capture(conn, target, testset_hash="aaa", embedder="minilm")
     fp2, h2 = capture(conn, target, testset_hash="bbb", embedder="minilm")
-    fp3, h3 = capture(conn, target, testset_hash="aaa", embedder="minilm",
-                      filters={"labels": "1,2"})
+    fp3, h3 = capture(
+        conn, target, testset_hash="aaa", embedder="minilm", filters={"labels": "1,2"}
+    )
     assert len({h1, h2, h3}) == 3
     assert fp3["filters"] == {"labels": "1,2"}
     assert fp1["embedding"] == {"model": "minilm", "dimension": 8}
@@ -145,16 +154,21 @@ def test_no_password_in_fingerprint(database, target):
 
     with psycopg.connect(with_password, autocommit=True) as c:
         c.execute("SET application_name = 'pgeval password=Sup3rSecretPw'")
-        fp, _ = capture(c, target, embedder="openai:text-embedding-3-small?api_key=sk-Secret42",
-                        extra={"note": "password=Sup3rSecretPw"})
+        fp, _ = capture(
+            c,
+            target,
+            embedder="openai:text-embedding-3-small?api_key=sk-Secret42",
+            extra={"note": "password=Sup3rSecretPw"},
+        )
     text = json.dumps(fp)
     assert "Sup3rSecretPw" not in text and "sk-Secret42" not in text
     assert "api_key=***" in fp["embedding"]["model"]
 
 
 def test_cli_fingerprint(pgeval, target):
-    code, out, err = pgeval("fingerprint", "--target", "dba-fp", "--set", "hnsw.ef_search=64",
-                            "--format", "json")
+    code, out, err = pgeval(
+        "fingerprint", "--target", "dba-fp", "--set", "hnsw.ef_search=64", "--format", "json"
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["fingerprint"]["query_settings"]["hnsw.ef_search"] == "64"

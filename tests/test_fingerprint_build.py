@@ -15,12 +15,11 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from robust_kb import add_target, ensure_table, ensure_testset
 
+from evaluator.core.errors import Conflict
 from evaluator.dba import fingerprint as fpmod
 from evaluator.dba.config_diff import compare
-from evaluator.core.errors import Conflict
 from evaluator.dba.sweep import SweepConfig, run_sweep
 
 TABLE, INDEX = "fb_kb", "fb_kb_hnsw"
@@ -29,8 +28,10 @@ TABLE, INDEX = "fb_kb", "fb_kb_hnsw"
 @pytest.fixture
 def kb(clean, conn):
     ensure_table(conn, TABLE, 400, 8, hnsw=False, seed=9)
-    conn.execute(f"CREATE INDEX IF NOT EXISTS {INDEX} ON {TABLE} USING hnsw "
-                 "(embedding vector_cosine_ops) WITH (m = 4, ef_construction = 8)")
+    conn.execute(
+        f"CREATE INDEX IF NOT EXISTS {INDEX} ON {TABLE} USING hnsw "
+        "(embedding vector_cosine_ops) WITH (m = 4, ef_construction = 8)"
+    )
     ensure_testset(conn, "fb", TABLE, 20, 8, n_rows=400, seed=9)
     return add_target(conn, "fb", TABLE)
 
@@ -54,9 +55,11 @@ def test_reindex_changes_the_hash_and_names_the_build(conn, kb):
 def test_unrelated_extension_and_timeout_leave_the_hash(conn, kb):
     fp1, h1 = capture(conn, kb)
     created = None
-    for ext in ("age", "http"):     # available on the embedded server, unused by retrieval
-        if conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = %s AND "
-                        "installed_version IS NULL", (ext,)).fetchone():
+    for ext in ("age", "http"):  # available on the embedded server, unused by retrieval
+        if conn.execute(
+            "SELECT 1 FROM pg_available_extensions WHERE name = %s AND installed_version IS NULL",
+            (ext,),
+        ).fetchone():
             conn.execute(f"CREATE EXTENSION {ext}")
             created = ext
             break
@@ -73,35 +76,63 @@ def test_unrelated_extension_and_timeout_leave_the_hash(conn, kb):
 
 
 def _sweep(name: str) -> SweepConfig:
-    return SweepConfig(testset="fb", target="fb", stage="hnsw", params=("hnsw.ef_search=10,40",),
-                       settings={"enable_seqscan": "off", "work_mem": "7MB"}, repeat=1, k=5,
-                       name=name)
+    return SweepConfig(
+        testset="fb",
+        target="fb",
+        stage="hnsw",
+        params=("hnsw.ef_search=10,40",),
+        settings={"enable_seqscan": "off", "work_mem": "7MB"},
+        repeat=1,
+        k=5,
+        name=name,
+    )
 
 
 def test_sweep_never_keeps_points_of_another_build(database, conn, kb, pgeval):
     first = run_sweep(database, _sweep("fb-s1"))
     assert first.measured == 2
-    again = run_sweep(database, _sweep("fb-s1"))            # same build: kept, not measured
+    again = run_sweep(database, _sweep("fb-s1"))  # same build: kept, not measured
     assert again.kept == 2 and again.measured == 0
     conn.execute(f"REINDEX INDEX {INDEX}")
     with pytest.raises(Conflict) as exc:
         run_sweep(database, _sweep("fb-s1"))
     assert f"indexes.{INDEX}.build" in str(exc.value) and "--fresh" in str(exc.value)
-    code, out, err = pgeval("sweep", "--testset", "fb", "--target", "fb", "--stage", "hnsw",
-                            "--param", "hnsw.ef_search=10,40", "--set", "enable_seqscan=off",
-                            "--set", "work_mem=7MB", "--repeat", "1", "--k", "5", "--name",
-                            "fb-s1")
+    code, out, err = pgeval(
+        "sweep",
+        "--testset",
+        "fb",
+        "--target",
+        "fb",
+        "--stage",
+        "hnsw",
+        "--param",
+        "hnsw.ef_search=10,40",
+        "--set",
+        "enable_seqscan=off",
+        "--set",
+        "work_mem=7MB",
+        "--repeat",
+        "1",
+        "--k",
+        "5",
+        "--name",
+        "fb-s1",
+    )
     assert code == 1 and "Traceback" not in err
     assert len([x for x in err.strip().splitlines() if x.strip()]) == 1, err
-    points = conn.execute("SELECT count(*) FROM pgeval.sweep_point sp JOIN pgeval.sweep s "
-                          "USING (sweep_id) WHERE s.name = 'fb-s1'").fetchone()[0]
-    assert points == 2          # nothing added or changed by the refused runs
+    points = conn.execute(
+        "SELECT count(*) FROM pgeval.sweep_point sp JOIN pgeval.sweep s "
+        "USING (sweep_id) WHERE s.name = 'fb-s1'"
+    ).fetchone()[0]
+    assert points == 2  # nothing added or changed by the refused runs
     # a new sweep after the rebuild measures every point: none is reused from the old build
     other = run_sweep(database, _sweep("fb-s2"))
     assert other.measured == 2 and other.reused == 0
-    hashes = conn.execute("SELECT s.name, sp.config_hash FROM pgeval.sweep_point sp JOIN "
-                          "pgeval.sweep s USING (sweep_id) WHERE s.name IN ('fb-s1', 'fb-s2') "
-                          "ORDER BY sp.point, s.name").fetchall()
+    hashes = conn.execute(
+        "SELECT s.name, sp.config_hash FROM pgeval.sweep_point sp JOIN "
+        "pgeval.sweep s USING (sweep_id) WHERE s.name IN ('fb-s1', 'fb-s2') "
+        "ORDER BY sp.point, s.name"
+    ).fetchall()
     assert hashes[0][1] != hashes[1][1] and hashes[2][1] != hashes[3][1]
     # --fresh measures the sweep anew under the new build
     fresh = run_sweep(database, SweepConfig(**{**_sweep("fb-s1").__dict__, "fresh": True}))
@@ -110,16 +141,41 @@ def test_sweep_never_keeps_points_of_another_build(database, conn, kb, pgeval):
 
 def test_diff_pipeline_run_against_sweep_run_names_no_bookkeeping(database, conn, kb, pgeval):
     run_sweep(database, _sweep("fb-s3"))
-    code, out, err = pgeval("run", "pipeline", "--testset", "fb", "--target", "fb", "--stages",
-                            "exact,hnsw", "--set", "enable_seqscan=off", "--set", "work_mem=7MB",
-                            "--set", "hnsw.ef_search=40", "--repeat", "2", "--depth", "20",
-                            "--name", "fb-p")
+    code, out, err = pgeval(
+        "run",
+        "pipeline",
+        "--testset",
+        "fb",
+        "--target",
+        "fb",
+        "--stages",
+        "exact,hnsw",
+        "--set",
+        "enable_seqscan=off",
+        "--set",
+        "work_mem=7MB",
+        "--set",
+        "hnsw.ef_search=40",
+        "--repeat",
+        "2",
+        "--depth",
+        "20",
+        "--name",
+        "fb-p",
+    )
     assert code == 0, err
     code, out, err = pgeval("diff", "fb-p.hnsw.1", "fb-s3.ef_search=40.1", "--format", "json")
     assert code == 0, err
     variables = json.loads(out)["variables"]
-    bookkeeping = ("info", "extra", "extensions", "testset.name", "target.name",
-                   "measurement.repeat", "planner.statement_timeout")
+    bookkeeping = (
+        "info",
+        "extra",
+        "extensions",
+        "testset.name",
+        "target.name",
+        "measurement.repeat",
+        "planner.statement_timeout",
+    )
     assert not [v for v in variables if v.startswith(bookkeeping)], variables
     # what does differ is what the two measure differently: the sweep's k and its scope
     assert variables and all(v.startswith("measurement.") for v in variables), variables

@@ -24,35 +24,69 @@ LABEL = "bm25 (ts_rank_cd fallback)"
 def kb(clean, conn, pgeval, tmp_path):
     if not conn.execute("SELECT to_regclass(%s) IS NOT NULL", (TABLE,)).fetchone()[0]:
         pg_real.build_kb(conn, TABLE)
-    for name in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s AND "
-                             "indexname LIKE 'fts_kb_t_%%'", (TABLE,)).fetchall():
+    for name in conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexname LIKE 'fts_kb_t_%%'",
+        (TABLE,),
+    ).fetchall():
         conn.execute(f"DROP INDEX {name[0]}")
     cases = pg_real.write_cases(tmp_path / "cases.jsonl")
-    for args in (["testset", "load", str(cases), "--name", "fts"],
-                 ["target", "add", "fts", "--table", TABLE, "--id-column", "doc_id",
-                  "--vector-column", "emb", "--text-column", "body"]):
+    for args in (
+        ["testset", "load", str(cases), "--name", "fts"],
+        [
+            "target",
+            "add",
+            "fts",
+            "--table",
+            TABLE,
+            "--id-column",
+            "doc_id",
+            "--vector-column",
+            "emb",
+            "--text-column",
+            "body",
+        ],
+    ):
         code, _, err = pgeval(*args)
         assert code == 0, err
     yield conn
-    for name in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = %s AND "
-                             "indexname LIKE 'fts_kb_t_%%'", (TABLE,)).fetchall():
+    for name in conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexname LIKE 'fts_kb_t_%%'",
+        (TABLE,),
+    ).fetchall():
         conn.execute(f"DROP INDEX {name[0]}")
 
 
 def _pipeline(pgeval, name: str, *opts: str):
-    code, out, err = pgeval("run", "pipeline", "--testset", "fts", "--target", "fts", "--stages",
-                            "exact,bm25", "--depth", "20", "--repeat", "1", "--name", name, *opts)
+    code, out, err = pgeval(
+        "run",
+        "pipeline",
+        "--testset",
+        "fts",
+        "--target",
+        "fts",
+        "--stages",
+        "exact,bm25",
+        "--depth",
+        "20",
+        "--repeat",
+        "1",
+        "--name",
+        name,
+        *opts,
+    )
     assert code == 0, err
     return out, err
 
 
 def test_fallback_is_named_wherever_its_figures_appear(kb, pgeval, tmp_path):
     out, err = _pipeline(pgeval, "fb", "--opt", "bm25:method=fts", "--opt", "bm25:config=english")
-    assert LABEL in out                                       # the pipeline's summary table
+    assert LABEL in out  # the pipeline's summary table
 
     code, out, err = pgeval("stage-report", "fb", "--worst", "0")
     assert code == 0, err
-    assert out.count(LABEL) >= 2          # quality table and chain (at 80 columns the cost table may cut it)
+    assert (
+        out.count(LABEL) >= 2
+    )  # quality table and chain (at 80 columns the cost table may cut it)
     assert "stage bm25: PostgreSQL full-text search (ts_rank_cd" in err
     code, out, err = pgeval("stage-report", "fb", "--format", "json")
     doc = json.loads(out)
@@ -81,8 +115,9 @@ def test_fallback_is_named_wherever_its_figures_appear(kb, pgeval, tmp_path):
 
 
 def test_real_bm25_keeps_its_name(kb, pgeval):
-    kb.execute(f"CREATE INDEX fts_kb_t_bm25 ON {TABLE} USING bm25 (body) "
-               "WITH (text_config = 'english')")
+    kb.execute(
+        f"CREATE INDEX fts_kb_t_bm25 ON {TABLE} USING bm25 (body) WITH (text_config = 'english')"
+    )
     _pipeline(pgeval, "real")
     code, out, err = pgeval("stage-report", "real", "--format", "json")
     assert code == 0, err
@@ -96,17 +131,24 @@ def _params(conn, run: str) -> dict:
 
 
 def _lists(conn, run: str) -> dict:
-    return dict(conn.execute(
-        "SELECT query_id, array_agg(chunk_id ORDER BY rank) FROM pgeval.result r "
-        "JOIN pgeval.run USING (run_id) WHERE name = %s GROUP BY 1", (run,)).fetchall())
+    return dict(
+        conn.execute(
+            "SELECT query_id, array_agg(chunk_id ORDER BY rank) FROM pgeval.result r "
+            "JOIN pgeval.run USING (run_id) WHERE name = %s GROUP BY 1",
+            (run,),
+        ).fetchall()
+    )
 
 
 def test_gin_index_hint_then_use(kb, pgeval):
-    out, err = _pipeline(pgeval, "nogin", "--opt", "bm25:method=fts", "--opt",
-                         "bm25:config=english")
+    out, err = _pipeline(
+        pgeval, "nogin", "--opt", "bm25:method=fts", "--opt", "bm25:config=english"
+    )
     hint = f'CREATE INDEX ON "{TABLE}" USING gin (to_tsvector(\'english\'::regconfig, "body"));'
-    assert f"no GIN index on to_tsvector('english', body): every query scans the whole table; " \
-           f"create one: {hint}" in err
+    assert (
+        f"no GIN index on to_tsvector('english', body): every query scans the whole table; "
+        f"create one: {hint}" in err
+    )
     p = _params(kb, "nogin.bm25.1")
     assert p["scan"] == "sequential scan" and p["index_hint"] == hint and p["fts_index"] is None
     code, out, err = pgeval("health", "--target", "fts", "--format", "json")
@@ -115,13 +157,12 @@ def test_gin_index_hint_then_use(kb, pgeval):
 
     kb.execute(hint.replace("CREATE INDEX ON", "CREATE INDEX fts_kb_t_gin ON"))
     kb.execute(f"ANALYZE {TABLE}")
-    out, err = _pipeline(pgeval, "gin", "--opt", "bm25:method=fts", "--opt",
-                         "bm25:config=english")
+    out, err = _pipeline(pgeval, "gin", "--opt", "bm25:method=fts", "--opt", "bm25:config=english")
     assert "no GIN index" not in err
     p = _params(kb, "gin.bm25.1")
     assert p["scan"] == "index fts_kb_t_gin" and p["fts_index"] == "fts_kb_t_gin"
     assert "index_hint" not in p
-    assert _lists(kb, "gin.bm25.1") == _lists(kb, "nogin.bm25.1")      # same answers, faster
+    assert _lists(kb, "gin.bm25.1") == _lists(kb, "nogin.bm25.1")  # same answers, faster
     code, out, err = pgeval("health", "--target", "fts", "--format", "json")
     assert code == 0, err
     keyword = {f["check"]: f for f in json.loads(out)}["keyword_index"]
@@ -138,7 +179,8 @@ def test_configuration_of_the_gin_index_is_used(kb, pgeval):
     assert p["text_config"] == "simple" and p["fts_index"] == "fts_kb_t_simple"
     assert p["scan"] == "index fts_kb_t_simple" and "no GIN index" not in err
     # another configuration asked for: that index cannot serve it, and the stage says so
-    _, err = _pipeline(pgeval, "english", "--opt", "bm25:method=fts", "--opt",
-                       "bm25:config=english")
+    _, err = _pipeline(
+        pgeval, "english", "--opt", "bm25:method=fts", "--opt", "bm25:config=english"
+    )
     assert "no GIN index on to_tsvector('english', body)" in err
     assert _params(kb, "english.bm25.1")["scan"] == "sequential scan"

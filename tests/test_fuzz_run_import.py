@@ -12,22 +12,24 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from helpers import make_testset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from robust_kb import pgeval_counts
 
 from evaluator.core.errors import PgevalError
 from evaluator.run.runs import import_run
-from helpers import make_testset
-from robust_kb import pgeval_counts
 
 pytestmark = pytest.mark.slow
 
 QUERIES = ["q1", "q2", "问3", "q 4"]
 _names = itertools.count()
 _dir = Path(tempfile.mkdtemp(prefix="pgeval-fuzz-run-"))
-FUZZ = settings(max_examples=80, deadline=None,
-                suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                       HealthCheck.too_slow])
+FUZZ = settings(
+    max_examples=80,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -41,8 +43,12 @@ def _remove_fuzz_files():
 def fuzz_conn(database):
     with database.connect(autocommit=True) as c:
         c.execute("DELETE FROM pgeval.testset WHERE name = 'fuzz-runs'")
-        make_testset(c, "fuzz-runs", {"q1": {"c1": 3, "c2": 1}, "q2": {"c3": 2},
-                                      "问3": {"块": 1}, "q 4": {}}, unanswerable=("q 4",))
+        make_testset(
+            c,
+            "fuzz-runs",
+            {"q1": {"c1": 3, "c2": 1}, "q2": {"c3": 2}, "问3": {"块": 1}, "q 4": {}},
+            unanswerable=("q 4",),
+        )
         yield c
         c.execute("DELETE FROM pgeval.testset WHERE name = 'fuzz-runs'")
 
@@ -67,7 +73,7 @@ def _expected(data: bytes, fmt: str) -> dict[str, list[str]]:
     for qid, items in lists.items():
         if qid in QUERIES:
             # TREC: score descending, ties by chunk id descending (trec_eval); JSONL: as given
-            out[qid] = ([c for _, c in sorted(items, reverse=True)] if fmt == "trec" else items)
+            out[qid] = [c for _, c in sorted(items, reverse=True)] if fmt == "trec" else items
     return out
 
 
@@ -83,16 +89,19 @@ def _try_import(conn, data: bytes, fmt: str):
         assert pgeval_counts(conn) == before
         return None
     try:
-        status, rule = conn.execute("SELECT status, order_rule FROM pgeval.run WHERE name = %s",
-                                    (name,)).fetchone()
+        status, rule = conn.execute(
+            "SELECT status, order_rule FROM pgeval.run WHERE name = %s", (name,)
+        ).fetchone()
         assert status == "complete"
-        rows = conn.execute("SELECT query_id, rank, chunk_id FROM pgeval.result r JOIN pgeval.run "
-                            "USING (run_id) WHERE name = %s ORDER BY query_id, rank",
-                            (name,)).fetchall()
+        rows = conn.execute(
+            "SELECT query_id, rank, chunk_id FROM pgeval.result r JOIN pgeval.run "
+            "USING (run_id) WHERE name = %s ORDER BY query_id, rank",
+            (name,),
+        ).fetchall()
         stored: dict[str, list[str]] = {}
         for qid, rank, chunk in rows:
             stored.setdefault(qid, []).append(chunk)
-            assert rank == len(stored[qid])               # ranks 1..n, no gap
+            assert rank == len(stored[qid])  # ranks 1..n, no gap
         assert stored == _expected(data, fmt)
         assert report.rows == len(rows) and report.queries == len(stored)
     finally:
@@ -113,21 +122,35 @@ def _mostly(valid, junk):
 
 
 _text = st.text(max_size=8)
-_scalar = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.integers(),
-                    st.floats(allow_nan=True, allow_infinity=True), _text)
-_json = st.recursive(_scalar, lambda inner: st.one_of(st.lists(inner, max_size=3),
-                                                      st.dictionaries(_text, inner, max_size=3)),
-                     max_leaves=8)
+_scalar = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    _text,
+)
+_json = st.recursive(
+    _scalar,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(_text, inner, max_size=3)),
+    max_leaves=8,
+)
 _qid = _mostly(st.sampled_from(QUERIES + ["unknown"]), _scalar)
-_chunk = _mostly(st.sampled_from(["c1", "c2", "c3", "块", "c\\1", " c1"]),
-                 st.one_of(_scalar, st.text(alphabet="\x00\t\n\r\\é\ud800", max_size=3)))
-_item = st.one_of(_chunk, st.fixed_dictionaries(
-    {"chunk_id": _chunk}, optional={"score": _mostly(st.floats(-5, 5), _scalar)}))
-_record = st.fixed_dictionaries({"query_id": _qid,
-                                 "ranked": _mostly(st.lists(_item, max_size=4), _json)})
+_chunk = _mostly(
+    st.sampled_from(["c1", "c2", "c3", "块", "c\\1", " c1"]),
+    st.one_of(_scalar, st.text(alphabet="\x00\t\n\r\\é\ud800", max_size=3)),
+)
+_item = st.one_of(
+    _chunk,
+    st.fixed_dictionaries(
+        {"chunk_id": _chunk}, optional={"score": _mostly(st.floats(-5, 5), _scalar)}
+    ),
+)
+_record = st.fixed_dictionaries(
+    {"query_id": _qid, "ranked": _mostly(st.lists(_item, max_size=4), _json)}
+)
 _dumps = st.tuples(_record, st.booleans()).map(lambda r: json.dumps(r[0], ensure_ascii=r[1]))
-_line = _mostly(_dumps,
-                st.one_of(_json.map(json.dumps), st.just(""), _text))
+_line = _mostly(_dumps, st.one_of(_json.map(json.dumps), st.just(""), _text))
 
 
 @FUZZ
@@ -136,13 +159,21 @@ def test_random_json_lines(fuzz_conn, lines):
     _try_import(fuzz_conn, "\n".join(lines).encode("utf-8", "surrogatepass"), "jsonl")
 
 
-_score = _mostly(st.floats(-10, 10).map(repr), st.sampled_from(["nan", "inf", "-inf", "x", "1e999",
-                                                                "0x10", "1_0"]))
+_score = _mostly(
+    st.floats(-10, 10).map(repr),
+    st.sampled_from(["nan", "inf", "-inf", "x", "1e999", "0x10", "1_0"]),
+)
 _trec_line = _mostly(
-    st.tuples(st.sampled_from(["q1", "q2", "问3", "zz"]), st.just("Q0"),
-              st.sampled_from(["c1", "c2", "c3", "块", "c\\1"]), st.integers(0, 9).map(str),
-              _score, st.just("tag")).map(" ".join),
-    _text)
+    st.tuples(
+        st.sampled_from(["q1", "q2", "问3", "zz"]),
+        st.just("Q0"),
+        st.sampled_from(["c1", "c2", "c3", "块", "c\\1"]),
+        st.integers(0, 9).map(str),
+        _score,
+        st.just("tag"),
+    ).map(" ".join),
+    _text,
+)
 
 
 @FUZZ

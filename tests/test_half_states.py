@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from robust_kb import add_target, ensure_table, ensure_testset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,28 +46,44 @@ def _wait_for(cond, timeout=60, proc=None):
     raise AssertionError("timed out")
 
 
-PIPELINE = ("run", "pipeline", "--testset", "hs", "--target", "hs", "--stages",
-            "exact,second=exact", "--repeat", "1", "--depth", str(DEPTH))
+PIPELINE = (
+    "run",
+    "pipeline",
+    "--testset",
+    "hs",
+    "--target",
+    "hs",
+    "--stages",
+    "exact,second=exact",
+    "--repeat",
+    "1",
+    "--depth",
+    str(DEPTH),
+)
 
 
 # ---- (a) the test set replaced under a running pipeline ------------------------------------------
 def test_testset_replaced_under_a_pipeline_says_so_and_suggests_no_resume(
-        kb, database, pgeval, monkeypatch, tmp_path):
+    kb, database, pgeval, monkeypatch, tmp_path
+):
     from evaluator.stages import store
     from evaluator.testset import load
 
     new = tmp_path / "hs-v2.jsonl"
-    new.write_text(json.dumps({"id": "q1", "query": "other", "relevant": {"c1": 2}}) + "\n",
-                   encoding="utf-8")
+    new.write_text(
+        json.dumps({"id": "q1", "query": "other", "relevant": {"c1": 2}}) + "\n", encoding="utf-8"
+    )
     real_write = store.RunWriter._write
     replaced = []
 
-    def write_then_replace(self, *batch):    # a pause point after the first committed batch
+    def write_then_replace(self, *batch):  # a pause point after the first committed batch
         real_write(self, *batch)
         if not replaced:
+
             def replace_testset():
                 with database.connect(autocommit=True) as other:
                     replaced.append(load(other, new, "hs", replace=True))
+
             t = threading.Thread(target=replace_testset)
             t.start()
             t.join(60)
@@ -81,10 +96,12 @@ def test_testset_replaced_under_a_pipeline_says_so_and_suggests_no_resume(
     assert err.splitlines()[-1] == (
         "pgeval: error: experiment 'race1' stopped: another session replaced its test set 'hs' "
         "while it ran (`pgeval testset load --replace` deletes the old test set's experiments "
-        "and runs); nothing is left to resume: run the pipeline again (the name 'race1' is free)")
+        "and runs); nothing is left to resume: run the pipeline again (the name 'race1' is free)"
+    )
     assert "resume" not in err.replace("nothing is left to resume", "")
-    assert kb.execute("SELECT count(*) FROM pgeval.experiment WHERE name = 'race1'"
-                      ).fetchone()[0] == 0
+    assert (
+        kb.execute("SELECT count(*) FROM pgeval.experiment WHERE name = 'race1'").fetchone()[0] == 0
+    )
     code, _, err = pgeval("run", "resume", "race1")
     assert code == 1 and "no experiment or run named 'race1'" in err
 
@@ -108,7 +125,8 @@ def test_testset_deleted_under_a_pipeline_says_so(kb, database, pgeval, monkeypa
     assert err.splitlines()[-1] == (
         "pgeval: error: experiment 'race2' stopped: another session deleted its test set 'hs' "
         "while it ran (`pgeval testset delete` deletes the test set's experiments and runs); "
-        "nothing is left to resume: run the pipeline again (the name 'race2' is free)")
+        "nothing is left to resume: run the pipeline again (the name 'race2' is free)"
+    )
 
 
 # ---- (c) two concurrent `run import --replace` ---------------------------------------------------
@@ -118,79 +136,118 @@ def test_loser_of_two_concurrent_replacing_imports_says_retry(kb, database, pgev
     make_run(kb, "imp", "hs", {"q1": ["c1", "c2"]})
     path = tmp_path / "mine.trec"
     path.write_text("q1 Q0 c9 1 2 mine\nq2 Q0 c8 1 1 mine\n", encoding="utf-8")
-    with database.connect() as other:      # another session's import, not yet committed
+    with database.connect() as other:  # another session's import, not yet committed
         other.execute("DELETE FROM pgeval.run WHERE name = 'imp'")
         make_run(other, "imp", "hs", {"q3": ["c7"]})
         result = {}
-        loser = threading.Thread(target=lambda: result.update(out=pgeval(
-            "run", "import", str(path), "--testset", "hs", "--name", "imp", "--replace")))
+        loser = threading.Thread(
+            target=lambda: result.update(
+                out=pgeval(
+                    "run", "import", str(path), "--testset", "hs", "--name", "imp", "--replace"
+                )
+            )
+        )
         loser.start()
         # this import deletes the run it saw: it waits for the other session's row lock
-        _wait_for(lambda: kb.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE "
-            "'DELETE FROM pgeval.run WHERE run_id%'").fetchone()[0] == 1)
+        _wait_for(
+            lambda: (
+                kb.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE "
+                    "'DELETE FROM pgeval.run WHERE run_id%'"
+                ).fetchone()[0]
+                == 1
+            )
+        )
         other.commit()
     loser.join(60)
     code, out, err = result["out"]
     assert (code, out) == (1, "")
-    assert err == ("pgeval: error: another session wrote run 'imp' at the same time as this "
-                   "import (a concurrent `run import --replace` or pipeline); this import stored "
-                   "nothing: retry it to replace that run\n")
-    assert kb.execute("SELECT query_id, chunk_id FROM pgeval.result JOIN pgeval.run USING "
-                      "(run_id) WHERE name = 'imp'").fetchall() == [("q3", "c7")]
+    assert err == (
+        "pgeval: error: another session wrote run 'imp' at the same time as this "
+        "import (a concurrent `run import --replace` or pipeline); this import stored "
+        "nothing: retry it to replace that run\n"
+    )
+    assert kb.execute(
+        "SELECT query_id, chunk_id FROM pgeval.result JOIN pgeval.run USING "
+        "(run_id) WHERE name = 'imp'"
+    ).fetchall() == [("q3", "c7")]
     # the retry replaces it
-    code, _, err = pgeval("run", "import", str(path), "--testset", "hs", "--name", "imp",
-                          "--replace")
+    code, _, err = pgeval(
+        "run", "import", str(path), "--testset", "hs", "--name", "imp", "--replace"
+    )
     assert code == 0, err
 
 
 # ---- (d) resume right after kill -9 while the dead client's session lives on --------------------
 def _lists(conn, run: str):
-    return conn.execute("SELECT query_id, rank, chunk_id, score FROM pgeval.result JOIN "
-                        "pgeval.run USING (run_id) WHERE name = %s ORDER BY 1, 2",
-                        (run,)).fetchall()
+    return conn.execute(
+        "SELECT query_id, rank, chunk_id, score FROM pgeval.result JOIN "
+        "pgeval.run USING (run_id) WHERE name = %s ORDER BY 1, 2",
+        (run,),
+    ).fetchall()
 
 
 @pytest.mark.slow
 def test_resume_after_kill_9_ends_the_dead_clients_session(kb, database, pgeval):
     code, _, err = pgeval(*PIPELINE, "--name", "hs-ref")
     assert code == 0, err
-    blocker = database.connect()    # holds the pipeline's first write (its session stays busy)
+    blocker = database.connect()  # holds the pipeline's first write (its session stays busy)
     proc = None
     try:
         blocker.execute("LOCK TABLE pgeval.run_progress IN SHARE MODE")
-        proc = subprocess.Popen([sys.executable, "-m", "evaluator", *PIPELINE, "--name",
-                                 "hs-kill"], cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-        backend = _wait_for(lambda: (kb.execute(
-            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND state = "
-            "'active' AND query LIKE '%run_progress%' AND pid <> pg_backend_pid()"
-        ).fetchone() or [None])[0], proc=proc)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "evaluator", *PIPELINE, "--name", "hs-kill"],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        backend = _wait_for(
+            lambda: (
+                kb.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND state = "
+                    "'active' AND query LIKE '%run_progress%' AND pid <> pg_backend_pid()"
+                ).fetchone()
+                or [None]
+            )[0],
+            proc=proc,
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
         # the client is gone; its backend still waits on the lock, holding the experiment
-        assert kb.execute("SELECT state FROM pg_stat_activity WHERE pid = %s",
-                          (backend,)).fetchone() == ("active",)
+        assert kb.execute(
+            "SELECT state FROM pg_stat_activity WHERE pid = %s", (backend,)
+        ).fetchone() == ("active",)
         result = {}
-        resumer = threading.Thread(target=lambda: result.update(
-            out=pgeval("run", "resume", "hs-kill", "--format", "json")))
+        resumer = threading.Thread(
+            target=lambda: result.update(out=pgeval("run", "resume", "hs-kill", "--format", "json"))
+        )
         resumer.start()
-        _wait_for(lambda: kb.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
-                                     (backend,)).fetchone()[0] == 0)
+        _wait_for(
+            lambda: (
+                kb.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (backend,)
+                ).fetchone()[0]
+                == 0
+            )
+        )
     finally:
-        blocker.rollback()          # let the resume write
+        blocker.rollback()  # let the resume write
         blocker.close()
         if proc is not None and proc.poll() is None:
             proc.kill()
     resumer.join(120)
     code, out, err = result["out"]
     assert code == 0, err
-    assert (f"is gone, but its database session (backend pid {backend}, active, waiting on a "
-            "Lock) still holds the experiment until its current statement ends: ended that "
-            "session") in " ".join(err.split())
+    assert (
+        f"is gone, but its database session (backend pid {backend}, active, waiting on a "
+        "Lock) still holds the experiment until its current statement ends: ended that "
+        "session"
+    ) in " ".join(err.split())
     assert "being run by another pgeval process" not in err
-    assert kb.execute("SELECT status FROM pgeval.experiment WHERE name = 'hs-kill'"
-                      ).fetchone() == ("complete",)
+    assert kb.execute("SELECT status FROM pgeval.experiment WHERE name = 'hs-kill'").fetchone() == (
+        "complete",
+    )
     for stage in ("exact", "second"):
         assert _lists(kb, f"hs-kill.{stage}.1") == _lists(kb, f"hs-ref.{stage}.1")
         assert len(_lists(kb, f"hs-kill.{stage}.1")) == N * DEPTH
@@ -203,14 +260,18 @@ def test_a_live_lock_holder_is_still_refused_at_once(kb, database, pgeval):
 
     code, _, err = pgeval(*PIPELINE, "--name", "hs-live")
     assert code == 0, err
-    exp_id = kb.execute("SELECT experiment_id FROM pgeval.experiment WHERE name = 'hs-live'"
-                        ).fetchone()[0]
+    exp_id = kb.execute(
+        "SELECT experiment_id FROM pgeval.experiment WHERE name = 'hs-live'"
+    ).fetchone()[0]
     import socket
 
-    kb.execute("UPDATE pgeval.experiment SET status = 'running' WHERE experiment_id = %s",
-               (exp_id,))
-    kb.execute("UPDATE pgeval.run SET status = 'running', pid = %s, host = %s WHERE "
-               "experiment_id = %s", (os.getpid(), socket.gethostname(), exp_id))
+    kb.execute(
+        "UPDATE pgeval.experiment SET status = 'running' WHERE experiment_id = %s", (exp_id,)
+    )
+    kb.execute(
+        "UPDATE pgeval.run SET status = 'running', pid = %s, host = %s WHERE experiment_id = %s",
+        (os.getpid(), socket.gethostname(), exp_id),
+    )
     with database.connect(autocommit=True) as other:
         assert try_lock(other, exp_id)
         holder = other.execute("SELECT pg_backend_pid()").fetchone()[0]
@@ -227,37 +288,51 @@ def test_a_role_that_may_not_end_the_dead_session_waits_a_bounded_time(kb, datab
     role may not end another role's session: it says so, waits the bounded time, and names the
     statement a superuser can run; a role that may (the owner) ends it and gets the lock."""
     import psycopg
+    from robust_kb import dsn
 
     from evaluator.core.errors import Conflict
     from evaluator.run.experiment_scope import acquire
-    from robust_kb import dsn
 
     code, _, err = pgeval(*PIPELINE, "--name", "hs-sleep")
     assert code == 0, err
-    exp_id = kb.execute("SELECT experiment_id FROM pgeval.experiment WHERE name = 'hs-sleep'"
-                        ).fetchone()[0]
-    script = ("import sys, psycopg\n"
-              "from evaluator.run.experiment_scope import try_lock\n"
-              "c = psycopg.connect(sys.argv[1], autocommit=True)\n"
-              f"assert try_lock(c, {exp_id})\n"
-              "print(c.execute('SELECT pg_backend_pid()').fetchone()[0], flush=True)\n"
-              "c.execute('SELECT pg_sleep(60)')\n")
-    proc = subprocess.Popen([sys.executable, "-c", script, database.uri()], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True)
+    exp_id = kb.execute(
+        "SELECT experiment_id FROM pgeval.experiment WHERE name = 'hs-sleep'"
+    ).fetchone()[0]
+    script = (
+        "import sys, psycopg\n"
+        "from evaluator.run.experiment_scope import try_lock\n"
+        "c = psycopg.connect(sys.argv[1], autocommit=True)\n"
+        f"assert try_lock(c, {exp_id})\n"
+        "print(c.execute('SELECT pg_backend_pid()').fetchone()[0], flush=True)\n"
+        "c.execute('SELECT pg_sleep(60)')\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, database.uri()], cwd=ROOT, stdout=subprocess.PIPE, text=True
+    )
     try:
         backend = int(proc.stdout.readline())
         import socket
 
-        kb.execute("UPDATE pgeval.run SET status = 'running', pid = %s, host = %s WHERE name = "
-                   "'hs-sleep.second.1'", (proc.pid, socket.gethostname()))
-        _wait_for(lambda: kb.execute("SELECT state FROM pg_stat_activity WHERE pid = %s",
-                                     (backend,)).fetchone() == ("active",))
+        kb.execute(
+            "UPDATE pgeval.run SET status = 'running', pid = %s, host = %s WHERE name = "
+            "'hs-sleep.second.1'",
+            (proc.pid, socket.gethostname()),
+        )
+        _wait_for(
+            lambda: (
+                kb.execute(
+                    "SELECT state FROM pg_stat_activity WHERE pid = %s", (backend,)
+                ).fetchone()
+                == ("active",)
+            )
+        )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
         kb.execute("DROP ROLE IF EXISTS hs_other")
         kb.execute("CREATE ROLE hs_other LOGIN NOSUPERUSER")
-        kb.execute("GRANT USAGE ON SCHEMA pgeval TO hs_other; "
-                   "GRANT SELECT ON pgeval.run TO hs_other")
+        kb.execute(
+            "GRANT USAGE ON SCHEMA pgeval TO hs_other; GRANT SELECT ON pgeval.run TO hs_other"
+        )
         warnings = []
         with psycopg.connect(dsn(database, "hs_other"), autocommit=True) as other:
             t0 = time.monotonic()
@@ -268,15 +343,21 @@ def test_a_role_that_may_not_end_the_dead_session_waits_a_bounded_time(kb, datab
             f"the pgeval process that ran experiment 'hs-sleep' (pid {proc.pid} on "
             f"{socket.gethostname()}) is gone, but its database session (backend pid {backend}, "
             "its state hidden from this role) still holds the experiment until its current "
-            "statement ends: waiting for it (up to 1.5 s)"]
+            "statement ends: waiting for it (up to 1.5 s)"
+        ]
         assert str(exc.value).endswith(
             f"did not end within 1.5 s: retry later, or have a superuser end it: "
-            f"SELECT pg_terminate_backend({backend})")
+            f"SELECT pg_terminate_backend({backend})"
+        )
         with database.connect(autocommit=True) as owner:
             acquire(owner, exp_id, "hs-sleep", warnings.append, wait_s=30)
             assert warnings[-1].endswith("ended that session")
-        assert kb.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
-                          (backend,)).fetchone()[0] == 0
+        assert (
+            kb.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (backend,)
+            ).fetchone()[0]
+            == 0
+        )
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from dba_data import ensure_target
 from helpers import make_testset
 
@@ -19,14 +18,22 @@ def sick(database):
     with database.connect(autocommit=True) as c:
         c.execute(f"DROP TABLE IF EXISTS {TABLE}")
         c.execute(f"CREATE TABLE {TABLE} (id text PRIMARY KEY, embedding vector, body text)")
-        rows = [("a", "[1,2,3]"), ("b", "[1,2,3]"), ("c", None), ("d", "[0,0,0]"),
-                ("e", "[1,2]"), ("f", "[3,1,2]"), ("g", "[2,2,1]")]
+        rows = [
+            ("a", "[1,2,3]"),
+            ("b", "[1,2,3]"),
+            ("c", None),
+            ("d", "[0,0,0]"),
+            ("e", "[1,2]"),
+            ("f", "[3,1,2]"),
+            ("g", "[2,2,1]"),
+        ]
         for i, v in rows:
             c.execute(f"INSERT INTO {TABLE} VALUES (%s, %s, 'text')", (i, v))
         c.execute(f"CREATE TABLE {TABLE}_ok (id text PRIMARY KEY, embedding vector(3), body text)")
         c.execute(f"INSERT INTO {TABLE}_ok VALUES ('x', '[1,2,3]', 't'), ('y', '[3,2,1]', 't')")
-        c.execute(f"CREATE INDEX {TABLE}_ok_hnsw ON {TABLE}_ok USING hnsw "
-                  "(embedding vector_cosine_ops)")
+        c.execute(
+            f"CREATE INDEX {TABLE}_ok_hnsw ON {TABLE}_ok USING hnsw (embedding vector_cosine_ops)"
+        )
     yield TABLE
     with database.connect(autocommit=True) as c:
         c.execute(f"DROP TABLE IF EXISTS {TABLE}, {TABLE}_ok")
@@ -39,12 +46,22 @@ def by_check(findings):
 def test_every_defect_is_found(conn, sick):
     from evaluator.target.targets import Target, save
 
-    t = Target(name="dba-sick", table=sick, id_column="id", vector_column="embedding",
-               distance="cosine", dimension=3)
+    t = Target(
+        name="dba-sick",
+        table=sick,
+        id_column="id",
+        vector_column="embedding",
+        distance="cosine",
+        dimension=3,
+    )
     save(conn, t, replace=True)
     conn.execute("DELETE FROM pgeval.testset WHERE name = 'dba-sick-ts'")
-    make_testset(conn, "dba-sick-ts", {"q1": {"a": 2, "zz-gone": 3}, "q2": {"f": 1, "old": 0}},
-                 embeddings={"q1": [1, 0, 0], "q2": [0, 1, 0]})
+    make_testset(
+        conn,
+        "dba-sick-ts",
+        {"q1": {"a": 2, "zz-gone": 3}, "q2": {"f": 1, "old": 0}},
+        embeddings={"q1": [1, 0, 0], "q2": [0, 1, 0]},
+    )
     f = by_check(health.check(conn, t, results_conn=conn, testset="dba-sick-ts"))
     assert f["null_vectors"].status == "warning" and f["null_vectors"].examples == ["c"]
     assert f["zero_vectors"].status == "warning" and f["zero_vectors"].examples == ["d"]
@@ -53,20 +70,25 @@ def test_every_defect_is_found(conn, sick):
     assert "dimension 3" in f["dimensions"].detail
     missing = f["missing_judged"]
     assert missing.status == "error" and missing.count == 2
-    assert missing.examples == ["zz-gone"]       # the relevant one is shown first
+    assert missing.examples == ["zz-gone"]  # the relevant one is shown first
     assert "1 of them relevant" in missing.detail
 
 
 def test_clean_table_is_ok_and_zero_vectors_are_fine_for_l2(conn, sick):
     t = ensure_target(conn, "dba-healthy", f"{sick}_ok")
     f = by_check(health.check(conn, t))
-    for name in ("null_vectors", "zero_vectors", "duplicate_vectors", "dimensions",
-                 "invalid_indexes", "index_vs_shared_buffers"):
+    for name in (
+        "null_vectors",
+        "zero_vectors",
+        "duplicate_vectors",
+        "dimensions",
+        "invalid_indexes",
+        "index_vs_shared_buffers",
+    ):
         assert f[name].status == "ok", f[name]
     from evaluator.target.targets import Target
 
-    l2 = Target(name="dba-l2", table=sick, id_column="id", vector_column="embedding",
-                distance="l2")
+    l2 = Target(name="dba-l2", table=sick, id_column="id", vector_column="embedding", distance="l2")
     zero = by_check(health.check(conn, l2))["zero_vectors"]
     assert zero.status == "ok" and zero.count == 1
 
@@ -88,8 +110,9 @@ def test_advisory_versions():
 
 
 def test_cve_warning_on_the_embedded_pgvector(conn, pgeval, sick):
-    version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-                           ).fetchone()[0]
+    version = conn.execute(
+        "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+    ).fetchone()[0]
     ensure_target(conn, "dba-healthy", f"{sick}_ok")
     code, out, err = pgeval("health", "--target", "dba-healthy", "--format", "json")
     assert code == 0, err
@@ -107,14 +130,16 @@ def test_cve_warning_on_the_embedded_pgvector(conn, pgeval, sick):
 
 def test_cve_warning_says_whose_server_it_concerns(conn, pgeval, sick, database):
     """The embedded server's pgvector is not the user's to upgrade; their own server's is."""
-    version = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'"
-                           ).fetchone()[0]
+    version = conn.execute(
+        "SELECT extversion FROM pg_extension WHERE extname = 'vector'"
+    ).fetchone()[0]
     if not health.advisories({"vector": version}):
         pytest.skip(f"pgvector {version} has no known advisory")
     ensure_target(conn, "dba-healthy", f"{sick}_ok")
-    for prefix, says, not_says in (((), "embedded server", "your own server"),
-                                   (("--dsn", database.uri()), "your own server",
-                                    "embedded server")):
+    for prefix, says, not_says in (
+        ((), "embedded server", "your own server"),
+        (("--dsn", database.uri()), "your own server", "embedded server"),
+    ):
         code, out, err = pgeval(*prefix, "health", "--target", "dba-healthy", "--format", "json")
         assert code == 0, err
         cve = [f for f in json.loads(out) if f["check"] == "vulnerable_extensions"][0]

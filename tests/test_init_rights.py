@@ -29,16 +29,20 @@ def test_owner_init_prints_the_superuser_sql(database, owner_db, pgeval):
     code, out, err = pgeval("--dsn", owner_db, "init")
     lines = [x for x in err.splitlines() if x.strip()]
     assert code == 1 and len(lines) == 1, err
-    assert (f'role "{ROLE}" may not create extension "vector" (pgvector is not a trusted '
-            f'extension: only a superuser can create it). Have a superuser run once, in database '
-            f'"{DB}": CREATE EXTENSION IF NOT EXISTS vector;') in lines[0]
+    assert (
+        f'role "{ROLE}" may not create extension "vector" (pgvector is not a trusted '
+        f"extension: only a superuser can create it). Have a superuser run once, in database "
+        f'"{DB}": CREATE EXTENSION IF NOT EXISTS vector;'
+    ) in lines[0]
     assert f"psql -d {DB} -c 'CREATE EXTENSION IF NOT EXISTS vector;'" in lines[0]
     with psycopg.connect(_dsn(database, dbname=DB), autocommit=True) as su:
         assert su.execute("SELECT to_regnamespace('pgeval') IS NULL").fetchone()[0]
-        su.execute("CREATE EXTENSION IF NOT EXISTS vector;")      # what init said, as superuser
+        su.execute("CREATE EXTENSION IF NOT EXISTS vector;")  # what init said, as superuser
     code, out, err = pgeval("--dsn", owner_db, "init")
     assert code == 0, err
     assert "schema pgeval at revision" in out
     # the optional extensions the owner may not create: named, with the statement
-    assert 'vectorscale (role "pgver_owner" may not create it: a superuser may run ' \
-           'CREATE EXTENSION IF NOT EXISTS "vectorscale" CASCADE;)' in err
+    assert (
+        'vectorscale (role "pgver_owner" may not create it: a superuser may run '
+        'CREATE EXTENSION IF NOT EXISTS "vectorscale" CASCADE;)' in err
+    )

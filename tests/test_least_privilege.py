@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from robust_kb import dsn as _dsn
+from robust_kb import ensure_table, pgeval_counts, vectors
 
 from evaluator.core.db import Database
 from evaluator.core.install import init
-from robust_kb import dsn as _dsn
-from robust_kb import ensure_table, pgeval_counts, vectors
 
 ROLE = "pgeval_least"
 KB = "lp_kb"
@@ -32,18 +32,32 @@ GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA pgeval TO {role};
 def _cases(tmp_path, n: int = 12):
     _, queries = vectors(300, n, 8)
     path = tmp_path / "cases.jsonl"
-    path.write_text("".join(json.dumps({"id": f"q{i}", "query": f"question {i}",
-                                        "relevant": {f"c{i + 1}": 2, f"c{i + 40}": 1},
-                                        "embedding": [float(x) for x in v]}) + "\n"
-                            for i, v in enumerate(queries)), encoding="utf-8")
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "id": f"q{i}",
+                    "query": f"question {i}",
+                    "relevant": {f"c{i + 1}": 2, f"c{i + 40}": 1},
+                    "embedding": [float(x) for x in v],
+                }
+            )
+            + "\n"
+            for i, v in enumerate(queries)
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
 @pytest.fixture
 def role(database, clean, conn):
     ensure_table(conn, KB, 300, 8)
-    conn.execute(f"DROP OWNED BY {ROLE}" if conn.execute(
-        "SELECT 1 FROM pg_roles WHERE rolname = %s", (ROLE,)).fetchone() else "SELECT 1")
+    conn.execute(
+        f"DROP OWNED BY {ROLE}"
+        if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (ROLE,)).fetchone()
+        else "SELECT 1"
+    )
     conn.execute(f"DROP ROLE IF EXISTS {ROLE}")
     conn.execute(f"CREATE ROLE {ROLE} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE")
     conn.execute(GRANTS.format(role=ROLE, kb=KB))
@@ -56,15 +70,46 @@ def _privileges(conn) -> tuple:
     return conn.execute(
         "SELECT has_table_privilege(%(r)s, %(t)s, 'INSERT'), has_table_privilege(%(r)s, %(t)s, "
         "'UPDATE'), has_table_privilege(%(r)s, %(t)s, 'DELETE'), "
-        "has_table_privilege(%(r)s, %(t)s, 'SELECT')", {"r": ROLE, "t": KB}).fetchone()
+        "has_table_privilege(%(r)s, %(t)s, 'SELECT')",
+        {"r": ROLE, "t": KB},
+    ).fetchone()
 
 
 def _flow(pgeval, prefix: list[str], cases, name: str) -> dict:
-    for args in (["testset", "load", str(cases), "--name", "lp"],
-                 ["target", "add", "lp", "--table", KB, "--id-column", "id", "--vector-column",
-                  "embedding", "--text-column", "body"],
-                 ["run", "pipeline", "--testset", "lp", "--target", "lp", "--stages", "exact,hnsw",
-                  "--repeat", "1", "--depth", "10", "--name", name, "--statement-timeout", "30s"]):
+    for args in (
+        ["testset", "load", str(cases), "--name", "lp"],
+        [
+            "target",
+            "add",
+            "lp",
+            "--table",
+            KB,
+            "--id-column",
+            "id",
+            "--vector-column",
+            "embedding",
+            "--text-column",
+            "body",
+        ],
+        [
+            "run",
+            "pipeline",
+            "--testset",
+            "lp",
+            "--target",
+            "lp",
+            "--stages",
+            "exact,hnsw",
+            "--repeat",
+            "1",
+            "--depth",
+            "10",
+            "--name",
+            name,
+            "--statement-timeout",
+            "30s",
+        ],
+    ):
         code, out, err = pgeval(*prefix, *args)
         assert code == 0, (args, err)
     code, out, err = pgeval(*prefix, "metrics", f"{name}.hnsw.1", "--format", "json")
@@ -76,23 +121,41 @@ def test_select_only_role_runs_the_whole_flow(role, database, conn, pgeval, tmp_
     assert _privileges(conn) == (False, False, False, True)
     doc = _flow(pgeval, ["--dsn", _dsn(database, ROLE)], _cases(tmp_path), "lp-exp")
     assert doc["summary"]["recall@10"] > 0
-    params = conn.execute("SELECT params FROM pgeval.run WHERE name = 'lp-exp.hnsw.1'"
-                          ).fetchone()[0]
-    assert params["settings"]["statement_timeout"] == "30s"      # recorded with the run
+    params = conn.execute("SELECT params FROM pgeval.run WHERE name = 'lp-exp.hnsw.1'").fetchone()[
+        0
+    ]
+    assert params["settings"]["statement_timeout"] == "30s"  # recorded with the run
     # the role cannot take what it was not given: --isolate-index (drop the other ANN index
     # inside the stage's transaction) needs the table's owner
-    conn.execute(f"CREATE INDEX lp_kb_ivf ON {KB} USING ivfflat (embedding vector_cosine_ops) "
-                 "WITH (lists = 4)")
+    conn.execute(
+        f"CREATE INDEX lp_kb_ivf ON {KB} USING ivfflat (embedding vector_cosine_ops) "
+        "WITH (lists = 4)"
+    )
     try:
-        code, out, err = pgeval("--dsn", _dsn(database, ROLE), "run", "pipeline", "--testset",
-                                "lp", "--target", "lp", "--stages", "hnsw", "--isolate-index",
-                                "--repeat", "1", "--name", "lp-iso")
+        code, out, err = pgeval(
+            "--dsn",
+            _dsn(database, ROLE),
+            "run",
+            "pipeline",
+            "--testset",
+            "lp",
+            "--target",
+            "lp",
+            "--stages",
+            "hnsw",
+            "--isolate-index",
+            "--repeat",
+            "1",
+            "--name",
+            "lp-iso",
+        )
     finally:
         conn.execute("DROP INDEX lp_kb_ivf")
     assert code == 1 and "needs the table's owner" in err
-    assert err.count("\n") == 2                                  # the --isolate-index warning + error
-    assert conn.execute("SELECT count(*) FROM pgeval.run WHERE name LIKE 'lp-iso%'"
-                        ).fetchone()[0] == 0
+    assert err.count("\n") == 2  # the --isolate-index warning + error
+    assert (
+        conn.execute("SELECT count(*) FROM pgeval.run WHERE name LIKE 'lp-iso%'").fetchone()[0] == 0
+    )
 
 
 def test_results_in_another_database(role, database, conn, pgeval, tmp_path):
@@ -100,25 +163,32 @@ def test_results_in_another_database(role, database, conn, pgeval, tmp_path):
     if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (RESULTS_DB,)).fetchone():
         conn.execute(f"CREATE DATABASE {RESULTS_DB}")
     results_db = Database(dsn=_dsn(database, dbname=RESULTS_DB))
-    init(results_db)                                      # as an owner, once
+    init(results_db)  # as an owner, once
     with results_db.connect(autocommit=True) as rconn:
-        rconn.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY "
-                      "CASCADE")
-        rconn.execute(GRANTS.split("GRANT USAGE ON SCHEMA pgeval")[0].replace(
-            "GRANT SELECT ON public.{kb} TO {role};", "").format(role=ROLE, kb=KB))
-        rconn.execute("GRANT USAGE ON SCHEMA pgeval" + GRANTS.split(
-            "GRANT USAGE ON SCHEMA pgeval")[1].format(role=ROLE))
+        rconn.execute(
+            "TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY CASCADE"
+        )
+        rconn.execute(
+            GRANTS.split("GRANT USAGE ON SCHEMA pgeval")[0]
+            .replace("GRANT SELECT ON public.{kb} TO {role};", "")
+            .format(role=ROLE, kb=KB)
+        )
+        rconn.execute(
+            "GRANT USAGE ON SCHEMA pgeval"
+            + GRANTS.split("GRANT USAGE ON SCHEMA pgeval")[1].format(role=ROLE)
+        )
         before_main = pgeval_counts(conn)
         prefix = ["--dsn", _dsn(database, ROLE), "--results-dsn", _dsn(database, ROLE, RESULTS_DB)]
         doc = _flow(pgeval, prefix, _cases(tmp_path), "lp-remote")
         assert doc["summary"]["recall@10"] > 0
-        assert pgeval_counts(conn) == before_main            # nothing written beside the KB
-        n = rconn.execute("SELECT count(*) FROM pgeval.run WHERE name LIKE 'lp-remote.%'"
-                          ).fetchone()[0]
+        assert pgeval_counts(conn) == before_main  # nothing written beside the KB
+        n = rconn.execute(
+            "SELECT count(*) FROM pgeval.run WHERE name LIKE 'lp-remote.%'"
+        ).fetchone()[0]
         assert n == 2
         # the knowledge base itself is not in the results database
         assert rconn.execute("SELECT to_regclass(%s)", (KB,)).fetchone()[0] is None
-        rconn.execute(f"DROP OWNED BY {ROLE}")              # its grants there, before DROP ROLE
+        rconn.execute(f"DROP OWNED BY {ROLE}")  # its grants there, before DROP ROLE
 
 
 def test_knowledge_base_is_read_in_read_only_transactions(clean, conn, pgeval, tmp_path):
@@ -127,23 +197,54 @@ def test_knowledge_base_is_read_in_read_only_transactions(clean, conn, pgeval, t
     ensure_table(conn, KB, 300, 8)
     conn.execute("CREATE TABLE IF NOT EXISTS lp_log (at timestamptz)")
     conn.execute("TRUNCATE lp_log")
-    conn.execute("CREATE OR REPLACE FUNCTION lp_touch() RETURNS int LANGUAGE plpgsql VOLATILE AS "
-                 "$$BEGIN INSERT INTO lp_log VALUES (now()); RETURN 1; END$$")
-    conn.execute(f"CREATE OR REPLACE VIEW lp_trap AS SELECT k.*, lp_touch() AS touched "
-                 f"FROM {KB} k")
+    conn.execute(
+        "CREATE OR REPLACE FUNCTION lp_touch() RETURNS int LANGUAGE plpgsql VOLATILE AS "
+        "$$BEGIN INSERT INTO lp_log VALUES (now()); RETURN 1; END$$"
+    )
+    conn.execute(f"CREATE OR REPLACE VIEW lp_trap AS SELECT k.*, lp_touch() AS touched FROM {KB} k")
     code, out, err = pgeval("testset", "load", str(_cases(tmp_path)), "--name", "lp")
     assert code == 0, err
-    code, out, err = pgeval("target", "add", "trap", "--table", "lp_trap", "--id-column", "id",
-                            "--vector-column", "embedding")
+    code, out, err = pgeval(
+        "target",
+        "add",
+        "trap",
+        "--table",
+        "lp_trap",
+        "--id-column",
+        "id",
+        "--vector-column",
+        "embedding",
+    )
     assert code == 1 and "read-only transaction" in err, err
     assert conn.execute("SELECT count(*) FROM lp_log").fetchone()[0] == 0
     # as if the view had turned into a trap after the target was added
     from evaluator.target.targets import Target, save
 
-    save(conn, Target(name="trap", table="lp_trap", id_column="id", vector_column="embedding",
-                      vector_type="vector", dimension=8))
-    code, out, err = pgeval("run", "pipeline", "--testset", "lp", "--target", "trap", "--stages",
-                            "exact", "--repeat", "1", "--name", "lp-trap")
+    save(
+        conn,
+        Target(
+            name="trap",
+            table="lp_trap",
+            id_column="id",
+            vector_column="embedding",
+            vector_type="vector",
+            dimension=8,
+        ),
+    )
+    code, out, err = pgeval(
+        "run",
+        "pipeline",
+        "--testset",
+        "lp",
+        "--target",
+        "trap",
+        "--stages",
+        "exact",
+        "--repeat",
+        "1",
+        "--name",
+        "lp-trap",
+    )
     assert code == 1 and "read-only transaction" in err, err
     assert "Traceback" not in err
     assert conn.execute("SELECT count(*) FROM lp_log").fetchone()[0] == 0

@@ -7,11 +7,11 @@ import math
 
 import psycopg
 import pytest
+from helpers import make_testset
+from helpers_stage import make_experiment, prepare_and_run, stage_ctx, stage_run, stored
 
 from evaluator.core.errors import InputError
 from evaluator.stages.merge import MergeStage, parse_weights
-from helpers import make_testset
-from helpers_stage import make_experiment, prepare_and_run, stage_ctx, stage_run, stored
 
 
 @pytest.fixture
@@ -19,12 +19,25 @@ def two_paths(clean, conn):
     make_testset(conn, "fu", {"q": {"c": 1}, "r": {"x": 1}})
     make_experiment(conn, "fx", "fu", ["exact", "hnsw", "bm25", "merge"])
     runs = {
-        "exact": stage_run(conn, "fx", "exact", {"q": [("a", 0.1), ("e", 0.2)],
-                                                "r": [("x", 0.1)]}, testset="fu", depth=3),
-        "hnsw": stage_run(conn, "fx", "hnsw", {"q": [("a", 0.1), ("b", 0.3), ("c", 0.5)],
-                                              "r": [("y", 0.2)]}, testset="fu", depth=3),
-        "bm25": stage_run(conn, "fx", "bm25", {"q": [("c", 10.0), ("d", 4.0)]},
-                          testset="fu", depth=3),
+        "exact": stage_run(
+            conn,
+            "fx",
+            "exact",
+            {"q": [("a", 0.1), ("e", 0.2)], "r": [("x", 0.1)]},
+            testset="fu",
+            depth=3,
+        ),
+        "hnsw": stage_run(
+            conn,
+            "fx",
+            "hnsw",
+            {"q": [("a", 0.1), ("b", 0.3), ("c", 0.5)], "r": [("y", 0.2)]},
+            testset="fu",
+            depth=3,
+        ),
+        "bm25": stage_run(
+            conn, "fx", "bm25", {"q": [("c", 10.0), ("d", 4.0)]}, testset="fu", depth=3
+        ),
     }
     return runs
 
@@ -37,77 +50,113 @@ def fuse(conn, fn, *args):
 def test_rrf_by_hand(conn, two_paths):
     a, b = two_paths["hnsw"], two_paths["bm25"]
     got = fuse(conn, "fuse_rrf(%s)", [a, b])
-    assert [c for c, _ in got["q"]] == ["c", "a", "b", "d"]       # b and d tie: chunk id order
-    assert dict(got["q"]) == {"c": pytest.approx(1 / 63 + 1 / 61), "a": pytest.approx(1 / 61),
-                              "b": pytest.approx(1 / 62), "d": pytest.approx(1 / 62)}
+    assert [c for c, _ in got["q"]] == ["c", "a", "b", "d"]  # b and d tie: chunk id order
+    assert dict(got["q"]) == {
+        "c": pytest.approx(1 / 63 + 1 / 61),
+        "a": pytest.approx(1 / 61),
+        "b": pytest.approx(1 / 62),
+        "d": pytest.approx(1 / 62),
+    }
     assert got["r"] == [("y", pytest.approx(1 / 61))]
     weighted = fuse(conn, "fuse_rrf(%s, %s, %s, %s)", [a, b], [1.0, 2.0], 10.0, 3)
-    assert weighted["q"] == [("c", pytest.approx(1 / 13 + 2 / 11)), ("d", pytest.approx(2 / 12)),
-                             ("a", pytest.approx(1 / 11))]                   # cut at depth 3
+    assert weighted["q"] == [
+        ("c", pytest.approx(1 / 13 + 2 / 11)),
+        ("d", pytest.approx(2 / 12)),
+        ("a", pytest.approx(1 / 11)),
+    ]  # cut at depth 3
 
 
 def test_minmax_by_hand(conn, two_paths):
     got = fuse(conn, "fuse_scores(%s, NULL, 'minmax')", [two_paths["hnsw"], two_paths["bm25"]])
     # hnsw distances 0.1, 0.3, 0.5 -> 1, 0.5, 0; bm25 10, 4 -> 1, 0; a and c tie at 1
     assert got["q"] == [("a", 1.0), ("c", 1.0), ("b", 0.5), ("d", 0.0)]
-    assert got["r"] == [("y", 1.0)]                                  # a single value: 1
+    assert got["r"] == [("y", 1.0)]  # a single value: 1
 
 
 def test_zscore_by_hand(conn, two_paths):
-    got = dict(fuse(conn, "fuse_scores(%s, %s, 'zscore')", [two_paths["hnsw"], two_paths["bm25"]],
-                    [1.0, 1.0])["q"])
-    z = 0.2 / math.sqrt(0.08 / 3)                 # |z| of 0.1 and 0.5 around 0.3
+    got = dict(
+        fuse(
+            conn,
+            "fuse_scores(%s, %s, 'zscore')",
+            [two_paths["hnsw"], two_paths["bm25"]],
+            [1.0, 1.0],
+        )["q"]
+    )
+    z = 0.2 / math.sqrt(0.08 / 3)  # |z| of 0.1 and 0.5 around 0.3
     # a missing from bm25 and d from hnsw take that path's lowest z-score
-    assert got == {"a": pytest.approx(z - 1), "b": pytest.approx(-1.0),
-                   "c": pytest.approx(-z + 1), "d": pytest.approx(-z - 1)}
+    assert got == {
+        "a": pytest.approx(z - 1),
+        "b": pytest.approx(-1.0),
+        "c": pytest.approx(-z + 1),
+        "d": pytest.approx(-z - 1),
+    }
 
 
 def test_fusion_errors(conn, two_paths):
     runs = [two_paths["hnsw"], two_paths["bm25"]]
     for call, args, msg in (
-            ("fuse_rrf(%s, %s)", (runs, [1.0]), "1 weights for 2 input runs"),
-            ("fuse_rrf(%s, %s)", (runs, [1.0, -1.0]), "weights must be >= 0"),
-            ("fuse_rrf(%s, NULL, %s)", (runs, -1.0), "k must be >= 0"),
-            ("fuse_scores(%s, NULL, %s)", (runs, "mean"), 'unknown fusion method "mean"'),
-            ("fuse_rrf(%s)", ([999999],), "no run with id 999999")):
+        ("fuse_rrf(%s, %s)", (runs, [1.0]), "1 weights for 2 input runs"),
+        ("fuse_rrf(%s, %s)", (runs, [1.0, -1.0]), "weights must be >= 0"),
+        ("fuse_rrf(%s, NULL, %s)", (runs, -1.0), "k must be >= 0"),
+        ("fuse_scores(%s, NULL, %s)", (runs, "mean"), 'unknown fusion method "mean"'),
+        ("fuse_rrf(%s)", ([999999],), "no run with id 999999"),
+    ):
         with pytest.raises(psycopg.errors.InvalidParameterValue, match=msg):
             conn.execute(f"SELECT * FROM pgeval.{call}", args).fetchall()
     conn.execute("UPDATE pgeval.result SET score = NULL WHERE run_id = %s", (runs[1],))
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="without a score"):
         conn.execute("SELECT * FROM pgeval.fuse_scores(%s)", (runs,)).fetchall()
-    assert fuse(conn, "fuse_rrf(%s)", runs)["q"][0][0] == "c"       # rrf needs ranks only
+    assert fuse(conn, "fuse_rrf(%s)", runs)["q"][0][0] == "c"  # rrf needs ranks only
 
 
 def run_merge(database, conn, previous, options=None, depth=10):
-    ctx = stage_ctx(database, conn, testset="fu", experiment="fx", stage="merge", depth=depth,
-                    options=options, previous=previous)
+    ctx = stage_ctx(
+        database,
+        conn,
+        testset="fu",
+        experiment="fx",
+        stage="merge",
+        depth=depth,
+        options=options,
+        previous=previous,
+    )
     run_id = prepare_and_run(MergeStage(), ctx, "fx.merge.1")
     return run_id, ctx.warnings
 
 
 def test_merge_stage_default_inputs_skip_exact(database, conn, two_paths):
-    run_id, _ = run_merge(database, conn, two_paths)     # exact, hnsw, bm25 in that order
-    params, depth, status = conn.execute("SELECT params, depth, status FROM pgeval.run "
-                                         "WHERE run_id = %s", (run_id,)).fetchone()
+    run_id, _ = run_merge(database, conn, two_paths)  # exact, hnsw, bm25 in that order
+    params, depth, status = conn.execute(
+        "SELECT params, depth, status FROM pgeval.run WHERE run_id = %s", (run_id,)
+    ).fetchone()
     assert params["inputs"] == ["hnsw", "bm25"] and params["method"] == "rrf"
     assert params["k"] == 60 and params["weights"] == {"hnsw": 1.0, "bm25": 1.0}
     assert depth == 10 and status == "complete" and params["rows"] == 5
     got = stored(conn, run_id)
     assert got["q"] == fuse(conn, "fuse_rrf(%s)", [two_paths["hnsw"], two_paths["bm25"]])["q"]
-    assert "e" not in dict(got["q"])                       # the exact stage is not fused
+    assert "e" not in dict(got["q"])  # the exact stage is not fused
     # the loss attribution reads the merge's inputs: e is exact-only, so "index"
-    conn.execute("INSERT INTO pgeval.qrel SELECT testset_id, 'q', 'e', 1 FROM pgeval.testset "
-                 "WHERE name = 'fu'")
-    cats = dict(conn.execute("SELECT chunk_id, category FROM pgeval.loss_attribution("
-                             "(SELECT experiment_id FROM pgeval.experiment WHERE name = 'fx'), 1)"
-                             " WHERE query_id = 'q'").fetchall())
-    assert cats == {"e": "index"}                          # c is kept (rank 1)
+    conn.execute(
+        "INSERT INTO pgeval.qrel SELECT testset_id, 'q', 'e', 1 FROM pgeval.testset "
+        "WHERE name = 'fu'"
+    )
+    cats = dict(
+        conn.execute(
+            "SELECT chunk_id, category FROM pgeval.loss_attribution("
+            "(SELECT experiment_id FROM pgeval.experiment WHERE name = 'fx'), 1)"
+            " WHERE query_id = 'q'"
+        ).fetchall()
+    )
+    assert cats == {"e": "index"}  # c is kept (rank 1)
 
 
 def test_merge_stage_options(database, conn, two_paths):
-    run_id, warnings = run_merge(database, conn, two_paths,
-                                 {"inputs": "bm25", "method": "minmax", "depth": "1"})
-    params = conn.execute("SELECT params FROM pgeval.run WHERE run_id = %s", (run_id,)).fetchone()[0]
+    run_id, warnings = run_merge(
+        database, conn, two_paths, {"inputs": "bm25", "method": "minmax", "depth": "1"}
+    )
+    params = conn.execute("SELECT params FROM pgeval.run WHERE run_id = %s", (run_id,)).fetchone()[
+        0
+    ]
     assert params["inputs"] == ["bm25"] and params["method"] == "minmax" and "k" not in params
     assert stored(conn, run_id) == {"q": [("c", 1.0)]}
     assert any("single input" in w for w in warnings)
@@ -119,8 +168,13 @@ def test_merge_stage_options(database, conn, two_paths):
 def test_parse_weights():
     assert parse_weights("0.5,2", ["a", "b"]) == {"a": 0.5, "b": 2.0}
     assert parse_weights("b:3", ["a", "b"]) == {"a": 1.0, "b": 3.0}
-    for spec, msg in (("1", "2 numbers"), ("c:1", "not an input"), ("a:x,b:1", "not a number"),
-                      ("a:-1,b:1", ">= 0"), ("a:1,2", "NAME:W")):
+    for spec, msg in (
+        ("1", "2 numbers"),
+        ("c:1", "not an input"),
+        ("a:x,b:1", "not a number"),
+        ("a:-1,b:1", ">= 0"),
+        ("a:1,2", "NAME:W"),
+    ):
         with pytest.raises(InputError, match=msg):
             parse_weights(spec, ["a", "b"])
 
@@ -133,4 +187,3 @@ def test_merge_stage_errors(database, conn, two_paths):
     with pytest.raises(InputError, match="nothing to fuse"):
         run_merge(database, conn, {})
     assert conn.execute("SELECT count(*) FROM pgeval.run WHERE stage = 'merge'").fetchone()[0] == 0
-

@@ -4,17 +4,28 @@
 import itertools
 
 import pytest
+from helpers import make_run, make_testset
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reference_metrics import per_query as ref
 
 from evaluator.measure import metrics
 
-from helpers import make_run, make_testset
-from reference_metrics import per_query as ref
-
 CHUNKS = [f"c{i}" for i in range(12)]
-MEASURES = ["recall@1", "recall@3", "recall@10", "precision@3", "precision@10", "hit@1", "hit@5",
-            "mrr@3", "mrr@20", "ndcg@1", "ndcg@5", "ndcg@10"]
+MEASURES = [
+    "recall@1",
+    "recall@3",
+    "recall@10",
+    "precision@3",
+    "precision@10",
+    "hit@1",
+    "hit@5",
+    "mrr@3",
+    "mrr@20",
+    "ndcg@1",
+    "ndcg@5",
+    "ndcg@10",
+]
 
 qrels_st = st.dictionaries(st.sampled_from(CHUNKS), st.integers(0, 3), max_size=8)
 ranked_st = st.lists(st.sampled_from(CHUNKS), unique=True, max_size=12)
@@ -23,7 +34,9 @@ case_st = st.lists(st.tuples(qrels_st, st.one_of(st.none(), ranked_st)), min_siz
 _counter = itertools.count()
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(case=case_st, rel=st.integers(1, 3))
 def test_sql_equals_reference(conn, case, rel):
     n = next(_counter)

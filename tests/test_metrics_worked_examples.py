@@ -1,26 +1,37 @@
 """METRICS.md worked examples 1 and 2, computed by the SQL functions on the real server."""
 
 import pytest
+from helpers import make_run, make_testset
 
 from evaluator.measure import metrics
-
-from helpers import make_run, make_testset
 
 
 @pytest.fixture
 def examples(clean, conn):
-    make_testset(conn, "worked", {
-        "ex1": {"b": 1, "d": 1},
-        "ex2": {"c2": 3, "c4": 2, "c5": 1, "c8": 3, "c9": 0},
-    })
-    return make_run(conn, "worked-run", "worked", {
-        "ex1": ["a", "b", "c", "d"],
-        "ex2": ["c7", "c2", "c9", "c4", "c1", "c5"],
-    })
+    make_testset(
+        conn,
+        "worked",
+        {
+            "ex1": {"b": 1, "d": 1},
+            "ex2": {"c2": 3, "c4": 2, "c5": 1, "c8": 3, "c9": 0},
+        },
+    )
+    return make_run(
+        conn,
+        "worked-run",
+        "worked",
+        {
+            "ex1": ["a", "b", "c", "d"],
+            "ex2": ["c7", "c2", "c9", "c4", "c1", "c5"],
+        },
+    )
 
 
 def test_example_1(conn, examples):
-    rows = {r["query_id"]: r for r in metrics.per_query(conn, examples, ["recall@3", "mrr@20", "ndcg@3"])}
+    rows = {
+        r["query_id"]: r
+        for r in metrics.per_query(conn, examples, ["recall@3", "mrr@20", "ndcg@3"])
+    }
     assert rows["ex1"]["recall@3"] == pytest.approx(0.5)
     assert rows["ex1"]["mrr@20"] == pytest.approx(0.5)
     assert rows["ex1"]["ndcg@3"] == pytest.approx(0.630930 / 1.630930, abs=1e-6)
@@ -28,8 +39,12 @@ def test_example_1(conn, examples):
 
 
 def test_example_2(conn, examples):
-    rows = {r["query_id"]: r for r in metrics.per_query(
-        conn, examples, ["recall@3", "recall@5", "recall@10", "mrr@20", "ndcg@5", "ndcg@10"])}
+    rows = {
+        r["query_id"]: r
+        for r in metrics.per_query(
+            conn, examples, ["recall@3", "recall@5", "recall@10", "mrr@20", "ndcg@5", "ndcg@10"]
+        )
+    }
     ex2 = rows["ex2"]
     assert ex2["recall@3"] == pytest.approx(0.25)
     assert ex2["recall@5"] == pytest.approx(0.5)
@@ -70,7 +85,9 @@ def test_database_refuses_bad_rows(conn, examples):
     with pytest.raises(psycopg.errors.UniqueViolation):
         conn.execute("INSERT INTO pgeval.result VALUES (%s, 'ex1', 9, 'a', 1)", (examples,))
     with pytest.raises(psycopg.errors.CheckViolation):
-        conn.execute("INSERT INTO pgeval.qrel SELECT testset_id, 'ex1', 'new', 7 FROM pgeval.testset")
+        conn.execute(
+            "INSERT INTO pgeval.qrel SELECT testset_id, 'ex1', 'new', 7 FROM pgeval.testset"
+        )
 
 
 def test_hand_edited_judgements_count_after_refresh(conn, examples):
@@ -79,12 +96,20 @@ def test_hand_edited_judgements_count_after_refresh(conn, examples):
     before = metrics.per_query(conn, examples, ["recall@3"])
     assert {r["query_id"]: r["recall@3"] for r in before}["ex1"] == pytest.approx(0.5)
     conn.execute("UPDATE pgeval.qrel SET grade = 0 WHERE query_id = 'ex1' AND chunk_id = 'b'")
-    conn.execute("INSERT INTO pgeval.qrel (testset_id, query_id, chunk_id, grade) "
-                 "SELECT testset_id, 'ex1', 'a', 2 FROM pgeval.testset WHERE name = 'worked'")
-    conn.execute("SELECT pgeval.refresh_ideal(testset_id) FROM pgeval.testset WHERE name = 'worked'")
+    conn.execute(
+        "INSERT INTO pgeval.qrel (testset_id, query_id, chunk_id, grade) "
+        "SELECT testset_id, 'ex1', 'a', 2 FROM pgeval.testset WHERE name = 'worked'"
+    )
+    conn.execute(
+        "SELECT pgeval.refresh_ideal(testset_id) FROM pgeval.testset WHERE name = 'worked'"
+    )
     after = {r["query_id"]: r for r in metrics.per_query(conn, examples, ["recall@3", "mrr@20"])}
-    assert after["ex1"]["recall@3"] == pytest.approx(0.5)   # relevant {a, d}: a at rank 1
+    assert after["ex1"]["recall@3"] == pytest.approx(0.5)  # relevant {a, d}: a at rank 1
     assert after["ex1"]["mrr@20"] == pytest.approx(1.0)
-    grades = dict(conn.execute("SELECT chunk_id, grade FROM pgeval.result WHERE run_id = %s AND "
-                               "query_id = 'ex1'", (examples,)).fetchall())
+    grades = dict(
+        conn.execute(
+            "SELECT chunk_id, grade FROM pgeval.result WHERE run_id = %s AND query_id = 'ex1'",
+            (examples,),
+        ).fetchall()
+    )
     assert grades == {"a": 2, "b": 0, "c": None, "d": 1}

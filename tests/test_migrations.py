@@ -7,27 +7,53 @@ from __future__ import annotations
 import json
 
 import pytest
+from robust_kb import dsn, fresh_database
 
 from evaluator.core.db import Database
 from evaluator.core.errors import DatabaseError
-from evaluator.core.install import (current_revision, downgrade_tables, ensure_installed,
-                                    head_revision, init, upgrade_tables)
-from robust_kb import dsn, fresh_database
+from evaluator.core.install import (
+    current_revision,
+    downgrade_tables,
+    ensure_installed,
+    head_revision,
+    init,
+    upgrade_tables,
+)
 
-TABLES_0001 = {"testset", "query", "qrel", "query_embedding", "target", "experiment", "run",
-               "result", "query_timing", "query_plan", "answer", "refusal_phrase"}
+TABLES_0001 = {
+    "testset",
+    "query",
+    "qrel",
+    "query_embedding",
+    "target",
+    "experiment",
+    "run",
+    "result",
+    "query_timing",
+    "query_plan",
+    "answer",
+    "refusal_phrase",
+}
 
 
 def _tables(conn) -> set[str]:
-    return {r[0] for r in conn.execute(
-        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = 'pgeval' AND c.relkind IN ('r', 'p')").fetchall()}
+    return {
+        r[0]
+        for r in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'pgeval' AND c.relkind IN ('r', 'p')"
+        ).fetchall()
+    }
 
 
 def _run_columns(conn) -> set[str]:
-    return {r[0] for r in conn.execute(
-        "SELECT attname FROM pg_attribute WHERE attrelid = 'pgeval.run'::regclass AND attnum > 0 "
-        "AND NOT attisdropped").fetchall()}
+    return {
+        r[0]
+        for r in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'pgeval.run'::regclass AND attnum > 0 "
+            "AND NOT attisdropped"
+        ).fetchall()
+    }
 
 
 @pytest.fixture
@@ -59,9 +85,11 @@ def test_upgrade_from_an_empty_database(fresh):
         assert {"pid", "host", "heartbeat_at"} <= _run_columns(c)
         ensure_installed(c)
         # the SQL API works on the new tables
-        assert c.execute("SELECT count(*) FROM pgeval.summary(0, ARRAY['recall@10'], 1)"
-                         ).fetchone() is not None
-    again = init(fresh)                      # idempotent
+        assert (
+            c.execute("SELECT count(*) FROM pgeval.summary(0, ARRAY['recall@10'], 1)").fetchone()
+            is not None
+        )
+    again = init(fresh)  # idempotent
     assert (again.revision_before, again.revision_after) == (HEAD, HEAD)
 
 
@@ -80,7 +108,7 @@ def test_downgrade_to_base_and_upgrade_again(fresh, pgeval):
         assert current_revision(c) is None
         assert _tables(c) <= {"alembic_version"}
     upgrade_tables(uri)
-    report = init(fresh)                     # the SQL API comes back with the tables
+    report = init(fresh)  # the SQL API comes back with the tables
     assert report.revision_after == HEAD
     with fresh.connect(autocommit=True) as c:
         assert _tables(c) >= TABLES_0001 | {"run_progress"}
@@ -94,23 +122,32 @@ def test_init_upgrades_an_older_revision_and_keeps_data(fresh, pgeval, tmp_path)
     with fresh.connect(autocommit=True) as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS vector")
         c.execute("CREATE SCHEMA pgeval")
-    upgrade_tables(uri, "0001")                  # a database set up by an older pgeval
+    upgrade_tables(uri, "0001")  # a database set up by an older pgeval
     with fresh.connect(autocommit=True) as c:
         assert current_revision(c) == "0001"
-        tid = c.execute("INSERT INTO pgeval.testset (name, content_hash, source_format, "
-                        "n_queries, n_judgements) VALUES ('old', 'h', 'test', 1, 1) "
-                        "RETURNING testset_id").fetchone()[0]
-        c.execute("INSERT INTO pgeval.query (testset_id, query_id, position) VALUES (%s, 'q1', 1)",
-                  (tid,))
+        tid = c.execute(
+            "INSERT INTO pgeval.testset (name, content_hash, source_format, "
+            "n_queries, n_judgements) VALUES ('old', 'h', 'test', 1, 1) "
+            "RETURNING testset_id"
+        ).fetchone()[0]
+        c.execute(
+            "INSERT INTO pgeval.query (testset_id, query_id, position) VALUES (%s, 'q1', 1)", (tid,)
+        )
         c.execute("INSERT INTO pgeval.qrel VALUES (%s, 'q1', 'c1', 2, NULL)", (tid,))
-        rid = c.execute("INSERT INTO pgeval.run (name, testset_id, stage, order_rule, status) "
-                        "VALUES ('old-run', %s, 'import', 'as given', 'complete') "
-                        "RETURNING run_id", (tid,)).fetchone()[0]
+        rid = c.execute(
+            "INSERT INTO pgeval.run (name, testset_id, stage, order_rule, status) "
+            "VALUES ('old-run', %s, 'import', 'as given', 'complete') "
+            "RETURNING run_id",
+            (tid,),
+        ).fetchone()[0]
         c.execute("INSERT INTO pgeval.result VALUES (%s, 'q1', 1, 'c1', 1.0)", (rid,))
     # commands that need the new schema say so instead of failing on a missing column
-    code, out, err = pgeval("--dsn", uri, "run", "pipeline", "--testset", "old", "--stages",
-                            "exact", "--target", "t")
-    assert code == 1 and f"at revision 0001, this pgeval needs {HEAD}: run `pgeval init`" in err, err
+    code, out, err = pgeval(
+        "--dsn", uri, "run", "pipeline", "--testset", "old", "--stages", "exact", "--target", "t"
+    )
+    assert code == 1 and f"at revision 0001, this pgeval needs {HEAD}: run `pgeval init`" in err, (
+        err
+    )
     code, out, err = pgeval("--dsn", uri, "init", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
@@ -118,8 +155,9 @@ def test_init_upgrades_an_older_revision_and_keeps_data(fresh, pgeval, tmp_path)
     with fresh.connect(autocommit=True) as c:
         c.execute("SELECT pgeval.refresh_ideal(testset_id) FROM pgeval.testset")
         assert "run_progress" in _tables(c)
-        assert c.execute("SELECT pid, host, heartbeat_at, status FROM pgeval.run "
-                         "WHERE name = 'old-run'").fetchone() == (None, None, None, "complete")
+        assert c.execute(
+            "SELECT pid, host, heartbeat_at, status FROM pgeval.run WHERE name = 'old-run'"
+        ).fetchone() == (None, None, None, "complete")
     code, out, err = pgeval("--dsn", uri, "metrics", "old-run", "--format", "json")
     assert code == 0, err
     assert json.loads(out)["summary"]["recall@3"] == 1.0
@@ -131,39 +169,60 @@ def test_init_replaces_functions_whose_signature_changed(fresh, pgeval):
     transaction, and keeps the data; a function no longer shipped goes too."""
     init(fresh)
     with fresh.connect(autocommit=True) as c:
-        c.execute("INSERT INTO pgeval.testset (name, content_hash, source_format) "
-                  "VALUES ('kept', 'h', 'test')")
+        c.execute(
+            "INSERT INTO pgeval.testset (name, content_hash, source_format) "
+            "VALUES ('kept', 'h', 'test')"
+        )
         # an older definition: same arguments, another return type and argument names
         c.execute("DROP FUNCTION pgeval.match_text(text)")
-        c.execute("CREATE FUNCTION pgeval.match_text(p_old text) RETURNS integer "
-                  "LANGUAGE sql AS 'SELECT 1'")
-        c.execute("CREATE FUNCTION pgeval.retired_helper(integer) RETURNS integer "
-                  "LANGUAGE sql AS 'SELECT $1'")
+        c.execute(
+            "CREATE FUNCTION pgeval.match_text(p_old text) RETURNS integer "
+            "LANGUAGE sql AS 'SELECT 1'"
+        )
+        c.execute(
+            "CREATE FUNCTION pgeval.retired_helper(integer) RETURNS integer "
+            "LANGUAGE sql AS 'SELECT $1'"
+        )
         # an older trigger body that fills no grades
-        c.execute("CREATE OR REPLACE FUNCTION pgeval.result_fill_grades() RETURNS trigger "
-                  "LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$")
+        c.execute(
+            "CREATE OR REPLACE FUNCTION pgeval.result_fill_grades() RETURNS trigger "
+            "LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$"
+        )
     code, out, err = pgeval("--dsn", fresh.uri(), "init")
     assert code == 0, err
     with fresh.connect(autocommit=True) as c:
-        assert c.execute("SELECT to_regprocedure('pgeval.retired_helper(integer)')"
-                         ).fetchone()[0] is None
-        rettype = c.execute("SELECT prorettype::regtype::text FROM pg_proc "
-                            "WHERE oid = to_regprocedure('pgeval.match_text(text)')").fetchone()
+        assert (
+            c.execute("SELECT to_regprocedure('pgeval.retired_helper(integer)')").fetchone()[0]
+            is None
+        )
+        rettype = c.execute(
+            "SELECT prorettype::regtype::text FROM pg_proc "
+            "WHERE oid = to_regprocedure('pgeval.match_text(text)')"
+        ).fetchone()
         assert rettype is not None and rettype[0] == "text"
-        assert c.execute("SELECT count(*) FROM pgeval.testset WHERE name = 'kept'"
-                         ).fetchone()[0] == 1
+        assert (
+            c.execute("SELECT count(*) FROM pgeval.testset WHERE name = 'kept'").fetchone()[0] == 1
+        )
         # the current trigger body is back: a written result gets its judged grade
         tid = c.execute("SELECT testset_id FROM pgeval.testset WHERE name = 'kept'").fetchone()[0]
-        c.execute("INSERT INTO pgeval.query (testset_id, query_id, position) VALUES (%s, 'q1', 1)",
-                  (tid,))
+        c.execute(
+            "INSERT INTO pgeval.query (testset_id, query_id, position) VALUES (%s, 'q1', 1)", (tid,)
+        )
         c.execute("INSERT INTO pgeval.qrel VALUES (%s, 'q1', 'c1', 2, NULL)", (tid,))
-        rid = c.execute("INSERT INTO pgeval.run (name, testset_id, stage, order_rule) "
-                        "VALUES ('r', %s, 'import', 'as given') RETURNING run_id",
-                        (tid,)).fetchone()[0]
-        c.execute("INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id) "
-                  "VALUES (%s, 'q1', 1, 'c1')", (rid,))
-        assert c.execute("SELECT grade FROM pgeval.result WHERE run_id = %s",
-                         (rid,)).fetchone()[0] == 2
+        rid = c.execute(
+            "INSERT INTO pgeval.run (name, testset_id, stage, order_rule) "
+            "VALUES ('r', %s, 'import', 'as given') RETURNING run_id",
+            (tid,),
+        ).fetchone()[0]
+        c.execute(
+            "INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id) "
+            "VALUES (%s, 'q1', 1, 'c1')",
+            (rid,),
+        )
+        assert (
+            c.execute("SELECT grade FROM pgeval.result WHERE run_id = %s", (rid,)).fetchone()[0]
+            == 2
+        )
 
 
 def test_a_failing_sql_file_leaves_the_old_api_in_place(fresh, monkeypatch, tmp_path):
@@ -180,34 +239,56 @@ def test_a_failing_sql_file_leaves_the_old_api_in_place(fresh, monkeypatch, tmp_
     with pytest.raises(DatabaseError, match="999_broken.sql"):
         init(fresh)
     with fresh.connect(autocommit=True) as c:
-        assert c.execute("SELECT to_regprocedure('pgeval.match_text(text)')"
-                         ).fetchone()[0] is not None
-        assert c.execute("SELECT to_regprocedure('pgeval.summary(bigint, text[], integer)')"
-                         ).fetchone()[0] is not None
-ID_COLUMNS = {("query", "query_id"), ("qrel", "query_id"), ("qrel", "chunk_id"),
-              ("query_embedding", "query_id"), ("result", "query_id"), ("result", "chunk_id"),
-              ("query_timing", "query_id"), ("query_plan", "query_id"), ("answer", "query_id"),
-              ("answer", "cited"), ("answer", "supported"), ("run_progress", "query_id")}
+        assert (
+            c.execute("SELECT to_regprocedure('pgeval.match_text(text)')").fetchone()[0] is not None
+        )
+        assert (
+            c.execute(
+                "SELECT to_regprocedure('pgeval.summary(bigint, text[], integer)')"
+            ).fetchone()[0]
+            is not None
+        )
+
+
+ID_COLUMNS = {
+    ("query", "query_id"),
+    ("qrel", "query_id"),
+    ("qrel", "chunk_id"),
+    ("query_embedding", "query_id"),
+    ("result", "query_id"),
+    ("result", "chunk_id"),
+    ("query_timing", "query_id"),
+    ("query_plan", "query_id"),
+    ("answer", "query_id"),
+    ("answer", "cited"),
+    ("answer", "supported"),
+    ("run_progress", "query_id"),
+}
 
 
 def _collations(conn) -> dict[tuple[str, str], str]:
-    return {(t, c): coll for t, c, coll in conn.execute(
-        "SELECT cl.relname, a.attname, co.collname FROM pg_attribute a "
-        "JOIN pg_class cl ON cl.oid = a.attrelid JOIN pg_namespace n ON n.oid = cl.relnamespace "
-        "JOIN pg_collation co ON co.oid = a.attcollation "
-        "WHERE n.nspname = 'pgeval' AND cl.relkind = 'r' AND a.attnum > 0").fetchall()
-        if (t, c) in ID_COLUMNS}
+    return {
+        (t, c): coll
+        for t, c, coll in conn.execute(
+            "SELECT cl.relname, a.attname, co.collname FROM pg_attribute a "
+            "JOIN pg_class cl ON cl.oid = a.attrelid JOIN pg_namespace n ON n.oid = cl.relnamespace "
+            "JOIN pg_collation co ON co.oid = a.attcollation "
+            "WHERE n.nspname = 'pgeval' AND cl.relkind = 'r' AND a.attnum > 0"
+        ).fetchall()
+        if (t, c) in ID_COLUMNS
+    }
 
 
-def test_byte_order_revision_keeps_data_on_a_language_collation(database, en_us_database, conn,
-                                                                pgeval):
+def test_byte_order_revision_keeps_data_on_a_language_collation(
+    database, en_us_database, conn, pgeval
+):
     """0003_order on an en_US.UTF-8 database set up by an older pgeval: every id column becomes
     COLLATE "C" with its rows kept (keys and indexes rebuilt), ties then break in byte order;
     downgrading gives the database's collation back, data still there."""
     name = "pgeval_mig_order"
     conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
     conn.execute(f"CREATE DATABASE {name} TEMPLATE template0 LOCALE 'en_US.UTF-8'")
-    db = Database(dsn=dsn(database, dbname=name))     # en_us_database: skipped without the locale
+    db = Database(dsn=dsn(database, dbname=name))  # en_us_database: skipped without the locale
     uri = db.uri()
     try:
         with db.connect(autocommit=True) as c:
@@ -215,30 +296,45 @@ def test_byte_order_revision_keeps_data_on_a_language_collation(database, en_us_
             c.execute("CREATE SCHEMA pgeval")
         upgrade_tables(uri, "0002")
         with db.connect(autocommit=True) as c:
-            tid = c.execute("INSERT INTO pgeval.testset (name, content_hash, source_format) "
-                            "VALUES ('old', 'h', 'test') RETURNING testset_id").fetchone()[0]
-            c.execute("INSERT INTO pgeval.query (testset_id, query_id, position) "
-                      "VALUES (%s, 'q1', 1)", (tid,))
+            tid = c.execute(
+                "INSERT INTO pgeval.testset (name, content_hash, source_format) "
+                "VALUES ('old', 'h', 'test') RETURNING testset_id"
+            ).fetchone()[0]
+            c.execute(
+                "INSERT INTO pgeval.query (testset_id, query_id, position) VALUES (%s, 'q1', 1)",
+                (tid,),
+            )
             c.execute("INSERT INTO pgeval.qrel VALUES (%s, 'q1', 'b1', 1, NULL)", (tid,))
-            rid = c.execute("INSERT INTO pgeval.run (name, testset_id, stage, order_rule, status) "
-                            "VALUES ('old-run', %s, 'import', 'as given', 'complete') "
-                            "RETURNING run_id", (tid,)).fetchone()[0]
+            rid = c.execute(
+                "INSERT INTO pgeval.run (name, testset_id, stage, order_rule, status) "
+                "VALUES ('old-run', %s, 'import', 'as given', 'complete') "
+                "RETURNING run_id",
+                (tid,),
+            ).fetchone()[0]
             for rank, chunk in enumerate(["a1", "B1", "b1"], 1):
-                c.execute("INSERT INTO pgeval.result VALUES (%s, 'q1', %s, %s, 1.0)",
-                          (rid, rank, chunk))
-            c.execute("INSERT INTO pgeval.answer (run_id, query_id, answer, cited, supported) "
-                      "VALUES (%s, 'q1', 'x', '{a1,B1}', '{B1}')", (rid,))
+                c.execute(
+                    "INSERT INTO pgeval.result VALUES (%s, 'q1', %s, %s, 1.0)", (rid, rank, chunk)
+                )
+            c.execute(
+                "INSERT INTO pgeval.answer (run_id, query_id, answer, cited, supported) "
+                "VALUES (%s, 'q1', 'x', '{a1,B1}', '{B1}')",
+                (rid,),
+            )
             c.execute("INSERT INTO pgeval.run_progress VALUES (%s, 'q1')", (rid,))
-            assert c.execute("SELECT array_agg(chunk_id ORDER BY chunk_id) FROM pgeval.result"
-                             ).fetchone()[0] == ["a1", "b1", "B1"]     # en_US order
+            assert c.execute(
+                "SELECT array_agg(chunk_id ORDER BY chunk_id) FROM pgeval.result"
+            ).fetchone()[0] == ["a1", "b1", "B1"]  # en_US order
             assert set(_collations(c).values()) == {"default"}
         assert init(db).revision_after == HEAD
         with db.connect(autocommit=True) as c:
             assert _collations(c) == {col: "C" for col in ID_COLUMNS}
-            assert c.execute("SELECT array_agg(chunk_id ORDER BY chunk_id) FROM pgeval.result"
-                             ).fetchone()[0] == ["B1", "a1", "b1"]     # byte order
+            assert c.execute(
+                "SELECT array_agg(chunk_id ORDER BY chunk_id) FROM pgeval.result"
+            ).fetchone()[0] == ["B1", "a1", "b1"]  # byte order
             assert c.execute("SELECT cited, supported FROM pgeval.answer").fetchone() == (
-                ["a1", "B1"], ["B1"])
+                ["a1", "B1"],
+                ["B1"],
+            )
             assert c.execute("SELECT count(*) FROM pgeval.run_progress").fetchone()[0] == 1
             c.execute("SELECT pgeval.refresh_ideal(testset_id) FROM pgeval.testset")
         code, out, err = pgeval("--dsn", uri, "metrics", "old-run", "--format", "json")
@@ -250,4 +346,3 @@ def test_byte_order_revision_keeps_data_on_a_language_collation(database, en_us_
             assert c.execute("SELECT count(*) FROM pgeval.result").fetchone()[0] == 3
     finally:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-

@@ -17,8 +17,13 @@ LONG = "hnsw-with-a-rather-long-stage-name-for-the-candidate"
 
 
 def test_numbers_and_hashes_are_short():
-    assert [output.fmt_number(v) for v in (0.43970723, 20.0, 7589.8456, 123456.7, 0.0)] == \
-        ["0.4397", "20", "7590", "123457", "0"]
+    assert [output.fmt_number(v) for v in (0.43970723, 20.0, 7589.8456, 123456.7, 0.0)] == [
+        "0.4397",
+        "20",
+        "7590",
+        "123457",
+        "0",
+    ]
     h = "a" * 64
     assert output.fmt_value(h, wide=False) == "a" * 12 and output.fmt_value(h) == h
 
@@ -34,8 +39,10 @@ def test_line_progress_at_most_every_interval():
         p.update(task, advance=n)
     p.stop()
     lines = stream.getvalue().splitlines()
-    assert lines == ["progress: sweep 200/400 (50%), 10 s elapsed, ETA 10 s",
-                     "progress: sweep 300/400 (75%), 21 s elapsed, ETA 7 s"]
+    assert lines == [
+        "progress: sweep 200/400 (50%), 10 s elapsed, ETA 10 s",
+        "progress: sweep 300/400 (75%), 21 s elapsed, ETA 7 s",
+    ]
 
 
 def _widths(text: str) -> list[int]:
@@ -55,15 +62,25 @@ def long_named(database):
             code = main(list(args))
         return code, streams[0].getvalue().decode(), streams[1].getvalue().decode()
 
-    code, out, err = run("demo", "--corpus", "generated", "--queries", "20", "--no-diskann",
-                         "--keep")
+    code, out, err = run(
+        "demo", "--corpus", "generated", "--queries", "20", "--no-diskann", "--keep"
+    )
     assert code == 0, err
     target = re.search(r"target add (demo[-0-9]*) ", out).group(1)
     testset = re.search(r"--testset (demo[-0-9]*) ", out).group(1)
-    code, out, err = run("run", "pipeline", "--testset", testset, "--target", target,
-                         "--stages", f"exact,{LONG}=hnsw,bm25-keyword-path-long-name=bm25,"
-                         "merge-of-all-the-long-named-paths=merge", "--name",
-                         "width-experiment-with-a-long-name")
+    code, out, err = run(
+        "run",
+        "pipeline",
+        "--testset",
+        testset,
+        "--target",
+        target,
+        "--stages",
+        f"exact,{LONG}=hnsw,bm25-keyword-path-long-name=bm25,"
+        "merge-of-all-the-long-named-paths=merge",
+        "--name",
+        "width-experiment-with-a-long-name",
+    )
     assert code == 0, err
     yield run, testset, target
     with database.connect(autocommit=True) as conn:
@@ -88,11 +105,27 @@ def test_every_table_command_fits_80_columns(long_named, monkeypatch):
     monkeypatch.setenv("PGEVAL_PROGRESS_INTERVAL", "0")
     exp = "width-experiment-with-a-long-name"
     final = f"{exp}.merge-of-all-the-long-named-paths.1"
-    commands = [("stage-report", exp), ("metrics", final), ("run", "list"),
-                ("testset", "list"), ("target", "list"),
-                ("compare", f"{exp}.exact.1", final),
-                ("sweep", "--testset", testset, "--target", target, "--stage", "hnsw",
-                 "--param", "hnsw.ef_search=10,40", "--repeat", "1")]
+    commands = [
+        ("stage-report", exp),
+        ("metrics", final),
+        ("run", "list"),
+        ("testset", "list"),
+        ("target", "list"),
+        ("compare", f"{exp}.exact.1", final),
+        (
+            "sweep",
+            "--testset",
+            testset,
+            "--target",
+            target,
+            "--stage",
+            "hnsw",
+            "--param",
+            "hnsw.ef_search=10,40",
+            "--repeat",
+            "1",
+        ),
+    ]
     for args in commands:
         rendered.clear()
         code, out, err = run(*args)
@@ -103,9 +136,11 @@ def test_every_table_command_fits_80_columns(long_named, monkeypatch):
             header = text.splitlines()[0]
             assert "…" not in header, (args, text)
             shown = header.split()
-            assert shown and all(any(tok in c.split() for c in columns) for tok in shown), \
-                (args, text)
-        if args[0] == "sweep":             # piped: one-line progress messages with a total
+            assert shown and all(any(tok in c.split() for c in columns) for tok in shown), (
+                args,
+                text,
+            )
+        if args[0] == "sweep":  # piped: one-line progress messages with a total
             assert re.search(r"^progress: sweep .* \d+/\d+ \(\d+%\)", err, re.M), err
     code, out, _ = run("run", "list", "--wide")
     assert code == 0 and max(_widths(out)) > 80 and "started_at" in out

@@ -13,8 +13,20 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_wheel_contains_sql_and_migrations(tmp_path):
     pytest.importorskip("hatchling")
-    proc = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation",
-                           "--outdir", str(tmp_path), str(ROOT)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--outdir",
+            str(tmp_path),
+            str(ROOT),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     wheel = next(tmp_path.glob("pgeval-*.whl"))
     names = set(zipfile.ZipFile(wheel).namelist())
@@ -24,8 +36,13 @@ def test_wheel_contains_sql_and_migrations(tmp_path):
     for version in (ROOT / "migrations" / "versions").glob("*.py"):
         assert f"evaluator/migrations/versions/{version.name}" in names
     assert "evaluator/cli/main.py" in names
-    for data in ("cran.all.1400.gz", "cran.qry.gz", "cranqrel.gz", "minilm/documents.npy.gz",
-                 "minilm/queries.npy.gz"):          # `pgeval demo`'s collection
+    for data in (
+        "cran.all.1400.gz",
+        "cran.qry.gz",
+        "cranqrel.gz",
+        "minilm/documents.npy.gz",
+        "minilm/queries.npy.gz",
+    ):  # `pgeval demo`'s collection
         assert f"evaluator/demo/data/cranfield/{data}" in names
     entry = [n for n in names if n.endswith("entry_points.txt")]
     assert entry and "pgeval = evaluator.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()

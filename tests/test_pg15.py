@@ -25,12 +25,41 @@ OWNER = "kb_owner"
 _why = pg_real.unavailable(MAJOR)
 pytestmark = [pytest.mark.skipif(_why is not None, reason=_why or ""), pytest.mark.slow]
 
-PIPELINE = ["--stages", "exact,hnsw,bm25", "--opt", "bm25:method=fts", "--opt",
-            "bm25:config=english", "--set", "hnsw.ef_search=100", "--depth", "20",
-            "--repeat", "1", "--name", "pg15x"]
-SWEEP = ["sweep", "--testset", "pg15", "--target", "pg15", "--stage", "hnsw", "--param",
-         "hnsw.ef_search=40,100", "--repeat", "1", "--set", "enable_seqscan=off",
-         "--format", "json", "--name", "pg15sweep"]
+PIPELINE = [
+    "--stages",
+    "exact,hnsw,bm25",
+    "--opt",
+    "bm25:method=fts",
+    "--opt",
+    "bm25:config=english",
+    "--set",
+    "hnsw.ef_search=100",
+    "--depth",
+    "20",
+    "--repeat",
+    "1",
+    "--name",
+    "pg15x",
+]
+SWEEP = [
+    "sweep",
+    "--testset",
+    "pg15",
+    "--target",
+    "pg15",
+    "--stage",
+    "hnsw",
+    "--param",
+    "hnsw.ef_search=40,100",
+    "--repeat",
+    "1",
+    "--set",
+    "enable_seqscan=off",
+    "--format",
+    "json",
+    "--name",
+    "pg15sweep",
+]
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +93,7 @@ def test_init_as_owner_names_the_sql_a_superuser_must_run(pg15, pgeval):
     assert code == 1 and "Traceback" not in err
     assert 'role "kb_owner" may not create extension "vector"' in line
     assert "CREATE EXTENSION IF NOT EXISTS vector;" in line and 'database "kb"' in line
-    assert not _schema_exists(pg15, "kb")                   # nothing half-created
+    assert not _schema_exists(pg15, "kb")  # nothing half-created
     # results in another database: both databases are named, each with its psql command
     code, out, err = pgeval("--dsn", kb, "--results-dsn", pg15.dsn(OWNER, "kb_results"), "init")
     line = _one_line(err)
@@ -85,11 +114,14 @@ def test_init_as_owner_names_the_sql_a_superuser_must_run(pg15, pgeval):
         assert "extension vector 0." in out
         assert "optional extension not available: pg_textsearch" in err
     # a knowledge-base database without pgvector, results elsewhere: init works and says so
-    code, out, err = pgeval("--dsn", pg15.dsn(OWNER, "kb_plain"), "--results-dsn",
-                            pg15.dsn(OWNER, "kb_results"), "init")
+    code, out, err = pgeval(
+        "--dsn", pg15.dsn(OWNER, "kb_plain"), "--results-dsn", pg15.dsn(OWNER, "kb_results"), "init"
+    )
     assert code == 0, err
-    assert ('extension vector is not installed in the knowledge base\'s database "kb_plain"'
-            in err and "CREATE EXTENSION IF NOT EXISTS vector;" in err)
+    assert (
+        'extension vector is not installed in the knowledge base\'s database "kb_plain"' in err
+        and "CREATE EXTENSION IF NOT EXISTS vector;" in err
+    )
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +149,14 @@ def test_generic_plan_without_generic_plan_option(pg15_kb):
     from evaluator.stages import plan_check, vector_sql
     from evaluator.target.targets import Target
 
-    t = Target(name="g", table="pg15_kb", id_column="doc_id", vector_column="emb",
-               text_column="body", dimension=pg_real.DIM)
+    t = Target(
+        name="g",
+        table="pg15_kb",
+        id_column="doc_id",
+        vector_column="emb",
+        text_column="body",
+        dimension=pg_real.DIM,
+    )
     dollar = vector_sql.Dollar()
     stmt = vector_sql.per_query(t, 20, dollar)[0]
     assert dollar.names == ["q"]
@@ -131,8 +169,12 @@ def test_generic_plan_without_generic_plan_option(pg15_kb):
         plan = plan_check.explain_generic(kb, stmt, [q])
         assert [s[1] for s in plan_check.index_scans(plan)] == ["pg15_kb_hnsw"]
         assert kb.execute("SHOW plan_cache_mode").fetchone()[0] == "auto"
-        assert kb.execute("SELECT count(*) FROM pg_prepared_statements "
-                          "WHERE name LIKE 'pgeval_plan_check_%'").fetchone()[0] == 0
+        assert (
+            kb.execute(
+                "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'pgeval_plan_check_%'"
+            ).fetchone()[0]
+            == 0
+        )
         # what the check did before: EXPLAIN (GENERIC_PLAN) is 16+, on 15 the issue's error
         with pytest.raises(Exception, match=r"there is no parameter \$1"):
             plan_check.explain(kb, stmt, None, generic=True)
@@ -140,10 +182,23 @@ def test_generic_plan_without_generic_plan_option(pg15_kb):
 
 def _flow(pgeval, prefix: list[str], cases) -> dict:
     """Load, target, pipeline, stage report, sweep on one server; what they produced."""
-    for args in (["testset", "load", str(cases), "--name", "pg15"],
-                 ["target", "add", "pg15", "--table", "pg15_kb", "--id-column", "doc_id",
-                  "--vector-column", "emb", "--text-column", "body"],
-                 ["run", "pipeline", "--testset", "pg15", "--target", "pg15", *PIPELINE]):
+    for args in (
+        ["testset", "load", str(cases), "--name", "pg15"],
+        [
+            "target",
+            "add",
+            "pg15",
+            "--table",
+            "pg15_kb",
+            "--id-column",
+            "doc_id",
+            "--vector-column",
+            "emb",
+            "--text-column",
+            "body",
+        ],
+        ["run", "pipeline", "--testset", "pg15", "--target", "pg15", *PIPELINE],
+    ):
         code, out, err = pgeval(*prefix, *args)
         assert code == 0, (args, err)
     code, out, err = pgeval(*prefix, "stage-report", "pg15x", "--format", "json")
@@ -160,12 +215,12 @@ def _lists(conn, experiment: str) -> dict:
         "SELECT r.stage, res.query_id, array_agg(res.chunk_id ORDER BY res.rank) "
         "FROM pgeval.run r JOIN pgeval.experiment e USING (experiment_id) "
         "JOIN pgeval.result res USING (run_id) WHERE e.name = %s GROUP BY 1, 2",
-        (experiment,)).fetchall()
+        (experiment,),
+    ).fetchall()
     return {(s, q): ids for s, q, ids in rows}
 
 
-def test_pipeline_and_sweep_equal_the_embedded_server(pg15, pg15_kb, clean, conn, pgeval,
-                                                      tmp_path):
+def test_pipeline_and_sweep_equal_the_embedded_server(pg15, pg15_kb, clean, conn, pgeval, tmp_path):
     cases = pg_real.write_cases(tmp_path / "cases.jsonl")
     if not conn.execute("SELECT to_regclass('pg15_kb') IS NOT NULL").fetchone()[0]:
         pg_real.build_kb(conn, "pg15_kb")
@@ -184,9 +239,14 @@ def test_pipeline_and_sweep_equal_the_embedded_server(pg15, pg15_kb, clean, conn
 
     # the same metrics per stage (computed by each server's SQL)
     def stage_metrics(report):
-        return {s["stage"]: ({m: v["mean"] for m, v in s["metrics"].items()},
-                             (s.get("index_recall@10") or {}).get("mean"), s["label"])
-                for s in report["stages"]}
+        return {
+            s["stage"]: (
+                {m: v["mean"] for m, v in s["metrics"].items()},
+                (s.get("index_recall@10") or {}).get("mean"),
+                s["label"],
+            )
+            for s in report["stages"]
+        }
 
     m15, m18 = stage_metrics(real["report"]), stage_metrics(embedded["report"])
     assert m15.keys() == {"exact", "hnsw", "bm25"}
@@ -194,7 +254,7 @@ def test_pipeline_and_sweep_equal_the_embedded_server(pg15, pg15_kb, clean, conn
         assert m15[stage][0] == pytest.approx(m18[stage][0], abs=1e-12), stage
         assert m15[stage][1] == m18[stage][1]
     assert m15["hnsw"][1] == 1.0
-    assert m15["bm25"][0]["recall@10"] > 0.1          # the fallback finds the planted words
+    assert m15["bm25"][0]["recall@10"] > 0.1  # the fallback finds the planted words
     assert m15["bm25"][2] == m18["bm25"][2] == "bm25 (ts_rank_cd fallback)"
 
     # the sweep: the same points, the same recall against exact search and the same metrics
@@ -216,12 +276,38 @@ def test_fulltext_fallback_uses_a_gin_index_on_pg15(pg15, pg15_kb, pgeval, tmp_p
         c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY CASCADE")
         c.execute("DROP INDEX IF EXISTS pg15_kb_body_fts")
     cases = pg_real.write_cases(tmp_path / "cases.jsonl")
-    for args in (["testset", "load", str(cases), "--name", "kw"],
-                 ["target", "add", "kw", "--table", "pg15_kb", "--id-column", "doc_id",
-                  "--vector-column", "emb", "--text-column", "body"]):
+    for args in (
+        ["testset", "load", str(cases), "--name", "kw"],
+        [
+            "target",
+            "add",
+            "kw",
+            "--table",
+            "pg15_kb",
+            "--id-column",
+            "doc_id",
+            "--vector-column",
+            "emb",
+            "--text-column",
+            "body",
+        ],
+    ):
         assert pgeval(*prefix, *args)[0] == 0
-    run = ["run", "pipeline", "--testset", "kw", "--target", "kw", "--stages", "bm25",
-           "--depth", "20", "--repeat", "1", "--name"]
+    run = [
+        "run",
+        "pipeline",
+        "--testset",
+        "kw",
+        "--target",
+        "kw",
+        "--stages",
+        "bm25",
+        "--depth",
+        "20",
+        "--repeat",
+        "1",
+        "--name",
+    ]
     code, out, err = pgeval(*prefix, *run, "kw1")
     assert code == 0, err
     assert "the pg_textsearch extension is not installed" in err
@@ -236,14 +322,16 @@ def test_fulltext_fallback_uses_a_gin_index_on_pg15(pg15, pg15_kb, pgeval, tmp_p
     with pg15.connect(OWNER, "kb") as c:
         c.execute(hint)
         c.execute("ANALYZE pg15_kb")
-        name = c.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'pg15_kb' "
-                         "AND indexdef LIKE '%gin%'").fetchone()[0]
+        name = c.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'pg15_kb' AND indexdef LIKE '%gin%'"
+        ).fetchone()[0]
     code, out, err = pgeval(*prefix, *run, "kw2")
     assert code == 0, err
     assert "no GIN index" not in err
     with pg15.connect(OWNER, "kb") as c:
-        params = dict(c.execute("SELECT name, params FROM pgeval.run WHERE stage = 'bm25'"
-                                ).fetchall())
+        params = dict(
+            c.execute("SELECT name, params FROM pgeval.run WHERE stage = 'bm25'").fetchall()
+        )
         assert params["kw1.bm25.1"]["scan"] == "sequential scan"
         assert params["kw1.bm25.1"]["index_hint"] == hint
         assert params["kw2.bm25.1"]["scan"] == f"index {name}"

@@ -20,15 +20,21 @@ README = ROOT / "README.md"
 
 def section(text: str, heading: str) -> str:
     """The text under the first `## ` heading containing ``heading``, up to the next one."""
-    match = re.search(rf"^## [^\n]*{re.escape(heading)}[^\n]*\n(.*?)(?=^## |\Z)", text,
-                      re.MULTILINE | re.DOTALL | re.IGNORECASE)
+    match = re.search(
+        rf"^## [^\n]*{re.escape(heading)}[^\n]*\n(.*?)(?=^## |\Z)",
+        text,
+        re.MULTILINE | re.DOTALL | re.IGNORECASE,
+    )
     assert match, f"README.md has no '## ... {heading}' section"
     return match.group(1)
 
 
 def blocks(text: str, *languages: str) -> list[str]:
-    return [m.group(2) for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
-            if m.group(1) in languages]
+    return [
+        m.group(2)
+        for m in re.finditer(r"^```(\w*)\n(.*?)^```", text, re.MULTILINE | re.DOTALL)
+        if m.group(1) in languages
+    ]
 
 
 def test_readme_is_short():
@@ -39,8 +45,11 @@ def test_readme_is_short():
 def test_readme_links_point_at_files():
     text = README.read_text(encoding="utf-8")
     # docs/own-table.md arrives with the own-table work (branch owntable)
-    missing = [link for link in re.findall(r"\]\(((?:docs/)[^)#]+)", text)
-               if not (ROOT / link).exists() and link != "docs/own-table.md"]
+    missing = [
+        link
+        for link in re.findall(r"\]\(((?:docs/)[^)#]+)", text)
+        if not (ROOT / link).exists() and link != "docs/own-table.md"
+    ]
     assert not missing, f"README.md links to missing files: {missing}"
 
 
@@ -52,7 +61,7 @@ def test_quick_start_runs_as_written(database, clean, tmp_path):
     shell = blocks(quick, "bash", "sh", "shell")
     assert any("pgeval" in b for b in shell), "no shell block with pgeval in the quick start"
 
-    bindir = tmp_path / "bin"          # `pgeval` as a user's install has it, from this checkout
+    bindir = tmp_path / "bin"  # `pgeval` as a user's install has it, from this checkout
     bindir.mkdir()
     shim = bindir / "pgeval"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m evaluator "$@"\n')
@@ -60,22 +69,27 @@ def test_quick_start_runs_as_written(database, clean, tmp_path):
     work = tmp_path / "work"
     work.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG") or k == "PGEVAL_DATADIR"}
-    env.update(PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}",
-               PYTHONPATH=f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}".rstrip(os.pathsep),
-               PGEVAL_DATADIR=str(database.datadir))
+    env.update(
+        PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}",
+        PYTHONPATH=f"{ROOT}{os.pathsep}{env.get('PYTHONPATH', '')}".rstrip(os.pathsep),
+        PGEVAL_DATADIR=str(database.datadir),
+    )
     script = "set -euo pipefail\n" + "\n".join(shell)
     try:
-        proc = subprocess.run(["bash", "-c", script], cwd=work, env=env, capture_output=True,
-                              text=True, timeout=600)
+        proc = subprocess.run(
+            ["bash", "-c", script], cwd=work, env=env, capture_output=True, text=True, timeout=600
+        )
     finally:
-        server.start(database.datadir)     # the quick start ends with `pgeval db stop`
-    assert proc.returncode == 0, f"quick start failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        server.start(database.datadir)  # the quick start ends with `pgeval db stop`
+    assert proc.returncode == 0, (
+        f"quick start failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    )
     assert "Traceback" not in proc.stderr
     assert re.search(r"recall@10\s+[01]", proc.stdout), proc.stdout[-3000:]
-    assert '"query_id": "q1"' in proc.stdout     # the --format jsonl lines
-    assert "fuzzy" in proc.stdout                # --by-type
-    assert "Q0" in proc.stdout                   # the TREC export
-    assert "stopped:" in proc.stdout             # `pgeval db stop` ran last
+    assert '"query_id": "q1"' in proc.stdout  # the --format jsonl lines
+    assert "fuzzy" in proc.stdout  # --by-type
+    assert "Q0" in proc.stdout  # the TREC export
+    assert "stopped:" in proc.stdout  # `pgeval db stop` ran last
 
     sql = blocks(quick, "sql")
     assert sql, "the quick start shows its SQL"

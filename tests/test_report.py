@@ -7,10 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from helpers import make_run, make_testset
 
 from evaluator.measure import metrics
-
-from helpers import make_run, make_testset
 
 CHROMIUM = "/usr/bin/chromium"
 N = 24
@@ -19,17 +18,32 @@ N = 24
 @pytest.fixture
 def reported(clean, conn):
     qrels = {f"q{i}": {f"c{i}": 2, f"d{i}": 1} for i in range(N)}
-    types = {f"q{i}": ["exact" if i % 2 else "fuzzy", "中文"] if i % 5 == 0 else
-             ["exact" if i % 2 else "fuzzy"] for i in range(N)}
-    make_testset(conn, "rep-set", {**qrels, "u1": {}}, types=types, unanswerable=("u1",),
-                 texts={"q0": "退款需要多久？ <script>alert(1)</script>"})
-    ranked = {f"q{i}": ([f"c{i}", "x", f"d{i}"] if i % 4 else ["x", "y", "z", "w"])
-              for i in range(N)}
-    rid = make_run(conn, "rep-run", "rep-set", ranked,
-                   latency_ms={f"q{i}": 4.0 + i for i in range(N)})
+    types = {
+        f"q{i}": ["exact" if i % 2 else "fuzzy", "中文"]
+        if i % 5 == 0
+        else ["exact" if i % 2 else "fuzzy"]
+        for i in range(N)
+    }
+    make_testset(
+        conn,
+        "rep-set",
+        {**qrels, "u1": {}},
+        types=types,
+        unanswerable=("u1",),
+        texts={"q0": "退款需要多久？ <script>alert(1)</script>"},
+    )
+    ranked = {
+        f"q{i}": ([f"c{i}", "x", f"d{i}"] if i % 4 else ["x", "y", "z", "w"]) for i in range(N)
+    }
+    rid = make_run(
+        conn, "rep-run", "rep-set", ranked, latency_ms={f"q{i}": 4.0 + i for i in range(N)}
+    )
     # a real EXPLAIN plan for a flagged query (q0 retrieves nothing relevant)
-    plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM pgeval.result "
-                        "WHERE run_id = %s ORDER BY rank LIMIT 3", (rid,)).fetchone()[0]
+    plan = conn.execute(
+        "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM pgeval.result "
+        "WHERE run_id = %s ORDER BY rank LIMIT 3",
+        (rid,),
+    ).fetchone()[0]
     conn.execute("INSERT INTO pgeval.query_plan VALUES (%s, 'q0', %s)", (rid, json.dumps(plan)))
     conn.execute("UPDATE pgeval.query SET expected_facts = '[\"7 days\"]' WHERE query_id = 'q1'")
     return rid
@@ -40,8 +54,17 @@ def test_json_report_carries_the_sql_numbers(pgeval, conn, reported, tmp_path):
     code, _, err = pgeval("report", "rep-run", "--format", "json", "--out", str(out))
     assert code == 0, err
     doc = json.loads(out.read_text())
-    for key in ("generated_at", "config_hash", "k", "counts", "summary", "acceptance", "cases",
-                "order_rule", "thresholds"):
+    for key in (
+        "generated_at",
+        "config_hash",
+        "k",
+        "counts",
+        "summary",
+        "acceptance",
+        "cases",
+        "order_rule",
+        "thresholds",
+    ):
         assert key in doc
     assert doc["k"]["recall"] == [3, 5, 10] and doc["k"]["mrr"] == [20]
     assert doc["counts"]["valid"] == N and doc["counts"]["unanswerable"] == 1
@@ -56,28 +79,41 @@ def test_json_report_carries_the_sql_numbers(pgeval, conn, reported, tmp_path):
     assert doc["summary"]["latency_p95_ms"] == 26.0
     flagged = [f for f in doc["flagged"] if f["query_id"] == "q0"]
     assert flagged and flagged[0]["plan"][0]["Plan"]["Node Type"] == "Limit"
-    assert "citation_precision" not in doc["summary"]   # no answers imported: no such metric
+    assert "citation_precision" not in doc["summary"]  # no answers imported: no such metric
 
 
 def test_json_report_with_answers(pgeval, conn, reported, tmp_file, tmp_path):
-    answers = tmp_file("a.jsonl", "".join(json.dumps(a) + "\n" for a in [
-        {"query_id": "q1", "answer": "Within 7 days.", "cited": ["c1", "x"], "supported": ["c1"],
-         "latency_ms": 900},
-        {"query_id": "q2", "answer": "Something.", "cited": ["c2"], "supported": ["c2"]},
-        {"query_id": "u1", "answer": "I do not know.", "cited": [], "latency_ms": 300}]))
+    answers = tmp_file(
+        "a.jsonl",
+        "".join(
+            json.dumps(a) + "\n"
+            for a in [
+                {
+                    "query_id": "q1",
+                    "answer": "Within 7 days.",
+                    "cited": ["c1", "x"],
+                    "supported": ["c1"],
+                    "latency_ms": 900,
+                },
+                {"query_id": "q2", "answer": "Something.", "cited": ["c2"], "supported": ["c2"]},
+                {"query_id": "u1", "answer": "I do not know.", "cited": [], "latency_ms": 300},
+            ]
+        ),
+    )
     assert pgeval("answers", "import", str(answers), "--run", "rep-run")[0] == 0
     code, out, err = pgeval("report", "rep-run", "--format", "json")
     assert code == 0, err
     doc = json.loads(out)
-    s = conn.execute("SELECT citation_precision, answer_accuracy FROM pgeval.answer_summary(%s)",
-                     (reported,)).fetchone()
+    s = conn.execute(
+        "SELECT citation_precision, answer_accuracy FROM pgeval.answer_summary(%s)", (reported,)
+    ).fetchone()
     assert (doc["summary"]["citation_precision"], doc["summary"]["answer_accuracy"]) == s
     assert doc["summary"]["answer_latency_p95_ms"] == 900.0
     cases = {c["query_id"]: c for c in doc["cases"]}
     assert cases["q1"]["metrics"]["citation_precision"] == 0.5
     assert cases["q1"]["metrics"]["answer_accuracy"] == 1.0
-    assert "answer_accuracy" not in cases["q2"]["metrics"]      # no expected facts: unjudged
-    assert cases["q3"]["metrics"]["answer_accuracy"] == 0.0     # no answer: scores 0
+    assert "answer_accuracy" not in cases["q2"]["metrics"]  # no expected facts: unjudged
+    assert cases["q3"]["metrics"]["answer_accuracy"] == 0.0  # no answer: scores 0
     assert cases["u1"]["metrics"] == {"citation_precision": 1.0, "answer_accuracy": 1.0}
     assert any("no imported answer" in w for w in doc["warnings"])
 
@@ -91,7 +127,7 @@ def test_saved_report_round_trips_through_gate_and_renderers(pgeval, reported, t
     assert code == 0, err
     assert md.startswith("# pgeval report: rep-run")
     assert "## Summary" in md and "## Flagged queries" in md and "## Per query (25)" in md
-    assert "Limit" in md          # the plan of the flagged query, as a tree
+    assert "Limit" in md  # the plan of the flagged query, as a tree
 
 
 def test_markdown_levels_and_counts(pgeval, conn, reported):
@@ -106,15 +142,29 @@ def test_markdown_levels_and_counts(pgeval, conn, reported):
 @pytest.fixture
 def experiment(clean, conn):
     make_testset(conn, "exp-set", {f"q{i}": {f"c{i}": 2, f"d{i}": 1} for i in range(12)})
-    eid = conn.execute("INSERT INTO pgeval.experiment (name, testset_id, config, status) SELECT "
-                       "'exp', testset_id, %s, 'complete' FROM pgeval.testset "
-                       "RETURNING experiment_id",
-                       (json.dumps({"stages": ["bm25", "rerank"]}),)).fetchone()[0]
-    make_run(conn, "exp.bm25.1", "exp-set", {f"q{i}": ["x", f"c{i}", "y", f"d{i}"]
-                                               for i in range(12)}, stage="bm25",
-             experiment_id=eid, latency_ms={f"q{i}": 2.0 + i for i in range(12)})
-    make_run(conn, "exp.rerank.1", "exp-set", {f"q{i}": [f"c{i}", "x"] for i in range(12)},
-             stage="rerank", experiment_id=eid)
+    eid = conn.execute(
+        "INSERT INTO pgeval.experiment (name, testset_id, config, status) SELECT "
+        "'exp', testset_id, %s, 'complete' FROM pgeval.testset "
+        "RETURNING experiment_id",
+        (json.dumps({"stages": ["bm25", "rerank"]}),),
+    ).fetchone()[0]
+    make_run(
+        conn,
+        "exp.bm25.1",
+        "exp-set",
+        {f"q{i}": ["x", f"c{i}", "y", f"d{i}"] for i in range(12)},
+        stage="bm25",
+        experiment_id=eid,
+        latency_ms={f"q{i}": 2.0 + i for i in range(12)},
+    )
+    make_run(
+        conn,
+        "exp.rerank.1",
+        "exp-set",
+        {f"q{i}": [f"c{i}", "x"] for i in range(12)},
+        stage="rerank",
+        experiment_id=eid,
+    )
     return eid
 
 
@@ -127,14 +177,15 @@ def test_experiment_report_has_stages_and_waterfall(pgeval, conn, experiment):
     assert doc["run"]["name"] == "exp.rerank.1" and doc["experiment"]["name"] == "exp"
     # the stage report section is evaluator.measure.stage_report's own document, not a re-computation
     expected = stage_report.build(conn, "exp", k=10).as_dict()
-    assert doc["stage_report"]["loss_attribution"] == json.loads(json.dumps(
-        expected["loss_attribution"]))
+    assert doc["stage_report"]["loss_attribution"] == json.loads(
+        json.dumps(expected["loss_attribution"])
+    )
     assert [s["stage"] for s in doc["stage_report"]["stages"]] == ["bm25", "rerank"]
     cats = {c["category"]: c["recall_points"] for c in doc["stage_report"]["loss_attribution"]}
     assert cats["rerank"] == pytest.approx(0.5) and cats["kept"] == pytest.approx(0.5)
     code, md, err = pgeval("report", "exp", "--format", "md")
     assert code == 0 and "## Stages" in md and "## Where recall@10 was lost" in md
-    assert "| rerank | 12 | 0.5000 | 0.5000 |" in md      # a count of one repetition: whole
+    assert "| rerank | 12 | 0.5000 | 0.5000 |" in md  # a count of one repetition: whole
 
 
 def test_report_errors(pgeval, reported, tmp_path):
@@ -149,22 +200,41 @@ def test_report_errors(pgeval, reported, tmp_path):
 
 # ---- the HTML page in a real browser ------------------------------------------------------------
 
+
 def chromium(tmp_path, html_file: Path, *extra: str) -> subprocess.CompletedProcess:
     profile = tmp_path / "chromium-profile"
     return subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-         "--no-first-run", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0",
-         "--window-size=1200,2000", *extra, html_file.resolve().as_uri()],
-        capture_output=True, text=True, timeout=120)
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1200,2000",
+            *extra,
+            html_file.resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def console_messages(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
 
 
-needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists() or shutil.which("chromium") is None,
-                                    reason="Debian's chromium is not installed (/usr/bin/chromium)")
+needs_chromium = pytest.mark.skipif(
+    not Path(CHROMIUM).exists() or shutil.which("chromium") is None,
+    reason="Debian's chromium is not installed (/usr/bin/chromium)",
+)
 
 
 @needs_chromium
@@ -182,8 +252,8 @@ def test_html_report_renders_in_chromium(pgeval, reported, tmp_path):
     code, out, err = pgeval("report", "rep-run", "--format", "html", "--out", str(page))
     assert code == 0, err
     text = page.read_text()
-    assert "http://" not in text and "https://" not in text     # self-contained: no network
-    assert "<script>alert(1)</script>" not in text              # query text is escaped
+    assert "http://" not in text and "https://" not in text  # self-contained: no network
+    assert "<script>alert(1)</script>" not in text  # query text is escaped
     shot = tmp_path / "shot.png"
     proc = chromium(tmp_path, page, f"--screenshot={shot}")
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -191,8 +261,8 @@ def test_html_report_renders_in_chromium(pgeval, reported, tmp_path):
     assert shot.stat().st_size > 10_000 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     dom = chromium(tmp_path, page, "--dump-dom")
     assert console_messages(dom.stderr) == []
-    assert 'data-ready="1"' in dom.stdout                         # the inline script ran to its end
-    assert dom.stdout.count('src="data:image/png;base64,') >= 3   # by type, distribution, latency
+    assert 'data-ready="1"' in dom.stdout  # the inline script ran to its end
+    assert dom.stdout.count('src="data:image/png;base64,') >= 3  # by type, distribution, latency
     assert 'class="level level-' in dom.stdout and "Limit" in dom.stdout
     assert "退款需要多久" in dom.stdout
 
@@ -209,8 +279,9 @@ def test_experiment_html_has_the_waterfall(pgeval, experiment, tmp_path):
 
 def test_html_without_matplotlib_plots_is_still_a_page(pgeval, reported, tmp_path):
     page = tmp_path / "plain.html"
-    code, out, err = pgeval("report", "rep-run", "--format", "html", "--no-plots", "--out",
-                            str(page))
+    code, out, err = pgeval(
+        "report", "rep-run", "--format", "html", "--no-plots", "--out", str(page)
+    )
     assert code == 0, err
     text = page.read_text()
     assert "data:image/png" not in text and "<h2>Summary</h2>" in text
@@ -218,27 +289,47 @@ def test_html_without_matplotlib_plots_is_still_a_page(pgeval, reported, tmp_pat
 
 def test_run_of_a_sweep_gets_the_recall_latency_curve(pgeval, conn, clean, tmp_path):
     make_testset(conn, "sw-set", {f"q{i}": {f"c{i}": 1} for i in range(10)})
-    eid = conn.execute("INSERT INTO pgeval.experiment (name, testset_id) SELECT 'sw', testset_id "
-                       "FROM pgeval.testset RETURNING experiment_id").fetchone()[0]
+    eid = conn.execute(
+        "INSERT INTO pgeval.experiment (name, testset_id) SELECT 'sw', testset_id "
+        "FROM pgeval.testset RETURNING experiment_id"
+    ).fetchone()[0]
     sid = conn.execute(
         "INSERT INTO pgeval.sweep (name, testset_id, experiment_id, target, stage, grid, k, "
         "depth, repeat) SELECT 'sw', testset_id, %s, 'kb', 'hnsw', %s, 10, 100, 1 "
         "FROM pgeval.testset RETURNING sweep_id",
-        (eid, json.dumps({"params": {"hnsw.ef_search": ["10", "40"]}}))).fetchone()[0]
+        (eid, json.dumps({"params": {"hnsw.ef_search": ["10", "40"]}})),
+    ).fetchone()[0]
     for point, (ef, recall, p95) in enumerate([("10", 0.8, 1.5), ("40", 0.97, 3.0)], 1):
-        rid = make_run(conn, f"sw.ef{ef}.1", "sw-set", {f"q{i}": [f"c{i}"] for i in range(10)},
-                       stage="hnsw", experiment_id=eid)
-        conn.execute("INSERT INTO pgeval.sweep_point (sweep_id, point, repetition, label, "
-                     "settings, config_hash, run_id, index_recall, p95_ms) VALUES "
-                     "(%s, %s, 1, %s, %s, %s, %s, %s, %s)",
-                     (sid, point, f"ef_search={ef}", json.dumps({"hnsw.ef_search": ef}),
-                      f"h{point}", rid, recall, p95))
+        rid = make_run(
+            conn,
+            f"sw.ef{ef}.1",
+            "sw-set",
+            {f"q{i}": [f"c{i}"] for i in range(10)},
+            stage="hnsw",
+            experiment_id=eid,
+        )
+        conn.execute(
+            "INSERT INTO pgeval.sweep_point (sweep_id, point, repetition, label, "
+            "settings, config_hash, run_id, index_recall, p95_ms) VALUES "
+            "(%s, %s, 1, %s, %s, %s, %s, %s, %s)",
+            (
+                sid,
+                point,
+                f"ef_search={ef}",
+                json.dumps({"hnsw.ef_search": ef}),
+                f"h{point}",
+                rid,
+                recall,
+                p95,
+            ),
+        )
     code, out, err = pgeval("report", "sw.ef40.1", "--format", "json")
     assert code == 0, err
     sweep = json.loads(out)["sweep"]
     assert sweep["param"] == "hnsw.ef_search" and sweep["metric"] == "index recall@10"
-    assert [(p["label"], p["recall"], p["latency_p95_ms"], p["current"]) for p in sweep["points"]] \
-        == [("ef_search=10", 0.8, 1.5, False), ("ef_search=40", 0.97, 3.0, True)]
+    assert [
+        (p["label"], p["recall"], p["latency_p95_ms"], p["current"]) for p in sweep["points"]
+    ] == [("ef_search=10", 0.8, 1.5, False), ("ef_search=40", 0.97, 3.0, True)]
     page = tmp_path / "sw.html"
     assert pgeval("report", "sw.ef40.1", "--format", "html", "--out", str(page))[0] == 0
     text = page.read_text()
@@ -251,25 +342,38 @@ def test_run_of_a_sweep_gets_the_recall_latency_curve(pgeval, conn, clean, tmp_p
 
 
 @pytest.mark.parametrize("fmt", ["json", "md", "html"])
-def test_report_refuses_to_overwrite_the_report_it_reads(pgeval, reported, tmp_path, fmt,
-                                                         monkeypatch):
+def test_report_refuses_to_overwrite_the_report_it_reads(
+    pgeval, reported, tmp_path, fmt, monkeypatch
+):
     saved = tmp_path / "b.json"
     assert pgeval("report", "rep-run", "--out", str(saved))[0] == 0
     before = saved.read_bytes()
     (tmp_path / "sub").mkdir()
     (tmp_path / "link.json").symlink_to(saved)
     monkeypatch.chdir(tmp_path)
-    for inp, out in ((str(saved), str(saved)), ("b.json", "./sub/../b.json"),
-                     ("link.json", str(saved)), (str(saved), "link.json")):
-        code, stdout, err = pgeval("report", inp, "--format", fmt, "--out", out,
-                                   *(["--no-plots"] if fmt == "html" else []))
+    for inp, out in (
+        (str(saved), str(saved)),
+        ("b.json", "./sub/../b.json"),
+        ("link.json", str(saved)),
+        (str(saved), "link.json"),
+    ):
+        code, stdout, err = pgeval(
+            "report", inp, "--format", fmt, "--out", out, *(["--no-plots"] if fmt == "html" else [])
+        )
         assert code == 1, (inp, out, err)
         assert err.startswith("pgeval: error: field '--out': ") and err.count("\n") == 1, err
         assert "overwrite the input" in err
         assert saved.read_bytes() == before and stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.json", "link.json", "sub"]
     # another file is fine
-    code, _, err = pgeval("report", str(saved), "--format", fmt, "--out", "other." + fmt,
-                          *(["--no-plots"] if fmt == "html" else []))
+    code, _, err = pgeval(
+        "report",
+        str(saved),
+        "--format",
+        fmt,
+        "--out",
+        "other." + fmt,
+        *(["--no-plots"] if fmt == "html" else []),
+    )
     assert code == 0, err
     assert saved.read_bytes() == before

@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
+from robust_kb import add_target, ensure_table, ensure_testset
 
 from evaluator.core import server
-from robust_kb import add_target, ensure_table, ensure_testset
 
 pytestmark = pytest.mark.slow
 
@@ -34,14 +34,30 @@ def kb(database):
         c.execute("TRUNCATE pgeval.testset, pgeval.target, pgeval.result RESTART IDENTITY CASCADE")
         ensure_table(c, KB, 1000, 8, hnsw=False, seed=5)
         # one pg_sleep per statement (a one-row subquery joined once), not per row
-        c.execute(f"CREATE OR REPLACE VIEW {SLOW} AS SELECT k.* FROM {KB} k CROSS JOIN "
-                  "(SELECT pg_sleep(0.012) OFFSET 0) s")
+        c.execute(
+            f"CREATE OR REPLACE VIEW {SLOW} AS SELECT k.* FROM {KB} k CROSS JOIN "
+            "(SELECT pg_sleep(0.012) OFFSET 0) s"
+        )
         ensure_testset(c, "rs", KB, N_QUERIES, 8, n_rows=1000, seed=5)
         add_target(c, "rs-fast", KB)
         add_target(c, "rs-slow", SLOW)
-    code = _pgeval_sub("run", "pipeline", "--testset", "rs", "--target", "rs-fast", "--stages",
-                       STAGES, "--repeat", "1", "--depth", str(DEPTH), "--name", "rs-ref",
-                       wait=True)
+    code = _pgeval_sub(
+        "run",
+        "pipeline",
+        "--testset",
+        "rs",
+        "--target",
+        "rs-fast",
+        "--stages",
+        STAGES,
+        "--repeat",
+        "1",
+        "--depth",
+        str(DEPTH),
+        "--name",
+        "rs-ref",
+        wait=True,
+    )
     assert code.returncode == 0, code.stderr
     return database
 
@@ -50,19 +66,37 @@ def _pgeval_sub(*args, wait=False):
     cmd = [sys.executable, "-m", "evaluator", *args]
     if wait:
         return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    return subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    return subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
 
 
 def _start_slow(name: str):
-    return _pgeval_sub("run", "pipeline", "--testset", "rs", "--target", "rs-slow", "--stages",
-                       STAGES, "--repeat", "1", "--depth", str(DEPTH), "--name", name)
+    return _pgeval_sub(
+        "run",
+        "pipeline",
+        "--testset",
+        "rs",
+        "--target",
+        "rs-slow",
+        "--stages",
+        STAGES,
+        "--repeat",
+        "1",
+        "--depth",
+        str(DEPTH),
+        "--name",
+        name,
+    )
 
 
 def _progress(database, run: str) -> int:
     with database.connect(autocommit=True) as c:
-        row = c.execute("SELECT count(p.*) FROM pgeval.run r LEFT JOIN pgeval.run_progress p "
-                        "USING (run_id) WHERE r.name = %s GROUP BY r.run_id", (run,)).fetchone()
+        row = c.execute(
+            "SELECT count(p.*) FROM pgeval.run r LEFT JOIN pgeval.run_progress p "
+            "USING (run_id) WHERE r.name = %s GROUP BY r.run_id",
+            (run,),
+        ).fetchone()
     return 0 if row is None else row[0]
 
 
@@ -80,9 +114,11 @@ def _wait_mid_run(database, proc, run: str) -> int:
 
 
 def _lists(conn, run: str) -> list[tuple]:
-    return conn.execute("SELECT query_id, rank, chunk_id, score FROM pgeval.result JOIN "
-                        "pgeval.run USING (run_id) WHERE name = %s ORDER BY query_id, rank",
-                        (run,)).fetchall()
+    return conn.execute(
+        "SELECT query_id, rank, chunk_id, score FROM pgeval.result JOIN "
+        "pgeval.run USING (run_id) WHERE name = %s ORDER BY query_id, rank",
+        (run,),
+    ).fetchall()
 
 
 def _metrics(pgeval, run: str) -> tuple:
@@ -96,15 +132,20 @@ def _metrics(pgeval, run: str) -> tuple:
 
 def _check_equals_reference(database, pgeval, name: str) -> None:
     with database.connect(autocommit=True) as c:
-        assert c.execute("SELECT status FROM pgeval.experiment WHERE name = %s",
-                         (name,)).fetchone() == ("complete",)
-        runs = c.execute("SELECT r.name, r.status, (SELECT count(*) FROM pgeval.run_progress p "
-                         "WHERE p.run_id = r.run_id), (SELECT count(*) FROM pgeval.query_timing t "
-                         "WHERE t.run_id = r.run_id) FROM pgeval.run r JOIN pgeval.experiment e "
-                         "USING (experiment_id) WHERE e.name = %s ORDER BY r.run_id",
-                         (name,)).fetchall()
-        assert [(r[0], r[1]) for r in runs] == [(f"{name}.exact.1", "complete"),
-                                                (f"{name}.second.1", "complete")]
+        assert c.execute(
+            "SELECT status FROM pgeval.experiment WHERE name = %s", (name,)
+        ).fetchone() == ("complete",)
+        runs = c.execute(
+            "SELECT r.name, r.status, (SELECT count(*) FROM pgeval.run_progress p "
+            "WHERE p.run_id = r.run_id), (SELECT count(*) FROM pgeval.query_timing t "
+            "WHERE t.run_id = r.run_id) FROM pgeval.run r JOIN pgeval.experiment e "
+            "USING (experiment_id) WHERE e.name = %s ORDER BY r.run_id",
+            (name,),
+        ).fetchall()
+        assert [(r[0], r[1]) for r in runs] == [
+            (f"{name}.exact.1", "complete"),
+            (f"{name}.second.1", "complete"),
+        ]
         assert all(r[2] == N_QUERIES and r[3] == N_QUERIES for r in runs), runs
         for stage in ("exact", "second"):
             got, want = _lists(c, f"{name}.{stage}.1"), _lists(c, f"rs-ref.{stage}.1")
@@ -149,9 +190,10 @@ def test_resume_after_kill_9(kb, pgeval):
     code, _, done = _interrupt_mid_run(kb, "rs-kill", kill_9)
     assert code == -signal.SIGKILL
     with kb.connect(autocommit=True) as c:
-        status = c.execute("SELECT status FROM pgeval.run WHERE name = 'rs-kill.exact.1'"
-                           ).fetchone()[0]
-    assert status == "running"                       # nobody could mark it: kill -9
+        status = c.execute(
+            "SELECT status FROM pgeval.run WHERE name = 'rs-kill.exact.1'"
+        ).fetchone()[0]
+    assert status == "running"  # nobody could mark it: kill -9
     assert _progress(kb, "rs-kill.exact.1") >= done
     rows = _resume(pgeval, "rs-kill")
     actions = {r["run"]: r["action"] for r in rows}
@@ -160,8 +202,10 @@ def test_resume_after_kill_9(kb, pgeval):
     assert actions["rs-kill.second.1"] in ("ran", "restarted")
     _check_equals_reference(kb, pgeval, "rs-kill")
     # resuming a complete experiment changes nothing
-    stamp = "SELECT e.finished_at, max(r.finished_at) FROM pgeval.experiment e JOIN pgeval.run r " \
-            "USING (experiment_id) WHERE e.name = 'rs-kill' GROUP BY e.finished_at"
+    stamp = (
+        "SELECT e.finished_at, max(r.finished_at) FROM pgeval.experiment e JOIN pgeval.run r "
+        "USING (experiment_id) WHERE e.name = 'rs-kill' GROUP BY e.finished_at"
+    )
     with kb.connect(autocommit=True) as c:
         before = c.execute(stamp).fetchone()
     rows = _resume(pgeval, "rs-kill.second.1")
@@ -179,8 +223,9 @@ def test_resume_after_server_restart(kb, pgeval):
     code, err, _ = _interrupt_mid_run(kb, "rs-restart", restart)
     assert code == 1, err
     last = err.strip().splitlines()[-1]
-    assert last.startswith("pgeval: error: lost the database connection") or \
-        last.startswith("pgeval: error: the database refused"), err
+    assert last.startswith("pgeval: error: lost the database connection") or last.startswith(
+        "pgeval: error: the database refused"
+    ), err
     assert "pgeval run resume rs-restart" in last and "Traceback" not in err
     rows = _resume(pgeval, "rs-restart")
     assert rows[0]["action"].startswith("resumed (")
@@ -193,10 +238,12 @@ def test_resume_after_ctrl_c(kb, pgeval):
     assert "pgeval: interrupted" in err and "pgeval run resume rs-sigint" in err
     assert "Traceback" not in err
     with kb.connect(autocommit=True) as c:
-        assert c.execute("SELECT status FROM pgeval.experiment WHERE name = 'rs-sigint'"
-                         ).fetchone() == ("failed",)
-        assert c.execute("SELECT status FROM pgeval.run WHERE name = 'rs-sigint.exact.1'"
-                         ).fetchone() == ("failed",)
+        assert c.execute(
+            "SELECT status FROM pgeval.experiment WHERE name = 'rs-sigint'"
+        ).fetchone() == ("failed",)
+        assert c.execute(
+            "SELECT status FROM pgeval.run WHERE name = 'rs-sigint.exact.1'"
+        ).fetchone() == ("failed",)
     code, out, err = pgeval("stage-report", "rs-sigint")
     assert code == 1 and "not complete" in err
     rows = _resume(pgeval, "rs-sigint")

@@ -8,11 +8,22 @@ another test set) makes the pipeline refuse before it writes anything, naming th
 from __future__ import annotations
 
 import pytest
-
 from robust_kb import add_target, ensure_table, ensure_testset
 
-ARGS = ["run", "pipeline", "--testset", "fr", "--target", "fr", "--stages", "exact,bm25",
-        "--repeat", "1", "--depth", "10"]
+ARGS = [
+    "run",
+    "pipeline",
+    "--testset",
+    "fr",
+    "--target",
+    "fr",
+    "--stages",
+    "exact,bm25",
+    "--repeat",
+    "1",
+    "--depth",
+    "10",
+]
 
 
 @pytest.fixture
@@ -28,16 +39,21 @@ def kb(clean, conn, tmp_path):
 
 
 def _counts(conn, name: str):
-    return (conn.execute("SELECT count(*) FROM pgeval.experiment WHERE name = %s",
-                         (name,)).fetchone()[0],
-            conn.execute("SELECT count(*) FROM pgeval.run WHERE name LIKE %s",
-                         (name + ".%",)).fetchone()[0])
+    return (
+        conn.execute("SELECT count(*) FROM pgeval.experiment WHERE name = %s", (name,)).fetchone()[
+            0
+        ],
+        conn.execute(
+            "SELECT count(*) FROM pgeval.run WHERE name LIKE %s", (name + ".%",)
+        ).fetchone()[0],
+    )
 
 
 def test_pipeline_refuses_a_name_whose_stage_run_exists(kb, pgeval):
     conn, run_file = kb
-    code, _, err = pgeval("run", "import", str(run_file), "--testset", "fr-other", "--name",
-                          "col2.bm25.1")
+    code, _, err = pgeval(
+        "run", "import", str(run_file), "--testset", "fr-other", "--name", "col2.bm25.1"
+    )
     assert code == 0, err
     code, out, err = pgeval(*ARGS, "--name", "col2")
     assert code == 1
@@ -47,8 +63,9 @@ def test_pipeline_refuses_a_name_whose_stage_run_exists(kb, pgeval):
     assert "resume" not in err and "Traceback" not in err
     # nothing written: no experiment, and the foreign run is untouched
     assert _counts(conn, "col2") == (0, 1)
-    assert conn.execute("SELECT experiment_id, stage FROM pgeval.run WHERE name = "
-                        "'col2.bm25.1'").fetchone() == (None, "import")
+    assert conn.execute(
+        "SELECT experiment_id, stage FROM pgeval.run WHERE name = 'col2.bm25.1'"
+    ).fetchone() == (None, "import")
     code, out, err = pgeval(*ARGS, "--name", "col3")
     assert code == 0, err
 
@@ -60,8 +77,9 @@ def test_resume_never_adopts_a_foreign_run(kb, pgeval):
     # the experiment loses its bm25 run (as if never run) and a foreign run takes the name
     conn.execute("DELETE FROM pgeval.run WHERE name = 'col4.bm25.1'")
     conn.execute("UPDATE pgeval.experiment SET status = 'failed' WHERE name = 'col4'")
-    code, _, err = pgeval("run", "import", str(run_file), "--testset", "fr-other", "--name",
-                          "col4.bm25.1")
+    code, _, err = pgeval(
+        "run", "import", str(run_file), "--testset", "fr-other", "--name", "col4.bm25.1"
+    )
     assert code == 0, err
     code, out, err = pgeval("run", "resume", "col4")
     assert code == 1, out
@@ -69,23 +87,30 @@ def test_resume_never_adopts_a_foreign_run(kb, pgeval):
     assert len([x for x in err.strip().splitlines() if x.strip()]) == 1, err
     status = conn.execute("SELECT status FROM pgeval.experiment WHERE name = 'col4'").fetchone()
     assert status[0] != "complete"
-    assert conn.execute("SELECT experiment_id FROM pgeval.run WHERE name = "
-                        "'col4.bm25.1'").fetchone()[0] is None
+    assert (
+        conn.execute("SELECT experiment_id FROM pgeval.run WHERE name = 'col4.bm25.1'").fetchone()[
+            0
+        ]
+        is None
+    )
     # once the foreign run is gone, resume measures the stage itself
     code, _, err = pgeval("run", "delete", "col4.bm25.1")
     assert code == 0, err
     code, out, err = pgeval("run", "resume", "col4", "--format", "json")
     assert code == 0, err
-    exp_id, ts = conn.execute("SELECT experiment_id, testset_id FROM pgeval.experiment "
-                              "WHERE name = 'col4'").fetchone()
-    assert conn.execute("SELECT experiment_id, testset_id, status FROM pgeval.run WHERE name = "
-                        "'col4.bm25.1'").fetchone() == (exp_id, ts, "complete")
+    exp_id, ts = conn.execute(
+        "SELECT experiment_id, testset_id FROM pgeval.experiment WHERE name = 'col4'"
+    ).fetchone()
+    assert conn.execute(
+        "SELECT experiment_id, testset_id, status FROM pgeval.run WHERE name = 'col4.bm25.1'"
+    ).fetchone() == (exp_id, ts, "complete")
 
 
 def test_resume_by_run_name_of_an_import_is_refused(kb, pgeval):
     conn, run_file = kb
-    code, _, err = pgeval("run", "import", str(run_file), "--testset", "fr-other", "--name",
-                          "lone.bm25.1")
+    code, _, err = pgeval(
+        "run", "import", str(run_file), "--testset", "fr-other", "--name", "lone.bm25.1"
+    )
     assert code == 0, err
     code, _, err = pgeval("run", "resume", "lone.bm25.1")
     assert code == 1 and "imported" in err and "Traceback" not in err

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import make_testset
 from helpers_stage import dist, make_experiment, stage_run
 
@@ -20,27 +19,42 @@ def interrupted(clean, conn):
     for name in ("half", "gap"):
         make_experiment(conn, name, "half-set", ["exact", "hnsw"])
         conn.execute("UPDATE pgeval.experiment SET status = 'failed' WHERE name = %s", (name,))
-        stage_run(conn, name, "exact", {q: dist([f"c{q[1:]}", f"d{q[1:]}"]) for q in QRELS},
-                  testset="half-set", depth=10)
+        stage_run(
+            conn,
+            name,
+            "exact",
+            {q: dist([f"c{q[1:]}", f"d{q[1:]}"]) for q in QRELS},
+            testset="half-set",
+            depth=10,
+        )
     # "half": its hnsw run was interrupted after two queries
-    rid = stage_run(conn, "half", "hnsw", {q: dist([f"c{q[1:]}"]) for q in ("q0", "q1")},
-                    testset="half-set", depth=10)
+    rid = stage_run(
+        conn,
+        "half",
+        "hnsw",
+        {q: dist([f"c{q[1:]}"]) for q in ("q0", "q1")},
+        testset="half-set",
+        depth=10,
+    )
     conn.execute("UPDATE pgeval.run SET status = 'running' WHERE run_id = %s", (rid,))
     # "gap": killed after its exact run completed, before hnsw started
 
 
-@pytest.mark.parametrize("args, message", [
-    ("metrics half.hnsw.1", "run 'half.hnsw.1' is running, not complete"),
-    ("stage-report half", "1 run(s) of experiment 'half' are not complete (half.hnsw.1)"),
-    ("stage-report gap", "experiment 'gap' is failed: some of its stages have not run"),
-    ("report half.hnsw.1 --format json", "run 'half.hnsw.1' is running, not complete"),
-    ("report gap --format json", "experiment 'gap' is failed, not complete"),
-    ("compare half.exact.1 half.hnsw.1", "run 'half.hnsw.1' is running, not complete"),
-    ("gate --baseline half.exact.1 --candidate half.hnsw.1", "run 'half.hnsw.1' is running"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ("metrics half.hnsw.1", "run 'half.hnsw.1' is running, not complete"),
+        ("stage-report half", "1 run(s) of experiment 'half' are not complete (half.hnsw.1)"),
+        ("stage-report gap", "experiment 'gap' is failed: some of its stages have not run"),
+        ("report half.hnsw.1 --format json", "run 'half.hnsw.1' is running, not complete"),
+        ("report gap --format json", "experiment 'gap' is failed, not complete"),
+        ("compare half.exact.1 half.hnsw.1", "run 'half.hnsw.1' is running, not complete"),
+        ("gate --baseline half.exact.1 --candidate half.hnsw.1", "run 'half.hnsw.1' is running"),
+    ],
+)
 def test_readers_refuse_incomplete(args, message, interrupted, pgeval):
     code, out, err = pgeval(args)
-    assert code == 1, (code, err)                   # an error, never a gate failure (2)
+    assert code == 1, (code, err)  # an error, never a gate failure (2)
     assert err.startswith("pgeval: error: ") and message in err and err.count("\n") == 1, err
     assert "resume" in err and out == ""
 

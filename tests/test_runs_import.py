@@ -4,12 +4,11 @@ import io
 import json
 
 import pytest
-
-from evaluator.measure import metrics
-from evaluator.core.errors import Conflict, InputError
-from evaluator.run.runs import export_run, import_run
-
 from helpers import make_testset
+
+from evaluator.core.errors import Conflict, InputError
+from evaluator.measure import metrics
+from evaluator.run.runs import export_run, import_run
 
 
 @pytest.fixture
@@ -19,41 +18,72 @@ def ts(clean, conn):
 
 
 def _results(conn, name):
-    return conn.execute("SELECT query_id, rank, chunk_id FROM pgeval.result r JOIN pgeval.run USING "
-                        "(run_id) WHERE name = %s ORDER BY 1, 2", (name,)).fetchall()
+    return conn.execute(
+        "SELECT query_id, rank, chunk_id FROM pgeval.result r JOIN pgeval.run USING "
+        "(run_id) WHERE name = %s ORDER BY 1, 2",
+        (name,),
+    ).fetchall()
 
 
 def test_trec_orders_by_score_then_chunk_id_descending(conn, ts, tmp_file):
-    f = tmp_file("r.trec", "q1 Q0 a 1 1.0 t\nq1 Q0 c 2 3.0 t\nq1 Q0 b 3 3.0 t\n"
-                           "q2 Q0 x 1 0.5 t\nzz Q0 x 1 9 t\n")
+    f = tmp_file(
+        "r.trec",
+        "q1 Q0 a 1 1.0 t\nq1 Q0 c 2 3.0 t\nq1 Q0 b 3 3.0 t\nq2 Q0 x 1 0.5 t\nzz Q0 x 1 9 t\n",
+    )
     rep = import_run(conn, f, ts, "r-trec", "trec")
     assert (rep.rows, rep.queries, rep.unknown_queries) == (4, 2, 1)
     assert rep.unknown_query_ids == ["zz"]
     assert rep.valid_without_result == 1  # q3
-    assert _results(conn, "r-trec") == [("q1", 1, "c"), ("q1", 2, "b"), ("q1", 3, "a"),
-                                        ("q2", 1, "x")]
+    assert _results(conn, "r-trec") == [
+        ("q1", 1, "c"),
+        ("q1", 2, "b"),
+        ("q1", 3, "a"),
+        ("q2", 1, "x"),
+    ]
     run = metrics.resolve_run(conn, "r-trec")
     assert "trec_eval" in run.order_rule and run.status == "complete"
 
 
 def test_jsonl_keeps_given_order(conn, ts, tmp_file):
-    f = tmp_file("r.jsonl", json.dumps({"query_id": "q1", "ranked": [
-        {"chunk_id": "a", "score": 0.1}, {"chunk_id": "z", "score": 0.9}, "b"]}) + "\n")
+    f = tmp_file(
+        "r.jsonl",
+        json.dumps(
+            {
+                "query_id": "q1",
+                "ranked": [{"chunk_id": "a", "score": 0.1}, {"chunk_id": "z", "score": 0.9}, "b"],
+            }
+        )
+        + "\n",
+    )
     import_run(conn, f, ts, "r-jsonl")
     assert _results(conn, "r-jsonl") == [("q1", 1, "a"), ("q1", 2, "z"), ("q1", 3, "b")]
 
 
-@pytest.mark.parametrize("name,content,message", [
-    ("dup.trec", "q1 Q0 a 1 1 t\nq1 Q0 b 2 0.5 t\nq1 Q0 a 3 0.2 t\n",
-     "dup.trec:3: query 'q1' lists chunk 'a' twice (lines 1 and 3)"),
-    ("short.trec", "q1 Q0 a 1 1\n", "short.trec:1: expected 6 fields"),
-    ("score.trec", "q1 Q0 a 1 high t\n", "score.trec:1, field 'score': score 'high' is not a number"),
-    ("empty.trec", "", "empty.trec: empty file"),
-    ("latin1.trec", b"q1 Q0 \xe9 1 1 t\n", "latin1.trec:1: not valid UTF-8"),
-    ("bad.jsonl", '{"query_id": "q1", "ranked": [}\n', "bad.jsonl:1: malformed JSON"),
-    ("noid.jsonl", '{"ranked": ["a"]}\n', "noid.jsonl:1, field 'query_id'"),
-    ("dup.jsonl", '{"query_id": "q1", "ranked": ["a", "a"]}\n', "query 'q1' lists chunk 'a' twice"),
-])
+@pytest.mark.parametrize(
+    "name,content,message",
+    [
+        (
+            "dup.trec",
+            "q1 Q0 a 1 1 t\nq1 Q0 b 2 0.5 t\nq1 Q0 a 3 0.2 t\n",
+            "dup.trec:3: query 'q1' lists chunk 'a' twice (lines 1 and 3)",
+        ),
+        ("short.trec", "q1 Q0 a 1 1\n", "short.trec:1: expected 6 fields"),
+        (
+            "score.trec",
+            "q1 Q0 a 1 high t\n",
+            "score.trec:1, field 'score': score 'high' is not a number",
+        ),
+        ("empty.trec", "", "empty.trec: empty file"),
+        ("latin1.trec", b"q1 Q0 \xe9 1 1 t\n", "latin1.trec:1: not valid UTF-8"),
+        ("bad.jsonl", '{"query_id": "q1", "ranked": [}\n', "bad.jsonl:1: malformed JSON"),
+        ("noid.jsonl", '{"ranked": ["a"]}\n', "noid.jsonl:1, field 'query_id'"),
+        (
+            "dup.jsonl",
+            '{"query_id": "q1", "ranked": ["a", "a"]}\n',
+            "query 'q1' lists chunk 'a' twice",
+        ),
+    ],
+)
 def test_bad_run_files_are_rejected_and_nothing_written(conn, ts, tmp_file, name, content, message):
     f = tmp_file(name, content)
     with pytest.raises(InputError) as err:
@@ -83,8 +113,10 @@ def test_export_round_trips(conn, ts, tmp_file):
     out = io.StringIO()
     export_run(conn, "rt", "jsonl", out)
     first = json.loads(out.getvalue().splitlines()[0])
-    assert first == {"query_id": "q1", "ranked": [{"chunk_id": "b", "score": 2.5},
-                                                  {"chunk_id": "a", "score": 1.5}]}
+    assert first == {
+        "query_id": "q1",
+        "ranked": [{"chunk_id": "b", "score": 2.5}, {"chunk_id": "a", "score": 1.5}],
+    }
 
 
 def test_cli_import_metrics_export(pgeval, ts, tmp_file):
@@ -99,8 +131,9 @@ def test_cli_import_metrics_export(pgeval, ts, tmp_file):
     assert data["counts"]["valid"] == 3
     code, out, err = pgeval("run", "export", "cli-run", "--format", "trec")
     assert code == 0 and out.splitlines()[0].startswith("q1 Q0 a 1 ")
-    code, out, err = pgeval("run", "import", str(tmp_file("e.trec", "")), "--testset", ts,
-                            "--name", "x")
+    code, out, err = pgeval(
+        "run", "import", str(tmp_file("e.trec", "")), "--testset", ts, "--name", "x"
+    )
     assert code == 1 and err.startswith("pgeval: error: ") and "empty file" in err
     assert "Traceback" not in err
 
@@ -110,16 +143,25 @@ def test_imported_rows_carry_their_judged_grades(conn, ts, tmp_file):
     rows written any other way still get their grades from the trigger."""
     f = tmp_file("g.trec", "q1 Q0 a 1 3 t\nq1 Q0 zz 2 2 t\nq1 Q0 b 3 1 t\nq2 Q0 x 1 1 t\n")
     import_run(conn, f, ts, "graded")
-    assert conn.execute("SELECT query_id, chunk_id, grade FROM pgeval.result JOIN pgeval.run "
-                        "USING (run_id) WHERE name = 'graded' ORDER BY 1, rank").fetchall() == [
-        ("q1", "a", 1), ("q1", "zz", None), ("q1", "b", 2), ("q2", "x", 3)]
+    assert conn.execute(
+        "SELECT query_id, chunk_id, grade FROM pgeval.result JOIN pgeval.run "
+        "USING (run_id) WHERE name = 'graded' ORDER BY 1, rank"
+    ).fetchall() == [("q1", "a", 1), ("q1", "zz", None), ("q1", "b", 2), ("q2", "x", 3)]
     rid = conn.execute("SELECT run_id FROM pgeval.run WHERE name = 'graded'").fetchone()[0]
-    conn.execute("INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id) "
-                 "VALUES (%s, 'q3', 1, 'y')", (rid,))
-    assert conn.execute("SELECT grade FROM pgeval.result WHERE run_id = %s AND query_id = 'q3'",
-                        (rid,)).fetchone()[0] == 1
+    conn.execute(
+        "INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id) VALUES (%s, 'q3', 1, 'y')",
+        (rid,),
+    )
+    assert (
+        conn.execute(
+            "SELECT grade FROM pgeval.result WHERE run_id = %s AND query_id = 'q3'", (rid,)
+        ).fetchone()[0]
+        == 1
+    )
     assert conn.execute("SELECT current_setting('pgeval.result_grades', true)").fetchone()[0] in (
-        None, "")
+        None,
+        "",
+    )
 
 
 def test_export_to_a_missing_folder_is_one_line_and_writes_nothing(pgeval, ts, tmp_file, tmp_path):
@@ -127,8 +169,10 @@ def test_export_to_a_missing_folder_is_one_line_and_writes_nothing(pgeval, ts, t
     assert pgeval("run", "import", str(f), "--testset", ts, "--name", "ex")[0] == 0
     code, out, err = pgeval("run", "export", "ex", "--out", str(tmp_path / "no" / "x.trec"))
     assert code == 1 and "Traceback" not in err
-    assert err.strip() == (f"pgeval: error: {tmp_path / 'no' / 'x.trec'}: cannot write there: "
-                           "No such file or directory")
+    assert err.strip() == (
+        f"pgeval: error: {tmp_path / 'no' / 'x.trec'}: cannot write there: "
+        "No such file or directory"
+    )
     code, out, err = pgeval("run", "export", "nosuch", "--out", str(tmp_path / "y.trec"))
     assert code == 1 and not list(tmp_path.glob("y.trec*"))
 
@@ -137,18 +181,26 @@ def test_trec_text_after_the_sixth_field_is_ignored_as_trec_eval_does(conn, ts, 
     """trec_eval ignores what follows the run tag (its regression file results.trunc has such
     lines): the run is the one without the text, and the import summary says so once."""
     plain = "q1 Q0 a 1 1.0 t\nq1 Q0 b 2 3.0 t\nq2 Q0 x 1 0.5 t\n"
-    noisy = ("q1 Q0 a 1 1.0 t  trailing words here\nq1 Q0 b 2 3.0 t\n"
-             "q2 Q0 x 1 0.5 t\t9 Q0 y 7 not-a-score \\ extra\n")
+    noisy = (
+        "q1 Q0 a 1 1.0 t  trailing words here\nq1 Q0 b 2 3.0 t\n"
+        "q2 Q0 x 1 0.5 t\t9 Q0 y 7 not-a-score \\ extra\n"
+    )
     rep = import_run(conn, tmp_file("noisy.trec", noisy), ts, "noisy", "trec")
     import_run(conn, tmp_file("plain.trec", plain), ts, "plain", "trec")
     assert rep.lines_with_extra_text == 2 and rep.rows == 3
-    assert _results(conn, "noisy") == _results(conn, "plain") == [
-        ("q1", 1, "b"), ("q1", 2, "a"), ("q2", 1, "x")]
-    scores = conn.execute("SELECT array_agg(score ORDER BY query_id, rank) FROM pgeval.result "
-                          "JOIN pgeval.run USING (run_id) WHERE name = 'noisy'").fetchone()[0]
+    assert (
+        _results(conn, "noisy")
+        == _results(conn, "plain")
+        == [("q1", 1, "b"), ("q1", 2, "a"), ("q2", 1, "x")]
+    )
+    scores = conn.execute(
+        "SELECT array_agg(score ORDER BY query_id, rank) FROM pgeval.result "
+        "JOIN pgeval.run USING (run_id) WHERE name = 'noisy'"
+    ).fetchone()[0]
     assert scores == [3.0, 1.0, 0.5]
-    code, out, err = pgeval("run", "import", str(tmp_file("noisy2.trec", noisy)), "--testset", ts,
-                            "--name", "noisy-cli")
+    code, out, err = pgeval(
+        "run", "import", str(tmp_file("noisy2.trec", noisy)), "--testset", ts, "--name", "noisy-cli"
+    )
     assert code == 0, err
     said = [line for line in (out + err).splitlines() if "sixth field" in line]
     assert len(said) == 1 and said[0].count("2 lines") == 1 and "ignored" in said[0]

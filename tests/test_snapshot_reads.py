@@ -10,7 +10,6 @@ import random
 import threading
 
 import pytest
-
 from helpers import make_testset
 
 N_QUERIES = 300
@@ -32,16 +31,20 @@ def _create_run(conn, name: str) -> None:
         rid = conn.execute(
             "INSERT INTO pgeval.run (name, testset_id, stage, order_rule, status) SELECT %s, "
             "testset_id, 'import', 'as given', 'complete' FROM pgeval.testset WHERE name = 'snap' "
-            "RETURNING run_id", (name,)).fetchone()[0]
+            "RETURNING run_id",
+            (name,),
+        ).fetchone()[0]
         conn.execute(
             "INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id, score) "
             "SELECT %s, q.query_id, r, CASE WHEN r = 2 AND q.position %% 3 <> 0 "
             "THEN 'c' || (q.position - 1) ELSE 'x' || r END, (%s - r)::float8 "
             "FROM pgeval.query q, generate_series(1, %s) AS r "
             "WHERE q.testset_id = (SELECT testset_id FROM pgeval.testset WHERE name = 'snap')",
-            (rid, DEPTH, DEPTH))
-        conn.execute("SELECT pgeval.refresh_ideal(testset_id) FROM pgeval.testset "
-                     "WHERE name = 'snap'")
+            (rid, DEPTH, DEPTH),
+        )
+        conn.execute(
+            "SELECT pgeval.refresh_ideal(testset_id) FROM pgeval.testset WHERE name = 'snap'"
+        )
 
 
 def _delete(database, name: str) -> None:
@@ -65,8 +68,9 @@ def _whole(doc: dict, expected: dict) -> None:
     assert doc == expected
 
 
-def test_metrics_whole_when_the_run_is_deleted_between_statements(snap, database, pgeval,
-                                                                  monkeypatch):
+def test_metrics_whole_when_the_run_is_deleted_between_statements(
+    snap, database, pgeval, monkeypatch
+):
     """The run is deleted (another connection, committed) right after the summary is read: the
     breakdowns read afterwards still see it."""
     from evaluator.measure import metrics
@@ -78,7 +82,7 @@ def test_metrics_whole_when_the_run_is_deleted_between_statements(snap, database
 
     real_summary = metrics.summary
 
-    def summary_then_delete(conn, *args, **kwargs):   # a pause point, not a stand-in
+    def summary_then_delete(conn, *args, **kwargs):  # a pause point, not a stand-in
         values = real_summary(conn, *args, **kwargs)
         _delete(database, "snap-run")
         return values
@@ -87,8 +91,9 @@ def test_metrics_whole_when_the_run_is_deleted_between_statements(snap, database
     code, out, err = pgeval(*METRICS)
     assert code == 0, err
     _whole(json.loads(out), expected)
-    assert snap.execute("SELECT count(*) FROM pgeval.run WHERE name = 'snap-run'"
-                        ).fetchone()[0] == 0
+    assert (
+        snap.execute("SELECT count(*) FROM pgeval.run WHERE name = 'snap-run'").fetchone()[0] == 0
+    )
     # deleted before the snapshot: one clean error
     monkeypatch.setattr(metrics, "summary", real_summary)
     code, out, err = pgeval(*METRICS)
@@ -105,7 +110,7 @@ def test_report_built_in_a_snapshot_taken_before_the_delete(snap, database):
     with snapshot(database) as c:
         before = report_json.build(c, "snap-run")
     with snapshot(database) as c:
-        c.execute("SELECT 1")                      # the snapshot is taken here
+        c.execute("SELECT 1")  # the snapshot is taken here
         _delete(database, "snap-run")
         after = report_json.build(c, "snap-run")
     for doc in (before, after):
@@ -130,8 +135,9 @@ def test_compare_reads_both_sides_in_one_snapshot(snap, database, pgeval, monkey
         return doc
 
     monkeypatch.setattr(report_json, "build", build_then_delete)
-    code, out, err = pgeval("compare", "snap-run", "snap-other", "--format", "json",
-                            "--permutations", "200")
+    code, out, err = pgeval(
+        "compare", "snap-run", "snap-other", "--format", "json", "--permutations", "200"
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert calls == ["snap-run", "snap-other"]
@@ -139,8 +145,9 @@ def test_compare_reads_both_sides_in_one_snapshot(snap, database, pgeval, monkey
     assert all(r["delta"] == 0 for r in doc["rows"] if r["delta"] is not None)
 
 
-def test_export_whole_when_the_run_is_deleted_after_it_is_resolved(snap, database, pgeval,
-                                                                   monkeypatch, tmp_path):
+def test_export_whole_when_the_run_is_deleted_after_it_is_resolved(
+    snap, database, pgeval, monkeypatch, tmp_path
+):
     from evaluator.measure import metrics
 
     out_file = tmp_path / "before.trec"
@@ -192,23 +199,37 @@ def test_metrics_read_repeatedly_while_the_run_is_deleted(snap, database, pgeval
 
 
 def test_stage_report_whole_when_a_stage_run_is_deleted_while_it_is_built(
-        clean, conn, database, pgeval, monkeypatch):
+    clean, conn, database, pgeval, monkeypatch
+):
     """A stage run is deleted once the experiment is resolved: every later statement of the
     stage report still sees it (before, the report mixed the two states)."""
-    from evaluator.measure import stage_report
-
     from helpers import make_run
 
+    from evaluator.measure import stage_report
+
     make_testset(conn, "exp-set", {f"q{i}": {f"c{i}": 2, f"d{i}": 1} for i in range(12)})
-    eid = conn.execute("INSERT INTO pgeval.experiment (name, testset_id, config, status) SELECT "
-                       "'exp', testset_id, %s, 'complete' FROM pgeval.testset "
-                       "RETURNING experiment_id",
-                       (json.dumps({"stages": ["bm25", "rerank"]}),)).fetchone()[0]
-    make_run(conn, "exp.bm25.1", "exp-set", {f"q{i}": ["x", f"c{i}", "y", f"d{i}"]
-                                               for i in range(12)}, stage="bm25",
-             experiment_id=eid)
-    make_run(conn, "exp.rerank.1", "exp-set", {f"q{i}": [f"c{i}", "x"] for i in range(12)},
-             stage="rerank", experiment_id=eid)
+    eid = conn.execute(
+        "INSERT INTO pgeval.experiment (name, testset_id, config, status) SELECT "
+        "'exp', testset_id, %s, 'complete' FROM pgeval.testset "
+        "RETURNING experiment_id",
+        (json.dumps({"stages": ["bm25", "rerank"]}),),
+    ).fetchone()[0]
+    make_run(
+        conn,
+        "exp.bm25.1",
+        "exp-set",
+        {f"q{i}": ["x", f"c{i}", "y", f"d{i}"] for i in range(12)},
+        stage="bm25",
+        experiment_id=eid,
+    )
+    make_run(
+        conn,
+        "exp.rerank.1",
+        "exp-set",
+        {f"q{i}": [f"c{i}", "x"] for i in range(12)},
+        stage="rerank",
+        experiment_id=eid,
+    )
     code, out, err = pgeval("stage-report", "exp", "--format", "json")
     assert code == 0, err
     expected = json.loads(out)

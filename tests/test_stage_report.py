@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import make_testset
 from helpers_stage import dist, make_experiment, stage_run
 
@@ -17,30 +16,63 @@ LAT = {"q1": 5.0, "q2": 1.0, "q3": 3.0, "q4": 2.0}
 @pytest.fixture
 def exp2(clean, conn):
     """exact, hnsw, bm25 (D = 3), merge final; two repetitions whose hnsw differs."""
-    make_testset(conn, "sr", {
-        "q1": {"a": 3, "b": 1},
-        "q2": {"c": 2},
-        "q3": {"d": 1, "e": 1},
-        "q4": {},
-    }, types={"q1": ["fuzzy"], "q3": ["fuzzy", "long_tail"]},
-        texts={"q3": "which wing has the least drag"})
+    make_testset(
+        conn,
+        "sr",
+        {
+            "q1": {"a": 3, "b": 1},
+            "q2": {"c": 2},
+            "q3": {"d": 1, "e": 1},
+            "q4": {},
+        },
+        types={"q1": ["fuzzy"], "q3": ["fuzzy", "long_tail"]},
+        texts={"q3": "which wing has the least drag"},
+    )
     exp = make_experiment(conn, "exp2", "sr", ["exact", "hnsw", "bm25", "merge"])
     for rep in (1, 2):
-        stage_run(conn, "exp2", "exact", {
-            "q1": dist(["a", "b", "x"]), "q2": dist(["c", "x", "y"]), "q3": dist(["x", "y", "z"]),
-            "q4": dist(["x", "y", "z"])}, testset="sr", depth=3, repetition=rep, latency_ms=LAT)
+        stage_run(
+            conn,
+            "exp2",
+            "exact",
+            {
+                "q1": dist(["a", "b", "x"]),
+                "q2": dist(["c", "x", "y"]),
+                "q3": dist(["x", "y", "z"]),
+                "q4": dist(["x", "y", "z"]),
+            },
+            testset="sr",
+            depth=3,
+            repetition=rep,
+            latency_ms=LAT,
+        )
         hnsw_q1 = ["a", "x", "y"] if rep == 1 else ["a", "b", "x"]
-        stage_run(conn, "exp2", "hnsw", {
-            "q1": [(c, {"a": 0.1, "b": 0.2, "x": 0.3, "y": 0.5}[c]) for c in hnsw_q1],
-            "q2": dist(["c", "x"]), "q3": dist(["x", "y", "z"]),
-            "q4": dist(["x", "y", "z"])}, testset="sr", depth=3, repetition=rep,
-            latency_ms={q: v * rep for q, v in LAT.items()})
-        stage_run(conn, "exp2", "bm25", {"q3": ["e", "w"]}, testset="sr", depth=3,
-                  repetition=rep)
+        stage_run(
+            conn,
+            "exp2",
+            "hnsw",
+            {
+                "q1": [(c, {"a": 0.1, "b": 0.2, "x": 0.3, "y": 0.5}[c]) for c in hnsw_q1],
+                "q2": dist(["c", "x"]),
+                "q3": dist(["x", "y", "z"]),
+                "q4": dist(["x", "y", "z"]),
+            },
+            testset="sr",
+            depth=3,
+            repetition=rep,
+            latency_ms={q: v * rep for q, v in LAT.items()},
+        )
+        stage_run(conn, "exp2", "bm25", {"q3": ["e", "w"]}, testset="sr", depth=3, repetition=rep)
         merged_q1 = ["x", "a", "y"] if rep == 1 else ["a", "b", "x"]
-        stage_run(conn, "exp2", "merge", {
-            "q1": merged_q1, "q2": ["c", "x"], "q3": ["x", "e", "y"]}, testset="sr", depth=6,
-            repetition=rep, params={"score": "similarity", "inputs": ["hnsw", "bm25"]})
+        stage_run(
+            conn,
+            "exp2",
+            "merge",
+            {"q1": merged_q1, "q2": ["c", "x"], "q3": ["x", "e", "y"]},
+            testset="sr",
+            depth=6,
+            repetition=rep,
+            params={"score": "similarity", "inputs": ["hnsw", "bm25"]},
+        )
     return exp
 
 
@@ -57,19 +89,21 @@ def test_json_stages_metrics_and_latency(pgeval, conn, exp2):
     by = {s["stage"]: s for s in rep["stages"]}
     # every metric is pgeval.summary of the run
     for name, s in by.items():
-        run_id = conn.execute("SELECT run_id FROM pgeval.run WHERE name = %s",
-                              (f"exp2.{name}.1",)).fetchone()[0]
-        for m, v in conn.execute("SELECT measure, value FROM pgeval.summary(%s, %s)",
-                                 (run_id, ["recall@2", "recall@10", "mrr@20", "ndcg@5"])):
+        run_id = conn.execute(
+            "SELECT run_id FROM pgeval.run WHERE name = %s", (f"exp2.{name}.1",)
+        ).fetchone()[0]
+        for m, v in conn.execute(
+            "SELECT measure, value FROM pgeval.summary(%s, %s)",
+            (run_id, ["recall@2", "recall@10", "mrr@20", "ndcg@5"]),
+        ):
             assert s["metrics"][m]["mean"] == pytest.approx(v)
     # hnsw rep 1: q1 a, x (x at 0.3 > d_2 = 0.2) -> 1/2; q2, q3, q4 as exact search -> 1
     assert by["hnsw"]["index_recall@2"]["mean"] == pytest.approx((0.5 + 1 + 1 + 1) / 4)
     assert "index_recall@2" not in by["exact"] and "index_recall@2" not in by["bm25"]
     # nearest rank over [1, 2, 3, 5]: p50 = element 2, p95 = p99 = element 4
     assert by["exact"]["latency_ms"] == {"p50": 2.0, "p95": 5.0, "p99": 5.0}
-    assert by["hnsw"]["rows"] == {"mean": 2.75, "min": 2, "max": 3, "depth": 3,
-                                  "short_queries": 1}
-    assert by["merge"]["latency_ms"] is None           # no timings: no latency
+    assert by["hnsw"]["rows"] == {"mean": 2.75, "min": 2, "max": 3, "depth": 3, "short_queries": 1}
+    assert by["merge"]["latency_ms"] is None  # no timings: no latency
     assert by["merge"]["rows"]["mean"] == pytest.approx(8 / 3)
 
 
@@ -79,16 +113,23 @@ def test_json_loss_attribution_adds_up(pgeval, conn, exp2):
     assert list(loss) == ["index", "reach", "fusion", "kept"]
     # rep 1: q1 a kept, b index (exact had it, hnsw did not); q2 c kept;
     # q3 d reach (no stage found it), e kept (bm25 had it, merge rank 2)
-    assert {c: r["chunks"] for c, r in loss.items()} == {"index": 1, "reach": 1, "fusion": 0,
-                                                          "kept": 3}
+    assert {c: r["chunks"] for c, r in loss.items()} == {
+        "index": 1,
+        "reach": 1,
+        "fusion": 0,
+        "kept": 3,
+    }
     assert sum(r["recall_points"] for r in loss.values()) == pytest.approx(1.0)
-    final = conn.execute("SELECT value FROM pgeval.summary((SELECT run_id FROM pgeval.run "
-                         "WHERE name = 'exp2.merge.1'), ARRAY['recall@2'])").fetchone()[0]
+    final = conn.execute(
+        "SELECT value FROM pgeval.summary((SELECT run_id FROM pgeval.run "
+        "WHERE name = 'exp2.merge.1'), ARRAY['recall@2'])"
+    ).fetchone()[0]
     assert loss["kept"]["recall_points"] == pytest.approx(final)
     assert [c["link"] for c in rep["chain"]] == ["final", "merge", "path", "path", "exact"]
     assert rep["worst_queries"]["queries"][0]["query_id"] == "q1"
     assert {(r["type"], r["category"]): r["chunks"] for r in rep["loss_by_type"]}[
-        ("long_tail", "reach")] == 1
+        ("long_tail", "reach")
+    ] == 1
 
 
 def test_all_repetitions_mean_and_spread(pgeval, exp2):
@@ -102,7 +143,7 @@ def test_all_repetitions_mean_and_spread(pgeval, exp2):
     # latencies of both repetitions pooled: [1,2,3,5,2,4,6,10] -> p50 element 4 = 3
     assert hnsw["latency_ms"]["p50"] == 3.0 and hnsw["latency_ms"]["p99"] == 10.0
     bm25 = next(s for s in rep["stages"] if s["stage"] == "bm25")
-    assert bm25["rows"]["mean"] == 2.0 and bm25["rows"]["max"] == 2   # per run, not pooled
+    assert bm25["rows"]["mean"] == 2.0 and bm25["rows"]["max"] == 2  # per run, not pooled
     loss = {r["category"]: r for r in rep["loss_attribution"]}
     assert loss["index"]["repetitions"] == 2
     assert (loss["index"]["points_min"], loss["index"]["points_max"]) == (0.0, pytest.approx(1 / 6))
@@ -112,9 +153,17 @@ def test_all_repetitions_mean_and_spread(pgeval, exp2):
 def test_table_output(pgeval, exp2):
     code, out, err = pgeval("stage-report", "exp2", "--k", "2")
     assert code == 0, err
-    for text in ("stages: quality", "spread over 2 repetitions", "rows returned",
-                 "loss attribution", "reach", "worst queries", "b:index",
-                 "hnsw (top 3) + bm25 (top 3) -> merge (top 2)", "long_tail"):
+    for text in (
+        "stages: quality",
+        "spread over 2 repetitions",
+        "rows returned",
+        "loss attribution",
+        "reach",
+        "worst queries",
+        "b:index",
+        "hnsw (top 3) + bm25 (top 3) -> merge (top 2)",
+        "long_tail",
+    ):
         assert text in out, text
 
 
@@ -163,8 +212,7 @@ def test_counts_print_as_integers_unless_true_means(pgeval, exp2):
     for r in one["loss_attribution"]:
         assert type(r["chunks"]) is int and type(r["relevant"]) is int, r
         assert type(r["valid_queries"]) is int, r
-    assert all(type(r["queries"]) is int and type(r["chunks"]) is int
-               for r in one["loss_by_type"])
+    assert all(type(r["queries"]) is int and type(r["chunks"]) is int for r in one["loss_by_type"])
     code, out, err = pgeval("stage-report", "exp2", "--k", "2", "--repetition", "1")
     assert code == 0, err
     assert "(relevant chunks: 5)" in out

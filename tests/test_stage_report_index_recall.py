@@ -5,15 +5,19 @@ with exact results (judgements play no part)."""
 from __future__ import annotations
 
 import pytest
-
 from helpers import make_testset
 from helpers_stage import make_experiment, stage_run
 
 
 def recall_rows(conn, exp, k=3, rep=1):
-    return {r[0]: r[1:] for r in conn.execute(
-        "SELECT label, queries, index_recall, short_queries, repetition "
-        "FROM pgeval.index_recall(%s, %s, %s)", (exp, k, rep)).fetchall()}
+    return {
+        r[0]: r[1:]
+        for r in conn.execute(
+            "SELECT label, queries, index_recall, short_queries, repetition "
+            "FROM pgeval.index_recall(%s, %s, %s)",
+            (exp, k, rep),
+        ).fetchall()
+    }
 
 
 @pytest.fixture
@@ -21,35 +25,56 @@ def tied(clean, conn):
     # judgements are irrelevant to index recall: q3 has none and still counts
     make_testset(conn, "ir", {"q1": {"c1": 1}, "q2": {"x": 1}, "q3": {}, "q4": {"y": 1}})
     exp = make_experiment(conn, "ir1", "ir", ["exact", "hnsw", "diskann", "bm25"])
-    stage_run(conn, "ir1", "exact", {
-        "q1": [("c1", 0.1), ("c2", 0.2), ("c3", 0.3), ("c4", 0.3), ("c5", 0.5)],
-        "q2": [("x1", 2.0), ("x2", 4.0), ("x3", 1000.0), ("x4", 1001.0)],
-        "q3": [("y1", 0.5), ("y2", 0.6)],            # fewer rows than K in the whole table
-    }, testset="ir", depth=5)
-    stage_run(conn, "ir1", "hnsw", {
-        # c4 ties with the 3rd neighbour (0.3): a hit; c5 at 0.5 is not -> 2/3
-        "q1": [("c1", 0.1), ("c4", 0.3), ("c5", 0.5)],
-        # d_K = 1000: eps = 1e-3 -> 1000.0009 counts, 1000.002 does not; one row missing -> 1/3
-        "q2": [("x9", 1000.0009), ("x8", 1000.002)],
-        # q3 is missing from the run: 0
-    }, testset="ir", depth=5)
-    stage_run(conn, "ir1", "diskann", {
-        # scores are NULL: the exact stage's distance of the same chunk is used; x3 counts
-        "q1": [("c2", None), ("c3", None), ("c1", None)],
-        "q2": [("x1", None), ("x2", None), ("x3", None)],
-        "q3": [("y2", None), ("y1", None)],
-    }, testset="ir", depth=5)
+    stage_run(
+        conn,
+        "ir1",
+        "exact",
+        {
+            "q1": [("c1", 0.1), ("c2", 0.2), ("c3", 0.3), ("c4", 0.3), ("c5", 0.5)],
+            "q2": [("x1", 2.0), ("x2", 4.0), ("x3", 1000.0), ("x4", 1001.0)],
+            "q3": [("y1", 0.5), ("y2", 0.6)],  # fewer rows than K in the whole table
+        },
+        testset="ir",
+        depth=5,
+    )
+    stage_run(
+        conn,
+        "ir1",
+        "hnsw",
+        {
+            # c4 ties with the 3rd neighbour (0.3): a hit; c5 at 0.5 is not -> 2/3
+            "q1": [("c1", 0.1), ("c4", 0.3), ("c5", 0.5)],
+            # d_K = 1000: eps = 1e-3 -> 1000.0009 counts, 1000.002 does not; one row missing -> 1/3
+            "q2": [("x9", 1000.0009), ("x8", 1000.002)],
+            # q3 is missing from the run: 0
+        },
+        testset="ir",
+        depth=5,
+    )
+    stage_run(
+        conn,
+        "ir1",
+        "diskann",
+        {
+            # scores are NULL: the exact stage's distance of the same chunk is used; x3 counts
+            "q1": [("c2", None), ("c3", None), ("c1", None)],
+            "q2": [("x1", None), ("x2", None), ("x3", None)],
+            "q3": [("y2", None), ("y1", None)],
+        },
+        testset="ir",
+        depth=5,
+    )
     stage_run(conn, "ir1", "bm25", {"q1": ["c1"]}, testset="ir", depth=5)
     return exp
 
 
 def test_index_recall_by_hand(conn, tied):
     rows = recall_rows(conn, tied, k=3)
-    assert set(rows) == {"hnsw", "diskann"}            # exact and bm25 are not ANN stages
+    assert set(rows) == {"hnsw", "diskann"}  # exact and bm25 are not ANN stages
     queries, value, short, rep = rows["hnsw"]
     assert queries == 3 and rep == 1
     assert value == pytest.approx((2 / 3 + 1 / 3 + 0) / 3)
-    assert short == 2                                  # q2 returned 2 of 3 rows, q3 none
+    assert short == 2  # q2 returned 2 of 3 rows, q3 none
     queries, value, short, _ = rows["diskann"]
     # q3: exact returned only 2 rows, so the denominator is 2 and both are hits
     assert value == pytest.approx((1 + 1 + 1) / 3) and short == 0
@@ -60,26 +85,44 @@ def test_epsilon_is_relative_to_d_k(clean, conn):
     exp = make_experiment(conn, "eps1", "eps", ["exact", "hnsw", "ivfflat"])
     stage_run(conn, "eps1", "exact", {"q": [("a", 0.1), ("b", 0.3)]}, testset="eps", depth=2)
     stage_run(conn, "eps1", "hnsw", {"q": [("a", 0.1), ("c", 0.3 + 5e-7)]}, testset="eps", depth=2)
-    stage_run(conn, "eps1", "ivfflat", {"q": [("a", 0.1), ("c", 0.3 + 5e-6)]}, testset="eps",
-              depth=2)
+    stage_run(
+        conn, "eps1", "ivfflat", {"q": [("a", 0.1), ("c", 0.3 + 5e-6)]}, testset="eps", depth=2
+    )
     rows = recall_rows(conn, exp, k=2)
-    assert rows["hnsw"][1] == pytest.approx(1.0)       # within 1e-6 of d_K
-    assert rows["ivfflat"][1] == pytest.approx(0.5)    # beyond it
+    assert rows["hnsw"][1] == pytest.approx(1.0)  # within 1e-6 of d_K
+    assert rows["ivfflat"][1] == pytest.approx(0.5)  # beyond it
 
 
 def test_repetitions_pair_with_their_own_exact_run(clean, conn):
     make_testset(conn, "rr", {"q": {}})
     exp = make_experiment(conn, "rr1", "rr", ["exact", "hnsw"])
     for rep, far in ((1, 0.2), (2, 0.9)):
-        stage_run(conn, "rr1", "exact", {"q": [("a", 0.1), ("b", far)]}, testset="rr",
-                  depth=2, repetition=rep)
-        stage_run(conn, "rr1", "hnsw", {"q": [("a", 0.1), ("c", 0.5)]}, testset="rr",
-                  depth=2, repetition=rep)
-    rows = conn.execute("SELECT repetition, index_recall FROM pgeval.index_recall(%s, 2, NULL)",
-                        (exp,)).fetchall()
+        stage_run(
+            conn,
+            "rr1",
+            "exact",
+            {"q": [("a", 0.1), ("b", far)]},
+            testset="rr",
+            depth=2,
+            repetition=rep,
+        )
+        stage_run(
+            conn,
+            "rr1",
+            "hnsw",
+            {"q": [("a", 0.1), ("c", 0.5)]},
+            testset="rr",
+            depth=2,
+            repetition=rep,
+        )
+    rows = conn.execute(
+        "SELECT repetition, index_recall FROM pgeval.index_recall(%s, 2, NULL)", (exp,)
+    ).fetchall()
     assert rows == [(1, 0.5), (2, 1.0)]
-    assert conn.execute("SELECT count(*) FROM pgeval.index_recall(%s, 2, 2)",
-                        (exp,)).fetchone()[0] == 1
+    assert (
+        conn.execute("SELECT count(*) FROM pgeval.index_recall(%s, 2, 2)", (exp,)).fetchone()[0]
+        == 1
+    )
 
 
 def test_named_stage_kind_from_params(clean, conn):
@@ -87,11 +130,19 @@ def test_named_stage_kind_from_params(clean, conn):
     make_testset(conn, "nk", {"q": {}})
     exp = make_experiment(conn, "nk1", "nk", ["exact", "fast"])
     stage_run(conn, "nk1", "exact", {"q": [("a", 0.1), ("b", 0.2)]}, testset="nk", depth=2)
-    stage_run(conn, "nk1", "fast", {"q": [("a", 0.1)]}, testset="nk", depth=2,
-              params={"kind": "hnsw", "score": "distance"})
+    stage_run(
+        conn,
+        "nk1",
+        "fast",
+        {"q": [("a", 0.1)]},
+        testset="nk",
+        depth=2,
+        params={"kind": "hnsw", "score": "distance"},
+    )
     assert recall_rows(conn, exp, k=2)["fast"][1] == pytest.approx(0.5)
-    roles = conn.execute("SELECT label, role, is_final FROM pgeval.experiment_stages(%s)",
-                         (exp,)).fetchall()
+    roles = conn.execute(
+        "SELECT label, role, is_final FROM pgeval.experiment_stages(%s)", (exp,)
+    ).fetchall()
     assert roles == [("exact", "exact", False), ("fast", "ann", True)]
 
 

@@ -16,8 +16,12 @@ from weknora_server import WeKnora
 
 KEY = "sk-LiveKey-7Qx93vZr"
 TABLE, N, DEPTH = "sv_kb", 24, 10
-NODES = {"weknora-vector": "vector", "weknora-keyword": "keyword", "weknora-hybrid": "hybrid",
-         "weknora-final": "final"}
+NODES = {
+    "weknora-vector": "vector",
+    "weknora-keyword": "keyword",
+    "weknora-hybrid": "hybrid",
+    "weknora-final": "final",
+}
 
 
 @pytest.fixture
@@ -25,8 +29,10 @@ def kb(clean, conn, monkeypatch):
     ensure_table(conn, TABLE, 300, 8, seed=13)
     ensure_testset(conn, "sv", TABLE, N, 8, n_rows=300, seed=13)
     # texts keyword search can match ("document 17" against bodies "document N")
-    conn.execute("UPDATE pgeval.query SET query_text = 'document ' || (substr(query_id, 2)::int "
-                 "* 7 % 300 + 1)")
+    conn.execute(
+        "UPDATE pgeval.query SET query_text = 'document ' || (substr(query_id, 2)::int "
+        "* 7 % 300 + 1)"
+    )
     add_target(conn, "sv", TABLE)
     monkeypatch.setenv("PGEVAL_SERVICE_KEY", KEY)
     return conn
@@ -49,43 +55,80 @@ def _opts(url: str, *stages: str, **extra) -> list[str]:
 
 def _lists(conn, run: str) -> dict[str, list[tuple[str, float]]]:
     out: dict = {}
-    for q, c, s in conn.execute("SELECT query_id, chunk_id, score FROM pgeval.result JOIN "
-                                "pgeval.run USING (run_id) WHERE name = %s ORDER BY query_id, "
-                                "rank", (run,)):
+    for q, c, s in conn.execute(
+        "SELECT query_id, chunk_id, score FROM pgeval.result JOIN "
+        "pgeval.run USING (run_id) WHERE name = %s ORDER BY query_id, "
+        "rank",
+        (run,),
+    ):
         out.setdefault(q, []).append((c, s))
     return out
 
 
 def _failures(conn, run: str) -> dict[str, tuple]:
-    return {r[0]: r[1:] for r in conn.execute(
-        "SELECT f.query_id, f.status, f.message, f.attempts FROM pgeval.query_failure f JOIN "
-        "pgeval.run "
-        "USING (run_id) WHERE name = %s", (run,))}
+    return {
+        r[0]: r[1:]
+        for r in conn.execute(
+            "SELECT f.query_id, f.status, f.message, f.attempts FROM pgeval.query_failure f JOIN "
+            "pgeval.run "
+            "USING (run_id) WHERE name = %s",
+            (run,),
+        )
+    }
 
 
 def _everything_stored(conn) -> str:
     """Every row of every table of schema pgeval, as text."""
-    names = [r[0] for r in conn.execute(
-        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = 'pgeval' AND c.relkind = 'r'")]
-    return "\n".join(str(r[0]) for t in names for r in conn.execute(
-        sql.SQL("SELECT t::text FROM {} t").format(sql.Identifier("pgeval", t))))
+    names = [
+        r[0]
+        for r in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = 'pgeval' AND c.relkind = 'r'"
+        )
+    ]
+    return "\n".join(
+        str(r[0])
+        for t in names
+        for r in conn.execute(
+            sql.SQL("SELECT t::text FROM {} t").format(sql.Identifier("pgeval", t))
+        )
+    )
 
 
 def test_weknora_nodes_beside_database_stages(server, kb, pgeval):
     stages = "exact,hnsw," + ",".join(NODES)
-    code, out, err = pgeval("run", "pipeline", "--testset", "sv", "--target", "sv", "--stages",
-                            stages, "--repeat", "1", "--depth", str(DEPTH), "--name", "sv1",
-                            *_opts(server.url, *NODES), "--format", "json")
+    code, out, err = pgeval(
+        "run",
+        "pipeline",
+        "--testset",
+        "sv",
+        "--target",
+        "sv",
+        "--stages",
+        stages,
+        "--repeat",
+        "1",
+        "--depth",
+        str(DEPTH),
+        "--name",
+        "sv1",
+        *_opts(server.url, *NODES),
+        "--format",
+        "json",
+    )
     assert code == 0, err
     # every stored list is exactly the service's answer, in its order, with its scores
     for stage, node in NODES.items():
         got = _lists(kb, f"sv1.{stage}.1")
         want = {qid: lst[:DEPTH] for (n, qid), lst in server.answers.items() if n == node}
         assert len(want) == N and got == want, stage
-    ghosts = {c for lst in _lists(kb, "sv1.weknora-vector.1").values() for c, _ in lst
-              if c.startswith("ghost-")}
-    assert not ghosts      # depth 10 < 10 + 1: the ghost is past the cut
+    ghosts = {
+        c
+        for lst in _lists(kb, "sv1.weknora-vector.1").values()
+        for c, _ in lst
+        if c.startswith("ghost-")
+    }
+    assert not ghosts  # depth 10 < 10 + 1: the ghost is past the cut
     # the requests were WeKnora's documented shapes, with the key in X-API-Key
     bodies = {s["path"]: s["body"] for s in server.seen}
     assert bodies["/api/v1/knowledge-bases/kb-1/hybrid-search"]["match_count"] == DEPTH
@@ -94,8 +137,12 @@ def test_weknora_nodes_beside_database_stages(server, kb, pgeval):
     vec = [s["body"] for s in server.seen if s["body"].get("disable_keywords_match") is True]
     assert vec and vec[0]["disable_vector_match"] is False and "query_text" in vec[0]
     # roles: the service's nodes form their own chain; the database stages stand beside it
-    params = dict(kb.execute("SELECT stage, params FROM pgeval.run WHERE experiment_id = "
-                             "(SELECT experiment_id FROM pgeval.experiment WHERE name = 'sv1')"))
+    params = dict(
+        kb.execute(
+            "SELECT stage, params FROM pgeval.run WHERE experiment_id = "
+            "(SELECT experiment_id FROM pgeval.experiment WHERE name = 'sv1')"
+        )
+    )
     assert [params[s]["role"] for s in NODES] == ["ann", "keyword", "merge", "rerank"]
     assert params["weknora-hybrid"]["inputs"] == ["weknora-vector", "weknora-keyword"]
     assert params["weknora-final"]["input"] == "weknora-hybrid"
@@ -105,9 +152,14 @@ def test_weknora_nodes_beside_database_stages(server, kb, pgeval):
     rep = json.loads(out)
     assert [s["stage"] for s in rep["stages"]] == ["exact", "hnsw", *NODES]
     links = {(c["stage"], c["link"]) for c in rep["chain"]}
-    assert links == {("weknora-final", "final"), ("weknora-final", "rerank"),
-                     ("weknora-hybrid", "merge"), ("weknora-vector", "path"),
-                     ("weknora-keyword", "path"), ("exact", "exact")}
+    assert links == {
+        ("weknora-final", "final"),
+        ("weknora-final", "rerank"),
+        ("weknora-hybrid", "merge"),
+        ("weknora-vector", "path"),
+        ("weknora-keyword", "path"),
+        ("exact", "exact"),
+    }
     cats = {r["category"] for r in rep["loss_attribution"]}
     assert {"index", "reach", "fusion", "rerank", "kept"} <= cats
     # exact search holds every judged chunk (the judgements are its top 3): a loss before the
@@ -130,16 +182,33 @@ def test_weknora_nodes_beside_database_stages(server, kb, pgeval):
     assert table[0] == 0 and "weknora-final" in table[1], table[2]
     reports = [pgeval("report", "sv1", "--format", f) for f in ("json", "md", "html")]
     assert all(r[0] == 0 for r in reports), [r[2] for r in reports]
-    for text in (out, err, table[1], table[2], *[r[1] + r[2] for r in reports],
-                 _everything_stored(kb)):
+    for text in (
+        out,
+        err,
+        table[1],
+        table[2],
+        *[r[1] + r[2] for r in reports],
+        _everything_stored(kb),
+    ):
         assert KEY not in text and KEY[3:12] not in text
 
 
 def test_ids_outside_the_test_set_are_stored(server, kb, pgeval):
-    code, _out, err = pgeval("run", "pipeline", "--testset", "sv", "--stages", "weknora-vector",
-                            "--repeat", "1", "--depth", "50", "--name", "sv-ghost",
-                            *_opts(server.url, "weknora-vector", match_count=12, rate=25,
-                                   concurrency=4))
+    code, _out, err = pgeval(
+        "run",
+        "pipeline",
+        "--testset",
+        "sv",
+        "--stages",
+        "weknora-vector",
+        "--repeat",
+        "1",
+        "--depth",
+        "50",
+        "--name",
+        "sv-ghost",
+        *_opts(server.url, "weknora-vector", match_count=12, rate=25, concurrency=4),
+    )
     assert code == 0, err
     # rate=25: request starts 40 ms apart, even with 4 in flight: 24 requests span >= 0.92 s
     starts = sorted(s["at"] for s in server.seen)
@@ -150,21 +219,38 @@ def test_ids_outside_the_test_set_are_stored(server, kb, pgeval):
 
 
 def test_faults_are_counted_per_query(server, kb, pgeval):
-    server.faults = {"q2": "timeout", "q3": "500", "q4": "429", "q5": "malformed",
-                     "q6": "nodata", "q7": "429-once"}
+    server.faults = {
+        "q2": "timeout",
+        "q3": "500",
+        "q4": "429",
+        "q5": "malformed",
+        "q6": "nodata",
+        "q7": "429-once",
+    }
     server.slow_s = 1.5
     t0 = time.monotonic()
-    code, out, err = pgeval("run", "pipeline", "--testset", "sv", "--stages", "weknora-final",
-                            "--repeat", "1", "--name", "sv-faults",
-                            *_opts(server.url, "weknora-final", timeout=0.5, retries=1,
-                                   backoff=0.05, concurrency=3))
+    code, out, err = pgeval(
+        "run",
+        "pipeline",
+        "--testset",
+        "sv",
+        "--stages",
+        "weknora-final",
+        "--repeat",
+        "1",
+        "--name",
+        "sv-faults",
+        *_opts(server.url, "weknora-final", timeout=0.5, retries=1, backoff=0.05, concurrency=3),
+    )
     assert code == 0, err
     assert "5 of 24 queries got no answer" in err
     fails = _failures(kb, "sv-faults.weknora-final.1")
     assert set(fails) == {"q2", "q3", "q4", "q5", "q6"}
     assert fails["q2"][0] is None and "no answer within the timeout of 0.5 s" in fails["q2"][1]
     assert fails["q3"][:1] == (500,) and "HTTP 500: boom" in fails["q3"][1]
-    assert fails["q4"][0] == 429 and "failed after 2 attempts: HTTP 429: slow down" in fails["q4"][1]
+    assert (
+        fails["q4"][0] == 429 and "failed after 2 attempts: HTTP 429: slow down" in fails["q4"][1]
+    )
     assert fails["q5"][0] == 200 and "not JSON" in fails["q5"][1]
     assert fails["q6"][0] == 200 and "the answer has no 'data' (it has: success)" in fails["q6"][1]
     assert all(f[2] == (1 if q in ("q5", "q6") else 2) for q, f in fails.items())
@@ -174,8 +260,12 @@ def test_faults_are_counted_per_query(server, kb, pgeval):
     want = {qid: lst for (n, qid), lst in server.answers.items() if n == "final"}
     assert got == {q: v for q, v in want.items() if v}
     # 429 with Retry-After: 1 was honoured, then answered
-    q7 = [s["at"] for s in server.seen if s["body"]["query"] == kb.execute(
-        "SELECT query_text FROM pgeval.query WHERE query_id = 'q7'").fetchone()[0]]
+    q7 = [
+        s["at"]
+        for s in server.seen
+        if s["body"]["query"]
+        == kb.execute("SELECT query_text FROM pgeval.query WHERE query_id = 'q7'").fetchone()[0]
+    ]
     assert len(q7) == 2 and q7[1] - q7[0] >= 0.95 and "q7" in got
     assert time.monotonic() - t0 < 30
     code, out, err = pgeval("stage-report", "sv-faults", "--format", "json")
@@ -195,16 +285,26 @@ def test_faults_are_counted_per_query(server, kb, pgeval):
 
 def test_service_down_stops_and_resume_asks_the_rest(server, kb, pgeval):
     server.faults = {f"q{i}": "500" for i in range(5, 25)}
-    code, _, err = pgeval("run", "pipeline", "--testset", "sv", "--stages", "weknora-vector",
-                            "--repeat", "1", "--name", "sv-down",
-                            *_opts(server.url, "weknora-vector", retries=0,
-                                   max_consecutive_failures=4))
+    code, _, err = pgeval(
+        "run",
+        "pipeline",
+        "--testset",
+        "sv",
+        "--stages",
+        "weknora-vector",
+        "--repeat",
+        "1",
+        "--name",
+        "sv-down",
+        *_opts(server.url, "weknora-vector", retries=0, max_consecutive_failures=4),
+    )
     assert code == 1
     assert "4 queries in a row got no answer" in err and "pgeval run resume" in err, err
     run = "sv-down.weknora-vector.1"
     assert kb.execute("SELECT status FROM pgeval.run WHERE name = %s", (run,)).fetchone() == (
-        "failed",)
-    assert not _failures(kb, run)          # a down service is not recorded as failed queries
+        "failed",
+    )
+    assert not _failures(kb, run)  # a down service is not recorded as failed queries
     server.faults = {}
     code, _out, err = pgeval("run", "resume", "sv-down")
     assert code == 0, err
@@ -213,56 +313,136 @@ def test_service_down_stops_and_resume_asks_the_rest(server, kb, pgeval):
 
 def test_wrong_key_stops_at_once_without_showing_it(server, kb, pgeval, monkeypatch):
     monkeypatch.setenv("WK_OTHER", "sk-WrongKey-55Ab")
-    code, out, err = pgeval("run", "pipeline", "--testset", "sv", "--stages", "weknora-final",
-                            "--repeat", "1", "--name", "sv-key",
-                            *_opts(server.url, "weknora-final", key_env="WK_OTHER"))
+    code, out, err = pgeval(
+        "run",
+        "pipeline",
+        "--testset",
+        "sv",
+        "--stages",
+        "weknora-final",
+        "--repeat",
+        "1",
+        "--name",
+        "sv-key",
+        *_opts(server.url, "weknora-final", key_env="WK_OTHER"),
+    )
     assert code == 1
     assert "HTTP 401: unauthorized: invalid api key (is the key in WK_OTHER right?)" in err, err
     assert "sk-WrongKey-55Ab" not in err + out
-    assert len(server.seen) <= 2          # stopped at the first refusal
+    assert len(server.seen) <= 2  # stopped at the first refusal
 
 
 def test_body_template_is_filled_structurally():
     from evaluator.stages.service_config import render
 
     tricky = 'say "}, {\\"x\\": 1} {{query_id}}'
-    body = render({"q": "{{ query }}", "label": "id={{query_id}}", "k": "{{match_count}}",
-                   "v": "{{vector}}", "kb": ["{{knowledge_base_id}}"], "flag": True},
-                  {"query": tricky, "query_id": "q1", "match_count": 7, "vector": [0.5, 1.0],
-                   "knowledge_base_id": "kb-1"})
-    assert body == {"q": tricky, "label": "id=q1", "k": 7, "v": [0.5, 1.0], "kb": ["kb-1"],
-                    "flag": True}
+    body = render(
+        {
+            "q": "{{ query }}",
+            "label": "id={{query_id}}",
+            "k": "{{match_count}}",
+            "v": "{{vector}}",
+            "kb": ["{{knowledge_base_id}}"],
+            "flag": True,
+        },
+        {
+            "query": tricky,
+            "query_id": "q1",
+            "match_count": 7,
+            "vector": [0.5, 1.0],
+            "knowledge_base_id": "kb-1",
+        },
+    )
+    assert body == {
+        "q": tricky,
+        "label": "id=q1",
+        "k": 7,
+        "v": [0.5, 1.0],
+        "kb": ["kb-1"],
+        "flag": True,
+    }
     assert json.loads(json.dumps(body))["q"] == tricky
 
 
-@pytest.mark.parametrize("opts, message", [
-    (["--opt", "weknora-final:knowledge_base_id=kb-1"], "needs the service's URL"),
-    (["--opt", "weknora-final:url=http://u:pw1234@127.0.0.1:9"], "holds a user name or password"),
-    (["--opt", "weknora-final:url=http://127.0.0.1:9/?api_key=abc123"], "carries a key"),
-    (["--opt", "weknora-final:url=http://127.0.0.1:9", "--opt", "weknora-final:key=sk-1"],
-     "would write the API key into the experiment's configuration"),
-    (["--opt", "weknora-final:url=http://127.0.0.1:9"], ("needs --opt weknora-final:"
-                                                        "knowledge_base_id=ID")),
-    (["--opt", "weknora-final:url=http://127.0.0.1:9", "--opt",
-      "weknora-final:knowledge_base_id=kb", "--opt", "weknora-final:timeout=0"],
-     "weknora-final:timeout='0' is not a valid float >= 0.001"),
-    (["--opt", "weknora-final:url=http://127.0.0.1:9", "--opt",
-      "weknora-final:knowledge_base_id=kb", "--opt", "weknora-final:key_env=NOPE_UNSET"],
-     "environment variable NOPE_UNSET, which is not set"),
-    (["--opt", "weknora-final:url=http://127.0.0.1:9", "--opt",
-      "weknora-final:knowledge_base_id=kb", "--opt", 'weknora-final:body={"q": "fixed"}'],
-     "body does not use the query"),
-    (["--opt", "weknora-final:url=http://127.0.0.1:9", "--opt",
-      "weknora-final:knowledge_base_id=kb", "--opt", "weknora-final:body={not json"],
-     "weknora-final:body is not JSON"),
-    (["--opt", "weknora-final:url=http://127.0.0.1:9", "--opt",
-      "weknora-final:knowledge_base_id=kb", "--opt", "weknora-final:concurrency=0"],
-     "weknora-final:concurrency='0' is not a valid int >= 1"),
-])
+@pytest.mark.parametrize(
+    "opts, message",
+    [
+        (["--opt", "weknora-final:knowledge_base_id=kb-1"], "needs the service's URL"),
+        (
+            ["--opt", "weknora-final:url=http://u:pw1234@127.0.0.1:9"],
+            "holds a user name or password",
+        ),
+        (["--opt", "weknora-final:url=http://127.0.0.1:9/?api_key=abc123"], "carries a key"),
+        (
+            ["--opt", "weknora-final:url=http://127.0.0.1:9", "--opt", "weknora-final:key=sk-1"],
+            "would write the API key into the experiment's configuration",
+        ),
+        (
+            ["--opt", "weknora-final:url=http://127.0.0.1:9"],
+            ("needs --opt weknora-final:knowledge_base_id=ID"),
+        ),
+        (
+            [
+                "--opt",
+                "weknora-final:url=http://127.0.0.1:9",
+                "--opt",
+                "weknora-final:knowledge_base_id=kb",
+                "--opt",
+                "weknora-final:timeout=0",
+            ],
+            "weknora-final:timeout='0' is not a valid float >= 0.001",
+        ),
+        (
+            [
+                "--opt",
+                "weknora-final:url=http://127.0.0.1:9",
+                "--opt",
+                "weknora-final:knowledge_base_id=kb",
+                "--opt",
+                "weknora-final:key_env=NOPE_UNSET",
+            ],
+            "environment variable NOPE_UNSET, which is not set",
+        ),
+        (
+            [
+                "--opt",
+                "weknora-final:url=http://127.0.0.1:9",
+                "--opt",
+                "weknora-final:knowledge_base_id=kb",
+                "--opt",
+                'weknora-final:body={"q": "fixed"}',
+            ],
+            "body does not use the query",
+        ),
+        (
+            [
+                "--opt",
+                "weknora-final:url=http://127.0.0.1:9",
+                "--opt",
+                "weknora-final:knowledge_base_id=kb",
+                "--opt",
+                "weknora-final:body={not json",
+            ],
+            "weknora-final:body is not JSON",
+        ),
+        (
+            [
+                "--opt",
+                "weknora-final:url=http://127.0.0.1:9",
+                "--opt",
+                "weknora-final:knowledge_base_id=kb",
+                "--opt",
+                "weknora-final:concurrency=0",
+            ],
+            "weknora-final:concurrency='0' is not a valid int >= 1",
+        ),
+    ],
+)
 def test_configuration_errors_are_one_line(kb, pgeval, opts, message):
     before = kb.execute("SELECT count(*) FROM pgeval.run").fetchone()[0]
-    code, _out, err = pgeval("run", "pipeline", "--testset", "sv", "--stages", "weknora-final",
-                            "--repeat", "1", *opts)
+    code, _out, err = pgeval(
+        "run", "pipeline", "--testset", "sv", "--stages", "weknora-final", "--repeat", "1", *opts
+    )
     assert code == 1 and message in err, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert "pw1234" not in err and "abc123" not in err
@@ -272,10 +452,31 @@ def test_configuration_errors_are_one_line(kb, pgeval, opts, message):
 def test_generic_form_with_vector_and_nested_paths(server, kb, pgeval):
     body = json.dumps({"q": {"text": "{{query}}", "vec": "{{vector}}"}, "k": "{{match_count}}"})
     code, _out, err = pgeval(
-        "run", "pipeline", "--testset", "sv", "--stages", "gen=service", "--repeat", "1",
-        "--depth", "5", "--name", "sv-gen", "--opt", f"gen:url={server.url}/generic/search",
-        "--opt", f"gen:body={body}", "--opt", "gen:list=result.items", "--opt", "gen:id=chunk.id",
-        "--opt", "gen:score=relevance", "--opt", "gen:role=ann")
+        "run",
+        "pipeline",
+        "--testset",
+        "sv",
+        "--stages",
+        "gen=service",
+        "--repeat",
+        "1",
+        "--depth",
+        "5",
+        "--name",
+        "sv-gen",
+        "--opt",
+        f"gen:url={server.url}/generic/search",
+        "--opt",
+        f"gen:body={body}",
+        "--opt",
+        "gen:list=result.items",
+        "--opt",
+        "gen:id=chunk.id",
+        "--opt",
+        "gen:score=relevance",
+        "--opt",
+        "gen:role=ann",
+    )
     assert code == 0, err
     assert {s["auth"] for s in server.seen} == {f"Bearer {KEY}"}
     got = _lists(kb, "sv-gen.gen.1")
@@ -292,8 +493,11 @@ def _metrics(pgeval, run: str):
 
 
 def _progress(conn, run: str) -> int:
-    return conn.execute("SELECT count(p.*) FROM pgeval.run r LEFT JOIN pgeval.run_progress p "
-                        "USING (run_id) WHERE r.name = %s", (run,)).fetchone()[0]
+    return conn.execute(
+        "SELECT count(p.*) FROM pgeval.run r LEFT JOIN pgeval.run_progress p "
+        "USING (run_id) WHERE r.name = %s",
+        (run,),
+    ).fetchone()[0]
 
 
 def test_kill_9_and_resume_equals_uninterrupted(server, kb, pgeval):
@@ -304,14 +508,29 @@ def test_kill_9_and_resume_equals_uninterrupted(server, kb, pgeval):
     from pathlib import Path
 
     stages = "weknora-vector,weknora-final"
-    args = ["run", "pipeline", "--testset", "sv", "--stages", stages, "--repeat", "1",
-            "--depth", str(DEPTH), *_opts(server.url, "weknora-vector", "weknora-final")]
+    args = [
+        "run",
+        "pipeline",
+        "--testset",
+        "sv",
+        "--stages",
+        stages,
+        "--repeat",
+        "1",
+        "--depth",
+        str(DEPTH),
+        *_opts(server.url, "weknora-vector", "weknora-final"),
+    ]
     code, _, err = pgeval(*args, "--name", "sv-ref")
     assert code == 0, err
     server.delay_s = 0.15
-    proc = subprocess.Popen([sys.executable, "-m", "evaluator", *args, "--name", "sv-kill"],
-                            cwd=Path(__file__).resolve().parent.parent, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "evaluator", *args, "--name", "sv-kill"],
+        cwd=Path(__file__).resolve().parent.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 120
         while not 0 < _progress(kb, "sv-kill.weknora-vector.1") < N - 5:
@@ -330,7 +549,7 @@ def test_kill_9_and_resume_equals_uninterrupted(server, kb, pgeval):
     code, _out, err = pgeval("run", "resume", "sv-kill")
     assert code == 0, err
     asked = [s for s in server.seen[before:] if s["body"].get("disable_keywords_match")]
-    assert len(asked) == N - done          # only the unanswered queries were asked again
+    assert len(asked) == N - done  # only the unanswered queries were asked again
     for stage in ("weknora-vector", "weknora-final"):
         ref, got = f"sv-ref.{stage}.1", f"sv-kill.{stage}.1"
         assert _lists(kb, got) == _lists(kb, ref)
@@ -338,28 +557,46 @@ def test_kill_9_and_resume_equals_uninterrupted(server, kb, pgeval):
         assert _metrics(pgeval, got)[0] == pytest.approx(_metrics(pgeval, ref)[0], rel=1e-12)
         per_query = [_metrics(pgeval, r)[1] for r in (got, ref)]
         assert len(per_query[0]) == N
-        assert [{k: v for k, v in q.items() if "run" not in k and "latency" not in k}
-                for q in per_query[0]] == \
-               [{k: v for k, v in q.items() if "run" not in k and "latency" not in k}
-                for q in per_query[1]]
+        assert [
+            {k: v for k, v in q.items() if "run" not in k and "latency" not in k}
+            for q in per_query[0]
+        ] == [
+            {k: v for k, v in q.items() if "run" not in k and "latency" not in k}
+            for q in per_query[1]
+        ]
         assert _progress(kb, got) == N
 
 
 def test_connection_refused_is_retried_then_stops(kb, pgeval):
     import socket
 
-    with socket.socket() as sock:          # a port nobody listens on
+    with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     t0 = time.monotonic()
-    code, _, err = pgeval("run", "pipeline", "--testset", "sv", "--stages", "weknora-final",
-                          "--repeat", "1", "--name", "sv-refused",
-                          *_opts(f"http://127.0.0.1:{port}", "weknora-final", retries=2,
-                                 backoff=0.05, max_consecutive_failures=3))
+    code, _, err = pgeval(
+        "run",
+        "pipeline",
+        "--testset",
+        "sv",
+        "--stages",
+        "weknora-final",
+        "--repeat",
+        "1",
+        "--name",
+        "sv-refused",
+        *_opts(
+            f"http://127.0.0.1:{port}",
+            "weknora-final",
+            retries=2,
+            backoff=0.05,
+            max_consecutive_failures=3,
+        ),
+    )
     assert code == 1
     assert "3 queries in a row got no answer" in err and "failed after 3 attempts" in err, err
     assert "refused" in err.lower(), err
-    assert time.monotonic() - t0 >= 3 * (0.05 + 0.1) * 0.9       # the backoff was waited
+    assert time.monotonic() - t0 >= 3 * (0.05 + 0.1) * 0.9  # the backoff was waited
 
 
 def test_retry_after_seconds_and_http_date():

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 import vector_kb as kb
+
 from evaluator.core.errors import InputError, PlanError
 from evaluator.run.pipeline import PipelineConfig, run_pipeline
 
@@ -27,8 +27,11 @@ def run(database, stages, target="one", **kw):
     kw.setdefault("repeat", 1)
     kw.setdefault("depth", 100)
     warnings = []
-    res = run_pipeline(database, PipelineConfig(testset="va", stages=stages, target=target, **kw),
-                       on_warning=warnings.append)
+    res = run_pipeline(
+        database,
+        PipelineConfig(testset="va", stages=stages, target=target, **kw),
+        on_warning=warnings.append,
+    )
     return res, warnings
 
 
@@ -36,8 +39,10 @@ def ranked(conn, run_name):
     """{query_id: [(rank, chunk_id, score)]} of a stored run."""
     out: dict[str, list] = {}
     for qid, rank, chunk, score in conn.execute(
-            "SELECT x.query_id, x.rank, x.chunk_id, x.score FROM pgeval.result x "
-            "JOIN pgeval.run r USING (run_id) WHERE r.name = %s ORDER BY 1, 2", (run_name,)):
+        "SELECT x.query_id, x.rank, x.chunk_id, x.score FROM pgeval.result x "
+        "JOIN pgeval.run r USING (run_id) WHERE r.name = %s ORDER BY 1, 2",
+        (run_name,),
+    ):
         out.setdefault(qid, []).append((rank, chunk, score))
     return out
 
@@ -51,15 +56,19 @@ def test_exact_equals_numpy_brute_force(setup, conn):
     res, _ = run(setup, "exact", name="ex")
     ids, matrix = kb.table_vectors(conn, kb.ONE)
     ids = np.array(ids)
-    queries = {r[0]: np.array(r[1].strip("[]").split(","), dtype=np.float32) for r in conn.execute(
-        "SELECT query_id, embedding::text FROM pgeval.query q JOIN pgeval.testset t "
-        "USING (testset_id) WHERE t.name = 'va'")}
+    queries = {
+        r[0]: np.array(r[1].strip("[]").split(","), dtype=np.float32)
+        for r in conn.execute(
+            "SELECT query_id, embedding::text FROM pgeval.query q JOIN pgeval.testset t "
+            "USING (testset_id) WHERE t.name = 'va'"
+        )
+    }
     got = ranked(conn, "ex.exact.1")
     assert set(got) == set(queries)
     mismatched_positions = 0
     for qid, qv in queries.items():
         d = cosine_distances(qv, matrix)
-        order = np.lexsort((ids, d))[:100]          # distance, then chunk id (the stage's rule)
+        order = np.lexsort((ids, d))[:100]  # distance, then chunk id (the stage's rule)
         rows = got[qid]
         assert [r[0] for r in rows] == list(range(1, 101))
         ours_ids = [r[1] for r in rows]
@@ -83,24 +92,37 @@ def test_runs_are_stored_with_ranks_scores_timings(setup, conn):
     for stage in ("exact", "hnsw"):
         params, status, depth, boundary, order_rule = conn.execute(
             "SELECT params, status, depth, timing_boundary, order_rule FROM pgeval.run "
-            "WHERE name = %s", (f"st.{stage}.1",)).fetchone()
+            "WHERE name = %s",
+            (f"st.{stage}.1",),
+        ).fetchone()
         assert status == "complete" and depth == 20
         assert params["score"] == "distance" and params["metric"] == "cosine"
         assert "round trip" in boundary and "distance ascending" in order_rule
         rows = ranked(conn, f"st.{stage}.1")
-        assert len(rows) == conn.execute("SELECT count(*) FROM pgeval.query q JOIN pgeval.testset "
-                                         "t USING (testset_id) WHERE t.name = 'va'").fetchone()[0]
+        assert (
+            len(rows)
+            == conn.execute(
+                "SELECT count(*) FROM pgeval.query q JOIN pgeval.testset "
+                "t USING (testset_id) WHERE t.name = 'va'"
+            ).fetchone()[0]
+        )
         for items in rows.values():
             assert [r[0] for r in items] == list(range(1, 21))
             scores = [r[2] for r in items]
             assert scores == sorted(scores)
             assert len({r[1] for r in items}) == 20
-        n, lat = conn.execute("SELECT count(*), min(latency_ms) FROM pgeval.query_timing JOIN "
-                              "pgeval.run USING (run_id) WHERE name = %s",
-                              (f"st.{stage}.1",)).fetchone()
+        n, lat = conn.execute(
+            "SELECT count(*), min(latency_ms) FROM pgeval.query_timing JOIN "
+            "pgeval.run USING (run_id) WHERE name = %s",
+            (f"st.{stage}.1",),
+        ).fetchone()
         assert n == len(rows) and lat > 0
-    assert conn.execute("SELECT params->>'index' FROM pgeval.run WHERE name = 'st.hnsw.1'"
-                        ).fetchone()[0] == "va_one_hnsw"
+    assert (
+        conn.execute("SELECT params->>'index' FROM pgeval.run WHERE name = 'st.hnsw.1'").fetchone()[
+            0
+        ]
+        == "va_one_hnsw"
+    )
 
 
 def test_hnsw_recall_against_exact_is_high(setup, conn):
@@ -115,24 +137,40 @@ def test_exact_plan_has_no_ann_index(setup, conn):
     # look expensive) lets the planner use HNSW: the exact stage must refuse to report that as
     # exact search (it keeps enable_seqscan on whatever --set says, so cost is the lever here)
     with pytest.raises(PlanError, match="exact search must not use an ANN index.*va_one_hnsw"):
-        run(setup, "exact", name="bad", settings={"enable_indexscan": "on",
-                                                  "cpu_operator_cost": "1000"})
+        run(
+            setup,
+            "exact",
+            name="bad",
+            settings={"enable_indexscan": "on", "cpu_operator_cost": "1000"},
+        )
     assert conn.execute("SELECT count(*) FROM pgeval.experiment").fetchone()[0] == 0
 
 
 def test_wrong_index_is_named_and_isolate_index_fixes_it(setup, conn):
-    with pytest.raises(PlanError, match=r"uses index va_two_diskann \(diskann.*not a hnsw index "
-                                        r"\(va_two_hnsw\).*--isolate-index"):
+    with pytest.raises(
+        PlanError,
+        match=r"uses index va_two_diskann \(diskann.*not a hnsw index "
+        r"\(va_two_hnsw\).*--isolate-index",
+    ):
         run(setup, "hnsw", target="two", name="wrong")
     assert conn.execute("SELECT count(*) FROM pgeval.run").fetchone()[0] == 0
     res, warnings = run(setup, "hnsw,diskann", target="two", name="iso", isolate_index=True)
     params = conn.execute("SELECT params FROM pgeval.run WHERE name = 'iso.hnsw.1'").fetchone()[0]
     assert params["index"] == "va_two_hnsw" and params["isolated_from"] == ["va_two_diskann"]
     # rolled back: both indexes are still there, and the diskann stage used its own index
-    assert conn.execute("SELECT count(*) FROM pg_indexes WHERE tablename = 'va_two' AND indexname "
-                        "IN ('va_two_hnsw', 'va_two_diskann')").fetchone()[0] == 2
-    assert conn.execute("SELECT params->>'index' FROM pgeval.run WHERE name = 'iso.diskann.1'"
-                        ).fetchone()[0] == "va_two_diskann"
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM pg_indexes WHERE tablename = 'va_two' AND indexname "
+            "IN ('va_two_hnsw', 'va_two_diskann')"
+        ).fetchone()[0]
+        == 2
+    )
+    assert (
+        conn.execute(
+            "SELECT params->>'index' FROM pgeval.run WHERE name = 'iso.diskann.1'"
+        ).fetchone()[0]
+        == "va_two_diskann"
+    )
 
 
 def test_named_index_must_exist(setup):
@@ -143,16 +181,28 @@ def test_named_index_must_exist(setup):
 def test_ef_search_below_depth_trap(setup, conn):
     _, warnings = run(setup, "hnsw", name="ef", depth=50, settings={"hnsw.ef_search": "20"})
     assert any("hnsw.ef_search=20 is below --depth 50" in w for w in warnings)
-    lo, hi = conn.execute("SELECT min(rows_returned), max(rows_returned) FROM pgeval.query_timing "
-                          "JOIN pgeval.run USING (run_id) WHERE name = 'ef.hnsw.1'").fetchone()
+    lo, hi = conn.execute(
+        "SELECT min(rows_returned), max(rows_returned) FROM pgeval.query_timing "
+        "JOIN pgeval.run USING (run_id) WHERE name = 'ef.hnsw.1'"
+    ).fetchone()
     assert lo == hi == 20
     assert max(len(v) for v in ranked(conn, "ef.hnsw.1").values()) == 20
-    _, warnings = run(setup, "hnsw", name="it", depth=50,
-                      settings={"hnsw.ef_search": "20", "hnsw.iterative_scan": "relaxed_order"})
+    _, warnings = run(
+        setup,
+        "hnsw",
+        name="it",
+        depth=50,
+        settings={"hnsw.ef_search": "20", "hnsw.iterative_scan": "relaxed_order"},
+    )
     assert not any("below --depth" in w for w in warnings)
-    assert conn.execute("SELECT min(rows_returned) FROM pgeval.query_timing JOIN pgeval.run "
-                        "USING (run_id) WHERE name = 'it.hnsw.1'").fetchone()[0] == 50
-    got = ranked(conn, "it.hnsw.1")     # relaxed order came back re-sorted by exact distance
+    assert (
+        conn.execute(
+            "SELECT min(rows_returned) FROM pgeval.query_timing JOIN pgeval.run "
+            "USING (run_id) WHERE name = 'it.hnsw.1'"
+        ).fetchone()[0]
+        == 50
+    )
+    got = ranked(conn, "it.hnsw.1")  # relaxed order came back re-sorted by exact distance
     assert all([r[2] for r in v] == sorted(r[2] for r in v) for v in got.values())
 
 
@@ -188,17 +238,29 @@ def test_similarity_order_by_cannot_use_the_index(setup, conn):
     stmt, _, _ = vector_sql.per_query(t, 10)
     text = stmt.as_string(conn)
     assert 'ORDER BY "emb" <=> %(q)s::vector LIMIT 10' in text
-    all_ann = plan_check.ann_indexes(conn, conn.execute("SELECT 'va_one'::regclass::oid"
-                                                        ).fetchone()[0])
-    conn.execute("SET enable_seqscan = off")     # as the ANN stages do (a 1400-row table)
+    all_ann = plan_check.ann_indexes(
+        conn, conn.execute("SELECT 'va_one'::regclass::oid").fetchone()[0]
+    )
+    conn.execute("SET enable_seqscan = off")  # as the ANN stages do (a 1400-row table)
     good = plan_check.explain(conn, stmt, {"q": q})
-    assert plan_check.check_ann(good, stage="hnsw", method="hnsw", candidates=["va_one_hnsw"],
-                                all_ann=all_ann) == "va_one_hnsw"
-    trap = sql.SQL("SELECT doc_id, 1 - (emb <=> %(q)s::vector) AS sim FROM va_one "
-                   "ORDER BY 1 - (emb <=> %(q)s::vector) DESC LIMIT 10")
+    assert (
+        plan_check.check_ann(
+            good, stage="hnsw", method="hnsw", candidates=["va_one_hnsw"], all_ann=all_ann
+        )
+        == "va_one_hnsw"
+    )
+    trap = sql.SQL(
+        "SELECT doc_id, 1 - (emb <=> %(q)s::vector) AS sim FROM va_one "
+        "ORDER BY 1 - (emb <=> %(q)s::vector) DESC LIMIT 10"
+    )
     with pytest.raises(PlanError, match="sequential scan"):
-        plan_check.check_ann(plan_check.explain(conn, trap, {"q": q}), stage="hnsw",
-                             method="hnsw", candidates=["va_one_hnsw"], all_ann=all_ann)
+        plan_check.check_ann(
+            plan_check.explain(conn, trap, {"q": q}),
+            stage="hnsw",
+            method="hnsw",
+            candidates=["va_one_hnsw"],
+            all_ann=all_ann,
+        )
 
 
 def test_batch_equals_per_query_for_exact_and_hnsw(setup, conn):
@@ -210,11 +272,17 @@ def test_batch_equals_per_query_for_exact_and_hnsw(setup, conn):
         for qid in a:
             assert [r[1] for r in a[qid]] == [r[1] for r in b[qid]]
             assert np.allclose([r[2] for r in a[qid]], [r[2] for r in b[qid]])
-    boundary, params = conn.execute("SELECT timing_boundary, params FROM pgeval.run "
-                                    "WHERE name = 'bt.hnsw.1'").fetchone()
+    boundary, params = conn.execute(
+        "SELECT timing_boundary, params FROM pgeval.run WHERE name = 'bt.hnsw.1'"
+    ).fetchone()
     assert boundary.startswith("batch") and params["batch_ms"] > 0
-    assert conn.execute("SELECT count(*) FROM pgeval.query_timing JOIN pgeval.run USING (run_id) "
-                        "WHERE name = 'bt.hnsw.1'").fetchone()[0] == 0
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM pgeval.query_timing JOIN pgeval.run USING (run_id) "
+            "WHERE name = 'bt.hnsw.1'"
+        ).fetchone()[0]
+        == 0
+    )
 
 
 def test_ivfflat_probes_and_short_lists(setup, conn):
@@ -223,28 +291,37 @@ def test_ivfflat_probes_and_short_lists(setup, conn):
     p1 = conn.execute("SELECT params FROM pgeval.run WHERE name = 'iv1.ivfflat.1'").fetchone()[0]
     p20 = conn.execute("SELECT params FROM pgeval.run WHERE name = 'iv20.ivfflat.1'").fetchone()[0]
     assert p1["index"] == "va_ivf_ivfflat" and p1["settings"]["ivfflat.probes"] == "1"
-    assert p1["queries_short"] > 0            # one list of ~70 rows cannot fill depth 100
+    assert p1["queries_short"] > 0  # one list of ~70 rows cannot fill depth 100
     assert p20["queries_short"] == 0 and p20["rows_returned_min"] == 100
 
 
 def test_server_timing_is_recorded(setup, conn):
     run(setup, "hnsw", name="sv", depth=10, server_timing=True)
-    n, srv = conn.execute("SELECT count(*), min(server_ms) FROM pgeval.query_timing JOIN "
-                          "pgeval.run USING (run_id) WHERE name = 'sv.hnsw.1' AND server_ms IS NOT "
-                          "NULL").fetchone()
+    n, srv = conn.execute(
+        "SELECT count(*), min(server_ms) FROM pgeval.query_timing JOIN "
+        "pgeval.run USING (run_id) WHERE name = 'sv.hnsw.1' AND server_ms IS NOT "
+        "NULL"
+    ).fetchone()
     assert n > 0 and srv > 0
-    assert "EXPLAIN ANALYZE" in conn.execute("SELECT timing_boundary FROM pgeval.run WHERE "
-                                             "name = 'sv.hnsw.1'").fetchone()[0]
+    assert (
+        "EXPLAIN ANALYZE"
+        in conn.execute(
+            "SELECT timing_boundary FROM pgeval.run WHERE name = 'sv.hnsw.1'"
+        ).fetchone()[0]
+    )
 
 
-@pytest.mark.parametrize("setting, message", [
-    ("hnsw.ef_serch=10", "unknown setting 'hnsw.ef_serch'.*hnsw.ef_search"),
-    ("hnsw.ef_search=0", "out of range 1..1000"),
-    ("hnsw.ef_search=ten", "expected an integer"),
-    ("hnsw.iterative_scan=sometimes", "expected one of off, relaxed_order, strict_order"),
-    ("shared_buffers=1GB", "cannot be changed per transaction"),
-    ("enable_seqscan=maybe", "expected on or off"),
-])
+@pytest.mark.parametrize(
+    "setting, message",
+    [
+        ("hnsw.ef_serch=10", "unknown setting 'hnsw.ef_serch'.*hnsw.ef_search"),
+        ("hnsw.ef_search=0", "out of range 1..1000"),
+        ("hnsw.ef_search=ten", "expected an integer"),
+        ("hnsw.iterative_scan=sometimes", "expected one of off, relaxed_order, strict_order"),
+        ("shared_buffers=1GB", "cannot be changed per transaction"),
+        ("enable_seqscan=maybe", "expected on or off"),
+    ],
+)
 def test_settings_are_validated(setup, conn, setting, message):
     from evaluator.stages import gucs
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from dba_data import CRAN_TARGET, CRAN_TESTSET, ensure_cranfield
 
 from evaluator.core.errors import Conflict, InputError
@@ -27,21 +26,32 @@ def cran(conn):
 def config(work_mem: str, **kw) -> SweepConfig:
     kw.setdefault("params", ("hnsw.ef_search=1,10,40,200",))
     kw.setdefault("repeat", 1)
-    return SweepConfig(testset=CRAN_TESTSET, target=CRAN_TARGET, stage="hnsw",
-                       settings={"enable_seqscan": "off", "work_mem": work_mem}, **kw)
+    return SweepConfig(
+        testset=CRAN_TESTSET,
+        target=CRAN_TARGET,
+        stage="hnsw",
+        settings={"enable_seqscan": "off", "work_mem": work_mem},
+        **kw,
+    )
 
 
 def runs_of(conn, experiment_id: int) -> list[tuple[str, str]]:
-    return conn.execute("SELECT name, status FROM pgeval.run WHERE experiment_id = %s "
-                        "ORDER BY run_id", (experiment_id,)).fetchall()
+    return conn.execute(
+        "SELECT name, status FROM pgeval.run WHERE experiment_id = %s ORDER BY run_id",
+        (experiment_id,),
+    ).fetchall()
 
 
 def test_recall_rises_with_ef_search(database, cran, conn):
     res = run_sweep(database, config("5MB", repeat=2, name="dba-sweep-rise"))
     assert res.measured == 8 and res.reused == 0 and not res.resumed
     pts = res.points
-    assert [p["label"] for p in pts] == ["ef_search=1", "ef_search=10", "ef_search=40",
-                                         "ef_search=200"]
+    assert [p["label"] for p in pts] == [
+        "ef_search=1",
+        "ef_search=10",
+        "ef_search=40",
+        "ef_search=200",
+    ]
     recall = [p["index_recall"] for p in pts]
     assert all(a <= b + 1e-9 for a, b in zip(recall, recall[1:])), recall
     assert recall[0] < 0.5 < 0.95 <= recall[-1]
@@ -64,8 +74,9 @@ def test_recall_rises_with_ef_search(database, cran, conn):
     assert names[0][0] == "dba-sweep-rise.exact.1"
     assert ("dba-sweep-rise.ef_search=40.2", "complete") in names
     # every run carries its fingerprint with the point's setting
-    fp = conn.execute("SELECT fingerprint FROM pgeval.run WHERE name = "
-                      "'dba-sweep-rise.ef_search=40.1'").fetchone()[0]
+    fp = conn.execute(
+        "SELECT fingerprint FROM pgeval.run WHERE name = 'dba-sweep-rise.ef_search=40.1'"
+    ).fetchone()[0]
     assert fp["query_settings"]["hnsw.ef_search"] == "40" and fp["stage"] == "hnsw"
 
 
@@ -84,22 +95,34 @@ def test_interrupted_sweep_resumes_only_missing_points(database, cran, conn):
 
     with pytest.raises(Stop):
         run_sweep(database, cfg, on_point=interrupt_after_three)
-    status, exp_id = conn.execute("SELECT status, experiment_id FROM pgeval.sweep "
-                                  "WHERE name = 'dba-sweep-resume'").fetchone()
+    status, exp_id = conn.execute(
+        "SELECT status, experiment_id FROM pgeval.sweep WHERE name = 'dba-sweep-resume'"
+    ).fetchone()
     assert status == "interrupted"
-    assert conn.execute("SELECT count(*) FROM pgeval.sweep_point sp JOIN pgeval.sweep s "
-                        "USING (sweep_id) WHERE s.name = 'dba-sweep-resume'").fetchone()[0] == 3
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM pgeval.sweep_point sp JOIN pgeval.sweep s "
+            "USING (sweep_id) WHERE s.name = 'dba-sweep-resume'"
+        ).fetchone()[0]
+        == 3
+    )
     # a run the interruption left half-written is measured again, not a name conflict
-    conn.execute("INSERT INTO pgeval.run (name, testset_id, experiment_id, stage, repetition, "
-                 "order_rule, status) SELECT 'dba-sweep-resume.ef_search=200.1', testset_id, "
-                 "%s, 'hnsw', 1, 'x', 'failed' FROM pgeval.testset WHERE name = %s",
-                 (exp_id, CRAN_TESTSET))
+    conn.execute(
+        "INSERT INTO pgeval.run (name, testset_id, experiment_id, stage, repetition, "
+        "order_rule, status) SELECT 'dba-sweep-resume.ef_search=200.1', testset_id, "
+        "%s, 'hnsw', 1, 'x', 'failed' FROM pgeval.testset WHERE name = %s",
+        (exp_id, CRAN_TESTSET),
+    )
     again = []
     res = run_sweep(database, cfg, on_point=lambda p, r, how: again.append((p.number, r, how)))
     assert res.resumed and res.kept == 3 and res.measured == 5 and res.reused == 0
-    assert [x for x in again if x[2] == "measured"] == [(4, 1, "measured"), (1, 2, "measured"),
-                                                       (2, 2, "measured"), (3, 2, "measured"),
-                                                       (4, 2, "measured")]
+    assert [x for x in again if x[2] == "measured"] == [
+        (4, 1, "measured"),
+        (1, 2, "measured"),
+        (2, 2, "measured"),
+        (3, 2, "measured"),
+        (4, 2, "measured"),
+    ]
     runs = runs_of(conn, res.experiment_id)
     assert len(runs) == 10 and all(s == "complete" for _, s in runs)
     assert all(p["repetitions"] == 2 for p in res.points)
@@ -109,23 +132,23 @@ def test_interrupted_sweep_resumes_only_missing_points(database, cran, conn):
 
 
 def test_points_are_reused_under_the_same_fingerprint_only(database, cran, conn):
-    first = run_sweep(database, config("7MB", params=("hnsw.ef_search=10,40",),
-                                       name="dba-sweep-a"))
+    first = run_sweep(database, config("7MB", params=("hnsw.ef_search=10,40",), name="dba-sweep-a"))
     assert first.measured == 2
-    second = run_sweep(database, config("7MB", params=("hnsw.ef_search=40,80",),
-                                        name="dba-sweep-b"))
+    second = run_sweep(
+        database, config("7MB", params=("hnsw.ef_search=40,80",), name="dba-sweep-b")
+    )
     assert (second.measured, second.reused) == (1, 1)
     reused = [p for p in second.points if p["label"] == "ef_search=40"][0]
     original = [p for p in first.points if p["label"] == "ef_search=40"][0]
     assert reused["reused"] == 1 and reused["index_recall"] == original["index_recall"]
     assert reused["config_hash"] == original["config_hash"]
     # another work_mem is another configuration: nothing reused
-    third = run_sweep(database, config("8MB", params=("hnsw.ef_search=40",),
-                                       name="dba-sweep-c"))
+    third = run_sweep(database, config("8MB", params=("hnsw.ef_search=40",), name="dba-sweep-c"))
     assert (third.measured, third.reused) == (1, 0)
     # --fresh measures again under the same name
-    fresh = run_sweep(database, config("7MB", params=("hnsw.ef_search=40,80",),
-                                       name="dba-sweep-b", fresh=True))
+    fresh = run_sweep(
+        database, config("7MB", params=("hnsw.ef_search=40,80",), name="dba-sweep-b", fresh=True)
+    )
     assert (fresh.measured, fresh.reused, fresh.kept) == (2, 0, 0) and not fresh.resumed
     # a name reused with another grid is refused
     with pytest.raises(Conflict, match="another grid"):
@@ -133,22 +156,26 @@ def test_points_are_reused_under_the_same_fingerprint_only(database, cran, conn)
 
 
 def test_concurrency_measures_throughput(database, cran):
-    res = run_sweep(database, config("9MB", params=("hnsw.ef_search=40",), concurrency=2,
-                                     name="dba-sweep-qps"))
+    res = run_sweep(
+        database, config("9MB", params=("hnsw.ef_search=40",), concurrency=2, name="dba-sweep-qps")
+    )
     p = res.points[0]
     assert p["qps"] > 0 and p["index_recall"] > 0.9
 
 
-@pytest.mark.parametrize("kw, field, text", [
-    ({"stage": "exact"}, "--stage", "ANN stage"),
-    ({"params": ("diskann.query_rescore=10",)}, "--param", "does not apply"),
-    ({"params": ("hnsw.ef_search=10,10",)}, "--param", "twice"),
-    ({"params": (), "build": ()}, "--param", "nothing to sweep"),
-    ({"params": (), "build": ("lists=10",)}, "--build", "not a hnsw build option"),
-    ({"params": ("hnsw.ef_search=0",)}, "--param", "out of range"),
-    ({"target_recall": 1.5}, "--target-recall", "(0, 1]"),
-    ({"concurrency": 2, "isolate_index": True}, "--concurrency", "cannot be combined"),
-])
+@pytest.mark.parametrize(
+    "kw, field, text",
+    [
+        ({"stage": "exact"}, "--stage", "ANN stage"),
+        ({"params": ("diskann.query_rescore=10",)}, "--param", "does not apply"),
+        ({"params": ("hnsw.ef_search=10,10",)}, "--param", "twice"),
+        ({"params": (), "build": ()}, "--param", "nothing to sweep"),
+        ({"params": (), "build": ("lists=10",)}, "--build", "not a hnsw build option"),
+        ({"params": ("hnsw.ef_search=0",)}, "--param", "out of range"),
+        ({"target_recall": 1.5}, "--target-recall", "(0, 1]"),
+        ({"concurrency": 2, "isolate_index": True}, "--concurrency", "cannot be combined"),
+    ],
+)
 def test_bad_grids_are_refused(database, cran, kw, field, text):
     cfg = config("10MB", **{k: v for k, v in kw.items() if k != "stage"})
     if "stage" in kw:
@@ -160,9 +187,25 @@ def test_bad_grids_are_refused(database, cran, kw, field, text):
 
 def test_cli_sweep_outputs_and_plot(pgeval, cran, tmp_path):
     png = tmp_path / "sweep.png"
-    args = ["sweep", "--testset", CRAN_TESTSET, "--target", CRAN_TARGET, "--stage", "hnsw",
-            "--param", "hnsw.ef_search=10,40", "--set", "enable_seqscan=off",
-            "--set", "work_mem=11MB", "--repeat", "1", "--name", "dba-sweep-cli"]
+    args = [
+        "sweep",
+        "--testset",
+        CRAN_TESTSET,
+        "--target",
+        CRAN_TARGET,
+        "--stage",
+        "hnsw",
+        "--param",
+        "hnsw.ef_search=10,40",
+        "--set",
+        "enable_seqscan=off",
+        "--set",
+        "work_mem=11MB",
+        "--repeat",
+        "1",
+        "--name",
+        "dba-sweep-cli",
+    ]
     code, out, err = pgeval(*args, "--plot", str(png))
     assert code == 0, err
     assert "index_recall@10" in out and "recommended:" in out
@@ -179,19 +222,42 @@ def test_cli_sweep_outputs_and_plot(pgeval, cran, tmp_path):
 
 
 def test_statement_timeout_is_applied_and_recorded(pgeval, cran, conn):
-    args = ["sweep", "--testset", CRAN_TESTSET, "--target", CRAN_TARGET, "--stage", "hnsw",
-            "--param", "hnsw.ef_search=40", "--set", "enable_seqscan=off",
-            "--set", "work_mem=12MB", "--repeat", "1"]
+    args = [
+        "sweep",
+        "--testset",
+        CRAN_TESTSET,
+        "--target",
+        CRAN_TARGET,
+        "--stage",
+        "hnsw",
+        "--param",
+        "hnsw.ef_search=40",
+        "--set",
+        "enable_seqscan=off",
+        "--set",
+        "work_mem=12MB",
+        "--repeat",
+        "1",
+    ]
     code, _, err = pgeval(*args, "--statement-timeout", "45s", "--name", "dba-sweep-timeout")
     assert code == 0, err
-    settings = conn.execute("SELECT settings FROM pgeval.sweep "
-                            "WHERE name = 'dba-sweep-timeout'").fetchone()[0]
+    settings = conn.execute(
+        "SELECT settings FROM pgeval.sweep WHERE name = 'dba-sweep-timeout'"
+    ).fetchone()[0]
     assert settings["statement_timeout"] == "45s"
-    runs = conn.execute("SELECT name, params->'settings'->>'statement_timeout' FROM pgeval.run "
-                        "WHERE name LIKE 'dba-sweep-timeout.%' ORDER BY name").fetchall()
-    assert runs == [("dba-sweep-timeout.ef_search=40.1", "45s"),
-                    ("dba-sweep-timeout.exact.1", "45s")]
+    runs = conn.execute(
+        "SELECT name, params->'settings'->>'statement_timeout' FROM pgeval.run "
+        "WHERE name LIKE 'dba-sweep-timeout.%' ORDER BY name"
+    ).fetchall()
+    assert runs == [
+        ("dba-sweep-timeout.ef_search=40.1", "45s"),
+        ("dba-sweep-timeout.exact.1", "45s"),
+    ]
     code, _, err = pgeval(*args, "--statement-timeout", "soon", "--name", "dba-sweep-bad-timeout")
     assert code == 1 and "--statement-timeout" in err and "Traceback" not in err
-    assert conn.execute("SELECT count(*) FROM pgeval.sweep "
-                        "WHERE name = 'dba-sweep-bad-timeout'").fetchone()[0] == 0
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM pgeval.sweep WHERE name = 'dba-sweep-bad-timeout'"
+        ).fetchone()[0]
+        == 0
+    )

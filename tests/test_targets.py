@@ -7,22 +7,37 @@ import json
 
 import numpy as np
 import pytest
-
 import vector_kb as kb
+
 from evaluator.run.pipeline import PipelineConfig, run_pipeline
 
 
 @pytest.fixture
 def tables(clean, conn):
     kb.build(conn)
-    conn.execute("CREATE TABLE IF NOT EXISTS va_plain (id int PRIMARY KEY, label text, "
-                 "flag boolean, emb vector(3), raw vector, notvec real[])")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS va_plain (id int PRIMARY KEY, label text, "
+        "flag boolean, emb vector(3), raw vector, notvec real[])"
+    )
     return clean
 
 
 def test_add_show_list_remove(tables, pgeval, conn):
-    code, out, err = pgeval("target", "add", "one", "--table", kb.ONE, "--id-column", "doc_id",
-                            "--vector-column", "emb", "--text-column", "body", "--format", "json")
+    code, out, err = pgeval(
+        "target",
+        "add",
+        "one",
+        "--table",
+        kb.ONE,
+        "--id-column",
+        "doc_id",
+        "--vector-column",
+        "emb",
+        "--text-column",
+        "body",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["spec"]["vector_type"] == "vector" and doc["spec"]["unique_id"] is True
@@ -35,33 +50,73 @@ def test_add_show_list_remove(tables, pgeval, conn):
     code, out, _ = pgeval("target", "show", "one")
     assert code == 0 and "va_one_hnsw" in out
     # same definition again: fine; another definition: Conflict unless --replace
-    assert pgeval("target", "add", "one", "--table", kb.ONE, "--id-column", "doc_id",
-                  "--vector-column", "emb", "--text-column", "body")[0] == 0
-    code, _, err = pgeval("target", "add", "one", "--table", kb.ONE, "--id-column", "doc_id",
-                          "--vector-column", "emb", "--distance", "l2")
+    assert (
+        pgeval(
+            "target",
+            "add",
+            "one",
+            "--table",
+            kb.ONE,
+            "--id-column",
+            "doc_id",
+            "--vector-column",
+            "emb",
+            "--text-column",
+            "body",
+        )[0]
+        == 0
+    )
+    code, _, err = pgeval(
+        "target",
+        "add",
+        "one",
+        "--table",
+        kb.ONE,
+        "--id-column",
+        "doc_id",
+        "--vector-column",
+        "emb",
+        "--distance",
+        "l2",
+    )
     assert code == 1 and "exists with another definition" in err
     assert pgeval("target", "remove", "one")[0] == 0
     code, _, err = pgeval("target", "remove", "one")
     assert code == 1 and "no target named 'one'" in err
 
 
-@pytest.mark.parametrize("args, message", [
-    ("--table nosuch --id-column id --vector-column emb", "table 'nosuch' does not exist"),
-    ("--table va_plain --id-column nope --vector-column emb",
-     "field '--id-column': column 'nope' does not exist in va_plain"),
-    ("--table va_plain --id-column id --vector-column notvec",
-     "column 'notvec' of va_plain is real[], not a pgvector vector or halfvec"),
-    ("--table va_plain --id-column id --vector-column emb --dimension 4",
-     "column 'emb' is vector(3) but --dimension is 4"),
-    ("--table va_plain --id-column id --vector-column emb --where flag=perhaps",
-     "field '--where': filter {'flag': 'perhaps'} is not valid for va_plain"),
-    ("--table va_plain --id-column id --vector-column emb --where nope=1",
-     "column 'nope' does not exist"),
-    ("--table va_plain --id-column id --vector-column emb --where flag",
-     "'flag' is not COLUMN=VALUE"),
-    ("--table va_plain --vector-column emb", "--id-column required"),
-    ("--preset weknora", "--preset weknora needs --dimension"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ("--table nosuch --id-column id --vector-column emb", "table 'nosuch' does not exist"),
+        (
+            "--table va_plain --id-column nope --vector-column emb",
+            "field '--id-column': column 'nope' does not exist in va_plain",
+        ),
+        (
+            "--table va_plain --id-column id --vector-column notvec",
+            "column 'notvec' of va_plain is real[], not a pgvector vector or halfvec",
+        ),
+        (
+            "--table va_plain --id-column id --vector-column emb --dimension 4",
+            "column 'emb' is vector(3) but --dimension is 4",
+        ),
+        (
+            "--table va_plain --id-column id --vector-column emb --where flag=perhaps",
+            "field '--where': filter {'flag': 'perhaps'} is not valid for va_plain",
+        ),
+        (
+            "--table va_plain --id-column id --vector-column emb --where nope=1",
+            "column 'nope' does not exist",
+        ),
+        (
+            "--table va_plain --id-column id --vector-column emb --where flag",
+            "'flag' is not COLUMN=VALUE",
+        ),
+        ("--table va_plain --vector-column emb", "--id-column required"),
+        ("--preset weknora", "--preset weknora needs --dimension"),
+    ],
+)
 def test_bad_targets_are_refused(tables, pgeval, conn, args, message):
     code, out, err = pgeval(f"target add bad {args}")
     assert code == 1
@@ -72,8 +127,10 @@ def test_bad_targets_are_refused(tables, pgeval, conn, args, message):
 def test_untyped_column_dimension_from_a_sample_row(tables, pgeval, conn):
     conn.execute("TRUNCATE va_plain")
     conn.execute("INSERT INTO va_plain VALUES (1, 'a', true, '[1,0,0]', '[1,2,3,4,5]', NULL)")
-    code, out, err = pgeval("target add raw --table va_plain --id-column id --vector-column raw "
-                            "--where flag=true --where label=a --format json")
+    code, out, err = pgeval(
+        "target add raw --table va_plain --id-column id --vector-column raw "
+        "--where flag=true --where label=a --format json"
+    )
     assert code == 0, err
     spec = json.loads(out)["spec"]
     assert spec["dimension"] == 5 and spec["filters"] == {"flag": "true", "label": "a"}
@@ -83,8 +140,13 @@ def test_untyped_column_dimension_from_a_sample_row(tables, pgeval, conn):
 def test_where_sql_binds_values(tables, conn):
     from evaluator.target.targets import Target
 
-    t = Target(name="x", table="va_plain", id_column="id", vector_column="emb",
-               filters={"label": "a'; DROP TABLE va_plain; --", "flag": "true"})
+    t = Target(
+        name="x",
+        table="va_plain",
+        id_column="id",
+        vector_column="emb",
+        filters={"label": "a'; DROP TABLE va_plain; --", "flag": "true"},
+    )
     where, params = t.where()
     assert where.as_string(conn) == ' WHERE "label" = %s AND "flag" = %s'
     assert params == ["a'; DROP TABLE va_plain; --", "true"]
@@ -95,8 +157,10 @@ def test_where_sql_binds_values(tables, conn):
 
 def weknora_setup(pgeval, conn, dim):
     kb.testset(conn, "va", n_queries=40)
-    code, out, err = pgeval(f"target add wk --preset weknora --schema va_wk --dimension {dim} "
-                            "--knowledge-base-id kb1 --format json")
+    code, out, err = pgeval(
+        f"target add wk --preset weknora --schema va_wk --dimension {dim} "
+        "--knowledge-base-id kb1 --format json"
+    )
     assert code == 0, err
     return json.loads(out)
 
@@ -115,26 +179,40 @@ def test_weknora_preset_spec_and_partial_index(tables, pgeval, conn):
 def test_weknora_pipeline_collapses_duplicates_and_filters(tables, pgeval, conn, database):
     dim = kb.data()[0].shape[1]
     weknora_setup(pgeval, conn, dim)
-    run_pipeline(database, PipelineConfig(testset="va", target="wk", stages="exact,hnsw",
-                                          depth=50, repeat=1, name="wk",
-                                          settings={"hnsw.ef_search": "200"}))
+    run_pipeline(
+        database,
+        PipelineConfig(
+            testset="va",
+            target="wk",
+            stages="exact,hnsw",
+            depth=50,
+            repeat=1,
+            name="wk",
+            settings={"hnsw.ef_search": "200"},
+        ),
+    )
     params = conn.execute("SELECT params FROM pgeval.run WHERE name = 'wk.hnsw.1'").fetchone()[0]
-    assert params["index"] == f"va_wk_hnsw_{dim}"          # the partial index of dimension N
+    assert params["index"] == f"va_wk_hnsw_{dim}"  # the partial index of dimension N
     assert params["overfetch"] == 2.0 and params["rows_returned_min"] == 50
-    hnsw = conn.execute("SELECT count(*), count(DISTINCT (query_id, chunk_id)), max(rank) FROM "
-                        "pgeval.result JOIN pgeval.run USING (run_id) WHERE name = 'wk.hnsw.1'"
-                        ).fetchone()
-    assert hnsw[0] == hnsw[1] and hnsw[2] == 50       # 100 rows fetched, 50 chunks kept
-    rows = conn.execute("SELECT x.query_id, x.rank, x.chunk_id, x.score FROM pgeval.result x "
-                        "JOIN pgeval.run r USING (run_id) WHERE r.name = 'wk.exact.1' "
-                        "ORDER BY 1, 2").fetchall()
+    hnsw = conn.execute(
+        "SELECT count(*), count(DISTINCT (query_id, chunk_id)), max(rank) FROM "
+        "pgeval.result JOIN pgeval.run USING (run_id) WHERE name = 'wk.hnsw.1'"
+    ).fetchone()
+    assert hnsw[0] == hnsw[1] and hnsw[2] == 50  # 100 rows fetched, 50 chunks kept
+    rows = conn.execute(
+        "SELECT x.query_id, x.rank, x.chunk_id, x.score FROM pgeval.result x "
+        "JOIN pgeval.run r USING (run_id) WHERE r.name = 'wk.exact.1' "
+        "ORDER BY 1, 2"
+    ).fetchall()
     by_q: dict[str, list] = {}
-    for qid, rank, chunk, score in rows:
+    for qid, _rank, chunk, score in rows:
         by_q.setdefault(qid, []).append((chunk, score))
     # truth: best halfvec distance per enabled kb1 chunk of dimension N, computed in numpy
-    truth_rows = conn.execute("SELECT chunk_id, embedding::text FROM va_wk.embeddings WHERE "
-                              "dimension = %s AND is_enabled AND knowledge_base_id = 'kb1'",
-                              (dim,)).fetchall()
+    truth_rows = conn.execute(
+        "SELECT chunk_id, embedding::text FROM va_wk.embeddings WHERE "
+        "dimension = %s AND is_enabled AND knowledge_base_id = 'kb1'",
+        (dim,),
+    ).fetchall()
     chunks = np.array([r[0] for r in truth_rows])
     mat = np.array([np.array(r[1].strip("[]").split(","), dtype=np.float64) for r in truth_rows])
     for qid, qtext in conn.execute("SELECT query_id, embedding::halfvec::text FROM pgeval.query"):
@@ -144,8 +222,8 @@ def test_weknora_pipeline_collapses_duplicates_and_filters(tables, pgeval, conn,
         for c, dist in zip(chunks, d):
             best[c] = min(best.get(c, 9.0), dist)
         got = by_q[qid]
-        assert len(got) == 50 and len({c for c, _ in got}) == 50       # one entry per chunk
-        assert all(c.startswith("c") and int(c[1:]) <= 600 for c, _ in got)   # kb1, dimension N
+        assert len(got) == 50 and len({c for c, _ in got}) == 50  # one entry per chunk
+        assert all(c.startswith("c") and int(c[1:]) <= 600 for c, _ in got)  # kb1, dimension N
         expected = sorted(best.items(), key=lambda kv: (kv[1], kv[0]))[:50]
         assert np.allclose([s for _, s in got], [s for _, s in expected], atol=1e-4)
         assert [s for _, s in got] == sorted(s for _, s in got)
@@ -154,10 +232,17 @@ def test_weknora_pipeline_collapses_duplicates_and_filters(tables, pgeval, conn,
 def test_weknora_dimension_mismatch_stops_before_any_query(tables, pgeval, conn, database):
     from evaluator.core.errors import InputError
 
-    weknora_setup(pgeval, conn, 8)        # the 8-dimension partial index; queries are larger
-    with pytest.raises(InputError, match=r"gives \d+-dimensional vectors but target 'wk' "
-                                         r"searches halfvec\(8\)"):
-        run_pipeline(database, PipelineConfig(testset="va", target="wk", stages="exact,hnsw",
-                                              repeat=1, name="mismatch"))
+    weknora_setup(pgeval, conn, 8)  # the 8-dimension partial index; queries are larger
+    with pytest.raises(
+        InputError,
+        match=r"gives \d+-dimensional vectors but target 'wk' "
+        r"searches halfvec\(8\)",
+    ):
+        run_pipeline(
+            database,
+            PipelineConfig(
+                testset="va", target="wk", stages="exact,hnsw", repeat=1, name="mismatch"
+            ),
+        )
     assert conn.execute("SELECT count(*) FROM pgeval.experiment").fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM pgeval.run").fetchone()[0] == 0

@@ -6,11 +6,13 @@ import json
 
 from helpers import make_run
 
-CASES = ('{"id": "q1", "query": "退款多久到账", "relevant": {"c12": 3, "c40": 1}, '
-         '"type": ["fuzzy", "multi_answer"]}\n'
-         '{"id": "q2", "query": "reset password", "relevant": ["c7"], "type": ["exact"], '
-         '"embedding": [1, 2]}\n'
-         '{"id": "q3", "query": "shoe size of the CEO", "answerable": false}\n')
+CASES = (
+    '{"id": "q1", "query": "退款多久到账", "relevant": {"c12": 3, "c40": 1}, '
+    '"type": ["fuzzy", "multi_answer"]}\n'
+    '{"id": "q2", "query": "reset password", "relevant": ["c7"], "type": ["exact"], '
+    '"embedding": [1, 2]}\n'
+    '{"id": "q3", "query": "shoe size of the CEO", "answerable": false}\n'
+)
 
 
 def test_load_summary_table_and_json(clean, tmp_file, pgeval):
@@ -19,8 +21,10 @@ def test_load_summary_table_and_json(clean, tmp_file, pgeval):
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].startswith(f"loaded test set 'kb-v1' (id 1) from {path} (jsonl) in ")
-    assert lines[1:3] == ["queries 3: valid 2, excluded (no relevant) 0, unanswerable 1",
-                          "judgements 3"]
+    assert lines[1:3] == [
+        "queries 3: valid 2, excluded (no relevant) 0, unanswerable 1",
+        "judgements 3",
+    ]
     assert lines[3].startswith("content hash sha256:") and len(lines[3]) == 20 + 64
     code, out, _ = pgeval("testset", "load", str(path), "--name", "kb-v1", "--output", "json")
     report = json.loads(out)
@@ -29,18 +33,33 @@ def test_load_summary_table_and_json(clean, tmp_file, pgeval):
 
 def test_list_show_delete(clean, conn, tmp_file, pgeval):
     pgeval("testset", "load", str(tmp_file("cases.jsonl", CASES)), "--name", "kb-v1")
-    pgeval("testset", "load", str(tmp_file("t.qrels", "1 0 a 2\n1 0 b 4\n2 0 c 4\n")),
-           "--name", "cran", "--grade-map", "1=3,2=2,3=1,4=0")
+    pgeval(
+        "testset",
+        "load",
+        str(tmp_file("t.qrels", "1 0 a 2\n1 0 b 4\n2 0 c 4\n")),
+        "--name",
+        "cran",
+        "--grade-map",
+        "1=3,2=2,3=1,4=0",
+    )
     make_run(conn, "r1", "kb-v1", {"q1": ["c12"]})
 
     code, out, _ = pgeval("testset", "list", "--format", "json")
     assert code == 0
     rows = {r["name"]: r for r in json.loads(out)}
     assert set(rows) == {"kb-v1", "cran"}
-    assert {k: rows["kb-v1"][k] for k in ("queries", "judgements", "valid", "excluded",
-                                          "unanswerable", "runs", "format")} == {
-        "queries": 3, "judgements": 3, "valid": 2, "excluded": 0, "unanswerable": 1, "runs": 1,
-        "format": "jsonl"}
+    assert {
+        k: rows["kb-v1"][k]
+        for k in ("queries", "judgements", "valid", "excluded", "unanswerable", "runs", "format")
+    } == {
+        "queries": 3,
+        "judgements": 3,
+        "valid": 2,
+        "excluded": 0,
+        "unanswerable": 1,
+        "runs": 1,
+        "format": "jsonl",
+    }
     assert (rows["cran"]["valid"], rows["cran"]["excluded"]) == (1, 1)
     code, out, _ = pgeval("testset", "list")
     assert code == 0 and "kb-v1" in out and "cran" in out
@@ -53,7 +72,9 @@ def test_list_show_delete(clean, conn, tmp_file, pgeval):
     code, out, _ = pgeval("testset", "show", "cran")
     assert code == 0
     assert "grade map     1=3,2=2,3=1,4=0" in out
-    assert "queries       2: valid 1, excluded (no relevant) 1, unanswerable 0, without text 2" in out
+    assert (
+        "queries       2: valid 1, excluded (no relevant) 1, unanswerable 0, without text 2" in out
+    )
 
     code, out, _ = pgeval("testset", "delete", "kb-v1")
     assert (code, out.strip()) == (0, "deleted test set 'kb-v1' and 1 run(s) of it")
@@ -65,11 +86,14 @@ def test_unknown_names(clean, pgeval):
     for args in (("show", "nope"), ("delete", "nope")):
         code, out, err = pgeval("testset", *args)
         assert (code, out) == (1, "")
-        assert err.strip() == ("pgeval: error: no test set named 'nope' "
-                               "(see `pgeval testset list`)")
+        assert err.strip() == (
+            "pgeval: error: no test set named 'nope' (see `pgeval testset list`)"
+        )
     code, out, _ = pgeval("testset", "list")
-    assert (code, out.strip()) == (0, "no test sets (load one with `pgeval testset load FILE "
-                                      "--name NAME`)")
+    assert (code, out.strip()) == (
+        0,
+        "no test sets (load one with `pgeval testset load FILE --name NAME`)",
+    )
 
 
 def test_help_teaches_with_examples(pgeval):
@@ -92,8 +116,9 @@ def test_database_without_schema_pgeval(database, conn, pgeval, tmp_file):
         for args in (("list",), ("show", "x"), ("delete", "x"), ("load", str(path), "--name", "x")):
             code, out, err = pgeval("--dsn", dsn, "testset", *args)
             assert (code, out) == (1, "")
-            assert err.strip() == ("pgeval: error: schema pgeval is not installed in this "
-                                   "database: run `pgeval init`")
+            assert err.strip() == (
+                "pgeval: error: schema pgeval is not installed in this database: run `pgeval init`"
+            )
         with psycopg.connect(dsn) as other:
             assert other.execute("SELECT to_regnamespace('pgeval')").fetchone()[0] is None
     finally:

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from evaluator.testset.datasets import cranfield
-from evaluator.testset import load, show_testset
 from helpers import make_run
+
+from evaluator.testset import load, show_testset
+from evaluator.testset.datasets import cranfield
 
 
 def _expected(folder):
@@ -21,8 +22,17 @@ def test_cranfield_loads_with_grade_map(shared_dir, clean, conn, tmp_path, pgeva
     folder = shared_dir / "data" / "cranfield"
     qrels, queries = cranfield.write_trec_files(folder, tmp_path)
     judged, grades, valid = _expected(folder)
-    code, out, err = pgeval("testset", "load", str(qrels), "--queries", str(queries),
-                            "--grade-map", cranfield.GRADE_MAP_SPEC, "--name", "cranfield")
+    code, out, err = pgeval(
+        "testset",
+        "load",
+        str(qrels),
+        "--queries",
+        str(queries),
+        "--grade-map",
+        cranfield.GRADE_MAP_SPEC,
+        "--name",
+        "cranfield",
+    )
     assert code == 0, err
     assert "queries 225: valid" in out and "judgements 1837" in out
     info = show_testset(conn, "cranfield")
@@ -32,24 +42,33 @@ def test_cranfield_loads_with_grade_map(shared_dir, clean, conn, tmp_path, pgeva
     assert info["valid"] == len(valid)
     assert info["excluded"] == 225 - len(valid)
     texts = dict(cranfield.queries(folder))
-    stored = dict(conn.execute("SELECT query_id, query_text FROM pgeval.query q JOIN "
-                               "pgeval.testset USING (testset_id) WHERE name = 'cranfield'"))
+    stored = dict(
+        conn.execute(
+            "SELECT query_id, query_text FROM pgeval.query q JOIN "
+            "pgeval.testset USING (testset_id) WHERE name = 'cranfield'"
+        )
+    )
     assert stored == texts
     rid = make_run(conn, "cran-run", "cranfield", {"1": ["184", "29"]})
-    counts = conn.execute("SELECT queries, valid, excluded, no_result FROM pgeval.run_counts(%s)",
-                          (rid,)).fetchone()
+    counts = conn.execute(
+        "SELECT queries, valid, excluded, no_result FROM pgeval.run_counts(%s)", (rid,)
+    ).fetchone()
     assert counts == (225, len(valid), 225 - len(valid), len(valid) - 1)
     # loading again is a no-op
     again = load(conn, qrels, "cranfield", queries=queries, grade_map=cranfield.GRADE_MAP_SPEC)
     assert again.unchanged
 
 
-def test_cranfield_without_grade_map_names_the_first_bad_code(shared_dir, clean, conn, tmp_path,
-                                                              pgeval):
+def test_cranfield_without_grade_map_names_the_first_bad_code(
+    shared_dir, clean, conn, tmp_path, pgeval
+):
     qrels, queries = cranfield.write_trec_files(shared_dir / "data" / "cranfield", tmp_path)
     lines = qrels.read_text(encoding="utf-8").splitlines()
-    n, code = next((i, line.split()[3]) for i, line in enumerate(lines, 1)
-                   if line.split()[3] not in ("0", "1", "2", "3"))
+    n, code = next(
+        (i, line.split()[3])
+        for i, line in enumerate(lines, 1)
+        if line.split()[3] not in ("0", "1", "2", "3")
+    )
     rc, _, err = pgeval("testset", "load", str(qrels), "--queries", str(queries), "--name", "c")
     assert rc == 1
     assert err.startswith(f"pgeval: error: {qrels}:{n}, field 'grade': grade {code} is outside 0-3")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from dba_data import CRAN_TESTSET, ensure_cranfield
 
 from evaluator.dba import warmup as wu
@@ -23,8 +22,16 @@ def test_warmup_with_the_test_set(conn, cran):
     # 1400 rows: the planner prefers a sequential scan unless told otherwise
     plain = wu.warmup(conn, cran, vectors[:5], source=source, max_passes=2)
     assert "sequential scan" in plain.plan and "enable_seqscan=off" in plain.warnings[0]
-    report = wu.warmup(conn, cran, vectors[:60], source=source, max_passes=6, tolerance=0.5,
-                       on_pass=seen.append, settings={"enable_seqscan": "off"})
+    report = wu.warmup(
+        conn,
+        cran,
+        vectors[:60],
+        source=source,
+        max_passes=6,
+        tolerance=0.5,
+        on_pass=seen.append,
+        settings={"enable_seqscan": "off"},
+    )
     assert "dba_cran_hnsw (hnsw" in report.plan
     assert 2 <= len(report.passes) <= 6 and seen == report.passes
     # a 50 % tolerance settles on the second pass unless the machine is very noisy
@@ -42,8 +49,15 @@ def test_warmup_with_the_test_set(conn, cran):
 
 def test_passes_are_bounded(conn, cran):
     vectors = wu.random_vectors(cran.dimension, 8)
-    report = wu.warmup(conn, cran, vectors, source="random", max_passes=3, tolerance=0.001,
-                       settings={"enable_seqscan": "off"})
+    report = wu.warmup(
+        conn,
+        cran,
+        vectors,
+        source="random",
+        max_passes=3,
+        tolerance=0.001,
+        settings={"enable_seqscan": "off"},
+    )
     assert len(report.passes) <= 3
     assert report.converged or "did not settle within 3 passes" in " ".join(report.warnings)
     with pytest.raises(Exception, match="max-passes"):
@@ -51,15 +65,26 @@ def test_passes_are_bounded(conn, cran):
 
 
 def test_cli_warmup(pgeval, cran):
-    code, out, err = pgeval("warmup", "--target", "dba-cran", "--random-queries", "20",
-                            "--format", "json")
+    code, out, err = pgeval(
+        "warmup", "--target", "dba-cran", "--random-queries", "20", "--format", "json"
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["queries"] == 20 and doc["source"].startswith("20 random vectors")
     assert {r["relation"] for r in doc["relations"]} >= {"dba_cran", "dba_cran_hnsw"}
-    code, out, err = pgeval("warmup", "--target", "dba-cran", "--testset", CRAN_TESTSET,
-                            "--set", "hnsw.ef_search=100", "--set", "enable_seqscan=off",
-                            "--max-passes", "3")
+    code, out, err = pgeval(
+        "warmup",
+        "--target",
+        "dba-cran",
+        "--testset",
+        CRAN_TESTSET,
+        "--set",
+        "hnsw.ef_search=100",
+        "--set",
+        "enable_seqscan=off",
+        "--max-passes",
+        "3",
+    )
     assert code == 0, err
     assert "buffer blocks" in out and "plan: index dba_cran_hnsw" in out and "pass 1:" in err
     code, out, err = pgeval("warmup", "--target", "dba-cran", "--set", "hnsw.ef_search=x")
@@ -69,13 +94,15 @@ def test_cli_warmup(pgeval, cran):
 def test_prewarm_missing_available_or_created(conn, pgeval, cran):
     """The three states come from pg_extension and pg_available_extensions; the embedded server
     has no pg_prewarm at all, and the message says so instead of suggesting CREATE EXTENSION."""
-    available = {r[0]: r[1] for r in conn.execute(
-        "SELECT name, installed_version FROM pg_available_extensions")}
-    assert "pg_prewarm" not in available              # the embedded server's build
+    available = {
+        r[0]: r[1]
+        for r in conn.execute("SELECT name, installed_version FROM pg_available_extensions")
+    }
+    assert "pg_prewarm" not in available  # the embedded server's build
     assert wu.extension_state(conn, "pg_prewarm") == "missing"
     assert wu.extension_state(conn, "plpgsql") == "created"
     not_created = sorted(n for n, v in available.items() if v is None)
-    assert not_created, available                     # e.g. age, http: on the server, not created
+    assert not_created, available  # e.g. age, http: on the server, not created
     assert wu.extension_state(conn, not_created[0]) == "available"
     missing = wu.prewarm_method("missing")
     assert "not installed" in missing and "this server does not have it" in missing
@@ -83,7 +110,16 @@ def test_prewarm_missing_available_or_created(conn, pgeval, cran):
     assert "CREATE EXTENSION pg_prewarm;" in wu.prewarm_method("available")
     assert "not created in this database" in wu.prewarm_method("available")
     assert wu.prewarm_method("created") == "pg_prewarm, then query passes"
-    code, out, err = pgeval("warmup", "--target", "dba-cran", "--random-queries", "5",
-                            "--max-passes", "2", "--format", "json")
+    code, out, err = pgeval(
+        "warmup",
+        "--target",
+        "dba-cran",
+        "--random-queries",
+        "5",
+        "--max-passes",
+        "2",
+        "--format",
+        "json",
+    )
     assert code == 0, err
     assert json.loads(out)["method"] == missing

@@ -65,15 +65,29 @@ class Context:
         return self._db
 
 
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"],
-                                              "max_content_width": 100})
-@click.option("--dsn", metavar="DSN", help="PostgreSQL connection string of the knowledge base "
-              "(else $PGEVAL_DSN, else the libpq PG* variables, else the embedded server).")
-@click.option("--datadir", metavar="DIR", type=click.Path(file_okay=False),
-              help="Data directory of the embedded server (else $PGEVAL_DATADIR, else a per-user "
-                   "data directory).")
-@click.option("--results-dsn", metavar="DSN", help="Where schema pgeval lives when it is not the "
-              "knowledge base's database (else $PGEVAL_RESULTS_DSN).")
+@click.group(
+    cls=LazyGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.option(
+    "--dsn",
+    metavar="DSN",
+    help="PostgreSQL connection string of the knowledge base "
+    "(else $PGEVAL_DSN, else the libpq PG* variables, else the embedded server).",
+)
+@click.option(
+    "--datadir",
+    metavar="DIR",
+    type=click.Path(file_okay=False),
+    help="Data directory of the embedded server (else $PGEVAL_DATADIR, else a per-user "
+    "data directory).",
+)
+@click.option(
+    "--results-dsn",
+    metavar="DSN",
+    help="Where schema pgeval lives when it is not the "
+    "knowledge base's database (else $PGEVAL_RESULTS_DSN).",
+)
 @click.version_option(package_name="pgeval", prog_name="pgeval")
 @click.pass_context
 def cli(ctx, dsn, datadir, results_dsn):
@@ -97,8 +111,10 @@ def _remember_secrets(argv) -> None:
     from ..core import masking
 
     masking.forget()
-    masking.remember(*(argv if argv is not None else sys.argv[1:]),
-                     *(os.environ.get(v) for v in ("PGEVAL_DSN", "PGEVAL_RESULTS_DSN")))
+    masking.remember(
+        *(argv if argv is not None else sys.argv[1:]),
+        *(os.environ.get(v) for v in ("PGEVAL_DSN", "PGEVAL_RESULTS_DSN")),
+    )
 
 
 def main(argv=None) -> int:
@@ -108,7 +124,7 @@ def main(argv=None) -> int:
     _remember_secrets(argv)
     try:
         code = cli.main(args=argv, prog_name="pgeval", standalone_mode=False)
-        if type(code) is int:        # a command's ctx.exit(N) (no command returns a value)
+        if type(code) is int:  # a command's ctx.exit(N) (no command returns a value)
             return code
     except PgevalError as exc:
         click.echo(f"pgeval: error: {redact(str(exc))}", err=True)
@@ -135,15 +151,20 @@ def main(argv=None) -> int:
     except OSError as exc:  # a path the user gave: missing folder, no permission, disk full
         if exc.filename is None or os.environ.get("PGEVAL_DEBUG"):
             raise
-        click.echo(f"pgeval: error: {redact(str(exc.filename))}: {redact(exc.strerror or str(exc))}",
-                   err=True)
+        click.echo(
+            f"pgeval: error: {redact(str(exc.filename))}: {redact(exc.strerror or str(exc))}",
+            err=True,
+        )
         return 1
     except Exception as exc:  # a database error that no library call wrapped
         if exc.__class__.__module__.startswith("psycopg") and not os.environ.get("PGEVAL_DEBUG"):
             first = first_line(exc)
             if getattr(exc, "sqlstate", None) in ("42P01", "42883", "3F000") and "pgeval" in first:
-                click.echo(f"pgeval: error: schema pgeval is missing or out of date in this "
-                           f"database ({redact(first)}): run `pgeval init`", err=True)
+                click.echo(
+                    f"pgeval: error: schema pgeval is missing or out of date in this "
+                    f"database ({redact(first)}): run `pgeval init`",
+                    err=True,
+                )
                 return 1
             click.echo(f"pgeval: database error: {redact(first)}", err=True)
             return 1

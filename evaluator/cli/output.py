@@ -15,14 +15,15 @@ import math
 import os
 import re
 import sys
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import click
 
 FORMATS = ("table", "json", "jsonl", "csv")
-WIDTH = 80                       # what a table fits by default when the width is not known
+WIDTH = 80  # what a table fits by default when the width is not known
 HASH_CHARS = 12
-GAP = 3                          # between two columns: padding, the (blank) rule, padding
+GAP = 3  # between two columns: padding, the (blank) rule, padding
 _HASH = re.compile(r"[0-9a-f]{40,64}")
 
 
@@ -31,7 +32,8 @@ def format_help(choices: Sequence[str]) -> str:
     people = [c for c in choices if c == "table"]
     scripts = [c for c in choices if c != "table"]
     parts = ([f"{people[0]} for people"] if people else []) + (
-        [f"{', '.join(scripts)} for scripts"] if scripts else [])
+        [f"{', '.join(scripts)} for scripts"] if scripts else []
+    )
     return "Output format: " + "; ".join(parts) + "."
 
 
@@ -43,15 +45,26 @@ def _set_wide(ctx, _param, value):
 
 def wide_option():
     """``--wide``: tables show every column and full values (no 80-column fit)."""
-    return click.option("--wide", is_flag=True, expose_value=False, callback=_set_wide,
-                        is_eager=True, help="Tables: every column, full values and hashes "
-                        "(wider than 80 columns).")
+    return click.option(
+        "--wide",
+        is_flag=True,
+        expose_value=False,
+        callback=_set_wide,
+        is_eager=True,
+        help="Tables: every column, full values and hashes (wider than 80 columns).",
+    )
 
 
 def format_option(default: str = "table", choices: Sequence[str] = FORMATS):
     """``--format`` with exactly ``choices`` in its help, and ``--wide`` when tables are one."""
-    fmt = click.option("--format", "fmt", type=click.Choice(list(choices)), default=default,
-                       show_default=True, help=format_help(choices))
+    fmt = click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(list(choices)),
+        default=default,
+        show_default=True,
+        help=format_help(choices),
+    )
     if "table" not in choices:
         return fmt
     return lambda f: fmt(wide_option()(f))
@@ -79,7 +92,7 @@ def fmt_number(value: float, digits: int = 4) -> str:
     0.43970 -> 0.4397, 20.0 -> 20, 7589.85 -> 7590, 123456.7 -> 123457."""
     if math.isnan(value) or math.isinf(value):
         return str(value)
-    if abs(value) >= 10 ** digits:
+    if abs(value) >= 10**digits:
         return f"{value:.0f}"
     if value != 0 and abs(value) < 1e-4:
         return f"{value:.{digits - 1}e}"
@@ -112,8 +125,14 @@ def console_width(out) -> int | None:
         return WIDTH
 
 
-def table(rows: Iterable[dict], columns: Sequence[str] | None = None, title: str | None = None,
-          file=None, digits: int = 4, wide_only: Sequence[str] = ()) -> None:
+def table(
+    rows: Iterable[dict],
+    columns: Sequence[str] | None = None,
+    title: str | None = None,
+    file=None,
+    digits: int = 4,
+    wide_only: Sequence[str] = (),
+) -> None:
     """Print ``rows`` as a table. Headers are never cut (text cells are, with an ellipsis, when
     the table would be wider than the console); ``wide_only`` columns appear with --wide."""
     from rich.console import Console
@@ -121,20 +140,28 @@ def table(rows: Iterable[dict], columns: Sequence[str] | None = None, title: str
 
     wide = is_wide()
     rows = list(rows)
-    columns = [c for c in (columns or (rows[0].keys() if rows else []))
-               if wide or c not in wide_only]
+    columns = [
+        c for c in (columns or (rows[0].keys() if rows else [])) if wide or c not in wide_only
+    ]
     cells = [[fmt_value(r.get(c), digits, wide) for c in columns] for r in rows]
-    numeric = [any(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool)
-                   for r in rows) for c in columns]
+    numeric = [
+        any(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) for r in rows)
+        for c in columns
+    ]
     out = file or sys.stdout
     width = 100_000 if wide else console_width(out)
     limits = {} if width is None else fit(columns, cells, numeric, width)
     # the title on a line of its own: a table's own title is cut to the table's width
     t = Table(show_lines=False, header_style="bold", box=_box(), show_edge=False)
     for i, col in enumerate(columns):
-        t.add_column(col, justify="right" if numeric[i] else "left", min_width=len(str(col)),
-                     max_width=limits.get(i), no_wrap=not wide,
-                     overflow="fold" if wide else "ellipsis")
+        t.add_column(
+            col,
+            justify="right" if numeric[i] else "left",
+            min_width=len(str(col)),
+            max_width=limits.get(i),
+            no_wrap=not wide,
+            overflow="fold" if wide else "ellipsis",
+        )
     for row in cells:
         t.add_row(*row)
     console = Console(file=out, soft_wrap=wide, width=width)
@@ -143,21 +170,26 @@ def table(rows: Iterable[dict], columns: Sequence[str] | None = None, title: str
     console.print(t)
 
 
-def fit(columns: Sequence[str], cells: list[list[str]], numeric: list[bool],
-        width: int) -> dict[int, int]:
+def fit(
+    columns: Sequence[str], cells: list[list[str]], numeric: list[bool], width: int
+) -> dict[int, int]:
     """Widths for the text columns so that the table fits ``width``: the widest text column is
     narrowed first, never below its header (nor 8 characters); numbers are never narrowed."""
     from rich.cells import cell_len
 
-    natural = [max([cell_len(str(c))] + [cell_len(row[i]) for row in cells])
-               for i, c in enumerate(columns)]
+    natural = [
+        max([cell_len(str(c))] + [cell_len(row[i]) for row in cells]) for i, c in enumerate(columns)
+    ]
     floor = [max(cell_len(str(c)), min(8, natural[i])) for i, c in enumerate(columns)]
     widths = list(natural)
-    excess = sum(widths) + GAP * max(len(columns) - 1, 0) + 2 - width   # + the edge padding
+    excess = sum(widths) + GAP * max(len(columns) - 1, 0) + 2 - width  # + the edge padding
     limits = {}
     while excess > 0:
-        i = max((j for j in range(len(columns)) if not numeric[j] and widths[j] > floor[j]),
-                key=lambda j: widths[j], default=None)
+        i = max(
+            (j for j in range(len(columns)) if not numeric[j] and widths[j] > floor[j]),
+            key=lambda j: widths[j],
+            default=None,
+        )
         if i is None:
             break
         widths[i] -= 1
@@ -172,9 +204,14 @@ def _box():
     return box.SIMPLE_HEAD
 
 
-def emit(rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = None,
-         title: str | None = None, meta: dict | None = None,
-         wide_only: Sequence[str] = ()) -> None:
+def emit(
+    rows: Sequence[dict],
+    fmt: str,
+    columns: Sequence[str] | None = None,
+    title: str | None = None,
+    meta: dict | None = None,
+    wide_only: Sequence[str] = (),
+) -> None:
     """Print a list of records in ``fmt``. ``meta`` (counts, warnings) wraps the json form and is
     printed above the table; jsonl and csv carry the rows only. ``wide_only``: table columns
     shown only with --wide."""
@@ -183,15 +220,20 @@ def emit(rows: Sequence[dict], fmt: str, columns: Sequence[str] | None = None,
         click.echo(to_json({**meta, "rows": rows} if meta else rows))
     elif fmt == "jsonl":
         for r in rows:
-            click.echo(json.dumps({k: _clean(v) for k, v in r.items()}, ensure_ascii=False,
-                                  default=_clean))
+            click.echo(
+                json.dumps({k: _clean(v) for k, v in r.items()}, ensure_ascii=False, default=_clean)
+            )
     elif fmt == "csv":
         cols = list(columns or (rows[0].keys() if rows else []))
         w = csv.DictWriter(sys.stdout, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
         w.writeheader()
         for r in rows:
-            w.writerow({k: (json.dumps(v) if isinstance(v, (list, dict)) else _clean(v))
-                        for k, v in r.items()})
+            w.writerow(
+                {
+                    k: (json.dumps(v) if isinstance(v, (list, dict)) else _clean(v))
+                    for k, v in r.items()
+                }
+            )
         sys.stdout.flush()
     else:
         if meta:

@@ -65,8 +65,9 @@ class LineProgress:
         self._tick(tid)
         return tid
 
-    def update(self, task: int, *, advance=None, completed=None, total=None, description=None,
-               **_kw) -> None:
+    def update(
+        self, task: int, *, advance=None, completed=None, total=None, description=None, **_kw
+    ) -> None:
         t = self.tasks[task]
         if total is not None:
             t.total = total
@@ -96,8 +97,10 @@ def line(task: _Task, elapsed: float) -> str:
         return f"progress: {task.description} {done} done, {elapsed:.0f} s elapsed"
     share = min(1.0, task.completed / task.total)
     eta = f", ETA {elapsed * (1 - share) / share:.0f} s" if share > 0 else ""
-    return (f"progress: {task.description} {done}/{int(task.total)} ({share:.0%}), "
-            f"{elapsed:.0f} s elapsed{eta}")
+    return (
+        f"progress: {task.description} {done}/{int(task.total)} ({share:.0%}), "
+        f"{elapsed:.0f} s elapsed{eta}"
+    )
 
 
 def progress_bar(*, transient: bool):
@@ -105,12 +108,24 @@ def progress_bar(*, transient: bool):
     terminal, else a :class:`LineProgress`. Start it when the first piece of work begins, so
     that an early error prints one line only."""
     from rich.console import Console
-    from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     console = Console(stderr=True)
     if not console.is_terminal:
         return LineProgress()
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TimeRemainingColumn(), console=console,
-                    transient=transient)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=transient,
+    )

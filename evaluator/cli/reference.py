@@ -29,10 +29,19 @@ pg_ctl's convention where it differs.
 
 def walk(command: click.Command, path: tuple[str, ...] = ("pgeval",), parent=None):
     """Yield (command path, click context) for the command and, depth first, its subcommands."""
-    settings = {k: v for k, v in (command.context_settings or {}).items()
-                if k not in ("terminal_width", "max_content_width")}
-    ctx = click.Context(command, info_name=path[-1], parent=parent, terminal_width=WIDTH,
-                        max_content_width=WIDTH, **settings)
+    settings = {
+        k: v
+        for k, v in (command.context_settings or {}).items()
+        if k not in ("terminal_width", "max_content_width")
+    }
+    ctx = click.Context(
+        command,
+        info_name=path[-1],
+        parent=parent,
+        terminal_width=WIDTH,
+        max_content_width=WIDTH,
+        **settings,
+    )
     yield path, ctx
     if isinstance(command, click.Group):
         for name in command.list_commands(ctx):

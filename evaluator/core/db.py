@@ -31,11 +31,12 @@ class Database:
     source: str = "embedded"
 
     def __post_init__(self):
-        remember(self.dsn, self.results_dsn)   # so that a driver's message quoting them is masked
+        remember(self.dsn, self.results_dsn)  # so that a driver's message quoting them is masked
 
     @classmethod
-    def resolve(cls, dsn: str | None = None, datadir: str | None = None,
-                results_dsn: str | None = None) -> "Database":
+    def resolve(
+        cls, dsn: str | None = None, datadir: str | None = None, results_dsn: str | None = None
+    ) -> Database:
         from . import server
 
         results = results_dsn or os.environ.get("PGEVAL_RESULTS_DSN") or None
@@ -63,8 +64,9 @@ class Database:
     def results_uri(self) -> str:
         return self.results_dsn or self.uri()
 
-    def connect(self, *, results: bool = True, autocommit: bool = False, read_only: bool = False,
-                **kwargs):
+    def connect(
+        self, *, results: bool = True, autocommit: bool = False, read_only: bool = False, **kwargs
+    ):
         """A psycopg connection. ``results=True`` (the default) connects where schema pgeval lives.
         ``read_only=True``: every transaction of the session is READ ONLY (how pgeval reads a
         knowledge base: a view or function that would write fails instead)."""
@@ -73,9 +75,11 @@ class Database:
         target = self.results_uri() if results else self.uri()
         try:
             conn = psycopg.connect(target, autocommit=autocommit, **kwargs)
-        except psycopg.Error as exc:      # unreachable, refused, or a DSN libpq cannot parse
-            raise DatabaseError(f"cannot connect to {redact(target) or 'the libpq default'}: "
-                                f"{redact(first_line(exc))}") from None
+        except psycopg.Error as exc:  # unreachable, refused, or a DSN libpq cannot parse
+            raise DatabaseError(
+                f"cannot connect to {redact(target) or 'the libpq default'}: "
+                f"{redact(first_line(exc))}"
+            ) from None
         if read_only:
             conn.execute("SET SESSION default_transaction_read_only = on")
             if not autocommit:
@@ -104,7 +108,7 @@ def snapshot(database: Database):
         conn.read_only = True
         yield conn
     finally:
-        conn.close()           # read only: nothing to commit; the server ends the transaction
+        conn.close()  # read only: nothing to commit; the server ends the transaction
 
 
 @contextmanager
@@ -120,5 +124,6 @@ def sqlalchemy_engine(dsn: str):
     from sqlalchemy import create_engine
     from sqlalchemy.pool import NullPool
 
-    return create_engine("postgresql+psycopg://", creator=lambda: psycopg.connect(dsn),
-                         poolclass=NullPool)
+    return create_engine(
+        "postgresql+psycopg://", creator=lambda: psycopg.connect(dsn), poolclass=NullPool
+    )

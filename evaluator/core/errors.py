@@ -20,8 +20,14 @@ class PgevalError(Exception):
 class InputError(PgevalError):
     """Bad user input: a file, a line, a field. The message names all three where known."""
 
-    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
-                 field: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        file: str | None = None,
+        line: int | None = None,
+        field: str | None = None,
+    ):
         where = []
         if file is not None:
             where.append(str(file) if line is None else f"{file}:{line}")

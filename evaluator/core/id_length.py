@@ -13,7 +13,7 @@ MAX_ID_BYTES = 1024
 
 def id_length_error(value: str, what: str = "id") -> str | None:
     """Why ``value`` is too long to be an id (the reason, for an error message), or None."""
-    if len(value) <= MAX_ID_BYTES // 4:          # the common case: no encoding needed
+    if len(value) <= MAX_ID_BYTES // 4:  # the common case: no encoding needed
         return None
     size = len(value.encode("utf-8", "surrogatepass"))
     if size <= MAX_ID_BYTES:

@@ -24,9 +24,14 @@ BYTE_ORDER = sql.SQL('COLLATE "C"')
 def ident(value, what: str = "id") -> str:
     """The id as pgeval stores it, or :class:`ValueError` with the reason (the caller names the
     file, line and field)."""
-    if (type(value) is str and value.isascii() and value.isprintable()
-            and 0 < len(value) <= 256 and value == value.strip()):
-        return value                    # the common case, checked fast
+    if (
+        type(value) is str
+        and value.isascii()
+        and value.isprintable()
+        and 0 < len(value) <= 256
+        and value == value.strip()
+    ):
+        return value  # the common case, checked fast
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ValueError(f"{what} must be a string, found {_kind(value)}")
     text = str(value).strip()
@@ -35,8 +40,9 @@ def ident(value, what: str = "id") -> str:
     clean_str(text, what)
     bad = _CONTROL.search(text)
     if bad:
-        raise ValueError(f"{what} '{show(text)}' contains a control character "
-                         f"({repr(bad.group())[1:-1]})")
+        raise ValueError(
+            f"{what} '{show(text)}' contains a control character ({repr(bad.group())[1:-1]})"
+        )
     too_long = id_length_error(text, what)
     if too_long:
         raise ValueError(too_long)

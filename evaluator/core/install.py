@@ -16,12 +16,12 @@ OPTIONAL_EXTENSIONS = ("vectorscale", "pg_textsearch")
 
 @dataclass
 class InitReport:
-    extensions: dict[str, str | None] = field(default_factory=dict)   # name -> installed version
-    missing: list[str] = field(default_factory=list)           # optional ones not on the server
+    extensions: dict[str, str | None] = field(default_factory=dict)  # name -> installed version
+    missing: list[str] = field(default_factory=list)  # optional ones not on the server
     revision_before: str | None = None
     revision_after: str | None = None
     sql_files: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)          # what a superuser must still do
+    warnings: list[str] = field(default_factory=list)  # what a superuser must still do
 
 
 def _alembic_config(connection):
@@ -44,8 +44,11 @@ def current_revision(conn) -> str | None:
 
 def create_sql(name: str) -> str:
     """The statement a superuser runs once to create extension ``name``."""
-    return f'CREATE EXTENSION IF NOT EXISTS "{name}" CASCADE;' if name != "vector" else \
-        "CREATE EXTENSION IF NOT EXISTS vector;"
+    return (
+        f'CREATE EXTENSION IF NOT EXISTS "{name}" CASCADE;'
+        if name != "vector"
+        else "CREATE EXTENSION IF NOT EXISTS vector;"
+    )
 
 
 def _where(conn) -> tuple[str, str]:
@@ -60,17 +63,18 @@ def superuser_needed(name: str, role: str, databases: list[str]) -> DatabaseErro
     import shlex
 
     dbs = " and in ".join(f'database "{d}"' for d in databases)
-    cmds = "; ".join(f"psql -d {shlex.quote(d)} -c {shlex.quote(create_sql(name))}"
-                     for d in databases)
+    cmds = "; ".join(
+        f"psql -d {shlex.quote(d)} -c {shlex.quote(create_sql(name))}" for d in databases
+    )
     return DatabaseError(
         f'role "{role}" may not create extension "{name}" (pgvector is not a trusted '
         f"extension: only a superuser can create it). Have a superuser run once, in {dbs}: "
-        f"{create_sql(name)}  (e.g. {cmds}), then run `pgeval init` again")
+        f"{create_sql(name)}  (e.g. {cmds}), then run `pgeval init` again"
+    )
 
 
 def _has_extension(conn, name: str) -> str | None:
-    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s",
-                       (name,)).fetchone()
+    row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s", (name,)).fetchone()
     return row[0] if row else None
 
 
@@ -79,16 +83,19 @@ def ensure_extensions(conn, report: InitReport, kb_conn=None) -> None:
     it is another one (checked for pgvector, never changed)."""
     import psycopg
 
-    available = dict(conn.execute(
-        "SELECT name, default_version FROM pg_available_extensions").fetchall())
+    available = dict(
+        conn.execute("SELECT name, default_version FROM pg_available_extensions").fetchall()
+    )
     kb_missing = []
     if kb_conn is not None and _has_extension(kb_conn, "vector") is None:
         kb_missing = [_where(kb_conn)[1]]
     for name in REQUIRED_EXTENSIONS + OPTIONAL_EXTENSIONS:
         if name not in available:
             if name in REQUIRED_EXTENSIONS:
-                raise DatabaseError(f"extension '{name}' (pgvector) is not available on this server; "
-                                    "install it or use the embedded server (omit --dsn)")
+                raise DatabaseError(
+                    f"extension '{name}' (pgvector) is not available on this server; "
+                    "install it or use the embedded server (omit --dsn)"
+                )
             report.missing.append(name)
             continue
         installed = _has_extension(conn, name)
@@ -100,21 +107,26 @@ def ensure_extensions(conn, report: InitReport, kb_conn=None) -> None:
                 role, dbname = _where(conn)
                 if name in REQUIRED_EXTENSIONS:
                     raise superuser_needed(name, role, [dbname, *kb_missing]) from None
-                report.missing.append(f'{name} (role "{role}" may not create it: a superuser '
-                                      f"may run {create_sql(name)})")
+                report.missing.append(
+                    f'{name} (role "{role}" may not create it: a superuser '
+                    f"may run {create_sql(name)})"
+                )
                 continue
             except Exception as exc:  # e.g. pg_textsearch without shared_preload_libraries
                 if name in REQUIRED_EXTENSIONS:
-                    raise DatabaseError(f"cannot create extension '{name}': "
-                                        f"{first_line(exc)}") from None
+                    raise DatabaseError(
+                        f"cannot create extension '{name}': {first_line(exc)}"
+                    ) from None
                 report.missing.append(f"{name} ({first_line(exc)})")
                 continue
             installed = _has_extension(conn, name)
         report.extensions[name] = installed
     if kb_missing:
-        report.warnings.append(f'extension vector is not installed in the knowledge base\'s '
-                               f'database "{kb_missing[0]}": a superuser must run '
-                               f"{create_sql('vector')} there before a vector stage can run")
+        report.warnings.append(
+            f"extension vector is not installed in the knowledge base's "
+            f'database "{kb_missing[0]}": a superuser must run '
+            f"{create_sql('vector')} there before a vector stage can run"
+        )
 
 
 def upgrade_tables(dsn: str, revision: str = "head") -> None:
@@ -242,8 +254,9 @@ def head_revision() -> str:
 def known_revisions() -> frozenset[str]:
     from alembic.script import ScriptDirectory
 
-    return frozenset(s.revision for s in
-                     ScriptDirectory(str(resources.migrations_dir())).walk_revisions())
+    return frozenset(
+        s.revision for s in ScriptDirectory(str(resources.migrations_dir())).walk_revisions()
+    )
 
 
 def ensure_installed(conn) -> None:
@@ -254,7 +267,11 @@ def ensure_installed(conn) -> None:
     head = head_revision()
     if rev != head:
         if rev not in known_revisions():
-            raise DatabaseError(f"schema pgeval is at revision {rev}, which this pgeval does not "
-                                f"know (it ships up to {head}): a newer pgeval installed it")
-        raise DatabaseError(f"schema pgeval is at revision {rev}, this pgeval needs {head}: run "
-                            "`pgeval init` to upgrade it")
+            raise DatabaseError(
+                f"schema pgeval is at revision {rev}, which this pgeval does not "
+                f"know (it ships up to {head}): a newer pgeval installed it"
+            )
+        raise DatabaseError(
+            f"schema pgeval is at revision {rev}, this pgeval needs {head}: run "
+            "`pgeval init` to upgrade it"
+        )

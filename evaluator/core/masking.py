@@ -25,17 +25,23 @@ from typing import overload
 from urllib.parse import quote, unquote
 
 MASK = "***"
-MIN_SECRET = 3        # shorter "secrets" are not remembered (they would mask every other word)
-MIN_FRAGMENT = 4      # a run this long of a known secret is masked wherever it appears
+MIN_SECRET = 3  # shorter "secrets" are not remembered (they would mask every other word)
+MIN_FRAGMENT = 4  # a run this long of a known secret is masked wherever it appears
 
 # scheme://[user[:password]@]host...: the netloc runs to the first / ? # or blank; the password
 # runs from the first ':' of the user info to the netloc's LAST '@'.
-_URI = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:]*:)([^\s/?#]*)@(?=[^\s/?#@]*(?:[\s/?#]|$))")
+_URI = re.compile(
+    r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:]*:)([^\s/?#]*)@(?=[^\s/?#@]*(?:[\s/?#]|$))"
+)
 _KW_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)(?!\*\*\*)('(?:[^'\\]|\\.)*(?:'|$)|\S+)")
-_PARAM = re.compile(r"(?i)([?&;](?:[a-z0-9_.\-]*(?:key|token|secret|passw(?:or)?d|pwd|signature|"
-                    r"sig|auth)[a-z0-9_.\-]*)=)([^&#\s\"']*)")
-_ASSIGN = re.compile(r"(?i)(\b(?:api[_-]?key|access[_-]?token|token|secret|password|passwd|"
-                     r"authorization)\s*[=:]\s*(?:bearer\s+|basic\s+)?)([^\s&,;\"']+)")
+_PARAM = re.compile(
+    r"(?i)([?&;](?:[a-z0-9_.\-]*(?:key|token|secret|passw(?:or)?d|pwd|signature|"
+    r"sig|auth)[a-z0-9_.\-]*)=)([^&#\s\"']*)"
+)
+_ASSIGN = re.compile(
+    r"(?i)(\b(?:api[_-]?key|access[_-]?token|token|secret|password|passwd|"
+    r"authorization)\s*[=:]\s*(?:bearer\s+|basic\s+)?)([^\s&,;\"']+)"
+)
 _BEARER = re.compile(r"(?i)(\b(?:bearer|basic)\s+)([A-Za-z0-9._~+/=\-]{8,})")
 _ENV_DSNS = ("PGEVAL_DSN", "PGEVAL_RESULTS_DSN")
 
@@ -67,11 +73,11 @@ def secrets_in(text: str | None) -> list[str]:
         return []
     found = []
     for m in re.finditer(r"(?i)[a-z][a-z0-9+.\-]*://", text):
-        rest = text[m.end():]
+        rest = text[m.end() :]
         # the user info, generously: up to the last '@' before the next URI (spaces allowed,
         # as in a malformed password "two words")
         nxt = re.search(r"(?i)[a-z][a-z0-9+.\-]*://", rest)
-        rest = rest[:nxt.start()] if nxt else rest
+        rest = rest[: nxt.start()] if nxt else rest
         if "@" in rest:
             userinfo = rest.rpartition("@")[0]
             if ":" in userinfo:
@@ -115,9 +121,9 @@ def _fragments(text: str, secret: str) -> list[tuple[int, int]]:
     need = min(len(secret), MIN_FRAGMENT)
     spans, i = [], 0
     while i <= len(text) - need:
-        if text[i:i + need] in secret:
+        if text[i : i + need] in secret:
             j = i + need
-            while j < len(text) and text[i:j + 1] in secret:
+            while j < len(text) and text[i : j + 1] in secret:
                 j += 1
             spans.append((i, j))
             i = j

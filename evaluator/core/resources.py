@@ -3,7 +3,7 @@
 
 from pathlib import Path
 
-_PKG = Path(__file__).resolve().parent.parent   # the evaluator package
+_PKG = Path(__file__).resolve().parent.parent  # the evaluator package
 
 
 def _find(name: str) -> Path:

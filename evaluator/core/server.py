@@ -79,8 +79,9 @@ def start(datadir: Path) -> str:
             srv = pgserver.get_server(datadir, cleanup_mode=None)
             found = srv.get_uri()
     except Exception as exc:  # pgserver raises assorted errors; the log has the detail
-        raise DatabaseError(f"could not start the embedded server in {datadir}: {exc} "
-                            f"(see {datadir / 'log'})") from None
+        raise DatabaseError(
+            f"could not start the embedded server in {datadir}: {exc} (see {datadir / 'log'})"
+        ) from None
     if fresh:
         _configure(found)
     return found

@@ -12,8 +12,9 @@ class DuplicateKey(ValueError):
 
     def __init__(self, field: str, key: str):
         self.field, self.key = field, key
-        super().__init__(f"'{key}' appears twice in the same object (JSON would keep only the "
-                         "last value)")
+        super().__init__(
+            f"'{key}' appears twice in the same object (JSON would keep only the last value)"
+        )
 
 
 class _Dup(dict):
@@ -37,7 +38,7 @@ def loads(text: str):
         return marked
 
     obj = json.loads(text, object_pairs_hook=pairs)
-    if found:                       # rare: find where, for the error message
+    if found:  # rare: find where, for the error message
         field, key = _where(obj, None)
         raise DuplicateKey(field, key)
     return obj
@@ -46,8 +47,13 @@ def loads(text: str):
 def _where(value, field):
     if isinstance(value, _Dup):
         return field or value.duplicate, value.duplicate
-    items = value.items() if isinstance(value, dict) else enumerate(value) \
-        if isinstance(value, list) else ()
+    items = (
+        value.items()
+        if isinstance(value, dict)
+        else enumerate(value)
+        if isinstance(value, list)
+        else ()
+    )
     for k, v in items:
         if isinstance(v, (dict, list)):
             hit = _where(v, field or (k if isinstance(value, dict) else None))

@@ -12,7 +12,7 @@ def show(value, limit: int = 80) -> str:
     """A user's value for an error message: one line (control characters escaped), shortened."""
     text = value if isinstance(value, str) else repr(value)
     if len(text) > limit:
-        text = text[:limit - 3] + "..."
+        text = text[: limit - 3] + "..."
     return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
@@ -20,13 +20,17 @@ def clean_str(value: str, what: str) -> str:
     """Refuse strings PostgreSQL cannot store: NUL characters and lone surrogates (a JSON
     escape such as \\ud800 decodes to one)."""
     if "\x00" in value:
-        raise ValueError(f"{what} contains a NUL character (\\u0000), which PostgreSQL cannot store")
+        raise ValueError(
+            f"{what} contains a NUL character (\\u0000), which PostgreSQL cannot store"
+        )
     if not value.isascii():
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise ValueError(f"{what} contains a lone surrogate escape (e.g. \\ud800), "
-                             "which is not valid Unicode") from None
+            raise ValueError(
+                f"{what} contains a lone surrogate escape (e.g. \\ud800), "
+                "which is not valid Unicode"
+            ) from None
     return value
 
 

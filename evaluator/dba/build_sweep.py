@@ -19,13 +19,13 @@ import secrets
 import signal
 import threading
 import time
-from typing import Any
 from dataclasses import replace
+from typing import Any
 
 from psycopg import sql
 
-from . import health
 from ..core.errors import DatabaseError, InputError, first_line
+from . import health
 
 SCRATCH_PREFIX = "pgeval_scratch_"
 SCRATCH_TABLE = "kb"
@@ -36,9 +36,13 @@ GRACE_S = 10.0
 
 def leftover_schemas(conn, keep: str | None = None) -> list[str]:
     """Scratch schemas left by an earlier process that could not clean up (kill -9, crash)."""
-    return [r[0] for r in conn.execute(
-        "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s AND nspname <> %s ORDER BY 1",
-        (SCRATCH_PREFIX.replace("_", r"\_") + "%", keep or "")).fetchall()]
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s AND nspname <> %s ORDER BY 1",
+            (SCRATCH_PREFIX.replace("_", r"\_") + "%", keep or ""),
+        ).fetchall()
+    ]
 
 
 def opclass(target, method: str) -> str:
@@ -71,13 +75,19 @@ class Scratch:
     """``with Scratch(database, target) as s:`` — ``s.target`` is a Target over the copy;
     ``s.build(method, options)`` (re)builds the one index on it."""
 
-    def __init__(self, database, target, *, maintenance_work_mem: str | None = None,
-                 build_timeout_s: float = DEFAULT_BUILD_TIMEOUT_S):
+    def __init__(
+        self,
+        database,
+        target,
+        *,
+        maintenance_work_mem: str | None = None,
+        build_timeout_s: float = DEFAULT_BUILD_TIMEOUT_S,
+    ):
         self.database, self.source = database, target
         self.maintenance_work_mem = maintenance_work_mem
         self.build_timeout_s = float(build_timeout_s)
         self.schema = f"{SCRATCH_PREFIX}{os.getpid()}_{secrets.token_hex(3)}"
-        self.conn: Any = None         # the autocommit psycopg connection, once entered
+        self.conn: Any = None  # the autocommit psycopg connection, once entered
         self.target: Any = None
         self.index: str | None = None
         self.rows = 0
@@ -85,9 +95,12 @@ class Scratch:
         self._old_term: Any = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
-    def __enter__(self) -> "Scratch":
-        self._old_term = signal.getsignal(signal.SIGTERM) \
-            if threading.current_thread() is threading.main_thread() else None
+    def __enter__(self) -> Scratch:
+        self._old_term = (
+            signal.getsignal(signal.SIGTERM)
+            if threading.current_thread() is threading.main_thread()
+            else None
+        )
         if self._old_term is not None:
             signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
@@ -115,8 +128,9 @@ class Scratch:
             self.conn = None
         try:
             with self.database.connect(results=False, autocommit=True) as c:
-                c.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
-                    sql.Identifier(self.schema)))
+                c.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(self.schema))
+                )
         finally:
             if self._old_term is not None:
                 signal.signal(signal.SIGTERM, self._old_term)
@@ -128,49 +142,73 @@ class Scratch:
         try:
             c.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
         except Exception as exc:
-            raise DatabaseError(f"cannot create the scratch schema {self.schema} for build "
-                                f"sweeps: {_first_line(exc)} (the role needs CREATE on the "
-                                "database)") from None
+            raise DatabaseError(
+                f"cannot create the scratch schema {self.schema} for build "
+                f"sweeps: {_first_line(exc)} (the role needs CREATE on the "
+                "database)"
+            ) from None
         where, params = src.where()
-        c.execute(sql.SQL("CREATE TABLE {dst} AS SELECT {id} AS {id}, {vec} AS {vcol} "
-                          "FROM {src}{where}").format(
-            dst=sql.Identifier(self.schema, SCRATCH_TABLE), id=sql.Identifier(src.id_column),
-            vec=src.vector_expr(), vcol=sql.Identifier(src.vector_column),
-            src=src.table_sql(), where=where), params)
+        c.execute(
+            sql.SQL(
+                "CREATE TABLE {dst} AS SELECT {id} AS {id}, {vec} AS {vcol} FROM {src}{where}"
+            ).format(
+                dst=sql.Identifier(self.schema, SCRATCH_TABLE),
+                id=sql.Identifier(src.id_column),
+                vec=src.vector_expr(),
+                vcol=sql.Identifier(src.vector_column),
+                src=src.table_sql(),
+                where=where,
+            ),
+            params,
+        )
         c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.schema, SCRATCH_TABLE)))
-        self.target = replace(src, name=f"{src.name} (scratch copy)", schema=self.schema,
-                              table=SCRATCH_TABLE, text_column=None, filters={},
-                              dimension_column=None)
-        self.rows = c.execute(sql.SQL("SELECT count(*) FROM {}").format(
-            sql.Identifier(self.schema, SCRATCH_TABLE))).fetchone()[0]
+        self.target = replace(
+            src,
+            name=f"{src.name} (scratch copy)",
+            schema=self.schema,
+            table=SCRATCH_TABLE,
+            text_column=None,
+            filters={},
+            dimension_column=None,
+        )
+        self.rows = c.execute(
+            sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(self.schema, SCRATCH_TABLE))
+        ).fetchone()[0]
 
     # ---- builds ------------------------------------------------------------------------------
     def _session_settings(self, method: str, options: dict | None = None) -> str:
         """Apply the build's settings; return the maintenance_work_mem in force."""
         c = self.conn
         c.execute("RESET maintenance_work_mem")
-        current = c.execute("SELECT pg_size_bytes(current_setting('maintenance_work_mem'))"
-                            ).fetchone()[0]
+        current = c.execute(
+            "SELECT pg_size_bytes(current_setting('maintenance_work_mem'))"
+        ).fetchone()[0]
         memory = self.maintenance_work_mem or sized_memory(
-            self.rows, self.source.dimension, self.source.vector_type, options or {})
+            self.rows, self.source.dimension, self.source.vector_type, options or {}
+        )
         try:
             wanted = c.execute("SELECT pg_size_bytes(%s)", (memory,)).fetchone()[0]
         except Exception:
-            raise InputError(f"'{memory}' is not a memory size (e.g. 1GB)",
-                             field="--maintenance-work-mem") from None
+            raise InputError(
+                f"'{memory}' is not a memory size (e.g. 1GB)", field="--maintenance-work-mem"
+            ) from None
         if wanted > current:
             c.execute("SELECT set_config('maintenance_work_mem', %s, false)", (memory,))
         in_force = c.execute("SELECT current_setting('maintenance_work_mem')").fetchone()[0]
-        c.execute("SELECT set_config('statement_timeout', %s, false)",
-                  (f"{int(self.build_timeout_s * 1000)}ms",))
+        c.execute(
+            "SELECT set_config('statement_timeout', %s, false)",
+            (f"{int(self.build_timeout_s * 1000)}ms",),
+        )
         if method == "hnsw":
             from .fingerprint import extensions
 
             found = health.advisories(extensions(c))
             if found:
                 c.execute("SELECT set_config('max_parallel_maintenance_workers', '0', false)")
-                msg = (f"HNSW builds run without parallel workers: {found[0]['extension']} "
-                       f"{found[0]['version']} has {found[0]['id']} in parallel HNSW builds")
+                msg = (
+                    f"HNSW builds run without parallel workers: {found[0]['extension']} "
+                    f"{found[0]['version']} has {found[0]['id']} in parallel HNSW builds"
+                )
                 if msg not in self.warnings:
                     self.warnings.append(msg)
         return in_force
@@ -180,20 +218,28 @@ class Scratch:
         {"index", "build_ms", "index_bytes"}."""
         c = self.conn
         if self.index:
-            c.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(
-                sql.Identifier(self.schema, self.index)))
+            c.execute(
+                sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(self.schema, self.index))
+            )
             self.index = None
         memory = self._session_settings(method, options)
         name = f"{SCRATCH_TABLE}_{method}"
         with_: sql.Composable = sql.SQL("")
         if options:
-            with_ = sql.SQL(" WITH ({})").format(sql.SQL(", ").join(
-                sql.SQL("{} = {}").format(sql.SQL(k), sql.Literal(str(v)))   # keys: whitelist
-                for k, v in options.items()))
+            with_ = sql.SQL(" WITH ({})").format(
+                sql.SQL(", ").join(
+                    sql.SQL("{} = {}").format(sql.SQL(k), sql.Literal(str(v)))  # keys: whitelist
+                    for k, v in options.items()
+                )
+            )
         stmt = sql.SQL("CREATE INDEX {name} ON {table} USING {method} ({col} {ops}){with_}").format(
-            name=sql.Identifier(name), table=sql.Identifier(self.schema, SCRATCH_TABLE),
-            method=sql.SQL(method), col=sql.Identifier(self.source.vector_column),
-            ops=sql.SQL(opclass(self.source, method)), with_=with_)
+            name=sql.Identifier(name),
+            table=sql.Identifier(self.schema, SCRATCH_TABLE),
+            method=sql.SQL(method),
+            col=sql.Identifier(self.source.vector_column),
+            ops=sql.SQL(opclass(self.source, method)),
+            with_=with_,
+        )
         pid = c.info.backend_pid
         dog = _Watchdog(self.database, pid, self.build_timeout_s + 5.0)
         notices: list[str] = []
@@ -213,28 +259,39 @@ class Scratch:
                     f"building {method} index {label or options} exceeded --build-timeout "
                     f"{self.build_timeout_s:g}s and was cancelled (raise --build-timeout, or "
                     "--maintenance-work-mem: DiskANN storage_layout=plain builds were seen to "
-                    "hang with a small maintenance_work_mem)") from None
+                    "hang with a small maintenance_work_mem)"
+                ) from None
             msg = _first_line(exc)
             if "out of bounds" in msg or "invalid value" in msg or "unrecognized parameter" in msg:
                 raise InputError(f"{method} {label or options}: {msg}", field="--build") from None
-            raise DatabaseError(f"building {method} index {label or options} failed: "
-                                f"{msg}") from None
+            raise DatabaseError(
+                f"building {method} index {label or options} failed: {msg}"
+            ) from None
         finally:
             dog.cancel()
             c.remove_notice_handler(on_notice)
         if notices:
-            msg = (f"building {method} index {label or options} spilled: {notices[0]} "
-                   f"(maintenance_work_mem {memory}; the build is several times slower: raise "
-                   "--maintenance-work-mem)")
+            msg = (
+                f"building {method} index {label or options} spilled: {notices[0]} "
+                f"(maintenance_work_mem {memory}; the build is several times slower: raise "
+                "--maintenance-work-mem)"
+            )
             if msg not in self.warnings:
                 self.warnings.append(msg)
         build_ms = (time.perf_counter() - t0) * 1000.0
         self.index = name
-        size = c.execute("SELECT pg_relation_size(to_regclass(%s))",
-                         (sql.Identifier(self.schema, name).as_string(c),)).fetchone()[0]
+        size = c.execute(
+            "SELECT pg_relation_size(to_regclass(%s))",
+            (sql.Identifier(self.schema, name).as_string(c),),
+        ).fetchone()[0]
         c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.schema, SCRATCH_TABLE)))
-        return {"index": name, "build_ms": build_ms, "index_bytes": int(size),
-                "maintenance_work_mem": memory, "spilled": bool(notices)}
+        return {
+            "index": name,
+            "build_ms": build_ms,
+            "index_bytes": int(size),
+            "maintenance_work_mem": memory,
+            "spilled": bool(notices),
+        }
 
 
 class _Watchdog:

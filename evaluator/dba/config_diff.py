@@ -47,10 +47,10 @@ def variable_of(key: str, a_keys: set[str], b_keys: set[str]) -> str:
         in_a = any(k.startswith(index + ".") for k in a_keys)
         in_b = any(k.startswith(index + ".") for k in b_keys)
         if not (in_a and in_b):
-            return index                # the index exists on one side only: one change
+            return index  # the index exists on one side only: one change
         if len(parts) > 3 and parts[2] == "options":
             return ".".join(parts[:4])  # each option is its own variable
-        return ".".join(parts[:3])      # build (oid and file node): one variable
+        return ".".join(parts[:3])  # build (oid and file node): one variable
     return key
 
 
@@ -80,13 +80,17 @@ class Diff:
             missing = [n for n, h in ((self.a, self.hash_a), (self.b, self.hash_b)) if h is None]
             out.append(f"no fingerprint recorded for {', '.join(missing)}: nothing to compare")
         elif len(self.variables) > 1:
-            out.append(f"{len(self.variables)} variables differ ({', '.join(self.variables)}): "
-                       "a change in the numbers cannot be attributed to one of them")
+            out.append(
+                f"{len(self.variables)} variables differ ({', '.join(self.variables)}): "
+                "a change in the numbers cannot be attributed to one of them"
+            )
         return out
 
     def rows(self) -> list[dict]:
-        return [{"key": d.key, "a": show_value(d.a), "b": show_value(d.b), "variable": d.variable}
-                for d in self.differences]
+        return [
+            {"key": d.key, "a": show_value(d.a), "b": show_value(d.b), "variable": d.variable}
+            for d in self.differences
+        ]
 
 
 def show_value(value) -> str | None:
@@ -100,8 +104,14 @@ def show_value(value) -> str | None:
 _ABSENT = object()
 
 
-def compare(fp_a: dict | None, fp_b: dict | None, name_a: str = "A", name_b: str = "B",
-            hash_a: str | None = None, hash_b: str | None = None) -> Diff:
+def compare(
+    fp_a: dict | None,
+    fp_b: dict | None,
+    name_a: str = "A",
+    name_b: str = "B",
+    hash_a: str | None = None,
+    hash_b: str | None = None,
+) -> Diff:
     from .fingerprint import config_hash
 
     hash_a = hash_a or (config_hash(fp_a) if fp_a else None)
@@ -115,26 +125,39 @@ def compare(fp_a: dict | None, fp_b: dict | None, name_a: str = "A", name_b: str
     for key in sorted(keys_a | keys_b):
         va, vb = fa.get(key, _ABSENT), fb.get(key, _ABSENT)
         if va != vb:
-            out.differences.append(Difference(
-                key, None if va is _ABSENT else va, None if vb is _ABSENT else vb,
-                variable_of(key, keys_a, keys_b)))
+            out.differences.append(
+                Difference(
+                    key,
+                    None if va is _ABSENT else va,
+                    None if vb is _ABSENT else vb,
+                    variable_of(key, keys_a, keys_b),
+                )
+            )
     # an index rebuilt with other options or columns is one change, named by what differs:
     # its new build is implied (the build stands alone only when nothing else of it differs)
     other = {d.variable for d in out.differences if not d.variable.endswith(".build")}
-    out.differences = [d for d in out.differences if not (
-        d.variable.startswith("indexes.") and d.variable.endswith(".build")
-        and any(v.startswith(d.variable[:-len("build")]) for v in other))]
+    out.differences = [
+        d
+        for d in out.differences
+        if not (
+            d.variable.startswith("indexes.")
+            and d.variable.endswith(".build")
+            and any(v.startswith(d.variable[: -len("build")]) for v in other)
+        )
+    ]
     return out
 
 
 def load_fingerprint(conn, name: str) -> tuple[dict | None, str | None, str]:
     """(fingerprint, config hash, kind) of a run, else of an experiment, by name."""
-    row = conn.execute("SELECT fingerprint, config_hash FROM pgeval.run WHERE name = %s",
-                       (name,)).fetchone()
+    row = conn.execute(
+        "SELECT fingerprint, config_hash FROM pgeval.run WHERE name = %s", (name,)
+    ).fetchone()
     if row is not None:
         return row[0], row[1], "run"
-    row = conn.execute("SELECT fingerprint, config_hash FROM pgeval.experiment WHERE name = %s",
-                       (name,)).fetchone()
+    row = conn.execute(
+        "SELECT fingerprint, config_hash FROM pgeval.experiment WHERE name = %s", (name,)
+    ).fetchone()
     if row is not None:
         return row[0], row[1], "experiment"
     raise NotFound(f"no run or experiment named '{name}' (see `pgeval run list`)")

@@ -58,37 +58,75 @@ FINGERPRINT_VERSION = 2
 # the extensions whose version can change what retrieval returns (the others are not hashed)
 RETRIEVAL_EXTENSIONS = ("vector", "vectorscale", "pg_textsearch")
 # settings that stop a statement but cannot change its result (never hashed)
-NON_RESULT_SETTINGS = ("statement_timeout", "lock_timeout", "idle_in_transaction_session_timeout",
-                       "transaction_timeout", "idle_session_timeout", "application_name")
+NON_RESULT_SETTINGS = (
+    "statement_timeout",
+    "lock_timeout",
+    "idle_in_transaction_session_timeout",
+    "transaction_timeout",
+    "idle_session_timeout",
+    "application_name",
+)
 # keys of ``extra`` that decide what a stage measures; a sweep's are under extra["sweep"]
-MEASUREMENT_KEYS = ("stages", "options", "depth", "batch", "server_timing", "isolate_index",
-                    "k", "concurrency", "index", "build", "services")
+MEASUREMENT_KEYS = (
+    "stages",
+    "options",
+    "depth",
+    "batch",
+    "server_timing",
+    "isolate_index",
+    "k",
+    "concurrency",
+    "index",
+    "build",
+    "services",
+)
 
 # GUC families whose value changes what an ANN scan returns (read after loading the libraries).
 QUERY_GUC_PREFIXES = ("hnsw.", "ivfflat.", "diskann.")
-QUERY_GUCS = ("hnsw.ef_search", "hnsw.iterative_scan", "hnsw.max_scan_tuples", "ivfflat.probes",
-              "diskann.query_search_list_size", "diskann.query_rescore")
-PLANNER_GUCS = ("work_mem", "max_parallel_workers_per_gather", "jit", "random_page_cost",
-                "effective_cache_size", "shared_buffers")
+QUERY_GUCS = (
+    "hnsw.ef_search",
+    "hnsw.iterative_scan",
+    "hnsw.max_scan_tuples",
+    "ivfflat.probes",
+    "diskann.query_search_list_size",
+    "diskann.query_rescore",
+)
+PLANNER_GUCS = (
+    "work_mem",
+    "max_parallel_workers_per_gather",
+    "jit",
+    "random_page_cost",
+    "effective_cache_size",
+    "shared_buffers",
+)
 
 # Documented defaults of index options, so that an explicit default hashes like an omitted one.
 INDEX_DEFAULTS = {
     "hnsw": {"m": "16", "ef_construction": "64"},
     "ivfflat": {"lists": "100"},
-    "diskann": {"storage_layout": "memory_optimized", "num_neighbors": "50",
-                "search_list_size": "100", "max_alpha": "1.2", "num_dimensions": "0"},
+    "diskann": {
+        "storage_layout": "memory_optimized",
+        "num_neighbors": "50",
+        "search_list_size": "100",
+        "max_alpha": "1.2",
+        "num_dimensions": "0",
+    },
 }
 
 
 # -- the target --------------------------------------------------------------------------------
 
+
 def resolve_table(conn, target) -> int:
     """The oid of the target's table; NotFound names the table."""
-    oid = conn.execute("SELECT to_regclass(%s)::oid",
-                       (target.table_sql().as_string(conn),)).fetchone()[0]
+    oid = conn.execute(
+        "SELECT to_regclass(%s)::oid", (target.table_sql().as_string(conn),)
+    ).fetchone()[0]
     if oid is None:
-        raise NotFound(f"table '{target.qualified()}' of target '{target.name}' does not exist "
-                       "in the knowledge base")
+        raise NotFound(
+            f"table '{target.qualified()}' of target '{target.name}' does not exist "
+            "in the knowledge base"
+        )
     return int(oid)
 
 
@@ -104,6 +142,7 @@ def and_where(target, cond: sql.Composable | None = None) -> tuple[sql.Composabl
 
 # -- catalog readers -------------------------------------------------------------------------------
 
+
 def load_extension_libraries(conn) -> None:
     """Load pgvector's and pgvectorscale's libraries so that their settings exist in this session
     (``current_setting('hnsw.ef_search', true)`` is NULL until the library is loaded)."""
@@ -117,22 +156,30 @@ def load_extension_libraries(conn) -> None:
 
 
 def server_info(conn) -> dict:
-    version, num = conn.execute("SELECT current_setting('server_version'), "
-                                "current_setting('server_version_num')::int").fetchone()
+    version, num = conn.execute(
+        "SELECT current_setting('server_version'), current_setting('server_version_num')::int"
+    ).fetchone()
     return {"version": version, "version_num": num}
 
 
 def extensions(conn) -> dict:
     """Every installed extension's version (plpgsql left out): for the health check."""
-    return dict(conn.execute("SELECT extname, extversion FROM pg_extension "
-                             "WHERE extname <> 'plpgsql' ORDER BY extname").fetchall())
+    return dict(
+        conn.execute(
+            "SELECT extname, extversion FROM pg_extension "
+            "WHERE extname <> 'plpgsql' ORDER BY extname"
+        ).fetchall()
+    )
 
 
 def retrieval_extensions(conn) -> dict:
     """The installed versions of the extensions retrieval uses (the fingerprint's)."""
-    return dict(conn.execute("SELECT extname, extversion FROM pg_extension "
-                             "WHERE extname = ANY(%s) ORDER BY extname",
-                             (list(RETRIEVAL_EXTENSIONS),)).fetchall())
+    return dict(
+        conn.execute(
+            "SELECT extname, extversion FROM pg_extension WHERE extname = ANY(%s) ORDER BY extname",
+            (list(RETRIEVAL_EXTENSIONS),),
+        ).fetchall()
+    )
 
 
 def _options(reloptions: list[str] | None) -> dict:
@@ -151,10 +198,15 @@ def indexes(conn, table_oid: int) -> tuple[dict, dict]:
     hashed, info = {}, {}
     for name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, node in rows:
         explicit = _options(relopts)
-        hashed[name] = {"method": method, "opclasses": list(opclasses or []),
-                        "columns": list(keys or []), "predicate": pred, "valid": bool(valid),
-                        "options": {**INDEX_DEFAULTS.get(method, {}), **explicit},
-                        "build": {"oid": oid, "filenode": node}}
+        hashed[name] = {
+            "method": method,
+            "opclasses": list(opclasses or []),
+            "columns": list(keys or []),
+            "predicate": pred,
+            "valid": bool(valid),
+            "options": {**INDEX_DEFAULTS.get(method, {}), **explicit},
+            "build": {"oid": oid, "filenode": node},
+        }
         info[name] = {"definition": ddl, "bytes": int(size), "explicit_options": explicit}
     return hashed, info
 
@@ -166,13 +218,18 @@ def query_settings(conn, settings: dict | None = None) -> dict:
     with conn.transaction(force_rollback=True):
         for name, value in settings.items():
             conn.execute("SELECT set_config(%s, %s, true)", (name, str(value)))
-        names = [r[0] for r in conn.execute(
-            "SELECT name FROM pg_settings WHERE " + " OR ".join(
-                "name LIKE %s" for _ in QUERY_GUC_PREFIXES),
-            [p + "%" for p in QUERY_GUC_PREFIXES]).fetchall()]
+        names = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM pg_settings WHERE "
+                + " OR ".join("name LIKE %s" for _ in QUERY_GUC_PREFIXES),
+                [p + "%" for p in QUERY_GUC_PREFIXES],
+            ).fetchall()
+        ]
         wanted = sorted(set(names) | set(QUERY_GUCS) | {k for k in settings if "." in k})
-        rows = conn.execute("SELECT n, current_setting(n, true) FROM unnest(%s::text[]) n",
-                            (wanted,)).fetchall()
+        rows = conn.execute(
+            "SELECT n, current_setting(n, true) FROM unnest(%s::text[]) n", (wanted,)
+        ).fetchall()
     return {name: value for name, value in rows}
 
 
@@ -180,17 +237,29 @@ def planner_settings(conn, settings: dict | None = None) -> dict:
     """The core settings that change plans, as a stage running with ``settings`` sees them (any
     core setting the stage sets is added: extension settings, with a dot, are query settings)."""
     settings = {str(k): v for k, v in (settings or {}).items()}
-    names = list(PLANNER_GUCS) + sorted(k for k in settings if "." not in k
-                                        and k not in PLANNER_GUCS and not k.startswith("enable_")
-                                        and k not in NON_RESULT_SETTINGS)
+    names = list(PLANNER_GUCS) + sorted(
+        k
+        for k in settings
+        if "." not in k
+        and k not in PLANNER_GUCS
+        and not k.startswith("enable_")
+        and k not in NON_RESULT_SETTINGS
+    )
     with conn.transaction(force_rollback=True):
         for name, value in settings.items():
             conn.execute("SELECT set_config(%s, %s, true)", (name, str(value)))
-        out = dict(conn.execute("SELECT n, current_setting(n) FROM unnest(%s::text[]) n",
-                                (names,)).fetchall())
-        off = [r[0] for r in conn.execute(
-            "SELECT name FROM pg_settings WHERE name LIKE 'enable\\_%' "
-            "AND current_setting(name) = 'off' ORDER BY name").fetchall()]
+        out = dict(
+            conn.execute(
+                "SELECT n, current_setting(n) FROM unnest(%s::text[]) n", (names,)
+            ).fetchall()
+        )
+        off = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM pg_settings WHERE name LIKE 'enable\\_%' "
+                "AND current_setting(name) = 'off' ORDER BY name"
+            ).fetchall()
+        ]
     out["enable_off"] = off
     return out
 
@@ -203,11 +272,16 @@ def stage_settings(conn, settings: dict | None, stages) -> dict:
     load_extension_libraries(conn)
     out = {}
     for stage in stages:
-        wanted = {k: str(v) for k, v in gucs.scope(settings or {}, stage).items()
-                  if k not in NON_RESULT_SETTINGS}
+        wanted = {
+            k: str(v)
+            for k, v in gucs.scope(settings or {}, stage).items()
+            if k not in NON_RESULT_SETTINGS
+        }
         with conn.transaction(force_rollback=True):
-            out[stage] = {k: conn.execute("SELECT set_config(%s, %s, true)", (k, v)).fetchone()[0]
-                          for k, v in sorted(wanted.items())}
+            out[stage] = {
+                k: conn.execute("SELECT set_config(%s, %s, true)", (k, v)).fetchone()[0]
+                for k, v in sorted(wanted.items())
+            }
     return out
 
 
@@ -216,7 +290,8 @@ def vector_column(conn, table_oid: int, column: str) -> dict:
         "SELECT format_type(a.atttypid, a.atttypmod), t.typname, a.atttypmod, t.typsend::text "
         "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
         "WHERE a.attrelid = %s AND a.attname = %s AND NOT a.attisdropped",
-        (table_oid, column)).fetchone()
+        (table_oid, column),
+    ).fetchone()
     if row is None:
         raise NotFound(f"column '{column}' does not exist in the target's table")
     formatted, typname, typmod, send = row
@@ -237,26 +312,33 @@ def capture_data(conn, target, *, checksum: bool = True) -> dict:
     vec = vector_column(conn, oid, target.vector_column)
     where, params = target.where()
     if not checksum:
-        n = conn.execute(sql.SQL("SELECT count(*) FROM {}{}").format(
-            target.table_sql(), where), params).fetchone()[0]
+        n = conn.execute(
+            sql.SQL("SELECT count(*) FROM {}{}").format(target.table_sql(), where), params
+        ).fetchone()[0]
         return {"rows": int(n), "checksum": None}
-    parts = [sql.SQL("coalesce({}::text, '')").format(sql.Identifier(target.id_column)),
-             sql.SQL("coalesce(md5({}({})), 'null')").format(
-                 sql.SQL(vec["send"]), sql.Identifier(target.vector_column))]
+    parts = [
+        sql.SQL("coalesce({}::text, '')").format(sql.Identifier(target.id_column)),
+        sql.SQL("coalesce(md5({}({})), 'null')").format(
+            sql.SQL(vec["send"]), sql.Identifier(target.vector_column)
+        ),
+    ]
     if target.text_column:
-        parts.append(sql.SQL("coalesce(md5({}::text), 'null')").format(
-            sql.Identifier(target.text_column)))
+        parts.append(
+            sql.SQL("coalesce(md5({}::text), 'null')").format(sql.Identifier(target.text_column))
+        )
     row_key = sql.SQL(" || '|' || ").join(parts)
-    q = sql.SQL("SELECT count(*), coalesce(sum(hashtextextended({}, 0)::numeric), 0) "
-                "FROM {}{}").format(row_key, target.table_sql(), where)
+    q = sql.SQL(
+        "SELECT count(*), coalesce(sum(hashtextextended({}, 0)::numeric), 0) FROM {}{}"
+    ).format(row_key, target.table_sql(), where)
     n, total = conn.execute(q, params).fetchone()
     return {"rows": int(n), "checksum": f"{int(total) % (1 << 64):016x}"}
 
 
 # -- the fingerprint ---------------------------------------------------------------------------------
 
+
 def _scrub(value: Any) -> Any:
-    return mask_value(value, known=False)   # a hash must not depend on the DSN's password
+    return mask_value(value, known=False)  # a hash must not depend on the DSN's password
 
 
 def measurement(extra: dict | None) -> tuple[dict | None, dict | None]:
@@ -275,11 +357,22 @@ def measurement(extra: dict | None) -> tuple[dict | None, dict | None]:
     return hashed, extra
 
 
-def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | None = None,
-            dimension: int | None = None, testset_hash: str | None = None,
-            testset_name: str | None = None, chunking: str | None = None,
-            filters: dict | None = None, stage: str | None = None, checksum: bool = True,
-            data: dict | None = None, extra: dict | None = None) -> dict:
+def capture(
+    kb_conn,
+    target,
+    *,
+    settings: dict | None = None,
+    embedder: str | None = None,
+    dimension: int | None = None,
+    testset_hash: str | None = None,
+    testset_name: str | None = None,
+    chunking: str | None = None,
+    filters: dict | None = None,
+    stage: str | None = None,
+    checksum: bool = True,
+    data: dict | None = None,
+    extra: dict | None = None,
+) -> dict:
     """The fingerprint of one stage run on ``target`` (:class:`evaluator.target.targets.Target`, or None
     for stages without one: no table, index or data part) with ``settings`` applied as the stage
     applies them (``SET LOCAL``; rolled back here).
@@ -291,17 +384,19 @@ def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | No
     from ..stages import gucs
 
     scoped = gucs.scoped_stages(settings or {})
-    if scoped:   # settings scoped to a stage: the common ones above, each stage's set below
-        named = [s.get("name") for s in ((extra or {}).get("stages") or [])
-                 if isinstance(s, dict)]
-        per_stage = stage_settings(kb_conn, settings, list(dict.fromkeys(
-            [n for n in named if n] + scoped)))
+    if scoped:  # settings scoped to a stage: the common ones above, each stage's set below
+        named = [s.get("name") for s in ((extra or {}).get("stages") or []) if isinstance(s, dict)]
+        per_stage = stage_settings(
+            kb_conn, settings, list(dict.fromkeys([n for n in named if n] + scoped))
+        )
         settings = gucs.unscoped(settings)
     fp: dict[str, Any] = {
         "fingerprint_version": FINGERPRINT_VERSION,
         "server": server_info(kb_conn),
         "extensions": retrieval_extensions(kb_conn),
-        "target": None, "indexes": {}, "data": None,
+        "target": None,
+        "indexes": {},
+        "data": None,
         "query_settings": query_settings(kb_conn, settings),
         "planner": planner_settings(kb_conn, settings),
         "embedding": {"model": embedder, "dimension": dimension},
@@ -309,9 +404,11 @@ def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | No
         "filters": {str(k): v for k, v in (filters or {}).items()},
         "testset": {"hash": testset_hash},
         "stage": stage,
-        "info": {"captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                 "database": kb_conn.execute("SELECT current_database()").fetchone()[0],
-                 "testset": testset_name},
+        "info": {
+            "captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "database": kb_conn.execute("SELECT current_database()").fetchone()[0],
+            "testset": testset_name,
+        },
     }
     if target is not None:
         oid = resolve_table(kb_conn, target)
@@ -321,20 +418,31 @@ def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | No
             data = capture_data(kb_conn, target, checksum=checksum)
         fp["data"] = data
         fp["info"]["target"] = target.name
-        fp["target"] = {"table": target.qualified(),
-                        "id_column": target.id_column, "vector_column": target.vector_column,
-                        "text_column": target.text_column, "distance": target.distance,
-                        "column_type": vec.get("type"), "vector_type": target.vector_type,
-                        "dimension_column": target.dimension_column}
+        fp["target"] = {
+            "table": target.qualified(),
+            "id_column": target.id_column,
+            "vector_column": target.vector_column,
+            "text_column": target.text_column,
+            "distance": target.distance,
+            "column_type": vec.get("type"),
+            "vector_type": target.vector_type,
+            "dimension_column": target.dimension_column,
+        }
         if dimension is None:
             fp["embedding"]["dimension"] = target.dimension
-        fp["filters"] = {**{k: str(v) for k, v in target.filter_literals().items()},
-                         **fp["filters"]}
+        fp["filters"] = {
+            **{k: str(v) for k, v in target.filter_literals().items()},
+            **fp["filters"],
+        }
         fp["info"].update(
             indexes=idx_info,
             table_bytes=kb_conn.execute("SELECT pg_table_size(%s)", (oid,)).fetchone()[0],
-            checksum=("skipped (--no-checksum)" if data.get("checksum") is None
-                      else "sum of hashtextextended(id | md5(vector) | md5(text))"))
+            checksum=(
+                "skipped (--no-checksum)"
+                if data.get("checksum") is None
+                else "sum of hashtextextended(id | md5(vector) | md5(text))"
+            ),
+        )
     if scoped:
         fp["stage_settings"] = per_stage
     hashed, shown = measurement(extra)
@@ -345,8 +453,7 @@ def capture(kb_conn, target, *, settings: dict | None = None, embedder: str | No
 
 def canonical(fp: dict) -> str:
     body = {k: v for k, v in fp.items() if k != "info"}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                      default=str)
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
 def config_hash(fp: dict) -> str:
@@ -366,8 +473,17 @@ def testset_hash(conn, name: str | None) -> str | None:
     return resolve_testset(conn, name)[1]
 
 
-def capture_for(database, target_name: str, *, testset=None, embedder=None, settings=None,
-                stage=None, checksum=True, chunking=None):
+def capture_for(
+    database,
+    target_name: str,
+    *,
+    testset=None,
+    embedder=None,
+    settings=None,
+    stage=None,
+    checksum=True,
+    chunking=None,
+):
     """(fingerprint, config hash) of target ``target_name`` with these settings, test set,
     embedder, stage and chunking labels (`pgeval fingerprint --target`)."""
     from ..core.errors import InputError, first_line
@@ -378,9 +494,17 @@ def capture_for(database, target_name: str, *, testset=None, embedder=None, sett
         ts_hash = testset_hash(res, testset)
     with database.connect(results=False, autocommit=True, read_only=True) as kb:
         try:
-            fp = capture(kb, target, settings=settings, embedder=embedder,
-                         testset_hash=ts_hash, testset_name=testset, stage=stage,
-                         checksum=checksum, chunking=chunking)
+            fp = capture(
+                kb,
+                target,
+                settings=settings,
+                embedder=embedder,
+                testset_hash=ts_hash,
+                testset_name=testset,
+                stage=stage,
+                checksum=checksum,
+                chunking=chunking,
+            )
         except Exception as exc:
             if exc.__class__.__module__.startswith("psycopg") and settings:
                 first = first_line(exc, "invalid setting")

@@ -29,26 +29,31 @@ from dataclasses import asdict, dataclass, field
 
 from psycopg import sql
 
-from . import fingerprint as fpmod
 from ..core.ids import as_text
 from ..target import introspect
 from ..target.targets import ANN_METHODS  # noqa: F401  (re-exported)
+from . import fingerprint as fpmod
 
 # Known advisories: (extension, first affected, first fixed, id, what).
 ADVISORIES = (
-    ("vector", "0.6.0", "0.8.2", "CVE-2026-3172",
-     "a vulnerability in parallel HNSW index builds; upgrade pgvector to 0.8.2, or build HNSW "
-     "indexes with max_parallel_maintenance_workers = 0 until then"),
+    (
+        "vector",
+        "0.6.0",
+        "0.8.2",
+        "CVE-2026-3172",
+        "a vulnerability in parallel HNSW index builds; upgrade pgvector to 0.8.2, or build HNSW "
+        "indexes with max_parallel_maintenance_workers = 0 until then",
+    ),
 )
 
 EXAMPLES = 5
-MIN_SERVER_VERSION = 14      # the oldest PostgreSQL major version pgeval supports
+MIN_SERVER_VERSION = 14  # the oldest PostgreSQL major version pgeval supports
 
 
 @dataclass
 class Finding:
     check: str
-    status: str            # ok | hint (slower, never wrong: not a --strict failure) | warning | error
+    status: str  # ok | hint (slower, never wrong: not a --strict failure) | warning | error
     count: int
     detail: str
     examples: list[str] = field(default_factory=list)
@@ -71,14 +76,23 @@ def advisories(installed: dict[str, str]) -> list[dict]:
     for ext, first, fixed, ident, what in ADVISORIES:
         version = installed.get(ext)
         if version and version_tuple(first) <= version_tuple(version) < version_tuple(fixed):
-            found.append({"extension": ext, "version": version, "id": ident, "fixed_in": fixed,
-                          "summary": what})
+            found.append(
+                {
+                    "extension": ext,
+                    "version": version,
+                    "id": ident,
+                    "fixed_in": fixed,
+                    "summary": what,
+                }
+            )
     return found
 
 
 def _ext_fn(conn, name: str) -> sql.Composable:
-    row = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n "
-                       "ON n.oid = e.extnamespace WHERE e.extname = 'vector'").fetchone()
+    row = conn.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n "
+        "ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+    ).fetchone()
     return sql.Identifier(row[0], name) if row else sql.Identifier(name)
 
 
@@ -90,7 +104,7 @@ class _Target:
         self.oid = fpmod.resolve_table(conn, target)
         self.table = target.table_sql()
         self.id = sql.Identifier(target.id_column)
-        self.vec = sql.Identifier(target.vector_column)   # stored vectors, never cast (a cast
+        self.vec = sql.Identifier(target.vector_column)  # stored vectors, never cast (a cast
         # of a vector of another dimension would fail: the dimension check reports those)
         self.column = fpmod.vector_column(conn, self.oid, target.vector_column)
         self.base_type = target.vector_type
@@ -101,21 +115,32 @@ class _Target:
 
 def _examples(conn, t: _Target, cond: sql.Composable) -> tuple[int, list[str]]:
     where, params = t.and_(cond)
-    n = conn.execute(sql.SQL("SELECT count(*) FROM {}{}").format(t.table, where),
-                     params).fetchone()[0]
+    n = conn.execute(
+        sql.SQL("SELECT count(*) FROM {}{}").format(t.table, where), params
+    ).fetchone()[0]
     ex = []
     if n:
-        ex = [r[0] for r in conn.execute(
-            sql.SQL("SELECT DISTINCT {} FROM {}{} ORDER BY 1 LIMIT {}").format(
-                as_text(t.id), t.table, where, sql.Literal(EXAMPLES)), params).fetchall()]
+        ex = [
+            r[0]
+            for r in conn.execute(
+                sql.SQL("SELECT DISTINCT {} FROM {}{} ORDER BY 1 LIMIT {}").format(
+                    as_text(t.id), t.table, where, sql.Literal(EXAMPLES)
+                ),
+                params,
+            ).fetchall()
+        ]
     return int(n), ex
 
 
 def check_null(conn, t: _Target) -> Finding:
     n, ex = _examples(conn, t, sql.SQL("{} IS NULL").format(t.vec))
-    return Finding("null_vectors", "warning" if n else "ok", n,
-                   f"{n} row(s) with a NULL vector: never indexed, never retrieved" if n
-                   else "no NULL vector", ex)
+    return Finding(
+        "null_vectors",
+        "warning" if n else "ok",
+        n,
+        f"{n} row(s) with a NULL vector: never indexed, never retrieved" if n else "no NULL vector",
+        ex,
+    )
 
 
 def check_zero(conn, t: _Target) -> Finding:
@@ -124,106 +149,186 @@ def check_zero(conn, t: _Target) -> Finding:
     if not n:
         return Finding("zero_vectors", "ok", 0, "no zero vector")
     if t.target.distance != "cosine":
-        return Finding("zero_vectors", "ok", n, f"{n} zero vector(s): harmless for distance "
-                       f"{t.target.distance}", ex)
-    return Finding("zero_vectors", "warning", n,
-                   f"{n} zero vector(s): cosine distance is NaN and HNSW/DiskANN with a cosine "
-                   "operator class leave them out", ex)
+        return Finding(
+            "zero_vectors",
+            "ok",
+            n,
+            f"{n} zero vector(s): harmless for distance {t.target.distance}",
+            ex,
+        )
+    return Finding(
+        "zero_vectors",
+        "warning",
+        n,
+        f"{n} zero vector(s): cosine distance is NaN and HNSW/DiskANN with a cosine "
+        "operator class leave them out",
+        ex,
+    )
 
 
 def check_duplicates(conn, t: _Target) -> Finding:
     send = sql.SQL(t.column["send"])
     where, params = t.and_(sql.SQL("{} IS NOT NULL").format(t.vec))
-    q = sql.SQL("SELECT count(*), coalesce(sum(n), 0), (array_agg(ids ORDER BY ids))[1:{}] "
-                "FROM (SELECT count(DISTINCT {id}) AS n, "
-                "array_to_string((array_agg(DISTINCT {idt}))[1:3], '=') AS ids "
-                "FROM {table}{where} GROUP BY md5({send}({vec})) "
-                "HAVING count(DISTINCT {id}) > 1) d").format(
-        sql.Literal(EXAMPLES), id=t.id, idt=as_text(t.id), table=t.table, where=where, send=send,
-        vec=t.vec)
+    q = sql.SQL(
+        "SELECT count(*), coalesce(sum(n), 0), (array_agg(ids ORDER BY ids))[1:{}] "
+        "FROM (SELECT count(DISTINCT {id}) AS n, "
+        "array_to_string((array_agg(DISTINCT {idt}))[1:3], '=') AS ids "
+        "FROM {table}{where} GROUP BY md5({send}({vec})) "
+        "HAVING count(DISTINCT {id}) > 1) d"
+    ).format(
+        sql.Literal(EXAMPLES),
+        id=t.id,
+        idt=as_text(t.id),
+        table=t.table,
+        where=where,
+        send=send,
+        vec=t.vec,
+    )
     groups, rows, ex = conn.execute(q, params).fetchone()
     groups = int(groups)
-    return Finding("duplicate_vectors", "warning" if groups else "ok", int(rows),
-                   f"{groups} vectors are shared by {int(rows)} different chunk ids: their ranks "
-                   "are decided by the tie-break, not by similarity" if groups
-                   else "no vector is shared by two chunk ids", list(ex or []))
+    return Finding(
+        "duplicate_vectors",
+        "warning" if groups else "ok",
+        int(rows),
+        f"{groups} vectors are shared by {int(rows)} different chunk ids: their ranks "
+        "are decided by the tie-break, not by similarity"
+        if groups
+        else "no vector is shared by two chunk ids",
+        list(ex or []),
+    )
 
 
 def check_dimensions(conn, t: _Target, expected: dict[str, int | None]) -> Finding:
     col = t.vec
     where, params = t.and_(sql.SQL("{} IS NOT NULL").format(col))
-    dims = conn.execute(sql.SQL("SELECT {}({}) AS d, count(*) FROM {}{} GROUP BY 1 "
-                                "ORDER BY 2 DESC").format(
-        _ext_fn(conn, "vector_dims"), col, t.table, where), params).fetchall()
+    dims = conn.execute(
+        sql.SQL("SELECT {}({}) AS d, count(*) FROM {}{} GROUP BY 1 ORDER BY 2 DESC").format(
+            _ext_fn(conn, "vector_dims"), col, t.table, where
+        ),
+        params,
+    ).fetchall()
     found = {int(d): int(n) for d, n in dims}
     wanted = {int(v) for v in expected.values() if v}
     if len(wanted) > 1:
-        return Finding("dimensions", "error", 0, "the expected dimensions disagree: " + ", ".join(
-            f"{k} {v}" for k, v in expected.items() if v))
+        return Finding(
+            "dimensions",
+            "error",
+            0,
+            "the expected dimensions disagree: "
+            + ", ".join(f"{k} {v}" for k, v in expected.items() if v),
+        )
     if wanted:
         want = wanted.pop()
         bad = {d: n for d, n in found.items() if d != want}
         if bad:
             n = sum(bad.values())
-            _, ex = _examples(conn, t, sql.SQL("{}({}) <> {}").format(
-                _ext_fn(conn, "vector_dims"), col, sql.Literal(want)))
-            return Finding("dimensions", "error", n,
-                           f"{n} vector(s) do not have dimension {want} ("
-                           + ", ".join(f"dimension {d}: {c} row(s)" for d, c in sorted(bad.items()))
-                           + f"; expected from {', '.join(k for k, v in expected.items() if v)})",
-                           ex)
+            _, ex = _examples(
+                conn,
+                t,
+                sql.SQL("{}({}) <> {}").format(
+                    _ext_fn(conn, "vector_dims"), col, sql.Literal(want)
+                ),
+            )
+            return Finding(
+                "dimensions",
+                "error",
+                n,
+                f"{n} vector(s) do not have dimension {want} ("
+                + ", ".join(f"dimension {d}: {c} row(s)" for d, c in sorted(bad.items()))
+                + f"; expected from {', '.join(k for k, v in expected.items() if v)})",
+                ex,
+            )
         return Finding("dimensions", "ok", 0, f"every vector has dimension {want}")
     if len(found) > 1:
-        return Finding("dimensions", "warning", 0, "mixed dimensions in one column: " + ", ".join(
-            f"{d}: {c} rows" for d, c in sorted(found.items()))
-            + " (each needs a partial index and a query cast to its dimension)")
-    return Finding("dimensions", "ok", 0, "one dimension: " + ", ".join(map(str, found)) if found
-                   else "no vector")
+        return Finding(
+            "dimensions",
+            "warning",
+            0,
+            "mixed dimensions in one column: "
+            + ", ".join(f"{d}: {c} rows" for d, c in sorted(found.items()))
+            + " (each needs a partial index and a query cast to its dimension)",
+        )
+    return Finding(
+        "dimensions",
+        "ok",
+        0,
+        "one dimension: " + ", ".join(map(str, found)) if found else "no vector",
+    )
 
 
 def check_missing_judged(conn, t: _Target, judged: list[str], relevant: set[str]) -> Finding:
     if not judged:
         return Finding("missing_judged", "ok", 0, "no judged chunk in the test set")
     where, params = t.and_(sql.SQL("{} = ANY(%s)").format(as_text(t.id)))
-    present = {r[0] for r in conn.execute(
-        sql.SQL("SELECT DISTINCT {} FROM {}{}").format(as_text(t.id), t.table, where),
-        [*params, judged]).fetchall()}
+    present = {
+        r[0]
+        for r in conn.execute(
+            sql.SQL("SELECT DISTINCT {} FROM {}{}").format(as_text(t.id), t.table, where),
+            [*params, judged],
+        ).fetchall()
+    }
     missing = sorted(set(judged) - present)
     missing_rel = [c for c in missing if c in relevant]
     if not missing:
-        return Finding("missing_judged", "ok", 0, f"all {len(judged)} judged chunk ids are in the "
-                       "target")
-    return Finding("missing_judged", "error" if missing_rel else "warning", len(missing),
-                   f"{len(missing)} of {len(judged)} judged chunk ids are not in the target "
-                   f"({len(missing_rel)} of them relevant: recall can never reach 1)",
-                   (missing_rel or missing)[:EXAMPLES])
+        return Finding(
+            "missing_judged", "ok", 0, f"all {len(judged)} judged chunk ids are in the target"
+        )
+    return Finding(
+        "missing_judged",
+        "error" if missing_rel else "warning",
+        len(missing),
+        f"{len(missing)} of {len(judged)} judged chunk ids are not in the target "
+        f"({len(missing_rel)} of them relevant: recall can never reach 1)",
+        (missing_rel or missing)[:EXAMPLES],
+    )
 
 
 def check_server_version(conn) -> Finding:
     """PostgreSQL 14 or newer (13 and older: not supported, untested)."""
-    version, num = conn.execute("SELECT current_setting('server_version'), "
-                                "current_setting('server_version_num')::int").fetchone()
+    version, num = conn.execute(
+        "SELECT current_setting('server_version'), current_setting('server_version_num')::int"
+    ).fetchone()
     major = num // 10000
     if major < MIN_SERVER_VERSION:
-        return Finding("server_version", "error", 1,
-                       f"PostgreSQL {version} is older than {MIN_SERVER_VERSION}, the oldest "
-                       "version pgeval supports: upgrade the server")
-    return Finding("server_version", "ok", 0, f"PostgreSQL {version} (pgeval supports "
-                   f"{MIN_SERVER_VERSION} and newer)")
+        return Finding(
+            "server_version",
+            "error",
+            1,
+            f"PostgreSQL {version} is older than {MIN_SERVER_VERSION}, the oldest "
+            "version pgeval supports: upgrade the server",
+        )
+    return Finding(
+        "server_version",
+        "ok",
+        0,
+        f"PostgreSQL {version} (pgeval supports {MIN_SERVER_VERSION} and newer)",
+    )
 
 
 def check_extensions(conn) -> Finding:
     found = advisories(fpmod.extensions(conn))
     if not found:
-        return Finding("vulnerable_extensions", "ok", 0, "no known advisory for the installed "
-                       "extension versions")
-    return Finding("vulnerable_extensions", "warning", len(found), "; ".join(
-        f"{a['extension']} {a['version']} has {a['id']} (fixed in {a['fixed_in']}): {a['summary']}"
-        for a in found))
+        return Finding(
+            "vulnerable_extensions",
+            "ok",
+            0,
+            "no known advisory for the installed extension versions",
+        )
+    return Finding(
+        "vulnerable_extensions",
+        "warning",
+        len(found),
+        "; ".join(
+            f"{a['extension']} {a['version']} has {a['id']} (fixed in {a['fixed_in']}): {a['summary']}"
+            for a in found
+        ),
+    )
 
 
 def shared_buffers_bytes(conn) -> int:
-    return int(conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone()[0])
+    return int(
+        conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone()[0]
+    )
 
 
 def ann_index_sizes(conn, table_oid: int) -> list[tuple[str, str, int]]:
@@ -236,12 +341,23 @@ def check_index_size(conn, t: _Target, limit: int | None = None) -> Finding:
     limit = shared_buffers_bytes(conn) if limit is None else limit
     big = [(n, b) for n, _, b in ann_index_sizes(conn, t.oid) if b > limit]
     if not big:
-        return Finding("index_vs_shared_buffers", "ok", 0, "every ANN index fits in "
-                       f"shared_buffers ({_size(limit)})")
-    return Finding("index_vs_shared_buffers", "warning", len(big), "; ".join(
-        f"index {n} ({_size(b)}) is larger than shared_buffers ({_size(limit)}): latency will "
-        "measure the disk and the OS cache, not only the index" for n, b in big),
-        [n for n, _ in big])
+        return Finding(
+            "index_vs_shared_buffers",
+            "ok",
+            0,
+            f"every ANN index fits in shared_buffers ({_size(limit)})",
+        )
+    return Finding(
+        "index_vs_shared_buffers",
+        "warning",
+        len(big),
+        "; ".join(
+            f"index {n} ({_size(b)}) is larger than shared_buffers ({_size(limit)}): latency will "
+            "measure the disk and the OS cache, not only the index"
+            for n, b in big
+        ),
+        [n for n, _ in big],
+    )
 
 
 def _size(n: float) -> str:
@@ -259,30 +375,54 @@ def check_keyword_index(conn, t: _Target) -> Finding | None:
     column = t.target.text_column
     if not column:
         return None
-    if conn.execute("SELECT EXISTS (SELECT 1 FROM pg_extension "
-                    "WHERE extname = 'pg_textsearch')").fetchone()[0]:
+    if conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_textsearch')"
+    ).fetchone()[0]:
         bm25 = bm25_sql.bm25_indexes(conn, t.oid, column)
         if bm25:
-            return Finding("keyword_index", "ok", 0, f"bm25 index {bm25[0]['name']} on {column}: "
-                           "the keyword stage ranks with BM25 (pg_textsearch)")
+            return Finding(
+                "keyword_index",
+                "ok",
+                0,
+                f"bm25 index {bm25[0]['name']} on {column}: "
+                "the keyword stage ranks with BM25 (pg_textsearch)",
+            )
     config = conn.execute("SELECT current_setting('default_text_search_config')").fetchone()[0]
     config = conn.execute("SELECT %s::regconfig::text", (config,)).fetchone()[0]
     gin = bm25_sql.fts_indexes(conn, t.oid, column)
-    fallback = ("no pg_textsearch bm25 index on " + column + ": the keyword stage ranks with "
-                "PostgreSQL full-text search (ts_rank_cd fallback, not BM25)")
+    fallback = (
+        "no pg_textsearch bm25 index on " + column + ": the keyword stage ranks with "
+        "PostgreSQL full-text search (ts_rank_cd fallback, not BM25)"
+    )
     if gin:
-        return Finding("keyword_index", "ok", 0, f"{fallback} over GIN index {gin[0]['name']} "
-                       f"(to_tsvector('{gin[0]['text_config']}', {column}))")
-    return Finding("keyword_index", "hint", 1, f"{fallback}, and no GIN index on "
-                   f"to_tsvector('{config}', {column}): every query scans the whole table; "
-                   f"create one: {bm25_sql.fts_index_sql(t.target, column, None, config, conn)}")
+        return Finding(
+            "keyword_index",
+            "ok",
+            0,
+            f"{fallback} over GIN index {gin[0]['name']} "
+            f"(to_tsvector('{gin[0]['text_config']}', {column}))",
+        )
+    return Finding(
+        "keyword_index",
+        "hint",
+        1,
+        f"{fallback}, and no GIN index on "
+        f"to_tsvector('{config}', {column}): every query scans the whole table; "
+        f"create one: {bm25_sql.fts_index_sql(t.target, column, None, config, conn)}",
+    )
 
 
 def check_invalid(conn, t: _Target) -> Finding:
     bad = introspect.invalid_indexes(conn, t.oid)
-    return Finding("invalid_indexes", "warning" if bad else "ok", len(bad),
-                   f"invalid indexes (never used by the planner): {', '.join(bad)}" if bad
-                   else "no invalid index", bad[:EXAMPLES])
+    return Finding(
+        "invalid_indexes",
+        "warning" if bad else "ok",
+        len(bad),
+        f"invalid indexes (never used by the planner): {', '.join(bad)}"
+        if bad
+        else "no invalid index",
+        bad[:EXAMPLES],
+    )
 
 
 def testset_judgements(results_conn, testset: str, embedder: str | None = None):
@@ -290,35 +430,57 @@ def testset_judgements(results_conn, testset: str, embedder: str | None = None):
     from ..testset.catalog import resolve_testset
 
     tid, _ = resolve_testset(results_conn, testset)
-    rows = results_conn.execute("SELECT DISTINCT chunk_id, grade > 0 FROM pgeval.qrel "
-                                "WHERE testset_id = %s", (tid,)).fetchall()
+    rows = results_conn.execute(
+        "SELECT DISTINCT chunk_id, grade > 0 FROM pgeval.qrel WHERE testset_id = %s", (tid,)
+    ).fetchall()
     judged = sorted({c for c, _ in rows})
     relevant = {c for c, rel in rows if rel}
     dim = results_conn.execute(
         "SELECT max(dim) FROM pgeval.query_embedding WHERE testset_id = %s "
-        "AND (%s::text IS NULL OR embedder = %s)", (tid, embedder, embedder)).fetchone()[0]
+        "AND (%s::text IS NULL OR embedder = %s)",
+        (tid, embedder, embedder),
+    ).fetchone()[0]
     if dim is None:
-        dim = results_conn.execute("SELECT max(vector_dims(embedding)) FROM pgeval.query "
-                                   "WHERE testset_id = %s AND embedding IS NOT NULL",
-                                   (tid,)).fetchone()[0]
+        dim = results_conn.execute(
+            "SELECT max(vector_dims(embedding)) FROM pgeval.query "
+            "WHERE testset_id = %s AND embedding IS NOT NULL",
+            (tid,),
+        ).fetchone()[0]
     return judged, relevant, dim
 
 
-def check(kb_conn, target, *, results_conn=None, testset: str | None = None,
-          embedder: str | None = None, dimension: int | None = None) -> list[Finding]:
+def check(
+    kb_conn,
+    target,
+    *,
+    results_conn=None,
+    testset: str | None = None,
+    embedder: str | None = None,
+    dimension: int | None = None,
+) -> list[Finding]:
     """Every check on ``target`` (and ``testset``'s judgements when given)."""
     t = _Target(kb_conn, target)
     findings = [check_server_version(kb_conn), check_extensions(kb_conn)]
     judged, relevant, ts_dim = [], set(), None
     if testset:
         judged, relevant, ts_dim = testset_judgements(results_conn or kb_conn, testset, embedder)
-    expected = {"column type": t.column.get("dimension"), "test set embeddings": ts_dim,
-                "target definition": dimension or target.dimension}
-    findings += [check_null(kb_conn, t), check_zero(kb_conn, t), check_duplicates(kb_conn, t),
-                 check_dimensions(kb_conn, t, expected)]
+    expected = {
+        "column type": t.column.get("dimension"),
+        "test set embeddings": ts_dim,
+        "target definition": dimension or target.dimension,
+    }
+    findings += [
+        check_null(kb_conn, t),
+        check_zero(kb_conn, t),
+        check_duplicates(kb_conn, t),
+        check_dimensions(kb_conn, t, expected),
+    ]
     if testset:
         findings.append(check_missing_judged(kb_conn, t, judged, relevant))
     keyword = check_keyword_index(kb_conn, t)
-    findings += [f for f in (keyword, check_invalid(kb_conn, t), check_index_size(kb_conn, t))
-                 if f is not None]
+    findings += [
+        f
+        for f in (keyword, check_invalid(kb_conn, t), check_index_size(kb_conn, t))
+        if f is not None
+    ]
     return findings

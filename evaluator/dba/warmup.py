@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from . import health
 from ..core.errors import InputError, NotFound
+from . import health
 
 MAX_PASSES = 10
 TOLERANCE = 0.05
@@ -36,22 +36,27 @@ class PassStats:
     blocks_read: int
 
     def as_dict(self) -> dict:
-        return {"pass": self.n, "median_ms": self.median_ms, "p95_ms": self.p95_ms,
-                "blocks_hit": self.blocks_hit, "blocks_read": self.blocks_read}
+        return {
+            "pass": self.n,
+            "median_ms": self.median_ms,
+            "p95_ms": self.p95_ms,
+            "blocks_hit": self.blocks_hit,
+            "blocks_read": self.blocks_read,
+        }
 
 
 @dataclass
 class WarmupReport:
     target: str
     method: str
-    source: str                           # where the query vectors came from
+    source: str  # where the query vectors came from
     queries: int
     converged: bool
     passes: list[PassStats] = field(default_factory=list)
-    before: dict[str, dict] = field(default_factory=dict)   # relation -> {hit, read}
+    before: dict[str, dict] = field(default_factory=dict)  # relation -> {hit, read}
     after: dict[str, dict] = field(default_factory=dict)
     prewarmed: dict[str, int] = field(default_factory=dict)  # relation -> blocks loaded
-    plan: str = ""                        # what the planner chose for the statement, in words
+    plan: str = ""  # what the planner chose for the statement, in words
     warnings: list[str] = field(default_factory=list)
 
     def relations(self) -> list[dict]:
@@ -59,32 +64,54 @@ class WarmupReport:
         for rel in self.after:
             b, a = self.before.get(rel, {"hit": 0, "read": 0}), self.after[rel]
             hit, read = a["hit"] - b["hit"], a["read"] - b["read"]
-            rows.append({"relation": rel, "kind": a["kind"], "hit_before": b["hit"],
-                         "read_before": b["read"], "hit_after": a["hit"], "read_after": a["read"],
-                         "hit_during": hit, "read_during": read,
-                         "hit_ratio_during": hit / (hit + read) if hit + read else None})
+            rows.append(
+                {
+                    "relation": rel,
+                    "kind": a["kind"],
+                    "hit_before": b["hit"],
+                    "read_before": b["read"],
+                    "hit_after": a["hit"],
+                    "read_after": a["read"],
+                    "hit_during": hit,
+                    "read_during": read,
+                    "hit_ratio_during": hit / (hit + read) if hit + read else None,
+                }
+            )
         return rows
 
     def as_dict(self) -> dict:
-        return {"target": self.target, "method": self.method, "source": self.source,
-                "queries": self.queries, "converged": self.converged, "plan": self.plan,
-                "passes": [p.as_dict() for p in self.passes], "prewarmed": self.prewarmed,
-                "relations": self.relations(), "warnings": self.warnings}
+        return {
+            "target": self.target,
+            "method": self.method,
+            "source": self.source,
+            "queries": self.queries,
+            "converged": self.converged,
+            "plan": self.plan,
+            "passes": [p.as_dict() for p in self.passes],
+            "prewarmed": self.prewarmed,
+            "relations": self.relations(),
+            "warnings": self.warnings,
+        }
 
 
 def statio(conn, table_oid: int) -> dict[str, dict]:
     """Cumulative buffer hits and reads of the table (heap) and each of its indexes."""
     if conn.execute("SELECT current_setting('server_version_num')::int >= 150000").fetchone()[0]:
-        conn.execute("SELECT pg_stat_force_next_flush()")   # this backend's pending counters
+        conn.execute("SELECT pg_stat_force_next_flush()")  # this backend's pending counters
     conn.execute("SELECT pg_stat_clear_snapshot()")
     out = {}
-    row = conn.execute("SELECT relname, coalesce(heap_blks_hit, 0), coalesce(heap_blks_read, 0) "
-                       "FROM pg_statio_user_tables WHERE relid = %s", (table_oid,)).fetchone()
+    row = conn.execute(
+        "SELECT relname, coalesce(heap_blks_hit, 0), coalesce(heap_blks_read, 0) "
+        "FROM pg_statio_user_tables WHERE relid = %s",
+        (table_oid,),
+    ).fetchone()
     if row:
         out[row[0]] = {"kind": "table", "hit": int(row[1]), "read": int(row[2])}
     for name, hit, read in conn.execute(
-            "SELECT indexrelname, coalesce(idx_blks_hit, 0), coalesce(idx_blks_read, 0) "
-            "FROM pg_statio_user_indexes WHERE relid = %s ORDER BY 1", (table_oid,)).fetchall():
+        "SELECT indexrelname, coalesce(idx_blks_hit, 0), coalesce(idx_blks_read, 0) "
+        "FROM pg_statio_user_indexes WHERE relid = %s ORDER BY 1",
+        (table_oid,),
+    ).fetchall():
         out[name] = {"kind": "index", "hit": int(hit), "read": int(read)}
     return out
 
@@ -102,7 +129,9 @@ def extension_state(conn, name: str) -> str:
     work for a user allowed to) or ``missing`` (not on this server at all)."""
     created, available = conn.execute(
         "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = %s), "
-        "EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = %s)", (name, name)).fetchone()
+        "EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = %s)",
+        (name, name),
+    ).fetchone()
     return "created" if created else "available" if available else "missing"
 
 
@@ -111,26 +140,37 @@ def prewarm_method(state: str) -> str:
     if state == "created":
         return "pg_prewarm, then query passes"
     if state == "available":
-        return ("query passes (pg_prewarm is available on this server but not created in this "
-                "database: run `CREATE EXTENSION pg_prewarm;` as a superuser to use it)")
-    return ("query passes (pg_prewarm is not installed: this server does not have it; it comes "
-            "with PostgreSQL's contrib modules)")
+        return (
+            "query passes (pg_prewarm is available on this server but not created in this "
+            "database: run `CREATE EXTENSION pg_prewarm;` as a superuser to use it)"
+        )
+    return (
+        "query passes (pg_prewarm is not installed: this server does not have it; it comes "
+        "with PostgreSQL's contrib modules)"
+    )
 
 
 def prewarm(conn, table_oid: int) -> dict[str, int]:
     """pg_prewarm the table and its ANN indexes: {relation: blocks loaded}."""
-    schema = conn.execute("SELECT n.nspname FROM pg_extension e JOIN pg_namespace n "
-                          "ON n.oid = e.extnamespace WHERE e.extname = 'pg_prewarm'").fetchone()[0]
+    schema = conn.execute(
+        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n "
+        "ON n.oid = e.extnamespace WHERE e.extname = 'pg_prewarm'"
+    ).fetchone()[0]
     from psycopg import sql
 
     fn = sql.Identifier(schema, "pg_prewarm")
     from ..target import introspect
 
     table = conn.execute("SELECT %s::oid::regclass::text", (table_oid,)).fetchone()[0]
-    rels = [(table, table_oid)] + [(name, oid) for name, _, oid, _
-                                   in introspect.ann_indexes(conn, table_oid)]
-    return {name: int(conn.execute(sql.SQL("SELECT {}(%s::oid::regclass)").format(fn),
-                                   (oid,)).fetchone()[0]) for name, oid in rels}
+    rels = [(table, table_oid)] + [
+        (name, oid) for name, _, oid, _ in introspect.ann_indexes(conn, table_oid)
+    ]
+    return {
+        name: int(
+            conn.execute(sql.SQL("SELECT {}(%s::oid::regclass)").format(fn), (oid,)).fetchone()[0]
+        )
+        for name, oid in rels
+    }
 
 
 def random_vectors(dim: int, n: int = RANDOM_QUERIES, seed: int = 0) -> list[np.ndarray]:
@@ -146,18 +186,25 @@ def testset_vectors(results_conn, testset: str, embedder: str | None) -> tuple[l
     if embedder is None:
         labels = [r["embedder"] for r in storage.list_embeddings(results_conn, testset)]
         if len(labels) > 1:
-            raise InputError(f"test set '{testset}' has embeddings from several embedders "
-                             f"({', '.join(labels)}): choose one", field="--embedder")
+            raise InputError(
+                f"test set '{testset}' has embeddings from several embedders "
+                f"({', '.join(labels)}): choose one",
+                field="--embedder",
+            )
         if not labels:
             queries = storage.testset_queries(results_conn, tid, with_embedding=True)
             vecs = [q.embedding for q in queries if q.embedding is not None]
             if not vecs:
-                raise NotFound(f"test set '{testset}' has no query embeddings (run `pgeval "
-                               "embed` first, or warm up with random vectors: omit --testset)")
+                raise NotFound(
+                    f"test set '{testset}' has no query embeddings (run `pgeval "
+                    "embed` first, or warm up with random vectors: omit --testset)"
+                )
             return vecs, f"test set {testset} (embeddings from the file)"
         embedder = labels[0]
-    return ([q.embedding for q in storage.load(results_conn, tid, embedder)],
-            f"test set {testset} (embedder {embedder})")
+    return (
+        [q.embedding for q in storage.load(results_conn, tid, embedder)],
+        f"test set {testset} (embedder {embedder})",
+    )
 
 
 def describe_plan(kb, stmt, params: dict, table_oid: int, settings: dict | None) -> str:
@@ -184,35 +231,56 @@ def one_pass(kb, text: str, params: dict, vectors, progress=None) -> list[float]
     return out
 
 
-def warmup(kb, target, vectors, *, source: str, settings: dict | None = None, k: int = 10,
-           max_passes: int = MAX_PASSES, tolerance: float = TOLERANCE, use_prewarm: bool = True,
-           on_pass=None, progress=None) -> WarmupReport:
+def warmup(
+    kb,
+    target,
+    vectors,
+    *,
+    source: str,
+    settings: dict | None = None,
+    k: int = 10,
+    max_passes: int = MAX_PASSES,
+    tolerance: float = TOLERANCE,
+    use_prewarm: bool = True,
+    on_pass=None,
+    progress=None,
+) -> WarmupReport:
     """Warm ``target`` up with ``vectors``; ``kb`` is an autocommit connection to the knowledge
     base. Each pass runs in a READ ONLY transaction with ``settings`` applied (SET LOCAL)."""
-    from .fingerprint import resolve_table
     from ..stages import gucs, vector_sql
     from ..stages.vector_common import register_vector
+    from .fingerprint import resolve_table
 
     if max_passes < 2:
-        raise InputError("--max-passes must be at least 2 (two passes are compared)",
-                         field="--max-passes")
+        raise InputError(
+            "--max-passes must be at least 2 (two passes are compared)", field="--max-passes"
+        )
     if not vectors:
         raise InputError("no query vectors to warm up with", field="--testset")
     if target.dimension and len(vectors[0]) != target.dimension:
-        raise InputError(f"query vectors have dimension {len(vectors[0])} but target "
-                         f"'{target.name}' searches dimension {target.dimension}",
-                         field="--embedder")
+        raise InputError(
+            f"query vectors have dimension {len(vectors[0])} but target "
+            f"'{target.name}' searches dimension {target.dimension}",
+            field="--embedder",
+        )
     register_vector(kb)
     gucs.load_libraries(kb)
     oid = resolve_table(kb, target)
-    report = WarmupReport(target=target.name, method="query passes", source=source,
-                          queries=len(vectors), converged=False)
+    report = WarmupReport(
+        target=target.name,
+        method="query passes",
+        source=source,
+        queries=len(vectors),
+        converged=False,
+    )
     limit = health.shared_buffers_bytes(kb)
     for name, _, size in health.ann_index_sizes(kb, oid):
         if size > limit:
-            report.warnings.append(f"index {name} ({size // 1048576} MB) is larger than "
-                                   f"shared_buffers ({limit // 1048576} MB): it cannot stay "
-                                   "cached; latencies will include reads from the OS cache/disk")
+            report.warnings.append(
+                f"index {name} ({size // 1048576} MB) is larger than "
+                f"shared_buffers ({limit // 1048576} MB): it cannot stay "
+                "cached; latencies will include reads from the OS cache/disk"
+            )
     report.before = statio(kb, oid)
     state = extension_state(kb, "pg_prewarm") if use_prewarm else None
     if state == "created":
@@ -221,12 +289,15 @@ def warmup(kb, target, vectors, *, source: str, settings: dict | None = None, k:
         report.method = prewarm_method(state)
     stmt, params, _ = vector_sql.per_query(target, k)
     text = stmt.as_string(kb)
-    report.plan = describe_plan(kb, stmt, dict(params, q=np.asarray(vectors[0], np.float32)),
-                                oid, settings)
+    report.plan = describe_plan(
+        kb, stmt, dict(params, q=np.asarray(vectors[0], np.float32)), oid, settings
+    )
     if "sequential scan" in report.plan or "without an index scan" in report.plan:
-        report.warnings.append(f"the planner answers these queries with {report.plan}, not an "
-                               "ANN index: only the table is warmed (small table? try --set "
-                               "enable_seqscan=off, as the stage would need too)")
+        report.warnings.append(
+            f"the planner answers these queries with {report.plan}, not an "
+            "ANN index: only the table is warmed (small table? try --set "
+            "enable_seqscan=off, as the stage would need too)"
+        )
     last = statio(kb, oid)
     medians: list[float] = []
     for n in range(1, max_passes + 1):
@@ -248,8 +319,10 @@ def warmup(kb, target, vectors, *, source: str, settings: dict | None = None, k:
             report.converged = True
             break
     if not report.converged:
-        report.warnings.append(f"median latency did not settle within {max_passes} passes "
-                               f"(last two: {medians[-2]:.3f} / {medians[-1]:.3f} ms): the "
-                               "machine is busy or the data does not fit in memory")
+        report.warnings.append(
+            f"median latency did not settle within {max_passes} passes "
+            f"(last two: {medians[-2]:.3f} / {medians[-1]:.3f} ms): the "
+            "machine is busy or the data does not fit in memory"
+        )
     report.after = statio(kb, oid)
     return report

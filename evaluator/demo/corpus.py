@@ -34,9 +34,9 @@ during into over under new old first last other same more most some any each eve
 
 @dataclass
 class Corpus:
-    chunks: list[tuple[str, str]]            # (chunk_id, text)
-    vectors: np.ndarray                      # len(chunks) x dim
-    queries: list[dict]                      # JSONL test-set records (with "embedding")
+    chunks: list[tuple[str, str]]  # (chunk_id, text)
+    vectors: np.ndarray  # len(chunks) x dim
+    queries: list[dict]  # JSONL test-set records (with "embedding")
 
 
 def embed(text: str, dim: int) -> np.ndarray:
@@ -50,43 +50,62 @@ def embed(text: str, dim: int) -> np.ndarray:
     return v / norm if norm else v
 
 
-def generate(n_topics: int = 40, chunks_per_topic: int = 25, n_queries: int = 80,
-             dim: int = 128, seed: int = 7) -> Corpus:
+def generate(
+    n_topics: int = 40,
+    chunks_per_topic: int = 25,
+    n_queries: int = 80,
+    dim: int = 128,
+    seed: int = 7,
+) -> Corpus:
     rng = random.Random(seed)
     words = WORDS[:]
     rng.shuffle(words)
     per = max(4, len(words) // n_topics)
-    topics = [words[i * per:(i + 1) * per] for i in range(n_topics)]
+    topics = [words[i * per : (i + 1) * per] for i in range(n_topics)]
     chunks, by_topic = [], []
     for t, vocab in enumerate(topics):
         ids = []
         for j in range(chunks_per_topic):
-            body = [rng.choice(vocab) if rng.random() < 0.35 else
-                    rng.choice(WORDS if rng.random() < 0.5 else GENERAL) for _ in range(24)]
+            body = [
+                rng.choice(vocab)
+                if rng.random() < 0.35
+                else rng.choice(WORDS if rng.random() < 0.5 else GENERAL)
+                for _ in range(24)
+            ]
             cid = f"t{t:02d}c{j:02d}"
             chunks.append((cid, " ".join(body)))
             ids.append(len(chunks) - 1)
         by_topic.append(ids)
     queries = []
-    types_cycle = [["exact", "single_answer"], ["fuzzy", "multi_answer"], ["long_tail"],
-                   ["high_frequency", "multi_answer"]]
+    types_cycle = [
+        ["exact", "single_answer"],
+        ["fuzzy", "multi_answer"],
+        ["long_tail"],
+        ["high_frequency", "multi_answer"],
+    ]
     for q in range(n_queries):
         t = q % n_topics
         qwords = rng.sample(topics[t], k=min(3, len(topics[t])))
         if rng.random() < 0.5:
-            qwords.append(rng.choice(WORDS))         # a distracting word
+            qwords.append(rng.choice(WORDS))  # a distracting word
         text = " ".join(qwords)
         qset = set(qwords)
-        scored = sorted(((sum(w in qset for w in chunks[i][1].split()), chunks[i][0])
-                         for i in by_topic[t]), reverse=True)
+        scored = sorted(
+            ((sum(w in qset for w in chunks[i][1].split()), chunks[i][0]) for i in by_topic[t]),
+            reverse=True,
+        )
         relevant = {}
-        for rank, (overlap, cid) in enumerate(scored[:rng.randint(2, 5)]):
+        for rank, (overlap, cid) in enumerate(scored[: rng.randint(2, 5)]):
             if overlap == 0:
                 break
             relevant[cid] = 3 if rank == 0 else 2 if rank < 3 else 1
-        record: dict[str, Any] = {"id": f"q{q + 1:03d}", "query": text, "relevant": relevant,
-                  "type": types_cycle[q % len(types_cycle)],
-                  "embedding": [round(float(x), 6) for x in embed(text, dim)]}
+        record: dict[str, Any] = {
+            "id": f"q{q + 1:03d}",
+            "query": text,
+            "relevant": relevant,
+            "type": types_cycle[q % len(types_cycle)],
+            "embedding": [round(float(x), 6) for x in embed(text, dim)],
+        }
         if not relevant:
             record["answerable"] = False
         queries.append(record)

@@ -37,17 +37,23 @@ def load(folder: Path = DATA) -> Corpus:
     qs = cranfield.queries(folder)
     doc_vecs, query_vecs = _vectors("documents"), _vectors("queries")
     if doc_vecs.shape[0] != len(docs) or query_vecs.shape[0] != len(qs):
-        raise ValueError(f"{folder}: {len(docs)} documents and {len(qs)} queries, but "
-                         f"{doc_vecs.shape[0]} and {query_vecs.shape[0]} embeddings")
+        raise ValueError(
+            f"{folder}: {len(docs)} documents and {len(qs)} queries, but "
+            f"{doc_vecs.shape[0]} and {query_vecs.shape[0]} embeddings"
+        )
     judged: dict[str, dict[str, str]] = {}
     for qid, doc, code in cranfield.qrels(folder):
         judged.setdefault(qid, {})[doc] = code
     queries = []
     for (qid, text), vec in zip(qs, query_vecs):
-        record: dict[str, Any] = {"id": qid, "query": text, "relevant": judged.get(qid, {}),
-                  "embedding": [float(x) for x in vec]}
+        record: dict[str, Any] = {
+            "id": qid,
+            "query": text,
+            "relevant": judged.get(qid, {}),
+            "embedding": [float(x) for x in vec],
+        }
         if not any(cranfield.GRADE_MAP[c] for c in record["relevant"].values()):
-            record["answerable"] = False     # judged only of minimum interest: nothing to find
+            record["answerable"] = False  # judged only of minimum interest: nothing to find
         queries.append(record)
     chunks = [(doc, body) for doc, _title, body in docs]
     return Corpus(chunks=chunks, vectors=doc_vecs.astype(np.float32), queries=queries)

@@ -21,19 +21,23 @@ import click
 from ..core.errors import PgevalError
 
 SCHEMA = "pgeval_demo"
-MARK = "created by pgeval demo"        # COMMENT ON SCHEMA: the demo may drop it
+MARK = "created by pgeval demo"  # COMMENT ON SCHEMA: the demo may drop it
 
 
 def _drop_own_schema(kb) -> None:
     """Drop schema pgeval_demo when the demo created it; refuse when someone else did."""
-    row = kb.execute("SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace "
-                     "WHERE nspname = %s", (SCHEMA,)).fetchone()
+    row = kb.execute(
+        "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s",
+        (SCHEMA,),
+    ).fetchone()
     if row is None:
         return
     if row[0] != MARK:
-        raise PgevalError(f"schema {SCHEMA} exists and was not created by `pgeval demo`: the "
-                          "demo will not touch it (rename it, or run the demo in another "
-                          "database with --dsn)")
+        raise PgevalError(
+            f"schema {SCHEMA} exists and was not created by `pgeval demo`: the "
+            "demo will not touch it (rename it, or run the demo in another "
+            "database with --dsn)"
+        )
     kb.execute(f"DROP SCHEMA {SCHEMA} CASCADE")
 
 
@@ -55,11 +59,11 @@ def claim_name(try_create, base: str = "demo") -> str:
 INDEXES = {
     # small graph settings, so that ef_search=10 shows what an index loses on 1,400 rows
     "hnsw": "CREATE INDEX chunks_hnsw ON {s}.chunks USING hnsw (embedding vector_cosine_ops) "
-            "WITH (m = 16, ef_construction = 64)",
+    "WITH (m = 16, ef_construction = 64)",
     "bm25": "CREATE INDEX chunks_bm25 ON {s}.chunks USING bm25 (content) "
-            "WITH (text_config = 'english')",
+    "WITH (text_config = 'english')",
     "diskann": "CREATE INDEX chunks_diskann ON {s}.chunks USING diskann "
-               "(embedding vector_cosine_ops)",
+    "(embedding vector_cosine_ops)",
 }
 
 
@@ -76,14 +80,19 @@ def build_kb(database, corpus, *, diskann: bool, echo=None) -> list[str]:
         kb.execute(f"COMMENT ON SCHEMA {SCHEMA} IS '{MARK}'")
         register_vector(kb)
         dim = corpus.vectors.shape[1]
-        create = (f"CREATE TABLE {SCHEMA}.chunks (chunk_id text PRIMARY KEY, content text NOT "
-                  f"NULL, embedding vector({dim}) NOT NULL)")
+        create = (
+            f"CREATE TABLE {SCHEMA}.chunks (chunk_id text PRIMARY KEY, content text NOT "
+            f"NULL, embedding vector({dim}) NOT NULL)"
+        )
         echo(create)
         kb.execute(create)
-        echo(f"COPY {SCHEMA}.chunks (chunk_id, content, embedding) FROM STDIN  "
-             f"-- {len(corpus.chunks)} rows")
-        with kb.cursor().copy(f"COPY {SCHEMA}.chunks (chunk_id, content, embedding) FROM STDIN "
-                              "WITH (FORMAT BINARY)") as cp:
+        echo(
+            f"COPY {SCHEMA}.chunks (chunk_id, content, embedding) FROM STDIN  "
+            f"-- {len(corpus.chunks)} rows"
+        )
+        with kb.cursor().copy(
+            f"COPY {SCHEMA}.chunks (chunk_id, content, embedding) FROM STDIN WITH (FORMAT BINARY)"
+        ) as cp:
             cp.set_types(["text", "text", "vector"])
             for (cid, text), vec in zip(corpus.chunks, corpus.vectors):
                 cp.write_row((cid, text, vec))
@@ -132,9 +141,18 @@ class Steps:
         self.timed(t0)
 
 
-def tour(database, global_args: list[str], workdir: Path, *, corpus_name: str = "cranfield",
-         queries: int | None = None, repeat: int = 1, diskann: bool = True, keep: bool = False,
-         out: Path | None = None) -> None:
+def tour(
+    database,
+    global_args: list[str],
+    workdir: Path,
+    *,
+    corpus_name: str = "cranfield",
+    queries: int | None = None,
+    repeat: int = 1,
+    diskann: bool = True,
+    keep: bool = False,
+    out: Path | None = None,
+) -> None:
     """The tour on the Cranfield collection (``corpus_name='cranfield'``, the first ``queries``
     queries or all) or on the generated corpus (``'generated'``, ``queries`` of them). With
     ``out``, a short sweep with its plot and an HTML report are written there."""
@@ -148,8 +166,10 @@ def tour(database, global_args: list[str], workdir: Path, *, corpus_name: str = 
         corpus = cranfield.load()
         if queries:
             corpus.queries = corpus.queries[:queries]
-        what = (f"the Cranfield collection (aeronautics abstracts, graded judgements) with "
-                f"{cranfield.MODEL} embeddings")
+        what = (
+            f"the Cranfield collection (aeronautics abstracts, graded judgements) with "
+            f"{cranfield.MODEL} embeddings"
+        )
         load_args = ["--grade-map", cranfield.GRADE_MAP_SPEC]
     else:
         from .corpus import generate
@@ -157,23 +177,39 @@ def tour(database, global_args: list[str], workdir: Path, *, corpus_name: str = 
         corpus = generate(n_queries=queries or 80)
         what = "a generated knowledge base (feature-hashing embeddings)"
         load_args = []
-    steps.title(f"{what}: {len(corpus.chunks)} chunks into {SCHEMA}.chunks, "
-                f"{corpus.vectors.shape[1]}-d vectors, then the indexes")
-    built = build_kb(database, corpus, diskann=diskann,
-                     echo=lambda sql: click.secho(sql + ";", bold=True))
+    steps.title(
+        f"{what}: {len(corpus.chunks)} chunks into {SCHEMA}.chunks, "
+        f"{corpus.vectors.shape[1]}-d vectors, then the indexes"
+    )
+    built = build_kb(
+        database, corpus, diskann=diskann, echo=lambda sql: click.secho(sql + ";", bold=True)
+    )
     steps.timed(t0)
     cases = workdir / "demo-cases.jsonl"
-    cases.write_text("".join(json.dumps(q, ensure_ascii=False) + "\n" for q in corpus.queries),
-                     encoding="utf-8")
+    cases.write_text(
+        "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in corpus.queries), encoding="utf-8"
+    )
     testset = claim_name(lambda n: _load_testset(database, cases, n, load_args))
     created: list[str] = []
     target = None
     try:
-        steps.run("load the graded test set", "testset", "load", str(cases), "--name", testset,
-                  *load_args)
-        target_args = ["--schema", SCHEMA, "--table", "chunks", "--id-column", "chunk_id",
-                       "--vector-column", "embedding", "--text-column", "content",
-                       "--distance", "cosine"]
+        steps.run(
+            "load the graded test set", "testset", "load", str(cases), "--name", testset, *load_args
+        )
+        target_args = [
+            "--schema",
+            SCHEMA,
+            "--table",
+            "chunks",
+            "--id-column",
+            "chunk_id",
+            "--vector-column",
+            "embedding",
+            "--text-column",
+            "content",
+            "--distance",
+            "cosine",
+        ]
         target = claim_name(lambda n: _add_target(database, n, created))
         steps.run("describe the knowledge-base table", "target", "add", target, *target_args)
         _measure(steps, corpus, testset, target, built, repeat=repeat, out=out)
@@ -189,26 +225,69 @@ def _measure(steps, corpus, testset, target, built, *, repeat, out) -> None:
     isolate = ["--isolate-index"] if "diskann" in built else []
     stages = "exact,hnsw," + ("diskann," if "diskann" in built else "") + "bm25,merge"
     experiment = "demo-" + datetime.now().strftime("%Y%m%d-%H%M%S")
-    steps.run("run the retrieval pipeline inside the database (HNSW at a low ef_search)", "run",
-              "pipeline", "--testset", testset, "--target", target, "--stages", stages,
-              "--set", "hnsw.ef_search=10", "--depth", "50", "--repeat", str(repeat),
-              "--name", experiment, *isolate)
+    steps.run(
+        "run the retrieval pipeline inside the database (HNSW at a low ef_search)",
+        "run",
+        "pipeline",
+        "--testset",
+        testset,
+        "--target",
+        target,
+        "--stages",
+        stages,
+        "--set",
+        "hnsw.ef_search=10",
+        "--depth",
+        "50",
+        "--repeat",
+        str(repeat),
+        "--name",
+        experiment,
+        *isolate,
+    )
     steps.run("where are relevant chunks lost?", "stage-report", experiment)
     typed = any(q.get("type") for q in corpus.queries)
-    steps.run("the final stage's metrics" + (", by query type" if typed else ""), "metrics",
-              f"{experiment}.merge.1", *(["--by-type"] if typed else []))
+    steps.run(
+        "the final stage's metrics" + (", by query type" if typed else ""),
+        "metrics",
+        f"{experiment}.merge.1",
+        *(["--by-type"] if typed else []),
+    )
     if out is None:
         return
     out.mkdir(parents=True, exist_ok=True)
     from ..reporting import plots
 
     plot = ["--plot", str(out / "sweep-hnsw.png")] if plots.available() else []
-    steps.run("what does a larger ef_search buy? (a short sweep, recall against exact search)",
-              "sweep", "--testset", testset, "--target", target, "--stage", "hnsw",
-              "--param", "hnsw.ef_search=10,20,40,80", "--repeat", "1", "--fresh",
-              "--name", f"{experiment}-sweep", *plot, *isolate)
-    steps.run("a report for people (one HTML file)", "report", experiment, "--format", "html",
-              "--out", str(out / "report.html"), *([] if plot else ["--no-plots"]))
+    steps.run(
+        "what does a larger ef_search buy? (a short sweep, recall against exact search)",
+        "sweep",
+        "--testset",
+        testset,
+        "--target",
+        target,
+        "--stage",
+        "hnsw",
+        "--param",
+        "hnsw.ef_search=10,20,40,80",
+        "--repeat",
+        "1",
+        "--fresh",
+        "--name",
+        f"{experiment}-sweep",
+        *plot,
+        *isolate,
+    )
+    steps.run(
+        "a report for people (one HTML file)",
+        "report",
+        experiment,
+        "--format",
+        "html",
+        "--out",
+        str(out / "report.html"),
+        *([] if plot else ["--no-plots"]),
+    )
 
 
 def _clean_up(database, target: str | None) -> None:
@@ -220,25 +299,32 @@ def _clean_up(database, target: str | None) -> None:
 
         with database.connect(autocommit=True) as conn:
             targets.remove(conn, target)
-    click.echo(f"\n(dropped schema {SCHEMA}" + (f" and target {target}" if target else "")
-               + "; runs stay in schema pgeval — `pgeval run list`)")
+    click.echo(
+        f"\n(dropped schema {SCHEMA}"
+        + (f" and target {target}" if target else "")
+        + "; runs stay in schema pgeval — `pgeval run list`)"
+    )
 
 
 def _next_steps(database, keep: bool) -> None:
     click.secho("\n# what next", fg="cyan", bold=True)
-    click.echo("On your own table (a test set of queries with judged chunk ids, see "
-               "docs/ for its formats):\n"
-               "  pgeval testset load my-cases.jsonl --name kb-v1\n"
-               "  pgeval target add kb --table chunks --id-column id --vector-column embedding "
-               "--text-column content\n"
-               "  pgeval run pipeline --testset kb-v1 --target kb --stages exact,hnsw,bm25,merge "
-               "--name first\n"
-               "  pgeval stage-report first")
+    click.echo(
+        "On your own table (a test set of queries with judged chunk ids, see "
+        "docs/ for its formats):\n"
+        "  pgeval testset load my-cases.jsonl --name kb-v1\n"
+        "  pgeval target add kb --table chunks --id-column id --vector-column embedding "
+        "--text-column content\n"
+        "  pgeval run pipeline --testset kb-v1 --target kb --stages exact,hnsw,bm25,merge "
+        "--name first\n"
+        "  pgeval stage-report first"
+    )
     if keep:
         click.echo(f"The demo's table stays in {SCHEMA}.chunks (--keep).")
     if database.embedded:
-        click.echo("The embedded PostgreSQL server is still running (it keeps your runs): "
-                   "stop it with `pgeval db stop`.")
+        click.echo(
+            "The embedded PostgreSQL server is still running (it keeps your runs): "
+            "stop it with `pgeval db stop`."
+        )
 
 
 def _load_testset(database, cases: Path, name: str, load_args: list[str]) -> None:
@@ -254,10 +340,18 @@ def _load_testset(database, cases: Path, name: str, load_args: list[str]) -> Non
 def _add_target(database, name: str, created: list) -> None:
     """Add the demo's target under ``name`` unless another definition has it (Conflict); note in
     ``created`` whether this call added it."""
-    from ..target import catalog, targets as t
+    from ..target import catalog
+    from ..target import targets as t
 
-    tg = t.Target(name=name, schema=SCHEMA, table="chunks", id_column="chunk_id",
-                  vector_column="embedding", text_column="content", distance="cosine")
+    tg = t.Target(
+        name=name,
+        schema=SCHEMA,
+        table="chunks",
+        id_column="chunk_id",
+        vector_column="embedding",
+        text_column="content",
+        distance="cosine",
+    )
     with database.connect(results=False, autocommit=True, read_only=True) as kb:
         catalog.validate(kb, tg)
     with database.connect() as conn:

@@ -13,9 +13,10 @@ is validated before anything is written, and written in one transaction.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..core import strict_json
 from ..core.errors import Conflict, InputError
@@ -46,18 +47,27 @@ def _ids(value: Any, file: str, line: int, name: str, qid: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise InputError(f"query '{qid}': '{name}' must be a list of chunk ids", file=file,
-                         line=line, field=name)
+        raise InputError(
+            f"query '{qid}': '{name}' must be a list of chunk ids", file=file, line=line, field=name
+        )
     out: list[str] = []
     for item in value:
         try:
-            chunk = ident(item, "chunk id")   # the one rule for ids (as the test set reads them)
+            chunk = ident(item, "chunk id")  # the one rule for ids (as the test set reads them)
         except ValueError as exc:
-            raise InputError(f"query '{qid}': '{name}' holds {item!r}, not a chunk id ({exc})",
-                             file=file, line=line, field=name) from None
+            raise InputError(
+                f"query '{qid}': '{name}' holds {item!r}, not a chunk id ({exc})",
+                file=file,
+                line=line,
+                field=name,
+            ) from None
         if chunk in out:
-            raise InputError(f"query '{qid}': chunk '{chunk}' is listed twice in '{name}'",
-                             file=file, line=line, field=name)
+            raise InputError(
+                f"query '{qid}': chunk '{chunk}' is listed twice in '{name}'",
+                file=file,
+                line=line,
+                field=name,
+            )
         out.append(chunk)
     return out
 
@@ -68,8 +78,9 @@ def parse_line(text: str, file: str, line: int) -> Answer:
     except strict_json.DuplicateKey as exc:
         raise InputError(str(exc), file=file, line=line, field=exc.field) from None
     except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON ({exc.msg}, column {exc.colno})", file=file,
-                         line=line) from None
+        raise InputError(
+            f"not valid JSON ({exc.msg}, column {exc.colno})", file=file, line=line
+        ) from None
     if not isinstance(obj, dict):
         raise InputError("each line must be a JSON object", file=file, line=line)
     qid = obj.get("query_id")
@@ -81,21 +92,33 @@ def parse_line(text: str, file: str, line: int) -> Answer:
         raise InputError(str(exc), file=file, line=line, field="query_id") from None
     answer = obj.get("answer")
     if not isinstance(answer, str):
-        raise InputError(f"query '{qid}': 'answer' must be a string", file=file, line=line,
-                         field="answer")
+        raise InputError(
+            f"query '{qid}': 'answer' must be a string", file=file, line=line, field="answer"
+        )
     cited = _ids(obj.get("cited"), file, line, "cited", qid)
     supported = _ids(obj.get("supported"), file, line, "supported", qid)
     for chunk in supported:
         if chunk not in cited:
-            raise InputError(f"query '{qid}': chunk '{chunk}' is supported but not cited",
-                             file=file, line=line, field="supported")
+            raise InputError(
+                f"query '{qid}': chunk '{chunk}' is supported but not cited",
+                file=file,
+                line=line,
+                field="supported",
+            )
     latency = obj.get("latency_ms")
-    if latency is not None and (isinstance(latency, bool) or not isinstance(latency, (int, float))
-                                or latency < 0 or latency != latency):
-        raise InputError(f"query '{qid}': latency_ms must be a number >= 0, got {latency!r}",
-                         file=file, line=line, field="latency_ms")
-    return Answer(line, qid, answer, cited, supported,
-                  None if latency is None else float(latency))
+    if latency is not None and (
+        isinstance(latency, bool)
+        or not isinstance(latency, (int, float))
+        or latency < 0
+        or latency != latency
+    ):
+        raise InputError(
+            f"query '{qid}': latency_ms must be a number >= 0, got {latency!r}",
+            file=file,
+            line=line,
+            field="latency_ms",
+        )
+    return Answer(line, qid, answer, cited, supported, None if latency is None else float(latency))
 
 
 def read_answers(path: str | Path) -> list[Answer]:
@@ -115,8 +138,12 @@ def read_answers(path: str | Path) -> list[Answer]:
             continue
         a = parse_line(raw, name, no)
         if a.query_id in seen:
-            raise InputError(f"query '{a.query_id}' already answered on line {seen[a.query_id]}",
-                             file=name, line=no, field="query_id")
+            raise InputError(
+                f"query '{a.query_id}' already answered on line {seen[a.query_id]}",
+                file=name,
+                line=no,
+                field="query_id",
+            )
         seen[a.query_id] = no
         out.append(a)
     if not out:
@@ -124,24 +151,35 @@ def read_answers(path: str | Path) -> list[Answer]:
     return out
 
 
-def import_answers(conn: Any, path: str | Path, run_name: str, *, replace: bool = False) -> ImportReport:
+def import_answers(
+    conn: Any, path: str | Path, run_name: str, *, replace: bool = False
+) -> ImportReport:
     """Validate ``path`` against the run's test set and store its answers (all or nothing)."""
     answers = read_answers(path)
     run = resolve_run(conn, run_name)
-    known = dict(conn.execute(
-        "SELECT query_id, answerable FROM pgeval.query WHERE testset_id = %s",
-        (run.testset_id,)).fetchall())
+    known = dict(
+        conn.execute(
+            "SELECT query_id, answerable FROM pgeval.query WHERE testset_id = %s", (run.testset_id,)
+        ).fetchall()
+    )
     for a in answers:
         if a.query_id not in known:
-            raise InputError(f"query '{a.query_id}' is not in test set '{run.testset}'",
-                             file=str(path), line=a.line, field="query_id")
+            raise InputError(
+                f"query '{a.query_id}' is not in test set '{run.testset}'",
+                file=str(path),
+                line=a.line,
+                field="query_id",
+            )
     report = ImportReport(run=run.name, file=str(path), imported=len(answers))
     with conn.transaction():
-        existing = conn.execute("SELECT count(*) FROM pgeval.answer WHERE run_id = %s",
-                                (run.run_id,)).fetchone()[0]
+        existing = conn.execute(
+            "SELECT count(*) FROM pgeval.answer WHERE run_id = %s", (run.run_id,)
+        ).fetchone()[0]
         if existing and not replace:
-            raise Conflict(f"run '{run.name}' already has {existing} answers (use --replace to "
-                           "swap them for this file)")
+            raise Conflict(
+                f"run '{run.name}' already has {existing} answers (use --replace to "
+                "swap them for this file)"
+            )
         if existing:
             conn.execute("DELETE FROM pgeval.answer WHERE run_id = %s", (run.run_id,))
             report.replaced = existing
@@ -149,16 +187,31 @@ def import_answers(conn: Any, path: str | Path, run_name: str, *, replace: bool 
             cur.executemany(
                 "INSERT INTO pgeval.answer (run_id, query_id, answer, cited, supported, latency_ms,"
                 " source_file) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                [(run.run_id, a.query_id, a.answer, a.cited, a.supported, a.latency_ms,
-                  Path(path).name) for a in answers])
+                [
+                    (
+                        run.run_id,
+                        a.query_id,
+                        a.answer,
+                        a.cited,
+                        a.supported,
+                        a.latency_ms,
+                        Path(path).name,
+                    )
+                    for a in answers
+                ],
+            )
     missing = len(known) - len(answers)
     if missing:
-        report.warnings.append(f"{missing} queries of test set '{run.testset}' have no answer "
-                               "and score 0 on citation precision and answer accuracy")
+        report.warnings.append(
+            f"{missing} queries of test set '{run.testset}' have no answer "
+            "and score 0 on citation precision and answer accuracy"
+        )
     s = summary(conn, run.run_id)
     if s and s["unjudged"]:
-        report.warnings.append(f"{s['unjudged']} answerable queries have no expected facts: their "
-                               "answers cannot be judged and are left out of answer accuracy")
+        report.warnings.append(
+            f"{s['unjudged']} answerable queries have no expected facts: their "
+            "answers cannot be judged and are left out of answer accuracy"
+        )
     return report
 
 
@@ -176,11 +229,13 @@ def per_query(conn: Any, run_id: int, refusals: list[str] | None = None) -> list
 
 
 def has_answers(conn: Any, run_id: int) -> bool:
-    return conn.execute("SELECT EXISTS (SELECT 1 FROM pgeval.answer WHERE run_id = %s)",
-                        (run_id,)).fetchone()[0]
+    return conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pgeval.answer WHERE run_id = %s)", (run_id,)
+    ).fetchone()[0]
 
 
 # ---- refusal phrases ---------------------------------------------------------------------------
+
 
 def refusal_phrases(conn: Any) -> tuple[list[str], bool]:
     """The phrases in force and whether they are the built-in defaults."""
@@ -188,8 +243,9 @@ def refusal_phrases(conn: Any) -> tuple[list[str], bool]:
     return conn.execute("SELECT pgeval.refusal_phrases()").fetchone()[0], not custom
 
 
-def set_refusal_phrases(conn: Any, *, add: Sequence[str] = (), remove: Sequence[str] = (),
-                        reset: bool = False) -> list[str]:
+def set_refusal_phrases(
+    conn: Any, *, add: Sequence[str] = (), remove: Sequence[str] = (), reset: bool = False
+) -> list[str]:
     """Edit the configured list. The first edit starts from the defaults, so `--add` extends them
     and `--remove` drops one of them; `reset` goes back to the defaults."""
     for p in add:
@@ -199,19 +255,28 @@ def set_refusal_phrases(conn: Any, *, add: Sequence[str] = (), remove: Sequence[
         if reset:
             conn.execute("DELETE FROM pgeval.refusal_phrase")
         if add or remove:
-            conn.execute("INSERT INTO pgeval.refusal_phrase (phrase) SELECT unnest("
-                         "pgeval.default_refusal_phrases()) WHERE NOT EXISTS "
-                         "(SELECT 1 FROM pgeval.refusal_phrase)")
+            conn.execute(
+                "INSERT INTO pgeval.refusal_phrase (phrase) SELECT unnest("
+                "pgeval.default_refusal_phrases()) WHERE NOT EXISTS "
+                "(SELECT 1 FROM pgeval.refusal_phrase)"
+            )
             current = {r[0] for r in conn.execute("SELECT phrase FROM pgeval.refusal_phrase")}
             for p in remove:
                 if p not in current:
                     raise InputError(f"'{p}' is not a refusal phrase in force", field="--remove")
-            conn.execute("DELETE FROM pgeval.refusal_phrase WHERE phrase = ANY (%s)",
-                         (list(remove),))
-            conn.execute("INSERT INTO pgeval.refusal_phrase (phrase) SELECT unnest(%s::text[]) "
-                         "ON CONFLICT DO NOTHING", (list(add),))
+            conn.execute(
+                "DELETE FROM pgeval.refusal_phrase WHERE phrase = ANY (%s)", (list(remove),)
+            )
+            conn.execute(
+                "INSERT INTO pgeval.refusal_phrase (phrase) SELECT unnest(%s::text[]) "
+                "ON CONFLICT DO NOTHING",
+                (list(add),),
+            )
             left = conn.execute("SELECT count(*) FROM pgeval.refusal_phrase").fetchone()[0]
             if not left:
-                raise InputError("removing every refusal phrase would bring back the defaults; "
-                                 "keep at least one (or use --reset)", field="--remove")
+                raise InputError(
+                    "removing every refusal phrase would bring back the defaults; "
+                    "keep at least one (or use --reset)",
+                    field="--remove",
+                )
     return refusal_phrases(conn)[0]

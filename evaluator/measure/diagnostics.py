@@ -42,9 +42,12 @@ class RunRef:
 
 
 def _run(conn: Any, name: str) -> RunRef:
-    row = conn.execute("SELECT run_id, name, stage, coalesce(params->>'kind', stage), "
-                       "testset_id, experiment_id, repetition, depth, params "
-                       "FROM pgeval.run WHERE name = %s", (name,)).fetchone()
+    row = conn.execute(
+        "SELECT run_id, name, stage, coalesce(params->>'kind', stage), "
+        "testset_id, experiment_id, repetition, depth, params "
+        "FROM pgeval.run WHERE name = %s",
+        (name,),
+    ).fetchone()
     if row is None:
         raise NotFound(f"no run named '{name}' (see `pgeval run list`)")
     return RunRef(*row)
@@ -60,7 +63,8 @@ def serving_runs(conn: Any, run: RunRef) -> list[RunRef]:
         "SELECT run_id, name, stage, coalesce(params->>'kind', stage), testset_id, "
         "experiment_id, repetition, depth, params FROM pgeval.run WHERE experiment_id = %s "
         "AND repetition = %s AND coalesce(params->>'kind', stage) = ANY(%s) ORDER BY run_id",
-        (run.experiment_id, run.repetition, list(VECTOR_KINDS))).fetchall()
+        (run.experiment_id, run.repetition, list(VECTOR_KINDS)),
+    ).fetchall()
     return [RunRef(*r) for r in rows]
 
 
@@ -71,24 +75,31 @@ def flagged(conn: Any, run: RunRef, measures: list[str] | None = None) -> list[d
 
 
 def stored(conn: Any, run_ids: list[int]) -> dict[tuple[int, str], dict]:
-    return {(r, q): p for r, q, p in conn.execute(
-        "SELECT run_id, query_id, plan FROM pgeval.query_plan WHERE run_id = ANY(%s)",
-        (run_ids,)).fetchall()}
+    return {
+        (r, q): p
+        for r, q, p in conn.execute(
+            "SELECT run_id, query_id, plan FROM pgeval.query_plan WHERE run_id = ANY(%s)",
+            (run_ids,),
+        ).fetchall()
+    }
 
 
 def _embeddings(conn: Any, testset_id: int, label: str | None, query_ids: list[str]) -> dict:
     rows = conn.execute(
         "SELECT query_id, embedding::text FROM pgeval.query_embedding WHERE testset_id = %s "
-        "AND embedder = %s AND query_id = ANY(%s)", (testset_id, label, query_ids)).fetchall()
+        "AND embedder = %s AND query_id = ANY(%s)",
+        (testset_id, label, query_ids),
+    ).fetchall()
     return {q: np.array(v.strip("[]").split(","), dtype=np.float32) for q, v in rows}
 
 
-def capture(database: Database, run_name: str, *, refresh: bool = False,
-            measures: list[str] | None = None) -> dict:
+def capture(
+    database: Database, run_name: str, *, refresh: bool = False, measures: list[str] | None = None
+) -> dict:
     """Capture (or keep) the plans of ``run_name``'s flagged queries; returns counts."""
-    from ..target import targets
     from ..stages import registry
     from ..stages.base import StageContext
+    from ..target import targets
 
     with database.connect() as res:
         run = _run(res, run_name)
@@ -97,8 +108,13 @@ def capture(database: Database, run_name: str, *, refresh: bool = False,
         runs = serving_runs(res, run)
         have = stored(res, [r.run_id for r in runs])
         res.commit()
-        out: dict[str, Any] = {"flagged_queries": len(qids), "captured": 0, "kept": 0, "no_embedding": 0,
-               "runs": [r.name for r in runs]}
+        out: dict[str, Any] = {
+            "flagged_queries": len(qids),
+            "captured": 0,
+            "kept": 0,
+            "no_embedding": 0,
+            "runs": [r.name for r in runs],
+        }
         if not qids or not runs:
             return out
         isolated = any((r.params or {}).get("isolated_from") for r in runs)
@@ -114,19 +130,29 @@ def capture(database: Database, run_name: str, *, refresh: bool = False,
                 out["no_embedding"] += len([q for q in todo if q not in vecs])
                 stage = registry.get(r.kind)
                 ctx = StageContext(
-                    kb=kb, results=res, target=target, testset="", testset_id=r.testset_id,
-                    experiment=None, experiment_id=r.experiment_id, repetition=r.repetition,
-                    stage=r.stage, depth=r.depth or 100,
+                    kb=kb,
+                    results=res,
+                    target=target,
+                    testset="",
+                    testset_id=r.testset_id,
+                    experiment=None,
+                    experiment_id=r.experiment_id,
+                    repetition=r.repetition,
+                    stage=r.stage,
+                    depth=r.depth or 100,
                     settings={k: str(v) for k, v in (p.get("settings") or {}).items()},
                     options={"overfetch": str(p.get("overfetch") or 1.0)},
-                    isolate_index=bool(p.get("isolated_from")))
+                    isolate_index=bool(p.get("isolated_from")),
+                )
                 plans = _explain(stage, ctx, [(q, vecs[q]) for q in todo if q in vecs])
                 with res.transaction():
                     for q, plan in plans:
-                        res.execute("INSERT INTO pgeval.query_plan (run_id, query_id, plan) "
-                                    "VALUES (%s, %s, %s) ON CONFLICT (run_id, query_id) DO "
-                                    "UPDATE SET plan = EXCLUDED.plan",
-                                    (r.run_id, q, json.dumps(plan)))
+                        res.execute(
+                            "INSERT INTO pgeval.query_plan (run_id, query_id, plan) "
+                            "VALUES (%s, %s, %s) ON CONFLICT (run_id, query_id) DO "
+                            "UPDATE SET plan = EXCLUDED.plan",
+                            (r.run_id, q, json.dumps(plan)),
+                        )
                 res.commit()
                 out["captured"] += len(plans)
     return out
@@ -134,7 +160,7 @@ def capture(database: Database, run_name: str, *, refresh: bool = False,
 
 def _explain(stage, ctx: StageContext, queries) -> list[tuple[str, dict]]:
     """EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) of each query inside the stage's transaction."""
-    assert ctx.target is not None   # a stage with a table has a target
+    assert ctx.target is not None  # a stage with a table has a target
     from datetime import datetime, timezone
 
     from ..stages import vector_sql
@@ -145,16 +171,22 @@ def _explain(stage, ctx: StageContext, queries) -> list[tuple[str, dict]]:
     try:
         stmt, params, _ = vector_sql.per_query(ctx.target, ctx.depth, **stage._sql_kw(ctx))
         explain = sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ") + stmt
-        forced = {k: v for k, v in tx["settings"].items()
-                  if k.startswith("enable_") and str(v).lower() in ("off", "false", "0")}
+        forced = {
+            k: v
+            for k, v in tx["settings"].items()
+            if k.startswith("enable_") and str(v).lower() in ("off", "false", "0")
+        }
         out = []
         for qid, vec in queries:
             doc = ctx.kb.execute(explain, dict(params, q=vec)).fetchone()[0]  # type: ignore[index]  # EXPLAIN: one row
             if isinstance(doc, str):
                 doc = json.loads(doc)
-            plan = {"explain": doc[0], "settings": tx["settings"],
-                    "captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-            if forced:     # the run forced the planner: what it chooses by itself, next to it
+            plan = {
+                "explain": doc[0],
+                "settings": tx["settings"],
+                "captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            }
+            if forced:  # the run forced the planner: what it chooses by itself, next to it
                 plan["chosen"] = _unforced(ctx.kb, stmt, dict(params, q=vec), forced)
             out.append((qid, plan))
         return out
@@ -169,8 +201,9 @@ def _unforced(kb: Any, stmt, params, forced: dict) -> dict:
 
     with kb.transaction(force_rollback=True):
         for name in forced:
-            kb.execute("SELECT set_config(name, reset_val, true) FROM pg_settings "
-                       "WHERE name = %s", (name,))
+            kb.execute(
+                "SELECT set_config(name, reset_val, true) FROM pg_settings WHERE name = %s", (name,)
+            )
         plan = explain(kb, stmt, params)
     return {"plan": plan, "without": sorted(forced)}
 
@@ -182,14 +215,17 @@ def summarize(plan: dict) -> dict:
 
     top = plan["explain"]["Plan"]
     chosen = plan.get("chosen")
-    return {"access": access_path(top),
-            "chosen_access": access_path(chosen["plan"]) if chosen else None,
-            "forced_by": ", ".join(f"{k}=off" for k in chosen["without"]) if chosen else None,
-            "rows": top.get("Actual Rows"),
-            "execution_ms": plan["explain"].get("Execution Time"),
-            "planning_ms": plan["explain"].get("Planning Time"),
-            "shared_hit": top.get("Shared Hit Blocks"), "shared_read": top.get("Shared Read Blocks"),
-            "captured_at": plan.get("captured_at")}
+    return {
+        "access": access_path(top),
+        "chosen_access": access_path(chosen["plan"]) if chosen else None,
+        "forced_by": ", ".join(f"{k}=off" for k in chosen["without"]) if chosen else None,
+        "rows": top.get("Actual Rows"),
+        "execution_ms": plan["explain"].get("Execution Time"),
+        "planning_ms": plan["explain"].get("Planning Time"),
+        "shared_hit": top.get("Shared Hit Blocks"),
+        "shared_read": top.get("Shared Read Blocks"),
+        "captured_at": plan.get("captured_at"),
+    }
 
 
 def show(database: Database, run_name: str, measures: list[str] | None = None) -> list[dict]:
@@ -210,8 +246,15 @@ def show_in(res: Any, run_name: str, measures: list[str] | None = None) -> list[
     for f in flags:
         for r in runs:
             plan = plans.get((r.run_id, f["query_id"]))
-            rows.append({"query_id": f["query_id"], "flag": f["flag"], "measure": f["measure"],
-                         "value": f["value"], "stage_run": r.name,
-                         **(summarize(plan) if plan else {"access": None}),
-                         "plan": plan})
+            rows.append(
+                {
+                    "query_id": f["query_id"],
+                    "flag": f["flag"],
+                    "measure": f["measure"],
+                    "value": f["value"],
+                    "stage_run": r.name,
+                    **(summarize(plan) if plan else {"access": None}),
+                    "plan": plan,
+                }
+            )
     return rows

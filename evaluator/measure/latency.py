@@ -11,11 +11,14 @@ PERCENTILES = (0.5, 0.95, 0.99)
 KEYS = {"retrieval": "latency", "answer": "answer_latency"}
 
 
-def percentiles(conn: Any, run_id: int, source: str = "retrieval",
-                fractions: tuple[float, ...] = PERCENTILES) -> dict:
+def percentiles(
+    conn: Any, run_id: int, source: str = "retrieval", fractions: tuple[float, ...] = PERCENTILES
+) -> dict:
     """``{"n": 40, "p50_ms": ..., "p95_ms": ..., "p99_ms": ...}``; values None without timings."""
-    rows = conn.execute("SELECT percentile, latency_ms, n FROM pgeval.run_latency(%s, %s, %s)",
-                        (run_id, list(fractions), source)).fetchall()
+    rows = conn.execute(
+        "SELECT percentile, latency_ms, n FROM pgeval.run_latency(%s, %s, %s)",
+        (run_id, list(fractions), source),
+    ).fetchall()
     out: dict = {"n": rows[0][2] if rows else 0}
     for frac, value, _ in rows:
         out[f"p{_label(frac)}_ms"] = value

@@ -17,7 +17,7 @@ RANKED = ("recall", "mrr", "ndcg", "precision", "hit")
 ANSWER = ("citation_precision", "answer_accuracy")
 MAX_K = 100_000
 
-_RANKED = re.compile(r"^(%s)@([1-9][0-9]{0,5})$" % "|".join(RANKED))
+_RANKED = re.compile(r"^(" + "|".join(RANKED) + r")@([1-9][0-9]{0,5})$")
 _LATENCY = re.compile(r"^(answer_)?latency_p[0-9]{1,2}(_[0-9]+)?_ms$")
 
 
@@ -32,11 +32,17 @@ def parse_ranked(measure: str) -> tuple[str, int] | None:
 
 def is_known(measure: str) -> bool:
     """A measure a report or a gate can name: ranked, answer or latency."""
-    return (parse_ranked(measure) is not None or measure in ANSWER
-            or _LATENCY.match(measure) is not None)
+    return (
+        parse_ranked(measure) is not None
+        or measure in ANSWER
+        or _LATENCY.match(measure) is not None
+    )
 
 
 def spelled() -> str:
     """How the known measures are written, for error messages."""
-    return ", ".join([f"{name}@K" for name in RANKED] + list(ANSWER)
-                     + ["latency_p95_ms", "answer_latency_p95_ms"])
+    return ", ".join(
+        [f"{name}@K" for name in RANKED]
+        + list(ANSWER)
+        + ["latency_p95_ms", "answer_latency_p95_ms"]
+    )

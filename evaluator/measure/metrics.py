@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import measures, stage_method
 from ..core.errors import IncompleteRun, InputError, NotFound, PgevalError, first_line
+from . import measures, stage_method
 
 if TYPE_CHECKING:
     from ..core.db import Database
@@ -20,8 +20,9 @@ MIN_VALID_QUERIES = 200
 MAX_K = measures.MAX_K
 
 
-def measures_for(k: list[int] | None = None, ndcg_k: list[int] | None = None,
-                 mrr_k: list[int] | None = None) -> list[str]:
+def measures_for(
+    k: list[int] | None = None, ndcg_k: list[int] | None = None, mrr_k: list[int] | None = None
+) -> list[str]:
     """The measure list: Recall@K for each K, MRR@K, nDCG@K, then Precision@K and Hit@K."""
     k = list(k or DEFAULT_RECALL_K)
     ndcg_k = list(ndcg_k or DEFAULT_NDCG_K)
@@ -29,11 +30,16 @@ def measures_for(k: list[int] | None = None, ndcg_k: list[int] | None = None,
     for option, values in (("--k", k), ("--ndcg-k", ndcg_k), ("--mrr-k", mrr_k)):
         for value in values:
             if not 1 <= value <= MAX_K:
-                raise InputError(f"cut-off K must be between 1 and {MAX_K:,}, got {value}",
-                                 field=option)
-    return ([f"recall@{x}" for x in k] + [f"mrr@{x}" for x in mrr_k]
-            + [f"ndcg@{x}" for x in ndcg_k] + [f"precision@{x}" for x in k]
-            + [f"hit@{x}" for x in k])
+                raise InputError(
+                    f"cut-off K must be between 1 and {MAX_K:,}, got {value}", field=option
+                )
+    return (
+        [f"recall@{x}" for x in k]
+        + [f"mrr@{x}" for x in mrr_k]
+        + [f"ndcg@{x}" for x in ndcg_k]
+        + [f"precision@{x}" for x in k]
+        + [f"hit@{x}" for x in k]
+    )
 
 
 @dataclass
@@ -59,7 +65,9 @@ def resolve_run(conn: Any, name: str) -> RunInfo:
                   r.order_rule, r.repetition, e.name, r.config_hash, r.timing_boundary, r.params
              FROM pgeval.run r JOIN pgeval.testset t USING (testset_id)
              LEFT JOIN pgeval.experiment e USING (experiment_id)
-            WHERE r.name = %s""", (name,)).fetchone()
+            WHERE r.name = %s""",
+        (name,),
+    ).fetchone()
     if row is None:
         raise NotFound(f"no run named '{name}' (see `pgeval run list`)")
     return RunInfo(*row)
@@ -78,16 +86,23 @@ class Evaluation:
     by_type: list[dict] | None = None
     flagged: list[dict] | None = None
     warnings: list[str] = field(default_factory=list)
-    plans: list[dict] | None = None     # flagged queries with their stored plans (not in as_dict)
+    plans: list[dict] | None = None  # flagged queries with their stored plans (not in as_dict)
 
     def as_dict(self) -> dict:
         return {
-            "run": self.run.name, "testset": self.run.testset, "stage": self.run.stage,
+            "run": self.run.name,
+            "testset": self.run.testset,
+            "stage": self.run.stage,
             "stage_label": stage_method.label(self.run.stage, self.run.stage, self.run.params),
-            "status": self.run.status, "config_hash": self.run.config_hash,
-            "order_rule": self.run.order_rule, "rel": self.rel,
-            "domain_discount": self.domain_discount, "counts": self.counts,
-            "summary": self.summary, "acceptance": self.levels, "warnings": self.warnings,
+            "status": self.run.status,
+            "config_hash": self.run.config_hash,
+            "order_rule": self.run.order_rule,
+            "rel": self.rel,
+            "domain_discount": self.domain_discount,
+            "counts": self.counts,
+            "summary": self.summary,
+            "acceptance": self.levels,
+            "warnings": self.warnings,
             **({"per_query": self.per_query} if self.per_query is not None else {}),
             **({"by_type": self.by_type} if self.by_type is not None else {}),
             **({"flagged": self.flagged} if self.flagged is not None else {}),
@@ -104,8 +119,11 @@ def per_query(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> list
     import psycopg
 
     try:
-        rows = conn.execute("SELECT query_id, measure, value FROM pgeval.per_query(%s, %s, %s) "
-                            "ORDER BY query_id COLLATE \"C\", ord", (run_id, measures, rel)).fetchall()
+        rows = conn.execute(
+            "SELECT query_id, measure, value FROM pgeval.per_query(%s, %s, %s) "
+            'ORDER BY query_id COLLATE "C", ord',
+            (run_id, measures, rel),
+        ).fetchall()
     except psycopg.errors.InvalidParameterValue as exc:
         raise _sql_error(exc) from None
     out: dict[str, dict] = {}
@@ -118,8 +136,9 @@ def summary(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> dict[s
     import psycopg
 
     try:
-        rows = conn.execute("SELECT measure, value FROM pgeval.summary(%s, %s, %s)",
-                            (run_id, measures, rel)).fetchall()
+        rows = conn.execute(
+            "SELECT measure, value FROM pgeval.summary(%s, %s, %s)", (run_id, measures, rel)
+        ).fetchall()
     except psycopg.errors.InvalidParameterValue as exc:
         raise _sql_error(exc) from None
     return {m: v for m, v in rows}
@@ -139,15 +158,18 @@ def levels(conn: Any, values: dict[str, float | None], domain_discount: float = 
     try:
         rows = conn.execute(
             "SELECT m, pgeval.acceptance(m, v, %s) FROM unnest(%s::text[], %s::float8[]) AS u(m, v)",
-            (domain_discount, list(values), list(values.values()))).fetchall()
+            (domain_discount, list(values), list(values.values())),
+        ).fetchall()
     except psycopg.errors.InvalidParameterValue as exc:
         raise InputError(first_line(exc), field="--domain-discount") from None
     return {m: lvl for m, lvl in rows if lvl is not None}
 
 
 def by_type(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
-    rows = conn.execute("SELECT query_type, measure, value, n_valid FROM pgeval.by_type(%s, %s, %s)",
-                        (run_id, measures, rel)).fetchall()
+    rows = conn.execute(
+        "SELECT query_type, measure, value, n_valid FROM pgeval.by_type(%s, %s, %s)",
+        (run_id, measures, rel),
+    ).fetchall()
     out: dict[str, dict] = {}
     for qtype, measure, value, n in rows:
         out.setdefault(qtype, {"type": qtype, "queries": n})[measure] = value
@@ -155,15 +177,27 @@ def by_type(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> list[d
 
 
 def flagged(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
-    rows = conn.execute("SELECT query_id, flag, measure, value FROM pgeval.flagged(%s, %s, %s)",
-                        (run_id, measures, rel)).fetchall()
+    rows = conn.execute(
+        "SELECT query_id, flag, measure, value FROM pgeval.flagged(%s, %s, %s)",
+        (run_id, measures, rel),
+    ).fetchall()
     return [{"query_id": q, "flag": f, "measure": m, "value": v} for q, f, m, v in rows]
 
 
-def evaluate(conn: Any, run_name: str, measures: list[str] | None = None, *, rel: int = 1,
-             domain_discount: float = 0.0, with_per_query: bool = False,
-             with_by_type: bool = False, with_flagged: bool = False, strict: bool = False,
-             allow_partial: bool = False, min_score: float | None = None) -> Evaluation:
+def evaluate(
+    conn: Any,
+    run_name: str,
+    measures: list[str] | None = None,
+    *,
+    rel: int = 1,
+    domain_discount: float = 0.0,
+    with_per_query: bool = False,
+    with_by_type: bool = False,
+    with_flagged: bool = False,
+    strict: bool = False,
+    allow_partial: bool = False,
+    min_score: float | None = None,
+) -> Evaluation:
     """Everything `pgeval metrics` shows for one run, read from the SQL API."""
     if rel < 1 or rel > 3:
         raise InputError(f"relevance threshold must be 1, 2 or 3, got {rel}", field="--rel")
@@ -172,41 +206,64 @@ def evaluate(conn: Any, run_name: str, measures: list[str] | None = None, *, rel
     warnings: list[str] = []
     if run.status != "complete":
         if not allow_partial:
-            raise IncompleteRun(f"run '{run.name}' is {run.status}, not complete: its numbers "
-                                "would be wrong (`pgeval run resume` it, or --allow-partial to "
-                                "see them labelled)")
-        warnings.append(f"PARTIAL: run '{run.name}' is {run.status}; figures cover only the "
-                        "queries it has finished")
+            raise IncompleteRun(
+                f"run '{run.name}' is {run.status}, not complete: its numbers "
+                "would be wrong (`pgeval run resume` it, or --allow-partial to "
+                "see them labelled)"
+            )
+        warnings.append(
+            f"PARTIAL: run '{run.name}' is {run.status}; figures cover only the "
+            "queries it has finished"
+        )
     c = counts(conn, run.run_id, rel, min_score)
     if c["valid"] == 0:
-        raise PgevalError(f"test set '{run.testset}' has no valid query (none has a chunk of "
-                          f"grade >= {rel}): no metric can be computed")
+        raise PgevalError(
+            f"test set '{run.testset}' has no valid query (none has a chunk of "
+            f"grade >= {rel}): no metric can be computed"
+        )
     if c["valid"] < MIN_VALID_QUERIES:
-        text = (f"only {c['valid']} valid queries (< {MIN_VALID_QUERIES}): the figures are not "
-                "statistically meaningful")
+        text = (
+            f"only {c['valid']} valid queries (< {MIN_VALID_QUERIES}): the figures are not "
+            "statistically meaningful"
+        )
         if strict:
             raise PgevalError(text + " (--strict)")
         warnings.append(text)
     if c["no_result"]:
         warnings.append(f"{c['no_result']} valid queries have no result in this run and score 0")
-    failed = conn.execute("SELECT count(*), min(query_id) FROM pgeval.query_failure "
-                          "WHERE run_id = %s", (run.run_id,)).fetchone()
-    if failed[0]:       # a live service stage (stages/service.py) got no answer for them
-        warnings.append(f"{failed[0]} queries got no answer from the service (first: "
-                        f"'{failed[1]}'; recorded in pgeval.query_failure) and count as empty "
-                        "lists")
+    failed = conn.execute(
+        "SELECT count(*), min(query_id) FROM pgeval.query_failure WHERE run_id = %s", (run.run_id,)
+    ).fetchone()
+    if failed[0]:  # a live service stage (stages/service.py) got no answer for them
+        warnings.append(
+            f"{failed[0]} queries got no answer from the service (first: "
+            f"'{failed[1]}'; recorded in pgeval.query_failure) and count as empty "
+            "lists"
+        )
     values = summary(conn, run.run_id, measures, rel)
     return Evaluation(
-        run=run, measures=measures, rel=rel, summary=values,
-        levels=levels(conn, values, domain_discount), counts=c, domain_discount=domain_discount,
+        run=run,
+        measures=measures,
+        rel=rel,
+        summary=values,
+        levels=levels(conn, values, domain_discount),
+        counts=c,
+        domain_discount=domain_discount,
         per_query=per_query(conn, run.run_id, measures, rel) if with_per_query else None,
         by_type=by_type(conn, run.run_id, measures, rel) if with_by_type else None,
         flagged=flagged(conn, run.run_id, measures, rel) if with_flagged else None,
-        warnings=warnings)
+        warnings=warnings,
+    )
 
 
-def evaluate_in(database: Database, run_name: str, measures: list[str] | None = None, *,
-                plans: bool = False, **kwargs: Any) -> Evaluation:
+def evaluate_in(
+    database: Database,
+    run_name: str,
+    measures: list[str] | None = None,
+    *,
+    plans: bool = False,
+    **kwargs: Any,
+) -> Evaluation:
     """:func:`evaluate` with every figure read in one snapshot of ``database``; ``plans``: also
     the flagged queries with the stored plan of the stage that served each
     (:func:`evaluator.measure.diagnostics.show_in`; implies ``with_flagged``)."""

@@ -10,8 +10,10 @@ and carries the note.
 from __future__ import annotations
 
 FTS_LABEL = "ts_rank_cd fallback"
-FTS_NOTE = ("ranked by PostgreSQL full-text search (ts_rank_cd), not BM25: pg_textsearch or its "
-            "bm25 index is missing")
+FTS_NOTE = (
+    "ranked by PostgreSQL full-text search (ts_rank_cd), not BM25: pg_textsearch or its "
+    "bm25 index is missing"
+)
 
 
 def method_label(kind: str | None, params: dict | None) -> str | None:

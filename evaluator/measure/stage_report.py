@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from . import stage_method
 from ..core.errors import IncompleteRun, InputError, NotFound
+from . import stage_method
 from .metrics import MIN_VALID_QUERIES
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ PERCENTILES = (0.5, 0.95, 0.99)
 CATEGORIES = {
     "index": "dropped by the ANN index: exact search had it, no path found it",
     "reach": "beyond reach: not even exact or keyword search found it (chunking, embedding, "
-             "query wording)",
+    "query wording)",
     "retrieval": "not retrieved by any path (no exact stage to tell index from reach)",
     "fusion": "a path had it, the merge cut it",
     "rerank": "handed to rerank, not in its top K",
@@ -48,7 +48,7 @@ class StageReport:
     experiment: Experiment
     k: int
     rel: int
-    repetition: int | None           # None: every repetition (means with spread)
+    repetition: int | None  # None: every repetition (means with spread)
     counts: dict
     stages: list[dict]
     chain: list[dict]
@@ -57,34 +57,49 @@ class StageReport:
     worst: list[dict]
     worst_repetition: int
     warnings: list[str] = field(default_factory=list)
-    judged: bool = True              # the test set has graded judgements
-    queries: dict | None = None      # a query-vector source (testset.query_source) when not
+    judged: bool = True  # the test set has graded judgements
+    queries: dict | None = None  # a query-vector source (testset.query_source) when not
 
     def as_dict(self) -> dict:
         e = self.experiment
         return {
-            "experiment": e.name, "testset": e.testset, "status": e.status,
+            "experiment": e.name,
+            "testset": e.testset,
+            "status": e.status,
             "repetitions": e.repetitions,
             "repetition": "all" if self.repetition is None else self.repetition,
-            "k": self.k, "rel": self.rel, "counts": self.counts, "stages": self.stages,
-            "chain": self.chain, "loss_attribution": self.loss,
+            "k": self.k,
+            "rel": self.rel,
+            "counts": self.counts,
+            "stages": self.stages,
+            "chain": self.chain,
+            "loss_attribution": self.loss,
             "loss_by_type": self.loss_by_type,
             "worst_queries": {"repetition": self.worst_repetition, "queries": self.worst},
-            "categories": {c: CATEGORIES[c] for c in CATEGORIES
-                           if any(r["category"] == c for r in self.loss)},
-            "warnings": self.warnings, "judgements": self.judged, "queries": self.queries,
+            "categories": {
+                c: CATEGORIES[c] for c in CATEGORIES if any(r["category"] == c for r in self.loss)
+            },
+            "warnings": self.warnings,
+            "judgements": self.judged,
+            "queries": self.queries,
         }
 
 
 def resolve_experiment(conn: Any, name: str) -> Experiment:
     row = conn.execute(
         "SELECT e.experiment_id, e.name, t.name, e.status, e.config FROM pgeval.experiment e "
-        "JOIN pgeval.testset t USING (testset_id) WHERE e.name = %s", (name,)).fetchone()
+        "JOIN pgeval.testset t USING (testset_id) WHERE e.name = %s",
+        (name,),
+    ).fetchone()
     if row is None:
         raise NotFound(f"no experiment named '{name}' (see `pgeval run list`)")
-    reps = [r[0] for r in conn.execute(
-        "SELECT DISTINCT repetition FROM pgeval.run WHERE experiment_id = %s ORDER BY 1",
-        (row[0],)).fetchall()]
+    reps = [
+        r[0]
+        for r in conn.execute(
+            "SELECT DISTINCT repetition FROM pgeval.run WHERE experiment_id = %s ORDER BY 1",
+            (row[0],),
+        ).fetchall()
+    ]
     if not reps:
         raise NotFound(f"experiment '{name}' has no run yet")
     return Experiment(row[0], row[1], row[2], row[3], row[4] or {}, reps)
@@ -103,19 +118,26 @@ def missing_runs(conn: Any, exp: Experiment, repetition: int | None = None) -> l
             "SELECT sp.label, sp.repetition, sp.run_id FROM pgeval.sweep s JOIN "
             "pgeval.sweep_point sp USING (sweep_id) WHERE s.experiment_id = %s AND "
             "sp.reused_from IS NULL AND (%s::int IS NULL OR sp.repetition = %s) "
-            "ORDER BY sp.repetition, sp.point", (exp.experiment_id, repetition, repetition)
+            "ORDER BY sp.repetition, sp.point",
+            (exp.experiment_id, repetition, repetition),
         ).fetchall()
         wanted = [run_name(exp.name, "exact", rep) for rep in sorted({p[1] for p in points})]
-        wanted += [run_name(exp.name, label, rep) for label, rep, run_id in points
-                   if run_id is None]
+        wanted += [
+            run_name(exp.name, label, rep) for label, rep, run_id in points if run_id is None
+        ]
     elif cfg.get("stages") and all(isinstance(x, dict) for x in cfg["stages"]):
         wanted = [run_name(exp.name, x["name"], rep) for rep in reps for x in cfg["stages"]]
-    else:               # an experiment without a recorded stage list: nothing to check against
+    else:  # an experiment without a recorded stage list: nothing to check against
         return []
-    have = {r[0] for r in conn.execute("SELECT name FROM pgeval.run WHERE experiment_id = %s "
-                                       "AND testset_id = (SELECT testset_id FROM "
-                                       "pgeval.experiment WHERE experiment_id = %s)",
-                                       (exp.experiment_id, exp.experiment_id)).fetchall()}
+    have = {
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM pgeval.run WHERE experiment_id = %s "
+            "AND testset_id = (SELECT testset_id FROM "
+            "pgeval.experiment WHERE experiment_id = %s)",
+            (exp.experiment_id, exp.experiment_id),
+        ).fetchall()
+    }
     return [n for n in wanted if n not in have]
 
 
@@ -126,8 +148,9 @@ def parse_repetition(value: str | int | None) -> int | None:
     try:
         rep = int(str(value).strip())
     except ValueError:
-        raise InputError(f"repetition must be a number or 'all', got {value!r}",
-                         field="--repetition") from None
+        raise InputError(
+            f"repetition must be a number or 'all', got {value!r}", field="--repetition"
+        ) from None
     if rep < 1:
         raise InputError(f"repetition must be >= 1, got {rep}", field="--repetition")
     return rep
@@ -139,7 +162,7 @@ def _rows(conn: Any, query: str, params: Any) -> list[dict]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
-COUNTS = ("chunks", "relevant", "valid_queries", "queries")   # of loss_summary / loss_by_type
+COUNTS = ("chunks", "relevant", "valid_queries", "queries")  # of loss_summary / loss_by_type
 
 
 def _whole_counts(rows: list[dict]) -> list[dict]:
@@ -158,14 +181,21 @@ def _pct_key(frac: float) -> str:
     return f"p{int(pct) if pct == int(pct) else pct}"
 
 
-def stages(conn: Any, exp: Experiment, k: int, rel: int, repetition: int | None,
-           runs: list[dict] | None = None) -> list[dict]:
+def stages(
+    conn: Any,
+    exp: Experiment,
+    k: int,
+    rel: int,
+    repetition: int | None,
+    runs: list[dict] | None = None,
+) -> list[dict]:
     """One dict per stage: metrics (mean, min, max, stddev), index recall, latency, rows;
     ``label``: the stage's name with its method where the kind's name would mislead
     ('bm25 (ts_rank_cd fallback)'), ``method``: how it ranked (from its runs' parameters)."""
     if runs is None:
-        runs = _rows(conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)",
-                     (exp.experiment_id, repetition))
+        runs = _rows(
+            conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)", (exp.experiment_id, repetition)
+        )
     params: dict[str, dict] = {}
     for r in runs:
         params.setdefault(r["label"], r["params"] or {})
@@ -173,50 +203,98 @@ def stages(conn: Any, exp: Experiment, k: int, rel: int, repetition: int | None,
     if f"recall@{k}" not in measures:
         measures.insert(0, f"recall@{k}")
     out: dict[str, dict] = {}
-    for r in _rows(conn, "SELECT * FROM pgeval.stage_summary(%s, %s, %s, %s)",
-                   (exp.experiment_id, measures, rel, repetition)):
+    for r in _rows(
+        conn,
+        "SELECT * FROM pgeval.stage_summary(%s, %s, %s, %s)",
+        (exp.experiment_id, measures, rel, repetition),
+    ):
         p = params.get(r["label"], {})
-        s = out.setdefault(r["label"], {"stage": r["label"], "kind": r["stage"],
-                                        "label": stage_method.label(r["label"], r["stage"], p),
-                                        "method": p.get("method"),
-                                        "role": r["role"], "repetitions": r["repetitions"],
-                                        "metrics": {}})
-        s["metrics"][r["measure"]] = {"mean": r["value"], "min": r["value_min"],
-                                      "max": r["value_max"], "stddev": r["value_stddev"]}
-        if "threshold_dropped" in p and "threshold" not in s:   # the target's threshold
-            s["threshold"] = {**p["threshold"], "dropped": p["threshold_dropped"],
-                              "queries": p.get("threshold_queries"),
-                              "dropped_max": p.get("threshold_dropped_max")}
-    for r in _rows(conn, "SELECT * FROM pgeval.index_recall_summary(%s, %s, %s)",
-                   (exp.experiment_id, k, repetition)):
+        s = out.setdefault(
+            r["label"],
+            {
+                "stage": r["label"],
+                "kind": r["stage"],
+                "label": stage_method.label(r["label"], r["stage"], p),
+                "method": p.get("method"),
+                "role": r["role"],
+                "repetitions": r["repetitions"],
+                "metrics": {},
+            },
+        )
+        s["metrics"][r["measure"]] = {
+            "mean": r["value"],
+            "min": r["value_min"],
+            "max": r["value_max"],
+            "stddev": r["value_stddev"],
+        }
+        if "threshold_dropped" in p and "threshold" not in s:  # the target's threshold
+            s["threshold"] = {
+                **p["threshold"],
+                "dropped": p["threshold_dropped"],
+                "queries": p.get("threshold_queries"),
+                "dropped_max": p.get("threshold_dropped_max"),
+            }
+    for r in _rows(
+        conn,
+        "SELECT * FROM pgeval.index_recall_summary(%s, %s, %s)",
+        (exp.experiment_id, k, repetition),
+    ):
         if r["label"] in out:
             out[r["label"]][f"index_recall@{k}"] = {
-                "mean": r["index_recall"], "min": r["recall_min"], "max": r["recall_max"],
-                "queries": r["queries"], "short_queries": r["short_queries"]}
-    for r in _rows(conn, "SELECT * FROM pgeval.stage_latency(%s, %s, %s)",
-                   (exp.experiment_id, repetition, list(PERCENTILES))):
+                "mean": r["index_recall"],
+                "min": r["recall_min"],
+                "max": r["recall_max"],
+                "queries": r["queries"],
+                "short_queries": r["short_queries"],
+            }
+    for r in _rows(
+        conn,
+        "SELECT * FROM pgeval.stage_latency(%s, %s, %s)",
+        (exp.experiment_id, repetition, list(PERCENTILES)),
+    ):
         if r["label"] not in out:
             continue
         s = out[r["label"]]
         s["timing_boundary"] = r["timing_boundary"]
-        s["latency_ms"] = ({_pct_key(f): v for f, v in zip(PERCENTILES, r["latency_ms"])}
-                           if r["latency_ms"] else None)
+        s["latency_ms"] = (
+            {_pct_key(f): v for f, v in zip(PERCENTILES, r["latency_ms"])}
+            if r["latency_ms"]
+            else None
+        )
         if r["server_ms"]:
             s["server_ms"] = {_pct_key(f): v for f, v in zip(PERCENTILES, r["server_ms"])}
         s["timed_queries"] = r["timed_queries"]
-        s["rows"] = {"mean": r["rows_mean"], "min": r["rows_min"], "max": r["rows_max"],
-                     "depth": r["depth"], "short_queries": r["short_queries"]}
-    for r in _rows(conn, "SELECT * FROM pgeval.stage_failures(%s, %s)",
-                   (exp.experiment_id, repetition)):       # live service stages
+        s["rows"] = {
+            "mean": r["rows_mean"],
+            "min": r["rows_min"],
+            "max": r["rows_max"],
+            "depth": r["depth"],
+            "short_queries": r["short_queries"],
+        }
+    for r in _rows(
+        conn, "SELECT * FROM pgeval.stage_failures(%s, %s)", (exp.experiment_id, repetition)
+    ):  # live service stages
         if r["label"] in out:
-            out[r["label"]]["failures"] = {"queries": r["queries"], "failed": r["failed"],
-                                           "by_status": r["by_status"],
-                                           "examples": r["examples"]}
+            out[r["label"]]["failures"] = {
+                "queries": r["queries"],
+                "failed": r["failed"],
+                "by_status": r["by_status"],
+                "examples": r["examples"],
+            }
     return list(out.values())
 
 
-def build(conn: Any, name: str, *, k: int = 10, rel: int = 1, repetition: int | None = None,
-          worst: int = 10, allow_partial: bool = False, strict: bool = False) -> StageReport:
+def build(
+    conn: Any,
+    name: str,
+    *,
+    k: int = 10,
+    rel: int = 1,
+    repetition: int | None = None,
+    worst: int = 10,
+    allow_partial: bool = False,
+    strict: bool = False,
+) -> StageReport:
     """Everything `pgeval stage-report` shows for experiment ``name``."""
     if k < 1:
         raise InputError(f"cut-off K must be >= 1, got {k}", field="--k")
@@ -226,66 +304,120 @@ def build(conn: Any, name: str, *, k: int = 10, rel: int = 1, repetition: int | 
         raise InputError(f"--worst must be >= 0, got {worst}", field="--worst")
     exp = resolve_experiment(conn, name)
     if repetition is not None and repetition not in exp.repetitions:
-        raise NotFound(f"experiment '{name}' has no repetition {repetition} (it has "
-                       f"{', '.join(map(str, exp.repetitions))})")
+        raise NotFound(
+            f"experiment '{name}' has no repetition {repetition} (it has "
+            f"{', '.join(map(str, exp.repetitions))})"
+        )
     warnings: list[str] = []
-    runs = _rows(conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)",
-                 (exp.experiment_id, repetition))
+    runs = _rows(
+        conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)", (exp.experiment_id, repetition)
+    )
     unfinished = [r["name"] for r in runs if r["status"] != "complete"]
     missing = missing_runs(conn, exp, repetition)
-    if unfinished or missing or exp.status != "complete":   # interrupted, or a run deleted
+    if unfinished or missing or exp.status != "complete":  # interrupted, or a run deleted
         parts = []
         if unfinished:
-            parts.append(f"{len(unfinished)} run(s) of experiment '{name}' are not complete "
-                         f"({', '.join(unfinished[:5])})")
+            parts.append(
+                f"{len(unfinished)} run(s) of experiment '{name}' are not complete "
+                f"({', '.join(unfinished[:5])})"
+            )
         if missing:
-            parts.append(f"{len(missing)} stage run(s) of experiment '{name}' are missing "
-                         f"({', '.join(missing[:5])})")
-        text = "; ".join(parts) or (f"experiment '{name}' is {exp.status}: some of its stages "
-                                    "have not run")
+            parts.append(
+                f"{len(missing)} stage run(s) of experiment '{name}' are missing "
+                f"({', '.join(missing[:5])})"
+            )
+        text = "; ".join(parts) or (
+            f"experiment '{name}' is {exp.status}: some of its stages have not run"
+        )
         if not allow_partial:
-            raise IncompleteRun(text + ": their numbers would be wrong (resume the experiment, "
-                                "or --allow-partial to see them labelled)")
+            raise IncompleteRun(
+                text + ": their numbers would be wrong (resume the experiment, "
+                "or --allow-partial to see them labelled)"
+            )
         warnings.append("PARTIAL: " + text)
-    labels = {r["repetition"]: [x["label"] for x in runs if x["repetition"] == r["repetition"]]
-              for r in runs}
+    labels = {
+        r["repetition"]: [x["label"] for x in runs if x["repetition"] == r["repetition"]]
+        for r in runs
+    }
     if len({tuple(v) for v in labels.values()}) > 1:
-        warnings.append("the repetitions do not hold the same stages: "
-                        + "; ".join(f"{rep}: {','.join(v)}" for rep, v in sorted(labels.items())))
+        warnings.append(
+            "the repetitions do not hold the same stages: "
+            + "; ".join(f"{rep}: {','.join(v)}" for rep, v in sorted(labels.items()))
+        )
     first_rep = repetition or exp.repetitions[0]
     final = next(r for r in runs if r["is_final"] and r["repetition"] == first_rep)
     counts = _rows(conn, "SELECT * FROM pgeval.run_counts(%s, %s)", (final["run_id"], rel))[0]
-    judged, source = conn.execute("SELECT n_judgements > 0, query_source FROM pgeval.testset "
-                                  "WHERE name = %s", (exp.testset,)).fetchone()
-    if not judged:      # query vectors without judgements: index recall, latency and rows only
-        return StageReport(exp, k, rel, repetition, counts,
-                           stages(conn, exp, k, rel, repetition, runs), [], [], [], [],
-                           first_rep, warnings, False, source)
+    judged, source = conn.execute(
+        "SELECT n_judgements > 0, query_source FROM pgeval.testset WHERE name = %s", (exp.testset,)
+    ).fetchone()
+    if not judged:  # query vectors without judgements: index recall, latency and rows only
+        return StageReport(
+            exp,
+            k,
+            rel,
+            repetition,
+            counts,
+            stages(conn, exp, k, rel, repetition, runs),
+            [],
+            [],
+            [],
+            [],
+            first_rep,
+            warnings,
+            False,
+            source,
+        )
     if counts["valid"] == 0:
-        raise InputError(f"test set '{exp.testset}' has no valid query (none has a chunk of "
-                         f"grade >= {rel}): nothing to attribute", field="--rel")
+        raise InputError(
+            f"test set '{exp.testset}' has no valid query (none has a chunk of "
+            f"grade >= {rel}): nothing to attribute",
+            field="--rel",
+        )
     if counts["valid"] < MIN_VALID_QUERIES:
-        text = (f"only {counts['valid']} valid queries (< {MIN_VALID_QUERIES}): the figures are "
-                "not statistically meaningful")
+        text = (
+            f"only {counts['valid']} valid queries (< {MIN_VALID_QUERIES}): the figures are "
+            "not statistically meaningful"
+        )
         if strict:
             raise InputError(text + " (--strict)", field="--strict")
         warnings.append(text)
     if not any(r["role"] == "exact" for r in runs):
-        warnings.append("no exact stage: index recall is not available and the loss before "
-                        "fusion is shown as 'retrieval' (index and reach together)")
-    chain = _rows(conn, "SELECT label AS stage, role, link, cut FROM pgeval.loss_chain(%s, %s, %s)",
-                  (exp.experiment_id, k, first_rep))
-    loss = _whole_counts(_rows(
-        conn, "SELECT category, chunks, share, recall_points, points_min, points_max, relevant, "
-        "valid_queries, repetitions FROM pgeval.loss_summary(%s, %s, %s, %s)",
-        (exp.experiment_id, k, repetition, rel)))
+        warnings.append(
+            "no exact stage: index recall is not available and the loss before "
+            "fusion is shown as 'retrieval' (index and reach together)"
+        )
+    chain = _rows(
+        conn,
+        "SELECT label AS stage, role, link, cut FROM pgeval.loss_chain(%s, %s, %s)",
+        (exp.experiment_id, k, first_rep),
+    )
+    loss = _whole_counts(
+        _rows(
+            conn,
+            "SELECT category, chunks, share, recall_points, points_min, points_max, relevant, "
+            "valid_queries, repetitions FROM pgeval.loss_summary(%s, %s, %s, %s)",
+            (exp.experiment_id, k, repetition, rel),
+        )
+    )
     for r in loss:
         r["meaning"] = CATEGORIES.get(r["category"], "")
-    by_type = _whole_counts(_rows(conn, "SELECT query_type AS type, category, queries, chunks, "
-                                  "share, recall_points FROM pgeval.loss_by_type(%s, %s, %s, %s)",
-                                  (exp.experiment_id, k, repetition, rel)))
-    worst_rows = _rows(conn, "SELECT * FROM pgeval.loss_worst_queries(%s, %s, %s, %s, %s)",
-                       (exp.experiment_id, k, first_rep, rel, worst)) if worst else []
+    by_type = _whole_counts(
+        _rows(
+            conn,
+            "SELECT query_type AS type, category, queries, chunks, "
+            "share, recall_points FROM pgeval.loss_by_type(%s, %s, %s, %s)",
+            (exp.experiment_id, k, repetition, rel),
+        )
+    )
+    worst_rows = (
+        _rows(
+            conn,
+            "SELECT * FROM pgeval.loss_worst_queries(%s, %s, %s, %s, %s)",
+            (exp.experiment_id, k, first_rep, rel, worst),
+        )
+        if worst
+        else []
+    )
     seen = set()
     for r in runs:
         note = stage_method.note(r["label"], r["stage"], r["params"])
@@ -296,14 +428,32 @@ def build(conn: Any, name: str, *, k: int = 10, rel: int = 1, repetition: int | 
     for st in stage_rows:
         f = st.get("failures")
         if f and f["failed"]:
-            why = ", ".join(f"{n} x {'HTTP ' + c if c.isdigit() else c}"
-                            for c, n in sorted(f["by_status"].items()))
+            why = ", ".join(
+                f"{n} x {'HTTP ' + c if c.isdigit() else c}"
+                for c, n in sorted(f["by_status"].items())
+            )
             first = f["examples"][0] if f["examples"] else {}
-            warnings.append(f"stage {st['stage']}: {f['failed']} of {f['queries']} queries got "
-                            f"no answer from the service ({why}); they count as empty lists. "
-                            f"First: query '{first.get('query_id')}': {first.get('message')}")
-    return StageReport(exp, k, rel, repetition, counts, stage_rows,
-                       chain, loss, by_type, worst_rows, first_rep, warnings, True, source)
+            warnings.append(
+                f"stage {st['stage']}: {f['failed']} of {f['queries']} queries got "
+                f"no answer from the service ({why}); they count as empty lists. "
+                f"First: query '{first.get('query_id')}': {first.get('message')}"
+            )
+    return StageReport(
+        exp,
+        k,
+        rel,
+        repetition,
+        counts,
+        stage_rows,
+        chain,
+        loss,
+        by_type,
+        worst_rows,
+        first_rep,
+        warnings,
+        True,
+        source,
+    )
 
 
 def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:
@@ -312,14 +462,18 @@ def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:
     labels = {s["stage"]: s.get("label") or s["stage"] for s in stage_rows or ()}
 
     def cut(c: dict) -> str:
-        return ("all" if c["cut"] >= 2**31 - 1 else f"top {c['cut']}")
+        return "all" if c["cut"] >= 2**31 - 1 else f"top {c['cut']}"
 
     chain = [{**c, "stage": labels.get(c["stage"], c["stage"])} for c in chain]
 
     paths = " + ".join(f"{c['stage']} ({cut(c)})" for c in chain if c["link"] == "path")
     parts = [paths] if paths else []
-    parts += [f"{c['stage']} ({cut(c)})" for link in ("merge", "rerank")
-              for c in chain if c["link"] == link]
+    parts += [
+        f"{c['stage']} ({cut(c)})"
+        for link in ("merge", "rerank")
+        for c in chain
+        if c["link"] == link
+    ]
     text = " -> ".join(parts)
     ex = [c for c in chain if c["link"] == "exact"]
     if ex:
@@ -327,14 +481,30 @@ def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:
     return text
 
 
-def report(database: Database, name: str, *, k: int = 10, rel: int = 1,
-           repetition: str | int | None = None, worst: int = 10, allow_partial: bool = False,
-           strict: bool = False) -> StageReport:
+def report(
+    database: Database,
+    name: str,
+    *,
+    k: int = 10,
+    rel: int = 1,
+    repetition: str | int | None = None,
+    worst: int = 10,
+    allow_partial: bool = False,
+    strict: bool = False,
+) -> StageReport:
     """:func:`build` with every stage's figures read in one snapshot of ``database``;
     ``repetition`` is a number, ``"all"`` or None (all, means with their spread)."""
     from ..core.db import snapshot
 
     rep = parse_repetition(repetition)
     with snapshot(database) as conn:
-        return build(conn, name, k=k, rel=rel, repetition=rep, worst=worst,
-                     allow_partial=allow_partial, strict=strict)
+        return build(
+            conn,
+            name,
+            k=k,
+            rel=rel,
+            repetition=rep,
+            worst=worst,
+            allow_partial=allow_partial,
+            strict=strict,
+        )

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 PERMUTATIONS = 10_000
 BOOTSTRAP = 10_000
 SEED = 0
-_CHUNK = 1_000   # permutations per block: memory stays O(_CHUNK * n)
+_CHUNK = 1_000  # permutations per block: memory stays O(_CHUNK * n)
 
 
 @dataclass
@@ -17,7 +17,7 @@ class PairedResult:
     n: int
     mean_a: float
     mean_b: float
-    delta: float          # mean(b - a)
+    delta: float  # mean(b - a)
     p_value: float
     ci_low: float
     ci_high: float
@@ -49,8 +49,9 @@ def randomisation_test(diff, permutations: int = PERMUTATIONS, seed: int = SEED)
     return (extreme + 1) / (permutations + 1)
 
 
-def bootstrap_ci(diff, resamples: int = BOOTSTRAP, seed: int = SEED,
-                 level: float = 0.95) -> tuple[float, float]:
+def bootstrap_ci(
+    diff, resamples: int = BOOTSTRAP, seed: int = SEED, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of ``diff`` (queries resampled with
     replacement)."""
     import numpy as np
@@ -64,15 +65,16 @@ def bootstrap_ci(diff, resamples: int = BOOTSTRAP, seed: int = SEED,
     while done < resamples:
         size = min(_CHUNK, resamples - done)
         idx = rng.integers(0, d.size, size=(size, d.size))
-        means[done:done + size] = d[idx].mean(axis=1)
+        means[done : done + size] = d[idx].mean(axis=1)
         done += size
     alpha = (1 - level) / 2
     low, high = np.quantile(means, [alpha, 1 - alpha])
     return float(low), float(high)
 
 
-def paired(a, b, permutations: int = PERMUTATIONS, resamples: int = BOOTSTRAP,
-           seed: int = SEED) -> PairedResult:
+def paired(
+    a, b, permutations: int = PERMUTATIONS, resamples: int = BOOTSTRAP, seed: int = SEED
+) -> PairedResult:
     """Compare paired values ``a`` (baseline) and ``b`` (candidate), one pair per query."""
     import numpy as np
 
@@ -80,8 +82,12 @@ def paired(a, b, permutations: int = PERMUTATIONS, resamples: int = BOOTSTRAP,
     b = np.asarray(b, dtype=float)
     d = b - a
     low, high = bootstrap_ci(d, resamples, seed)
-    return PairedResult(n=int(d.size), mean_a=float(a.mean()) if a.size else float("nan"),
-                        mean_b=float(b.mean()) if b.size else float("nan"),
-                        delta=float(d.mean()) if d.size else float("nan"),
-                        p_value=randomisation_test(d, permutations, seed), ci_low=low,
-                        ci_high=high)
+    return PairedResult(
+        n=int(d.size),
+        mean_a=float(a.mean()) if a.size else float("nan"),
+        mean_b=float(b.mean()) if b.size else float("nan"),
+        delta=float(d.mean()) if d.size else float("nan"),
+        p_value=randomisation_test(d, permutations, seed),
+        ci_low=low,
+        ci_high=high,
+    )

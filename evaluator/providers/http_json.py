@@ -27,8 +27,14 @@ class HttpFailure(InputError):
     """A request that got no usable answer: ``status`` (the last HTTP status, 200 for an answer
     that is not JSON, None when no answer came: timeout, connection refused), ``attempts``."""
 
-    def __init__(self, message: str, *, status: int | None = None, attempts: int = 1,
-                 field: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        attempts: int = 1,
+        field: str | None = None,
+    ):
         super().__init__(message, field=field)
         self.status, self.attempts = status, attempts
 
@@ -39,13 +45,16 @@ def check_url(url: str, what: str, field: str) -> None:
     variable)."""
     masking.remember(url)
     if not url.startswith(("http://", "https://")):
-        raise InputError(f"{what} '{masking.mask(url)}' must start with http:// or https://",
-                         field=field)
+        raise InputError(
+            f"{what} '{masking.mask(url)}' must start with http:// or https://", field=field
+        )
     netloc = url.split("://", 1)[1].split("/", 1)[0].split("?", 1)[0].split("#", 1)[0]
     if "@" in netloc:
-        raise InputError(f"{what} '{masking.mask(url)}' holds a user name or password: remove "
-                         "it and put the API key in an environment variable (--api-key-env)",
-                         field=field)
+        raise InputError(
+            f"{what} '{masking.mask(url)}' holds a user name or password: remove "
+            "it and put the API key in an environment variable (--api-key-env)",
+            field=field,
+        )
 
 
 @dataclass
@@ -55,9 +64,9 @@ class JsonClient:
     timeout: float = 60.0
     retries: int = 4
     backoff_s: float = 0.5
-    field: str | None = None          # the option a user changes when the server refuses
-    retry_field: str | None = None    # ... and when it cannot be reached (default: field)
-    requests: int = 0                 # requests sent, retries included (reports and tests)
+    field: str | None = None  # the option a user changes when the server refuses
+    retry_field: str | None = None  # ... and when it cannot be reached (default: field)
+    requests: int = 0  # requests sent, retries included (reports and tests)
     key_header: str = "Authorization"  # where the key goes ("Authorization": as a bearer token)
     max_backoff_s: float = MAX_BACKOFF_S
 
@@ -66,7 +75,7 @@ class JsonClient:
         masking.remember(self.url)
         if self.key:
             masking.remember_secret(self.key)
-        self.shown_url = masking.mask(self.url)   # the URL as messages show it
+        self.shown_url = masking.mask(self.url)  # the URL as messages show it
 
     def scrub(self, text: str) -> str:
         return masking.mask(text)
@@ -105,19 +114,25 @@ class JsonClient:
                 try:
                     return json.loads(raw), ms, attempt + 1
                 except ValueError as exc:
-                    raise HttpFailure(f"{self.shown_url} answered something that is not JSON "
-                                      f"({self.scrub(str(exc))}): "
-                                      f"{self.scrub(' '.join(raw.split())[:120])!r}",
-                                      status=200, attempts=attempt + 1,
-                                      field=self.retry_field or self.field) from None
+                    raise HttpFailure(
+                        f"{self.shown_url} answered something that is not JSON "
+                        f"({self.scrub(str(exc))}): "
+                        f"{self.scrub(' '.join(raw.split())[:120])!r}",
+                        status=200,
+                        attempts=attempt + 1,
+                        field=self.retry_field or self.field,
+                    ) from None
             except urllib.error.HTTPError as exc:
                 detail = self.scrub(error_message(exc))
                 status = exc.code
                 if exc.code != 429 and exc.code < 500:
                     hint = hint_4xx(exc.code) if hint_4xx else ""
-                    raise HttpFailure(f"{self.shown_url} answered HTTP {exc.code}: {detail}{hint}",
-                                      status=exc.code, attempts=attempt + 1,
-                                      field=self.field) from None
+                    raise HttpFailure(
+                        f"{self.shown_url} answered HTTP {exc.code}: {detail}{hint}",
+                        status=exc.code,
+                        attempts=attempt + 1,
+                        field=self.field,
+                    ) from None
                 last = f"HTTP {exc.code}: {detail}"
                 wait = retry_after(exc.headers.get("Retry-After"))
             except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as exc:
@@ -128,11 +143,18 @@ class JsonClient:
                 else:
                     last = self.scrub(str(reason)) or exc.__class__.__name__
             if attempt < self.retries:
-                time.sleep(min(self.max_backoff_s, wait if wait is not None
-                               else self.backoff_s * (2 ** attempt)))
-        raise HttpFailure(f"{self.shown_url} failed after {self.retries + 1} attempts: {last}",
-                          status=status, attempts=self.retries + 1,
-                          field=self.retry_field or self.field)
+                time.sleep(
+                    min(
+                        self.max_backoff_s,
+                        wait if wait is not None else self.backoff_s * (2**attempt),
+                    )
+                )
+        raise HttpFailure(
+            f"{self.shown_url} failed after {self.retries + 1} attempts: {last}",
+            status=status,
+            attempts=self.retries + 1,
+            field=self.retry_field or self.field,
+        )
 
 
 def error_message(exc: urllib.error.HTTPError) -> str:

@@ -45,11 +45,14 @@ def check(name: str | None, field: str = "--opt") -> str:
     """The segmenter's name, validated; InputError when unknown or when jieba is missing."""
     name = (name or "none").strip().lower()
     if name not in SEGMENTERS:
-        raise InputError(f"unknown segmenter '{name}' (one of {', '.join(SEGMENTERS)})",
-                         field=field)
+        raise InputError(
+            f"unknown segmenter '{name}' (one of {', '.join(SEGMENTERS)})", field=field
+        )
     if name == "jieba" and not available("jieba"):
-        raise InputError("segmenter 'jieba' needs the jieba package (pip install jieba); "
-                         "'bigram' needs nothing", field=field)
+        raise InputError(
+            "segmenter 'jieba' needs the jieba package (pip install jieba); 'bigram' needs nothing",
+            field=field,
+        )
     return name
 
 
@@ -57,7 +60,7 @@ def bigrams(text: str) -> list[str]:
     out: list[str] = []
     for tok in _TOKEN.findall(text):
         if _IS_CJK.match(tok):
-            out.extend([tok] if len(tok) == 1 else [tok[i:i + 2] for i in range(len(tok) - 1)])
+            out.extend([tok] if len(tok) == 1 else [tok[i : i + 2] for i in range(len(tok) - 1)])
         else:
             out.append(tok.lower())
     return out
@@ -80,5 +83,4 @@ def segment(text: str | None, name: str = "none") -> str:
 
         jieba.setLogLevel(logging.WARNING)
         return " ".join(w.strip() for w in jieba.cut(text) if w.strip())
-    raise InputError(f"unknown segmenter '{name}' (one of {', '.join(SEGMENTERS)})",
-                     field="--opt")
+    raise InputError(f"unknown segmenter '{name}' (one of {', '.join(SEGMENTERS)})", field="--opt")

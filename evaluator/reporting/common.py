@@ -32,16 +32,18 @@ def title(report: dict) -> str:
 def facts(report: dict) -> list[tuple[str, str]]:
     run = report.get("run") or {}
     k = report.get("k") or {}
-    out = [("generated at", fmt(report.get("generated_at"))),
-           ("test set", f"{run.get('testset')} ({str(run.get('testset_hash') or '')[:12]})"),
-           ("stage", fmt(run.get("stage_label") or run.get("stage"))),
-           ("status", fmt(run.get("status"))),
-           ("config hash", fmt(report.get("config_hash"))),
-           ("cut-offs", "; ".join(f"{n} {', '.join(map(str, v))}" for n, v in k.items())),
-           ("relevant", f"grade ≥ {report.get('rel', 1)}"),
-           ("order rule", fmt(report.get("order_rule"))),
-           ("timing boundary", fmt(report.get("timing_boundary"))),
-           ("domain discount", fmt(report.get("domain_discount")))]
+    out = [
+        ("generated at", fmt(report.get("generated_at"))),
+        ("test set", f"{run.get('testset')} ({str(run.get('testset_hash') or '')[:12]})"),
+        ("stage", fmt(run.get("stage_label") or run.get("stage"))),
+        ("status", fmt(run.get("status"))),
+        ("config hash", fmt(report.get("config_hash"))),
+        ("cut-offs", "; ".join(f"{n} {', '.join(map(str, v))}" for n, v in k.items())),
+        ("relevant", f"grade ≥ {report.get('rel', 1)}"),
+        ("order rule", fmt(report.get("order_rule"))),
+        ("timing boundary", fmt(report.get("timing_boundary"))),
+        ("domain discount", fmt(report.get("domain_discount"))),
+    ]
     if run.get("params"):
         out.append(("parameters", json.dumps(run["params"], sort_keys=True, ensure_ascii=False)))
     return out
@@ -49,9 +51,13 @@ def facts(report: dict) -> list[tuple[str, str]]:
 
 def counts_row(report: dict) -> dict:
     c = report.get("counts") or {}
-    return {"queries": c.get("queries"), "valid": c.get("valid"),
-            "excluded (no relevant)": c.get("excluded"), "unanswerable": c.get("unanswerable"),
-            "no result": c.get("no_result")}
+    return {
+        "queries": c.get("queries"),
+        "valid": c.get("valid"),
+        "excluded (no relevant)": c.get("excluded"),
+        "unanswerable": c.get("unanswerable"),
+        "no result": c.get("no_result"),
+    }
 
 
 def summary_rows(report: dict) -> list[dict]:
@@ -64,9 +70,16 @@ def summary_rows(report: dict) -> list[dict]:
         if "latency" in metric:
             continue
         t = thresholds.get(metric)
-        rows.append({"metric": metric, "value": value, "level": levels.get(metric),
-                     "thresholds": (f"{t['excellent']:.2f} / {t['good']:.2f} / {t['pass']:.2f}"
-                                    if t else "")})
+        rows.append(
+            {
+                "metric": metric,
+                "value": value,
+                "level": levels.get(metric),
+                "thresholds": (
+                    f"{t['excellent']:.2f} / {t['good']:.2f} / {t['pass']:.2f}" if t else ""
+                ),
+            }
+        )
     return rows
 
 
@@ -74,8 +87,13 @@ def latency_rows(report: dict) -> list[dict]:
     rows = []
     for source, values in (report.get("latency") or {}).items():
         if values and values.get("n"):
-            rows.append({"source": source, "n": values["n"],
-                         **{k: v for k, v in values.items() if k != "n"}})
+            rows.append(
+                {
+                    "source": source,
+                    "n": values["n"],
+                    **{k: v for k, v in values.items() if k != "n"},
+                }
+            )
     return rows
 
 
@@ -96,26 +114,38 @@ def stage_rows(report: dict) -> list[dict]:
     for s in sr.get("stages") or []:
         values = s.get("metrics") or {}
         lat = s.get("latency_ms") or {}
-        rows.append({"stage": s.get("label") or s.get("stage"), "kind": s.get("kind"),
-                     "role": s.get("role"),
-                     **{m: (values.get(m) or {}).get("mean") for m in head},
-                     "p95 ms": lat.get("p95")})
+        rows.append(
+            {
+                "stage": s.get("label") or s.get("stage"),
+                "kind": s.get("kind"),
+                "role": s.get("role"),
+                **{m: (values.get(m) or {}).get("mean") for m in head},
+                "p95 ms": lat.get("p95"),
+            }
+        )
     return rows
 
 
 def loss_rows(report: dict) -> list[dict]:
     """Where recall@K was lost: category, chunks, share, Recall@K points (the waterfall)."""
     sr = report.get("stage_report") or {}
-    return [{"category": r.get("category"), "chunks": r.get("chunks"), "share": r.get("share"),
-             "recall_points": r.get("recall_points"), "meaning": r.get("meaning", "")}
-            for r in sr.get("loss_attribution") or []]
+    return [
+        {
+            "category": r.get("category"),
+            "chunks": r.get("chunks"),
+            "share": r.get("share"),
+            "recall_points": r.get("recall_points"),
+            "meaning": r.get("meaning", ""),
+        }
+        for r in sr.get("loss_attribution") or []
+    ]
 
 
 class Section(NamedTuple):
-    key: str                      # latency | answers | stages | loss | sweep | by_type
+    key: str  # latency | answers | stages | loss | sweep | by_type
     title: str
     rows: list[dict]
-    columns: list[str] | None     # None: the keys of the first row
+    columns: list[str] | None  # None: the keys of the first row
 
 
 def sections(report: dict) -> list[Section]:
@@ -129,15 +159,33 @@ def sections(report: dict) -> list[Section]:
     if stage_rows(report):
         out.append(Section("stages", "Stages", stage_rows(report), None))
     if loss_rows(report):
-        out.append(Section("loss", f"Where recall@{report['stage_report']['k']} was lost",
-                           loss_rows(report), None))
+        out.append(
+            Section(
+                "loss",
+                f"Where recall@{report['stage_report']['k']} was lost",
+                loss_rows(report),
+                None,
+            )
+        )
     if report.get("sweep"):
         sw = report["sweep"]
-        out.append(Section("sweep", f"Sweep {sw.get('name')}: {sw.get('param')}",
-                           sw.get("points") or [], SWEEP_COLUMNS))
+        out.append(
+            Section(
+                "sweep",
+                f"Sweep {sw.get('name')}: {sw.get('param')}",
+                sw.get("points") or [],
+                SWEEP_COLUMNS,
+            )
+        )
     if report.get("by_type"):
-        out.append(Section("by_type", "By query type", report["by_type"],
-                           ["type", "queries", *headline_metrics(report)]))
+        out.append(
+            Section(
+                "by_type",
+                "By query type",
+                report["by_type"],
+                ["type", "queries", *headline_metrics(report)],
+            )
+        )
     return out
 
 
@@ -149,11 +197,16 @@ def case_rows(report: dict, ranked: int = 5) -> list[dict]:
         ids = c.get("ranked") or []
         grades = c.get("grades") or []
         shown = [f"{cid}({g})" if g else cid for cid, g in zip(ids, grades + [0] * len(ids))]
-        rows.append({"query_id": c["query_id"], "valid": c.get("valid"),
-                     **{x: m.get(x) for x in metrics},
-                     "latency_ms": c.get("latency_ms"),
-                     "ranked": " ".join(shown[:ranked]) + (" …" if len(ids) > ranked else ""),
-                     "text": c.get("text")})
+        rows.append(
+            {
+                "query_id": c["query_id"],
+                "valid": c.get("valid"),
+                **{x: m.get(x) for x in metrics},
+                "latency_ms": c.get("latency_ms"),
+                "ranked": " ".join(shown[:ranked]) + (" …" if len(ids) > ranked else ""),
+                "text": c.get("text"),
+            }
+        )
     return rows
 
 

@@ -10,11 +10,11 @@ functions produced and does inference over them (:mod:`evaluator.measure.stats`)
 from __future__ import annotations
 
 import math
-from typing import Any
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..measure import stats
 from ..core.errors import InputError
+from ..measure import stats
 from . import label
 
 ALPHA = 0.05
@@ -48,15 +48,21 @@ def check_same_testset(base: dict, cand: dict) -> str | None:
     rb, rc = base.get("run") or {}, cand.get("run") or {}
     hb, hc = rb.get("testset_hash"), rc.get("testset_hash")
     if hb and hc and hb != hc:
-        raise InputError(f"'{label(base)}' and '{label(cand)}' were evaluated on different test "
-                         f"sets ('{rb.get('testset')}' {hb[:12]} vs '{rc.get('testset')}' "
-                         f"{hc[:12]}): their numbers cannot be compared")
+        raise InputError(
+            f"'{label(base)}' and '{label(cand)}' were evaluated on different test "
+            f"sets ('{rb.get('testset')}' {hb[:12]} vs '{rc.get('testset')}' "
+            f"{hc[:12]}): their numbers cannot be compared"
+        )
     if not (hb and hc) and rb.get("testset") != rc.get("testset"):
-        raise InputError(f"'{label(base)}' and '{label(cand)}' name different test sets "
-                         f"('{rb.get('testset')}' vs '{rc.get('testset')}')")
+        raise InputError(
+            f"'{label(base)}' and '{label(cand)}' name different test sets "
+            f"('{rb.get('testset')}' vs '{rc.get('testset')}')"
+        )
     if base.get("rel", 1) != cand.get("rel", 1):
-        raise InputError(f"'{label(base)}' counts grade >= {base.get('rel', 1)} as relevant, "
-                         f"'{label(cand)}' grade >= {cand.get('rel', 1)}: compare like with like")
+        raise InputError(
+            f"'{label(base)}' counts grade >= {base.get('rel', 1)} as relevant, "
+            f"'{label(cand)}' grade >= {cand.get('rel', 1)}: compare like with like"
+        )
     return rb.get("testset") or rc.get("testset")
 
 
@@ -70,8 +76,9 @@ def per_query(report: dict, metric: str) -> dict[str, float]:
     return out
 
 
-def paired_values(base: dict, cand: dict,
-                  metric: str) -> tuple[list[str], list[float], list[float]]:
+def paired_values(
+    base: dict, cand: dict, metric: str
+) -> tuple[list[str], list[float], list[float]]:
     a, b = per_query(base, metric), per_query(cand, metric)
     ids = sorted(set(a) & set(b))
     return ids, [a[q] for q in ids], [b[q] for q in ids]
@@ -108,40 +115,51 @@ def reading_hints(rows: list[dict], latency: list[dict], alpha: float) -> list[s
     """METRICS.md "Reading a change between two runs", applied to what was observed."""
     by = {r["metric"]: r for r in rows}
     recall, mrr = direction(_first(by, "recall"), alpha), direction(_first(by, "mrr"), alpha)
-    retrieval = [direction(r, alpha) for m, r in by.items() if m.split("@")[0] in
-                 ("recall", "mrr", "ndcg", "precision", "hit")]
+    retrieval = [
+        direction(r, alpha)
+        for m, r in by.items()
+        if m.split("@")[0] in ("recall", "mrr", "ndcg", "precision", "hit")
+    ]
     answer = direction(by.get("answer_accuracy"), alpha)
     citation = direction(by.get("citation_precision"), alpha)
     hints = []
     if recall == "down" and mrr == "down":
-        hints.append("recall ↓ and MRR ↓ → look at parsing, chunking, embedding or the ANN "
-                     "index")
+        hints.append("recall ↓ and MRR ↓ → look at parsing, chunking, embedding or the ANN index")
     if recall == "same" and mrr == "down":
         hints.append("recall = and MRR ↓ → fusion or rerank regressed")
     if retrieval and all(d == "same" for d in retrieval) and answer == "down":
         hints.append("retrieval = and answer accuracy ↓ → prompt, model or context assembly")
     if answer == "same" and citation == "down":
-        hints.append("answer accuracy = and citation precision ↓ → citation protocol or its "
-                     "validation")
+        hints.append(
+            "answer accuracy = and citation precision ↓ → citation protocol or its validation"
+        )
     dirs = [direction(r, alpha) for r in rows]
     if "up" in dirs and "down" not in dirs:
         for lat in latency:
             if lat.get("ratio") is not None and lat["ratio"] >= 2:
-                hints.append(f"quality ↑ but {lat['metric']} ×{lat['ratio']:.1f} → a product "
-                             "decision, never automatic")
+                hints.append(
+                    f"quality ↑ but {lat['metric']} ×{lat['ratio']:.1f} → a product "
+                    "decision, never automatic"
+                )
     if not hints and all(d in ("same", None) for d in dirs):
-        hints.append(f"no metric changed significantly (p >= {alpha}): the difference is within "
-                     "the noise of this test set")
+        hints.append(
+            f"no metric changed significantly (p >= {alpha}): the difference is within "
+            "the noise of this test set"
+        )
     if not hints:
         ups = [r["metric"] for r in rows if direction(r, alpha) == "up"]
         downs = [r["metric"] for r in rows if direction(r, alpha) == "down"]
         if ups and not downs:
-            hints.append(f"quality ↑ ({', '.join(ups)} significantly better, nothing worse): no "
-                         "regression to explain")
+            hints.append(
+                f"quality ↑ ({', '.join(ups)} significantly better, nothing worse): no "
+                "regression to explain"
+            )
         else:
-            hints.append(f"mixed change (↑ {', '.join(ups) or 'none'}; ↓ {', '.join(downs)}): "
-                         "none of METRICS.md's reading patterns applies; start from the queries "
-                         "that moved most")
+            hints.append(
+                f"mixed change (↑ {', '.join(ups) or 'none'}; ↓ {', '.join(downs)}): "
+                "none of METRICS.md's reading patterns applies; start from the queries "
+                "that moved most"
+            )
     return hints
 
 
@@ -151,32 +169,57 @@ def config_changes(base: dict, cand: dict) -> tuple[list[dict], list[str]]:
     Both sides fingerprinted: the fingerprint diff of :mod:`evaluator.dba.config_diff` (keys grouped
     into variables, the ``info`` part ignored). Otherwise the runs' stage and parameters, each
     differing key counted as one variable."""
-    from ..dba.config_diff import compare as diff_fingerprints, flatten
+    from ..dba.config_diff import compare as diff_fingerprints
+    from ..dba.config_diff import flatten
 
     fb, fc = base.get("fingerprint"), cand.get("fingerprint")
     if isinstance(fb, dict) and isinstance(fc, dict):
-        d = diff_fingerprints(fb, fc, label(base), label(cand), base.get("config_hash"),
-                              cand.get("config_hash"))
-        return ([{"key": r["key"], "baseline": r["a"], "candidate": r["b"],
-                  "variable": r["variable"]} for r in d.rows()], d.warnings())
+        d = diff_fingerprints(
+            fb, fc, label(base), label(cand), base.get("config_hash"), cand.get("config_hash")
+        )
+        return (
+            [
+                {
+                    "key": r["key"],
+                    "baseline": r["a"],
+                    "candidate": r["b"],
+                    "variable": r["variable"],
+                }
+                for r in d.rows()
+            ],
+            d.warnings(),
+        )
     rb, rc = base.get("run") or {}, cand.get("run") or {}
     a = flatten({"stage": rb.get("stage"), "params": rb.get("params") or {}})
     b = flatten({"stage": rc.get("stage"), "params": rc.get("params") or {}})
     rows: list[dict[str, Any]] = [
         {"key": k, "baseline": a.get(k), "candidate": b.get(k), "variable": k}
-        for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
-    warnings = ["no configuration fingerprint on "
-                + (" and ".join(n for n, f in ((label(base), fb), (label(cand), fc)) if not f))
-                + ": comparing run parameters only"]
+        for k in sorted(set(a) | set(b))
+        if a.get(k) != b.get(k)
+    ]
+    warnings = [
+        "no configuration fingerprint on "
+        + (" and ".join(n for n, f in ((label(base), fb), (label(cand), fc)) if not f))
+        + ": comparing run parameters only"
+    ]
     if len(rows) > 1:
-        warnings.append(f"{len(rows)} variables differ ({', '.join(r['key'] for r in rows)}): "
-                        "a change in the numbers cannot be attributed to one of them")
+        warnings.append(
+            f"{len(rows)} variables differ ({', '.join(r['key'] for r in rows)}): "
+            "a change in the numbers cannot be attributed to one of them"
+        )
     return rows, warnings
 
 
-def compare(base: dict, cand: dict, *, alpha: float = ALPHA,
-            permutations: int = stats.PERMUTATIONS, seed: int = stats.SEED, top: int = 10,
-            moved_by: str | None = None) -> Comparison:
+def compare(
+    base: dict,
+    cand: dict,
+    *,
+    alpha: float = ALPHA,
+    permutations: int = stats.PERMUTATIONS,
+    seed: int = stats.SEED,
+    top: int = 10,
+    moved_by: str | None = None,
+) -> Comparison:
     if not 0 < alpha < 1:
         raise InputError(f"alpha must be between 0 and 1, got {alpha}", field="--alpha")
     if permutations < 100:
@@ -189,40 +232,77 @@ def compare(base: dict, cand: dict, *, alpha: float = ALPHA,
         if sb.get(metric) is None and sc.get(metric) is None:
             continue
         row: dict[str, Any] = {
-               "metric": metric, "baseline": sb.get(metric), "candidate": sc.get(metric),
-               "delta": None, "ci_low": None, "ci_high": None, "p_value": None,
-               "significant": None, "n": 0, "wins": None, "ties": None, "losses": None}
+            "metric": metric,
+            "baseline": sb.get(metric),
+            "candidate": sc.get(metric),
+            "delta": None,
+            "ci_low": None,
+            "ci_high": None,
+            "p_value": None,
+            "significant": None,
+            "n": 0,
+            "wins": None,
+            "ties": None,
+            "losses": None,
+        }
         if row["baseline"] is not None and row["candidate"] is not None:
             row["delta"] = row["candidate"] - row["baseline"]
         ids, a, b = paired_values(base, cand, metric)
         if ids:
             res = stats.paired(a, b, permutations, permutations, seed)
             diffs = [y - x for x, y in zip(a, b)]
-            row.update(ci_low=res.ci_low, ci_high=res.ci_high, p_value=res.p_value,
-                       significant=res.p_value < alpha, n=res.n,
-                       wins=sum(d > TIE for d in diffs), losses=sum(d < -TIE for d in diffs))
+            row.update(
+                ci_low=res.ci_low,
+                ci_high=res.ci_high,
+                p_value=res.p_value,
+                significant=res.p_value < alpha,
+                n=res.n,
+                wins=sum(d > TIE for d in diffs),
+                losses=sum(d < -TIE for d in diffs),
+            )
             row["ties"] = res.n - row["wins"] - row["losses"]
         elif row["delta"] is not None:
-            warnings.append(f"{metric}: no per-query values on both sides, so no significance "
-                            "test (save reports with their cases)")
+            warnings.append(
+                f"{metric}: no per-query values on both sides, so no significance "
+                "test (save reports with their cases)"
+            )
         rows.append(row)
     latency = []
     for key in LATENCY_KEYS:
         la, lb = sb.get(key), sc.get(key)
         if la is None and lb is None:
             continue
-        latency.append({"metric": key, "baseline": la, "candidate": lb,
-                        "delta": None if la is None or lb is None else lb - la,
-                        "ratio": lb / la if la and lb is not None else None})
-    moved_by = moved_by or next((m for m in ("ndcg@10",) if any(r["metric"] == m for r in rows)),
-                                rows[0]["metric"] if rows else None)
+        latency.append(
+            {
+                "metric": key,
+                "baseline": la,
+                "candidate": lb,
+                "delta": None if la is None or lb is None else lb - la,
+                "ratio": lb / la if la and lb is not None else None,
+            }
+        )
+    moved_by = moved_by or next(
+        (m for m in ("ndcg@10",) if any(r["metric"] == m for r in rows)),
+        rows[0]["metric"] if rows else None,
+    )
     moved = _moved(base, cand, moved_by, top) if moved_by else []
     changes, change_warnings = config_changes(base, cand)
     warnings.extend(change_warnings)
-    return Comparison(baseline=label(base), candidate=label(cand), testset=testset, alpha=alpha,
-                      permutations=permutations, seed=seed, rows=rows, latency=latency,
-                      moved_by=moved_by, moved=moved, hints=reading_hints(rows, latency, alpha),
-                      changes=changes, warnings=warnings)
+    return Comparison(
+        baseline=label(base),
+        candidate=label(cand),
+        testset=testset,
+        alpha=alpha,
+        permutations=permutations,
+        seed=seed,
+        rows=rows,
+        latency=latency,
+        moved_by=moved_by,
+        moved=moved,
+        hints=reading_hints(rows, latency, alpha),
+        changes=changes,
+        warnings=warnings,
+    )
 
 
 def _moved(base: dict, cand: dict, metric: str, top: int) -> list[dict]:
@@ -232,18 +312,33 @@ def _moved(base: dict, cand: dict, metric: str, top: int) -> list[dict]:
     texts = {str(c["query_id"]): c.get("text") for c in cand.get("cases") or []}
     moved: list[dict[str, Any]] = [
         {"query_id": q, "text": texts.get(q), "baseline": x, "candidate": y, "delta": y - x}
-             for q, x, y in zip(ids, a, b) if not math.isclose(x, y, abs_tol=TIE)]
+        for q, x, y in zip(ids, a, b)
+        if not math.isclose(x, y, abs_tol=TIE)
+    ]
     moved.sort(key=lambda r: (-abs(r["delta"]), r["query_id"]))
     return moved[:top]
 
 
-def compare_specs(database, baseline: str, candidate: str, *, measures: list[str] | None = None,
-                  rel: int = 1, allow_partial: bool = False, **kwargs) -> Comparison:
+def compare_specs(
+    database,
+    baseline: str,
+    candidate: str,
+    *,
+    measures: list[str] | None = None,
+    rel: int = 1,
+    allow_partial: bool = False,
+    **kwargs,
+) -> Comparison:
     """:func:`compare` of two runs, experiments or saved JSON reports named as on the command
     line (the ones in the database read in one snapshot); ``kwargs`` go to :func:`compare`."""
     from ..measure.metrics import measures_for
     from . import obtain_all
 
-    sides = obtain_all(database, [baseline, candidate], measures=measures or measures_for(),
-                       rel=rel, allow_partial=allow_partial)
+    sides = obtain_all(
+        database,
+        [baseline, candidate],
+        measures=measures or measures_for(),
+        rel=rel,
+        allow_partial=allow_partial,
+    )
     return compare(sides[0], sides[1], **kwargs)

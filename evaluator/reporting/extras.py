@@ -26,10 +26,12 @@ def sweep_curve(conn, run_id: int) -> dict | None:
         return None
     if conn.execute("SELECT to_regclass('pgeval.sweep_point') IS NULL").fetchone()[0]:
         return None
-    row = conn.execute("SELECT p.sweep_id, p.point, s.name, s.k, s.target_recall, s.grid "
-                       "FROM pgeval.sweep_point p JOIN pgeval.sweep s USING (sweep_id) "
-                       "WHERE p.run_id = %s ORDER BY p.sweep_id DESC LIMIT 1",
-                       (run_id,)).fetchone()
+    row = conn.execute(
+        "SELECT p.sweep_id, p.point, s.name, s.k, s.target_recall, s.grid "
+        "FROM pgeval.sweep_point p JOIN pgeval.sweep s USING (sweep_id) "
+        "WHERE p.run_id = %s ORDER BY p.sweep_id DESC LIMIT 1",
+        (run_id,),
+    ).fetchone()
     if row is None:
         return None
     sweep_id, current, name, k, target, grid = row
@@ -37,14 +39,27 @@ def sweep_curve(conn, run_id: int) -> dict | None:
     use_index = any(p.get("index_recall") is not None for p in points)
     metric = f"index recall@{k}" if use_index else f"recall@{k}"
     params = list((grid or {}).get("params") or {}) + list((grid or {}).get("build") or {})
-    return {"name": name, "param": ", ".join(params) or name, "metric": metric, "k": k,
-            "target_recall": target,
-            "points": [{"label": p["label"], "current": p["point"] == current,
-                        "recall": p["index_recall"] if use_index
-                        else (p.get("metrics") or {}).get(f"recall@{k}"),
-                        "latency_p95_ms": p["p95_ms"], "qps": p.get("qps"),
-                        "pareto": p.get("pareto"), "repetitions": p.get("repetitions")}
-                       for p in points]}
+    return {
+        "name": name,
+        "param": ", ".join(params) or name,
+        "metric": metric,
+        "k": k,
+        "target_recall": target,
+        "points": [
+            {
+                "label": p["label"],
+                "current": p["point"] == current,
+                "recall": p["index_recall"]
+                if use_index
+                else (p.get("metrics") or {}).get(f"recall@{k}"),
+                "latency_p95_ms": p["p95_ms"],
+                "qps": p.get("qps"),
+                "pareto": p.get("pareto"),
+                "repetitions": p.get("repetitions"),
+            }
+            for p in points
+        ],
+    }
 
 
 def attach(conn, report: dict, run, exp: dict | None, allow_partial: bool = False) -> None:

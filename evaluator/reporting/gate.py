@@ -30,10 +30,10 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..measure import measures, stats
-from .compare import check_same_testset, paired_values
 from ..core.errors import InputError
+from ..measure import measures, stats
 from . import label
+from .compare import check_same_testset, paired_values
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -64,8 +64,15 @@ max_growth_pct = 20
 max_growth_pct = 20
 """
 
-KINDS = ("min", "max", "max_drop", "max_drop_pct", "must_not_drop",
-         "must_not_drop_significantly", "max_growth_pct")
+KINDS = (
+    "min",
+    "max",
+    "max_drop",
+    "max_drop_pct",
+    "must_not_drop",
+    "must_not_drop_significantly",
+    "max_growth_pct",
+)
 FLAGS = ("must_not_drop", "must_not_drop_significantly")
 GATE_KEYS = {"alpha": float, "permutations": int, "seed": int}
 EPS = 1e-9
@@ -79,11 +86,15 @@ class Rule:
     line: int | None = None
 
     def describe(self) -> str:
-        return {"min": f">= {self.limit:g}", "max": f"<= {self.limit:g}",
-                "max_drop": f"drop <= {self.limit:g}", "max_drop_pct": f"drop <= {self.limit:g} %",
-                "must_not_drop": "must not drop",
-                "must_not_drop_significantly": "must not drop significantly",
-                "max_growth_pct": f"growth <= {self.limit:g} %"}[self.kind]
+        return {
+            "min": f">= {self.limit:g}",
+            "max": f"<= {self.limit:g}",
+            "max_drop": f"drop <= {self.limit:g}",
+            "max_drop_pct": f"drop <= {self.limit:g} %",
+            "must_not_drop": "must not drop",
+            "must_not_drop_significantly": "must not drop significantly",
+            "max_growth_pct": f"growth <= {self.limit:g} %",
+        }[self.kind]
 
 
 @dataclass
@@ -101,16 +112,24 @@ class Rules:
 @dataclass
 class Outcome:
     rule: Rule
-    status: str                  # pass | fail | n/a
+    status: str  # pass | fail | n/a
     baseline: float | None
     candidate: float | None
     reason: str
     p_value: float | None = None
 
     def as_dict(self) -> dict:
-        return {"metric": self.rule.metric, "rule": self.rule.describe(), "kind": self.rule.kind,
-                "limit": self.rule.limit, "status": self.status, "baseline": self.baseline,
-                "candidate": self.candidate, "p_value": self.p_value, "reason": self.reason}
+        return {
+            "metric": self.rule.metric,
+            "rule": self.rule.describe(),
+            "kind": self.rule.kind,
+            "limit": self.rule.limit,
+            "status": self.status,
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            "p_value": self.p_value,
+            "reason": self.reason,
+        }
 
 
 @dataclass
@@ -119,7 +138,7 @@ class GateResult:
     candidate: str
     rules_source: str
     outcomes: list[Outcome] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)   # partial sides (not in as_dict)
+    warnings: list[str] = field(default_factory=list)  # partial sides (not in as_dict)
 
     @property
     def failures(self) -> list[Outcome]:
@@ -130,11 +149,15 @@ class GateResult:
         return not self.failures
 
     def as_dict(self) -> dict:
-        return {"baseline": self.baseline, "candidate": self.candidate,
-                "rules": self.rules_source, "passed": self.passed,
-                "failed": len(self.failures),
-                "not_applicable": sum(o.status == "n/a" for o in self.outcomes),
-                "outcomes": [o.as_dict() for o in self.outcomes]}
+        return {
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            "rules": self.rules_source,
+            "passed": self.passed,
+            "failed": len(self.failures),
+            "not_applicable": sum(o.status == "n/a" for o in self.outcomes),
+            "outcomes": [o.as_dict() for o in self.outcomes],
+        }
 
 
 def _locate(text: str, table: str, key: str | None) -> int | None:
@@ -161,57 +184,95 @@ def parse_rules(text: str, source: str = "<rules>") -> Rules:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         m = re.search(r"line (\d+)", str(exc))
-        raise InputError(f"not valid TOML ({exc})", file=source,
-                         line=int(m.group(1)) if m else None) from None
+        raise InputError(
+            f"not valid TOML ({exc})", file=source, line=int(m.group(1)) if m else None
+        ) from None
     unknown = [k for k in data if k not in ("gate", "metrics")]
     if unknown:
-        raise InputError(f"unknown table '{unknown[0]}' (use [gate] and [metrics.NAME])",
-                         file=source, line=_locate(text, unknown[0], None), field=unknown[0])
+        raise InputError(
+            f"unknown table '{unknown[0]}' (use [gate] and [metrics.NAME])",
+            file=source,
+            line=_locate(text, unknown[0], None),
+            field=unknown[0],
+        )
     out = Rules(rules=[], source=source)
     for key, value in (data.get("gate") or {}).items():
         line = _locate(text, "gate", key)
         if key not in GATE_KEYS:
-            raise InputError(f"unknown setting (known: {', '.join(GATE_KEYS)})", file=source,
-                             line=line, field=f"gate.{key}")
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (
-                GATE_KEYS[key] is int and not isinstance(value, int)):
-            raise InputError(f"must be a number, got {value!r}", file=source, line=line,
-                             field=f"gate.{key}")
+            raise InputError(
+                f"unknown setting (known: {', '.join(GATE_KEYS)})",
+                file=source,
+                line=line,
+                field=f"gate.{key}",
+            )
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or (GATE_KEYS[key] is int and not isinstance(value, int))
+        ):
+            raise InputError(
+                f"must be a number, got {value!r}", file=source, line=line, field=f"gate.{key}"
+            )
         setattr(out, key, GATE_KEYS[key](value))
     if not 0 < out.alpha < 1:
-        raise InputError(f"alpha must be between 0 and 1, got {out.alpha}", file=source,
-                         line=_locate(text, "gate", "alpha"), field="gate.alpha")
+        raise InputError(
+            f"alpha must be between 0 and 1, got {out.alpha}",
+            file=source,
+            line=_locate(text, "gate", "alpha"),
+            field="gate.alpha",
+        )
     if out.permutations < 100:
-        raise InputError("use at least 100 permutations", file=source,
-                         line=_locate(text, "gate", "permutations"), field="gate.permutations")
+        raise InputError(
+            "use at least 100 permutations",
+            file=source,
+            line=_locate(text, "gate", "permutations"),
+            field="gate.permutations",
+        )
     metrics = data.get("metrics") or {}
     if not isinstance(metrics, dict):
         raise InputError("'metrics' must be a table of tables", file=source, field="metrics")
     for metric, spec in metrics.items():
         where = f"metrics.{metric}"
         if not measures.is_known(metric):
-            raise InputError(f"unknown metric '{metric}' ({measures.spelled()})", file=source,
-                             line=_locate(text, f"metrics.{metric}", None), field=where)
+            raise InputError(
+                f"unknown metric '{metric}' ({measures.spelled()})",
+                file=source,
+                line=_locate(text, f"metrics.{metric}", None),
+                field=where,
+            )
         if not isinstance(spec, dict):
             raise InputError("must be a table of rules", file=source, field=where)
         for kind, limit in spec.items():
             line = _locate(text, f"metrics.{metric}", kind)
             if kind not in KINDS:
-                raise InputError(f"unknown rule (known: {', '.join(KINDS)})", file=source,
-                                 line=line, field=f"{where}.{kind}")
+                raise InputError(
+                    f"unknown rule (known: {', '.join(KINDS)})",
+                    file=source,
+                    line=line,
+                    field=f"{where}.{kind}",
+                )
             if kind in FLAGS:
                 if not isinstance(limit, bool):
-                    raise InputError(f"must be true or false, got {limit!r}", file=source,
-                                     line=line, field=f"{where}.{kind}")
+                    raise InputError(
+                        f"must be true or false, got {limit!r}",
+                        file=source,
+                        line=line,
+                        field=f"{where}.{kind}",
+                    )
                 if not limit:
                     continue
             elif isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
-                raise InputError(f"must be a number >= 0, got {limit!r}", file=source, line=line,
-                                 field=f"{where}.{kind}")
+                raise InputError(
+                    f"must be a number >= 0, got {limit!r}",
+                    file=source,
+                    line=line,
+                    field=f"{where}.{kind}",
+                )
             out.rules.append(Rule(metric, kind, limit if kind in FLAGS else float(limit), line))
     if not out.rules:
-        raise InputError("no rules (add e.g. [metrics.\"recall@10\"] must_not_drop = true)",
-                         file=source)
+        raise InputError(
+            'no rules (add e.g. [metrics."recall@10"] must_not_drop = true)', file=source
+        )
     return out
 
 
@@ -235,59 +296,105 @@ def check(rule: Rule, base: dict, cand: dict, rules: Rules) -> Outcome:
     if b is None and c is None:
         return Outcome(rule, "n/a", b, c, f"neither side has {m}")
     if c is None:
-        return Outcome(rule, "fail", b, c, f"{m}: the candidate has no value (baseline "
-                       f"{_fmt(b)}): it cannot show that it did not regress")
+        return Outcome(
+            rule,
+            "fail",
+            b,
+            c,
+            f"{m}: the candidate has no value (baseline "
+            f"{_fmt(b)}): it cannot show that it did not regress",
+        )
     if rule.kind == "min":
         ok = c >= rule.limit - EPS
-        return Outcome(rule, "pass" if ok else "fail", b, c,
-                       f"{m} {_fmt(c)} is {'at or above' if ok else 'below'} the minimum "
-                       f"{_fmt(rule.limit)}")
+        return Outcome(
+            rule,
+            "pass" if ok else "fail",
+            b,
+            c,
+            f"{m} {_fmt(c)} is {'at or above' if ok else 'below'} the minimum {_fmt(rule.limit)}",
+        )
     if rule.kind == "max":
         ok = c <= rule.limit + EPS
-        return Outcome(rule, "pass" if ok else "fail", b, c,
-                       f"{m} {_fmt(c)} is {'within' if ok else 'above'} the maximum "
-                       f"{_fmt(rule.limit)}")
+        return Outcome(
+            rule,
+            "pass" if ok else "fail",
+            b,
+            c,
+            f"{m} {_fmt(c)} is {'within' if ok else 'above'} the maximum {_fmt(rule.limit)}",
+        )
     if b is None:
         return Outcome(rule, "n/a", b, c, f"the baseline has no {m} to compare with")
     change = f"({_fmt(b)} → {_fmt(c)})"
     if rule.kind == "must_not_drop":
         ok = c >= b - EPS
-        return Outcome(rule, "pass" if ok else "fail", b, c,
-                       f"{m} {'did not drop' if ok else f'dropped by {b - c:.4f}'} {change}")
+        return Outcome(
+            rule,
+            "pass" if ok else "fail",
+            b,
+            c,
+            f"{m} {'did not drop' if ok else f'dropped by {b - c:.4f}'} {change}",
+        )
     if rule.kind == "max_drop":
         ok = b - c <= rule.limit + EPS
         what = f"dropped by {b - c:.4f}" if c < b else "did not drop"
-        return Outcome(rule, "pass" if ok else "fail", b, c,
-                       f"{m} {what} {change}, {'within' if ok else 'more than'} the allowed "
-                       f"{rule.limit:g}")
+        return Outcome(
+            rule,
+            "pass" if ok else "fail",
+            b,
+            c,
+            f"{m} {what} {change}, {'within' if ok else 'more than'} the allowed {rule.limit:g}",
+        )
     if rule.kind == "max_drop_pct":
         pct = (b - c) / b * 100 if b else (0.0 if c >= b else float("inf"))
         ok = pct <= rule.limit + EPS
-        return Outcome(rule, "pass" if ok else "fail", b, c,
-                       f"{m} changed by {-pct:+.1f} % {change}, "
-                       f"{'within' if ok else 'more than'} the allowed drop of {rule.limit:g} %")
+        return Outcome(
+            rule,
+            "pass" if ok else "fail",
+            b,
+            c,
+            f"{m} changed by {-pct:+.1f} % {change}, "
+            f"{'within' if ok else 'more than'} the allowed drop of {rule.limit:g} %",
+        )
     if rule.kind == "max_growth_pct":
         pct = (c - b) / b * 100 if b else (0.0 if c <= b else float("inf"))
         ok = pct <= rule.limit + EPS
-        return Outcome(rule, "pass" if ok else "fail", b, c,
-                       f"{m} grew by {pct:+.1f} % {change}, "
-                       f"{'within' if ok else 'more than'} the allowed {rule.limit:g} %")
+        return Outcome(
+            rule,
+            "pass" if ok else "fail",
+            b,
+            c,
+            f"{m} grew by {pct:+.1f} % {change}, "
+            f"{'within' if ok else 'more than'} the allowed {rule.limit:g} %",
+        )
     # must_not_drop_significantly
     ids, a, bb = paired_values(base, cand, m)
     if not ids:
-        side = "baseline" if not any((x.get("metrics") or {}).get(m) is not None
-                                     for x in base.get("cases") or []) else "candidate"
-        raise InputError(f"rule '{m} must not drop significantly' needs per-query values, and "
-                         f"the {side} ('{label(base if side == 'baseline' else cand)}') has "
-                         "none (save reports with `pgeval report RUN --format json`)",
-                         file=rules.source, line=rule.line, field=f"metrics.{m}.{rule.kind}")
+        side = (
+            "baseline"
+            if not any((x.get("metrics") or {}).get(m) is not None for x in base.get("cases") or [])
+            else "candidate"
+        )
+        raise InputError(
+            f"rule '{m} must not drop significantly' needs per-query values, and "
+            f"the {side} ('{label(base if side == 'baseline' else cand)}') has "
+            "none (save reports with `pgeval report RUN --format json`)",
+            file=rules.source,
+            line=rule.line,
+            field=f"metrics.{m}.{rule.kind}",
+        )
     res = stats.paired(a, bb, rules.permutations, rules.permutations, rules.seed)
     bad = res.delta < 0 and res.p_value < rules.alpha
-    return Outcome(rule, "fail" if bad else "pass", b, c,
-                   f"{m} {'dropped' if res.delta < 0 else 'did not drop'} {change}, paired "
-                   f"randomisation p = {res.p_value:.4f} over {res.n} queries "
-                   f"({'significant' if res.p_value < rules.alpha else 'not significant'} at "
-                   f"{rules.alpha:g})", p_value=res.p_value)
+    return Outcome(
+        rule,
+        "fail" if bad else "pass",
+        b,
+        c,
+        f"{m} {'dropped' if res.delta < 0 else 'did not drop'} {change}, paired "
+        f"randomisation p = {res.p_value:.4f} over {res.n} queries "
+        f"({'significant' if res.p_value < rules.alpha else 'not significant'} at "
+        f"{rules.alpha:g})",
+        p_value=res.p_value,
+    )
 
 
 def evaluate(base: dict, cand: dict, rules: Rules) -> GateResult:
@@ -299,8 +406,15 @@ def evaluate(base: dict, cand: dict, rules: Rules) -> GateResult:
     return result
 
 
-def gate(database, baseline: str, candidate: str, rules: str | Path | None = None, *,
-         rel: int = 1, allow_partial: bool = False) -> GateResult:
+def gate(
+    database,
+    baseline: str,
+    candidate: str,
+    rules: str | Path | None = None,
+    *,
+    rel: int = 1,
+    allow_partial: bool = False,
+) -> GateResult:
     """Check ``candidate`` against ``baseline`` (run names or saved JSON reports) under the rules
     file ``rules`` (None: the built-in rules). Returns the result; raising on failure is the
     caller's choice (`pgeval gate` exits 2)."""
@@ -310,9 +424,14 @@ def gate(database, baseline: str, candidate: str, rules: str | Path | None = Non
     rule_set = load_rules(rules)
     measures = measures_for()
     measures += [m for m in rule_set.metrics() if "@" in m and m not in measures]
-    sides = obtain_all(database, [baseline, candidate], measures=measures, rel=rel,
-                       allow_partial=allow_partial)
+    sides = obtain_all(
+        database, [baseline, candidate], measures=measures, rel=rel, allow_partial=allow_partial
+    )
     result = evaluate(sides[0], sides[1], rule_set)
-    result.warnings = [f"{side['run']['name']}: {w}" for side in sides
-                       for w in side.get("warnings") or [] if "PARTIAL" in w]
+    result.warnings = [
+        f"{side['run']['name']}: {w}"
+        for side in sides
+        for w in side.get("warnings") or []
+        if "PARTIAL" in w
+    ]
     return result

@@ -51,10 +51,14 @@ JS = """
 })();
 """
 
-UNSORTED = ("latency", "answers")     # one-row tables: nothing to sort
-PLOT_TITLES = {"waterfall": "Stage waterfall of recall lost", "sweep": "Recall vs latency",
-               "by_type": "Per query type", "distribution": "Per-query distribution",
-               "latency": "Latency"}
+UNSORTED = ("latency", "answers")  # one-row tables: nothing to sort
+PLOT_TITLES = {
+    "waterfall": "Stage waterfall of recall lost",
+    "sweep": "Recall vs latency",
+    "by_type": "Per query type",
+    "distribution": "Per-query distribution",
+    "latency": "Latency",
+}
 
 
 def _td(value) -> str:
@@ -69,22 +73,33 @@ def _level(level) -> str:
     return f'<td><span class="level level-{escape(level)}">{escape(level)}</span></td>'
 
 
-def table(rows: list[dict], columns: list[str] | None = None, *, levels: str | None = None,
-          sortable: bool = True) -> str:
+def table(
+    rows: list[dict],
+    columns: list[str] | None = None,
+    *,
+    levels: str | None = None,
+    sortable: bool = True,
+) -> str:
     if not rows:
         return '<p class="muted">none</p>'
     columns = columns or list(rows[0])
     head = "".join(f"<th>{escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(_level(r.get(c)) if c == levels else _td(r.get(c))
-                                    for c in columns) + "</tr>" for r in rows)
+    body = "".join(
+        "<tr>"
+        + "".join(_level(r.get(c)) if c == levels else _td(r.get(c)) for c in columns)
+        + "</tr>"
+        for r in rows
+    )
     cls = ' class="sortable"' if sortable else ""
     return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _img(name: str, png: bytes) -> str:
     data = base64.b64encode(png).decode("ascii")
-    return (f'<h2>{escape(PLOT_TITLES.get(name, name))}</h2><img class="plot" id="plot-{name}" '
-            f'alt="{escape(PLOT_TITLES.get(name, name))}" src="data:image/png;base64,{data}">')
+    return (
+        f'<h2>{escape(PLOT_TITLES.get(name, name))}</h2><img class="plot" id="plot-{name}" '
+        f'alt="{escape(PLOT_TITLES.get(name, name))}" src="data:image/png;base64,{data}">'
+    )
 
 
 def render(report: dict, *, with_plots: bool = True) -> str:
@@ -92,36 +107,50 @@ def render(report: dict, *, with_plots: bool = True) -> str:
     notes = []
     if with_plots and not plots.available():
         notes.append("plots left out: matplotlib is not installed (pip install 'pgeval[plot]')")
-    parts = [f"<h1>{escape(common.title(report))}</h1>",
-             '<dl class="facts">' + "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>"
-                                            for k, v in common.facts(report)) + "</dl>"]
+    parts = [
+        f"<h1>{escape(common.title(report))}</h1>",
+        '<dl class="facts">'
+        + "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in common.facts(report))
+        + "</dl>",
+    ]
     for w in [*(report.get("warnings") or []), *notes]:
         parts.append(f'<p class="warn">{escape(w)}</p>')
     parts.append("<h2>Queries</h2>" + table([common.counts_row(report)], sortable=False))
-    parts.append('<h2>Summary</h2><p class="muted">Means over valid queries; acceptance levels per '
-                 "METRICS.md (thresholds excellent / good / pass).</p>"
-                 + f'<div id="summary">{table(common.summary_rows(report), levels="level")}</div>')
+    parts.append(
+        '<h2>Summary</h2><p class="muted">Means over valid queries; acceptance levels per '
+        "METRICS.md (thresholds excellent / good / pass).</p>"
+        + f'<div id="summary">{table(common.summary_rows(report), levels="level")}</div>'
+    )
     plots_html = [_img(name, png) for name, png in images.items()]
     for sec in common.sections(report):
-        if sec.key == "by_type":          # the plots go between the sweep and the type table
+        if sec.key == "by_type":  # the plots go between the sweep and the type table
             parts.extend(plots_html)
             plots_html = []
-        parts.append(f"<h2>{escape(sec.title)}</h2>"
-                     + table(sec.rows, sec.columns, sortable=sec.key not in UNSORTED))
+        parts.append(
+            f"<h2>{escape(sec.title)}</h2>"
+            + table(sec.rows, sec.columns, sortable=sec.key not in UNSORTED)
+        )
     parts.extend(plots_html)
     flagged = report.get("flagged") or []
-    parts.append("<h2>Flagged queries</h2><p class=\"muted\">Low recall (Recall@K &lt; 0.3) and "
-                 "poor ranking (nDCG@10 &lt; 0.5), with the plan of the stage that served them."
-                 "</p>" + table(flagged, ["query_id", "flag", "measure", "value"]))
+    parts.append(
+        '<h2>Flagged queries</h2><p class="muted">Low recall (Recall@K &lt; 0.3) and '
+        "poor ranking (nDCG@10 &lt; 0.5), with the plan of the stage that served them."
+        "</p>" + table(flagged, ["query_id", "flag", "measure", "value"])
+    )
     for f in flagged:
         if f.get("plan") is not None:
-            parts.append(f"<details><summary>plan of {escape(f['query_id'])}</summary><pre>"
-                         f"{escape(common.plan_text(f['plan']))}</pre></details>")
+            parts.append(
+                f"<details><summary>plan of {escape(f['query_id'])}</summary><pre>"
+                f"{escape(common.plan_text(f['plan']))}</pre></details>"
+            )
     cases = common.case_rows(report)
-    parts.append(f'<h2>Per query ({len(cases)})</h2><p class="muted">Click a column to sort; '
-                 'ranked ids show the grade in brackets.</p><div id="cases">'
-                 + table(cases) + "</div>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
-            f"<title>{escape(common.title(report))}</title><style>{CSS}</style></head>"
-            f"<body>{''.join(parts)}<script>{JS}</script></body></html>\n")
+    parts.append(
+        f'<h2>Per query ({len(cases)})</h2><p class="muted">Click a column to sort; '
+        'ranked ids show the grade in brackets.</p><div id="cases">' + table(cases) + "</div>"
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{escape(common.title(report))}</title><style>{CSS}</style></head>"
+        f"<body>{''.join(parts)}<script>{JS}</script></body></html>\n"
+    )

@@ -19,8 +19,8 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..measure import answers, latency, metrics, stage_method
 from ..core.errors import IncompleteRun, InputError, NotFound
+from ..measure import answers, latency, metrics, stage_method
 
 REPORT_VERSION = 1
 
@@ -31,8 +31,10 @@ def resolve(conn, name: str) -> tuple[metrics.RunInfo, dict | None]:
         return metrics.resolve_run(conn, name), None
     except NotFound:
         pass
-    row = conn.execute("SELECT experiment_id, name, status, config_hash FROM pgeval.experiment "
-                       "WHERE name = %s", (name,)).fetchone()
+    row = conn.execute(
+        "SELECT experiment_id, name, status, config_hash FROM pgeval.experiment WHERE name = %s",
+        (name,),
+    ).fetchone()
     if row is None:
         raise NotFound(f"no run or experiment named '{name}' (see `pgeval run list`)")
     exp = {"experiment_id": row[0], "name": row[1], "status": row[2], "config_hash": row[3]}
@@ -53,8 +55,9 @@ def _k_values(measures: list[str]) -> dict:
     return out
 
 
-def _cases(conn, run: metrics.RunInfo, depth: int, rel: int, per_query: list[dict],
-           answer_rows: list[dict]) -> list[dict]:
+def _cases(
+    conn, run: metrics.RunInfo, depth: int, rel: int, per_query: list[dict], answer_rows: list[dict]
+) -> list[dict]:
     rows = conn.execute(
         """SELECT q.query_id, q.query_text, q.types, q.answerable,
                   pgeval.n_relevant(q.grades_desc, %(rel)s),
@@ -69,53 +72,103 @@ def _cases(conn, run: metrics.RunInfo, depth: int, rel: int, per_query: list[dic
              LEFT JOIN pgeval.query_timing t ON t.run_id = %(run)s AND t.query_id = q.query_id
             WHERE q.testset_id = %(ts)s
             ORDER BY q.position""",
-        {"rel": rel, "run": run.run_id, "depth": depth, "ts": run.testset_id}).fetchall()
+        {"rel": rel, "run": run.run_id, "depth": depth, "ts": run.testset_id},
+    ).fetchall()
     values = {r["query_id"]: {k: v for k, v in r.items() if k != "query_id"} for r in per_query}
     ans = {a["query_id"]: a for a in answer_rows}
     out = []
     for qid, text, types, answerable, n_rel, ranked, grades, lat, server_ms in rows:
-        case = {"query_id": qid, "text": text, "types": list(types or []),
-                "answerable": answerable, "valid": n_rel > 0, "n_relevant": n_rel,
-                "ranked": list(ranked or []), "grades": list(grades or []),
-                "latency_ms": lat, "server_ms": server_ms,
-                "metrics": dict(values.get(qid, {}))}
+        case = {
+            "query_id": qid,
+            "text": text,
+            "types": list(types or []),
+            "answerable": answerable,
+            "valid": n_rel > 0,
+            "n_relevant": n_rel,
+            "ranked": list(ranked or []),
+            "grades": list(grades or []),
+            "latency_ms": lat,
+            "server_ms": server_ms,
+            "metrics": dict(values.get(qid, {})),
+        }
         a = ans.get(qid)
         if a is not None:
             case["metrics"]["citation_precision"] = a["citation_precision"]
             if a["answer_correct"] is not None:
                 case["metrics"]["answer_accuracy"] = a["answer_correct"]
-            case["answer"] = {k: a[k] for k in ("answered", "n_cited", "n_supported", "refused",
-                                                "n_facts", "facts_found", "latency_ms")}
+            case["answer"] = {
+                k: a[k]
+                for k in (
+                    "answered",
+                    "n_cited",
+                    "n_supported",
+                    "refused",
+                    "n_facts",
+                    "facts_found",
+                    "latency_ms",
+                )
+            }
         out.append(case)
     return out
 
 
 def _plans(conn, run_id: int, flagged: list[dict]) -> list[dict]:
     ids = sorted({f["query_id"] for f in flagged})
-    plans = dict(conn.execute("SELECT query_id, plan FROM pgeval.query_plan WHERE run_id = %s "
-                              "AND query_id = ANY (%s)", (run_id, ids)).fetchall()) if ids else {}
+    plans = (
+        dict(
+            conn.execute(
+                "SELECT query_id, plan FROM pgeval.query_plan WHERE run_id = %s "
+                "AND query_id = ANY (%s)",
+                (run_id, ids),
+            ).fetchall()
+        )
+        if ids
+        else {}
+    )
     return [{**f, "plan": plans.get(f["query_id"])} for f in flagged]
 
 
-def build(conn, name: str, measures: list[str] | None = None, *, rel: int = 1,
-          domain_discount: float = 0.0, depth: int | None = None, allow_partial: bool = False,
-          min_score: float | None = None) -> dict:
+def build(
+    conn,
+    name: str,
+    measures: list[str] | None = None,
+    *,
+    rel: int = 1,
+    domain_discount: float = 0.0,
+    depth: int | None = None,
+    allow_partial: bool = False,
+    min_score: float | None = None,
+) -> dict:
     """The report of run (or experiment) ``name`` as a plain dict (see the module docstring)."""
     from . import extras
 
     run, exp = resolve(conn, name)
     if exp is not None and exp["status"] != "complete" and not allow_partial:
         # its "final" stage would be the last one that ran, not the pipeline's last stage
-        raise IncompleteRun(f"experiment '{exp['name']}' is {exp['status']}, not complete: its "
-                            "final stage may not have run (`pgeval run resume` it, or "
-                            "--allow-partial to see it labelled)")
-    ev = metrics.evaluate(conn, run.name, measures, rel=rel, domain_discount=domain_discount,
-                          with_per_query=True, with_by_type=True, with_flagged=True,
-                          allow_partial=allow_partial, min_score=min_score)
-    assert ev.per_query is not None and ev.flagged is not None   # asked for above
+        raise IncompleteRun(
+            f"experiment '{exp['name']}' is {exp['status']}, not complete: its "
+            "final stage may not have run (`pgeval run resume` it, or "
+            "--allow-partial to see it labelled)"
+        )
+    ev = metrics.evaluate(
+        conn,
+        run.name,
+        measures,
+        rel=rel,
+        domain_discount=domain_discount,
+        with_per_query=True,
+        with_by_type=True,
+        with_flagged=True,
+        allow_partial=allow_partial,
+        min_score=min_score,
+    )
+    assert ev.per_query is not None and ev.flagged is not None  # asked for above
     if exp is not None and exp["status"] != "complete":
-        ev.warnings.insert(0, f"PARTIAL: experiment '{exp['name']}' is {exp['status']}; its "
-                              f"last stage that ran ({run.name}) stands in for its final stage")
+        ev.warnings.insert(
+            0,
+            f"PARTIAL: experiment '{exp['name']}' is {exp['status']}; its "
+            f"last stage that ran ({run.name}) stands in for its final stage",
+        )
     k = _k_values(ev.measures)
     depth = depth or max(max(v) for v in k.values())
     summary = dict(ev.summary)
@@ -131,33 +184,55 @@ def build(conn, name: str, measures: list[str] | None = None, *, rel: int = 1,
         summary["citation_precision"] = ans_summary["citation_precision"]
         summary["answer_accuracy"] = ans_summary["answer_accuracy"]
         if ans_summary["no_answer"]:
-            ev.warnings.append(f"{ans_summary['no_answer']} queries have no imported answer and "
-                               "score 0 end to end")
+            ev.warnings.append(
+                f"{ans_summary['no_answer']} queries have no imported answer and score 0 end to end"
+            )
         if ans_summary["unjudged"]:
-            ev.warnings.append(f"{ans_summary['unjudged']} answerable queries have no expected "
-                               "facts and are left out of answer accuracy")
+            ev.warnings.append(
+                f"{ans_summary['unjudged']} answerable queries have no expected "
+                "facts and are left out of answer accuracy"
+            )
     summary.update(latency.summary_keys("retrieval", timing))
     summary.update(latency.summary_keys("answer", answer_timing))
-    thresholds = {m: {"excellent": e, "good": g, "pass": p} for m, e, g, p in conn.execute(
-        "SELECT measure, excellent, good, pass FROM pgeval.acceptance_thresholds()").fetchall()}
+    thresholds = {
+        m: {"excellent": e, "good": g, "pass": p}
+        for m, e, g, p in conn.execute(
+            "SELECT measure, excellent, good, pass FROM pgeval.acceptance_thresholds()"
+        ).fetchall()
+    }
     report = {
         "pgeval_report": REPORT_VERSION,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "run": {"name": run.name, "testset": run.testset, "testset_hash": run.testset_hash,
-                "stage": run.stage,
-                "stage_label": stage_method.label(run.stage, run.stage, run.params),
-                "status": run.status, "repetition": run.repetition,
-                "experiment": run.experiment, "params": run.params},
+        "run": {
+            "name": run.name,
+            "testset": run.testset,
+            "testset_hash": run.testset_hash,
+            "stage": run.stage,
+            "stage_label": stage_method.label(run.stage, run.stage, run.params),
+            "status": run.status,
+            "repetition": run.repetition,
+            "experiment": run.experiment,
+            "params": run.params,
+        },
         "experiment": None,
         "config_hash": run.config_hash or (exp or {}).get("config_hash"),
         "fingerprint": _fingerprint(conn, run.run_id),
-        "measures": ev.measures, "k": k, "depth": depth, "rel": rel,
-        "domain_discount": domain_discount, "order_rule": run.order_rule,
-        "timing_boundary": run.timing_boundary, "counts": ev.counts, "summary": summary,
-        "acceptance": ev.levels, "thresholds": thresholds,
+        "measures": ev.measures,
+        "k": k,
+        "depth": depth,
+        "rel": rel,
+        "domain_discount": domain_discount,
+        "order_rule": run.order_rule,
+        "timing_boundary": run.timing_boundary,
+        "counts": ev.counts,
+        "summary": summary,
+        "acceptance": ev.levels,
+        "thresholds": thresholds,
         "latency": {"retrieval": timing, "answer": answer_timing},
-        "answers": ans_summary, "by_type": ev.by_type,
-        "flagged": _plans(conn, run.run_id, ev.flagged), "warnings": ev.warnings,
+        "answers": ans_summary,
+        "by_type": ev.by_type,
+        "flagged": _plans(conn, run.run_id, ev.flagged),
+        "warnings": ev.warnings,
         "cases": _cases(conn, run, depth, rel, ev.per_query, answer_rows),
     }
     if exp is not None:
@@ -168,9 +243,11 @@ def build(conn, name: str, measures: list[str] | None = None, *, rel: int = 1,
 
 def _fingerprint(conn, run_id: int):
     """The run's fingerprint, else its experiment's."""
-    return conn.execute("SELECT coalesce(r.fingerprint, e.fingerprint) FROM pgeval.run r LEFT JOIN "
-                        "pgeval.experiment e USING (experiment_id) WHERE r.run_id = %s",
-                        (run_id,)).fetchone()[0]
+    return conn.execute(
+        "SELECT coalesce(r.fingerprint, e.fingerprint) FROM pgeval.run r LEFT JOIN "
+        "pgeval.experiment e USING (experiment_id) WHERE r.run_id = %s",
+        (run_id,),
+    ).fetchone()[0]
 
 
 def dumps(report: dict) -> str:
@@ -204,18 +281,23 @@ def read(path: str | Path) -> dict:
     except json.JSONDecodeError as exc:
         raise InputError(f"not a JSON report ({exc.msg})", file=name, line=exc.lineno) from None
     if not isinstance(data, dict) or "summary" not in data:
-        raise InputError("not a pgeval JSON report (no 'summary'; write one with "
-                         "`pgeval report RUN --format json --out FILE`)", file=name)
+        raise InputError(
+            "not a pgeval JSON report (no 'summary'; write one with "
+            "`pgeval report RUN --format json --out FILE`)",
+            file=name,
+        )
     if not isinstance(data["summary"], dict):
-        raise InputError("'summary' must be an object of metric values", file=name,
-                         field="summary")
+        raise InputError("'summary' must be an object of metric values", file=name, field="summary")
     for key, value in data["summary"].items():
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise InputError(f"metric '{key}' is {value!r}, not a number", file=name,
-                             field=f"summary.{key}")
+            raise InputError(
+                f"metric '{key}' is {value!r}, not a number", file=name, field=f"summary.{key}"
+            )
     cases = data.get("cases", [])
-    if not isinstance(cases, list) or any(not isinstance(c, dict) or "query_id" not in c
-                                          for c in cases):
-        raise InputError("'cases' must be a list of objects with a query_id", file=name,
-                         field="cases")
+    if not isinstance(cases, list) or any(
+        not isinstance(c, dict) or "query_id" not in c for c in cases
+    ):
+        raise InputError(
+            "'cases' must be a list of objects with a query_id", file=name, field="cases"
+        )
     return data

@@ -6,8 +6,7 @@ from __future__ import annotations
 from . import common
 from .common import fmt
 
-LEVEL_MARK = {"excellent": "🟢 excellent", "good": "🟢 good", "pass": "🟡 pass",
-              "fail": "🔴 fail"}
+LEVEL_MARK = {"excellent": "🟢 excellent", "good": "🟢 good", "pass": "🟡 pass", "fail": "🔴 fail"}
 
 
 def _cell(value) -> str:
@@ -29,21 +28,30 @@ def render(report: dict) -> str:
     if report.get("warnings"):
         parts.append("> **Warnings**\n" + "\n".join(f"> - {w}" for w in report["warnings"]) + "\n")
     parts.append("## Queries\n\n" + table([common.counts_row(report)]))
-    rows = [{**r, "level": LEVEL_MARK.get(r["level"], r["level"] or "")}
-            for r in common.summary_rows(report)]
-    parts.append("## Summary\n\nMeans over valid queries; levels per METRICS.md "
-                 "(thresholds excellent / good / pass).\n\n"
-                 + table(rows, ["metric", "value", "level", "thresholds"]))
+    rows = [
+        {**r, "level": LEVEL_MARK.get(r["level"], r["level"] or "")}
+        for r in common.summary_rows(report)
+    ]
+    parts.append(
+        "## Summary\n\nMeans over valid queries; levels per METRICS.md "
+        "(thresholds excellent / good / pass).\n\n"
+        + table(rows, ["metric", "value", "level", "thresholds"])
+    )
     for sec in common.sections(report):
         parts.append(f"## {sec.title}\n\n" + table(sec.rows, sec.columns))
     flagged = report.get("flagged") or []
-    parts.append("## Flagged queries\n\nLow recall (Recall@K < 0.3) and poor ranking "
-                 "(nDCG@10 < 0.5).\n\n" + table(flagged, ["query_id", "flag", "measure", "value"]))
+    parts.append(
+        "## Flagged queries\n\nLow recall (Recall@K < 0.3) and poor ranking "
+        "(nDCG@10 < 0.5).\n\n" + table(flagged, ["query_id", "flag", "measure", "value"])
+    )
     for f in flagged:
         if f.get("plan") is not None:
-            parts.append(f"<details><summary>plan of {f['query_id']}</summary>\n\n```\n"
-                         f"{common.plan_text(f['plan'])}\n```\n</details>\n")
+            parts.append(
+                f"<details><summary>plan of {f['query_id']}</summary>\n\n```\n"
+                f"{common.plan_text(f['plan'])}\n```\n</details>\n"
+            )
     cases = common.case_rows(report)
-    parts.append(f"## Per query ({len(cases)})\n\nRanked ids show the grade in brackets.\n\n"
-                 + table(cases))
+    parts.append(
+        f"## Per query ({len(cases)})\n\nRanked ids show the grade in brackets.\n\n" + table(cases)
+    )
     return "\n".join(parts)

@@ -28,7 +28,7 @@ def _figure(width: float = 7.5, height: float = 3.6):
 def _png(fig) -> bytes:
     buf = io.BytesIO()
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")   # e.g. a CJK query type the default font lacks
+        warnings.simplefilter("ignore")  # e.g. a CJK query type the default font lacks
         fig.savefig(buf, format="png")
     return buf.getvalue()
 
@@ -54,8 +54,9 @@ def by_type(report: dict) -> bytes | None:
     for i, m in enumerate(metrics):
         xs = [j + (i - (len(metrics) - 1) / 2) * width for j in range(len(rows))]
         ax.bar(xs, [r.get(m) or 0.0 for r in rows], width, label=m, color=SERIES[i % len(SERIES)])
-    ax.set_xticks(range(len(rows)), [f"{r['type']}\n(n={r.get('queries', '?')})" for r in rows],
-                  fontsize=8)
+    ax.set_xticks(
+        range(len(rows)), [f"{r['type']}\n(n={r.get('queries', '?')})" for r in rows], fontsize=8
+    )
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("mean over valid queries")
     ax.set_title("metrics by query type")
@@ -78,8 +79,15 @@ def waterfall(report: dict) -> bytes | None:
         value = c.get("recall_points") or 0.0
         colour = colours.get(c["category"], SERIES[i % len(SERIES)])
         ax.bar(i, value, bottom=bottom, color=colour)
-        ax.text(i, bottom + value / 2, f"{value:.3f}", ha="center", va="center", fontsize=8,
-                color="white" if value > 0.08 else "black")
+        ax.text(
+            i,
+            bottom + value / 2,
+            f"{value:.3f}",
+            ha="center",
+            va="center",
+            fontsize=8,
+            color="white" if value > 0.08 else "black",
+        )
         bottom += value
         labels.append(c["category"])
     ax.set_xticks(range(len(labels)), labels)
@@ -93,21 +101,38 @@ def waterfall(report: dict) -> bytes | None:
 def sweep(report: dict) -> bytes | None:
     """Recall against p95 latency over the sweep's points, each labelled with its setting."""
     points = (report.get("sweep") or {}).get("points") or []
-    points = [p for p in points
-              if p.get("recall") is not None and p.get("latency_p95_ms") is not None]
+    points = [
+        p for p in points if p.get("recall") is not None and p.get("latency_p95_ms") is not None
+    ]
     if not points:
         return None
     fig = _figure(7.0, 4.0)
     ax = fig.add_subplot()
     points = sorted(points, key=lambda p: p["latency_p95_ms"])
-    ax.plot([p["latency_p95_ms"] for p in points], [p["recall"] for p in points], marker="o",
-            color=SERIES[0])
+    ax.plot(
+        [p["latency_p95_ms"] for p in points],
+        [p["recall"] for p in points],
+        marker="o",
+        color=SERIES[0],
+    )
     for p in points:
         if p.get("current"):
-            ax.plot(p["latency_p95_ms"], p["recall"], marker="o", markersize=11,
-                    markerfacecolor="none", markeredgecolor="#cf222e", label="this run")
-        ax.annotate(str(p.get("label", "")), (p["latency_p95_ms"], p["recall"]),
-                    textcoords="offset points", xytext=(4, 4), fontsize=8)
+            ax.plot(
+                p["latency_p95_ms"],
+                p["recall"],
+                marker="o",
+                markersize=11,
+                markerfacecolor="none",
+                markeredgecolor="#cf222e",
+                label="this run",
+            )
+        ax.annotate(
+            str(p.get("label", "")),
+            (p["latency_p95_ms"], p["recall"]),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=8,
+        )
     ax.margins(x=0.12, y=0.1)
     if any(p.get("current") for p in points):
         ax.legend(fontsize=8, loc="lower right")
@@ -127,8 +152,9 @@ def distribution(report: dict) -> bytes | None:
     fig = _figure(7.5, 3.2)
     ax = fig.add_subplot()
     data = [[c["metrics"][m] for c in cases if c["metrics"].get(m) is not None] for m in metrics]
-    ax.hist(data, bins=[i / 10 for i in range(11)], label=metrics,
-            color=list(SERIES[:len(metrics)]))
+    ax.hist(
+        data, bins=[i / 10 for i in range(11)], label=metrics, color=list(SERIES[: len(metrics)])
+    )
     ax.set_xlabel("per-query value")
     ax.set_ylabel("queries")
     ax.set_title("distribution over valid queries")
@@ -155,8 +181,13 @@ def latency(report: dict) -> bytes | None:
     return _png(fig)
 
 
-PLOTS = (("waterfall", waterfall), ("sweep", sweep), ("by_type", by_type),
-         ("distribution", distribution), ("latency", latency))
+PLOTS = (
+    ("waterfall", waterfall),
+    ("sweep", sweep),
+    ("by_type", by_type),
+    ("distribution", distribution),
+    ("latency", latency),
+)
 
 
 def render_all(report: dict) -> dict[str, bytes]:

@@ -31,13 +31,28 @@ def option_items(options) -> list[str]:
     return list(options)
 
 
-def pipeline_config(*, testset: str | None, stages: str, target: str | None = None, settings=None,
-                    options=None, depth: int = 100, repeat: int = 3, embedder: str | None = None,
-                    base_url: str | None = None, dimensions: int | None = None,
-                    api_key_env: str | None = None, reranker: str | None = None,
-                    name: str | None = None, batch: bool = False, server_timing: bool = False,
-                    isolate_index: bool = False, statement_timeout: str | None = "5min",
-                    checksum: bool = True, queries=None) -> PipelineConfig:
+def pipeline_config(
+    *,
+    testset: str | None,
+    stages: str,
+    target: str | None = None,
+    settings=None,
+    options=None,
+    depth: int = 100,
+    repeat: int = 3,
+    embedder: str | None = None,
+    base_url: str | None = None,
+    dimensions: int | None = None,
+    api_key_env: str | None = None,
+    reranker: str | None = None,
+    name: str | None = None,
+    batch: bool = False,
+    server_timing: bool = False,
+    isolate_index: bool = False,
+    statement_timeout: str | None = "5min",
+    checksum: bool = True,
+    queries=None,
+) -> PipelineConfig:
     """The :class:`PipelineConfig` of `pgeval run pipeline`'s options (same names, same
     defaults); ``reranker`` is the default ``reranker`` option of every rerank stage;
     ``queries`` a query-vector source (:mod:`evaluator.testset.query_source`) in place of a
@@ -48,11 +63,30 @@ def pipeline_config(*, testset: str | None, stages: str, target: str | None = No
         for sname, kind in parsed:
             if kind == "rerank":
                 opts.setdefault(sname, {}).setdefault("reranker", reranker)
-    emb_opts = {k: v for k, v in (("base_url", base_url), ("dimensions", dimensions),
-                                  ("api_key_env", api_key_env)) if v is not None}
-    return PipelineConfig(testset=testset or "", queries=queries, stages=stages, target=target,
-                          settings=gucs.parse(settings_items(settings)), options=opts,
-                          depth=depth, repeat=repeat, embedder=embedder,
-                          embedder_options=emb_opts, name=name, batch=batch,
-                          server_timing=server_timing, isolate_index=isolate_index,
-                          statement_timeout=statement_timeout, checksum=checksum)
+    emb_opts = {
+        k: v
+        for k, v in (
+            ("base_url", base_url),
+            ("dimensions", dimensions),
+            ("api_key_env", api_key_env),
+        )
+        if v is not None
+    }
+    return PipelineConfig(
+        testset=testset or "",
+        queries=queries,
+        stages=stages,
+        target=target,
+        settings=gucs.parse(settings_items(settings)),
+        options=opts,
+        depth=depth,
+        repeat=repeat,
+        embedder=embedder,
+        embedder_options=emb_opts,
+        name=name,
+        batch=batch,
+        server_timing=server_timing,
+        isolate_index=isolate_index,
+        statement_timeout=statement_timeout,
+        checksum=checksum,
+    )

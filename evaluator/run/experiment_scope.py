@@ -12,8 +12,8 @@ from contextlib import contextmanager
 
 from ..core.errors import Conflict, DatabaseError, InputError, PgevalError, first_line
 
-LOCK_CLASS = 1885824374          # 'pgev': first key of the experiment's advisory lock
-DEAD_HOLDER_WAIT_S = 60.0        # how long resume waits for a dead client's session to end
+LOCK_CLASS = 1885824374  # 'pgev': first key of the experiment's advisory lock
+DEAD_HOLDER_WAIT_S = 60.0  # how long resume waits for a dead client's session to end
 
 
 def _key(exp_id: int) -> tuple[int, int]:
@@ -43,8 +43,10 @@ def commit(conn) -> None:
 
 def _mark(conn, exp_id: int, status: str) -> bool:
     """Set the experiment's end state; False when it no longer exists."""
-    n = conn.execute("UPDATE pgeval.experiment SET status = %s, finished_at = now() "
-                     "WHERE experiment_id = %s", (status, exp_id)).rowcount
+    n = conn.execute(
+        "UPDATE pgeval.experiment SET status = %s, finished_at = now() WHERE experiment_id = %s",
+        (status, exp_id),
+    ).rowcount
     commit(conn)
     return n > 0
 
@@ -59,14 +61,17 @@ def stopped(exc: BaseException, name: str) -> PgevalError | None:
         return None
     first = first_line(exc)
     if isinstance(exc, psycopg.errors.QueryCanceled):
-        return DatabaseError(f"a statement ran past the statement timeout ({first}){hint} "
-                             "--statement-timeout LONGER")
+        return DatabaseError(
+            f"a statement ran past the statement timeout ({first}){hint} --statement-timeout LONGER"
+        )
     if isinstance(exc, psycopg.OperationalError):
-        return DatabaseError(f"lost the database connection ({first}){hint} once the server is "
-                             "back")
+        return DatabaseError(
+            f"lost the database connection ({first}){hint} once the server is back"
+        )
     if isinstance(exc, psycopg.Error):
-        return DatabaseError(f"the database refused a statement ({first}){hint} once the cause "
-                             "is fixed")
+        return DatabaseError(
+            f"the database refused a statement ({first}){hint} once the cause is fixed"
+        )
     if isinstance(exc, InputError):
         return InputError(exc.detail + hint, file=exc.file, line=exc.line, field=exc.field)
     if isinstance(exc, PgevalError):
@@ -78,34 +83,53 @@ def stopped(exc: BaseException, name: str) -> PgevalError | None:
 
 
 def _testset_of(conn, exp_id: int) -> tuple[int, str] | None:
-    row = conn.execute("SELECT t.testset_id, t.name FROM pgeval.experiment e JOIN pgeval.testset t "
-                       "USING (testset_id) WHERE e.experiment_id = %s", (exp_id,)).fetchone()
+    row = conn.execute(
+        "SELECT t.testset_id, t.name FROM pgeval.experiment e JOIN pgeval.testset t "
+        "USING (testset_id) WHERE e.experiment_id = %s",
+        (exp_id,),
+    ).fetchone()
     commit(conn)
     return row
 
 
-def deleted_under(conn, exp_id: int, name: str, testset: tuple[int, str] | None) -> \
-        PgevalError | None:
+def deleted_under(
+    conn, exp_id: int, name: str, testset: tuple[int, str] | None
+) -> PgevalError | None:
     """When experiment ``exp_id`` no longer exists (its test set was replaced or deleted by
     another session while it ran: the delete cascades to the experiment and its runs), the error
     that says so — nothing is left to resume; else None."""
-    if conn.execute("SELECT 1 FROM pgeval.experiment WHERE experiment_id = %s",
-                    (exp_id,)).fetchone() is not None:
+    if (
+        conn.execute(
+            "SELECT 1 FROM pgeval.experiment WHERE experiment_id = %s", (exp_id,)
+        ).fetchone()
+        is not None
+    ):
         commit(conn)
         return None
-    now = None if testset is None else conn.execute(
-        "SELECT testset_id FROM pgeval.testset WHERE name = %s", (testset[1],)).fetchone()
+    now = (
+        None
+        if testset is None
+        else conn.execute(
+            "SELECT testset_id FROM pgeval.testset WHERE name = %s", (testset[1],)
+        ).fetchone()
+    )
     commit(conn)
     if testset is None or (now is not None and now[0] == testset[0]):
         why = "another session deleted it while it ran"
     elif now is None:
-        why = (f"another session deleted its test set '{testset[1]}' while it ran (`pgeval "
-               "testset delete` deletes the test set's experiments and runs)")
+        why = (
+            f"another session deleted its test set '{testset[1]}' while it ran (`pgeval "
+            "testset delete` deletes the test set's experiments and runs)"
+        )
     else:
-        why = (f"another session replaced its test set '{testset[1]}' while it ran (`pgeval "
-               "testset load --replace` deletes the old test set's experiments and runs)")
-    return Conflict(f"experiment '{name}' stopped: {why}; nothing is left to resume: run the "
-                    f"pipeline again (the name '{name}' is free)")
+        why = (
+            f"another session replaced its test set '{testset[1]}' while it ran (`pgeval "
+            "testset load --replace` deletes the old test set's experiments and runs)"
+        )
+    return Conflict(
+        f"experiment '{name}' stopped: {why}; nothing is left to resume: run the "
+        f"pipeline again (the name '{name}' is free)"
+    )
 
 
 @contextmanager
@@ -133,8 +157,9 @@ def experiment_scope(results, exp_id: int, name: str, on_warning=None):
         if gone is not None:
             raise gone from None
         if isinstance(exc, KeyboardInterrupt) and on_warning:
-            on_warning(f"interrupted: experiment '{name}' is left resumable: "
-                       f"`pgeval run resume {name}`")
+            on_warning(
+                f"interrupted: experiment '{name}' is left resumable: `pgeval run resume {name}`"
+            )
         better = stopped(exc, name)
         if better is None:
             raise
@@ -142,7 +167,8 @@ def experiment_scope(results, exp_id: int, name: str, on_warning=None):
     if not _mark(results, exp_id, "complete"):
         unlock(results, exp_id)
         raise deleted_under(results, exp_id, name, testset) or Conflict(
-            f"experiment '{name}' was deleted by another session while it ran")
+            f"experiment '{name}' was deleted by another session while it ran"
+        )
     unlock(results, exp_id)
 
 
@@ -150,13 +176,21 @@ def busy_message(conn, exp_id: int, name: str) -> str:
     row = conn.execute(
         "SELECT name, pid, host, round(extract(epoch FROM now() - heartbeat_at)) FROM pgeval.run "
         "WHERE experiment_id = %s AND status = 'running' ORDER BY run_id DESC LIMIT 1",
-        (exp_id,)).fetchone()
+        (exp_id,),
+    ).fetchone()
     commit(conn)
-    who = "" if row is None or row[1] is None else (
-        f": run '{row[0]}' is written by pid {row[1]} on {row[2]}, last write "
-        f"{int(row[3] or 0)} s ago")
-    return (f"experiment '{name}' is being run by another pgeval process{who} (wait for it, or "
-            "stop that process, then resume)")
+    who = (
+        ""
+        if row is None or row[1] is None
+        else (
+            f": run '{row[0]}' is written by pid {row[1]} on {row[2]}, last write "
+            f"{int(row[3] or 0)} s ago"
+        )
+    )
+    return (
+        f"experiment '{name}' is being run by another pgeval process{who} (wait for it, or "
+        "stop that process, then resume)"
+    )
 
 
 # ---- a lock held by a client that is gone ------------------------------------------------------
@@ -173,13 +207,21 @@ def _holder(conn, exp_id: int) -> dict | None:
             WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %(c)s::oid
               AND l.objid = %(k)s::oid AND l.objsubid = 2
               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-            LIMIT 1""", {"e": exp_id, "c": LOCK_CLASS, "k": _key(exp_id)[1]}).fetchone()
+            LIMIT 1""",
+        {"e": exp_id, "c": LOCK_CLASS, "k": _key(exp_id)[1]},
+    ).fetchone()
     commit(conn)
     if row is None:
         return None
     client = row[4] or [None, None]
-    return {"backend": row[0], "state": row[1], "waiting": row[2], "for_s": int(row[3] or 0),
-            "client_pid": None if client[0] is None else int(client[0]), "host": client[1]}
+    return {
+        "backend": row[0],
+        "state": row[1],
+        "waiting": row[2],
+        "for_s": int(row[3] or 0),
+        "client_pid": None if client[0] is None else int(client[0]),
+        "host": client[1],
+    }
 
 
 def client_gone(pid: int | None, host: str | None) -> bool:
@@ -191,17 +233,18 @@ def client_gone(pid: int | None, host: str | None) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return True
-    except PermissionError:       # alive, another user's
+    except PermissionError:  # alive, another user's
         return False
-    try:                          # a killed child not yet reaped by its parent
+    try:  # a killed child not yet reaped by its parent
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
             return fh.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
     except (OSError, IndexError):
         return False
 
 
-def acquire(conn, exp_id: int, name: str, on_warning=None,
-            wait_s: float = DEAD_HOLDER_WAIT_S) -> None:
+def acquire(
+    conn, exp_id: int, name: str, on_warning=None, wait_s: float = DEAD_HOLDER_WAIT_S
+) -> None:
     """Take experiment ``exp_id``'s lock. Held by a live process: a Conflict at once. Held by
     the session of a client that is gone (``kill -9``: its backend lives on until its current
     statement ends): say so, end that backend when this role may (pg_terminate_backend; its
@@ -212,18 +255,20 @@ def acquire(conn, exp_id: int, name: str, on_warning=None,
     if try_lock(conn, exp_id):
         return
     holder = _holder(conn, exp_id)
-    if holder is None:            # released meanwhile
+    if holder is None:  # released meanwhile
         if try_lock(conn, exp_id):
             return
         raise Conflict(busy_message(conn, exp_id, name))
     if not client_gone(holder["client_pid"], holder["host"]):
         raise Conflict(busy_message(conn, exp_id, name))
     backend = holder["backend"]
-    what = (f"the pgeval process that ran experiment '{name}' (pid {holder['client_pid']} on "
-            f"{holder['host']}) is gone, but its database session (backend pid {backend}, "
-            f"{holder['state'] or 'its state hidden from this role'}"
-            + (f", waiting on a {holder['waiting']}" if holder["waiting"] else "")
-            + ") still holds the experiment until its current statement ends")
+    what = (
+        f"the pgeval process that ran experiment '{name}' (pid {holder['client_pid']} on "
+        f"{holder['host']}) is gone, but its database session (backend pid {backend}, "
+        f"{holder['state'] or 'its state hidden from this role'}"
+        + (f", waiting on a {holder['waiting']}" if holder["waiting"] else "")
+        + ") still holds the experiment until its current statement ends"
+    )
     try:
         ended = conn.execute("SELECT pg_terminate_backend(%s)", (backend,)).fetchone()[0]
         commit(conn)
@@ -238,5 +283,7 @@ def acquire(conn, exp_id: int, name: str, on_warning=None,
         if try_lock(conn, exp_id):
             return
         time.sleep(0.2)
-    raise Conflict(f"{what}, and did not end within {wait_s:g} s: retry later, or have a "
-                   f"superuser end it: SELECT pg_terminate_backend({backend})")
+    raise Conflict(
+        f"{what}, and did not end within {wait_s:g} s: retry later, or have a "
+        f"superuser end it: SELECT pg_terminate_backend({backend})"
+    )

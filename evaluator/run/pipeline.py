@@ -14,36 +14,36 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Sequence
 
-from .experiment_scope import experiment_scope
 from ..core.errors import Conflict, InputError
 from ..core.install import ensure_installed
 from ..stages import gucs, registry
 from ..stages.base import StageContext, run_name
 from ..testset.catalog import resolve_testset
+from .experiment_scope import experiment_scope
 
 
 @dataclass
 class PipelineConfig:
     testset: str
-    stages: str                           # "exact,hnsw,bm25,merge,rerank" (NAME=KIND allowed)
+    stages: str  # "exact,hnsw,bm25,merge,rerank" (NAME=KIND allowed)
     target: str | None = None
     settings: dict[str, str] = field(default_factory=dict)
-    options: dict[str, dict[str, str]] = field(default_factory=dict)   # stage -> key -> value
+    options: dict[str, dict[str, str]] = field(default_factory=dict)  # stage -> key -> value
     depth: int = 100
     repeat: int = 3
-    embedder: str | None = None           # spec; default "precomputed"
+    embedder: str | None = None  # spec; default "precomputed"
     embedder_options: dict = field(default_factory=dict)  # base_url, dimensions, api_key_env, ..
     name: str | None = None
     batch: bool = False
     server_timing: bool = False
     isolate_index: bool = False
     statement_timeout: str | None = "5min"  # per statement on the knowledge base (None: server's)
-    checksum: bool = True                 # content checksum in the fingerprint (one table scan)
-    queries: object = None                # testset.query_source.QuerySource (instead of testset)
+    checksum: bool = True  # content checksum in the fingerprint (one table scan)
+    queries: object = None  # testset.query_source.QuerySource (instead of testset)
 
 
 @dataclass
@@ -65,8 +65,11 @@ def parse_options(items, stage_names: list[str]) -> dict[str, dict[str, str]]:
             raise InputError(f"'{item}' is not STAGE:KEY=VALUE (e.g. merge:k=60)", field="--opt")
         stage, key = stage.strip(), key.strip()
         if stage not in stage_names:
-            raise InputError(f"option '{item}' names stage '{stage}', which is not in --stages "
-                             f"({', '.join(stage_names)})", field="--opt")
+            raise InputError(
+                f"option '{item}' names stage '{stage}', which is not in --stages "
+                f"({', '.join(stage_names)})",
+                field="--opt",
+            )
         out.setdefault(stage, {})[key] = value.strip()
     return out
 
@@ -92,8 +95,9 @@ def _queries(results, testset: str, tid: int, stages, cfg: PipelineConfig, on_em
     return storage.load(results, tid, emb.label), emb.label, rep.dimension
 
 
-def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_warning=None,
-                 on_embed=None) -> PipelineResult:
+def run_pipeline(
+    database, cfg: PipelineConfig, *, progress_factory=None, on_warning=None, on_embed=None
+) -> PipelineResult:
     """Run ``cfg``; ``progress_factory(stage, repetition)`` returns a Progress (or None)."""
     from ..target import targets
 
@@ -103,17 +107,19 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
         raise InputError("--repeat must be >= 1", field="--repeat")
     parsed = registry.parse_stages(cfg.stages)
     stages = [(name, kind, registry.get(kind)) for name, kind in parsed]
-    gucs.check_stages(cfg.settings, [name for name, _ in parsed])   # STAGE:GUC=VALUE
+    gucs.check_stages(cfg.settings, [name for name, _ in parsed])  # STAGE:GUC=VALUE
     options = {name: dict(v) for name, v in cfg.options.items()}
     qinfo = None
-    if cfg.queries is not None:           # query vectors without judgements: a query set
+    if cfg.queries is not None:  # query vectors without judgements: a query set
         from ..stages.ground_truth import query_set
 
         cfg, qinfo = query_set(database, cfg)
     # least privilege: no transaction on the knowledge base writes (but --isolate-index's drops)
-    with database.connect() as results, database.connect(
-            results=False, read_only=not cfg.isolate_index) as kb:
-        ensure_installed(results)         # schema pgeval at this pgeval's revision
+    with (
+        database.connect() as results,
+        database.connect(results=False, read_only=not cfg.isolate_index) as kb,
+    ):
+        ensure_installed(results)  # schema pgeval at this pgeval's revision
         tid, testset_hash = resolve_testset(results, cfg.testset)
         target = targets.load(results, cfg.target) if cfg.target else None
         # the target's own settings (a preset's: WeKnora's ef_search, ...) unless --set says
@@ -122,16 +128,32 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
         kb.rollback()
         queries, label, dim = _queries(results, cfg.testset, tid, stages, cfg, on_embed)
         name = cfg.name or default_name(cfg.testset, cfg.target)
-        if cfg.name and results.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s",
-                                        (name,)).fetchone():
+        if (
+            cfg.name
+            and results.execute(
+                "SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)
+            ).fetchone()
+        ):
             raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
-        if cfg.name:        # a run it did not create is never adopted: refuse before any work
+        if cfg.name:  # a run it did not create is never adopted: refuse before any work
             refuse_taken_runs(results, name, [n for n, _, _ in stages], cfg.repeat)
         results.rollback()
-        base = StageContext(kb=kb, results=results, target=target, testset=cfg.testset,
-                            testset_id=tid, experiment=name, experiment_id=None, depth=cfg.depth,
-                            settings=settings, queries=queries, embedder=label, batch=cfg.batch,
-                            server_timing=cfg.server_timing, isolate_index=cfg.isolate_index)
+        base = StageContext(
+            kb=kb,
+            results=results,
+            target=target,
+            testset=cfg.testset,
+            testset_id=tid,
+            experiment=name,
+            experiment_id=None,
+            depth=cfg.depth,
+            settings=settings,
+            queries=queries,
+            embedder=label,
+            batch=cfg.batch,
+            server_timing=cfg.server_timing,
+            isolate_index=cfg.isolate_index,
+        )
         if qinfo is not None and qinfo["own_chunk_removed"]:
             base = replace(base, depth=cfg.depth + 1, extra={"exclude_own": True})
         contexts = prepare_contexts(base, stages, options)
@@ -140,17 +162,23 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
             if on_warning:
                 on_warning(w)
         config = {
-            "testset": cfg.testset, "testset_hash": testset_hash,
+            "testset": cfg.testset,
+            "testset_hash": testset_hash,
             "stages": [{"name": n, "kind": k} for n, k, _ in stages],
-            "settings": settings, "options": options, "depth": cfg.depth,
-            "repeat": cfg.repeat, "embedder": label, "dimension": dim,
+            "settings": settings,
+            "options": options,
+            "depth": cfg.depth,
+            "repeat": cfg.repeat,
+            "embedder": label,
+            "dimension": dim,
             "target": None if target is None else {"name": target.name, **target.spec()},
             "filters": None if target is None else target.filter_literals(),
-            "batch": cfg.batch, "server_timing": cfg.server_timing,
+            "batch": cfg.batch,
+            "server_timing": cfg.server_timing,
             "isolate_index": cfg.isolate_index,
         }
         services = {n: c.extra["service"] for n, c in contexts.items() if "service" in c.extra}
-        if services:    # live services (stages/service.py): URL, preset, body, paths; no key
+        if services:  # live services (stages/service.py): URL, preset, body, paths; no key
             config["services"] = services
         if qinfo is not None:
             config["queries"] = qinfo
@@ -158,38 +186,73 @@ def run_pipeline(database, cfg: PipelineConfig, *, progress_factory=None, on_war
         from ..dba import fingerprint as fpmod
 
         if target is not None:
-            fingerprint = fpmod.capture(kb, target, settings=settings, embedder=label,
-                                        dimension=dim, testset_hash=testset_hash,
-                                        testset_name=cfg.testset, checksum=cfg.checksum,
-                                        extra=config)
-        else:   # stages that read no knowledge-base table (import, merge of imports)
+            fingerprint = fpmod.capture(
+                kb,
+                target,
+                settings=settings,
+                embedder=label,
+                dimension=dim,
+                testset_hash=testset_hash,
+                testset_name=cfg.testset,
+                checksum=cfg.checksum,
+                extra=config,
+            )
+        else:  # stages that read no knowledge-base table (import, merge of imports)
             hashed, shown = fpmod.measurement(config)
-            fingerprint = {"fingerprint_version": fpmod.FINGERPRINT_VERSION,
-                           "testset": {"hash": testset_hash}, "measurement": hashed,
-                           "info": {"testset": cfg.testset, "config": shown}}
+            fingerprint = {
+                "fingerprint_version": fpmod.FINGERPRINT_VERSION,
+                "testset": {"hash": testset_hash},
+                "measurement": hashed,
+                "info": {"testset": cfg.testset, "config": shown},
+            }
         kb.rollback()
         if target is not None:
             from ..stages.ground_truth import offer
 
-            offer({n: contexts[n] for n, k, _ in stages if k == "exact"}, testset_hash,
-                  fingerprint.get("data"), settings, qinfo)
+            offer(
+                {n: contexts[n] for n, k, _ in stages if k == "exact"},
+                testset_hash,
+                fingerprint.get("data"),
+                settings,
+                qinfo,
+            )
         config_hash = fpmod.config_hash(fingerprint)
-        exp_id, name = _insert_experiment(results, name, cfg.name is None, (
-            tid, cfg.target, json.dumps(config), config_hash, json.dumps(fingerprint)),
-            stage_names=[n for n, _, _ in stages], repeat=cfg.repeat)
+        exp_id, name = _insert_experiment(
+            results,
+            name,
+            cfg.name is None,
+            (tid, cfg.target, json.dumps(config), config_hash, json.dumps(fingerprint)),
+            stage_names=[n for n, _, _ in stages],
+            repeat=cfg.repeat,
+        )
         for ctx in contexts.values():
             ctx.experiment = name
         with experiment_scope(results, exp_id, name, on_warning):  # lock; failed/complete
             runs = run_repetitions(
-                name, stages, contexts, cfg.repeat, warnings, on_warning,
-                lambda stage, ctx, rep, previous: (execute_stage(
-                    stage, ctx, exp_id, rep, previous, fingerprint, progress_factory), {}))
+                name,
+                stages,
+                contexts,
+                cfg.repeat,
+                warnings,
+                on_warning,
+                lambda stage, ctx, rep, previous: (
+                    execute_stage(stage, ctx, exp_id, rep, previous, fingerprint, progress_factory),
+                    {},
+                ),
+            )
         _summaries(results, runs)
     return PipelineResult(name, exp_id, config_hash, runs, warnings)
 
 
-def run_repetitions(experiment: str, stages, contexts: dict[str, StageContext], repeat: int,
-                    warnings: list[str], on_warning, run_stage) -> list[dict]:
+def run_repetitions(
+    experiment: str,
+    stages,
+    contexts: dict[str, StageContext],
+    repeat: int,
+    warnings: list[str],
+    on_warning,
+    run_stage,
+) -> list[dict]:
     """The one repetition x stage loop (pipeline and resume): for each repetition, the stages in
     order, each seeing the run ids of the earlier stages of its repetition (``previous``).
     ``run_stage(stage, ctx, rep, previous)`` returns (run id, extra keys of the run's row)."""
@@ -199,8 +262,16 @@ def run_repetitions(experiment: str, stages, contexts: dict[str, StageContext], 
         for sname, kind, stage in stages:
             run_id, extra = run_stage(stage, contexts[sname], rep, previous)
             previous[sname] = run_id
-            runs.append({"run": run_name(experiment, sname, rep), "run_id": run_id,
-                         "stage": sname, "kind": kind, "repetition": rep, **extra})
+            runs.append(
+                {
+                    "run": run_name(experiment, sname, rep),
+                    "run_id": run_id,
+                    "stage": sname,
+                    "kind": kind,
+                    "repetition": rep,
+                    **extra,
+                }
+            )
             add_warnings(contexts[sname], warnings, on_warning)
     return runs
 
@@ -210,23 +281,29 @@ def stage_run_names(experiment: str, stage_names: list[str], repeat: int) -> lis
     return [run_name(experiment, s, rep) for rep in range(1, repeat + 1) for s in stage_names]
 
 
-def taken_runs(results, experiment: str, stage_names: list[str],
-               repeat: int) -> list[tuple[str, str | None, str]]:
+def taken_runs(
+    results, experiment: str, stage_names: list[str], repeat: int
+) -> list[tuple[str, str | None, str]]:
     """(name, experiment or None, test set) of existing runs bearing a name that experiment
     ``experiment`` would give one of its stage runs."""
     rows = results.execute(
         "SELECT r.name, e.name, t.name FROM pgeval.run r JOIN pgeval.testset t USING (testset_id)"
         " LEFT JOIN pgeval.experiment e USING (experiment_id) WHERE r.name = ANY(%s) "
-        "ORDER BY r.run_id", (stage_run_names(experiment, stage_names, repeat),)).fetchall()
+        "ORDER BY r.run_id",
+        (stage_run_names(experiment, stage_names, repeat),),
+    ).fetchall()
     return [(r[0], r[1], r[2]) for r in rows]
 
 
 def foreign_run_message(run: str, owner: str | None, testset: str, experiment: str) -> str:
-    whose = (f"a run of experiment '{owner}'" if owner else "an imported run") + \
-        f" of test set '{testset}'"
-    return (f"run '{run}' exists ({whose}) and experiment '{experiment}' would write one of its "
-            f"stage runs under that name: a run is never adopted by an experiment that did not "
-            f"create it (choose another --name, or delete that run: `pgeval run delete {run}`)")
+    whose = (
+        f"a run of experiment '{owner}'" if owner else "an imported run"
+    ) + f" of test set '{testset}'"
+    return (
+        f"run '{run}' exists ({whose}) and experiment '{experiment}' would write one of its "
+        f"stage runs under that name: a run is never adopted by an experiment that did not "
+        f"create it (choose another --name, or delete that run: `pgeval run delete {run}`)"
+    )
 
 
 def refuse_taken_runs(results, experiment: str, stage_names: list[str], repeat: int) -> None:
@@ -235,8 +312,15 @@ def refuse_taken_runs(results, experiment: str, stage_names: list[str], repeat: 
         raise Conflict(foreign_run_message(*taken[0], experiment))
 
 
-def _insert_experiment(results, name: str, auto: bool, values: tuple, *,
-                       stage_names: Sequence[str] = (), repeat: int = 1) -> tuple[int, str]:
+def _insert_experiment(
+    results,
+    name: str,
+    auto: bool,
+    values: tuple,
+    *,
+    stage_names: Sequence[str] = (),
+    repeat: int = 1,
+) -> tuple[int, str]:
     """Insert the experiment row (committed). A default name taken meanwhile by a concurrent
     pipeline (or whose stage run names are taken) gets a suffix (-2, -3, ...); a name the user
     chose is a Conflict."""
@@ -248,7 +332,9 @@ def _insert_experiment(results, name: str, auto: bool, values: tuple, *,
         row = results.execute(
             "INSERT INTO pgeval.experiment (name, testset_id, target, config, config_hash, "
             "fingerprint) VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (name) DO NOTHING "
-            "RETURNING experiment_id", (candidate, *values)).fetchone()
+            "RETURNING experiment_id",
+            (candidate, *values),
+        ).fetchone()
         results.commit()
         if row is not None:
             return row[0], candidate
@@ -261,17 +347,30 @@ def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, Sta
     """One context per stage (its options), each stage's ``prepare`` run: configuration errors
     stop everything before the first query."""
     contexts = {}
-    for sname, kind, stage in stages:
-        ctx = replace(base, stage=sname, options=options.get(sname, {}), warnings=[],
-                      extra=dict(base.extra), previous={},
-                      settings=gucs.scope(base.settings, sname))
+    for sname, _kind, stage in stages:
+        ctx = replace(
+            base,
+            stage=sname,
+            options=options.get(sname, {}),
+            warnings=[],
+            extra=dict(base.extra),
+            previous={},
+            settings=gucs.scope(base.settings, sname),
+        )
         stage.prepare(ctx)
         contexts[sname] = ctx
     return contexts
 
 
-def execute_stage(stage, ctx: StageContext, exp_id: int, rep: int, previous: dict,
-                  fingerprint: dict, progress_factory=None) -> int:
+def execute_stage(
+    stage,
+    ctx: StageContext,
+    exp_id: int,
+    rep: int,
+    previous: dict,
+    fingerprint: dict,
+    progress_factory=None,
+) -> int:
     """Run one stage of repetition ``rep``; return its run id."""
     from ..dba import fingerprint as fpmod
 
@@ -280,9 +379,9 @@ def execute_stage(stage, ctx: StageContext, exp_id: int, rep: int, previous: dic
     ctx.extra["fingerprint"] = {**fingerprint, "stage": ctx.stage}
     ctx.extra["config_hash"] = fpmod.config_hash(ctx.extra["fingerprint"])
     ctx.progress = progress_factory(ctx.stage, rep) if progress_factory else None
-    assert ctx.experiment is not None     # set above: a pipeline stage runs in an experiment
+    assert ctx.experiment is not None  # set above: a pipeline stage runs in an experiment
     run_id = stage.run(ctx, run_name(ctx.experiment, ctx.stage, rep))
-    if ctx.progress:            # only a stage that ended shows a full bar (not one interrupted)
+    if ctx.progress:  # only a stage that ended shows a full bar (not one interrupted)
         ctx.progress.finish()
     return run_id
 
@@ -301,8 +400,9 @@ def _summaries(conn, runs: list[dict]) -> None:
     from ..measure import stage_method
 
     for r in runs:
-        params = conn.execute("SELECT params FROM pgeval.run WHERE run_id = %s",
-                              (r["run_id"],)).fetchone()[0]
+        params = conn.execute(
+            "SELECT params FROM pgeval.run WHERE run_id = %s", (r["run_id"],)
+        ).fetchone()[0]
         r["kind"] = stage_method.label(r["kind"], r["kind"], params)
         row = conn.execute(
             """SELECT (SELECT count(DISTINCT query_id) FROM pgeval.result WHERE run_id = %(r)s),
@@ -310,7 +410,10 @@ def _summaries(conn, runs: list[dict]) -> None:
                       percentile_disc(0.5) WITHIN GROUP (ORDER BY latency_ms),
                       percentile_disc(0.95) WITHIN GROUP (ORDER BY latency_ms),
                       min(rows_returned)
-                 FROM pgeval.query_timing WHERE run_id = %(r)s""", {"r": r["run_id"]}).fetchone()
-        r.update(queries=row[0], results=row[1], p50_ms=row[2], p95_ms=row[3],
-                 min_rows_returned=row[4])
+                 FROM pgeval.query_timing WHERE run_id = %(r)s""",
+            {"r": r["run_id"]},
+        ).fetchone()
+        r.update(
+            queries=row[0], results=row[1], p50_ms=row[2], p95_ms=row[3], min_rows_returned=row[4]
+        )
     conn.rollback()

@@ -32,9 +32,18 @@ from ..core.errors import Conflict, DatabaseError, InputError, NotFound
 from .experiment_scope import acquire, commit, experiment_scope, unlock
 
 # run.params keys that do not define what a run measures (summaries, notes)
-VOLATILE_PARAMS = {"warnings", "resumed", "rows_returned_min", "rows_returned_mean",
-                   "queries_short", "batch_ms", "fusion_ms", "rows", "fetch_limit_max",
-                   "queries_refetched"}
+VOLATILE_PARAMS = {
+    "warnings",
+    "resumed",
+    "rows_returned_min",
+    "rows_returned_mean",
+    "queries_short",
+    "batch_ms",
+    "fusion_ms",
+    "rows",
+    "fetch_limit_max",
+    "queries_refetched",
+}
 
 
 # ---- one run continued -------------------------------------------------------------------------
@@ -42,8 +51,9 @@ def reopen_run(conn, run_id: int, params: dict) -> int:
     """Continue run ``run_id`` (``running`` again, this process) after checking that the stage
     measures what the run measured: every defining key of ``params`` (index, settings, method, …)
     equal to the stored one; ``statement_timeout`` may differ."""
-    name, stored = conn.execute("SELECT name, params FROM pgeval.run WHERE run_id = %s",
-                                (run_id,)).fetchone()
+    name, stored = conn.execute(
+        "SELECT name, params FROM pgeval.run WHERE run_id = %s", (run_id,)
+    ).fetchone()
     for key, new in params.items():
         if key in VOLATILE_PARAMS:
             continue
@@ -51,22 +61,28 @@ def reopen_run(conn, run_id: int, params: dict) -> int:
         if key == "settings":
             old = {k: v for k, v in (old or {}).items() if k != "statement_timeout"}
             new = {k: v for k, v in (new or {}).items() if k != "statement_timeout"}
-        if json.dumps(old, sort_keys=True, default=str) != json.dumps(new, sort_keys=True,
-                                                                      default=str):
-            raise Conflict(f"run '{name}' was measured with {key} = {json.dumps(old, default=str)}"
-                           f" and would now continue with {json.dumps(new, default=str)}: "
-                           "resuming would mix two configurations (run the pipeline again under "
-                           "a new --name)")
-    conn.execute("UPDATE pgeval.run SET status = 'running', finished_at = NULL, pid = %s, "
-                 "host = %s, heartbeat_at = now() WHERE run_id = %s",
-                 (os.getpid(), socket.gethostname(), run_id))
+        if json.dumps(old, sort_keys=True, default=str) != json.dumps(
+            new, sort_keys=True, default=str
+        ):
+            raise Conflict(
+                f"run '{name}' was measured with {key} = {json.dumps(old, default=str)}"
+                f" and would now continue with {json.dumps(new, default=str)}: "
+                "resuming would mix two configurations (run the pipeline again under "
+                "a new --name)"
+            )
+    conn.execute(
+        "UPDATE pgeval.run SET status = 'running', finished_at = NULL, pid = %s, "
+        "host = %s, heartbeat_at = now() WHERE run_id = %s",
+        (os.getpid(), socket.gethostname(), run_id),
+    )
     commit(conn)
     return run_id
 
 
 def done_queries(conn, run_id: int) -> set[str]:
-    rows = conn.execute("SELECT query_id FROM pgeval.run_progress WHERE run_id = %s",
-                        (run_id,)).fetchall()
+    rows = conn.execute(
+        "SELECT query_id FROM pgeval.run_progress WHERE run_id = %s", (run_id,)
+    ).fetchall()
     return {r[0] for r in rows}
 
 
@@ -74,52 +90,90 @@ def drop_unfinished(conn, run_id: int) -> None:
     """Remove results and timings of queries without a progress row (a query interrupted while
     it was being added): resume writes them again, once."""
     for table in ("result", "query_timing"):
-        conn.execute(f"DELETE FROM pgeval.{table} t WHERE t.run_id = %s AND NOT EXISTS (SELECT 1 "
-                     "FROM pgeval.run_progress p WHERE p.run_id = t.run_id AND "
-                     "p.query_id = t.query_id)", (run_id,))
+        conn.execute(
+            f"DELETE FROM pgeval.{table} t WHERE t.run_id = %s AND NOT EXISTS (SELECT 1 "
+            "FROM pgeval.run_progress p WHERE p.run_id = t.run_id AND "
+            "p.query_id = t.query_id)",
+            (run_id,),
+        )
     commit(conn)
 
 
-def note_resume(conn, run_id: int, queries: int, depth: int,
-                statement_timeout: str | None = None) -> None:
+def note_resume(
+    conn, run_id: int, queries: int, depth: int, statement_timeout: str | None = None
+) -> None:
     """Record the resume in run.params (when, how many queries, under which statement timeout)
     and recompute the per-run row summaries over all queries (the stage computed them over the
     queries it ran this time)."""
     from ..stages.vector_common import rows_summary
 
-    params = conn.execute("SELECT params FROM pgeval.run WHERE run_id = %s",
-                          (run_id,)).fetchone()[0]
-    extra = {"resumed": (params.get("resumed") or []) + [
-        {"at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "queries": queries,
-         "statement_timeout": statement_timeout}]}
+    params = conn.execute("SELECT params FROM pgeval.run WHERE run_id = %s", (run_id,)).fetchone()[
+        0
+    ]
+    extra = {
+        "resumed": (params.get("resumed") or [])
+        + [
+            {
+                "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "queries": queries,
+                "statement_timeout": statement_timeout,
+            }
+        ]
+    }
     if "rows_returned_min" in params:
-        counts = [r[0] for r in conn.execute(
-            "SELECT rows_returned FROM pgeval.query_timing WHERE run_id = %s", (run_id,))]
+        counts = [
+            r[0]
+            for r in conn.execute(
+                "SELECT rows_returned FROM pgeval.query_timing WHERE run_id = %s", (run_id,)
+            )
+        ]
         extra.update(rows_summary(counts, depth))
-    conn.execute("UPDATE pgeval.run SET params = params || %s::jsonb WHERE run_id = %s",
-                 (json.dumps(extra), run_id))
+    conn.execute(
+        "UPDATE pgeval.run SET params = params || %s::jsonb WHERE run_id = %s",
+        (json.dumps(extra), run_id),
+    )
     commit(conn)
 
 
 # ---- the experiment -----------------------------------------------------------------------------
 def find_experiment(conn, name: str) -> dict:
     """The experiment named ``name``, or the experiment of the run named ``name``."""
-    cols = ("experiment_id, e.name, e.status, e.config, e.config_hash, e.fingerprint, "
-            "e.testset_id, t.content_hash")
-    row = conn.execute(f"SELECT {cols} FROM pgeval.experiment e JOIN pgeval.testset t "
-                       "USING (testset_id) WHERE e.name = %s", (name,)).fetchone()
+    cols = (
+        "experiment_id, e.name, e.status, e.config, e.config_hash, e.fingerprint, "
+        "e.testset_id, t.content_hash"
+    )
+    row = conn.execute(
+        f"SELECT {cols} FROM pgeval.experiment e JOIN pgeval.testset t "
+        "USING (testset_id) WHERE e.name = %s",
+        (name,),
+    ).fetchone()
     if row is None:
-        run = conn.execute("SELECT experiment_id FROM pgeval.run WHERE name = %s",
-                           (name,)).fetchone()
+        run = conn.execute(
+            "SELECT experiment_id FROM pgeval.run WHERE name = %s", (name,)
+        ).fetchone()
         if run is None:
             raise NotFound(f"no experiment or run named '{name}' (see `pgeval run list`)")
         if run[0] is None:
-            raise InputError(f"run '{name}' was imported, not produced by `pgeval run pipeline`:"
-                             " import it again (with --replace) instead", field="RUN")
-        row = conn.execute(f"SELECT {cols} FROM pgeval.experiment e JOIN pgeval.testset t "
-                           "USING (testset_id) WHERE e.experiment_id = %s", run).fetchone()
-    keys = ("experiment_id", "name", "status", "config", "config_hash", "fingerprint",
-            "testset_id", "testset_hash")
+            raise InputError(
+                f"run '{name}' was imported, not produced by `pgeval run pipeline`:"
+                " import it again (with --replace) instead",
+                field="RUN",
+            )
+        row = conn.execute(
+            f"SELECT {cols} FROM pgeval.experiment e JOIN pgeval.testset t "
+            "USING (testset_id) WHERE e.experiment_id = %s",
+            run,
+        ).fetchone()
+    keys = (
+        "experiment_id",
+        "name",
+        "status",
+        "config",
+        "config_hash",
+        "fingerprint",
+        "testset_id",
+        "testset_hash",
+    )
     return dict(zip(keys, row))
 
 
@@ -131,31 +185,48 @@ def _check_fingerprint(kb, exp: dict, target, settings: dict) -> None:
     cfg, old = exp["config"], exp["fingerprint"]
     if old is None or target is None:
         return
-    fp = fpmod.capture(kb, target, settings=settings, embedder=cfg.get("embedder"),
-                       dimension=cfg.get("dimension"), testset_hash=cfg.get("testset_hash"),
-                       testset_name=cfg.get("testset"),
-                       checksum=(old.get("data") or {}).get("checksum") is not None, extra=cfg)
+    fp = fpmod.capture(
+        kb,
+        target,
+        settings=settings,
+        embedder=cfg.get("embedder"),
+        dimension=cfg.get("dimension"),
+        testset_hash=cfg.get("testset_hash"),
+        testset_name=cfg.get("testset"),
+        checksum=(old.get("data") or {}).get("checksum") is not None,
+        extra=cfg,
+    )
     kb.rollback()
     if fpmod.config_hash(fp) == exp["config_hash"]:
         return
     diff = config_diff.compare(old, fp, "then", "now")
-    what = "; ".join(f"{d.key}: {config_diff.show_value(d.a)} -> {config_diff.show_value(d.b)}"
-                     for d in diff.differences[:3])
-    raise Conflict(f"the configuration of experiment '{exp['name']}' changed since it started "
-                   f"({what or 'fingerprint differs'}): its runs would mix two configurations "
-                   "(run the pipeline again under a new --name)")
+    what = "; ".join(
+        f"{d.key}: {config_diff.show_value(d.a)} -> {config_diff.show_value(d.b)}"
+        for d in diff.differences[:3]
+    )
+    raise Conflict(
+        f"the configuration of experiment '{exp['name']}' changed since it started "
+        f"({what or 'fingerprint differs'}): its runs would mix two configurations "
+        "(run the pipeline again under a new --name)"
+    )
 
 
-def resume_experiment(database, name: str, *, statement_timeout: str | None = None,
-                      progress_factory=None, on_warning=None):
+def resume_experiment(
+    database,
+    name: str,
+    *,
+    statement_timeout: str | None = None,
+    progress_factory=None,
+    on_warning=None,
+):
     """Finish experiment ``name`` (or the experiment of run ``name``); return a PipelineResult
     whose runs carry ``action``: kept, resumed, restarted or ran."""
-    from . import pipeline
-    from ..target import targets
-    from ..providers.embedders import storage
     from ..core.install import ensure_installed
+    from ..providers.embedders import storage
     from ..stages import gucs, registry
     from ..stages.base import StageContext, run_name
+    from ..target import targets
+    from . import pipeline
 
     with database.connect() as results:
         ensure_installed(results)
@@ -163,18 +234,25 @@ def resume_experiment(database, name: str, *, statement_timeout: str | None = No
         results.rollback()
         name, exp_id, cfg = exp["name"], exp["experiment_id"], exp["config"]
         if exp["testset_hash"] != cfg.get("testset_hash"):
-            raise Conflict(f"test set '{cfg.get('testset')}' changed since experiment '{name}' "
-                           "started: its runs would mix two test sets")
+            raise Conflict(
+                f"test set '{cfg.get('testset')}' changed since experiment '{name}' "
+                "started: its runs would mix two test sets"
+            )
         stages = [(s["name"], s["kind"], registry.get(s["kind"])) for s in cfg["stages"]]
-        for rep in range(1, int(cfg.get("repeat", 1)) + 1):   # refuse before any work
+        for rep in range(1, int(cfg.get("repeat", 1)) + 1):  # refuse before any work
             for sname, _, _ in stages:
                 own_run(results, exp, run_name(name, sname, rep))
         done = _all_complete(results, exp, stages, run_name)
-        if done is not None:     # nothing to resume: nothing is touched
+        if done is not None:  # nothing to resume: nothing is touched
             pipeline._summaries(results, done)
             return pipeline.PipelineResult(name, exp_id, exp["config_hash"], done, [])
-        target = None if not cfg.get("target") else targets.Target.from_spec(
-            cfg["target"]["name"], {k: v for k, v in cfg["target"].items() if k != "name"})
+        target = (
+            None
+            if not cfg.get("target")
+            else targets.Target.from_spec(
+                cfg["target"]["name"], {k: v for k, v in cfg["target"].items() if k != "name"}
+            )
+        )
         with database.connect(results=False, read_only=not cfg.get("isolate_index")) as kb:
             settings = dict(cfg.get("settings") or {})
             gucs.validate(kb, {k: v for k, v in settings.items() if k != "statement_timeout"})
@@ -184,52 +262,83 @@ def resume_experiment(database, name: str, *, statement_timeout: str | None = No
                 settings = gucs.with_statement_timeout(kb, settings, statement_timeout)
                 kb.rollback()
             tid = exp["testset_id"]
-            queries = (storage.load(results, tid, cfg["embedder"])
-                       if any(s.needs_embedding for _, _, s in stages)
-                       else storage.testset_queries(results, tid))
+            queries = (
+                storage.load(results, tid, cfg["embedder"])
+                if any(s.needs_embedding for _, _, s in stages)
+                else storage.testset_queries(results, tid)
+            )
             results.rollback()
-            base = StageContext(kb=kb, results=results, target=target, testset=cfg["testset"],
-                                testset_id=tid, experiment=name, experiment_id=exp_id,
-                                depth=cfg["depth"], settings=settings, queries=queries,
-                                embedder=cfg.get("embedder"), batch=cfg.get("batch", False),
-                                server_timing=cfg.get("server_timing", False),
-                                isolate_index=cfg.get("isolate_index", False))
-            if (cfg.get("queries") or {}).get("own_chunk_removed"):   # sampled queries
+            base = StageContext(
+                kb=kb,
+                results=results,
+                target=target,
+                testset=cfg["testset"],
+                testset_id=tid,
+                experiment=name,
+                experiment_id=exp_id,
+                depth=cfg["depth"],
+                settings=settings,
+                queries=queries,
+                embedder=cfg.get("embedder"),
+                batch=cfg.get("batch", False),
+                server_timing=cfg.get("server_timing", False),
+                isolate_index=cfg.get("isolate_index", False),
+            )
+            if (cfg.get("queries") or {}).get("own_chunk_removed"):  # sampled queries
                 base = replace(base, depth=cfg["depth"] + 1, extra={"exclude_own": True})
             with _lock(results, exp_id, name, on_warning):
                 contexts = pipeline.prepare_contexts(base, stages, cfg.get("options") or {})
                 warnings: list[str] = []
                 for c in contexts.values():
                     pipeline.add_warnings(c, warnings, on_warning)
-                results.execute("UPDATE pgeval.experiment SET status = 'running', finished_at "
-                                "= NULL WHERE experiment_id = %s", (exp_id,))
+                results.execute(
+                    "UPDATE pgeval.experiment SET status = 'running', finished_at "
+                    "= NULL WHERE experiment_id = %s",
+                    (exp_id,),
+                )
                 results.commit()
                 with experiment_scope(results, exp_id, name, on_warning):
+
                     def resume_one(stage, ctx, rep, previous):
-                        run_id, action = _resume_stage(results, stage, ctx, exp, rep, previous,
-                                                       progress_factory)
+                        run_id, action = _resume_stage(
+                            results, stage, ctx, exp, rep, previous, progress_factory
+                        )
                         return run_id, {"action": action}
 
-                    runs = pipeline.run_repetitions(name, stages, contexts,
-                                                    int(cfg.get("repeat", 1)), warnings,
-                                                    on_warning, resume_one)
+                    runs = pipeline.run_repetitions(
+                        name,
+                        stages,
+                        contexts,
+                        int(cfg.get("repeat", 1)),
+                        warnings,
+                        on_warning,
+                        resume_one,
+                    )
                 pipeline._summaries(results, runs)
     return pipeline.PipelineResult(name, exp_id, exp["config_hash"], runs, warnings)
 
 
 def _all_complete(results, exp: dict, stages, run_name) -> list[dict] | None:
     """The runs of a complete experiment (every stage of every repetition complete), else None."""
-    wanted = [(run_name(exp["name"], s, rep), s, k, rep) for rep in
-              range(1, int(exp["config"].get("repeat", 1)) + 1) for s, k, _ in stages]
-    rows = dict(results.execute("SELECT name, run_id FROM pgeval.run WHERE name = ANY(%s) AND "
-                                "status = 'complete' AND experiment_id = %s AND testset_id = %s",
-                                ([w[0] for w in wanted], exp["experiment_id"],
-                                 exp["testset_id"])).fetchall())
+    wanted = [
+        (run_name(exp["name"], s, rep), s, k, rep)
+        for rep in range(1, int(exp["config"].get("repeat", 1)) + 1)
+        for s, k, _ in stages
+    ]
+    rows = dict(
+        results.execute(
+            "SELECT name, run_id FROM pgeval.run WHERE name = ANY(%s) AND "
+            "status = 'complete' AND experiment_id = %s AND testset_id = %s",
+            ([w[0] for w in wanted], exp["experiment_id"], exp["testset_id"]),
+        ).fetchall()
+    )
     results.rollback()
     if exp["status"] != "complete" or len(rows) != len(wanted):
         return None
-    return [{"run": n, "run_id": rows[n], "stage": s, "kind": k, "repetition": rep,
-             "action": "kept"} for n, s, k, rep in wanted]
+    return [
+        {"run": n, "run_id": rows[n], "stage": s, "kind": k, "repetition": rep, "action": "kept"}
+        for n, s, k, rep in wanted
+    ]
 
 
 def own_run(results, exp: dict, rname: str) -> tuple | None:
@@ -241,7 +350,9 @@ def own_run(results, exp: dict, rname: str) -> tuple | None:
     row = results.execute(
         "SELECT r.run_id, r.status, r.params, r.experiment_id, r.testset_id, e.name, t.name "
         "FROM pgeval.run r JOIN pgeval.testset t USING (testset_id) LEFT JOIN pgeval.experiment e "
-        "USING (experiment_id) WHERE r.name = %s", (rname,)).fetchone()
+        "USING (experiment_id) WHERE r.name = %s",
+        (rname,),
+    ).fetchone()
     results.rollback()
     if row is None:
         return None
@@ -262,16 +373,27 @@ def _lock(results, exp_id: int, name: str, on_warning=None):
         unlock(results, exp_id)
 
 
-def _resume_stage(results, stage, ctx, exp: dict, rep: int, previous: dict,
-                  progress_factory) -> tuple[int, str]:
-    from . import pipeline
+def _resume_stage(
+    results, stage, ctx, exp: dict, rep: int, previous: dict, progress_factory
+) -> tuple[int, str]:
     from ..stages import store
     from ..stages.base import run_name
+    from . import pipeline
 
     rname = run_name(exp["name"], ctx.stage, rep)
     row = own_run(results, exp, rname)
-    run = lambda c: pipeline.execute_stage(stage, c, exp["experiment_id"], rep,  # noqa: E731
-                                           previous, exp["fingerprint"] or {}, progress_factory)
+
+    def run(c):
+        return pipeline.execute_stage(
+            stage,
+            c,
+            exp["experiment_id"],
+            rep,
+            previous,
+            exp["fingerprint"] or {},
+            progress_factory,
+        )
+
     if row is None:
         return run(ctx), "ran"
     run_id, status, params = row
@@ -279,7 +401,7 @@ def _resume_stage(results, stage, ctx, exp: dict, rep: int, previous: dict,
         return run_id, "kept"
     done = done_queries(results, run_id)
     results.rollback()
-    if not done or (params or {}).get("batch"):   # no per-query progress: start the stage over
+    if not done or (params or {}).get("batch"):  # no per-query progress: start the stage over
         results.execute("DELETE FROM pgeval.run WHERE run_id = %s", (run_id,))
         results.commit()
         return run(ctx), "restarted"
@@ -289,7 +411,7 @@ def _resume_stage(results, stage, ctx, exp: dict, rep: int, previous: dict,
         sub = replace(ctx, queries=missing, extra={**ctx.extra, "resume_run_id": run_id})
         run_id = run(sub)
         ctx.warnings[:] = sub.warnings
-    else:   # every query written; the process died before marking the run complete
+    else:  # every query written; the process died before marking the run complete
         if store.missing_queries(results, run_id):
             raise DatabaseError(f"run '{rname}' lacks queries that the test set no longer has")
         store.finish_run(results, run_id, "complete")

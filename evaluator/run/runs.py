@@ -34,8 +34,9 @@ JSONL_ORDER = "as given in the file"
 FORMATS = ("trec", "jsonl")
 _BATCH = 1 << 16
 # what C's strtod/atof reads in full, and Python's float() reads to the same value (ASCII only)
-_SCORE = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)",
-                    re.IGNORECASE)
+_SCORE = re.compile(
+    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE
+)
 _ATOF_PREFIX = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 
 
@@ -49,7 +50,7 @@ class ImportReport:
     unknown_queries: int
     unknown_query_ids: list[str] = field(default_factory=list)
     valid_without_result: int = 0
-    lines_with_extra_text: int = 0      # TREC lines with text after the sixth field (ignored)
+    lines_with_extra_text: int = 0  # TREC lines with text after the sixth field (ignored)
 
 
 def guess_format(path: Path) -> str:
@@ -63,31 +64,38 @@ def _trec_lines(path: Path, extra: list[int] | None = None):
     """Yield text COPY lines ``qid\tchunk\tscore\tline\t\\N`` for a TREC run file. Text after
     the sixth field is ignored, as trec_eval ignores it (its own test file results.trunc has
     some); ``extra[0]`` counts the lines that had such text."""
-    for lineno, line in Source(path):   # UTF-8 checked per line (file, line, column)
+    for lineno, line in Source(path):  # UTF-8 checked per line (file, line, column)
         parts = line.split(maxsplit=6)
         if len(parts) < 6:
             if not parts:
                 continue
-            raise InputError(f"expected 6 fields 'qid Q0 chunk rank score tag', found "
-                             f"{len(parts)}", file=str(path), line=lineno)
+            raise InputError(
+                f"expected 6 fields 'qid Q0 chunk rank score tag', found {len(parts)}",
+                file=str(path),
+                line=lineno,
+            )
         if len(parts) > 6:
             if extra is not None:
                 extra[0] += 1
-            line = " ".join(parts[:6])      # the ignored text is never stored nor checked
+            line = " ".join(parts[:6])  # the ignored text is never stored nor checked
         qid, _, chunk, _, score, _ = parts[:6]
         if "\x00" in line:
-            raise InputError("the line contains a NUL character, which PostgreSQL cannot store",
-                             file=str(path), line=lineno)
+            raise InputError(
+                "the line contains a NUL character, which PostgreSQL cannot store",
+                file=str(path),
+                line=lineno,
+            )
         qid, chunk = _id(qid, "query id", path, lineno), _id(chunk, "chunk id", path, lineno)
         if not _SCORE.fullmatch(score):
-            raise InputError(_score_error(score), file=str(path), line=lineno,
-                             field="score") from None
+            raise InputError(
+                _score_error(score), file=str(path), line=lineno, field="score"
+            ) from None
         value = float(score)
         if value != value:
             raise InputError("score is NaN", file=str(path), line=lineno, field="score")
         if "\\" in line:
             qid, chunk = _copy_text(qid), _copy_text(chunk)
-        yield f"{qid}\t{chunk}\t{value!r}\t{lineno}\t\\N\n"   # as Python read it
+        yield f"{qid}\t{chunk}\t{value!r}\t{lineno}\t\\N\n"  # as Python read it
 
 
 def _score_error(score: str) -> str:
@@ -99,16 +107,19 @@ def _score_error(score: str) -> str:
         return f"score '{score}' is not a number"
     prefix = _ATOF_PREFIX.match(score)
     atof = float(prefix.group()) if prefix else 0.0
-    return (f"score '{score}' is not a plain decimal number (trec_eval reads it as {atof:g}, "
-            f"not {ours:g}): write it as 0.25, -3 or 1e-5")
+    return (
+        f"score '{score}' is not a plain decimal number (trec_eval reads it as {atof:g}, "
+        f"not {ours:g}): write it as 0.25, -3 or 1e-5"
+    )
 
 
 def _id(value, what: str, path: Path, lineno: int, field: str | None = None) -> str:
     try:
         return ident(value, what)
     except ValueError as exc:
-        raise InputError(str(exc), file=str(path), line=lineno,
-                         field=field or what.replace(" ", "_")) from None
+        raise InputError(
+            str(exc), file=str(path), line=lineno, field=field or what.replace(" ", "_")
+        ) from None
 
 
 def _jsonl_lines(path: Path):
@@ -120,7 +131,7 @@ def _jsonl_rows(path: Path):
     """Yield (qid, chunk, score or None, line, position) for a JSONL ranked-list file. A query
     is on one line: a second line of the same query is refused (never two lists joined)."""
     seen: dict[str, int] = {}
-    for lineno, line in Source(path):   # UTF-8 checked per line
+    for lineno, line in Source(path):  # UTF-8 checked per line
         if not line.strip():
             continue
         try:
@@ -128,24 +139,29 @@ def _jsonl_rows(path: Path):
         except strict_json.DuplicateKey as exc:
             raise InputError(str(exc), file=str(path), line=lineno, field=exc.field) from None
         except json.JSONDecodeError as exc:
-            raise InputError(f"malformed JSON ({exc.msg})", file=str(path),
-                             line=lineno) from None
+            raise InputError(f"malformed JSON ({exc.msg})", file=str(path), line=lineno) from None
         if not isinstance(obj, dict):
             raise InputError("expected a JSON object", file=str(path), line=lineno)
         qid = obj.get("query_id")
         if qid is None or qid == "":
-            raise InputError("missing or empty query id", file=str(path), line=lineno,
-                             field="query_id")
+            raise InputError(
+                "missing or empty query id", file=str(path), line=lineno, field="query_id"
+            )
         qid = _id(qid, "query id", path, lineno, "query_id")
         if qid in seen:
-            raise InputError(f"query '{qid}' already has its ranked list on line {seen[qid]} "
-                             "(one line per query)", file=str(path), line=lineno,
-                             field="query_id")
+            raise InputError(
+                f"query '{qid}' already has its ranked list on line {seen[qid]} "
+                "(one line per query)",
+                file=str(path),
+                line=lineno,
+                field="query_id",
+            )
         seen[qid] = lineno
         ranked = obj.get("ranked")
         if not isinstance(ranked, list):
-            raise InputError("expected a list of {chunk_id, score}", file=str(path),
-                             line=lineno, field="ranked")
+            raise InputError(
+                "expected a list of {chunk_id, score}", file=str(path), line=lineno, field="ranked"
+            )
         for pos, item in enumerate(ranked, 1):
             score = None
             if isinstance(item, dict):
@@ -153,19 +169,24 @@ def _jsonl_rows(path: Path):
             else:
                 chunk = item
             if chunk is None or chunk == "":
-                raise InputError(f"item {pos} has no chunk_id", file=str(path),
-                                 line=lineno, field="ranked")
+                raise InputError(
+                    f"item {pos} has no chunk_id", file=str(path), line=lineno, field="ranked"
+                )
             chunk = _id(chunk, f"item {pos} chunk id", path, lineno, "ranked")
             if score is not None:
                 try:
                     if isinstance(score, bool) or not isinstance(score, (int, float)):
                         raise ValueError
-                    score = float(score)          # OverflowError: an integer beyond float8
+                    score = float(score)  # OverflowError: an integer beyond float8
                     if math.isnan(score):
                         raise ValueError
                 except (ValueError, OverflowError):
-                    raise InputError(f"item {pos} score is not a number", file=str(path),
-                                     line=lineno, field="ranked") from None
+                    raise InputError(
+                        f"item {pos} score is not a number",
+                        file=str(path),
+                        line=lineno,
+                        field="ranked",
+                    ) from None
             yield qid, chunk, score, lineno, pos
 
 
@@ -181,14 +202,24 @@ def _copy_text(value) -> str:
 def _duplicate_error(conn, path: Path) -> InputError:
     qid, chunk, first, second = conn.execute(
         "SELECT query_id, chunk_id, min(line), max(line) FROM _pgeval_import "
-        "GROUP BY query_id, chunk_id HAVING count(*) > 1 ORDER BY min(line) LIMIT 1").fetchone()
+        "GROUP BY query_id, chunk_id HAVING count(*) > 1 ORDER BY min(line) LIMIT 1"
+    ).fetchone()
     where = f"lines {first} and {second}" if first != second else f"line {first}"
-    return InputError(f"query '{qid}' lists chunk '{chunk}' twice ({where})", file=str(path),
-                      line=second)
+    return InputError(
+        f"query '{qid}' lists chunk '{chunk}' twice ({where})", file=str(path), line=second
+    )
 
 
-def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
-               replace: bool = False, tag: str | None = None) -> ImportReport:
+def import_run(
+    conn,
+    path,
+    testset: str,
+    name: str,
+    fmt: str | None = None,
+    *,
+    replace: bool = False,
+    tag: str | None = None,
+) -> ImportReport:
     """Import a ranked-list file as run ``name`` over test set ``testset`` (one transaction)."""
     path = Path(path)
     if not name or not name.strip():
@@ -204,12 +235,14 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
                 raise Conflict(f"a run named '{name}' exists (use --replace or another --name)")
             conn.execute("DELETE FROM pgeval.run WHERE run_id = %s", existing)
         # ids in byte order (ties in score are broken by chunk id as trec_eval does)
-        conn.execute('CREATE TEMP TABLE _pgeval_import (query_id text COLLATE "C", chunk_id text '
-                     'COLLATE "C", score float8, line int, pos int) ON COMMIT DROP')
+        conn.execute(
+            'CREATE TEMP TABLE _pgeval_import (query_id text COLLATE "C", chunk_id text '
+            'COLLATE "C", score float8, line int, pos int) ON COMMIT DROP'
+        )
         n, extra = 0, [0]
         with conn.cursor().copy("COPY _pgeval_import FROM STDIN") as copy:
             buf = []
-            for line in (_trec_lines(path, extra) if fmt == "trec" else _jsonl_lines(path)):
+            for line in _trec_lines(path, extra) if fmt == "trec" else _jsonl_lines(path):
                 buf.append(line)
                 if len(buf) >= _BATCH:
                     copy.write("".join(buf))
@@ -220,32 +253,48 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
                 n += len(buf)
         if n == 0:
             raise InputError("empty file: no ranked results", file=str(path))
-        unknown = [r[0] for r in conn.execute(
-            "SELECT DISTINCT i.query_id FROM _pgeval_import i WHERE NOT EXISTS (SELECT 1 FROM "
-            "pgeval.query q WHERE q.testset_id = %s AND q.query_id = i.query_id) ORDER BY 1",
-            (testset_id,)).fetchall()]
+        unknown = [
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT i.query_id FROM _pgeval_import i WHERE NOT EXISTS (SELECT 1 FROM "
+                "pgeval.query q WHERE q.testset_id = %s AND q.query_id = i.query_id) ORDER BY 1",
+                (testset_id,),
+            ).fetchall()
+        ]
         params = {"source": str(path), "format": fmt, "tag": tag}
         try:
             run_id = conn.execute(
                 "INSERT INTO pgeval.run (name, testset_id, stage, params, order_rule, status, "
                 "n_unknown_queries, finished_at) VALUES (%s, %s, 'import', %s, %s, 'complete', "
                 "%s, now()) RETURNING run_id",
-                (name, testset_id, json.dumps(params),
-                 TREC_ORDER if fmt == "trec" else JSONL_ORDER, len(unknown))).fetchone()[0]
+                (
+                    name,
+                    testset_id,
+                    json.dumps(params),
+                    TREC_ORDER if fmt == "trec" else JSONL_ORDER,
+                    len(unknown),
+                ),
+            ).fetchone()[0]
         except psycopg.errors.UniqueViolation:  # a concurrent import took the name meanwhile
-            if replace:   # it wrote the run after this import deleted the one it saw
-                raise Conflict(f"another session wrote run '{name}' at the same time as this "
-                               "import (a concurrent `run import --replace` or pipeline); this "
-                               "import stored nothing: retry it to replace that run") from None
-            raise Conflict(f"a run named '{name}' was created by another session meanwhile (use "
-                           "--replace or another --name)") from None
+            if replace:  # it wrote the run after this import deleted the one it saw
+                raise Conflict(
+                    f"another session wrote run '{name}' at the same time as this "
+                    "import (a concurrent `run import --replace` or pipeline); this "
+                    "import stored nothing: retry it to replace that run"
+                ) from None
+            raise Conflict(
+                f"a run named '{name}' was created by another session meanwhile (use "
+                "--replace or another --name)"
+            ) from None
         order = "i.score DESC, i.chunk_id DESC" if fmt == "trec" else "i.line, i.pos"
         try:
             with conn.transaction():
                 # the ranking sort in memory; the judged grades joined here, in the same pass,
                 # instead of by the trigger afterwards (pgeval.result_fill_grades)
-                conn.execute("SELECT set_config('work_mem', '256MB', true), "
-                             "set_config('pgeval.result_grades', 'filled', true)")
+                conn.execute(
+                    "SELECT set_config('work_mem', '256MB', true), "
+                    "set_config('pgeval.result_grades', 'filled', true)"
+                )
                 inserted = conn.execute(
                     f"INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id, score, grade) "
                     f"SELECT %(run)s, i.query_id, row_number() OVER (PARTITION BY i.query_id "
@@ -253,20 +302,36 @@ def import_run(conn, path, testset: str, name: str, fmt: str | None = None, *,
                     f"JOIN pgeval.query q ON q.testset_id = %(ts)s AND q.query_id = i.query_id "
                     f"LEFT JOIN pgeval.qrel j ON j.testset_id = %(ts)s "
                     f"AND j.query_id = i.query_id AND j.chunk_id = i.chunk_id "
-                    f"ORDER BY i.query_id", {"run": run_id, "ts": testset_id}).rowcount
+                    f"ORDER BY i.query_id",
+                    {"run": run_id, "ts": testset_id},
+                ).rowcount
                 conn.execute("SELECT set_config('pgeval.result_grades', '', true)")
         except psycopg.errors.UniqueViolation:
             raise _duplicate_error(conn, path) from None
         if inserted == 0:  # every query id unknown: a run of another test set, never a run of 0s
-            raise InputError(f"none of the {len(unknown)} query ids in the file is in test set "
-                             f"'{testset}' (first: '{unknown[0]}'): is it a run of another test "
-                             "set?", file=str(path))
-        nq = conn.execute("SELECT count(*) FROM pgeval.result WHERE run_id = %s AND rank = 1",
-                          (run_id,)).fetchone()[0]
-        missing = conn.execute("SELECT no_result FROM pgeval.run_counts(%s)", (run_id,)).fetchone()[0]
-    return ImportReport(name=name, run_id=run_id, testset=testset, rows=inserted, queries=nq,
-                        unknown_queries=len(unknown), unknown_query_ids=unknown[:20],
-                        valid_without_result=missing, lines_with_extra_text=extra[0])
+            raise InputError(
+                f"none of the {len(unknown)} query ids in the file is in test set "
+                f"'{testset}' (first: '{unknown[0]}'): is it a run of another test "
+                "set?",
+                file=str(path),
+            )
+        nq = conn.execute(
+            "SELECT count(*) FROM pgeval.result WHERE run_id = %s AND rank = 1", (run_id,)
+        ).fetchone()[0]
+        missing = conn.execute("SELECT no_result FROM pgeval.run_counts(%s)", (run_id,)).fetchone()[
+            0
+        ]
+    return ImportReport(
+        name=name,
+        run_id=run_id,
+        testset=testset,
+        rows=inserted,
+        queries=nq,
+        unknown_queries=len(unknown),
+        unknown_query_ids=unknown[:20],
+        valid_without_result=missing,
+        lines_with_extra_text=extra[0],
+    )
 
 
 def export_run(conn, name: str, fmt: str, out) -> int:
@@ -278,10 +343,15 @@ def export_run(conn, name: str, fmt: str, out) -> int:
     run = resolve_run(conn, name)
     if run.status != "complete":
         # a run still being written (or interrupted) would read back as a complete run
-        raise IncompleteRun(f"run '{run.name}' is {run.status}, not complete: an export would "
-                            "read back as a complete run (`pgeval run resume` it first)")
-    cur = conn.execute("SELECT query_id, rank, chunk_id, score FROM pgeval.result WHERE run_id = %s "
-                       "ORDER BY query_id, rank", (run.run_id,))
+        raise IncompleteRun(
+            f"run '{run.name}' is {run.status}, not complete: an export would "
+            "read back as a complete run (`pgeval run resume` it first)"
+        )
+    cur = conn.execute(
+        "SELECT query_id, rank, chunk_id, score FROM pgeval.result WHERE run_id = %s "
+        "ORDER BY query_id, rank",
+        (run.run_id,),
+    )
     lines = 0
     tag = "".join(ch if ch.isalnum() or ch in "-_.:" else "_" for ch in name) or "run"
     if fmt == "trec":
@@ -294,7 +364,7 @@ def export_run(conn, name: str, fmt: str, out) -> int:
             lines += 1
         return lines
     current, items = None, []
-    for qid, rank, chunk, score in cur:
+    for qid, _rank, chunk, score in cur:
         if qid != current and current is not None:
             out.write(json.dumps({"query_id": current, "ranked": items}, ensure_ascii=False) + "\n")
             lines += 1
@@ -316,7 +386,9 @@ def list_runs(conn, testset: str | None = None, experiment: str | None = None) -
              FROM pgeval.run r JOIN pgeval.testset t USING (testset_id)
              LEFT JOIN pgeval.experiment e USING (experiment_id)
             WHERE (%(t)s::text IS NULL OR t.name = %(t)s) AND (%(e)s::text IS NULL OR e.name = %(e)s)
-            ORDER BY r.run_id""", {"t": testset, "e": experiment})
+            ORDER BY r.run_id""",
+        {"t": testset, "e": experiment},
+    )
     names = [d.name for d in cur.description]
     return [dict(zip(names, row)) for row in cur.fetchall()]
 
@@ -332,26 +404,35 @@ def delete_run(conn, name: str) -> tuple[str, bool] | None:
             "SELECT r.run_id, e.experiment_id, e.name, e.config ? 'sweep' FROM pgeval.run r "
             "LEFT JOIN "
             "pgeval.experiment e USING (experiment_id) WHERE r.name = %s FOR UPDATE OF r",
-            (name,)).fetchone()
+            (name,),
+        ).fetchone()
         if row is None:
             raise NotFound(f"no run named '{name}'")
         run_id, exp_id, exp_name, is_sweep = row
-        sweeps = [r[0] for r in conn.execute(
-            "DELETE FROM pgeval.sweep_point WHERE run_id = %s RETURNING sweep_id",
-            (run_id,)).fetchall()]
+        sweeps = [
+            r[0]
+            for r in conn.execute(
+                "DELETE FROM pgeval.sweep_point WHERE run_id = %s RETURNING sweep_id", (run_id,)
+            ).fetchall()
+        ]
         if sweeps:
-            conn.execute("UPDATE pgeval.sweep SET status = 'interrupted' WHERE sweep_id = "
-                         "ANY(%s) AND status <> 'running'", (sorted(set(sweeps)),))
+            conn.execute(
+                "UPDATE pgeval.sweep SET status = 'interrupted' WHERE sweep_id = "
+                "ANY(%s) AND status <> 'running'",
+                (sorted(set(sweeps)),),
+            )
         conn.execute("DELETE FROM pgeval.run WHERE run_id = %s", (run_id,))
         if exp_id is not None:
-            conn.execute("UPDATE pgeval.experiment SET status = 'failed', finished_at = "
-                         "coalesce(finished_at, now()) WHERE experiment_id = %s "
-                         "AND status <> 'running'", (exp_id,))
+            conn.execute(
+                "UPDATE pgeval.experiment SET status = 'failed', finished_at = "
+                "coalesce(finished_at, now()) WHERE experiment_id = %s "
+                "AND status <> 'running'",
+                (exp_id,),
+            )
     return None if exp_id is None else (exp_name, bool(is_sweep))
 
 
-def export_to(database, name: str, fmt: str = "trec", out: str | None = None,
-              stream=None) -> int:
+def export_to(database, name: str, fmt: str = "trec", out: str | None = None, stream=None) -> int:
     """Export run ``name`` as one snapshot saw it (whatever happens meanwhile): to the file
     ``out``, atomically (written to ``out.part``, renamed when complete: nothing half-written),
     else to the text ``stream``. Returns the lines written."""

@@ -41,8 +41,9 @@ for every stage before the first query of the experiment, so that configuration 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -74,7 +75,7 @@ class Query:
     query_id: str
     position: int
     text: str | None = None
-    embedding: "np.ndarray | None" = None   # float32 vector, from pgeval.query_embedding
+    embedding: np.ndarray | None = None  # float32 vector, from pgeval.query_embedding
 
 
 class Progress(Protocol):
@@ -91,27 +92,27 @@ class Progress(Protocol):
 class StageContext:
     """Everything a stage needs. Built by :mod:`evaluator.run.pipeline` once per stage run."""
 
-    kb: "psycopg.Connection"          # knowledge base: read-only transactions (autocommit off)
-    results: "psycopg.Connection"     # where schema pgeval lives (may be another database)
-    target: "Target | None"           # evaluator.target.targets.Target (None for stages that need none)
+    kb: psycopg.Connection  # knowledge base: read-only transactions (autocommit off)
+    results: psycopg.Connection  # where schema pgeval lives (may be another database)
+    target: Target | None  # evaluator.target.targets.Target (None for stages that need none)
     testset: str
     testset_id: int
-    experiment: str | None            # experiment name (None outside a pipeline)
+    experiment: str | None  # experiment name (None outside a pipeline)
     experiment_id: int | None
     repetition: int = 1
-    stage: str = ""                   # the stage's name in the pipeline (usually its kind)
+    stage: str = ""  # the stage's name in the pipeline (usually its kind)
     depth: int = 100
-    settings: dict[str, str] = field(default_factory=dict)   # validated GUC -> value (all stages)
-    options: dict[str, str] = field(default_factory=dict)    # this stage's --opt STAGE:KEY=VALUE
+    settings: dict[str, str] = field(default_factory=dict)  # validated GUC -> value (all stages)
+    options: dict[str, str] = field(default_factory=dict)  # this stage's --opt STAGE:KEY=VALUE
     queries: list[Query] = field(default_factory=list)
-    embedder: str | None = None       # label of the query embeddings in ``queries``
+    embedder: str | None = None  # label of the query embeddings in ``queries``
     batch: bool = False
-    server_timing: bool = False       # also record EXPLAIN ANALYZE execution time per query
-    isolate_index: bool = False       # drop other vector indexes inside the (rolled back) txn
+    server_timing: bool = False  # also record EXPLAIN ANALYZE execution time per query
+    isolate_index: bool = False  # drop other vector indexes inside the (rolled back) txn
     progress: Progress | None = None
-    previous: dict[str, int] = field(default_factory=dict)   # stage name -> run_id (same rep.)
-    warnings: list[str] = field(default_factory=list)        # collected, printed by the caller
-    extra: dict[str, Any] = field(default_factory=dict)      # free slot for stage-to-stage data
+    previous: dict[str, int] = field(default_factory=dict)  # stage name -> run_id (same rep.)
+    warnings: list[str] = field(default_factory=list)  # collected, printed by the caller
+    extra: dict[str, Any] = field(default_factory=dict)  # free slot for stage-to-stage data
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:
@@ -127,24 +128,30 @@ class StageContext:
         try:
             return cast(raw)
         except (TypeError, ValueError):
-            raise InputError(f"option {self.stage}:{key}={raw!r} is not a valid "
-                             f"{getattr(cast, '__name__', 'value')}", field="--opt") from None
+            raise InputError(
+                f"option {self.stage}:{key}={raw!r} is not a valid "
+                f"{getattr(cast, '__name__', 'value')}",
+                field="--opt",
+            ) from None
 
     def settings_for(self, prefixes: tuple[str, ...]) -> dict[str, str]:
         """The settings that apply to a stage: its extension's GUCs (``prefixes``, e.g.
         ``("hnsw.",)``) plus every core planner GUC (names without a dot)."""
-        return {k: v for k, v in self.settings.items()
-                if "." not in k or any(k.startswith(p) for p in prefixes)}
+        return {
+            k: v
+            for k, v in self.settings.items()
+            if "." not in k or any(k.startswith(p) for p in prefixes)
+        }
 
 
 @runtime_checkable
 class Stage(Protocol):
     """A stage runner. Register the class in :mod:`evaluator.stages.registry`."""
 
-    kind: str                      # "exact", "hnsw", "ivfflat", "diskann", "bm25", "merge", ...
-    score: str                     # SCORE_DISTANCE or SCORE_SIMILARITY
-    needs_embedding: bool          # the pipeline loads query embeddings when any stage needs them
-    needs_text: bool               # the stage reads query text (bm25, rerank)
+    kind: str  # "exact", "hnsw", "ivfflat", "diskann", "bm25", "merge", ...
+    score: str  # SCORE_DISTANCE or SCORE_SIMILARITY
+    needs_embedding: bool  # the pipeline loads query embeddings when any stage needs them
+    needs_text: bool  # the stage reads query text (bm25, rerank)
     guc_prefixes: tuple[str, ...]  # extension GUCs this stage applies, e.g. ("hnsw.",)
 
     def prepare(self, ctx: StageContext) -> None:

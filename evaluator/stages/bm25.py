@@ -33,22 +33,25 @@ import time
 
 from psycopg import sql
 
-from ..providers import segmenters
 from ..core.errors import DatabaseError, InputError
+from ..providers import segmenters
 from . import bm25_sql, gucs, refetch, store, timing
 from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
 from .vector_common import rows_summary
 
 METHODS = ("auto", "pg_textsearch", "fts")
-BLOCK = 1000          # queries timed back to back before their untimed score look-ups
+BLOCK = 1000  # queries timed back to back before their untimed score look-ups
 TIMED = {
     "pg_textsearch": "the ids in index order (SELECT id ... ORDER BY column <@> to_bm25query(q, "
-                     "index) LIMIT k, no score projected, as an application runs it); the scores "
-                     "of the returned chunks are computed apart, untimed",
+    "index) LIMIT k, no score projected, as an application runs it); the scores "
+    "of the returned chunks are computed apart, untimed",
     "fts": "the ranked rows (SELECT id, ts_rank_cd(...) ... WHERE tsvector @@ query ORDER BY rank "
-           "DESC LIMIT k), collapsed per chunk"}
-FTS_NOTE = ("PostgreSQL full-text search (ts_rank_cd over a tsvector), not BM25: no IDF and no "
-            "length saturation; install pg_textsearch and create a bm25 index for BM25")
+    "DESC LIMIT k), collapsed per chunk",
+}
+FTS_NOTE = (
+    "PostgreSQL full-text search (ts_rank_cd over a tsvector), not BM25: no IDF and no "
+    "length saturation; install pg_textsearch and create a bm25 index for BM25"
+)
 
 
 class Bm25Stage(BaseStage):
@@ -65,82 +68,129 @@ class Bm25Stage(BaseStage):
             raise InputError(f"stage {ctx.stage} needs --target", field="--target")
         column = ctx.option("column") or getattr(t, "text_segmented_column", None) or t.text_column
         if not column:
-            raise InputError(f"stage {ctx.stage} needs a text column: give the target "
-                             f"--text-column, or --opt {ctx.stage}:column=COLUMN", field="--opt")
+            raise InputError(
+                f"stage {ctx.stage} needs a text column: give the target "
+                f"--text-column, or --opt {ctx.stage}:column=COLUMN",
+                field="--opt",
+            )
         method = (ctx.option("method") or "auto").lower()
         if method not in METHODS:
-            raise InputError(f"option {ctx.stage}:method={method!r}: one of {', '.join(METHODS)}",
-                             field="--opt")
-        segmenter = segmenters.check(ctx.option("segmenter")
-                                     or getattr(t, "segmenter", None), "--opt")
+            raise InputError(
+                f"option {ctx.stage}:method={method!r}: one of {', '.join(METHODS)}", field="--opt"
+            )
+        segmenter = segmenters.check(
+            ctx.option("segmenter") or getattr(t, "segmenter", None), "--opt"
+        )
         kb = ctx.kb
         # (the SELECTs without FROM below return one row: fetchone() is never None)
-        oid = kb.execute("SELECT to_regclass(%s)::oid", (t.table_sql().as_string(kb),)).fetchone()[0]  # type: ignore[index]  # one row, always
-        if oid is None:   # dropped or renamed since the target was added
-            raise DatabaseError(f"stage {ctx.stage}: the target's table {t.qualified()} does not "
-                                "exist (any more)")
-        cols: dict[str, str] = dict(kb.execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
-                               "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
-                               (oid,)).fetchall())
+        oid = kb.execute("SELECT to_regclass(%s)::oid", (t.table_sql().as_string(kb),)).fetchone()[
+            0
+        ]  # type: ignore[index]  # one row, always
+        if oid is None:  # dropped or renamed since the target was added
+            raise DatabaseError(
+                f"stage {ctx.stage}: the target's table {t.qualified()} does not exist (any more)"
+            )
+        cols: dict[str, str] = dict(
+            kb.execute(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
+                (oid,),
+            ).fetchall()
+        )
         if column not in cols:
             raise InputError(f"column '{column}' does not exist in {t.qualified()}", field="--opt")
-        has_ext = kb.execute("SELECT EXISTS (SELECT 1 FROM pg_extension "
-                             "WHERE extname = 'pg_textsearch')").fetchone()[0]  # type: ignore[index]  # one row, always
+        has_ext = kb.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_textsearch')"
+        ).fetchone()[0]  # type: ignore[index]  # one row, always
         indexes = bm25_sql.bm25_indexes(kb, oid, column) if has_ext else []
         wanted = ctx.option("index")
         if wanted:
             indexes = [i for i in indexes if i["name"] == wanted]
             if not indexes:
-                raise InputError(f"'{wanted}' is not a pg_textsearch bm25 index on "
-                                 f"{t.qualified()}.{column}", field="--opt")
+                raise InputError(
+                    f"'{wanted}' is not a pg_textsearch bm25 index on {t.qualified()}.{column}",
+                    field="--opt",
+                )
         plan = {"column": column, "segmenter": segmenter}
         if t.id_column not in cols:
-            raise InputError(f"column '{t.id_column}' does not exist in {t.qualified()}",
-                             field="--id-column")
+            raise InputError(
+                f"column '{t.id_column}' does not exist in {t.qualified()}", field="--id-column"
+            )
         id_type = cols[t.id_column]
         if method in ("auto", "pg_textsearch") and indexes:
             idx = indexes[0]
-            plan.update(method="pg_textsearch", index=idx["name"], index_ref=idx["ref"],
-                        text_config=idx["text_config"], id_type=id_type)
+            plan.update(
+                method="pg_textsearch",
+                index=idx["name"],
+                index_ref=idx["ref"],
+                text_config=idx["text_config"],
+                id_type=id_type,
+            )
             if len(indexes) > 1:
-                ctx.warn(f"stage {ctx.stage}: several bm25 indexes on {column}; using "
-                         f"{idx['name']} (choose with --opt {ctx.stage}:index=NAME)")
+                ctx.warn(
+                    f"stage {ctx.stage}: several bm25 indexes on {column}; using "
+                    f"{idx['name']} (choose with --opt {ctx.stage}:index=NAME)"
+                )
             return plan
         if method == "pg_textsearch":
-            why = ("the pg_textsearch extension is not installed" if not has_ext else
-                   f"no bm25 index on {t.qualified()}.{column}")
-            raise InputError(f"stage {ctx.stage}: {why} (CREATE INDEX ... USING bm25 ({column}) "
-                             "WITH (text_config='english'), or --opt "
-                             f"{ctx.stage}:method=fts)", field="--opt")
+            why = (
+                "the pg_textsearch extension is not installed"
+                if not has_ext
+                else f"no bm25 index on {t.qualified()}.{column}"
+            )
+            raise InputError(
+                f"stage {ctx.stage}: {why} (CREATE INDEX ... USING bm25 ({column}) "
+                "WITH (text_config='english'), or --opt "
+                f"{ctx.stage}:method=fts)",
+                field="--opt",
+            )
         tsv = ctx.option("tsvector")
         if tsv and cols.get(tsv) != "tsvector":
             raise InputError(f"'{tsv}' is not a tsvector column of {t.qualified()}", field="--opt")
         gin = bm25_sql.fts_indexes(kb, oid, column, tsv)
         # no configuration given: the one of a GIN index on the column, so that it serves
-        config = ctx.option("config") or next(
-            (g["text_config"] for g in gin if g["text_config"]), None) or kb.execute(
-            "SELECT current_setting('default_text_search_config')").fetchone()[0]  # type: ignore[index]  # one row, always
+        config = (
+            ctx.option("config")
+            or next((g["text_config"] for g in gin if g["text_config"]), None)
+            or kb.execute("SELECT current_setting('default_text_search_config')").fetchone()[0]  # type: ignore[index]  # one row, always
+        )
         try:
             with kb.transaction():
                 config = kb.execute("SELECT %s::regconfig::text", (config,)).fetchone()[0]  # type: ignore[index]  # one row, always
         except Exception:
-            raise InputError(f"'{config}' is not a text search configuration of this server",
-                             field="--opt") from None
-        why = ("the pg_textsearch extension is not installed" if not has_ext else
-               f"no bm25 index on {t.qualified()}.{column}") if method == "auto" else "asked for"
-        plan.update(method="fts", text_config=config, tsvector=tsv,
-                    normalization=ctx.option("normalization", 0, int),
-                    note=f"{FTS_NOTE} ({why})")
+            raise InputError(
+                f"'{config}' is not a text search configuration of this server", field="--opt"
+            ) from None
+        why = (
+            (
+                "the pg_textsearch extension is not installed"
+                if not has_ext
+                else f"no bm25 index on {t.qualified()}.{column}"
+            )
+            if method == "auto"
+            else "asked for"
+        )
+        plan.update(
+            method="fts",
+            text_config=config,
+            tsvector=tsv,
+            normalization=ctx.option("normalization", 0, int),
+            note=f"{FTS_NOTE} ({why})",
+        )
         if method == "auto":
-            ctx.warn(f"stage {ctx.stage}: {why}; ranking with PostgreSQL full-text search "
-                     "(ts_rank_cd), not BM25")
+            ctx.warn(
+                f"stage {ctx.stage}: {why}; ranking with PostgreSQL full-text search "
+                "(ts_rank_cd), not BM25"
+            )
         serving = [g["name"] for g in gin if tsv or g["text_config"] == config]
         plan["fts_index"] = serving[0] if serving else None
         if not serving:
             plan["index_hint"] = bm25_sql.fts_index_sql(t, column, tsv, config, kb)
             what = tsv or f"to_tsvector('{config}', {column})"
-            ctx.warn(f"stage {ctx.stage}: no GIN index on {what}: every query scans the whole "
-                     f"table; create one: {plan['index_hint']}")
+            ctx.warn(
+                f"stage {ctx.stage}: no GIN index on {what}: every query scans the whole "
+                f"table; create one: {plan['index_hint']}"
+            )
         return plan
 
     def first_limit(self, ctx: StageContext) -> int:
@@ -155,9 +205,15 @@ class Bm25Stage(BaseStage):
             body, params = bm25_sql.textsearch(ctx.target, plan["column"], limit, q)
             params["idx"] = plan["index_ref"]
         else:
-            body, params = bm25_sql.fulltext(ctx.target, plan["column"], plan["tsvector"],
-                                             plan["text_config"], limit, q,
-                                             plan["normalization"])
+            body, params = bm25_sql.fulltext(
+                ctx.target,
+                plan["column"],
+                plan["tsvector"],
+                plan["text_config"],
+                limit,
+                q,
+                plan["normalization"],
+            )
         wrap = bm25_sql.batch if batch else bm25_sql.per_query
         return wrap(body, plan["method"]), params
 
@@ -169,8 +225,11 @@ class Bm25Stage(BaseStage):
         return gucs.apply_local(kb, ctx.settings_for(self.guc_prefixes))
 
     def _texts(self, ctx: StageContext, plan: dict) -> dict[str, str]:
-        return {q.query_id: segmenters.segment(q.text, plan["segmenter"])
-                for q in ctx.queries if q.text and q.text.strip()}
+        return {
+            q.query_id: segmenters.segment(q.text, plan["segmenter"])
+            for q in ctx.queries
+            if q.text and q.text.strip()
+        }
 
     def prepare(self, ctx: StageContext) -> None:
         if ctx.depth < 1:
@@ -179,8 +238,11 @@ class Bm25Stage(BaseStage):
             plan = self.resolve(ctx)
             texts = self._texts(ctx, plan)
             if ctx.queries and not texts:
-                raise InputError(f"stage {ctx.stage}: no query of test set '{ctx.testset}' has "
-                                 "text to search for", field="--stages")
+                raise InputError(
+                    f"stage {ctx.stage}: no query of test set '{ctx.testset}' has "
+                    "text to search for",
+                    field="--stages",
+                )
             self.begin(ctx)
             stmt, params = self.statement(ctx, plan, False)
             sample = next(iter(texts.values()), "")
@@ -190,30 +252,44 @@ class Bm25Stage(BaseStage):
 
     # ---- running -----------------------------------------------------------------------------
     def run(self, ctx: StageContext, run_name: str) -> int:
-        assert ctx.target is not None   # a stage with a table has a target
+        assert ctx.target is not None  # a stage with a table has a target
         plan = self.resolve(ctx)
         texts = self._texts(ctx, plan)
         missing = [q.query_id for q in ctx.queries if q.query_id not in texts]
         if missing:
-            ctx.warn(f"stage {ctx.stage}: {len(missing)} queries have no text and get no result "
-                     f"(first: '{missing[0]}')")
+            ctx.warn(
+                f"stage {ctx.stage}: {len(missing)} queries have no text and get no result "
+                f"(first: '{missing[0]}')"
+            )
         settings = self.begin(ctx)
         try:
             stmt, params = self.statement(ctx, plan, ctx.batch)
             scan = self._scan(ctx, plan, texts) if not ctx.batch else None
             if plan.get("fts_index") and scan == "sequential scan":
-                ctx.warn(f"stage {ctx.stage}: the planner scans the whole table rather than use "
-                         f"GIN index {plan['fts_index']} (a small table, or run ANALYZE)")
-            run_params = {"kind": self.kind, "score": SCORE_SIMILARITY, **plan,
-                          "scan": scan, "settings": settings, "batch": ctx.batch,
-                          "target": ctx.target.name, "queries_without_text": len(missing)}
+                ctx.warn(
+                    f"stage {ctx.stage}: the planner scans the whole table rather than use "
+                    f"GIN index {plan['fts_index']} (a small table, or run ANALYZE)"
+                )
+            run_params = {
+                "kind": self.kind,
+                "score": SCORE_SIMILARITY,
+                **plan,
+                "scan": scan,
+                "settings": settings,
+                "batch": ctx.batch,
+                "target": ctx.target.name,
+                "queries_without_text": len(missing),
+            }
             run_params.pop("index_ref", None)
             run_params.pop("id_type", None)
-            run_params.update(timed=TIMED[plan["method"]],
-                              timed_statement=stmt.as_string(ctx.kb))
-            with store.run_scope(ctx, run_name, params=run_params, order_rule=ORDER_SIMILARITY,
-                                 timing_boundary=timing.boundary(
-                                     ctx, TIMED[plan["method"]])) as out:
+            run_params.update(timed=TIMED[plan["method"]], timed_statement=stmt.as_string(ctx.kb))
+            with store.run_scope(
+                ctx,
+                run_name,
+                params=run_params,
+                order_rule=ORDER_SIMILARITY,
+                timing_boundary=timing.boundary(ctx, TIMED[plan["method"]]),
+            ) as out:
                 fetch = _Fetch(self, ctx, plan, params)
                 if ctx.batch:
                     self._run_batch(ctx, fetch, texts, out)
@@ -243,7 +319,7 @@ class Bm25Stage(BaseStage):
             ctx.progress.start(ctx.stage, len(ctx.queries))
         for start in range(0, len(ctx.queries), BLOCK):
             fetched: list[tuple] = []
-            for q in ctx.queries[start:start + BLOCK]:
+            for q in ctx.queries[start : start + BLOCK]:
                 qtext = texts.get(q.query_id)
                 if qtext is None:
                     fetched.append((q, None, None, 0.0, None))
@@ -257,9 +333,14 @@ class Bm25Stage(BaseStage):
                 fetched.append((q, qtext, raw, ms, server_ms))
                 limits.append(limit)
             for q, qtext, raw, ms, server_ms in fetched:
-                ranked = fetch.ranked(qtext, raw)[:ctx.depth] if qtext is not None else []
-                out.add(q.query_id, ranked, latency_ms=ms, server_ms=server_ms,
-                        rows_returned=len(ranked))
+                ranked = fetch.ranked(qtext, raw)[: ctx.depth] if qtext is not None else []
+                out.add(
+                    q.query_id,
+                    ranked,
+                    latency_ms=ms,
+                    server_ms=server_ms,
+                    rows_returned=len(ranked),
+                )
                 counts.append(len(ranked))
                 if ctx.progress:
                     ctx.progress.advance()
@@ -288,8 +369,11 @@ class Bm25Stage(BaseStage):
             limit = refetch.grow(limit)
         counts = []
         for q in ctx.queries:
-            ranked = (fetch.ranked(texts[q.query_id], raw[q.query_id])[:ctx.depth]
-                      if q.query_id in raw else [])
+            ranked = (
+                fetch.ranked(texts[q.query_id], raw[q.query_id])[: ctx.depth]
+                if q.query_id in raw
+                else []
+            )
             out.add(q.query_id, ranked)
             counts.append(len(ranked))
             if ctx.progress:
@@ -338,8 +422,9 @@ class _Fetch:
         chunks = list(dict.fromkeys(r[0] for r in rows))
         if not chunks:
             return []
-        scored = self.ctx.kb.execute(self.scores, dict(self.score_params, q=qtext,
-                                                       chunks=chunks)).fetchall()
+        scored = self.ctx.kb.execute(
+            self.scores, dict(self.score_params, q=qtext, chunks=chunks)
+        ).fetchall()
         return [(c, -s) for c, s in scored if s < 0]
 
     def summary(self, limits: list) -> dict:

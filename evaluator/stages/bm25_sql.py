@@ -53,8 +53,9 @@ def bm25_indexes(kb: Any, relation_oid: int, column: str) -> list[dict]:
 _TSV_EXPR = re.compile(r"^to_tsvector\('((?:[^']|'')+)'::regconfig, (.+)\)$")
 
 
-def fts_indexes(kb: Any, relation_oid: int, column: str | None,
-                tsvector_column: str | None = None) -> list[dict]:
+def fts_indexes(
+    kb: Any, relation_oid: int, column: str | None, tsvector_column: str | None = None
+) -> list[dict]:
     """GIN indexes (not partial) that can serve the full-text fallback: on
     ``to_tsvector('config', column)`` ([{name, text_config}], config as the server names it), or
     on the stored ``tsvector_column`` (text_config None)."""
@@ -68,23 +69,28 @@ def fts_indexes(kb: Any, relation_oid: int, column: str | None,
             continue
         m = _TSV_EXPR.match(expr or "")
         if m and m.group(2) == quoted:
-            config = kb.execute("SELECT %s::regconfig::text",
-                                (m.group(1).replace("''", "'"),)).fetchone()[0]
+            config = kb.execute(
+                "SELECT %s::regconfig::text", (m.group(1).replace("''", "'"),)
+            ).fetchone()[0]
             out.append({"name": name, "text_config": config})
     return out
 
 
-def fts_index_sql(target: Target, column: str | None, tsvector_column: str | None, config: str,
-                  kb: Any) -> str:
+def fts_index_sql(
+    target: Target, column: str | None, tsvector_column: str | None, config: str, kb: Any
+) -> str:
     """The CREATE INDEX that lets the full-text fallback use an index (its WHERE clause is
     ``to_tsvector('config'::regconfig, column) @@ query``, the index's expression)."""
     table = target.table_sql().as_string(kb)
     if tsvector_column:
         expr = sql.Identifier(tsvector_column).as_string(kb)
     else:
-        assert column is not None     # no tsvector column: the text column is given
-        expr = sql.SQL("to_tsvector({}::regconfig, {})").format(
-            sql.Literal(config), sql.Identifier(column)).as_string(kb)
+        assert column is not None  # no tsvector column: the text column is given
+        expr = (
+            sql.SQL("to_tsvector({}::regconfig, {})")
+            .format(sql.Literal(config), sql.Identifier(column))
+            .as_string(kb)
+        )
     return f"CREATE INDEX ON {table} USING gin ({expr});"
 
 
@@ -96,8 +102,9 @@ def _source(target: Target, where_ph) -> tuple[sql.Composable, dict]:
     return sql.SQL("(SELECT * FROM {}{}) AS kb").format(target.table_sql(), where), params
 
 
-def textsearch(target, column: str, limit: int, qexpr: sql.Composable,
-               where_ph=sql.Placeholder) -> tuple[sql.Composable, dict]:
+def textsearch(
+    target, column: str, limit: int, qexpr: sql.Composable, where_ph=sql.Placeholder
+) -> tuple[sql.Composable, dict]:
     """pg_textsearch for one query text ``qexpr``, the statement an application runs and the
     one pgeval times: the ids in index order, ``SELECT id FROM t ORDER BY col <@>
     to_bm25query(q, idx) LIMIT k``; the index is the parameter ``idx``. It does not project the
@@ -106,14 +113,19 @@ def textsearch(target, column: str, limit: int, qexpr: sql.Composable,
     :func:`textsearch_scores` computes them apart, for the returned chunks only."""
     src, params = _source(target, where_ph)
     score = sql.SQL("{} <@> to_bm25query({}, {})").format(
-        sql.Identifier("kb", column), qexpr, sql.Placeholder("idx"))
+        sql.Identifier("kb", column), qexpr, sql.Placeholder("idx")
+    )
     return sql.SQL("SELECT {id} AS chunk_id FROM {src} ORDER BY {score} LIMIT {k}").format(
-        id=as_text(sql.Identifier("kb", target.id_column)), score=score, src=src,
-        k=sql.Literal(int(limit))), params
+        id=as_text(sql.Identifier("kb", target.id_column)),
+        score=score,
+        src=src,
+        k=sql.Literal(int(limit)),
+    ), params
 
 
-def textsearch_scores(target, column: str, id_type: str,
-                      where_ph=sql.Placeholder) -> tuple[sql.Composable, dict]:
+def textsearch_scores(
+    target, column: str, id_type: str, where_ph=sql.Placeholder
+) -> tuple[sql.Composable, dict]:
     """The BM25 score of the chunks ``%(chunks)s`` (text[]) for query text ``%(q)s``: each
     chunk's best (lowest) score over its rows under the target's filters, ``chunk_id, score``
     ordered best first, ties by chunk id. Non-matching rows score 0 (kept: the caller drops
@@ -121,12 +133,19 @@ def textsearch_scores(target, column: str, id_type: str,
     the server): the ids are cast to it so that an index on the id column serves the look-up."""
     src, params = _source(target, where_ph)
     score = sql.SQL("{} <@> to_bm25query({}, {})").format(
-        sql.Identifier("kb", column), sql.Placeholder("q"), sql.Placeholder("idx"))
-    return sql.SQL("SELECT {id} AS chunk_id, min({score}) AS score FROM {src} "
-                   "WHERE {col} = ANY({chunks}::text[]::{typ}[]) GROUP BY 1 ORDER BY 2, 1").format(
-        id=as_text(sql.Identifier("kb", target.id_column)), score=score, src=src,
-        col=sql.Identifier("kb", target.id_column), chunks=sql.Placeholder("chunks"),
-        typ=sql.SQL(id_type)), params
+        sql.Identifier("kb", column), sql.Placeholder("q"), sql.Placeholder("idx")
+    )
+    return sql.SQL(
+        "SELECT {id} AS chunk_id, min({score}) AS score FROM {src} "
+        "WHERE {col} = ANY({chunks}::text[]::{typ}[]) GROUP BY 1 ORDER BY 2, 1"
+    ).format(
+        id=as_text(sql.Identifier("kb", target.id_column)),
+        score=score,
+        src=src,
+        col=sql.Identifier("kb", target.id_column),
+        chunks=sql.Placeholder("chunks"),
+        typ=sql.SQL(id_type),
+    ), params
 
 
 def _tsquery(config: str, qexpr: sql.Composable) -> sql.Composable:
@@ -137,23 +156,43 @@ def _tsquery(config: str, qexpr: sql.Composable) -> sql.Composable:
     ).format(cfg=sql.Literal(config), q=qexpr)
 
 
-def fulltext(target, column: str | None, tsvector_column: str | None, config: str, limit: int,
-             qexpr: sql.Composable, normalization: int = 0,
-             where_ph=sql.Placeholder) -> tuple[sql.Composable, dict]:
+def fulltext(
+    target,
+    column: str | None,
+    tsvector_column: str | None,
+    config: str,
+    limit: int,
+    qexpr: sql.Composable,
+    normalization: int = 0,
+    where_ph=sql.Placeholder,
+) -> tuple[sql.Composable, dict]:
     """PostgreSQL full-text search: ts_rank_cd over ``tsvector_column`` or
     ``to_tsvector(config, column)``."""
     src, params = _source(target, where_ph)
-    tsv = (sql.Identifier("kb", tsvector_column) if tsvector_column else
-           sql.SQL("to_tsvector({}::regconfig, {})").format(sql.Literal(config),
-                                                          sql.Identifier("kb", column)))  # type: ignore[arg-type]  # column is given without a tsvector column
+    tsv = (
+        sql.Identifier("kb", tsvector_column)
+        if tsvector_column
+        else sql.SQL("to_tsvector({}::regconfig, {})").format(
+            sql.Literal(config),
+            sql.Identifier("kb", column),  # type: ignore[arg-type]  # column is given without a tsvector column
+        )
+    )
     inner = sql.SQL(
         "SELECT {id} AS chunk_id, ts_rank_cd({tsv}, tq.q, {norm})::float8 AS score "
         "FROM {src} CROSS JOIN (SELECT {tsq} AS q) AS tq WHERE {tsv} @@ tq.q "
-        "ORDER BY 2 DESC, 1 LIMIT {k}").format(
-        id=as_text(sql.Identifier("kb", target.id_column)), tsv=tsv, norm=sql.Literal(int(normalization)),
-        src=src, tsq=_tsquery(config, qexpr), k=sql.Literal(int(limit)))
-    return sql.SQL("SELECT s.chunk_id, max(s.score) AS score, (sum(count(*)) OVER ())::int AS n "
-                   "FROM ({}) s GROUP BY s.chunk_id").format(inner), params
+        "ORDER BY 2 DESC, 1 LIMIT {k}"
+    ).format(
+        id=as_text(sql.Identifier("kb", target.id_column)),
+        tsv=tsv,
+        norm=sql.Literal(int(normalization)),
+        src=src,
+        tsq=_tsquery(config, qexpr),
+        k=sql.Literal(int(limit)),
+    )
+    return sql.SQL(
+        "SELECT s.chunk_id, max(s.score) AS score, (sum(count(*)) OVER ())::int AS n "
+        "FROM ({}) s GROUP BY s.chunk_id"
+    ).format(inner), params
 
 
 def per_query(body: sql.Composable, method: str) -> sql.Composable:
@@ -161,7 +200,8 @@ def per_query(body: sql.Composable, method: str) -> sql.Composable:
     if method == "pg_textsearch":
         return body
     return sql.SQL("SELECT chunk_id, score, n FROM ({}) r ORDER BY score DESC, chunk_id").format(
-        body)
+        body
+    )
 
 
 def batch(body: sql.Composable, method: str) -> sql.Composable:
@@ -172,13 +212,13 @@ def batch(body: sql.Composable, method: str) -> sql.Composable:
         return sql.SQL(
             "SELECT {q}.query_id, r.chunk_id "
             "FROM unnest(%(ids)s::text[], %(texts)s::text[]) WITH ORDINALITY AS "
-            "{q}(query_id, qtext, ord) CROSS JOIN LATERAL ({body}) r").format(
-            q=sql.Identifier(Q), body=body)
+            "{q}(query_id, qtext, ord) CROSS JOIN LATERAL ({body}) r"
+        ).format(q=sql.Identifier(Q), body=body)
     return sql.SQL(
         "SELECT {q}.query_id, r.chunk_id, r.score, r.n "
         "FROM unnest(%(ids)s::text[], %(texts)s::text[]) WITH ORDINALITY AS {q}(query_id, qtext, ord) "
-        "CROSS JOIN LATERAL ({body}) r ORDER BY {q}.ord, r.score DESC, r.chunk_id").format(
-        q=sql.Identifier(Q), body=body)
+        "CROSS JOIN LATERAL ({body}) r ORDER BY {q}.ord, r.score DESC, r.chunk_id"
+    ).format(q=sql.Identifier(Q), body=body)
 
 
 def batch_text() -> sql.Composable:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from .vector_common import VectorStage
 
 if TYPE_CHECKING:
-    from .base import StageContext
+    pass
 
 
 class ExactStage(VectorStage):
@@ -23,7 +23,7 @@ class ExactStage(VectorStage):
     forced = {"enable_seqscan": "on"}
 
     def run(self, ctx, run_name: str) -> int:
-        if ctx.extra.get("ground_truth"):     # the stored ground truth (stages/ground_truth.py)
+        if ctx.extra.get("ground_truth"):  # the stored ground truth (stages/ground_truth.py)
             from .ground_truth import run_exact
 
             return run_exact(ctx, run_name)

@@ -48,11 +48,12 @@ def _exact(distance: str, x64: np.ndarray, q64: np.ndarray, qnorm: np.ndarray) -
     with np.errstate(divide="ignore", invalid="ignore"):
         sim = dot / (xn * qnorm[:, None])
     sim = np.clip(sim, -1.0, 1.0)
-    return np.where(np.isfinite(sim), 1.0 - sim, np.inf)   # a zero vector: last (server: NaN)
+    return np.where(np.isfinite(sim), 1.0 - sim, np.inf)  # a zero vector: last (server: NaN)
 
 
-def scan(kb, target, vectors: list[np.ndarray], need: int, *, on_rows=None
-         ) -> list[list[tuple[str, float]]]:
+def scan(
+    kb, target, vectors: list[np.ndarray], need: int, *, on_rows=None
+) -> list[list[tuple[str, float]]]:
     """Per query, its candidates [(chunk id, distance)] sorted by (distance, chunk id)."""
     from .vector_common import register_vector
 
@@ -65,26 +66,34 @@ def scan(kb, target, vectors: list[np.ndarray], need: int, *, on_rows=None
     qnorm = np.sqrt((q64 * q64).sum(1))
     if target.distance == "cosine" and np.any(qnorm == 0):
         bad = int(np.flatnonzero(qnorm == 0)[0])
-        raise InputError(f"query number {bad + 1} is a zero vector: its cosine distance is "
-                         "undefined", field="queries")
+        raise InputError(
+            f"query number {bad + 1} is a zero vector: its cosine distance is undefined",
+            field="queries",
+        )
     qdir = (q32 / np.where(qnorm == 0, 1, qnorm)[:, None].astype(np.float32)).T.copy()
     qt = q32.T.copy()
     c = need + MARGIN if target.unique_id else 4 * need + MARGIN
     best_d = np.full((nq, 0), np.inf)
     best_id = np.empty((nq, 0), dtype=object)
     where, params = target.where()
-    stmt = sql.SQL("COPY (SELECT {cid}, ({vec})::vector FROM {table}{where}) TO STDOUT "
-                   "(FORMAT BINARY)").format(cid=as_text(sql.Identifier(target.id_column)),
-                                             vec=target.vector_expr(), table=target.table_sql(),
-                                             where=where)
+    stmt = sql.SQL(
+        "COPY (SELECT {cid}, ({vec})::vector FROM {table}{where}) TO STDOUT (FORMAT BINARY)"
+    ).format(
+        cid=as_text(sql.Identifier(target.id_column)),
+        vec=target.vector_expr(),
+        table=target.table_sql(),
+        where=where,
+    )
     width = 4 + 4 * dim
 
     def block(ids: list[str], bufs: list[bytes]):
         nonlocal best_d, best_id
         raw = b"".join(bufs)
         if len(raw) != len(bufs) * width:
-            raise InputError(f"target '{target.name}': rows of another dimension than the "
-                             f"queries' {dim} (give the target a dimension filter)")
+            raise InputError(
+                f"target '{target.name}': rows of another dimension than the "
+                f"queries' {dim} (give the target a dimension filter)"
+            )
         x = np.frombuffer(raw, dtype=np.uint8).reshape(len(bufs), width)[:, 4:]
         x = np.ascontiguousarray(x).view(">f4").astype(np.float32)
         if target.distance == "l2":
@@ -96,13 +105,16 @@ def scan(kb, target, vectors: list[np.ndarray], need: int, *, on_rows=None
             with np.errstate(divide="ignore", invalid="ignore"):
                 key = -(x @ qdir) / xn[:, None]
             key[~np.isfinite(key)] = np.inf
-        key = key.T                                     # (nq, b)
+        key = key.T  # (nq, b)
         take = min(c, key.shape[1])
-        idx = (np.argpartition(key, take - 1, axis=1)[:, :take] if take < key.shape[1]
-               else np.broadcast_to(np.arange(key.shape[1]), key.shape))
+        idx = (
+            np.argpartition(key, take - 1, axis=1)[:, :take]
+            if take < key.shape[1]
+            else np.broadcast_to(np.arange(key.shape[1]), key.shape)
+        )
         ids_arr = np.array(ids, dtype=object)
         d = np.empty(idx.shape)
-        for g in range(0, nq, 256):                    # float64 distances of the candidates
+        for g in range(0, nq, 256):  # float64 distances of the candidates
             sl = slice(g, g + 256)
             d[sl] = _exact(target.distance, x[idx[sl]].astype(np.float64), q64[sl], qnorm[sl])
         all_d = np.concatenate([best_d, d], axis=1)
@@ -140,8 +152,10 @@ def scan(kb, target, vectors: list[np.ndarray], need: int, *, on_rows=None
     full = best_d.shape[1] >= c
     out = []
     for i in range(nq):
-        pairs = sorted(((float(dd), str(cc)) for dd, cc in zip(best_d[i], best_id[i])
-                        if np.isfinite(dd)), key=lambda p: (p[0], p[1].encode()))
+        pairs = sorted(
+            ((float(dd), str(cc)) for dd, cc in zip(best_d[i], best_id[i]) if np.isfinite(dd)),
+            key=lambda p: (p[0], p[1].encode()),
+        )
         seen: set[str] = set()
         ranked = []
         for dd, cc in pairs:
@@ -180,8 +194,9 @@ def agree(client: list[tuple[str, float]], server: list[tuple[str, float]], dept
     a, b = client[:depth], server[:depth]
     if len(a) != len(b):
         return False
-    for (ca, da), (cb, db) in zip(a, b):
+    for (_ca, da), (_cb, db) in zip(a, b):
         if abs(da - db) > 1e-5 * max(1.0, abs(db)):
             return False
     return {c for c, _ in a} == {c for c, _ in b} or all(
-        ca == cb or abs(da - db) <= 1e-5 * max(1.0, abs(db)) for (ca, da), (cb, db) in zip(a, b))
+        ca == cb or abs(da - db) <= 1e-5 * max(1.0, abs(db)) for (ca, da), (cb, db) in zip(a, b)
+    )

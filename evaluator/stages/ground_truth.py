@@ -30,27 +30,42 @@ LOCK = 1885824374
 @dataclass
 class GroundTruth:
     gt_id: int
-    status: str                  # computed | reused
-    reason: str | None           # why it was computed again (None: nothing was stored)
+    status: str  # computed | reused
+    reason: str | None  # why it was computed again (None: nothing was stored)
     depth: int
     method: str
     compute_ms: float | None
     computed_at: str
 
     def as_json(self) -> dict:
-        return {"status": self.status, "reason": self.reason, "depth": self.depth,
-                "method": self.method, "compute_ms": self.compute_ms,
-                "computed_at": self.computed_at}
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "depth": self.depth,
+            "method": self.method,
+            "compute_ms": self.compute_ms,
+            "computed_at": self.computed_at,
+        }
 
 
-def slot_spec(target, testset_hash: str, own_chunk_removed: bool,
-              embedder: str | None = None) -> dict:
-    return {"schema": target.schema, "table": target.table, "id_column": target.id_column,
-            "vector_column": target.vector_column, "vector_type": target.vector_type,
-            "dimension": target.dimension, "dimension_column": target.dimension_column,
-            "unique_id": target.unique_id, "distance": target.distance,
-            "filters": target.filter_literals(), "queries": testset_hash,
-            "own_chunk_removed": own_chunk_removed, "embedder": embedder}
+def slot_spec(
+    target, testset_hash: str, own_chunk_removed: bool, embedder: str | None = None
+) -> dict:
+    return {
+        "schema": target.schema,
+        "table": target.table,
+        "id_column": target.id_column,
+        "vector_column": target.vector_column,
+        "vector_type": target.vector_type,
+        "dimension": target.dimension,
+        "dimension_column": target.dimension_column,
+        "unique_id": target.unique_id,
+        "distance": target.distance,
+        "filters": target.filter_literals(),
+        "queries": testset_hash,
+        "own_chunk_removed": own_chunk_removed,
+        "embedder": embedder,
+    }
 
 
 def _slot(spec: dict) -> str:
@@ -60,20 +75,37 @@ def _slot(spec: dict) -> str:
 
 def _why(old: dict, new: dict, old_depth: int, depth: int) -> str:
     if old != new:
-        return (f"the target's data changed since the ground truth was computed (rows "
-                f"{old.get('rows')} -> {new.get('rows')}, checksum {old.get('checksum')} -> "
-                f"{new.get('checksum')}): computing it again")
+        return (
+            f"the target's data changed since the ground truth was computed (rows "
+            f"{old.get('rows')} -> {new.get('rows')}, checksum {old.get('checksum')} -> "
+            f"{new.get('checksum')}): computing it again"
+        )
     return f"deeper lists needed (stored {old_depth}, asked {depth}): computing it again"
 
 
-def ensure(results, kb, target, *, testset_hash: str, queries, depth: int, data: dict,
-           own_chunk_removed: bool, settings: dict, embedder: str | None = None,
-           on_progress=None, on_warning=None) -> GroundTruth:
+def ensure(
+    results,
+    kb,
+    target,
+    *,
+    testset_hash: str,
+    queries,
+    depth: int,
+    data: dict,
+    own_chunk_removed: bool,
+    settings: dict,
+    embedder: str | None = None,
+    on_progress=None,
+    on_warning=None,
+) -> GroundTruth:
     """The stored ground truth of this slot, computed first when missing or stale."""
     spec = slot_spec(target, testset_hash, own_chunk_removed, embedder)
     slot = _slot(spec)
-    row = results.execute("SELECT gt_id, data, depth, method, compute_ms, computed_at::text "
-                          "FROM pgeval.ground_truth WHERE slot = %s", (slot,)).fetchone()
+    row = results.execute(
+        "SELECT gt_id, data, depth, method, compute_ms, computed_at::text "
+        "FROM pgeval.ground_truth WHERE slot = %s",
+        (slot,),
+    ).fetchone()
     results.rollback()
     reason = None
     if row is not None:
@@ -83,9 +115,17 @@ def ensure(results, kb, target, *, testset_hash: str, queries, depth: int, data:
         if on_warning:
             on_warning(f"ground truth of target '{target.name}': {reason}")
     t0 = time.perf_counter()
-    lists, method = compute(kb, target, queries, depth, own_chunk_removed, settings,
-                            total_rows=data.get("rows"), on_progress=on_progress,
-                            on_warning=on_warning)
+    lists, method = compute(
+        kb,
+        target,
+        queries,
+        depth,
+        own_chunk_removed,
+        settings,
+        total_rows=data.get("rows"),
+        on_progress=on_progress,
+        on_warning=on_warning,
+    )
     ms = (time.perf_counter() - t0) * 1000.0
     COMPUTED["count"] += 1
     from . import store
@@ -97,20 +137,50 @@ def ensure(results, kb, target, *, testset_hash: str, queries, depth: int, data:
             "INSERT INTO pgeval.ground_truth (slot, target, spec, data, depth, queries, method, "
             "compute_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
             "RETURNING gt_id, computed_at::text",
-            (slot, target.name, json.dumps(spec), json.dumps(data), depth, len(queries),
-             method, ms)).fetchone()
-        store.copy_rows(results, "ground_truth_result",
-                        (("gt_id", "int8"), ("query_id", "text"), ("rank", "int4"),
-                         ("chunk_id", "text"), ("dist", "float8")),
-                        ((gt_id, q.query_id, r, c, d) for q, ranked in zip(queries, lists)
-                         for r, (c, d) in enumerate(ranked, 1)))
+            (
+                slot,
+                target.name,
+                json.dumps(spec),
+                json.dumps(data),
+                depth,
+                len(queries),
+                method,
+                ms,
+            ),
+        ).fetchone()
+        store.copy_rows(
+            results,
+            "ground_truth_result",
+            (
+                ("gt_id", "int8"),
+                ("query_id", "text"),
+                ("rank", "int4"),
+                ("chunk_id", "text"),
+                ("dist", "float8"),
+            ),
+            (
+                (gt_id, q.query_id, r, c, d)
+                for q, ranked in zip(queries, lists)
+                for r, (c, d) in enumerate(ranked, 1)
+            ),
+        )
     if not results.autocommit:
         results.commit()
     return GroundTruth(gt_id, "computed", reason, depth, method, ms, at)
 
 
-def compute(kb, target, queries, depth: int, own: bool, settings: dict, *, total_rows=None,
-            on_progress=None, on_warning=None) -> tuple[list[list[tuple[str, float]]], str]:
+def compute(
+    kb,
+    target,
+    queries,
+    depth: int,
+    own: bool,
+    settings: dict,
+    *,
+    total_rows=None,
+    on_progress=None,
+    on_warning=None,
+) -> tuple[list[list[tuple[str, float]]], str]:
     """Per query its exact ranked list (own chunk removed when ``own``), and the method used."""
     from . import exact_scan
 
@@ -119,16 +189,22 @@ def compute(kb, target, queries, depth: int, own: bool, settings: dict, *, total
     if on_progress:
         on_progress(0, total_rows)
     try:
-        lists = exact_scan.scan(kb, target, vectors, need,
-                                on_rows=(lambda n: on_progress(n, total_rows)) if on_progress
-                                else None)
+        lists = exact_scan.scan(
+            kb,
+            target,
+            vectors,
+            need,
+            on_rows=(lambda n: on_progress(n, total_rows)) if on_progress else None,
+        )
         method = "client-scan"
         sample = list(range(min(VERIFY_QUERIES, len(queries))))
         server = exact_scan.server_lists(kb, target, [vectors[i] for i in sample], need, settings)
         if not all(exact_scan.agree(lists[i], server[j], need) for j, i in enumerate(sample)):
             if on_warning:
-                on_warning("ground truth: the client-side scan disagrees with the server's exact "
-                           "order on a checked query: computing every query on the server")
+                on_warning(
+                    "ground truth: the client-side scan disagrees with the server's exact "
+                    "order on a checked query: computing every query on the server"
+                )
             raise exact_scan.Incomplete(-1)
     except exact_scan.Incomplete:
         kb.rollback()
@@ -140,8 +216,7 @@ def compute(kb, target, queries, depth: int, own: bool, settings: dict, *, total
             raise
         from ..core.errors import first_line
 
-        raise DatabaseError(f"ground truth of target '{target.name}': {first_line(exc)}") \
-            from None
+        raise DatabaseError(f"ground truth of target '{target.name}': {first_line(exc)}") from None
     out = []
     for q, ranked in zip(queries, lists):
         if own:
@@ -157,33 +232,55 @@ def materialize(ctx, gt: GroundTruth, run_name: str) -> int:
     from .base import ORDER_DISTANCE, SCORE_DISTANCE
 
     results = ctx.results
-    params = {"kind": "exact", "score": SCORE_DISTANCE, "metric": ctx.target.distance,
-              "index": None, "method": None, "target": ctx.target.name,
-              "embedder": ctx.embedder, "ground_truth": gt.as_json(),
-              # the exact stage's settings (its server check and fallback run under them)
-              "settings": {"enable_indexscan": "off", **ctx.settings, "enable_seqscan": "on"}}
-    run_id = store.create_run(results, name=run_name, testset_id=ctx.testset_id,
-                              stage=ctx.stage, experiment_id=ctx.experiment_id,
-                              repetition=ctx.repetition, params=params,
-                              order_rule=ORDER_DISTANCE, depth=ctx.depth, timing_boundary=None,
-                              config_hash=ctx.extra.get("config_hash"),
-                              fingerprint=ctx.extra.get("fingerprint"))
+    params = {
+        "kind": "exact",
+        "score": SCORE_DISTANCE,
+        "metric": ctx.target.distance,
+        "index": None,
+        "method": None,
+        "target": ctx.target.name,
+        "embedder": ctx.embedder,
+        "ground_truth": gt.as_json(),
+        # the exact stage's settings (its server check and fallback run under them)
+        "settings": {"enable_indexscan": "off", **ctx.settings, "enable_seqscan": "on"},
+    }
+    run_id = store.create_run(
+        results,
+        name=run_name,
+        testset_id=ctx.testset_id,
+        stage=ctx.stage,
+        experiment_id=ctx.experiment_id,
+        repetition=ctx.repetition,
+        params=params,
+        order_rule=ORDER_DISTANCE,
+        depth=ctx.depth,
+        timing_boundary=None,
+        config_hash=ctx.extra.get("config_hash"),
+        fingerprint=ctx.extra.get("fingerprint"),
+    )
     with results.transaction():
         results.execute(
             "INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id, score) "
             "SELECT %s, g.query_id, g.rank, g.chunk_id, g.dist FROM pgeval.ground_truth_result g "
             "JOIN pgeval.query q ON q.testset_id = %s AND q.query_id = g.query_id "
-            "WHERE g.gt_id = %s AND g.rank <= %s", (run_id, ctx.testset_id, gt.gt_id, ctx.depth))
-        results.execute("INSERT INTO pgeval.run_progress (run_id, query_id) "
-                        "SELECT %s, query_id FROM pgeval.query WHERE testset_id = %s",
-                        (run_id, ctx.testset_id))
-        results.execute("UPDATE pgeval.ground_truth SET uses = uses + 1, last_used_at = now() "
-                        "WHERE gt_id = %s", (gt.gt_id,))
+            "WHERE g.gt_id = %s AND g.rank <= %s",
+            (run_id, ctx.testset_id, gt.gt_id, ctx.depth),
+        )
+        results.execute(
+            "INSERT INTO pgeval.run_progress (run_id, query_id) "
+            "SELECT %s, query_id FROM pgeval.query WHERE testset_id = %s",
+            (run_id, ctx.testset_id),
+        )
+        results.execute(
+            "UPDATE pgeval.ground_truth SET uses = uses + 1, last_used_at = now() WHERE gt_id = %s",
+            (gt.gt_id,),
+        )
     store.finish_run(results, run_id, "complete")
     return run_id
 
 
 # ---- the pipeline's exact stage --------------------------------------------------------------
+
 
 def query_set(database, cfg):
     """``cfg`` with its query source stored as a query set (its name as the test set)."""
@@ -201,8 +298,9 @@ def query_set(database, cfg):
     return replace(cfg, testset=name, queries=None), info
 
 
-def offer(contexts: dict, testset_hash: str, data: dict | None, settings: dict,
-          qinfo: dict | None) -> None:
+def offer(
+    contexts: dict, testset_hash: str, data: dict | None, settings: dict, qinfo: dict | None
+) -> None:
     """Let every exact stage of a pipeline take its lists from the stored ground truth: by default
     for query vectors without judgements, else when asked (``--opt exact:ground_truth=stored``);
     ``exact:ground_truth=off`` runs the exact statement per query (timed) as before."""
@@ -214,12 +312,17 @@ def offer(contexts: dict, testset_hash: str, data: dict | None, settings: dict,
             continue
         mode = ctx.options.get("ground_truth", "stored" if qinfo else "off")
         if mode not in ("stored", "off"):
-            raise InputError(f"option {ctx.stage}:ground_truth={mode!r} must be stored or off",
-                             field="--opt")
+            raise InputError(
+                f"option {ctx.stage}:ground_truth={mode!r} must be stored or off", field="--opt"
+            )
         if mode == "stored" and data is not None:
-            ctx.extra["ground_truth"] = {"testset_hash": testset_hash, "data": data,
-                                         "settings": settings, "shared": shared,
-                                         "own": bool(qinfo and qinfo["own_chunk_removed"])}
+            ctx.extra["ground_truth"] = {
+                "testset_hash": testset_hash,
+                "data": data,
+                "settings": settings,
+                "shared": shared,
+                "own": bool(qinfo and qinfo["own_chunk_removed"]),
+            }
 
 
 def run_exact(ctx, run_name: str, on_warning=None) -> int:
@@ -243,9 +346,18 @@ def run_exact(ctx, run_name: str, on_warning=None) -> int:
                 shared["done"] = rows
 
         settings = {k: v for k, v in offer_["settings"].items() if k != "enable_seqscan"}
-        shared["gt"] = ensure(ctx.results, ctx.kb, ctx.target,
-                              testset_hash=offer_["testset_hash"], queries=ctx.queries,
-                              depth=depth, data=offer_["data"], own_chunk_removed=own,
-                              settings=settings, embedder=ctx.embedder, on_progress=on_progress,
-                              on_warning=ctx.warn)
+        shared["gt"] = ensure(
+            ctx.results,
+            ctx.kb,
+            ctx.target,
+            testset_hash=offer_["testset_hash"],
+            queries=ctx.queries,
+            depth=depth,
+            data=offer_["data"],
+            own_chunk_removed=own,
+            settings=settings,
+            embedder=ctx.embedder,
+            on_progress=on_progress,
+            on_warning=ctx.warn,
+        )
     return materialize(replace(ctx, depth=depth), shared["gt"], run_name)

@@ -23,12 +23,22 @@ _BOOL = {"on", "off", "true", "false", "yes", "no", "1", "0", "t", "f", "y", "n"
 SETTABLE = ("user", "superuser")
 # settings a stage must never take from the user: they would lift the READ ONLY transaction the
 # knowledge base is read in, or change who reads it (least privilege; issue 5)
-GUARDED = {name: "the knowledge base is always read in a READ ONLY transaction" for name in (
-    "transaction_read_only", "default_transaction_read_only", "transaction_isolation",
-    "default_transaction_isolation", "transaction_deferrable", "default_transaction_deferrable")}
-GUARDED.update(role="pgeval reads as the user it connects as",
-               session_authorization="pgeval reads as the user it connects as",
-               statement_timeout="use --statement-timeout (recorded with every run)")
+GUARDED = {
+    name: "the knowledge base is always read in a READ ONLY transaction"
+    for name in (
+        "transaction_read_only",
+        "default_transaction_read_only",
+        "transaction_isolation",
+        "default_transaction_isolation",
+        "transaction_deferrable",
+        "default_transaction_deferrable",
+    )
+}
+GUARDED.update(
+    role="pgeval reads as the user it connects as",
+    session_authorization="pgeval reads as the user it connects as",
+    statement_timeout="use --statement-timeout (recorded with every run)",
+)
 
 
 def parse(items, stages=None) -> dict[str, str]:
@@ -44,14 +54,20 @@ def parse(items, stages=None) -> dict[str, str]:
         stage, colon, name = head.rpartition(":")
         stage, name = stage.strip(), name.strip().lower()
         if not sep or not name or (colon and not stage):
-            raise InputError(f"'{item}' is not GUC=VALUE or STAGE:GUC=VALUE (e.g. "
-                             "hnsw.ef_search=100, hnsw:enable_sort=off)", field="--set")
+            raise InputError(
+                f"'{item}' is not GUC=VALUE or STAGE:GUC=VALUE (e.g. "
+                "hnsw.ef_search=100, hnsw:enable_sort=off)",
+                field="--set",
+            )
         if not _NAME.match(name):
             raise InputError(f"'{name}' is not a setting name", field="--set")
         if colon and stages is not None and stage not in stages:
             known = ", ".join(stages) if stages else "none here: give GUC=VALUE"
-            raise InputError(f"setting '{item}' names stage '{stage}', which is not a stage "
-                             f"of this run (stages: {known})", field="--set")
+            raise InputError(
+                f"setting '{item}' names stage '{stage}', which is not a stage "
+                f"of this run (stages: {known})",
+                field="--set",
+            )
         key = f"{stage}:{name}" if colon else name
         if key in out:
             raise InputError(f"setting '{key}' is given twice", field="--set")
@@ -93,8 +109,11 @@ def check_stages(settings: dict[str, str], stage_names) -> None:
     """Every scoped setting names a stage in ``stage_names`` (InputError naming --set)."""
     for key in settings or {}:
         if is_scoped(key) and key.split(":", 1)[0] not in stage_names:
-            raise InputError(f"setting '{key}' names stage '{key.split(':', 1)[0]}', which is "
-                             f"not in --stages ({', '.join(stage_names)})", field="--set")
+            raise InputError(
+                f"setting '{key}' names stage '{key.split(':', 1)[0]}', which is "
+                f"not in --stages ({', '.join(stage_names)})",
+                field="--set",
+            )
 
 
 def load_libraries(conn: Any) -> None:
@@ -103,7 +122,8 @@ def load_libraries(conn: Any) -> None:
     row = conn.execute(
         "SELECT n.nspname FROM pg_extension e JOIN pg_depend d ON d.refobjid = e.oid "
         "JOIN pg_proc p ON p.oid = d.objid JOIN pg_namespace n ON n.oid = p.pronamespace "
-        "WHERE e.extname = 'vectorscale' AND p.proname = 'distance_type_cosine'").fetchone()
+        "WHERE e.extname = 'vectorscale' AND p.proname = 'distance_type_cosine'"
+    ).fetchone()
     if row is not None:
         conn.execute(sql.SQL("SELECT {}()").format(sql.Identifier(row[0], "distance_type_cosine")))
 
@@ -116,8 +136,9 @@ def _check_value(name: str, value: str, vartype: str, unit, lo, hi, enumvals) ->
     elif vartype == "integer":
         m = _UNIT.match(value)
         if not m or (m.group(2) and not unit):
-            raise InputError(f"{bad}: expected an integer" + (f" (unit {unit})" if unit else ""),
-                             field="--set")
+            raise InputError(
+                f"{bad}: expected an integer" + (f" (unit {unit})" if unit else ""), field="--set"
+            )
         if not m.group(2) and lo is not None and not (float(lo) <= int(m.group(1)) <= float(hi)):
             raise InputError(f"{bad}: out of range {lo}..{hi}", field="--set")
     elif vartype == "real":
@@ -137,14 +158,16 @@ def validate(conn: Any, settings: dict[str, str]) -> dict[str, str]:
     set_config inside a transaction that is rolled back). Returns ``settings`` unchanged."""
     if not settings:
         return settings
-    if any(is_scoped(k) for k in settings):      # each stage's set, as that stage applies it
+    if any(is_scoped(k) for k in settings):  # each stage's set, as that stage applies it
         for stage in [None, *scoped_stages(settings)]:
             validate(conn, scope(settings, stage))
         return settings
     load_libraries(conn)
     rows = conn.execute(
         "SELECT name, vartype, unit, min_val, max_val, enumvals, context FROM pg_settings "
-        "WHERE name = ANY(%s)", (list(settings),)).fetchall()
+        "WHERE name = ANY(%s)",
+        (list(settings),),
+    ).fetchall()
     known = {r[0]: r for r in rows}
     for name, value in settings.items():
         if name in GUARDED and name != "statement_timeout":
@@ -153,16 +176,25 @@ def validate(conn: Any, settings: dict[str, str]) -> dict[str, str]:
             prefix = name.split(".")[0] + "." if "." in name else None
             hint = ""
             if prefix:
-                similar = [r[0] for r in conn.execute(
-                    "SELECT name FROM pg_settings WHERE name LIKE %s ORDER BY name",
-                    (prefix.replace("_", r"\_") + "%",)).fetchall()]
-                hint = f" (known {prefix}* settings: {', '.join(similar)})" if similar else (
-                    f" (no {prefix}* settings on this server: is the extension installed?)")
+                similar = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT name FROM pg_settings WHERE name LIKE %s ORDER BY name",
+                        (prefix.replace("_", r"\_") + "%",),
+                    ).fetchall()
+                ]
+                hint = (
+                    f" (known {prefix}* settings: {', '.join(similar)})"
+                    if similar
+                    else (f" (no {prefix}* settings on this server: is the extension installed?)")
+                )
             raise InputError(f"unknown setting '{name}'{hint}", field="--set")
         _, vartype, unit, lo, hi, enumvals, context = known[name]
         if context not in SETTABLE:
-            raise InputError(f"setting '{name}' cannot be changed per transaction (context "
-                             f"{context})", field="--set")
+            raise InputError(
+                f"setting '{name}' cannot be changed per transaction (context {context})",
+                field="--set",
+            )
         _check_value(name, value, vartype, unit, lo, hi, enumvals)
     try:
         with conn.transaction(force_rollback=True):
@@ -175,8 +207,9 @@ def validate(conn: Any, settings: dict[str, str]) -> dict[str, str]:
     return settings
 
 
-def with_statement_timeout(conn: Any, settings: dict[str, str],
-                           timeout: str | None) -> dict[str, str]:
+def with_statement_timeout(
+    conn: Any, settings: dict[str, str], timeout: str | None
+) -> dict[str, str]:
     """``settings`` plus ``statement_timeout`` (``--statement-timeout``: every statement on the
     knowledge base is cancelled past it; applied by SET LOCAL like any setting, so recorded in
     every run's params). None leaves the server's setting alone."""
@@ -194,8 +227,9 @@ def apply_local(conn: Any, settings: dict[str, str]) -> dict[str, str]:
     as the server shows them (``current_setting``)."""
     effective = {}
     for name, value in settings.items():
-        effective[name] = conn.execute("SELECT set_config(%s, %s, true)",
-                                       (name, value)).fetchone()[0]
+        effective[name] = conn.execute("SELECT set_config(%s, %s, true)", (name, value)).fetchone()[
+            0
+        ]
     return effective
 
 

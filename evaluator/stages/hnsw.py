@@ -27,8 +27,10 @@ class HnswStage(VectorStage):
         ef = int(effective.get("hnsw.ef_search") or cur["hnsw.ef_search"] or 40)
         it = effective.get("hnsw.iterative_scan") or cur["hnsw.iterative_scan"] or "off"
         if it == "off" and ef < ctx.depth:
-            return [f"stage {ctx.stage}: hnsw.ef_search={ef} is below --depth {ctx.depth} and "
-                    "hnsw.iterative_scan is off: the index returns at most "
-                    f"{ef} rows per query (raise hnsw.ef_search or set "
-                    "hnsw.iterative_scan=relaxed_order); rows returned are recorded"]
+            return [
+                f"stage {ctx.stage}: hnsw.ef_search={ef} is below --depth {ctx.depth} and "
+                "hnsw.iterative_scan is off: the index returns at most "
+                f"{ef} rows per query (raise hnsw.ef_search or set "
+                "hnsw.iterative_scan=relaxed_order); rows returned are recorded"
+            ]
         return []

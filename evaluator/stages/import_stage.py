@@ -36,13 +36,23 @@ class ImportStage(BaseStage):
             "UPDATE pgeval.run SET experiment_id = %s, stage = %s, repetition = %s, depth = %s, "
             "timing_boundary = %s, config_hash = %s, params = params || %s::jsonb "
             "WHERE run_id = %s",
-            (ctx.experiment_id, ctx.stage, ctx.repetition, None, BOUNDARY_NONE,
-             ctx.extra.get("config_hash"),
-             '{"kind": "import", "score": "similarity"}', rep.run_id))
+            (
+                ctx.experiment_id,
+                ctx.stage,
+                ctx.repetition,
+                None,
+                BOUNDARY_NONE,
+                ctx.extra.get("config_hash"),
+                '{"kind": "import", "score": "similarity"}',
+                rep.run_id,
+            ),
+        )
         results.commit()
         if rep.unknown_queries:
-            ctx.warn(f"stage {ctx.stage}: {rep.unknown_queries} query ids of "
-                     f"{ctx.option('file')} are not in the test set (skipped)")
+            ctx.warn(
+                f"stage {ctx.stage}: {rep.unknown_queries} query ids of "
+                f"{ctx.option('file')} are not in the test set (skipped)"
+            )
         if ctx.progress:
             ctx.progress.start(ctx.stage, 1)
             ctx.progress.advance()

@@ -51,13 +51,19 @@ def parse_weights(spec: str | None, inputs: list[str]) -> dict[str, float]:
             name, _, value = item.partition(":")
             name = name.strip()
             if name not in weights:
-                raise InputError(f"weight for '{name}', which is not an input of the merge "
-                                 f"({', '.join(inputs)})", field="--opt")
+                raise InputError(
+                    f"weight for '{name}', which is not an input of the merge "
+                    f"({', '.join(inputs)})",
+                    field="--opt",
+                )
             weights[name] = _float(value.strip(), f"weight of {name}")
         return weights
     if any(":" in x for x in items) or len(items) != len(inputs):
-        raise InputError(f"weights '{spec}': give NAME:W for each input, or {len(inputs)} "
-                         f"numbers in the order {', '.join(inputs)}", field="--opt")
+        raise InputError(
+            f"weights '{spec}': give NAME:W for each input, or {len(inputs)} "
+            f"numbers in the order {', '.join(inputs)}",
+            field="--opt",
+        )
     return {name: _float(v, f"weight of {name}") for name, v in zip(inputs, items)}
 
 
@@ -68,8 +74,9 @@ class MergeStage(BaseStage):
     def settings(self, ctx: StageContext) -> dict:
         method = (ctx.option("method") or "rrf").lower()
         if method not in METHODS:
-            raise InputError(f"option {ctx.stage}:method={method!r}: one of "
-                             f"{', '.join(METHODS)}", field="--opt")
+            raise InputError(
+                f"option {ctx.stage}:method={method!r}: one of {', '.join(METHODS)}", field="--opt"
+            )
         k = ctx.option("k", 60.0, float)
         if k < 0:
             raise InputError(f"option {ctx.stage}:k must be >= 0", field="--opt")
@@ -87,28 +94,36 @@ class MergeStage(BaseStage):
     def inputs(self, ctx: StageContext) -> list[tuple[str, int]]:
         """[(stage name, run id)] of the runs to fuse (same experiment and repetition)."""
         if not ctx.previous:
-            raise InputError(f"stage {ctx.stage} has nothing to fuse: list retrieval stages "
-                             "before it in --stages", field="--stages")
+            raise InputError(
+                f"stage {ctx.stage} has nothing to fuse: list retrieval stages "
+                "before it in --stages",
+                field="--stages",
+            )
         named = ctx.option("inputs")
         if named:
             names = [x.strip() for x in named.split(",") if x.strip()]
             unknown = [n for n in names if n not in ctx.previous]
             if unknown or not names:
-                raise InputError(f"option {ctx.stage}:inputs names '{', '.join(unknown)}', not an "
-                                 f"earlier stage ({', '.join(ctx.previous)})", field="--opt")
+                raise InputError(
+                    f"option {ctx.stage}:inputs names '{', '.join(unknown)}', not an "
+                    f"earlier stage ({', '.join(ctx.previous)})",
+                    field="--opt",
+                )
             return [(n, ctx.previous[n]) for n in names]
         rows = ctx.results.execute(
             "SELECT run_id, pgeval.stage_role(stage, params) FROM pgeval.run "
-            "WHERE run_id = ANY(%s)", (list(ctx.previous.values()),)).fetchall()
+            "WHERE run_id = ANY(%s)",
+            (list(ctx.previous.values()),),
+        ).fetchall()
         ctx.results.rollback()
         role: dict[int, Any] = dict(rows)
-        paths = [(n, r) for n, r in ctx.previous.items()
-                 if role.get(r) not in ("merge", "rerank")]
+        paths = [(n, r) for n, r in ctx.previous.items() if role.get(r) not in ("merge", "rerank")]
         if any(role.get(r) == "ann" for _, r in paths):
             paths = [(n, r) for n, r in paths if role.get(r) != "exact"]
         if not paths:
-            raise InputError(f"stage {ctx.stage}: no retrieval stage before it to fuse",
-                             field="--stages")
+            raise InputError(
+                f"stage {ctx.stage}: no retrieval stage before it to fuse", field="--stages"
+            )
         return paths
 
     def run(self, ctx: StageContext, run_name: str) -> int:
@@ -118,22 +133,40 @@ class MergeStage(BaseStage):
         weights = parse_weights(ctx.option("weights"), names)
         if len(inputs) == 1:
             ctx.warn(f"stage {ctx.stage} fuses a single input ({names[0]}): it only re-ranks it")
-        params = {"kind": self.kind, "score": SCORE_SIMILARITY, "method": cfg["method"],
-                  "inputs": names, "input_runs": [r for _, r in inputs], "weights": weights}
+        params = {
+            "kind": self.kind,
+            "score": SCORE_SIMILARITY,
+            "method": cfg["method"],
+            "inputs": names,
+            "input_runs": [r for _, r in inputs],
+            "weights": weights,
+        }
         if cfg["method"] == "rrf":
             params["k"] = cfg["k"]
-            query = ("SELECT %(run)s, f.query_id, f.rank, f.chunk_id, f.score FROM "
-                     "pgeval.fuse_rrf(%(runs)s, %(w)s, %(k)s, %(depth)s) f")
+            query = (
+                "SELECT %(run)s, f.query_id, f.rank, f.chunk_id, f.score FROM "
+                "pgeval.fuse_rrf(%(runs)s, %(w)s, %(k)s, %(depth)s) f"
+            )
         else:
-            query = ("SELECT %(run)s, f.query_id, f.rank, f.chunk_id, f.score FROM "
-                     "pgeval.fuse_scores(%(runs)s, %(w)s, %(method)s, %(depth)s) f")
+            query = (
+                "SELECT %(run)s, f.query_id, f.rank, f.chunk_id, f.score FROM "
+                "pgeval.fuse_scores(%(runs)s, %(w)s, %(method)s, %(depth)s) f"
+            )
         conn = ctx.results
-        run_id = store.create_run(conn, name=run_name, testset_id=ctx.testset_id, stage=ctx.stage,
-                                  experiment_id=ctx.experiment_id, repetition=ctx.repetition,
-                                  params=params, order_rule=ORDER_SIMILARITY, depth=cfg["depth"],
-                                  timing_boundary=BOUNDARY_BATCH,
-                                  config_hash=ctx.extra.get("config_hash"),
-                                  fingerprint=ctx.extra.get("fingerprint"))
+        run_id = store.create_run(
+            conn,
+            name=run_name,
+            testset_id=ctx.testset_id,
+            stage=ctx.stage,
+            experiment_id=ctx.experiment_id,
+            repetition=ctx.repetition,
+            params=params,
+            order_rule=ORDER_SIMILARITY,
+            depth=cfg["depth"],
+            timing_boundary=BOUNDARY_BATCH,
+            config_hash=ctx.extra.get("config_hash"),
+            fingerprint=ctx.extra.get("fingerprint"),
+        )
         if ctx.progress:
             ctx.progress.start(ctx.stage + " (one statement)", 1)
         try:
@@ -141,9 +174,15 @@ class MergeStage(BaseStage):
             with conn.transaction():
                 n = conn.execute(
                     "INSERT INTO pgeval.result (run_id, query_id, rank, chunk_id, score) " + query,
-                    {"run": run_id, "runs": [r for _, r in inputs],
-                     "w": [weights[n] for n in names], "k": cfg["k"], "depth": cfg["depth"],
-                     "method": cfg["method"]}).rowcount
+                    {
+                        "run": run_id,
+                        "runs": [r for _, r in inputs],
+                        "w": [weights[n] for n in names],
+                        "k": cfg["k"],
+                        "depth": cfg["depth"],
+                        "method": cfg["method"],
+                    },
+                ).rowcount
             ms = (time.perf_counter() - t0) * 1000.0
         except BaseException:
             if conn.info.transaction_status != 0:

@@ -16,7 +16,7 @@ from ..core.errors import PlanError
 from ..target import introspect
 from ..target.targets import ANN_METHODS  # noqa: F401  (re-exported)
 
-GENERIC_PLAN_OPTION = 160000      # server_version_num of the first release with GENERIC_PLAN
+GENERIC_PLAN_OPTION = 160000  # server_version_num of the first release with GENERIC_PLAN
 _names = itertools.count(1)
 
 SCAN_NODES = ("Index Scan", "Index Only Scan", "Bitmap Index Scan")
@@ -27,8 +27,9 @@ def explain(conn: Any, statement, params=None, generic: bool = False) -> dict:
     from psycopg import sql
 
     opts = "GENERIC_PLAN, FORMAT JSON" if generic else "FORMAT JSON"
-    row = conn.execute(sql.SQL("EXPLAIN ({}) ").format(sql.SQL(opts)) + statement,
-                       params).fetchone()
+    row = conn.execute(
+        sql.SQL("EXPLAIN ({}) ").format(sql.SQL(opts)) + statement, params
+    ).fetchone()
     doc = row[0]
     if isinstance(doc, str):
         import json
@@ -51,14 +52,18 @@ def explain_generic(conn: Any, statement, values: list) -> dict:
         conn.execute("SELECT set_config('plan_cache_mode', 'force_generic_plan', true)")
         # EXPLAIN EXECUTE takes no bound parameters: the values go in as literals (quoted by
         # psycopg's dumpers: vectors as text, filters as their own types)
-        args = sql.SQL("({})").format(sql.SQL(", ").join(map(sql.Literal, values))) \
-            if values else sql.SQL("")
-        row = conn.execute(sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE {}{}").format(name, args)
-                           ).fetchone()
+        args = (
+            sql.SQL("({})").format(sql.SQL(", ").join(map(sql.Literal, values)))
+            if values
+            else sql.SQL("")
+        )
+        row = conn.execute(
+            sql.SQL("EXPLAIN (FORMAT JSON) EXECUTE {}{}").format(name, args)
+        ).fetchone()
         conn.execute("SELECT set_config('plan_cache_mode', %s, true)", (previous,))
     finally:
-        if conn.info.transaction_status != 3:   # not INERROR: the stage rolls back, then it
-            conn.execute(sql.SQL("DEALLOCATE {}").format(name))   # goes with the session
+        if conn.info.transaction_status != 3:  # not INERROR: the stage rolls back, then it
+            conn.execute(sql.SQL("DEALLOCATE {}").format(name))  # goes with the session
     doc = row[0]
     if isinstance(doc, str):
         import json
@@ -75,8 +80,11 @@ def nodes(plan: dict):
 
 def index_scans(plan: dict) -> list[tuple[str, str, str]]:
     """[(node type, index name, relation)] of every index scan in the plan."""
-    return [(n["Node Type"], n.get("Index Name"), n.get("Relation Name", ""))
-            for n in nodes(plan) if n["Node Type"] in SCAN_NODES]
+    return [
+        (n["Node Type"], n.get("Index Name"), n.get("Relation Name", ""))
+        for n in nodes(plan)
+        if n["Node Type"] in SCAN_NODES
+    ]
 
 
 def ann_indexes(conn: Any, relation_oid: int) -> dict[str, str]:
@@ -89,47 +97,66 @@ def describe(plan: dict, methods: dict[str, str]) -> str:
     'a sequential scan on chunks'."""
     scans = index_scans(plan)
     if scans:
-        return ", ".join(f"index {name} ({methods.get(name, 'btree or other')}, {typ})"
-                         for typ, name, _ in scans)
+        return ", ".join(
+            f"index {name} ({methods.get(name, 'btree or other')}, {typ})" for typ, name, _ in scans
+        )
     seq = [n.get("Relation Name") for n in nodes(plan) if n["Node Type"] == "Seq Scan"]
     if seq:
         return f"a sequential scan on {seq[0]}"
     return f"a {plan['Node Type']} plan without an index scan"
 
 
-def check_ann(plan: dict, *, stage: str, method: str, candidates: list[str],
-              all_ann: dict[str, str], wanted: str | None = None, generic: bool = False) -> str:
+def check_ann(
+    plan: dict,
+    *,
+    stage: str,
+    method: str,
+    candidates: list[str],
+    all_ann: dict[str, str],
+    wanted: str | None = None,
+    generic: bool = False,
+) -> str:
     """Return the index name serving the plan, or raise PlanError."""
     used = [name for _, name, _ in index_scans(plan) if name in all_ann]
     ok = [name for name in used if name in candidates and (wanted is None or name == wanted)]
     if ok:
         return ok[0]
-    what = f"index {wanted}" if wanted else (
-        f"a {method} index ({', '.join(candidates)})" if candidates else f"a {method} index")
+    what = (
+        f"index {wanted}"
+        if wanted
+        else (f"a {method} index ({', '.join(candidates)})" if candidates else f"a {method} index")
+    )
     kind = "generic plan (prepared statement)" if generic else "plan"
     hint = ""
     if not candidates:
         hint = f"; the target has no {method} index for its column and distance"
     elif used:
-        hint = ("; another vector index on the same column wins: use --isolate-index (drops the "
-                "others inside the stage's transaction and rolls back; it locks the table) or "
-                "keep each index on its own copy of the table")
+        hint = (
+            "; another vector index on the same column wins: use --isolate-index (drops the "
+            "others inside the stage's transaction and rolls back; it locks the table) or "
+            "keep each index on its own copy of the table"
+        )
     elif index_scans(plan):
-        hint = ("; the planner prefers to filter through that index and sort the matches itself "
-                "(a selective filter, or a small table): that is exact search over the filtered "
-                "rows, not the ANN index — check ANALYZE, or measure it as the exact stage")
+        hint = (
+            "; the planner prefers to filter through that index and sort the matches itself "
+            "(a selective filter, or a small table): that is exact search over the filtered "
+            "rows, not the ANN index — check ANALYZE, or measure it as the exact stage"
+        )
     else:
-        hint = ("; the planner prefers not to use the index (small table or filters): check "
-                "ANALYZE, or --set enable_seqscan=off")
-    raise PlanError(f"stage {stage}: the {kind} uses {describe(plan, all_ann)}, not {what}"
-                    f"{hint}")
+        hint = (
+            "; the planner prefers not to use the index (small table or filters): check "
+            "ANALYZE, or --set enable_seqscan=off"
+        )
+    raise PlanError(f"stage {stage}: the {kind} uses {describe(plan, all_ann)}, not {what}{hint}")
 
 
 def check_exact(plan: dict, *, stage: str, all_ann: dict[str, str]) -> None:
     used = [name for _, name, _ in index_scans(plan) if name in all_ann]
     if used:
-        raise PlanError(f"stage {stage}: exact search must not use an ANN index but the plan "
-                        f"uses {describe(plan, all_ann)}")
+        raise PlanError(
+            f"stage {stage}: exact search must not use an ANN index but the plan "
+            f"uses {describe(plan, all_ann)}"
+        )
 
 
 # planner settings that can make an ANN index serve a filtered query, tried in this order when
@@ -140,8 +167,13 @@ FORCING_CANDIDATES = (
     {"enable_sort": "off", "enable_bitmapscan": "off"},
     {"enable_seqscan": "off"},
     {"enable_sort": "off", "enable_bitmapscan": "off", "enable_seqscan": "off"},
-    {"enable_sort": "off", "enable_bitmapscan": "off", "enable_seqscan": "off",
-     "enable_material": "off", "enable_hashagg": "off"},
+    {
+        "enable_sort": "off",
+        "enable_bitmapscan": "off",
+        "enable_seqscan": "off",
+        "enable_material": "off",
+        "enable_hashagg": "off",
+    },
 )
 
 
@@ -151,7 +183,7 @@ def find_forcing(conn: Any, statement, params, check, current: dict[str, str]):
     savepoint of the open transaction and is rolled back: nothing stays set."""
     for candidate in FORCING_CANDIDATES:
         if all(str(current.get(k, "")).lower() in (v, "false", "0") for k, v in candidate.items()):
-            continue      # the stage already runs with these
+            continue  # the stage already runs with these
         try:
             with conn.transaction(force_rollback=True):
                 for name, value in candidate.items():
@@ -167,17 +199,26 @@ def forcing_hint(stage: str, found) -> str:
     """'; with --set hnsw:enable_sort=off the planner uses idx_hnsw (tried ...)'."""
     if found is None:
         tried = sorted({k for c in FORCING_CANDIDATES for k in c})
-        return (f"; no planner setting tried ({', '.join(k + '=off' for k in tried)}) makes the "
-                "planner use it")
+        return (
+            f"; no planner setting tried ({', '.join(k + '=off' for k in tried)}) makes the "
+            "planner use it"
+        )
     settings, index = found
     flags = " ".join(f"--set {stage}:{k}={v}" for k, v in settings.items())
-    return (f"; with {flags} the planner uses {index} (tried inside the stage's transaction, "
-            "rolled back)")
+    return (
+        f"; with {flags} the planner uses {index} (tried inside the stage's transaction, "
+        "rolled back)"
+    )
 
 
 def access_path(plan: dict) -> str:
     """'Index Scan using idx' / 'Seq Scan on t' / the top node type: what a person reads first."""
     scans = index_scans(plan)
     seq = [n.get("Relation Name") for n in nodes(plan) if n["Node Type"] == "Seq Scan"]
-    return (", ".join(f"{t} using {i}" for t, i, _ in scans) if scans
-            else f"Seq Scan on {seq[0]}" if seq else plan["Node Type"])
+    return (
+        ", ".join(f"{t} using {i}" for t, i, _ in scans)
+        if scans
+        else f"Seq Scan on {seq[0]}"
+        if seq
+        else plan["Node Type"]
+    )

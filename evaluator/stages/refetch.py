@@ -38,5 +38,8 @@ def summary(limits: list, first: int | None) -> dict:
     if first is None:
         return {}
     used = [x for x in limits if x is not None]
-    return {"fetch_limit": first, "fetch_limit_max": max(used, default=first),
-            "queries_refetched": sum(1 for x in used if x > first)}
+    return {
+        "fetch_limit": first,
+        "fetch_limit_max": max(used, default=first),
+        "queries_refetched": sum(1 for x in used if x > first),
+    }

@@ -33,7 +33,7 @@ def kinds() -> list[str]:
     return list(STAGES)
 
 
-def get(kind: str) -> Any:     # the registered runner class's instance (a Stage)
+def get(kind: str) -> Any:  # the registered runner class's instance (a Stage)
     """A new instance of the runner for ``kind``; InputError naming --stages when unknown."""
     target = STAGES.get(kind)
     if target is None:
@@ -42,8 +42,9 @@ def get(kind: str) -> Any:     # the registered runner class's instance (a Stage
     try:
         cls = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as exc:
-        raise InputError(f"stage '{kind}' is not available in this build ({exc})",
-                         field="--stages") from None
+        raise InputError(
+            f"stage '{kind}' is not available in this build ({exc})", field="--stages"
+        ) from None
     return cls()
 
 
@@ -57,14 +58,18 @@ def parse_stages(spec: str) -> list[tuple[str, str]]:
         name, _, kind = item.partition("=")
         name, kind = name.strip(), (kind.strip() or name.strip())
         if kind not in STAGES:
-            raise InputError(f"unknown stage '{kind}' (known: {', '.join(STAGES)})",
-                             field="--stages")
+            raise InputError(
+                f"unknown stage '{kind}' (known: {', '.join(STAGES)})", field="--stages"
+            )
         if not name.replace("_", "").replace("-", "").isalnum():
-            raise InputError(f"stage name '{name}' must be letters, digits, '-' or '_'",
-                             field="--stages")
+            raise InputError(
+                f"stage name '{name}' must be letters, digits, '-' or '_'", field="--stages"
+            )
         if any(n == name for n, _ in out):
-            raise InputError(f"stage '{name}' is listed twice (name the second one, e.g. "
-                             f"{name}2={kind})", field="--stages")
+            raise InputError(
+                f"stage '{name}' is listed twice (name the second one, e.g. {name}2={kind})",
+                field="--stages",
+            )
         out.append((name, kind))
     if not out:
         raise InputError("no stages given", field="--stages")

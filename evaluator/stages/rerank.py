@@ -28,14 +28,16 @@ from typing import Any
 
 import numpy as np
 
-from ..providers import rerankers
 from ..core.errors import InputError
+from ..providers import rerankers
 from . import gucs, rerank_sql, store
 from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
 
 DEFAULT_TOP_N = 50
-BOUNDARY = ("client round trip per query: candidate texts fetched from the knowledge base, then "
-            "the reranker call")
+BOUNDARY = (
+    "client round trip per query: candidate texts fetched from the knowledge base, then "
+    "the reranker call"
+)
 BOUNDARY_EXACT = "client round trip per query: one exact-distance statement over the candidates"
 
 
@@ -47,51 +49,73 @@ class RerankStage(BaseStage):
     def config(self, ctx: StageContext) -> dict:
         spec = ctx.option("reranker") or ctx.extra.get("reranker")
         if not spec:
-            raise InputError(f"stage {ctx.stage} needs a reranker: --opt {ctx.stage}:reranker="
-                             "http:URL | tei:URL | dashscope:URL | cross-encoder:MODEL | "
-                             "biencoder:EMBEDDER | exact", field="--opt")
+            raise InputError(
+                f"stage {ctx.stage} needs a reranker: --opt {ctx.stage}:reranker="
+                "http:URL | tei:URL | dashscope:URL | cross-encoder:MODEL | "
+                "biencoder:EMBEDDER | exact",
+                field="--opt",
+            )
         top_n = ctx.option("top_n", min(DEFAULT_TOP_N, ctx.depth), int)
         if top_n < 1:
             raise InputError(f"option {ctx.stage}:top_n must be >= 1", field="--opt")
         if top_n > ctx.depth:
-            raise InputError(f"option {ctx.stage}:top_n={top_n} is above --depth {ctx.depth}: the "
-                             "earlier stages keep only their top --depth", field="--opt")
-        return {"spec": spec.strip(), "top_n": top_n,
-                "threshold": ctx.option("threshold", None, float)}
+            raise InputError(
+                f"option {ctx.stage}:top_n={top_n} is above --depth {ctx.depth}: the "
+                "earlier stages keep only their top --depth",
+                field="--opt",
+            )
+        return {
+            "spec": spec.strip(),
+            "top_n": top_n,
+            "threshold": ctx.option("threshold", None, float),
+        }
 
-    def reranker(self, ctx: StageContext, spec: str) -> Any:   # a rerankers.Reranker
-        emb = {k: ctx.option(k, None, cast) for k, cast in (("base_url", str), ("dimensions", int),
-                                                              ("api_key_env", str))
-               if ctx.option(k) is not None}
-        return rerankers.parse(spec, model=ctx.option("model"),
-                               api_key_env=ctx.option("api_key_env"),
-                               timeout=ctx.option("timeout", None, float),
-                               batch_size=ctx.option("batch_size", None, int),
-                               embedder_options=emb)
+    def reranker(self, ctx: StageContext, spec: str) -> Any:  # a rerankers.Reranker
+        emb = {
+            k: ctx.option(k, None, cast)
+            for k, cast in (("base_url", str), ("dimensions", int), ("api_key_env", str))
+            if ctx.option(k) is not None
+        }
+        return rerankers.parse(
+            spec,
+            model=ctx.option("model"),
+            api_key_env=ctx.option("api_key_env"),
+            timeout=ctx.option("timeout", None, float),
+            batch_size=ctx.option("batch_size", None, int),
+            embedder_options=emb,
+        )
 
     def prepare(self, ctx: StageContext) -> None:
         cfg = self.config(ctx)
         t = ctx.target
         if t is None:
-            raise InputError(f"stage {ctx.stage} needs --target (the candidates' texts or "
-                             "vectors live there)", field="--target")
+            raise InputError(
+                f"stage {ctx.stage} needs --target (the candidates' texts or vectors live there)",
+                field="--target",
+            )
         try:
             if cfg["spec"] == "exact":
                 rerank_sql.exact_target(ctx.kb, t, ctx.option("column"))
                 if any(q.embedding is None for q in ctx.queries):
-                    raise InputError(f"stage {ctx.stage} with reranker exact needs query "
-                                     "embeddings: put a vector stage (exact, hnsw, ...) in "
-                                     "--stages", field="--opt")
+                    raise InputError(
+                        f"stage {ctx.stage} with reranker exact needs query "
+                        "embeddings: put a vector stage (exact, hnsw, ...) in "
+                        "--stages",
+                        field="--opt",
+                    )
                 return
             self.reranker(ctx, cfg["spec"])
             column = ctx.option("column") or t.text_column
             if not column:
-                raise InputError(f"stage {ctx.stage} needs the chunks' text: give the target "
-                                 f"--text-column, or --opt {ctx.stage}:column=COLUMN",
-                                 field="--opt")
+                raise InputError(
+                    f"stage {ctx.stage} needs the chunks' text: give the target "
+                    f"--text-column, or --opt {ctx.stage}:column=COLUMN",
+                    field="--opt",
+                )
             if column not in rerank_sql.columns(ctx.kb, t):
-                raise InputError(f"column '{column}' does not exist in {t.qualified()}",
-                                 field="--opt")
+                raise InputError(
+                    f"column '{column}' does not exist in {t.qualified()}", field="--opt"
+                )
         finally:
             ctx.kb.rollback()
 
@@ -100,15 +124,25 @@ class RerankStage(BaseStage):
         name = ctx.option("input")
         if name:
             if name not in ctx.previous:
-                raise InputError(f"option {ctx.stage}:input={name!r} is not an earlier stage "
-                                 f"({', '.join(ctx.previous) or 'none'})", field="--opt")
+                raise InputError(
+                    f"option {ctx.stage}:input={name!r} is not an earlier stage "
+                    f"({', '.join(ctx.previous) or 'none'})",
+                    field="--opt",
+                )
             return name, ctx.previous[name]
         if not ctx.previous:
-            raise InputError(f"stage {ctx.stage} has nothing to re-score: list a retrieval "
-                             "stage before it in --stages", field="--stages")
-        role: dict[int, Any] = dict(ctx.results.execute(
-            "SELECT run_id, pgeval.stage_role(stage, params) FROM pgeval.run "
-            "WHERE run_id = ANY(%s)", (list(ctx.previous.values()),)).fetchall())
+            raise InputError(
+                f"stage {ctx.stage} has nothing to re-score: list a retrieval "
+                "stage before it in --stages",
+                field="--stages",
+            )
+        role: dict[int, Any] = dict(
+            ctx.results.execute(
+                "SELECT run_id, pgeval.stage_role(stage, params) FROM pgeval.run "
+                "WHERE run_id = ANY(%s)",
+                (list(ctx.previous.values()),),
+            ).fetchall()
+        )
         ctx.results.rollback()
         order = list(ctx.previous.items())[::-1]
         for wanted in (("merge",), ("ann", "keyword", "path"), ("exact",), ("rerank",)):
@@ -120,7 +154,9 @@ class RerankStage(BaseStage):
     def candidates(self, ctx: StageContext, run_id: int, top_n: int) -> dict[str, list[str]]:
         rows = ctx.results.execute(
             "SELECT query_id, chunk_id FROM pgeval.result WHERE run_id = %s AND rank <= %s "
-            "ORDER BY query_id, rank", (run_id, top_n)).fetchall()
+            "ORDER BY query_id, rank",
+            (run_id, top_n),
+        ).fetchall()
         ctx.results.rollback()
         out: dict[str, list[str]] = {}
         for q, c in rows:
@@ -128,7 +164,7 @@ class RerankStage(BaseStage):
         return out
 
     def run(self, ctx: StageContext, run_name: str) -> int:
-        assert ctx.target is not None   # a stage with a table has a target
+        assert ctx.target is not None  # a stage with a table has a target
         cfg = self.config(ctx)
         exact = cfg["spec"] == "exact"
         input_name, input_id = self.input_run(ctx)
@@ -137,7 +173,7 @@ class RerankStage(BaseStage):
         if kb.info.transaction_status != 0:
             kb.rollback()
         kb.execute("SET TRANSACTION READ ONLY")
-        gucs.apply_local(kb, ctx.settings_for(()))   # --statement-timeout and planner settings
+        gucs.apply_local(kb, ctx.settings_for(()))  # --statement-timeout and planner settings
         try:
             id_type = rerank_sql.columns(kb, t)[t.id_column][1]
             if exact:
@@ -154,15 +190,28 @@ class RerankStage(BaseStage):
                 label = reranker.label
             text = stmt.as_string(kb)
             stats = {"dropped_by_threshold": 0, "unscored": 0, "queries_without_text": 0}
-            run_params = {"kind": self.kind, "score": SCORE_SIMILARITY, "reranker": label,
-                          "input": input_name, "input_run": input_id, "top_n": cfg["top_n"],
-                          "threshold": cfg["threshold"], "column": column,
-                          "target": t.name, "model": ctx.option("model")}
+            run_params = {
+                "kind": self.kind,
+                "score": SCORE_SIMILARITY,
+                "reranker": label,
+                "input": input_name,
+                "input_run": input_id,
+                "top_n": cfg["top_n"],
+                "threshold": cfg["threshold"],
+                "column": column,
+                "target": t.name,
+                "model": ctx.option("model"),
+            }
             if exact:
                 run_params["metric"] = t.distance
             sub = replace(ctx, depth=cfg["top_n"])
-            with store.run_scope(sub, run_name, params=run_params, order_rule=ORDER_SIMILARITY,
-                                 timing_boundary=BOUNDARY_EXACT if exact else BOUNDARY) as out:
+            with store.run_scope(
+                sub,
+                run_name,
+                params=run_params,
+                order_rule=ORDER_SIMILARITY,
+                timing_boundary=BOUNDARY_EXACT if exact else BOUNDARY,
+            ) as out:
                 if ctx.progress:
                     ctx.progress.start(ctx.stage, len(ctx.queries))
                 for q in ctx.queries:
@@ -176,7 +225,9 @@ class RerankStage(BaseStage):
                             p = dict(params, ids=ids, q=np.asarray(q.embedding, dtype=np.float32))
                             scored = {c: -d for c, d in kb.execute(text, p, prepare=True)}
                         else:
-                            found: dict[Any, Any] = dict(kb.execute(text, dict(params, ids=ids), prepare=True))
+                            found: dict[Any, Any] = dict(
+                                kb.execute(text, dict(params, ids=ids), prepare=True)
+                            )
                             docs = [c for c in ids if found.get(c) is not None]
                             scores = reranker.score(q.text, [found[c] for c in docs])
                             scored = {c: s for c, s in zip(docs, scores) if s is not None}
@@ -194,12 +245,16 @@ class RerankStage(BaseStage):
                         ctx.progress.advance()
                 out.params.update(stats)
             if stats["unscored"]:
-                ctx.warn(f"stage {ctx.stage}: {stats['unscored']} candidates got no score (no "
-                         "text in the knowledge base, or the reranker skipped them) and were "
-                         "dropped")
+                ctx.warn(
+                    f"stage {ctx.stage}: {stats['unscored']} candidates got no score (no "
+                    "text in the knowledge base, or the reranker skipped them) and were "
+                    "dropped"
+                )
             if stats["queries_without_text"]:
-                ctx.warn(f"stage {ctx.stage}: {stats['queries_without_text']} queries have no "
-                         "text to rerank with and get no result")
+                ctx.warn(
+                    f"stage {ctx.stage}: {stats['queries_without_text']} queries have no "
+                    "text to rerank with and get no result"
+                )
             return out.run_id
         finally:
             kb.rollback()

@@ -23,26 +23,31 @@ def columns(kb: Any, target: Target) -> dict[str, tuple[str, str]]:
         "SELECT a.attname, t.typname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
         "JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = to_regclass(%s) "
         "AND a.attnum > 0 AND NOT a.attisdropped",
-        (target.table_sql().as_string(kb),)).fetchall()
+        (target.table_sql().as_string(kb),),
+    ).fetchall()
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
-def _source(target: Target, id_type: str, vector: bool = True) -> tuple[sql.Composable, sql.Composable,
-                                                                 dict]:
-    where, params = target.where_named(vector=vector)   # texts: no dimension predicate
+def _source(
+    target: Target, id_type: str, vector: bool = True
+) -> tuple[sql.Composable, sql.Composable, dict]:
+    where, params = target.where_named(vector=vector)  # texts: no dimension predicate
     src = sql.SQL("(SELECT * FROM {}{}) AS kb").format(target.table_sql(), where)
     match = sql.SQL("kb.{} = ANY(%(ids)s::text[]::{}[])").format(
-        sql.Identifier(target.id_column), sql.SQL(id_type))
+        sql.Identifier(target.id_column), sql.SQL(id_type)
+    )
     return src, match, params
 
 
 def texts(target: Target, text_column: str, id_type: str) -> tuple[sql.Composable, dict]:
     """``chunk_id, text`` of the chunk ids in parameter ``ids``."""
     src, match, params = _source(target, id_type, vector=False)
-    stmt = sql.SQL("SELECT DISTINCT ON (kb.{id}) kb.{id}::text, kb.{col} FROM {src} WHERE {match} "
-                   "ORDER BY kb.{id}").format(id=sql.Identifier(target.id_column),
-                                              col=sql.Identifier(text_column), src=src,
-                                              match=match)
+    stmt = sql.SQL(
+        "SELECT DISTINCT ON (kb.{id}) kb.{id}::text, kb.{col} FROM {src} WHERE {match} "
+        "ORDER BY kb.{id}"
+    ).format(
+        id=sql.Identifier(target.id_column), col=sql.Identifier(text_column), src=src, match=match
+    )
     return stmt, params
 
 
@@ -51,8 +56,11 @@ def distances(target: Target, id_type: str) -> tuple[sql.Composable, dict]:
     ``q`` (the query vector)."""
     src, match, params = _source(target, id_type)
     stmt = sql.SQL("SELECT {id}, min({dist}) FROM {src} WHERE {match} GROUP BY 1").format(
-        id=as_text(sql.Identifier("kb", target.id_column)), dist=target.distance_expr(sql.Placeholder("q"), "kb"),
-        src=src, match=match)
+        id=as_text(sql.Identifier("kb", target.id_column)),
+        dist=target.distance_expr(sql.Placeholder("q"), "kb"),
+        src=src,
+        match=match,
+    )
     return stmt, params
 
 
@@ -64,8 +72,10 @@ def exact_target(kb: Any, target: Target, column: str | None) -> Target:
         raise InputError(f"column '{col}' does not exist in {target.qualified()}", field="--opt")
     typ = cols[col][0]
     if typ not in ("vector", "halfvec"):
-        raise InputError(f"column '{col}' of {target.qualified()} is {cols[col][1]}, not a "
-                         "vector or halfvec", field="--opt")
+        raise InputError(
+            f"column '{col}' of {target.qualified()} is {cols[col][1]}, not a vector or halfvec",
+            field="--opt",
+        )
     if col == target.vector_column:
         return target
     return replace(target, vector_column=col, vector_type=typ)

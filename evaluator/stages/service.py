@@ -36,18 +36,22 @@ from . import service_config as sc
 from . import store
 from .base import SCORE_SIMILARITY, BaseStage, Query, StageContext
 
-ORDER_SERVICE = "as the service ranked them (rank = position in its answer; a repeated chunk keeps " \
-                "its first place)"
-FLUSH_EVERY = 5       # a killed run loses at most a few answered queries
+ORDER_SERVICE = (
+    "as the service ranked them (rank = position in its answer; a repeated chunk keeps "
+    "its first place)"
+)
+FLUSH_EVERY = 5  # a killed run loses at most a few answered queries
 # refusals that no query would escape (wrong key, no such knowledge base or endpoint): the stage
 # stops at the first one instead of recording every query as failed
 FATAL = (401, 403, 404, 405)
 
 
 def boundary(cfg: dict) -> str:
-    return (f"HTTP round trip per query: request sent to the last byte of the answer read "
-            f"(the answered attempt; retries and backoff waits not included), "
-            f"{cfg['concurrency']} request(s) in flight")
+    return (
+        f"HTTP round trip per query: request sent to the last byte of the answer read "
+        f"(the answered attempt; retries and backoff waits not included), "
+        f"{cfg['concurrency']} request(s) in flight"
+    )
 
 
 class ServiceDown(InputError):
@@ -90,20 +94,29 @@ class ServiceStage(BaseStage):
             masking.remember_secret(key)
             return key
         if var != sc.KEY_ENV or self.preset is not None:
-            raise InputError(f"stage {ctx.stage} needs the service's API key in the environment "
-                             f"variable {var}, which is not set (--opt {ctx.stage}:key_env=VAR "
-                             "names another)", field="--opt")
+            raise InputError(
+                f"stage {ctx.stage} needs the service's API key in the environment "
+                f"variable {var}, which is not set (--opt {ctx.stage}:key_env=VAR "
+                "names another)",
+                field="--opt",
+            )
         return None
 
     def client(self, ctx: StageContext, cfg: dict) -> JsonClient:
-        return JsonClient(cfg["url"], key=self.key(ctx, cfg), timeout=cfg["timeout"],
-                          retries=cfg["retries"], backoff_s=cfg["backoff"],
-                          key_header=cfg["key_header"], max_backoff_s=cfg["max_backoff"],
-                          field="--opt")
+        return JsonClient(
+            cfg["url"],
+            key=self.key(ctx, cfg),
+            timeout=cfg["timeout"],
+            retries=cfg["retries"],
+            backoff_s=cfg["backoff"],
+            key_header=cfg["key_header"],
+            max_backoff_s=cfg["max_backoff"],
+            field="--opt",
+        )
 
     def prepare(self, ctx: StageContext) -> None:
         cfg = self.config(ctx)
-        self.client(ctx, cfg)                   # the key is there (and masked from now on)
+        self.client(ctx, cfg)  # the key is there (and masked from now on)
         ctx.extra["service"] = sc.shown(cfg)
         if cfg["uses_vector"]:
             ctx.extra["vectors"] = self._vectors(ctx)
@@ -120,8 +133,9 @@ class ServiceStage(BaseStage):
         storage.ensure(ctx.results, ctx.testset, emb)
         loaded = storage.load(ctx.results, ctx.testset_id, emb.label)
         ctx.results.commit()
-        return {q.query_id: [float(x) for x in q.embedding] for q in loaded
-                if q.embedding is not None}
+        return {
+            q.query_id: [float(x) for x in q.embedding] for q in loaded if q.embedding is not None
+        }
 
     def roles(self, ctx: StageContext, cfg: dict) -> dict:
         """role, and the inputs the loss chain follows (``input`` / ``inputs``)."""
@@ -138,7 +152,8 @@ class ServiceStage(BaseStage):
             rows = ctx.results.execute(
                 "SELECT run_id, params->>'node' FROM pgeval.run WHERE run_id = ANY(%s) AND "
                 "params->>'kind' = 'service' AND params->>'preset' LIKE 'weknora-%%'",
-                (list(ctx.previous.values()),)).fetchall()
+                (list(ctx.previous.values()),),
+            ).fetchall()
             ctx.results.rollback()
             node: dict[int, Any] = dict(rows)
             earlier = {name: node[rid] for name, rid in ctx.previous.items() if rid in node}
@@ -180,44 +195,69 @@ class ServiceStage(BaseStage):
     def run(self, ctx: StageContext, run_name: str) -> int:
         cfg = self.config(ctx)
         client = self.client(ctx, cfg)
-        params = {"kind": self.kind, "preset": self.preset, "node": cfg["node"],
-                  "score": SCORE_SIMILARITY, "service": sc.shown(cfg), **self.roles(ctx, cfg)}
+        params = {
+            "kind": self.kind,
+            "preset": self.preset,
+            "node": cfg["node"],
+            "score": SCORE_SIMILARITY,
+            "service": sc.shown(cfg),
+            **self.roles(ctx, cfg),
+        }
         vectors = ctx.extra.get("vectors") or {}
         limit = RateLimit(cfg["rate"])
         stats = {"failed": 0, "retried": 0, "duplicates": 0, "answered_rows": 0}
         max_streak = cfg["max_consecutive_failures"]
 
         def values(q: Query) -> dict:
-            return {"query": q.text or "", "query_id": q.query_id,
-                    "vector": vectors.get(q.query_id), "match_count": cfg["match_count"],
-                    "knowledge_base_id": cfg["knowledge_base_id"]}
+            return {
+                "query": q.text or "",
+                "query_id": q.query_id,
+                "vector": vectors.get(q.query_id),
+                "match_count": cfg["match_count"],
+                "knowledge_base_id": cfg["knowledge_base_id"],
+            }
 
         missing_text = [q.query_id for q in ctx.queries if not (q.text and q.text.strip())]
         if missing_text and not cfg["uses_vector"]:
-            raise InputError(f"stage {ctx.stage}: query '{missing_text[0]}' has no text to send "
-                             f"({len(missing_text)} such queries)", field="--stages")
+            raise InputError(
+                f"stage {ctx.stage}: query '{missing_text[0]}' has no text to send "
+                f"({len(missing_text)} such queries)",
+                field="--stages",
+            )
         if cfg["uses_vector"]:
             lacking = [q.query_id for q in ctx.queries if q.query_id not in vectors]
             if lacking:
-                raise InputError(f"stage {ctx.stage}: query '{lacking[0]}' has no embedding to "
-                                 f"send as {{{{vector}}}}", field="--opt")
-        with store.run_scope(ctx, run_name, params=params, order_rule=ORDER_SERVICE,
-                             timing_boundary=boundary(cfg), flush_every=FLUSH_EVERY) as out:
+                raise InputError(
+                    f"stage {ctx.stage}: query '{lacking[0]}' has no embedding to "
+                    f"send as {{{{vector}}}}",
+                    field="--opt",
+                )
+        with store.run_scope(
+            ctx,
+            run_name,
+            params=params,
+            order_rule=ORDER_SERVICE,
+            timing_boundary=boundary(cfg),
+            flush_every=FLUSH_EVERY,
+        ) as out:
             if ctx.progress:
                 ctx.progress.start(ctx.stage, len(ctx.queries))
-            streak: list[tuple] = []        # failures in a row, held until an answer comes
-            pool = ThreadPoolExecutor(max_workers=cfg["concurrency"],
-                                      thread_name_prefix=f"pgeval-{ctx.stage}")
+            streak: list[tuple] = []  # failures in a row, held until an answer comes
+            pool = ThreadPoolExecutor(
+                max_workers=cfg["concurrency"], thread_name_prefix=f"pgeval-{ctx.stage}"
+            )
             try:
-                answers = pool.map(lambda q: self._ask(client, cfg, limit, values(q)),
-                                   ctx.queries)
+                answers = pool.map(lambda q: self._ask(client, cfg, limit, values(q)), ctx.queries)
                 for q, a in zip(ctx.queries, answers):
                     if a[0] == "fatal":
-                        hint = (f" (is the key in {cfg['key_env']} right?)"
-                                if a[1] in (401, 403) else
-                                " (check the URL and knowledge_base_id)")
-                        raise InputError(f"stage {ctx.stage}: {masking.mask(a[2])}{hint}",
-                                         field="--opt")
+                        hint = (
+                            f" (is the key in {cfg['key_env']} right?)"
+                            if a[1] in (401, 403)
+                            else " (check the URL and knowledge_base_id)"
+                        )
+                        raise InputError(
+                            f"stage {ctx.stage}: {masking.mask(a[2])}{hint}", field="--opt"
+                        )
                     if a[0] == "fail":
                         streak.append((q.query_id, a[1], a[2], a[3]))
                         if max_streak and len(streak) >= max_streak:
@@ -226,7 +266,8 @@ class ServiceStage(BaseStage):
                                 f" (last, query '{q.query_id}': {masking.mask(a[2])}): the "
                                 f"service looks down; the {out.queries} queries written so far "
                                 "are kept and `pgeval run resume` asks the others",
-                                field="--opt")
+                                field="--opt",
+                            )
                     else:
                         for f in streak:
                             out.fail(*f)
@@ -246,12 +287,16 @@ class ServiceStage(BaseStage):
             stats["requests"] = client.requests
             out.params.update(stats)
         if out.failures:
-            ctx.warn(f"stage {ctx.stage}: {out.failures} of {len(ctx.queries)} queries got no "
-                     "answer from the service (recorded per query; they count as empty lists; "
-                     "see `pgeval stage-report`)")
+            ctx.warn(
+                f"stage {ctx.stage}: {out.failures} of {len(ctx.queries)} queries got no "
+                "answer from the service (recorded per query; they count as empty lists; "
+                "see `pgeval stage-report`)"
+            )
         if stats["duplicates"]:
-            ctx.warn(f"stage {ctx.stage}: the service answered {stats['duplicates']} chunk ids "
-                     "twice in one list (each kept at its first place)")
+            ctx.warn(
+                f"stage {ctx.stage}: the service answered {stats['duplicates']} chunk ids "
+                "twice in one list (each kept at its first place)"
+            )
         return out.run_id
 
 

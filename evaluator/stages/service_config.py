@@ -34,24 +34,52 @@ from ..providers.http_json import check_url
 if TYPE_CHECKING:
     from .base import StageContext
 
-KEY_ENV = "PGEVAL_SERVICE_KEY"      # default variable holding the API key
-URL_ENV = "PGEVAL_SERVICE_URL"      # default base URL when --opt STAGE:url is not given
+KEY_ENV = "PGEVAL_SERVICE_KEY"  # default variable holding the API key
+URL_ENV = "PGEVAL_SERVICE_URL"  # default base URL when --opt STAGE:url is not given
 ROLES = ("ann", "keyword", "path", "merge", "rerank")
 PLACEHOLDER = re.compile(r"\{\{\s*(query|query_id|vector|match_count|knowledge_base_id)\s*\}\}")
 
 HYBRID = "/api/v1/knowledge-bases/{kb}/hybrid-search"
 PRESETS: dict[str, dict[str, Any]] = {
-    "weknora-vector": {"path": HYBRID, "role": "ann", "node": "vector",
-                       "body": {"query_text": "{{query}}", "match_count": "{{match_count}}",
-                                "disable_keywords_match": True, "disable_vector_match": False}},
-    "weknora-keyword": {"path": HYBRID, "role": "keyword", "node": "keyword",
-                        "body": {"query_text": "{{query}}", "match_count": "{{match_count}}",
-                                 "disable_keywords_match": False, "disable_vector_match": True}},
-    "weknora-hybrid": {"path": HYBRID, "role": "merge", "node": "hybrid",
-                       "body": {"query_text": "{{query}}", "match_count": "{{match_count}}",
-                                "disable_keywords_match": False, "disable_vector_match": False}},
-    "weknora-final": {"path": "/api/v1/knowledge-search", "role": "rerank", "node": "final",
-                      "body": {"query": "{{query}}"}},
+    "weknora-vector": {
+        "path": HYBRID,
+        "role": "ann",
+        "node": "vector",
+        "body": {
+            "query_text": "{{query}}",
+            "match_count": "{{match_count}}",
+            "disable_keywords_match": True,
+            "disable_vector_match": False,
+        },
+    },
+    "weknora-keyword": {
+        "path": HYBRID,
+        "role": "keyword",
+        "node": "keyword",
+        "body": {
+            "query_text": "{{query}}",
+            "match_count": "{{match_count}}",
+            "disable_keywords_match": False,
+            "disable_vector_match": True,
+        },
+    },
+    "weknora-hybrid": {
+        "path": HYBRID,
+        "role": "merge",
+        "node": "hybrid",
+        "body": {
+            "query_text": "{{query}}",
+            "match_count": "{{match_count}}",
+            "disable_keywords_match": False,
+            "disable_vector_match": False,
+        },
+    },
+    "weknora-final": {
+        "path": "/api/v1/knowledge-search",
+        "role": "rerank",
+        "node": "final",
+        "body": {"query": "{{query}}"},
+    },
 }
 # options of the hybrid-search body (WeKnora's SearchParams) a user may set
 FLOAT_FIELDS = ("vector_threshold", "keyword_threshold")
@@ -59,10 +87,31 @@ LIST_FIELDS = ("knowledge_base_ids", "knowledge_ids", "tag_ids")
 BOOL_FIELDS = ("only_recommended", "skip_context_enrichment")
 SECRET_OPTIONS = ("key", "api_key", "apikey", "token", "password", "x-api-key", "authorization")
 
-OPTIONS = {"url", "key_env", "key_header", "knowledge_base_id", "match_count", "timeout",
-           "retries", "backoff", "max_backoff", "concurrency", "rate", "max_consecutive_failures",
-           "body", "list", "id", "score", "role", "input", "inputs", "embedder",
-           *FLOAT_FIELDS, *LIST_FIELDS, *BOOL_FIELDS}
+OPTIONS = {
+    "url",
+    "key_env",
+    "key_header",
+    "knowledge_base_id",
+    "match_count",
+    "timeout",
+    "retries",
+    "backoff",
+    "max_backoff",
+    "concurrency",
+    "rate",
+    "max_consecutive_failures",
+    "body",
+    "list",
+    "id",
+    "score",
+    "role",
+    "input",
+    "inputs",
+    "embedder",
+    *FLOAT_FIELDS,
+    *LIST_FIELDS,
+    *BOOL_FIELDS,
+}
 
 
 def _bool(value: str) -> bool:
@@ -94,21 +143,31 @@ def resolve(ctx: StageContext, preset: str | None) -> dict:
     stage = ctx.stage
     for key in ctx.options:
         if key.lower() in SECRET_OPTIONS:
-            raise InputError(f"option {stage}:{key} would write the API key into the experiment's "
-                             f"configuration: put it in an environment variable and name it with "
-                             f"--opt {stage}:key_env=VAR (default {KEY_ENV})", field="--opt")
+            raise InputError(
+                f"option {stage}:{key} would write the API key into the experiment's "
+                f"configuration: put it in an environment variable and name it with "
+                f"--opt {stage}:key_env=VAR (default {KEY_ENV})",
+                field="--opt",
+            )
         if key not in OPTIONS:
-            raise InputError(f"unknown option {stage}:{key} (known: {', '.join(sorted(OPTIONS))})",
-                             field="--opt")
+            raise InputError(
+                f"unknown option {stage}:{key} (known: {', '.join(sorted(OPTIONS))})", field="--opt"
+            )
     base = ctx.option("url") or os.environ.get(URL_ENV)
     if not base:
-        raise InputError(f"stage {stage} needs the service's URL: --opt {stage}:url=http://HOST:PORT"
-                         f" (or {URL_ENV})", field="--opt")
+        raise InputError(
+            f"stage {stage} needs the service's URL: --opt {stage}:url=http://HOST:PORT"
+            f" (or {URL_ENV})",
+            field="--opt",
+        )
     base = base.strip()
     check_url(base, f"{stage}:url", "--opt")
     if masking.mask(base, known=False) != base:
-        raise InputError(f"{stage}:url '{masking.mask(base)}' carries a key or token: put it in "
-                         f"an environment variable (--opt {stage}:key_env=VAR)", field="--opt")
+        raise InputError(
+            f"{stage}:url '{masking.mask(base)}' carries a key or token: put it in "
+            f"an environment variable (--opt {stage}:key_env=VAR)",
+            field="--opt",
+        )
     cfg = {
         "preset": preset,
         "match_count": ctx.option("match_count", ctx.depth, _positive(int, 1)),
@@ -131,8 +190,11 @@ def resolve(ctx: StageContext, preset: str | None) -> dict:
         root = re.sub(r"/api/v1$", "", root)
         if spec["path"] == HYBRID:
             if not kb:
-                raise InputError(f"stage {stage} needs --opt {stage}:knowledge_base_id=ID (the "
-                                 "knowledge base searched)", field="--opt")
+                raise InputError(
+                    f"stage {stage} needs --opt {stage}:knowledge_base_id=ID (the "
+                    "knowledge base searched)",
+                    field="--opt",
+                )
             url = root + HYBRID.replace("{kb}", _path_part(kb, stage))
         else:
             url = root + spec["path"]
@@ -144,8 +206,11 @@ def resolve(ctx: StageContext, preset: str | None) -> dict:
             elif kb:
                 body["knowledge_base_id"] = "{{knowledge_base_id}}"
             else:
-                raise InputError(f"stage {stage} needs --opt {stage}:knowledge_base_id=ID (or "
-                                 "knowledge_base_ids=ID1,ID2)", field="--opt")
+                raise InputError(
+                    f"stage {stage} needs --opt {stage}:knowledge_base_id=ID (or "
+                    "knowledge_base_ids=ID1,ID2)",
+                    field="--opt",
+                )
             for f in ("knowledge_ids",):
                 if ctx.option(f):
                     body[f] = _list(ctx.option(f))
@@ -161,30 +226,47 @@ def resolve(ctx: StageContext, preset: str | None) -> dict:
                     body[f] = ctx.option(f, None, _bool)
         if ctx.option("body"):
             body = _template(ctx.option("body"), stage)
-        cfg.update(url=url, body=body, role=spec["role"], node=spec["node"],
-                   key_header=ctx.option("key_header") or "X-API-Key")
+        cfg.update(
+            url=url,
+            body=body,
+            role=spec["role"],
+            node=spec["node"],
+            key_header=ctx.option("key_header") or "X-API-Key",
+        )
     else:
         if not ctx.option("body"):
-            raise InputError(f"stage {stage} needs a JSON body template: --opt {stage}:body="
-                             "'{\"query\": \"{{query}}\", \"top_k\": \"{{match_count}}\"}'",
-                             field="--opt")
-        cfg.update(url=base, body=_template(ctx.option("body"), stage), role="path",
-                   node=None, key_header=ctx.option("key_header") or "Authorization")
+            raise InputError(
+                f"stage {stage} needs a JSON body template: --opt {stage}:body="
+                '\'{"query": "{{query}}", "top_k": "{{match_count}}"}\'',
+                field="--opt",
+            )
+        cfg.update(
+            url=base,
+            body=_template(ctx.option("body"), stage),
+            role="path",
+            node=None,
+            key_header=ctx.option("key_header") or "Authorization",
+        )
     role = ctx.option("role")
     if role is not None:
         if role not in ROLES:
-            raise InputError(f"option {stage}:role must be one of {', '.join(ROLES)}",
-                             field="--opt")
+            raise InputError(
+                f"option {stage}:role must be one of {', '.join(ROLES)}", field="--opt"
+            )
         cfg["role"] = role
     if not re.fullmatch(r"[A-Za-z0-9-]+", cfg["key_header"]):
         raise InputError(f"option {stage}:key_header must be a header name", field="--opt")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", cfg["key_env"]):
-        raise InputError(f"option {stage}:key_env must be an environment variable's name, not "
-                         "the key itself", field="--opt")
+        raise InputError(
+            f"option {stage}:key_env must be an environment variable's name, not the key itself",
+            field="--opt",
+        )
     for key in ("list", "id"):
         if not cfg[key].strip():
-            raise InputError(f"option {stage}:{key} must be a dotted path, e.g. data or "
-                             "result.items", field="--opt")
+            raise InputError(
+                f"option {stage}:{key} must be a dotted path, e.g. data or result.items",
+                field="--opt",
+            )
     cfg["knowledge_base_id"] = kb
     cfg["uses_vector"] = bool(re.search(r"\{\{\s*vector\s*\}\}", json.dumps(cfg["body"])))
     return cfg
@@ -210,8 +292,11 @@ def _template(text: str, stage: str):
     if not isinstance(body, dict):
         raise InputError(f"option {stage}:body must be a JSON object", field="--opt")
     if not re.search(r"\{\{\s*(query|vector)\s*\}\}", json.dumps(body)):
-        raise InputError(f"option {stage}:body does not use the query: put \"{{{{query}}}}\" "
-                         "(or \"{{vector}}\") where the service expects it", field="--opt")
+        raise InputError(
+            f'option {stage}:body does not use the query: put "{{{{query}}}}" '
+            '(or "{{vector}}") where the service expects it',
+            field="--opt",
+        )
     return body
 
 
@@ -225,8 +310,10 @@ def render(template, values: dict):
         whole = PLACEHOLDER.fullmatch(template.strip())
         if whole:
             return values.get(whole.group(1))
-        return PLACEHOLDER.sub(lambda m: "" if values.get(m.group(1)) is None
-                               else str(values.get(m.group(1))), template)
+        return PLACEHOLDER.sub(
+            lambda m: "" if values.get(m.group(1)) is None else str(values.get(m.group(1))),
+            template,
+        )
     return template
 
 
@@ -239,8 +326,11 @@ def _walk(doc, path: str):
     for part in path.split("."):
         if isinstance(cur, dict) and part in cur:
             cur = cur[part]
-        elif isinstance(cur, list) and part.lstrip("-").isdigit() and \
-                -len(cur) <= int(part) < len(cur):
+        elif (
+            isinstance(cur, list)
+            and part.lstrip("-").isdigit()
+            and -len(cur) <= int(part) < len(cur)
+        ):
             cur = cur[int(part)]
         else:
             raise KeyError(part)
@@ -253,8 +343,10 @@ def ranked(doc, cfg: dict) -> tuple[list[tuple[str, float | None]], int, int]:
     if isinstance(doc, dict) and doc.get("success") is False:
         err = doc.get("error")
         msg = err.get("message") if isinstance(err, dict) else err
-        raise AnswerError(f"the service answered success=false: "
-                          f"{' '.join(str(msg or doc.get('message') or '').split())[:200]}")
+        raise AnswerError(
+            f"the service answered success=false: "
+            f"{' '.join(str(msg or doc.get('message') or '').split())[:200]}"
+        )
     try:
         items = _walk(doc, cfg["list"])
     except KeyError:
@@ -273,8 +365,9 @@ def ranked(doc, cfg: dict) -> tuple[list[tuple[str, float | None]], int, int]:
         except KeyError:
             raise AnswerError(f"item {i} of '{cfg['list']}' has no '{cfg['id']}'") from None
         if cid is None or isinstance(cid, (dict, list, bool)) or str(cid) == "":
-            raise AnswerError(f"item {i} of '{cfg['list']}' has no usable '{cfg['id']}': "
-                              f"{json.dumps(cid)[:60]}")
+            raise AnswerError(
+                f"item {i} of '{cfg['list']}' has no usable '{cfg['id']}': {json.dumps(cid)[:60]}"
+            )
         score = None
         if cfg.get("score"):
             try:
@@ -283,8 +376,10 @@ def ranked(doc, cfg: dict) -> tuple[list[tuple[str, float | None]], int, int]:
                 raw = None
             if raw is not None:
                 if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-                    raise AnswerError(f"item {i} of '{cfg['list']}' has a '{cfg['score']}' that "
-                                      f"is not a number: {json.dumps(raw)[:60]}")
+                    raise AnswerError(
+                        f"item {i} of '{cfg['list']}' has a '{cfg['score']}' that "
+                        f"is not a number: {json.dumps(raw)[:60]}"
+                    )
                 score = float(raw)
         cid = str(cid)
         if cid in seen:
@@ -298,9 +393,24 @@ def ranked(doc, cfg: dict) -> tuple[list[tuple[str, float | None]], int, int]:
 def shown(cfg: dict) -> dict:
     """The configuration as run.params and the fingerprint keep it (no key: only its variable's
     name; the URL masked all the same)."""
-    keep = ("preset", "node", "role", "url", "body", "list", "id", "score", "match_count",
-            "key_env", "key_header", "timeout", "retries", "concurrency", "rate",
-            "knowledge_base_id")
+    keep = (
+        "preset",
+        "node",
+        "role",
+        "url",
+        "body",
+        "list",
+        "id",
+        "score",
+        "match_count",
+        "key_env",
+        "key_header",
+        "timeout",
+        "retries",
+        "concurrency",
+        "rate",
+        "knowledge_base_id",
+    )
     out = {k: cfg.get(k) for k in keep}
     out["url"] = masking.mask(cfg["url"])
     return masking.mask_value(out)

@@ -29,8 +29,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import Conflict, IncompleteRun, InputError
 
@@ -40,28 +41,53 @@ if TYPE_CHECKING:
 FLUSH_EVERY = 100
 
 
-def create_run(conn: Any, *, name: str, testset_id: int, stage: str, experiment_id: int | None = None,
-               repetition: int = 1, params: dict | None = None, order_rule: str,
-               depth: int | None = None, timing_boundary: str | None = None,
-               config_hash: str | None = None, fingerprint: dict | None = None,
-               replace: bool = False) -> int:
+def create_run(
+    conn: Any,
+    *,
+    name: str,
+    testset_id: int,
+    stage: str,
+    experiment_id: int | None = None,
+    repetition: int = 1,
+    params: dict | None = None,
+    order_rule: str,
+    depth: int | None = None,
+    timing_boundary: str | None = None,
+    config_hash: str | None = None,
+    fingerprint: dict | None = None,
+    replace: bool = False,
+) -> int:
     """Insert a ``running`` run and commit; Conflict when the name is taken (unless replace)."""
     with conn.transaction():
         row = conn.execute("SELECT run_id FROM pgeval.run WHERE name = %s", (name,)).fetchone()
         if row is not None:
             if not replace:
-                raise Conflict(f"a run named '{name}' exists (choose another experiment name or "
-                               "delete it with `pgeval run delete`)")
+                raise Conflict(
+                    f"a run named '{name}' exists (choose another experiment name or "
+                    "delete it with `pgeval run delete`)"
+                )
             conn.execute("DELETE FROM pgeval.run WHERE run_id = %s", row)
         run_id = conn.execute(
             "INSERT INTO pgeval.run (name, testset_id, experiment_id, stage, repetition, params, "
             "order_rule, depth, timing_boundary, status, config_hash, fingerprint, pid, host, "
             "heartbeat_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, 'running', %s, %s, %s, "
             "%s, now()) RETURNING run_id",
-            (name, testset_id, experiment_id, stage, repetition, json.dumps(params or {}),
-             order_rule, depth, timing_boundary, config_hash,
-             None if fingerprint is None else json.dumps(fingerprint), os.getpid(),
-             socket.gethostname())).fetchone()[0]
+            (
+                name,
+                testset_id,
+                experiment_id,
+                stage,
+                repetition,
+                json.dumps(params or {}),
+                order_rule,
+                depth,
+                timing_boundary,
+                config_hash,
+                None if fingerprint is None else json.dumps(fingerprint),
+                os.getpid(),
+                socket.gethostname(),
+            ),
+        ).fetchone()[0]
     _commit(conn)
     return run_id
 
@@ -71,22 +97,40 @@ def _commit(conn: Any) -> None:
         conn.commit()
 
 
-RESULT_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("rank", "int4"),
-                  ("chunk_id", "text"), ("score", "float8"))
-TIMING_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("latency_ms", "float8"),
-                  ("server_ms", "float8"), ("rows_returned", "int4"))
+RESULT_COLUMNS = (
+    ("run_id", "int8"),
+    ("query_id", "text"),
+    ("rank", "int4"),
+    ("chunk_id", "text"),
+    ("score", "float8"),
+)
+TIMING_COLUMNS = (
+    ("run_id", "int8"),
+    ("query_id", "text"),
+    ("latency_ms", "float8"),
+    ("server_ms", "float8"),
+    ("rows_returned", "int4"),
+)
 PROGRESS_COLUMNS = (("run_id", "int8"), ("query_id", "text"))
-FAILURE_COLUMNS = (("run_id", "int8"), ("query_id", "text"), ("status", "int4"),
-                   ("message", "text"), ("attempts", "int4"))
+FAILURE_COLUMNS = (
+    ("run_id", "int8"),
+    ("query_id", "text"),
+    ("status", "int4"),
+    ("message", "text"),
+    ("attempts", "int4"),
+)
 
 
-def copy_rows(conn: Any, table: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence]) -> int:
+def copy_rows(
+    conn: Any, table: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence]
+) -> int:
     """Binary COPY of ``rows`` into pgeval.``table``; ``columns`` are (name, type) pairs (fixed
     names from this package only). psycopg's C dumpers format the rows."""
     from psycopg import sql
 
     stmt = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT BINARY)").format(
-        sql.Identifier("pgeval", table), sql.SQL(", ").join(sql.Identifier(c) for c, _ in columns))
+        sql.Identifier("pgeval", table), sql.SQL(", ").join(sql.Identifier(c) for c, _ in columns)
+    )
     n = 0
     with conn.cursor().copy(stmt) as copy:
         copy.set_types([t for _, t in columns])
@@ -96,23 +140,31 @@ def copy_rows(conn: Any, table: str, columns: Sequence[tuple[str, str]], rows: I
     return n
 
 
-def write_results(conn: Any, run_id: int, rows: Iterable[tuple[str, int, str, float | None]]) -> int:
+def write_results(
+    conn: Any, run_id: int, rows: Iterable[tuple[str, int, str, float | None]]
+) -> int:
     """COPY (query_id, rank, chunk_id, score) rows of ``run_id``."""
     return copy_rows(conn, "result", RESULT_COLUMNS, ((run_id, q, r, c, s) for q, r, c, s in rows))
 
 
-def write_timings(conn: Any, run_id: int,
-                  rows: Iterable[tuple[str, float, float | None, int]]) -> int:
+def write_timings(
+    conn: Any, run_id: int, rows: Iterable[tuple[str, float, float | None, int]]
+) -> int:
     """COPY (query_id, latency_ms, server_ms, rows_returned) rows of ``run_id``."""
-    return copy_rows(conn, "query_timing", TIMING_COLUMNS,
-                     ((run_id, q, lat, srv, n) for q, lat, srv, n in rows))
+    return copy_rows(
+        conn, "query_timing", TIMING_COLUMNS, ((run_id, q, lat, srv, n) for q, lat, srv, n in rows)
+    )
 
 
-def finish_run(conn: Any, run_id: int, status: str = "complete", params: dict | None = None) -> None:
+def finish_run(
+    conn: Any, run_id: int, status: str = "complete", params: dict | None = None
+) -> None:
     """Mark a run complete/failed; ``params`` are merged into run.params (jsonb ||)."""
-    conn.execute("UPDATE pgeval.run SET status = %s, finished_at = now(), "
-                 "params = params || %s::jsonb WHERE run_id = %s",
-                 (status, json.dumps(params or {}), run_id))
+    conn.execute(
+        "UPDATE pgeval.run SET status = %s, finished_at = now(), "
+        "params = params || %s::jsonb WHERE run_id = %s",
+        (status, json.dumps(params or {}), run_id),
+    )
     _commit(conn)
 
 
@@ -122,22 +174,28 @@ class RunWriter:
     with querying; the stage must then leave ``conn`` alone until :meth:`close` (the vector
     stages query only the knowledge-base connection inside their loop)."""
 
-    def __init__(self, conn: Any, run_id: int, depth: int | None = None,
-                 flush_every: int = FLUSH_EVERY, background: bool = False,
-                 exclude_own: bool = False) -> None:
+    def __init__(
+        self,
+        conn: Any,
+        run_id: int,
+        depth: int | None = None,
+        flush_every: int = FLUSH_EVERY,
+        background: bool = False,
+        exclude_own: bool = False,
+    ) -> None:
         self.conn, self.run_id, self.depth = conn, run_id, depth
         self.exclude_own = exclude_own  # sampled queries: a query's own chunk is never a result
         self.flush_every = flush_every
-        self.params: dict = {}          # merged into run.params when the run completes
+        self.params: dict = {}  # merged into run.params when the run completes
         self._results: list[tuple] = []
         self._timings: list[tuple] = []
-        self._done: list[str] = []      # queries wholly added: their pgeval.run_progress rows
+        self._done: list[str] = []  # queries wholly added: their pgeval.run_progress rows
         self._failures: list[tuple] = []  # pgeval.query_failure rows (service stages)
         self.failures = 0
         self._pending = 0
         self.queries = 0
         self.rows = 0
-        self._queue: Any = None         # queue.Queue of writes, with the writer thread
+        self._queue: Any = None  # queue.Queue of writes, with the writer thread
         self._thread: Any = None
         self._error: BaseException | None = None
         if background:
@@ -145,21 +203,30 @@ class RunWriter:
             import threading
 
             self._queue = queue.Queue(maxsize=4)
-            self._thread = threading.Thread(target=self._worker, name=f"pgeval-writer-{run_id}",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._worker, name=f"pgeval-writer-{run_id}", daemon=True
+            )
             self._thread.start()
 
-    def add(self, query_id: str, ranked: Sequence[tuple[str, float | None]], *,
-            latency_ms: float | None = None, server_ms: float | None = None,
-            rows_returned: int | None = None) -> None:
+    def add(
+        self,
+        query_id: str,
+        ranked: Sequence[tuple[str, float | None]],
+        *,
+        latency_ms: float | None = None,
+        server_ms: float | None = None,
+        rows_returned: int | None = None,
+    ) -> None:
         """``ranked``: [(chunk_id, score)] in rank order (already deduplicated, best first).
         A timing row is written when ``latency_ms`` is given."""
         if self.exclude_own:
             ranked = [r for r in ranked if str(r[0]) != query_id]
         if self.depth is not None and len(ranked) > self.depth:
             ranked = ranked[: self.depth]
-        rows = [(query_id, rank, str(chunk), None if score is None else float(score))
-                for rank, (chunk, score) in enumerate(ranked, 1)]
+        rows = [
+            (query_id, rank, str(chunk), None if score is None else float(score))
+            for rank, (chunk, score) in enumerate(ranked, 1)
+        ]
         if len({r[2] for r in rows}) != len(rows):  # a stage bug, not a user mistake: refuse
             seen: set = set()
             # seen.add() is None (falsy): the idiom records the id and goes on
@@ -167,9 +234,15 @@ class RunWriter:
             raise InputError(f"stage returned chunk '{dup}' twice for query '{query_id}'")
         self._results.extend(rows)
         if latency_ms is not None:
-            self._timings.append((query_id, float(latency_ms), server_ms,
-                                  len(ranked) if rows_returned is None else int(rows_returned)))
-        self._done.append(query_id)     # last: a query interrupted half-way has no progress row
+            self._timings.append(
+                (
+                    query_id,
+                    float(latency_ms),
+                    server_ms,
+                    len(ranked) if rows_returned is None else int(rows_returned),
+                )
+            )
+        self._done.append(query_id)  # last: a query interrupted half-way has no progress row
         self.queries += 1
         self.rows += len(ranked)
         self._pending += 1
@@ -193,17 +266,23 @@ class RunWriter:
     def _write(self, results: list, timings: list, done: list, failures: Sequence = ()) -> None:
         with self.conn.transaction():
             if failures:
-                copy_rows(self.conn, "query_failure", FAILURE_COLUMNS,
-                          ((self.run_id, *f) for f in failures))
+                copy_rows(
+                    self.conn,
+                    "query_failure",
+                    FAILURE_COLUMNS,
+                    ((self.run_id, *f) for f in failures),
+                )
             if results:
                 write_results(self.conn, self.run_id, results)
             if timings:
                 write_timings(self.conn, self.run_id, timings)
             if done:
-                copy_rows(self.conn, "run_progress", PROGRESS_COLUMNS,
-                          ((self.run_id, q) for q in done))
-                self.conn.execute("UPDATE pgeval.run SET heartbeat_at = now() WHERE run_id = %s",
-                                  (self.run_id,))
+                copy_rows(
+                    self.conn, "run_progress", PROGRESS_COLUMNS, ((self.run_id, q) for q in done)
+                )
+                self.conn.execute(
+                    "UPDATE pgeval.run SET heartbeat_at = now() WHERE run_id = %s", (self.run_id,)
+                )
         _commit(self.conn)
 
     def _worker(self) -> None:
@@ -244,9 +323,18 @@ class RunWriter:
 
 
 @contextmanager
-def run_scope(ctx: StageContext, run_name: str, *, params: dict, order_rule: str,
-              timing_boundary: str | None, config_hash: str | None = None, replace: bool = False,
-              background: bool = False, flush_every: int = FLUSH_EVERY) -> Iterator[RunWriter]:
+def run_scope(
+    ctx: StageContext,
+    run_name: str,
+    *,
+    params: dict,
+    order_rule: str,
+    timing_boundary: str | None,
+    config_hash: str | None = None,
+    replace: bool = False,
+    background: bool = False,
+    flush_every: int = FLUSH_EVERY,
+) -> Iterator[RunWriter]:
     """Create the run (``running``), yield a :class:`RunWriter`, then mark it ``complete``
     (params merged with ``writer.params``) or ``failed`` when an exception escapes.
     ``background``: see :class:`RunWriter` (only for stages that leave ``ctx.results`` alone
@@ -254,25 +342,40 @@ def run_scope(ctx: StageContext, run_name: str, *, params: dict, order_rule: str
     ``ctx.depth`` rows, one more than the run keeps, and each query's own chunk is dropped."""
     exclude = bool(ctx.extra.get("exclude_own"))
     depth = ctx.depth - 1 if exclude and ctx.depth and ctx.depth > 1 else ctx.depth
-    if ctx.extra.get("resume_run_id") is not None:     # `pgeval run resume`: the missing queries
+    if ctx.extra.get("resume_run_id") is not None:  # `pgeval run resume`: the missing queries
         from ..run.resume import reopen_run
 
         run_id = reopen_run(ctx.results, ctx.extra["resume_run_id"], params)
     else:
-        run_id = create_run(ctx.results, name=run_name, testset_id=ctx.testset_id,
-                            stage=ctx.stage, experiment_id=ctx.experiment_id,
-                            repetition=ctx.repetition, params=params, order_rule=order_rule,
-                            depth=depth, timing_boundary=timing_boundary,
-                            config_hash=config_hash or ctx.extra.get("config_hash"),
-                            fingerprint=ctx.extra.get("fingerprint"), replace=replace)
-    writer = RunWriter(ctx.results, run_id, depth, flush_every=flush_every,
-                       background=background, exclude_own=exclude)
+        run_id = create_run(
+            ctx.results,
+            name=run_name,
+            testset_id=ctx.testset_id,
+            stage=ctx.stage,
+            experiment_id=ctx.experiment_id,
+            repetition=ctx.repetition,
+            params=params,
+            order_rule=order_rule,
+            depth=depth,
+            timing_boundary=timing_boundary,
+            config_hash=config_hash or ctx.extra.get("config_hash"),
+            fingerprint=ctx.extra.get("fingerprint"),
+            replace=replace,
+        )
+    writer = RunWriter(
+        ctx.results,
+        run_id,
+        depth,
+        flush_every=flush_every,
+        background=background,
+        exclude_own=exclude,
+    )
     try:
         yield writer
         writer.close()
     except BaseException:
         try:
-            writer.close()          # stop the writer thread before touching the connection
+            writer.close()  # stop the writer thread before touching the connection
         except BaseException:
             pass
         try:
@@ -283,11 +386,13 @@ def run_scope(ctx: StageContext, run_name: str, *, params: dict, order_rule: str
             pass
         raise
     missing = missing_queries(ctx.results, run_id)
-    if missing:     # never a complete run with a query short: a stage that skipped one is a bug
+    if missing:  # never a complete run with a query short: a stage that skipped one is a bug
         finish_run(ctx.results, run_id, "failed", writer.params)
-        raise IncompleteRun(f"stage {ctx.stage} wrote {writer.queries} queries but {missing} "
-                            f"queries of test set '{ctx.testset}' have no results in run "
-                            f"'{run_name}' (marked failed)")
+        raise IncompleteRun(
+            f"stage {ctx.stage} wrote {writer.queries} queries but {missing} "
+            f"queries of test set '{ctx.testset}' have no results in run "
+            f"'{run_name}' (marked failed)"
+        )
     finish_run(ctx.results, run_id, "complete", writer.params)
 
 
@@ -296,6 +401,8 @@ def missing_queries(conn: Any, run_id: int) -> int:
     n = conn.execute(
         "SELECT count(*) FROM pgeval.query q JOIN pgeval.run r USING (testset_id) "
         "WHERE r.run_id = %s AND NOT EXISTS (SELECT 1 FROM pgeval.run_progress p "
-        "WHERE p.run_id = r.run_id AND p.query_id = q.query_id)", (run_id,)).fetchone()[0]
+        "WHERE p.run_id = r.run_id AND p.query_id = q.query_id)",
+        (run_id,),
+    ).fetchone()[0]
     _commit(conn)
     return int(n)

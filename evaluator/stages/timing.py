@@ -22,7 +22,8 @@ from psycopg import sql
 from .base import BOUNDARY_BATCH, BOUNDARY_ROUND_TRIP, BOUNDARY_SERVER
 
 if TYPE_CHECKING:
-    from .base import StageContext
+    pass
+
 
 def boundary(ctx, timed: str | None = None) -> str:
     """The ``run.timing_boundary`` of a stage run under ``ctx`` (batch, round trip, + server);
@@ -30,8 +31,11 @@ def boundary(ctx, timed: str | None = None) -> str:
     what = f"; timed: {timed}" if timed else ""
     if ctx.batch:
         return BOUNDARY_BATCH + what
-    return (BOUNDARY_ROUND_TRIP + what
-            + ("; server_ms: " + BOUNDARY_SERVER if ctx.server_timing else ""))
+    return (
+        BOUNDARY_ROUND_TRIP
+        + what
+        + ("; server_ms: " + BOUNDARY_SERVER if ctx.server_timing else "")
+    )
 
 
 class TimedStatement:
@@ -40,8 +44,11 @@ class TimedStatement:
 
     def __init__(self, kb: Any, stmt: sql.Composable, server_timing: bool = False):
         self.text = stmt.as_string(kb)
-        self.explain = ((sql.SQL("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ") + stmt)
-                        .as_string(kb) if server_timing else None)
+        self.explain = (
+            (sql.SQL("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ") + stmt).as_string(kb)
+            if server_timing
+            else None
+        )
         self.cur = kb.cursor()
 
     def execute(self, params: dict) -> tuple[list, float, float | None]:

@@ -32,8 +32,10 @@ LOCK_TIMEOUT = "10s"
 # (distance, chunk id) — the stored ranks' tie rule — and, when chunks have several rows, their
 # collapse to each chunk's best distance (the wrapper sorts k rows: on 20,000 x 384 HNSW, top
 # 100, its p50 was 1.00x the bare statement's)
-TIMED = ("SELECT id, distance ... ORDER BY the bare distance operator LIMIT k, as an application "
-         "runs it, re-sorted by (distance, chunk id) and collapsed per chunk over those k rows")
+TIMED = (
+    "SELECT id, distance ... ORDER BY the bare distance operator LIMIT k, as an application "
+    "runs it, re-sorted by (distance, chunk id) and collapsed per chunk over those k rows"
+)
 
 
 def register_vector(conn: Any) -> None:
@@ -47,13 +49,14 @@ def register_vector(conn: Any) -> None:
 
 
 def relation_oid(kb: Any, target: Target) -> int:
-    return kb.execute("SELECT to_regclass(%s)::oid",
-                      (target.table_sql().as_string(kb),)).fetchone()[0]
+    return kb.execute(
+        "SELECT to_regclass(%s)::oid", (target.table_sql().as_string(kb),)
+    ).fetchone()[0]
 
 
 class VectorStage(BaseStage):
     kind = "vector"
-    method: str | None = None          # hnsw | ivfflat | diskann; None: exact
+    method: str | None = None  # hnsw | ivfflat | diskann; None: exact
     score = SCORE_DISTANCE
     needs_embedding = True
     # ANN stages measure their index: a sequential scan would silently turn them into exact
@@ -78,42 +81,53 @@ class VectorStage(BaseStage):
             raise InputError("the test set has no queries", field="--testset")
         dim = len(ctx.queries[0].embedding)  # type: ignore[arg-type]  # vector stages get embedded queries
         if t.dimension is not None and dim != t.dimension:
-            raise InputError(f"embedder '{ctx.embedder}' gives {dim}-dimensional vectors but "
-                             f"target '{t.name}' searches {t.vector_type}({t.dimension}) "
-                             f"({t.qualified()}.{t.vector_column})", field="--embedder")
+            raise InputError(
+                f"embedder '{ctx.embedder}' gives {dim}-dimensional vectors but "
+                f"target '{t.name}' searches {t.vector_type}({t.dimension}) "
+                f"({t.qualified()}.{t.vector_column})",
+                field="--embedder",
+            )
 
     # ---- the stage transaction -------------------------------------------------------------
     def begin(self, ctx: StageContext) -> dict:
         """Open the stage's transaction on ``ctx.kb``; return {settings, dropped, candidates}."""
-        assert ctx.target is not None   # a stage with a table has a target
+        assert ctx.target is not None  # a stage with a table has a target
         kb, t = ctx.kb, ctx.target
         if kb.info.transaction_status != 0:
             kb.rollback()
         register_vector(kb)
         gucs.load_libraries(kb)
         oid = relation_oid(kb, t)
-        gone = DatabaseError(f"stage {ctx.stage}: the target's table {t.qualified()} does not "
-                             "exist (any more)")   # dropped or renamed since the target was added
+        gone = DatabaseError(
+            f"stage {ctx.stage}: the target's table {t.qualified()} does not exist (any more)"
+        )  # dropped or renamed since the target was added
         if oid is None:
             kb.rollback()
             raise gone
         all_ann = plan_check.ann_indexes(kb, oid)
         from ..target.catalog import vector_indexes
 
-        candidates = [i["name"] for i in vector_indexes(kb, t, (self.method,))] if self.method else []
-        row = kb.execute("SELECT nspname FROM pg_class c JOIN pg_namespace n "
-                         "ON n.oid = c.relnamespace WHERE c.oid = %s", (oid,)).fetchone()
-        kb.rollback()   # the catalog look-ups above must not open the stage's transaction
-        if row is None:   # dropped between the look-ups
+        candidates = (
+            [i["name"] for i in vector_indexes(kb, t, (self.method,))] if self.method else []
+        )
+        row = kb.execute(
+            "SELECT nspname FROM pg_class c JOIN pg_namespace n "
+            "ON n.oid = c.relnamespace WHERE c.oid = %s",
+            (oid,),
+        ).fetchone()
+        kb.rollback()  # the catalog look-ups above must not open the stage's transaction
+        if row is None:  # dropped between the look-ups
             raise gone
         schema = row[0]
         dropped: list[str] = []
         wanted = ctx.option("index")
         if wanted and wanted not in candidates:
-            raise InputError(f"index '{wanted}' is not a {self.method} index on "
-                             f"{t.qualified()}.{t.vector_column} for distance {t.distance} "
-                             f"(candidates: {', '.join(candidates) or 'none'})",
-                             field="--opt")
+            raise InputError(
+                f"index '{wanted}' is not a {self.method} index on "
+                f"{t.qualified()}.{t.vector_column} for distance {t.distance} "
+                f"(candidates: {', '.join(candidates) or 'none'})",
+                field="--opt",
+            )
         if ctx.isolate_index and self.method:
             keep = {wanted} if wanted else set(candidates)
             others = [name for name in all_ann if name not in keep]
@@ -124,19 +138,33 @@ class VectorStage(BaseStage):
                 except Exception as exc:
                     kb.rollback()
                     first = first_line(exc, "")
-                    raise DatabaseError(f"--isolate-index cannot drop index {name}: {first} (it "
-                                        "needs the table's owner; or keep each index on its own "
-                                        "copy of the table)") from None
+                    raise DatabaseError(
+                        f"--isolate-index cannot drop index {name}: {first} (it "
+                        "needs the table's owner; or keep each index on its own "
+                        "copy of the table)"
+                    ) from None
                 dropped.append(name)
         else:
             kb.execute("SET TRANSACTION READ ONLY")
         settings = self.stage_settings(ctx)
         effective = gucs.apply_local(kb, settings)
-        return {"settings": effective, "dropped": dropped, "candidates": candidates,
-                "all_ann": all_ann, "wanted": wanted}
+        return {
+            "settings": effective,
+            "dropped": dropped,
+            "candidates": candidates,
+            "all_ann": all_ann,
+            "wanted": wanted,
+        }
 
-    def check_plan(self, ctx: StageContext, tx: dict, statement, params, generic_statement=None,
-                   generic_values: list | None = None):
+    def check_plan(
+        self,
+        ctx: StageContext,
+        tx: dict,
+        statement,
+        params,
+        generic_statement=None,
+        generic_values: list | None = None,
+    ):
         """EXPLAIN (custom, then generic) inside the open transaction; return the index name.
         ``generic_values``: the parameters of ``generic_statement`` in ``$n`` order (servers
         before 16 need them to EXPLAIN EXECUTE a prepared statement)."""
@@ -145,29 +173,49 @@ class VectorStage(BaseStage):
             plan_check.check_exact(plan, stage=ctx.stage, all_ann=tx["all_ann"])
             index = None
         else:
+
             def check(p):
-                return plan_check.check_ann(p, stage=ctx.stage, method=self.method,  # type: ignore[arg-type]  # ANN stages name their method
-                                            candidates=tx["candidates"], all_ann=tx["all_ann"],
-                                            wanted=tx["wanted"])
+                return plan_check.check_ann(
+                    p,
+                    stage=ctx.stage,
+                    method=self.method,  # type: ignore[arg-type]  # ANN stages name their method
+                    candidates=tx["candidates"],
+                    all_ann=tx["all_ann"],
+                    wanted=tx["wanted"],
+                )
+
             try:
                 index = check(plan)
-            except PlanError as exc:   # name the setting(s) that make the index serve the query
-                found = plan_check.find_forcing(ctx.kb, statement, params, check,
-                                                tx["settings"]) if tx["candidates"] else None
-                raise PlanError(str(exc) + (plan_check.forcing_hint(ctx.stage, found)
-                                            if tx["candidates"] else "")) from None
+            except PlanError as exc:  # name the setting(s) that make the index serve the query
+                found = (
+                    plan_check.find_forcing(ctx.kb, statement, params, check, tx["settings"])
+                    if tx["candidates"]
+                    else None
+                )
+                raise PlanError(
+                    str(exc)
+                    + (plan_check.forcing_hint(ctx.stage, found) if tx["candidates"] else "")
+                ) from None
         if generic_statement is not None and self.method is not None:
             gplan = plan_check.explain_generic(ctx.kb, generic_statement, generic_values or [])
             try:
-                plan_check.check_ann(gplan, stage=ctx.stage, method=self.method,
-                                     candidates=tx["candidates"], all_ann=tx["all_ann"],
-                                     wanted=tx["wanted"], generic=True)
+                plan_check.check_ann(
+                    gplan,
+                    stage=ctx.stage,
+                    method=self.method,
+                    candidates=tx["candidates"],
+                    all_ann=tx["all_ann"],
+                    wanted=tx["wanted"],
+                    generic=True,
+                )
             except PlanError:
                 ctx.extra.setdefault(f"{ctx.stage}.force_custom", True)
                 ctx.kb.execute("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)")
                 tx["settings"]["plan_cache_mode"] = "force_custom_plan"
-                ctx.warn(f"stage {ctx.stage}: the generic plan of the prepared statement does "
-                         f"not use the index; running with plan_cache_mode=force_custom_plan")
+                ctx.warn(
+                    f"stage {ctx.stage}: the generic plan of the prepared statement does "
+                    f"not use the index; running with plan_cache_mode=force_custom_plan"
+                )
         return index
 
     # ---- Stage protocol --------------------------------------------------------------------
@@ -187,54 +235,78 @@ class VectorStage(BaseStage):
         return refetch.overfetch(ctx)
 
     def _sql_kw(self, ctx: StageContext) -> dict:
-        assert ctx.target is not None   # a stage with a table has a target
-        return {"exact": self.method is None, "overfetch": self.overfetch(ctx),
-                "threshold": ctx.target.max_distance()}
+        assert ctx.target is not None  # a stage with a table has a target
+        return {
+            "exact": self.method is None,
+            "overfetch": self.overfetch(ctx),
+            "threshold": ctx.target.max_distance(),
+        }
 
     def _plan(self, ctx: StageContext, tx, generic_check: bool = True):
-        assert ctx.target is not None   # a stage with a table has a target
+        assert ctx.target is not None  # a stage with a table has a target
         q0 = ctx.queries[0].embedding
         if ctx.batch:
             stmt, params = vector_sql.batch(ctx.target, ctx.depth, **self._sql_kw(ctx))
-            check = dict(params, ids=[q.query_id for q in ctx.queries[:2]],
-                         vecs=[_f32(q.embedding) for q in ctx.queries[:2]])
+            check = dict(
+                params,
+                ids=[q.query_id for q in ctx.queries[:2]],
+                vecs=[_f32(q.embedding) for q in ctx.queries[:2]],
+            )
             return self.check_plan(ctx, tx, stmt, check), stmt, params
         stmt, params, _ = vector_sql.per_query(ctx.target, ctx.depth, **self._sql_kw(ctx))
         values = {**params, "q": np.asarray(q0, dtype=np.float32)}
         dollar = vector_sql.Dollar()
-        generic = vector_sql.per_query(ctx.target, ctx.depth, dollar,
-                                       **self._sql_kw(ctx))[0] if generic_check else None
-        index = self.check_plan(ctx, tx, stmt, values, generic,
-                                [values[name] for name in dollar.names])
+        generic = (
+            vector_sql.per_query(ctx.target, ctx.depth, dollar, **self._sql_kw(ctx))[0]
+            if generic_check
+            else None
+        )
+        index = self.check_plan(
+            ctx, tx, stmt, values, generic, [values[name] for name in dollar.names]
+        )
         return index, stmt, params
 
     def run(self, ctx: StageContext, run_name: str) -> int:
-        assert ctx.target is not None   # a stage with a table has a target
+        assert ctx.target is not None  # a stage with a table has a target
         tx = self.begin(ctx)
         try:
             # prepare() checked the generic plan; re-check the custom plan in this transaction
             # (--isolate-index drops happen per transaction)
             index, stmt, params = self._plan(ctx, tx, generic_check=False)
             if ctx.extra.get(f"{ctx.stage}.force_custom"):
-                tx["settings"].update(gucs.apply_local(
-                    ctx.kb, {"plan_cache_mode": "force_custom_plan"}))
-            run_params = {"kind": self.kind, "score": SCORE_DISTANCE,
-                          "metric": ctx.target.distance, "index": index, "method": self.method,
-                          "settings": tx["settings"], "isolated_from": tx["dropped"],
-                          "overfetch": self.overfetch(ctx),
-                          "batch": ctx.batch, "embedder": ctx.embedder, "target": ctx.target.name,
-                          "warnings": self.trap_warnings(ctx, tx["settings"])}
+                tx["settings"].update(
+                    gucs.apply_local(ctx.kb, {"plan_cache_mode": "force_custom_plan"})
+                )
+            run_params = {
+                "kind": self.kind,
+                "score": SCORE_DISTANCE,
+                "metric": ctx.target.distance,
+                "index": index,
+                "method": self.method,
+                "settings": tx["settings"],
+                "isolated_from": tx["dropped"],
+                "overfetch": self.overfetch(ctx),
+                "batch": ctx.batch,
+                "embedder": ctx.embedder,
+                "target": ctx.target.name,
+                "warnings": self.trap_warnings(ctx, tx["settings"]),
+            }
             run_params.update(timed=TIMED, timed_statement=stmt.as_string(ctx.kb))
-            with store.run_scope(ctx, run_name, params=run_params, order_rule=ORDER_DISTANCE,
-                                 timing_boundary=timing.boundary(ctx, TIMED),
-                                 background=True) as out:
+            with store.run_scope(
+                ctx,
+                run_name,
+                params=run_params,
+                order_rule=ORDER_DISTANCE,
+                timing_boundary=timing.boundary(ctx, TIMED),
+                background=True,
+            ) as out:
                 if ctx.batch:
                     self._run_batch(ctx, stmt, params, out)
                 else:
                     self._run_each(ctx, stmt, params, out)
             return out.run_id
         finally:
-            ctx.kb.rollback()   # READ ONLY: nothing to keep; --isolate-index: restores indexes
+            ctx.kb.rollback()  # READ ONLY: nothing to keep; --isolate-index: restores indexes
 
     def _run_each(self, ctx, stmt, params, out) -> None:
         """One prepared statement per query. Several rows per chunk: a query whose rows
@@ -255,19 +327,32 @@ class VectorStage(BaseStage):
             p, limit = dict(params, q=_f32(q.embedding)), first
             while True:
                 if limit not in timed:
-                    timed[limit] = timing.TimedStatement(ctx.kb, vector_sql.per_query(
-                        ctx.target, ctx.depth, **kw, fetch=limit)[0], ctx.server_timing)
+                    timed[limit] = timing.TimedStatement(
+                        ctx.kb,
+                        vector_sql.per_query(ctx.target, ctx.depth, **kw, fetch=limit)[0],
+                        ctx.server_timing,
+                    )
                 rows, ms, server_ms = timed[limit].execute(p)
-                kept = [r for r in rows if len(r) < 4 or not r[3]]     # r[3]: past the threshold
-                if (not more or limit is None or len(rows) >= ctx.depth
-                        or len(kept) < len(rows) or (rows[0][2] if rows else 0) < limit):
+                kept = [r for r in rows if len(r) < 4 or not r[3]]  # r[3]: past the threshold
+                if (
+                    not more
+                    or limit is None
+                    or len(rows) >= ctx.depth
+                    or len(kept) < len(rows)
+                    or (rows[0][2] if rows else 0) < limit
+                ):
                     break
                 limit = refetch.grow(limit)
             counts.append(len(kept))
             limits.append(limit)
             dropped.append(len(rows) - len(kept))
-            out.add(q.query_id, [(r[0], r[1]) for r in kept], latency_ms=ms, server_ms=server_ms,
-                    rows_returned=len(kept))
+            out.add(
+                q.query_id,
+                [(r[0], r[1]) for r in kept],
+                latency_ms=ms,
+                server_ms=server_ms,
+                rows_returned=len(kept),
+            )
             if ctx.progress:
                 ctx.progress.advance()
         out.params.update(rows_summary(counts, ctx.depth), **refetch.summary(limits, first))
@@ -289,8 +374,9 @@ class VectorStage(BaseStage):
         dropped: dict[str, int] = {}
         pending, ms = list(ctx.queries), 0.0
         while pending:
-            p = dict(params, ids=[q.query_id for q in pending],
-                     vecs=[_f32(q.embedding) for q in pending])
+            p = dict(
+                params, ids=[q.query_id for q in pending], vecs=[_f32(q.embedding) for q in pending]
+            )
             seen: set[str] = set()
             short: set[str] = set()
 
@@ -298,9 +384,9 @@ class VectorStage(BaseStage):
                 rows.sort()
                 if [r[0] for r in rows] != list(range(1, len(rows) + 1)):
                     raise RuntimeError(f"batch ranks of query '{qid}' are not 1..n")
-                kept = [(c, d) for _, c, d, past in rows if not past]    # past the threshold
+                kept = [(c, d) for _, c, d, past in rows if not past]  # past the threshold
                 if more and len(rows) < ctx.depth and n >= limit and len(kept) == len(rows):
-                    short.add(qid)          # run again with a larger LIMIT
+                    short.add(qid)  # run again with a larger LIMIT
                     return
                 out.add(qid, kept)
                 counts[qid], limits[qid] = len(kept), limit
@@ -323,7 +409,7 @@ class VectorStage(BaseStage):
             if current is not None:
                 finish(current, items, raw)
             ms += (time.perf_counter() - t0) * 1000.0
-            for q in pending:            # queries the filters left without any row
+            for q in pending:  # queries the filters left without any row
                 if q.query_id not in seen:
                     out.add(q.query_id, [])
                     counts[q.query_id], limits[q.query_id] = 0, limit
@@ -331,16 +417,18 @@ class VectorStage(BaseStage):
                         ctx.progress.advance()
             pending = [q for q in pending if q.query_id in short]
             if pending:
-                assert limit is not None      # only lists with several rows per chunk refetch
+                assert limit is not None  # only lists with several rows per chunk refetch
                 limit = refetch.grow(limit)
                 stmt = vector_sql.batch(ctx.target, ctx.depth, **kw, fetch=limit)[0]
-        out.params.update(rows_summary([counts.get(q.query_id, 0) for q in ctx.queries],
-                                       ctx.depth),
-                          **refetch.summary([limits.get(q.query_id) for q in ctx.queries], first),
-                          batch_ms=ms)
+        out.params.update(
+            rows_summary([counts.get(q.query_id, 0) for q in ctx.queries], ctx.depth),
+            **refetch.summary([limits.get(q.query_id) for q in ctx.queries], first),
+            batch_ms=ms,
+        )
         assert ctx.target is not None
-        out.params.update(threshold_summary(ctx.target, [dropped.get(q.query_id, 0)
-                                                         for q in ctx.queries]))
+        out.params.update(
+            threshold_summary(ctx.target, [dropped.get(q.query_id, 0) for q in ctx.queries])
+        )
 
 
 def _f32(vec) -> np.ndarray:
@@ -351,9 +439,11 @@ def rows_summary(counts: list[int], depth: int) -> dict:
     """Rows per query as stored (distinct chunks, at most depth): min, mean, how many short."""
     if not counts:
         return {"rows_returned_min": 0, "rows_returned_mean": 0.0, "queries_short": 0}
-    return {"rows_returned_min": int(min(counts)),
-            "rows_returned_mean": float(sum(counts)) / len(counts),
-            "queries_short": int(sum(1 for c in counts if c < depth))}
+    return {
+        "rows_returned_min": int(min(counts)),
+        "rows_returned_mean": float(sum(counts)) / len(counts),
+        "queries_short": int(sum(1 for c in counts if c < depth)),
+    }
 
 
 def threshold_summary(target: Target, dropped: list[int]) -> dict:
@@ -362,7 +452,9 @@ def threshold_summary(target: Target, dropped: list[int]) -> dict:
     if target.max_distance() is None:
         return {}
     # a max distance comes from the threshold, so target.threshold is set here
-    return {"threshold": dict(target.threshold, max_distance=target.max_distance()),  # type: ignore[arg-type]
-            "threshold_dropped": int(sum(dropped)),
-            "threshold_queries": int(sum(1 for d in dropped if d)),
-            "threshold_dropped_max": int(max(dropped, default=0))}
+    return {
+        "threshold": dict(target.threshold, max_distance=target.max_distance()),  # type: ignore[arg-type]
+        "threshold_dropped": int(sum(dropped)),
+        "threshold_queries": int(sum(1 for d in dropped if d)),
+        "threshold_dropped_max": int(max(dropped, default=0)),
+    }

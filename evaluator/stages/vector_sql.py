@@ -20,7 +20,7 @@ from . import refetch
 if TYPE_CHECKING:
     from ..target.targets import Target
 
-Q = "pgeval_q"   # alias of the query list in batch mode (unlikely to clash with user columns)
+Q = "pgeval_q"  # alias of the query list in batch mode (unlikely to clash with user columns)
 
 
 class Dollar:
@@ -36,21 +36,36 @@ class Dollar:
         return sql.SQL("$" + str(self.names.index(name) + 1))
 
 
-def inner(target: Target, depth: int, qparam: sql.Composable, ph=sql.Placeholder,
-          cast: bool = True) -> tuple[sql.Composable, dict]:
+def inner(
+    target: Target, depth: int, qparam: sql.Composable, ph=sql.Placeholder, cast: bool = True
+) -> tuple[sql.Composable, dict]:
     """``SELECT id::text COLLATE "C" AS chunk_id, dist FROM t WHERE ... ORDER BY <bare operator>
     LIMIT k`` (chunk ids in byte order for every tie-break above, whatever the table's collation)."""
     dist = target.distance_expr(qparam, cast=cast)
     where, params = target.where_named(ph=ph)
-    stmt = sql.SQL("SELECT {id} AS chunk_id, {dist} AS dist FROM {table}{where} "
-                   "ORDER BY {dist} LIMIT {k}").format(
-        id=as_text(sql.Identifier(target.id_column)), dist=dist, table=target.table_sql(), where=where,
-        k=sql.Literal(int(depth)))
+    stmt = sql.SQL(
+        "SELECT {id} AS chunk_id, {dist} AS dist FROM {table}{where} ORDER BY {dist} LIMIT {k}"
+    ).format(
+        id=as_text(sql.Identifier(target.id_column)),
+        dist=dist,
+        table=target.table_sql(),
+        where=where,
+        k=sql.Literal(int(depth)),
+    )
     return stmt, params
 
 
-def _ranked(target, depth: int, qparam, ph, cast: bool, exact: bool, overfetch: float,
-            with_n: bool, fetch: int | None = None) -> tuple[sql.Composable, dict, bool]:
+def _ranked(
+    target,
+    depth: int,
+    qparam,
+    ph,
+    cast: bool,
+    exact: bool,
+    overfetch: float,
+    with_n: bool,
+    fetch: int | None = None,
+) -> tuple[sql.Composable, dict, bool]:
     """The ranked list of one query: columns chunk_id, dist[, n]; returns (sql, params, has_n).
 
     - unique chunk ids: the index scan's top ``depth`` rows, re-sorted;
@@ -64,20 +79,45 @@ def _ranked(target, depth: int, qparam, ph, cast: bool, exact: bool, overfetch: 
     if target.unique_id:
         body, params = inner(target, depth, qparam, ph, cast)
         n: sql.Composable = sql.SQL(", (count(*) OVER ())::int AS n") if with_n else sql.SQL("")
-        return sql.SQL("SELECT s.chunk_id, s.dist{} FROM ({}) s ORDER BY s.dist + 0, "
-                       "s.chunk_id").format(n, body), params, with_n
+        return (
+            sql.SQL(
+                "SELECT s.chunk_id, s.dist{} FROM ({}) s ORDER BY s.dist + 0, s.chunk_id"
+            ).format(n, body),
+            params,
+            with_n,
+        )
     if exact:
         dist = target.distance_expr(qparam, cast=cast)
         where, params = target.where_named(ph=ph)
-        n = sql.SQL(", (least(count(*) OVER (), {}))::int AS n").format(k) if with_n else sql.SQL("")
-        return sql.SQL("SELECT {id} AS chunk_id, min({dist}) AS dist{n} FROM {table}{where} "
-                       "GROUP BY 1 ORDER BY 2, 1 LIMIT {k}").format(
-            id=as_text(sql.Identifier(target.id_column)), dist=dist, n=n, table=target.table_sql(),
-            where=where, k=k), params, with_n
+        n = (
+            sql.SQL(", (least(count(*) OVER (), {}))::int AS n").format(k)
+            if with_n
+            else sql.SQL("")
+        )
+        return (
+            sql.SQL(
+                "SELECT {id} AS chunk_id, min({dist}) AS dist{n} FROM {table}{where} "
+                "GROUP BY 1 ORDER BY 2, 1 LIMIT {k}"
+            ).format(
+                id=as_text(sql.Identifier(target.id_column)),
+                dist=dist,
+                n=n,
+                table=target.table_sql(),
+                where=where,
+                k=k,
+            ),
+            params,
+            with_n,
+        )
     body, params = inner(target, fetch or refetch.fetch_limit(depth, overfetch), qparam, ph, cast)
-    return sql.SQL("SELECT s.chunk_id, min(s.dist) AS dist, (sum(count(*)) OVER ())::int AS n "
-                   "FROM ({}) s GROUP BY s.chunk_id ORDER BY 2, 1 LIMIT {}").format(body, k), \
-        params, True
+    return (
+        sql.SQL(
+            "SELECT s.chunk_id, min(s.dist) AS dist, (sum(count(*)) OVER ())::int AS n "
+            "FROM ({}) s GROUP BY s.chunk_id ORDER BY 2, 1 LIMIT {}"
+        ).format(body, k),
+        params,
+        True,
+    )
 
 
 def _past(stmt: sql.Composable, params: dict, ph, threshold: float | None):
@@ -85,21 +125,30 @@ def _past(stmt: sql.Composable, params: dict, ph, threshold: float | None):
     application drops it). Distances are sorted, so the results past it are the list's tail."""
     if threshold is None:
         return stmt, params
-    return sql.SQL("SELECT t.chunk_id, t.dist, t.n, t.dist > {}::float8 AS past FROM ({}) t "
-                   "ORDER BY t.dist + 0, t.chunk_id").format(ph("thr"), stmt), \
-        dict(params, thr=float(threshold))
+    return sql.SQL(
+        "SELECT t.chunk_id, t.dist, t.n, t.dist > {}::float8 AS past FROM ({}) t "
+        "ORDER BY t.dist + 0, t.chunk_id"
+    ).format(ph("thr"), stmt), dict(params, thr=float(threshold))
 
 
-def per_query(target, depth: int, ph=sql.Placeholder, *, exact: bool = False,
-              overfetch: float = 1.0, threshold: float | None = None,
-              fetch: int | None = None) -> tuple[sql.Composable, dict, bool]:
+def per_query(
+    target,
+    depth: int,
+    ph=sql.Placeholder,
+    *,
+    exact: bool = False,
+    overfetch: float = 1.0,
+    threshold: float | None = None,
+    fetch: int | None = None,
+) -> tuple[sql.Composable, dict, bool]:
     """One query's ranked list (parameter ``q``): columns chunk_id, dist[, n = rows the scan
     returned]; the third value says whether ``n`` is there (else n = rows fetched). With a
     ``threshold`` (a bound on the distance: :meth:`Target.max_distance`), ``n`` is always there
     and a fourth column ``past`` says the result lies past it (parameter ``thr``). ``fetch``:
     the LIMIT of the index scan when several rows share a chunk (:mod:`.refetch`)."""
-    stmt, params, has_n = _ranked(target, depth, ph("q"), ph, True, exact, overfetch,
-                                  threshold is not None, fetch)
+    stmt, params, has_n = _ranked(
+        target, depth, ph("q"), ph, True, exact, overfetch, threshold is not None, fetch
+    )
     stmt, params = _past(stmt, params, ph, threshold)
     return stmt, params, has_n
 
@@ -110,18 +159,36 @@ def refetches(target, exact: bool) -> bool:
     return not target.unique_id and not exact
 
 
-def batch(target, depth: int, *, exact: bool = False, overfetch: float = 1.0,
-          threshold: float | None = None, fetch: int | None = None
-          ) -> tuple[sql.Composable, dict]:
+def batch(
+    target,
+    depth: int,
+    *,
+    exact: bool = False,
+    overfetch: float = 1.0,
+    threshold: float | None = None,
+    fetch: int | None = None,
+) -> tuple[sql.Composable, dict]:
     """All queries at once: ``unnest(ids, vectors) CROSS JOIN LATERAL (per-query)``; columns
     query_id, chunk_id, dist, n, rk, past (false without a ``threshold``); parameters ``ids``
     (text[]) and ``vecs`` (vector[]: a list of numpy arrays, sent in binary once pgvector's
     adapters are registered)."""
     # the query vector is converted once per query (in the unnest), never once per scanned row
-    lateral, params, _ = _ranked(target, depth, sql.SQL("{}.emb").format(sql.Identifier(Q)),
-                                 sql.Placeholder, False, exact, overfetch, True, fetch)
-    past = (sql.SQL("g.dist > {}::float8").format(sql.Placeholder("thr"))
-            if threshold is not None else sql.SQL("false"))
+    lateral, params, _ = _ranked(
+        target,
+        depth,
+        sql.SQL("{}.emb").format(sql.Identifier(Q)),
+        sql.Placeholder,
+        False,
+        exact,
+        overfetch,
+        True,
+        fetch,
+    )
+    past = (
+        sql.SQL("g.dist > {}::float8").format(sql.Placeholder("thr"))
+        if threshold is not None
+        else sql.SQL("false")
+    )
     if threshold is not None:
         params = dict(params, thr=float(threshold))
     # ranks come from the window's ORDER BY (distance, chunk id) inside each query's lateral;
@@ -133,9 +200,10 @@ def batch(target, depth: int, *, exact: bool = False, overfetch: float = 1.0,
         "%(vecs)s::vector[]) WITH ORDINALITY AS u(query_id, emb, ord) OFFSET 0) {q} "
         "CROSS JOIN LATERAL (SELECT g.chunk_id, g.dist, g.n, "
         "row_number() OVER (ORDER BY g.dist + 0, g.chunk_id) AS rk, {past} AS past "
-        "FROM ({lateral}) g) r").format(
-        q=sql.Identifier(Q), lateral=lateral, qexpr=target.query_expr(sql.SQL("u.emb")),
-        past=past)
+        "FROM ({lateral}) g) r"
+    ).format(
+        q=sql.Identifier(Q), lateral=lateral, qexpr=target.query_expr(sql.SQL("u.emb")), past=past
+    )
     return stmt, params
 
 

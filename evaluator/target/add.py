@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import math
+from dataclasses import dataclass, field
 
 from ..core.errors import InputError
 from . import catalog
@@ -21,26 +20,37 @@ class AddedTarget:
     warnings: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"target": self.target.name, "spec": self.target.spec(), "indexes": self.indexes,
-                "warnings": self.warnings}
+        return {
+            "target": self.target.name,
+            "spec": self.target.spec(),
+            "indexes": self.indexes,
+            "warnings": self.warnings,
+        }
 
 
-def parse_filter_options(filters: dict, null_true: tuple[str, ...], min_similarity,
-                         max_distance) -> tuple[list[str], dict | None]:
+def parse_filter_options(
+    filters: dict, null_true: tuple[str, ...], min_similarity, max_distance
+) -> tuple[list[str], dict | None]:
     """(null_true columns, threshold) checked against the --where filters."""
     cols: list[str] = []
     for col in null_true:
         if col not in filters:
-            raise InputError(f"column '{col}' has no --where filter (give --where {col}=VALUE: "
-                             "NULL then passes as well)", field="--null-as-true")
+            raise InputError(
+                f"column '{col}' has no --where filter (give --where {col}=VALUE: "
+                "NULL then passes as well)",
+                field="--null-as-true",
+            )
         if col not in cols:
             cols.append(col)
     if min_similarity is not None and max_distance is not None:
-        raise InputError("give --min-similarity or --max-distance, not both",
-                         field="--max-distance")
+        raise InputError(
+            "give --min-similarity or --max-distance, not both", field="--max-distance"
+        )
     threshold = None
-    for opt, key, value in (("--min-similarity", "similarity", min_similarity),
-                            ("--max-distance", "distance", max_distance)):
+    for opt, key, value in (
+        ("--min-similarity", "similarity", min_similarity),
+        ("--max-distance", "distance", max_distance),
+    ):
         if value is not None:
             if not math.isfinite(value):
                 raise InputError(f"{opt} must be a finite number", field=opt)
@@ -48,56 +58,100 @@ def parse_filter_options(filters: dict, null_true: tuple[str, ...], min_similari
     return cols, threshold
 
 
-def make_target(name: str, *, table: str | None = None, schema: str | None = None,
-                id_column: str | None = None, vector_column: str | None = None,
-                text_column: str | None = None, distance: str | None = None,
-                where: dict[str, str] | None = None, dimension: int | None = None,
-                dimension_column: str | None = None, preset: str | None = None,
-                knowledge_base_id: str | list[str] | None = None,
-                knowledge_id: list[str] | None = None, tag_id: list[str] | None = None,
-                null_true: list[str] | None = None, min_similarity: float | None = None,
-                max_distance: float | None = None) -> t.Target:
+def make_target(
+    name: str,
+    *,
+    table: str | None = None,
+    schema: str | None = None,
+    id_column: str | None = None,
+    vector_column: str | None = None,
+    text_column: str | None = None,
+    distance: str | None = None,
+    where: dict[str, str] | None = None,
+    dimension: int | None = None,
+    dimension_column: str | None = None,
+    preset: str | None = None,
+    knowledge_base_id: str | list[str] | None = None,
+    knowledge_id: list[str] | None = None,
+    tag_id: list[str] | None = None,
+    null_true: list[str] | None = None,
+    min_similarity: float | None = None,
+    max_distance: float | None = None,
+) -> t.Target:
     """The target these options describe (not checked against the catalog yet)."""
     filters: dict[str, str | list[str]] = dict(where or {})
-    kb_ids = [knowledge_base_id] if isinstance(knowledge_base_id, str) else list(
-        knowledge_base_id or [])
+    kb_ids = (
+        [knowledge_base_id] if isinstance(knowledge_base_id, str) else list(knowledge_base_id or [])
+    )
     if preset is not None and preset != "weknora":
         raise InputError(f"unknown preset '{preset}' (known: weknora)", field="--preset")
     if preset == "weknora":
         if dimension is None:
-            raise InputError("--preset weknora needs --dimension N (the embedding model's "
-                             "dimension: the partial index WHERE dimension = N)", field="--dimension")
-        tg = t.weknora(name, dimension, kb_ids, schema=schema, table=table or "embeddings",
-                       knowledge_ids=list(knowledge_id or []), tag_ids=list(tag_id or []))
+            raise InputError(
+                "--preset weknora needs --dimension N (the embedding model's "
+                "dimension: the partial index WHERE dimension = N)",
+                field="--dimension",
+            )
+        tg = t.weknora(
+            name,
+            dimension,
+            kb_ids,
+            schema=schema,
+            table=table or "embeddings",
+            knowledge_ids=list(knowledge_id or []),
+            tag_ids=list(tag_id or []),
+        )
         tg.filters.update(filters)
-        cols, threshold = parse_filter_options(tg.filters, tuple(null_true or ()),
-                                               min_similarity, max_distance)
+        cols, threshold = parse_filter_options(
+            tg.filters, tuple(null_true or ()), min_similarity, max_distance
+        )
         tg.null_true = list(dict.fromkeys(tg.null_true + cols))
         tg.threshold = threshold
         if text_column:
             tg.text_column = text_column
         if distance:
             tg.distance = distance
-        tg.max_distance()          # a similarity threshold needs cosine or ip
+        tg.max_distance()  # a similarity threshold needs cosine or ip
         return tg
-    missing = [o for o, v in (("--table", table), ("--id-column", id_column),
-                              ("--vector-column", vector_column)) if not v]
+    missing = [
+        o
+        for o, v in (
+            ("--table", table),
+            ("--id-column", id_column),
+            ("--vector-column", vector_column),
+        )
+        if not v
+    ]
     if missing:
         raise InputError(f"{', '.join(missing)} required (or use --preset)", field=missing[0])
-    assert table and id_column and vector_column      # (missing is empty)
-    for opt, given in (("--knowledge-base-id", kb_ids), ("--knowledge-id", knowledge_id),
-                       ("--tag-id", tag_id)):
+    assert table and id_column and vector_column  # (missing is empty)
+    for opt, given in (
+        ("--knowledge-base-id", kb_ids),
+        ("--knowledge-id", knowledge_id),
+        ("--tag-id", tag_id),
+    ):
         if given:
-            raise InputError(f"{opt} goes with --preset weknora; use --where COLUMN=VALUE",
-                             field=opt)
-    cols, threshold = parse_filter_options(filters, tuple(null_true or ()), min_similarity,
-                                           max_distance)
-    tg = t.Target(name=name, schema=schema, table=table, id_column=id_column,
-                  vector_column=vector_column, text_column=text_column,
-                  distance=distance or "cosine", dimension=dimension,
-                  dimension_column=dimension_column, filters=filters, null_true=cols,
-                  threshold=threshold)
-    tg.max_distance()          # a similarity threshold needs cosine or ip
+            raise InputError(
+                f"{opt} goes with --preset weknora; use --where COLUMN=VALUE", field=opt
+            )
+    cols, threshold = parse_filter_options(
+        filters, tuple(null_true or ()), min_similarity, max_distance
+    )
+    tg = t.Target(
+        name=name,
+        schema=schema,
+        table=table,
+        id_column=id_column,
+        vector_column=vector_column,
+        text_column=text_column,
+        distance=distance or "cosine",
+        dimension=dimension,
+        dimension_column=dimension_column,
+        filters=filters,
+        null_true=cols,
+        threshold=threshold,
+    )
+    tg.max_distance()  # a similarity threshold needs cosine or ip
     return tg
 
 

@@ -10,13 +10,16 @@ from ..core.errors import InputError, first_line
 from . import introspect
 from .targets import ANN_METHODS, DISTANCES, VECTOR_TYPES, Target
 
+
 def _relation(kb, schema: str | None, table: str) -> int:
     name = sql.Identifier(schema, table) if schema else sql.Identifier(table)
     oid = kb.execute("SELECT to_regclass(%s)::oid", (name.as_string(kb),)).fetchone()[0]
     if oid is None:
-        raise InputError(f"table '{schema + '.' if schema else ''}{table}' does not exist in the "
-                         "knowledge base (or is not on the search_path; give --schema)",
-                         field="--table")
+        raise InputError(
+            f"table '{schema + '.' if schema else ''}{table}' does not exist in the "
+            "knowledge base (or is not on the search_path; give --schema)",
+            field="--table",
+        )
     kind = kb.execute("SELECT relkind FROM pg_class WHERE oid = %s", (oid,)).fetchone()[0]
     if kind not in ("r", "p", "v", "m", "f"):
         raise InputError(f"'{table}' is not a table or view", field="--table")
@@ -28,11 +31,13 @@ def _columns(kb, oid: int) -> dict[str, tuple[str, str, int]]:
     rows = kb.execute(
         "SELECT a.attname, t.typname, format_type(a.atttypid, a.atttypmod), a.atttypmod "
         "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
-        "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped", (oid,)).fetchall()
+        "WHERE a.attrelid = %s AND a.attnum > 0 AND NOT a.attisdropped",
+        (oid,),
+    ).fetchall()
     return {r[0]: (r[1], r[2], r[3]) for r in rows}
 
 
-NAMEDATALEN = 63   # PostgreSQL silently cuts longer identifiers: another object could answer
+NAMEDATALEN = 63  # PostgreSQL silently cuts longer identifiers: another object could answer
 
 
 def check_identifiers(target: Target) -> None:
@@ -40,18 +45,25 @@ def check_identifiers(target: Target) -> None:
     refused when PostgreSQL would not take them as given: empty, or longer than 63 bytes."""
     if not target.name or not target.name.strip():
         raise InputError("the target name must not be empty", field="NAME")
-    for opt, ident in (("--schema", target.schema), ("--table", target.table),
-                       ("--id-column", target.id_column), ("--vector-column", target.vector_column),
-                       ("--text-column", target.text_column),
-                       ("--dimension-column", target.dimension_column),
-                       *(("--where", c) for c in target.filters)):
+    for opt, ident in (
+        ("--schema", target.schema),
+        ("--table", target.table),
+        ("--id-column", target.id_column),
+        ("--vector-column", target.vector_column),
+        ("--text-column", target.text_column),
+        ("--dimension-column", target.dimension_column),
+        *(("--where", c) for c in target.filters),
+    ):
         if ident is None:
             continue
         if ident == "" or "\x00" in ident:
             raise InputError(f"'{ident}' is not a usable name", field=opt)
         if len(ident.encode("utf-8")) > NAMEDATALEN:
-            raise InputError(f"'{ident}' is longer than {NAMEDATALEN} bytes: PostgreSQL would cut "
-                             "it short and could find another object", field=opt)
+            raise InputError(
+                f"'{ident}' is longer than {NAMEDATALEN} bytes: PostgreSQL would cut "
+                "it short and could find another object",
+                field=opt,
+            )
 
 
 def validate(kb, target: Target) -> list[str]:
@@ -59,58 +71,81 @@ def validate(kb, target: Target) -> list[str]:
     uniqueness; return warnings. Raises InputError naming the option at fault."""
     warnings: list[str] = []
     if target.distance not in DISTANCES:
-        raise InputError(f"unknown distance '{target.distance}' (cosine, l2 or ip)",
-                         field="--distance")
+        raise InputError(
+            f"unknown distance '{target.distance}' (cosine, l2 or ip)", field="--distance"
+        )
     check_identifiers(target)
     oid = _relation(kb, target.schema, target.table)
     cols = _columns(kb, oid)
     where = target.qualified()
-    for opt, column in (("--id-column", target.id_column), ("--vector-column", target.vector_column),
-                        ("--text-column", target.text_column),
-                        ("--dimension-column", target.dimension_column),
-                        *(("--where", c) for c in target.filters)):
+    for opt, column in (
+        ("--id-column", target.id_column),
+        ("--vector-column", target.vector_column),
+        ("--text-column", target.text_column),
+        ("--dimension-column", target.dimension_column),
+        *(("--where", c) for c in target.filters),
+    ):
         if column is not None and column not in cols:
-            raise InputError(f"column '{column}' does not exist in {where} (columns: "
-                             f"{', '.join(sorted(cols))})", field=opt)
+            raise InputError(
+                f"column '{column}' does not exist in {where} (columns: {', '.join(sorted(cols))})",
+                field=opt,
+            )
     typname, formatted, typmod = cols[target.vector_column]
     if typname not in VECTOR_TYPES:
-        raise InputError(f"column '{target.vector_column}' of {where} is {formatted}, not a "
-                         "pgvector vector or halfvec", field="--vector-column")
+        raise InputError(
+            f"column '{target.vector_column}' of {where} is {formatted}, not a "
+            "pgvector vector or halfvec",
+            field="--vector-column",
+        )
     target.vector_type = typname
     column_dim = typmod if typmod and typmod > 0 else None
     if target.dimension is None:
         target.dimension = column_dim
     elif column_dim is not None and column_dim != target.dimension:
-        raise InputError(f"column '{target.vector_column}' is {formatted} but --dimension is "
-                         f"{target.dimension}", field="--dimension")
+        raise InputError(
+            f"column '{target.vector_column}' is {formatted} but --dimension is {target.dimension}",
+            field="--dimension",
+        )
     if target.dimension_column and target.dimension is None:
-        raise InputError("--dimension-column needs --dimension N (the query dimension)",
-                         field="--dimension")
+        raise InputError(
+            "--dimension-column needs --dimension N (the query dimension)", field="--dimension"
+        )
     if target.dimension is None:
-        cur = kb.execute(sql.SQL("SELECT vector_dims({}) FROM {} WHERE {} IS NOT NULL LIMIT 1")
-                         .format(sql.Identifier(target.vector_column), target.table_sql(),
-                                 sql.Identifier(target.vector_column)))
+        cur = kb.execute(
+            sql.SQL("SELECT vector_dims({}) FROM {} WHERE {} IS NOT NULL LIMIT 1").format(
+                sql.Identifier(target.vector_column),
+                target.table_sql(),
+                sql.Identifier(target.vector_column),
+            )
+        )
         row = cur.fetchone()
         if row is not None:
             target.dimension = row[0]
-            warnings.append(f"column '{target.vector_column}' has no declared dimension; "
-                            f"found {row[0]} in a sample row (declare {typname}({row[0]}) or "
-                            "give --dimension)")
+            warnings.append(
+                f"column '{target.vector_column}' has no declared dimension; "
+                f"found {row[0]} in a sample row (declare {typname}({row[0]}) or "
+                "give --dimension)"
+            )
     target.unique_id = introspect.is_unique_column(kb, oid, target.id_column)
     where_sql, params = target.where()
     try:
         with kb.transaction():
-            row = kb.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {}{})").format(
-                target.table_sql(), where_sql), params).fetchone()
+            row = kb.execute(
+                sql.SQL("SELECT EXISTS (SELECT 1 FROM {}{})").format(target.table_sql(), where_sql),
+                params,
+            ).fetchone()
     except Exception as exc:
         first = first_line(exc)
-        raise InputError(f"filter {target.filter_literals()} is not valid for {where}: {first}",
-                         field="--where") from None
+        raise InputError(
+            f"filter {target.filter_literals()} is not valid for {where}: {first}", field="--where"
+        ) from None
     if not row[0]:
         warnings.append(f"no row of {where} matches the filters {target.filter_literals()}")
     if not vector_indexes(kb, target):
-        warnings.append(f"no vector index on {where}.{target.vector_column} for distance "
-                        f"{target.distance}: only the exact stage can run")
+        warnings.append(
+            f"no vector index on {where}.{target.vector_column} for distance "
+            f"{target.distance}: only the exact stage can run"
+        )
     return warnings
 
 
@@ -119,16 +154,27 @@ def vector_indexes(kb, target: Target, methods: tuple[str, ...] = ANN_METHODS) -
     class for the target's distance: [{name, schema, method, opclass, predicate, definition}]."""
     oid = _relation(kb, target.schema, target.table)
     rows = introspect.vector_index_rows(kb, oid, methods)
-    attnum = kb.execute("SELECT attnum FROM pg_attribute WHERE attrelid = %s AND attname = %s",
-                        (oid, target.vector_column)).fetchone()
+    attnum = kb.execute(
+        "SELECT attnum FROM pg_attribute WHERE attrelid = %s AND attname = %s",
+        (oid, target.vector_column),
+    ).fetchone()
     out = []
     for name, schema, method, opclass, pred, definition, key, exprs in rows:
-        on_column = (key == attnum[0]) if key else (
-            exprs is not None and target.vector_column in exprs)
+        on_column = (
+            (key == attnum[0]) if key else (exprs is not None and target.vector_column in exprs)
+        )
         if not on_column or not _opclass_matches(opclass, target.distance):
             continue
-        out.append({"name": name, "schema": schema, "method": method, "opclass": opclass,
-                    "predicate": pred, "definition": definition})
+        out.append(
+            {
+                "name": name,
+                "schema": schema,
+                "method": method,
+                "opclass": opclass,
+                "predicate": pred,
+                "definition": definition,
+            }
+        )
     return out
 
 

@@ -8,15 +8,20 @@ from __future__ import annotations
 from .targets import ANN_METHODS
 
 
-def ann_indexes(conn, relation_oid: int,
-                methods: tuple[str, ...] = ANN_METHODS) -> list[tuple[str, str, int, int]]:
+def ann_indexes(
+    conn, relation_oid: int, methods: tuple[str, ...] = ANN_METHODS
+) -> list[tuple[str, str, int, int]]:
     """[(index name, method, index oid, bytes)] of the relation's indexes of access method
     ``methods`` (any column, any operator class), by name."""
-    return [(n, m, int(o), int(b)) for n, m, o, b in conn.execute(
-        "SELECT c.relname, am.amname, c.oid, pg_relation_size(c.oid) FROM pg_index i "
-        "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam "
-        "WHERE i.indrelid = %s AND am.amname = ANY(%s) ORDER BY c.relname",
-        (relation_oid, list(methods))).fetchall()]
+    return [
+        (n, m, int(o), int(b))
+        for n, m, o, b in conn.execute(
+            "SELECT c.relname, am.amname, c.oid, pg_relation_size(c.oid) FROM pg_index i "
+            "JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam "
+            "WHERE i.indrelid = %s AND am.amname = ANY(%s) ORDER BY c.relname",
+            (relation_oid, list(methods)),
+        ).fetchall()
+    ]
 
 
 def vector_index_rows(conn, relation_oid: int, methods: tuple[str, ...] = ANN_METHODS):
@@ -32,7 +37,9 @@ def vector_index_rows(conn, relation_oid: int, methods: tuple[str, ...] = ANN_ME
              JOIN pg_am am ON am.oid = ic.relam
              JOIN pg_opclass opc ON opc.oid = i.indclass[0]
             WHERE i.indrelid = %s AND am.amname = ANY(%s)
-            ORDER BY ic.relname""", (relation_oid, list(methods))).fetchall()
+            ORDER BY ic.relname""",
+        (relation_oid, list(methods)),
+    ).fetchall()
 
 
 def is_unique_column(conn, relation_oid: int, column: str) -> bool:
@@ -42,15 +49,21 @@ def is_unique_column(conn, relation_oid: int, column: str) -> bool:
         "SELECT EXISTS (SELECT 1 FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
         "AND a.attnum = i.indkey[0] WHERE i.indrelid = %s AND i.indisunique AND i.indnkeyatts = 1 "
         "AND i.indpred IS NULL AND i.indexprs IS NULL AND a.attname = %s)",
-        (relation_oid, column)).fetchone()
+        (relation_oid, column),
+    ).fetchone()
     return bool(row[0])
 
 
 def invalid_indexes(conn, relation_oid: int) -> list[str]:
     """Names of the relation's invalid indexes (a failed CREATE INDEX CONCURRENTLY)."""
-    return [r[0] for r in conn.execute(
-        "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
-        "WHERE i.indrelid = %s AND NOT i.indisvalid ORDER BY 1", (relation_oid,)).fetchall()]
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "WHERE i.indrelid = %s AND NOT i.indisvalid ORDER BY 1",
+            (relation_oid,),
+        ).fetchall()
+    ]
 
 
 def bm25_index_rows(conn, relation_oid: int, column: str):
@@ -62,7 +75,9 @@ def bm25_index_rows(conn, relation_oid: int, column: str):
              JOIN pg_am am ON am.oid = ic.relam
              JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
             WHERE i.indrelid = %s AND am.amname = 'bm25' AND a.attname = %s
-            ORDER BY ic.relname""", (relation_oid, column)).fetchall()
+            ORDER BY ic.relname""",
+        (relation_oid, column),
+    ).fetchall()
 
 
 def gin_index_rows(conn, relation_oid: int):
@@ -76,7 +91,9 @@ def gin_index_rows(conn, relation_oid: int):
              LEFT JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = i.indkey[0]
             WHERE i.indrelid = %s AND am.amname = 'gin' AND i.indnatts = 1
               AND i.indpred IS NULL AND i.indisvalid
-            ORDER BY ic.relname""", (relation_oid,)).fetchall()
+            ORDER BY ic.relname""",
+        (relation_oid,),
+    ).fetchall()
 
 
 def all_index_rows(conn, relation_oid: int):
@@ -94,4 +111,6 @@ def all_index_rows(conn, relation_oid: int):
                   i.indexrelid::bigint, pg_relation_filenode(i.indexrelid)::bigint
              FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
              JOIN pg_am am ON am.oid = c.relam
-            WHERE i.indrelid = %s ORDER BY c.relname""", (relation_oid,)).fetchall()
+            WHERE i.indrelid = %s ORDER BY c.relname""",
+        (relation_oid,),
+    ).fetchall()

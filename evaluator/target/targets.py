@@ -45,14 +45,14 @@ class Target:
     schema: str | None = None
     text_column: str | None = None
     distance: str = "cosine"
-    vector_type: str = "vector"          # vector | halfvec (the column's type)
-    dimension: int | None = None         # the query dimension (column typmod or preset N)
+    vector_type: str = "vector"  # vector | halfvec (the column's type)
+    dimension: int | None = None  # the query dimension (column typmod or preset N)
     dimension_column: str | None = None  # WeKnora: rows of this dimension only, cast to type(N)
     # column -> value (``col = value``) or list of values (``col IN (v1, v2, ...)``)
     filters: dict[str, str | list[str]] = field(default_factory=dict)
-    unique_id: bool = False              # id column is unique: no duplicate collapsing needed
+    unique_id: bool = False  # id column is unique: no duplicate collapsing needed
     preset: str | None = None
-    null_true: list[str] = field(default_factory=list)   # filter columns where NULL passes too
+    null_true: list[str] = field(default_factory=list)  # filter columns where NULL passes too
     # results past it are dropped (and counted): {"similarity": s} or {"distance": d}
     threshold: dict[str, float] | None = None
     # query settings the application applies (a preset's defaults; --set overrides them)
@@ -63,12 +63,12 @@ class Target:
         d = asdict(self)
         d.pop("name")
         for key, empty in (("null_true", []), ("threshold", None), ("settings", {})):
-            if d[key] == empty:      # a target without them keeps the spec (and hash) it had
+            if d[key] == empty:  # a target without them keeps the spec (and hash) it had
                 d.pop(key)
         return d
 
     @classmethod
-    def from_spec(cls, name: str, spec: dict) -> "Target":
+    def from_spec(cls, name: str, spec: dict) -> Target:
         known = {k: v for k, v in spec.items() if k in cls.__dataclass_fields__ and k != "name"}
         return cls(name=name, **known)
 
@@ -83,8 +83,9 @@ class Target:
         return self.dimension_column is not None
 
     def table_sql(self) -> sql.Composable:
-        return (sql.Identifier(self.schema, self.table) if self.schema
-                else sql.Identifier(self.table))
+        return (
+            sql.Identifier(self.schema, self.table) if self.schema else sql.Identifier(self.table)
+        )
 
     def qualified(self) -> str:
         return f"{self.schema}.{self.table}" if self.schema else self.table
@@ -94,10 +95,16 @@ class Target:
         assert self.vector_type in VECTOR_TYPES
         if self.dimension is None:
             return sql.SQL(self.vector_type)
-        return sql.SQL("{}({})").format(sql.SQL(self.vector_type), sql.SQL(str(int(self.dimension))))
+        return sql.SQL("{}({})").format(
+            sql.SQL(self.vector_type), sql.SQL(str(int(self.dimension)))
+        )
 
     def vector_expr(self, alias: str | None = None) -> sql.Composable:
-        col = sql.Identifier(alias, self.vector_column) if alias else sql.Identifier(self.vector_column)
+        col = (
+            sql.Identifier(alias, self.vector_column)
+            if alias
+            else sql.Identifier(self.vector_column)
+        )
         if self.casts:
             return sql.SQL("({})::{}").format(col, self._typ())
         return col
@@ -108,21 +115,28 @@ class Target:
             return sql.SQL("{}::vector").format(param)
         return sql.SQL("{}::vector::{}").format(param, self._typ())
 
-    def distance_expr(self, param: sql.Composable, alias: str | None = None,
-                      cast: bool = True) -> sql.Composable:
+    def distance_expr(
+        self, param: sql.Composable, alias: str | None = None, cast: bool = True
+    ) -> sql.Composable:
         """``vector_expr <op> query``: the bare operator, usable by an index in ORDER BY.
         ``cast=False`` when ``param`` is already of the column's type (:meth:`query_expr`)."""
-        return sql.SQL("{} {} {}").format(self.vector_expr(alias), sql.SQL(self.operator),
-                                          self.query_expr(param) if cast else param)
+        return sql.SQL("{} {} {}").format(
+            self.vector_expr(alias),
+            sql.SQL(self.operator),
+            self.query_expr(param) if cast else param,
+        )
 
-    def where(self, alias: str | None = None, *, vector: bool = True) -> tuple[sql.Composable, list]:
+    def where(
+        self, alias: str | None = None, *, vector: bool = True
+    ) -> tuple[sql.Composable, list]:
         """``WHERE ...`` (dimension predicate, filters) with ``%s`` placeholders and the list of
         their values (filters are bound parameters, never interpolated). ``vector=False``: the
         keyword path, which searches text and has no dimension predicate."""
         return self._where(alias, lambda name: sql.Placeholder(), list, vector)
 
-    def where_named(self, alias: str | None = None, ph=sql.Placeholder, *,
-                    vector: bool = True) -> tuple[sql.Composable, dict]:
+    def where_named(
+        self, alias: str | None = None, ph=sql.Placeholder, *, vector: bool = True
+    ) -> tuple[sql.Composable, dict]:
         """Like :meth:`where` with named placeholders ``ph("f0")`` (default ``%(f0)s``) and a dict
         of values — for statements that also bind other named parameters."""
         return self._where(alias, ph, dict, vector)
@@ -135,17 +149,20 @@ class Target:
         params: dict[str, object] = {}
         if self.dimension_column and vector:
             assert self.dimension is not None, "a dimension column comes with a dimension"
-            parts.append(sql.SQL("{} = {}").format(col(self.dimension_column),
-                                                   sql.Literal(int(self.dimension))))
+            parts.append(
+                sql.SQL("{} = {}").format(
+                    col(self.dimension_column), sql.Literal(int(self.dimension))
+                )
+            )
         for i, (name, value) in enumerate(self.filters.items()):
-            if isinstance(value, list):          # several values: col IN ($1, $2, ...)
+            if isinstance(value, list):  # several values: col IN ($1, $2, ...)
                 names = [f"f{i}_{j}" for j in range(len(value))]
                 cond = sql.SQL("{} IN ({})").format(col(name), sql.SQL(", ").join(map(ph, names)))
                 params.update(zip(names, value))
             else:
                 cond = sql.SQL("{} = {}").format(col(name), ph(f"f{i}"))
                 params[f"f{i}"] = value
-            if name in self.null_true:           # NULL counts as the value (a flag's default)
+            if name in self.null_true:  # NULL counts as the value (a flag's default)
                 cond = sql.SQL("({} IS NULL OR {})").format(col(name), cond)
             parts.append(cond)
         out = params if container is dict else list(params.values())
@@ -156,8 +173,9 @@ class Target:
     def filter_literals(self) -> dict:
         """Filters as recorded in the experiment configuration (a NULL-as-true column as
         ``{"value": v, "or_null": true}``)."""
-        out: dict[str, object] = {k: (list(v) if isinstance(v, list) else v)
-                                  for k, v in self.filters.items()}
+        out: dict[str, object] = {
+            k: (list(v) if isinstance(v, list) else v) for k, v in self.filters.items()
+        }
         for name in self.null_true:
             if name in out:
                 out[name] = {"value": out[name], "or_null": True}
@@ -179,8 +197,11 @@ class Target:
             return 1.0 - s
         if self.distance == "ip":
             return -s
-        raise InputError(f"target '{self.name}': a similarity threshold needs distance cosine or "
-                         "ip (use a distance threshold for l2)", field="--min-similarity")
+        raise InputError(
+            f"target '{self.name}': a similarity threshold needs distance cosine or "
+            "ip (use a distance threshold for l2)",
+            field="--min-similarity",
+        )
 
 
 # ---- presets -------------------------------------------------------------------------------
@@ -199,9 +220,18 @@ def _one_or_many(values) -> str | list[str] | None:
     return values[0] if len(values) == 1 else values
 
 
-def weknora(name: str, dimension: int, knowledge_base_id=None, *, schema: str | None = None,
-            table: str = "embeddings", enabled_only: bool = True, knowledge_ids=None,
-            tag_ids=None, min_similarity: float | None = None) -> Target:
+def weknora(
+    name: str,
+    dimension: int,
+    knowledge_base_id=None,
+    *,
+    schema: str | None = None,
+    table: str = "embeddings",
+    enabled_only: bool = True,
+    knowledge_ids=None,
+    tag_ids=None,
+    min_similarity: float | None = None,
+) -> Target:
     """WeKnora's ``embeddings`` table searched as WeKnora searches it: ``dimension = N`` (vector
     path only), ``knowledge_base_id IN (...)``, ``knowledge_id IN (...)``, ``tag_id IN (...)``,
     ``(is_enabled IS NULL OR is_enabled = true)``, results under ``min_similarity`` (``1 -
@@ -213,35 +243,55 @@ def weknora(name: str, dimension: int, knowledge_base_id=None, *, schema: str | 
     if enabled_only:
         filters["is_enabled"] = "true"
         null_true.append("is_enabled")
-    for column, values in (("knowledge_base_id", knowledge_base_id),
-                           ("knowledge_id", knowledge_ids), ("tag_id", tag_ids)):
+    for column, values in (
+        ("knowledge_base_id", knowledge_base_id),
+        ("knowledge_id", knowledge_ids),
+        ("tag_id", tag_ids),
+    ):
         value = _one_or_many(values)
         if value is not None:
             filters[column] = value
-    return Target(name=name, schema=schema, table=table, id_column="chunk_id",
-                  vector_column="embedding", text_column="content", distance="cosine",
-                  vector_type="halfvec", dimension=int(dimension), dimension_column="dimension",
-                  filters=filters, preset="weknora", null_true=null_true,
-                  threshold=None if min_similarity is None else {"similarity": float(min_similarity)},
-                  settings=dict(WEKNORA_SETTINGS))
+    return Target(
+        name=name,
+        schema=schema,
+        table=table,
+        id_column="chunk_id",
+        vector_column="embedding",
+        text_column="content",
+        distance="cosine",
+        vector_type="halfvec",
+        dimension=int(dimension),
+        dimension_column="dimension",
+        filters=filters,
+        preset="weknora",
+        null_true=null_true,
+        threshold=None if min_similarity is None else {"similarity": float(min_similarity)},
+        settings=dict(WEKNORA_SETTINGS),
+    )
 
 
 # ---- storage in pgeval.target --------------------------------------------------------------
 def save(conn, target: Target, *, replace: bool = False) -> None:
     with conn.transaction():
-        row = conn.execute("SELECT spec FROM pgeval.target WHERE name = %s",
-                           (target.name,)).fetchone()
+        row = conn.execute(
+            "SELECT spec FROM pgeval.target WHERE name = %s", (target.name,)
+        ).fetchone()
         if row is not None:
             if row[0] == target.spec():
                 return
             if not replace:
-                raise Conflict(f"a target named '{target.name}' exists with another definition "
-                               "(use --replace)")
-            conn.execute("UPDATE pgeval.target SET spec = %s, created_at = now() WHERE name = %s",
-                         (json.dumps(target.spec()), target.name))
+                raise Conflict(
+                    f"a target named '{target.name}' exists with another definition (use --replace)"
+                )
+            conn.execute(
+                "UPDATE pgeval.target SET spec = %s, created_at = now() WHERE name = %s",
+                (json.dumps(target.spec()), target.name),
+            )
             return
-        conn.execute("INSERT INTO pgeval.target (name, spec) VALUES (%s, %s)",
-                     (target.name, json.dumps(target.spec())))
+        conn.execute(
+            "INSERT INTO pgeval.target (name, spec) VALUES (%s, %s)",
+            (target.name, json.dumps(target.spec())),
+        )
 
 
 def load(conn, name: str) -> Target:
@@ -253,11 +303,22 @@ def load(conn, name: str) -> Target:
 
 def list_targets(conn) -> list[dict]:
     rows = conn.execute("SELECT name, spec, created_at FROM pgeval.target ORDER BY name").fetchall()
-    return [{"target": n, "table": Target.from_spec(n, s).qualified(), "id_column": s["id_column"],
-             "vector_column": s["vector_column"], "type": s.get("vector_type"),
-             "dimension": s.get("dimension"), "distance": s.get("distance"),
-             "text_column": s.get("text_column"), "filters": s.get("filters") or {},
-             "preset": s.get("preset"), "created_at": c} for n, s, c in rows]
+    return [
+        {
+            "target": n,
+            "table": Target.from_spec(n, s).qualified(),
+            "id_column": s["id_column"],
+            "vector_column": s["vector_column"],
+            "type": s.get("vector_type"),
+            "dimension": s.get("dimension"),
+            "distance": s.get("distance"),
+            "text_column": s.get("text_column"),
+            "filters": s.get("filters") or {},
+            "preset": s.get("preset"),
+            "created_at": c,
+        }
+        for n, s, c in rows
+    ]
 
 
 def remove(conn, name: str) -> None:
@@ -267,5 +328,15 @@ def remove(conn, name: str) -> None:
 
 # the catalog checks (validate, vector_indexes, check_identifiers) are in target.catalog
 
-__all__ = ["ANN_METHODS", "DISTANCES", "VECTOR_TYPES", "WEKNORA_SETTINGS", "Target", "list_targets", "load", "remove",
-           "save", "weknora"]
+__all__ = [
+    "ANN_METHODS",
+    "DISTANCES",
+    "VECTOR_TYPES",
+    "WEKNORA_SETTINGS",
+    "Target",
+    "list_targets",
+    "load",
+    "remove",
+    "save",
+    "weknora",
+]

@@ -13,8 +13,9 @@ _COUNTS = """
 
 def find_testset(conn, name: str) -> tuple[int, str] | None:
     """(testset_id, content_hash) of the test set called ``name``, or None."""
-    row = conn.execute("SELECT testset_id, content_hash FROM pgeval.testset WHERE name = %s",
-                       (name,)).fetchone()
+    row = conn.execute(
+        "SELECT testset_id, content_hash FROM pgeval.testset WHERE name = %s", (name,)
+    ).fetchone()
     return (row[0], row[1]) if row is not None else None
 
 
@@ -42,7 +43,8 @@ def show_testset(conn, name: str) -> dict:
     """Counts, grade histogram, type tags, embeddings, grade map and hash of one test set."""
     ensure_installed(conn)
     tid, _ = resolve_testset(conn, name)
-    cur = conn.execute(f"""
+    cur = conn.execute(
+        f"""
         SELECT t.testset_id, t.name, t.source_format AS format, t.source_file, t.content_hash,
                t.grade_map, t.created_at AS created, t.n_queries AS queries,
                t.n_judgements AS judgements, {_COUNTS},
@@ -51,14 +53,26 @@ def show_testset(conn, name: str) -> dict:
                min(vector_dims(q.embedding)) AS embedding_dim,
                (SELECT count(*) FROM pgeval.run r WHERE r.testset_id = t.testset_id) AS runs
           FROM pgeval.testset t LEFT JOIN pgeval.query q USING (testset_id)
-         WHERE t.testset_id = %s GROUP BY t.testset_id""", (tid,))
+         WHERE t.testset_id = %s GROUP BY t.testset_id""",
+        (tid,),
+    )
     info = dict(zip([d.name for d in cur.description], cur.fetchone()))
-    info["grades"] = {str(g): n for g, n in conn.execute(
-        "SELECT grade, count(*) FROM pgeval.qrel WHERE testset_id = %s GROUP BY grade "
-        "ORDER BY grade", (tid,)).fetchall()}
-    info["types"] = {t: n for t, n in conn.execute(
-        "SELECT t, count(*) FROM pgeval.query, unnest(types) AS t WHERE testset_id = %s "
-        "GROUP BY t ORDER BY count(*) DESC, t", (tid,)).fetchall()}
+    info["grades"] = {
+        str(g): n
+        for g, n in conn.execute(
+            "SELECT grade, count(*) FROM pgeval.qrel WHERE testset_id = %s GROUP BY grade "
+            "ORDER BY grade",
+            (tid,),
+        ).fetchall()
+    }
+    info["types"] = {
+        t: n
+        for t, n in conn.execute(
+            "SELECT t, count(*) FROM pgeval.query, unnest(types) AS t WHERE testset_id = %s "
+            "GROUP BY t ORDER BY count(*) DESC, t",
+            (tid,),
+        ).fetchall()
+    }
     return info
 
 
@@ -68,7 +82,8 @@ def delete_testset(conn, name: str) -> int:
     ensure_installed(conn)
     with conn.transaction():
         tid, _ = resolve_testset(conn, name)
-        runs = conn.execute("SELECT count(*) FROM pgeval.run WHERE testset_id = %s",
-                            (tid,)).fetchone()[0]
+        runs = conn.execute(
+            "SELECT count(*) FROM pgeval.run WHERE testset_id = %s", (tid,)
+        ).fetchone()[0]
         conn.execute("DELETE FROM pgeval.testset WHERE testset_id = %s", (tid,))
     return runs

@@ -12,7 +12,7 @@ import math
 from ..core.ids import MAX_ID_BYTES, ident  # noqa: F401  (the one rule for ids, see evaluator.core.ids)
 from ..core.text import _CONTROL, _kind, clean_str, show  # noqa: F401  (re-exported)
 
-MAX_DIM = 16000           # pgvector's limit for the vector type
+MAX_DIM = 16000  # pgvector's limit for the vector type
 
 
 def query_text(value, required: bool = True) -> str | None:
@@ -66,7 +66,9 @@ def embedding(value) -> tuple[str, int] | None:
     if not value:
         raise ValueError("embedding is an empty list")
     if len(value) > MAX_DIM:
-        raise ValueError(f"embedding has {len(value)} dimensions; pgvector stores at most {MAX_DIM}")
+        raise ValueError(
+            f"embedding has {len(value)} dimensions; pgvector stores at most {MAX_DIM}"
+        )
     parts = []
     for i, x in enumerate(value):
         if isinstance(x, bool) or not isinstance(x, (int, float)):
@@ -92,8 +94,9 @@ class Dimensions:
         if self.dim is None:
             self.dim, self.where = dim, where
         elif dim != self.dim:
-            raise ValueError(f"embedding has {dim} dimensions but the first one ({self.where}) "
-                             f"has {self.dim}")
+            raise ValueError(
+                f"embedding has {dim} dimensions but the first one ({self.where}) has {self.dim}"
+            )
 
 
 def facts_json(value) -> str:

@@ -22,7 +22,7 @@ class GradeMap:
     _seen: dict = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def parse(cls, spec: "str | dict | GradeMap | None") -> "GradeMap":
+    def parse(cls, spec: str | dict | GradeMap | None) -> GradeMap:
         """'1=3,2=2,-1=0' or {1: 3, "2": 2} or None."""
         if spec is None or isinstance(spec, GradeMap):
             return spec or cls()
@@ -31,28 +31,35 @@ class GradeMap:
         for key, value in items:
             code, grade = _int(key, "source code"), _int(value, "grade")
             if not 0 <= grade <= MAX_GRADE:
-                raise InputError(f"code {code} maps to {grade}, outside 0-{MAX_GRADE}",
-                                 field="--grade-map")
+                raise InputError(
+                    f"code {code} maps to {grade}, outside 0-{MAX_GRADE}", field="--grade-map"
+                )
             if code in codes and codes[code] != grade:
-                raise InputError(f"code {code} is mapped twice ({codes[code]} and {grade})",
-                                 field="--grade-map")
+                raise InputError(
+                    f"code {code} is mapped twice ({codes[code]} and {grade})", field="--grade-map"
+                )
             codes[code] = grade
         if not codes:
-            raise InputError("is empty; write it as CODE=GRADE,... e.g. 1=3,2=2,3=1,4=0,-1=0",
-                             field="--grade-map")
+            raise InputError(
+                "is empty; write it as CODE=GRADE,... e.g. 1=3,2=2,3=1,4=0,-1=0",
+                field="--grade-map",
+            )
         return cls(codes)
 
     def as_json(self) -> dict[str, int] | None:
         return None if self.codes is None else {str(k): v for k, v in sorted(self.codes.items())}
 
     def spec(self) -> str | None:
-        return None if self.codes is None else ",".join(f"{k}={v}" for k, v in
-                                                        sorted(self.codes.items()))
+        return (
+            None
+            if self.codes is None
+            else ",".join(f"{k}={v}" for k, v in sorted(self.codes.items()))
+        )
 
     def lookup(self, value) -> tuple[int, str]:
         """:meth:`grade` with a cache of the source grades already seen (the hot path)."""
         kind = type(value)
-        if kind is int or kind is str:     # never bool or float: True == 1 and 1.0 == 1 hash alike
+        if kind is int or kind is str:  # never bool or float: True == 1 and 1.0 == 1 hash alike
             hit = self._seen.get(value)
             if hit is None:
                 hit = self.grade(value)
@@ -75,8 +82,10 @@ class GradeMap:
             code = value
         if self.codes is None:
             if not 0 <= code <= MAX_GRADE:
-                raise ValueError(f"grade {code} is outside 0-{MAX_GRADE} (map source codes "
-                                 "with --grade-map, e.g. 1=3,2=2,3=1,4=0,-1=0)")
+                raise ValueError(
+                    f"grade {code} is outside 0-{MAX_GRADE} (map source codes "
+                    "with --grade-map, e.g. 1=3,2=2,3=1,4=0,-1=0)"
+                )
             return code, str(code)
         grade = self.codes.get(code)
         if grade is None:
@@ -91,8 +100,9 @@ def _split_spec(spec: str):
             continue
         key, sep, value = item.partition("=")
         if not sep:
-            raise InputError(f"item '{item}' is not CODE=GRADE (e.g. 1=3,2=2,3=1,4=0,-1=0)",
-                             field="--grade-map")
+            raise InputError(
+                f"item '{item}' is not CODE=GRADE (e.g. 1=3,2=2,3=1,4=0,-1=0)", field="--grade-map"
+            )
         yield key, value
 
 

@@ -11,14 +11,21 @@ from ..core.errors import InputError
 from .formats import FORMATS
 from .source import Source, format_suffix
 
-_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".csv": "csv",
-             ".qrels": "trec", ".qrel": "trec", ".trec": "trec"}
+_SUFFIXES = {
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+    ".csv": "csv",
+    ".qrels": "trec",
+    ".qrel": "trec",
+    ".trec": "trec",
+}
 
 
 @dataclass
 class Plan:
     fmt: str
-    sources: list[Source]                  # index = Row.file; [0] is the FILE argument
+    sources: list[Source]  # index = Row.file; [0] is the FILE argument
     labels: dict = field(default_factory=dict)
     # TREC without --queries: the queries are the ids the judgements name (no text)
     queries_from_judgements: bool = False
@@ -46,8 +53,10 @@ def guess_format(path: Path) -> str:
         return _SUFFIXES[suffix]
     if "qrel" in path.name.lower():
         return "trec"
-    raise InputError("cannot tell the format from the file name; pass --format "
-                     f"({'|'.join(FORMATS)})", file=str(path))
+    raise InputError(
+        f"cannot tell the format from the file name; pass --format ({'|'.join(FORMATS)})",
+        file=str(path),
+    )
 
 
 def make_plan(path, fmt: str | None = None, queries=None) -> Plan:
@@ -63,20 +72,30 @@ def make_plan(path, fmt: str | None = None, queries=None) -> Plan:
         raise InputError(f"--queries applies to TREC qrels only, not to {fmt}", field="--queries")
     if fmt == "beir":
         if not path.is_dir():
-            raise InputError("a BEIR test set is a folder holding queries.jsonl and qrels/test.tsv",
-                             file=str(path))
+            raise InputError(
+                "a BEIR test set is a folder holding queries.jsonl and qrels/test.tsv",
+                file=str(path),
+            )
         qrels, qfile = path / "qrels" / "test.tsv", path / "queries.jsonl"
         for p in (qfile, qrels):
             if not p.is_file():
                 raise InputError(f"the BEIR folder has no {p.relative_to(path)}", file=str(path))
-        return Plan(fmt, [Source(qrels), Source(qfile)],
-                    {"query": "_id", "qrel": "query-id", "chunk": "corpus-id",
-                     "known_queries": str(qfile)}, judged_only=True)
+        return Plan(
+            fmt,
+            [Source(qrels), Source(qfile)],
+            {"query": "_id", "qrel": "query-id", "chunk": "corpus-id", "known_queries": str(qfile)},
+            judged_only=True,
+        )
     if fmt == "trec":
         sources = [Source(path)] + ([Source(queries)] if queries is not None else [])
         labels = {"query": "query-id", "qrel": "query-id", "chunk": "chunk-id"}
         if queries is not None:
             labels["known_queries"] = str(queries)
-        return Plan(fmt, sources, labels, queries_from_judgements=queries is None,
-                    judged_only=queries is not None)
+        return Plan(
+            fmt,
+            sources,
+            labels,
+            queries_from_judgements=queries is None,
+            judged_only=queries is not None,
+        )
     return Plan(fmt, [Source(path)], {"query": "id", "qrel": "id", "chunk": "relevant"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-BIG = 4 << 20   # files smaller than this load too fast for a bar to help
+BIG = 4 << 20  # files smaller than this load too fast for a bar to help
 
 
 class LoadProgress:
@@ -18,16 +18,28 @@ class LoadProgress:
     def __enter__(self):
         if self.enabled:
             from rich.console import Console
-            from rich.progress import (BarColumn, DownloadColumn, Progress, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             console = Console(stderr=True)
-            if not console.is_terminal:      # piped or redirected: no bar, no stray lines
+            if not console.is_terminal:  # piped or redirected: no bar, no stray lines
                 self.enabled = False
                 return self
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(),
-                                 TimeElapsedColumn(), TimeRemainingColumn(),
-                                 console=console, transient=True)
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                DownloadColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=console,
+                transient=True,
+            )
             self._bar.start()
             self._task = self._bar.add_task("reading", total=self.total)
         return self

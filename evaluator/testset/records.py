@@ -13,15 +13,15 @@ from typing import NamedTuple
 
 
 class Row(NamedTuple):
-    file: int                      # index into the load's list of source files
+    file: int  # index into the load's list of source files
     line: int
     query_id: str
     is_query: bool
     query_text: str | None = None
     types: list | None = None
     answerable: bool | None = None  # None: the format has no flag (TREC, BEIR)
-    facts: str | None = None        # JSON array text
-    embedding: str | None = None    # pgvector text '[...]'
+    facts: str | None = None  # JSON array text
+    embedding: str | None = None  # pgvector text '[...]'
     chunks: list | None = None
     grades: list | None = None
     source_grades: list | None = None
@@ -30,15 +30,30 @@ class Row(NamedTuple):
 
 COLUMNS = Row._fields
 # PostgreSQL types of the staging table, in COLUMNS order (also the binary COPY types)
-TYPES = ("int2", "int4", "text", "bool", "text", "text[]", "bool", "text", "text", "text[]",
-         "int2[]", "text[]", "int4[]")
+TYPES = (
+    "int2",
+    "int4",
+    "text",
+    "bool",
+    "text",
+    "text[]",
+    "bool",
+    "text",
+    "text",
+    "text[]",
+    "int2[]",
+    "text[]",
+    "int4[]",
+)
 
 
-def judgements(file: int, line: int, query_id: str, chunks: list, grades: list, sources: list,
-               lines: list) -> Row:
+def judgements(
+    file: int, line: int, query_id: str, chunks: list, grades: list, sources: list, lines: list
+) -> Row:
     """Consecutive qrels lines of one query, grouped into one row (fewer, wider COPY rows)."""
-    return Row(file, line, query_id, False, None, None, None, None, None, chunks, grades,
-               sources, lines)
+    return Row(
+        file, line, query_id, False, None, None, None, None, None, chunks, grades, sources, lines
+    )
 
 
 def canonical(row: Row) -> bytes:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import gzip
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from ..core.errors import InputError
 
@@ -22,8 +23,9 @@ class Source:
         if not self.path.exists():
             raise InputError("no such file", file=self.label)
         if self.path.is_dir():
-            raise InputError("is a folder, not a file (a BEIR folder needs --format beir)",
-                             file=self.label)
+            raise InputError(
+                "is a folder, not a file (a BEIR folder needs --format beir)", file=self.label
+            )
         self.size = self.path.stat().st_size
         self._raw: BinaryIO | None = None
 
@@ -50,9 +52,12 @@ class Source:
                     try:
                         text = data.decode("utf-8")
                     except UnicodeDecodeError as exc:
-                        raise self.error(f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at column "
-                                         f"{len(data[:exc.start].decode('utf-8', 'replace')) + 1});"
-                                         " save the file as UTF-8", line=n) from None
+                        raise self.error(
+                            f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at column "
+                            f"{len(data[: exc.start].decode('utf-8', 'replace')) + 1});"
+                            " save the file as UTF-8",
+                            line=n,
+                        ) from None
                     if n == 1 and text.startswith("\ufeff"):
                         text = text[1:]
                     if text.endswith("\n"):

@@ -32,14 +32,14 @@ class LoadReport:
     testset_id: int
     n_queries: int
     n_judgements: int
-    n_valid: int                 # at least one chunk of grade >= 1
-    n_no_relevant: int           # answerable (or no flag) but no chunk of grade >= 1: "excluded"
+    n_valid: int  # at least one chunk of grade >= 1
+    n_no_relevant: int  # answerable (or no flag) but no chunk of grade >= 1: "excluded"
     n_unanswerable: int
     content_hash: str
-    unchanged: bool = False      # same name, same content: nothing was rewritten
+    unchanged: bool = False  # same name, same content: nothing was rewritten
     replaced: bool = False
-    runs_deleted: int = 0        # runs of the replaced test set (ON DELETE CASCADE)
-    n_skipped: int = 0           # queries in a queries file that no judgement names (TREC, BEIR)
+    runs_deleted: int = 0  # runs of the replaced test set (ON DELETE CASCADE)
+    n_skipped: int = 0  # queries in a queries file that no judgement names (TREC, BEIR)
     source_format: str = ""
     source_file: str = ""
     grade_map: dict | None = None
@@ -49,8 +49,17 @@ class LoadReport:
         return asdict(self)
 
 
-def load(conn, path, name: str, *, fmt: str | None = None, queries=None, grade_map=None,
-         replace: bool = False, progress: bool = False) -> LoadReport:
+def load(
+    conn,
+    path,
+    name: str,
+    *,
+    fmt: str | None = None,
+    queries=None,
+    grade_map=None,
+    replace: bool = False,
+    progress: bool = False,
+) -> LoadReport:
     """Load the test set in ``path`` under ``name``. ``fmt`` None guesses from the name (a folder
     is BEIR); ``grade_map`` is '1=3,2=2,...' or a dict. Raises InputError (file, line, field),
     Conflict (name taken by other content and no ``replace``)."""
@@ -61,14 +70,17 @@ def load(conn, path, name: str, *, fmt: str | None = None, queries=None, grade_m
     started = time.perf_counter()
     ensure_installed(conn)
     with LoadProgress(plan.sources, progress) as bar, conn.transaction(), conn.cursor() as cur:
-        cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                    ("pgeval.testset:" + name,))
+        cur.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("pgeval.testset:" + name,)
+        )
         _create_stage(cur)
         digest = _stream(cur, plan, gmap, bar)
         bar.phase("checking")
         check_staged(cur, plan.files, plan.labels)
-        old = cur.execute("SELECT testset_id, content_hash FROM pgeval.testset WHERE name = %s "
-                          "FOR UPDATE", (name,)).fetchone()
+        old = cur.execute(
+            "SELECT testset_id, content_hash FROM pgeval.testset WHERE name = %s FOR UPDATE",
+            (name,),
+        ).fetchone()
         if old is not None and old[1] == digest:
             report = _report(cur, name, old[0], digest, plan, gmap)
             report.unchanged = True
@@ -76,12 +88,15 @@ def load(conn, path, name: str, *, fmt: str | None = None, queries=None, grade_m
             return report
         runs = 0
         if old is not None:
-            runs = cur.execute("SELECT count(*) FROM pgeval.run WHERE testset_id = %s",
-                               (old[0],)).fetchone()[0]
+            runs = cur.execute(
+                "SELECT count(*) FROM pgeval.run WHERE testset_id = %s", (old[0],)
+            ).fetchone()[0]
             if not replace:
-                raise Conflict(f"test set '{name}' already exists with different content (stored "
-                               f"hash {old[1][:12]}, this file {digest[:12]}); pass --replace to "
-                               f"replace it, which deletes its {runs} run(s)")
+                raise Conflict(
+                    f"test set '{name}' already exists with different content (stored "
+                    f"hash {old[1][:12]}, this file {digest[:12]}); pass --replace to "
+                    f"replace it, which deletes its {runs} run(s)"
+                )
             cur.execute("DELETE FROM pgeval.testset WHERE testset_id = %s", (old[0],))
         bar.phase("writing")
         tid, n_queries, n_judged = _write(cur, plan, name, digest, gmap)
@@ -90,12 +105,17 @@ def load(conn, path, name: str, *, fmt: str | None = None, queries=None, grade_m
         # refresh_ideal's join turns quadratic (seen: 60 s instead of 0.5 s for 20k queries)
         cur.execute("ANALYZE pgeval.query")
         cur.execute("SELECT pgeval.refresh_ideal(%s)", (tid,))
-        cur.execute("UPDATE pgeval.testset SET n_queries = %s, n_judgements = %s "
-                    "WHERE testset_id = %s", (n_queries, n_judged, tid))
+        cur.execute(
+            "UPDATE pgeval.testset SET n_queries = %s, n_judgements = %s WHERE testset_id = %s",
+            (n_queries, n_judged, tid),
+        )
         report = _report(cur, name, tid, digest, plan, gmap)
         report.replaced, report.runs_deleted = old is not None, runs
-        report.n_skipped = cur.execute(f"SELECT count(*) FROM {STAGE} WHERE is_query").fetchone()[0] \
-            - n_queries if plan.judged_only else 0
+        report.n_skipped = (
+            cur.execute(f"SELECT count(*) FROM {STAGE} WHERE is_query").fetchone()[0] - n_queries
+            if plan.judged_only
+            else 0
+        )
     report.seconds = time.perf_counter() - started
     return report
 
@@ -126,32 +146,45 @@ def _write(cur, plan, name: str, digest: str, gmap: GradeMap) -> tuple[int, int,
     tid = cur.execute(
         "INSERT INTO pgeval.testset (name, content_hash, source_format, source_file, grade_map) "
         "VALUES (%s, %s, %s, %s, %s) RETURNING testset_id",
-        (name, digest, plan.fmt, plan.files[0], None if gm is None else json.dumps(gm))).fetchone()[0]
+        (name, digest, plan.fmt, plan.files[0], None if gm is None else json.dumps(gm)),
+    ).fetchone()[0]
     if plan.queries_from_judgements:
-        cur.execute(f"""
+        cur.execute(
+            f"""
             INSERT INTO pgeval.query (testset_id, query_id, position, query_text)
             SELECT %s, query_id, row_number() OVER (ORDER BY min(line)), NULL
-              FROM {STAGE} WHERE NOT is_query GROUP BY query_id""", (tid,))
+              FROM {STAGE} WHERE NOT is_query GROUP BY query_id""",
+            (tid,),
+        )
     else:
-        judged = (f"AND query_id IN (SELECT query_id FROM {STAGE} WHERE NOT is_query)"
-                  if plan.judged_only else "")
-        cur.execute(f"""
+        judged = (
+            f"AND query_id IN (SELECT query_id FROM {STAGE} WHERE NOT is_query)"
+            if plan.judged_only
+            else ""
+        )
+        cur.execute(
+            f"""
             INSERT INTO pgeval.query (testset_id, query_id, position, query_text, types,
                                       answerable, expected_facts, embedding)
             SELECT %s, query_id, row_number() OVER (ORDER BY file, line), query_text,
                    coalesce(types, '{{}}'), coalesce(answerable, true),
                    coalesce(facts, '[]')::jsonb, embedding::vector
-              FROM {STAGE} WHERE is_query {judged}""", (tid,))
+              FROM {STAGE} WHERE is_query {judged}""",
+            (tid,),
+        )
     n_queries = cur.rowcount
     try:
         with cur.connection.transaction():
-            cur.execute(f"""
+            cur.execute(
+                f"""
                 INSERT INTO pgeval.qrel (testset_id, query_id, chunk_id, grade, source_grade)
                 SELECT %s, s.query_id, u.chunk, u.grade, u.source
                   FROM {STAGE} s, unnest(s.chunks, s.grades, s.source_grades)
-                       AS u(chunk, grade, source)""", (tid,))
+                       AS u(chunk, grade, source)""",
+                (tid,),
+            )
     except Exception as exc:
-        if getattr(exc, "sqlstate", None) != "23505":    # unique_violation
+        if getattr(exc, "sqlstate", None) != "23505":  # unique_violation
             raise
         err = duplicate_judgement(cur, plan.files, plan.labels["chunk"])
         if err is None:
@@ -161,13 +194,26 @@ def _write(cur, plan, name: str, digest: str, gmap: GradeMap) -> tuple[int, int,
 
 
 def _report(cur, name, tid, digest, plan, gmap) -> LoadReport:
-    row = cur.execute("""
+    row = cur.execute(
+        """
         SELECT t.n_queries, t.n_judgements,
                count(q.*) FILTER (WHERE cardinality(q.grades_desc) > 0),
                count(q.*) FILTER (WHERE q.answerable AND cardinality(q.grades_desc) = 0),
                count(q.*) FILTER (WHERE NOT q.answerable)
           FROM pgeval.testset t LEFT JOIN pgeval.query q USING (testset_id)
-         WHERE t.testset_id = %s GROUP BY t.testset_id""", (tid,)).fetchone()
-    return LoadReport(name, tid, row[0], row[1], row[2], row[3], row[4], digest,
-                      source_format=plan.fmt, source_file=plan.files[0],
-                      grade_map=gmap.as_json())
+         WHERE t.testset_id = %s GROUP BY t.testset_id""",
+        (tid,),
+    ).fetchone()
+    return LoadReport(
+        name,
+        tid,
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        row[4],
+        digest,
+        source_format=plan.fmt,
+        source_file=plan.files[0],
+        grade_map=gmap.as_json(),
+    )

@@ -8,15 +8,28 @@ duplicate judgements. Every failure names the file, the line(s) and the field.
 
 from __future__ import annotations
 
+from ..core.errors import InputError
 from . import fields
 from .grademap import GradeMap
 from .records import Row
-from ..core.errors import InputError
 
 
-def query_row(src, file_idx: int, line: int, id_field: str, *, qid, text, relevant,
-              types, answerable, facts, embedding, grade_map: GradeMap,
-              dims: fields.Dimensions) -> Row:
+def query_row(
+    src,
+    file_idx: int,
+    line: int,
+    id_field: str,
+    *,
+    qid,
+    text,
+    relevant,
+    types,
+    answerable,
+    facts,
+    embedding,
+    grade_map: GradeMap,
+    dims: fields.Dimensions,
+) -> Row:
     """Check one JSONL/CSV query and build its row. ``relevant`` is a dict chunk -> source grade,
     a list of chunk ids (grade 1 each, not mapped), or None."""
 
@@ -44,17 +57,38 @@ def query_row(src, file_idx: int, line: int, id_field: str, *, qid, text, releva
         raise fail(str(exc), field) from None
     chunks, grades, sources = _judgements(relevant, grade_map, fail)
     if answerable and not any(grades):
-        why = ("has no relevant chunk" if relevant is None or not chunks
-               else "judges every chunk grade 0")
-        raise fail(f"query '{qid}' is answerable but {why}: give at least one chunk of grade "
-                   "1-3, or mark it \"answerable\": false", "relevant")
+        why = (
+            "has no relevant chunk"
+            if relevant is None or not chunks
+            else "judges every chunk grade 0"
+        )
+        raise fail(
+            f"query '{qid}' is answerable but {why}: give at least one chunk of grade "
+            '1-3, or mark it "answerable": false',
+            "relevant",
+        )
     if not answerable:
         for chunk, grade in zip(chunks, grades):
             if grade > 0:
-                raise fail(f"query '{qid}' is marked unanswerable but chunk '{chunk}' has grade "
-                           f"{grade}: an unanswerable query has no relevant chunk", "relevant")
-    return Row(file_idx, line, qid, True, text, types, answerable, facts,
-               None if emb is None else emb[0], chunks, grades, sources)
+                raise fail(
+                    f"query '{qid}' is marked unanswerable but chunk '{chunk}' has grade "
+                    f"{grade}: an unanswerable query has no relevant chunk",
+                    "relevant",
+                )
+    return Row(
+        file_idx,
+        line,
+        qid,
+        True,
+        text,
+        types,
+        answerable,
+        facts,
+        None if emb is None else emb[0],
+        chunks,
+        grades,
+        sources,
+    )
 
 
 def _judgements(relevant, grade_map: GradeMap, fail):
@@ -74,7 +108,7 @@ def _judgements(relevant, grade_map: GradeMap, fail):
             chunks.append(chunk)
             grades.append(grade)
             sources.append(source)
-        if len(set(chunks)) != len(chunks):   # keys that differ only by surrounding blanks
+        if len(set(chunks)) != len(chunks):  # keys that differ only by surrounding blanks
             raise fail(f"chunk '{_first_duplicate(chunks)}' is judged twice", "relevant")
         return chunks, grades, sources
     if isinstance(relevant, list):
@@ -87,8 +121,11 @@ def _judgements(relevant, grade_map: GradeMap, fail):
         if len(set(chunks)) != len(chunks):
             raise fail(f"chunk '{_first_duplicate(chunks)}' is listed twice", "relevant")
         return chunks, [1] * len(chunks), [None] * len(chunks)
-    raise fail("must be an object {chunk id: grade} or a list of chunk ids, found "
-               f"{fields._kind(relevant)}", "relevant")
+    raise fail(
+        "must be an object {chunk id: grade} or a list of chunk ids, found "
+        f"{fields._kind(relevant)}",
+        "relevant",
+    )
 
 
 def _first_duplicate(items):
@@ -115,8 +152,12 @@ def check_staged(cur, files: list[str], labels: dict[str, str]) -> None:
          ORDER BY min(file * 2147483647::bigint + line) LIMIT 1""").fetchone()
     if row:
         qid, f, ln = row
-        raise InputError(f"duplicate query id '{qid}' (also on line {ln[0]})",
-                         file=files[f[1]], line=ln[1], field=labels["query"])
+        raise InputError(
+            f"duplicate query id '{qid}' (also on line {ln[0]})",
+            file=files[f[1]],
+            line=ln[1],
+            field=labels["query"],
+        )
     if labels.get("known_queries"):
         row = cur.execute("""
             SELECT j.query_id, j.file, j.line FROM pg_temp.pgeval_stage j
@@ -124,9 +165,12 @@ def check_staged(cur, files: list[str], labels: dict[str, str]) -> None:
                    SELECT 1 FROM pg_temp.pgeval_stage q WHERE q.is_query AND q.query_id = j.query_id)
              ORDER BY j.line LIMIT 1""").fetchone()
         if row:
-            raise InputError(f"query id '{row[0]}' is not in the queries file "
-                             f"{labels['known_queries']}", file=files[row[1]], line=row[2],
-                             field=labels["qrel"])
+            raise InputError(
+                f"query id '{row[0]}' is not in the queries file {labels['known_queries']}",
+                file=files[row[1]],
+                line=row[2],
+                field=labels["qrel"],
+            )
 
 
 def duplicate_judgement(cur, files: list[str], field: str) -> InputError | None:
@@ -140,5 +184,9 @@ def duplicate_judgement(cur, files: list[str], field: str) -> InputError | None:
     if row is None:
         return None
     qid, chunk, f, ln = row
-    return InputError(f"query '{qid}' judges chunk '{chunk}' twice (also on line {ln[0]})",
-                      file=files[f[1]], line=ln[1], field=field)
+    return InputError(
+        f"query '{qid}' judges chunk '{chunk}' twice (also on line {ln[0]})",
+        file=files[f[1]],
+        line=ln[1],
+        field=field,
+    )

@@ -32,8 +32,13 @@ def answers():
 
 @answers.command("import")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--run", "run", required=True, metavar="RUN", help="The run the answers were "
-              "generated from (its test set names the queries).")
+@click.option(
+    "--run",
+    "run",
+    required=True,
+    metavar="RUN",
+    help="The run the answers were generated from (its test set names the queries).",
+)
 @click.option("--replace", is_flag=True, help="Swap the run's existing answers for this file.")
 @format_option(choices=("table", "json"))
 @pass_db
@@ -53,23 +58,38 @@ def import_cmd(database, file, run, replace, fmt):
     for w in report.warnings:
         warn(w)
     if fmt == "json":
-        click.echo(to_json({"run": report.run, "file": report.file, "imported": report.imported,
-                            "replaced": report.replaced, "summary": s,
-                            "warnings": report.warnings}))
+        click.echo(
+            to_json(
+                {
+                    "run": report.run,
+                    "file": report.file,
+                    "imported": report.imported,
+                    "replaced": report.replaced,
+                    "summary": s,
+                    "warnings": report.warnings,
+                }
+            )
+        )
         return
-    info(f"imported {report.imported} answers into run '{report.run}'"
-         + (f" (replacing {report.replaced})" if report.replaced else ""))
+    info(
+        f"imported {report.imported} answers into run '{report.run}'"
+        + (f" (replacing {report.replaced})" if report.replaced else "")
+    )
     _print_summary(s)
 
 
 def _print_summary(s: dict | None) -> None:
     if not s:
         return
-    click.echo(f"citation precision {_f(s['citation_precision'])} · answer accuracy "
-               f"{_f(s['answer_accuracy'])} (answerable {_f(s['answerable_accuracy'])}, "
-               f"unanswerable {_f(s['unanswerable_accuracy'])})")
-    click.echo(f"queries {s['queries']}: answered {s['answered']}, no answer {s['no_answer']}, "
-               f"unjudged (no expected facts) {s['unjudged']}, refusals {s['refused']}")
+    click.echo(
+        f"citation precision {_f(s['citation_precision'])} · answer accuracy "
+        f"{_f(s['answer_accuracy'])} (answerable {_f(s['answerable_accuracy'])}, "
+        f"unanswerable {_f(s['unanswerable_accuracy'])})"
+    )
+    click.echo(
+        f"queries {s['queries']}: answered {s['answered']}, no answer {s['no_answer']}, "
+        f"unjudged (no expected facts) {s['unjudged']}, refusals {s['refused']}"
+    )
 
 
 def _f(v) -> str:
@@ -89,23 +109,40 @@ def show(database, run, per_query, fmt):
       pgeval answers show candidate
       pgeval answers show candidate --per-query --format jsonl
     """
-    from ...measure import answers as a
     from ...core.db import snapshot
     from ...core.errors import NotFound
+    from ...measure import answers as a
 
     with snapshot(database) as conn:
         info_ = a.resolve_run(conn, run)
         if not a.has_answers(conn, info_.run_id):
-            raise NotFound(f"run '{run}' has no answers (import them with `pgeval answers "
-                           "import FILE --run RUN`)")
+            raise NotFound(
+                f"run '{run}' has no answers (import them with `pgeval answers "
+                "import FILE --run RUN`)"
+            )
         s = a.summary(conn, info_.run_id)
         rows = a.per_query(conn, info_.run_id) if per_query else None
-    assert s is not None              # the run has answers, so its test set has queries
+    assert s is not None  # the run has answers, so its test set has queries
     if per_query:
         assert rows is not None
-        emit(rows, fmt, ["query_id", "answerable", "answered", "n_cited", "n_supported",
-                         "citation_precision", "refused", "n_facts", "facts_found",
-                         "answer_correct", "latency_ms"], title=f"{run}: answers per query")
+        emit(
+            rows,
+            fmt,
+            [
+                "query_id",
+                "answerable",
+                "answered",
+                "n_cited",
+                "n_supported",
+                "citation_precision",
+                "refused",
+                "n_facts",
+                "facts_found",
+                "answer_correct",
+                "latency_ms",
+            ],
+            title=f"{run}: answers per query",
+        )
     elif fmt == "table":
         _print_summary(s)
     else:
@@ -114,8 +151,9 @@ def show(database, run, per_query, fmt):
 
 @answers.command("refusals")
 @click.option("--add", "add", multiple=True, metavar="PHRASE", help="Add a phrase (repeatable).")
-@click.option("--remove", "remove", multiple=True, metavar="PHRASE",
-              help="Remove a phrase (repeatable).")
+@click.option(
+    "--remove", "remove", multiple=True, metavar="PHRASE", help="Remove a phrase (repeatable)."
+)
 @click.option("--reset", is_flag=True, help="Go back to the built-in Chinese and English list.")
 @format_option()
 @pass_db
@@ -137,5 +175,9 @@ def refusals(database, add, remove, reset, fmt):
         if add or remove or reset:
             a.set_refusal_phrases(conn, add=list(add), remove=list(remove), reset=reset)
         phrases, default = a.refusal_phrases(conn)
-    emit([{"phrase": p} for p in phrases], fmt, ["phrase"],
-         title="refusal phrases (built-in defaults)" if default else "refusal phrases (configured)")
+    emit(
+        [{"phrase": p} for p in phrases],
+        fmt,
+        ["phrase"],
+        title="refusal phrases (built-in defaults)" if default else "refusal phrases (configured)",
+    )

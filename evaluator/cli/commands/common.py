@@ -36,13 +36,21 @@ def parse_list(value: str | None, cast=str, what: str = "value") -> list:
 
 # ---- options several commands share (one meaning, one help text) -----------------------------
 _MEASURE_OPTIONS = (
-    click.option("--k", "k", metavar="3,5,10",
-                 help="Recall/Precision/Hit cut-offs (definitions: docs/METRICS.md). "
-                      "[default: 3,5,10]"),
+    click.option(
+        "--k",
+        "k",
+        metavar="3,5,10",
+        help="Recall/Precision/Hit cut-offs (definitions: docs/METRICS.md). [default: 3,5,10]",
+    ),
     click.option("--ndcg-k", metavar="5,10", help="nDCG cut-offs. [default: 5,10]"),
     click.option("--mrr-k", metavar="20", help="MRR cut-offs. [default: 20]"),
-    click.option("--rel", type=int, default=1, show_default=True,
-                 help="Lowest grade (0-3) that counts as relevant."),
+    click.option(
+        "--rel",
+        type=int,
+        default=1,
+        show_default=True,
+        help="Lowest grade (0-3) that counts as relevant.",
+    ),
 )
 
 
@@ -57,45 +65,60 @@ def measures_from(k: str | None, ndcg_k: str | None, mrr_k: str | None) -> list[
     """The measure names the options of :func:`measure_options` ask for."""
     from ...measure.metrics import measures_for
 
-    return measures_for(parse_list(k, int, "cut-off"), parse_list(ndcg_k, int, "cut-off"),
-                        parse_list(mrr_k, int, "cut-off"))
+    return measures_for(
+        parse_list(k, int, "cut-off"),
+        parse_list(ndcg_k, int, "cut-off"),
+        parse_list(mrr_k, int, "cut-off"),
+    )
 
 
 def statement_timeout_option():
     """``--statement-timeout`` of the commands that run stages (default 5min)."""
     return click.option(
-        "--statement-timeout", default="5min", show_default=True, metavar="DURATION",
+        "--statement-timeout",
+        default="5min",
+        show_default=True,
+        metavar="DURATION",
         help="Cancel any statement on the knowledge base that runs longer (e.g. 30s, 5min; "
-             "0 = no limit). Applied with SET LOCAL and recorded in every run's settings.")
+        "0 = no limit). Applied with SET LOCAL and recorded in every run's settings.",
+    )
 
 
 def isolate_index_option():
     """``--isolate-index`` of the commands that run ANN stages (pipeline, sweep)."""
     return click.option(
-        "--isolate-index", is_flag=True,
+        "--isolate-index",
+        is_flag=True,
         help="Drop the column's other vector indexes inside each ANN stage's transaction and roll "
-             "back (takes an ACCESS EXCLUSIVE lock on the table for the stage; needs the table's "
-             "owner; not READ ONLY).")
+        "back (takes an ACCESS EXCLUSIVE lock on the table for the stage; needs the table's "
+        "owner; not READ ONLY).",
+    )
 
 
 def no_checksum_option():
     """``--no-checksum``: the fingerprint without the knowledge-base table's content checksum."""
     return click.option(
-        "--no-checksum", is_flag=True,
+        "--no-checksum",
+        is_flag=True,
         help="Skip the content checksum of the knowledge-base table in the fingerprint (one scan "
-             "of the table); keep the row count. For very large tables.")
+        "of the table); keep the row count. For very large tables.",
+    )
 
 
 def min_score_option():
     """``--min-score``: when an unanswerable query counts as having returned nothing."""
     return click.option(
-        "--min-score", type=float, default=None, metavar="SCORE",
+        "--min-score",
+        type=float,
+        default=None,
+        metavar="SCORE",
         help="Threshold for unanswerable queries ('returned nothing'). It follows the run's "
-             "score direction: where scores are similarities (imports, bm25, merge, rerank) a "
-             "result counts as returned when its score is at least SCORE; where they are "
-             "distances (vector stages: exact, hnsw, ivfflat, diskann; lower is better) when its "
-             "distance is at most SCORE. An unanswerable query with no such result is counted "
-             "as having returned nothing. Without it: no result at all.")
+        "score direction: where scores are similarities (imports, bm25, merge, rerank) a "
+        "result counts as returned when its score is at least SCORE; where they are "
+        "distances (vector stages: exact, hnsw, ivfflat, diskann; lower is better) when its "
+        "distance is at most SCORE. An unanswerable query with no such result is counted "
+        "as having returned nothing. Without it: no result at all.",
+    )
 
 
 # ---- progress on stderr ------------------------------------------------------------------------

@@ -12,21 +12,59 @@ from .common import measure_options, measures_from, pass_db
 @click.argument("baseline", metavar="BASELINE")
 @click.argument("candidate", metavar="CANDIDATE")
 @measure_options
-@click.option("--alpha", type=float, default=0.05, show_default=True,
-              help="Significance level: a delta with p < alpha counts as a real change.")
-@click.option("--permutations", type=int, default=10_000, show_default=True,
-              help="Random sign flips of the randomisation test (and bootstrap resamples).")
-@click.option("--seed", type=int, default=0, show_default=True,
-              help="Random seed: the same runs always give the same p-values.")
-@click.option("--top", type=int, default=10, show_default=True,
-              help="How many of the queries that moved most to list.")
-@click.option("--by", "moved_by", metavar="METRIC",
-              help="Metric that ranks the queries that moved. [default: ndcg@10]")
+@click.option(
+    "--alpha",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="Significance level: a delta with p < alpha counts as a real change.",
+)
+@click.option(
+    "--permutations",
+    type=int,
+    default=10_000,
+    show_default=True,
+    help="Random sign flips of the randomisation test (and bootstrap resamples).",
+)
+@click.option(
+    "--seed",
+    type=int,
+    default=0,
+    show_default=True,
+    help="Random seed: the same runs always give the same p-values.",
+)
+@click.option(
+    "--top",
+    type=int,
+    default=10,
+    show_default=True,
+    help="How many of the queries that moved most to list.",
+)
+@click.option(
+    "--by",
+    "moved_by",
+    metavar="METRIC",
+    help="Metric that ranks the queries that moved. [default: ndcg@10]",
+)
 @click.option("--allow-partial", is_flag=True, help="Accept an incomplete run (labelled).")
 @format_option(choices=("table", "json"))
 @pass_db
-def compare(database, baseline, candidate, k, ndcg_k, mrr_k, rel, alpha, permutations, seed, top,
-            moved_by, allow_partial, fmt):
+def compare(
+    database,
+    baseline,
+    candidate,
+    k,
+    ndcg_k,
+    mrr_k,
+    rel,
+    alpha,
+    permutations,
+    seed,
+    top,
+    moved_by,
+    allow_partial,
+    fmt,
+):
     """Compare CANDIDATE with BASELINE (runs, experiments or saved JSON reports) query by query.
 
     \b
@@ -45,35 +83,74 @@ def compare(database, baseline, candidate, k, ndcg_k, mrr_k, rel, alpha, permuta
     """
     from ...reporting.compare import compare_specs
 
-    c = compare_specs(database, baseline, candidate, measures=measures_from(k, ndcg_k, mrr_k),
-                      rel=rel, allow_partial=allow_partial, alpha=alpha,
-                      permutations=permutations, seed=seed, top=top, moved_by=moved_by)
+    c = compare_specs(
+        database,
+        baseline,
+        candidate,
+        measures=measures_from(k, ndcg_k, mrr_k),
+        rel=rel,
+        allow_partial=allow_partial,
+        alpha=alpha,
+        permutations=permutations,
+        seed=seed,
+        top=top,
+        moved_by=moved_by,
+    )
     if fmt == "json":
         click.echo(to_json(c.as_dict()))
         for w in c.warnings:
             warn(w)
         return
-    click.echo(f"baseline {c.baseline} · candidate {c.candidate} · test set {c.testset} · "
-               f"randomisation test {c.permutations} permutations, seed {c.seed}, "
-               f"alpha {c.alpha:g}")
-    emit([{"metric": r["metric"], "baseline": r["baseline"], "candidate": r["candidate"],
-           "delta": _signed(r["delta"]), "95% CI": _ci(r), "p": _p(r["p_value"]),
-           "sig": "*" if r["significant"] else "", "W/T/L": _wtl(r)} for r in c.rows],
-         "table", ["metric", "baseline", "candidate", "delta", "95% CI", "p", "sig", "W/T/L"])
+    click.echo(
+        f"baseline {c.baseline} · candidate {c.candidate} · test set {c.testset} · "
+        f"randomisation test {c.permutations} permutations, seed {c.seed}, "
+        f"alpha {c.alpha:g}"
+    )
+    emit(
+        [
+            {
+                "metric": r["metric"],
+                "baseline": r["baseline"],
+                "candidate": r["candidate"],
+                "delta": _signed(r["delta"]),
+                "95% CI": _ci(r),
+                "p": _p(r["p_value"]),
+                "sig": "*" if r["significant"] else "",
+                "W/T/L": _wtl(r),
+            }
+            for r in c.rows
+        ],
+        "table",
+        ["metric", "baseline", "candidate", "delta", "95% CI", "p", "sig", "W/T/L"],
+    )
     if c.latency:
-        emit([{**r, "delta": _signed(r["delta"], 1),
-               "ratio": None if r["ratio"] is None else f"×{r['ratio']:.2f}"} for r in c.latency],
-             "table", ["metric", "baseline", "candidate", "delta", "ratio"], title="latency (ms)")
+        emit(
+            [
+                {
+                    **r,
+                    "delta": _signed(r["delta"], 1),
+                    "ratio": None if r["ratio"] is None else f"×{r['ratio']:.2f}",
+                }
+                for r in c.latency
+            ],
+            "table",
+            ["metric", "baseline", "candidate", "delta", "ratio"],
+            title="latency (ms)",
+        )
     if c.moved:
-        emit([{**r, "delta": _signed(r["delta"])} for r in c.moved], "table",
-             ["query_id", "baseline", "candidate", "delta", "text"],
-             title=f"queries that moved most ({c.moved_by})")
+        emit(
+            [{**r, "delta": _signed(r["delta"])} for r in c.moved],
+            "table",
+            ["query_id", "baseline", "candidate", "delta", "text"],
+            title=f"queries that moved most ({c.moved_by})",
+        )
     click.echo("reading:")
     for h in c.hints:
         click.echo(f"  {h}")
     if c.changes:
-        emit(c.changes, "table", ["key", "baseline", "candidate"],
-             title="configuration differences")
+        emit(
+            c.changes, "table", ["key", "baseline", "candidate"], title="configuration differences"
+        )
     for w in c.warnings:
         warn(w)
 

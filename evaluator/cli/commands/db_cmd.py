@@ -11,8 +11,9 @@ from .common import pass_db
 
 def _embedded(db):
     if not db.embedded:
-        raise PgevalError(f"`pgeval db` manages the embedded server; this command is set to use "
-                          f"{db.describe()}")
+        raise PgevalError(
+            f"`pgeval db` manages the embedded server; this command is set to use {db.describe()}"
+        )
     return db.datadir
 
 
@@ -56,8 +57,11 @@ def status(database, fmt):
 
     datadir = _embedded(database)
     running = server.is_running(datadir)
-    info = {"datadir": str(datadir), "running": running,
-            "uri": server.uri(datadir) if running else None}
+    info = {
+        "datadir": str(datadir),
+        "running": running,
+        "uri": server.uri(datadir) if running else None,
+    }
     if fmt == "json":
         click.echo(to_json(info))
     else:

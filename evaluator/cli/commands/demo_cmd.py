@@ -10,26 +10,54 @@ import click
 
 
 @click.command()
-@click.option("--out", type=click.Path(file_okay=False), default="pgeval-demo",
-              show_default=True, help="Folder for the demo's HTML report and sweep plot.")
-@click.option("--corpus", "corpus_name", type=click.Choice(["cranfield", "generated"]),
-              default="cranfield", show_default=True,
-              help="cranfield: 1,400 aeronautics abstracts, 225 graded queries, all-MiniLM-L6-v2 "
-                   "embeddings (shipped with pgeval; see docs/datasets.md); generated: a "
-                   "synthetic corpus with feature-hashing vectors (a quick tour: no sweep, no "
-                   "report).")
-@click.option("--queries", type=click.IntRange(10, 2000), default=None,
-              help="Queries to use: the first N of Cranfield, or N generated. [default: all "
-                   "225 of Cranfield; 80 generated]")
-@click.option("--repeat", type=click.IntRange(1, 10), default=1, show_default=True,
-              help="Repetitions of each stage.")
-@click.option("--diskann/--no-diskann", default=True, show_default=True,
-              help="Also build and measure a pgvectorscale DiskANN index.")
-@click.option("--workdir", type=click.Path(file_okay=False), default=None,
-              help="Where to write the test set file (kept) [default: a temporary "
-                   "directory, removed at the end].")
-@click.option("--keep", is_flag=True, help="Keep the demo knowledge base (schema pgeval_demo) "
-              "and its target.")
+@click.option(
+    "--out",
+    type=click.Path(file_okay=False),
+    default="pgeval-demo",
+    show_default=True,
+    help="Folder for the demo's HTML report and sweep plot.",
+)
+@click.option(
+    "--corpus",
+    "corpus_name",
+    type=click.Choice(["cranfield", "generated"]),
+    default="cranfield",
+    show_default=True,
+    help="cranfield: 1,400 aeronautics abstracts, 225 graded queries, all-MiniLM-L6-v2 "
+    "embeddings (shipped with pgeval; see docs/datasets.md); generated: a "
+    "synthetic corpus with feature-hashing vectors (a quick tour: no sweep, no "
+    "report).",
+)
+@click.option(
+    "--queries",
+    type=click.IntRange(10, 2000),
+    default=None,
+    help="Queries to use: the first N of Cranfield, or N generated. [default: all "
+    "225 of Cranfield; 80 generated]",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(1, 10),
+    default=1,
+    show_default=True,
+    help="Repetitions of each stage.",
+)
+@click.option(
+    "--diskann/--no-diskann",
+    default=True,
+    show_default=True,
+    help="Also build and measure a pgvectorscale DiskANN index.",
+)
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Where to write the test set file (kept) [default: a temporary "
+    "directory, removed at the end].",
+)
+@click.option(
+    "--keep", is_flag=True, help="Keep the demo knowledge base (schema pgeval_demo) and its target."
+)
 @click.pass_context
 def demo(ctx, out, corpus_name, queries, repeat, diskann, workdir, keep):
     """Run the whole flow on the Cranfield collection: init, a table of 1,400 chunks with HNSW,
@@ -50,9 +78,17 @@ def demo(ctx, out, corpus_name, queries, repeat, diskann, workdir, keep):
     temp = None if workdir else tempfile.mkdtemp(prefix="pgeval-demo-")
     try:
         # temp is a new directory whenever workdir is not given (mypy cannot see it)
-        tour(database, global_args, Path(workdir or temp), corpus_name=corpus_name,  # type: ignore[arg-type]
-             queries=queries, repeat=repeat, diskann=diskann, keep=keep,
-             out=Path(out) if corpus_name == "cranfield" else None)
+        tour(
+            database,
+            global_args,
+            Path(workdir or temp),  # type: ignore[arg-type]
+            corpus_name=corpus_name,
+            queries=queries,
+            repeat=repeat,
+            diskann=diskann,
+            keep=keep,
+            out=Path(out) if corpus_name == "cranfield" else None,
+        )
     finally:
-        if temp:          # the test set is stored in pgeval; its file is not needed
+        if temp:  # the test set is stored in pgeval; its file is not needed
             shutil.rmtree(temp, ignore_errors=True)

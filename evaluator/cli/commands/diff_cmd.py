@@ -27,21 +27,32 @@ def diff(database, run_a, run_b, fmt):
       pgeval diff exp1.hnsw.1 exp2.hnsw.1
       pgeval diff exp1 exp2 --format json
     """
-    from ...dba.config_diff import diff_runs
     from ...core.db import snapshot
+    from ...dba.config_diff import diff_runs
     from ...dba.fingerprint import short_hash
 
     with snapshot(database) as conn:
         d = diff_runs(conn, run_a, run_b)
     if fmt == "json":
-        click.echo(to_json({"a": run_a, "b": run_b, "config_hash_a": d.hash_a,
-                            "config_hash_b": d.hash_b, "same": d.hash_a == d.hash_b,
-                            "variables": d.variables, "differences": d.rows(),
-                            "warnings": d.warnings()}))
+        click.echo(
+            to_json(
+                {
+                    "a": run_a,
+                    "b": run_b,
+                    "config_hash_a": d.hash_a,
+                    "config_hash_b": d.hash_b,
+                    "same": d.hash_a == d.hash_b,
+                    "variables": d.variables,
+                    "differences": d.rows(),
+                    "warnings": d.warnings(),
+                }
+            )
+        )
     else:
         if fmt == "table":
-            click.echo(f"{run_a}: config {short_hash(d.hash_a)}   {run_b}: config "
-                       f"{short_hash(d.hash_b)}")
+            click.echo(
+                f"{run_a}: config {short_hash(d.hash_a)}   {run_b}: config {short_hash(d.hash_b)}"
+            )
             if d.hash_a and d.hash_a == d.hash_b:
                 click.echo("same configuration (identical config hash)")
             elif d.hash_a and d.hash_b:

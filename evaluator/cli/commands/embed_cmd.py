@@ -10,18 +10,36 @@ from .common import pass_db
 
 def embedder_options(f):
     """--base-url, --dimensions, --api-key-env, --batch-size (shared with `run pipeline`)."""
-    for opt in reversed([
-        click.option("--base-url", default=None, metavar="URL",
-                     help="openai: endpoint base, e.g. https://dashscope.aliyuncs.com/compatible-"
-                          "mode/v1 [default: $OPENAI_BASE_URL, else api.openai.com/v1]."),
-        click.option("--dimensions", type=click.IntRange(1, 16000), default=None,
-                     help="openai: requested embedding dimension (part of the embedder label)."),
-        click.option("--api-key-env", default=None, metavar="VAR",
-                     help="openai: environment variable holding the API key "
-                          "[default: OPENAI_API_KEY; '' sends none]. The key is never printed."),
-        click.option("--batch-size", type=click.IntRange(1, 2048), default=None,
-                     help="Texts per request (openai default 10, local default 32)."),
-    ]):
+    for opt in reversed(
+        [
+            click.option(
+                "--base-url",
+                default=None,
+                metavar="URL",
+                help="openai: endpoint base, e.g. https://dashscope.aliyuncs.com/compatible-"
+                "mode/v1 [default: $OPENAI_BASE_URL, else api.openai.com/v1].",
+            ),
+            click.option(
+                "--dimensions",
+                type=click.IntRange(1, 16000),
+                default=None,
+                help="openai: requested embedding dimension (part of the embedder label).",
+            ),
+            click.option(
+                "--api-key-env",
+                default=None,
+                metavar="VAR",
+                help="openai: environment variable holding the API key "
+                "[default: OPENAI_API_KEY; '' sends none]. The key is never printed.",
+            ),
+            click.option(
+                "--batch-size",
+                type=click.IntRange(1, 2048),
+                default=None,
+                help="Texts per request (openai default 10, local default 32).",
+            ),
+        ]
+    ):
         f = opt(f)
     return f
 
@@ -29,8 +47,13 @@ def embedder_options(f):
 def make_embedder(spec, base_url, dimensions, api_key_env, batch_size):
     from ...providers.embedders import parse
 
-    return parse(spec, base_url=base_url, dimensions=dimensions, api_key_env=api_key_env,
-                 batch_size=batch_size)
+    return parse(
+        spec,
+        base_url=base_url,
+        dimensions=dimensions,
+        api_key_env=api_key_env,
+        batch_size=batch_size,
+    )
 
 
 def embed_with_progress(conn, testset, emb, recompute=False):
@@ -40,21 +63,28 @@ def embed_with_progress(conn, testset, emb, recompute=False):
 
     with Progress(transient=True) as bar:
         task = bar.add_task(f"embedding {testset} with {emb.label}", total=None)
-        return storage.ensure(conn, testset, emb, recompute=recompute,
-                              on_batch=lambda n: bar.advance(task, n))
+        return storage.ensure(
+            conn, testset, emb, recompute=recompute, on_batch=lambda n: bar.advance(task, n)
+        )
 
 
 @click.command()
 @click.option("--testset", default=None, help="Test set whose queries to embed.")
-@click.option("--embedder", "spec", default=None, metavar="SPEC",
-              help="precomputed | openai:MODEL | local:MODEL | numpy:FILE.npy")
+@click.option(
+    "--embedder",
+    "spec",
+    default=None,
+    metavar="SPEC",
+    help="precomputed | openai:MODEL | local:MODEL | numpy:FILE.npy",
+)
 @embedder_options
 @click.option("--recompute", is_flag=True, help="Replace embeddings stored under the same label.")
 @click.option("--list", "list_", is_flag=True, help="List stored query embeddings instead.")
 @format_option(choices=("table", "json"))
 @pass_db
-def embed(database, testset, spec, base_url, dimensions, api_key_env, batch_size, recompute,
-          list_, fmt):
+def embed(
+    database, testset, spec, base_url, dimensions, api_key_env, batch_size, recompute, list_, fmt
+):
     """Compute the query embeddings of a test set and store them (pgeval.query_embedding).
 
     Stored once per (test set, embedder label); `pgeval run pipeline --embedder SPEC` reuses them
@@ -69,16 +99,18 @@ def embed(database, testset, spec, base_url, dimensions, api_key_env, batch_size
       pgeval embed --testset cranfield --embedder numpy:queries.npy
       pgeval embed --list
     """
-    from ...providers.embedders import storage
     from ...core.errors import InputError
+    from ...providers.embedders import storage
 
     if list_:
         with database.connect(autocommit=True) as conn:
             emit(storage.list_embeddings(conn, testset), fmt)
         return
     if not testset or not spec:
-        raise InputError("--testset and --embedder are required", field="--testset" if not testset
-                         else "--embedder")
+        raise InputError(
+            "--testset and --embedder are required",
+            field="--testset" if not testset else "--embedder",
+        )
     emb = make_embedder(spec, base_url, dimensions, api_key_env, batch_size)
     with database.connect() as conn:
         rep = embed_with_progress(conn, testset, emb, recompute)
@@ -86,5 +118,7 @@ def embed(database, testset, spec, base_url, dimensions, api_key_env, batch_size
         click.echo(to_json(rep.__dict__))
         return
     verb = "computed" if rep.computed else "already stored"
-    click.echo(f"{rep.embedder}: {rep.queries} query embeddings of dimension {rep.dimension} "
-               f"for test set '{rep.testset}' ({verb})")
+    click.echo(
+        f"{rep.embedder}: {rep.queries} query embeddings of dimension {rep.dimension} "
+        f"for test set '{rep.testset}' ({verb})"
+    )

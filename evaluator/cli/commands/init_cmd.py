@@ -35,6 +35,8 @@ def init(database, fmt):
     for text in report.warnings:
         warn(text)
     before, after = report.revision_before, report.revision_after
-    click.echo(f"schema pgeval at revision {after}"
-               + ("" if before == after else f" (was {before or 'not installed'})"))
+    click.echo(
+        f"schema pgeval at revision {after}"
+        + ("" if before == after else f" (was {before or 'not installed'})")
+    )
     click.echo(f"SQL API: {len(report.sql_files)} files applied")

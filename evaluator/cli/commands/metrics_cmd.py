@@ -14,21 +14,47 @@ from .common import measure_options, measures_from, min_score_option, pass_db
 @measure_options
 @click.option("--per-query", is_flag=True, help="One row per valid query instead of the means.")
 @click.option("--by-type", is_flag=True, help="Means per query type tag.")
-@click.option("--flagged", is_flag=True, help="List low-recall (< 0.3) and poor-ranking "
-              "(nDCG@10 < 0.5) queries.")
-@click.option("--plans", is_flag=True, help="With the flagged queries, show the stored EXPLAIN "
-              "(ANALYZE, BUFFERS) summary of the stage that served each (capture them with "
-              "`pgeval plans RUN`).")
-@click.option("--domain-discount", type=float, default=0.0, show_default=True,
-              help="Lower every acceptance threshold by this fraction (0 to 0.10) for a "
-                   "specialised domain.")
+@click.option(
+    "--flagged",
+    is_flag=True,
+    help="List low-recall (< 0.3) and poor-ranking (nDCG@10 < 0.5) queries.",
+)
+@click.option(
+    "--plans",
+    is_flag=True,
+    help="With the flagged queries, show the stored EXPLAIN "
+    "(ANALYZE, BUFFERS) summary of the stage that served each (capture them with "
+    "`pgeval plans RUN`).",
+)
+@click.option(
+    "--domain-discount",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Lower every acceptance threshold by this fraction (0 to 0.10) for a specialised domain.",
+)
 @min_score_option()
 @click.option("--strict", is_flag=True, help="Fail when fewer than 200 queries are valid.")
 @click.option("--allow-partial", is_flag=True, help="Show an incomplete run's figures, labelled.")
 @format_option()
 @pass_db
-def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, plans, domain_discount,
-            min_score, strict, allow_partial, fmt):
+def metrics(
+    database,
+    run,
+    k,
+    ndcg_k,
+    mrr_k,
+    rel,
+    per_query,
+    by_type,
+    flagged,
+    plans,
+    domain_discount,
+    min_score,
+    strict,
+    allow_partial,
+    fmt,
+):
     """Recall@K, MRR@K, nDCG@K, Precision@K and Hit@K of RUN, means over valid queries.
 
     \b
@@ -46,10 +72,20 @@ def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, p
 
     flagged = flagged or plans
     measures = measures_from(k, ndcg_k, mrr_k)
-    ev = evaluate_in(database, run, measures, rel=rel, domain_discount=domain_discount,
-                     with_per_query=per_query, with_by_type=by_type, with_flagged=flagged,
-                     strict=strict, allow_partial=allow_partial, min_score=min_score,
-                     plans=plans)
+    ev = evaluate_in(
+        database,
+        run,
+        measures,
+        rel=rel,
+        domain_discount=domain_discount,
+        with_per_query=per_query,
+        with_by_type=by_type,
+        with_flagged=flagged,
+        strict=strict,
+        allow_partial=allow_partial,
+        min_score=min_score,
+        plans=plans,
+    )
     plan_rows = ev.plans
     for w in ev.warnings:
         warn(w)
@@ -57,41 +93,49 @@ def metrics(database, run, k, ndcg_k, mrr_k, rel, per_query, by_type, flagged, p
         click.echo(to_json(ev.as_dict()))
         return
     if per_query:
-        assert ev.per_query is not None   # with_per_query=True computes it
+        assert ev.per_query is not None  # with_per_query=True computes it
         emit(ev.per_query, fmt, ["query_id", *measures], title=f"{run}: per query")
         return
     stage = stage_method.label(ev.run.stage, ev.run.stage, ev.run.params)
-    header = (f"run {ev.run.name} · test set {ev.run.testset} · stage {stage} · "
-              f"config {fmt_value(ev.run.config_hash, wide=is_wide())}")
-    rows = [{"measure": name, "value": ev.summary[name], "level": ev.levels.get(name)}
-            for name in measures]
+    header = (
+        f"run {ev.run.name} · test set {ev.run.testset} · stage {stage} · "
+        f"config {fmt_value(ev.run.config_hash, wide=is_wide())}"
+    )
+    rows = [
+        {"measure": name, "value": ev.summary[name], "level": ev.levels.get(name)}
+        for name in measures
+    ]
     if fmt == "table":
         c = ev.counts
         click.echo(header)
-        click.echo(f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
-                   f"{c['excluded']}, unanswerable {c['unanswerable']} (returned nothing: "
-                   f"{c['unanswerable_silent']}), no result {c['no_result']}")
+        click.echo(
+            f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
+            f"{c['excluded']}, unanswerable {c['unanswerable']} (returned nothing: "
+            f"{c['unanswerable_silent']}), no result {c['no_result']}"
+        )
         click.echo(f"order rule: {ev.run.order_rule}")
     emit(rows, fmt, ["measure", "value", "level"])
     if by_type:
-        assert ev.by_type is not None     # with_by_type=True computes it
+        assert ev.by_type is not None  # with_by_type=True computes it
         if fmt == "table":  # one column per type: types are few, measures many
             types = [t["type"] for t in ev.by_type]
             rows = [{"measure": "queries", **{t["type"]: t["queries"] for t in ev.by_type}}]
-            rows += [{"measure": name, **{t["type"]: t.get(name) for t in ev.by_type}}
-                     for name in measures]
+            rows += [
+                {"measure": name, **{t["type"]: t.get(name) for t in ev.by_type}}
+                for name in measures
+            ]
             emit(rows, fmt, ["measure", *types], title="by query type")
         else:
             emit(ev.by_type, fmt, ["type", "queries", *measures], title="by query type")
     if plans:
-        assert plan_rows is not None      # plans=True reads them
+        assert plan_rows is not None  # plans=True reads them
         rows = plan_rows
         if fmt == "table":
             rows = [{k: v for k, v in r.items() if k != "plan"} for r in rows]
         emit(rows, fmt, None, title="flagged queries and the plans that served them")
         return
     if flagged:
-        assert ev.flagged is not None     # with_flagged=True computes it
+        assert ev.flagged is not None  # with_flagged=True computes it
         if fmt == "table" and not ev.flagged:
             click.echo("flagged queries: none (no Recall < 0.3, no nDCG@10 < 0.5)")
         else:

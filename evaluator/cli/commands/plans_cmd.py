@@ -11,8 +11,11 @@ from .common import pass_db
 @click.command()
 @click.argument("run")
 @click.option("--refresh", is_flag=True, help="Capture the plans again even when stored.")
-@click.option("--no-capture", is_flag=True, help="Only show plans already stored (no query is "
-              "run against the knowledge base).")
+@click.option(
+    "--no-capture",
+    is_flag=True,
+    help="Only show plans already stored (no query is run against the knowledge base).",
+)
 @click.option("--full", is_flag=True, help="Print each plan's full JSON (table format).")
 @format_option(choices=("table", "json", "jsonl"))
 @pass_db
@@ -40,12 +43,20 @@ def plans(database, run, refresh, no_capture, full, fmt):
     if not no_capture:
         done = diagnostics.capture(database, run, refresh=refresh)
         if fmt == "table":
-            info(f"{done['flagged_queries']} flagged queries; plans captured {done['captured']}, "
-                 f"already stored {done['kept']}"
-                 + (f", {done['no_embedding']} without a stored embedding"
-                    if done["no_embedding"] else "")
-                 + (f" (stages: {', '.join(done['runs'])})" if done["runs"] else
-                    " (no vector stage to explain)"))
+            info(
+                f"{done['flagged_queries']} flagged queries; plans captured {done['captured']}, "
+                f"already stored {done['kept']}"
+                + (
+                    f", {done['no_embedding']} without a stored embedding"
+                    if done["no_embedding"]
+                    else ""
+                )
+                + (
+                    f" (stages: {', '.join(done['runs'])})"
+                    if done["runs"]
+                    else " (no vector stage to explain)"
+                )
+            )
     rows = diagnostics.show(database, run)
     if fmt in ("json", "jsonl"):
         emit(rows, fmt) if fmt == "jsonl" else click.echo(to_json(rows))
@@ -53,11 +64,14 @@ def plans(database, run, refresh, no_capture, full, fmt):
     if not rows:
         click.echo(f"run {run}: no flagged query")
         return
-    emit([{k: v for k, v in r.items() if k != "plan"} for r in rows], "table",
-         ["query_id", "flag", "value", "stage_run", "access"]
-         + (["forced_by", "chosen_access"] if any(r.get("chosen_access") for r in rows) else [])
-         + ["rows", "execution_ms", "shared_hit", "shared_read"],
-         title=f"{run}: flagged queries and their plans")
+    emit(
+        [{k: v for k, v in r.items() if k != "plan"} for r in rows],
+        "table",
+        ["query_id", "flag", "value", "stage_run", "access"]
+        + (["forced_by", "chosen_access"] if any(r.get("chosen_access") for r in rows) else [])
+        + ["rows", "execution_ms", "shared_hit", "shared_read"],
+        title=f"{run}: flagged queries and their plans",
+    )
     if full:
         for r in rows:
             if r["plan"]:

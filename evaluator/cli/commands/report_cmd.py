@@ -10,21 +10,49 @@ from .common import measure_options, measures_from, min_score_option, pass_db
 
 @click.command()
 @click.argument("name", metavar="RUN|EXPERIMENT|REPORT.json")
-@click.option("--format", "fmt", type=click.Choice(["json", "md", "html"]), default="json",
-              show_default=True, help="json for scripts and `pgeval gate`, md for a pull request, "
-              "html for people (self-contained, plots embedded).")
-@click.option("--out", type=click.Path(dir_okay=False), metavar="FILE",
-              help="Write here (atomically) instead of standard output.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "md", "html"]),
+    default="json",
+    show_default=True,
+    help="json for scripts and `pgeval gate`, md for a pull request, "
+    "html for people (self-contained, plots embedded).",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    help="Write here (atomically) instead of standard output.",
+)
 @measure_options
-@click.option("--domain-discount", type=float, default=0.0, show_default=True,
-              help="Lower every acceptance threshold by this fraction (0 to 0.10).")
+@click.option(
+    "--domain-discount",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Lower every acceptance threshold by this fraction (0 to 0.10).",
+)
 @click.option("--depth", type=int, help="Ranked ids kept per query. [default: the largest cut-off]")
 @min_score_option()
 @click.option("--no-plots", is_flag=True, help="HTML without plots (no matplotlib needed).")
 @click.option("--allow-partial", is_flag=True, help="Report an incomplete run, labelled.")
 @pass_db
-def report(database, name, fmt, out, k, ndcg_k, mrr_k, rel, domain_discount, depth, min_score,
-           no_plots, allow_partial):
+def report(
+    database,
+    name,
+    fmt,
+    out,
+    k,
+    ndcg_k,
+    mrr_k,
+    rel,
+    domain_discount,
+    depth,
+    min_score,
+    no_plots,
+    allow_partial,
+):
     """A report of a run (or of an experiment's final stage, with its stages) people and CI read.
 
     \b
@@ -50,11 +78,22 @@ def report(database, name, fmt, out, k, ndcg_k, mrr_k, rel, domain_discount, dep
     if depth is not None and depth < 1:
         raise InputError(f"depth must be >= 1, got {depth}", field="--depth")
     if out and is_report_file(name) and _same_file(name, out):
-        raise InputError(f"--out {out} is the report being read ({name}): writing it would "
-                         "overwrite the input; choose another file", field="--out")
+        raise InputError(
+            f"--out {out} is the report being read ({name}): writing it would "
+            "overwrite the input; choose another file",
+            field="--out",
+        )
     measures = measures_from(k, ndcg_k, mrr_k)
-    doc = obtain(database, name, measures=measures, rel=rel, domain_discount=domain_discount,
-                 depth=depth, allow_partial=allow_partial, min_score=min_score)
+    doc = obtain(
+        database,
+        name,
+        measures=measures,
+        rel=rel,
+        domain_discount=domain_discount,
+        depth=depth,
+        allow_partial=allow_partial,
+        min_score=min_score,
+    )
     for w in doc.get("warnings") or []:
         warn(w)
     if fmt == "json":
@@ -76,5 +115,5 @@ def _same_file(a: str, b: str) -> bool:
 
     try:
         return os.path.samefile(a, b)
-    except OSError:          # ``b`` does not exist yet: compare where it would be
+    except OSError:  # ``b`` does not exist yet: compare where it would be
         return os.path.realpath(a) == os.path.realpath(b)

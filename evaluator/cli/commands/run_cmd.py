@@ -7,8 +7,14 @@ import sys
 import click
 
 from ..output import emit, format_option, warn
-from .common import (isolate_index_option, no_checksum_option, pass_db, progress_bar,
-                     statement_timeout_option, warn_above)
+from .common import (
+    isolate_index_option,
+    no_checksum_option,
+    pass_db,
+    progress_bar,
+    statement_timeout_option,
+    warn_above,
+)
 from .query_options import query_source_options, source_from
 
 
@@ -19,12 +25,19 @@ def run():
 
 @run.command("import")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option("--testset", required=True, help="Test set the run answers (see `pgeval testset list`).")
+@click.option(
+    "--testset", required=True, help="Test set the run answers (see `pgeval testset list`)."
+)
 @click.option("--name", required=True, help="Name of the new run.")
-@click.option("--format", "fmt", type=click.Choice(["trec", "jsonl"]), default=None,
-              help="trec: 'qid Q0 chunk rank score tag' lines, ranked by score descending, ties by "
-                   "chunk id descending; jsonl: {query_id, ranked: [{chunk_id, score}]} in the "
-                   "given order. [default: by file extension]")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["trec", "jsonl"]),
+    default=None,
+    help="trec: 'qid Q0 chunk rank score tag' lines, ranked by score descending, ties by "
+    "chunk id descending; jsonl: {query_id, ranked: [{chunk_id, score}]} in the "
+    "given order. [default: by file extension]",
+)
 @click.option("--replace", is_flag=True, help="Replace an existing run of the same name.")
 @pass_db
 def import_(database, file, testset, name, fmt, replace):
@@ -43,24 +56,41 @@ def import_(database, file, testset, name, fmt, replace):
     with database.connect() as conn:
         rep = import_run(conn, file, testset, name, fmt, replace=replace)
     if rep.unknown_queries:
-        warn(f"{rep.unknown_queries} query ids are not in test set '{testset}' and were skipped: "
-             + ", ".join(rep.unknown_query_ids) + (" ..." if rep.unknown_queries > 20 else ""))
+        warn(
+            f"{rep.unknown_queries} query ids are not in test set '{testset}' and were skipped: "
+            + ", ".join(rep.unknown_query_ids)
+            + (" ..." if rep.unknown_queries > 20 else "")
+        )
     if rep.valid_without_result:
         warn(f"{rep.valid_without_result} valid queries have no result in this run (they score 0)")
     if rep.lines_with_extra_text:
-        warn(f"{rep.lines_with_extra_text} lines have text after the sixth field; it was ignored, "
-             "as trec_eval ignores it")
-    click.echo(f"imported run '{rep.name}': {rep.rows} results for {rep.queries} queries "
-               f"(test set {rep.testset})")
+        warn(
+            f"{rep.lines_with_extra_text} lines have text after the sixth field; it was ignored, "
+            "as trec_eval ignores it"
+        )
+    click.echo(
+        f"imported run '{rep.name}': {rep.rows} results for {rep.queries} queries "
+        f"(test set {rep.testset})"
+    )
 
 
 @run.command()
 @click.argument("name")
-@click.option("--format", "fmt", type=click.Choice(["trec", "jsonl"]), default="trec",
-              show_default=True, help="trec: 'qid Q0 chunk rank score tag' lines; jsonl: "
-              "{query_id, ranked: [{chunk_id, score}]} a line.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None,
-              help="Write to this file instead of standard output.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["trec", "jsonl"]),
+    default="trec",
+    show_default=True,
+    help="trec: 'qid Q0 chunk rank score tag' lines; jsonl: "
+    "{query_id, ranked: [{chunk_id, score}]} a line.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write to this file instead of standard output.",
+)
 @pass_db
 def export(database, name, fmt, out):
     """Write a run as a TREC run file or JSONL (for cross-checks with trec_eval or ranx)."""
@@ -84,9 +114,22 @@ def list_(database, testset, experiment, fmt):
 
     with database.connect(autocommit=True) as conn:
         rows = list_runs(conn, testset, experiment)
-    emit(rows, fmt, ["run", "testset", "stage", "experiment", "repetition", "status", "queries",
-                     "config_hash", "started_at"],
-         wide_only=["testset", "experiment", "repetition", "started_at"])
+    emit(
+        rows,
+        fmt,
+        [
+            "run",
+            "testset",
+            "stage",
+            "experiment",
+            "repetition",
+            "status",
+            "queries",
+            "config_hash",
+            "started_at",
+        ],
+        wide_only=["testset", "experiment", "repetition", "started_at"],
+    )
 
 
 @run.command()
@@ -108,10 +151,15 @@ def delete(database, name):
     click.echo(f"deleted run '{name}'")
     if owner is not None:
         experiment, sweep = owner
-        again = (f"run the same `pgeval sweep --name {experiment}` again" if sweep else
-                 f"`pgeval run resume {experiment}`")
-        warn(f"experiment '{experiment}' is now incomplete (stage-report refuses it): {again} "
-             "measures the deleted stage again")
+        again = (
+            f"run the same `pgeval sweep --name {experiment}` again"
+            if sweep
+            else f"`pgeval run resume {experiment}`"
+        )
+        warn(
+            f"experiment '{experiment}' is now incomplete (stage-report refuses it): {again} "
+            "measures the deleted stage again"
+        )
 
 
 class _StageBar:
@@ -122,7 +170,7 @@ class _StageBar:
 
     def start(self, description, total):
         if not self.bar.live.is_started:  # started on the first stage: an error before it
-            self.bar.start()              # (bad --set, unknown test set) prints one line only
+            self.bar.start()  # (bad --set, unknown test set) prints one line only
         self.task = self.bar.add_task(f"{self.label}", total=total)
 
     def advance(self, n=1):
@@ -136,48 +184,124 @@ class _StageBar:
 
 @run.command()
 @query_source_options
-@click.option("--target", default=None, help="Knowledge-base target (see `pgeval target list`); "
-              "required by vector, keyword and rerank stages.")
-@click.option("--stages", required=True, metavar="LIST",
-              help="Stages in order: exact, hnsw, ivfflat, diskann, bm25, merge, rerank, import, "
-                   "service, weknora-vector|keyword|hybrid|final (a live API; "
-                   "docs/weknora-service.md) (NAME=KIND runs a kind under another name, e.g. "
-                   "hnsw40=hnsw).")
-@click.option("--set", "settings", multiple=True, metavar="[STAGE:]GUC=VALUE",
-              help="Query-time setting applied with SET LOCAL to the stages it concerns "
-                   "(hnsw.* to hnsw, diskann.* to diskann, core settings to all); validated "
-                   "against pg_settings. Repeatable. STAGE:GUC=VALUE applies to that stage "
-                   "alone (e.g. hnsw:enable_sort=off).")
-@click.option("--opt", "options", multiple=True, metavar="STAGE:KEY=VALUE",
-              help="A stage option, e.g. hnsw:index=NAME, merge:k=60, rerank:top_n=50, "
-                   "import:file=run.trec. Repeatable.")
-@click.option("--depth", type=click.IntRange(1, 100000), default=100, show_default=True,
-              help="Chunks stored per query and stage.")
-@click.option("--repeat", type=click.IntRange(1, 1000), default=3, show_default=True,
-              help="Repetitions of the whole pipeline (means and spread are reported).")
-@click.option("--embedder", "embedder", default=None, metavar="SPEC",
-              help="Query embeddings: precomputed | openai:MODEL | local:MODEL | numpy:FILE.npy "
-                   "(computed once and stored when missing). [default: precomputed]")
+@click.option(
+    "--target",
+    default=None,
+    help="Knowledge-base target (see `pgeval target list`); "
+    "required by vector, keyword and rerank stages.",
+)
+@click.option(
+    "--stages",
+    required=True,
+    metavar="LIST",
+    help="Stages in order: exact, hnsw, ivfflat, diskann, bm25, merge, rerank, import, "
+    "service, weknora-vector|keyword|hybrid|final (a live API; "
+    "docs/weknora-service.md) (NAME=KIND runs a kind under another name, e.g. "
+    "hnsw40=hnsw).",
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="[STAGE:]GUC=VALUE",
+    help="Query-time setting applied with SET LOCAL to the stages it concerns "
+    "(hnsw.* to hnsw, diskann.* to diskann, core settings to all); validated "
+    "against pg_settings. Repeatable. STAGE:GUC=VALUE applies to that stage "
+    "alone (e.g. hnsw:enable_sort=off).",
+)
+@click.option(
+    "--opt",
+    "options",
+    multiple=True,
+    metavar="STAGE:KEY=VALUE",
+    help="A stage option, e.g. hnsw:index=NAME, merge:k=60, rerank:top_n=50, "
+    "import:file=run.trec. Repeatable.",
+)
+@click.option(
+    "--depth",
+    type=click.IntRange(1, 100000),
+    default=100,
+    show_default=True,
+    help="Chunks stored per query and stage.",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(1, 1000),
+    default=3,
+    show_default=True,
+    help="Repetitions of the whole pipeline (means and spread are reported).",
+)
+@click.option(
+    "--embedder",
+    "embedder",
+    default=None,
+    metavar="SPEC",
+    help="Query embeddings: precomputed | openai:MODEL | local:MODEL | numpy:FILE.npy "
+    "(computed once and stored when missing). [default: precomputed]",
+)
 @click.option("--base-url", default=None, help="openai embedder: endpoint base URL.")
-@click.option("--dimensions", type=click.IntRange(1, 16000), default=None,
-              help="openai embedder: requested dimension.")
+@click.option(
+    "--dimensions",
+    type=click.IntRange(1, 16000),
+    default=None,
+    help="openai embedder: requested dimension.",
+)
 @click.option("--api-key-env", default=None, help="openai embedder: variable holding the key.")
-@click.option("--reranker", default=None, metavar="SPEC",
-              help="Reranker for rerank stages (same as --opt rerank:reranker=SPEC).")
-@click.option("--name", default=None, help="Experiment name [default: TESTSET-TARGET-TIMESTAMP]; "
-              "runs are named NAME.STAGE.REPETITION.")
-@click.option("--batch", is_flag=True, help="Run each vector stage as one set-based statement "
-              "(LATERAL over the queries): faster, no per-query latency.")
-@click.option("--server-timing", is_flag=True, help="Also record server execution time per query "
-              "(EXPLAIN ANALYZE, a second execution of each query).")
+@click.option(
+    "--reranker",
+    default=None,
+    metavar="SPEC",
+    help="Reranker for rerank stages (same as --opt rerank:reranker=SPEC).",
+)
+@click.option(
+    "--name",
+    default=None,
+    help="Experiment name [default: TESTSET-TARGET-TIMESTAMP]; "
+    "runs are named NAME.STAGE.REPETITION.",
+)
+@click.option(
+    "--batch",
+    is_flag=True,
+    help="Run each vector stage as one set-based statement "
+    "(LATERAL over the queries): faster, no per-query latency.",
+)
+@click.option(
+    "--server-timing",
+    is_flag=True,
+    help="Also record server execution time per query "
+    "(EXPLAIN ANALYZE, a second execution of each query).",
+)
 @isolate_index_option()
 @statement_timeout_option()
 @no_checksum_option()
 @format_option()
 @pass_db
-def pipeline(database, testset, sample_queries, seed, queries_sql, queries_file, target, stages, settings, options, depth, repeat, embedder,
-             base_url, dimensions, api_key_env, reranker, name, batch, server_timing,
-             isolate_index, statement_timeout, no_checksum, fmt):
+def pipeline(
+    database,
+    testset,
+    sample_queries,
+    seed,
+    queries_sql,
+    queries_file,
+    target,
+    stages,
+    settings,
+    options,
+    depth,
+    repeat,
+    embedder,
+    base_url,
+    dimensions,
+    api_key_env,
+    reranker,
+    name,
+    batch,
+    server_timing,
+    isolate_index,
+    statement_timeout,
+    no_checksum,
+    fmt,
+):
     """Run retrieval stages against the knowledge base and store every ranked list.
 
     One experiment = the stages in order under one configuration (recorded in
@@ -205,15 +329,32 @@ def pipeline(database, testset, sample_queries, seed, queries_sql, queries_file,
     from ...run.pipeline import run_pipeline
 
     source = source_from(testset, sample_queries, seed, queries_sql, queries_file)
-    cfg = pipeline_config(testset=testset, stages=stages, target=target, settings=settings,
-                          options=options, depth=depth, repeat=repeat, embedder=embedder,
-                          base_url=base_url, dimensions=dimensions, api_key_env=api_key_env,
-                          reranker=reranker, name=name, batch=batch, server_timing=server_timing,
-                          isolate_index=isolate_index, statement_timeout=statement_timeout,
-                          checksum=not no_checksum, queries=source)
+    cfg = pipeline_config(
+        testset=testset,
+        stages=stages,
+        target=target,
+        settings=settings,
+        options=options,
+        depth=depth,
+        repeat=repeat,
+        embedder=embedder,
+        base_url=base_url,
+        dimensions=dimensions,
+        api_key_env=api_key_env,
+        reranker=reranker,
+        name=name,
+        batch=batch,
+        server_timing=server_timing,
+        isolate_index=isolate_index,
+        statement_timeout=statement_timeout,
+        checksum=not no_checksum,
+        queries=source,
+    )
     if isolate_index:
-        warn("--isolate-index drops the other vector indexes inside each ANN stage's transaction: "
-             "the table is locked (ACCESS EXCLUSIVE) until the stage ends and rolls back")
+        warn(
+            "--isolate-index drops the other vector indexes inside each ANN stage's transaction: "
+            "the table is locked (ACCESS EXCLUSIVE) until the stage ends and rolls back"
+        )
     res = _with_progress(lambda **kw: run_pipeline(database, cfg, **kw), repeat)
     _show(res, fmt)
 
@@ -223,33 +364,53 @@ def _with_progress(call, repeat: int | None):
     with the first stage, so an early error prints one line only)."""
     bar = progress_bar(transient=False)
     try:
-        return call(progress_factory=lambda s, rep: _StageBar(bar, repeat or "?", s, rep),
-                    on_warning=warn_above(bar))
+        return call(
+            progress_factory=lambda s, rep: _StageBar(bar, repeat or "?", s, rep),
+            on_warning=warn_above(bar),
+        )
     finally:
         if bar.live.is_started:
             bar.stop()
 
 
 def _show(res, fmt, extra_columns=()):
-    meta = {"experiment": res.experiment, "config_hash": res.config_hash,
-            "warnings": res.warnings}
-    emit(res.runs, fmt, ["run", "stage", "kind", "repetition", *extra_columns, "queries",
-                         "results", "p50_ms", "p95_ms", "min_rows_returned"],
-         wide_only=["stage", "kind", "repetition", "results"],
-         meta=meta if fmt == "json" else {"experiment": res.experiment,
-                                          "config_hash": res.config_hash[:12]})
+    meta = {"experiment": res.experiment, "config_hash": res.config_hash, "warnings": res.warnings}
+    emit(
+        res.runs,
+        fmt,
+        [
+            "run",
+            "stage",
+            "kind",
+            "repetition",
+            *extra_columns,
+            "queries",
+            "results",
+            "p50_ms",
+            "p95_ms",
+            "min_rows_returned",
+        ],
+        wide_only=["stage", "kind", "repetition", "results"],
+        meta=meta
+        if fmt == "json"
+        else {"experiment": res.experiment, "config_hash": res.config_hash[:12]},
+    )
     if fmt == "table":
         named = {r["stage"]: r["kind"] for r in res.runs if r["kind"] not in (r["stage"], None)}
-        for stage, kind in named.items():      # e.g. bm25 (ts_rank_cd fallback), hnsw40 = hnsw
+        for stage, kind in named.items():  # e.g. bm25 (ts_rank_cd fallback), hnsw40 = hnsw
             click.echo(f"stage {stage}: {kind}")
         click.echo(f"next: pgeval stage-report {res.experiment}", err=True)
 
 
 @run.command()
 @click.argument("name")
-@click.option("--statement-timeout", default=None, metavar="DURATION",
-              help="Replace the recorded --statement-timeout (e.g. after a timeout stopped the "
-                   "experiment); nothing else of the configuration can change.")
+@click.option(
+    "--statement-timeout",
+    default=None,
+    metavar="DURATION",
+    help="Replace the recorded --statement-timeout (e.g. after a timeout stopped the "
+    "experiment); nothing else of the configuration can change.",
+)
 @format_option()
 @pass_db
 def resume(database, name, statement_timeout, fmt):
@@ -269,6 +430,8 @@ def resume(database, name, statement_timeout, fmt):
     """
     from ...run.resume import resume_experiment
 
-    res = _with_progress(lambda **kw: resume_experiment(
-        database, name, statement_timeout=statement_timeout, **kw), None)
+    res = _with_progress(
+        lambda **kw: resume_experiment(database, name, statement_timeout=statement_timeout, **kw),
+        None,
+    )
     _show(res, fmt, ("action",))

@@ -10,13 +10,26 @@ from .common import pass_db
 
 def _measures(report) -> list[str]:
     k = report.k
-    return list(dict.fromkeys([f"recall@{k}", "recall@3", "recall@5", "recall@10", "mrr@20",
-                               "ndcg@5", "ndcg@10", f"index_recall@{k}"]))
+    return list(
+        dict.fromkeys(
+            [
+                f"recall@{k}",
+                "recall@3",
+                "recall@5",
+                "recall@10",
+                "mrr@20",
+                "ndcg@5",
+                "ndcg@10",
+                f"index_recall@{k}",
+            ]
+        )
+    )
 
 
 def _cell(stage: dict, measure: str) -> dict | None:
-    return stage.get(measure) if measure.startswith("index_recall") else \
-        stage["metrics"].get(measure)
+    return (
+        stage.get(measure) if measure.startswith("index_recall") else stage["metrics"].get(measure)
+    )
 
 
 def _headline(report, measures: list[str]) -> list[str]:
@@ -26,8 +39,9 @@ def _headline(report, measures: list[str]) -> list[str]:
     return at_k or measures[:4]
 
 
-def _stage_tables(report, judged: bool = True
-                  ) -> list[tuple[list[dict], list[str], str, list[str]]]:
+def _stage_tables(
+    report, judged: bool = True
+) -> list[tuple[list[dict], list[str], str, list[str]]]:
     """Quality (means), the spread over repetitions when there is one, and cost; each with the
     columns only --wide shows. Without judgements, quality is index recall alone."""
     measures = _measures(report) if judged else [f"index_recall@{report.k}"]
@@ -39,32 +53,55 @@ def _stage_tables(report, judged: bool = True
         head = {"stage": s.get("label") or s["stage"], "kind": s["kind"]}
         quality.append({**head, **{m: (_cell(s, m) or {}).get("mean") for m in measures}})
         # the `not _cell(s, m)` test guards the indexing (mypy does not narrow a call's result)
-        spread.append({**head, **{m: (None if not _cell(s, m) or _cell(s, m)["min"] is None  # type: ignore[index]
-                                      else _cell(s, m)["max"] - _cell(s, m)["min"])  # type: ignore[index]
-                                  for m in measures}})
+        spread.append(
+            {
+                **head,
+                **{
+                    m: (
+                        None
+                        if not _cell(s, m) or _cell(s, m)["min"] is None  # type: ignore[index]
+                        else _cell(s, m)["max"] - _cell(s, m)["min"]  # type: ignore[index]
+                    )
+                    for m in measures
+                },
+            }
+        )
         rows, lat = s.get("rows") or {}, s.get("latency_ms") or {}
-        cost.append({**head, "rows_mean": rows.get("mean"), "rows_min": rows.get("min"),
-                     "short": rows.get("short_queries"), "depth": rows.get("depth"),
-                     **{f"{p}_ms": lat.get(p) for p in ("p50", "p95", "p99")},
-                     "dropped": (s.get("threshold") or {}).get("dropped"),
-                     "dropped_queries": (s.get("threshold") or {}).get("queries"),
-                     "failed": (s.get("failures") or {}).get("failed")})
+        cost.append(
+            {
+                **head,
+                "rows_mean": rows.get("mean"),
+                "rows_min": rows.get("min"),
+                "short": rows.get("short_queries"),
+                "depth": rows.get("depth"),
+                **{f"{p}_ms": lat.get(p) for p in ("p50", "p95", "p99")},
+                "dropped": (s.get("threshold") or {}).get("dropped"),
+                "dropped_queries": (s.get("threshold") or {}).get("queries"),
+                "failed": (s.get("failures") or {}).get("failed"),
+            }
+        )
     tables = [(quality, key + measures, "stages: quality (mean over valid queries)", narrow)]
     n_reps = max((s["repetitions"] for s in report.stages), default=1)
-    if n_reps > 1 and any(v is not None and abs(v) > 1e-12
-                          for r in spread for m, v in r.items() if m in measures):
-        tables.append((spread, key + measures,
-                       f"spread over {n_reps} repetitions (max - min)", narrow))
+    if n_reps > 1 and any(
+        v is not None and abs(v) > 1e-12 for r in spread for m, v in r.items() if m in measures
+    ):
+        tables.append(
+            (spread, key + measures, f"spread over {n_reps} repetitions (max - min)", narrow)
+        )
     dropped = any(s.get("threshold") for s in report.stages)
-    live = any(s.get("failures") for s in report.stages)   # a live service stage is there
+    live = any(s.get("failures") for s in report.stages)  # a live service stage is there
     extra = (["dropped", "dropped_queries"] if dropped else []) + (["failed"] if live else [])
-    notes = (["dropped: results past the target's threshold (first repetition)"] if dropped
-             else []) + (["failed: queries a live service did not answer"] if live else [])
-    tables.append((cost, key + ["rows_mean", "rows_min", "short", "depth", "p50_ms", "p95_ms",
-                                "p99_ms"] + extra,
-                   "; ".join(["stages: rows returned (short: fewer than depth) and latency"]
-                             + notes),
-                   ["kind", "dropped_queries"] + (["p99_ms", "rows_min"] if extra else [])))
+    notes = (
+        ["dropped: results past the target's threshold (first repetition)"] if dropped else []
+    ) + (["failed: queries a live service did not answer"] if live else [])
+    tables.append(
+        (
+            cost,
+            key + ["rows_mean", "rows_min", "short", "depth", "p50_ms", "p95_ms", "p99_ms"] + extra,
+            "; ".join(["stages: rows returned (short: fewer than depth) and latency"] + notes),
+            ["kind", "dropped_queries"] + (["p99_ms", "rows_min"] if extra else []),
+        )
+    )
     return tables
 
 
@@ -81,26 +118,56 @@ def _worst_rows(report) -> list[dict]:
     rows = []
     for w in report.worst:
         lost = [f"{x['chunk_id']}:{x['category']}" for x in w["lost"]]
-        rows.append({"query_id": w["query_id"], f"recall@{report.k}": w["recall"],
-                     "relevant": w["n_relevant"], "kept": w["kept"],
-                     "lost": ", ".join(lost[:8]) + (" ..." if len(lost) > 8 else ""),
-                     "query": (w["query_text"] or "")[:60]})
+        rows.append(
+            {
+                "query_id": w["query_id"],
+                f"recall@{report.k}": w["recall"],
+                "relevant": w["n_relevant"],
+                "kept": w["kept"],
+                "lost": ", ".join(lost[:8]) + (" ..." if len(lost) > 8 else ""),
+                "query": (w["query_text"] or "")[:60],
+            }
+        )
     return rows
 
 
 @click.command("stage-report")
 @click.argument("experiment")
-@click.option("--k", "k", type=int, default=10, show_default=True,
-              help="Final cut-off of the loss attribution and of index recall.")
-@click.option("--repetition", default="all", show_default=True, metavar="N|all",
-              help="One repetition, or all of them (means with their spread).")
-@click.option("--rel", type=int, default=1, show_default=True,
-              help="Lowest grade (1-3) that counts as relevant.")
-@click.option("--worst", type=int, default=10, show_default=True,
-              help="How many of the worst queries to list (0: none).")
+@click.option(
+    "--k",
+    "k",
+    type=int,
+    default=10,
+    show_default=True,
+    help="Final cut-off of the loss attribution and of index recall.",
+)
+@click.option(
+    "--repetition",
+    default="all",
+    show_default=True,
+    metavar="N|all",
+    help="One repetition, or all of them (means with their spread).",
+)
+@click.option(
+    "--rel",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Lowest grade (1-3) that counts as relevant.",
+)
+@click.option(
+    "--worst",
+    type=int,
+    default=10,
+    show_default=True,
+    help="How many of the worst queries to list (0: none).",
+)
 @click.option("--strict", is_flag=True, help="Fail when fewer than 200 queries are valid.")
-@click.option("--allow-partial", is_flag=True, help="Report an experiment whose runs are not all "
-              "complete, labelled.")
+@click.option(
+    "--allow-partial",
+    is_flag=True,
+    help="Report an experiment whose runs are not all complete, labelled.",
+)
 @format_option(choices=("table", "json"))
 @pass_db
 def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_partial, fmt):
@@ -131,8 +198,16 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
     from ...measure.stage_report import chain_text
     from ...measure.stage_report import report as stage_report_of
 
-    report = stage_report_of(database, experiment, k=k, rel=rel, repetition=repetition,
-                             worst=worst, allow_partial=allow_partial, strict=strict)
+    report = stage_report_of(
+        database,
+        experiment,
+        k=k,
+        rel=rel,
+        repetition=repetition,
+        worst=worst,
+        allow_partial=allow_partial,
+        strict=strict,
+    )
     judged, source = report.judged, report.queries
     for w in report.warnings:
         warn(w)
@@ -140,13 +215,17 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
         click.echo(to_json(report.as_dict()))
         return
     e, c = report.experiment, report.counts
-    reps = (f"all {len(e.repetitions)} (means)" if report.repetition is None
-            else str(report.repetition))
-    click.echo(f"experiment {e.name} · test set {e.testset} · status {e.status} · "
-               f"repetitions {reps}")
+    reps = (
+        f"all {len(e.repetitions)} (means)" if report.repetition is None else str(report.repetition)
+    )
+    click.echo(
+        f"experiment {e.name} · test set {e.testset} · status {e.status} · repetitions {reps}"
+    )
     if judged:
-        click.echo(f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
-                   f"{c['excluded']}, unanswerable {c['unanswerable']}")
+        click.echo(
+            f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
+            f"{c['excluded']}, unanswerable {c['unanswerable']}"
+        )
     else:
         from .query_options import no_judgements_line
 
@@ -160,22 +239,41 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
         for text, names in boundaries.items():
             click.echo(f"  {', '.join(names)}: {text}")
     for rows, columns, title, wide_only in _stage_tables(report, judged):
-        emit(rows, "table", columns, wide_only=wide_only,
-             title=title.replace(" over valid queries", "") if not judged else title)
+        emit(
+            rows,
+            "table",
+            columns,
+            wide_only=wide_only,
+            title=title.replace(" over valid queries", "") if not judged else title,
+        )
     if not judged:
         return
     click.echo(f"chain at K = {report.k}: {chain_text(report.chain, report.stages)}")
-    loss = [{"category": r["category"], "chunks": r["chunks"], "share": r["share"],
-             f"recall@{report.k} points": r["recall_points"]} for r in report.loss]
-    emit(loss, "table", ["category", "chunks", "share", f"recall@{report.k} points"],
-         title=f"loss attribution (relevant chunks: "
-               f"{report.loss[0]['relevant'] if report.loss else 0})")
+    loss = [
+        {
+            "category": r["category"],
+            "chunks": r["chunks"],
+            "share": r["share"],
+            f"recall@{report.k} points": r["recall_points"],
+        }
+        for r in report.loss
+    ]
+    emit(
+        loss,
+        "table",
+        ["category", "chunks", "share", f"recall@{report.k} points"],
+        title=f"loss attribution (relevant chunks: "
+        f"{report.loss[0]['relevant'] if report.loss else 0})",
+    )
     for r in report.loss:
         click.echo(f"  {r['category']:<9} {r['meaning']}")
     by_type, cols = _by_type_rows(report)
     if by_type:
         emit(by_type, "table", cols, title=f"Recall@{report.k} points by query type")
     if report.worst:
-        emit(_worst_rows(report), "table",
-             ["query_id", f"recall@{report.k}", "relevant", "kept", "lost", "query"],
-             title=f"worst queries (repetition {report.worst_repetition})")
+        emit(
+            _worst_rows(report),
+            "table",
+            ["query_id", f"recall@{report.k}", "relevant", "kept", "lost", "query"],
+            title=f"worst queries (repetition {report.worst_repetition})",
+        )

@@ -7,8 +7,14 @@ from typing import Any
 import click
 
 from ..output import emit, format_option, info, to_json, warn
-from .common import (isolate_index_option, no_checksum_option, pass_db, progress_bar,
-                     statement_timeout_option, warn_above)
+from .common import (
+    isolate_index_option,
+    no_checksum_option,
+    pass_db,
+    progress_bar,
+    statement_timeout_option,
+    warn_above,
+)
 from .query_options import no_judgements_line, query_source_options, source_from
 
 
@@ -16,12 +22,23 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict]:
     """Flat rows (one per grid point) for table/csv output."""
     rows = []
     for p in points:
-        row = {"point": p["point"], "label": p["label"], f"index_recall@{k}": p["index_recall"],
-               "index_recall_sd": p["index_recall_sd"], "p50_ms": p["p50_ms"], "p95_ms": p["p95_ms"],
-               "p95_sd": p["p95_sd"], "p99_ms": p["p99_ms"], "qps": p["qps"],
-               "rows": p["rows_mean"], "reps": p["repetitions"], "reused": p["reused"],
-               "pareto": "*" if p["pareto"] else "", "build_ms": p["build_ms"],
-               "index_mb": None if p["index_bytes"] is None else p["index_bytes"] / 1048576}
+        row = {
+            "point": p["point"],
+            "label": p["label"],
+            f"index_recall@{k}": p["index_recall"],
+            "index_recall_sd": p["index_recall_sd"],
+            "p50_ms": p["p50_ms"],
+            "p95_ms": p["p95_ms"],
+            "p95_sd": p["p95_sd"],
+            "p99_ms": p["p99_ms"],
+            "qps": p["qps"],
+            "rows": p["rows_mean"],
+            "reps": p["repetitions"],
+            "reused": p["reused"],
+            "pareto": "*" if p["pareto"] else "",
+            "build_ms": p["build_ms"],
+            "index_mb": None if p["index_bytes"] is None else p["index_bytes"] / 1048576,
+        }
         for m in measures:
             row[m] = (p["metrics"] or {}).get(m)
         rows.append(row)
@@ -32,64 +49,169 @@ def recommendation_line(res) -> str:
     k, goal = res.k, res.target_recall
     rec = res.recommendation
     if rec:
-        return (f"recommended: {rec['label']} — recall@{k} {rec['index_recall']:.4f} against "
-                f"exact search at p95 {rec['p95_ms']:.3f} ms (the cheapest point reaching "
-                f"{goal:g})")
-    best = max((p for p in res.points if p["index_recall"] is not None),
-               key=lambda p: p["index_recall"], default=None)
+        return (
+            f"recommended: {rec['label']} — recall@{k} {rec['index_recall']:.4f} against "
+            f"exact search at p95 {rec['p95_ms']:.3f} ms (the cheapest point reaching "
+            f"{goal:g})"
+        )
+    best = max(
+        (p for p in res.points if p["index_recall"] is not None),
+        key=lambda p: p["index_recall"],
+        default=None,
+    )
     if best is None:
         return "no point was measured"
-    return (f"no point reaches recall@{k} >= {goal:g}: the best is {best['label']} "
-            f"({best['index_recall']:.4f}); widen the grid")
+    return (
+        f"no point reaches recall@{k} >= {goal:g}: the best is {best['label']} "
+        f"({best['index_recall']:.4f}); widen the grid"
+    )
 
 
 @click.command()
 @query_source_options
 @click.option("--target", "target_name", required=True, metavar="NAME", help="Target to search.")
-@click.option("--stage", required=True, type=click.Choice(["hnsw", "ivfflat", "diskann"]),
-              help="ANN stage to sweep (measured against exact search).")
-@click.option("--param", "params", multiple=True, metavar="GUC=V1,V2,...",
-              help="Query-time setting and its values; several give the cartesian product.")
-@click.option("--build", "build", multiple=True, metavar="OPTION=V1,V2,...",
-              help="Index build option and its values (hnsw: m, ef_construction; ivfflat: "
-                   "lists; diskann: num_neighbors, search_list_size, max_alpha, storage_layout, "
-                   "num_bits_per_dimension). Built on a scratch copy of the target's vectors.")
-@click.option("--set", "settings", multiple=True, metavar="[STAGE:]GUC=VALUE",
-              help="Setting applied at every point (SET LOCAL), e.g. enable_seqscan=off; "
-                   "STAGE:GUC=VALUE applies to that stage alone (the swept stage or exact).")
-@click.option("--k", type=click.IntRange(1, 10000), default=10, show_default=True,
-              help="Cut-off of recall against exact search.")
-@click.option("--depth", type=click.IntRange(1, 100000), default=None,
-              help="Rows per query (LIMIT). [default: max(K, 20)]")
-@click.option("--repeat", type=click.IntRange(1, 100), default=3, show_default=True,
-              help="Repetitions of every point (means and spread are reported).")
-@click.option("--concurrency", type=click.IntRange(1, 256), default=1, show_default=True,
-              help="Client connections for the throughput measurement.")
-@click.option("--target-recall", type=float, default=0.95, show_default=True,
-              help="Recall@K (fraction of exact search) the recommendation must reach.")
-@click.option("--embedder", default=None, metavar="SPEC",
-              help="Query embeddings (as in `run pipeline`). [default: precomputed]")
-@click.option("--name", default=None, help="Sweep name [default: derived from the sweep's "
-              "configuration, so that the same command resumes it].")
-@click.option("--fresh", is_flag=True, help="Measure every point again (replaces a sweep of the "
-              "same name; reuses nothing).")
-@click.option("--index", default=None, metavar="NAME", help="The ANN index to measure when the "
-              "column has several.")
+@click.option(
+    "--stage",
+    required=True,
+    type=click.Choice(["hnsw", "ivfflat", "diskann"]),
+    help="ANN stage to sweep (measured against exact search).",
+)
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="GUC=V1,V2,...",
+    help="Query-time setting and its values; several give the cartesian product.",
+)
+@click.option(
+    "--build",
+    "build",
+    multiple=True,
+    metavar="OPTION=V1,V2,...",
+    help="Index build option and its values (hnsw: m, ef_construction; ivfflat: "
+    "lists; diskann: num_neighbors, search_list_size, max_alpha, storage_layout, "
+    "num_bits_per_dimension). Built on a scratch copy of the target's vectors.",
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="[STAGE:]GUC=VALUE",
+    help="Setting applied at every point (SET LOCAL), e.g. enable_seqscan=off; "
+    "STAGE:GUC=VALUE applies to that stage alone (the swept stage or exact).",
+)
+@click.option(
+    "--k",
+    type=click.IntRange(1, 10000),
+    default=10,
+    show_default=True,
+    help="Cut-off of recall against exact search.",
+)
+@click.option(
+    "--depth",
+    type=click.IntRange(1, 100000),
+    default=None,
+    help="Rows per query (LIMIT). [default: max(K, 20)]",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(1, 100),
+    default=3,
+    show_default=True,
+    help="Repetitions of every point (means and spread are reported).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Client connections for the throughput measurement.",
+)
+@click.option(
+    "--target-recall",
+    type=float,
+    default=0.95,
+    show_default=True,
+    help="Recall@K (fraction of exact search) the recommendation must reach.",
+)
+@click.option(
+    "--embedder",
+    default=None,
+    metavar="SPEC",
+    help="Query embeddings (as in `run pipeline`). [default: precomputed]",
+)
+@click.option(
+    "--name",
+    default=None,
+    help="Sweep name [default: derived from the sweep's "
+    "configuration, so that the same command resumes it].",
+)
+@click.option(
+    "--fresh",
+    is_flag=True,
+    help="Measure every point again (replaces a sweep of the same name; reuses nothing).",
+)
+@click.option(
+    "--index",
+    default=None,
+    metavar="NAME",
+    help="The ANN index to measure when the column has several.",
+)
 @isolate_index_option()
 @no_checksum_option()
 @statement_timeout_option()
-@click.option("--maintenance-work-mem", default=None, metavar="SIZE",
-              help="maintenance_work_mem for index builds (never below the server's). "
-                   "[default: sized to the index from its rows, dimension and m]")
-@click.option("--build-timeout", type=click.FloatRange(1, 7 * 86400), default=1800,
-              show_default=True, help="Seconds before an index build is cancelled.")
-@click.option("--plot", "plot", type=click.Path(dir_okay=False), default=None,
-              help="Write a PNG of recall@K against p95 latency with the Pareto front.")
+@click.option(
+    "--maintenance-work-mem",
+    default=None,
+    metavar="SIZE",
+    help="maintenance_work_mem for index builds (never below the server's). "
+    "[default: sized to the index from its rows, dimension and m]",
+)
+@click.option(
+    "--build-timeout",
+    type=click.FloatRange(1, 7 * 86400),
+    default=1800,
+    show_default=True,
+    help="Seconds before an index build is cancelled.",
+)
+@click.option(
+    "--plot",
+    "plot",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a PNG of recall@K against p95 latency with the Pareto front.",
+)
 @format_option(choices=("table", "json", "csv"))
 @pass_db
-def sweep(database, testset, sample_queries, seed, queries_sql, queries_file, target_name, stage, params, build, settings, k, depth, repeat,
-          concurrency, target_recall, embedder, name, fresh, index, isolate_index, no_checksum,
-          statement_timeout, maintenance_work_mem, build_timeout, plot, fmt):
+def sweep(
+    database,
+    testset,
+    sample_queries,
+    seed,
+    queries_sql,
+    queries_file,
+    target_name,
+    stage,
+    params,
+    build,
+    settings,
+    k,
+    depth,
+    repeat,
+    concurrency,
+    target_recall,
+    embedder,
+    name,
+    fresh,
+    index,
+    isolate_index,
+    no_checksum,
+    statement_timeout,
+    maintenance_work_mem,
+    build_timeout,
+    plot,
+    fmt,
+):
     """Measure recall@K against exact search and latency at every point of a grid of index
     settings, and recommend the cheapest setting that reaches --target-recall.
 
@@ -123,16 +245,33 @@ def sweep(database, testset, sample_queries, seed, queries_sql, queries_file, ta
           --build m=8,16,32 --build ef_construction=64,128 --param hnsw.ef_search=40,100
       pgeval sweep ... --concurrency 8 --format csv > sweep.csv
     """
-    from ...stages import gucs
     from ...dba.sweep import SweepConfig, run_sweep
+    from ...stages import gucs
 
     source = source_from(testset, sample_queries, seed, queries_sql, queries_file)
-    cfg = SweepConfig(testset=testset, queries=source, target=target_name, stage=stage, params=params,
-                      build=build, settings=gucs.parse(settings), k=k, depth=depth, repeat=repeat,
-                      concurrency=concurrency, target_recall=target_recall, embedder=embedder,
-                      name=name, fresh=fresh, isolate_index=isolate_index, index=index,
-                      checksum=not no_checksum, statement_timeout=statement_timeout,
-                      maintenance_work_mem=maintenance_work_mem, build_timeout_s=build_timeout)
+    cfg = SweepConfig(
+        testset=testset,
+        queries=source,
+        target=target_name,
+        stage=stage,
+        params=params,
+        build=build,
+        settings=gucs.parse(settings),
+        k=k,
+        depth=depth,
+        repeat=repeat,
+        concurrency=concurrency,
+        target_recall=target_recall,
+        embedder=embedder,
+        name=name,
+        fresh=fresh,
+        isolate_index=isolate_index,
+        index=index,
+        checksum=not no_checksum,
+        statement_timeout=statement_timeout,
+        maintenance_work_mem=maintenance_work_mem,
+        build_timeout_s=build_timeout,
+    )
     bar = progress_bar(transient=True)
     task: dict[str, Any] = {}
 
@@ -148,8 +287,11 @@ def sweep(database, testset, sample_queries, seed, queries_sql, queries_file, ta
             return
         first = rep not in task["reps"]
         task["reps"].add(rep)
-        bar.update(task["id"], advance=task["queries"] * (2 if first else 1),
-                   description=f"sweep rep {rep} {point.label} ({how})")
+        bar.update(
+            task["id"],
+            advance=task["queries"] * (2 if first else 1),
+            description=f"sweep rep {rep} {point.label} ({how})",
+        )
 
     def on_ground_truth(rows, rows_total):
         if not bar.live.is_started:
@@ -159,44 +301,87 @@ def sweep(database, testset, sample_queries, seed, queries_sql, queries_file, ta
         bar.update(task["gt"], completed=rows)
 
     try:
-        res = run_sweep(database, cfg, on_point=on_point, on_start=on_start,
-                        on_warning=warn_above(bar), on_ground_truth=on_ground_truth)
+        res = run_sweep(
+            database,
+            cfg,
+            on_point=on_point,
+            on_start=on_start,
+            on_warning=warn_above(bar),
+            on_ground_truth=on_ground_truth,
+        )
     finally:
         if bar.live.is_started:
             bar.stop()
     line = recommendation_line(res)
     rows = point_rows(res.points, res.measures, k)
     if fmt == "json":
-        click.echo(to_json({"sweep": res.name, "experiment_id": res.experiment_id, "k": k,
-                            "config_hash": res.config_hash, "filters": res.filters,
-                            "target_recall": target_recall, "resumed": res.resumed,
-                            "measured": res.measured, "reused": res.reused, "kept": res.kept,
-                            "testset": res.testset, "queries": res.queries,
-                            "judgements": res.judged, "ground_truth": res.ground_truth,
-                            "recommendation": res.recommendation, "recommendation_line": line,
-                            "points": res.points, "warnings": res.warnings}))
+        click.echo(
+            to_json(
+                {
+                    "sweep": res.name,
+                    "experiment_id": res.experiment_id,
+                    "k": k,
+                    "config_hash": res.config_hash,
+                    "filters": res.filters,
+                    "target_recall": target_recall,
+                    "resumed": res.resumed,
+                    "measured": res.measured,
+                    "reused": res.reused,
+                    "kept": res.kept,
+                    "testset": res.testset,
+                    "queries": res.queries,
+                    "judgements": res.judged,
+                    "ground_truth": res.ground_truth,
+                    "recommendation": res.recommendation,
+                    "recommendation_line": line,
+                    "points": res.points,
+                    "warnings": res.warnings,
+                }
+            )
+        )
     elif fmt == "csv":
         import sys
 
         emit(rows, "csv")
         sys.stdout.flush()
     else:
-        click.echo(f"sweep {res.name}: {res.measured} measured, {res.reused} reused from earlier "
-                   f"sweeps, {res.kept} already in this sweep")
+        click.echo(
+            f"sweep {res.name}: {res.measured} measured, {res.reused} reused from earlier "
+            f"sweeps, {res.kept} already in this sweep"
+        )
         filters = ", ".join(f"{k}={v}" for k, v in res.filters.items()) or "none"
         if res.ground_truth:
             gt = res.ground_truth
-            click.echo(f"exact ground truth: {gt['status']}"
-                       + (f" in {gt['compute_ms'] / 1000:.1f} s ({gt['method']})"
-                          if gt["status"] == "computed" else f" (computed {gt['computed_at']})"))
+            click.echo(
+                f"exact ground truth: {gt['status']}"
+                + (
+                    f" in {gt['compute_ms'] / 1000:.1f} s ({gt['method']})"
+                    if gt["status"] == "computed"
+                    else f" (computed {gt['computed_at']})"
+                )
+            )
         if not res.judged:
             click.echo(no_judgements_line(res.queries, k))
-        click.echo(f"target {target_name} · test set {res.testset} · filters: {filters} · "
-                   f"config {(res.config_hash or '')[:12]} · recall@{k} against exact search, "
-                   f"latency = client round trip, nearest rank")
-        cols = ["label", f"index_recall@{k}", "index_recall_sd", "p50_ms", "p95_ms", "p95_sd",
-                "p99_ms", "qps", "rows"] + (["recall@10", "ndcg@10"] if res.judged else []) + \
-            ["pareto"]
+        click.echo(
+            f"target {target_name} · test set {res.testset} · filters: {filters} · "
+            f"config {(res.config_hash or '')[:12]} · recall@{k} against exact search, "
+            f"latency = client round trip, nearest rank"
+        )
+        cols = (
+            [
+                "label",
+                f"index_recall@{k}",
+                "index_recall_sd",
+                "p50_ms",
+                "p95_ms",
+                "p95_sd",
+                "p99_ms",
+                "qps",
+                "rows",
+            ]
+            + (["recall@10", "ndcg@10"] if res.judged else [])
+            + ["pareto"]
+        )
         wide_only = ["index_recall_sd", "p50_ms", "p95_sd", "p99_ms", "ndcg@10"]
         if build:
             cols[1:1] = ["build_ms", "index_mb"]
@@ -207,11 +392,14 @@ def sweep(database, testset, sample_queries, seed, queries_sql, queries_file, ta
     if plot:
         from ...dba.sweep import plot as plotmod
 
-        out = plotmod.write(plot, res.points, k=k, target_recall=target_recall,
-                            recommendation=res.recommendation,
-                            title=f"{res.name} ({stage}, {res.testset})")
+        out = plotmod.write(
+            plot,
+            res.points,
+            k=k,
+            target_recall=target_recall,
+            recommendation=res.recommendation,
+            title=f"{res.name} ({stage}, {res.testset})",
+        )
         info(f"plot written to {out}")
     for w in res.warnings if fmt != "table" else ():
         warn(w)
-
-

@@ -42,39 +42,97 @@ def target():
 @click.option("--id-column", help="Column holding the chunk id (judgements name these ids).")
 @click.option("--vector-column", help="vector or halfvec column.")
 @click.option("--text-column", default=None, help="Text column for keyword search and reranking.")
-@click.option("--distance", type=click.Choice(["cosine", "l2", "ip"]), default=None,
-              help="Distance of the index: cosine (<=>), l2 (<->), ip (<#>, negative inner "
-                   "product). [default: cosine]")
-@click.option("--where", "where", multiple=True, metavar="COLUMN=VALUE",
-              help="Fixed filter, repeatable (values are bound parameters, recorded in every run); "
-                   "one column given several values is filtered with IN (v1, v2, ...).")
-@click.option("--null-as-true", "null_true", multiple=True, metavar="COLUMN",
-              help="The --where filter on COLUMN also passes NULL: (COLUMN IS NULL OR COLUMN = "
-                   "VALUE), for a flag whose NULL means true. Repeatable.")
-@click.option("--min-similarity", type=float, default=None,
-              help="Drop vector results under this similarity (cosine: 1 - distance; ip: the "
-                   "inner product), as the application does; the stage report counts them.")
-@click.option("--max-distance", type=float, default=None,
-              help="Drop vector results past this distance (any distance); counted likewise.")
-@click.option("--dimension", type=click.IntRange(1, 16000), default=None,
-              help="Query dimension (required for an untyped column of mixed dimensions).")
-@click.option("--dimension-column", default=None,
-              help="Column holding each row's dimension: search only rows with the dimension of "
-                   "--dimension and cast the column to type(N) so a partial index is usable.")
-@click.option("--preset", type=click.Choice(["weknora"]), default=None,
-              help="A known layout: weknora = table embeddings, halfvec column embedding, "
-                   "chunk_id, content, partial HNSW per dimension, is_enabled filter.")
-@click.option("--knowledge-base-id", multiple=True,
-              help="weknora: restrict to these knowledge bases (repeatable: IN (...)).")
-@click.option("--knowledge-id", multiple=True,
-              help="weknora: restrict to these knowledge ids (documents; repeatable).")
+@click.option(
+    "--distance",
+    type=click.Choice(["cosine", "l2", "ip"]),
+    default=None,
+    help="Distance of the index: cosine (<=>), l2 (<->), ip (<#>, negative inner "
+    "product). [default: cosine]",
+)
+@click.option(
+    "--where",
+    "where",
+    multiple=True,
+    metavar="COLUMN=VALUE",
+    help="Fixed filter, repeatable (values are bound parameters, recorded in every run); "
+    "one column given several values is filtered with IN (v1, v2, ...).",
+)
+@click.option(
+    "--null-as-true",
+    "null_true",
+    multiple=True,
+    metavar="COLUMN",
+    help="The --where filter on COLUMN also passes NULL: (COLUMN IS NULL OR COLUMN = "
+    "VALUE), for a flag whose NULL means true. Repeatable.",
+)
+@click.option(
+    "--min-similarity",
+    type=float,
+    default=None,
+    help="Drop vector results under this similarity (cosine: 1 - distance; ip: the "
+    "inner product), as the application does; the stage report counts them.",
+)
+@click.option(
+    "--max-distance",
+    type=float,
+    default=None,
+    help="Drop vector results past this distance (any distance); counted likewise.",
+)
+@click.option(
+    "--dimension",
+    type=click.IntRange(1, 16000),
+    default=None,
+    help="Query dimension (required for an untyped column of mixed dimensions).",
+)
+@click.option(
+    "--dimension-column",
+    default=None,
+    help="Column holding each row's dimension: search only rows with the dimension of "
+    "--dimension and cast the column to type(N) so a partial index is usable.",
+)
+@click.option(
+    "--preset",
+    type=click.Choice(["weknora"]),
+    default=None,
+    help="A known layout: weknora = table embeddings, halfvec column embedding, "
+    "chunk_id, content, partial HNSW per dimension, is_enabled filter.",
+)
+@click.option(
+    "--knowledge-base-id",
+    multiple=True,
+    help="weknora: restrict to these knowledge bases (repeatable: IN (...)).",
+)
+@click.option(
+    "--knowledge-id",
+    multiple=True,
+    help="weknora: restrict to these knowledge ids (documents; repeatable).",
+)
 @click.option("--tag-id", multiple=True, help="weknora: restrict to these tag ids (repeatable).")
 @click.option("--replace", is_flag=True, help="Replace a target of the same name.")
 @format_option(choices=("table", "json"))
 @pass_db
-def add(database, name, table, schema, id_column, vector_column, text_column, distance, where,
-        null_true, min_similarity, max_distance, dimension, dimension_column, preset,
-        knowledge_base_id, knowledge_id, tag_id, replace, fmt):
+def add(
+    database,
+    name,
+    table,
+    schema,
+    id_column,
+    vector_column,
+    text_column,
+    distance,
+    where,
+    null_true,
+    min_similarity,
+    max_distance,
+    dimension,
+    dimension_column,
+    preset,
+    knowledge_base_id,
+    knowledge_id,
+    tag_id,
+    replace,
+    fmt,
+):
     """Add a target after checking its table, columns, vector type and dimension in the catalog.
 
     \b
@@ -88,22 +146,38 @@ def add(database, name, table, schema, id_column, vector_column, text_column, di
     """
     from ...target.add import add_target
 
-    added = add_target(database, name, table=table, schema=schema, id_column=id_column,
-                       vector_column=vector_column, text_column=text_column, distance=distance,
-                       where=parse_where(where), dimension=dimension,
-                       dimension_column=dimension_column, preset=preset,
-                       knowledge_base_id=list(knowledge_base_id), knowledge_id=list(knowledge_id),
-                       tag_id=list(tag_id), null_true=list(null_true),
-                       min_similarity=min_similarity, max_distance=max_distance, replace=replace)
+    added = add_target(
+        database,
+        name,
+        table=table,
+        schema=schema,
+        id_column=id_column,
+        vector_column=vector_column,
+        text_column=text_column,
+        distance=distance,
+        where=parse_where(where),
+        dimension=dimension,
+        dimension_column=dimension_column,
+        preset=preset,
+        knowledge_base_id=list(knowledge_base_id),
+        knowledge_id=list(knowledge_id),
+        tag_id=list(tag_id),
+        null_true=list(null_true),
+        min_similarity=min_similarity,
+        max_distance=max_distance,
+        replace=replace,
+    )
     tg, indexes, warnings = added.target, added.indexes, added.warnings
     for w in warnings:
         warn(w)
     if fmt == "json":
         click.echo(to_json(added.as_dict()))
         return
-    click.echo(f"target '{name}': {tg.qualified()} ({tg.id_column}, {tg.vector_column} "
-               f"{tg.vector_type}({tg.dimension or '?'}), {tg.distance}); "
-               f"{len(indexes)} vector index(es)")
+    click.echo(
+        f"target '{name}': {tg.qualified()} ({tg.id_column}, {tg.vector_column} "
+        f"{tg.vector_type}({tg.dimension or '?'}), {tg.distance}); "
+        f"{len(indexes)} vector index(es)"
+    )
 
 
 @target.command("list")
@@ -115,9 +189,23 @@ def list_(database, fmt):
 
     with database.connect(autocommit=True) as conn:
         rows = t.list_targets(conn)
-    emit(rows, fmt, ["target", "table", "id_column", "vector_column", "type", "dimension",
-                     "distance", "text_column", "filters", "preset"],
-         wide_only=["id_column", "type", "filters", "preset"])
+    emit(
+        rows,
+        fmt,
+        [
+            "target",
+            "table",
+            "id_column",
+            "vector_column",
+            "type",
+            "dimension",
+            "distance",
+            "text_column",
+            "filters",
+            "preset",
+        ],
+        wide_only=["id_column", "type", "filters", "preset"],
+    )
 
 
 @target.command("show")
@@ -126,7 +214,8 @@ def list_(database, fmt):
 @pass_db
 def show(database, name, fmt):
     """Show a target's definition and the vector indexes the knowledge base has for it."""
-    from ...target import catalog, targets as t
+    from ...target import catalog
+    from ...target import targets as t
 
     with database.connect(autocommit=True) as conn:
         tg = t.load(conn, name)

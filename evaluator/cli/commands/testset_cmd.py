@@ -27,20 +27,37 @@ def testset():
 @testset.command()
 @click.argument("file", type=click.Path(dir_okay=True, allow_dash=False))
 @click.option("--name", required=True, help="Name of the test set (runs refer to it).")
-@click.option("--format", "source_format", type=click.Choice(_FORMATS), default=None,
-              help="Input format. [default: from the name: .jsonl, .csv, .qrels/.trec, a folder is "
-                   "BEIR]")
-@click.option("--queries", type=click.Path(dir_okay=False),
-              help="TREC only: query texts as TSV, query-id<TAB>text.")
-@click.option("--grade-map", metavar="CODE=GRADE,...",
-              help="Map source grades onto 0-3 and record the map, e.g. 1=3,2=2,3=1,4=0,-1=0 "
-                   "(Cranfield). A source grade missing from the map is an error.")
-@click.option("--replace", is_flag=True,
-              help="Replace a test set of this name with different content (its runs are "
-                   "deleted).")
-@click.option("--output", "fmt", type=click.Choice(["table", "json"]), default="table",
-              show_default=True, help="How to print the summary: table for people, json for "
-              "scripts.")
+@click.option(
+    "--format",
+    "source_format",
+    type=click.Choice(_FORMATS),
+    default=None,
+    help="Input format. [default: from the name: .jsonl, .csv, .qrels/.trec, a folder is BEIR]",
+)
+@click.option(
+    "--queries",
+    type=click.Path(dir_okay=False),
+    help="TREC only: query texts as TSV, query-id<TAB>text.",
+)
+@click.option(
+    "--grade-map",
+    metavar="CODE=GRADE,...",
+    help="Map source grades onto 0-3 and record the map, e.g. 1=3,2=2,3=1,4=0,-1=0 "
+    "(Cranfield). A source grade missing from the map is an error.",
+)
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="Replace a test set of this name with different content (its runs are deleted).",
+)
+@click.option(
+    "--output",
+    "fmt",
+    type=click.Choice(["table", "json"]),
+    default="table",
+    show_default=True,
+    help="How to print the summary: table for people, json for scripts.",
+)
 @pass_db
 def load(database, file, name, source_format, queries, grade_map, replace, fmt):
     """Load FILE as test set NAME: validated, all or nothing, in one transaction.
@@ -68,8 +85,16 @@ def load(database, file, name, source_format, queries, grade_map, replace, fmt):
     from ...testset import load as load_testset
 
     with database.connect(autocommit=True) as conn:
-        report = load_testset(conn, file, name, fmt=source_format, queries=queries,
-                              grade_map=grade_map, replace=replace, progress=True)
+        report = load_testset(
+            conn,
+            file,
+            name,
+            fmt=source_format,
+            queries=queries,
+            grade_map=grade_map,
+            replace=replace,
+            progress=True,
+        )
     if fmt == "json":
         click.echo(to_json(report.as_dict()))
         return
@@ -77,13 +102,19 @@ def load(database, file, name, source_format, queries, grade_map, replace, fmt):
     if r.unchanged:
         click.echo(f"test set '{r.name}' unchanged (same content hash); nothing rewritten")
     elif r.replaced:
-        click.echo(f"replaced test set '{r.name}' (id {r.testset_id}) from {r.source_file} "
-                   f"({r.source_format}); deleted {r.runs_deleted} run(s) of the old one")
+        click.echo(
+            f"replaced test set '{r.name}' (id {r.testset_id}) from {r.source_file} "
+            f"({r.source_format}); deleted {r.runs_deleted} run(s) of the old one"
+        )
     else:
-        click.echo(f"loaded test set '{r.name}' (id {r.testset_id}) from {r.source_file} "
-                   f"({r.source_format}) in {r.seconds:.2f} s")
-    click.echo(f"queries {r.n_queries}: valid {r.n_valid}, excluded (no relevant) "
-               f"{r.n_no_relevant}, unanswerable {r.n_unanswerable}")
+        click.echo(
+            f"loaded test set '{r.name}' (id {r.testset_id}) from {r.source_file} "
+            f"({r.source_format}) in {r.seconds:.2f} s"
+        )
+    click.echo(
+        f"queries {r.n_queries}: valid {r.n_valid}, excluded (no relevant) "
+        f"{r.n_no_relevant}, unanswerable {r.n_unanswerable}"
+    )
     click.echo(f"judgements {r.n_judgements}")
     if r.n_skipped:
         click.echo(f"skipped {r.n_skipped} queries that no judgement names")
@@ -106,11 +137,39 @@ def list_(database, fmt):
             click.echo("no test sets (load one with `pgeval testset load FILE --name NAME`)")
             return
         rows = [{**r, "hash": r["content_hash"][:12]} for r in rows]
-        emit(rows, fmt, ["name", "queries", "judgements", "valid", "excluded", "unanswerable",
-                         "runs", "format", "hash"], wide_only=["excluded", "format"])
+        emit(
+            rows,
+            fmt,
+            [
+                "name",
+                "queries",
+                "judgements",
+                "valid",
+                "excluded",
+                "unanswerable",
+                "runs",
+                "format",
+                "hash",
+            ],
+            wide_only=["excluded", "format"],
+        )
         return
-    emit(rows, fmt, ["name", "queries", "judgements", "valid", "excluded", "unanswerable",
-                     "runs", "format", "content_hash", "created"])
+    emit(
+        rows,
+        fmt,
+        [
+            "name",
+            "queries",
+            "judgements",
+            "valid",
+            "excluded",
+            "unanswerable",
+            "runs",
+            "format",
+            "content_hash",
+            "created",
+        ],
+    )
 
 
 @testset.command()
@@ -132,12 +191,19 @@ def show(database, name, fmt):
         ("test set", f"{info['name']} (id {info['testset_id']})"),
         ("source", f"{info['source_file']} ({info['format']})"),
         ("created", info["created"].strftime("%Y-%m-%d %H:%M:%S %Z")),
-        ("queries", f"{info['queries']}: valid {info['valid']}, excluded (no relevant) "
-                    f"{info['excluded']}, unanswerable {info['unanswerable']}"
-                    + (f", without text {info['without_text']}" if info["without_text"] else "")),
+        (
+            "queries",
+            f"{info['queries']}: valid {info['valid']}, excluded (no relevant) "
+            f"{info['excluded']}, unanswerable {info['unanswerable']}"
+            + (f", without text {info['without_text']}" if info["without_text"] else ""),
+        ),
         ("judgements", str(info["judgements"])),
-        ("embeddings", f"{info['with_embedding']} (dimension {info['embedding_dim']})"
-                       if info["with_embedding"] else "none"),
+        (
+            "embeddings",
+            f"{info['with_embedding']} (dimension {info['embedding_dim']})"
+            if info["with_embedding"]
+            else "none",
+        ),
         ("grade map", ",".join(f"{k}={v}" for k, v in gm.items()) if gm else "none (as written)"),
         ("runs", str(info["runs"])),
         ("content hash", f"sha256:{info['content_hash']}"),
@@ -145,11 +211,19 @@ def show(database, name, fmt):
     width = max(len(k) for k, _ in lines)
     for key, value in lines:
         click.echo(f"{key:<{width}}  {value}")
-    emit([{"grade": g, "judgements": n} for g, n in info["grades"].items()], "table",
-         ["grade", "judgements"], title="grades")
+    emit(
+        [{"grade": g, "judgements": n} for g, n in info["grades"].items()],
+        "table",
+        ["grade", "judgements"],
+        title="grades",
+    )
     if info["types"]:
-        emit([{"type": t, "queries": n} for t, n in info["types"].items()], "table",
-             ["type", "queries"], title="query types")
+        emit(
+            [{"type": t, "queries": n} for t, n in info["types"].items()],
+            "table",
+            ["type", "queries"],
+            title="query types",
+        )
 
 
 @testset.command()

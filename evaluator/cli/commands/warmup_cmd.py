@@ -9,26 +9,71 @@ from .common import pass_db
 
 
 @click.command()
-@click.option("--target", "target_name", required=True, metavar="NAME",
-              help="Target to warm up (see `pgeval target list`).")
-@click.option("--testset", metavar="NAME", help="Warm up with this test set's query embeddings "
-              "[default: seeded random vectors of the target's dimension].")
+@click.option(
+    "--target",
+    "target_name",
+    required=True,
+    metavar="NAME",
+    help="Target to warm up (see `pgeval target list`).",
+)
+@click.option(
+    "--testset",
+    metavar="NAME",
+    help="Warm up with this test set's query embeddings "
+    "[default: seeded random vectors of the target's dimension].",
+)
 @click.option("--embedder", metavar="LABEL", help="Which stored query embeddings to use.")
-@click.option("--set", "settings", multiple=True, metavar="GUC=VALUE",
-              help="Query-time setting for the passes (SET LOCAL), e.g. hnsw.ef_search=100.")
-@click.option("--k", type=click.IntRange(1, 10000), default=10, show_default=True,
-              help="Rows per query (LIMIT).")
-@click.option("--max-passes", type=click.IntRange(2, 100), default=10, show_default=True,
-              help="Stop after this many passes even when latency has not settled.")
-@click.option("--tolerance", type=click.FloatRange(0.001, 1.0), default=0.05, show_default=True,
-              help="Settled when two consecutive passes' median latencies differ by less.")
-@click.option("--random-queries", type=click.IntRange(1, 100000), default=64, show_default=True,
-              help="Number of random vectors when no --testset is given.")
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="GUC=VALUE",
+    help="Query-time setting for the passes (SET LOCAL), e.g. hnsw.ef_search=100.",
+)
+@click.option(
+    "--k",
+    type=click.IntRange(1, 10000),
+    default=10,
+    show_default=True,
+    help="Rows per query (LIMIT).",
+)
+@click.option(
+    "--max-passes",
+    type=click.IntRange(2, 100),
+    default=10,
+    show_default=True,
+    help="Stop after this many passes even when latency has not settled.",
+)
+@click.option(
+    "--tolerance",
+    type=click.FloatRange(0.001, 1.0),
+    default=0.05,
+    show_default=True,
+    help="Settled when two consecutive passes' median latencies differ by less.",
+)
+@click.option(
+    "--random-queries",
+    type=click.IntRange(1, 100000),
+    default=64,
+    show_default=True,
+    help="Number of random vectors when no --testset is given.",
+)
 @click.option("--no-prewarm", is_flag=True, help="Do not use pg_prewarm even when installed.")
 @format_option(choices=("table", "json"))
 @pass_db
-def warmup(database, target_name, testset, embedder, settings, k, max_passes, tolerance,
-           random_queries, no_prewarm, fmt):
+def warmup(
+    database,
+    target_name,
+    testset,
+    embedder,
+    settings,
+    k,
+    max_passes,
+    tolerance,
+    random_queries,
+    no_prewarm,
+    fmt,
+):
     """Warm the target's table and ANN indexes up before measuring latency.
 
     \b
@@ -50,11 +95,14 @@ def warmup(database, target_name, testset, embedder, settings, k, max_passes, to
 
     parsed = gucs.parse(settings, stages=("exact", "hnsw", "ivfflat", "diskann"))
     named = gucs.scoped_stages(parsed)
-    if len(named) > 1:   # warmup runs one query path: STAGE:GUC=VALUE of one stage only
+    if len(named) > 1:  # warmup runs one query path: STAGE:GUC=VALUE of one stage only
         from ...core.errors import InputError
 
-        raise InputError(f"warmup runs one query path but settings are scoped to "
-                         f"{', '.join(named)}: scope them to one stage", field="--set")
+        raise InputError(
+            f"warmup runs one query path but settings are scoped to "
+            f"{', '.join(named)}: scope them to one stage",
+            field="--set",
+        )
     parsed = gucs.scope(parsed, named[0] if named else None)
     with database.connect(autocommit=True) as res:
         target = load(res, target_name)
@@ -64,40 +112,64 @@ def warmup(database, target_name, testset, embedder, settings, k, max_passes, to
             if not target.dimension:
                 from ...core.errors import InputError
 
-                raise InputError(f"target '{target_name}' has no known dimension: give --testset",
-                                 field="--testset")
+                raise InputError(
+                    f"target '{target_name}' has no known dimension: give --testset",
+                    field="--testset",
+                )
             vectors = wu.random_vectors(target.dimension, random_queries)
             source = f"{random_queries} random vectors (seed 0)"
     with database.connect(results=False, autocommit=True, read_only=True) as kb:
-        parsed = {**target.settings, **parsed}      # the target's own (a preset's), then --set
+        parsed = {**target.settings, **parsed}  # the target's own (a preset's), then --set
         gucs.validate(kb, parsed)
 
         def on_pass(p):
             if fmt == "table":
-                info(f"pass {p.n}: median {p.median_ms:.3f} ms, p95 {p.p95_ms:.3f} ms, "
-                     f"blocks hit {p.blocks_hit}, read {p.blocks_read}")
+                info(
+                    f"pass {p.n}: median {p.median_ms:.3f} ms, p95 {p.p95_ms:.3f} ms, "
+                    f"blocks hit {p.blocks_hit}, read {p.blocks_read}"
+                )
 
-        report = wu.warmup(kb, target, vectors, source=source, settings=parsed, k=k,
-                           max_passes=max_passes, tolerance=tolerance,
-                           use_prewarm=not no_prewarm, on_pass=on_pass)
+        report = wu.warmup(
+            kb,
+            target,
+            vectors,
+            source=source,
+            settings=parsed,
+            k=k,
+            max_passes=max_passes,
+            tolerance=tolerance,
+            use_prewarm=not no_prewarm,
+            on_pass=on_pass,
+        )
     if fmt == "json":
         click.echo(to_json(report.as_dict()))
     else:
-        click.echo(f"target {report.target}: {report.method}; {report.queries} queries from "
-                   f"{report.source}")
+        click.echo(
+            f"target {report.target}: {report.method}; {report.queries} queries from "
+            f"{report.source}"
+        )
         click.echo(f"plan: {report.plan}")
         state = "settled" if report.converged else "NOT settled"
-        click.echo(f"{len(report.passes)} passes, median latency {state} at "
-                   f"{report.passes[-1].median_ms:.3f} ms")
+        click.echo(
+            f"{len(report.passes)} passes, median latency {state} at "
+            f"{report.passes[-1].median_ms:.3f} ms"
+        )
         if report.prewarmed:
-            click.echo("pg_prewarm: " + ", ".join(f"{r} {n} blocks"
-                                                  for r, n in report.prewarmed.items()))
-        rows = [{"relation": r["relation"], "kind": r["kind"],
-                 "before hit/read": f"{r['hit_before']}/{r['read_before']}",
-                 "after hit/read": f"{r['hit_after']}/{r['read_after']}",
-                 "hit % during": (None if r["hit_ratio_during"] is None
-                                  else f"{100 * r['hit_ratio_during']:.1f}")}
-                for r in report.relations()]
+            click.echo(
+                "pg_prewarm: " + ", ".join(f"{r} {n} blocks" for r, n in report.prewarmed.items())
+            )
+        rows = [
+            {
+                "relation": r["relation"],
+                "kind": r["kind"],
+                "before hit/read": f"{r['hit_before']}/{r['read_before']}",
+                "after hit/read": f"{r['hit_after']}/{r['read_after']}",
+                "hit % during": (
+                    None if r["hit_ratio_during"] is None else f"{100 * r['hit_ratio_during']:.1f}"
+                ),
+            }
+            for r in report.relations()
+        ]
         emit(rows, "table", title="buffer blocks: hits (shared buffers) / reads (OS)")
     for w in report.warnings:
         warn(w)

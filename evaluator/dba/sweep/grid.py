@@ -17,8 +17,14 @@ _GUC = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 BUILD_OPTIONS = {
     "hnsw": ("m", "ef_construction"),
     "ivfflat": ("lists",),
-    "diskann": ("num_neighbors", "search_list_size", "max_alpha", "storage_layout",
-                "num_bits_per_dimension", "num_dimensions"),
+    "diskann": (
+        "num_neighbors",
+        "search_list_size",
+        "max_alpha",
+        "storage_layout",
+        "num_bits_per_dimension",
+        "num_dimensions",
+    ),
 }
 
 
@@ -58,8 +64,10 @@ def parse_axes(items, what: str, field_name: str) -> list[tuple[str, list[str]]]
         if dup:
             raise InputError(f"'{name}' lists {', '.join(dup)} twice", field=field_name)
         if any(n == name for n, _ in axes):
-            raise InputError(f"'{name}' is given twice (list its values once: "
-                             f"{name}=v1,v2,...)", field=field_name)
+            raise InputError(
+                f"'{name}' is given twice (list its values once: {name}=v1,v2,...)",
+                field=field_name,
+            )
         axes.append((name, vals))
     return axes
 
@@ -68,12 +76,14 @@ def check_params(axes, stage_kind: str, prefixes: tuple[str, ...], settings: dic
     """Every swept setting must be one the stage applies (its extension's or a core one)."""
     for name, _ in axes:
         if "." in name and not any(name.startswith(p) for p in prefixes):
-            raise InputError(f"stage {stage_kind} does not apply '{name}' (it applies "
-                             f"{', '.join(p + '*' for p in prefixes) or 'no extension setting'} "
-                             "and core settings)", field="--param")
+            raise InputError(
+                f"stage {stage_kind} does not apply '{name}' (it applies "
+                f"{', '.join(p + '*' for p in prefixes) or 'no extension setting'} "
+                "and core settings)",
+                field="--param",
+            )
         if name in settings:
-            raise InputError(f"'{name}' is both swept (--param) and fixed (--set)",
-                             field="--param")
+            raise InputError(f"'{name}' is both swept (--param) and fixed (--set)", field="--param")
 
 
 def check_build(axes, method: str | None) -> None:
@@ -81,12 +91,15 @@ def check_build(axes, method: str | None) -> None:
         return
     allowed = BUILD_OPTIONS.get(method or "")
     if not allowed:
-        raise InputError("build sweeps need an ANN stage (hnsw, ivfflat or diskann)",
-                         field="--build")
+        raise InputError(
+            "build sweeps need an ANN stage (hnsw, ivfflat or diskann)", field="--build"
+        )
     for name, _ in axes:
         if name not in allowed:
-            raise InputError(f"'{name}' is not a {method} build option (known: "
-                             f"{', '.join(allowed)})", field="--build")
+            raise InputError(
+                f"'{name}' is not a {method} build option (known: {', '.join(allowed)})",
+                field="--build",
+            )
 
 
 def product(axes) -> list[dict]:

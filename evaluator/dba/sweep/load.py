@@ -36,8 +36,8 @@ def throughput(database, stage, ctx, clients: int) -> float:
                 gucs.apply_local(conn, {"plan_cache_mode": "force_custom_plan"})
             text = stmt.as_string(conn)
             cur = conn.cursor()
-            order = vectors[i % len(vectors):] + vectors[: i % len(vectors)]
-            cur.execute(text, dict(params, q=order[0]), prepare=True)   # plan once, untimed
+            order = vectors[i % len(vectors) :] + vectors[: i % len(vectors)]
+            cur.execute(text, dict(params, q=order[0]), prepare=True)  # plan once, untimed
             cur.fetchall()
             start.wait()
             for v in order:
@@ -54,8 +54,9 @@ def throughput(database, stage, ctx, clients: int) -> float:
         finally:
             conn.rollback()
 
-    threads = [threading.Thread(target=client, args=(i, c), daemon=True)
-               for i, c in enumerate(conns)]
+    threads = [
+        threading.Thread(target=client, args=(i, c), daemon=True) for i, c in enumerate(conns)
+    ]
     try:
         for t in threads:
             t.start()

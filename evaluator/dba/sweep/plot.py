@@ -9,8 +9,15 @@ from pathlib import Path
 from ...core.errors import InputError
 
 
-def write(path: str | Path, points: list[dict], *, k: int, target_recall: float,
-          recommendation: dict | None, title: str) -> Path:
+def write(
+    path: str | Path,
+    points: list[dict],
+    *,
+    k: int,
+    target_recall: float,
+    recommendation: dict | None,
+    title: str,
+) -> Path:
     from ...reporting import plots
 
     if not plots.available():
@@ -22,21 +29,52 @@ def write(path: str | Path, points: list[dict], *, k: int, target_recall: float,
     ax = fig.add_subplot()
     xs = [p["p95_ms"] for p in pts]
     ys = [p["index_recall"] for p in pts]
-    ax.errorbar(xs, ys, xerr=[p.get("p95_sd") or 0 for p in pts],
-                yerr=[p.get("index_recall_sd") or 0 for p in pts], fmt="o", color="#57606a",
-                ecolor="#afb8c1", capsize=2, label="grid point")
+    ax.errorbar(
+        xs,
+        ys,
+        xerr=[p.get("p95_sd") or 0 for p in pts],
+        yerr=[p.get("index_recall_sd") or 0 for p in pts],
+        fmt="o",
+        color="#57606a",
+        ecolor="#afb8c1",
+        capsize=2,
+        label="grid point",
+    )
     front = sorted((p for p in pts if p.get("pareto")), key=lambda p: p["p95_ms"])
     if front:
-        ax.plot([p["p95_ms"] for p in front], [p["index_recall"] for p in front], "-o",
-                color="#0969da", label="Pareto front")
+        ax.plot(
+            [p["p95_ms"] for p in front],
+            [p["index_recall"] for p in front],
+            "-o",
+            color="#0969da",
+            label="Pareto front",
+        )
     for p in pts:
-        ax.annotate(p["label"], (p["p95_ms"], p["index_recall"]), textcoords="offset points",
-                    xytext=(4, -10), fontsize=7)
-    ax.axhline(target_recall, linestyle="--", color="#cf222e", linewidth=1,
-               label=f"target recall {target_recall:g}")
+        ax.annotate(
+            p["label"],
+            (p["p95_ms"], p["index_recall"]),
+            textcoords="offset points",
+            xytext=(4, -10),
+            fontsize=7,
+        )
+    ax.axhline(
+        target_recall,
+        linestyle="--",
+        color="#cf222e",
+        linewidth=1,
+        label=f"target recall {target_recall:g}",
+    )
     if recommendation:
-        ax.plot([recommendation["p95_ms"]], [recommendation["index_recall"]], "o", ms=14,
-                mfc="none", mec="#1a7f37", mew=2, label=f"recommended: {recommendation['label']}")
+        ax.plot(
+            [recommendation["p95_ms"]],
+            [recommendation["index_recall"]],
+            "o",
+            ms=14,
+            mfc="none",
+            mec="#1a7f37",
+            mew=2,
+            label=f"recommended: {recommendation['label']}",
+        )
     ax.set_xlabel("p95 latency (ms, nearest rank)")
     ax.set_ylabel(f"recall@{k} against exact search")
     ax.set_title(title, fontsize=10)

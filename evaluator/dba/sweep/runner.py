@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from ...core.errors import InputError
-from . import grid, store
 from ...stages import gucs
+from . import grid, store
 
 ANN_KINDS = ("hnsw", "ivfflat", "diskann")
 
@@ -27,11 +27,11 @@ class SweepConfig:
     testset: str
     target: str
     stage: str
-    params: tuple = ()                    # ("hnsw.ef_search=10,20,40", ...)
-    build: tuple = ()                     # ("m=8,16", ...)
-    settings: dict = field(default_factory=dict)    # --set, every point
+    params: tuple = ()  # ("hnsw.ef_search=10,20,40", ...)
+    build: tuple = ()  # ("m=8,16", ...)
+    settings: dict = field(default_factory=dict)  # --set, every point
     k: int = 10
-    depth: int | None = None              # default max(k, 20)
+    depth: int | None = None  # default max(k, 20)
     repeat: int = 3
     concurrency: int = 1
     target_recall: float = 0.95
@@ -42,9 +42,9 @@ class SweepConfig:
     index: str | None = None
     checksum: bool = True
     statement_timeout: str | None = "5min"  # per statement on the knowledge base (None: server's)
-    maintenance_work_mem: str | None = None   # None: sized to the index (build_sweep)
+    maintenance_work_mem: str | None = None  # None: sized to the index (build_sweep)
     build_timeout_s: float = 1800.0
-    queries: object = None                # testset.query_source.QuerySource (instead of testset)
+    queries: object = None  # testset.query_source.QuerySource (instead of testset)
 
 
 @dataclass
@@ -57,23 +57,23 @@ class SweepResult:
     resumed: bool
     measured: int = 0
     reused: int = 0
-    kept: int = 0                         # already in this sweep (resume)
+    kept: int = 0  # already in this sweep (resume)
     points: list[dict] = field(default_factory=list)
     recommendation: dict | None = None
     warnings: list[str] = field(default_factory=list)
     measures: list[str] = field(default_factory=list)
-    config_hash: str | None = None        # of the sweep's base configuration (exact stage)
+    config_hash: str | None = None  # of the sweep's base configuration (exact stage)
     filters: dict = field(default_factory=dict)
     testset: str | None = None
-    queries: dict | None = None           # the query source (no judgements), else None
-    judged: bool = True                   # the queries have graded judgements
-    ground_truth: dict | None = None      # computed | reused (None: every point was kept)
+    queries: dict | None = None  # the query source (no judgements), else None
+    judged: bool = True  # the queries have graded judgements
+    ground_truth: dict | None = None  # computed | reused (None: every point was kept)
 
 
 class _Env:
     """Everything one sweep needs while it runs."""
 
-    result: SweepResult        # (set from the keywords; the ones mypy needs to know)
+    result: SweepResult  # (set from the keywords; the ones mypy needs to know)
     on_warning: Any
 
     def __init__(self, **kw):
@@ -88,19 +88,29 @@ class _Env:
 
 def _check(cfg: SweepConfig) -> int:
     if cfg.stage not in ANN_KINDS:
-        raise InputError(f"sweeps measure an ANN stage against exact search: --stage must be one "
-                         f"of {', '.join(ANN_KINDS)}, not '{cfg.stage}'", field="--stage")
-    for opt, value, low in (("--k", cfg.k, 1), ("--repeat", cfg.repeat, 1),
-                            ("--concurrency", cfg.concurrency, 1)):
+        raise InputError(
+            f"sweeps measure an ANN stage against exact search: --stage must be one "
+            f"of {', '.join(ANN_KINDS)}, not '{cfg.stage}'",
+            field="--stage",
+        )
+    for opt, value, low in (
+        ("--k", cfg.k, 1),
+        ("--repeat", cfg.repeat, 1),
+        ("--concurrency", cfg.concurrency, 1),
+    ):
         if value < low:
             raise InputError(f"{opt} must be >= {low}, got {value}", field=opt)
     if cfg.concurrency > 1 and cfg.isolate_index:
-        raise InputError("--concurrency cannot be combined with --isolate-index (each client's "
-                         "DROP INDEX would lock the table against the others); keep each index "
-                         "on its own copy of the table", field="--concurrency")
+        raise InputError(
+            "--concurrency cannot be combined with --isolate-index (each client's "
+            "DROP INDEX would lock the table against the others); keep each index "
+            "on its own copy of the table",
+            field="--concurrency",
+        )
     if not 0 < cfg.target_recall <= 1:
-        raise InputError(f"--target-recall must be in (0, 1], got {cfg.target_recall}",
-                         field="--target-recall")
+        raise InputError(
+            f"--target-recall must be in (0, 1], got {cfg.target_recall}", field="--target-recall"
+        )
     depth = cfg.depth or max(cfg.k, 20)
     if depth < cfg.k:
         raise InputError(f"--depth {depth} is below --k {cfg.k}", field="--depth")
@@ -112,29 +122,39 @@ def default_name(identity: dict) -> str:
     return f"sweep-{identity['target']}-{identity['stage']}-{key}"
 
 
-def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None,
-              on_start=None, on_ground_truth=None) -> SweepResult:
+def run_sweep(
+    database,
+    cfg: SweepConfig,
+    *,
+    on_warning=None,
+    on_point=None,
+    on_start=None,
+    on_ground_truth=None,
+) -> SweepResult:
     """Run (or resume) the sweep; ``on_start(points, repetitions, queries)`` once the grid and
     the queries are known; ``on_point(point, repetition, how)`` after each grid point and
     repetition (how: measured | reused | kept); ``on_ground_truth(rows, total)`` while the exact
     ground truth is computed."""
-    from .. import fingerprint as fpmod
     from ...measure import metrics as mmod
-    from ...target import targets
     from ...run.pipeline import PipelineConfig, _queries
-    from ...testset.catalog import resolve_testset
     from ...stages import gucs, registry
+    from ...target import targets
+    from ...testset.catalog import resolve_testset
+    from .. import fingerprint as fpmod
 
     depth = _check(cfg)
     stage = registry.get(cfg.stage)
     param_axes = grid.parse_axes(cfg.params, "hnsw.ef_search=10,20,40", "--param")
     build_axes = grid.parse_axes(cfg.build, "m=8,16", "--build")
     if not param_axes and not build_axes:
-        raise InputError("nothing to sweep: give --param GUC=v1,v2,... and/or --build "
-                         "OPTION=v1,v2,...", field="--param")
-    gucs.check_stages(cfg.settings, ["exact", cfg.stage])          # STAGE:GUC=VALUE
-    grid.check_params(param_axes, cfg.stage, stage.guc_prefixes, gucs.scope(cfg.settings,
-                                                                            cfg.stage))
+        raise InputError(
+            "nothing to sweep: give --param GUC=v1,v2,... and/or --build OPTION=v1,v2,...",
+            field="--param",
+        )
+    gucs.check_stages(cfg.settings, ["exact", cfg.stage])  # STAGE:GUC=VALUE
+    grid.check_params(
+        param_axes, cfg.stage, stage.guc_prefixes, gucs.scope(cfg.settings, cfg.stage)
+    )
     grid.check_build(build_axes, stage.method)
     points = grid.points(param_axes, build_axes)
     measures = mmod.measures_for(sorted({3, 5, 10, cfg.k}))
@@ -148,16 +168,20 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None,
             tgt = targets.load(conn, cfg.target)
         cfg = replace(cfg)
         cfg.testset, qinfo = query_source.materialize(
-            database, cast("query_source.QuerySource", cfg.queries), tgt)
-    with database.connect() as results, database.connect(
-            results=False, read_only=not cfg.isolate_index) as kb:
+            database, cast("query_source.QuerySource", cfg.queries), tgt
+        )
+    with (
+        database.connect() as results,
+        database.connect(results=False, read_only=not cfg.isolate_index) as kb,
+    ):
         tid, ts_hash = resolve_testset(results, cfg.testset)
         target = targets.load(results, cfg.target)
-        judged = results.execute("SELECT n_judgements > 0 FROM pgeval.testset "
-                                 "WHERE testset_id = %s", (tid,)).fetchone()[0]
-        if not judged:      # query vectors only: no qrels metric to compute per point
+        judged = results.execute(
+            "SELECT n_judgements > 0 FROM pgeval.testset WHERE testset_id = %s", (tid,)
+        ).fetchone()[0]
+        if not judged:  # query vectors only: no qrels metric to compute per point
             measures = []
-        base = gucs.validate(kb, {**target.settings, **cfg.settings})   # preset's, then --set
+        base = gucs.validate(kb, {**target.settings, **cfg.settings})  # preset's, then --set
         base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
         for values in grid.product(param_axes):
             try:
@@ -165,68 +189,156 @@ def run_sweep(database, cfg: SweepConfig, *, on_warning=None, on_point=None,
             except InputError as exc:
                 raise InputError(exc.detail, field="--param") from None
         kb.rollback()
-        queries, label, dim = _queries(results, cfg.testset, tid, [(cfg.stage, cfg.stage, stage)],
-                                       PipelineConfig(testset=cfg.testset, stages=cfg.stage,
-                                                      embedder=cfg.embedder))
+        queries, label, dim = _queries(
+            results,
+            cfg.testset,
+            tid,
+            [(cfg.stage, cfg.stage, stage)],
+            PipelineConfig(testset=cfg.testset, stages=cfg.stage, embedder=cfg.embedder),
+        )
         results.commit()
         if on_start:
             on_start(len(points), cfg.repeat, len(queries))
         data = fpmod.capture_data(kb, target, checksum=cfg.checksum)
         kb.rollback()
-        identity = {"testset": cfg.testset, "testset_hash": ts_hash, "target": cfg.target,
-                    "stage": cfg.stage, "grid": grid.as_json(param_axes, build_axes),
-                    "settings": base, "k": cfg.k, "depth": depth,
-                    "concurrency": cfg.concurrency, "embedder": label}
+        identity = {
+            "testset": cfg.testset,
+            "testset_hash": ts_hash,
+            "target": cfg.target,
+            "stage": cfg.stage,
+            "grid": grid.as_json(param_axes, build_axes),
+            "settings": base,
+            "k": cfg.k,
+            "depth": depth,
+            "concurrency": cfg.concurrency,
+            "embedder": label,
+        }
         name = cfg.name or default_name(identity)
-        sweep_extra = {"sweep": {"k": cfg.k, "depth": depth, "concurrency": cfg.concurrency,
-                                 "embedder": label, "index": cfg.index,
-                                 "isolate_index": cfg.isolate_index}}
+        sweep_extra = {
+            "sweep": {
+                "k": cfg.k,
+                "depth": depth,
+                "concurrency": cfg.concurrency,
+                "embedder": label,
+                "index": cfg.index,
+                "isolate_index": cfg.isolate_index,
+            }
+        }
 
         def fingerprint(settings: dict, stage_name: str, build: dict | None = None) -> dict:
             extra = dict(sweep_extra)
             if build is not None:
                 extra["build"] = build
-            fp = fpmod.capture(kb, target, settings=settings, embedder=label, dimension=dim,
-                               testset_hash=ts_hash, testset_name=cfg.testset, stage=stage_name,
-                               data=data, extra=extra)
+            fp = fpmod.capture(
+                kb,
+                target,
+                settings=settings,
+                embedder=label,
+                dimension=dim,
+                testset_hash=ts_hash,
+                testset_name=cfg.testset,
+                stage=stage_name,
+                data=data,
+                extra=extra,
+            )
             kb.rollback()
-            if build is not None:     # the index is the scratch copy's, not the user's
+            if build is not None:  # the index is the scratch copy's, not the user's
                 from ..build_sweep import opclass
 
-                fp["indexes"] = {"scratch": {
-                    "method": stage.method, "opclasses": [opclass(target, stage.method)],
-                    "columns": [target.vector_column], "predicate": None, "valid": True,
-                    "options": {**fpmod.INDEX_DEFAULTS.get(stage.method, {}), **build}}}
+                fp["indexes"] = {
+                    "scratch": {
+                        "method": stage.method,
+                        "opclasses": [opclass(target, stage.method)],
+                        "columns": [target.vector_column],
+                        "predicate": None,
+                        "valid": True,
+                        "options": {**fpmod.INDEX_DEFAULTS.get(stage.method, {}), **build},
+                    }
+                }
                 fp["target"]["scratch_copy"] = True
             return fp
 
         base_fp = fingerprint(gucs.scope(base, "exact"), "exact")
-        exp_config = {"stages": ["exact"] + [p.label for p in points],
-                      "sweep": {**identity, "repeat": cfg.repeat}, "settings": base,
-                      "depth": depth, "repeat": cfg.repeat, "embedder": label, "dimension": dim,
-                      "target": {"name": target.name, **target.spec()},
-                      "filters": target.filter_literals(), "queries": qinfo}
+        exp_config = {
+            "stages": ["exact"] + [p.label for p in points],
+            "sweep": {**identity, "repeat": cfg.repeat},
+            "settings": base,
+            "depth": depth,
+            "repeat": cfg.repeat,
+            "embedder": label,
+            "dimension": dim,
+            "target": {"name": target.name, **target.spec()},
+            "filters": target.filter_literals(),
+            "queries": qinfo,
+        }
         row = store.open_sweep(
-            results, name=name, testset_id=tid, target=cfg.target, stage=cfg.stage,
-            grid=identity["grid"], settings=base, k=cfg.k, depth=depth, repeat=cfg.repeat,
-            concurrency=cfg.concurrency, target_recall=cfg.target_recall, fresh=cfg.fresh,
-            experiment_config=exp_config, fingerprint=base_fp,
-            config_hash=fpmod.config_hash(base_fp))
-        result = SweepResult(name, row.sweep_id, row.experiment_id, cfg.k, cfg.target_recall,
-                             row.resumed, measures=measures,
-                             config_hash=fpmod.config_hash(base_fp),
-                             filters=dict(base_fp.get("filters") or {}),
-                             testset=cfg.testset, queries=qinfo, judged=bool(judged))
-        fps = {p.number: fingerprint({**gucs.scope(base, cfg.stage), **p.settings}, cfg.stage,
-                                     p.build if build_axes else None) for p in points}
-        env = _Env(cfg=cfg, database=database, kb=kb, results=results, stage=stage,
-                   exact=registry.get("exact"), tid=tid, depth=depth, base=base, queries=queries,
-                   label=label, row=row, fps=fps, hashes={n: fpmod.config_hash(f)
-                                                          for n, f in fps.items()},
-                   base_fp=base_fp, have=store.measured(results, row.sweep_id), result=result,
-                   on_warning=on_warning, on_point=on_point, measures=measures, prepared=set(),
-                   data=data, ts_hash=ts_hash, own=bool(qinfo and qinfo["own_chunk_removed"]),
-                   gt=None, on_ground_truth=on_ground_truth)
+            results,
+            name=name,
+            testset_id=tid,
+            target=cfg.target,
+            stage=cfg.stage,
+            grid=identity["grid"],
+            settings=base,
+            k=cfg.k,
+            depth=depth,
+            repeat=cfg.repeat,
+            concurrency=cfg.concurrency,
+            target_recall=cfg.target_recall,
+            fresh=cfg.fresh,
+            experiment_config=exp_config,
+            fingerprint=base_fp,
+            config_hash=fpmod.config_hash(base_fp),
+        )
+        result = SweepResult(
+            name,
+            row.sweep_id,
+            row.experiment_id,
+            cfg.k,
+            cfg.target_recall,
+            row.resumed,
+            measures=measures,
+            config_hash=fpmod.config_hash(base_fp),
+            filters=dict(base_fp.get("filters") or {}),
+            testset=cfg.testset,
+            queries=qinfo,
+            judged=bool(judged),
+        )
+        fps = {
+            p.number: fingerprint(
+                {**gucs.scope(base, cfg.stage), **p.settings},
+                cfg.stage,
+                p.build if build_axes else None,
+            )
+            for p in points
+        }
+        env = _Env(
+            cfg=cfg,
+            database=database,
+            kb=kb,
+            results=results,
+            stage=stage,
+            exact=registry.get("exact"),
+            tid=tid,
+            depth=depth,
+            base=base,
+            queries=queries,
+            label=label,
+            row=row,
+            fps=fps,
+            hashes={n: fpmod.config_hash(f) for n, f in fps.items()},
+            base_fp=base_fp,
+            have=store.measured(results, row.sweep_id),
+            result=result,
+            on_warning=on_warning,
+            on_point=on_point,
+            measures=measures,
+            prepared=set(),
+            data=data,
+            ts_hash=ts_hash,
+            own=bool(qinfo and qinfo["own_chunk_removed"]),
+            gt=None,
+            on_ground_truth=on_ground_truth,
+        )
         try:
             if build_axes:
                 _build_blocks(env, target, points)
@@ -269,15 +381,21 @@ def _pending(env, points) -> list[tuple[int, object]]:
                     old = env.results.execute(
                         "SELECT r.fingerprint FROM pgeval.sweep_point sp JOIN pgeval.run r "
                         "USING (run_id) WHERE sp.sweep_id = %s AND sp.point = %s AND "
-                        "sp.repetition = %s", (env.row.sweep_id, p.number, rep)).fetchone()
-                    raise Conflict(store.changed_message(env.row.name, old and old[0],
-                                                         env.fps[p.number]))
+                        "sp.repetition = %s",
+                        (env.row.sweep_id, p.number, rep),
+                    ).fetchone()
+                    raise Conflict(
+                        store.changed_message(env.row.name, old and old[0], env.fps[p.number])
+                    )
                 env.result.kept += 1
                 _notify(env, p, rep, "kept")
                 continue
             h = env.hashes[p.number]
-            src = None if env.cfg.fresh else store.find_elsewhere(env.results, env.row.sweep_id,
-                                                                 h, rep)
+            src = (
+                None
+                if env.cfg.fresh
+                else store.find_elsewhere(env.results, env.row.sweep_id, h, rep)
+            )
             if src is not None:
                 store.copy_point(env.results, env.row.sweep_id, p, rep, src)
                 env.have[(p.number, rep)] = h
@@ -305,11 +423,17 @@ def _build_blocks(env, target, points) -> None:
     stale = leftover_schemas(env.kb)
     env.kb.rollback()
     if stale:
-        env.warn(f"scratch schemas left by an earlier process: {', '.join(stale)} (drop them "
-                 "with DROP SCHEMA ... CASCADE when no sweep is running)")
-    _ground_truth(env, target)       # before the builds: the user's table, not the scratch copy
-    with Scratch(env.database, target, maintenance_work_mem=env.cfg.maintenance_work_mem,
-                 build_timeout_s=env.cfg.build_timeout_s) as scratch:
+        env.warn(
+            f"scratch schemas left by an earlier process: {', '.join(stale)} (drop them "
+            "with DROP SCHEMA ... CASCADE when no sweep is running)"
+        )
+    _ground_truth(env, target)  # before the builds: the user's table, not the scratch copy
+    with Scratch(
+        env.database,
+        target,
+        maintenance_work_mem=env.cfg.maintenance_work_mem,
+        build_timeout_s=env.cfg.build_timeout_s,
+    ) as scratch:
         for key, pending in todo.items():
             if not pending:
                 continue
@@ -329,8 +453,17 @@ def _run_pending(env, target, pending, build_info) -> None:
         _ensure_exact(env, target, rep)
         for _, p in [x for x in pending if x[0] == rep]:
             run_id, qps = _run_point(env, target, p, rep)
-            store.insert_point(env.results, env.row.sweep_id, p, rep, env.hashes[p.number],
-                               run_id, concurrency=env.cfg.concurrency, qps=qps, build=build_info)
+            store.insert_point(
+                env.results,
+                env.row.sweep_id,
+                p,
+                rep,
+                env.hashes[p.number],
+                run_id,
+                concurrency=env.cfg.concurrency,
+                qps=qps,
+                build=build_info,
+            )
             env.have[(p.number, rep)] = env.hashes[p.number]
             env.result.measured += 1
             _notify(env, p, rep, "measured")
@@ -338,28 +471,40 @@ def _run_pending(env, target, pending, build_info) -> None:
 
 
 def _context(env, target, stage_name: str, rep: int, settings: dict, fp: dict):
-    from ..fingerprint import config_hash
     from ...stages.base import StageContext
+    from ..fingerprint import config_hash
 
     options = {"index": env.cfg.index} if env.cfg.index and stage_name != "exact" else {}
-    own = env.own and stage_name != "exact"   # sampled queries: fetch one more, drop their chunk
+    own = env.own and stage_name != "exact"  # sampled queries: fetch one more, drop their chunk
     extra: dict = {"fingerprint": fp, "config_hash": config_hash(fp)}
     if own:
         extra["exclude_own"] = True
     return StageContext(
-        kb=env.kb, results=env.results, target=target, testset=env.cfg.testset,
-        testset_id=env.tid, experiment=env.row.name, experiment_id=env.row.experiment_id,
-        repetition=rep, stage=stage_name, depth=env.depth + (1 if own else 0), settings=settings,
-        options=options, queries=env.queries, embedder=env.label,
-        isolate_index=env.cfg.isolate_index and stage_name != "exact", extra=extra)
+        kb=env.kb,
+        results=env.results,
+        target=target,
+        testset=env.cfg.testset,
+        testset_id=env.tid,
+        experiment=env.row.name,
+        experiment_id=env.row.experiment_id,
+        repetition=rep,
+        stage=stage_name,
+        depth=env.depth + (1 if own else 0),
+        settings=settings,
+        options=options,
+        queries=env.queries,
+        embedder=env.label,
+        isolate_index=env.cfg.isolate_index and stage_name != "exact",
+        extra=extra,
+    )
 
 
 def _run(env, stage, ctx, run_name: str, key: str) -> int:
     existing = store.complete_run(env.results, env.row.experiment_id, run_name)
     if existing is not None:
         return existing
-    if key not in env.prepared:      # configuration checks once per point (run() re-checks the
-        stage.prepare(ctx)           # plan every time)
+    if key not in env.prepared:  # configuration checks once per point (run() re-checks the
+        stage.prepare(ctx)  # plan every time)
         env.prepared.add(key)
     run_id = stage.run(ctx, run_name)
     for w in ctx.warnings:
@@ -379,10 +524,19 @@ def _ground_truth(env, target):
         from ...stages import ground_truth
 
         env.gt = ground_truth.ensure(
-            env.results, env.kb, target, testset_hash=env.ts_hash, queries=env.queries,
-            depth=env.depth, data=env.data, own_chunk_removed=env.own,
-            embedder=env.label, settings=_exact_settings(env),
-            on_progress=env.on_ground_truth, on_warning=env.warn)
+            env.results,
+            env.kb,
+            target,
+            testset_hash=env.ts_hash,
+            queries=env.queries,
+            depth=env.depth,
+            data=env.data,
+            own_chunk_removed=env.own,
+            embedder=env.label,
+            settings=_exact_settings(env),
+            on_progress=env.on_ground_truth,
+            on_warning=env.warn,
+        )
         env.result.ground_truth = env.gt.as_json()
     return env.gt
 
@@ -403,12 +557,12 @@ def _ensure_exact(env, target, rep: int) -> int:
 def _run_point(env, target, p, rep: int) -> tuple[int, float | None]:
     settings = {**gucs.scope(env.base, env.cfg.stage), **p.settings}
     ctx = _context(env, target, env.cfg.stage, rep, settings, env.fps[p.number])
-    run_id = _run(env, env.stage, ctx, f"{env.row.name}.{p.label}.{rep}",
-                  f"{p.label}:{target.table}")
+    run_id = _run(
+        env, env.stage, ctx, f"{env.row.name}.{p.label}.{rep}", f"{p.label}:{target.table}"
+    )
     qps = None
     if env.cfg.concurrency > 1:
         from .load import throughput
 
-        qps = throughput(env.database, env.stage, replace(ctx, warnings=[]),
-                         env.cfg.concurrency)
+        qps = throughput(env.database, env.stage, replace(ctx, warnings=[]), env.cfg.concurrency)
     return run_id, qps

@@ -26,17 +26,42 @@ def _commit(conn) -> None:
         conn.commit()
 
 
-def open_sweep(conn, *, name: str, testset_id: int, target: str, stage: str, grid: dict,
-               settings: dict, k: int, depth: int, repeat: int, concurrency: int,
-               target_recall: float, fresh: bool, experiment_config: dict,
-               fingerprint: dict, config_hash: str) -> SweepRow:
+def open_sweep(
+    conn,
+    *,
+    name: str,
+    testset_id: int,
+    target: str,
+    stage: str,
+    grid: dict,
+    settings: dict,
+    k: int,
+    depth: int,
+    repeat: int,
+    concurrency: int,
+    target_recall: float,
+    fresh: bool,
+    experiment_config: dict,
+    fingerprint: dict,
+    config_hash: str,
+) -> SweepRow:
     """Create the sweep and its experiment, or resume the sweep of that name (``fresh``: delete
     it and its runs first)."""
-    want = {"testset_id": testset_id, "target": target, "stage": stage, "grid": grid,
-            "settings": settings, "k": k, "depth": depth, "concurrency": concurrency}
-    row = conn.execute("SELECT sweep_id, experiment_id, testset_id, target, stage, grid, "
-                       "settings, k, depth, concurrency FROM pgeval.sweep WHERE name = %s",
-                       (name,)).fetchone()
+    want = {
+        "testset_id": testset_id,
+        "target": target,
+        "stage": stage,
+        "grid": grid,
+        "settings": settings,
+        "k": k,
+        "depth": depth,
+        "concurrency": concurrency,
+    }
+    row = conn.execute(
+        "SELECT sweep_id, experiment_id, testset_id, target, stage, grid, "
+        "settings, k, depth, concurrency FROM pgeval.sweep WHERE name = %s",
+        (name,),
+    ).fetchone()
     if row is not None and fresh:
         conn.execute("DELETE FROM pgeval.experiment WHERE experiment_id = %s", (row[1],))
         conn.execute("DELETE FROM pgeval.sweep WHERE sweep_id = %s", (row[0],))
@@ -45,29 +70,52 @@ def open_sweep(conn, *, name: str, testset_id: int, target: str, stage: str, gri
         have = dict(zip(IDENTITY, row[2:]))
         differ = [key for key in IDENTITY if have[key] != want[key]]
         if differ:
-            raise Conflict(f"a sweep named '{name}' exists with another {', '.join(differ)} "
-                           "(choose another --name, or --fresh to replace it)")
+            raise Conflict(
+                f"a sweep named '{name}' exists with another {', '.join(differ)} "
+                "(choose another --name, or --fresh to replace it)"
+            )
         exp_id = row[1]
         if exp_id is not None:
             check_same_configuration(conn, name, exp_id, fingerprint, config_hash)
         if exp_id is None:
-            exp_id = _experiment(conn, name, testset_id, target, experiment_config, fingerprint,
-                                 config_hash)
-        conn.execute("UPDATE pgeval.sweep SET status = 'running', repeat = greatest(repeat, %s), "
-                     "target_recall = %s, experiment_id = %s, finished_at = NULL "
-                     "WHERE sweep_id = %s", (repeat, target_recall, exp_id, row[0]))
-        conn.execute("UPDATE pgeval.experiment SET status = 'running', finished_at = NULL "
-                     "WHERE experiment_id = %s", (exp_id,))
+            exp_id = _experiment(
+                conn, name, testset_id, target, experiment_config, fingerprint, config_hash
+            )
+        conn.execute(
+            "UPDATE pgeval.sweep SET status = 'running', repeat = greatest(repeat, %s), "
+            "target_recall = %s, experiment_id = %s, finished_at = NULL "
+            "WHERE sweep_id = %s",
+            (repeat, target_recall, exp_id, row[0]),
+        )
+        conn.execute(
+            "UPDATE pgeval.experiment SET status = 'running', finished_at = NULL "
+            "WHERE experiment_id = %s",
+            (exp_id,),
+        )
         _commit(conn)
         return SweepRow(row[0], name, exp_id, True)
-    exp_id = _experiment(conn, name, testset_id, target, experiment_config, fingerprint,
-                         config_hash)
+    exp_id = _experiment(
+        conn, name, testset_id, target, experiment_config, fingerprint, config_hash
+    )
     sweep_id = conn.execute(
         "INSERT INTO pgeval.sweep (name, testset_id, experiment_id, target, stage, grid, "
         "settings, k, depth, repeat, concurrency, target_recall) "
         "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING sweep_id",
-        (name, testset_id, exp_id, target, stage, json.dumps(grid), json.dumps(settings), k,
-         depth, repeat, concurrency, target_recall)).fetchone()[0]
+        (
+            name,
+            testset_id,
+            exp_id,
+            target,
+            stage,
+            json.dumps(grid),
+            json.dumps(settings),
+            k,
+            depth,
+            repeat,
+            concurrency,
+            target_recall,
+        ),
+    ).fetchone()[0]
     _commit(conn)
     return SweepRow(sweep_id, name, exp_id, False)
 
@@ -77,19 +125,25 @@ def changed_message(name: str, old_fp: dict | None, new_fp: dict | None) -> str:
     from ..config_diff import compare, show_value
 
     diff = compare(old_fp, new_fp, "then", "now")
-    what = "; ".join(f"{d.key}: {show_value(d.a)} -> {show_value(d.b)}"
-                     for d in diff.differences[:3]) or "the fingerprint differs"
-    return (f"sweep '{name}' was measured under another configuration ({what}): its points "
-            "would mix two configurations, and none measured under one is kept under another "
-            "(choose another --name, or --fresh to measure this sweep again)")
+    what = (
+        "; ".join(f"{d.key}: {show_value(d.a)} -> {show_value(d.b)}" for d in diff.differences[:3])
+        or "the fingerprint differs"
+    )
+    return (
+        f"sweep '{name}' was measured under another configuration ({what}): its points "
+        "would mix two configurations, and none measured under one is kept under another "
+        "(choose another --name, or --fresh to measure this sweep again)"
+    )
 
 
-def check_same_configuration(conn, name: str, exp_id: int, fingerprint: dict,
-                             config_hash: str) -> None:
+def check_same_configuration(
+    conn, name: str, exp_id: int, fingerprint: dict, config_hash: str
+) -> None:
     """Refuse to resume sweep ``name`` when its base fingerprint (exact search on the target:
     server, extensions, indexes and their builds, settings, data) differs from now."""
-    row = conn.execute("SELECT config_hash, fingerprint FROM pgeval.experiment "
-                       "WHERE experiment_id = %s", (exp_id,)).fetchone()
+    row = conn.execute(
+        "SELECT config_hash, fingerprint FROM pgeval.experiment WHERE experiment_id = %s", (exp_id,)
+    ).fetchone()
     if row is not None and row[0] != config_hash:
         conn.rollback()
         raise Conflict(changed_message(name, row[1], fingerprint))
@@ -97,20 +151,25 @@ def check_same_configuration(conn, name: str, exp_id: int, fingerprint: dict,
 
 def _experiment(conn, name, testset_id, target, config, fingerprint, config_hash) -> int:
     if conn.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)).fetchone():
-        raise Conflict(f"an experiment named '{name}' exists that is not a sweep (choose "
-                       "another --name)")
+        raise Conflict(
+            f"an experiment named '{name}' exists that is not a sweep (choose another --name)"
+        )
     return conn.execute(
         "INSERT INTO pgeval.experiment (name, testset_id, target, config, config_hash, "
         "fingerprint) VALUES (%s, %s, %s, %s, %s, %s) RETURNING experiment_id",
-        (name, testset_id, target, json.dumps(config), config_hash,
-         json.dumps(fingerprint))).fetchone()[0]
+        (name, testset_id, target, json.dumps(config), config_hash, json.dumps(fingerprint)),
+    ).fetchone()[0]
 
 
 def measured(conn, sweep_id: int) -> dict[tuple[int, int], str]:
     """(point, repetition) -> config hash of the points this sweep already holds."""
-    return {(p, r): h for p, r, h in conn.execute(
-        "SELECT point, repetition, config_hash FROM pgeval.sweep_point WHERE sweep_id = %s",
-        (sweep_id,)).fetchall()}
+    return {
+        (p, r): h
+        for p, r, h in conn.execute(
+            "SELECT point, repetition, config_hash FROM pgeval.sweep_point WHERE sweep_id = %s",
+            (sweep_id,),
+        ).fetchall()
+    }
 
 
 def find_elsewhere(conn, sweep_id: int, config_hash: str, repetition: int) -> dict | None:
@@ -119,48 +178,105 @@ def find_elsewhere(conn, sweep_id: int, config_hash: str, repetition: int) -> di
         "SELECT sp.* FROM pgeval.sweep_point sp JOIN pgeval.run r USING (run_id) "
         "WHERE sp.config_hash = %s AND sp.repetition = %s AND sp.sweep_id <> %s "
         "AND r.status = 'complete' ORDER BY sp.reused_from IS NOT NULL, sp.measured_at DESC "
-        "LIMIT 1", (config_hash, repetition, sweep_id))
+        "LIMIT 1",
+        (config_hash, repetition, sweep_id),
+    )
     row = cur.fetchone()
     return None if row is None else dict(zip([d.name for d in cur.description], row))
 
 
-VALUES = ("run_id", "index_recall", "metrics", "queries", "rows_mean", "rows_min", "p50_ms",
-          "p95_ms", "p99_ms", "qps", "concurrency", "build_ms", "index_bytes", "measured_at")
+VALUES = (
+    "run_id",
+    "index_recall",
+    "metrics",
+    "queries",
+    "rows_mean",
+    "rows_min",
+    "p50_ms",
+    "p95_ms",
+    "p99_ms",
+    "qps",
+    "concurrency",
+    "build_ms",
+    "index_bytes",
+    "measured_at",
+)
 
 
 def copy_point(conn, sweep_id: int, point, repetition: int, src: dict) -> None:
-    cols = ["sweep_id", "point", "repetition", "label", "settings", "build", "config_hash",
-            "reused_from", *VALUES]
-    vals = [sweep_id, point.number, repetition, point.label, json.dumps(point.settings),
-            json.dumps(point.build), src["config_hash"],
-            src["reused_from"] or src["sweep_id"],
-            *[json.dumps(src[c]) if c == "metrics" and src[c] is not None else src[c]
-              for c in VALUES]]
-    conn.execute(f"INSERT INTO pgeval.sweep_point ({', '.join(cols)}) "
-                 f"VALUES ({', '.join(['%s'] * len(cols))})", vals)
+    cols = [
+        "sweep_id",
+        "point",
+        "repetition",
+        "label",
+        "settings",
+        "build",
+        "config_hash",
+        "reused_from",
+        *VALUES,
+    ]
+    vals = [
+        sweep_id,
+        point.number,
+        repetition,
+        point.label,
+        json.dumps(point.settings),
+        json.dumps(point.build),
+        src["config_hash"],
+        src["reused_from"] or src["sweep_id"],
+        *[json.dumps(src[c]) if c == "metrics" and src[c] is not None else src[c] for c in VALUES],
+    ]
+    conn.execute(
+        f"INSERT INTO pgeval.sweep_point ({', '.join(cols)}) "
+        f"VALUES ({', '.join(['%s'] * len(cols))})",
+        vals,
+    )
     _commit(conn)
 
 
-def insert_point(conn, sweep_id: int, point, repetition: int, config_hash: str, run_id: int,
-                 *, concurrency: int = 1, qps: float | None = None,
-                 build: dict | None = None) -> None:
+def insert_point(
+    conn,
+    sweep_id: int,
+    point,
+    repetition: int,
+    config_hash: str,
+    run_id: int,
+    *,
+    concurrency: int = 1,
+    qps: float | None = None,
+    build: dict | None = None,
+) -> None:
     build = build or {}
     conn.execute(
         "INSERT INTO pgeval.sweep_point (sweep_id, point, repetition, label, settings, build, "
         "config_hash, run_id, concurrency, qps, build_ms, index_bytes) "
         "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-        (sweep_id, point.number, repetition, point.label, json.dumps(point.settings),
-         json.dumps(point.build), config_hash, run_id, concurrency, qps,
-         build.get("build_ms"), build.get("index_bytes")))
+        (
+            sweep_id,
+            point.number,
+            repetition,
+            point.label,
+            json.dumps(point.settings),
+            json.dumps(point.build),
+            config_hash,
+            run_id,
+            concurrency,
+            qps,
+            build.get("build_ms"),
+            build.get("index_bytes"),
+        ),
+    )
     _commit(conn)
 
 
 def complete_run(conn, experiment_id: int, name: str) -> int | None:
-    row = conn.execute("SELECT run_id, status FROM pgeval.run WHERE name = %s AND "
-                       "experiment_id = %s", (name, experiment_id)).fetchone()
+    row = conn.execute(
+        "SELECT run_id, status FROM pgeval.run WHERE name = %s AND experiment_id = %s",
+        (name, experiment_id),
+    ).fetchone()
     if row is None:
         return None
-    if row[1] != "complete":        # left by an interrupted sweep: measured again
+    if row[1] != "complete":  # left by an interrupted sweep: measured again
         conn.execute("DELETE FROM pgeval.run WHERE run_id = %s", (row[0],))
         _commit(conn)
         return None
@@ -175,25 +291,43 @@ def fill(conn, sweep_id: int, k: int, measures: list[str]) -> int:
         "SELECT sp.point, sp.repetition, sp.run_id, r.experiment_id, r.repetition, sp.qps "
         "FROM pgeval.sweep_point sp JOIN pgeval.run r USING (run_id) "
         "WHERE sp.sweep_id = %s AND sp.metrics IS NULL AND r.status = 'complete'",
-        (sweep_id,)).fetchall()
+        (sweep_id,),
+    ).fetchall()
     recall: dict[tuple[int, int], dict[int, float]] = {}
     for point, rep, run_id, exp_id, run_rep, qps in rows:
         key = (exp_id, run_rep)
         if key not in recall:
-            recall[key] = {r[0]: r[1] for r in conn.execute(
-                "SELECT run_id, index_recall FROM pgeval.index_recall(%s, %s, %s)",
-                (exp_id, k, run_rep)).fetchall()}
+            recall[key] = {
+                r[0]: r[1]
+                for r in conn.execute(
+                    "SELECT run_id, index_recall FROM pgeval.index_recall(%s, %s, %s)",
+                    (exp_id, k, run_rep),
+                ).fetchall()
+            }
         values = metrics.summary(conn, run_id, measures) if measures else {}
         lat = latency.percentiles(conn, run_id)
         n, rows_mean, rows_min, _, single_qps = conn.execute(
-            "SELECT * FROM pgeval.run_throughput(%s)", (run_id,)).fetchone()
+            "SELECT * FROM pgeval.run_throughput(%s)", (run_id,)
+        ).fetchone()
         conn.execute(
             "UPDATE pgeval.sweep_point SET index_recall = %s, metrics = %s, queries = %s, "
             "rows_mean = %s, rows_min = %s, p50_ms = %s, p95_ms = %s, p99_ms = %s, qps = %s "
             "WHERE sweep_id = %s AND point = %s AND repetition = %s",
-            (recall[key].get(run_id), json.dumps(values), n, rows_mean, rows_min,
-             lat.get("p50_ms"), lat.get("p95_ms"), lat.get("p99_ms"),
-             qps if qps is not None else single_qps, sweep_id, point, rep))
+            (
+                recall[key].get(run_id),
+                json.dumps(values),
+                n,
+                rows_mean,
+                rows_min,
+                lat.get("p50_ms"),
+                lat.get("p95_ms"),
+                lat.get("p99_ms"),
+                qps if qps is not None else single_qps,
+                sweep_id,
+                point,
+                rep,
+            ),
+        )
     _commit(conn)
     return len(rows)
 
@@ -201,18 +335,25 @@ def fill(conn, sweep_id: int, k: int, measures: list[str]) -> int:
 def finish(conn, sweep_id: int, experiment_id: int | None, status: str) -> None:
     if conn.info.transaction_status != 0:
         conn.rollback()
-    conn.execute("UPDATE pgeval.sweep SET status = %s, finished_at = now() WHERE sweep_id = %s",
-                 (status, sweep_id))
+    conn.execute(
+        "UPDATE pgeval.sweep SET status = %s, finished_at = now() WHERE sweep_id = %s",
+        (status, sweep_id),
+    )
     if experiment_id is not None:
-        conn.execute("UPDATE pgeval.experiment SET status = %s, finished_at = now() "
-                     "WHERE experiment_id = %s",
-                     ("complete" if status == "complete" else "failed", experiment_id))
+        conn.execute(
+            "UPDATE pgeval.experiment SET status = %s, finished_at = now() "
+            "WHERE experiment_id = %s",
+            ("complete" if status == "complete" else "failed", experiment_id),
+        )
     _commit(conn)
 
 
 def resolve(conn, name: str) -> dict:
-    cur = conn.execute("SELECT s.*, t.name AS testset FROM pgeval.sweep s "
-                       "JOIN pgeval.testset t USING (testset_id) WHERE s.name = %s", (name,))
+    cur = conn.execute(
+        "SELECT s.*, t.name AS testset FROM pgeval.sweep s "
+        "JOIN pgeval.testset t USING (testset_id) WHERE s.name = %s",
+        (name,),
+    )
     row = cur.fetchone()
     if row is None:
         raise NotFound(f"no sweep named '{name}' (see `pgeval sweep --list`)")
@@ -226,8 +367,9 @@ def summary(conn, sweep_id: int) -> list[dict]:
 
 
 def recommendation(conn, sweep_id: int, target_recall: float) -> dict | None:
-    cur = conn.execute("SELECT * FROM pgeval.sweep_recommendation(%s, %s)",
-                       (sweep_id, target_recall))
+    cur = conn.execute(
+        "SELECT * FROM pgeval.sweep_recommendation(%s, %s)", (sweep_id, target_recall)
+    )
     row = cur.fetchone()
     return None if row is None else dict(zip([d.name for d in cur.description], row))
 
@@ -237,6 +379,7 @@ def list_sweeps(conn) -> list[dict]:
         "SELECT s.name AS sweep, t.name AS testset, s.target, s.stage, s.k, s.repeat, "
         "s.status, (SELECT count(DISTINCT point) FROM pgeval.sweep_point p "
         "WHERE p.sweep_id = s.sweep_id) AS points, s.created_at "
-        "FROM pgeval.sweep s JOIN pgeval.testset t USING (testset_id) ORDER BY s.created_at")
+        "FROM pgeval.sweep s JOIN pgeval.testset t USING (testset_id) ORDER BY s.created_at"
+    )
     names = [d.name for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]

@@ -20,7 +20,8 @@ content hash, so that another file never reuses stale vectors).
 
 from __future__ import annotations
 
-from typing import Protocol, Sequence
+from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -35,9 +36,15 @@ class Embedder(Protocol):
         in test-set order, with ``text`` and any precomputed ``embedding``)."""
 
 
-def parse(spec: str, *, base_url: str | None = None, dimensions: int | None = None,
-          api_key_env: str | None = None, batch_size: int | None = None,
-          timeout: float | None = None) -> Embedder:
+def parse(
+    spec: str,
+    *,
+    base_url: str | None = None,
+    dimensions: int | None = None,
+    api_key_env: str | None = None,
+    batch_size: int | None = None,
+    timeout: float | None = None,
+) -> Embedder:
     """An embedder for ``spec``; InputError naming --embedder when the spec is unknown."""
     spec = (spec or "").strip()
     kind, sep, arg = spec.partition(":")
@@ -48,8 +55,14 @@ def parse(spec: str, *, base_url: str | None = None, dimensions: int | None = No
     if kind == "openai" and sep and arg:
         from .http import OpenAIEmbedder
 
-        return OpenAIEmbedder(arg, base_url=base_url, dimensions=dimensions,
-                              api_key_env=api_key_env, batch_size=batch_size, timeout=timeout)
+        return OpenAIEmbedder(
+            arg,
+            base_url=base_url,
+            dimensions=dimensions,
+            api_key_env=api_key_env,
+            batch_size=batch_size,
+            timeout=timeout,
+        )
     if kind == "local" and sep and arg:
         from .local import LocalEmbedder
 
@@ -58,20 +71,24 @@ def parse(spec: str, *, base_url: str | None = None, dimensions: int | None = No
         from .static import NumpyFile
 
         return NumpyFile(arg)
-    raise InputError(f"unknown embedder '{spec}' (precomputed, openai:MODEL, local:MODEL, "
-                     "numpy:FILE.npy)", field="--embedder")
+    raise InputError(
+        f"unknown embedder '{spec}' (precomputed, openai:MODEL, local:MODEL, numpy:FILE.npy)",
+        field="--embedder",
+    )
 
 
 def check_matrix(matrix, n: int, source: str) -> np.ndarray:
     """A float32 (n x d) matrix with finite values, else InputError naming ``source``."""
     m = np.asarray(matrix, dtype=np.float32)
     if m.ndim != 2:
-        raise InputError(f"expected a 2-d matrix (queries x dimensions), got shape {m.shape}",
-                         field=source)
+        raise InputError(
+            f"expected a 2-d matrix (queries x dimensions), got shape {m.shape}", field=source
+        )
     if m.shape[0] != n:
         raise InputError(f"{m.shape[0]} embeddings for {n} queries", field=source)
     bad = np.where(~np.isfinite(m).all(axis=1))[0]
     if len(bad):
-        raise InputError(f"embedding {int(bad[0])} (row, 0-based) has a NaN or infinite value",
-                         field=source)
+        raise InputError(
+            f"embedding {int(bad[0])} (row, 0-based) has a NaN or infinite value", field=source
+        )
     return m

@@ -13,13 +13,14 @@ no key, for local servers) and never appears in a message or a log.
 from __future__ import annotations
 
 import os
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from ...core.errors import InputError
-from ..http_json import JsonClient, check_url
 from ...core.masking import mask
+from ..http_json import JsonClient, check_url
 from . import check_matrix
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -29,12 +30,20 @@ BACKOFF_S = 0.5
 
 
 class OpenAIEmbedder:
-    def __init__(self, model: str, *, base_url: str | None = None, dimensions: int | None = None,
-                 api_key_env: str | None = None, batch_size: int | None = None,
-                 timeout: float | None = None, retries: int = RETRIES,
-                 backoff_s: float = BACKOFF_S):
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        dimensions: int | None = None,
+        api_key_env: str | None = None,
+        batch_size: int | None = None,
+        timeout: float | None = None,
+        retries: int = RETRIES,
+        backoff_s: float = BACKOFF_S,
+    ):
         self.model = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL)
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         self.base_url = self.base_url.rstrip("/")
         check_url(self.base_url, "base URL", "--base-url")
         self.dimensions = dimensions
@@ -59,9 +68,12 @@ class OpenAIEmbedder:
             return None
         key = os.environ.get(self.api_key_env)
         if not key:
-            raise InputError(f"environment variable {self.api_key_env} is not set (it must hold "
-                             "the API key; name another with --api-key-env, or pass "
-                             "--api-key-env '' for a server without keys)", field="--api-key-env")
+            raise InputError(
+                f"environment variable {self.api_key_env} is not set (it must hold "
+                "the API key; name another with --api-key-env, or pass "
+                "--api-key-env '' for a server without keys)",
+                field="--api-key-env",
+            )
         return key
 
     def _request(self, texts: list[str]) -> list[list[float]]:
@@ -73,9 +85,11 @@ class OpenAIEmbedder:
         try:
             return self._vectors(payload, len(texts))
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise InputError(f"{self.shown_url} answered something that is not an embeddings "
-                             f"response: {self._client.scrub(str(exc))}",
-                             field="--base-url") from None
+            raise InputError(
+                f"{self.shown_url} answered something that is not an embeddings "
+                f"response: {self._client.scrub(str(exc))}",
+                field="--base-url",
+            ) from None
 
     @property
     def requests(self) -> int:
@@ -93,18 +107,26 @@ class OpenAIEmbedder:
         for q in queries:
             if not q.text:
                 raise InputError(f"query '{q.query_id}' has no text to embed", field="--embedder")
-        self._client = JsonClient(self.url, key=self._api_key(), timeout=self.timeout,
-                                  retries=self.retries, backoff_s=self.backoff_s,
-                                  field="--embedder", retry_field="--base-url")
+        self._client = JsonClient(
+            self.url,
+            key=self._api_key(),
+            timeout=self.timeout,
+            retries=self.retries,
+            backoff_s=self.backoff_s,
+            field="--embedder",
+            retry_field="--base-url",
+        )
         rows: list[list[float]] = []
         for i in range(0, len(queries), self.batch_size):
-            batch = [q.text for q in queries[i:i + self.batch_size]]
+            batch = [q.text for q in queries[i : i + self.batch_size]]
             rows.extend(self._request(batch))
             if on_batch:
                 on_batch(len(batch))
         m = check_matrix(rows if rows else np.zeros((0, 1)), len(queries), "--embedder")
         if self.dimensions and m.shape[1] != self.dimensions:
-            raise InputError(f"{self.shown_url} returned {m.shape[1]}-dimensional embeddings, "
-                             f"{self.dimensions} requested", field="--dimensions")
+            raise InputError(
+                f"{self.shown_url} returned {m.shape[1]}-dimensional embeddings, "
+                f"{self.dimensions} requested",
+                field="--dimensions",
+            )
         return m
-

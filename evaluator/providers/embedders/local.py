@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,13 +32,17 @@ class LocalEmbedder:
         self.model_name = model
         self.batch_size = batch_size or 32
         self.label = f"local:{model}"
-        self._model: Any = None   # the loaded SentenceTransformer (untyped package)
+        self._model: Any = None  # the loaded SentenceTransformer (untyped package)
 
     def _load(self):
-        return load_model("SentenceTransformer", self.model_name, what="model",
-                          field="--embedder",
-                          missing="local embedders need sentence-transformers: pip install "
-                                  "'pgeval[local]' (or use openai:MODEL / numpy:FILE.npy)")
+        return load_model(
+            "SentenceTransformer",
+            self.model_name,
+            what="model",
+            field="--embedder",
+            missing="local embedders need sentence-transformers: pip install "
+            "'pgeval[local]' (or use openai:MODEL / numpy:FILE.npy)",
+        )
 
     def embed(self, queries: Sequence, on_batch=None) -> np.ndarray:
         for q in queries:
@@ -48,10 +53,13 @@ class LocalEmbedder:
         out = []
         texts = [q.text for q in queries]
         for i in range(0, len(texts), self.batch_size):
-            batch = texts[i:i + self.batch_size]
-            out.append(np.asarray(self._model.encode(batch, batch_size=self.batch_size,
-                                                     convert_to_numpy=True), dtype=np.float32))
+            batch = texts[i : i + self.batch_size]
+            out.append(
+                np.asarray(
+                    self._model.encode(batch, batch_size=self.batch_size, convert_to_numpy=True),
+                    dtype=np.float32,
+                )
+            )
             if on_batch:
                 on_batch(len(batch))
-        return check_matrix(np.vstack(out) if out else np.zeros((0, 1)), len(queries),
-                            "--embedder")
+        return check_matrix(np.vstack(out) if out else np.zeros((0, 1)), len(queries), "--embedder")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -21,13 +21,18 @@ class Precomputed:
         dims = set()
         for q in queries:
             if q.embedding is None:
-                raise InputError(f"query '{q.query_id}' has no embedding in the test set (load "
-                                 "the test set with an 'embedding' field or choose another "
-                                 "--embedder)", field="--embedder")
+                raise InputError(
+                    f"query '{q.query_id}' has no embedding in the test set (load "
+                    "the test set with an 'embedding' field or choose another "
+                    "--embedder)",
+                    field="--embedder",
+                )
             dims.add(len(q.embedding))
         if len(dims) > 1:
-            raise InputError(f"the test set's embeddings have several dimensions: {sorted(dims)}",
-                             field="--embedder")
+            raise InputError(
+                f"the test set's embeddings have several dimensions: {sorted(dims)}",
+                field="--embedder",
+            )
         return check_matrix([q.embedding for q in queries], len(queries), "--embedder")
 
 
@@ -47,6 +52,9 @@ class NumpyFile:
         except (ValueError, OSError) as exc:
             raise InputError(f"cannot read a numpy matrix: {exc}", file=str(self.path)) from None
         if matrix.ndim == 2 and matrix.shape[0] != len(queries):
-            raise InputError(f"{matrix.shape[0]} rows for {len(queries)} queries of the test set "
-                             "(row i must be query i in test-set order)", file=str(self.path))
+            raise InputError(
+                f"{matrix.shape[0]} rows for {len(queries)} queries of the test set "
+                "(row i must be query i in test-set order)",
+                file=str(self.path),
+            )
         return check_matrix(matrix, len(queries), str(self.path))

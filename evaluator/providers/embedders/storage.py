@@ -9,8 +9,7 @@ import numpy as np
 from ...core.errors import InputError, NotFound
 from ...stages.base import Query
 
-
-EMBED_LOCK = 1885824373   # first key of the advisory lock that serialises storing embeddings
+EMBED_LOCK = 1885824373  # first key of the advisory lock that serialises storing embeddings
 
 
 @dataclass
@@ -19,7 +18,7 @@ class EmbedReport:
     embedder: str
     dimension: int
     queries: int
-    computed: int          # 0 when every query already had an embedding under this label
+    computed: int  # 0 when every query already had an embedding under this label
 
 
 def testset_id(conn, name: str) -> int:
@@ -41,15 +40,26 @@ def _vec(value) -> np.ndarray | None:
 def testset_queries(conn, tid: int, with_embedding: bool = False) -> list[Query]:
     """The test set's queries in test-set order (text; the loaded embedding when asked)."""
     cols = "query_id, position, query_text" + (", embedding::text" if with_embedding else "")
-    rows = conn.execute(f"SELECT {cols} FROM pgeval.query WHERE testset_id = %s ORDER BY position",
-                        (tid,)).fetchall()
-    return [Query(query_id=r[0], position=r[1], text=r[2],
-                  embedding=_vec(r[3]) if with_embedding else None) for r in rows]
+    rows = conn.execute(
+        f"SELECT {cols} FROM pgeval.query WHERE testset_id = %s ORDER BY position", (tid,)
+    ).fetchall()
+    return [
+        Query(
+            query_id=r[0],
+            position=r[1],
+            text=r[2],
+            embedding=_vec(r[3]) if with_embedding else None,
+        )
+        for r in rows
+    ]
 
 
 def stored_count(conn, tid: int, label: str) -> tuple[int, int | None]:
-    n, dim = conn.execute("SELECT count(*), max(dim) FROM pgeval.query_embedding WHERE "
-                          "testset_id = %s AND embedder = %s", (tid, label)).fetchone()
+    n, dim = conn.execute(
+        "SELECT count(*), max(dim) FROM pgeval.query_embedding WHERE "
+        "testset_id = %s AND embedder = %s",
+        (tid, label),
+    ).fetchone()
     return n, dim
 
 
@@ -57,29 +67,40 @@ def ensure(conn, testset: str, embedder, *, recompute: bool = False, on_batch=No
     """Store the embeddings of ``testset``'s queries under ``embedder.label`` unless every query
     already has one (``recompute`` replaces them). One transaction: all or nothing."""
     tid = testset_id(conn, testset)
-    n = conn.execute("SELECT count(*) FROM pgeval.query WHERE testset_id = %s", (tid,)).fetchone()[0]
+    n = conn.execute("SELECT count(*) FROM pgeval.query WHERE testset_id = %s", (tid,)).fetchone()[
+        0
+    ]
     if n == 0:
         raise InputError(f"test set '{testset}' has no queries", field="--testset")
     have, dim = stored_count(conn, tid, embedder.label)
-    if have == n and not recompute:       # stored already: read nothing more
-        assert dim is not None            # n > 0 stored rows have a dimension
+    if have == n and not recompute:  # stored already: read nothing more
+        assert dim is not None  # n > 0 stored rows have a dimension
         return EmbedReport(testset, embedder.label, dim, n, 0)
     queries = testset_queries(conn, tid, with_embedding=embedder.label == "precomputed")
-    kwargs = {"on_batch": on_batch} if on_batch and embedder.label.split(":")[0] in (
-        "openai", "local") else {}
+    kwargs = (
+        {"on_batch": on_batch}
+        if on_batch and embedder.label.split(":")[0] in ("openai", "local")
+        else {}
+    )
     matrix = embedder.embed(queries, **kwargs)
     dim = int(matrix.shape[1])
     with conn.transaction():
         # two pipelines starting at once both find the embeddings missing: one writes them, the
         # other waits here, then keeps what the first stored (no duplicate key)
-        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                     (EMBED_LOCK, f"{tid}:{embedder.label}"))
+        conn.execute(
+            "SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+            (EMBED_LOCK, f"{tid}:{embedder.label}"),
+        )
         written = recompute or stored_count(conn, tid, embedder.label)[0] != n
         if written:
-            conn.execute("DELETE FROM pgeval.query_embedding WHERE testset_id = %s AND "
-                         "embedder = %s", (tid, embedder.label))
-            with conn.cursor().copy("COPY pgeval.query_embedding (testset_id, query_id, "
-                                    "embedder, dim, embedding) FROM STDIN") as copy:
+            conn.execute(
+                "DELETE FROM pgeval.query_embedding WHERE testset_id = %s AND embedder = %s",
+                (tid, embedder.label),
+            )
+            with conn.cursor().copy(
+                "COPY pgeval.query_embedding (testset_id, query_id, "
+                "embedder, dim, embedding) FROM STDIN"
+            ) as copy:
                 for q, row in zip(queries, matrix):
                     vec = "[" + ",".join(repr(float(x)) for x in row) + "]"
                     copy.write_row((tid, q.query_id, embedder.label, dim, vec))
@@ -94,15 +115,23 @@ def load(conn, tid: int, label: str) -> list[Query]:
 
     register_vector(conn)
     # a binary cursor: vectors arrive as raw float4 (numpy.frombuffer), not text to parse
-    rows = conn.cursor(binary=True).execute(
-        "SELECT q.query_id, q.position, q.query_text, e.embedding FROM pgeval.query q "
-        "LEFT JOIN pgeval.query_embedding e ON e.testset_id = q.testset_id "
-        "AND e.query_id = q.query_id AND e.embedder = %s WHERE q.testset_id = %s "
-        "ORDER BY q.position", (label, tid)).fetchall()
-    missing = [r[0] for r in rows if r[3] is None]   # (vectors come back as numpy: see below)
+    rows = (
+        conn.cursor(binary=True)
+        .execute(
+            "SELECT q.query_id, q.position, q.query_text, e.embedding FROM pgeval.query q "
+            "LEFT JOIN pgeval.query_embedding e ON e.testset_id = q.testset_id "
+            "AND e.query_id = q.query_id AND e.embedder = %s WHERE q.testset_id = %s "
+            "ORDER BY q.position",
+            (label, tid),
+        )
+        .fetchall()
+    )
+    missing = [r[0] for r in rows if r[3] is None]  # (vectors come back as numpy: see below)
     if missing:
-        raise NotFound(f"{len(missing)} queries have no embedding '{label}' (first: "
-                       f"'{missing[0]}'): run `pgeval embed --embedder ...` first")
+        raise NotFound(
+            f"{len(missing)} queries have no embedding '{label}' (first: "
+            f"'{missing[0]}'): run `pgeval embed --embedder ...` first"
+        )
     return [Query(query_id=r[0], position=r[1], text=r[2], embedding=_vec(r[3])) for r in rows]
 
 
@@ -111,6 +140,9 @@ def list_embeddings(conn, testset: str | None = None) -> list[dict]:
         "SELECT t.name, e.embedder, max(e.dim), count(*), max(e.created_at) "
         "FROM pgeval.query_embedding e JOIN pgeval.testset t USING (testset_id) "
         "WHERE %(t)s::text IS NULL OR t.name = %(t)s GROUP BY 1, 2 ORDER BY 1, 2",
-        {"t": testset}).fetchall()
-    return [{"testset": r[0], "embedder": r[1], "dimension": r[2], "queries": r[3],
-             "created_at": r[4]} for r in rows]
+        {"t": testset},
+    ).fetchall()
+    return [
+        {"testset": r[0], "embedder": r[1], "dimension": r[2], "queries": r[3], "created_at": r[4]}
+        for r in rows
+    ]

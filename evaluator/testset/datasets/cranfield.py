@@ -49,8 +49,10 @@ def _records(path: Path) -> list[dict[str, str]]:
 
 def queries(folder: Path) -> list[tuple[str, str]]:
     """[(query_id, text)] with ids "1".."225" by position."""
-    return [(str(i), " ".join(r.get("W", "").split()))
-            for i, r in enumerate(_records(Path(folder) / "cran.qry"), 1)]
+    return [
+        (str(i), " ".join(r.get("W", "").split()))
+        for i, r in enumerate(_records(Path(folder) / "cran.qry"), 1)
+    ]
 
 
 def documents(folder: Path) -> list[tuple[str, str, str]]:

@@ -8,7 +8,7 @@ whose judgements are all grade 0 loads and is counted as having no relevant chun
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..records import Row
 from .jsonl import parse_line
@@ -19,7 +19,8 @@ COLUMNS = ("query-id", "corpus-id", "score")
 
 def _is_header(parts) -> bool:
     return [p.strip().lower() for p in parts] == list(COLUMNS) or not parts[-1].strip().lstrip(
-        "-").isdigit()
+        "-"
+    ).isdigit()
 
 
 def queries_jsonl(src, file_idx: int) -> Iterator[Row]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 from ...core import strict_json
 from .. import fields
@@ -27,7 +27,7 @@ REQUIRED = ("id", "query")
 _TRUE = {"true", "t", "yes", "y", "1"}
 _FALSE = {"false", "f", "no", "n", "0"}
 
-csv.field_size_limit(max(csv.field_size_limit(), 1 << 27))   # long embedding cells
+csv.field_size_limit(max(csv.field_size_limit(), 1 << 27))  # long embedding cells
 
 
 def _lines(src, where: list):
@@ -43,8 +43,9 @@ def _json_cell(src, n, field, cell):
         raise src.error(str(exc), line=n, field=field) from None
     except (ValueError, RecursionError) as exc:
         msg = exc.msg if isinstance(exc, json.JSONDecodeError) else "cannot be read"
-        raise src.error(f"cell starts with '{cell[0]}' but is not valid JSON: {msg}", line=n,
-                        field=field) from None
+        raise src.error(
+            f"cell starts with '{cell[0]}' but is not valid JSON: {msg}", line=n, field=field
+        ) from None
 
 
 def _items(cell: str) -> list[str]:
@@ -62,15 +63,19 @@ def _relevant(src, n, cell):
     if not any(graded):
         return items
     if not all(graded):
-        raise src.error("write every item as chunk:grade, or none of them (grade 1 each)",
-                        line=n, field="relevant")
+        raise src.error(
+            "write every item as chunk:grade, or none of them (grade 1 each)",
+            line=n,
+            field="relevant",
+        )
     out = {}
     for item in items:
         chunk, _, grade = item.rpartition(":")
         chunk = chunk.strip()
         if chunk in out:
-            raise src.error(f"chunk '{fields.show(chunk)}' is judged twice", line=n,
-                            field="relevant")
+            raise src.error(
+                f"chunk '{fields.show(chunk)}' is judged twice", line=n, field="relevant"
+            )
         out[chunk] = grade.strip()
     return out
 
@@ -93,8 +98,9 @@ def _embedding(src, n, cell):
         try:
             out.append(float(item))
         except ValueError:
-            raise src.error(f"'{fields.show(item, 40)}' is not a number", line=n,
-                            field="embedding") from None
+            raise src.error(
+                f"'{fields.show(item, 40)}' is not a number", line=n, field="embedding"
+            ) from None
     return out
 
 
@@ -130,26 +136,41 @@ def parse(plan, grade_map) -> Iterator[Row]:
             header = [c.strip().lower() for c in cells]
             for name in REQUIRED:
                 if name not in header:
-                    raise src.error(f"the header has no '{name}' column (columns: "
-                                    f"{', '.join(COLUMNS)})", line=start, field=name)
+                    raise src.error(
+                        f"the header has no '{name}' column (columns: {', '.join(COLUMNS)})",
+                        line=start,
+                        field=name,
+                    )
             dup = next((h for h in header if h and header.count(h) > 1), None)
             if dup:
-                raise src.error(f"column '{fields.show(dup)}' appears twice in the header",
-                                line=start, field=fields.show(dup))
+                raise src.error(
+                    f"column '{fields.show(dup)}' appears twice in the header",
+                    line=start,
+                    field=fields.show(dup),
+                )
             index = {name: header.index(name) for name in COLUMNS if name in header}
             continue
         if len(cells) != len(header):
-            raise src.error(f"expected {len(header)} columns as in the header, found "
-                            f"{len(cells)}", line=start)
+            raise src.error(
+                f"expected {len(header)} columns as in the header, found {len(cells)}", line=start
+            )
         cell = {name: cells[i] for name, i in index.items()}
         count += 1
-        yield query_row(src, 0, start, "id", qid=cell["id"], text=cell["query"],
-                        relevant=_relevant(src, start, cell.get("relevant", "")),
-                        types=_list(src, start, "type", cell.get("type", "")),
-                        answerable=_answerable(src, start, cell.get("answerable", "")),
-                        facts=_list(src, start, "expected_facts", cell.get("expected_facts", "")),
-                        embedding=_embedding(src, start, cell.get("embedding", "")),
-                        grade_map=grade_map, dims=dims)
+        yield query_row(
+            src,
+            0,
+            start,
+            "id",
+            qid=cell["id"],
+            text=cell["query"],
+            relevant=_relevant(src, start, cell.get("relevant", "")),
+            types=_list(src, start, "type", cell.get("type", "")),
+            answerable=_answerable(src, start, cell.get("answerable", "")),
+            facts=_list(src, start, "expected_facts", cell.get("expected_facts", "")),
+            embedding=_embedding(src, start, cell.get("embedding", "")),
+            grade_map=grade_map,
+            dims=dims,
+        )
     if header is None:
         raise src.error("the file is empty (no header, no queries)")
     if count == 0:

@@ -11,7 +11,7 @@ optional. Blank lines are skipped; other keys are ignored.
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 from ...core import strict_json
 from .. import fields
@@ -27,10 +27,13 @@ def parse_line(src, n: int, text: str):
     except json.JSONDecodeError as exc:
         raise src.error(f"not valid JSON: {exc.msg} at column {exc.colno}", line=n) from None
     except (ValueError, RecursionError) as exc:
-        raise src.error(f"not valid JSON: {str(exc)[:100] or 'nested too deeply'}", line=n) from None
+        raise src.error(
+            f"not valid JSON: {str(exc)[:100] or 'nested too deeply'}", line=n
+        ) from None
     if not isinstance(obj, dict):
-        raise src.error(f"expected a JSON object {{\"id\": ..., \"query\": ...}}, found "
-                        f"{fields._kind(obj)}", line=n)
+        raise src.error(
+            f'expected a JSON object {{"id": ..., "query": ...}}, found {fields._kind(obj)}', line=n
+        )
     return obj
 
 
@@ -45,9 +48,20 @@ def parse(plan, grade_map) -> Iterator[Row]:
         if "id" not in obj:
             raise src.error("the query id is missing", line=n, field="id")
         count += 1
-        yield query_row(src, 0, n, "id", qid=obj["id"], text=obj.get("query"),
-                        relevant=obj.get("relevant"), types=obj.get("type"),
-                        answerable=obj.get("answerable"), facts=obj.get("expected_facts"),
-                        embedding=obj.get("embedding"), grade_map=grade_map, dims=dims)
+        yield query_row(
+            src,
+            0,
+            n,
+            "id",
+            qid=obj["id"],
+            text=obj.get("query"),
+            relevant=obj.get("relevant"),
+            types=obj.get("type"),
+            answerable=obj.get("answerable"),
+            facts=obj.get("expected_facts"),
+            embedding=obj.get("embedding"),
+            grade_map=grade_map,
+            dims=dims,
+        )
     if count == 0:
         raise src.error("the file is empty (no queries)")

@@ -10,7 +10,7 @@ having no relevant chunk.
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 from .. import fields
 from ..records import Row, judgements
@@ -46,14 +46,19 @@ def queries_tsv(src, file_idx: int) -> Iterator[Row]:
         raise src.error("the queries file is empty")
 
 
-def qrels(src, file_idx: int, grade_map, columns=("query-id", "iteration", "chunk-id", "grade"),
-          skip_header=None) -> Iterator[Row]:
+def qrels(
+    src,
+    file_idx: int,
+    grade_map,
+    columns=("query-id", "iteration", "chunk-id", "grade"),
+    skip_header=None,
+) -> Iterator[Row]:
     """Shared by TREC (4 columns) and BEIR (3 columns, a header line). Consecutive lines of one
     query are grouped into one row (at most GROUP judgements)."""
     width = len(columns)
     qcol, ccol, gcol = 0, width - 2, width - 1
     raw_qid: str | None = None
-    qid = ""                  # set with the first line, before any judgement
+    qid = ""  # set with the first line, before any judgement
     chunks: list[str] = []
     grades: list[int] = []
     sources: list[str] = []
@@ -66,8 +71,9 @@ def qrels(src, file_idx: int, grade_map, columns=("query-id", "iteration", "chun
         if skip_header and count == 0 and n == 1 and skip_header(parts):
             continue
         if len(parts) != width:
-            raise src.error(f"expected {width} columns ({' '.join(columns)}), found {len(parts)}",
-                            line=n)
+            raise src.error(
+                f"expected {width} columns ({' '.join(columns)}), found {len(parts)}", line=n
+            )
         if parts[qcol] != raw_qid or len(chunks) >= GROUP:
             if chunks:
                 yield judgements(file_idx, lines[0], qid, chunks, grades, sources, lines)
