@@ -348,7 +348,9 @@ def build(
     final = next(r for r in runs if r["is_final"] and r["repetition"] == first_rep)
     counts = _rows(conn, "SELECT * FROM pgeval.run_counts(%s, %s)", (final["run_id"], rel))[0]
     judged, source = conn.execute(
-        "SELECT n_judgements > 0, query_source FROM pgeval.testset WHERE name = %s", (exp.testset,)
+        "SELECT t.n_judgements > 0, t.query_source FROM pgeval.experiment e "
+        "JOIN pgeval.testset t USING (testset_id) WHERE e.experiment_id = %s",
+        (exp.experiment_id,),
     ).fetchone()
     if not judged:  # query vectors without judgements: index recall, latency and rows only
         return StageReport(
