@@ -136,7 +136,7 @@ def main() -> None:
     for label, idx, extra, peer, peer_name in cases:
 
         def argv(files):
-            return [*extra, str(files[2])] if extra else []
+            return [*extra, str(files[2])] if extra else []  # noqa: B023 (called within the iteration)
 
         load_argv = [
             sys.executable,

@@ -71,7 +71,7 @@ def test_two_pipelines_at_once(kb):
         "2",
     ]
     results = _finish(_spawn(*args, "--name", "cc-a"), _spawn(*args, "--name", "cc-b"))
-    for code, out, err in results:
+    for code, _out, err in results:
         assert code == 0, err
     runs = conn.execute(
         "SELECT e.name, r.name, r.status, (SELECT count(*) FROM "
@@ -239,7 +239,7 @@ def test_two_sweeps_and_a_pipeline_at_once(kb):
             "cc-p",
         ),
     )
-    for code, out, err in results:
+    for code, _out, err in results:
         assert code == 0, err
     rows = conn.execute(
         "SELECT e.name, count(r.*), bool_and(r.status = 'complete') FROM "
@@ -284,8 +284,8 @@ def test_two_processes_store_the_same_embeddings_at_once(kb, database, tmp_path)
         def store():
             try:
                 with database.connect() as c:
-                    barrier.wait()
-                    storage.ensure(c, "cc", emb)
+                    barrier.wait()  # noqa: B023 (called within the iteration)
+                    storage.ensure(c, "cc", emb)  # noqa: B023 (called within the iteration)
             except BaseException as exc:  # noqa: BLE001 - collected, asserted below
                 errors.append(exc)
 

@@ -94,7 +94,7 @@ def _last_line(proc) -> str:
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 1, (out, err)
     assert "Traceback" not in err, err[-1500:]
-    lines = [l for l in err.strip().splitlines() if l.startswith("pgeval: ")]
+    lines = [line for line in err.strip().splitlines() if line.startswith("pgeval: ")]
     assert len(lines) == 1, err
     return lines[0]
 

@@ -1,4 +1,4 @@
-"""Least privilege (README "Least privilege"): pgeval works as a role that may only SELECT the
+"""Least privilege (docs/least-privilege.md): pgeval works as a role that may only SELECT the
 knowledge-base table and write schema pgeval — which may live in another database
 (--results-dsn) — reads the knowledge base in READ ONLY transactions, and cancels any statement
 past --statement-timeout (recorded with every run)."""
@@ -18,7 +18,7 @@ ROLE = "pgeval_least"
 KB = "lp_kb"
 RESULTS_DB = "pgeval_results_lp"
 
-# What README "Least privilege" tells a DBA to run (after `pgeval init` as an owner).
+# What docs/least-privilege.md tells a DBA to run (after `pgeval init` as an owner).
 GRANTS = """
 GRANT USAGE ON SCHEMA public TO {role};
 GRANT SELECT ON public.{kb} TO {role};

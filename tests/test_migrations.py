@@ -349,7 +349,7 @@ def test_byte_order_revision_keeps_data_on_a_language_collation(
 
 
 def test_storage_revision_keeps_runs_and_their_metrics(fresh, pgeval):
-    """0005_storage on a database written at 0004_service, with data in it: every stored result
+    """0005_storage on a database written at 0004_owntable, with data in it: every stored result
     comes back through the view with its rank, chunk, score and judged grade, each run's counts
     are filled in, and the metrics of the converted runs equal the reference implementation to
     1e-12 (the same numbers the row table gave); a run imported after the upgrade agrees with
@@ -364,7 +364,7 @@ def test_storage_revision_keeps_runs_and_their_metrics(fresh, pgeval):
     with fresh.connect(autocommit=True) as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS vector")
         c.execute("CREATE SCHEMA pgeval")
-    upgrade_tables(uri, "0004_service")
+    upgrade_tables(uri, "0004_owntable")
     rnd = random.Random(12)
     qids = [f"q{i}" for i in range(30)]
     qrels = {q: {f"c{rnd.randrange(60)}": rnd.randint(0, 3) for _ in range(8)} for q in qids}
@@ -429,7 +429,7 @@ def test_storage_revision_keeps_runs_and_their_metrics(fresh, pgeval):
     code, out, err = pgeval("--dsn", uri, "run", "list", "--format", "json")
     assert code == 0, err
     assert {r["run"]: r["queries"] for r in json.loads(out)} == {n: len(r) for n, r in runs.items()}
-    downgrade_tables(uri, "0004_service")
+    downgrade_tables(uri, "0004_owntable")
     with fresh.connect(autocommit=True) as c:
         assert (
             c.execute(

@@ -175,3 +175,35 @@ def test_export_to_a_missing_folder_is_one_line_and_writes_nothing(pgeval, ts, t
     )
     code, out, err = pgeval("run", "export", "nosuch", "--out", str(tmp_path / "y.trec"))
     assert code == 1 and not list(tmp_path.glob("y.trec*"))
+
+
+def test_trec_text_after_the_sixth_field_is_ignored_as_trec_eval_does(conn, ts, tmp_file, pgeval):
+    """trec_eval ignores what follows the run tag (its regression file results.trunc has such
+    lines): the run is the one without the text, and the import summary says so once."""
+    plain = "q1 Q0 a 1 1.0 t\nq1 Q0 b 2 3.0 t\nq2 Q0 x 1 0.5 t\n"
+    noisy = (
+        "q1 Q0 a 1 1.0 t  trailing words here\nq1 Q0 b 2 3.0 t\n"
+        "q2 Q0 x 1 0.5 t\t9 Q0 y 7 not-a-score \\ extra\n"
+    )
+    rep = import_run(conn, tmp_file("noisy.trec", noisy), ts, "noisy", "trec")
+    import_run(conn, tmp_file("plain.trec", plain), ts, "plain", "trec")
+    assert rep.lines_with_extra_text == 2 and rep.rows == 3
+    assert (
+        _results(conn, "noisy")
+        == _results(conn, "plain")
+        == [("q1", 1, "b"), ("q1", 2, "a"), ("q2", 1, "x")]
+    )
+    scores = conn.execute(
+        "SELECT array_agg(score ORDER BY query_id, rank) FROM pgeval.result "
+        "JOIN pgeval.run USING (run_id) WHERE name = 'noisy'"
+    ).fetchone()[0]
+    assert scores == [3.0, 1.0, 0.5]
+    code, out, err = pgeval(
+        "run", "import", str(tmp_file("noisy2.trec", noisy)), "--testset", ts, "--name", "noisy-cli"
+    )
+    assert code == 0, err
+    said = [line for line in (out + err).splitlines() if "sixth field" in line]
+    assert len(said) == 1 and said[0].count("2 lines") == 1 and "ignored" in said[0]
+    # fewer than six fields is still refused, with file and line
+    with pytest.raises(InputError, match=r"short2.trec:2: expected 6 fields"):
+        import_run(conn, tmp_file("short2.trec", "q1 Q0 a 1 1 t x\nq1 Q0 b 2\n"), ts, "short2")

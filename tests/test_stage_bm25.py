@@ -208,3 +208,43 @@ def test_user_errors(database, conn, kb):
     with pytest.raises(InputError, match="not a text search configuration"):
         run_stage(database, conn, options={"method": "fts", "config": "nope"})
     assert conn.execute("SELECT count(*) FROM pgeval.run").fetchone()[0] == 0
+
+
+def _nodes(node) -> list[dict]:
+    return [node] + [n for child in node.get("Plans", []) for n in _nodes(child)]
+
+
+def test_the_timed_statement_is_the_ids_in_index_order_without_the_score(database, conn, kb):
+    """A projected score makes pg_textsearch run its standalone scorer once per returned row
+    inside the timed statement; the application's statement selects the ids only (the index
+    scan's own ORDER BY score is no projection). The scores are looked up apart."""
+    ctx = stage_ctx(
+        database, conn, testset="kw", experiment="kwt", stage="bm25", target=text_target()
+    )
+    try:
+        stage = Bm25Stage()
+        plan = stage.resolve(ctx)
+        stmt, params = stage.statement(ctx, plan, False)
+        text = stmt.as_string(ctx.kb)
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_seqscan = off")
+            cur = conn.execute(text, {**params, "q": QUERIES["q2"]})
+            assert [d.name for d in cur.description] == ["chunk_id"]
+            explained = conn.execute(
+                "EXPLAIN (VERBOSE, FORMAT JSON) " + text, {**params, "q": QUERIES["q2"]}
+            ).fetchone()[0][0]["Plan"]
+        nodes = _nodes(explained)
+        assert [n.get("Index Name") for n in nodes if n["Node Type"] == "Index Scan"] == [
+            "bm_docs_bm25"
+        ]
+        outputs = [o for n in nodes for o in n.get("Output", [])]
+        assert not [o for o in outputs if "<@>" in o], outputs  # no scorer in any projection
+    finally:
+        close_ctx(ctx)
+    run_id, params, _ = run_stage(database, conn, name="timed")
+    assert params["timed_statement"] == text and "no score projected" in params["timed"]
+    boundary = conn.execute(
+        "SELECT timing_boundary FROM pgeval.run WHERE run_id = %s", (run_id,)
+    ).fetchone()[0]
+    assert "round trip" in boundary and "ids in index order" in boundary
+    assert all(s > 0 for rows in stored(conn, run_id).values() for _, s in rows)

@@ -193,7 +193,7 @@ def test_weknora_pipeline_collapses_duplicates_and_filters(tables, pgeval, conn,
     )
     params = conn.execute("SELECT params FROM pgeval.run WHERE name = 'wk.hnsw.1'").fetchone()[0]
     assert params["index"] == f"va_wk_hnsw_{dim}"  # the partial index of dimension N
-    assert params["overfetch"] == 2.0 and params["rows_returned_min"] == 100
+    assert params["overfetch"] == 2.0 and params["rows_returned_min"] == 50
     hnsw = conn.execute(
         "SELECT count(*), count(DISTINCT (query_id, chunk_id)), max(rank) FROM "
         "pgeval.result JOIN pgeval.run USING (run_id) WHERE name = 'wk.hnsw.1'"
@@ -205,7 +205,7 @@ def test_weknora_pipeline_collapses_duplicates_and_filters(tables, pgeval, conn,
         "ORDER BY 1, 2"
     ).fetchall()
     by_q: dict[str, list] = {}
-    for qid, rank, chunk, score in rows:
+    for qid, _rank, chunk, score in rows:
         by_q.setdefault(qid, []).append((chunk, score))
     # truth: best halfvec distance per enabled kb1 chunk of dimension N, computed in numpy
     truth_rows = conn.execute(

@@ -151,7 +151,8 @@ def table(
     out = file or sys.stdout
     width = 100_000 if wide else console_width(out)
     limits = {} if width is None else fit(columns, cells, numeric, width)
-    t = Table(title=title, show_lines=False, header_style="bold", box=_box(), show_edge=False)
+    # the title on a line of its own: a table's own title is cut to the table's width
+    t = Table(show_lines=False, header_style="bold", box=_box(), show_edge=False)
     for i, col in enumerate(columns):
         t.add_column(
             col,
@@ -163,7 +164,10 @@ def table(
         )
     for row in cells:
         t.add_row(*row)
-    Console(file=out, soft_wrap=wide, width=width).print(t)
+    console = Console(file=out, soft_wrap=wide, width=width)
+    if title:
+        console.print(title, soft_wrap=True, markup=False, highlight=False)
+    console.print(t)
 
 
 def fit(

@@ -58,6 +58,7 @@ class Database:
             return self.dsn
         from . import server
 
+        assert self.datadir is not None, "resolve() gives the embedded server a datadir"
         return server.start(self.datadir)
 
     def results_uri(self) -> str:

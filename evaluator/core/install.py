@@ -16,7 +16,7 @@ OPTIONAL_EXTENSIONS = ("vectorscale", "pg_textsearch")
 
 @dataclass
 class InitReport:
-    extensions: dict[str, str] = field(default_factory=dict)  # name -> installed version
+    extensions: dict[str, str | None] = field(default_factory=dict)  # name -> installed version
     missing: list[str] = field(default_factory=list)  # optional ones not on the server
     revision_before: str | None = None
     revision_after: str | None = None
@@ -245,7 +245,9 @@ def head_revision() -> str:
     """The newest Alembic revision this pgeval ships (migrations/versions)."""
     from alembic.script import ScriptDirectory
 
-    return ScriptDirectory(str(resources.migrations_dir())).get_current_head()
+    head = ScriptDirectory(str(resources.migrations_dir())).get_current_head()
+    assert head is not None, "migrations/versions ships revisions"
+    return head
 
 
 @functools.lru_cache(maxsize=1)

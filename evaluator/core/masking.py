@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import overload
 from urllib.parse import quote, unquote
 
 MASK = "***"
@@ -131,6 +132,10 @@ def _fragments(text: str, secret: str) -> list[tuple[int, int]]:
     return spans
 
 
+@overload
+def mask(text: str, *, known: bool = True) -> str: ...
+@overload
+def mask(text: None, *, known: bool = True) -> None: ...
 def mask(text: str | None, *, known: bool = True) -> str | None:
     """``text`` with every password and key (patterns, and known secrets unless ``known`` is
     False) replaced by ``***``. ``known=False`` gives the same result whatever pgeval was told

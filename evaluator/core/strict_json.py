@@ -30,7 +30,8 @@ def loads(text: str):
         if len(obj) == len(items):
             return obj
         seen = set()
-        dup = next(k for k, _ in items if k in seen or seen.add(k))
+        # seen.add(k) is None (falsy): the idiom records k and goes on
+        dup = next(k for k, _ in items if k in seen or seen.add(k))  # type: ignore[func-returns-value]
         found.append(dup)
         marked = _Dup(obj)
         marked.duplicate = dup

@@ -3,7 +3,9 @@ schema of pgeval's own (``pgeval_scratch_<pid>_<random>``) in the knowledge base
 never on the user's table. The schema is dropped on the way out, after an error, after Ctrl-C
 and after SIGTERM (the handler turns it into KeyboardInterrupt so that ``finally`` runs).
 
-Builds run with a generous ``maintenance_work_mem`` (never below the server's), and under a
+Builds run with a ``maintenance_work_mem`` sized to the index (``--maintenance-work-mem`` sets it;
+by default the estimate of :func:`sized_memory`, never below the server's); a build whose graph
+no longer fitted (pgvector's NOTICE) is reported as spilled. Builds run under a
 watchdog: ``statement_timeout`` on the build, plus a timer that cancels the backend (and then
 terminates it) should the build not return — a DiskANN ``storage_layout=plain`` build at the
 default 64MB was seen to hang forever after "Builder neighbor cache is full". On pgvector
@@ -18,6 +20,7 @@ import signal
 import threading
 import time
 from dataclasses import replace
+from typing import Any
 
 from psycopg import sql
 
@@ -47,6 +50,23 @@ def opclass(target, method: str) -> str:
     return f"{target.vector_type}_{dist}_ops"
 
 
+def estimate_bytes(rows: int, dimension: int | None, vector_type: str, options: dict) -> int:
+    """Memory an in-memory index build of ``rows`` vectors needs: per element its vector, its
+    neighbour lists (2·m at layer 0, 8 bytes each) and ~100 bytes of bookkeeping, plus a quarter."""
+    vec = (2 if vector_type == "halfvec" else 4) * int(dimension or 1536)
+    m = int(options.get("m", options.get("num_neighbors", 16)))
+    return int(rows * (vec + 2 * m * 8 + 100) * 1.25)
+
+
+def sized_memory(rows: int, dimension: int | None, vector_type: str, options: dict) -> str:
+    """``maintenance_work_mem`` for a build: the estimate, in MB, between 64MB and 16GB."""
+    mb = -(-estimate_bytes(rows, dimension, vector_type, options) // 1048576)
+    return f"{min(max(mb, 64), 16384)}MB"
+
+
+SPILL_MARK = "no longer fits into maintenance_work_mem"
+
+
 def _first_line(exc) -> str:
     return first_line(exc)
 
@@ -60,19 +80,19 @@ class Scratch:
         database,
         target,
         *,
-        maintenance_work_mem: str = DEFAULT_MAINTENANCE_WORK_MEM,
+        maintenance_work_mem: str | None = None,
         build_timeout_s: float = DEFAULT_BUILD_TIMEOUT_S,
     ):
         self.database, self.source = database, target
         self.maintenance_work_mem = maintenance_work_mem
         self.build_timeout_s = float(build_timeout_s)
         self.schema = f"{SCRATCH_PREFIX}{os.getpid()}_{secrets.token_hex(3)}"
-        self.conn = None
-        self.target = None
+        self.conn: Any = None  # the autocommit psycopg connection, once entered
+        self.target: Any = None
         self.index: str | None = None
         self.rows = 0
         self.warnings: list[str] = []
-        self._old_term = None
+        self._old_term: Any = None
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def __enter__(self) -> Scratch:
@@ -156,24 +176,25 @@ class Scratch:
         ).fetchone()[0]
 
     # ---- builds ------------------------------------------------------------------------------
-    def _session_settings(self, method: str) -> None:
+    def _session_settings(self, method: str, options: dict | None = None) -> str:
+        """Apply the build's settings; return the maintenance_work_mem in force."""
         c = self.conn
+        c.execute("RESET maintenance_work_mem")
         current = c.execute(
             "SELECT pg_size_bytes(current_setting('maintenance_work_mem'))"
         ).fetchone()[0]
+        memory = self.maintenance_work_mem or sized_memory(
+            self.rows, self.source.dimension, self.source.vector_type, options or {}
+        )
         try:
-            wanted = c.execute("SELECT pg_size_bytes(%s)", (self.maintenance_work_mem,)).fetchone()[
-                0
-            ]
+            wanted = c.execute("SELECT pg_size_bytes(%s)", (memory,)).fetchone()[0]
         except Exception:
             raise InputError(
-                f"'{self.maintenance_work_mem}' is not a memory size (e.g. 1GB)",
-                field="--maintenance-work-mem",
+                f"'{memory}' is not a memory size (e.g. 1GB)", field="--maintenance-work-mem"
             ) from None
         if wanted > current:
-            c.execute(
-                "SELECT set_config('maintenance_work_mem', %s, false)", (self.maintenance_work_mem,)
-            )
+            c.execute("SELECT set_config('maintenance_work_mem', %s, false)", (memory,))
+        in_force = c.execute("SELECT current_setting('maintenance_work_mem')").fetchone()[0]
         c.execute(
             "SELECT set_config('statement_timeout', %s, false)",
             (f"{int(self.build_timeout_s * 1000)}ms",),
@@ -190,6 +211,7 @@ class Scratch:
                 )
                 if msg not in self.warnings:
                     self.warnings.append(msg)
+        return in_force
 
     def build(self, method: str, options: dict, label: str = "") -> dict:
         """Drop the previous index, build ``method`` with ``options``; return
@@ -200,9 +222,9 @@ class Scratch:
                 sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(self.schema, self.index))
             )
             self.index = None
-        self._session_settings(method)
+        memory = self._session_settings(method, options)
         name = f"{SCRATCH_TABLE}_{method}"
-        with_ = sql.SQL("")
+        with_: sql.Composable = sql.SQL("")
         if options:
             with_ = sql.SQL(" WITH ({})").format(
                 sql.SQL(", ").join(
@@ -220,6 +242,13 @@ class Scratch:
         )
         pid = c.info.backend_pid
         dog = _Watchdog(self.database, pid, self.build_timeout_s + 5.0)
+        notices: list[str] = []
+
+        def on_notice(diag):
+            if SPILL_MARK in (diag.message_primary or ""):
+                notices.append(diag.message_primary)
+
+        c.add_notice_handler(on_notice)
         t0 = time.perf_counter()
         dog.start()
         try:
@@ -240,6 +269,15 @@ class Scratch:
             ) from None
         finally:
             dog.cancel()
+            c.remove_notice_handler(on_notice)
+        if notices:
+            msg = (
+                f"building {method} index {label or options} spilled: {notices[0]} "
+                f"(maintenance_work_mem {memory}; the build is several times slower: raise "
+                "--maintenance-work-mem)"
+            )
+            if msg not in self.warnings:
+                self.warnings.append(msg)
         build_ms = (time.perf_counter() - t0) * 1000.0
         self.index = name
         size = c.execute(
@@ -247,7 +285,13 @@ class Scratch:
             (sql.Identifier(self.schema, name).as_string(c),),
         ).fetchone()[0]
         c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.schema, SCRATCH_TABLE)))
-        return {"index": name, "build_ms": build_ms, "index_bytes": int(size)}
+        return {
+            "index": name,
+            "build_ms": build_ms,
+            "index_bytes": int(size),
+            "maintenance_work_mem": memory,
+            "spilled": bool(notices),
+        }
 
 
 class _Watchdog:

@@ -390,7 +390,7 @@ def capture(
             kb_conn, settings, list(dict.fromkeys([n for n in named if n] + scoped))
         )
         settings = gucs.unscoped(settings)
-    fp = {
+    fp: dict[str, Any] = {
         "fingerprint_version": FINGERPRINT_VERSION,
         "server": server_info(kb_conn),
         "extensions": retrieval_extensions(kb_conn),

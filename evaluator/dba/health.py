@@ -198,7 +198,7 @@ def check_duplicates(conn, t: _Target) -> Finding:
     )
 
 
-def check_dimensions(conn, t: _Target, expected: dict[str, int]) -> Finding:
+def check_dimensions(conn, t: _Target, expected: dict[str, int | None]) -> Finding:
     col = t.vec
     where, params = t.and_(sql.SQL("{} IS NOT NULL").format(col))
     dims = conn.execute(
@@ -360,7 +360,7 @@ def check_index_size(conn, t: _Target, limit: int | None = None) -> Finding:
     )
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("bytes", "kB", "MB", "GB"):
         if n < 1024 or unit == "GB":
             return f"{n} {unit}" if unit == "bytes" else f"{n:.0f} {unit}"

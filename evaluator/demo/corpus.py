@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ def generate(
             if overlap == 0:
                 break
             relevant[cid] = 3 if rank == 0 else 2 if rank < 3 else 1
-        record = {
+        record: dict[str, Any] = {
             "id": f"q{q + 1:03d}",
             "query": text,
             "relevant": relevant,

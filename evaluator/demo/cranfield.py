@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +46,7 @@ def load(folder: Path = DATA) -> Corpus:
         judged.setdefault(qid, {})[doc] = code
     queries = []
     for (qid, text), vec in zip(qs, query_vecs):
-        record = {
+        record: dict[str, Any] = {
             "id": qid,
             "query": text,
             "relevant": judged.get(qid, {}),

@@ -190,7 +190,7 @@ def tour(
         "".join(json.dumps(q, ensure_ascii=False) + "\n" for q in corpus.queries), encoding="utf-8"
     )
     testset = claim_name(lambda n: _load_testset(database, cases, n, load_args))
-    created = []
+    created: list[str] = []
     target = None
     try:
         steps.run(

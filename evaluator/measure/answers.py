@@ -13,8 +13,10 @@ is validated before anything is written, and written in one transaction.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..core import strict_json
 from ..core.errors import Conflict, InputError
@@ -41,7 +43,7 @@ class ImportReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def _ids(value, file, line, name, qid) -> list[str]:
+def _ids(value: Any, file: str, line: int, name: str, qid: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list):
@@ -149,7 +151,9 @@ def read_answers(path: str | Path) -> list[Answer]:
     return out
 
 
-def import_answers(conn, path: str | Path, run_name: str, *, replace: bool = False) -> ImportReport:
+def import_answers(
+    conn: Any, path: str | Path, run_name: str, *, replace: bool = False
+) -> ImportReport:
     """Validate ``path`` against the run's test set and store its answers (all or nothing)."""
     answers = read_answers(path)
     run = resolve_run(conn, run_name)
@@ -211,20 +215,20 @@ def import_answers(conn, path: str | Path, run_name: str, *, replace: bool = Fal
     return report
 
 
-def summary(conn, run_id: int, refusals: list[str] | None = None) -> dict | None:
+def summary(conn: Any, run_id: int, refusals: list[str] | None = None) -> dict | None:
     """Counts and means of pgeval.answer_summary; None when the test set has no query."""
     cur = conn.execute("SELECT * FROM pgeval.answer_summary(%s, %s)", (run_id, refusals))
     row = cur.fetchone()
     return None if row is None else dict(zip([d.name for d in cur.description], row))
 
 
-def per_query(conn, run_id: int, refusals: list[str] | None = None) -> list[dict]:
+def per_query(conn: Any, run_id: int, refusals: list[str] | None = None) -> list[dict]:
     cur = conn.execute("SELECT * FROM pgeval.answer_per_query(%s, %s)", (run_id, refusals))
     names = [d.name for d in cur.description]
     return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
-def has_answers(conn, run_id: int) -> bool:
+def has_answers(conn: Any, run_id: int) -> bool:
     return conn.execute(
         "SELECT EXISTS (SELECT 1 FROM pgeval.answer WHERE run_id = %s)", (run_id,)
     ).fetchone()[0]
@@ -233,14 +237,14 @@ def has_answers(conn, run_id: int) -> bool:
 # ---- refusal phrases ---------------------------------------------------------------------------
 
 
-def refusal_phrases(conn) -> tuple[list[str], bool]:
+def refusal_phrases(conn: Any) -> tuple[list[str], bool]:
     """The phrases in force and whether they are the built-in defaults."""
     custom = conn.execute("SELECT EXISTS (SELECT 1 FROM pgeval.refusal_phrase)").fetchone()[0]
     return conn.execute("SELECT pgeval.refusal_phrases()").fetchone()[0], not custom
 
 
 def set_refusal_phrases(
-    conn, *, add: list[str] = (), remove: list[str] = (), reset: bool = False
+    conn: Any, *, add: Sequence[str] = (), remove: Sequence[str] = (), reset: bool = False
 ) -> list[str]:
     """Edit the configured list. The first edit starts from the defaults, so `--add` extends them
     and `--remove` drops one of them; `reset` goes back to the defaults."""

@@ -14,11 +14,16 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from psycopg import sql
 
 from ..core.errors import NotFound
+
+if TYPE_CHECKING:
+    from ..core.db import Database
+    from ..stages.base import StageContext
 
 VECTOR_KINDS = ("exact", "hnsw", "ivfflat", "diskann")
 
@@ -36,7 +41,7 @@ class RunRef:
     params: dict
 
 
-def _run(conn, name: str) -> RunRef:
+def _run(conn: Any, name: str) -> RunRef:
     row = conn.execute(
         "SELECT run_id, name, stage, coalesce(params->>'kind', stage), "
         "testset_id, experiment_id, repetition, depth, params "
@@ -48,7 +53,7 @@ def _run(conn, name: str) -> RunRef:
     return RunRef(*row)
 
 
-def serving_runs(conn, run: RunRef) -> list[RunRef]:
+def serving_runs(conn: Any, run: RunRef) -> list[RunRef]:
     """The vector runs whose plans explain ``run``'s results."""
     if run.kind in VECTOR_KINDS:
         return [run]
@@ -63,13 +68,13 @@ def serving_runs(conn, run: RunRef) -> list[RunRef]:
     return [RunRef(*r) for r in rows]
 
 
-def flagged(conn, run: RunRef, measures: list[str] | None = None) -> list[dict]:
+def flagged(conn: Any, run: RunRef, measures: list[str] | None = None) -> list[dict]:
     from . import metrics
 
     return metrics.flagged(conn, run.run_id, measures or metrics.measures_for())
 
 
-def stored(conn, run_ids: list[int]) -> dict[tuple[int, str], dict]:
+def stored(conn: Any, run_ids: list[int]) -> dict[tuple[int, str], dict]:
     return {
         (r, q): p
         for r, q, p in conn.execute(
@@ -79,7 +84,7 @@ def stored(conn, run_ids: list[int]) -> dict[tuple[int, str], dict]:
     }
 
 
-def _embeddings(conn, testset_id: int, label: str | None, query_ids: list[str]) -> dict:
+def _embeddings(conn: Any, testset_id: int, label: str | None, query_ids: list[str]) -> dict:
     rows = conn.execute(
         "SELECT query_id, embedding::text FROM pgeval.query_embedding WHERE testset_id = %s "
         "AND embedder = %s AND query_id = ANY(%s)",
@@ -89,7 +94,7 @@ def _embeddings(conn, testset_id: int, label: str | None, query_ids: list[str]) 
 
 
 def capture(
-    database, run_name: str, *, refresh: bool = False, measures: list[str] | None = None
+    database: Database, run_name: str, *, refresh: bool = False, measures: list[str] | None = None
 ) -> dict:
     """Capture (or keep) the plans of ``run_name``'s flagged queries; returns counts."""
     from ..stages import registry
@@ -103,7 +108,7 @@ def capture(
         runs = serving_runs(res, run)
         have = stored(res, [r.run_id for r in runs])
         res.commit()
-        out = {
+        out: dict[str, Any] = {
             "flagged_queries": len(qids),
             "captured": 0,
             "kept": 0,
@@ -120,7 +125,7 @@ def capture(
                 if not todo:
                     continue
                 p = r.params or {}
-                target = targets.load(res, p.get("target"))
+                target = targets.load(res, p.get("target"))  # type: ignore[arg-type]  # a vector run names its target
                 vecs = _embeddings(res, r.testset_id, p.get("embedder"), todo)
                 out["no_embedding"] += len([q for q in todo if q not in vecs])
                 stage = registry.get(r.kind)
@@ -153,8 +158,9 @@ def capture(
     return out
 
 
-def _explain(stage, ctx, queries) -> list[tuple[str, dict]]:
+def _explain(stage, ctx: StageContext, queries) -> list[tuple[str, dict]]:
     """EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) of each query inside the stage's transaction."""
+    assert ctx.target is not None  # a stage with a table has a target
     from datetime import datetime, timezone
 
     from ..stages import vector_sql
@@ -172,7 +178,7 @@ def _explain(stage, ctx, queries) -> list[tuple[str, dict]]:
         }
         out = []
         for qid, vec in queries:
-            doc = ctx.kb.execute(explain, dict(params, q=vec)).fetchone()[0]
+            doc = ctx.kb.execute(explain, dict(params, q=vec)).fetchone()[0]  # type: ignore[index]  # EXPLAIN: one row
             if isinstance(doc, str):
                 doc = json.loads(doc)
             plan = {
@@ -188,7 +194,7 @@ def _explain(stage, ctx, queries) -> list[tuple[str, dict]]:
         ctx.kb.rollback()
 
 
-def _unforced(kb, stmt, params, forced: dict) -> dict:
+def _unforced(kb: Any, stmt, params, forced: dict) -> dict:
     """The plan (EXPLAIN, not run) without the run's ``enable_* = off`` settings (each back to
     the session's value), in a savepoint of the stage's transaction, rolled back."""
     from ..stages.plan_check import explain
@@ -222,7 +228,7 @@ def summarize(plan: dict) -> dict:
     }
 
 
-def show(database, run_name: str, measures: list[str] | None = None) -> list[dict]:
+def show(database: Database, run_name: str, measures: list[str] | None = None) -> list[dict]:
     """One row per flagged query and serving run, with the plan summary (None when missing)."""
     from ..core.db import snapshot
 
@@ -230,7 +236,7 @@ def show(database, run_name: str, measures: list[str] | None = None) -> list[dic
         return show_in(res, run_name, measures)
 
 
-def show_in(res, run_name: str, measures: list[str] | None = None) -> list[dict]:
+def show_in(res: Any, run_name: str, measures: list[str] | None = None) -> list[dict]:
     """:func:`show` on an open connection (the caller's snapshot)."""
     run = _run(res, run_name)
     flags = flagged(res, run, measures)

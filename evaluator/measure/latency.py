@@ -5,12 +5,14 @@ Two sources: ``retrieval`` (pgeval.query_timing, measured at the run's timing bo
 
 from __future__ import annotations
 
+from typing import Any
+
 PERCENTILES = (0.5, 0.95, 0.99)
 KEYS = {"retrieval": "latency", "answer": "answer_latency"}
 
 
 def percentiles(
-    conn, run_id: int, source: str = "retrieval", fractions: tuple[float, ...] = PERCENTILES
+    conn: Any, run_id: int, source: str = "retrieval", fractions: tuple[float, ...] = PERCENTILES
 ) -> dict:
     """``{"n": 40, "p50_ms": ..., "p95_ms": ..., "p99_ms": ...}``; values None without timings."""
     rows = conn.execute(

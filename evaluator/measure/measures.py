@@ -17,7 +17,7 @@ RANKED = ("recall", "mrr", "ndcg", "precision", "hit")
 ANSWER = ("citation_precision", "answer_accuracy")
 MAX_K = 100_000
 
-_RANKED = re.compile(r"^(%s)@([1-9][0-9]{0,5})$" % "|".join(RANKED))
+_RANKED = re.compile(r"^(" + "|".join(RANKED) + r")@([1-9][0-9]{0,5})$")
 _LATENCY = re.compile(r"^(answer_)?latency_p[0-9]{1,2}(_[0-9]+)?_ms$")
 
 

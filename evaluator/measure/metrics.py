@@ -5,9 +5,13 @@ only resolves names, pivots rows and applies the reporting rules (warnings, refu
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import IncompleteRun, InputError, NotFound, PgevalError, first_line
 from . import measures, stage_method
+
+if TYPE_CHECKING:
+    from ..core.db import Database
 
 DEFAULT_RECALL_K = (3, 5, 10)
 DEFAULT_NDCG_K = (5, 10)
@@ -55,7 +59,7 @@ class RunInfo:
     params: dict
 
 
-def resolve_run(conn, name: str) -> RunInfo:
+def resolve_run(conn: Any, name: str) -> RunInfo:
     row = conn.execute(
         """SELECT r.run_id, r.name, r.testset_id, t.name, t.content_hash, r.stage, r.status,
                   r.order_rule, r.repetition, e.name, r.config_hash, r.timing_boundary, r.params
@@ -105,12 +109,12 @@ class Evaluation:
         }
 
 
-def _sql_error(exc) -> PgevalError:
+def _sql_error(exc: Exception) -> PgevalError:
     msg = first_line(exc, "invalid measure")
     return InputError(msg, field="measures")
 
 
-def per_query(conn, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
+def per_query(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
     """One dict per valid query: ``{"query_id": ..., "recall@3": ..., ...}`` in measure order."""
     import psycopg
 
@@ -128,7 +132,7 @@ def per_query(conn, run_id: int, measures: list[str], rel: int = 1) -> list[dict
     return list(out.values())
 
 
-def summary(conn, run_id: int, measures: list[str], rel: int = 1) -> dict[str, float | None]:
+def summary(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> dict[str, float | None]:
     import psycopg
 
     try:
@@ -140,13 +144,13 @@ def summary(conn, run_id: int, measures: list[str], rel: int = 1) -> dict[str, f
     return {m: v for m, v in rows}
 
 
-def counts(conn, run_id: int, rel: int = 1, min_score: float | None = None) -> dict[str, int]:
+def counts(conn: Any, run_id: int, rel: int = 1, min_score: float | None = None) -> dict[str, int]:
     cur = conn.execute("SELECT * FROM pgeval.run_counts(%s, %s, %s)", (run_id, rel, min_score))
     names = [d.name for d in cur.description]
     return dict(zip(names, cur.fetchone()))
 
 
-def levels(conn, values: dict[str, float | None], domain_discount: float = 0.0) -> dict:
+def levels(conn: Any, values: dict[str, float | None], domain_discount: float = 0.0) -> dict:
     import psycopg
 
     if not values:
@@ -161,7 +165,7 @@ def levels(conn, values: dict[str, float | None], domain_discount: float = 0.0) 
     return {m: lvl for m, lvl in rows if lvl is not None}
 
 
-def by_type(conn, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
+def by_type(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
     rows = conn.execute(
         "SELECT query_type, measure, value, n_valid FROM pgeval.by_type(%s, %s, %s)",
         (run_id, measures, rel),
@@ -172,7 +176,7 @@ def by_type(conn, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
     return list(out.values())
 
 
-def flagged(conn, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
+def flagged(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
     rows = conn.execute(
         "SELECT query_id, flag, measure, value FROM pgeval.flagged(%s, %s, %s)",
         (run_id, measures, rel),
@@ -181,7 +185,7 @@ def flagged(conn, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
 
 
 def evaluate(
-    conn,
+    conn: Any,
     run_name: str,
     measures: list[str] | None = None,
     *,
@@ -253,7 +257,12 @@ def evaluate(
 
 
 def evaluate_in(
-    database, run_name: str, measures: list[str] | None = None, *, plans: bool = False, **kwargs
+    database: Database,
+    run_name: str,
+    measures: list[str] | None = None,
+    *,
+    plans: bool = False,
+    **kwargs: Any,
 ) -> Evaluation:
     """:func:`evaluate` with every figure read in one snapshot of ``database``; ``plans``: also
     the flagged queries with the stored plan of the stage that served each

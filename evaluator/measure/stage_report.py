@@ -10,10 +10,14 @@ module resolves names, checks the experiment and shapes the rows; it computes no
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import IncompleteRun, InputError, NotFound
 from . import stage_method
 from .metrics import MIN_VALID_QUERIES
+
+if TYPE_CHECKING:
+    from ..core.db import Database
 
 STAGE_MEASURES = ("recall@3", "recall@5", "recall@10", "mrr@20", "ndcg@5", "ndcg@10")
 PERCENTILES = (0.5, 0.95, 0.99)
@@ -53,6 +57,8 @@ class StageReport:
     worst: list[dict]
     worst_repetition: int
     warnings: list[str] = field(default_factory=list)
+    judged: bool = True  # the test set has graded judgements
+    queries: dict | None = None  # a query-vector source (testset.query_source) when not
 
     def as_dict(self) -> dict:
         e = self.experiment
@@ -74,10 +80,12 @@ class StageReport:
                 c: CATEGORIES[c] for c in CATEGORIES if any(r["category"] == c for r in self.loss)
             },
             "warnings": self.warnings,
+            "judgements": self.judged,
+            "queries": self.queries,
         }
 
 
-def resolve_experiment(conn, name: str) -> Experiment:
+def resolve_experiment(conn: Any, name: str) -> Experiment:
     row = conn.execute(
         "SELECT e.experiment_id, e.name, t.name, e.status, e.config FROM pgeval.experiment e "
         "JOIN pgeval.testset t USING (testset_id) WHERE e.name = %s",
@@ -97,7 +105,7 @@ def resolve_experiment(conn, name: str) -> Experiment:
     return Experiment(row[0], row[1], row[2], row[3], row[4] or {}, reps)
 
 
-def missing_runs(conn, exp: Experiment, repetition: int | None = None) -> list[str]:
+def missing_runs(conn: Any, exp: Experiment, repetition: int | None = None) -> list[str]:
     """The stage runs the experiment's configuration calls for that it does not hold (deleted,
     or never run): every stage of every repetition of a pipeline; exact search per repetition
     and every point measured by the sweep itself (not reused) of a sweep."""
@@ -148,7 +156,7 @@ def parse_repetition(value: str | int | None) -> int | None:
     return rep
 
 
-def _rows(conn, query: str, params) -> list[dict]:
+def _rows(conn: Any, query: str, params: Any) -> list[dict]:
     cur = conn.execute(query, params)
     names = [d.name for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
@@ -174,7 +182,12 @@ def _pct_key(frac: float) -> str:
 
 
 def stages(
-    conn, exp: Experiment, k: int, rel: int, repetition: int | None, runs: list[dict] | None = None
+    conn: Any,
+    exp: Experiment,
+    k: int,
+    rel: int,
+    repetition: int | None,
+    runs: list[dict] | None = None,
 ) -> list[dict]:
     """One dict per stage: metrics (mean, min, max, stddev), index recall, latency, rows;
     ``label``: the stage's name with its method where the kind's name would mislead
@@ -183,7 +196,7 @@ def stages(
         runs = _rows(
             conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)", (exp.experiment_id, repetition)
         )
-    params = {}
+    params: dict[str, dict] = {}
     for r in runs:
         params.setdefault(r["label"], r["params"] or {})
     measures = list(STAGE_MEASURES)
@@ -239,9 +252,9 @@ def stages(
         "SELECT * FROM pgeval.stage_latency(%s, %s, %s)",
         (exp.experiment_id, repetition, list(PERCENTILES)),
     ):
-        s = out.get(r["label"])
-        if s is None:
+        if r["label"] not in out:
             continue
+        s = out[r["label"]]
         s["timing_boundary"] = r["timing_boundary"]
         s["latency_ms"] = (
             {_pct_key(f): v for f, v in zip(PERCENTILES, r["latency_ms"])}
@@ -272,7 +285,7 @@ def stages(
 
 
 def build(
-    conn,
+    conn: Any,
     name: str,
     *,
     k: int = 10,
@@ -334,6 +347,28 @@ def build(
     first_rep = repetition or exp.repetitions[0]
     final = next(r for r in runs if r["is_final"] and r["repetition"] == first_rep)
     counts = _rows(conn, "SELECT * FROM pgeval.run_counts(%s, %s)", (final["run_id"], rel))[0]
+    judged, source = conn.execute(
+        "SELECT t.n_judgements > 0, t.query_source FROM pgeval.experiment e "
+        "JOIN pgeval.testset t USING (testset_id) WHERE e.experiment_id = %s",
+        (exp.experiment_id,),
+    ).fetchone()
+    if not judged:  # query vectors without judgements: index recall, latency and rows only
+        return StageReport(
+            exp,
+            k,
+            rel,
+            repetition,
+            counts,
+            stages(conn, exp, k, rel, repetition, runs),
+            [],
+            [],
+            [],
+            [],
+            first_rep,
+            warnings,
+            False,
+            source,
+        )
     if counts["valid"] == 0:
         raise InputError(
             f"test set '{exp.testset}' has no valid query (none has a chunk of "
@@ -387,10 +422,10 @@ def build(
     )
     seen = set()
     for r in runs:
-        text = stage_method.note(r["label"], r["stage"], r["params"])
-        if text and r["label"] not in seen:
+        note = stage_method.note(r["label"], r["stage"], r["params"])
+        if note and r["label"] not in seen:
             seen.add(r["label"])
-            warnings.append(text)
+            warnings.append(note)
     stage_rows = stages(conn, exp, k, rel, repetition, runs)
     for st in stage_rows:
         f = st.get("failures")
@@ -418,6 +453,8 @@ def build(
         worst_rows,
         first_rep,
         warnings,
+        True,
+        source,
     )
 
 
@@ -426,7 +463,7 @@ def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:
     (of :func:`stages`) name each stage's method where needed."""
     labels = {s["stage"]: s.get("label") or s["stage"] for s in stage_rows or ()}
 
-    def cut(c):
+    def cut(c: dict) -> str:
         return "all" if c["cut"] >= 2**31 - 1 else f"top {c['cut']}"
 
     chain = [{**c, "stage": labels.get(c["stage"], c["stage"])} for c in chain]
@@ -447,7 +484,7 @@ def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:
 
 
 def report(
-    database,
+    database: Database,
     name: str,
     *,
     k: int = 10,

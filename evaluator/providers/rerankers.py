@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -159,7 +159,7 @@ class CrossEncoderReranker:
     def __init__(self, model: str, batch_size: int | None = None):
         self.model_name, self.batch_size = model, batch_size or 32
         self.label = f"cross-encoder:{model}"
-        self._model = None
+        self._model: Any = None  # the loaded CrossEncoder (untyped package)
 
     def _load(self):
         from .embedders.local import load_model

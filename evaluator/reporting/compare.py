@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core.errors import InputError
 from ..measure import stats
@@ -191,7 +192,7 @@ def config_changes(base: dict, cand: dict) -> tuple[list[dict], list[str]]:
     rb, rc = base.get("run") or {}, cand.get("run") or {}
     a = flatten({"stage": rb.get("stage"), "params": rb.get("params") or {}})
     b = flatten({"stage": rc.get("stage"), "params": rc.get("params") or {}})
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"key": k, "baseline": a.get(k), "candidate": b.get(k), "variable": k}
         for k in sorted(set(a) | set(b))
         if a.get(k) != b.get(k)
@@ -230,7 +231,7 @@ def compare(
     for metric in quality_metrics(base, cand):
         if sb.get(metric) is None and sc.get(metric) is None:
             continue
-        row = {
+        row: dict[str, Any] = {
             "metric": metric,
             "baseline": sb.get(metric),
             "candidate": sc.get(metric),
@@ -268,16 +269,16 @@ def compare(
         rows.append(row)
     latency = []
     for key in LATENCY_KEYS:
-        a, b = sb.get(key), sc.get(key)
-        if a is None and b is None:
+        la, lb = sb.get(key), sc.get(key)
+        if la is None and lb is None:
             continue
         latency.append(
             {
                 "metric": key,
-                "baseline": a,
-                "candidate": b,
-                "delta": None if a is None or b is None else b - a,
-                "ratio": b / a if a and b is not None else None,
+                "baseline": la,
+                "candidate": lb,
+                "delta": None if la is None or lb is None else lb - la,
+                "ratio": lb / la if la and lb is not None else None,
             }
         )
     moved_by = moved_by or next(
@@ -309,7 +310,7 @@ def _moved(base: dict, cand: dict, metric: str, top: int) -> list[dict]:
         raise InputError(f"no per-query values of '{metric}' to rank queries by", field="--by")
     ids, a, b = paired_values(base, cand, metric)
     texts = {str(c["query_id"]): c.get("text") for c in cand.get("cases") or []}
-    moved = [
+    moved: list[dict[str, Any]] = [
         {"query_id": q, "text": texts.get(q), "baseline": x, "candidate": y, "delta": y - x}
         for q, x, y in zip(ids, a, b)
         if not math.isclose(x, y, abs_tol=TIE)

@@ -162,6 +162,7 @@ def build(
         allow_partial=allow_partial,
         min_score=min_score,
     )
+    assert ev.per_query is not None and ev.flagged is not None  # asked for above
     if exp is not None and exp["status"] != "complete":
         ev.warnings.insert(
             0,

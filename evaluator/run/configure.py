@@ -33,7 +33,7 @@ def option_items(options) -> list[str]:
 
 def pipeline_config(
     *,
-    testset: str,
+    testset: str | None,
     stages: str,
     target: str | None = None,
     settings=None,
@@ -51,9 +51,12 @@ def pipeline_config(
     isolate_index: bool = False,
     statement_timeout: str | None = "5min",
     checksum: bool = True,
+    queries=None,
 ) -> PipelineConfig:
     """The :class:`PipelineConfig` of `pgeval run pipeline`'s options (same names, same
-    defaults); ``reranker`` is the default ``reranker`` option of every rerank stage."""
+    defaults); ``reranker`` is the default ``reranker`` option of every rerank stage;
+    ``queries`` a query-vector source (:mod:`evaluator.testset.query_source`) in place of a
+    test set."""
     parsed = registry.parse_stages(stages)
     opts = parse_options(option_items(options), [n for n, _ in parsed])
     if reranker:
@@ -70,7 +73,8 @@ def pipeline_config(
         if v is not None
     }
     return PipelineConfig(
-        testset=testset,
+        testset=testset or "",
+        queries=queries,
         stages=stages,
         target=target,
         settings=gucs.parse(settings_items(settings)),

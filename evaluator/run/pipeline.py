@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
@@ -42,6 +43,7 @@ class PipelineConfig:
     isolate_index: bool = False
     statement_timeout: str | None = "5min"  # per statement on the knowledge base (None: server's)
     checksum: bool = True  # content checksum in the fingerprint (one table scan)
+    queries: object = None  # testset.query_source.QuerySource (instead of testset)
 
 
 @dataclass
@@ -107,6 +109,11 @@ def run_pipeline(
     stages = [(name, kind, registry.get(kind)) for name, kind in parsed]
     gucs.check_stages(cfg.settings, [name for name, _ in parsed])  # STAGE:GUC=VALUE
     options = {name: dict(v) for name, v in cfg.options.items()}
+    qinfo = None
+    if cfg.queries is not None:  # query vectors without judgements: a query set
+        from ..stages.ground_truth import query_set
+
+        cfg, qinfo = query_set(database, cfg)
     # least privilege: no transaction on the knowledge base writes (but --isolate-index's drops)
     with (
         database.connect() as results,
@@ -147,6 +154,8 @@ def run_pipeline(
             server_timing=cfg.server_timing,
             isolate_index=cfg.isolate_index,
         )
+        if qinfo is not None and qinfo["own_chunk_removed"]:
+            base = replace(base, depth=cfg.depth + 1, extra={"exclude_own": True})
         contexts = prepare_contexts(base, stages, options)
         warnings = [w for c in contexts.values() for w in c.warnings]
         for w in warnings:
@@ -171,6 +180,8 @@ def run_pipeline(
         services = {n: c.extra["service"] for n, c in contexts.items() if "service" in c.extra}
         if services:  # live services (stages/service.py): URL, preset, body, paths; no key
             config["services"] = services
+        if qinfo is not None:
+            config["queries"] = qinfo
         # configuration fingerprint (evaluator/dba/fingerprint.py): catalog + this config (extra)
         from ..dba import fingerprint as fpmod
 
@@ -195,6 +206,16 @@ def run_pipeline(
                 "info": {"testset": cfg.testset, "config": shown},
             }
         kb.rollback()
+        if target is not None:
+            from ..stages.ground_truth import offer
+
+            offer(
+                {n: contexts[n] for n, k, _ in stages if k == "exact"},
+                testset_hash,
+                fingerprint.get("data"),
+                settings,
+                qinfo,
+            )
         config_hash = fpmod.config_hash(fingerprint)
         exp_id, name = _insert_experiment(
             results,
@@ -260,7 +281,9 @@ def stage_run_names(experiment: str, stage_names: list[str], repeat: int) -> lis
     return [run_name(experiment, s, rep) for rep in range(1, repeat + 1) for s in stage_names]
 
 
-def taken_runs(results, experiment: str, stage_names: list[str], repeat: int) -> list[tuple]:
+def taken_runs(
+    results, experiment: str, stage_names: list[str], repeat: int
+) -> list[tuple[str, str | None, str]]:
     """(name, experiment or None, test set) of existing runs bearing a name that experiment
     ``experiment`` would give one of its stage runs."""
     rows = results.execute(
@@ -269,7 +292,7 @@ def taken_runs(results, experiment: str, stage_names: list[str], repeat: int) ->
         "ORDER BY r.run_id",
         (stage_run_names(experiment, stage_names, repeat),),
     ).fetchall()
-    return [tuple(r) for r in rows]
+    return [(r[0], r[1], r[2]) for r in rows]
 
 
 def foreign_run_message(run: str, owner: str | None, testset: str, experiment: str) -> str:
@@ -290,7 +313,13 @@ def refuse_taken_runs(results, experiment: str, stage_names: list[str], repeat: 
 
 
 def _insert_experiment(
-    results, name: str, auto: bool, values: tuple, *, stage_names: list[str] = (), repeat: int = 1
+    results,
+    name: str,
+    auto: bool,
+    values: tuple,
+    *,
+    stage_names: Sequence[str] = (),
+    repeat: int = 1,
 ) -> tuple[int, str]:
     """Insert the experiment row (committed). A default name taken meanwhile by a concurrent
     pipeline (or whose stage run names are taken) gets a suffix (-2, -3, ...); a name the user
@@ -318,13 +347,13 @@ def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, Sta
     """One context per stage (its options), each stage's ``prepare`` run: configuration errors
     stop everything before the first query."""
     contexts = {}
-    for sname, kind, stage in stages:
+    for sname, _kind, stage in stages:
         ctx = replace(
             base,
             stage=sname,
             options=options.get(sname, {}),
             warnings=[],
-            extra={},
+            extra=dict(base.extra),
             previous={},
             settings=gucs.scope(base.settings, sname),
         )
@@ -350,6 +379,7 @@ def execute_stage(
     ctx.extra["fingerprint"] = {**fingerprint, "stage": ctx.stage}
     ctx.extra["config_hash"] = fpmod.config_hash(ctx.extra["fingerprint"])
     ctx.progress = progress_factory(ctx.stage, rep) if progress_factory else None
+    assert ctx.experiment is not None  # set above: a pipeline stage runs in an experiment
     run_id = stage.run(ctx, run_name(ctx.experiment, ctx.stage, rep))
     if ctx.progress:  # only a stage that ended shows a full bar (not one interrupted)
         ctx.progress.finish()

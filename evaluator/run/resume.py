@@ -41,6 +41,8 @@ VOLATILE_PARAMS = {
     "batch_ms",
     "fusion_ms",
     "rows",
+    "fetch_limit_max",
+    "queries_refetched",
 }
 
 
@@ -282,6 +284,8 @@ def resume_experiment(
                 server_timing=cfg.get("server_timing", False),
                 isolate_index=cfg.get("isolate_index", False),
             )
+            if (cfg.get("queries") or {}).get("own_chunk_removed"):  # sampled queries
+                base = replace(base, depth=cfg["depth"] + 1, extra={"exclude_own": True})
             with _lock(results, exp_id, name, on_warning):
                 contexts = pipeline.prepare_contexts(base, stages, cfg.get("options") or {})
                 warnings: list[str] = []
@@ -378,15 +382,18 @@ def _resume_stage(
 
     rname = run_name(exp["name"], ctx.stage, rep)
     row = own_run(results, exp, rname)
-    run = lambda c: pipeline.execute_stage(
-        stage,
-        c,
-        exp["experiment_id"],
-        rep,  # noqa: E731
-        previous,
-        exp["fingerprint"] or {},
-        progress_factory,
-    )
+
+    def run(c):
+        return pipeline.execute_stage(
+            stage,
+            c,
+            exp["experiment_id"],
+            rep,
+            previous,
+            exp["fingerprint"] or {},
+            progress_factory,
+        )
+
     if row is None:
         return run(ctx), "ran"
     run_id, status, params = row

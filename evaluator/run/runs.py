@@ -51,6 +51,7 @@ class ImportReport:
     unknown_queries: int
     unknown_query_ids: list[str] = field(default_factory=list)
     valid_without_result: int = 0
+    lines_with_extra_text: int = 0  # TREC lines with text after the sixth field (ignored)
 
 
 def guess_format(path: Path) -> str:
@@ -60,11 +61,13 @@ def guess_format(path: Path) -> str:
     return "trec"
 
 
-def _trec_rows(path: Path):
-    """Yield (qid, chunk, score, line) for a TREC run file."""
+def _trec_rows(path: Path, extra: list[int] | None = None):
+    """Yield (qid, chunk, score, line) for a TREC run file. Text after the sixth field is
+    ignored, as trec_eval ignores it (its own test file results.trunc has some); ``extra[0]``
+    counts the lines that had such text."""
     for lineno, line in Source(path):  # UTF-8 checked per line (file, line, column)
-        parts = line.split()
-        if len(parts) != 6:
+        parts = line.split(maxsplit=6)
+        if len(parts) < 6:
             if not parts:
                 continue
             raise InputError(
@@ -72,7 +75,11 @@ def _trec_rows(path: Path):
                 file=str(path),
                 line=lineno,
             )
-        qid, _, chunk, _, score, _ = parts
+        if len(parts) > 6:
+            if extra is not None:
+                extra[0] += 1
+            line = " ".join(parts[:6])  # the ignored text is never stored nor checked
+        qid, _, chunk, _, score, _ = parts[:6]
         if "\x00" in line:
             raise InputError(
                 "the line contains a NUL character, which PostgreSQL cannot store",
@@ -227,27 +234,43 @@ def import_run(
                 f"a run named '{name}' was created by another session meanwhile (use "
                 "--replace or another --name)"
             ) from None
-        rows = (lambda: _trec_rows(path)) if fmt == "trec" else (lambda: _jsonl_rows(path))
-        written = {"known": known, "grades": grades, "by_score": fmt == "trec"}
+        extra = [0]  # TREC lines with text after the sixth field (counted on the last read)
+
+        def rows():
+            extra[0] = 0
+            return _trec_rows(path, extra) if fmt == "trec" else _jsonl_rows(path)
+
+        by_score = fmt == "trec"
         try:
             with conn.transaction():  # a file grouped by query: streamed, constant memory
                 n, nq, inserted, unknown = ranked_lists.copy_lists(
-                    conn, run_id, ranked_lists.streamed(rows(), path), **written
+                    conn,
+                    run_id,
+                    ranked_lists.streamed(rows(), path),
+                    by_score=by_score,
+                    known=known,
+                    grades=grades,
                 )
         except ranked_lists.Interleaved:  # queries interleaved: read again, grouped in memory
             n, nq, inserted, unknown = ranked_lists.copy_lists(
-                conn, run_id, ranked_lists.grouped(rows(), path), **written
+                conn,
+                run_id,
+                ranked_lists.grouped(rows(), path),
+                by_score=by_score,
+                known=known,
+                grades=grades,
             )
         if n == 0:
             raise InputError("empty file: no ranked results", file=str(path))
-        unknown = sorted(unknown)
+        unknown_ids = sorted(unknown)
         conn.execute(
-            "UPDATE pgeval.run SET n_unknown_queries = %s WHERE run_id = %s", (len(unknown), run_id)
+            "UPDATE pgeval.run SET n_unknown_queries = %s WHERE run_id = %s",
+            (len(unknown_ids), run_id),
         )
         if inserted == 0:  # every query id unknown: a run of another test set, never a run of 0s
             raise InputError(
-                f"none of the {len(unknown)} query ids in the file is in test set "
-                f"'{testset}' (first: '{unknown[0]}'): is it a run of another test "
+                f"none of the {len(unknown_ids)} query ids in the file is in test set "
+                f"'{testset}' (first: '{unknown_ids[0]}'): is it a run of another test "
                 "set?",
                 file=str(path),
             )
@@ -260,9 +283,10 @@ def import_run(
         testset=testset,
         rows=inserted,
         queries=nq,
-        unknown_queries=len(unknown),
-        unknown_query_ids=unknown[:20],
+        unknown_queries=len(unknown_ids),
+        unknown_query_ids=unknown_ids[:20],
         valid_without_result=missing,
+        lines_with_extra_text=extra[0],
     )
 
 
@@ -296,7 +320,7 @@ def export_run(conn, name: str, fmt: str, out) -> int:
             lines += 1
         return lines
     current, items = None, []
-    for qid, rank, chunk, score in cur:
+    for qid, _rank, chunk, score in cur:
         if qid != current and current is not None:
             out.write(json.dumps({"query_id": current, "ranked": items}, ensure_ascii=False) + "\n")
             lines += 1

@@ -41,6 +41,7 @@ for every stage before the first query of the experiment, so that configuration 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -117,7 +118,7 @@ class StageContext:
         if message not in self.warnings:
             self.warnings.append(message)
 
-    def option(self, key: str, default: Any = None, cast=str) -> Any:
+    def option(self, key: str, default: Any = None, cast: Callable[[str], Any] = str) -> Any:
         """This stage's option ``key`` cast with ``cast``; InputError naming --opt when bad."""
         from ..core.errors import InputError
 

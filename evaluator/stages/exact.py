@@ -4,7 +4,12 @@ plan is checked). Its distances are the ceiling every ANN stage is measured agai
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .vector_common import VectorStage
+
+if TYPE_CHECKING:
+    pass
 
 
 class ExactStage(VectorStage):
@@ -16,6 +21,13 @@ class ExactStage(VectorStage):
     # nothing but an ANN index: exact search always keeps its sequential scan (an explicit
     # --set enable_indexscan=on still reaches the plan check, which refuses an ANN index)
     forced = {"enable_seqscan": "on"}
+
+    def run(self, ctx, run_name: str) -> int:
+        if ctx.extra.get("ground_truth"):  # the stored ground truth (stages/ground_truth.py)
+            from .ground_truth import run_exact
+
+            return run_exact(ctx, run_name)
+        return super().run(ctx, run_name)
 
     def stage_settings(self, ctx) -> dict[str, str]:
         settings = super().stage_settings(ctx)

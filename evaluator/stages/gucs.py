@@ -11,6 +11,7 @@ them by calling one of each extension's functions (no superuser ``LOAD`` needed)
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from psycopg import sql
 
@@ -80,7 +81,7 @@ def is_scoped(key: str) -> bool:
     return ":" in key
 
 
-def unscoped(settings: dict[str, str]) -> dict[str, str]:
+def unscoped(settings: dict[str, str] | None) -> dict[str, str]:
     """The settings every stage applies."""
     return {k: v for k, v in (settings or {}).items() if not is_scoped(k)}
 
@@ -115,7 +116,7 @@ def check_stages(settings: dict[str, str], stage_names) -> None:
             )
 
 
-def load_libraries(conn) -> None:
+def load_libraries(conn: Any) -> None:
     """Load pgvector's and pgvectorscale's libraries so that their GUCs are defined."""
     conn.execute("SELECT '[1]'::vector")
     row = conn.execute(
@@ -152,7 +153,7 @@ def _check_value(name: str, value: str, vartype: str, unit, lo, hi, enumvals) ->
             raise InputError(f"{bad}: expected one of {', '.join(enumvals or [])}", field="--set")
 
 
-def validate(conn, settings: dict[str, str]) -> dict[str, str]:
+def validate(conn: Any, settings: dict[str, str]) -> dict[str, str]:
     """Check every setting against pg_settings; then let the server parse them all (applied with
     set_config inside a transaction that is rolled back). Returns ``settings`` unchanged."""
     if not settings:
@@ -206,7 +207,9 @@ def validate(conn, settings: dict[str, str]) -> dict[str, str]:
     return settings
 
 
-def with_statement_timeout(conn, settings: dict[str, str], timeout: str | None) -> dict[str, str]:
+def with_statement_timeout(
+    conn: Any, settings: dict[str, str], timeout: str | None
+) -> dict[str, str]:
     """``settings`` plus ``statement_timeout`` (``--statement-timeout``: every statement on the
     knowledge base is cancelled past it; applied by SET LOCAL like any setting, so recorded in
     every run's params). None leaves the server's setting alone."""
@@ -219,7 +222,7 @@ def with_statement_timeout(conn, settings: dict[str, str], timeout: str | None) 
     return {**settings, "statement_timeout": str(timeout).strip()}
 
 
-def apply_local(conn, settings: dict[str, str]) -> dict[str, str]:
+def apply_local(conn: Any, settings: dict[str, str]) -> dict[str, str]:
     """``SET LOCAL`` each setting (inside the current transaction); return the effective values
     as the server shows them (``current_setting``)."""
     effective = {}
@@ -230,7 +233,7 @@ def apply_local(conn, settings: dict[str, str]) -> dict[str, str]:
     return effective
 
 
-def current(conn, names) -> dict[str, str | None]:
+def current(conn: Any, names) -> dict[str, str | None]:
     """Current values (None when the setting does not exist on this server)."""
     out = {}
     for name in names:

@@ -7,7 +7,12 @@ warns and records the rows each query returned (pgeval.query_timing.rows_returne
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .vector_common import VectorStage
+
+if TYPE_CHECKING:
+    from .base import StageContext
 
 
 class HnswStage(VectorStage):
@@ -15,7 +20,7 @@ class HnswStage(VectorStage):
     method = "hnsw"
     guc_prefixes = ("hnsw.",)
 
-    def trap_warnings(self, ctx, effective):
+    def trap_warnings(self, ctx: StageContext, effective: dict[str, str]) -> list[str]:
         from . import gucs
 
         cur = gucs.current(ctx.kb, ["hnsw.ef_search", "hnsw.iterative_scan"])

@@ -21,6 +21,7 @@ them) and their run ids. There is no per-query latency: the whole fusion is one 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from ..core.errors import InputError
 from . import store
@@ -115,7 +116,7 @@ class MergeStage(BaseStage):
             (list(ctx.previous.values()),),
         ).fetchall()
         ctx.results.rollback()
-        role = dict(rows)
+        role: dict[int, Any] = dict(rows)
         paths = [(n, r) for n, r in ctx.previous.items() if role.get(r) not in ("merge", "rerank")]
         if any(role.get(r) == "ann" for _, r in paths):
             paths = [(n, r) for n, r in paths if role.get(r) != "exact"]
@@ -186,7 +187,7 @@ class MergeStage(BaseStage):
                         "depth": cfg["depth"],
                         "method": cfg["method"],
                     },
-                ).fetchone()[0]
+                ).fetchone()[0]  # type: ignore[index]  # an aggregate: always one row
             ms = (time.perf_counter() - t0) * 1000.0
         except BaseException:
             if conn.info.transaction_status != 0:

@@ -10,6 +10,7 @@ The generic plan (the one a prepared statement may switch to after five executio
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 from ..core.errors import PlanError
 from ..target import introspect
@@ -21,7 +22,7 @@ _names = itertools.count(1)
 SCAN_NODES = ("Index Scan", "Index Only Scan", "Bitmap Index Scan")
 
 
-def explain(conn, statement, params=None, generic: bool = False) -> dict:
+def explain(conn: Any, statement, params=None, generic: bool = False) -> dict:
     """The JSON plan (the top "Plan" node) of ``statement``."""
     from psycopg import sql
 
@@ -37,7 +38,7 @@ def explain(conn, statement, params=None, generic: bool = False) -> dict:
     return doc[0]["Plan"]
 
 
-def explain_generic(conn, statement, values: list) -> dict:
+def explain_generic(conn: Any, statement, values: list) -> dict:
     """The generic plan of ``statement`` (placeholders ``$1, $2, ...``); ``values`` are the
     parameters in that order, bound only where the server needs them to EXECUTE (< 16)."""
     if conn.info.server_version >= GENERIC_PLAN_OPTION:
@@ -86,7 +87,7 @@ def index_scans(plan: dict) -> list[tuple[str, str, str]]:
     ]
 
 
-def ann_indexes(conn, relation_oid: int) -> dict[str, str]:
+def ann_indexes(conn: Any, relation_oid: int) -> dict[str, str]:
     """name -> method of every ANN index on the relation (any column, any operator class)."""
     return {name: method for name, method, _, _ in introspect.ann_indexes(conn, relation_oid)}
 
@@ -176,7 +177,7 @@ FORCING_CANDIDATES = (
 )
 
 
-def find_forcing(conn, statement, params, check, current: dict[str, str]):
+def find_forcing(conn: Any, statement, params, check, current: dict[str, str]):
     """The first of :data:`FORCING_CANDIDATES` (settings the stage does not already have)
     under which ``check(plan)`` passes: ``(settings, index)``, or None. Each try runs in a
     savepoint of the open transaction and is rolled back: nothing stays set."""

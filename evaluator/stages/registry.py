@@ -8,6 +8,7 @@ one experiment can hold two stages of one kind.
 from __future__ import annotations
 
 import importlib
+from typing import Any
 
 from ..core.errors import InputError
 
@@ -32,7 +33,7 @@ def kinds() -> list[str]:
     return list(STAGES)
 
 
-def get(kind: str):
+def get(kind: str) -> Any:  # the registered runner class's instance (a Stage)
     """A new instance of the runner for ``kind``; InputError naming --stages when unknown."""
     target = STAGES.get(kind)
     if target is None:

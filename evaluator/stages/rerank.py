@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +70,7 @@ class RerankStage(BaseStage):
             "threshold": ctx.option("threshold", None, float),
         }
 
-    def reranker(self, ctx: StageContext, spec: str):
+    def reranker(self, ctx: StageContext, spec: str) -> Any:  # a rerankers.Reranker
         emb = {
             k: ctx.option(k, None, cast)
             for k, cast in (("base_url", str), ("dimensions", int), ("api_key_env", str))
@@ -135,7 +136,7 @@ class RerankStage(BaseStage):
                 "stage before it in --stages",
                 field="--stages",
             )
-        role = dict(
+        role: dict[int, Any] = dict(
             ctx.results.execute(
                 "SELECT run_id, pgeval.stage_role(stage, params) FROM pgeval.run "
                 "WHERE run_id = ANY(%s)",
@@ -163,6 +164,7 @@ class RerankStage(BaseStage):
         return out
 
     def run(self, ctx: StageContext, run_name: str) -> int:
+        assert ctx.target is not None  # a stage with a table has a target
         cfg = self.config(ctx)
         exact = cfg["spec"] == "exact"
         input_name, input_id = self.input_run(ctx)
@@ -183,7 +185,7 @@ class RerankStage(BaseStage):
                 label, column = "exact", target.vector_column
             else:
                 reranker = self.reranker(ctx, cfg["spec"])
-                column = ctx.option("column") or t.text_column
+                column = ctx.option("column") or t.text_column  # type: ignore[assignment]  # prepare() checked it
                 stmt, params = rerank_sql.texts(t, column, id_type)
                 label = reranker.label
             text = stmt.as_string(kb)
@@ -223,7 +225,9 @@ class RerankStage(BaseStage):
                             p = dict(params, ids=ids, q=np.asarray(q.embedding, dtype=np.float32))
                             scored = {c: -d for c, d in kb.execute(text, p, prepare=True)}
                         else:
-                            found = dict(kb.execute(text, dict(params, ids=ids), prepare=True))
+                            found: dict[Any, Any] = dict(
+                                kb.execute(text, dict(params, ids=ids), prepare=True)
+                            )
                             docs = [c for c in ids if found.get(c) is not None]
                             scores = reranker.score(q.text, [found[c] for c in docs])
                             scored = {c: s for c, s in zip(docs, scores) if s is not None}

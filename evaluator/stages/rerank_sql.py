@@ -6,14 +6,18 @@ chunk give its first text, or its best distance."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
 from ..core.errors import InputError
 from ..core.ids import as_text
 
+if TYPE_CHECKING:
+    from ..target.targets import Target
 
-def columns(kb, target) -> dict[str, tuple[str, str]]:
+
+def columns(kb: Any, target: Target) -> dict[str, tuple[str, str]]:
     """name -> (type name, formatted type) of the target's table."""
     rows = kb.execute(
         "SELECT a.attname, t.typname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
@@ -25,7 +29,7 @@ def columns(kb, target) -> dict[str, tuple[str, str]]:
 
 
 def _source(
-    target, id_type: str, vector: bool = True
+    target: Target, id_type: str, vector: bool = True
 ) -> tuple[sql.Composable, sql.Composable, dict]:
     where, params = target.where_named(vector=vector)  # texts: no dimension predicate
     src = sql.SQL("(SELECT * FROM {}{}) AS kb").format(target.table_sql(), where)
@@ -35,7 +39,7 @@ def _source(
     return src, match, params
 
 
-def texts(target, text_column: str, id_type: str) -> tuple[sql.Composable, dict]:
+def texts(target: Target, text_column: str, id_type: str) -> tuple[sql.Composable, dict]:
     """``chunk_id, text`` of the chunk ids in parameter ``ids``."""
     src, match, params = _source(target, id_type, vector=False)
     stmt = sql.SQL(
@@ -47,7 +51,7 @@ def texts(target, text_column: str, id_type: str) -> tuple[sql.Composable, dict]
     return stmt, params
 
 
-def distances(target, id_type: str) -> tuple[sql.Composable, dict]:
+def distances(target: Target, id_type: str) -> tuple[sql.Composable, dict]:
     """``chunk_id, distance`` (the target's operator, full precision) for parameters ``ids`` and
     ``q`` (the query vector)."""
     src, match, params = _source(target, id_type)
@@ -60,7 +64,7 @@ def distances(target, id_type: str) -> tuple[sql.Composable, dict]:
     return stmt, params
 
 
-def exact_target(kb, target, column: str | None):
+def exact_target(kb: Any, target: Target, column: str | None) -> Target:
     """The target re-scored on ``column`` (default: its vector column), typed from the catalog."""
     cols = columns(kb, target)
     col = column or target.vector_column

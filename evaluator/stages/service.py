@@ -27,13 +27,14 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from ..core import masking
 from ..core.errors import InputError
 from ..providers.http_json import HttpFailure, JsonClient
 from . import service_config as sc
 from . import store
-from .base import SCORE_SIMILARITY, BaseStage, StageContext
+from .base import SCORE_SIMILARITY, BaseStage, Query, StageContext
 
 ORDER_SERVICE = (
     "as the service ranked them (rank = position in its answer; a repeated chunk keeps "
@@ -154,7 +155,7 @@ class ServiceStage(BaseStage):
                 (list(ctx.previous.values()),),
             ).fetchall()
             ctx.results.rollback()
-            node = dict(rows)
+            node: dict[int, Any] = dict(rows)
             earlier = {name: node[rid] for name, rid in ctx.previous.items() if rid in node}
         if self.preset == "weknora-hybrid":
             paths = [n for n, node in earlier.items() if node in ("vector", "keyword")]
@@ -175,7 +176,7 @@ class ServiceStage(BaseStage):
         return out
 
     # ---- one query ------------------------------------------------------------------------
-    def _ask(self, client: JsonClient, cfg: dict, limit: RateLimit, values: dict):
+    def _ask(self, client: JsonClient, cfg: dict, limit: RateLimit, values: dict) -> tuple:
         """("ok", ranked, ms, answered, duplicates, attempts) or ("fail", status, message,
         attempts)."""
         limit.wait()
@@ -207,7 +208,7 @@ class ServiceStage(BaseStage):
         stats = {"failed": 0, "retried": 0, "duplicates": 0, "answered_rows": 0}
         max_streak = cfg["max_consecutive_failures"]
 
-        def values(q):
+        def values(q: Query) -> dict:
             return {
                 "query": q.text or "",
                 "query_id": q.query_id,

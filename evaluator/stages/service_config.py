@@ -25,10 +25,14 @@ from __future__ import annotations
 import json
 import os
 import re
+from typing import TYPE_CHECKING, Any
 
 from ..core import masking
 from ..core.errors import InputError
 from ..providers.http_json import check_url
+
+if TYPE_CHECKING:
+    from .base import StageContext
 
 KEY_ENV = "PGEVAL_SERVICE_KEY"  # default variable holding the API key
 URL_ENV = "PGEVAL_SERVICE_URL"  # default base URL when --opt STAGE:url is not given
@@ -36,7 +40,7 @@ ROLES = ("ann", "keyword", "path", "merge", "rerank")
 PLACEHOLDER = re.compile(r"\{\{\s*(query|query_id|vector|match_count|knowledge_base_id)\s*\}\}")
 
 HYBRID = "/api/v1/knowledge-bases/{kb}/hybrid-search"
-PRESETS = {
+PRESETS: dict[str, dict[str, Any]] = {
     "weknora-vector": {
         "path": HYBRID,
         "role": "ann",
@@ -133,7 +137,7 @@ def _positive(cast, minimum):
     return check
 
 
-def resolve(ctx, preset: str | None) -> dict:
+def resolve(ctx: StageContext, preset: str | None) -> dict:
     """The stage's whole configuration from its options (InputError naming ``--opt`` when one
     is wrong). No secret is in it: the key is read later, from the variable ``key_env`` names."""
     stage = ctx.stage

@@ -30,16 +30,20 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import Conflict, IncompleteRun, InputError
+
+if TYPE_CHECKING:
+    from .base import StageContext
 
 FLUSH_EVERY = 100
 
 
 def create_run(
-    conn,
+    conn: Any,
     *,
     name: str,
     testset_id: int,
@@ -89,7 +93,7 @@ def create_run(
     return run_id
 
 
-def _commit(conn) -> None:
+def _commit(conn: Any) -> None:
     if not conn.autocommit:
         conn.commit()
 
@@ -119,7 +123,7 @@ FAILURE_COLUMNS = (
 
 
 def copy_rows(
-    conn, table: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence]
+    conn: Any, table: str, columns: Sequence[tuple[str, str]], rows: Iterable[Sequence]
 ) -> int:
     """Binary COPY of ``rows`` into pgeval.``table``; ``columns`` are (name, type) pairs (fixed
     names from this package only). psycopg's C dumpers format the rows."""
@@ -137,7 +141,7 @@ def copy_rows(
     return n
 
 
-def judged_grades(conn, run_id: int, query_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+def judged_grades(conn: Any, run_id: int, query_ids: Sequence[str]) -> dict[str, dict[str, int]]:
     """{query_id: {chunk_id: grade}}: the judgements of ``query_ids`` in the run's test set, read
     in the writer's transaction (ids compare exactly, as the "C" collation does)."""
     grades: dict[str, dict[str, int]] = {}
@@ -176,7 +180,7 @@ def _num_array(values: list) -> str:
     return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
 
 
-def copy_lists(conn, rows: Iterable[tuple[int, str, list, list, list[str]]]) -> int:
+def copy_lists(conn: Any, rows: Iterable[tuple[int, str, list, list, list[str]]]) -> int:
     """COPY (run_id, query_id, grades, scores, chunk ids) rows into pgeval.result_list, in text
     format: the arrays are joined as text at C speed (psycopg's binary array dumper is Python)."""
     n = 0
@@ -199,7 +203,7 @@ def copy_lists(conn, rows: Iterable[tuple[int, str, list, list, list[str]]]) -> 
 
 
 def write_lists(
-    conn,
+    conn: Any,
     run_id: int,
     lists: Iterable[tuple[str, list[str], list]],
     grades: dict[str, dict[str, int]],
@@ -224,14 +228,18 @@ def write_lists(
     )
 
 
-def write_timings(conn, run_id: int, rows: Iterable[tuple[str, float, float | None, int]]) -> int:
+def write_timings(
+    conn: Any, run_id: int, rows: Iterable[tuple[str, float, float | None, int]]
+) -> int:
     """COPY (query_id, latency_ms, server_ms, rows_returned) rows of ``run_id``."""
     return copy_rows(
         conn, "query_timing", TIMING_COLUMNS, ((run_id, q, lat, srv, n) for q, lat, srv, n in rows)
     )
 
 
-def finish_run(conn, run_id: int, status: str = "complete", params: dict | None = None) -> None:
+def finish_run(
+    conn: Any, run_id: int, status: str = "complete", params: dict | None = None
+) -> None:
     """Mark a run complete/failed; ``params`` are merged into run.params (jsonb ||)."""
     conn.execute(
         "UPDATE pgeval.run SET status = %s, finished_at = now(), "
@@ -249,13 +257,15 @@ class RunWriter:
 
     def __init__(
         self,
-        conn,
+        conn: Any,
         run_id: int,
         depth: int | None = None,
         flush_every: int = FLUSH_EVERY,
         background: bool = False,
-    ):
+        exclude_own: bool = False,
+    ) -> None:
         self.conn, self.run_id, self.depth = conn, run_id, depth
+        self.exclude_own = exclude_own  # sampled queries: a query's own chunk is never a result
         self.flush_every = flush_every
         self.params: dict = {}  # merged into run.params when the run completes
         self._results: list[tuple] = []
@@ -266,8 +276,8 @@ class RunWriter:
         self._pending = 0
         self.queries = 0
         self.rows = 0
-        self._queue = None
-        self._thread = None
+        self._queue: Any = None  # queue.Queue of writes, with the writer thread
+        self._thread: Any = None
         self._error: BaseException | None = None
         if background:
             import queue
@@ -290,12 +300,15 @@ class RunWriter:
     ) -> None:
         """``ranked``: [(chunk_id, score)] in rank order (already deduplicated, best first).
         A timing row is written when ``latency_ms`` is given."""
+        if self.exclude_own:
+            ranked = [r for r in ranked if str(r[0]) != query_id]
         if self.depth is not None and len(ranked) > self.depth:
             ranked = ranked[: self.depth]
         chunks = [str(chunk) for chunk, _ in ranked]
         if len(set(chunks)) != len(chunks):  # a stage bug, not a user mistake: refuse
             seen: set = set()
-            dup = next(c for c in chunks if c in seen or seen.add(c))
+            # seen.add() is None (falsy): the idiom records the id and goes on
+            dup = next(c for c in chunks if c in seen or seen.add(c))  # type: ignore[func-returns-value]
             raise InputError(f"stage returned chunk '{dup}' twice for query '{query_id}'")
         self._results.append(
             (query_id, chunks, [None if score is None else float(score) for _, score in ranked])
@@ -330,7 +343,7 @@ class RunWriter:
         if self._pending >= self.flush_every:
             self.flush()
 
-    def _write(self, results: list, timings: list, done: list, failures: list = ()) -> None:
+    def _write(self, results: list, timings: list, done: list, failures: Sequence = ()) -> None:
         with self.conn.transaction():
             if failures:
                 copy_rows(
@@ -396,7 +409,7 @@ class RunWriter:
 
 @contextmanager
 def run_scope(
-    ctx,
+    ctx: StageContext,
     run_name: str,
     *,
     params: dict,
@@ -406,11 +419,14 @@ def run_scope(
     replace: bool = False,
     background: bool = False,
     flush_every: int = FLUSH_EVERY,
-):
+) -> Iterator[RunWriter]:
     """Create the run (``running``), yield a :class:`RunWriter`, then mark it ``complete``
     (params merged with ``writer.params``) or ``failed`` when an exception escapes.
     ``background``: see :class:`RunWriter` (only for stages that leave ``ctx.results`` alone
-    inside the block)."""
+    inside the block). ``ctx.extra["exclude_own"]`` (sampled queries): the stage fetched
+    ``ctx.depth`` rows, one more than the run keeps, and each query's own chunk is dropped."""
+    exclude = bool(ctx.extra.get("exclude_own"))
+    depth = ctx.depth - 1 if exclude and ctx.depth and ctx.depth > 1 else ctx.depth
     if ctx.extra.get("resume_run_id") is not None:  # `pgeval run resume`: the missing queries
         from ..run.resume import reopen_run
 
@@ -425,14 +441,19 @@ def run_scope(
             repetition=ctx.repetition,
             params=params,
             order_rule=order_rule,
-            depth=ctx.depth,
+            depth=depth,
             timing_boundary=timing_boundary,
             config_hash=config_hash or ctx.extra.get("config_hash"),
             fingerprint=ctx.extra.get("fingerprint"),
             replace=replace,
         )
     writer = RunWriter(
-        ctx.results, run_id, ctx.depth, flush_every=flush_every, background=background
+        ctx.results,
+        run_id,
+        depth,
+        flush_every=flush_every,
+        background=background,
+        exclude_own=exclude,
     )
     try:
         yield writer
@@ -460,7 +481,7 @@ def run_scope(
     finish_run(ctx.results, run_id, "complete", writer.params)
 
 
-def missing_queries(conn, run_id: int) -> int:
+def missing_queries(conn: Any, run_id: int) -> int:
     """Queries of the run's test set without a pgeval.run_progress row (0: the run is whole)."""
     n = conn.execute(
         "SELECT count(*) FROM pgeval.query q JOIN pgeval.run r USING (testset_id) "

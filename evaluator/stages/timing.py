@@ -15,24 +15,34 @@ Typical use inside a stage's per-query loop::
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
 from .base import BOUNDARY_BATCH, BOUNDARY_ROUND_TRIP, BOUNDARY_SERVER
 
+if TYPE_CHECKING:
+    pass
 
-def boundary(ctx) -> str:
-    """The ``run.timing_boundary`` of a stage run under ``ctx`` (batch, round trip, + server)."""
+
+def boundary(ctx, timed: str | None = None) -> str:
+    """The ``run.timing_boundary`` of a stage run under ``ctx`` (batch, round trip, + server);
+    ``timed``: what the timed statement is, when the stage says it."""
+    what = f"; timed: {timed}" if timed else ""
     if ctx.batch:
-        return BOUNDARY_BATCH
-    return BOUNDARY_ROUND_TRIP + ("; server_ms: " + BOUNDARY_SERVER if ctx.server_timing else "")
+        return BOUNDARY_BATCH + what
+    return (
+        BOUNDARY_ROUND_TRIP
+        + what
+        + ("; server_ms: " + BOUNDARY_SERVER if ctx.server_timing else "")
+    )
 
 
 class TimedStatement:
     """One statement executed per query on ``kb``: prepared (psycopg ``prepare=True``), timed from
     execute to the last row fetched; ``server_timing`` adds the EXPLAIN ANALYZE execution time."""
 
-    def __init__(self, kb, stmt: sql.Composable, server_timing: bool = False):
+    def __init__(self, kb: Any, stmt: sql.Composable, server_timing: bool = False):
         self.text = stmt.as_string(kb)
         self.explain = (
             (sql.SQL("EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ") + stmt).as_string(kb)

@@ -10,11 +10,15 @@ presorted key and only sort ties — exactly the bug a relaxed scan exposes.
 
 from __future__ import annotations
 
-import math
+from typing import TYPE_CHECKING
 
 from psycopg import sql
 
 from ..core.ids import as_text
+from . import refetch
+
+if TYPE_CHECKING:
+    from ..target.targets import Target
 
 Q = "pgeval_q"  # alias of the query list in batch mode (unlikely to clash with user columns)
 
@@ -33,7 +37,7 @@ class Dollar:
 
 
 def inner(
-    target, depth: int, qparam: sql.Composable, ph=sql.Placeholder, cast: bool = True
+    target: Target, depth: int, qparam: sql.Composable, ph=sql.Placeholder, cast: bool = True
 ) -> tuple[sql.Composable, dict]:
     """``SELECT id::text COLLATE "C" AS chunk_id, dist FROM t WHERE ... ORDER BY <bare operator>
     LIMIT k`` (chunk ids in byte order for every tie-break above, whatever the table's collation)."""
@@ -52,20 +56,29 @@ def inner(
 
 
 def _ranked(
-    target, depth: int, qparam, ph, cast: bool, exact: bool, overfetch: float, with_n: bool
+    target,
+    depth: int,
+    qparam,
+    ph,
+    cast: bool,
+    exact: bool,
+    overfetch: float,
+    with_n: bool,
+    fetch: int | None = None,
 ) -> tuple[sql.Composable, dict, bool]:
     """The ranked list of one query: columns chunk_id, dist[, n]; returns (sql, params, has_n).
 
     - unique chunk ids: the index scan's top ``depth`` rows, re-sorted;
-    - several rows per chunk, ANN: the scan's top ``ceil(depth * overfetch)`` rows collapsed to
-      each chunk's best distance, cut at ``depth`` (``n`` = rows the scan returned);
+    - several rows per chunk, ANN: the scan's top ``fetch`` rows (default
+      :func:`evaluator.stages.refetch.fetch_limit`) collapsed to each chunk's best distance, cut
+      at ``depth`` (``n`` = rows the scan returned: fewer than ``fetch``, the scan is exhausted);
     - several rows per chunk, exact: every row grouped by chunk, the best ``depth`` chunks (the
       true ceiling, whatever the duplication).
     """
     k = sql.Literal(int(depth))
     if target.unique_id:
         body, params = inner(target, depth, qparam, ph, cast)
-        n = sql.SQL(", (count(*) OVER ())::int AS n") if with_n else sql.SQL("")
+        n: sql.Composable = sql.SQL(", (count(*) OVER ())::int AS n") if with_n else sql.SQL("")
         return (
             sql.SQL(
                 "SELECT s.chunk_id, s.dist{} FROM ({}) s ORDER BY s.dist + 0, s.chunk_id"
@@ -96,7 +109,7 @@ def _ranked(
             params,
             with_n,
         )
-    body, params = inner(target, math.ceil(depth * max(1.0, overfetch)), qparam, ph, cast)
+    body, params = inner(target, fetch or refetch.fetch_limit(depth, overfetch), qparam, ph, cast)
     return (
         sql.SQL(
             "SELECT s.chunk_id, min(s.dist) AS dist, (sum(count(*)) OVER ())::int AS n "
@@ -126,16 +139,24 @@ def per_query(
     exact: bool = False,
     overfetch: float = 1.0,
     threshold: float | None = None,
+    fetch: int | None = None,
 ) -> tuple[sql.Composable, dict, bool]:
     """One query's ranked list (parameter ``q``): columns chunk_id, dist[, n = rows the scan
     returned]; the third value says whether ``n`` is there (else n = rows fetched). With a
     ``threshold`` (a bound on the distance: :meth:`Target.max_distance`), ``n`` is always there
-    and a fourth column ``past`` says the result lies past it (parameter ``thr``)."""
+    and a fourth column ``past`` says the result lies past it (parameter ``thr``). ``fetch``:
+    the LIMIT of the index scan when several rows share a chunk (:mod:`.refetch`)."""
     stmt, params, has_n = _ranked(
-        target, depth, ph("q"), ph, True, exact, overfetch, threshold is not None
+        target, depth, ph("q"), ph, True, exact, overfetch, threshold is not None, fetch
     )
     stmt, params = _past(stmt, params, ph, threshold)
     return stmt, params, has_n
+
+
+def refetches(target, exact: bool) -> bool:
+    """Whether a query short of depth chunks may get more by a larger LIMIT: several rows per
+    chunk under an index scan (exact search groups every row already)."""
+    return not target.unique_id and not exact
 
 
 def batch(
@@ -145,6 +166,7 @@ def batch(
     exact: bool = False,
     overfetch: float = 1.0,
     threshold: float | None = None,
+    fetch: int | None = None,
 ) -> tuple[sql.Composable, dict]:
     """All queries at once: ``unnest(ids, vectors) CROSS JOIN LATERAL (per-query)``; columns
     query_id, chunk_id, dist, n, rk, past (false without a ``threshold``); parameters ``ids``
@@ -160,6 +182,7 @@ def batch(
         exact,
         overfetch,
         True,
+        fetch,
     )
     past = (
         sql.SQL("g.dist > {}::float8").format(sql.Placeholder("thr"))

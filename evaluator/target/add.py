@@ -79,7 +79,7 @@ def make_target(
     max_distance: float | None = None,
 ) -> t.Target:
     """The target these options describe (not checked against the catalog yet)."""
-    filters = dict(where or {})
+    filters: dict[str, str | list[str]] = dict(where or {})
     kb_ids = (
         [knowledge_base_id] if isinstance(knowledge_base_id, str) else list(knowledge_base_id or [])
     )
@@ -124,6 +124,7 @@ def make_target(
     ]
     if missing:
         raise InputError(f"{', '.join(missing)} required (or use --preset)", field=missing[0])
+    assert table and id_column and vector_column  # (missing is empty)
     for opt, given in (
         ("--knowledge-base-id", kb_ids),
         ("--knowledge-id", knowledge_id),

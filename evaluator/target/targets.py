@@ -145,8 +145,10 @@ class Target:
         def col(name):
             return sql.Identifier(alias, name) if alias else sql.Identifier(name)
 
-        parts, params = [], {}
+        parts: list[sql.Composable] = []
+        params: dict[str, object] = {}
         if self.dimension_column and vector:
+            assert self.dimension is not None, "a dimension column comes with a dimension"
             parts.append(
                 sql.SQL("{} = {}").format(
                     col(self.dimension_column), sql.Literal(int(self.dimension))
@@ -171,11 +173,14 @@ class Target:
     def filter_literals(self) -> dict:
         """Filters as recorded in the experiment configuration (a NULL-as-true column as
         ``{"value": v, "or_null": true}``)."""
-        out = {k: (list(v) if isinstance(v, list) else v) for k, v in self.filters.items()}
+        out: dict[str, object] = {
+            k: (list(v) if isinstance(v, list) else v) for k, v in self.filters.items()
+        }
         for name in self.null_true:
             if name in out:
                 out[name] = {"value": out[name], "or_null": True}
         if self.dimension_column:
+            assert self.dimension is not None, "a dimension column comes with a dimension"
             out[self.dimension_column] = int(self.dimension)
         return out
 

@@ -11,11 +11,17 @@ _COUNTS = """
     count(q.*) FILTER (WHERE NOT q.answerable) AS unanswerable"""
 
 
-def resolve_testset(conn, name: str) -> tuple[int, str]:
-    """(testset_id, content_hash) of the test set called ``name``; NotFound otherwise."""
+def find_testset(conn, name: str) -> tuple[int, str] | None:
+    """(testset_id, content_hash) of the test set called ``name``, or None."""
     row = conn.execute(
         "SELECT testset_id, content_hash FROM pgeval.testset WHERE name = %s", (name,)
     ).fetchone()
+    return (row[0], row[1]) if row is not None else None
+
+
+def resolve_testset(conn, name: str) -> tuple[int, str]:
+    """(testset_id, content_hash) of the test set called ``name``; NotFound otherwise."""
+    row = find_testset(conn, name)
     if row is None:
         raise NotFound(f"no test set named '{name}' (see `pgeval testset list`)")
     return row[0], row[1]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 BIG = 4 << 20  # files smaller than this load too fast for a bar to help
 
 
@@ -10,7 +12,8 @@ class LoadProgress:
         self.sources = sources
         self.total = sum(s.size for s in sources)
         self.enabled = bool(enabled) and self.total >= BIG
-        self._bar = self._task = None
+        self._bar: Any = None
+        self._task: Any = None
 
     def __enter__(self):
         if self.enabled:

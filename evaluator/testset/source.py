@@ -7,6 +7,7 @@ import gzip
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from ..core.errors import InputError
 
@@ -26,7 +27,7 @@ class Source:
                 "is a folder, not a file (a BEIR folder needs --format beir)", file=self.label
             )
         self.size = self.path.stat().st_size
-        self._raw = None
+        self._raw: BinaryIO | None = None
 
     @property
     def bytes_read(self) -> int:

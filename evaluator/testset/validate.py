@@ -92,7 +92,9 @@ def query_row(
 
 
 def _judgements(relevant, grade_map: GradeMap, fail):
-    chunks, grades, sources = [], [], []
+    chunks: list[str] = []
+    grades: list[int] = []
+    sources: list[str] = []
     if relevant is None:
         return chunks, grades, sources
     if isinstance(relevant, dict):

@@ -1,7 +1,7 @@
 """results at database speed: one row per ranked list, counts kept with the run
 
 Revision ID: 0005_storage
-Revises: 0004_service
+Revises: 0004_owntable
 Create Date: 2026-12-10
 
 Until 0003 pgeval.result held one row per (run, query, rank) under three indexes kept row by row
@@ -29,7 +29,7 @@ judged grades kept; ranks are renumbered 1..n in rank order (pgeval's writers ne
 from alembic import op
 
 revision = "0005_storage"
-down_revision = "0004_service"
+down_revision = "0004_owntable"
 branch_labels = None
 depends_on = None
 

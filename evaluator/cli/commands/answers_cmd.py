@@ -122,7 +122,9 @@ def show(database, run, per_query, fmt):
             )
         s = a.summary(conn, info_.run_id)
         rows = a.per_query(conn, info_.run_id) if per_query else None
+    assert s is not None  # the run has answers, so its test set has queries
     if per_query:
+        assert rows is not None
         emit(
             rows,
             fmt,

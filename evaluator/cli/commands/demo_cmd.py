@@ -77,10 +77,11 @@ def demo(ctx, out, corpus_name, queries, repeat, diskann, workdir, keep):
     database = ctx.obj.db
     temp = None if workdir else tempfile.mkdtemp(prefix="pgeval-demo-")
     try:
+        # temp is a new directory whenever workdir is not given (mypy cannot see it)
         tour(
             database,
             global_args,
-            Path(workdir or temp),
+            Path(workdir or temp),  # type: ignore[arg-type]
             corpus_name=corpus_name,
             queries=queries,
             repeat=repeat,

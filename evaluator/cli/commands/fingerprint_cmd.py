@@ -108,10 +108,11 @@ def fingerprint(
     if check:
         from .health_cmd import run_check
 
+        # a stored fingerprint without a target passes None: load() answers "no target named"
         findings = run_check(
             database,
             target_name
-            or (fp.get("info") or {}).get("target")
+            or (fp.get("info") or {}).get("target")  # type: ignore[arg-type]
             or (fp.get("target") or {}).get("name"),
             testset=testset,
             embedder=embedder,

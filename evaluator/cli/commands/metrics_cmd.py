@@ -93,6 +93,7 @@ def metrics(
         click.echo(to_json(ev.as_dict()))
         return
     if per_query:
+        assert ev.per_query is not None  # with_per_query=True computes it
         emit(ev.per_query, fmt, ["query_id", *measures], title=f"{run}: per query")
         return
     stage = stage_method.label(ev.run.stage, ev.run.stage, ev.run.params)
@@ -115,6 +116,7 @@ def metrics(
         click.echo(f"order rule: {ev.run.order_rule}")
     emit(rows, fmt, ["measure", "value", "level"])
     if by_type:
+        assert ev.by_type is not None  # with_by_type=True computes it
         if fmt == "table":  # one column per type: types are few, measures many
             types = [t["type"] for t in ev.by_type]
             rows = [{"measure": "queries", **{t["type"]: t["queries"] for t in ev.by_type}}]
@@ -126,12 +128,14 @@ def metrics(
         else:
             emit(ev.by_type, fmt, ["type", "queries", *measures], title="by query type")
     if plans:
+        assert plan_rows is not None  # plans=True reads them
         rows = plan_rows
         if fmt == "table":
             rows = [{k: v for k, v in r.items() if k != "plan"} for r in rows]
         emit(rows, fmt, None, title="flagged queries and the plans that served them")
         return
     if flagged:
+        assert ev.flagged is not None  # with_flagged=True computes it
         if fmt == "table" and not ev.flagged:
             click.echo("flagged queries: none (no Recall < 0.3, no nDCG@10 < 0.5)")
         else:

@@ -15,6 +15,7 @@ from .common import (
     statement_timeout_option,
     warn_above,
 )
+from .query_options import query_source_options, source_from
 
 
 @click.group()
@@ -62,6 +63,11 @@ def import_(database, file, testset, name, fmt, replace):
         )
     if rep.valid_without_result:
         warn(f"{rep.valid_without_result} valid queries have no result in this run (they score 0)")
+    if rep.lines_with_extra_text:
+        warn(
+            f"{rep.lines_with_extra_text} lines have text after the sixth field; it was ignored, "
+            "as trec_eval ignores it"
+        )
     click.echo(
         f"imported run '{rep.name}': {rep.rows} results for {rep.queries} queries "
         f"(test set {rep.testset})"
@@ -159,7 +165,7 @@ def delete(database, name):
 class _StageBar:
     """A rich progress task per stage and repetition (stderr), implementing stages.base.Progress."""
 
-    def __init__(self, bar, repeat: int, stage: str, rep: int):
+    def __init__(self, bar, repeat: int | str, stage: str, rep: int):
         self.bar, self.label, self.task = bar, f"rep {rep}/{repeat} {stage}", None
 
     def start(self, description, total):
@@ -177,7 +183,7 @@ class _StageBar:
 
 
 @run.command()
-@click.option("--testset", required=True, help="Test set to answer (see `pgeval testset list`).")
+@query_source_options
 @click.option(
     "--target",
     default=None,
@@ -273,6 +279,10 @@ class _StageBar:
 def pipeline(
     database,
     testset,
+    sample_queries,
+    seed,
+    queries_sql,
+    queries_file,
     target,
     stages,
     settings,
@@ -308,11 +318,17 @@ def pipeline(
           --embedder openai:text-embedding-v4 --dimensions 1024 --reranker http:...
       pgeval run pipeline --testset cran --target cran --stages exact,diskann \\
           --set diskann.query_rescore=100 --batch --repeat 1
+      pgeval run pipeline --sample-queries 300 --target kb --stages exact,hnsw \\
+          --set hnsw.ef_search=40
+    Query vectors without judgements (--sample-queries, --queries-sql, --queries-file): the
+    exact stage takes its lists from the stored ground truth (computed once per query set and
+    target, reused until the data changes; --opt exact:ground_truth=off runs it per query).
     Then: pgeval stage-report NAME
     """
     from ...run.configure import pipeline_config
     from ...run.pipeline import run_pipeline
 
+    source = source_from(testset, sample_queries, seed, queries_sql, queries_file)
     cfg = pipeline_config(
         testset=testset,
         stages=stages,
@@ -332,6 +348,7 @@ def pipeline(
         isolate_index=isolate_index,
         statement_timeout=statement_timeout,
         checksum=not no_checksum,
+        queries=source,
     )
     if isolate_index:
         warn(
@@ -357,11 +374,7 @@ def _with_progress(call, repeat: int | None):
 
 
 def _show(res, fmt, extra_columns=()):
-    meta = {
-        "experiment": res.experiment,
-        "config_hash": res.config_hash[:12],
-        "warnings": res.warnings,
-    }
+    meta = {"experiment": res.experiment, "config_hash": res.config_hash, "warnings": res.warnings}
     emit(
         res.runs,
         fmt,
@@ -383,6 +396,9 @@ def _show(res, fmt, extra_columns=()):
         else {"experiment": res.experiment, "config_hash": res.config_hash[:12]},
     )
     if fmt == "table":
+        named = {r["stage"]: r["kind"] for r in res.runs if r["kind"] not in (r["stage"], None)}
+        for stage, kind in named.items():  # e.g. bm25 (ts_rank_cd fallback), hnsw40 = hnsw
+            click.echo(f"stage {stage}: {kind}")
         click.echo(f"next: pgeval stage-report {res.experiment}", err=True)
 
 

@@ -39,10 +39,12 @@ def _headline(report, measures: list[str]) -> list[str]:
     return at_k or measures[:4]
 
 
-def _stage_tables(report) -> list[tuple[list[dict], list[str], str, list[str]]]:
+def _stage_tables(
+    report, judged: bool = True
+) -> list[tuple[list[dict], list[str], str, list[str]]]:
     """Quality (means), the spread over repetitions when there is one, and cost; each with the
-    columns only --wide shows."""
-    measures = _measures(report)
+    columns only --wide shows. Without judgements, quality is index recall alone."""
+    measures = _measures(report) if judged else [f"index_recall@{report.k}"]
     narrow = [m for m in measures if m not in _headline(report, measures)]
     named = any(s["stage"] != s["kind"] for s in report.stages)
     key = ["stage", "kind"] if named else ["stage"]
@@ -50,14 +52,15 @@ def _stage_tables(report) -> list[tuple[list[dict], list[str], str, list[str]]]:
     for s in report.stages:
         head = {"stage": s.get("label") or s["stage"], "kind": s["kind"]}
         quality.append({**head, **{m: (_cell(s, m) or {}).get("mean") for m in measures}})
+        # the `not _cell(s, m)` test guards the indexing (mypy does not narrow a call's result)
         spread.append(
             {
                 **head,
                 **{
                     m: (
                         None
-                        if not _cell(s, m) or _cell(s, m)["min"] is None
-                        else _cell(s, m)["max"] - _cell(s, m)["min"]
+                        if not _cell(s, m) or _cell(s, m)["min"] is None  # type: ignore[index]
+                        else _cell(s, m)["max"] - _cell(s, m)["min"]  # type: ignore[index]
                     )
                     for m in measures
                 },
@@ -205,6 +208,7 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
         allow_partial=allow_partial,
         strict=strict,
     )
+    judged, source = report.judged, report.queries
     for w in report.warnings:
         warn(w)
     if fmt == "json":
@@ -217,10 +221,15 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
     click.echo(
         f"experiment {e.name} · test set {e.testset} · status {e.status} · repetitions {reps}"
     )
-    click.echo(
-        f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
-        f"{c['excluded']}, unanswerable {c['unanswerable']}"
-    )
+    if judged:
+        click.echo(
+            f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
+            f"{c['excluded']}, unanswerable {c['unanswerable']}"
+        )
+    else:
+        from .query_options import no_judgements_line
+
+        click.echo(no_judgements_line(source, report.k))
     boundaries: dict[str, list[str]] = {}
     for s in report.stages:
         if s.get("timing_boundary"):
@@ -229,8 +238,16 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
         click.echo("timing boundary:")
         for text, names in boundaries.items():
             click.echo(f"  {', '.join(names)}: {text}")
-    for rows, columns, title, wide_only in _stage_tables(report):
-        emit(rows, "table", columns, title=title, wide_only=wide_only)
+    for rows, columns, title, wide_only in _stage_tables(report, judged):
+        emit(
+            rows,
+            "table",
+            columns,
+            wide_only=wide_only,
+            title=title.replace(" over valid queries", "") if not judged else title,
+        )
+    if not judged:
+        return
     click.echo(f"chain at K = {report.k}: {chain_text(report.chain, report.stages)}")
     loss = [
         {

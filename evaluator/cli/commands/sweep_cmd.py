@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ..output import emit, format_option, info, to_json, warn
@@ -13,6 +15,7 @@ from .common import (
     statement_timeout_option,
     warn_above,
 )
+from .query_options import no_judgements_line, query_source_options, source_from
 
 
 def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict]:
@@ -65,7 +68,7 @@ def recommendation_line(res) -> str:
 
 
 @click.command()
-@click.option("--testset", required=True, metavar="NAME", help="Test set (queries, judgements).")
+@query_source_options
 @click.option("--target", "target_name", required=True, metavar="NAME", help="Target to search.")
 @click.option(
     "--stage",
@@ -159,9 +162,10 @@ def recommendation_line(res) -> str:
 @statement_timeout_option()
 @click.option(
     "--maintenance-work-mem",
-    default="1GB",
-    show_default=True,
-    help="maintenance_work_mem for index builds (never below the server's).",
+    default=None,
+    metavar="SIZE",
+    help="maintenance_work_mem for index builds (never below the server's). "
+    "[default: sized to the index from its rows, dimension and m]",
 )
 @click.option(
     "--build-timeout",
@@ -182,6 +186,10 @@ def recommendation_line(res) -> str:
 def sweep(
     database,
     testset,
+    sample_queries,
+    seed,
+    queries_sql,
+    queries_file,
     target_name,
     stage,
     params,
@@ -219,7 +227,15 @@ def sweep(
     Warm up first (`pgeval warmup`); on small tables add --set enable_seqscan=off.
 
     \b
+    Without a test set, --sample-queries N (rows of the target as queries), --queries-sql or
+    --queries-file give query vectors; recall against exact search needs nothing more.
+    Exact search is computed once per query set and target (one streamed read of the table)
+    and stored: every point, repetition and later sweep reuses it until the data changes.
+
+    \b
     Examples:
+      pgeval sweep --sample-queries 300 --target kb --stage hnsw \\
+          --param hnsw.ef_search=10,20,40,80,160 --plot sweep.png
       pgeval sweep --testset kb-v1 --target kb --stage hnsw \\
           --param hnsw.ef_search=10,20,40,80,160,320 --repeat 3 --plot sweep.png
       pgeval sweep --testset kb-v1 --target kb --stage diskann \\
@@ -232,8 +248,10 @@ def sweep(
     from ...dba.sweep import SweepConfig, run_sweep
     from ...stages import gucs
 
+    source = source_from(testset, sample_queries, seed, queries_sql, queries_file)
     cfg = SweepConfig(
         testset=testset,
+        queries=source,
         target=target_name,
         stage=stage,
         params=params,
@@ -255,7 +273,7 @@ def sweep(
         build_timeout_s=build_timeout,
     )
     bar = progress_bar(transient=True)
-    task = {}
+    task: dict[str, Any] = {}
 
     def on_start(n_points, reps, n_queries):
         # one unit a query: every point of every repetition, and exact search (ground truth)
@@ -275,9 +293,21 @@ def sweep(
             description=f"sweep rep {rep} {point.label} ({how})",
         )
 
+    def on_ground_truth(rows, rows_total):
+        if not bar.live.is_started:
+            bar.start()
+        if "gt" not in task:
+            task["gt"] = bar.add_task("exact ground truth (rows read)", total=rows_total)
+        bar.update(task["gt"], completed=rows)
+
     try:
         res = run_sweep(
-            database, cfg, on_point=on_point, on_start=on_start, on_warning=warn_above(bar)
+            database,
+            cfg,
+            on_point=on_point,
+            on_start=on_start,
+            on_warning=warn_above(bar),
+            on_ground_truth=on_ground_truth,
         )
     finally:
         if bar.live.is_started:
@@ -298,6 +328,10 @@ def sweep(
                     "measured": res.measured,
                     "reused": res.reused,
                     "kept": res.kept,
+                    "testset": res.testset,
+                    "queries": res.queries,
+                    "judgements": res.judged,
+                    "ground_truth": res.ground_truth,
                     "recommendation": res.recommendation,
                     "recommendation_line": line,
                     "points": res.points,
@@ -316,25 +350,38 @@ def sweep(
             f"sweeps, {res.kept} already in this sweep"
         )
         filters = ", ".join(f"{k}={v}" for k, v in res.filters.items()) or "none"
+        if res.ground_truth:
+            gt = res.ground_truth
+            click.echo(
+                f"exact ground truth: {gt['status']}"
+                + (
+                    f" in {gt['compute_ms'] / 1000:.1f} s ({gt['method']})"
+                    if gt["status"] == "computed"
+                    else f" (computed {gt['computed_at']})"
+                )
+            )
+        if not res.judged:
+            click.echo(no_judgements_line(res.queries, k))
         click.echo(
-            f"target {target_name} · test set {testset} · filters: {filters} · "
+            f"target {target_name} · test set {res.testset} · filters: {filters} · "
             f"config {(res.config_hash or '')[:12]} · recall@{k} against exact search, "
             f"latency = client round trip, nearest rank"
         )
-        cols = [
-            "label",
-            f"index_recall@{k}",
-            "index_recall_sd",
-            "p50_ms",
-            "p95_ms",
-            "p95_sd",
-            "p99_ms",
-            "qps",
-            "rows",
-            "recall@10",
-            "ndcg@10",
-            "pareto",
-        ]
+        cols = (
+            [
+                "label",
+                f"index_recall@{k}",
+                "index_recall_sd",
+                "p50_ms",
+                "p95_ms",
+                "p95_sd",
+                "p99_ms",
+                "qps",
+                "rows",
+            ]
+            + (["recall@10", "ndcg@10"] if res.judged else [])
+            + ["pareto"]
+        )
         wide_only = ["index_recall_sd", "p50_ms", "p95_sd", "p99_ms", "ndcg@10"]
         if build:
             cols[1:1] = ["build_ms", "index_mb"]
@@ -351,7 +398,7 @@ def sweep(
             k=k,
             target_recall=target_recall,
             recommendation=res.recommendation,
-            title=f"{res.name} ({stage}, {testset})",
+            title=f"{res.name} ({stage}, {res.testset})",
         )
         info(f"plot written to {out}")
     for w in res.warnings if fmt != "table" else ():

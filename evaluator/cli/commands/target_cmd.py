@@ -20,7 +20,8 @@ def parse_where(items: tuple[str, ...]) -> dict[str, str | list[str]]:
             raise InputError(f"'{item}' is not COLUMN=VALUE", field="--where")
         col = col.strip()
         if col in out:
-            have = out[col] if isinstance(out[col], list) else [out[col]]
+            given = out[col]
+            have = given if isinstance(given, list) else [given]
             if value in have:
                 raise InputError(f"column '{col}' is given value '{value}' twice", field="--where")
             out[col] = have + [value]

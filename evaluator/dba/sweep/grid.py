@@ -111,7 +111,7 @@ def product(axes) -> list[dict]:
 
 def points(param_axes, build_axes) -> list[Point]:
     """The grid in order: builds vary slowest, then the settings in the order given."""
-    out = []
+    out: list[Point] = []
     for b in product(build_axes):
         for s in product(param_axes):
             out.append(Point(len(out) + 1, s, b))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
+from typing import Any, cast
 
 from ...core.errors import InputError
 from ...stages import gucs
@@ -41,8 +42,9 @@ class SweepConfig:
     index: str | None = None
     checksum: bool = True
     statement_timeout: str | None = "5min"  # per statement on the knowledge base (None: server's)
-    maintenance_work_mem: str = "1GB"
+    maintenance_work_mem: str | None = None  # None: sized to the index (build_sweep)
     build_timeout_s: float = 1800.0
+    queries: object = None  # testset.query_source.QuerySource (instead of testset)
 
 
 @dataclass
@@ -62,10 +64,17 @@ class SweepResult:
     measures: list[str] = field(default_factory=list)
     config_hash: str | None = None  # of the sweep's base configuration (exact stage)
     filters: dict = field(default_factory=dict)
+    testset: str | None = None
+    queries: dict | None = None  # the query source (no judgements), else None
+    judged: bool = True  # the queries have graded judgements
+    ground_truth: dict | None = None  # computed | reused (None: every point was kept)
 
 
 class _Env:
     """Everything one sweep needs while it runs."""
+
+    result: SweepResult  # (set from the keywords; the ones mypy needs to know)
+    on_warning: Any
 
     def __init__(self, **kw):
         self.__dict__.update(kw)
@@ -114,11 +123,18 @@ def default_name(identity: dict) -> str:
 
 
 def run_sweep(
-    database, cfg: SweepConfig, *, on_warning=None, on_point=None, on_start=None
+    database,
+    cfg: SweepConfig,
+    *,
+    on_warning=None,
+    on_point=None,
+    on_start=None,
+    on_ground_truth=None,
 ) -> SweepResult:
     """Run (or resume) the sweep; ``on_start(points, repetitions, queries)`` once the grid and
     the queries are known; ``on_point(point, repetition, how)`` after each grid point and
-    repetition (how: measured | reused | kept)."""
+    repetition (how: measured | reused | kept); ``on_ground_truth(rows, total)`` while the exact
+    ground truth is computed."""
     from ...measure import metrics as mmod
     from ...run.pipeline import PipelineConfig, _queries
     from ...stages import gucs, registry
@@ -144,12 +160,27 @@ def run_sweep(
     measures = mmod.measures_for(sorted({3, 5, 10, cfg.k}))
     # least privilege: the knowledge base is read in READ ONLY sessions (but --isolate-index's
     # drops; build sweeps write only to their scratch schema, on a connection of their own)
+    qinfo = None
+    if cfg.queries is not None:
+        from ...testset import query_source
+
+        with database.connect() as conn:
+            tgt = targets.load(conn, cfg.target)
+        cfg = replace(cfg)
+        cfg.testset, qinfo = query_source.materialize(
+            database, cast("query_source.QuerySource", cfg.queries), tgt
+        )
     with (
         database.connect() as results,
         database.connect(results=False, read_only=not cfg.isolate_index) as kb,
     ):
         tid, ts_hash = resolve_testset(results, cfg.testset)
         target = targets.load(results, cfg.target)
+        judged = results.execute(
+            "SELECT n_judgements > 0 FROM pgeval.testset WHERE testset_id = %s", (tid,)
+        ).fetchone()[0]
+        if not judged:  # query vectors only: no qrels metric to compute per point
+            measures = []
         base = gucs.validate(kb, {**target.settings, **cfg.settings})  # preset's, then --set
         base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
         for values in grid.product(param_axes):
@@ -238,6 +269,7 @@ def run_sweep(
             "dimension": dim,
             "target": {"name": target.name, **target.spec()},
             "filters": target.filter_literals(),
+            "queries": qinfo,
         }
         row = store.open_sweep(
             results,
@@ -267,6 +299,9 @@ def run_sweep(
             measures=measures,
             config_hash=fpmod.config_hash(base_fp),
             filters=dict(base_fp.get("filters") or {}),
+            testset=cfg.testset,
+            queries=qinfo,
+            judged=bool(judged),
         )
         fps = {
             p.number: fingerprint(
@@ -298,6 +333,11 @@ def run_sweep(
             on_point=on_point,
             measures=measures,
             prepared=set(),
+            data=data,
+            ts_hash=ts_hash,
+            own=bool(qinfo and qinfo["own_chunk_removed"]),
+            gt=None,
+            on_ground_truth=on_ground_truth,
         )
         try:
             if build_axes:
@@ -387,6 +427,7 @@ def _build_blocks(env, target, points) -> None:
             f"scratch schemas left by an earlier process: {', '.join(stale)} (drop them "
             "with DROP SCHEMA ... CASCADE when no sweep is running)"
         )
+    _ground_truth(env, target)  # before the builds: the user's table, not the scratch copy
     with Scratch(
         env.database,
         target,
@@ -434,6 +475,10 @@ def _context(env, target, stage_name: str, rep: int, settings: dict, fp: dict):
     from ..fingerprint import config_hash
 
     options = {"index": env.cfg.index} if env.cfg.index and stage_name != "exact" else {}
+    own = env.own and stage_name != "exact"  # sampled queries: fetch one more, drop their chunk
+    extra: dict = {"fingerprint": fp, "config_hash": config_hash(fp)}
+    if own:
+        extra["exclude_own"] = True
     return StageContext(
         kb=env.kb,
         results=env.results,
@@ -444,13 +489,13 @@ def _context(env, target, stage_name: str, rep: int, settings: dict, fp: dict):
         experiment_id=env.row.experiment_id,
         repetition=rep,
         stage=stage_name,
-        depth=env.depth,
+        depth=env.depth + (1 if own else 0),
         settings=settings,
         options=options,
         queries=env.queries,
         embedder=env.label,
         isolate_index=env.cfg.isolate_index and stage_name != "exact",
-        extra={"fingerprint": fp, "config_hash": config_hash(fp)},
+        extra=extra,
     )
 
 
@@ -467,12 +512,46 @@ def _run(env, stage, ctx, run_name: str, key: str) -> int:
     return run_id
 
 
-def _ensure_exact(env, target, rep: int) -> int:
+def _exact_settings(env) -> dict:
     # exact search is a sequential scan by definition: a --set enable_seqscan=off meant for the
     # ANN points (small tables) must not push it onto an index
-    settings = {k: v for k, v in gucs.scope(env.base, "exact").items() if k != "enable_seqscan"}
-    ctx = _context(env, target, "exact", rep, settings, env.base_fp)
-    return _run(env, env.exact, ctx, f"{env.row.name}.exact.{rep}", f"exact:{target.table}")
+    return {k: v for k, v in gucs.scope(env.base, "exact").items() if k != "enable_seqscan"}
+
+
+def _ground_truth(env, target):
+    """The stored exact ground truth of the user's table (computed once, then reused)."""
+    if env.gt is None:
+        from ...stages import ground_truth
+
+        env.gt = ground_truth.ensure(
+            env.results,
+            env.kb,
+            target,
+            testset_hash=env.ts_hash,
+            queries=env.queries,
+            depth=env.depth,
+            data=env.data,
+            own_chunk_removed=env.own,
+            embedder=env.label,
+            settings=_exact_settings(env),
+            on_progress=env.on_ground_truth,
+            on_warning=env.warn,
+        )
+        env.result.ground_truth = env.gt.as_json()
+    return env.gt
+
+
+def _ensure_exact(env, target, rep: int) -> int:
+    """The exact run of repetition ``rep``: materialised from the stored ground truth."""
+    from ...stages import ground_truth
+
+    name = f"{env.row.name}.exact.{rep}"
+    existing = store.complete_run(env.results, env.row.experiment_id, name)
+    if existing is not None:
+        return existing
+    gt = _ground_truth(env, target)
+    ctx = _context(env, target, "exact", rep, _exact_settings(env), env.base_fp)
+    return ground_truth.materialize(ctx, gt, name)
 
 
 def _run_point(env, target, p, rep: int) -> tuple[int, float | None]:

@@ -304,7 +304,7 @@ def fill(conn, sweep_id: int, k: int, measures: list[str]) -> int:
                     (exp_id, k, run_rep),
                 ).fetchall()
             }
-        values = metrics.summary(conn, run_id, measures)
+        values = metrics.summary(conn, run_id, measures) if measures else {}
         lat = latency.percentiles(conn, run_id)
         n, rows_mean, rows_min, _, single_qps = conn.execute(
             "SELECT * FROM pgeval.run_throughput(%s)", (run_id,)

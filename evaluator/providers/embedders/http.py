@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -76,9 +77,10 @@ class OpenAIEmbedder:
         return key
 
     def _request(self, texts: list[str]) -> list[list[float]]:
-        body = {"model": self.model, "input": texts, "encoding_format": "float"}
+        body: dict[str, object] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self.dimensions:
             body["dimensions"] = self.dimensions
+        assert self._client is not None, "embed() opens the client"
         payload = self._client.post(body)
         try:
             return self._vectors(payload, len(texts))
@@ -94,7 +96,7 @@ class OpenAIEmbedder:
         """Requests sent, retries included (for reports and tests)."""
         return self._client.requests if self._client else 0
 
-    def _vectors(self, payload: dict, n: int) -> list[list[float]]:
+    def _vectors(self, payload: Any, n: int) -> list[list[float]]:
         items = payload["data"]
         if len(items) != n:
             raise ValueError(f"{len(items)} embeddings for {n} inputs")

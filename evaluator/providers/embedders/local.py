@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -31,7 +32,7 @@ class LocalEmbedder:
         self.model_name = model
         self.batch_size = batch_size or 32
         self.label = f"local:{model}"
-        self._model = None
+        self._model: Any = None  # the loaded SentenceTransformer (untyped package)
 
     def _load(self):
         return load_model(

@@ -74,6 +74,7 @@ def ensure(conn, testset: str, embedder, *, recompute: bool = False, on_batch=No
         raise InputError(f"test set '{testset}' has no queries", field="--testset")
     have, dim = stored_count(conn, tid, embedder.label)
     if have == n and not recompute:  # stored already: read nothing more
+        assert dim is not None  # n > 0 stored rows have a dimension
         return EmbedReport(testset, embedder.label, dim, n, 0)
     queries = testset_queries(conn, tid, with_embedding=embedder.label == "precomputed")
     kwargs = (

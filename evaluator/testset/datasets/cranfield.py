@@ -26,7 +26,9 @@ def read_text(path: Path) -> str:
 
 def _records(path: Path) -> list[dict[str, str]]:
     text = read_text(path).replace("\r\n", "\n")
-    records, current, field = [], None, None
+    records: list[dict[str, str]] = []
+    current: dict[str, str] | None = None
+    field: str | None = None
     for line in text.split("\n"):
         m = re.match(r"^\.([ITABW])\s*(.*)$", line)
         if m:
@@ -37,6 +39,7 @@ def _records(path: Path) -> list[dict[str, str]]:
                 field = None
             else:
                 field = tag
+                assert current is not None, "the packaged file starts with .I"
                 current[field] = rest.strip()
             continue
         if current is not None and field is not None:

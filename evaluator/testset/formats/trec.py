@@ -57,8 +57,12 @@ def qrels(
     query are grouped into one row (at most GROUP judgements)."""
     width = len(columns)
     qcol, ccol, gcol = 0, width - 2, width - 1
-    raw_qid = qid = None
-    chunks, grades, sources, lines = [], [], [], []
+    raw_qid: str | None = None
+    qid = ""  # set with the first line, before any judgement
+    chunks: list[str] = []
+    grades: list[int] = []
+    sources: list[str] = []
+    lines: list[int] = []
     count = 0
     for n, text in src:
         if not text.strip():

@@ -1,0 +1,79 @@
+"""Options naming the queries of `pgeval sweep` and `pgeval run pipeline`: a test set, or query
+vectors without judgements (``--sample-queries``, ``--queries-sql``, ``--queries-file``)."""
+
+from __future__ import annotations
+
+import click
+
+_OPTIONS = (
+    click.option(
+        "--testset",
+        default=None,
+        metavar="NAME",
+        help="Test set (queries, judgements). Or one of the query-vector sources below.",
+    ),
+    click.option(
+        "--sample-queries",
+        "sample_queries",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Use N rows of the target (after its filters) as queries, drawn "
+        "reproducibly (--seed); each query's own chunk is removed from its lists. "
+        "No judgements: recall against exact search, latency, rows.",
+    ),
+    click.option(
+        "--seed", type=int, default=None, metavar="S", help="Seed of --sample-queries. [default: 0]"
+    ),
+    click.option(
+        "--queries-sql",
+        "queries_sql",
+        default=None,
+        metavar="'SELECT id, vector ...'",
+        help="A statement returning (query_id, vector), e.g. from the application's "
+        "query log (run READ ONLY on the knowledge base).",
+    ),
+    click.option(
+        "--queries-file",
+        "queries_file",
+        default=None,
+        metavar="FILE",
+        type=click.Path(dir_okay=False),
+        help="Query vectors: a .npy matrix (ids q1, q2, ...) or JSONL lines with id and embedding.",
+    ),
+)
+
+
+def query_source_options(f):
+    for option in reversed(_OPTIONS):
+        f = option(f)
+    return f
+
+
+def source_from(testset, sample_queries, seed, queries_sql, queries_file):
+    """The QuerySource the options give (None: --testset)."""
+    from ...testset.query_source import from_options
+
+    return from_options(
+        testset=testset,
+        sample=sample_queries,
+        seed=seed,
+        queries_sql=queries_sql,
+        queries_file=queries_file,
+    )
+
+
+def no_judgements_line(info: dict | None, k) -> str:
+    what = "queries without judgements"
+    if info:
+        src = info.get("source")
+        what = {
+            "sample": f"{info.get('count')} rows sampled from the target (seed "
+            f"{info.get('seed')}, own chunk removed)",
+            "sql": f"{info.get('count')} query vectors from --queries-sql",
+            "file": f"{info.get('count')} query vectors from {info.get('file')}",
+        }.get(str(src), what)
+    return (
+        f"queries: {what}; no graded judgements, so the measures are recall@{k} against "
+        "exact search, latency and rows returned"
+    )

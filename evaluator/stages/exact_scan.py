@@ -1,0 +1,202 @@
+"""Exact top-K of many queries in one read of the table: the vectors stream out by binary
+``COPY (SELECT id, vector ...) TO STDOUT`` (the target's filters applied, one pass whatever the
+number of queries) and the client ranks them with BLAS.
+
+Per block of rows: a float32 matrix product selects each query's best ``C`` rows (``C`` = the
+rows needed plus a margin, times 4 when chunks have several rows), whose distances are then
+computed again in float64 from the same vectors; the running best ``C`` per query are kept.
+At the end each query's candidates are sorted by (distance, chunk id in byte order), collapsed to
+one row per chunk (its best distance) and cut at the depth: the exact stage's order.
+:func:`verify` checks the answer against the server's own exact statement on a few queries.
+
+Distances are pgvector's: l2 ``<->`` (Euclidean), ip ``<#>`` (negative inner product), cosine
+``<=>`` (1 - cosine similarity). A ``halfvec`` target's query vector is rounded to half precision
+first, as the server's cast rounds it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from psycopg import sql
+
+from ..core.errors import InputError
+from ..core.ids import as_text
+
+BLOCK_ROWS = 32768
+MARGIN = 16
+
+
+class Incomplete(Exception):
+    """A query's candidates held fewer distinct chunks than needed (several rows per chunk)."""
+
+
+def _queries(target, vectors: list[np.ndarray]) -> np.ndarray:
+    q = np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
+    if target.vector_type == "halfvec":
+        q = q.astype(np.float16).astype(np.float32)
+    return q
+
+
+def _exact(distance: str, x64: np.ndarray, q64: np.ndarray, qnorm: np.ndarray) -> np.ndarray:
+    """Distances of candidate rows ``x64`` (g, c, d) to queries ``q64`` (g, d), float64."""
+    if distance == "l2":
+        return np.sqrt(((x64 - q64[:, None, :]) ** 2).sum(-1))
+    dot = np.einsum("gcd,gd->gc", x64, q64)
+    if distance == "ip":
+        return -dot
+    xn = np.sqrt((x64 * x64).sum(-1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sim = dot / (xn * qnorm[:, None])
+    sim = np.clip(sim, -1.0, 1.0)
+    return np.where(np.isfinite(sim), 1.0 - sim, np.inf)  # a zero vector: last (server: NaN)
+
+
+def scan(
+    kb, target, vectors: list[np.ndarray], need: int, *, on_rows=None
+) -> list[list[tuple[str, float]]]:
+    """Per query, its candidates [(chunk id, distance)] sorted by (distance, chunk id)."""
+    from .vector_common import register_vector
+
+    if target.distance not in ("l2", "ip", "cosine"):
+        raise InputError(f"no client-side exact search for distance {target.distance}")
+    register_vector(kb)
+    q32 = _queries(target, vectors)
+    nq, dim = q32.shape
+    q64 = q32.astype(np.float64)
+    qnorm = np.sqrt((q64 * q64).sum(1))
+    if target.distance == "cosine" and np.any(qnorm == 0):
+        bad = int(np.flatnonzero(qnorm == 0)[0])
+        raise InputError(
+            f"query number {bad + 1} is a zero vector: its cosine distance is undefined",
+            field="queries",
+        )
+    qdir = (q32 / np.where(qnorm == 0, 1, qnorm)[:, None].astype(np.float32)).T.copy()
+    qt = q32.T.copy()
+    c = need + MARGIN if target.unique_id else 4 * need + MARGIN
+    best_d = np.full((nq, 0), np.inf)
+    best_id = np.empty((nq, 0), dtype=object)
+    where, params = target.where()
+    stmt = sql.SQL(
+        "COPY (SELECT {cid}, ({vec})::vector FROM {table}{where}) TO STDOUT (FORMAT BINARY)"
+    ).format(
+        cid=as_text(sql.Identifier(target.id_column)),
+        vec=target.vector_expr(),
+        table=target.table_sql(),
+        where=where,
+    )
+    width = 4 + 4 * dim
+
+    def block(ids: list[str], bufs: list[bytes]):
+        nonlocal best_d, best_id
+        raw = b"".join(bufs)
+        if len(raw) != len(bufs) * width:
+            raise InputError(
+                f"target '{target.name}': rows of another dimension than the "
+                f"queries' {dim} (give the target a dimension filter)"
+            )
+        x = np.frombuffer(raw, dtype=np.uint8).reshape(len(bufs), width)[:, 4:]
+        x = np.ascontiguousarray(x).view(">f4").astype(np.float32)
+        if target.distance == "l2":
+            key = (x * x).sum(1)[:, None] - 2.0 * (x @ qt)
+        elif target.distance == "ip":
+            key = -(x @ qt)
+        else:
+            xn = np.sqrt((x * x).sum(1))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                key = -(x @ qdir) / xn[:, None]
+            key[~np.isfinite(key)] = np.inf
+        key = key.T  # (nq, b)
+        take = min(c, key.shape[1])
+        idx = (
+            np.argpartition(key, take - 1, axis=1)[:, :take]
+            if take < key.shape[1]
+            else np.broadcast_to(np.arange(key.shape[1]), key.shape)
+        )
+        ids_arr = np.array(ids, dtype=object)
+        d = np.empty(idx.shape)
+        for g in range(0, nq, 256):  # float64 distances of the candidates
+            sl = slice(g, g + 256)
+            d[sl] = _exact(target.distance, x[idx[sl]].astype(np.float64), q64[sl], qnorm[sl])
+        all_d = np.concatenate([best_d, d], axis=1)
+        all_id = np.concatenate([best_id, ids_arr[idx]], axis=1)
+        if all_d.shape[1] > c:
+            keep = np.argpartition(all_d, c - 1, axis=1)[:, :c]
+            all_d = np.take_along_axis(all_d, keep, axis=1)
+            all_id = np.take_along_axis(all_id, keep, axis=1)
+        best_d, best_id = all_d, all_id
+
+    cur = kb.cursor()
+    kb.execute("SELECT set_config('statement_timeout', '0', true)")
+    ids: list[str] = []
+    bufs: list[bytes] = []
+    done = 0
+    with cur.copy(stmt, params) as copy:
+        copy.set_types(["text", "bytea"])
+        for chunk, vec in copy.rows():
+            if vec is None:
+                continue
+            ids.append(chunk)
+            bufs.append(vec)
+            if len(ids) >= BLOCK_ROWS:
+                block(ids, bufs)
+                done += len(ids)
+                ids, bufs = [], []
+                if on_rows:
+                    on_rows(done)
+    if ids:
+        block(ids, bufs)
+        done += len(ids)
+        if on_rows:
+            on_rows(done)
+    kb.rollback()
+    full = best_d.shape[1] >= c
+    out = []
+    for i in range(nq):
+        pairs = sorted(
+            ((float(dd), str(cc)) for dd, cc in zip(best_d[i], best_id[i]) if np.isfinite(dd)),
+            key=lambda p: (p[0], p[1].encode()),
+        )
+        seen: set[str] = set()
+        ranked = []
+        for dd, cc in pairs:
+            if cc not in seen:
+                seen.add(cc)
+                ranked.append((cc, dd))
+        if full and not target.unique_id and len(ranked) < need:
+            raise Incomplete(i)
+        out.append(ranked)
+    return out
+
+
+def server_lists(kb, target, vectors, depth: int, settings: dict) -> list[list[tuple[str, float]]]:
+    """The exact stage's own statement, one query at a time (the check, and the fallback)."""
+    from . import gucs, vector_sql
+    from .vector_common import register_vector
+
+    register_vector(kb)
+    stmt, params, _ = vector_sql.per_query(target, depth, exact=True)
+    out = []
+    if kb.info.transaction_status != 0:
+        kb.rollback()
+    kb.execute("SET TRANSACTION READ ONLY")
+    gucs.apply_local(kb, {**settings, "enable_indexscan": "off", "enable_seqscan": "on"})
+    cur = kb.cursor()
+    for v in _queries(target, vectors):
+        rows = cur.execute(stmt, dict(params, q=v), prepare=True).fetchall()
+        out.append([(r[0], float(r[1])) for r in rows])
+    kb.rollback()
+    return out
+
+
+def agree(client: list[tuple[str, float]], server: list[tuple[str, float]], depth: int) -> bool:
+    """The same chunks in the same order up to ``depth``, but for ties (distances within
+    1e-5 relative), and the same distances."""
+    a, b = client[:depth], server[:depth]
+    if len(a) != len(b):
+        return False
+    for (_ca, da), (_cb, db) in zip(a, b):
+        if abs(da - db) > 1e-5 * max(1.0, abs(db)):
+            return False
+    return {c for c, _ in a} == {c for c, _ in b} or all(
+        ca == cb or abs(da - db) <= 1e-5 * max(1.0, abs(db)) for (ca, da), (cb, db) in zip(a, b)
+    )

@@ -1,0 +1,365 @@
+"""Exact ground truth computed once and stored (pgeval.ground_truth, migration 0004_owntable).
+
+The exact top-``depth`` chunks of a query set on a target are computed by one streamed read of
+the table (:mod:`.exact_scan`), checked against the server's exact statement on a few queries,
+and stored under a *slot*: the target's table and columns, distance, filters and the query set's
+content hash. Every sweep point, repetition, later sweep and pipeline on the same slot reuses them
+as long as the data fingerprint (rows and content checksum of the filtered table) is unchanged
+and the stored lists are deep enough; otherwise they are computed again and the reason is said.
+
+An exact run is then *materialised*: a run of stage ``exact`` whose results are copied from the
+stored lists on the server (``params.ground_truth`` says computed or reused), so that
+pgeval.index_recall reads it like any exact run. It has no per-query timings: nothing was timed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+
+from ..core.errors import DatabaseError
+
+# computations in this process (tests count them; the stored computed_at / uses say the same)
+COMPUTED = {"count": 0}
+VERIFY_QUERIES = 3
+LOCK = 1885824374
+
+
+@dataclass
+class GroundTruth:
+    gt_id: int
+    status: str  # computed | reused
+    reason: str | None  # why it was computed again (None: nothing was stored)
+    depth: int
+    method: str
+    compute_ms: float | None
+    computed_at: str
+
+    def as_json(self) -> dict:
+        return {
+            "status": self.status,
+            "reason": self.reason,
+            "depth": self.depth,
+            "method": self.method,
+            "compute_ms": self.compute_ms,
+            "computed_at": self.computed_at,
+        }
+
+
+def slot_spec(
+    target, testset_hash: str, own_chunk_removed: bool, embedder: str | None = None
+) -> dict:
+    return {
+        "schema": target.schema,
+        "table": target.table,
+        "id_column": target.id_column,
+        "vector_column": target.vector_column,
+        "vector_type": target.vector_type,
+        "dimension": target.dimension,
+        "dimension_column": target.dimension_column,
+        "unique_id": target.unique_id,
+        "distance": target.distance,
+        "filters": target.filter_literals(),
+        "queries": testset_hash,
+        "own_chunk_removed": own_chunk_removed,
+        "embedder": embedder,
+    }
+
+
+def _slot(spec: dict) -> str:
+    text = json.dumps(spec, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _why(old: dict, new: dict, old_depth: int, depth: int) -> str:
+    if old != new:
+        return (
+            f"the target's data changed since the ground truth was computed (rows "
+            f"{old.get('rows')} -> {new.get('rows')}, checksum {old.get('checksum')} -> "
+            f"{new.get('checksum')}): computing it again"
+        )
+    return f"deeper lists needed (stored {old_depth}, asked {depth}): computing it again"
+
+
+def ensure(
+    results,
+    kb,
+    target,
+    *,
+    testset_hash: str,
+    queries,
+    depth: int,
+    data: dict,
+    own_chunk_removed: bool,
+    settings: dict,
+    embedder: str | None = None,
+    on_progress=None,
+    on_warning=None,
+) -> GroundTruth:
+    """The stored ground truth of this slot, computed first when missing or stale."""
+    spec = slot_spec(target, testset_hash, own_chunk_removed, embedder)
+    slot = _slot(spec)
+    row = results.execute(
+        "SELECT gt_id, data, depth, method, compute_ms, computed_at::text "
+        "FROM pgeval.ground_truth WHERE slot = %s",
+        (slot,),
+    ).fetchone()
+    results.rollback()
+    reason = None
+    if row is not None:
+        if row[1] == data and row[2] >= depth:
+            return GroundTruth(row[0], "reused", None, row[2], row[3], row[4], row[5])
+        reason = _why(row[1], data, row[2], depth)
+        if on_warning:
+            on_warning(f"ground truth of target '{target.name}': {reason}")
+    t0 = time.perf_counter()
+    lists, method = compute(
+        kb,
+        target,
+        queries,
+        depth,
+        own_chunk_removed,
+        settings,
+        total_rows=data.get("rows"),
+        on_progress=on_progress,
+        on_warning=on_warning,
+    )
+    ms = (time.perf_counter() - t0) * 1000.0
+    COMPUTED["count"] += 1
+    from . import store
+
+    with results.transaction():
+        results.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK, slot))
+        results.execute("DELETE FROM pgeval.ground_truth WHERE slot = %s", (slot,))
+        gt_id, at = results.execute(
+            "INSERT INTO pgeval.ground_truth (slot, target, spec, data, depth, queries, method, "
+            "compute_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+            "RETURNING gt_id, computed_at::text",
+            (
+                slot,
+                target.name,
+                json.dumps(spec),
+                json.dumps(data),
+                depth,
+                len(queries),
+                method,
+                ms,
+            ),
+        ).fetchone()
+        store.copy_rows(
+            results,
+            "ground_truth_result",
+            (
+                ("gt_id", "int8"),
+                ("query_id", "text"),
+                ("rank", "int4"),
+                ("chunk_id", "text"),
+                ("dist", "float8"),
+            ),
+            (
+                (gt_id, q.query_id, r, c, d)
+                for q, ranked in zip(queries, lists)
+                for r, (c, d) in enumerate(ranked, 1)
+            ),
+        )
+    if not results.autocommit:
+        results.commit()
+    return GroundTruth(gt_id, "computed", reason, depth, method, ms, at)
+
+
+def compute(
+    kb,
+    target,
+    queries,
+    depth: int,
+    own: bool,
+    settings: dict,
+    *,
+    total_rows=None,
+    on_progress=None,
+    on_warning=None,
+) -> tuple[list[list[tuple[str, float]]], str]:
+    """Per query its exact ranked list (own chunk removed when ``own``), and the method used."""
+    from . import exact_scan
+
+    need = depth + (1 if own else 0)
+    vectors = [q.embedding for q in queries]
+    if on_progress:
+        on_progress(0, total_rows)
+    try:
+        lists = exact_scan.scan(
+            kb,
+            target,
+            vectors,
+            need,
+            on_rows=(lambda n: on_progress(n, total_rows)) if on_progress else None,
+        )
+        method = "client-scan"
+        sample = list(range(min(VERIFY_QUERIES, len(queries))))
+        server = exact_scan.server_lists(kb, target, [vectors[i] for i in sample], need, settings)
+        if not all(exact_scan.agree(lists[i], server[j], need) for j, i in enumerate(sample)):
+            if on_warning:
+                on_warning(
+                    "ground truth: the client-side scan disagrees with the server's exact "
+                    "order on a checked query: computing every query on the server"
+                )
+            raise exact_scan.Incomplete(-1)
+    except exact_scan.Incomplete:
+        kb.rollback()
+        lists = exact_scan.server_lists(kb, target, vectors, need, settings)
+        method = "server"
+    except Exception as exc:
+        kb.rollback()
+        if isinstance(exc, DatabaseError) or type(exc).__module__.startswith("evaluator"):
+            raise
+        from ..core.errors import first_line
+
+        raise DatabaseError(f"ground truth of target '{target.name}': {first_line(exc)}") from None
+    out = []
+    for q, ranked in zip(queries, lists):
+        if own:
+            ranked = [(c, d) for c, d in ranked if c != q.query_id]
+        out.append(ranked[:depth])
+    return out, method
+
+
+def materialize(ctx, gt: GroundTruth, run_name: str) -> int:
+    """A complete exact run of ``ctx`` (experiment, repetition, test set) whose results are the
+    stored ground truth's first ``ctx.depth`` ranks; returns its run id."""
+    from . import store
+    from .base import ORDER_DISTANCE, SCORE_DISTANCE
+
+    results = ctx.results
+    params = {
+        "kind": "exact",
+        "score": SCORE_DISTANCE,
+        "metric": ctx.target.distance,
+        "index": None,
+        "method": None,
+        "target": ctx.target.name,
+        "embedder": ctx.embedder,
+        "ground_truth": gt.as_json(),
+        # the exact stage's settings (its server check and fallback run under them)
+        "settings": {"enable_indexscan": "off", **ctx.settings, "enable_seqscan": "on"},
+    }
+    run_id = store.create_run(
+        results,
+        name=run_name,
+        testset_id=ctx.testset_id,
+        stage=ctx.stage,
+        experiment_id=ctx.experiment_id,
+        repetition=ctx.repetition,
+        params=params,
+        order_rule=ORDER_DISTANCE,
+        depth=ctx.depth,
+        timing_boundary=None,
+        config_hash=ctx.extra.get("config_hash"),
+        fingerprint=ctx.extra.get("fingerprint"),
+    )
+    with results.transaction():
+        # one ranked list per query; the trigger joins the judged grades
+        results.execute(
+            "INSERT INTO pgeval.result_list (run_id, query_id, chunk_ids, scores) "
+            "SELECT %s, g.query_id, array_agg(g.chunk_id ORDER BY g.rank), "
+            "array_agg(g.dist ORDER BY g.rank) FROM pgeval.ground_truth_result g "
+            "JOIN pgeval.query q ON q.testset_id = %s AND q.query_id = g.query_id "
+            "WHERE g.gt_id = %s AND g.rank <= %s GROUP BY g.query_id",
+            (run_id, ctx.testset_id, gt.gt_id, ctx.depth),
+        )
+        results.execute(
+            "INSERT INTO pgeval.run_progress (run_id, query_id) "
+            "SELECT %s, query_id FROM pgeval.query WHERE testset_id = %s",
+            (run_id, ctx.testset_id),
+        )
+        results.execute(
+            "UPDATE pgeval.ground_truth SET uses = uses + 1, last_used_at = now() WHERE gt_id = %s",
+            (gt.gt_id,),
+        )
+    store.finish_run(results, run_id, "complete")
+    return run_id
+
+
+# ---- the pipeline's exact stage --------------------------------------------------------------
+
+
+def query_set(database, cfg):
+    """``cfg`` with its query source stored as a query set (its name as the test set)."""
+    from dataclasses import replace
+
+    from ..core.errors import InputError
+    from ..target import targets
+    from ..testset import query_source
+
+    if not cfg.target:
+        raise InputError("query vectors are searched on a target: give --target", field="--target")
+    with database.connect() as conn:
+        target = targets.load(conn, cfg.target)
+    name, info = query_source.materialize(database, cfg.queries, target)
+    return replace(cfg, testset=name, queries=None), info
+
+
+def offer(
+    contexts: dict, testset_hash: str, data: dict | None, settings: dict, qinfo: dict | None
+) -> None:
+    """Let every exact stage of a pipeline take its lists from the stored ground truth: by default
+    for query vectors without judgements, else when asked (``--opt exact:ground_truth=stored``);
+    ``exact:ground_truth=off`` runs the exact statement per query (timed) as before."""
+    from ..core.errors import InputError
+
+    shared: dict = {}
+    for ctx in contexts.values():
+        if ctx.target is None:
+            continue
+        mode = ctx.options.get("ground_truth", "stored" if qinfo else "off")
+        if mode not in ("stored", "off"):
+            raise InputError(
+                f"option {ctx.stage}:ground_truth={mode!r} must be stored or off", field="--opt"
+            )
+        if mode == "stored" and data is not None:
+            ctx.extra["ground_truth"] = {
+                "testset_hash": testset_hash,
+                "data": data,
+                "settings": settings,
+                "shared": shared,
+                "own": bool(qinfo and qinfo["own_chunk_removed"]),
+            }
+
+
+def run_exact(ctx, run_name: str, on_warning=None) -> int:
+    """The exact stage's run from the stored ground truth (computed on first use)."""
+    from dataclasses import replace
+
+    offer_ = ctx.extra["ground_truth"]
+    own = offer_["own"]
+    depth = ctx.depth - 1 if own else ctx.depth
+    shared = offer_["shared"]
+    if "gt" not in shared:
+        progress = ctx.progress
+
+        def on_progress(rows, total):
+            if progress is not None:
+                if "started" not in shared:
+                    progress.start(f"{ctx.stage} (ground truth, rows read)", total or 0)
+                    shared["started"] = True
+                    shared["done"] = 0
+                progress.advance(rows - shared["done"])
+                shared["done"] = rows
+
+        settings = {k: v for k, v in offer_["settings"].items() if k != "enable_seqscan"}
+        shared["gt"] = ensure(
+            ctx.results,
+            ctx.kb,
+            ctx.target,
+            testset_hash=offer_["testset_hash"],
+            queries=ctx.queries,
+            depth=depth,
+            data=offer_["data"],
+            own_chunk_removed=own,
+            settings=settings,
+            embedder=ctx.embedder,
+            on_progress=on_progress,
+            on_warning=ctx.warn,
+        )
+    return materialize(replace(ctx, depth=depth), shared["gt"], run_name)

@@ -1,0 +1,366 @@
+"""Query vectors without judgements (``--sample-queries N [--seed S]``, ``--queries-sql``,
+``--queries-file``): an index is measured against exact search, which needs query vectors only.
+
+The vectors are stored as a *query set*: a row of pgeval.testset (``source_format`` 'queries',
+``query_source`` = where they came from: source, seed, count, content hash) whose queries carry
+their embedding and no judgement. Its name is ``queries-<content hash>``, so the same vectors are
+the same query set (and its stored ground truth is reused); runs on other vectors never compare.
+
+A sampled query is a row of the target (after its filters), one per chunk, drawn in the order of
+``hashtextextended(chunk id, seed)`` (reproducible, and stable when rows are added elsewhere); its
+query id is its chunk id, and that chunk is removed from every ranked list of the query
+(``own_chunk_removed``): otherwise every query would find itself first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from psycopg import sql
+
+from ..core.errors import InputError
+from ..core.ids import as_text, ident
+
+HASH_VERSION = b"pgeval-queries-v1\n"
+SOURCE_FORMAT = "queries"
+
+
+@dataclass(frozen=True)
+class QuerySource:
+    kind: str  # sample | sql | file
+    count: int | None = None  # sample: N
+    seed: int = 0
+    statement: str | None = None  # sql
+    path: str | None = None  # file
+
+    def describe(self) -> str:
+        return {
+            "sample": f"{self.count} rows sampled from the target (seed {self.seed})",
+            "sql": "--queries-sql",
+            "file": f"file {self.path}",
+        }[self.kind]
+
+
+def from_options(
+    *,
+    testset: str | None,
+    sample: int | None,
+    seed: int | None,
+    queries_sql: str | None,
+    queries_file: str | None,
+) -> QuerySource | None:
+    """The query source the options name (None: ``--testset``); exactly one source is needed."""
+    given = [
+        o
+        for o, v in (
+            ("--testset", testset),
+            ("--sample-queries", sample),
+            ("--queries-sql", queries_sql),
+            ("--queries-file", queries_file),
+        )
+        if v is not None
+    ]
+    if len(given) != 1:
+        raise InputError(
+            "give exactly one of --testset, --sample-queries, --queries-sql, "
+            f"--queries-file (got {', '.join(given) or 'none'})",
+            field="--testset",
+        )
+    if seed is not None and sample is None:
+        raise InputError("--seed goes with --sample-queries", field="--seed")
+    if sample is not None:
+        if sample < 1:
+            raise InputError(
+                f"--sample-queries must be >= 1, got {sample}", field="--sample-queries"
+            )
+        return QuerySource("sample", count=sample, seed=seed or 0)
+    if queries_sql is not None:
+        if not queries_sql.strip():
+            raise InputError("the statement is empty", field="--queries-sql")
+        return QuerySource("sql", statement=queries_sql)
+    if queries_file is not None:
+        return QuerySource("file", path=queries_file)
+    return None
+
+
+# ---- reading the vectors ---------------------------------------------------------------------
+
+
+def _vector(value, where: str, field: str) -> np.ndarray:
+    if value is None:
+        raise InputError(f"{where}: the vector is NULL", field=field)
+    if hasattr(value, "to_numpy"):
+        value = value.to_numpy()
+    elif isinstance(value, str):
+        value = value.strip().strip("[]{}").split(",")
+    try:
+        vec = np.asarray(value, dtype=np.float32)
+    except (TypeError, ValueError):
+        raise InputError(f"{where}: not a vector of numbers", field=field) from None
+    if vec.ndim != 1 or vec.size == 0:
+        raise InputError(f"{where}: not a non-empty vector", field=field)
+    if not np.all(np.isfinite(vec)):
+        raise InputError(f"{where}: the vector has a NaN or infinite value", field=field)
+    return vec
+
+
+def sample(kb, target, count: int, seed: int) -> list[tuple[str, np.ndarray]]:
+    """``count`` distinct chunks of the target (its filters applied), one row each."""
+    from ..stages.vector_common import register_vector
+
+    register_vector(kb)
+    where, params = target.where()
+    vec = target.vector_expr()
+    notnull = sql.SQL("{} {} IS NOT NULL").format(
+        sql.SQL(" AND") if where.as_string(kb) else sql.SQL(" WHERE"), vec
+    )
+    cid = as_text(sql.Identifier(target.id_column))
+    limit = count if target.unique_id else count * 4
+    out: dict[str, np.ndarray] = {}
+    while True:
+        stmt = sql.SQL(
+            "SELECT {cid}, ({vec})::vector FROM {table}{where}{notnull} "
+            "ORDER BY hashtextextended({cid}, {seed}), 1 LIMIT {limit}"
+        ).format(
+            cid=cid,
+            vec=vec,
+            table=target.table_sql(),
+            where=where,
+            notnull=notnull,
+            seed=sql.Literal(int(seed)),
+            limit=sql.Literal(int(limit)),
+        )
+        rows = kb.execute(stmt, params).fetchall()
+        out = {}
+        for chunk, v in rows:  # several rows of one chunk are adjacent: keep the first
+            if chunk not in out:
+                out[chunk] = _vector(v, f"chunk '{chunk}'", "--sample-queries")
+                if len(out) == count:
+                    break
+        if len(out) == count or len(rows) < limit:
+            break
+        limit *= 4
+    kb.rollback()
+    if len(out) < count:
+        raise InputError(
+            f"target '{target.name}' has {len(out)} chunks (after its filters), "
+            f"fewer than the {count} asked for",
+            field="--sample-queries",
+        )
+    return list(out.items())
+
+
+def from_sql(kb, statement: str) -> list[tuple[str, np.ndarray]]:
+    """Rows (query_id, vector) of the user's statement, run READ ONLY on the knowledge base."""
+    from ..core.errors import first_line
+    from ..stages.vector_common import register_vector
+
+    register_vector(kb)
+    try:
+        kb.execute("SET TRANSACTION READ ONLY")
+        cur = kb.execute(statement.encode())
+        if cur.description is None or len(cur.description) < 2:
+            raise InputError(
+                "the statement must return two columns: query_id, vector", field="--queries-sql"
+            )
+        rows = cur.fetchall()
+    except InputError:
+        kb.rollback()
+        raise
+    except Exception as exc:
+        kb.rollback()
+        raise InputError(
+            f"the statement failed: {first_line(exc)}", field="--queries-sql"
+        ) from None
+    kb.rollback()
+    out = []
+    for i, row in enumerate(rows, 1):
+        out.append(
+            (_id(row[0], f"row {i}", "--queries-sql"), _vector(row[1], f"row {i}", "--queries-sql"))
+        )
+    return out
+
+
+def _id(value, where: str, field: str) -> str:
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)
+    try:
+        return ident(value, "query id")
+    except ValueError as exc:
+        raise InputError(f"{where}: query id {exc}", field=field) from None
+
+
+def from_file(path: str) -> list[tuple[str, np.ndarray]]:
+    """A ``.npy`` matrix (query ids q1, q2, ... in row order) or JSONL lines {"id", "embedding"}."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("no such file", file=path, field="--queries-file")
+    if p.suffix.lower() == ".npy":
+        try:
+            m = np.load(p, allow_pickle=False)
+        except Exception as exc:
+            raise InputError(f"not a .npy matrix ({exc})", file=path) from None
+        if m.ndim != 2 or m.shape[0] == 0 or m.shape[1] == 0:
+            raise InputError(
+                f"a .npy query file must be a non-empty 2-d matrix, got shape {tuple(m.shape)}",
+                file=path,
+            )
+        if not np.issubdtype(m.dtype, np.number):
+            raise InputError(f"the matrix holds {m.dtype}, not numbers", file=path)
+        out = []
+        for i, row in enumerate(m, 1):
+            out.append((f"q{i}", _vector(row, f"{path}:row {i}", "embedding")))
+        return out
+    out = []
+    with p.open(encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise InputError(f"not JSON ({exc.args[0]})", file=path, line=line_no) from None
+            if not isinstance(obj, dict):
+                raise InputError(
+                    "a line must be an object with id and embedding", file=path, line=line_no
+                )
+            for key in ("id", "embedding"):
+                if key not in obj:
+                    raise InputError("missing", file=path, line=line_no, field=key)
+            try:
+                qid = ident(
+                    obj["id"]
+                    if not isinstance(obj["id"], int) or isinstance(obj["id"], bool)
+                    else str(obj["id"]),
+                    "query id",
+                )
+            except ValueError as exc:
+                raise InputError(str(exc), file=path, line=line_no, field="id") from None
+            emb = obj["embedding"]
+            if not isinstance(emb, list) or not all(
+                isinstance(x, (int, float)) and not isinstance(x, bool) for x in emb
+            ):
+                raise InputError(
+                    "not a list of numbers", file=path, line=line_no, field="embedding"
+                )
+            try:
+                vec = _vector(emb, "vector", "embedding")
+            except InputError as exc:
+                raise InputError(
+                    exc.detail.split(": ", 1)[-1], file=path, line=line_no, field="embedding"
+                ) from None
+            out.append((qid, vec))
+    if not out:
+        raise InputError("no query in the file", file=path)
+    return out
+
+
+def _check(rows, origin: str, field: str, dimension: int | None) -> None:
+    if not rows:
+        raise InputError("no query vector", field=field)
+    seen: set[str] = set()
+    dim = rows[0][1].size
+    for qid, vec in rows:
+        if qid in seen:
+            raise InputError(f"{origin}: query id '{qid}' appears twice", field=field)
+        seen.add(qid)
+        if vec.size != dim:
+            raise InputError(
+                f"{origin}: query '{qid}' has {vec.size} dimensions, the first query {dim}",
+                field=field,
+            )
+    if dimension is not None and dim != dimension:
+        raise InputError(
+            f"{origin}: the query vectors have {dim} dimensions, the target searches {dimension}",
+            field=field,
+        )
+
+
+def content_hash(rows, own_chunk_removed: bool) -> str:
+    h = hashlib.sha256(HASH_VERSION)
+    h.update(b"own\n" if own_chunk_removed else b"keep\n")
+    for qid, vec in rows:
+        h.update(qid.encode() + b"\0")
+        h.update(np.ascontiguousarray(vec, dtype="<f4").tobytes())
+    return h.hexdigest()
+
+
+# ---- storing them --------------------------------------------------------------------------
+
+
+def materialize(database, src: QuerySource, target) -> tuple[str, dict]:
+    """Read the vectors, store them as a query set (unless stored already); return its name and
+    the source record (source, seed, count, content hash) for the run's configuration."""
+    field = {"sample": "--sample-queries", "sql": "--queries-sql", "file": "--queries-file"}[
+        src.kind
+    ]
+    rows: list
+    if src.kind == "file":
+        assert src.path is not None
+        rows = from_file(src.path)
+        origin = str(src.path)
+    else:
+        with database.connect(results=False, read_only=True) as kb:
+            rows = (
+                sample(kb, target, src.count or 0, src.seed or 0)
+                if src.kind == "sample"
+                else from_sql(kb, src.statement or "")
+            )
+        origin = field
+    _check(rows, origin, field, target.dimension if target is not None else None)
+    own = src.kind == "sample"
+    digest = content_hash(rows, own)
+    info = {
+        "source": src.kind,
+        "count": len(rows),
+        "content_hash": digest,
+        "own_chunk_removed": own,
+    }
+    if src.kind == "sample":
+        info.update(seed=src.seed, target=target.name)
+    elif src.kind == "sql":
+        info["sql"] = src.statement
+    else:
+        info["file"] = str(Path(src.path or "").resolve())
+    name = f"queries-{digest[:16]}"
+    with database.connect() as conn:
+        from ..core.install import ensure_installed
+
+        ensure_installed(conn)
+        with conn.transaction():
+            conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("pgeval.testset:" + name,)
+            )
+            from .catalog import find_testset
+
+            found = find_testset(conn, name)
+            row = None if found is None else (found[1],)
+            if row is None:
+                tid = conn.execute(
+                    "INSERT INTO pgeval.testset (name, content_hash, source_format, source_file, "
+                    "n_queries, query_source) VALUES (%s, %s, %s, %s, %s, %s) "
+                    "RETURNING testset_id",
+                    (name, digest, SOURCE_FORMAT, info.get("file"), len(rows), json.dumps(info)),
+                ).fetchone()[0]
+                with conn.cursor().copy(
+                    "COPY pgeval.query (testset_id, query_id, position, embedding) FROM STDIN"
+                ) as copy:
+                    for pos, (qid, vec) in enumerate(rows, 1):
+                        copy.write_row(
+                            (tid, qid, pos, "[" + ",".join(repr(float(x)) for x in vec) + "]")
+                        )
+            elif row[0] != digest:  # 64 bits of sha256 alike, content not: refuse
+                raise InputError(f"query set '{name}' exists with other content", field=field)
+    return name, info
+
+
+def source_of(conn, testset_id: int) -> dict | None:
+    """The query_source record of a test set (None: a graded test set)."""
+    row = conn.execute(
+        "SELECT query_source FROM pgeval.testset WHERE testset_id = %s", (testset_id,)
+    ).fetchone()
+    return None if row is None else row[0]

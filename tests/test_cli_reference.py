@@ -1,0 +1,70 @@
+"""docs/cli.md is the CLI reference generated from the `--help` texts: it must hold every command
+and every option, exactly as `python -m evaluator.cli.reference` prints them today."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from evaluator.cli import reference
+from evaluator.cli.main import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+DOC = ROOT / "docs" / "cli.md"
+REGENERATE = "python -m evaluator.cli.reference > docs/cli.md"
+
+
+def test_every_command_and_option_is_in_the_reference():
+    text = DOC.read_text(encoding="utf-8")
+    missing = []
+    for path, ctx in reference.walk(cli):
+        name = " ".join(path)
+        if f"\n{'#' * min(len(path) + 1, 4)} {name}\n" not in text:
+            missing.append(name)
+            continue
+        section = text.split(f" {name}\n\n```text\n", 1)[1].split("\n```", 1)[0]
+        missing += [
+            f"{name} {opt}" for opt in reference.option_names(ctx.command) if opt not in section
+        ]
+    assert not missing, f"docs/cli.md lacks {missing}; regenerate it: {REGENERATE}"
+
+
+def test_reference_is_not_stale():
+    assert DOC.read_text(encoding="utf-8") == reference.render(), (
+        f"docs/cli.md differs from the --help texts; regenerate it: {REGENERATE}"
+    )
+
+
+def test_reference_walks_every_subcommand():
+    """The walk itself must not skip anything (else both checks above would pass vacuously)."""
+    paths = {" ".join(p) for p, _ in reference.walk(cli)}
+    for name in (
+        "pgeval run pipeline",
+        "pgeval run resume",
+        "pgeval db status",
+        "pgeval testset load",
+        "pgeval stage-report",
+        "pgeval sweep",
+    ):
+        assert name in paths
+    groups = [ctx.command for _, ctx in reference.walk(cli) if isinstance(ctx.command, click.Group)]
+    for group in groups:
+        for sub in group.list_commands(click.Context(group)):
+            assert any(p[-1] == sub for p, _ in reference.walk(cli))
+    assert "--param" in reference.option_names(
+        next(ctx.command for p, ctx in reference.walk(cli) if p == ("pgeval", "sweep"))
+    )
+
+
+def test_generator_runs_as_a_module(tmp_path):
+    """The documented command works from a shell, at any terminal width."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "evaluator.cli.reference"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={"COLUMNS": "40", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == reference.render()
