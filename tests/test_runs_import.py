@@ -207,3 +207,12 @@ def test_trec_text_after_the_sixth_field_is_ignored_as_trec_eval_does(conn, ts, 
     # fewer than six fields is still refused, with file and line
     with pytest.raises(InputError, match=r"short2.trec:2: expected 6 fields"):
         import_run(conn, tmp_file("short2.trec", "q1 Q0 a 1 1 t x\nq1 Q0 b 2\n"), ts, "short2")
+
+
+def test_trec_extra_text_counted_once_when_queries_are_interleaved(conn, ts, tmp_file):
+    """A file whose queries are interleaved is read twice (streamed, then grouped in memory):
+    the lines with text after the sixth field are counted once, on the read that is stored."""
+    text = "q1 Q0 a 1 2.0 t  extra words\nq2 Q0 x 1 0.5 t\nq1 Q0 b 2 1.0 t more\n"
+    rep = import_run(conn, tmp_file("interleaved-extra.trec", text), ts, "interleaved-extra")
+    assert rep.lines_with_extra_text == 2 and rep.rows == 3 and rep.queries == 2
+    assert _results(conn, "interleaved-extra") == [("q1", 1, "a"), ("q1", 2, "b"), ("q2", 1, "x")]
