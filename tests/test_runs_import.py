@@ -207,3 +207,26 @@ def test_trec_text_after_the_sixth_field_is_ignored_as_trec_eval_does(conn, ts, 
     # fewer than six fields is still refused, with file and line
     with pytest.raises(InputError, match=r"short2.trec:2: expected 6 fields"):
         import_run(conn, tmp_file("short2.trec", "q1 Q0 a 1 1 t x\nq1 Q0 b 2\n"), ts, "short2")
+
+
+@pytest.mark.parametrize("fmt", ["trec", "jsonl"])
+def test_import_reports_bytes_read_once_a_batch(conn, ts, tmp_file, monkeypatch, fmt):
+    from evaluator.run import runs
+
+    monkeypatch.setattr(runs, "_BATCH", 2)  # a report every 2 COPY lines
+    if fmt == "trec":
+        text = "".join(f"q{i % 3 + 1} Q0 c{i} {i} {1 / (i + 1)} t\n" for i in range(9))
+    else:
+        text = "".join(
+            json.dumps({"query_id": f"q{i}", "ranked": [f"c{j}" for j in range(3)]}) + "\n"
+            for i in (1, 2, 3)
+        )
+    f = tmp_file(f"p.{fmt}", text)
+    calls = []
+    rep = import_run(conn, f, ts, f"p-{fmt}", fmt, on_progress=lambda *a: calls.append(a))
+    assert rep.rows == 9
+    size = len(text.encode())
+    reading = [c for c in calls if c[2] == "reading"]
+    assert len(reading) == 4 and all(0 < d <= size and t == size for d, t, _ in reading)
+    assert [done for done, _, _ in reading] == sorted(done for done, _, _ in reading)
+    assert calls[-1] == (size, size, "ranking") and len(calls) == 5

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from ..testset.source import Source
 TREC_ORDER = "score descending, ties by chunk id descending (trec_eval rule)"
 JSONL_ORDER = "as given in the file"
 FORMATS = ("trec", "jsonl")
-_BATCH = 1 << 16
+_BATCH = 1 << 16  # COPY lines a write; progress is reported once a batch, never per line
 # what C's strtod/atof reads in full, and Python's float() reads to the same value (ASCII only)
 _SCORE = re.compile(
     r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE
@@ -60,11 +61,12 @@ def guess_format(path: Path) -> str:
     return "trec"
 
 
-def _trec_lines(path: Path, extra: list[int] | None = None):
+def _trec_lines(path: Path, extra: list[int] | None = None, src: Source | None = None):
     """Yield text COPY lines ``qid\tchunk\tscore\tline\t\\N`` for a TREC run file. Text after
     the sixth field is ignored, as trec_eval ignores it (its own test file results.trunc has
-    some); ``extra[0]`` counts the lines that had such text."""
-    for lineno, line in Source(path):  # UTF-8 checked per line (file, line, column)
+    some); ``extra[0]`` counts the lines that had such text. ``src``: the file already opened
+    as a :class:`Source` (its bytes read tell the progress)."""
+    for lineno, line in src or Source(path):  # UTF-8 checked per line (file, line, column)
         parts = line.split(maxsplit=6)
         if len(parts) < 6:
             if not parts:
@@ -122,16 +124,16 @@ def _id(value, what: str, path: Path, lineno: int, field: str | None = None) -> 
         ) from None
 
 
-def _jsonl_lines(path: Path):
-    for rec in _jsonl_rows(path):
+def _jsonl_lines(path: Path, src: Source | None = None):
+    for rec in _jsonl_rows(path, src):
         yield "\t".join(_copy_text(v) for v in rec) + "\n"
 
 
-def _jsonl_rows(path: Path):
+def _jsonl_rows(path: Path, src: Source | None = None):
     """Yield (qid, chunk, score or None, line, position) for a JSONL ranked-list file. A query
     is on one line: a second line of the same query is refused (never two lists joined)."""
     seen: dict[str, int] = {}
-    for lineno, line in Source(path):  # UTF-8 checked per line
+    for lineno, line in src or Source(path):  # UTF-8 checked per line
         if not line.strip():
             continue
         try:
@@ -219,8 +221,14 @@ def import_run(
     *,
     replace: bool = False,
     tag: str | None = None,
+    on_progress: Callable[..., None] | None = None,
 ) -> ImportReport:
-    """Import a ranked-list file as run ``name`` over test set ``testset`` (one transaction)."""
+    """Import a ranked-list file as run ``name`` over test set ``testset`` (one transaction).
+
+    ``on_progress(bytes_done, bytes_total, phase)`` is called once a batch of lines
+    (``_BATCH``) while the file is read (phase ``"reading"``; bytes of the file, compressed
+    size for .gz), then with ``bytes_done == bytes_total`` and phase ``"ranking"`` before the
+    results are ranked and stored in SQL."""
     path = Path(path)
     if not name or not name.strip():
         raise InputError("the run name must not be empty", field="--name")
@@ -239,18 +247,23 @@ def import_run(
             'CREATE TEMP TABLE _pgeval_import (query_id text COLLATE "C", chunk_id text '
             'COLLATE "C", score float8, line int, pos int) ON COMMIT DROP'
         )
-        n, extra = 0, [0]
+        n, extra, src = 0, [0], Source(path)
+        lines = _trec_lines(path, extra, src) if fmt == "trec" else _jsonl_lines(path, src)
         with conn.cursor().copy("COPY _pgeval_import FROM STDIN") as copy:
             buf = []
-            for line in _trec_lines(path, extra) if fmt == "trec" else _jsonl_lines(path):
+            for line in lines:
                 buf.append(line)
                 if len(buf) >= _BATCH:
                     copy.write("".join(buf))
                     n += len(buf)
                     buf.clear()
+                    if on_progress:
+                        on_progress(src.bytes_read, src.size, "reading")
             if buf:
                 copy.write("".join(buf))
                 n += len(buf)
+        if on_progress:
+            on_progress(src.size, src.size, "ranking")
         if n == 0:
             raise InputError("empty file: no ranked results", file=str(path))
         unknown = [
