@@ -9,6 +9,7 @@ import json
 import re
 
 import pytest
+from rich.filesize import decimal
 
 from evaluator.cli import output
 from evaluator.cli.progress import LineProgress
@@ -43,6 +44,30 @@ def test_line_progress_at_most_every_interval():
         "progress: sweep 200/400 (50%), 10 s elapsed, ETA 10 s",
         "progress: sweep 300/400 (75%), 21 s elapsed, ETA 7 s",
     ]
+
+
+def test_line_progress_in_bytes():
+    from evaluator.cli.progress import _Task, line
+
+    task = _Task("import run.trec", 4_500_000, 1_200_000)
+    assert line(task, 3, "bytes") == (
+        "progress: import run.trec 1.2 MB/4.5 MB (27%), 3 s elapsed, ETA 8 s"
+    )
+
+
+def test_plain_lines_wrap_with_a_hanging_indent(monkeypatch):
+    text = "  index: " + " ".join(["word"] * 30)
+    assert output.wrapped(text, None) == text
+    lines = output.wrapped(text, 40, indent=4).splitlines()
+    assert len(lines) > 1 and all(len(line) <= 40 for line in lines)
+    assert lines[0].startswith("  index: ") and all(
+        line.startswith(" " * 6 + "word") for line in lines[1:]
+    )
+    assert " ".join(line.strip() for line in lines) == text.strip()
+    monkeypatch.delenv("COLUMNS", raising=False)
+    assert output.text_width(io.StringIO()) is None  # piped, no COLUMNS: never wrapped
+    monkeypatch.setenv("COLUMNS", "72")
+    assert output.text_width(io.StringIO()) == 72
 
 
 def _widths(text: str) -> list[int]:
@@ -140,6 +165,8 @@ def test_every_table_command_fits_80_columns(long_named, monkeypatch):
                 args,
                 text,
             )
+        if args[0] in ("stage-report", "metrics"):  # plain lines too, not only tables
+            assert max(_widths(out)) <= 80, (args, out)
         if args[0] == "sweep":  # piped: one-line progress messages with a total
             assert re.search(r"^progress: sweep .* \d+/\d+ \(\d+%\)", err, re.M), err
     code, out, _ = run("run", "list", "--wide")
@@ -147,3 +174,23 @@ def test_every_table_command_fits_80_columns(long_named, monkeypatch):
     code, out, _ = run("run", "list", "--format", "json")
     hashes = [r["config_hash"] for r in json.loads(out) if r["config_hash"]]
     assert hashes and all(len(h) == 64 for h in hashes)
+
+
+def test_run_import_progress_line_with_the_file_size(long_named, monkeypatch, tmp_path):
+    """Piped: `run import` prints one-line progress messages, bytes of the file as the total."""
+    run, testset, _ = long_named
+    monkeypatch.setenv("PGEVAL_PROGRESS_INTERVAL", "0")
+    path = tmp_path / "exported.trec"
+    exp = "width-experiment-with-a-long-name"
+    code, _, err = run("run", "export", f"{exp}.exact.1", "--out", str(path))
+    assert code == 0, err
+    size = path.stat().st_size
+    code, out, err = run("run", "import", str(path), "--testset", testset, "--name", "imported")
+    assert code == 0 and "imported run 'imported'" in out, err
+    total = re.escape(decimal(size))
+    assert re.search(
+        rf"^progress: import exported\.trec (\(ranking, storing\) )?[\d.]+ \w+/{total} \(\d+%\)",
+        err,
+        re.M,
+    ), err
+    assert "progress" not in out  # stderr only

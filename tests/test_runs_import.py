@@ -216,3 +216,26 @@ def test_trec_extra_text_counted_once_when_queries_are_interleaved(conn, ts, tmp
     rep = import_run(conn, tmp_file("interleaved-extra.trec", text), ts, "interleaved-extra")
     assert rep.lines_with_extra_text == 2 and rep.rows == 3 and rep.queries == 2
     assert _results(conn, "interleaved-extra") == [("q1", 1, "a"), ("q1", 2, "b"), ("q2", 1, "x")]
+
+
+@pytest.mark.parametrize("fmt", ["trec", "jsonl"])
+def test_import_reports_bytes_read_once_a_batch(conn, ts, tmp_file, monkeypatch, fmt):
+    from evaluator.run import runs
+
+    monkeypatch.setattr(runs, "_BATCH", 2)  # a report every 2 COPY lines
+    if fmt == "trec":
+        text = "".join(f"q{i % 3 + 1} Q0 c{i} {i} {1 / (i + 1)} t\n" for i in range(9))
+    else:
+        text = "".join(
+            json.dumps({"query_id": f"q{i}", "ranked": [f"c{j}" for j in range(3)]}) + "\n"
+            for i in (1, 2, 3)
+        )
+    f = tmp_file(f"p.{fmt}", text)
+    calls = []
+    rep = import_run(conn, f, ts, f"p-{fmt}", fmt, on_progress=lambda *a: calls.append(a))
+    assert rep.rows == 9
+    size = len(text.encode())
+    reading = [c for c in calls if c[2] == "reading"]
+    assert len(reading) == 4 and all(0 < d <= size and t == size for d, t, _ in reading)
+    assert [done for done, _, _ in reading] == sorted(done for done, _, _ in reading)
+    assert calls[-1] == (size, size, "ranking") and len(calls) == 5

@@ -271,6 +271,24 @@ def test_progress_bar_on_a_terminal_only(clean, conn, tmp_file, monkeypatch, cap
     assert "reading" in err or "ideal DCG" in err  # the bar goes to stderr, and only there
 
 
+def test_progress_lines_when_piped(clean, conn, tmp_file, monkeypatch, capsys):
+    """Not a terminal: one-line progress messages (here at every update), the file's bytes as
+    the total; the default interval (10 s) keeps a fast load silent (test above)."""
+    import re
+
+    from rich.filesize import decimal
+
+    from evaluator.testset import progress
+
+    monkeypatch.setattr(progress, "BIG", 0)
+    monkeypatch.setenv("PGEVAL_PROGRESS_INTERVAL", "0")
+    path = tmp_file("cases.jsonl", JSONL)
+    assert load(conn, path, "piped-lines", progress=True).n_queries == 3
+    out, err = capsys.readouterr()
+    total = re.escape(decimal(path.stat().st_size))
+    assert out == "" and re.search(rf"^progress: ideal DCG {total}/{total} \(100%\)", err, re.M)
+
+
 def test_qrels_groups_and_duplicates_across_groups(clean, conn, tmp_file, monkeypatch):
     from evaluator.testset.formats import trec
 

@@ -14,7 +14,9 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
+import textwrap
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -125,6 +127,43 @@ def console_width(out) -> int | None:
         return WIDTH
 
 
+def text_width(out=None) -> int | None:
+    """The width plain-text lines are wrapped at: the terminal's when ``out`` (stdout) is one,
+    else $COLUMNS when it is set; None (no wrapping) otherwise and with --wide."""
+    out = out or sys.stdout
+    if is_wide():
+        return None
+    if getattr(out, "isatty", lambda: False)():
+        return shutil.get_terminal_size().columns
+    try:
+        return max(20, int(os.environ.get("COLUMNS", "")))
+    except ValueError:
+        return None
+
+
+def wrapped(text: str, width: int | None, indent: int = 2) -> str:
+    """``text`` wrapped at ``width`` with a hanging indent of ``indent`` columns beyond the
+    line's own leading spaces; words are never cut."""
+    if width is None or len(text) <= width:
+        return text
+    lead = len(text) - len(text.lstrip(" "))
+    return "\n".join(
+        textwrap.wrap(
+            text,
+            width,
+            subsequent_indent=" " * (lead + indent),
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+    )
+
+
+def echo_line(text: str, indent: int = 2) -> None:
+    """Print a plain-text line (not a table) for people: wrapped at the console width (see
+    :func:`text_width`) with a hanging indent. JSON, JSONL and CSV never go through it."""
+    click.echo(wrapped(text, text_width(), indent))
+
+
 def table(
     rows: Iterable[dict],
     columns: Sequence[str] | None = None,
@@ -165,7 +204,8 @@ def table(
     for row in cells:
         t.add_row(*row)
     console = Console(file=out, soft_wrap=wide, width=width)
-    if title:
+    if title:  # wrapped, never cut
+        title = wrapped(title, None if wide else width or shutil.get_terminal_size().columns)
         console.print(title, soft_wrap=True, markup=False, highlight=False)
     console.print(t)
 

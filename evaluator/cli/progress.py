@@ -43,8 +43,13 @@ class _Console:
 
 
 class LineProgress:
-    def __init__(self, stream=None, every: float | None = None, clock=time.monotonic):
+    """``unit="bytes"``: amounts shown as sizes (1.2 MB/45.6 MB) rather than counts."""
+
+    def __init__(
+        self, stream=None, every: float | None = None, clock=time.monotonic, unit: str = ""
+    ):
         self.stream = stream or sys.stderr
+        self.unit = unit
         self.every = interval() if every is None else every
         self.clock = clock
         self.live = _Live()
@@ -87,29 +92,40 @@ class LineProgress:
         if now - self._last < self.every or now == self._started:
             return
         self._last = now
-        print(line(self.tasks[task], now - self._started), file=self.stream, flush=True)
+        text = line(self.tasks[task], now - self._started, self.unit)
+        print(text, file=self.stream, flush=True)
 
 
-def line(task: _Task, elapsed: float) -> str:
-    """'progress: sweep ef_search=40 1350/4500 (30%), 12 s elapsed, ETA 28 s'."""
-    done = int(task.completed)
+def line(task: _Task, elapsed: float, unit: str = "") -> str:
+    """'progress: sweep ef_search=40 1350/4500 (30%), 12 s elapsed, ETA 28 s'; with
+    ``unit="bytes"``: 'progress: import run.trec 1.2 MB/4.5 MB (27%), ...'."""
+    amount = _size if unit == "bytes" else lambda n: str(int(n))
+    done = amount(task.completed)
     if not task.total:
         return f"progress: {task.description} {done} done, {elapsed:.0f} s elapsed"
     share = min(1.0, task.completed / task.total)
     eta = f", ETA {elapsed * (1 - share) / share:.0f} s" if share > 0 else ""
     return (
-        f"progress: {task.description} {done}/{int(task.total)} ({share:.0%}), "
+        f"progress: {task.description} {done}/{amount(task.total)} ({share:.0%}), "
         f"{elapsed:.0f} s elapsed{eta}"
     )
 
 
-def progress_bar(*, transient: bool):
+def _size(n: float) -> str:
+    from rich.filesize import decimal
+
+    return decimal(int(n))
+
+
+def progress_bar(*, transient: bool, unit: str = ""):
     """A rich progress bar on stderr (description, bar, done/total, elapsed time, ETA) on a
-    terminal, else a :class:`LineProgress`. Start it when the first piece of work begins, so
-    that an early error prints one line only."""
+    terminal, else a :class:`LineProgress`. ``unit="bytes"`` shows amounts as sizes (reading a
+    file). Start it when the first piece of work begins, so that an early error prints one line
+    only."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
+        DownloadColumn,
         MofNCompleteColumn,
         Progress,
         TextColumn,
@@ -119,11 +135,11 @@ def progress_bar(*, transient: bool):
 
     console = Console(stderr=True)
     if not console.is_terminal:
-        return LineProgress()
+        return LineProgress(unit=unit)
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        DownloadColumn() if unit == "bytes" else MofNCompleteColumn(),
         TimeElapsedColumn(),
         TimeRemainingColumn(),
         console=console,

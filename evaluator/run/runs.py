@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,6 +35,7 @@ from . import ranked_lists
 TREC_ORDER = "score descending, ties by chunk id descending (trec_eval rule)"
 JSONL_ORDER = "as given in the file"
 FORMATS = ("trec", "jsonl")
+_BATCH = 1 << 16  # COPY lines a write; progress is reported once a batch, never per line
 # what C's strtod/atof reads in full, and Python's float() reads to the same value (ASCII only)
 _SCORE = re.compile(
     r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE
@@ -61,11 +63,12 @@ def guess_format(path: Path) -> str:
     return "trec"
 
 
-def _trec_rows(path: Path, extra: list[int] | None = None):
+def _trec_rows(path: Path, extra: list[int] | None = None, src: Source | None = None):
     """Yield (qid, chunk, score, line) for a TREC run file. Text after the sixth field is
     ignored, as trec_eval ignores it (its own test file results.trunc has some); ``extra[0]``
-    counts the lines that had such text."""
-    for lineno, line in Source(path):  # UTF-8 checked per line (file, line, column)
+    counts the lines that had such text. ``src``: the file already opened as a :class:`Source`
+    (its bytes read tell the progress)."""
+    for lineno, line in src or Source(path):  # UTF-8 checked per line (file, line, column)
         parts = line.split(maxsplit=6)
         if len(parts) < 6:
             if not parts:
@@ -121,11 +124,11 @@ def _id(value, what: str, path: Path, lineno: int, field: str | None = None) -> 
         ) from None
 
 
-def _jsonl_rows(path: Path):
+def _jsonl_rows(path: Path, src: Source | None = None):
     """Yield (qid, chunk, score or None, line) for a JSONL ranked-list file. A query
     is on one line: a second line of the same query is refused (never two lists joined)."""
     seen: dict[str, int] = {}
-    for lineno, line in Source(path):  # UTF-8 checked per line
+    for lineno, line in src or Source(path):  # UTF-8 checked per line
         if not line.strip():
             continue
         try:
@@ -184,6 +187,24 @@ def _jsonl_rows(path: Path):
             yield qid, chunk, score, lineno
 
 
+def _reporting(rows: Iterator[tuple], src: Source, on_progress, reported: list[int]):
+    """``rows`` of ``src``, calling ``on_progress(bytes_read, size, "reading")`` once every
+    ``_BATCH`` rows (never per row) and ``(size, size, "ranking")`` when the file is read (the
+    last lists are then ranked and stored). ``reported[0]``: the bytes reported by an earlier
+    read of the file (interleaved queries are read twice); this read reports only past them,
+    so the bar never goes back."""
+    floor = reported[0]
+    for n, row in enumerate(rows, 1):
+        yield row
+        if on_progress and n % _BATCH == 0:
+            done = src.bytes_read
+            if done > floor:
+                reported[0] = max(reported[0], done)
+                on_progress(done, src.size, "reading")
+    if on_progress:
+        on_progress(src.size, src.size, "ranking")
+
+
 def import_run(
     conn,
     path,
@@ -193,8 +214,14 @@ def import_run(
     *,
     replace: bool = False,
     tag: str | None = None,
+    on_progress: Callable[..., None] | None = None,
 ) -> ImportReport:
-    """Import a ranked-list file as run ``name`` over test set ``testset`` (one transaction)."""
+    """Import a ranked-list file as run ``name`` over test set ``testset`` (one transaction).
+
+    ``on_progress(bytes_done, bytes_total, phase)`` is called once a batch of lines
+    (``_BATCH``) while the file is read (phase ``"reading"``; bytes of the file, compressed
+    size for .gz), then with ``bytes_done == bytes_total`` and phase ``"ranking"`` once the file
+    is read (lists are ranked and stored as they are read; the last ones remain)."""
     path = Path(path)
     if not name or not name.strip():
         raise InputError("the run name must not be empty", field="--name")
@@ -236,9 +263,13 @@ def import_run(
             ) from None
         extra = [0]  # TREC lines with text after the sixth field (counted on the last read)
 
+        reported = [0]  # bytes reported so far: a second read reports only past them
+
         def rows():
             extra[0] = 0
-            return _trec_rows(path, extra) if fmt == "trec" else _jsonl_rows(path)
+            src = Source(path)
+            read = _trec_rows(path, extra, src) if fmt == "trec" else _jsonl_rows(path, src)
+            return _reporting(read, src, on_progress, reported)
 
         by_score = fmt == "trec"
         try:

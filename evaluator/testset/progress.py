@@ -1,4 +1,6 @@
-"""A rich progress bar on stderr for big test set files (bytes read, then the SQL phases)."""
+"""Progress of a big test set load on stderr (bytes read, then the SQL phases): a rich bar on a
+terminal, else one line at most every ``PGEVAL_PROGRESS_INTERVAL`` seconds (the display of
+:mod:`evaluator.cli.progress`, which the sweep and `run import` use too)."""
 
 from __future__ import annotations
 
@@ -17,29 +19,9 @@ class LoadProgress:
 
     def __enter__(self):
         if self.enabled:
-            from rich.console import Console
-            from rich.progress import (
-                BarColumn,
-                DownloadColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+            from ..cli.progress import progress_bar  # imported late: cli is the layer above
 
-            console = Console(stderr=True)
-            if not console.is_terminal:  # piped or redirected: no bar, no stray lines
-                self.enabled = False
-                return self
-            self._bar = Progress(
-                TextColumn("{task.description}"),
-                BarColumn(),
-                DownloadColumn(),
-                TimeElapsedColumn(),
-                TimeRemainingColumn(),
-                console=console,
-                transient=True,
-            )
+            self._bar = progress_bar(transient=True, unit="bytes")
             self._bar.start()
             self._task = self._bar.add_task("reading", total=self.total)
         return self

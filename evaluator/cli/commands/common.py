@@ -122,11 +122,11 @@ def min_score_option():
 
 
 # ---- progress on stderr ------------------------------------------------------------------------
-def progress_bar(*, transient: bool):
+def progress_bar(*, transient: bool, unit: str = ""):
     """The progress display of long commands (see :mod:`evaluator.cli.progress`)."""
     from ..progress import progress_bar as make
 
-    return make(transient=transient)
+    return make(transient=transient, unit=unit)
 
 
 def warn_above(bar):

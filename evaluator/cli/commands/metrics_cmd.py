@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ...measure import stage_method
-from ..output import emit, fmt_value, format_option, is_wide, to_json, warn
+from ..output import echo_line, emit, fmt_value, format_option, is_wide, to_json, warn
 from .common import measure_options, measures_from, min_score_option, pass_db
 
 
@@ -107,13 +107,13 @@ def metrics(
     ]
     if fmt == "table":
         c = ev.counts
-        click.echo(header)
-        click.echo(
+        echo_line(header)
+        echo_line(
             f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
             f"{c['excluded']}, unanswerable {c['unanswerable']} (returned nothing: "
             f"{c['unanswerable_silent']}), no result {c['no_result']}"
         )
-        click.echo(f"order rule: {ev.run.order_rule}")
+        echo_line(f"order rule: {ev.run.order_rule}")
     emit(rows, fmt, ["measure", "value", "level"])
     if by_type:
         assert ev.by_type is not None  # with_by_type=True computes it

@@ -51,10 +51,28 @@ def import_(database, file, testset, name, fmt, replace):
     Example:
       pgeval run import bm25.trec --format trec --testset kb-v1 --name bm25-baseline
     """
+    from pathlib import Path
+
     from ...run.runs import import_run
 
-    with database.connect() as conn:
-        rep = import_run(conn, file, testset, name, fmt, replace=replace)
+    bar = progress_bar(transient=True, unit="bytes")
+    task: list = []
+
+    def on_progress(done: int, total: int, phase: str) -> None:
+        if not task:  # started with the first batch: an early error prints one line only
+            bar.start()
+            task.append(bar.add_task(f"import {Path(file).name}", total=total))
+        what = f"import {Path(file).name}" + ("" if phase == "reading" else " (ranking, storing)")
+        bar.update(task[0], completed=done, description=what)
+
+    try:
+        with database.connect() as conn:
+            rep = import_run(
+                conn, file, testset, name, fmt, replace=replace, on_progress=on_progress
+            )
+    finally:
+        if bar.live.is_started:
+            bar.stop()
     if rep.unknown_queries:
         warn(
             f"{rep.unknown_queries} query ids are not in test set '{testset}' and were skipped: "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from ..output import emit, format_option, to_json, warn
+from ..output import echo_line, emit, format_option, to_json, warn
 from .common import pass_db
 
 
@@ -218,18 +218,18 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
     reps = (
         f"all {len(e.repetitions)} (means)" if report.repetition is None else str(report.repetition)
     )
-    click.echo(
+    echo_line(
         f"experiment {e.name} · test set {e.testset} · status {e.status} · repetitions {reps}"
     )
     if judged:
-        click.echo(
+        echo_line(
             f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
             f"{c['excluded']}, unanswerable {c['unanswerable']}"
         )
     else:
         from .query_options import no_judgements_line
 
-        click.echo(no_judgements_line(source, report.k))
+        echo_line(no_judgements_line(source, report.k))
     boundaries: dict[str, list[str]] = {}
     for s in report.stages:
         if s.get("timing_boundary"):
@@ -237,7 +237,7 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
     if boundaries:
         click.echo("timing boundary:")
         for text, names in boundaries.items():
-            click.echo(f"  {', '.join(names)}: {text}")
+            echo_line(f"  {', '.join(names)}: {text}")
     for rows, columns, title, wide_only in _stage_tables(report, judged):
         emit(
             rows,
@@ -248,7 +248,7 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
         )
     if not judged:
         return
-    click.echo(f"chain at K = {report.k}: {chain_text(report.chain, report.stages)}")
+    echo_line(f"chain at K = {report.k}: {chain_text(report.chain, report.stages)}")
     loss = [
         {
             "category": r["category"],
@@ -266,7 +266,7 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
         f"{report.loss[0]['relevant'] if report.loss else 0})",
     )
     for r in report.loss:
-        click.echo(f"  {r['category']:<9} {r['meaning']}")
+        echo_line(f"  {r['category']:<9} {r['meaning']}", indent=10)
     by_type, cols = _by_type_rows(report)
     if by_type:
         emit(by_type, "table", cols, title=f"Recall@{report.k} points by query type")
