@@ -244,19 +244,13 @@ def materialize(ctx, gt: GroundTruth, run_name: str) -> int:
         # the exact stage's settings (its server check and fallback run under them)
         "settings": {"enable_indexscan": "off", **ctx.settings, "enable_seqscan": "on"},
     }
-    run_id = store.create_run(
-        results,
-        name=run_name,
-        testset_id=ctx.testset_id,
-        stage=ctx.stage,
-        experiment_id=ctx.experiment_id,
-        repetition=ctx.repetition,
+    run_id = store.create_stage_run(
+        ctx,
+        run_name,
         params=params,
         order_rule=ORDER_DISTANCE,
         depth=ctx.depth,
         timing_boundary=None,
-        config_hash=ctx.extra.get("config_hash"),
-        fingerprint=ctx.extra.get("fingerprint"),
     )
     with results.transaction():
         # one ranked list per query; the trigger joins the judged grades

@@ -153,19 +153,13 @@ class MergeStage(BaseStage):
                 "f.score FROM pgeval.fuse_scores(%(runs)s, %(w)s, %(method)s, %(depth)s) f"
             )
         conn = ctx.results
-        run_id = store.create_run(
-            conn,
-            name=run_name,
-            testset_id=ctx.testset_id,
-            stage=ctx.stage,
-            experiment_id=ctx.experiment_id,
-            repetition=ctx.repetition,
+        run_id = store.create_stage_run(
+            ctx,
+            run_name,
             params=params,
             order_rule=ORDER_SIMILARITY,
             depth=cfg["depth"],
             timing_boundary=BOUNDARY_BATCH,
-            config_hash=ctx.extra.get("config_hash"),
-            fingerprint=ctx.extra.get("fingerprint"),
         )
         if ctx.progress:
             ctx.progress.start(ctx.stage + " (one statement)", 1)

@@ -93,6 +93,36 @@ def create_run(
     return run_id
 
 
+def create_stage_run(
+    ctx: Any,
+    run_name: str,
+    *,
+    params: dict,
+    order_rule: str,
+    depth: int | None,
+    timing_boundary: str | None,
+    config_hash: str | None = None,
+    replace: bool = False,
+) -> int:
+    """:func:`create_run` for a stage of an experiment: test set, stage, experiment, repetition,
+    config hash and fingerprint come from ``ctx`` (a :class:`StageContext`)."""
+    return create_run(
+        ctx.results,
+        name=run_name,
+        testset_id=ctx.testset_id,
+        stage=ctx.stage,
+        experiment_id=ctx.experiment_id,
+        repetition=ctx.repetition,
+        params=params,
+        order_rule=order_rule,
+        depth=depth,
+        timing_boundary=timing_boundary,
+        config_hash=config_hash or ctx.extra.get("config_hash"),
+        fingerprint=ctx.extra.get("fingerprint"),
+        replace=replace,
+    )
+
+
 def _commit(conn: Any) -> None:
     if not conn.autocommit:
         conn.commit()
@@ -432,19 +462,14 @@ def run_scope(
 
         run_id = reopen_run(ctx.results, ctx.extra["resume_run_id"], params)
     else:
-        run_id = create_run(
-            ctx.results,
-            name=run_name,
-            testset_id=ctx.testset_id,
-            stage=ctx.stage,
-            experiment_id=ctx.experiment_id,
-            repetition=ctx.repetition,
+        run_id = create_stage_run(
+            ctx,
+            run_name,
             params=params,
             order_rule=order_rule,
             depth=depth,
             timing_boundary=timing_boundary,
-            config_hash=config_hash or ctx.extra.get("config_hash"),
-            fingerprint=ctx.extra.get("fingerprint"),
+            config_hash=config_hash,
             replace=replace,
         )
     writer = RunWriter(

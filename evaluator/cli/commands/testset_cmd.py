@@ -24,6 +24,18 @@ def testset():
     """
 
 
+_LIST_COLUMNS = [
+    "name",
+    "queries",
+    "judgements",
+    "valid",
+    "excluded",
+    "unanswerable",
+    "runs",
+    "format",
+]
+
+
 @testset.command()
 @click.argument("file", type=click.Path(dir_okay=True, allow_dash=False))
 @click.option("--name", required=True, help="Name of the test set (runs refer to it).")
@@ -137,39 +149,9 @@ def list_(database, fmt):
             click.echo("no test sets (load one with `pgeval testset load FILE --name NAME`)")
             return
         rows = [{**r, "hash": r["content_hash"][:12]} for r in rows]
-        emit(
-            rows,
-            fmt,
-            [
-                "name",
-                "queries",
-                "judgements",
-                "valid",
-                "excluded",
-                "unanswerable",
-                "runs",
-                "format",
-                "hash",
-            ],
-            wide_only=["excluded", "format"],
-        )
+        emit(rows, fmt, [*_LIST_COLUMNS, "hash"], wide_only=["excluded", "format"])
         return
-    emit(
-        rows,
-        fmt,
-        [
-            "name",
-            "queries",
-            "judgements",
-            "valid",
-            "excluded",
-            "unanswerable",
-            "runs",
-            "format",
-            "content_hash",
-            "created",
-        ],
-    )
+    emit(rows, fmt, [*_LIST_COLUMNS, "content_hash", "created"])
 
 
 @testset.command()
