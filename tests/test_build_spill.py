@@ -18,6 +18,8 @@ from evaluator.testset.query_source import QuerySource
 TABLE, TARGET = "spill_kb", "spill-kb"
 ROWS, DIM = 4000, 32
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture
 def spill_target(database, conn):

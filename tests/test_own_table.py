@@ -360,3 +360,83 @@ def test_client_scan_equals_server_with_several_rows_per_chunk(
     for c, s in zip(client, server):
         assert [x[0] for x in c[:15]] == [x[0] for x in s]
         assert np.allclose([x[1] for x in c[:15]], [x[1] for x in s], rtol=1e-5, atol=1e-6)
+
+
+def _pipeline(database, name: str):
+    return run_pipeline(
+        database,
+        PipelineConfig(
+            testset="",
+            queries=QuerySource("sample", count=20, seed=21),
+            target=TARGET,
+            stages="exact,hnsw",
+            settings={"enable_seqscan": "off", "hnsw.ef_search": "20"},
+            depth=10,
+            repeat=2,
+            name=name,
+        ),
+    )
+
+
+def _recall(conn, experiment: str) -> list[tuple]:
+    return conn.execute(
+        "SELECT r.label, r.repetition, r.queries, r.index_recall FROM generate_series(1, 2) rep, "
+        "pgeval.index_recall((SELECT experiment_id FROM pgeval.experiment WHERE name = %s), "
+        "10, rep) r ORDER BY 1, 2",
+        (experiment,),
+    ).fetchall()
+
+
+def _lists(conn, run: str) -> list[tuple]:
+    return conn.execute(
+        "SELECT query_id, rank, chunk_id, round(score::numeric, 6) FROM pgeval.result "
+        "JOIN pgeval.run USING (run_id) WHERE name = %s ORDER BY 1, 2",
+        (run,),
+    ).fetchall()
+
+
+def test_resume_of_sampled_queries_reuses_the_stored_ground_truth(database, own, conn, pgeval):
+    """`pgeval run resume` of a pipeline on sampled queries, interrupted in repetition 2 while
+    its exact stage was being written: the exact stage is copied again from the stored ground
+    truth (reused: not computed again, no exact statement per query, so no per-query timing),
+    and every list and recall equals an uninterrupted pipeline's."""
+    _pipeline(database, "own-res-ref")
+    _pipeline(database, "own-res-x")
+    gt_id, at, uses = _gt_row(conn)
+    before = ground_truth.COMPUTED["count"]
+    # as a kill -9 leaves it: exact.2 half written, hnsw.2 never started
+    conn.execute("UPDATE pgeval.experiment SET status = 'running' WHERE name = 'own-res-x'")
+    conn.execute("DELETE FROM pgeval.run WHERE name = 'own-res-x.hnsw.2'")
+    rid = conn.execute(
+        "UPDATE pgeval.run SET status = 'running', finished_at = NULL WHERE "
+        "name = 'own-res-x.exact.2' RETURNING run_id"
+    ).fetchone()[0]
+    for table in ("run_progress", "result_list"):
+        conn.execute(
+            f"DELETE FROM pgeval.{table} WHERE run_id = %s AND query_id IN (SELECT query_id "
+            f"FROM pgeval.{table} WHERE run_id = %s ORDER BY query_id LIMIT 12)",
+            (rid, rid),
+        )
+    code, out, err = pgeval("run", "resume", "own-res-x", "--format", "json")
+    assert code == 0, err
+    actions = {r["run"]: r["action"] for r in json.loads(out)["rows"]}
+    assert actions == {
+        "own-res-x.exact.1": "kept",
+        "own-res-x.hnsw.1": "kept",
+        "own-res-x.exact.2": "restarted",
+        "own-res-x.hnsw.2": "ran",
+    }
+    # the exact stage took the stored ground truth: nothing computed, no statement per query
+    assert ground_truth.COMPUTED["count"] == before
+    params, timings = conn.execute(
+        "SELECT params, (SELECT count(*) FROM pgeval.query_timing t WHERE t.run_id = r.run_id) "
+        "FROM pgeval.run r WHERE name = 'own-res-x.exact.2'"
+    ).fetchone()
+    assert params["ground_truth"]["status"] == "reused" and timings == 0
+    assert _gt_row(conn) == (gt_id, at, uses + 1)
+    # the resumed experiment holds the uninterrupted one's lists and recall
+    for run in ("exact.1", "hnsw.1", "exact.2", "hnsw.2"):
+        assert _lists(conn, f"own-res-x.{run}") == _lists(conn, f"own-res-ref.{run}"), run
+    ref, resumed = _recall(conn, "own-res-ref"), _recall(conn, "own-res-x")
+    assert len(ref) == 2 and all(r[2] == 20 and 0 < r[3] <= 1 for r in ref)
+    assert resumed == ref

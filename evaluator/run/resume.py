@@ -288,6 +288,16 @@ def resume_experiment(
                 base = replace(base, depth=cfg["depth"] + 1, extra={"exclude_own": True})
             with _lock(results, exp_id, name, on_warning):
                 contexts = pipeline.prepare_contexts(base, stages, cfg.get("options") or {})
+                if target is not None:  # exact stages from the stored ground truth, as it ran
+                    from ..stages.ground_truth import offer
+
+                    offer(
+                        {n: contexts[n] for n, k, _ in stages if k == "exact"},
+                        exp["testset_hash"],
+                        (exp["fingerprint"] or {}).get("data"),
+                        settings,
+                        cfg.get("queries"),
+                    )
                 warnings: list[str] = []
                 for c in contexts.values():
                     pipeline.add_warnings(c, warnings, on_warning)
@@ -401,7 +411,9 @@ def _resume_stage(
         return run_id, "kept"
     done = done_queries(results, run_id)
     results.rollback()
-    if not done or (params or {}).get("batch"):  # no per-query progress: start the stage over
+    # no per-query progress (or an exact run copied from the stored ground truth, one
+    # statement): start the stage over
+    if not done or (params or {}).get("batch") or ctx.extra.get("ground_truth"):
         results.execute("DELETE FROM pgeval.run WHERE run_id = %s", (run_id,))
         results.commit()
         return run(ctx), "restarted"
