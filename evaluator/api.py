@@ -9,6 +9,8 @@
     res = pg.run_pipeline(testset="kb-v1", target="kb", stages="exact,hnsw",
                           settings={"hnsw.ef_search": 40}, repeat=1)
     report = pg.stage_report(res.experiment)    # a StageReport; report.as_dict() is the JSON
+    sw = pg.sweep(sample_queries=300, target="kb", stage="hnsw",   # no test set: query vectors
+                  params={"hnsw.ef_search": [10, 20, 40, 80]})    # sampled from the table
 
 Every method returns a dataclass (with ``as_dict()`` giving what ``--format json`` prints) or plain
 dicts and lists; the figures are the command line's, read from the same SQL. Errors are the typed
@@ -199,9 +201,13 @@ class Pgeval:
     @_api
     def run_pipeline(
         self,
-        testset: str,
-        stages: str,
+        testset: str | None = None,
+        stages: str | None = None,
         *,
+        sample_queries: int | None = None,
+        seed: int | None = None,
+        queries_sql: str | None = None,
+        queries_file: str | Path | None = None,
         target: str | None = None,
         settings=None,
         options=None,
@@ -222,12 +228,17 @@ class Pgeval:
         progress_factory=None,
     ):
         """Run the stages (``"exact,hnsw"``; ``NAME=KIND`` allowed) ``repeat`` times as one
-        experiment (`pgeval run pipeline`). ``settings``: ``{"hnsw.ef_search": 40}`` or
+        experiment (`pgeval run pipeline`) on the queries of ``testset`` or, in its place, of a
+        query-vector source: ``sample_queries=N`` (``seed=S``), ``queries_sql`` or
+        ``queries_file`` (exactly one). ``settings``: ``{"hnsw.ef_search": 40}`` or
         ``["hnsw.ef_search=40"]``; ``options``: ``{"merge": {"k": 60}}`` or ``["merge:k=60"]``.
         Returns a PipelineResult (experiment, config_hash, runs, warnings)."""
         from .run.configure import pipeline_config
         from .run.pipeline import run_pipeline
 
+        source = _source(testset, sample_queries, seed, queries_sql, queries_file)
+        if not stages:
+            raise InputError("`stages` required (e.g. stages='exact,hnsw')", field="stages")
         cfg = pipeline_config(
             testset=testset,
             stages=stages,
@@ -247,6 +258,7 @@ class Pgeval:
             isolate_index=isolate_index,
             statement_timeout=statement_timeout,
             checksum=checksum,
+            queries=source,
         )
         return run_pipeline(
             self.database, cfg, progress_factory=progress_factory, on_warning=on_warning
@@ -300,10 +312,14 @@ class Pgeval:
     @_api
     def sweep(
         self,
-        testset: str,
-        target: str,
-        stage: str,
+        testset: str | None = None,
+        target: str | None = None,
+        stage: str | None = None,
         *,
+        sample_queries: int | None = None,
+        seed: int | None = None,
+        queries_sql: str | None = None,
+        queries_file: str | Path | None = None,
         params=None,
         build=None,
         settings=None,
@@ -319,20 +335,29 @@ class Pgeval:
         isolate_index: bool = False,
         checksum: bool = True,
         statement_timeout: str | None = "5min",
-        maintenance_work_mem: str = "1GB",
+        maintenance_work_mem: str | None = None,
         build_timeout: float = 1800,
         on_warning=None,
         on_point=None,
     ):
-        """Recall against exact search and latency over a grid (`pgeval sweep`). ``params`` and
-        ``build``: ``{"hnsw.ef_search": [10, 20, 40]}`` or ``["hnsw.ef_search=10,20,40"]``.
-        Returns a SweepResult (points, recommendation, ...)."""
+        """Recall against exact search and latency over a grid (`pgeval sweep`) on the queries
+        of ``testset`` or of a query-vector source (``sample_queries=N``, ``seed=S``,
+        ``queries_sql``, ``queries_file``: exactly one). ``params`` and ``build``:
+        ``{"hnsw.ef_search": [10, 20, 40]}`` or ``["hnsw.ef_search=10,20,40"]``;
+        ``maintenance_work_mem`` None sizes it to the index. Returns a SweepResult (points,
+        recommendation, ...)."""
         from .dba.sweep import SweepConfig, run_sweep
         from .run.configure import settings_items
         from .stages import gucs
 
+        source = _source(testset, sample_queries, seed, queries_sql, queries_file)
+        if not target:
+            raise InputError("`target` required", field="target")
+        if not stage:
+            raise InputError("`stage` required (e.g. stage='hnsw')", field="stage")
         cfg = SweepConfig(
-            testset=testset,
+            testset=testset or "",  # a query source names its query set
+            queries=source,
             target=target,
             stage=stage,
             params=_grid(params),
@@ -475,6 +500,19 @@ class Pgeval:
         from .reporting.gate import gate
 
         return gate(self.database, baseline, candidate, rules, rel=rel, allow_partial=allow_partial)
+
+
+def _source(testset, sample_queries, seed, queries_sql, queries_file):
+    """The query-vector source of the keywords (None: ``testset``); exactly one is given."""
+    from .testset.query_source import from_options
+
+    return from_options(
+        testset=testset,
+        sample=sample_queries,
+        seed=seed,
+        queries_sql=queries_sql,
+        queries_file=None if queries_file is None else str(queries_file),
+    )
 
 
 def _grid(values) -> tuple:

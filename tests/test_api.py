@@ -194,3 +194,143 @@ def test_conflict_names_the_replace_parameter(experiment):
     assert str(info.value) == (
         "a target named 'ex' exists with another definition (use `replace=True`)"
     )
+
+
+def _lists_and_recall(conn, experiment: str) -> tuple[dict, list]:
+    lists = {}
+    for stage in ("exact", "hnsw"):
+        lists[stage] = conn.execute(
+            "SELECT query_id, rank, chunk_id, round(score::numeric, 6) FROM pgeval.result JOIN "
+            "pgeval.run USING (run_id) WHERE name = %s ORDER BY 1, 2",
+            (f"{experiment}.{stage}.1",),
+        ).fetchall()
+    recall = conn.execute(
+        "SELECT label, queries, index_recall FROM pgeval.index_recall((SELECT experiment_id "
+        "FROM pgeval.experiment WHERE name = %s), 10, 1)",
+        (experiment,),
+    ).fetchall()
+    return lists, recall
+
+
+def test_sampled_queries_through_the_api_and_the_cli(experiment, pgeval):
+    """``sample_queries=``/``seed=`` are ``--sample-queries``/``--seed``: the same query set,
+    configuration hash, stored lists and recall against exact search, for a pipeline and a
+    sweep."""
+    pg, _ = experiment
+    settings = {"hnsw.ef_search": 10, "enable_seqscan": "off"}
+    res = pg.run_pipeline(
+        sample_queries=15,
+        seed=4,
+        stages="exact,hnsw",
+        target="ex",
+        settings=settings,
+        depth=10,
+        repeat=1,
+        name="ex-sq-api",
+    )
+    code, out, err = pgeval(
+        "run",
+        "pipeline",
+        "--sample-queries",
+        "15",
+        "--seed",
+        "4",
+        "--target",
+        "ex",
+        "--stages",
+        "exact,hnsw",
+        "--set",
+        "hnsw.ef_search=10",
+        "--set",
+        "enable_seqscan=off",
+        "--depth",
+        "10",
+        "--repeat",
+        "1",
+        "--name",
+        "ex-sq-cli",
+        "--format",
+        "json",
+    )
+    assert code == 0, err
+    assert json.loads(out)["config_hash"] == res.config_hash
+    with pg.database.connect() as conn:
+        api_lists, api_recall = _lists_and_recall(conn, "ex-sq-api")
+        cli_lists, cli_recall = _lists_and_recall(conn, "ex-sq-cli")
+        configs = conn.execute(
+            "SELECT config->'queries', testset_id FROM pgeval.experiment WHERE name = ANY(%s)",
+            (["ex-sq-api", "ex-sq-cli"],),
+        ).fetchall()
+    assert configs[0] == configs[1] and configs[0][0]["source"] == "sample"
+    assert configs[0][0]["count"] == 15 and configs[0][0]["seed"] == 4
+    assert len(api_lists["exact"]) == 150 and len(api_lists["hnsw"]) > 0
+    assert api_lists == cli_lists
+    assert len(api_recall) == 1 and api_recall[0][1] == 15 and 0 < api_recall[0][2] <= 1
+    assert api_recall == cli_recall
+    # a sweep: the API's points and the CLI's (measured again: --fresh) agree
+    sw = pg.sweep(
+        sample_queries=15,
+        seed=4,
+        target="ex",
+        stage="hnsw",
+        params={"hnsw.ef_search": [10, 40]},
+        settings={"enable_seqscan": "off"},
+        repeat=1,
+        name="ex-sq-sweep-api",
+    )
+    assert not sw.judged and sw.queries["count"] == 15 and sw.measured == 2
+    code, out, err = pgeval(
+        "sweep",
+        "--sample-queries",
+        "15",
+        "--seed",
+        "4",
+        "--target",
+        "ex",
+        "--stage",
+        "hnsw",
+        "--param",
+        "hnsw.ef_search=10,40",
+        "--set",
+        "enable_seqscan=off",
+        "--repeat",
+        "1",
+        "--name",
+        "ex-sq-sweep-cli",
+        "--fresh",
+        "--format",
+        "json",
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["ground_truth"]["status"] == "reused" and doc["measured"] == 2
+    assert doc["config_hash"] == sw.config_hash
+    assert [(p["label"], p["index_recall"]) for p in doc["points"]] == [
+        (p["label"], p["index_recall"]) for p in sw.points
+    ]
+    assert 0 < sw.points[0]["index_recall"] <= sw.points[1]["index_recall"] <= 1
+
+
+def test_query_source_errors_name_parameters(experiment):
+    pg, _ = experiment
+    with pytest.raises(InputError) as info:
+        pg.run_pipeline(stages="exact", target="ex")
+    assert info.value.field == "testset" and str(info.value) == (
+        "field 'testset': give exactly one of `testset`, `sample_queries`, `queries_sql`, "
+        "`queries_file` (got none)"
+    )
+    with pytest.raises(InputError) as info:
+        pg.run_pipeline("ex", "exact", target="ex", queries_sql="SELECT 1")
+    assert info.value.field == "testset" and "(got `testset`, `queries_sql`)" in str(info.value)
+    with pytest.raises(InputError) as info:
+        pg.run_pipeline("ex", "exact", target="ex", seed=3)
+    assert info.value.field == "seed" and "`seed` goes with `sample_queries`" in str(info.value)
+    with pytest.raises(InputError) as info:
+        pg.sweep(target="ex", stage="hnsw", sample_queries=0, params={"hnsw.ef_search": [10]})
+    assert info.value.field == "sample_queries" and "--" not in str(info.value)
+    with pytest.raises(InputError) as info:
+        pg.run_pipeline(sample_queries=5, target="ex")
+    assert info.value.field == "stages"
+    with pytest.raises(InputError) as info:
+        pg.sweep(sample_queries=5, target="ex")
+    assert info.value.field == "stage"
