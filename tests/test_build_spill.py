@@ -100,3 +100,20 @@ def test_build_sweep_warns_when_the_build_spilled(database, spill_target):
     sized = run_sweep(database, _sweep(None, "spill-sized"))
     assert sized.measured == 1
     assert not any("spilled" in w for w in sized.warnings), sized.warnings
+
+
+def test_a_size_below_the_servers_is_named_not_silently_ignored(database, conn, spill_target):
+    """Builds never lower the server's maintenance_work_mem: asking for less says so."""
+    db = conn.execute("SELECT current_database()").fetchone()[0]
+    conn.execute(f"ALTER DATABASE \"{db}\" SET maintenance_work_mem = '4MB'")
+    with Scratch(database, spill_target, maintenance_work_mem="1MB") as small:
+        info = small.build("hnsw", {"m": 16})
+        assert info["maintenance_work_mem"] == "4MB"
+        notes = [w for w in small.warnings if "below the server's" in w]
+        assert notes == [
+            "--maintenance-work-mem 1MB is below the server's maintenance_work_mem; "
+            "builds use the server's setting"
+        ], small.warnings
+    with Scratch(database, spill_target, maintenance_work_mem="8MB") as ample:
+        ample.build("hnsw", {"m": 16})
+        assert not any("below the server's" in w for w in ample.warnings), ample.warnings

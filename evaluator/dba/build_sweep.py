@@ -29,7 +29,6 @@ from . import health
 
 SCRATCH_PREFIX = "pgeval_scratch_"
 SCRATCH_TABLE = "kb"
-DEFAULT_MAINTENANCE_WORK_MEM = "1GB"
 DEFAULT_BUILD_TIMEOUT_S = 1800
 GRACE_S = 10.0
 
@@ -194,6 +193,13 @@ class Scratch:
             ) from None
         if wanted > current:
             c.execute("SELECT set_config('maintenance_work_mem', %s, false)", (memory,))
+        elif self.maintenance_work_mem and wanted < current:
+            msg = (
+                f"--maintenance-work-mem {memory} is below the server's "
+                f"maintenance_work_mem; builds use the server's setting"
+            )
+            if msg not in self.warnings:
+                self.warnings.append(msg)
         in_force = c.execute("SELECT current_setting('maintenance_work_mem')").fetchone()[0]
         c.execute(
             "SELECT set_config('statement_timeout', %s, false)",
