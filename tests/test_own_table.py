@@ -440,3 +440,52 @@ def test_resume_of_sampled_queries_reuses_the_stored_ground_truth(database, own,
     ref, resumed = _recall(conn, "own-res-ref"), _recall(conn, "own-res-x")
     assert len(ref) == 2 and all(r[2] == 20 and 0 < r[3] <= 1 for r in ref)
     assert resumed == ref
+
+
+@pytest.mark.parametrize("unique_id", [True, False])
+def test_sample_is_the_first_chunks_with_a_vector_in_hash_order(conn, unique_id):
+    """``--sample-queries`` reads ids first, then the vectors of those ids: the chunks it draws
+    are those of the one-statement definition (rows with a vector, filters applied, in the order
+    of hashtextextended(id, seed)), chunks whose vectors are all NULL passed over, one row per
+    chunk, and a filtered-out row never drawn."""
+    from evaluator.testset.query_source import sample
+
+    rng = np.random.default_rng(5)
+    conn.execute("DROP TABLE IF EXISTS sample_kb")
+    conn.execute("CREATE TABLE sample_kb (id text, kb text, emb vector(4))")
+    with conn.cursor().copy("COPY sample_kb (id, kb, emb) FROM STDIN") as cp:
+        for i in range(400):
+            n = 1 if unique_id else 1 + i % 3
+            for j in range(n):
+                null = i % 7 == 0 or (j == 0 and i % 5 == 0 and n > 1)
+                cp.write_row(
+                    (f"c{i}", "a" if i % 4 else "b", None if null else vec_text(rng.normal(size=4)))
+                )
+    t = Target(
+        name="sample-kb",
+        table="sample_kb",
+        id_column="id",
+        vector_column="emb",
+        dimension=4,
+        unique_id=unique_id,
+        filters={"kb": "a"},
+    )
+    got = sample(conn, t, 120, 9)
+    want = [
+        r[0]
+        for r in conn.execute(
+            "SELECT id FROM sample_kb WHERE kb = 'a' AND emb IS NOT NULL GROUP BY id "
+            "ORDER BY hashtextextended(id, 9), id LIMIT 120"
+        ).fetchall()
+    ]
+    assert [c for c, _ in got] == want
+    vecs = {
+        r[0]: r[1]
+        for r in conn.execute("SELECT id, array_agg(emb::text) FROM sample_kb GROUP BY id")
+    }
+    for chunk, v in got:  # the vector is one of the chunk's own non-NULL rows
+        rows = [np.array(json.loads(x), dtype=np.float32) for x in vecs[chunk] if x is not None]
+        assert any(np.array_equal(v, r) for r in rows)
+    with pytest.raises(InputError, match="fewer than the 400"):
+        sample(conn, t, 400, 9)
+    conn.execute("DROP TABLE sample_kb")

@@ -109,39 +109,51 @@ def _vector(value, where: str, field: str) -> np.ndarray:
 
 
 def sample(kb, target, count: int, seed: int) -> list[tuple[str, np.ndarray]]:
-    """``count`` distinct chunks of the target (its filters applied), one row each."""
+    """``count`` distinct chunks of the target (its filters applied), one row each: the first
+    chunks with a vector in the order of ``hashtextextended(chunk id, seed)``, then chunk id.
+
+    Two statements, so that the cost does not grow with the vectors' size: the chunk ids in that
+    order (no vector read: the planner may answer from the id's index alone), then the vectors of
+    those ids only. A chunk whose rows all have a NULL vector is passed over, as before; when
+    that leaves fewer than ``count``, a longer prefix of the order is read."""
     from ..stages.vector_common import register_vector
 
     register_vector(kb)
     where, params = target.where()
     vec = target.vector_expr()
-    notnull = sql.SQL("{} {} IS NOT NULL").format(
-        sql.SQL(" AND") if where.as_string(kb) else sql.SQL(" WHERE"), vec
-    )
     cid = as_text(sql.Identifier(target.id_column))
+    notnull = sql.SQL("{} {} IS NOT NULL AND {} = ANY(%s)").format(
+        sql.SQL(" AND") if where.as_string(kb) else sql.SQL(" WHERE"), vec, cid
+    )
     limit = count if target.unique_id else count * 4
     out: dict[str, np.ndarray] = {}
     while True:
-        stmt = sql.SQL(
-            "SELECT {cid}, ({vec})::vector FROM {table}{where}{notnull} "
-            "ORDER BY hashtextextended({cid}, {seed}), 1 LIMIT {limit}"
+        order = sql.SQL(
+            "SELECT {cid} FROM {table}{where} ORDER BY hashtextextended({cid}, {seed}), 1 "
+            "LIMIT {limit}"
         ).format(
             cid=cid,
-            vec=vec,
             table=target.table_sql(),
             where=where,
-            notnull=notnull,
             seed=sql.Literal(int(seed)),
             limit=sql.Literal(int(limit)),
         )
-        rows = kb.execute(stmt, params).fetchall()
+        ids = [r[0] for r in kb.execute(order, params).fetchall()]
+        chunks = list(dict.fromkeys(ids))  # several rows of one chunk are adjacent
+        vectors: dict[str, object] = {}
+        if chunks:
+            fetch = sql.SQL("SELECT {cid}, ({vec})::vector FROM {table}{where}{notnull}").format(
+                cid=cid, vec=vec, table=target.table_sql(), where=where, notnull=notnull
+            )
+            for chunk, v in kb.execute(fetch, [*params, chunks]).fetchall():
+                vectors.setdefault(chunk, v)  # a chunk's rows: keep one
         out = {}
-        for chunk, v in rows:  # several rows of one chunk are adjacent: keep the first
-            if chunk not in out:
-                out[chunk] = _vector(v, f"chunk '{chunk}'", "--sample-queries")
+        for chunk in chunks:
+            if chunk in vectors:
+                out[chunk] = _vector(vectors[chunk], f"chunk '{chunk}'", "--sample-queries")
                 if len(out) == count:
                     break
-        if len(out) == count or len(rows) < limit:
+        if len(out) == count or len(ids) < limit:
             break
         limit *= 4
     kb.rollback()
