@@ -151,9 +151,11 @@ LANGUAGE sql STABLE AS $$
               FROM pgeval.run r WHERE r.run_id = p_run),
     q AS (SELECT q.query_id, q.answerable, q.n_rel[p_rel] > 0 AS valid,
                  p.query_id IS NOT NULL AS present
-            FROM pgeval.query q JOIN pgeval.run r USING (testset_id)
+            FROM pgeval.query q
             LEFT JOIN present p ON p.query_id = q.query_id
-           WHERE r.run_id = p_run)
+           -- the test set as a scalar: its queries are estimated as all of them, and the lists
+           -- are hash-joined, not probed one index search per query
+           WHERE q.testset_id = (SELECT r.testset_id FROM pgeval.run r WHERE r.run_id = p_run))
     SELECT count(*),
            count(*) FILTER (WHERE q.valid),
            count(*) FILTER (WHERE NOT q.valid AND q.answerable),
