@@ -83,49 +83,57 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
      WHERE j.rank <= (SELECT max(m.k) FROM pgeval.measure_spec(p_measures) m)
 $$;
 
--- One row per (valid query, measure).
+-- The aggregates of the metric queries, one per measure of p_measures in their order, over the
+-- rows h of pgeval.judged_hits (p_rel bound as $3): the sum of the gains of the chunks at
+-- rank <= K, each divided by its query's divisor when p_divided. Name and K are constants of the
+-- query, from pgeval.measure_spec, which has validated them.
+CREATE OR REPLACE FUNCTION pgeval.measure_sums(p_measures text[], p_divided boolean)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT string_agg(format('sum(pgeval.measure_gain(%L, h.rank, h.grade, $3, h.first_rank)%s)'
+                             ' FILTER (WHERE h.rank <= %s)', m.name,
+                             CASE WHEN p_divided
+                                  THEN format(' / pgeval.measure_norm(%L, %s, h.n_rel, h.ideal_dcg)',
+                                              m.name, m.k) ELSE '' END, m.k),
+                      ', ' ORDER BY m.ord)
+      FROM pgeval.measure_spec(p_measures) m
+$$;
+
+-- One row per (valid query, measure): each query's gains summed in one pass (one aggregate per
+-- measure, grouped by query), divided once by the query's divisor.
 CREATE OR REPLACE FUNCTION pgeval.per_query(p_run bigint,
                                             p_measures text[] DEFAULT pgeval.default_measures(),
                                             p_rel integer DEFAULT 1)
 RETURNS TABLE (query_id text, measure text, ord integer, value double precision)
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    WITH m AS (SELECT * FROM pgeval.measure_spec(p_measures)),
-    s AS (SELECT h.query_id, m.ord,
-                 sum(pgeval.measure_gain(m.name, h.rank, h.grade, p_rel, h.first_rank)) AS gain
-            FROM pgeval.judged_hits(p_run, p_measures, p_rel) h
-            JOIN m ON h.rank <= m.k
-           GROUP BY h.query_id, m.ord)
-    SELECT v.query_id, m.measure, m.ord,
-           coalesce(s.gain, 0.0) / pgeval.measure_norm(m.name, m.k, v.n_rel, v.ideal_dcg)
-      FROM pgeval.valid_queries(p_run, p_rel) v CROSS JOIN m
-      LEFT JOIN s ON s.query_id = v.query_id AND s.ord = m.ord
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        'WITH s AS (SELECT h.query_id, ARRAY[%s] AS gain
+                      FROM pgeval.judged_hits($1, $2, $3) h GROUP BY h.query_id)
+         SELECT v.query_id, m.measure, m.ord,
+                coalesce(s.gain[m.ord], 0.0) / pgeval.measure_norm(m.name, m.k, v.n_rel, v.ideal_dcg)
+           FROM pgeval.valid_queries($1, $3) v
+           LEFT JOIN s ON s.query_id = v.query_id
+          CROSS JOIN pgeval.measure_spec($2) m', pgeval.measure_sums(p_measures, false))
+        USING p_run, p_measures, p_rel;
+END
 $$;
 
--- Per-run value: arithmetic mean over valid queries (n_valid of them; zeros need no rows).
--- One pass over the run's judged chunks with one aggregate per measure, each summing
--- gain / divisor over the chunks at rank <= its K (name and K are constants of the query, built
--- from pgeval.measure_spec, which has validated them): no grouping by query, no row per
+-- Per-run value: arithmetic mean over valid queries (n_valid of them; zeros need no rows): one
+-- pass over the run's judged chunks, one aggregate per measure, no grouping by query, no row per
 -- (chunk, measure).
 CREATE OR REPLACE FUNCTION pgeval.summary(p_run bigint,
                                           p_measures text[] DEFAULT pgeval.default_measures(),
                                           p_rel integer DEFAULT 1)
 RETURNS TABLE (measure text, ord integer, value double precision, n_valid bigint)
 LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
-DECLARE
-    sums text;
 BEGIN
-    SELECT string_agg(format('sum(pgeval.measure_gain(%L, h.rank, h.grade, $3, h.first_rank)'
-                             ' / pgeval.measure_norm(%L, %s, h.n_rel, h.ideal_dcg))'
-                             ' FILTER (WHERE h.rank <= %s)', s.name, s.name, s.k, s.k),
-                      ', ' ORDER BY s.ord)
-      INTO sums FROM pgeval.measure_spec(p_measures) s;
     RETURN QUERY EXECUTE format(
         'WITH tot AS (SELECT ARRAY[%s] AS total FROM pgeval.judged_hits($1, $2, $3) h),
               nv AS (SELECT count(*) AS n FROM pgeval.valid_queries($1, $3))
          SELECT m.measure, m.ord, CASE WHEN nv.n > 0 THEN coalesce(tot.total[m.ord], 0) / nv.n END,
                 nv.n
            FROM pgeval.measure_spec($2) m CROSS JOIN tot CROSS JOIN nv
-          ORDER BY m.ord', sums)
+          ORDER BY m.ord', pgeval.measure_sums(p_measures, true))
         USING p_run, p_measures, p_rel;
 END
 $$;
