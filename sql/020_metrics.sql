@@ -64,10 +64,10 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
        AND q.n_rel[p_rel] > 0
 $$;
 
--- The judged chunks (grade > 0) at rank <= the largest cut-off of p_measures, of a run's valid queries: rank, grade, the
--- rank of the query's first chunk of grade >= p_rel, and the query's divisor inputs. Reads
--- result_list.rel_ranks / rel_grades (generated from result_list.grades): a few numbers per
--- list, chunk ids never read; one pass, no grouping.
+-- The judged chunks (grade > 0) at rank <= the largest cut-off of p_measures, of a run's valid
+-- queries: rank, grade, the rank of the query's first chunk of grade >= p_rel, and the query's
+-- divisor inputs. Reads result_list.rel_ranks / rel_grades (generated from result_list.grades)
+-- and grades once per list: chunk ids never read; one pass, no grouping.
 CREATE OR REPLACE FUNCTION pgeval.judged_hits(p_run bigint, p_measures text[], p_rel integer)
 RETURNS TABLE (query_id text, rank integer, grade smallint, first_rank integer, n_rel integer,
                ideal_dcg double precision[])
