@@ -36,7 +36,8 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                WHEN 'hit'       THEN CASE WHEN p_rank = p_first THEN 1.0::float8 ELSE 0.0 END
                WHEN 'mrr'       THEN CASE WHEN p_rank = p_first THEN 1.0::float8 / p_rank
                                           ELSE 0.0 END
-               WHEN 'ndcg'      THEN ((1 << p_grade) - 1) * ln(2.0::float8) / ln(p_rank + 1.0::float8)
+               WHEN 'ndcg'      THEN ((1 << p_grade) - 1) * ln(2.0::float8)
+                                     / ln(p_rank + 1.0::float8)
            END
 $$;
 
@@ -92,8 +93,9 @@ RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT string_agg(format('sum(pgeval.measure_gain(%L, h.rank, h.grade, $3, h.first_rank)%s)'
                              ' FILTER (WHERE h.rank <= %s)', m.name,
                              CASE WHEN p_divided
-                                  THEN format(' / pgeval.measure_norm(%L, %s, h.n_rel, h.ideal_dcg)',
-                                              m.name, m.k) ELSE '' END, m.k),
+                                  THEN format(' / pgeval.measure_norm(%L, %s, h.n_rel,'
+                                              ' h.ideal_dcg)', m.name, m.k)
+                                  ELSE '' END, m.k),
                       ', ' ORDER BY m.ord)
       FROM pgeval.measure_spec(p_measures) m
 $$;
@@ -110,7 +112,8 @@ BEGIN
         'WITH s AS (SELECT h.query_id, ARRAY[%s] AS gain
                       FROM pgeval.judged_hits($1, $2, $3) h GROUP BY h.query_id)
          SELECT v.query_id, m.measure, m.ord,
-                coalesce(s.gain[m.ord], 0.0) / pgeval.measure_norm(m.name, m.k, v.n_rel, v.ideal_dcg)
+                coalesce(s.gain[m.ord], 0.0)
+                / pgeval.measure_norm(m.name, m.k, v.n_rel, v.ideal_dcg)
            FROM pgeval.valid_queries($1, $3) v
            LEFT JOIN s ON s.query_id = v.query_id
           CROSS JOIN pgeval.measure_spec($2) m', pgeval.measure_sums(p_measures, false))
