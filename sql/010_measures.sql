@@ -20,9 +20,11 @@ RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- Parses and validates a list of measures; raises on an unknown name or a bad cut-off.
+-- PARALLEL SAFE (it only reads its argument): the metric queries that call it can run in
+-- parallel workers.
 CREATE OR REPLACE FUNCTION pgeval.measure_spec(p_measures text[])
 RETURNS TABLE (ord integer, measure text, name text, k integer)
-LANGUAGE plpgsql IMMUTABLE AS $$
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE ROWS 12 AS $$
 DECLARE
     m text;
     i integer := 0;

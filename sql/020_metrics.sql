@@ -8,89 +8,137 @@
 --   mrr@K       = 1 / rank of the first relevant chunk if that rank <= K, else 0
 --   ndcg@K      = sum_{i<=K} (2^g_i - 1)/log2(i+1) / IDCG@K (IDCG from the judged grades)
 --
--- How: pgeval.cutoff_stats reads only judged chunks of grade > 0 at rank <= max K (each result
--- row carries its judged grade) and aggregates them once per (query, distinct K);
--- pgeval.measure_value turns those statistics into a value.
--- A (query, K) without any judged hit has no row: every measure is 0 there, so means are the
--- sum over rows divided by the number of valid queries.
+-- How: every measure is a sum over the judged chunks (grade > 0) in the first K results,
+--   value(query, name@K) = sum over those chunks of pgeval.measure_gain(...)
+--                          / pgeval.measure_norm(name, K, query)
+-- (the gain of a chunk depends on its rank and grade only, the divisor on the query and K), so
+-- a query without a judged chunk in its first K scores 0 and needs no row. pgeval.per_query sums
+-- the gains of each query and divides once; pgeval.summary sums gain / divisor over all chunks
+-- of the run at once, without grouping by query (the same sum, in another order: equal to
+-- 1e-15), and divides by the number of valid queries.
 
--- Statistics of the first K results of each query, for every distinct K asked for.
-CREATE OR REPLACE FUNCTION pgeval.cutoff_stats(p_run bigint, p_ks integer[], p_rel integer)
-RETURNS TABLE (query_id text, k integer, n_hit bigint, first_rank integer,
-               dcg double precision, n_rel integer, idcg double precision)
-LANGUAGE sql STABLE AS $$
-    -- result_list.rel_ranks / rel_grades: the positions of a list whose judged grade is > 0 and
-    -- those grades (generated from result_list.grades, pgeval.result_fill_grades): a few numbers
-    -- per list, no join with the judgements, chunk ids never read
-    WITH r AS (SELECT testset_id FROM pgeval.run WHERE run_id = p_run),
-    ks AS (SELECT DISTINCT x AS k FROM unnest(p_ks) x),
-    v AS (SELECT q.query_id, q.n_rel[p_rel] AS n_rel, q.ideal_dcg FROM pgeval.query q
-           WHERE q.testset_id = (SELECT testset_id FROM r) AND q.n_rel[p_rel] > 0),
-    -- unnest in the target list (one ProjectSet node), not a function scan per list
-    judged AS (SELECT l.query_id, unnest(l.rel_ranks) AS rank, unnest(l.rel_grades) AS grade
-                 FROM pgeval.result_list l WHERE l.run_id = p_run),
-    hit AS (SELECT * FROM judged WHERE judged.rank <= (SELECT max(k) FROM ks)),
-    agg AS (SELECT hit.query_id, ks.k,
-                   count(*) FILTER (WHERE hit.grade >= p_rel) AS n_hit,
-                   min(hit.rank) FILTER (WHERE hit.grade >= p_rel) AS first_rank,
-                   sum(((1 << hit.grade) - 1) * ln(2.0::float8) / ln(hit.rank + 1.0::float8)) AS dcg
-              FROM hit JOIN ks ON hit.rank <= ks.k
-             GROUP BY hit.query_id, ks.k)
-    SELECT agg.query_id, agg.k, agg.n_hit, agg.first_rank, agg.dcg, v.n_rel,
-           v.ideal_dcg[least(agg.k, cardinality(v.ideal_dcg))]
-      FROM agg JOIN v ON v.query_id = agg.query_id
+-- The rank of the first chunk of grade >= p_rel in a list's judged grades (NULL: none).
+CREATE OR REPLACE FUNCTION pgeval.first_relevant(p_grades smallint[], p_rel integer)
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT least(CASE WHEN p_rel <= 1 THEN array_position(p_grades, 1::smallint) END,
+                 CASE WHEN p_rel <= 2 THEN array_position(p_grades, 2::smallint) END,
+                 CASE WHEN p_rel <= 3 THEN array_position(p_grades, 3::smallint) END)
 $$;
 
--- The value of one measure from the statistics of its cut-off (NULL statistics: nothing found).
-CREATE OR REPLACE FUNCTION pgeval.measure_value(p_name text, p_k integer, p_n_hit bigint,
-                                                p_first_rank integer, p_dcg double precision,
-                                                p_n_rel integer, p_idcg double precision)
+-- What a judged chunk at rank p_rank (grade p_grade > 0) adds to measure p_name of its query,
+-- for every cut-off K >= p_rank; p_first: the rank of the query's first chunk of grade >= p_rel.
+CREATE OR REPLACE FUNCTION pgeval.measure_gain(p_name text, p_rank integer, p_grade smallint,
+                                               p_rel integer, p_first integer)
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE p_name
-               WHEN 'recall'    THEN coalesce(p_n_hit, 0)::float8 / p_n_rel
-               WHEN 'precision' THEN coalesce(p_n_hit, 0)::float8 / p_k
-               WHEN 'hit'       THEN CASE WHEN coalesce(p_n_hit, 0) > 0 THEN 1.0 ELSE 0.0 END
-               WHEN 'mrr'       THEN coalesce(1.0::float8 / p_first_rank, 0.0)
-               WHEN 'ndcg'      THEN coalesce(p_dcg / p_idcg, 0.0)
+               WHEN 'recall'    THEN CASE WHEN p_grade >= p_rel THEN 1.0::float8 ELSE 0.0 END
+               WHEN 'precision' THEN CASE WHEN p_grade >= p_rel THEN 1.0::float8 ELSE 0.0 END
+               WHEN 'hit'       THEN CASE WHEN p_rank = p_first THEN 1.0::float8 ELSE 0.0 END
+               WHEN 'mrr'       THEN CASE WHEN p_rank = p_first THEN 1.0::float8 / p_rank
+                                          ELSE 0.0 END
+               WHEN 'ndcg'      THEN ((1 << p_grade) - 1) * ln(2.0::float8)
+                                     / ln(p_rank + 1.0::float8)
            END
 $$;
 
--- One row per (valid query, measure).
+-- The divisor of measure p_name@p_k for a valid query with p_n_rel chunks of grade >= p_rel and
+-- ideal-DCG prefix sums p_ideal_dcg (pgeval.query.ideal_dcg).
+CREATE OR REPLACE FUNCTION pgeval.measure_norm(p_name text, p_k integer, p_n_rel integer,
+                                               p_ideal_dcg double precision[])
+RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE p_name
+               WHEN 'recall'    THEN p_n_rel::float8
+               WHEN 'precision' THEN p_k::float8
+               WHEN 'ndcg'      THEN p_ideal_dcg[least(p_k, cardinality(p_ideal_dcg))]
+               ELSE 1.0::float8
+           END
+$$;
+
+-- The valid queries of a run's test set (at least one chunk of grade >= p_rel), with what the
+-- divisors need.
+CREATE OR REPLACE FUNCTION pgeval.valid_queries(p_run bigint, p_rel integer)
+RETURNS TABLE (query_id text, n_rel integer, ideal_dcg double precision[])
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT q.query_id, q.n_rel[p_rel], q.ideal_dcg
+      FROM pgeval.query q
+     WHERE q.testset_id = (SELECT r.testset_id FROM pgeval.run r WHERE r.run_id = p_run)
+       AND q.n_rel[p_rel] > 0
+$$;
+
+-- The judged chunks (grade > 0) at rank <= the largest cut-off of p_measures, of a run's valid
+-- queries: rank, grade, the rank of the query's first chunk of grade >= p_rel, and the query's
+-- divisor inputs. Reads result_list.rel_ranks / rel_grades (generated from result_list.grades)
+-- and grades once per list: chunk ids never read; one pass, no grouping.
+CREATE OR REPLACE FUNCTION pgeval.judged_hits(p_run bigint, p_measures text[], p_rel integer)
+RETURNS TABLE (query_id text, rank integer, grade smallint, first_rank integer, n_rel integer,
+               ideal_dcg double precision[])
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT j.query_id, j.rank, j.grade, j.first_rank, v.n_rel, v.ideal_dcg
+      FROM (SELECT l.query_id, l.first_rank, unnest(l.rel_ranks) AS rank,
+                   unnest(l.rel_grades) AS grade
+              -- OFFSET 0: the first relevant rank once per list, not once per unnested row
+              FROM (SELECT x.query_id, x.rel_ranks, x.rel_grades,
+                           pgeval.first_relevant(x.grades, p_rel) AS first_rank
+                      FROM pgeval.result_list x WHERE x.run_id = p_run OFFSET 0) l) j
+      JOIN pgeval.valid_queries(p_run, p_rel) v ON v.query_id = j.query_id
+     WHERE j.rank <= (SELECT max(m.k) FROM pgeval.measure_spec(p_measures) m)
+$$;
+
+-- The aggregates of the metric queries, one per measure of p_measures in their order, over the
+-- rows h of pgeval.judged_hits (p_rel bound as $3): the sum of the gains of the chunks at
+-- rank <= K, each divided by its query's divisor when p_divided. Name and K are constants of the
+-- query, from pgeval.measure_spec, which has validated them.
+CREATE OR REPLACE FUNCTION pgeval.measure_sums(p_measures text[], p_divided boolean)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT string_agg(format('sum(pgeval.measure_gain(%L, h.rank, h.grade, $3, h.first_rank)%s)'
+                             ' FILTER (WHERE h.rank <= %s)', m.name,
+                             CASE WHEN p_divided
+                                  THEN format(' / pgeval.measure_norm(%L, %s, h.n_rel,'
+                                              ' h.ideal_dcg)', m.name, m.k)
+                                  ELSE '' END, m.k),
+                      ', ' ORDER BY m.ord)
+      FROM pgeval.measure_spec(p_measures) m
+$$;
+
+-- One row per (valid query, measure): each query's gains summed in one pass (one aggregate per
+-- measure, grouped by query), divided once by the query's divisor.
 CREATE OR REPLACE FUNCTION pgeval.per_query(p_run bigint,
                                             p_measures text[] DEFAULT pgeval.default_measures(),
                                             p_rel integer DEFAULT 1)
 RETURNS TABLE (query_id text, measure text, ord integer, value double precision)
-LANGUAGE sql STABLE AS $$
-    WITH m AS (SELECT * FROM pgeval.measure_spec(p_measures)),
-    s AS (SELECT * FROM pgeval.cutoff_stats(p_run, (SELECT array_agg(DISTINCT m.k) FROM m), p_rel)),
-    v AS (SELECT q.query_id, q.n_rel[p_rel] AS n_rel
-            FROM pgeval.query q JOIN pgeval.run r USING (testset_id)
-           WHERE r.run_id = p_run AND q.n_rel[p_rel] > 0)
-    SELECT v.query_id, m.measure, m.ord,
-           pgeval.measure_value(m.name, m.k, s.n_hit, s.first_rank, s.dcg, v.n_rel, s.idcg)
-      FROM v CROSS JOIN m
-      LEFT JOIN s ON s.query_id = v.query_id AND s.k = m.k
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        'WITH s AS (SELECT h.query_id, ARRAY[%s] AS gain
+                      FROM pgeval.judged_hits($1, $2, $3) h GROUP BY h.query_id)
+         SELECT v.query_id, m.measure, m.ord,
+                coalesce(s.gain[m.ord], 0.0)
+                / pgeval.measure_norm(m.name, m.k, v.n_rel, v.ideal_dcg)
+           FROM pgeval.valid_queries($1, $3) v
+           LEFT JOIN s ON s.query_id = v.query_id
+          CROSS JOIN pgeval.measure_spec($2) m', pgeval.measure_sums(p_measures, false))
+        USING p_run, p_measures, p_rel;
+END
 $$;
 
--- Per-run value: arithmetic mean over valid queries (n_valid of them; zeros need no rows).
+-- Per-run value: arithmetic mean over valid queries (n_valid of them; zeros need no rows): one
+-- pass over the run's judged chunks, one aggregate per measure, no grouping by query, no row per
+-- (chunk, measure).
 CREATE OR REPLACE FUNCTION pgeval.summary(p_run bigint,
                                           p_measures text[] DEFAULT pgeval.default_measures(),
                                           p_rel integer DEFAULT 1)
 RETURNS TABLE (measure text, ord integer, value double precision, n_valid bigint)
-LANGUAGE sql STABLE AS $$
-    WITH m AS (SELECT * FROM pgeval.measure_spec(p_measures)),
-    nv AS (SELECT count(*) AS n FROM pgeval.query q JOIN pgeval.run r USING (testset_id)
-            WHERE r.run_id = p_run AND q.n_rel[p_rel] > 0),
-    s AS (SELECT * FROM pgeval.cutoff_stats(p_run, (SELECT array_agg(DISTINCT m.k) FROM m), p_rel)),
-    tot AS (SELECT m.measure,
-                   sum(pgeval.measure_value(m.name, m.k, s.n_hit, s.first_rank, s.dcg, s.n_rel,
-                                            s.idcg)) AS total
-              FROM m JOIN s ON s.k = m.k
-             GROUP BY m.measure)
-    SELECT m.measure, m.ord,
-           CASE WHEN nv.n > 0 THEN coalesce(tot.total, 0) / nv.n END, nv.n
-      FROM m CROSS JOIN nv LEFT JOIN tot ON tot.measure = m.measure
-     ORDER BY m.ord
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN QUERY EXECUTE format(
+        'WITH tot AS (SELECT ARRAY[%s] AS total FROM pgeval.judged_hits($1, $2, $3) h),
+              nv AS (SELECT count(*) AS n FROM pgeval.valid_queries($1, $3))
+         SELECT m.measure, m.ord, CASE WHEN nv.n > 0 THEN coalesce(tot.total[m.ord], 0) / nv.n END,
+                nv.n
+           FROM pgeval.measure_spec($2) m CROSS JOIN tot CROSS JOIN nv
+          ORDER BY m.ord', pgeval.measure_sums(p_measures, true))
+        USING p_run, p_measures, p_rel;
+END
 $$;
 
 -- The counts every report shows (METRICS.md "System-level values").
@@ -114,9 +162,11 @@ LANGUAGE sql STABLE AS $$
               FROM pgeval.run r WHERE r.run_id = p_run),
     q AS (SELECT q.query_id, q.answerable, q.n_rel[p_rel] > 0 AS valid,
                  p.query_id IS NOT NULL AS present
-            FROM pgeval.query q JOIN pgeval.run r USING (testset_id)
+            FROM pgeval.query q
             LEFT JOIN present p ON p.query_id = q.query_id
-           WHERE r.run_id = p_run)
+           -- the test set as a scalar: its queries are estimated as all of them, and the lists
+           -- are hash-joined, not probed one index search per query
+           WHERE q.testset_id = (SELECT r.testset_id FROM pgeval.run r WHERE r.run_id = p_run))
     SELECT count(*),
            count(*) FILTER (WHERE q.valid),
            count(*) FILTER (WHERE NOT q.valid AND q.answerable),

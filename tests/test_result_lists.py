@@ -103,7 +103,7 @@ def _judged(conn, rid):
 
 
 def test_judged_positions_follow_the_grades(conn, ts, tmp_file):
-    """rel_ranks / rel_grades (what pgeval.cutoff_stats reads) hold exactly the positions of grade
+    """rel_ranks / rel_grades (what pgeval.judged_hits reads) hold exactly the positions of grade
     > 0, whether the list was imported, appended to through the view, or regraded after the
     judgements changed."""
     f = tmp_file("j.trec", 'q1 Q0 zz 1 9 t\nq1 Q0 c\\d 2 8 t\nq1 Q0 a"b 3 7 t\nq2 Q0 x 1 1 t\n')

@@ -268,7 +268,6 @@ def evaluate_in(
     the flagged queries with the stored plan of the stage that served each
     (:func:`evaluator.measure.diagnostics.show_in`; implies ``with_flagged``)."""
     from ..core.db import snapshot
-    from .diagnostics import show_in
 
     measures = measures or measures_for()
     if plans:
@@ -276,5 +275,7 @@ def evaluate_in(
     with snapshot(database) as conn:
         ev = evaluate(conn, run_name, measures, **kwargs)
         if plans and not kwargs.get("with_per_query"):
+            from .diagnostics import show_in  # imports numpy: only when plans are asked for
+
             ev.plans = show_in(conn, run_name, measures)
     return ev
