@@ -536,6 +536,10 @@ def test_plans_show_the_chosen_plan_next_to_the_forced_one(clean, wk, pgeval, co
         assert "enable_sort=off" in r["forced_by"]
     code, out, err = pgeval("plans", "pl.hnsw.1", "--no-capture", "--wide")
     assert code == 0 and "chosen_access" in out and "idx_embeddings" in out, err
+    # `metrics --plans`: the same flagged queries with the plans that served them
+    code, out, err = pgeval("metrics", "pl.hnsw.1", "--plans", "--format", "json")
+    assert code == 0, err
+    assert "embeddings_embedding_idx_32" in out
 
 
 def test_parse_scoped_settings():

@@ -86,7 +86,7 @@ class Evaluation:
     by_type: list[dict] | None = None
     flagged: list[dict] | None = None
     warnings: list[str] = field(default_factory=list)
-    plans: list[dict] | None = None  # flagged queries with their stored plans (not in as_dict)
+    plans: list[dict] | None = None  # flagged queries with their stored plans (--plans)
 
     def as_dict(self) -> dict:
         return {
@@ -106,6 +106,7 @@ class Evaluation:
             **({"per_query": self.per_query} if self.per_query is not None else {}),
             **({"by_type": self.by_type} if self.by_type is not None else {}),
             **({"flagged": self.flagged} if self.flagged is not None else {}),
+            **({"plans": self.plans} if self.plans is not None else {}),
         }
 
 
