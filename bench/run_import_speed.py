@@ -2,8 +2,9 @@
 
 Generates N queries x D results (default 10,000 x 100 = 1,000,000 rows) as a TREC run over a test
 set of N queries (J judgements each) and measures, on the same server:
-  - floor: Python parsing the file (pgeval's own TREC line parser, every check) and binary COPY
-    of every row into an unindexed table (no ranking, no duplicate check, nothing else)
+  - floor: Python parsing the file (pgeval's own TREC parser, the very function `run import`
+    calls, every check) and binary COPY of every row (query, chunk, score, line) into an
+    unindexed table (no ranking, no duplicate check, nothing else)
   - `import_run` (parse, duplicate check, ranking, judged grades, one ranked list per query by
     binary COPY, commit)
   - `run list` and `run delete` of that run (time independent of the stored results: counts are
@@ -37,7 +38,8 @@ def main() -> None:
     ap.add_argument("--dsn", default=None)
     args = ap.parse_args()
 
-    from evaluator.run.runs import _trec_rows, delete_run, import_run, list_runs
+    from evaluator.run.runs import delete_run, import_run, list_runs
+    from evaluator.run.trec_lines import trec_segments
 
     db, tmp, stop = _server.start(args.dsn, "pgeval-bench-import-")
     try:
@@ -77,8 +79,9 @@ def main() -> None:
                 t = time.perf_counter()
                 with conn.cursor().copy("COPY bench_floor FROM STDIN (FORMAT BINARY)") as cp:
                     cp.set_types(["text", "text", "float8", "int4"])
-                    for row in _trec_rows(run_file):
-                        cp.write_row(row)
+                    for segment in trec_segments(run_file):
+                        for row in zip(*segment):
+                            cp.write_row(row)
                 conn.commit()
                 return time.perf_counter() - t
 

@@ -14,12 +14,14 @@ keep the given order.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
+from itertools import chain, groupby
 from pathlib import Path
 
 from ..core.errors import InputError
 
-Row = tuple  # (query_id, chunk_id, score or None, line)
+Segment = tuple  # (query ids, chunk ids, scores or None, line numbers): parallel sequences
 
 
 class Interleaved(Exception):
@@ -27,60 +29,94 @@ class Interleaved(Exception):
 
 
 class _List:
-    __slots__ = ("chunks", "lines", "query_id", "scores")
+    __slots__ = ("chunks", "lines", "query_id", "scores", "seen")
 
     def __init__(self, query_id: str):
         self.query_id = query_id
         self.chunks: list[str] = []
         self.scores: list = []
-        self.lines: dict[str, int] = {}
+        self.lines: list = []  # the line numbers of the rows, a sequence per part added
+        self.seen: set[str] = set()
 
-    def add(self, chunk: str, score, line: int, path: Path) -> None:
-        first = self.lines.get(chunk)
-        if first is not None:
-            where = f"lines {first} and {line}" if first != line else f"line {first}"
-            raise InputError(
-                f"query '{self.query_id}' lists chunk '{chunk}' twice ({where})",
-                file=str(path),
-                line=line,
-            )
-        self.lines[chunk] = line
-        self.chunks.append(chunk)
-        self.scores.append(score)
+    def extend(self, chunks: list[str], scores: list, lines, path: Path) -> None:
+        """Add rows (file order); a chunk listed twice is refused naming both lines."""
+        before = len(self.seen)
+        self.seen.update(chunks)
+        self.chunks += chunks
+        self.scores += scores
+        self.lines.append(lines)
+        if len(self.seen) - before != len(chunks):
+            self._refuse_duplicate(path)
+
+    def _refuse_duplicate(self, path: Path) -> None:
+        first: dict[str, int] = {}
+        for chunk, line in zip(self.chunks, chain.from_iterable(self.lines)):
+            if chunk in first:
+                where = (
+                    f"lines {first[chunk]} and {line}" if first[chunk] != line else f"line {line}"
+                )
+                raise InputError(
+                    f"query '{self.query_id}' lists chunk '{chunk}' twice ({where})",
+                    file=str(path),
+                    line=line,
+                )
+            first[chunk] = line
 
     def ranked(self, by_score: bool) -> tuple[list[str], list]:
-        if not by_score:
-            return self.chunks, self.scores
-        pairs = sorted(zip(self.scores, self.chunks), reverse=True)
+        chunks, scores = self.chunks, self.scores
+        if not by_score or _strictly_descending(scores):
+            return chunks, scores
+        pairs = sorted(zip(scores, chunks), reverse=True)
         return [c for _, c in pairs], [s for s, _ in pairs]
 
 
-def streamed(rows: Iterable[Row], path: Path) -> Iterator[_List]:
+def _strictly_descending(scores: list) -> bool:
+    """Scores in strictly descending order: the order by score needs no tie rule, no sort."""
+    return len(set(scores)) == len(scores) and scores == sorted(scores, reverse=True)
+
+
+def _runs(segment: Segment) -> Iterator[tuple[str, slice]]:
+    """(query id, rows) of each run of rows of one query in a segment, in order."""
+    start = 0
+    for qid, rows in groupby(segment[0]):
+        end = start + len(list(rows))
+        yield qid, slice(start, end)
+        start = end
+
+
+def streamed(segments: Iterable[Segment], path: Path) -> Iterator[_List]:
     """Lists of a file grouped by query, one at a time; :class:`Interleaved` when a query
     comes back after another one."""
     done: set[str] = set()
     cur: _List | None = None
-    for qid, chunk, score, line in rows:
-        if cur is None or qid != cur.query_id:
-            if cur is not None:
-                done.add(cur.query_id)
-                yield cur
-            if qid in done:
-                raise Interleaved(qid)
-            cur = _List(qid)
-        cur.add(chunk, score, line, path)
+    for seg in segments:
+        _, chunks, scores, lines = seg
+        for qid, rows in _runs(seg):
+            if cur is None or qid != cur.query_id:
+                if cur is not None:
+                    done.add(cur.query_id)
+                    cur.seen = set()  # written: the ids are checked
+                    yield cur
+                if qid in done:
+                    raise Interleaved(qid)
+                cur = _List(qid)
+            cur.extend(chunks[rows], scores[rows], lines[rows], path)
     if cur is not None:
         yield cur
 
 
-def grouped(rows: Iterable[Row], path: Path) -> Iterator[_List]:
+def grouped(segments: Iterable[Segment], path: Path) -> Iterator[_List]:
     """Lists of any file, grouped in memory, in order of each query's first line."""
     lists: dict[str, _List] = {}
-    for qid, chunk, score, line in rows:
-        lst = lists.get(qid)
-        if lst is None:
-            lst = lists[qid] = _List(qid)
-        lst.add(chunk, score, line, path)
+    for seg in segments:
+        _, chunks, scores, lines = seg
+        for qid, rows in _runs(seg):
+            lst = lists.get(qid)
+            if lst is None:
+                lst = lists[qid] = _List(qid)
+            lst.extend(chunks[rows], scores[rows], lines[rows], path)
+    for lst in lists.values():
+        lst.seen = set()
     yield from lists.values()
 
 
@@ -100,7 +136,6 @@ def copy_lists(
 
     counts = [0, 0, 0]
     unknown: set[str] = set()
-    empty: dict[str, int] = {}
 
     def rows():
         for lst in lists:
@@ -109,32 +144,26 @@ def copy_lists(
                 unknown.add(lst.query_id)
                 continue
             chunks, scores = lst.ranked(by_score)
-            g = grades.get(lst.query_id, empty)
             counts[1] += 1
             counts[2] += len(chunks)
-            yield (
-                run_id,
-                lst.query_id,
-                [g.get(c) for c in chunks] if g else [None] * len(chunks),
-                scores,
-                chunks,
-            )
+            yield run_id, lst.query_id, grades.get(lst.query_id), scores, chunks
 
     copy(conn, rows())
     return counts[0], counts[1], counts[2], unknown
 
 
 def test_set_judgements(conn, testset_id: int) -> tuple[set[str], dict[str, dict[str, int]]]:
-    """(query ids, {query: {chunk: grade}}) of a test set: what an imported list is joined with."""
+    """(query ids, {query: {chunk: grade}}) of a test set: what an imported list is joined with.
+    The judgements come one JSON object a query (decoded at C speed, not row by row)."""
     known = {
         r[0]
         for r in conn.execute(
             "SELECT query_id FROM pgeval.query WHERE testset_id = %s", (testset_id,)
-        )
+        ).fetchall()
     }
-    grades: dict[str, dict[str, int]] = {}
-    for qid, chunk, grade in conn.execute(
-        "SELECT query_id, chunk_id, grade FROM pgeval.qrel WHERE testset_id = %s", (testset_id,)
-    ):
-        grades.setdefault(qid, {})[chunk] = grade
-    return known, grades
+    rows = conn.execute(
+        "SELECT query_id, json_object_agg(chunk_id, grade)::text FROM pgeval.qrel "
+        "WHERE testset_id = %s GROUP BY query_id",
+        (testset_id,),
+    ).fetchall()
+    return known, {qid: json.loads(obj) for qid, obj in rows}

@@ -1,8 +1,8 @@
 """Runs produced elsewhere: import (TREC run files, JSONL ranked lists), export, list, delete.
 
-Import parses the file, checks and ranks each query's list while reading it
-(:mod:`evaluator.run.ranked_lists`) and writes one pgeval.result_list row per query by binary COPY,
-all in one transaction: a rejected file leaves nothing behind.
+Import parses the file (TREC: :mod:`evaluator.run.trec_lines`), checks and ranks each query's list
+while reading it (:mod:`evaluator.run.ranked_lists`) and writes one pgeval.result_list row per
+query by COPY, all in one transaction: a rejected file leaves nothing behind.
 
 Order rules (METRICS.md): TREC lines are ranked by score descending, ties by chunk id descending
 in byte order (the trec_eval rule, whatever the database's collation; the file's own rank column
@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,20 +26,16 @@ import psycopg
 
 from ..core import strict_json
 from ..core.errors import Conflict, IncompleteRun, InputError, NotFound
-from ..core.ids import ident
 from ..testset.catalog import resolve_testset
 from ..testset.source import Source
 from . import ranked_lists
+from .trec_lines import line_id as _id
+from .trec_lines import trec_segments
 
 TREC_ORDER = "score descending, ties by chunk id descending (trec_eval rule)"
 JSONL_ORDER = "as given in the file"
 FORMATS = ("trec", "jsonl")
-_BATCH = 1 << 16  # COPY lines a write; progress is reported once a batch, never per line
-# what C's strtod/atof reads in full, and Python's float() reads to the same value (ASCII only)
-_SCORE = re.compile(
-    r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf|infinity|nan)", re.IGNORECASE
-)
-_ATOF_PREFIX = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_BATCH = 1 << 16  # rows read between two progress reports (never one per row)
 
 
 @dataclass
@@ -63,70 +58,11 @@ def guess_format(path: Path) -> str:
     return "trec"
 
 
-def _trec_rows(path: Path, extra: list[int] | None = None, src: Source | None = None):
-    """Yield (qid, chunk, score, line) for a TREC run file. Text after the sixth field is
-    ignored, as trec_eval ignores it (its own test file results.trunc has some); ``extra[0]``
-    counts the lines that had such text. ``src``: the file already opened as a :class:`Source`
-    (its bytes read tell the progress)."""
-    for lineno, line in src or Source(path):  # UTF-8 checked per line (file, line, column)
-        parts = line.split(maxsplit=6)
-        if len(parts) < 6:
-            if not parts:
-                continue
-            raise InputError(
-                f"expected 6 fields 'qid Q0 chunk rank score tag', found {len(parts)}",
-                file=str(path),
-                line=lineno,
-            )
-        if len(parts) > 6:
-            if extra is not None:
-                extra[0] += 1
-            line = " ".join(parts[:6])  # the ignored text is never stored nor checked
-        qid, _, chunk, _, score, _ = parts[:6]
-        if "\x00" in line:
-            raise InputError(
-                "the line contains a NUL character, which PostgreSQL cannot store",
-                file=str(path),
-                line=lineno,
-            )
-        qid, chunk = _id(qid, "query id", path, lineno), _id(chunk, "chunk id", path, lineno)
-        if not _SCORE.fullmatch(score):
-            raise InputError(
-                _score_error(score), file=str(path), line=lineno, field="score"
-            ) from None
-        value = float(score)
-        if value != value:
-            raise InputError("score is NaN", file=str(path), line=lineno, field="score")
-        yield qid, chunk, value, lineno
-
-
-def _score_error(score: str) -> str:
-    """Why a TREC score is refused; for a score Python alone reads as a number (``1_0``,
-    ``\u0661``, full-width digits), what trec_eval (C's atof) would read instead."""
-    try:
-        ours = float(score)
-    except ValueError:
-        return f"score '{score}' is not a number"
-    prefix = _ATOF_PREFIX.match(score)
-    atof = float(prefix.group()) if prefix else 0.0
-    return (
-        f"score '{score}' is not a plain decimal number (trec_eval reads it as {atof:g}, "
-        f"not {ours:g}): write it as 0.25, -3 or 1e-5"
-    )
-
-
-def _id(value, what: str, path: Path, lineno: int, field: str | None = None) -> str:
-    try:
-        return ident(value, what)
-    except ValueError as exc:
-        raise InputError(
-            str(exc), file=str(path), line=lineno, field=field or what.replace(" ", "_")
-        ) from None
-
-
-def _jsonl_rows(path: Path, src: Source | None = None):
-    """Yield (qid, chunk, score or None, line) for a JSONL ranked-list file. A query
-    is on one line: a second line of the same query is refused (never two lists joined)."""
+def _jsonl_segments(path: Path, src: Source | None = None):
+    """Yield one segment (query ids, chunk ids, scores or None, line numbers) a line of a JSONL
+    ranked-list file. A query is on one line: a second line of the same query is refused (never
+    two lists joined). An item refused is refused after the items before it are handed out (a
+    chunk listed twice among them is the first error, in file order)."""
     seen: dict[str, int] = {}
     for lineno, line in src or Source(path):  # UTF-8 checked per line
         if not line.strip():
@@ -159,48 +95,61 @@ def _jsonl_rows(path: Path, src: Source | None = None):
             raise InputError(
                 "expected a list of {chunk_id, score}", file=str(path), line=lineno, field="ranked"
             )
-        for pos, item in enumerate(ranked, 1):
-            score = None
-            if isinstance(item, dict):
-                chunk, score = item.get("chunk_id"), item.get("score")
-            else:
-                chunk = item
-            if chunk is None or chunk == "":
-                raise InputError(
-                    f"item {pos} has no chunk_id", file=str(path), line=lineno, field="ranked"
-                )
-            chunk = _id(chunk, f"item {pos} chunk id", path, lineno, "ranked")
-            if score is not None:
-                try:
-                    if isinstance(score, bool) or not isinstance(score, (int, float)):
-                        raise ValueError
-                    score = float(score)  # OverflowError: an integer beyond float8
-                    if math.isnan(score):
-                        raise ValueError
-                except (ValueError, OverflowError):
+        chunks: list[str] = []
+        scores: list[float | None] = []
+        try:
+            for pos, item in enumerate(ranked, 1):
+                score = None
+                if isinstance(item, dict):
+                    chunk, score = item.get("chunk_id"), item.get("score")
+                else:
+                    chunk = item
+                if chunk is None or chunk == "":
                     raise InputError(
-                        f"item {pos} score is not a number",
-                        file=str(path),
-                        line=lineno,
-                        field="ranked",
-                    ) from None
-            yield qid, chunk, score, lineno
+                        f"item {pos} has no chunk_id", file=str(path), line=lineno, field="ranked"
+                    )
+                chunk = _id(chunk, f"item {pos} chunk id", path, lineno, "ranked")
+                if score is not None:
+                    try:
+                        if isinstance(score, bool) or not isinstance(score, (int, float)):
+                            raise ValueError
+                        score = float(score)  # OverflowError: an integer beyond float8
+                        if math.isnan(score):
+                            raise ValueError
+                    except (ValueError, OverflowError):
+                        raise InputError(
+                            f"item {pos} score is not a number",
+                            file=str(path),
+                            line=lineno,
+                            field="ranked",
+                        ) from None
+                chunks.append(chunk)
+                scores.append(score)
+        except InputError:
+            if chunks:
+                yield [qid] * len(chunks), chunks, scores, [lineno] * len(chunks)
+            raise
+        if chunks:
+            yield [qid] * len(chunks), chunks, scores, [lineno] * len(chunks)
 
 
-def _reporting(rows: Iterator[tuple], src: Source, on_progress, reported: list[int]):
-    """``rows`` of ``src``, calling ``on_progress(bytes_read, size, "reading")`` once every
-    ``_BATCH`` rows (never per row) and ``(size, size, "ranking")`` when the file is read (the
-    last lists are then ranked and stored). ``reported[0]``: the bytes reported by an earlier
-    read of the file (interleaved queries are read twice); this read reports only past them,
-    so the bar never goes back."""
+def _reporting(segments: Iterator[tuple], src: Source, on_progress, reported: list[int]):
+    """``segments`` of ``src``, calling ``on_progress(bytes_read, size, "reading")`` once for
+    every ``_BATCH`` rows handed out (never per row) and ``(size, size, "ranking")`` when the file
+    is read (the last lists are then ranked and stored). ``reported[0]``: the bytes reported by
+    an earlier read of the file (interleaved queries are read twice); this read reports only past
+    them, so the bar never goes back."""
     floor = reported[0]
-    for n, row in enumerate(rows, 1):
-        yield row
-        if on_progress and n % _BATCH == 0:
-            done = src.bytes_read
-            if done > floor:
-                reported[0] = max(reported[0], done)
-                on_progress(done, src.size, "reading")
+    n = 0
+    for seg in segments:
+        yield seg
+        before, n = n, n + len(seg[0])
+        if on_progress:
+            for _ in range(n // _BATCH - before // _BATCH):
+                done = src.bytes_read
+                if done > floor:
+                    reported[0] = max(reported[0], done)
+                    on_progress(done, src.size, "reading")
     if on_progress:
         on_progress(src.size, src.size, "ranking")
 
@@ -268,7 +217,7 @@ def import_run(
         def rows():
             extra[0] = 0
             src = Source(path)
-            read = _trec_rows(path, extra, src) if fmt == "trec" else _jsonl_rows(path, src)
+            read = trec_segments(path, extra, src) if fmt == "trec" else _jsonl_segments(path, src)
             return _reporting(read, src, on_progress, reported)
 
         by_score = fmt == "trec"

@@ -30,8 +30,11 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import lru_cache
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import Conflict, IncompleteRun, InputError
@@ -184,51 +187,88 @@ def judged_grades(conn: Any, run_id: int, query_ids: Sequence[str]) -> dict[str,
     return grades
 
 
-_SPECIAL = frozenset('"\\\t\n\r')
+# pgeval.result_list's arrays in PostgreSQL's binary array format (what array_recv reads): a
+# header (dimensions 1, has-NULL flag, element type oid, length, lower bound 1), then each element
+# as its byte length (-1: NULL) and its bytes. Built by C-speed joins: no Python step per element.
+_OID_INT2, _OID_TEXT, _OID_FLOAT8 = 21, 25, 701
+_ARRAY_HEAD = struct.Struct(">iiIii")
+_INT4 = struct.Struct(">i")
+_LENGTHS = [_INT4.pack(n) for n in range(4096)]  # the length word of an element that short
+_NULL = _INT4.pack(-1)
+_FLOAT8 = struct.Struct(">d")
+_INT2_ITEM = struct.Struct(">ih")  # an int2 element: its length (2), the value
 
 
-def _text_array(ids: list[str]) -> str:
-    """A text[] in COPY text format: every element quoted (array syntax), then COPY-escaped."""
+def _array_head(oid: int, n: int, has_null: bool) -> bytes:
+    return _ARRAY_HEAD.pack(1, int(has_null), oid, n, 1)
+
+
+def _text_array(ids: list[str]) -> bytes:
+    """A text[] of ``ids`` in binary format."""
     joined = "\x00".join(ids)
-    if _SPECIAL.isdisjoint(joined):
-        return '{"' + '","'.join(ids) + '"}'
-    arr = "{" + ",".join('"' + i.replace("\\", "\\\\").replace('"', '\\"') + '"' for i in ids) + "}"
-    return arr.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
-
-
-def _copy_text(value: str) -> str:
-    """A text value in COPY text format."""
-    if _SPECIAL.isdisjoint(value):
-        return value
-    return (
-        value.replace("\\", "\\\\").replace("\t", "\\t").replace("\n", "\\n").replace("\r", "\\r")
+    if joined.count("\x00") != len(ids) - 1:  # never in an id pgeval reads: refused, not split
+        raise InputError("an id contains a NUL character, which PostgreSQL cannot store")
+    items = joined.encode("utf-8").split(b"\x00")
+    sizes = list(map(len, items))
+    words = map(_LENGTHS.__getitem__, sizes) if max(sizes) < 4096 else map(_INT4.pack, sizes)
+    return _array_head(_OID_TEXT, len(ids), False) + b"".join(
+        chain.from_iterable(zip(words, items))
     )
 
 
-def _num_array(values: list) -> str:
-    """A float8[] or int2[] in COPY text format (repr of a float reads back to the same float)."""
-    return "{" + ",".join("NULL" if v is None else repr(v) for v in values) + "}"
+@lru_cache(maxsize=256)
+def _float_items(n: int) -> struct.Struct:
+    return struct.Struct(">" + "id" * n)  # each element: its length (8), the float8
 
 
-def copy_lists(conn: Any, rows: Iterable[tuple[int, str, list, list, list[str]]]) -> int:
-    """COPY (run_id, query_id, grades, scores, chunk ids) rows into pgeval.result_list, in text
-    format: the arrays are joined as text at C speed (psycopg's binary array dumper is Python)."""
+def _float_array(values: list) -> bytes:
+    """A float8[] of ``values`` (None: NULL) in binary format."""
+    n = len(values)
+    try:
+        body = _float_items(n).pack(*chain.from_iterable(zip(repeat(8), values)))
+        has_null = False
+    except struct.error:  # a None among them
+        body = b"".join(
+            _NULL if v is None else b"\x00\x00\x00\x08" + _FLOAT8.pack(v) for v in values
+        )
+        has_null = True
+    return _array_head(_OID_FLOAT8, n, has_null) + body
+
+
+def _grade_array(grades: dict[str, int] | None, chunks: list[str]) -> bytes:
+    """The int2[] of the judged grade of each chunk (NULL: not judged) in binary format
+    (``chunks``: no id twice)."""
+    cells = [_NULL] * len(chunks)
+    judged = grades.keys() & chunks if grades else ()  # the few judged chunks, found at C speed
+    for chunk in judged:
+        cells[chunks.index(chunk)] = _INT2_ITEM.pack(2, grades[chunk])  # type: ignore[index]
+    return _array_head(_OID_INT2, len(chunks), len(judged) < len(chunks)) + b"".join(cells)
+
+
+def copy_lists(
+    conn: Any, rows: Iterable[tuple[int, str, dict[str, int] | None, list, list[str]]]
+) -> int:
+    """Binary COPY of (run_id, query_id, judgements of the query, scores, chunk ids) rows into
+    pgeval.result_list, with the judged grade of each chunk (the judgements: {chunk: grade},
+    or None). The arrays are built here in binary format (psycopg's array dumper would make a
+    Python step per element); COPY sends them as they are."""
     n = 0
     with conn.cursor().copy(
-        "COPY pgeval.result_list (run_id, query_id, grades, scores, chunk_ids) FROM STDIN"
+        "COPY pgeval.result_list (run_id, query_id, grades, scores, chunk_ids) FROM STDIN "
+        "(FORMAT BINARY)"
     ) as copy:
-        buf = []
+        copy.set_types(["int8", "text", "bytea", "bytea", "bytea"])  # bytea: the bytes as built
         for run_id, qid, grades, scores, chunks in rows:
-            buf.append(
-                f"{run_id}\t{_copy_text(qid)}\t{_num_array(grades)}\t"
-                f"{_num_array(scores)}\t{_text_array(chunks)}\n"
+            copy.write_row(
+                (
+                    run_id,
+                    qid,
+                    _grade_array(grades, chunks),
+                    _float_array(scores),
+                    _text_array(chunks),
+                )
             )
             n += 1
-            if len(buf) >= 256:
-                copy.write("".join(buf))
-                buf.clear()
-        if buf:
-            copy.write("".join(buf))
     return n
 
 
@@ -241,20 +281,8 @@ def write_lists(
     """COPY (query_id, chunk ids, scores) ranked lists of ``run_id`` into pgeval.result_list, each
     with the judged grade of every chunk (``grades``: :func:`judged_grades`). Empty lists are not
     stored (a query without results has no list). Returns the lists written."""
-    empty: dict[str, int] = {}
     return copy_lists(
-        conn,
-        (
-            (
-                run_id,
-                q,
-                [g.get(c) for c in chunks] if (g := grades.get(q, empty)) else [None] * len(chunks),
-                scores,
-                chunks,
-            )
-            for q, chunks, scores in lists
-            if chunks
-        ),
+        conn, ((run_id, q, grades.get(q), scores, chunks) for q, chunks, scores in lists if chunks)
     )
 
 

@@ -4,6 +4,7 @@ counted for the progress bar. Memory stays constant whatever the file size."""
 from __future__ import annotations
 
 import gzip
+import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,33 +41,69 @@ class Source:
     def error(self, message: str, line: int | None = None, field: str | None = None) -> InputError:
         return InputError(message, file=self.label, line=line, field=field)
 
-    def __iter__(self) -> Iterator[tuple[int, str]]:
+    def text(self, data: bytes, n: int) -> str:
+        """Line ``n`` (bytes, with or without its line ending) as text without its line ending;
+        :class:`InputError` naming the line and column when it is not valid UTF-8."""
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise self.error(
+                f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at column "
+                f"{len(data[: exc.start].decode('utf-8', 'replace')) + 1});"
+                " save the file as UTF-8",
+                line=n,
+            ) from None
+        if n == 1 and text.startswith("\ufeff"):
+            text = text[1:]
+        if text.endswith("\n"):
+            text = text[:-2] if text.endswith("\r\n") else text[:-1]
+        return text
+
+    def _open(self) -> io.BufferedIOBase:
         raw = open(self.path, "rb")
         self._raw = raw
+        return gzip.GzipFile(fileobj=raw, mode="rb") if self.path.suffix == ".gz" else raw
+
+    def __iter__(self) -> Iterator[tuple[int, str]]:
+        stream = self._open()
+        n = 0
         try:
-            stream = gzip.GzipFile(fileobj=raw, mode="rb") if self.path.suffix == ".gz" else raw
-            n = 0
-            try:
-                for data in stream:
-                    n += 1
-                    try:
-                        text = data.decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        raise self.error(
-                            f"not valid UTF-8 (byte 0x{data[exc.start]:02x} at column "
-                            f"{len(data[: exc.start].decode('utf-8', 'replace')) + 1});"
-                            " save the file as UTF-8",
-                            line=n,
-                        ) from None
-                    if n == 1 and text.startswith("\ufeff"):
-                        text = text[1:]
-                    if text.endswith("\n"):
-                        text = text[:-2] if text.endswith("\r\n") else text[:-1]
-                    yield n, text
-            except (OSError, EOFError, gzip.BadGzipFile) as exc:
-                raise self.error(f"cannot read: {exc}", line=n + 1 if n else None) from None
+            for data in stream:
+                n += 1
+                yield n, self.text(data, n)
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise self.error(f"cannot read: {exc}", line=n + 1 if n else None) from None
         finally:
-            raw.close()
+            self._close(stream)
+
+    def blocks(self, size: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
+        """The file as ``(number of the first line, bytes)`` blocks of about ``size`` bytes, each
+        made of whole lines, each line ending with ``\\n`` (one is added to a last line that has
+        none). The bytes are not decoded: a reader decodes them (see :meth:`text`)."""
+        stream = self._open()
+        line, pending = 1, []  # pending: the start of a line not yet ended
+        try:
+            while data := stream.read(size):
+                cut = data.rfind(b"\n") + 1
+                if not cut:
+                    pending.append(data)
+                    continue
+                block = b"".join([*pending, data[:cut]]) if pending else data[:cut]
+                pending = [data[cut:]] if cut < len(data) else []
+                yield line, block
+                line += block.count(b"\n")
+            if pending:
+                yield line, b"".join(pending) + b"\n"
+        except (OSError, EOFError, gzip.BadGzipFile) as exc:
+            raise self.error(f"cannot read: {exc}", line=line if line > 1 else None) from None
+        finally:
+            self._close(stream)
+
+    def _close(self, stream: io.BufferedIOBase) -> None:
+        if stream is not self._raw:
+            stream.close()
+        if self._raw is not None:
+            self._raw.close()
 
 
 def format_suffix(path: Path) -> str:
