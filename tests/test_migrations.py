@@ -65,7 +65,7 @@ def fresh(database, conn, request):
     conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-HEAD = "0005_storage"
+HEAD = "0006_checksum"
 
 
 def test_head_is_the_byte_order_revision():

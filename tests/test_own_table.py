@@ -238,6 +238,36 @@ def test_ground_truth_computed_again_when_the_table_changes(database, own, conn)
     assert rows == [("1401",)]
 
 
+def test_ground_truth_computed_again_when_one_vector_changes_in_place(database, own, conn):
+    """Same row count, one vector changed: the checksum cache (pgeval.data_checksum) sees the new
+    row version, the checksum moves and the stored ground truth is not reused."""
+    run_sweep(
+        database,
+        sweep_cfg("5MB", n=20, seed=6, repeat=1, name="own-vec-1", params=("hnsw.ef_search=12",)),
+    )
+    again = run_sweep(
+        database,
+        sweep_cfg("5MB", n=20, seed=6, repeat=1, name="own-vec-2", params=("hnsw.ef_search=14",)),
+    )
+    assert again.ground_truth["status"] == "reused"
+    before = ground_truth.COMPUTED["count"]
+    old = conn.execute(f"SELECT embedding::text FROM {TABLE} WHERE id = 'd9'").fetchone()[0]
+    conn.execute(
+        f"UPDATE {TABLE} SET embedding = (SELECT embedding FROM {TABLE} WHERE id = 'd8') WHERE id = 'd9'"
+    )
+    try:
+        res = run_sweep(
+            database,
+            sweep_cfg(
+                "5MB", n=20, seed=6, repeat=1, name="own-vec-3", params=("hnsw.ef_search=16",)
+            ),
+        )
+    finally:
+        conn.execute(f"UPDATE {TABLE} SET embedding = %s WHERE id = 'd9'", (old,))
+    assert ground_truth.COMPUTED["count"] == before + 1
+    assert res.ground_truth["status"] == "computed" and "data changed" in res.ground_truth["reason"]
+
+
 def test_queries_from_file_and_statement_are_one_query_set(database, own, conn, tmp_path):
     _, queries, _ = corpus()
     q = queries[:12]

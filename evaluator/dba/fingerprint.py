@@ -25,7 +25,8 @@ What is hashed — only what can change a retrieval number:
   shared_buffers, every ``enable_*`` that is off and any other core setting the stage sets
   (but timeouts, which stop a statement and change none of its results);
 - ``data``: row count and content checksum of the target (its filter applied) — see
-  :func:`capture_data` for the cost;
+  :func:`capture_data` for the cost, and :mod:`evaluator.dba.data_checksum` for the cache that
+  reuses the checksum of an unchanged table;
 - ``stage_settings`` (only when a setting is scoped to a stage, ``--set STAGE:GUC=VALUE``):
   for every stage, the settings it SETs — those given to every stage and its own — as the
   server shows them; ``query_settings`` and ``planner`` then hold the common ones;
@@ -299,39 +300,21 @@ def vector_column(conn, table_oid: int, column: str) -> dict:
     return {"type": formatted, "base_type": typname, "dimension": dim, "send": send}
 
 
-def capture_data(conn, target, *, checksum: bool = True) -> dict:
+def capture_data(conn, target, *, checksum: bool = True, cache=None) -> dict:
     """Row count and content checksum of the target's rows (its filters applied).
 
     The checksum is order-independent: the sum, modulo 2^64, of ``hashtextextended`` over each
     row's id, the md5 of its vector's binary form and the md5 of its text. It costs one sequential
     scan of the table (about the time of ``SELECT count(*)`` plus two md5 per row: on the order of
-    a second per million 384-dimension rows). ``checksum=False`` (``--no-checksum``) keeps only the
-    row count — cheap on big tables, but then a changed vector goes unnoticed.
+    a second per million 384-dimension rows) — unless ``cache``
+    (:class:`evaluator.dba.data_checksum.ChecksumCache`) holds it for the table's current version,
+    read by a scan about six times cheaper (see :mod:`evaluator.dba.data_checksum`).
+    ``checksum=False`` (``--no-checksum``) keeps only the row count — cheap on big tables, but
+    then a changed vector goes unnoticed.
     """
-    oid = resolve_table(conn, target)
-    vec = vector_column(conn, oid, target.vector_column)
-    where, params = target.where()
-    if not checksum:
-        n = conn.execute(
-            sql.SQL("SELECT count(*) FROM {}{}").format(target.table_sql(), where), params
-        ).fetchone()[0]
-        return {"rows": int(n), "checksum": None}
-    parts = [
-        sql.SQL("coalesce({}::text, '')").format(sql.Identifier(target.id_column)),
-        sql.SQL("coalesce(md5({}({})), 'null')").format(
-            sql.SQL(vec["send"]), sql.Identifier(target.vector_column)
-        ),
-    ]
-    if target.text_column:
-        parts.append(
-            sql.SQL("coalesce(md5({}::text), 'null')").format(sql.Identifier(target.text_column))
-        )
-    row_key = sql.SQL(" || '|' || ").join(parts)
-    q = sql.SQL(
-        "SELECT count(*), coalesce(sum(hashtextextended({}, 0)::numeric), 0) FROM {}{}"
-    ).format(row_key, target.table_sql(), where)
-    n, total = conn.execute(q, params).fetchone()
-    return {"rows": int(n), "checksum": f"{int(total) % (1 << 64):016x}"}
+    from . import data_checksum
+
+    return data_checksum.measure(conn, target, checksum=checksum, cache=cache).data
 
 
 # -- the fingerprint ---------------------------------------------------------------------------------
@@ -371,14 +354,17 @@ def capture(
     stage: str | None = None,
     checksum: bool = True,
     data: dict | None = None,
+    data_note: str | None = None,
+    cache=None,
     extra: dict | None = None,
 ) -> dict:
     """The fingerprint of one stage run on ``target`` (:class:`evaluator.target.targets.Target`, or None
     for stages without one: no table, index or data part) with ``settings`` applied as the stage
     applies them (``SET LOCAL``; rolled back here).
 
-    ``data`` reuses a :func:`capture_data` result (a sweep computes it once); ``checksum=False``
-    skips the content checksum; ``filters`` adds filters in force beyond the target's own (e.g.
+    ``data`` reuses a :func:`capture_data` result (a sweep computes it once; ``data_note`` says
+    how, for ``info.checksum``); ``checksum=False`` skips the content checksum; ``cache`` (a
+    :class:`evaluator.dba.data_checksum.ChecksumCache`) reuses a checksum of unchanged rows; ``filters`` adds filters in force beyond the target's own (e.g.
     DiskANN labels). Nothing is written.
     """
     from ..stages import gucs
@@ -415,7 +401,10 @@ def capture(
         vec = vector_column(kb_conn, oid, target.vector_column)
         fp["indexes"], idx_info = indexes(kb_conn, oid)
         if data is None:
-            data = capture_data(kb_conn, target, checksum=checksum)
+            from . import data_checksum
+
+            measured = data_checksum.measure(kb_conn, target, checksum=checksum, cache=cache)
+            data, data_note = measured.data, measured.note
         fp["data"] = data
         fp["info"]["target"] = target.name
         fp["target"] = {
@@ -440,7 +429,7 @@ def capture(
             checksum=(
                 "skipped (--no-checksum)"
                 if data.get("checksum") is None
-                else "sum of hashtextextended(id | md5(vector) | md5(text))"
+                else data_note or "sum of hashtextextended(id | md5(vector) | md5(text))"
             ),
         )
     if scoped:
@@ -488,6 +477,7 @@ def capture_for(
     embedder, stage and chunking labels (`pgeval fingerprint --target`)."""
     from ..core.errors import InputError, first_line
     from ..target.targets import load
+    from .data_checksum import ChecksumCache
 
     with database.connect(autocommit=True) as res:
         target = load(res, target_name)
@@ -504,6 +494,7 @@ def capture_for(
                 stage=stage,
                 checksum=checksum,
                 chunking=chunking,
+                cache=ChecksumCache(database=database),
             )
         except Exception as exc:
             if exc.__class__.__module__.startswith("psycopg") and settings:

@@ -184,6 +184,7 @@ def run_pipeline(
             config["queries"] = qinfo
         # configuration fingerprint (evaluator/dba/fingerprint.py): catalog + this config (extra)
         from ..dba import fingerprint as fpmod
+        from ..dba.data_checksum import ChecksumCache
 
         if target is not None:
             fingerprint = fpmod.capture(
@@ -195,6 +196,7 @@ def run_pipeline(
                 testset_hash=testset_hash,
                 testset_name=cfg.testset,
                 checksum=cfg.checksum,
+                cache=ChecksumCache(results, database),
                 extra=config,
             )
         else:  # stages that read no knowledge-base table (import, merge of imports)

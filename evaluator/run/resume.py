@@ -177,7 +177,7 @@ def find_experiment(conn, name: str) -> dict:
     return dict(zip(keys, row))
 
 
-def _check_fingerprint(kb, exp: dict, target, settings: dict) -> None:
+def _check_fingerprint(kb, exp: dict, target, settings: dict, cache=None) -> None:
     """Refuse to resume when the configuration fingerprint differs from the one recorded."""
     from ..dba import config_diff
     from ..dba import fingerprint as fpmod
@@ -194,6 +194,7 @@ def _check_fingerprint(kb, exp: dict, target, settings: dict) -> None:
         testset_hash=cfg.get("testset_hash"),
         testset_name=cfg.get("testset"),
         checksum=(old.get("data") or {}).get("checksum") is not None,
+        cache=cache,
         extra=cfg,
     )
     kb.rollback()
@@ -222,6 +223,7 @@ def resume_experiment(
     """Finish experiment ``name`` (or the experiment of run ``name``); return a PipelineResult
     whose runs carry ``action``: kept, resumed, restarted or ran."""
     from ..core.install import ensure_installed
+    from ..dba.data_checksum import ChecksumCache
     from ..providers.embedders import storage
     from ..stages import gucs, registry
     from ..stages.base import StageContext, run_name
@@ -257,7 +259,7 @@ def resume_experiment(
             settings = dict(cfg.get("settings") or {})
             gucs.validate(kb, {k: v for k, v in settings.items() if k != "statement_timeout"})
             kb.rollback()
-            _check_fingerprint(kb, exp, target, settings)
+            _check_fingerprint(kb, exp, target, settings, ChecksumCache(database=database))
             if statement_timeout is not None:
                 settings = gucs.with_statement_timeout(kb, settings, statement_timeout)
                 kb.rollback()

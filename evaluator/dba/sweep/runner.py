@@ -140,6 +140,7 @@ def run_sweep(
     from ...stages import gucs, registry
     from ...target import targets
     from ...testset.catalog import resolve_testset
+    from .. import data_checksum
     from .. import fingerprint as fpmod
 
     depth = _check(cfg)
@@ -199,7 +200,10 @@ def run_sweep(
         results.commit()
         if on_start:
             on_start(len(points), cfg.repeat, len(queries))
-        data = fpmod.capture_data(kb, target, checksum=cfg.checksum)
+        measured = data_checksum.measure(
+            kb, target, checksum=cfg.checksum, cache=data_checksum.ChecksumCache(results, database)
+        )
+        data = measured.data
         kb.rollback()
         identity = {
             "testset": cfg.testset,
@@ -239,6 +243,7 @@ def run_sweep(
                 testset_name=cfg.testset,
                 stage=stage_name,
                 data=data,
+                data_note=measured.note,
                 extra=extra,
             )
             kb.rollback()
