@@ -11,7 +11,7 @@
     COPY each): the peer for the runner's own overhead, since a bare loop that keeps nothing
     pays none of the cost of writing 100 rows per query.
 
-Prints wall times and the ratios (b)/(a) (target <= 1.05) and (c)/(a). Also the ratio without
+Prints wall times and the ratios (b)/(a) (target <= 1.15) and (c)/(a). Also the ratio without
 the fingerprint's content checksum (``--no-checksum`` equivalent), a one-off table scan.
 
 Usage: python bench/runner_overhead.py [--docs 20000] [--queries 1000] [--depth 100]
@@ -162,7 +162,7 @@ def main() -> None:
         b = vkb.best_of(lambda: pipeline(db, args.depth, args.ef_search), args.repeat)
         print(
             f"(b) run_pipeline --stages hnsw (in-process)   : {b:8.3f} s  ratio b/a = {b / a:.3f}"
-            f"  (target <= 1.05)",
+            f"  (target <= 1.15)",
             flush=True,
         )
         b0 = vkb.best_of(

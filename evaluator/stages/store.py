@@ -362,15 +362,22 @@ class RunWriter:
             ranked = [r for r in ranked if str(r[0]) != query_id]
         if self.depth is not None and len(ranked) > self.depth:
             ranked = ranked[: self.depth]
-        chunks = [str(chunk) for chunk, _ in ranked]
+        scores: list[float | None]
+        if ranked:
+            ids, values = zip(*ranked)  # (chunk_id, score) pairs as two columns, at C speed
+            chunks = list(map(str, ids))
+            try:
+                scores = list(map(float, values))
+            except TypeError:  # a score of None (a stage without scores for some results)
+                scores = [None if v is None else float(v) for v in values]
+        else:
+            chunks, scores = [], []
         if len(set(chunks)) != len(chunks):  # a stage bug, not a user mistake: refuse
             seen: set = set()
             # seen.add() is None (falsy): the idiom records the id and goes on
             dup = next(c for c in chunks if c in seen or seen.add(c))  # type: ignore[func-returns-value]
             raise InputError(f"stage returned chunk '{dup}' twice for query '{query_id}'")
-        self._results.append(
-            (query_id, chunks, [None if score is None else float(score) for _, score in ranked])
-        )
+        self._results.append((query_id, chunks, scores))
         if latency_ms is not None:
             self._timings.append(
                 (
@@ -403,6 +410,10 @@ class RunWriter:
 
     def _write(self, results: list, timings: list, done: list, failures: Sequence = ()) -> None:
         with self.conn.transaction():
+            # a batch and its progress rows commit together; a server crash that loses the
+            # last few commits loses both, and resume runs those queries again: no WAL flush
+            # wait per batch (it would be timed in the stage's wall time on a real disk)
+            self.conn.execute("SET LOCAL synchronous_commit = off")
             if failures:
                 copy_rows(
                     self.conn,

@@ -333,7 +333,8 @@ class VectorStage(BaseStage):
                         ctx.server_timing,
                     )
                 rows, ms, server_ms = timed[limit].execute(p)
-                kept = [r for r in rows if len(r) < 4 or not r[3]]  # r[3]: past the threshold
+                # r[3]: past the threshold (a fourth column only with a threshold)
+                kept = [r for r in rows if not r[3]] if rows and len(rows[0]) > 3 else rows
                 if (
                     not more
                     or limit is None
@@ -348,7 +349,7 @@ class VectorStage(BaseStage):
             dropped.append(len(rows) - len(kept))
             out.add(
                 q.query_id,
-                [(r[0], r[1]) for r in kept],
+                kept if not kept or len(kept[0]) == 2 else [(r[0], r[1]) for r in kept],
                 latency_ms=ms,
                 server_ms=server_ms,
                 rows_returned=len(kept),
