@@ -112,6 +112,19 @@ def query_vectors(db) -> list[np.ndarray]:
         ]
 
 
+def interleaved(fns: dict, repeat: int) -> dict[str, list[float]]:
+    """Each round runs every function once, in order, so that all of them see the same machine
+    load; returns every round's wall time per name (a shared machine's load drifts by the
+    minute: compare within a round, or the best of each)."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t)
+    return times
+
+
 def best_of(fn, repeat: int) -> float:
     times = []
     for _ in range(repeat):

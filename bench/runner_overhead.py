@@ -11,8 +11,9 @@
     COPY each): the peer for the runner's own overhead, since a bare loop that keeps nothing
     pays none of the cost of writing 100 rows per query.
 
-Prints wall times and the ratios (b)/(a) (target <= 1.15) and (c)/(a). Also the ratio without
-the fingerprint's content checksum (``--no-checksum`` equivalent), a one-off table scan.
+Prints wall times and the ratios (b)/(a) (target <= 1.15) and (c)/(a), the variants run
+interleaved, round by round (best of --repeat rounds; and b/a within each round, with its
+median). Also the ratio without the fingerprint's content checksum (``--no-checksum`` equivalent), a one-off table scan.
 
 Usage: python bench/runner_overhead.py [--docs 20000] [--queries 1000] [--depth 100]
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import statistics
 import subprocess
 import sys
 
@@ -153,32 +155,32 @@ def main() -> None:
         bare_loop(db, vectors, args.depth, args.ef_search)  # warm the caches once
         pipeline(db, args.depth, args.ef_search)
         n = len(vectors)
-        a = vkb.best_of(lambda: bare_loop(db, vectors, args.depth, args.ef_search), args.repeat)
+        dp, ef = args.depth, args.ef_search
+        t = vkb.interleaved(
+            {
+                "a": lambda: bare_loop(db, vectors, dp, ef),
+                "b": lambda: pipeline(db, dp, ef),
+                "b0": lambda: pipeline(db, dp, ef, checksum=False),
+                "c": lambda: cli(db, dp, ef),
+                "d": lambda: bare_loop_and_store(db, vectors, dp, ef),
+            },
+            args.repeat,
+        )
+        a, b, b0, c, d = (min(t[k]) for k in ("a", "b", "b0", "c", "d"))
+        rounds = ", ".join(f"{x / y:.3f}" for x, y in zip(t["b"], t["a"]))
         print(
             f"(a) bare psycopg loop, one prepared statement : {a:8.3f} s  "
-            f"({1000 * a / n:.3f} ms/query)",
-            flush=True,
+            f"({1000 * a / n:.3f} ms/query)"
         )
-        b = vkb.best_of(lambda: pipeline(db, args.depth, args.ef_search), args.repeat)
         print(
             f"(b) run_pipeline --stages hnsw (in-process)   : {b:8.3f} s  ratio b/a = {b / a:.3f}"
-            f"  (target <= 1.15)",
-            flush=True,
+            f"  (target <= 1.15)"
         )
-        b0 = vkb.best_of(
-            lambda: pipeline(db, args.depth, args.ef_search, checksum=False), args.repeat
-        )
+        med = statistics.median(x / y for x, y in zip(t["b"], t["a"]))
+        print(f"    b/a within each round: {rounds} (median {med:.3f})")
+        print(f"    same without the content checksum         : {b0:8.3f} s  ratio = {b0 / a:.3f}")
         print(
-            f"    same without the content checksum         : {b0:8.3f} s  ratio = {b0 / a:.3f}",
-            flush=True,
-        )
-        c = vkb.best_of(lambda: cli(db, args.depth, args.ef_search), args.repeat)
-        print(
-            f"(c) pgeval run pipeline (new process)         : {c:8.3f} s  ratio c/a = {c / a:.3f}",
-            flush=True,
-        )
-        d = vkb.best_of(
-            lambda: bare_loop_and_store(db, vectors, args.depth, args.ef_search), args.repeat
+            f"(c) pgeval run pipeline (new process)         : {c:8.3f} s  ratio c/a = {c / a:.3f}"
         )
         print(
             f"(d) bare loop + storing its results (COPY)    : {d:8.3f} s  ratio b/d = {b / d:.3f}"
