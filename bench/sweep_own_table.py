@@ -10,8 +10,9 @@ repetitions. Printed, measured in the same run on the same server:
     exact statements (the exact stage's SQL, prepared, one per query, nothing stored) —
     target <= 0.25;
 (b) the sweep's wall time with the ground truth already stored (every point measured again:
-    --fresh) against a bare loop of the hnsw statements at the same settings (prepared, SET
-    LOCAL, nothing stored) — target <= 1.15.
+    --fresh) against the wall time of a bare loop of the hnsw statements at the same settings
+    (prepared, SET LOCAL, nothing stored; its connection opened untimed) — target <= 1.15;
+    also against the bare loop's time inside execute+fetch alone.
 
 Usage: python bench/sweep_own_table.py [--docs 100000] [--dim 384] [--queries 300]
        [--cache DIR] [--dsn DSN]
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -40,6 +42,7 @@ def arguments():
     p.add_argument("--queries", type=int, default=300)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--k", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=3, help="sweep/bare rounds, alternated")
     p.add_argument(
         "--cache",
         default=None,
@@ -114,16 +117,18 @@ def table(db, docs: int, dim: int) -> tuple[str, float]:
     return name, built
 
 
-def bare(db, target, vectors, depth: int, plans, repeat: int = 1) -> float:
-    """Seconds of execute+fetch of the stages' statements, prepared, nothing stored."""
+def bare(db, target, vectors, depth: int, plans, repeat: int = 1) -> tuple[float, float]:
+    """(wall seconds of the loop, seconds inside execute+fetch) of the stages' statements,
+    prepared, SET LOCAL per setting, nothing stored; the connection is opened untimed."""
     from evaluator.stages import gucs, vector_sql
     from evaluator.stages.vector_common import register_vector
 
-    total = 0.0
+    inside = 0.0
     with db.connect(results=False) as c:
         register_vector(c)
         gucs.load_libraries(c)
         c.commit()
+        t0 = time.perf_counter()
         for _ in range(repeat):
             for settings, exact in plans:
                 stmt, params, _ = vector_sql.per_query(target, depth, exact=exact)
@@ -135,9 +140,10 @@ def bare(db, target, vectors, depth: int, plans, repeat: int = 1) -> float:
                     t = time.perf_counter()
                     cur.execute(text, dict(params, q=v), prepare=True)
                     cur.fetchall()
-                    total += time.perf_counter() - t
+                    inside += time.perf_counter() - t
                 c.rollback()
-    return total
+        wall = time.perf_counter() - t0
+    return wall, inside
 
 
 def main() -> None:
@@ -174,7 +180,7 @@ def main() -> None:
 
         # (a) ground truth against the bare loop of exact statements (depth + 1: own chunk)
         bare(db, target, vectors[:5], depth + 1, [({"enable_indexscan": "off"}, True)])  # warm
-        exact_bare = bare(db, target, vectors, depth + 1, [({"enable_indexscan": "off"}, True)])
+        exact_bare = bare(db, target, vectors, depth + 1, [({"enable_indexscan": "off"}, True)])[0]
         with db.connect(results=False, read_only=True) as kb, db.connect() as res:
             data = fpmod.capture_data(kb, target)
             kb.rollback()
@@ -214,18 +220,29 @@ def main() -> None:
         )
         run_sweep(db, SweepConfig(**{**cfg.__dict__, "repeat": 1, "name": "own-bench-warm"}))
         plans = [({"hnsw.ef_search": ef, "enable_seqscan": "off"}, False) for ef in EF]
-        best = None
-        for _ in range(2):  # alternate, keep the best of each (the machine is shared)
-            b = bare(db, target, vectors, depth + 1, plans, args.repeat)
+        best, rounds, inside = None, [], []
+        for _ in range(args.rounds):  # alternate, keep the best of each (the machine is shared)
+            b, b_in = bare(db, target, vectors, depth + 1, plans, args.repeat)
             t0 = time.perf_counter()
             res = run_sweep(db, cfg)
             s = time.perf_counter() - t0
+            rounds.append(s / b)
+            inside.append(s / b_in)
             best = (min(b, best[0]) if best else b, min(s, best[1]) if best else s, res)
         b, s, res = best
         print(f"(b) pgeval sweep (ground truth {res.ground_truth['status']})       : {s:8.3f} s")
         print(
             f"    bare prepared-statement loop, same settings: {b:8.3f} s  ratio = {s / b:.3f}"
             f"  (target <= 1.15)"
+        )
+        print(
+            "    ratio within each round: "
+            + ", ".join(f"{r:.3f}" for r in rounds)
+            + f" (median {statistics.median(rounds):.3f})"
+        )
+        print(
+            "    against the bare loop's execute+fetch time alone (stricter): "
+            + ", ".join(f"{r:.3f}" for r in inside)
         )
         for p in res.points:
             print(
