@@ -125,6 +125,51 @@ def test_runs_are_stored_with_ranks_scores_timings(setup, conn):
     )
 
 
+def test_results_are_written_between_queries_never_while_one_is_timed(setup, conn, monkeypatch):
+    """A write that overlaps a timed query adds pgeval's own work to the latency it reports (a
+    writer thread made p99 two to three times the bare loop's): every batch is written by the
+    stage's own thread while no statement is being timed, and every query's results arrive."""
+    import threading
+
+    from evaluator.stages import store, timing
+
+    timed = {"now": False}
+    writes: list[tuple[bool, bool]] = []
+    execute, write = timing.TimedStatement.execute, store.RunWriter._write
+
+    def timed_execute(self, params):
+        timed["now"] = True
+        try:
+            return execute(self, params)
+        finally:
+            timed["now"] = False
+
+    def recorded_write(self, *batch):
+        writes.append((threading.current_thread() is threading.main_thread(), timed["now"]))
+        return write(self, *batch)
+
+    monkeypatch.setattr(timing.TimedStatement, "execute", timed_execute)
+    monkeypatch.setattr(store.RunWriter, "_write", recorded_write)
+    scope = store.run_scope
+    monkeypatch.setattr(  # several batches per stage run
+        store, "run_scope", lambda *a, **k: scope(*a, **{**k, "flush_every": 3})
+    )
+    run(setup, "exact,hnsw", name="inline", depth=10)
+    assert len(writes) >= 4, writes
+    assert all(own and not during for own, during in writes), writes
+    n = conn.execute(
+        "SELECT count(*) FROM pgeval.result_list JOIN pgeval.run USING (run_id) "
+        "WHERE name = 'inline.hnsw.1'"
+    ).fetchone()[0]
+    assert (
+        n
+        == conn.execute(
+            "SELECT count(*) FROM pgeval.query JOIN pgeval.testset t USING (testset_id) "
+            "WHERE t.name = 'va'"
+        ).fetchone()[0]
+    )
+
+
 def test_hnsw_recall_against_exact_is_high(setup, conn):
     run(setup, "exact,hnsw", name="rc", depth=10, settings={"hnsw.ef_search": "100"})
     exact, hnsw = ranked(conn, "rc.exact.1"), ranked(conn, "rc.hnsw.1")

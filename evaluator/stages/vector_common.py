@@ -298,7 +298,6 @@ class VectorStage(BaseStage):
                 params=run_params,
                 order_rule=ORDER_DISTANCE,
                 timing_boundary=timing.boundary(ctx, TIMED),
-                background=True,
             ) as out:
                 if ctx.batch:
                     self._run_batch(ctx, stmt, params, out)
