@@ -10,7 +10,7 @@ import json
 import pytest
 from helpers import make_testset
 
-from evaluator.core.id_length import MAX_ID_BYTES
+from evaluator.core.ids import MAX_ID_BYTES
 
 LONG = "c" * 3000
 QLONG = "q" * 3000

@@ -15,10 +15,25 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from .id_length import MAX_ID_BYTES, id_length_error  # noqa: F401  (MAX_ID_BYTES re-exported)
 from .text import _CONTROL, _kind, clean_str, show
 
 BYTE_ORDER = sql.SQL('COLLATE "C"')
+
+# Ids are btree keys (primary keys of pgeval's tables and their indexes); a btree entry cannot
+# exceed about 2,700 bytes, and PostgreSQL's own error names no file or line: longer ids are
+# refused while parsing, where the message can name the file, the line and the field.
+MAX_ID_BYTES = 1024
+
+
+def id_length_error(value: str, what: str = "id") -> str | None:
+    """Why ``value`` is too long to be an id (the reason, for an error message), or None."""
+    if len(value) <= MAX_ID_BYTES // 4:  # the common case: no encoding needed
+        return None
+    size = len(value.encode("utf-8", "surrogatepass"))
+    if size <= MAX_ID_BYTES:
+        return None
+    start = "".join(c if c.isprintable() else "?" for c in value[:40])
+    return f"{what} is {size:,} bytes long, over the limit of {MAX_ID_BYTES:,} bytes ('{start}...')"
 
 
 def ident(value, what: str = "id") -> str:
