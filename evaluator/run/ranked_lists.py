@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from itertools import chain, groupby
+from itertools import chain, compress, islice
+from operator import gt, ne
 from pathlib import Path
 
 from ..core.errors import InputError
@@ -71,17 +72,20 @@ class _List:
 
 
 def _strictly_descending(scores: list) -> bool:
-    """Scores in strictly descending order: the order by score needs no tie rule, no sort."""
-    return len(set(scores)) == len(scores) and scores == sorted(scores, reverse=True)
+    """Scores in strictly descending order: the order by score needs no tie rule, no sort
+    (scores are numbers, never NaN: a TREC NaN is refused)."""
+    return all(map(gt, scores, islice(scores, 1, None)))
 
 
 def _runs(segment: Segment) -> Iterator[tuple[str, slice]]:
     """(query id, rows) of each run of rows of one query in a segment, in order."""
-    start = 0
-    for qid, rows in groupby(segment[0]):
-        end = start + len(list(rows))
-        yield qid, slice(start, end)
-        start = end
+    qids = segment[0]
+    if not qids:
+        return
+    # where the query id changes, found at C speed
+    cuts = [0, *compress(range(1, len(qids)), map(ne, islice(qids, 1, None), qids)), len(qids)]
+    for start, end in zip(cuts, islice(cuts, 1, None)):
+        yield qids[start], slice(start, end)
 
 
 def streamed(segments: Iterable[Segment], path: Path) -> Iterator[_List]:
@@ -95,8 +99,8 @@ def streamed(segments: Iterable[Segment], path: Path) -> Iterator[_List]:
             if cur is None or qid != cur.query_id:
                 if cur is not None:
                     done.add(cur.query_id)
-                    cur.seen = set()  # written: the ids are checked
                     yield cur
+                    cur.seen = set()  # written: the ids are checked
                 if qid in done:
                     raise Interleaved(qid)
                 cur = _List(qid)
@@ -116,8 +120,8 @@ def grouped(segments: Iterable[Segment], path: Path) -> Iterator[_List]:
                 lst = lists[qid] = _List(qid)
             lst.extend(chunks[rows], scores[rows], lines[rows], path)
     for lst in lists.values():
-        lst.seen = set()
-    yield from lists.values()
+        yield lst
+        lst.seen = set()  # written
 
 
 def copy_lists(
@@ -146,7 +150,10 @@ def copy_lists(
             chunks, scores = lst.ranked(by_score)
             counts[1] += 1
             counts[2] += len(chunks)
-            yield run_id, lst.query_id, grades.get(lst.query_id), scores, chunks
+            judged = grades.get(lst.query_id)
+            if judged:  # the list's judged chunks (a few), found in its set of ids at C speed
+                judged = {c: judged[c] for c in judged.keys() & lst.seen}
+            yield run_id, lst.query_id, judged, scores, chunks
 
     copy(conn, rows())
     return counts[0], counts[1], counts[2], unknown
