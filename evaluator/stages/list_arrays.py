@@ -15,7 +15,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from functools import lru_cache
-from itertools import accumulate, chain, repeat
+from itertools import accumulate, chain, islice, repeat
 
 import numpy as np
 
@@ -75,33 +75,33 @@ def float_array(values: list) -> bytes:
 
 def grade_array(grades: dict[str, int] | None, chunks: list[str]) -> bytes:
     """The int2[] of the judged grade of each chunk (NULL: not judged) in binary format
-    (``chunks``: no id twice). Built from NULL words, the few judged positions patched in."""
-    n = len(chunks)
+    (``chunks``: no id twice)."""
     judged = grades.keys() & chunks if grades else ()  # the few judged chunks, found at C speed
+    return grades_at(len(chunks), [(chunks.index(c), grades[c]) for c in judged])  # type: ignore[index]
+
+
+def grades_at(n: int, judged: list[tuple[int, int]]) -> bytes:
+    """The int2[] of ``n`` grades, NULL but at the (position, grade) pairs ``judged`` (a few):
+    built from NULL words, the judged positions patched in."""
     if not judged:
         return _head(_OID_INT2, n, n > 0) + _NULL * n
     parts = []
     prev = 0
-    for pos, chunk in sorted((chunks.index(c), c) for c in judged):
+    for pos, grade in sorted(judged):
         parts.append(_NULL * (pos - prev))
-        parts.append(_INT2_ITEM.pack(2, grades[chunk]))  # type: ignore[index]
+        parts.append(_INT2_ITEM.pack(2, grade))
         prev = pos + 1
     parts.append(_NULL * (n - prev))
     return _array_head(_OID_INT2, n, len(judged) < n) + b"".join(parts)
 
 
-def _bounds(counts: Sequence[int]) -> list[int]:
-    return [0, *accumulate(counts)]
-
-
-def _text_arrays(lists: Sequence[list[str]], counts: list[int]) -> list[bytes]:
-    """text[] of each list; the whole batch at once when every id is ASCII (one byte a
-    character) without a NUL."""
-    flat = list(chain.from_iterable(lists))
+def _text_arrays(flat: list[str], cuts: list[int]) -> list[bytes]:
+    """text[] of each list (rows ``cuts[i]:cuts[i + 1]`` of ``flat``); the whole batch at once
+    when every id is ASCII (one byte a character) without a NUL."""
     n = len(flat)
     joined = "\x00".join(flat)  # each id after a NUL: the NULs become the length words
     if not n or not joined.isascii() or joined.count("\x00") != n - 1:
-        return list(map(text_array, lists))  # refuses an id with a NUL
+        return [text_array(flat[a:b]) for a, b in zip(cuts, islice(cuts, 1, None))]
     data = np.frombuffer(("\x00" + joined).encode("ascii"), np.uint8)
     is_sep = data == 0
     seps = np.flatnonzero(is_sep).astype(np.int32)  # where each id's length word goes
@@ -114,27 +114,38 @@ def _text_arrays(lists: Sequence[list[str]], counts: list[int]) -> list[bytes]:
     is_id[words] = False
     out[is_id] = data[~is_sep]
     buf = out.tobytes()
-    bounds = _bounds(counts)
-    edges = [*starts[bounds[:-1]].tolist(), out.size]  # where each list's first id starts
+    edges = np.append(starts, out.size)[cuts].tolist()  # where each list's first id starts
     return [
-        _head(_OID_TEXT, counts[i], False) + buf[edges[i] : edges[i + 1]] for i in range(len(lists))
+        _head(_OID_TEXT, b - a, False) + buf[edges[i] : edges[i + 1]]
+        for i, (a, b) in enumerate(zip(cuts, islice(cuts, 1, None)))
     ]
 
 
-def _float_arrays(lists: Sequence[list], counts: list[int]) -> list[bytes]:
-    """float8[] of each list; the whole batch at once when no score is NULL (nor NaN)."""
-    bounds = _bounds(counts)
-    items = np.empty(bounds[-1], _FLOAT_ITEM)
-    values = np.fromiter(chain.from_iterable(lists), np.float64, bounds[-1])
+def _float_arrays(scores: list | np.ndarray, cuts: list[int]) -> list[bytes]:
+    """float8[] of each list (rows ``cuts[i]:cuts[i + 1]`` of ``scores``); the whole batch at
+    once when no score is NULL (nor NaN)."""
+    if isinstance(scores, np.ndarray):
+        values = scores.astype(np.float64, copy=False)
+    else:
+        values = np.fromiter(scores, np.float64, len(scores))
     if np.isnan(values).any():  # None reads as NaN here: a NULL score (or a NaN) among them
-        return list(map(float_array, lists))
+        return [float_array(list(scores[a:b])) for a, b in zip(cuts, islice(cuts, 1, None))]
+    items = np.empty(values.size, _FLOAT_ITEM)
     items["v"] = values
     items["n"] = 8
     buf = items.tobytes()
     return [
-        _head(_OID_FLOAT8, counts[i], False) + buf[12 * bounds[i] : 12 * bounds[i + 1]]
-        for i in range(len(lists))
+        _head(_OID_FLOAT8, b - a, False) + buf[12 * a : 12 * b]
+        for a, b in zip(cuts, islice(cuts, 1, None))
     ]
+
+
+def encode_columns(
+    chunks: list[str], scores: list | np.ndarray, cuts: list[int]
+) -> tuple[list[bytes], list[bytes]]:
+    """(text[] of the chunk ids, float8[] of the scores) of each list of a batch in columns:
+    list ``i`` is rows ``cuts[i]:cuts[i + 1]`` of ``chunks`` and ``scores``."""
+    return _text_arrays(chunks, cuts), _float_arrays(scores, cuts)
 
 
 def encode_lists(
@@ -149,8 +160,10 @@ def encode_lists(
         texts = list(map(text_array, chunk_lists))
         floats = list(map(float_array, score_lists))
     else:
-        texts = _text_arrays(chunk_lists, counts)
-        floats = _float_arrays(score_lists, counts)
+        cuts = [0, *accumulate(counts)]
+        texts, floats = encode_columns(
+            list(chain.from_iterable(chunk_lists)), list(chain.from_iterable(score_lists)), cuts
+        )
     return [
         (run_id, qid, grade_array(grades, chunks), f, t)
         for (run_id, qid, grades, _, chunks), f, t in zip(rows, floats, texts)

@@ -32,6 +32,7 @@ import os
 import socket
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import Conflict, IncompleteRun, InputError
@@ -190,24 +191,28 @@ def copy_lists(
     """Binary COPY of (run_id, query_id, judgements of the query, scores, chunk ids) rows into
     pgeval.result_list, with the judged grade of each chunk (the judgements: {chunk: grade},
     or None). The arrays are built in binary format by :mod:`.list_arrays`, a batch of lists at
-    a time (psycopg's array dumper would make a Python step per element); COPY sends them as
-    they are."""
+    a time (psycopg's array dumper would make a Python step per element)."""
     from .list_arrays import encode_lists
 
+    return copy_encoded(conn, chain.from_iterable(map(encode_lists, _batches(rows))))
+
+
+def copy_encoded(conn: Any, rows: Iterable[tuple[int, str, bytes, bytes, bytes]]) -> int:
+    """Binary COPY of (run_id, query_id, grades, scores, chunk ids) rows into
+    pgeval.result_list, the arrays already in binary format: COPY sends them as they are."""
     n = 0
     with conn.cursor().copy(
         "COPY pgeval.result_list (run_id, query_id, grades, scores, chunk_ids) FROM STDIN "
         "(FORMAT BINARY)"
     ) as copy:
         copy.set_types(["int8", "text", "bytea", "bytea", "bytea"])  # bytea: the bytes as built
-        for batch in _batches(rows):
-            for row in encode_lists(batch):
-                copy.write_row(row)
-                n += 1
+        for row in rows:
+            copy.write_row(row)
+            n += 1
     return n
 
 
-_BATCH_ITEMS = 1 << 16  # list elements encoded at once (bounded memory, numpy's fixed costs shared)
+_BATCH_ITEMS = 1 << 12  # list elements encoded at once: they stay in the CPU cache (measured)
 
 
 def _batches(rows: Iterable[tuple]) -> Iterator[list[tuple]]:
