@@ -30,11 +30,9 @@ from __future__ import annotations
 import json
 import os
 import socket
-import struct
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from functools import lru_cache
-from itertools import chain, repeat
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import Conflict, IncompleteRun, InputError
@@ -187,89 +185,48 @@ def judged_grades(conn: Any, run_id: int, query_ids: Sequence[str]) -> dict[str,
     return grades
 
 
-# pgeval.result_list's arrays in PostgreSQL's binary array format (what array_recv reads): a
-# header (dimensions 1, has-NULL flag, element type oid, length, lower bound 1), then each element
-# as its byte length (-1: NULL) and its bytes. Built by C-speed joins: no Python step per element.
-_OID_INT2, _OID_TEXT, _OID_FLOAT8 = 21, 25, 701
-_ARRAY_HEAD = struct.Struct(">iiIii")
-_INT4 = struct.Struct(">i")
-_LENGTHS = [_INT4.pack(n) for n in range(4096)]  # the length word of an element that short
-_NULL = _INT4.pack(-1)
-_FLOAT8 = struct.Struct(">d")
-_INT2_ITEM = struct.Struct(">ih")  # an int2 element: its length (2), the value
-
-
-def _array_head(oid: int, n: int, has_null: bool) -> bytes:
-    return _ARRAY_HEAD.pack(1, int(has_null), oid, n, 1)
-
-
-def _text_array(ids: list[str]) -> bytes:
-    """A text[] of ``ids`` in binary format."""
-    joined = "\x00".join(ids)
-    if joined.count("\x00") != len(ids) - 1:  # never in an id pgeval reads: refused, not split
-        raise InputError("an id contains a NUL character, which PostgreSQL cannot store")
-    items = joined.encode("utf-8").split(b"\x00")
-    sizes = list(map(len, items))
-    words = map(_LENGTHS.__getitem__, sizes) if max(sizes) < 4096 else map(_INT4.pack, sizes)
-    return _array_head(_OID_TEXT, len(ids), False) + b"".join(
-        chain.from_iterable(zip(words, items))
-    )
-
-
-@lru_cache(maxsize=256)
-def _float_items(n: int) -> struct.Struct:
-    return struct.Struct(">" + "id" * n)  # each element: its length (8), the float8
-
-
-def _float_array(values: list) -> bytes:
-    """A float8[] of ``values`` (None: NULL) in binary format."""
-    n = len(values)
-    try:
-        body = _float_items(n).pack(*chain.from_iterable(zip(repeat(8), values)))
-        has_null = False
-    except struct.error:  # a None among them
-        body = b"".join(
-            _NULL if v is None else b"\x00\x00\x00\x08" + _FLOAT8.pack(v) for v in values
-        )
-        has_null = True
-    return _array_head(_OID_FLOAT8, n, has_null) + body
-
-
-def _grade_array(grades: dict[str, int] | None, chunks: list[str]) -> bytes:
-    """The int2[] of the judged grade of each chunk (NULL: not judged) in binary format
-    (``chunks``: no id twice)."""
-    cells = [_NULL] * len(chunks)
-    judged = grades.keys() & chunks if grades else ()  # the few judged chunks, found at C speed
-    for chunk in judged:
-        cells[chunks.index(chunk)] = _INT2_ITEM.pack(2, grades[chunk])  # type: ignore[index]
-    return _array_head(_OID_INT2, len(chunks), len(judged) < len(chunks)) + b"".join(cells)
-
-
 def copy_lists(
     conn: Any, rows: Iterable[tuple[int, str, dict[str, int] | None, list, list[str]]]
 ) -> int:
     """Binary COPY of (run_id, query_id, judgements of the query, scores, chunk ids) rows into
     pgeval.result_list, with the judged grade of each chunk (the judgements: {chunk: grade},
-    or None). The arrays are built here in binary format (psycopg's array dumper would make a
-    Python step per element); COPY sends them as they are."""
+    or None). The arrays are built in binary format by :mod:`.list_arrays`, a batch of lists at
+    a time (psycopg's array dumper would make a Python step per element)."""
+    from .list_arrays import encode_lists
+
+    return copy_encoded(conn, chain.from_iterable(map(encode_lists, _batches(rows))))
+
+
+def copy_encoded(conn: Any, rows: Iterable[tuple[int, str, bytes, bytes, bytes]]) -> int:
+    """Binary COPY of (run_id, query_id, grades, scores, chunk ids) rows into
+    pgeval.result_list, the arrays already in binary format: COPY sends them as they are."""
     n = 0
     with conn.cursor().copy(
         "COPY pgeval.result_list (run_id, query_id, grades, scores, chunk_ids) FROM STDIN "
         "(FORMAT BINARY)"
     ) as copy:
         copy.set_types(["int8", "text", "bytea", "bytea", "bytea"])  # bytea: the bytes as built
-        for run_id, qid, grades, scores, chunks in rows:
-            copy.write_row(
-                (
-                    run_id,
-                    qid,
-                    _grade_array(grades, chunks),
-                    _float_array(scores),
-                    _text_array(chunks),
-                )
-            )
+        for row in rows:
+            copy.write_row(row)
             n += 1
     return n
+
+
+_BATCH_ITEMS = 1 << 12  # list elements encoded at once: they stay in the CPU cache (measured)
+
+
+def _batches(rows: Iterable[tuple]) -> Iterator[list[tuple]]:
+    """Rows in batches of about ``_BATCH_ITEMS`` list elements (a longer list: alone)."""
+    batch: list[tuple] = []
+    items = 0
+    for row in rows:
+        batch.append(row)
+        items += len(row[4])
+        if items >= _BATCH_ITEMS:
+            yield batch
+            batch, items = [], 0
+    if batch:
+        yield batch
 
 
 def write_lists(
