@@ -267,9 +267,10 @@ def finish_run(
 class RunWriter:
     """Buffers one run's results and timings and flushes them by COPY every ``flush_every``
     queries, between two queries: never while a query is timed. (A writer thread overlapping
-    the two was measured, 1,000 HNSW queries: p99 latency 4.3-6.7 ms against 1.6-2.7 ms for a
-    bare loop, as the thread held the interpreter and the server's CPU while a query's answer
-    waited; writing in line kept p99 at the bare loop's, at about the same wall time.)"""
+    the two was measured, 1,000 HNSW queries, seven rounds: p99 latency 2.8-6.7 ms against
+    1.6-2.7 ms for a bare loop, as the thread held the interpreter and the server's CPU while a
+    query's answer waited; writing in line kept p99 at 1.6-2.5 ms, at about the same wall
+    time. See docs/TIMING.md.)"""
 
     def __init__(
         self,
