@@ -127,7 +127,7 @@ def test_runs_are_stored_with_ranks_scores_timings(setup, conn):
 
 def test_results_are_written_between_queries_never_while_one_is_timed(setup, conn, monkeypatch):
     """A write that overlaps a timed query adds pgeval's own work to the latency it reports (a
-    writer thread made p99 two to three times the bare loop's): every batch is written by the
+    writer thread made p99 1.3 to 4 times the bare loop's): every batch is written by the
     stage's own thread while no statement is being timed, and every query's results arrive."""
     import threading
 
