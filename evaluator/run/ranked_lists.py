@@ -274,7 +274,7 @@ def copy_lists(
     judged grade (``grades``: {query: {chunk: grade}} of the run's test set). ``by_score``:
     lists ranked by :func:`ranked_by_score`, else kept in the given order. Returns (source rows
     read, lists written, results written, unknown query ids)."""
-    from ..stages.list_arrays import encode_columns, grades_at
+    from ..stages.list_arrays import encode_columns, grade_array
     from ..stages.store import copy_encoded
 
     counts = [0, 0, 0]
@@ -291,16 +291,10 @@ def copy_lists(
                     unknown.add(qid)
                     continue
                 a, b = cuts[i], cuts[i + 1]
-                judged = grades.get(qid)
-                # the list's judged chunks (a few), found in its set of ids at C speed
-                at = (
-                    [(chunks.index(c, a, b) - a, judged[c]) for c in judged.keys() & batch.ids[i]]
-                    if judged
-                    else []
-                )
                 counts[1] += 1
                 counts[2] += b - a
-                yield run_id, qid, grades_at(b - a, at), floats[i], texts[i]
+                grade = grade_array(grades.get(qid), chunks, a, b, batch.ids[i])
+                yield run_id, qid, grade, floats[i], texts[i]
 
     copy_encoded(conn, rows())
     return counts[0], counts[1], counts[2], unknown

@@ -22,8 +22,8 @@ from pathlib import Path
 from ..core.errors import InputError
 from ..core.ids import MAX_ID_BYTES, ident
 from ..testset.source import Source
+from .ranked_lists import Segment
 
-Segment = tuple  # (query ids, chunk ids, scores, line numbers): parallel sequences
 _PIECE_LINES = 64  # a block not all the common case is tried again by pieces of so many lines
 _BLOCK_BYTES = 1 << 16  # small enough for a block's fields to stay in the CPU cache (measured)
 # what C's strtod/atof reads in full, and Python's float() reads to the same value (ASCII only)

@@ -73,11 +73,24 @@ def float_array(values: list) -> bytes:
     return _array_head(_OID_FLOAT8, n, has_null) + body
 
 
-def grade_array(grades: dict[str, int] | None, chunks: list[str]) -> bytes:
-    """The int2[] of the judged grade of each chunk (NULL: not judged) in binary format
-    (``chunks``: no id twice)."""
-    judged = grades.keys() & chunks if grades else ()  # the few judged chunks, found at C speed
-    return grades_at(len(chunks), [(chunks.index(c), grades[c]) for c in judged])  # type: ignore[index]
+def grade_array(
+    grades: dict[str, int] | None,
+    chunks: list[str],
+    start: int = 0,
+    end: int | None = None,
+    ids: set[str] | None = None,
+) -> bytes:
+    """The int2[] of the judged grade of each chunk of ``chunks[start:end]`` (a list, no id
+    twice; NULL: not judged) in binary format; ``ids``: that list's set of ids, when the caller
+    has it."""
+    end = len(chunks) if end is None else end
+    if not grades:
+        return grades_at(end - start, [])
+    # the few judged chunks of the list, found at C speed
+    judged = grades.keys() & (chunks[start:end] if ids is None else ids)
+    return grades_at(
+        end - start, [(chunks.index(c, start, end) - start, grades[c]) for c in judged]
+    )
 
 
 def grades_at(n: int, judged: list[tuple[int, int]]) -> bytes:
