@@ -397,12 +397,12 @@ def capture(
         },
     }
     if target is not None:
+        from . import data_checksum  # imports this module: imported here
+
         oid = resolve_table(kb_conn, target)
         vec = vector_column(kb_conn, oid, target.vector_column)
         fp["indexes"], idx_info = indexes(kb_conn, oid)
         if data is None:
-            from . import data_checksum
-
             measured = data_checksum.measure(kb_conn, target, checksum=checksum, cache=cache)
             data, data_note = measured.data, measured.note
         fp["data"] = data
@@ -429,7 +429,7 @@ def capture(
             checksum=(
                 "skipped (--no-checksum)"
                 if data.get("checksum") is None
-                else data_note or "sum of hashtextextended(id | md5(vector) | md5(text))"
+                else data_note or data_checksum.CONTENT_NOTE
             ),
         )
     if scoped:
