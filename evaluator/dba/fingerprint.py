@@ -308,7 +308,7 @@ def capture_data(conn, target, *, checksum: bool = True, cache=None) -> dict:
     scan of the table (about the time of ``SELECT count(*)`` plus two md5 per row: on the order of
     a second per million 384-dimension rows) — unless ``cache``
     (:class:`evaluator.dba.data_checksum.ChecksumCache`) holds it for the table's current version,
-    read by a scan about six times cheaper (see :mod:`evaluator.dba.data_checksum`).
+    read by a scan about seven times cheaper (see :mod:`evaluator.dba.data_checksum`).
     ``checksum=False`` (``--no-checksum``) keeps only the row count — cheap on big tables, but
     then a changed vector goes unnoticed.
     """

@@ -117,7 +117,10 @@ def check_stages(settings: dict[str, str], stage_names) -> None:
 
 
 def load_libraries(conn: Any) -> None:
-    """Load pgvector's and pgvectorscale's libraries so that their GUCs are defined."""
+    """Load pgvector's and pgvectorscale's libraries so that their GUCs are defined (once per
+    connection: a library stays loaded in its session, whatever is rolled back)."""
+    if getattr(conn, "_pgeval_libraries", False):
+        return
     conn.execute("SELECT '[1]'::vector")
     row = conn.execute(
         "SELECT n.nspname FROM pg_extension e JOIN pg_depend d ON d.refobjid = e.oid "
@@ -126,6 +129,7 @@ def load_libraries(conn: Any) -> None:
     ).fetchone()
     if row is not None:
         conn.execute(sql.SQL("SELECT {}()").format(sql.Identifier(row[0], "distance_type_cosine")))
+    conn._pgeval_libraries = True
 
 
 def _check_value(name: str, value: str, vartype: str, unit, lo, hi, enumvals) -> None:

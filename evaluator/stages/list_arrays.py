@@ -161,6 +161,24 @@ def encode_columns(
     return _text_arrays(chunks, cuts), _float_arrays(scores, cuts)
 
 
+def encode_flat(
+    chunks: list[str], scores: list, cuts: list[int], batch: int = 1 << 12
+) -> tuple[list[bytes], list[bytes]]:
+    """:func:`encode_columns` of a whole run's columns, a few thousand elements at a time (they
+    stay in the CPU cache: measured faster than one pass over 100,000)."""
+    texts: list[bytes] = []
+    floats: list[bytes] = []
+    first = 0  # the first list of the current group
+    for i in range(1, len(cuts)):
+        if cuts[i] - cuts[first] >= batch or i == len(cuts) - 1:
+            a, b = cuts[first], cuts[i]
+            t, f = encode_columns(chunks[a:b], scores[a:b], [c - a for c in cuts[first : i + 1]])
+            texts += t
+            floats += f
+            first = i
+    return texts, floats
+
+
 def encode_lists(
     rows: Sequence[tuple[int, str, dict[str, int] | None, list, list[str]]],
 ) -> list[tuple[int, str, bytes, bytes, bytes]]:

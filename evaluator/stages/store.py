@@ -12,8 +12,9 @@ Typical use inside ``Stage.run``::
     return out.run_id
 
 The run row is committed first (status ``running``) so that progress is visible from another
-session; results are flushed by COPY every ``flush_every`` queries, one pgeval.result_list row
-per query's ranked list with the judged grades joined by the writer; on leaving the block the run
+session; results are flushed by COPY every ``FLUSH_SECONDS`` (or ``flush_every`` queries, or
+``FLUSH_ITEMS`` list elements, whichever comes first), one pgeval.result_list row per query's
+ranked list with the judged grades joined by the writer; on leaving the block the run
 is marked ``complete`` (with ``finished_at``), or ``failed`` when an exception escapes (the
 exception is re-raised).
 
@@ -30,9 +31,10 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from itertools import chain
+from itertools import accumulate, chain, islice
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import Conflict, IncompleteRun, InputError
@@ -40,7 +42,13 @@ from ..core.errors import Conflict, IncompleteRun, InputError
 if TYPE_CHECKING:
     from .base import StageContext
 
-FLUSH_EVERY = 100
+# a run's buffered answers are written when any of these is reached (and at the end): a killed
+# run loses at most about FLUSH_SECONDS of answered queries, which `pgeval run resume` runs again.
+# Each write costs a fixed few round trips and commit: on 1,000 HNSW queries (about 1 s), ten
+# writes of 100 queries took 0.17 s and one of 1,000 took 0.06 s (bench/runner_overhead.py)
+FLUSH_SECONDS = 2.0
+FLUSH_EVERY = 10_000  # queries
+FLUSH_ITEMS = 200_000  # list elements (about 20 MB of Python objects)
 
 
 def create_run(
@@ -243,6 +251,58 @@ def write_lists(
     )
 
 
+def ranked_columns(
+    results: Sequence[tuple[str, Sequence, Sequence]],
+) -> tuple[list[str], list[str], list[float | None], list[int]]:
+    """(query ids, chunk ids, scores, cuts) of a batch of (query id, chunk ids, scores) ranked
+    lists, as whole-batch columns: list ``i`` is rows ``cuts[i]:cuts[i + 1]``. Ids become text
+    (when they are not) and scores floats at C speed; a list naming a chunk twice is refused (a stage bug, not a
+    user mistake)."""
+    qids = [q for q, _, _ in results]
+    cuts = [0, *accumulate(len(c) for _, c, _ in results)]
+    chunks = list(chain.from_iterable(c for _, c, _ in results))
+    try:
+        "".join(chunks)  # every id text already (stages select ids as text): nothing to convert
+    except TypeError:
+        chunks = list(map(str, chunks))
+    values = list(chain.from_iterable(v for _, _, v in results))
+    scores: list[float | None]
+    try:
+        scores = list(map(float, values))
+    except TypeError:  # a score of None (a stage without scores for some results)
+        scores = [None if v is None else float(v) for v in values]
+    for q, a, b in zip(qids, cuts, islice(cuts, 1, None)):
+        if len(set(chunks[a:b])) != b - a:
+            seen: set = set()
+            # seen.add() is None (falsy): the idiom records the id and goes on
+            dup = next(c for c in chunks[a:b] if c in seen or seen.add(c))  # type: ignore[func-returns-value]
+            raise InputError(f"stage returned chunk '{dup}' twice for query '{q}'")
+    return qids, chunks, scores, cuts
+
+
+def copy_columns(
+    conn: Any,
+    run_id: int,
+    qids: list[str],
+    chunks: list[str],
+    scores: list[float | None],
+    cuts: list[int],
+) -> int:
+    """COPY the ranked lists of :func:`ranked_columns` into pgeval.result_list, each with the
+    judged grade of every chunk (read here, in the writer's transaction)."""
+    from .list_arrays import encode_flat, grade_array
+
+    grades = judged_grades(conn, run_id, qids)
+    texts, floats = encode_flat(chunks, scores, cuts)
+    return copy_encoded(
+        conn,
+        (
+            (run_id, q, grade_array(grades.get(q), chunks, a, b), f, t)
+            for q, a, b, f, t in zip(qids, cuts, islice(cuts, 1, None), floats, texts)
+        ),
+    )
+
+
 def write_timings(
     conn: Any, run_id: int, rows: Iterable[tuple[str, float, float | None, int]]
 ) -> int:
@@ -265,8 +325,9 @@ def finish_run(
 
 
 class RunWriter:
-    """Buffers one run's results and timings and flushes them by COPY every ``flush_every``
-    queries, between two queries: never while a query is timed. (A writer thread overlapping
+    """Buffers one run's results and timings and flushes them by COPY every ``flush_seconds``
+    (or ``flush_every`` queries, or :data:`FLUSH_ITEMS` list elements, whichever comes first),
+    between two queries: never while a query is timed. (A writer thread overlapping
     the two was measured, 1,000 HNSW queries, seven rounds: p99 latency 2.8-6.7 ms against
     1.6-2.7 ms for a bare loop, as the thread held the interpreter and the server's CPU while a
     query's answer waited; writing in line kept p99 at 1.6-2.5 ms, at about the same wall
@@ -279,10 +340,14 @@ class RunWriter:
         depth: int | None = None,
         flush_every: int = FLUSH_EVERY,
         exclude_own: bool = False,
+        flush_seconds: float = FLUSH_SECONDS,
     ) -> None:
         self.conn, self.run_id, self.depth = conn, run_id, depth
         self.exclude_own = exclude_own  # sampled queries: a query's own chunk is never a result
         self.flush_every = flush_every
+        self.flush_seconds = flush_seconds
+        self._due = time.monotonic() + flush_seconds
+        self._items = 0
         self.params: dict = {}  # merged into run.params when the run completes
         self._results: list[tuple] = []
         self._timings: list[tuple] = []
@@ -308,22 +373,8 @@ class RunWriter:
             ranked = [r for r in ranked if str(r[0]) != query_id]
         if self.depth is not None and len(ranked) > self.depth:
             ranked = ranked[: self.depth]
-        scores: list[float | None]
-        if ranked:
-            ids, values = zip(*ranked)  # (chunk_id, score) pairs as two columns, at C speed
-            chunks = list(map(str, ids))
-            try:
-                scores = list(map(float, values))
-            except TypeError:  # a score of None (a stage without scores for some results)
-                scores = [None if v is None else float(v) for v in values]
-        else:
-            chunks, scores = [], []
-        if len(set(chunks)) != len(chunks):  # a stage bug, not a user mistake: refuse
-            seen: set = set()
-            # seen.add() is None (falsy): the idiom records the id and goes on
-            dup = next(c for c in chunks if c in seen or seen.add(c))  # type: ignore[func-returns-value]
-            raise InputError(f"stage returned chunk '{dup}' twice for query '{query_id}'")
-        self._results.append((query_id, chunks, scores))
+        if ranked:  # two columns (C speed); converted, checked and encoded by the batch
+            self._results.append((query_id, *zip(*ranked)))
         if latency_ms is not None:
             self._timings.append(
                 (
@@ -337,7 +388,12 @@ class RunWriter:
         self.queries += 1
         self.rows += len(ranked)
         self._pending += 1
-        if self._pending >= self.flush_every:
+        self._items += len(ranked)
+        if (
+            self._pending >= self.flush_every
+            or self._items >= FLUSH_ITEMS
+            or time.monotonic() >= self._due
+        ):
             self.flush()
 
     def fail(self, query_id: str, status: int | None, message: str, attempts: int = 1) -> None:
@@ -351,10 +407,11 @@ class RunWriter:
         self._done.append(query_id)
         self.queries += 1
         self._pending += 1
-        if self._pending >= self.flush_every:
+        if self._pending >= self.flush_every or time.monotonic() >= self._due:
             self.flush()
 
     def _write(self, results: list, timings: list, done: list, failures: Sequence = ()) -> None:
+        lists = ranked_columns(results)  # a stage's duplicate refused before anything is written
         with self.conn.transaction():
             # a batch and its progress rows commit together; a server crash that loses the
             # last few commits loses both, and resume runs those queries again: no WAL flush
@@ -368,12 +425,7 @@ class RunWriter:
                     ((self.run_id, *f) for f in failures),
                 )
             if results:
-                write_lists(
-                    self.conn,
-                    self.run_id,
-                    results,
-                    judged_grades(self.conn, self.run_id, [q for q, _, _ in results]),
-                )
+                copy_columns(self.conn, self.run_id, *lists)
             if timings:
                 write_timings(self.conn, self.run_id, timings)
             if done:
@@ -391,7 +443,8 @@ class RunWriter:
             batch = (self._results, self._timings, self._done, self._failures)
             self._results, self._timings, self._done, self._failures = [], [], [], []
             self._write(*batch)
-        self._pending = 0
+        self._pending = self._items = 0
+        self._due = time.monotonic() + self.flush_seconds
 
     def close(self) -> None:
         """Write what is left."""
