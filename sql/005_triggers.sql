@@ -38,11 +38,26 @@ BEGIN
 END
 $$;
 
--- pgeval.result_list has no foreign key to pgeval.run (a per-row check costs import speed): a
--- run's results go with it through this statement-level trigger.
+-- pgeval.result_list, query_timing and run_progress have no foreign key to pgeval.run (a
+-- per-row check costs import and runner speed; migration 0007_run_rows): a run's rows go with it
+-- through this statement-level trigger. Their writers lock the run row (evaluator/stages/store.py).
 CREATE OR REPLACE FUNCTION pgeval.run_delete_results() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     DELETE FROM pgeval.result_list r USING old_runs o WHERE r.run_id = o.run_id;
+    DELETE FROM pgeval.query_timing t USING old_runs o WHERE t.run_id = o.run_id;
+    DELETE FROM pgeval.run_progress p USING old_runs o WHERE p.run_id = o.run_id;
+    RETURN NULL;
+END
+$$;
+
+-- TRUNCATE pgeval.run (directly or by CASCADE) empties the tables of run rows, which have no
+-- foreign key to it (trigger run_truncate_results, migration 0007_run_rows).
+CREATE OR REPLACE FUNCTION pgeval.run_truncate_results() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    -- DELETE, not TRUNCATE: a table truncated by the same statement is in use here
+    DELETE FROM pgeval.result_list;
+    DELETE FROM pgeval.query_timing;
+    DELETE FROM pgeval.run_progress;
     RETURN NULL;
 END
 $$;

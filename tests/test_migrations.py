@@ -65,7 +65,7 @@ def fresh(database, conn, request):
     conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-HEAD = "0006_checksum"
+HEAD = "0007_run_rows"
 
 
 def test_head_is_the_byte_order_revision():
@@ -438,3 +438,68 @@ def test_storage_revision_keeps_runs_and_their_metrics(fresh, pgeval):
             ).fetchall()
             == rows
         )
+
+
+def _run_keys(conn) -> set[str]:
+    return {
+        r[0]
+        for r in conn.execute(
+            "SELECT conrelid::regclass::text FROM pg_constraint WHERE contype = 'f' "
+            "AND confrelid = 'pgeval.run'::regclass"
+        ).fetchall()
+    }
+
+
+def test_run_rows_revision_keeps_timings_and_deletes_them_with_their_run(fresh):
+    """0007_run_rows on a database written at 0006_checksum: the timings and progress rows stay,
+    their foreign keys go, and deleting a run still deletes them (the trigger); downgrading
+    brings the keys back and drops rows whose run is gone."""
+    uri = fresh.uri()
+    with fresh.connect(autocommit=True) as c:
+        c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        c.execute("CREATE SCHEMA pgeval")
+    upgrade_tables(uri, "0006_checksum")
+    with fresh.connect(autocommit=True) as c:
+        assert {"pgeval.query_timing", "pgeval.run_progress"} <= _run_keys(c)
+        tid = c.execute(
+            "INSERT INTO pgeval.testset (name, content_hash, source_format) "
+            "VALUES ('old', 'h', 'test') RETURNING testset_id"
+        ).fetchone()[0]
+        runs = [
+            c.execute(
+                "INSERT INTO pgeval.run (name, testset_id, stage, order_rule, status) "
+                "VALUES (%s, %s, 'hnsw', 'distance', 'complete') RETURNING run_id",
+                (name, tid),
+            ).fetchone()[0]
+            for name in ("keep", "drop")
+        ]
+        for rid in runs:
+            for q in ("q1", "q2"):
+                c.execute(
+                    "INSERT INTO pgeval.query_timing (run_id, query_id, latency_ms, rows_returned) "
+                    "VALUES (%s, %s, 1.5, 10)",
+                    (rid, q),
+                )
+                c.execute("INSERT INTO pgeval.run_progress VALUES (%s, %s)", (rid, q))
+    assert init(fresh).revision_after == HEAD
+    counts = (
+        "SELECT (SELECT count(*) FROM pgeval.query_timing WHERE run_id = %(r)s), "
+        "(SELECT count(*) FROM pgeval.run_progress WHERE run_id = %(r)s)"
+    )
+    with fresh.connect(autocommit=True) as c:
+        assert not {"pgeval.query_timing", "pgeval.run_progress"} & _run_keys(c)
+        assert [c.execute(counts, {"r": r}).fetchone() for r in runs] == [(2, 2), (2, 2)]
+        c.execute("DELETE FROM pgeval.run WHERE run_id = %s", (runs[1],))
+        assert [c.execute(counts, {"r": r}).fetchone() for r in runs] == [(2, 2), (0, 0)]
+        c.execute("INSERT INTO pgeval.run_progress VALUES (%s, 'q9')", (runs[1],))  # an orphan
+    downgrade_tables(uri, "0006_checksum")
+    with fresh.connect(autocommit=True) as c:
+        assert {"pgeval.query_timing", "pgeval.run_progress"} <= _run_keys(c)
+        assert [c.execute(counts, {"r": r}).fetchone() for r in runs] == [(2, 2), (0, 0)]
+    assert init(fresh).revision_after == HEAD  # and TRUNCATE ... CASCADE still empties them
+    with fresh.connect(autocommit=True) as c:
+        c.execute("TRUNCATE pgeval.testset RESTART IDENTITY CASCADE")
+        assert c.execute(
+            "SELECT (SELECT count(*) FROM pgeval.query_timing), "
+            "(SELECT count(*) FROM pgeval.run_progress)"
+        ).fetchone() == (0, 0)

@@ -253,6 +253,7 @@ def materialize(ctx, gt: GroundTruth, run_name: str) -> int:
         timing_boundary=None,
     )
     with results.transaction():
+        store.touch_run(results, run_id)
         # one ranked list per query; the trigger joins the judged grades
         results.execute(
             "INSERT INTO pgeval.result_list (run_id, query_id, chunk_ids, scores) "

@@ -312,6 +312,21 @@ def write_timings(
     )
 
 
+def touch_run(conn: Any, run_id: int) -> None:
+    """Refresh the run's heartbeat, locking its row until the transaction ends: the run's rows
+    written in that transaction can never outlive it (they have no foreign key to pgeval.run; a
+    concurrent ``DELETE`` of the run waits, and its trigger then deletes them). Conflict when
+    another session deleted the run (its experiment's test set replaced or deleted)."""
+    if (
+        conn.execute(
+            "UPDATE pgeval.run SET heartbeat_at = now() WHERE run_id = %s RETURNING run_id",
+            (run_id,),
+        ).fetchone()
+        is None
+    ):
+        raise Conflict(f"run {run_id} was deleted by another session while it was written")
+
+
 def finish_run(
     conn: Any, run_id: int, status: str = "complete", params: dict | None = None
 ) -> None:
@@ -417,6 +432,7 @@ class RunWriter:
             # last few commits loses both, and resume runs those queries again: no WAL flush
             # wait per batch (it would be timed in the stage's wall time on a real disk)
             self.conn.execute("SET LOCAL synchronous_commit = off")
+            touch_run(self.conn, self.run_id)
             if failures:
                 copy_rows(
                     self.conn,
@@ -431,9 +447,6 @@ class RunWriter:
             if done:
                 copy_rows(
                     self.conn, "run_progress", PROGRESS_COLUMNS, ((self.run_id, q) for q in done)
-                )
-                self.conn.execute(
-                    "UPDATE pgeval.run SET heartbeat_at = now() WHERE run_id = %s", (self.run_id,)
                 )
         _commit(self.conn)
 

@@ -11,6 +11,7 @@ never edited once released: a later change is a new revision.
 The database itself refuses a rank of 0, a grade outside 0-3, a duplicate (run, query, rank) or a
 duplicate (run, query, chunk).
 """
+
 from alembic import op
 
 revision = "0001"

@@ -14,6 +14,7 @@ test set has its results; after Ctrl-C, `kill -9` or a server restart the run st
 - ``pgeval.run.pid`` / ``host`` / ``heartbeat_at``: the process writing the run and the time of
   its last write, so that a refusal to resume a run another live process holds can say who.
 """
+
 from alembic import op
 
 revision = "0002"

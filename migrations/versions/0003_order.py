@@ -12,6 +12,7 @@ equality is exact even under a non-deterministic default. The data is kept; Post
 the indexes and keys that include these columns. The SQL of sql/*.sql and of the stages also says
 COLLATE "C" wherever an id comes from a function result or a user's table.
 """
+
 from alembic import op
 
 revision = "0003_order"
@@ -37,8 +38,9 @@ def _alter(collation: str) -> str:
     statements = []
     for table, columns in ID_COLUMNS.items():
         alters = ", ".join(
-            f'ALTER COLUMN {c} TYPE text{"[]" if c in ARRAYS else ""} COLLATE {collation}'
-            for c in columns)
+            f"ALTER COLUMN {c} TYPE text{'[]' if c in ARRAYS else ''} COLLATE {collation}"
+            for c in columns
+        )
         statements.append(f"ALTER TABLE pgeval.{table} {alters};")
     return "\n".join(statements)
 

@@ -12,6 +12,7 @@ Create Date: 2026-12-10
   distance, filters, query set) and its ``data`` fingerprint (rows, content checksum) hold.
   ``uses`` counts the runs materialised from it; ``computed_at`` says when it was computed.
 """
+
 from alembic import op
 
 revision = "0004_owntable"

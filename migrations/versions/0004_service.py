@@ -12,6 +12,7 @@ written in the same transaction as the query's (empty) results and its ``pgeval.
 row. Metrics count such a query as one that returned nothing (what a user of the service got);
 `pgeval stage-report` counts and names the failures per stage.
 """
+
 from alembic import op
 
 revision = "0004_service"

@@ -26,6 +26,7 @@ more than measuring it, and `run list` / `run delete` read every result row. Fro
 Ids keep COLLATE "C" (byte order; 0003_order). Existing rows are converted list by list, their
 judged grades kept; ranks are renumbered 1..n in rank order (pgeval's writers never left a gap).
 """
+
 from alembic import op
 
 revision = "0005_storage"
@@ -136,7 +137,8 @@ CREATE TRIGGER result_append_row INSTEAD OF INSERT ON pgeval.result
     FOR EACH ROW EXECUTE FUNCTION pgeval.result_append_row();
 """
 
-UPGRADE = r"""
+UPGRADE = (
+    r"""
 CREATE TABLE pgeval.result_list (
     run_id    bigint NOT NULL,
     query_id  text COLLATE "C" NOT NULL,
@@ -173,7 +175,13 @@ UPDATE pgeval.run ru SET n_queries = c.n, n_rows = c.r
 
 DROP TABLE pgeval.result;
 DROP FUNCTION pgeval.result_fill_grades();
-""" + FILL_GRADES + COUNT_ROWS + DELETE_RESULTS + APPEND_ROW + VIEW + r"""
+"""
+    + FILL_GRADES
+    + COUNT_ROWS
+    + DELETE_RESULTS
+    + APPEND_ROW
+    + VIEW
+    + r"""
 CREATE TRIGGER result_fill_grades BEFORE INSERT ON pgeval.result_list
     FOR EACH ROW WHEN (NEW.grades IS NULL) EXECUTE FUNCTION pgeval.result_fill_grades();
 CREATE TRIGGER result_list_count_insert AFTER INSERT ON pgeval.result_list
@@ -186,6 +194,7 @@ CREATE TRIGGER result_list_count_delete AFTER DELETE ON pgeval.result_list
     REFERENCING OLD TABLE AS old_lists FOR EACH STATEMENT
     EXECUTE FUNCTION pgeval.result_list_count();
 """
+)
 
 # back to 0003's table, its indexes and trigger, rows kept
 DOWNGRADE = r"""
