@@ -184,7 +184,7 @@ def import_run(
             if not replace:
                 raise Conflict(f"a run named '{name}' exists (use --replace or another --name)")
             conn.execute("DELETE FROM pgeval.run WHERE run_id = %s", existing)
-        known, grades = ranked_lists.test_set_judgements(conn, testset_id)
+        judgements = ranked_lists.Judgements(conn, testset_id)  # read while the file is parsed
         params = {"source": str(path), "format": fmt, "tag": tag}
         try:
             run_id = conn.execute(
@@ -228,8 +228,7 @@ def import_run(
                     run_id,
                     ranked_lists.streamed(rows(), path),
                     by_score=by_score,
-                    known=known,
-                    grades=grades,
+                    judgements=judgements,
                 )
         except ranked_lists.Interleaved:  # queries interleaved: read again, grouped in memory
             n, nq, inserted, unknown = ranked_lists.copy_lists(
@@ -237,8 +236,7 @@ def import_run(
                 run_id,
                 ranked_lists.grouped(rows(), path),
                 by_score=by_score,
-                known=known,
-                grades=grades,
+                judgements=judgements,
             )
         if n == 0:
             raise InputError("empty file: no ranked results", file=str(path))
