@@ -269,3 +269,27 @@ def test_local_embedder_without_sentence_transformers(ts, pgeval):
         pytest.skip("sentence-transformers is installed")
     code, _, err = pgeval("embed --testset emb --embedder local:sentence-transformers/x")
     assert code == 1 and "local embedders need sentence-transformers" in err
+
+
+def test_load_reads_every_vector_in_test_set_order(ts, conn, pgeval):
+    """storage.load: the stored vectors (one bytea of them all, or one by one when their
+    dimensions differ), each with its query, in test-set order, exactly as stored."""
+    from evaluator.providers.embedders import storage
+
+    code, _, err = pgeval("embed --testset emb --embedder precomputed")
+    assert code == 0, err
+    tid = storage.testset_id(conn, "emb")
+    want = stored(conn, "precomputed")
+    queries = storage.load(conn, tid, "precomputed")
+    assert [q.query_id for q in queries] == list(want)  # test-set order
+    assert all(np.array_equal(q.embedding, want[q.query_id][1]) for q in queries)
+    assert all(q.embedding.dtype == np.float32 for q in queries)
+    conn.execute(  # one vector of another dimension: read one by one, the same values
+        "UPDATE pgeval.query_embedding SET embedding = '[1.5,2.5]', dim = 2 "
+        "WHERE testset_id = %s AND query_id = 'q3'",
+        (tid,),
+    )
+    conn.commit()
+    again = {q.query_id: q.embedding for q in storage.load(conn, tid, "precomputed")}
+    assert np.array_equal(again["q3"], np.array([1.5, 2.5], np.float32))
+    assert all(np.array_equal(again[q], want[q][1]) for q in want if q != "q3")

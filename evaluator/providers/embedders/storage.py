@@ -124,16 +124,7 @@ def load(conn, tid: int, label: str) -> list[Query]:
         "ORDER BY position",
         (tid,),
     ).fetchall()
-    # a binary cursor: vectors arrive as raw float4 (numpy.frombuffer), not text to parse
-    vectors = dict(
-        conn.cursor(binary=True)
-        .execute(
-            "SELECT query_id, embedding FROM pgeval.query_embedding WHERE testset_id = %s "
-            "AND embedder = %s",
-            (tid, label),
-        )
-        .fetchall()
-    )
+    vectors = _vectors(conn, tid, label)
     missing = [r[0] for r in queries if vectors.get(r[0]) is None]
     if missing:
         raise NotFound(
@@ -141,9 +132,34 @@ def load(conn, tid: int, label: str) -> list[Query]:
             f"'{missing[0]}'): run `pgeval embed --embedder ...` first"
         )
     return [
-        Query(query_id=q, position=pos, text=text, embedding=_vec(vectors[q]))
+        Query(query_id=q, position=pos, text=text, embedding=vectors[q])
         for q, pos, text in queries
     ]
+
+
+def _vectors(conn, tid: int, label: str) -> dict[str, np.ndarray | None]:
+    """{query id: embedding} of a test set under ``label``: every vector in one ``bytea`` of
+    their binary forms (``vector_send``: dimension, a reserved word, float4 values, big-endian),
+    read as one numpy array; vectors of several dimensions come one by one instead."""
+    ids, blob, dims = conn.cursor(binary=True).execute(
+        "SELECT array_agg(query_id ORDER BY query_id), "
+        "string_agg(vector_send(embedding), ''::bytea ORDER BY query_id), "
+        "array_agg(DISTINCT vector_dims(embedding)) FROM pgeval.query_embedding "
+        "WHERE testset_id = %s AND embedder = %s",
+        (tid, label),
+    ).fetchone()
+    if not ids:
+        return {}
+    if len(dims) == 1:
+        item = np.dtype([("dim", ">i2"), ("unused", ">i2"), ("v", ">f4", (dims[0],))])
+        matrix = np.frombuffer(blob, item)["v"].astype(np.float32)
+        return dict(zip(ids, matrix))
+    rows = conn.cursor(binary=True).execute(  # a binary cursor: raw float4, no text to parse
+        "SELECT query_id, embedding FROM pgeval.query_embedding WHERE testset_id = %s "
+        "AND embedder = %s",
+        (tid, label),
+    )
+    return {q: _vec(v) for q, v in rows}
 
 
 def list_embeddings(conn, testset: str | None = None) -> list[dict]:
