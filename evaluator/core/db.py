@@ -73,6 +73,9 @@ class Database:
         import psycopg
 
         target = self.results_uri() if results else self.uri()
+        # text travels as UTF-8 whatever the database's encoding (the server converts): the
+        # arrays pgeval encodes itself for COPY (evaluator/stages/list_arrays.py) are UTF-8
+        kwargs.setdefault("client_encoding", "UTF8")
         try:
             conn = psycopg.connect(target, autocommit=autocommit, **kwargs)
         except psycopg.Error as exc:  # unreachable, refused, or a DSN libpq cannot parse

@@ -282,16 +282,24 @@ def copy_lists(
     unknown: set[str] = set()
 
     def written(batch: Batch, texts: list[bytes], floats: list[bytes]):
-        known, chunks, cuts = judgements.known, batch.chunks, batch.cuts
-        for i, qid in enumerate(batch.query_ids):
-            if qid not in known:
-                unknown.add(qid)
-                continue
-            a, b = cuts[i], cuts[i + 1]
-            counts[1] += 1
-            counts[2] += b - a
-            grade = grade_array(judgements.get(qid), chunks, a, b, batch.ids[i])
-            yield run_id, qid, grade, floats[i], texts[i]
+        known, chunks, cuts, ids, get = (
+            judgements.known,
+            batch.chunks,
+            batch.cuts,
+            batch.ids,
+            judgements.get,
+        )
+        qids = batch.query_ids
+        missing = [q for q in qids if q not in known]
+        unknown.update(missing)
+        counts[1] += len(qids) - len(missing)
+        counts[2] += cuts[-1] - cuts[0]
+        if missing:
+            counts[2] -= sum(cuts[i + 1] - cuts[i] for i, q in enumerate(qids) if q not in known)
+        for i, qid in enumerate(qids):
+            if qid in known:
+                a, b = cuts[i], cuts[i + 1]
+                yield run_id, qid, grade_array(get(qid), chunks, a, b, ids[i]), floats[i], texts[i]
 
     def rows():
         held: list[tuple[Batch, list[bytes], list[bytes]]] = []

@@ -132,8 +132,7 @@ def load(conn, tid: int, label: str) -> list[Query]:
             f"'{missing[0]}'): run `pgeval embed --embedder ...` first"
         )
     return [
-        Query(query_id=q, position=pos, text=text, embedding=vectors[q])
-        for q, pos, text in queries
+        Query(query_id=q, position=pos, text=text, embedding=vectors[q]) for q, pos, text in queries
     ]
 
 
@@ -141,13 +140,17 @@ def _vectors(conn, tid: int, label: str) -> dict[str, np.ndarray | None]:
     """{query id: embedding} of a test set under ``label``: every vector in one ``bytea`` of
     their binary forms (``vector_send``: dimension, a reserved word, float4 values, big-endian),
     read as one numpy array; vectors of several dimensions come one by one instead."""
-    ids, blob, dims = conn.cursor(binary=True).execute(
-        "SELECT array_agg(query_id ORDER BY query_id), "
-        "string_agg(vector_send(embedding), ''::bytea ORDER BY query_id), "
-        "array_agg(DISTINCT vector_dims(embedding)) FROM pgeval.query_embedding "
-        "WHERE testset_id = %s AND embedder = %s",
-        (tid, label),
-    ).fetchone()
+    ids, blob, dims = (
+        conn.cursor(binary=True)
+        .execute(
+            "SELECT array_agg(query_id ORDER BY query_id), "
+            "string_agg(vector_send(embedding), ''::bytea ORDER BY query_id), "
+            "array_agg(DISTINCT vector_dims(embedding)) FROM pgeval.query_embedding "
+            "WHERE testset_id = %s AND embedder = %s",
+            (tid, label),
+        )
+        .fetchone()
+    )
     if not ids:
         return {}
     if len(dims) == 1:
