@@ -239,3 +239,52 @@ def test_import_reports_bytes_read_once_a_batch(conn, ts, tmp_file, monkeypatch,
     assert len(reading) == 4 and all(0 < d <= size and t == size for d, t, _ in reading)
     assert [done for done, _, _ in reading] == sorted(done for done, _, _ in reading)
     assert calls[-1] == (size, size, "ranking") and len(calls) == 5
+
+
+@pytest.mark.parametrize("second_session", ["opens", "refused"])
+def test_judgements_read_beside_the_import_or_on_its_own_connection(
+    conn, ts, tmp_file, monkeypatch, second_session
+):
+    """The judgements are read on a second connection while the file is parsed; where that
+    connection cannot be opened, on the importing one: the same grades, unknown queries and
+    counts either way."""
+    import psycopg
+
+    opened = []
+    real_connect = psycopg.connect
+
+    def connect(*args, **kwargs):
+        opened.append(kwargs.get("autocommit"))
+        if second_session == "refused":
+            raise psycopg.OperationalError("too many connections")
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(psycopg, "connect", connect)
+    f = tmp_file(
+        "j.trec",
+        "q1 Q0 b 1 3 t\nq1 Q0 zz 2 2 t\nq1 Q0 a 3 1 t\nq9 Q0 a 1 1 t\nq2 Q0 x 1 1 t\n",
+    )
+    report = import_run(conn, f, ts, "judged-" + second_session)
+    conn.commit()
+    assert opened == [True]  # one second session, asked for (autocommit)
+    assert (report.queries, report.rows, report.unknown_query_ids) == (2, 4, ["q9"])
+    assert conn.execute(
+        "SELECT query_id, chunk_id, grade FROM pgeval.result JOIN pgeval.run "
+        "USING (run_id) WHERE name = %s ORDER BY 1, rank",
+        ("judged-" + second_session,),
+    ).fetchall() == [("q1", "b", 2), ("q1", "zz", None), ("q1", "a", 1), ("q2", "x", 3)]
+
+
+def test_judgements_written_in_the_importing_transaction_are_joined(conn, clean, tmp_file):
+    """A test set loaded in the transaction that imports the run (not committed: a second
+    session cannot see it) still gives the lists their grades: they are read on the importing
+    connection, before its COPY starts."""
+    f = tmp_file("u.trec", "q1 Q0 a 1 2 t\nq1 Q0 b 2 1 t\n")
+    with conn.transaction():
+        make_testset(conn, "uncommitted", {"q1": {"a": 2}})
+        report = import_run(conn, f, "uncommitted", "in-transaction")
+        assert (report.queries, report.rows) == (1, 2)
+        assert conn.execute(
+            "SELECT chunk_id, grade FROM pgeval.result JOIN pgeval.run USING (run_id) "
+            "WHERE name = 'in-transaction' ORDER BY rank"
+        ).fetchall() == [("a", 2), ("b", None)]

@@ -273,8 +273,8 @@ def copy_lists(
     lists ranked by :func:`ranked_by_score`, else kept in the given order. Returns (source rows
     read, lists written, results written, unknown query ids).
 
-    Batches ranked and encoded while the judgements are still being read wait for them (the
-    few read meanwhile: memory stays bounded), then every batch is written as it comes."""
+    Batches ranked and encoded while the judgements are still being read wait for them (at
+    most ``_HELD_BATCHES``: memory stays bounded), then every batch is written as it comes."""
     from ..stages.list_arrays import encode_columns, grade_array
     from ..stages.store import copy_encoded
 
@@ -301,23 +301,27 @@ def copy_lists(
                 a, b = cuts[i], cuts[i + 1]
                 yield run_id, qid, grade_array(get(qid), chunks, a, b, ids[i]), floats[i], texts[i]
 
-    def rows():
-        held: list[tuple[Batch, list[bytes], list[bytes]]] = []
-        for batch in batches:
-            counts[0] += len(batch.chunks)
-            scores = ranked_by_score(batch) if by_score else batch.scores
-            held.append((batch, *encode_columns(batch.chunks, scores, batch.cuts)))
-            if judgements.ready():
-                for encoded in held:
-                    yield from written(*encoded)
-                held.clear()
-        for encoded in held:
-            yield from written(*encoded)
+    def encoded(batch: Batch) -> tuple[Batch, list[bytes], list[bytes]]:
+        counts[0] += len(batch.chunks)
+        scores = ranked_by_score(batch) if by_score else batch.scores
+        return (batch, *encode_columns(batch.chunks, scores, batch.cuts))
 
-    copy_encoded(conn, rows())
+    # batches ranked and encoded while the judgements are read (a bounded few), then the
+    # judgements (read on this connection if they must be: before its COPY starts)
+    remaining = iter(batches)
+    held = []
+    for batch in remaining:
+        held.append(encoded(batch))
+        if judgements.ready() or len(held) >= _HELD_BATCHES:
+            break
+    judgements.load()
+    later = (encoded(batch) for batch in remaining)
+    copy_encoded(conn, chain.from_iterable(written(*e) for e in chain(held, later)))
     return counts[0], counts[1], counts[2], unknown
 
 
+_HELD_BATCHES = 64  # batches (about 260,000 rows) encoded at most before waiting for judgements
+_LOCK_WAIT_MS = 1000  # a second session that waits longer on a lock gives up: read in line
 _KNOWN = "SELECT query_id FROM pgeval.query WHERE testset_id = %s"
 _JUDGED = (
     "SELECT query_id, array_agg(chunk_id), array_agg(grade) FROM pgeval.qrel "
@@ -331,8 +335,9 @@ class Judgements:
     server (the server aggregates on its own core: 0.07 s of the 0.16 s that reading 100,000
     judgements took on the importing connection, the rest decoding JSON, now gone). A query's
     {chunk: grade} is built when first asked. Read committed, as one statement of the
-    importing transaction would read them (the import writes no test set row). Where a second
-    session cannot be opened, they are read on the importing connection when first needed."""
+    importing transaction would read them, which is only the same when that transaction has
+    written nothing yet: otherwise (a test set loaded in it, say), or where a second session
+    cannot be opened or waits on a lock, they are read on the importing connection."""
 
     def __init__(self, conn, testset_id: int) -> None:
         import threading
@@ -342,33 +347,38 @@ class Judgements:
         self._known: set[str] | None = None
         self._grades: dict[str, dict[str, int]] = {}
         self._read: tuple | None = None
-        self._thread = threading.Thread(target=self._read_apart, args=(_conninfo(conn),))
-        self._thread.daemon = True
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if conn.execute("SELECT txid_current_if_assigned() IS NULL").fetchone()[0]:
+            self._thread = threading.Thread(target=self._read_apart, args=(_conninfo(conn),))
+            self._thread.daemon = True
+            self._thread.start()
 
     def _read_apart(self, conninfo: str) -> None:
         import psycopg
 
         try:
             with psycopg.connect(conninfo, autocommit=True) as other:
+                other.execute(f"SET lock_timeout = '{_LOCK_WAIT_MS}ms'")
                 self._read = _fetch(other, self.testset_id)
         except Exception:  # the importing connection reads them instead
             self._read = None
 
     def ready(self) -> bool:
         """Whether the judgements can be had without waiting for the server."""
-        return not self._thread.is_alive()
+        return self._thread is None or not self._thread.is_alive()
 
-    def _load(self) -> None:
+    def load(self) -> None:
+        """Wait for the judgements (or read them on the importing connection)."""
         if self._known is not None:
             return
-        self._thread.join()
+        if self._thread is not None:
+            self._thread.join()
         read = self._read or _fetch(self.conn, self.testset_id)
         self._known, self._rows = read
 
     @property
     def known(self) -> set[str]:
-        self._load()
+        self.load()
         assert self._known is not None
         return self._known
 
@@ -376,7 +386,7 @@ class Judgements:
         """{chunk: grade} of a query's judgements (None: none)."""
         grades = self._grades.get(query_id)
         if grades is None:
-            self._load()
+            self.load()
             assert self._rows is not None
             row = self._rows.get(query_id)
             if row is None:
