@@ -387,3 +387,34 @@ def test_exact_stays_exact_under_a_global_seqscan_off():
     settings = ExactStage().stage_settings(Ctx())
     assert settings["enable_seqscan"] == "on" and settings["enable_indexscan"] == "off"
     assert settings["work_mem"] == "64MB"
+
+
+def test_rows_ranked_after_the_timing_as_postgresql_orders_them(conn):
+    """The vector stages time the application's bare statement and rank its rows afterwards
+    (vector_sql.ranked_rows): the same order as PostgreSQL's ``ORDER BY dist + 0, chunk_id
+    COLLATE "C"`` (ties by byte order, NaN after every number, NULL last) and the same cut as
+    ``dist > threshold`` (NaN is past it, NULL is not), on rows full of ties."""
+    import math
+    import random
+
+    from evaluator.stages.vector_sql import ranked_rows
+
+    rnd = random.Random(5)
+    ids = ["a", "B", "b", "é", "e", "Z", "z1", "z10", "z2", "ß", "ä", "A", "10", "9", "_", "~"]
+    values = [0.5, 0.25, 0.25, -0.0, 0.0, 1.0, math.nan, None, 0.75, 0.5]
+    for _ in range(40):
+        chunks = rnd.sample(ids, rnd.randint(1, len(ids)))
+        dists = [rnd.choice(values) for _ in chunks]
+        rows = list(zip(chunks, dists))
+        for threshold in (None, 0.5):
+            want = conn.execute(
+                "SELECT c, d FROM unnest(%s::text[], %s::float8[]) AS u(c, d) "
+                "WHERE %s::float8 IS NULL OR NOT coalesce(d > %s::float8, false) "
+                'ORDER BY d + 0, c COLLATE "C"',
+                (chunks, dists, threshold, threshold),
+            ).fetchall()
+            got, dropped = ranked_rows(list(rows), threshold)
+            assert [c for c, _ in got] == [c for c, _ in want], (rows, threshold)
+            assert dropped == len(rows) - len(want)
+    strictly = [("b", 0.1), ("a", 0.2), ("c", 0.3)]  # as HNSW returns them: kept as they are
+    assert ranked_rows(strictly)[0] is strictly

@@ -33,6 +33,11 @@ LOCK_TIMEOUT = "10s"
 # collapse to each chunk's best distance (the wrapper sorts k rows: on 20,000 x 384 HNSW, top
 # 100, its p50 was 1.00x the bare statement's)
 TIMED = (
+    "SELECT id, distance ... ORDER BY the bare distance operator LIMIT k, exactly as an "
+    "application runs it; pgeval ranks the rows by (distance, chunk id) and applies the "
+    "target's threshold after the timing"
+)
+TIMED_COLLAPSED = (
     "SELECT id, distance ... ORDER BY the bare distance operator LIMIT k, as an application "
     "runs it, re-sorted by (distance, chunk id) and collapsed per chunk over those k rows"
 )
@@ -274,11 +279,11 @@ class VectorStage(BaseStage):
                 vecs=[_f32(q.embedding) for q in ctx.queries[:2]],
             )
             return self.check_plan(ctx, tx, stmt, check), stmt, params
-        stmt, params, _ = vector_sql.per_query(ctx.target, ctx.depth, **self._sql_kw(ctx))
+        stmt, params, _ = vector_sql.application(ctx.target, ctx.depth, **self._sql_kw(ctx))
         values = {**params, "q": np.asarray(q0, dtype=np.float32)}
         dollar = vector_sql.Dollar()
         generic = (
-            vector_sql.per_query(ctx.target, ctx.depth, dollar, **self._sql_kw(ctx))[0]
+            vector_sql.application(ctx.target, ctx.depth, dollar, **self._sql_kw(ctx))[0]
             if generic_check
             else None
         )
@@ -312,13 +317,14 @@ class VectorStage(BaseStage):
                 "target": ctx.target.name,
                 "warnings": self.trap_warnings(ctx, tx["settings"]),
             }
-            run_params.update(timed=TIMED, timed_statement=stmt.as_string(ctx.kb))
+            timed = TIMED if ctx.target.unique_id and not ctx.batch else TIMED_COLLAPSED
+            run_params.update(timed=timed, timed_statement=stmt.as_string(ctx.kb))
             with store.run_scope(
                 ctx,
                 run_name,
                 params=run_params,
                 order_rule=ORDER_DISTANCE,
-                timing_boundary=timing.boundary(ctx, TIMED),
+                timing_boundary=timing.boundary(ctx, timed),
             ) as out:
                 if ctx.batch:
                     self._run_batch(ctx, stmt, params, out)
@@ -340,6 +346,7 @@ class VectorStage(BaseStage):
         more = vector_sql.refetches(ctx.target, kw["exact"])
         first = refetch.fetch_limit(ctx.depth, kw["overfetch"]) if more else None
         timed = {first: timing.TimedStatement(ctx.kb, stmt, ctx.server_timing)}
+        ranks_here, threshold = ctx.target.unique_id, kw["threshold"]
         counts, limits, dropped = [], [], []
         if ctx.progress:
             ctx.progress.start(ctx.stage, len(ctx.queries))
@@ -353,8 +360,12 @@ class VectorStage(BaseStage):
                         ctx.server_timing,
                     )
                 rows, ms, server_ms = timed[limit].execute(p)
+                if ranks_here:  # the application's statement: ranked and cut here, untimed
+                    kept, lost = vector_sql.ranked_rows(rows, threshold)
+                    break
                 # r[3]: past the threshold (a fourth column only with a threshold)
                 kept = [r for r in rows if not r[3]] if rows and len(rows[0]) > 3 else rows
+                lost = len(rows) - len(kept)
                 if (
                     not more
                     or limit is None
@@ -366,7 +377,7 @@ class VectorStage(BaseStage):
                 limit = refetch.grow(limit)
             counts.append(len(kept))
             limits.append(limit)
-            dropped.append(len(rows) - len(kept))
+            dropped.append(lost)
             out.add(
                 q.query_id,
                 kept if not kept or len(kept[0]) == 2 else [(r[0], r[1]) for r in kept],

@@ -1,5 +1,5 @@
 """Throughput under load (`pgeval sweep --concurrency N`): N client connections run the stage's own
-statement (vector_sql.per_query, the stage's settings by SET LOCAL in a READ ONLY transaction)
+statement (vector_sql.application, the stage's settings by SET LOCAL in a READ ONLY transaction)
 over the whole query list each, starting together; queries per second = all queries / wall time
 from the common start to the last client's end. The stage run itself (results, per-query latency)
 stays single-client, so its ranked lists and latencies are comparable across concurrency levels.
@@ -20,7 +20,7 @@ def throughput(database, stage, ctx, clients: int) -> float:
     from ...stages import gucs, vector_sql
 
     kw = stage._sql_kw(ctx) if hasattr(stage, "_sql_kw") else {}
-    stmt, params, _ = vector_sql.per_query(ctx.target, ctx.depth, **kw)
+    stmt, params, _ = vector_sql.application(ctx.target, ctx.depth, **kw)
     vectors = [np.asarray(q.embedding, dtype=np.float32) for q in ctx.queries]
     conns = [database.connect(results=False, read_only=True) for _ in range(clients)]
     start = threading.Barrier(clients + 1)
