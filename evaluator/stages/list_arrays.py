@@ -2,20 +2,19 @@
 for COPY: a header (dimensions 1, has-NULL flag, element type oid, length, lower bound 1), then
 each element as its byte length (-1: NULL) and its bytes.
 
-:func:`encode_lists` encodes a batch of ranked lists column-wise: the scores of every list of the
-batch in one numpy conversion, the ids of every list in one buffer (their length words placed by
-vectorised index arithmetic), then each list's array is a slice of that buffer after its header.
-No Python step per element. A batch the fast path does not cover (a NULL score, an id that is not
-printable ASCII, lists whose scores and ids differ in number) is encoded list by list
-(:func:`text_array`, :func:`float_array`), with the same bytes as a result.
+:func:`encode_columns` encodes a batch of ranked lists column-wise (:func:`encode_flat`: a whole
+run's columns, a batch at a time): the scores of every list of the batch in one numpy conversion,
+the ids of every list in one buffer (their length words placed by vectorised index arithmetic),
+then each list's array is a slice of that buffer after its header. No Python step per element. A
+batch the fast path does not cover (a NULL score, an id that is not printable ASCII) is encoded
+list by list (:func:`text_array`, :func:`float_array`), with the same bytes as a result.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
 from functools import lru_cache
-from itertools import accumulate, chain, islice, repeat
+from itertools import chain, islice, repeat
 
 import numpy as np
 
@@ -177,25 +176,3 @@ def encode_flat(
             floats += f
             first = i
     return texts, floats
-
-
-def encode_lists(
-    rows: Sequence[tuple[int, str, dict[str, int] | None, list, list[str]]],
-) -> list[tuple[int, str, bytes, bytes, bytes]]:
-    """(run_id, query_id, grades, scores, chunk ids) of each (run_id, query_id, judgements of
-    the query, scores, chunk ids) row, the arrays in binary format."""
-    chunk_lists = [r[4] for r in rows]
-    score_lists = [r[3] for r in rows]
-    counts = list(map(len, chunk_lists))
-    if counts != list(map(len, score_lists)):  # not a list's columns: each list as it is
-        texts = list(map(text_array, chunk_lists))
-        floats = list(map(float_array, score_lists))
-    else:
-        cuts = [0, *accumulate(counts)]
-        texts, floats = encode_columns(
-            list(chain.from_iterable(chunk_lists)), list(chain.from_iterable(score_lists)), cuts
-        )
-    return [
-        (run_id, qid, grade_array(grades, chunks), f, t)
-        for (run_id, qid, grades, _, chunks), f, t in zip(rows, floats, texts)
-    ]

@@ -193,18 +193,6 @@ def judged_grades(conn: Any, run_id: int, query_ids: Sequence[str]) -> dict[str,
     return grades
 
 
-def copy_lists(
-    conn: Any, rows: Iterable[tuple[int, str, dict[str, int] | None, list, list[str]]]
-) -> int:
-    """Binary COPY of (run_id, query_id, judgements of the query, scores, chunk ids) rows into
-    pgeval.result_list, with the judged grade of each chunk (the judgements: {chunk: grade},
-    or None). The arrays are built in binary format by :mod:`.list_arrays`, a batch of lists at
-    a time (psycopg's array dumper would make a Python step per element)."""
-    from .list_arrays import encode_lists
-
-    return copy_encoded(conn, chain.from_iterable(map(encode_lists, _batches(rows))))
-
-
 def copy_encoded(conn: Any, rows: Iterable[tuple[int, str, bytes, bytes, bytes]]) -> int:
     """Binary COPY of (run_id, query_id, grades, scores, chunk ids) rows into
     pgeval.result_list, the arrays already in binary format: COPY sends them as they are."""
@@ -220,23 +208,6 @@ def copy_encoded(conn: Any, rows: Iterable[tuple[int, str, bytes, bytes, bytes]]
     return n
 
 
-_BATCH_ITEMS = 1 << 12  # list elements encoded at once: they stay in the CPU cache (measured)
-
-
-def _batches(rows: Iterable[tuple]) -> Iterator[list[tuple]]:
-    """Rows in batches of about ``_BATCH_ITEMS`` list elements (a longer list: alone)."""
-    batch: list[tuple] = []
-    items = 0
-    for row in rows:
-        batch.append(row)
-        items += len(row[4])
-        if items >= _BATCH_ITEMS:
-            yield batch
-            batch, items = [], 0
-    if batch:
-        yield batch
-
-
 def write_lists(
     conn: Any,
     run_id: int,
@@ -246,9 +217,7 @@ def write_lists(
     """COPY (query_id, chunk ids, scores) ranked lists of ``run_id`` into pgeval.result_list, each
     with the judged grade of every chunk (``grades``: :func:`judged_grades`). Empty lists are not
     stored (a query without results has no list). Returns the lists written."""
-    return copy_lists(
-        conn, ((run_id, q, grades.get(q), scores, chunks) for q, chunks, scores in lists if chunks)
-    )
+    return copy_columns(conn, run_id, ranked_columns([r for r in lists if r[1]]), grades)
 
 
 def ranked_columns(
@@ -256,8 +225,8 @@ def ranked_columns(
 ) -> tuple[list[str], list[str], list[float | None], list[int]]:
     """(query ids, chunk ids, scores, cuts) of a batch of (query id, chunk ids, scores) ranked
     lists, as whole-batch columns: list ``i`` is rows ``cuts[i]:cuts[i + 1]``. Ids become text
-    (when they are not) and scores floats at C speed; a list naming a chunk twice is refused (a stage bug, not a
-    user mistake)."""
+    (when they are not) and scores floats at C speed; a list naming a chunk twice is refused (a
+    stage bug, not a user mistake)."""
     qids = [q for q, _, _ in results]
     cuts = [0, *accumulate(len(c) for _, c, _ in results)]
     chunks = list(chain.from_iterable(c for _, c, _ in results))
@@ -283,16 +252,16 @@ def ranked_columns(
 def copy_columns(
     conn: Any,
     run_id: int,
-    qids: list[str],
-    chunks: list[str],
-    scores: list[float | None],
-    cuts: list[int],
+    columns: tuple[list[str], list[str], list[float | None], list[int]],
+    grades: dict[str, dict[str, int]],
 ) -> int:
     """COPY the ranked lists of :func:`ranked_columns` into pgeval.result_list, each with the
-    judged grade of every chunk (read here, in the writer's transaction)."""
+    judged grade of every chunk (``grades``: {query: {chunk: grade}}). The arrays are built in
+    binary format by :mod:`.list_arrays`, a few thousand elements at a time (psycopg's array
+    dumper would make a Python step per element)."""
     from .list_arrays import encode_flat, grade_array
 
-    grades = judged_grades(conn, run_id, qids)
+    qids, chunks, scores, cuts = columns
     texts, floats = encode_flat(chunks, scores, cuts)
     return copy_encoded(
         conn,
@@ -441,7 +410,8 @@ class RunWriter:
                     ((self.run_id, *f) for f in failures),
                 )
             if results:
-                copy_columns(self.conn, self.run_id, *lists)
+                grades = judged_grades(self.conn, self.run_id, lists[0])
+                copy_columns(self.conn, self.run_id, lists, grades)
             if timings:
                 write_timings(self.conn, self.run_id, timings)
             if done:
