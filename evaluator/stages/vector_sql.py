@@ -155,34 +155,17 @@ def per_query(
     return stmt, params, has_n
 
 
-def application(
-    target,
-    depth: int,
-    ph=sql.Placeholder,
-    *,
-    exact: bool = False,
-    overfetch: float = 1.0,
-    threshold: float | None = None,
-    fetch: int | None = None,
-) -> tuple[sql.Composable, dict, bool]:
+def application(target, depth: int, ph=sql.Placeholder, **kw) -> tuple[sql.Composable, dict, bool]:
     """The statement a stage times for one query, as :func:`per_query` returns it. With unique
     chunk ids it is the application's own, the bare index-ordered :func:`inner` (columns
     chunk_id, dist): its rows are ranked by (distance, chunk id), and the threshold applied,
     after the timing (:func:`ranked_rows`); a wrapper doing that in SQL measured 1.03-1.04x the
     bare statement's round trip (20,000 x 384 HNSW, top 100, interleaved). Several rows per
-    chunk: :func:`per_query`, which collapses them in SQL."""
+    chunk: :func:`per_query` (``kw``: its keywords), which collapses them in SQL."""
     if target.unique_id:
         stmt, params = inner(target, depth, ph("q"), ph, True)
         return stmt, params, False
-    return per_query(
-        target,
-        depth,
-        ph,
-        exact=exact,
-        overfetch=overfetch,
-        threshold=threshold,
-        fetch=fetch,
-    )
+    return per_query(target, depth, ph, **kw)
 
 
 def _rank_key(row: tuple) -> tuple:
