@@ -79,6 +79,17 @@ def _line_by_line(monkeypatch):
     monkeypatch.setattr(trec_lines, "_common", lambda block, first: None)
 
 
+def _error_both_ways(conn, path, ts, monkeypatch, name: str) -> str:
+    """The error of importing ``path`` through the block parser, then line by line: the same."""
+    with pytest.raises(InputError) as fast:
+        import_run(conn, path, ts, f"{name}-fast")
+    _line_by_line(monkeypatch)
+    with pytest.raises(InputError) as slow:
+        import_run(conn, path, ts, f"{name}-slow")
+    assert str(fast.value) == str(slow.value)
+    return str(fast.value)
+
+
 @pytest.mark.parametrize("block_bytes", [64, 700, 1 << 16])
 @pytest.mark.parametrize("odd_share", [0.0, 0.05, 0.5])
 @pytest.mark.parametrize("interleave", [False, True])
@@ -141,13 +152,8 @@ def test_errors_are_the_same_after_common_lines(
     f = tmp_path / "bad.trec"
     f.write_text(head + tail + "q9 Q0 c1 1 1 run\n", encoding="utf-8")
     monkeypatch.setattr(trec_lines, "_BLOCK_BYTES", block_bytes)
-    with pytest.raises(InputError) as fast:
-        import_run(conn, f, ts, "bad-fast")
-    _line_by_line(monkeypatch)
-    with pytest.raises(InputError) as slow:
-        import_run(conn, f, ts, "bad-slow")
-    assert str(fast.value) == str(slow.value)
-    assert "bad.trec:201" in str(fast.value) and message in str(fast.value)
+    error = _error_both_ways(conn, f, ts, monkeypatch, "bad")
+    assert "bad.trec:201" in error and message in error
     assert conn.execute("SELECT count(*) FROM pgeval.run").fetchone()[0] == 0
 
 
@@ -163,13 +169,8 @@ def test_duplicate_across_blocks_named_with_both_lines(
     f = tmp_path / "dup.trec"
     f.write_text("".join(rows))
     monkeypatch.setattr(trec_lines, "_BLOCK_BYTES", block_bytes)
-    with pytest.raises(InputError) as fast:
-        import_run(conn, f, ts, "dup-fast")
-    _line_by_line(monkeypatch)
-    with pytest.raises(InputError) as slow:
-        import_run(conn, f, ts, "dup-slow")
-    assert str(fast.value) == str(slow.value)
-    assert "query 'q1' lists chunk 'c3' twice (lines 4 and 56)" in str(fast.value)
+    error = _error_both_ways(conn, f, ts, monkeypatch, "dup")
+    assert "query 'q1' lists chunk 'c3' twice (lines 4 and 56)" in error
 
 
 def test_scores_of_decimal_characters_read_alike(tmp_path, monkeypatch):
