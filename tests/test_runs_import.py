@@ -241,44 +241,49 @@ def test_import_reports_bytes_read_once_a_batch(conn, ts, tmp_file, monkeypatch,
     assert calls[-1] == (size, size, "ranking") and len(calls) == 5
 
 
-@pytest.mark.parametrize("second_session", ["opens", "refused"])
-def test_judgements_read_beside_the_import_or_on_its_own_connection(
-    conn, ts, tmp_file, monkeypatch, second_session
-):
-    """The judgements are read on a second connection while the file is parsed; where that
-    connection cannot be opened, on the importing one: the same grades, unknown queries and
-    counts either way."""
+def test_judgements_read_on_the_importing_connection_while_parsing(conn, ts, tmp_file, monkeypatch):
+    """The judgements are read on the importing connection, in pipeline mode while the first
+    batches are parsed (no second session is opened), and before the COPY: the right grades,
+    unknown queries and counts, including in a file of more batches than are held before the
+    judgements are read."""
     import psycopg
 
+    from evaluator.run import ranked_lists
+
     opened = []
-    real_connect = psycopg.connect
-
-    def connect(*args, **kwargs):
-        opened.append(kwargs.get("autocommit"))
-        if second_session == "refused":
-            raise psycopg.OperationalError("too many connections")
-        return real_connect(*args, **kwargs)
-
-    monkeypatch.setattr(psycopg, "connect", connect)
+    monkeypatch.setattr(psycopg, "connect", lambda *a, **k: opened.append(a))
+    monkeypatch.setattr(ranked_lists, "BATCH_ROWS", 2)  # a batch every query or so
+    monkeypatch.setattr(ranked_lists, "_HELD_BATCHES", 1)
     f = tmp_file(
         "j.trec",
         "q1 Q0 b 1 3 t\nq1 Q0 zz 2 2 t\nq1 Q0 a 3 1 t\nq9 Q0 a 1 1 t\nq2 Q0 x 1 1 t\n",
     )
-    report = import_run(conn, f, ts, "judged-" + second_session)
+    report = import_run(conn, f, ts, "judged")
     conn.commit()
-    assert opened == [True]  # one second session, asked for (autocommit)
+    assert opened == []
     assert (report.queries, report.rows, report.unknown_query_ids) == (2, 4, ["q9"])
     assert conn.execute(
         "SELECT query_id, chunk_id, grade FROM pgeval.result JOIN pgeval.run "
-        "USING (run_id) WHERE name = %s ORDER BY 1, rank",
-        ("judged-" + second_session,),
+        "USING (run_id) WHERE name = 'judged' ORDER BY 1, rank"
     ).fetchall() == [("q1", "b", 2), ("q1", "zz", None), ("q1", "a", 1), ("q2", "x", 3)]
 
 
+def test_judgements_read_again_after_an_interleaved_file(conn, ts, tmp_file):
+    """A file whose queries are interleaved is found so while the judgements are being read
+    (pipeline mode), and read again grouped in memory: the grades are joined all the same."""
+    f = tmp_file("i.trec", "q1 Q0 b 1 3 t\nq2 Q0 x 1 1 t\nq1 Q0 a 2 1 t\n")
+    report = import_run(conn, f, ts, "judged-interleaved")
+    conn.commit()
+    assert (report.queries, report.rows) == (2, 3)
+    assert conn.execute(
+        "SELECT query_id, chunk_id, grade FROM pgeval.result JOIN pgeval.run "
+        "USING (run_id) WHERE name = 'judged-interleaved' ORDER BY 1, rank"
+    ).fetchall() == [("q1", "b", 2), ("q1", "a", 1), ("q2", "x", 3)]
+
+
 def test_judgements_written_in_the_importing_transaction_are_joined(conn, clean, tmp_file):
-    """A test set loaded in the transaction that imports the run (not committed: a second
-    session cannot see it) still gives the lists their grades: they are read on the importing
-    connection, before its COPY starts."""
+    """A test set loaded in the transaction that imports the run (not committed: another
+    session cannot see it) gives the lists their grades: they are read in that transaction."""
     f = tmp_file("u.trec", "q1 Q0 a 1 2 t\nq1 Q0 b 2 1 t\n")
     with conn.transaction():
         make_testset(conn, "uncommitted", {"q1": {"a": 2}})

@@ -18,6 +18,7 @@ keep the given order.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from itertools import accumulate, chain, compress, islice
 from operator import ne
 from pathlib import Path
@@ -273,8 +274,9 @@ def copy_lists(
     lists ranked by :func:`ranked_by_score`, else kept in the given order. Returns (source rows
     read, lists written, results written, unknown query ids).
 
-    Batches ranked and encoded while the judgements are still being read wait for them (at
-    most ``_HELD_BATCHES``: memory stays bounded), then every batch is written as it comes."""
+    The first batches (at most ``_HELD_BATCHES``: memory stays bounded) are ranked and encoded
+    while the server reads the judgements (:meth:`Judgements.reading`), then every batch is
+    written as it comes."""
     from ..stages.list_arrays import encode_columns, grade_array
     from ..stages.store import copy_encoded
 
@@ -298,22 +300,18 @@ def copy_lists(
         scores = ranked_by_score(batch) if by_score else batch.scores
         return (batch, *encode_columns(batch.chunks, scores, batch.cuts))
 
-    # batches ranked and encoded while the judgements are read (a bounded few), then the
-    # judgements (read on this connection if they must be: before its COPY starts)
+    # the judgements are read by the server while the first batches (a bounded few) are ranked
+    # and encoded, then every batch is written as it comes
     remaining = iter(batches)
-    held = []
-    for batch in remaining:
-        held.append(encoded(batch))
-        if judgements.ready() or len(held) >= _HELD_BATCHES:
-            break
-    judgements.load()
+    with judgements.reading():
+        held = [encoded(batch) for batch in islice(remaining, _HELD_BATCHES)]
     later = (encoded(batch) for batch in remaining)
     copy_encoded(conn, chain.from_iterable(written(*e) for e in chain(held, later)))
     return counts[0], counts[1], counts[2], unknown
 
 
-_HELD_BATCHES = 64  # batches (about 260,000 rows) encoded at most before waiting for judgements
-_LOCK_WAIT_MS = 1000  # a second session that waits longer on a lock gives up: read in line
+_HELD_BATCHES = 16  # batches (about 65,000 rows: as long to parse as the server takes to read
+# 10,000 queries' judgements) ranked and encoded before the judgements are read
 _KNOWN = "SELECT query_id FROM pgeval.query WHERE testset_id = %s"
 _JUDGED = (
     "SELECT query_id, array_agg(chunk_id), array_agg(grade) FROM pgeval.qrel "
@@ -322,50 +320,44 @@ _JUDGED = (
 
 
 class Judgements:
-    """The query ids and judgements of a test set, what an imported list is joined with, read
-    while the file is parsed: on a second connection, from a thread that mostly waits on the
-    server (the server aggregates on its own core: 0.07 s of the 0.16 s that reading 100,000
-    judgements took on the importing connection, the rest decoding JSON, now gone). A query's
-    {chunk: grade} is built when asked. Read committed, as one statement of the
-    importing transaction would read them, which is only the same when that transaction has
-    written nothing yet: otherwise (a test set loaded in it, say), or where a second session
-    cannot be opened or waits on a lock, they are read on the importing connection."""
+    """The query ids and judgements of a test set, what an imported list is joined with. They
+    are read on the importing connection, in its transaction (a test set loaded in it is seen),
+    while the file is parsed: :meth:`reading` sends both statements in pipeline mode, the server
+    runs them on its own core while the first batches are parsed, and their rows are taken when
+    the block ends, before the COPY starts (measured: a second connection read from a thread
+    cost the parser more, the thread's share of the interpreter, than the server's 0.07 s it
+    hid). Rows come as arrays (binary); a query's {chunk: grade} is built when asked."""
 
     def __init__(self, conn, testset_id: int) -> None:
-        import threading
-
         self.conn, self.testset_id = conn, testset_id
         self._rows: dict[str, tuple[list, list]] | None = None
         self._known: set[str] | None = None
-        self._read: tuple | None = None
-        self._thread: threading.Thread | None = None
-        if conn.execute("SELECT txid_current_if_assigned() IS NULL").fetchone()[0]:
-            self._thread = threading.Thread(target=self._read_apart, args=(_conninfo(conn),))
-            self._thread.daemon = True
-            self._thread.start()
 
-    def _read_apart(self, conninfo: str) -> None:
-        import psycopg
+    @contextmanager
+    def reading(self) -> Iterator[None]:
+        """Send the statements for the server to run while the body runs (which must not use
+        the connection); their rows are read when it ends. Without effect once read; a body
+        that raises leaves them unread (:meth:`load` reads them)."""
+        if self._known is not None:
+            yield
+            return
+        with self.conn.pipeline():
+            known = self.conn.execute(_KNOWN, (self.testset_id,))
+            judged = self.conn.cursor(binary=True).execute(_JUDGED, (self.testset_id,))
+            yield
+        self._take(known, judged)
 
-        try:
-            with psycopg.connect(conninfo, autocommit=True) as other:
-                other.execute(f"SET lock_timeout = '{_LOCK_WAIT_MS}ms'")
-                self._read = _fetch(other, self.testset_id)
-        except Exception:  # the importing connection reads them instead
-            self._read = None
-
-    def ready(self) -> bool:
-        """Whether the judgements can be had without waiting for the server."""
-        return self._thread is None or not self._thread.is_alive()
+    def _take(self, known, judged) -> None:
+        self._known = {r[0] for r in known.fetchall()}
+        self._rows = {q: (chunks, grades) for q, chunks, grades in judged.fetchall()}
 
     def load(self) -> None:
-        """Wait for the judgements (or read them on the importing connection)."""
-        if self._known is not None:
-            return
-        if self._thread is not None:
-            self._thread.join()
-        read = self._read or _fetch(self.conn, self.testset_id)
-        self._known, self._rows = read
+        """Read the judgements now, unless they are read."""
+        if self._known is None:
+            self._take(
+                self.conn.execute(_KNOWN, (self.testset_id,)),
+                self.conn.cursor(binary=True).execute(_JUDGED, (self.testset_id,)),
+            )
 
     @property
     def known(self) -> set[str]:
@@ -379,17 +371,3 @@ class Judgements:
         assert self._rows is not None
         row = self._rows.get(query_id)
         return None if row is None else dict(zip(*row))
-
-
-def _fetch(conn, testset_id: int) -> tuple[set[str], dict[str, tuple[list, list]]]:
-    known = {r[0] for r in conn.execute(_KNOWN, (testset_id,)).fetchall()}
-    rows = conn.cursor(binary=True).execute(_JUDGED, (testset_id,)).fetchall()
-    return known, {q: (chunks, grades) for q, chunks, grades in rows}
-
-
-def _conninfo(conn) -> str:
-    """The connection string of ``conn``, its password included (``info.dsn`` leaves it out)."""
-    from psycopg.conninfo import make_conninfo
-
-    password = conn.info.password
-    return make_conninfo(conn.info.dsn, password=password) if password else conn.info.dsn
