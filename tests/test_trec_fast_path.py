@@ -6,6 +6,7 @@ same lists and refuse with the same error as the line-by-line parser alone (``_c
 wherever the blocks are cut (blocks made tiny here so that the boundaries fall everywhere).
 """
 
+import math
 import random
 from pathlib import Path
 
@@ -128,6 +129,25 @@ def test_common_block_is_parsed_whole_and_odd_blocks_by_pieces(tmp_path, monkeyp
     flat = [row for s in segments for row in zip(*s)]
     assert [r[3] for r in flat] == list(range(1, 301))
     assert flat[100] == ("q10", "c100", 900.5, 101)
+
+
+def test_long_lines_keep_the_fast_path_unless_an_id_is_too_long(tmp_path):
+    """A line longer than the id limit (a long tag) stays on the fast path; an id of exactly
+    1,024 bytes too; one of 1,025 bytes leaves it (and is refused by the line-by-line parser)."""
+    tag, at_limit = "t" * 3000, "c" * 1024
+    block = f"q1 Q0 a 1 2.5 {tag}\nq1 Q0 {at_limit} 2 1.5 run\n".encode()
+    assert trec_lines._common(block, 1) == (["q1", "q1"], ["a", at_limit], [2.5, 1.5], range(1, 3))
+    assert trec_lines._common(block.replace(b"c" * 1024, b"c" * 1025), 1) is None
+    assert trec_lines._common(f"{'q' * 1025} Q0 a 1 2.5 run\n".encode(), 1) is None
+
+
+def test_scores_float_reads_that_are_not_decimals_leave_the_fast_path():
+    """inf, nan and 1_0 read as numbers by float() leave the fast path (trec_eval's atof reads
+    them otherwise), also among ids with underscores; a decimal too large for a double stays."""
+    for score in ("inf", "-Infinity", "nan", "1_0"):
+        assert trec_lines._common(f"q_1 Q0 a_1 1 {score} run\n".encode(), 1) is None, score
+        assert trec_lines._common(f"q1 Q0 a 1 2 run\nq1 Q0 b 2 {score} run\n".encode(), 1) is None
+    assert trec_lines._common(b"q_1 Q0 a_1 1 1e999 run\n", 1)[2] == [math.inf]
 
 
 BAD_TAILS = [

@@ -15,9 +15,12 @@ parallel lists (the line numbers a ``range`` for a block parsed whole), in file 
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
 
 from ..core.errors import InputError
 from ..core.ids import MAX_ID_BYTES, ident
@@ -32,7 +35,7 @@ _SCORE = re.compile(
 )
 _ATOF_PREFIX = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 _COMMON_BYTES = bytes(range(0x21, 0x7F)) + b" \t\r\n"  # printable ASCII, space, tab, line ends
-_DECIMAL_BYTES = b"0123456789.eE+-"  # with float() accepting them: a plain decimal number
+_DECIMAL_BYTES = b"0123456789.eE+-"  # with float() reading them: a plain decimal number
 _EOL = "\x01"  # marks each line's end among the fields (never in a common-case block)
 
 
@@ -80,19 +83,25 @@ def _common(block: bytes, first: int) -> Segment | None:
     """The segment of a block of lines that are all the common case, else None."""
     if block.translate(None, _COMMON_BYTES):  # some other byte: a NUL, non-ASCII text, ...
         return None
-    n = block.count(b"\n")
+    ends = np.flatnonzero(np.frombuffer(block, np.uint8) == 10)  # where each line ends
+    n = ends.size
     # each line's fields then the mark: 7 items a line when, and only when, each has 6 fields
     fields = block.decode("ascii").replace("\n", f" {_EOL} ").split()
     if len(fields) != 7 * n or fields[6::7].count(_EOL) != n:
         return None
     qids, chunks, scores = fields[0::7], fields[2::7], fields[4::7]
-    if max(map(len, qids)) > MAX_ID_BYTES or max(map(len, chunks)) > MAX_ID_BYTES:  # ASCII
-        return None
-    if "".join(scores).encode("ascii").translate(None, _DECIMAL_BYTES):  # inf, nan, 1_0, 0x1
+    longest = max(int(ends[0]), int(np.diff(ends).max(initial=0)) - 1)  # a line's bytes (ASCII)
+    if longest > MAX_ID_BYTES and max(map(len, qids + chunks)) > MAX_ID_BYTES:
         return None
     try:
-        values = list(map(float, scores))  # these characters: float() reads decimals only
+        values = list(map(float, scores))
     except ValueError:
+        return None
+    # in printable ASCII, float() reads plain decimal numbers, and also inf, nan and 1_0: seen
+    # in the scores' characters, which are looked at only where such a score can be
+    if (b"_" in block or not math.isfinite(sum(values))) and "".join(scores).encode(
+        "ascii"
+    ).translate(None, _DECIMAL_BYTES):
         return None
     return qids, chunks, values, range(first, first + n)
 
