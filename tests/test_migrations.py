@@ -65,7 +65,7 @@ def fresh(database, conn, request):
     conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-HEAD = "0007_run_rows"
+HEAD = "0008_list_storage"
 
 
 def test_head_is_the_byte_order_revision():
@@ -503,3 +503,64 @@ def test_run_rows_revision_keeps_timings_and_deletes_them_with_their_run(fresh):
             "SELECT (SELECT count(*) FROM pgeval.query_timing), "
             "(SELECT count(*) FROM pgeval.run_progress)"
         ).fetchone() == (0, 0)
+
+
+def _list_storage(conn) -> dict[str, tuple[str, str]]:
+    """{column: (attstorage, attcompression)} of pgeval.result_list's chunk ids and scores."""
+    return {
+        r[0]: (r[1], r[2])
+        for r in conn.execute(
+            "SELECT attname, attstorage, attcompression FROM pg_attribute "
+            "WHERE attrelid = 'pgeval.result_list'::regclass AND attname IN ('chunk_ids', 'scores')"
+        ).fetchall()
+    }
+
+
+def test_list_storage_revision_keeps_stored_lists_and_skips_pglz(fresh):
+    """0008_list_storage on a database written at 0007_run_rows: a long list stored by pglz reads
+    back the same, as does one written after; scores are stored out of line uncompressed and
+    chunk ids by lz4, or uncompressed on a server without lz4 (the embedded one); a downgrade
+    restores the defaults."""
+    uri = fresh.uri()
+    with fresh.connect(autocommit=True) as c:
+        c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        c.execute("CREATE SCHEMA pgeval")
+    upgrade_tables(uri, "0007_run_rows")
+    ids = [f"document-{i:07d}" for i in range(0, 3000, 3)]  # a row well over 2 kB
+    scores = [1.0 / (i + 1) for i in range(len(ids))]
+    write = (
+        "INSERT INTO pgeval.result_list (run_id, query_id, grades, scores, chunk_ids) "
+        "VALUES (%s, %s, array_fill(NULL::smallint, ARRAY[%s]), %s, %s)"
+    )
+    read = (
+        "SELECT chunk_ids, scores, pg_column_size(chunk_ids) < octet_length(chunk_ids::text) "
+        "FROM pgeval.result_list WHERE query_id = %s"
+    )
+    with fresh.connect(autocommit=True) as c:
+        assert _list_storage(c) == {"chunk_ids": ("x", ""), "scores": ("x", "")}
+        tid = c.execute(
+            "INSERT INTO pgeval.testset (name, content_hash, source_format) "
+            "VALUES ('t', 'h', 'test') RETURNING testset_id"
+        ).fetchone()[0]
+        rid = c.execute(
+            "INSERT INTO pgeval.run (name, testset_id, stage, order_rule, status) "
+            "VALUES ('r', %s, 'import', 'x', 'complete') RETURNING run_id",
+            (tid,),
+        ).fetchone()[0]
+        c.execute(write, (rid, "old", len(ids), scores, ids))
+        assert c.execute(read, ("old",)).fetchone() == (ids, scores, True)  # pglz compressed
+    assert init(fresh).revision_after == HEAD
+    with fresh.connect(autocommit=True) as c:
+        lz4 = c.execute(
+            "SELECT count(*) = 1 FROM pg_settings WHERE name = 'default_toast_compression' "
+            "AND 'lz4' = ANY (enumvals)"
+        ).fetchone()[0]
+        expected = ("x", "l") if lz4 else ("e", "")
+        assert _list_storage(c) == {"chunk_ids": expected, "scores": ("e", "")}
+        c.execute(write, (rid, "new", len(ids), scores, ids))
+        assert c.execute(read, ("old",)).fetchone() == (ids, scores, True)
+        assert c.execute(read, ("new",)).fetchone() == (ids, scores, lz4)
+    downgrade_tables(uri, "0007_run_rows")
+    with fresh.connect(autocommit=True) as c:
+        assert _list_storage(c) == {"chunk_ids": ("x", ""), "scores": ("x", "")}
+        assert c.execute(read, ("new",)).fetchone() == (ids, scores, lz4)

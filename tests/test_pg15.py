@@ -136,6 +136,11 @@ def pg15_kb(pg15):
     db = Database(dsn=pg15.dsn(OWNER, "kb"))
     init(db)
     with pg15.connect(OWNER, "kb") as c:
+        # Debian's build has lz4: long lists' chunk ids compressed by it (0008_list_storage)
+        assert c.execute(
+            "SELECT attcompression FROM pg_attribute WHERE attrelid = "
+            "'pgeval.result_list'::regclass AND attname = 'chunk_ids'"
+        ).fetchone() == ("l",)
         if not c.execute("SELECT to_regclass('pg15_kb') IS NOT NULL").fetchone()[0]:
             pg_real.build_kb(c, "pg15_kb")
     return db
