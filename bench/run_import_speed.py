@@ -9,6 +9,7 @@ set of N queries (J judgements each) and measures, on the same server:
     float() of the score, no checks) and the same binary COPY
   - `import_run` (parse, duplicate check, ranking, judged grades, one ranked list per query by
     binary COPY, commit)
+  - the metrics of that run (what `pgeval metrics` computes)
   - `run list` and `run delete` of that run (time independent of the stored results: counts are
     kept on pgeval.run)
 and prints the ratios import / floor and import / plain floor (target <= 1.0) and the process's peak RSS.
@@ -41,6 +42,7 @@ def main() -> None:
     ap.add_argument("--dsn", default=None)
     args = ap.parse_args()
 
+    from evaluator.measure.metrics import evaluate
     from evaluator.run.runs import delete_run, import_run, list_runs
     from evaluator.run.trec_lines import trec_segments
 
@@ -144,6 +146,13 @@ def main() -> None:
         print(f"ratio import / floor: {i / f:.2f} (target <= 1.0)")
         print(f"ratio import / plain floor: {i / p:.2f} (the issue's peer: target <= 1.0)")
         with db.connect() as conn:
+            t = time.perf_counter()
+            report = evaluate(conn, "bench-import-run")  # what `pgeval metrics` computes
+            t_metrics = time.perf_counter() - t
+            print(
+                f"metrics of the imported run: {t_metrics:.2f} s "
+                f"({len(report.summary)} measures, nDCG@10 {report.summary.get('ndcg@10')})"
+            )
             t = time.perf_counter()
             listed = list_runs(conn)
             t_list = time.perf_counter() - t
