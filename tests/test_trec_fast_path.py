@@ -131,14 +131,17 @@ def test_common_block_is_parsed_whole_and_odd_blocks_by_pieces(tmp_path, monkeyp
     assert flat[100] == ("q10", "c100", 900.5, 101)
 
 
-def test_long_lines_keep_the_fast_path_unless_an_id_is_too_long(tmp_path):
+def test_long_lines_keep_the_fast_path_unless_an_id_is_too_long():
     """A line longer than the id limit (a long tag) stays on the fast path; an id of exactly
     1,024 bytes too; one of 1,025 bytes leaves it (and is refused by the line-by-line parser)."""
     tag, at_limit = "t" * 3000, "c" * 1024
     block = f"q1 Q0 a 1 2.5 {tag}\nq1 Q0 {at_limit} 2 1.5 run\n".encode()
     assert trec_lines._common(block, 1) == (["q1", "q1"], ["a", at_limit], [2.5, 1.5], range(1, 3))
     assert trec_lines._common(block.replace(b"c" * 1024, b"c" * 1025), 1) is None
-    assert trec_lines._common(f"{'q' * 1025} Q0 a 1 2.5 run\n".encode(), 1) is None
+    line = f"{'q' * 1025} Q0 a 1 2.5 run"
+    assert trec_lines._common(f"{line}\n".encode(), 1) is None
+    with pytest.raises(InputError, match="over the limit of 1,024 bytes"):
+        trec_lines._line_row(line, 1, Path("x"), None)
 
 
 def test_scores_float_reads_that_are_not_decimals_leave_the_fast_path():
