@@ -281,6 +281,23 @@ def test_judgements_read_again_after_an_interleaved_file(conn, ts, tmp_file):
     ).fetchall() == [("q1", "b", 2), ("q1", "a", 1), ("q2", "x", 3)]
 
 
+def test_judgements_read_in_line_where_libpq_has_no_pipeline_mode(conn, ts, tmp_file, monkeypatch):
+    """With a libpq older than 14 (no pipeline mode), the judgements are read on the importing
+    connection before the COPY: the same grades."""
+    import psycopg
+
+    monkeypatch.setattr(psycopg.Pipeline, "is_supported", classmethod(lambda cls: False))
+    monkeypatch.setattr(psycopg.Connection, "pipeline", None)  # never entered
+    f = tmp_file("l.trec", "q1 Q0 b 1 3 t\nq1 Q0 a 2 1 t\nq2 Q0 x 1 1 t\n")
+    report = import_run(conn, f, ts, "judged-in-line")
+    conn.commit()
+    assert (report.queries, report.rows) == (2, 3)
+    assert conn.execute(
+        "SELECT query_id, chunk_id, grade FROM pgeval.result JOIN pgeval.run "
+        "USING (run_id) WHERE name = 'judged-in-line' ORDER BY 1, rank"
+    ).fetchall() == [("q1", "b", 2), ("q1", "a", 1), ("q2", "x", 3)]
+
+
 def test_judgements_written_in_the_importing_transaction_are_joined(conn, clean, tmp_file):
     """A test set loaded in the transaction that imports the run (not committed: another
     session cannot see it) gives the lists their grades: they are read in that transaction."""

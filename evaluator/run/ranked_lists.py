@@ -337,15 +337,18 @@ class Judgements:
     @contextmanager
     def reading(self) -> Iterator[None]:
         """Send the statements for the server to run while the body runs (which must not use
-        the connection); their rows are read when it ends. Without effect once read; a body
-        that raises leaves them unread (:meth:`load` reads them)."""
-        if self._known is not None:
+        the connection); their rows are read when it ends (with a libpq older than 14, which
+        has no pipeline mode, they are read then). A body that raises leaves them unread."""
+        import psycopg
+
+        if self._known is None and psycopg.Pipeline.is_supported():
+            with self.conn.pipeline():
+                cursors = self._send()
+                yield
+            self._take(*cursors)
+        else:
             yield
-            return
-        with self.conn.pipeline():
-            cursors = self._send()
-            yield
-        self._take(*cursors)
+            self.load()  # never later: the caller's COPY then holds the connection
 
     def _send(self) -> tuple:
         return (
@@ -364,13 +367,13 @@ class Judgements:
 
     @property
     def known(self) -> set[str]:
-        self.load()
-        assert self._known is not None
+        """The test set's query ids (read: :meth:`reading` or :meth:`load`)."""
+        if self._known is None:  # never read them here: a COPY may hold the connection
+            raise RuntimeError("the judgements are used before they are read")
         return self._known
 
     def get(self, query_id: str) -> dict[str, int] | None:
         """{chunk: grade} of a query's judgements (None: none)."""
-        self.load()
-        assert self._rows is not None
+        assert self._rows is not None, "the judgements are used before they are read"
         row = self._rows.get(query_id)
         return None if row is None else dict(zip(*row))
