@@ -27,11 +27,10 @@ if TYPE_CHECKING:
     from ..target.targets import Target
 
 LOCK_TIMEOUT = "10s"
-# what the timed statement is (run.timing_boundary, run.params["timed"]): the application's
-# ORDER BY distance LIMIT k with the distance projected, wrapped in a sort of those k rows by
-# (distance, chunk id) — the stored ranks' tie rule — and, when chunks have several rows, their
-# collapse to each chunk's best distance (the wrapper sorts k rows: on 20,000 x 384 HNSW, top
-# 100, its p50 was 1.00x the bare statement's)
+# what the timed statement is (run.timing_boundary, run.params["timed"]): with unique chunk ids,
+# the application's ORDER BY distance LIMIT k itself, its rows ranked by (distance, chunk id) after
+# the timing (vector_sql.application); when chunks have several rows, that statement wrapped in a
+# sort of its k rows by (distance, chunk id) and their collapse to each chunk's best distance
 TIMED = (
     "SELECT id, distance ... ORDER BY the bare distance operator LIMIT k, exactly as an "
     "application runs it; pgeval ranks the rows by (distance, chunk id) and applies the "
