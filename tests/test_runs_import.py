@@ -241,6 +241,15 @@ def test_import_reports_bytes_read_once_a_batch(conn, ts, tmp_file, monkeypatch,
     assert calls[-1] == (size, size, "ranking") and len(calls) == 5
 
 
+def _graded(conn, name):
+    """(query, chunk, grade) of run ``name``'s results, in rank order."""
+    return conn.execute(
+        "SELECT query_id, chunk_id, grade FROM pgeval.result JOIN pgeval.run "
+        "USING (run_id) WHERE name = %s ORDER BY 1, rank",
+        (name,),
+    ).fetchall()
+
+
 def test_judgements_read_on_the_importing_connection_while_parsing(conn, ts, tmp_file, monkeypatch):
     """The judgements are read on the importing connection, in pipeline mode while the first
     batches are parsed (no second session is opened), and before the COPY: the right grades,
@@ -262,10 +271,12 @@ def test_judgements_read_on_the_importing_connection_while_parsing(conn, ts, tmp
     conn.commit()
     assert opened == []
     assert (report.queries, report.rows, report.unknown_query_ids) == (2, 4, ["q9"])
-    assert conn.execute(
-        "SELECT query_id, chunk_id, grade FROM pgeval.result JOIN pgeval.run "
-        "USING (run_id) WHERE name = 'judged' ORDER BY 1, rank"
-    ).fetchall() == [("q1", "b", 2), ("q1", "zz", None), ("q1", "a", 1), ("q2", "x", 3)]
+    assert _graded(conn, "judged") == [
+        ("q1", "b", 2),
+        ("q1", "zz", None),
+        ("q1", "a", 1),
+        ("q2", "x", 3),
+    ]
 
 
 def test_judgements_read_again_after_an_interleaved_file(conn, ts, tmp_file):
@@ -275,10 +286,7 @@ def test_judgements_read_again_after_an_interleaved_file(conn, ts, tmp_file):
     report = import_run(conn, f, ts, "judged-interleaved")
     conn.commit()
     assert (report.queries, report.rows) == (2, 3)
-    assert conn.execute(
-        "SELECT query_id, chunk_id, grade FROM pgeval.result JOIN pgeval.run "
-        "USING (run_id) WHERE name = 'judged-interleaved' ORDER BY 1, rank"
-    ).fetchall() == [("q1", "b", 2), ("q1", "a", 1), ("q2", "x", 3)]
+    assert _graded(conn, "judged-interleaved") == [("q1", "b", 2), ("q1", "a", 1), ("q2", "x", 3)]
 
 
 def test_judgements_read_in_line_where_libpq_has_no_pipeline_mode(conn, ts, tmp_file, monkeypatch):
@@ -292,10 +300,7 @@ def test_judgements_read_in_line_where_libpq_has_no_pipeline_mode(conn, ts, tmp_
     report = import_run(conn, f, ts, "judged-in-line")
     conn.commit()
     assert (report.queries, report.rows) == (2, 3)
-    assert conn.execute(
-        "SELECT query_id, chunk_id, grade FROM pgeval.result JOIN pgeval.run "
-        "USING (run_id) WHERE name = 'judged-in-line' ORDER BY 1, rank"
-    ).fetchall() == [("q1", "b", 2), ("q1", "a", 1), ("q2", "x", 3)]
+    assert _graded(conn, "judged-in-line") == [("q1", "b", 2), ("q1", "a", 1), ("q2", "x", 3)]
 
 
 def test_judgements_written_in_the_importing_transaction_are_joined(conn, clean, tmp_file):
