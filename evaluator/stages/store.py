@@ -258,16 +258,17 @@ def copy_columns(
     """COPY the ranked lists of :func:`ranked_columns` into pgeval.result_list, each with the
     judged grade of every chunk (``grades``: {query: {chunk: grade}}). The arrays are built in
     binary format by :mod:`.list_arrays`, a few thousand elements at a time (psycopg's array
-    dumper would make a Python step per element)."""
+    dumper would make a Python step per element), each batch as the COPY reaches it."""
     from .list_arrays import encode_flat, grade_array
 
     qids, chunks, scores, cuts = columns
-    texts, floats = encode_flat(chunks, scores, cuts)
     return copy_encoded(
         conn,
         (
             (run_id, q, grade_array(grades.get(q), chunks, a, b), f, t)
-            for q, a, b, f, t in zip(qids, cuts, islice(cuts, 1, None), floats, texts)
+            for q, a, b, (t, f) in zip(
+                qids, cuts, islice(cuts, 1, None), encode_flat(chunks, scores, cuts)
+            )
         ),
     )
 
