@@ -2,7 +2,8 @@
 knowledge-base table with an HNSW index, a test set with query embeddings, a target.
 
 Vectors: the Cranfield MiniLM embeddings (../shared/data/cranfield/minilm) tiled with small
-noise up to --docs rows and --queries queries, else seeded random clustered vectors.
+noise up to --docs rows and --queries queries, else (or with --vectors random) seeded random
+clustered 128-d vectors.
 """
 
 from __future__ import annotations
@@ -27,12 +28,22 @@ def arguments(description: str) -> argparse.Namespace:
     p.add_argument("--ef-search", type=int, default=100)
     p.add_argument("--repeat", type=int, default=3, help="timed rounds; the best is reported")
     p.add_argument("--dsn", default=None, help="use this server instead of a temporary one")
+    p.add_argument(
+        "--vectors",
+        choices=("auto", "cranfield", "random"),
+        default="auto",
+        help="cranfield: the Cranfield MiniLM embeddings (384-d, where present); random: seeded "
+        "clustered 128-d vectors; auto (default): cranfield where present",
+    )
     return p.parse_args()
 
 
-def vectors(n_docs: int, n_queries: int):
+def vectors(n_docs: int, n_queries: int, source: str = "auto"):
     rng = np.random.default_rng(3)
-    if (MINILM / "documents.npy").exists():
+    present = (MINILM / "documents.npy").exists()
+    if source == "cranfield" and not present:
+        raise SystemExit(f"--vectors cranfield: {MINILM} is missing")
+    if present and source != "random":
         base_d, base_q, source = (
             np.load(MINILM / "documents.npy"),
             np.load(MINILM / "queries.npy"),
@@ -62,7 +73,7 @@ def setup(args):
     from evaluator.target.targets import Target, save
 
     db, _, stop = _server.start(args.dsn, "pgeval-bench-")
-    docs, qs, source = vectors(args.docs, args.queries)
+    docs, qs, source = vectors(args.docs, args.queries, getattr(args, "vectors", "auto"))
     t0 = time.perf_counter()
     with db.connect(autocommit=True) as c:
         c.execute("DROP TABLE IF EXISTS bench_kb")

@@ -13,9 +13,13 @@
 
 Prints wall times and the ratios (b)/(a) (target <= 1.15) and (c)/(a), the variants run
 interleaved, round by round (best of --repeat rounds; and b/a within each round, with its
-median). Also the ratio without the fingerprint's content checksum (``--no-checksum`` equivalent), a one-off table scan.
+median). Also the ratio without the fingerprint's content checksum (``--no-checksum``
+equivalent), a one-off table scan, and the time (a) and (b) spend outside their timed statements
+(wall time less the sum of the per-query latencies: what the runner adds around the queries).
 
 Usage: python bench/runner_overhead.py [--docs 20000] [--queries 1000] [--depth 100]
+       [--vectors random]   (seeded clustered 128-d vectors: shorter queries, so the
+                             fixed costs weigh more)
 """
 
 from __future__ import annotations
@@ -57,8 +61,17 @@ def bare_search(db, vectors, depth, ef):
         c.rollback()
 
 
-def bare_loop(db, vectors, depth, ef):
-    return sum(len(rows) for _, rows, _ in bare_search(db, vectors, depth, ef))
+_timed: dict[str, list[float]] = {"a": [], "b": []}  # each round's sum of timed spans, s
+_runs: list[int] = []  # the runs of the rounds of (b)
+
+
+def bare_loop(db, vectors, depth, ef, record=False):
+    n, timed = 0, 0.0
+    for _, rows, ms in bare_search(db, vectors, depth, ef):
+        n, timed = n + len(rows), timed + ms
+    if record:
+        _timed["a"].append(timed / 1000.0)
+    return n
 
 
 def bare_loop_and_store(db, vectors, depth, ef):
@@ -90,10 +103,10 @@ def bare_loop_and_store(db, vectors, depth, ef):
     return sum(len(c) for _, c, _ in lists)
 
 
-def pipeline(db, depth, ef, checksum=True):
+def pipeline(db, depth, ef, checksum=True, record=False):
     from evaluator.run.pipeline import PipelineConfig, run_pipeline
 
-    run_pipeline(
+    result = run_pipeline(
         db,
         PipelineConfig(
             testset="bench",
@@ -106,6 +119,20 @@ def pipeline(db, depth, ef, checksum=True):
             checksum=checksum,
         ),
     )
+    if record:  # its latencies are summed after the rounds (untimed)
+        _runs.append(result.runs[0]["run_id"])
+
+
+def stored_latencies(db) -> list[float]:
+    """The sum of the timed spans (s) of each run recorded by :func:`pipeline`, in order."""
+    with db.connect() as c:
+        return [
+            c.execute(
+                "SELECT sum(latency_ms) / 1000.0 FROM pgeval.query_timing WHERE run_id = %s",
+                (run_id,),
+            ).fetchone()[0]
+            for run_id in _runs
+        ]
 
 
 def cli(db, depth, ef):
@@ -158,8 +185,8 @@ def main() -> None:
         dp, ef = args.depth, args.ef_search
         t = vkb.interleaved(
             {
-                "a": lambda: bare_loop(db, vectors, dp, ef),
-                "b": lambda: pipeline(db, dp, ef),
+                "a": lambda: bare_loop(db, vectors, dp, ef, record=True),
+                "b": lambda: pipeline(db, dp, ef, record=True),
                 "b0": lambda: pipeline(db, dp, ef, checksum=False),
                 "c": lambda: cli(db, dp, ef),
                 "d": lambda: bare_loop_and_store(db, vectors, dp, ef),
@@ -178,6 +205,14 @@ def main() -> None:
         )
         med = statistics.median(x / y for x, y in zip(t["b"], t["a"]))
         print(f"    b/a within each round: {rounds} (median {med:.3f})")
+        _timed["b"] = stored_latencies(db)
+        untimed = {k: [w - x for w, x in zip(t[k], _timed[k])] for k in ("a", "b")}
+        print(
+            "    time outside the timed statements, median of the rounds: bare loop "
+            f"{1000 * statistics.median(untimed['a']):.0f} ms, run_pipeline "
+            f"{1000 * statistics.median(untimed['b']):.0f} ms; timed spans summed: "
+            f"{statistics.median(_timed['a']):.3f} s and {statistics.median(_timed['b']):.3f} s"
+        )
         print(f"    same without the content checksum         : {b0:8.3f} s  ratio = {b0 / a:.3f}")
         print(
             f"(c) pgeval run pipeline (new process)         : {c:8.3f} s  ratio c/a = {c / a:.3f}"
