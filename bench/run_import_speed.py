@@ -12,7 +12,8 @@ set of N queries (J judgements each) and measures, on the same server:
   - the metrics of that run (what `pgeval metrics` computes)
   - `run list` and `run delete` of that run (time independent of the stored results: counts are
     kept on pgeval.run)
-and prints the ratios import / floor and import / plain floor (target <= 1.0) and the process's peak RSS.
+and prints the ratios import / floor and import / plain floor (target <= 1.0), round by round with
+their median, and the process's peak RSS.
 
 Usage: python bench/run_import_speed.py [--queries 10000] [--depth 100] [--judged 10] [--dsn DSN]
 """
@@ -23,6 +24,7 @@ import argparse
 import os
 import random
 import resource
+import statistics
 import sys
 import time
 from contextlib import contextmanager
@@ -131,14 +133,13 @@ def main() -> None:
             plains.append(floor_plain())
             imports.append(pgeval_import())
         f, p, i = min(floors), min(plains), min(imports)
-        print(
-            "import / floor within each round: "
-            + ", ".join(f"{b / a:.2f}" for a, b in zip(floors, imports))
-        )
-        print(
-            "import / plain floor within each round: "
-            + ", ".join(f"{b / a:.2f}" for a, b in zip(plains, imports))
-        )
+        for label, peers in (("floor", floors), ("plain floor", plains)):
+            ratios = [b / a for a, b in zip(peers, imports)]
+            print(
+                f"import / {label} within each round: "
+                + ", ".join(f"{r:.2f}" for r in ratios)
+                + f" (median {statistics.median(ratios):.2f})"
+            )
         rows = args.queries * args.depth
         print(f"floor (parse + binary COPY, unindexed): {f:.2f} s ({rows / f:,.0f} rows/s)")
         print(f"pgeval run import:                      {i:.2f} s ({rows / i:,.0f} rows/s)")
