@@ -366,15 +366,19 @@ class Judgements:
         if self._known is None:
             self._take(*self._send())
 
+    def _read(self) -> tuple[set[str], dict[str, tuple[list, list]]]:
+        """(query ids, judgement rows), read by :meth:`reading` or :meth:`load`."""
+        # never read here: a COPY may hold the connection
+        if self._known is None or self._rows is None:
+            raise RuntimeError("the judgements are used before they are read")
+        return self._known, self._rows
+
     @property
     def known(self) -> set[str]:
-        """The test set's query ids (read: :meth:`reading` or :meth:`load`)."""
-        if self._known is None:  # never read them here: a COPY may hold the connection
-            raise RuntimeError("the judgements are used before they are read")
-        return self._known
+        """The test set's query ids."""
+        return self._read()[0]
 
     def get(self, query_id: str) -> dict[str, int] | None:
         """{chunk: grade} of a query's judgements (None: none)."""
-        assert self._rows is not None, "the judgements are used before they are read"
-        row = self._rows.get(query_id)
+        row = self._read()[1].get(query_id)
         return None if row is None else dict(zip(*row))
