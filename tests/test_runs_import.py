@@ -17,10 +17,11 @@ def ts(clean, conn):
     return "runs-ts"
 
 
-def _results(conn, name):
+def _results(conn, name, columns="query_id, rank, chunk_id"):
+    """``columns`` (fixed by the tests) of run ``name``'s results, by query then rank."""
     return conn.execute(
-        "SELECT query_id, rank, chunk_id FROM pgeval.result r JOIN pgeval.run USING "
-        "(run_id) WHERE name = %s ORDER BY 1, 2",
+        f"SELECT {columns} FROM pgeval.result JOIN pgeval.run USING (run_id) "
+        "WHERE name = %s ORDER BY query_id, rank",
         (name,),
     ).fetchall()
 
@@ -243,11 +244,7 @@ def test_import_reports_bytes_read_once_a_batch(conn, ts, tmp_file, monkeypatch,
 
 def _graded(conn, name):
     """(query, chunk, grade) of run ``name``'s results, in rank order."""
-    return conn.execute(
-        "SELECT query_id, chunk_id, grade FROM pgeval.result JOIN pgeval.run "
-        "USING (run_id) WHERE name = %s ORDER BY 1, rank",
-        (name,),
-    ).fetchall()
+    return _results(conn, name, "query_id, chunk_id, grade")
 
 
 def test_judgements_read_on_the_importing_connection_while_parsing(conn, ts, tmp_file, monkeypatch):
