@@ -86,10 +86,20 @@ def test_demo_never_touches_a_users_objects(clean, pgeval, conn, tmp_path, monke
     assert [r[0] for r in conn.execute("SELECT name FROM pgeval.target ORDER BY 1")] == ["demo"]
     assert conn.execute("SELECT to_regnamespace('pgeval_demo')").fetchone()[0] is None
     assert not glob.glob(str(tmp_path / "pgeval-demo-*"))
-    # a second demo reuses its own test set demo-2 (same content), still leaving the user's alone
+    # a second demo reuses its own test set demo-2 (same content), still leaving the user's alone;
+    # started in the same second as an earlier one, it names its experiment with a suffix
+    import datetime as dt
+
+    from evaluator.demo import flow
+
+    first = conn.execute("SELECT name FROM pgeval.experiment").fetchone()[0]
+    then = dt.datetime.strptime(first, "demo-%Y%m%d-%H%M%S")
+    monkeypatch.setattr(flow, "datetime", type("Clock", (), {"now": staticmethod(lambda: then)}))
     code, out, err = pgeval("demo", "--corpus", "generated", "--queries", "12", "--no-diskann")
     assert code == 0, err
     assert "--name demo-2" in out and _snapshot(conn, "demo", "demo") == before
+    names = [r[0] for r in conn.execute("SELECT name FROM pgeval.experiment ORDER BY 1")]
+    assert names == [first, first + "-2"]
     # a schema pgeval_demo the demo did not create is refused, not dropped
     conn.execute("CREATE SCHEMA pgeval_demo")
     conn.execute("CREATE TABLE pgeval_demo.mine (x int)")

@@ -212,19 +212,19 @@ def tour(
         ]
         target = claim_name(lambda n: _add_target(database, n, created))
         steps.run("describe the knowledge-base table", "target", "add", target, *target_args)
-        _measure(steps, corpus, testset, target, built, repeat=repeat, out=out)
+        experiment = _experiment_name(database)
+        _measure(steps, corpus, testset, target, built, experiment, repeat=repeat, out=out)
     finally:
         if not keep:
             _clean_up(database, target if created else None)
     _next_steps(database, keep)
 
 
-def _measure(steps, corpus, testset, target, built, *, repeat, out) -> None:
+def _measure(steps, corpus, testset, target, built, experiment, *, repeat, out) -> None:
     # two vector indexes on one column: each ANN stage drops the other inside its own
     # transaction and rolls back (fine for a demo; on production use a copy per index)
     isolate = ["--isolate-index"] if "diskann" in built else []
     stages = "exact,hnsw," + ("diskann," if "diskann" in built else "") + "bm25,merge"
-    experiment = "demo-" + datetime.now().strftime("%Y%m%d-%H%M%S")
     steps.run(
         "run the retrieval pipeline inside the database (HNSW at a low ef_search)",
         "run",
@@ -325,6 +325,23 @@ def _next_steps(database, keep: bool) -> None:
             "The embedded PostgreSQL server is still running (it keeps your runs): "
             "stop it with `pgeval db stop`."
         )
+
+
+def _experiment_name(database) -> str:
+    """``demo-<date>-<time>``, or with ``-2``, ``-3``, ... when a demo started in the same second
+    already took it (the experiment's name is its key)."""
+    from ..core.errors import Conflict
+
+    def free(name: str) -> None:
+        with database.connect() as conn:
+            taken = conn.execute(
+                "SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)
+            ).fetchone()
+            conn.rollback()
+        if taken:
+            raise Conflict(name)
+
+    return claim_name(free, "demo-" + datetime.now().strftime("%Y%m%d-%H%M%S"))
 
 
 def _load_testset(database, cases: Path, name: str, load_args: list[str]) -> None:
