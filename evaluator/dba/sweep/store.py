@@ -177,8 +177,8 @@ def find_elsewhere(conn, sweep_id: int, config_hash: str, repetition: int) -> di
     cur = conn.execute(
         "SELECT sp.* FROM pgeval.sweep_point sp JOIN pgeval.run r USING (run_id) "
         "WHERE sp.config_hash = %s AND sp.repetition = %s AND sp.sweep_id <> %s "
-        "AND r.status = 'complete' ORDER BY sp.reused_from IS NOT NULL, sp.measured_at DESC "
-        "LIMIT 1",
+        "AND r.status = 'complete' ORDER BY sp.reused_from IS NOT NULL, sp.measured_at DESC, "
+        "sp.run_id DESC LIMIT 1",
         (config_hash, repetition, sweep_id),
     )
     row = cur.fetchone()
@@ -379,7 +379,8 @@ def list_sweeps(conn) -> list[dict]:
         "SELECT s.name AS sweep, t.name AS testset, s.target, s.stage, s.k, s.repeat, "
         "s.status, (SELECT count(DISTINCT point) FROM pgeval.sweep_point p "
         "WHERE p.sweep_id = s.sweep_id) AS points, s.created_at "
-        "FROM pgeval.sweep s JOIN pgeval.testset t USING (testset_id) ORDER BY s.created_at"
+        "FROM pgeval.sweep s JOIN pgeval.testset t USING (testset_id) "
+        "ORDER BY s.created_at, s.sweep_id"
     )
     names = [d.name for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
