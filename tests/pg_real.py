@@ -244,3 +244,127 @@ def write_cases(path: Path) -> Path:
     _, cases = corpus()
     path.write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")
     return path
+
+
+# ---- PgBouncer in transaction pooling, and a physical standby ----------------------------------
+
+
+def bouncer_unavailable() -> str | None:
+    """Why PgBouncer cannot be started here, or None (``.ci/run`` installs Debian's pgbouncer)."""
+    if shutil.which("pgbouncer") is None:
+        return "pgbouncer is not installed (Debian package pgbouncer; .ci/run installs it)"
+    return None
+
+
+class Bouncer:
+    """PgBouncer in front of ``cluster``: transaction pooling, ``pool_size`` server connections
+    per database and user, no reset query (PgBouncer's default in transaction pooling, so what a
+    client leaves on a server connection is what the next client gets), trust authentication for
+    ``users``, on a free TCP port of 127.0.0.1. Runs as the ``postgres`` OS user when root
+    (PgBouncer refuses to run as root)."""
+
+    def __init__(self, cluster: Cluster, *, pool_size: int = 8, users=("postgres",)):
+        self.cluster, self.pool_size, self.users = cluster, pool_size, tuple(users)
+        self.dir = Path(tempfile.mkdtemp(prefix="pgeval-bouncer-"))
+        self.port = _free_port()
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> Bouncer:
+        auth = self.dir / "users.txt"
+        auth.write_text("".join(f'"{u}" ""\n' for u in self.users))
+        ini = self.dir / "pgbouncer.ini"
+        ini.write_text(
+            "[databases]\n"
+            f"* = host={self.cluster.dir} port={self.cluster.port}\n"
+            "[pgbouncer]\n"
+            f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
+            f"auth_type = trust\nauth_file = {auth}\npool_mode = transaction\n"
+            f"default_pool_size = {self.pool_size}\nmax_client_conn = 200\n"
+            "ignore_startup_parameters = extra_float_digits\n"
+            f"logfile = {self.dir / 'pgbouncer.log'}\n"
+        )
+        runas: list[str] = []
+        if os.geteuid() == 0:
+            shutil.chown(self.dir, "postgres", "postgres")
+            for f in (auth, ini):
+                shutil.chown(f, "postgres", "postgres")
+            runas = ["runuser", "-u", "postgres", "--"]
+        self.proc = subprocess.Popen(
+            [*runas, "pgbouncer", str(ini)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        import time
+
+        for _ in range(100):
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return self
+            except OSError:
+                if self.proc.poll() is not None:
+                    err = self.proc.stderr.read().decode() if self.proc.stderr else ""
+                    raise RuntimeError(f"pgbouncer did not start: {err.strip()}") from None
+                time.sleep(0.1)
+        raise RuntimeError("pgbouncer did not listen within 10 s")
+
+    def dsn(self, user: str = "postgres", dbname: str = "postgres") -> str:
+        return f"postgresql://{user}@127.0.0.1:{self.port}/{dbname}"
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def standby_of(primary: Cluster) -> Cluster:
+    """A hot standby of ``primary``: ``pg_basebackup -R`` into a new cluster directory, started
+    on its own port (streaming replication over the primary's Unix socket)."""
+    standby = Cluster(primary.major)
+    b = bindir(primary.major)
+    standby._run(
+        str(b / "pg_basebackup"),
+        "-D",
+        str(standby.data),
+        "-R",
+        "-c",
+        "fast",
+        "-X",
+        "stream",
+        "-h",
+        str(primary.dir),
+        "-p",
+        str(primary.port),
+        "-U",
+        "postgres",
+    )
+    standby._run(
+        str(b / "pg_ctl"),
+        "-D",
+        str(standby.data),
+        "-l",
+        str(standby.dir / "server.log"),
+        "-w",
+        "-t",
+        "60",
+        "-o",
+        f"-p {standby.port} -k {standby.dir} -c listen_addresses='' -c hot_standby=on",
+        "start",
+    )
+    return standby
+
+
+def wait_replayed(primary: Cluster, standby: Cluster, dbname: str = "postgres") -> None:
+    """Wait until ``standby`` has replayed everything ``primary`` has written so far."""
+    import time
+
+    with primary.connect(dbname=dbname) as p:
+        lsn = p.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
+    with standby.connect(dbname=dbname) as s:
+        for _ in range(300):
+            done = s.execute("SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn", (lsn,)).fetchone()[0]
+            if done:
+                return
+            time.sleep(0.1)
+    raise RuntimeError("the standby did not catch up within 30 s")

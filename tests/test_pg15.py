@@ -112,6 +112,12 @@ def test_init_as_owner_names_the_sql_a_superuser_must_run(pg15, pgeval):
         code, out, err = pgeval(*args, "init")
         assert code == 0, err
         assert "extension vector 0." in out
+        # each database's own pgvector version, named (another server may have another one)
+        if "--results-dsn" in args:
+            assert '(knowledge base, database "kb")' in out, out
+            assert '(results, database "kb_results")' in out, out
+        else:
+            assert '(database "kb")' in out and "results, database" not in out, out
         assert "optional extension not available: pg_textsearch" in err
     # a knowledge-base database without pgvector, results elsewhere: init works and says so
     code, out, err = pgeval(

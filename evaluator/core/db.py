@@ -69,24 +69,25 @@ class Database:
     ):
         """A psycopg connection. ``results=True`` (the default) connects where schema pgeval lives.
         ``read_only=True``: every transaction of the session is READ ONLY (how pgeval reads a
-        knowledge base: a view or function that would write fails instead)."""
+        knowledge base: a view or function that would write fails instead), and nothing is set
+        on the server session (:mod:`evaluator.core.pool_safe`: safe behind a pooler)."""
         import psycopg
+
+        from .pool_safe import PoolSafeConnection
 
         target = self.results_uri() if results else self.uri()
         # text travels as UTF-8 whatever the database's encoding (the server converts): the
         # arrays pgeval encodes itself for COPY (evaluator/stages/list_arrays.py) are UTF-8
         kwargs.setdefault("client_encoding", "UTF8")
         try:
-            conn = psycopg.connect(target, autocommit=autocommit, **kwargs)
+            conn = PoolSafeConnection.connect(target, autocommit=autocommit, **kwargs)
         except psycopg.Error as exc:  # unreachable, refused, or a DSN libpq cannot parse
             raise DatabaseError(
                 f"cannot connect to {redact(target) or 'the libpq default'}: "
                 f"{redact(first_line(exc))}"
             ) from None
-        if read_only:
-            conn.execute("SET SESSION default_transaction_read_only = on")
-            if not autocommit:
-                conn.commit()
+        if read_only:  # BEGIN READ ONLY with each transaction: nothing set on the session
+            conn.read_only = True
         return conn
 
     def describe(self) -> str:

@@ -8,8 +8,10 @@ from dataclasses import dataclass, field
 
 from . import resources
 from .errors import DatabaseError, first_line
+from .held_lock import HeldLock
 
 SCHEMA = "pgeval"
+INIT_LOCK = 1885824375  # the advisory lock that serialises concurrent `pgeval init` calls
 REQUIRED_EXTENSIONS = ("vector",)
 OPTIONAL_EXTENSIONS = ("vectorscale", "pg_textsearch")
 
@@ -17,6 +19,11 @@ OPTIONAL_EXTENSIONS = ("vectorscale", "pg_textsearch")
 @dataclass
 class InitReport:
     extensions: dict[str, str | None] = field(default_factory=dict)  # name -> installed version
+    database: str | None = None  # the results database, where ``extensions`` were read
+    # the knowledge base's own database and extension versions, when results live elsewhere
+    # (--results-dsn): another server may have another pgvector
+    kb_database: str | None = None
+    kb_extensions: dict[str, str] = field(default_factory=dict)
     missing: list[str] = field(default_factory=list)  # optional ones not on the server
     revision_before: str | None = None
     revision_after: str | None = None
@@ -221,22 +228,27 @@ def init(db) -> InitReport:
     """Create or upgrade schema pgeval on ``db`` (a :class:`evaluator.core.db.Database`)."""
     report = InitReport()
     dsn = db.results_uri()
-    with db.connect(autocommit=True) as conn:
+    with db.connect(autocommit=True) as conn, HeldLock(conn, (INIT_LOCK,)):
         # one init at a time: concurrent `pgeval init` calls serialise on this lock
-        conn.execute("SELECT pg_advisory_lock(hashtext('pgeval.init'))")
-        try:
-            if db.results_dsn and db.results_dsn != db.uri():
-                with db.connect(results=False, autocommit=True) as kb_conn:
-                    ensure_extensions(conn, report, kb_conn)
-            else:
-                ensure_extensions(conn, report)
-            conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
-            report.revision_before = current_revision(conn)
-            upgrade_tables(dsn)
-            report.revision_after = current_revision(conn)
-            apply_sql(conn, report)
-        finally:
-            conn.execute("SELECT pg_advisory_unlock(hashtext('pgeval.init'))")
+        report.database = _where(conn)[1]
+        if db.results_dsn and db.results_dsn != db.uri():
+            with db.connect(results=False, autocommit=True) as kb_conn:
+                ensure_extensions(conn, report, kb_conn)
+                report.kb_database = _where(kb_conn)[1]
+                report.kb_extensions = dict(
+                    kb_conn.execute(
+                        "SELECT extname, extversion FROM pg_extension WHERE extname = ANY(%s) "
+                        "ORDER BY extname",
+                        (list(REQUIRED_EXTENSIONS + OPTIONAL_EXTENSIONS),),
+                    ).fetchall()
+                )
+        else:
+            ensure_extensions(conn, report)
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {SCHEMA}")
+        report.revision_before = current_revision(conn)
+        upgrade_tables(dsn)
+        report.revision_after = current_revision(conn)
+        apply_sql(conn, report)
     return report
 
 

@@ -175,10 +175,11 @@ class Scratch:
         ).fetchone()[0]
 
     # ---- builds ------------------------------------------------------------------------------
-    def _session_settings(self, method: str, options: dict | None = None) -> str:
-        """Apply the build's settings; return the maintenance_work_mem in force."""
+    def _build_settings(self, method: str, options: dict | None = None) -> str:
+        """Apply the build's settings to the open transaction (``set_config(…, true)``: nothing
+        outlives the build's transaction, so nothing is left on a pooled server connection);
+        return the maintenance_work_mem in force."""
         c = self.conn
-        c.execute("RESET maintenance_work_mem")
         current = c.execute(
             "SELECT pg_size_bytes(current_setting('maintenance_work_mem'))"
         ).fetchone()[0]
@@ -192,7 +193,7 @@ class Scratch:
                 f"'{memory}' is not a memory size (e.g. 1GB)", field="--maintenance-work-mem"
             ) from None
         if wanted > current:
-            c.execute("SELECT set_config('maintenance_work_mem', %s, false)", (memory,))
+            c.execute("SELECT set_config('maintenance_work_mem', %s, true)", (memory,))
         elif self.maintenance_work_mem and wanted < current:
             msg = (
                 f"--maintenance-work-mem {memory} is below the server's "
@@ -202,7 +203,7 @@ class Scratch:
                 self.warnings.append(msg)
         in_force = c.execute("SELECT current_setting('maintenance_work_mem')").fetchone()[0]
         c.execute(
-            "SELECT set_config('statement_timeout', %s, false)",
+            "SELECT set_config('statement_timeout', %s, true)",
             (f"{int(self.build_timeout_s * 1000)}ms",),
         )
         if method == "hnsw":
@@ -210,7 +211,7 @@ class Scratch:
 
             found = health.advisories(extensions(c))
             if found:
-                c.execute("SELECT set_config('max_parallel_maintenance_workers', '0', false)")
+                c.execute("SELECT set_config('max_parallel_maintenance_workers', '0', true)")
                 msg = (
                     f"HNSW builds run without parallel workers: {found[0]['extension']} "
                     f"{found[0]['version']} has {found[0]['id']} in parallel HNSW builds"
@@ -228,7 +229,12 @@ class Scratch:
                 sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(self.schema, self.index))
             )
             self.index = None
-        memory = self._session_settings(method, options)
+        with c.transaction():  # the build's settings are transaction-scoped
+            return self._build_in_transaction(method, options, label)
+
+    def _build_in_transaction(self, method: str, options: dict, label: str) -> dict:
+        c = self.conn
+        memory = self._build_settings(method, options)
         name = f"{SCRATCH_TABLE}_{method}"
         with_: sql.Composable = sql.SQL("")
         if options:
@@ -246,7 +252,8 @@ class Scratch:
             ops=sql.SQL(opclass(self.source, method)),
             with_=with_,
         )
-        pid = c.info.backend_pid
+        # the server's pid (behind a pooler, the client's backend_pid is the pooler's)
+        pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
         dog = _Watchdog(self.database, pid, self.build_timeout_s + 5.0)
         notices: list[str] = []
 

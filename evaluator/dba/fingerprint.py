@@ -9,7 +9,8 @@ were spelled out rather than left at their default).
 
 What is hashed — only what can change a retrieval number:
 
-- ``server``: PostgreSQL version; ``extensions``: the versions of the extensions retrieval uses
+- ``server``: PostgreSQL version and which server answered (system identifier, in recovery or
+  not, the host and port of the connection string); ``extensions``: the versions of the extensions retrieval uses
   (vector, vectorscale, pg_textsearch) — not every installed one: creating pg_prewarm or any
   other extension changes no result and no hash;
 - ``target``: table, id/vector/text columns, vector type (``vector(384)``);
@@ -38,8 +39,11 @@ What is hashed — only what can change a retrieval number:
   already hashed above) is kept in ``info.config``, shown but not hashed, as are the test set's
   and the target's names.
 
-No connection string, host or password is ever read; string values pass through
-:func:`evaluator.core.masking.mask` all the same.
+``server`` also says which server answered (:func:`server_info`: system identifier, whether in
+recovery, the host and port the connection string names), so that a standby, a replica or
+another host is its own configuration; each index's ``state`` (:func:`indexes`) what changed its
+answers after its build (a VACUUM). No connection string or password is ever read; string values
+pass through :func:`evaluator.core.masking.mask` all the same.
 """
 
 from __future__ import annotations
@@ -54,7 +58,7 @@ from psycopg import sql
 from ..core.errors import NotFound
 from ..core.masking import mask_value
 
-FINGERPRINT_VERSION = 2
+FINGERPRINT_VERSION = 3  # 3: the server that answered, and each index's state
 
 # the extensions whose version can change what retrieval returns (the others are not hashed)
 RETRIEVAL_EXTENSIONS = ("vector", "vectorscale", "pg_textsearch")
@@ -146,7 +150,9 @@ def and_where(target, cond: sql.Composable | None = None) -> tuple[sql.Composabl
 
 def load_extension_libraries(conn) -> None:
     """Load pgvector's and pgvectorscale's libraries so that their settings exist in this session
-    (``current_setting('hnsw.ef_search', true)`` is NULL until the library is loaded)."""
+    (``current_setting('hnsw.ef_search', true)`` is NULL until the library is loaded). Called
+    inside the transaction that reads them (behind a pooler the next transaction may run on
+    another server session): a savepoint keeps a missing pgvector from aborting it."""
     from ..stages import gucs
 
     try:
@@ -157,10 +163,28 @@ def load_extension_libraries(conn) -> None:
 
 
 def server_info(conn) -> dict:
-    version, num = conn.execute(
-        "SELECT current_setting('server_version'), current_setting('server_version_num')::int"
+    """The server that answers: its version, and which server it is. A standby or a replica has
+    its primary's system identifier but is in recovery; another host, or a pooler in front, is
+    reached at another host and port (those the connection string names: no password)."""
+    version, num, recovery = conn.execute(
+        "SELECT current_setting('server_version'), current_setting('server_version_num')::int, "
+        "pg_is_in_recovery()"
     ).fetchone()
-    return {"version": version, "version_num": num}
+    try:
+        with conn.transaction():
+            system = conn.execute(
+                "SELECT system_identifier::text FROM pg_control_system()"
+            ).fetchone()[0]
+    except Exception:  # EXECUTE revoked from this role: the host, port and recovery state stay
+        system = None
+    return {
+        "version": version,
+        "version_num": num,
+        "system_identifier": system,
+        "in_recovery": bool(recovery),
+        "host": conn.info.host,
+        "port": str(conn.info.port),
+    }
 
 
 def extensions(conn) -> dict:
@@ -192,10 +216,19 @@ def _options(reloptions: list[str] | None) -> dict:
 
 
 def indexes(conn, table_oid: int) -> tuple[dict, dict]:
-    """(hashed, info): every index on the table keyed by name, and its size/DDL for display."""
+    """(hashed, info): every index on the table keyed by name, and its size/DDL for display.
+
+    An index's ``state`` is what changes its answers after its build: its size in pages (rows
+    added to the graph) and the table's dead tuples as the server's statistics count them. A
+    ``VACUUM`` after updates or deletes removes them and repairs an HNSW graph (recall at a small
+    ef_search rises), with the rows, the build and the size unchanged; a vacuum with nothing to
+    remove (an insert-only table's autovacuum) changes neither, so it changes no hash."""
     from ..target import introspect
 
     rows = introspect.all_index_rows(conn, table_oid)
+    block, dead = conn.execute(
+        "SELECT current_setting('block_size')::int, pg_stat_get_dead_tuples(%s)", (table_oid,)
+    ).fetchone()
     hashed, info = {}, {}
     for name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, node in rows:
         explicit = _options(relopts)
@@ -207,6 +240,7 @@ def indexes(conn, table_oid: int) -> tuple[dict, dict]:
             "valid": bool(valid),
             "options": {**INDEX_DEFAULTS.get(method, {}), **explicit},
             "build": {"oid": oid, "filenode": node},
+            "state": {"pages": int(size) // int(block), "dead_tuples": int(dead or 0)},
         }
         info[name] = {"definition": ddl, "bytes": int(size), "explicit_options": explicit}
     return hashed, info
@@ -214,9 +248,9 @@ def indexes(conn, table_oid: int) -> tuple[dict, dict]:
 
 def query_settings(conn, settings: dict | None = None) -> dict:
     """Every ANN setting as a stage running with ``settings`` (``SET LOCAL``) would see it."""
-    load_extension_libraries(conn)
     settings = {str(k): v for k, v in (settings or {}).items()}
     with conn.transaction(force_rollback=True):
+        load_extension_libraries(conn)
         for name, value in settings.items():
             conn.execute("SELECT set_config(%s, %s, true)", (name, str(value)))
         names = [
@@ -270,7 +304,6 @@ def stage_settings(conn, settings: dict | None, stages) -> dict:
     given to every stage and those scoped to it (``STAGE:GUC=VALUE``), timeouts left out."""
     from ..stages import gucs
 
-    load_extension_libraries(conn)
     out = {}
     for stage in stages:
         wanted = {
@@ -279,6 +312,7 @@ def stage_settings(conn, settings: dict | None, stages) -> dict:
             if k not in NON_RESULT_SETTINGS
         }
         with conn.transaction(force_rollback=True):
+            load_extension_libraries(conn)
             out[stage] = {
                 k: conn.execute("SELECT set_config(%s, %s, true)", (k, v)).fetchone()[0]
                 for k, v in sorted(wanted.items())

@@ -1,5 +1,6 @@
-"""An experiment while its stages run: a session advisory lock that says "a live process has
-it" (a killed client's session ends, and its lock with it), its end state (``complete``, or
+"""An experiment while its stages run: an advisory lock that says "a live process has it" (held
+by a connection of its own in an open transaction: a killed client's session ends, and its lock
+with it), its end state (``complete``, or
 ``failed`` when anything escapes), and the one-line error that says how to resume it. Used by
 :mod:`evaluator.run.pipeline` and :mod:`evaluator.run.resume`."""
 
@@ -11,6 +12,7 @@ import time
 from contextlib import contextmanager
 
 from ..core.errors import Conflict, DatabaseError, InputError, PgevalError, first_line
+from ..core.held_lock import HeldLock
 
 LOCK_CLASS = 1885824374  # 'pgev': first key of the experiment's advisory lock
 DEAD_HOLDER_WAIT_S = 60.0  # how long resume waits for a dead client's session to end
@@ -21,18 +23,30 @@ def _key(exp_id: int) -> tuple[int, int]:
 
 
 def try_lock(conn, exp_id: int) -> bool:
-    """Take the experiment's session advisory lock (held until unlock or disconnect)."""
-    ok = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", _key(exp_id)).fetchone()[0]
-    commit(conn)
-    return bool(ok)
+    """Take the experiment's advisory lock, held until :func:`unlock` or until this process ends
+    (:class:`evaluator.core.held_lock.HeldLock`: a transaction of its own, safe behind a
+    transaction pooler, where a session lock would stay on a pooled server connection)."""
+    held = _locks(conn)
+    if exp_id in held:
+        return True
+    lock = HeldLock(conn, _key(exp_id))
+    if not lock.acquire(wait=False):
+        return False
+    held[exp_id] = lock
+    return True
 
 
 def unlock(conn, exp_id: int) -> None:
-    try:
-        conn.execute("SELECT pg_advisory_unlock(%s, %s)", _key(exp_id))
-        commit(conn)
-    except Exception:  # the connection is gone, and the lock with it
-        pass
+    lock = _locks(conn).pop(exp_id, None)
+    if lock is not None:
+        lock.release()
+
+
+def _locks(conn) -> dict:
+    held = getattr(conn, "_pgeval_experiment_locks", None)
+    if held is None:
+        held = conn._pgeval_experiment_locks = {}
+    return held
 
 
 def commit(conn) -> None:

@@ -117,10 +117,9 @@ def check_stages(settings: dict[str, str], stage_names) -> None:
 
 
 def load_libraries(conn: Any) -> None:
-    """Load pgvector's and pgvectorscale's libraries so that their GUCs are defined (once per
-    connection: a library stays loaded in its session, whatever is rolled back)."""
-    if getattr(conn, "_pgeval_libraries", False):
-        return
+    """Load pgvector's and pgvectorscale's libraries so that their GUCs are defined. A library
+    stays loaded in its server session, but behind a transaction pooler the next transaction may
+    run on another server session: call this in the transaction that reads the settings."""
     conn.execute("SELECT '[1]'::vector")
     row = conn.execute(
         "SELECT n.nspname FROM pg_extension e JOIN pg_depend d ON d.refobjid = e.oid "
@@ -129,7 +128,6 @@ def load_libraries(conn: Any) -> None:
     ).fetchone()
     if row is not None:
         conn.execute(sql.SQL("SELECT {}()").format(sql.Identifier(row[0], "distance_type_cosine")))
-    conn._pgeval_libraries = True
 
 
 def _check_value(name: str, value: str, vartype: str, unit, lo, hi, enumvals) -> None:
@@ -166,7 +164,18 @@ def validate(conn: Any, settings: dict[str, str]) -> dict[str, str]:
         for stage in [None, *scoped_stages(settings)]:
             validate(conn, scope(settings, stage))
         return settings
-    load_libraries(conn)
+    # one transaction: the libraries loaded and pg_settings read on the same server session
+    with conn.transaction(force_rollback=True):
+        _validate(conn, settings)
+    return settings
+
+
+def _validate(conn: Any, settings: dict[str, str]) -> None:
+    try:
+        with conn.transaction():
+            load_libraries(conn)
+    except Exception:  # no pgvector: its settings are reported unknown below
+        pass
     rows = conn.execute(
         "SELECT name, vartype, unit, min_val, max_val, enumvals, context FROM pg_settings "
         "WHERE name = ANY(%s)",
@@ -208,7 +217,6 @@ def validate(conn: Any, settings: dict[str, str]) -> dict[str, str]:
     except Exception as exc:
         first = first_line(exc)
         raise InputError(f"the server refused the settings: {first}", field="--set") from None
-    return settings
 
 
 def with_statement_timeout(

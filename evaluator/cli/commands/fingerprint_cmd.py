@@ -58,11 +58,13 @@ def fingerprint(
     """Print the configuration fingerprint and its config hash.
 
     \b
-    The fingerprint holds what can change a retrieval number, and only that: server version and
-    the versions of the extensions retrieval uses (vector, vectorscale, pg_textsearch — not
-    every installed extension), the target table's indexes, their options (m, ef_construction,
-    lists, num_neighbors, storage_layout, ...) and their build (OID and file node: REINDEX makes
-    a new build, and a new hash), the hnsw.* / ivfflat.* / diskann.* settings, planner settings
+    The fingerprint holds what can change a retrieval number, and only that: the server (version;
+    system identifier, in recovery or not, the DSN's host and port: a standby or another host is
+    another configuration) and the versions of the extensions retrieval uses (vector,
+    vectorscale, pg_textsearch — not every installed extension), the target table's indexes,
+    their options (m, ef_construction, lists, num_neighbors, storage_layout, ...), their build
+    (OID and file node: REINDEX makes a new build, and a new hash) and state (pages, and the
+    table's dead tuples: a VACUUM that removes them changes the hash), the hnsw.* / ivfflat.* / diskann.* settings, planner settings
     (work_mem, parallel workers, jit, enable_* off; not timeouts), row count and content
     checksum of the target, embedding model and dimension, filters, the test set's content hash
     and what a run measures (stages, options, depth, ...). The config hash is the sha256 of its

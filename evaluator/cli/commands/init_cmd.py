@@ -28,8 +28,16 @@ def init(database, fmt):
     if fmt == "json":
         click.echo(to_json(report.__dict__))
         return
-    for name, version in report.extensions.items():
-        click.echo(f"extension {name} {version}")
+    if report.kb_database is None:  # results beside the knowledge base: one database
+        for name, version in report.extensions.items():
+            click.echo(f'extension {name} {version} (database "{report.database}")')
+    else:
+        for name, version in report.kb_extensions.items():
+            click.echo(
+                f'extension {name} {version} (knowledge base, database "{report.kb_database}")'
+            )
+        for name, version in report.extensions.items():
+            click.echo(f'extension {name} {version} (results, database "{report.database}")')
     for name in report.missing:
         warn(f"optional extension not available: {name}")
     for text in report.warnings:

@@ -222,6 +222,9 @@ def sweep(
     spread over the repetitions; the Pareto front of recall against p95 is marked (*).
     Points are recorded under their configuration fingerprint: running the same command again
     measures only what is missing (an interrupted sweep resumes), --fresh measures everything.
+    When the configuration changed since (the data, a VACUUM, another server), the same command
+    measures again and keeps the earlier points as sweep NAME@YYYYMMDD-HHMMSS, saying what
+    changed in one line (docs/production.md: scheduled sweeps).
     Build sweeps (--build) build each index on a scratch copy of the target's vectors in a
     schema of pgeval's own (dropped afterwards, also on Ctrl-C), never on your table.
     Warm up first (`pgeval warmup`); on small tables add --set enable_seqscan=off.
@@ -300,13 +303,20 @@ def sweep(
             task["gt"] = bar.add_task("exact ground truth (rows read)", total=rows_total)
         bar.update(task["gt"], completed=rows)
 
+    shown: set[str] = set()
+    above = warn_above(bar)
+
+    def shown_warning(message: str) -> None:
+        shown.add(message)
+        above(message)
+
     try:
         res = run_sweep(
             database,
             cfg,
             on_point=on_point,
             on_start=on_start,
-            on_warning=warn_above(bar),
+            on_warning=shown_warning,
             on_ground_truth=on_ground_truth,
         )
     finally:
@@ -325,6 +335,7 @@ def sweep(
                     "filters": res.filters,
                     "target_recall": target_recall,
                     "resumed": res.resumed,
+                    "previous": res.previous,
                     "measured": res.measured,
                     "reused": res.reused,
                     "kept": res.kept,
@@ -402,4 +413,5 @@ def sweep(
         )
         info(f"plot written to {out}")
     for w in res.warnings if fmt != "table" else ():
-        warn(w)
+        if w not in shown:  # those printed while the sweep ran are not printed twice
+            warn(w)

@@ -68,6 +68,9 @@ class SweepResult:
     queries: dict | None = None  # the query source (no judgements), else None
     judged: bool = True  # the queries have graded judgements
     ground_truth: dict | None = None  # computed | reused (None: every point was kept)
+    # the configuration changed since the sweep of this name was measured: {"sweep": the name
+    # its earlier points are kept under, "changes": [{"key", "then", "now"}], "message"}
+    previous: dict | None = None
 
 
 class _Env:
@@ -307,7 +310,12 @@ def run_sweep(
             testset=cfg.testset,
             queries=qinfo,
             judged=bool(judged),
+            previous=row.previous,
         )
+        if row.previous is not None:
+            result.warnings.append(row.previous["message"])
+            if on_warning:
+                on_warning(row.previous["message"])
         fps = {
             p.number: fingerprint(
                 {**gucs.scope(base, cfg.stage), **p.settings},

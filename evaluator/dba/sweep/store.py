@@ -19,6 +19,9 @@ class SweepRow:
     name: str
     experiment_id: int
     resumed: bool
+    # the configuration changed since the sweep of this name was measured: its points were kept
+    # as sweep ``previous["sweep"]``, and this one line says what changed
+    previous: dict | None = None
 
 
 def _commit(conn) -> None:
@@ -66,6 +69,7 @@ def open_sweep(
         conn.execute("DELETE FROM pgeval.experiment WHERE experiment_id = %s", (row[1],))
         conn.execute("DELETE FROM pgeval.sweep WHERE sweep_id = %s", (row[0],))
         row = None
+    changed = None  # the fingerprint the sweep of this name was measured under, when another
     if row is not None:
         have = dict(zip(IDENTITY, row[2:]))
         differ = [key for key in IDENTITY if have[key] != want[key]]
@@ -74,9 +78,20 @@ def open_sweep(
                 f"a sweep named '{name}' exists with another {', '.join(differ)} "
                 "(choose another --name, or --fresh to replace it)"
             )
+        if row[1] is not None:
+            changed = configuration_change(conn, row[1], config_hash)
+    previous = None
+    if row is not None and changed is not None:
+        # a data change, a VACUUM, another server: the earlier points become history
+        archived = archive(conn, row[0], row[1], name)
+        previous = {
+            "sweep": archived,
+            "changes": changes(changed, fingerprint),
+            "message": changed_line(name, archived, changed, fingerprint),
+        }
+        row = None
+    if row is not None:
         exp_id = row[1]
-        if exp_id is not None:
-            check_same_configuration(conn, name, exp_id, fingerprint, config_hash)
         if exp_id is None:
             exp_id = _experiment(
                 conn, name, testset_id, target, experiment_config, fingerprint, config_hash
@@ -117,7 +132,7 @@ def open_sweep(
         ),
     ).fetchone()[0]
     _commit(conn)
-    return SweepRow(sweep_id, name, exp_id, False)
+    return SweepRow(sweep_id, name, exp_id, False, previous)
 
 
 def changed_message(name: str, old_fp: dict | None, new_fp: dict | None) -> str:
@@ -136,17 +151,65 @@ def changed_message(name: str, old_fp: dict | None, new_fp: dict | None) -> str:
     )
 
 
-def check_same_configuration(
-    conn, name: str, exp_id: int, fingerprint: dict, config_hash: str
-) -> None:
-    """Refuse to resume sweep ``name`` when its base fingerprint (exact search on the target:
-    server, extensions, indexes and their builds, settings, data) differs from now."""
+def configuration_change(conn, exp_id: int, config_hash: str) -> dict | None:
+    """The fingerprint the sweep's experiment was measured under, when its config hash differs
+    from ``config_hash`` (else None)."""
     row = conn.execute(
         "SELECT config_hash, fingerprint FROM pgeval.experiment WHERE experiment_id = %s", (exp_id,)
     ).fetchone()
-    if row is not None and row[0] != config_hash:
-        conn.rollback()
-        raise Conflict(changed_message(name, row[1], fingerprint))
+    if row is None or row[0] == config_hash:
+        return None
+    return row[1] or {}
+
+
+def changes(old_fp: dict | None, new_fp: dict | None) -> list[dict]:
+    """What differs between two fingerprints: [{"key", "then", "now"}]."""
+    from ..config_diff import compare
+
+    diff = compare(old_fp, new_fp, "then", "now")
+    return [{"key": d.key, "then": d.a, "now": d.b} for d in diff.differences]
+
+
+def changed_line(name: str, previous: str, old_fp: dict | None, new_fp: dict | None) -> str:
+    """One line: what changed since sweep ``name`` was measured, and where its points are."""
+    from ..config_diff import show_value
+
+    found = changes(old_fp, new_fp)
+    what = "; ".join(
+        f"{d['key']}: {show_value(d['then'])} -> {show_value(d['now'])}" for d in found[:3]
+    ) + (f"; {len(found) - 3} more" if len(found) > 3 else "")
+    return (
+        f"sweep '{name}': the configuration changed since it was measured "
+        f"({what or 'the fingerprint differs'}); measuring again; the earlier points are kept "
+        f"as sweep '{previous}' (`pgeval diff {previous} {name}`)"
+    )
+
+
+def archive(conn, sweep_id: int, exp_id: int, name: str) -> str:
+    """Rename sweep ``name``, its experiment and its runs to ``NAME@YYYYMMDD-HHMMSS`` (when it
+    was created; -2, -3… when taken) so that its points stay, as history, under the
+    configuration they were measured in; return the new name."""
+    created = conn.execute(
+        "SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYYMMDD-HH24MISS') FROM pgeval.sweep "
+        "WHERE sweep_id = %s",
+        (sweep_id,),
+    ).fetchone()[0]
+    base, new, n = f"{name}@{created}", f"{name}@{created}", 1
+    while conn.execute(
+        "SELECT 1 FROM pgeval.sweep WHERE name = %s UNION ALL "
+        "SELECT 1 FROM pgeval.experiment WHERE name = %s",
+        (new, new),
+    ).fetchone():
+        n += 1
+        new = f"{base}-{n}"
+    conn.execute("UPDATE pgeval.sweep SET name = %s WHERE sweep_id = %s", (new, sweep_id))
+    conn.execute("UPDATE pgeval.experiment SET name = %s WHERE experiment_id = %s", (new, exp_id))
+    conn.execute(
+        "UPDATE pgeval.run SET name = %s || substr(name, %s) "
+        "WHERE experiment_id = %s AND left(name, %s) = %s",
+        (new, len(name) + 1, exp_id, len(name) + 1, name + "."),
+    )
+    return new
 
 
 def _experiment(conn, name, testset_id, target, config, fingerprint, config_hash) -> int:

@@ -1,0 +1,120 @@
+"""Connections that leave nothing behind on the server session: safe behind a transaction pooler.
+
+Behind PgBouncer in transaction pooling (how most hosted PostgreSQL is reached) a server
+connection passes from client to client at every transaction end, with whatever session state
+the last client left on it and no reset. Whatever pgeval left there, the *application's* next
+clients would inherit: a ``SET SESSION default_transaction_read_only = on`` made their writes
+fail; a prepared statement ``_pg3_0`` makes their driver's own ``_pg3_0`` fail ("already
+exists"). So every connection pgeval opens (:meth:`evaluator.core.db.Database.connect`) is a
+:class:`PoolSafeConnection`:
+
+- **read only per transaction**: ``read_only=True`` is psycopg's transaction characteristic,
+  sent as ``BEGIN READ ONLY`` with each transaction, never a session setting; in autocommit mode
+  a statement run with :meth:`execute` outside a transaction is wrapped in its own
+  ``BEGIN READ ONLY … COMMIT``;
+- **no prepared statement outlives its transaction**: psycopg's automatic preparation (after
+  five executions) is off, so statements are prepared only where pgeval asks (``prepare=True``,
+  the timed statements, always inside a transaction); before that transaction commits or rolls
+  back, the statements it prepared are deallocated by name in the same transaction, on the same
+  server connection (a failed transaction first becomes a new one on the same connection with
+  ``ROLLBACK AND CHAIN``, which a pooler does not take as a transaction end). psycopg's own
+  clean-up would send ``DEALLOCATE ALL`` after the transaction, which a pooler may route to
+  another client's server connection;
+- settings are applied with ``set_config(…, true)`` / ``SET LOCAL`` by the callers (see
+  :mod:`evaluator.stages.gucs`); advisory locks on the knowledge base are transaction-scoped.
+
+``tests/test_production.py`` proves it through a real PgBouncer: after each command the pool's
+server connections show the settings they showed before, no prepared statement and no lock, and
+accept writes.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.pq import TransactionStatus
+
+# automatic preparation never triggers (explicit prepare=True still prepares); None would turn
+# off explicit preparation too
+NEVER = 2**31 - 1
+
+
+class PoolSafeConnection(psycopg.Connection):
+    """A psycopg connection whose session state ends with each transaction (module docstring)."""
+
+    @classmethod
+    def connect(cls, conninfo: str = "", **kwargs: Any):
+        conn = super().connect(conninfo, **kwargs)
+        conn.prepare_threshold = NEVER
+        return conn
+
+    # -- prepared statements -----------------------------------------------------------------
+    def release_prepared(self) -> None:
+        """Deallocate, inside the open transaction, the statements this connection prepared.
+        Outside a transaction there is nothing to do safely: the names are forgotten."""
+        names = [n.decode() for n in self._prepared._names.values()]
+        if not names:
+            return
+        # forget them first: psycopg must not flush a DEALLOCATE ALL after the transaction
+        self._prepared._names.clear()
+        self._prepared._counts.clear()
+        status = self.pgconn.transaction_status
+        if status not in (TransactionStatus.INTRANS, TransactionStatus.INERROR):
+            return
+        try:
+            if status == TransactionStatus.INERROR:
+                self._exec_plain("ROLLBACK AND CHAIN")
+            present = self._plain_rows(
+                "SELECT name FROM pg_prepared_statements WHERE name = ANY(%s)", (names,)
+            )
+            for (name,) in present:
+                self._exec_plain(f'DEALLOCATE "{name}"')  # our own _pg3_<n> names
+        except psycopg.OperationalError:  # connection lost: the server session ends with it
+            pass
+
+    def _exec_plain(self, stmt: str) -> None:
+        with super().cursor() as cur:
+            cur.execute(stmt.encode(), prepare=False)
+
+    def _plain_rows(self, stmt: str, params) -> list:
+        with super().cursor() as cur:
+            return cur.execute(stmt, params, prepare=False).fetchall()
+
+    def commit(self) -> None:
+        self.release_prepared()
+        super().commit()
+
+    def rollback(self) -> None:
+        self.release_prepared()
+        super().rollback()
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self.release_prepared()
+            except psycopg.Error:
+                pass
+        super().close()
+
+    @contextmanager
+    def transaction(self, savepoint_name: str | None = None, force_rollback: bool = False):
+        outer = self.pgconn.transaction_status == TransactionStatus.IDLE
+        with super().transaction(savepoint_name, force_rollback) as tx:
+            try:
+                yield tx
+            finally:
+                if outer:
+                    self.release_prepared()
+
+    # -- read only in autocommit ------------------------------------------------------------
+    def execute(self, query, params=None, *, prepare=None, binary=False):
+        if (
+            self.autocommit
+            and self.read_only
+            and self.pgconn.transaction_status == TransactionStatus.IDLE
+        ):
+            with self.transaction():  # BEGIN READ ONLY; results stay readable after COMMIT
+                return super().execute(query, params, prepare=prepare, binary=binary)
+        return super().execute(query, params, prepare=prepare, binary=binary)

@@ -1,0 +1,256 @@
+"""pgeval pointed at production topologies (issue "Safe to point at production"), on Debian's
+PostgreSQL 15 with pgvector in a throwaway cluster:
+
+- **PgBouncer in transaction pooling** (Debian's pgbouncer, no reset query): after every command
+  pgeval runs through it — init, target add, fingerprint, health, a sweep (also with
+  ``--concurrency 4`` and with ``--build`` on a scratch copy), warmup, a pipeline, metrics — each
+  server connection of the pool shows exactly the settings it showed before, no prepared
+  statement, no advisory lock, and takes an application's write;
+- **a hot standby** (``pg_basebackup -R``) is its own configuration: another config hash, the
+  server part of ``pgeval diff`` names it, and the identical sweep stored in the same results
+  database measures the standby instead of reporting the primary's points.
+
+Skipped, with the reason, where PostgreSQL 15 with pgvector or PgBouncer is not installed
+(``.ci/pg15.sh`` and ``.ci/run`` install them on Debian).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pg_real
+import psycopg
+import pytest
+
+MAJOR = 15
+POOL = 8  # server connections per database and user
+_why = pg_real.unavailable(MAJOR) or pg_real.bouncer_unavailable()
+pytestmark = [pytest.mark.skipif(_why is not None, reason=_why or ""), pytest.mark.slow]
+
+# PgBouncer sets these on a server connection for each client from the client's own startup
+# values (so they are the probing client's, whatever the previous client had)
+# PostgreSQL sets these afresh at every transaction start; after a SET TRANSACTION their source
+# reads 'session', but their value is the next transaction's own (compared below all the same)
+PER_TRANSACTION = {"transaction_read_only", "transaction_isolation", "transaction_deferrable"}
+# a small sweep of the table as a DBA runs it (sampled queries, no test set)
+SWEEP = ["sweep", "--sample-queries", "30", "--target", "docs", "--stage", "hnsw"]
+SWEEP += ["--param", "hnsw.ef_search=10,40", "--repeat", "1", "--set", "enable_seqscan=off"]
+TRACKED = PER_TRANSACTION | {
+    "client_encoding",
+    "datestyle",
+    "timezone",
+    "standard_conforming_strings",
+    "application_name",
+}
+
+
+@pytest.fixture(scope="module")
+def primary():
+    cluster = pg_real.Cluster(MAJOR).start()
+    try:
+        with cluster.connect() as su:
+            su.execute("CREATE DATABASE kb")
+        with cluster.connect(dbname="kb") as c:
+            c.execute("CREATE EXTENSION vector")
+            pg_real.build_kb(c, "docs")
+            # the application's own table, written through the pooler after each command
+            c.execute("CREATE TABLE app_writes (n serial PRIMARY KEY, at timestamptz)")
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="module")
+def bouncer(primary):
+    b = pg_real.Bouncer(primary, pool_size=POOL).start()
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def pool_state(bouncer) -> list[dict]:
+    """What each of the pool's server connections shows a fresh application client, read by
+    POOL clients at once (each in its own transaction, so each holds its own server connection);
+    each then writes a row, as the application would."""
+    clients = [psycopg.connect(bouncer.dsn(dbname="kb")) for _ in range(POOL)]
+    try:
+        states = []
+        for c in clients:  # non-autocommit: each holds its server connection until commit
+            states.append(
+                {
+                    "pid": c.execute("SELECT pg_backend_pid()").fetchone()[0],
+                    "settings": dict(c.execute("SELECT name, setting FROM pg_settings").fetchall()),
+                    "session": sorted(
+                        r[0]
+                        for r in c.execute(
+                            "SELECT name FROM pg_settings WHERE source = 'session'"
+                        ).fetchall()
+                        if r[0] not in TRACKED
+                    ),
+                    "read_only": c.execute("SHOW transaction_read_only").fetchone()[0],
+                    "prepared": [
+                        r[0]
+                        for r in c.execute("SELECT name FROM pg_prepared_statements").fetchall()
+                    ],
+                    "locks": c.execute(
+                        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                        "AND pid = pg_backend_pid()"
+                    ).fetchone()[0],
+                }
+            )
+            c.execute("INSERT INTO app_writes (at) VALUES (now())")
+        for c in clients:
+            c.commit()
+    finally:
+        for c in clients:
+            c.close()
+    assert len({s["pid"] for s in states}) == POOL  # every server connection of the pool
+    return states
+
+
+def assert_untouched(before: list[dict], after: list[dict], command: str) -> None:
+    reference = before[0]["settings"]
+    for state in after:
+        where = f"after `{command}`, server connection {state['pid']}"
+        assert state["read_only"] == "off", where
+        assert state["session"] == [], f"{where}: session settings {state['session']}"
+        assert state["prepared"] == [], f"{where}: prepared {state['prepared']}"
+        assert state["locks"] == 0, f"{where}: advisory locks left"
+        changed = {
+            k: (reference[k], v)
+            for k, v in state["settings"].items()
+            if k in reference and reference[k] != v
+        }
+        assert changed == {}, f"{where}: settings changed {changed}"
+
+
+def test_nothing_is_left_on_pooled_server_connections(bouncer, pgeval, tmp_path):
+    """Every command through a transaction pooler leaves the pool as it found it: a fresh client
+    on any of its server connections sees the same settings and can write."""
+    before = pool_state(bouncer)
+    dsn = ("--dsn", bouncer.dsn(dbname="kb"))
+    cases = pg_real.write_cases(tmp_path / "cases.jsonl")
+    sweep = SWEEP
+    commands = [
+        ["init"],
+        [
+            "target",
+            "add",
+            "docs",
+            "--table",
+            "docs",
+            "--id-column",
+            "doc_id",
+            "--vector-column",
+            "emb",
+            "--text-column",
+            "body",
+        ],
+        ["testset", "load", str(cases), "--name", "cases"],
+        ["fingerprint", "--target", "docs", "--format", "json"],
+        ["health", "--target", "docs"],
+        ["warmup", "--target", "docs", "--random-queries", "20"],
+        sweep,
+        [*sweep, "--concurrency", "4", "--name", "conc"],
+        [*sweep[:-4], "--build", "m=8", "--name", "built"],
+        [
+            "run",
+            "pipeline",
+            "--testset",
+            "cases",
+            "--target",
+            "docs",
+            "--stages",
+            "exact,hnsw",
+            "--set",
+            "hnsw.ef_search=100",
+            "--repeat",
+            "1",
+            "--name",
+            "pooled",
+        ],
+        ["stage-report", "pooled"],
+    ]
+    for args in commands:
+        code, out, err = pgeval(*dsn, *args)
+        assert code == 0, f"{args}: {err}"
+        assert_untouched(before, pool_state(bouncer), " ".join(args[:2]))
+    # the application's writes all went through (one per probing client and command)
+    with bouncer and psycopg.connect(bouncer.dsn(dbname="kb")) as app:
+        n = app.execute("SELECT count(*) FROM app_writes").fetchone()[0]
+    assert n == POOL * (len(commands) + 1)
+
+
+def test_pooled_sweep_equals_the_direct_one(primary, bouncer, pgeval):
+    """The sweep through the pooler measured what the direct one measures (same recall), and is
+    its own configuration: the DSN's host and port are part of the fingerprint."""
+    args = [*SWEEP, "--format", "json"]
+    code, direct, err = pgeval("--dsn", primary.dsn(dbname="kb"), *args, "--name", "direct")
+    assert code == 0, err
+    code, pooled, err = pgeval("--dsn", bouncer.dsn(dbname="kb"), *args, "--name", "viapool")
+    assert code == 0, err
+    d, p = json.loads(direct), json.loads(pooled)
+    assert [x["index_recall"] for x in d["points"]] == [x["index_recall"] for x in p["points"]]
+    # the direct sweep reused none of the points measured through the pooler before it (another
+    # host and port: another configuration), and the pooled one none of the direct ones
+    assert d["measured"] == 2 and d["reused"] == 0
+    assert d["config_hash"] != p["config_hash"]
+
+
+@pytest.fixture(scope="module")
+def standby(primary, bouncer):  # after the pooler tests: the standby copies what they wrote
+    cluster = pg_real.standby_of(primary)
+    try:
+        pg_real.wait_replayed(primary, cluster, "kb")
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def test_a_standby_is_its_own_configuration(primary, standby, pgeval):
+    """The identical sweep against the standby, results stored on the primary: measured again
+    (not the primary's stored points), its fingerprint in recovery, and diff names it."""
+    results = ("--results-dsn", primary.dsn(dbname="kb"))
+    args = [*SWEEP, "--format", "json", "--name", "primary-or-standby"]
+    code, first, err = pgeval("--dsn", primary.dsn(dbname="kb"), *results, *args)
+    assert code == 0, err
+    code, second, err = pgeval("--dsn", standby.dsn(dbname="kb"), *results, *args)
+    assert code == 0, err
+    a, b = json.loads(first), json.loads(second)
+    assert [x["index_recall"] for x in a["points"]] == [x["index_recall"] for x in b["points"]]
+    assert b["config_hash"] != a["config_hash"]
+    assert b["measured"] == len(b["points"]) and b["reused"] == 0  # not the primary's points
+    previous = b["previous"]["sweep"]
+    assert previous.startswith("primary-or-standby@")
+    keys = {c["key"] for c in b["previous"]["changes"]}
+    assert "server.in_recovery" in keys, keys
+    assert "configuration changed" in err and "server.in_recovery" in err
+    # the fingerprint says which server answered
+    code, out, err = pgeval(
+        "--dsn",
+        standby.dsn(dbname="kb"),
+        *results,
+        "fingerprint",
+        "--target",
+        "docs",
+        "--format",
+        "json",
+    )
+    assert code == 0, err
+    server = json.loads(out)["fingerprint"]["server"]
+    assert server["in_recovery"] is True and server["system_identifier"]
+    assert server["port"] == str(standby.port)
+    # diff names the server as what differs between the two measurements
+    code, out, err = pgeval(
+        "--dsn",
+        primary.dsn(dbname="kb"),
+        *results,
+        "diff",
+        previous,
+        "primary-or-standby",
+        "--format",
+        "json",
+    )
+    assert code == 0, err
+    assert "server.in_recovery" in out and "server.port" in out
