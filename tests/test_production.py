@@ -215,17 +215,24 @@ def test_a_standby_is_its_own_configuration(primary, standby, pgeval):
     args = [*SWEEP, "--format", "json", "--name", "primary-or-standby"]
     code, first, err = pgeval("--dsn", primary.dsn(dbname="kb"), *results, *args)
     assert code == 0, err
-    code, second, err = pgeval("--dsn", standby.dsn(dbname="kb"), *results, *args)
-    assert code == 0, err
+    code, second, changed = pgeval("--dsn", standby.dsn(dbname="kb"), *results, *args)
+    assert code == 0, changed
     a, b = json.loads(first), json.loads(second)
     assert [x["index_recall"] for x in a["points"]] == [x["index_recall"] for x in b["points"]]
     assert b["config_hash"] != a["config_hash"]
     assert b["measured"] == len(b["points"]) and b["reused"] == 0  # not the primary's points
+    assert b["server"]["in_recovery"] is True and a["server"]["in_recovery"] is False
+    assert b["server"]["port"] == str(standby.port)
+    # the table names the server too (the same command again: every point kept)
+    table = [*args[: args.index("--format")], "--name", "primary-or-standby"]
+    code, out, err = pgeval("--dsn", standby.dsn(dbname="kb"), *results, *table)
+    assert code == 0, err
+    assert f":{standby.port} (standby)" in out and "0 measured" in out, out
     previous = b["previous"]["sweep"]
     assert previous.startswith("primary-or-standby@")
     keys = {c["key"] for c in b["previous"]["changes"]}
     assert "server.in_recovery" in keys, keys
-    assert "configuration changed" in err and "server.in_recovery" in err
+    assert "configuration changed" in changed and "server.in_recovery" in changed
     # the fingerprint says which server answered
     code, out, err = pgeval(
         "--dsn",

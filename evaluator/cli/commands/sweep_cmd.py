@@ -336,6 +336,7 @@ def sweep(
                     "target_recall": target_recall,
                     "resumed": res.resumed,
                     "previous": res.previous,
+                    "server": res.server,
                     "measured": res.measured,
                     "reused": res.reused,
                     "kept": res.kept,
@@ -375,8 +376,8 @@ def sweep(
             click.echo(no_judgements_line(res.queries, k))
         click.echo(
             f"target {target_name} · test set {res.testset} · filters: {filters} · "
-            f"config {(res.config_hash or '')[:12]} · recall@{k} against exact search, "
-            f"latency = client round trip, nearest rank"
+            f"{server_label(res.server)} · config {(res.config_hash or '')[:12]} · "
+            f"recall@{k} against exact search, latency = client round trip, nearest rank"
         )
         cols = (
             [
@@ -415,3 +416,9 @@ def sweep(
     for w in res.warnings if fmt != "table" else ():
         if w not in shown:  # those printed while the sweep ran are not printed twice
             warn(w)
+
+
+def server_label(server: dict) -> str:
+    """Which server answered, in a few words: ``server /run/pg:5432 (standby)``."""
+    where = f"{server.get('host') or 'local'}:{server.get('port') or ''}".rstrip(":")
+    return f"server {where}" + (" (standby)" if server.get("in_recovery") else "")

@@ -71,6 +71,8 @@ class SweepResult:
     # the configuration changed since the sweep of this name was measured: {"sweep": the name
     # its earlier points are kept under, "changes": [{"key", "then", "now"}], "message"}
     previous: dict | None = None
+    # the server that answered (fingerprint's server part: host, port, in recovery, version)
+    server: dict = field(default_factory=dict)
 
 
 class _Env:
@@ -311,6 +313,7 @@ def run_sweep(
             queries=qinfo,
             judged=bool(judged),
             previous=row.previous,
+            server=dict(base_fp.get("server") or {}),
         )
         if row.previous is not None:
             result.warnings.append(row.previous["message"])
