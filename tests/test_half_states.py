@@ -299,12 +299,16 @@ def test_a_role_that_may_not_end_the_dead_session_waits_a_bounded_time(kb, datab
         "SELECT experiment_id FROM pgeval.experiment WHERE name = 'hs-sleep'"
     ).fetchone()[0]
     script = (
-        "import sys, psycopg\n"
+        "import sys\n"
+        "from evaluator.core.db import Database, client_name\n"
         "from evaluator.run.experiment_scope import try_lock\n"
-        "c = psycopg.connect(sys.argv[1], autocommit=True)\n"
+        "c = Database(dsn=sys.argv[1]).connect(autocommit=True)\n"
         f"assert try_lock(c, {exp_id})\n"
         "print(c.execute('SELECT pg_backend_pid()').fetchone()[0], flush=True)\n"
-        "c.execute('SELECT pg_sleep(60)')\n"
+        # a write transaction names its client, as the stage writer's do
+        "with c.transaction():\n"
+        "    c.execute(\"SELECT set_config('application_name', %s, true)\", (client_name(),))\n"
+        "    c.execute('SELECT pg_sleep(60)')\n"
     )
     proc = subprocess.Popen(
         [sys.executable, "-c", script, database.uri()], cwd=ROOT, stdout=subprocess.PIPE, text=True

@@ -96,6 +96,17 @@ class Database:
         return f"{redact(self.dsn) or '(libpq defaults)'} (from {self.source})"
 
 
+def client_name(pid: int | None = None, host: str | None = None) -> str:
+    """``pgeval <pid>@<host>`` (PostgreSQL keeps 63 bytes of an application_name): this
+    process's, or the one a run recorded (pgeval.run.pid, host). The stage writer's transactions
+    set it with SET LOCAL (never on the session: behind a pooler the next client would inherit
+    it), so that `run resume` finds a dead client's write still waiting in its backend."""
+    import socket
+
+    name = f"pgeval {os.getpid() if pid is None else pid}@{host or socket.gethostname()}"
+    return name.encode("utf-8")[:63].decode("utf-8", "ignore")
+
+
 @contextmanager
 def snapshot(database: Database):
     """``with snapshot(database) as conn:`` one connection to the results database whose

@@ -6,7 +6,8 @@ the unlock may reach another server connection: the lock leaks, and the next ``p
 for it forever. :class:`HeldLock` instead takes a transaction-scoped lock
 (``pg_advisory_xact_lock``) on a connection of its own and keeps that transaction open until
 :meth:`HeldLock.release`: the pooler pins the server connection to it meanwhile, and the lock ends
-with the transaction, or with the connection when the process dies. The transaction writes
+with the transaction, or with the connection when the process dies, or when the connection it
+was taken for (``conn``) is closed, as a session lock would. The transaction writes
 nothing (it holds back no vacuum) and lifts its own ``idle_in_transaction_session_timeout``
 with ``set_config(…, true)``.
 """
@@ -55,12 +56,19 @@ class HeldLock:
             holder.close()
             return False
         self.holder = holder
+        # like a session lock, it ends when ``conn`` closes (PoolSafeConnection.close)
+        held = getattr(self.conn, "_pgeval_held_locks", None)
+        if isinstance(held, list):
+            held.append(self)
         return True
 
     def release(self) -> None:
         holder, self.holder = self.holder, None
         if holder is None:
             return
+        held = getattr(self.conn, "_pgeval_held_locks", None)
+        if isinstance(held, list) and self in held:
+            held.remove(self)
         try:
             holder.rollback()  # the transaction ends, and the lock with it
         except Exception:  # the connection is gone, and the lock with it

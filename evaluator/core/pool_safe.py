@@ -44,10 +44,13 @@ NEVER = 2**31 - 1
 class PoolSafeConnection(psycopg.Connection):
     """A psycopg connection whose session state ends with each transaction (module docstring)."""
 
+    _pgeval_held_locks: list  # evaluator.core.held_lock.HeldLock taken for this connection
+
     @classmethod
     def connect(cls, conninfo: str = "", **kwargs: Any):
         conn = super().connect(conninfo, **kwargs)
         conn.prepare_threshold = NEVER
+        conn._pgeval_held_locks = []  # evaluator.core.held_lock: released when this closes
         return conn
 
     # -- prepared statements -----------------------------------------------------------------
@@ -91,6 +94,8 @@ class PoolSafeConnection(psycopg.Connection):
         super().rollback()
 
     def close(self) -> None:
+        for lock in list(getattr(self, "_pgeval_held_locks", ())):
+            lock.release()
         if not self.closed:
             try:
                 self.release_prepared()

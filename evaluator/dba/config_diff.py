@@ -7,7 +7,8 @@ upgrade; an index that appears or disappears is one change). The ``info`` part (
 sizes, names, the full configuration) is never compared: a fingerprint holds only what can
 change a retrieval number (:mod:`evaluator.dba.fingerprint`). An index's ``build`` (OID and file
 node) is its own variable when only the build differs (REINDEX); rebuilt with other options, the
-options name the change. More than one variable changed means the two runs cannot attribute a
+options name the change. Its ``state`` (pages, the table's dead tuples) is its own variable when
+only the state differs (a VACUUM); a new build implies it. More than one variable changed means the two runs cannot attribute a
 difference in their numbers to a single cause: the caller warns.
 """
 
@@ -133,6 +134,22 @@ def compare(
                     variable_of(key, keys_a, keys_b),
                 )
             )
+    # an index's state (pages, dead tuples) stands alone only when its build is the same (a
+    # VACUUM): a new build implies a new state
+    rebuilt = {
+        ".".join(d.variable.split(".")[:2])
+        for d in out.differences
+        if d.variable.startswith("indexes.") and not d.variable.endswith(".state")
+    }
+    out.differences = [
+        d
+        for d in out.differences
+        if not (
+            d.variable.startswith("indexes.")
+            and d.variable.endswith(".state")
+            and ".".join(d.variable.split(".")[:2]) in rebuilt
+        )
+    ]
     # an index rebuilt with other options or columns is one change, named by what differs:
     # its new build is implied (the build stands alone only when nothing else of it differs)
     other = {d.variable for d in out.differences if not d.variable.endswith(".build")}

@@ -25,21 +25,28 @@ def _key(exp_id: int) -> tuple[int, int]:
 def try_lock(conn, exp_id: int) -> bool:
     """Take the experiment's advisory lock, held until :func:`unlock` or until this process ends
     (:class:`evaluator.core.held_lock.HeldLock`: a transaction of its own, safe behind a
-    transaction pooler, where a session lock would stay on a pooled server connection)."""
+    transaction pooler, where a session lock would stay on a pooled server connection). Taken
+    twice for one connection, it nests: as many unlocks release it."""
     held = _locks(conn)
     if exp_id in held:
+        held[exp_id][1] += 1
         return True
     lock = HeldLock(conn, _key(exp_id))
     if not lock.acquire(wait=False):
         return False
-    held[exp_id] = lock
+    held[exp_id] = [lock, 1]
     return True
 
 
 def unlock(conn, exp_id: int) -> None:
-    lock = _locks(conn).pop(exp_id, None)
-    if lock is not None:
-        lock.release()
+    held = _locks(conn)
+    entry = held.get(exp_id)
+    if entry is None:
+        return
+    entry[1] -= 1
+    if entry[1] <= 0:
+        del held[exp_id]
+        entry[0].release()
 
 
 def _locks(conn) -> dict:
@@ -207,35 +214,53 @@ def busy_message(conn, exp_id: int, name: str) -> str:
     )
 
 
-# ---- a lock held by a client that is gone ------------------------------------------------------
-def _holder(conn, exp_id: int) -> dict | None:
-    """The session holding experiment ``exp_id``'s lock (its backend in pg_stat_activity), and
-    the client process recorded with the experiment's running run (pid, host)."""
+# ---- a client that is gone, and its sessions that live on ------------------------------------
+# The experiment's lock ends with its client's connections (a held transaction, see try_lock),
+# but a statement the client had sent runs on in its backend until it ends (blocked on a lock,
+# say) and would then write beside the resume. The stage writer's transactions name their client
+# in application_name (SET LOCAL; evaluator.core.db.client_name), so those backends are found by
+# name: never an idle pooled connection, nor anyone else's session.
+
+
+def _running_client(conn, exp_id: int) -> tuple[int | None, str | None]:
+    """(pid, host) of the client recorded with the experiment's running run."""
     row = conn.execute(
-        """SELECT l.pid, a.state, a.wait_event_type,
-                  round(extract(epoch FROM now() - coalesce(a.state_change, a.backend_start))),
-                  (SELECT array[r.pid::text, r.host] FROM pgeval.run r
-                    WHERE r.experiment_id = %(e)s AND r.status = 'running'
-                    ORDER BY r.run_id DESC LIMIT 1)
+        "SELECT r.pid, r.host FROM pgeval.run r WHERE r.experiment_id = %s "
+        "AND r.status = 'running' ORDER BY r.run_id DESC LIMIT 1",
+        (exp_id,),
+    ).fetchone()
+    commit(conn)
+    return (None, None) if row is None else (row[0], row[1])
+
+
+def _live_sessions(conn, pid: int, host: str) -> list[dict]:
+    """The backends of client ``pid`` on ``host`` still running a statement (or in a
+    transaction); their state is NULL where this role may not see it."""
+    from ..core.db import client_name
+
+    rows = conn.execute(
+        "SELECT pid, state, wait_event_type FROM pg_stat_activity "
+        "WHERE application_name = %s AND pid <> pg_backend_pid() "
+        "AND state IS DISTINCT FROM 'idle' ORDER BY pid",
+        (client_name(pid, host),),
+    ).fetchall()
+    commit(conn)
+    return [{"backend": r[0], "state": r[1], "waiting": r[2]} for r in rows]
+
+
+def _holder(conn, exp_id: int) -> dict | None:
+    """The session holding experiment ``exp_id``'s lock (its backend in pg_stat_activity)."""
+    row = conn.execute(
+        """SELECT l.pid, a.state, a.wait_event_type
              FROM pg_locks l LEFT JOIN pg_stat_activity a USING (pid)
             WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %(c)s::oid
               AND l.objid = %(k)s::oid AND l.objsubid = 2
               AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
             LIMIT 1""",
-        {"e": exp_id, "c": LOCK_CLASS, "k": _key(exp_id)[1]},
+        {"c": LOCK_CLASS, "k": _key(exp_id)[1]},
     ).fetchone()
     commit(conn)
-    if row is None:
-        return None
-    client = row[4] or [None, None]
-    return {
-        "backend": row[0],
-        "state": row[1],
-        "waiting": row[2],
-        "for_s": int(row[3] or 0),
-        "client_pid": None if client[0] is None else int(client[0]),
-        "host": client[1],
-    }
+    return None if row is None else {"backend": row[0], "state": row[1], "waiting": row[2]}
 
 
 def client_gone(pid: int | None, host: str | None) -> bool:
@@ -259,45 +284,73 @@ def client_gone(pid: int | None, host: str | None) -> bool:
 def acquire(
     conn, exp_id: int, name: str, on_warning=None, wait_s: float = DEAD_HOLDER_WAIT_S
 ) -> None:
-    """Take experiment ``exp_id``'s lock. Held by a live process: a Conflict at once. Held by
-    the session of a client that is gone (``kill -9``: its backend lives on until its current
-    statement ends): say so, end that backend when this role may (pg_terminate_backend; its
-    transaction rolls back, so nothing half-written stays), and wait for the lock up to
-    ``wait_s`` seconds."""
+    """Take experiment ``exp_id``'s lock. Held by a live process: a Conflict at once. When the
+    client that ran it is gone but one of its sessions still runs a statement (``kill -9``: its
+    backend lives on until the statement ends), say so, end that backend when this role may
+    (pg_terminate_backend; its transaction rolls back, so nothing half-written stays), and wait
+    for it up to ``wait_s`` seconds."""
+    pid, host = _running_client(conn, exp_id)
+    gone = client_gone(pid, host)
+    if not try_lock(conn, exp_id):
+        if not gone:
+            raise Conflict(busy_message(conn, exp_id, name))
+        holder = _holder(conn, exp_id)
+        if holder is not None:  # the client is gone: its lock ends with its connections
+            _end_sessions(conn, name, pid, host, [holder], on_warning, wait_s)
+        if not _wait(lambda: try_lock(conn, exp_id), wait_s):
+            raise Conflict(busy_message(conn, exp_id, name))
+    if gone:
+        assert pid is not None and host is not None  # client_gone says so
+        live = _live_sessions(conn, pid, host)
+        if live:
+            try:
+                _end_sessions(conn, name, pid, host, live, on_warning, wait_s)
+            except BaseException:
+                unlock(conn, exp_id)
+                raise
+
+
+def _wait(cond, wait_s: float) -> bool:
+    deadline = time.monotonic() + wait_s
+    while True:
+        if cond():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.2)
+
+
+def _ended(conn, backend: int) -> bool:
+    row = conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (backend,)).fetchone()
+    commit(conn)
+    return row is None
+
+
+def _end_sessions(conn, name, pid, host, sessions, on_warning, wait_s) -> None:
+    """End (or wait for) the sessions of the gone client ``pid`` on ``host``."""
     import psycopg
 
-    if try_lock(conn, exp_id):
-        return
-    holder = _holder(conn, exp_id)
-    if holder is None:  # released meanwhile
-        if try_lock(conn, exp_id):
-            return
-        raise Conflict(busy_message(conn, exp_id, name))
-    if not client_gone(holder["client_pid"], holder["host"]):
-        raise Conflict(busy_message(conn, exp_id, name))
-    backend = holder["backend"]
-    what = (
-        f"the pgeval process that ran experiment '{name}' (pid {holder['client_pid']} on "
-        f"{holder['host']}) is gone, but its database session (backend pid {backend}, "
-        f"{holder['state'] or 'its state hidden from this role'}"
-        + (f", waiting on a {holder['waiting']}" if holder["waiting"] else "")
-        + ") still holds the experiment until its current statement ends"
-    )
-    try:
-        ended = conn.execute("SELECT pg_terminate_backend(%s)", (backend,)).fetchone()[0]
-        commit(conn)
-        action = "ended that session" if ended else "waiting for it"
-    except psycopg.errors.InsufficientPrivilege:
-        conn.rollback()
-        action = f"waiting for it (up to {wait_s:g} s)"
-    if on_warning:
-        on_warning(f"{what}: {action}")
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        if try_lock(conn, exp_id):
-            return
-        time.sleep(0.2)
-    raise Conflict(
-        f"{what}, and did not end within {wait_s:g} s: retry later, or have a "
-        f"superuser end it: SELECT pg_terminate_backend({backend})"
-    )
+    for session in sessions:
+        backend = session["backend"]
+        what = (
+            f"the pgeval process that ran experiment '{name}' (pid {pid} on {host}) is gone, "
+            f"but its database session (backend pid {backend}, "
+            f"{session['state'] or 'its state hidden from this role'}"
+            + (f", waiting on a {session['waiting']}" if session["waiting"] else "")
+            + ") still holds the experiment until its current statement ends"
+        )
+        try:
+            ended = conn.execute("SELECT pg_terminate_backend(%s)", (backend,)).fetchone()[0]
+            commit(conn)
+            action = "ended that session" if ended else "waiting for it"
+        except psycopg.errors.InsufficientPrivilege:
+            conn.rollback()
+            action = f"waiting for it (up to {wait_s:g} s)"
+        if on_warning:
+            on_warning(f"{what}: {action}")
+
+        if not _wait(lambda b=backend: _ended(conn, b), wait_s):
+            raise Conflict(
+                f"{what}, and did not end within {wait_s:g} s: retry later, or have a "
+                f"superuser end it: SELECT pg_terminate_backend({backend})"
+            )

@@ -6,9 +6,10 @@ How a run stays exact across interruptions:
 
 - the stage writer commits each query's results, timing and ``pgeval.run_progress`` row in one
   transaction (:mod:`evaluator.stages.store`): a query is wholly written or not at all;
-- a live pipeline holds a session advisory lock on its experiment (:func:`experiment_scope`), so
-  resume can tell a dead run from one that is still being written (a killed client's session
-  ends, and its lock with it);
+- a live pipeline holds an advisory lock on its experiment (:func:`experiment_scope`: a
+  transaction of its own, safe behind a pooler), so resume can tell a dead run from one that is
+  still being written (a killed client's connections end, and its lock with them; a statement it
+  had sent and that runs on is found by its application_name and ended);
 - resume re-reads the configuration recorded with the experiment (stages, settings, options,
   depth, target definition, embeddings), recaptures the configuration fingerprint and refuses to
   go on when anything that defines the numbers changed (index, settings, data, server, test set);
@@ -377,7 +378,7 @@ def own_run(results, exp: dict, rname: str) -> tuple | None:
 def _lock(results, exp_id: int, name: str, on_warning=None):
     """Hold the experiment from before its stages are prepared (refusing at once when a live
     process has it, waiting when the process is gone but its session still holds it:
-    :func:`acquire`); experiment_scope takes the same session lock once more (they nest)."""
+    :func:`acquire`); experiment_scope takes the same lock once more (they nest)."""
     acquire(results, exp_id, name, on_warning)
     try:
         yield

@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from itertools import accumulate, chain, islice
 from typing import TYPE_CHECKING, Any
 
+from ..core.db import client_name
 from ..core.errors import Conflict, IncompleteRun, InputError
 
 if TYPE_CHECKING:
@@ -401,7 +402,13 @@ class RunWriter:
             # a batch and its progress rows commit together; a server crash that loses the
             # last few commits loses both, and resume runs those queries again: no WAL flush
             # wait per batch (it would be timed in the stage's wall time on a real disk)
-            self.conn.execute("SET LOCAL synchronous_commit = off")
+            # and the transaction names its client, so that `run resume` finds it should this
+            # process die while it waits (evaluator.run.experiment_scope); both SET LOCAL
+            self.conn.execute(
+                "SELECT set_config('synchronous_commit', 'off', true), "
+                "set_config('application_name', %s, true)",
+                (client_name(),),
+            )
             touch_run(self.conn, self.run_id)
             if failures:
                 copy_rows(
