@@ -196,5 +196,35 @@ def test_one_test_set_lookup():
     ]
 
 
-def test_ann_methods_defined_once():
-    assert _sources_containing('ANN_METHODS = ("hnsw"') == ["evaluator/target/targets.py"]
+def test_stage_kinds_described_once():
+    """Stage kinds are described in stages/registry.py (role, access method, settings, build
+    options); no other module lists them by hand."""
+    for listing in (
+        '("hnsw", "ivfflat", "diskann")',
+        '["hnsw", "ivfflat", "diskann"]',
+        '("exact", "hnsw", "ivfflat", "diskann")',
+        '"hnsw": ("m", "ef_construction")',
+        '"hnsw": {"m": "16"',
+    ):
+        assert _sources_containing(listing) == [], listing
+    assert _sources_containing("index_method=") == ["evaluator/stages/registry.py"]
+    assert _sources_containing('method = "hnsw"') == []
+
+
+def test_registry_describes_every_kind_consistently():
+    """Every registered kind has a known role and a runner whose ``kind`` is its name; every ANN
+    kind names its access method and settings, and its runner reads them from the registry."""
+    from evaluator.stages import registry
+
+    for name, kind in registry.KINDS.items():
+        assert kind.role in registry.ROLES, name
+        runner = registry.get(name)
+        if kind.runner.startswith("evaluator.stages.service:"):
+            continue  # the service presets share kind "service" and record their role per run
+        assert runner.kind == name and runner.role == kind.role
+        if kind.ann:
+            assert kind.index_method and kind.guc_prefixes and kind.work_settings, name
+            assert runner.method == kind.index_method
+            assert runner.guc_prefixes == kind.guc_prefixes
+            assert all(s.startswith(kind.guc_prefixes) for s in kind.work_settings)
+    assert registry.ann_kinds() == ("hnsw", "ivfflat", "diskann")

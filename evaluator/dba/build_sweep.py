@@ -45,8 +45,11 @@ def leftover_schemas(conn, keep: str | None = None) -> list[str]:
 
 
 def opclass(target, method: str) -> str:
-    dist = {"cosine": "cosine", "l2": "l2", "ip": "ip"}[target.distance]
-    return f"{target.vector_type}_{dist}_ops"
+    from ..stages.registry import by_method
+
+    kind = by_method(method)
+    assert kind is not None, f"no ANN kind is served by {method}"  # grid.check_build refused it
+    return kind.opclass(target.vector_type, target.distance)
 
 
 def estimate_bytes(rows: int, dimension: int | None, vector_type: str, options: dict) -> int:

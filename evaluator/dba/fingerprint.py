@@ -57,6 +57,7 @@ from psycopg import sql
 
 from ..core.errors import NotFound
 from ..core.masking import mask_value
+from ..stages.registry import build_defaults, index_methods
 
 FINGERPRINT_VERSION = 3  # 3: the server that answered, and each index's state
 
@@ -105,18 +106,9 @@ PLANNER_GUCS = (
     "shared_buffers",
 )
 
-# Documented defaults of index options, so that an explicit default hashes like an omitted one.
-INDEX_DEFAULTS = {
-    "hnsw": {"m": "16", "ef_construction": "64"},
-    "ivfflat": {"lists": "100"},
-    "diskann": {
-        "storage_layout": "memory_optimized",
-        "num_neighbors": "50",
-        "search_list_size": "100",
-        "max_alpha": "1.2",
-        "num_dimensions": "0",
-    },
-}
+# Documented defaults of index options, so that an explicit default hashes like an omitted one
+# (each ANN kind's build options in evaluator.stages.registry).
+INDEX_DEFAULTS = {method: build_defaults(method) for method in index_methods()}
 
 
 # -- the target --------------------------------------------------------------------------------

@@ -20,12 +20,13 @@ import numpy as np
 from psycopg import sql
 
 from ..core.errors import NotFound
+from ..stages.registry import vector_kinds
 
 if TYPE_CHECKING:
     from ..core.db import Database
     from ..stages.base import StageContext
 
-VECTOR_KINDS = ("exact", "hnsw", "ivfflat", "diskann")
+VECTOR_KINDS = vector_kinds()  # exact search and the ANN kinds (stages.registry)
 
 
 @dataclass

@@ -170,6 +170,16 @@ class BaseStage:
     needs_text = False
     guc_prefixes: tuple[str, ...] = ()
 
+    @property
+    def role(self) -> str:
+        """What the kind is in a pipeline (exact, ann, keyword, merge, rerank, path, import), as
+        :mod:`evaluator.stages.registry` describes it; recorded in each run's params, where
+        SQL's stage roles read it."""
+        from .registry import kind
+
+        described = kind(self.kind)
+        return described.role if described is not None else "path"
+
     def prepare(self, ctx: StageContext) -> None:
         return None
 

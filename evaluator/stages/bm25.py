@@ -272,6 +272,7 @@ class Bm25Stage(BaseStage):
                 )
             run_params = {
                 "kind": self.kind,
+                "role": self.role,
                 "score": SCORE_SIMILARITY,
                 **plan,
                 "scan": scan,

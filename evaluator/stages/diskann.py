@@ -12,5 +12,3 @@ from .vector_common import VectorStage
 
 class DiskannStage(VectorStage):
     kind = "diskann"
-    method = "diskann"
-    guc_prefixes = ("diskann.",)

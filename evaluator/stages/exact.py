@@ -14,8 +14,6 @@ if TYPE_CHECKING:
 
 class ExactStage(VectorStage):
     kind = "exact"
-    method = None
-    guc_prefixes = ()
     defaults = {"enable_indexscan": "off"}
     # a --set enable_seqscan=off meant for the ANN stages would leave the exact stage's planner
     # nothing but an ANN index: exact search always keeps its sequential scan (an explicit

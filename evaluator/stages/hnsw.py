@@ -17,8 +17,6 @@ if TYPE_CHECKING:
 
 class HnswStage(VectorStage):
     kind = "hnsw"
-    method = "hnsw"
-    guc_prefixes = ("hnsw.",)
 
     def trap_warnings(self, ctx: StageContext, effective: dict[str, str]) -> list[str]:
         from . import gucs

@@ -9,5 +9,3 @@ from .vector_common import VectorStage
 
 class IvfflatStage(VectorStage):
     kind = "ivfflat"
-    method = "ivfflat"
-    guc_prefixes = ("ivfflat.",)

@@ -135,6 +135,7 @@ class MergeStage(BaseStage):
             ctx.warn(f"stage {ctx.stage} fuses a single input ({names[0]}): it only re-ranks it")
         params = {
             "kind": self.kind,
+            "role": self.role,
             "score": SCORE_SIMILARITY,
             "method": cfg["method"],
             "inputs": names,

@@ -1,4 +1,11 @@
-"""Stage kind -> runner class. Add a line per kind (modules load lazily).
+"""Stage kinds: what each kind is, described once, and kind -> runner class (modules load lazily).
+
+Every part of pgeval that treats kinds differently reads :data:`KINDS` instead of listing kinds
+by hand: the pipeline (runner, role recorded in each run's params, which SQL's stage roles read),
+sweep (which kinds sweep, their work settings, build options), the fingerprint (index option
+defaults), warm-up and diagnostics (the vector kinds), the catalog (which index and operator
+class serve a kind). Adding a stage kind is one module (its runner) plus one :class:`Kind` line
+here, plus its test (docs/ARCHITECTURE.md, "Adding a stage kind").
 
 The pipeline looks names up here; ``pgeval run pipeline --stages exact,hnsw,bm25,merge`` runs them
 in that order. A stage name may carry a kind explicitly as ``NAME=KIND`` (``hnsw2=hnsw``) so that
@@ -8,29 +15,147 @@ one experiment can hold two stages of one kind.
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import InputError
 
-STAGES = {
-    "exact": "evaluator.stages.exact:ExactStage",
-    "hnsw": "evaluator.stages.hnsw:HnswStage",
-    "ivfflat": "evaluator.stages.ivfflat:IvfflatStage",
-    "diskann": "evaluator.stages.diskann:DiskannStage",
-    "import": "evaluator.stages.import_stage:ImportStage",
-    "bm25": "evaluator.stages.bm25:Bm25Stage",
-    "merge": "evaluator.stages.merge:MergeStage",
-    "rerank": "evaluator.stages.rerank:RerankStage",
-    "service": "evaluator.stages.service:ServiceStage",
-    "weknora-vector": "evaluator.stages.service:WeknoraVectorStage",
-    "weknora-keyword": "evaluator.stages.service:WeknoraKeywordStage",
-    "weknora-hybrid": "evaluator.stages.service:WeknoraHybridStage",
-    "weknora-final": "evaluator.stages.service:WeknoraFinalStage",
+ROLES = ("exact", "ann", "keyword", "merge", "rerank", "path", "import")
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One stage kind.
+
+    - ``role``: what it is in a pipeline (``exact`` search, an ``ann`` index scan, ``keyword``
+      search, ``merge``, ``rerank``, another retrieval ``path``, an ``import``ed run);
+    - ``index_method``: the access method (``pg_am.amname``) an ANN kind's index has;
+    - ``guc_prefixes``: the settings families it applies (``hnsw.``);
+    - ``work_settings``: its query-time settings whose value is the work a query does (more is
+      slower and finds more), which a sweep varies;
+    - ``build_options``: the index options a build sweep may set, with the access method's
+      documented default (None: no fixed default), so that an explicit default and an omitted
+      option are one configuration;
+    - ``extension``: the extension that provides the access method.
+    """
+
+    name: str
+    runner: str  # "module:Class"
+    role: str
+    index_method: str | None = None
+    guc_prefixes: tuple[str, ...] = ()
+    work_settings: tuple[str, ...] = ()
+    build_options: dict[str, str | None] = field(default_factory=dict)
+    extension: str | None = None
+
+    @property
+    def ann(self) -> bool:
+        return self.role == "ann"
+
+    @property
+    def vector(self) -> bool:
+        """Searches the target's vectors by distance (exact search or an ANN index)."""
+        return self.role in ("exact", "ann")
+
+    def opclass(self, vector_type: str, distance: str) -> str:
+        """The operator class of an index of this kind on ``vector_type`` for ``distance``."""
+        return f"{vector_type}_{distance}_ops"
+
+
+def opclass_matches(opclass: str, distance: str) -> bool:
+    """Whether an index's operator class serves ``distance`` (cosine, l2, ip)."""
+    return opclass.endswith(f"_{distance}_ops")
+
+
+_VECTOR = "evaluator.stages."
+KINDS: dict[str, Kind] = {
+    k.name: k
+    for k in (
+        Kind("exact", _VECTOR + "exact:ExactStage", "exact", extension="vector"),
+        Kind(
+            "hnsw",
+            _VECTOR + "hnsw:HnswStage",
+            "ann",
+            index_method="hnsw",
+            guc_prefixes=("hnsw.",),
+            work_settings=("hnsw.ef_search", "hnsw.max_scan_tuples"),
+            build_options={"m": "16", "ef_construction": "64"},
+            extension="vector",
+        ),
+        Kind(
+            "ivfflat",
+            _VECTOR + "ivfflat:IvfflatStage",
+            "ann",
+            index_method="ivfflat",
+            guc_prefixes=("ivfflat.",),
+            work_settings=("ivfflat.probes", "ivfflat.max_probes"),
+            build_options={"lists": "100"},
+            extension="vector",
+        ),
+        Kind(
+            "diskann",
+            _VECTOR + "diskann:DiskannStage",
+            "ann",
+            index_method="diskann",
+            guc_prefixes=("diskann.",),
+            work_settings=("diskann.query_search_list_size", "diskann.query_rescore"),
+            build_options={
+                "num_neighbors": "50",
+                "search_list_size": "100",
+                "max_alpha": "1.2",
+                "storage_layout": "memory_optimized",
+                "num_bits_per_dimension": None,
+                "num_dimensions": "0",
+            },
+            extension="vectorscale",
+        ),
+        Kind("import", _VECTOR + "import_stage:ImportStage", "import"),
+        Kind("bm25", _VECTOR + "bm25:Bm25Stage", "keyword"),
+        Kind("merge", _VECTOR + "merge:MergeStage", "merge"),
+        Kind("rerank", _VECTOR + "rerank:RerankStage", "rerank"),
+        Kind("service", _VECTOR + "service:ServiceStage", "path"),
+        Kind("weknora-vector", _VECTOR + "service:WeknoraVectorStage", "path"),
+        Kind("weknora-keyword", _VECTOR + "service:WeknoraKeywordStage", "path"),
+        Kind("weknora-hybrid", _VECTOR + "service:WeknoraHybridStage", "path"),
+        Kind("weknora-final", _VECTOR + "service:WeknoraFinalStage", "path"),
+    )
 }
+# kind -> runner class, as before
+STAGES = {name: k.runner for name, k in KINDS.items()}
 
 
 def kinds() -> list[str]:
     return list(STAGES)
+
+
+def kind(name: str) -> Kind | None:
+    return KINDS.get(name)
+
+
+def ann_kinds() -> tuple[str, ...]:
+    """The kinds that scan an ANN index (what a sweep measures)."""
+    return tuple(k.name for k in KINDS.values() if k.ann)
+
+
+def vector_kinds() -> tuple[str, ...]:
+    """Exact search and the ANN kinds (what searches the target's vectors)."""
+    return tuple(k.name for k in KINDS.values() if k.vector)
+
+
+def index_methods() -> tuple[str, ...]:
+    """The access methods of ANN indexes, one per method, in registry order."""
+    return tuple(dict.fromkeys(k.index_method for k in KINDS.values() if k.index_method))
+
+
+def by_method(method: str) -> Kind | None:
+    """The first ANN kind served by access method ``method``."""
+    return next((k for k in KINDS.values() if k.index_method == method), None)
+
+
+def build_defaults(method: str) -> dict[str, str]:
+    """The documented defaults of ``method``'s index options (those that have one)."""
+    k = by_method(method)
+    return {} if k is None else {o: v for o, v in k.build_options.items() if v is not None}
 
 
 def get(kind: str) -> Any:  # the registered runner class's instance (a Stage)

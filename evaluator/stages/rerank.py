@@ -192,6 +192,7 @@ class RerankStage(BaseStage):
             stats = {"dropped_by_threshold": 0, "unscored": 0, "queries_without_text": 0}
             run_params = {
                 "kind": self.kind,
+                "role": self.role,
                 "score": SCORE_SIMILARITY,
                 "reranker": label,
                 "input": input_name,

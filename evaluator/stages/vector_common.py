@@ -1,7 +1,8 @@
 """What the vector stages share: the stage transaction (READ ONLY, settings by SET LOCAL, or
 ``--isolate-index``), the plan check, the per-query and batch loops, timing.
 
-Subclasses (exact, hnsw, ivfflat, diskann) set ``kind``, ``method`` (None for exact),
+Subclasses (exact, hnsw, ivfflat, diskann) set ``kind`` (``method``, the index's access method,
+and ``guc_prefixes`` come from the kind's description in :mod:`evaluator.stages.registry`),
 ``defaults`` (settings applied unless the user sets them) and may add ``trap_warnings``.
 
 ``--isolate-index``: when several ANN indexes sit on one column, the planner picks one; to
@@ -20,7 +21,7 @@ import numpy as np
 from psycopg import sql
 
 from ..core.errors import DatabaseError, InputError, PlanError, first_line
-from . import gucs, plan_check, refetch, store, timing, vector_sql
+from . import gucs, plan_check, refetch, registry, store, timing, vector_sql
 from .base import ORDER_DISTANCE, SCORE_DISTANCE, BaseStage, StageContext
 
 if TYPE_CHECKING:
@@ -88,6 +89,14 @@ class VectorStage(BaseStage):
     # search (pgvector's costing prefers it on small tables, or when ef_search < LIMIT), so the
     # planner is told not to; --set enable_seqscan=on overrides, and the plan check still holds.
     defaults: dict[str, str] = {"enable_seqscan": "off"}
+
+    def __init_subclass__(cls, **kwargs):
+        """A kind's access method and settings families, as the registry describes it."""
+        super().__init_subclass__(**kwargs)
+        described = registry.kind(cls.kind)
+        if described is not None:
+            cls.method = described.index_method
+            cls.guc_prefixes = described.guc_prefixes
 
     # ---- configuration -------------------------------------------------------------------
     def stage_settings(self, ctx: StageContext) -> dict[str, str]:
@@ -304,6 +313,7 @@ class VectorStage(BaseStage):
                 )
             run_params = {
                 "kind": self.kind,
+                "role": self.role,
                 "score": SCORE_DISTANCE,
                 "metric": ctx.target.distance,
                 "index": index,

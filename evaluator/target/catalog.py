@@ -7,6 +7,7 @@ from __future__ import annotations
 from psycopg import sql
 
 from ..core.errors import InputError, first_line
+from ..stages.registry import opclass_matches
 from . import introspect
 from .targets import ANN_METHODS, DISTANCES, VECTOR_TYPES, Target
 
@@ -163,7 +164,7 @@ def vector_indexes(kb, target: Target, methods: tuple[str, ...] = ANN_METHODS) -
         on_column = (
             (key == attnum[0]) if key else (exprs is not None and target.vector_column in exprs)
         )
-        if not on_column or not _opclass_matches(opclass, target.distance):
+        if not on_column or not opclass_matches(opclass, target.distance):
             continue
         out.append(
             {
@@ -176,8 +177,3 @@ def vector_indexes(kb, target: Target, methods: tuple[str, ...] = ANN_METHODS) -
             }
         )
     return out
-
-
-def _opclass_matches(opclass: str, distance: str) -> bool:
-    suffix = {"cosine": "_cosine_ops", "l2": "_l2_ops", "ip": "_ip_ops"}[distance]
-    return opclass.endswith(suffix)

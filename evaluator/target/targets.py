@@ -30,10 +30,11 @@ from dataclasses import asdict, dataclass, field
 from psycopg import sql
 
 from ..core.errors import Conflict, InputError, NotFound
+from ..stages.registry import index_methods
 
 DISTANCES = {"cosine": "<=>", "l2": "<->", "ip": "<#>"}
 VECTOR_TYPES = ("vector", "halfvec")
-ANN_METHODS = ("hnsw", "ivfflat", "diskann")
+ANN_METHODS = index_methods()  # the access methods of the ANN stage kinds (stages.registry)
 
 
 @dataclass

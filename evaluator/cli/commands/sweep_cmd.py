@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from ...stages.registry import ann_kinds
 from ..output import emit, format_option, info, to_json, warn
 from .common import (
     isolate_index_option,
@@ -73,7 +74,7 @@ def recommendation_line(res) -> str:
 @click.option(
     "--stage",
     required=True,
-    type=click.Choice(["hnsw", "ivfflat", "diskann"]),
+    type=click.Choice(list(ann_kinds())),
     help="ANN stage to sweep (measured against exact search).",
 )
 @click.option(

@@ -91,9 +91,10 @@ def warmup(
     """
     from ...dba import warmup as wu
     from ...stages import gucs
+    from ...stages.registry import vector_kinds
     from ...target.targets import load
 
-    parsed = gucs.parse(settings, stages=("exact", "hnsw", "ivfflat", "diskann"))
+    parsed = gucs.parse(settings, stages=vector_kinds())
     named = gucs.scoped_stages(parsed)
     if len(named) > 1:  # warmup runs one query path: STAGE:GUC=VALUE of one stage only
         from ...core.errors import InputError

@@ -10,22 +10,13 @@ import re
 from dataclasses import dataclass, field
 
 from ...core.errors import InputError
+from ...stages.registry import KINDS, ann_kinds
 
 _GUC = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 
-# Build options per access method (the index reloptions pgeval may set on a scratch copy).
-BUILD_OPTIONS = {
-    "hnsw": ("m", "ef_construction"),
-    "ivfflat": ("lists",),
-    "diskann": (
-        "num_neighbors",
-        "search_list_size",
-        "max_alpha",
-        "storage_layout",
-        "num_bits_per_dimension",
-        "num_dimensions",
-    ),
-}
+# Build options per access method (the index reloptions pgeval may set on a scratch copy): each
+# ANN kind's, from evaluator.stages.registry.
+BUILD_OPTIONS = {k.index_method: tuple(k.build_options) for k in KINDS.values() if k.index_method}
 
 
 @dataclass(frozen=True)
@@ -92,7 +83,7 @@ def check_build(axes, method: str | None) -> None:
     allowed = BUILD_OPTIONS.get(method or "")
     if not allowed:
         raise InputError(
-            "build sweeps need an ANN stage (hnsw, ivfflat or diskann)", field="--build"
+            f"build sweeps need an ANN stage ({', '.join(ann_kinds())})", field="--build"
         )
     for name, _ in axes:
         if name not in allowed:

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from ...core.errors import InputError
-from ...stages import gucs
+from ...stages import gucs, registry
 from . import grid, store
 
-ANN_KINDS = ("hnsw", "ivfflat", "diskann")
+ANN_KINDS = registry.ann_kinds()
 
 
 @dataclass
@@ -142,7 +142,7 @@ def run_sweep(
     ground truth is computed."""
     from ...measure import metrics as mmod
     from ...run.pipeline import PipelineConfig, _queries
-    from ...stages import gucs, registry
+    from ...stages import gucs
     from ...target import targets
     from ...testset.catalog import resolve_testset
     from .. import data_checksum
