@@ -63,15 +63,57 @@ LANGUAGE sql STABLE AS $$
      ORDER BY a.point
 $$;
 
--- The cheapest point (lowest mean p95 latency; ties: higher recall, then grid order) whose mean
--- index recall reaches p_target_recall; no row when none does.
+-- The cheapest point whose mean index recall reaches p_target_recall; no row when none does.
+-- Cost is the work the point's settings ask of the index (p_work: the stage kind's work settings,
+-- most significant first, e.g. {hnsw.ef_search}; lower is cheaper, compared as numbers): measured
+-- latency is noise around it, so it decides only between points of equal work (another
+-- iterative_scan mode, another build), and only when the difference in mean p95 is larger than
+-- the spread of either (else the first in grid order). Without work settings in the grid, the
+-- lowest mean p95 (ties: higher recall, then grid order). why says which rule chose the point.
 CREATE OR REPLACE FUNCTION pgeval.sweep_recommendation(p_sweep bigint,
-                                                       p_target_recall double precision)
-RETURNS TABLE (point integer, label text, index_recall double precision, p95_ms double precision)
+                                                       p_target_recall double precision,
+                                                       p_work text[] DEFAULT '{}')
+RETURNS TABLE (point integer, label text, index_recall double precision, p95_ms double precision,
+               why text)
 LANGUAGE sql STABLE AS $$
-    SELECT s.point, s.label, s.index_recall, s.p95_ms
-      FROM pgeval.sweep_summary(p_sweep) s
-     WHERE s.index_recall >= p_target_recall - 1e-12 AND s.p95_ms IS NOT NULL
-     ORDER BY s.p95_ms, s.index_recall DESC, s.point
-     LIMIT 1
+    WITH ok AS (
+        SELECT s.point, s.label, s.index_recall, s.p95_ms, coalesce(s.p95_sd, 0) AS sd,
+               ARRAY(SELECT CASE WHEN s.settings->>u.w ~ '^\s*-?[0-9]+(\.[0-9]+)?\s*$'
+                                 THEN (s.settings->>u.w)::numeric END
+                       FROM unnest(coalesce(p_work, '{}')) WITH ORDINALITY u(w, o)
+                      ORDER BY u.o) AS work,
+               (SELECT string_agg(u.w || '=' || (s.settings->>u.w), ', ' ORDER BY u.o)
+                  FROM unnest(coalesce(p_work, '{}')) WITH ORDINALITY u(w, o)
+                 WHERE s.settings ? u.w) AS work_text
+          FROM pgeval.sweep_summary(p_sweep) s
+         WHERE s.index_recall >= p_target_recall - 1e-12 AND s.p95_ms IS NOT NULL),
+    varies AS (SELECT coalesce(bool_or(ok.work_text IS NOT NULL), false) AS v FROM ok),
+    least AS (SELECT ok.* FROM ok WHERE ok.work = (SELECT min(o2.work) FROM ok o2)),
+    first_in_grid AS (SELECT * FROM least ORDER BY least.point LIMIT 1),
+    fastest AS (SELECT * FROM least ORDER BY least.p95_ms, least.index_recall DESC, least.point
+                LIMIT 1),
+    by_work AS (
+        SELECT CASE WHEN g.p95_ms - f.p95_ms > greatest(f.sd, g.sd) THEN f.point ELSE g.point END
+                   AS point,
+               (SELECT count(*) FROM least) AS equal_work,
+               g.p95_ms - f.p95_ms > greatest(f.sd, g.sd) AS faster,
+               g.work_text
+          FROM first_in_grid g CROSS JOIN fastest f),
+    by_latency AS (SELECT * FROM ok ORDER BY ok.p95_ms, ok.index_recall DESC, ok.point LIMIT 1)
+    SELECT ok.point, ok.label, ok.index_recall, ok.p95_ms,
+           CASE WHEN (SELECT v FROM varies) THEN
+               'least work: ' || coalesce(w.work_text, ok.label) || ' is the smallest setting '
+               || 'reaching recall ' || p_target_recall
+               || CASE WHEN w.equal_work > 1 AND w.faster
+                       THEN '; of the points of equal work, the fastest by more than its p95 '
+                            || 'spread'
+                       WHEN w.equal_work > 1
+                       THEN '; the points of equal work differ in p95 by less than its spread: '
+                            || 'the first in the grid'
+                       ELSE '' END
+           ELSE 'lowest p95 of the points reaching recall ' || p_target_recall
+                || ' (no work setting varies)' END
+      FROM ok LEFT JOIN by_work w ON true
+     WHERE ok.point = CASE WHEN (SELECT v FROM varies) THEN w.point
+                           ELSE (SELECT point FROM by_latency) END
 $$;

@@ -35,7 +35,6 @@ without rights on the table, a results database at an older revision) — the va
 
 from __future__ import annotations
 
-import hashlib
 import json
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ import psycopg
 from psycopg import sql
 from psycopg.pq import TransactionStatus
 
+from ..core.canonical import sha256_hex
 from ..core.errors import first_line
 from . import fingerprint as fpmod
 
@@ -186,8 +186,7 @@ def identity(conn, oid: int, target, vec: dict, where: sql.Composable, params: l
 
 
 def _key(body: dict) -> str:
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_hex(body)
 
 
 def measure(conn, target, *, checksum: bool = True, cache: ChecksumCache | None = None):

@@ -48,13 +48,12 @@ pass through :func:`evaluator.core.masking.mask` all the same.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import datetime, timezone
 from typing import Any
 
 from psycopg import sql
 
+from ..core.canonical import canonical_json, sha256_hex
 from ..core.errors import NotFound
 from ..core.masking import mask_value
 from ..stages.registry import build_defaults, index_methods
@@ -467,13 +466,12 @@ def capture(
 
 
 def canonical(fp: dict) -> str:
-    body = {k: v for k, v in fp.items() if k != "info"}
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return canonical_json({k: v for k, v in fp.items() if k != "info"})
 
 
 def config_hash(fp: dict) -> str:
     """sha256 (hex) of the fingerprint's canonical JSON, the ``info`` part left out."""
-    return hashlib.sha256(canonical(fp).encode("utf-8")).hexdigest()
+    return sha256_hex({k: v for k, v in fp.items() if k != "info"})
 
 
 def short_hash(value: str | None) -> str:

@@ -13,13 +13,13 @@ An ANN index larger than shared_buffers can never be fully cached: a warning say
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..core.errors import InputError, NotFound
+from ..core.percentile import nearest_rank
 from . import health
 
 MAX_PASSES = 10
@@ -309,8 +309,10 @@ def warmup(
         (h1, r1), (h0, r0) = _totals(now), _totals(last)
         last = now
         lat.sort()
-        p95 = lat[max(0, -(-95 * len(lat) // 100) - 1)]
-        stats = PassStats(n, statistics.median(lat), p95, h1 - h0, r1 - r0)
+        # nearest rank, the one percentile rule (the median too: never a mean of two)
+        stats = PassStats(
+            n, nearest_rank(lat, 0.5) or 0.0, nearest_rank(lat, 0.95) or 0.0, h1 - h0, r1 - r0
+        )
         report.passes.append(stats)
         if on_pass:
             on_pass(stats)

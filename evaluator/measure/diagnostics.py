@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from psycopg import sql
 
-from ..core.errors import NotFound
 from ..stages.registry import vector_kinds
+from .run_lookup import no_such_run
 
 if TYPE_CHECKING:
     from ..core.db import Database
@@ -50,7 +50,7 @@ def _run(conn: Any, name: str) -> RunRef:
         (name,),
     ).fetchone()
     if row is None:
-        raise NotFound(f"no run named '{name}' (see `pgeval run list`)")
+        raise no_such_run(conn, name)
     return RunRef(*row)
 
 

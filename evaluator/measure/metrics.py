@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import IncompleteRun, InputError, NotFound, PgevalError, first_line
+from ..core.errors import IncompleteRun, InputError, PgevalError, first_line
 from . import measures, stage_method
+from .run_lookup import no_such_run
 
 if TYPE_CHECKING:
     from ..core.db import Database
@@ -69,7 +70,7 @@ def resolve_run(conn: Any, name: str) -> RunInfo:
         (name,),
     ).fetchone()
     if row is None:
-        raise NotFound(f"no run named '{name}' (see `pgeval run list`)")
+        raise no_such_run(conn, name)
     return RunInfo(*row)
 
 

@@ -12,12 +12,12 @@ Order of work — nothing is written until the whole configuration checks out:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
+from ..core.canonical import sha256_hex
 from ..core.errors import Conflict, InputError
 from ..core.install import ensure_installed
 from ..stages import gucs, registry
@@ -75,8 +75,7 @@ def parse_options(items, stage_names: list[str]) -> dict[str, dict[str, str]]:
 
 
 def canonical_hash(config: dict) -> str:
-    text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_hex(config, ascii=True)  # the spelling stored experiments were hashed with
 
 
 def default_name(testset: str, target: str | None) -> str:
@@ -409,8 +408,8 @@ def _summaries(conn, runs: list[dict]) -> None:
         row = conn.execute(
             """SELECT (SELECT n_queries FROM pgeval.run WHERE run_id = %(r)s),
                       (SELECT n_rows FROM pgeval.run WHERE run_id = %(r)s),
-                      percentile_disc(0.5) WITHIN GROUP (ORDER BY latency_ms),
-                      percentile_disc(0.95) WITHIN GROUP (ORDER BY latency_ms),
+                      pgeval.nearest_rank(array_agg(latency_ms), 0.5),
+                      pgeval.nearest_rank(array_agg(latency_ms), 0.95),
                       min(rows_returned)
                  FROM pgeval.query_timing WHERE run_id = %(r)s""",
             {"r": r["run_id"]},

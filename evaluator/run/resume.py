@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 
+from ..core.canonical import canonical_json
 from ..core.errors import Conflict, DatabaseError, InputError, NotFound
 from .experiment_scope import acquire, commit, experiment_scope, unlock
 
@@ -62,9 +63,7 @@ def reopen_run(conn, run_id: int, params: dict) -> int:
         if key == "settings":
             old = {k: v for k, v in (old or {}).items() if k != "statement_timeout"}
             new = {k: v for k, v in (new or {}).items() if k != "statement_timeout"}
-        if json.dumps(old, sort_keys=True, default=str) != json.dumps(
-            new, sort_keys=True, default=str
-        ):
+        if canonical_json(old) != canonical_json(new):
             raise Conflict(
                 f"run '{name}' was measured with {key} = {json.dumps(old, default=str)}"
                 f" and would now continue with {json.dumps(new, default=str)}: "

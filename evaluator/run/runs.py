@@ -25,7 +25,8 @@ from pathlib import Path
 import psycopg
 
 from ..core import strict_json
-from ..core.errors import Conflict, IncompleteRun, InputError, NotFound
+from ..core.errors import Conflict, IncompleteRun, InputError
+from ..measure.run_lookup import no_such_run
 from ..testset.catalog import resolve_testset
 from ..testset.source import Source
 from . import ranked_lists
@@ -340,7 +341,7 @@ def delete_run(conn, name: str) -> tuple[str, bool] | None:
             (name,),
         ).fetchone()
         if row is None:
-            raise NotFound(f"no run named '{name}'")
+            raise no_such_run(conn, name)
         run_id, exp_id, exp_name, is_sweep = row
         sweeps = [
             r[0]

@@ -14,11 +14,11 @@ pgeval.index_recall reads it like any exact run. It has no per-query timings: no
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass
 
+from ..core.canonical import sha256_hex
 from ..core.errors import DatabaseError
 
 # computations in this process (tests count them; the stored computed_at / uses say the same)
@@ -69,8 +69,7 @@ def slot_spec(
 
 
 def _slot(spec: dict) -> str:
-    text = json.dumps(spec, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return sha256_hex(spec, ascii=True)  # the spelling stored ground truths were keyed with
 
 
 def _why(old: dict, new: dict, old_depth: int, depth: int) -> str:

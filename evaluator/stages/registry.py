@@ -36,7 +36,11 @@ class Kind:
     - ``build_options``: the index options a build sweep may set, with the access method's
       documented default (None: no fixed default), so that an explicit default and an omitted
       option are one configuration;
-    - ``extension``: the extension that provides the access method.
+    - ``extension``: the extension that provides the access method;
+    - ``reorders``: settings under which its scan emits rows out of distance order (an iterative
+      scan in ``relaxed_order``), and ``always_reorders`` for a scan that always may (DiskANN
+      beyond its rescored prefix): then the application's ``LIMIT K`` is the first K rows the
+      scan emits, not the K nearest of a deeper fetch.
     """
 
     name: str
@@ -47,6 +51,15 @@ class Kind:
     work_settings: tuple[str, ...] = ()
     build_options: dict[str, str | None] = field(default_factory=dict)
     extension: str | None = None
+    reorders: dict[str, str] = field(default_factory=dict)
+    always_reorders: bool = False
+
+    def may_reorder(self, settings: dict[str, str | None]) -> bool:
+        """Whether a scan under ``settings`` (as the server shows them) may emit rows out of
+        distance order."""
+        return self.always_reorders or any(
+            (settings.get(name) or "").lower() == value for name, value in self.reorders.items()
+        )
 
     @property
     def ann(self) -> bool:
@@ -81,6 +94,7 @@ KINDS: dict[str, Kind] = {
             work_settings=("hnsw.ef_search", "hnsw.max_scan_tuples"),
             build_options={"m": "16", "ef_construction": "64"},
             extension="vector",
+            reorders={"hnsw.iterative_scan": "relaxed_order"},
         ),
         Kind(
             "ivfflat",
@@ -91,6 +105,7 @@ KINDS: dict[str, Kind] = {
             work_settings=("ivfflat.probes", "ivfflat.max_probes"),
             build_options={"lists": "100"},
             extension="vector",
+            reorders={"ivfflat.iterative_scan": "relaxed_order"},
         ),
         Kind(
             "diskann",
@@ -108,6 +123,7 @@ KINDS: dict[str, Kind] = {
                 "num_dimensions": "0",
             },
             extension="vectorscale",
+            always_reorders=True,
         ),
         Kind("import", _VECTOR + "import_stage:ImportStage", "import"),
         Kind("bm25", _VECTOR + "bm25:Bm25Stage", "keyword"),

@@ -328,6 +328,7 @@ class VectorStage(BaseStage):
             }
             timed = TIMED if ctx.target.unique_id and not ctx.batch else TIMED_COLLAPSED
             run_params.update(timed=timed, timed_statement=stmt.as_string(ctx.kb))
+            app_limit = self._application_limit(ctx, tx["settings"], run_params)
             with store.run_scope(
                 ctx,
                 run_name,
@@ -338,12 +339,46 @@ class VectorStage(BaseStage):
                 if ctx.batch:
                     self._run_batch(ctx, stmt, params, out)
                 else:
-                    self._run_each(ctx, stmt, params, out)
+                    self._run_each(ctx, stmt, params, out, app_limit)
             return out.run_id
         finally:
             ctx.kb.rollback()  # READ ONLY: nothing to keep; --isolate-index: restores indexes
 
-    def _run_each(self, ctx, stmt, params, out) -> None:
+    def _application_limit(self, ctx, effective: dict, run_params: dict) -> int | None:
+        """The application's LIMIT for the measures at cut-off K (``ctx.extra["app_limit"]``:
+        {"k": K, "rows": K, or K + 1 when the query's own chunk is dropped}), when the scan may
+        emit rows out of distance order under these settings (the registry says when) and the
+        stage fetches deeper: the rows the list's first K come from. Recorded in the run's
+        params (``limits``): which LIMIT each cut-off's rows are those of."""
+        app = ctx.extra.get("app_limit")
+        described = registry.kind(self.kind)
+        if not app or described is None or app["rows"] >= ctx.depth:
+            return None
+        names = list(described.reorders)
+        shown = {
+            **gucs.current(ctx.kb, names),
+            **{k: effective[k] for k in names if k in effective},
+        }
+        if not described.may_reorder(shown):
+            run_params["limits"] = {"k": app["k"], "rows_of_limit": ctx.depth, "reorders": False}
+            return None
+        tiered = ctx.target is not None and ctx.target.unique_id and not ctx.batch
+        run_params["limits"] = {
+            "k": app["k"],
+            "rows_of_limit": app["rows"] if tiered else ctx.depth,
+            "reorders": True,
+        }
+        if not tiered:
+            ctx.warn(
+                f"stage {ctx.stage}: the scan may emit rows out of distance order, and "
+                f"{'--batch' if ctx.batch else 'several rows per chunk'} ranks them from "
+                f"LIMIT {ctx.depth}: measures at cut-off {app['k']} may exceed what the "
+                f"application's LIMIT {app['k']} returns"
+            )
+            return None
+        return int(app["rows"])
+
+    def _run_each(self, ctx, stmt, params, out, app_limit: int | None = None) -> None:
         """One prepared statement per query. Several rows per chunk: a query whose rows
         collapse to fewer than ``--depth`` chunks while the scan returned every row it was asked
         for runs again with a larger LIMIT (:func:`refetch.grow`) until it has ``--depth``
@@ -370,7 +405,7 @@ class VectorStage(BaseStage):
                     )
                 rows, ms, server_ms = timed[limit].execute(p)
                 if ranks_here:  # the application's statement: ranked and cut here, untimed
-                    kept, lost = vector_sql.ranked_rows(rows, threshold)
+                    kept, lost = vector_sql.ranked_rows(rows, threshold, app_limit)
                     break
                 # r[3]: past the threshold (a fourth column only with a threshold)
                 kept = [r for r in rows if not r[3]] if rows and len(rows[0]) > 3 else rows

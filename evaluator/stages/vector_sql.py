@@ -180,23 +180,36 @@ def _rank_key(row: tuple) -> tuple:
     return (0, d, row[0])
 
 
-def ranked_rows(rows: list, threshold: float | None = None) -> tuple[list, int]:
+def ranked_rows(
+    rows: list, threshold: float | None = None, limit: int | None = None
+) -> tuple[list, int]:
     """(rows ranked by (distance, chunk id) and cut at the threshold, how many it dropped) of
-    the bare statement's rows (chunk_id, dist). A list whose distances strictly ascend, as an
-    HNSW scan returns them, is already ranked (checked at C speed); ties, relaxed orders
-    (DiskANN, iterative scans), NaN or NULL distances are sorted."""
-    dists = [r[1] for r in rows]
-    try:
-        ranked = all(map(lt, dists, islice(dists, 1, None)))
-    except TypeError:  # a NULL distance
-        ranked = False
-    if not ranked:
-        rows = sorted(rows, key=_rank_key)
+    the bare statement's rows (chunk_id, dist), in the order the scan emitted them. A list whose
+    distances strictly ascend, as an HNSW scan returns them, is already ranked (checked at C
+    speed); ties, relaxed orders (DiskANN, iterative scans), NaN or NULL distances are sorted.
+
+    ``limit``: the application's LIMIT, for a scan that may emit rows out of order: its first
+    ``limit`` rows are what ``LIMIT limit`` returns, ranked among themselves, then the rest
+    (ranked), so that the list's first ``limit`` rows are the application's (a closer row the
+    scan emits later is not among them)."""
+    if limit is not None and 0 < limit < len(rows):
+        rows = _in_rank_order(rows[:limit]) + _in_rank_order(rows[limit:])
+    else:
+        rows = _in_rank_order(rows)
     if threshold is None:
         return rows, 0
     # PostgreSQL: NaN > any number (past the threshold), NULL > x is NULL (kept)
     kept = [r for r in rows if r[1] is None or not (r[1] != r[1] or r[1] > threshold)]
     return kept, len(rows) - len(kept)
+
+
+def _in_rank_order(rows: list) -> list:
+    dists = [r[1] for r in rows]
+    try:
+        ranked = all(map(lt, dists, islice(dists, 1, None)))
+    except TypeError:  # a NULL distance
+        ranked = False
+    return rows if ranked else sorted(rows, key=_rank_key)
 
 
 def refetches(target, exact: bool) -> bool:
@@ -251,7 +264,3 @@ def batch(
         q=sql.Identifier(Q), lateral=lateral, qexpr=target.query_expr(sql.SQL("u.emb")), past=past
     )
     return stmt, params
-
-
-def vector_text(vec) -> str:
-    return "[" + ",".join(repr(float(x)) for x in vec) + "]"

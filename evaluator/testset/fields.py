@@ -11,6 +11,7 @@ import math
 
 from ..core.ids import MAX_ID_BYTES, ident  # noqa: F401  (the one rule for ids, see evaluator.core.ids)
 from ..core.text import _CONTROL, _kind, clean_str, show  # noqa: F401  (re-exported)
+from ..core.vector_literal import vector_literal
 
 MAX_DIM = 16000  # pgvector's limit for the vector type
 
@@ -69,7 +70,7 @@ def embedding(value) -> tuple[str, int] | None:
         raise ValueError(
             f"embedding has {len(value)} dimensions; pgvector stores at most {MAX_DIM}"
         )
-    parts = []
+    parts: list[float] = []
     for i, x in enumerate(value):
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             raise ValueError(f"embedding item {i + 1} is not a number ({_kind(x)})")
@@ -79,8 +80,8 @@ def embedding(value) -> tuple[str, int] | None:
             f = math.inf
         if not math.isfinite(f) or abs(f) > 3.4e38:
             raise ValueError(f"embedding item {i + 1} is not a finite single-precision number")
-        parts.append(repr(f))
-    return "[" + ",".join(parts) + "]", len(value)
+        parts.append(f)
+    return vector_literal(parts), len(value)
 
 
 class Dimensions:

@@ -24,6 +24,7 @@ from psycopg import sql
 
 from ..core.errors import InputError
 from ..core.ids import as_text, ident
+from ..core.vector_literal import vector_literal
 
 HASH_VERSION = b"pgeval-queries-v1\n"
 SOURCE_FORMAT = "queries"
@@ -362,9 +363,7 @@ def materialize(database, src: QuerySource, target) -> tuple[str, dict]:
                     "COPY pgeval.query (testset_id, query_id, position, embedding) FROM STDIN"
                 ) as copy:
                     for pos, (qid, vec) in enumerate(rows, 1):
-                        copy.write_row(
-                            (tid, qid, pos, "[" + ",".join(repr(float(x)) for x in vec) + "]")
-                        )
+                        copy.write_row((tid, qid, pos, vector_literal(vec)))
             elif row[0] != digest:  # 64 bits of sha256 alike, content not: refuse
                 raise InputError(f"query set '{name}' exists with other content", field=field)
     return name, info

@@ -52,8 +52,7 @@ def recommendation_line(res) -> str:
     if rec:
         return (
             f"recommended: {rec['label']} — recall@{k} {rec['index_recall']:.4f} against "
-            f"exact search at p95 {rec['p95_ms']:.3f} ms (the cheapest point reaching "
-            f"{goal:g})"
+            f"exact search at p95 {rec['p95_ms']:.3f} ms ({rec.get('why') or 'the cheapest point reaching ' + format(goal, 'g')})"
         )
     best = max(
         (p for p in res.points if p["index_recall"] is not None),
@@ -136,6 +135,22 @@ def recommendation_line(res) -> str:
     help="Recall@K (fraction of exact search) the recommendation must reach.",
 )
 @click.option(
+    "--find",
+    "find",
+    default=None,
+    metavar="GUC",
+    help="Find the cheapest value of this work setting (hnsw.ef_search, ivfflat.probes, "
+    "diskann.query_search_list_size, diskann.query_rescore) reaching --target-recall: "
+    "bracketing from its current value, then bisection; every value tried is a point. "
+    "With other --param grids, one find per combination.",
+)
+@click.option(
+    "--find-max",
+    type=click.IntRange(1, 1_000_000),
+    default=None,
+    help="Largest value --find tries.  [default: 1000]",
+)
+@click.option(
     "--embedder",
     default=None,
     metavar="SPEC",
@@ -201,6 +216,8 @@ def sweep(
     repeat,
     concurrency,
     target_recall,
+    find,
+    find_max,
     embedder,
     name,
     fresh,
@@ -247,6 +264,8 @@ def sweep(
           --param diskann.query_search_list_size=50,100,200
       pgeval sweep --testset kb-v1 --target kb --stage hnsw \\
           --build m=8,16,32 --build ef_construction=64,128 --param hnsw.ef_search=40,100
+      pgeval sweep --sample-queries 300 --target kb --stage hnsw \\
+          --find hnsw.ef_search --target-recall 0.95
       pgeval sweep ... --concurrency 8 --format csv > sweep.csv
     """
     from ...dba.sweep import SweepConfig, run_sweep
@@ -266,6 +285,8 @@ def sweep(
         repeat=repeat,
         concurrency=concurrency,
         target_recall=target_recall,
+        find=find,
+        find_max=find_max,
         embedder=embedder,
         name=name,
         fresh=fresh,
@@ -304,6 +325,12 @@ def sweep(
             task["gt"] = bar.add_task("exact ground truth (rows read)", total=rows_total)
         bar.update(task["gt"], completed=rows)
 
+    def on_find(point, recall):
+        # the path as it goes: each value tried and its recall
+        got = "—" if recall is None else f"{recall:.4f}"
+        mark = "" if recall is None else (" ✓" if recall >= target_recall - 1e-12 else " ✗")
+        bar.console.print(f"find {point.label}: recall@{k} {got}{mark}", soft_wrap=True)
+
     shown: set[str] = set()
     above = warn_above(bar)
 
@@ -319,6 +346,7 @@ def sweep(
             on_start=on_start,
             on_warning=shown_warning,
             on_ground_truth=on_ground_truth,
+            on_find=on_find if fmt == "table" else None,
         )
     finally:
         if bar.live.is_started:
@@ -337,6 +365,8 @@ def sweep(
                     "target_recall": target_recall,
                     "resumed": res.resumed,
                     "previous": res.previous,
+                    "find": res.finds[0] if len(res.finds) == 1 else None,
+                    "finds": res.finds,
                     "server": res.server,
                     "measured": res.measured,
                     "reused": res.reused,
@@ -400,6 +430,8 @@ def sweep(
             cols[1:1] = ["build_ms", "index_mb"]
             wide_only.append("rows")
         emit(rows, "table", cols, wide_only=wide_only)
+        for found in res.finds:
+            click.echo(find_line(found, k, target_recall))
         click.echo(line)
         click.echo(f"details: pgeval stage-report {res.name}", err=True)
     if plot:
@@ -423,3 +455,21 @@ def server_label(server: dict) -> str:
     """Which server answered, in a few words: ``server /run/pg:5432 (standby)``."""
     where = f"{server.get('host') or 'local'}:{server.get('port') or ''}".rstrip(":")
     return f"server {where}" + (" (standby)" if server.get("in_recovery") else "")
+
+
+def find_line(found: dict, k: int, goal: float) -> str:
+    """One line per --find: the value found, or that the target is out of reach."""
+    under = ", ".join(f"{n.split('.')[-1]}={v}" for n, v in (found.get("others") or {}).items())
+    where = f" ({under})" if under else ""
+    tried = len(found.get("path") or [])
+    if found["reached"]:
+        return (
+            f"found{where}: {found['setting']}={found['value']} is the smallest value reaching "
+            f"recall@{k} {goal:g} ({found['recall']:.4f}; {tried} values tried)"
+        )
+    best = found.get("best") or [None, None]
+    return (
+        f"not found{where}: no {found['setting']} up to --find-max reaches recall@{k} {goal:g}; "
+        f"the best tried is {found['setting']}={best[0]} ({(best[1] or 0):.4f}): raise "
+        "--find-max, or look at the index's build (m, ef_construction) with --build"
+    )

@@ -10,11 +10,11 @@ side too. Repetitions are the outer loop, so that drift of the machine touches e
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
+from ...core.canonical import canonical_json, sha256_hex
 from ...core.errors import InputError
 from ...stages import gucs, registry
 from . import grid, store
@@ -45,6 +45,8 @@ class SweepConfig:
     maintenance_work_mem: str | None = None  # None: sized to the index (build_sweep)
     build_timeout_s: float = 1800.0
     queries: object = None  # testset.query_source.QuerySource (instead of testset)
+    find: str | None = None  # --find GUC: the cheapest value reaching target_recall
+    find_max: int | None = None  # --find-max (default find.DEFAULT_MAX)
 
 
 @dataclass
@@ -71,6 +73,7 @@ class SweepResult:
     # the configuration changed since the sweep of this name was measured: {"sweep": the name
     # its earlier points are kept under, "changes": [{"key", "then", "now"}], "message"}
     previous: dict | None = None
+    finds: list[dict] = field(default_factory=list)  # --find: one per combination of the others
     # the server that answered (fingerprint's server part: host, port, in recovery, version)
     server: dict = field(default_factory=dict)
 
@@ -123,7 +126,8 @@ def _check(cfg: SweepConfig) -> int:
 
 
 def default_name(identity: dict) -> str:
-    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:10]
+    # json's default separators: the spelling earlier default names were made with
+    key = sha256_hex(identity, ascii=True, compact=False)[:10]
     return f"sweep-{identity['target']}-{identity['stage']}-{key}"
 
 
@@ -135,11 +139,12 @@ def run_sweep(
     on_point=None,
     on_start=None,
     on_ground_truth=None,
+    on_find=None,
 ) -> SweepResult:
     """Run (or resume) the sweep; ``on_start(points, repetitions, queries)`` once the grid and
     the queries are known; ``on_point(point, repetition, how)`` after each grid point and
     repetition (how: measured | reused | kept); ``on_ground_truth(rows, total)`` while the exact
-    ground truth is computed."""
+    ground truth is computed; ``on_find(point, recall)`` after each value a --find tried."""
     from ...measure import metrics as mmod
     from ...run.pipeline import PipelineConfig, _queries
     from ...stages import gucs
@@ -152,7 +157,8 @@ def run_sweep(
     stage = registry.get(cfg.stage)
     param_axes = grid.parse_axes(cfg.params, "hnsw.ef_search=10,20,40", "--param")
     build_axes = grid.parse_axes(cfg.build, "m=8,16", "--build")
-    if not param_axes and not build_axes:
+    _check_find(cfg, param_axes, build_axes)
+    if not param_axes and not build_axes and not cfg.find:
         raise InputError(
             "nothing to sweep: give --param GUC=v1,v2,... and/or --build OPTION=v1,v2,...",
             field="--param",
@@ -162,7 +168,7 @@ def run_sweep(
         param_axes, cfg.stage, stage.guc_prefixes, gucs.scope(cfg.settings, cfg.stage)
     )
     grid.check_build(build_axes, stage.method)
-    points = grid.points(param_axes, build_axes)
+    points = [] if cfg.find else grid.points(param_axes, build_axes)
     measures = mmod.measures_for(sorted({3, 5, 10, cfg.k}))
     # least privilege: the knowledge base is read in READ ONLY sessions (but --isolate-index's
     # drops; build sweeps write only to their scratch schema, on a connection of their own)
@@ -203,8 +209,8 @@ def run_sweep(
             PipelineConfig(testset=cfg.testset, stages=cfg.stage, embedder=cfg.embedder),
         )
         results.commit()
-        if on_start:
-            on_start(len(points), cfg.repeat, len(queries))
+        if on_start:  # a find's points are not known before: its bracket's first guess
+            on_start(len(points) or 8 * len(grid.product(param_axes)), cfg.repeat, len(queries))
         measured = data_checksum.measure(
             kb, target, checksum=cfg.checksum, cache=data_checksum.ChecksumCache(results, database)
         )
@@ -215,7 +221,10 @@ def run_sweep(
             "testset_hash": ts_hash,
             "target": cfg.target,
             "stage": cfg.stage,
-            "grid": grid.as_json(param_axes, build_axes),
+            "grid": {
+                **grid.as_json(param_axes, build_axes),
+                **({"find": {"setting": cfg.find, "max": _find_max(cfg)}} if cfg.find else {}),
+            },
             "settings": base,
             "k": cfg.k,
             "depth": depth,
@@ -354,9 +363,12 @@ def run_sweep(
             own=bool(qinfo and qinfo["own_chunk_removed"]),
             gt=None,
             on_ground_truth=on_ground_truth,
+            on_find=on_find,
         )
         try:
-            if build_axes:
+            if cfg.find:
+                _finds(env, target, param_axes, fingerprint)
+            elif build_axes:
                 _build_blocks(env, target, points)
             else:
                 _block(env, target, points)
@@ -371,7 +383,13 @@ def run_sweep(
             raise
         store.finish(results, row.sweep_id, row.experiment_id, "complete")
         result.points = store.summary(results, row.sweep_id)
-        result.recommendation = store.recommendation(results, row.sweep_id, cfg.target_recall)
+        described = registry.kind(cfg.stage)
+        result.recommendation = store.recommendation(
+            results,
+            row.sweep_id,
+            cfg.target_recall,
+            described.work_settings if described is not None else (),
+        )
         results.commit()
     return result
 
@@ -422,6 +440,72 @@ def _pending(env, points) -> list[tuple[int, object]]:
     return todo
 
 
+def _find_max(cfg) -> int:
+    from .find import DEFAULT_MAX
+
+    return int(cfg.find_max or DEFAULT_MAX)
+
+
+def _check_find(cfg, param_axes, build_axes) -> None:
+    if cfg.find is None:
+        if cfg.find_max is not None:
+            raise InputError("--find-max needs --find GUC", field="--find-max")
+        return
+    described = registry.kind(cfg.stage)
+    work = described.work_settings if described is not None else ()
+    if cfg.find not in work:
+        raise InputError(
+            f"--find takes a work setting of the {cfg.stage} stage ({', '.join(work)}), "
+            f"not '{cfg.find}'",
+            field="--find",
+        )
+    if any(name == cfg.find for name, _ in param_axes):
+        raise InputError(f"'{cfg.find}' is both found (--find) and swept (--param)", field="--find")
+    if cfg.find in cfg.settings:
+        raise InputError(f"'{cfg.find}' is both found (--find) and fixed (--set)", field="--find")
+    if build_axes:
+        raise InputError("--find runs on the index you have: not with --build", field="--find")
+    if _find_max(cfg) < 1:
+        raise InputError("--find-max must be 1 or more", field="--find-max")
+
+
+def _finds(env, target, param_axes, fingerprint) -> None:
+    """One find per combination of the other --param values; each value tried is a point."""
+    from ...stages import gucs
+    from ..fingerprint import config_hash
+    from .find import DEFAULT_START, search
+
+    cfg = env.cfg
+    current = gucs.current(env.kb, [cfg.find])[cfg.find]
+    env.kb.rollback()
+    start = int(current) if current and current.strip().isdigit() else DEFAULT_START
+    numbers: dict[str, int] = {}
+
+    for others in grid.product(param_axes):
+
+        def measure(value: int, others=others) -> float | None:
+            settings = {**others, cfg.find: str(value)}
+            key = canonical_json(settings)
+            if key not in numbers:
+                numbers[key] = len(numbers) + 1
+            p = grid.Point(numbers[key], settings, {})
+            fp = fingerprint({**gucs.scope(env.base, cfg.stage), **settings}, cfg.stage)
+            env.fps[p.number], env.hashes[p.number] = fp, config_hash(fp)
+            _block(env, target, [p])
+            store.fill(env.results, env.row.sweep_id, cfg.k, env.measures)
+            row = next(
+                (x for x in store.summary(env.results, env.row.sweep_id) if x["point"] == p.number),
+                None,
+            )
+            recall = None if row is None else row["index_recall"]
+            if env.on_find:
+                env.on_find(p, recall)
+            return recall
+
+        found = search(cfg.find, others, measure, cfg.target_recall, start, _find_max(cfg))
+        env.result.finds.append(found.as_dict())
+
+
 def _notify(env, p, rep, how) -> None:
     if env.on_point:
         env.on_point(p, rep, how)
@@ -432,7 +516,7 @@ def _build_blocks(env, target, points) -> None:
 
     groups: dict[str, list] = {}
     for p in points:
-        groups.setdefault(json.dumps(p.build, sort_keys=True), []).append(p)
+        groups.setdefault(canonical_json(p.build), []).append(p)
     todo = {key: _pending(env, pts) for key, pts in groups.items()}
     if not any(todo.values()):
         return
@@ -495,6 +579,8 @@ def _context(env, target, stage_name: str, rep: int, settings: dict, fp: dict):
     extra: dict = {"fingerprint": fp, "config_hash": config_hash(fp)}
     if own:
         extra["exclude_own"] = True
+    if stage_name != "exact":  # recall@K at the application's LIMIT K (K + 1: own chunk dropped)
+        extra["app_limit"] = {"k": env.cfg.k, "rows": env.cfg.k + (1 if own else 0)}
     return StageContext(
         kb=env.kb,
         results=env.results,

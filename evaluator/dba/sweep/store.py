@@ -429,9 +429,15 @@ def summary(conn, sweep_id: int) -> list[dict]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
-def recommendation(conn, sweep_id: int, target_recall: float) -> dict | None:
+def recommendation(
+    conn, sweep_id: int, target_recall: float, work: tuple[str, ...] = ()
+) -> dict | None:
+    """The point to recommend by pgeval.sweep_recommendation's cost rule: least work (``work``:
+    the stage kind's work settings, most significant first), latency only between points of
+    equal work and beyond its spread; ``why`` names the rule that chose it."""
     cur = conn.execute(
-        "SELECT * FROM pgeval.sweep_recommendation(%s, %s)", (sweep_id, target_recall)
+        "SELECT * FROM pgeval.sweep_recommendation(%s, %s, %s)",
+        (sweep_id, target_recall, list(work)),
     )
     row = cur.fetchone()
     return None if row is None else dict(zip([d.name for d in cur.description], row))

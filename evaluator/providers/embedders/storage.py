@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ...core.errors import InputError, NotFound
+from ...core.vector_literal import vector_literal
 from ...stages.base import Query
 
 EMBED_LOCK = 1885824373  # first key of the advisory lock that serialises storing embeddings
@@ -102,7 +103,7 @@ def ensure(conn, testset: str, embedder, *, recompute: bool = False, on_batch=No
                 "embedder, dim, embedding) FROM STDIN"
             ) as copy:
                 for q, row in zip(queries, matrix):
-                    vec = "[" + ",".join(repr(float(x)) for x in row) + "]"
+                    vec = vector_literal(row)
                     copy.write_row((tid, q.query_id, embedder.label, dim, vec))
     if not conn.autocommit:
         conn.commit()
