@@ -78,6 +78,16 @@ def _sweep(pgeval) -> tuple[dict, str]:
 def test_rerun_after_a_data_change_measures_again_and_keeps_history(sched, conn, pgeval):
     first, _ = _sweep(pgeval)
     assert first["measured"] == 2 and first["previous"] is None
+    # sampled queries: the bias of a query's own row is said beside the figures, and the
+    # warning explains the one extra row fetched (issue "A recommendation a DBA can sign")
+    from evaluator.cli.commands.query_options import SAMPLED_BIAS
+
+    assert first["notes"] == [SAMPLED_BIAS]
+    assert any(
+        "hnsw.ef_search=10 is below the 21 rows fetched per query (--depth 20, plus the sampled "
+        "query's own row, which is dropped)" in w
+        for w in first["warnings"]
+    ), first["warnings"]
     # nothing changed: the same command measures nothing
     again, err = _sweep(pgeval)
     assert again["measured"] == 0 and again["kept"] == 2 and again["previous"] is None

@@ -25,8 +25,15 @@ class HnswStage(VectorStage):
         ef = int(effective.get("hnsw.ef_search") or cur["hnsw.ef_search"] or 40)
         it = effective.get("hnsw.iterative_scan") or cur["hnsw.iterative_scan"] or "off"
         if it == "off" and ef < ctx.depth:
+            # sampled queries fetch one row more than --depth: their own row, dropped after
+            fetched = (
+                f"the {ctx.depth} rows fetched per query (--depth {ctx.depth - 1}, plus the "
+                "sampled query's own row, which is dropped)"
+                if ctx.extra.get("exclude_own")
+                else f"--depth {ctx.depth}"
+            )
             return [
-                f"stage {ctx.stage}: hnsw.ef_search={ef} is below --depth {ctx.depth} and "
+                f"stage {ctx.stage}: hnsw.ef_search={ef} is below {fetched} and "
                 "hnsw.iterative_scan is off: the index returns at most "
                 f"{ef} rows per query (raise hnsw.ef_search or set "
                 "hnsw.iterative_scan=relaxed_order); rows returned are recorded"

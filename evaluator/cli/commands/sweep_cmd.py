@@ -16,7 +16,12 @@ from .common import (
     statement_timeout_option,
     warn_above,
 )
-from .query_options import no_judgements_line, query_source_options, source_from
+from .query_options import (
+    SAMPLED_BIAS,
+    no_judgements_line,
+    query_source_options,
+    source_from,
+)
 
 
 def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict]:
@@ -373,6 +378,9 @@ def sweep(
                     "kept": res.kept,
                     "testset": res.testset,
                     "queries": res.queries,
+                    "notes": [SAMPLED_BIAS]
+                    if (res.queries or {}).get("source") == "sample"
+                    else [],
                     "judgements": res.judged,
                     "ground_truth": res.ground_truth,
                     "recommendation": res.recommendation,
