@@ -228,3 +228,21 @@ def test_registry_describes_every_kind_consistently():
             assert runner.guc_prefixes == kind.guc_prefixes
             assert all(s.startswith(kind.guc_prefixes) for s in kind.work_settings)
     assert registry.ann_kinds() == ("hnsw", "ivfflat", "diskann")
+
+
+@pytest.mark.parametrize(
+    "module",
+    sorted(
+        m
+        for m in MODULES
+        if not m.startswith(("evaluator.cli", "evaluator.demo"))
+        and m not in ("evaluator", "evaluator.__main__")
+    ),
+)
+def test_nothing_below_the_cli_imports_it(module):
+    """cli/ is the top layer (the demo, which runs its commands, sits beside it): no module below
+    imports it, not even inside a function (the progress display and the JSON text live in
+    core/)."""
+    deps = _imports(module, MODULES[module], nested=True)
+    up = sorted(d for d in deps if d == "evaluator.cli" or d.startswith("evaluator.cli."))
+    assert not up, f"{module} imports {', '.join(up)}"

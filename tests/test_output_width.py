@@ -12,7 +12,7 @@ import pytest
 from rich.filesize import decimal
 
 from evaluator.cli import output
-from evaluator.cli.progress import LineProgress
+from evaluator.core.progress import LineProgress
 
 LONG = "hnsw-with-a-rather-long-stage-name-for-the-candidate"
 
@@ -47,7 +47,7 @@ def test_line_progress_at_most_every_interval():
 
 
 def test_line_progress_in_bytes():
-    from evaluator.cli.progress import _Task, line
+    from evaluator.core.progress import _Task, line
 
     task = _Task("import run.trec", 4_500_000, 1_200_000)
     assert line(task, 3, "bytes") == (

@@ -22,6 +22,8 @@ from typing import Any
 
 import click
 
+from ..core.json_text import json_value, to_json, to_json_line
+
 FORMATS = ("table", "json", "jsonl", "csv")
 WIDTH = 80  # what a table fits by default when the width is not known
 HASH_CHARS = 12
@@ -75,18 +77,6 @@ def format_option(default: str = "table", choices: Sequence[str] = FORMATS):
 def is_wide() -> bool:
     ctx = click.get_current_context(silent=True)
     return bool(ctx and ctx.find_root().meta.get("pgeval.wide"))
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
-        return None
-    if hasattr(value, "isoformat"):
-        return value.isoformat()
-    return value
-
-
-def to_json(data: Any) -> str:
-    return json.dumps(data, default=_clean, ensure_ascii=False, indent=2, sort_keys=False)
 
 
 def fmt_number(value: float, digits: int = 4) -> str:
@@ -260,9 +250,7 @@ def emit(
         click.echo(to_json({**meta, "rows": rows} if meta else rows))
     elif fmt == "jsonl":
         for r in rows:
-            click.echo(
-                json.dumps({k: _clean(v) for k, v in r.items()}, ensure_ascii=False, default=_clean)
-            )
+            click.echo(to_json_line(r))
     elif fmt == "csv":
         cols = list(columns or (rows[0].keys() if rows else []))
         w = csv.DictWriter(sys.stdout, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
@@ -270,7 +258,7 @@ def emit(
         for r in rows:
             w.writerow(
                 {
-                    k: (json.dumps(v) if isinstance(v, (list, dict)) else _clean(v))
+                    k: (json.dumps(v) if isinstance(v, (list, dict)) else json_value(v))
                     for k, v in r.items()
                 }
             )

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..core.errors import IncompleteRun, InputError, NotFound
+from ..core.json_text import to_json
 from ..measure import answers, latency, metrics, stage_method
 
 REPORT_VERSION = 1
@@ -251,8 +252,6 @@ def _fingerprint(conn, run_id: int):
 
 
 def dumps(report: dict) -> str:
-    from ..cli.output import to_json
-
     return to_json(report) + "\n"
 
 

@@ -1,6 +1,6 @@
 """Progress of a big test set load on stderr (bytes read, then the SQL phases): a rich bar on a
 terminal, else one line at most every ``PGEVAL_PROGRESS_INTERVAL`` seconds (the display of
-:mod:`evaluator.cli.progress`, which the sweep and `run import` use too)."""
+:mod:`evaluator.core.progress`, which the sweep and `run import` use too)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class LoadProgress:
 
     def __enter__(self):
         if self.enabled:
-            from ..cli.progress import progress_bar  # imported late: cli is the layer above
+            from ..core.progress import progress_bar
 
             self._bar = progress_bar(transient=True, unit="bytes")
             self._bar.start()

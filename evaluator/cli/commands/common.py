@@ -123,8 +123,8 @@ def min_score_option():
 
 # ---- progress on stderr ------------------------------------------------------------------------
 def progress_bar(*, transient: bool, unit: str = ""):
-    """The progress display of long commands (see :mod:`evaluator.cli.progress`)."""
-    from ..progress import progress_bar as make
+    """The progress display of long commands (see :mod:`evaluator.core.progress`)."""
+    from ...core.progress import progress_bar as make
 
     return make(transient=transient, unit=unit)
 
