@@ -37,6 +37,8 @@ class Kind:
       documented default (None: no fixed default), so that an explicit default and an omitted
       option are one configuration;
     - ``extension``: the extension that provides the access method;
+    - ``cast_type``: the vector type it searches the column as, both sides cast to it, served
+      by an index on that expression (``hnsw-halfvec``: half the index size);
     - ``reorders``: settings under which its scan emits rows out of distance order (an iterative
       scan in ``relaxed_order``), and ``always_reorders`` for a scan that always may (DiskANN
       beyond its rescored prefix): then the application's ``LIMIT K`` is the first K rows the
@@ -53,12 +55,19 @@ class Kind:
     extension: str | None = None
     reorders: dict[str, str] = field(default_factory=dict)
     always_reorders: bool = False
+    # the type the kind searches the column as (both sides cast): halfvec for hnsw-halfvec
+    cast_type: str | None = None
 
     def may_reorder(self, settings: dict[str, str | None]) -> bool:
         """Whether a scan under ``settings`` (as the server shows them) may emit rows out of
-        distance order."""
-        return self.always_reorders or any(
-            (settings.get(name) or "").lower() == value for name, value in self.reorders.items()
+        distance order. A cast kind always may: at half precision many rows tie, and which of
+        them ``LIMIT K`` keeps is the order the scan emits them in."""
+        return (
+            self.always_reorders
+            or self.cast_type is not None
+            or any(
+                (settings.get(name) or "").lower() == value for name, value in self.reorders.items()
+            )
         )
 
     @property
@@ -72,7 +81,7 @@ class Kind:
 
     def opclass(self, vector_type: str, distance: str) -> str:
         """The operator class of an index of this kind on ``vector_type`` for ``distance``."""
-        return f"{vector_type}_{distance}_ops"
+        return f"{self.cast_type or vector_type}_{distance}_ops"
 
 
 def opclass_matches(opclass: str, distance: str) -> bool:
@@ -95,6 +104,18 @@ KINDS: dict[str, Kind] = {
             build_options={"m": "16", "ef_construction": "64"},
             extension="vector",
             reorders={"hnsw.iterative_scan": "relaxed_order"},
+        ),
+        Kind(
+            "hnsw-halfvec",
+            _VECTOR + "hnsw_halfvec:HnswHalfvecStage",
+            "ann",
+            index_method="hnsw",
+            guc_prefixes=("hnsw.",),
+            work_settings=("hnsw.ef_search", "hnsw.max_scan_tuples"),
+            build_options={"m": "16", "ef_construction": "64"},
+            extension="vector",
+            reorders={"hnsw.iterative_scan": "relaxed_order"},
+            cast_type="halfvec",
         ),
         Kind(
             "ivfflat",

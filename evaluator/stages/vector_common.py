@@ -15,6 +15,7 @@ alternative is one copy of the table per index.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -123,9 +124,30 @@ class VectorStage(BaseStage):
             )
 
     # ---- the stage transaction -------------------------------------------------------------
+    def search_target(self, target: Target) -> Target:
+        """The target as this kind searches it: cast to the kind's type (hnsw-halfvec)."""
+        described = registry.kind(self.kind)
+        cast = described.cast_type if described is not None else None
+        if cast is None or target.searched_type == cast:
+            return target
+        if target.dimension is None:
+            raise InputError(
+                f"stage {self.kind} casts the vectors to {cast}(N): target '{target.name}' "
+                "has no fixed dimension",
+                field="--stages",
+            )
+        return replace(target, search_type=cast)
+
     def begin(self, ctx: StageContext) -> dict:
         """Open the stage's transaction on ``ctx.kb``; return {settings, dropped, candidates}."""
         assert ctx.target is not None  # a stage with a table has a target
+        ctx.target = self.search_target(ctx.target)
+        if ctx.target.search_type and (ctx.batch or not ctx.target.unique_id):
+            raise InputError(
+                f"stage {ctx.stage} ({self.kind}) runs one statement per query on a table whose "
+                "id column is unique: not yet with --batch or several rows per chunk",
+                field="--stages",
+            )
         kb, t = ctx.kb, ctx.target
         if kb.info.transaction_status != 0:
             kb.rollback()
@@ -144,6 +166,17 @@ class VectorStage(BaseStage):
         candidates = (
             [i["name"] for i in vector_indexes(kb, t, (self.method,))] if self.method else []
         )
+        if not candidates and t.search_type and self.method:
+            kb.rollback()
+            typ = f"{t.search_type}({t.dimension})"
+            ops = registry.KINDS[self.kind].opclass(t.vector_type, t.distance)
+            raise InputError(
+                f"stage {ctx.stage} ({self.kind}) needs a {self.method} index on "
+                f"({t.vector_column})::{typ} with {ops}, and {t.qualified()} has none: "
+                f"CREATE INDEX CONCURRENTLY ON {t.qualified()} USING {self.method} "
+                f"(({t.vector_column}::{typ}) {ops})",
+                field="--stages",
+            )
         row = kb.execute(
             "SELECT nspname FROM pg_class c JOIN pg_namespace n "
             "ON n.oid = c.relnamespace WHERE c.oid = %s",
@@ -333,7 +366,12 @@ class VectorStage(BaseStage):
                 ctx,
                 run_name,
                 params=run_params,
-                order_rule=ORDER_DISTANCE,
+                order_rule=(
+                    f"{ORDER_DISTANCE}; ordered by the {ctx.target.search_type} distance (the "
+                    "application's order), scores the full-precision distance"
+                    if ctx.target.search_type
+                    else ORDER_DISTANCE
+                ),
                 timing_boundary=timing.boundary(ctx, timed),
             ) as out:
                 if ctx.batch:
@@ -406,6 +444,8 @@ class VectorStage(BaseStage):
                 rows, ms, server_ms = timed[limit].execute(p)
                 if ranks_here:  # the application's statement: ranked and cut here, untimed
                     kept, lost = vector_sql.ranked_rows(rows, threshold, app_limit)
+                    if ctx.target.search_type:  # the cast's order, full-precision distances
+                        kept = [(r[0], r[2]) for r in kept]
                     break
                 # r[3]: past the threshold (a fourth column only with a threshold)
                 kept = [r for r in rows if not r[3]] if rows and len(rows[0]) > 3 else rows

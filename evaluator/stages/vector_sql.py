@@ -45,11 +45,20 @@ def inner(
     LIMIT k`` (chunk ids in byte order for every tie-break above, whatever the table's collation)."""
     dist = target.distance_expr(qparam, cast=cast)
     where, params = target.where_named(ph=ph)
+    # a kind that searches a cast (hnsw-halfvec) also returns each row's full-precision
+    # distance: the one exact search and index recall compare (the order stays the cast one)
+    full: sql.Composable = (
+        sql.SQL(", {} AS full_dist").format(target.native().distance_expr(qparam, cast=cast))
+        if target.search_type
+        else sql.SQL("")
+    )
     stmt = sql.SQL(
-        "SELECT {id} AS chunk_id, {dist} AS dist FROM {table}{where} ORDER BY {dist} LIMIT {k}"
+        "SELECT {id} AS chunk_id, {dist} AS dist{full} FROM {table}{where} "
+        "ORDER BY {dist} LIMIT {k}"
     ).format(
         id=as_text(sql.Identifier(target.id_column)),
         dist=dist,
+        full=full,
         table=target.table_sql(),
         where=where,
         k=sql.Literal(int(depth)),

@@ -166,6 +166,8 @@ def vector_indexes(kb, target: Target, methods: tuple[str, ...] = ANN_METHODS) -
         )
         if not on_column or not opclass_matches(opclass, target.distance):
             continue
+        if not opclass.startswith(target.searched_type + "_"):  # a halfvec index of a vector
+            continue  # column serves hnsw-halfvec, not hnsw (and the other way round)
         out.append(
             {
                 "name": name,

@@ -25,7 +25,7 @@ overrides them).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 from psycopg import sql
 
@@ -58,12 +58,21 @@ class Target:
     threshold: dict[str, float] | None = None
     # query settings the application applies (a preset's defaults; --set overrides them)
     settings: dict[str, str] = field(default_factory=dict)
+    # the type a stage kind searches the column as, both sides cast to it (hnsw-halfvec:
+    # ``(col)::halfvec(N) <=> $1::vector::halfvec(N)``, served by an index on that expression);
+    # None: the column's own type. Set by the stage (stages.registry Kind.cast_type), never stored.
+    search_type: str | None = None
 
     # ---- spec (jsonb) ----------------------------------------------------------------------
     def spec(self) -> dict:
         d = asdict(self)
         d.pop("name")
-        for key, empty in (("null_true", []), ("threshold", None), ("settings", {})):
+        for key, empty in (
+            ("null_true", []),
+            ("threshold", None),
+            ("settings", {}),
+            ("search_type", None),
+        ):
             if d[key] == empty:  # a target without them keeps the spec (and hash) it had
                 d.pop(key)
         return d
@@ -91,14 +100,22 @@ class Target:
     def qualified(self) -> str:
         return f"{self.schema}.{self.table}" if self.schema else self.table
 
-    def _typ(self) -> sql.Composable:
+    def _typ(self, vector_type: str | None = None) -> sql.Composable:
         # fixed keywords and a checked integer only
-        assert self.vector_type in VECTOR_TYPES
+        vector_type = vector_type or self.vector_type
+        assert vector_type in VECTOR_TYPES
         if self.dimension is None:
-            return sql.SQL(self.vector_type)
-        return sql.SQL("{}({})").format(
-            sql.SQL(self.vector_type), sql.SQL(str(int(self.dimension)))
-        )
+            return sql.SQL(vector_type)
+        return sql.SQL("{}({})").format(sql.SQL(vector_type), sql.SQL(str(int(self.dimension))))
+
+    def native(self) -> Target:
+        """This target searched as its column's own type (no stage kind's cast)."""
+        return replace(self, search_type=None) if self.search_type else self
+
+    @property
+    def searched_type(self) -> str:
+        """The type the column is searched as: its own, or the stage kind's cast type."""
+        return self.search_type or self.vector_type
 
     def vector_expr(self, alias: str | None = None) -> sql.Composable:
         col = (
@@ -106,12 +123,16 @@ class Target:
             if alias
             else sql.Identifier(self.vector_column)
         )
+        if self.search_type and self.search_type != self.vector_type:
+            return sql.SQL("({})::{}").format(col, self._typ(self.search_type))
         if self.casts:
             return sql.SQL("({})::{}").format(col, self._typ())
         return col
 
     def query_expr(self, param: sql.Composable) -> sql.Composable:
         """The query vector (sent as ``vector``) cast to the column's type and dimension."""
+        if self.search_type and self.search_type != self.vector_type:
+            return sql.SQL("{}::vector::{}").format(param, self._typ(self.search_type))
         if self.vector_type == "vector" and not self.casts:
             return sql.SQL("{}::vector").format(param)
         return sql.SQL("{}::vector::{}").format(param, self._typ())

@@ -158,6 +158,13 @@ def run_sweep(
     param_axes = grid.parse_axes(cfg.params, "hnsw.ef_search=10,20,40", "--param")
     build_axes = grid.parse_axes(cfg.build, "m=8,16", "--build")
     _check_find(cfg, param_axes, build_axes)
+    described = registry.kind(cfg.stage)
+    if build_axes and described is not None and described.cast_type:
+        raise InputError(
+            f"--build does not build {cfg.stage} indexes yet (an index on "
+            f"{described.cast_type}(N)): sweep its query settings on the index you have",
+            field="--build",
+        )
     if not param_axes and not build_axes and not cfg.find:
         raise InputError(
             "nothing to sweep: give --param GUC=v1,v2,... and/or --build OPTION=v1,v2,...",

@@ -1,0 +1,178 @@
+"""The ``hnsw-halfvec`` stage kind (issue "Index designs and tenants", a first kind): HNSW over
+``(col::halfvec(N)) halfvec_cosine_ops`` on a ``vector`` column, found beside the plain HNSW
+index, each stage served by its own index; its recall (against exact search on the full
+vectors) equals what the application's own halfvec statement gets, in a pipeline and in a
+sweep. Adding it took one module (stages/hnsw_halfvec.py) and one registry line."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+DIM, N, NQ, K = 32, 3000, 60, 10
+TABLE = "hv_kb"
+
+
+def _vec(v) -> str:
+    return "[" + ",".join(f"{x:.6f}" for x in v) + "]"
+
+
+@pytest.fixture(scope="module")
+def kb(database, tmp_path_factory):
+    rng = np.random.default_rng(31)
+    centers = rng.normal(size=(30, DIM))
+    docs = (centers[rng.integers(0, 30, N)] + 0.5 * rng.normal(size=(N, DIM))).astype(np.float32)
+    queries = (centers[rng.integers(0, 30, NQ)] + 0.5 * rng.normal(size=(NQ, DIM))).astype(
+        np.float32
+    )
+    path = tmp_path_factory.mktemp("halfvec") / "q.npy"
+    np.save(path, queries)
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute("SET max_parallel_maintenance_workers = 0")
+        c.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        c.execute(f"CREATE TABLE {TABLE} (id text PRIMARY KEY, e vector({DIM}))")
+        with c.cursor().copy(f"COPY {TABLE} (id, e) FROM STDIN") as cp:
+            for i, v in enumerate(docs, 1):
+                cp.write_row((f"c{i}", _vec(v)))
+        c.execute(f"CREATE INDEX hv_plain ON {TABLE} USING hnsw (e vector_cosine_ops) WITH (m = 8)")
+        c.execute(
+            f"CREATE INDEX hv_half ON {TABLE} USING hnsw ((e::halfvec({DIM})) halfvec_cosine_ops) "
+            "WITH (m = 8)"
+        )
+        c.execute(f"ANALYZE {TABLE}")
+    nd = docs / np.linalg.norm(docs, axis=1, keepdims=True)
+    nq = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    exact = [set(f"c{i + 1}" for i in row) for row in np.argsort(-(nq @ nd.T), axis=1)[:, :K]]
+    yield path, queries, exact
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute(f"DROP TABLE IF EXISTS {TABLE}")
+
+
+def _by_hand(database, queries, ef: int) -> float:
+    """Index recall@K (docs/METRICS.md) of the application's own halfvec statement: its first K
+    rows whose full-precision distance is within the K-th exact distance (plus 1e-6 relative),
+    the exact distances from a sequential scan on the same server."""
+    total = 0.0
+    with database.connect(results=False) as c:
+        for q in queries:
+            c.execute("SET LOCAL enable_indexscan = off")
+            d_k = c.execute(
+                f"SELECT e <=> %s::vector FROM {TABLE} ORDER BY 1 LIMIT {K}", (_vec(q),)
+            ).fetchall()[-1][0]
+            c.rollback()
+            c.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
+            c.execute("SET LOCAL enable_seqscan = off")
+            sql = (
+                f"SELECT e <=> %s::vector FROM {TABLE} ORDER BY e::halfvec({DIM}) <=> "
+                f"%s::vector::halfvec({DIM}) LIMIT {K}"
+            )
+            plan = "\n".join(r[0] for r in c.execute("EXPLAIN " + sql, (_vec(q), _vec(q))))
+            assert "hv_half" in plan, plan
+            full = [r[0] for r in c.execute(sql, (_vec(q), _vec(q))).fetchall()]
+            c.rollback()
+            total += sum(1 for d in full if d <= d_k + 1e-6 * max(1.0, abs(d_k))) / K
+    return total / len(queries)
+
+
+def test_halfvec_kind_in_a_sweep_is_the_applications_recall(kb, database, clean, conn, pgeval):
+    path, queries, exact = kb
+    code, out, err = pgeval(
+        "target", "add", "hv", "--table", TABLE, "--id-column", "id", "--vector-column", "e"
+    )
+    assert code == 0, err
+    code, out, err = pgeval(
+        "sweep",
+        "--queries-file",
+        str(path),
+        "--target",
+        "hv",
+        "--stage",
+        "hnsw-halfvec",
+        "--param",
+        "hnsw.ef_search=10,40",
+        "--repeat",
+        "1",
+        "--set",
+        "enable_seqscan=off",
+        "--format",
+        "json",
+        "--name",
+        "hv-sweep",
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    for point in doc["points"]:
+        ef = int(point["settings"]["hnsw.ef_search"])
+        assert point["index_recall"] == pytest.approx(_by_hand(database, queries, ef), abs=1e-12)
+    # each run says which index served it and what statement it timed
+    params = conn.execute(
+        "SELECT params FROM pgeval.run WHERE name = 'hv-sweep.ef_search=40.1'"
+    ).fetchone()[0]
+    assert params["index"] == "hv_half" and params["kind"] == "hnsw-halfvec"
+    assert params["role"] == "ann"
+    assert f"::halfvec({DIM})" in params["timed_statement"]
+
+
+def test_plain_and_halfvec_stages_each_use_their_own_index(kb, clean, conn, pgeval, tmp_path):
+    path, _, _ = kb
+    code, out, err = pgeval(
+        "target", "add", "hv", "--table", TABLE, "--id-column", "id", "--vector-column", "e"
+    )
+    assert code == 0, err
+    code, out, err = pgeval(
+        "sweep",
+        "--queries-file",
+        str(path),
+        "--target",
+        "hv",
+        "--stage",
+        "hnsw",
+        "--param",
+        "hnsw.ef_search=40",
+        "--repeat",
+        "1",
+        "--set",
+        "enable_seqscan=off",
+        "--format",
+        "json",
+        "--name",
+        "hv-plain",
+    )
+    assert code == 0, err
+    params = conn.execute(
+        "SELECT params FROM pgeval.run WHERE name = 'hv-plain.ef_search=40.1'"
+    ).fetchone()[0]
+    assert params["index"] == "hv_plain" and "halfvec" not in params["timed_statement"]
+    # no halfvec index: the stage says so, with the index to create (the plain one serves hnsw)
+    conn.execute("DROP INDEX hv_half")
+    try:
+        code, out, err = pgeval(
+            "sweep",
+            "--queries-file",
+            str(path),
+            "--target",
+            "hv",
+            "--stage",
+            "hnsw-halfvec",
+            "--param",
+            "hnsw.ef_search=40",
+            "--repeat",
+            "1",
+            "--set",
+            "enable_seqscan=off",
+            "--name",
+            "hv-none",
+        )
+        assert code == 1 and "Traceback" not in err
+        assert err.strip().endswith(
+            f"needs a hnsw index on (e)::halfvec({DIM}) with halfvec_cosine_ops, and {TABLE} has "
+            f"none: CREATE INDEX CONCURRENTLY ON {TABLE} USING hnsw ((e::halfvec({DIM})) "
+            "halfvec_cosine_ops)"
+        ), err
+    finally:
+        conn.execute(
+            f"CREATE INDEX hv_half ON {TABLE} USING hnsw ((e::halfvec({DIM})) halfvec_cosine_ops) "
+            "WITH (m = 8)"
+        )
