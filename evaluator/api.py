@@ -328,6 +328,8 @@ class Pgeval:
         repeat: int = 3,
         concurrency: int = 1,
         target_recall: float = 0.95,
+        find: str | None = None,
+        find_max: int | None = None,
         embedder: str | None = None,
         name: str | None = None,
         fresh: bool = False,
@@ -344,8 +346,9 @@ class Pgeval:
         of ``testset`` or of a query-vector source (``sample_queries=N``, ``seed=S``,
         ``queries_sql``, ``queries_file``: exactly one). ``params`` and ``build``:
         ``{"hnsw.ef_search": [10, 20, 40]}`` or ``["hnsw.ef_search=10,20,40"]``;
-        ``maintenance_work_mem`` None sizes it to the index. Returns a SweepResult (points,
-        recommendation, ...)."""
+        ``maintenance_work_mem`` None sizes it to the index; ``find="hnsw.ef_search"`` finds the
+        cheapest value reaching ``target_recall`` (``find_max``: the largest tried). Returns a
+        SweepResult (points, recommendation with its ``why``, ``finds``, ...)."""
         from .dba.sweep import SweepConfig, run_sweep
         from .run.configure import settings_items
         from .stages import gucs
@@ -368,6 +371,8 @@ class Pgeval:
             repeat=repeat,
             concurrency=concurrency,
             target_recall=target_recall,
+            find=find,
+            find_max=find_max,
             embedder=embedder,
             name=name,
             fresh=fresh,

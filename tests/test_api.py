@@ -309,6 +309,50 @@ def test_sampled_queries_through_the_api_and_the_cli(experiment, pgeval):
         (p["label"], p["index_recall"]) for p in sw.points
     ]
     assert 0 < sw.points[0]["index_recall"] <= sw.points[1]["index_recall"] <= 1
+    # --find through the API: the same answer as the CLI's, with the rule of the recommendation
+    goal = sw.points[0]["index_recall"]
+    found = pg.sweep(
+        sample_queries=15,
+        seed=4,
+        target="ex",
+        stage="hnsw",
+        find="hnsw.ef_search",
+        find_max=64,
+        target_recall=goal,
+        settings={"enable_seqscan": "off"},
+        repeat=1,
+        name="ex-sq-find-api",
+    )
+    code, out, err = pgeval(
+        "sweep",
+        "--sample-queries",
+        "15",
+        "--seed",
+        "4",
+        "--target",
+        "ex",
+        "--stage",
+        "hnsw",
+        "--find",
+        "hnsw.ef_search",
+        "--find-max",
+        "64",
+        "--target-recall",
+        repr(goal),
+        "--set",
+        "enable_seqscan=off",
+        "--repeat",
+        "1",
+        "--name",
+        "ex-sq-find-cli",
+        "--format",
+        "json",
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert found.finds == doc["finds"] and doc["find"]["reached"]
+    assert doc["find"]["value"] <= 10  # ef_search=10 reached it in the grid above
+    assert found.recommendation["why"] == doc["recommendation"]["why"]
 
 
 def test_query_source_errors_name_parameters(experiment):
