@@ -76,31 +76,19 @@ def _by_hand(database, queries, ef: int) -> float:
     return total / len(queries)
 
 
+def _sweep(pgeval, path, stage: str, ef: str, name: str, json_out: bool = True):
+    args = ["sweep", "--queries-file", str(path), "--target", "hv", "--stage", stage]
+    args += ["--param", f"hnsw.ef_search={ef}", "--repeat", "1", "--set", "enable_seqscan=off"]
+    return pgeval(*args, *(["--format", "json"] if json_out else []), "--name", name)
+
+
 def test_halfvec_kind_in_a_sweep_is_the_applications_recall(kb, database, clean, conn, pgeval):
     path, queries, exact = kb
     code, out, err = pgeval(
         "target", "add", "hv", "--table", TABLE, "--id-column", "id", "--vector-column", "e"
     )
     assert code == 0, err
-    code, out, err = pgeval(
-        "sweep",
-        "--queries-file",
-        str(path),
-        "--target",
-        "hv",
-        "--stage",
-        "hnsw-halfvec",
-        "--param",
-        "hnsw.ef_search=10,40",
-        "--repeat",
-        "1",
-        "--set",
-        "enable_seqscan=off",
-        "--format",
-        "json",
-        "--name",
-        "hv-sweep",
-    )
+    code, out, err = _sweep(pgeval, path, "hnsw-halfvec", "10,40", "hv-sweep")
     assert code == 0, err
     doc = json.loads(out)
     for point in doc["points"]:
@@ -121,25 +109,7 @@ def test_plain_and_halfvec_stages_each_use_their_own_index(kb, clean, conn, pgev
         "target", "add", "hv", "--table", TABLE, "--id-column", "id", "--vector-column", "e"
     )
     assert code == 0, err
-    code, out, err = pgeval(
-        "sweep",
-        "--queries-file",
-        str(path),
-        "--target",
-        "hv",
-        "--stage",
-        "hnsw",
-        "--param",
-        "hnsw.ef_search=40",
-        "--repeat",
-        "1",
-        "--set",
-        "enable_seqscan=off",
-        "--format",
-        "json",
-        "--name",
-        "hv-plain",
-    )
+    code, out, err = _sweep(pgeval, path, "hnsw", "40", "hv-plain")
     assert code == 0, err
     params = conn.execute(
         "SELECT params FROM pgeval.run WHERE name = 'hv-plain.ef_search=40.1'"
@@ -148,23 +118,7 @@ def test_plain_and_halfvec_stages_each_use_their_own_index(kb, clean, conn, pgev
     # no halfvec index: the stage says so, with the index to create (the plain one serves hnsw)
     conn.execute("DROP INDEX hv_half")
     try:
-        code, out, err = pgeval(
-            "sweep",
-            "--queries-file",
-            str(path),
-            "--target",
-            "hv",
-            "--stage",
-            "hnsw-halfvec",
-            "--param",
-            "hnsw.ef_search=40",
-            "--repeat",
-            "1",
-            "--set",
-            "enable_seqscan=off",
-            "--name",
-            "hv-none",
-        )
+        code, out, err = _sweep(pgeval, path, "hnsw-halfvec", "40", "hv-none", json_out=False)
         assert code == 1 and "Traceback" not in err
         assert err.strip().endswith(
             f"needs a hnsw index on (e)::halfvec({DIM}) with halfvec_cosine_ops, and {TABLE} has "

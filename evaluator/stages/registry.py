@@ -90,32 +90,23 @@ def opclass_matches(opclass: str, distance: str) -> bool:
 
 
 _VECTOR = "evaluator.stages."
+# pgvector's HNSW, whatever type it searches the column as
+_HNSW: dict[str, Any] = dict(
+    role="ann",
+    index_method="hnsw",
+    guc_prefixes=("hnsw.",),
+    work_settings=("hnsw.ef_search", "hnsw.max_scan_tuples"),
+    build_options={"m": "16", "ef_construction": "64"},
+    extension="vector",
+    reorders={"hnsw.iterative_scan": "relaxed_order"},
+)
 KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
         Kind("exact", _VECTOR + "exact:ExactStage", "exact", extension="vector"),
+        Kind("hnsw", _VECTOR + "hnsw:HnswStage", **_HNSW),
         Kind(
-            "hnsw",
-            _VECTOR + "hnsw:HnswStage",
-            "ann",
-            index_method="hnsw",
-            guc_prefixes=("hnsw.",),
-            work_settings=("hnsw.ef_search", "hnsw.max_scan_tuples"),
-            build_options={"m": "16", "ef_construction": "64"},
-            extension="vector",
-            reorders={"hnsw.iterative_scan": "relaxed_order"},
-        ),
-        Kind(
-            "hnsw-halfvec",
-            _VECTOR + "hnsw_halfvec:HnswHalfvecStage",
-            "ann",
-            index_method="hnsw",
-            guc_prefixes=("hnsw.",),
-            work_settings=("hnsw.ef_search", "hnsw.max_scan_tuples"),
-            build_options={"m": "16", "ef_construction": "64"},
-            extension="vector",
-            reorders={"hnsw.iterative_scan": "relaxed_order"},
-            cast_type="halfvec",
+            "hnsw-halfvec", _VECTOR + "hnsw_halfvec:HnswHalfvecStage", **_HNSW, cast_type="halfvec"
         ),
         Kind(
             "ivfflat",
