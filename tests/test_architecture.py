@@ -227,7 +227,7 @@ def test_registry_describes_every_kind_consistently():
             assert runner.method == kind.index_method
             assert runner.guc_prefixes == kind.guc_prefixes
             assert all(s.startswith(kind.guc_prefixes) for s in kind.work_settings)
-    assert registry.ann_kinds() == ("hnsw", "hnsw-halfvec", "ivfflat", "diskann")
+    assert registry.ann_kinds() == ("hnsw", "hnsw-halfvec", "hnsw-bq", "ivfflat", "diskann")
 
 
 @pytest.mark.parametrize(

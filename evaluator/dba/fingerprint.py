@@ -87,7 +87,7 @@ MEASUREMENT_KEYS = (
 )
 
 # GUC families whose value changes what an ANN scan returns (read after loading the libraries).
-QUERY_GUC_PREFIXES = ("hnsw.", "ivfflat.", "diskann.")
+QUERY_GUC_PREFIXES = ("hnsw.", "ivfflat.", "diskann.", "bq.")
 QUERY_GUCS = (
     "hnsw.ef_search",
     "hnsw.iterative_scan",

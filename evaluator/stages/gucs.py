@@ -21,6 +21,9 @@ _NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 _UNIT = re.compile(r"^\s*(-?\d+)\s*([a-zA-Z]+)?\s*$")
 _BOOL = {"on", "off", "true", "false", "yes", "no", "1", "0", "t", "f", "y", "n"}
 SETTABLE = ("user", "superuser")
+# settings of pgeval's own, not the server's: name -> (min, max). bq.candidates: how many
+# Hamming-nearest candidates the hnsw-bq stage re-ranks by the full vector
+OWN = {"bq.candidates": (1, 1_000_000)}
 # settings a stage must never take from the user: they would lift the READ ONLY transaction the
 # knowledge base is read in, or change who reads it (least privilege; issue 5)
 GUARDED = {
@@ -182,6 +185,11 @@ def _validate(conn: Any, settings: dict[str, str]) -> None:
         (list(settings),),
     ).fetchall()
     known = {r[0]: r for r in rows}
+    # pgeval's own settings (no server has them): applied as placeholders by set_config, read
+    # by the stage that owns them, recorded and hashed like any setting
+    for name, (lo, hi) in OWN.items():
+        if name in settings:
+            known[name] = (name, "integer", None, str(lo), str(hi), None, "user")
     for name, value in settings.items():
         if name in GUARDED and name != "statement_timeout":
             raise InputError(f"setting '{name}' cannot be changed: {GUARDED[name]}", field="--set")

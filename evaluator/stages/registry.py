@@ -38,7 +38,9 @@ class Kind:
       option are one configuration;
     - ``extension``: the extension that provides the access method;
     - ``cast_type``: the vector type it searches the column as, both sides cast to it, served
-      by an index on that expression (``hnsw-halfvec``: half the index size);
+      by an index on that expression (``hnsw-halfvec``: half the index size; ``hnsw-bq``:
+      ``binary_quantize(col)::bit(N)`` by Hamming distance, ``bq.candidates`` of them re-ranked
+      by the full vector, pgvector's README "Binary Quantization");
     - ``reorders``: settings under which its scan emits rows out of distance order (an iterative
       scan in ``relaxed_order``), and ``always_reorders`` for a scan that always may (DiskANN
       beyond its rescored prefix): then the application's ``LIMIT K`` is the first K rows the
@@ -80,7 +82,10 @@ class Kind:
         return self.role in ("exact", "ann")
 
     def opclass(self, vector_type: str, distance: str) -> str:
-        """The operator class of an index of this kind on ``vector_type`` for ``distance``."""
+        """The operator class of an index of this kind on ``vector_type`` for ``distance``
+        (binary quantization: Hamming distance, whatever the re-ranking distance)."""
+        if self.cast_type == "bit":
+            return "bit_hamming_ops"
         return f"{self.cast_type or vector_type}_{distance}_ops"
 
 
@@ -107,6 +112,16 @@ KINDS: dict[str, Kind] = {
         Kind("hnsw", _VECTOR + "hnsw:HnswStage", **_HNSW),
         Kind(
             "hnsw-halfvec", _VECTOR + "hnsw_halfvec:HnswHalfvecStage", **_HNSW, cast_type="halfvec"
+        ),
+        Kind(
+            "hnsw-bq",
+            _VECTOR + "hnsw_bq:HnswBqStage",
+            **{
+                **_HNSW,
+                "guc_prefixes": ("hnsw.", "bq."),
+                "work_settings": ("bq.candidates", "hnsw.ef_search", "hnsw.max_scan_tuples"),
+            },
+            cast_type="bit",
         ),
         Kind(
             "ivfflat",

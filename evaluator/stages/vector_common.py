@@ -303,11 +303,15 @@ class VectorStage(BaseStage):
 
     def _sql_kw(self, ctx: StageContext) -> dict:
         assert ctx.target is not None  # a stage with a table has a target
-        return {
+        kw: dict = {
             "exact": self.method is None,
             "overfetch": self.overfetch(ctx),
             "threshold": ctx.target.max_distance(),
         }
+        if ctx.target.search_type == "bit":  # hnsw-bq: how many Hamming candidates to re-rank
+            given = ctx.settings_for(self.guc_prefixes).get("bq.candidates")
+            kw["candidates"] = int(given) if given else 4 * ctx.depth
+        return kw
 
     def _plan(self, ctx: StageContext, tx, generic_check: bool = True):
         assert ctx.target is not None  # a stage with a table has a target
@@ -444,7 +448,7 @@ class VectorStage(BaseStage):
                 rows, ms, server_ms = timed[limit].execute(p)
                 if ranks_here:  # the application's statement: ranked and cut here, untimed
                     kept, lost = vector_sql.ranked_rows(rows, threshold, app_limit)
-                    if ctx.target.search_type:  # the cast's order, full-precision distances
+                    if kept and len(kept[0]) == 3:  # a cast's order, full-precision distances
                         kept = [(r[0], r[2]) for r in kept]
                     break
                 # r[3]: past the threshold (a fourth column only with a threshold)

@@ -164,9 +164,14 @@ def vector_indexes(kb, target: Target, methods: tuple[str, ...] = ANN_METHODS) -
         on_column = (
             (key == attnum[0]) if key else (exprs is not None and target.vector_column in exprs)
         )
-        if not on_column or not opclass_matches(opclass, target.distance):
+        if not on_column:
             continue
-        if not opclass.startswith(target.searched_type + "_"):  # a halfvec index of a vector
+        if target.searched_type == "bit":  # binary quantization: Hamming distance on bits
+            if opclass != "bit_hamming_ops" or "binary_quantize" not in (exprs or ""):
+                continue
+        elif not opclass_matches(opclass, target.distance):
+            continue
+        elif not opclass.startswith(target.searched_type + "_"):  # a halfvec index of a vector
             continue  # column serves hnsw-halfvec, not hnsw (and the other way round)
         out.append(
             {

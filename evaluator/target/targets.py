@@ -85,6 +85,8 @@ class Target:
     # ---- SQL pieces ------------------------------------------------------------------------
     @property
     def operator(self) -> str:
+        if self.search_type == "bit":  # binary quantization: Hamming distance
+            return "<~>"
         return DISTANCES[self.distance]
 
     @property
@@ -123,6 +125,10 @@ class Target:
             if alias
             else sql.Identifier(self.vector_column)
         )
+        if self.search_type == "bit":
+            return sql.SQL("binary_quantize({})::bit({})").format(
+                col, sql.SQL(str(int(self.dimension or 0)))
+            )
         if self.search_type and self.search_type != self.vector_type:
             return sql.SQL("({})::{}").format(col, self._typ(self.search_type))
         if self.casts:
@@ -131,6 +137,10 @@ class Target:
 
     def query_expr(self, param: sql.Composable) -> sql.Composable:
         """The query vector (sent as ``vector``) cast to the column's type and dimension."""
+        if self.search_type == "bit":
+            return sql.SQL("binary_quantize({}::vector)::bit({})").format(
+                param, sql.SQL(str(int(self.dimension or 0)))
+            )
         if self.search_type and self.search_type != self.vector_type:
             return sql.SQL("{}::vector::{}").format(param, self._typ(self.search_type))
         if self.vector_type == "vector" and not self.casts:

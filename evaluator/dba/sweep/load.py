@@ -19,6 +19,8 @@ def throughput(database, stage, ctx, clients: int) -> float:
 
     from ...stages import gucs, vector_sql
 
+    if hasattr(stage, "search_target"):  # the kind's own statement (hnsw-halfvec, hnsw-bq)
+        ctx = replace(ctx, target=stage.search_target(ctx.target))
     kw = stage._sql_kw(ctx) if hasattr(stage, "_sql_kw") else {}
     stmt, params, _ = vector_sql.application(ctx.target, ctx.depth, **kw)
     vectors = [np.asarray(q.embedding, dtype=np.float32) for q in ctx.queries]
