@@ -64,12 +64,26 @@ def kb(database):
     return database
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT to its default. A test run started in the background of a shell
+    without job control (``pytest … &`` in a script, as CI runners and nohup do) has SIGINT
+    ignored, its children inherit that, and Python then installs no KeyboardInterrupt handler:
+    the pipeline ran to its end through the test's Ctrl-C (exit 0, not 130). That was the failure
+    seen "under load" (issue "Output a DBA can trust", item 8); pgeval loses no SIGINT it gets."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _pgeval_sub(*args, wait=False):
     cmd = [sys.executable, "-m", "evaluator", *args]
     if wait:
         return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     return subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_interruptible,
     )
 
 

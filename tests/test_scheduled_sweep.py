@@ -153,3 +153,37 @@ def test_a_vacuum_after_updates_and_deletes_is_seen(sched, conn, database, pgeva
     conn.execute(f"VACUUM {TABLE}")
     same, err = _sweep(pgeval)
     assert same["measured"] == 0 and same["previous"] is None, err
+
+
+def test_a_sweep_that_measured_nothing_keeps_no_configuration(sched, conn, pgeval):
+    """Refused before its first point (here by the plan check: no index), then the index is
+    built: the same command measures, with no history and no 'configuration changed' line."""
+    conn.execute(f"DROP INDEX {INDEX}")
+    code, out, err = pgeval(*SWEEP)
+    assert code == 1 and "Traceback" not in err
+    assert conn.execute("SELECT count(*) FROM pgeval.sweep_point").fetchone()[0] == 0
+    assert conn.execute("SELECT name FROM pgeval.sweep").fetchall() == [("nightly",)]
+    conn.execute(
+        f"CREATE INDEX {INDEX} ON {TABLE} USING hnsw (emb vector_cosine_ops) "
+        "WITH (m = 4, ef_construction = 10)"
+    )
+    doc, err = _sweep(pgeval)
+    assert doc["measured"] == 2 and doc["previous"] is None
+    assert "configuration changed" not in err
+    names = [r[0] for r in conn.execute("SELECT name FROM pgeval.sweep").fetchall()]
+    assert names == ["nightly"]
+
+
+def test_the_plot_title_is_words_not_hashes():
+    from types import SimpleNamespace
+
+    from evaluator.cli.commands.sweep_cmd import plot_title
+
+    res = SimpleNamespace(
+        queries={"source": "sample", "count": 300},
+        testset="queries-962ec82bb75191de",
+        server={"host": "/run/pg", "port": "5433", "in_recovery": True},
+    )
+    title = plot_title(res, "hnsw", "kb")
+    assert title == "hnsw on target kb · 300 sampled rows · server /run/pg:5433 (standby)"
+    assert "962ec" not in title

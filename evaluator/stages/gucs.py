@@ -209,6 +209,16 @@ def _validate(conn: Any, settings: dict[str, str]) -> None:
                     if similar
                     else (f" (no {prefix}* settings on this server: is the extension installed?)")
                 )
+            else:  # ef_search for hnsw.ef_search: an extension's setting without its prefix
+                meant = [
+                    r[0]
+                    for r in conn.execute(
+                        "SELECT name FROM pg_settings WHERE name LIKE %s ORDER BY name",
+                        ("%." + name.replace("_", r"\_"),),
+                    ).fetchall()
+                ] + [own for own in OWN if own.endswith("." + name)]
+                if meant:
+                    hint = f" (did you mean {' or '.join(meant)}?)"
             raise InputError(f"unknown setting '{name}'{hint}", field="--set")
         _, vartype, unit, lo, hi, enumvals, context = known[name]
         if context not in SETTABLE:

@@ -451,7 +451,7 @@ def sweep(
             k=k,
             target_recall=target_recall,
             recommendation=res.recommendation,
-            title=f"{res.name} ({stage}, {res.testset})",
+            title=plot_title(res, stage, target_name),
         )
         info(f"plot written to {out}")
     for w in res.warnings if fmt != "table" else ():
@@ -481,3 +481,14 @@ def find_line(found: dict, k: int, goal: float) -> str:
         f"the best tried is {found['setting']}={best[0]} ({(best[1] or 0):.4f}): raise "
         "--find-max, or look at the index's build (m, ef_construction) with --build"
     )
+
+
+def plot_title(res, stage: str, target_name: str) -> str:
+    """The plot's title in words: the stage, the target, the queries, the server (no hashes)."""
+    q = res.queries or {}
+    queries = {
+        "sample": f"{q.get('count')} sampled rows",
+        "sql": f"{q.get('count')} queries from SQL",
+        "file": f"{q.get('count')} queries from {q.get('file')}",
+    }.get(str(q.get("source")), f"test set {res.testset}")
+    return f"{stage} on target {target_name} · {queries} · {server_label(res.server)}"

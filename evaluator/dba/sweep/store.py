@@ -81,6 +81,11 @@ def open_sweep(
         if row[1] is not None:
             changed = configuration_change(conn, row[1], config_hash)
     previous = None
+    if row is not None and changed is not None and not _has_points(conn, row[0]):
+        # it measured nothing (refused, say, by the plan check): no configuration to keep
+        conn.execute("DELETE FROM pgeval.experiment WHERE experiment_id = %s", (row[1],))
+        conn.execute("DELETE FROM pgeval.sweep WHERE sweep_id = %s", (row[0],))
+        row = None
     if row is not None and changed is not None:
         # a data change, a VACUUM, another server: the earlier points become history
         archived = archive(conn, row[0], row[1], name)
@@ -148,6 +153,15 @@ def changed_message(name: str, old_fp: dict | None, new_fp: dict | None) -> str:
         f"sweep '{name}' was measured under another configuration ({what}): its points "
         "would mix two configurations, and none measured under one is kept under another "
         "(choose another --name, or --fresh to measure this sweep again)"
+    )
+
+
+def _has_points(conn, sweep_id: int) -> bool:
+    return (
+        conn.execute(
+            "SELECT 1 FROM pgeval.sweep_point WHERE sweep_id = %s LIMIT 1", (sweep_id,)
+        ).fetchone()
+        is not None
     )
 
 
