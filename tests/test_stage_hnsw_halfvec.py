@@ -130,3 +130,54 @@ def test_plain_and_halfvec_stages_each_use_their_own_index(kb, clean, conn, pgev
             f"CREATE INDEX hv_half ON {TABLE} USING hnsw ((e::halfvec({DIM})) halfvec_cosine_ops) "
             "WITH (m = 8)"
         )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "stage, param, expression",
+    [
+        ("hnsw-halfvec", "hnsw.ef_search=40", f"::halfvec({DIM})"),
+        ("hnsw-bq", "bq.candidates=40", f'binary_quantize("e")::bit({DIM})'),
+    ],
+)
+def test_build_sweeps_build_the_kinds_expression_index(
+    kb, clean, conn, pgeval, stage, param, expression
+):
+    """--build on a scratch copy builds the index the kind searches (on its expression, with its
+    operator class), and the sweep measures through it; nothing is left behind."""
+    path, _, _ = kb
+    code, out, err = pgeval(
+        "target", "add", "hv", "--table", TABLE, "--id-column", "id", "--vector-column", "e"
+    )
+    assert code == 0, err
+    args = ["sweep", "--queries-file", str(path), "--target", "hv", "--stage", stage]
+    args += (
+        ["--build", "m=8", "--param", param, "--set", "hnsw.ef_search=200"]
+        if stage == "hnsw-bq"
+        else ["--build", "m=8", "--param", param]
+    )
+    code, out, err = pgeval(
+        *args,
+        "--set",
+        "enable_seqscan=off",
+        "--repeat",
+        "1",
+        "--format",
+        "json",
+        "--name",
+        f"built-{stage}",
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["measured"] == 1 and 0 < doc["points"][0]["index_recall"] <= 1
+    assert doc["points"][0]["index_bytes"] > 0
+    params = conn.execute(
+        "SELECT params FROM pgeval.run WHERE name LIKE %s AND stage <> 'exact'",
+        (f"built-{stage}.%",),
+    ).fetchone()[0]
+    assert expression in params["timed_statement"]
+    assert "pgeval_scratch" in params["timed_statement"]  # the scratch copy, not hv_kb
+    schemas = conn.execute(
+        "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'pgeval\\_scratch%'"
+    ).fetchone()[0]
+    assert schemas == 0

@@ -44,12 +44,28 @@ def leftover_schemas(conn, keep: str | None = None) -> list[str]:
     ]
 
 
-def opclass(target, method: str) -> str:
-    from ..stages.registry import by_method
+def _kind(method: str, stage: str | None):
+    from ..stages.registry import by_method, kind
 
-    kind = by_method(method)
-    assert kind is not None, f"no ANN kind is served by {method}"  # grid.check_build refused it
-    return kind.opclass(target.vector_type, target.distance)
+    described = kind(stage) if stage else by_method(method)
+    assert described is not None, f"no ANN kind is served by {method}"  # check_build refused it
+    return described
+
+
+def opclass(target, method: str, stage: str | None = None) -> str:
+    """The operator class a build of ``method`` for stage kind ``stage`` uses."""
+    return _kind(method, stage).opclass(target.vector_type, target.distance)
+
+
+def index_key(target, method: str, stage: str | None = None) -> sql.Composable:
+    """What a build indexes: the column, or the expression a cast kind searches
+    (``((col)::halfvec(N))``, ``(binary_quantize(col)::bit(N))``)."""
+    from dataclasses import replace
+
+    cast = _kind(method, stage).cast_type
+    if cast is None:
+        return sql.Identifier(target.vector_column)
+    return sql.SQL("({})").format(replace(target, search_type=cast).vector_expr())
 
 
 def estimate_bytes(rows: int, dimension: int | None, vector_type: str, options: dict) -> int:
@@ -223,9 +239,10 @@ class Scratch:
                     self.warnings.append(msg)
         return in_force
 
-    def build(self, method: str, options: dict, label: str = "") -> dict:
-        """Drop the previous index, build ``method`` with ``options``; return
-        {"index", "build_ms", "index_bytes"}."""
+    def build(self, method: str, options: dict, label: str = "", stage: str | None = None) -> dict:
+        """Drop the previous index, build ``method`` with ``options`` (for stage kind ``stage``:
+        a cast kind's index is on its expression); return {"index", "build_ms",
+        "index_bytes"}."""
         c = self.conn
         if self.index:
             c.execute(
@@ -233,9 +250,11 @@ class Scratch:
             )
             self.index = None
         with c.transaction():  # the build's settings are transaction-scoped
-            return self._build_in_transaction(method, options, label)
+            return self._build_in_transaction(method, options, label, stage)
 
-    def _build_in_transaction(self, method: str, options: dict, label: str) -> dict:
+    def _build_in_transaction(
+        self, method: str, options: dict, label: str, stage: str | None
+    ) -> dict:
         c = self.conn
         memory = self._build_settings(method, options)
         name = f"{SCRATCH_TABLE}_{method}"
@@ -251,8 +270,8 @@ class Scratch:
             name=sql.Identifier(name),
             table=sql.Identifier(self.schema, SCRATCH_TABLE),
             method=sql.SQL(method),
-            col=sql.Identifier(self.source.vector_column),
-            ops=sql.SQL(opclass(self.source, method)),
+            col=index_key(self.source, method, stage),
+            ops=sql.SQL(opclass(self.source, method, stage)),
             with_=with_,
         )
         # the server's pid (behind a pooler, the client's backend_pid is the pooler's)

@@ -158,13 +158,6 @@ def run_sweep(
     param_axes = grid.parse_axes(cfg.params, "hnsw.ef_search=10,20,40", "--param")
     build_axes = grid.parse_axes(cfg.build, "m=8,16", "--build")
     _check_find(cfg, param_axes, build_axes)
-    described = registry.kind(cfg.stage)
-    if build_axes and described is not None and described.cast_type:
-        raise InputError(
-            f"--build does not build {cfg.stage} indexes yet (an index on "
-            f"{described.cast_type}(N)): sweep its query settings on the index you have",
-            field="--build",
-        )
     if not param_axes and not build_axes and not cfg.find:
         raise InputError(
             "nothing to sweep: give --param GUC=v1,v2,... and/or --build OPTION=v1,v2,...",
@@ -274,7 +267,7 @@ def run_sweep(
                 fp["indexes"] = {
                     "scratch": {
                         "method": stage.method,
-                        "opclasses": [opclass(target, stage.method)],
+                        "opclasses": [opclass(target, stage.method, cfg.stage)],
                         "columns": [target.vector_column],
                         "predicate": None,
                         "valid": True,
@@ -545,7 +538,9 @@ def _build_blocks(env, target, points) -> None:
             if not pending:
                 continue
             options = json.loads(key)
-            info = scratch.build(env.stage.method, options, grid.label_of(options, {}))
+            info = scratch.build(
+                env.stage.method, options, grid.label_of(options, {}), env.cfg.stage
+            )
             for w in scratch.warnings:
                 env.warn(w)
             _run_pending(env, scratch.target, pending, info)
