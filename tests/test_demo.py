@@ -13,9 +13,11 @@ def test_corpus_is_deterministic_and_graded():
     assert abs(float(np.linalg.norm(embed("refund money days", 64))) - 1.0) < 1e-6
 
 
-def test_demo_end_to_end(pgeval, conn):
+def test_demo_end_to_end(clean, pgeval, conn):
     code, out, err = pgeval("demo", "--corpus", "generated", "--queries", "20")
     assert code == 0, err
+    # a fresh start says so: the printed `testset load` is the one that loads it
+    assert "unchanged (same content hash)" not in out, out
     for text in ("$ pgeval run pipeline", "loss attribution", "recall@10", "by query type"):
         assert text in out
     stages = {
