@@ -348,11 +348,12 @@ def _load_testset(database, cases: Path, name: str, load_args: list[str]) -> Non
     """Claim ``name`` for the demo's test set: free (the demo's own `testset load` step then
     creates it, and says so), or holding the demo's content already (loading it again changes
     nothing); another test set of that name is a Conflict (the next name is tried)."""
+    from ..testset.catalog import find_testset
     from ..testset.store import load
 
     grade_map = load_args[1] if load_args else None
     with database.connect() as conn:
-        if conn.execute("SELECT 1 FROM pgeval.testset WHERE name = %s", (name,)).fetchone() is None:
+        if find_testset(conn, name) is None:
             return  # a fresh start: nothing loaded behind the printed command's back
         load(conn, cases, name, grade_map=grade_map)
         conn.commit()
