@@ -135,34 +135,26 @@ def compare(
                 )
             )
     # an index's state (pages, dead tuples) stands alone only when its build is the same (a
-    # VACUUM): a new build implies a new state
-    rebuilt = {
-        ".".join(d.variable.split(".")[:2])
-        for d in out.differences
-        if d.variable.startswith("indexes.") and not d.variable.endswith(".state")
-    }
-    out.differences = [
-        d
-        for d in out.differences
-        if not (
-            d.variable.startswith("indexes.")
-            and d.variable.endswith(".state")
-            and ".".join(d.variable.split(".")[:2]) in rebuilt
-        )
-    ]
-    # an index rebuilt with other options or columns is one change, named by what differs:
-    # its new build is implied (the build stands alone only when nothing else of it differs)
-    other = {d.variable for d in out.differences if not d.variable.endswith(".build")}
-    out.differences = [
-        d
-        for d in out.differences
-        if not (
-            d.variable.startswith("indexes.")
-            and d.variable.endswith(".build")
-            and any(v.startswith(d.variable[: -len("build")]) for v in other)
-        )
-    ]
+    # VACUUM); its build only when nothing else of it differs (REINDEX): a new build implies a
+    # new state, new options or columns a new build
+    out.differences = _implied(_implied(out.differences, "state"), "build")
     return out
+
+
+def _implied(differences: list[Difference], part: str) -> list[Difference]:
+    """``differences`` without an index's ``part`` (build, state) when something else of that
+    index differs too: the change is named by what else differs."""
+    suffix = "." + part
+    others = {d.variable for d in differences if not d.variable.endswith(suffix)}
+    return [
+        d
+        for d in differences
+        if not (
+            d.variable.startswith("indexes.")
+            and d.variable.endswith(suffix)
+            and any(v.startswith(d.variable[: -len(part)]) for v in others)
+        )
+    ]
 
 
 def load_fingerprint(conn, name: str) -> tuple[dict | None, str | None, str]:

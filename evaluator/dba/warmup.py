@@ -308,7 +308,6 @@ def warmup(
         now = statio(kb, oid)
         (h1, r1), (h0, r0) = _totals(now), _totals(last)
         last = now
-        lat.sort()
         # nearest rank, the one percentile rule (the median too: never a mean of two)
         stats = PassStats(
             n, nearest_rank(lat, 0.5) or 0.0, nearest_rank(lat, 0.95) or 0.0, h1 - h0, r1 - r0

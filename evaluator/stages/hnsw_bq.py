@@ -7,15 +7,13 @@ pgvector's README ("Binary Quantization") runs it::
      ORDER BY dist LIMIT k
 
 served by ``CREATE INDEX ... USING hnsw ((binary_quantize(e)::bit(N)) bit_hamming_ops)`` (a
-32x smaller index). ``bq.candidates`` (default 4 x the LIMIT, as the README's 20 for 5) is a
+32x smaller index). ``bq.candidates`` (default ``vector_sql.BQ_CANDIDATES_PER_ROW`` x the LIMIT) is a
 setting of pgeval's own, swept like a server setting (``--param bq.candidates=20,40,80``); the
 whole two-level statement is timed, as the application runs it."""
 
 from __future__ import annotations
 
 from .hnsw import HnswStage
-
-DEFAULT_FACTOR = 4
 
 
 class HnswBqStage(HnswStage):

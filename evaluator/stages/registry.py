@@ -82,16 +82,17 @@ class Kind:
         return self.role in ("exact", "ann")
 
     def opclass(self, vector_type: str, distance: str) -> str:
-        """The operator class of an index of this kind on ``vector_type`` for ``distance``
-        (binary quantization: Hamming distance, whatever the re-ranking distance)."""
-        if self.cast_type == "bit":
-            return "bit_hamming_ops"
-        return f"{self.cast_type or vector_type}_{distance}_ops"
+        """The operator class of an index of this kind on ``vector_type`` for ``distance``."""
+        return opclass_for(self.cast_type or vector_type, distance)
 
 
-def opclass_matches(opclass: str, distance: str) -> bool:
-    """Whether an index's operator class serves ``distance`` (cosine, l2, ip)."""
-    return opclass.endswith(f"_{distance}_ops")
+def opclass_for(searched_type: str, distance: str) -> str:
+    """The operator class an index needs to serve a search of ``searched_type`` (vector,
+    halfvec, bit) by ``distance`` (cosine, l2, ip); binary quantization is searched by Hamming
+    distance, whatever the re-ranking distance."""
+    if searched_type == "bit":
+        return "bit_hamming_ops"
+    return f"{searched_type}_{distance}_ops"
 
 
 _VECTOR = "evaluator.stages."

@@ -310,7 +310,7 @@ class VectorStage(BaseStage):
         }
         if ctx.target.search_type == "bit":  # hnsw-bq: how many Hamming candidates to re-rank
             given = ctx.settings_for(self.guc_prefixes).get("bq.candidates")
-            kw["candidates"] = int(given) if given else 4 * ctx.depth
+            kw["candidates"] = int(given) if given else None  # None: vector_sql's default
         return kw
 
     def _plan(self, ctx: StageContext, tx, generic_check: bool = True):

@@ -22,7 +22,12 @@ from . import refetch
 if TYPE_CHECKING:
     from ..target.targets import Target
 
-Q = "pgeval_q"  # alias of the query list in batch mode (unlikely to clash with user columns)
+Q = "pgeval_q"
+# hnsw-bq without bq.candidates: this many Hamming candidates per row kept (pgvector's README
+# re-ranks 20 for a LIMIT of 5)
+BQ_CANDIDATES_PER_ROW = (
+    4  # alias of the query list in batch mode (unlikely to clash with user columns)
+)
 
 
 class Dollar:
@@ -50,7 +55,9 @@ def inner(
     LIMIT k`` (chunk ids in byte order for every tie-break above, whatever the table's collation).
     A binary-quantized search (``search_type`` bit): :func:`binary_quantized`."""
     if target.search_type == "bit":
-        return binary_quantized(target, depth, qparam, ph, cast, candidates or 4 * depth)
+        return binary_quantized(
+            target, depth, qparam, ph, cast, candidates or BQ_CANDIDATES_PER_ROW * depth
+        )
     dist = target.distance_expr(qparam, cast=cast)
     where, params = target.where_named(ph=ph)
     # a kind that searches a cast (hnsw-halfvec) also returns each row's full-precision
@@ -80,21 +87,16 @@ def binary_quantized(
     """pgvector's README, "Binary Quantization": the ``candidates`` nearest by Hamming distance
     of ``binary_quantize(col)::bit(N)`` (an index on that expression serves it), re-ranked by the
     full vector's distance, cut at ``depth``: columns chunk_id, dist (full precision)."""
-    native = target.native()
-    bits = sql.SQL(str(int(target.dimension or 0)))
     where, params = target.where_named(ph=ph)
     stmt = sql.SQL(
         "SELECT s.chunk_id, s.dist FROM (SELECT {id} AS chunk_id, {full} AS dist FROM "
-        "{table}{where} ORDER BY binary_quantize({col})::bit({n}) <~> "
-        "binary_quantize({q})::bit({n}) LIMIT {candidates}) s ORDER BY s.dist LIMIT {k}"
+        "{table}{where} ORDER BY {hamming} LIMIT {candidates}) s ORDER BY s.dist LIMIT {k}"
     ).format(
         id=as_text(sql.Identifier(target.id_column)),
-        full=native.distance_expr(qparam, cast=cast),
+        full=target.native().distance_expr(qparam, cast=cast),
         table=target.table_sql(),
         where=where,
-        col=native.vector_expr(),
-        q=native.query_expr(qparam) if cast else qparam,
-        n=bits,
+        hamming=target.distance_expr(qparam),  # binary_quantize(col)::bit(N) <~> ... of $1
         candidates=sql.Literal(int(candidates)),
         k=sql.Literal(int(depth)),
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from psycopg import sql
 
 from ..core.errors import InputError, first_line
-from ..stages.registry import opclass_matches
+from ..stages.registry import opclass_for
 from . import introspect
 from .targets import ANN_METHODS, DISTANCES, VECTOR_TYPES, Target
 
@@ -164,15 +164,12 @@ def vector_indexes(kb, target: Target, methods: tuple[str, ...] = ANN_METHODS) -
         on_column = (
             (key == attnum[0]) if key else (exprs is not None and target.vector_column in exprs)
         )
-        if not on_column:
+        # the operator class of the type searched: a halfvec index of a vector column serves
+        # hnsw-halfvec, not hnsw (and the other way round); a bit index, binary quantization
+        if not on_column or opclass != opclass_for(target.searched_type, target.distance):
             continue
-        if target.searched_type == "bit":  # binary quantization: Hamming distance on bits
-            if opclass != "bit_hamming_ops" or "binary_quantize" not in (exprs or ""):
-                continue
-        elif not opclass_matches(opclass, target.distance):
+        if target.searched_type == "bit" and "binary_quantize" not in (exprs or ""):
             continue
-        elif not opclass.startswith(target.searched_type + "_"):  # a halfvec index of a vector
-            continue  # column serves hnsw-halfvec, not hnsw (and the other way round)
         out.append(
             {
                 "name": name,

@@ -491,8 +491,7 @@ def _finds(env, target, param_axes, fingerprint) -> None:
             p = grid.Point(numbers[key], settings, {})
             fp = fingerprint({**gucs.scope(env.base, cfg.stage), **settings}, cfg.stage)
             env.fps[p.number], env.hashes[p.number] = fp, config_hash(fp)
-            _block(env, target, [p])
-            store.fill(env.results, env.row.sweep_id, cfg.k, env.measures)
+            _block(env, target, [p])  # measured and filled, or reused or kept with its values
             row = next(
                 (x for x in store.summary(env.results, env.row.sweep_id) if x["point"] == p.number),
                 None,

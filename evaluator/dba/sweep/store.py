@@ -89,10 +89,11 @@ def open_sweep(
     if row is not None and changed is not None:
         # a data change, a VACUUM, another server: the earlier points become history
         archived = archive(conn, row[0], row[1], name)
+        found = changes(changed, fingerprint)
         previous = {
             "sweep": archived,
-            "changes": changes(changed, fingerprint),
-            "message": changed_line(name, archived, changed, fingerprint),
+            "changes": found,
+            "message": changed_line(name, archived, found),
         }
         row = None
     if row is not None:
@@ -142,13 +143,7 @@ def open_sweep(
 
 def changed_message(name: str, old_fp: dict | None, new_fp: dict | None) -> str:
     """One line: sweep ``name`` was measured under another configuration (what differs)."""
-    from ..config_diff import compare, show_value
-
-    diff = compare(old_fp, new_fp, "then", "now")
-    what = (
-        "; ".join(f"{d.key}: {show_value(d.a)} -> {show_value(d.b)}" for d in diff.differences[:3])
-        or "the fingerprint differs"
-    )
+    what = _what(changes(old_fp, new_fp), 3) or "the fingerprint differs"
     return (
         f"sweep '{name}' was measured under another configuration ({what}): its points "
         "would mix two configurations, and none measured under one is kept under another "
@@ -184,14 +179,19 @@ def changes(old_fp: dict | None, new_fp: dict | None) -> list[dict]:
     return [{"key": d.key, "then": d.a, "now": d.b} for d in diff.differences]
 
 
-def changed_line(name: str, previous: str, old_fp: dict | None, new_fp: dict | None) -> str:
-    """One line: what changed since sweep ``name`` was measured, and where its points are."""
+def _what(found: list[dict], most: int) -> str:
+    """``key: then -> now`` of the first ``most`` differences (:func:`changes`)."""
     from ..config_diff import show_value
 
-    found = changes(old_fp, new_fp)
-    what = "; ".join(
-        f"{d['key']}: {show_value(d['then'])} -> {show_value(d['now'])}" for d in found[:3]
-    ) + (f"; {len(found) - 3} more" if len(found) > 3 else "")
+    return "; ".join(
+        f"{d['key']}: {show_value(d['then'])} -> {show_value(d['now'])}" for d in found[:most]
+    )
+
+
+def changed_line(name: str, previous: str, found: list[dict]) -> str:
+    """One line: what changed (``found``: :func:`changes`) since sweep ``name`` was measured,
+    and where its points are."""
+    what = _what(found, 3) + (f"; {len(found) - 3} more" if len(found) > 3 else "")
     return (
         f"sweep '{name}': the configuration changed since it was measured "
         f"({what or 'the fingerprint differs'}); measuring again; the earlier points are kept "
