@@ -119,3 +119,38 @@ def test_bq_candidates_is_validated(kb, clean, pgeval):
         "1",
     )
     assert code == 1 and "Traceback" not in err and "bq.candidates" in err, err
+
+
+def test_without_the_bit_index_the_printed_ddl_creates_it(kb, clean, conn, pgeval):
+    """No binary-quantized index: the stage prints the CREATE INDEX to run; run as printed, it
+    creates the index the stage then uses."""
+    path, _ = kb
+    code, out, err = pgeval(
+        "target", "add", "bq", "--table", TABLE, "--id-column", "id", "--vector-column", "e"
+    )
+    assert code == 0, err
+    args = ["sweep", "--queries-file", str(path), "--target", "bq", "--stage", "hnsw-bq"]
+    args += ["--param", "bq.candidates=40", "--set", "hnsw.ef_search=400"]
+    args += ["--set", "enable_seqscan=off", "--repeat", "1", "--format", "json"]
+    conn.execute("DROP INDEX bq_bits")
+    try:
+        code, out, err = pgeval(*args, "--name", "bq-none")
+        assert code == 1 and "Traceback" not in err
+        assert f'index on binary_quantize("e")::bit({DIM}) with bit_hamming_ops' in err, err
+        ddl = err.strip().split("has none: ", 1)[1]
+        assert ddl.startswith("CREATE INDEX CONCURRENTLY ON bq_kb USING hnsw ("), ddl
+        conn.execute(ddl)
+        code, out, err = pgeval(*args, "--name", "bq-made")
+        assert code == 0, err
+        assert json.loads(out)["measured"] == 1
+    finally:
+        conn.execute("DROP INDEX IF EXISTS bq_bits")
+        for (name,) in conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'bq_kb' AND indexdef LIKE "
+            "'%bit_hamming_ops%'"
+        ).fetchall():
+            conn.execute(f'DROP INDEX "{name}"')
+        conn.execute(
+            f"CREATE INDEX bq_bits ON {TABLE} USING hnsw "
+            f"((binary_quantize(e)::bit({DIM})) bit_hamming_ops)"
+        )

@@ -121,8 +121,8 @@ def test_plain_and_halfvec_stages_each_use_their_own_index(kb, clean, conn, pgev
         code, out, err = _sweep(pgeval, path, "hnsw-halfvec", "40", "hv-none", json_out=False)
         assert code == 1 and "Traceback" not in err
         assert err.strip().endswith(
-            f"needs a hnsw index on (e)::halfvec({DIM}) with halfvec_cosine_ops, and {TABLE} has "
-            f"none: CREATE INDEX CONCURRENTLY ON {TABLE} USING hnsw ((e::halfvec({DIM})) "
+            f'needs a hnsw index on ("e")::halfvec({DIM}) with halfvec_cosine_ops, and {TABLE} '
+            f'has none: CREATE INDEX CONCURRENTLY ON {TABLE} USING hnsw ((("e")::halfvec({DIM})) '
             "halfvec_cosine_ops)"
         ), err
     finally:

@@ -167,14 +167,14 @@ class VectorStage(BaseStage):
             [i["name"] for i in vector_indexes(kb, t, (self.method,))] if self.method else []
         )
         if not candidates and t.search_type and self.method:
-            kb.rollback()
-            typ = f"{t.search_type}({t.dimension})"
+            # the expression the stage searches, as the statement spells it: an index on it
+            expr = t.vector_expr().as_string(kb)
             ops = registry.KINDS[self.kind].opclass(t.vector_type, t.distance)
+            kb.rollback()
             raise InputError(
-                f"stage {ctx.stage} ({self.kind}) needs a {self.method} index on "
-                f"({t.vector_column})::{typ} with {ops}, and {t.qualified()} has none: "
-                f"CREATE INDEX CONCURRENTLY ON {t.qualified()} USING {self.method} "
-                f"(({t.vector_column}::{typ}) {ops})",
+                f"stage {ctx.stage} ({self.kind}) needs a {self.method} index on {expr} with "
+                f"{ops}, and {t.qualified()} has none: CREATE INDEX CONCURRENTLY ON "
+                f"{t.qualified()} USING {self.method} (({expr}) {ops})",
                 field="--stages",
             )
         row = kb.execute(
