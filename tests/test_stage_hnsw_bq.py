@@ -7,42 +7,31 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
+import clustered_kb
 import pytest
 
 DIM, N, NQ, K = 64, 3000, 50, 10
 TABLE = "bq_kb"
 
 
-def _vec(v) -> str:
-    return "[" + ",".join(f"{x:.6f}" for x in v) + "]"
-
-
 @pytest.fixture(scope="module")
 def kb(database, tmp_path_factory):
-    rng = np.random.default_rng(41)
-    centers = rng.normal(size=(30, DIM))
-    docs = (centers[rng.integers(0, 30, N)] + 0.6 * rng.normal(size=(N, DIM))).astype(np.float32)
-    queries = (centers[rng.integers(0, 30, NQ)] + 0.6 * rng.normal(size=(NQ, DIM))).astype(
-        np.float32
-    )
-    path = tmp_path_factory.mktemp("bq") / "q.npy"
-    np.save(path, queries)
-    with database.connect(results=False, autocommit=True) as c:
-        c.execute("SET max_parallel_maintenance_workers = 0")
-        c.execute(f"DROP TABLE IF EXISTS {TABLE}")
-        c.execute(f"CREATE TABLE {TABLE} (id text PRIMARY KEY, e vector({DIM}))")
-        with c.cursor().copy(f"COPY {TABLE} (id, e) FROM STDIN") as cp:
-            for i, v in enumerate(docs, 1):
-                cp.write_row((f"c{i}", _vec(v)))
-        c.execute(
+    _, queries, path = clustered_kb.build(
+        database,
+        tmp_path_factory.mktemp("bq"),
+        TABLE,
+        dim=DIM,
+        n=N,
+        nq=NQ,
+        seed=41,
+        spread=0.6,
+        indexes=[
             f"CREATE INDEX bq_bits ON {TABLE} USING hnsw "
             f"((binary_quantize(e)::bit({DIM})) bit_hamming_ops)"
-        )
-        c.execute(f"ANALYZE {TABLE}")
+        ],
+    )
     yield path, queries
-    with database.connect(results=False, autocommit=True) as c:
-        c.execute(f"DROP TABLE IF EXISTS {TABLE}")
+    clustered_kb.drop(database, TABLE)
 
 
 def _by_hand(database, queries, candidates: int) -> float:
@@ -58,14 +47,21 @@ def _by_hand(database, queries, candidates: int) -> float:
         for q in queries:
             c.execute("SET LOCAL enable_indexscan = off")
             d_k = c.execute(
-                f"SELECT e <=> %s::vector FROM {TABLE} ORDER BY 1 LIMIT {K}", (_vec(q),)
+                f"SELECT e <=> %s::vector FROM {TABLE} ORDER BY 1 LIMIT {K}",
+                (clustered_kb.vtext(q),),
             ).fetchall()[-1][0]
             c.rollback()
             c.execute("SELECT set_config('hnsw.ef_search', '400', true)")
             c.execute("SET LOCAL enable_seqscan = off")
-            plan = "\n".join(r[0] for r in c.execute("EXPLAIN " + sql, (_vec(q), _vec(q))))
+            plan = "\n".join(
+                r[0]
+                for r in c.execute("EXPLAIN " + sql, (clustered_kb.vtext(q), clustered_kb.vtext(q)))
+            )
             assert "bq_bits" in plan, plan
-            got = [r[0] for r in c.execute(sql, (_vec(q), _vec(q))).fetchall()]
+            got = [
+                r[0]
+                for r in c.execute(sql, (clustered_kb.vtext(q), clustered_kb.vtext(q))).fetchall()
+            ]
             c.rollback()
             total += sum(1 for d in got if d <= d_k + 1e-6 * max(1.0, abs(d_k))) / K
     return total / len(queries)

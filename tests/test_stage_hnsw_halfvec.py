@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+import clustered_kb
 import numpy as np
 import pytest
 
@@ -15,39 +16,28 @@ DIM, N, NQ, K = 32, 3000, 60, 10
 TABLE = "hv_kb"
 
 
-def _vec(v) -> str:
-    return "[" + ",".join(f"{x:.6f}" for x in v) + "]"
-
-
 @pytest.fixture(scope="module")
 def kb(database, tmp_path_factory):
-    rng = np.random.default_rng(31)
-    centers = rng.normal(size=(30, DIM))
-    docs = (centers[rng.integers(0, 30, N)] + 0.5 * rng.normal(size=(N, DIM))).astype(np.float32)
-    queries = (centers[rng.integers(0, 30, NQ)] + 0.5 * rng.normal(size=(NQ, DIM))).astype(
-        np.float32
+    docs, queries, path = clustered_kb.build(
+        database,
+        tmp_path_factory.mktemp("halfvec"),
+        TABLE,
+        dim=DIM,
+        n=N,
+        nq=NQ,
+        seed=31,
+        spread=0.5,
+        indexes=[
+            f"CREATE INDEX hv_plain ON {TABLE} USING hnsw (e vector_cosine_ops) WITH (m = 8)",
+            f"CREATE INDEX hv_half ON {TABLE} USING hnsw ((e::halfvec({DIM})) "
+            "halfvec_cosine_ops) WITH (m = 8)",
+        ],
     )
-    path = tmp_path_factory.mktemp("halfvec") / "q.npy"
-    np.save(path, queries)
-    with database.connect(results=False, autocommit=True) as c:
-        c.execute("SET max_parallel_maintenance_workers = 0")
-        c.execute(f"DROP TABLE IF EXISTS {TABLE}")
-        c.execute(f"CREATE TABLE {TABLE} (id text PRIMARY KEY, e vector({DIM}))")
-        with c.cursor().copy(f"COPY {TABLE} (id, e) FROM STDIN") as cp:
-            for i, v in enumerate(docs, 1):
-                cp.write_row((f"c{i}", _vec(v)))
-        c.execute(f"CREATE INDEX hv_plain ON {TABLE} USING hnsw (e vector_cosine_ops) WITH (m = 8)")
-        c.execute(
-            f"CREATE INDEX hv_half ON {TABLE} USING hnsw ((e::halfvec({DIM})) halfvec_cosine_ops) "
-            "WITH (m = 8)"
-        )
-        c.execute(f"ANALYZE {TABLE}")
     nd = docs / np.linalg.norm(docs, axis=1, keepdims=True)
     nq = queries / np.linalg.norm(queries, axis=1, keepdims=True)
     exact = [set(f"c{i + 1}" for i in row) for row in np.argsort(-(nq @ nd.T), axis=1)[:, :K]]
     yield path, queries, exact
-    with database.connect(results=False, autocommit=True) as c:
-        c.execute(f"DROP TABLE IF EXISTS {TABLE}")
+    clustered_kb.drop(database, TABLE)
 
 
 def _by_hand(database, queries, ef: int) -> float:
@@ -59,7 +49,8 @@ def _by_hand(database, queries, ef: int) -> float:
         for q in queries:
             c.execute("SET LOCAL enable_indexscan = off")
             d_k = c.execute(
-                f"SELECT e <=> %s::vector FROM {TABLE} ORDER BY 1 LIMIT {K}", (_vec(q),)
+                f"SELECT e <=> %s::vector FROM {TABLE} ORDER BY 1 LIMIT {K}",
+                (clustered_kb.vtext(q),),
             ).fetchall()[-1][0]
             c.rollback()
             c.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
@@ -68,9 +59,15 @@ def _by_hand(database, queries, ef: int) -> float:
                 f"SELECT e <=> %s::vector FROM {TABLE} ORDER BY e::halfvec({DIM}) <=> "
                 f"%s::vector::halfvec({DIM}) LIMIT {K}"
             )
-            plan = "\n".join(r[0] for r in c.execute("EXPLAIN " + sql, (_vec(q), _vec(q))))
+            plan = "\n".join(
+                r[0]
+                for r in c.execute("EXPLAIN " + sql, (clustered_kb.vtext(q), clustered_kb.vtext(q)))
+            )
             assert "hv_half" in plan, plan
-            full = [r[0] for r in c.execute(sql, (_vec(q), _vec(q))).fetchall()]
+            full = [
+                r[0]
+                for r in c.execute(sql, (clustered_kb.vtext(q), clustered_kb.vtext(q))).fetchall()
+            ]
             c.rollback()
             total += sum(1 for d in full if d <= d_k + 1e-6 * max(1.0, abs(d_k))) / K
     return total / len(queries)

@@ -1,0 +1,44 @@
+"""A clustered vector table for the stage-kind tests (tests/test_stage_hnsw_*.py): seeded cluster
+centers, documents and query vectors around them, the documents in ``table(id text PRIMARY KEY,
+e vector(dim))`` with the indexes asked for, analysed; the query vectors saved as a .npy file for
+``--queries-file``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def vtext(v) -> str:
+    return "[" + ",".join(f"{x:.6f}" for x in v) + "]"
+
+
+def build(database, folder: Path, table: str, *, dim, n, nq, seed, spread, indexes):
+    """(documents, queries, path of the queries' .npy); ``indexes``: CREATE INDEX statements."""
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(size=(30, dim))
+
+    def around(count: int) -> np.ndarray:
+        picked = centers[rng.integers(0, 30, count)]
+        return (picked + spread * rng.normal(size=(count, dim))).astype(np.float32)
+
+    docs, queries = around(n), around(nq)
+    path = folder / "q.npy"
+    np.save(path, queries)
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute("SET max_parallel_maintenance_workers = 0")
+        c.execute(f"DROP TABLE IF EXISTS {table}")
+        c.execute(f"CREATE TABLE {table} (id text PRIMARY KEY, e vector({dim}))")
+        with c.cursor().copy(f"COPY {table} (id, e) FROM STDIN") as cp:
+            for i, v in enumerate(docs, 1):
+                cp.write_row((f"c{i}", vtext(v)))
+        for ddl in indexes:
+            c.execute(ddl)
+        c.execute(f"ANALYZE {table}")
+    return docs, queries, path
+
+
+def drop(database, table: str) -> None:
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute(f"DROP TABLE IF EXISTS {table}")
