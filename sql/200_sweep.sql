@@ -63,6 +63,43 @@ LANGUAGE sql STABLE AS $$
      ORDER BY a.point
 $$;
 
+-- The points of several sweeps of one grid (one sweep per group of a target, `sweep --group-by`),
+-- each as its worst group sees it: the lowest mean index recall, the highest mean p95 and spread.
+-- A point counts only where every sweep measured it. With one sweep: that sweep's points.
+CREATE OR REPLACE FUNCTION pgeval.sweep_worst_group(p_sweeps bigint[])
+RETURNS TABLE (point integer, label text, settings jsonb, index_recall double precision,
+               p95_ms double precision, p95_sd double precision)
+LANGUAGE sql STABLE AS $$
+    SELECT s.point, min(s.label), (array_agg(s.settings))[1], min(s.index_recall),
+           max(s.p95_ms), max(s.p95_sd)
+      FROM unnest(p_sweeps) u(sweep_id)
+     CROSS JOIN LATERAL pgeval.sweep_summary(u.sweep_id) s
+     GROUP BY s.point
+    HAVING count(s.index_recall) = cardinality(p_sweeps)
+       AND count(s.p95_ms) = cardinality(p_sweeps)
+$$;
+
+-- Per sweep of p_sweeps (one per group) and point: queries, mean index recall, mean p95, and the
+-- short lists: the most queries of one repetition whose list held fewer rows than exact search
+-- found (pgeval.index_recall's short_queries).
+CREATE OR REPLACE FUNCTION pgeval.sweep_group_points(p_sweeps bigint[])
+RETURNS TABLE (sweep_id bigint, point integer, label text, settings jsonb, queries integer,
+               index_recall double precision, p95_ms double precision, short_queries bigint)
+LANGUAGE sql STABLE AS $$
+    SELECT u.sweep_id, s.point, s.label, s.settings,
+           (SELECT max(sp.queries) FROM pgeval.sweep_point sp
+             WHERE sp.sweep_id = u.sweep_id AND sp.point = s.point),
+           s.index_recall, s.p95_ms,
+           (SELECT max(ir.short_queries)
+              FROM pgeval.sweep_point sp
+              JOIN pgeval.sweep w ON w.sweep_id = sp.sweep_id
+              JOIN pgeval.run r ON r.run_id = sp.run_id
+             CROSS JOIN LATERAL pgeval.index_recall(r.experiment_id, w.k, r.repetition) ir
+             WHERE sp.sweep_id = u.sweep_id AND sp.point = s.point AND ir.run_id = sp.run_id)
+      FROM unnest(p_sweeps) u(sweep_id)
+     CROSS JOIN LATERAL pgeval.sweep_summary(u.sweep_id) s
+$$;
+
 -- The cheapest point whose mean index recall reaches p_target_recall; no row when none does.
 -- Cost is the work the point's settings ask of the index (p_work: the stage kind's work settings,
 -- most significant first, e.g. {hnsw.ef_search}; lower is cheaper, compared as numbers): measured
@@ -70,13 +107,14 @@ $$;
 -- iterative_scan mode, another build), and only when the difference in mean p95 is larger than
 -- the spread of either (else the first in grid order). Without work settings in the grid, the
 -- lowest mean p95 (ties: higher recall, then grid order). why says which rule chose the point.
-CREATE OR REPLACE FUNCTION pgeval.sweep_recommendation(p_sweep bigint,
-                                                       p_target_recall double precision,
-                                                       p_work text[] DEFAULT '{}')
+CREATE OR REPLACE FUNCTION pgeval.sweeps_recommendation(p_sweeps bigint[],
+                                                        p_target_recall double precision,
+                                                        p_work text[] DEFAULT '{}')
 RETURNS TABLE (point integer, label text, index_recall double precision, p95_ms double precision,
                why text)
 LANGUAGE sql STABLE AS $$
-    WITH ok AS (
+    WITH pts AS (SELECT * FROM pgeval.sweep_worst_group(p_sweeps)),
+    ok AS (
         SELECT s.point, s.label, s.index_recall, s.p95_ms, coalesce(s.p95_sd, 0) AS sd,
                ARRAY(SELECT CASE WHEN s.settings->>u.w ~ '^\s*-?[0-9]+(\.[0-9]+)?\s*$'
                                  THEN (s.settings->>u.w)::numeric END
@@ -85,7 +123,7 @@ LANGUAGE sql STABLE AS $$
                (SELECT string_agg(u.w || '=' || (s.settings->>u.w), ', ' ORDER BY u.o)
                   FROM unnest(coalesce(p_work, '{}')) WITH ORDINALITY u(w, o)
                  WHERE s.settings ? u.w) AS work_text
-          FROM pgeval.sweep_summary(p_sweep) s
+          FROM pts s
          WHERE s.index_recall >= p_target_recall - 1e-12 AND s.p95_ms IS NOT NULL),
     varies AS (SELECT coalesce(bool_or(ok.work_text IS NOT NULL), false) AS v FROM ok),
     least AS (SELECT ok.* FROM ok WHERE ok.work = (SELECT min(o2.work) FROM ok o2)),
@@ -104,6 +142,7 @@ LANGUAGE sql STABLE AS $$
            CASE WHEN (SELECT v FROM varies) THEN
                'least work: ' || coalesce(w.work_text, ok.label) || ' is the smallest setting '
                || 'reaching recall ' || p_target_recall
+               || CASE WHEN cardinality(p_sweeps) > 1 THEN ' in every group' ELSE '' END
                || CASE WHEN w.equal_work > 1 AND w.faster
                        THEN '; of the points of equal work, the fastest by more than its p95 '
                             || 'spread'
@@ -112,8 +151,19 @@ LANGUAGE sql STABLE AS $$
                             || 'the first in the grid'
                        ELSE '' END
            ELSE 'lowest p95 of the points reaching recall ' || p_target_recall
+                || CASE WHEN cardinality(p_sweeps) > 1 THEN ' in every group' ELSE '' END
                 || ' (no work setting varies)' END
       FROM ok LEFT JOIN by_work w ON true
      WHERE ok.point = CASE WHEN (SELECT v FROM varies) THEN w.point
                            ELSE (SELECT point FROM by_latency) END
+$$;
+
+-- One sweep's recommendation: pgeval.sweeps_recommendation of that sweep alone.
+CREATE OR REPLACE FUNCTION pgeval.sweep_recommendation(p_sweep bigint,
+                                                       p_target_recall double precision,
+                                                       p_work text[] DEFAULT '{}')
+RETURNS TABLE (point integer, label text, index_recall double precision, p95_ms double precision,
+               why text)
+LANGUAGE sql STABLE AS $$
+    SELECT * FROM pgeval.sweeps_recommendation(ARRAY[p_sweep], p_target_recall, p_work)
 $$;

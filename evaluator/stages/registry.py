@@ -44,7 +44,10 @@ class Kind:
     - ``reorders``: settings under which its scan emits rows out of distance order (an iterative
       scan in ``relaxed_order``), and ``always_reorders`` for a scan that always may (DiskANN
       beyond its rescored prefix): then the application's ``LIMIT K`` is the first K rows the
-      scan emits, not the K nearest of a deeper fetch.
+      scan emits, not the K nearest of a deeper fetch;
+    - ``iterative_scan``: the setting that lets a filtered scan go on past its first candidates
+      (pgvector 0.8's iterative index scans) and the modes it takes, which a sweep grouped by
+      tenant tries on the groups that miss the target (``--group-by``).
     """
 
     name: str
@@ -59,6 +62,7 @@ class Kind:
     always_reorders: bool = False
     # the type the kind searches the column as (both sides cast): halfvec for hnsw-halfvec
     cast_type: str | None = None
+    iterative_scan: tuple[str, tuple[str, ...]] | None = None
 
     def may_reorder(self, settings: dict[str, str | None]) -> bool:
         """Whether a scan under ``settings`` (as the server shows them) may emit rows out of
@@ -105,6 +109,7 @@ _HNSW: dict[str, Any] = dict(
     build_options={"m": "16", "ef_construction": "64"},
     extension="vector",
     reorders={"hnsw.iterative_scan": "relaxed_order"},
+    iterative_scan=("hnsw.iterative_scan", ("strict_order", "relaxed_order")),
 )
 KINDS: dict[str, Kind] = {
     k.name: k
@@ -134,6 +139,7 @@ KINDS: dict[str, Kind] = {
             build_options={"lists": "100"},
             extension="vector",
             reorders={"ivfflat.iterative_scan": "relaxed_order"},
+            iterative_scan=("ivfflat.iterative_scan", ("relaxed_order",)),
         ),
         Kind(
             "diskann",

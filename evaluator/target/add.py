@@ -77,8 +77,10 @@ def make_target(
     null_true: list[str] | None = None,
     min_similarity: float | None = None,
     max_distance: float | None = None,
+    group_by: str | None = None,
 ) -> t.Target:
-    """The target these options describe (not checked against the catalog yet)."""
+    """The target these options describe (not checked against the catalog yet); ``group_by``:
+    the column the application scopes each search by (sweeps measure each group)."""
     filters: dict[str, str | list[str]] = dict(where or {})
     kb_ids = (
         [knowledge_base_id] if isinstance(knowledge_base_id, str) else list(knowledge_base_id or [])
@@ -112,6 +114,7 @@ def make_target(
         if distance:
             tg.distance = distance
         tg.max_distance()  # a similarity threshold needs cosine or ip
+        tg.group_by = group_by
         return tg
     missing = [
         o
@@ -150,6 +153,7 @@ def make_target(
         filters=filters,
         null_true=cols,
         threshold=threshold,
+        group_by=group_by,
     )
     tg.max_distance()  # a similarity threshold needs cosine or ip
     return tg

@@ -53,6 +53,7 @@ def check_identifiers(target: Target) -> None:
         ("--vector-column", target.vector_column),
         ("--text-column", target.text_column),
         ("--dimension-column", target.dimension_column),
+        ("--group-by", target.group_by),
         *(("--where", c) for c in target.filters),
     ):
         if ident is None:
@@ -65,6 +66,11 @@ def check_identifiers(target: Target) -> None:
                 "it short and could find another object",
                 field=opt,
             )
+
+
+def columns(kb, target: Target) -> dict:
+    """The target table's columns: name -> (type name, formatted type, typmod)."""
+    return _columns(kb, _relation(kb, target.schema, target.table))
 
 
 def validate(kb, target: Target) -> list[str]:
@@ -84,6 +90,7 @@ def validate(kb, target: Target) -> list[str]:
         ("--vector-column", target.vector_column),
         ("--text-column", target.text_column),
         ("--dimension-column", target.dimension_column),
+        ("--group-by", target.group_by),
         *(("--where", c) for c in target.filters),
     ):
         if column is not None and column not in cols:

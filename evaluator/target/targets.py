@@ -62,6 +62,9 @@ class Target:
     # ``(col)::halfvec(N) <=> $1::vector::halfvec(N)``, served by an index on that expression);
     # None: the column's own type. Set by the stage (stages.registry Kind.cast_type), never stored.
     search_type: str | None = None
+    # the column the application scopes each search by (a tenant: WeKnora's knowledge_base_id):
+    # sweeps measure every group on its own (``--group-by``, dba/sweep/groups.py)
+    group_by: str | None = None
 
     # ---- spec (jsonb) ----------------------------------------------------------------------
     def spec(self) -> dict:
@@ -72,6 +75,7 @@ class Target:
             ("threshold", None),
             ("settings", {}),
             ("search_type", None),
+            ("group_by", None),
         ):
             if d[key] == empty:  # a target without them keeps the spec (and hash) it had
                 d.pop(key)
@@ -109,6 +113,16 @@ class Target:
         if self.dimension is None:
             return sql.SQL(vector_type)
         return sql.SQL("{}({})").format(sql.SQL(vector_type), sql.SQL(str(int(self.dimension))))
+
+    def scoped(self, column: str, value: str) -> Target:
+        """This target searched as the application searches one group: ``column = value`` added
+        to its filters (replacing a filter on that column), no grouping left."""
+        return replace(
+            self,
+            filters={**self.filters, column: value},
+            null_true=[c for c in self.null_true if c != column],
+            group_by=None,
+        )
 
     def native(self) -> Target:
         """This target searched as its column's own type (no stage kind's cast)."""

@@ -156,6 +156,22 @@ def recommendation_line(res) -> str:
     help="Largest value --find tries.  [default: 1000]",
 )
 @click.option(
+    "--group-by",
+    default=None,
+    metavar="COLUMN",
+    help="Measure each group of this column (a tenant: knowledge_base_id) as the application "
+    "searches it, WHERE COLUMN = value: --sample-queries N per group, exact search within the "
+    "group, recall per group worst first, and the setting that brings the worst group to "
+    "--target-recall. [default: the target's --group-by, else the whole table]",
+)
+@click.option(
+    "--max-groups",
+    type=click.IntRange(1, 10000),
+    default=10,
+    show_default=True,
+    help="With --group-by: at most this many groups, the largest half and the smallest half.",
+)
+@click.option(
     "--embedder",
     default=None,
     metavar="SPEC",
@@ -223,6 +239,8 @@ def sweep(
     target_recall,
     find,
     find_max,
+    group_by,
+    max_groups,
     embedder,
     name,
     fresh,
@@ -271,6 +289,8 @@ def sweep(
           --build m=8,16,32 --build ef_construction=64,128 --param hnsw.ef_search=40,100
       pgeval sweep --sample-queries 300 --target kb --stage hnsw \\
           --find hnsw.ef_search --target-recall 0.95
+      pgeval sweep --sample-queries 50 --target kb --stage hnsw \\
+          --group-by tenant --find hnsw.ef_search --target-recall 0.95
       pgeval sweep ... --concurrency 8 --format csv > sweep.csv
     """
     from ...dba.sweep import SweepConfig, run_sweep
@@ -302,6 +322,14 @@ def sweep(
         maintenance_work_mem=maintenance_work_mem,
         build_timeout_s=build_timeout,
     )
+    from ...dba.sweep.groups import column_for
+
+    column = column_for(database, target_name, group_by)
+    if column is not None:
+        from .sweep_groups_view import run_grouped
+
+        run_grouped(database, cfg, column, max_groups, fmt, plot)
+        return
     bar = progress_bar(transient=True)
     task: dict[str, Any] = {}
 

@@ -108,6 +108,12 @@ def target():
     help="weknora: restrict to these knowledge ids (documents; repeatable).",
 )
 @click.option("--tag-id", multiple=True, help="weknora: restrict to these tag ids (repeatable).")
+@click.option(
+    "--group-by",
+    metavar="COLUMN",
+    help="The column the application scopes each search by (a tenant, e.g. knowledge_base_id): "
+    "sweeps on this target then measure recall per group (see `pgeval sweep --group-by`).",
+)
 @click.option("--replace", is_flag=True, help="Replace a target of the same name.")
 @format_option(choices=("table", "json"))
 @pass_db
@@ -130,6 +136,7 @@ def add(
     knowledge_base_id,
     knowledge_id,
     tag_id,
+    group_by,
     replace,
     fmt,
 ):
@@ -141,6 +148,8 @@ def add(
           --text-column content --distance cosine --where tenant=acme
       pgeval target add wk --preset weknora --dimension 1024 --knowledge-base-id kb-123 \\
           --knowledge-base-id kb-456 --min-similarity 0.5
+      pgeval target add tenants --preset weknora --dimension 1024 \\
+          --group-by knowledge_base_id
       pgeval target add kb2 --table chunks --id-column chunk_id --vector-column embedding \\
           --where tenant=acme --where tenant=beta --where enabled=true --null-as-true enabled
     """
@@ -165,6 +174,7 @@ def add(
         null_true=list(null_true),
         min_similarity=min_similarity,
         max_distance=max_distance,
+        group_by=group_by,
         replace=replace,
     )
     tg, indexes, warnings = added.target, added.indexes, added.warnings

@@ -47,6 +47,9 @@ class SweepConfig:
     queries: object = None  # testset.query_source.QuerySource (instead of testset)
     find: str | None = None  # --find GUC: the cheapest value reaching target_recall
     find_max: int | None = None  # --find-max (default find.DEFAULT_MAX)
+    # one group of the target (column, value): searched as the application searches it,
+    # ``WHERE column = value`` (dba/sweep/groups.py runs one such sweep per group)
+    group: tuple[str, str] | None = None
 
 
 @dataclass
@@ -148,7 +151,6 @@ def run_sweep(
     from ...measure import metrics as mmod
     from ...run.pipeline import PipelineConfig, _queries
     from ...stages import gucs
-    from ...target import targets
     from ...testset.catalog import resolve_testset
     from .. import data_checksum
     from .. import fingerprint as fpmod
@@ -177,7 +179,7 @@ def run_sweep(
         from ...testset import query_source
 
         with database.connect() as conn:
-            tgt = targets.load(conn, cfg.target)
+            tgt = _target(conn, cfg)
         cfg = replace(cfg)
         cfg.testset, qinfo = query_source.materialize(
             database, cast("query_source.QuerySource", cfg.queries), tgt
@@ -187,7 +189,7 @@ def run_sweep(
         database.connect(results=False, read_only=not cfg.isolate_index) as kb,
     ):
         tid, ts_hash = resolve_testset(results, cfg.testset)
-        target = targets.load(results, cfg.target)
+        target = _target(results, cfg)
         judged = results.execute(
             "SELECT n_judgements > 0 FROM pgeval.testset WHERE testset_id = %s", (tid,)
         ).fetchone()[0]
@@ -231,6 +233,8 @@ def run_sweep(
             "concurrency": cfg.concurrency,
             "embedder": label,
         }
+        if cfg.group is not None:  # (absent otherwise: the names of earlier sweeps stay)
+            identity["group"] = {cfg.group[0]: cfg.group[1]}
         name = cfg.name or default_name(identity)
         sweep_extra = {
             "sweep": {
@@ -392,6 +396,14 @@ def run_sweep(
         )
         results.commit()
     return result
+
+
+def _target(conn, cfg: SweepConfig):
+    """The sweep's target: the stored one, scoped to ``cfg.group`` when the sweep is a group's."""
+    from ...target import targets
+
+    target = targets.load(conn, cfg.target)
+    return target if cfg.group is None else target.scoped(*cfg.group)
 
 
 def _safe_fill(env) -> None:

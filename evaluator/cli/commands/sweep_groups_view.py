@@ -1,0 +1,140 @@
+"""`pgeval sweep --group-by COLUMN`: run the grouped sweep and print it (table, JSON or CSV)."""
+
+from __future__ import annotations
+
+import click
+
+from ..output import emit, info, to_json, warn
+from .common import progress_bar, warn_above
+
+
+def _fmt(x, spec: str = ".4f") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def iterative_text(row: dict) -> str:
+    """``hnsw.iterative_scan=strict_order 0.998 ✓, relaxed_order 0.991 ✓`` for a group
+    measured again with the kind's iterative scan."""
+    modes = row.get("iterative")
+    if not modes:
+        return ""
+    return str(row.get("iterative_setting", "")) + "=" + ", ".join(
+        f"{mode} {_fmt(recall, '.3f')}{' ✓' if mode in row.get('fixed_by', []) else ' ✗'}"
+        for mode, recall in modes.items()
+    )
+
+
+def group_rows(res) -> list[dict]:
+    k = res.k
+    return [
+        {
+            "group": g["group"],
+            "rows": g["rows"],
+            "queries": g["queries"],
+            f"recall@{k}": g["recall"],
+            "short": g["short"],
+            "p95_ms": g["p95_ms"],
+            "misses": "" if g["reached"] else "✗",
+        }
+        for g in res.groups
+    ]
+
+
+def point_rows(res) -> list[dict]:
+    return [
+        {
+            "point": p["point"],
+            "label": p["label"],
+            f"worst_recall@{res.k}": p["worst_recall"],
+            "worst_group": p["worst_group"],
+            "p95_ms (slowest group)": p["p95_ms"],
+        }
+        for p in res.points
+    ]
+
+
+def recommendation_line(res) -> str:
+    rec, k, goal = res.recommendation, res.k, res.target_recall
+    if rec:
+        worst = res.groups[0] if res.groups else {}
+        return (
+            f"recommended: {rec['label']} — every group reaches recall@{k} {goal:g}; the worst, "
+            f"{worst.get('group')}, {_fmt(rec['index_recall'])} at p95 "
+            f"{_fmt(rec['p95_ms'], '.3f')} ms ({rec['why']})"
+        )
+    if not res.groups:
+        return "no group was measured"
+    missing = ", ".join(g["group"] for g in res.missing)
+    fixes = [g for g in res.missing if g.get("fixed_by")]
+    text = (
+        f"no point reaches recall@{k} {goal:g} in every group: {missing} miss it at "
+        f"{res.at['label']}"
+    )
+    if fixes:
+        text += "; an iterative scan fixes " + ", ".join(
+            f"{g['group']} ({' or '.join(g['fixed_by'])})" for g in fixes
+        )
+    return text
+
+
+def run_grouped(database, cfg, column: str, max_groups: int, fmt: str, plot) -> None:
+    from ...dba.sweep.groups import run_groups
+
+    bar = progress_bar(transient=True)
+    above = warn_above(bar)
+    task: dict = {}
+
+    def on_group(i, n, g, step):
+        if not bar.live.is_started:
+            bar.start()
+        what = {"sweep": "", "confirm": " (the values found)"}.get(step, " (iterative scan)")
+        task["label"] = f"group {i}/{n} {column}={g.value} ({g.rows} rows){what}"
+        if "id" not in task:
+            task["id"] = bar.add_task(task["label"], total=n)
+        bar.update(task["id"], completed=i - 1, description=task["label"])
+
+    def on_point(point, rep, how):
+        if "id" in task:
+            bar.update(task["id"], description=f"{task['label']} {point.label} ({how})")
+
+    try:
+        res = run_groups(
+            database,
+            cfg,
+            column,
+            max_groups=max_groups,
+            on_group=on_group,
+            on_warning=above,
+            on_point=on_point,
+        )
+    finally:
+        if bar.live.is_started:
+            bar.stop()
+    line = recommendation_line(res)
+    if fmt == "json":
+        click.echo(to_json({**res.as_dict(), "recommendation_line": line}))
+    elif fmt == "csv":
+        emit(group_rows(res), "csv")
+    else:
+        q = cfg.queries.count if cfg.queries is not None else None
+        click.echo(
+            f"sweep of target {cfg.target} grouped by {column}: {res.chosen} · up to {q} "
+            f"sampled queries per group · recall@{res.k} against exact search within each "
+            "group · p95 nearest rank, the slowest group's"
+        )
+        emit(point_rows(res), "table")
+        if res.at is not None:
+            click.echo(f"groups at {res.at['label']} ({res.at['why']}), worst first:")
+            emit(group_rows(res), "table")
+        for g in res.groups:
+            if g.get("iterative"):
+                click.echo(f"{column}={g['group']} with an iterative scan: {iterative_text(g)}")
+        for s in res.skipped:
+            click.echo(f"skipped {column}={s['group']} ({s['rows']} rows): {s['why']}")
+        for g, why in res.failed.items():
+            click.echo(f"not measured {column}={g}: {why}")
+        click.echo(line)
+    if plot:
+        info("--plot draws one sweep: see the group sweeps with `pgeval sweep list`")
+    for w in res.warnings if fmt != "table" else ():
+        warn(w)

@@ -1,0 +1,371 @@
+"""Recall per group of a target (``pgeval sweep --group-by COLUMN``): a knowledge base serves
+tenants, the application scopes every search to one (``WHERE knowledge_base_id = $2``), and a
+filtered index scan returns short lists for small groups. A whole-table recall of 0.95 can hide a
+tenant at 0.1; this measures each group as the application searches it.
+
+- The groups: the values of COLUMN among the target's rows (its filters applied; NULL is no
+  group); all of them up to ``max_groups``, else the largest half and the smallest half of that
+  many. A group of one chunk has nothing to find besides itself and is skipped, saying so.
+- Per group, one sweep (:func:`runner.run_sweep` with ``group=(column, value)``): ``--sample-
+  queries N`` rows of that group as queries (at most its chunks), exact ground truth within the
+  group, every point measured with ``WHERE column = value`` added to the target's filters. Each
+  is an ordinary stored sweep: a rerun measures only what is missing, and the same point in
+  another grouping or sweep is reused.
+- The recommendation is SQL's cost rule over the groups' worst recall per point
+  (``pgeval.sweeps_recommendation``); with ``--find``, each group finds its own least value and
+  every group is then measured at every value found (mostly reused), so that the setting that
+  brings the worst group to the target is measured in every group, not inferred.
+- Groups that miss the target at that point are measured once more with the kind's iterative
+  scan (``hnsw.iterative_scan`` strict_order and relaxed_order), at the same settings, to say
+  whether it fixes them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
+
+from psycopg import sql
+
+from ...core.errors import InputError, PlanError
+from ...core.ids import as_text
+from ...stages import registry
+from .runner import SweepConfig, SweepResult, run_sweep
+
+DEFAULT_MAX_GROUPS = 10
+
+
+@dataclass(frozen=True)
+class Group:
+    value: str
+    rows: int
+    chunks: int
+
+
+@dataclass
+class GroupSweepResult:
+    column: str
+    k: int
+    target_recall: float
+    groups_total: int  # groups in the target (non-NULL values)
+    chosen: str  # which groups were measured, in words
+    null_rows: int = 0  # rows whose column is NULL: in no group
+    skipped: list[dict] = field(default_factory=list)  # {"group", "rows", "why"}
+    sweeps: dict[str, SweepResult] = field(default_factory=dict)  # group -> its sweep
+    failed: dict[str, str] = field(default_factory=dict)  # group -> why it was not measured
+    points: list[dict] = field(default_factory=list)  # per point: worst group, groups
+    groups: list[dict] = field(default_factory=list)  # at `at`, worst first
+    at: dict | None = None  # the point the groups are shown at (label, settings, why)
+    recommendation: dict | None = None
+    finds: dict[str, dict] = field(default_factory=dict)  # group -> its find
+    warnings: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return {
+            "group_by": self.column,
+            "k": self.k,
+            "target_recall": self.target_recall,
+            "groups_total": self.groups_total,
+            "chosen": self.chosen,
+            "null_rows": self.null_rows,
+            "skipped": self.skipped,
+            "failed": [{"group": g, "why": w} for g, w in self.failed.items()],
+            "sweeps": {g: s.name for g, s in self.sweeps.items()},
+            "at": self.at,
+            "groups": self.groups,
+            "points": self.points,
+            "finds": self.finds,
+            "recommendation": self.recommendation,
+            "warnings": self.warnings,
+        }
+
+    @property
+    def missing(self) -> list[dict]:
+        """The groups under the target at the point shown."""
+        return [g for g in self.groups if g["recall"] is None or not g["reached"]]
+
+
+def list_groups(kb, target, column: str) -> tuple[list[Group], int]:
+    """Every group of ``column`` among the target's rows, largest first (ties: value in byte
+    order), and the number of rows where it is NULL."""
+    from ...target import catalog
+
+    if column not in catalog.columns(kb, target):
+        raise InputError(
+            f"column '{column}' does not exist in {target.qualified()}", field="--group-by"
+        )
+    where, params = target.where()
+    col = sql.Identifier(column)
+    stmt = sql.SQL(
+        "SELECT {val}, count(*), count(DISTINCT {cid}) FROM {table}{where} GROUP BY 1 "
+        "ORDER BY 2 DESC, 1"
+    ).format(
+        val=as_text(col),
+        cid=sql.Identifier(target.id_column),
+        table=target.table_sql(),
+        where=where,
+    )
+    rows = kb.execute(stmt, params).fetchall()
+    kb.rollback()
+    groups = [Group(v, int(n), int(c)) for v, n, c in rows if v is not None]
+    nulls = sum(int(n) for v, n, _ in rows if v is None)
+    return groups, nulls
+
+
+def choose(groups: list[Group], max_groups: int) -> tuple[list[Group], str]:
+    """All groups up to ``max_groups``; else the largest and the smallest (half each)."""
+    if len(groups) <= max_groups:
+        return list(groups), f"all {len(groups)} groups"
+    large = (max_groups + 1) // 2
+    small = max_groups - large
+    picked = groups[:large] + (groups[-small:] if small else [])
+    return picked, (
+        f"{max_groups} of {len(groups)} groups: the {large} largest and the {small} smallest"
+    )
+
+
+def column_for(database, target_name: str, group_by: str | None) -> str | None:
+    """The column a sweep groups by: ``--group-by``, else the target's own (``target add
+    --group-by``), else None (the whole table)."""
+    if group_by:
+        return group_by
+    from ...target import targets
+
+    with database.connect() as conn:
+        return targets.load(conn, target_name).group_by
+
+
+def check(cfg: SweepConfig, column: str, max_groups: int) -> None:
+    from ...testset.query_source import QuerySource
+
+    if max_groups < 1:
+        raise InputError(f"--max-groups must be >= 1, got {max_groups}", field="--max-groups")
+    if not isinstance(cfg.queries, QuerySource) or cfg.queries.kind != "sample":
+        raise InputError(
+            "--group-by draws its queries from each group: give --sample-queries N "
+            "(N queries per group)",
+            field="--group-by",
+        )
+    if cfg.build:
+        raise InputError(
+            "--group-by measures the index you have, per group: not with --build (compare "
+            "builds without --group-by, then measure the chosen one per group)",
+            field="--group-by",
+        )
+    if cfg.find and cfg.params:
+        raise InputError(
+            "--find with --group-by finds one setting for every group: give no other --param",
+            field="--find",
+        )
+
+
+def run_groups(
+    database,
+    cfg: SweepConfig,
+    column: str,
+    *,
+    max_groups: int = DEFAULT_MAX_GROUPS,
+    on_group=None,
+    on_warning=None,
+    **callbacks: Any,
+) -> GroupSweepResult:
+    """Sweep every chosen group of ``column`` (see the module's docstring);
+    ``on_group(index, count, group, step)`` before each group's sweep (step: sweep | confirm |
+    iterative); ``callbacks`` go to :func:`runner.run_sweep`."""
+    from ...target import targets
+
+    check(cfg, column, max_groups)
+    with database.connect() as conn:
+        target = targets.load(conn, cfg.target)
+    with database.connect(results=False, read_only=True) as kb:
+        every, nulls = list_groups(kb, target, column)
+    picked, chosen = choose(every, max_groups)
+    out = GroupSweepResult(column, cfg.k, cfg.target_recall, len(every), chosen, null_rows=nulls)
+
+    def warn(message: str) -> None:
+        if message not in out.warnings:
+            out.warnings.append(message)
+            if on_warning:
+                on_warning(message)
+
+    if nulls:
+        warn(f"{nulls} rows have no {column} (NULL): they belong to no group and are not measured")
+    measured = [g for g in picked if g.chunks >= 2]
+    for g in picked:
+        if g.chunks < 2:
+            out.skipped.append(
+                {"group": g.value, "rows": g.rows, "why": "one chunk: nothing to find besides it"}
+            )
+    if not measured:
+        raise InputError(
+            f"no group of {column} has two chunks or more to measure", field="--group-by"
+        )
+    sizes = {g.value: g for g in measured}
+
+    def sweep_of(g: Group, step: str, **changes: Any) -> SweepResult | None:
+        if on_group:
+            on_group(measured.index(g) + 1, len(measured), g, step)
+        gcfg = _group_config(cfg, column, g, step, **changes)
+        try:
+            return run_sweep(database, gcfg, on_warning=warn, **callbacks)
+        except PlanError as exc:  # the planner serves this group otherwise: say so, go on
+            out.failed[g.value] = str(exc)
+            return None
+
+    for g in measured:
+        res = sweep_of(g, "sweep")
+        if res is not None:
+            out.sweeps[g.value] = res
+            if res.finds:
+                out.finds[g.value] = res.finds[0]
+    if cfg.find:
+        _confirm(cfg, out, sizes, sweep_of)
+    _summarize(database, cfg, out, sizes)
+    _iterative(cfg, out, sizes, sweep_of, warn)
+    return out
+
+
+def _group_config(cfg: SweepConfig, column: str, g: Group, step: str, **changes: Any):
+    from ...testset.query_source import QuerySource
+
+    queries = cast(QuerySource, cfg.queries)
+    src = replace(queries, count=min(queries.count or 1, g.chunks))
+    name = None
+    if cfg.name:
+        name = f"{cfg.name}/{column}={g.value}" + ("" if step == "sweep" else f"/{step}")
+    return replace(cfg, group=(column, g.value), queries=src, name=name, **changes)
+
+
+def _confirm(cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of) -> None:
+    """--find: every group measured at every value a group found (most points are reused)."""
+    values = sorted({f["value"] for f in out.finds.values() if f.get("reached")})
+    if not values:
+        return
+    grid = (f"{cfg.find}={','.join(str(v) for v in values)}",)
+    for value in list(out.sweeps):
+        confirmed = sweep_of(sizes[value], "confirm", find=None, params=grid)
+        if confirmed is not None:
+            out.sweeps[value] = confirmed
+
+
+def _summarize(database, cfg: SweepConfig, out: GroupSweepResult, sizes: dict) -> None:
+    """Points (worst group each), the recommendation and the groups at the point shown, all
+    read from SQL over the groups' sweeps."""
+    if not out.sweeps:
+        return
+    order = list(out.sweeps)
+    ids = [out.sweeps[g].sweep_id for g in order]
+    kind = registry.kind(cfg.stage)
+    work = kind.work_settings if kind is not None else ()
+    with database.connect() as conn:
+        cur = conn.execute("SELECT * FROM pgeval.sweep_group_points(%s)", (ids,))
+        names = [d.name for d in cur.description]
+        rows = [dict(zip(names, r)) for r in cur.fetchall()]
+        cur = conn.execute(
+            "SELECT * FROM pgeval.sweeps_recommendation(%s, %s, %s)",
+            (ids, cfg.target_recall, list(work)),
+        )
+        rec = cur.fetchone()
+        recommendation = None if rec is None else dict(zip([d.name for d in cur.description], rec))
+        worst = store_rows(conn, "SELECT * FROM pgeval.sweep_worst_group(%s)", (ids,))
+    by_sweep = {out.sweeps[g].sweep_id: g for g in order}
+    per_point: dict[int, list[dict]] = {}
+    for r in rows:
+        per_point.setdefault(r["point"], []).append(_group_row(r, by_sweep, sizes, cfg))
+    for w in worst:
+        groups = sorted(per_point.get(w["point"], []), key=_worst_first)
+        out.points.append(
+            {
+                "point": w["point"],
+                "label": w["label"],
+                "settings": w["settings"],
+                "worst_recall": w["index_recall"],
+                "worst_group": groups[0]["group"] if groups else None,
+                "p95_ms": w["p95_ms"],
+                "groups": groups,
+            }
+        )
+    out.recommendation = recommendation
+    if recommendation is not None:
+        at = next(p for p in out.points if p["point"] == recommendation["point"])
+        why = "the recommended point"
+    elif out.points:  # nothing reaches the target everywhere: the point closest to it
+        at = max(out.points, key=lambda p: (p["worst_recall"] or 0, -p["point"]))
+        why = "no point reaches the target in every group: the point with the best worst group"
+    else:
+        return
+    out.at = {"point": at["point"], "label": at["label"], "settings": at["settings"], "why": why}
+    out.groups = at["groups"]
+
+
+def store_rows(conn, statement: str, params: tuple) -> list[dict]:
+    cur = conn.execute(statement, params)
+    names = [d.name for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def _group_row(r: dict, by_sweep: dict, sizes: dict, cfg: SweepConfig) -> dict:
+    g = by_sweep[r["sweep_id"]]
+    recall = r["index_recall"]
+    return {
+        "group": g,
+        "rows": sizes[g].rows,
+        "queries": r["queries"],
+        "recall": recall,
+        "short": r["short_queries"],
+        "p95_ms": r["p95_ms"],
+        "reached": recall is not None and recall >= cfg.target_recall - 1e-12,
+    }
+
+
+def _worst_first(g: dict) -> tuple:
+    return (g["recall"] if g["recall"] is not None else -1.0, g["group"])
+
+
+def _iterative(cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of, warn) -> None:
+    """Groups under the target at the point shown: measured again with each iterative-scan mode
+    of the kind, at the same settings; each group row gets ``iterative``: mode -> recall."""
+    from ...stages import gucs
+
+    kind = registry.kind(cfg.stage)
+    if kind is None or kind.iterative_scan is None or out.at is None or not out.missing:
+        return
+    setting, modes = kind.iterative_scan
+    if setting in (out.at["settings"] or {}) or setting in gucs.scope(cfg.settings, cfg.stage):
+        return  # the grid or --set already chose the scan mode
+    fixed = {**cfg.settings, **(out.at["settings"] or {})}
+    for row in out.missing:
+        res = None
+        try:
+            res = sweep_of(
+                sizes[row["group"]],
+                "iterative",
+                find=None,
+                params=(f"{setting}={','.join(modes)}",),
+                settings=fixed,
+            )
+        except InputError as exc:  # a server without the setting (pgvector before 0.8)
+            warn(f"{setting} could not be measured: {exc.detail}")
+            return
+        if res is None:
+            continue
+        row["iterative_setting"] = setting
+        row["iterative"] = {
+            p["settings"].get(setting): p["index_recall"] for p in res.points if p["settings"]
+        }
+        row["fixed_by"] = [
+            mode
+            for mode, recall in row["iterative"].items()
+            if recall is not None and recall >= cfg.target_recall - 1e-12
+        ]
+
+
+__all__ = [
+    "DEFAULT_MAX_GROUPS",
+    "Group",
+    "GroupSweepResult",
+    "choose",
+    "list_groups",
+    "column_for",
+    "run_groups",
+]
