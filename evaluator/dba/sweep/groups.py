@@ -243,7 +243,7 @@ def _confirm(cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of) -> 
         return
     grid = (f"{cfg.find}={','.join(str(v) for v in values)}",)
     for value in list(out.sweeps):
-        confirmed = sweep_of(sizes[value], "confirm", find=None, params=grid)
+        confirmed = sweep_of(sizes[value], "confirm", find=None, find_max=None, params=grid)
         if confirmed is not None:
             out.sweeps[value] = confirmed
 
@@ -341,6 +341,7 @@ def _iterative(cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of, w
                 sizes[row["group"]],
                 "iterative",
                 find=None,
+                find_max=None,
                 params=(f"{setting}={','.join(modes)}",),
                 settings=fixed,
             )
