@@ -353,3 +353,26 @@ def test_fulltext_fallback_uses_a_gin_index_on_pg15(pg15, pg15_kb, pgeval, tmp_p
         assert params["kw2.bm25.1"]["fts_index"] == name
         assert _lists(c, "kw1") == _lists(c, "kw2")
         c.execute(f"DROP INDEX {name}")
+
+
+def test_a_kind_the_server_lacks_says_what_is_missing(pg15_kb, pgeval):
+    """Debian's PostgreSQL 15 has pgvector but no pgvectorscale: a diskann sweep stops before
+    any work with one line naming the extension and the SQL that adds it."""
+    prefix = ["--dsn", pg15_kb.dsn]
+    code, _, err = pgeval(
+        *prefix, "target", "add", "pg15-kinds", "--table", "pg15_kb", "--id-column", "doc_id",
+        "--vector-column", "emb", "--replace",
+    )  # fmt: skip
+    assert code == 0, err
+    code, out, err = pgeval(
+        *prefix, "sweep", "--sample-queries", "3", "--target", "pg15-kinds", "--stage",
+        "diskann", "--param", "diskann.query_rescore=10",
+    )  # fmt: skip
+    assert code == 1 and out == ""
+    line = _one_line(err)
+    assert "needs pgvectorscale (extension vectorscale), which is not installed" in line
+    assert "CREATE EXTENSION vectorscale" in line
+    with pg15_kb.connect(results=False) as kb:
+        from evaluator.stages.server_support import missing
+
+        assert missing(kb, "hnsw-bq") is None and missing(kb, "hnsw-halfvec") is None

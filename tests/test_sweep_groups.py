@@ -57,9 +57,7 @@ def kb(database):
 def target(kb, database):
     from evaluator.target.add import add_target
 
-    add_target(
-        database, TARGET, table=TABLE, id_column="id", vector_column="e", replace=True
-    )
+    add_target(database, TARGET, table=TABLE, id_column="id", vector_column="e", replace=True)
     return TARGET
 
 

@@ -45,6 +45,8 @@ class Kind:
       scan in ``relaxed_order``), and ``always_reorders`` for a scan that always may (DiskANN
       beyond its rescored prefix): then the application's ``LIMIT K`` is the first K rows the
       scan emits, not the K nearest of a deeper fetch;
+    - ``min_version``: the least version of ``extension`` that has what the kind searches with
+      (``halfvec`` and ``binary_quantize`` came in pgvector 0.7.0);
     - ``iterative_scan``: the setting that lets a filtered scan go on past its first candidates
       (pgvector 0.8's iterative index scans) and the modes it takes, which a sweep grouped by
       tenant tries on the groups that miss the target (``--group-by``).
@@ -63,6 +65,7 @@ class Kind:
     # the type the kind searches the column as (both sides cast): halfvec for hnsw-halfvec
     cast_type: str | None = None
     iterative_scan: tuple[str, tuple[str, ...]] | None = None
+    min_version: str | None = None
 
     def may_reorder(self, settings: dict[str, str | None]) -> bool:
         """Whether a scan under ``settings`` (as the server shows them) may emit rows out of
@@ -117,7 +120,11 @@ KINDS: dict[str, Kind] = {
         Kind("exact", _VECTOR + "exact:ExactStage", "exact", extension="vector"),
         Kind("hnsw", _VECTOR + "hnsw:HnswStage", **_HNSW),
         Kind(
-            "hnsw-halfvec", _VECTOR + "hnsw_halfvec:HnswHalfvecStage", **_HNSW, cast_type="halfvec"
+            "hnsw-halfvec",
+            _VECTOR + "hnsw_halfvec:HnswHalfvecStage",
+            **_HNSW,
+            cast_type="halfvec",
+            min_version="0.7.0",
         ),
         Kind(
             "hnsw-bq",
@@ -128,6 +135,7 @@ KINDS: dict[str, Kind] = {
                 "work_settings": ("bq.candidates", "hnsw.ef_search", "hnsw.max_scan_tuples"),
             },
             cast_type="bit",
+            min_version="0.7.0",
         ),
         Kind(
             "ivfflat",

@@ -151,6 +151,9 @@ class VectorStage(BaseStage):
         kb, t = ctx.kb, ctx.target
         if kb.info.transaction_status != 0:
             kb.rollback()
+        from .server_support import require
+
+        require(kb, self.kind, field="--stages")  # the extension, at the version the kind needs
         register_vector(kb)
         gucs.load_libraries(kb)
         oid = relation_oid(kb, t)

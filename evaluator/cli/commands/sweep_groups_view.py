@@ -18,9 +18,13 @@ def iterative_text(row: dict) -> str:
     modes = row.get("iterative")
     if not modes:
         return ""
-    return str(row.get("iterative_setting", "")) + "=" + ", ".join(
-        f"{mode} {_fmt(recall, '.3f')}{' ✓' if mode in row.get('fixed_by', []) else ' ✗'}"
-        for mode, recall in modes.items()
+    return (
+        str(row.get("iterative_setting", ""))
+        + "="
+        + ", ".join(
+            f"{mode} {_fmt(recall, '.3f')}{' ✓' if mode in row.get('fixed_by', []) else ' ✗'}"
+            for mode, recall in modes.items()
+        )
     )
 
 
@@ -129,10 +133,10 @@ def run_grouped(database, cfg, column: str, max_groups: int, fmt: str, plot) -> 
         for g in res.groups:
             if g.get("iterative"):
                 click.echo(f"{column}={g['group']} with an iterative scan: {iterative_text(g)}")
-        for s in res.skipped:
-            click.echo(f"skipped {column}={s['group']} ({s['rows']} rows): {s['why']}")
-        for g, why in res.failed.items():
-            click.echo(f"not measured {column}={g}: {why}")
+        for skip in res.skipped:
+            click.echo(f"skipped {column}={skip['group']} ({skip['rows']} rows): {skip['why']}")
+        for value, why in res.failed.items():
+            click.echo(f"not measured {column}={value}: {why}")
         click.echo(line)
     if plot:
         info("--plot draws one sweep: see the group sweeps with `pgeval sweep list`")

@@ -188,6 +188,9 @@ def run_sweep(
         database.connect() as results,
         database.connect(results=False, read_only=not cfg.isolate_index) as kb,
     ):
+        from ...stages.server_support import require
+
+        require(kb, cfg.stage)  # before any work: pgvectorscale, pgvector 0.7 for halfvec/bq
         tid, ts_hash = resolve_testset(results, cfg.testset)
         target = _target(results, cfg)
         judged = results.execute(
