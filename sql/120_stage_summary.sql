@@ -41,7 +41,6 @@ $$;
 -- timing boundary) and of server_ms where recorded. rows_* are pgeval.query_timing.rows_returned
 -- (what the statement returned) where the stage timed its queries, else the stored results per
 -- query; short_queries counts the queries that returned fewer rows than the stage's depth.
--- (plpgsql: pgeval.nearest_rank is defined by a later file.)
 CREATE OR REPLACE FUNCTION pgeval.stage_latency(p_experiment bigint,
                                                 p_repetition integer DEFAULT NULL,
                                                 p_fractions double precision[]

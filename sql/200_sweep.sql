@@ -18,7 +18,8 @@ LANGUAGE sql STABLE AS $$
      WHERE t.run_id = p_run
 $$;
 
--- One row per point of a sweep: means over the repetitions measured so far, their spread, and
+-- One row per point of a sweep: means over the repetitions measured so far, their spread, the
+-- latency percentiles pooled over the repetitions (p95_sd: the spread of each repetition's p95), and
 -- whether the point is on the Pareto front (no other point has index recall >= and p95 <= with
 -- one of them strictly better). metrics / metrics_sd: measure -> mean / sample stddev.
 CREATE OR REPLACE FUNCTION pgeval.sweep_summary(p_sweep bigint)
@@ -51,15 +52,30 @@ LANGUAGE sql STABLE AS $$
     mj AS (
         SELECT m.point, jsonb_object_agg(m.key, m.v) AS metrics,
                jsonb_object_agg(m.key, m.sd) AS metrics_sd
-          FROM m GROUP BY m.point)
+          FROM m GROUP BY m.point),
+    -- one definition of a point's percentiles: nearest rank over the latencies of all its
+    -- repetitions pooled (as the stage report computes them); the mean of the repetitions' own
+    -- percentiles only where a repetition's timings are gone (its run deleted)
+    pooled AS (
+        SELECT sp.point, count(DISTINCT sp.repetition) AS reps, array_agg(t.latency_ms) AS lat
+          FROM sp JOIN pgeval.query_timing t ON t.run_id = sp.run_id
+         GROUP BY sp.point),
+    pct AS (
+        SELECT a.point,
+               CASE WHEN pl.reps = a.reps THEN pgeval.nearest_rank(pl.lat, 0.5) ELSE a.p50 END AS p50,
+               CASE WHEN pl.reps = a.reps THEN pgeval.nearest_rank(pl.lat, 0.95) ELSE a.p95 END
+                   AS p95,
+               CASE WHEN pl.reps = a.reps THEN pgeval.nearest_rank(pl.lat, 0.99) ELSE a.p99 END
+                   AS p99
+          FROM agg a LEFT JOIN pooled pl ON pl.point = a.point)
     SELECT a.point, a.label, a.settings, a.build, a.reps, a.reused, a.ir, a.ir_sd, a.ir_min,
-           a.ir_max, a.p50, a.p95, a.p95_sd, a.p99, a.qps, a.qps_sd, a.rows_mean, a.rows_min,
+           a.ir_max, pct.p50, pct.p95, a.p95_sd, pct.p99, a.qps, a.qps_sd, a.rows_mean, a.rows_min,
            a.build_ms, a.index_bytes, mj.metrics, mj.metrics_sd, a.config_hash,
-           a.ir IS NOT NULL AND a.p95 IS NOT NULL AND NOT EXISTS (
-               SELECT 1 FROM agg b
-                WHERE b.point <> a.point AND b.ir IS NOT NULL AND b.p95 IS NOT NULL
-                  AND b.ir >= a.ir AND b.p95 <= a.p95 AND (b.ir > a.ir OR b.p95 < a.p95))
-      FROM agg a LEFT JOIN mj ON mj.point = a.point
+           a.ir IS NOT NULL AND pct.p95 IS NOT NULL AND NOT EXISTS (
+               SELECT 1 FROM agg b JOIN pct pb ON pb.point = b.point
+                WHERE b.point <> a.point AND b.ir IS NOT NULL AND pb.p95 IS NOT NULL
+                  AND b.ir >= a.ir AND pb.p95 <= pct.p95 AND (b.ir > a.ir OR pb.p95 < pct.p95))
+      FROM agg a JOIN pct ON pct.point = a.point LEFT JOIN mj ON mj.point = a.point
      ORDER BY a.point
 $$;
 
