@@ -377,3 +377,47 @@ def test_report_refuses_to_overwrite_the_report_it_reads(
     )
     assert code == 0, err
     assert saved.read_bytes() == before
+
+
+def test_flagged_queries_one_row_each_worst_first_with_plans(pgeval, conn, clean, tmp_path):
+    """The flagged section (issue "Output a DBA can trust", item 5): one row per query (a query
+    flagged for recall and ranking is one row), worst first, the 20 worst shown with the plan of
+    the stage, the rest behind a <details>; parameters in words; no per-type section for
+    untyped queries; the page gets the mode every new file gets (PNG files beside it do too)."""
+    import os
+
+    from evaluator.reporting import common
+
+    n = 30
+    make_testset(conn, "flag-set", {f"q{i:02}": {f"c{i}": 2} for i in range(n)})
+    ranked = {f"q{i:02}": (["x", "y"] if i < 25 else [f"c{i}"]) for i in range(n)}
+    rid = make_run(conn, "flag-run", "flag-set", ranked)
+    conn.execute(
+        "UPDATE pgeval.run SET params = %s WHERE run_id = %s", ('{"k": 60, "w": [1, 2]}', rid)
+    )
+    plan = conn.execute("EXPLAIN (FORMAT JSON) SELECT * FROM pgeval.result LIMIT 1").fetchone()[0]
+    conn.execute("INSERT INTO pgeval.query_plan VALUES (%s, 'q03', %s)", (rid, json.dumps(plan)))
+    conn.commit()
+    page = tmp_path / "flag.html"
+    old = os.umask(0o022)
+    try:
+        code, _, err = pgeval(
+            "report", "flag-run", "--format", "html", "--no-plots", "--out", str(page)
+        )
+    finally:
+        os.umask(old)
+    assert code == 0, err
+    assert page.stat().st_mode & 0o777 == 0o644
+    text = page.read_text()
+    assert "Flagged queries (25)" in text and "the 20 worst shown" in text
+    assert "<summary>5 more flagged queries</summary>" in text
+    flagged, rest = text.split('<div id="flagged">')[1].split("<details><summary>5 more")
+    assert flagged.count("<tr><td>q") == 20 and rest.split("</div>")[0].count("<tr><td>q") == 5
+    assert "low_recall (recall@10 0.0000); poor_ranking (ndcg@10 0.0000)" in flagged
+    assert "Seq Scan on result" in flagged  # q03's plan, in its row
+    assert "k: 60 · w: 1, 2" in text and "{&quot;k&quot;" not in text
+    assert "By query type" not in text
+    doc = json.loads(pgeval("report", "flag-run", "--format", "json")[1])
+    rows = common.flagged_rows(doc)
+    assert [r["query_id"] for r in rows] == sorted(r["query_id"] for r in rows)  # all 0: by id
+    assert len(rows) == 25 == len({f["query_id"] for f in doc["flagged"]})

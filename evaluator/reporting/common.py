@@ -45,8 +45,74 @@ def facts(report: dict) -> list[tuple[str, str]]:
         ("domain discount", fmt(report.get("domain_discount"))),
     ]
     if run.get("params"):
-        out.append(("parameters", json.dumps(run["params"], sort_keys=True, ensure_ascii=False)))
+        out.append(("parameters", params_text(run["params"])))
     return out
+
+
+def params_text(params: dict) -> str:
+    """A run's parameters in words: ``inputs: hnsw, diskann, bm25 · k: 60 · weights: bm25=1,
+    hnsw=1``, keys in order, numbers as the report prints them."""
+
+    def one(value) -> str:
+        if isinstance(value, dict):
+            return ", ".join(f"{k}={one(v)}" for k, v in sorted(value.items()))
+        if isinstance(value, (list, tuple)):
+            return ", ".join(one(v) for v in value)
+        if isinstance(value, float):
+            return f"{value:g}" if abs(value) >= 1e-4 or value == 0 else fmt(value)
+        if isinstance(value, str):
+            return value
+        return json.dumps(value, ensure_ascii=False)
+
+    return " · ".join(f"{k}: {one(v)}" for k, v in sorted(params.items()))
+
+
+def typed(report: dict) -> bool:
+    """Whether the queries carry types worth a breakdown: more than one group, or one that is
+    not the untyped rest."""
+    rows = report.get("by_type") or []
+    names = {r.get("type") for r in rows}
+    return len(rows) > 1 or bool(names - {None, "", "(untyped)"})
+
+
+FLAGGED_SHOWN = 20  # the worst flagged queries shown with their plans; the rest folded away
+
+
+def flagged_rows(report: dict) -> list[dict]:
+    """One row per flagged query (a query flagged for low recall and for poor ranking is one
+    row naming both), worst first: its lowest flagged value, then query id; with its plan."""
+    by_query: dict[str, dict] = {}
+    for f in report.get("flagged") or []:
+        row = by_query.setdefault(
+            f["query_id"], {"query_id": f["query_id"], "flags": [], "worst": None, "plan": None}
+        )
+        row["flags"].append(f"{f.get('flag')} ({f.get('measure')} {fmt(f.get('value'))})")
+        value = f.get("value")
+        if value is not None and (row["worst"] is None or value < row["worst"]):
+            row["worst"] = value
+        if f.get("plan") is not None:
+            row["plan"] = f["plan"]
+    rows = sorted(
+        by_query.values(),
+        key=lambda r: (r["worst"] if r["worst"] is not None else 2.0, r["query_id"]),
+    )
+    for r in rows:
+        r["flag"] = "; ".join(r.pop("flags"))
+        r["plan_summary"] = plan_summary(r["plan"])
+    return rows
+
+
+def plan_summary(plan) -> str:
+    """The plan in one line: its scan nodes (``Index Scan using kb_hnsw``), or that none was
+    recorded."""
+    if plan is None:
+        return "not captured (pgeval plans RUN)"
+    scans = [
+        line.strip().removeprefix("-> ").split("  (")[0]
+        for line in plan_text(plan).splitlines()
+        if "Scan" in line
+    ]
+    return "; ".join(scans) or plan_text(plan).splitlines()[0]
 
 
 def counts_row(report: dict) -> dict:
@@ -177,7 +243,7 @@ def sections(report: dict) -> list[Section]:
                 SWEEP_COLUMNS,
             )
         )
-    if report.get("by_type"):
+    if report.get("by_type") and typed(report):
         out.append(
             Section(
                 "by_type",

@@ -102,6 +102,46 @@ def _img(name: str, png: bytes) -> str:
     )
 
 
+def _plan_cell(row: dict) -> str:
+    if row.get("plan") is None:
+        return f"<td>{escape(row['plan_summary'])}</td>"
+    return (
+        f"<td><details><summary>{escape(row['plan_summary'])}</summary><pre>"
+        f"{escape(common.plan_text(row['plan']))}</pre></details></td>"
+    )
+
+
+def _flagged_table(rows: list[dict]) -> str:
+    head = "".join(f"<th>{c}</th>" for c in ("query_id", "flags", "worst", "plan of the stage"))
+    body = "".join(
+        f"<tr><td>{escape(r['query_id'])}</td><td>{escape(r['flag'])}</td>{_td(r['worst'])}"
+        f"{_plan_cell(r)}</tr>"
+        for r in rows
+    )
+    return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def flagged_section(rows: list[dict]) -> str:
+    """The worst flagged queries with the plan of the stage that served them (open a plan to
+    read it); the rest folded behind a <details>."""
+    shown, rest = rows[: common.FLAGGED_SHOWN], rows[common.FLAGGED_SHOWN :]
+    out = (
+        f'<h2>Flagged queries ({len(rows)})</h2><p class="muted">Low recall (Recall@K &lt; 0.3) '
+        "and poor ranking (nDCG@10 &lt; 0.5), one row per query, worst first"
+        + (f", the {len(shown)} worst shown" if rest else "")
+        + '; open a plan to read it.</p><div id="flagged">'
+    )
+    if not rows:
+        return out + '<p class="muted">none</p></div>'
+    out += _flagged_table(shown)
+    if rest:
+        out += (
+            f"<details><summary>{len(rest)} more flagged queries</summary>"
+            f"{_flagged_table(rest)}</details>"
+        )
+    return out + "</div>"
+
+
 def render(report: dict, *, with_plots: bool = True) -> str:
     images = plots.render_all(report) if with_plots and plots.available() else {}
     notes = []
@@ -131,18 +171,7 @@ def render(report: dict, *, with_plots: bool = True) -> str:
             + table(sec.rows, sec.columns, sortable=sec.key not in UNSORTED)
         )
     parts.extend(plots_html)
-    flagged = report.get("flagged") or []
-    parts.append(
-        '<h2>Flagged queries</h2><p class="muted">Low recall (Recall@K &lt; 0.3) and '
-        "poor ranking (nDCG@10 &lt; 0.5), with the plan of the stage that served them."
-        "</p>" + table(flagged, ["query_id", "flag", "measure", "value"])
-    )
-    for f in flagged:
-        if f.get("plan") is not None:
-            parts.append(
-                f"<details><summary>plan of {escape(f['query_id'])}</summary><pre>"
-                f"{escape(common.plan_text(f['plan']))}</pre></details>"
-            )
+    parts.append(flagged_section(common.flagged_rows(report)))
     cases = common.case_rows(report)
     parts.append(
         f'<h2>Per query ({len(cases)})</h2><p class="muted">Click a column to sort; '

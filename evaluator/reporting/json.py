@@ -262,6 +262,10 @@ def write_text(text: str, path: str | Path) -> None:
         raise InputError("cannot write there: the directory does not exist", file=str(path))
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        # mkstemp makes the file 0600: give it the mode any new file gets here (the umask's)
+        mask = os.umask(0)
+        os.umask(mask)
+        os.chmod(tmp, 0o666 & ~mask)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)

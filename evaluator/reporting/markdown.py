@@ -39,12 +39,13 @@ def render(report: dict) -> str:
     )
     for sec in common.sections(report):
         parts.append(f"## {sec.title}\n\n" + table(sec.rows, sec.columns))
-    flagged = report.get("flagged") or []
+    flagged = common.flagged_rows(report)
     parts.append(
-        "## Flagged queries\n\nLow recall (Recall@K < 0.3) and poor ranking "
-        "(nDCG@10 < 0.5).\n\n" + table(flagged, ["query_id", "flag", "measure", "value"])
+        f"## Flagged queries ({len(flagged)})\n\nLow recall (Recall@K < 0.3) and poor ranking "
+        "(nDCG@10 < 0.5), one row per query, worst first.\n\n"
+        + table(flagged, ["query_id", "flag", "worst", "plan_summary"])
     )
-    for f in flagged:
+    for f in flagged[: common.FLAGGED_SHOWN]:
         if f.get("plan") is not None:
             parts.append(
                 f"<details><summary>plan of {f['query_id']}</summary>\n\n```\n"

@@ -44,9 +44,11 @@ def _headline(report: dict) -> list[str]:
 
 
 def by_type(report: dict) -> bytes | None:
+    from .common import typed
+
     rows = report.get("by_type") or []
     metrics = [m for m in _headline(report) if rows and m in rows[0]]
-    if not rows or not metrics:
+    if not rows or not metrics or not typed(report):  # one "(untyped)" bar says nothing
         return None
     fig = _figure(max(6.0, 1.1 * len(rows) + 2), 3.6)
     ax = fig.add_subplot()
