@@ -169,6 +169,16 @@ def test_every_table_command_fits_80_columns(long_named, monkeypatch):
             assert max(_widths(out)) <= 80, (args, out)
         if args[0] == "sweep":  # piped: one-line progress messages with a total
             assert re.search(r"^progress: sweep .* \d+/\d+ \(\d+%\)", err, re.M), err
+    # names are never cut: other text columns give way, and a name longer than the console
+    # allows wraps within its cell (all its characters shown, in order); none ends in "…"
+    for args, key in ((("run", "list"), "run"), (("target", "list"), "target")):
+        code, out, _ = run(*args)
+        names = [r[key] for r in json.loads(run(*args, "--format", "json")[1])]
+        assert code == 0 and names and "…" not in out, (args, out)
+        assert all(n in out for n in names if len(n) <= 30), (args, out)
+        assert max(_widths(out)) <= 80
+    code, out, _ = run("run", "list")
+    assert "--wide shows every column" in out  # what was left out to keep the names whole
     code, out, _ = run("run", "list", "--wide")
     assert code == 0 and max(_widths(out)) > 80 and "started_at" in out
     code, out, _ = run("run", "list", "--format", "json")

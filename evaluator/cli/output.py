@@ -154,6 +154,29 @@ def echo_line(text: str, indent: int = 2) -> None:
     click.echo(wrapped(text, text_width(), indent))
 
 
+# columns whose values are copied into the next command (names, ids, settings): never cut with an
+# ellipsis; the other text columns are narrowed first, and these wrap within their cell last
+KEY_COLUMNS = frozenset(
+    {
+        "run",
+        "name",
+        "experiment",
+        "sweep",
+        "target",
+        "testset",
+        "label",
+        "query_id",
+        "stage",
+        "group",
+        "index",
+        "relation",
+        "setting",
+        "table",
+        "worst_group",
+    }
+)
+
+
 def table(
     rows: Iterable[dict],
     columns: Sequence[str] | None = None,
@@ -162,8 +185,10 @@ def table(
     digits: int = 4,
     wide_only: Sequence[str] = (),
 ) -> None:
-    """Print ``rows`` as a table. Headers are never cut (text cells are, with an ellipsis, when
-    the table would be wider than the console); ``wide_only`` columns appear with --wide."""
+    """Print ``rows`` as a table. Headers are never cut; when the table would be wider than the
+    console, text cells are cut with an ellipsis, except names and ids (:data:`KEY_COLUMNS`),
+    which wrap within their cell once the other columns are as narrow as they go; ``wide_only``
+    columns appear with --wide."""
     from rich.console import Console
     from rich.table import Table
 
@@ -179,7 +204,23 @@ def table(
     ]
     out = file or sys.stdout
     width = 100_000 if wide else console_width(out)
-    limits = {} if width is None else fit(columns, cells, numeric, width)
+    keys = {i for i, c in enumerate(columns) if str(c) in KEY_COLUMNS}
+    limits = {} if width is None else fit(columns, cells, numeric, width, keys)
+    dropped: list[str] = []
+    while width is not None and keys & set(limits):
+        # a name would wrap: leave out the rightmost other text column first (--wide shows it);
+        # numbers are never left out (a name wraps within its cell instead)
+        drop = max(
+            (i for i in range(1, len(columns)) if i not in keys and not numeric[i]), default=None
+        )
+        if drop is None:
+            break
+        dropped.insert(0, str(columns[drop]))
+        columns = columns[:drop] + columns[drop + 1 :]
+        cells = [row[:drop] + row[drop + 1 :] for row in cells]
+        numeric = numeric[:drop] + numeric[drop + 1 :]
+        keys = {i for i, c in enumerate(columns) if str(c) in KEY_COLUMNS}
+        limits = fit(columns, cells, numeric, width, keys)
     # the title on a line of its own: a table's own title is cut to the table's width
     t = Table(show_lines=False, header_style="bold", box=_box(), show_edge=False)
     for i, col in enumerate(columns):
@@ -188,8 +229,8 @@ def table(
             justify="right" if numeric[i] else "left",
             min_width=len(str(col)),
             max_width=limits.get(i),
-            no_wrap=not wide,
-            overflow="fold" if wide else "ellipsis",
+            no_wrap=not wide and i not in keys,
+            overflow="fold" if wide or i in keys else "ellipsis",
         )
     for row in cells:
         t.add_row(*row)
@@ -198,13 +239,27 @@ def table(
         title = wrapped(title, None if wide else width or shutil.get_terminal_size().columns)
         console.print(title, soft_wrap=True, markup=False, highlight=False)
     console.print(t)
+    if dropped:
+        note = f"(left out to keep names whole: {', '.join(dropped)}; --wide shows every column)"
+        console.print(
+            wrapped(note, None if wide else width or shutil.get_terminal_size().columns),
+            soft_wrap=True,
+            markup=False,
+            highlight=False,
+        )
 
 
 def fit(
-    columns: Sequence[str], cells: list[list[str]], numeric: list[bool], width: int
+    columns: Sequence[str],
+    cells: list[list[str]],
+    numeric: list[bool],
+    width: int,
+    keys: set[int] | frozenset[int] = frozenset(),
 ) -> dict[int, int]:
     """Widths for the text columns so that the table fits ``width``: the widest text column is
-    narrowed first, never below its header (nor 8 characters); numbers are never narrowed."""
+    narrowed first, never below its header (nor 8 characters), the ``keys`` columns (which wrap
+    rather than cut) only once the others are as narrow as they go; numbers are never
+    narrowed."""
     from rich.cells import cell_len
 
     natural = [
@@ -215,8 +270,9 @@ def fit(
     excess = sum(widths) + GAP * max(len(columns) - 1, 0) + 2 - width  # + the edge padding
     limits = {}
     while excess > 0:
+        narrowable = [j for j in range(len(columns)) if not numeric[j] and widths[j] > floor[j]]
         i = max(
-            (j for j in range(len(columns)) if not numeric[j] and widths[j] > floor[j]),
+            [j for j in narrowable if j not in keys] or narrowable,
             key=lambda j: widths[j],
             default=None,
         )
