@@ -146,7 +146,10 @@ def render(report: dict, *, with_plots: bool = True) -> str:
     images = plots.render_all(report) if with_plots and plots.available() else {}
     notes = []
     if with_plots and not plots.available():
-        notes.append("plots left out: matplotlib is not installed (pip install 'pgeval[plot]')")
+        notes.append(
+            "plots left out: matplotlib is not installed (pip install matplotlib, or "
+            "pip install -e '.[plot]' in the clone)"
+        )
     parts = [
         f"<h1>{escape(common.title(report))}</h1>",
         '<dl class="facts">'

@@ -1,5 +1,5 @@
 """PNG plots of a report document, drawn with matplotlib's Agg canvas (no display, no pyplot global
-state). matplotlib is optional (`pip install pgeval[plot]`): :func:`available` says whether it is
+state). matplotlib is optional (`pip install matplotlib`, or the plot extra): :func:`available` says whether it is
 there, and callers leave the plots out when it is not."""
 
 from __future__ import annotations
@@ -128,13 +128,6 @@ def sweep(report: dict) -> bytes | None:
                 markeredgecolor="#cf222e",
                 label="this run",
             )
-        ax.annotate(
-            str(p.get("label", "")),
-            (p["latency_p95_ms"], p["recall"]),
-            textcoords="offset points",
-            xytext=(4, 4),
-            fontsize=8,
-        )
     ax.margins(x=0.12, y=0.1)
     if any(p.get("current") for p in points):
         ax.legend(fontsize=8, loc="lower right")
@@ -142,6 +135,7 @@ def sweep(report: dict) -> bytes | None:
     ax.set_ylabel((report.get("sweep") or {}).get("metric", "recall"))
     ax.set_title(f"recall vs latency: {(report.get('sweep') or {}).get('param', 'sweep')}")
     ax.grid(alpha=0.3)
+    place_labels(ax, [(p["latency_p95_ms"], p["recall"], str(p.get("label", ""))) for p in points])
     return _png(fig)
 
 
@@ -200,3 +194,48 @@ def render_all(report: dict) -> dict[str, bytes]:
         if png:
             out[name] = png
     return out
+
+
+# where a point's label may go, in points from the dot: right below, right above, left below,
+# left above, further below, further above
+OFFSETS: tuple[tuple[int, int, str], ...] = (
+    (5, -11, "left"),
+    (5, 5, "left"),
+    (-5, -11, "right"),
+    (-5, 5, "right"),
+    (5, -22, "left"),
+    (5, 16, "left"),
+    (-5, -22, "right"),
+    (-5, 16, "right"),
+)
+
+
+def place_labels(ax, points: list[tuple[float, float, str]]) -> None:
+    """Label each point where its text overlaps no label placed before it (the first offset
+    that is free, on the side towards the middle; the first offset when none is), so that
+    close points stay readable."""
+    fig = ax.figure
+    fig.canvas.draw()  # the axes' final limits: where each label lands is known only then
+    ax.set_autoscale_on(False)
+    renderer = fig.canvas.get_renderer()
+    placed: list = []
+    for x, y, text in sorted(points, key=lambda p: (p[0], -p[1])):
+        chosen = None
+        # points in the right half try the left side first: labels stay inside the axes
+        right = ax.transAxes.inverted().transform(ax.transData.transform((x, y)))[0] > 0.5
+        for dx, dy, ha in sorted(OFFSETS, key=lambda o: (o[2] == "left") == right):
+            ann = ax.annotate(
+                text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=7, ha=ha
+            )
+            box = ann.get_window_extent(renderer).expanded(1.05, 1.1)
+            if not any(box.overlaps(other) for other in placed):
+                chosen = (ann, box)
+                break
+            ann.remove()
+        if chosen is None:  # crowded everywhere: the first place
+            dx, dy, ha = OFFSETS[2] if right else OFFSETS[0]
+            ann = ax.annotate(
+                text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=7, ha=ha
+            )
+            chosen = (ann, ann.get_window_extent(renderer))
+        placed.append(chosen[1])

@@ -21,7 +21,11 @@ def write(
     from ...reporting import plots
 
     if not plots.available():
-        raise InputError("--plot needs matplotlib (pip install 'pgeval[plot]')", field="--plot")
+        raise InputError(
+            "--plot needs matplotlib: pip install matplotlib (or the clone's plot extra: "
+            "pip install -e '.[plot]')",
+            field="--plot",
+        )
     pts = [p for p in points if p.get("index_recall") is not None and p.get("p95_ms") is not None]
     if not pts:
         raise InputError("no measured point to plot", field="--plot")
@@ -49,14 +53,6 @@ def write(
             color="#0969da",
             label="Pareto front",
         )
-    for p in pts:
-        ax.annotate(
-            p["label"],
-            (p["p95_ms"], p["index_recall"]),
-            textcoords="offset points",
-            xytext=(4, -10),
-            fontsize=7,
-        )
     ax.axhline(
         target_recall,
         linestyle="--",
@@ -80,6 +76,7 @@ def write(
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
+    plots.place_labels(ax, [(p["p95_ms"], p["index_recall"], p["label"]) for p in pts])
     out = Path(path)
     out.write_bytes(plots._png(fig))
     return out
