@@ -68,3 +68,31 @@ def test_generator_runs_as_a_module(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == reference.render()
+
+
+def test_every_help_fits_80_columns_and_named_commands_have_examples():
+    """At an 80-column terminal no --help line is wider (prose written wider is rewrapped, a
+    long example is continued with a shell backslash at an option); the commands a newcomer
+    starts with show examples (issue "Output a DBA can trust", items 7 and 11)."""
+    from evaluator.cli.help_format import fit_verbatim
+
+    for path, ctx in reference.walk(cli):
+        narrow = ctx.command.context_class(
+            ctx.command, info_name=path[-1], terminal_width=80, max_content_width=100
+        )
+        text = ctx.command.get_help(narrow)
+        assert max(len(line) for line in text.splitlines()) <= 80, (path, text)
+        if path[1:] in (
+            ("db",),
+            ("db", "stop"),
+            ("db", "status"),
+            ("init",),
+            ("demo",),
+            ("sweep",),
+        ):
+            assert "Examples:" in text, path
+    # an example continued where it is cut still runs when pasted: a backslash, then the rest
+    line = "  pgeval sweep --sample-queries 300 --target kb --stage hnsw --param hnsw.ef_search=1,2"
+    fitted = fit_verbatim("\b\nExamples:\n" + line, 60).splitlines()[2:]
+    assert fitted[0].endswith(" \\") and fitted[1].startswith("      --stage")
+    assert " ".join(f.rstrip(" \\").strip() for f in fitted) == line.strip()

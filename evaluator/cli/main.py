@@ -13,6 +13,8 @@ import sys
 
 import click
 
+from .help_format import HelpContext, adopt
+
 # command name -> "module:attribute" (add a line per command; names are a contract with scripts and docs: add, never rename)
 COMMANDS = {
     "answers": "evaluator.cli.commands.answers_cmd:answers",
@@ -38,6 +40,8 @@ COMMANDS = {
 
 
 class LazyGroup(click.Group):
+    context_class = HelpContext  # help fitted to the terminal (cli/help_format.py)
+
     def list_commands(self, ctx):
         return sorted(COMMANDS)
 
@@ -46,7 +50,7 @@ class LazyGroup(click.Group):
         if target is None:
             return None
         module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        return adopt(getattr(importlib.import_module(module), attr))
 
 
 class Context:

@@ -34,7 +34,7 @@ def walk(command: click.Command, path: tuple[str, ...] = ("pgeval",), parent=Non
         for k, v in (command.context_settings or {}).items()
         if k not in ("terminal_width", "max_content_width")
     }
-    ctx = click.Context(
+    ctx = command.context_class(
         command,
         info_name=path[-1],
         parent=parent,

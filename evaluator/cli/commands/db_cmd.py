@@ -20,13 +20,26 @@ def _embedded(db):
 @click.group()
 def db():
     """Manage the embedded PostgreSQL server (PostgreSQL 18, pgvector, pgvectorscale,
-    pg_textsearch). It keeps running between commands until `pgeval db stop`."""
+    pg_textsearch). It keeps running between commands until `pgeval db stop`.
+
+    \b
+    Examples:
+      pgeval db status
+      psql "$(pgeval db uri)"
+      pgeval db stop
+    """
 
 
 @db.command()
 @pass_db
 def start(database):
-    """Start the embedded server (creating its data directory on first use)."""
+    """Start the embedded server (creating its data directory on first use).
+
+    \b
+    Examples:
+      pgeval db start
+      pgeval --datadir /srv/pgeval db start
+    """
     from ...core import server
 
     datadir = _embedded(database)
@@ -39,7 +52,13 @@ def start(database):
 @db.command()
 @pass_db
 def stop(database):
-    """Stop the embedded server."""
+    """Stop the embedded server (the data directory and your runs stay).
+
+    \b
+    Examples:
+      pgeval db stop
+      pgeval --datadir /srv/pgeval db stop
+    """
     from ...core import server
 
     datadir = _embedded(database)
@@ -51,7 +70,13 @@ def stop(database):
 @pass_db
 def status(database, fmt):
     """Say whether the embedded server runs, where, and its URI. Exit 0 when it runs, 3 when it
-    is stopped (pg_ctl status's convention)."""
+    is stopped (pg_ctl status's convention).
+
+    \b
+    Examples:
+      pgeval db status
+      pgeval db status --format json
+    """
     from ...core import server
     from ..output import to_json
 
@@ -76,7 +101,13 @@ def status(database, fmt):
 @pass_db
 def uri(database):
     """Print the connection URI (last line of output), starting the server if needed. A
-    password in a --dsn / PGEVAL_DSN is shown as ***."""
+    password in a --dsn / PGEVAL_DSN is shown as ***.
+
+    \b
+    Examples:
+      pgeval db uri
+      psql "$(pgeval db uri | tail -1)"
+    """
     from ...core.masking import mask
 
     click.echo(mask(database.uri()))

@@ -65,7 +65,14 @@ def demo(ctx, out, corpus_name, queries, repeat, diskann, workdir, keep):
     diskann, bm25, merge), `stage-report`, `metrics`, a short `sweep` with its plot and an HTML
     `report` in --out. Each step prints the command it runs and its time, so the output doubles
     as a tutorial. Uses the embedded server unless --dsn is given; metric definitions:
-    docs/METRICS.md."""
+    docs/METRICS.md.
+
+    \b
+    Examples:
+      pgeval demo
+      pgeval demo --out demo-out --keep
+      pgeval demo --corpus generated --queries 50 --no-diskann
+    """
     from ...demo.flow import tour
 
     root = ctx.find_root()

@@ -20,7 +20,14 @@ def init(database, fmt):
     pgvector is not a trusted extension: on a server where the role running init is not a
     superuser, a superuser must first run, once in each database (the knowledge base's and
     the --results-dsn one): CREATE EXTENSION IF NOT EXISTS vector;  init says so, with that SQL,
-    and exits 1 when it is missing."""
+    and exits 1 when it is missing.
+
+    \b
+    Examples:
+      pgeval init
+      pgeval --dsn "postgresql://owner@db.internal/kb" init
+      pgeval --dsn "$KB_DSN" --results-dsn "$RESULTS_DSN" init --format json
+    """
     from ...core.install import init as do_init
     from ..output import to_json, warn
 
