@@ -47,9 +47,9 @@ _MEASURE_OPTIONS = (
     click.option(
         "--measures",
         "extra_measures",
-        metavar="rprec,recall@100",
-        help="More ranked measures by name, after those of --k, --ndcg-k and --mrr-k: name@K, "
-        "or rprec (R-precision, no cut-off).",
+        metavar="NAMES",
+        help="More ranked measures, after those of --k, --ndcg-k and --mrr-k: name@K, or rprec "
+        "(R-precision, no cut-off); e.g. rprec,recall@100.",
     ),
     click.option(
         "--rel",
