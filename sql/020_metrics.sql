@@ -70,10 +70,11 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
        AND q.n_rel[p_rel] > 0
 $$;
 
--- The judged chunks (grade > 0) at rank <= the largest cut-off of p_measures (or <= the query's
--- relevant count when p_measures has rprec), of a run's valid queries: rank, grade, the rank of the query's first chunk of grade >= p_rel, and the query's
--- divisor inputs. Reads result_list.rel_ranks / rel_grades (generated from result_list.grades)
--- and grades once per list: chunk ids never read; one pass, no grouping.
+-- The judged chunks (grade > 0) at rank <= the largest cut-off of p_measures (with rprec: or <=
+-- the largest relevant count of the test set's queries), of a run's valid queries: rank, grade,
+-- the rank of the query's first chunk of grade >= p_rel, and the query's divisor inputs. Reads
+-- result_list.rel_ranks / rel_grades (generated from result_list.grades) and grades once per
+-- list: chunk ids never read; one pass, no grouping.
 CREATE OR REPLACE FUNCTION pgeval.judged_hits(p_run bigint, p_measures text[], p_rel integer)
 RETURNS TABLE (query_id text, rank integer, grade smallint, first_rank integer, n_rel integer,
                ideal_dcg double precision[])
@@ -86,9 +87,14 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
                            pgeval.first_relevant(x.grades, p_rel) AS first_rank
                       FROM pgeval.result_list x WHERE x.run_id = p_run OFFSET 0) l) j
       JOIN pgeval.valid_queries(p_run, p_rel) v ON v.query_id = j.query_id
-     WHERE j.rank <= (SELECT max(m.k) FROM pgeval.measure_spec(p_measures) m)
-        OR (j.rank <= v.n_rel
-            AND (SELECT bool_or(m.k IS NULL) FROM pgeval.measure_spec(p_measures) m))
+     -- a bound on the rank alone (filtered below the join); each measure's own cut-off is
+     -- applied by pgeval.measure_sums. rprec's bound: the largest relevant count of the test set
+     WHERE j.rank <= (SELECT greatest(max(m.k), CASE WHEN bool_or(m.k IS NULL) THEN
+                                         (SELECT max(q.n_rel[p_rel]) FROM pgeval.query q
+                                           WHERE q.testset_id = (SELECT r.testset_id
+                                                                   FROM pgeval.run r
+                                                                  WHERE r.run_id = p_run)) END)
+                        FROM pgeval.measure_spec(p_measures) m)
 $$;
 
 -- The aggregates of the metric queries, one per measure of p_measures in their order, over the
