@@ -87,13 +87,14 @@ def test_default_lists_come_from_the_registry():
 _HAND_PARSED = re.compile(
     r"""(split|partition)\(\s*["']@["']"""
     r"""|(startswith|endswith)\(\s*f?["'](\{[^}]*\}|[a-z_]*)@"""
-    r"""|\(recall\|mrr\|ndcg"""
+    r"""|\(recall\|mrr\|ndcg"""  # a regex over the families
+    r"""|\(\s*["']recall["'],\s*["']mrr["']"""  # a tuple of them
 )
 
 
 def test_no_other_module_parses_measure_names():
-    """Measure names are parsed by measures.parse only: no '@' split, prefix test or family
-    regex in the packages that read measures (measure/, reporting/, cli/, api)."""
+    """Measure names are parsed by measures.parse only: no '@' split, prefix test, family regex
+    or family tuple in the packages that read measures (measure/, reporting/, cli/, api)."""
     root = pathlib.Path(measures.__file__).parents[1]
     files = [root / "api.py"] + [
         path for sub in ("measure", "reporting", "cli") for path in (root / sub).rglob("*.py")
@@ -107,6 +108,8 @@ def test_no_other_module_parses_measure_names():
     # the pattern does catch what it is for (the spellings removed from json.py and compare.py)
     assert _HAND_PARSED.search('name, k = m.split("@")')
     assert _HAND_PARSED.search('m.endswith(f"@{report.k}") or m.startswith("mrr@")')
+    assert _HAND_PARSED.search('m.split("@")[0] in ("recall", "mrr", "ndcg", "precision")')
+    assert _HAND_PARSED.search('for name in ("recall", "mrr", "ndcg"):')
 
 
 @pytest.mark.parametrize(

@@ -180,9 +180,10 @@ def measures_for(
 
 # `pgeval metrics` and the SQL API's defaults (pgeval.default_measures())
 DEFAULT_MEASURES = tuple(measures_for())
-# the judged measures `pgeval stage-report` shows per stage: the defaults of these families
-STAGE_FAMILIES = ("recall", "mrr", "ndcg")
-STAGE_MEASURES = tuple(m for m in DEFAULT_MEASURES if parse(m).family.name in STAGE_FAMILIES)
+# the headline families: the judged measures `pgeval stage-report` shows per stage (their
+# defaults) and the reports' headline figures and charts
+HEADLINE_FAMILIES = ("recall", "mrr", "ndcg")
+STAGE_MEASURES = tuple(m for m in DEFAULT_MEASURES if parse(m).family.name in HEADLINE_FAMILIES)
 
 
 def stage_measures(k: int) -> list[str]:
