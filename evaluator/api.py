@@ -406,7 +406,7 @@ class Pgeval:
         allow_partial: bool = False,
     ):
         """Means over valid queries of run ``run`` (`pgeval metrics`). ``measures``: names such
-        as ``["recall@10", "ndcg@10"]``, else the ones the cut-offs ``k``, ``ndcg_k``, ``mrr_k``
+        as ``["recall@10", "ndcg@10", "rprec"]``, else the ones the cut-offs ``k``, ``ndcg_k``, ``mrr_k``
         ask for (default: the command's). Returns an Evaluation (``summary``, ``levels``,
         ``counts``, ``per_query``, ``by_type``, ``flagged``, ``plans``)."""
         from .measure.metrics import evaluate_in, measures_for

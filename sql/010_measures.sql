@@ -1,17 +1,28 @@
 -- Measure names and cut-offs (METRICS.md). Applied by `pgeval init` on every install/upgrade.
--- A measure is spelled name@K: recall@K, precision@K, hit@K, mrr@K, ndcg@K.
+-- A ranked measure is spelled name@K (recall@K, precision@K, hit@K, mrr@K, ndcg@K) or, for a
+-- family without a cut-off, name alone (rprec: R-precision, cut at the query's relevant count).
 
+-- The registry (evaluator/measure/measures.py holds the same lists; tests/test_measures_registry.py
+-- keeps them equal): the defaults, the ranked families with and without a cut-off, the largest K.
 CREATE OR REPLACE FUNCTION pgeval.default_measures()
 RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT ARRAY['recall@3', 'recall@5', 'recall@10', 'mrr@20', 'ndcg@5', 'ndcg@10',
                  'precision@3', 'precision@5', 'precision@10', 'hit@3', 'hit@5', 'hit@10']
 $$;
 
--- The measure registry (evaluator/measures.py holds the same lists; a test keeps them equal):
--- the ranked measures, spelled name@K, and the largest cut-off K.
+CREATE OR REPLACE FUNCTION pgeval.measure_families()
+RETURNS TABLE (family text, needs_cutoff boolean)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE ROWS 6 AS $$
+    VALUES ('recall', true), ('mrr', true), ('ndcg', true), ('precision', true), ('hit', true),
+           ('rprec', false)
+$$;
+
+-- The ranked families spelled name@K.
 CREATE OR REPLACE FUNCTION pgeval.ranked_measures()
 RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT ARRAY['recall', 'mrr', 'ndcg', 'precision', 'hit']
+    SELECT array_agg(f.family ORDER BY f.ord)
+      FROM pgeval.measure_families() WITH ORDINALITY AS f(family, needs_cutoff, ord)
+     WHERE f.needs_cutoff
 $$;
 
 CREATE OR REPLACE FUNCTION pgeval.max_cutoff()
@@ -19,7 +30,8 @@ RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT 100000
 $$;
 
--- Parses and validates a list of measures; raises on an unknown name or a bad cut-off.
+-- Parses and validates a list of measures; raises on an unknown name or a bad cut-off. k is
+-- NULL for a family without a cut-off (rprec).
 -- PARALLEL SAFE (it only reads its argument): the metric queries that call it can run in
 -- parallel workers.
 CREATE OR REPLACE FUNCTION pgeval.measure_spec(p_measures text[])
@@ -29,6 +41,8 @@ DECLARE
     m text;
     i integer := 0;
     families text[] := pgeval.ranked_measures();
+    uncut text[] := (SELECT array_agg(f.family) FROM pgeval.measure_families() f
+                      WHERE NOT f.needs_cutoff);
     max_k integer := pgeval.max_cutoff();
 BEGIN
     IF p_measures IS NULL OR cardinality(p_measures) = 0 THEN
@@ -36,10 +50,15 @@ BEGIN
     END IF;
     FOREACH m IN ARRAY p_measures LOOP
         i := i + 1;
+        IF m = ANY (uncut) THEN
+            ord := i; measure := m; name := m; k := NULL;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
         IF m !~ '^[a-z]+@[1-9][0-9]{0,5}$' OR NOT split_part(m, '@', 1) = ANY (families)
            OR split_part(m, '@', 2)::integer > max_k THEN
-            RAISE EXCEPTION 'unknown measure "%": use %@K with 1 <= K <= %', m,
-                array_to_string(families, '@K, '), max_k
+            RAISE EXCEPTION 'unknown measure "%": use %@K with 1 <= K <= %, or %', m,
+                array_to_string(families, '@K, '), max_k, array_to_string(uncut, ', ')
                 USING ERRCODE = '22023';
         END IF;
         ord := i; measure := m; name := split_part(m, '@', 1); k := split_part(m, '@', 2)::integer;

@@ -7,8 +7,11 @@
 --   hit@K       = 1 if any relevant chunk in first K
 --   mrr@K       = 1 / rank of the first relevant chunk if that rank <= K, else 0
 --   ndcg@K      = sum_{i<=K} (2^g_i - 1)/log2(i+1) / IDCG@K (IDCG from the judged grades)
+--   rprec       = relevant in first R / R, R = the query's chunks of grade >= p_rel (no @K: the
+--                 cut-off is R, per query)
 --
--- How: every measure is a sum over the judged chunks (grade > 0) in the first K results,
+-- How: every measure is a sum over the judged chunks (grade > 0) in the first K results (for
+-- rprec K is the query's R),
 --   value(query, name@K) = sum over those chunks of pgeval.measure_gain(...)
 --                          / pgeval.measure_norm(name, K, query)
 -- (the gain of a chunk depends on its rank and grade only, the divisor on the query and K), so
@@ -33,6 +36,7 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE p_name
                WHEN 'recall'    THEN CASE WHEN p_grade >= p_rel THEN 1.0::float8 ELSE 0.0 END
                WHEN 'precision' THEN CASE WHEN p_grade >= p_rel THEN 1.0::float8 ELSE 0.0 END
+               WHEN 'rprec'     THEN CASE WHEN p_grade >= p_rel THEN 1.0::float8 ELSE 0.0 END
                WHEN 'hit'       THEN CASE WHEN p_rank = p_first THEN 1.0::float8 ELSE 0.0 END
                WHEN 'mrr'       THEN CASE WHEN p_rank = p_first THEN 1.0::float8 / p_rank
                                           ELSE 0.0 END
@@ -41,13 +45,14 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
            END
 $$;
 
--- The divisor of measure p_name@p_k for a valid query with p_n_rel chunks of grade >= p_rel and
--- ideal-DCG prefix sums p_ideal_dcg (pgeval.query.ideal_dcg).
+-- The divisor of measure p_name@p_k (p_k NULL for rprec) for a valid query with p_n_rel chunks of
+-- grade >= p_rel and ideal-DCG prefix sums p_ideal_dcg (pgeval.query.ideal_dcg).
 CREATE OR REPLACE FUNCTION pgeval.measure_norm(p_name text, p_k integer, p_n_rel integer,
                                                p_ideal_dcg double precision[])
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE p_name
                WHEN 'recall'    THEN p_n_rel::float8
+               WHEN 'rprec'     THEN p_n_rel::float8
                WHEN 'precision' THEN p_k::float8
                WHEN 'ndcg'      THEN p_ideal_dcg[least(p_k, cardinality(p_ideal_dcg))]
                ELSE 1.0::float8
@@ -65,10 +70,11 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
        AND q.n_rel[p_rel] > 0
 $$;
 
--- The judged chunks (grade > 0) at rank <= the largest cut-off of p_measures, of a run's valid
--- queries: rank, grade, the rank of the query's first chunk of grade >= p_rel, and the query's
--- divisor inputs. Reads result_list.rel_ranks / rel_grades (generated from result_list.grades)
--- and grades once per list: chunk ids never read; one pass, no grouping.
+-- The judged chunks (grade > 0) at rank <= the largest cut-off of p_measures (with rprec: or <=
+-- the largest relevant count of the test set's queries), of a run's valid queries: rank, grade,
+-- the rank of the query's first chunk of grade >= p_rel, and the query's divisor inputs. Reads
+-- result_list.rel_ranks / rel_grades (generated from result_list.grades) and grades once per
+-- list: chunk ids never read; one pass, no grouping.
 CREATE OR REPLACE FUNCTION pgeval.judged_hits(p_run bigint, p_measures text[], p_rel integer)
 RETURNS TABLE (query_id text, rank integer, grade smallint, first_rank integer, n_rel integer,
                ideal_dcg double precision[])
@@ -81,21 +87,29 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
                            pgeval.first_relevant(x.grades, p_rel) AS first_rank
                       FROM pgeval.result_list x WHERE x.run_id = p_run OFFSET 0) l) j
       JOIN pgeval.valid_queries(p_run, p_rel) v ON v.query_id = j.query_id
-     WHERE j.rank <= (SELECT max(m.k) FROM pgeval.measure_spec(p_measures) m)
+     -- a bound on the rank alone (filtered below the join); each measure's own cut-off is
+     -- applied by pgeval.measure_sums. rprec's bound: the largest relevant count of the test set
+     WHERE j.rank <= (SELECT greatest(max(m.k), CASE WHEN bool_or(m.k IS NULL) THEN
+                                         (SELECT max(q.n_rel[p_rel]) FROM pgeval.query q
+                                           WHERE q.testset_id = (SELECT r.testset_id
+                                                                   FROM pgeval.run r
+                                                                  WHERE r.run_id = p_run)) END)
+                        FROM pgeval.measure_spec(p_measures) m)
 $$;
 
 -- The aggregates of the metric queries, one per measure of p_measures in their order, over the
 -- rows h of pgeval.judged_hits (p_rel bound as $3): the sum of the gains of the chunks at
--- rank <= K, each divided by its query's divisor when p_divided. Name and K are constants of the
--- query, from pgeval.measure_spec, which has validated them.
+-- rank <= K (rprec: <= the query's relevant count), each divided by its query's divisor when
+-- p_divided. Name and K are constants of the query, from pgeval.measure_spec, which has
+-- validated them.
 CREATE OR REPLACE FUNCTION pgeval.measure_sums(p_measures text[], p_divided boolean)
 RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT string_agg(format('sum(pgeval.measure_gain(%L, h.rank, h.grade, $3, h.first_rank)%s)'
                              ' FILTER (WHERE h.rank <= %s)', m.name,
                              CASE WHEN p_divided
                                   THEN format(' / pgeval.measure_norm(%L, %s, h.n_rel,'
-                                              ' h.ideal_dcg)', m.name, m.k)
-                                  ELSE '' END, m.k),
+                                              ' h.ideal_dcg)', m.name, coalesce(m.k::text, 'NULL'))
+                                  ELSE '' END, coalesce(m.k::text, 'h.n_rel')),
                       ', ' ORDER BY m.ord)
       FROM pgeval.measure_spec(p_measures) m
 $$;

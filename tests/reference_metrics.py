@@ -8,12 +8,15 @@ import math
 def per_query(
     ranked: list[str], grades: dict[str, int], measure: str, rel: int = 1
 ) -> float | None:
-    """Value of ``measure`` (e.g. 'ndcg@10') for one query; None when the query is not valid."""
-    name, k = measure.split("@")
-    k = int(k)
+    """Value of ``measure`` (e.g. 'ndcg@10', 'rprec') for one query; None when the query is not
+    valid."""
     n_rel = sum(1 for g in grades.values() if g >= rel)
     if n_rel == 0:
         return None
+    if measure == "rprec":  # precision at R, R = the number of relevant chunks
+        return sum(1 for c in ranked[:n_rel] if grades.get(c, 0) >= rel) / n_rel
+    name, cut = measure.split("@")
+    k = int(cut)
     top = ranked[:k]
     hits = [c for c in top if grades.get(c, 0) >= rel]
     if name == "recall":

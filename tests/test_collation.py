@@ -21,7 +21,7 @@ pytrec_eval = pytest.importorskip("pytrec_eval")
 # ids whose byte order differs from en_US.UTF-8 order (case, punctuation, accents, digits)
 CHUNKS = ["a1", "B1", "b1", "_x", "Z", "A1", "a_2", "b-1", "\u00c4", "\u00e9", "10", "9", "a", "A"]
 PREFIXES = ["q", "Q", "_q", "q-"]
-MEASURES = ["recall@3", "ndcg@3", "mrr@20"]
+MEASURES = ["recall@3", "ndcg@3", "mrr@20", "rprec"]
 
 
 def tie_heavy(n_queries: int = 60, seed: int = 7):
@@ -46,7 +46,7 @@ def trec_file(path, run) -> None:
 
 def trec_eval(qrels, run):
     """{qid: {measure: value}} from pytrec_eval, named as pgeval names them."""
-    rec = pytrec_eval.RelevanceEvaluator(qrels, {"recall_3", "recip_rank"}).evaluate(run)
+    rec = pytrec_eval.RelevanceEvaluator(qrels, {"recall_3", "recip_rank", "Rprec"}).evaluate(run)
     gains = {q: {c: 2**g - 1 for c, g in d.items()} for q, d in qrels.items()}
     nd = pytrec_eval.RelevanceEvaluator(gains, {"ndcg_cut_3"}).evaluate(run)
     return {
@@ -54,6 +54,7 @@ def trec_eval(qrels, run):
             "recall@3": rec[q]["recall_3"],
             "mrr@20": rec[q]["recip_rank"],
             "ndcg@3": nd[q]["ndcg_cut_3"],
+            "rprec": rec[q]["Rprec"],
         }
         for q in rec
     }

@@ -225,3 +225,34 @@ def test_reading_always_says_something():
     ]
     (hint,) = reading_hints(mixed, [], 0.05)
     assert hint.startswith("mixed change (↑ recall@10; ↓ ndcg@10)")
+
+
+def test_r_precision_in_report_compare_and_gate(pgeval, runs, tmp_path):
+    """rprec, a measure without a cut-off, goes through the report, compare and the gate: R = 2
+    on every query, so base scores 1 and 'lost' (no relevant chunk on 30 of 40 queries) 0.25."""
+    code, out, err = pgeval("report", "lost", "--measures", "rprec", "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["summary"]["rprec"] == pytest.approx(10 / 40)
+    assert data["k"] == {
+        "recall": [3, 5, 10],
+        "mrr": [20],
+        "ndcg": [5, 10],
+        "precision": [3, 5, 10],
+        "hit": [3, 5, 10],
+    }  # rprec has no cut-off
+    assert {c["metrics"]["rprec"] for c in data["cases"]} == {0.0, 1.0}
+    code, out, err = pgeval("compare", "base", "lost", "--measures", "rprec", "--format", "json")
+    assert code == 0, err
+    rows = {r["metric"]: r for r in json.loads(out)["rows"]}
+    assert rows["rprec"]["delta"] == pytest.approx(-0.75) and rows["rprec"]["losses"] == 30
+    path = tmp_path / "rprec.toml"
+    path.write_text("[metrics.rprec]\nmax_drop = 0.1\n")
+    code, out, err = pgeval(
+        "gate", "--baseline", "base", "--candidate", "lost", "--rules", str(path)
+    )
+    assert code == 2 and "rprec" in out, out + err
+    code, out, err = pgeval(
+        "gate", "--baseline", "base", "--candidate", "twin", "--rules", str(path)
+    )
+    assert code == 0 and "rprec" in out, out + err

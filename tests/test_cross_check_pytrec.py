@@ -2,7 +2,8 @@
 a brute-force cosine run over the precomputed all-MiniLM-L6-v2 embeddings, imported as a TREC run.
 
 Recall via recall_K, nDCG via ndcg_cut_K on judgements relabelled to 2^g - 1 (trec_eval's gain is
-the label itself), MRR@20 via recip_rank on the run truncated at 20. Skipped without ../shared."""
+the label itself), MRR@20 via recip_rank on the run truncated at 20, R-precision via Rprec (at
+every relevance threshold). Skipped without ../shared."""
 
 import numpy as np
 import pytest
@@ -71,3 +72,20 @@ def test_recall_ndcg_mrr_match_trec_eval(conn, cran):
         assert ours[q]["mrr@20"] == pytest.approx(rr[q]["recip_rank"], abs=1e-9), q
     mean_ndcg = metrics.summary(conn, rid, ["ndcg@10"])["ndcg@10"]
     assert 0.2 < mean_ndcg < 0.5  # the collection's README: about 0.36 with its own grade scale
+
+
+@pytest.mark.parametrize("rel", [1, 2, 3])
+def test_r_precision_matches_trec_eval(conn, cran, rel):
+    """rprec = trec_eval's Rprec with -l rel: precision at R, R = chunks of grade >= rel."""
+    qrels, run = cran
+    rid = metrics.resolve_run(conn, "cran-x-exact").run_id
+    ours = {r["query_id"]: r["rprec"] for r in metrics.per_query(conn, rid, ["rprec"], rel)}
+    evaluator = pytrec_eval.RelevanceEvaluator(qrels, {"Rprec"}, relevance_level=rel)
+    theirs = evaluator.evaluate(run)
+    valid = [q for q, g in qrels.items() if any(v >= rel for v in g.values())]
+    assert sorted(ours) == sorted(valid) and len(valid) > 50  # 67 at grade >= 3
+    assert max(ours.values()) > 0.5  # the run finds something: the comparison has teeth
+    for q in valid:
+        assert ours[q] == pytest.approx(theirs[q]["Rprec"], abs=1e-9), q
+    mean = metrics.summary(conn, rid, ["rprec"], rel)["rprec"]
+    assert mean == pytest.approx(sum(ours.values()) / len(ours), abs=1e-12)

@@ -25,6 +25,7 @@ MEASURES = [
     "ndcg@1",
     "ndcg@5",
     "ndcg@10",
+    "rprec",
 ]
 
 qrels_st = st.dictionaries(st.sampled_from(CHUNKS), st.integers(0, 3), max_size=8)

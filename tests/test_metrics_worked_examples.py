@@ -1,4 +1,6 @@
-"""METRICS.md worked examples 1 and 2, computed by the SQL functions on the real server."""
+"""METRICS.md worked examples 1, 2 and 4, computed by the SQL functions on the real server."""
+
+import json
 
 import pytest
 from helpers import make_run, make_testset
@@ -52,6 +54,31 @@ def test_example_2(conn, examples):
     assert ex2["mrr@20"] == pytest.approx(0.5)
     assert ex2["ndcg@5"] == pytest.approx(0.427696, abs=1e-6)
     assert ex2["ndcg@10"] == pytest.approx(0.454384, abs=1e-6)
+
+
+def test_example_4_r_precision(conn, examples):
+    """R-precision: precision at R, R = the query's relevant chunks at the threshold in force."""
+    rel1 = {r["query_id"]: r["rprec"] for r in metrics.per_query(conn, examples, ["rprec"])}
+    assert rel1 == {"ex1": pytest.approx(0.5), "ex2": pytest.approx(2 / 4)}
+    rel2 = {r["query_id"]: r["rprec"] for r in metrics.per_query(conn, examples, ["rprec"], 2)}
+    assert rel2 == {"ex2": pytest.approx(1 / 3)}  # ex1 has no chunk of grade >= 2: not valid
+    both = metrics.summary(conn, examples, ["recall@3", "rprec"])
+    assert both["rprec"] == pytest.approx((0.5 + 0.5) / 2)
+    assert both["recall@3"] == pytest.approx((0.5 + 0.25) / 2)  # unchanged beside rprec
+    alone = metrics.summary(conn, examples, ["rprec"], 2)
+    assert alone["rprec"] == pytest.approx(1 / 3)
+
+
+def test_r_precision_in_the_metrics_command(pgeval, examples):
+    code, out, err = pgeval(
+        "metrics", "worked-run", "--k", "3", "--measures", "rprec", "--format", "json"
+    )
+    assert code == 0, err
+    summary = json.loads(out)["summary"]
+    assert list(summary)[-1] == "rprec" and summary["rprec"] == pytest.approx(0.5)
+    code, out, err = pgeval("metrics", "worked-run", "--measures", "rprec@10")
+    assert code != 0 and "rprec takes no cut-off" in err and "--measures" in err
+    assert "Traceback" not in err
 
 
 def test_summary_is_mean_over_valid_queries(conn, examples):

@@ -14,33 +14,9 @@ from .run_lookup import no_such_run
 if TYPE_CHECKING:
     from ..core.db import Database
 
-DEFAULT_RECALL_K = (3, 5, 10)
-DEFAULT_NDCG_K = (5, 10)
-DEFAULT_MRR_K = (20,)
 MIN_VALID_QUERIES = 200
 MAX_K = measures.MAX_K
-
-
-def measures_for(
-    k: list[int] | None = None, ndcg_k: list[int] | None = None, mrr_k: list[int] | None = None
-) -> list[str]:
-    """The measure list: Recall@K for each K, MRR@K, nDCG@K, then Precision@K and Hit@K."""
-    k = list(k or DEFAULT_RECALL_K)
-    ndcg_k = list(ndcg_k or DEFAULT_NDCG_K)
-    mrr_k = list(mrr_k or DEFAULT_MRR_K)
-    for option, values in (("--k", k), ("--ndcg-k", ndcg_k), ("--mrr-k", mrr_k)):
-        for value in values:
-            if not 1 <= value <= MAX_K:
-                raise InputError(
-                    f"cut-off K must be between 1 and {MAX_K:,}, got {value}", field=option
-                )
-    return (
-        [f"recall@{x}" for x in k]
-        + [f"mrr@{x}" for x in mrr_k]
-        + [f"ndcg@{x}" for x in ndcg_k]
-        + [f"precision@{x}" for x in k]
-        + [f"hit@{x}" for x in k]
-    )
+measures_for = measures.measures_for  # the default list lives in the registry
 
 
 @dataclass

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import IncompleteRun, InputError, NotFound
 from . import stage_method
+from .measures import stage_measures
 from .metrics import MIN_VALID_QUERIES
 
 if TYPE_CHECKING:
     from ..core.db import Database
 
-STAGE_MEASURES = ("recall@3", "recall@5", "recall@10", "mrr@20", "ndcg@5", "ndcg@10")
 PERCENTILES = (0.5, 0.95, 0.99)
 
 CATEGORIES = {
@@ -199,9 +199,7 @@ def stages(
     params: dict[str, dict] = {}
     for r in runs:
         params.setdefault(r["label"], r["params"] or {})
-    measures = list(STAGE_MEASURES)
-    if f"recall@{k}" not in measures:
-        measures.insert(0, f"recall@{k}")
+    measures = stage_measures(k)
     out: dict[str, dict] = {}
     for r in _rows(
         conn,

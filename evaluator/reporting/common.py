@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import NamedTuple
 
+from ..measure.measures import HEADLINE_FAMILIES
+
 SWEEP_COLUMNS = ["label", "recall", "latency_p95_ms", "qps", "pareto", "current"]
 
 
@@ -166,7 +168,7 @@ def latency_rows(report: dict) -> list[dict]:
 def headline_metrics(report: dict) -> list[str]:
     k = report.get("k") or {}
     out = []
-    for name in ("recall", "mrr", "ndcg"):
+    for name in HEADLINE_FAMILIES:
         for value in sorted(k.get(name) or []):
             out.append(f"{name}@{value}")
     return out

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..core.errors import InputError
 from ..measure import stats
+from ..measure.measures import find
 from . import label
 
 ALPHA = 0.05
@@ -104,11 +105,13 @@ def direction(row: dict | None, alpha: float) -> str | None:
     return "same"
 
 
-def _first(rows: dict, prefix: str, largest: bool = True) -> dict | None:
-    keys = [k for k in rows if k.startswith(prefix + "@")]
-    if not keys:
+def _first(rows: dict, family: str, largest: bool = True) -> dict | None:
+    """The row of ``family``'s measure at the largest (or smallest) cut-off."""
+    found = [m for m in map(find, rows) if m is not None and m.family.name == family]
+    if not found:
         return None
-    return rows[sorted(keys, key=lambda k: int(k.split("@")[1]))[-1 if largest else 0]]
+    cutoff = [m.cutoff or 0 for m in found]
+    return rows[found[cutoff.index(max(cutoff) if largest else min(cutoff))].name]
 
 
 def reading_hints(rows: list[dict], latency: list[dict], alpha: float) -> list[str]:
@@ -118,7 +121,7 @@ def reading_hints(rows: list[dict], latency: list[dict], alpha: float) -> list[s
     retrieval = [
         direction(r, alpha)
         for m, r in by.items()
-        if m.split("@")[0] in ("recall", "mrr", "ndcg", "precision", "hit")
+        if (measure := find(m)) is not None and measure.kind == "ranked"
     ]
     answer = direction(by.get("answer_accuracy"), alpha)
     citation = direction(by.get("citation_precision"), alpha)

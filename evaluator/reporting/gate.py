@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.errors import InputError
-from ..measure import measures, stats
+from ..measure import measures as registry
+from ..measure import stats
 from . import label
 from .compare import check_same_testset, paired_values
 
@@ -233,9 +234,9 @@ def parse_rules(text: str, source: str = "<rules>") -> Rules:
         raise InputError("'metrics' must be a table of tables", file=source, field="metrics")
     for metric, spec in metrics.items():
         where = f"metrics.{metric}"
-        if not measures.is_known(metric):
+        if not registry.is_known(metric):
             raise InputError(
-                f"unknown metric '{metric}' ({measures.spelled()})",
+                f"unknown metric '{metric}' ({registry.spelled()})",
                 file=source,
                 line=_locate(text, f"metrics.{metric}", None),
                 field=where,
@@ -423,7 +424,9 @@ def gate(
 
     rule_set = load_rules(rules)
     measures = measures_for()
-    measures += [m for m in rule_set.metrics() if "@" in m and m not in measures]
+    measures += [
+        m for m in rule_set.metrics() if registry.parse(m).kind == "ranked" and m not in measures
+    ]
     sides = obtain_all(
         database, [baseline, candidate], measures=measures, rel=rel, allow_partial=allow_partial
     )

@@ -22,8 +22,10 @@ from pathlib import Path
 from ..core.errors import IncompleteRun, InputError, NotFound
 from ..core.json_text import to_json
 from ..measure import answers, latency, metrics, stage_method
+from ..measure.measures import cutoffs
 
 REPORT_VERSION = 1
+DEFAULT_DEPTH = 10  # the chunks shown per case when no measure has a cut-off (rprec alone)
 
 
 def resolve(conn, name: str) -> tuple[metrics.RunInfo, dict | None]:
@@ -46,14 +48,6 @@ def resolve(conn, name: str) -> tuple[metrics.RunInfo, dict | None]:
     if not final:
         raise NotFound(f"experiment '{name}' has no run yet")
     return metrics.resolve_run(conn, final[0]["name"]), exp
-
-
-def _k_values(measures: list[str]) -> dict:
-    out: dict[str, list[int]] = {}
-    for m in measures:
-        name, k = m.split("@")
-        out.setdefault(name, []).append(int(k))
-    return out
 
 
 def _cases(
@@ -170,8 +164,8 @@ def build(
             f"PARTIAL: experiment '{exp['name']}' is {exp['status']}; its "
             f"last stage that ran ({run.name}) stands in for its final stage",
         )
-    k = _k_values(ev.measures)
-    depth = depth or max(max(v) for v in k.values())
+    k = cutoffs(ev.measures)
+    depth = depth or max((max(v) for v in k.values()), default=DEFAULT_DEPTH)
     summary = dict(ev.summary)
     method_note = stage_method.note(run.stage, run.stage, run.params)
     if method_note:

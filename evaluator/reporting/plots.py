@@ -8,6 +8,8 @@ import importlib.util
 import io
 import warnings
 
+from ..measure.measures import HEADLINE_FAMILIES
+
 LEVEL_COLOURS = {"excellent": "#1a7f37", "good": "#4ac26b", "pass": "#d4a72c", "fail": "#cf222e"}
 SERIES = ("#0969da", "#8250df", "#bf3989", "#1a7f37", "#d4a72c", "#57606a")
 
@@ -37,7 +39,7 @@ def _headline(report: dict) -> list[str]:
     """The metrics a bar chart shows: largest-K recall, first MRR, largest-K nDCG."""
     k = report.get("k") or {}
     out = []
-    for name in ("recall", "mrr", "ndcg"):
+    for name in HEADLINE_FAMILIES:
         if k.get(name):
             out.append(f"{name}@{max(k[name]) if name != 'mrr' else k[name][0]}")
     return out

@@ -45,6 +45,13 @@ _MEASURE_OPTIONS = (
     click.option("--ndcg-k", metavar="5,10", help="nDCG cut-offs. [default: 5,10]"),
     click.option("--mrr-k", metavar="20", help="MRR cut-offs. [default: 20]"),
     click.option(
+        "--measures",
+        "extra_measures",
+        metavar="NAMES",
+        help="More ranked measures, after those of --k, --ndcg-k and --mrr-k: name@K, or rprec "
+        "(R-precision, no cut-off); e.g. rprec,recall@100.",
+    ),
+    click.option(
         "--rel",
         type=int,
         default=1,
@@ -55,21 +62,25 @@ _MEASURE_OPTIONS = (
 
 
 def measure_options(f):
-    """``--k``, ``--ndcg-k``, ``--mrr-k`` (read them with :func:`measures_from`) and ``--rel``."""
+    """``--k``, ``--ndcg-k``, ``--mrr-k``, ``--measures`` (read them with :func:`measures_from`)
+    and ``--rel``."""
     for option in reversed(_MEASURE_OPTIONS):
         f = option(f)
     return f
 
 
-def measures_from(k: str | None, ndcg_k: str | None, mrr_k: str | None) -> list[str]:
+def measures_from(
+    k: str | None, ndcg_k: str | None, mrr_k: str | None, extra: str | None = None
+) -> list[str]:
     """The measure names the options of :func:`measure_options` ask for."""
-    from ...measure.metrics import measures_for
+    from ...measure import measures
 
-    return measures_for(
+    names = measures.measures_for(
         parse_list(k, int, "cut-off"),
         parse_list(ndcg_k, int, "cut-off"),
         parse_list(mrr_k, int, "cut-off"),
     )
+    return names + [m for m in measures.ranked(extra or "", "--measures") if m not in names]
 
 
 def statement_timeout_option():

@@ -44,6 +44,7 @@ def metrics(
     k,
     ndcg_k,
     mrr_k,
+    extra_measures,
     rel,
     per_query,
     by_type,
@@ -71,7 +72,7 @@ def metrics(
     from ...measure.metrics import evaluate_in
 
     flagged = flagged or plans
-    measures = measures_from(k, ndcg_k, mrr_k)
+    measures = measures_from(k, ndcg_k, mrr_k, extra_measures)
     ev = evaluate_in(
         database,
         run,

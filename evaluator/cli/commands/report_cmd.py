@@ -46,6 +46,7 @@ def report(
     k,
     ndcg_k,
     mrr_k,
+    extra_measures,
     rel,
     domain_discount,
     depth,
@@ -83,7 +84,7 @@ def report(
             "overwrite the input; choose another file",
             field="--out",
         )
-    measures = measures_from(k, ndcg_k, mrr_k)
+    measures = measures_from(k, ndcg_k, mrr_k, extra_measures)
     doc = obtain(
         database,
         name,

@@ -4,39 +4,27 @@ from __future__ import annotations
 
 import click
 
+from ...measure import measures as registry
 from ..output import echo_line, emit, format_option, to_json, warn
 from .common import pass_db
 
 
 def _measures(report) -> list[str]:
     k = report.k
-    return list(
-        dict.fromkeys(
-            [
-                f"recall@{k}",
-                "recall@3",
-                "recall@5",
-                "recall@10",
-                "mrr@20",
-                "ndcg@5",
-                "ndcg@10",
-                f"index_recall@{k}",
-            ]
-        )
-    )
+    return list(dict.fromkeys([f"recall@{k}", *registry.stage_measures(k), f"index_recall@{k}"]))
 
 
 def _cell(stage: dict, measure: str) -> dict | None:
-    return (
-        stage.get(measure) if measure.startswith("index_recall") else stage["metrics"].get(measure)
-    )
+    index = registry.parse(measure).kind == "index"
+    return stage.get(measure) if index else stage["metrics"].get(measure)
 
 
-def _headline(report, measures: list[str]) -> list[str]:
+def _headline(report, names: list[str]) -> list[str]:
     """The measures a table shows without --wide: those at the report's K (recall@K,
     ndcg@K, index recall) and MRR; the first four measures when none is at K."""
-    at_k = [m for m in measures if m.endswith(f"@{report.k}") or m.startswith("mrr@")]
-    return at_k or measures[:4]
+    parsed = [registry.parse(name) for name in names]
+    at_k = [m.name for m in parsed if m.cutoff == report.k or m.family.name == "mrr"]
+    return at_k or names[:4]
 
 
 def _stage_tables(
