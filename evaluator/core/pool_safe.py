@@ -90,8 +90,37 @@ class PoolSafeConnection(psycopg.Connection):
         super().commit()
 
     def rollback(self) -> None:
+        self.settle()
         self.release_prepared()
         super().rollback()
+
+    def settle(self) -> None:
+        """End a command left in progress (the connection ACTIVE): a Ctrl-C that landed between
+        psycopg's steps, or in the middle of a COPY, leaves one, and then every statement, the
+        rollback included, fails with "another command is already in progress" — which would
+        replace the interrupt with a connection error. Cancel it, end a COPY, read its results.
+        Never raises: when nothing helps, the connection is closed (its session ends)."""
+        if self.closed or self.pgconn.transaction_status != TransactionStatus.ACTIVE:
+            return
+        from psycopg import generators, pq
+
+        try:
+            self.cancel_safe(timeout=5.0)
+        except Exception:
+            pass
+        try:
+            for _ in range(100):  # each round reads the results the server has sent
+                if self.pgconn.transaction_status != TransactionStatus.ACTIVE:
+                    return
+                results = self.wait(generators.fetch_many(self.pgconn), timeout=5.0)
+                if results and results[-1].status == pq.ExecStatus.COPY_IN:
+                    self.wait(generators.copy_end(self.pgconn, b"interrupted"), timeout=5.0)
+                elif not results:
+                    break
+        except Exception:
+            pass
+        if self.pgconn.transaction_status == TransactionStatus.ACTIVE:
+            self.pgconn.finish()  # stuck: end the session rather than hang or mislead
 
     def close(self) -> None:
         for lock in list(getattr(self, "_pgeval_held_locks", ())):
