@@ -46,7 +46,7 @@ from psycopg.pq import TransactionStatus
 
 from ..core.canonical import sha256_hex
 from ..core.errors import first_line
-from . import fingerprint as fpmod
+from .target_table import resolve_table, vector_column
 
 RECIPE = 1  # the content checksum's definition; a new one makes every key new
 CACHED_KINDS = ("r", "m", "p")  # table, materialized view, partitioned table
@@ -192,8 +192,8 @@ def _key(body: dict) -> str:
 def measure(conn, target, *, checksum: bool = True, cache: ChecksumCache | None = None):
     """Row count and content checksum of ``target``'s rows (its filters applied), reusing
     ``cache`` (see the module's docstring). ``checksum=False`` counts rows only."""
-    oid = fpmod.resolve_table(conn, target)
-    vec = fpmod.vector_column(conn, oid, target.vector_column)
+    oid = resolve_table(conn, target)
+    vec = vector_column(conn, oid, target.vector_column)
     where, params = target.where()
     table = target.table_sql()
     if not checksum:

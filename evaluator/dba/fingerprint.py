@@ -51,12 +51,11 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from psycopg import sql
-
 from ..core.canonical import canonical_json, sha256_hex
-from ..core.errors import NotFound
 from ..core.masking import mask_value
 from ..stages.registry import build_defaults, index_methods
+from . import data_checksum
+from .target_table import resolve_table, vector_column
 
 FINGERPRINT_VERSION = 3  # 3: the server that answered, and each index's state
 
@@ -108,32 +107,6 @@ PLANNER_GUCS = (
 # Documented defaults of index options, so that an explicit default hashes like an omitted one
 # (each ANN kind's build options in evaluator.stages.registry).
 INDEX_DEFAULTS = {method: build_defaults(method) for method in index_methods()}
-
-
-# -- the target --------------------------------------------------------------------------------
-
-
-def resolve_table(conn, target) -> int:
-    """The oid of the target's table; NotFound names the table."""
-    oid = conn.execute(
-        "SELECT to_regclass(%s)::oid", (target.table_sql().as_string(conn),)
-    ).fetchone()[0]
-    if oid is None:
-        raise NotFound(
-            f"table '{target.qualified()}' of target '{target.name}' does not exist "
-            "in the knowledge base"
-        )
-    return int(oid)
-
-
-def and_where(target, cond: sql.Composable | None = None) -> tuple[sql.Composable, list]:
-    """The target's WHERE clause (filters, dimension predicate) with ``cond`` added."""
-    where, params = target.where()
-    if cond is None:
-        return where, params
-    if target.filters or target.dimension_column:
-        return sql.SQL("{} AND ({})").format(where, cond), params
-    return sql.SQL(" WHERE ({})").format(cond), params
 
 
 # -- catalog readers -------------------------------------------------------------------------------
@@ -311,20 +284,6 @@ def stage_settings(conn, settings: dict | None, stages) -> dict:
     return out
 
 
-def vector_column(conn, table_oid: int, column: str) -> dict:
-    row = conn.execute(
-        "SELECT format_type(a.atttypid, a.atttypmod), t.typname, a.atttypmod, t.typsend::text "
-        "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
-        "WHERE a.attrelid = %s AND a.attname = %s AND NOT a.attisdropped",
-        (table_oid, column),
-    ).fetchone()
-    if row is None:
-        raise NotFound(f"column '{column}' does not exist in the target's table")
-    formatted, typname, typmod, send = row
-    dim = typmod if typname in ("vector", "halfvec", "sparsevec") and typmod > 0 else None
-    return {"type": formatted, "base_type": typname, "dimension": dim, "send": send}
-
-
 def capture_data(conn, target, *, checksum: bool = True, cache=None) -> dict:
     """Row count and content checksum of the target's rows (its filters applied).
 
@@ -337,8 +296,6 @@ def capture_data(conn, target, *, checksum: bool = True, cache=None) -> dict:
     ``checksum=False`` (``--no-checksum``) keeps only the row count — cheap on big tables, but
     then a changed vector goes unnoticed.
     """
-    from . import data_checksum
-
     return data_checksum.measure(conn, target, checksum=checksum, cache=cache).data
 
 
@@ -422,8 +379,6 @@ def capture(
         },
     }
     if target is not None:
-        from . import data_checksum  # imports this module: imported here
-
         oid = resolve_table(kb_conn, target)
         vec = vector_column(kb_conn, oid, target.vector_column)
         fp["indexes"], idx_info = indexes(kb_conn, oid)

@@ -33,6 +33,7 @@ from ..core.ids import as_text
 from ..target import introspect
 from ..target.targets import ANN_METHODS  # noqa: F401  (re-exported)
 from . import fingerprint as fpmod
+from . import target_table
 
 # Known advisories: (extension, first affected, first fixed, id, what).
 ADVISORIES = (
@@ -101,16 +102,16 @@ class _Target:
 
     def __init__(self, conn, target):
         self.target = target
-        self.oid = fpmod.resolve_table(conn, target)
+        self.oid = target_table.resolve_table(conn, target)
         self.table = target.table_sql()
         self.id = sql.Identifier(target.id_column)
         self.vec = sql.Identifier(target.vector_column)  # stored vectors, never cast (a cast
         # of a vector of another dimension would fail: the dimension check reports those)
-        self.column = fpmod.vector_column(conn, self.oid, target.vector_column)
+        self.column = target_table.vector_column(conn, self.oid, target.vector_column)
         self.base_type = target.vector_type
 
     def and_(self, cond: sql.Composable) -> tuple[sql.Composable, list]:
-        return fpmod.and_where(self.target, cond)
+        return target_table.and_where(self.target, cond)
 
 
 def _examples(conn, t: _Target, cond: sql.Composable) -> tuple[int, list[str]]:

@@ -247,9 +247,9 @@ def warmup(
 ) -> WarmupReport:
     """Warm ``target`` up with ``vectors``; ``kb`` is an autocommit connection to the knowledge
     base. Each pass runs in a READ ONLY transaction with ``settings`` applied (SET LOCAL)."""
+    from ..core.vector_types import register_vector
     from ..stages import gucs, vector_sql
-    from ..stages.vector_common import register_vector
-    from .fingerprint import resolve_table
+    from .target_table import resolve_table
 
     if max_passes < 2:
         raise InputError(

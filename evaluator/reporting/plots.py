@@ -1,36 +1,15 @@
-"""PNG plots of a report document, drawn with matplotlib's Agg canvas (no display, no pyplot global
+"""PNG plots of a report document, drawn on the Agg canvas of :mod:`evaluator.core.figures` (no display, no pyplot global
 state). matplotlib is optional (`pip install pgeval[plot]`): :func:`available` says whether it is
 there, and callers leave the plots out when it is not."""
 
 from __future__ import annotations
 
-import importlib.util
-import io
-import warnings
+from ..core.figures import available, figure, png
+
+__all__ = ["available", "by_type", "waterfall", "sweep", "distribution", "latency", "render_all"]
 
 LEVEL_COLOURS = {"excellent": "#1a7f37", "good": "#4ac26b", "pass": "#d4a72c", "fail": "#cf222e"}
 SERIES = ("#0969da", "#8250df", "#bf3989", "#1a7f37", "#d4a72c", "#57606a")
-
-
-def available() -> bool:
-    return importlib.util.find_spec("matplotlib") is not None
-
-
-def _figure(width: float = 7.5, height: float = 3.6):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # e.g. a CJK query type the default font lacks
-        fig.savefig(buf, format="png")
-    return buf.getvalue()
 
 
 def _headline(report: dict) -> list[str]:
@@ -48,7 +27,7 @@ def by_type(report: dict) -> bytes | None:
     metrics = [m for m in _headline(report) if rows and m in rows[0]]
     if not rows or not metrics:
         return None
-    fig = _figure(max(6.0, 1.1 * len(rows) + 2), 3.6)
+    fig = figure(max(6.0, 1.1 * len(rows) + 2), 3.6)
     ax = fig.add_subplot()
     width = 0.8 / len(metrics)
     for i, m in enumerate(metrics):
@@ -62,7 +41,7 @@ def by_type(report: dict) -> bytes | None:
     ax.set_title("metrics by query type")
     ax.legend(fontsize=8, ncols=len(metrics), loc="upper right")
     ax.grid(axis="y", alpha=0.3)
-    return _png(fig)
+    return png(fig)
 
 
 def waterfall(report: dict) -> bytes | None:
@@ -71,7 +50,7 @@ def waterfall(report: dict) -> bytes | None:
     cats = sr.get("loss_attribution") or []
     if not cats:
         return None
-    fig = _figure(7.5, 3.4)
+    fig = figure(7.5, 3.4)
     ax = fig.add_subplot()
     bottom = 0.0
     labels, colours = [], {"kept": "#1a7f37"}
@@ -95,7 +74,7 @@ def waterfall(report: dict) -> bytes | None:
     ax.set_ylabel(f"Recall@{sr.get('k', '?')} points")
     ax.set_title(f"where recall@{sr.get('k', '?')} was lost (stage waterfall)")
     ax.grid(axis="y", alpha=0.3)
-    return _png(fig)
+    return png(fig)
 
 
 def sweep(report: dict) -> bytes | None:
@@ -106,7 +85,7 @@ def sweep(report: dict) -> bytes | None:
     ]
     if not points:
         return None
-    fig = _figure(7.0, 4.0)
+    fig = figure(7.0, 4.0)
     ax = fig.add_subplot()
     points = sorted(points, key=lambda p: p["latency_p95_ms"])
     ax.plot(
@@ -140,7 +119,7 @@ def sweep(report: dict) -> bytes | None:
     ax.set_ylabel((report.get("sweep") or {}).get("metric", "recall"))
     ax.set_title(f"recall vs latency: {(report.get('sweep') or {}).get('param', 'sweep')}")
     ax.grid(alpha=0.3)
-    return _png(fig)
+    return png(fig)
 
 
 def distribution(report: dict) -> bytes | None:
@@ -149,7 +128,7 @@ def distribution(report: dict) -> bytes | None:
     cases = [c for c in report.get("cases") or [] if c.get("metrics")]
     if not metrics or not cases:
         return None
-    fig = _figure(7.5, 3.2)
+    fig = figure(7.5, 3.2)
     ax = fig.add_subplot()
     data = [[c["metrics"][m] for c in cases if c["metrics"].get(m) is not None] for m in metrics]
     ax.hist(
@@ -160,14 +139,14 @@ def distribution(report: dict) -> bytes | None:
     ax.set_title("distribution over valid queries")
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
-    return _png(fig)
+    return png(fig)
 
 
 def latency(report: dict) -> bytes | None:
     values = [c["latency_ms"] for c in report.get("cases") or [] if c.get("latency_ms") is not None]
     if not values:
         return None
-    fig = _figure(7.5, 3.0)
+    fig = figure(7.5, 3.0)
     ax = fig.add_subplot()
     ax.hist(values, bins=min(40, max(5, len(values) // 5)), color=SERIES[1])
     p95 = (report.get("summary") or {}).get("latency_p95_ms")
@@ -178,7 +157,7 @@ def latency(report: dict) -> bytes | None:
     ax.set_ylabel("queries")
     ax.set_title("per-query latency")
     ax.grid(axis="y", alpha=0.3)
-    return _png(fig)
+    return png(fig)
 
 
 PLOTS = (

@@ -24,6 +24,7 @@ from ..stages import gucs, registry
 from ..stages.base import StageContext, run_name
 from ..testset.catalog import resolve_testset
 from .experiment_scope import experiment_scope
+from .runs import import_run
 
 
 @dataclass
@@ -345,8 +346,8 @@ def _insert_experiment(
 
 
 def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, StageContext]:
-    """One context per stage (its options), each stage's ``prepare`` run: configuration errors
-    stop everything before the first query."""
+    """One context per stage (its options, the run-file reader the import stage calls), each
+    stage's ``prepare`` run: configuration errors stop everything before the first query."""
     contexts = {}
     for sname, _kind, stage in stages:
         ctx = replace(
@@ -357,6 +358,7 @@ def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, Sta
             extra=dict(base.extra),
             previous={},
             settings=gucs.scope(base.settings, sname),
+            import_run=import_run,
         )
         stage.prepare(ctx)
         contexts[sname] = ctx

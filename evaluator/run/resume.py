@@ -25,9 +25,11 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
+from typing import Any
 
 from ..core.canonical import canonical_json
 from ..core.errors import Conflict, DatabaseError, InputError, NotFound
@@ -77,6 +79,16 @@ def reopen_run(conn, run_id: int, params: dict) -> int:
     )
     commit(conn)
     return run_id
+
+
+def _reopener(run_id: int) -> Callable[[Any, dict], int]:
+    """The stage's ``ctx.reopen``: :func:`reopen_run` of ``run_id`` on the connection the stage
+    writes with."""
+
+    def reopen(conn: Any, params: dict) -> int:
+        return reopen_run(conn, run_id, params)
+
+    return reopen
 
 
 def done_queries(conn, run_id: int) -> set[str]:
@@ -422,7 +434,7 @@ def _resume_stage(
     drop_unfinished(results, run_id)
     missing = [q for q in ctx.queries if q.query_id not in done]
     if missing:
-        sub = replace(ctx, queries=missing, extra={**ctx.extra, "resume_run_id": run_id})
+        sub = replace(ctx, queries=missing, reopen=_reopener(run_id))
         run_id = run(sub)
         ctx.warnings[:] = sub.warnings
     else:  # every query written; the process died before marking the run complete

@@ -55,7 +55,7 @@ def scan(
     kb, target, vectors: list[np.ndarray], need: int, *, on_rows=None
 ) -> list[list[tuple[str, float]]]:
     """Per query, its candidates [(chunk id, distance)] sorted by (distance, chunk id)."""
-    from .vector_common import register_vector
+    from ..core.vector_types import register_vector
 
     if target.distance not in ("l2", "ip", "cosine"):
         raise InputError(f"no client-side exact search for distance {target.distance}")
@@ -170,8 +170,8 @@ def scan(
 
 def server_lists(kb, target, vectors, depth: int, settings: dict) -> list[list[tuple[str, float]]]:
     """The exact stage's own statement, one query at a time (the check, and the fallback)."""
+    from ..core.vector_types import register_vector
     from . import gucs, vector_sql
-    from .vector_common import register_vector
 
     register_vector(kb)
     stmt, params, _ = vector_sql.per_query(target, depth, exact=True)

@@ -32,9 +32,10 @@ from typing import Any
 from ..core import masking
 from ..core.errors import InputError
 from ..providers.http_json import HttpFailure, JsonClient
+from ..testset.query import Query
 from . import service_config as sc
 from . import store
-from .base import SCORE_SIMILARITY, BaseStage, Query, StageContext
+from .base import SCORE_SIMILARITY, BaseStage, StageContext
 
 ORDER_SERVICE = (
     "as the service ranked them (rank = position in its answer; a repeated chunk keeps "

@@ -117,7 +117,7 @@ def sample(kb, target, count: int, seed: int) -> list[tuple[str, np.ndarray]]:
     order (no vector read: the planner may answer from the id's index alone), then the vectors of
     those ids only. A chunk whose rows all have a NULL vector is passed over, as before; when
     that leaves fewer than ``count``, a longer prefix of the order is read."""
-    from ..stages.vector_common import register_vector
+    from ..core.vector_types import register_vector
 
     register_vector(kb)
     where, params = target.where()
@@ -170,7 +170,7 @@ def sample(kb, target, count: int, seed: int) -> list[tuple[str, np.ndarray]]:
 def from_sql(kb, statement: str) -> list[tuple[str, np.ndarray]]:
     """Rows (query_id, vector) of the user's statement, run READ ONLY on the knowledge base."""
     from ..core.errors import first_line
-    from ..stages.vector_common import register_vector
+    from ..core.vector_types import register_vector
 
     register_vector(kb)
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...core import figures
 from ...core.errors import InputError
 
 
@@ -18,14 +19,12 @@ def write(
     recommendation: dict | None,
     title: str,
 ) -> Path:
-    from ...reporting import plots
-
-    if not plots.available():
+    if not figures.available():
         raise InputError("--plot needs matplotlib (pip install 'pgeval[plot]')", field="--plot")
     pts = [p for p in points if p.get("index_recall") is not None and p.get("p95_ms") is not None]
     if not pts:
         raise InputError("no measured point to plot", field="--plot")
-    fig = plots._figure(7.5, 4.6)
+    fig = figures.figure(7.5, 4.6)
     ax = fig.add_subplot()
     xs = [p["p95_ms"] for p in pts]
     ys = [p["index_recall"] for p in pts]
@@ -81,5 +80,5 @@ def write(
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
     out = Path(path)
-    out.write_bytes(plots._png(fig))
+    out.write_bytes(figures.png(fig))
     return out
