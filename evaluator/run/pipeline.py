@@ -95,10 +95,102 @@ def _queries(results, testset: str, tid: int, stages, cfg: PipelineConfig, on_em
     return storage.load(results, tid, emb.label), emb.label, rep.dimension
 
 
+def _claim_name(results, cfg: PipelineConfig, stages) -> str:
+    """The experiment's name: ``--name`` (refused when an experiment or a run of it exists), else
+    a default one."""
+    name = cfg.name or default_name(cfg.testset, cfg.target)
+    if (
+        cfg.name
+        and results.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)).fetchone()
+    ):
+        raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
+    if cfg.name:  # a run it did not create is never adopted: refuse before any work
+        refuse_taken_runs(results, name, [n for n, _, _ in stages], cfg.repeat)
+    results.rollback()
+    return name
+
+
+def _experiment_config(
+    cfg: PipelineConfig,
+    testset_hash: str,
+    stages,
+    settings: dict,
+    options: dict,
+    label: str | None,
+    dim: int | None,
+    target,
+    contexts: dict[str, StageContext],
+    qinfo: dict | None,
+) -> dict:
+    """What the experiment row records as its configuration (and the fingerprint hashes)."""
+    config = {
+        "testset": cfg.testset,
+        "testset_hash": testset_hash,
+        "stages": [{"name": n, "kind": k} for n, k, _ in stages],
+        "settings": settings,
+        "options": options,
+        "depth": cfg.depth,
+        "repeat": cfg.repeat,
+        "embedder": label,
+        "dimension": dim,
+        "target": None if target is None else {"name": target.name, **target.spec()},
+        "filters": None if target is None else target.filter_literals(),
+        "batch": cfg.batch,
+        "server_timing": cfg.server_timing,
+        "isolate_index": cfg.isolate_index,
+    }
+    services = {n: c.extra["service"] for n, c in contexts.items() if "service" in c.extra}
+    if services:  # live services (stages/service.py): URL, preset, body, paths; no key
+        config["services"] = services
+    if qinfo is not None:
+        config["queries"] = qinfo
+    return config
+
+
+def _fingerprint(
+    database,
+    results,
+    kb,
+    cfg: PipelineConfig,
+    target,
+    settings: dict,
+    label: str | None,
+    dim: int | None,
+    testset_hash: str,
+    config: dict,
+) -> dict:
+    """The configuration fingerprint (evaluator/dba/fingerprint.py): catalog + ``config``."""
+    from ..dba import fingerprint as fpmod
+    from ..dba.data_checksum import ChecksumCache
+
+    if target is not None:
+        return fpmod.capture(
+            kb,
+            target,
+            settings=settings,
+            embedder=label,
+            dimension=dim,
+            testset_hash=testset_hash,
+            testset_name=cfg.testset,
+            checksum=cfg.checksum,
+            cache=ChecksumCache(results, database),
+            extra=config,
+        )
+    # stages that read no knowledge-base table (import, merge of imports)
+    hashed, shown = fpmod.measurement(config)
+    return {
+        "fingerprint_version": fpmod.FINGERPRINT_VERSION,
+        "testset": {"hash": testset_hash},
+        "measurement": hashed,
+        "info": {"testset": cfg.testset, "config": shown},
+    }
+
+
 def run_pipeline(
     database, cfg: PipelineConfig, *, progress_factory=None, on_warning=None, on_embed=None
 ) -> PipelineResult:
     """Run ``cfg``; ``progress_factory(stage, repetition)`` returns a Progress (or None)."""
+    from ..dba import fingerprint as fpmod
     from ..target import targets
 
     if cfg.depth < 1:
@@ -127,17 +219,7 @@ def run_pipeline(
         settings = gucs.with_statement_timeout(kb, settings, cfg.statement_timeout)
         kb.rollback()
         queries, label, dim = _queries(results, cfg.testset, tid, stages, cfg, on_embed)
-        name = cfg.name or default_name(cfg.testset, cfg.target)
-        if (
-            cfg.name
-            and results.execute(
-                "SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)
-            ).fetchone()
-        ):
-            raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
-        if cfg.name:  # a run it did not create is never adopted: refuse before any work
-            refuse_taken_runs(results, name, [n for n, _, _ in stages], cfg.repeat)
-        results.rollback()
+        name = _claim_name(results, cfg, stages)
         base = StageContext(
             kb=kb,
             results=results,
@@ -161,52 +243,12 @@ def run_pipeline(
         for w in warnings:
             if on_warning:
                 on_warning(w)
-        config = {
-            "testset": cfg.testset,
-            "testset_hash": testset_hash,
-            "stages": [{"name": n, "kind": k} for n, k, _ in stages],
-            "settings": settings,
-            "options": options,
-            "depth": cfg.depth,
-            "repeat": cfg.repeat,
-            "embedder": label,
-            "dimension": dim,
-            "target": None if target is None else {"name": target.name, **target.spec()},
-            "filters": None if target is None else target.filter_literals(),
-            "batch": cfg.batch,
-            "server_timing": cfg.server_timing,
-            "isolate_index": cfg.isolate_index,
-        }
-        services = {n: c.extra["service"] for n, c in contexts.items() if "service" in c.extra}
-        if services:  # live services (stages/service.py): URL, preset, body, paths; no key
-            config["services"] = services
-        if qinfo is not None:
-            config["queries"] = qinfo
-        # configuration fingerprint (evaluator/dba/fingerprint.py): catalog + this config (extra)
-        from ..dba import fingerprint as fpmod
-        from ..dba.data_checksum import ChecksumCache
-
-        if target is not None:
-            fingerprint = fpmod.capture(
-                kb,
-                target,
-                settings=settings,
-                embedder=label,
-                dimension=dim,
-                testset_hash=testset_hash,
-                testset_name=cfg.testset,
-                checksum=cfg.checksum,
-                cache=ChecksumCache(results, database),
-                extra=config,
-            )
-        else:  # stages that read no knowledge-base table (import, merge of imports)
-            hashed, shown = fpmod.measurement(config)
-            fingerprint = {
-                "fingerprint_version": fpmod.FINGERPRINT_VERSION,
-                "testset": {"hash": testset_hash},
-                "measurement": hashed,
-                "info": {"testset": cfg.testset, "config": shown},
-            }
+        config = _experiment_config(
+            cfg, testset_hash, stages, settings, options, label, dim, target, contexts, qinfo
+        )
+        fingerprint = _fingerprint(
+            database, results, kb, cfg, target, settings, label, dim, testset_hash, config
+        )
         kb.rollback()
         if target is not None:
             from ..stages.ground_truth import offer
