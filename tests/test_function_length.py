@@ -20,13 +20,6 @@ ALLOWED = {
     "evaluator/cli/commands/metrics_cmd.py:metrics": 102,
     "evaluator/dba/sweep/runner.py:run_sweep": 261,
     "evaluator/dba/sweep/store.py:open_sweep": 110,
-    # being split (this branch)
-    "evaluator/run/resume.py:resume_experiment": 116,
-    "evaluator/stages/exact_scan.py:scan": 115,
-    "evaluator/run/runs.py:import_run": 112,
-    "evaluator/reporting/json.py:build": 111,
-    "evaluator/stages/service.py:run": 106,
-    "evaluator/reporting/gate.py:check": 105,
 }
 
 

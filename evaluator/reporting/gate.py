@@ -366,7 +366,14 @@ def check(rule: Rule, base: dict, cand: dict, rules: Rules) -> Outcome:
             f"{m} grew by {pct:+.1f} % {change}, "
             f"{'within' if ok else 'more than'} the allowed {rule.limit:g} %",
         )
-    # must_not_drop_significantly
+    return _significance(rule, base, cand, rules, b, c, change)
+
+
+def _significance(
+    rule: Rule, base: dict, cand: dict, rules: Rules, b: float, c: float, change: str
+) -> Outcome:
+    """``must_not_drop_significantly``: a paired randomisation test over the per-query values."""
+    m = rule.metric
     ids, a, bb = paired_values(base, cand, m)
     if not ids:
         side = (

@@ -236,10 +236,8 @@ def resume_experiment(
     whose runs carry ``action``: kept, resumed, restarted or ran."""
     from ..core.install import ensure_installed
     from ..dba.data_checksum import ChecksumCache
-    from ..providers.embedders import storage
     from ..stages import gucs, registry
-    from ..stages.base import StageContext, run_name
-    from ..target import targets
+    from ..stages.base import run_name
     from . import pipeline
 
     with database.connect() as results:
@@ -260,13 +258,7 @@ def resume_experiment(
         if done is not None:  # nothing to resume: nothing is touched
             pipeline._summaries(results, done)
             return pipeline.PipelineResult(name, exp_id, exp["config_hash"], done, [])
-        target = (
-            None
-            if not cfg.get("target")
-            else targets.Target.from_spec(
-                cfg["target"]["name"], {k: v for k, v in cfg["target"].items() if k != "name"}
-            )
-        )
+        target = _stored_target(cfg)
         with database.connect(results=False, read_only=not cfg.get("isolate_index")) as kb:
             settings = dict(cfg.get("settings") or {})
             gucs.validate(kb, {k: v for k, v in settings.items() if k != "statement_timeout"})
@@ -275,31 +267,7 @@ def resume_experiment(
             if statement_timeout is not None:
                 settings = gucs.with_statement_timeout(kb, settings, statement_timeout)
                 kb.rollback()
-            tid = exp["testset_id"]
-            queries = (
-                storage.load(results, tid, cfg["embedder"])
-                if any(s.needs_embedding for _, _, s in stages)
-                else storage.testset_queries(results, tid)
-            )
-            results.rollback()
-            base = StageContext(
-                kb=kb,
-                results=results,
-                target=target,
-                testset=cfg["testset"],
-                testset_id=tid,
-                experiment=name,
-                experiment_id=exp_id,
-                depth=cfg["depth"],
-                settings=settings,
-                queries=queries,
-                embedder=cfg.get("embedder"),
-                batch=cfg.get("batch", False),
-                server_timing=cfg.get("server_timing", False),
-                isolate_index=cfg.get("isolate_index", False),
-            )
-            if (cfg.get("queries") or {}).get("own_chunk_removed"):  # sampled queries
-                base = replace(base, depth=cfg["depth"] + 1, extra={"exclude_own": True})
+            base = _base_context(results, kb, exp, stages, target, settings)
             with _lock(results, exp_id, name, on_warning):
                 contexts = pipeline.prepare_contexts(base, stages, cfg.get("options") or {})
                 if target is not None:  # exact stages from the stored ground truth, as it ran
@@ -315,12 +283,7 @@ def resume_experiment(
                 warnings: list[str] = []
                 for c in contexts.values():
                     pipeline.add_warnings(c, warnings, on_warning)
-                results.execute(
-                    "UPDATE pgeval.experiment SET status = 'running', finished_at "
-                    "= NULL WHERE experiment_id = %s",
-                    (exp_id,),
-                )
-                results.commit()
+                _mark_running(results, exp_id)
                 with experiment_scope(results, exp_id, name, on_warning):
 
                     def resume_one(stage, ctx, rep, previous):
@@ -340,6 +303,61 @@ def resume_experiment(
                     )
                 pipeline._summaries(results, runs)
     return pipeline.PipelineResult(name, exp_id, exp["config_hash"], runs, warnings)
+
+
+def _stored_target(cfg: dict) -> Any:
+    """The target as the experiment recorded it (None: its stages read no table)."""
+    from ..target import targets
+
+    if not cfg.get("target"):
+        return None
+    return targets.Target.from_spec(
+        cfg["target"]["name"], {k: v for k, v in cfg["target"].items() if k != "name"}
+    )
+
+
+def _base_context(
+    results: Any, kb: Any, exp: dict, stages: list, target: Any, settings: dict
+) -> Any:
+    """The stage context the experiment ran with (its queries and embeddings loaded again)."""
+    from ..providers.embedders import storage
+    from ..stages.base import StageContext
+
+    cfg, tid = exp["config"], exp["testset_id"]
+    queries = (
+        storage.load(results, tid, cfg["embedder"])
+        if any(s.needs_embedding for _, _, s in stages)
+        else storage.testset_queries(results, tid)
+    )
+    results.rollback()
+    base = StageContext(
+        kb=kb,
+        results=results,
+        target=target,
+        testset=cfg["testset"],
+        testset_id=tid,
+        experiment=exp["name"],
+        experiment_id=exp["experiment_id"],
+        depth=cfg["depth"],
+        settings=settings,
+        queries=queries,
+        embedder=cfg.get("embedder"),
+        batch=cfg.get("batch", False),
+        server_timing=cfg.get("server_timing", False),
+        isolate_index=cfg.get("isolate_index", False),
+    )
+    if (cfg.get("queries") or {}).get("own_chunk_removed"):  # sampled queries
+        base = replace(base, depth=cfg["depth"] + 1, extra={"exclude_own": True})
+    return base
+
+
+def _mark_running(results: Any, exp_id: int) -> None:
+    results.execute(
+        "UPDATE pgeval.experiment SET status = 'running', finished_at "
+        "= NULL WHERE experiment_id = %s",
+        (exp_id,),
+    )
+    results.commit()
 
 
 def _all_complete(results, exp: dict, stages, run_name) -> list[dict] | None:

@@ -155,6 +155,34 @@ def _reporting(segments: Iterator[tuple], src: Source, on_progress, reported: li
         on_progress(src.size, src.size, "ranking")
 
 
+def _insert_run(conn, name: str, testset_id: int, params: dict, fmt: str, replace: bool) -> int:
+    """The imported run's row (complete; its lists follow in the same transaction)."""
+    try:
+        return conn.execute(
+            "INSERT INTO pgeval.run (name, testset_id, stage, params, order_rule, status, "
+            "n_unknown_queries, finished_at) VALUES (%s, %s, 'import', %s, %s, 'complete', "
+            "%s, now()) RETURNING run_id",
+            (
+                name,
+                testset_id,
+                json.dumps(params),
+                TREC_ORDER if fmt == "trec" else JSONL_ORDER,
+                0,
+            ),
+        ).fetchone()[0]
+    except psycopg.errors.UniqueViolation:  # a concurrent import took the name meanwhile
+        if replace:  # it wrote the run after this import deleted the one it saw
+            raise Conflict(
+                f"another session wrote run '{name}' at the same time as this "
+                "import (a concurrent `run import --replace` or pipeline); this "
+                "import stored nothing: retry it to replace that run"
+            ) from None
+        raise Conflict(
+            f"a run named '{name}' was created by another session meanwhile (use "
+            "--replace or another --name)"
+        ) from None
+
+
 def import_run(
     conn,
     path,
@@ -187,30 +215,7 @@ def import_run(
             conn.execute("DELETE FROM pgeval.run WHERE run_id = %s", existing)
         judgements = ranked_lists.Judgements(conn, testset_id)  # read while the file is parsed
         params = {"source": str(path), "format": fmt, "tag": tag}
-        try:
-            run_id = conn.execute(
-                "INSERT INTO pgeval.run (name, testset_id, stage, params, order_rule, status, "
-                "n_unknown_queries, finished_at) VALUES (%s, %s, 'import', %s, %s, 'complete', "
-                "%s, now()) RETURNING run_id",
-                (
-                    name,
-                    testset_id,
-                    json.dumps(params),
-                    TREC_ORDER if fmt == "trec" else JSONL_ORDER,
-                    0,
-                ),
-            ).fetchone()[0]
-        except psycopg.errors.UniqueViolation:  # a concurrent import took the name meanwhile
-            if replace:  # it wrote the run after this import deleted the one it saw
-                raise Conflict(
-                    f"another session wrote run '{name}' at the same time as this "
-                    "import (a concurrent `run import --replace` or pipeline); this "
-                    "import stored nothing: retry it to replace that run"
-                ) from None
-            raise Conflict(
-                f"a run named '{name}' was created by another session meanwhile (use "
-                "--replace or another --name)"
-            ) from None
+        run_id = _insert_run(conn, name, testset_id, params, fmt, replace)
         extra = [0]  # TREC lines with text after the sixth field (counted on the last read)
 
         reported = [0]  # bytes reported so far: a second read reports only past them

@@ -96,16 +96,7 @@ def scan(
             )
         x = np.frombuffer(raw, dtype=np.uint8).reshape(len(bufs), width)[:, 4:]
         x = np.ascontiguousarray(x).view(">f4").astype(np.float32)
-        if target.distance == "l2":
-            key = (x * x).sum(1)[:, None] - 2.0 * (x @ qt)
-        elif target.distance == "ip":
-            key = -(x @ qt)
-        else:
-            xn = np.sqrt((x * x).sum(1))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                key = -(x @ qdir) / xn[:, None]
-            key[~np.isfinite(key)] = np.inf
-        key = key.T  # (nq, b)
+        key = _order_keys(target.distance, x, qt, qdir).T  # (nq, b)
         take = min(c, key.shape[1])
         idx = (
             np.argpartition(key, take - 1, axis=1)[:, :take]
@@ -149,9 +140,30 @@ def scan(
         if on_rows:
             on_rows(done)
     kb.rollback()
-    full = best_d.shape[1] >= c
+    return _ranked(best_d, best_id, full=best_d.shape[1] >= c, need=need, unique=target.unique_id)
+
+
+def _order_keys(distance: str, x: np.ndarray, qt: np.ndarray, qdir: np.ndarray) -> np.ndarray:
+    """A key per (row, query) in the order of the distance (float32, to pick candidates):
+    rows ``x`` (b, d), queries ``qt`` (d, nq), their directions ``qdir`` (d, nq)."""
+    if distance == "l2":
+        return (x * x).sum(1)[:, None] - 2.0 * (x @ qt)
+    if distance == "ip":
+        return -(x @ qt)
+    xn = np.sqrt((x * x).sum(1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        key = -(x @ qdir) / xn[:, None]
+    key[~np.isfinite(key)] = np.inf
+    return key
+
+
+def _ranked(
+    best_d: np.ndarray, best_id: np.ndarray, *, full: bool, need: int, unique: bool
+) -> list[list[tuple[str, float]]]:
+    """Per query, its candidates sorted by (distance, chunk id in byte order), each chunk once
+    (its best distance); Incomplete when a full candidate list holds fewer than ``need`` chunks."""
     out = []
-    for i in range(nq):
+    for i in range(best_d.shape[0]):
         pairs = sorted(
             ((float(dd), str(cc)) for dd, cc in zip(best_d[i], best_id[i]) if np.isfinite(dd)),
             key=lambda p: (p[0], p[1].encode()),
@@ -162,7 +174,7 @@ def scan(
             if cc not in seen:
                 seen.add(cc)
                 ranked.append((cc, dd))
-        if full and not target.unique_id and len(ranked) < need:
+        if full and not unique and len(ranked) < need:
             raise Incomplete(i)
         out.append(ranked)
     return out
