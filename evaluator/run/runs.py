@@ -59,6 +59,46 @@ def guess_format(path: Path) -> str:
     return "trec"
 
 
+def _jsonl_object(line: str, path: Path, lineno: int) -> dict:
+    try:
+        obj = strict_json.loads(line)
+    except strict_json.DuplicateKey as exc:
+        raise InputError(str(exc), file=str(path), line=lineno, field=exc.field) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON ({exc.msg})", file=str(path), line=lineno) from None
+    if not isinstance(obj, dict):
+        raise InputError("expected a JSON object", file=str(path), line=lineno)
+    return obj
+
+
+def _jsonl_item(item: object, pos: int, path: Path, lineno: int) -> tuple[str, float | None]:
+    """(chunk id, score or None) of item ``pos`` of a ranked list: an id, or
+    ``{chunk_id, score}``."""
+    score = None
+    if isinstance(item, dict):
+        chunk, score = item.get("chunk_id"), item.get("score")
+    else:
+        chunk = item
+    if chunk is None or chunk == "":
+        raise InputError(f"item {pos} has no chunk_id", file=str(path), line=lineno, field="ranked")
+    chunk = _id(chunk, f"item {pos} chunk id", path, lineno, "ranked")
+    if score is not None:
+        try:
+            if isinstance(score, bool) or not isinstance(score, (int, float)):
+                raise ValueError
+            score = float(score)  # OverflowError: an integer beyond float8
+            if math.isnan(score):
+                raise ValueError
+        except (ValueError, OverflowError):
+            raise InputError(
+                f"item {pos} score is not a number",
+                file=str(path),
+                line=lineno,
+                field="ranked",
+            ) from None
+    return chunk, score
+
+
 def _jsonl_segments(path: Path, src: Source | None = None):
     """Yield one segment (query ids, chunk ids, scores or None, line numbers) a line of a JSONL
     ranked-list file. A query is on one line: a second line of the same query is refused (never
@@ -68,14 +108,7 @@ def _jsonl_segments(path: Path, src: Source | None = None):
     for lineno, line in src or Source(path):  # UTF-8 checked per line
         if not line.strip():
             continue
-        try:
-            obj = strict_json.loads(line)
-        except strict_json.DuplicateKey as exc:
-            raise InputError(str(exc), file=str(path), line=lineno, field=exc.field) from None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"malformed JSON ({exc.msg})", file=str(path), line=lineno) from None
-        if not isinstance(obj, dict):
-            raise InputError("expected a JSON object", file=str(path), line=lineno)
+        obj = _jsonl_object(line, path, lineno)
         qid = obj.get("query_id")
         if qid is None or qid == "":
             raise InputError(
@@ -100,30 +133,7 @@ def _jsonl_segments(path: Path, src: Source | None = None):
         scores: list[float | None] = []
         try:
             for pos, item in enumerate(ranked, 1):
-                score = None
-                if isinstance(item, dict):
-                    chunk, score = item.get("chunk_id"), item.get("score")
-                else:
-                    chunk = item
-                if chunk is None or chunk == "":
-                    raise InputError(
-                        f"item {pos} has no chunk_id", file=str(path), line=lineno, field="ranked"
-                    )
-                chunk = _id(chunk, f"item {pos} chunk id", path, lineno, "ranked")
-                if score is not None:
-                    try:
-                        if isinstance(score, bool) or not isinstance(score, (int, float)):
-                            raise ValueError
-                        score = float(score)  # OverflowError: an integer beyond float8
-                        if math.isnan(score):
-                            raise ValueError
-                    except (ValueError, OverflowError):
-                        raise InputError(
-                            f"item {pos} score is not a number",
-                            file=str(path),
-                            line=lineno,
-                            field="ranked",
-                        ) from None
+                chunk, score = _jsonl_item(item, pos, path, lineno)
                 chunks.append(chunk)
                 scores.append(score)
         except InputError:

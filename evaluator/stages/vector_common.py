@@ -15,6 +15,7 @@ alternative is one copy of the table per index.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -484,20 +485,9 @@ class VectorStage(BaseStage):
                 if ctx.progress:
                     ctx.progress.advance()
 
-            current, raw = None, 0
-            items: list[tuple] = []
             t0 = time.perf_counter()
-            for qid, chunk, dist, n, rk, past in ctx.kb.cursor().stream(stmt, p, size=2000):
-                if qid != current:
-                    if current is not None:
-                        finish(current, items, raw)
-                    if qid in seen:
-                        raise RuntimeError(f"batch rows of query '{qid}' arrived out of order")
-                    seen.add(qid)
-                    current, items, raw = qid, [], n
-                items.append((rk, chunk, dist, past))
-            if current is not None:
-                finish(current, items, raw)
+            for qid, items, raw in _by_query(ctx.kb.cursor().stream(stmt, p, size=2000), seen):
+                finish(qid, items, raw)
             ms += (time.perf_counter() - t0) * 1000.0
             for q in pending:  # queries the filters left without any row
                 if q.query_id not in seen:
@@ -519,6 +509,26 @@ class VectorStage(BaseStage):
         out.params.update(
             threshold_summary(ctx.target, [dropped.get(q.query_id, 0) for q in ctx.queries])
         )
+
+
+def _by_query(rows: Iterable[tuple], seen: set[str]) -> Iterator[tuple[str, list[tuple], int]]:
+    """The batch statement's rows (query id, chunk, distance, rows scanned, rank, past the
+    threshold) as (query id, [(rank, chunk, distance, past)], rows scanned) per query, in the
+    order they arrive; every query seen is added to ``seen``, and a query whose rows do not
+    arrive together is an error."""
+    current, raw = None, 0
+    items: list[tuple] = []
+    for qid, chunk, dist, n, rk, past in rows:
+        if qid != current:
+            if current is not None:
+                yield current, items, raw
+            if qid in seen:
+                raise RuntimeError(f"batch rows of query '{qid}' arrived out of order")
+            seen.add(qid)
+            current, items, raw = qid, [], n
+        items.append((rk, chunk, dist, past))
+    if current is not None:
+        yield current, items, raw
 
 
 def _f32(vec) -> np.ndarray:
