@@ -52,6 +52,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..core.canonical import canonical_json, sha256_hex
+from ..core.db import Database
 from ..core.masking import mask_value
 from ..stages.registry import build_defaults, index_methods
 from . import data_checksum
@@ -112,7 +113,7 @@ INDEX_DEFAULTS = {method: build_defaults(method) for method in index_methods()}
 # -- catalog readers -------------------------------------------------------------------------------
 
 
-def load_extension_libraries(conn) -> None:
+def load_extension_libraries(conn: Any) -> None:
     """Load pgvector's and pgvectorscale's libraries so that their settings exist in this session
     (``current_setting('hnsw.ef_search', true)`` is NULL until the library is loaded). Called
     inside the transaction that reads them (behind a pooler the next transaction may run on
@@ -126,7 +127,7 @@ def load_extension_libraries(conn) -> None:
         pass
 
 
-def server_info(conn) -> dict:
+def server_info(conn: Any) -> dict:
     """The server that answers: its version, and which server it is. A standby or a replica has
     its primary's system identifier but is in recovery; another host, or a pooler in front, is
     reached at another host and port (those the connection string names: no password)."""
@@ -151,7 +152,7 @@ def server_info(conn) -> dict:
     }
 
 
-def extensions(conn) -> dict:
+def extensions(conn: Any) -> dict:
     """Every installed extension's version (plpgsql left out): for the health check."""
     return dict(
         conn.execute(
@@ -161,7 +162,7 @@ def extensions(conn) -> dict:
     )
 
 
-def retrieval_extensions(conn) -> dict:
+def retrieval_extensions(conn: Any) -> dict:
     """The installed versions of the extensions retrieval uses (the fingerprint's)."""
     return dict(
         conn.execute(
@@ -179,7 +180,7 @@ def _options(reloptions: list[str] | None) -> dict:
     return out
 
 
-def indexes(conn, table_oid: int) -> tuple[dict, dict]:
+def indexes(conn: Any, table_oid: int) -> tuple[dict, dict]:
     """(hashed, info): every index on the table keyed by name, and its size/DDL for display.
 
     An index's ``state`` is what changes its answers after its build: its size in pages (rows
@@ -210,7 +211,7 @@ def indexes(conn, table_oid: int) -> tuple[dict, dict]:
     return hashed, info
 
 
-def query_settings(conn, settings: dict | None = None) -> dict:
+def query_settings(conn: Any, settings: dict | None = None) -> dict:
     """Every ANN setting as a stage running with ``settings`` (``SET LOCAL``) would see it."""
     settings = {str(k): v for k, v in (settings or {}).items()}
     with conn.transaction(force_rollback=True):
@@ -232,7 +233,7 @@ def query_settings(conn, settings: dict | None = None) -> dict:
     return {name: value for name, value in rows}
 
 
-def planner_settings(conn, settings: dict | None = None) -> dict:
+def planner_settings(conn: Any, settings: dict | None = None) -> dict:
     """The core settings that change plans, as a stage running with ``settings`` sees them (any
     core setting the stage sets is added: extension settings, with a dot, are query settings)."""
     settings = {str(k): v for k, v in (settings or {}).items()}
@@ -263,7 +264,7 @@ def planner_settings(conn, settings: dict | None = None) -> dict:
     return out
 
 
-def stage_settings(conn, settings: dict | None, stages) -> dict:
+def stage_settings(conn: Any, settings: dict | None, stages: Any) -> dict:
     """{stage: {setting: value as the server shows it}}: what each stage SETs, the settings
     given to every stage and those scoped to it (``STAGE:GUC=VALUE``), timeouts left out."""
     from ..stages import gucs
@@ -284,7 +285,7 @@ def stage_settings(conn, settings: dict | None, stages) -> dict:
     return out
 
 
-def capture_data(conn, target, *, checksum: bool = True, cache=None) -> dict:
+def capture_data(conn: Any, target: Any, *, checksum: bool = True, cache: Any = None) -> dict:
     """Row count and content checksum of the target's rows (its filters applied).
 
     The checksum is order-independent: the sum, modulo 2^64, of ``hashtextextended`` over each
@@ -323,8 +324,8 @@ def measurement(extra: dict | None) -> tuple[dict | None, dict | None]:
 
 
 def capture(
-    kb_conn,
-    target,
+    kb_conn: Any,
+    target: Any,
     *,
     settings: dict | None = None,
     embedder: str | None = None,
@@ -337,7 +338,7 @@ def capture(
     checksum: bool = True,
     data: dict | None = None,
     data_note: str | None = None,
-    cache=None,
+    cache: Any = None,
     extra: dict | None = None,
 ) -> dict:
     """The fingerprint of one stage run on ``target`` (:class:`evaluator.target.targets.Target`, or None
@@ -433,7 +434,7 @@ def short_hash(value: str | None) -> str:
     return value[:12] if value else "—"
 
 
-def testset_hash(conn, name: str | None) -> str | None:
+def testset_hash(conn: Any, name: str | None) -> str | None:
     from ..testset.catalog import resolve_testset
 
     if not name:
@@ -442,16 +443,16 @@ def testset_hash(conn, name: str | None) -> str | None:
 
 
 def capture_for(
-    database,
+    database: Database,
     target_name: str,
     *,
-    testset=None,
-    embedder=None,
-    settings=None,
-    stage=None,
-    checksum=True,
-    chunking=None,
-):
+    testset: str | None = None,
+    embedder: Any = None,
+    settings: dict | None = None,
+    stage: str | None = None,
+    checksum: bool = True,
+    chunking: Any = None,
+) -> Any:
     """(fingerprint, config hash) of target ``target_name`` with these settings, test set,
     embedder, stage and chunking labels (`pgeval fingerprint --target`)."""
     from ..core.errors import InputError, first_line

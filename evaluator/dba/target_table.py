@@ -3,12 +3,14 @@ the WHERE clause of its rows. Read by the fingerprint, the data checksum, health
 
 from __future__ import annotations
 
+from typing import Any
+
 from psycopg import sql
 
 from ..core.errors import NotFound
 
 
-def resolve_table(conn, target) -> int:
+def resolve_table(conn: Any, target: Any) -> int:
     """The oid of the target's table; NotFound names the table."""
     oid = conn.execute(
         "SELECT to_regclass(%s)::oid", (target.table_sql().as_string(conn),)
@@ -21,7 +23,7 @@ def resolve_table(conn, target) -> int:
     return int(oid)
 
 
-def and_where(target, cond: sql.Composable | None = None) -> tuple[sql.Composable, list]:
+def and_where(target: Any, cond: sql.Composable | None = None) -> tuple[sql.Composable, list]:
     """The target's WHERE clause (filters, dimension predicate) with ``cond`` added."""
     where, params = target.where()
     if cond is None:
@@ -31,7 +33,7 @@ def and_where(target, cond: sql.Composable | None = None) -> tuple[sql.Composabl
     return sql.SQL(" WHERE ({})").format(cond), params
 
 
-def vector_column(conn, table_oid: int, column: str) -> dict:
+def vector_column(conn: Any, table_oid: int, column: str) -> dict:
     row = conn.execute(
         "SELECT format_type(a.atttypid, a.atttypmod), t.typname, a.atttypmod, t.typsend::text "
         "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "

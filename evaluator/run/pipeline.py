@@ -13,11 +13,13 @@ Order of work — nothing is written until the whole configuration checks out:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from typing import Any
 
 from ..core.canonical import sha256_hex
+from ..core.db import Database
 from ..core.errors import Conflict, InputError
 from ..core.install import ensure_installed
 from ..stages import gucs, registry
@@ -56,7 +58,7 @@ class PipelineResult:
     warnings: list[str]
 
 
-def parse_options(items, stage_names: list[str]) -> dict[str, dict[str, str]]:
+def parse_options(items: Any, stage_names: list[str]) -> dict[str, dict[str, str]]:
     """('merge:k=60', 'rerank:top_n=50') -> {'merge': {'k': '60'}, 'rerank': {'top_n': '50'}}."""
     out: dict[str, dict[str, str]] = {}
     for item in items or ():
@@ -84,7 +86,14 @@ def default_name(testset: str, target: str | None) -> str:
     return f"{testset}-{target or 'pipeline'}-{stamp}"
 
 
-def _queries(results, testset: str, tid: int, stages, cfg: PipelineConfig, on_embed=None):
+def _queries(
+    results: Any,
+    testset: str,
+    tid: int,
+    stages: Any,
+    cfg: PipelineConfig,
+    on_embed: Callable[..., Any] | None = None,
+) -> Any:
     """(queries, embedder label, dimension): embeddings when a stage needs them."""
     from ..providers.embedders import parse, storage
 
@@ -95,7 +104,7 @@ def _queries(results, testset: str, tid: int, stages, cfg: PipelineConfig, on_em
     return storage.load(results, tid, emb.label), emb.label, rep.dimension
 
 
-def _claim_name(results, cfg: PipelineConfig, stages) -> str:
+def _claim_name(results: Any, cfg: PipelineConfig, stages: Any) -> str:
     """The experiment's name: ``--name`` (refused when an experiment or a run of it exists), else
     a default one."""
     name = cfg.name or default_name(cfg.testset, cfg.target)
@@ -113,12 +122,12 @@ def _claim_name(results, cfg: PipelineConfig, stages) -> str:
 def _experiment_config(
     cfg: PipelineConfig,
     testset_hash: str,
-    stages,
+    stages: Any,
     settings: dict,
     options: dict,
     label: str | None,
     dim: int | None,
-    target,
+    target: Any,
     contexts: dict[str, StageContext],
     qinfo: dict | None,
 ) -> dict:
@@ -148,11 +157,11 @@ def _experiment_config(
 
 
 def _fingerprint(
-    database,
-    results,
-    kb,
+    database: Database,
+    results: Any,
+    kb: Any,
     cfg: PipelineConfig,
-    target,
+    target: Any,
     settings: dict,
     label: str | None,
     dim: int | None,
@@ -186,8 +195,48 @@ def _fingerprint(
     }
 
 
+def _base_context(
+    results: Any,
+    kb: Any,
+    cfg: PipelineConfig,
+    target: Any,
+    tid: int,
+    name: str,
+    settings: dict,
+    queries: list,
+    label: str | None,
+    qinfo: dict | None,
+) -> StageContext:
+    """The context every stage's own starts from (sampled queries: one row more, their own
+    chunk dropped)."""
+    base = StageContext(
+        kb=kb,
+        results=results,
+        target=target,
+        testset=cfg.testset,
+        testset_id=tid,
+        experiment=name,
+        experiment_id=None,
+        depth=cfg.depth,
+        settings=settings,
+        queries=queries,
+        embedder=label,
+        batch=cfg.batch,
+        server_timing=cfg.server_timing,
+        isolate_index=cfg.isolate_index,
+    )
+    if qinfo is not None and qinfo["own_chunk_removed"]:
+        base = replace(base, depth=cfg.depth + 1, extra={"exclude_own": True})
+    return base
+
+
 def run_pipeline(
-    database, cfg: PipelineConfig, *, progress_factory=None, on_warning=None, on_embed=None
+    database: Database,
+    cfg: PipelineConfig,
+    *,
+    progress_factory: Callable[..., Any] | None = None,
+    on_warning: Callable[..., Any] | None = None,
+    on_embed: Callable[..., Any] | None = None,
 ) -> PipelineResult:
     """Run ``cfg``; ``progress_factory(stage, repetition)`` returns a Progress (or None)."""
     from ..dba import fingerprint as fpmod
@@ -220,24 +269,7 @@ def run_pipeline(
         kb.rollback()
         queries, label, dim = _queries(results, cfg.testset, tid, stages, cfg, on_embed)
         name = _claim_name(results, cfg, stages)
-        base = StageContext(
-            kb=kb,
-            results=results,
-            target=target,
-            testset=cfg.testset,
-            testset_id=tid,
-            experiment=name,
-            experiment_id=None,
-            depth=cfg.depth,
-            settings=settings,
-            queries=queries,
-            embedder=label,
-            batch=cfg.batch,
-            server_timing=cfg.server_timing,
-            isolate_index=cfg.isolate_index,
-        )
-        if qinfo is not None and qinfo["own_chunk_removed"]:
-            base = replace(base, depth=cfg.depth + 1, extra={"exclude_own": True})
+        base = _base_context(results, kb, cfg, target, tid, name, settings, queries, label, qinfo)
         contexts = prepare_contexts(base, stages, options)
         warnings = [w for c in contexts.values() for w in c.warnings]
         for w in warnings:
@@ -290,12 +322,12 @@ def run_pipeline(
 
 def run_repetitions(
     experiment: str,
-    stages,
+    stages: Any,
     contexts: dict[str, StageContext],
     repeat: int,
     warnings: list[str],
-    on_warning,
-    run_stage,
+    on_warning: Callable[..., Any] | None,
+    run_stage: Any,
 ) -> list[dict]:
     """The one repetition x stage loop (pipeline and resume): for each repetition, the stages in
     order, each seeing the run ids of the earlier stages of its repetition (``previous``).
@@ -326,7 +358,7 @@ def stage_run_names(experiment: str, stage_names: list[str], repeat: int) -> lis
 
 
 def taken_runs(
-    results, experiment: str, stage_names: list[str], repeat: int
+    results: Any, experiment: str, stage_names: list[str], repeat: int
 ) -> list[tuple[str, str | None, str]]:
     """(name, experiment or None, test set) of existing runs bearing a name that experiment
     ``experiment`` would give one of its stage runs."""
@@ -350,14 +382,14 @@ def foreign_run_message(run: str, owner: str | None, testset: str, experiment: s
     )
 
 
-def refuse_taken_runs(results, experiment: str, stage_names: list[str], repeat: int) -> None:
+def refuse_taken_runs(results: Any, experiment: str, stage_names: list[str], repeat: int) -> None:
     taken = taken_runs(results, experiment, stage_names, repeat)
     if taken:
         raise Conflict(foreign_run_message(*taken[0], experiment))
 
 
 def _insert_experiment(
-    results,
+    results: Any,
     name: str,
     auto: bool,
     values: tuple,
@@ -387,7 +419,7 @@ def _insert_experiment(
     raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
 
 
-def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, StageContext]:
+def prepare_contexts(base: StageContext, stages: Any, options: dict) -> dict[str, StageContext]:
     """One context per stage (its options, the run-file reader the import stage calls), each
     stage's ``prepare`` run: configuration errors stop everything before the first query."""
     contexts = {}
@@ -408,13 +440,13 @@ def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, Sta
 
 
 def execute_stage(
-    stage,
+    stage: Any,
     ctx: StageContext,
     exp_id: int,
     rep: int,
     previous: dict,
     fingerprint: dict,
-    progress_factory=None,
+    progress_factory: Callable[..., Any] | None = None,
 ) -> int:
     """Run one stage of repetition ``rep``; return its run id."""
     from ..dba import fingerprint as fpmod
@@ -431,7 +463,9 @@ def execute_stage(
     return run_id
 
 
-def add_warnings(ctx: StageContext, warnings: list[str], on_warning=None) -> None:
+def add_warnings(
+    ctx: StageContext, warnings: list[str], on_warning: Callable[..., Any] | None = None
+) -> None:
     for w in ctx.warnings:
         if w not in warnings:
             warnings.append(w)
@@ -439,7 +473,7 @@ def add_warnings(ctx: StageContext, warnings: list[str], on_warning=None) -> Non
                 on_warning(w)
 
 
-def _summaries(conn, runs: list[dict]) -> None:
+def _summaries(conn: Any, runs: list[dict]) -> None:
     """Add queries, rows, latency p50/p95 (nearest rank) and rows-returned minimum to ``runs``;
     a keyword stage that fell back to full-text search has its kind labelled so."""
     from ..measure import stage_method

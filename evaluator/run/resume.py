@@ -25,15 +25,19 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.canonical import canonical_json
+from ..core.db import Database
 from ..core.errors import Conflict, DatabaseError, InputError, NotFound
 from .experiment_scope import acquire, commit, experiment_scope, unlock
+
+if TYPE_CHECKING:
+    from ..stages.base import StageContext
 
 # run.params keys that do not define what a run measures (summaries, notes)
 VOLATILE_PARAMS = {
@@ -51,7 +55,7 @@ VOLATILE_PARAMS = {
 
 
 # ---- one run continued -------------------------------------------------------------------------
-def reopen_run(conn, run_id: int, params: dict) -> int:
+def reopen_run(conn: Any, run_id: int, params: dict) -> int:
     """Continue run ``run_id`` (``running`` again, this process) after checking that the stage
     measures what the run measured: every defining key of ``params`` (index, settings, method, …)
     equal to the stored one; ``statement_timeout`` may differ."""
@@ -91,14 +95,14 @@ def _reopener(run_id: int) -> Callable[[Any, dict], int]:
     return reopen
 
 
-def done_queries(conn, run_id: int) -> set[str]:
+def done_queries(conn: Any, run_id: int) -> set[str]:
     rows = conn.execute(
         "SELECT query_id FROM pgeval.run_progress WHERE run_id = %s", (run_id,)
     ).fetchall()
     return {r[0] for r in rows}
 
 
-def drop_unfinished(conn, run_id: int) -> None:
+def drop_unfinished(conn: Any, run_id: int) -> None:
     """Remove results and timings of queries without a progress row (a query interrupted while
     it was being added): resume writes them again, once."""
     for table in ("result_list", "query_timing"):
@@ -112,7 +116,7 @@ def drop_unfinished(conn, run_id: int) -> None:
 
 
 def note_resume(
-    conn, run_id: int, queries: int, depth: int, statement_timeout: str | None = None
+    conn: Any, run_id: int, queries: int, depth: int, statement_timeout: str | None = None
 ) -> None:
     """Record the resume in run.params (when, how many queries, under which statement timeout)
     and recompute the per-run row summaries over all queries (the stage computed them over the
@@ -148,7 +152,7 @@ def note_resume(
 
 
 # ---- the experiment -----------------------------------------------------------------------------
-def find_experiment(conn, name: str) -> dict:
+def find_experiment(conn: Any, name: str) -> dict:
     """The experiment named ``name``, or the experiment of the run named ``name``."""
     cols = (
         "experiment_id, e.name, e.status, e.config, e.config_hash, e.fingerprint, "
@@ -189,7 +193,7 @@ def find_experiment(conn, name: str) -> dict:
     return dict(zip(keys, row))
 
 
-def _check_fingerprint(kb, exp: dict, target, settings: dict, cache=None) -> None:
+def _check_fingerprint(kb: Any, exp: dict, target: Any, settings: dict, cache: Any = None) -> None:
     """Refuse to resume when the configuration fingerprint differs from the one recorded."""
     from ..dba import config_diff
     from ..dba import fingerprint as fpmod
@@ -225,13 +229,13 @@ def _check_fingerprint(kb, exp: dict, target, settings: dict, cache=None) -> Non
 
 
 def resume_experiment(
-    database,
+    database: Database,
     name: str,
     *,
     statement_timeout: str | None = None,
-    progress_factory=None,
-    on_warning=None,
-):
+    progress_factory: Callable[..., Any] | None = None,
+    on_warning: Callable[..., Any] | None = None,
+) -> Any:
     """Finish experiment ``name`` (or the experiment of run ``name``); return a PipelineResult
     whose runs carry ``action``: kept, resumed, restarted or ran."""
     from ..core.install import ensure_installed
@@ -286,7 +290,7 @@ def resume_experiment(
                 _mark_running(results, exp_id)
                 with experiment_scope(results, exp_id, name, on_warning):
 
-                    def resume_one(stage, ctx, rep, previous):
+                    def resume_one(stage: Any, ctx: Any, rep: int, previous: Any) -> Any:
                         run_id, action = _resume_stage(
                             results, stage, ctx, exp, rep, previous, progress_factory
                         )
@@ -360,7 +364,9 @@ def _mark_running(results: Any, exp_id: int) -> None:
     results.commit()
 
 
-def _all_complete(results, exp: dict, stages, run_name) -> list[dict] | None:
+def _all_complete(
+    results: Any, exp: dict, stages: Any, run_name: Callable[[str, str, int], str]
+) -> list[dict] | None:
     """The runs of a complete experiment (every stage of every repetition complete), else None."""
     wanted = [
         (run_name(exp["name"], s, rep), s, k, rep)
@@ -383,7 +389,7 @@ def _all_complete(results, exp: dict, stages, run_name) -> list[dict] | None:
     ]
 
 
-def own_run(results, exp: dict, rname: str) -> tuple | None:
+def own_run(results: Any, exp: dict, rname: str) -> tuple | None:
     """(run_id, status, params) of the experiment's run ``rname``, or None when it has none of
     that name. A run of that name that belongs to another experiment or test set (an import, a
     run of another experiment) is never adopted: Conflict naming it."""
@@ -404,7 +410,9 @@ def own_run(results, exp: dict, rname: str) -> tuple | None:
 
 
 @contextmanager
-def _lock(results, exp_id: int, name: str, on_warning=None):
+def _lock(
+    results: Any, exp_id: int, name: str, on_warning: Callable[..., Any] | None = None
+) -> Iterator[Any]:
     """Hold the experiment from before its stages are prepared (refusing at once when a live
     process has it, waiting when the process is gone but its session still holds it:
     :func:`acquire`); experiment_scope takes the same lock once more (they nest)."""
@@ -416,7 +424,13 @@ def _lock(results, exp_id: int, name: str, on_warning=None):
 
 
 def _resume_stage(
-    results, stage, ctx, exp: dict, rep: int, previous: dict, progress_factory
+    results: Any,
+    stage: Any,
+    ctx: StageContext,
+    exp: dict,
+    rep: int,
+    previous: dict,
+    progress_factory: Callable[..., Any] | None,
 ) -> tuple[int, str]:
     from ..stages import store
     from ..stages.base import run_name
@@ -425,7 +439,7 @@ def _resume_stage(
     rname = run_name(exp["name"], ctx.stage, rep)
     row = own_run(results, exp, rname)
 
-    def run(c):
+    def run(c: Any) -> Any:
         return pipeline.execute_stage(
             stage,
             c,

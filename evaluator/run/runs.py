@@ -21,10 +21,12 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
 from ..core import strict_json
+from ..core.db import Database
 from ..core.errors import Conflict, IncompleteRun, InputError
 from ..measure.run_lookup import no_such_run
 from ..testset.catalog import resolve_testset
@@ -99,7 +101,7 @@ def _jsonl_item(item: object, pos: int, path: Path, lineno: int) -> tuple[str, f
     return chunk, score
 
 
-def _jsonl_segments(path: Path, src: Source | None = None):
+def _jsonl_segments(path: Path, src: Source | None = None) -> Iterator[Any]:
     """Yield one segment (query ids, chunk ids, scores or None, line numbers) a line of a JSONL
     ranked-list file. A query is on one line: a second line of the same query is refused (never
     two lists joined). An item refused is refused after the items before it are handed out (a
@@ -144,7 +146,12 @@ def _jsonl_segments(path: Path, src: Source | None = None):
             yield [qid] * len(chunks), chunks, scores, [lineno] * len(chunks)
 
 
-def _reporting(segments: Iterator[tuple], src: Source, on_progress, reported: list[int]):
+def _reporting(
+    segments: Iterator[tuple],
+    src: Source,
+    on_progress: Callable[..., Any] | None,
+    reported: list[int],
+) -> Iterator[Any]:
     """``segments`` of ``src``, calling ``on_progress(bytes_read, size, "reading")`` once for
     every ``_BATCH`` rows handed out (never per row) and ``(size, size, "ranking")`` when the file
     is read (the last lists are then ranked and stored). ``reported[0]``: the bytes reported by
@@ -165,7 +172,9 @@ def _reporting(segments: Iterator[tuple], src: Source, on_progress, reported: li
         on_progress(src.size, src.size, "ranking")
 
 
-def _insert_run(conn, name: str, testset_id: int, params: dict, fmt: str, replace: bool) -> int:
+def _insert_run(
+    conn: Any, name: str, testset_id: int, params: dict, fmt: str, replace: bool
+) -> int:
     """The imported run's row (complete; its lists follow in the same transaction)."""
     try:
         return conn.execute(
@@ -194,8 +203,8 @@ def _insert_run(conn, name: str, testset_id: int, params: dict, fmt: str, replac
 
 
 def import_run(
-    conn,
-    path,
+    conn: Any,
+    path: Any,
     testset: str,
     name: str,
     fmt: str | None = None,
@@ -230,7 +239,7 @@ def import_run(
 
         reported = [0]  # bytes reported so far: a second read reports only past them
 
-        def rows():
+        def rows() -> Any:
             extra[0] = 0
             src = Source(path)
             read = trec_segments(path, extra, src) if fmt == "trec" else _jsonl_segments(path, src)
@@ -284,7 +293,7 @@ def import_run(
     )
 
 
-def export_run(conn, name: str, fmt: str, out) -> int:
+def export_run(conn: Any, name: str, fmt: str, out: Any) -> int:
     """Write run ``name`` to the text stream ``out`` as TREC or JSONL; return lines written."""
     from ..measure.metrics import resolve_run
 
@@ -327,7 +336,7 @@ def export_run(conn, name: str, fmt: str, out) -> int:
     return lines
 
 
-def list_runs(conn, testset: str | None = None, experiment: str | None = None) -> list[dict]:
+def list_runs(conn: Any, testset: str | None = None, experiment: str | None = None) -> list[dict]:
     cur = conn.execute(
         """SELECT r.name AS run, t.name AS testset, r.stage, e.name AS experiment, r.repetition,
                   r.status, r.n_queries AS queries,
@@ -342,7 +351,7 @@ def list_runs(conn, testset: str | None = None, experiment: str | None = None) -
     return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
-def delete_run(conn, name: str) -> tuple[str, bool] | None:
+def delete_run(conn: Any, name: str) -> tuple[str, bool] | None:
     """Delete run ``name`` and its results (one transaction). A run of an experiment leaves that
     experiment incomplete: it is marked ``failed`` (stage-report refuses it; `pgeval run resume`
     measures the stage again), and a sweep point measured by the run is removed from its sweeps,
@@ -381,7 +390,9 @@ def delete_run(conn, name: str) -> tuple[str, bool] | None:
     return None if exp_id is None else (exp_name, bool(is_sweep))
 
 
-def export_to(database, name: str, fmt: str = "trec", out: str | None = None, stream=None) -> int:
+def export_to(
+    database: Database, name: str, fmt: str = "trec", out: str | None = None, stream: Any = None
+) -> int:
     """Export run ``name`` as one snapshot saw it (whatever happens meanwhile): to the file
     ``out``, atomically (written to ``out.part``, renamed when complete: nothing half-written),
     else to the text ``stream``. Returns the lines written."""
