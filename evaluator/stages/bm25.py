@@ -233,7 +233,9 @@ class Bm25Stage(BaseStage):
         """The first LIMIT: ``--depth``, or over-fetched when chunks have several rows."""
         return refetch.fetch_limit(ctx.depth, refetch.overfetch(ctx))
 
-    def statement(self, ctx: StageContext, plan: dict, batch: bool, limit: int | None = None):
+    def statement(
+        self, ctx: StageContext, plan: dict, batch: bool, limit: int | None = None
+    ) -> Any:
         """The timed statement (LIMIT ``limit``, default :meth:`first_limit`)."""
         q = bm25_sql.batch_text() if batch else sql.Placeholder("q")
         limit = limit or self.first_limit(ctx)
@@ -336,7 +338,7 @@ class Bm25Stage(BaseStage):
         finally:
             ctx.kb.rollback()
 
-    def _scan(self, ctx: StageContext, plan, texts) -> str:
+    def _scan(self, ctx: StageContext, plan: Any, texts: Any) -> str:
         """How the planner serves the first query: 'index NAME' or 'sequential scan'."""
         from . import plan_check
 
@@ -345,7 +347,7 @@ class Bm25Stage(BaseStage):
         scans = plan_check.index_scans(p)
         return f"index {scans[0][1]}" if scans else "sequential scan"
 
-    def _run_each(self, ctx, fetch: _Fetch, texts, out) -> None:
+    def _run_each(self, ctx: StageContext, fetch: _Fetch, texts: Any, out: Any) -> None:
         """Per block of queries: first every timed statement, back to back (with its larger
         LIMITs where a query is short), then the untimed score look-ups of the block. A score
         look-up between two timed statements would slow the next one down (pg_textsearch's
@@ -383,7 +385,7 @@ class Bm25Stage(BaseStage):
                     ctx.progress.advance()
         out.params.update(rows_summary(counts, ctx.depth), **fetch.summary(limits))
 
-    def _run_batch(self, ctx, fetch: _Fetch, texts, out) -> None:
+    def _run_batch(self, ctx: StageContext, fetch: _Fetch, texts: Any, out: Any) -> None:
         """One set-based statement for all queries (timed together, ``batch_ms``); the queries
         left short of ``--depth`` chunks while their scan returned every row asked for run again,
         together, with a larger LIMIT. pg_textsearch's scores are looked up afterwards, untimed."""

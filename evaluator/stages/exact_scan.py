@@ -16,6 +16,8 @@ first, as the server's cast rounds it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from psycopg import sql
 
@@ -30,7 +32,7 @@ class Incomplete(Exception):
     """A query's candidates held fewer distinct chunks than needed (several rows per chunk)."""
 
 
-def _queries(target, vectors: list[np.ndarray]) -> np.ndarray:
+def _queries(target: Any, vectors: list[np.ndarray]) -> np.ndarray:
     q = np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
     if target.vector_type == "halfvec":
         q = q.astype(np.float16).astype(np.float32)
@@ -52,7 +54,7 @@ def _exact(distance: str, x64: np.ndarray, q64: np.ndarray, qnorm: np.ndarray) -
 
 
 def scan(
-    kb, target, vectors: list[np.ndarray], need: int, *, on_rows=None
+    kb: Any, target: Any, vectors: list[np.ndarray], need: int, *, on_rows: Any = None
 ) -> list[list[tuple[str, float]]]:
     """Per query, its candidates [(chunk id, distance)] sorted by (distance, chunk id)."""
     from ..core.vector_types import register_vector
@@ -86,7 +88,7 @@ def scan(
     )
     width = 4 + 4 * dim
 
-    def block(ids: list[str], bufs: list[bytes]):
+    def block(ids: list[str], bufs: list[bytes]) -> None:
         nonlocal best_d, best_id
         raw = b"".join(bufs)
         if len(raw) != len(bufs) * width:
@@ -180,7 +182,9 @@ def _ranked(
     return out
 
 
-def server_lists(kb, target, vectors, depth: int, settings: dict) -> list[list[tuple[str, float]]]:
+def server_lists(
+    kb: Any, target: Any, vectors: Any, depth: int, settings: dict
+) -> list[list[tuple[str, float]]]:
     """The exact stage's own statement, one query at a time (the check, and the fallback)."""
     from ..core.vector_types import register_vector
     from . import gucs, vector_sql

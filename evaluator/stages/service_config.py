@@ -126,8 +126,8 @@ def _bool(value: str) -> bool:
 _bool.__name__ = "boolean (true/false)"
 
 
-def _positive(cast, minimum):
-    def check(value):
+def _positive(cast: Any, minimum: Any) -> Any:
+    def check(value: Any) -> Any:
         v = cast(value)
         if v < minimum:
             raise ValueError(value)
@@ -319,7 +319,7 @@ def _list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def _template(text: str, stage: str):
+def _template(text: str, stage: str) -> Any:
     try:
         body = json.loads(text)
     except ValueError as exc:
@@ -335,7 +335,7 @@ def _template(text: str, stage: str):
     return body
 
 
-def render(template, values: dict):
+def render(template: Any, values: dict) -> Any:
     """``template`` with its placeholders filled from ``values`` (see the module docstring)."""
     if isinstance(template, dict):
         return {k: render(v, values) for k, v in template.items()}
@@ -356,7 +356,7 @@ class AnswerError(Exception):
     """An answer (HTTP 2xx, JSON) without the ranked list where the configuration says it is."""
 
 
-def _walk(doc, path: str):
+def _walk(doc: Any, path: str) -> Any:
     cur = doc
     for part in path.split("."):
         if isinstance(cur, dict) and part in cur:
@@ -372,7 +372,7 @@ def _walk(doc, path: str):
     return cur
 
 
-def ranked(doc, cfg: dict) -> tuple[list[tuple[str, float | None]], int, int]:
+def ranked(doc: Any, cfg: dict) -> tuple[list[tuple[str, float | None]], int, int]:
     """(the list as the service ranked it: [(chunk id, score)], items answered, duplicates
     dropped). AnswerError naming what is missing."""
     if isinstance(doc, dict) and doc.get("success") is False:

@@ -62,7 +62,7 @@ class VectorStage(BaseStage):
     # planner is told not to; --set enable_seqscan=on overrides, and the plan check still holds.
     defaults: dict[str, str] = {"enable_seqscan": "off"}
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         """A kind's access method and settings families, as the registry describes it."""
         super().__init_subclass__(**kwargs)
         described = registry.kind(cls.kind)
@@ -198,11 +198,11 @@ class VectorStage(BaseStage):
         self,
         ctx: StageContext,
         tx: dict,
-        statement,
-        params,
-        generic_statement=None,
+        statement: Any,
+        params: dict,
+        generic_statement: Any = None,
         generic_values: list | None = None,
-    ):
+    ) -> Any:
         """EXPLAIN (custom, then generic) inside the open transaction; return the index name.
         ``generic_values``: the parameters of ``generic_statement`` in ``$n`` order (servers
         before 16 need them to EXPLAIN EXECUTE a prepared statement)."""
@@ -212,7 +212,7 @@ class VectorStage(BaseStage):
             index = None
         else:
 
-            def check(p):
+            def check(p: Any) -> Any:
                 return plan_check.check_ann(
                     p,
                     stage=ctx.stage,
@@ -284,7 +284,7 @@ class VectorStage(BaseStage):
             kw["candidates"] = int(given) if given else None  # None: vector_sql's default
         return kw
 
-    def _plan(self, ctx: StageContext, tx, generic_check: bool = True):
+    def _plan(self, ctx: StageContext, tx: Any, generic_check: bool = True) -> Any:
         assert ctx.target is not None  # a stage with a table has a target
         q0 = ctx.queries[0].embedding
         if ctx.batch:
@@ -357,7 +357,9 @@ class VectorStage(BaseStage):
         finally:
             ctx.kb.rollback()  # READ ONLY: nothing to keep; --isolate-index: restores indexes
 
-    def _application_limit(self, ctx, effective: dict, run_params: dict) -> int | None:
+    def _application_limit(
+        self, ctx: StageContext, effective: dict, run_params: dict
+    ) -> int | None:
         """The application's LIMIT for the measures at cut-off K (``ctx.extra["app_limit"]``:
         {"k": K, "rows": K, or K + 1 when the query's own chunk is dropped}), when the scan may
         emit rows out of distance order under these settings (the registry says when) and the
@@ -391,7 +393,9 @@ class VectorStage(BaseStage):
             return None
         return int(app["rows"])
 
-    def _run_each(self, ctx, stmt, params, out, app_limit: int | None = None) -> None:
+    def _run_each(
+        self, ctx: StageContext, stmt: Any, params: dict, out: Any, app_limit: int | None = None
+    ) -> None:
         """One prepared statement per query. Several rows per chunk: a query whose rows
         collapse to fewer than ``--depth`` chunks while the scan returned every row it was asked
         for runs again with a larger LIMIT (:func:`refetch.grow`) until it has ``--depth``
@@ -399,6 +403,7 @@ class VectorStage(BaseStage):
         rows are stored (the LIMIT an application would need for this query). Results past the
         target's threshold are dropped as the application drops them, and counted; a list that
         reached the threshold is not fetched again (a larger LIMIT only adds results past it)."""
+        assert ctx.target is not None  # a vector stage has a target (prepare refuses none)
         kw = self._sql_kw(ctx)
         more = vector_sql.refetches(ctx.target, kw["exact"])
         first = refetch.fetch_limit(ctx.depth, kw["overfetch"]) if more else None
@@ -449,7 +454,7 @@ class VectorStage(BaseStage):
         out.params.update(rows_summary(counts, ctx.depth), **refetch.summary(limits, first))
         out.params.update(threshold_summary(ctx.target, dropped))
 
-    def _run_batch(self, ctx: StageContext, stmt, params, out) -> None:
+    def _run_batch(self, ctx: StageContext, stmt: Any, params: dict, out: Any) -> None:
         """One statement; rows stream in query by query (chunks of 2,000) and each finished
         query goes to the writer while the server searches the next ones. Several rows per
         chunk: the queries left short of ``--depth`` chunks while their scan returned every row
@@ -471,7 +476,7 @@ class VectorStage(BaseStage):
             seen: set[str] = set()
             short: set[str] = set()
 
-            def finish(qid, rows, n, limit=limit, short=short):
+            def finish(qid: Any, rows: Any, n: Any, limit: Any = limit, short: Any = short) -> None:
                 rows.sort()
                 if [r[0] for r in rows] != list(range(1, len(rows) + 1)):
                     raise RuntimeError(f"batch ranks of query '{qid}' are not 1..n")
@@ -531,7 +536,7 @@ def _by_query(rows: Iterable[tuple], seen: set[str]) -> Iterator[tuple[str, list
         yield current, items, raw
 
 
-def _f32(vec) -> np.ndarray:
+def _f32(vec: Any) -> np.ndarray:
     return np.asarray(vec, dtype=np.float32)
 
 
