@@ -47,8 +47,8 @@ def arguments():
 
 def bare(db, vectors, depth: int, repeat: int) -> float:
     """Sum of execute+fetch times of the sweep's statements (exact, then each ef_search)."""
+    from evaluator.core.vector_types import register_vector
     from evaluator.stages import gucs, vector_sql
-    from evaluator.stages.vector_common import register_vector
     from evaluator.target.targets import load
 
     with db.connect() as res:

@@ -120,8 +120,8 @@ def table(db, docs: int, dim: int) -> tuple[str, float]:
 def bare(db, target, vectors, depth: int, plans, repeat: int = 1) -> tuple[float, float]:
     """(wall seconds of the loop, seconds inside execute+fetch) of the stages' statements,
     prepared, SET LOCAL per setting, nothing stored; the connection is opened untimed."""
+    from evaluator.core.vector_types import register_vector
     from evaluator.stages import gucs, vector_sql
-    from evaluator.stages.vector_common import register_vector
 
     inside = 0.0
     with db.connect(results=False) as c:

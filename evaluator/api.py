@@ -409,7 +409,8 @@ class Pgeval:
         as ``["recall@10", "ndcg@10", "rprec"]``, else the ones the cut-offs ``k``, ``ndcg_k``, ``mrr_k``
         ask for (default: the command's). Returns an Evaluation (``summary``, ``levels``,
         ``counts``, ``per_query``, ``by_type``, ``flagged``, ``plans``)."""
-        from .measure.metrics import evaluate_in, measures_for
+        from .measure.evaluation import evaluate_in
+        from .measure.metrics import measures_for
 
         if measures is None:
             measures = measures_for(_list(k, "k"), _list(ndcg_k, "ndcg_k"), _list(mrr_k, "mrr_k"))

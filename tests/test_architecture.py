@@ -1,9 +1,9 @@
-"""The package's shape: every module imports, no import cycles, core at the bottom.
+"""The package's shape: every module imports, no import cycles, the layers in their order.
 
 The import graph is read from the source (the AST), not from ``sys.modules``: an edge A -> B means
-module A imports B at module level (imports inside functions are deliberate late bindings and do
-not count). Importing ``evaluator.x.y`` also runs ``evaluator/x/__init__.py``, so that package is
-an edge too.
+module A imports B anywhere in its source: at module level, inside a function, or under ``if
+TYPE_CHECKING`` (a late import still ties the two modules together, so it counts). Importing
+``evaluator.x.y`` also runs ``evaluator/x/__init__.py``, so that package is an edge too.
 """
 
 from __future__ import annotations
@@ -57,13 +57,18 @@ def _targets(module: str, path: Path, node: ast.stmt) -> list[str]:
     return out
 
 
-def _imports(module: str, path: Path, *, nested: bool = False) -> set[str]:
+def _imports(module: str, path: Path, *, nested: bool = True) -> set[str]:
+    """The modules ``module`` imports: all of them (``nested``, the default), or only those its
+    module-level statements import when it is loaded."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     nodes = ast.walk(tree) if nested else _top_level(tree.body)
     deps: set[str] = set()
     for node in nodes:
         deps.update(_targets(module, path, node))
     return deps
+
+
+GRAPH = {m: _imports(m, p) for m, p in MODULES.items()}
 
 
 def _top_level(body):
@@ -140,9 +145,98 @@ def test_every_module_imports():
 
 
 def test_no_import_cycles():
-    graph = {m: _imports(m, p) for m, p in MODULES.items()}
-    cycles = find_cycles(graph)
+    """No cycle among all imports, those inside functions included."""
+    cycles = find_cycles(GRAPH)
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+# The layers, bottom first. A module belongs to the longest prefix listed; it may import its own
+# layer and the layers below, never one above (inside a function neither). Packages on one line
+# share a layer.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("evaluator.core",),  # connections, install, canonical JSON, progress display, ...
+    ("evaluator.testset",),  # test sets in; the Query a stage ranks for
+    ("evaluator.providers",),  # embedders, rerankers, segmenters
+    ("evaluator.stages.registry",),  # each stage kind described once (target/ reads it)
+    ("evaluator.target",),  # the user's table
+    ("evaluator.stages",),  # ranking, run storage
+    ("evaluator.measure",),  # numbers read from SQL
+    ("evaluator.dba",),  # health, warm-up, fingerprint, data checksum, config diff
+    ("evaluator.run",),  # experiments (they record a fingerprint), resume, run files
+    ("evaluator.dba.sweep",),  # a sweep runs pipelines
+    ("evaluator.reporting",),  # documents and gates (a report shows a run's sweep)
+    ("evaluator.api",),
+    ("evaluator.cli", "evaluator.demo", "evaluator.__main__"),  # the demo runs the commands
+)
+
+
+def layer_of(module: str) -> int | None:
+    """The index in :data:`LAYERS` of the longest prefix that names ``module`` (None: the
+    ``evaluator`` package itself, which holds only the version)."""
+    best, found = -1, None
+    for i, names in enumerate(LAYERS):
+        for name in names:
+            if (module == name or module.startswith(name + ".")) and len(name) > best:
+                best, found = len(name), i
+    return found
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``A -> B`` for every import of a module from a layer above its own. A package whose
+    ``__init__`` imports nothing of evaluator (``stages`` when ``target`` imports
+    ``stages.registry``) only holds its modules: the edge to it ties no layers."""
+    out = []
+    for module, deps in sorted(graph.items()):
+        own = layer_of(module)
+        for dep in sorted(deps):
+            if MODULES.get(dep, Path()).name == "__init__.py" and not graph.get(dep):
+                continue
+            theirs = layer_of(dep)
+            if own is not None and theirs is not None and theirs > own:
+                out.append(f"{module} -> {dep}")
+    return out
+
+
+def test_every_module_has_a_layer():
+    assert [m for m in MODULES if m != "evaluator" and layer_of(m) is None] == []
+
+
+def test_no_upward_imports():
+    """No module imports a layer above its own, inside functions neither: what a lower layer
+    needs from above it is passed down as a callback (progress, reopen, import_file)."""
+    up = upward_imports(GRAPH)
+    assert not up, "imports from a layer above: " + "; ".join(up)
+
+
+def test_layer_check_can_fail():
+    """The check itself: an import from stages into run, and one from core into cli (inside a
+    function, as the reader sees it), are reported."""
+    graph = {
+        "evaluator.stages.store": {"evaluator.run.resume", "evaluator.core.db"},
+        "evaluator.core.x": {"evaluator.cli.output"},
+        "evaluator.target.catalog": {"evaluator.stages.registry"},
+    }
+    assert upward_imports(graph) == [
+        "evaluator.core.x -> evaluator.cli.output",
+        "evaluator.stages.store -> evaluator.run.resume",
+    ]
+    assert layer_of("evaluator.dba.sweep.runner") > layer_of("evaluator.run.pipeline")
+    assert layer_of("evaluator.dba.fingerprint") < layer_of("evaluator.run.pipeline")
+
+
+def test_function_level_imports_are_read(tmp_path):
+    """An import inside a function (and under TYPE_CHECKING) is an edge; the module-level reading
+    leaves it out."""
+    src = tmp_path / "m.py"
+    src.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from evaluator.target import targets\n"
+        "def f():\n    from evaluator.run import resume\n",
+        encoding="utf-8",
+    )
+    deps = _imports("evaluator.stages.m", src)
+    assert {"evaluator.run.resume", "evaluator.target.targets"} <= deps
+    assert _imports("evaluator.stages.m", src, nested=False) == set()
 
 
 def test_cycle_finder_finds_a_cycle():
@@ -154,11 +248,13 @@ def test_cycle_finder_finds_a_cycle():
 
 def test_graph_reads_relative_imports():
     """The graph sees the edges it is meant to (a check on the reader, not on the package)."""
-    deps = _imports("evaluator.testset.fields", MODULES["evaluator.testset.fields"])
+    deps = _imports("evaluator.testset.fields", MODULES["evaluator.testset.fields"], nested=False)
     assert "evaluator.core.ids" in deps and "evaluator.core.text" in deps
     # importing testset.catalog from outside runs testset/__init__ too
-    assert "evaluator.testset" in _imports("evaluator.run.runs", MODULES["evaluator.run.runs"])
-    cli = _imports("evaluator.cli", MODULES["evaluator.cli"])
+    assert "evaluator.testset" in _imports(
+        "evaluator.run.runs", MODULES["evaluator.run.runs"], nested=False
+    )
+    cli = _imports("evaluator.cli", MODULES["evaluator.cli"], nested=False)
     assert "evaluator.cli.main" in cli
 
 
@@ -166,7 +262,7 @@ def test_graph_reads_relative_imports():
 def test_core_imports_nothing_above_it(module):
     """core/ is the bottom layer: none of its imports (module level or inside a function) reaches
     another package of evaluator."""
-    deps = _imports(module, MODULES[module], nested=True)
+    deps = GRAPH[module]
     above = sorted(d for d in deps if d != "evaluator" and not d.startswith("evaluator.core"))
     assert not above, f"{module} imports {', '.join(above)}"
 
@@ -243,6 +339,6 @@ def test_nothing_below_the_cli_imports_it(module):
     """cli/ is the top layer (the demo, which runs its commands, sits beside it): no module below
     imports it, not even inside a function (the progress display and the JSON text live in
     core/)."""
-    deps = _imports(module, MODULES[module], nested=True)
+    deps = GRAPH[module]
     up = sorted(d for d in deps if d == "evaluator.cli" or d.startswith("evaluator.cli."))
     assert not up, f"{module} imports {', '.join(up)}"

@@ -10,14 +10,14 @@ import pytest
 
 def test_labels_of_close_points_do_not_overlap():
     pytest.importorskip("matplotlib")
-    from evaluator.reporting import plots
+    from evaluator.core import figures as plots
 
     pts = [
         (1.0 + i * 0.01, 0.95 + i * 0.001, f"ef_search={10 * i},iterative_scan=off")
         for i in range(6)
     ]
     pts += [(1.011, 0.9511, "ef_search=11"), (1.0105, 0.95105, "ef_search=12")]
-    fig = plots._figure(7.5, 4.6)
+    fig = plots.figure(7.5, 4.6)
     ax = fig.add_subplot()
     ax.plot([p[0] for p in pts], [p[1] for p in pts], "o")
     plots.place_labels(ax, pts)

@@ -24,6 +24,7 @@ from typing import Any
 
 from psycopg import sql
 
+from ..core.db import Database
 from ..core.errors import DatabaseError, InputError, first_line
 from . import health
 
@@ -33,7 +34,7 @@ DEFAULT_BUILD_TIMEOUT_S = 1800
 GRACE_S = 10.0
 
 
-def leftover_schemas(conn, keep: str | None = None) -> list[str]:
+def leftover_schemas(conn: Any, keep: str | None = None) -> list[str]:
     """Scratch schemas left by an earlier process that could not clean up (kill -9, crash)."""
     return [
         r[0]
@@ -44,7 +45,7 @@ def leftover_schemas(conn, keep: str | None = None) -> list[str]:
     ]
 
 
-def _kind(method: str, stage: str | None):
+def _kind(method: str, stage: str | None) -> Any:
     from ..stages.registry import by_method, kind
 
     described = kind(stage) if stage else by_method(method)
@@ -52,12 +53,12 @@ def _kind(method: str, stage: str | None):
     return described
 
 
-def opclass(target, method: str, stage: str | None = None) -> str:
+def opclass(target: Any, method: str, stage: str | None = None) -> str:
     """The operator class a build of ``method`` for stage kind ``stage`` uses."""
     return _kind(method, stage).opclass(target.vector_type, target.distance)
 
 
-def index_key(target, method: str, stage: str | None = None) -> sql.Composable:
+def index_key(target: Any, method: str, stage: str | None = None) -> sql.Composable:
     """What a build indexes: the column, or the expression a cast kind searches
     (``((col)::halfvec(N))``, ``(binary_quantize(col)::bit(N))``)."""
     from dataclasses import replace
@@ -85,7 +86,7 @@ def sized_memory(rows: int, dimension: int | None, vector_type: str, options: di
 SPILL_MARK = "no longer fits into maintenance_work_mem"
 
 
-def _first_line(exc) -> str:
+def _first_line(exc: Any) -> str:
     return first_line(exc)
 
 
@@ -95,12 +96,12 @@ class Scratch:
 
     def __init__(
         self,
-        database,
-        target,
+        database: Database,
+        target: Any,
         *,
         maintenance_work_mem: str | None = None,
         build_timeout_s: float = DEFAULT_BUILD_TIMEOUT_S,
-    ):
+    ) -> None:
         self.database, self.source = database, target
         self.maintenance_work_mem = maintenance_work_mem
         self.build_timeout_s = float(build_timeout_s)
@@ -129,7 +130,7 @@ class Scratch:
             raise
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     def close(self) -> None:
@@ -279,7 +280,7 @@ class Scratch:
         dog = _Watchdog(self.database, pid, self.build_timeout_s + 5.0)
         notices: list[str] = []
 
-        def on_notice(diag):
+        def on_notice(diag: Any) -> None:
             if SPILL_MARK in (diag.message_primary or ""):
                 notices.append(diag.message_primary)
 
@@ -332,7 +333,7 @@ class Scratch:
 class _Watchdog:
     """Cancels (then terminates) a backend that is still busy after ``timeout`` seconds."""
 
-    def __init__(self, database, pid: int, timeout: float):
+    def __init__(self, database: Database, pid: int, timeout: float) -> None:
         self.database, self.pid, self.timeout = database, pid, timeout
         self.fired = False
         self._timer = threading.Timer(timeout, self._fire)
@@ -359,5 +360,5 @@ class _Watchdog:
             pass
 
 
-def _raise_interrupt(signum, frame):
+def _raise_interrupt(signum: Any, frame: Any) -> None:
     raise KeyboardInterrupt(f"signal {signum}")

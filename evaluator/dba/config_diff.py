@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..core.errors import NotFound
 
@@ -23,7 +24,7 @@ from ..core.errors import NotFound
 GROUPED = ("server", "data", "testset")
 
 
-def flatten(value, prefix: str = "", keep_empty: bool = True) -> dict[str, object]:
+def flatten(value: Any, prefix: str = "", keep_empty: bool = True) -> dict[str, object]:
     """{"a": {"b": 1}} -> {"a.b": 1}; lists stay values (compared whole). An empty dict is a
     value of its own with ``keep_empty`` (display), else nothing (comparison: ``{}`` against
     ``{"labels": ...}`` is one added key)."""
@@ -94,7 +95,7 @@ class Diff:
         ]
 
 
-def show_value(value) -> str | None:
+def show_value(value: Any) -> str | None:
     if value is None:
         return None
     if isinstance(value, (dict, list)):
@@ -157,7 +158,7 @@ def _implied(differences: list[Difference], part: str) -> list[Difference]:
     ]
 
 
-def load_fingerprint(conn, name: str) -> tuple[dict | None, str | None, str]:
+def load_fingerprint(conn: Any, name: str) -> tuple[dict | None, str | None, str]:
     """(fingerprint, config hash, kind) of a run, else of an experiment, by name."""
     row = conn.execute(
         "SELECT fingerprint, config_hash FROM pgeval.run WHERE name = %s", (name,)
@@ -172,7 +173,7 @@ def load_fingerprint(conn, name: str) -> tuple[dict | None, str | None, str]:
     raise NotFound(f"no run or experiment named '{name}' (see `pgeval run list`)")
 
 
-def diff_runs(conn, a: str, b: str) -> Diff:
+def diff_runs(conn: Any, a: str, b: str) -> Diff:
     fp_a, h_a, _ = load_fingerprint(conn, a)
     fp_b, h_b, _ = load_fingerprint(conn, b)
     return compare(fp_a, fp_b, a, b, h_a, h_b)

@@ -36,6 +36,7 @@ without rights on the table, a results database at an older revision) — the va
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -45,8 +46,9 @@ from psycopg import sql
 from psycopg.pq import TransactionStatus
 
 from ..core.canonical import sha256_hex
+from ..core.db import Database
 from ..core.errors import first_line
-from . import fingerprint as fpmod
+from .target_table import resolve_table, vector_column
 
 RECIPE = 1  # the content checksum's definition; a new one makes every key new
 CACHED_KINDS = ("r", "m", "p")  # table, materialized view, partitioned table
@@ -77,12 +79,12 @@ class ChecksumCache:
     has no transaction open: each use is a short transaction of its own, committed) or else a
     short connection of ``database``'s results DSN."""
 
-    def __init__(self, conn=None, database=None):
+    def __init__(self, conn: Any = None, database: Database | None = None) -> None:
         self.conn, self.database = conn, database
         self.unavailable: str | None = None
 
     @contextmanager
-    def _session(self):
+    def _session(self) -> Iterator[Any]:
         conn = self.conn
         if conn is not None and conn.info.transaction_status == TransactionStatus.IDLE:
             with conn.transaction():  # begins and commits its own transaction
@@ -124,7 +126,7 @@ class ChecksumCache:
             self.unavailable = first_line(exc)
 
 
-def content_sql(target, vec: dict) -> sql.Composable:
+def content_sql(target: Any, vec: dict) -> sql.Composable:
     """The content term of one row: id | md5(vector's binary form) | md5(text)."""
     parts = [
         sql.SQL("coalesce({}::text, '')").format(sql.Identifier(target.id_column)),
@@ -147,7 +149,7 @@ VERSION_TERM = sql.SQL("hashtidextended(ctid, hashxidextended(xmin, tableoid::bi
 VERSION_TERM_15 = sql.SQL("hashtidextended(ctid, xmin::text::bigint # tableoid::bigint)")
 
 
-def version_term(conn) -> sql.Composable:
+def version_term(conn: Any) -> sql.Composable:
     """:data:`VERSION_TERM`, or its form for servers before 16."""
     return VERSION_TERM if conn.info.server_version >= 160000 else VERSION_TERM_15
 
@@ -156,11 +158,13 @@ def _sum(term: sql.Composable) -> sql.Composable:
     return sql.SQL("coalesce(sum({}::numeric), 0)").format(term)
 
 
-def _checksum(total) -> str:
+def _checksum(total: Any) -> str:
     return f"{int(total) % (1 << 64):016x}"
 
 
-def identity(conn, oid: int, target, vec: dict, where: sql.Composable, params: list) -> dict:
+def identity(
+    conn: Any, oid: int, target: Any, vec: dict, where: sql.Composable, params: list
+) -> dict:
     """What the key hashes besides the version value: server, table, columns, filters."""
     db, addr, port, setting_port, cluster, kind, node = conn.execute(
         "SELECT current_database(), host(inet_server_addr()), inet_server_port(), "
@@ -189,11 +193,13 @@ def _key(body: dict) -> str:
     return sha256_hex(body)
 
 
-def measure(conn, target, *, checksum: bool = True, cache: ChecksumCache | None = None):
+def measure(
+    conn: Any, target: Any, *, checksum: bool = True, cache: ChecksumCache | None = None
+) -> Any:
     """Row count and content checksum of ``target``'s rows (its filters applied), reusing
     ``cache`` (see the module's docstring). ``checksum=False`` counts rows only."""
-    oid = fpmod.resolve_table(conn, target)
-    vec = fpmod.vector_column(conn, oid, target.vector_column)
+    oid = resolve_table(conn, target)
+    vec = vector_column(conn, oid, target.vector_column)
     where, params = target.where()
     table = target.table_sql()
     if not checksum:

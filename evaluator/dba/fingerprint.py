@@ -51,12 +51,12 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from psycopg import sql
-
 from ..core.canonical import canonical_json, sha256_hex
-from ..core.errors import NotFound
+from ..core.db import Database
 from ..core.masking import mask_value
 from ..stages.registry import build_defaults, index_methods
+from . import data_checksum
+from .target_table import resolve_table, vector_column
 
 FINGERPRINT_VERSION = 3  # 3: the server that answered, and each index's state
 
@@ -110,36 +110,10 @@ PLANNER_GUCS = (
 INDEX_DEFAULTS = {method: build_defaults(method) for method in index_methods()}
 
 
-# -- the target --------------------------------------------------------------------------------
-
-
-def resolve_table(conn, target) -> int:
-    """The oid of the target's table; NotFound names the table."""
-    oid = conn.execute(
-        "SELECT to_regclass(%s)::oid", (target.table_sql().as_string(conn),)
-    ).fetchone()[0]
-    if oid is None:
-        raise NotFound(
-            f"table '{target.qualified()}' of target '{target.name}' does not exist "
-            "in the knowledge base"
-        )
-    return int(oid)
-
-
-def and_where(target, cond: sql.Composable | None = None) -> tuple[sql.Composable, list]:
-    """The target's WHERE clause (filters, dimension predicate) with ``cond`` added."""
-    where, params = target.where()
-    if cond is None:
-        return where, params
-    if target.filters or target.dimension_column:
-        return sql.SQL("{} AND ({})").format(where, cond), params
-    return sql.SQL(" WHERE ({})").format(cond), params
-
-
 # -- catalog readers -------------------------------------------------------------------------------
 
 
-def load_extension_libraries(conn) -> None:
+def load_extension_libraries(conn: Any) -> None:
     """Load pgvector's and pgvectorscale's libraries so that their settings exist in this session
     (``current_setting('hnsw.ef_search', true)`` is NULL until the library is loaded). Called
     inside the transaction that reads them (behind a pooler the next transaction may run on
@@ -153,7 +127,7 @@ def load_extension_libraries(conn) -> None:
         pass
 
 
-def server_info(conn) -> dict:
+def server_info(conn: Any) -> dict:
     """The server that answers: its version, and which server it is. A standby or a replica has
     its primary's system identifier but is in recovery; another host, or a pooler in front, is
     reached at another host and port (those the connection string names: no password)."""
@@ -178,7 +152,7 @@ def server_info(conn) -> dict:
     }
 
 
-def extensions(conn) -> dict:
+def extensions(conn: Any) -> dict:
     """Every installed extension's version (plpgsql left out): for the health check."""
     return dict(
         conn.execute(
@@ -188,7 +162,7 @@ def extensions(conn) -> dict:
     )
 
 
-def retrieval_extensions(conn) -> dict:
+def retrieval_extensions(conn: Any) -> dict:
     """The installed versions of the extensions retrieval uses (the fingerprint's)."""
     return dict(
         conn.execute(
@@ -206,7 +180,7 @@ def _options(reloptions: list[str] | None) -> dict:
     return out
 
 
-def indexes(conn, table_oid: int) -> tuple[dict, dict]:
+def indexes(conn: Any, table_oid: int) -> tuple[dict, dict]:
     """(hashed, info): every index on the table keyed by name, and its size/DDL for display.
 
     An index's ``state`` is what changes its answers after its build: its size in pages (rows
@@ -237,7 +211,7 @@ def indexes(conn, table_oid: int) -> tuple[dict, dict]:
     return hashed, info
 
 
-def query_settings(conn, settings: dict | None = None) -> dict:
+def query_settings(conn: Any, settings: dict | None = None) -> dict:
     """Every ANN setting as a stage running with ``settings`` (``SET LOCAL``) would see it."""
     settings = {str(k): v for k, v in (settings or {}).items()}
     with conn.transaction(force_rollback=True):
@@ -259,7 +233,7 @@ def query_settings(conn, settings: dict | None = None) -> dict:
     return {name: value for name, value in rows}
 
 
-def planner_settings(conn, settings: dict | None = None) -> dict:
+def planner_settings(conn: Any, settings: dict | None = None) -> dict:
     """The core settings that change plans, as a stage running with ``settings`` sees them (any
     core setting the stage sets is added: extension settings, with a dot, are query settings)."""
     settings = {str(k): v for k, v in (settings or {}).items()}
@@ -290,7 +264,7 @@ def planner_settings(conn, settings: dict | None = None) -> dict:
     return out
 
 
-def stage_settings(conn, settings: dict | None, stages) -> dict:
+def stage_settings(conn: Any, settings: dict | None, stages: Any) -> dict:
     """{stage: {setting: value as the server shows it}}: what each stage SETs, the settings
     given to every stage and those scoped to it (``STAGE:GUC=VALUE``), timeouts left out."""
     from ..stages import gucs
@@ -311,21 +285,7 @@ def stage_settings(conn, settings: dict | None, stages) -> dict:
     return out
 
 
-def vector_column(conn, table_oid: int, column: str) -> dict:
-    row = conn.execute(
-        "SELECT format_type(a.atttypid, a.atttypmod), t.typname, a.atttypmod, t.typsend::text "
-        "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
-        "WHERE a.attrelid = %s AND a.attname = %s AND NOT a.attisdropped",
-        (table_oid, column),
-    ).fetchone()
-    if row is None:
-        raise NotFound(f"column '{column}' does not exist in the target's table")
-    formatted, typname, typmod, send = row
-    dim = typmod if typname in ("vector", "halfvec", "sparsevec") and typmod > 0 else None
-    return {"type": formatted, "base_type": typname, "dimension": dim, "send": send}
-
-
-def capture_data(conn, target, *, checksum: bool = True, cache=None) -> dict:
+def capture_data(conn: Any, target: Any, *, checksum: bool = True, cache: Any = None) -> dict:
     """Row count and content checksum of the target's rows (its filters applied).
 
     The checksum is order-independent: the sum, modulo 2^64, of ``hashtextextended`` over each
@@ -337,8 +297,6 @@ def capture_data(conn, target, *, checksum: bool = True, cache=None) -> dict:
     ``checksum=False`` (``--no-checksum``) keeps only the row count — cheap on big tables, but
     then a changed vector goes unnoticed.
     """
-    from . import data_checksum
-
     return data_checksum.measure(conn, target, checksum=checksum, cache=cache).data
 
 
@@ -366,8 +324,8 @@ def measurement(extra: dict | None) -> tuple[dict | None, dict | None]:
 
 
 def capture(
-    kb_conn,
-    target,
+    kb_conn: Any,
+    target: Any,
     *,
     settings: dict | None = None,
     embedder: str | None = None,
@@ -380,7 +338,7 @@ def capture(
     checksum: bool = True,
     data: dict | None = None,
     data_note: str | None = None,
-    cache=None,
+    cache: Any = None,
     extra: dict | None = None,
 ) -> dict:
     """The fingerprint of one stage run on ``target`` (:class:`evaluator.target.targets.Target`, or None
@@ -422,8 +380,6 @@ def capture(
         },
     }
     if target is not None:
-        from . import data_checksum  # imports this module: imported here
-
         oid = resolve_table(kb_conn, target)
         vec = vector_column(kb_conn, oid, target.vector_column)
         fp["indexes"], idx_info = indexes(kb_conn, oid)
@@ -478,7 +434,7 @@ def short_hash(value: str | None) -> str:
     return value[:12] if value else "—"
 
 
-def testset_hash(conn, name: str | None) -> str | None:
+def testset_hash(conn: Any, name: str | None) -> str | None:
     from ..testset.catalog import resolve_testset
 
     if not name:
@@ -487,16 +443,16 @@ def testset_hash(conn, name: str | None) -> str | None:
 
 
 def capture_for(
-    database,
+    database: Database,
     target_name: str,
     *,
-    testset=None,
-    embedder=None,
-    settings=None,
-    stage=None,
-    checksum=True,
-    chunking=None,
-):
+    testset: str | None = None,
+    embedder: Any = None,
+    settings: dict | None = None,
+    stage: str | None = None,
+    checksum: bool = True,
+    chunking: Any = None,
+) -> Any:
     """(fingerprint, config hash) of target ``target_name`` with these settings, test set,
     embedder, stage and chunking labels (`pgeval fingerprint --target`)."""
     from ..core.errors import InputError, first_line

@@ -26,6 +26,7 @@ five example chunk ids. Checks read the knowledge base only (one scan per check,
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from psycopg import sql
 
@@ -33,6 +34,7 @@ from ..core.ids import as_text
 from ..target import introspect
 from ..target.targets import ANN_METHODS  # noqa: F401  (re-exported)
 from . import fingerprint as fpmod
+from . import target_table
 
 # Known advisories: (extension, first affected, first fixed, id, what).
 ADVISORIES = (
@@ -88,7 +90,7 @@ def advisories(installed: dict[str, str]) -> list[dict]:
     return found
 
 
-def _ext_fn(conn, name: str) -> sql.Composable:
+def _ext_fn(conn: Any, name: str) -> sql.Composable:
     row = conn.execute(
         "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n "
         "ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
@@ -99,21 +101,21 @@ def _ext_fn(conn, name: str) -> sql.Composable:
 class _Target:
     """The target's table, columns and filters as SQL pieces."""
 
-    def __init__(self, conn, target):
+    def __init__(self, conn: Any, target: Any) -> None:
         self.target = target
-        self.oid = fpmod.resolve_table(conn, target)
+        self.oid = target_table.resolve_table(conn, target)
         self.table = target.table_sql()
         self.id = sql.Identifier(target.id_column)
         self.vec = sql.Identifier(target.vector_column)  # stored vectors, never cast (a cast
         # of a vector of another dimension would fail: the dimension check reports those)
-        self.column = fpmod.vector_column(conn, self.oid, target.vector_column)
+        self.column = target_table.vector_column(conn, self.oid, target.vector_column)
         self.base_type = target.vector_type
 
     def and_(self, cond: sql.Composable) -> tuple[sql.Composable, list]:
-        return fpmod.and_where(self.target, cond)
+        return target_table.and_where(self.target, cond)
 
 
-def _examples(conn, t: _Target, cond: sql.Composable) -> tuple[int, list[str]]:
+def _examples(conn: Any, t: _Target, cond: sql.Composable) -> tuple[int, list[str]]:
     where, params = t.and_(cond)
     n = conn.execute(
         sql.SQL("SELECT count(*) FROM {}{}").format(t.table, where), params
@@ -132,7 +134,7 @@ def _examples(conn, t: _Target, cond: sql.Composable) -> tuple[int, list[str]]:
     return int(n), ex
 
 
-def check_null(conn, t: _Target) -> Finding:
+def check_null(conn: Any, t: _Target) -> Finding:
     n, ex = _examples(conn, t, sql.SQL("{} IS NULL").format(t.vec))
     return Finding(
         "null_vectors",
@@ -143,7 +145,7 @@ def check_null(conn, t: _Target) -> Finding:
     )
 
 
-def check_zero(conn, t: _Target) -> Finding:
+def check_zero(conn: Any, t: _Target) -> Finding:
     fn = "vector_norm" if t.base_type == "vector" else "l2_norm"
     n, ex = _examples(conn, t, sql.SQL("{}({}) = 0").format(_ext_fn(conn, fn), t.vec))
     if not n:
@@ -166,7 +168,7 @@ def check_zero(conn, t: _Target) -> Finding:
     )
 
 
-def check_duplicates(conn, t: _Target) -> Finding:
+def check_duplicates(conn: Any, t: _Target) -> Finding:
     send = sql.SQL(t.column["send"])
     where, params = t.and_(sql.SQL("{} IS NOT NULL").format(t.vec))
     q = sql.SQL(
@@ -198,7 +200,7 @@ def check_duplicates(conn, t: _Target) -> Finding:
     )
 
 
-def check_dimensions(conn, t: _Target, expected: dict[str, int | None]) -> Finding:
+def check_dimensions(conn: Any, t: _Target, expected: dict[str, int | None]) -> Finding:
     col = t.vec
     where, params = t.and_(sql.SQL("{} IS NOT NULL").format(col))
     dims = conn.execute(
@@ -256,7 +258,7 @@ def check_dimensions(conn, t: _Target, expected: dict[str, int | None]) -> Findi
     )
 
 
-def check_missing_judged(conn, t: _Target, judged: list[str], relevant: set[str]) -> Finding:
+def check_missing_judged(conn: Any, t: _Target, judged: list[str], relevant: set[str]) -> Finding:
     if not judged:
         return Finding("missing_judged", "ok", 0, "no judged chunk in the test set")
     where, params = t.and_(sql.SQL("{} = ANY(%s)").format(as_text(t.id)))
@@ -283,7 +285,7 @@ def check_missing_judged(conn, t: _Target, judged: list[str], relevant: set[str]
     )
 
 
-def check_server_version(conn) -> Finding:
+def check_server_version(conn: Any) -> Finding:
     """PostgreSQL 14 or newer (13 and older: not supported, untested)."""
     version, num = conn.execute(
         "SELECT current_setting('server_version'), current_setting('server_version_num')::int"
@@ -305,7 +307,7 @@ def check_server_version(conn) -> Finding:
     )
 
 
-def check_extensions(conn) -> Finding:
+def check_extensions(conn: Any) -> Finding:
     found = advisories(fpmod.extensions(conn))
     if not found:
         return Finding(
@@ -325,18 +327,18 @@ def check_extensions(conn) -> Finding:
     )
 
 
-def shared_buffers_bytes(conn) -> int:
+def shared_buffers_bytes(conn: Any) -> int:
     return int(
         conn.execute("SELECT pg_size_bytes(current_setting('shared_buffers'))").fetchone()[0]
     )
 
 
-def ann_index_sizes(conn, table_oid: int) -> list[tuple[str, str, int]]:
+def ann_index_sizes(conn: Any, table_oid: int) -> list[tuple[str, str, int]]:
     """[(index name, method, bytes)] of the table's ANN indexes."""
     return [(n, m, b) for n, m, _, b in introspect.ann_indexes(conn, table_oid)]
 
 
-def check_index_size(conn, t: _Target, limit: int | None = None) -> Finding:
+def check_index_size(conn: Any, t: _Target, limit: int | None = None) -> Finding:
     """ANN indexes larger than ``limit`` bytes (default: shared_buffers)."""
     limit = shared_buffers_bytes(conn) if limit is None else limit
     big = [(n, b) for n, _, b in ann_index_sizes(conn, t.oid) if b > limit]
@@ -368,7 +370,7 @@ def _size(n: float) -> str:
     return str(n)
 
 
-def check_keyword_index(conn, t: _Target) -> Finding | None:
+def check_keyword_index(conn: Any, t: _Target) -> Finding | None:
     """What a keyword (bm25) stage with default options would rank with, and over which index."""
     from ..stages import bm25_sql
 
@@ -412,7 +414,7 @@ def check_keyword_index(conn, t: _Target) -> Finding | None:
     )
 
 
-def check_invalid(conn, t: _Target) -> Finding:
+def check_invalid(conn: Any, t: _Target) -> Finding:
     bad = introspect.invalid_indexes(conn, t.oid)
     return Finding(
         "invalid_indexes",
@@ -425,7 +427,7 @@ def check_invalid(conn, t: _Target) -> Finding:
     )
 
 
-def testset_judgements(results_conn, testset: str, embedder: str | None = None):
+def testset_judgements(results_conn: Any, testset: str, embedder: str | None = None) -> Any:
     """(judged chunk ids, relevant chunk ids, embedding dimension or None) of a test set."""
     from ..testset.catalog import resolve_testset
 
@@ -450,10 +452,10 @@ def testset_judgements(results_conn, testset: str, embedder: str | None = None):
 
 
 def check(
-    kb_conn,
-    target,
+    kb_conn: Any,
+    target: Any,
     *,
-    results_conn=None,
+    results_conn: Any = None,
     testset: str | None = None,
     embedder: str | None = None,
     dimension: int | None = None,

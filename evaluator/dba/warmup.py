@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -94,7 +95,7 @@ class WarmupReport:
         }
 
 
-def statio(conn, table_oid: int) -> dict[str, dict]:
+def statio(conn: Any, table_oid: int) -> dict[str, dict]:
     """Cumulative buffer hits and reads of the table (heap) and each of its indexes."""
     if conn.execute("SELECT current_setting('server_version_num')::int >= 150000").fetchone()[0]:
         conn.execute("SELECT pg_stat_force_next_flush()")  # this backend's pending counters
@@ -120,11 +121,11 @@ def _totals(stats: dict[str, dict]) -> tuple[int, int]:
     return sum(s["hit"] for s in stats.values()), sum(s["read"] for s in stats.values())
 
 
-def has_prewarm(conn) -> bool:
+def has_prewarm(conn: Any) -> bool:
     return extension_state(conn, "pg_prewarm") == "created"
 
 
-def extension_state(conn, name: str) -> str:
+def extension_state(conn: Any, name: str) -> str:
     """``created`` (in this database), ``available`` (the server has it: CREATE EXTENSION would
     work for a user allowed to) or ``missing`` (not on this server at all)."""
     created, available = conn.execute(
@@ -150,7 +151,7 @@ def prewarm_method(state: str) -> str:
     )
 
 
-def prewarm(conn, table_oid: int) -> dict[str, int]:
+def prewarm(conn: Any, table_oid: int) -> dict[str, int]:
     """pg_prewarm the table and its ANN indexes: {relation: blocks loaded}."""
     schema = conn.execute(
         "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n "
@@ -178,7 +179,7 @@ def random_vectors(dim: int, n: int = RANDOM_QUERIES, seed: int = 0) -> list[np.
     return [v.astype(np.float32) for v in rng.normal(size=(n, dim))]
 
 
-def testset_vectors(results_conn, testset: str, embedder: str | None) -> tuple[list, str]:
+def testset_vectors(results_conn: Any, testset: str, embedder: str | None) -> tuple[list, str]:
     """The test set's query embeddings (under ``embedder``, or the only label stored)."""
     from ..providers.embedders import storage
 
@@ -207,7 +208,7 @@ def testset_vectors(results_conn, testset: str, embedder: str | None) -> tuple[l
     )
 
 
-def describe_plan(kb, stmt, params: dict, table_oid: int, settings: dict | None) -> str:
+def describe_plan(kb: Any, stmt: Any, params: dict, table_oid: int, settings: dict | None) -> str:
     """What the planner chooses for the stage statement under ``settings``, in words."""
     from ..stages import gucs, plan_check
 
@@ -217,7 +218,7 @@ def describe_plan(kb, stmt, params: dict, table_oid: int, settings: dict | None)
         return plan_check.describe(plan, plan_check.ann_indexes(kb, table_oid))
 
 
-def one_pass(kb, text: str, params: dict, vectors, progress=None) -> list[float]:
+def one_pass(kb: Any, text: str, params: dict, vectors: Any, progress: Any = None) -> list[float]:
     """Run every vector once through the stage statement; latencies in ms (client round trip)."""
     cur = kb.cursor()
     out = []
@@ -232,9 +233,9 @@ def one_pass(kb, text: str, params: dict, vectors, progress=None) -> list[float]
 
 
 def warmup(
-    kb,
-    target,
-    vectors,
+    kb: Any,
+    target: Any,
+    vectors: Any,
     *,
     source: str,
     settings: dict | None = None,
@@ -242,14 +243,14 @@ def warmup(
     max_passes: int = MAX_PASSES,
     tolerance: float = TOLERANCE,
     use_prewarm: bool = True,
-    on_pass=None,
-    progress=None,
+    on_pass: Any = None,
+    progress: Any = None,
 ) -> WarmupReport:
     """Warm ``target`` up with ``vectors``; ``kb`` is an autocommit connection to the knowledge
     base. Each pass runs in a READ ONLY transaction with ``settings`` applied (SET LOCAL)."""
+    from ..core.vector_types import register_vector
     from ..stages import gucs, vector_sql
-    from ..stages.vector_common import register_vector
-    from .fingerprint import resolve_table
+    from .target_table import resolve_table
 
     if max_passes < 2:
         raise InputError(

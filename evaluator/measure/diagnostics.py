@@ -159,7 +159,7 @@ def capture(
     return out
 
 
-def _explain(stage, ctx: StageContext, queries) -> list[tuple[str, dict]]:
+def _explain(stage: Any, ctx: StageContext, queries: Any) -> list[tuple[str, dict]]:
     """EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) of each query inside the stage's transaction."""
     assert ctx.target is not None  # a stage with a table has a target
     from datetime import datetime, timezone
@@ -195,7 +195,7 @@ def _explain(stage, ctx: StageContext, queries) -> list[tuple[str, dict]]:
         ctx.kb.rollback()
 
 
-def _unforced(kb: Any, stmt, params, forced: dict) -> dict:
+def _unforced(kb: Any, stmt: Any, params: dict, forced: dict) -> dict:
     """The plan (EXPLAIN, not run) without the run's ``enable_* = off`` settings (each back to
     the session's value), in a savepoint of the stage's transaction, rolled back."""
     from ..stages.plan_check import explain

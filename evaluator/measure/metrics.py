@@ -12,7 +12,7 @@ from . import measures, stage_method
 from .run_lookup import no_such_run
 
 if TYPE_CHECKING:
-    from ..core.db import Database
+    pass
 
 MIN_VALID_QUERIES = 200
 MAX_K = measures.MAX_K
@@ -232,28 +232,3 @@ def evaluate(
         flagged=flagged(conn, run.run_id, measures, rel) if with_flagged else None,
         warnings=warnings,
     )
-
-
-def evaluate_in(
-    database: Database,
-    run_name: str,
-    measures: list[str] | None = None,
-    *,
-    plans: bool = False,
-    **kwargs: Any,
-) -> Evaluation:
-    """:func:`evaluate` with every figure read in one snapshot of ``database``; ``plans``: also
-    the flagged queries with the stored plan of the stage that served each
-    (:func:`evaluator.measure.diagnostics.show_in`; implies ``with_flagged``)."""
-    from ..core.db import snapshot
-
-    measures = measures or measures_for()
-    if plans:
-        kwargs["with_flagged"] = True
-    with snapshot(database) as conn:
-        ev = evaluate(conn, run_name, measures, **kwargs)
-        if plans and not kwargs.get("with_per_query"):
-            from .diagnostics import show_in  # imports numpy: only when plans are asked for
-
-            ev.plans = show_in(conn, run_name, measures)
-    return ev

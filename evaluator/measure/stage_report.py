@@ -181,25 +181,10 @@ def _pct_key(frac: float) -> str:
     return f"p{int(pct) if pct == int(pct) else pct}"
 
 
-def stages(
-    conn: Any,
-    exp: Experiment,
-    k: int,
-    rel: int,
-    repetition: int | None,
-    runs: list[dict] | None = None,
-) -> list[dict]:
-    """One dict per stage: metrics (mean, min, max, stddev), index recall, latency, rows;
-    ``label``: the stage's name with its method where the kind's name would mislead
-    ('bm25 (ts_rank_cd fallback)'), ``method``: how it ranked (from its runs' parameters)."""
-    if runs is None:
-        runs = _rows(
-            conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)", (exp.experiment_id, repetition)
-        )
-    params: dict[str, dict] = {}
-    for r in runs:
-        params.setdefault(r["label"], r["params"] or {})
-    measures = stage_measures(k)
+def _stage_metrics(
+    conn: Any, exp: Experiment, measures: list[str], rel: int, repetition: int | None, params: dict
+) -> dict[str, dict]:
+    """Label -> the stage's dict with its metrics (pgeval.stage_summary) and threshold."""
     out: dict[str, dict] = {}
     for r in _rows(
         conn,
@@ -232,6 +217,12 @@ def stages(
                 "queries": p.get("threshold_queries"),
                 "dropped_max": p.get("threshold_dropped_max"),
             }
+    return out
+
+
+def _add_index_recall(
+    conn: Any, exp: Experiment, k: int, repetition: int | None, out: dict[str, dict]
+) -> None:
     for r in _rows(
         conn,
         "SELECT * FROM pgeval.index_recall_summary(%s, %s, %s)",
@@ -245,6 +236,9 @@ def stages(
                 "queries": r["queries"],
                 "short_queries": r["short_queries"],
             }
+
+
+def _add_latency(conn: Any, exp: Experiment, repetition: int | None, out: dict[str, dict]) -> None:
     for r in _rows(
         conn,
         "SELECT * FROM pgeval.stage_latency(%s, %s, %s)",
@@ -269,6 +263,9 @@ def stages(
             "depth": r["depth"],
             "short_queries": r["short_queries"],
         }
+
+
+def _add_failures(conn: Any, exp: Experiment, repetition: int | None, out: dict[str, dict]) -> None:
     for r in _rows(
         conn, "SELECT * FROM pgeval.stage_failures(%s, %s)", (exp.experiment_id, repetition)
     ):  # live service stages
@@ -279,94 +276,97 @@ def stages(
                 "by_status": r["by_status"],
                 "examples": r["examples"],
             }
+
+
+def stages(
+    conn: Any,
+    exp: Experiment,
+    k: int,
+    rel: int,
+    repetition: int | None,
+    runs: list[dict] | None = None,
+) -> list[dict]:
+    """One dict per stage: metrics (mean, min, max, stddev), index recall, latency, rows;
+    ``label``: the stage's name with its method where the kind's name would mislead
+    ('bm25 (ts_rank_cd fallback)'), ``method``: how it ranked (from its runs' parameters)."""
+    if runs is None:
+        runs = _rows(
+            conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)", (exp.experiment_id, repetition)
+        )
+    params: dict[str, dict] = {}
+    for r in runs:
+        params.setdefault(r["label"], r["params"] or {})
+    measures = stage_measures(k)
+    out = _stage_metrics(conn, exp, measures, rel, repetition, params)
+    _add_index_recall(conn, exp, k, repetition, out)
+    _add_latency(conn, exp, repetition, out)
+    _add_failures(conn, exp, repetition, out)
     return list(out.values())
 
 
-def build(
-    conn: Any,
-    name: str,
-    *,
-    k: int = 10,
-    rel: int = 1,
-    repetition: int | None = None,
-    worst: int = 10,
-    allow_partial: bool = False,
-    strict: bool = False,
-) -> StageReport:
-    """Everything `pgeval stage-report` shows for experiment ``name``."""
+def _check_options(k: int, rel: int, worst: int) -> None:
     if k < 1:
         raise InputError(f"cut-off K must be >= 1, got {k}", field="--k")
     if rel not in (1, 2, 3):
         raise InputError(f"relevance threshold must be 1, 2 or 3, got {rel}", field="--rel")
     if worst < 0:
         raise InputError(f"--worst must be >= 0, got {worst}", field="--worst")
-    exp = resolve_experiment(conn, name)
-    if repetition is not None and repetition not in exp.repetitions:
-        raise NotFound(
-            f"experiment '{name}' has no repetition {repetition} (it has "
-            f"{', '.join(map(str, exp.repetitions))})"
-        )
-    warnings: list[str] = []
-    runs = _rows(
-        conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)", (exp.experiment_id, repetition)
-    )
+
+
+def _partial(
+    conn: Any,
+    exp: Experiment,
+    name: str,
+    runs: list[dict],
+    repetition: int | None,
+    allow_partial: bool,
+) -> list[str]:
+    """The PARTIAL warning of an interrupted experiment (or one with a run deleted); without
+    ``allow_partial`` an IncompleteRun instead."""
     unfinished = [r["name"] for r in runs if r["status"] != "complete"]
     missing = missing_runs(conn, exp, repetition)
-    if unfinished or missing or exp.status != "complete":  # interrupted, or a run deleted
-        parts = []
-        if unfinished:
-            parts.append(
-                f"{len(unfinished)} run(s) of experiment '{name}' are not complete "
-                f"({', '.join(unfinished[:5])})"
-            )
-        if missing:
-            parts.append(
-                f"{len(missing)} stage run(s) of experiment '{name}' are missing "
-                f"({', '.join(missing[:5])})"
-            )
-        text = "; ".join(parts) or (
-            f"experiment '{name}' is {exp.status}: some of its stages have not run"
+    if not (unfinished or missing or exp.status != "complete"):
+        return []
+    parts = []
+    if unfinished:
+        parts.append(
+            f"{len(unfinished)} run(s) of experiment '{name}' are not complete "
+            f"({', '.join(unfinished[:5])})"
         )
-        if not allow_partial:
-            raise IncompleteRun(
-                text + ": their numbers would be wrong (resume the experiment, "
-                "or --allow-partial to see them labelled)"
-            )
-        warnings.append("PARTIAL: " + text)
+    if missing:
+        parts.append(
+            f"{len(missing)} stage run(s) of experiment '{name}' are missing "
+            f"({', '.join(missing[:5])})"
+        )
+    text = "; ".join(parts) or (
+        f"experiment '{name}' is {exp.status}: some of its stages have not run"
+    )
+    if not allow_partial:
+        raise IncompleteRun(
+            text + ": their numbers would be wrong (resume the experiment, "
+            "or --allow-partial to see them labelled)"
+        )
+    return ["PARTIAL: " + text]
+
+
+def _uneven_repetitions(runs: list[dict]) -> list[str]:
     labels = {
         r["repetition"]: [x["label"] for x in runs if x["repetition"] == r["repetition"]]
         for r in runs
     }
     if len({tuple(v) for v in labels.values()}) > 1:
-        warnings.append(
+        return [
             "the repetitions do not hold the same stages: "
             + "; ".join(f"{rep}: {','.join(v)}" for rep, v in sorted(labels.items()))
-        )
-    first_rep = repetition or exp.repetitions[0]
-    final = next(r for r in runs if r["is_final"] and r["repetition"] == first_rep)
-    counts = _rows(conn, "SELECT * FROM pgeval.run_counts(%s, %s)", (final["run_id"], rel))[0]
-    judged, source = conn.execute(
-        "SELECT t.n_judgements > 0, t.query_source FROM pgeval.experiment e "
-        "JOIN pgeval.testset t USING (testset_id) WHERE e.experiment_id = %s",
-        (exp.experiment_id,),
-    ).fetchone()
-    if not judged:  # query vectors without judgements: index recall, latency and rows only
-        return StageReport(
-            exp,
-            k,
-            rel,
-            repetition,
-            counts,
-            stages(conn, exp, k, rel, repetition, runs),
-            [],
-            [],
-            [],
-            [],
-            first_rep,
-            warnings,
-            False,
-            source,
-        )
+        ]
+    return []
+
+
+def _judged_warnings(
+    exp: Experiment, counts: dict, runs: list[dict], rel: int, strict: bool
+) -> list[str]:
+    """Too few valid queries (an error under ``strict``, none at all always), no exact stage."""
+    warnings = []
     if counts["valid"] == 0:
         raise InputError(
             f"test set '{exp.testset}' has no valid query (none has a chunk of "
@@ -386,6 +386,19 @@ def build(
             "no exact stage: index recall is not available and the loss before "
             "fusion is shown as 'retrieval' (index and reach together)"
         )
+    return warnings
+
+
+def _losses(
+    conn: Any,
+    exp: Experiment,
+    k: int,
+    rel: int,
+    repetition: int | None,
+    first_rep: int,
+    worst: int,
+) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
+    """The loss attribution: chain, summary by category, by query type, worst queries."""
     chain = _rows(
         conn,
         "SELECT label AS stage, role, link, cut FROM pgeval.loss_chain(%s, %s, %s)",
@@ -418,13 +431,22 @@ def build(
         if worst
         else []
     )
-    seen = set()
+    return chain, loss, by_type, worst_rows
+
+
+def _method_notes(runs: list[dict]) -> list[str]:
+    notes, seen = [], set()
     for r in runs:
         note = stage_method.note(r["label"], r["stage"], r["params"])
         if note and r["label"] not in seen:
             seen.add(r["label"])
-            warnings.append(note)
-    stage_rows = stages(conn, exp, k, rel, repetition, runs)
+            notes.append(note)
+    return notes
+
+
+def _failure_warnings(stage_rows: list[dict]) -> list[str]:
+    """One warning per live service stage with queries the service did not answer."""
+    warnings = []
     for st in stage_rows:
         f = st.get("failures")
         if f and f["failed"]:
@@ -438,6 +460,63 @@ def build(
                 f"no answer from the service ({why}); they count as empty lists. "
                 f"First: query '{first.get('query_id')}': {first.get('message')}"
             )
+    return warnings
+
+
+def build(
+    conn: Any,
+    name: str,
+    *,
+    k: int = 10,
+    rel: int = 1,
+    repetition: int | None = None,
+    worst: int = 10,
+    allow_partial: bool = False,
+    strict: bool = False,
+) -> StageReport:
+    """Everything `pgeval stage-report` shows for experiment ``name``."""
+    _check_options(k, rel, worst)
+    exp = resolve_experiment(conn, name)
+    if repetition is not None and repetition not in exp.repetitions:
+        raise NotFound(
+            f"experiment '{name}' has no repetition {repetition} (it has "
+            f"{', '.join(map(str, exp.repetitions))})"
+        )
+    runs = _rows(
+        conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)", (exp.experiment_id, repetition)
+    )
+    warnings = _partial(conn, exp, name, runs, repetition, allow_partial)
+    warnings += _uneven_repetitions(runs)
+    first_rep = repetition or exp.repetitions[0]
+    final = next(r for r in runs if r["is_final"] and r["repetition"] == first_rep)
+    counts = _rows(conn, "SELECT * FROM pgeval.run_counts(%s, %s)", (final["run_id"], rel))[0]
+    judged, source = conn.execute(
+        "SELECT t.n_judgements > 0, t.query_source FROM pgeval.experiment e "
+        "JOIN pgeval.testset t USING (testset_id) WHERE e.experiment_id = %s",
+        (exp.experiment_id,),
+    ).fetchone()
+    if not judged:  # query vectors without judgements: index recall, latency and rows only
+        return StageReport(
+            exp,
+            k,
+            rel,
+            repetition,
+            counts,
+            stages(conn, exp, k, rel, repetition, runs),
+            [],
+            [],
+            [],
+            [],
+            first_rep,
+            warnings,
+            False,
+            source,
+        )
+    warnings += _judged_warnings(exp, counts, runs, rel, strict)
+    chain, loss, by_type, worst_rows = _losses(conn, exp, k, rel, repetition, first_rep, worst)
+    warnings += _method_notes(runs)
+    stage_rows = stages(conn, exp, k, rel, repetition, runs)
+    warnings += _failure_warnings(stage_rows)
     return StageReport(
         exp,
         k,

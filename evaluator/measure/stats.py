@@ -5,6 +5,7 @@ so that the same two runs always give the same p-value."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 PERMUTATIONS = 10_000
 BOOTSTRAP = 10_000
@@ -23,7 +24,7 @@ class PairedResult:
     ci_high: float
 
 
-def randomisation_test(diff, permutations: int = PERMUTATIONS, seed: int = SEED) -> float:
+def randomisation_test(diff: Any, permutations: int = PERMUTATIONS, seed: int = SEED) -> float:
     """Two-sided p-value of H0 "the pairs are exchangeable" for per-query differences ``diff``.
 
     Each permutation flips the sign of every difference with probability 1/2; the p-value is
@@ -50,7 +51,7 @@ def randomisation_test(diff, permutations: int = PERMUTATIONS, seed: int = SEED)
 
 
 def bootstrap_ci(
-    diff, resamples: int = BOOTSTRAP, seed: int = SEED, level: float = 0.95
+    diff: Any, resamples: int = BOOTSTRAP, seed: int = SEED, level: float = 0.95
 ) -> tuple[float, float]:
     """Percentile bootstrap interval of the mean of ``diff`` (queries resampled with
     replacement)."""
@@ -73,7 +74,7 @@ def bootstrap_ci(
 
 
 def paired(
-    a, b, permutations: int = PERMUTATIONS, resamples: int = BOOTSTRAP, seed: int = SEED
+    a: Any, b: Any, permutations: int = PERMUTATIONS, resamples: int = BOOTSTRAP, seed: int = SEED
 ) -> PairedResult:
     """Compare paired values ``a`` (baseline) and ``b`` (candidate), one pair per query."""
     import numpy as np

@@ -195,7 +195,7 @@ class BiEncoderReranker:
         self.label = f"biencoder:{self.embedder.label}"
 
     def score(self, query: str, documents: Sequence[str]) -> list[float | None]:
-        from ..stages.base import Query
+        from ..testset.query import Query
 
         texts = [query, *documents]
         items = [Query(query_id=f"t{i}", position=i, text=t or " ") for i, t in enumerate(texts)]

@@ -29,6 +29,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import InputError
 from ..measure import measures as registry
@@ -180,24 +181,9 @@ def _locate(text: str, table: str, key: str | None) -> int | None:
     return header_line
 
 
-def parse_rules(text: str, source: str = "<rules>") -> Rules:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"line (\d+)", str(exc))
-        raise InputError(
-            f"not valid TOML ({exc})", file=source, line=int(m.group(1)) if m else None
-        ) from None
-    unknown = [k for k in data if k not in ("gate", "metrics")]
-    if unknown:
-        raise InputError(
-            f"unknown table '{unknown[0]}' (use [gate] and [metrics.NAME])",
-            file=source,
-            line=_locate(text, unknown[0], None),
-            field=unknown[0],
-        )
-    out = Rules(rules=[], source=source)
-    for key, value in (data.get("gate") or {}).items():
+def _gate_settings(text: str, source: str, gate: dict, out: Rules) -> None:
+    """The ``[gate]`` table's settings set on ``out``, each checked."""
+    for key, value in gate.items():
         line = _locate(text, "gate", key)
         if key not in GATE_KEYS:
             raise InputError(
@@ -229,47 +215,74 @@ def parse_rules(text: str, source: str = "<rules>") -> Rules:
             line=_locate(text, "gate", "permutations"),
             field="gate.permutations",
         )
+
+
+def _metric_rules(text: str, source: str, metric: str, spec: Any) -> list[Rule]:
+    """The rules of one ``[metrics.NAME]`` table (a flag set to false is no rule)."""
+    where = f"metrics.{metric}"
+    if not registry.is_known(metric):
+        raise InputError(
+            f"unknown metric '{metric}' ({registry.spelled()})",
+            file=source,
+            line=_locate(text, f"metrics.{metric}", None),
+            field=where,
+        )
+    if not isinstance(spec, dict):
+        raise InputError("must be a table of rules", file=source, field=where)
+    rules = []
+    for kind, limit in spec.items():
+        line = _locate(text, f"metrics.{metric}", kind)
+        if kind not in KINDS:
+            raise InputError(
+                f"unknown rule (known: {', '.join(KINDS)})",
+                file=source,
+                line=line,
+                field=f"{where}.{kind}",
+            )
+        if kind in FLAGS:
+            if not isinstance(limit, bool):
+                raise InputError(
+                    f"must be true or false, got {limit!r}",
+                    file=source,
+                    line=line,
+                    field=f"{where}.{kind}",
+                )
+            if not limit:
+                continue
+        elif isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
+            raise InputError(
+                f"must be a number >= 0, got {limit!r}",
+                file=source,
+                line=line,
+                field=f"{where}.{kind}",
+            )
+        rules.append(Rule(metric, kind, limit if kind in FLAGS else float(limit), line))
+    return rules
+
+
+def parse_rules(text: str, source: str = "<rules>") -> Rules:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"line (\d+)", str(exc))
+        raise InputError(
+            f"not valid TOML ({exc})", file=source, line=int(m.group(1)) if m else None
+        ) from None
+    unknown = [k for k in data if k not in ("gate", "metrics")]
+    if unknown:
+        raise InputError(
+            f"unknown table '{unknown[0]}' (use [gate] and [metrics.NAME])",
+            file=source,
+            line=_locate(text, unknown[0], None),
+            field=unknown[0],
+        )
+    out = Rules(rules=[], source=source)
+    _gate_settings(text, source, data.get("gate") or {}, out)
     metrics = data.get("metrics") or {}
     if not isinstance(metrics, dict):
         raise InputError("'metrics' must be a table of tables", file=source, field="metrics")
     for metric, spec in metrics.items():
-        where = f"metrics.{metric}"
-        if not registry.is_known(metric):
-            raise InputError(
-                f"unknown metric '{metric}' ({registry.spelled()})",
-                file=source,
-                line=_locate(text, f"metrics.{metric}", None),
-                field=where,
-            )
-        if not isinstance(spec, dict):
-            raise InputError("must be a table of rules", file=source, field=where)
-        for kind, limit in spec.items():
-            line = _locate(text, f"metrics.{metric}", kind)
-            if kind not in KINDS:
-                raise InputError(
-                    f"unknown rule (known: {', '.join(KINDS)})",
-                    file=source,
-                    line=line,
-                    field=f"{where}.{kind}",
-                )
-            if kind in FLAGS:
-                if not isinstance(limit, bool):
-                    raise InputError(
-                        f"must be true or false, got {limit!r}",
-                        file=source,
-                        line=line,
-                        field=f"{where}.{kind}",
-                    )
-                if not limit:
-                    continue
-            elif isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
-                raise InputError(
-                    f"must be a number >= 0, got {limit!r}",
-                    file=source,
-                    line=line,
-                    field=f"{where}.{kind}",
-                )
-            out.rules.append(Rule(metric, kind, limit if kind in FLAGS else float(limit), line))
+        out.rules.extend(_metric_rules(text, source, metric, spec))
     if not out.rules:
         raise InputError(
             'no rules (add e.g. [metrics."recall@10"] must_not_drop = true)', file=source
@@ -367,7 +380,14 @@ def check(rule: Rule, base: dict, cand: dict, rules: Rules) -> Outcome:
             f"{m} grew by {pct:+.1f} % {change}, "
             f"{'within' if ok else 'more than'} the allowed {rule.limit:g} %",
         )
-    # must_not_drop_significantly
+    return _significance(rule, base, cand, rules, b, c, change)
+
+
+def _significance(
+    rule: Rule, base: dict, cand: dict, rules: Rules, b: float, c: float, change: str
+) -> Outcome:
+    """``must_not_drop_significantly``: a paired randomisation test over the per-query values."""
+    m = rule.metric
     ids, a, bb = paired_values(base, cand, m)
     if not ids:
         side = (

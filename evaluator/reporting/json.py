@@ -123,6 +123,37 @@ def _plans(conn, run_id: int, flagged: list[dict]) -> list[dict]:
     return [{**f, "plan": plans.get(f["query_id"])} for f in flagged]
 
 
+def _answers(conn, run_id: int, summary: dict, warnings: list[str]) -> tuple[dict | None, list]:
+    """(answer summary, per-query answer rows) of a run with imported answers, their two
+    measures added to ``summary`` and what they leave out to ``warnings``; (None, [])
+    without answers."""
+    has_answers = answers.has_answers(conn, run_id)
+    ans_summary = answers.summary(conn, run_id) if has_answers else None
+    answer_rows = answers.per_query(conn, run_id) if ans_summary else []
+    if ans_summary:
+        summary["citation_precision"] = ans_summary["citation_precision"]
+        summary["answer_accuracy"] = ans_summary["answer_accuracy"]
+        if ans_summary["no_answer"]:
+            warnings.append(
+                f"{ans_summary['no_answer']} queries have no imported answer and score 0 end to end"
+            )
+        if ans_summary["unjudged"]:
+            warnings.append(
+                f"{ans_summary['unjudged']} answerable queries have no expected "
+                "facts and are left out of answer accuracy"
+            )
+    return ans_summary, answer_rows
+
+
+def _thresholds(conn) -> dict:
+    return {
+        m: {"excellent": e, "good": g, "pass": p}
+        for m, e, g, p in conn.execute(
+            "SELECT measure, excellent, good, pass FROM pgeval.acceptance_thresholds()"
+        ).fetchall()
+    }
+
+
 def build(
     conn,
     name: str,
@@ -172,29 +203,10 @@ def build(
         ev.warnings.append(method_note)
     timing = latency.percentiles(conn, run.run_id)
     answer_timing = latency.percentiles(conn, run.run_id, "answer")
-    has_answers = answers.has_answers(conn, run.run_id)
-    ans_summary = answers.summary(conn, run.run_id) if has_answers else None
-    answer_rows = answers.per_query(conn, run.run_id) if ans_summary else []
-    if ans_summary:
-        summary["citation_precision"] = ans_summary["citation_precision"]
-        summary["answer_accuracy"] = ans_summary["answer_accuracy"]
-        if ans_summary["no_answer"]:
-            ev.warnings.append(
-                f"{ans_summary['no_answer']} queries have no imported answer and score 0 end to end"
-            )
-        if ans_summary["unjudged"]:
-            ev.warnings.append(
-                f"{ans_summary['unjudged']} answerable queries have no expected "
-                "facts and are left out of answer accuracy"
-            )
+    ans_summary, answer_rows = _answers(conn, run.run_id, summary, ev.warnings)
     summary.update(latency.summary_keys("retrieval", timing))
     summary.update(latency.summary_keys("answer", answer_timing))
-    thresholds = {
-        m: {"excellent": e, "good": g, "pass": p}
-        for m, e, g, p in conn.execute(
-            "SELECT measure, excellent, good, pass FROM pgeval.acceptance_thresholds()"
-        ).fetchall()
-    }
+    thresholds = _thresholds(conn)
     report = {
         "pgeval_report": REPORT_VERSION,
         "generated_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -1,38 +1,18 @@
-"""PNG plots of a report document, drawn with matplotlib's Agg canvas (no display, no pyplot global
-state). matplotlib is optional (`pip install matplotlib`, or the plot extra): :func:`available` says whether it is
+"""PNG plots of a report document, drawn on the Agg canvas of :mod:`evaluator.core.figures` (no
+display, no pyplot global state). matplotlib is optional (`pip install matplotlib`, or the plot
+extra): :func:`available` says whether it is
 there, and callers leave the plots out when it is not."""
 
 from __future__ import annotations
 
-import importlib.util
-import io
-import warnings
+from ..core.figures import available, figure, place_labels, png
+
+__all__ = ["available", "by_type", "waterfall", "sweep", "distribution", "latency", "render_all"]
 
 from ..measure.measures import HEADLINE_FAMILIES
 
 LEVEL_COLOURS = {"excellent": "#1a7f37", "good": "#4ac26b", "pass": "#d4a72c", "fail": "#cf222e"}
 SERIES = ("#0969da", "#8250df", "#bf3989", "#1a7f37", "#d4a72c", "#57606a")
-
-
-def available() -> bool:
-    return importlib.util.find_spec("matplotlib") is not None
-
-
-def _figure(width: float = 7.5, height: float = 3.6):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
-
-
-def _png(fig) -> bytes:
-    buf = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # e.g. a CJK query type the default font lacks
-        fig.savefig(buf, format="png")
-    return buf.getvalue()
 
 
 def _headline(report: dict) -> list[str]:
@@ -52,7 +32,7 @@ def by_type(report: dict) -> bytes | None:
     metrics = [m for m in _headline(report) if rows and m in rows[0]]
     if not rows or not metrics or not typed(report):  # one "(untyped)" bar says nothing
         return None
-    fig = _figure(max(6.0, 1.1 * len(rows) + 2), 3.6)
+    fig = figure(max(6.0, 1.1 * len(rows) + 2), 3.6)
     ax = fig.add_subplot()
     width = 0.8 / len(metrics)
     for i, m in enumerate(metrics):
@@ -66,7 +46,7 @@ def by_type(report: dict) -> bytes | None:
     ax.set_title("metrics by query type")
     ax.legend(fontsize=8, ncols=len(metrics), loc="upper right")
     ax.grid(axis="y", alpha=0.3)
-    return _png(fig)
+    return png(fig)
 
 
 def waterfall(report: dict) -> bytes | None:
@@ -75,7 +55,7 @@ def waterfall(report: dict) -> bytes | None:
     cats = sr.get("loss_attribution") or []
     if not cats:
         return None
-    fig = _figure(7.5, 3.4)
+    fig = figure(7.5, 3.4)
     ax = fig.add_subplot()
     bottom = 0.0
     labels, colours = [], {"kept": "#1a7f37"}
@@ -99,7 +79,7 @@ def waterfall(report: dict) -> bytes | None:
     ax.set_ylabel(f"Recall@{sr.get('k', '?')} points")
     ax.set_title(f"where recall@{sr.get('k', '?')} was lost (stage waterfall)")
     ax.grid(axis="y", alpha=0.3)
-    return _png(fig)
+    return png(fig)
 
 
 def sweep(report: dict) -> bytes | None:
@@ -110,7 +90,7 @@ def sweep(report: dict) -> bytes | None:
     ]
     if not points:
         return None
-    fig = _figure(7.0, 4.0)
+    fig = figure(7.0, 4.0)
     ax = fig.add_subplot()
     points = sorted(points, key=lambda p: p["latency_p95_ms"])
     ax.plot(
@@ -138,7 +118,7 @@ def sweep(report: dict) -> bytes | None:
     ax.set_title(f"recall vs latency: {(report.get('sweep') or {}).get('param', 'sweep')}")
     ax.grid(alpha=0.3)
     place_labels(ax, [(p["latency_p95_ms"], p["recall"], str(p.get("label", ""))) for p in points])
-    return _png(fig)
+    return png(fig)
 
 
 def distribution(report: dict) -> bytes | None:
@@ -147,7 +127,7 @@ def distribution(report: dict) -> bytes | None:
     cases = [c for c in report.get("cases") or [] if c.get("metrics")]
     if not metrics or not cases:
         return None
-    fig = _figure(7.5, 3.2)
+    fig = figure(7.5, 3.2)
     ax = fig.add_subplot()
     data = [[c["metrics"][m] for c in cases if c["metrics"].get(m) is not None] for m in metrics]
     ax.hist(
@@ -158,14 +138,14 @@ def distribution(report: dict) -> bytes | None:
     ax.set_title("distribution over valid queries")
     ax.legend(fontsize=8)
     ax.grid(axis="y", alpha=0.3)
-    return _png(fig)
+    return png(fig)
 
 
 def latency(report: dict) -> bytes | None:
     values = [c["latency_ms"] for c in report.get("cases") or [] if c.get("latency_ms") is not None]
     if not values:
         return None
-    fig = _figure(7.5, 3.0)
+    fig = figure(7.5, 3.0)
     ax = fig.add_subplot()
     ax.hist(values, bins=min(40, max(5, len(values) // 5)), color=SERIES[1])
     p95 = (report.get("summary") or {}).get("latency_p95_ms")
@@ -176,7 +156,7 @@ def latency(report: dict) -> bytes | None:
     ax.set_ylabel("queries")
     ax.set_title("per-query latency")
     ax.grid(axis="y", alpha=0.3)
-    return _png(fig)
+    return png(fig)
 
 
 PLOTS = (
@@ -196,48 +176,3 @@ def render_all(report: dict) -> dict[str, bytes]:
         if png:
             out[name] = png
     return out
-
-
-# where a point's label may go, in points from the dot: right below, right above, left below,
-# left above, further below, further above
-OFFSETS: tuple[tuple[int, int, str], ...] = (
-    (5, -11, "left"),
-    (5, 5, "left"),
-    (-5, -11, "right"),
-    (-5, 5, "right"),
-    (5, -22, "left"),
-    (5, 16, "left"),
-    (-5, -22, "right"),
-    (-5, 16, "right"),
-)
-
-
-def place_labels(ax, points: list[tuple[float, float, str]]) -> None:
-    """Label each point where its text overlaps no label placed before it (the first offset
-    that is free, on the side towards the middle; the first offset when none is), so that
-    close points stay readable."""
-    fig = ax.figure
-    fig.canvas.draw()  # the axes' final limits: where each label lands is known only then
-    ax.set_autoscale_on(False)
-    renderer = fig.canvas.get_renderer()
-    placed: list = []
-    for x, y, text in sorted(points, key=lambda p: (p[0], -p[1])):
-        chosen = None
-        # points in the right half try the left side first: labels stay inside the axes
-        right = ax.transAxes.inverted().transform(ax.transData.transform((x, y)))[0] > 0.5
-        for dx, dy, ha in sorted(OFFSETS, key=lambda o: (o[2] == "left") == right):
-            ann = ax.annotate(
-                text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=7, ha=ha
-            )
-            box = ann.get_window_extent(renderer).expanded(1.05, 1.1)
-            if not any(box.overlaps(other) for other in placed):
-                chosen = (ann, box)
-                break
-            ann.remove()
-        if chosen is None:  # crowded everywhere: the first place
-            dx, dy, ha = OFFSETS[2] if right else OFFSETS[0]
-            ann = ax.annotate(
-                text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=7, ha=ha
-            )
-            chosen = (ann, ann.get_window_extent(renderer))
-        placed.append(chosen[1])

@@ -4,11 +4,13 @@ Python API, so both configure a pipeline the same way (and hash it the same way)
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..stages import gucs, registry
 from .pipeline import PipelineConfig, parse_options
 
 
-def settings_items(settings) -> list[str]:
+def settings_items(settings: dict | None) -> list[str]:
     """``{"hnsw.ef_search": 40}`` or ``["hnsw.ef_search=40"]`` -> ``["hnsw.ef_search=40"]``: a
     mapping goes through the one ``--set`` parser (:func:`evaluator.stages.gucs.parse`) too."""
     if settings is None:
@@ -20,7 +22,7 @@ def settings_items(settings) -> list[str]:
     return list(settings)
 
 
-def option_items(options) -> list[str]:
+def option_items(options: Any) -> list[str]:
     """``{"merge": {"k": 60}}`` or ``["merge:k=60"]`` -> ``["merge:k=60"]``."""
     if options is None:
         return []
@@ -36,8 +38,8 @@ def pipeline_config(
     testset: str | None,
     stages: str,
     target: str | None = None,
-    settings=None,
-    options=None,
+    settings: dict | None = None,
+    options: Any = None,
     depth: int = 100,
     repeat: int = 3,
     embedder: str | None = None,
@@ -51,7 +53,7 @@ def pipeline_config(
     isolate_index: bool = False,
     statement_timeout: str | None = "5min",
     checksum: bool = True,
-    queries=None,
+    queries: Any = None,
 ) -> PipelineConfig:
     """The :class:`PipelineConfig` of `pgeval run pipeline`'s options (same names, same
     defaults); ``reranker`` is the default ``reranker`` option of every rerank stage;

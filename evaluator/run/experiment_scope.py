@@ -9,7 +9,10 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
+from typing import Any
 
 from ..core.errors import Conflict, DatabaseError, InputError, PgevalError, first_line
 from ..core.held_lock import HeldLock
@@ -22,7 +25,7 @@ def _key(exp_id: int) -> tuple[int, int]:
     return LOCK_CLASS, int(exp_id) % 2147483647
 
 
-def try_lock(conn, exp_id: int) -> bool:
+def try_lock(conn: Any, exp_id: int) -> bool:
     """Take the experiment's advisory lock, held until :func:`unlock` or until this process ends
     (:class:`evaluator.core.held_lock.HeldLock`: a transaction of its own, safe behind a
     transaction pooler, where a session lock would stay on a pooled server connection). Taken
@@ -38,7 +41,7 @@ def try_lock(conn, exp_id: int) -> bool:
     return True
 
 
-def unlock(conn, exp_id: int) -> None:
+def unlock(conn: Any, exp_id: int) -> None:
     held = _locks(conn)
     entry = held.get(exp_id)
     if entry is None:
@@ -49,20 +52,20 @@ def unlock(conn, exp_id: int) -> None:
         entry[0].release()
 
 
-def _locks(conn) -> dict:
+def _locks(conn: Any) -> dict:
     held = getattr(conn, "_pgeval_experiment_locks", None)
     if held is None:
         held = conn._pgeval_experiment_locks = {}
     return held
 
 
-def commit(conn) -> None:
+def commit(conn: Any) -> None:
     """Commit unless the connection is in autocommit mode."""
     if not conn.autocommit:
         conn.commit()
 
 
-def _mark(conn, exp_id: int, status: str) -> bool:
+def _mark(conn: Any, exp_id: int, status: str) -> bool:
     """Set the experiment's end state; False when it no longer exists."""
     n = conn.execute(
         "UPDATE pgeval.experiment SET status = %s, finished_at = now() WHERE experiment_id = %s",
@@ -103,7 +106,7 @@ def stopped(exc: BaseException, name: str) -> PgevalError | None:
     return None
 
 
-def _testset_of(conn, exp_id: int) -> tuple[int, str] | None:
+def _testset_of(conn: Any, exp_id: int) -> tuple[int, str] | None:
     row = conn.execute(
         "SELECT t.testset_id, t.name FROM pgeval.experiment e JOIN pgeval.testset t "
         "USING (testset_id) WHERE e.experiment_id = %s",
@@ -114,7 +117,7 @@ def _testset_of(conn, exp_id: int) -> tuple[int, str] | None:
 
 
 def deleted_under(
-    conn, exp_id: int, name: str, testset: tuple[int, str] | None
+    conn: Any, exp_id: int, name: str, testset: tuple[int, str] | None
 ) -> PgevalError | None:
     """When experiment ``exp_id`` no longer exists (its test set was replaced or deleted by
     another session while it ran: the delete cascades to the experiment and its runs), the error
@@ -154,7 +157,9 @@ def deleted_under(
 
 
 @contextmanager
-def experiment_scope(results, exp_id: int, name: str, on_warning=None):
+def experiment_scope(
+    results: Any, exp_id: int, name: str, on_warning: Callable[..., Any] | None = None
+) -> Iterator[Any]:
     """Hold experiment ``exp_id``'s lock while its stages run; mark it ``complete`` at the end,
     or ``failed`` when anything escapes (re-raised as a one-line error saying how to resume —
     or, when the experiment was deleted under it, saying so and suggesting no resume)."""
@@ -193,7 +198,7 @@ def experiment_scope(results, exp_id: int, name: str, on_warning=None):
     unlock(results, exp_id)
 
 
-def busy_message(conn, exp_id: int, name: str) -> str:
+def busy_message(conn: Any, exp_id: int, name: str) -> str:
     row = conn.execute(
         "SELECT name, pid, host, round(extract(epoch FROM now() - heartbeat_at)) FROM pgeval.run "
         "WHERE experiment_id = %s AND status = 'running' ORDER BY run_id DESC LIMIT 1",
@@ -222,7 +227,7 @@ def busy_message(conn, exp_id: int, name: str) -> str:
 # name: never an idle pooled connection, nor anyone else's session.
 
 
-def _running_client(conn, exp_id: int) -> tuple[int | None, str | None]:
+def _running_client(conn: Any, exp_id: int) -> tuple[int | None, str | None]:
     """(pid, host) of the client recorded with the experiment's running run."""
     row = conn.execute(
         "SELECT r.pid, r.host FROM pgeval.run r WHERE r.experiment_id = %s "
@@ -233,7 +238,7 @@ def _running_client(conn, exp_id: int) -> tuple[int | None, str | None]:
     return (None, None) if row is None else (row[0], row[1])
 
 
-def _live_sessions(conn, pid: int, host: str) -> list[dict]:
+def _live_sessions(conn: Any, pid: int, host: str) -> list[dict]:
     """The backends of client ``pid`` on ``host`` still running a statement (or in a
     transaction); their state is NULL where this role may not see it."""
     from ..core.db import client_name
@@ -248,7 +253,7 @@ def _live_sessions(conn, pid: int, host: str) -> list[dict]:
     return [{"backend": r[0], "state": r[1], "waiting": r[2]} for r in rows]
 
 
-def _holder(conn, exp_id: int) -> dict | None:
+def _holder(conn: Any, exp_id: int) -> dict | None:
     """The session holding experiment ``exp_id``'s lock (its backend in pg_stat_activity)."""
     row = conn.execute(
         """SELECT l.pid, a.state, a.wait_event_type
@@ -282,7 +287,11 @@ def client_gone(pid: int | None, host: str | None) -> bool:
 
 
 def acquire(
-    conn, exp_id: int, name: str, on_warning=None, wait_s: float = DEAD_HOLDER_WAIT_S
+    conn: Any,
+    exp_id: int,
+    name: str,
+    on_warning: Callable[..., Any] | None = None,
+    wait_s: float = DEAD_HOLDER_WAIT_S,
 ) -> None:
     """Take experiment ``exp_id``'s lock. Held by a live process: a Conflict at once. When the
     client that ran it is gone but one of its sessions still runs a statement (``kill -9``: its
@@ -310,7 +319,7 @@ def acquire(
                 raise
 
 
-def _wait(cond, wait_s: float) -> bool:
+def _wait(cond: Callable[[], bool], wait_s: float) -> bool:
     deadline = time.monotonic() + wait_s
     while True:
         if cond():
@@ -320,13 +329,21 @@ def _wait(cond, wait_s: float) -> bool:
         time.sleep(0.2)
 
 
-def _ended(conn, backend: int) -> bool:
+def _ended(conn: Any, backend: int) -> bool:
     row = conn.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (backend,)).fetchone()
     commit(conn)
     return row is None
 
 
-def _end_sessions(conn, name, pid, host, sessions, on_warning, wait_s) -> None:
+def _end_sessions(
+    conn: Any,
+    name: str,
+    pid: int | None,
+    host: str | None,
+    sessions: Any,
+    on_warning: Callable[..., Any] | None,
+    wait_s: float,
+) -> None:
     """End (or wait for) the sessions of the gone client ``pid`` on ``host``."""
     import psycopg
 
@@ -349,7 +366,7 @@ def _end_sessions(conn, name, pid, host, sessions, on_warning, wait_s) -> None:
         if on_warning:
             on_warning(f"{what}: {action}")
 
-        if not _wait(lambda b=backend: _ended(conn, b), wait_s):
+        if not _wait(partial(_ended, conn, backend), wait_s):
             raise Conflict(
                 f"{what}, and did not end within {wait_s:g} s: retry later, or have a "
                 f"superuser end it: SELECT pg_terminate_backend({backend})"

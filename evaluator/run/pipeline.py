@@ -13,17 +13,20 @@ Order of work — nothing is written until the whole configuration checks out:
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from typing import Any
 
 from ..core.canonical import sha256_hex
+from ..core.db import Database
 from ..core.errors import Conflict, InputError
 from ..core.install import ensure_installed
 from ..stages import gucs, registry
 from ..stages.base import StageContext, run_name
 from ..testset.catalog import resolve_testset
 from .experiment_scope import experiment_scope
+from .runs import import_run
 
 
 @dataclass
@@ -55,7 +58,7 @@ class PipelineResult:
     warnings: list[str]
 
 
-def parse_options(items, stage_names: list[str]) -> dict[str, dict[str, str]]:
+def parse_options(items: Any, stage_names: list[str]) -> dict[str, dict[str, str]]:
     """('merge:k=60', 'rerank:top_n=50') -> {'merge': {'k': '60'}, 'rerank': {'top_n': '50'}}."""
     out: dict[str, dict[str, str]] = {}
     for item in items or ():
@@ -83,7 +86,14 @@ def default_name(testset: str, target: str | None) -> str:
     return f"{testset}-{target or 'pipeline'}-{stamp}"
 
 
-def _queries(results, testset: str, tid: int, stages, cfg: PipelineConfig, on_embed=None):
+def _queries(
+    results: Any,
+    testset: str,
+    tid: int,
+    stages: Any,
+    cfg: PipelineConfig,
+    on_embed: Callable[..., Any] | None = None,
+) -> Any:
     """(queries, embedder label, dimension): embeddings when a stage needs them."""
     from ..providers.embedders import parse, storage
 
@@ -94,10 +104,142 @@ def _queries(results, testset: str, tid: int, stages, cfg: PipelineConfig, on_em
     return storage.load(results, tid, emb.label), emb.label, rep.dimension
 
 
+def _claim_name(results: Any, cfg: PipelineConfig, stages: Any) -> str:
+    """The experiment's name: ``--name`` (refused when an experiment or a run of it exists), else
+    a default one."""
+    name = cfg.name or default_name(cfg.testset, cfg.target)
+    if (
+        cfg.name
+        and results.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)).fetchone()
+    ):
+        raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
+    if cfg.name:  # a run it did not create is never adopted: refuse before any work
+        refuse_taken_runs(results, name, [n for n, _, _ in stages], cfg.repeat)
+    results.rollback()
+    return name
+
+
+def _experiment_config(
+    cfg: PipelineConfig,
+    testset_hash: str,
+    stages: Any,
+    settings: dict,
+    options: dict,
+    label: str | None,
+    dim: int | None,
+    target: Any,
+    contexts: dict[str, StageContext],
+    qinfo: dict | None,
+) -> dict:
+    """What the experiment row records as its configuration (and the fingerprint hashes)."""
+    config = {
+        "testset": cfg.testset,
+        "testset_hash": testset_hash,
+        "stages": [{"name": n, "kind": k} for n, k, _ in stages],
+        "settings": settings,
+        "options": options,
+        "depth": cfg.depth,
+        "repeat": cfg.repeat,
+        "embedder": label,
+        "dimension": dim,
+        "target": None if target is None else {"name": target.name, **target.spec()},
+        "filters": None if target is None else target.filter_literals(),
+        "batch": cfg.batch,
+        "server_timing": cfg.server_timing,
+        "isolate_index": cfg.isolate_index,
+    }
+    services = {n: c.extra["service"] for n, c in contexts.items() if "service" in c.extra}
+    if services:  # live services (stages/service.py): URL, preset, body, paths; no key
+        config["services"] = services
+    if qinfo is not None:
+        config["queries"] = qinfo
+    return config
+
+
+def _fingerprint(
+    database: Database,
+    results: Any,
+    kb: Any,
+    cfg: PipelineConfig,
+    target: Any,
+    settings: dict,
+    label: str | None,
+    dim: int | None,
+    testset_hash: str,
+    config: dict,
+) -> dict:
+    """The configuration fingerprint (evaluator/dba/fingerprint.py): catalog + ``config``."""
+    from ..dba import fingerprint as fpmod
+    from ..dba.data_checksum import ChecksumCache
+
+    if target is not None:
+        return fpmod.capture(
+            kb,
+            target,
+            settings=settings,
+            embedder=label,
+            dimension=dim,
+            testset_hash=testset_hash,
+            testset_name=cfg.testset,
+            checksum=cfg.checksum,
+            cache=ChecksumCache(results, database),
+            extra=config,
+        )
+    # stages that read no knowledge-base table (import, merge of imports)
+    hashed, shown = fpmod.measurement(config)
+    return {
+        "fingerprint_version": fpmod.FINGERPRINT_VERSION,
+        "testset": {"hash": testset_hash},
+        "measurement": hashed,
+        "info": {"testset": cfg.testset, "config": shown},
+    }
+
+
+def _base_context(
+    results: Any,
+    kb: Any,
+    cfg: PipelineConfig,
+    target: Any,
+    tid: int,
+    name: str,
+    settings: dict,
+    queries: list,
+    label: str | None,
+    qinfo: dict | None,
+) -> StageContext:
+    """The context every stage's own starts from (sampled queries: one row more, their own
+    chunk dropped)."""
+    base = StageContext(
+        kb=kb,
+        results=results,
+        target=target,
+        testset=cfg.testset,
+        testset_id=tid,
+        experiment=name,
+        experiment_id=None,
+        depth=cfg.depth,
+        settings=settings,
+        queries=queries,
+        embedder=label,
+        batch=cfg.batch,
+        server_timing=cfg.server_timing,
+        isolate_index=cfg.isolate_index,
+    )
+    if qinfo is not None and qinfo["own_chunk_removed"]:
+        base = replace(base, depth=cfg.depth + 1, extra={"exclude_own": True})
+    return base
+
+
 def run_pipeline(
-    database, cfg: PipelineConfig, *, progress_factory=None, on_warning=None, on_embed=None
+    database: Database,
+    cfg: PipelineConfig,
+    *,
+    progress_factory: Callable[..., Any] | None = None,
+    on_warning: Callable[..., Any] | None = None,
+    on_embed: Callable[..., Any] | None = None,
 ) -> PipelineResult:
     """Run ``cfg``; ``progress_factory(stage, repetition)`` returns a Progress (or None)."""
+    from ..dba import fingerprint as fpmod
     from ..target import targets
 
     if cfg.depth < 1:
@@ -126,86 +268,19 @@ def run_pipeline(
         settings = gucs.with_statement_timeout(kb, settings, cfg.statement_timeout)
         kb.rollback()
         queries, label, dim = _queries(results, cfg.testset, tid, stages, cfg, on_embed)
-        name = cfg.name or default_name(cfg.testset, cfg.target)
-        if (
-            cfg.name
-            and results.execute(
-                "SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)
-            ).fetchone()
-        ):
-            raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
-        if cfg.name:  # a run it did not create is never adopted: refuse before any work
-            refuse_taken_runs(results, name, [n for n, _, _ in stages], cfg.repeat)
-        results.rollback()
-        base = StageContext(
-            kb=kb,
-            results=results,
-            target=target,
-            testset=cfg.testset,
-            testset_id=tid,
-            experiment=name,
-            experiment_id=None,
-            depth=cfg.depth,
-            settings=settings,
-            queries=queries,
-            embedder=label,
-            batch=cfg.batch,
-            server_timing=cfg.server_timing,
-            isolate_index=cfg.isolate_index,
-        )
-        if qinfo is not None and qinfo["own_chunk_removed"]:
-            base = replace(base, depth=cfg.depth + 1, extra={"exclude_own": True})
+        name = _claim_name(results, cfg, stages)
+        base = _base_context(results, kb, cfg, target, tid, name, settings, queries, label, qinfo)
         contexts = prepare_contexts(base, stages, options)
         warnings = [w for c in contexts.values() for w in c.warnings]
         for w in warnings:
             if on_warning:
                 on_warning(w)
-        config = {
-            "testset": cfg.testset,
-            "testset_hash": testset_hash,
-            "stages": [{"name": n, "kind": k} for n, k, _ in stages],
-            "settings": settings,
-            "options": options,
-            "depth": cfg.depth,
-            "repeat": cfg.repeat,
-            "embedder": label,
-            "dimension": dim,
-            "target": None if target is None else {"name": target.name, **target.spec()},
-            "filters": None if target is None else target.filter_literals(),
-            "batch": cfg.batch,
-            "server_timing": cfg.server_timing,
-            "isolate_index": cfg.isolate_index,
-        }
-        services = {n: c.extra["service"] for n, c in contexts.items() if "service" in c.extra}
-        if services:  # live services (stages/service.py): URL, preset, body, paths; no key
-            config["services"] = services
-        if qinfo is not None:
-            config["queries"] = qinfo
-        # configuration fingerprint (evaluator/dba/fingerprint.py): catalog + this config (extra)
-        from ..dba import fingerprint as fpmod
-        from ..dba.data_checksum import ChecksumCache
-
-        if target is not None:
-            fingerprint = fpmod.capture(
-                kb,
-                target,
-                settings=settings,
-                embedder=label,
-                dimension=dim,
-                testset_hash=testset_hash,
-                testset_name=cfg.testset,
-                checksum=cfg.checksum,
-                cache=ChecksumCache(results, database),
-                extra=config,
-            )
-        else:  # stages that read no knowledge-base table (import, merge of imports)
-            hashed, shown = fpmod.measurement(config)
-            fingerprint = {
-                "fingerprint_version": fpmod.FINGERPRINT_VERSION,
-                "testset": {"hash": testset_hash},
-                "measurement": hashed,
-                "info": {"testset": cfg.testset, "config": shown},
-            }
+        config = _experiment_config(
+            cfg, testset_hash, stages, settings, options, label, dim, target, contexts, qinfo
+        )
+        fingerprint = _fingerprint(
+            database, results, kb, cfg, target, settings, label, dim, testset_hash, config
+        )
         kb.rollback()
         if target is not None:
             from ..stages.ground_truth import offer
@@ -247,12 +322,12 @@ def run_pipeline(
 
 def run_repetitions(
     experiment: str,
-    stages,
+    stages: Any,
     contexts: dict[str, StageContext],
     repeat: int,
     warnings: list[str],
-    on_warning,
-    run_stage,
+    on_warning: Callable[..., Any] | None,
+    run_stage: Any,
 ) -> list[dict]:
     """The one repetition x stage loop (pipeline and resume): for each repetition, the stages in
     order, each seeing the run ids of the earlier stages of its repetition (``previous``).
@@ -283,7 +358,7 @@ def stage_run_names(experiment: str, stage_names: list[str], repeat: int) -> lis
 
 
 def taken_runs(
-    results, experiment: str, stage_names: list[str], repeat: int
+    results: Any, experiment: str, stage_names: list[str], repeat: int
 ) -> list[tuple[str, str | None, str]]:
     """(name, experiment or None, test set) of existing runs bearing a name that experiment
     ``experiment`` would give one of its stage runs."""
@@ -307,14 +382,14 @@ def foreign_run_message(run: str, owner: str | None, testset: str, experiment: s
     )
 
 
-def refuse_taken_runs(results, experiment: str, stage_names: list[str], repeat: int) -> None:
+def refuse_taken_runs(results: Any, experiment: str, stage_names: list[str], repeat: int) -> None:
     taken = taken_runs(results, experiment, stage_names, repeat)
     if taken:
         raise Conflict(foreign_run_message(*taken[0], experiment))
 
 
 def _insert_experiment(
-    results,
+    results: Any,
     name: str,
     auto: bool,
     values: tuple,
@@ -344,9 +419,9 @@ def _insert_experiment(
     raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
 
 
-def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, StageContext]:
-    """One context per stage (its options), each stage's ``prepare`` run: configuration errors
-    stop everything before the first query."""
+def prepare_contexts(base: StageContext, stages: Any, options: dict) -> dict[str, StageContext]:
+    """One context per stage (its options, the run-file reader the import stage calls), each
+    stage's ``prepare`` run: configuration errors stop everything before the first query."""
     contexts = {}
     for sname, _kind, stage in stages:
         ctx = replace(
@@ -357,6 +432,7 @@ def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, Sta
             extra=dict(base.extra),
             previous={},
             settings=gucs.scope(base.settings, sname),
+            import_run=import_run,
         )
         stage.prepare(ctx)
         contexts[sname] = ctx
@@ -364,13 +440,13 @@ def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, Sta
 
 
 def execute_stage(
-    stage,
+    stage: Any,
     ctx: StageContext,
     exp_id: int,
     rep: int,
     previous: dict,
     fingerprint: dict,
-    progress_factory=None,
+    progress_factory: Callable[..., Any] | None = None,
 ) -> int:
     """Run one stage of repetition ``rep``; return its run id."""
     from ..dba import fingerprint as fpmod
@@ -387,7 +463,9 @@ def execute_stage(
     return run_id
 
 
-def add_warnings(ctx: StageContext, warnings: list[str], on_warning=None) -> None:
+def add_warnings(
+    ctx: StageContext, warnings: list[str], on_warning: Callable[..., Any] | None = None
+) -> None:
     for w in ctx.warnings:
         if w not in warnings:
             warnings.append(w)
@@ -395,7 +473,7 @@ def add_warnings(ctx: StageContext, warnings: list[str], on_warning=None) -> Non
                 on_warning(w)
 
 
-def _summaries(conn, runs: list[dict]) -> None:
+def _summaries(conn: Any, runs: list[dict]) -> None:
     """Add queries, rows, latency p50/p95 (nearest rank) and rows-returned minimum to ``runs``;
     a keyword stage that fell back to full-text search has its kind labelled so."""
     from ..measure import stage_method

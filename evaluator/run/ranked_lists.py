@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from itertools import accumulate, chain, groupby, islice
 from operator import itemgetter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -88,7 +89,7 @@ class _List:
         self.lines: list = []  # the line numbers of the rows, a sequence per part added
         self.seen: set[str] = set()
 
-    def extend(self, chunks: list[str], scores: list, lines, path: Path) -> None:
+    def extend(self, chunks: list[str], scores: list, lines: Any, path: Path) -> None:
         """Add rows (file order); a chunk listed twice is refused naming both lines."""
         before = len(self.seen)
         self.seen.update(chunks)
@@ -263,7 +264,7 @@ def ranked_by_score(batch: Batch) -> np.ndarray:
 
 
 def copy_lists(
-    conn,
+    conn: Any,
     run_id: int,
     batches: Iterable[Batch],
     *,
@@ -284,7 +285,7 @@ def copy_lists(
     counts = [0, 0, 0]
     unknown: set[str] = set()
 
-    def written(batch: Batch, texts: list[bytes], floats: list[bytes]):
+    def written(batch: Batch, texts: list[bytes], floats: list[bytes]) -> Iterator[Any]:
         known, chunks, cuts = judgements.known, batch.chunks, batch.cuts
         for i, qid in enumerate(batch.query_ids):
             if qid not in known:
@@ -330,7 +331,7 @@ class Judgements:
     interpreter, to hide the server's 0.07 s.) Rows come as arrays (binary); a query's
     {chunk: grade} is built when asked."""
 
-    def __init__(self, conn, testset_id: int) -> None:
+    def __init__(self, conn: Any, testset_id: int) -> None:
         self.conn, self.testset_id = conn, testset_id
         self._rows: dict[str, tuple[list, list]] | None = None
         self._known: set[str] | None = None
@@ -357,7 +358,7 @@ class Judgements:
             self.conn.cursor(binary=True).execute(_JUDGED, (self.testset_id,)),
         )
 
-    def _take(self, known, judged) -> None:
+    def _take(self, known: Any, judged: Any) -> None:
         self._known = {r[0] for r in known.fetchall()}
         self._rows = {q: (chunks, grades) for q, chunks, grades in judged.fetchall()}
 

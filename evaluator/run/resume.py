@@ -25,13 +25,19 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
 
 from ..core.canonical import canonical_json
+from ..core.db import Database
 from ..core.errors import Conflict, DatabaseError, InputError, NotFound
 from .experiment_scope import acquire, commit, experiment_scope, unlock
+
+if TYPE_CHECKING:
+    from ..stages.base import StageContext
 
 # run.params keys that do not define what a run measures (summaries, notes)
 VOLATILE_PARAMS = {
@@ -49,7 +55,7 @@ VOLATILE_PARAMS = {
 
 
 # ---- one run continued -------------------------------------------------------------------------
-def reopen_run(conn, run_id: int, params: dict) -> int:
+def reopen_run(conn: Any, run_id: int, params: dict) -> int:
     """Continue run ``run_id`` (``running`` again, this process) after checking that the stage
     measures what the run measured: every defining key of ``params`` (index, settings, method, …)
     equal to the stored one; ``statement_timeout`` may differ."""
@@ -79,14 +85,24 @@ def reopen_run(conn, run_id: int, params: dict) -> int:
     return run_id
 
 
-def done_queries(conn, run_id: int) -> set[str]:
+def _reopener(run_id: int) -> Callable[[Any, dict], int]:
+    """The stage's ``ctx.reopen``: :func:`reopen_run` of ``run_id`` on the connection the stage
+    writes with."""
+
+    def reopen(conn: Any, params: dict) -> int:
+        return reopen_run(conn, run_id, params)
+
+    return reopen
+
+
+def done_queries(conn: Any, run_id: int) -> set[str]:
     rows = conn.execute(
         "SELECT query_id FROM pgeval.run_progress WHERE run_id = %s", (run_id,)
     ).fetchall()
     return {r[0] for r in rows}
 
 
-def drop_unfinished(conn, run_id: int) -> None:
+def drop_unfinished(conn: Any, run_id: int) -> None:
     """Remove results and timings of queries without a progress row (a query interrupted while
     it was being added): resume writes them again, once."""
     for table in ("result_list", "query_timing"):
@@ -100,7 +116,7 @@ def drop_unfinished(conn, run_id: int) -> None:
 
 
 def note_resume(
-    conn, run_id: int, queries: int, depth: int, statement_timeout: str | None = None
+    conn: Any, run_id: int, queries: int, depth: int, statement_timeout: str | None = None
 ) -> None:
     """Record the resume in run.params (when, how many queries, under which statement timeout)
     and recompute the per-run row summaries over all queries (the stage computed them over the
@@ -136,7 +152,7 @@ def note_resume(
 
 
 # ---- the experiment -----------------------------------------------------------------------------
-def find_experiment(conn, name: str) -> dict:
+def find_experiment(conn: Any, name: str) -> dict:
     """The experiment named ``name``, or the experiment of the run named ``name``."""
     cols = (
         "experiment_id, e.name, e.status, e.config, e.config_hash, e.fingerprint, "
@@ -177,7 +193,7 @@ def find_experiment(conn, name: str) -> dict:
     return dict(zip(keys, row))
 
 
-def _check_fingerprint(kb, exp: dict, target, settings: dict, cache=None) -> None:
+def _check_fingerprint(kb: Any, exp: dict, target: Any, settings: dict, cache: Any = None) -> None:
     """Refuse to resume when the configuration fingerprint differs from the one recorded."""
     from ..dba import config_diff
     from ..dba import fingerprint as fpmod
@@ -213,21 +229,19 @@ def _check_fingerprint(kb, exp: dict, target, settings: dict, cache=None) -> Non
 
 
 def resume_experiment(
-    database,
+    database: Database,
     name: str,
     *,
     statement_timeout: str | None = None,
-    progress_factory=None,
-    on_warning=None,
-):
+    progress_factory: Callable[..., Any] | None = None,
+    on_warning: Callable[..., Any] | None = None,
+) -> Any:
     """Finish experiment ``name`` (or the experiment of run ``name``); return a PipelineResult
     whose runs carry ``action``: kept, resumed, restarted or ran."""
     from ..core.install import ensure_installed
     from ..dba.data_checksum import ChecksumCache
-    from ..providers.embedders import storage
     from ..stages import gucs, registry
-    from ..stages.base import StageContext, run_name
-    from ..target import targets
+    from ..stages.base import run_name
     from . import pipeline
 
     with database.connect() as results:
@@ -248,13 +262,7 @@ def resume_experiment(
         if done is not None:  # nothing to resume: nothing is touched
             pipeline._summaries(results, done)
             return pipeline.PipelineResult(name, exp_id, exp["config_hash"], done, [])
-        target = (
-            None
-            if not cfg.get("target")
-            else targets.Target.from_spec(
-                cfg["target"]["name"], {k: v for k, v in cfg["target"].items() if k != "name"}
-            )
-        )
+        target = _stored_target(cfg)
         with database.connect(results=False, read_only=not cfg.get("isolate_index")) as kb:
             settings = dict(cfg.get("settings") or {})
             gucs.validate(kb, {k: v for k, v in settings.items() if k != "statement_timeout"})
@@ -263,31 +271,7 @@ def resume_experiment(
             if statement_timeout is not None:
                 settings = gucs.with_statement_timeout(kb, settings, statement_timeout)
                 kb.rollback()
-            tid = exp["testset_id"]
-            queries = (
-                storage.load(results, tid, cfg["embedder"])
-                if any(s.needs_embedding for _, _, s in stages)
-                else storage.testset_queries(results, tid)
-            )
-            results.rollback()
-            base = StageContext(
-                kb=kb,
-                results=results,
-                target=target,
-                testset=cfg["testset"],
-                testset_id=tid,
-                experiment=name,
-                experiment_id=exp_id,
-                depth=cfg["depth"],
-                settings=settings,
-                queries=queries,
-                embedder=cfg.get("embedder"),
-                batch=cfg.get("batch", False),
-                server_timing=cfg.get("server_timing", False),
-                isolate_index=cfg.get("isolate_index", False),
-            )
-            if (cfg.get("queries") or {}).get("own_chunk_removed"):  # sampled queries
-                base = replace(base, depth=cfg["depth"] + 1, extra={"exclude_own": True})
+            base = _base_context(results, kb, exp, stages, target, settings)
             with _lock(results, exp_id, name, on_warning):
                 contexts = pipeline.prepare_contexts(base, stages, cfg.get("options") or {})
                 if target is not None:  # exact stages from the stored ground truth, as it ran
@@ -303,15 +287,10 @@ def resume_experiment(
                 warnings: list[str] = []
                 for c in contexts.values():
                     pipeline.add_warnings(c, warnings, on_warning)
-                results.execute(
-                    "UPDATE pgeval.experiment SET status = 'running', finished_at "
-                    "= NULL WHERE experiment_id = %s",
-                    (exp_id,),
-                )
-                results.commit()
+                _mark_running(results, exp_id)
                 with experiment_scope(results, exp_id, name, on_warning):
 
-                    def resume_one(stage, ctx, rep, previous):
+                    def resume_one(stage: Any, ctx: Any, rep: int, previous: Any) -> Any:
                         run_id, action = _resume_stage(
                             results, stage, ctx, exp, rep, previous, progress_factory
                         )
@@ -330,7 +309,64 @@ def resume_experiment(
     return pipeline.PipelineResult(name, exp_id, exp["config_hash"], runs, warnings)
 
 
-def _all_complete(results, exp: dict, stages, run_name) -> list[dict] | None:
+def _stored_target(cfg: dict) -> Any:
+    """The target as the experiment recorded it (None: its stages read no table)."""
+    from ..target import targets
+
+    if not cfg.get("target"):
+        return None
+    return targets.Target.from_spec(
+        cfg["target"]["name"], {k: v for k, v in cfg["target"].items() if k != "name"}
+    )
+
+
+def _base_context(
+    results: Any, kb: Any, exp: dict, stages: list, target: Any, settings: dict
+) -> Any:
+    """The stage context the experiment ran with (its queries and embeddings loaded again)."""
+    from ..providers.embedders import storage
+    from ..stages.base import StageContext
+
+    cfg, tid = exp["config"], exp["testset_id"]
+    queries = (
+        storage.load(results, tid, cfg["embedder"])
+        if any(s.needs_embedding for _, _, s in stages)
+        else storage.testset_queries(results, tid)
+    )
+    results.rollback()
+    base = StageContext(
+        kb=kb,
+        results=results,
+        target=target,
+        testset=cfg["testset"],
+        testset_id=tid,
+        experiment=exp["name"],
+        experiment_id=exp["experiment_id"],
+        depth=cfg["depth"],
+        settings=settings,
+        queries=queries,
+        embedder=cfg.get("embedder"),
+        batch=cfg.get("batch", False),
+        server_timing=cfg.get("server_timing", False),
+        isolate_index=cfg.get("isolate_index", False),
+    )
+    if (cfg.get("queries") or {}).get("own_chunk_removed"):  # sampled queries
+        base = replace(base, depth=cfg["depth"] + 1, extra={"exclude_own": True})
+    return base
+
+
+def _mark_running(results: Any, exp_id: int) -> None:
+    results.execute(
+        "UPDATE pgeval.experiment SET status = 'running', finished_at "
+        "= NULL WHERE experiment_id = %s",
+        (exp_id,),
+    )
+    results.commit()
+
+
+def _all_complete(
+    results: Any, exp: dict, stages: Any, run_name: Callable[[str, str, int], str]
+) -> list[dict] | None:
     """The runs of a complete experiment (every stage of every repetition complete), else None."""
     wanted = [
         (run_name(exp["name"], s, rep), s, k, rep)
@@ -353,7 +389,7 @@ def _all_complete(results, exp: dict, stages, run_name) -> list[dict] | None:
     ]
 
 
-def own_run(results, exp: dict, rname: str) -> tuple | None:
+def own_run(results: Any, exp: dict, rname: str) -> tuple | None:
     """(run_id, status, params) of the experiment's run ``rname``, or None when it has none of
     that name. A run of that name that belongs to another experiment or test set (an import, a
     run of another experiment) is never adopted: Conflict naming it."""
@@ -374,7 +410,9 @@ def own_run(results, exp: dict, rname: str) -> tuple | None:
 
 
 @contextmanager
-def _lock(results, exp_id: int, name: str, on_warning=None):
+def _lock(
+    results: Any, exp_id: int, name: str, on_warning: Callable[..., Any] | None = None
+) -> Iterator[Any]:
     """Hold the experiment from before its stages are prepared (refusing at once when a live
     process has it, waiting when the process is gone but its session still holds it:
     :func:`acquire`); experiment_scope takes the same lock once more (they nest)."""
@@ -386,7 +424,13 @@ def _lock(results, exp_id: int, name: str, on_warning=None):
 
 
 def _resume_stage(
-    results, stage, ctx, exp: dict, rep: int, previous: dict, progress_factory
+    results: Any,
+    stage: Any,
+    ctx: StageContext,
+    exp: dict,
+    rep: int,
+    previous: dict,
+    progress_factory: Callable[..., Any] | None,
 ) -> tuple[int, str]:
     from ..stages import store
     from ..stages.base import run_name
@@ -395,7 +439,7 @@ def _resume_stage(
     rname = run_name(exp["name"], ctx.stage, rep)
     row = own_run(results, exp, rname)
 
-    def run(c):
+    def run(c: Any) -> Any:
         return pipeline.execute_stage(
             stage,
             c,
@@ -422,7 +466,7 @@ def _resume_stage(
     drop_unfinished(results, run_id)
     missing = [q for q in ctx.queries if q.query_id not in done]
     if missing:
-        sub = replace(ctx, queries=missing, extra={**ctx.extra, "resume_run_id": run_id})
+        sub = replace(ctx, queries=missing, reopen=_reopener(run_id))
         run_id = run(sub)
         ctx.warnings[:] = sub.warnings
     else:  # every query written; the process died before marking the run complete

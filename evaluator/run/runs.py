@@ -21,10 +21,12 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
 from ..core import strict_json
+from ..core.db import Database
 from ..core.errors import Conflict, IncompleteRun, InputError
 from ..measure.run_lookup import no_such_run
 from ..testset.catalog import resolve_testset
@@ -59,7 +61,47 @@ def guess_format(path: Path) -> str:
     return "trec"
 
 
-def _jsonl_segments(path: Path, src: Source | None = None):
+def _jsonl_object(line: str, path: Path, lineno: int) -> dict:
+    try:
+        obj = strict_json.loads(line)
+    except strict_json.DuplicateKey as exc:
+        raise InputError(str(exc), file=str(path), line=lineno, field=exc.field) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON ({exc.msg})", file=str(path), line=lineno) from None
+    if not isinstance(obj, dict):
+        raise InputError("expected a JSON object", file=str(path), line=lineno)
+    return obj
+
+
+def _jsonl_item(item: object, pos: int, path: Path, lineno: int) -> tuple[str, float | None]:
+    """(chunk id, score or None) of item ``pos`` of a ranked list: an id, or
+    ``{chunk_id, score}``."""
+    score = None
+    if isinstance(item, dict):
+        chunk, score = item.get("chunk_id"), item.get("score")
+    else:
+        chunk = item
+    if chunk is None or chunk == "":
+        raise InputError(f"item {pos} has no chunk_id", file=str(path), line=lineno, field="ranked")
+    chunk = _id(chunk, f"item {pos} chunk id", path, lineno, "ranked")
+    if score is not None:
+        try:
+            if isinstance(score, bool) or not isinstance(score, (int, float)):
+                raise ValueError
+            score = float(score)  # OverflowError: an integer beyond float8
+            if math.isnan(score):
+                raise ValueError
+        except (ValueError, OverflowError):
+            raise InputError(
+                f"item {pos} score is not a number",
+                file=str(path),
+                line=lineno,
+                field="ranked",
+            ) from None
+    return chunk, score
+
+
+def _jsonl_segments(path: Path, src: Source | None = None) -> Iterator[Any]:
     """Yield one segment (query ids, chunk ids, scores or None, line numbers) a line of a JSONL
     ranked-list file. A query is on one line: a second line of the same query is refused (never
     two lists joined). An item refused is refused after the items before it are handed out (a
@@ -68,14 +110,7 @@ def _jsonl_segments(path: Path, src: Source | None = None):
     for lineno, line in src or Source(path):  # UTF-8 checked per line
         if not line.strip():
             continue
-        try:
-            obj = strict_json.loads(line)
-        except strict_json.DuplicateKey as exc:
-            raise InputError(str(exc), file=str(path), line=lineno, field=exc.field) from None
-        except json.JSONDecodeError as exc:
-            raise InputError(f"malformed JSON ({exc.msg})", file=str(path), line=lineno) from None
-        if not isinstance(obj, dict):
-            raise InputError("expected a JSON object", file=str(path), line=lineno)
+        obj = _jsonl_object(line, path, lineno)
         qid = obj.get("query_id")
         if qid is None or qid == "":
             raise InputError(
@@ -100,30 +135,7 @@ def _jsonl_segments(path: Path, src: Source | None = None):
         scores: list[float | None] = []
         try:
             for pos, item in enumerate(ranked, 1):
-                score = None
-                if isinstance(item, dict):
-                    chunk, score = item.get("chunk_id"), item.get("score")
-                else:
-                    chunk = item
-                if chunk is None or chunk == "":
-                    raise InputError(
-                        f"item {pos} has no chunk_id", file=str(path), line=lineno, field="ranked"
-                    )
-                chunk = _id(chunk, f"item {pos} chunk id", path, lineno, "ranked")
-                if score is not None:
-                    try:
-                        if isinstance(score, bool) or not isinstance(score, (int, float)):
-                            raise ValueError
-                        score = float(score)  # OverflowError: an integer beyond float8
-                        if math.isnan(score):
-                            raise ValueError
-                    except (ValueError, OverflowError):
-                        raise InputError(
-                            f"item {pos} score is not a number",
-                            file=str(path),
-                            line=lineno,
-                            field="ranked",
-                        ) from None
+                chunk, score = _jsonl_item(item, pos, path, lineno)
                 chunks.append(chunk)
                 scores.append(score)
         except InputError:
@@ -134,7 +146,12 @@ def _jsonl_segments(path: Path, src: Source | None = None):
             yield [qid] * len(chunks), chunks, scores, [lineno] * len(chunks)
 
 
-def _reporting(segments: Iterator[tuple], src: Source, on_progress, reported: list[int]):
+def _reporting(
+    segments: Iterator[tuple],
+    src: Source,
+    on_progress: Callable[..., Any] | None,
+    reported: list[int],
+) -> Iterator[Any]:
     """``segments`` of ``src``, calling ``on_progress(bytes_read, size, "reading")`` once for
     every ``_BATCH`` rows handed out (never per row) and ``(size, size, "ranking")`` when the file
     is read (the last lists are then ranked and stored). ``reported[0]``: the bytes reported by
@@ -155,9 +172,39 @@ def _reporting(segments: Iterator[tuple], src: Source, on_progress, reported: li
         on_progress(src.size, src.size, "ranking")
 
 
+def _insert_run(
+    conn: Any, name: str, testset_id: int, params: dict, fmt: str, replace: bool
+) -> int:
+    """The imported run's row (complete; its lists follow in the same transaction)."""
+    try:
+        return conn.execute(
+            "INSERT INTO pgeval.run (name, testset_id, stage, params, order_rule, status, "
+            "n_unknown_queries, finished_at) VALUES (%s, %s, 'import', %s, %s, 'complete', "
+            "%s, now()) RETURNING run_id",
+            (
+                name,
+                testset_id,
+                json.dumps(params),
+                TREC_ORDER if fmt == "trec" else JSONL_ORDER,
+                0,
+            ),
+        ).fetchone()[0]
+    except psycopg.errors.UniqueViolation:  # a concurrent import took the name meanwhile
+        if replace:  # it wrote the run after this import deleted the one it saw
+            raise Conflict(
+                f"another session wrote run '{name}' at the same time as this "
+                "import (a concurrent `run import --replace` or pipeline); this "
+                "import stored nothing: retry it to replace that run"
+            ) from None
+        raise Conflict(
+            f"a run named '{name}' was created by another session meanwhile (use "
+            "--replace or another --name)"
+        ) from None
+
+
 def import_run(
-    conn,
-    path,
+    conn: Any,
+    path: Any,
     testset: str,
     name: str,
     fmt: str | None = None,
@@ -187,35 +234,12 @@ def import_run(
             conn.execute("DELETE FROM pgeval.run WHERE run_id = %s", existing)
         judgements = ranked_lists.Judgements(conn, testset_id)  # read while the file is parsed
         params = {"source": str(path), "format": fmt, "tag": tag}
-        try:
-            run_id = conn.execute(
-                "INSERT INTO pgeval.run (name, testset_id, stage, params, order_rule, status, "
-                "n_unknown_queries, finished_at) VALUES (%s, %s, 'import', %s, %s, 'complete', "
-                "%s, now()) RETURNING run_id",
-                (
-                    name,
-                    testset_id,
-                    json.dumps(params),
-                    TREC_ORDER if fmt == "trec" else JSONL_ORDER,
-                    0,
-                ),
-            ).fetchone()[0]
-        except psycopg.errors.UniqueViolation:  # a concurrent import took the name meanwhile
-            if replace:  # it wrote the run after this import deleted the one it saw
-                raise Conflict(
-                    f"another session wrote run '{name}' at the same time as this "
-                    "import (a concurrent `run import --replace` or pipeline); this "
-                    "import stored nothing: retry it to replace that run"
-                ) from None
-            raise Conflict(
-                f"a run named '{name}' was created by another session meanwhile (use "
-                "--replace or another --name)"
-            ) from None
+        run_id = _insert_run(conn, name, testset_id, params, fmt, replace)
         extra = [0]  # TREC lines with text after the sixth field (counted on the last read)
 
         reported = [0]  # bytes reported so far: a second read reports only past them
 
-        def rows():
+        def rows() -> Any:
             extra[0] = 0
             src = Source(path)
             read = trec_segments(path, extra, src) if fmt == "trec" else _jsonl_segments(path, src)
@@ -269,7 +293,7 @@ def import_run(
     )
 
 
-def export_run(conn, name: str, fmt: str, out) -> int:
+def export_run(conn: Any, name: str, fmt: str, out: Any) -> int:
     """Write run ``name`` to the text stream ``out`` as TREC or JSONL; return lines written."""
     from ..measure.metrics import resolve_run
 
@@ -312,7 +336,7 @@ def export_run(conn, name: str, fmt: str, out) -> int:
     return lines
 
 
-def list_runs(conn, testset: str | None = None, experiment: str | None = None) -> list[dict]:
+def list_runs(conn: Any, testset: str | None = None, experiment: str | None = None) -> list[dict]:
     cur = conn.execute(
         """SELECT r.name AS run, t.name AS testset, r.stage, e.name AS experiment, r.repetition,
                   r.status, r.n_queries AS queries,
@@ -327,7 +351,7 @@ def list_runs(conn, testset: str | None = None, experiment: str | None = None) -
     return [dict(zip(names, row)) for row in cur.fetchall()]
 
 
-def delete_run(conn, name: str) -> tuple[str, bool] | None:
+def delete_run(conn: Any, name: str) -> tuple[str, bool] | None:
     """Delete run ``name`` and its results (one transaction). A run of an experiment leaves that
     experiment incomplete: it is marked ``failed`` (stage-report refuses it; `pgeval run resume`
     measures the stage again), and a sweep point measured by the run is removed from its sweeps,
@@ -366,7 +390,9 @@ def delete_run(conn, name: str) -> tuple[str, bool] | None:
     return None if exp_id is None else (exp_name, bool(is_sweep))
 
 
-def export_to(database, name: str, fmt: str = "trec", out: str | None = None, stream=None) -> int:
+def export_to(
+    database: Database, name: str, fmt: str = "trec", out: str | None = None, stream: Any = None
+) -> int:
     """Export run ``name`` as one snapshot saw it (whatever happens meanwhile): to the file
     ``out``, atomically (written to ``out.part``, renamed when complete: nothing half-written),
     else to the text ``stream``. Returns the lines written."""

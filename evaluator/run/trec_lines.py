@@ -19,6 +19,7 @@ import math
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,7 @@ _DECIMAL_BYTES = b"0123456789.eE+-"  # with float() reading them: a plain decima
 _EOL = "\x01"  # marks each line's end among the fields (never in a common-case block)
 
 
-def line_id(value, what: str, path: Path, lineno: int, field: str | None = None) -> str:
+def line_id(value: Any, what: str, path: Path, lineno: int, field: str | None = None) -> str:
     """:func:`ident` of a value read on line ``lineno`` of ``path``; InputError naming them."""
     try:
         return ident(value, what)
@@ -62,7 +63,9 @@ def trec_segments(
         yield from _block(block, first, path, src, extra)
 
 
-def _block(block: bytes, first: int, path: Path, src: Source, extra: list[int] | None):
+def _block(
+    block: bytes, first: int, path: Path, src: Source, extra: list[int] | None
+) -> Iterator[Any]:
     segment = _common(block, first)
     if segment is not None:
         yield segment
@@ -106,7 +109,9 @@ def _common(block: bytes, first: int) -> Segment | None:
     return qids, chunks, values, range(first, first + n)
 
 
-def _by_line(raw: list[bytes], first: int, path: Path, src: Source, extra: list[int] | None):
+def _by_line(
+    raw: list[bytes], first: int, path: Path, src: Source, extra: list[int] | None
+) -> Iterator[Any]:
     """Segment of a few lines (bytes without their ``\\n``) read one by one, with every check.
     On an error, the rows of the lines before it are handed out first."""
     qids: list[str] = []
@@ -129,7 +134,7 @@ def _by_line(raw: list[bytes], first: int, path: Path, src: Source, extra: list[
         yield qids, chunks, scores, lines
 
 
-def _line_row(line: str, lineno: int, path: Path, extra: list[int] | None):
+def _line_row(line: str, lineno: int, path: Path, extra: list[int] | None) -> Any:
     """(qid, chunk, score) of one line, None for a blank line; InputError naming the field."""
     parts = line.split(maxsplit=6)
     if len(parts) < 6:

@@ -45,8 +45,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..testset.query import Query
+
 if TYPE_CHECKING:  # pragma: no cover
-    import numpy as np
     import psycopg
 
     from ..target.targets import Target
@@ -66,16 +67,6 @@ SCORE_SIMILARITY = "similarity"
 def run_name(experiment: str, stage: str, repetition: int) -> str:
     """``{experiment}.{stage}.{repetition}``."""
     return f"{experiment}.{stage}.{repetition}"
-
-
-@dataclass
-class Query:
-    """One query of the test set, in test-set order (``position``)."""
-
-    query_id: str
-    position: int
-    text: str | None = None
-    embedding: np.ndarray | None = None  # float32 vector, from pgeval.query_embedding
 
 
 class Progress(Protocol):
@@ -113,6 +104,12 @@ class StageContext:
     previous: dict[str, int] = field(default_factory=dict)  # stage name -> run_id (same rep.)
     warnings: list[str] = field(default_factory=list)  # collected, printed by the caller
     extra: dict[str, Any] = field(default_factory=dict)  # free slot for stage-to-stage data
+    # `pgeval run resume` (evaluator.run.resume): continue the interrupted run instead of creating
+    # one; called with the results connection and the stage's params, returns the run's id
+    reopen: Callable[[Any, dict], int] | None = None
+    # the run-file reader of `pgeval run import` (evaluator.run.runs.import_run), which the
+    # import stage attaches to the experiment: given by the pipeline, as run/ sits above stages/
+    import_run: Callable[..., Any] | None = None
 
     def warn(self, message: str) -> None:
         if message not in self.warnings:

@@ -30,6 +30,7 @@ run pg_textsearch's standalone scorer once per row inside the timed statement).
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
@@ -38,6 +39,9 @@ from ..providers import segmenters
 from . import bm25_sql, gucs, refetch, store, timing
 from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
 from .vector_common import rows_summary
+
+if TYPE_CHECKING:
+    from ..target.targets import Target
 
 METHODS = ("auto", "pg_textsearch", "fts")
 BLOCK = 1000  # queries timed back to back before their untimed score look-ups
@@ -66,51 +70,9 @@ class Bm25Stage(BaseStage):
         t = ctx.target
         if t is None:
             raise InputError(f"stage {ctx.stage} needs --target", field="--target")
-        column = ctx.option("column") or getattr(t, "text_segmented_column", None) or t.text_column
-        if not column:
-            raise InputError(
-                f"stage {ctx.stage} needs a text column: give the target "
-                f"--text-column, or --opt {ctx.stage}:column=COLUMN",
-                field="--opt",
-            )
-        method = (ctx.option("method") or "auto").lower()
-        if method not in METHODS:
-            raise InputError(
-                f"option {ctx.stage}:method={method!r}: one of {', '.join(METHODS)}", field="--opt"
-            )
-        segmenter = segmenters.check(
-            ctx.option("segmenter") or getattr(t, "segmenter", None), "--opt"
-        )
-        kb = ctx.kb
-        # (the SELECTs without FROM below return one row: fetchone() is never None)
-        oid = kb.execute("SELECT to_regclass(%s)::oid", (t.table_sql().as_string(kb),)).fetchone()[
-            0
-        ]  # type: ignore[index]  # one row, always
-        if oid is None:  # dropped or renamed since the target was added
-            raise DatabaseError(
-                f"stage {ctx.stage}: the target's table {t.qualified()} does not exist (any more)"
-            )
-        cols: dict[str, str] = dict(
-            kb.execute(
-                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
-                "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
-                (oid,),
-            ).fetchall()
-        )
-        if column not in cols:
-            raise InputError(f"column '{column}' does not exist in {t.qualified()}", field="--opt")
-        has_ext = kb.execute(
-            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_textsearch')"
-        ).fetchone()[0]  # type: ignore[index]  # one row, always
-        indexes = bm25_sql.bm25_indexes(kb, oid, column) if has_ext else []
-        wanted = ctx.option("index")
-        if wanted:
-            indexes = [i for i in indexes if i["name"] == wanted]
-            if not indexes:
-                raise InputError(
-                    f"'{wanted}' is not a pg_textsearch bm25 index on {t.qualified()}.{column}",
-                    field="--opt",
-                )
+        column, method, segmenter = self._options(ctx, t)
+        oid, cols = self._columns(ctx, t, column)
+        has_ext, indexes = self._bm25_indexes(ctx, t, oid, column)
         plan = {"column": column, "segmenter": segmenter}
         if t.id_column not in cols:
             raise InputError(
@@ -144,6 +106,80 @@ class Bm25Stage(BaseStage):
                 f"{ctx.stage}:method=fts)",
                 field="--opt",
             )
+        return self._fts_plan(ctx, t, plan, method, has_ext, oid, cols)
+
+    def _options(self, ctx: StageContext, t: Target) -> tuple[str, str, Any]:
+        """(column, method, segmenter) from the stage's options and the target."""
+        column = ctx.option("column") or getattr(t, "text_segmented_column", None) or t.text_column
+        if not column:
+            raise InputError(
+                f"stage {ctx.stage} needs a text column: give the target "
+                f"--text-column, or --opt {ctx.stage}:column=COLUMN",
+                field="--opt",
+            )
+        method = (ctx.option("method") or "auto").lower()
+        if method not in METHODS:
+            raise InputError(
+                f"option {ctx.stage}:method={method!r}: one of {', '.join(METHODS)}", field="--opt"
+            )
+        segmenter = segmenters.check(
+            ctx.option("segmenter") or getattr(t, "segmenter", None), "--opt"
+        )
+        return column, method, segmenter
+
+    def _columns(self, ctx: StageContext, t: Target, column: str) -> tuple[int, dict[str, str]]:
+        """(the table's oid, its columns and their types); the text column must be one."""
+        kb = ctx.kb
+        # (the SELECTs without FROM below return one row: fetchone() is never None)
+        oid = kb.execute("SELECT to_regclass(%s)::oid", (t.table_sql().as_string(kb),)).fetchone()[
+            0
+        ]  # type: ignore[index]  # one row, always
+        if oid is None:  # dropped or renamed since the target was added
+            raise DatabaseError(
+                f"stage {ctx.stage}: the target's table {t.qualified()} does not exist (any more)"
+            )
+        cols: dict[str, str] = dict(
+            kb.execute(
+                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
+                (oid,),
+            ).fetchall()
+        )
+        if column not in cols:
+            raise InputError(f"column '{column}' does not exist in {t.qualified()}", field="--opt")
+        return oid, cols
+
+    def _bm25_indexes(
+        self, ctx: StageContext, t: Target, oid: int, column: str
+    ) -> tuple[bool, list[dict]]:
+        """(pg_textsearch installed, its bm25 indexes on the column: the one ``index`` names)."""
+        kb = ctx.kb
+        has_ext = kb.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_textsearch')"
+        ).fetchone()[0]  # type: ignore[index]  # one row, always
+        indexes = bm25_sql.bm25_indexes(kb, oid, column) if has_ext else []
+        wanted = ctx.option("index")
+        if wanted:
+            indexes = [i for i in indexes if i["name"] == wanted]
+            if not indexes:
+                raise InputError(
+                    f"'{wanted}' is not a pg_textsearch bm25 index on {t.qualified()}.{column}",
+                    field="--opt",
+                )
+        return has_ext, indexes
+
+    def _fts_plan(
+        self,
+        ctx: StageContext,
+        t: Target,
+        plan: dict,
+        method: str,
+        has_ext: bool,
+        oid: int,
+        cols: dict[str, str],
+    ) -> dict:
+        """The full-text search fallback (ts_rank_cd): configuration, tsvector, GIN index."""
+        kb, column = ctx.kb, plan["column"]
         tsv = ctx.option("tsvector")
         if tsv and cols.get(tsv) != "tsvector":
             raise InputError(f"'{tsv}' is not a tsvector column of {t.qualified()}", field="--opt")
@@ -197,7 +233,9 @@ class Bm25Stage(BaseStage):
         """The first LIMIT: ``--depth``, or over-fetched when chunks have several rows."""
         return refetch.fetch_limit(ctx.depth, refetch.overfetch(ctx))
 
-    def statement(self, ctx: StageContext, plan: dict, batch: bool, limit: int | None = None):
+    def statement(
+        self, ctx: StageContext, plan: dict, batch: bool, limit: int | None = None
+    ) -> Any:
         """The timed statement (LIMIT ``limit``, default :meth:`first_limit`)."""
         q = bm25_sql.batch_text() if batch else sql.Placeholder("q")
         limit = limit or self.first_limit(ctx)
@@ -300,7 +338,7 @@ class Bm25Stage(BaseStage):
         finally:
             ctx.kb.rollback()
 
-    def _scan(self, ctx: StageContext, plan, texts) -> str:
+    def _scan(self, ctx: StageContext, plan: Any, texts: Any) -> str:
         """How the planner serves the first query: 'index NAME' or 'sequential scan'."""
         from . import plan_check
 
@@ -309,7 +347,7 @@ class Bm25Stage(BaseStage):
         scans = plan_check.index_scans(p)
         return f"index {scans[0][1]}" if scans else "sequential scan"
 
-    def _run_each(self, ctx, fetch: _Fetch, texts, out) -> None:
+    def _run_each(self, ctx: StageContext, fetch: _Fetch, texts: Any, out: Any) -> None:
         """Per block of queries: first every timed statement, back to back (with its larger
         LIMITs where a query is short), then the untimed score look-ups of the block. A score
         look-up between two timed statements would slow the next one down (pg_textsearch's
@@ -347,7 +385,7 @@ class Bm25Stage(BaseStage):
                     ctx.progress.advance()
         out.params.update(rows_summary(counts, ctx.depth), **fetch.summary(limits))
 
-    def _run_batch(self, ctx, fetch: _Fetch, texts, out) -> None:
+    def _run_batch(self, ctx: StageContext, fetch: _Fetch, texts: Any, out: Any) -> None:
         """One set-based statement for all queries (timed together, ``batch_ms``); the queries
         left short of ``--depth`` chunks while their scan returned every row asked for run again,
         together, with a larger LIMIT. pg_textsearch's scores are looked up afterwards, untimed."""

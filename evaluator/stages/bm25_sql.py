@@ -94,7 +94,7 @@ def fts_index_sql(
     return f"CREATE INDEX ON {table} USING gin ({expr});"
 
 
-def _source(target: Target, where_ph) -> tuple[sql.Composable, dict]:
+def _source(target: Target, where_ph: Any) -> tuple[sql.Composable, dict]:
     """``(SELECT * FROM table WHERE filters) AS kb`` — the target's rows (flattened by the
     planner, so indexes stay usable). The keyword path has no dimension predicate: a chunk's
     text matches whatever the dimension of its vectors (as WeKnora's keyword retriever)."""
@@ -103,7 +103,7 @@ def _source(target: Target, where_ph) -> tuple[sql.Composable, dict]:
 
 
 def textsearch(
-    target, column: str, limit: int, qexpr: sql.Composable, where_ph=sql.Placeholder
+    target: Any, column: str, limit: int, qexpr: sql.Composable, where_ph: Any = sql.Placeholder
 ) -> tuple[sql.Composable, dict]:
     """pg_textsearch for one query text ``qexpr``, the statement an application runs and the
     one pgeval times: the ids in index order, ``SELECT id FROM t ORDER BY col <@>
@@ -124,7 +124,7 @@ def textsearch(
 
 
 def textsearch_scores(
-    target, column: str, id_type: str, where_ph=sql.Placeholder
+    target: Any, column: str, id_type: str, where_ph: Any = sql.Placeholder
 ) -> tuple[sql.Composable, dict]:
     """The BM25 score of the chunks ``%(chunks)s`` (text[]) for query text ``%(q)s``: each
     chunk's best (lowest) score over its rows under the target's filters, ``chunk_id, score``
@@ -157,14 +157,14 @@ def _tsquery(config: str, qexpr: sql.Composable) -> sql.Composable:
 
 
 def fulltext(
-    target,
+    target: Any,
     column: str | None,
     tsvector_column: str | None,
     config: str,
     limit: int,
     qexpr: sql.Composable,
     normalization: int = 0,
-    where_ph=sql.Placeholder,
+    where_ph: Any = sql.Placeholder,
 ) -> tuple[sql.Composable, dict]:
     """PostgreSQL full-text search: ts_rank_cd over ``tsvector_column`` or
     ``to_tsvector(config, column)``."""

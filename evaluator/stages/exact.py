@@ -4,7 +4,7 @@ plan is checked). Its distances are the ceiling every ANN stage is measured agai
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .vector_common import VectorStage
 
@@ -20,14 +20,14 @@ class ExactStage(VectorStage):
     # --set enable_indexscan=on still reaches the plan check, which refuses an ANN index)
     forced = {"enable_seqscan": "on"}
 
-    def run(self, ctx, run_name: str) -> int:
+    def run(self, ctx: Any, run_name: str) -> int:
         if ctx.extra.get("ground_truth"):  # the stored ground truth (stages/ground_truth.py)
             from .ground_truth import run_exact
 
             return run_exact(ctx, run_name)
         return super().run(ctx, run_name)
 
-    def stage_settings(self, ctx) -> dict[str, str]:
+    def stage_settings(self, ctx: Any) -> dict[str, str]:
         settings = super().stage_settings(ctx)
         settings.update(self.forced)
         return settings

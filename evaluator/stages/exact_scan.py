@@ -16,6 +16,8 @@ first, as the server's cast rounds it.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from psycopg import sql
 
@@ -30,7 +32,7 @@ class Incomplete(Exception):
     """A query's candidates held fewer distinct chunks than needed (several rows per chunk)."""
 
 
-def _queries(target, vectors: list[np.ndarray]) -> np.ndarray:
+def _queries(target: Any, vectors: list[np.ndarray]) -> np.ndarray:
     q = np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
     if target.vector_type == "halfvec":
         q = q.astype(np.float16).astype(np.float32)
@@ -52,10 +54,10 @@ def _exact(distance: str, x64: np.ndarray, q64: np.ndarray, qnorm: np.ndarray) -
 
 
 def scan(
-    kb, target, vectors: list[np.ndarray], need: int, *, on_rows=None
+    kb: Any, target: Any, vectors: list[np.ndarray], need: int, *, on_rows: Any = None
 ) -> list[list[tuple[str, float]]]:
     """Per query, its candidates [(chunk id, distance)] sorted by (distance, chunk id)."""
-    from .vector_common import register_vector
+    from ..core.vector_types import register_vector
 
     if target.distance not in ("l2", "ip", "cosine"):
         raise InputError(f"no client-side exact search for distance {target.distance}")
@@ -86,7 +88,7 @@ def scan(
     )
     width = 4 + 4 * dim
 
-    def block(ids: list[str], bufs: list[bytes]):
+    def block(ids: list[str], bufs: list[bytes]) -> None:
         nonlocal best_d, best_id
         raw = b"".join(bufs)
         if len(raw) != len(bufs) * width:
@@ -96,16 +98,7 @@ def scan(
             )
         x = np.frombuffer(raw, dtype=np.uint8).reshape(len(bufs), width)[:, 4:]
         x = np.ascontiguousarray(x).view(">f4").astype(np.float32)
-        if target.distance == "l2":
-            key = (x * x).sum(1)[:, None] - 2.0 * (x @ qt)
-        elif target.distance == "ip":
-            key = -(x @ qt)
-        else:
-            xn = np.sqrt((x * x).sum(1))
-            with np.errstate(divide="ignore", invalid="ignore"):
-                key = -(x @ qdir) / xn[:, None]
-            key[~np.isfinite(key)] = np.inf
-        key = key.T  # (nq, b)
+        key = _order_keys(target.distance, x, qt, qdir).T  # (nq, b)
         take = min(c, key.shape[1])
         idx = (
             np.argpartition(key, take - 1, axis=1)[:, :take]
@@ -149,9 +142,30 @@ def scan(
         if on_rows:
             on_rows(done)
     kb.rollback()
-    full = best_d.shape[1] >= c
+    return _ranked(best_d, best_id, full=best_d.shape[1] >= c, need=need, unique=target.unique_id)
+
+
+def _order_keys(distance: str, x: np.ndarray, qt: np.ndarray, qdir: np.ndarray) -> np.ndarray:
+    """A key per (row, query) in the order of the distance (float32, to pick candidates):
+    rows ``x`` (b, d), queries ``qt`` (d, nq), their directions ``qdir`` (d, nq)."""
+    if distance == "l2":
+        return (x * x).sum(1)[:, None] - 2.0 * (x @ qt)
+    if distance == "ip":
+        return -(x @ qt)
+    xn = np.sqrt((x * x).sum(1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        key = -(x @ qdir) / xn[:, None]
+    key[~np.isfinite(key)] = np.inf
+    return key
+
+
+def _ranked(
+    best_d: np.ndarray, best_id: np.ndarray, *, full: bool, need: int, unique: bool
+) -> list[list[tuple[str, float]]]:
+    """Per query, its candidates sorted by (distance, chunk id in byte order), each chunk once
+    (its best distance); Incomplete when a full candidate list holds fewer than ``need`` chunks."""
     out = []
-    for i in range(nq):
+    for i in range(best_d.shape[0]):
         pairs = sorted(
             ((float(dd), str(cc)) for dd, cc in zip(best_d[i], best_id[i]) if np.isfinite(dd)),
             key=lambda p: (p[0], p[1].encode()),
@@ -162,16 +176,18 @@ def scan(
             if cc not in seen:
                 seen.add(cc)
                 ranked.append((cc, dd))
-        if full and not target.unique_id and len(ranked) < need:
+        if full and not unique and len(ranked) < need:
             raise Incomplete(i)
         out.append(ranked)
     return out
 
 
-def server_lists(kb, target, vectors, depth: int, settings: dict) -> list[list[tuple[str, float]]]:
+def server_lists(
+    kb: Any, target: Any, vectors: Any, depth: int, settings: dict
+) -> list[list[tuple[str, float]]]:
     """The exact stage's own statement, one query at a time (the check, and the fallback)."""
+    from ..core.vector_types import register_vector
     from . import gucs, vector_sql
-    from .vector_common import register_vector
 
     register_vector(kb)
     stmt, params, _ = vector_sql.per_query(target, depth, exact=True)

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from ..core.canonical import sha256_hex
+from ..core.db import Database
 from ..core.errors import DatabaseError
 
 # computations in this process (tests count them; the stored computed_at / uses say the same)
@@ -49,7 +52,7 @@ class GroundTruth:
 
 
 def slot_spec(
-    target, testset_hash: str, own_chunk_removed: bool, embedder: str | None = None
+    target: Any, testset_hash: str, own_chunk_removed: bool, embedder: str | None = None
 ) -> dict:
     return {
         "schema": target.schema,
@@ -83,19 +86,19 @@ def _why(old: dict, new: dict, old_depth: int, depth: int) -> str:
 
 
 def ensure(
-    results,
-    kb,
-    target,
+    results: Any,
+    kb: Any,
+    target: Any,
     *,
     testset_hash: str,
-    queries,
+    queries: Any,
     depth: int,
     data: dict,
     own_chunk_removed: bool,
     settings: dict,
     embedder: str | None = None,
-    on_progress=None,
-    on_warning=None,
+    on_progress: Callable[..., Any] | None = None,
+    on_warning: Callable[..., Any] | None = None,
 ) -> GroundTruth:
     """The stored ground truth of this slot, computed first when missing or stale."""
     spec = slot_spec(target, testset_hash, own_chunk_removed, embedder)
@@ -169,16 +172,16 @@ def ensure(
 
 
 def compute(
-    kb,
-    target,
-    queries,
+    kb: Any,
+    target: Any,
+    queries: Any,
     depth: int,
     own: bool,
     settings: dict,
     *,
-    total_rows=None,
-    on_progress=None,
-    on_warning=None,
+    total_rows: Any = None,
+    on_progress: Callable[..., Any] | None = None,
+    on_warning: Callable[..., Any] | None = None,
 ) -> tuple[list[list[tuple[str, float]]], str]:
     """Per query its exact ranked list (own chunk removed when ``own``), and the method used."""
     from . import exact_scan
@@ -224,7 +227,7 @@ def compute(
     return out, method
 
 
-def materialize(ctx, gt: GroundTruth, run_name: str) -> int:
+def materialize(ctx: Any, gt: GroundTruth, run_name: str) -> int:
     """A complete exact run of ``ctx`` (experiment, repetition, test set) whose results are the
     stored ground truth's first ``ctx.depth`` ranks; returns its run id."""
     from . import store
@@ -278,7 +281,7 @@ def materialize(ctx, gt: GroundTruth, run_name: str) -> int:
 # ---- the pipeline's exact stage --------------------------------------------------------------
 
 
-def query_set(database, cfg):
+def query_set(database: Database, cfg: Any) -> Any:
     """``cfg`` with its query source stored as a query set (its name as the test set)."""
     from dataclasses import replace
 
@@ -321,7 +324,7 @@ def offer(
             }
 
 
-def run_exact(ctx, run_name: str, on_warning=None) -> int:
+def run_exact(ctx: Any, run_name: str, on_warning: Callable[..., Any] | None = None) -> int:
     """The exact stage's run from the stored ground truth (computed on first use)."""
     from dataclasses import replace
 
@@ -332,7 +335,7 @@ def run_exact(ctx, run_name: str, on_warning=None) -> int:
     if "gt" not in shared:
         progress = ctx.progress
 
-        def on_progress(rows, total):
+        def on_progress(rows: Any, total: Any) -> None:
             if progress is not None:
                 if "started" not in shared:
                     progress.start(f"{ctx.stage} (ground truth, rows read)", total or 0)

@@ -44,7 +44,7 @@ GUARDED.update(
 )
 
 
-def parse(items, stages=None) -> dict[str, str]:
+def parse(items: Any, stages: Any = None) -> dict[str, str]:
     """('hnsw.ef_search=100', 'hnsw:enable_sort=off', ...) -> {'hnsw.ef_search': '100',
     'hnsw:enable_sort': 'off'}; setting names lower-cased.
 
@@ -108,7 +108,7 @@ def scope(settings: dict[str, str], stage: str | None) -> dict[str, str]:
     return out
 
 
-def check_stages(settings: dict[str, str], stage_names) -> None:
+def check_stages(settings: dict[str, str], stage_names: Any) -> None:
     """Every scoped setting names a stage in ``stage_names`` (InputError naming --set)."""
     for key in settings or {}:
         if is_scoped(key) and key.split(":", 1)[0] not in stage_names:
@@ -133,7 +133,9 @@ def load_libraries(conn: Any) -> None:
         conn.execute(sql.SQL("SELECT {}()").format(sql.Identifier(row[0], "distance_type_cosine")))
 
 
-def _check_value(name: str, value: str, vartype: str, unit, lo, hi, enumvals) -> None:
+def _check_value(
+    name: str, value: str, vartype: str, unit: Any, lo: Any, hi: Any, enumvals: Any
+) -> None:
     bad = f"setting {name}={value!r}"
     if vartype == "bool":
         if value.lower() not in _BOOL:
@@ -263,7 +265,7 @@ def apply_local(conn: Any, settings: dict[str, str]) -> dict[str, str]:
     return effective
 
 
-def current(conn: Any, names) -> dict[str, str | None]:
+def current(conn: Any, names: Any) -> dict[str, str | None]:
     """Current values (None when the setting does not exist on this server)."""
     out = {}
     for name in names:

@@ -1,13 +1,14 @@
 """``import``: a ranked list produced elsewhere (a live RAG service's output, a TREC run) attached
 to an experiment as a stage. Options: ``import:file=PATH`` (required), ``import:format=trec|jsonl``
-(default: by extension). The file is read by :func:`evaluator.run.runs.import_run` (same validation as
-`pgeval run import`) once per repetition, then linked to the experiment."""
+(default: by extension). The file is read by the pipeline's run-file reader, ``ctx.import_run``
+(:func:`evaluator.run.runs.import_run`: the same validation as `pgeval run import`) once per
+repetition, then linked to the experiment."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.errors import InputError
+from ..core.errors import InputError, PgevalError
 from .base import BOUNDARY_NONE, SCORE_SIMILARITY, BaseStage, StageContext
 
 
@@ -26,12 +27,14 @@ class ImportStage(BaseStage):
             raise InputError(f"{ctx.stage}:format must be trec or jsonl", field="--opt")
 
     def run(self, ctx: StageContext, run_name: str) -> int:
-        from ..run.runs import import_run
-
+        if ctx.import_run is None:
+            raise PgevalError(f"stage {ctx.stage} runs in a pipeline (no run-file reader given)")
         results = ctx.results
         if results.info.transaction_status != 0:
             results.rollback()
-        rep = import_run(results, ctx.option("file"), ctx.testset, run_name, ctx.option("format"))
+        rep = ctx.import_run(
+            results, ctx.option("file"), ctx.testset, run_name, ctx.option("format")
+        )
         results.execute(
             "UPDATE pgeval.run SET experiment_id = %s, stage = %s, repetition = %s, depth = %s, "
             "timing_boundary = %s, config_hash = %s, params = params || %s::jsonb "

@@ -10,6 +10,7 @@ The generic plan (the one a prepared statement may switch to after five executio
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from typing import Any
 
 from ..core.errors import PlanError
@@ -22,7 +23,7 @@ _names = itertools.count(1)
 SCAN_NODES = ("Index Scan", "Index Only Scan", "Bitmap Index Scan")
 
 
-def explain(conn: Any, statement, params=None, generic: bool = False) -> dict:
+def explain(conn: Any, statement: Any, params: dict | None = None, generic: bool = False) -> dict:
     """The JSON plan (the top "Plan" node) of ``statement``."""
     from psycopg import sql
 
@@ -38,7 +39,7 @@ def explain(conn: Any, statement, params=None, generic: bool = False) -> dict:
     return doc[0]["Plan"]
 
 
-def explain_generic(conn: Any, statement, values: list) -> dict:
+def explain_generic(conn: Any, statement: Any, values: list) -> dict:
     """The generic plan of ``statement`` (placeholders ``$1, $2, ...``); ``values`` are the
     parameters in that order, bound only where the server needs them to EXECUTE (< 16)."""
     if conn.info.server_version >= GENERIC_PLAN_OPTION:
@@ -72,7 +73,7 @@ def explain_generic(conn: Any, statement, values: list) -> dict:
     return doc[0]["Plan"]
 
 
-def nodes(plan: dict):
+def nodes(plan: dict) -> Iterator[Any]:
     yield plan
     for child in plan.get("Plans", ()) or ():
         yield from nodes(child)
@@ -177,7 +178,9 @@ FORCING_CANDIDATES = (
 )
 
 
-def find_forcing(conn: Any, statement, params, check, current: dict[str, str]):
+def find_forcing(
+    conn: Any, statement: Any, params: dict, check: Any, current: dict[str, str]
+) -> Any:
     """The first of :data:`FORCING_CANDIDATES` (settings the stage does not already have)
     under which ``check(plan)`` passes: ``(settings, index)``, or None. Each try runs in a
     savepoint of the open transaction and is rolled back: nothing stays set."""
@@ -195,7 +198,7 @@ def find_forcing(conn: Any, statement, params, check, current: dict[str, str]):
     return None
 
 
-def forcing_hint(stage: str, found) -> str:
+def forcing_hint(stage: str, found: Any) -> str:
     """'; with --set hnsw:enable_sort=off the planner uses idx_hnsw (tried ...)'."""
     if found is None:
         tried = sorted({k for c in FORCING_CANDIDATES for k in c})

@@ -8,11 +8,12 @@ chunks stored. ``run.params`` says how far the LIMIT went (:func:`summary`)."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 from ..core.errors import InputError
 
 
-def overfetch(ctx) -> float:
+def overfetch(ctx: Any) -> float:
     """Rows fetched per chunk wanted when chunks have several rows (``STAGE:overfetch``,
     default 2 for such targets, 1 otherwise)."""
     default = 1.0 if ctx.target.unique_id else 2.0

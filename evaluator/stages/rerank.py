@@ -177,7 +177,7 @@ class RerankStage(BaseStage):
         try:
             id_type = rerank_sql.columns(kb, t)[t.id_column][1]
             if exact:
-                from .vector_common import register_vector
+                from ..core.vector_types import register_vector
 
                 register_vector(kb)
                 target = rerank_sql.exact_target(kb, t, ctx.option("column"))

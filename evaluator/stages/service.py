@@ -32,9 +32,10 @@ from typing import Any
 from ..core import masking
 from ..core.errors import InputError
 from ..providers.http_json import HttpFailure, JsonClient
+from ..testset.query import Query
 from . import service_config as sc
 from . import store
-from .base import SCORE_SIMILARITY, BaseStage, Query, StageContext
+from .base import SCORE_SIMILARITY, BaseStage, StageContext
 
 ORDER_SERVICE = (
     "as the service ranked them (rank = position in its answer; a repeated chunk keeps "
@@ -217,21 +218,7 @@ class ServiceStage(BaseStage):
                 "knowledge_base_id": cfg["knowledge_base_id"],
             }
 
-        missing_text = [q.query_id for q in ctx.queries if not (q.text and q.text.strip())]
-        if missing_text and not cfg["uses_vector"]:
-            raise InputError(
-                f"stage {ctx.stage}: query '{missing_text[0]}' has no text to send "
-                f"({len(missing_text)} such queries)",
-                field="--stages",
-            )
-        if cfg["uses_vector"]:
-            lacking = [q.query_id for q in ctx.queries if q.query_id not in vectors]
-            if lacking:
-                raise InputError(
-                    f"stage {ctx.stage}: query '{lacking[0]}' has no embedding to "
-                    f"send as {{{{vector}}}}",
-                    field="--opt",
-                )
+        _check_sendable(ctx, cfg, vectors)
         with store.run_scope(
             ctx,
             run_name,
@@ -286,17 +273,7 @@ class ServiceStage(BaseStage):
             stats["failed"] = out.failures
             stats["requests"] = client.requests
             out.params.update(stats)
-        if out.failures:
-            ctx.warn(
-                f"stage {ctx.stage}: {out.failures} of {len(ctx.queries)} queries got no "
-                "answer from the service (recorded per query; they count as empty lists; "
-                "see `pgeval stage-report`)"
-            )
-        if stats["duplicates"]:
-            ctx.warn(
-                f"stage {ctx.stage}: the service answered {stats['duplicates']} chunk ids "
-                "twice in one list (each kept at its first place)"
-            )
+        _warn_unanswered(ctx, out.failures, stats["duplicates"])
         return out.run_id
 
 
@@ -308,3 +285,36 @@ WeknoraVectorStage = _preset("weknora-vector")
 WeknoraKeywordStage = _preset("weknora-keyword")
 WeknoraHybridStage = _preset("weknora-hybrid")
 WeknoraFinalStage = _preset("weknora-final")
+
+
+def _check_sendable(ctx: StageContext, cfg: dict, vectors: dict) -> None:
+    """Every query has what the body sends: its text, or its embedding for ``{{vector}}``."""
+    missing_text = [q.query_id for q in ctx.queries if not (q.text and q.text.strip())]
+    if missing_text and not cfg["uses_vector"]:
+        raise InputError(
+            f"stage {ctx.stage}: query '{missing_text[0]}' has no text to send "
+            f"({len(missing_text)} such queries)",
+            field="--stages",
+        )
+    if cfg["uses_vector"]:
+        lacking = [q.query_id for q in ctx.queries if q.query_id not in vectors]
+        if lacking:
+            raise InputError(
+                f"stage {ctx.stage}: query '{lacking[0]}' has no embedding to "
+                f"send as {{{{vector}}}}",
+                field="--opt",
+            )
+
+
+def _warn_unanswered(ctx: StageContext, failures: int, duplicates: int) -> None:
+    if failures:
+        ctx.warn(
+            f"stage {ctx.stage}: {failures} of {len(ctx.queries)} queries got no "
+            "answer from the service (recorded per query; they count as empty lists; "
+            "see `pgeval stage-report`)"
+        )
+    if duplicates:
+        ctx.warn(
+            f"stage {ctx.stage}: the service answered {duplicates} chunk ids "
+            "twice in one list (each kept at its first place)"
+        )

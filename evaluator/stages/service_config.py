@@ -126,8 +126,8 @@ def _bool(value: str) -> bool:
 _bool.__name__ = "boolean (true/false)"
 
 
-def _positive(cast, minimum):
-    def check(value):
+def _positive(cast: Any, minimum: Any) -> Any:
+    def check(value: Any) -> Any:
         v = cast(value)
         if v < minimum:
             raise ValueError(value)
@@ -137,9 +137,8 @@ def _positive(cast, minimum):
     return check
 
 
-def resolve(ctx: StageContext, preset: str | None) -> dict:
-    """The stage's whole configuration from its options (InputError naming ``--opt`` when one
-    is wrong). No secret is in it: the key is read later, from the variable ``key_env`` names."""
+def _check_option_names(ctx: StageContext) -> None:
+    """No key in the options (it would be stored), no unknown option."""
     stage = ctx.stage
     for key in ctx.options:
         if key.lower() in SECRET_OPTIONS:
@@ -153,6 +152,11 @@ def resolve(ctx: StageContext, preset: str | None) -> dict:
             raise InputError(
                 f"unknown option {stage}:{key} (known: {', '.join(sorted(OPTIONS))})", field="--opt"
             )
+
+
+def _base_url(ctx: StageContext) -> str:
+    """The service's URL (``url`` or the environment's), checked, without a secret in it."""
+    stage = ctx.stage
     base = ctx.option("url") or os.environ.get(URL_ENV)
     if not base:
         raise InputError(
@@ -168,7 +172,12 @@ def resolve(ctx: StageContext, preset: str | None) -> dict:
             f"an environment variable (--opt {stage}:key_env=VAR)",
             field="--opt",
         )
-    cfg = {
+    return base
+
+
+def _common(ctx: StageContext, preset: str | None) -> dict:
+    """The options every service stage has, with their defaults."""
+    return {
         "preset": preset,
         "match_count": ctx.option("match_count", ctx.depth, _positive(int, 1)),
         "timeout": ctx.option("timeout", 30.0, _positive(float, 0.001)),
@@ -183,77 +192,84 @@ def resolve(ctx: StageContext, preset: str | None) -> dict:
         "id": ctx.option("id") or "id",
         "score": ctx.option("score", "score"),
     }
-    kb = ctx.option("knowledge_base_id")
+
+
+def _preset_url(spec: dict, base: str, kb: str | None, stage: str) -> str:
+    root = re.sub(r"/+$", "", base)
+    root = re.sub(r"/api/v1$", "", root)
+    if spec["path"] != HYBRID:
+        return root + spec["path"]
+    if not kb:
+        raise InputError(
+            f"stage {stage} needs --opt {stage}:knowledge_base_id=ID (the knowledge base searched)",
+            field="--opt",
+        )
+    return root + HYBRID.replace("{kb}", _path_part(kb, stage))
+
+
+def _preset_body(ctx: StageContext, preset: str, spec: dict, kb: str | None) -> Any:
+    """The preset's body with the options that fill it (a ``body`` template replaces it)."""
+    stage = ctx.stage
+    body = json.loads(json.dumps(spec["body"]))
+    if preset == "weknora-final":
+        ids = ctx.option("knowledge_base_ids")
+        if ids:
+            body["knowledge_base_ids"] = _list(ids)
+        elif kb:
+            body["knowledge_base_id"] = "{{knowledge_base_id}}"
+        else:
+            raise InputError(
+                f"stage {stage} needs --opt {stage}:knowledge_base_id=ID (or "
+                "knowledge_base_ids=ID1,ID2)",
+                field="--opt",
+            )
+        for f in ("knowledge_ids",):
+            if ctx.option(f):
+                body[f] = _list(ctx.option(f))
+    else:
+        for f in FLOAT_FIELDS:
+            if ctx.option(f) is not None:
+                body[f] = ctx.option(f, None, float)
+        for f in LIST_FIELDS:
+            if ctx.option(f):
+                body[f] = _list(ctx.option(f))
+        for f in BOOL_FIELDS:
+            if ctx.option(f) is not None:
+                body[f] = ctx.option(f, None, _bool)
+    if ctx.option("body"):
+        body = _template(ctx.option("body"), stage)
+    return body
+
+
+def _endpoint(ctx: StageContext, preset: str | None, base: str, kb: str | None) -> dict:
+    """url, body, role, node and key_header: a preset's, or a generic service's template."""
+    stage = ctx.stage
     if preset is not None:
         spec = PRESETS[preset]
-        root = re.sub(r"/+$", "", base)
-        root = re.sub(r"/api/v1$", "", root)
-        if spec["path"] == HYBRID:
-            if not kb:
-                raise InputError(
-                    f"stage {stage} needs --opt {stage}:knowledge_base_id=ID (the "
-                    "knowledge base searched)",
-                    field="--opt",
-                )
-            url = root + HYBRID.replace("{kb}", _path_part(kb, stage))
-        else:
-            url = root + spec["path"]
-        body = json.loads(json.dumps(spec["body"]))
-        if preset == "weknora-final":
-            ids = ctx.option("knowledge_base_ids")
-            if ids:
-                body["knowledge_base_ids"] = _list(ids)
-            elif kb:
-                body["knowledge_base_id"] = "{{knowledge_base_id}}"
-            else:
-                raise InputError(
-                    f"stage {stage} needs --opt {stage}:knowledge_base_id=ID (or "
-                    "knowledge_base_ids=ID1,ID2)",
-                    field="--opt",
-                )
-            for f in ("knowledge_ids",):
-                if ctx.option(f):
-                    body[f] = _list(ctx.option(f))
-        else:
-            for f in FLOAT_FIELDS:
-                if ctx.option(f) is not None:
-                    body[f] = ctx.option(f, None, float)
-            for f in LIST_FIELDS:
-                if ctx.option(f):
-                    body[f] = _list(ctx.option(f))
-            for f in BOOL_FIELDS:
-                if ctx.option(f) is not None:
-                    body[f] = ctx.option(f, None, _bool)
-        if ctx.option("body"):
-            body = _template(ctx.option("body"), stage)
-        cfg.update(
-            url=url,
-            body=body,
+        return dict(
+            url=_preset_url(spec, base, kb, stage),
+            body=_preset_body(ctx, preset, spec, kb),
             role=spec["role"],
             node=spec["node"],
             key_header=ctx.option("key_header") or "X-API-Key",
         )
-    else:
-        if not ctx.option("body"):
-            raise InputError(
-                f"stage {stage} needs a JSON body template: --opt {stage}:body="
-                '\'{"query": "{{query}}", "top_k": "{{match_count}}"}\'',
-                field="--opt",
-            )
-        cfg.update(
-            url=base,
-            body=_template(ctx.option("body"), stage),
-            role="path",
-            node=None,
-            key_header=ctx.option("key_header") or "Authorization",
+    if not ctx.option("body"):
+        raise InputError(
+            f"stage {stage} needs a JSON body template: --opt {stage}:body="
+            '\'{"query": "{{query}}", "top_k": "{{match_count}}"}\'',
+            field="--opt",
         )
-    role = ctx.option("role")
-    if role is not None:
-        if role not in ROLES:
-            raise InputError(
-                f"option {stage}:role must be one of {', '.join(ROLES)}", field="--opt"
-            )
-        cfg["role"] = role
+    return dict(
+        url=base,
+        body=_template(ctx.option("body"), stage),
+        role="path",
+        node=None,
+        key_header=ctx.option("key_header") or "Authorization",
+    )
+
+
+def _check_names(cfg: dict, stage: str) -> None:
+    """The header and variable names, and the result paths, are names (never a key)."""
     if not re.fullmatch(r"[A-Za-z0-9-]+", cfg["key_header"]):
         raise InputError(f"option {stage}:key_header must be a header name", field="--opt")
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", cfg["key_env"]):
@@ -267,6 +283,25 @@ def resolve(ctx: StageContext, preset: str | None) -> dict:
                 f"option {stage}:{key} must be a dotted path, e.g. data or result.items",
                 field="--opt",
             )
+
+
+def resolve(ctx: StageContext, preset: str | None) -> dict:
+    """The stage's whole configuration from its options (InputError naming ``--opt`` when one
+    is wrong). No secret is in it: the key is read later, from the variable ``key_env`` names."""
+    stage = ctx.stage
+    _check_option_names(ctx)
+    base = _base_url(ctx)
+    cfg = _common(ctx, preset)
+    kb = ctx.option("knowledge_base_id")
+    cfg.update(_endpoint(ctx, preset, base, kb))
+    role = ctx.option("role")
+    if role is not None:
+        if role not in ROLES:
+            raise InputError(
+                f"option {stage}:role must be one of {', '.join(ROLES)}", field="--opt"
+            )
+        cfg["role"] = role
+    _check_names(cfg, stage)
     cfg["knowledge_base_id"] = kb
     cfg["uses_vector"] = bool(re.search(r"\{\{\s*vector\s*\}\}", json.dumps(cfg["body"])))
     return cfg
@@ -284,7 +319,7 @@ def _list(value: str) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def _template(text: str, stage: str):
+def _template(text: str, stage: str) -> Any:
     try:
         body = json.loads(text)
     except ValueError as exc:
@@ -300,7 +335,7 @@ def _template(text: str, stage: str):
     return body
 
 
-def render(template, values: dict):
+def render(template: Any, values: dict) -> Any:
     """``template`` with its placeholders filled from ``values`` (see the module docstring)."""
     if isinstance(template, dict):
         return {k: render(v, values) for k, v in template.items()}
@@ -321,7 +356,7 @@ class AnswerError(Exception):
     """An answer (HTTP 2xx, JSON) without the ranked list where the configuration says it is."""
 
 
-def _walk(doc, path: str):
+def _walk(doc: Any, path: str) -> Any:
     cur = doc
     for part in path.split("."):
         if isinstance(cur, dict) and part in cur:
@@ -337,7 +372,7 @@ def _walk(doc, path: str):
     return cur
 
 
-def ranked(doc, cfg: dict) -> tuple[list[tuple[str, float | None]], int, int]:
+def ranked(doc: Any, cfg: dict) -> tuple[list[tuple[str, float | None]], int, int]:
     """(the list as the service ranked it: [(chunk id, score)], items answered, duplicates
     dropped). AnswerError naming what is missing."""
     if isinstance(doc, dict) and doc.get("success") is False:

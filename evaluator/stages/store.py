@@ -21,7 +21,7 @@ exception is re-raised).
 Resumable (issue 5): each flush also writes one ``pgeval.run_progress`` row per query it holds,
 in the same transaction as the query's results and timing, and refreshes ``run.heartbeat_at``;
 the run row names the writing process (``pid``, ``host``). A run becomes ``complete`` only when
-every query of its test set has its progress row. ``ctx.extra["resume_run_id"]`` makes
+every query of its test set has its progress row. ``ctx.reopen`` (given by resume) makes
 :func:`run_scope` continue that run (``ctx.queries`` = the missing queries) instead of creating
 one — see :mod:`evaluator.run.resume`.
 """
@@ -460,10 +460,8 @@ def run_scope(
     ``ctx.depth`` rows, one more than the run keeps, and each query's own chunk is dropped."""
     exclude = bool(ctx.extra.get("exclude_own"))
     depth = ctx.depth - 1 if exclude and ctx.depth and ctx.depth > 1 else ctx.depth
-    if ctx.extra.get("resume_run_id") is not None:  # `pgeval run resume`: the missing queries
-        from ..run.resume import reopen_run
-
-        run_id = reopen_run(ctx.results, ctx.extra["resume_run_id"], params)
+    if ctx.reopen is not None:  # `pgeval run resume`: the missing queries
+        run_id = ctx.reopen(ctx.results, params)
     else:
         run_id = create_stage_run(
             ctx,

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     pass
 
 
-def boundary(ctx, timed: str | None = None) -> str:
+def boundary(ctx: Any, timed: str | None = None) -> str:
     """The ``run.timing_boundary`` of a stage run under ``ctx`` (batch, round trip, + server);
     ``timed``: what the timed statement is, when the stage says it."""
     what = f"; timed: {timed}" if timed else ""

@@ -15,6 +15,7 @@ alternative is one copy of the table per index.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ import numpy as np
 from psycopg import sql
 
 from ..core.errors import DatabaseError, InputError, PlanError, first_line
+from ..core.vector_types import register_vector
 from . import gucs, plan_check, refetch, registry, store, timing, vector_sql
 from .base import ORDER_DISTANCE, SCORE_DISTANCE, BaseStage, StageContext
 
@@ -44,37 +46,6 @@ TIMED_COLLAPSED = (
 )
 
 
-def register_vector(conn: Any) -> None:
-    """Let psycopg send numpy arrays as binary ``vector`` parameters and read pgvector's types
-    (idempotent). One catalog query for the four types (pgvector's own ``register_vector``
-    makes one round trip per type: 3 ms a connection here)."""
-    if getattr(conn, "_pgeval_vector", False):
-        return
-    from pgvector.psycopg.bit import register_bit_info
-    from pgvector.psycopg.halfvec import register_halfvec_info
-    from pgvector.psycopg.sparsevec import register_sparsevec_info
-    from pgvector.psycopg.vector import register_vector_info
-    from psycopg.types import TypeInfo
-
-    found = {
-        name: TypeInfo(name, oid, array_oid, regtype=regtype)
-        for name, oid, array_oid, regtype in conn.execute(
-            "SELECT n, t.oid, t.typarray, t.oid::regtype::text FROM unnest(%s::text[]) n "
-            "JOIN pg_type t ON t.oid = to_regtype(n)",
-            (["vector", "bit", "halfvec", "sparsevec"],),
-        )
-    }
-    register_vector_info(conn, found.get("vector"))  # none: pgvector's own error
-    register_bit_info(conn, found.get("bit"))
-    for name, register in (
-        ("halfvec", register_halfvec_info),
-        ("sparsevec", register_sparsevec_info),
-    ):
-        if name in found:
-            register(conn, found[name])
-    conn._pgeval_vector = True
-
-
 def relation_oid(kb: Any, target: Target) -> int:
     return kb.execute(
         "SELECT to_regclass(%s)::oid", (target.table_sql().as_string(kb),)
@@ -91,7 +62,7 @@ class VectorStage(BaseStage):
     # planner is told not to; --set enable_seqscan=on overrides, and the plan check still holds.
     defaults: dict[str, str] = {"enable_seqscan": "off"}
 
-    def __init_subclass__(cls, **kwargs):
+    def __init_subclass__(cls, **kwargs: Any) -> None:
         """A kind's access method and settings families, as the registry describes it."""
         super().__init_subclass__(**kwargs)
         described = registry.kind(cls.kind)
@@ -230,11 +201,11 @@ class VectorStage(BaseStage):
         self,
         ctx: StageContext,
         tx: dict,
-        statement,
-        params,
-        generic_statement=None,
+        statement: Any,
+        params: dict,
+        generic_statement: Any = None,
         generic_values: list | None = None,
-    ):
+    ) -> Any:
         """EXPLAIN (custom, then generic) inside the open transaction; return the index name.
         ``generic_values``: the parameters of ``generic_statement`` in ``$n`` order (servers
         before 16 need them to EXPLAIN EXECUTE a prepared statement)."""
@@ -244,7 +215,7 @@ class VectorStage(BaseStage):
             index = None
         else:
 
-            def check(p):
+            def check(p: Any) -> Any:
                 return plan_check.check_ann(
                     p,
                     stage=ctx.stage,
@@ -316,7 +287,7 @@ class VectorStage(BaseStage):
             kw["candidates"] = int(given) if given else None  # None: vector_sql's default
         return kw
 
-    def _plan(self, ctx: StageContext, tx, generic_check: bool = True):
+    def _plan(self, ctx: StageContext, tx: Any, generic_check: bool = True) -> Any:
         assert ctx.target is not None  # a stage with a table has a target
         q0 = ctx.queries[0].embedding
         if ctx.batch:
@@ -389,7 +360,9 @@ class VectorStage(BaseStage):
         finally:
             ctx.kb.rollback()  # READ ONLY: nothing to keep; --isolate-index: restores indexes
 
-    def _application_limit(self, ctx, effective: dict, run_params: dict) -> int | None:
+    def _application_limit(
+        self, ctx: StageContext, effective: dict, run_params: dict
+    ) -> int | None:
         """The application's LIMIT for the measures at cut-off K (``ctx.extra["app_limit"]``:
         {"k": K, "rows": K, or K + 1 when the query's own chunk is dropped}), when the scan may
         emit rows out of distance order under these settings (the registry says when) and the
@@ -423,7 +396,9 @@ class VectorStage(BaseStage):
             return None
         return int(app["rows"])
 
-    def _run_each(self, ctx, stmt, params, out, app_limit: int | None = None) -> None:
+    def _run_each(
+        self, ctx: StageContext, stmt: Any, params: dict, out: Any, app_limit: int | None = None
+    ) -> None:
         """One prepared statement per query. Several rows per chunk: a query whose rows
         collapse to fewer than ``--depth`` chunks while the scan returned every row it was asked
         for runs again with a larger LIMIT (:func:`refetch.grow`) until it has ``--depth``
@@ -431,6 +406,7 @@ class VectorStage(BaseStage):
         rows are stored (the LIMIT an application would need for this query). Results past the
         target's threshold are dropped as the application drops them, and counted; a list that
         reached the threshold is not fetched again (a larger LIMIT only adds results past it)."""
+        assert ctx.target is not None  # a vector stage has a target (prepare refuses none)
         kw = self._sql_kw(ctx)
         more = vector_sql.refetches(ctx.target, kw["exact"])
         first = refetch.fetch_limit(ctx.depth, kw["overfetch"]) if more else None
@@ -481,7 +457,7 @@ class VectorStage(BaseStage):
         out.params.update(rows_summary(counts, ctx.depth), **refetch.summary(limits, first))
         out.params.update(threshold_summary(ctx.target, dropped))
 
-    def _run_batch(self, ctx: StageContext, stmt, params, out) -> None:
+    def _run_batch(self, ctx: StageContext, stmt: Any, params: dict, out: Any) -> None:
         """One statement; rows stream in query by query (chunks of 2,000) and each finished
         query goes to the writer while the server searches the next ones. Several rows per
         chunk: the queries left short of ``--depth`` chunks while their scan returned every row
@@ -503,7 +479,7 @@ class VectorStage(BaseStage):
             seen: set[str] = set()
             short: set[str] = set()
 
-            def finish(qid, rows, n, limit=limit, short=short):
+            def finish(qid: Any, rows: Any, n: Any, limit: Any = limit, short: Any = short) -> None:
                 rows.sort()
                 if [r[0] for r in rows] != list(range(1, len(rows) + 1)):
                     raise RuntimeError(f"batch ranks of query '{qid}' are not 1..n")
@@ -517,20 +493,9 @@ class VectorStage(BaseStage):
                 if ctx.progress:
                     ctx.progress.advance()
 
-            current, raw = None, 0
-            items: list[tuple] = []
             t0 = time.perf_counter()
-            for qid, chunk, dist, n, rk, past in ctx.kb.cursor().stream(stmt, p, size=2000):
-                if qid != current:
-                    if current is not None:
-                        finish(current, items, raw)
-                    if qid in seen:
-                        raise RuntimeError(f"batch rows of query '{qid}' arrived out of order")
-                    seen.add(qid)
-                    current, items, raw = qid, [], n
-                items.append((rk, chunk, dist, past))
-            if current is not None:
-                finish(current, items, raw)
+            for qid, items, raw in _by_query(ctx.kb.cursor().stream(stmt, p, size=2000), seen):
+                finish(qid, items, raw)
             ms += (time.perf_counter() - t0) * 1000.0
             for q in pending:  # queries the filters left without any row
                 if q.query_id not in seen:
@@ -554,7 +519,27 @@ class VectorStage(BaseStage):
         )
 
 
-def _f32(vec) -> np.ndarray:
+def _by_query(rows: Iterable[tuple], seen: set[str]) -> Iterator[tuple[str, list[tuple], int]]:
+    """The batch statement's rows (query id, chunk, distance, rows scanned, rank, past the
+    threshold) as (query id, [(rank, chunk, distance, past)], rows scanned) per query, in the
+    order they arrive; every query seen is added to ``seen``, and a query whose rows do not
+    arrive together is an error."""
+    current, raw = None, 0
+    items: list[tuple] = []
+    for qid, chunk, dist, n, rk, past in rows:
+        if qid != current:
+            if current is not None:
+                yield current, items, raw
+            if qid in seen:
+                raise RuntimeError(f"batch rows of query '{qid}' arrived out of order")
+            seen.add(qid)
+            current, items, raw = qid, [], n
+        items.append((rk, chunk, dist, past))
+    if current is not None:
+        yield current, items, raw
+
+
+def _f32(vec: Any) -> np.ndarray:
     return np.asarray(vec, dtype=np.float32)
 
 

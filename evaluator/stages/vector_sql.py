@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from itertools import islice
 from operator import lt
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
@@ -34,7 +34,7 @@ class Dollar:
     """Placeholders ``$1, $2, ...`` for a generic plan (``EXPLAIN (GENERIC_PLAN)``, or
     ``PREPARE`` on servers before 16); ``names`` lists the parameters in ``$n`` order."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.names: list[str] = []
 
     def __call__(self, name: str) -> sql.Composable:
@@ -47,7 +47,7 @@ def inner(
     target: Target,
     depth: int,
     qparam: sql.Composable,
-    ph=sql.Placeholder,
+    ph: Any = sql.Placeholder,
     cast: bool = True,
     candidates: int | None = None,
 ) -> tuple[sql.Composable, dict]:
@@ -82,7 +82,7 @@ def inner(
 
 
 def binary_quantized(
-    target: Target, depth: int, qparam: sql.Composable, ph, cast: bool, candidates: int
+    target: Target, depth: int, qparam: sql.Composable, ph: Any, cast: bool, candidates: int
 ) -> tuple[sql.Composable, dict]:
     """pgvector's README, "Binary Quantization": the ``candidates`` nearest by Hamming distance
     of ``binary_quantize(col)::bit(N)`` (an index on that expression serves it), re-ranked by the
@@ -104,10 +104,10 @@ def binary_quantized(
 
 
 def _ranked(
-    target,
+    target: Any,
     depth: int,
-    qparam,
-    ph,
+    qparam: Any,
+    ph: Any,
     cast: bool,
     exact: bool,
     overfetch: float,
@@ -168,7 +168,7 @@ def _ranked(
     )
 
 
-def _past(stmt: sql.Composable, params: dict, ph, threshold: float | None):
+def _past(stmt: sql.Composable, params: dict, ph: Any, threshold: float | None) -> Any:
     """The ranked list with a last column ``past``: the result lies past the threshold (the
     application drops it). Distances are sorted, so the results past it are the list's tail."""
     if threshold is None:
@@ -180,9 +180,9 @@ def _past(stmt: sql.Composable, params: dict, ph, threshold: float | None):
 
 
 def per_query(
-    target,
+    target: Any,
     depth: int,
-    ph=sql.Placeholder,
+    ph: Any = sql.Placeholder,
     *,
     exact: bool = False,
     overfetch: float = 1.0,
@@ -201,7 +201,9 @@ def per_query(
     return stmt, params, has_n
 
 
-def application(target, depth: int, ph=sql.Placeholder, **kw) -> tuple[sql.Composable, dict, bool]:
+def application(
+    target: Any, depth: int, ph: Any = sql.Placeholder, **kw: Any
+) -> tuple[sql.Composable, dict, bool]:
     """The statement a stage times for one query, as :func:`per_query` returns it. With unique
     chunk ids it is the application's own, the bare index-ordered :func:`inner` (columns
     chunk_id, dist): its rows are ranked by (distance, chunk id), and the threshold applied,
@@ -259,14 +261,14 @@ def _in_rank_order(rows: list) -> list:
     return rows if ranked else sorted(rows, key=_rank_key)
 
 
-def refetches(target, exact: bool) -> bool:
+def refetches(target: Any, exact: bool) -> bool:
     """Whether a query short of depth chunks may get more by a larger LIMIT: several rows per
     chunk under an index scan (exact search groups every row already)."""
     return not target.unique_id and not exact
 
 
 def batch(
-    target,
+    target: Any,
     depth: int,
     *,
     exact: bool = False,

@@ -117,7 +117,7 @@ def sample(kb, target, count: int, seed: int) -> list[tuple[str, np.ndarray]]:
     order (no vector read: the planner may answer from the id's index alone), then the vectors of
     those ids only. A chunk whose rows all have a NULL vector is passed over, as before; when
     that leaves fewer than ``count``, a longer prefix of the order is read."""
-    from ..stages.vector_common import register_vector
+    from ..core.vector_types import register_vector
 
     register_vector(kb)
     where, params = target.where()
@@ -170,7 +170,7 @@ def sample(kb, target, count: int, seed: int) -> list[tuple[str, np.ndarray]]:
 def from_sql(kb, statement: str) -> list[tuple[str, np.ndarray]]:
     """Rows (query_id, vector) of the user's statement, run READ ONLY on the knowledge base."""
     from ..core.errors import first_line
-    from ..stages.vector_common import register_vector
+    from ..core.vector_types import register_vector
 
     register_vector(kb)
     try:
@@ -207,66 +207,71 @@ def _id(value, where: str, field: str) -> str:
         raise InputError(f"{where}: query id {exc}", field=field) from None
 
 
+def _npy_rows(p: Path, path: str) -> list[tuple[str, np.ndarray]]:
+    """A ``.npy`` matrix: query ids q1, q2, ... in row order."""
+    try:
+        m = np.load(p, allow_pickle=False)
+    except Exception as exc:
+        raise InputError(f"not a .npy matrix ({exc})", file=path) from None
+    if m.ndim != 2 or m.shape[0] == 0 or m.shape[1] == 0:
+        raise InputError(
+            f"a .npy query file must be a non-empty 2-d matrix, got shape {tuple(m.shape)}",
+            file=path,
+        )
+    if not np.issubdtype(m.dtype, np.number):
+        raise InputError(f"the matrix holds {m.dtype}, not numbers", file=path)
+    out = []
+    for i, row in enumerate(m, 1):
+        out.append((f"q{i}", _vector(row, f"{path}:row {i}", "embedding")))
+    return out
+
+
+def _jsonl_row(line: str, path: str, line_no: int) -> tuple[str, np.ndarray]:
+    """One JSONL line {"id", "embedding"}."""
+    try:
+        obj = json.loads(line)
+    except ValueError as exc:
+        raise InputError(f"not JSON ({exc.args[0]})", file=path, line=line_no) from None
+    if not isinstance(obj, dict):
+        raise InputError("a line must be an object with id and embedding", file=path, line=line_no)
+    for key in ("id", "embedding"):
+        if key not in obj:
+            raise InputError("missing", file=path, line=line_no, field=key)
+    try:
+        qid = ident(
+            obj["id"]
+            if not isinstance(obj["id"], int) or isinstance(obj["id"], bool)
+            else str(obj["id"]),
+            "query id",
+        )
+    except ValueError as exc:
+        raise InputError(str(exc), file=path, line=line_no, field="id") from None
+    emb = obj["embedding"]
+    if not isinstance(emb, list) or not all(
+        isinstance(x, (int, float)) and not isinstance(x, bool) for x in emb
+    ):
+        raise InputError("not a list of numbers", file=path, line=line_no, field="embedding")
+    try:
+        vec = _vector(emb, "vector", "embedding")
+    except InputError as exc:
+        raise InputError(
+            exc.detail.split(": ", 1)[-1], file=path, line=line_no, field="embedding"
+        ) from None
+    return qid, vec
+
+
 def from_file(path: str) -> list[tuple[str, np.ndarray]]:
     """A ``.npy`` matrix (query ids q1, q2, ... in row order) or JSONL lines {"id", "embedding"}."""
     p = Path(path)
     if not p.is_file():
         raise InputError("no such file", file=path, field="--queries-file")
     if p.suffix.lower() == ".npy":
-        try:
-            m = np.load(p, allow_pickle=False)
-        except Exception as exc:
-            raise InputError(f"not a .npy matrix ({exc})", file=path) from None
-        if m.ndim != 2 or m.shape[0] == 0 or m.shape[1] == 0:
-            raise InputError(
-                f"a .npy query file must be a non-empty 2-d matrix, got shape {tuple(m.shape)}",
-                file=path,
-            )
-        if not np.issubdtype(m.dtype, np.number):
-            raise InputError(f"the matrix holds {m.dtype}, not numbers", file=path)
-        out = []
-        for i, row in enumerate(m, 1):
-            out.append((f"q{i}", _vector(row, f"{path}:row {i}", "embedding")))
-        return out
+        return _npy_rows(p, path)
     out = []
     with p.open(encoding="utf-8") as fh:
         for line_no, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except ValueError as exc:
-                raise InputError(f"not JSON ({exc.args[0]})", file=path, line=line_no) from None
-            if not isinstance(obj, dict):
-                raise InputError(
-                    "a line must be an object with id and embedding", file=path, line=line_no
-                )
-            for key in ("id", "embedding"):
-                if key not in obj:
-                    raise InputError("missing", file=path, line=line_no, field=key)
-            try:
-                qid = ident(
-                    obj["id"]
-                    if not isinstance(obj["id"], int) or isinstance(obj["id"], bool)
-                    else str(obj["id"]),
-                    "query id",
-                )
-            except ValueError as exc:
-                raise InputError(str(exc), file=path, line=line_no, field="id") from None
-            emb = obj["embedding"]
-            if not isinstance(emb, list) or not all(
-                isinstance(x, (int, float)) and not isinstance(x, bool) for x in emb
-            ):
-                raise InputError(
-                    "not a list of numbers", file=path, line=line_no, field="embedding"
-                )
-            try:
-                vec = _vector(emb, "vector", "embedding")
-            except InputError as exc:
-                raise InputError(
-                    exc.detail.split(": ", 1)[-1], file=path, line=line_no, field="embedding"
-                ) from None
-            out.append((qid, vec))
+            if line.strip():
+                out.append(_jsonl_row(line, path, line_no))
     if not out:
         raise InputError("no query in the file", file=path)
     return out

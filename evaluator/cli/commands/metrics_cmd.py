@@ -69,7 +69,7 @@ def metrics(
       pgeval metrics bm25-baseline --per-query --format jsonl
       pgeval metrics bm25-baseline --k 1,3,10 --ndcg-k 10 --format json
     """
-    from ...measure.metrics import evaluate_in
+    from ...measure.evaluation import evaluate_in
 
     flagged = flagged or plans
     measures = measures_from(k, ndcg_k, mrr_k, extra_measures)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...core import figures
 from ...core.errors import InputError
 
 
@@ -18,9 +19,7 @@ def write(
     recommendation: dict | None,
     title: str,
 ) -> Path:
-    from ...reporting import plots
-
-    if not plots.available():
+    if not figures.available():
         raise InputError(
             "--plot needs matplotlib: pip install matplotlib (or the clone's plot extra: "
             "pip install -e '.[plot]')",
@@ -29,7 +28,7 @@ def write(
     pts = [p for p in points if p.get("index_recall") is not None and p.get("p95_ms") is not None]
     if not pts:
         raise InputError("no measured point to plot", field="--plot")
-    fig = plots._figure(7.5, 4.6)
+    fig = figures.figure(7.5, 4.6)
     ax = fig.add_subplot()
     xs = [p["p95_ms"] for p in pts]
     ys = [p["index_recall"] for p in pts]
@@ -76,7 +75,7 @@ def write(
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
-    plots.place_labels(ax, [(p["p95_ms"], p["index_recall"], p["label"]) for p in pts])
+    figures.place_labels(ax, [(p["p95_ms"], p["index_recall"], p["label"]) for p in pts])
     out = Path(path)
-    out.write_bytes(plots._png(fig))
+    out.write_bytes(figures.png(fig))
     return out

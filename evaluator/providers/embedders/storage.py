@@ -8,7 +8,7 @@ import numpy as np
 
 from ...core.errors import InputError, NotFound
 from ...core.vector_literal import vector_literal
-from ...stages.base import Query
+from ...testset.query import Query
 
 EMBED_LOCK = 1885824373  # first key of the advisory lock that serialises storing embeddings
 
@@ -117,7 +117,7 @@ def load(conn, tid: int, label: str) -> list[Query]:
     bulk just before a run reads them, and with statistics that autovacuum has not refreshed
     yet the planner chose a nested loop comparing every pair (55 ms for 1,000 queries, against
     a few ms for the two scans)."""
-    from ...stages.vector_common import register_vector
+    from ...core.vector_types import register_vector
 
     register_vector(conn)
     queries = conn.execute(

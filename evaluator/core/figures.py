@@ -1,0 +1,77 @@
+"""The one matplotlib canvas every PNG of pgeval is drawn on: the Agg canvas (no display, no pyplot
+global state). matplotlib is optional (`pip install matplotlib`, or the clone's plot extra): :func:`available` says whether
+it is there; report plots and the sweep plot draw on :func:`figure` and encode with :func:`png`."""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import warnings
+from typing import Any
+
+
+def available() -> bool:
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def figure(width: float = 7.5, height: float = 3.6) -> Any:
+    """A matplotlib Figure of ``width`` x ``height`` inches at 100 dpi, laid out by matplotlib."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def png(fig: Any) -> bytes:
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. a CJK query type the default font lacks
+        fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+# where a point's label may go, in points from the dot: right below, right above, left below,
+# left above, further below, further above
+OFFSETS: tuple[tuple[int, int, str], ...] = (
+    (5, -11, "left"),
+    (5, 5, "left"),
+    (-5, -11, "right"),
+    (-5, 5, "right"),
+    (5, -22, "left"),
+    (5, 16, "left"),
+    (-5, -22, "right"),
+    (-5, 16, "right"),
+)
+
+
+def place_labels(ax: Any, points: list[tuple[float, float, str]]) -> None:
+    """Label each point where its text overlaps no label placed before it (the first offset
+    that is free, on the side towards the middle; the first offset when none is), so that
+    close points stay readable."""
+    fig = ax.figure
+    fig.canvas.draw()  # the axes' final limits: where each label lands is known only then
+    ax.set_autoscale_on(False)
+    renderer = fig.canvas.get_renderer()
+    placed: list = []
+    for x, y, text in sorted(points, key=lambda p: (p[0], -p[1])):
+        chosen = None
+        # points in the right half try the left side first: labels stay inside the axes
+        right = ax.transAxes.inverted().transform(ax.transData.transform((x, y)))[0] > 0.5
+        for dx, dy, ha in sorted(OFFSETS, key=lambda o: (o[2] == "left") == right):
+            ann = ax.annotate(
+                text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=7, ha=ha
+            )
+            box = ann.get_window_extent(renderer).expanded(1.05, 1.1)
+            if not any(box.overlaps(other) for other in placed):
+                chosen = (ann, box)
+                break
+            ann.remove()
+        if chosen is None:  # crowded everywhere: the first place
+            dx, dy, ha = OFFSETS[2] if right else OFFSETS[0]
+            ann = ax.annotate(
+                text, (x, y), textcoords="offset points", xytext=(dx, dy), fontsize=7, ha=ha
+            )
+            chosen = (ann, ann.get_window_extent(renderer))
+        placed.append(chosen[1])
