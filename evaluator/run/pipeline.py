@@ -41,7 +41,9 @@ class PipelineConfig:
     batch: bool = False
     server_timing: bool = False
     isolate_index: bool = False
-    statement_timeout: str | None = "5min"  # per statement on the knowledge base (None: server's)
+    statement_timeout: str | None = (
+        gucs.DEFAULT_STATEMENT_TIMEOUT
+    )  # per statement on the knowledge base (None: server's)
     checksum: bool = True  # content checksum in the fingerprint (one table scan)
     queries: object = None  # testset.query_source.QuerySource (instead of testset)
 
@@ -53,6 +55,15 @@ class PipelineResult:
     config_hash: str
     runs: list[dict]
     warnings: list[str]
+
+    def as_dict(self) -> dict:
+        """What `pgeval run pipeline --format json` prints: the runs under the experiment."""
+        return {
+            "experiment": self.experiment,
+            "config_hash": self.config_hash,
+            "warnings": self.warnings,
+            "rows": self.runs,
+        }
 
 
 def parse_options(items, stage_names: list[str]) -> dict[str, dict[str, str]]:

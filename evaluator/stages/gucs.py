@@ -43,6 +43,9 @@ GUARDED.update(
     statement_timeout="use --statement-timeout (recorded with every run)",
 )
 
+# the one default of --statement-timeout (pipeline, sweep): every statement on the knowledge base
+DEFAULT_STATEMENT_TIMEOUT = "5min"
+
 
 def parse(items, stages=None) -> dict[str, str]:
     """('hnsw.ef_search=100', 'hnsw:enable_sort=off', ...) -> {'hnsw.ef_search': '100',

@@ -41,9 +41,11 @@ class SweepConfig:
     isolate_index: bool = False
     index: str | None = None
     checksum: bool = True
-    statement_timeout: str | None = "5min"  # per statement on the knowledge base (None: server's)
+    statement_timeout: str | None = (
+        gucs.DEFAULT_STATEMENT_TIMEOUT
+    )  # per statement on the knowledge base (None: server's)
     maintenance_work_mem: str | None = None  # None: sized to the index (build_sweep)
-    build_timeout_s: float = 1800.0
+    build_timeout_s: float = 1800
     queries: object = None  # testset.query_source.QuerySource (instead of testset)
     find: str | None = None  # --find GUC: the cheapest value reaching target_recall
     find_max: int | None = None  # --find-max (default find.DEFAULT_MAX)
@@ -76,6 +78,37 @@ class SweepResult:
     finds: list[dict] = field(default_factory=list)  # --find: one per combination of the others
     # the server that answered (fingerprint's server part: host, port, in recovery, version)
     server: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        """What `pgeval sweep --format json` prints."""
+        from ...testset.query_source import SAMPLED_BIAS
+        from .text import recommendation_line
+
+        return {
+            "sweep": self.name,
+            "experiment_id": self.experiment_id,
+            "k": self.k,
+            "config_hash": self.config_hash,
+            "filters": self.filters,
+            "target_recall": self.target_recall,
+            "resumed": self.resumed,
+            "previous": self.previous,
+            "find": self.finds[0] if len(self.finds) == 1 else None,
+            "finds": self.finds,
+            "server": self.server,
+            "measured": self.measured,
+            "reused": self.reused,
+            "kept": self.kept,
+            "testset": self.testset,
+            "queries": self.queries,
+            "notes": [SAMPLED_BIAS] if (self.queries or {}).get("source") == "sample" else [],
+            "judgements": self.judged,
+            "ground_truth": self.ground_truth,
+            "recommendation": self.recommendation,
+            "recommendation_line": recommendation_line(self),
+            "points": self.points,
+            "warnings": self.warnings,
+        }
 
 
 class _Env:

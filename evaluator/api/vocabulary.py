@@ -1,0 +1,22 @@
+"""What a front end shows besides results: the defaults of each use case's configuration, the
+choices of its options, the fixed texts and the wording of results (one definition each, in the
+library; the command line reads them here)."""
+
+from __future__ import annotations
+
+from ..dba.sweep.configure import SWEEP_DEFAULTS
+from ..dba.sweep.text import find_line, plot_title, recommendation_line, server_label
+from ..run.configure import PIPELINE_DEFAULTS
+from ..stages.registry import ann_kinds
+from ..testset.query_source import SAMPLED_BIAS
+
+__all__ = [
+    "PIPELINE_DEFAULTS",
+    "SAMPLED_BIAS",
+    "SWEEP_DEFAULTS",
+    "ann_kinds",
+    "find_line",
+    "plot_title",
+    "recommendation_line",
+    "server_label",
+]
