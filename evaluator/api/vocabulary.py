@@ -4,6 +4,7 @@ library; the command line reads them here)."""
 
 from __future__ import annotations
 
+from ..dba.fingerprint import short_hash
 from ..dba.sweep.configure import SWEEP_DEFAULTS
 from ..dba.sweep.text import find_line, plot_title, recommendation_line, server_label
 from ..run.configure import PIPELINE_DEFAULTS
@@ -19,4 +20,5 @@ __all__ = [
     "plot_title",
     "recommendation_line",
     "server_label",
+    "short_hash",
 ]
