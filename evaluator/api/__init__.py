@@ -25,15 +25,24 @@ from pathlib import Path
 
 from ..core.db import Database
 from .dba import DbaMethods
-from .numbers import NumberMethods
+from .numbers import NumberMethods, PlanMethods, ReportMethods
 from .runs import RunMethods
-from .setup import SetupMethods
+from .setup import DemoMethods, EmbedMethods, SetupMethods
 
 __all__ = ["Pgeval", "connect"]
 
 
 @dataclass
-class Pgeval(SetupMethods, RunMethods, NumberMethods, DbaMethods):
+class Pgeval(
+    SetupMethods,
+    EmbedMethods,
+    RunMethods,
+    NumberMethods,
+    PlanMethods,
+    ReportMethods,
+    DbaMethods,
+    DemoMethods,
+):
     """A connection to pgeval's database (the knowledge base and, unless ``results_dsn`` says
     otherwise, the results). Cheap: every method opens and closes its own connections. One
     method per use case; the command line calls them (setup: :mod:`.setup`, runs and sweeps:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -133,3 +134,153 @@ class NumberMethods:
         from ..reporting.gate import gate
 
         return gate(self.database, baseline, candidate, rules, rel=rel, allow_partial=allow_partial)
+
+    # ---- answers -------------------------------------------------------------------------------
+    @api
+    def import_answers(self, path: str | Path, run: str, *, replace: bool = False):
+        """Validate a JSONL file of answers and store them for ``run``, all or nothing
+        (`pgeval answers import`); returns AnswersImported (the import report and the run's
+        summary; ``as_dict()``)."""
+        from ..measure import answers as a
+
+        with self.database.connect(autocommit=True) as conn:
+            report = a.import_answers(conn, str(path), run, replace=replace)
+            summary = a.summary(conn, a.resolve_run(conn, run).run_id)
+        return AnswersImported(report, summary)
+
+    @api
+    def answers(self, run: str, *, per_query: bool = False) -> tuple[dict, list[dict] | None]:
+        """(summary, rows per query or None) of ``run``'s imported answers: citation precision
+        and answer accuracy (`pgeval answers show`)."""
+        from ..core.db import snapshot
+        from ..core.errors import NotFound
+        from ..measure import answers as a
+
+        with snapshot(self.database) as conn:
+            found = a.resolve_run(conn, run)
+            if not a.has_answers(conn, found.run_id):
+                raise NotFound(
+                    f"run '{run}' has no answers (import them with `pgeval answers "
+                    "import FILE --run RUN`)"
+                )
+            summary = a.summary(conn, found.run_id)
+            rows = a.per_query(conn, found.run_id) if per_query else None
+        assert summary is not None  # the run has answers, so its test set has queries
+        return summary, rows
+
+    @api
+    def refusal_phrases(self, *, add=(), remove=(), reset: bool = False) -> tuple[list[str], bool]:
+        """(phrases, whether they are the built-in defaults) that mark an answer as a refusal,
+        after adding, removing or resetting (`pgeval answers refusals`)."""
+        from ..measure import answers as a
+
+        with self.database.connect(autocommit=True) as conn:
+            if add or remove or reset:
+                a.set_refusal_phrases(conn, add=list(add), remove=list(remove), reset=reset)
+            return a.refusal_phrases(conn)
+
+
+@dataclass
+class AnswersImported:
+    report: Any  # measure.answers' import report
+    summary: dict | None
+
+    def as_dict(self) -> dict:
+        """What `pgeval answers import --format json` prints."""
+        return {
+            "run": self.report.run,
+            "file": self.report.file,
+            "imported": self.report.imported,
+            "replaced": self.report.replaced,
+            "summary": self.summary,
+            "warnings": self.report.warnings,
+        }
+
+
+class PlanMethods:
+    database: Any
+    option_names: bool
+
+    @api
+    def plans(self, run: str, *, capture: bool = True, refresh: bool = False):
+        """(what was captured or None, rows): the query plans of ``run``'s flagged queries,
+        captured first unless ``capture=False`` (``refresh``: again) (`pgeval plans`)."""
+        from ..measure import diagnostics
+
+        done = diagnostics.capture(self.database, run, refresh=refresh) if capture else None
+        return done, diagnostics.show(self.database, run)
+
+
+@dataclass
+class RenderedReport:
+    doc: dict  # the report's data (what its JSON holds)
+    text: str  # rendered in the format asked for
+    out: str | None = None  # the file written, if any
+
+
+class ReportMethods:
+    database: Any
+    option_names: bool
+
+    @api
+    def report(
+        self,
+        name: str,
+        *,
+        format: str = "json",
+        out: str | Path | None = None,
+        measures: list[str] | None = None,
+        rel: int = 1,
+        domain_discount: float = 0.0,
+        depth: int | None = None,
+        min_score: float | None = None,
+        plots: bool = True,
+        allow_partial: bool = False,
+    ) -> RenderedReport:
+        """A report of run or experiment ``name``, or a saved JSON report re-rendered
+        (`pgeval report`), as ``format`` json | md | html (``plots=False``: HTML without
+        plots); written atomically to ``out`` when given. Returns a RenderedReport."""
+        import os
+
+        from ..core.errors import InputError
+        from ..measure.metrics import measures_for
+        from ..reporting import html, is_report_file, markdown, obtain
+        from ..reporting import json as report_json
+
+        if depth is not None and depth < 1:
+            raise InputError(f"depth must be >= 1, got {depth}", field="--depth")
+        if out is not None and is_report_file(name) and _same_file(name, os.fspath(out)):
+            raise InputError(
+                f"--out {out} is the report being read ({name}): writing it would "
+                "overwrite the input; choose another file",
+                field="--out",
+            )
+        doc = obtain(
+            self.database,
+            name,
+            measures=measures if measures is not None else measures_for(),
+            rel=rel,
+            domain_discount=domain_discount,
+            depth=depth,
+            allow_partial=allow_partial,
+            min_score=min_score,
+        )
+        if format == "json":
+            text = report_json.dumps(doc)
+        elif format == "md":
+            text = markdown.render(doc)
+        else:
+            text = html.render(doc, with_plots=plots)
+        if out is not None:
+            report_json.write_text(text, os.fspath(out))
+        return RenderedReport(doc, text, None if out is None else os.fspath(out))
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file (links, '..', hard links included)."""
+    import os
+
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # ``b`` does not exist yet: compare where it would be
+        return os.path.realpath(a) == os.path.realpath(b)

@@ -165,3 +165,90 @@ def _ids(values) -> list | None:
     if isinstance(values, (str, int, float)):
         return [values]
     return list(values)
+
+
+class EmbedMethods:
+    database: Any
+    option_names: bool
+
+    @api
+    def embed(
+        self,
+        testset: str | None,
+        embedder: str | None,
+        *,
+        base_url: str | None = None,
+        dimensions: int | None = None,
+        api_key_env: str | None = None,
+        batch_size: int | None = None,
+        recompute: bool = False,
+        on_start=None,
+        on_batch=None,
+    ):
+        """Compute ``testset``'s query embeddings with ``embedder`` (a spec: precomputed,
+        openai:MODEL, local:MODEL, numpy:FILE.npy) and store them, once per label
+        (`pgeval embed`); ``on_start(label)`` once the embedder is known, ``on_batch(n)`` after
+        each batch. Returns the EmbedReport."""
+        from ..core.errors import InputError
+        from ..providers.embedders import parse, storage
+
+        if not testset or not embedder:
+            raise InputError(
+                "--testset and --embedder are required",
+                field="--testset" if not testset else "--embedder",
+            )
+        emb = parse(
+            embedder,
+            base_url=base_url,
+            dimensions=dimensions,
+            api_key_env=api_key_env,
+            batch_size=batch_size,
+        )
+        if on_start is not None:
+            on_start(emb.label)
+        with self.database.connect() as conn:
+            return storage.ensure(conn, testset, emb, recompute=recompute, on_batch=on_batch)
+
+    @api
+    def embeddings(self, testset: str | None = None) -> list[dict]:
+        """The stored query embeddings (test set, label, dimension, count) (`pgeval embed
+        --list`)."""
+        from ..providers.embedders import storage
+
+        with self.database.connect(autocommit=True) as conn:
+            return storage.list_embeddings(conn, testset)
+
+
+class DemoMethods:
+    database: Any
+    option_names: bool
+
+    @api
+    def demo(
+        self,
+        workdir: str | Path,
+        *,
+        global_args: list[str] | None = None,
+        corpus_name: str = "cranfield",
+        queries: int | None = None,
+        repeat: int = 1,
+        diskann: bool = True,
+        keep: bool = False,
+        out: str | Path | None = None,
+    ) -> None:
+        """The guided tour (`pgeval demo`), printing each step's command (with
+        ``global_args``, e.g. ``["--dsn", DSN]``) and its time; files go to ``workdir``, the
+        sweep's plot and the HTML report to ``out``."""
+        from ..demo.flow import tour
+
+        tour(
+            self.database,
+            list(global_args or []),
+            Path(workdir),
+            corpus_name=corpus_name,
+            queries=queries,
+            repeat=repeat,
+            diskann=diskann,
+            keep=keep,
+            out=None if out is None else Path(out),
+        )

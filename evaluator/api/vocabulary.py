@@ -7,18 +7,26 @@ from __future__ import annotations
 from ..dba.fingerprint import short_hash
 from ..dba.sweep.configure import SWEEP_DEFAULTS
 from ..dba.sweep.text import find_line, plot_title, recommendation_line, server_label
+from ..measure.metrics import measures_for
+from ..measure.stage_method import label as stage_label
+from ..measure.stage_report import chain_text
+from ..reporting.gate import DEFAULT_RULES
 from ..run.configure import PIPELINE_DEFAULTS
 from ..stages.registry import ann_kinds
 from ..testset.query_source import SAMPLED_BIAS
 
 __all__ = [
+    "DEFAULT_RULES",
     "PIPELINE_DEFAULTS",
     "SAMPLED_BIAS",
     "SWEEP_DEFAULTS",
     "ann_kinds",
+    "chain_text",
     "find_line",
+    "measures_for",
     "plot_title",
     "recommendation_line",
     "server_label",
     "short_hash",
+    "stage_label",
 ]

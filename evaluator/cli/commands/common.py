@@ -77,7 +77,7 @@ def measure_options(f):
 
 def measures_from(k: str | None, ndcg_k: str | None, mrr_k: str | None) -> list[str]:
     """The measure names the options of :func:`measure_options` ask for."""
-    from ...measure.metrics import measures_for
+    from ...api.vocabulary import measures_for
 
     return measures_for(
         parse_list(k, int, "cut-off"),

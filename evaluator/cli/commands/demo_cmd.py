@@ -66,7 +66,7 @@ def demo(ctx, out, corpus_name, queries, repeat, diskann, workdir, keep):
     `report` in --out. Each step prints the command it runs and its time, so the output doubles
     as a tutorial. Uses the embedded server unless --dsn is given; metric definitions:
     docs/METRICS.md."""
-    from ...demo.flow import tour
+    from ...api import Pgeval
 
     root = ctx.find_root()
     global_args = []
@@ -74,14 +74,12 @@ def demo(ctx, out, corpus_name, queries, repeat, diskann, workdir, keep):
         value = root.params.get(opt)
         if value:
             global_args += [f"--{opt.replace('_', '-')}", value]
-    database = ctx.obj.db
+    pg = Pgeval(ctx.obj.db, option_names=True)
     temp = None if workdir else tempfile.mkdtemp(prefix="pgeval-demo-")
     try:
-        # temp is a new directory whenever workdir is not given (mypy cannot see it)
-        tour(
-            database,
-            global_args,
-            Path(workdir or temp),  # type: ignore[arg-type]
+        pg.demo(
+            workdir or str(temp),  # temp is a new directory whenever workdir is not given
+            global_args=global_args,
             corpus_name=corpus_name,
             queries=queries,
             repeat=repeat,

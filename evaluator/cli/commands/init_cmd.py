@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 
 from ..output import format_option
-from .common import pass_db
+from .common import pass_api
 
 
 @click.command()
 @format_option(choices=("table", "json"))
-@pass_db
-def init(database, fmt):
+@pass_api
+def init(pg, fmt):
     """Create or upgrade schema pgeval: extensions (vector; vectorscale and pg_textsearch when the
     server has them), tables by Alembic `upgrade head`, then the SQL API from sql/*.sql.
     Safe to run again: it changes nothing when everything is current.
@@ -21,10 +21,9 @@ def init(database, fmt):
     superuser, a superuser must first run, once in each database (the knowledge base's and
     the --results-dsn one): CREATE EXTENSION IF NOT EXISTS vector;  init says so, with that SQL,
     and exits 1 when it is missing."""
-    from ...core.install import init as do_init
     from ..output import to_json, warn
 
-    report = do_init(database)
+    report = pg.init()
     if fmt == "json":
         click.echo(to_json(report.__dict__))
         return

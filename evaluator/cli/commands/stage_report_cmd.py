@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..output import echo_line, emit, format_option, to_json, warn
-from .common import pass_db
+from .common import pass_api
 
 
 def _measures(report) -> list[str]:
@@ -169,8 +169,8 @@ def _worst_rows(report) -> list[dict]:
     help="Report an experiment whose runs are not all complete, labelled.",
 )
 @format_option(choices=("table", "json"))
-@pass_db
-def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_partial, fmt):
+@pass_api
+def stage_report(pg, experiment, k, repetition, rel, worst, strict, allow_partial, fmt):
     """The stages of EXPERIMENT side by side, and the stage that lost each relevant chunk.
 
     \b
@@ -195,11 +195,9 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
       pgeval stage-report exp1 --k 5 --repetition 2
       pgeval stage-report exp1 --format json > exp1-stages.json
     """
-    from ...measure.stage_report import chain_text
-    from ...measure.stage_report import report as stage_report_of
+    from ...api.vocabulary import chain_text
 
-    report = stage_report_of(
-        database,
+    report = pg.stage_report(
         experiment,
         k=k,
         rel=rel,
