@@ -130,7 +130,7 @@ def test_sigterm_drops_scratch(database, conn, cran):
 
 
 def test_build_timeout_cancels_and_cleans_up(database, conn, cran):
-    with pytest.raises(DatabaseError, match="exceeded --build-timeout"):
+    with pytest.raises(DatabaseError, match="exceeded `build_timeout`"):
         run_sweep(
             database,
             config(

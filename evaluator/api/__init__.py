@@ -49,8 +49,6 @@ class Pgeval(
     :mod:`.runs`, numbers: :mod:`.numbers`, tuning: :mod:`.dba`)."""
 
     database: Database
-    # errors name the command line's options (``--set``), not parameters: for the CLI alone
-    option_names: bool = False
 
 
 def connect(

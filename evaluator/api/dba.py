@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._errors import api
-
 
 class DbaMethods:
     database: Any
-    option_names: bool
 
-    @api
     def warmup(
         self,
         target: str,
@@ -48,7 +44,6 @@ class DbaMethods:
             on_pass=on_pass,
         )
 
-    @api
     def health(self, target: str, *, testset: str | None = None, embedder: str | None = None):
         """The health checks of target ``target`` (`pgeval health`): a list of Findings
         (``check``, ``status`` ok|hint|warning|error, ``count``, ``detail``, ``examples``)."""
@@ -56,7 +51,6 @@ class DbaMethods:
 
         return check_target(self.database, target, testset=testset, embedder=embedder)
 
-    @api
     def fingerprint(
         self,
         target: str | None = None,
@@ -88,7 +82,6 @@ class DbaMethods:
             check=check,
         )
 
-    @api
     def diff(self, a: str, b: str):
         """What differs between the configurations of runs (or experiments) ``a`` and ``b``
         (`pgeval diff`): a Diff (``variables``, ``rows()``, ``warnings()``; ``as_dict()``)."""

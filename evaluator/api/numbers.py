@@ -6,14 +6,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._errors import api, cut_offs
+from ._errors import cut_offs
 
 
 class NumberMethods:
     database: Any
-    option_names: bool
 
-    @api
     def metrics(
         self,
         run: str,
@@ -57,7 +55,6 @@ class NumberMethods:
             plans=plans,
         )
 
-    @api
     def stage_report(
         self,
         experiment: str,
@@ -85,7 +82,6 @@ class NumberMethods:
             strict=strict,
         )
 
-    @api
     def compare(
         self,
         baseline: str,
@@ -118,7 +114,6 @@ class NumberMethods:
             moved_by=moved_by,
         )
 
-    @api
     def gate(
         self,
         baseline: str,
@@ -136,7 +131,6 @@ class NumberMethods:
         return gate(self.database, baseline, candidate, rules, rel=rel, allow_partial=allow_partial)
 
     # ---- answers -------------------------------------------------------------------------------
-    @api
     def import_answers(self, path: str | Path, run: str, *, replace: bool = False):
         """Validate a JSONL file of answers and store them for ``run``, all or nothing
         (`pgeval answers import`); returns AnswersImported (the import report and the run's
@@ -148,7 +142,6 @@ class NumberMethods:
             summary = a.summary(conn, a.resolve_run(conn, run).run_id)
         return AnswersImported(report, summary)
 
-    @api
     def answers(self, run: str, *, per_query: bool = False) -> tuple[dict, list[dict] | None]:
         """(summary, rows per query or None) of ``run``'s imported answers: citation precision
         and answer accuracy (`pgeval answers show`)."""
@@ -168,7 +161,6 @@ class NumberMethods:
         assert summary is not None  # the run has answers, so its test set has queries
         return summary, rows
 
-    @api
     def refusal_phrases(self, *, add=(), remove=(), reset: bool = False) -> tuple[list[str], bool]:
         """(phrases, whether they are the built-in defaults) that mark an answer as a refusal,
         after adding, removing or resetting (`pgeval answers refusals`)."""
@@ -199,9 +191,7 @@ class AnswersImported:
 
 class PlanMethods:
     database: Any
-    option_names: bool
 
-    @api
     def plans(self, run: str, *, capture: bool = True, refresh: bool = False):
         """(what was captured or None, rows): the query plans of ``run``'s flagged queries,
         captured first unless ``capture=False`` (``refresh``: again) (`pgeval plans`)."""
@@ -220,9 +210,7 @@ class RenderedReport:
 
 class ReportMethods:
     database: Any
-    option_names: bool
 
-    @api
     def report(
         self,
         name: str,
@@ -242,18 +230,18 @@ class ReportMethods:
         plots); written atomically to ``out`` when given. Returns a RenderedReport."""
         import os
 
-        from ..core.errors import InputError
+        from ..core.errors import InputError, param
         from ..measure.metrics import measures_for
         from ..reporting import html, is_report_file, markdown, obtain
         from ..reporting import json as report_json
 
         if depth is not None and depth < 1:
-            raise InputError(f"depth must be >= 1, got {depth}", field="--depth")
+            raise InputError(f"depth must be >= 1, got {depth}", field=param("depth"))
         if out is not None and is_report_file(name) and _same_file(name, os.fspath(out)):
             raise InputError(
-                f"--out {out} is the report being read ({name}): writing it would "
+                f"{param('out')} {out} is the report being read ({name}): writing it would "
                 "overwrite the input; choose another file",
-                field="--out",
+                field=param("out"),
             )
         doc = obtain(
             self.database,

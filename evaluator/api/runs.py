@@ -6,15 +6,13 @@ import io
 from pathlib import Path
 from typing import Any
 
-from ..core.errors import InputError
-from ._errors import api, query_source
+from ..core.errors import InputError, param
+from ._errors import query_source
 
 
 class RunMethods:
     database: Any
-    option_names: bool
 
-    @api
     def run_pipeline(
         self,
         testset: str | None = None,
@@ -43,13 +41,14 @@ class RunMethods:
 
         source = query_source(testset, sample_queries, seed, queries_sql, queries_file)
         if not stages:
-            raise InputError("`stages` required (e.g. stages='exact,hnsw')", field="stages")
+            raise InputError(
+                f"{param('stages')} required (e.g. stages='exact,hnsw')", field=param("stages")
+            )
         cfg = pipeline_config(testset=testset, stages=stages, queries=source, **options)
         return run_pipeline(
             self.database, cfg, progress_factory=progress_factory, on_warning=on_warning
         )
 
-    @api
     def resume(
         self,
         name: str,
@@ -69,7 +68,6 @@ class RunMethods:
             progress_factory=progress_factory,
         )
 
-    @api
     def import_run(
         self,
         path: str | Path,
@@ -89,7 +87,6 @@ class RunMethods:
                 conn, str(path), testset, name, format, replace=replace, on_progress=on_progress
             )
 
-    @api
     def export_run(
         self, name: str, format: str = "trec", out: str | Path | None = None, *, stream=None
     ):
@@ -104,7 +101,6 @@ class RunMethods:
         export_to(self.database, name, format, None, buf)
         return buf.getvalue()
 
-    @api
     def runs(self, testset: str | None = None, experiment: str | None = None) -> list[dict]:
         """The stored runs (`pgeval run list`)."""
         from ..run.runs import list_runs
@@ -112,7 +108,6 @@ class RunMethods:
         with self.database.connect(autocommit=True) as conn:
             return list_runs(conn, testset, experiment)
 
-    @api
     def delete_run(self, name: str):
         """Delete run ``name`` (`pgeval run delete`); returns (experiment, is a sweep) when the
         run belonged to an experiment, which is now incomplete, else None."""
@@ -121,7 +116,6 @@ class RunMethods:
         with self.database.connect() as conn:
             return delete_run(conn, name)
 
-    @api
     def sweep(
         self,
         testset: str | None = None,
@@ -157,9 +151,9 @@ class RunMethods:
 
         source = query_source(testset, sample_queries, seed, queries_sql, queries_file)
         if not target:
-            raise InputError("`target` required", field="target")
+            raise InputError(f"{param('target')} required", field=param("target"))
         if not stage:
-            raise InputError("`stage` required (e.g. stage='hnsw')", field="stage")
+            raise InputError(f"{param('stage')} required (e.g. stage='hnsw')", field=param("stage"))
         cfg = sweep_config(testset=testset, queries=source, target=target, stage=stage, **options)
         return run_sweep(
             self.database,
@@ -171,7 +165,6 @@ class RunMethods:
             on_find=on_find,
         )
 
-    @api
     def sweep_plot(self, result, path: str | Path, *, title: str) -> Path:
         """Write the PNG of ``result`` (a SweepResult): recall@K against p95 latency with the
         Pareto front and the recommendation (`pgeval sweep --plot`); returns its path."""

@@ -5,14 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ._errors import api
-
 
 class SetupMethods:
     database: Any
-    option_names: bool
 
-    @api
     def init(self):
         """Create or upgrade schema pgeval (`pgeval init`); returns the InitReport."""
         from ..core.install import init
@@ -20,7 +16,6 @@ class SetupMethods:
         return init(self.database)
 
     # ---- test sets -----------------------------------------------------------------------------
-    @api
     def load_testset(
         self,
         path: str | Path,
@@ -48,7 +43,6 @@ class SetupMethods:
                 progress=progress,
             )
 
-    @api
     def testsets(self) -> list[dict]:
         """The stored test sets with their counts (`pgeval testset list`)."""
         from ..testset import list_testsets
@@ -56,7 +50,6 @@ class SetupMethods:
         with self.database.connect(autocommit=True) as conn:
             return list_testsets(conn)
 
-    @api
     def testset(self, name: str) -> dict:
         """Test set ``name`` described: counts, grades, query types, grade map, hash
         (`pgeval testset show`)."""
@@ -66,7 +59,6 @@ class SetupMethods:
         with snapshot(self.database) as conn:
             return show_testset(conn, name)
 
-    @api
     def delete_testset(self, name: str) -> int:
         """Delete test set ``name`` with its queries, judgements and runs; returns the number of
         runs deleted (`pgeval testset delete`)."""
@@ -76,7 +68,6 @@ class SetupMethods:
             return delete_testset(conn, name)
 
     # ---- targets -------------------------------------------------------------------------------
-    @api
     def add_target(
         self,
         name: str,
@@ -128,7 +119,6 @@ class SetupMethods:
             replace=replace,
         )
 
-    @api
     def targets(self) -> list[dict]:
         """The stored targets (`pgeval target list`)."""
         from ..target import targets as t
@@ -136,7 +126,6 @@ class SetupMethods:
         with self.database.connect(autocommit=True) as conn:
             return t.list_targets(conn)
 
-    @api
     def target(self, name: str) -> dict:
         """Target ``name``: ``{"target", "spec", "indexes"}``, its definition and the vector
         indexes the knowledge base has for it (`pgeval target show`)."""
@@ -149,7 +138,6 @@ class SetupMethods:
             indexes = catalog.vector_indexes(kb, tg)
         return {"target": name, "spec": tg.spec(), "indexes": indexes}
 
-    @api
     def remove_target(self, name: str) -> None:
         """Remove target ``name`` (`pgeval target remove`)."""
         from ..target import targets as t
@@ -169,9 +157,7 @@ def _ids(values) -> list | None:
 
 class EmbedMethods:
     database: Any
-    option_names: bool
 
-    @api
     def embed(
         self,
         testset: str | None,
@@ -189,13 +175,13 @@ class EmbedMethods:
         openai:MODEL, local:MODEL, numpy:FILE.npy) and store them, once per label
         (`pgeval embed`); ``on_start(label)`` once the embedder is known, ``on_batch(n)`` after
         each batch. Returns the EmbedReport."""
-        from ..core.errors import InputError
+        from ..core.errors import InputError, param
         from ..providers.embedders import parse, storage
 
         if not testset or not embedder:
             raise InputError(
-                "--testset and --embedder are required",
-                field="--testset" if not testset else "--embedder",
+                f"{param('testset')} and {param('embedder')} are required",
+                field=param("testset" if not testset else "embedder"),
             )
         emb = parse(
             embedder,
@@ -209,7 +195,6 @@ class EmbedMethods:
         with self.database.connect() as conn:
             return storage.ensure(conn, testset, emb, recompute=recompute, on_batch=on_batch)
 
-    @api
     def embeddings(self, testset: str | None = None) -> list[dict]:
         """The stored query embeddings (test set, label, dimension, count) (`pgeval embed
         --list`)."""
@@ -221,9 +206,7 @@ class EmbedMethods:
 
 class DemoMethods:
     database: Any
-    option_names: bool
 
-    @api
     def demo(
         self,
         workdir: str | Path,

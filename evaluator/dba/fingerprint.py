@@ -54,7 +54,7 @@ from typing import Any
 from psycopg import sql
 
 from ..core.canonical import canonical_json, sha256_hex
-from ..core.errors import NotFound
+from ..core.errors import NotFound, param
 from ..core.masking import mask_value
 from ..stages.registry import build_defaults, index_methods
 
@@ -523,6 +523,6 @@ def capture_for(
         except Exception as exc:
             if exc.__class__.__module__.startswith("psycopg") and settings:
                 first = first_line(exc, "invalid setting")
-                raise InputError(first, field="--set") from None
+                raise InputError(first, field=param("settings")) from None
             raise
     return fp, config_hash(fp)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 
 
 @dataclass
@@ -45,7 +45,8 @@ def fingerprint_of(
     one of the two. ``check``: also the health findings of the target."""
     if bool(target) == bool(run):
         raise InputError(
-            "give either --target NAME (capture now) or --run RUN (stored)", field="--target"
+            f"give either {param('target')} NAME (capture now) or {param('run')} RUN (stored)",
+            field=param("target"),
         )
     if run:
         from .config_diff import load_fingerprint
@@ -53,7 +54,7 @@ def fingerprint_of(
         with database.connect(autocommit=True) as conn:
             fp, h, kind = load_fingerprint(conn, run)
         if fp is None:
-            raise InputError(f"{kind} '{run}' has no stored fingerprint", field="--run")
+            raise InputError(f"{kind} '{run}' has no stored fingerprint", field=param("run"))
     else:
         from ..run.configure import settings_items
         from ..stages import gucs

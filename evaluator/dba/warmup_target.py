@@ -3,7 +3,7 @@ random ones, under the settings given (scoped to one stage at most) on top of th
 
 from __future__ import annotations
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 from . import warmup as wu
 
 
@@ -34,7 +34,7 @@ def warmup_target(
         raise InputError(
             f"warmup runs one query path but settings are scoped to "
             f"{', '.join(named)}: scope them to one stage",
-            field="--set",
+            field=param("settings"),
         )
     parsed = gucs.scope(parsed, named[0] if named else None)
     with database.connect(autocommit=True) as res:
@@ -44,8 +44,8 @@ def warmup_target(
         else:
             if not target.dimension:
                 raise InputError(
-                    f"target '{target_name}' has no known dimension: give --testset",
-                    field="--testset",
+                    f"target '{target_name}' has no known dimension: give {param('testset')}",
+                    field=param("testset"),
                 )
             vectors = wu.random_vectors(target.dimension, random_queries)
             source = f"{random_queries} random vectors (seed 0)"

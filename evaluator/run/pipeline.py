@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 
 from ..core.canonical import sha256_hex
-from ..core.errors import Conflict, InputError
+from ..core.errors import Conflict, InputError, param
 from ..core.install import ensure_installed
 from ..stages import gucs, registry
 from ..stages.base import StageContext, run_name
@@ -73,13 +73,15 @@ def parse_options(items, stage_names: list[str]) -> dict[str, dict[str, str]]:
         head, sep, value = str(item).partition("=")
         stage, colon, key = head.partition(":")
         if not sep or not colon or not stage.strip() or not key.strip():
-            raise InputError(f"'{item}' is not STAGE:KEY=VALUE (e.g. merge:k=60)", field="--opt")
+            raise InputError(
+                f"'{item}' is not STAGE:KEY=VALUE (e.g. merge:k=60)", field=param("options")
+            )
         stage, key = stage.strip(), key.strip()
         if stage not in stage_names:
             raise InputError(
-                f"option '{item}' names stage '{stage}', which is not in --stages "
+                f"option '{item}' names stage '{stage}', which is not in {param('stages')} "
                 f"({', '.join(stage_names)})",
-                field="--opt",
+                field=param("options"),
             )
         out.setdefault(stage, {})[key] = value.strip()
     return out
@@ -112,9 +114,9 @@ def run_pipeline(
     from ..target import targets
 
     if cfg.depth < 1:
-        raise InputError("--depth must be >= 1", field="--depth")
+        raise InputError(f"{param('depth')} must be >= 1", field=param("depth"))
     if cfg.repeat < 1:
-        raise InputError("--repeat must be >= 1", field="--repeat")
+        raise InputError(f"{param('repeat')} must be >= 1", field=param("repeat"))
     parsed = registry.parse_stages(cfg.stages)
     stages = [(name, kind, registry.get(kind)) for name, kind in parsed]
     gucs.check_stages(cfg.settings, [name for name, _ in parsed])  # STAGE:GUC=VALUE
@@ -144,7 +146,7 @@ def run_pipeline(
                 "SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)
             ).fetchone()
         ):
-            raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
+            raise Conflict(f"an experiment named '{name}' exists (choose another {param('name')})")
         if cfg.name:  # a run it did not create is never adopted: refuse before any work
             refuse_taken_runs(results, name, [n for n, _, _ in stages], cfg.repeat)
         results.rollback()
@@ -352,7 +354,7 @@ def _insert_experiment(
             return row[0], candidate
         if not auto:
             break
-    raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
+    raise Conflict(f"an experiment named '{name}' exists (choose another {param('name')})")
 
 
 def prepare_contexts(base: StageContext, stages, options: dict) -> dict[str, StageContext]:

@@ -30,7 +30,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 
 from ..core.canonical import canonical_json
-from ..core.errors import Conflict, DatabaseError, InputError, NotFound
+from ..core.errors import Conflict, DatabaseError, InputError, NotFound, param
 from .experiment_scope import acquire, commit, experiment_scope, unlock
 
 # run.params keys that do not define what a run measures (summaries, notes)
@@ -68,7 +68,7 @@ def reopen_run(conn, run_id: int, params: dict) -> int:
                 f"run '{name}' was measured with {key} = {json.dumps(old, default=str)}"
                 f" and would now continue with {json.dumps(new, default=str)}: "
                 "resuming would mix two configurations (run the pipeline again under "
-                "a new --name)"
+                f"a new {param('name')})"
             )
     conn.execute(
         "UPDATE pgeval.run SET status = 'running', finished_at = NULL, pid = %s, "
@@ -156,7 +156,7 @@ def find_experiment(conn, name: str) -> dict:
         if run[0] is None:
             raise InputError(
                 f"run '{name}' was imported, not produced by `pgeval run pipeline`:"
-                " import it again (with --replace) instead",
+                f" import it again (with {param('replace', True)}) instead",
                 field="RUN",
             )
         row = conn.execute(
@@ -208,7 +208,7 @@ def _check_fingerprint(kb, exp: dict, target, settings: dict, cache=None) -> Non
     raise Conflict(
         f"the configuration of experiment '{exp['name']}' changed since it started "
         f"({what or 'fingerprint differs'}): its runs would mix two configurations "
-        "(run the pipeline again under a new --name)"
+        f"(run the pipeline again under a new {param('name')})"
     )
 
 

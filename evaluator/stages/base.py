@@ -45,6 +45,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..core.errors import param
+
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
     import psycopg
@@ -131,7 +133,7 @@ class StageContext:
             raise InputError(
                 f"option {self.stage}:{key}={raw!r} is not a valid "
                 f"{getattr(cast, '__name__', 'value')}",
-                field="--opt",
+                field=param("options"),
             ) from None
 
     def settings_for(self, prefixes: tuple[str, ...]) -> dict[str, str]:

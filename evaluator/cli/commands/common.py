@@ -27,7 +27,7 @@ def pass_api(f):
     def wrapper(ctx, *args, **kwargs):
         from ...api import Pgeval
 
-        return f(Pgeval(ctx.obj.db, option_names=True), *args, **kwargs)
+        return f(Pgeval(ctx.obj.db), *args, **kwargs)
 
     return wrapper
 

@@ -74,7 +74,7 @@ def demo(ctx, out, corpus_name, queries, repeat, diskann, workdir, keep):
         value = root.params.get(opt)
         if value:
             global_args += [f"--{opt.replace('_', '-')}", value]
-    pg = Pgeval(ctx.obj.db, option_names=True)
+    pg = Pgeval(ctx.obj.db)
     temp = None if workdir else tempfile.mkdtemp(prefix="pgeval-demo-")
     try:
         pg.demo(

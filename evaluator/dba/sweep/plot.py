@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...core.errors import InputError
+from ...core.errors import InputError, param
 
 
 def write(
@@ -21,10 +21,12 @@ def write(
     from ...reporting import plots
 
     if not plots.available():
-        raise InputError("--plot needs matplotlib (pip install 'pgeval[plot]')", field="--plot")
+        raise InputError(
+            f"{param('plot')} needs matplotlib (pip install 'pgeval[plot]')", field=param("plot")
+        )
     pts = [p for p in points if p.get("index_recall") is not None and p.get("p95_ms") is not None]
     if not pts:
-        raise InputError("no measured point to plot", field="--plot")
+        raise InputError("no measured point to plot", field=param("plot"))
     fig = plots._figure(7.5, 4.6)
     ax = fig.add_subplot()
     xs = [p["p95_ms"] for p in pts]
