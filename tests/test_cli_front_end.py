@@ -80,3 +80,51 @@ def test_every_command_reaches_the_api():
         if path.stem in core_only:
             continue
         assert "pass_api" in text or "Pgeval(" in text, path.name
+
+
+def test_one_mapping_spells_parameters_as_options():
+    """The library names parameters; the command line's one mapping spells them as its options,
+    the API as its parameters; a switch given as False is its --no- option."""
+    from evaluator.cli.options import option_for
+    from evaluator.core.errors import InputError, param
+
+    exc = InputError(
+        f"{param('null_true')} needs {param('where')}; or {param('replace', True)}, "
+        f"{param('checksum', False)}, {param('settings')}",
+        field=param("null_true"),
+    )
+    assert exc.field == "null_true"
+    assert str(exc) == (
+        "field 'null_true': `null_true` needs `where`; or `replace=True`, `checksum=False`, "
+        "`settings`"
+    )
+    assert exc.text(option_for) == (
+        "field '--null-as-true': --null-as-true needs --where; or --replace, --no-checksum, --set"
+    )
+
+
+def test_api_errors_of_new_parameters_name_them(clean):
+    """add_target takes every option of `target add`; its errors name the API's parameters and
+    the command line's options for the same mistake."""
+    from evaluator import api
+    from evaluator.core.errors import InputError
+
+    pg = api.Pgeval(clean)
+    with pytest.raises(InputError) as info:
+        pg.add_target(
+            "t", table="x", id_column="id", vector_column="e", null_true="enabled", where={}
+        )
+    assert info.value.field == "null_true" and "`where`" in str(info.value)
+    assert "--" not in str(info.value)
+    with pytest.raises(InputError) as info:
+        pg.add_target("t", table="x", id_column="id", vector_column="e", knowledge_id="k1")
+    assert info.value.field == "knowledge_id" and "goes with `preset` weknora" in str(info.value)
+
+
+def test_cli_error_names_the_option(clean, pgeval):
+    code, _, err = pgeval(
+        "target", "add", "t", "--table", "x", "--id-column", "id", "--vector-column", "e",
+        "--null-as-true", "enabled",
+    )  # fmt: skip
+    assert code == 1
+    assert "field '--null-as-true': column 'enabled' has no --where filter" in err

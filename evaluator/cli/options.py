@@ -8,6 +8,8 @@ OPTIONS = {
     "settings": "--set",
     "options": "--opt",
     "params": "--param",
+    "moved_by": "--by",
+    "null_true": "--null-as-true",
 }
 
 

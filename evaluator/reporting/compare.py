@@ -307,7 +307,9 @@ def compare(
 
 def _moved(base: dict, cand: dict, metric: str, top: int) -> list[dict]:
     if not any(r for r in (per_query(base, metric), per_query(cand, metric))):
-        raise InputError(f"no per-query values of '{metric}' to rank queries by", field=param("by"))
+        raise InputError(
+            f"no per-query values of '{metric}' to rank queries by", field=param("moved_by")
+        )
     ids, a, b = paired_values(base, cand, metric)
     texts = {str(c["query_id"]): c.get("text") for c in cand.get("cases") or []}
     moved: list[dict[str, Any]] = [

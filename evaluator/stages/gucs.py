@@ -40,7 +40,7 @@ GUARDED = {
 GUARDED.update(
     role="pgeval reads as the user it connects as",
     session_authorization="pgeval reads as the user it connects as",
-    statement_timeout="use --statement-timeout (recorded with every run)",
+    statement_timeout=f"use {param('statement_timeout')} (recorded with every run)",
 )
 
 # the one default of --statement-timeout (pipeline, sweep): every statement on the knowledge base

@@ -38,7 +38,7 @@ def parse_filter_options(
             raise InputError(
                 f"column '{col}' has no {param('where')} filter (give {param('where')} {col}=VALUE: "
                 "NULL then passes as well)",
-                field=param("null_as_true"),
+                field=param("null_true"),
             )
         if col not in cols:
             cols.append(col)

@@ -147,7 +147,7 @@ def changed_message(name: str, old_fp: dict | None, new_fp: dict | None) -> str:
     return (
         f"sweep '{name}' was measured under another configuration ({what}): its points "
         "would mix two configurations, and none measured under one is kept under another "
-        "(choose another --name, or --fresh to measure this sweep again)"
+        f"(choose another {param('name')}, or {param('fresh', True)} to measure this sweep again)"
     )
 
 
