@@ -15,7 +15,7 @@ class DbaMethods:
         testset: str | None = None,
         embedder: str | None = None,
         settings=None,
-        k: int = 10,
+        k: int | None = None,
         max_passes: int | None = None,
         tolerance: float | None = None,
         random_queries: int | None = None,
@@ -25,9 +25,10 @@ class DbaMethods:
         """Warm target ``target``'s table and ANN indexes up (`pgeval warmup`): pg_prewarm when
         installed (``prewarm=False``: never), then passes of ``testset``'s query vectors (else
         ``random_queries`` seeded random ones) until the median latency settles within
-        ``tolerance`` or ``max_passes``; ``on_pass(PassStats)`` after each. Returns a
-        WarmupReport (``as_dict()``)."""
-        from ..dba import warmup as wu
+        ``tolerance`` or ``max_passes``; ``on_pass(PassStats)`` after each. What is None takes
+        ``evaluator.dba.warmup_target.WARMUP_DEFAULTS``. Returns a WarmupReport
+        (``as_dict()``)."""
+        from ..dba.warmup_target import WARMUP_DEFAULTS as D
         from ..dba.warmup_target import warmup_target
 
         return warmup_target(
@@ -36,10 +37,10 @@ class DbaMethods:
             testset=testset,
             embedder=embedder,
             settings=settings,
-            k=k,
-            max_passes=wu.MAX_PASSES if max_passes is None else max_passes,
-            tolerance=wu.TOLERANCE if tolerance is None else tolerance,
-            random_queries=wu.RANDOM_QUERIES if random_queries is None else random_queries,
+            k=D.k if k is None else k,
+            max_passes=D.max_passes if max_passes is None else max_passes,
+            tolerance=D.tolerance if tolerance is None else tolerance,
+            random_queries=D.random_queries if random_queries is None else random_queries,
             use_prewarm=prewarm,
             on_pass=on_pass,
         )

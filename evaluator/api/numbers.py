@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._errors import cut_offs
+from ._keywords import cut_offs
 
 
 class NumberMethods:

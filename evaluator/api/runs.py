@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.errors import InputError, param
-from ._errors import query_source
+from ._keywords import query_source
 
 
 class RunMethods:

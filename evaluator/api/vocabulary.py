@@ -7,6 +7,7 @@ from __future__ import annotations
 from ..dba.fingerprint import short_hash
 from ..dba.sweep.configure import SWEEP_DEFAULTS
 from ..dba.sweep.text import find_line, plot_title, recommendation_line, server_label
+from ..dba.warmup_target import WARMUP_DEFAULTS
 from ..measure.metrics import measures_for
 from ..measure.stage_method import label as stage_label
 from ..measure.stage_report import chain_text
@@ -20,6 +21,7 @@ __all__ = [
     "PIPELINE_DEFAULTS",
     "SAMPLED_BIAS",
     "SWEEP_DEFAULTS",
+    "WARMUP_DEFAULTS",
     "ann_kinds",
     "chain_text",
     "find_line",

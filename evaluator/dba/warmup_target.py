@@ -3,8 +3,22 @@ random ones, under the settings given (scoped to one stage at most) on top of th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..core.errors import InputError, param
 from . import warmup as wu
+
+
+@dataclass(frozen=True)
+class WarmupDefaults:
+    k: int = 10
+    max_passes: int = wu.MAX_PASSES
+    tolerance: float = wu.TOLERANCE
+    random_queries: int = wu.RANDOM_QUERIES
+
+
+# what `pgeval warmup` does without options (the CLI's option defaults and the API's)
+WARMUP_DEFAULTS = WarmupDefaults()
 
 
 def warmup_target(
@@ -14,10 +28,10 @@ def warmup_target(
     testset: str | None = None,
     embedder: str | None = None,
     settings=(),
-    k: int = 10,
-    max_passes: int = wu.MAX_PASSES,
-    tolerance: float = wu.TOLERANCE,
-    random_queries: int = wu.RANDOM_QUERIES,
+    k: int = WARMUP_DEFAULTS.k,
+    max_passes: int = WARMUP_DEFAULTS.max_passes,
+    tolerance: float = WARMUP_DEFAULTS.tolerance,
+    random_queries: int = WARMUP_DEFAULTS.random_queries,
     use_prewarm: bool = True,
     on_pass=None,
 ) -> wu.WarmupReport:

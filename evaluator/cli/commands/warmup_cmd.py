@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from ...api.vocabulary import WARMUP_DEFAULTS
 from ..output import emit, format_option, info, to_json, warn
 from .common import pass_api
 
@@ -33,28 +34,28 @@ from .common import pass_api
 @click.option(
     "--k",
     type=click.IntRange(1, 10000),
-    default=10,
+    default=WARMUP_DEFAULTS.k,
     show_default=True,
     help="Rows per query (LIMIT).",
 )
 @click.option(
     "--max-passes",
     type=click.IntRange(2, 100),
-    default=10,
+    default=WARMUP_DEFAULTS.max_passes,
     show_default=True,
     help="Stop after this many passes even when latency has not settled.",
 )
 @click.option(
     "--tolerance",
     type=click.FloatRange(0.001, 1.0),
-    default=0.05,
+    default=WARMUP_DEFAULTS.tolerance,
     show_default=True,
     help="Settled when two consecutive passes' median latencies differ by less.",
 )
 @click.option(
     "--random-queries",
     type=click.IntRange(1, 100000),
-    default=64,
+    default=WARMUP_DEFAULTS.random_queries,
     show_default=True,
     help="Number of random vectors when no --testset is given.",
 )
