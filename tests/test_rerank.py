@@ -259,7 +259,10 @@ def test_user_errors(database, conn, kb, peer):
     for opts, msg in (
         ({}, "needs a reranker"),
         ({"reranker": "magic:x"}, "unknown reranker 'magic:x'"),
-        ({"reranker": f"http:{peer}/rerank", "top_n": "7"}, "above --depth 6"),
+        (
+            {"reranker": f"http:{peer}/rerank", "top_n": "7"},
+            "above `depth` 6",
+        ),  # the library names parameters
         ({"reranker": f"http:{peer}/rerank", "input": "merge"}, "not an earlier stage"),
         ({"reranker": "http:ftp://x"}, "must start with http"),
         ({"reranker": "exact", "column": "body"}, "not a vector or halfvec"),

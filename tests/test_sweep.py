@@ -12,6 +12,7 @@ import json
 import pytest
 from dba_data import CRAN_TARGET, CRAN_TESTSET, ensure_cranfield
 
+from evaluator.cli.options import option_for
 from evaluator.core.errors import Conflict, InputError
 from evaluator.dba.sweep import SweepConfig, run_sweep
 
@@ -186,7 +187,8 @@ def test_bad_grids_are_refused(database, cran, kw, field, text):
         cfg.stage = kw["stage"]
     with pytest.raises(InputError) as exc:
         run_sweep(database, cfg)
-    assert exc.value.field == field and text in str(exc.value)
+    # the library names the parameter; the command line's option for it is the one expected
+    assert option_for(exc.value.field) == field and text in str(exc.value)
 
 
 def test_cli_sweep_outputs_and_plot(pgeval, cran, tmp_path):

@@ -60,7 +60,9 @@ def test_passes_are_bounded(conn, cran):
     )
     assert len(report.passes) <= 3
     assert report.converged or "did not settle within 3 passes" in " ".join(report.warnings)
-    with pytest.raises(Exception, match="max-passes"):
+    with pytest.raises(
+        Exception, match="`max_passes` must be at least 2"
+    ):  # the library names parameters
         wu.warmup(conn, cran, vectors, source="random", max_passes=1)
 
 

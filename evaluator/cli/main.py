@@ -131,7 +131,9 @@ def main(argv=None) -> int:
         if type(code) is int:  # a command's ctx.exit(N) (no command returns a value)
             return code
     except PgevalError as exc:
-        click.echo(f"pgeval: error: {redact(str(exc))}", err=True)
+        from .options import option_for
+
+        click.echo(f"pgeval: error: {redact(exc.text(option_for))}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("pgeval: interrupted", err=True)

@@ -11,14 +11,59 @@ def first_line(exc: BaseException, fallback: str | None = None) -> str:
     return lines[0] if lines else (fallback if fallback is not None else exc.__class__.__name__)
 
 
+# A parameter named in a message is a reference, not text: ``param("id_column")`` is marked with
+# two private-use characters, and each front end spells it when it prints the message (the
+# Python API: `id_column`, `replace=True`; the command line: --id-column, --replace; one mapping
+# each). Nothing parses prose: the marks say exactly where a parameter is.
+_OPEN, _CLOSE = "\ue000", "\ue001"
+
+
+def param(name: str, flag: bool | None = None) -> str:
+    """Parameter ``name`` as a message or an error's ``field`` names it; ``flag``: a switch
+    (``True``: ``replace=True`` / ``--replace``; ``False``: ``checksum=False`` /
+    ``--no-checksum``)."""
+    value = "" if flag is None else f"={flag}"
+    return f"{_OPEN}{name}{value}{_CLOSE}"
+
+
+def api_spelling(name: str, value: str | None) -> str:
+    """How the Python API spells a parameter in a message: `id_column`, `replace=True`."""
+    return f"`{name}={value}`" if value else f"`{name}`"
+
+
+def spell(text: str, spelling=api_spelling) -> str:
+    """``text`` with every :func:`param` reference spelled by ``spelling(name, value)``."""
+    head, *parts = text.split(_OPEN)
+    out = [head]
+    for part in parts:
+        ref, _, rest = part.partition(_CLOSE)
+        name, _, value = ref.partition("=")
+        out += [spelling(name, value or None), rest]
+    return "".join(out)
+
+
+def _bare(name: str, value: str | None) -> str:
+    return name
+
+
 class PgevalError(Exception):
-    """Base class of every error pgeval reports to a user (exit code 1)."""
+    """Base class of every error pgeval reports to a user (exit code 1). Its message may name
+    parameters (:func:`param`); ``str()`` spells them as the Python API does, :meth:`text` as a
+    front end asks."""
 
     exit_code = 1
 
+    def text(self, spelling=None) -> str:
+        """The message with its parameters spelled by ``spelling(name, value)``."""
+        return spell(Exception.__str__(self), spelling or api_spelling)
+
+    def __str__(self) -> str:
+        return self.text()
+
 
 class InputError(PgevalError):
-    """Bad user input: a file, a line, a field. The message names all three where known."""
+    """Bad user input: a file, a line, a field. The message names all three where known. The
+    field may be a parameter (``field=param("id_column")``): ``field`` is then its name."""
 
     def __init__(
         self,
@@ -28,14 +73,20 @@ class InputError(PgevalError):
         line: int | None = None,
         field: str | None = None,
     ):
-        where = []
-        if file is not None:
-            where.append(str(file) if line is None else f"{file}:{line}")
-        if field is not None:
-            where.append(f"field '{field}'")
-        self.file, self.line, self.field = file, line, field
+        self.file, self.line = file, line
+        self.field_ref = field  # as given (a parameter reference stays one)
+        self.field = None if field is None else spell(field, _bare)
         self.detail = message
-        super().__init__(f"{', '.join(where)}: {message}" if where else message)
+        super().__init__(message)
+
+    def text(self, spelling=None) -> str:
+        where = []
+        if self.file is not None:
+            where.append(str(self.file) if self.line is None else f"{self.file}:{self.line}")
+        if self.field_ref is not None:  # a field is named bare by the API, as an option by the CLI
+            where.append(f"field '{spell(self.field_ref, spelling or _bare)}'")
+        detail = spell(self.detail, spelling or api_spelling)
+        return f"{', '.join(where)}: {detail}" if where else detail
 
 
 class NotFound(PgevalError):

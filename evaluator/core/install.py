@@ -7,7 +7,7 @@ import functools
 from dataclasses import dataclass, field
 
 from . import resources
-from .errors import DatabaseError, first_line
+from .errors import DatabaseError, first_line, param
 from .held_lock import HeldLock
 
 SCHEMA = "pgeval"
@@ -101,7 +101,7 @@ def ensure_extensions(conn, report: InitReport, kb_conn=None) -> None:
             if name in REQUIRED_EXTENSIONS:
                 raise DatabaseError(
                     f"extension '{name}' (pgvector) is not available on this server; "
-                    "install it or use the embedded server (omit --dsn)"
+                    f"install it or use the embedded server (omit {param('dsn')})"
                 )
             report.missing.append(name)
             continue

@@ -25,7 +25,7 @@ from typing import Any
 from psycopg import sql
 
 from ..core.db import Database
-from ..core.errors import DatabaseError, InputError, first_line
+from ..core.errors import DatabaseError, InputError, first_line, param
 from . import health
 
 SCRATCH_PREFIX = "pgeval_scratch_"
@@ -210,7 +210,7 @@ class Scratch:
             wanted = c.execute("SELECT pg_size_bytes(%s)", (memory,)).fetchone()[0]
         except Exception:
             raise InputError(
-                f"'{memory}' is not a memory size (e.g. 1GB)", field="--maintenance-work-mem"
+                f"'{memory}' is not a memory size (e.g. 1GB)", field=param("maintenance_work_mem")
             ) from None
         if wanted > current:
             c.execute("SELECT set_config('maintenance_work_mem', %s, true)", (memory,))
@@ -292,14 +292,16 @@ class Scratch:
         except Exception as exc:
             if dog.fired or "statement timeout" in str(exc):
                 raise DatabaseError(
-                    f"building {method} index {label or options} exceeded --build-timeout "
-                    f"{self.build_timeout_s:g}s and was cancelled (raise --build-timeout, or "
-                    "--maintenance-work-mem: DiskANN storage_layout=plain builds were seen to "
+                    f"building {method} index {label or options} exceeded {param('build_timeout')} "
+                    f"{self.build_timeout_s:g}s and was cancelled (raise {param('build_timeout')}, or "
+                    f"{param('maintenance_work_mem')}: DiskANN storage_layout=plain builds were seen to "
                     "hang with a small maintenance_work_mem)"
                 ) from None
             msg = _first_line(exc)
             if "out of bounds" in msg or "invalid value" in msg or "unrecognized parameter" in msg:
-                raise InputError(f"{method} {label or options}: {msg}", field="--build") from None
+                raise InputError(
+                    f"{method} {label or options}: {msg}", field=param("build")
+                ) from None
             raise DatabaseError(
                 f"building {method} index {label or options} failed: {msg}"
             ) from None

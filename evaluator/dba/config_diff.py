@@ -94,6 +94,19 @@ class Diff:
             for d in self.differences
         ]
 
+    def as_dict(self) -> dict:
+        """What `pgeval diff --format json` prints."""
+        return {
+            "a": self.a,
+            "b": self.b,
+            "config_hash_a": self.hash_a,
+            "config_hash_b": self.hash_b,
+            "same": self.hash_a == self.hash_b,
+            "variables": self.variables,
+            "differences": self.rows(),
+            "warnings": self.warnings(),
+        }
+
 
 def show_value(value: Any) -> str | None:
     if value is None:

@@ -53,6 +53,7 @@ from typing import Any
 
 from ..core.canonical import canonical_json, sha256_hex
 from ..core.db import Database
+from ..core.errors import param
 from ..core.masking import mask_value
 from ..stages.registry import build_defaults, index_methods
 from . import data_checksum
@@ -479,6 +480,6 @@ def capture_for(
         except Exception as exc:
             if exc.__class__.__module__.startswith("psycopg") and settings:
                 first = first_line(exc, "invalid setting")
-                raise InputError(first, field="--set") from None
+                raise InputError(first, field=param("settings")) from None
             raise
     return fp, config_hash(fp)

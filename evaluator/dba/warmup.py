@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import InputError, NotFound
+from ..core.errors import InputError, NotFound, param
 from ..core.percentile import nearest_rank
 from . import health
 
@@ -190,7 +190,7 @@ def testset_vectors(results_conn: Any, testset: str, embedder: str | None) -> tu
             raise InputError(
                 f"test set '{testset}' has embeddings from several embedders "
                 f"({', '.join(labels)}): choose one",
-                field="--embedder",
+                field=param("embedder"),
             )
         if not labels:
             queries = storage.testset_queries(results_conn, tid, with_embedding=True)
@@ -198,7 +198,7 @@ def testset_vectors(results_conn: Any, testset: str, embedder: str | None) -> tu
             if not vecs:
                 raise NotFound(
                     f"test set '{testset}' has no query embeddings (run `pgeval "
-                    "embed` first, or warm up with random vectors: omit --testset)"
+                    f"embed` first, or warm up with random vectors: omit {param('testset')})"
                 )
             return vecs, f"test set {testset} (embeddings from the file)"
         embedder = labels[0]
@@ -254,15 +254,16 @@ def warmup(
 
     if max_passes < 2:
         raise InputError(
-            "--max-passes must be at least 2 (two passes are compared)", field="--max-passes"
+            f"{param('max_passes')} must be at least 2 (two passes are compared)",
+            field=param("max_passes"),
         )
     if not vectors:
-        raise InputError("no query vectors to warm up with", field="--testset")
+        raise InputError("no query vectors to warm up with", field=param("testset"))
     if target.dimension and len(vectors[0]) != target.dimension:
         raise InputError(
             f"query vectors have dimension {len(vectors[0])} but target "
             f"'{target.name}' searches dimension {target.dimension}",
-            field="--embedder",
+            field=param("embedder"),
         )
     register_vector(kb)
     gucs.load_libraries(kb)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from ..core.errors import PgevalError
+from ..core.errors import PgevalError, param
 
 SCHEMA = "pgeval_demo"
 MARK = "created by pgeval demo"  # COMMENT ON SCHEMA: the demo may drop it
@@ -36,7 +36,7 @@ def _drop_own_schema(kb) -> None:
         raise PgevalError(
             f"schema {SCHEMA} exists and was not created by `pgeval demo`: the "
             "demo will not touch it (rename it, or run the demo in another "
-            "database with --dsn)"
+            f"database with {param('dsn')})"
         )
     kb.execute(f"DROP SCHEMA {SCHEMA} CASCADE")
 

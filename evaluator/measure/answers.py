@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import strict_json
-from ..core.errors import Conflict, InputError
+from ..core.errors import Conflict, InputError, param
 from ..core.ids import ident
 from .metrics import resolve_run
 
@@ -177,7 +177,7 @@ def import_answers(
         ).fetchone()[0]
         if existing and not replace:
             raise Conflict(
-                f"run '{run.name}' already has {existing} answers (use --replace to "
+                f"run '{run.name}' already has {existing} answers (use {param('replace', True)} to "
                 "swap them for this file)"
             )
         if existing:
@@ -250,7 +250,7 @@ def set_refusal_phrases(
     and `--remove` drops one of them; `reset` goes back to the defaults."""
     for p in add:
         if not p.strip():
-            raise InputError("a refusal phrase cannot be empty", field="--add")
+            raise InputError("a refusal phrase cannot be empty", field=param("add"))
     with conn.transaction():
         if reset:
             conn.execute("DELETE FROM pgeval.refusal_phrase")
@@ -263,7 +263,9 @@ def set_refusal_phrases(
             current = {r[0] for r in conn.execute("SELECT phrase FROM pgeval.refusal_phrase")}
             for p in remove:
                 if p not in current:
-                    raise InputError(f"'{p}' is not a refusal phrase in force", field="--remove")
+                    raise InputError(
+                        f"'{p}' is not a refusal phrase in force", field=param("remove")
+                    )
             conn.execute(
                 "DELETE FROM pgeval.refusal_phrase WHERE phrase = ANY (%s)", (list(remove),)
             )
@@ -276,7 +278,7 @@ def set_refusal_phrases(
             if not left:
                 raise InputError(
                     "removing every refusal phrase would bring back the defaults; "
-                    "keep at least one (or use --reset)",
-                    field="--remove",
+                    f"keep at least one (or use {param('reset')})",
+                    field=param("remove"),
                 )
     return refusal_phrases(conn)[0]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 
 MAX_K = 100_000
 
@@ -128,7 +128,7 @@ def spelled() -> str:
     )
 
 
-def ranked(names: str | list[str], option: str = "--measure") -> list[str]:
+def ranked(names: str | list[str], option: str = "measures") -> list[str]:
     """The ranked measures named in ``names`` (a comma-separated string or a list), each checked
     by :func:`parse`; an :class:`InputError` naming ``option`` for any other name."""
     items = names.split(",") if isinstance(names, str) else names
@@ -139,12 +139,12 @@ def ranked(names: str | list[str], option: str = "--measure") -> list[str]:
         try:
             measure = parse(item)
         except UnknownMeasure as exc:
-            raise InputError(str(exc), field=option) from None
+            raise InputError(str(exc), field=param(option)) from None
         if measure.kind != "ranked":
             raise InputError(
                 f"'{item}' is not computed from a ranked list (ranked measures: "
                 f"{', '.join([f'{n}@K' for n in RANKED] + list(UNCUT))})",
-                field=option,
+                field=param(option),
             )
         out.append(item)
     return out
@@ -163,7 +163,7 @@ def measures_for(
     k = list(k or DEFAULT_RECALL_K)
     ndcg_k = list(ndcg_k or DEFAULT_NDCG_K)
     mrr_k = list(mrr_k or DEFAULT_MRR_K)
-    for option, values in (("--k", k), ("--ndcg-k", ndcg_k), ("--mrr-k", mrr_k)):
+    for option, values in ((param("k"), k), (param("ndcg_k"), ndcg_k), (param("mrr_k"), mrr_k)):
         for value in values:
             if not 1 <= value <= MAX_K:
                 raise InputError(

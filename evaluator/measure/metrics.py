@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import IncompleteRun, InputError, PgevalError, first_line
+from ..core.errors import IncompleteRun, InputError, PgevalError, first_line, param
 from . import measures, stage_method
 from .run_lookup import no_such_run
 
@@ -139,7 +139,7 @@ def levels(conn: Any, values: dict[str, float | None], domain_discount: float = 
             (domain_discount, list(values), list(values.values())),
         ).fetchall()
     except psycopg.errors.InvalidParameterValue as exc:
-        raise InputError(first_line(exc), field="--domain-discount") from None
+        raise InputError(first_line(exc), field=param("domain_discount")) from None
     return {m: lvl for m, lvl in rows if lvl is not None}
 
 
@@ -178,7 +178,7 @@ def evaluate(
 ) -> Evaluation:
     """Everything `pgeval metrics` shows for one run, read from the SQL API."""
     if rel < 1 or rel > 3:
-        raise InputError(f"relevance threshold must be 1, 2 or 3, got {rel}", field="--rel")
+        raise InputError(f"relevance threshold must be 1, 2 or 3, got {rel}", field=param("rel"))
     measures = measures or measures_for()
     run = resolve_run(conn, run_name)
     warnings: list[str] = []
@@ -186,7 +186,7 @@ def evaluate(
         if not allow_partial:
             raise IncompleteRun(
                 f"run '{run.name}' is {run.status}, not complete: its numbers "
-                "would be wrong (`pgeval run resume` it, or --allow-partial to "
+                f"would be wrong (`pgeval run resume` it, or {param('allow_partial', True)} to "
                 "see them labelled)"
             )
         warnings.append(
@@ -205,7 +205,7 @@ def evaluate(
             "statistically meaningful"
         )
         if strict:
-            raise PgevalError(text + " (--strict)")
+            raise PgevalError(text + f" ({param('strict', True)})")
         warnings.append(text)
     if c["no_result"]:
         warnings.append(f"{c['no_result']} valid queries have no result in this run and score 0")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import IncompleteRun, InputError, NotFound
+from ..core.errors import IncompleteRun, InputError, NotFound, param
 from . import stage_method
 from .measures import stage_measures
 from .metrics import MIN_VALID_QUERIES
@@ -149,10 +149,10 @@ def parse_repetition(value: str | int | None) -> int | None:
         rep = int(str(value).strip())
     except ValueError:
         raise InputError(
-            f"repetition must be a number or 'all', got {value!r}", field="--repetition"
+            f"repetition must be a number or 'all', got {value!r}", field=param("repetition")
         ) from None
     if rep < 1:
-        raise InputError(f"repetition must be >= 1, got {rep}", field="--repetition")
+        raise InputError(f"repetition must be >= 1, got {rep}", field=param("repetition"))
     return rep
 
 
@@ -306,11 +306,11 @@ def stages(
 
 def _check_options(k: int, rel: int, worst: int) -> None:
     if k < 1:
-        raise InputError(f"cut-off K must be >= 1, got {k}", field="--k")
+        raise InputError(f"cut-off K must be >= 1, got {k}", field=param("k"))
     if rel not in (1, 2, 3):
-        raise InputError(f"relevance threshold must be 1, 2 or 3, got {rel}", field="--rel")
+        raise InputError(f"relevance threshold must be 1, 2 or 3, got {rel}", field=param("rel"))
     if worst < 0:
-        raise InputError(f"--worst must be >= 0, got {worst}", field="--worst")
+        raise InputError(f"{param('worst')} must be >= 0, got {worst}", field=param("worst"))
 
 
 def _partial(
@@ -344,7 +344,7 @@ def _partial(
     if not allow_partial:
         raise IncompleteRun(
             text + ": their numbers would be wrong (resume the experiment, "
-            "or --allow-partial to see them labelled)"
+            f"or {param('allow_partial', True)} to see them labelled)"
         )
     return ["PARTIAL: " + text]
 
@@ -371,7 +371,7 @@ def _judged_warnings(
         raise InputError(
             f"test set '{exp.testset}' has no valid query (none has a chunk of "
             f"grade >= {rel}): nothing to attribute",
-            field="--rel",
+            field=param("rel"),
         )
     if counts["valid"] < MIN_VALID_QUERIES:
         text = (
@@ -379,7 +379,7 @@ def _judged_warnings(
             "not statistically meaningful"
         )
         if strict:
-            raise InputError(text + " (--strict)", field="--strict")
+            raise InputError(text + f" ({param('strict', True)})", field=param("strict", True))
         warnings.append(text)
     if not any(r["role"] == "exact" for r in runs):
         warnings.append(

@@ -18,7 +18,7 @@ import urllib.request
 from dataclasses import dataclass
 
 from ..core import masking
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 
 MAX_BACKOFF_S = 30.0
 
@@ -52,7 +52,7 @@ def check_url(url: str, what: str, field: str) -> None:
     if "@" in netloc:
         raise InputError(
             f"{what} '{masking.mask(url)}' holds a user name or password: remove "
-            "it and put the API key in an environment variable (--api-key-env)",
+            f"it and put the API key in an environment variable ({param('api_key_env')})",
             field=field,
         )
 

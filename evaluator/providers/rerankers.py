@@ -31,14 +31,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 from ..core.masking import mask
 from .http_json import JsonClient, check_url
 
 RETRIES = 4
 BACKOFF_S = 0.5
 DEFAULT_KEY_ENV = "RERANK_API_KEY"
-FIELD = "--opt"
+FIELD = param("options")
 
 
 class Reranker(Protocol):

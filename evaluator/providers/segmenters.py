@@ -26,7 +26,7 @@ from __future__ import annotations
 import importlib.util
 import re
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 
 SEGMENTERS = ("none", "whitespace", "bigram", "jieba")
 
@@ -41,7 +41,7 @@ def available(name: str) -> bool:
     return importlib.util.find_spec("jieba") is not None
 
 
-def check(name: str | None, field: str = "--opt") -> str:
+def check(name: str | None, field: str = param("options")) -> str:
     """The segmenter's name, validated; InputError when unknown or when jieba is missing."""
     name = (name or "none").strip().lower()
     if name not in SEGMENTERS:
@@ -83,4 +83,6 @@ def segment(text: str | None, name: str = "none") -> str:
 
         jieba.setLogLevel(logging.WARNING)
         return " ".join(w.strip() for w in jieba.cut(text) if w.strip())
-    raise InputError(f"unknown segmenter '{name}' (one of {', '.join(SEGMENTERS)})", field="--opt")
+    raise InputError(
+        f"unknown segmenter '{name}' (one of {', '.join(SEGMENTERS)})", field=param("options")
+    )

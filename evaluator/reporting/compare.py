@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 from ..measure import stats
 from ..measure.measures import find
 from . import label
@@ -224,9 +224,9 @@ def compare(
     moved_by: str | None = None,
 ) -> Comparison:
     if not 0 < alpha < 1:
-        raise InputError(f"alpha must be between 0 and 1, got {alpha}", field="--alpha")
+        raise InputError(f"alpha must be between 0 and 1, got {alpha}", field=param("alpha"))
     if permutations < 100:
-        raise InputError("use at least 100 permutations", field="--permutations")
+        raise InputError("use at least 100 permutations", field=param("permutations"))
     testset = check_same_testset(base, cand)
     warnings: list[str] = []
     sb, sc = base.get("summary") or {}, cand.get("summary") or {}
@@ -310,7 +310,9 @@ def compare(
 
 def _moved(base: dict, cand: dict, metric: str, top: int) -> list[dict]:
     if not any(r for r in (per_query(base, metric), per_query(cand, metric))):
-        raise InputError(f"no per-query values of '{metric}' to rank queries by", field="--by")
+        raise InputError(
+            f"no per-query values of '{metric}' to rank queries by", field=param("moved_by")
+        )
     ids, a, b = paired_values(base, cand, metric)
     texts = {str(c["query_id"]): c.get("text") for c in cand.get("cases") or []}
     moved: list[dict[str, Any]] = [

@@ -19,7 +19,7 @@ import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..core.errors import IncompleteRun, InputError, NotFound
+from ..core.errors import IncompleteRun, InputError, NotFound, param
 from ..core.json_text import to_json
 from ..measure import answers, latency, metrics, stage_method
 from ..measure.measures import cutoffs
@@ -174,7 +174,7 @@ def build(
         raise IncompleteRun(
             f"experiment '{exp['name']}' is {exp['status']}, not complete: its "
             "final stage may not have run (`pgeval run resume` it, or "
-            "--allow-partial to see it labelled)"
+            f"{param('allow_partial', True)} to see it labelled)"
         )
     ev = metrics.evaluate(
         conn,

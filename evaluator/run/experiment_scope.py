@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-from ..core.errors import Conflict, DatabaseError, InputError, PgevalError, first_line
+from ..core.errors import Conflict, DatabaseError, InputError, PgevalError, first_line, param
 from ..core.held_lock import HeldLock
 
 LOCK_CLASS = 1885824374  # 'pgev': first key of the experiment's advisory lock
@@ -86,7 +86,7 @@ def stopped(exc: BaseException, name: str) -> PgevalError | None:
     first = first_line(exc)
     if isinstance(exc, psycopg.errors.QueryCanceled):
         return DatabaseError(
-            f"a statement ran past the statement timeout ({first}){hint} --statement-timeout LONGER"
+            f"a statement ran past the statement timeout ({first}){hint} {param('statement_timeout')} LONGER"
         )
     if isinstance(exc, psycopg.OperationalError):
         return DatabaseError(
@@ -97,10 +97,10 @@ def stopped(exc: BaseException, name: str) -> PgevalError | None:
             f"the database refused a statement ({first}){hint} once the cause is fixed"
         )
     if isinstance(exc, InputError):
-        return InputError(exc.detail + hint, file=exc.file, line=exc.line, field=exc.field)
+        return InputError(exc.detail + hint, file=exc.file, line=exc.line, field=exc.field_ref)
     if isinstance(exc, PgevalError):
         try:
-            return exc.__class__(f"{exc}{hint}")
+            return exc.__class__(f"{Exception.__str__(exc)}{hint}")  # parameters stay references
         except TypeError:
             return None
     return None

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..core.canonical import sha256_hex
 from ..core.db import Database
-from ..core.errors import Conflict, InputError
+from ..core.errors import Conflict, InputError, param
 from ..core.install import ensure_installed
 from ..stages import gucs, registry
 from ..stages.base import StageContext, run_name
@@ -44,7 +44,9 @@ class PipelineConfig:
     batch: bool = False
     server_timing: bool = False
     isolate_index: bool = False
-    statement_timeout: str | None = "5min"  # per statement on the knowledge base (None: server's)
+    statement_timeout: str | None = (
+        gucs.DEFAULT_STATEMENT_TIMEOUT
+    )  # per statement on the knowledge base (None: server's)
     checksum: bool = True  # content checksum in the fingerprint (one table scan)
     queries: object = None  # testset.query_source.QuerySource (instead of testset)
 
@@ -57,6 +59,15 @@ class PipelineResult:
     runs: list[dict]
     warnings: list[str]
 
+    def as_dict(self) -> dict:
+        """What `pgeval run pipeline --format json` prints: the runs under the experiment."""
+        return {
+            "experiment": self.experiment,
+            "config_hash": self.config_hash,
+            "warnings": self.warnings,
+            "rows": self.runs,
+        }
+
 
 def parse_options(items: Any, stage_names: list[str]) -> dict[str, dict[str, str]]:
     """('merge:k=60', 'rerank:top_n=50') -> {'merge': {'k': '60'}, 'rerank': {'top_n': '50'}}."""
@@ -65,13 +76,15 @@ def parse_options(items: Any, stage_names: list[str]) -> dict[str, dict[str, str
         head, sep, value = str(item).partition("=")
         stage, colon, key = head.partition(":")
         if not sep or not colon or not stage.strip() or not key.strip():
-            raise InputError(f"'{item}' is not STAGE:KEY=VALUE (e.g. merge:k=60)", field="--opt")
+            raise InputError(
+                f"'{item}' is not STAGE:KEY=VALUE (e.g. merge:k=60)", field=param("options")
+            )
         stage, key = stage.strip(), key.strip()
         if stage not in stage_names:
             raise InputError(
-                f"option '{item}' names stage '{stage}', which is not in --stages "
+                f"option '{item}' names stage '{stage}', which is not in {param('stages')} "
                 f"({', '.join(stage_names)})",
-                field="--opt",
+                field=param("options"),
             )
         out.setdefault(stage, {})[key] = value.strip()
     return out
@@ -112,7 +125,7 @@ def _claim_name(results: Any, cfg: PipelineConfig, stages: Any) -> str:
         cfg.name
         and results.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)).fetchone()
     ):
-        raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
+        raise Conflict(f"an experiment named '{name}' exists (choose another {param('name')})")
     if cfg.name:  # a run it did not create is never adopted: refuse before any work
         refuse_taken_runs(results, name, [n for n, _, _ in stages], cfg.repeat)
     results.rollback()
@@ -243,9 +256,9 @@ def run_pipeline(
     from ..target import targets
 
     if cfg.depth < 1:
-        raise InputError("--depth must be >= 1", field="--depth")
+        raise InputError(f"{param('depth')} must be >= 1", field=param("depth"))
     if cfg.repeat < 1:
-        raise InputError("--repeat must be >= 1", field="--repeat")
+        raise InputError(f"{param('repeat')} must be >= 1", field=param("repeat"))
     parsed = registry.parse_stages(cfg.stages)
     stages = [(name, kind, registry.get(kind)) for name, kind in parsed]
     gucs.check_stages(cfg.settings, [name for name, _ in parsed])  # STAGE:GUC=VALUE
@@ -416,7 +429,7 @@ def _insert_experiment(
             return row[0], candidate
         if not auto:
             break
-    raise Conflict(f"an experiment named '{name}' exists (choose another --name)")
+    raise Conflict(f"an experiment named '{name}' exists (choose another {param('name')})")
 
 
 def prepare_contexts(base: StageContext, stages: Any, options: dict) -> dict[str, StageContext]:

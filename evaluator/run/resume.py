@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.canonical import canonical_json
 from ..core.db import Database
-from ..core.errors import Conflict, DatabaseError, InputError, NotFound
+from ..core.errors import Conflict, DatabaseError, InputError, NotFound, param
 from .experiment_scope import acquire, commit, experiment_scope, unlock
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def reopen_run(conn: Any, run_id: int, params: dict) -> int:
                 f"run '{name}' was measured with {key} = {json.dumps(old, default=str)}"
                 f" and would now continue with {json.dumps(new, default=str)}: "
                 "resuming would mix two configurations (run the pipeline again under "
-                "a new --name)"
+                f"a new {param('name')})"
             )
     conn.execute(
         "UPDATE pgeval.run SET status = 'running', finished_at = NULL, pid = %s, "
@@ -172,7 +172,7 @@ def find_experiment(conn: Any, name: str) -> dict:
         if run[0] is None:
             raise InputError(
                 f"run '{name}' was imported, not produced by `pgeval run pipeline`:"
-                " import it again (with --replace) instead",
+                f" import it again (with {param('replace', True)}) instead",
                 field="RUN",
             )
         row = conn.execute(
@@ -224,7 +224,7 @@ def _check_fingerprint(kb: Any, exp: dict, target: Any, settings: dict, cache: A
     raise Conflict(
         f"the configuration of experiment '{exp['name']}' changed since it started "
         f"({what or 'fingerprint differs'}): its runs would mix two configurations "
-        "(run the pipeline again under a new --name)"
+        f"(run the pipeline again under a new {param('name')})"
     )
 
 

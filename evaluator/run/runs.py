@@ -27,7 +27,7 @@ import psycopg
 
 from ..core import strict_json
 from ..core.db import Database
-from ..core.errors import Conflict, IncompleteRun, InputError
+from ..core.errors import Conflict, IncompleteRun, InputError, param
 from ..measure.run_lookup import no_such_run
 from ..testset.catalog import resolve_testset
 from ..testset.source import Source
@@ -198,7 +198,7 @@ def _insert_run(
             ) from None
         raise Conflict(
             f"a run named '{name}' was created by another session meanwhile (use "
-            "--replace or another --name)"
+            f"{param('replace', True)} or another {param('name')})"
         ) from None
 
 
@@ -221,16 +221,18 @@ def import_run(
     is read (lists are ranked and stored as they are read; the last ones remain)."""
     path = Path(path)
     if not name or not name.strip():
-        raise InputError("the run name must not be empty", field="--name")
+        raise InputError("the run name must not be empty", field=param("name"))
     fmt = fmt or guess_format(path)
     if fmt not in FORMATS:
-        raise InputError(f"unknown run format '{fmt}' (use trec or jsonl)", field="--format")
+        raise InputError(f"unknown run format '{fmt}' (use trec or jsonl)", field=param("format"))
     testset_id, _ = resolve_testset(conn, testset)
     with conn.transaction():
         existing = conn.execute("SELECT run_id FROM pgeval.run WHERE name = %s", (name,)).fetchone()
         if existing is not None:
             if not replace:
-                raise Conflict(f"a run named '{name}' exists (use --replace or another --name)")
+                raise Conflict(
+                    f"a run named '{name}' exists (use {param('replace', True)} or another {param('name')})"
+                )
             conn.execute("DELETE FROM pgeval.run WHERE run_id = %s", existing)
         judgements = ranked_lists.Judgements(conn, testset_id)  # read while the file is parsed
         params = {"source": str(path), "format": fmt, "tag": tag}
@@ -298,7 +300,7 @@ def export_run(conn: Any, name: str, fmt: str, out: Any) -> int:
     from ..measure.metrics import resolve_run
 
     if fmt not in FORMATS:
-        raise InputError(f"unknown run format '{fmt}' (use trec or jsonl)", field="--format")
+        raise InputError(f"unknown run format '{fmt}' (use trec or jsonl)", field=param("format"))
     run = resolve_run(conn, name)
     if run.status != "complete":
         # a run still being written (or interrupted) would read back as a complete run

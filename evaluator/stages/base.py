@@ -45,6 +45,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ..core.errors import param
 from ..testset.query import Query
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -128,7 +129,7 @@ class StageContext:
             raise InputError(
                 f"option {self.stage}:{key}={raw!r} is not a valid "
                 f"{getattr(cast, '__name__', 'value')}",
-                field="--opt",
+                field=param("options"),
             ) from None
 
     def settings_for(self, prefixes: tuple[str, ...]) -> dict[str, str]:

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
-from ..core.errors import DatabaseError, InputError
+from ..core.errors import DatabaseError, InputError, param
 from ..providers import segmenters
 from . import bm25_sql, gucs, refetch, store, timing
 from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
@@ -69,14 +69,15 @@ class Bm25Stage(BaseStage):
         """What the stage will run: method, column, index, configuration, segmenter."""
         t = ctx.target
         if t is None:
-            raise InputError(f"stage {ctx.stage} needs --target", field="--target")
+            raise InputError(f"stage {ctx.stage} needs {param('target')}", field=param("target"))
         column, method, segmenter = self._options(ctx, t)
         oid, cols = self._columns(ctx, t, column)
         has_ext, indexes = self._bm25_indexes(ctx, t, oid, column)
         plan = {"column": column, "segmenter": segmenter}
         if t.id_column not in cols:
             raise InputError(
-                f"column '{t.id_column}' does not exist in {t.qualified()}", field="--id-column"
+                f"column '{t.id_column}' does not exist in {t.qualified()}",
+                field=param("id_column"),
             )
         id_type = cols[t.id_column]
         if method in ("auto", "pg_textsearch") and indexes:
@@ -102,9 +103,9 @@ class Bm25Stage(BaseStage):
             )
             raise InputError(
                 f"stage {ctx.stage}: {why} (CREATE INDEX ... USING bm25 ({column}) "
-                "WITH (text_config='english'), or --opt "
+                f"WITH (text_config='english'), or {param('options')} "
                 f"{ctx.stage}:method=fts)",
-                field="--opt",
+                field=param("options"),
             )
         return self._fts_plan(ctx, t, plan, method, has_ext, oid, cols)
 
@@ -114,16 +115,17 @@ class Bm25Stage(BaseStage):
         if not column:
             raise InputError(
                 f"stage {ctx.stage} needs a text column: give the target "
-                f"--text-column, or --opt {ctx.stage}:column=COLUMN",
-                field="--opt",
+                f"{param('text_column')}, or {param('options')} {ctx.stage}:column=COLUMN",
+                field=param("options"),
             )
         method = (ctx.option("method") or "auto").lower()
         if method not in METHODS:
             raise InputError(
-                f"option {ctx.stage}:method={method!r}: one of {', '.join(METHODS)}", field="--opt"
+                f"option {ctx.stage}:method={method!r}: one of {', '.join(METHODS)}",
+                field=param("options"),
             )
         segmenter = segmenters.check(
-            ctx.option("segmenter") or getattr(t, "segmenter", None), "--opt"
+            ctx.option("segmenter") or getattr(t, "segmenter", None), param("options")
         )
         return column, method, segmenter
 
@@ -146,7 +148,9 @@ class Bm25Stage(BaseStage):
             ).fetchall()
         )
         if column not in cols:
-            raise InputError(f"column '{column}' does not exist in {t.qualified()}", field="--opt")
+            raise InputError(
+                f"column '{column}' does not exist in {t.qualified()}", field=param("options")
+            )
         return oid, cols
 
     def _bm25_indexes(
@@ -164,7 +168,7 @@ class Bm25Stage(BaseStage):
             if not indexes:
                 raise InputError(
                     f"'{wanted}' is not a pg_textsearch bm25 index on {t.qualified()}.{column}",
-                    field="--opt",
+                    field=param("options"),
                 )
         return has_ext, indexes
 
@@ -182,7 +186,9 @@ class Bm25Stage(BaseStage):
         kb, column = ctx.kb, plan["column"]
         tsv = ctx.option("tsvector")
         if tsv and cols.get(tsv) != "tsvector":
-            raise InputError(f"'{tsv}' is not a tsvector column of {t.qualified()}", field="--opt")
+            raise InputError(
+                f"'{tsv}' is not a tsvector column of {t.qualified()}", field=param("options")
+            )
         gin = bm25_sql.fts_indexes(kb, oid, column, tsv)
         # no configuration given: the one of a GIN index on the column, so that it serves
         config = (
@@ -195,7 +201,8 @@ class Bm25Stage(BaseStage):
                 config = kb.execute("SELECT %s::regconfig::text", (config,)).fetchone()[0]  # type: ignore[index]  # one row, always
         except Exception:
             raise InputError(
-                f"'{config}' is not a text search configuration of this server", field="--opt"
+                f"'{config}' is not a text search configuration of this server",
+                field=param("options"),
             ) from None
         why = (
             (
@@ -271,7 +278,7 @@ class Bm25Stage(BaseStage):
 
     def prepare(self, ctx: StageContext) -> None:
         if ctx.depth < 1:
-            raise InputError("--depth must be >= 1", field="--depth")
+            raise InputError(f"{param('depth')} must be >= 1", field=param("depth"))
         try:
             plan = self.resolve(ctx)
             texts = self._texts(ctx, plan)
@@ -279,7 +286,7 @@ class Bm25Stage(BaseStage):
                 raise InputError(
                     f"stage {ctx.stage}: no query of test set '{ctx.testset}' has "
                     "text to search for",
-                    field="--stages",
+                    field=param("stages"),
                 )
             self.begin(ctx)
             stmt, params = self.statement(ctx, plan, False)

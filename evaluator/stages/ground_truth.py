@@ -22,7 +22,7 @@ from typing import Any
 
 from ..core.canonical import sha256_hex
 from ..core.db import Database
-from ..core.errors import DatabaseError
+from ..core.errors import DatabaseError, param
 
 # computations in this process (tests count them; the stored computed_at / uses say the same)
 COMPUTED = {"count": 0}
@@ -290,7 +290,9 @@ def query_set(database: Database, cfg: Any) -> Any:
     from ..testset import query_source
 
     if not cfg.target:
-        raise InputError("query vectors are searched on a target: give --target", field="--target")
+        raise InputError(
+            f"query vectors are searched on a target: give {param('target')}", field=param("target")
+        )
     with database.connect() as conn:
         target = targets.load(conn, cfg.target)
     name, info = query_source.materialize(database, cfg.queries, target)
@@ -312,7 +314,8 @@ def offer(
         mode = ctx.options.get("ground_truth", "stored" if qinfo else "off")
         if mode not in ("stored", "off"):
             raise InputError(
-                f"option {ctx.stage}:ground_truth={mode!r} must be stored or off", field="--opt"
+                f"option {ctx.stage}:ground_truth={mode!r} must be stored or off",
+                field=param("options"),
             )
         if mode == "stored" and data is not None:
             ctx.extra["ground_truth"] = {

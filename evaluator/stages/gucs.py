@@ -15,7 +15,7 @@ from typing import Any
 
 from psycopg import sql
 
-from ..core.errors import InputError, first_line
+from ..core.errors import InputError, first_line, param
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 _UNIT = re.compile(r"^\s*(-?\d+)\s*([a-zA-Z]+)?\s*$")
@@ -40,8 +40,11 @@ GUARDED = {
 GUARDED.update(
     role="pgeval reads as the user it connects as",
     session_authorization="pgeval reads as the user it connects as",
-    statement_timeout="use --statement-timeout (recorded with every run)",
+    statement_timeout=f"use {param('statement_timeout')} (recorded with every run)",
 )
+
+# the one default of --statement-timeout (pipeline, sweep): every statement on the knowledge base
+DEFAULT_STATEMENT_TIMEOUT = "5min"
 
 
 def parse(items: Any, stages: Any = None) -> dict[str, str]:
@@ -60,22 +63,24 @@ def parse(items: Any, stages: Any = None) -> dict[str, str]:
             raise InputError(
                 f"'{item}' is not GUC=VALUE or STAGE:GUC=VALUE (e.g. "
                 "hnsw.ef_search=100, hnsw:enable_sort=off)",
-                field="--set",
+                field=param("settings"),
             )
         if not _NAME.match(name):
-            raise InputError(f"'{name}' is not a setting name", field="--set")
+            raise InputError(f"'{name}' is not a setting name", field=param("settings"))
         if colon and stages is not None and stage not in stages:
             known = ", ".join(stages) if stages else "none here: give GUC=VALUE"
             raise InputError(
                 f"setting '{item}' names stage '{stage}', which is not a stage "
                 f"of this run (stages: {known})",
-                field="--set",
+                field=param("settings"),
             )
         key = f"{stage}:{name}" if colon else name
         if key in out:
-            raise InputError(f"setting '{key}' is given twice", field="--set")
+            raise InputError(f"setting '{key}' is given twice", field=param("settings"))
         if name in GUARDED:
-            raise InputError(f"setting '{name}' cannot be changed: {GUARDED[name]}", field="--set")
+            raise InputError(
+                f"setting '{name}' cannot be changed: {GUARDED[name]}", field=param("settings")
+            )
         out[key] = value.strip()
     return out
 
@@ -114,8 +119,8 @@ def check_stages(settings: dict[str, str], stage_names: Any) -> None:
         if is_scoped(key) and key.split(":", 1)[0] not in stage_names:
             raise InputError(
                 f"setting '{key}' names stage '{key.split(':', 1)[0]}', which is "
-                f"not in --stages ({', '.join(stage_names)})",
-                field="--set",
+                f"not in {param('stages')} ({', '.join(stage_names)})",
+                field=param("settings"),
             )
 
 
@@ -139,25 +144,28 @@ def _check_value(
     bad = f"setting {name}={value!r}"
     if vartype == "bool":
         if value.lower() not in _BOOL:
-            raise InputError(f"{bad}: expected on or off", field="--set")
+            raise InputError(f"{bad}: expected on or off", field=param("settings"))
     elif vartype == "integer":
         m = _UNIT.match(value)
         if not m or (m.group(2) and not unit):
             raise InputError(
-                f"{bad}: expected an integer" + (f" (unit {unit})" if unit else ""), field="--set"
+                f"{bad}: expected an integer" + (f" (unit {unit})" if unit else ""),
+                field=param("settings"),
             )
         if not m.group(2) and lo is not None and not (float(lo) <= int(m.group(1)) <= float(hi)):
-            raise InputError(f"{bad}: out of range {lo}..{hi}", field="--set")
+            raise InputError(f"{bad}: out of range {lo}..{hi}", field=param("settings"))
     elif vartype == "real":
         try:
             v = float(value)
         except ValueError:
-            raise InputError(f"{bad}: expected a number", field="--set") from None
+            raise InputError(f"{bad}: expected a number", field=param("settings")) from None
         if lo is not None and not (float(lo) <= v <= float(hi)):
-            raise InputError(f"{bad}: out of range {lo}..{hi}", field="--set")
+            raise InputError(f"{bad}: out of range {lo}..{hi}", field=param("settings"))
     elif vartype == "enum":
         if value.lower() not in [e.lower() for e in enumvals or []]:
-            raise InputError(f"{bad}: expected one of {', '.join(enumvals or [])}", field="--set")
+            raise InputError(
+                f"{bad}: expected one of {', '.join(enumvals or [])}", field=param("settings")
+            )
 
 
 def validate(conn: Any, settings: dict[str, str]) -> dict[str, str]:
@@ -194,7 +202,9 @@ def _validate(conn: Any, settings: dict[str, str]) -> None:
             known[name] = (name, "integer", None, str(lo), str(hi), None, "user")
     for name, value in settings.items():
         if name in GUARDED and name != "statement_timeout":
-            raise InputError(f"setting '{name}' cannot be changed: {GUARDED[name]}", field="--set")
+            raise InputError(
+                f"setting '{name}' cannot be changed: {GUARDED[name]}", field=param("settings")
+            )
         if name not in known:
             prefix = name.split(".")[0] + "." if "." in name else None
             hint = ""
@@ -221,12 +231,12 @@ def _validate(conn: Any, settings: dict[str, str]) -> None:
                 ] + [own for own in OWN if own.endswith("." + name)]
                 if meant:
                     hint = f" (did you mean {' or '.join(meant)}?)"
-            raise InputError(f"unknown setting '{name}'{hint}", field="--set")
+            raise InputError(f"unknown setting '{name}'{hint}", field=param("settings"))
         _, vartype, unit, lo, hi, enumvals, context = known[name]
         if context not in SETTABLE:
             raise InputError(
                 f"setting '{name}' cannot be changed per transaction (context {context})",
-                field="--set",
+                field=param("settings"),
             )
         _check_value(name, value, vartype, unit, lo, hi, enumvals)
     try:
@@ -236,7 +246,9 @@ def _validate(conn: Any, settings: dict[str, str]) -> None:
         raise
     except Exception as exc:
         first = first_line(exc)
-        raise InputError(f"the server refused the settings: {first}", field="--set") from None
+        raise InputError(
+            f"the server refused the settings: {first}", field=param("settings")
+        ) from None
 
 
 def with_statement_timeout(
@@ -250,7 +262,7 @@ def with_statement_timeout(
     try:
         validate(conn, {"statement_timeout": str(timeout).strip()})
     except InputError as exc:
-        raise InputError(exc.detail, field="--statement-timeout") from None
+        raise InputError(exc.detail, field=param("statement_timeout")) from None
     return {**settings, "statement_timeout": str(timeout).strip()}
 
 
@@ -271,3 +283,15 @@ def current(conn: Any, names: Any) -> dict[str, str | None]:
     for name in names:
         out[name] = conn.execute("SELECT current_setting(%s, true)", (name,)).fetchone()[0]
     return out
+
+
+def settings_items(settings: dict | None) -> list[str]:
+    """``{"hnsw.ef_search": 40}`` or ``["hnsw.ef_search=40"]`` -> ``["hnsw.ef_search=40"]``: a
+    mapping goes through the one ``--set`` parser (:func:`parse`) too."""
+    if settings is None:
+        return []
+    if isinstance(settings, dict):
+        return [f"{k}={v}" for k, v in settings.items()]
+    if isinstance(settings, str):
+        return [settings]
+    return list(settings)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.errors import InputError, PgevalError
+from ..core.errors import InputError, PgevalError, param
 from .base import BOUNDARY_NONE, SCORE_SIMILARITY, BaseStage, StageContext
 
 
@@ -19,12 +19,15 @@ class ImportStage(BaseStage):
     def prepare(self, ctx: StageContext) -> None:
         path = ctx.option("file")
         if not path:
-            raise InputError(f"stage {ctx.stage} needs --opt {ctx.stage}:file=PATH", field="--opt")
+            raise InputError(
+                f"stage {ctx.stage} needs {param('options')} {ctx.stage}:file=PATH",
+                field=param("options"),
+            )
         if not Path(path).is_file():
-            raise InputError(f"no such file: {path}", field="--opt")
+            raise InputError(f"no such file: {path}", field=param("options"))
         fmt = ctx.option("format")
         if fmt not in (None, "trec", "jsonl"):
-            raise InputError(f"{ctx.stage}:format must be trec or jsonl", field="--opt")
+            raise InputError(f"{ctx.stage}:format must be trec or jsonl", field=param("options"))
 
     def run(self, ctx: StageContext, run_name: str) -> int:
         if ctx.import_run is None:

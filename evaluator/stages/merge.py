@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 from . import store
 from .base import BOUNDARY_BATCH, ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
 
@@ -34,9 +34,9 @@ def _float(value: str, what: str) -> float:
     try:
         out = float(value)
     except ValueError:
-        raise InputError(f"{what} '{value}' is not a number", field="--opt") from None
+        raise InputError(f"{what} '{value}' is not a number", field=param("options")) from None
     if out != out or out < 0:
-        raise InputError(f"{what} must be a number >= 0, got '{value}'", field="--opt")
+        raise InputError(f"{what} must be a number >= 0, got '{value}'", field=param("options"))
     return out
 
 
@@ -54,7 +54,7 @@ def parse_weights(spec: str | None, inputs: list[str]) -> dict[str, float]:
                 raise InputError(
                     f"weight for '{name}', which is not an input of the merge "
                     f"({', '.join(inputs)})",
-                    field="--opt",
+                    field=param("options"),
                 )
             weights[name] = _float(value.strip(), f"weight of {name}")
         return weights
@@ -62,7 +62,7 @@ def parse_weights(spec: str | None, inputs: list[str]) -> dict[str, float]:
         raise InputError(
             f"weights '{spec}': give NAME:W for each input, or {len(inputs)} "
             f"numbers in the order {', '.join(inputs)}",
-            field="--opt",
+            field=param("options"),
         )
     return {name: _float(v, f"weight of {name}") for name, v in zip(inputs, items)}
 
@@ -75,14 +75,15 @@ class MergeStage(BaseStage):
         method = (ctx.option("method") or "rrf").lower()
         if method not in METHODS:
             raise InputError(
-                f"option {ctx.stage}:method={method!r}: one of {', '.join(METHODS)}", field="--opt"
+                f"option {ctx.stage}:method={method!r}: one of {', '.join(METHODS)}",
+                field=param("options"),
             )
         k = ctx.option("k", 60.0, float)
         if k < 0:
-            raise InputError(f"option {ctx.stage}:k must be >= 0", field="--opt")
+            raise InputError(f"option {ctx.stage}:k must be >= 0", field=param("options"))
         depth = ctx.option("depth", ctx.depth, int)
         if depth < 1:
-            raise InputError(f"option {ctx.stage}:depth must be >= 1", field="--opt")
+            raise InputError(f"option {ctx.stage}:depth must be >= 1", field=param("options"))
         return {"method": method, "k": k, "depth": depth}
 
     def prepare(self, ctx: StageContext) -> None:
@@ -96,8 +97,8 @@ class MergeStage(BaseStage):
         if not ctx.previous:
             raise InputError(
                 f"stage {ctx.stage} has nothing to fuse: list retrieval stages "
-                "before it in --stages",
-                field="--stages",
+                f"before it in {param('stages')}",
+                field=param("stages"),
             )
         named = ctx.option("inputs")
         if named:
@@ -107,7 +108,7 @@ class MergeStage(BaseStage):
                 raise InputError(
                     f"option {ctx.stage}:inputs names '{', '.join(unknown)}', not an "
                     f"earlier stage ({', '.join(ctx.previous)})",
-                    field="--opt",
+                    field=param("options"),
                 )
             return [(n, ctx.previous[n]) for n in names]
         rows = ctx.results.execute(
@@ -122,7 +123,7 @@ class MergeStage(BaseStage):
             paths = [(n, r) for n, r in paths if role.get(r) != "exact"]
         if not paths:
             raise InputError(
-                f"stage {ctx.stage}: no retrieval stage before it to fuse", field="--stages"
+                f"stage {ctx.stage}: no retrieval stage before it to fuse", field=param("stages")
             )
         return paths
 

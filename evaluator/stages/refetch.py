@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 
 
 def overfetch(ctx: Any) -> float:
@@ -19,7 +19,7 @@ def overfetch(ctx: Any) -> float:
     default = 1.0 if ctx.target.unique_id else 2.0
     value = ctx.option("overfetch", default, float)
     if not 1.0 <= value <= 100.0:
-        raise InputError(f"{ctx.stage}:overfetch must be between 1 and 100", field="--opt")
+        raise InputError(f"{ctx.stage}:overfetch must be between 1 and 100", field=param("options"))
     return value
 
 

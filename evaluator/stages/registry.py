@@ -18,7 +18,7 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 
 ROLES = ("exact", "ann", "keyword", "merge", "rerank", "path", "import")
 
@@ -220,13 +220,15 @@ def get(kind: str) -> Any:  # the registered runner class's instance (a Stage)
     """A new instance of the runner for ``kind``; InputError naming --stages when unknown."""
     target = STAGES.get(kind)
     if target is None:
-        raise InputError(f"unknown stage '{kind}' (known: {', '.join(STAGES)})", field="--stages")
+        raise InputError(
+            f"unknown stage '{kind}' (known: {', '.join(STAGES)})", field=param("stages")
+        )
     module, attr = target.split(":")
     try:
         cls = getattr(importlib.import_module(module), attr)
     except (ImportError, AttributeError) as exc:
         raise InputError(
-            f"stage '{kind}' is not available in this build ({exc})", field="--stages"
+            f"stage '{kind}' is not available in this build ({exc})", field=param("stages")
         ) from None
     return cls()
 
@@ -242,18 +244,18 @@ def parse_stages(spec: str) -> list[tuple[str, str]]:
         name, kind = name.strip(), (kind.strip() or name.strip())
         if kind not in STAGES:
             raise InputError(
-                f"unknown stage '{kind}' (known: {', '.join(STAGES)})", field="--stages"
+                f"unknown stage '{kind}' (known: {', '.join(STAGES)})", field=param("stages")
             )
         if not name.replace("_", "").replace("-", "").isalnum():
             raise InputError(
-                f"stage name '{name}' must be letters, digits, '-' or '_'", field="--stages"
+                f"stage name '{name}' must be letters, digits, '-' or '_'", field=param("stages")
             )
         if any(n == name for n, _ in out):
             raise InputError(
                 f"stage '{name}' is listed twice (name the second one, e.g. {name}2={kind})",
-                field="--stages",
+                field=param("stages"),
             )
         out.append((name, kind))
     if not out:
-        raise InputError("no stages given", field="--stages")
+        raise InputError("no stages given", field=param("stages"))
     return out

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 from ..providers import rerankers
 from . import gucs, rerank_sql, store
 from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
@@ -50,19 +50,19 @@ class RerankStage(BaseStage):
         spec = ctx.option("reranker") or ctx.extra.get("reranker")
         if not spec:
             raise InputError(
-                f"stage {ctx.stage} needs a reranker: --opt {ctx.stage}:reranker="
+                f"stage {ctx.stage} needs a reranker: {param('options')} {ctx.stage}:reranker="
                 "http:URL | tei:URL | dashscope:URL | cross-encoder:MODEL | "
                 "biencoder:EMBEDDER | exact",
-                field="--opt",
+                field=param("options"),
             )
         top_n = ctx.option("top_n", min(DEFAULT_TOP_N, ctx.depth), int)
         if top_n < 1:
-            raise InputError(f"option {ctx.stage}:top_n must be >= 1", field="--opt")
+            raise InputError(f"option {ctx.stage}:top_n must be >= 1", field=param("options"))
         if top_n > ctx.depth:
             raise InputError(
-                f"option {ctx.stage}:top_n={top_n} is above --depth {ctx.depth}: the "
-                "earlier stages keep only their top --depth",
-                field="--opt",
+                f"option {ctx.stage}:top_n={top_n} is above {param('depth')} {ctx.depth}: the "
+                f"earlier stages keep only their top {param('depth')}",
+                field=param("options"),
             )
         return {
             "spec": spec.strip(),
@@ -90,8 +90,8 @@ class RerankStage(BaseStage):
         t = ctx.target
         if t is None:
             raise InputError(
-                f"stage {ctx.stage} needs --target (the candidates' texts or vectors live there)",
-                field="--target",
+                f"stage {ctx.stage} needs {param('target')} (the candidates' texts or vectors live there)",
+                field=param("target"),
             )
         try:
             if cfg["spec"] == "exact":
@@ -100,8 +100,8 @@ class RerankStage(BaseStage):
                     raise InputError(
                         f"stage {ctx.stage} with reranker exact needs query "
                         "embeddings: put a vector stage (exact, hnsw, ...) in "
-                        "--stages",
-                        field="--opt",
+                        f"{param('stages')}",
+                        field=param("options"),
                     )
                 return
             self.reranker(ctx, cfg["spec"])
@@ -109,12 +109,12 @@ class RerankStage(BaseStage):
             if not column:
                 raise InputError(
                     f"stage {ctx.stage} needs the chunks' text: give the target "
-                    f"--text-column, or --opt {ctx.stage}:column=COLUMN",
-                    field="--opt",
+                    f"{param('text_column')}, or {param('options')} {ctx.stage}:column=COLUMN",
+                    field=param("options"),
                 )
             if column not in rerank_sql.columns(ctx.kb, t):
                 raise InputError(
-                    f"column '{column}' does not exist in {t.qualified()}", field="--opt"
+                    f"column '{column}' does not exist in {t.qualified()}", field=param("options")
                 )
         finally:
             ctx.kb.rollback()
@@ -127,14 +127,14 @@ class RerankStage(BaseStage):
                 raise InputError(
                     f"option {ctx.stage}:input={name!r} is not an earlier stage "
                     f"({', '.join(ctx.previous) or 'none'})",
-                    field="--opt",
+                    field=param("options"),
                 )
             return name, ctx.previous[name]
         if not ctx.previous:
             raise InputError(
                 f"stage {ctx.stage} has nothing to re-score: list a retrieval "
-                "stage before it in --stages",
-                field="--stages",
+                f"stage before it in {param('stages')}",
+                field=param("stages"),
             )
         role: dict[int, Any] = dict(
             ctx.results.execute(

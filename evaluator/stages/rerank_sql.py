@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 from ..core.ids import as_text
 
 if TYPE_CHECKING:
@@ -69,12 +69,14 @@ def exact_target(kb: Any, target: Target, column: str | None) -> Target:
     cols = columns(kb, target)
     col = column or target.vector_column
     if col not in cols:
-        raise InputError(f"column '{col}' does not exist in {target.qualified()}", field="--opt")
+        raise InputError(
+            f"column '{col}' does not exist in {target.qualified()}", field=param("options")
+        )
     typ = cols[col][0]
     if typ not in ("vector", "halfvec"):
         raise InputError(
             f"column '{col}' of {target.qualified()} is {cols[col][1]}, not a vector or halfvec",
-            field="--opt",
+            field=param("options"),
         )
     if col == target.vector_column:
         return target

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 from . import registry
 
 # the extension's name in pg_extension -> how a DBA knows it
@@ -57,11 +57,11 @@ def missing(kb: Any, kind_name: str) -> str | None:
     return None
 
 
-def require(kb: Any, kind_name: str, field: str = "--stage") -> None:
+def require(kb: Any, kind_name: str, field: str = "stage") -> None:
     """Raise :class:`InputError` when the server cannot run ``kind_name``; leaves no
     transaction open."""
     why = missing(kb, kind_name)
     if kb.info.transaction_status != 0:
         kb.rollback()
     if why is not None:
-        raise InputError(why, field=field)
+        raise InputError(why, field=param(field))

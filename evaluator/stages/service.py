@@ -30,7 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from ..core import masking
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 from ..providers.http_json import HttpFailure, JsonClient
 from ..testset.query import Query
 from . import service_config as sc
@@ -97,9 +97,9 @@ class ServiceStage(BaseStage):
         if var != sc.KEY_ENV or self.preset is not None:
             raise InputError(
                 f"stage {ctx.stage} needs the service's API key in the environment "
-                f"variable {var}, which is not set (--opt {ctx.stage}:key_env=VAR "
+                f"variable {var}, which is not set ({param('options')} {ctx.stage}:key_env=VAR "
                 "names another)",
-                field="--opt",
+                field=param("options"),
             )
         return None
 
@@ -112,7 +112,7 @@ class ServiceStage(BaseStage):
             backoff_s=cfg["backoff"],
             key_header=cfg["key_header"],
             max_backoff_s=cfg["max_backoff"],
-            field="--opt",
+            field=param("options"),
         )
 
     def prepare(self, ctx: StageContext) -> None:
@@ -243,7 +243,7 @@ class ServiceStage(BaseStage):
                             else " (check the URL and knowledge_base_id)"
                         )
                         raise InputError(
-                            f"stage {ctx.stage}: {masking.mask(a[2])}{hint}", field="--opt"
+                            f"stage {ctx.stage}: {masking.mask(a[2])}{hint}", field=param("options")
                         )
                     if a[0] == "fail":
                         streak.append((q.query_id, a[1], a[2], a[3]))
@@ -253,7 +253,7 @@ class ServiceStage(BaseStage):
                                 f" (last, query '{q.query_id}': {masking.mask(a[2])}): the "
                                 f"service looks down; the {out.queries} queries written so far "
                                 "are kept and `pgeval run resume` asks the others",
-                                field="--opt",
+                                field=param("options"),
                             )
                     else:
                         for f in streak:
@@ -294,7 +294,7 @@ def _check_sendable(ctx: StageContext, cfg: dict, vectors: dict) -> None:
         raise InputError(
             f"stage {ctx.stage}: query '{missing_text[0]}' has no text to send "
             f"({len(missing_text)} such queries)",
-            field="--stages",
+            field=param("stages"),
         )
     if cfg["uses_vector"]:
         lacking = [q.query_id for q in ctx.queries if q.query_id not in vectors]
@@ -302,7 +302,7 @@ def _check_sendable(ctx: StageContext, cfg: dict, vectors: dict) -> None:
             raise InputError(
                 f"stage {ctx.stage}: query '{lacking[0]}' has no embedding to "
                 f"send as {{{{vector}}}}",
-                field="--opt",
+                field=param("options"),
             )
 
 

@@ -28,7 +28,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ..core import masking
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 from ..providers.http_json import check_url
 
 if TYPE_CHECKING:
@@ -145,12 +145,13 @@ def _check_option_names(ctx: StageContext) -> None:
             raise InputError(
                 f"option {stage}:{key} would write the API key into the experiment's "
                 f"configuration: put it in an environment variable and name it with "
-                f"--opt {stage}:key_env=VAR (default {KEY_ENV})",
-                field="--opt",
+                f"{param('options')} {stage}:key_env=VAR (default {KEY_ENV})",
+                field=param("options"),
             )
         if key not in OPTIONS:
             raise InputError(
-                f"unknown option {stage}:{key} (known: {', '.join(sorted(OPTIONS))})", field="--opt"
+                f"unknown option {stage}:{key} (known: {', '.join(sorted(OPTIONS))})",
+                field=param("options"),
             )
 
 
@@ -160,17 +161,17 @@ def _base_url(ctx: StageContext) -> str:
     base = ctx.option("url") or os.environ.get(URL_ENV)
     if not base:
         raise InputError(
-            f"stage {stage} needs the service's URL: --opt {stage}:url=http://HOST:PORT"
+            f"stage {stage} needs the service's URL: {param('options')} {stage}:url=http://HOST:PORT"
             f" (or {URL_ENV})",
-            field="--opt",
+            field=param("options"),
         )
     base = base.strip()
-    check_url(base, f"{stage}:url", "--opt")
+    check_url(base, f"{stage}:url", param("options"))
     if masking.mask(base, known=False) != base:
         raise InputError(
             f"{stage}:url '{masking.mask(base)}' carries a key or token: put it in "
-            f"an environment variable (--opt {stage}:key_env=VAR)",
-            field="--opt",
+            f"an environment variable ({param('options')} {stage}:key_env=VAR)",
+            field=param("options"),
         )
     return base
 
@@ -202,7 +203,7 @@ def _preset_url(spec: dict, base: str, kb: str | None, stage: str) -> str:
     if not kb:
         raise InputError(
             f"stage {stage} needs --opt {stage}:knowledge_base_id=ID (the knowledge base searched)",
-            field="--opt",
+            field=param("options"),
         )
     return root + HYBRID.replace("{kb}", _path_part(kb, stage))
 
@@ -219,9 +220,9 @@ def _preset_body(ctx: StageContext, preset: str, spec: dict, kb: str | None) -> 
             body["knowledge_base_id"] = "{{knowledge_base_id}}"
         else:
             raise InputError(
-                f"stage {stage} needs --opt {stage}:knowledge_base_id=ID (or "
+                f"stage {stage} needs {param('options')} {stage}:knowledge_base_id=ID (or "
                 "knowledge_base_ids=ID1,ID2)",
-                field="--opt",
+                field=param("options"),
             )
         for f in ("knowledge_ids",):
             if ctx.option(f):
@@ -255,9 +256,9 @@ def _endpoint(ctx: StageContext, preset: str | None, base: str, kb: str | None) 
         )
     if not ctx.option("body"):
         raise InputError(
-            f"stage {stage} needs a JSON body template: --opt {stage}:body="
+            f"stage {stage} needs a JSON body template: {param('options')} {stage}:body="
             '\'{"query": "{{query}}", "top_k": "{{match_count}}"}\'',
-            field="--opt",
+            field=param("options"),
         )
     return dict(
         url=base,
@@ -271,17 +272,17 @@ def _endpoint(ctx: StageContext, preset: str | None, base: str, kb: str | None) 
 def _check_names(cfg: dict, stage: str) -> None:
     """The header and variable names, and the result paths, are names (never a key)."""
     if not re.fullmatch(r"[A-Za-z0-9-]+", cfg["key_header"]):
-        raise InputError(f"option {stage}:key_header must be a header name", field="--opt")
+        raise InputError(f"option {stage}:key_header must be a header name", field=param("options"))
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", cfg["key_env"]):
         raise InputError(
             f"option {stage}:key_env must be an environment variable's name, not the key itself",
-            field="--opt",
+            field=param("options"),
         )
     for key in ("list", "id"):
         if not cfg[key].strip():
             raise InputError(
                 f"option {stage}:{key} must be a dotted path, e.g. data or result.items",
-                field="--opt",
+                field=param("options"),
             )
 
 
@@ -298,7 +299,7 @@ def resolve(ctx: StageContext, preset: str | None) -> dict:
     if role is not None:
         if role not in ROLES:
             raise InputError(
-                f"option {stage}:role must be one of {', '.join(ROLES)}", field="--opt"
+                f"option {stage}:role must be one of {', '.join(ROLES)}", field=param("options")
             )
         cfg["role"] = role
     _check_names(cfg, stage)
@@ -311,7 +312,7 @@ def _path_part(value: str, stage: str) -> str:
     from urllib.parse import quote
 
     if not value.strip():
-        raise InputError(f"option {stage}:knowledge_base_id is empty", field="--opt")
+        raise InputError(f"option {stage}:knowledge_base_id is empty", field=param("options"))
     return quote(value.strip(), safe="")
 
 
@@ -323,14 +324,16 @@ def _template(text: str, stage: str) -> Any:
     try:
         body = json.loads(text)
     except ValueError as exc:
-        raise InputError(f"option {stage}:body is not JSON ({exc})", field="--opt") from None
+        raise InputError(
+            f"option {stage}:body is not JSON ({exc})", field=param("options")
+        ) from None
     if not isinstance(body, dict):
-        raise InputError(f"option {stage}:body must be a JSON object", field="--opt")
+        raise InputError(f"option {stage}:body must be a JSON object", field=param("options"))
     if not re.search(r"\{\{\s*(query|vector)\s*\}\}", json.dumps(body)):
         raise InputError(
             f'option {stage}:body does not use the query: put "{{{{query}}}}" '
             '(or "{{vector}}") where the service expects it',
-            field="--opt",
+            field=param("options"),
         )
     return body
 

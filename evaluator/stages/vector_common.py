@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from psycopg import sql
 
-from ..core.errors import DatabaseError, InputError, PlanError, first_line
+from ..core.errors import DatabaseError, InputError, PlanError, first_line, param
 from ..core.vector_types import register_vector
 from . import gucs, plan_check, refetch, registry, store, timing, vector_sql
 from .base import ORDER_DISTANCE, SCORE_DISTANCE, BaseStage, StageContext
@@ -82,16 +82,16 @@ class VectorStage(BaseStage):
     def _check_dimension(self, ctx: StageContext) -> None:
         t = ctx.target
         if t is None:
-            raise InputError(f"stage {ctx.stage} needs --target", field="--target")
+            raise InputError(f"stage {ctx.stage} needs {param('target')}", field=param("target"))
         if not ctx.queries:
-            raise InputError("the test set has no queries", field="--testset")
+            raise InputError("the test set has no queries", field=param("testset"))
         dim = len(ctx.queries[0].embedding)  # type: ignore[arg-type]  # vector stages get embedded queries
         if t.dimension is not None and dim != t.dimension:
             raise InputError(
                 f"embedder '{ctx.embedder}' gives {dim}-dimensional vectors but "
                 f"target '{t.name}' searches {t.vector_type}({t.dimension}) "
                 f"({t.qualified()}.{t.vector_column})",
-                field="--embedder",
+                field=param("embedder"),
             )
 
     # ---- the stage transaction -------------------------------------------------------------
@@ -105,7 +105,7 @@ class VectorStage(BaseStage):
             raise InputError(
                 f"stage {self.kind} casts the vectors to {cast}(N): target '{target.name}' "
                 "has no fixed dimension",
-                field="--stages",
+                field=param("stages"),
             )
         return replace(target, search_type=cast)
 
@@ -116,15 +116,15 @@ class VectorStage(BaseStage):
         if ctx.target.search_type and (ctx.batch or not ctx.target.unique_id):
             raise InputError(
                 f"stage {ctx.stage} ({self.kind}) runs one statement per query on a table whose "
-                "id column is unique: not yet with --batch or several rows per chunk",
-                field="--stages",
+                f"id column is unique: not yet with {param('batch', True)} or several rows per chunk",
+                field=param("stages"),
             )
         kb, t = ctx.kb, ctx.target
         if kb.info.transaction_status != 0:
             kb.rollback()
         from .server_support import require
 
-        require(kb, self.kind, field="--stages")  # the extension, at the version the kind needs
+        require(kb, self.kind, field="stages")  # the extension, at the version the kind needs
         register_vector(kb)
         gucs.load_libraries(kb)
         oid = relation_oid(kb, t)
@@ -149,7 +149,7 @@ class VectorStage(BaseStage):
                 f"stage {ctx.stage} ({self.kind}) needs a {self.method} index on {expr} with "
                 f"{ops}, and {t.qualified()} has none: CREATE INDEX CONCURRENTLY ON "
                 f"{t.qualified()} USING {self.method} (({expr}) {ops})",
-                field="--stages",
+                field=param("stages"),
             )
         row = kb.execute(
             "SELECT nspname FROM pg_class c JOIN pg_namespace n "
@@ -167,7 +167,7 @@ class VectorStage(BaseStage):
                 f"index '{wanted}' is not a {self.method} index on "
                 f"{t.qualified()}.{t.vector_column} for distance {t.distance} "
                 f"(candidates: {', '.join(candidates) or 'none'})",
-                field="--opt",
+                field=param("options"),
             )
         if ctx.isolate_index and self.method:
             keep = {wanted} if wanted else set(candidates)
@@ -180,7 +180,7 @@ class VectorStage(BaseStage):
                     kb.rollback()
                     first = first_line(exc, "")
                     raise DatabaseError(
-                        f"--isolate-index cannot drop index {name}: {first} (it "
+                        f"{param('isolate_index', True)} cannot drop index {name}: {first} (it "
                         "needs the table's owner; or keep each index on its own "
                         "copy of the table)"
                     ) from None
@@ -263,7 +263,7 @@ class VectorStage(BaseStage):
     def prepare(self, ctx: StageContext) -> None:
         self._check_dimension(ctx)
         if ctx.depth < 1:
-            raise InputError("--depth must be >= 1", field="--depth")
+            raise InputError(f"{param('depth')} must be >= 1", field=param("depth"))
         try:
             tx = self.begin(ctx)
             self._plan(ctx, tx)
@@ -389,7 +389,7 @@ class VectorStage(BaseStage):
         if not tiered:
             ctx.warn(
                 f"stage {ctx.stage}: the scan may emit rows out of distance order, and "
-                f"{'--batch' if ctx.batch else 'several rows per chunk'} ranks them from "
+                f"{param('batch') if ctx.batch else 'several rows per chunk'} ranks them from "
                 f"LIMIT {ctx.depth}: measures at cut-off {app['k']} may exceed what the "
                 f"application's LIMIT {app['k']} returns"
             )

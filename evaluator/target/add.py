@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 from . import catalog
 from . import targets as t
 
@@ -36,20 +37,21 @@ def parse_filter_options(
     for col in null_true:
         if col not in filters:
             raise InputError(
-                f"column '{col}' has no --where filter (give --where {col}=VALUE: "
+                f"column '{col}' has no {param('where')} filter (give {param('where')} {col}=VALUE: "
                 "NULL then passes as well)",
-                field="--null-as-true",
+                field=param("null_true"),
             )
         if col not in cols:
             cols.append(col)
     if min_similarity is not None and max_distance is not None:
         raise InputError(
-            "give --min-similarity or --max-distance, not both", field="--max-distance"
+            f"give {param('min_similarity')} or {param('max_distance')}, not both",
+            field=param("max_distance"),
         )
     threshold = None
     for opt, key, value in (
-        ("--min-similarity", "similarity", min_similarity),
-        ("--max-distance", "distance", max_distance),
+        (param("min_similarity"), "similarity", min_similarity),
+        (param("max_distance"), "distance", max_distance),
     ):
         if value is not None:
             if not math.isfinite(value):
@@ -58,7 +60,16 @@ def parse_filter_options(
     return cols, threshold
 
 
-def make_target(
+def make_target(name: str, *, group_by: str | None = None, **options: Any) -> t.Target:
+    """The target these options describe (not checked against the catalog yet, see
+    :func:`_described`); ``group_by``: the column the application scopes each search by
+    (sweeps then measure each group)."""
+    tg = _described(name, **options)
+    tg.group_by = group_by
+    return tg
+
+
+def _described(
     name: str,
     *,
     table: str | None = None,
@@ -77,22 +88,20 @@ def make_target(
     null_true: list[str] | None = None,
     min_similarity: float | None = None,
     max_distance: float | None = None,
-    group_by: str | None = None,
 ) -> t.Target:
-    """The target these options describe (not checked against the catalog yet); ``group_by``:
-    the column the application scopes each search by (sweeps measure each group)."""
+    """The target these options describe, without its grouping."""
     filters: dict[str, str | list[str]] = dict(where or {})
     kb_ids = (
         [knowledge_base_id] if isinstance(knowledge_base_id, str) else list(knowledge_base_id or [])
     )
     if preset is not None and preset != "weknora":
-        raise InputError(f"unknown preset '{preset}' (known: weknora)", field="--preset")
+        raise InputError(f"unknown preset '{preset}' (known: weknora)", field=param("preset"))
     if preset == "weknora":
         if dimension is None:
             raise InputError(
-                "--preset weknora needs --dimension N (the embedding model's "
+                f"{param('preset')} weknora needs {param('dimension')} N (the embedding model's "
                 "dimension: the partial index WHERE dimension = N)",
-                field="--dimension",
+                field=param("dimension"),
             )
         tg = t.weknora(
             name,
@@ -114,28 +123,30 @@ def make_target(
         if distance:
             tg.distance = distance
         tg.max_distance()  # a similarity threshold needs cosine or ip
-        tg.group_by = group_by
         return tg
     missing = [
         o
         for o, v in (
-            ("--table", table),
-            ("--id-column", id_column),
-            ("--vector-column", vector_column),
+            (param("table"), table),
+            (param("id_column"), id_column),
+            (param("vector_column"), vector_column),
         )
         if not v
     ]
     if missing:
-        raise InputError(f"{', '.join(missing)} required (or use --preset)", field=missing[0])
+        raise InputError(
+            f"{', '.join(missing)} required (or use {param('preset')})", field=missing[0]
+        )
     assert table and id_column and vector_column  # (missing is empty)
     for opt, given in (
-        ("--knowledge-base-id", kb_ids),
-        ("--knowledge-id", knowledge_id),
-        ("--tag-id", tag_id),
+        (param("knowledge_base_id"), kb_ids),
+        (param("knowledge_id"), knowledge_id),
+        (param("tag_id"), tag_id),
     ):
         if given:
             raise InputError(
-                f"{opt} goes with --preset weknora; use --where COLUMN=VALUE", field=opt
+                f"{opt} goes with {param('preset')} weknora; use {param('where')} COLUMN=VALUE",
+                field=opt,
             )
     cols, threshold = parse_filter_options(
         filters, tuple(null_true or ()), min_similarity, max_distance
@@ -153,7 +164,6 @@ def make_target(
         filters=filters,
         null_true=cols,
         threshold=threshold,
-        group_by=group_by,
     )
     tg.max_distance()  # a similarity threshold needs cosine or ip
     return tg

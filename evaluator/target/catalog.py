@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from ..core.errors import InputError, first_line
+from ..core.errors import InputError, first_line, param
 from ..stages.registry import opclass_for
 from . import introspect
 from .targets import ANN_METHODS, DISTANCES, VECTOR_TYPES, Target
@@ -18,12 +18,12 @@ def _relation(kb, schema: str | None, table: str) -> int:
     if oid is None:
         raise InputError(
             f"table '{schema + '.' if schema else ''}{table}' does not exist in the "
-            "knowledge base (or is not on the search_path; give --schema)",
-            field="--table",
+            f"knowledge base (or is not on the search_path; give {param('schema')})",
+            field=param("table"),
         )
     kind = kb.execute("SELECT relkind FROM pg_class WHERE oid = %s", (oid,)).fetchone()[0]
     if kind not in ("r", "p", "v", "m", "f"):
-        raise InputError(f"'{table}' is not a table or view", field="--table")
+        raise InputError(f"'{table}' is not a table or view", field=param("table"))
     return oid
 
 
@@ -47,14 +47,14 @@ def check_identifiers(target: Target) -> None:
     if not target.name or not target.name.strip():
         raise InputError("the target name must not be empty", field="NAME")
     for opt, ident in (
-        ("--schema", target.schema),
-        ("--table", target.table),
-        ("--id-column", target.id_column),
-        ("--vector-column", target.vector_column),
-        ("--text-column", target.text_column),
-        ("--dimension-column", target.dimension_column),
-        ("--group-by", target.group_by),
-        *(("--where", c) for c in target.filters),
+        (param("schema"), target.schema),
+        (param("table"), target.table),
+        (param("id_column"), target.id_column),
+        (param("vector_column"), target.vector_column),
+        (param("text_column"), target.text_column),
+        (param("dimension_column"), target.dimension_column),
+        (param("group_by"), target.group_by),
+        *((param("where"), c) for c in target.filters),
     ):
         if ident is None:
             continue
@@ -79,19 +79,19 @@ def validate(kb, target: Target) -> list[str]:
     warnings: list[str] = []
     if target.distance not in DISTANCES:
         raise InputError(
-            f"unknown distance '{target.distance}' (cosine, l2 or ip)", field="--distance"
+            f"unknown distance '{target.distance}' (cosine, l2 or ip)", field=param("distance")
         )
     check_identifiers(target)
     oid = _relation(kb, target.schema, target.table)
     cols = _columns(kb, oid)
     where = target.qualified()
     for opt, column in (
-        ("--id-column", target.id_column),
-        ("--vector-column", target.vector_column),
-        ("--text-column", target.text_column),
-        ("--dimension-column", target.dimension_column),
-        ("--group-by", target.group_by),
-        *(("--where", c) for c in target.filters),
+        (param("id_column"), target.id_column),
+        (param("vector_column"), target.vector_column),
+        (param("text_column"), target.text_column),
+        (param("dimension_column"), target.dimension_column),
+        (param("group_by"), target.group_by),
+        *((param("where"), c) for c in target.filters),
     ):
         if column is not None and column not in cols:
             raise InputError(
@@ -103,7 +103,7 @@ def validate(kb, target: Target) -> list[str]:
         raise InputError(
             f"column '{target.vector_column}' of {where} is {formatted}, not a "
             "pgvector vector or halfvec",
-            field="--vector-column",
+            field=param("vector_column"),
         )
     target.vector_type = typname
     column_dim = typmod if typmod and typmod > 0 else None
@@ -111,12 +111,13 @@ def validate(kb, target: Target) -> list[str]:
         target.dimension = column_dim
     elif column_dim is not None and column_dim != target.dimension:
         raise InputError(
-            f"column '{target.vector_column}' is {formatted} but --dimension is {target.dimension}",
-            field="--dimension",
+            f"column '{target.vector_column}' is {formatted} but {param('dimension')} is {target.dimension}",
+            field=param("dimension"),
         )
     if target.dimension_column and target.dimension is None:
         raise InputError(
-            "--dimension-column needs --dimension N (the query dimension)", field="--dimension"
+            f"{param('dimension_column')} needs {param('dimension')} N (the query dimension)",
+            field=param("dimension"),
         )
     if target.dimension is None:
         cur = kb.execute(
@@ -145,7 +146,8 @@ def validate(kb, target: Target) -> list[str]:
     except Exception as exc:
         first = first_line(exc)
         raise InputError(
-            f"filter {target.filter_literals()} is not valid for {where}: {first}", field="--where"
+            f"filter {target.filter_literals()} is not valid for {where}: {first}",
+            field=param("where"),
         ) from None
     if not row[0]:
         warnings.append(f"no row of {where} matches the filters {target.filter_literals()}")

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 from psycopg import sql
 
-from ..core.errors import Conflict, InputError, NotFound
+from ..core.errors import Conflict, InputError, NotFound, param
 from ..stages.registry import index_methods
 
 DISTANCES = {"cosine": "<=>", "l2": "<->", "ip": "<#>"}
@@ -246,7 +246,7 @@ class Target:
         raise InputError(
             f"target '{self.name}': a similarity threshold needs distance cosine or "
             "ip (use a distance threshold for l2)",
-            field="--min-similarity",
+            field=param("min_similarity"),
         )
 
 
@@ -327,7 +327,7 @@ def save(conn, target: Target, *, replace: bool = False) -> None:
                 return
             if not replace:
                 raise Conflict(
-                    f"a target named '{target.name}' exists with another definition (use --replace)"
+                    f"a target named '{target.name}' exists with another definition (use {param('replace', True)})"
                 )
             conn.execute(
                 "UPDATE pgeval.target SET spec = %s, created_at = now() WHERE name = %s",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 
 MAX_GRADE = 3
 
@@ -32,17 +32,18 @@ class GradeMap:
             code, grade = _int(key, "source code"), _int(value, "grade")
             if not 0 <= grade <= MAX_GRADE:
                 raise InputError(
-                    f"code {code} maps to {grade}, outside 0-{MAX_GRADE}", field="--grade-map"
+                    f"code {code} maps to {grade}, outside 0-{MAX_GRADE}", field=param("grade_map")
                 )
             if code in codes and codes[code] != grade:
                 raise InputError(
-                    f"code {code} is mapped twice ({codes[code]} and {grade})", field="--grade-map"
+                    f"code {code} is mapped twice ({codes[code]} and {grade})",
+                    field=param("grade_map"),
                 )
             codes[code] = grade
         if not codes:
             raise InputError(
                 "is empty; write it as CODE=GRADE,... e.g. 1=3,2=2,3=1,4=0,-1=0",
-                field="--grade-map",
+                field=param("grade_map"),
             )
         return cls(codes)
 
@@ -101,18 +102,19 @@ def _split_spec(spec: str):
         key, sep, value = item.partition("=")
         if not sep:
             raise InputError(
-                f"item '{item}' is not CODE=GRADE (e.g. 1=3,2=2,3=1,4=0,-1=0)", field="--grade-map"
+                f"item '{item}' is not CODE=GRADE (e.g. 1=3,2=2,3=1,4=0,-1=0)",
+                field=param("grade_map"),
             )
         yield key, value
 
 
 def _int(value, what: str) -> int:
     if isinstance(value, bool):
-        raise InputError(f"{what} {value!r} is not an integer", field="--grade-map")
+        raise InputError(f"{what} {value!r} is not an integer", field=param("grade_map"))
     try:
         return int(str(value).strip())
     except ValueError:
-        raise InputError(f"{what} '{value}' is not an integer", field="--grade-map") from None
+        raise InputError(f"{what} '{value}' is not an integer", field=param("grade_map")) from None
 
 
 def _show(value) -> str:

@@ -7,7 +7,7 @@ import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 from .formats import FORMATS
 from .source import Source, format_suffix
 
@@ -54,7 +54,7 @@ def guess_format(path: Path) -> str:
     if "qrel" in path.name.lower():
         return "trec"
     raise InputError(
-        f"cannot tell the format from the file name; pass --format ({'|'.join(FORMATS)})",
+        f"cannot tell the format from the file name; pass {param('format')} ({'|'.join(FORMATS)})",
         file=str(path),
     )
 
@@ -67,9 +67,13 @@ def make_plan(path, fmt: str | None = None, queries=None) -> Plan:
         fmt = guess_format(path)
     fmt = fmt.lower()
     if fmt not in FORMATS:
-        raise InputError(f"unknown format '{fmt}' (use {', '.join(FORMATS)})", field="--format")
+        raise InputError(
+            f"unknown format '{fmt}' (use {', '.join(FORMATS)})", field=param("format")
+        )
     if queries is not None and fmt != "trec":
-        raise InputError(f"--queries applies to TREC qrels only, not to {fmt}", field="--queries")
+        raise InputError(
+            f"{param('queries')} applies to TREC qrels only, not to {fmt}", field=param("queries")
+        )
     if fmt == "beir":
         if not path.is_dir():
             raise InputError(

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from ..core.errors import InputError
+from ..core.errors import InputError, param
 
 
 class Source:
@@ -25,7 +25,8 @@ class Source:
             raise InputError("no such file", file=self.label)
         if self.path.is_dir():
             raise InputError(
-                "is a folder, not a file (a BEIR folder needs --format beir)", file=self.label
+                f"is a folder, not a file (a BEIR folder needs {param('format')} beir)",
+                file=self.label,
             )
         self.size = self.path.stat().st_size
         self._raw: BinaryIO | None = None

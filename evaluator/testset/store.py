@@ -14,7 +14,7 @@ import json
 import time
 from dataclasses import asdict, dataclass
 
-from ..core.errors import Conflict, InputError
+from ..core.errors import Conflict, InputError, param
 from ..core.install import ensure_installed
 from .grademap import GradeMap
 from .plan import make_plan
@@ -64,7 +64,7 @@ def load(
     is BEIR); ``grade_map`` is '1=3,2=2,...' or a dict. Raises InputError (file, line, field),
     Conflict (name taken by other content and no ``replace``)."""
     if not isinstance(name, str) or not name.strip():
-        raise InputError("a test set needs a non-empty name", field="--name")
+        raise InputError("a test set needs a non-empty name", field=param("name"))
     gmap = GradeMap.parse(grade_map)
     plan = make_plan(path, fmt, queries)
     started = time.perf_counter()
@@ -94,7 +94,7 @@ def load(
             if not replace:
                 raise Conflict(
                     f"test set '{name}' already exists with different content (stored "
-                    f"hash {old[1][:12]}, this file {digest[:12]}); pass --replace to "
+                    f"hash {old[1][:12]}, this file {digest[:12]}); pass {param('replace', True)} to "
                     f"replace it, which deletes its {runs} run(s)"
                 )
             cur.execute("DELETE FROM pgeval.testset WHERE testset_id = %s", (old[0],))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from ..output import emit, format_option, info, to_json, warn
-from .common import pass_db
+from .common import pass_api
 
 
 @click.group()
@@ -41,8 +41,8 @@ def answers():
 )
 @click.option("--replace", is_flag=True, help="Swap the run's existing answers for this file.")
 @format_option(choices=("table", "json"))
-@pass_db
-def import_cmd(database, file, run, replace, fmt):
+@pass_api
+def import_cmd(pg, file, run, replace, fmt):
     """Validate FILE (JSONL) and store its answers for RUN, all or nothing.
 
     \b
@@ -50,26 +50,12 @@ def import_cmd(database, file, run, replace, fmt):
       pgeval answers import answers.jsonl --run candidate
       pgeval answers import answers-v2.jsonl --run candidate --replace
     """
-    from ...measure import answers as a
-
-    with database.connect(autocommit=True) as conn:
-        report = a.import_answers(conn, file, run, replace=replace)
-        s = a.summary(conn, a.resolve_run(conn, run).run_id)
+    imported = pg.import_answers(file, run, replace=replace)
+    report, s = imported.report, imported.summary
     for w in report.warnings:
         warn(w)
     if fmt == "json":
-        click.echo(
-            to_json(
-                {
-                    "run": report.run,
-                    "file": report.file,
-                    "imported": report.imported,
-                    "replaced": report.replaced,
-                    "summary": s,
-                    "warnings": report.warnings,
-                }
-            )
-        )
+        click.echo(to_json(imported.as_dict()))
         return
     info(
         f"imported {report.imported} answers into run '{report.run}'"
@@ -100,8 +86,8 @@ def _f(v) -> str:
 @click.argument("run")
 @click.option("--per-query", is_flag=True, help="One row per query of the test set.")
 @format_option()
-@pass_db
-def show(database, run, per_query, fmt):
+@pass_api
+def show(pg, run, per_query, fmt):
     """Citation precision and answer accuracy of RUN's imported answers.
 
     \b
@@ -109,20 +95,7 @@ def show(database, run, per_query, fmt):
       pgeval answers show candidate
       pgeval answers show candidate --per-query --format jsonl
     """
-    from ...core.db import snapshot
-    from ...core.errors import NotFound
-    from ...measure import answers as a
-
-    with snapshot(database) as conn:
-        info_ = a.resolve_run(conn, run)
-        if not a.has_answers(conn, info_.run_id):
-            raise NotFound(
-                f"run '{run}' has no answers (import them with `pgeval answers "
-                "import FILE --run RUN`)"
-            )
-        s = a.summary(conn, info_.run_id)
-        rows = a.per_query(conn, info_.run_id) if per_query else None
-    assert s is not None  # the run has answers, so its test set has queries
+    s, rows = pg.answers(run, per_query=per_query)
     if per_query:
         assert rows is not None
         emit(
@@ -156,8 +129,8 @@ def show(database, run, per_query, fmt):
 )
 @click.option("--reset", is_flag=True, help="Go back to the built-in Chinese and English list.")
 @format_option()
-@pass_db
-def refusals(database, add, remove, reset, fmt):
+@pass_api
+def refusals(pg, add, remove, reset, fmt):
     """List or edit the phrases that mark an answer as a refusal.
 
     An unanswerable query's answer is correct when it contains one of them (matched after NFKC
@@ -169,12 +142,7 @@ def refusals(database, add, remove, reset, fmt):
       pgeval answers refusals --add "超出了我的知识范围" --remove "我不知道"
       pgeval answers refusals --reset
     """
-    from ...measure import answers as a
-
-    with database.connect(autocommit=True) as conn:
-        if add or remove or reset:
-            a.set_refusal_phrases(conn, add=list(add), remove=list(remove), reset=reset)
-        phrases, default = a.refusal_phrases(conn)
+    phrases, default = pg.refusal_phrases(add=add, remove=remove, reset=reset)
     emit(
         [{"phrase": p} for p in phrases],
         fmt,

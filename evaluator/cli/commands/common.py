@@ -18,6 +18,20 @@ def pass_db(f):
     return wrapper
 
 
+def pass_api(f):
+    """Inject the :class:`evaluator.api.Pgeval` of the resolved database as the first argument:
+    a command parses its options, calls one method of it and prints what it returns."""
+
+    @click.pass_context
+    @functools.wraps(f)
+    def wrapper(ctx, *args, **kwargs):
+        from ...api import Pgeval
+
+        return f(Pgeval(ctx.obj.db), *args, **kwargs)
+
+    return wrapper
+
+
 def parse_list(value: str | None, cast=str, what: str = "value") -> list:
     """'3,5,10' -> [3, 5, 10]; raises a click error naming the bad item."""
     if value is None:
@@ -73,21 +87,23 @@ def measures_from(
     k: str | None, ndcg_k: str | None, mrr_k: str | None, extra: str | None = None
 ) -> list[str]:
     """The measure names the options of :func:`measure_options` ask for."""
-    from ...measure import measures
+    from ...api.vocabulary import measures_for, ranked_measures
 
-    names = measures.measures_for(
+    names = measures_for(
         parse_list(k, int, "cut-off"),
         parse_list(ndcg_k, int, "cut-off"),
         parse_list(mrr_k, int, "cut-off"),
     )
-    return names + [m for m in measures.ranked(extra or "", "--measures") if m not in names]
+    return names + [m for m in ranked_measures(extra or "", "measures") if m not in names]
 
 
 def statement_timeout_option():
-    """``--statement-timeout`` of the commands that run stages (default 5min)."""
+    """``--statement-timeout`` of the commands that run stages (the pipeline's default)."""
+    from ...api.vocabulary import PIPELINE_DEFAULTS
+
     return click.option(
         "--statement-timeout",
-        default="5min",
+        default=PIPELINE_DEFAULTS.statement_timeout,
         show_default=True,
         metavar="DURATION",
         help="Cancel any statement on the knowledge base that runs longer (e.g. 30s, 5min; "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..output import emit, format_option, to_json, warn
-from .common import measure_options, measures_from, pass_db
+from .common import measure_options, measures_from, pass_api
 
 
 @click.command()
@@ -48,9 +48,9 @@ from .common import measure_options, measures_from, pass_db
 )
 @click.option("--allow-partial", is_flag=True, help="Accept an incomplete run (labelled).")
 @format_option(choices=("table", "json"))
-@pass_db
+@pass_api
 def compare(
-    database,
+    pg,
     baseline,
     candidate,
     k,
@@ -82,10 +82,7 @@ def compare(
       pgeval compare baseline.json candidate-run --by recall@10 --top 20
       pgeval compare prod new --format json > comparison.json
     """
-    from ...reporting.compare import compare_specs
-
-    c = compare_specs(
-        database,
+    c = pg.compare(
         baseline,
         candidate,
         measures=measures_from(k, ndcg_k, mrr_k, extra_measures),

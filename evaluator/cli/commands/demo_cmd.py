@@ -73,7 +73,7 @@ def demo(ctx, out, corpus_name, queries, repeat, diskann, workdir, keep):
       pgeval demo --out demo-out --keep
       pgeval demo --corpus generated --queries 50 --no-diskann
     """
-    from ...demo.flow import tour
+    from ...demo.flow import tour  # the tour runs the commands: beside the CLI, not in the API
 
     root = ctx.find_root()
     global_args = []
@@ -81,14 +81,12 @@ def demo(ctx, out, corpus_name, queries, repeat, diskann, workdir, keep):
         value = root.params.get(opt)
         if value:
             global_args += [f"--{opt.replace('_', '-')}", value]
-    database = ctx.obj.db
     temp = None if workdir else tempfile.mkdtemp(prefix="pgeval-demo-")
     try:
-        # temp is a new directory whenever workdir is not given (mypy cannot see it)
         tour(
-            database,
+            ctx.obj.db,
             global_args,
-            Path(workdir or temp),  # type: ignore[arg-type]
+            Path(workdir or str(temp)),  # temp is a new directory whenever workdir is not given
             corpus_name=corpus_name,
             queries=queries,
             repeat=repeat,

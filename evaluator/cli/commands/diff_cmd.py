@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import click
 
+from ...api.vocabulary import short_hash
 from ..output import emit, format_option, to_json, warn
-from .common import pass_db
+from .common import pass_api
 
 
 @click.command()
 @click.argument("run_a")
 @click.argument("run_b")
 @format_option()
-@pass_db
-def diff(database, run_a, run_b, fmt):
+@pass_api
+def diff(pg, run_a, run_b, fmt):
     """Show the fingerprint keys that differ between RUN_A and RUN_B (runs or experiments).
 
     \b
@@ -27,27 +28,9 @@ def diff(database, run_a, run_b, fmt):
       pgeval diff exp1.hnsw.1 exp2.hnsw.1
       pgeval diff exp1 exp2 --format json
     """
-    from ...core.db import snapshot
-    from ...dba.config_diff import diff_runs
-    from ...dba.fingerprint import short_hash
-
-    with snapshot(database) as conn:
-        d = diff_runs(conn, run_a, run_b)
+    d = pg.diff(run_a, run_b)
     if fmt == "json":
-        click.echo(
-            to_json(
-                {
-                    "a": run_a,
-                    "b": run_b,
-                    "config_hash_a": d.hash_a,
-                    "config_hash_b": d.hash_b,
-                    "same": d.hash_a == d.hash_b,
-                    "variables": d.variables,
-                    "differences": d.rows(),
-                    "warnings": d.warnings(),
-                }
-            )
-        )
+        click.echo(to_json(d.as_dict()))
     else:
         if fmt == "table":
             click.echo(

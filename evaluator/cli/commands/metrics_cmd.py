@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from ...measure import stage_method
 from ..output import echo_line, emit, fmt_value, format_option, is_wide, to_json, warn
-from .common import measure_options, measures_from, min_score_option, pass_db
+from .common import measure_options, measures_from, min_score_option, pass_api
 
 
 @click.command()
@@ -37,9 +36,9 @@ from .common import measure_options, measures_from, min_score_option, pass_db
 @click.option("--strict", is_flag=True, help="Fail when fewer than 200 queries are valid.")
 @click.option("--allow-partial", is_flag=True, help="Show an incomplete run's figures, labelled.")
 @format_option()
-@pass_db
+@pass_api
 def metrics(
-    database,
+    pg,
     run,
     k,
     ndcg_k,
@@ -69,19 +68,18 @@ def metrics(
       pgeval metrics bm25-baseline --per-query --format jsonl
       pgeval metrics bm25-baseline --k 1,3,10 --ndcg-k 10 --format json
     """
-    from ...measure.evaluation import evaluate_in
+    from ...api.vocabulary import stage_label
 
     flagged = flagged or plans
     measures = measures_from(k, ndcg_k, mrr_k, extra_measures)
-    ev = evaluate_in(
-        database,
+    ev = pg.metrics(
         run,
-        measures,
+        measures=measures,
         rel=rel,
         domain_discount=domain_discount,
-        with_per_query=per_query,
-        with_by_type=by_type,
-        with_flagged=flagged,
+        per_query=per_query,
+        by_type=by_type,
+        flagged=flagged,
         strict=strict,
         allow_partial=allow_partial,
         min_score=min_score,
@@ -97,7 +95,7 @@ def metrics(
         assert ev.per_query is not None  # with_per_query=True computes it
         emit(ev.per_query, fmt, ["query_id", *measures], title=f"{run}: per query")
         return
-    stage = stage_method.label(ev.run.stage, ev.run.stage, ev.run.params)
+    stage = stage_label(ev.run.stage, ev.run.stage, ev.run.params)
     header = (
         f"run {ev.run.name} · test set {ev.run.testset} · stage {stage} · "
         f"config {fmt_value(ev.run.config_hash, wide=is_wide())}"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..output import emit, format_option, info, to_json
-from .common import pass_db
+from .common import pass_api
 
 
 @click.command()
@@ -18,8 +18,8 @@ from .common import pass_db
 )
 @click.option("--full", is_flag=True, help="Print each plan's full JSON (table format).")
 @format_option(choices=("table", "json", "jsonl"))
-@pass_db
-def plans(database, run, refresh, no_capture, full, fmt):
+@pass_api
+def plans(pg, run, refresh, no_capture, full, fmt):
     """Query plans of RUN's low-recall (Recall@K < 0.3) and poor-ranking (nDCG@10 < 0.5) queries.
 
     \b
@@ -38,10 +38,8 @@ def plans(database, run, refresh, no_capture, full, fmt):
       pgeval plans exp1.rerank.1 --format json
       pgeval plans exp1.hnsw.1 --no-capture --full
     """
-    from ...measure import diagnostics
-
-    if not no_capture:
-        done = diagnostics.capture(database, run, refresh=refresh)
+    done, rows = pg.plans(run, capture=not no_capture, refresh=refresh)
+    if done is not None:
         if fmt == "table":
             info(
                 f"{done['flagged_queries']} flagged queries; plans captured {done['captured']}, "
@@ -57,7 +55,6 @@ def plans(database, run, refresh, no_capture, full, fmt):
                     else " (no vector stage to explain)"
                 )
             )
-    rows = diagnostics.show(database, run)
     if fmt in ("json", "jsonl"):
         emit(rows, fmt) if fmt == "jsonl" else click.echo(to_json(rows))
         return

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import click
 
+from ...api.vocabulary import SAMPLED_BIAS
+
 _OPTIONS = (
     click.option(
         "--testset",
@@ -50,19 +52,6 @@ def query_source_options(f):
     return f
 
 
-def source_from(testset, sample_queries, seed, queries_sql, queries_file):
-    """The QuerySource the options give (None: --testset)."""
-    from ...testset.query_source import from_options
-
-    return from_options(
-        testset=testset,
-        sample=sample_queries,
-        seed=seed,
-        queries_sql=queries_sql,
-        queries_file=queries_file,
-    )
-
-
 def no_judgements_line(info: dict | None, k) -> str:
     what = "queries without judgements"
     if info:
@@ -80,13 +69,3 @@ def no_judgements_line(info: dict | None, k) -> str:
     if info and info.get("source") == "sample":
         line += f"\n{SAMPLED_BIAS}"
     return line
-
-
-# said beside every figure measured with sampled queries (issue "A recommendation a DBA can
-# sign", fault 2): measured here, 288 of 300 lists short at ef_search=10, recall@10 0.864
-SAMPLED_BIAS = (
-    "note: a sampled query is a row of the table: its own row takes one of the index's "
-    "candidate slots (hnsw.ef_search, the list size) before pgeval drops it, so at small "
-    "settings recall reads lower than for queries that are not rows; real queries "
-    "(--queries-file, --queries-sql) do not pay it"
-)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..output import info, warn
-from .common import measure_options, measures_from, min_score_option, pass_db
+from .common import measure_options, measures_from, min_score_option, pass_api
 
 
 @click.command()
@@ -37,9 +37,9 @@ from .common import measure_options, measures_from, min_score_option, pass_db
 @min_score_option()
 @click.option("--no-plots", is_flag=True, help="HTML without plots (no matplotlib needed).")
 @click.option("--allow-partial", is_flag=True, help="Report an incomplete run, labelled.")
-@pass_db
+@pass_api
 def report(
-    database,
+    pg,
     name,
     fmt,
     out,
@@ -72,49 +72,22 @@ def report(
       pgeval report my-experiment --format html --out report.html
       pgeval report baseline.json --format md > report.md
     """
-    from ...core.errors import InputError
-    from ...reporting import html, is_report_file, markdown, obtain
-    from ...reporting import json as report_json
-
-    if depth is not None and depth < 1:
-        raise InputError(f"depth must be >= 1, got {depth}", field="--depth")
-    if out and is_report_file(name) and _same_file(name, out):
-        raise InputError(
-            f"--out {out} is the report being read ({name}): writing it would "
-            "overwrite the input; choose another file",
-            field="--out",
-        )
-    measures = measures_from(k, ndcg_k, mrr_k, extra_measures)
-    doc = obtain(
-        database,
+    rendered = pg.report(
         name,
-        measures=measures,
+        format=fmt,
+        out=out,
+        measures=measures_from(k, ndcg_k, mrr_k, extra_measures),
         rel=rel,
         domain_discount=domain_discount,
         depth=depth,
-        allow_partial=allow_partial,
         min_score=min_score,
+        plots=not no_plots,
+        allow_partial=allow_partial,
     )
+    doc = rendered.doc
     for w in doc.get("warnings") or []:
         warn(w)
-    if fmt == "json":
-        text = report_json.dumps(doc)
-    elif fmt == "md":
-        text = markdown.render(doc)
-    else:
-        text = html.render(doc, with_plots=not no_plots)
     if out:
-        report_json.write_text(text, out)
         info(f"wrote {fmt} report of '{doc['run']['name'] if doc.get('run') else name}' to {out}")
     else:
-        click.echo(text, nl=False)
-
-
-def _same_file(a: str, b: str) -> bool:
-    """Whether paths ``a`` and ``b`` name one file (links, '..', hard links included)."""
-    import os
-
-    try:
-        return os.path.samefile(a, b)
-    except OSError:  # ``b`` does not exist yet: compare where it would be
-        return os.path.realpath(a) == os.path.realpath(b)
+        click.echo(rendered.text, nl=False)

@@ -6,16 +6,17 @@ import sys
 
 import click
 
+from ...api.vocabulary import PIPELINE_DEFAULTS
 from ..output import emit, format_option, warn
 from .common import (
     isolate_index_option,
     no_checksum_option,
-    pass_db,
+    pass_api,
     progress_bar,
     statement_timeout_option,
     warn_above,
 )
-from .query_options import query_source_options, source_from
+from .query_options import query_source_options
 
 
 @click.group()
@@ -39,8 +40,8 @@ def run():
     "given order. [default: by file extension]",
 )
 @click.option("--replace", is_flag=True, help="Replace an existing run of the same name.")
-@pass_db
-def import_(database, file, testset, name, fmt, replace):
+@pass_api
+def import_(pg, file, testset, name, fmt, replace):
     """Import a ranked list produced elsewhere (a live RAG service, ranx, trec tools).
 
     \b
@@ -53,8 +54,6 @@ def import_(database, file, testset, name, fmt, replace):
     """
     from pathlib import Path
 
-    from ...run.runs import import_run
-
     bar = progress_bar(transient=True, unit="bytes")
     task: list = []
 
@@ -66,10 +65,9 @@ def import_(database, file, testset, name, fmt, replace):
         bar.update(task[0], completed=done, description=what)
 
     try:
-        with database.connect() as conn:
-            rep = import_run(
-                conn, file, testset, name, fmt, replace=replace, on_progress=on_progress
-            )
+        rep = pg.import_run(
+            file, testset, name, format=fmt, replace=replace, on_progress=on_progress
+        )
     finally:
         if bar.live.is_started:
             bar.stop()
@@ -109,12 +107,10 @@ def import_(database, file, testset, name, fmt, replace):
     default=None,
     help="Write to this file instead of standard output.",
 )
-@pass_db
-def export(database, name, fmt, out):
+@pass_api
+def export(pg, name, fmt, out):
     """Write a run as a TREC run file or JSONL (for cross-checks with trec_eval or ranx)."""
-    from ...run.runs import export_to
-
-    n = export_to(database, name, fmt, out, sys.stdout)
+    n = pg.export_run(name, fmt, out, stream=sys.stdout)
     if out:
         click.echo(f"wrote {n} lines to {out}", err=True)
     else:
@@ -125,13 +121,10 @@ def export(database, name, fmt, out):
 @click.option("--testset", default=None, help="Only runs of this test set.")
 @click.option("--experiment", default=None, help="Only runs of this experiment.")
 @format_option()
-@pass_db
-def list_(database, testset, experiment, fmt):
+@pass_api
+def list_(pg, testset, experiment, fmt):
     """List runs with their test set, stage, status and config hash."""
-    from ...run.runs import list_runs
-
-    with database.connect(autocommit=True) as conn:
-        rows = list_runs(conn, testset, experiment)
+    rows = pg.runs(testset, experiment)
     emit(
         rows,
         fmt,
@@ -152,8 +145,8 @@ def list_(database, testset, experiment, fmt):
 
 @run.command()
 @click.argument("name")
-@pass_db
-def delete(database, name):
+@pass_api
+def delete(pg, name):
     """Delete a run and its results.
 
     A stage run of an experiment (`run pipeline`, `sweep`) leaves that experiment incomplete:
@@ -162,10 +155,7 @@ def delete(database, name):
     again; a sweep point measured by the run leaves its sweep, which measures it anew when run
     again. Deleting every run of an experiment leaves an experiment without runs.
     """
-    from ...run.runs import delete_run
-
-    with database.connect() as conn:
-        owner = delete_run(conn, name)
+    owner = pg.delete_run(name)
     click.echo(f"deleted run '{name}'")
     if owner is not None:
         experiment, sweep = owner
@@ -238,14 +228,14 @@ class _StageBar:
 @click.option(
     "--depth",
     type=click.IntRange(1, 100000),
-    default=100,
+    default=PIPELINE_DEFAULTS.depth,
     show_default=True,
     help="Chunks stored per query and stage.",
 )
 @click.option(
     "--repeat",
     type=click.IntRange(1, 1000),
-    default=3,
+    default=PIPELINE_DEFAULTS.repeat,
     show_default=True,
     help="Repetitions of the whole pipeline (means and spread are reported).",
 )
@@ -293,9 +283,9 @@ class _StageBar:
 @statement_timeout_option()
 @no_checksum_option()
 @format_option()
-@pass_db
+@pass_api
 def pipeline(
-    database,
+    pg,
     testset,
     sample_queries,
     seed,
@@ -343,37 +333,39 @@ def pipeline(
     target, reused until the data changes; --opt exact:ground_truth=off runs it per query).
     Then: pgeval stage-report NAME
     """
-    from ...run.configure import pipeline_config
-    from ...run.pipeline import run_pipeline
-
-    source = source_from(testset, sample_queries, seed, queries_sql, queries_file)
-    cfg = pipeline_config(
-        testset=testset,
-        stages=stages,
-        target=target,
-        settings=settings,
-        options=options,
-        depth=depth,
-        repeat=repeat,
-        embedder=embedder,
-        base_url=base_url,
-        dimensions=dimensions,
-        api_key_env=api_key_env,
-        reranker=reranker,
-        name=name,
-        batch=batch,
-        server_timing=server_timing,
-        isolate_index=isolate_index,
-        statement_timeout=statement_timeout,
-        checksum=not no_checksum,
-        queries=source,
-    )
     if isolate_index:
         warn(
             "--isolate-index drops the other vector indexes inside each ANN stage's transaction: "
             "the table is locked (ACCESS EXCLUSIVE) until the stage ends and rolls back"
         )
-    res = _with_progress(lambda **kw: run_pipeline(database, cfg, **kw), repeat)
+    res = _with_progress(
+        lambda **kw: pg.run_pipeline(
+            testset,
+            stages,
+            sample_queries=sample_queries,
+            seed=seed,
+            queries_sql=queries_sql,
+            queries_file=queries_file,
+            target=target,
+            settings=settings,
+            options=options,
+            depth=depth,
+            repeat=repeat,
+            embedder=embedder,
+            base_url=base_url,
+            dimensions=dimensions,
+            api_key_env=api_key_env,
+            reranker=reranker,
+            name=name,
+            batch=batch,
+            server_timing=server_timing,
+            isolate_index=isolate_index,
+            statement_timeout=statement_timeout,
+            checksum=not no_checksum,
+            **kw,
+        ),
+        repeat,
+    )
     _show(res, fmt)
 
 
@@ -430,8 +422,8 @@ def _show(res, fmt, extra_columns=()):
     "experiment); nothing else of the configuration can change.",
 )
 @format_option()
-@pass_db
-def resume(database, name, statement_timeout, fmt):
+@pass_api
+def resume(pg, name, statement_timeout, fmt):
     """Finish an experiment interrupted by Ctrl-C, a killed process or a server restart.
 
     NAME is the experiment (or one of its runs). Complete runs are kept; an interrupted run
@@ -446,10 +438,8 @@ def resume(database, name, statement_timeout, fmt):
       pgeval run resume kb-ef100
       pgeval run resume kb-ef100.hnsw.2 --statement-timeout 30min
     """
-    from ...run.resume import resume_experiment
-
     res = _with_progress(
-        lambda **kw: resume_experiment(database, name, statement_timeout=statement_timeout, **kw),
+        lambda **kw: pg.resume(name, statement_timeout=statement_timeout, **kw),
         None,
     )
     _show(res, fmt, ("action",))

@@ -4,25 +4,25 @@ from __future__ import annotations
 
 import click
 
-from ...measure import measures as registry
+from ...api.vocabulary import parse_measure, stage_measures
 from ..output import echo_line, emit, format_option, to_json, warn
-from .common import pass_db
+from .common import pass_api
 
 
 def _measures(report) -> list[str]:
     k = report.k
-    return list(dict.fromkeys([f"recall@{k}", *registry.stage_measures(k), f"index_recall@{k}"]))
+    return list(dict.fromkeys([f"recall@{k}", *stage_measures(k), f"index_recall@{k}"]))
 
 
 def _cell(stage: dict, measure: str) -> dict | None:
-    index = registry.parse(measure).kind == "index"
+    index = parse_measure(measure).kind == "index"
     return stage.get(measure) if index else stage["metrics"].get(measure)
 
 
 def _headline(report, names: list[str]) -> list[str]:
     """The measures a table shows without --wide: those at the report's K (recall@K,
     ndcg@K, index recall) and MRR; the first four measures when none is at K."""
-    parsed = [registry.parse(name) for name in names]
+    parsed = [parse_measure(name) for name in names]
     at_k = [m.name for m in parsed if m.cutoff == report.k or m.family.name == "mrr"]
     return at_k or names[:4]
 
@@ -157,8 +157,8 @@ def _worst_rows(report) -> list[dict]:
     help="Report an experiment whose runs are not all complete, labelled.",
 )
 @format_option(choices=("table", "json"))
-@pass_db
-def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_partial, fmt):
+@pass_api
+def stage_report(pg, experiment, k, repetition, rel, worst, strict, allow_partial, fmt):
     """The stages of EXPERIMENT side by side, and the stage that lost each relevant chunk.
 
     \b
@@ -183,11 +183,9 @@ def stage_report(database, experiment, k, repetition, rel, worst, strict, allow_
       pgeval stage-report exp1 --k 5 --repetition 2
       pgeval stage-report exp1 --format json > exp1-stages.json
     """
-    from ...measure.stage_report import chain_text
-    from ...measure.stage_report import report as stage_report_of
+    from ...api.vocabulary import chain_text
 
-    report = stage_report_of(
-        database,
+    report = pg.stage_report(
         experiment,
         k=k,
         rel=rel,

@@ -6,22 +6,26 @@ from typing import Any
 
 import click
 
-from ...stages.registry import ann_kinds
+from ...api.vocabulary import (
+    SWEEP_DEFAULTS,
+    ann_kinds,
+    find_line,
+    plot_title,
+    recommendation_line,
+    server_label,
+)
 from ..output import emit, format_option, info, to_json, warn
 from .common import (
     isolate_index_option,
     no_checksum_option,
-    pass_db,
+    pass_api,
     progress_bar,
     statement_timeout_option,
     warn_above,
 )
-from .query_options import (
-    SAMPLED_BIAS,
-    no_judgements_line,
-    query_source_options,
-    source_from,
-)
+from .query_options import no_judgements_line, query_source_options
+
+__all__ = ["plot_title", "sweep"]  # plot_title: the library's, read here by tests too
 
 
 def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict]:
@@ -49,27 +53,6 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict]:
             row[m] = (p["metrics"] or {}).get(m)
         rows.append(row)
     return rows
-
-
-def recommendation_line(res) -> str:
-    k, goal = res.k, res.target_recall
-    rec = res.recommendation
-    if rec:
-        return (
-            f"recommended: {rec['label']} — recall@{k} {rec['index_recall']:.4f} against "
-            f"exact search at p95 {rec['p95_ms']:.3f} ms ({rec.get('why') or 'the cheapest point reaching ' + format(goal, 'g')})"
-        )
-    best = max(
-        (p for p in res.points if p["index_recall"] is not None),
-        key=lambda p: p["index_recall"],
-        default=None,
-    )
-    if best is None:
-        return "no point was measured"
-    return (
-        f"no point reaches recall@{k} >= {goal:g}: the best is {best['label']} "
-        f"({best['index_recall']:.4f}); widen the grid"
-    )
 
 
 @click.command()
@@ -108,7 +91,7 @@ def recommendation_line(res) -> str:
 @click.option(
     "--k",
     type=click.IntRange(1, 10000),
-    default=10,
+    default=SWEEP_DEFAULTS.k,
     show_default=True,
     help="Cut-off of recall against exact search.",
 )
@@ -121,21 +104,21 @@ def recommendation_line(res) -> str:
 @click.option(
     "--repeat",
     type=click.IntRange(1, 100),
-    default=3,
+    default=SWEEP_DEFAULTS.repeat,
     show_default=True,
     help="Repetitions of every point (means and spread are reported).",
 )
 @click.option(
     "--concurrency",
     type=click.IntRange(1, 256),
-    default=1,
+    default=SWEEP_DEFAULTS.concurrency,
     show_default=True,
     help="Client connections for the throughput measurement.",
 )
 @click.option(
     "--target-recall",
     type=float,
-    default=0.95,
+    default=SWEEP_DEFAULTS.target_recall,
     show_default=True,
     help="Recall@K (fraction of exact search) the recommendation must reach.",
 )
@@ -207,7 +190,7 @@ def recommendation_line(res) -> str:
 @click.option(
     "--build-timeout",
     type=click.FloatRange(1, 7 * 86400),
-    default=1800,
+    default=SWEEP_DEFAULTS.build_timeout_s,
     show_default=True,
     help="Seconds before an index build is cancelled.",
 )
@@ -219,9 +202,9 @@ def recommendation_line(res) -> str:
     help="Write a PNG of recall@K against p95 latency with the Pareto front.",
 )
 @format_option(choices=("table", "json", "csv"))
-@pass_db
+@pass_api
 def sweep(
-    database,
+    pg,
     testset,
     sample_queries,
     seed,
@@ -293,18 +276,10 @@ def sweep(
           --group-by tenant --find hnsw.ef_search --target-recall 0.95
       pgeval sweep ... --concurrency 8 --format csv > sweep.csv
     """
-    from ...dba.sweep import SweepConfig, run_sweep
-    from ...stages import gucs
-
-    source = source_from(testset, sample_queries, seed, queries_sql, queries_file)
-    cfg = SweepConfig(
-        testset=testset,
-        queries=source,
-        target=target_name,
-        stage=stage,
+    options = dict(
         params=params,
         build=build,
-        settings=gucs.parse(settings),
+        settings=settings,
         k=k,
         depth=depth,
         repeat=repeat,
@@ -320,15 +295,19 @@ def sweep(
         checksum=not no_checksum,
         statement_timeout=statement_timeout,
         maintenance_work_mem=maintenance_work_mem,
-        build_timeout_s=build_timeout,
+        build_timeout=build_timeout,
     )
-    from ...dba.sweep.groups import column_for
-
-    column = column_for(database, target_name, group_by)
+    source = dict(
+        sample_queries=sample_queries,
+        seed=seed,
+        queries_sql=queries_sql,
+        queries_file=queries_file,
+    )
+    column = pg.group_column(target_name, group_by)
     if column is not None:
         from .sweep_groups_view import run_grouped
 
-        run_grouped(database, cfg, column, max_groups, fmt, plot)
+        run_grouped(pg, testset, target_name, stage, column, max_groups, fmt, plot, source, options)
         return
     bar = progress_bar(transient=True)
     task: dict[str, Any] = {}
@@ -372,9 +351,12 @@ def sweep(
         above(message)
 
     try:
-        res = run_sweep(
-            database,
-            cfg,
+        res = pg.sweep(
+            testset,
+            target_name,
+            stage,
+            **source,
+            **options,
             on_point=on_point,
             on_start=on_start,
             on_warning=shown_warning,
@@ -384,40 +366,9 @@ def sweep(
     finally:
         if bar.live.is_started:
             bar.stop()
-    line = recommendation_line(res)
     rows = point_rows(res.points, res.measures, k)
     if fmt == "json":
-        click.echo(
-            to_json(
-                {
-                    "sweep": res.name,
-                    "experiment_id": res.experiment_id,
-                    "k": k,
-                    "config_hash": res.config_hash,
-                    "filters": res.filters,
-                    "target_recall": target_recall,
-                    "resumed": res.resumed,
-                    "previous": res.previous,
-                    "find": res.finds[0] if len(res.finds) == 1 else None,
-                    "finds": res.finds,
-                    "server": res.server,
-                    "measured": res.measured,
-                    "reused": res.reused,
-                    "kept": res.kept,
-                    "testset": res.testset,
-                    "queries": res.queries,
-                    "notes": [SAMPLED_BIAS]
-                    if (res.queries or {}).get("source") == "sample"
-                    else [],
-                    "judgements": res.judged,
-                    "ground_truth": res.ground_truth,
-                    "recommendation": res.recommendation,
-                    "recommendation_line": line,
-                    "points": res.points,
-                    "warnings": res.warnings,
-                }
-            )
-        )
+        click.echo(to_json(res.as_dict()))
     elif fmt == "csv":
         import sys
 
@@ -468,55 +419,11 @@ def sweep(
         emit(rows, "table", cols, wide_only=wide_only)
         for found in res.finds:
             click.echo(find_line(found, k, target_recall))
-        click.echo(line)
+        click.echo(recommendation_line(res))
         click.echo(f"details: pgeval stage-report {res.name}", err=True)
     if plot:
-        from ...dba.sweep import plot as plotmod
-
-        out = plotmod.write(
-            plot,
-            res.points,
-            k=k,
-            target_recall=target_recall,
-            recommendation=res.recommendation,
-            title=plot_title(res, stage, target_name),
-        )
+        out = pg.sweep_plot(res, plot, title=plot_title(res, stage, target_name))
         info(f"plot written to {out}")
     for w in res.warnings if fmt != "table" else ():
         if w not in shown:  # those printed while the sweep ran are not printed twice
             warn(w)
-
-
-def server_label(server: dict) -> str:
-    """Which server answered, in a few words: ``server /run/pg:5432 (standby)``."""
-    where = f"{server.get('host') or 'local'}:{server.get('port') or ''}".rstrip(":")
-    return f"server {where}" + (" (standby)" if server.get("in_recovery") else "")
-
-
-def find_line(found: dict, k: int, goal: float) -> str:
-    """One line per --find: the value found, or that the target is out of reach."""
-    under = ", ".join(f"{n.split('.')[-1]}={v}" for n, v in (found.get("others") or {}).items())
-    where = f" ({under})" if under else ""
-    tried = len(found.get("path") or [])
-    if found["reached"]:
-        return (
-            f"found{where}: {found['setting']}={found['value']} is the smallest value reaching "
-            f"recall@{k} {goal:g} ({found['recall']:.4f}; {tried} values tried)"
-        )
-    best = found.get("best") or [None, None]
-    return (
-        f"not found{where}: no {found['setting']} up to --find-max reaches recall@{k} {goal:g}; "
-        f"the best tried is {found['setting']}={best[0]} ({(best[1] or 0):.4f}): raise "
-        "--find-max, or look at the index's build (m, ef_construction) with --build"
-    )
-
-
-def plot_title(res, stage: str, target_name: str) -> str:
-    """The plot's title in words: the stage, the target, the queries, the server (no hashes)."""
-    q = res.queries or {}
-    queries = {
-        "sample": f"{q.get('count')} sampled rows",
-        "sql": f"{q.get('count')} queries from SQL",
-        "file": f"{q.get('count')} queries from {q.get('file')}",
-    }.get(str(q.get("source")), f"test set {res.testset}")
-    return f"{stage} on target {target_name} · {queries} · {server_label(res.server)}"

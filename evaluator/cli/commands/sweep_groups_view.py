@@ -81,9 +81,19 @@ def recommendation_line(res) -> str:
     return text
 
 
-def run_grouped(database, cfg, column: str, max_groups: int, fmt: str, plot) -> None:
-    from ...dba.sweep.groups import run_groups
-
+def run_grouped(
+    pg,
+    testset,
+    target: str,
+    stage: str,
+    column: str,
+    max_groups: int,
+    fmt: str,
+    plot,
+    source,
+    options,
+) -> None:
+    """`pgeval sweep --group-by`: ``source`` the query options, ``options`` the sweep's."""
     bar = progress_bar(transient=True)
     above = warn_above(bar)
     task: dict = {}
@@ -102,11 +112,14 @@ def run_grouped(database, cfg, column: str, max_groups: int, fmt: str, plot) -> 
             bar.update(task["id"], description=f"{task['label']} {point.label} ({how})")
 
     try:
-        res = run_groups(
-            database,
-            cfg,
-            column,
+        res = pg.sweep_groups(
+            testset,
+            target,
+            stage,
+            group_by=column,
             max_groups=max_groups,
+            **source,
+            **options,
             on_group=on_group,
             on_warning=above,
             on_point=on_point,
@@ -120,9 +133,9 @@ def run_grouped(database, cfg, column: str, max_groups: int, fmt: str, plot) -> 
     elif fmt == "csv":
         emit(group_rows(res), "csv")
     else:
-        q = cfg.queries.count if cfg.queries is not None else None
+        q = source.get("sample_queries")
         click.echo(
-            f"sweep of target {cfg.target} grouped by {column}: {res.chosen} · up to {q} "
+            f"sweep of target {target} grouped by {column}: {res.chosen} · up to {q} "
             f"sampled queries per group · recall@{res.k} against exact search within each "
             "group · p95 nearest rank, the slowest group's"
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..output import emit, format_option, to_json, warn
-from .common import pass_db
+from .common import pass_api
 
 
 def parse_where(items: tuple[str, ...]) -> dict[str, str | list[str]]:
@@ -116,9 +116,9 @@ def target():
 )
 @click.option("--replace", is_flag=True, help="Replace a target of the same name.")
 @format_option(choices=("table", "json"))
-@pass_db
+@pass_api
 def add(
-    database,
+    pg,
     name,
     table,
     schema,
@@ -153,10 +153,7 @@ def add(
       pgeval target add kb2 --table chunks --id-column chunk_id --vector-column embedding \\
           --where tenant=acme --where tenant=beta --where enabled=true --null-as-true enabled
     """
-    from ...target.add import add_target
-
-    added = add_target(
-        database,
+    added = pg.add_target(
         name,
         table=table,
         schema=schema,
@@ -192,13 +189,10 @@ def add(
 
 @target.command("list")
 @format_option()
-@pass_db
-def list_(database, fmt):
+@pass_api
+def list_(pg, fmt):
     """List targets."""
-    from ...target import targets as t
-
-    with database.connect(autocommit=True) as conn:
-        rows = t.list_targets(conn)
+    rows = pg.targets()
     emit(
         rows,
         fmt,
@@ -221,31 +215,22 @@ def list_(database, fmt):
 @target.command("show")
 @click.argument("name")
 @format_option(choices=("table", "json"))
-@pass_db
-def show(database, name, fmt):
+@pass_api
+def show(pg, name, fmt):
     """Show a target's definition and the vector indexes the knowledge base has for it."""
-    from ...target import catalog
-    from ...target import targets as t
-
-    with database.connect(autocommit=True) as conn:
-        tg = t.load(conn, name)
-    with database.connect(results=False, autocommit=True, read_only=True) as kb:
-        indexes = catalog.vector_indexes(kb, tg)
+    shown = pg.target(name)
     if fmt == "json":
-        click.echo(to_json({"target": name, "spec": tg.spec(), "indexes": indexes}))
+        click.echo(to_json(shown))
         return
-    for key, value in tg.spec().items():
+    for key, value in shown["spec"].items():
         click.echo(f"{key}: {value}")
-    emit(indexes, fmt, ["name", "method", "opclass", "predicate"], title="vector indexes")
+    emit(shown["indexes"], fmt, ["name", "method", "opclass", "predicate"], title="vector indexes")
 
 
 @target.command("remove")
 @click.argument("name")
-@pass_db
-def remove(database, name):
+@pass_api
+def remove(pg, name):
     """Remove a target (runs that used it keep its definition in their configuration)."""
-    from ...target import targets as t
-
-    with database.connect(autocommit=True) as conn:
-        t.remove(conn, name)
+    pg.remove_target(name)
     click.echo(f"removed target '{name}'")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..output import emit, format_option, to_json
-from .common import pass_db
+from .common import pass_api
 
 _FORMATS = ["jsonl", "csv", "trec", "beir"]
 
@@ -70,8 +70,8 @@ _LIST_COLUMNS = [
     show_default=True,
     help="How to print the summary: table for people, json for scripts.",
 )
-@pass_db
-def load(database, file, name, source_format, queries, grade_map, replace, fmt):
+@pass_api
+def load(pg, file, name, source_format, queries, grade_map, replace, fmt):
     """Load FILE as test set NAME: validated, all or nothing, in one transaction.
 
     \b
@@ -94,19 +94,15 @@ def load(database, file, name, source_format, queries, grade_map, replace, fmt):
       pgeval testset load cases.csv --name kb-v1 --replace
       pgeval testset load cran.qrels --queries cran.tsv --grade-map 1=3,2=2,3=1,4=0,-1=0 --name cran
     """
-    from ...testset import load as load_testset
-
-    with database.connect(autocommit=True) as conn:
-        report = load_testset(
-            conn,
-            file,
-            name,
-            fmt=source_format,
-            queries=queries,
-            grade_map=grade_map,
-            replace=replace,
-            progress=True,
-        )
+    report = pg.load_testset(
+        file,
+        name,
+        format=source_format,
+        queries=queries,
+        grade_map=grade_map,
+        replace=replace,
+        progress=True,
+    )
     if fmt == "json":
         click.echo(to_json(report.as_dict()))
         return
@@ -137,13 +133,10 @@ def load(database, file, name, source_format, queries, grade_map, replace, fmt):
 
 @testset.command("list")
 @format_option()
-@pass_db
-def list_(database, fmt):
+@pass_api
+def list_(pg, fmt):
     """List the stored test sets with their counts and content hash."""
-    from ...testset import list_testsets
-
-    with database.connect(autocommit=True) as conn:
-        rows = list_testsets(conn)
+    rows = pg.testsets()
     if fmt == "table":
         if not rows:
             click.echo("no test sets (load one with `pgeval testset load FILE --name NAME`)")
@@ -157,14 +150,10 @@ def list_(database, fmt):
 @testset.command()
 @click.argument("name")
 @format_option(choices=("table", "json"))
-@pass_db
-def show(database, name, fmt):
+@pass_api
+def show(pg, name, fmt):
     """Describe test set NAME: counts, grade histogram, query types, grade map, hash."""
-    from ...core.db import snapshot
-    from ...testset import show_testset
-
-    with snapshot(database) as conn:
-        info = show_testset(conn, name)
+    info = pg.testset(name)
     if fmt == "json":
         click.echo(to_json(info))
         return
@@ -210,11 +199,8 @@ def show(database, name, fmt):
 
 @testset.command()
 @click.argument("name")
-@pass_db
-def delete(database, name):
+@pass_api
+def delete(pg, name):
     """Delete test set NAME with its queries, judgements and runs."""
-    from ...testset import delete_testset
-
-    with database.connect(autocommit=True) as conn:
-        runs = delete_testset(conn, name)
+    runs = pg.delete_testset(name)
     click.echo(f"deleted test set '{name}' and {runs} run(s) of it")

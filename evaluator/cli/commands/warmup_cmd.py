@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from ...api.vocabulary import WARMUP_DEFAULTS
 from ..output import emit, format_option, info, to_json, warn
-from .common import pass_db
+from .common import pass_api
 
 
 @click.command()
@@ -33,36 +34,36 @@ from .common import pass_db
 @click.option(
     "--k",
     type=click.IntRange(1, 10000),
-    default=10,
+    default=WARMUP_DEFAULTS.k,
     show_default=True,
     help="Rows per query (LIMIT).",
 )
 @click.option(
     "--max-passes",
     type=click.IntRange(2, 100),
-    default=10,
+    default=WARMUP_DEFAULTS.max_passes,
     show_default=True,
     help="Stop after this many passes even when latency has not settled.",
 )
 @click.option(
     "--tolerance",
     type=click.FloatRange(0.001, 1.0),
-    default=0.05,
+    default=WARMUP_DEFAULTS.tolerance,
     show_default=True,
     help="Settled when two consecutive passes' median latencies differ by less.",
 )
 @click.option(
     "--random-queries",
     type=click.IntRange(1, 100000),
-    default=64,
+    default=WARMUP_DEFAULTS.random_queries,
     show_default=True,
     help="Number of random vectors when no --testset is given.",
 )
 @click.option("--no-prewarm", is_flag=True, help="Do not use pg_prewarm even when installed.")
 @format_option(choices=("table", "json"))
-@pass_db
+@pass_api
 def warmup(
-    database,
+    pg,
     target_name,
     testset,
     embedder,
@@ -89,59 +90,26 @@ def warmup(
       pgeval warmup --target kb --testset kb-v1 --set hnsw.ef_search=100
       pgeval warmup --target kb --format json
     """
-    from ...dba import warmup as wu
-    from ...stages import gucs
-    from ...stages.registry import vector_kinds
-    from ...target.targets import load
 
-    parsed = gucs.parse(settings, stages=vector_kinds())
-    named = gucs.scoped_stages(parsed)
-    if len(named) > 1:  # warmup runs one query path: STAGE:GUC=VALUE of one stage only
-        from ...core.errors import InputError
+    def on_pass(p):
+        if fmt == "table":
+            info(
+                f"pass {p.n}: median {p.median_ms:.3f} ms, p95 {p.p95_ms:.3f} ms, "
+                f"blocks hit {p.blocks_hit}, read {p.blocks_read}"
+            )
 
-        raise InputError(
-            f"warmup runs one query path but settings are scoped to "
-            f"{', '.join(named)}: scope them to one stage",
-            field="--set",
-        )
-    parsed = gucs.scope(parsed, named[0] if named else None)
-    with database.connect(autocommit=True) as res:
-        target = load(res, target_name)
-        if testset:
-            vectors, source = wu.testset_vectors(res, testset, embedder)
-        else:
-            if not target.dimension:
-                from ...core.errors import InputError
-
-                raise InputError(
-                    f"target '{target_name}' has no known dimension: give --testset",
-                    field="--testset",
-                )
-            vectors = wu.random_vectors(target.dimension, random_queries)
-            source = f"{random_queries} random vectors (seed 0)"
-    with database.connect(results=False, autocommit=True, read_only=True) as kb:
-        parsed = {**target.settings, **parsed}  # the target's own (a preset's), then --set
-        gucs.validate(kb, parsed)
-
-        def on_pass(p):
-            if fmt == "table":
-                info(
-                    f"pass {p.n}: median {p.median_ms:.3f} ms, p95 {p.p95_ms:.3f} ms, "
-                    f"blocks hit {p.blocks_hit}, read {p.blocks_read}"
-                )
-
-        report = wu.warmup(
-            kb,
-            target,
-            vectors,
-            source=source,
-            settings=parsed,
-            k=k,
-            max_passes=max_passes,
-            tolerance=tolerance,
-            use_prewarm=not no_prewarm,
-            on_pass=on_pass,
-        )
+    report = pg.warmup(
+        target_name,
+        testset=testset,
+        embedder=embedder,
+        settings=settings,
+        k=k,
+        max_passes=max_passes,
+        tolerance=tolerance,
+        random_queries=random_queries,
+        prewarm=not no_prewarm,
+        on_pass=on_pass,
+    )
     if fmt == "json":
         click.echo(to_json(report.as_dict()))
     else:

@@ -9,7 +9,7 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
-from ...core.errors import InputError
+from ...core.errors import InputError, param
 from ...stages.registry import KINDS, ann_kinds
 
 _GUC = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
@@ -71,10 +71,13 @@ def check_params(axes, stage_kind: str, prefixes: tuple[str, ...], settings: dic
                 f"stage {stage_kind} does not apply '{name}' (it applies "
                 f"{', '.join(p + '*' for p in prefixes) or 'no extension setting'} "
                 "and core settings)",
-                field="--param",
+                field=param("params"),
             )
         if name in settings:
-            raise InputError(f"'{name}' is both swept (--param) and fixed (--set)", field="--param")
+            raise InputError(
+                f"'{name}' is both swept ({param('params')}) and fixed ({param('settings')})",
+                field=param("params"),
+            )
 
 
 def check_build(axes, method: str | None) -> None:
@@ -83,13 +86,13 @@ def check_build(axes, method: str | None) -> None:
     allowed = BUILD_OPTIONS.get(method or "")
     if not allowed:
         raise InputError(
-            f"build sweeps need an ANN stage ({', '.join(ann_kinds())})", field="--build"
+            f"build sweeps need an ANN stage ({', '.join(ann_kinds())})", field=param("build")
         )
     for name, _ in axes:
         if name not in allowed:
             raise InputError(
                 f"'{name}' is not a {method} build option (known: {', '.join(allowed)})",
-                field="--build",
+                field=param("build"),
             )
 
 

@@ -27,7 +27,7 @@ from typing import Any, cast
 
 from psycopg import sql
 
-from ...core.errors import InputError, PlanError
+from ...core.errors import InputError, PlanError, param
 from ...core.ids import as_text
 from ...stages import registry
 from .runner import SweepConfig, SweepResult, run_sweep
@@ -92,7 +92,7 @@ def list_groups(kb, target, column: str) -> tuple[list[Group], int]:
 
     if column not in catalog.columns(kb, target):
         raise InputError(
-            f"column '{column}' does not exist in {target.qualified()}", field="--group-by"
+            f"column '{column}' does not exist in {target.qualified()}", field=param("group_by")
         )
     where, params = target.where()
     col = sql.Identifier(column)
@@ -139,23 +139,27 @@ def check(cfg: SweepConfig, column: str, max_groups: int) -> None:
     from ...testset.query_source import QuerySource
 
     if max_groups < 1:
-        raise InputError(f"--max-groups must be >= 1, got {max_groups}", field="--max-groups")
+        raise InputError(
+            f"{param('max_groups')} must be >= 1, got {max_groups}", field=param("max_groups")
+        )
     if not isinstance(cfg.queries, QuerySource) or cfg.queries.kind != "sample":
         raise InputError(
-            "--group-by draws its queries from each group: give --sample-queries N "
-            "(N queries per group)",
-            field="--group-by",
+            f"{param('group_by')} draws its queries from each group: give "
+            f"{param('sample_queries')} N (N queries per group)",
+            field=param("group_by"),
         )
     if cfg.build:
         raise InputError(
-            "--group-by measures the index you have, per group: not with --build (compare "
-            "builds without --group-by, then measure the chosen one per group)",
-            field="--group-by",
+            f"{param('group_by')} measures the index you have, per group: not with "
+            f"{param('build')} (compare builds without {param('group_by')}, then measure the "
+            "chosen one per group)",
+            field=param("group_by"),
         )
     if cfg.find and cfg.params:
         raise InputError(
-            "--find with --group-by finds one setting for every group: give no other --param",
-            field="--find",
+            f"{param('find')} with {param('group_by')} finds one setting for every group: give "
+            f"no other {param('params')}",
+            field=param("find"),
         )
 
 
@@ -198,7 +202,7 @@ def run_groups(
             )
     if not measured:
         raise InputError(
-            f"no group of {column} has two chunks or more to measure", field="--group-by"
+            f"no group of {column} has two chunks or more to measure", field=param("group_by")
         )
     sizes = {g.value: g for g in measured}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ...core import figures
-from ...core.errors import InputError
+from ...core.errors import InputError, param
 
 
 def write(
@@ -21,13 +21,13 @@ def write(
 ) -> Path:
     if not figures.available():
         raise InputError(
-            "--plot needs matplotlib: pip install matplotlib (or the clone's plot extra: "
-            "pip install -e '.[plot]')",
-            field="--plot",
+            f"{param('plot')} needs matplotlib: pip install matplotlib (or the clone's plot "
+            "extra: pip install -e '.[plot]')",
+            field=param("plot"),
         )
     pts = [p for p in points if p.get("index_recall") is not None and p.get("p95_ms") is not None]
     if not pts:
-        raise InputError("no measured point to plot", field="--plot")
+        raise InputError("no measured point to plot", field=param("plot"))
     fig = figures.figure(7.5, 4.6)
     ax = fig.add_subplot()
     xs = [p["p95_ms"] for p in pts]

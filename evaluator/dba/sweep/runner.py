@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 from ...core.canonical import canonical_json, sha256_hex
-from ...core.errors import InputError
+from ...core.errors import InputError, param
 from ...stages import gucs, registry
 from . import grid, store
 
@@ -41,9 +41,11 @@ class SweepConfig:
     isolate_index: bool = False
     index: str | None = None
     checksum: bool = True
-    statement_timeout: str | None = "5min"  # per statement on the knowledge base (None: server's)
+    statement_timeout: str | None = (
+        gucs.DEFAULT_STATEMENT_TIMEOUT
+    )  # per statement on the knowledge base (None: server's)
     maintenance_work_mem: str | None = None  # None: sized to the index (build_sweep)
-    build_timeout_s: float = 1800.0
+    build_timeout_s: float = 1800
     queries: object = None  # testset.query_source.QuerySource (instead of testset)
     find: str | None = None  # --find GUC: the cheapest value reaching target_recall
     find_max: int | None = None  # --find-max (default find.DEFAULT_MAX)
@@ -80,6 +82,37 @@ class SweepResult:
     # the server that answered (fingerprint's server part: host, port, in recovery, version)
     server: dict = field(default_factory=dict)
 
+    def as_dict(self) -> dict:
+        """What `pgeval sweep --format json` prints."""
+        from ...testset.query_source import SAMPLED_BIAS
+        from .text import recommendation_line
+
+        return {
+            "sweep": self.name,
+            "experiment_id": self.experiment_id,
+            "k": self.k,
+            "config_hash": self.config_hash,
+            "filters": self.filters,
+            "target_recall": self.target_recall,
+            "resumed": self.resumed,
+            "previous": self.previous,
+            "find": self.finds[0] if len(self.finds) == 1 else None,
+            "finds": self.finds,
+            "server": self.server,
+            "measured": self.measured,
+            "reused": self.reused,
+            "kept": self.kept,
+            "testset": self.testset,
+            "queries": self.queries,
+            "notes": [SAMPLED_BIAS] if (self.queries or {}).get("source") == "sample" else [],
+            "judgements": self.judged,
+            "ground_truth": self.ground_truth,
+            "recommendation": self.recommendation,
+            "recommendation_line": recommendation_line(self),
+            "points": self.points,
+            "warnings": self.warnings,
+        }
+
 
 class _Env:
     """Everything one sweep needs while it runs."""
@@ -100,31 +133,34 @@ class _Env:
 def _check(cfg: SweepConfig) -> int:
     if cfg.stage not in ANN_KINDS:
         raise InputError(
-            f"sweeps measure an ANN stage against exact search: --stage must be one "
+            f"sweeps measure an ANN stage against exact search: {param('stage')} must be one "
             f"of {', '.join(ANN_KINDS)}, not '{cfg.stage}'",
-            field="--stage",
+            field=param("stage"),
         )
     for opt, value, low in (
-        ("--k", cfg.k, 1),
-        ("--repeat", cfg.repeat, 1),
-        ("--concurrency", cfg.concurrency, 1),
+        (param("k"), cfg.k, 1),
+        (param("repeat"), cfg.repeat, 1),
+        (param("concurrency"), cfg.concurrency, 1),
     ):
         if value < low:
             raise InputError(f"{opt} must be >= {low}, got {value}", field=opt)
     if cfg.concurrency > 1 and cfg.isolate_index:
         raise InputError(
-            "--concurrency cannot be combined with --isolate-index (each client's "
+            f"{param('concurrency')} cannot be combined with {param('isolate_index', True)} (each client's "
             "DROP INDEX would lock the table against the others); keep each index "
             "on its own copy of the table",
-            field="--concurrency",
+            field=param("concurrency"),
         )
     if not 0 < cfg.target_recall <= 1:
         raise InputError(
-            f"--target-recall must be in (0, 1], got {cfg.target_recall}", field="--target-recall"
+            f"{param('target_recall')} must be in (0, 1], got {cfg.target_recall}",
+            field=param("target_recall"),
         )
     depth = cfg.depth or max(cfg.k, 20)
     if depth < cfg.k:
-        raise InputError(f"--depth {depth} is below --k {cfg.k}", field="--depth")
+        raise InputError(
+            f"{param('depth')} {depth} is below {param('k')} {cfg.k}", field=param("depth")
+        )
     return depth
 
 
@@ -157,13 +193,13 @@ def run_sweep(
 
     depth = _check(cfg)
     stage = registry.get(cfg.stage)
-    param_axes = grid.parse_axes(cfg.params, "hnsw.ef_search=10,20,40", "--param")
-    build_axes = grid.parse_axes(cfg.build, "m=8,16", "--build")
+    param_axes = grid.parse_axes(cfg.params, "hnsw.ef_search=10,20,40", param("params"))
+    build_axes = grid.parse_axes(cfg.build, "m=8,16", param("build"))
     _check_find(cfg, param_axes, build_axes)
     if not param_axes and not build_axes and not cfg.find:
         raise InputError(
-            "nothing to sweep: give --param GUC=v1,v2,... and/or --build OPTION=v1,v2,...",
-            field="--param",
+            f"nothing to sweep: give {param('params')} GUC=v1,v2,... and/or {param('build')} OPTION=v1,v2,...",
+            field=param("params"),
         )
     gucs.check_stages(cfg.settings, ["exact", cfg.stage])  # STAGE:GUC=VALUE
     grid.check_params(
@@ -204,7 +240,7 @@ def run_sweep(
             try:
                 gucs.validate(kb, {**base, **values})
             except InputError as exc:
-                raise InputError(exc.detail, field="--param") from None
+                raise InputError(exc.detail, field=param("params")) from None
         kb.rollback()
         queries, label, dim = _queries(
             results,
@@ -464,24 +500,35 @@ def _find_max(cfg) -> int:
 def _check_find(cfg, param_axes, build_axes) -> None:
     if cfg.find is None:
         if cfg.find_max is not None:
-            raise InputError("--find-max needs --find GUC", field="--find-max")
+            raise InputError(
+                f"{param('find_max')} needs {param('find')} GUC", field=param("find_max")
+            )
         return
     described = registry.kind(cfg.stage)
     work = described.work_settings if described is not None else ()
     if cfg.find not in work:
         raise InputError(
-            f"--find takes a work setting of the {cfg.stage} stage ({', '.join(work)}), "
+            f"{param('find')} takes a work setting of the {cfg.stage} stage ({', '.join(work)}), "
             f"not '{cfg.find}'",
-            field="--find",
+            field=param("find"),
         )
     if any(name == cfg.find for name, _ in param_axes):
-        raise InputError(f"'{cfg.find}' is both found (--find) and swept (--param)", field="--find")
+        raise InputError(
+            f"'{cfg.find}' is both found ({param('find')}) and swept ({param('params')})",
+            field=param("find"),
+        )
     if cfg.find in cfg.settings:
-        raise InputError(f"'{cfg.find}' is both found (--find) and fixed (--set)", field="--find")
+        raise InputError(
+            f"'{cfg.find}' is both found ({param('find')}) and fixed ({param('settings')})",
+            field=param("find"),
+        )
     if build_axes:
-        raise InputError("--find runs on the index you have: not with --build", field="--find")
+        raise InputError(
+            f"{param('find')} runs on the index you have: not with {param('build')}",
+            field=param("find"),
+        )
     if _find_max(cfg) < 1:
-        raise InputError("--find-max must be 1 or more", field="--find-max")
+        raise InputError(f"{param('find_max')} must be 1 or more", field=param("find_max"))
 
 
 def _finds(env, target, param_axes, fingerprint) -> None:

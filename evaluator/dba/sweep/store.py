@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ...core.errors import Conflict, NotFound
+from ...core.errors import Conflict, NotFound, param
 
 # the sweep's identity: a resumed sweep must agree on these
 IDENTITY = ("testset_id", "target", "stage", "grid", "settings", "k", "depth", "concurrency")
@@ -76,7 +76,7 @@ def open_sweep(
         if differ:
             raise Conflict(
                 f"a sweep named '{name}' exists with another {', '.join(differ)} "
-                "(choose another --name, or --fresh to replace it)"
+                f"(choose another {param('name')}, or {param('fresh', True)} to replace it)"
             )
         if row[1] is not None:
             changed = configuration_change(conn, row[1], config_hash)
@@ -147,7 +147,7 @@ def changed_message(name: str, old_fp: dict | None, new_fp: dict | None) -> str:
     return (
         f"sweep '{name}' was measured under another configuration ({what}): its points "
         "would mix two configurations, and none measured under one is kept under another "
-        "(choose another --name, or --fresh to measure this sweep again)"
+        f"(choose another {param('name')}, or {param('fresh', True)} to measure this sweep again)"
     )
 
 
@@ -229,7 +229,7 @@ def archive(conn, sweep_id: int, exp_id: int, name: str) -> str:
 def _experiment(conn, name, testset_id, target, config, fingerprint, config_hash) -> int:
     if conn.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)).fetchone():
         raise Conflict(
-            f"an experiment named '{name}' exists that is not a sweep (choose another --name)"
+            f"an experiment named '{name}' exists that is not a sweep (choose another {param('name')})"
         )
     return conn.execute(
         "INSERT INTO pgeval.experiment (name, testset_id, target, config, config_hash, "

@@ -25,7 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
-from ...core.errors import InputError
+from ...core.errors import InputError, param
 
 
 class Embedder(Protocol):
@@ -73,7 +73,7 @@ def parse(
         return NumpyFile(arg)
     raise InputError(
         f"unknown embedder '{spec}' (precomputed, openai:MODEL, local:MODEL, numpy:FILE.npy)",
-        field="--embedder",
+        field=param("embedder"),
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.errors import InputError
+from ...core.errors import InputError, param
 from ...core.masking import mask
 from ..http_json import JsonClient, check_url
 from . import check_matrix
@@ -45,7 +45,7 @@ class OpenAIEmbedder:
         self.model = model
         self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         self.base_url = self.base_url.rstrip("/")
-        check_url(self.base_url, "base URL", "--base-url")
+        check_url(self.base_url, "base URL", param("base_url"))
         self.dimensions = dimensions
         self.api_key_env = "OPENAI_API_KEY" if api_key_env is None else api_key_env
         self.batch_size = batch_size or DEFAULT_BATCH
@@ -70,9 +70,9 @@ class OpenAIEmbedder:
         if not key:
             raise InputError(
                 f"environment variable {self.api_key_env} is not set (it must hold "
-                "the API key; name another with --api-key-env, or pass "
-                "--api-key-env '' for a server without keys)",
-                field="--api-key-env",
+                f"the API key; name another with {param('api_key_env')}, or pass "
+                f"{param('api_key_env')} '' for a server without keys)",
+                field=param("api_key_env"),
             )
         return key
 
@@ -88,7 +88,7 @@ class OpenAIEmbedder:
             raise InputError(
                 f"{self.shown_url} answered something that is not an embeddings "
                 f"response: {self._client.scrub(str(exc))}",
-                field="--base-url",
+                field=param("base_url"),
             ) from None
 
     @property
@@ -106,15 +106,17 @@ class OpenAIEmbedder:
     def embed(self, queries: Sequence, on_batch=None) -> np.ndarray:
         for q in queries:
             if not q.text:
-                raise InputError(f"query '{q.query_id}' has no text to embed", field="--embedder")
+                raise InputError(
+                    f"query '{q.query_id}' has no text to embed", field=param("embedder")
+                )
         self._client = JsonClient(
             self.url,
             key=self._api_key(),
             timeout=self.timeout,
             retries=self.retries,
             backoff_s=self.backoff_s,
-            field="--embedder",
-            retry_field="--base-url",
+            field=param("embedder"),
+            retry_field=param("base_url"),
         )
         rows: list[list[float]] = []
         for i in range(0, len(queries), self.batch_size):
@@ -122,11 +124,11 @@ class OpenAIEmbedder:
             rows.extend(self._request(batch))
             if on_batch:
                 on_batch(len(batch))
-        m = check_matrix(rows if rows else np.zeros((0, 1)), len(queries), "--embedder")
+        m = check_matrix(rows if rows else np.zeros((0, 1)), len(queries), param("embedder"))
         if self.dimensions and m.shape[1] != self.dimensions:
             raise InputError(
                 f"{self.shown_url} returned {m.shape[1]}-dimensional embeddings, "
                 f"{self.dimensions} requested",
-                field="--dimensions",
+                field=param("dimensions"),
             )
         return m

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.errors import InputError, first_line
+from ...core.errors import InputError, first_line, param
 from . import check_matrix
 
 
@@ -39,7 +39,7 @@ class LocalEmbedder:
             "SentenceTransformer",
             self.model_name,
             what="model",
-            field="--embedder",
+            field=param("embedder"),
             missing="local embedders need sentence-transformers: pip install "
             "'pgeval[local]' (or use openai:MODEL / numpy:FILE.npy)",
         )
@@ -47,7 +47,9 @@ class LocalEmbedder:
     def embed(self, queries: Sequence, on_batch=None) -> np.ndarray:
         for q in queries:
             if not q.text:
-                raise InputError(f"query '{q.query_id}' has no text to embed", field="--embedder")
+                raise InputError(
+                    f"query '{q.query_id}' has no text to embed", field=param("embedder")
+                )
         if self._model is None:
             self._model = self._load()
         out = []
@@ -62,4 +64,6 @@ class LocalEmbedder:
             )
             if on_batch:
                 on_batch(len(batch))
-        return check_matrix(np.vstack(out) if out else np.zeros((0, 1)), len(queries), "--embedder")
+        return check_matrix(
+            np.vstack(out) if out else np.zeros((0, 1)), len(queries), param("embedder")
+        )

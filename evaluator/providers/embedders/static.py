@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core.errors import InputError
+from ...core.errors import InputError, param
 from . import check_matrix
 
 
@@ -24,16 +24,16 @@ class Precomputed:
                 raise InputError(
                     f"query '{q.query_id}' has no embedding in the test set (load "
                     "the test set with an 'embedding' field or choose another "
-                    "--embedder)",
-                    field="--embedder",
+                    f"{param('embedder')})",
+                    field=param("embedder"),
                 )
             dims.add(len(q.embedding))
         if len(dims) > 1:
             raise InputError(
                 f"the test set's embeddings have several dimensions: {sorted(dims)}",
-                field="--embedder",
+                field=param("embedder"),
             )
-        return check_matrix([q.embedding for q in queries], len(queries), "--embedder")
+        return check_matrix([q.embedding for q in queries], len(queries), param("embedder"))
 
 
 class NumpyFile:
@@ -42,7 +42,7 @@ class NumpyFile:
     def __init__(self, path: str):
         self.path = Path(path)
         if not self.path.is_file():
-            raise InputError(f"no such file: {self.path}", field="--embedder")
+            raise InputError(f"no such file: {self.path}", field=param("embedder"))
         digest = hashlib.sha256(self.path.read_bytes()).hexdigest()[:12]
         self.label = f"numpy:{self.path.name}#{digest}"
 

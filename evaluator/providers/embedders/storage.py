@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ...core.errors import InputError, NotFound
+from ...core.errors import InputError, NotFound, param
 from ...core.vector_literal import vector_literal
 from ...testset.query import Query
 
@@ -72,7 +72,7 @@ def ensure(conn, testset: str, embedder, *, recompute: bool = False, on_batch=No
         0
     ]
     if n == 0:
-        raise InputError(f"test set '{testset}' has no queries", field="--testset")
+        raise InputError(f"test set '{testset}' has no queries", field=param("testset"))
     have, dim = stored_count(conn, tid, embedder.label)
     if have == n and not recompute:  # stored already: read nothing more
         assert dim is not None  # n > 0 stored rows have a dimension

@@ -1,0 +1,230 @@
+"""The API's run methods: pipelines, resume, run files, sweeps (`pgeval run ...`, `sweep`)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+from ..core.errors import InputError, param
+from ._keywords import query_source
+
+
+class RunMethods:
+    database: Any
+
+    def run_pipeline(
+        self,
+        testset: str | None = None,
+        stages: str | None = None,
+        *,
+        sample_queries: int | None = None,
+        seed: int | None = None,
+        queries_sql: str | None = None,
+        queries_file: str | Path | None = None,
+        on_warning=None,
+        progress_factory=None,
+        **options,
+    ):
+        """Run the stages (``"exact,hnsw"``; ``NAME=KIND`` allowed) ``repeat`` times as one
+        experiment (`pgeval run pipeline`) on the queries of ``testset`` or, in its place, of a
+        query-vector source: ``sample_queries=N`` (``seed=S``), ``queries_sql`` or
+        ``queries_file`` (exactly one). ``options`` are the command's other options by their
+        names, defaults as the command's (``evaluator.run.configure.PIPELINE_DEFAULTS``):
+        ``target``, ``settings`` (``{"hnsw.ef_search": 40}`` or ``["hnsw.ef_search=40"]``),
+        ``options`` (``{"merge": {"k": 60}}`` or ``["merge:k=60"]``), ``depth``, ``repeat``,
+        ``embedder``, ``base_url``, ``dimensions``, ``api_key_env``, ``reranker``, ``name``,
+        ``batch``, ``server_timing``, ``isolate_index``, ``statement_timeout``, ``checksum``.
+        Returns a PipelineResult (experiment, config_hash, runs, warnings; ``as_dict()``)."""
+        from ..run.configure import pipeline_config
+        from ..run.pipeline import run_pipeline
+
+        source = query_source(testset, sample_queries, seed, queries_sql, queries_file)
+        if not stages:
+            raise InputError(
+                f"{param('stages')} required (e.g. stages='exact,hnsw')", field=param("stages")
+            )
+        cfg = pipeline_config(testset=testset, stages=stages, queries=source, **options)
+        return run_pipeline(
+            self.database, cfg, progress_factory=progress_factory, on_warning=on_warning
+        )
+
+    def resume(
+        self,
+        name: str,
+        *,
+        statement_timeout: str | None = None,
+        on_warning=None,
+        progress_factory=None,
+    ):
+        """Finish an interrupted experiment (`pgeval run resume`); returns a PipelineResult."""
+        from ..run.resume import resume_experiment
+
+        return resume_experiment(
+            self.database,
+            name,
+            statement_timeout=statement_timeout,
+            on_warning=on_warning,
+            progress_factory=progress_factory,
+        )
+
+    def import_run(
+        self,
+        path: str | Path,
+        testset: str,
+        name: str,
+        *,
+        format: str | None = None,
+        replace: bool = False,
+        on_progress=None,
+    ):
+        """Import a TREC or JSONL run file (`pgeval run import`); returns the ImportReport.
+        ``on_progress(done, total, phase)`` as the file is read."""
+        from ..run.runs import import_run
+
+        with self.database.connect() as conn:
+            return import_run(
+                conn, str(path), testset, name, format, replace=replace, on_progress=on_progress
+            )
+
+    def export_run(
+        self, name: str, format: str = "trec", out: str | Path | None = None, *, stream=None
+    ):
+        """Write run ``name`` as TREC or JSONL (`pgeval run export`): to the file ``out``
+        (atomically) or the text stream ``stream``, returning the lines written; else returned
+        as a string."""
+        from ..run.runs import export_to
+
+        if out is not None or stream is not None:
+            return export_to(self.database, name, format, None if out is None else str(out), stream)
+        buf = io.StringIO()
+        export_to(self.database, name, format, None, buf)
+        return buf.getvalue()
+
+    def runs(self, testset: str | None = None, experiment: str | None = None) -> list[dict]:
+        """The stored runs (`pgeval run list`)."""
+        from ..run.runs import list_runs
+
+        with self.database.connect(autocommit=True) as conn:
+            return list_runs(conn, testset, experiment)
+
+    def delete_run(self, name: str):
+        """Delete run ``name`` (`pgeval run delete`); returns (experiment, is a sweep) when the
+        run belonged to an experiment, which is now incomplete, else None."""
+        from ..run.runs import delete_run
+
+        with self.database.connect() as conn:
+            return delete_run(conn, name)
+
+    def sweep(
+        self,
+        testset: str | None = None,
+        target: str | None = None,
+        stage: str | None = None,
+        *,
+        sample_queries: int | None = None,
+        seed: int | None = None,
+        queries_sql: str | None = None,
+        queries_file: str | Path | None = None,
+        on_warning=None,
+        on_point=None,
+        on_start=None,
+        on_ground_truth=None,
+        on_find=None,
+        **options,
+    ):
+        """Recall against exact search and latency over a grid (`pgeval sweep`) on the queries
+        of ``testset`` or of a query-vector source (``sample_queries=N``, ``seed=S``,
+        ``queries_sql``, ``queries_file``: exactly one). ``options`` are the command's other
+        options by their names, defaults as the command's
+        (``evaluator.dba.sweep.configure.SWEEP_DEFAULTS``): ``params`` and ``build``
+        (``{"hnsw.ef_search": [10, 20, 40]}`` or ``["hnsw.ef_search=10,20,40"]``), ``settings``,
+        ``k``, ``depth``, ``repeat``, ``concurrency``, ``target_recall``, ``find``
+        (``"hnsw.ef_search"``: the cheapest value reaching ``target_recall``), ``find_max``,
+        ``embedder``, ``name``, ``fresh``, ``index``, ``isolate_index``, ``checksum``,
+        ``statement_timeout``, ``maintenance_work_mem`` (None sizes it to the index),
+        ``build_timeout`` (seconds). The callbacks are those of
+        :func:`evaluator.dba.sweep.run_sweep`. Returns a SweepResult (points, recommendation
+        with its ``why``, ``finds``, ...; ``as_dict()``)."""
+        from ..dba.sweep import run_sweep
+        from ..dba.sweep.configure import sweep_config
+
+        source = query_source(testset, sample_queries, seed, queries_sql, queries_file)
+        if not target:
+            raise InputError(f"{param('target')} required", field=param("target"))
+        if not stage:
+            raise InputError(f"{param('stage')} required (e.g. stage='hnsw')", field=param("stage"))
+        cfg = sweep_config(testset=testset, queries=source, target=target, stage=stage, **options)
+        return run_sweep(
+            self.database,
+            cfg,
+            on_point=on_point,
+            on_warning=on_warning,
+            on_start=on_start,
+            on_ground_truth=on_ground_truth,
+            on_find=on_find,
+        )
+
+    def group_column(self, target: str, group_by: str | None = None) -> str | None:
+        """The column a sweep of ``target`` groups by: ``group_by``, else the target's own
+        (`target add --group-by`), else None (the whole table)."""
+        from ..dba.sweep.groups import column_for
+
+        return column_for(self.database, target, group_by)
+
+    def sweep_groups(
+        self,
+        testset: str | None = None,
+        target: str | None = None,
+        stage: str | None = None,
+        *,
+        group_by: str,
+        max_groups: int | None = None,
+        sample_queries: int | None = None,
+        seed: int | None = None,
+        queries_sql: str | None = None,
+        queries_file: str | Path | None = None,
+        on_group=None,
+        on_warning=None,
+        on_point=None,
+        **options,
+    ):
+        """Recall per group of column ``group_by`` (`pgeval sweep --group-by`): each of the
+        ``max_groups`` largest and smallest groups searched as the application scopes it
+        (``WHERE group_by = value``), ``sample_queries`` per group, exact ground truth within
+        the group, one stored sweep per group; the point where the worst group reaches
+        ``target_recall``; groups that miss measured again with the kind's iterative scan.
+        ``options`` as :meth:`sweep`'s. Returns a GroupSweepResult (``groups`` worst first,
+        ``points``, ``recommendation``; ``as_dict()``)."""
+        from ..dba.sweep.configure import sweep_config
+        from ..dba.sweep.groups import DEFAULT_MAX_GROUPS, run_groups
+
+        source = query_source(testset, sample_queries, seed, queries_sql, queries_file)
+        if not target:
+            raise InputError(f"{param('target')} required", field=param("target"))
+        if not stage:
+            raise InputError(f"{param('stage')} required (e.g. stage='hnsw')", field=param("stage"))
+        cfg = sweep_config(testset=testset, queries=source, target=target, stage=stage, **options)
+        return run_groups(
+            self.database,
+            cfg,
+            group_by,
+            max_groups=max_groups or DEFAULT_MAX_GROUPS,
+            on_group=on_group,
+            on_warning=on_warning,
+            on_point=on_point,
+        )
+
+    def sweep_plot(self, result, path: str | Path, *, title: str) -> Path:
+        """Write the PNG of ``result`` (a SweepResult): recall@K against p95 latency with the
+        Pareto front and the recommendation (`pgeval sweep --plot`); returns its path."""
+        from ..dba.sweep import plot
+
+        return plot.write(
+            path,
+            result.points,
+            k=result.k,
+            target_recall=result.target_recall,
+            recommendation=result.recommendation,
+            title=title,
+        )

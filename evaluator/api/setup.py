@@ -1,0 +1,208 @@
+"""The API's setup methods: schema, test sets, targets (`pgeval init`, `testset`, `target`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+class SetupMethods:
+    database: Any
+
+    def init(self):
+        """Create or upgrade schema pgeval (`pgeval init`); returns the InitReport."""
+        from ..core.install import init
+
+        return init(self.database)
+
+    # ---- test sets -----------------------------------------------------------------------------
+    def load_testset(
+        self,
+        path: str | Path,
+        name: str,
+        *,
+        format: str | None = None,
+        queries: str | Path | None = None,
+        grade_map=None,
+        replace: bool = False,
+        progress: bool = False,
+    ):
+        """Load a test set file (JSONL, CSV, TREC qrels, BEIR folder) under ``name``; returns the
+        LoadReport (`pgeval testset load`; ``progress``: its progress display on stderr)."""
+        from ..testset import load
+
+        with self.database.connect(autocommit=True) as conn:
+            return load(
+                conn,
+                str(path),
+                name,
+                fmt=format,
+                queries=None if queries is None else str(queries),
+                grade_map=grade_map,
+                replace=replace,
+                progress=progress,
+            )
+
+    def testsets(self) -> list[dict]:
+        """The stored test sets with their counts (`pgeval testset list`)."""
+        from ..testset import list_testsets
+
+        with self.database.connect(autocommit=True) as conn:
+            return list_testsets(conn)
+
+    def testset(self, name: str) -> dict:
+        """Test set ``name`` described: counts, grades, query types, grade map, hash
+        (`pgeval testset show`)."""
+        from ..core.db import snapshot
+        from ..testset import show_testset
+
+        with snapshot(self.database) as conn:
+            return show_testset(conn, name)
+
+    def delete_testset(self, name: str) -> int:
+        """Delete test set ``name`` with its queries, judgements and runs; returns the number of
+        runs deleted (`pgeval testset delete`)."""
+        from ..testset import delete_testset
+
+        with self.database.connect(autocommit=True) as conn:
+            return delete_testset(conn, name)
+
+    # ---- targets -------------------------------------------------------------------------------
+    def add_target(
+        self,
+        name: str,
+        *,
+        table: str | None = None,
+        schema: str | None = None,
+        id_column: str | None = None,
+        vector_column: str | None = None,
+        text_column: str | None = None,
+        distance: str | None = None,
+        where: dict[str, str] | None = None,
+        null_true=None,
+        min_similarity: float | None = None,
+        max_distance: float | None = None,
+        dimension: int | None = None,
+        dimension_column: str | None = None,
+        preset: str | None = None,
+        knowledge_base_id=None,
+        knowledge_id=None,
+        tag_id=None,
+        group_by: str | None = None,
+        replace: bool = False,
+    ):
+        """Check a knowledge-base table in the catalog and store it as target ``name``
+        (`pgeval target add`; every option of the command: ``where`` a mapping of column to
+        value (a list of values: IN), ``null_true`` the columns of ``where`` whose NULL counts
+        as true, the weknora filters ``knowledge_base_id``, ``knowledge_id``, ``tag_id`` one
+        id or a list; ``group_by`` the column the application scopes each search by, which
+        sweeps then measure per group); returns an AddedTarget (target, vector indexes,
+        warnings)."""
+        from ..target.add import add_target
+
+        return add_target(
+            self.database,
+            name,
+            table=table,
+            schema=schema,
+            id_column=id_column,
+            vector_column=vector_column,
+            text_column=text_column,
+            distance=distance,
+            where=where,
+            null_true=_ids(null_true),
+            min_similarity=min_similarity,
+            max_distance=max_distance,
+            dimension=dimension,
+            dimension_column=dimension_column,
+            preset=preset,
+            knowledge_base_id=_ids(knowledge_base_id),
+            knowledge_id=_ids(knowledge_id),
+            tag_id=_ids(tag_id),
+            replace=replace,
+            group_by=group_by,
+        )
+
+    def targets(self) -> list[dict]:
+        """The stored targets (`pgeval target list`)."""
+        from ..target import targets as t
+
+        with self.database.connect(autocommit=True) as conn:
+            return t.list_targets(conn)
+
+    def target(self, name: str) -> dict:
+        """Target ``name``: ``{"target", "spec", "indexes"}``, its definition and the vector
+        indexes the knowledge base has for it (`pgeval target show`)."""
+        from ..target import catalog
+        from ..target import targets as t
+
+        with self.database.connect(autocommit=True) as conn:
+            tg = t.load(conn, name)
+        with self.database.connect(results=False, autocommit=True, read_only=True) as kb:
+            indexes = catalog.vector_indexes(kb, tg)
+        return {"target": name, "spec": tg.spec(), "indexes": indexes}
+
+    def remove_target(self, name: str) -> None:
+        """Remove target ``name`` (`pgeval target remove`)."""
+        from ..target import targets as t
+
+        with self.database.connect(autocommit=True) as conn:
+            t.remove(conn, name)
+
+
+def _ids(values) -> list | None:
+    """One id or several -> a list; None stays None."""
+    if values is None:
+        return None
+    if isinstance(values, (str, int, float)):
+        return [values]
+    return list(values)
+
+
+class EmbedMethods:
+    database: Any
+
+    def embed(
+        self,
+        testset: str | None,
+        embedder: str | None,
+        *,
+        base_url: str | None = None,
+        dimensions: int | None = None,
+        api_key_env: str | None = None,
+        batch_size: int | None = None,
+        recompute: bool = False,
+        on_start=None,
+        on_batch=None,
+    ):
+        """Compute ``testset``'s query embeddings with ``embedder`` (a spec: precomputed,
+        openai:MODEL, local:MODEL, numpy:FILE.npy) and store them, once per label
+        (`pgeval embed`); ``on_start(label)`` once the embedder is known, ``on_batch(n)`` after
+        each batch. Returns the EmbedReport."""
+        from ..core.errors import InputError, param
+        from ..providers.embedders import parse, storage
+
+        if not testset or not embedder:
+            raise InputError(
+                f"{param('testset')} and {param('embedder')} are required",
+                field=param("testset" if not testset else "embedder"),
+            )
+        emb = parse(
+            embedder,
+            base_url=base_url,
+            dimensions=dimensions,
+            api_key_env=api_key_env,
+            batch_size=batch_size,
+        )
+        if on_start is not None:
+            on_start(emb.label)
+        with self.database.connect() as conn:
+            return storage.ensure(conn, testset, emb, recompute=recompute, on_batch=on_batch)
+
+    def embeddings(self, testset: str | None = None) -> list[dict]:
+        """The stored query embeddings (test set, label, dimension, count) (`pgeval embed
+        --list`)."""
+        from ..providers.embedders import storage
+
+        with self.database.connect(autocommit=True) as conn:
+            return storage.list_embeddings(conn, testset)

@@ -1,0 +1,40 @@
+"""What a front end shows besides results: the defaults of each use case's configuration, the
+choices of its options, the fixed texts and the wording of results (one definition each, in the
+library; the command line reads them here)."""
+
+from __future__ import annotations
+
+from ..dba.fingerprint import short_hash
+from ..dba.sweep.configure import SWEEP_DEFAULTS
+from ..dba.sweep.text import find_line, plot_title, recommendation_line, server_label
+from ..dba.warmup_target import WARMUP_DEFAULTS
+from ..measure.measures import parse as parse_measure
+from ..measure.measures import ranked as ranked_measures
+from ..measure.measures import stage_measures
+from ..measure.metrics import measures_for
+from ..measure.stage_method import label as stage_label
+from ..measure.stage_report import chain_text
+from ..reporting.gate import DEFAULT_RULES
+from ..run.configure import PIPELINE_DEFAULTS
+from ..stages.registry import ann_kinds
+from ..testset.query_source import SAMPLED_BIAS
+
+__all__ = [
+    "DEFAULT_RULES",
+    "PIPELINE_DEFAULTS",
+    "SAMPLED_BIAS",
+    "SWEEP_DEFAULTS",
+    "WARMUP_DEFAULTS",
+    "ann_kinds",
+    "chain_text",
+    "find_line",
+    "measures_for",
+    "plot_title",
+    "parse_measure",
+    "ranked_measures",
+    "recommendation_line",
+    "server_label",
+    "short_hash",
+    "stage_measures",
+    "stage_label",
+]

@@ -1,0 +1,60 @@
+"""A sweep's result in words: the recommendation, each --find, the server, the plot's title (the
+table and JSON of `pgeval sweep` say them alike)."""
+
+from __future__ import annotations
+
+
+def recommendation_line(res) -> str:
+    k, goal = res.k, res.target_recall
+    rec = res.recommendation
+    if rec:
+        return (
+            f"recommended: {rec['label']} — recall@{k} {rec['index_recall']:.4f} against "
+            f"exact search at p95 {rec['p95_ms']:.3f} ms ({rec.get('why') or 'the cheapest point reaching ' + format(goal, 'g')})"
+        )
+    best = max(
+        (p for p in res.points if p["index_recall"] is not None),
+        key=lambda p: p["index_recall"],
+        default=None,
+    )
+    if best is None:
+        return "no point was measured"
+    return (
+        f"no point reaches recall@{k} >= {goal:g}: the best is {best['label']} "
+        f"({best['index_recall']:.4f}); widen the grid"
+    )
+
+
+def server_label(server: dict) -> str:
+    """Which server answered, in a few words: ``server /run/pg:5432 (standby)``."""
+    where = f"{server.get('host') or 'local'}:{server.get('port') or ''}".rstrip(":")
+    return f"server {where}" + (" (standby)" if server.get("in_recovery") else "")
+
+
+def find_line(found: dict, k: int, goal: float) -> str:
+    """One line per --find: the value found, or that the target is out of reach."""
+    under = ", ".join(f"{n.split('.')[-1]}={v}" for n, v in (found.get("others") or {}).items())
+    where = f" ({under})" if under else ""
+    tried = len(found.get("path") or [])
+    if found["reached"]:
+        return (
+            f"found{where}: {found['setting']}={found['value']} is the smallest value reaching "
+            f"recall@{k} {goal:g} ({found['recall']:.4f}; {tried} values tried)"
+        )
+    best = found.get("best") or [None, None]
+    return (
+        f"not found{where}: no {found['setting']} up to --find-max reaches recall@{k} {goal:g}; "
+        f"the best tried is {found['setting']}={best[0]} ({(best[1] or 0):.4f}): raise "
+        "--find-max, or look at the index's build (m, ef_construction) with --build"
+    )
+
+
+def plot_title(res, stage: str, target_name: str) -> str:
+    """The plot's title in words: the stage, the target, the queries, the server (no hashes)."""
+    q = res.queries or {}
+    queries = {
+        "sample": f"{q.get('count')} sampled rows",
+        "sql": f"{q.get('count')} queries from SQL",
+        "file": f"{q.get('count')} queries from {q.get('file')}",
+    }.get(str(q.get("source")), f"test set {res.testset}")
+    return f"{stage} on target {target_name} · {queries} · {server_label(res.server)}"
