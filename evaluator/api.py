@@ -385,6 +385,69 @@ class Pgeval:
         )
         return run_sweep(self.database, cfg, on_point=on_point, on_warning=on_warning)
 
+    @_api
+    def advise(
+        self,
+        target: str,
+        testset: str | None = None,
+        *,
+        sample_queries: int | None = None,
+        seed: int | None = None,
+        queries_sql: str | None = None,
+        queries_file: str | Path | None = None,
+        target_recall: float = 0.95,
+        designs=None,
+        build=None,
+        settings=None,
+        max_p95_ms: float | None = None,
+        max_index_mb: float | None = None,
+        max_build_s: float | None = None,
+        concurrency: int = 1,
+        k: int = 10,
+        repeat: int = 1,
+        find_max: int | None = None,
+        embedder: str | None = None,
+        checksum: bool = True,
+        statement_timeout: str | None = "5min",
+        maintenance_work_mem: str | None = None,
+        build_timeout: float = 1800,
+        on_design=None,
+        on_warning=None,
+    ):
+        """Which index design to have, built how, queried how (`pgeval advise`): one stored
+        sweep per design x build (``designs``: ANN stage kinds, default every one the server
+        supports; ``build``: ``["hnsw:m=8,16"]``), each finding the cheapest setting reaching
+        ``target_recall``, then the recommendation within the budgets (``max_p95_ms``,
+        ``max_index_mb``, ``max_build_s``) with its DDL and settings SQL. Returns an
+        AdviseResult; ``as_dict()`` is what ``--format json`` prints."""
+        from .dba.advise import AdviseConfig, run_advise
+        from .run.configure import settings_items
+        from .stages import gucs
+
+        source = _source(testset, sample_queries, seed, queries_sql, queries_file)
+        cfg = AdviseConfig(
+            target=target,
+            testset=testset or "",
+            queries=source,
+            target_recall=target_recall,
+            designs=tuple([designs] if isinstance(designs, str) else designs or ()),
+            build=_grid(build),
+            settings=gucs.parse(settings_items(settings)),
+            max_p95_ms=max_p95_ms,
+            max_index_mb=max_index_mb,
+            max_build_s=max_build_s,
+            concurrency=concurrency,
+            k=k,
+            repeat=repeat,
+            find_max=find_max,
+            embedder=embedder,
+            checksum=checksum,
+            statement_timeout=statement_timeout,
+            maintenance_work_mem=maintenance_work_mem,
+            build_timeout_s=build_timeout,
+        )
+        return run_advise(self.database, cfg, on_design=on_design, on_warning=on_warning)
+
     # ---- numbers -------------------------------------------------------------------------------
     @_api
     def metrics(

@@ -147,7 +147,8 @@ def recommendation_line(res) -> str:
     help="Find the cheapest value of this work setting (hnsw.ef_search, ivfflat.probes, "
     "diskann.query_search_list_size, diskann.query_rescore) reaching --target-recall: "
     "bracketing from its current value, then bisection; every value tried is a point. "
-    "With other --param grids, one find per combination.",
+    "With other --param grids, one find per combination; with --build, one per build "
+    "(each index built on the scratch copy when a value first needs measuring).",
 )
 @click.option(
     "--find-max",

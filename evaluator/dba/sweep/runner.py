@@ -367,7 +367,7 @@ def run_sweep(
         )
         try:
             if cfg.find:
-                _finds(env, target, param_axes, fingerprint)
+                _finds(env, target, param_axes, build_axes, fingerprint)
             elif build_axes:
                 _build_blocks(env, target, points)
             else:
@@ -463,14 +463,16 @@ def _check_find(cfg, param_axes, build_axes) -> None:
         raise InputError(f"'{cfg.find}' is both found (--find) and swept (--param)", field="--find")
     if cfg.find in cfg.settings:
         raise InputError(f"'{cfg.find}' is both found (--find) and fixed (--set)", field="--find")
-    if build_axes:
-        raise InputError("--find runs on the index you have: not with --build", field="--find")
     if _find_max(cfg) < 1:
         raise InputError("--find-max must be 1 or more", field="--find-max")
 
 
-def _finds(env, target, param_axes, fingerprint) -> None:
-    """One find per combination of the other --param values; each value tried is a point."""
+def _finds(env, target, param_axes, build_axes, fingerprint) -> None:
+    """One find per build and combination of the other --param values; each value tried is a
+    point. Under --build, on a scratch copy whose index is built when a point of that build
+    first needs measuring (a rerun whose points are all stored builds nothing)."""
+    from contextlib import ExitStack
+
     from ...stages import gucs
     from ..fingerprint import config_hash
     from .find import DEFAULT_START, search
@@ -480,29 +482,86 @@ def _finds(env, target, param_axes, fingerprint) -> None:
     env.kb.rollback()
     start = int(current) if current and current.strip().isdigit() else DEFAULT_START
     numbers: dict[str, int] = {}
+    with ExitStack() as stack:
+        copy: dict = {"stack": stack}  # the scratch copy and the build on it, once needed
+        for build in grid.product(build_axes):
+            for others in grid.product(param_axes):
 
-    for others in grid.product(param_axes):
+                def measure(value: int, others=others, build=build) -> float | None:
+                    settings = {**others, cfg.find: str(value)}
+                    key = canonical_json([build, settings] if build else settings)
+                    if key not in numbers:
+                        numbers[key] = len(numbers) + 1
+                    p = grid.Point(numbers[key], settings, build)
+                    fp = fingerprint(
+                        {**gucs.scope(env.base, cfg.stage), **settings},
+                        cfg.stage,
+                        build if build_axes else None,
+                    )
+                    env.fps[p.number], env.hashes[p.number] = fp, config_hash(fp)
+                    if build_axes:
+                        _on_scratch(env, target, p, copy)
+                    else:  # measured and filled, or reused or kept with its values
+                        _block(env, target, [p])
+                    row = next(
+                        (
+                            x
+                            for x in store.summary(env.results, env.row.sweep_id)
+                            if x["point"] == p.number
+                        ),
+                        None,
+                    )
+                    recall = None if row is None else row["index_recall"]
+                    if env.on_find:
+                        env.on_find(p, recall)
+                    return recall
 
-        def measure(value: int, others=others) -> float | None:
-            settings = {**others, cfg.find: str(value)}
-            key = canonical_json(settings)
-            if key not in numbers:
-                numbers[key] = len(numbers) + 1
-            p = grid.Point(numbers[key], settings, {})
-            fp = fingerprint({**gucs.scope(env.base, cfg.stage), **settings}, cfg.stage)
-            env.fps[p.number], env.hashes[p.number] = fp, config_hash(fp)
-            _block(env, target, [p])  # measured and filled, or reused or kept with its values
-            row = next(
-                (x for x in store.summary(env.results, env.row.sweep_id) if x["point"] == p.number),
-                None,
+                found = search(cfg.find, others, measure, cfg.target_recall, start, _find_max(cfg))
+                env.result.finds.append(
+                    {**found.as_dict(), **({"build": build} if build_axes else {})}
+                )
+
+
+def _on_scratch(env, target, p, copy: dict) -> None:
+    """Point ``p`` of a find under a build: measured on the scratch copy, whose index is (re)built
+    for ``p.build`` when a point first needs measuring; stored points are kept or reused."""
+    pending = _pending(env, [p])
+    if not pending:
+        return
+    if "scratch" not in copy:
+        from ..build_sweep import Scratch
+
+        _warn_leftovers(env)
+        _ground_truth(env, target)  # before the builds: the user's table, not the scratch copy
+        copy["scratch"] = copy["stack"].enter_context(
+            Scratch(
+                env.database,
+                target,
+                maintenance_work_mem=env.cfg.maintenance_work_mem,
+                build_timeout_s=env.cfg.build_timeout_s,
             )
-            recall = None if row is None else row["index_recall"]
-            if env.on_find:
-                env.on_find(p, recall)
-            return recall
+        )
+    scratch = copy["scratch"]
+    if copy.get("built") != p.build:
+        copy["info"] = scratch.build(
+            env.stage.method, p.build, grid.label_of(p.build, {}), env.cfg.stage
+        )
+        copy["built"] = p.build
+        for w in scratch.warnings:
+            env.warn(w)
+    _run_pending(env, scratch.target, pending, copy["info"])
 
-        found = search(cfg.find, others, measure, cfg.target_recall, start, _find_max(cfg))
-        env.result.finds.append(found.as_dict())
+
+def _warn_leftovers(env) -> None:
+    from ..build_sweep import leftover_schemas
+
+    stale = leftover_schemas(env.kb)
+    env.kb.rollback()
+    if stale:
+        env.warn(
+            f"scratch schemas left by an earlier process: {', '.join(stale)} (drop them "
+            "with DROP SCHEMA ... CASCADE when no sweep is running)"
+        )
 
 
 def _notify(env, p, rep, how) -> None:
@@ -511,7 +570,7 @@ def _notify(env, p, rep, how) -> None:
 
 
 def _build_blocks(env, target, points) -> None:
-    from ..build_sweep import Scratch, leftover_schemas
+    from ..build_sweep import Scratch
 
     groups: dict[str, list] = {}
     for p in points:
@@ -519,13 +578,7 @@ def _build_blocks(env, target, points) -> None:
     todo = {key: _pending(env, pts) for key, pts in groups.items()}
     if not any(todo.values()):
         return
-    stale = leftover_schemas(env.kb)
-    env.kb.rollback()
-    if stale:
-        env.warn(
-            f"scratch schemas left by an earlier process: {', '.join(stale)} (drop them "
-            "with DROP SCHEMA ... CASCADE when no sweep is running)"
-        )
+    _warn_leftovers(env)
     _ground_truth(env, target)  # before the builds: the user's table, not the scratch copy
     with Scratch(
         env.database,
