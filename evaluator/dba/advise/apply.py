@@ -13,6 +13,13 @@ from psycopg import sql
 from ...stages import gucs, registry, vector_sql
 from ..build_sweep import index_key, opclass
 
+# what a DBA must know before signing: the index built on the table is not the one measured
+REBUILT = {
+    "ivfflat": "IVFFlat's lists are k-means centres of a random sample of the rows, so the index "
+    "you build is not the one measured: measure it once built (pgeval sweep --find "
+    "ivfflat.probes on your index)",
+}
+
 
 def index_name(target, row: dict) -> str:
     parts = [target.table, row["design"], *(f"{k}{v}" for k, v in row["build"].items()), "idx"]

@@ -5,6 +5,7 @@ qualifies: which budget binds and what the closest design needs."""
 
 from __future__ import annotations
 
+from ...stages import registry
 from . import apply
 from .plan import AdviseConfig
 
@@ -109,6 +110,9 @@ def choose(kb, target, rows: list[dict], cfg: AdviseConfig) -> tuple[dict | None
             f"({_pct(r['p95_ms'], chosen['p95_ms'])}) and index {r['index_bytes'] / MB:.1f} MB "
             f"({_pct(r['index_bytes'], chosen['index_bytes'])})"
         )
+    method = registry.KINDS[chosen["design"]].index_method or ""
+    if method in apply.REBUILT:
+        why += "; note: " + apply.REBUILT[method]
     excluded = [r for r in reaching if r["over_budget"]]
     if excluded:
         why += "; over budget: " + "; ".join(

@@ -481,7 +481,7 @@ def _finds(env, target, param_axes, build_axes, fingerprint) -> None:
     current = gucs.current(env.kb, [cfg.find])[cfg.find]
     env.kb.rollback()
     start = int(current) if current and current.strip().isdigit() else DEFAULT_START
-    numbers: dict[str, int] = {}
+    numbers = _numbers(env)
     with ExitStack() as stack:
         copy: dict = {"stack": stack}  # the scratch copy and the build on it, once needed
         for build in grid.product(build_axes):
@@ -489,9 +489,9 @@ def _finds(env, target, param_axes, build_axes, fingerprint) -> None:
 
                 def measure(value: int, others=others, build=build) -> float | None:
                     settings = {**others, cfg.find: str(value)}
-                    key = canonical_json([build, settings] if build else settings)
+                    key = _key(build, settings)
                     if key not in numbers:
-                        numbers[key] = len(numbers) + 1
+                        numbers[key] = max(numbers.values(), default=0) + 1
                     p = grid.Point(numbers[key], settings, build)
                     fp = fingerprint(
                         {**gucs.scope(env.base, cfg.stage), **settings},
@@ -520,6 +520,19 @@ def _finds(env, target, param_axes, build_axes, fingerprint) -> None:
                 env.result.finds.append(
                     {**found.as_dict(), **({"build": build} if build_axes else {})}
                 )
+
+
+def _key(build: dict, settings: dict) -> str:
+    return canonical_json([build, settings] if build else settings)
+
+
+def _numbers(env) -> dict[str, int]:
+    """The point number of every value a find of this sweep tried before (a find under another
+    --target-recall tries them in another order: a value keeps its number)."""
+    return {
+        _key(p["build"] or {}, p["settings"] or {}): p["point"]
+        for p in store.summary(env.results, env.row.sweep_id)
+    }
 
 
 def _on_scratch(env, target, p, copy: dict) -> None:
