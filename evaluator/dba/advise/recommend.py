@@ -69,10 +69,13 @@ def _at_least(sized: str, server_bytes: int) -> str:
     return sized if mb * MB >= server_bytes else f"{server_bytes // 1048576}MB"
 
 
+def _build(row: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in row["build"].items())
+
+
 def _name(row: dict) -> str:
-    build = ",".join(f"{k}={v}" for k, v in row["build"].items())
     setting = ", ".join(f"{k}={v}" for k, v in row["setting"].items())
-    return f"{row['design']} ({build}) at {setting}"
+    return f"{row['design']} ({_build(row)}) at {setting}"
 
 
 def _pick(ok: list[dict]) -> tuple[dict, bool]:
@@ -116,7 +119,7 @@ def choose(kb, target, rows: list[dict], cfg: AdviseConfig) -> tuple[dict | None
     excluded = [r for r in reaching if r["over_budget"]]
     if excluded:
         why += "; over budget: " + "; ".join(
-            f"{r['design']} ({', '.join(r['over_budget'])})" for r in excluded
+            f"{r['design']} {_build(r)} ({', '.join(r['over_budget'])})" for r in excluded
         )
     return {
         "design": chosen["design"],
