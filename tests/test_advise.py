@@ -6,6 +6,7 @@ scratch schema and the rerun continues; no scratch schema is left after any of i
 
 from __future__ import annotations
 
+import html
 import json
 
 import clustered_kb
@@ -191,12 +192,19 @@ def test_budget_excluding_every_design_says_which_binds(kb, advised, pgeval, con
     assert scratch_schemas(conn) == []
 
 
-def test_table_output_applies_as_printed(kb, advised, pgeval):
+def test_table_output_applies_as_printed(kb, advised, pgeval, tmp_path):
     _, path, _ = kb
+    png, page = tmp_path / "advise.png", tmp_path / "advise.html"
     code, out, err = pgeval(
-        "advise", "--target", TARGET, "--queries-file", str(path), "--set", SMALL[0]
-    )
+        "advise", "--target", TARGET, "--queries-file", str(path), "--set", SMALL[0],
+        "--plot", str(png), "--report", str(page),
+    )  # fmt: skip
     assert code == 0, err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and len(png.read_bytes()) > 10_000
+    doc = page.read_text(encoding="utf-8")
+    assert 'id="plot-advise"' in doc and "data:image/png;base64," in doc
+    assert html.escape(advised.recommendation["ddl"]) + ";" in doc
+    assert all(r["sweep"] in doc for r in advised.designs)  # the evidence of every figure
     rec = advised.recommendation
     assert f"  {rec['ddl']};" in out.splitlines()
     for s in rec["settings_sql"]:

@@ -118,6 +118,19 @@ def design_rows(designs: list[dict], k: int) -> list[dict]:
     show_default=True,
     help="Seconds before an index build is cancelled.",
 )
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a PNG of recall@K against p95 per design (marker size = index size).",
+)
+@click.option(
+    "--report",
+    "report",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write an HTML page: the recommendation, its statements, every design, the plot.",
+)
 @format_option(choices=("table", "json"))
 @pass_db
 def advise(
@@ -144,6 +157,8 @@ def advise(
     statement_timeout,
     maintenance_work_mem,
     build_timeout,
+    plot,
+    report,
     fmt,
 ):
     """Recommend the index design (HNSW, HNSW on halfvec, HNSW on binary-quantized vectors,
@@ -197,6 +212,14 @@ def advise(
         info(f"advise: design {i} of {n}: {design.label} (building on a scratch copy{eta})")
 
     res = run_advise(database, cfg, on_design=on_design, on_warning=lambda m: info(f"warning: {m}"))
+    if plot:
+        from ...dba.advise import plot as plotmod
+
+        info(f"wrote {plotmod.write(plot, res.as_dict())}")
+    if report:
+        from ...dba.advise import report as reportmod
+
+        info(f"wrote {reportmod.write(report, res.as_dict())}")
     if fmt == "json":
         click.echo(to_json(res.as_dict()))
         return

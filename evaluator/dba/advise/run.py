@@ -168,4 +168,14 @@ def _row(design: Design, res) -> dict:
         "reused": res.reused,
         "kept": res.kept,
         "find_path": found["path"],
+        # every value the find measured: what the plot draws per design
+        "points": [
+            {
+                "value": p["settings"].get(design.find),
+                "recall": p["index_recall"],
+                "p95_ms": p["p95_ms"],
+            }
+            for p in res.points
+            if (p["build"] or {}) == design.build and p["settings"]
+        ],
     }
