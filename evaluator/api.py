@@ -411,6 +411,7 @@ class Pgeval:
         statement_timeout: str | None = "5min",
         maintenance_work_mem: str | None = None,
         build_timeout: float = 1800,
+        fresh: bool = False,
         on_design=None,
         on_warning=None,
     ):
@@ -445,6 +446,7 @@ class Pgeval:
             statement_timeout=statement_timeout,
             maintenance_work_mem=maintenance_work_mem,
             build_timeout_s=build_timeout,
+            fresh=fresh,
         )
         return run_advise(self.database, cfg, on_design=on_design, on_warning=on_warning)
 

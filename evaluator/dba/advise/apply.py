@@ -18,6 +18,9 @@ REBUILT = {
     "ivfflat": "IVFFlat's lists are k-means centres of a random sample of the rows, so the index "
     "you build is not the one measured: measure it once built (pgeval sweep --find "
     "ivfflat.probes on your index)",
+    "hnsw": "HNSW draws each row's level at random, so the graph you build is not the one "
+    "measured and near the target its recall can differ by a few hundredths (bench/advise.py): "
+    "measure it once built (pgeval sweep --find hnsw.ef_search on your index)",
 }
 
 

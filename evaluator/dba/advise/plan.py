@@ -32,6 +32,7 @@ class AdviseConfig:
     statement_timeout: str | None = "5min"
     maintenance_work_mem: str | None = None
     build_timeout_s: float = 1800.0
+    fresh: bool = False  # measure every point again (each design's sweep replaced)
 
 
 @dataclass(frozen=True)

@@ -126,6 +126,7 @@ def _sweep(database, cfg: AdviseConfig, design: Design, warn, on_find):
         statement_timeout=cfg.statement_timeout,
         maintenance_work_mem=cfg.maintenance_work_mem,
         build_timeout_s=cfg.build_timeout_s,
+        fresh=cfg.fresh,
     )
     return run_sweep(
         database,
