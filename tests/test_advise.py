@@ -11,9 +11,9 @@ import json
 
 import clustered_kb
 import pytest
+from test_sweep_build import scratch_schemas
 
 from evaluator.api import Pgeval
-from evaluator.dba.build_sweep import SCRATCH_PREFIX
 from evaluator.stages import registry
 
 pytestmark = pytest.mark.slow
@@ -42,16 +42,6 @@ def kb(database, tmp_path_factory):
     pg.add_target(TARGET, table=TABLE, id_column="id", vector_column="e", replace=True)
     yield pg, path, queries
     clustered_kb.drop(database, TABLE)
-
-
-def scratch_schemas(conn) -> list[str]:
-    return [
-        r[0]
-        for r in conn.execute(
-            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s",
-            (SCRATCH_PREFIX.replace("_", r"\_") + "%",),
-        ).fetchall()
-    ]
 
 
 @pytest.fixture(scope="module")

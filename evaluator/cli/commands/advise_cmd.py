@@ -10,29 +10,6 @@ from .common import no_checksum_option, pass_db, statement_timeout_option
 from .query_options import query_source_options, source_from
 
 
-def design_rows(designs: list[dict], k: int) -> list[dict]:
-    return [
-        {
-            "design": d["design"],
-            "build": ",".join(f"{o}={v}" for o, v in d["build"].items()),
-            "setting": ",".join(f"{o.split('.', 1)[-1]}={v}" for o, v in d["setting"].items()),
-            f"recall@{k}": d["recall"],
-            "p50_ms": d["p50_ms"],
-            "p95_ms": d["p95_ms"],
-            "p99_ms": d["p99_ms"],
-            "qps": d["qps"],
-            "rows": d["rows"],
-            "index_mb": None if d["index_bytes"] is None else d["index_bytes"] / 1048576,
-            "build_s": None if d["build_ms"] is None else d["build_ms"] / 1000,
-            "mwm": d["maintenance_work_mem"],
-            "in_sb": {True: "yes", False: "no"}.get(d["fits_shared_buffers"], ""),
-            "reached": "yes" if d["reached"] else "no",
-            "over_budget": ", ".join(d["over_budget"]),
-        }
-        for d in designs
-    ]
-
-
 @click.command()
 @query_source_options
 @click.option("--target", "target_name", required=True, metavar="NAME", help="Target to advise on.")
@@ -183,6 +160,7 @@ def advise(
           --build hnsw:m=16,32 --max-p95-ms 5 --max-index-mb 2000 --format json
     """
     from ...dba.advise import AdviseConfig, run_advise
+    from ...dba.advise.report import rows as report_rows
     from ...stages import gucs
 
     cfg = AdviseConfig(
@@ -229,7 +207,7 @@ def advise(
         f"LIMIT {k}" + (f" · not measured: {skipped}" if skipped else "")
     )
     emit(
-        design_rows(res.designs, k),
+        report_rows(res.as_dict(), short=True),
         "table",
         wide_only=["p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps"],
     )

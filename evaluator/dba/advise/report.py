@@ -13,12 +13,16 @@ from ...reporting import html, plots
 MB = 1048576.0
 
 
-def _rows(result: dict) -> list[dict]:
-    return [
-        {
+def rows(result: dict, *, short: bool = False) -> list[dict]:
+    """One flat row per design x build (the command's table: ``short`` names; this page: all)."""
+    out = []
+    for r in result["designs"]:
+        row = {
             "design": r["design"],
             "build": ",".join(f"{k}={v}" for k, v in r["build"].items()),
-            "setting": ", ".join(f"{k}={v}" for k, v in r["setting"].items()),
+            "setting": ", ".join(
+                f"{k.split('.', 1)[-1] if short else k}={v}" for k, v in r["setting"].items()
+            ),
             f"recall@{result['k']}": r["recall"],
             "p50_ms": r["p50_ms"],
             "p95_ms": r["p95_ms"],
@@ -27,14 +31,15 @@ def _rows(result: dict) -> list[dict]:
             "rows": r["rows"],
             "index_mb": None if r["index_bytes"] is None else r["index_bytes"] / MB,
             "build_s": None if r["build_ms"] is None else r["build_ms"] / 1000,
-            "maintenance_work_mem": r["maintenance_work_mem"],
-            "fits_shared_buffers": r["fits_shared_buffers"],
+            "mwm" if short else "maintenance_work_mem": r["maintenance_work_mem"],
+            "in_sb" if short else "fits_shared_buffers": r["fits_shared_buffers"],
             "reached": r["reached"],
             "over_budget": ", ".join(r["over_budget"]),
-            "sweep": r["sweep"],
         }
-        for r in result["designs"]
-    ]
+        if not short:
+            row["sweep"] = r["sweep"]
+        out.append(row)
+    return out
 
 
 def render(result: dict) -> str:
@@ -71,7 +76,7 @@ def render(result: dict) -> str:
         parts.append(
             f'<h2>No recommendation</h2><p class="warn" id="why">{escape(result["unmet"]["why"])}</p>'
         )
-    parts.append("<h2>Designs</h2>" + html.table(_rows(result)))
+    parts.append("<h2>Designs</h2>" + html.table(rows(result)))
     for design, why in (result.get("skipped") or {}).items():
         parts.append(f'<p class="muted">not measured: {escape(design)}: {escape(why)}</p>')
     for w in result.get("warnings") or []:
