@@ -165,6 +165,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluator.run",),  # experiments (they record a fingerprint), resume, run files
     ("evaluator.dba.sweep",),  # a sweep runs pipelines
     ("evaluator.reporting",),  # documents and gates (a report shows a run's sweep)
+    # advise composes sweeps into a page a DBA signs; watch probes as a sweep, exposes metrics
+    ("evaluator.dba.advise", "evaluator.dba.watch"),
     ("evaluator.api",),
     ("evaluator.cli", "evaluator.demo", "evaluator.__main__"),  # the demo runs the commands
 )

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+from ..stages.gucs import DEFAULT_STATEMENT_TIMEOUT
 
 
 class DbaMethods:
@@ -91,3 +94,80 @@ class DbaMethods:
 
         with snapshot(self.database) as conn:
             return diff_runs(conn, a, b)
+
+    def advise(
+        self,
+        target: str,
+        testset: str | None = None,
+        *,
+        sample_queries: int | None = None,
+        seed: int | None = None,
+        queries_sql: str | None = None,
+        queries_file: str | Path | None = None,
+        target_recall: float = 0.95,
+        designs: Any = None,
+        build: Any = None,
+        settings: Any = None,
+        max_p95_ms: float | None = None,
+        max_index_mb: float | None = None,
+        max_build_s: float | None = None,
+        concurrency: int = 1,
+        k: int = 10,
+        repeat: int = 1,
+        find_max: int | None = None,
+        embedder: str | None = None,
+        checksum: bool = True,
+        statement_timeout: str | None = DEFAULT_STATEMENT_TIMEOUT,
+        maintenance_work_mem: str | None = None,
+        build_timeout: float = 1800,
+        fresh: bool = False,
+        plot: str | Path | None = None,
+        report: str | Path | None = None,
+        on_design: Any = None,
+        on_warning: Any = None,
+    ):
+        """Which index design to have, built how, queried how (`pgeval advise`): one stored
+        sweep per design x build (``designs``: ANN stage kinds, default every one the server
+        supports; ``build``: ``["hnsw:m=8,16"]``), each finding the cheapest setting reaching
+        ``target_recall``, then the recommendation within the budgets (``max_p95_ms``,
+        ``max_index_mb``, ``max_build_s``) with its DDL and settings SQL; ``plot`` (PNG) and
+        ``report`` (HTML) are written when given. Returns an AdviseResult; ``as_dict()`` is
+        what ``--format json`` prints."""
+        from ..dba.advise import AdviseConfig, run_advise
+        from ..dba.sweep.configure import grid_items
+        from ..stages import gucs
+        from ._keywords import query_source
+
+        source = query_source(testset, sample_queries, seed, queries_sql, queries_file)
+        cfg = AdviseConfig(
+            target=target,
+            testset=testset or "",
+            queries=source,
+            target_recall=target_recall,
+            designs=tuple([designs] if isinstance(designs, str) else designs or ()),
+            build=grid_items(build),
+            settings=gucs.parse(gucs.settings_items(settings)),
+            max_p95_ms=max_p95_ms,
+            max_index_mb=max_index_mb,
+            max_build_s=max_build_s,
+            concurrency=concurrency,
+            k=k,
+            repeat=repeat,
+            find_max=find_max,
+            embedder=embedder,
+            checksum=checksum,
+            statement_timeout=statement_timeout,
+            maintenance_work_mem=maintenance_work_mem,
+            build_timeout_s=build_timeout,
+            fresh=fresh,
+        )
+        result = run_advise(self.database, cfg, on_design=on_design, on_warning=on_warning)
+        if plot is not None:
+            from ..dba.advise import plot as plotmod
+
+            plotmod.write(plot, result.as_dict())
+        if report is not None:
+            from ..dba.advise import report as reportmod
+
+            reportmod.write(report, result.as_dict())
+        return result

@@ -4,6 +4,7 @@ library; the command line reads them here)."""
 
 from __future__ import annotations
 
+from ..dba.advise.report import rows as advise_rows
 from ..dba.fingerprint import short_hash
 from ..dba.sweep.configure import SWEEP_DEFAULTS
 from ..dba.sweep.text import find_line, plot_title, recommendation_line, server_label
@@ -21,6 +22,7 @@ from ..testset.query_source import SAMPLED_BIAS
 
 __all__ = [
     "DEFAULT_RULES",
+    "advise_rows",
     "PIPELINE_DEFAULTS",
     "SAMPLED_BIAS",
     "SWEEP_DEFAULTS",

@@ -17,6 +17,7 @@ from .help_format import HelpContext, adopt
 
 # command name -> "module:attribute" (add a line per command; names are a contract with scripts and docs: add, never rename)
 COMMANDS = {
+    "advise": "evaluator.cli.commands.advise_cmd:advise",
     "answers": "evaluator.cli.commands.answers_cmd:answers",
     "compare": "evaluator.cli.commands.compare_cmd:compare",
     "db": "evaluator.cli.commands.db_cmd:db",

@@ -130,7 +130,8 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict]:
     help="Find the cheapest value of this work setting (hnsw.ef_search, ivfflat.probes, "
     "diskann.query_search_list_size, diskann.query_rescore) reaching --target-recall: "
     "bracketing from its current value, then bisection; every value tried is a point. "
-    "With other --param grids, one find per combination.",
+    "With other --param grids, one find per combination; with --build, one per build "
+    "(each index built on the scratch copy when a value first needs measuring).",
 )
 @click.option(
     "--find-max",

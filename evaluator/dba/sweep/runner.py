@@ -191,22 +191,7 @@ def run_sweep(
     from .. import data_checksum
     from .. import fingerprint as fpmod
 
-    depth = _check(cfg)
-    stage = registry.get(cfg.stage)
-    param_axes = grid.parse_axes(cfg.params, "hnsw.ef_search=10,20,40", param("params"))
-    build_axes = grid.parse_axes(cfg.build, "m=8,16", param("build"))
-    _check_find(cfg, param_axes, build_axes)
-    if not param_axes and not build_axes and not cfg.find:
-        raise InputError(
-            f"nothing to sweep: give {param('params')} GUC=v1,v2,... and/or {param('build')} OPTION=v1,v2,...",
-            field=param("params"),
-        )
-    gucs.check_stages(cfg.settings, ["exact", cfg.stage])  # STAGE:GUC=VALUE
-    grid.check_params(
-        param_axes, cfg.stage, stage.guc_prefixes, gucs.scope(cfg.settings, cfg.stage)
-    )
-    grid.check_build(build_axes, stage.method)
-    points = [] if cfg.find else grid.points(param_axes, build_axes)
+    depth, stage, param_axes, build_axes, points = _plan(cfg)
     measures = mmod.measures_for(sorted({3, 5, 10, cfg.k}))
     # least privilege: the knowledge base is read in READ ONLY sessions (but --isolate-index's
     # drops; build sweeps write only to their scratch schema, on a connection of their own)
@@ -257,23 +242,7 @@ def run_sweep(
         )
         data = measured.data
         kb.rollback()
-        identity = {
-            "testset": cfg.testset,
-            "testset_hash": ts_hash,
-            "target": cfg.target,
-            "stage": cfg.stage,
-            "grid": {
-                **grid.as_json(param_axes, build_axes),
-                **({"find": {"setting": cfg.find, "max": _find_max(cfg)}} if cfg.find else {}),
-            },
-            "settings": base,
-            "k": cfg.k,
-            "depth": depth,
-            "concurrency": cfg.concurrency,
-            "embedder": label,
-        }
-        if cfg.group is not None:  # (absent otherwise: the names of earlier sweeps stay)
-            identity["group"] = {cfg.group[0]: cfg.group[1]}
+        identity = _identity(cfg, ts_hash, param_axes, build_axes, base, depth, label)
         name = cfg.name or default_name(identity)
         sweep_extra = {
             "sweep": {
@@ -410,7 +379,7 @@ def run_sweep(
         )
         try:
             if cfg.find:
-                _finds(env, target, param_axes, fingerprint)
+                _finds(env, target, param_axes, build_axes, fingerprint)
             elif build_axes:
                 _build_blocks(env, target, points)
             else:
@@ -435,6 +404,52 @@ def run_sweep(
         )
         results.commit()
     return result
+
+
+def _plan(cfg: SweepConfig):
+    """The sweep's depth, stage, axes and grid points, checked before any connection."""
+    from ...stages import gucs
+
+    depth = _check(cfg)
+    stage = registry.get(cfg.stage)
+    param_axes = grid.parse_axes(cfg.params, "hnsw.ef_search=10,20,40", param("params"))
+    build_axes = grid.parse_axes(cfg.build, "m=8,16", param("build"))
+    _check_find(cfg, param_axes, build_axes)
+    if not param_axes and not build_axes and not cfg.find:
+        raise InputError(
+            f"nothing to sweep: give {param('params')} GUC=v1,v2,... and/or {param('build')} "
+            "OPTION=v1,v2,...",
+            field=param("params"),
+        )
+    gucs.check_stages(cfg.settings, ["exact", cfg.stage])  # STAGE:GUC=VALUE
+    grid.check_params(
+        param_axes, cfg.stage, stage.guc_prefixes, gucs.scope(cfg.settings, cfg.stage)
+    )
+    grid.check_build(build_axes, stage.method)
+    points = [] if cfg.find else grid.points(param_axes, build_axes)
+    return depth, stage, param_axes, build_axes, points
+
+
+def _identity(cfg: SweepConfig, ts_hash, param_axes, build_axes, base, depth, label) -> dict:
+    """What names the sweep: its default name is a hash of this."""
+    identity = {
+        "testset": cfg.testset,
+        "testset_hash": ts_hash,
+        "target": cfg.target,
+        "stage": cfg.stage,
+        "grid": {
+            **grid.as_json(param_axes, build_axes),
+            **({"find": {"setting": cfg.find, "max": _find_max(cfg)}} if cfg.find else {}),
+        },
+        "settings": base,
+        "k": cfg.k,
+        "depth": depth,
+        "concurrency": cfg.concurrency,
+        "embedder": label,
+    }
+    if cfg.group is not None:  # (absent otherwise: the names of earlier sweeps stay)
+        identity["group"] = {cfg.group[0]: cfg.group[1]}
+    return identity
 
 
 def _target(conn, cfg: SweepConfig):
@@ -522,17 +537,16 @@ def _check_find(cfg, param_axes, build_axes) -> None:
             f"'{cfg.find}' is both found ({param('find')}) and fixed ({param('settings')})",
             field=param("find"),
         )
-    if build_axes:
-        raise InputError(
-            f"{param('find')} runs on the index you have: not with {param('build')}",
-            field=param("find"),
-        )
     if _find_max(cfg) < 1:
         raise InputError(f"{param('find_max')} must be 1 or more", field=param("find_max"))
 
 
-def _finds(env, target, param_axes, fingerprint) -> None:
-    """One find per combination of the other --param values; each value tried is a point."""
+def _finds(env, target, param_axes, build_axes, fingerprint) -> None:
+    """One find per build and combination of the other --param values; each value tried is a
+    point. Under --build, on a scratch copy whose index is built when a point of that build
+    first needs measuring (a rerun whose points are all stored builds nothing)."""
+    from contextlib import ExitStack
+
     from ...stages import gucs
     from ..fingerprint import config_hash
     from .find import DEFAULT_START, search
@@ -541,30 +555,100 @@ def _finds(env, target, param_axes, fingerprint) -> None:
     current = gucs.current(env.kb, [cfg.find])[cfg.find]
     env.kb.rollback()
     start = int(current) if current and current.strip().isdigit() else DEFAULT_START
-    numbers: dict[str, int] = {}
+    numbers = _numbers(env)
+    with ExitStack() as stack:
+        copy: dict = {"stack": stack}  # the scratch copy and the build on it, once needed
+        for build in grid.product(build_axes):
+            for others in grid.product(param_axes):
 
-    for others in grid.product(param_axes):
+                def measure(value: int, others=others, build=build) -> float | None:
+                    settings = {**others, cfg.find: str(value)}
+                    key = _key(build, settings)
+                    if key not in numbers:
+                        numbers[key] = max(numbers.values(), default=0) + 1
+                    p = grid.Point(numbers[key], settings, build)
+                    fp = fingerprint(
+                        {**gucs.scope(env.base, cfg.stage), **settings},
+                        cfg.stage,
+                        build if build_axes else None,
+                    )
+                    env.fps[p.number], env.hashes[p.number] = fp, config_hash(fp)
+                    if build_axes:
+                        _on_scratch(env, target, p, copy)
+                    else:  # measured and filled, or reused or kept with its values
+                        _block(env, target, [p])
+                    row = next(
+                        (
+                            x
+                            for x in store.summary(env.results, env.row.sweep_id)
+                            if x["point"] == p.number
+                        ),
+                        None,
+                    )
+                    recall = None if row is None else row["index_recall"]
+                    if env.on_find:
+                        env.on_find(p, recall)
+                    return recall
 
-        def measure(value: int, others=others) -> float | None:
-            settings = {**others, cfg.find: str(value)}
-            key = canonical_json(settings)
-            if key not in numbers:
-                numbers[key] = len(numbers) + 1
-            p = grid.Point(numbers[key], settings, {})
-            fp = fingerprint({**gucs.scope(env.base, cfg.stage), **settings}, cfg.stage)
-            env.fps[p.number], env.hashes[p.number] = fp, config_hash(fp)
-            _block(env, target, [p])  # measured and filled, or reused or kept with its values
-            row = next(
-                (x for x in store.summary(env.results, env.row.sweep_id) if x["point"] == p.number),
-                None,
+                found = search(cfg.find, others, measure, cfg.target_recall, start, _find_max(cfg))
+                env.result.finds.append(
+                    {**found.as_dict(), **({"build": build} if build_axes else {})}
+                )
+
+
+def _key(build: dict, settings: dict) -> str:
+    return canonical_json([build, settings] if build else settings)
+
+
+def _numbers(env) -> dict[str, int]:
+    """The point number of every value a find of this sweep tried before (a find under another
+    --target-recall tries them in another order: a value keeps its number)."""
+    return {
+        _key(p["build"] or {}, p["settings"] or {}): p["point"]
+        for p in store.summary(env.results, env.row.sweep_id)
+    }
+
+
+def _on_scratch(env, target, p, copy: dict) -> None:
+    """Point ``p`` of a find under a build: measured on the scratch copy, whose index is (re)built
+    for ``p.build`` when a point first needs measuring; stored points are kept or reused."""
+    pending = _pending(env, [p])
+    if not pending:
+        return
+    if "scratch" not in copy:
+        from ..build_sweep import Scratch
+
+        _warn_leftovers(env)
+        _ground_truth(env, target)  # before the builds: the user's table, not the scratch copy
+        copy["scratch"] = copy["stack"].enter_context(
+            Scratch(
+                env.database,
+                target,
+                maintenance_work_mem=env.cfg.maintenance_work_mem,
+                build_timeout_s=env.cfg.build_timeout_s,
             )
-            recall = None if row is None else row["index_recall"]
-            if env.on_find:
-                env.on_find(p, recall)
-            return recall
+        )
+    scratch = copy["scratch"]
+    if copy.get("built") != p.build:
+        copy["info"] = scratch.build(
+            env.stage.method, p.build, grid.label_of(p.build, {}), env.cfg.stage
+        )
+        copy["built"] = p.build
+        for w in scratch.warnings:
+            env.warn(w)
+    _run_pending(env, scratch.target, pending, copy["info"])
 
-        found = search(cfg.find, others, measure, cfg.target_recall, start, _find_max(cfg))
-        env.result.finds.append(found.as_dict())
+
+def _warn_leftovers(env) -> None:
+    from ..build_sweep import leftover_schemas
+
+    stale = leftover_schemas(env.kb)
+    env.kb.rollback()
+    if stale:
+        env.warn(
+            f"scratch schemas left by an earlier process: {', '.join(stale)} (drop them "
+            "with DROP SCHEMA ... CASCADE when no sweep is running)"
+        )
 
 
 def _notify(env, p, rep, how) -> None:
@@ -573,7 +657,7 @@ def _notify(env, p, rep, how) -> None:
 
 
 def _build_blocks(env, target, points) -> None:
-    from ..build_sweep import Scratch, leftover_schemas
+    from ..build_sweep import Scratch
 
     groups: dict[str, list] = {}
     for p in points:
@@ -581,13 +665,7 @@ def _build_blocks(env, target, points) -> None:
     todo = {key: _pending(env, pts) for key, pts in groups.items()}
     if not any(todo.values()):
         return
-    stale = leftover_schemas(env.kb)
-    env.kb.rollback()
-    if stale:
-        env.warn(
-            f"scratch schemas left by an earlier process: {', '.join(stale)} (drop them "
-            "with DROP SCHEMA ... CASCADE when no sweep is running)"
-        )
+    _warn_leftovers(env)
     _ground_truth(env, target)  # before the builds: the user's table, not the scratch copy
     with Scratch(
         env.database,

@@ -1,0 +1,226 @@
+"""`pgeval advise`: which index design to have, built how, queried how, on the user's own table."""
+
+from __future__ import annotations
+
+import click
+
+from ...api.vocabulary import advise_rows, ann_kinds
+from ..output import emit, format_option, info, to_json
+from .common import no_checksum_option, pass_api, statement_timeout_option
+from .query_options import query_source_options
+
+
+@click.command()
+@query_source_options
+@click.option("--target", "target_name", required=True, metavar="NAME", help="Target to advise on.")
+@click.option(
+    "--target-recall",
+    type=float,
+    default=0.95,
+    show_default=True,
+    help="Recall@K against exact search (at the application's LIMIT K) a design must reach.",
+)
+@click.option(
+    "--designs",
+    default=None,
+    metavar="KIND,KIND",
+    help=f"Index designs to compare ({', '.join(ann_kinds())}). "
+    "[default: every one this database can build]",
+)
+@click.option(
+    "--build",
+    "build",
+    multiple=True,
+    metavar="KIND:OPTION=V1,V2",
+    help="Build options of a design; several values (and options) give one build each. "
+    "[default: the access method's defaults]",
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="[STAGE:]GUC=VALUE",
+    help="Setting applied while measuring (SET LOCAL), e.g. enable_seqscan=off on small "
+    "tables; not part of the recommendation.",
+)
+@click.option("--max-p95-ms", type=float, default=None, help="Budget: p95 latency (ms).")
+@click.option("--max-index-mb", type=float, default=None, help="Budget: index size (MB).")
+@click.option("--max-build-s", type=float, default=None, help="Budget: build time (s).")
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 256),
+    default=1,
+    show_default=True,
+    help="Client connections for the throughput measurement.",
+)
+@click.option(
+    "--k",
+    type=click.IntRange(1, 10000),
+    default=10,
+    show_default=True,
+    help="The application's LIMIT: recall@K against exact search.",
+)
+@click.option(
+    "--repeat",
+    type=click.IntRange(1, 100),
+    default=1,
+    show_default=True,
+    help="Repetitions of every point.",
+)
+@click.option(
+    "--find-max",
+    type=click.IntRange(1, 1_000_000),
+    default=None,
+    help="Largest work setting a find tries.  [default: 1000]",
+)
+@click.option(
+    "--embedder",
+    default=None,
+    metavar="SPEC",
+    help="Query embeddings (as in `run pipeline`). [default: precomputed]",
+)
+@no_checksum_option()
+@statement_timeout_option()
+@click.option(
+    "--maintenance-work-mem",
+    default=None,
+    metavar="SIZE",
+    help="maintenance_work_mem for the builds (never below the server's). "
+    "[default: sized to the index]",
+)
+@click.option(
+    "--build-timeout",
+    type=click.FloatRange(1, 7 * 86400),
+    default=1800,
+    show_default=True,
+    help="Seconds before an index build is cancelled.",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a PNG of recall@K against p95 per design (marker size = index size).",
+)
+@click.option(
+    "--report",
+    "report",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write an HTML page: the recommendation, its statements, every design, the plot.",
+)
+@format_option(choices=("table", "json"))
+@pass_api
+def advise(
+    pg,
+    testset,
+    sample_queries,
+    seed,
+    queries_sql,
+    queries_file,
+    target_name,
+    target_recall,
+    designs,
+    build,
+    settings,
+    max_p95_ms,
+    max_index_mb,
+    max_build_s,
+    concurrency,
+    k,
+    repeat,
+    find_max,
+    embedder,
+    no_checksum,
+    statement_timeout,
+    maintenance_work_mem,
+    build_timeout,
+    plot,
+    report,
+    fmt,
+):
+    """Recommend the index design (HNSW, HNSW on halfvec, HNSW on binary-quantized vectors,
+    IVFFlat, DiskANN), its build options and its query setting that reach --target-recall on
+    your table within your budgets, with the DDL and settings to apply it.
+
+    \b
+    Every design x build is one stored sweep (`pgeval sweep --build ... --find ...`): the
+    index is built on a scratch copy of the target's vectors (dropped afterwards, also on
+    Ctrl-C and on error), never on your table, and the cheapest value of its work setting
+    reaching the target recall is found. Per design: build time, index size, the
+    maintenance_work_mem it was built with, whether it fits shared_buffers, recall, latency
+    p50/p95/p99, QPS and rows at that setting. Running the same command again measures only
+    what is missing. The recommendation is the design meeting the target within the budgets
+    at the lowest p95 (within its spread: the smaller index); when none does, the budget
+    that binds and what the closest design needs.
+
+    \b
+    Examples:
+      pgeval advise --target kb --sample-queries 300 --target-recall 0.95
+      pgeval advise --target kb --queries-file q.npy --designs hnsw,diskann \\
+          --build hnsw:m=16,32 --max-p95-ms 5 --max-index-mb 2000 --format json
+    """
+
+    def on_design(i, n, design, left):
+        eta = "" if left is None else f", about {left:.0f} s left"
+        info(f"advise: design {i} of {n}: {design.label} (building on a scratch copy{eta})")
+
+    res = pg.advise(
+        target_name,
+        testset,
+        sample_queries=sample_queries,
+        seed=seed,
+        queries_sql=queries_sql,
+        queries_file=queries_file,
+        target_recall=target_recall,
+        designs=tuple(d.strip() for d in (designs or "").split(",") if d.strip()),
+        build=tuple(build),
+        settings=list(settings),
+        max_p95_ms=max_p95_ms,
+        max_index_mb=max_index_mb,
+        max_build_s=max_build_s,
+        concurrency=concurrency,
+        k=k,
+        repeat=repeat,
+        find_max=find_max,
+        embedder=embedder,
+        checksum=not no_checksum,
+        statement_timeout=statement_timeout,
+        maintenance_work_mem=maintenance_work_mem,
+        build_timeout=build_timeout,
+        plot=plot,
+        report=report,
+        on_design=on_design,
+        on_warning=lambda m: info(f"warning: {m}"),
+    )
+    for path in (plot, report):
+        if path:
+            info(f"wrote {path}")
+    if fmt == "json":
+        click.echo(to_json(res.as_dict()))
+        return
+    _print(res, k, target_recall)
+
+
+def _print(res, k: int, target_recall: float) -> None:
+    """The designs as a table, the recommendation and the statements that apply it."""
+    skipped = "; ".join(f"{d}: {why}" for d, why in res.skipped.items())
+    click.echo(
+        f"advise on target {res.target}: recall@{k} >= {target_recall:g} at the application's "
+        f"LIMIT {k}" + (f" · not measured: {skipped}" if skipped else "")
+    )
+    emit(
+        advise_rows(res.as_dict(), short=True),
+        "table",
+        wide_only=["p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps"],
+    )
+    rec = res.recommendation
+    if rec is None:
+        click.echo(f"no recommendation: {res.unmet['why']}")
+        return
+    click.echo(f"recommended: {rec['why']}")
+    click.echo("apply on your table (the index first, then the settings):")
+    click.echo(f"  {rec['ddl']};")
+    for s in rec["settings_sql"]:
+        click.echo(f"  {s};")
+    click.echo(f"the application's statement: {rec['query_sql']}")
+    click.echo(f"evidence: pgeval stage-report {rec['sweep']} (point {rec['point']})", err=True)

@@ -1,0 +1,74 @@
+"""What applies a recommendation on the user's own table: the index DDL (``CREATE INDEX
+CONCURRENTLY``, the expression and operator class the design searches, its build options), the
+settings as ``ALTER DATABASE ... SET`` and the statement the application runs, all runnable as
+printed."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from psycopg import sql
+
+from ...stages import gucs, registry, vector_sql
+from ..build_sweep import index_key, opclass
+
+# what a DBA must know before signing: the index built on the table is not the one measured
+REBUILT = {
+    "ivfflat": "IVFFlat's lists are k-means centres of a random sample of the rows, so the index "
+    "you build is not the one measured: measure it once built (pgeval sweep --find "
+    "ivfflat.probes on your index)",
+    "hnsw": "HNSW draws each row's level at random, so the graph you build is not the one "
+    "measured and near the target its recall can differ by a few hundredths (bench/advise.py): "
+    "measure it once built (pgeval sweep --find hnsw.ef_search on your index)",
+}
+
+
+def index_name(target, row: dict) -> str:
+    parts = [target.table, row["design"], *(f"{k}{v}" for k, v in row["build"].items()), "idx"]
+    return re.sub(r"[^a-z0-9_]+", "_", "_".join(parts).lower())[:63]
+
+
+def statements(kb, target, row: dict, k: int) -> dict:
+    kind = registry.KINDS[row["design"]]
+    method = kind.index_method or ""
+    options = sql.SQL(", ").join(
+        sql.SQL("{} = {}").format(sql.SQL(o), sql.Literal(str(v)))  # options: the registry's
+        for o, v in row["build"].items()
+    )
+    ddl = sql.SQL(
+        "CREATE INDEX CONCURRENTLY {name} ON {table} USING {method} ({key} {ops})"
+    ).format(
+        name=sql.Identifier(index_name(target, row)),
+        table=target.table_sql(),
+        method=sql.SQL(method),
+        key=index_key(target, method, row["design"]),
+        ops=sql.SQL(opclass(target, method, row["design"])),
+    )
+    if row["build"]:
+        ddl = sql.SQL("{} WITH ({})").format(ddl, options)
+    server = {n: v for n, v in row["setting"].items() if n not in gucs.OWN}
+    database = kb.execute("SELECT current_database()").fetchone()[0]
+    settings = [
+        sql.SQL("ALTER DATABASE {} SET {} = {}").format(
+            sql.Identifier(database),
+            sql.SQL(n),
+            sql.Literal(str(v)),  # names: the registry's
+        )
+        for n, v in server.items()
+    ]
+    searched = replace(target, search_type=kind.cast_type) if kind.cast_type else target
+    own = {n: v for n, v in row["setting"].items() if n in gucs.OWN}
+    query, _ = vector_sql.inner(
+        searched,
+        k,
+        sql.SQL("$1"),
+        vector_sql.Dollar(),
+        True,
+        int(own["bq.candidates"]) if "bq.candidates" in own else None,
+    )
+    return {
+        "ddl": ddl.as_string(kb),
+        "settings_sql": [s.as_string(kb) for s in settings],
+        "query_sql": query.as_string(kb),
+    }

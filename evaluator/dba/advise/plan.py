@@ -1,0 +1,161 @@
+"""The plan of an advise: which designs (ANN stage kinds) the server supports, the builds of each
+(``--build KIND:OPTION=V1,V2``) and, per design, the work setting a find searches and the settings
+it runs under."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ...core.errors import InputError, param
+from ...stages import gucs, registry
+from ..sweep import grid
+
+
+@dataclass
+class AdviseConfig:
+    target: str
+    testset: str = ""
+    queries: object = None  # testset.query_source.QuerySource (instead of testset)
+    target_recall: float = 0.95
+    designs: tuple[str, ...] = ()  # () : every ANN kind the server supports
+    build: tuple[str, ...] = ()  # ("hnsw:m=8,16", ...)
+    settings: dict = field(default_factory=dict)  # --set, every point of every design
+    max_p95_ms: float | None = None
+    max_index_mb: float | None = None
+    max_build_s: float | None = None
+    concurrency: int = 1
+    k: int = 10
+    repeat: int = 1
+    find_max: int | None = None
+    embedder: str | None = None
+    checksum: bool = True
+    statement_timeout: str | None = "5min"
+    maintenance_work_mem: str | None = None
+    build_timeout_s: float = 1800.0
+    fresh: bool = False  # measure every point again (each design's sweep replaced)
+
+
+@dataclass(frozen=True)
+class Design:
+    """One design x build: the stage kind, its build options, the work setting found and the
+    settings fixed while finding it."""
+
+    kind: str
+    build: dict
+    find: str
+    fixed: dict
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind} {grid.label_of(self.build, {})}"
+
+
+def find_setting(kind: registry.Kind) -> str:
+    """The work setting a design's find searches: the kind's most significant one."""
+    return kind.work_settings[0]
+
+
+def fixed_settings(kind: registry.Kind) -> dict:
+    """Settings a find runs under: a setting of pgeval's own (``bq.candidates``, the LIMIT of the
+    index scan) needs the index to return as many rows as it asks, whatever ``ef_search``: the
+    kind's iterative scan, in strict order (exact order kept)."""
+    if find_setting(kind) in gucs.OWN and kind.reorders:
+        return {name: "strict_order" for name in kind.reorders}
+    return {}
+
+
+def supported(conn) -> tuple[list[str], dict[str, str]]:
+    """The ANN kinds this database can build (their extension installed, their cast type known)
+    and, for the others, why not."""
+    installed = dict(conn.execute("SELECT extname, extversion FROM pg_extension").fetchall())
+    available = dict(
+        conn.execute("SELECT name, default_version FROM pg_available_extensions").fetchall()
+    )
+    ok: list[str] = []
+    why: dict[str, str] = {}
+    for name in registry.ann_kinds():
+        kind = registry.KINDS[name]
+        ext = kind.extension or ""
+        if ext not in installed:
+            why[name] = (
+                f"extension {ext} {available[ext]} is available but not installed here "
+                f"(CREATE EXTENSION {ext})"
+                if ext in available
+                else f"extension {ext} is not installed on this server"
+            )
+            continue
+        if kind.cast_type and not _cast_known(conn, kind.cast_type):
+            why[name] = f"{ext} {installed[ext]} has no {kind.cast_type} search (upgrade {ext})"
+            continue
+        ok.append(name)
+    return ok, why
+
+
+def _cast_known(conn, cast_type: str) -> bool:
+    if cast_type == "bit":  # bit is core; the quantizer is pgvector's (0.7+)
+        return conn.execute(
+            "SELECT to_regprocedure('binary_quantize(vector)') IS NOT NULL"
+        ).fetchone()[0]
+    return conn.execute("SELECT to_regtype(%s) IS NOT NULL", (cast_type,)).fetchone()[0]
+
+
+def parse_builds(items) -> dict[str, list[tuple[str, list[str]]]]:
+    """('hnsw:m=8,16', 'hnsw:ef_construction=64,128') -> {'hnsw': [('m', ['8','16']), ...]}."""
+    per_kind: dict[str, list[str]] = {}
+    for item in items or ():
+        kind, sep, rest = str(item).partition(":")
+        kind = kind.strip()
+        if not sep or not rest.strip():
+            raise InputError(
+                f"'{item}' is not KIND:OPTION=V1,V2 (e.g. hnsw:m=8,16)", field=param("build")
+            )
+        if kind not in registry.ann_kinds():
+            raise InputError(
+                f"'{kind}' is not an index design ({', '.join(registry.ann_kinds())})",
+                field=param("build"),
+            )
+        per_kind.setdefault(kind, []).append(rest)
+    out = {}
+    for kind, rests in per_kind.items():
+        axes = grid.parse_axes(rests, "m=8,16", param("build"))
+        grid.check_build(axes, registry.KINDS[kind].index_method)
+        out[kind] = axes
+    return out
+
+
+def designs(cfg: AdviseConfig, available: list[str], why_not: dict[str, str]) -> list[Design]:
+    """Every design x build to measure, in the order given (default: registry order)."""
+    chosen = list(cfg.designs) or available
+    for name in chosen:
+        if name not in registry.ann_kinds():
+            raise InputError(
+                f"'{name}' is not an index design ({', '.join(registry.ann_kinds())})",
+                field=param("designs"),
+            )
+        if name not in available:
+            raise InputError(
+                f"design {name} cannot be built here: {why_not[name]}", field=param("designs")
+            )
+    builds = parse_builds(cfg.build)
+    for named in builds:
+        if named not in chosen:
+            raise InputError(
+                f"{param('build')} names {named}, which is not among the designs ({', '.join(chosen)})",
+                field=param("build"),
+            )
+    out = []
+    for name in chosen:
+        kind = registry.KINDS[name]
+        find = find_setting(kind)
+        if find in cfg.settings:
+            raise InputError(
+                f"'{find}' is what advise finds for {name}: not also fixed ({param('settings')})",
+                field=param("set"),
+            )
+        axes = builds.get(name)
+        if not axes:  # the access method's default, spelled out: the index is built
+            first = next(o for o, v in kind.build_options.items() if v is not None)
+            axes = [(first, [str(kind.build_options[first])])]
+        for build in grid.product(axes):
+            out.append(Design(name, build, find, fixed_settings(kind)))
+    return out

@@ -1,0 +1,188 @@
+"""The recommendation of an advise: of the designs reaching the target recall within the budgets,
+the lowest p95 (within the p95 spread of the fastest: the smaller index); with the DDL and the
+settings to apply it and, in words, why it won and what the runner-up costs more. When nothing
+qualifies: which budget binds and what the closest design needs."""
+
+from __future__ import annotations
+
+from ...stages import registry
+from . import apply
+from .plan import AdviseConfig
+
+MB = 1048576.0
+# budget option -> (the design's figure, its unit in the figure, the figure in the budget's unit)
+BUDGETS = {
+    "--max-p95-ms": ("p95_ms", "ms", lambda r: r["p95_ms"]),
+    "--max-index-mb": ("index_bytes", "MB", lambda r: r["index_bytes"] / MB),
+    "--max-build-s": ("build_ms", "s", lambda r: r["build_ms"] / 1000.0),
+}
+
+
+def budgets(cfg: AdviseConfig) -> dict:
+    given = {
+        "--max-p95-ms": cfg.max_p95_ms,
+        "--max-index-mb": cfg.max_index_mb,
+        "--max-build-s": cfg.max_build_s,
+    }
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def server_context(kb, target, cfg: AdviseConfig) -> dict:
+    from psycopg import sql
+
+    shared, server_mwm = kb.execute(
+        "SELECT pg_size_bytes(current_setting('shared_buffers')), "
+        "pg_size_bytes(current_setting('maintenance_work_mem'))"
+    ).fetchone()
+    where, params = target.where()
+    rows = kb.execute(
+        sql.SQL("SELECT count(*) FROM {}{}").format(target.table_sql(), where), params
+    ).fetchone()[0]
+    return {
+        "shared_buffers": int(shared),
+        "maintenance_work_mem": int(server_mwm),
+        "rows": rows,
+        "dimension": target.dimension,
+        "vector_type": target.vector_type,
+    }
+
+
+def describe(row: dict, context: dict, cfg: AdviseConfig) -> None:
+    """Add what the build needed and where the design stands against the budgets."""
+    from ..build_sweep import sized_memory
+
+    row["maintenance_work_mem"] = cfg.maintenance_work_mem or _at_least(
+        sized_memory(context["rows"], context["dimension"], context["vector_type"], row["build"]),
+        context["maintenance_work_mem"],
+    )
+    size = row["index_bytes"]
+    row["fits_shared_buffers"] = None if size is None else size <= context["shared_buffers"]
+    row["over_budget"] = {
+        opt: round(figure(row), 6)
+        for opt, (key, _, figure) in BUDGETS.items()
+        if opt in budgets(cfg) and row[key] is not None and figure(row) > budgets(cfg)[opt]
+    }
+
+
+def _at_least(sized: str, server_bytes: int) -> str:
+    mb = int(sized[:-2])
+    return sized if mb * MB >= server_bytes else f"{server_bytes // 1048576}MB"
+
+
+def _build(row: dict) -> str:
+    return ",".join(f"{k}={v}" for k, v in row["build"].items())
+
+
+def _name(row: dict) -> str:
+    setting = ", ".join(f"{k}={v}" for k, v in row["setting"].items())
+    return f"{row['design']} ({_build(row)}) at {setting}"
+
+
+def _pick(ok: list[dict]) -> tuple[dict, bool]:
+    """The lowest p95; among those within the fastest's p95 spread, the smallest index.
+    Returns (chosen, whether the tie rule chose it)."""
+    fastest = min(ok, key=lambda r: (r["p95_ms"], r["index_bytes"] or 0))
+    spread = fastest["p95_sd"] or 0.0
+    tied = [r for r in ok if r["p95_ms"] - fastest["p95_ms"] <= max(spread, r["p95_sd"] or 0.0)]
+    chosen = min(tied, key=lambda r: (r["index_bytes"] or 0, r["p95_ms"]))
+    return chosen, chosen is not fastest
+
+
+def choose(kb, target, rows: list[dict], cfg: AdviseConfig) -> tuple[dict | None, dict | None]:
+    reaching = [r for r in rows if r["reached"] and r["p95_ms"] is not None]
+    ok = [r for r in reaching if not r["over_budget"]]
+    goal = f"recall@{cfg.k} >= {cfg.target_recall:g}"
+    if not ok:
+        return None, _unmet(rows, reaching, cfg, goal)
+    chosen, by_tie = _pick(ok)
+    others = sorted((r for r in ok if r is not chosen), key=lambda r: r["p95_ms"])
+    why = (
+        f"{_name(chosen)} reaches {goal} ({chosen['recall']:.4f}) at p95 "
+        f"{chosen['p95_ms']:.3f} ms, index {chosen['index_bytes'] / MB:.1f} MB: "
+        + (
+            "its p95 is within the spread of the fastest and its index is the smallest"
+            if by_tie
+            else "the lowest p95"
+        )
+        + f" of the {len(ok)} design(s) meeting the target within the budgets"
+    )
+    if others:
+        r = others[0]
+        why += (
+            f"; the runner-up, {_name(r)}, costs p95 {r['p95_ms']:.3f} ms "
+            f"({_pct(r['p95_ms'], chosen['p95_ms'])}) and index {r['index_bytes'] / MB:.1f} MB "
+            f"({_pct(r['index_bytes'], chosen['index_bytes'])})"
+        )
+    method = registry.KINDS[chosen["design"]].index_method or ""
+    if method in apply.REBUILT:
+        why += "; note: " + apply.REBUILT[method]
+    excluded = [r for r in reaching if r["over_budget"]]
+    if excluded:
+        why += "; over budget: " + "; ".join(
+            f"{r['design']} {_build(r)} ({', '.join(r['over_budget'])})" for r in excluded
+        )
+    return {
+        "design": chosen["design"],
+        "build": chosen["build"],
+        "setting": chosen["setting"],
+        "recall": chosen["recall"],
+        "p95_ms": chosen["p95_ms"],
+        "index_bytes": chosen["index_bytes"],
+        "sweep": chosen["sweep"],
+        "point": chosen["point"],
+        **apply.statements(kb, target, chosen, cfg.k),
+        "why": why,
+    }, None
+
+
+def _pct(value: float, base: float) -> str:
+    if not base:
+        return "n/a"
+    return f"{(value - base) / base * 100:+.0f}%"
+
+
+def _unmet(rows, reaching, cfg: AdviseConfig, goal: str) -> dict:
+    if not reaching:
+        best = max(rows, key=lambda r: r["recall"] or -1.0, default=None)
+        closest = (
+            None
+            if best is None
+            else {
+                "design": best["design"],
+                "build": best["build"],
+                "setting": best["setting"],
+                "recall": best["recall"],
+            }
+        )
+        why = f"no design reaches {goal} within --find-max" + (
+            ""
+            if best is None
+            else f"; the closest is {_name(best)} at recall {best['recall']:.4f}: raise "
+            "--find-max or build the index denser (--build)"
+        )
+        return {"binding": ["--target-recall"], "closest": closest, "why": why}
+    binding = sorted({opt for r in reaching for opt in r["over_budget"]})
+    # the closest: the smallest excess over its budgets, as a ratio of the budget
+    b = budgets(cfg)
+    best = min(reaching, key=lambda r: max(v / b[o] for o, v in r["over_budget"].items()))
+    needs = {o: v for o, v in best["over_budget"].items()}
+    why = (
+        f"no design meets {goal} within the budgets: "
+        + "; ".join(
+            f"{opt} {b[opt]:g} binds ({', '.join(r['design'] for r in reaching if opt in r['over_budget'])} over it)"
+            for opt in binding
+        )
+        + f". The closest, {_name(best)}, needs "
+        + ", ".join(f"{opt} {v:.3f}" for opt, v in needs.items())
+    )
+    return {
+        "binding": binding,
+        "closest": {
+            "design": best["design"],
+            "build": best["build"],
+            "setting": best["setting"],
+            "recall": best["recall"],
+            "needs": needs,
+        },
+        "why": why,
+    }
