@@ -1,0 +1,182 @@
+"""What a probe says beyond its numbers: each bound crossed (and since when), what changed since the
+first probe of the same index build, whether recall drifted while the build stayed the same, and
+the remedy measured on the same queries (the smallest value of the work setting that reaches the
+goal, found by `sweep --find`'s search; the exact ground truth is the probe's, reused) besides
+``REINDEX INDEX CONCURRENTLY``. Every number comes from pgeval.probe_history."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timezone
+
+RECALL_BOUNDS = ("min_recall", "max_drop")
+
+
+def when(value) -> str:
+    """A time as people read it in a log line: ``2026-12-02 07:10:31 UTC``."""
+    if value is None:
+        return "?"
+    if hasattr(value, "astimezone"):
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+    return str(value)
+
+
+def recall_goal(probe: dict) -> float | None:
+    """The recall a remedy must reach when a recall bound was crossed (None: none was)."""
+    crossed = set(probe.get("crossed") or [])
+    bounds = probe.get("bounds") or {}
+    goals = []
+    if "min_recall" in crossed:
+        goals.append(float(bounds["min_recall"]))
+    if "max_drop" in crossed and probe.get("baseline_recall") is not None:
+        goals.append(float(probe["baseline_recall"]) - float(bounds["max_drop"]))
+    goal = max(goals, default=None)
+    return None if goal is None or goal <= 0 else min(goal, 1.0)
+
+
+def _n(value) -> str:
+    return f"{int(value):,}"
+
+
+def changes(probe: dict) -> str | None:
+    """The table's changes since the first probe of this index build, in words (None: this
+    probe is that first one)."""
+    if probe.get("baseline_at") is None or probe.get("baseline_at") == probe.get("probed_at"):
+        return None
+    parts = []
+    if probe.get("rows_since_baseline"):
+        parts.append(
+            f"{int(probe['rows_since_baseline']):+,} rows ({_n(probe['baseline_rows'])} -> "
+            f"{_n(probe['table_rows'])})"
+        )
+    counted = [
+        f"{_n(probe[key])} {word}"
+        for key, word in (
+            ("inserted_since_baseline", "inserted"),
+            ("updated_since_baseline", "updated"),
+            ("deleted_since_baseline", "deleted"),
+        )
+        if probe.get(key)
+    ]
+    if counted:
+        parts.append(", ".join(counted) + " (server counters)")
+    what = "; ".join(parts) or "no row change"
+    return (
+        f"{what} since the first probe of index build {probe.get('index_build_label')} "
+        f"at {when(probe['baseline_at'])}"
+    )
+
+
+def crossed_lines(probe: dict) -> list[str]:
+    """One line per bound crossed, naming it, its value, its limit and since when."""
+    k, bounds, since = probe["k"], probe.get("bounds") or {}, probe.get("since") or {}
+    lines = []
+    for bound in probe.get("crossed") or []:
+        if bound == "min_recall":
+            text = f"recall@{k} {probe['recall']:.3f} < {bounds['min_recall']:g}"
+        elif bound == "max_drop":
+            text = (
+                f"recall@{k} {probe['recall']:.3f} is {probe['recall_drop']:.3f} below "
+                f"{probe['baseline_recall']:.3f}, the first probe of this index build "
+                f"({when(probe['baseline_at'])}): more than --max-drop {bounds['max_drop']:g}"
+            )
+        else:
+            text = f"p95 {probe['p95_ms']:.2f} ms > {bounds['max_p95_ms']:g} ms"
+        lines.append(f"{text} since {when(since.get(bound))}")
+    return lines
+
+
+def drifted(probe: dict) -> bool:
+    """Recall fell below the build's first probe while the build stayed and the table changed."""
+    base, recall = probe.get("baseline_recall"), probe.get("recall")
+    if base is None or recall is None or probe.get("baseline_at") == probe.get("probed_at"):
+        return False
+    changed = bool(probe.get("rows_since_baseline")) or any(
+        probe.get(k)
+        for k in ("inserted_since_baseline", "updated_since_baseline", "deleted_since_baseline")
+    )
+    return recall < base - 1e-12 and changed
+
+
+def advice_lines(probe: dict, reindex: str | None, remedy: dict | None) -> list[str]:
+    out = []
+    if drifted(probe):
+        out.append(
+            f"recall@{probe['k']} fell from {probe['baseline_recall']:.3f} to "
+            f"{probe['recall']:.3f} with the index build unchanged while the table changed: "
+            "the index no longer matches the data" + (f"; rebuild it: {reindex}" if reindex else "")
+        )
+    if remedy:
+        out.append(remedy["line"])
+    return out
+
+
+def reindex_statement(database, probe: dict) -> str | None:
+    """``REINDEX INDEX CONCURRENTLY schema.index`` for the probe's index (its oid, read on the
+    knowledge base, printed as the server quotes it); None when it is gone."""
+    oid = (probe.get("index_build") or {}).get("oid")
+    if oid is None:
+        return None
+    with database.connect(results=False, read_only=True) as kb:
+        row = kb.execute(
+            "SELECT c.oid::regclass::text FROM pg_class c WHERE c.oid = %s", (int(oid),)
+        ).fetchone()
+        kb.rollback()
+    return None if row is None else f"REINDEX INDEX CONCURRENTLY {row[0]};"
+
+
+def remedy(database, cfg, sweep_cfg, result, goal: float, *, on_warning=None) -> dict:
+    """The smallest value of the work setting reaching ``goal`` on the probe's own queries,
+    measured (bracketing then bisection, `sweep --find`'s search), and the rebuild statement."""
+    from ..sweep import run_sweep
+
+    found_cfg = replace(
+        sweep_cfg,
+        params=(),
+        find=result.setting,
+        find_max=cfg.remedy_max,
+        target_recall=goal,
+        name=f"{sweep_cfg.name}-remedy",
+        fresh=True,
+    )
+    res = run_sweep(database, found_cfg, on_warning=on_warning)
+    found = res.finds[0] if res.finds else {}
+    reindex = result.reindex
+    k = cfg.k
+    out = {
+        "goal": goal,
+        "setting": result.setting,
+        "production": result.value,
+        "value": found.get("value"),
+        "recall": found.get("recall"),
+        "reached": bool(found.get("reached")),
+        "tried": found.get("path") or [],
+        "p95_ms": None,
+        "reindex": reindex,
+        "sweep": res.name,
+    }
+    if out["reached"]:
+        point = next(
+            (
+                p
+                for p in res.points
+                if str((p.get("settings") or {}).get(result.setting)) == str(out["value"])
+            ),
+            None,
+        )
+        out["p95_ms"] = None if point is None else point["p95_ms"]
+        p95 = "" if out["p95_ms"] is None else f", p95 {out['p95_ms']:.2f} ms"
+        out["line"] = (
+            f"measured on the same {result.probe.get('queries')} queries: "
+            f"{result.setting}={out['value']} restores recall@{k} to {out['recall']:.3f} "
+            f">= {goal:.3f}{p95} (production: {result.value})"
+        )
+    else:
+        best = found.get("best") or [None, None]
+        out["line"] = (
+            f"measured on the same {result.probe.get('queries')} queries: no {result.setting} "
+            f"up to {found_cfg.find_max or 1000} reaches recall@{k} {goal:.3f} (best "
+            f"{result.setting}={best[0]}: {(best[1] or 0):.3f}); rebuild the index"
+            + (f": {reindex}" if reindex else "")
+        )
+    return out

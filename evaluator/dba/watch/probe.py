@@ -1,0 +1,245 @@
+"""One probe (`pgeval watch`): the target's ANN stage at its production setting, measured against
+exact search on a small, stable set of queries, recorded as one row of pgeval.probe.
+
+A probe is a one-point sweep (:func:`evaluator.dba.sweep.run_sweep`, one repetition, the work
+setting at its production value): the same stage runner, plan check, timing and SQL measures as
+every sweep point, and the stored exact ground truth, reused while the data is unchanged and
+computed again (saying why) when it changed. The sweep is kept under one name per series
+(``watch-<target>-<stage>-<hash>``) and replaced by the next probe; the history is pgeval.probe.
+
+The production setting: ``--set`` (``hnsw.ef_search=100``), else the target's stored settings,
+else the server's current value of the stage's first work setting (registry ``work_settings``).
+Sampled queries (``--sample-queries N``, default 100) are drawn in the order of
+``hashtextextended(chunk id, seed)``: the same rows while they exist, so the sample follows the
+table as rows are added and removed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ...core.canonical import sha256_hex
+from ...core.errors import InputError
+from ...stages import gucs, registry
+
+if TYPE_CHECKING:
+    from ...testset.query_source import QuerySource
+
+DEFAULT_SAMPLE = 100
+
+
+@dataclass
+class WatchConfig:
+    target: str
+    stage: str
+    queries: QuerySource | None = None  # None with testset
+    testset: str | None = None
+    settings: dict = field(default_factory=dict)  # --set
+    k: int = 10
+    min_recall: float | None = None
+    max_drop: float | None = None
+    max_p95_ms: float | None = None
+    index: str | None = None
+    statement_timeout: str | None = "5min"
+    remedy: bool = True  # measure a higher setting on the same queries when recall is crossed
+    remedy_max: int | None = None  # the largest value tried (find's --find-max)
+
+
+@dataclass
+class ProbeResult:
+    probe: dict  # the probe's row of pgeval.probe_history (plus "since": bound -> time)
+    setting: str  # the work setting measured (hnsw.ef_search)
+    value: str  # its production value
+    ground_truth: dict | None
+    queries: dict | None  # the query source (no judgements), else None
+    testset: str | None
+    wall_ms: float
+    warnings: list[str] = field(default_factory=list)
+    remedy: dict | None = None  # advice.remedy's answer, when measured
+    reindex: str | None = None  # the rebuild statement, when a bound was crossed or recall drifted
+    alerts: list[str] = field(default_factory=list)  # one line per bound crossed
+    changes: str | None = None  # the table's changes since the build's first probe
+    advice: list[str] = field(default_factory=list)
+
+    @property
+    def crossed(self) -> list[str]:
+        return list(self.probe.get("crossed") or [])
+
+
+def check(cfg: WatchConfig) -> None:
+    if cfg.stage not in registry.ann_kinds():
+        raise InputError(
+            f"a probe measures an ANN stage against exact search: --stage must be one of "
+            f"{', '.join(registry.ann_kinds())}, not '{cfg.stage}'",
+            field="--stage",
+        )
+    if cfg.min_recall is not None and not 0 <= cfg.min_recall <= 1:
+        raise InputError(
+            f"--min-recall must be in [0, 1], got {cfg.min_recall}", field="--min-recall"
+        )
+    if cfg.max_drop is not None and not 0 <= cfg.max_drop <= 1:
+        raise InputError(f"--max-drop must be in [0, 1], got {cfg.max_drop}", field="--max-drop")
+    if cfg.max_p95_ms is not None and not cfg.max_p95_ms > 0:
+        raise InputError(
+            f"--max-p95-ms must be above 0, got {cfg.max_p95_ms}", field="--max-p95-ms"
+        )
+
+
+def bounds(cfg: WatchConfig) -> dict:
+    given = {"min_recall": cfg.min_recall, "max_drop": cfg.max_drop, "max_p95_ms": cfg.max_p95_ms}
+    return {name: v for name, v in given.items() if v is not None}
+
+
+def production_setting(kb, target, cfg: WatchConfig) -> tuple[str, str, dict]:
+    """(work setting, its production value, the other settings for every point)."""
+    from ..fingerprint import load_extension_libraries
+
+    described = registry.kind(cfg.stage)
+    work = described.work_settings if described is not None else ()
+    if not work:
+        raise InputError(f"stage {cfg.stage} has no work setting to probe", field="--stage")
+    name = work[0]
+    merged = gucs.scope({**target.settings, **cfg.settings}, cfg.stage)
+    value = merged.get(name)
+    if value is None:
+        load_extension_libraries(kb)
+        value = gucs.current(kb, [name])[name]
+        kb.rollback()
+    if value is None:
+        raise InputError(
+            f"the server has no setting {name} (is the {cfg.stage} stage's extension installed?)",
+            field="--stage",
+        )
+    rest = {k: v for k, v in cfg.settings.items() if k.rpartition(":")[2] != name}
+    return name, str(value), rest
+
+
+def table_stats(kb, target) -> dict:
+    """The server's row counters of the target's table (pg_stat_all_tables), for the changes
+    since a build's first probe; empty when the statistics are not readable."""
+    from ..fingerprint import resolve_table
+
+    oid = resolve_table(kb, target)
+    row = kb.execute(
+        "SELECT n_tup_ins, n_tup_upd, n_tup_del, n_live_tup, n_dead_tup, "
+        "last_vacuum::text, last_autovacuum::text FROM pg_stat_all_tables WHERE relid = %s",
+        (oid,),
+    ).fetchone()
+    kb.rollback()
+    if row is None:
+        return {}
+    keys = ("n_tup_ins", "n_tup_upd", "n_tup_del", "n_live_tup", "n_dead_tup")
+    out: dict = {k: int(v) for k, v in zip(keys, row[:5]) if v is not None}
+    out["last_vacuum"] = max((v for v in row[5:] if v), default=None)
+    return out
+
+
+def sweep_name(cfg: WatchConfig, settings: dict) -> str:
+    """One sweep name per series: the next probe of the series replaces it."""
+    q = cfg.queries
+    source = (
+        {"kind": q.kind, "count": q.count, "seed": q.seed, "sql": q.statement, "file": q.path}
+        if q is not None
+        else {"testset": cfg.testset}
+    )
+    key = sha256_hex(
+        {"k": cfg.k, "settings": settings, "queries": source, "index": cfg.index}, ascii=True
+    )[:10]
+    return f"watch-{cfg.target}-{cfg.stage}-{key}"
+
+
+def query_source(cfg: WatchConfig) -> dict:
+    q = cfg.queries
+    if q is None:
+        return {"testset": cfg.testset}
+    out: dict[str, object] = {"kind": q.kind}
+    if q.kind == "sample":
+        out.update(count=q.count, seed=q.seed)
+    elif q.kind == "sql":
+        out["sql"] = q.statement
+    else:
+        out["file"] = q.path
+    return out
+
+
+def run_probe(database, cfg: WatchConfig, *, on_warning=None) -> ProbeResult:
+    """Measure, record (pgeval.probe) and, when a recall bound is crossed, measure the remedy."""
+    from ...target import targets
+    from ..sweep import SweepConfig, run_sweep
+    from . import advice, record
+
+    check(cfg)
+    t0 = time.perf_counter()
+    with database.connect() as results, database.connect(results=False, read_only=True) as kb:
+        target = targets.load(results, cfg.target)
+        results.rollback()
+        name, value, rest = production_setting(kb, target, cfg)
+        stats = table_stats(kb, target)
+    measured = {**gucs.scope({**target.settings, **rest}, cfg.stage), name: value}
+    series = sweep_name(cfg, measured)
+    sweep_cfg = SweepConfig(
+        testset=cfg.testset,  # type: ignore[arg-type]  # (set from the query source)
+        queries=cfg.queries,
+        target=cfg.target,
+        stage=cfg.stage,
+        params=(f"{name}={value}",),
+        settings=rest,
+        k=cfg.k,
+        depth=cfg.k,  # the application's LIMIT k: a probe fetches no more
+        repeat=1,
+        target_recall=cfg.min_recall if cfg.min_recall else 0.95,
+        name=series,
+        fresh=True,  # a new measurement every time: the previous probe's runs are replaced
+        index=cfg.index,
+        statement_timeout=cfg.statement_timeout,
+    )
+    warnings: list[str] = []
+
+    def warn(message: str) -> None:
+        if message not in warnings:
+            warnings.append(message)
+            if on_warning:
+                on_warning(message)
+
+    res = run_sweep(database, sweep_cfg, on_warning=warn)
+    wall_ms = (time.perf_counter() - t0) * 1000.0
+    with database.connect() as results:
+        probe = record.insert(
+            results,
+            sweep_id=res.sweep_id,
+            target=cfg.target,
+            stage=cfg.stage,
+            k=cfg.k,
+            settings=measured,
+            query_source=query_source(cfg),
+            testset=res.testset,
+            table_stats=stats,
+            ground_truth=res.ground_truth,
+            bounds=bounds(cfg),
+            wall_ms=wall_ms,
+            sweep=res.name,
+        )
+    out = ProbeResult(
+        probe=probe,
+        setting=name,
+        value=value,
+        ground_truth=res.ground_truth,
+        queries=res.queries,
+        testset=res.testset,
+        wall_ms=wall_ms,
+        warnings=warnings,
+    )
+    out.alerts = advice.crossed_lines(probe)
+    out.changes = advice.changes(probe)
+    if out.crossed or advice.drifted(probe):
+        out.reindex = advice.reindex_statement(database, probe)
+    goal = advice.recall_goal(probe)
+    if cfg.remedy and goal is not None:
+        out.remedy = advice.remedy(database, cfg, sweep_cfg, out, goal, on_warning=warn)
+        with database.connect() as results:
+            record.set_advice(results, probe["probe_id"], out.remedy)
+        out.probe["advice"] = out.remedy
+    out.advice = advice.advice_lines(probe, out.reindex, out.remedy)
+    return out
