@@ -224,6 +224,25 @@ def test_max_drop_is_against_the_first_probe_of_the_build(kb, conn, database, pg
     assert "the first probe of this index build" in err and "more than --max-drop 0.05" in err
 
 
+def test_probes_of_one_series_do_not_overlap(kb, conn, database, pgeval):
+    from evaluator.core.canonical import sha256_hex
+    from evaluator.core.held_lock import HeldLock
+    from evaluator.dba.watch.probe import WATCH_LOCK
+
+    code, first, err = _probe(pgeval, *LOW)
+    assert code == 0, err
+    series = first["sweep"]
+    with database.connect(autocommit=True) as other:
+        with HeldLock(other, (WATCH_LOCK, int(sha256_hex(series)[:8], 16) - 2**31)):
+            code, out, err = pgeval(*PROBE, *LOW)
+            assert code == 1 and out == "", err
+            assert f"another probe of this series is running (sweep '{series}')" in err
+            # another series (another setting) is not held back
+            code, out, err = pgeval(*PROBE, "--set", "hnsw.ef_search=20")
+            assert code == 0, err
+    assert conn.execute("SELECT count(*) FROM pgeval.probe").fetchone() == (2,)
+
+
 SAMPLE = re.compile(
     r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\{(?P<labels>([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"'
     r'(,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*")*)?)\} (?P<value>\S+)$'

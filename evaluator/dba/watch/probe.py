@@ -21,13 +21,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ...core.canonical import sha256_hex
-from ...core.errors import InputError
+from ...core.errors import Conflict, InputError
+from ...core.held_lock import HeldLock
 from ...stages import gucs, registry
 
 if TYPE_CHECKING:
     from ...testset.query_source import QuerySource
 
 DEFAULT_SAMPLE = 100
+WATCH_LOCK = 1885824376  # advisory lock class of a probe series (next to install's INIT_LOCK)
 
 
 @dataclass
@@ -165,10 +167,10 @@ def query_source(cfg: WatchConfig) -> dict:
 
 
 def run_probe(database, cfg: WatchConfig, *, on_warning=None) -> ProbeResult:
-    """Measure, record (pgeval.probe) and, when a recall bound is crossed, measure the remedy."""
+    """Measure, record (pgeval.probe) and, when a recall bound is crossed, measure the remedy;
+    one probe of a series at a time (an advisory lock: the next probe replaces its runs)."""
     from ...target import targets
-    from ..sweep import SweepConfig, run_sweep
-    from . import advice, record
+    from ..sweep import SweepConfig
 
     check(cfg)
     t0 = time.perf_counter()
@@ -195,6 +197,25 @@ def run_probe(database, cfg: WatchConfig, *, on_warning=None) -> ProbeResult:
         index=cfg.index,
         statement_timeout=cfg.statement_timeout,
     )
+    with database.connect(autocommit=True) as conn:
+        lock = HeldLock(conn, (WATCH_LOCK, int(sha256_hex(series)[:8], 16) - 2**31))
+        if not lock.acquire(wait=False):
+            raise Conflict(
+                f"another probe of this series is running (sweep '{series}'): probes of one "
+                "series do not overlap (cron: a longer interval; a CronJob: concurrencyPolicy "
+                "Forbid)"
+            )
+        try:
+            return _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warning)
+        finally:
+            lock.release()
+
+
+def _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warning) -> ProbeResult:
+    """The probe's sweep, its row, and the advice (under the series' lock)."""
+    from ..sweep import run_sweep
+    from . import advice, record
+
     warnings: list[str] = []
 
     def warn(message: str) -> None:
