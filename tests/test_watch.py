@@ -243,6 +243,49 @@ def test_probes_of_one_series_do_not_overlap(kb, conn, database, pgeval):
     assert conn.execute("SELECT count(*) FROM pgeval.probe").fetchone() == (2,)
 
 
+def test_an_ivfflat_index_is_probed_at_its_own_work_setting(
+    database, conn, clean, pgeval, tmp_path
+):
+    """The production setting of another kind: the server's ivfflat.probes, else --set."""
+    conn.execute("DELETE FROM pgeval.probe")
+    clustered_kb.build(
+        database,
+        tmp_path,
+        "watch_ivf",
+        dim=DIM,
+        n=N,
+        nq=1,
+        seed=3,
+        spread=0.3,
+        indexes=[
+            "CREATE INDEX watch_ivf_idx ON watch_ivf USING ivfflat (e vector_cosine_ops) "
+            "WITH (lists = 40)"
+        ],  # fmt: skip
+    )
+    try:
+        code, out, err = pgeval(
+            "target", "add", "ivf", "--table", "watch_ivf", "--id-column", "id",
+            "--vector-column", "e",
+        )  # fmt: skip
+        assert code == 0, err
+        args = ["watch", "--target", "ivf", "--stage", "ivfflat", "--set", "enable_seqscan=off"]
+        code, out, err = pgeval(*args, "--sample-queries", "50", "--format", "json")
+        assert code == 0, err
+        one = json.loads(out)
+        assert one["setting"] == {"ivfflat.probes": "1"} and one["index_name"] == "watch_ivf_idx"
+        code, out, err = pgeval(
+            *args, "--set", "ivfflat.probes=40", "--sample-queries", "50", "--format", "json"
+        )
+        assert code == 0, err
+        every = json.loads(out)
+        # all 40 lists probed: the scan is exhaustive, recall is exact
+        assert every["setting"] == {"ivfflat.probes": "40"} and every["recall"] == 1.0
+        assert every["ground_truth"]["status"] == "reused" and one["recall"] < 1.0
+    finally:
+        conn.execute("DELETE FROM pgeval.probe")
+        clustered_kb.drop(database, "watch_ivf")
+
+
 SAMPLE = re.compile(
     r'^(?P<name>[a-zA-Z_:][a-zA-Z0-9_:]*)\{(?P<labels>([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*"'
     r'(,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\.)*")*)?)\} (?P<value>\S+)$'

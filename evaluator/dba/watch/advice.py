@@ -128,12 +128,19 @@ def reindex_statement(database, probe: dict) -> str | None:
 def remedy(database, cfg, sweep_cfg, result, goal: float, *, on_warning=None) -> dict:
     """The smallest value of the work setting reaching ``goal`` on the probe's own queries,
     measured (bracketing then bisection, `sweep --find`'s search), and the rebuild statement."""
+    from ...stages import registry
     from ..sweep import run_sweep
 
+    # the kind's first work setting is searched (hnsw-bq: bq.candidates), the probed value of
+    # another kept fixed
+    described = registry.kind(cfg.stage)
+    setting = described.work_settings[0] if described is not None else result.setting
+    fixed = {**sweep_cfg.settings, result.setting: result.value}
     found_cfg = replace(
         sweep_cfg,
         params=(),
-        find=result.setting,
+        settings={k: v for k, v in fixed.items() if k.rpartition(":")[2] != setting},
+        find=setting,
         find_max=cfg.remedy_max,
         target_recall=goal,
         name=f"{sweep_cfg.name}-remedy",
@@ -143,10 +150,11 @@ def remedy(database, cfg, sweep_cfg, result, goal: float, *, on_warning=None) ->
     found = res.finds[0] if res.finds else {}
     reindex = result.reindex
     k = cfg.k
+    production = result.value if setting == result.setting else None
     out = {
         "goal": goal,
-        "setting": result.setting,
-        "production": result.value,
+        "setting": setting,
+        "production": production,
         "value": found.get("value"),
         "recall": found.get("recall"),
         "reached": bool(found.get("reached")),
@@ -160,7 +168,7 @@ def remedy(database, cfg, sweep_cfg, result, goal: float, *, on_warning=None) ->
             (
                 p
                 for p in res.points
-                if str((p.get("settings") or {}).get(result.setting)) == str(out["value"])
+                if str((p.get("settings") or {}).get(setting)) == str(out["value"])
             ),
             None,
         )
@@ -168,15 +176,18 @@ def remedy(database, cfg, sweep_cfg, result, goal: float, *, on_warning=None) ->
         p95 = "" if out["p95_ms"] is None else f", p95 {out['p95_ms']:.2f} ms"
         out["line"] = (
             f"measured on the same {result.probe.get('queries')} queries: "
-            f"{result.setting}={out['value']} restores recall@{k} to {out['recall']:.3f} "
-            f">= {goal:.3f}{p95} (production: {result.value})"
+            f"{setting}={out['value']} restores recall@{k} to {out['recall']:.3f} "
+            f">= {goal:.3f}{p95} (production: {production or 'the stage default'})"
         )
     else:
         best = found.get("best") or [None, None]
+        others = [w for w in (described.work_settings if described else ()) if w != setting]
         out["line"] = (
-            f"measured on the same {result.probe.get('queries')} queries: no {result.setting} "
+            f"measured on the same {result.probe.get('queries')} queries: no {setting} "
             f"up to {found_cfg.find_max or 1000} reaches recall@{k} {goal:.3f} (best "
-            f"{result.setting}={best[0]}: {(best[1] or 0):.3f}); rebuild the index"
-            + (f": {reindex}" if reindex else "")
+            f"{setting}={best[0]}: {(best[1] or 0):.3f}); what is left: "
+            + (f"{', '.join(others)}, " if others else "")
+            + "the index's build (`pgeval sweep --build`)"
+            + (f", a rebuild ({reindex})" if reindex else "")
         )
     return out

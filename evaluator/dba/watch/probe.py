@@ -102,16 +102,24 @@ def production_setting(kb, target, cfg: WatchConfig) -> tuple[str, str, dict]:
     work = described.work_settings if described is not None else ()
     if not work:
         raise InputError(f"stage {cfg.stage} has no work setting to probe", field="--stage")
-    name = work[0]
     merged = gucs.scope({**target.settings, **cfg.settings}, cfg.stage)
-    value = merged.get(name)
-    if value is None:
+    # the first work setting given (--set, the target's); else the first the server has (a
+    # setting of pgeval's own, hnsw-bq's bq.candidates, then keeps the stage's default)
+    name = next((n for n in work if n in merged), None)
+    value = None if name is None else merged[name]
+    if name is None:
         load_extension_libraries(kb)
-        value = gucs.current(kb, [name])[name]
+        server = [n for n in work if n not in gucs.OWN]
+        current = gucs.current(kb, server) if server else {}
         kb.rollback()
-    if value is None:
+        name = next(
+            (n for n in server if current.get(n) is not None), server[0] if server else None
+        )
+        value = None if name is None else current.get(name)
+    if name is None or value is None:
         raise InputError(
-            f"the server has no setting {name} (is the {cfg.stage} stage's extension installed?)",
+            f"the server has no setting {' or '.join(work)} (is the {cfg.stage} stage's "
+            "extension installed?)",
             field="--stage",
         )
     rest = {k: v for k, v in cfg.settings.items() if k.rpartition(":")[2] != name}
