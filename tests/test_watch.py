@@ -166,6 +166,18 @@ def test_drift_crosses_the_bound_names_it_and_the_remedies_restore_recall(
     assert len(ids) == 100 and any(i.startswith("n") for i in ids)
     alive = {r[0] for r in conn.execute(f"SELECT id FROM {TABLE}").fetchall()}
     assert set(ids) <= alive
+    # the earlier sample and its ground truth are gone: one query set and one ground truth per
+    # series are kept, however often the data changes
+    names = [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM pgeval.testset WHERE source_format = 'queries'"
+        ).fetchall()
+    ]
+    assert names == [doc["testset"]]
+    assert conn.execute(
+        "SELECT count(*) FROM pgeval.ground_truth WHERE target = %s", (TARGET,)
+    ).fetchone() == (1,)
     assert doc["rows_since_baseline"] == NEW - GONE and doc["baseline_rows"] == N
     line = [x for x in err.splitlines() if x.startswith("pgeval: watch: ")]
     assert len(line) == 1, err
@@ -215,8 +227,19 @@ def test_drift_crosses_the_bound_names_it_and_the_remedies_restore_recall(
 def test_max_drop_is_against_the_first_probe_of_the_build(kb, conn, database, pgeval):
     code, first, err = _probe(pgeval, *LOW, "--max-drop", "0.05")
     assert code == 0 and first["crossed"] == []
+    # a sweep of the user's on the same sample: its query set is the probe's
+    code, out, err = pgeval(
+        "sweep", "--sample-queries", "100", "--target", TARGET, "--stage", "hnsw",
+        "--param", "hnsw.ef_search=10", "--repeat", "1", "--set", "enable_seqscan=off",
+        "--name", "mine", "--format", "json",
+    )  # fmt: skip
+    assert code == 0 and json.loads(out)["testset"] == first["testset"], err
     _drift(database)
     code, doc, err = _probe(pgeval, *LOW, "--max-drop", "0.05", "--no-remedy")
+    # the user's sweep keeps the query set the probe no longer uses
+    assert conn.execute(
+        "SELECT count(*) FROM pgeval.testset WHERE name = %s", (first["testset"],)
+    ).fetchone() == (1,)
     assert doc["recall_drop"] == pytest.approx(first["recall"] - doc["recall"])
     assert (code == 2) == (doc["recall_drop"] > 0.05)
     assert code == 2, doc  # measured: about 0.2 lower after this drift

@@ -47,7 +47,7 @@ CREATE TABLE pgeval.probe (
     ground_truth  jsonb,                         -- {status: computed | reused, reason, ...}
     bounds        jsonb NOT NULL DEFAULT '{}',   -- {min_recall, max_drop, max_p95_ms} as given
     advice        jsonb,                         -- the remedy measured, when a bound was crossed
-    wall_ms       double precision,              -- the probe's whole cost
+    wall_ms       double precision,              -- the probe's cost (a remedy's comes after)
     sweep         text,                          -- the sweep holding its runs (until the next probe)
     config_hash   text
 );

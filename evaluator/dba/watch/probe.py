@@ -250,6 +250,8 @@ def _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warn
             wall_ms=wall_ms,
             sweep=res.name,
         )
+        # (after the row: an interrupted probe keeps them, and the next probe deletes them)
+        record.forget_old_queries(results, series=res.name, target=cfg.target, current=res.testset)
     out = ProbeResult(
         probe=probe,
         setting=name,

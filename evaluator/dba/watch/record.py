@@ -75,3 +75,49 @@ def set_advice(results, probe_id: int, advice: dict) -> None:
         )
     if not results.autocommit:
         results.commit()
+
+
+_FORGET = """
+WITH old AS (
+    SELECT t.testset_id, t.name, t.content_hash
+      FROM pgeval.testset t
+     WHERE t.source_format = 'queries' AND t.name <> %(current)s
+       AND t.name IN (SELECT p.testset FROM pgeval.probe p
+                       WHERE p.sweep = %(series)s AND p.testset IS NOT NULL)
+       AND NOT EXISTS (SELECT 1 FROM pgeval.experiment e
+                        WHERE e.testset_id = t.testset_id AND e.name <> ALL (%(ours)s))
+       AND NOT EXISTS (SELECT 1 FROM pgeval.sweep s
+                        WHERE s.testset_id = t.testset_id AND s.name <> ALL (%(ours)s))
+       AND NOT EXISTS (SELECT 1 FROM pgeval.run r
+                        WHERE r.testset_id = t.testset_id AND r.experiment_id IS NULL)
+), gt AS (
+    DELETE FROM pgeval.ground_truth g USING old
+     WHERE g.target = %(target)s AND g.spec ->> 'queries' = old.content_hash
+)
+DELETE FROM pgeval.testset t USING old WHERE t.testset_id = old.testset_id RETURNING t.name
+"""
+
+
+def forget_old_queries(results, *, series: str, target: str, current: str | None) -> list[str]:
+    """The query sets earlier probes of this series drew, and their ground truths, once the
+    sample moved on with the table (a sampled query set is stored per content: without this, an
+    hourly probe of a changing table would keep one per data change). A query set another
+    experiment, sweep or run uses is kept. Returns the names deleted."""
+    if current is None:
+        return []
+    with results.transaction():
+        names = [
+            r[0]
+            for r in results.execute(
+                _FORGET,
+                {
+                    "current": current,
+                    "series": series,
+                    "target": target,
+                    "ours": [series, f"{series}-remedy"],
+                },
+            ).fetchall()
+        ]
+    if not results.autocommit:
+        results.commit()
+    return names
