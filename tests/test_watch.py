@@ -15,13 +15,13 @@ import re
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests import clustered_kb
+from tests.helpers import wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE, TARGET, INDEX = "watch_kb", "watchkb", "watch_kb_hnsw"
@@ -345,18 +345,6 @@ def test_openmetrics_output_parses(kb, conn, pgeval):
     assert samples[("pgeval_probe_setting", base + ',setting="hnsw.ef_search"')] == 10
 
 
-def _wait_for(check, proc=None, timeout=60.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        value = check()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the probe ended first: {proc.communicate()}")
-        time.sleep(0.05)
-    raise AssertionError("timed out")
-
-
 @pytest.mark.slow
 def test_kill_9_while_the_row_is_written_leaves_no_row(kb, conn, database):
     """The probe's row is one statement in one transaction: its client killed while that
@@ -372,7 +360,7 @@ def test_kill_9_while_the_row_is_written_leaves_no_row(kb, conn, database):
             stderr=subprocess.PIPE,
             text=True,
         )
-        backend = _wait_for(
+        backend = wait_for(
             lambda: (
                 conn.execute(
                     "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND state = "
@@ -391,7 +379,7 @@ def test_kill_9_while_the_row_is_written_leaves_no_row(kb, conn, database):
         if proc is not None and proc.poll() is None:
             proc.kill()
     # the dead client's session ends (its INSERT ran, then its transaction was rolled back)
-    _wait_for(
+    wait_for(
         lambda: conn.execute(
             "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s", (backend,)
         ).fetchone()[0]
