@@ -4,10 +4,10 @@
 -- stable set of queries against exact search. pgeval.probe_history is what Grafana or any SQL
 -- client charts: one row per probe with what explains a change beside it.
 --
--- A *series* is the probes of one target, stage, k, settings and query source; within it, the
--- probes of one *index build* (the index's name, oid, relfilenode, method and options: a
--- REINDEX or a new CREATE INDEX starts a new build) are compared with the build's first probe,
--- its *baseline*. Bounds (each probe keeps those it was given):
+-- A *series* is the probes of one target (one group of it with --group-by), stage, k, settings
+-- and query source; within it, the probes of one *index build* (the index's name, oid,
+-- relfilenode, method and options: a REINDEX or a new CREATE INDEX starts a new build) are
+-- compared with the build's first probe, its *baseline*. Bounds (each probe keeps those it was given):
 --   min_recall  recall < min_recall
 --   max_drop    baseline_recall - recall > max_drop (the drop since the build's first probe)
 --   max_p95_ms  p95_ms > max_p95_ms
@@ -24,11 +24,11 @@ WITH w AS (
            first_value(p.table_rows) OVER b AS baseline_rows,
            first_value(p.table_stats) OVER b AS baseline_stats
       FROM pgeval.probe p
-    WINDOW b AS (PARTITION BY p.target, p.stage, p.k, p.settings, p.query_source, p.index_name,
-                              p.index_build
+    WINDOW b AS (PARTITION BY p.target, p.group_key, p.stage, p.k, p.settings, p.query_source,
+                              p.index_name, p.index_build
                  ORDER BY p.probe_id)
 )
-SELECT w.probe_id, w.probed_at, w.target, w.stage, w.k, w.settings, w.query_source, w.queries,
+SELECT w.probe_id, w.probed_at, w.target, w.group_key, w.stage, w.k, w.settings, w.query_source, w.queries,
        w.recall, w.p50_ms, w.p95_ms, w.p99_ms, w.rows_mean, w.table_rows,
        w.data_checksum AS data_version,
        w.index_name,
@@ -75,7 +75,8 @@ LANGUAGE sql STABLE AS $$
     s AS (
         SELECT h.probe_id, h.probed_at, p_bound = ANY (h.crossed) AS crossed
           FROM pgeval.probe_history h JOIN me
-            ON h.target = me.target AND h.stage = me.stage AND h.k = me.k
+            ON h.target = me.target AND h.group_key IS NOT DISTINCT FROM me.group_key
+           AND h.stage = me.stage AND h.k = me.k
            AND h.settings = me.settings AND h.query_source = me.query_source
          WHERE h.probe_id <= me.probe_id)
     SELECT min(s.probed_at)

@@ -4,7 +4,7 @@ Revision ID: 0009_probe
 Revises: 0008_list_storage
 Create Date: 2026-12-02
 
-A probe measures the production setting of a target's ANN stage on a small, stable set of queries
+A probe (one per group with ``--group-by``) measures the production setting of a target's ANN stage on a small, stable set of queries
 against the stored exact ground truth (evaluator/dba/watch.py). Its row is written in one
 transaction once everything is measured: an interrupted probe leaves none. The measured values
 (recall, percentiles, rows returned) are copied from pgeval.sweep_summary of the probe's one-point
@@ -27,6 +27,7 @@ CREATE TABLE pgeval.probe (
     probed_at     timestamptz NOT NULL DEFAULT now(),
     target        text NOT NULL,
     stage         text NOT NULL,
+    group_key     jsonb,                         -- {column: value} with --group-by, else NULL
     k             integer NOT NULL CHECK (k >= 1),
     settings      jsonb NOT NULL DEFAULT '{}',   -- the stage's settings as measured
     query_source  jsonb NOT NULL DEFAULT '{}',   -- how the queries are chosen (sample N seed S, sql)

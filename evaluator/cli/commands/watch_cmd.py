@@ -28,8 +28,9 @@ def _table(res) -> None:
         "sql": f"{q.get('count')} queries from --queries-sql",
         "file": f"{q.get('count')} queries from {q.get('file')}",
     }.get(str(q.get("source")), f"test set {res.testset}")
+    group = "".join(f" · {c}={v}" for c, v in (p.get("group_key") or {}).items())
     click.echo(
-        f"probe {p['probe_id']} · target {p['target']} · {p['stage']} · "
+        f"probe {p['probe_id']} · target {p['target']}{group} · {p['stage']} · "
         f"{res.setting}={res.value} · {queries} · {_when(p['probed_at'])}"
     )
     recall = "—" if p["recall"] is None else f"{p['recall']:.3f}"
@@ -65,24 +66,22 @@ def _table(res) -> None:
         click.echo(f"within bounds ({given})" if given else "no bounds given")
 
 
-def _json(res) -> str:
+def _json(res) -> dict:
     p = dict(res.probe)
-    return to_json(
-        {
-            **p,
-            "setting": {res.setting: res.value},
-            "status": "crossed" if res.crossed else "ok",
-            "alerts": res.alerts,
-            "changes": res.changes,
-            "advice_lines": res.advice,
-            "remedy": res.remedy,
-            "reindex": res.reindex,
-            "ground_truth": res.ground_truth,
-            "queries_source": res.queries,
-            "cost": {"wall_ms": res.wall_ms, "timed_ms": p.get("timed_ms")},
-            "warnings": res.warnings,
-        }
-    )
+    return {
+        **p,
+        "setting": {res.setting: res.value},
+        "status": "crossed" if res.crossed else "ok",
+        "alerts": res.alerts,
+        "changes": res.changes,
+        "advice_lines": res.advice,
+        "remedy": res.remedy,
+        "reindex": res.reindex,
+        "ground_truth": res.ground_truth,
+        "queries_source": res.queries,
+        "cost": {"wall_ms": res.wall_ms, "timed_ms": p.get("timed_ms")},
+        "warnings": res.warnings,
+    }
 
 
 @click.command()
@@ -147,6 +146,21 @@ def _json(res) -> str:
     default=None,
     help="Largest value of the work setting the remedy tries.  [default: 1000]",
 )
+@click.option(
+    "--group-by",
+    default=None,
+    metavar="COLUMN",
+    help="One probe per group of this column (a tenant), searched as the application scopes "
+    "it (WHERE COLUMN = value), --sample-queries N rows of each group, each its own series. "
+    "[default: the target's --group-by, else the whole table]",
+)
+@click.option(
+    "--max-groups",
+    type=click.IntRange(1, 10000),
+    default=10,
+    show_default=True,
+    help="With --group-by: at most this many groups, the largest half and the smallest half.",
+)
 @statement_timeout_option()
 @format_option(choices=("table", "json", "openmetrics"))
 @pass_db
@@ -167,6 +181,8 @@ def watch(
     index,
     no_remedy,
     remedy_max,
+    group_by,
+    max_groups,
     statement_timeout,
     fmt,
 ):
@@ -197,7 +213,7 @@ def watch(
       pgeval watch --target kb --stage diskann --queries-sql \\
           "SELECT id, embedding FROM query_log ORDER BY at DESC LIMIT 200" --format json
     """
-    from ...dba.watch import WatchConfig, run_probe
+    from ...dba.watch import WatchConfig, run_probes
     from ...stages import gucs
 
     if not any(v is not None for v in (testset, sample_queries, queries_sql, queries_file)):
@@ -218,22 +234,37 @@ def watch(
         statement_timeout=statement_timeout,
         remedy=not no_remedy,
         remedy_max=remedy_max,
+        group_by=group_by,
+        max_groups=max_groups,
     )
-    res = run_probe(database, cfg, on_warning=warn if fmt == "table" else None)
+    results = run_probes(database, cfg, on_warning=warn if fmt == "table" else None)
     if fmt == "json":
-        click.echo(_json(res))
+        docs = [_json(res) for res in results]
+        grouped = any(res.probe.get("group_key") for res in results)
+        click.echo(to_json({"probes": docs}) if grouped else to_json(docs[0]))
     elif fmt == "openmetrics":
         from ...dba.watch.exposition import text
 
-        click.echo(text(res), nl=False)
+        click.echo(text(results), nl=False)
     else:
-        _table(res)
-    if fmt != "table":
+        for i, res in enumerate(results):
+            if i:
+                click.echo("")
+            _table(res)
+    shown: set[str] = set()
+    for res in results if fmt != "table" else ():
         for w in res.warnings:
-            warn(w)
-    if res.crossed:
+            if w not in shown:
+                shown.add(w)
+                warn(w)
+    crossed = False
+    for res in results:
+        group = "".join(f"{c}={v}: " for c, v in (res.probe.get("group_key") or {}).items())
         for line in res.alerts:
+            crossed = True
             click.echo(
-                f"pgeval: watch: {line}" + (f"; {res.changes}" if res.changes else ""), err=True
+                f"pgeval: watch: {group}{line}" + (f"; {res.changes}" if res.changes else ""),
+                err=True,
             )
+    if crossed:
         click.get_current_context().exit(2)

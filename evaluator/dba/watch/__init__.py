@@ -3,6 +3,6 @@ the production setting, recorded in pgeval.probe), :mod:`.record` (the probe's r
 transaction, and its history read back from pgeval.probe_history), :mod:`.advice` (what crossed,
 since when, what changed, and the remedy measured on the same queries)."""
 
-from .probe import ProbeResult, WatchConfig, run_probe
+from .probe import ProbeResult, WatchConfig, run_probe, run_probes
 
-__all__ = ["ProbeResult", "WatchConfig", "run_probe"]
+__all__ = ["ProbeResult", "WatchConfig", "run_probe", "run_probes"]

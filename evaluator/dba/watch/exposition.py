@@ -1,14 +1,14 @@
-"""A probe as Prometheus / OpenMetrics gauges (``pgeval watch --format openmetrics``): every
-sample carries ``target``, ``stage`` and ``k``; latency is in seconds, as Prometheus names it."""
+"""Probes as Prometheus / OpenMetrics gauges (``pgeval watch --format openmetrics``): every
+sample carries ``target``, ``stage`` and ``k`` (and ``group``, the group's value, with
+``--group-by``); latency is in seconds, as Prometheus names it. Each family is declared once,
+whatever the number of probes (one per group)."""
 
 from __future__ import annotations
 
 from ...reporting.openmetrics import Family, render
 
 
-def families(result) -> list[Family]:
-    p = result.probe
-    labels = {"target": p["target"], "stage": p["stage"], "k": str(p["k"])}
+def families(results) -> list[Family]:
     fams = [
         Family(
             "pgeval_probe_recall",
@@ -38,6 +38,16 @@ def families(result) -> list[Family]:
         Family("pgeval_probe_setting", "The value of the work setting measured."),
     ]
     by = {f.name: f for f in fams}
+    for result in results:
+        _samples(by, result)
+    return fams
+
+
+def _samples(by: dict, result) -> None:
+    p = result.probe
+    labels = {"target": p["target"], "stage": p["stage"], "k": str(p["k"])}
+    for value in (p.get("group_key") or {}).values():
+        labels["group"] = str(value)
 
     def add(name: str, value, **extra) -> None:
         if value is not None:
@@ -72,8 +82,7 @@ def families(result) -> list[Family]:
         add("pgeval_probe_setting", float(result.value), setting=result.setting)
     except ValueError:  # a setting that is not a number
         pass
-    return fams
 
 
-def text(result) -> str:
-    return render(families(result))
+def text(results) -> str:
+    return render(families(results))

@@ -47,6 +47,9 @@ class WatchConfig:
     statement_timeout: str | None = "5min"
     remedy: bool = True  # measure a higher setting on the same queries when recall is crossed
     remedy_max: int | None = None  # the largest value tried (find's --find-max)
+    group_by: str | None = None  # one probe per group of this column (None: the target's)
+    max_groups: int = 10
+    group: tuple[str, str] | None = None  # (column, value): this probe's group
 
 
 @dataclass
@@ -154,9 +157,10 @@ def sweep_name(cfg: WatchConfig, settings: dict) -> str:
         if q is not None
         else {"testset": cfg.testset}
     )
-    key = sha256_hex(
-        {"k": cfg.k, "settings": settings, "queries": source, "index": cfg.index}, ascii=True
-    )[:10]
+    identity = {"k": cfg.k, "settings": settings, "queries": source, "index": cfg.index}
+    if cfg.group is not None:
+        identity["group"] = list(cfg.group)
+    key = sha256_hex(identity, ascii=True)[:10]
     return f"watch-{cfg.target}-{cfg.stage}-{key}"
 
 
@@ -204,6 +208,7 @@ def run_probe(database, cfg: WatchConfig, *, on_warning=None) -> ProbeResult:
         fresh=True,  # a new measurement every time: the previous probe's runs are replaced
         index=cfg.index,
         statement_timeout=cfg.statement_timeout,
+        group=cfg.group,
     )
     with database.connect(autocommit=True) as conn:
         lock = HeldLock(conn, (WATCH_LOCK, int(sha256_hex(series)[:8], 16) - 2**31))
@@ -239,6 +244,7 @@ def _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warn
             results,
             sweep_id=res.sweep_id,
             target=cfg.target,
+            group_key=None if cfg.group is None else {cfg.group[0]: cfg.group[1]},
             stage=cfg.stage,
             k=cfg.k,
             settings=measured,
@@ -274,3 +280,50 @@ def _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warn
         out.probe["advice"] = out.remedy
     out.advice = advice.advice_lines(probe, out.reindex, out.remedy)
     return out
+
+
+def run_probes(database, cfg: WatchConfig, *, on_warning=None) -> list[ProbeResult]:
+    """One probe, or one per group of ``--group-by`` (else the target's own group column): the
+    groups as `sweep --group-by` chooses them (all up to ``max_groups``, else the largest and
+    the smallest), ``--sample-queries N`` rows of each group (at most its chunks), each group
+    searched as the application scopes it (``WHERE column = value``), each its own series."""
+    from dataclasses import replace
+
+    from ...target import targets
+    from ..sweep import groups
+
+    column = groups.column_for(database, cfg.target, cfg.group_by)
+    if column is None:
+        return [run_probe(database, cfg, on_warning=on_warning)]
+    check(cfg)
+    q = cfg.queries
+    if q is None or q.kind != "sample":
+        raise InputError(
+            "--group-by draws its queries from each group: give --sample-queries N "
+            "(N queries per group)",
+            field="--group-by",
+        )
+    if cfg.max_groups < 1:
+        raise InputError(f"--max-groups must be >= 1, got {cfg.max_groups}", field="--max-groups")
+    with database.connect() as conn:
+        target = targets.load(conn, cfg.target)
+    with database.connect(results=False, read_only=True) as kb:
+        every, _nulls = groups.list_groups(kb, target, column)
+    picked, _chosen = groups.choose(every, cfg.max_groups)
+    measured = [g for g in picked if g.chunks >= 2]
+    if not measured:
+        raise InputError(
+            f"no group of {column} has two chunks or more to probe", field="--group-by"
+        )
+    return [
+        run_probe(
+            database,
+            replace(
+                cfg,
+                group=(column, g.value),
+                queries=replace(q, count=min(q.count or 1, g.chunks)),
+            ),
+            on_warning=on_warning,
+        )
+        for g in measured
+    ]

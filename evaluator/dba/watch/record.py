@@ -12,11 +12,11 @@ from __future__ import annotations
 import json
 
 _INSERT = """
-INSERT INTO pgeval.probe (target, stage, k, settings, query_source, queries, testset, recall,
+INSERT INTO pgeval.probe (target, group_key, stage, k, settings, query_source, queries, testset, recall,
                           p50_ms, p95_ms, p99_ms, rows_mean, timed_ms, table_rows, data_checksum,
                           index_name, index_build, index_state, table_stats, ground_truth, bounds,
                           wall_ms, sweep, config_hash)
-SELECT %(target)s, %(stage)s, %(k)s, %(settings)s, %(query_source)s, t.queries, %(testset)s,
+SELECT %(target)s, %(group_key)s, %(stage)s, %(k)s, %(settings)s, %(query_source)s, t.queries, %(testset)s,
        s.index_recall, s.p50_ms, s.p95_ms, s.p99_ms, s.rows_mean, t.total_ms,
        (r.fingerprint -> 'data' ->> 'rows')::bigint, r.fingerprint -> 'data' ->> 'checksum',
        r.params ->> 'index',
