@@ -229,13 +229,17 @@ def test_drift_crosses_the_bound_names_it_and_the_remedies_restore_recall(
 def test_max_drop_is_against_the_first_probe_of_the_build(kb, conn, database, pgeval):
     code, first, err = _probe(pgeval, *LOW, "--max-drop", "0.05")
     assert code == 0 and first["crossed"] == []
-    # a sweep of the user's on the same sample: its query set is the probe's
+    # a build sweep of the user's on the same sample (its query set is the probe's), of the
+    # index's own design: its build time is what a rebuild is expected to take
     code, out, err = pgeval(
         "sweep", "--sample-queries", "100", "--target", TARGET, "--stage", "hnsw",
-        "--param", "hnsw.ef_search=10", "--repeat", "1", "--set", "enable_seqscan=off",
-        "--name", "mine", "--format", "json",
+        "--build", "m=8", "--build", "ef_construction=32", "--param", "hnsw.ef_search=10",
+        "--repeat", "1", "--set", "enable_seqscan=off", "--name", "mine", "--format", "json",
     )  # fmt: skip
-    assert code == 0 and json.loads(out)["testset"] == first["testset"], err
+    assert code == 0, err
+    built = json.loads(out)
+    assert built["testset"] == first["testset"]
+    (point,) = built["points"]
     _drift(database)
     code, doc, err = _probe(pgeval, *LOW, "--max-drop", "0.05", "--no-remedy")
     # the user's sweep keeps the query set the probe no longer uses
@@ -246,6 +250,16 @@ def test_max_drop_is_against_the_first_probe_of_the_build(kb, conn, database, pg
     assert (code == 2) == (doc["recall_drop"] > 0.05)
     assert code == 2, doc  # measured: about 0.2 lower after this drift
     assert doc["crossed"] == ["max_drop"]
+    last = doc["last_build"]
+    assert last["sweep"] == "mine" and last["rows"] == N
+    assert last["build_ms"] == point["build_ms"] > 0
+    assert any(
+        a.startswith(
+            "the last build sweep built this design (m=8, ef_construction=32) on 2,000 rows in "
+        )
+        and a.endswith(f"the table has {N + NEW - GONE:,} rows now")
+        for a in doc["advice_lines"]
+    ), doc["advice_lines"]
     assert "the first probe of this index build" in err and "more than --max-drop 0.05" in err
 
 

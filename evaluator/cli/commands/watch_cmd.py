@@ -77,6 +77,7 @@ def _json(res) -> dict:
         "advice_lines": res.advice,
         "remedy": res.remedy,
         "reindex": res.reindex,
+        "last_build": res.rebuild,
         "ground_truth": res.ground_truth,
         "queries_source": res.queries,
         "cost": {"wall_ms": res.wall_ms, "timed_ms": p.get("timed_ms")},

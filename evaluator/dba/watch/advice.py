@@ -98,7 +98,9 @@ def drifted(probe: dict) -> bool:
     return recall < base - 1e-12 and changed
 
 
-def advice_lines(probe: dict, reindex: str | None, remedy: dict | None) -> list[str]:
+def advice_lines(
+    probe: dict, reindex: str | None, remedy: dict | None, rebuild: dict | None = None
+) -> list[str]:
     out = []
     if drifted(probe):
         out.append(
@@ -108,6 +110,9 @@ def advice_lines(probe: dict, reindex: str | None, remedy: dict | None) -> list[
         )
     if remedy:
         out.append(remedy["line"])
+    line = build_line(rebuild, probe) if reindex else None
+    if line:
+        out.append(line)
     return out
 
 
@@ -191,3 +196,56 @@ def remedy(database, cfg, sweep_cfg, result, goal: float, *, on_warning=None) ->
             + (f", a rebuild ({reindex})" if reindex else "")
         )
     return out
+
+
+_LAST_BUILD = """
+SELECT s.name, sp.build_ms, sp.measured_at, (r.fingerprint -> 'data' ->> 'rows')::bigint
+  FROM pgeval.sweep_point sp
+  JOIN pgeval.sweep s USING (sweep_id)
+  LEFT JOIN pgeval.run r ON r.run_id = sp.run_id
+ WHERE s.target = %(target)s AND s.stage = %(stage)s AND sp.build_ms IS NOT NULL
+   AND %(defaults)s::jsonb || sp.build = %(options)s::jsonb
+ ORDER BY sp.measured_at DESC
+ LIMIT 1
+"""
+
+
+def last_build(database, probe: dict) -> dict | None:
+    """The latest build sweep (`pgeval sweep --build`) of this target and stage that built the
+    index's design (its options, defaults filled in): its build time and the rows it built on;
+    None when no build sweep measured it."""
+    import json
+
+    from ...stages import registry
+
+    build = probe.get("index_build") or {}
+    if not build.get("options") or not build.get("method"):
+        return None
+    defaults = registry.build_defaults(str(build["method"]))
+    with database.connect() as results:
+        row = results.execute(
+            _LAST_BUILD,
+            {
+                "target": probe["target"],
+                "stage": probe["stage"],
+                "defaults": json.dumps({k: v for k, v in defaults.items() if v is not None}),
+                "options": json.dumps(build["options"]),
+            },
+        ).fetchone()
+        results.rollback()
+    if row is None:
+        return None
+    return {"sweep": row[0], "build_ms": row[1], "measured_at": row[2], "rows": row[3]}
+
+
+def build_line(found: dict | None, probe: dict) -> str | None:
+    if not found:
+        return None
+    options = ", ".join(f"{k}={v}" for k, v in (probe["index_build"].get("options") or {}).items())
+    rows = "" if found["rows"] is None else f" on {_n(found['rows'])} rows"
+    now = probe.get("table_rows")
+    return (
+        f"the last build sweep built this design ({options}){rows} in "
+        f"{found['build_ms'] / 1000:.2f} s (sweep {found['sweep']}, {when(found['measured_at'])})"
+        + (f"; the table has {_n(now)} rows now" if now is not None else "")
+    )

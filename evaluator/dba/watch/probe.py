@@ -64,6 +64,7 @@ class ProbeResult:
     warnings: list[str] = field(default_factory=list)
     remedy: dict | None = None  # advice.remedy's answer, when measured
     reindex: str | None = None  # the rebuild statement, when a bound was crossed or recall drifted
+    rebuild: dict | None = None  # the last build sweep of the index's design (its build time)
     alerts: list[str] = field(default_factory=list)  # one line per bound crossed
     changes: str | None = None  # the table's changes since the build's first probe
     advice: list[str] = field(default_factory=list)
@@ -272,13 +273,14 @@ def _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warn
     out.changes = advice.changes(probe)
     if out.crossed or advice.drifted(probe):
         out.reindex = advice.reindex_statement(database, probe)
+        out.rebuild = advice.last_build(database, probe)
     goal = advice.recall_goal(probe)
     if cfg.remedy and goal is not None:
         out.remedy = advice.remedy(database, cfg, sweep_cfg, out, goal, on_warning=warn)
         with database.connect() as results:
             record.set_advice(results, probe["probe_id"], out.remedy)
         out.probe["advice"] = out.remedy
-    out.advice = advice.advice_lines(probe, out.reindex, out.remedy)
+    out.advice = advice.advice_lines(probe, out.reindex, out.remedy, out.rebuild)
     return out
 
 
