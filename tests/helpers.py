@@ -86,3 +86,19 @@ def make_run(
                 (rid, qid, latency_ms[qid], len(items)),
             )
     return rid
+
+
+def wait_for(cond, proc=None, timeout=60.0, pause=0.05):
+    """``cond()``'s first true value, polled until ``timeout`` seconds; AssertionError when time
+    runs out, or when ``proc`` (a subprocess.Popen) ended first (with its output)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the process ended early: {proc.communicate()}")
+        time.sleep(pause)
+    raise AssertionError("timed out")

@@ -65,7 +65,7 @@ def fresh(database, conn, request):
     conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-HEAD = "0008_list_storage"
+HEAD = "0009_probe"
 
 
 def test_head_is_the_byte_order_revision():

@@ -171,3 +171,57 @@ class DbaMethods:
 
             reportmod.write(report, result.as_dict())
         return result
+
+    def watch(
+        self,
+        target: str,
+        stage: str,
+        testset: str | None = None,
+        *,
+        sample_queries: int | None = None,
+        seed: int | None = None,
+        queries_sql: str | None = None,
+        queries_file: str | Path | None = None,
+        settings: Any = None,
+        k: int = 10,
+        min_recall: float | None = None,
+        max_drop: float | None = None,
+        max_p95_ms: float | None = None,
+        index: str | None = None,
+        statement_timeout: str | None = DEFAULT_STATEMENT_TIMEOUT,
+        remedy: bool = True,
+        remedy_max: int | None = None,
+        group_by: str | None = None,
+        max_groups: int = 10,
+        on_warning: Any = None,
+    ) -> list:
+        """One probe of ``target``'s ``stage`` at its production setting (`pgeval watch`):
+        recall@``k`` against exact search on a stable sample (``sample_queries``, 100 when no
+        query source is given), p50/p95, rows, the index's build identity, stored in
+        pgeval.probe; the bounds crossed named. One ProbeResult per group with ``group_by``
+        (``crossed``, ``alerts``, ``advice``, ``remedy``, ``probe``: its probe_history row)."""
+        from ..dba.watch import WatchConfig, run_probes
+        from ..dba.watch.probe import DEFAULT_SAMPLE
+        from ..stages import gucs
+        from ._keywords import query_source
+
+        if not any(v is not None for v in (testset, sample_queries, queries_sql, queries_file)):
+            sample_queries = DEFAULT_SAMPLE
+        cfg = WatchConfig(
+            target=target,
+            stage=stage,
+            queries=query_source(testset, sample_queries, seed, queries_sql, queries_file),
+            testset=testset,
+            settings=gucs.parse(gucs.settings_items(settings)),
+            k=k,
+            min_recall=min_recall,
+            max_drop=max_drop,
+            max_p95_ms=max_p95_ms,
+            index=index,
+            statement_timeout=statement_timeout,
+            remedy=remedy,
+            remedy_max=remedy_max,
+            group_by=group_by,
+            max_groups=max_groups,
+        )
+        return run_probes(self.database, cfg, on_warning=on_warning)

@@ -9,6 +9,8 @@ from ..dba.fingerprint import short_hash
 from ..dba.sweep.configure import SWEEP_DEFAULTS
 from ..dba.sweep.text import find_line, plot_title, recommendation_line, server_label
 from ..dba.warmup_target import WARMUP_DEFAULTS
+from ..dba.watch.advice import when as probe_time
+from ..dba.watch.exposition import text as openmetrics_text
 from ..measure.measures import parse as parse_measure
 from ..measure.measures import ranked as ranked_measures
 from ..measure.measures import stage_measures
@@ -32,6 +34,8 @@ __all__ = [
     "find_line",
     "measures_for",
     "plot_title",
+    "probe_time",
+    "openmetrics_text",
     "parse_measure",
     "ranked_measures",
     "recommendation_line",

@@ -37,6 +37,7 @@ COMMANDS = {
     "target": "evaluator.cli.commands.target_cmd:target",
     "testset": "evaluator.cli.commands.testset_cmd:testset",
     "warmup": "evaluator.cli.commands.warmup_cmd:warmup",
+    "watch": "evaluator.cli.commands.watch_cmd:watch",
 }
 
 

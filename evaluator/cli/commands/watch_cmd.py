@@ -1,0 +1,263 @@
+"""`pgeval watch`: one probe of a target's ANN stage at its production setting, for cron."""
+
+from __future__ import annotations
+
+import click
+
+from ...api.vocabulary import ann_kinds, openmetrics_text, probe_time
+from ..output import format_option, to_json, warn
+from .common import pass_api, statement_timeout_option
+from .query_options import SAMPLED_BIAS, query_source_options
+
+
+def _when(value) -> str:
+    return probe_time(value)
+
+
+def _ms(value) -> str:
+    return "—" if value is None else f"{value:.2f} ms"
+
+
+def _table(res) -> None:
+    p = res.probe
+    q = res.queries or {}
+    queries = {
+        "sample": f"{q.get('count')} sampled rows (seed {q.get('seed')})",
+        "sql": f"{q.get('count')} queries from --queries-sql",
+        "file": f"{q.get('count')} queries from {q.get('file')}",
+    }.get(str(q.get("source")), f"test set {res.testset}")
+    group = "".join(f" · {c}={v}" for c, v in (p.get("group_key") or {}).items())
+    click.echo(
+        f"probe {p['probe_id']} · target {p['target']}{group} · {p['stage']} · "
+        f"{res.setting}={res.value} · {queries} · {_when(p['probed_at'])}"
+    )
+    recall = "—" if p["recall"] is None else f"{p['recall']:.3f}"
+    rows = "—" if p["rows_mean"] is None else f"{p['rows_mean']:g}"
+    click.echo(
+        f"recall@{p['k']} {recall} against exact search · p50 {_ms(p['p50_ms'])} · "
+        f"p95 {_ms(p['p95_ms'])} · rows returned {rows} · table {p['table_rows'] or 0:,} rows · "
+        f"data version {str(p['data_version'] or '')[:12]}"
+    )
+    options = ", ".join(
+        f"{k}={v}" for k, v in ((p["index_build"] or {}).get("options") or {}).items()
+    )
+    click.echo(f"index {p['index_build_label']}" + (f" {options}" if options else ""))
+    gt = res.ground_truth or {}
+    if gt.get("status") == "computed":
+        why = f" ({gt.get('reason') or 'nothing stored for these queries on this data'})"
+        click.echo(f"exact ground truth: computed in {gt['compute_ms'] / 1000:.2f} s{why}")
+    elif gt:
+        click.echo(f"exact ground truth: reused (computed {gt.get('computed_at')})")
+    timed = p.get("timed_ms")
+    click.echo(
+        f"cost: {res.wall_ms / 1000:.2f} s wall"
+        + ("" if timed is None else f", {timed:.1f} ms in the {p['queries']} timed statements")
+    )
+    if res.changes:
+        click.echo(f"changes: {res.changes}")
+    if q.get("source") == "sample":
+        click.echo(SAMPLED_BIAS)
+    for line in res.advice:
+        click.echo(f"advice: {line}")
+    if not res.crossed:
+        given = ", ".join(f"{k} {v:g}" for k, v in (p["bounds"] or {}).items())
+        click.echo(f"within bounds ({given})" if given else "no bounds given")
+
+
+def _json(res) -> dict:
+    p = dict(res.probe)
+    return {
+        **p,
+        "setting": {res.setting: res.value},
+        "status": "crossed" if res.crossed else "ok",
+        "alerts": res.alerts,
+        "changes": res.changes,
+        "advice_lines": res.advice,
+        "remedy": res.remedy,
+        "reindex": res.reindex,
+        "last_build": res.rebuild,
+        "ground_truth": res.ground_truth,
+        "queries_source": res.queries,
+        "cost": {"wall_ms": res.wall_ms, "timed_ms": p.get("timed_ms")},
+        "warnings": res.warnings,
+    }
+
+
+@click.command()
+@query_source_options
+@click.option("--target", "target_name", required=True, metavar="NAME", help="Target to probe.")
+@click.option(
+    "--stage",
+    required=True,
+    type=click.Choice(list(ann_kinds())),
+    help="ANN stage to probe (measured against exact search).",
+)
+@click.option(
+    "--set",
+    "settings",
+    multiple=True,
+    metavar="[STAGE:]GUC=VALUE",
+    help="The production setting (SET LOCAL), e.g. hnsw.ef_search=100. "
+    "[default: the target's stored settings, else the server's]",
+)
+@click.option(
+    "--k",
+    type=click.IntRange(1, 10000),
+    default=10,
+    show_default=True,
+    help="Cut-off of recall against exact search (the application's LIMIT).",
+)
+@click.option(
+    "--min-recall",
+    type=float,
+    default=None,
+    metavar="R",
+    help="Bound: recall@K must be at least R.",
+)
+@click.option(
+    "--max-drop",
+    type=float,
+    default=None,
+    metavar="D",
+    help="Bound: recall@K may fall at most D below the first probe of the same index build.",
+)
+@click.option(
+    "--max-p95-ms",
+    type=float,
+    default=None,
+    metavar="X",
+    help="Bound: p95 latency at most X ms.",
+)
+@click.option(
+    "--index",
+    default=None,
+    metavar="NAME",
+    help="The ANN index to probe when the column has several.",
+)
+@click.option(
+    "--no-remedy",
+    is_flag=True,
+    help="When a recall bound is crossed, do not measure the setting that restores it.",
+)
+@click.option(
+    "--remedy-max",
+    type=click.IntRange(1, 1_000_000),
+    default=None,
+    help="Largest value of the work setting the remedy tries.  [default: 1000]",
+)
+@click.option(
+    "--group-by",
+    default=None,
+    metavar="COLUMN",
+    help="One probe per group of this column (a tenant), searched as the application scopes "
+    "it (WHERE COLUMN = value), --sample-queries N rows of each group, each its own series. "
+    "[default: the target's --group-by, else the whole table]",
+)
+@click.option(
+    "--max-groups",
+    type=click.IntRange(1, 10000),
+    default=10,
+    show_default=True,
+    help="With --group-by: at most this many groups, the largest half and the smallest half.",
+)
+@statement_timeout_option()
+@format_option(choices=("table", "json", "openmetrics"))
+@pass_api
+def watch(
+    pg,
+    testset,
+    sample_queries,
+    seed,
+    queries_sql,
+    queries_file,
+    target_name,
+    stage,
+    settings,
+    k,
+    min_recall,
+    max_drop,
+    max_p95_ms,
+    index,
+    no_remedy,
+    remedy_max,
+    group_by,
+    max_groups,
+    statement_timeout,
+    fmt,
+):
+    """Probe the index at its production setting and record it in pgeval.probe: for cron, CI
+    or a Kubernetes CronJob (docs/watch.md).
+
+    \b
+    One probe: the stage at its production setting (--set, else the target's stored settings,
+    else the server's value of the stage's work setting) on a small, stable set of queries
+    (default --sample-queries 100: rows of the target in a fixed hash order, so the sample
+    follows the table as rows come and go), measured against the stored exact ground truth
+    (reused while the data is unchanged, computed again when it changed; the output says
+    which). Recorded: recall@K, p50/p95, rows returned, the table's size and data version, and
+    the index's build identity (oid and relfilenode change with a REINDEX); chart them from
+    the view pgeval.probe_history.
+
+    \b
+    Exit codes: 0 within bounds, 2 a bound was crossed (each named on stderr, with since when
+    and what changed since the first probe of the same index build), 1 an error. When a recall
+    bound is crossed, the smallest setting that restores it is measured on the same queries,
+    and REINDEX INDEX CONCURRENTLY is given for an index whose recall drifted with its data.
+
+    \b
+    Examples:
+      pgeval watch --target kb --stage hnsw --min-recall 0.95
+      pgeval watch --target kb --stage hnsw --set hnsw.ef_search=100 --max-drop 0.02 \\
+          --max-p95-ms 20 --format openmetrics > /var/lib/node_exporter/pgeval.prom
+      pgeval watch --target kb --stage diskann --queries-sql \\
+          "SELECT id, embedding FROM query_log ORDER BY at DESC LIMIT 200" --format json
+    """
+    results = pg.watch(
+        target_name,
+        stage,
+        testset,
+        sample_queries=sample_queries,
+        seed=seed,
+        queries_sql=queries_sql,
+        queries_file=queries_file,
+        settings=list(settings),
+        k=k,
+        min_recall=min_recall,
+        max_drop=max_drop,
+        max_p95_ms=max_p95_ms,
+        index=index,
+        statement_timeout=statement_timeout,
+        remedy=not no_remedy,
+        remedy_max=remedy_max,
+        group_by=group_by,
+        max_groups=max_groups,
+        on_warning=warn if fmt == "table" else None,
+    )
+    if fmt == "json":
+        docs = [_json(res) for res in results]
+        grouped = any(res.probe.get("group_key") for res in results)
+        click.echo(to_json({"probes": docs}) if grouped else to_json(docs[0]))
+    elif fmt == "openmetrics":
+        click.echo(openmetrics_text(results), nl=False)
+    else:
+        for i, res in enumerate(results):
+            if i:
+                click.echo("")
+            _table(res)
+    shown: set[str] = set()
+    for res in results if fmt != "table" else ():
+        for w in res.warnings:
+            if w not in shown:
+                shown.add(w)
+                warn(w)
+    crossed = False
+    for res in results:
+        group = "".join(f"{c}={v}: " for c, v in (res.probe.get("group_key") or {}).items())
+        for line in res.alerts:
+            crossed = True
+            click.echo(
+                f"pgeval: watch: {group}{line}" + (f"; {res.changes}" if res.changes else ""),
+                err=True,
+            )
+    if crossed:
+        click.get_current_context().exit(2)

@@ -1,0 +1,88 @@
+"""Probes as Prometheus / OpenMetrics gauges (``pgeval watch --format openmetrics``): every
+sample carries ``target``, ``stage`` and ``k`` (and ``group``, the group's value, with
+``--group-by``); latency is in seconds, as Prometheus names it. Each family is declared once,
+whatever the number of probes (one per group)."""
+
+from __future__ import annotations
+
+from ...reporting.openmetrics import Family, render
+
+
+def families(results) -> list[Family]:
+    fams = [
+        Family(
+            "pgeval_probe_recall",
+            "Recall@k of the stage against exact search on the probe's queries.",
+        ),
+        Family(
+            "pgeval_probe_latency_seconds",
+            "Latency of the timed statement (client round trip), nearest-rank quantile.",
+        ),
+        Family("pgeval_probe_rows_returned", "Rows returned per query, mean."),
+        Family("pgeval_probe_queries", "Queries the probe measured."),
+        Family("pgeval_probe_table_rows", "Rows of the target (after its filters)."),
+        Family(
+            "pgeval_probe_bound_crossed",
+            "1 when the probe crossed the bound (min_recall, max_drop, max_p95_ms), else 0.",
+        ),
+        Family(
+            "pgeval_probe_ground_truth_reused",
+            "1 when the stored exact ground truth was reused, 0 when it was computed.",
+        ),
+        Family("pgeval_probe_duration_seconds", "Wall time of the whole probe."),
+        Family("pgeval_probe_timestamp_seconds", "When the probe ran (Unix time)."),
+        Family(
+            "pgeval_probe_index_info",
+            "The index measured and its build identity (oid, relfilenode); always 1.",
+        ),
+        Family("pgeval_probe_setting", "The value of the work setting measured."),
+    ]
+    by = {f.name: f for f in fams}
+    for result in results:
+        _samples(by, result)
+    return fams
+
+
+def _samples(by: dict, result) -> None:
+    p = result.probe
+    labels = {"target": p["target"], "stage": p["stage"], "k": str(p["k"])}
+    for value in (p.get("group_key") or {}).values():
+        labels["group"] = str(value)
+
+    def add(name: str, value, **extra) -> None:
+        if value is not None:
+            by[name].samples.append(({**labels, **extra}, float(value)))
+
+    add("pgeval_probe_recall", p.get("recall"))
+    for q, key in (("0.5", "p50_ms"), ("0.95", "p95_ms"), ("0.99", "p99_ms")):
+        ms = p.get(key)
+        add("pgeval_probe_latency_seconds", None if ms is None else ms / 1000.0, quantile=q)
+    add("pgeval_probe_rows_returned", p.get("rows_mean"))
+    add("pgeval_probe_queries", p.get("queries"))
+    add("pgeval_probe_table_rows", p.get("table_rows"))
+    crossed = set(p.get("crossed") or [])
+    for bound in p.get("bounds") or {}:
+        add("pgeval_probe_bound_crossed", 1 if bound in crossed else 0, bound=bound)
+    gt = (result.ground_truth or {}).get("status")
+    if gt is not None:
+        add("pgeval_probe_ground_truth_reused", 1 if gt == "reused" else 0)
+    add("pgeval_probe_duration_seconds", result.wall_ms / 1000.0)
+    if p.get("probed_at") is not None:
+        add("pgeval_probe_timestamp_seconds", p["probed_at"].timestamp())
+    build = p.get("index_build") or {}
+    if p.get("index_name"):
+        add(
+            "pgeval_probe_index_info",
+            1,
+            index=p["index_name"],
+            oid=build.get("oid"),
+            filenode=build.get("filenode"),
+        )
+    try:
+        add("pgeval_probe_setting", float(result.value), setting=result.setting)
+    except ValueError:  # a setting that is not a number
+        pass
+
+
+def text(results) -> str:
+    return render(families(results))

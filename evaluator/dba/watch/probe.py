@@ -1,0 +1,337 @@
+"""One probe (`pgeval watch`): the target's ANN stage at its production setting, measured against
+exact search on a small, stable set of queries, recorded as one row of pgeval.probe.
+
+A probe is a one-point sweep (:func:`evaluator.dba.sweep.run_sweep`, one repetition, the work
+setting at its production value): the same stage runner, plan check, timing and SQL measures as
+every sweep point, and the stored exact ground truth, reused while the data is unchanged and
+computed again (saying why) when it changed. The sweep is kept under one name per series
+(``watch-<target>-<stage>-<hash>``) and replaced by the next probe; the history is pgeval.probe.
+
+The production setting: ``--set`` (``hnsw.ef_search=100``), else the target's stored settings,
+else the server's current value of the stage's first work setting (registry ``work_settings``).
+Sampled queries (``--sample-queries N``, default 100) are drawn in the order of
+``hashtextextended(chunk id, seed)``: the same rows while they exist, so the sample follows the
+table as rows are added and removed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ...core.canonical import sha256_hex
+from ...core.errors import Conflict, InputError, param
+from ...core.held_lock import HeldLock
+from ...stages import gucs, registry
+
+if TYPE_CHECKING:
+    from ...testset.query_source import QuerySource
+
+DEFAULT_SAMPLE = 100
+WATCH_LOCK = 1885824376  # advisory lock class of a probe series (next to install's INIT_LOCK)
+
+
+@dataclass
+class WatchConfig:
+    target: str
+    stage: str
+    queries: QuerySource | None = None  # None with testset
+    testset: str | None = None
+    settings: dict = field(default_factory=dict)  # --set
+    k: int = 10
+    min_recall: float | None = None
+    max_drop: float | None = None
+    max_p95_ms: float | None = None
+    index: str | None = None
+    statement_timeout: str | None = "5min"
+    remedy: bool = True  # measure a higher setting on the same queries when recall is crossed
+    remedy_max: int | None = None  # the largest value tried (find's --find-max)
+    group_by: str | None = None  # one probe per group of this column (None: the target's)
+    max_groups: int = 10
+    group: tuple[str, str] | None = None  # (column, value): this probe's group
+
+
+@dataclass
+class ProbeResult:
+    probe: dict  # the probe's row of pgeval.probe_history (plus "since": bound -> time)
+    setting: str  # the work setting measured (hnsw.ef_search)
+    value: str  # its production value
+    ground_truth: dict | None
+    queries: dict | None  # the query source (no judgements), else None
+    testset: str | None
+    wall_ms: float
+    warnings: list[str] = field(default_factory=list)
+    remedy: dict | None = None  # advice.remedy's answer, when measured
+    reindex: str | None = None  # the rebuild statement, when a bound was crossed or recall drifted
+    rebuild: dict | None = None  # the last build sweep of the index's design (its build time)
+    alerts: list[str] = field(default_factory=list)  # one line per bound crossed
+    changes: str | None = None  # the table's changes since the build's first probe
+    advice: list[str] = field(default_factory=list)
+
+    @property
+    def crossed(self) -> list[str]:
+        return list(self.probe.get("crossed") or [])
+
+
+def check(cfg: WatchConfig) -> None:
+    if cfg.stage not in registry.ann_kinds():
+        raise InputError(
+            f"a probe measures an ANN stage against exact search: {param('stage')} must be one of "
+            f"{', '.join(registry.ann_kinds())}, not '{cfg.stage}'",
+            field=param("stage"),
+        )
+    if cfg.min_recall is not None and not 0 <= cfg.min_recall <= 1:
+        raise InputError(
+            f"{param('min_recall')} must be in [0, 1], got {cfg.min_recall}",
+            field=param("min_recall"),
+        )
+    if cfg.max_drop is not None and not 0 <= cfg.max_drop <= 1:
+        raise InputError(
+            f"{param('max_drop')} must be in [0, 1], got {cfg.max_drop}", field=param("max_drop")
+        )
+    if cfg.max_p95_ms is not None and not cfg.max_p95_ms > 0:
+        raise InputError(
+            f"{param('max_p95_ms')} must be above 0, got {cfg.max_p95_ms}",
+            field=param("max_p95_ms"),
+        )
+
+
+def bounds(cfg: WatchConfig) -> dict:
+    given = {"min_recall": cfg.min_recall, "max_drop": cfg.max_drop, "max_p95_ms": cfg.max_p95_ms}
+    return {name: v for name, v in given.items() if v is not None}
+
+
+def production_setting(kb, target, cfg: WatchConfig) -> tuple[str, str, dict]:
+    """(work setting, its production value, the other settings for every point)."""
+    from ..fingerprint import load_extension_libraries
+
+    described = registry.kind(cfg.stage)
+    work = described.work_settings if described is not None else ()
+    if not work:
+        raise InputError(f"stage {cfg.stage} has no work setting to probe", field=param("stage"))
+    merged = gucs.scope({**target.settings, **cfg.settings}, cfg.stage)
+    # the first work setting given (--set, the target's); else the first the server has (a
+    # setting of pgeval's own, hnsw-bq's bq.candidates, then keeps the stage's default)
+    name = next((n for n in work if n in merged), None)
+    value = None if name is None else merged[name]
+    if name is None:
+        load_extension_libraries(kb)
+        server = [n for n in work if n not in gucs.OWN]
+        current = gucs.current(kb, server) if server else {}
+        kb.rollback()
+        name = next(
+            (n for n in server if current.get(n) is not None), server[0] if server else None
+        )
+        value = None if name is None else current.get(name)
+    if name is None or value is None:
+        raise InputError(
+            f"the server has no setting {' or '.join(work)} (is the {cfg.stage} stage's "
+            "extension installed?)",
+            field=param("stage"),
+        )
+    rest = {k: v for k, v in cfg.settings.items() if k.rpartition(":")[2] != name}
+    return name, str(value), rest
+
+
+def table_stats(kb, target) -> dict:
+    """The server's row counters of the target's table (pg_stat_all_tables), for the changes
+    since a build's first probe; empty when the statistics are not readable."""
+    from ..fingerprint import resolve_table
+
+    oid = resolve_table(kb, target)
+    row = kb.execute(
+        "SELECT n_tup_ins, n_tup_upd, n_tup_del, n_live_tup, n_dead_tup, "
+        "last_vacuum::text, last_autovacuum::text FROM pg_stat_all_tables WHERE relid = %s",
+        (oid,),
+    ).fetchone()
+    kb.rollback()
+    if row is None:
+        return {}
+    keys = ("n_tup_ins", "n_tup_upd", "n_tup_del", "n_live_tup", "n_dead_tup")
+    out: dict = {k: int(v) for k, v in zip(keys, row[:5]) if v is not None}
+    out["last_vacuum"] = max((v for v in row[5:] if v), default=None)
+    return out
+
+
+def sweep_name(cfg: WatchConfig, settings: dict) -> str:
+    """One sweep name per series: the next probe of the series replaces it."""
+    q = cfg.queries
+    source = (
+        {"kind": q.kind, "count": q.count, "seed": q.seed, "sql": q.statement, "file": q.path}
+        if q is not None
+        else {"testset": cfg.testset}
+    )
+    identity = {"k": cfg.k, "settings": settings, "queries": source, "index": cfg.index}
+    if cfg.group is not None:
+        identity["group"] = list(cfg.group)
+    key = sha256_hex(identity, ascii=True)[:10]
+    return f"watch-{cfg.target}-{cfg.stage}-{key}"
+
+
+def query_source(cfg: WatchConfig) -> dict:
+    q = cfg.queries
+    if q is None:
+        return {"testset": cfg.testset}
+    out: dict[str, object] = {"kind": q.kind}
+    if q.kind == "sample":
+        out.update(count=q.count, seed=q.seed)
+    elif q.kind == "sql":
+        out["sql"] = q.statement
+    else:
+        out["file"] = q.path
+    return out
+
+
+def run_probe(database, cfg: WatchConfig, *, on_warning=None) -> ProbeResult:
+    """Measure, record (pgeval.probe) and, when a recall bound is crossed, measure the remedy;
+    one probe of a series at a time (an advisory lock: the next probe replaces its runs)."""
+    from ...target import targets
+    from ..sweep import SweepConfig
+
+    check(cfg)
+    t0 = time.perf_counter()
+    with database.connect() as results, database.connect(results=False, read_only=True) as kb:
+        target = targets.load(results, cfg.target)
+        results.rollback()
+        name, value, rest = production_setting(kb, target, cfg)
+        stats = table_stats(kb, target)
+    measured = {**gucs.scope({**target.settings, **rest}, cfg.stage), name: value}
+    series = sweep_name(cfg, measured)
+    sweep_cfg = SweepConfig(
+        testset=cfg.testset,  # type: ignore[arg-type]  # (set from the query source)
+        queries=cfg.queries,
+        target=cfg.target,
+        stage=cfg.stage,
+        params=(f"{name}={value}",),
+        settings=rest,
+        k=cfg.k,
+        depth=cfg.k,  # the application's LIMIT k: a probe fetches no more
+        repeat=1,
+        target_recall=cfg.min_recall if cfg.min_recall else 0.95,
+        name=series,
+        fresh=True,  # a new measurement every time: the previous probe's runs are replaced
+        index=cfg.index,
+        statement_timeout=cfg.statement_timeout,
+        group=cfg.group,
+    )
+    with database.connect(autocommit=True) as conn:
+        lock = HeldLock(conn, (WATCH_LOCK, int(sha256_hex(series)[:8], 16) - 2**31))
+        if not lock.acquire(wait=False):
+            raise Conflict(
+                f"another probe of this series is running (sweep '{series}'): probes of one "
+                "series do not overlap (cron: a longer interval; a CronJob: concurrencyPolicy "
+                "Forbid)"
+            )
+        try:
+            return _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warning)
+        finally:
+            lock.release()
+
+
+def _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warning) -> ProbeResult:
+    """The probe's sweep, its row, and the advice (under the series' lock)."""
+    from ..sweep import run_sweep
+    from . import advice, record
+
+    warnings: list[str] = []
+
+    def warn(message: str) -> None:
+        if message not in warnings:
+            warnings.append(message)
+            if on_warning:
+                on_warning(message)
+
+    res = run_sweep(database, sweep_cfg, on_warning=warn)
+    wall_ms = (time.perf_counter() - t0) * 1000.0
+    with database.connect() as results:
+        probe = record.insert(
+            results,
+            sweep_id=res.sweep_id,
+            target=cfg.target,
+            group_key=None if cfg.group is None else {cfg.group[0]: cfg.group[1]},
+            stage=cfg.stage,
+            k=cfg.k,
+            settings=measured,
+            query_source=query_source(cfg),
+            testset=res.testset,
+            table_stats=stats,
+            ground_truth=res.ground_truth,
+            bounds=bounds(cfg),
+            wall_ms=wall_ms,
+            sweep=res.name,
+        )
+        # (after the row: an interrupted probe keeps them, and the next probe deletes them)
+        record.forget_old_queries(results, series=res.name, target=cfg.target, current=res.testset)
+    out = ProbeResult(
+        probe=probe,
+        setting=name,
+        value=value,
+        ground_truth=res.ground_truth,
+        queries=res.queries,
+        testset=res.testset,
+        wall_ms=wall_ms,
+        warnings=warnings,
+    )
+    out.alerts = advice.crossed_lines(probe)
+    out.changes = advice.changes(probe)
+    if out.crossed or advice.drifted(probe):
+        out.reindex = advice.reindex_statement(database, probe)
+        out.rebuild = advice.last_build(database, probe)
+    goal = advice.recall_goal(probe)
+    if cfg.remedy and goal is not None:
+        out.remedy = advice.remedy(database, cfg, sweep_cfg, out, goal, on_warning=warn)
+        with database.connect() as results:
+            record.set_advice(results, probe["probe_id"], out.remedy)
+        out.probe["advice"] = out.remedy
+    out.advice = advice.advice_lines(probe, out.reindex, out.remedy, out.rebuild)
+    return out
+
+
+def run_probes(database, cfg: WatchConfig, *, on_warning=None) -> list[ProbeResult]:
+    """One probe, or one per group of ``--group-by`` (else the target's own group column): the
+    groups as `sweep --group-by` chooses them (all up to ``max_groups``, else the largest and
+    the smallest), ``--sample-queries N`` rows of each group (at most its chunks), each group
+    searched as the application scopes it (``WHERE column = value``), each its own series."""
+    from dataclasses import replace
+
+    from ...target import targets
+    from ..sweep import groups
+
+    column = groups.column_for(database, cfg.target, cfg.group_by)
+    if column is None:
+        return [run_probe(database, cfg, on_warning=on_warning)]
+    check(cfg)
+    q = cfg.queries
+    if q is None or q.kind != "sample":
+        raise InputError(
+            f"{param('group_by')} draws its queries from each group: give "
+            f"{param('sample_queries')} N (N queries per group)",
+            field=param("group_by"),
+        )
+    if cfg.max_groups < 1:
+        raise InputError(
+            f"{param('max_groups')} must be >= 1, got {cfg.max_groups}", field=param("max_groups")
+        )
+    with database.connect() as conn:
+        target = targets.load(conn, cfg.target)
+    with database.connect(results=False, read_only=True) as kb:
+        every, _nulls = groups.list_groups(kb, target, column)
+    picked, _chosen = groups.choose(every, cfg.max_groups)
+    measured = [g for g in picked if g.chunks >= 2]
+    if not measured:
+        raise InputError(
+            f"no group of {column} has two chunks or more to probe", field=param("group_by")
+        )
+    return [
+        run_probe(
+            database,
+            replace(
+                cfg,
+                group=(column, g.value),
+                queries=replace(q, count=min(q.count or 1, g.chunks)),
+            ),
+            on_warning=on_warning,
+        )
+        for g in measured
+    ]

@@ -1,0 +1,123 @@
+"""A probe's row in pgeval.probe (migration 0009_probe) and its reading from pgeval.probe_history
+(sql/210_probe.sql).
+
+The row is written by one statement in one transaction once the probe is measured: its values
+are copied on the server from pgeval.sweep_summary of the probe's one-point sweep, the index's
+build identity and the data version from the point's run fingerprint; nothing is recomputed here.
+An interrupted probe (Ctrl-C, kill -9) has written no row.
+"""
+
+from __future__ import annotations
+
+import json
+
+_INSERT = """
+INSERT INTO pgeval.probe (target, group_key, stage, k, settings, query_source, queries, testset, recall,
+                          p50_ms, p95_ms, p99_ms, rows_mean, timed_ms, table_rows, data_checksum,
+                          index_name, index_build, index_state, table_stats, ground_truth, bounds,
+                          wall_ms, sweep, config_hash)
+SELECT %(target)s, %(group_key)s, %(stage)s, %(k)s, %(settings)s, %(query_source)s, t.queries, %(testset)s,
+       s.index_recall, s.p50_ms, s.p95_ms, s.p99_ms, s.rows_mean, t.total_ms,
+       (r.fingerprint -> 'data' ->> 'rows')::bigint, r.fingerprint -> 'data' ->> 'checksum',
+       r.params ->> 'index',
+       jsonb_build_object('oid', ix -> 'build' -> 'oid', 'filenode', ix -> 'build' -> 'filenode',
+                          'method', ix -> 'method', 'options', ix -> 'options'),
+       ix -> 'state', %(table_stats)s, %(ground_truth)s, %(bounds)s,
+       %(wall_ms)s, %(sweep)s, s.config_hash
+  FROM pgeval.sweep_summary(%(sweep_id)s) s
+  JOIN pgeval.sweep_point sp ON sp.sweep_id = %(sweep_id)s AND sp.point = s.point
+                            AND sp.repetition = 1
+  JOIN pgeval.run r ON r.run_id = sp.run_id
+  CROSS JOIN LATERAL (SELECT r.fingerprint -> 'indexes' -> (r.params ->> 'index') AS ix) i
+  CROSS JOIN LATERAL pgeval.run_throughput(r.run_id) t
+ WHERE s.point = 1
+RETURNING probe_id
+"""
+
+
+def insert(results, *, sweep_id: int, **values) -> dict:
+    """Write the probe's row and read it back from pgeval.probe_history, in one transaction;
+    ``since``: per bound crossed, the time it has been crossed since (pgeval.probe_crossed_since).
+    """
+    params = {key: json.dumps(v) if isinstance(v, dict | list) else v for key, v in values.items()}
+    with results.transaction():
+        row = results.execute(_INSERT, {**params, "sweep_id": sweep_id}).fetchone()
+        if row is None:
+            from ...core.errors import PgevalError
+
+            raise PgevalError("the probe measured nothing: no point in its sweep")
+        history = read(results, row[0])
+    if not results.autocommit:
+        results.commit()
+    return history
+
+
+def read(results, probe_id: int) -> dict:
+    cur = results.execute("SELECT * FROM pgeval.probe_history WHERE probe_id = %s", (probe_id,))
+    names = [d.name for d in cur.description]
+    out = dict(zip(names, cur.fetchone()))
+    out["since"] = {
+        bound: results.execute(
+            "SELECT pgeval.probe_crossed_since(%s, %s)", (probe_id, bound)
+        ).fetchone()[0]
+        for bound in out["crossed"] or []
+    }
+    return out
+
+
+def set_advice(results, probe_id: int, advice: dict) -> None:
+    """The remedy measured after the row was written (its own transaction: the row is whole
+    without it)."""
+    with results.transaction():
+        results.execute(
+            "UPDATE pgeval.probe SET advice = %s WHERE probe_id = %s",
+            (json.dumps(advice), probe_id),
+        )
+    if not results.autocommit:
+        results.commit()
+
+
+_FORGET = """
+WITH old AS (
+    SELECT t.testset_id, t.name, t.content_hash
+      FROM pgeval.testset t
+     WHERE t.source_format = 'queries' AND t.name <> %(current)s
+       AND t.name IN (SELECT p.testset FROM pgeval.probe p
+                       WHERE p.sweep = %(series)s AND p.testset IS NOT NULL)
+       AND NOT EXISTS (SELECT 1 FROM pgeval.experiment e
+                        WHERE e.testset_id = t.testset_id AND e.name <> ALL (%(ours)s))
+       AND NOT EXISTS (SELECT 1 FROM pgeval.sweep s
+                        WHERE s.testset_id = t.testset_id AND s.name <> ALL (%(ours)s))
+       AND NOT EXISTS (SELECT 1 FROM pgeval.run r
+                        WHERE r.testset_id = t.testset_id AND r.experiment_id IS NULL)
+), gt AS (
+    DELETE FROM pgeval.ground_truth g USING old
+     WHERE g.target = %(target)s AND g.spec ->> 'queries' = old.content_hash
+)
+DELETE FROM pgeval.testset t USING old WHERE t.testset_id = old.testset_id RETURNING t.name
+"""
+
+
+def forget_old_queries(results, *, series: str, target: str, current: str | None) -> list[str]:
+    """The query sets earlier probes of this series drew, and their ground truths, once the
+    sample moved on with the table (a sampled query set is stored per content: without this, an
+    hourly probe of a changing table would keep one per data change). A query set another
+    experiment, sweep or run uses is kept. Returns the names deleted."""
+    if current is None:
+        return []
+    with results.transaction():
+        names = [
+            r[0]
+            for r in results.execute(
+                _FORGET,
+                {
+                    "current": current,
+                    "series": series,
+                    "target": target,
+                    "ours": [series, f"{series}-remedy"],
+                },
+            ).fetchall()
+        ]
+    if not results.autocommit:
+        results.commit()
+    return names
