@@ -125,3 +125,58 @@ def test_prewarm_missing_available_or_created(conn, pgeval, cran):
     )
     assert code == 0, err
     assert json.loads(out)["method"] == missing
+
+
+def test_every_ann_index_is_warmed_through_its_kinds_statement(database, pgeval, tmp_path):
+    """Issue "Output a DBA can trust", item 4, and "Index designs": a table with a plain HNSW
+    index and a binary-quantized one; warmup warms both, each through the statement of the
+    stage kind it serves (the bit index only answers the hnsw-bq statement), says which, and
+    --index warms one."""
+    import clustered_kb
+
+    table, dim = "warm_two", 32
+    clustered_kb.build(
+        database,
+        tmp_path,
+        table,
+        dim=dim,
+        n=2000,
+        nq=5,
+        seed=3,
+        spread=0.5,
+        indexes=[
+            f"CREATE INDEX warm_two_hnsw ON {table} USING hnsw (e vector_cosine_ops)",
+            f"CREATE INDEX warm_two_bq ON {table} USING hnsw "
+            f"((binary_quantize(e)::bit({dim})) bit_hamming_ops)",
+        ],
+    )
+    try:
+        code, _, err = pgeval(
+            f"target add warm-two --table {table} --id-column id --vector-column e --replace"
+        )
+        assert code == 0, err
+        base = "warmup --target warm-two --set enable_seqscan=off --random-queries 10"
+        code, out, err = pgeval(base + " --max-passes 3 --format json")
+        assert code == 0, err
+        doc = json.loads(out)
+        warmed = {i["index"]: i for i in doc["indexes"]}
+        assert set(warmed) == {"warm_two_hnsw", "warm_two_bq"}
+        assert warmed["warm_two_hnsw"]["kind"] == "hnsw"
+        assert warmed["warm_two_bq"]["kind"] == "hnsw-bq"
+        assert all("skipped" not in i and i["passes"] >= 2 for i in warmed.values())
+        rel = {r["relation"]: r for r in doc["relations"]}
+        for name in warmed:  # each index was read by its own passes
+            assert rel[name]["hit_during"] + rel[name]["read_during"] > 0, name
+        assert {p["index"] for p in doc["passes"]} == set(warmed)
+        code, out, err = pgeval(base + " --max-passes 2")
+        assert code == 0, err
+        assert "warmed: index warm_two_hnsw (hnsw)" in out
+        assert "warmed: index warm_two_bq (hnsw-bq)" in out
+        code, out, err = pgeval(base + " --max-passes 2 --index warm_two_bq --format json")
+        assert code == 0, err
+        assert [i["index"] for i in json.loads(out)["indexes"]] == ["warm_two_bq"]
+        code, _, err = pgeval(base + " --index nope")
+        assert code == 1 and "'nope' is not an ANN index of warm_two.e" in err
+        assert "warm_two_hnsw" in err and "--index" in err
+    finally:
+        clustered_kb.drop(database, table)

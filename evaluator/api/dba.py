@@ -24,9 +24,11 @@ class DbaMethods:
         random_queries: int | None = None,
         prewarm: bool = True,
         on_pass=None,
+        index: str | None = None,
     ):
         """Warm target ``target``'s table and ANN indexes up (`pgeval warmup`): pg_prewarm when
-        installed (``prewarm=False``: never), then passes of ``testset``'s query vectors (else
+        installed (``prewarm=False``: never), then, for each ANN index of the vector column (or
+        ``index`` alone), through its stage kind's statement, passes of ``testset``'s query vectors (else
         ``random_queries`` seeded random ones) until the median latency settles within
         ``tolerance`` or ``max_passes``; ``on_pass(PassStats)`` after each. What is None takes
         ``evaluator.dba.warmup_target.WARMUP_DEFAULTS``. Returns a WarmupReport
@@ -46,6 +48,7 @@ class DbaMethods:
             random_queries=D.random_queries if random_queries is None else random_queries,
             use_prewarm=prewarm,
             on_pass=on_pass,
+            index=index,
         )
 
     def health(self, target: str, *, testset: str | None = None, embedder: str | None = None):

@@ -35,10 +35,12 @@ class PassStats:
     p95_ms: float
     blocks_hit: int
     blocks_read: int
+    index: str | None = None  # the ANN index this pass warmed (None: the table only)
 
     def as_dict(self) -> dict:
         return {
             "pass": self.n,
+            "index": self.index,
             "median_ms": self.median_ms,
             "p95_ms": self.p95_ms,
             "blocks_hit": self.blocks_hit,
@@ -59,6 +61,9 @@ class WarmupReport:
     prewarmed: dict[str, int] = field(default_factory=dict)  # relation -> blocks loaded
     plan: str = ""  # what the planner chose for the statement, in words
     warnings: list[str] = field(default_factory=list)
+    # per ANN index warmed: {"index", "kind", "plan", "settings" (forcing it), "passes",
+    # "converged", "median_ms"}; an index the planner would not use: {"index", "kind", "skipped"}
+    indexes: list[dict] = field(default_factory=list)
 
     def relations(self) -> list[dict]:
         rows = []
@@ -91,6 +96,7 @@ class WarmupReport:
             "passes": [p.as_dict() for p in self.passes],
             "prewarmed": self.prewarmed,
             "relations": self.relations(),
+            "indexes": self.indexes,
             "warnings": self.warnings,
         }
 
@@ -245,11 +251,14 @@ def warmup(
     use_prewarm: bool = True,
     on_pass: Any = None,
     progress: Any = None,
+    index: str | None = None,
 ) -> WarmupReport:
     """Warm ``target`` up with ``vectors``; ``kb`` is an autocommit connection to the knowledge
-    base. Each pass runs in a READ ONLY transaction with ``settings`` applied (SET LOCAL)."""
+    base. Each ANN index of the target's vector column is warmed through the statement of the
+    stage kind it serves (hnsw, hnsw-halfvec, hnsw-bq, ivfflat, diskann), or only ``index``;
+    each pass runs in a READ ONLY transaction with ``settings`` applied (SET LOCAL)."""
     from ..core.vector_types import register_vector
-    from ..stages import gucs, vector_sql
+    from ..stages import gucs
     from .target_table import resolve_table
 
     if max_passes < 2:
@@ -289,43 +298,160 @@ def warmup(
         report.prewarmed = prewarm(kb, oid)
     if state:
         report.method = prewarm_method(state)
-    stmt, params, _ = vector_sql.per_query(target, k)
-    text = stmt.as_string(kb)
-    report.plan = describe_plan(
-        kb, stmt, dict(params, q=np.asarray(vectors[0], np.float32)), oid, settings
+    paths = index_paths(kb, target, index)
+    for name, kind, searched in paths:
+        _warm_path(
+            kb, report, oid, (name, kind, searched), vectors, settings or {}, k,
+            (max_passes, tolerance), on_pass, progress,
+        )  # fmt: skip
+    report.converged = bool(report.passes) and all(
+        i.get("converged") for i in report.indexes if "skipped" not in i
     )
-    if "sequential scan" in report.plan or "without an index scan" in report.plan:
+    report.after = statio(kb, oid)
+    return report
+
+
+def index_paths(kb: Any, target: Any, only: str | None = None) -> list[tuple[Any, Any, Any]]:
+    """``(index name, stage kind, the target as that kind searches it)`` for each ANN index of
+    the target's vector column (the kind's access method and operator class: the catalog's
+    one rule), in the registry's order; ``only``: that index. No ANN index: ``[(None, None,
+    target)]`` (the table is warmed through the exact statement)."""
+    from dataclasses import replace
+
+    from ..stages import registry
+    from ..target.catalog import vector_indexes
+
+    out: list[tuple[Any, Any, Any]] = []
+    for kind_name in registry.ann_kinds():
+        kind = registry.KINDS[kind_name]
+        if kind.index_method is None:
+            continue
+        searched = target
+        if kind.cast_type and target.dimension:
+            searched = replace(target, search_type=kind.cast_type)
+        elif kind.cast_type:
+            continue  # a cast needs a fixed dimension
+        for found in vector_indexes(kb, searched, (kind.index_method,)):
+            if found["name"] not in {n for n, _, _ in out}:
+                out.append((found["name"], kind_name, searched))
+    kb.rollback()
+    if only is not None:
+        picked = [p for p in out if p[0] == only]
+        if not picked:
+            raise InputError(
+                f"'{only}' is not an ANN index of {target.qualified()}.{target.vector_column} "
+                f"(its ANN indexes: {', '.join(n for n, _, _ in out) or 'none'})",
+                field=param("index"),
+            )
+        return picked
+    return out or [(None, None, target)]
+
+
+def _forcing(kb: Any, stmt: Any, params: dict, name: str, settings: dict) -> dict | None:
+    """Settings under which the planner serves ``stmt`` with index ``name`` ({} when it does
+    already, or uses no index at all: only the table is warmed, with a warning); None when
+    another ANN index serves the statement and no setting tried changes that."""
+    from ..core.errors import PlanError
+    from ..stages import gucs, plan_check
+
+    def uses(plan: dict) -> str:
+        if name not in [s[1] for s in plan_check.index_scans(plan)]:
+            raise PlanError(f"not {name}")
+        return name
+
+    with kb.transaction(force_rollback=True):
+        gucs.apply_local(kb, settings)
+        plan = plan_check.explain(kb, stmt, params)
+        if not plan_check.index_scans(plan):
+            return {}  # no index at all (a small table): warmed as it is, and said so
+        try:
+            uses(plan)
+            return {}
+        except PlanError:
+            pass
+        found = plan_check.find_forcing(kb, stmt, params, uses, settings)
+    return None if found is None else dict(found[0])
+
+
+def _warm_path(
+    kb: Any,
+    report: WarmupReport,
+    oid: int,
+    path: tuple[Any, Any, Any],
+    vectors: Any,
+    settings: dict,
+    k: int,
+    limits: tuple[int, float],
+    on_pass: Any,
+    progress: Any,
+) -> None:
+    """Warm one index (``path``: its name, None for the table alone; its kind; the target as
+    the kind searches it) through its kind's statement, until the median of two passes settles
+    (``limits``: max passes, tolerance); what happened goes into ``report``."""
+    from ..stages import gucs, vector_sql
+
+    name, kind, searched = path
+    max_passes, tolerance = limits
+
+    stmt, params, _ = vector_sql.per_query(searched, k)
+    first = dict(params, q=np.asarray(vectors[0], np.float32))
+    entry: dict[str, Any] = {"index": name, "kind": kind}
+    if name is not None:
+        forced = _forcing(kb, stmt, first, name, settings)
+        if forced is None:
+            plan = describe_plan(kb, stmt, first, oid, settings)
+            entry["skipped"] = f"the planner serves its {kind} statement with {plan}"
+            report.indexes.append(entry)
+            report.warnings.append(
+                f"index {name} ({kind}) was not warmed: {entry['skipped']}, and no planner "
+                "setting tried changes that (warm it with --index after dropping the other, or "
+                "measure it with sweep --isolate-index)"
+            )
+            return
+        settings = {**settings, **forced}
+        entry["settings"] = forced
+    plan = describe_plan(kb, stmt, first, oid, settings)
+    entry["plan"] = plan
+    report.plan = plan if not report.plan else f"{report.plan}; {plan}"
+    if "sequential scan" in plan or "without an index scan" in plan:
         report.warnings.append(
-            f"the planner answers these queries with {report.plan}, not an "
+            f"the planner answers these queries with {plan}, not an "
             "ANN index: only the table is warmed (small table? try --set "
             "enable_seqscan=off, as the stage would need too)"
         )
+    text = stmt.as_string(kb)
     last = statio(kb, oid)
     medians: list[float] = []
+    converged = False
     for n in range(1, max_passes + 1):
         with kb.transaction():
             kb.execute("SET TRANSACTION READ ONLY")
-            gucs.apply_local(kb, settings or {})
+            gucs.apply_local(kb, settings)
             lat = one_pass(kb, text, params, vectors, progress)
         now = statio(kb, oid)
         (h1, r1), (h0, r0) = _totals(now), _totals(last)
         last = now
         # nearest rank, the one percentile rule (the median too: never a mean of two)
         stats = PassStats(
-            n, nearest_rank(lat, 0.5) or 0.0, nearest_rank(lat, 0.95) or 0.0, h1 - h0, r1 - r0
+            n,
+            nearest_rank(lat, 0.5) or 0.0,
+            nearest_rank(lat, 0.95) or 0.0,
+            h1 - h0,
+            r1 - r0,
+            index=name,
         )
         report.passes.append(stats)
         if on_pass:
             on_pass(stats)
         medians.append(stats.median_ms)
         if n >= 2 and medians[-2] > 0 and abs(medians[-1] - medians[-2]) / medians[-2] < tolerance:
-            report.converged = True
+            converged = True
             break
-    if not report.converged:
+    entry.update(passes=len(medians), converged=converged, median_ms=medians[-1])
+    report.indexes.append(entry)
+    if not converged:
         report.warnings.append(
-            f"median latency did not settle within {max_passes} passes "
-            f"(last two: {medians[-2]:.3f} / {medians[-1]:.3f} ms): the "
-            "machine is busy or the data does not fit in memory"
+            f"median latency{'' if name is None else f' through index {name}'} did not settle "
+            f"within {max_passes} passes (last two: {medians[-2]:.3f} / {medians[-1]:.3f} ms): "
+            "the machine is busy or the data does not fit in memory"
         )
-    report.after = statio(kb, oid)
-    return report

@@ -36,6 +36,7 @@ def warmup_target(
     random_queries: int = WARMUP_DEFAULTS.random_queries,
     use_prewarm: bool = True,
     on_pass: Any = None,
+    index: str | None = None,
 ) -> wu.WarmupReport:
     """Warm target ``target_name`` up (see :func:`evaluator.dba.warmup.warmup`); ``settings``
     are ``--set`` items (``[STAGE:]GUC=VALUE``) of one stage at most."""
@@ -79,4 +80,5 @@ def warmup_target(
             tolerance=tolerance,
             use_prewarm=use_prewarm,
             on_pass=on_pass,
+            index=index,
         )

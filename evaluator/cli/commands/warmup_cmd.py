@@ -60,6 +60,13 @@ from .common import pass_api
     help="Number of random vectors when no --testset is given.",
 )
 @click.option("--no-prewarm", is_flag=True, help="Do not use pg_prewarm even when installed.")
+@click.option(
+    "--index",
+    default=None,
+    metavar="NAME",
+    help="Warm this ANN index only. [default: every ANN index of the target's vector column, "
+    "each through the statement of the stage kind it serves]",
+)
 @format_option(choices=("table", "json"))
 @pass_api
 def warmup(
@@ -73,14 +80,17 @@ def warmup(
     tolerance,
     random_queries,
     no_prewarm,
+    index,
     fmt,
 ):
     """Warm the target's table and ANN indexes up before measuring latency.
 
     \b
     Uses pg_prewarm when the extension is installed in the database (pgeval never installs it),
-    then runs warm-up passes of the queries through the statement a vector stage runs until the
-    median latency of two consecutive passes differs by less than --tolerance (5 %). Prints
+    then, for every ANN index of the target's vector column (or --index), runs warm-up passes of
+    the queries through the statement of the stage kind that index serves (hnsw, hnsw-halfvec,
+    hnsw-bq, ivfflat, diskann) until the median latency of two consecutive passes differs by
+    less than --tolerance (5 %), and says which indexes were warmed. Prints
     buffer hits and reads of the table and each index before and after (pg_statio_user_*), and
     warns when an ANN index is larger than shared_buffers.
 
@@ -88,13 +98,14 @@ def warmup(
     Examples:
       pgeval warmup --target kb
       pgeval warmup --target kb --testset kb-v1 --set hnsw.ef_search=100
-      pgeval warmup --target kb --format json
+      pgeval warmup --target kb --index chunks_embedding_bq --format json
     """
 
     def on_pass(p):
         if fmt == "table":
             info(
-                f"pass {p.n}: median {p.median_ms:.3f} ms, p95 {p.p95_ms:.3f} ms, "
+                ("" if p.index is None else f"{p.index} ")
+                + f"pass {p.n}: median {p.median_ms:.3f} ms, p95 {p.p95_ms:.3f} ms, "
                 f"blocks hit {p.blocks_hit}, read {p.blocks_read}"
             )
 
@@ -109,6 +120,7 @@ def warmup(
         random_queries=random_queries,
         prewarm=not no_prewarm,
         on_pass=on_pass,
+        index=index,
     )
     if fmt == "json":
         click.echo(to_json(report.as_dict()))
@@ -123,6 +135,17 @@ def warmup(
             f"{len(report.passes)} passes, median latency {state} at "
             f"{report.passes[-1].median_ms:.3f} ms"
         )
+        for i in report.indexes:
+            if i["index"] is None:
+                continue
+            if "skipped" in i:
+                click.echo(f"not warmed: index {i['index']} ({i['kind']}): {i['skipped']}")
+                continue
+            forced = ", ".join(f"{k}={v}" for k, v in (i.get("settings") or {}).items())
+            click.echo(
+                f"warmed: index {i['index']} ({i['kind']}) in {i['passes']} passes, median "
+                f"{i['median_ms']:.3f} ms" + (f" (planner set {forced})" if forced else "")
+            )
         if report.prewarmed:
             click.echo(
                 "pg_prewarm: " + ", ".join(f"{r} {n} blocks" for r, n in report.prewarmed.items())
