@@ -131,11 +131,22 @@ def test_saved_report_round_trips_through_gate_and_renderers(pgeval, reported, t
 
 
 def test_markdown_levels_and_counts(pgeval, conn, reported):
-    code, md, err = pgeval("report", "rep-run", "--format", "md")
+    code, md, err = pgeval("report", "rep-run", "--format", "md", "--levels")
     assert code == 0, err
     value = metrics.summary(conn, reported, ["recall@10"])["recall@10"]
     level = metrics.levels(conn, {"recall@10": value})["recall@10"]
     assert f"| recall@10 | {value:.4f} |" in md and level in md
+    assert "general domain" in md and "not levels set for this test set" in md
+    # acceptance levels only where asked for (issue "Output a DBA can trust", item 2): they
+    # are the contract's for a general-domain knowledge base, not any collection's
+    code, plain, err = pgeval("report", "rep-run", "--format", "md")
+    assert code == 0, err
+    assert f"| recall@10 | {value:.4f} |" in plain and "| level |" not in plain
+    assert "general domain" not in plain
+    code, out, err = pgeval("metrics", "rep-run")
+    assert code == 0 and " level" not in out.splitlines()[3], out
+    code, out, err = pgeval("metrics", "rep-run", "--levels")
+    assert code == 0 and "level" in out and "general domain" in out
     assert "| 25 | 24 | 0 | 1 | 0 |" in md
 
 
@@ -249,7 +260,7 @@ def test_console_check_catches_a_broken_page(tmp_path):
 def test_html_report_renders_in_chromium(pgeval, reported, tmp_path):
     pytest.importorskip("matplotlib")
     page = tmp_path / "report.html"
-    code, out, err = pgeval("report", "rep-run", "--format", "html", "--out", str(page))
+    code, out, err = pgeval("report", "rep-run", "--format", "html", "--levels", "--out", str(page))
     assert code == 0, err
     text = page.read_text()
     assert "http://" not in text and "https://" not in text  # self-contained: no network
@@ -417,6 +428,7 @@ def test_flagged_queries_one_row_each_worst_first_with_plans(pgeval, conn, clean
     assert "Seq Scan on result" in flagged  # q03's plan, in its row
     assert "k: 60 · w: 1, 2" in text and "{&quot;k&quot;" not in text
     assert "By query type" not in text
+    assert 'class="level level-' not in text  # no acceptance levels unless --levels
     doc = json.loads(pgeval("report", "flag-run", "--format", "json")[1])
     rows = common.flagged_rows(doc)
     assert [r["query_id"] for r in rows] == sorted(r["query_id"] for r in rows)  # all 0: by id

@@ -225,10 +225,13 @@ class ReportMethods:
         min_score: float | None = None,
         plots: bool = True,
         allow_partial: bool = False,
+        levels: bool = False,
     ) -> RenderedReport:
         """A report of run or experiment ``name``, or a saved JSON report re-rendered
         (`pgeval report`), as ``format`` json | md | html (``plots=False``: HTML without
-        plots); written atomically to ``out`` when given. Returns a RenderedReport."""
+        plots); written atomically to ``out`` when given; ``levels``: the summary shows the
+        metric contract's acceptance levels (a general-domain knowledge base's, docs/METRICS.md;
+        the JSON always carries them). Returns a RenderedReport."""
         import os
 
         from ..core.errors import InputError, param
@@ -257,9 +260,9 @@ class ReportMethods:
         if format == "json":
             text = report_json.dumps(doc)
         elif format == "md":
-            text = markdown.render(doc)
+            text = markdown.render(doc, levels=levels)
         else:
-            text = html.render(doc, with_plots=plots)
+            text = html.render(doc, with_plots=plots, levels=levels)
         if out is not None:
             report_json.write_text(text, os.fspath(out))
         return RenderedReport(doc, text, None if out is None else os.fspath(out))

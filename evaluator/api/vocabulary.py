@@ -17,6 +17,7 @@ from ..measure.measures import stage_measures
 from ..measure.metrics import measures_for
 from ..measure.stage_method import label as stage_label
 from ..measure.stage_report import chain_text
+from ..reporting.common import LEVELS_NOTE
 from ..reporting.gate import DEFAULT_RULES
 from ..run.configure import PIPELINE_DEFAULTS
 from ..stages.registry import ann_kinds
@@ -24,6 +25,7 @@ from ..testset.query_source import SAMPLED_BIAS
 
 __all__ = [
     "DEFAULT_RULES",
+    "LEVELS_NOTE",
     "advise_rows",
     "PIPELINE_DEFAULTS",
     "SAMPLED_BIAS",

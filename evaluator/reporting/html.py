@@ -142,7 +142,7 @@ def flagged_section(rows: list[dict]) -> str:
     return out + "</div>"
 
 
-def render(report: dict, *, with_plots: bool = True) -> str:
+def render(report: dict, *, with_plots: bool = True, levels: bool = False) -> str:
     images = plots.render_all(report) if with_plots and plots.available() else {}
     notes = []
     if with_plots and not plots.available():
@@ -160,9 +160,10 @@ def render(report: dict, *, with_plots: bool = True) -> str:
         parts.append(f'<p class="warn">{escape(w)}</p>')
     parts.append("<h2>Queries</h2>" + table([common.counts_row(report)], sortable=False))
     parts.append(
-        '<h2>Summary</h2><p class="muted">Means over valid queries; acceptance levels per '
-        "METRICS.md (thresholds excellent / good / pass).</p>"
-        + f'<div id="summary">{table(common.summary_rows(report), levels="level")}</div>'
+        f'<h2>Summary</h2><p class="muted">{escape(common.summary_note(levels))}</p>'
+        + '<div id="summary">'
+        + table(common.summary_rows(report, levels), levels="level" if levels else None)
+        + "</div>"
     )
     plots_html = [_img(name, png) for name, png in images.items()]
     for sec in common.sections(report):

@@ -22,20 +22,19 @@ def table(rows: list[dict], columns: list[str] | None = None) -> str:
     return "\n".join(out) + "\n"
 
 
-def render(report: dict) -> str:
+def render(report: dict, *, levels: bool = False) -> str:
     parts = [f"# {common.title(report)}\n"]
     parts.append("\n".join(f"- **{k}**: {v}" for k, v in common.facts(report)) + "\n")
     if report.get("warnings"):
         parts.append("> **Warnings**\n" + "\n".join(f"> - {w}" for w in report["warnings"]) + "\n")
     parts.append("## Queries\n\n" + table([common.counts_row(report)]))
     rows = [
-        {**r, "level": LEVEL_MARK.get(r["level"], r["level"] or "")}
-        for r in common.summary_rows(report)
+        {**r, "level": LEVEL_MARK.get(r["level"], r["level"] or "")} if levels else r
+        for r in common.summary_rows(report, levels)
     ]
     parts.append(
-        "## Summary\n\nMeans over valid queries; levels per METRICS.md "
-        "(thresholds excellent / good / pass).\n\n"
-        + table(rows, ["metric", "value", "level", "thresholds"])
+        f"## Summary\n\n{common.summary_note(levels)}\n\n"
+        + table(rows, ["metric", "value", "level", "thresholds"] if levels else ["metric", "value"])
     )
     for sec in common.sections(report):
         parts.append(f"## {sec.title}\n\n" + table(sec.rows, sec.columns))

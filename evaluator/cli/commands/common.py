@@ -159,3 +159,14 @@ def progress_bar(*, transient: bool, unit: str = ""):
 def warn_above(bar):
     """An ``on_warning`` callback printing 'warning: ...' above ``bar``."""
     return lambda message: bar.console.print(f"[yellow]warning:[/] {message}", soft_wrap=True)
+
+
+def levels_option():
+    """``--levels``: show acceptance levels (the metric contract's, for a general-domain
+    knowledge base; docs/METRICS.md)."""
+    return click.option(
+        "--levels",
+        is_flag=True,
+        help="Show acceptance levels (excellent/good/pass/fail): docs/METRICS.md's for a "
+        "knowledge base in a general domain, not levels of your test set.",
+    )

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import click
 
+from ...api.vocabulary import LEVELS_NOTE
 from ..output import echo_line, emit, fmt_value, format_option, is_wide, to_json, warn
-from .common import measure_options, measures_from, min_score_option, pass_api
+from .common import levels_option, measure_options, measures_from, min_score_option, pass_api
 
 
 @click.command()
@@ -35,6 +36,7 @@ from .common import measure_options, measures_from, min_score_option, pass_api
 @min_score_option()
 @click.option("--strict", is_flag=True, help="Fail when fewer than 200 queries are valid.")
 @click.option("--allow-partial", is_flag=True, help="Show an incomplete run's figures, labelled.")
+@levels_option()
 @format_option()
 @pass_api
 def metrics(
@@ -53,6 +55,7 @@ def metrics(
     min_score,
     strict,
     allow_partial,
+    levels,
     fmt,
 ):
     """Recall@K, MRR@K, nDCG@K, Precision@K and Hit@K of RUN, means over valid queries.
@@ -60,7 +63,8 @@ def metrics(
     \b
     Valid queries have at least one relevant chunk; the rest are counted (excluded, unanswerable)
     and never averaged in. A valid query missing from the run scores 0 ("no result").
-    Acceptance levels (excellent/good/pass/fail) follow METRICS.md.
+    With --levels, the acceptance levels (excellent/good/pass/fail) of METRICS.md's contract,
+    set for a knowledge base in a general domain (not for your test set); JSON always has them.
 
     \b
     Examples:
@@ -101,7 +105,8 @@ def metrics(
         f"config {fmt_value(ev.run.config_hash, wide=is_wide())}"
     )
     rows = [
-        {"measure": name, "value": ev.summary[name], "level": ev.levels.get(name)}
+        {"measure": name, "value": ev.summary[name]}
+        | ({"level": ev.levels.get(name)} if levels else {})
         for name in measures
     ]
     if fmt == "table":
@@ -113,7 +118,9 @@ def metrics(
             f"{c['unanswerable_silent']}), no result {c['no_result']}"
         )
         echo_line(f"order rule: {ev.run.order_rule}")
-    emit(rows, fmt, ["measure", "value", "level"])
+    emit(rows, fmt, ["measure", "value", "level"] if levels else ["measure", "value"])
+    if levels and fmt == "table":
+        echo_line(LEVELS_NOTE)
     if by_type:
         assert ev.by_type is not None  # with_by_type=True computes it
         if fmt == "table":  # one column per type: types are few, measures many

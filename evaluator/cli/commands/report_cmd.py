@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from ..output import info, warn
-from .common import measure_options, measures_from, min_score_option, pass_api
+from .common import levels_option, measure_options, measures_from, min_score_option, pass_api
 
 
 @click.command()
@@ -37,10 +37,12 @@ from .common import measure_options, measures_from, min_score_option, pass_api
 @min_score_option()
 @click.option("--no-plots", is_flag=True, help="HTML without plots (no matplotlib needed).")
 @click.option("--allow-partial", is_flag=True, help="Report an incomplete run, labelled.")
+@levels_option()
 @pass_api
 def report(
     pg,
     name,
+    levels,
     fmt,
     out,
     k,
@@ -59,10 +61,10 @@ def report(
     \b
     JSON: generated_at, config_hash, k values, case counts, summary (retrieval metrics,
     citation precision and answer accuracy when answers were imported, p50/p95/p99 latency),
-    acceptance levels, per-type and flagged queries with plans, and per query the ranked chunk
+    acceptance levels (with --levels), per-type and flagged queries with plans, and per query the ranked chunk
     ids, grades, latency and metric values. A saved JSON report can be re-rendered and is what
     `pgeval gate --baseline report.json` reads.
-    HTML: one file, no network: acceptance levels coloured, stage waterfall of recall lost (for
+    HTML: one file, no network: acceptance levels coloured (--levels), stage waterfall of recall lost (for
     an experiment), recall-vs-latency curve (for a sweep), per-type bars, flagged queries with
     their plans, sortable per-query table.
 
@@ -83,6 +85,7 @@ def report(
         min_score=min_score,
         plots=not no_plots,
         allow_partial=allow_partial,
+        levels=levels,
     )
     doc = rendered.doc
     for w in doc.get("warnings") or []:
