@@ -142,6 +142,11 @@ def compare(
             ["query_id", "baseline", "candidate", "delta", "text"],
             title=f"queries that moved most ({c.moved_by})",
         )
+    _reading(c)
+
+
+def _reading(c) -> None:
+    """How to read the comparison, what differs in the configuration, and the warnings."""
     click.echo("reading:")
     for h in c.hints:
         click.echo(f"  {h}")

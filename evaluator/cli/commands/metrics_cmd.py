@@ -72,7 +72,6 @@ def metrics(
       pgeval metrics bm25-baseline --per-query --format jsonl
       pgeval metrics bm25-baseline --k 1,3,10 --ndcg-k 10 --format json
     """
-    from ...api.vocabulary import stage_label
 
     flagged = flagged or plans
     measures = measures_from(k, ndcg_k, mrr_k, extra_measures)
@@ -99,28 +98,7 @@ def metrics(
         assert ev.per_query is not None  # with_per_query=True computes it
         emit(ev.per_query, fmt, ["query_id", *measures], title=f"{run}: per query")
         return
-    stage = stage_label(ev.run.stage, ev.run.stage, ev.run.params)
-    header = (
-        f"run {ev.run.name} · test set {ev.run.testset} · stage {stage} · "
-        f"config {fmt_value(ev.run.config_hash, wide=is_wide())}"
-    )
-    rows = [
-        {"measure": name, "value": ev.summary[name]}
-        | ({"level": ev.levels.get(name)} if levels else {})
-        for name in measures
-    ]
-    if fmt == "table":
-        c = ev.counts
-        echo_line(header)
-        echo_line(
-            f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
-            f"{c['excluded']}, unanswerable {c['unanswerable']} (returned nothing: "
-            f"{c['unanswerable_silent']}), no result {c['no_result']}"
-        )
-        echo_line(f"order rule: {ev.run.order_rule}")
-    emit(rows, fmt, ["measure", "value", "level"] if levels else ["measure", "value"])
-    if levels and fmt == "table":
-        echo_line(LEVELS_NOTE)
+    _summary(ev, measures, fmt, levels)
     if by_type:
         assert ev.by_type is not None  # with_by_type=True computes it
         if fmt == "table":  # one column per type: types are few, measures many
@@ -146,3 +124,32 @@ def metrics(
             click.echo("flagged queries: none (no Recall < 0.3, no nDCG@10 < 0.5)")
         else:
             emit(ev.flagged, fmt, ["query_id", "flag", "measure", "value"], title="flagged queries")
+
+
+def _summary(ev, measures: list[str], fmt: str, levels: bool) -> None:
+    """The run's header and counts (table), then one row per measure (with --levels, its
+    acceptance level and whose levels they are)."""
+    from ...api.vocabulary import stage_label
+
+    stage = stage_label(ev.run.stage, ev.run.stage, ev.run.params)
+    header = (
+        f"run {ev.run.name} · test set {ev.run.testset} · stage {stage} · "
+        f"config {fmt_value(ev.run.config_hash, wide=is_wide())}"
+    )
+    rows = [
+        {"measure": name, "value": ev.summary[name]}
+        | ({"level": ev.levels.get(name)} if levels else {})
+        for name in measures
+    ]
+    if fmt == "table":
+        c = ev.counts
+        echo_line(header)
+        echo_line(
+            f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
+            f"{c['excluded']}, unanswerable {c['unanswerable']} (returned nothing: "
+            f"{c['unanswerable_silent']}), no result {c['no_result']}"
+        )
+        echo_line(f"order rule: {ev.run.order_rule}")
+    emit(rows, fmt, ["measure", "value", "level"] if levels else ["measure", "value"])
+    if levels and fmt == "table":
+        echo_line(LEVELS_NOTE)

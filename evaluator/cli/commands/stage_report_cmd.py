@@ -253,6 +253,11 @@ def stage_report(pg, experiment, k, repetition, rel, worst, strict, allow_partia
     )
     for r in report.loss:
         echo_line(f"  {r['category']:<9} {r['meaning']}", indent=10)
+    _types_and_worst(report)
+
+
+def _types_and_worst(report) -> None:
+    """The loss per query type and the worst queries, as tables."""
     by_type, cols = _by_type_rows(report)
     if by_type:
         emit(by_type, "table", cols, title=f"Recall@{report.k} points by query type")

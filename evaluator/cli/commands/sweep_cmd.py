@@ -376,55 +376,61 @@ def sweep(
         emit(rows, "csv")
         sys.stdout.flush()
     else:
-        click.echo(
-            f"sweep {res.name}: {res.measured} measured, {res.reused} reused from earlier "
-            f"sweeps, {res.kept} already in this sweep"
-        )
-        filters = ", ".join(f"{k}={v}" for k, v in res.filters.items()) or "none"
-        if res.ground_truth:
-            gt = res.ground_truth
-            click.echo(
-                f"exact ground truth: {gt['status']}"
-                + (
-                    f" in {gt['compute_ms'] / 1000:.1f} s ({gt['method']})"
-                    if gt["status"] == "computed"
-                    else f" (computed {gt['computed_at']})"
-                )
-            )
-        if not res.judged:
-            click.echo(no_judgements_line(res.queries, k))
-        click.echo(
-            f"target {target_name} · test set {res.testset} · filters: {filters} · "
-            f"{server_label(res.server)} · config {(res.config_hash or '')[:12]} · "
-            f"recall@{k} against exact search, latency = client round trip, nearest rank"
-        )
-        cols = (
-            [
-                "label",
-                f"index_recall@{k}",
-                "index_recall_sd",
-                "p50_ms",
-                "p95_ms",
-                "p95_sd",
-                "p99_ms",
-                "qps",
-                "rows",
-            ]
-            + (["recall@10", "ndcg@10"] if res.judged else [])
-            + ["pareto"]
-        )
-        wide_only = ["index_recall_sd", "p50_ms", "p95_sd", "p99_ms", "ndcg@10"]
-        if build:
-            cols[1:1] = ["build_ms", "index_mb"]
-            wide_only.append("rows")
-        emit(rows, "table", cols, wide_only=wide_only)
-        for found in res.finds:
-            click.echo(find_line(found, k, target_recall))
-        click.echo(recommendation_line(res))
-        click.echo(f"details: pgeval stage-report {res.name}", err=True)
+        _print_table(res, rows, target_name, k, target_recall, bool(build))
     if plot:
         out = pg.sweep_plot(res, plot, title=plot_title(res, stage, target_name))
         info(f"plot written to {out}")
     for w in res.warnings if fmt != "table" else ():
         if w not in shown:  # those printed while the sweep ran are not printed twice
             warn(w)
+
+
+def _print_table(res, rows, target_name: str, k: int, target_recall: float, built: bool) -> None:
+    """The sweep as a table: what was measured, the ground truth, the points, each find, the
+    recommendation."""
+    click.echo(
+        f"sweep {res.name}: {res.measured} measured, {res.reused} reused from earlier "
+        f"sweeps, {res.kept} already in this sweep"
+    )
+    filters = ", ".join(f"{k}={v}" for k, v in res.filters.items()) or "none"
+    if res.ground_truth:
+        gt = res.ground_truth
+        click.echo(
+            f"exact ground truth: {gt['status']}"
+            + (
+                f" in {gt['compute_ms'] / 1000:.1f} s ({gt['method']})"
+                if gt["status"] == "computed"
+                else f" (computed {gt['computed_at']})"
+            )
+        )
+    if not res.judged:
+        click.echo(no_judgements_line(res.queries, k))
+    click.echo(
+        f"target {target_name} · test set {res.testset} · filters: {filters} · "
+        f"{server_label(res.server)} · config {(res.config_hash or '')[:12]} · "
+        f"recall@{k} against exact search, latency = client round trip, nearest rank"
+    )
+    cols = (
+        [
+            "label",
+            f"index_recall@{k}",
+            "index_recall_sd",
+            "p50_ms",
+            "p95_ms",
+            "p95_sd",
+            "p99_ms",
+            "qps",
+            "rows",
+        ]
+        + (["recall@10", "ndcg@10"] if res.judged else [])
+        + ["pareto"]
+    )
+    wide_only = ["index_recall_sd", "p50_ms", "p95_sd", "p99_ms", "ndcg@10"]
+    if built:
+        cols[1:1] = ["build_ms", "index_mb"]
+        wide_only.append("rows")
+    emit(rows, "table", cols, wide_only=wide_only)
+    for found in res.finds:
+        click.echo(find_line(found, k, target_recall))
+    click.echo(recommendation_line(res))
+    click.echo(f"details: pgeval stage-report {res.name}", err=True)
