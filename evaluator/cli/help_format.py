@@ -74,6 +74,13 @@ def fit_verbatim(text: str, width: int) -> str:
             command = line.lstrip().startswith("pgeval") or (
                 command and bool(fitted) and fitted[-1].endswith("\\")
             )
+            if command and len(line) > width and " # " in line:
+                # a comment after a command: on its own line above it, never continued into
+                # the command (a backslash there would paste the comment as arguments)
+                code, comment = line.split(" # ", 1)
+                indent = line[: len(line) - len(line.lstrip())]
+                fitted.extend(_wrap(indent + "# " + comment.strip(), width))
+                line = code.rstrip()
             fitted.extend(_split(line, width) if command else _wrap(line, width))
         out.append("\b\n" + "\n".join(fitted))
     return "\n\n".join(out)

@@ -108,6 +108,12 @@ def cli(ctx, dsn, datadir, results_dsn):
       pgeval metrics bm25                   # Recall@3/5/10, MRR@20, nDCG@5/10, ...
 
     Metrics are computed by SQL functions in schema pgeval; their definitions: docs/METRICS.md.
+
+    \b
+    Examples:
+      pgeval demo
+      pgeval --dsn "$DSN" init
+      pgeval sweep --help
     """
     ctx.obj = Context(dsn, datadir, results_dsn)
 

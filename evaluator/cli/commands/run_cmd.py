@@ -21,7 +21,13 @@ from .query_options import query_source_options
 
 @click.group()
 def run():
-    """Runs: ranked lists per query, produced by a pipeline stage or imported from a file."""
+    """Runs: ranked lists per query, produced by a pipeline stage or imported from a file.
+
+    \b
+    Examples:
+      pgeval run list
+      pgeval run pipeline --help
+    """
 
 
 @run.command("import")
@@ -49,7 +55,7 @@ def import_(pg, file, testset, name, fmt, replace):
     A chunk listed twice for one query is an error naming the query, the chunk and both lines.
 
     \b
-    Example:
+    Examples:
       pgeval run import bm25.trec --format trec --testset kb-v1 --name bm25-baseline
     """
     from pathlib import Path
@@ -109,7 +115,13 @@ def import_(pg, file, testset, name, fmt, replace):
 )
 @pass_api
 def export(pg, name, fmt, out):
-    """Write a run as a TREC run file or JSONL (for cross-checks with trec_eval or ranx)."""
+    """Write a run as a TREC run file or JSONL (for cross-checks with trec_eval or ranx).
+
+    \b
+    Examples:
+      pgeval run export bm25-baseline --format trec > bm25.trec
+      pgeval run export first.merge.1 --format jsonl --out first.jsonl
+    """
     n = pg.export_run(name, fmt, out, stream=sys.stdout)
     if out:
         click.echo(f"wrote {n} lines to {out}", err=True)
@@ -123,7 +135,14 @@ def export(pg, name, fmt, out):
 @format_option()
 @pass_api
 def list_(pg, testset, experiment, fmt):
-    """List runs with their test set, stage, status and config hash."""
+    """List runs with their test set, stage, status and config hash.
+
+    \b
+    Examples:
+      pgeval run list
+      pgeval run list --testset kb-v1 --format json
+      pgeval run list --experiment first
+    """
     rows = pg.runs(testset, experiment)
     emit(
         rows,
@@ -154,6 +173,10 @@ def delete(pg, name):
     differ between repetitions) until `pgeval run resume EXPERIMENT` has measured the stage
     again; a sweep point measured by the run leaves its sweep, which measures it anew when run
     again. Deleting every run of an experiment leaves an experiment without runs.
+
+    \b
+    Examples:
+      pgeval run delete bm25-baseline
     """
     owner = pg.delete_run(name)
     click.echo(f"deleted run '{name}'")

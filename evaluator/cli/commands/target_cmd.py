@@ -32,7 +32,13 @@ def parse_where(items: tuple[str, ...]) -> dict[str, str | list[str]]:
 
 @click.group()
 def target():
-    """Targets: the knowledge-base table a pipeline searches (chunk ids, vectors, text, filters)."""
+    """Targets: the knowledge-base table a pipeline searches (chunk ids, vectors, text, filters).
+
+    \b
+    Examples:
+      pgeval target add kb --table chunks --id-column id --vector-column embedding
+      pgeval target list
+    """
 
 
 @target.command("add")
@@ -191,7 +197,13 @@ def add(
 @format_option()
 @pass_api
 def list_(pg, fmt):
-    """List targets."""
+    """List targets.
+
+    \b
+    Examples:
+      pgeval target list
+      pgeval target list --format json
+    """
     rows = pg.targets()
     emit(
         rows,
@@ -217,7 +229,13 @@ def list_(pg, fmt):
 @format_option(choices=("table", "json"))
 @pass_api
 def show(pg, name, fmt):
-    """Show a target's definition and the vector indexes the knowledge base has for it."""
+    """Show a target's definition and the vector indexes the knowledge base has for it.
+
+    \b
+    Examples:
+      pgeval target show kb
+      pgeval target show kb --format json
+    """
     shown = pg.target(name)
     if fmt == "json":
         click.echo(to_json(shown))
@@ -231,6 +249,11 @@ def show(pg, name, fmt):
 @click.argument("name")
 @pass_api
 def remove(pg, name):
-    """Remove a target (runs that used it keep its definition in their configuration)."""
+    """Remove a target (runs that used it keep its definition in their configuration).
+
+    \b
+    Examples:
+      pgeval target remove kb
+    """
     pg.remove_target(name)
     click.echo(f"removed target '{name}'")

@@ -135,7 +135,13 @@ def load(pg, file, name, source_format, queries, grade_map, replace, fmt):
 @format_option()
 @pass_api
 def list_(pg, fmt):
-    """List the stored test sets with their counts and content hash."""
+    """List the stored test sets with their counts and content hash.
+
+    \b
+    Examples:
+      pgeval testset list
+      pgeval testset list --format json
+    """
     rows = pg.testsets()
     if fmt == "table":
         if not rows:
@@ -152,7 +158,13 @@ def list_(pg, fmt):
 @format_option(choices=("table", "json"))
 @pass_api
 def show(pg, name, fmt):
-    """Describe test set NAME: counts, grade histogram, query types, grade map, hash."""
+    """Describe test set NAME: counts, grade histogram, query types, grade map, hash.
+
+    \b
+    Examples:
+      pgeval testset show kb-v1
+      pgeval testset show kb-v1 --format json
+    """
     info = pg.testset(name)
     if fmt == "json":
         click.echo(to_json(info))
@@ -201,6 +213,11 @@ def show(pg, name, fmt):
 @click.argument("name")
 @pass_api
 def delete(pg, name):
-    """Delete test set NAME with its queries, judgements and runs."""
+    """Delete test set NAME with its queries, judgements and runs.
+
+    \b
+    Examples:
+      pgeval testset delete kb-v1
+    """
     runs = pg.delete_testset(name)
     click.echo(f"deleted test set '{name}' and {runs} run(s) of it")
