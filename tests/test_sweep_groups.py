@@ -209,3 +209,41 @@ def test_group_by_needs_sampled_queries(pgeval, target, tmp_path):
         "--param hnsw.ef_search=10 --group-by tenant"
     )
     assert code == 1 and "give --sample-queries N" in err
+
+
+def test_pipeline_per_group_equals_the_application_by_hand(pgeval, database, conn, kb, target):
+    """`run pipeline --group-by`: one experiment per group, each group's recall@10 of the hnsw
+    stage equal to the application's statement by hand on that group's sampled queries."""
+    d = run_json(
+        pgeval,
+        f"run pipeline --sample-queries 20 --target {target} --stages exact,hnsw "
+        "--set enable_seqscan=off --set hnsw.ef_search=10 --set work_mem=4313kB --depth 20 "
+        "--repeat 1 --group-by tenant --name pipe-groups --format json",
+    )
+    assert d["group_by"] == "tenant" and [s["group"] for s in d["skipped"]] == ["solo"]
+    groups = {g["group"]: g for g in d["groups"]}
+    assert set(groups) == {"small", "mid", "big"}
+    assert [g["group"] for g in d["groups"]][0] == "small"  # worst first
+    for name, g in groups.items():
+        assert g["experiment"] == f"pipe-groups/tenant={name}"
+        queries = [
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT q.query_id FROM pgeval.experiment e "
+                "JOIN pgeval.query q USING (testset_id) WHERE e.name = %s ORDER BY 1",
+                (g["experiment"],),
+            )
+        ]
+        assert len(queries) == g["queries"] == 20
+        hnsw = g["stages"]["hnsw"]
+        assert hnsw["recall"] == pytest.approx(by_hand(database, kb, name, queries, 10), abs=1e-9)
+        assert hnsw["p95_ms"] is not None and hnsw["p95_ms"] > 0
+    assert groups["small"]["stages"]["hnsw"]["short"] == 20
+    code, out, err = pgeval(
+        f"run pipeline --sample-queries 5 --target {target} --stages exact,hnsw "
+        "--set enable_seqscan=off --depth 20 --repeat 1 --group-by tenant --max-groups 2 "
+        "--name pipe-groups-table"
+    )
+    assert code == 0, err
+    assert "pipeline grouped by tenant: 2 of 4 groups" in out
+    assert " big " in out and "skipped tenant=solo" in out

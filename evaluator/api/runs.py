@@ -49,6 +49,49 @@ class RunMethods:
             self.database, cfg, progress_factory=progress_factory, on_warning=on_warning
         )
 
+    def run_pipeline_groups(
+        self,
+        testset: str | None = None,
+        stages: str | None = None,
+        *,
+        group_by: str,
+        max_groups: int | None = None,
+        k: int = 10,
+        sample_queries: int | None = None,
+        seed: int | None = None,
+        queries_sql: str | None = None,
+        queries_file: str | Path | None = None,
+        on_group=None,
+        on_warning=None,
+        progress_factory=None,
+        **options,
+    ):
+        """The pipeline once per group of column ``group_by`` (`pgeval run pipeline
+        --group-by`): each of the ``max_groups`` largest and smallest groups searched as the
+        application scopes it (``WHERE group_by = value``), ``sample_queries`` of its rows as
+        queries, one experiment ``NAME/column=value`` per group. Returns a
+        GroupPipelineResult: per group and ANN stage, recall@``k``, short lists and p95, worst
+        group first (``as_dict()``). ``options`` as :meth:`run_pipeline`'s."""
+        from ..run.configure import pipeline_config
+        from ..run.groups import DEFAULT_MAX_GROUPS, run_pipeline_groups
+
+        source = query_source(testset, sample_queries, seed, queries_sql, queries_file)
+        if not stages:
+            raise InputError(
+                f"{param('stages')} required (e.g. stages='exact,hnsw')", field=param("stages")
+            )
+        cfg = pipeline_config(testset=testset, stages=stages, queries=source, **options)
+        return run_pipeline_groups(
+            self.database,
+            cfg,
+            group_by,
+            k=k,
+            max_groups=max_groups or DEFAULT_MAX_GROUPS,
+            on_group=on_group,
+            on_warning=on_warning,
+            progress_factory=progress_factory,
+        )
+
     def resume(
         self,
         name: str,

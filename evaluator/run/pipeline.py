@@ -49,6 +49,9 @@ class PipelineConfig:
     )  # per statement on the knowledge base (None: server's)
     checksum: bool = True  # content checksum in the fingerprint (one table scan)
     queries: object = None  # testset.query_source.QuerySource (instead of testset)
+    # one group of the target (column, value): searched as the application searches it,
+    # ``WHERE column = value`` (run/groups.py runs one pipeline per group)
+    group: tuple[str, str] | None = None
 
 
 @dataclass
@@ -276,6 +279,8 @@ def run_pipeline(
         ensure_installed(results)  # schema pgeval at this pgeval's revision
         tid, testset_hash = resolve_testset(results, cfg.testset)
         target = targets.load(results, cfg.target) if cfg.target else None
+        if target is not None and cfg.group is not None:
+            target = target.scoped(*cfg.group)
         # the target's own settings (a preset's: WeKnora's ef_search, ...) unless --set says
         settings = gucs.validate(kb, {**(target.settings if target else {}), **cfg.settings})
         settings = gucs.with_statement_timeout(kb, settings, cfg.statement_timeout)

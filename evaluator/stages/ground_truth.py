@@ -295,6 +295,8 @@ def query_set(database: Database, cfg: Any) -> Any:
         )
     with database.connect() as conn:
         target = targets.load(conn, cfg.target)
+    if getattr(cfg, "group", None) is not None:  # one group's rows: run/groups.py
+        target = target.scoped(*cfg.group)
     name, info = query_source.materialize(database, cfg.queries, target)
     return replace(cfg, testset=name, queries=None), info
 

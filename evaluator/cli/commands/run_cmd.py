@@ -302,6 +302,21 @@ class _StageBar:
     help="Also record server execution time per query "
     "(EXPLAIN ANALYZE, a second execution of each query).",
 )
+@click.option(
+    "--group-by",
+    default=None,
+    metavar="COLUMN",
+    help="Run the pipeline once per group of this column (a tenant), each searched as the "
+    "application scopes it (WHERE COLUMN = value), --sample-queries N per group; recall per "
+    "group and ANN stage, worst first. [default: the target's --group-by, else none]",
+)
+@click.option(
+    "--max-groups",
+    type=click.IntRange(1, 10000),
+    default=10,
+    show_default=True,
+    help="With --group-by: at most this many groups, the largest half and the smallest half.",
+)
 @isolate_index_option()
 @statement_timeout_option()
 @no_checksum_option()
@@ -328,6 +343,8 @@ def pipeline(
     name,
     batch,
     server_timing,
+    group_by,
+    max_groups,
     isolate_index,
     statement_timeout,
     no_checksum,
@@ -351,6 +368,8 @@ def pipeline(
           --set diskann.query_rescore=100 --batch --repeat 1
       pgeval run pipeline --sample-queries 300 --target kb --stages exact,hnsw \\
           --set hnsw.ef_search=40
+      pgeval run pipeline --sample-queries 50 --target kb --stages exact,hnsw \\
+          --group-by tenant
     Query vectors without judgements (--sample-queries, --queries-sql, --queries-file): the
     exact stage takes its lists from the stored ground truth (computed once per query set and
     target, reused until the data changes; --opt exact:ground_truth=off runs it per query).
@@ -361,8 +380,14 @@ def pipeline(
             "--isolate-index drops the other vector indexes inside each ANN stage's transaction: "
             "the table is locked (ACCESS EXCLUSIVE) until the stage ends and rolls back"
         )
+    column = pg.group_column(target, group_by) if target else None
+    run = pg.run_pipeline
+    if column is not None:  # one pipeline per group: run_groups_view prints them
+        from .run_groups_view import grouped
+
+        run = grouped(pg, column, max_groups, fmt)
     res = _with_progress(
-        lambda **kw: pg.run_pipeline(
+        lambda **kw: run(
             testset,
             stages,
             sample_queries=sample_queries,
@@ -389,7 +414,8 @@ def pipeline(
         ),
         repeat,
     )
-    _show(res, fmt)
+    if column is None:
+        _show(res, fmt)
 
 
 def _with_progress(call, repeat: int | None):

@@ -25,21 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
-from psycopg import sql
-
 from ...core.errors import InputError, PlanError, param
-from ...core.ids import as_text
 from ...stages import registry
+from ...target.groups import Group, choose, column_for, list_groups
 from .runner import SweepConfig, SweepResult, run_sweep
 
 DEFAULT_MAX_GROUPS = 10
-
-
-@dataclass(frozen=True)
-class Group:
-    value: str
-    rows: int
-    chunks: int
 
 
 @dataclass
@@ -83,56 +74,6 @@ class GroupSweepResult:
     def missing(self) -> list[dict]:
         """The groups under the target at the point shown."""
         return [g for g in self.groups if g["recall"] is None or not g["reached"]]
-
-
-def list_groups(kb, target, column: str) -> tuple[list[Group], int]:
-    """Every group of ``column`` among the target's rows, largest first (ties: value in byte
-    order), and the number of rows where it is NULL."""
-    from ...target import catalog
-
-    if column not in catalog.columns(kb, target):
-        raise InputError(
-            f"column '{column}' does not exist in {target.qualified()}", field=param("group_by")
-        )
-    where, params = target.where()
-    col = sql.Identifier(column)
-    stmt = sql.SQL(
-        "SELECT {val}, count(*), count(DISTINCT {cid}) FROM {table}{where} GROUP BY 1 "
-        "ORDER BY 2 DESC, 1"
-    ).format(
-        val=as_text(col),
-        cid=sql.Identifier(target.id_column),
-        table=target.table_sql(),
-        where=where,
-    )
-    rows = kb.execute(stmt, params).fetchall()
-    kb.rollback()
-    groups = [Group(v, int(n), int(c)) for v, n, c in rows if v is not None]
-    nulls = sum(int(n) for v, n, _ in rows if v is None)
-    return groups, nulls
-
-
-def choose(groups: list[Group], max_groups: int) -> tuple[list[Group], str]:
-    """All groups up to ``max_groups``; else the largest and the smallest (half each)."""
-    if len(groups) <= max_groups:
-        return list(groups), f"all {len(groups)} groups"
-    large = (max_groups + 1) // 2
-    small = max_groups - large
-    picked = groups[:large] + (groups[-small:] if small else [])
-    return picked, (
-        f"{max_groups} of {len(groups)} groups: the {large} largest and the {small} smallest"
-    )
-
-
-def column_for(database, target_name: str, group_by: str | None) -> str | None:
-    """The column a sweep groups by: ``--group-by``, else the target's own (``target add
-    --group-by``), else None (the whole table)."""
-    if group_by:
-        return group_by
-    from ...target import targets
-
-    with database.connect() as conn:
-        return targets.load(conn, target_name).group_by
 
 
 def check(cfg: SweepConfig, column: str, max_groups: int) -> None:
