@@ -62,10 +62,18 @@ def choose(groups: list[Group], max_groups: int) -> tuple[list[Group], str]:
 
 def column_for(database: Any, target_name: str, group_by: str | None) -> str | None:
     """The column a measurement groups by: ``--group-by``, else the target's own (``target add
-    --group-by``), else None (the whole table)."""
+    --group-by``), else None (the whole table). Asked before the measurement's own checks: a
+    target that cannot be read here (none of that name, a schema to upgrade) groups by nothing,
+    and the measurement then says what is wrong in its own words."""
     if group_by:
         return group_by
+    import psycopg
+
+    from ..core.errors import PgevalError
     from . import targets
 
-    with database.connect() as conn:
-        return targets.load(conn, target_name).group_by
+    try:
+        with database.connect() as conn:
+            return targets.load(conn, target_name).group_by
+    except (PgevalError, psycopg.Error):
+        return None
