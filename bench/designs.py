@@ -171,10 +171,16 @@ def main() -> None:
             )
             p95 = point["p95_ms"] if point else None
             rows[design] = (found, p95)
-            setting = f"{FIND[design]}={found['value']}" if found["reached"] else "not reached"
+            best = found.get("best") or [None, None]
+            setting = (
+                f"{FIND[design]}={found['value']}"
+                if found["reached"]
+                else f"not reached (best {best[0]})"
+            )
+            recall = found["recall"] if found["reached"] else best[1]
             print(
                 f"{design:14} {took:8.1f} {size / 1048576:9.1f} {setting:>24} "
-                f"{(found['recall'] or 0):7.4f} {(p95 or float('nan')):7.3f}"
+                f"{(recall or 0):7.4f} {(p95 or float('nan')):7.3f}"
             )
             if design == "hnsw-bq" and found["reached"] and p95:
                 with db.connect(results=False) as c:
