@@ -36,15 +36,9 @@ class RunMethods:
         ``embedder``, ``base_url``, ``dimensions``, ``api_key_env``, ``reranker``, ``name``,
         ``batch``, ``server_timing``, ``isolate_index``, ``statement_timeout``, ``checksum``.
         Returns a PipelineResult (experiment, config_hash, runs, warnings; ``as_dict()``)."""
-        from ..run.configure import pipeline_config
         from ..run.pipeline import run_pipeline
 
-        source = query_source(testset, sample_queries, seed, queries_sql, queries_file)
-        if not stages:
-            raise InputError(
-                f"{param('stages')} required (e.g. stages='exact,hnsw')", field=param("stages")
-            )
-        cfg = pipeline_config(testset=testset, stages=stages, queries=source, **options)
+        cfg = _pipeline(testset, stages, (sample_queries, seed, queries_sql, queries_file), options)
         return run_pipeline(
             self.database, cfg, progress_factory=progress_factory, on_warning=on_warning
         )
@@ -72,15 +66,9 @@ class RunMethods:
         queries, one experiment ``NAME/column=value`` per group. Returns a
         GroupPipelineResult: per group and ANN stage, recall@``k``, short lists and p95, worst
         group first (``as_dict()``). ``options`` as :meth:`run_pipeline`'s."""
-        from ..run.configure import pipeline_config
         from ..run.groups import DEFAULT_MAX_GROUPS, run_pipeline_groups
 
-        source = query_source(testset, sample_queries, seed, queries_sql, queries_file)
-        if not stages:
-            raise InputError(
-                f"{param('stages')} required (e.g. stages='exact,hnsw')", field=param("stages")
-            )
-        cfg = pipeline_config(testset=testset, stages=stages, queries=source, **options)
+        cfg = _pipeline(testset, stages, (sample_queries, seed, queries_sql, queries_file), options)
         return run_pipeline_groups(
             self.database,
             cfg,
@@ -190,14 +178,10 @@ class RunMethods:
         :func:`evaluator.dba.sweep.run_sweep`. Returns a SweepResult (points, recommendation
         with its ``why``, ``finds``, ...; ``as_dict()``)."""
         from ..dba.sweep import run_sweep
-        from ..dba.sweep.configure import sweep_config
 
-        source = query_source(testset, sample_queries, seed, queries_sql, queries_file)
-        if not target:
-            raise InputError(f"{param('target')} required", field=param("target"))
-        if not stage:
-            raise InputError(f"{param('stage')} required (e.g. stage='hnsw')", field=param("stage"))
-        cfg = sweep_config(testset=testset, queries=source, target=target, stage=stage, **options)
+        cfg = _sweep(
+            testset, target, stage, (sample_queries, seed, queries_sql, queries_file), options
+        )
         return run_sweep(
             self.database,
             cfg,
@@ -239,15 +223,11 @@ class RunMethods:
         ``target_recall``; groups that miss measured again with the kind's iterative scan.
         ``options`` as :meth:`sweep`'s. Returns a GroupSweepResult (``groups`` worst first,
         ``points``, ``recommendation``; ``as_dict()``)."""
-        from ..dba.sweep.configure import sweep_config
         from ..dba.sweep.groups import DEFAULT_MAX_GROUPS, run_groups
 
-        source = query_source(testset, sample_queries, seed, queries_sql, queries_file)
-        if not target:
-            raise InputError(f"{param('target')} required", field=param("target"))
-        if not stage:
-            raise InputError(f"{param('stage')} required (e.g. stage='hnsw')", field=param("stage"))
-        cfg = sweep_config(testset=testset, queries=source, target=target, stage=stage, **options)
+        cfg = _sweep(
+            testset, target, stage, (sample_queries, seed, queries_sql, queries_file), options
+        )
         return run_groups(
             self.database,
             cfg,
@@ -271,3 +251,28 @@ class RunMethods:
             recommendation=result.recommendation,
             title=title,
         )
+
+
+def _pipeline(testset, stages, source: tuple, options: dict):
+    """The pipeline's configuration of :meth:`RunMethods.run_pipeline`'s keywords (``source``:
+    sample_queries, seed, queries_sql, queries_file)."""
+    from ..run.configure import pipeline_config
+
+    queries = query_source(testset, *source)
+    if not stages:
+        raise InputError(
+            f"{param('stages')} required (e.g. stages='exact,hnsw')", field=param("stages")
+        )
+    return pipeline_config(testset=testset, stages=stages, queries=queries, **options)
+
+
+def _sweep(testset, target, stage, source: tuple, options: dict):
+    """The sweep's configuration of :meth:`RunMethods.sweep`'s keywords."""
+    from ..dba.sweep.configure import sweep_config
+
+    queries = query_source(testset, *source)
+    if not target:
+        raise InputError(f"{param('target')} required", field=param("target"))
+    if not stage:
+        raise InputError(f"{param('stage')} required (e.g. stage='hnsw')", field=param("stage"))
+    return sweep_config(testset=testset, queries=queries, target=target, stage=stage, **options)

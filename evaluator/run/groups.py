@@ -13,7 +13,7 @@ from typing import Any
 
 from ..core.db import Database
 from ..core.errors import InputError, PlanError, param
-from ..target.groups import Group, choose, list_groups
+from ..target.groups import Group, group_queries, plan
 from .pipeline import PipelineConfig, default_name, run_pipeline
 
 DEFAULT_MAX_GROUPS = 10
@@ -58,28 +58,12 @@ def run_pipeline_groups(
 ) -> GroupPipelineResult:
     """Run ``cfg`` once per chosen group of ``column`` (see the module's docstring);
     ``on_group(index, count, group)`` before each; ``callbacks`` go to :func:`run_pipeline`."""
-    from ..target import targets
-    from ..testset.query_source import QuerySource
-
-    queries = cfg.queries
-    if not isinstance(queries, QuerySource) or queries.kind != "sample":
-        raise InputError(
-            f"{param('group_by')} draws its queries from each group: give "
-            f"{param('sample_queries')} N (N queries per group)",
-            field=param("group_by"),
-        )
-    if max_groups < 1:
-        raise InputError(
-            f"{param('max_groups')} must be >= 1, got {max_groups}", field=param("max_groups")
-        )
     if not cfg.target:
         raise InputError(f"{param('group_by')} needs {param('target')}", field=param("target"))
-    with database.connect() as conn:
-        target = targets.load(conn, cfg.target)
-    with database.connect(results=False, read_only=True) as kb:
-        every, nulls = list_groups(kb, target, column)
-    picked, chosen = choose(every, max_groups)
-    out = GroupPipelineResult(column, k, len(every), chosen, null_rows=nulls)
+    groups = plan(database, cfg.target, column, max_groups, cfg.queries, "measure")
+    out = GroupPipelineResult(
+        column, k, groups.total, groups.chosen, null_rows=groups.nulls, skipped=groups.skipped
+    )
 
     def warn(message: str) -> None:
         if message not in out.warnings:
@@ -87,14 +71,9 @@ def run_pipeline_groups(
             if on_warning:
                 on_warning(message)
 
-    if nulls:
-        warn(f"{nulls} rows have no {column} (NULL): they belong to no group and are not measured")
-    measured = [g for g in picked if g.chunks >= 2]
-    out.skipped = [
-        {"group": g.value, "rows": g.rows, "why": "one chunk: nothing to find besides it"}
-        for g in picked
-        if g.chunks < 2
-    ]
+    if groups.null_warning:
+        warn(groups.null_warning)
+    measured = groups.measured
     base = cfg.name or default_name(cfg.testset or "queries", cfg.target)
     for i, g in enumerate(measured, 1):
         if on_group:
@@ -102,7 +81,7 @@ def run_pipeline_groups(
         gcfg = replace(
             cfg,
             group=(column, g.value),
-            queries=replace(queries, count=min(queries.count or 1, g.chunks)),
+            queries=group_queries(cfg.queries, g),
             name=f"{base}/{column}={g.value}",
         )
         try:

@@ -5,7 +5,7 @@ and probes measure each group as the application scopes it (``Target.scoped``)."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from psycopg import sql
@@ -77,3 +77,68 @@ def column_for(database: Any, target_name: str, group_by: str | None) -> str | N
             return targets.load(conn, target_name).group_by
     except (PgevalError, psycopg.Error):
         return None
+
+
+@dataclass
+class Chosen:
+    """The groups a measurement takes: ``measured`` (two chunks or more), ``skipped`` (one
+    chunk: nothing to find besides it), in words ``chosen``, of ``total``; ``nulls`` rows in
+    no group."""
+
+    column: str
+    measured: list[Group]
+    chosen: str
+    total: int
+    nulls: int = 0
+    skipped: list[dict] = field(default_factory=list)
+
+    @property
+    def null_warning(self) -> str | None:
+        if not self.nulls:
+            return None
+        return (
+            f"{self.nulls} rows have no {self.column} (NULL): they belong to no group and are "
+            "not measured"
+        )
+
+
+def plan(
+    database: Any, target_name: str, column: str, max_groups: int, queries: Any, what: str
+) -> Chosen:
+    """The groups of ``column`` a measurement (``what``: measure, probe) takes, after the
+    checks every grouped measurement shares: queries sampled per group, ``max_groups`` >= 1,
+    at least one group with two chunks or more."""
+    from ..testset.query_source import QuerySource
+    from . import targets
+
+    if not isinstance(queries, QuerySource) or queries.kind != "sample":
+        raise InputError(
+            f"{param('group_by')} draws its queries from each group: give "
+            f"{param('sample_queries')} N (N queries per group)",
+            field=param("group_by"),
+        )
+    if max_groups < 1:
+        raise InputError(
+            f"{param('max_groups')} must be >= 1, got {max_groups}", field=param("max_groups")
+        )
+    with database.connect() as conn:
+        target = targets.load(conn, target_name)
+    with database.connect(results=False, read_only=True) as kb:
+        every, nulls = list_groups(kb, target, column)
+    picked, chosen = choose(every, max_groups)
+    out = Chosen(column, [g for g in picked if g.chunks >= 2], chosen, len(every), nulls)
+    out.skipped = [
+        {"group": g.value, "rows": g.rows, "why": "one chunk: nothing to find besides it"}
+        for g in picked
+        if g.chunks < 2
+    ]
+    if not out.measured:
+        raise InputError(
+            f"no group of {column} has two chunks or more to {what}", field=param("group_by")
+        )
+    return out
+
+
+def group_queries(queries: Any, group: Group) -> Any:
+    """The query source of one group: its sample, at most the group's chunks."""
+    return replace(queries, count=min(queries.count or 1, group.chunks))

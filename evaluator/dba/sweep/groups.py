@@ -23,11 +23,11 @@ tenant at 0.1; this measures each group as the application searches it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import Any
 
 from ...core.errors import InputError, PlanError, param
 from ...stages import registry
-from ...target.groups import Group, choose, column_for, list_groups
+from ...target.groups import Group, choose, column_for, group_queries, list_groups, plan
 from .runner import SweepConfig, SweepResult, run_sweep
 
 DEFAULT_MAX_GROUPS = 10
@@ -76,19 +76,9 @@ class GroupSweepResult:
         return [g for g in self.groups if g["recall"] is None or not g["reached"]]
 
 
-def check(cfg: SweepConfig, column: str, max_groups: int) -> None:
-    from ...testset.query_source import QuerySource
-
-    if max_groups < 1:
-        raise InputError(
-            f"{param('max_groups')} must be >= 1, got {max_groups}", field=param("max_groups")
-        )
-    if not isinstance(cfg.queries, QuerySource) or cfg.queries.kind != "sample":
-        raise InputError(
-            f"{param('group_by')} draws its queries from each group: give "
-            f"{param('sample_queries')} N (N queries per group)",
-            field=param("group_by"),
-        )
+def check(cfg: SweepConfig) -> None:
+    """What a grouped sweep refuses besides what every grouped measurement does
+    (:func:`evaluator.target.groups.plan`)."""
     if cfg.build:
         raise InputError(
             f"{param('group_by')} measures the index you have, per group: not with "
@@ -117,15 +107,17 @@ def run_groups(
     """Sweep every chosen group of ``column`` (see the module's docstring);
     ``on_group(index, count, group, step)`` before each group's sweep (step: sweep | confirm |
     iterative); ``callbacks`` go to :func:`runner.run_sweep`."""
-    from ...target import targets
-
-    check(cfg, column, max_groups)
-    with database.connect() as conn:
-        target = targets.load(conn, cfg.target)
-    with database.connect(results=False, read_only=True) as kb:
-        every, nulls = list_groups(kb, target, column)
-    picked, chosen = choose(every, max_groups)
-    out = GroupSweepResult(column, cfg.k, cfg.target_recall, len(every), chosen, null_rows=nulls)
+    check(cfg)
+    groups = plan(database, cfg.target, column, max_groups, cfg.queries, "measure")
+    out = GroupSweepResult(
+        column,
+        cfg.k,
+        cfg.target_recall,
+        groups.total,
+        groups.chosen,
+        null_rows=groups.nulls,
+        skipped=groups.skipped,
+    )
 
     def warn(message: str) -> None:
         if message not in out.warnings:
@@ -133,18 +125,9 @@ def run_groups(
             if on_warning:
                 on_warning(message)
 
-    if nulls:
-        warn(f"{nulls} rows have no {column} (NULL): they belong to no group and are not measured")
-    measured = [g for g in picked if g.chunks >= 2]
-    for g in picked:
-        if g.chunks < 2:
-            out.skipped.append(
-                {"group": g.value, "rows": g.rows, "why": "one chunk: nothing to find besides it"}
-            )
-    if not measured:
-        raise InputError(
-            f"no group of {column} has two chunks or more to measure", field=param("group_by")
-        )
+    if groups.null_warning:
+        warn(groups.null_warning)
+    measured = groups.measured
     sizes = {g.value: g for g in measured}
 
     def sweep_of(g: Group, step: str, **changes: Any) -> SweepResult | None:
@@ -171,10 +154,7 @@ def run_groups(
 
 
 def _group_config(cfg: SweepConfig, column: str, g: Group, step: str, **changes: Any):
-    from ...testset.query_source import QuerySource
-
-    queries = cast(QuerySource, cfg.queries)
-    src = replace(queries, count=min(queries.count or 1, g.chunks))
+    src = group_queries(cfg.queries, g)
     name = None
     if cfg.name:
         name = f"{cfg.name}/{column}={g.value}" + ("" if step == "sweep" else f"/{step}")

@@ -295,43 +295,22 @@ def run_probes(database, cfg: WatchConfig, *, on_warning=None) -> list[ProbeResu
     searched as the application scopes it (``WHERE column = value``), each its own series."""
     from dataclasses import replace
 
-    from ...target import targets
-    from ..sweep import groups
+    from ...target import groups
 
     column = groups.column_for(database, cfg.target, cfg.group_by)
     if column is None:
         return [run_probe(database, cfg, on_warning=on_warning)]
     check(cfg)
-    q = cfg.queries
-    if q is None or q.kind != "sample":
-        raise InputError(
-            f"{param('group_by')} draws its queries from each group: give "
-            f"{param('sample_queries')} N (N queries per group)",
-            field=param("group_by"),
-        )
-    if cfg.max_groups < 1:
-        raise InputError(
-            f"{param('max_groups')} must be >= 1, got {cfg.max_groups}", field=param("max_groups")
-        )
-    with database.connect() as conn:
-        target = targets.load(conn, cfg.target)
-    with database.connect(results=False, read_only=True) as kb:
-        every, _nulls = groups.list_groups(kb, target, column)
-    picked, _chosen = groups.choose(every, cfg.max_groups)
-    measured = [g for g in picked if g.chunks >= 2]
-    if not measured:
-        raise InputError(
-            f"no group of {column} has two chunks or more to probe", field=param("group_by")
-        )
+    measured = groups.plan(database, cfg.target, column, cfg.max_groups, cfg.queries, "probe")
     return [
         run_probe(
             database,
             replace(
                 cfg,
                 group=(column, g.value),
-                queries=replace(q, count=min(q.count or 1, g.chunks)),
+                queries=groups.group_queries(cfg.queries, g),
             ),
             on_warning=on_warning,
         )
-        for g in measured
+        for g in measured.measured
     ]
