@@ -4,8 +4,9 @@
 -- stable set of queries against exact search. pgeval.probe_history is what Grafana or any SQL
 -- client charts: one row per probe with what explains a change beside it.
 --
--- A *series* is the probes of one target (one group of it with --group-by), stage, k, settings
--- and query source; within it, the probes of one *index build* (the index's name, oid,
+-- A *series* is the probes of one target (one group of it with --group-by), stage, k, settings,
+-- query source and path (via: 'cli', `pgeval watch`; 'sql', pgeval.run_probe, sql/220_run_probe.sql,
+-- migration 0010_probe_via); within it, the probes of one *index build* (the index's name, oid,
 -- relfilenode, method and options: a REINDEX or a new CREATE INDEX starts a new build) are
 -- compared with the build's first probe, its *baseline*. Bounds (each probe keeps those it was given):
 --   min_recall  recall < min_recall
@@ -25,7 +26,7 @@ WITH w AS (
            first_value(p.table_stats) OVER b AS baseline_stats
       FROM pgeval.probe p
     WINDOW b AS (PARTITION BY p.target, p.group_key, p.stage, p.k, p.settings, p.query_source,
-                              p.index_name, p.index_build
+                              p.via, p.index_name, p.index_build
                  ORDER BY p.probe_id)
 )
 SELECT w.probe_id, w.probed_at, w.target, w.group_key, w.stage, w.k, w.settings, w.query_source, w.queries,
@@ -58,7 +59,8 @@ SELECT w.probe_id, w.probed_at, w.target, w.group_key, w.stage, w.k, w.settings,
        nullif(greatest((w.table_stats ->> 'n_tup_del')::bigint
                        - (w.baseline_stats ->> 'n_tup_del')::bigint, -1), -1)
            AS deleted_since_baseline,
-       w.timed_ms, w.wall_ms, w.advice, w.sweep, w.testset, w.config_hash
+       w.timed_ms, w.wall_ms, w.advice, w.sweep, w.testset, w.config_hash,
+       w.via
   FROM w;
 
 COMMENT ON VIEW pgeval.probe_history IS
@@ -77,7 +79,7 @@ LANGUAGE sql STABLE AS $$
           FROM pgeval.probe_history h JOIN me
             ON h.target = me.target AND h.group_key IS NOT DISTINCT FROM me.group_key
            AND h.stage = me.stage AND h.k = me.k
-           AND h.settings = me.settings AND h.query_source = me.query_source
+           AND h.settings = me.settings AND h.query_source = me.query_source AND h.via = me.via
          WHERE h.probe_id <= me.probe_id)
     SELECT min(s.probed_at)
       FROM s

@@ -1,0 +1,301 @@
+"""pgeval.run_probe (sql/220_run_probe.sql, migration 0010_probe_via): a probe run inside the
+database, for pg_cron (pg_cron itself is not installed here: the function is called directly).
+
+- On the same target, setting and sampled queries, the SQL probe's recall equals `pgeval watch`'s
+  (hnsw and ivfflat, to 1e-9), and its queries, rows returned, table rows, data version and
+  index build are the CLI's; on ivfflat it also equals recall computed by hand (numpy exact
+  search, the application's statement run from here).
+- It writes one pgeval.probe_history row (via 'sql', its own series), checks bounds as the
+  view does and warns when one is crossed; a rolled-back transaction keeps no row and the
+  caller's settings are as they were.
+- An unknown target, a stage it does not measure and a target with several rows per chunk are
+  refused with one clear error.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import psycopg
+import pytest
+
+from tests import clustered_kb
+
+HNSW_TABLE, HNSW_TARGET = "wsql_hnsw", "wsqlhnsw"
+IVF_TABLE, IVF_TARGET = "wsql_ivf", "wsqlivf"
+N, DIM, SAMPLE, K = 1500, 16, 60, 10
+COMPARED = ("queries", "rows_mean", "table_rows", "data_version", "index_name", "index_build")
+
+
+def _add_target(pgeval, name: str, table: str) -> None:
+    code, out, err = pgeval(
+        "target", "add", name, "--table", table, "--id-column", "id", "--vector-column", "e"
+    )
+    assert code == 0, err
+
+
+@pytest.fixture
+def kbs(database, conn, clean, pgeval, tmp_path):
+    conn.execute("DELETE FROM pgeval.probe")
+    docs = {}
+    for table, ddl in (
+        (
+            HNSW_TABLE,
+            f"CREATE INDEX {HNSW_TABLE}_ix ON {HNSW_TABLE} USING hnsw (e vector_cosine_ops) "
+            "WITH (m = 8, ef_construction = 32)",
+        ),
+        (
+            IVF_TABLE,
+            f"CREATE INDEX {IVF_TABLE}_ix ON {IVF_TABLE} USING ivfflat (e vector_cosine_ops) "
+            "WITH (lists = 30)",
+        ),
+    ):
+        docs[table], _, _ = clustered_kb.build(
+            database, tmp_path, table, dim=DIM, n=N, nq=1, seed=11, spread=0.3, indexes=[ddl]
+        )
+    _add_target(pgeval, HNSW_TARGET, HNSW_TABLE)
+    _add_target(pgeval, IVF_TARGET, IVF_TABLE)
+    yield docs
+    conn.execute("DELETE FROM pgeval.probe")
+    for table in (HNSW_TABLE, IVF_TABLE):
+        clustered_kb.drop(database, table)
+
+
+def _history(conn, probe_id: int) -> dict:
+    cur = conn.execute("SELECT * FROM pgeval.probe_history WHERE probe_id = %s", (probe_id,))
+    names = [d.name for d in cur.description]
+    return dict(zip(names, cur.fetchone()))
+
+
+def _sql_probe(conn, target: str, stage: str, settings: dict, **kw) -> dict:
+    args = ", ".join(f"{name} => %({name})s" for name in kw)
+    row = conn.execute(
+        "SELECT * FROM pgeval.run_probe(%(t)s, %(s)s, p_k => %(k)s, p_sample => %(n)s, "
+        f"p_settings => %(set)s{', ' + args if args else ''})",
+        {"t": target, "s": stage, "k": K, "n": SAMPLE, "set": json.dumps(settings), **kw},
+    ).fetchone()
+    return _history(conn, row[0]) | {"returned": row}
+
+
+def _cli_probe(pgeval, conn, target: str, stage: str, settings: dict) -> dict:
+    sets = [x for name, value in settings.items() for x in ("--set", f"{name}={value}")]
+    code, out, err = pgeval(
+        "watch",
+        "--target",
+        target,
+        "--stage",
+        stage,
+        "--sample-queries",
+        str(SAMPLE),
+        "--k",
+        str(K),
+        *sets,
+        "--format",
+        "json",
+    )
+    assert code == 0, err
+    (probe_id,) = conn.execute(
+        "SELECT max(probe_id) FROM pgeval.probe WHERE via = 'cli'"
+    ).fetchone()
+    return _history(conn, probe_id)
+
+
+@pytest.mark.parametrize(
+    "target,stage,settings",
+    [
+        (HNSW_TARGET, "hnsw", {"enable_seqscan": "off", "hnsw.ef_search": "10"}),
+        (IVF_TARGET, "ivfflat", {"enable_seqscan": "off", "ivfflat.probes": "1"}),
+    ],
+)
+def test_sql_probe_measures_what_the_cli_probe_measures(kbs, conn, pgeval, target, stage, settings):
+    cli = _cli_probe(pgeval, conn, target, stage, settings)
+    sql = _sql_probe(conn, target, stage, settings)
+    assert 0.3 < cli["recall"] < 0.999, cli["recall"]  # the setting loses neighbours: a real test
+    assert sql["recall"] == pytest.approx(cli["recall"], abs=1e-9)
+    for column in COMPARED:
+        assert sql[column] == cli[column], column
+    # LIMIT k + 1 (its own row is dropped after); hnsw at ef_search 10 returns at most 10
+    assert sql["queries"] == SAMPLE and 0 < sql["rows_mean"] <= K + 1
+    assert (sql["settings"], sql["query_source"], sql["k"]) == (
+        cli["settings"],
+        cli["query_source"],
+        cli["k"],
+    )
+    assert (sql["via"], cli["via"]) == ("sql", "cli")
+    assert sql["index_state"] == cli["index_state"]
+    assert sql["p50_ms"] > 0 and sql["p95_ms"] >= sql["p50_ms"] and sql["timed_ms"] > 0
+    assert sql["ground_truth"] == "computed"
+    # the returned row is the history's
+    returned = sql["returned"]
+    assert (returned[1], returned[2], returned[3], returned[4]) == (
+        sql["recall"],
+        sql["p95_ms"],
+        [],
+        "ok",
+    )
+
+
+def _by_hand(conn, docs: np.ndarray, probes: int) -> float:
+    """Recall@K of the ivfflat statement at ``probes`` on the sampled rows, exact search by numpy:
+    the sample rule (hashtextextended order), the own row dropped, ties within 1e-6 counted."""
+    ids = [
+        r[0]
+        for r in conn.execute(
+            f'SELECT id FROM {IVF_TABLE} ORDER BY hashtextextended(id COLLATE "C", 0), '
+            'id COLLATE "C" LIMIT %s',
+            (SAMPLE,),
+        ).fetchall()
+    ]
+    unit = docs.astype(np.float64)
+    unit /= np.linalg.norm(unit, axis=1, keepdims=True)
+    names = np.array([f"c{i}" for i in range(1, len(docs) + 1)])
+    scores = []
+    with conn.transaction():
+        conn.execute("SELECT set_config('enable_seqscan', 'off', true)")
+        conn.execute("SELECT set_config('ivfflat.probes', %s, true)", (str(probes),))
+        for qid in ids:
+            row = int(qid[1:]) - 1
+            dist = 1.0 - unit @ unit[row]
+            others = np.argsort(dist, kind="stable")
+            others = others[names[others] != qid][:K]
+            d_k = dist[others[-1]]
+            (q,) = conn.execute(f"SELECT e::text FROM {IVF_TABLE} WHERE id = %s", (qid,)).fetchone()
+            statement = (
+                f"SELECT id, e <=> %s::vector AS d FROM {IVF_TABLE} "
+                "ORDER BY e <=> %s::vector LIMIT %s"
+            )
+            plan = conn.execute("EXPLAIN " + statement, (q, q, K + 1)).fetchall()
+            assert any(f"{IVF_TABLE}_ix" in line for (line,) in plan), plan
+            got = conn.execute(statement, (q, q, K + 1)).fetchall()
+            kept = [chunk for chunk, _ in sorted(got, key=lambda r: (r[1], r[0])) if chunk != qid]
+            hits = sum(1 for c in kept[:K] if dist[int(c[1:]) - 1] <= d_k + 1e-6)
+            scores.append(hits / K)
+    return float(np.mean(scores))
+
+
+def test_sql_probe_equals_recall_computed_by_hand(kbs, conn):
+    sql = _sql_probe(conn, IVF_TARGET, "ivfflat", {"ivfflat.probes": "1"})
+    expected = _by_hand(conn, kbs[IVF_TABLE], 1)
+    assert 0.3 < expected < 0.999  # probes=1 misses neighbours: a real comparison
+    assert sql["recall"] == pytest.approx(expected, abs=1e-9)
+
+
+def test_history_row_series_and_bounds(kbs, conn, pgeval):
+    settings = {"hnsw.ef_search": "10"}
+    _cli_probe(pgeval, conn, HNSW_TARGET, "hnsw", settings)  # another path: another series
+    before = conn.execute("SELECT count(*) FROM pgeval.probe_history").fetchone()[0]
+    first = _sql_probe(conn, HNSW_TARGET, "hnsw", settings)
+    assert conn.execute("SELECT count(*) FROM pgeval.probe_history").fetchone()[0] == before + 1
+    assert first["target"] == HNSW_TARGET and first["stage"] == "hnsw" and first["via"] == "sql"
+    assert first["settings"]["hnsw.ef_search"] == "10"
+    assert first["baseline_at"] == first["probed_at"]  # the first SQL probe is its own baseline
+    notices: list[str] = []
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+    second = _sql_probe(
+        conn, HNSW_TARGET, "hnsw", settings, p_min_recall=0.999, p_max_drop=0.5, p_max_p95_ms=1e6
+    )
+    assert second["baseline_at"] == first["probed_at"]
+    assert second["recall"] == pytest.approx(first["recall"], abs=1e-12)  # same graph, same queries
+    assert second["crossed"] == ["min_recall"]
+    assert second["bounds"] == {"min_recall": 0.999, "max_drop": 0.5, "max_p95_ms": 1e6}
+    assert second["returned"][3:] == (["min_recall"], "crossed min_recall")
+    assert any("crossed min_recall" in m and HNSW_TARGET in m for m in notices), notices
+
+
+def test_rolled_back_probe_leaves_no_row_and_the_settings_as_they_were(kbs, database):
+    with database.connect() as c:  # one transaction, rolled back
+        c.execute("SET hnsw.ef_search = 37")
+        before = c.execute("SELECT count(*) FROM pgeval.probe").fetchone()[0]
+        c.execute("SELECT * FROM pgeval.run_probe(%s, 'hnsw', p_sample => 20)", (HNSW_TARGET,))
+        assert c.execute("SELECT count(*) FROM pgeval.probe").fetchone()[0] == before + 1
+        assert c.execute(
+            "SELECT current_setting('hnsw.ef_search'), current_setting('enable_seqscan'), "
+            "current_setting('enable_indexscan')"
+        ).fetchone() == ("37", "on", "on")
+        row = c.execute(
+            "SELECT settings FROM pgeval.probe ORDER BY probe_id DESC LIMIT 1"
+        ).fetchone()
+        assert row[0] == {"hnsw.ef_search": "37"}  # the server's value when none is stored
+        c.rollback()
+        assert c.execute("SELECT count(*) FROM pgeval.probe").fetchone()[0] == before
+
+
+@pytest.mark.parametrize(
+    "call,sqlstate,message",
+    [
+        (
+            "SELECT pgeval.run_probe('nope', 'hnsw')",
+            "P0002",
+            "pgeval.run_probe: no target named 'nope' (see `pgeval target list`)",
+        ),
+        (
+            f"SELECT pgeval.run_probe('{HNSW_TARGET}', 'bm25')",
+            "22023",
+            "pgeval.run_probe measures stage hnsw, ivfflat or diskann, not 'bm25'",
+        ),
+        (
+            f"SELECT pgeval.run_probe('{HNSW_TARGET}', 'hnsw-bq')",
+            "22023",
+            "a search of a cast column is probed by `pgeval watch` only",
+        ),
+        (
+            f"SELECT pgeval.run_probe('{HNSW_TARGET}', 'hnsw', p_sample => {N + 1})",
+            "22023",
+            f"has {N} chunks (after its filters), fewer than the {N + 1} asked for",
+        ),
+        (
+            f"SELECT pgeval.run_probe('{HNSW_TARGET}', 'hnsw', p_settings => "
+            '\'{"hnsw.ef_serch": "10"}\')',
+            "42704",
+            "unknown setting 'hnsw.ef_serch'",
+        ),
+        (
+            f"SELECT pgeval.run_probe('{HNSW_TARGET}', 'hnsw', p_settings => "
+            '\'{"transaction_read_only": "off"}\')',
+            "22023",
+            "setting 'transaction_read_only' cannot be changed by a probe",
+        ),
+        (
+            f"SELECT pgeval.run_probe('{IVF_TARGET}', 'hnsw')",
+            "55000",
+            "does not scan a hnsw index",
+        ),
+    ],
+)
+def test_refusals_are_one_clear_error(kbs, conn, call, sqlstate, message):
+    before = conn.execute("SELECT count(*) FROM pgeval.probe").fetchone()[0]
+    with pytest.raises(psycopg.Error) as exc:
+        conn.execute(call)
+    assert exc.value.sqlstate == sqlstate
+    assert message in exc.value.diag.message_primary
+    assert conn.execute("SELECT count(*) FROM pgeval.probe").fetchone()[0] == before
+
+
+def test_several_rows_per_chunk_is_refused(database, conn, clean, pgeval):
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS wsql_multi")
+        c.execute("CREATE TABLE wsql_multi (id text, e vector(3))")
+        c.execute("INSERT INTO wsql_multi VALUES ('a', '[1,0,0]'), ('a', '[0,1,0]')")
+        c.execute("CREATE INDEX ON wsql_multi USING hnsw (e vector_cosine_ops)")
+    try:
+        _add_target(pgeval, "wsqlmulti", "wsql_multi")
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="several rows per chunk"):
+            conn.execute("SELECT pgeval.run_probe('wsqlmulti', 'hnsw')")
+    finally:
+        with database.connect(results=False, autocommit=True) as c:
+            c.execute("DROP TABLE IF EXISTS wsql_multi")
+
+
+def test_probe_kinds_are_the_registry_s(conn):
+    """The kinds, work settings and build defaults the SQL probe uses are the registry's."""
+    from evaluator.stages import registry
+
+    rows = conn.execute("SELECT * FROM pgeval.probe_kinds()").fetchall()
+    assert {r[0] for r in rows} <= set(registry.ann_kinds())
+    for kind, method, work, defaults in rows:
+        described = registry.KINDS[kind]
+        assert described.index_method == method
+        assert tuple(work) == described.work_settings
+        assert defaults == registry.build_defaults(method)
+        assert described.cast_type is None  # a cast kind would need its cast in the statement
