@@ -376,3 +376,38 @@ def test_a_kind_the_server_lacks_says_what_is_missing(pg15_kb, pgeval):
         from evaluator.stages.server_support import missing
 
         assert missing(kb, "hnsw-bq") is None and missing(kb, "hnsw-halfvec") is None
+
+
+def test_sql_probe_equals_the_cli_probe_on_pg15(pg15_kb, pgeval):
+    """pgeval.run_probe (sql/220_run_probe.sql) on PostgreSQL 15, in the database that holds the
+    table and schema pgeval (pg_cron's layout): the CLI probe's recall, rows, data version (a
+    text column in the checksum) and index build, one row with via 'sql'."""
+    prefix = ["--dsn", pg15_kb.dsn]
+    code, _, err = pgeval(
+        *prefix, "target", "add", "pg15-probe", "--table", "pg15_kb", "--id-column", "doc_id",
+        "--vector-column", "emb", "--text-column", "body", "--replace",
+    )  # fmt: skip
+    assert code == 0, err
+    code, out, err = pgeval(
+        *prefix, "watch", "--target", "pg15-probe", "--stage", "hnsw", "--sample-queries", "40",
+        "--set", "hnsw.ef_search=10", "--set", "enable_seqscan=off", "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    with pg15_kb.connect() as c:
+        assert c.info.server_version // 10000 == MAJOR
+        (sql_id,) = c.execute(
+            "SELECT probe_id FROM pgeval.run_probe('pg15-probe', 'hnsw', p_sample => 40, "
+            'p_settings => \'{"hnsw.ef_search": "10", "enable_seqscan": "off"}\')'
+        ).fetchone()
+        c.commit()
+        cur = c.execute(
+            "SELECT via, recall, queries, rows_mean, table_rows, data_version, index_build, "
+            "settings FROM pgeval.probe_history WHERE target = 'pg15-probe' "
+            "AND probe_id IN (%s, (SELECT max(probe_id) FROM pgeval.probe WHERE via = 'cli'))",
+            (sql_id,),
+        )
+        rows = {r[0]: r[1:] for r in cur.fetchall()}
+    assert set(rows) == {"cli", "sql"}
+    assert 0 < rows["sql"][0] <= 1
+    assert rows["sql"][0] == pytest.approx(rows["cli"][0], abs=1e-9)
+    assert rows["sql"][1:] == rows["cli"][1:]
