@@ -136,6 +136,36 @@ def test_sql_probe_measures_what_the_cli_probe_measures(kbs, conn, pgeval, targe
     )
 
 
+def test_filters_are_the_cli_s(kbs, database, conn, pgeval):
+    """A target with filters (one value, several values, NULL as true) on typed columns: the
+    SQL probe's WHERE (values bound as one text[] parameter, cast to each column's type)
+    selects the CLI's rows."""
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute(f"ALTER TABLE {HNSW_TABLE} ADD COLUMN tenant integer, ADD COLUMN enabled boolean")
+        c.execute(
+            f"UPDATE {HNSW_TABLE} SET tenant = substr(id, 2)::integer % 4, enabled = CASE "
+            "WHEN substr(id, 2)::integer % 5 = 0 THEN NULL "
+            "WHEN substr(id, 2)::integer % 7 = 0 THEN false ELSE true END"
+        )
+        c.execute(f"VACUUM ANALYZE {HNSW_TABLE}")
+    code, out, err = pgeval(
+        "target", "add", "wsqlfiltered", "--table", HNSW_TABLE, "--id-column", "id",
+        "--vector-column", "e", "--where", "tenant=1", "--where", "tenant=2",
+        "--where", "enabled=true", "--null-as-true", "enabled",
+    )  # fmt: skip
+    assert code == 0, err
+    settings = {"enable_seqscan": "off", "hnsw.ef_search": "40"}
+    cli = _cli_probe(pgeval, conn, "wsqlfiltered", "hnsw", settings)
+    sql = _sql_probe(conn, "wsqlfiltered", "hnsw", settings)
+    (rows,) = conn.execute(
+        f"SELECT count(*) FROM {HNSW_TABLE} WHERE tenant IN (1, 2) AND (enabled IS NULL OR enabled)"
+    ).fetchone()
+    assert sql["table_rows"] == rows < N // 2
+    assert sql["recall"] == pytest.approx(cli["recall"], abs=1e-9)
+    for column in COMPARED:
+        assert sql[column] == cli[column], column
+
+
 def _by_hand(conn, docs: np.ndarray, probes: int) -> float:
     """Recall@K of the ivfflat statement at ``probes`` on the sampled rows, exact search by numpy:
     the sample rule (hashtextextended order), the own row dropped, ties within 1e-6 counted."""
