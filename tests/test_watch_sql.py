@@ -211,7 +211,7 @@ def test_sql_probe_equals_recall_computed_by_hand(kbs, conn):
     assert sql["recall"] == pytest.approx(expected, abs=1e-9)
 
 
-def test_history_row_series_and_bounds(kbs, conn, pgeval):
+def test_history_row_series_bounds_and_ground_truth(kbs, database, conn, pgeval):
     settings = {"hnsw.ef_search": "10"}
     _cli_probe(pgeval, conn, HNSW_TARGET, "hnsw", settings)  # another path: another series
     before = conn.execute("SELECT count(*) FROM pgeval.probe_history").fetchone()[0]
@@ -231,6 +231,20 @@ def test_history_row_series_and_bounds(kbs, conn, pgeval):
     assert second["bounds"] == {"min_recall": 0.999, "max_drop": 0.5, "max_p95_ms": 1e6}
     assert second["returned"][3:] == (["min_recall"], "crossed min_recall")
     assert any("crossed min_recall" in m and HNSW_TARGET in m for m in notices), notices
+    # exact search: computed by the first SQL probe, reused on the same data and queries, computed
+    # again once a row changed
+    assert (first["ground_truth"], second["ground_truth"]) == ("computed", "reused")
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute(f"UPDATE {HNSW_TABLE} SET e = e WHERE id = 'c1'")  # same content
+        third = _sql_probe(conn, HNSW_TARGET, "hnsw", settings)
+        assert third["ground_truth"] == "reused" and third["data_version"] == first["data_version"]
+        c.execute(
+            f"UPDATE {HNSW_TABLE} SET e = (SELECT e FROM {HNSW_TABLE} WHERE id = 'c2') WHERE id = 'c1'"
+        )
+    fourth = _sql_probe(conn, HNSW_TARGET, "hnsw", settings)
+    assert fourth["ground_truth"] == "computed" and fourth["data_version"] != first["data_version"]
+    cli = _cli_probe(pgeval, conn, HNSW_TARGET, "hnsw", settings)  # and the CLI agrees
+    assert fourth["recall"] == pytest.approx(cli["recall"], abs=1e-9)
 
 
 def test_rolled_back_probe_leaves_no_row_and_the_settings_as_they_were(kbs, database):
