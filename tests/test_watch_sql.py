@@ -5,8 +5,10 @@ database, for pg_cron (pg_cron itself is not installed here: the function is cal
   (hnsw and ivfflat, to 1e-9), and its queries, rows returned, table rows, data version and
   index build are the CLI's; on ivfflat it also equals recall computed by hand (numpy exact
   search, the application's statement run from here).
+- diskann (where pgvectorscale is installed) and identifiers that need quoting too.
 - It writes one pgeval.probe_history row (via 'sql', its own series), checks bounds as the
-  view does and warns when one is crossed; a rolled-back transaction keeps no row and the
+  view does and warns when one is crossed; its exact answer is reused on unchanged data and
+  computed again after a change; a rolled-back transaction keeps no row and the
   caller's settings are as they were.
 - An unknown target, a stage it does not measure and a target with several rows per chunk are
   refused with one clear error.
@@ -166,6 +168,59 @@ def test_filters_are_the_cli_s(kbs, database, conn, pgeval):
         assert sql[column] == cli[column], column
 
 
+def test_diskann_is_the_cli_s(database, conn, clean, pgeval, tmp_path):
+    """pgvectorscale's DiskANN (its settings defined by loading its library in the function)."""
+    with database.connect(results=False, autocommit=True) as c:
+        if (
+            c.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vectorscale'").fetchone()[
+                0
+            ]
+            == 0
+        ):
+            pytest.skip("pgvectorscale is not installed")
+    clustered_kb.build(
+        database, tmp_path, "wsql_disk", dim=DIM, n=N, nq=1, seed=3, spread=0.3,
+        indexes=["CREATE INDEX wsql_disk_ix ON wsql_disk USING diskann (e vector_cosine_ops)"],
+    )  # fmt: skip
+    try:
+        _add_target(pgeval, "wsqldisk", "wsql_disk")
+        settings = {"enable_seqscan": "off", "diskann.query_search_list_size": "10"}
+        cli = _cli_probe(pgeval, conn, "wsqldisk", "diskann", settings)
+        sql = _sql_probe(conn, "wsqldisk", "diskann", settings)
+        assert sql["recall"] == pytest.approx(cli["recall"], abs=1e-9)
+        for column in COMPARED:
+            assert sql[column] == cli[column], column
+    finally:
+        clustered_kb.drop(database, "wsql_disk")
+
+
+def test_quoted_identifiers(database, conn, clean, pgeval):
+    """Table and column names that need quoting go through format('%I')."""
+    table, idc, vec = 'wsql "odd" kb', "Id col", "select"
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute('DROP TABLE IF EXISTS "wsql ""odd"" kb"')
+        c.execute(f'CREATE TABLE "wsql ""odd"" kb" ("{idc}" text PRIMARY KEY, "{vec}" vector(3))')
+        c.execute(
+            'INSERT INTO "wsql ""odd"" kb" SELECT \'r\' || g, ARRAY[sin(g), cos(g), g % 7]::vector '
+            "FROM generate_series(1, 300) g"
+        )
+        c.execute(f'CREATE INDEX ON "wsql ""odd"" kb" USING hnsw ("{vec}" vector_l2_ops)')
+    try:
+        code, _, err = pgeval(
+            "target", "add", "wsqlodd", "--table", table, "--id-column", idc,
+            "--vector-column", vec, "--distance", "l2",
+        )  # fmt: skip
+        assert code == 0, err
+        settings = {"enable_seqscan": "off", "hnsw.ef_search": "10"}
+        cli = _cli_probe(pgeval, conn, "wsqlodd", "hnsw", settings)
+        sql = _sql_probe(conn, "wsqlodd", "hnsw", settings)
+        assert sql["recall"] == pytest.approx(cli["recall"], abs=1e-9)
+        assert sql["data_version"] == cli["data_version"] and sql["table_rows"] == 300
+    finally:
+        with database.connect(results=False, autocommit=True) as c:
+            c.execute('DROP TABLE IF EXISTS "wsql ""odd"" kb"')
+
+
 def _by_hand(conn, docs: np.ndarray, probes: int) -> float:
     """Recall@K of the ivfflat statement at ``probes`` on the sampled rows, exact search by numpy:
     the sample rule (hashtextextended order), the own row dropped, ties within 1e-6 counted."""
@@ -239,7 +294,8 @@ def test_history_row_series_bounds_and_ground_truth(kbs, database, conn, pgeval)
         third = _sql_probe(conn, HNSW_TARGET, "hnsw", settings)
         assert third["ground_truth"] == "reused" and third["data_version"] == first["data_version"]
         c.execute(
-            f"UPDATE {HNSW_TABLE} SET e = (SELECT e FROM {HNSW_TABLE} WHERE id = 'c2') WHERE id = 'c1'"
+            f"UPDATE {HNSW_TABLE} SET e = (SELECT e FROM {HNSW_TABLE} WHERE id = 'c2') "
+            "WHERE id = 'c1'"
         )
     fourth = _sql_probe(conn, HNSW_TARGET, "hnsw", settings)
     assert fourth["ground_truth"] == "computed" and fourth["data_version"] != first["data_version"]
