@@ -415,9 +415,6 @@ BEGIN
             per_query := per_query || (hits::float8 / n_exact);
         END IF;
     END LOOP;
-    FOR s IN SELECT e.key, e.value #>> '{}' AS value FROM jsonb_each(saved) e LOOP
-        PERFORM set_config(s.key, s.value, true);  -- the caller's values again
-    END LOOP;
 
     -- ---- the row ----------------------------------------------------------------------------
     bounds := jsonb_strip_nulls(jsonb_build_object('min_recall', p_min_recall,
@@ -457,6 +454,9 @@ BEGIN
             extract(epoch FROM clock_timestamp() - t0) * 1000.0,
             'sql')
     RETURNING p.probe_id INTO new_id;
+    FOR s IN SELECT e.key, e.value #>> '{}' AS value FROM jsonb_each(saved) e LOOP
+        PERFORM set_config(s.key, s.value, true);  -- the caller's values again
+    END LOOP;
     SELECT ph.recall, ph.p95_ms, ph.crossed INTO h FROM pgeval.probe_history ph
      WHERE ph.probe_id = new_id;
     probe_id := new_id;

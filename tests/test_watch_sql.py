@@ -306,13 +306,31 @@ def test_history_row_series_bounds_and_ground_truth(kbs, database, conn, pgeval)
 def test_rolled_back_probe_leaves_no_row_and_the_settings_as_they_were(kbs, database):
     with database.connect() as c:  # one transaction, rolled back
         c.execute("SET hnsw.ef_search = 37")
+        c.execute("SET extra_float_digits = 0")  # the stored distances keep every digit anyway
         before = c.execute("SELECT count(*) FROM pgeval.probe").fetchone()[0]
-        c.execute("SELECT * FROM pgeval.run_probe(%s, 'hnsw', p_sample => 20)", (HNSW_TARGET,))
-        assert c.execute("SELECT count(*) FROM pgeval.probe").fetchone()[0] == before + 1
+        probe = "SELECT recall FROM pgeval.run_probe(%s, 'hnsw', p_sample => 20)"
+        (computed,) = c.execute(probe, (HNSW_TARGET,)).fetchone()
+        (reused,) = c.execute(probe, (HNSW_TARGET,)).fetchone()
+        assert reused == computed
+        assert [r[0] for r in c.execute(
+            "SELECT ground_truth ->> 'status' FROM pgeval.probe WHERE probe_id > "
+            "(SELECT coalesce(max(probe_id), 0) FROM pgeval.probe) - 2 ORDER BY probe_id"
+        ).fetchall()] == ["computed", "reused"]  # fmt: skip
+        assert c.execute("SELECT count(*) FROM pgeval.probe").fetchone()[0] == before + 2
+        # the first query's d_K as stored, to the last bit (compared on the server: the client
+        # reads floats at this session's 15 digits): its 10th neighbour but itself
+        (same,) = c.execute(
+            f"WITH q AS (SELECT id, e FROM {HNSW_TABLE} ORDER BY hashtextextended(id "
+            f'COLLATE "C", 0), id COLLATE "C" LIMIT 1) SELECT max(d) = (SELECT (ground_truth '
+            "-> 'd_k' ->> 0)::float8 FROM pgeval.probe ORDER BY probe_id DESC LIMIT 1) "
+            f"FROM (SELECT t.e <=> q.e AS d FROM {HNSW_TABLE} t, q WHERE t.id <> q.id "
+            f"ORDER BY 1 LIMIT {K}) x"
+        ).fetchone()
+        assert same is True
         assert c.execute(
             "SELECT current_setting('hnsw.ef_search'), current_setting('enable_seqscan'), "
-            "current_setting('enable_indexscan')"
-        ).fetchone() == ("37", "on", "on")
+            "current_setting('enable_indexscan'), current_setting('extra_float_digits')"
+        ).fetchone() == ("37", "on", "on", "0")
         row = c.execute(
             "SELECT settings FROM pgeval.probe ORDER BY probe_id DESC LIMIT 1"
         ).fetchone()
