@@ -94,7 +94,6 @@ DECLARE
     cond text;
     merged jsonb;
     measured jsonb;
-    applied jsonb;
     saved jsonb := '{}';
     s record;
     setting text;
@@ -283,18 +282,28 @@ BEGIN
     END LOOP;
 
     -- ---- the sample (query_source.sample's rule) --------------------------------------------
-    EXECUTE format('SELECT array_agg(s.id ORDER BY s.o), array_agg(s.q ORDER BY s.o) FROM '
-                   '(SELECT %1$s AS id, (%2$s)::vector AS q, row_number() OVER '
-                   '(ORDER BY hashtextextended(%1$s, $3), %1$s) AS o FROM %3$s%4$s '
-                   'ORDER BY hashtextextended(%1$s, $3), %1$s LIMIT $4) s',
-                   idx, vexpr, tbl,
+    -- two statements, as there: the ids in hash order (no vector read), then their vectors
+    EXECUTE format('SELECT array_agg(s.id ORDER BY s.h, s.id) FROM (SELECT %1$s AS id, '
+                   'hashtextextended(%1$s, $3) AS h FROM %2$s%3$s ORDER BY 2, 1 LIMIT $4) s',
+                   idx, tbl,
                    CASE WHEN wh = '' THEN ' WHERE ' ELSE wh || ' AND ' END
-                       || format('%s IS NOT NULL', vexpr))
-       INTO qids, qvecs USING NULL::vector, fvals, p_seed::bigint, p_sample;
+                       || format('%I IS NOT NULL', spec ->> 'vector_column'))
+       INTO qids USING NULL::vector, fvals, p_seed::bigint, p_sample;
+    EXECUTE format('SELECT array_agg(t.q ORDER BY u.o) FROM unnest($3) WITH ORDINALITY u(id, o) '
+                   'JOIN (SELECT %1$s AS id, (%2$s)::vector AS q FROM %3$s%4$s) t '
+                   'ON t.id = u.id', idx, vexpr, tbl,
+                   CASE WHEN wh = '' THEN ' WHERE ' ELSE wh || ' AND ' END
+                       || format('%s = ANY ($3)', idx))
+       INTO qvecs USING NULL::vector, fvals, qids;
     IF coalesce(cardinality(qids), 0) < p_sample THEN
         RAISE EXCEPTION 'pgeval.run_probe: target ''%'' has % chunks (after its filters), fewer '
             'than the % asked for', p_target, coalesce(cardinality(qids), 0), p_sample
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    IF coalesce(cardinality(qvecs), 0) <> cardinality(qids) THEN  -- a concurrent DELETE
+        RAISE EXCEPTION 'pgeval.run_probe: rows of the sample of target ''%'' changed while it '
+            'was read: run the probe again', p_target USING ERRCODE = 'serialization_failure';
     END IF;
 
     -- ---- the data and the index (what explains a change) ------------------------------------
