@@ -50,7 +50,7 @@ def kbs(database, conn, clean, pgeval, tmp_path):
         (
             IVF_TABLE,
             f"CREATE INDEX {IVF_TABLE}_ix ON {IVF_TABLE} USING ivfflat (e vector_cosine_ops) "
-            "WITH (lists = 30)",
+            "WITH (lists = 60)",  # twice the data's clusters: probes=1 misses neighbours
         ),
     ):
         docs[table], _, _ = clustered_kb.build(
@@ -113,7 +113,7 @@ def _cli_probe(pgeval, conn, target: str, stage: str, settings: dict) -> dict:
 def test_sql_probe_measures_what_the_cli_probe_measures(kbs, conn, pgeval, target, stage, settings):
     cli = _cli_probe(pgeval, conn, target, stage, settings)
     sql = _sql_probe(conn, target, stage, settings)
-    assert 0.3 < cli["recall"] < 0.999, cli["recall"]  # the setting loses neighbours: a real test
+    assert 0.3 < cli["recall"] < 1.0, cli["recall"]  # the setting loses neighbours: a real test
     assert sql["recall"] == pytest.approx(cli["recall"], abs=1e-9)
     for column in COMPARED:
         assert sql[column] == cli[column], column
@@ -262,7 +262,7 @@ def _by_hand(conn, docs: np.ndarray, probes: int) -> float:
 def test_sql_probe_equals_recall_computed_by_hand(kbs, conn):
     sql = _sql_probe(conn, IVF_TARGET, "ivfflat", {"ivfflat.probes": "1"})
     expected = _by_hand(conn, kbs[IVF_TABLE], 1)
-    assert 0.3 < expected < 0.999  # probes=1 misses neighbours: a real comparison
+    assert 0.3 < expected < 1.0  # probes=1 misses neighbours: a real comparison
     assert sql["recall"] == pytest.approx(expected, abs=1e-9)
 
 
@@ -297,6 +297,8 @@ def test_history_row_series_bounds_and_ground_truth(kbs, database, conn, pgeval)
             f"UPDATE {HNSW_TABLE} SET e = (SELECT e FROM {HNSW_TABLE} WHERE id = 'c2') "
             "WHERE id = 'c1'"
         )
+        # no dead row left for a scan or autovacuum to change between the two probes below
+        c.execute(f"VACUUM {HNSW_TABLE}")
     fourth = _sql_probe(conn, HNSW_TARGET, "hnsw", settings)
     assert fourth["ground_truth"] == "computed" and fourth["data_version"] != first["data_version"]
     cli = _cli_probe(pgeval, conn, HNSW_TARGET, "hnsw", settings)  # and the CLI agrees
