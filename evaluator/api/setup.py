@@ -89,7 +89,7 @@ class SetupMethods:
         vector_column: str | None = None,
         text_column: str | None = None,
         distance: str | None = None,
-        where: dict[str, str] | None = None,
+        where: Mapping[str, str | list[str]] | None = None,
         null_true: str | Iterable[str] | None = None,
         min_similarity: float | None = None,
         max_distance: float | None = None,
