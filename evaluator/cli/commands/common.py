@@ -177,6 +177,9 @@ class ProgressBar(Protocol):
     @property
     def console(self) -> Any: ...  # .print(text, soft_wrap=...)
 
+    @property
+    def tasks(self) -> Any: ...  # by task id: .total
+
     def start(self) -> None: ...
 
     def stop(self) -> None: ...
