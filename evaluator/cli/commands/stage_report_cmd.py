@@ -210,36 +210,13 @@ def stage_report(
         allow_partial=allow_partial,
         strict=strict,
     )
-    judged, source = report.judged, report.queries
+    judged = report.judged
     for w in report.warnings:
         warn(w)
     if fmt == "json":
         click.echo(to_json(report.as_dict()))
         return
-    e, c = report.experiment, report.counts
-    reps = (
-        f"all {len(e.repetitions)} (means)" if report.repetition is None else str(report.repetition)
-    )
-    echo_line(
-        f"experiment {e.name} · test set {e.testset} · status {e.status} · repetitions {reps}"
-    )
-    if judged:
-        echo_line(
-            f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
-            f"{c['excluded']}, unanswerable {c['unanswerable']}"
-        )
-    else:
-        from .query_options import no_judgements_line
-
-        echo_line(no_judgements_line(source, report.k))
-    boundaries: dict[str, list[str]] = {}
-    for s in report.stages:
-        if s.get("timing_boundary"):
-            boundaries.setdefault(s["timing_boundary"], []).append(s["stage"])
-    if boundaries:
-        click.echo("timing boundary:")
-        for text, names in boundaries.items():
-            echo_line(f"  {', '.join(names)}: {text}")
+    _print_header(report)
     for rows, columns, title, wide_only in _stage_tables(report, judged):
         emit(
             rows,
@@ -270,6 +247,34 @@ def stage_report(
     for r in report.loss:
         echo_line(f"  {r['category']:<9} {r['meaning']}", indent=10)
     _types_and_worst(report)
+
+
+def _print_header(report: StageReport) -> None:
+    """The experiment, its queries and the timing boundary of each stage."""
+    e, c = report.experiment, report.counts
+    reps = (
+        f"all {len(e.repetitions)} (means)" if report.repetition is None else str(report.repetition)
+    )
+    echo_line(
+        f"experiment {e.name} · test set {e.testset} · status {e.status} · repetitions {reps}"
+    )
+    if report.judged:
+        echo_line(
+            f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
+            f"{c['excluded']}, unanswerable {c['unanswerable']}"
+        )
+    else:
+        from .query_options import no_judgements_line
+
+        echo_line(no_judgements_line(report.queries, report.k))
+    boundaries: dict[str, list[str]] = {}
+    for s in report.stages:
+        if s.get("timing_boundary"):
+            boundaries.setdefault(s["timing_boundary"], []).append(s["stage"])
+    if boundaries:
+        click.echo("timing boundary:")
+        for text, names in boundaries.items():
+            echo_line(f"  {', '.join(names)}: {text}")
 
 
 def _types_and_worst(report: StageReport) -> None:
