@@ -34,7 +34,7 @@ class SetupMethods:
         *,
         format: str | None = None,
         queries: str | Path | None = None,
-        grade_map: str | Mapping[int, int] | Mapping[str, int] | None = None,
+        grade_map: str | dict[int, int] | dict[str, int] | None = None,
         replace: bool = False,
         progress: bool = False,
     ) -> LoadReport:
