@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
 from ..core.errors import InputError, param
 
+if TYPE_CHECKING:
+    from ..testset.query_source import QuerySource
 
-def cut_offs(values, what: str) -> list[int] | None:
+
+def cut_offs(values: int | Iterable[int] | None, what: str) -> list[int] | None:
     """``5`` or ``[1, 5]`` -> ``[5]`` / ``[1, 5]``; None stays None."""
     if values is None:
         return None
@@ -17,7 +24,13 @@ def cut_offs(values, what: str) -> list[int] | None:
         raise InputError(f"'{values}' is not a list of cut-offs", field=param(what)) from None
 
 
-def query_source(testset, sample_queries, seed, queries_sql, queries_file):
+def query_source(
+    testset: str | None,
+    sample_queries: int | None,
+    seed: int | None,
+    queries_sql: str | None,
+    queries_file: str | Path | None,
+) -> QuerySource | None:
     """The query-vector source of the keywords (None: ``testset``); exactly one is given."""
     from ..testset.query_source import from_options
 

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..stages.gucs import DEFAULT_STATEMENT_TIMEOUT
 
+if TYPE_CHECKING:
+    from ..core.db import Database
+    from ..dba.advise import AdviseResult
+    from ..dba.advise.plan import Design
+    from ..dba.config_diff import Diff
+    from ..dba.fingerprint_report import FingerprintReport
+    from ..dba.health import Finding
+    from ..dba.warmup import PassStats, WarmupReport
+    from ..dba.watch import ProbeResult
+
+# settings by name: {"hnsw.ef_search": 40} or ["hnsw.ef_search=40"]
+Settings = Mapping[str, object] | Iterable[str]
+
 
 class DbaMethods:
-    database: Any
+    database: Database
 
     def warmup(
         self,
@@ -17,15 +31,15 @@ class DbaMethods:
         *,
         testset: str | None = None,
         embedder: str | None = None,
-        settings=None,
+        settings: Settings | None = None,
         k: int | None = None,
         max_passes: int | None = None,
         tolerance: float | None = None,
         random_queries: int | None = None,
         prewarm: bool = True,
-        on_pass=None,
+        on_pass: Callable[[PassStats], None] | None = None,
         index: str | None = None,
-    ):
+    ) -> WarmupReport:
         """Warm target ``target``'s table and ANN indexes up (`pgeval warmup`): pg_prewarm when
         installed (``prewarm=False``: never), then, for each ANN index of the vector column (or
         ``index`` alone), through its stage kind's statement, passes of ``testset``'s query vectors (else
@@ -51,7 +65,9 @@ class DbaMethods:
             index=index,
         )
 
-    def health(self, target: str, *, testset: str | None = None, embedder: str | None = None):
+    def health(
+        self, target: str, *, testset: str | None = None, embedder: str | None = None
+    ) -> list[Finding]:
         """The health checks of target ``target`` (`pgeval health`): a list of Findings
         (``check``, ``status`` ok|hint|warning|error, ``count``, ``detail``, ``examples``)."""
         from ..dba.health_target import check_target
@@ -67,10 +83,10 @@ class DbaMethods:
         embedder: str | None = None,
         stage: str | None = None,
         chunking: str | None = None,
-        settings=None,
+        settings: Settings | None = None,
         checksum: bool = True,
         check: bool = False,
-    ):
+    ) -> FingerprintReport:
         """The configuration fingerprint of ``target`` captured now, or the one stored with
         ``run`` (`pgeval fingerprint`); ``check``: with the target's health findings. Returns a
         FingerprintReport (``config_hash``, ``fingerprint``, ``health``; ``as_dict()``)."""
@@ -89,7 +105,7 @@ class DbaMethods:
             check=check,
         )
 
-    def diff(self, a: str, b: str):
+    def diff(self, a: str, b: str) -> Diff:
         """What differs between the configurations of runs (or experiments) ``a`` and ``b``
         (`pgeval diff`): a Diff (``variables``, ``rows()``, ``warnings()``; ``as_dict()``)."""
         from ..core.db import snapshot
@@ -126,9 +142,9 @@ class DbaMethods:
         fresh: bool = False,
         plot: str | Path | None = None,
         report: str | Path | None = None,
-        on_design: Any = None,
-        on_warning: Any = None,
-    ):
+        on_design: Callable[[int, int, Design, float | None], None] | None = None,
+        on_warning: Callable[[str], None] | None = None,
+    ) -> AdviseResult:
         """Which index design to have, built how, queried how (`pgeval advise`): one stored
         sweep per design x build (``designs``: ANN stage kinds, default every one the server
         supports; ``build``: ``["hnsw:m=8,16"]``), each finding the cheapest setting reaching
@@ -196,8 +212,8 @@ class DbaMethods:
         remedy_max: int | None = None,
         group_by: str | None = None,
         max_groups: int = 10,
-        on_warning: Any = None,
-    ) -> list:
+        on_warning: Callable[[str], None] | None = None,
+    ) -> list[ProbeResult]:
         """One probe of ``target``'s ``stage`` at its production setting (`pgeval watch`):
         recall@``k`` against exact search on a stable sample (``sample_queries``, 100 when no
         query source is given), p50/p95, rows, the index's build identity, stored in

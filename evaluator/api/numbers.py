@@ -2,24 +2,36 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ._keywords import cut_offs
 
+if TYPE_CHECKING:
+    from ..core.db import Database
+    from ..measure.answers import ImportReport
+    from ..measure.metrics import Evaluation
+    from ..measure.stage_report import StageReport
+    from ..reporting.compare import Comparison
+    from ..reporting.gate import GateResult
+
+# a cut-off or several: 10, [5, 10]
+CutOffs = int | Iterable[int]
+
 
 class NumberMethods:
-    database: Any
+    database: Database
 
     def metrics(
         self,
         run: str,
         *,
         measures: list[str] | None = None,
-        k=None,
-        ndcg_k=None,
-        mrr_k=None,
+        k: CutOffs | None = None,
+        ndcg_k: CutOffs | None = None,
+        mrr_k: CutOffs | None = None,
         rel: int = 1,
         per_query: bool = False,
         by_type: bool = False,
@@ -29,7 +41,7 @@ class NumberMethods:
         min_score: float | None = None,
         strict: bool = False,
         allow_partial: bool = False,
-    ):
+    ) -> Evaluation:
         """Means over valid queries of run ``run`` (`pgeval metrics`). ``measures``: names such
         as ``["recall@10", "ndcg@10"]``, else the ones the cut-offs ``k``, ``ndcg_k``, ``mrr_k``
         ask for (default: the command's). Returns an Evaluation (``summary``, ``levels``,
@@ -66,7 +78,7 @@ class NumberMethods:
         worst: int = 10,
         strict: bool = False,
         allow_partial: bool = False,
-    ):
+    ) -> StageReport:
         """The stages of ``experiment`` side by side and the loss attribution
         (`pgeval stage-report`); ``repetition`` None means all (means and spread). Returns a
         StageReport; ``as_dict()`` is what ``--format json`` prints."""
@@ -96,7 +108,7 @@ class NumberMethods:
         top: int = 10,
         moved_by: str | None = None,
         allow_partial: bool = False,
-    ):
+    ) -> Comparison:
         """Candidate against baseline (runs, experiments or saved JSON reports), query by query,
         with significance (`pgeval compare`); returns a Comparison."""
         from ..reporting.compare import compare_specs
@@ -123,7 +135,7 @@ class NumberMethods:
         *,
         rel: int = 1,
         allow_partial: bool = False,
-    ):
+    ) -> GateResult:
         """The release gate (`pgeval gate`): a GateResult whose ``passed`` says whether every
         applicable rule passed (nothing is raised on failure). ``rules``: a TOML file, None for
         the built-in rules."""
@@ -132,7 +144,9 @@ class NumberMethods:
         return gate(self.database, baseline, candidate, rules, rel=rel, allow_partial=allow_partial)
 
     # ---- answers -------------------------------------------------------------------------------
-    def import_answers(self, path: str | Path, run: str, *, replace: bool = False):
+    def import_answers(
+        self, path: str | Path, run: str, *, replace: bool = False
+    ) -> AnswersImported:
         """Validate a JSONL file of answers and store them for ``run``, all or nothing
         (`pgeval answers import`); returns AnswersImported (the import report and the run's
         summary; ``as_dict()``)."""
@@ -162,7 +176,9 @@ class NumberMethods:
         assert summary is not None  # the run has answers, so its test set has queries
         return summary, rows
 
-    def refusal_phrases(self, *, add=(), remove=(), reset: bool = False) -> tuple[list[str], bool]:
+    def refusal_phrases(
+        self, *, add: Iterable[str] = (), remove: Iterable[str] = (), reset: bool = False
+    ) -> tuple[list[str], bool]:
         """(phrases, whether they are the built-in defaults) that mark an answer as a refusal,
         after adding, removing or resetting (`pgeval answers refusals`)."""
         from ..measure import answers as a
@@ -175,7 +191,7 @@ class NumberMethods:
 
 @dataclass
 class AnswersImported:
-    report: Any  # measure.answers' import report
+    report: ImportReport  # measure.answers' import report
     summary: dict | None
 
     def as_dict(self) -> dict:
@@ -191,9 +207,11 @@ class AnswersImported:
 
 
 class PlanMethods:
-    database: Any
+    database: Database
 
-    def plans(self, run: str, *, capture: bool = True, refresh: bool = False):
+    def plans(
+        self, run: str, *, capture: bool = True, refresh: bool = False
+    ) -> tuple[dict | None, list[dict]]:
         """(what was captured or None, rows): the query plans of ``run``'s flagged queries,
         captured first unless ``capture=False`` (``refresh``: again) (`pgeval plans`)."""
         from ..measure import diagnostics
@@ -210,7 +228,7 @@ class RenderedReport:
 
 
 class ReportMethods:
-    database: Any
+    database: Database
 
     def report(
         self,

@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, TYPE_CHECKING, Any
 
 from ..core.errors import InputError, param
 from ._keywords import query_source
 
+if TYPE_CHECKING:
+    from ..core.db import Database
+    from ..dba.sweep import SweepConfig, SweepResult
+    from ..dba.sweep.grid import Point
+    from ..dba.sweep.groups import GroupSweepResult
+    from ..run.configure import PipelineConfig
+    from ..run.groups import GroupPipelineResult
+    from ..run.pipeline import PipelineResult
+    from ..run.runs import ImportReport
+    from ..target.groups import Group
+
+# the query-vector source of a method's keywords: sample_queries, seed, queries_sql, queries_file
+_Source = tuple[int | None, int | None, str | None, str | Path | None]
+
 
 class RunMethods:
-    database: Any
+    database: Database
 
     def run_pipeline(
         self,
@@ -22,10 +37,10 @@ class RunMethods:
         seed: int | None = None,
         queries_sql: str | None = None,
         queries_file: str | Path | None = None,
-        on_warning=None,
-        progress_factory=None,
-        **options,
-    ):
+        on_warning: Callable[[str], None] | None = None,
+        progress_factory: Callable[[str, int], Any] | None = None,
+        **options: Any,
+    ) -> PipelineResult:
         """Run the stages (``"exact,hnsw"``; ``NAME=KIND`` allowed) ``repeat`` times as one
         experiment (`pgeval run pipeline`) on the queries of ``testset`` or, in its place, of a
         query-vector source: ``sample_queries=N`` (``seed=S``), ``queries_sql`` or
@@ -55,11 +70,11 @@ class RunMethods:
         seed: int | None = None,
         queries_sql: str | None = None,
         queries_file: str | Path | None = None,
-        on_group=None,
-        on_warning=None,
-        progress_factory=None,
-        **options,
-    ):
+        on_group: Callable[[int, int, Group], None] | None = None,
+        on_warning: Callable[[str], None] | None = None,
+        progress_factory: Callable[[str, int], Any] | None = None,
+        **options: Any,
+    ) -> GroupPipelineResult:
         """The pipeline once per group of column ``group_by`` (`pgeval run pipeline
         --group-by`): each of the ``max_groups`` largest and smallest groups searched as the
         application scopes it (``WHERE group_by = value``), ``sample_queries`` of its rows as
@@ -85,9 +100,9 @@ class RunMethods:
         name: str,
         *,
         statement_timeout: str | None = None,
-        on_warning=None,
-        progress_factory=None,
-    ):
+        on_warning: Callable[[str], None] | None = None,
+        progress_factory: Callable[[str, int], Any] | None = None,
+    ) -> PipelineResult:
         """Finish an interrupted experiment (`pgeval run resume`); returns a PipelineResult."""
         from ..run.resume import resume_experiment
 
@@ -107,8 +122,8 @@ class RunMethods:
         *,
         format: str | None = None,
         replace: bool = False,
-        on_progress=None,
-    ):
+        on_progress: Callable[[int, int, str], None] | None = None,
+    ) -> ImportReport:
         """Import a TREC or JSONL run file (`pgeval run import`); returns the ImportReport.
         ``on_progress(done, total, phase)`` as the file is read."""
         from ..run.runs import import_run
@@ -119,8 +134,13 @@ class RunMethods:
             )
 
     def export_run(
-        self, name: str, format: str = "trec", out: str | Path | None = None, *, stream=None
-    ):
+        self,
+        name: str,
+        format: str = "trec",
+        out: str | Path | None = None,
+        *,
+        stream: IO[str] | None = None,
+    ) -> int | str:
         """Write run ``name`` as TREC or JSONL (`pgeval run export`): to the file ``out``
         (atomically) or the text stream ``stream``, returning the lines written; else returned
         as a string."""
@@ -139,7 +159,7 @@ class RunMethods:
         with self.database.connect(autocommit=True) as conn:
             return list_runs(conn, testset, experiment)
 
-    def delete_run(self, name: str):
+    def delete_run(self, name: str) -> tuple[str, bool] | None:
         """Delete run ``name`` (`pgeval run delete`); returns (experiment, is a sweep) when the
         run belonged to an experiment, which is now incomplete, else None."""
         from ..run.runs import delete_run
@@ -157,13 +177,13 @@ class RunMethods:
         seed: int | None = None,
         queries_sql: str | None = None,
         queries_file: str | Path | None = None,
-        on_warning=None,
-        on_point=None,
-        on_start=None,
-        on_ground_truth=None,
-        on_find=None,
-        **options,
-    ):
+        on_warning: Callable[[str], None] | None = None,
+        on_point: Callable[[Point, int, str], None] | None = None,
+        on_start: Callable[[int, int, int], None] | None = None,
+        on_ground_truth: Callable[[int, int | None], None] | None = None,
+        on_find: Callable[[Point, float | None], None] | None = None,
+        **options: Any,
+    ) -> SweepResult:
         """Recall against exact search and latency over a grid (`pgeval sweep`) on the queries
         of ``testset`` or of a query-vector source (``sample_queries=N``, ``seed=S``,
         ``queries_sql``, ``queries_file``: exactly one). ``options`` are the command's other
@@ -211,11 +231,11 @@ class RunMethods:
         seed: int | None = None,
         queries_sql: str | None = None,
         queries_file: str | Path | None = None,
-        on_group=None,
-        on_warning=None,
-        on_point=None,
-        **options,
-    ):
+        on_group: Callable[[int, int, Group, str], None] | None = None,
+        on_warning: Callable[[str], None] | None = None,
+        on_point: Callable[[Point, int, str], None] | None = None,
+        **options: Any,
+    ) -> GroupSweepResult:
         """Recall per group of column ``group_by`` (`pgeval sweep --group-by`): each of the
         ``max_groups`` largest and smallest groups searched as the application scopes it
         (``WHERE group_by = value``), ``sample_queries`` per group, exact ground truth within
@@ -238,7 +258,7 @@ class RunMethods:
             on_point=on_point,
         )
 
-    def sweep_plot(self, result, path: str | Path, *, title: str) -> Path:
+    def sweep_plot(self, result: SweepResult, path: str | Path, *, title: str) -> Path:
         """Write the PNG of ``result`` (a SweepResult): recall@K against p95 latency with the
         Pareto front and the recommendation (`pgeval sweep --plot`); returns its path."""
         from ..dba.sweep import plot
@@ -253,7 +273,9 @@ class RunMethods:
         )
 
 
-def _pipeline(testset, stages, source: tuple, options: dict):
+def _pipeline(
+    testset: str | None, stages: str | None, source: _Source, options: dict[str, Any]
+) -> PipelineConfig:
     """The pipeline's configuration of :meth:`RunMethods.run_pipeline`'s keywords (``source``:
     sample_queries, seed, queries_sql, queries_file)."""
     from ..run.configure import pipeline_config
@@ -266,7 +288,13 @@ def _pipeline(testset, stages, source: tuple, options: dict):
     return pipeline_config(testset=testset, stages=stages, queries=queries, **options)
 
 
-def _sweep(testset, target, stage, source: tuple, options: dict):
+def _sweep(
+    testset: str | None,
+    target: str | None,
+    stage: str | None,
+    source: _Source,
+    options: dict[str, Any],
+) -> SweepConfig:
     """The sweep's configuration of :meth:`RunMethods.sweep`'s keywords."""
     from ..dba.sweep.configure import sweep_config
 

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..core.db import Database
+    from ..core.install import InitReport
+    from ..providers.embedders.storage import EmbedReport
+    from ..target.add import AddedTarget
+    from ..testset.store import LoadReport
+
+# one id or several (a target's filters)
+Ids = str | int | float | Iterable[str | int | float]
 
 
 class SetupMethods:
-    database: Any
+    database: Database
 
-    def init(self):
+    def init(self) -> InitReport:
         """Create or upgrade schema pgeval (`pgeval init`); returns the InitReport."""
         from ..core.install import init
 
@@ -23,10 +34,10 @@ class SetupMethods:
         *,
         format: str | None = None,
         queries: str | Path | None = None,
-        grade_map=None,
+        grade_map: str | dict[int, int] | dict[str, int] | None = None,
         replace: bool = False,
         progress: bool = False,
-    ):
+    ) -> LoadReport:
         """Load a test set file (JSONL, CSV, TREC qrels, BEIR folder) under ``name``; returns the
         LoadReport (`pgeval testset load`; ``progress``: its progress display on stderr)."""
         from ..testset import load
@@ -78,19 +89,19 @@ class SetupMethods:
         vector_column: str | None = None,
         text_column: str | None = None,
         distance: str | None = None,
-        where: dict[str, str] | None = None,
-        null_true=None,
+        where: Mapping[str, str | list[str]] | None = None,
+        null_true: str | Iterable[str] | None = None,
         min_similarity: float | None = None,
         max_distance: float | None = None,
         dimension: int | None = None,
         dimension_column: str | None = None,
         preset: str | None = None,
-        knowledge_base_id=None,
-        knowledge_id=None,
-        tag_id=None,
+        knowledge_base_id: Ids | None = None,
+        knowledge_id: Ids | None = None,
+        tag_id: Ids | None = None,
         group_by: str | None = None,
         replace: bool = False,
-    ):
+    ) -> AddedTarget:
         """Check a knowledge-base table in the catalog and store it as target ``name``
         (`pgeval target add`; every option of the command: ``where`` a mapping of column to
         value (a list of values: IN), ``null_true`` the columns of ``where`` whose NULL counts
@@ -150,7 +161,7 @@ class SetupMethods:
             t.remove(conn, name)
 
 
-def _ids(values) -> list | None:
+def _ids(values: Ids | None) -> list[str | int | float] | None:
     """One id or several -> a list; None stays None."""
     if values is None:
         return None
@@ -160,7 +171,7 @@ def _ids(values) -> list | None:
 
 
 class EmbedMethods:
-    database: Any
+    database: Database
 
     def embed(
         self,
@@ -172,9 +183,9 @@ class EmbedMethods:
         api_key_env: str | None = None,
         batch_size: int | None = None,
         recompute: bool = False,
-        on_start=None,
-        on_batch=None,
-    ):
+        on_start: Callable[[str], None] | None = None,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> EmbedReport:
         """Compute ``testset``'s query embeddings with ``embedder`` (a spec: precomputed,
         openai:MODEL, local:MODEL, numpy:FILE.npy) and store them, once per label
         (`pgeval embed`); ``on_start(label)`` once the embedder is known, ``on_batch(n)`` after

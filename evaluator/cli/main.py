@@ -10,10 +10,14 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
 from .help_format import HelpContext, adopt
+
+if TYPE_CHECKING:
+    from ..core.db import Database
 
 # command name -> "module:attribute" (add a line per command; names are a contract with scripts and docs: add, never rename)
 COMMANDS = {
@@ -44,10 +48,10 @@ COMMANDS = {
 class LazyGroup(click.Group):
     context_class = HelpContext  # help fitted to the terminal (cli/help_format.py)
 
-    def list_commands(self, ctx):
+    def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMANDS)
 
-    def get_command(self, ctx, name):
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         target = COMMANDS.get(name)
         if target is None:
             return None
@@ -58,12 +62,12 @@ class LazyGroup(click.Group):
 class Context:
     """What every command gets as ``ctx.obj``: where the database is."""
 
-    def __init__(self, dsn, datadir, results_dsn):
+    def __init__(self, dsn: str | None, datadir: str | None, results_dsn: str | None) -> None:
         self._args = (dsn, datadir, results_dsn)
-        self._db = None
+        self._db: Database | None = None
 
     @property
-    def db(self):
+    def db(self) -> Database:
         if self._db is None:
             from ..core.db import Database
 
@@ -96,7 +100,7 @@ class Context:
 )
 @click.version_option(package_name="pgeval", prog_name="pgeval")
 @click.pass_context
-def cli(ctx, dsn, datadir, results_dsn):
+def cli(ctx: click.Context, dsn: str | None, datadir: str | None, results_dsn: str | None) -> None:
     """pgeval: evaluate retrieval of a RAG knowledge base inside PostgreSQL.
 
     \b
@@ -118,7 +122,7 @@ def cli(ctx, dsn, datadir, results_dsn):
     ctx.obj = Context(dsn, datadir, results_dsn)
 
 
-def _remember_secrets(argv) -> None:
+def _remember_secrets(argv: list[str] | None) -> None:
     """Every password or key on the command line or in PGEVAL_*DSN, masked in any message."""
     from ..core import masking
 
@@ -129,7 +133,7 @@ def _remember_secrets(argv) -> None:
     )
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     from ..core.errors import PgevalError, first_line
     from ..core.masking import mask as redact
 

@@ -17,12 +17,17 @@ import re
 import shutil
 import sys
 import textwrap
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from ..core.json_text import json_value, to_json, to_json_line
+
+if TYPE_CHECKING:
+    from rich.box import Box
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 FORMATS = ("table", "json", "jsonl", "csv")
 WIDTH = 80  # what a table fits by default when the width is not known
@@ -41,13 +46,13 @@ def format_help(choices: Sequence[str]) -> str:
     return "Output format: " + "; ".join(parts) + "."
 
 
-def _set_wide(ctx, _param, value):
+def _set_wide(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
     if value:
         ctx.meta["pgeval.wide"] = True
     return value
 
 
-def wide_option():
+def wide_option() -> Callable[[F], F]:
     """``--wide``: tables show every column and full values (no 80-column fit)."""
     return click.option(
         "--wide",
@@ -59,7 +64,7 @@ def wide_option():
     )
 
 
-def format_option(default: str = "table", choices: Sequence[str] = FORMATS):
+def format_option(default: str = "table", choices: Sequence[str] = FORMATS) -> Callable[[F], F]:
     """``--format`` with exactly ``choices`` in its help, and ``--wide`` when tables are one."""
     fmt = click.option(
         "--format",
@@ -107,7 +112,7 @@ def fmt_value(value: Any, digits: int = 4, wide: bool = True) -> str:
     return text
 
 
-def console_width(out) -> int | None:
+def console_width(out: IO[str]) -> int | None:
     """The width tables are laid out in: the terminal's (at least 80); else $COLUMNS or 80."""
     if getattr(out, "isatty", lambda: False)():
         return None
@@ -117,7 +122,7 @@ def console_width(out) -> int | None:
         return WIDTH
 
 
-def text_width(out=None) -> int | None:
+def text_width(out: IO[str] | None = None) -> int | None:
     """The width plain-text lines are wrapped at: the terminal's when ``out`` (stdout) is one,
     else $COLUMNS when it is set; None (no wrapping) otherwise and with --wide."""
     out = out or sys.stdout
@@ -181,7 +186,7 @@ def table(
     rows: Iterable[dict],
     columns: Sequence[str] | None = None,
     title: str | None = None,
-    file=None,
+    file: IO[str] | None = None,
     digits: int = 4,
     wide_only: Sequence[str] = (),
 ) -> None:
@@ -284,7 +289,7 @@ def fit(
     return limits
 
 
-def _box():
+def _box() -> Box:
     from rich import box
 
     return box.SIMPLE_HEAD

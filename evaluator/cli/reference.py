@@ -11,6 +11,7 @@ every machine.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator
 
 import click
 
@@ -27,7 +28,11 @@ pg_ctl's convention where it differs.
 """
 
 
-def walk(command: click.Command, path: tuple[str, ...] = ("pgeval",), parent=None):
+def walk(
+    command: click.Command,
+    path: tuple[str, ...] = ("pgeval",),
+    parent: click.Context | None = None,
+) -> Iterator[tuple[tuple[str, ...], click.Context]]:
     """Yield (command path, click context) for the command and, depth first, its subcommands."""
     settings = {
         k: v

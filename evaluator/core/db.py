@@ -11,10 +11,16 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .errors import DatabaseError, first_line
 from .masking import mask as redact
 from .masking import remember
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from sqlalchemy.engine import Engine
 
 LIBPQ_VARS = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGSERVICE")
 
@@ -30,7 +36,7 @@ class Database:
     results_dsn: str | None = None
     source: str = "embedded"
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         remember(self.dsn, self.results_dsn)  # so that a driver's message quoting them is masked
 
     @classmethod
@@ -65,8 +71,13 @@ class Database:
         return self.results_dsn or self.uri()
 
     def connect(
-        self, *, results: bool = True, autocommit: bool = False, read_only: bool = False, **kwargs
-    ):
+        self,
+        *,
+        results: bool = True,
+        autocommit: bool = False,
+        read_only: bool = False,
+        **kwargs: Any,
+    ) -> Any:
         """A psycopg connection. ``results=True`` (the default) connects where schema pgeval lives.
         ``read_only=True``: every transaction of the session is READ ONLY (how pgeval reads a
         knowledge base: a view or function that would write fails instead), and nothing is set
@@ -108,7 +119,7 @@ def client_name(pid: int | None = None, host: str | None = None) -> str:
 
 
 @contextmanager
-def snapshot(database: Database):
+def snapshot(database: Database) -> Iterator[Any]:
     """``with snapshot(database) as conn:`` one connection to the results database whose
     statements all run in ONE transaction, REPEATABLE READ and READ ONLY: every statement reads
     the same snapshot, so output assembled from several statements (a report, metrics with their
@@ -127,13 +138,13 @@ def snapshot(database: Database):
 
 
 @contextmanager
-def transaction(conn):
+def transaction(conn: Any) -> Iterator[Any]:
     """``with transaction(conn):`` commits on success and rolls back on any exception."""
     with conn.transaction():
         yield conn
 
 
-def sqlalchemy_engine(dsn: str):
+def sqlalchemy_engine(dsn: str) -> Engine:
     """A SQLAlchemy engine over a libpq DSN of any form (URI, key=value, empty for PG* variables)."""
     import psycopg
     from sqlalchemy import create_engine

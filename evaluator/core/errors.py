@@ -3,6 +3,8 @@
 Exit codes: 0 success, 1 error (every class here), 2 a release gate failed.
 """
 
+from collections.abc import Callable
+
 
 def first_line(exc: BaseException, fallback: str | None = None) -> str:
     """The first line of an exception's message (database errors carry DETAIL/HINT lines), or
@@ -31,7 +33,7 @@ def api_spelling(name: str, value: str | None) -> str:
     return f"`{name}={value}`" if value else f"`{name}`"
 
 
-def spell(text: str, spelling=api_spelling) -> str:
+def spell(text: str, spelling: Callable[[str, str | None], str] = api_spelling) -> str:
     """``text`` with every :func:`param` reference spelled by ``spelling(name, value)``."""
     head, *parts = text.split(_OPEN)
     out = [head]
@@ -53,7 +55,7 @@ class PgevalError(Exception):
 
     exit_code = 1
 
-    def text(self, spelling=None) -> str:
+    def text(self, spelling: Callable[[str, str | None], str] | None = None) -> str:
         """The message with its parameters spelled by ``spelling(name, value)``."""
         return spell(Exception.__str__(self), spelling or api_spelling)
 
@@ -79,7 +81,7 @@ class InputError(PgevalError):
         self.detail = message
         super().__init__(message)
 
-    def text(self, spelling=None) -> str:
+    def text(self, spelling: Callable[[str, str | None], str] | None = None) -> str:
         where = []
         if self.file is not None:
             where.append(str(self.file) if self.line is None else f"{self.file}:{self.line}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def connect_like(conn) -> Any:
+def connect_like(conn: Any) -> Any:
     """A new connection (not autocommit) to the database ``conn`` is connected to."""
     import psycopg
 
@@ -32,7 +32,7 @@ def connect_like(conn) -> Any:
 class HeldLock:
     """An advisory lock on ``key`` (one bigint, or two ints) held by its own transaction."""
 
-    def __init__(self, conn, key: tuple):
+    def __init__(self, conn: Any, key: tuple) -> None:
         self.conn, self.key = conn, tuple(key)
         self.holder: Any = None
 
@@ -79,5 +79,5 @@ class HeldLock:
         self.acquire(wait=True)
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()

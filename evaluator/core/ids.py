@@ -36,7 +36,7 @@ def id_length_error(value: str, what: str = "id") -> str | None:
     return f"{what} is {size:,} bytes long, over the limit of {MAX_ID_BYTES:,} bytes ('{start}...')"
 
 
-def ident(value, what: str = "id") -> str:
+def ident(value: object, what: str = "id") -> str:
     """The id as pgeval stores it, or :class:`ValueError` with the reason (the caller names the
     file, line and field)."""
     if (

@@ -5,10 +5,16 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from . import resources
 from .errors import DatabaseError, first_line, param
 from .held_lock import HeldLock
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+    from .db import Database
 
 SCHEMA = "pgeval"
 INIT_LOCK = 1885824375  # the advisory lock that serialises concurrent `pgeval init` calls
@@ -31,7 +37,7 @@ class InitReport:
     warnings: list[str] = field(default_factory=list)  # what a superuser must still do
 
 
-def _alembic_config(connection):
+def _alembic_config(connection: Any) -> Config:
     from alembic.config import Config
 
     cfg = Config()
@@ -40,7 +46,7 @@ def _alembic_config(connection):
     return cfg
 
 
-def current_revision(conn) -> str | None:
+def current_revision(conn: Any) -> str | None:
     """The Alembic revision of schema pgeval, or None when pgeval was never installed."""
     row = conn.execute("SELECT to_regclass('pgeval.alembic_version') IS NOT NULL").fetchone()
     if not row[0]:
@@ -58,7 +64,7 @@ def create_sql(name: str) -> str:
     )
 
 
-def _where(conn) -> tuple[str, str]:
+def _where(conn: Any) -> tuple[str, str]:
     """(role, database) of a connection."""
     return tuple(conn.execute("SELECT current_user::text, current_database()::text").fetchone())
 
@@ -80,12 +86,12 @@ def superuser_needed(name: str, role: str, databases: list[str]) -> DatabaseErro
     )
 
 
-def _has_extension(conn, name: str) -> str | None:
+def _has_extension(conn: Any, name: str) -> str | None:
     row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = %s", (name,)).fetchone()
     return row[0] if row else None
 
 
-def ensure_extensions(conn, report: InitReport, kb_conn=None) -> None:
+def ensure_extensions(conn: Any, report: InitReport, kb_conn: Any = None) -> None:
     """Create the extensions the server has; ``kb_conn``: the knowledge base's database when
     it is another one (checked for pgvector, never changed)."""
     import psycopg
@@ -171,7 +177,7 @@ SELECT p.oid::regprocedure::text
 """
 
 
-def drop_api_functions(conn) -> list[str]:
+def drop_api_functions(conn: Any) -> list[str]:
     """Drop the SQL API so that sql/*.sql can re-create it whatever an earlier pgeval defined:
     ``CREATE OR REPLACE`` cannot change a function's return type or argument names, so an upgrade
     that changed a signature would otherwise fail. Nothing but the API depends on these functions
@@ -186,14 +192,14 @@ def drop_api_functions(conn) -> list[str]:
     return names
 
 
-def _apply_files(conn, report: InitReport) -> None:
+def _apply_files(conn: Any, report: InitReport) -> None:
     for path in resources.sql_files():
         with conn.transaction():
             conn.execute(path.read_text(encoding="utf-8"))
         report.sql_files.append(path.name)
 
 
-def apply_sql(conn, report: InitReport) -> None:
+def apply_sql(conn: Any, report: InitReport) -> None:
     """Apply every ``sql/*.sql`` in file-name order, in one transaction: a concurrent reader sees
     the old API or the new one, never a mix, and a failure leaves the old one in place.
 
@@ -224,7 +230,7 @@ def _failing_file(report: InitReport) -> str:
     return files[len(report.sql_files)] if len(report.sql_files) < len(files) else "sql"
 
 
-def init(db) -> InitReport:
+def init(db: Database) -> InitReport:
     """Create or upgrade schema pgeval on ``db`` (a :class:`evaluator.core.db.Database`)."""
     report = InitReport()
     dsn = db.results_uri()
@@ -271,7 +277,7 @@ def known_revisions() -> frozenset[str]:
     )
 
 
-def ensure_installed(conn) -> None:
+def ensure_installed(conn: Any) -> None:
     """Raise a clear error when schema pgeval is missing or older than this pgeval."""
     rev = current_revision(conn)
     if rev is None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import overload
+from typing import Any, overload
 from urllib.parse import quote, unquote
 
 MASK = "***"
@@ -157,7 +157,7 @@ def mask(text: str | None, *, known: bool = True) -> str | None:
     return text
 
 
-def mask_value(value, *, known: bool = True):
+def mask_value(value: object, *, known: bool = True) -> Any:
     """:func:`mask` over the strings of a JSON-like value (dicts, lists; keys become strings)."""
     if isinstance(value, str):
         return mask(value, known=known)

@@ -30,11 +30,16 @@ accept writes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 from psycopg.pq import TransactionStatus
+
+if TYPE_CHECKING:
+    from psycopg.abc import Params
+    from typing_extensions import Self
 
 # automatic preparation never triggers (explicit prepare=True still prepares); None would turn
 # off explicit preparation too
@@ -47,7 +52,7 @@ class PoolSafeConnection(psycopg.Connection):
     _pgeval_held_locks: list  # evaluator.core.held_lock.HeldLock taken for this connection
 
     @classmethod
-    def connect(cls, conninfo: str = "", **kwargs: Any):
+    def connect(cls, conninfo: str = "", **kwargs: Any) -> Self:
         conn = super().connect(conninfo, **kwargs)
         conn.prepare_threshold = NEVER
         conn._pgeval_held_locks = []  # evaluator.core.held_lock: released when this closes
@@ -81,7 +86,7 @@ class PoolSafeConnection(psycopg.Connection):
         with super().cursor() as cur:
             cur.execute(stmt.encode(), prepare=False)
 
-    def _plain_rows(self, stmt: str, params) -> list:
+    def _plain_rows(self, stmt: str, params: Params | None) -> list[Any]:
         with super().cursor() as cur:
             return cur.execute(stmt, params, prepare=False).fetchall()
 
@@ -133,7 +138,9 @@ class PoolSafeConnection(psycopg.Connection):
         super().close()
 
     @contextmanager
-    def transaction(self, savepoint_name: str | None = None, force_rollback: bool = False):
+    def transaction(
+        self, savepoint_name: str | None = None, force_rollback: bool = False
+    ) -> Iterator[psycopg.Transaction]:
         outer = self.pgconn.transaction_status == TransactionStatus.IDLE
         with super().transaction(savepoint_name, force_rollback) as tx:
             try:
@@ -143,7 +150,14 @@ class PoolSafeConnection(psycopg.Connection):
                     self.release_prepared()
 
     # -- read only in autocommit ------------------------------------------------------------
-    def execute(self, query, params=None, *, prepare=None, binary=False):
+    def execute(
+        self,
+        query: Any,  # what psycopg's execute takes (its overloads: Query, Template)
+        params: Params | None = None,
+        *,
+        prepare: bool | None = None,
+        binary: bool = False,
+    ) -> Any:
         if (
             self.autocommit
             and self.read_only

@@ -9,7 +9,12 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 INTERVAL_S = 10.0
 
@@ -33,10 +38,10 @@ class _Live:
 
 
 class _Console:
-    def __init__(self, stream):
+    def __init__(self, stream: IO[str]) -> None:
         self.stream = stream
 
-    def print(self, text, **_kw) -> None:
+    def print(self, text: object, **_kw: Any) -> None:
         from rich.text import Text
 
         print(Text.from_markup(str(text)).plain, file=self.stream, flush=True)
@@ -46,8 +51,12 @@ class LineProgress:
     """``unit="bytes"``: amounts shown as sizes (1.2 MB/45.6 MB) rather than counts."""
 
     def __init__(
-        self, stream=None, every: float | None = None, clock=time.monotonic, unit: str = ""
-    ):
+        self,
+        stream: IO[str] | None = None,
+        every: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        unit: str = "",
+    ) -> None:
         self.stream = stream or sys.stderr
         self.unit = unit
         self.every = interval() if every is None else every
@@ -64,14 +73,21 @@ class LineProgress:
     def stop(self) -> None:
         self.live.is_started = False
 
-    def add_task(self, description: str, total=None, **_kw) -> int:
+    def add_task(self, description: str, total: float | None = None, **_kw: Any) -> int:
         tid = len(self.tasks)
         self.tasks[tid] = _Task(description, total)
         self._tick(tid)
         return tid
 
     def update(
-        self, task: int, *, advance=None, completed=None, total=None, description=None, **_kw
+        self,
+        task: int,
+        *,
+        advance: float | None = None,
+        completed: float | None = None,
+        total: float | None = None,
+        description: str | None = None,
+        **_kw: Any,
     ) -> None:
         t = self.tasks[task]
         if total is not None:
@@ -84,7 +100,7 @@ class LineProgress:
             t.completed += advance
         self._tick(task)
 
-    def advance(self, task: int, n=1) -> None:
+    def advance(self, task: int, n: float = 1) -> None:
         self.update(task, advance=n)
 
     def _tick(self, task: int) -> None:
@@ -117,7 +133,7 @@ def _size(n: float) -> str:
     return decimal(int(n))
 
 
-def progress_bar(*, transient: bool, unit: str = ""):
+def progress_bar(*, transient: bool, unit: str = "") -> Progress | LineProgress:
     """A rich progress bar on stderr (description, bar, done/total, elapsed time, ETA) on a
     terminal, else a :class:`LineProgress`. ``unit="bytes"`` shows amounts as sizes (reading a
     file). Start it when the first piece of work begins, so that an early error prints one line

@@ -10,8 +10,12 @@ import io
 import os
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from .errors import DatabaseError
+
+if TYPE_CHECKING:
+    from types import ModuleType
 
 # Settings the embedded server gets on first start: the defaults (64MB maintenance_work_mem) were
 # seen to make a DiskANN build hang; a user's own server is never changed.
@@ -21,7 +25,7 @@ EMBEDDED_SETTINGS = {
 }
 
 
-def _quiet_import():
+def _quiet_import() -> ModuleType:
     """Import pgserver without its XDG_RUNTIME_DIR warning reaching the user."""
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     with contextlib.redirect_stderr(io.StringIO()):
@@ -44,7 +48,7 @@ def resolve_datadir(datadir: str | os.PathLike | None) -> Path:
     return Path(datadir).expanduser().resolve() if datadir else default_datadir().resolve()
 
 
-def _postmaster(datadir: Path):
+def _postmaster(datadir: Path) -> Any:
     pgserver = _quiet_import()
     return pgserver.utils.PostmasterInfo.read_from_pgdata(datadir)
 

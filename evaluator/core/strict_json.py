@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 
 class DuplicateKey(ValueError):
@@ -21,11 +22,11 @@ class _Dup(dict):
     duplicate: str
 
 
-def loads(text: str):
+def loads(text: str) -> Any:
     """``json.loads`` that raises :class:`DuplicateKey` (a ValueError) on a repeated key."""
     found = []
 
-    def pairs(items):
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
         obj = dict(items)
         if len(obj) == len(items):
             return obj
@@ -39,12 +40,13 @@ def loads(text: str):
 
     obj = json.loads(text, object_pairs_hook=pairs)
     if found:  # rare: find where, for the error message
-        field, key = _where(obj, None)
-        raise DuplicateKey(field, key)
+        hit = _where(obj, None)
+        assert hit is not None  # pairs() saw the duplicate: it is in obj
+        raise DuplicateKey(*hit)
     return obj
 
 
-def _where(value, field):
+def _where(value: object, field: str | None) -> tuple[str, str] | None:
     if isinstance(value, _Dup):
         return field or value.duplicate, value.duplicate
     items = (
@@ -56,7 +58,9 @@ def _where(value, field):
     )
     for k, v in items:
         if isinstance(v, (dict, list)):
-            hit = _where(v, field or (k if isinstance(value, dict) else None))
+            hit = _where(
+                v, field or (str(k) if isinstance(value, dict) else None)
+            )  # JSON keys: str
             if hit:
                 return hit
     return None

@@ -8,7 +8,7 @@ import re
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-def show(value, limit: int = 80) -> str:
+def show(value: object, limit: int = 80) -> str:
     """A user's value for an error message: one line (control characters escaped), shortened."""
     text = value if isinstance(value, str) else repr(value)
     if len(text) > limit:
@@ -34,7 +34,7 @@ def clean_str(value: str, what: str) -> str:
     return value
 
 
-def _kind(value) -> str:
+def _kind(value: object) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -15,16 +15,25 @@ import shlex
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from ..core.errors import PgevalError, param
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from psycopg import Connection
+
+    from ..core.db import Database
+    from .corpus import Corpus
+
 SCHEMA = "pgeval_demo"
 MARK = "created by pgeval demo"  # COMMENT ON SCHEMA: the demo may drop it
 
 
-def _drop_own_schema(kb) -> None:
+def _drop_own_schema(kb: Connection) -> None:
     """Drop schema pgeval_demo when the demo created it; refuse when someone else did."""
     row = kb.execute(
         "SELECT obj_description(oid, 'pg_namespace') FROM pg_namespace WHERE nspname = %s",
@@ -41,7 +50,7 @@ def _drop_own_schema(kb) -> None:
     kb.execute(f"DROP SCHEMA {SCHEMA} CASCADE")
 
 
-def claim_name(try_create, base: str = "demo") -> str:
+def claim_name(try_create: Callable[[str], object], base: str = "demo") -> str:
     """The first of ``base``, ``base-2``, ... that ``try_create(name)`` accepts: free, or holding
     exactly the demo's content (a Conflict means someone else's object: the next name)."""
     from ..core.errors import Conflict
@@ -67,7 +76,9 @@ INDEXES = {
 }
 
 
-def build_kb(database, corpus, *, diskann: bool, echo=None) -> list[str]:
+def build_kb(
+    database: Database, corpus: Corpus, *, diskann: bool, echo: Callable[[str], None] | None = None
+) -> list[str]:
     """(Re)create pgeval_demo.chunks with its indexes; return the index kinds built. ``echo``
     (when given) gets each statement before it runs."""
     from pgvector.psycopg import register_vector
@@ -142,7 +153,7 @@ class Steps:
 
 
 def tour(
-    database,
+    database: Database,
     global_args: list[str],
     workdir: Path,
     *,
@@ -220,7 +231,17 @@ def tour(
     _next_steps(database, keep)
 
 
-def _measure(steps, corpus, testset, target, built, experiment, *, repeat, out) -> None:
+def _measure(
+    steps: Steps,
+    corpus: Corpus,
+    testset: str,
+    target: str,
+    built: list[str],
+    experiment: str,
+    *,
+    repeat: int,
+    out: Path | None,
+) -> None:
     # two vector indexes on one column: each ANN stage drops the other inside its own
     # transaction and rolls back (fine for a demo; on production use a copy per index)
     isolate = ["--isolate-index"] if "diskann" in built else []
@@ -290,7 +311,7 @@ def _measure(steps, corpus, testset, target, built, experiment, *, repeat, out) 
     )
 
 
-def _clean_up(database, target: str | None) -> None:
+def _clean_up(database: Database, target: str | None) -> None:
     """Drop the demo's schema and the target this run added (it would name a dropped table)."""
     with database.connect(results=False, autocommit=True) as kb:
         _drop_own_schema(kb)
@@ -306,7 +327,7 @@ def _clean_up(database, target: str | None) -> None:
     )
 
 
-def _next_steps(database, keep: bool) -> None:
+def _next_steps(database: Database, keep: bool) -> None:
     click.secho("\n# what next", fg="cyan", bold=True)
     click.echo(
         "On your own table (a test set of queries with judged chunk ids, see "
@@ -327,7 +348,7 @@ def _next_steps(database, keep: bool) -> None:
         )
 
 
-def _experiment_name(database) -> str:
+def _experiment_name(database: Database) -> str:
     """``demo-<date>-<time>``, or with ``-2``, ``-3``, ... when a demo started in the same second
     already took it (the experiment's name is its key)."""
     from ..core.errors import Conflict
@@ -344,7 +365,7 @@ def _experiment_name(database) -> str:
     return claim_name(free, "demo-" + datetime.now().strftime("%Y%m%d-%H%M%S"))
 
 
-def _load_testset(database, cases: Path, name: str, load_args: list[str]) -> None:
+def _load_testset(database: Database, cases: Path, name: str, load_args: list[str]) -> None:
     """Claim ``name`` for the demo's test set: free (the demo's own `testset load` step then
     creates it, and says so), or holding the demo's content already (loading it again changes
     nothing); another test set of that name is a Conflict (the next name is tried)."""
@@ -359,7 +380,7 @@ def _load_testset(database, cases: Path, name: str, load_args: list[str]) -> Non
         conn.commit()
 
 
-def _add_target(database, name: str, created: list) -> None:
+def _add_target(database: Database, name: str, created: list[str]) -> None:
     """Add the demo's target under ``name`` unless another definition has it (Conflict); note in
     ``created`` whether this call added it."""
     from ..target import catalog

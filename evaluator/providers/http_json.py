@@ -16,9 +16,13 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..core import masking
 from ..core.errors import InputError, param
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 MAX_BACKOFF_S = 30.0
 
@@ -70,7 +74,7 @@ class JsonClient:
     key_header: str = "Authorization"  # where the key goes ("Authorization": as a bearer token)
     max_backoff_s: float = MAX_BACKOFF_S
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self._lock = threading.Lock()
         masking.remember(self.url)
         if self.key:
@@ -80,7 +84,7 @@ class JsonClient:
     def scrub(self, text: str) -> str:
         return masking.mask(text)
 
-    def post(self, body: dict, hint_4xx=None) -> object:
+    def post(self, body: dict, hint_4xx: Callable[[int], str] | None = None) -> object:
         """The decoded JSON answer to ``body``; InputError on a refusal or after the retries.
         ``hint_4xx(code)`` may add advice to a 4xx message (e.g. which variable holds the key)."""
         return self.post_timed(body, hint_4xx)[0]
@@ -94,7 +98,9 @@ class JsonClient:
                 headers[self.key_header] = self.key
         return headers
 
-    def post_timed(self, body: dict, hint_4xx=None) -> tuple[object, float, int]:
+    def post_timed(
+        self, body: dict, hint_4xx: Callable[[int], str] | None = None
+    ) -> tuple[object, float, int]:
         """(decoded JSON answer, round trip of the answered request in ms: from sending it to the
         last byte of its body read, attempts). Safe to call from several threads at once.
         Raises :class:`HttpFailure`."""

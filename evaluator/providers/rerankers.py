@@ -121,7 +121,7 @@ class HttpReranker:
         return out
 
 
-def parse_scores(payload, n: int, source: str = "reranker") -> list[tuple[int, float]]:
+def parse_scores(payload: object, n: int, source: str = "reranker") -> list[tuple[int, float]]:
     """[(index, score)] from any of the supported response shapes."""
     items = payload
     if isinstance(payload, dict):
@@ -161,7 +161,7 @@ class CrossEncoderReranker:
         self.label = f"cross-encoder:{model}"
         self._model: Any = None  # the loaded CrossEncoder (untyped package)
 
-    def _load(self):
+    def _load(self) -> Any:
         from .embedders.local import load_model
 
         return load_model(
@@ -188,7 +188,7 @@ class CrossEncoderReranker:
 class BiEncoderReranker:
     """Cosine similarity of the query's and each candidate's embedding (any embedder spec)."""
 
-    def __init__(self, embedder_spec: str, **embedder_options):
+    def __init__(self, embedder_spec: str, **embedder_options: Any) -> None:
         from .embedders import parse
 
         self.embedder = parse(embedder_spec, **embedder_options)

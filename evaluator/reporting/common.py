@@ -4,14 +4,14 @@ report, the tables they both print (and in which order), and EXPLAIN plans as te
 from __future__ import annotations
 
 import json
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from ..measure.measures import HEADLINE_FAMILIES
 
 SWEEP_COLUMNS = ["label", "recall", "latency_p95_ms", "qps", "pareto", "current"]
 
 
-def fmt(value, digits: int = 4) -> str:
+def fmt(value: object, digits: int = 4) -> str:
     if value is None:
         return "—"
     if isinstance(value, bool):
@@ -55,7 +55,7 @@ def params_text(params: dict) -> str:
     """A run's parameters in words: ``inputs: hnsw, diskann, bm25 · k: 60 · weights: bm25=1,
     hnsw=1``, keys in order, numbers as the report prints them."""
 
-    def one(value) -> str:
+    def one(value: object) -> str:
         if isinstance(value, dict):
             return ", ".join(f"{k}={one(v)}" for k, v in sorted(value.items()))
         if isinstance(value, (list, tuple)):
@@ -104,7 +104,7 @@ def flagged_rows(report: dict) -> list[dict]:
     return rows
 
 
-def plan_summary(plan) -> str:
+def plan_summary(plan: dict[str, Any] | None) -> str:
     """The plan in one line: its scan nodes (``Index Scan using kb_hnsw``), or that none was
     recorded."""
     if plan is None:
@@ -297,7 +297,7 @@ def case_rows(report: dict, ranked: int = 5) -> list[dict]:
     return rows
 
 
-def plan_text(plan) -> str:
+def plan_text(plan: dict[str, Any] | None) -> str:
     """An EXPLAIN (FORMAT JSON) plan as an indented tree; other forms as they are."""
     if plan is None:
         return "(no plan recorded)"

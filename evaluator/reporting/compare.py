@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InputError, param
 from ..measure import stats
 from ..measure.measures import find
 from . import label
+
+if TYPE_CHECKING:
+    from ..core.db import Database
 
 ALPHA = 0.05
 TIE = 1e-12
@@ -325,14 +328,14 @@ def _moved(base: dict, cand: dict, metric: str, top: int) -> list[dict]:
 
 
 def compare_specs(
-    database,
+    database: Database,
     baseline: str,
     candidate: str,
     *,
     measures: list[str] | None = None,
     rel: int = 1,
     allow_partial: bool = False,
-    **kwargs,
+    **kwargs: Any,
 ) -> Comparison:
     """:func:`compare` of two runs, experiments or saved JSON reports named as on the command
     line (the ones in the database read in one snapshot); ``kwargs`` go to :func:`compare`."""

@@ -8,8 +8,13 @@ modules that own them (imported lazily; a section is absent when its module is n
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
 
-def stage_report(conn, experiment: str, k: int, rel: int, allow_partial: bool) -> dict | None:
+if TYPE_CHECKING:
+    from ..measure.metrics import RunInfo
+
+
+def stage_report(conn: Any, experiment: str, k: int, rel: int, allow_partial: bool) -> dict | None:
     try:
         from ..measure import stage_report as sr
     except ImportError:
@@ -17,7 +22,7 @@ def stage_report(conn, experiment: str, k: int, rel: int, allow_partial: bool) -
     return sr.build(conn, experiment, k=k, rel=rel, allow_partial=allow_partial).as_dict()
 
 
-def sweep_curve(conn, run_id: int) -> dict | None:
+def sweep_curve(conn: Any, run_id: int) -> dict | None:
     """Recall and p95 latency of every point of the sweep the run belongs to, through
     :func:`evaluator.dba.sweep.store.summary` (pgeval.sweep_summary); None when it belongs to none."""
     try:
@@ -62,7 +67,9 @@ def sweep_curve(conn, run_id: int) -> dict | None:
     }
 
 
-def attach(conn, report: dict, run, exp: dict | None, allow_partial: bool = False) -> None:
+def attach(
+    conn: Any, report: dict, run: RunInfo, exp: dict | None, allow_partial: bool = False
+) -> None:
     recall_k = max(report["k"].get("recall", [10]))
     if exp is not None:
         section = stage_report(conn, exp["name"], recall_k, report["rel"], allow_partial)

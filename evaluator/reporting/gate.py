@@ -29,13 +29,16 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InputError
 from ..measure import measures as registry
 from ..measure import stats
 from . import label
 from .compare import check_same_testset, paired_values
+
+if TYPE_CHECKING:
+    from ..core.db import Database
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -428,7 +431,7 @@ def evaluate(base: dict, cand: dict, rules: Rules) -> GateResult:
 
 
 def gate(
-    database,
+    database: Database,
     baseline: str,
     candidate: str,
     rules: str | Path | None = None,

@@ -61,13 +61,13 @@ PLOT_TITLES = {
 }
 
 
-def _td(value) -> str:
+def _td(value: object) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return f'<td class="num" data-v="{value}">{escape(fmt(value))}</td>'
     return f"<td>{escape(fmt(value))}</td>"
 
 
-def _level(level) -> str:
+def _level(level: str | None) -> str:
     if not level:
         return "<td></td>"
     return f'<td><span class="level level-{escape(level)}">{escape(level)}</span></td>'

@@ -18,6 +18,7 @@ import os
 import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from ..core.errors import IncompleteRun, InputError, NotFound, param
 from ..core.json_text import to_json
@@ -28,7 +29,7 @@ REPORT_VERSION = 1
 DEFAULT_DEPTH = 10  # the chunks shown per case when no measure has a cut-off (rprec alone)
 
 
-def resolve(conn, name: str) -> tuple[metrics.RunInfo, dict | None]:
+def resolve(conn: Any, name: str) -> tuple[metrics.RunInfo, dict | None]:
     """A run by name, else an experiment by name (its final stage of repetition 1)."""
     try:
         return metrics.resolve_run(conn, name), None
@@ -51,7 +52,12 @@ def resolve(conn, name: str) -> tuple[metrics.RunInfo, dict | None]:
 
 
 def _cases(
-    conn, run: metrics.RunInfo, depth: int, rel: int, per_query: list[dict], answer_rows: list[dict]
+    conn: Any,
+    run: metrics.RunInfo,
+    depth: int,
+    rel: int,
+    per_query: list[dict],
+    answer_rows: list[dict],
 ) -> list[dict]:
     rows = conn.execute(
         """SELECT q.query_id, q.query_text, q.types, q.answerable,
@@ -107,7 +113,7 @@ def _cases(
     return out
 
 
-def _plans(conn, run_id: int, flagged: list[dict]) -> list[dict]:
+def _plans(conn: Any, run_id: int, flagged: list[dict]) -> list[dict]:
     ids = sorted({f["query_id"] for f in flagged})
     plans = (
         dict(
@@ -123,7 +129,9 @@ def _plans(conn, run_id: int, flagged: list[dict]) -> list[dict]:
     return [{**f, "plan": plans.get(f["query_id"])} for f in flagged]
 
 
-def _answers(conn, run_id: int, summary: dict, warnings: list[str]) -> tuple[dict | None, list]:
+def _answers(
+    conn: Any, run_id: int, summary: dict, warnings: list[str]
+) -> tuple[dict | None, list]:
     """(answer summary, per-query answer rows) of a run with imported answers, their two
     measures added to ``summary`` and what they leave out to ``warnings``; (None, [])
     without answers."""
@@ -145,7 +153,7 @@ def _answers(conn, run_id: int, summary: dict, warnings: list[str]) -> tuple[dic
     return ans_summary, answer_rows
 
 
-def _thresholds(conn) -> dict:
+def _thresholds(conn: Any) -> dict:
     return {
         m: {"excellent": e, "good": g, "pass": p}
         for m, e, g, p in conn.execute(
@@ -155,7 +163,7 @@ def _thresholds(conn) -> dict:
 
 
 def build(
-    conn,
+    conn: Any,
     name: str,
     measures: list[str] | None = None,
     *,
@@ -248,7 +256,7 @@ def build(
     return report
 
 
-def _fingerprint(conn, run_id: int):
+def _fingerprint(conn: Any, run_id: int) -> dict[str, Any] | None:
     """The run's fingerprint, else its experiment's."""
     return conn.execute(
         "SELECT coalesce(r.fingerprint, e.fingerprint) FROM pgeval.run r LEFT JOIN "

@@ -9,7 +9,7 @@ from .common import fmt
 LEVEL_MARK = {"excellent": "🟢 excellent", "good": "🟢 good", "pass": "🟡 pass", "fail": "🔴 fail"}
 
 
-def _cell(value) -> str:
+def _cell(value: object) -> str:
     return fmt(value).replace("|", "\\|").replace("\n", " ")
 
 

@@ -17,7 +17,7 @@ class Family:
     type: str = "gauge"
 
 
-def label_value(value) -> str:
+def label_value(value: object) -> str:
     """A label value escaped as the format requires: backslash, double quote, newline."""
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 

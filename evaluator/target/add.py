@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InputError, param
 from . import catalog
 from . import targets as t
+
+if TYPE_CHECKING:
+    from ..core.db import Database
 
 
 @dataclass
@@ -30,7 +33,10 @@ class AddedTarget:
 
 
 def parse_filter_options(
-    filters: dict, null_true: tuple[str, ...], min_similarity, max_distance
+    filters: dict,
+    null_true: tuple[str, ...],
+    min_similarity: float | None,
+    max_distance: float | None,
 ) -> tuple[list[str], dict | None]:
     """(null_true columns, threshold) checked against the --where filters."""
     cols: list[str] = []
@@ -169,7 +175,9 @@ def _described(
     return tg
 
 
-def add_target(database, name: str, *, replace: bool = False, **options) -> AddedTarget:
+def add_target(
+    database: Database, name: str, *, replace: bool = False, **options: Any
+) -> AddedTarget:
     """Check the target ``options`` describe (see :func:`make_target`) in the knowledge base's
     catalog (read only), then store it under ``name``."""
     tg = make_target(name, **options)

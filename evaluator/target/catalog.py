@@ -4,6 +4,8 @@ id, and the ANN indexes over the vector column that match the distance."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from psycopg import sql
 
 from ..core.errors import InputError, first_line, param
@@ -12,7 +14,7 @@ from . import introspect
 from .targets import ANN_METHODS, DISTANCES, VECTOR_TYPES, Target
 
 
-def _relation(kb, schema: str | None, table: str) -> int:
+def _relation(kb: Any, schema: str | None, table: str) -> int:
     name = sql.Identifier(schema, table) if schema else sql.Identifier(table)
     oid = kb.execute("SELECT to_regclass(%s)::oid", (name.as_string(kb),)).fetchone()[0]
     if oid is None:
@@ -27,7 +29,7 @@ def _relation(kb, schema: str | None, table: str) -> int:
     return oid
 
 
-def _columns(kb, oid: int) -> dict[str, tuple[str, str, int]]:
+def _columns(kb: Any, oid: int) -> dict[str, tuple[str, str, int]]:
     """name -> (type name, formatted type, typmod)"""
     rows = kb.execute(
         "SELECT a.attname, t.typname, format_type(a.atttypid, a.atttypmod), a.atttypmod "
@@ -68,12 +70,12 @@ def check_identifiers(target: Target) -> None:
             )
 
 
-def columns(kb, target: Target) -> dict:
+def columns(kb: Any, target: Target) -> dict:
     """The target table's columns: name -> (type name, formatted type, typmod)."""
     return _columns(kb, _relation(kb, target.schema, target.table))
 
 
-def validate(kb, target: Target) -> list[str]:
+def validate(kb: Any, target: Target) -> list[str]:
     """Check ``target`` against the knowledge base's catalog; fill in type, dimension and
     uniqueness; return warnings. Raises InputError naming the option at fault."""
     warnings: list[str] = []
@@ -159,7 +161,7 @@ def validate(kb, target: Target) -> list[str]:
     return warnings
 
 
-def vector_indexes(kb, target: Target, methods: tuple[str, ...] = ANN_METHODS) -> list[dict]:
+def vector_indexes(kb: Any, target: Target, methods: tuple[str, ...] = ANN_METHODS) -> list[dict]:
     """ANN indexes over the target's vector column (plain or cast expression) with an operator
     class for the target's distance: [{name, schema, method, opclass, predicate, definition}]."""
     oid = _relation(kb, target.schema, target.table)

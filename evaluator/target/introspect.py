@@ -5,11 +5,13 @@ their findings; nothing here writes."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from .targets import ANN_METHODS
 
 
 def ann_indexes(
-    conn, relation_oid: int, methods: tuple[str, ...] = ANN_METHODS
+    conn: Any, relation_oid: int, methods: tuple[str, ...] = ANN_METHODS
 ) -> list[tuple[str, str, int, int]]:
     """[(index name, method, index oid, bytes)] of the relation's indexes of access method
     ``methods`` (any column, any operator class), by name."""
@@ -24,7 +26,9 @@ def ann_indexes(
     ]
 
 
-def vector_index_rows(conn, relation_oid: int, methods: tuple[str, ...] = ANN_METHODS):
+def vector_index_rows(
+    conn: Any, relation_oid: int, methods: tuple[str, ...] = ANN_METHODS
+) -> list[tuple[Any, ...]]:
     """(name, schema, method, first operator class, predicate, definition, first key column
     number (0 for an expression), expressions) of the relation's indexes of ``methods``."""
     return conn.execute(
@@ -42,7 +46,7 @@ def vector_index_rows(conn, relation_oid: int, methods: tuple[str, ...] = ANN_ME
     ).fetchall()
 
 
-def is_unique_column(conn, relation_oid: int, column: str) -> bool:
+def is_unique_column(conn: Any, relation_oid: int, column: str) -> bool:
     """Whether a unique index (not partial, not on an expression) has ``column`` as its only
     key."""
     row = conn.execute(
@@ -54,7 +58,7 @@ def is_unique_column(conn, relation_oid: int, column: str) -> bool:
     return bool(row[0])
 
 
-def invalid_indexes(conn, relation_oid: int) -> list[str]:
+def invalid_indexes(conn: Any, relation_oid: int) -> list[str]:
     """Names of the relation's invalid indexes (a failed CREATE INDEX CONCURRENTLY)."""
     return [
         r[0]
@@ -66,7 +70,7 @@ def invalid_indexes(conn, relation_oid: int) -> list[str]:
     ]
 
 
-def bm25_index_rows(conn, relation_oid: int, column: str):
+def bm25_index_rows(conn: Any, relation_oid: int, column: str) -> list[tuple[Any, ...]]:
     """(name, regclass text, reloptions) of the pg_textsearch (``bm25``) indexes on ``column``."""
     return conn.execute(
         """SELECT ic.relname, i.indexrelid::regclass::text, ic.reloptions
@@ -80,7 +84,7 @@ def bm25_index_rows(conn, relation_oid: int, column: str):
     ).fetchall()
 
 
-def gin_index_rows(conn, relation_oid: int):
+def gin_index_rows(conn: Any, relation_oid: int) -> list[tuple[Any, ...]]:
     """(name, expression, first key column name) of the relation's valid single-key GIN indexes
     that are not partial."""
     return conn.execute(
@@ -96,7 +100,7 @@ def gin_index_rows(conn, relation_oid: int):
     ).fetchall()
 
 
-def all_index_rows(conn, relation_oid: int):
+def all_index_rows(conn: Any, relation_oid: int) -> list[tuple[Any, ...]]:
     """Every index of the relation, by name: (name, method, reloptions, valid, predicate,
     operator classes, key definitions, definition, bytes, oid, filenode)."""
     return conn.execute(

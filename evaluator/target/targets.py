@@ -26,11 +26,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from psycopg import sql
 
 from ..core.errors import Conflict, InputError, NotFound, param
 from ..stages.registry import index_methods
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
 
 DISTANCES = {"cosine": "<=>", "l2": "<->", "ip": "<#>"}
 VECTOR_TYPES = ("vector", "halfvec")
@@ -181,14 +185,24 @@ class Target:
         return self._where(alias, lambda name: sql.Placeholder(), list, vector)
 
     def where_named(
-        self, alias: str | None = None, ph=sql.Placeholder, *, vector: bool = True
+        self,
+        alias: str | None = None,
+        ph: Callable[[str], sql.Composable] = sql.Placeholder,
+        *,
+        vector: bool = True,
     ) -> tuple[sql.Composable, dict]:
         """Like :meth:`where` with named placeholders ``ph("f0")`` (default ``%(f0)s``) and a dict
         of values — for statements that also bind other named parameters."""
         return self._where(alias, ph, dict, vector)
 
-    def _where(self, alias, ph, container, vector=True):
-        def col(name):
+    def _where(
+        self,
+        alias: str | None,
+        ph: Callable[[str], sql.Composable],
+        container: type,
+        vector: bool = True,
+    ) -> tuple[sql.Composable, Any]:
+        def col(name: str) -> sql.Identifier:
             return sql.Identifier(alias, name) if alias else sql.Identifier(name)
 
         parts: list[sql.Composable] = []
@@ -257,25 +271,25 @@ class Target:
 WEKNORA_SETTINGS = {"hnsw.ef_search": "100", "hnsw.iterative_scan": "strict_order"}
 
 
-def _one_or_many(values) -> str | list[str] | None:
+def _one_or_many(values: str | Iterable[object] | None) -> str | list[str] | None:
     if values is None or isinstance(values, str):
         return values
-    values = [str(v) for v in values]
-    if not values:
+    texts = [str(v) for v in values]
+    if not texts:
         return None
-    return values[0] if len(values) == 1 else values
+    return texts[0] if len(texts) == 1 else texts
 
 
 def weknora(
     name: str,
     dimension: int,
-    knowledge_base_id=None,
+    knowledge_base_id: str | Iterable[object] | None = None,
     *,
     schema: str | None = None,
     table: str = "embeddings",
     enabled_only: bool = True,
-    knowledge_ids=None,
-    tag_ids=None,
+    knowledge_ids: str | Iterable[object] | None = None,
+    tag_ids: str | Iterable[object] | None = None,
     min_similarity: float | None = None,
 ) -> Target:
     """WeKnora's ``embeddings`` table searched as WeKnora searches it: ``dimension = N`` (vector
@@ -317,7 +331,7 @@ def weknora(
 
 
 # ---- storage in pgeval.target --------------------------------------------------------------
-def save(conn, target: Target, *, replace: bool = False) -> None:
+def save(conn: Any, target: Target, *, replace: bool = False) -> None:
     with conn.transaction():
         row = conn.execute(
             "SELECT spec FROM pgeval.target WHERE name = %s", (target.name,)
@@ -340,14 +354,14 @@ def save(conn, target: Target, *, replace: bool = False) -> None:
         )
 
 
-def load(conn, name: str) -> Target:
+def load(conn: Any, name: str) -> Target:
     row = conn.execute("SELECT spec FROM pgeval.target WHERE name = %s", (name,)).fetchone()
     if row is None:
         raise NotFound(f"no target named '{name}' (see `pgeval target list`)")
     return Target.from_spec(name, row[0])
 
 
-def list_targets(conn) -> list[dict]:
+def list_targets(conn: Any) -> list[dict]:
     rows = conn.execute("SELECT name, spec, created_at FROM pgeval.target ORDER BY name").fetchall()
     return [
         {
@@ -367,7 +381,7 @@ def list_targets(conn) -> list[dict]:
     ]
 
 
-def remove(conn, name: str) -> None:
+def remove(conn: Any, name: str) -> None:
     if conn.execute("DELETE FROM pgeval.target WHERE name = %s", (name,)).rowcount == 0:
         raise NotFound(f"no target named '{name}'")
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..core.errors import NotFound
 from ..core.install import ensure_installed
 
@@ -11,7 +13,7 @@ _COUNTS = """
     count(q.*) FILTER (WHERE NOT q.answerable) AS unanswerable"""
 
 
-def find_testset(conn, name: str) -> tuple[int, str] | None:
+def find_testset(conn: Any, name: str) -> tuple[int, str] | None:
     """(testset_id, content_hash) of the test set called ``name``, or None."""
     row = conn.execute(
         "SELECT testset_id, content_hash FROM pgeval.testset WHERE name = %s", (name,)
@@ -19,7 +21,7 @@ def find_testset(conn, name: str) -> tuple[int, str] | None:
     return (row[0], row[1]) if row is not None else None
 
 
-def resolve_testset(conn, name: str) -> tuple[int, str]:
+def resolve_testset(conn: Any, name: str) -> tuple[int, str]:
     """(testset_id, content_hash) of the test set called ``name``; NotFound otherwise."""
     row = find_testset(conn, name)
     if row is None:
@@ -27,7 +29,7 @@ def resolve_testset(conn, name: str) -> tuple[int, str]:
     return row[0], row[1]
 
 
-def list_testsets(conn) -> list[dict]:
+def list_testsets(conn: Any) -> list[dict]:
     ensure_installed(conn)
     cur = conn.execute(f"""
         SELECT t.name, t.n_queries AS queries, t.n_judgements AS judgements, {_COUNTS},
@@ -39,7 +41,7 @@ def list_testsets(conn) -> list[dict]:
     return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
-def show_testset(conn, name: str) -> dict:
+def show_testset(conn: Any, name: str) -> dict:
     """Counts, grade histogram, type tags, embeddings, grade map and hash of one test set."""
     ensure_installed(conn)
     tid, _ = resolve_testset(conn, name)
@@ -76,7 +78,7 @@ def show_testset(conn, name: str) -> dict:
     return info
 
 
-def delete_testset(conn, name: str) -> int:
+def delete_testset(conn: Any, name: str) -> int:
     """Delete the test set and (ON DELETE CASCADE) its queries, judgements and runs; returns the
     number of runs deleted."""
     ensure_installed(conn)

@@ -16,7 +16,7 @@ from ..core.vector_literal import vector_literal
 MAX_DIM = 16000  # pgvector's limit for the vector type
 
 
-def query_text(value, required: bool = True) -> str | None:
+def query_text(value: object, required: bool = True) -> str | None:
     if value is None:
         if required:
             raise ValueError("query text is missing")
@@ -31,7 +31,7 @@ def query_text(value, required: bool = True) -> str | None:
     return clean_str(text, "query text")
 
 
-def string_list(value, what: str) -> list[str]:
+def string_list(value: object, what: str) -> list[str]:
     """A list of non-empty strings (a single string is a list of one); None is the empty list."""
     if value is None:
         return []
@@ -50,7 +50,7 @@ def string_list(value, what: str) -> list[str]:
     return out
 
 
-def answerable(value) -> bool:
+def answerable(value: object) -> bool:
     if value is None:
         return True
     if not isinstance(value, bool):
@@ -58,7 +58,7 @@ def answerable(value) -> bool:
     return value
 
 
-def embedding(value) -> tuple[str, int] | None:
+def embedding(value: object) -> tuple[str, int] | None:
     """A list of finite numbers -> (pgvector text '[1.0,2.5]', dimension); None stays None."""
     if value is None:
         return None
@@ -87,7 +87,7 @@ def embedding(value) -> tuple[str, int] | None:
 class Dimensions:
     """Every embedding of a test set has the dimension of the first one seen."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.dim: int | None = None
         self.where: str | None = None
 
@@ -100,5 +100,5 @@ class Dimensions:
             )
 
 
-def facts_json(value) -> str:
+def facts_json(value: object) -> str:
     return json.dumps(string_list(value, "expected_facts"), ensure_ascii=False)

@@ -8,8 +8,12 @@ the content hash.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..core.errors import InputError, param
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 MAX_GRADE = 3
 
@@ -57,7 +61,7 @@ class GradeMap:
             else ",".join(f"{k}={v}" for k, v in sorted(self.codes.items()))
         )
 
-    def lookup(self, value) -> tuple[int, str]:
+    def lookup(self, value: object) -> tuple[int, str]:
         """:meth:`grade` with a cache of the source grades already seen (the hot path)."""
         kind = type(value)
         if kind is int or kind is str:  # never bool or float: True == 1 and 1.0 == 1 hash alike
@@ -69,7 +73,7 @@ class GradeMap:
             return hit
         return self.grade(value)
 
-    def grade(self, value) -> tuple[int, str]:
+    def grade(self, value: object) -> tuple[int, str]:
         """Map one source grade (int or integer string) to (grade 0-3, source code as text).
         Raises ValueError with the user-facing reason; callers add file, line and field."""
         if isinstance(value, bool) or not isinstance(value, (int, str)):
@@ -94,7 +98,7 @@ class GradeMap:
         return grade, str(code)
 
 
-def _split_spec(spec: str):
+def _split_spec(spec: str) -> Iterator[tuple[str, str]]:
     for item in str(spec).split(","):
         item = item.strip()
         if not item:
@@ -108,7 +112,7 @@ def _split_spec(spec: str):
         yield key, value
 
 
-def _int(value, what: str) -> int:
+def _int(value: object, what: str) -> int:
     if isinstance(value, bool):
         raise InputError(f"{what} {value!r} is not an integer", field=param("grade_map"))
     try:
@@ -117,7 +121,7 @@ def _int(value, what: str) -> int:
         raise InputError(f"{what} '{value}' is not an integer", field=param("grade_map")) from None
 
 
-def _show(value) -> str:
+def _show(value: object) -> str:
     from .fields import show
 
     return f"'{show(value, 40)}'" if isinstance(value, str) else show(value, 40)

@@ -6,10 +6,17 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..core.errors import InputError, param
 from .formats import FORMATS
 from .source import Source, format_suffix
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from .grademap import GradeMap
+    from .records import Row
 
 _SUFFIXES = {
     ".jsonl": "jsonl",
@@ -40,7 +47,7 @@ class Plan:
     def size(self) -> int:
         return sum(s.size for s in self.sources)
 
-    def parse(self, grade_map):
+    def parse(self, grade_map: GradeMap) -> Iterator[Row]:
         module = importlib.import_module(f"{__package__}.formats.{self.fmt}")
         return module.parse(self, grade_map)
 
@@ -59,7 +66,7 @@ def guess_format(path: Path) -> str:
     )
 
 
-def make_plan(path, fmt: str | None = None, queries=None) -> Plan:
+def make_plan(path: str | Path, fmt: str | None = None, queries: str | Path | None = None) -> Plan:
     path = Path(path)
     if fmt is None:
         if not path.exists():

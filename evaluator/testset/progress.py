@@ -4,20 +4,23 @@ terminal, else one line at most every ``PGEVAL_PROGRESS_INTERVAL`` seconds (the 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from .source import Source
 
 BIG = 4 << 20  # files smaller than this load too fast for a bar to help
 
 
 class LoadProgress:
-    def __init__(self, sources, enabled: bool):
+    def __init__(self, sources: list[Source], enabled: bool) -> None:
         self.sources = sources
         self.total = sum(s.size for s in sources)
         self.enabled = bool(enabled) and self.total >= BIG
         self._bar: Any = None
         self._task: Any = None
 
-    def __enter__(self):
+    def __enter__(self) -> LoadProgress:
         if self.enabled:
             from ..core.progress import progress_bar
 
@@ -34,7 +37,7 @@ class LoadProgress:
         if self._bar is not None:
             self._bar.update(self._task, description=description, completed=self.total)
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         if self._bar is not None:
             self._bar.stop()
         return False

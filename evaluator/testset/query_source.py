@@ -18,6 +18,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from psycopg import sql
@@ -25,6 +26,9 @@ from psycopg import sql
 from ..core.errors import InputError, param
 from ..core.ids import as_text, ident
 from ..core.vector_literal import vector_literal
+
+if TYPE_CHECKING:
+    from ..core.db import Database
 
 HASH_VERSION = b"pgeval-queries-v1\n"
 SOURCE_FORMAT = "queries"
@@ -103,7 +107,7 @@ def from_options(
 # ---- reading the vectors ---------------------------------------------------------------------
 
 
-def _vector(value, where: str, field: str) -> np.ndarray:
+def _vector(value: object, where: str, field: str) -> np.ndarray:
     if value is None:
         raise InputError(f"{where}: the vector is NULL", field=field)
     if hasattr(value, "to_numpy"):
@@ -121,7 +125,7 @@ def _vector(value, where: str, field: str) -> np.ndarray:
     return vec
 
 
-def sample(kb, target, count: int, seed: int) -> list[tuple[str, np.ndarray]]:
+def sample(kb: Any, target: Any, count: int, seed: int) -> list[tuple[str, np.ndarray]]:
     """``count`` distinct chunks of the target (its filters applied), one row each: the first
     chunks with a vector in the order of ``hashtextextended(chunk id, seed)``, then chunk id.
 
@@ -179,7 +183,7 @@ def sample(kb, target, count: int, seed: int) -> list[tuple[str, np.ndarray]]:
     return list(out.items())
 
 
-def from_sql(kb, statement: str) -> list[tuple[str, np.ndarray]]:
+def from_sql(kb: Any, statement: str) -> list[tuple[str, np.ndarray]]:
     """Rows (query_id, vector) of the user's statement, run READ ONLY on the knowledge base."""
     from ..core.errors import first_line
     from ..core.vector_types import register_vector
@@ -214,7 +218,7 @@ def from_sql(kb, statement: str) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def _id(value, where: str, field: str) -> str:
+def _id(value: object, where: str, field: str) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
     try:
@@ -293,7 +297,9 @@ def from_file(path: str) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def _check(rows, origin: str, field: str, dimension: int | None) -> None:
+def _check(
+    rows: list[tuple[str, np.ndarray]], origin: str, field: str, dimension: int | None
+) -> None:
     if not rows:
         raise InputError("no query vector", field=field)
     seen: set[str] = set()
@@ -314,7 +320,7 @@ def _check(rows, origin: str, field: str, dimension: int | None) -> None:
         )
 
 
-def content_hash(rows, own_chunk_removed: bool) -> str:
+def content_hash(rows: list[tuple[str, np.ndarray]], own_chunk_removed: bool) -> str:
     h = hashlib.sha256(HASH_VERSION)
     h.update(b"own\n" if own_chunk_removed else b"keep\n")
     for qid, vec in rows:
@@ -326,7 +332,7 @@ def content_hash(rows, own_chunk_removed: bool) -> str:
 # ---- storing them --------------------------------------------------------------------------
 
 
-def materialize(database, src: QuerySource, target) -> tuple[str, dict]:
+def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str, dict]:
     """Read the vectors, store them as a query set (unless stored already); return its name and
     the source record (source, seed, count, content hash) for the run's configuration."""
     field = {
@@ -392,7 +398,7 @@ def materialize(database, src: QuerySource, target) -> tuple[str, dict]:
     return name, info
 
 
-def source_of(conn, testset_id: int) -> dict | None:
+def source_of(conn: Any, testset_id: int) -> dict | None:
     """The query_source record of a test set (None: a graded test set)."""
     row = conn.execute(
         "SELECT query_source FROM pgeval.testset WHERE testset_id = %s", (testset_id,)

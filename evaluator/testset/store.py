@@ -13,6 +13,7 @@ import hashlib
 import json
 import time
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import Conflict, InputError, param
 from ..core.install import ensure_installed
@@ -21,6 +22,12 @@ from .plan import make_plan
 from .progress import LoadProgress
 from .records import COLUMNS, TYPES, canonical
 from .validate import check_staged, duplicate_judgement
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from .plan import Plan
+    from .progress import LoadProgress
 
 HASH_VERSION = b"pgeval-testset-v1\n"
 STAGE = "pg_temp.pgeval_stage"
@@ -50,13 +57,13 @@ class LoadReport:
 
 
 def load(
-    conn,
-    path,
+    conn: Any,
+    path: str | Path,
     name: str,
     *,
     fmt: str | None = None,
-    queries=None,
-    grade_map=None,
+    queries: str | Path | None = None,
+    grade_map: str | dict[Any, Any] | GradeMap | None = None,
     replace: bool = False,
     progress: bool = False,
 ) -> LoadReport:
@@ -120,13 +127,13 @@ def load(
     return report
 
 
-def _create_stage(cur) -> None:
+def _create_stage(cur: Any) -> None:
     cols = ", ".join(f"{c} {t}" for c, t in zip(COLUMNS, TYPES))
     cur.execute(f"DROP TABLE IF EXISTS {STAGE}")
     cur.execute(f"CREATE TEMPORARY TABLE pgeval_stage ({cols}) ON COMMIT DROP")
 
 
-def _stream(cur, plan, gmap: GradeMap, bar) -> str:
+def _stream(cur: Any, plan: Plan, gmap: GradeMap, bar: LoadProgress) -> str:
     digest = hashlib.sha256(HASH_VERSION)
     update = digest.update
     with cur.copy(f"COPY {STAGE} ({', '.join(COLUMNS)}) FROM STDIN (FORMAT BINARY)") as copy:
@@ -141,7 +148,7 @@ def _stream(cur, plan, gmap: GradeMap, bar) -> str:
     return digest.hexdigest()
 
 
-def _write(cur, plan, name: str, digest: str, gmap: GradeMap) -> tuple[int, int, int]:
+def _write(cur: Any, plan: Plan, name: str, digest: str, gmap: GradeMap) -> tuple[int, int, int]:
     gm = gmap.as_json()
     tid = cur.execute(
         "INSERT INTO pgeval.testset (name, content_hash, source_format, source_file, grade_map) "
@@ -193,7 +200,7 @@ def _write(cur, plan, name: str, digest: str, gmap: GradeMap) -> tuple[int, int,
     return tid, n_queries, cur.rowcount
 
 
-def _report(cur, name, tid, digest, plan, gmap) -> LoadReport:
+def _report(cur: Any, name: str, tid: int, digest: str, plan: Plan, gmap: GradeMap) -> LoadReport:
     row = cur.execute(
         """
         SELECT t.n_queries, t.n_judgements,

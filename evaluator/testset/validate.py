@@ -8,32 +8,39 @@ duplicate judgements. Every failure names the file, the line(s) and the field.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ..core.errors import InputError
 from . import fields
 from .grademap import GradeMap
 from .records import Row
 
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable
+
+    from .source import Source
+
 
 def query_row(
-    src,
+    src: Source,
     file_idx: int,
     line: int,
     id_field: str,
     *,
-    qid,
-    text,
-    relevant,
-    types,
-    answerable,
-    facts,
-    embedding,
+    qid: object,
+    text: object,
+    relevant: object,
+    types: object,
+    answerable: object,
+    facts: object,
+    embedding: object,
     grade_map: GradeMap,
     dims: fields.Dimensions,
 ) -> Row:
     """Check one JSONL/CSV query and build its row. ``relevant`` is a dict chunk -> source grade,
     a list of chunk ids (grade 1 each, not mapped), or None."""
 
-    def fail(message: str, field: str):
+    def fail(message: str, field: str) -> InputError:
         return InputError(message, file=src.label, line=line, field=field)
 
     try:
@@ -91,10 +98,12 @@ def query_row(
     )
 
 
-def _judgements(relevant, grade_map: GradeMap, fail):
+def _judgements(
+    relevant: object, grade_map: GradeMap, fail: Callable[[str, str], InputError]
+) -> tuple[list[str], list[int], list[str | None]]:
     chunks: list[str] = []
     grades: list[int] = []
-    sources: list[str] = []
+    sources: list[str | None] = []
     if relevant is None:
         return chunks, grades, sources
     if isinstance(relevant, dict):
@@ -128,7 +137,7 @@ def _judgements(relevant, grade_map: GradeMap, fail):
     )
 
 
-def _first_duplicate(items):
+def _first_duplicate(items: list[str]) -> str | None:
     seen = set()
     for item in items:
         if item in seen:
@@ -137,11 +146,11 @@ def _first_duplicate(items):
     return None
 
 
-def _lines(files: list[str], refs) -> str:
+def _lines(files: list[str], refs: Iterable[tuple[int, int]]) -> str:
     return " and ".join(f"{files[f]}:{line}" for f, line in refs)
 
 
-def check_staged(cur, files: list[str], labels: dict[str, str]) -> None:
+def check_staged(cur: Any, files: list[str], labels: dict[str, str]) -> None:
     """Set rules over the staging table ``pg_temp.pgeval_stage``. ``labels`` names the fields of
     this format: 'query' (query id field of query rows), 'qrel' (query id field of judgement
     rows), 'chunk' (chunk id field of judgement rows)."""
@@ -173,7 +182,7 @@ def check_staged(cur, files: list[str], labels: dict[str, str]) -> None:
             )
 
 
-def duplicate_judgement(cur, files: list[str], field: str) -> InputError | None:
+def duplicate_judgement(cur: Any, files: list[str], field: str) -> InputError | None:
     """Called when inserting the judgements hit the primary key: find the two lines."""
     row = cur.execute("""
         SELECT query_id, chunk, array_agg(file ORDER BY file, line), array_agg(line ORDER BY file, line)

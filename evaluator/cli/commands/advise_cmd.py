@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ...api.vocabulary import advise_rows, ann_kinds
 from ..output import emit, format_option, info, to_json
 from .common import no_checksum_option, pass_api, statement_timeout_option
 from .query_options import query_source_options
+
+if TYPE_CHECKING:
+    from ...api import Pgeval
+    from ...api.results import AdviseResult, Design
 
 
 @click.command()
@@ -111,33 +117,33 @@ from .query_options import query_source_options
 @format_option(choices=("table", "json"))
 @pass_api
 def advise(
-    pg,
-    testset,
-    sample_queries,
-    seed,
-    queries_sql,
-    queries_file,
-    target_name,
-    target_recall,
-    designs,
-    build,
-    settings,
-    max_p95_ms,
-    max_index_mb,
-    max_build_s,
-    concurrency,
-    k,
-    repeat,
-    find_max,
-    embedder,
-    no_checksum,
-    statement_timeout,
-    maintenance_work_mem,
-    build_timeout,
-    plot,
-    report,
-    fmt,
-):
+    pg: Pgeval,
+    testset: str | None,
+    sample_queries: int | None,
+    seed: int | None,
+    queries_sql: str | None,
+    queries_file: str | None,
+    target_name: str,
+    target_recall: float,
+    designs: str | None,
+    build: tuple[str, ...],
+    settings: tuple[str, ...],
+    max_p95_ms: float | None,
+    max_index_mb: float | None,
+    max_build_s: float | None,
+    concurrency: int,
+    k: int,
+    repeat: int,
+    find_max: int | None,
+    embedder: str | None,
+    no_checksum: bool,
+    statement_timeout: str,
+    maintenance_work_mem: str | None,
+    build_timeout: float,
+    plot: str | None,
+    report: str | None,
+    fmt: str,
+) -> None:
     """Recommend the index design (HNSW, HNSW on halfvec, HNSW on binary-quantized vectors,
     IVFFlat, DiskANN), its build options and its query setting that reach --target-recall on
     your table within your budgets, with the DDL and settings to apply it.
@@ -160,7 +166,7 @@ def advise(
           --build hnsw:m=16,32 --max-p95-ms 5 --max-index-mb 2000 --format json
     """
 
-    def on_design(i, n, design, left):
+    def on_design(i: int, n: int, design: Design, left: float | None) -> None:
         eta = "" if left is None else f", about {left:.0f} s left"
         info(f"advise: design {i} of {n}: {design.label} (building on a scratch copy{eta})")
 
@@ -201,7 +207,7 @@ def advise(
     _print(res, k, target_recall)
 
 
-def _print(res, k: int, target_recall: float) -> None:
+def _print(res: AdviseResult, k: int, target_recall: float) -> None:
     """The designs as a table, the recommendation and the statements that apply it."""
     skipped = "; ".join(f"{d}: {why}" for d, why in res.skipped.items())
     click.echo(
@@ -215,6 +221,7 @@ def _print(res, k: int, target_recall: float) -> None:
     )
     rec = res.recommendation
     if rec is None:
+        assert res.unmet is not None  # no design met the target: the one that binds is said
         click.echo(f"no recommendation: {res.unmet['why']}")
         return
     click.echo(f"recommended: {rec['why']}")

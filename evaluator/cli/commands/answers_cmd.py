@@ -3,14 +3,19 @@ accuracy)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..output import emit, format_option, info, to_json, warn
 from .common import pass_api
 
+if TYPE_CHECKING:
+    from ...api import Pgeval
+
 
 @click.group()
-def answers():
+def answers() -> None:
     """End-to-end answers of a RAG service, judged without calling any LLM.
 
     \b
@@ -42,7 +47,7 @@ def answers():
 @click.option("--replace", is_flag=True, help="Swap the run's existing answers for this file.")
 @format_option(choices=("table", "json"))
 @pass_api
-def import_cmd(pg, file, run, replace, fmt):
+def import_cmd(pg: Pgeval, file: str, run: str, replace: bool, fmt: str) -> None:
     """Validate FILE (JSONL) and store its answers for RUN, all or nothing.
 
     \b
@@ -78,7 +83,7 @@ def _print_summary(s: dict | None) -> None:
     )
 
 
-def _f(v) -> str:
+def _f(v: float | None) -> str:
     return "—" if v is None else f"{v:.4f}"
 
 
@@ -87,7 +92,7 @@ def _f(v) -> str:
 @click.option("--per-query", is_flag=True, help="One row per query of the test set.")
 @format_option()
 @pass_api
-def show(pg, run, per_query, fmt):
+def show(pg: Pgeval, run: str, per_query: bool, fmt: str) -> None:
     """Citation precision and answer accuracy of RUN's imported answers.
 
     \b
@@ -130,7 +135,9 @@ def show(pg, run, per_query, fmt):
 @click.option("--reset", is_flag=True, help="Go back to the built-in Chinese and English list.")
 @format_option()
 @pass_api
-def refusals(pg, add, remove, reset, fmt):
+def refusals(
+    pg: Pgeval, add: tuple[str, ...], remove: tuple[str, ...], reset: bool, fmt: str
+) -> None:
     """List or edit the phrases that mark an answer as a refusal.
 
     An unanswerable query's answer is correct when it contains one of them (matched after NFKC

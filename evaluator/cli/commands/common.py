@@ -3,28 +3,36 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
 import click
 
+from ..output import F
 
-def pass_db(f):
+P = ParamSpec("P")
+R = TypeVar("R")
+T = TypeVar("T")
+
+
+def pass_db(f: Callable[Concatenate[Any, P], R]) -> Callable[P, R]:
     """Inject the resolved :class:`evaluator.core.db.Database` as the first argument."""
 
     @click.pass_context
     @functools.wraps(f)
-    def wrapper(ctx, *args, **kwargs):
+    def wrapper(ctx: click.Context, /, *args: P.args, **kwargs: P.kwargs) -> R:
         return f(ctx.obj.db, *args, **kwargs)
 
     return wrapper
 
 
-def pass_api(f):
+def pass_api(f: Callable[Concatenate[Any, P], R]) -> Callable[P, R]:
     """Inject the :class:`evaluator.api.Pgeval` of the resolved database as the first argument:
     a command parses its options, calls one method of it and prints what it returns."""
 
     @click.pass_context
     @functools.wraps(f)
-    def wrapper(ctx, *args, **kwargs):
+    def wrapper(ctx: click.Context, /, *args: P.args, **kwargs: P.kwargs) -> R:
         from ...api import Pgeval
 
         return f(Pgeval(ctx.obj.db), *args, **kwargs)
@@ -32,7 +40,17 @@ def pass_api(f):
     return wrapper
 
 
-def parse_list(value: str | None, cast=str, what: str = "value") -> list:
+@overload
+def parse_list(value: str | None, *, what: str = "value") -> list[str]: ...
+
+
+@overload
+def parse_list(value: str | None, cast: Callable[[str], T], what: str = "value") -> list[T]: ...
+
+
+def parse_list(
+    value: str | None, cast: Callable[[str], Any] = str, what: str = "value"
+) -> list[Any]:
     """'3,5,10' -> [3, 5, 10]; raises a click error naming the bad item."""
     if value is None:
         return []
@@ -75,7 +93,7 @@ _MEASURE_OPTIONS = (
 )
 
 
-def measure_options(f):
+def measure_options(f: F) -> F:
     """``--k``, ``--ndcg-k``, ``--mrr-k``, ``--measures`` (read them with :func:`measures_from`)
     and ``--rel``."""
     for option in reversed(_MEASURE_OPTIONS):
@@ -97,7 +115,7 @@ def measures_from(
     return names + [m for m in ranked_measures(extra or "", "measures") if m not in names]
 
 
-def statement_timeout_option():
+def statement_timeout_option() -> Callable[[F], F]:
     """``--statement-timeout`` of the commands that run stages (the pipeline's default)."""
     from ...api.vocabulary import PIPELINE_DEFAULTS
 
@@ -111,7 +129,7 @@ def statement_timeout_option():
     )
 
 
-def isolate_index_option():
+def isolate_index_option() -> Callable[[F], F]:
     """``--isolate-index`` of the commands that run ANN stages (pipeline, sweep)."""
     return click.option(
         "--isolate-index",
@@ -122,7 +140,7 @@ def isolate_index_option():
     )
 
 
-def no_checksum_option():
+def no_checksum_option() -> Callable[[F], F]:
     """``--no-checksum``: the fingerprint without the knowledge-base table's content checksum."""
     return click.option(
         "--no-checksum",
@@ -132,7 +150,7 @@ def no_checksum_option():
     )
 
 
-def min_score_option():
+def min_score_option() -> Callable[[F], F]:
     """``--min-score``: when an unanswerable query counts as having returned nothing."""
     return click.option(
         "--min-score",
@@ -149,19 +167,51 @@ def min_score_option():
 
 
 # ---- progress on stderr ------------------------------------------------------------------------
-def progress_bar(*, transient: bool, unit: str = ""):
+class ProgressBar(Protocol):
+    """What the commands use of a progress display: rich's ``Progress`` on a terminal, else
+    :class:`evaluator.core.progress.LineProgress` (task ids are theirs)."""
+
+    @property
+    def live(self) -> Any: ...  # .is_started
+
+    @property
+    def console(self) -> Any: ...  # .print(text, soft_wrap=...)
+
+    @property
+    def tasks(self) -> Any: ...  # by task id: .total
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def add_task(self, description: str, /, *, total: float | None = ...) -> Any: ...
+
+    def update(
+        self,
+        task: Any,
+        /,
+        *,
+        advance: float | None = ...,
+        completed: float | None = ...,
+        description: str | None = ...,
+    ) -> None: ...
+
+    def advance(self, task: Any, n: float = ..., /) -> None: ...
+
+
+def progress_bar(*, transient: bool, unit: str = "") -> ProgressBar:
     """The progress display of long commands (see :mod:`evaluator.core.progress`)."""
     from ...core.progress import progress_bar as make
 
     return make(transient=transient, unit=unit)
 
 
-def warn_above(bar):
+def warn_above(bar: ProgressBar) -> Callable[[str], None]:
     """An ``on_warning`` callback printing 'warning: ...' above ``bar``."""
     return lambda message: bar.console.print(f"[yellow]warning:[/] {message}", soft_wrap=True)
 
 
-def levels_option():
+def levels_option() -> Callable[[F], F]:
     """``--levels``: show acceptance levels (the metric contract's, for a general-domain
     knowledge base; docs/METRICS.md)."""
     return click.option(

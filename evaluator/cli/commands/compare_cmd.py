@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import click
 
 from ..output import emit, format_option, to_json, warn
 from .common import measure_options, measures_from, pass_api
+
+if TYPE_CHECKING:
+    from ...api import Pgeval
+    from ...api.results import Comparison
 
 
 @click.command()
@@ -50,22 +56,22 @@ from .common import measure_options, measures_from, pass_api
 @format_option(choices=("table", "json"))
 @pass_api
 def compare(
-    pg,
-    baseline,
-    candidate,
-    k,
-    ndcg_k,
-    mrr_k,
-    extra_measures,
-    rel,
-    alpha,
-    permutations,
-    seed,
-    top,
-    moved_by,
-    allow_partial,
-    fmt,
-):
+    pg: Pgeval,
+    baseline: str,
+    candidate: str,
+    k: str | None,
+    ndcg_k: str | None,
+    mrr_k: str | None,
+    extra_measures: str | None,
+    rel: int,
+    alpha: float,
+    permutations: int,
+    seed: int,
+    top: int,
+    moved_by: str | None,
+    allow_partial: bool,
+    fmt: str,
+) -> None:
     """Compare CANDIDATE with BASELINE (runs, experiments or saved JSON reports) query by query.
 
     \b
@@ -145,7 +151,7 @@ def compare(
     _reading(c)
 
 
-def _reading(c) -> None:
+def _reading(c: Comparison) -> None:
     """How to read the comparison, what differs in the configuration, and the warnings."""
     click.echo("reading:")
     for h in c.hints:
@@ -158,17 +164,17 @@ def _reading(c) -> None:
         warn(w)
 
 
-def _signed(v, digits: int = 4):
+def _signed(v: float | None, digits: int = 4) -> str | None:
     return None if v is None else f"{v:+.{digits}f}"
 
 
-def _ci(r: dict) -> str:
+def _ci(r: dict[str, Any]) -> str:
     return "" if r["ci_low"] is None else f"[{r['ci_low']:+.4f}, {r['ci_high']:+.4f}]"
 
 
-def _p(p) -> str:
+def _p(p: float | None) -> str:
     return "" if p is None else f"{p:.4f}"
 
 
-def _wtl(r: dict) -> str:
+def _wtl(r: dict[str, Any]) -> str:
     return "" if r["wins"] is None else f"{r['wins']}/{r['ties']}/{r['losses']}"

@@ -2,23 +2,31 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ...core.errors import PgevalError
 from ..output import format_option
 from .common import pass_db
 
+if TYPE_CHECKING:
+    from pathlib import Path
 
-def _embedded(db):
+    from ...core.db import Database
+
+
+def _embedded(db: Database) -> Path:
     if not db.embedded:
         raise PgevalError(
             f"`pgeval db` manages the embedded server; this command is set to use {db.describe()}"
         )
+    assert db.datadir is not None  # resolve() gives the embedded server a datadir
     return db.datadir
 
 
 @click.group()
-def db():
+def db() -> None:
     """Manage the embedded PostgreSQL server (PostgreSQL 18, pgvector, pgvectorscale,
     pg_textsearch). It keeps running between commands until `pgeval db stop`.
 
@@ -32,7 +40,7 @@ def db():
 
 @db.command()
 @pass_db
-def start(database):
+def start(database: Database) -> None:
     """Start the embedded server (creating its data directory on first use).
 
     \b
@@ -51,7 +59,7 @@ def start(database):
 
 @db.command()
 @pass_db
-def stop(database):
+def stop(database: Database) -> None:
     """Stop the embedded server (the data directory and your runs stay).
 
     \b
@@ -68,7 +76,7 @@ def stop(database):
 @db.command()
 @format_option(choices=("table", "json"))
 @pass_db
-def status(database, fmt):
+def status(database: Database, fmt: str) -> None:
     """Say whether the embedded server runs, where, and its URI. Exit 0 when it runs, 3 when it
     is stopped (pg_ctl status's convention).
 
@@ -99,7 +107,7 @@ def status(database, fmt):
 
 @db.command()
 @pass_db
-def uri(database):
+def uri(database: Database) -> None:
     """Print the connection URI (last line of output), starting the server if needed. A
     password in a --dsn / PGEVAL_DSN is shown as ***.
 

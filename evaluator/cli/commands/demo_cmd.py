@@ -59,7 +59,16 @@ import click
     "--keep", is_flag=True, help="Keep the demo knowledge base (schema pgeval_demo) and its target."
 )
 @click.pass_context
-def demo(ctx, out, corpus_name, queries, repeat, diskann, workdir, keep):
+def demo(
+    ctx: click.Context,
+    out: str,
+    corpus_name: str,
+    queries: int | None,
+    repeat: int,
+    diskann: bool,
+    workdir: str | None,
+    keep: bool,
+) -> None:
     """Run the whole flow on the Cranfield collection: init, a table of 1,400 chunks with HNSW,
     DiskANN and BM25 indexes, its graded test set, `run pipeline` (exact, hnsw at ef_search=10,
     diskann, bm25, merge), `stage-report`, `metrics`, a short `sweep` with its plot and an HTML

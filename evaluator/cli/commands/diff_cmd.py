@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ...api.vocabulary import short_hash
 from ..output import emit, format_option, to_json, warn
 from .common import pass_api
+
+if TYPE_CHECKING:
+    from ...api import Pgeval
 
 
 @click.command()
@@ -14,7 +19,7 @@ from .common import pass_api
 @click.argument("run_b")
 @format_option()
 @pass_api
-def diff(pg, run_a, run_b, fmt):
+def diff(pg: Pgeval, run_a: str, run_b: str, fmt: str) -> None:
     """Show the fingerprint keys that differ between RUN_A and RUN_B (runs or experiments).
 
     \b

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from ..output import emit, format_option, to_json
+from ..output import F, emit, format_option, to_json
 from .common import pass_api
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def embedder_options(f):
+    from rich.progress import Progress
+
+    from ...api import Pgeval
+
+
+def embedder_options(f: F) -> F:
     """--base-url, --dimensions, --api-key-env, --batch-size (shared with `run pipeline`)."""
     for opt in reversed(
         [
@@ -44,7 +53,9 @@ def embedder_options(f):
     return f
 
 
-def embedding_bar(testset: str):
+def embedding_bar(
+    testset: str | None,
+) -> tuple[Progress, Callable[[str], None], Callable[[int], None]]:
     """A transient bar while ``testset``'s queries are embedded: the display and its callbacks
     (``on_start(label)``, ``on_batch(n)``)."""
     from rich.progress import Progress
@@ -72,7 +83,18 @@ def embedding_bar(testset: str):
 @click.option("--list", "list_", is_flag=True, help="List stored query embeddings instead.")
 @format_option(choices=("table", "json"))
 @pass_api
-def embed(pg, testset, spec, base_url, dimensions, api_key_env, batch_size, recompute, list_, fmt):
+def embed(
+    pg: Pgeval,
+    testset: str | None,
+    spec: str | None,
+    base_url: str | None,
+    dimensions: int | None,
+    api_key_env: str | None,
+    batch_size: int | None,
+    recompute: bool,
+    list_: bool,
+    fmt: str,
+) -> None:
     """Compute the query embeddings of a test set and store them (pgeval.query_embedding).
 
     Stored once per (test set, embedder label); `pgeval run pipeline --embedder SPEC` reuses them

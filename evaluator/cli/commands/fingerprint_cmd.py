@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ...api.vocabulary import short_hash
 from ..output import emit, format_option, to_json, warn
 from .common import no_checksum_option, pass_api
 from .health_cmd import show_findings
+
+if TYPE_CHECKING:
+    from ...api import Pgeval
 
 
 @click.command()
@@ -39,18 +44,18 @@ from .health_cmd import show_findings
 @format_option(choices=("table", "json"))
 @pass_api
 def fingerprint(
-    pg,
-    target_name,
-    run_name,
-    testset,
-    embedder,
-    stage,
-    chunking,
-    settings,
-    no_checksum,
-    check,
-    fmt,
-):
+    pg: Pgeval,
+    target_name: str | None,
+    run_name: str | None,
+    testset: str | None,
+    embedder: str | None,
+    stage: str | None,
+    chunking: str | None,
+    settings: tuple[str, ...],
+    no_checksum: bool,
+    check: bool,
+    fmt: str,
+) -> None:
     """Print the configuration fingerprint and its config hash.
 
     \b

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..output import emit, format_option, to_json, warn
 from .common import pass_api
 
+if TYPE_CHECKING:
+    from ...api import Pgeval
 
-def _show_defaults(ctx, param, value):
+
+def _show_defaults(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if value and not ctx.resilient_parsing:
         from ...api.vocabulary import DEFAULT_RULES
 
@@ -53,7 +58,15 @@ def _show_defaults(ctx, param, value):
 )
 @format_option(choices=("table", "json"))
 @pass_api
-def gate(pg, baseline, candidate, rules, rel, allow_partial, fmt):
+def gate(
+    pg: Pgeval,
+    baseline: str,
+    candidate: str,
+    rules: str | None,
+    rel: int,
+    allow_partial: bool,
+    fmt: str,
+) -> None:
     """Release gate: check CANDIDATE against BASELINE under TOML rules; exit code 2 on failure.
 
     Every rule is checked and every failure printed. A rule whose metric neither side has (no

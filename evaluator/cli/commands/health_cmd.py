@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ...core.errors import PgevalError
 from ..output import emit, format_option, to_json, warn
 from .common import pass_api
 
+if TYPE_CHECKING:
+    from ...api import Pgeval
+    from ...api.results import Finding
+
 COLORS = {"ok": "green", "hint": "cyan", "warning": "yellow", "error": "red"}
 
 
-def show_findings(findings, fmt: str) -> None:
+def show_findings(findings: list[Finding], fmt: str) -> None:
     """One line per check for people (long details stay readable); rows for scripts."""
     if fmt != "table":
         rows = [
@@ -52,7 +58,9 @@ def show_findings(findings, fmt: str) -> None:
 @click.option("--strict", is_flag=True, help="Exit 1 when any check is not ok.")
 @format_option()
 @pass_api
-def health(pg, target_name, testset, embedder, strict, fmt):
+def health(
+    pg: Pgeval, target_name: str, testset: str | None, embedder: str | None, strict: bool, fmt: str
+) -> None:
     """Check a target: the server's version (PostgreSQL 14 or newer), NULL and zero vectors,
     duplicate vectors, dimension mismatches, judged chunk ids missing from the target, vulnerable
     extension versions, the keyword stage's index (a hint with the CREATE INDEX to run when

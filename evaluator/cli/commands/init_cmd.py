@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..output import format_option
 from .common import pass_api
 
+if TYPE_CHECKING:
+    from ...api import Pgeval
+
 
 @click.command()
 @format_option(choices=("table", "json"))
 @pass_api
-def init(pg, fmt):
+def init(pg: Pgeval, fmt: str) -> None:
     """Create or upgrade schema pgeval: extensions (vector; vectorscale and pg_textsearch when the
     server has them), tables by Alembic `upgrade head`, then the SQL API from sql/*.sql.
     Safe to run again: it changes nothing when everything is current.

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ...api.vocabulary import LEVELS_NOTE
 from ..output import echo_line, emit, fmt_value, format_option, is_wide, to_json, warn
 from .common import levels_option, measure_options, measures_from, min_score_option, pass_api
+
+if TYPE_CHECKING:
+    from ...api import Pgeval
+    from ...api.results import Evaluation
 
 
 @click.command()
@@ -40,24 +46,24 @@ from .common import levels_option, measure_options, measures_from, min_score_opt
 @format_option()
 @pass_api
 def metrics(
-    pg,
-    run,
-    k,
-    ndcg_k,
-    mrr_k,
-    extra_measures,
-    rel,
-    per_query,
-    by_type,
-    flagged,
-    plans,
-    domain_discount,
-    min_score,
-    strict,
-    allow_partial,
-    levels,
-    fmt,
-):
+    pg: Pgeval,
+    run: str,
+    k: str | None,
+    ndcg_k: str | None,
+    mrr_k: str | None,
+    extra_measures: str | None,
+    rel: int,
+    per_query: bool,
+    by_type: bool,
+    flagged: bool,
+    plans: bool,
+    domain_discount: float,
+    min_score: float | None,
+    strict: bool,
+    allow_partial: bool,
+    levels: bool,
+    fmt: str,
+) -> None:
     """Recall@K, MRR@K, nDCG@K, Precision@K and Hit@K of RUN, means over valid queries.
 
     \b
@@ -126,7 +132,7 @@ def metrics(
             emit(ev.flagged, fmt, ["query_id", "flag", "measure", "value"], title="flagged queries")
 
 
-def _summary(ev, measures: list[str], fmt: str, levels: bool) -> None:
+def _summary(ev: Evaluation, measures: list[str], fmt: str, levels: bool) -> None:
     """The run's header and counts (table), then one row per measure (with --levels, its
     acceptance level and whose levels they are)."""
     from ...api.vocabulary import stage_label

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..output import emit, format_option, info, to_json
 from .common import pass_api
+
+if TYPE_CHECKING:
+    from ...api import Pgeval
 
 
 @click.command()
@@ -19,7 +24,7 @@ from .common import pass_api
 @click.option("--full", is_flag=True, help="Print each plan's full JSON (table format).")
 @format_option(choices=("table", "json", "jsonl"))
 @pass_api
-def plans(pg, run, refresh, no_capture, full, fmt):
+def plans(pg: Pgeval, run: str, refresh: bool, no_capture: bool, full: bool, fmt: str) -> None:
     """Query plans of RUN's low-recall (Recall@K < 0.3) and poor-ranking (nDCG@10 < 0.5) queries.
 
     \b

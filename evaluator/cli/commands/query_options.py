@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from ...api.vocabulary import SAMPLED_BIAS
+from ..output import F
 
 _OPTIONS = (
     click.option(
@@ -46,13 +47,13 @@ _OPTIONS = (
 )
 
 
-def query_source_options(f):
+def query_source_options(f: F) -> F:
     for option in reversed(_OPTIONS):
         f = option(f)
     return f
 
 
-def no_judgements_line(info: dict | None, k) -> str:
+def no_judgements_line(info: dict | None, k: int) -> str:
     what = "queries without judgements"
     if info:
         src = info.get("source")

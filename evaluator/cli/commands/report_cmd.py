@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..output import info, warn
 from .common import levels_option, measure_options, measures_from, min_score_option, pass_api
+
+if TYPE_CHECKING:
+    from ...api import Pgeval
 
 
 @click.command()
@@ -40,22 +45,22 @@ from .common import levels_option, measure_options, measures_from, min_score_opt
 @levels_option()
 @pass_api
 def report(
-    pg,
-    name,
-    levels,
-    fmt,
-    out,
-    k,
-    ndcg_k,
-    mrr_k,
-    extra_measures,
-    rel,
-    domain_discount,
-    depth,
-    min_score,
-    no_plots,
-    allow_partial,
-):
+    pg: Pgeval,
+    name: str,
+    levels: bool,
+    fmt: str,
+    out: str | None,
+    k: str | None,
+    ndcg_k: str | None,
+    mrr_k: str | None,
+    extra_measures: str | None,
+    rel: int,
+    domain_discount: float,
+    depth: int | None,
+    min_score: float | None,
+    no_plots: bool,
+    allow_partial: bool,
+) -> None:
     """A report of a run (or of an experiment's final stage, with its stages) people and CI read.
 
     \b

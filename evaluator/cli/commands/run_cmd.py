@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
 from ...api.vocabulary import PIPELINE_DEFAULTS
 from ..output import emit, format_option, warn
 from .common import (
+    ProgressBar,
     isolate_index_option,
     no_checksum_option,
     pass_api,
@@ -18,9 +21,15 @@ from .common import (
 )
 from .query_options import query_source_options
 
+if TYPE_CHECKING:
+    from ...api import Pgeval
+    from ...api.results import GroupPipelineResult, PipelineResult
+
+R = TypeVar("R")
+
 
 @click.group()
-def run():
+def run() -> None:
     """Runs: ranked lists per query, produced by a pipeline stage or imported from a file.
 
     \b
@@ -47,7 +56,7 @@ def run():
 )
 @click.option("--replace", is_flag=True, help="Replace an existing run of the same name.")
 @pass_api
-def import_(pg, file, testset, name, fmt, replace):
+def import_(pg: Pgeval, file: str, testset: str, name: str, fmt: str | None, replace: bool) -> None:
     """Import a ranked list produced elsewhere (a live RAG service, ranx, trec tools).
 
     \b
@@ -114,7 +123,7 @@ def import_(pg, file, testset, name, fmt, replace):
     help="Write to this file instead of standard output.",
 )
 @pass_api
-def export(pg, name, fmt, out):
+def export(pg: Pgeval, name: str, fmt: str, out: str | None) -> None:
     """Write a run as a TREC run file or JSONL (for cross-checks with trec_eval or ranx).
 
     \b
@@ -134,7 +143,7 @@ def export(pg, name, fmt, out):
 @click.option("--experiment", default=None, help="Only runs of this experiment.")
 @format_option()
 @pass_api
-def list_(pg, testset, experiment, fmt):
+def list_(pg: Pgeval, testset: str | None, experiment: str | None, fmt: str) -> None:
     """List runs with their test set, stage, status and config hash.
 
     \b
@@ -165,7 +174,7 @@ def list_(pg, testset, experiment, fmt):
 @run.command()
 @click.argument("name")
 @pass_api
-def delete(pg, name):
+def delete(pg: Pgeval, name: str) -> None:
     """Delete a run and its results.
 
     A stage run of an experiment (`run pipeline`, `sweep`) leaves that experiment incomplete:
@@ -196,19 +205,20 @@ def delete(pg, name):
 class _StageBar:
     """A rich progress task per stage and repetition (stderr), implementing stages.base.Progress."""
 
-    def __init__(self, bar, repeat: int | str, stage: str, rep: int):
-        self.bar, self.label, self.task = bar, f"rep {rep}/{repeat} {stage}", None
+    def __init__(self, bar: ProgressBar, repeat: int | str, stage: str, rep: int) -> None:
+        self.bar, self.label = bar, f"rep {rep}/{repeat} {stage}"
+        self.task: Any = None  # the bar's id of this stage's task, once started
 
-    def start(self, description, total):
+    def start(self, description: str, total: int) -> None:
         if not self.bar.live.is_started:  # started on the first stage: an error before it
             self.bar.start()  # (bad --set, unknown test set) prints one line only
         self.task = self.bar.add_task(f"{self.label}", total=total)
 
-    def advance(self, n=1):
+    def advance(self, n: int = 1) -> None:
         if self.task is not None:
             self.bar.advance(self.task, n)
 
-    def finish(self):
+    def finish(self) -> None:
         if self.task is not None:
             self.bar.update(self.task, completed=self.bar.tasks[self.task].total or 0)
 
@@ -323,33 +333,33 @@ class _StageBar:
 @format_option()
 @pass_api
 def pipeline(
-    pg,
-    testset,
-    sample_queries,
-    seed,
-    queries_sql,
-    queries_file,
-    target,
-    stages,
-    settings,
-    options,
-    depth,
-    repeat,
-    embedder,
-    base_url,
-    dimensions,
-    api_key_env,
-    reranker,
-    name,
-    batch,
-    server_timing,
-    group_by,
-    max_groups,
-    isolate_index,
-    statement_timeout,
-    no_checksum,
-    fmt,
-):
+    pg: Pgeval,
+    testset: str | None,
+    sample_queries: int | None,
+    seed: int | None,
+    queries_sql: str | None,
+    queries_file: str | None,
+    target: str | None,
+    stages: str,
+    settings: tuple[str, ...],
+    options: tuple[str, ...],
+    depth: int,
+    repeat: int,
+    embedder: str | None,
+    base_url: str | None,
+    dimensions: int | None,
+    api_key_env: str | None,
+    reranker: str | None,
+    name: str | None,
+    batch: bool,
+    server_timing: bool,
+    group_by: str | None,
+    max_groups: int,
+    isolate_index: bool,
+    statement_timeout: str,
+    no_checksum: bool,
+    fmt: str,
+) -> None:
     """Run retrieval stages against the knowledge base and store every ranked list.
 
     One experiment = the stages in order under one configuration (recorded in
@@ -381,7 +391,7 @@ def pipeline(
             "the table is locked (ACCESS EXCLUSIVE) until the stage ends and rolls back"
         )
     column = pg.group_column(target, group_by) if target else None
-    run = pg.run_pipeline
+    run: Callable[..., PipelineResult | GroupPipelineResult] = pg.run_pipeline
     if column is not None:  # one pipeline per group: run_groups_view prints them
         from .run_groups_view import grouped
 
@@ -414,11 +424,11 @@ def pipeline(
         ),
         repeat,
     )
-    if column is None:
-        _show(res, fmt)
+    if column is None:  # run is pg.run_pipeline
+        _show(cast("PipelineResult", res), fmt)
 
 
-def _with_progress(call, repeat: int | None):
+def _with_progress(call: Callable[..., R], repeat: int | None) -> R:
     """``call(progress_factory=..., on_warning=...)`` with rich progress bars on stderr (started
     with the first stage, so an early error prints one line only)."""
     bar = progress_bar(transient=False)
@@ -432,7 +442,7 @@ def _with_progress(call, repeat: int | None):
             bar.stop()
 
 
-def _show(res, fmt, extra_columns=()):
+def _show(res: PipelineResult, fmt: str, extra_columns: Sequence[str] = ()) -> None:
     meta = {"experiment": res.experiment, "config_hash": res.config_hash, "warnings": res.warnings}
     emit(
         res.runs,
@@ -472,7 +482,7 @@ def _show(res, fmt, extra_columns=()):
 )
 @format_option()
 @pass_api
-def resume(pg, name, statement_timeout, fmt):
+def resume(pg: Pgeval, name: str, statement_timeout: str | None, fmt: str) -> None:
     """Finish an experiment interrupted by Ctrl-C, a killed process or a server restart.
 
     NAME is the experiment (or one of its runs). Complete runs are kept; an interrupted run

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..output import emit, info, to_json
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def grouped(pg: Any, column: str, max_groups: int, fmt: str) -> Any:
+    from ...api import Pgeval
+    from ...api.results import Group, GroupPipelineResult
+
+
+def grouped(
+    pg: Pgeval, column: str, max_groups: int, fmt: str
+) -> Callable[..., GroupPipelineResult]:
     """A stand-in for ``pg.run_pipeline`` that runs every group and prints the groups."""
 
-    def run(testset, stages, **kw):
-        def on_group(i, n, g):
+    def run(testset: str | None, stages: str, **kw: Any) -> GroupPipelineResult:
+        def on_group(i: int, n: int, g: Group) -> None:
             info(f"group {i}/{n} {column}={g.value} ({g.rows} rows)")
 
         res = pg.run_pipeline_groups(
@@ -30,7 +38,7 @@ def grouped(pg: Any, column: str, max_groups: int, fmt: str) -> Any:
     return run
 
 
-def rows(res) -> list[dict]:
+def rows(res: GroupPipelineResult) -> list[dict[str, Any]]:
     out = []
     for g in res.groups:
         row = {"group": g["group"], "rows": g["rows"], "queries": g["queries"]}
@@ -43,7 +51,7 @@ def rows(res) -> list[dict]:
     return out
 
 
-def show(res, fmt: str) -> None:
+def show(res: GroupPipelineResult, fmt: str) -> None:
     if fmt == "json":
         click.echo(to_json(res.as_dict()))
         return

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ...api.vocabulary import parse_measure, stage_measures
 from ..output import echo_line, emit, format_option, to_json, warn
 from .common import pass_api
 
+if TYPE_CHECKING:
+    from ...api import Pgeval
+    from ...api.results import StageReport
 
-def _measures(report) -> list[str]:
+
+def _measures(report: StageReport) -> list[str]:
     k = report.k
     return list(dict.fromkeys([f"recall@{k}", *stage_measures(k), f"index_recall@{k}"]))
 
@@ -19,7 +25,7 @@ def _cell(stage: dict, measure: str) -> dict | None:
     return stage.get(measure) if index else stage["metrics"].get(measure)
 
 
-def _headline(report, names: list[str]) -> list[str]:
+def _headline(report: StageReport, names: list[str]) -> list[str]:
     """The measures a table shows without --wide: those at the report's K (recall@K,
     ndcg@K, index recall) and MRR; the first four measures when none is at K."""
     parsed = [parse_measure(name) for name in names]
@@ -28,7 +34,7 @@ def _headline(report, names: list[str]) -> list[str]:
 
 
 def _stage_tables(
-    report, judged: bool = True
+    report: StageReport, judged: bool = True
 ) -> list[tuple[list[dict], list[str], str, list[str]]]:
     """Quality (means), the spread over repetitions when there is one, and cost; each with the
     columns only --wide shows. Without judgements, quality is index recall alone."""
@@ -93,7 +99,7 @@ def _stage_tables(
     return tables
 
 
-def _by_type_rows(report) -> tuple[list[dict], list[str]]:
+def _by_type_rows(report: StageReport) -> tuple[list[dict], list[str]]:
     cats = [r["category"] for r in report.loss]
     out: dict[str, dict] = {}
     for r in report.loss_by_type:
@@ -102,7 +108,7 @@ def _by_type_rows(report) -> tuple[list[dict], list[str]]:
     return list(out.values()), ["type", "queries", *cats]
 
 
-def _worst_rows(report) -> list[dict]:
+def _worst_rows(report: StageReport) -> list[dict]:
     rows = []
     for w in report.worst:
         lost = [f"{x['chunk_id']}:{x['category']}" for x in w["lost"]]
@@ -158,7 +164,17 @@ def _worst_rows(report) -> list[dict]:
 )
 @format_option(choices=("table", "json"))
 @pass_api
-def stage_report(pg, experiment, k, repetition, rel, worst, strict, allow_partial, fmt):
+def stage_report(
+    pg: Pgeval,
+    experiment: str,
+    k: int,
+    repetition: str,
+    rel: int,
+    worst: int,
+    strict: bool,
+    allow_partial: bool,
+    fmt: str,
+) -> None:
     """The stages of EXPERIMENT side by side, and the stage that lost each relevant chunk.
 
     \b
@@ -194,36 +210,13 @@ def stage_report(pg, experiment, k, repetition, rel, worst, strict, allow_partia
         allow_partial=allow_partial,
         strict=strict,
     )
-    judged, source = report.judged, report.queries
+    judged = report.judged
     for w in report.warnings:
         warn(w)
     if fmt == "json":
         click.echo(to_json(report.as_dict()))
         return
-    e, c = report.experiment, report.counts
-    reps = (
-        f"all {len(e.repetitions)} (means)" if report.repetition is None else str(report.repetition)
-    )
-    echo_line(
-        f"experiment {e.name} · test set {e.testset} · status {e.status} · repetitions {reps}"
-    )
-    if judged:
-        echo_line(
-            f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
-            f"{c['excluded']}, unanswerable {c['unanswerable']}"
-        )
-    else:
-        from .query_options import no_judgements_line
-
-        echo_line(no_judgements_line(source, report.k))
-    boundaries: dict[str, list[str]] = {}
-    for s in report.stages:
-        if s.get("timing_boundary"):
-            boundaries.setdefault(s["timing_boundary"], []).append(s["stage"])
-    if boundaries:
-        click.echo("timing boundary:")
-        for text, names in boundaries.items():
-            echo_line(f"  {', '.join(names)}: {text}")
+    _print_header(report)
     for rows, columns, title, wide_only in _stage_tables(report, judged):
         emit(
             rows,
@@ -256,7 +249,35 @@ def stage_report(pg, experiment, k, repetition, rel, worst, strict, allow_partia
     _types_and_worst(report)
 
 
-def _types_and_worst(report) -> None:
+def _print_header(report: StageReport) -> None:
+    """The experiment, its queries and the timing boundary of each stage."""
+    e, c = report.experiment, report.counts
+    reps = (
+        f"all {len(e.repetitions)} (means)" if report.repetition is None else str(report.repetition)
+    )
+    echo_line(
+        f"experiment {e.name} · test set {e.testset} · status {e.status} · repetitions {reps}"
+    )
+    if report.judged:
+        echo_line(
+            f"queries {c['queries']}: valid {c['valid']}, excluded (no relevant) "
+            f"{c['excluded']}, unanswerable {c['unanswerable']}"
+        )
+    else:
+        from .query_options import no_judgements_line
+
+        echo_line(no_judgements_line(report.queries, report.k))
+    boundaries: dict[str, list[str]] = {}
+    for s in report.stages:
+        if s.get("timing_boundary"):
+            boundaries.setdefault(s["timing_boundary"], []).append(s["stage"])
+    if boundaries:
+        click.echo("timing boundary:")
+        for text, names in boundaries.items():
+            echo_line(f"  {', '.join(names)}: {text}")
+
+
+def _types_and_worst(report: StageReport) -> None:
     """The loss per query type and the worst queries, as tables."""
     by_type, cols = _by_type_rows(report)
     if by_type:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,11 +25,16 @@ from .common import (
     warn_above,
 )
 from .query_options import no_judgements_line, query_source_options
+from .sweep_groups_view import run_grouped
+
+if TYPE_CHECKING:
+    from ...api import Pgeval
+    from ...api.results import Point, SweepResult
 
 __all__ = ["plot_title", "sweep"]  # plot_title: the library's, read here by tests too
 
 
-def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict]:
+def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict[str, Any]]:
     """Flat rows (one per grid point) for table/csv output."""
     rows = []
     for p in points:
@@ -205,38 +211,20 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict]:
 @format_option(choices=("table", "json", "csv"))
 @pass_api
 def sweep(
-    pg,
-    testset,
-    sample_queries,
-    seed,
-    queries_sql,
-    queries_file,
-    target_name,
-    stage,
-    params,
-    build,
-    settings,
-    k,
-    depth,
-    repeat,
-    concurrency,
-    target_recall,
-    find,
-    find_max,
-    group_by,
-    max_groups,
-    embedder,
-    name,
-    fresh,
-    index,
-    isolate_index,
-    no_checksum,
-    statement_timeout,
-    maintenance_work_mem,
-    build_timeout,
-    plot,
-    fmt,
-):
+    pg: Pgeval,
+    testset: str | None,
+    target_name: str,
+    stage: str,
+    k: int,
+    target_recall: float,
+    build: tuple[str, ...],
+    group_by: str | None,
+    max_groups: int,
+    no_checksum: bool,
+    plot: str | None,
+    fmt: str,
+    **options: Any,
+) -> None:
     """Measure recall@K against exact search and latency at every point of a grid of index
     settings, and recommend the cheapest setting that reaches --target-recall.
 
@@ -277,106 +265,101 @@ def sweep(
           --group-by tenant --find hnsw.ef_search --target-recall 0.95
       pgeval sweep ... --concurrency 8 --format csv > sweep.csv
     """
-    options = dict(
-        params=params,
-        build=build,
-        settings=settings,
-        k=k,
-        depth=depth,
-        repeat=repeat,
-        concurrency=concurrency,
-        target_recall=target_recall,
-        find=find,
-        find_max=find_max,
-        embedder=embedder,
-        name=name,
-        fresh=fresh,
-        isolate_index=isolate_index,
-        index=index,
-        checksum=not no_checksum,
-        statement_timeout=statement_timeout,
-        maintenance_work_mem=maintenance_work_mem,
-        build_timeout=build_timeout,
-    )
-    source = dict(
-        sample_queries=sample_queries,
-        seed=seed,
-        queries_sql=queries_sql,
-        queries_file=queries_file,
-    )
+    # the other options (the query source's and the sweep's) go to the API under their names
+    options.update(k=k, target_recall=target_recall, build=build, checksum=not no_checksum)
     column = pg.group_column(target_name, group_by)
     if column is not None:
-        from .sweep_groups_view import run_grouped
-
-        run_grouped(pg, testset, target_name, stage, column, max_groups, fmt, plot, source, options)
+        run_grouped(pg, testset, target_name, stage, column, max_groups, fmt, plot, options)
         return
-    bar = progress_bar(transient=True)
-    task: dict[str, Any] = {}
-
-    def on_start(n_points, reps, n_queries):
-        # one unit a query: every point of every repetition, and exact search (ground truth)
-        # once per repetition
-        task.update(queries=n_queries, reps=set())
-        bar.start()
-        task["id"] = bar.add_task("sweep", total=(n_points + 1) * reps * n_queries)
-
-    def on_point(point, rep, how):
-        if "id" not in task:
-            return
-        first = rep not in task["reps"]
-        task["reps"].add(rep)
-        bar.update(
-            task["id"],
-            advance=task["queries"] * (2 if first else 1),
-            description=f"sweep rep {rep} {point.label} ({how})",
-        )
-
-    def on_ground_truth(rows, rows_total):
-        if not bar.live.is_started:
-            bar.start()
-        if "gt" not in task:
-            task["gt"] = bar.add_task("exact ground truth (rows read)", total=rows_total)
-        bar.update(task["gt"], completed=rows)
-
-    def on_find(point, recall):
-        # the path as it goes: each value tried and its recall
-        got = "—" if recall is None else f"{recall:.4f}"
-        mark = "" if recall is None else (" ✓" if recall >= target_recall - 1e-12 else " ✗")
-        bar.console.print(f"find {point.label}: recall@{k} {got}{mark}", soft_wrap=True)
-
-    shown: set[str] = set()
-    above = warn_above(bar)
-
-    def shown_warning(message: str) -> None:
-        shown.add(message)
-        above(message)
-
+    progress = _SweepProgress(k, target_recall)
     try:
         res = pg.sweep(
             testset,
             target_name,
             stage,
-            **source,
             **options,
-            on_point=on_point,
-            on_start=on_start,
-            on_warning=shown_warning,
-            on_ground_truth=on_ground_truth,
-            on_find=on_find if fmt == "table" else None,
+            on_point=progress.on_point,
+            on_start=progress.on_start,
+            on_warning=progress.on_warning,
+            on_ground_truth=progress.on_ground_truth,
+            on_find=progress.on_find if fmt == "table" else None,
         )
     finally:
-        if bar.live.is_started:
-            bar.stop()
-    rows = point_rows(res.points, res.measures, k)
+        progress.stop()
+    _show(pg, res, fmt, plot, stage, target_name, bool(build), progress.shown)
+
+
+class _SweepProgress:
+    """The sweep's progress on stderr: one unit a query (every point of every repetition, and
+    exact search, the ground truth, once per repetition), the rows the exact ground truth read,
+    each value a --find tried; warnings above the bar, remembered so that they are not printed
+    twice."""
+
+    def __init__(self, k: int, target_recall: float) -> None:
+        self.k, self.target_recall = k, target_recall
+        self.bar = progress_bar(transient=True)
+        self.task: dict[str, Any] = {}
+        self.shown: set[str] = set()
+        self._above = warn_above(self.bar)
+
+    def on_start(self, n_points: int, reps: int, n_queries: int) -> None:
+        self.task.update(queries=n_queries, reps=set())
+        self.bar.start()
+        self.task["id"] = self.bar.add_task("sweep", total=(n_points + 1) * reps * n_queries)
+
+    def on_point(self, point: Point, rep: int, how: str) -> None:
+        task = self.task
+        if "id" not in task:
+            return
+        first = rep not in task["reps"]
+        task["reps"].add(rep)
+        self.bar.update(
+            task["id"],
+            advance=task["queries"] * (2 if first else 1),
+            description=f"sweep rep {rep} {point.label} ({how})",
+        )
+
+    def on_ground_truth(self, rows: int, rows_total: int | None) -> None:
+        if not self.bar.live.is_started:
+            self.bar.start()
+        if "gt" not in self.task:
+            self.task["gt"] = self.bar.add_task("exact ground truth (rows read)", total=rows_total)
+        self.bar.update(self.task["gt"], completed=rows)
+
+    def on_find(self, point: Point, recall: float | None) -> None:
+        # the path as it goes: each value tried and its recall
+        got = "—" if recall is None else f"{recall:.4f}"
+        mark = "" if recall is None else (" ✓" if recall >= self.target_recall - 1e-12 else " ✗")
+        self.bar.console.print(f"find {point.label}: recall@{self.k} {got}{mark}", soft_wrap=True)
+
+    def on_warning(self, message: str) -> None:
+        self.shown.add(message)
+        self._above(message)
+
+    def stop(self) -> None:
+        if self.bar.live.is_started:
+            self.bar.stop()
+
+
+def _show(
+    pg: Pgeval,
+    res: SweepResult,
+    fmt: str,
+    plot: str | None,
+    stage: str,
+    target_name: str,
+    built: bool,
+    shown: set[str],
+) -> None:
+    """The sweep in ``fmt``, its plot, and the warnings not ``shown`` while it ran."""
+    rows = point_rows(res.points, res.measures, res.k)
     if fmt == "json":
         click.echo(to_json(res.as_dict()))
     elif fmt == "csv":
-        import sys
-
         emit(rows, "csv")
         sys.stdout.flush()
     else:
-        _print_table(res, rows, target_name, k, target_recall, bool(build))
+        _print_table(res, rows, target_name, res.k, res.target_recall, built)
     if plot:
         out = pg.sweep_plot(res, plot, title=plot_title(res, stage, target_name))
         info(f"plot written to {out}")
@@ -385,7 +368,14 @@ def sweep(
             warn(w)
 
 
-def _print_table(res, rows, target_name: str, k: int, target_recall: float, built: bool) -> None:
+def _print_table(
+    res: SweepResult,
+    rows: list[dict[str, Any]],
+    target_name: str,
+    k: int,
+    target_recall: float,
+    built: bool,
+) -> None:
     """The sweep as a table: what was measured, the ground truth, the points, each find, the
     recommendation."""
     click.echo(

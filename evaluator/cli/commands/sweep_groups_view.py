@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import click
 
 from ..output import emit, info, to_json, warn
 from .common import progress_bar, warn_above
 
+if TYPE_CHECKING:
+    from ...api import Pgeval
+    from ...api.results import Group, GroupSweepResult, Point
 
-def _fmt(x, spec: str = ".4f") -> str:
+
+def _fmt(x: float | None, spec: str = ".4f") -> str:
     return "—" if x is None else format(x, spec)
 
 
-def iterative_text(row: dict) -> str:
+def iterative_text(row: dict[str, Any]) -> str:
     """``hnsw.iterative_scan=strict_order 0.998 ✓, relaxed_order 0.991 ✓`` for a group
     measured again with the kind's iterative scan."""
     modes = row.get("iterative")
@@ -28,7 +34,7 @@ def iterative_text(row: dict) -> str:
     )
 
 
-def group_rows(res) -> list[dict]:
+def group_rows(res: GroupSweepResult) -> list[dict[str, Any]]:
     k = res.k
     return [
         {
@@ -44,7 +50,7 @@ def group_rows(res) -> list[dict]:
     ]
 
 
-def point_rows(res) -> list[dict]:
+def point_rows(res: GroupSweepResult) -> list[dict[str, Any]]:
     return [
         {
             "point": p["point"],
@@ -57,7 +63,7 @@ def point_rows(res) -> list[dict]:
     ]
 
 
-def recommendation_line(res) -> str:
+def recommendation_line(res: GroupSweepResult) -> str:
     rec, k, goal = res.recommendation, res.k, res.target_recall
     if rec:
         worst = res.groups[0] if res.groups else {}
@@ -68,6 +74,7 @@ def recommendation_line(res) -> str:
         )
     if not res.groups:
         return "no group was measured"
+    assert res.at is not None  # the groups are those at a point
     missing = ", ".join(g["group"] for g in res.missing)
     fixes = [g for g in res.missing if g.get("fixed_by")]
     text = (
@@ -82,23 +89,23 @@ def recommendation_line(res) -> str:
 
 
 def run_grouped(
-    pg,
-    testset,
+    pg: Pgeval,
+    testset: str | None,
     target: str,
     stage: str,
     column: str,
     max_groups: int,
     fmt: str,
-    plot,
-    source,
-    options,
+    plot: str | None,
+    options: dict[str, Any],
 ) -> None:
-    """`pgeval sweep --group-by`: ``source`` the query options, ``options`` the sweep's."""
+    """`pgeval sweep --group-by`: ``options`` the query source's and the sweep's, by the API's
+    names."""
     bar = progress_bar(transient=True)
     above = warn_above(bar)
-    task: dict = {}
+    task: dict[str, Any] = {}
 
-    def on_group(i, n, g, step):
+    def on_group(i: int, n: int, g: Group, step: str) -> None:
         if not bar.live.is_started:
             bar.start()
         what = {"sweep": "", "confirm": " (the values found)"}.get(step, " (iterative scan)")
@@ -107,7 +114,7 @@ def run_grouped(
             task["id"] = bar.add_task(task["label"], total=n)
         bar.update(task["id"], completed=i - 1, description=task["label"])
 
-    def on_point(point, rep, how):
+    def on_point(point: Point, rep: int, how: str) -> None:
         if "id" in task:
             bar.update(task["id"], description=f"{task['label']} {point.label} ({how})")
 
@@ -118,7 +125,6 @@ def run_grouped(
             stage,
             group_by=column,
             max_groups=max_groups,
-            **source,
             **options,
             on_group=on_group,
             on_warning=above,
@@ -133,25 +139,30 @@ def run_grouped(
     elif fmt == "csv":
         emit(group_rows(res), "csv")
     else:
-        q = source.get("sample_queries")
-        click.echo(
-            f"sweep of target {target} grouped by {column}: {res.chosen} · up to {q} "
-            f"sampled queries per group · recall@{res.k} against exact search within each "
-            "group · p95 nearest rank, the slowest group's"
-        )
-        emit(point_rows(res), "table")
-        if res.at is not None:
-            click.echo(f"groups at {res.at['label']} ({res.at['why']}), worst first:")
-            emit(group_rows(res), "table")
-        for g in res.groups:
-            if g.get("iterative"):
-                click.echo(f"{column}={g['group']} with an iterative scan: {iterative_text(g)}")
-        for skip in res.skipped:
-            click.echo(f"skipped {column}={skip['group']} ({skip['rows']} rows): {skip['why']}")
-        for value, why in res.failed.items():
-            click.echo(f"not measured {column}={value}: {why}")
+        _print_table(res, target, column, options.get("sample_queries"))
         click.echo(line)
     if plot:
         info("--plot draws one sweep: see the group sweeps with `pgeval sweep list`")
     for w in res.warnings if fmt != "table" else ():
         warn(w)
+
+
+def _print_table(res: GroupSweepResult, target: str, column: str, queries: int | None) -> None:
+    """The grouped sweep as tables: its points, the groups at the chosen point worst first, each
+    group's iterative scan, the groups skipped or not measured."""
+    click.echo(
+        f"sweep of target {target} grouped by {column}: {res.chosen} · up to {queries} "
+        f"sampled queries per group · recall@{res.k} against exact search within each "
+        "group · p95 nearest rank, the slowest group's"
+    )
+    emit(point_rows(res), "table")
+    if res.at is not None:
+        click.echo(f"groups at {res.at['label']} ({res.at['why']}), worst first:")
+        emit(group_rows(res), "table")
+    for g in res.groups:
+        if g.get("iterative"):
+            click.echo(f"{column}={g['group']} with an iterative scan: {iterative_text(g)}")
+    for skip in res.skipped:
+        click.echo(f"skipped {column}={skip['group']} ({skip['rows']} rows): {skip['why']}")
+    for value, why in res.failed.items():
+        click.echo(f"not measured {column}={value}: {why}")

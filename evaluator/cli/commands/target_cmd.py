@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..output import emit, format_option, to_json, warn
 from .common import pass_api
+
+if TYPE_CHECKING:
+    from ...api import Pgeval
 
 
 def parse_where(items: tuple[str, ...]) -> dict[str, str | list[str]]:
@@ -31,7 +36,7 @@ def parse_where(items: tuple[str, ...]) -> dict[str, str | list[str]]:
 
 
 @click.group()
-def target():
+def target() -> None:
     """Targets: the knowledge-base table a pipeline searches (chunk ids, vectors, text, filters).
 
     \b
@@ -124,28 +129,28 @@ def target():
 @format_option(choices=("table", "json"))
 @pass_api
 def add(
-    pg,
-    name,
-    table,
-    schema,
-    id_column,
-    vector_column,
-    text_column,
-    distance,
-    where,
-    null_true,
-    min_similarity,
-    max_distance,
-    dimension,
-    dimension_column,
-    preset,
-    knowledge_base_id,
-    knowledge_id,
-    tag_id,
-    group_by,
-    replace,
-    fmt,
-):
+    pg: Pgeval,
+    name: str,
+    table: str | None,
+    schema: str | None,
+    id_column: str | None,
+    vector_column: str | None,
+    text_column: str | None,
+    distance: str | None,
+    where: tuple[str, ...],
+    null_true: tuple[str, ...],
+    min_similarity: float | None,
+    max_distance: float | None,
+    dimension: int | None,
+    dimension_column: str | None,
+    preset: str | None,
+    knowledge_base_id: tuple[str, ...],
+    knowledge_id: tuple[str, ...],
+    tag_id: tuple[str, ...],
+    group_by: str | None,
+    replace: bool,
+    fmt: str,
+) -> None:
     """Add a target after checking its table, columns, vector type and dimension in the catalog.
 
     \b
@@ -196,7 +201,7 @@ def add(
 @target.command("list")
 @format_option()
 @pass_api
-def list_(pg, fmt):
+def list_(pg: Pgeval, fmt: str) -> None:
     """List targets.
 
     \b
@@ -228,7 +233,7 @@ def list_(pg, fmt):
 @click.argument("name")
 @format_option(choices=("table", "json"))
 @pass_api
-def show(pg, name, fmt):
+def show(pg: Pgeval, name: str, fmt: str) -> None:
     """Show a target's definition and the vector indexes the knowledge base has for it.
 
     \b
@@ -248,7 +253,7 @@ def show(pg, name, fmt):
 @target.command("remove")
 @click.argument("name")
 @pass_api
-def remove(pg, name):
+def remove(pg: Pgeval, name: str) -> None:
     """Remove a target (runs that used it keep its definition in their configuration).
 
     \b

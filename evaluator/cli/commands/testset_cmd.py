@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ..output import emit, format_option, to_json
 from .common import pass_api
 
+if TYPE_CHECKING:
+    from ...api import Pgeval
+
 _FORMATS = ["jsonl", "csv", "trec", "beir"]
 
 
 @click.group()
-def testset():
+def testset() -> None:
     """Test sets: queries with graded judgements (chunk id -> grade 0-3).
 
     \b
@@ -71,7 +76,16 @@ _LIST_COLUMNS = [
     help="How to print the summary: table for people, json for scripts.",
 )
 @pass_api
-def load(pg, file, name, source_format, queries, grade_map, replace, fmt):
+def load(
+    pg: Pgeval,
+    file: str,
+    name: str,
+    source_format: str | None,
+    queries: str | None,
+    grade_map: str | None,
+    replace: bool,
+    fmt: str,
+) -> None:
     """Load FILE as test set NAME: validated, all or nothing, in one transaction.
 
     \b
@@ -134,7 +148,7 @@ def load(pg, file, name, source_format, queries, grade_map, replace, fmt):
 @testset.command("list")
 @format_option()
 @pass_api
-def list_(pg, fmt):
+def list_(pg: Pgeval, fmt: str) -> None:
     """List the stored test sets with their counts and content hash.
 
     \b
@@ -157,7 +171,7 @@ def list_(pg, fmt):
 @click.argument("name")
 @format_option(choices=("table", "json"))
 @pass_api
-def show(pg, name, fmt):
+def show(pg: Pgeval, name: str, fmt: str) -> None:
     """Describe test set NAME: counts, grade histogram, query types, grade map, hash.
 
     \b
@@ -212,7 +226,7 @@ def show(pg, name, fmt):
 @testset.command()
 @click.argument("name")
 @pass_api
-def delete(pg, name):
+def delete(pg: Pgeval, name: str) -> None:
     """Delete test set NAME with its queries, judgements and runs.
 
     \b

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from ...api.vocabulary import WARMUP_DEFAULTS
 from ..output import emit, format_option, info, to_json, warn
 from .common import pass_api
+
+if TYPE_CHECKING:
+    from ...api import Pgeval
+    from ...api.results import PassStats
 
 
 @click.command()
@@ -70,19 +76,19 @@ from .common import pass_api
 @format_option(choices=("table", "json"))
 @pass_api
 def warmup(
-    pg,
-    target_name,
-    testset,
-    embedder,
-    settings,
-    k,
-    max_passes,
-    tolerance,
-    random_queries,
-    no_prewarm,
-    index,
-    fmt,
-):
+    pg: Pgeval,
+    target_name: str,
+    testset: str | None,
+    embedder: str | None,
+    settings: tuple[str, ...],
+    k: int,
+    max_passes: int,
+    tolerance: float,
+    random_queries: int,
+    no_prewarm: bool,
+    index: str | None,
+    fmt: str,
+) -> None:
     """Warm the target's table and ANN indexes up before measuring latency.
 
     \b
@@ -101,7 +107,7 @@ def warmup(
       pgeval warmup --target kb --index chunks_embedding_bq --format json
     """
 
-    def on_pass(p):
+    def on_pass(p: PassStats) -> None:
         if fmt == "table":
             info(
                 ("" if p.index is None else f"{p.index} ")

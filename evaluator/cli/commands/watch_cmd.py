@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import click
 
 from ...api.vocabulary import ann_kinds, openmetrics_text, probe_time
@@ -9,16 +11,20 @@ from ..output import format_option, to_json, warn
 from .common import pass_api, statement_timeout_option
 from .query_options import SAMPLED_BIAS, query_source_options
 
+if TYPE_CHECKING:
+    from ...api import Pgeval
+    from ...api.results import ProbeResult
 
-def _when(value) -> str:
+
+def _when(value: object) -> str:
     return probe_time(value)
 
 
-def _ms(value) -> str:
+def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f} ms"
 
 
-def _table(res) -> None:
+def _table(res: ProbeResult) -> None:
     p = res.probe
     q = res.queries or {}
     queries = {
@@ -64,7 +70,7 @@ def _table(res) -> None:
         click.echo(f"within bounds ({given})" if given else "no bounds given")
 
 
-def _json(res) -> dict:
+def _json(res: ProbeResult) -> dict[str, Any]:
     p = dict(res.probe)
     return {
         **p,
@@ -164,27 +170,27 @@ def _json(res) -> dict:
 @format_option(choices=("table", "json", "openmetrics"))
 @pass_api
 def watch(
-    pg,
-    testset,
-    sample_queries,
-    seed,
-    queries_sql,
-    queries_file,
-    target_name,
-    stage,
-    settings,
-    k,
-    min_recall,
-    max_drop,
-    max_p95_ms,
-    index,
-    no_remedy,
-    remedy_max,
-    group_by,
-    max_groups,
-    statement_timeout,
-    fmt,
-):
+    pg: Pgeval,
+    testset: str | None,
+    sample_queries: int | None,
+    seed: int | None,
+    queries_sql: str | None,
+    queries_file: str | None,
+    target_name: str,
+    stage: str,
+    settings: tuple[str, ...],
+    k: int,
+    min_recall: float | None,
+    max_drop: float | None,
+    max_p95_ms: float | None,
+    index: str | None,
+    no_remedy: bool,
+    remedy_max: int | None,
+    group_by: str | None,
+    max_groups: int,
+    statement_timeout: str,
+    fmt: str,
+) -> None:
     """Probe the index at its production setting and record it in pgeval.probe: for cron, CI
     or a Kubernetes CronJob (docs/watch.md).
 

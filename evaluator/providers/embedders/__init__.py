@@ -21,11 +21,14 @@ content hash, so that another file never reuses stale vectors).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from ...core.errors import InputError, param
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 
 class Embedder(Protocol):
@@ -77,7 +80,7 @@ def parse(
     )
 
 
-def check_matrix(matrix, n: int, source: str) -> np.ndarray:
+def check_matrix(matrix: ArrayLike, n: int, source: str) -> np.ndarray:
     """A float32 (n x d) matrix with finite values, else InputError naming ``source``."""
     m = np.asarray(matrix, dtype=np.float32)
     if m.ndim != 2:

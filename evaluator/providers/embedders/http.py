@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from ...core.errors import InputError, param
 from ...core.masking import mask
 from ..http_json import JsonClient, check_url
 from . import check_matrix
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_BATCH = 10
@@ -103,7 +106,7 @@ class OpenAIEmbedder:
         items = sorted(items, key=lambda d: d.get("index", 0))
         return [d["embedding"] for d in items]
 
-    def embed(self, queries: Sequence, on_batch=None) -> np.ndarray:
+    def embed(self, queries: Sequence, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         for q in queries:
             if not q.text:
                 raise InputError(

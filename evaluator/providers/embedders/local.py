@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...core.errors import InputError, first_line, param
 from . import check_matrix
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
-def load_model(class_name: str, model: str, *, missing: str, what: str, field: str):
+
+def load_model(class_name: str, model: str, *, missing: str, what: str, field: str) -> Any:
     """``sentence_transformers.<class_name>(model)`` (the optional sentence-transformers package:
     local embedders, cross-encoder rerankers). InputError on ``field`` when the package is not
     installed (``missing`` says what to do) or the model cannot be loaded (``what`` names it)."""
@@ -34,7 +37,7 @@ class LocalEmbedder:
         self.label = f"local:{model}"
         self._model: Any = None  # the loaded SentenceTransformer (untyped package)
 
-    def _load(self):
+    def _load(self) -> Any:
         return load_model(
             "SentenceTransformer",
             self.model_name,
@@ -44,7 +47,7 @@ class LocalEmbedder:
             "'pgeval[local]' (or use openai:MODEL / numpy:FILE.npy)",
         )
 
-    def embed(self, queries: Sequence, on_batch=None) -> np.ndarray:
+    def embed(self, queries: Sequence, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         for q in queries:
             if not q.text:
                 raise InputError(

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ...core.errors import InputError, NotFound, param
 from ...core.vector_literal import vector_literal
 from ...testset.query import Query
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from . import Embedder
 
 EMBED_LOCK = 1885824373  # first key of the advisory lock that serialises storing embeddings
 
@@ -22,13 +28,13 @@ class EmbedReport:
     computed: int  # 0 when every query already had an embedding under this label
 
 
-def testset_id(conn, name: str) -> int:
+def testset_id(conn: Any, name: str) -> int:
     from ...testset.catalog import resolve_testset
 
     return resolve_testset(conn, name)[0]
 
 
-def _vec(value) -> np.ndarray | None:
+def _vec(value: object) -> np.ndarray | None:
     if value is None:
         return None
     if isinstance(value, str):
@@ -38,7 +44,7 @@ def _vec(value) -> np.ndarray | None:
     return np.asarray(value, dtype=np.float32)
 
 
-def testset_queries(conn, tid: int, with_embedding: bool = False) -> list[Query]:
+def testset_queries(conn: Any, tid: int, with_embedding: bool = False) -> list[Query]:
     """The test set's queries in test-set order (text; the loaded embedding when asked)."""
     cols = "query_id, position, query_text" + (", embedding::text" if with_embedding else "")
     rows = conn.execute(
@@ -55,7 +61,7 @@ def testset_queries(conn, tid: int, with_embedding: bool = False) -> list[Query]
     ]
 
 
-def stored_count(conn, tid: int, label: str) -> tuple[int, int | None]:
+def stored_count(conn: Any, tid: int, label: str) -> tuple[int, int | None]:
     n, dim = conn.execute(
         "SELECT count(*), max(dim) FROM pgeval.query_embedding WHERE "
         "testset_id = %s AND embedder = %s",
@@ -64,7 +70,14 @@ def stored_count(conn, tid: int, label: str) -> tuple[int, int | None]:
     return n, dim
 
 
-def ensure(conn, testset: str, embedder, *, recompute: bool = False, on_batch=None) -> EmbedReport:
+def ensure(
+    conn: Any,
+    testset: str,
+    embedder: Embedder,
+    *,
+    recompute: bool = False,
+    on_batch: Callable[[int], None] | None = None,
+) -> EmbedReport:
     """Store the embeddings of ``testset``'s queries under ``embedder.label`` unless every query
     already has one (``recompute`` replaces them). One transaction: all or nothing."""
     tid = testset_id(conn, testset)
@@ -110,7 +123,7 @@ def ensure(conn, testset: str, embedder, *, recompute: bool = False, on_batch=No
     return EmbedReport(testset, embedder.label, dim, len(queries), len(queries) if written else 0)
 
 
-def load(conn, tid: int, label: str) -> list[Query]:
+def load(conn: Any, tid: int, label: str) -> list[Query]:
     """Queries of test set ``tid`` in order, each with its embedding under ``label``.
 
     Two index scans joined here by query id, not one join in SQL: the tables are written in
@@ -137,7 +150,7 @@ def load(conn, tid: int, label: str) -> list[Query]:
     ]
 
 
-def _vectors(conn, tid: int, label: str) -> dict[str, np.ndarray | None]:
+def _vectors(conn: Any, tid: int, label: str) -> dict[str, np.ndarray | None]:
     """{query id: embedding} of a test set under ``label``: every vector in one ``bytea`` of
     their binary forms (``vector_send``: dimension, a reserved word, float4 values, big-endian),
     read as one numpy array; vectors of several dimensions come one by one instead."""
@@ -166,7 +179,7 @@ def _vectors(conn, tid: int, label: str) -> dict[str, np.ndarray | None]:
     return {q: _vec(v) for q, v in rows}
 
 
-def list_embeddings(conn, testset: str | None = None) -> list[dict]:
+def list_embeddings(conn: Any, testset: str | None = None) -> list[dict]:
     rows = conn.execute(
         "SELECT t.name, e.embedder, max(e.dim), count(*), max(e.created_at) "
         "FROM pgeval.query_embedding e JOIN pgeval.testset t USING (testset_id) "

@@ -9,21 +9,27 @@ whose judgements are all grade 0 loads and is counted as having no relevant chun
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from ..records import Row
 from .jsonl import parse_line
 from .trec import qrels, query_row
 
+if TYPE_CHECKING:
+    from ..grademap import GradeMap
+    from ..plan import Plan
+    from ..source import Source
+
 COLUMNS = ("query-id", "corpus-id", "score")
 
 
-def _is_header(parts) -> bool:
+def _is_header(parts: list[str]) -> bool:
     return [p.strip().lower() for p in parts] == list(COLUMNS) or not parts[-1].strip().lstrip(
         "-"
     ).isdigit()
 
 
-def queries_jsonl(src, file_idx: int) -> Iterator[Row]:
+def queries_jsonl(src: Source, file_idx: int) -> Iterator[Row]:
     count = 0
     for n, text in src:
         if not text.strip():
@@ -35,6 +41,6 @@ def queries_jsonl(src, file_idx: int) -> Iterator[Row]:
         raise src.error("the file is empty (no queries)")
 
 
-def parse(plan, grade_map) -> Iterator[Row]:
+def parse(plan: Plan, grade_map: GradeMap) -> Iterator[Row]:
     yield from queries_jsonl(plan.sources[1], 1)
     yield from qrels(plan.sources[0], 0, grade_map, COLUMNS, skip_header=_is_header)

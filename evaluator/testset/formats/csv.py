@@ -16,11 +16,17 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from ...core import strict_json
 from .. import fields
 from ..records import Row
 from ..validate import query_row
+
+if TYPE_CHECKING:
+    from ..grademap import GradeMap
+    from ..plan import Plan
+    from ..source import Source
 
 COLUMNS = ("id", "query", "relevant", "type", "answerable", "expected_facts", "embedding")
 REQUIRED = ("id", "query")
@@ -30,13 +36,13 @@ _FALSE = {"false", "f", "no", "n", "0"}
 csv.field_size_limit(max(csv.field_size_limit(), 1 << 27))  # long embedding cells
 
 
-def _lines(src, where: list):
+def _lines(src: Source, where: list[int]) -> Iterator[str]:
     for n, text in src:
         where[0] = n
         yield text + "\n"
 
 
-def _json_cell(src, n, field, cell):
+def _json_cell(src: Source, n: int, field: str, cell: str) -> Any:
     try:
         return strict_json.loads(cell)
     except strict_json.DuplicateKey as exc:
@@ -52,7 +58,7 @@ def _items(cell: str) -> list[str]:
     return [item.strip() for item in cell.split(";") if item.strip()]
 
 
-def _relevant(src, n, cell):
+def _relevant(src: Source, n: int, cell: str) -> Any:
     cell = cell.strip()
     if not cell:
         return None
@@ -80,14 +86,14 @@ def _relevant(src, n, cell):
     return out
 
 
-def _list(src, n, field, cell):
+def _list(src: Source, n: int, field: str, cell: str) -> Any:
     cell = cell.strip()
     if not cell:
         return None
     return _json_cell(src, n, field, cell) if cell[0] == "[" else _items(cell)
 
 
-def _embedding(src, n, cell):
+def _embedding(src: Source, n: int, cell: str) -> Any:
     cell = cell.strip()
     if not cell:
         return None
@@ -104,7 +110,7 @@ def _embedding(src, n, cell):
     return out
 
 
-def _answerable(src, n, cell):
+def _answerable(src: Source, n: int, cell: str) -> bool | None:
     value = cell.strip().lower()
     if not value:
         return None
@@ -115,7 +121,7 @@ def _answerable(src, n, cell):
     raise src.error(f"'{fields.show(cell, 40)}' is not true/false", line=n, field="answerable")
 
 
-def parse(plan, grade_map) -> Iterator[Row]:
+def parse(plan: Plan, grade_map: GradeMap) -> Iterator[Row]:
     src = plan.sources[0]
     where = [0]
     reader = csv.reader(_lines(src, where), strict=True)

@@ -12,14 +12,20 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 from ...core import strict_json
 from .. import fields
 from ..records import Row
 from ..validate import query_row
 
+if TYPE_CHECKING:
+    from ..grademap import GradeMap
+    from ..plan import Plan
+    from ..source import Source
 
-def parse_line(src, n: int, text: str):
+
+def parse_line(src: Source, n: int, text: str) -> Any:
     try:
         obj = strict_json.loads(text)
     except strict_json.DuplicateKey as exc:
@@ -37,7 +43,7 @@ def parse_line(src, n: int, text: str):
     return obj
 
 
-def parse(plan, grade_map) -> Iterator[Row]:
+def parse(plan: Plan, grade_map: GradeMap) -> Iterator[Row]:
     src = plan.sources[0]
     dims = fields.Dimensions()
     count = 0

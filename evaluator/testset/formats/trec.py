@@ -11,14 +11,24 @@ having no relevant chunk.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from .. import fields
 from ..records import Row, judgements
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from ..grademap import GradeMap
+    from ..plan import Plan
+    from ..source import Source
+
 GROUP = 1000
 
 
-def query_row(src, file_idx: int, line: int, query_id, text, id_field: str) -> Row:
+def query_row(
+    src: Source, file_idx: int, line: int, query_id: str, text: str | None, id_field: str
+) -> Row:
     """A query of a queries-only file (this TSV, BEIR's queries.jsonl): id and text checked (an
     error names the file, the line and ``id_field`` or ``text``), no judgements of its own."""
     try:
@@ -32,7 +42,7 @@ def query_row(src, file_idx: int, line: int, query_id, text, id_field: str) -> R
     return Row(file_idx, line, qid, True, body, [], None, "[]", None, [], [], [])
 
 
-def queries_tsv(src, file_idx: int) -> Iterator[Row]:
+def queries_tsv(src: Source, file_idx: int) -> Iterator[Row]:
     count = 0
     for n, text in src:
         if not text.strip():
@@ -47,11 +57,11 @@ def queries_tsv(src, file_idx: int) -> Iterator[Row]:
 
 
 def qrels(
-    src,
+    src: Source,
     file_idx: int,
-    grade_map,
-    columns=("query-id", "iteration", "chunk-id", "grade"),
-    skip_header=None,
+    grade_map: GradeMap,
+    columns: tuple[str, ...] = ("query-id", "iteration", "chunk-id", "grade"),
+    skip_header: Callable[[list[str]], bool] | None = None,
 ) -> Iterator[Row]:
     """Shared by TREC (4 columns) and BEIR (3 columns, a header line). Consecutive lines of one
     query are grouped into one row (at most GROUP judgements)."""
@@ -96,14 +106,14 @@ def qrels(
         raise src.error("the file is empty (no judgements)")
 
 
-def _ident(src, n: int, value: str, what: str, field: str) -> str:
+def _ident(src: Source, n: int, value: str, what: str, field: str) -> str:
     try:
         return fields.ident(value, what)
     except ValueError as exc:
         raise src.error(str(exc), line=n, field=field) from None
 
 
-def parse(plan, grade_map) -> Iterator[Row]:
+def parse(plan: Plan, grade_map: GradeMap) -> Iterator[Row]:
     if len(plan.sources) > 1:
         yield from queries_tsv(plan.sources[1], 1)
     yield from qrels(plan.sources[0], 0, grade_map)
