@@ -52,6 +52,11 @@ class SweepConfig:
     # one group of the target (column, value): searched as the application searches it,
     # ``WHERE column = value`` (dba/sweep/groups.py runs one such sweep per group)
     group: tuple[str, str] | None = None
+    # measured by the caller (a probe, dba/watch/probe.py), else here: the query set of
+    # ``queries`` already stored, (its name, its source record), and the data's fingerprint
+    # part (dba.data_checksum.measure on the target, scoped to ``group``)
+    materialized: tuple[str, dict] | None = None
+    data: object = None
 
 
 @dataclass
@@ -196,7 +201,10 @@ def run_sweep(
     # least privilege: the knowledge base is read in READ ONLY sessions (but --isolate-index's
     # drops; build sweeps write only to their scratch schema, on a connection of their own)
     qinfo = None
-    if cfg.queries is not None:
+    if cfg.queries is not None and cfg.materialized is not None:
+        cfg = replace(cfg)
+        cfg.testset, qinfo = cfg.materialized
+    elif cfg.queries is not None:
         from ...testset import query_source
 
         with database.connect() as conn:
@@ -237,7 +245,7 @@ def run_sweep(
         results.commit()
         if on_start:  # a find's points are not known before: its bracket's first guess
             on_start(len(points) or 8 * len(grid.product(param_axes)), cfg.repeat, len(queries))
-        measured = data_checksum.measure(
+        measured = cast("data_checksum.DataChecksum", cfg.data) or data_checksum.measure(
             kb, target, checksum=cfg.checksum, cache=data_checksum.ChecksumCache(results, database)
         )
         data = measured.data

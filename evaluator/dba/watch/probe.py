@@ -185,7 +185,17 @@ def query_source(cfg: WatchConfig) -> dict:
 
 def run_probe(database, cfg: WatchConfig, *, on_warning=None) -> ProbeResult:
     """Measure, record (pgeval.probe) and, when a recall bound is crossed, measure the remedy;
-    one probe of a series at a time (an advisory lock: the next probe replaces its runs)."""
+    one probe of a series at a time (an advisory lock: the next probe replaces its runs). Its
+    steps share a few connections (:mod:`.connections`)."""
+    from .connections import Lending
+
+    if isinstance(database, Lending):
+        return _probe(database, cfg, on_warning)
+    with Lending.of(database) as lending:
+        return _probe(lending, cfg, on_warning)
+
+
+def _probe(database, cfg: WatchConfig, on_warning) -> ProbeResult:
     from ...target import targets
     from ..sweep import SweepConfig
 
@@ -224,9 +234,25 @@ def run_probe(database, cfg: WatchConfig, *, on_warning=None) -> ProbeResult:
                 "Forbid)"
             )
         try:
+            sweep_cfg = _unchanged(database, cfg, sweep_cfg, target)
             return _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warning)
         finally:
             lock.release()
+
+
+def _unchanged(database, cfg: WatchConfig, sweep_cfg, target):
+    """``sweep_cfg`` with the data measured once, and the series' last query set when sampling
+    would draw it again (:mod:`.unchanged`)."""
+    from dataclasses import replace
+
+    from . import unchanged
+
+    scoped = target if cfg.group is None else target.scoped(*cfg.group)
+    data = unchanged.data(database, scoped)
+    again = unchanged.query_set(
+        database, series=sweep_cfg.name, source=query_source(cfg), target=scoped, measured=data
+    )
+    return replace(sweep_cfg, data=data, materialized=again)
 
 
 def _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warning) -> ProbeResult:
@@ -296,7 +322,11 @@ def run_probes(database, cfg: WatchConfig, *, on_warning=None) -> list[ProbeResu
     from dataclasses import replace
 
     from ...target import groups
+    from .connections import Lending
 
+    if not isinstance(database, Lending):
+        with Lending.of(database) as lending:
+            return run_probes(lending, cfg, on_warning=on_warning)
     column = groups.column_for(database, cfg.target, cfg.group_by)
     if column is None:
         return [run_probe(database, cfg, on_warning=on_warning)]
