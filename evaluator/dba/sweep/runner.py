@@ -202,8 +202,9 @@ def run_sweep(
     # drops; build sweeps write only to their scratch schema, on a connection of their own)
     qinfo = None
     if cfg.queries is not None and cfg.materialized is not None:
+        stored = cfg.materialized
         cfg = replace(cfg)
-        cfg.testset, qinfo = cfg.materialized
+        cfg.testset, qinfo = stored
     elif cfg.queries is not None:
         from ...testset import query_source
 
