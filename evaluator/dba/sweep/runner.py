@@ -57,6 +57,9 @@ class SweepConfig:
     # part (dba.data_checksum.measure on the target, scoped to ``group``)
     materialized: tuple[str, dict] | None = None
     data: object = None
+    # the stored ground truth brought up to date when the data changed little (a probe's:
+    # dba/ground_truth_refresh.py), instead of computed again in full
+    incremental_ground_truth: bool = False
 
 
 @dataclass
@@ -774,8 +777,10 @@ def _ground_truth(env, target):
     """The stored exact ground truth of the user's table (computed once, then reused)."""
     if env.gt is None:
         from ...stages import ground_truth
+        from .. import ground_truth_refresh
 
-        env.gt = ground_truth.ensure(
+        incremental = env.cfg.incremental_ground_truth
+        env.gt = (ground_truth_refresh.ensure if incremental else ground_truth.ensure)(
             env.results,
             env.kb,
             target,

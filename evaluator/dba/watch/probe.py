@@ -224,6 +224,7 @@ def _probe(database, cfg: WatchConfig, on_warning) -> ProbeResult:
         index=cfg.index,
         statement_timeout=cfg.statement_timeout,
         group=cfg.group,
+        incremental_ground_truth=True,
     )
     with database.connect(autocommit=True) as conn:
         lock = HeldLock(conn, (WATCH_LOCK, int(sha256_hex(series)[:8], 16) - 2**31))
@@ -270,6 +271,9 @@ def _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warn
 
     res = run_sweep(database, sweep_cfg, on_warning=warn)
     wall_ms = (time.perf_counter() - t0) * 1000.0
+    if res.ground_truth is not None:  # reused | incremental | full, said the same everywhere
+        status = res.ground_truth["status"]
+        res.ground_truth["refresh"] = "full" if status == "computed" else status
     with database.connect() as results:
         probe = record.insert(
             results,
