@@ -60,6 +60,7 @@ class SweepConfig:
     # the stored ground truth brought up to date when the data changed little (a probe's:
     # dba/ground_truth_refresh.py), instead of computed again in full
     incremental_ground_truth: bool = False
+    recommend: bool = True  # a probe reads no recommendation: not computed (None)
 
 
 @dataclass
@@ -408,11 +409,15 @@ def run_sweep(
         store.finish(results, row.sweep_id, row.experiment_id, "complete")
         result.points = store.summary(results, row.sweep_id)
         described = registry.kind(cfg.stage)
-        result.recommendation = store.recommendation(
-            results,
-            row.sweep_id,
-            cfg.target_recall,
-            described.work_settings if described is not None else (),
+        result.recommendation = (
+            store.recommendation(
+                results,
+                row.sweep_id,
+                cfg.target_recall,
+                described.work_settings if described is not None else (),
+            )
+            if cfg.recommend
+            else None
         )
         results.commit()
     return result

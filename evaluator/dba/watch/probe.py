@@ -225,6 +225,7 @@ def _probe(database, cfg: WatchConfig, on_warning) -> ProbeResult:
         statement_timeout=cfg.statement_timeout,
         group=cfg.group,
         incremental_ground_truth=True,
+        recommend=False,
     )
     with database.connect(autocommit=True) as conn:
         lock = HeldLock(conn, (WATCH_LOCK, int(sha256_hex(series)[:8], 16) - 2**31))
