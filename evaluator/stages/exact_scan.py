@@ -85,16 +85,7 @@ def scan(
     c = need + MARGIN if target.unique_id else 4 * need + MARGIN
     best_d = np.full((nq, 0), np.inf)
     best_id = np.empty((nq, 0), dtype=object)
-    where, params = target.where()
-    stmt = sql.SQL(
-        "COPY (SELECT {cid}, ({vec})::vector{term} FROM {table}{where}) TO STDOUT (FORMAT BINARY)"
-    ).format(
-        cid=as_text(sql.Identifier(target.id_column)),
-        vec=target.vector_expr(),
-        term=sql.SQL(", {}").format(versions[0]) if versions else sql.SQL(""),
-        table=target.table_sql(),
-        where=where,
-    )
+    stmt, params = _copy_statement(target, versions[0] if versions else None)
     seen = versions[1] if versions else None
     width = 4 + 4 * dim
 
@@ -155,6 +146,22 @@ def scan(
             on_rows(done)
     kb.rollback()
     return _ranked(best_d, best_id, full=best_d.shape[1] >= c, need=need, unique=target.unique_id)
+
+
+def _copy_statement(target: Any, term: Any) -> tuple[sql.Composable, list]:
+    """The binary COPY of (chunk id, vector[, ``term``]) of the target's rows, its filters
+    applied, and its parameters."""
+    where, params = target.where()
+    stmt = sql.SQL(
+        "COPY (SELECT {cid}, ({vec})::vector{term} FROM {table}{where}) TO STDOUT (FORMAT BINARY)"
+    ).format(
+        cid=as_text(sql.Identifier(target.id_column)),
+        vec=target.vector_expr(),
+        term=sql.SQL(", {}").format(term) if term is not None else sql.SQL(""),
+        table=target.table_sql(),
+        where=where,
+    )
+    return stmt, params
 
 
 def _order_keys(distance: str, x: np.ndarray, qt: np.ndarray, qdir: np.ndarray) -> np.ndarray:

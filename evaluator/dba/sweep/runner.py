@@ -193,169 +193,36 @@ def run_sweep(
     the queries are known; ``on_point(point, repetition, how)`` after each grid point and
     repetition (how: measured | reused | kept); ``on_ground_truth(rows, total)`` while the exact
     ground truth is computed; ``on_find(point, recall)`` after each value a --find tried."""
-    from ...measure import metrics as mmod
-    from ...run.pipeline import PipelineConfig, _queries
-    from ...stages import gucs
-    from ...testset.catalog import resolve_testset
     from .. import data_checksum
     from .. import fingerprint as fpmod
 
     depth, stage, param_axes, build_axes, points = _plan(cfg)
-    measures = mmod.measures_for(sorted({3, 5, 10, cfg.k}))
+    cfg, qinfo = _query_set(database, cfg)
     # least privilege: the knowledge base is read in READ ONLY sessions (but --isolate-index's
     # drops; build sweeps write only to their scratch schema, on a connection of their own)
-    qinfo = None
-    if cfg.queries is not None and cfg.materialized is not None:
-        stored = cfg.materialized
-        cfg = replace(cfg)
-        cfg.testset, qinfo = stored
-    elif cfg.queries is not None:
-        from ...testset import query_source
-
-        with database.connect() as conn:
-            tgt = _target(conn, cfg)
-        cfg = replace(cfg)
-        cfg.testset, qinfo = query_source.materialize(
-            database, cast("query_source.QuerySource", cfg.queries), tgt
-        )
     with (
         database.connect() as results,
         database.connect(results=False, read_only=not cfg.isolate_index) as kb,
     ):
-        from ...stages.server_support import require
-
-        require(kb, cfg.stage)  # before any work: pgvectorscale, pgvector 0.7 for halfvec/bq
-        tid, ts_hash = resolve_testset(results, cfg.testset)
-        target = _target(results, cfg)
-        judged = results.execute(
-            "SELECT n_judgements > 0 FROM pgeval.testset WHERE testset_id = %s", (tid,)
-        ).fetchone()[0]
-        if not judged:  # query vectors only: no qrels metric to compute per point
-            measures = []
-        base = gucs.validate(kb, {**target.settings, **cfg.settings})  # preset's, then --set
-        base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
-        for values in grid.product(param_axes):
-            try:
-                gucs.validate(kb, {**base, **values})
-            except InputError as exc:
-                raise InputError(exc.detail, field=param("params")) from None
-        kb.rollback()
-        queries, label, dim = _queries(
-            results,
-            cfg.testset,
-            tid,
-            [(cfg.stage, cfg.stage, stage)],
-            PipelineConfig(testset=cfg.testset, stages=cfg.stage, embedder=cfg.embedder),
-        )
-        results.commit()
+        s = _setup(results, kb, cfg, stage, param_axes)
         if on_start:  # a find's points are not known before: its bracket's first guess
-            on_start(len(points) or 8 * len(grid.product(param_axes)), cfg.repeat, len(queries))
+            on_start(len(points) or 8 * len(grid.product(param_axes)), cfg.repeat, len(s.queries))
         measured = cast("data_checksum.DataChecksum", cfg.data) or data_checksum.measure(
-            kb, target, checksum=cfg.checksum, cache=data_checksum.ChecksumCache(results, database)
+            kb,
+            s.target,
+            checksum=cfg.checksum,
+            cache=data_checksum.ChecksumCache(results, database),
         )
-        data = measured.data
         kb.rollback()
-        identity = _identity(cfg, ts_hash, param_axes, build_axes, base, depth, label)
+        identity = _identity(cfg, s.ts_hash, param_axes, build_axes, s.base, depth, s.label)
         name = cfg.name or default_name(identity)
-        sweep_extra = {
-            "sweep": {
-                "k": cfg.k,
-                "depth": depth,
-                "concurrency": cfg.concurrency,
-                "embedder": label,
-                "index": cfg.index,
-                "isolate_index": cfg.isolate_index,
-            }
-        }
-
-        def fingerprint(settings: dict, stage_name: str, build: dict | None = None) -> dict:
-            extra = dict(sweep_extra)
-            if build is not None:
-                extra["build"] = build
-            fp = fpmod.capture(
-                kb,
-                target,
-                settings=settings,
-                embedder=label,
-                dimension=dim,
-                testset_hash=ts_hash,
-                testset_name=cfg.testset,
-                stage=stage_name,
-                data=data,
-                data_note=measured.note,
-                extra=extra,
-            )
-            kb.rollback()
-            if build is not None:  # the index is the scratch copy's, not the user's
-                from ..build_sweep import opclass
-
-                fp["indexes"] = {
-                    "scratch": {
-                        "method": stage.method,
-                        "opclasses": [opclass(target, stage.method, cfg.stage)],
-                        "columns": [target.vector_column],
-                        "predicate": None,
-                        "valid": True,
-                        "options": {**fpmod.INDEX_DEFAULTS.get(stage.method, {}), **build},
-                    }
-                }
-                fp["target"]["scratch_copy"] = True
-            return fp
-
-        base_fp = fingerprint(gucs.scope(base, "exact"), "exact")
-        exp_config = {
-            "stages": ["exact"] + [p.label for p in points],
-            "sweep": {**identity, "repeat": cfg.repeat},
-            "settings": base,
-            "depth": depth,
-            "repeat": cfg.repeat,
-            "embedder": label,
-            "dimension": dim,
-            "target": {"name": target.name, **target.spec()},
-            "filters": target.filter_literals(),
-            "queries": qinfo,
-        }
-        row = store.open_sweep(
-            results,
-            name=name,
-            testset_id=tid,
-            target=cfg.target,
-            stage=cfg.stage,
-            grid=identity["grid"],
-            settings=base,
-            k=cfg.k,
-            depth=depth,
-            repeat=cfg.repeat,
-            concurrency=cfg.concurrency,
-            target_recall=cfg.target_recall,
-            fresh=cfg.fresh,
-            experiment_config=exp_config,
-            fingerprint=base_fp,
-            config_hash=fpmod.config_hash(base_fp),
-        )
-        result = SweepResult(
-            name,
-            row.sweep_id,
-            row.experiment_id,
-            cfg.k,
-            cfg.target_recall,
-            row.resumed,
-            measures=measures,
-            config_hash=fpmod.config_hash(base_fp),
-            filters=dict(base_fp.get("filters") or {}),
-            testset=cfg.testset,
-            queries=qinfo,
-            judged=bool(judged),
-            previous=row.previous,
-            server=dict(base_fp.get("server") or {}),
-        )
-        if row.previous is not None:
-            result.warnings.append(row.previous["message"])
-            if on_warning:
-                on_warning(row.previous["message"])
+        fingerprint = _fingerprinter(kb, cfg, s, depth, stage, measured)
+        base_fp = fingerprint(gucs.scope(s.base, "exact"), "exact")
+        row = _open(results, cfg, s, name, identity, points, depth, qinfo, base_fp)
+        result = _result(cfg, s, name, row, qinfo, base_fp, on_warning)
         fps = {
             p.number: fingerprint(
-                {**gucs.scope(base, cfg.stage), **p.settings},
+                {**gucs.scope(s.base, cfg.stage), **p.settings},
                 cfg.stage,
                 p.build if build_axes else None,
             )
@@ -368,11 +235,11 @@ def run_sweep(
             results=results,
             stage=stage,
             exact=registry.get("exact"),
-            tid=tid,
+            tid=s.tid,
             depth=depth,
-            base=base,
-            queries=queries,
-            label=label,
+            base=s.base,
+            queries=s.queries,
+            label=s.label,
             row=row,
             fps=fps,
             hashes={n: fpmod.config_hash(f) for n, f in fps.items()},
@@ -381,46 +248,241 @@ def run_sweep(
             result=result,
             on_warning=on_warning,
             on_point=on_point,
-            measures=measures,
+            measures=s.measures,
             prepared=set(),
-            data=data,
-            ts_hash=ts_hash,
+            data=measured.data,
+            ts_hash=s.ts_hash,
             own=bool(qinfo and qinfo["own_chunk_removed"]),
             gt=None,
             on_ground_truth=on_ground_truth,
             on_find=on_find,
         )
-        try:
-            if cfg.find:
-                _finds(env, target, param_axes, build_axes, fingerprint)
-            elif build_axes:
-                _build_blocks(env, target, points)
-            else:
-                _block(env, target, points)
-            store.fill(results, row.sweep_id, cfg.k, measures)
-        except KeyboardInterrupt:
-            _safe_fill(env)
-            store.finish(results, row.sweep_id, row.experiment_id, "interrupted")
-            raise
-        except BaseException:
-            _safe_fill(env)
-            store.finish(results, row.sweep_id, row.experiment_id, "failed")
-            raise
-        store.finish(results, row.sweep_id, row.experiment_id, "complete")
-        result.points = store.summary(results, row.sweep_id)
-        described = registry.kind(cfg.stage)
-        result.recommendation = (
-            store.recommendation(
-                results,
-                row.sweep_id,
-                cfg.target_recall,
-                described.work_settings if described is not None else (),
-            )
-            if cfg.recommend
-            else None
-        )
-        results.commit()
+        _measure(env, s.target, param_axes, build_axes, points, fingerprint)
     return result
+
+
+def _query_set(database, cfg: SweepConfig) -> tuple[SweepConfig, dict | None]:
+    """``cfg`` with its query source stored as a query set (named as its test set), and the
+    source's record (None: a test set was given)."""
+    if cfg.queries is None:
+        return cfg, None
+    if cfg.materialized is not None:
+        stored = cfg.materialized
+        cfg = replace(cfg)
+        cfg.testset, qinfo = stored
+        return cfg, qinfo
+    from ...testset import query_source
+
+    with database.connect() as conn:
+        tgt = _target(conn, cfg)
+    cfg = replace(cfg)
+    cfg.testset, qinfo = query_source.materialize(
+        database, cast("query_source.QuerySource", cfg.queries), tgt
+    )
+    return cfg, qinfo
+
+
+@dataclass
+class _Setup:
+    """What the sweep reads before its first point: the test set, the target, the settings
+    checked, the queries and their embedder."""
+
+    tid: int
+    ts_hash: str
+    target: Any
+    judged: bool
+    measures: list[str]
+    base: dict
+    queries: list
+    label: Any
+    dim: Any
+
+
+def _setup(results, kb, cfg: SweepConfig, stage, param_axes) -> _Setup:
+    from ...measure import metrics as mmod
+    from ...run.pipeline import PipelineConfig, _queries
+    from ...stages.server_support import require
+    from ...testset.catalog import resolve_testset
+
+    require(kb, cfg.stage)  # before any work: pgvectorscale, pgvector 0.7 for halfvec/bq
+    tid, ts_hash = resolve_testset(results, cfg.testset)
+    target = _target(results, cfg)
+    judged = results.execute(
+        "SELECT n_judgements > 0 FROM pgeval.testset WHERE testset_id = %s", (tid,)
+    ).fetchone()[0]
+    # query vectors only: no qrels metric to compute per point
+    measures = mmod.measures_for(sorted({3, 5, 10, cfg.k})) if judged else []
+    base = gucs.validate(kb, {**target.settings, **cfg.settings})  # preset's, then --set
+    base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
+    for values in grid.product(param_axes):
+        try:
+            gucs.validate(kb, {**base, **values})
+        except InputError as exc:
+            raise InputError(exc.detail, field=param("params")) from None
+    kb.rollback()
+    queries, label, dim = _queries(
+        results,
+        cfg.testset,
+        tid,
+        [(cfg.stage, cfg.stage, stage)],
+        PipelineConfig(testset=cfg.testset, stages=cfg.stage, embedder=cfg.embedder),
+    )
+    results.commit()
+    return _Setup(tid, ts_hash, target, bool(judged), measures, base, queries, label, dim)
+
+
+def _fingerprinter(kb, cfg: SweepConfig, s: _Setup, depth: int, stage, measured):
+    """``fingerprint(settings, stage name, build=None)``: a point's run fingerprint (under a
+    build, the scratch copy's index)."""
+    from .. import fingerprint as fpmod
+
+    target = s.target
+    sweep_extra = {
+        "sweep": {
+            "k": cfg.k,
+            "depth": depth,
+            "concurrency": cfg.concurrency,
+            "embedder": s.label,
+            "index": cfg.index,
+            "isolate_index": cfg.isolate_index,
+        }
+    }
+
+    def fingerprint(settings: dict, stage_name: str, build: dict | None = None) -> dict:
+        extra = dict(sweep_extra)
+        if build is not None:
+            extra["build"] = build
+        fp = fpmod.capture(
+            kb,
+            target,
+            settings=settings,
+            embedder=s.label,
+            dimension=s.dim,
+            testset_hash=s.ts_hash,
+            testset_name=cfg.testset,
+            stage=stage_name,
+            data=measured.data,
+            data_note=measured.note,
+            extra=extra,
+        )
+        kb.rollback()
+        if build is not None:  # the index is the scratch copy's, not the user's
+            from ..build_sweep import opclass
+
+            fp["indexes"] = {
+                "scratch": {
+                    "method": stage.method,
+                    "opclasses": [opclass(target, stage.method, cfg.stage)],
+                    "columns": [target.vector_column],
+                    "predicate": None,
+                    "valid": True,
+                    "options": {**fpmod.INDEX_DEFAULTS.get(stage.method, {}), **build},
+                }
+            }
+            fp["target"]["scratch_copy"] = True
+        return fp
+
+    return fingerprint
+
+
+def _open(results, cfg: SweepConfig, s: _Setup, name, identity, points, depth, qinfo, base_fp):
+    """The sweep's row and experiment (created, resumed, or replaced: store.open_sweep)."""
+    from .. import fingerprint as fpmod
+
+    exp_config = {
+        "stages": ["exact"] + [p.label for p in points],
+        "sweep": {**identity, "repeat": cfg.repeat},
+        "settings": s.base,
+        "depth": depth,
+        "repeat": cfg.repeat,
+        "embedder": s.label,
+        "dimension": s.dim,
+        "target": {"name": s.target.name, **s.target.spec()},
+        "filters": s.target.filter_literals(),
+        "queries": qinfo,
+    }
+    return store.open_sweep(
+        results,
+        name=name,
+        testset_id=s.tid,
+        target=cfg.target,
+        stage=cfg.stage,
+        grid=identity["grid"],
+        settings=s.base,
+        k=cfg.k,
+        depth=depth,
+        repeat=cfg.repeat,
+        concurrency=cfg.concurrency,
+        target_recall=cfg.target_recall,
+        fresh=cfg.fresh,
+        experiment_config=exp_config,
+        fingerprint=base_fp,
+        config_hash=fpmod.config_hash(base_fp),
+    )
+
+
+def _result(cfg: SweepConfig, s: _Setup, name, row, qinfo, base_fp, on_warning) -> SweepResult:
+    """The sweep's result before its points; a configuration changed since the sweep of this
+    name was measured is said (its earlier points kept under another name)."""
+    from .. import fingerprint as fpmod
+
+    result = SweepResult(
+        name,
+        row.sweep_id,
+        row.experiment_id,
+        cfg.k,
+        cfg.target_recall,
+        row.resumed,
+        measures=s.measures,
+        config_hash=fpmod.config_hash(base_fp),
+        filters=dict(base_fp.get("filters") or {}),
+        testset=cfg.testset,
+        queries=qinfo,
+        judged=s.judged,
+        previous=row.previous,
+        server=dict(base_fp.get("server") or {}),
+    )
+    if row.previous is not None:
+        result.warnings.append(row.previous["message"])
+        if on_warning:
+            on_warning(row.previous["message"])
+    return result
+
+
+def _measure(env, target, param_axes, build_axes, points, fingerprint) -> None:
+    """Every point (or a find's), its values filled; the sweep finished (interrupted or failed
+    on an exception) with its summary and recommendation."""
+    cfg, results, row, result = env.cfg, env.results, env.row, env.result
+    try:
+        if cfg.find:
+            _finds(env, target, param_axes, build_axes, fingerprint)
+        elif build_axes:
+            _build_blocks(env, target, points)
+        else:
+            _block(env, target, points)
+        store.fill(results, row.sweep_id, cfg.k, env.measures)
+    except KeyboardInterrupt:
+        _safe_fill(env)
+        store.finish(results, row.sweep_id, row.experiment_id, "interrupted")
+        raise
+    except BaseException:
+        _safe_fill(env)
+        store.finish(results, row.sweep_id, row.experiment_id, "failed")
+        raise
+    store.finish(results, row.sweep_id, row.experiment_id, "complete")
+    result.points = store.summary(results, row.sweep_id)
+    described = registry.kind(cfg.stage)
+    result.recommendation = (
+        store.recommendation(
+            results,
+            row.sweep_id,
+            cfg.target_recall,
+            described.work_settings if described is not None else (),
+        )
+        if cfg.recommend
+        else None
+    )
+    results.commit()
 
 
 def _plan(cfg: SweepConfig):

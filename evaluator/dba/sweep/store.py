@@ -60,64 +60,11 @@ def open_sweep(
         "depth": depth,
         "concurrency": concurrency,
     }
-    row = conn.execute(
-        "SELECT sweep_id, experiment_id, testset_id, target, stage, grid, "
-        "settings, k, depth, concurrency FROM pgeval.sweep WHERE name = %s",
-        (name,),
-    ).fetchone()
-    if row is not None and fresh:
-        conn.execute("DELETE FROM pgeval.experiment WHERE experiment_id = %s", (row[1],))
-        conn.execute("DELETE FROM pgeval.sweep WHERE sweep_id = %s", (row[0],))
-        row = None
-    changed = None  # the fingerprint the sweep of this name was measured under, when another
+    row, previous = _existing(conn, name, want, fresh, fingerprint, config_hash)
+    experiment = (name, testset_id, target, experiment_config, fingerprint, config_hash)
     if row is not None:
-        have = dict(zip(IDENTITY, row[2:]))
-        differ = [key for key in IDENTITY if have[key] != want[key]]
-        if differ:
-            raise Conflict(
-                f"a sweep named '{name}' exists with another {', '.join(differ)} "
-                f"(choose another {param('name')}, or {param('fresh', True)} to replace it)"
-            )
-        if row[1] is not None:
-            changed = configuration_change(conn, row[1], config_hash)
-    previous = None
-    if row is not None and changed is not None and not _has_points(conn, row[0]):
-        # it measured nothing (refused, say, by the plan check): no configuration to keep
-        conn.execute("DELETE FROM pgeval.experiment WHERE experiment_id = %s", (row[1],))
-        conn.execute("DELETE FROM pgeval.sweep WHERE sweep_id = %s", (row[0],))
-        row = None
-    if row is not None and changed is not None:
-        # a data change, a VACUUM, another server: the earlier points become history
-        archived = archive(conn, row[0], row[1], name)
-        found = changes(changed, fingerprint)
-        previous = {
-            "sweep": archived,
-            "changes": found,
-            "message": changed_line(name, archived, found),
-        }
-        row = None
-    if row is not None:
-        exp_id = row[1]
-        if exp_id is None:
-            exp_id = _experiment(
-                conn, name, testset_id, target, experiment_config, fingerprint, config_hash
-            )
-        conn.execute(
-            "UPDATE pgeval.sweep SET status = 'running', repeat = greatest(repeat, %s), "
-            "target_recall = %s, experiment_id = %s, finished_at = NULL "
-            "WHERE sweep_id = %s",
-            (repeat, target_recall, exp_id, row[0]),
-        )
-        conn.execute(
-            "UPDATE pgeval.experiment SET status = 'running', finished_at = NULL "
-            "WHERE experiment_id = %s",
-            (exp_id,),
-        )
-        _commit(conn)
-        return SweepRow(row[0], name, exp_id, True)
-    exp_id = _experiment(
-        conn, name, testset_id, target, experiment_config, fingerprint, config_hash
-    )
+        return _resume(conn, row, name, repeat, target_recall, experiment)
+    exp_id = _experiment(conn, *experiment)
     sweep_id = conn.execute(
         "INSERT INTO pgeval.sweep (name, testset_id, experiment_id, target, stage, grid, "
         "settings, k, depth, repeat, concurrency, target_recall) "
@@ -139,6 +86,70 @@ def open_sweep(
     ).fetchone()[0]
     _commit(conn)
     return SweepRow(sweep_id, name, exp_id, False, previous)
+
+
+def _existing(conn, name: str, want: dict, fresh: bool, fingerprint: dict, config_hash: str):
+    """(the row of the sweep of this name to resume, else None; the earlier sweep's record when
+    its configuration changed and its points were archived): ``fresh`` deletes it; another
+    identity refuses; one that measured nothing under another configuration is deleted."""
+    row = conn.execute(
+        "SELECT sweep_id, experiment_id, testset_id, target, stage, grid, "
+        "settings, k, depth, concurrency FROM pgeval.sweep WHERE name = %s",
+        (name,),
+    ).fetchone()
+    if row is not None and fresh:
+        _delete(conn, row)
+        row = None
+    changed = None  # the fingerprint the sweep of this name was measured under, when another
+    if row is not None:
+        have = dict(zip(IDENTITY, row[2:]))
+        differ = [key for key in IDENTITY if have[key] != want[key]]
+        if differ:
+            raise Conflict(
+                f"a sweep named '{name}' exists with another {', '.join(differ)} "
+                f"(choose another {param('name')}, or {param('fresh', True)} to replace it)"
+            )
+        if row[1] is not None:
+            changed = configuration_change(conn, row[1], config_hash)
+    if row is None or changed is None:
+        return row, None
+    if not _has_points(conn, row[0]):
+        # it measured nothing (refused, say, by the plan check): no configuration to keep
+        _delete(conn, row)
+        return None, None
+    # a data change, a VACUUM, another server: the earlier points become history
+    archived = archive(conn, row[0], row[1], name)
+    found = changes(changed, fingerprint)
+    return None, {
+        "sweep": archived,
+        "changes": found,
+        "message": changed_line(name, archived, found),
+    }
+
+
+def _delete(conn, row) -> None:
+    conn.execute("DELETE FROM pgeval.experiment WHERE experiment_id = %s", (row[1],))
+    conn.execute("DELETE FROM pgeval.sweep WHERE sweep_id = %s", (row[0],))
+
+
+def _resume(conn, row, name: str, repeat: int, target_recall: float, experiment: tuple) -> SweepRow:
+    """The sweep of this name, running again (its experiment created when it had none)."""
+    exp_id = row[1]
+    if exp_id is None:
+        exp_id = _experiment(conn, *experiment)
+    conn.execute(
+        "UPDATE pgeval.sweep SET status = 'running', repeat = greatest(repeat, %s), "
+        "target_recall = %s, experiment_id = %s, finished_at = NULL "
+        "WHERE sweep_id = %s",
+        (repeat, target_recall, exp_id, row[0]),
+    )
+    conn.execute(
+        "UPDATE pgeval.experiment SET status = 'running', finished_at = NULL "
+        "WHERE experiment_id = %s",
+        (exp_id,),
+    )
+    _commit(conn)
+    return SweepRow(row[0], name, exp_id, True)
 
 
 def changed_message(name: str, old_fp: dict | None, new_fp: dict | None) -> str:
