@@ -11,13 +11,17 @@ side too. Repetitions are the outer loop, so that drift of the machine touches e
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ...core.canonical import canonical_json, sha256_hex
 from ...core.errors import InputError, param
 from ...stages import gucs, registry
 from . import grid, store
+
+if TYPE_CHECKING:
+    from ...core.db import Database
 
 ANN_KINDS = registry.ann_kinds()
 
@@ -126,10 +130,36 @@ class SweepResult:
 class _Env:
     """Everything one sweep needs while it runs."""
 
-    result: SweepResult  # (set from the keywords; the ones mypy needs to know)
+    # (set from the keywords)
+    cfg: SweepConfig
+    database: Database
+    kb: Any
+    results: Any
+    stage: Any  # the stage class (stages.registry.get)
+    exact: Any
+    tid: int
+    depth: int
+    base: dict
+    queries: list
+    label: Any
+    row: store.SweepRow
+    fps: dict[int, dict]
+    hashes: dict[int, str]
+    base_fp: dict
+    have: dict
+    result: SweepResult
     on_warning: Any
+    on_point: Any
+    on_ground_truth: Any
+    on_find: Any
+    measures: list[str]
+    prepared: set
+    data: dict
+    ts_hash: str
+    own: bool
+    gt: Any  # stages.ground_truth.GroundTruth, once read
 
-    def __init__(self, **kw):
+    def __init__(self, **kw: Any):
         self.__dict__.update(kw)
 
     def warn(self, message: str) -> None:
@@ -180,14 +210,14 @@ def default_name(identity: dict) -> str:
 
 
 def run_sweep(
-    database,
+    database: Database,
     cfg: SweepConfig,
     *,
-    on_warning=None,
-    on_point=None,
-    on_start=None,
-    on_ground_truth=None,
-    on_find=None,
+    on_warning: Callable[..., Any] | None = None,
+    on_point: Callable[..., Any] | None = None,
+    on_start: Callable[..., Any] | None = None,
+    on_ground_truth: Callable[..., Any] | None = None,
+    on_find: Callable[..., Any] | None = None,
 ) -> SweepResult:
     """Run (or resume) the sweep; ``on_start(points, repetitions, queries)`` once the grid and
     the queries are known; ``on_point(point, repetition, how)`` after each grid point and
@@ -261,7 +291,7 @@ def run_sweep(
     return result
 
 
-def _query_set(database, cfg: SweepConfig) -> tuple[SweepConfig, dict | None]:
+def _query_set(database: Database, cfg: SweepConfig) -> tuple[SweepConfig, dict | None]:
     """``cfg`` with its query source stored as a query set (named as its test set), and the
     source's record (None: a test set was given)."""
     if cfg.queries is None:
@@ -298,7 +328,9 @@ class _Setup:
     dim: Any
 
 
-def _setup(results, kb, cfg: SweepConfig, stage, param_axes) -> _Setup:
+def _setup(
+    results: Any, kb: Any, cfg: SweepConfig, stage: Any, param_axes: list[tuple[str, list[str]]]
+) -> _Setup:
     from ...measure import metrics as mmod
     from ...run.pipeline import PipelineConfig, _queries
     from ...stages.server_support import require
@@ -331,7 +363,9 @@ def _setup(results, kb, cfg: SweepConfig, stage, param_axes) -> _Setup:
     return _Setup(tid, ts_hash, target, bool(judged), measures, base, queries, label, dim)
 
 
-def _fingerprinter(kb, cfg: SweepConfig, s: _Setup, depth: int, stage, measured):
+def _fingerprinter(
+    kb: Any, cfg: SweepConfig, s: _Setup, depth: int, stage: Any, measured: Any
+) -> Any:
     """``fingerprint(settings, stage name, build=None)``: a point's run fingerprint (under a
     build, the scratch copy's index)."""
     from .. import fingerprint as fpmod
@@ -385,7 +419,17 @@ def _fingerprinter(kb, cfg: SweepConfig, s: _Setup, depth: int, stage, measured)
     return fingerprint
 
 
-def _open(results, cfg: SweepConfig, s: _Setup, name, identity, points, depth, qinfo, base_fp):
+def _open(
+    results: Any,
+    cfg: SweepConfig,
+    s: _Setup,
+    name: str,
+    identity: Any,
+    points: list[grid.Point],
+    depth: int,
+    qinfo: dict | None,
+    base_fp: dict,
+) -> Any:
     """The sweep's row and experiment (created, resumed, or replaced: store.open_sweep)."""
     from .. import fingerprint as fpmod
 
@@ -421,7 +465,15 @@ def _open(results, cfg: SweepConfig, s: _Setup, name, identity, points, depth, q
     )
 
 
-def _result(cfg: SweepConfig, s: _Setup, name, row, qinfo, base_fp, on_warning) -> SweepResult:
+def _result(
+    cfg: SweepConfig,
+    s: _Setup,
+    name: str,
+    row: Any,
+    qinfo: dict | None,
+    base_fp: dict,
+    on_warning: Callable[..., Any] | None,
+) -> SweepResult:
     """The sweep's result before its points; a configuration changed since the sweep of this
     name was measured is said (its earlier points kept under another name)."""
     from .. import fingerprint as fpmod
@@ -449,7 +501,14 @@ def _result(cfg: SweepConfig, s: _Setup, name, row, qinfo, base_fp, on_warning) 
     return result
 
 
-def _measure(env, target, param_axes, build_axes, points, fingerprint) -> None:
+def _measure(
+    env: _Env,
+    target: Any,
+    param_axes: list[tuple[str, list[str]]],
+    build_axes: list[tuple[str, list[str]]],
+    points: list[grid.Point],
+    fingerprint: Callable[..., dict],
+) -> None:
     """Every point (or a find's), its values filled; the sweep finished (interrupted or failed
     on an exception) with its summary and recommendation."""
     cfg, results, row, result = env.cfg, env.results, env.row, env.result
@@ -485,7 +544,7 @@ def _measure(env, target, param_axes, build_axes, points, fingerprint) -> None:
     results.commit()
 
 
-def _plan(cfg: SweepConfig):
+def _plan(cfg: SweepConfig) -> Any:
     """The sweep's depth, stage, axes and grid points, checked before any connection."""
     from ...stages import gucs
 
@@ -509,7 +568,15 @@ def _plan(cfg: SweepConfig):
     return depth, stage, param_axes, build_axes, points
 
 
-def _identity(cfg: SweepConfig, ts_hash, param_axes, build_axes, base, depth, label) -> dict:
+def _identity(
+    cfg: SweepConfig,
+    ts_hash: str,
+    param_axes: list[tuple[str, list[str]]],
+    build_axes: list[tuple[str, list[str]]],
+    base: Any,
+    depth: int,
+    label: Any,
+) -> dict:
     """What names the sweep: its default name is a hash of this."""
     identity = {
         "testset": cfg.testset,
@@ -531,7 +598,7 @@ def _identity(cfg: SweepConfig, ts_hash, param_axes, build_axes, base, depth, la
     return identity
 
 
-def _target(conn, cfg: SweepConfig):
+def _target(conn: Any, cfg: SweepConfig) -> Any:
     """The sweep's target: the stored one, scoped to ``cfg.group`` when the sweep is a group's."""
     from ...target import targets
 
@@ -539,7 +606,7 @@ def _target(conn, cfg: SweepConfig):
     return target if cfg.group is None else target.scoped(*cfg.group)
 
 
-def _safe_fill(env) -> None:
+def _safe_fill(env: _Env) -> None:
     try:
         if env.results.info.transaction_status != 0:
             env.results.rollback()
@@ -548,7 +615,7 @@ def _safe_fill(env) -> None:
         pass
 
 
-def _pending(env, points) -> list[tuple[int, object]]:
+def _pending(env: _Env, points: list[grid.Point]) -> list[tuple[int, grid.Point]]:
     """(repetition, point) pairs still to measure; reuses and keeps the others."""
     todo = []
     for rep in range(1, env.cfg.repeat + 1):
@@ -585,13 +652,17 @@ def _pending(env, points) -> list[tuple[int, object]]:
     return todo
 
 
-def _find_max(cfg) -> int:
+def _find_max(cfg: SweepConfig) -> int:
     from .find import DEFAULT_MAX
 
     return int(cfg.find_max or DEFAULT_MAX)
 
 
-def _check_find(cfg, param_axes, build_axes) -> None:
+def _check_find(
+    cfg: SweepConfig,
+    param_axes: list[tuple[str, list[str]]],
+    build_axes: list[tuple[str, list[str]]],
+) -> None:
     if cfg.find is None:
         if cfg.find_max is not None:
             raise InputError(
@@ -620,7 +691,13 @@ def _check_find(cfg, param_axes, build_axes) -> None:
         raise InputError(f"{param('find_max')} must be 1 or more", field=param("find_max"))
 
 
-def _finds(env, target, param_axes, build_axes, fingerprint) -> None:
+def _finds(
+    env: _Env,
+    target: Any,
+    param_axes: list[tuple[str, list[str]]],
+    build_axes: list[tuple[str, list[str]]],
+    fingerprint: Callable[..., dict],
+) -> None:
     """One find per build and combination of the other --param values; each value tried is a
     point. Under --build, on a scratch copy whose index is built when a point of that build
     first needs measuring (a rerun whose points are all stored builds nothing)."""
@@ -631,7 +708,9 @@ def _finds(env, target, param_axes, build_axes, fingerprint) -> None:
     from .find import DEFAULT_START, search
 
     cfg = env.cfg
-    current = gucs.current(env.kb, [cfg.find])[cfg.find]
+    assert cfg.find is not None  # (a find's sweep)
+    find: str = cfg.find
+    current = gucs.current(env.kb, [find])[find]
     env.kb.rollback()
     start = int(current) if current and current.strip().isdigit() else DEFAULT_START
     numbers = _numbers(env)
@@ -640,7 +719,7 @@ def _finds(env, target, param_axes, build_axes, fingerprint) -> None:
         for build in grid.product(build_axes):
             for others in grid.product(param_axes):
 
-                def measure(value: int, others=others, build=build) -> float | None:
+                def measure(value: int, others: Any = others, build: Any = build) -> float | None:
                     settings = {**others, cfg.find: str(value)}
                     key = _key(build, settings)
                     if key not in numbers:
@@ -669,7 +748,7 @@ def _finds(env, target, param_axes, build_axes, fingerprint) -> None:
                         env.on_find(p, recall)
                     return recall
 
-                found = search(cfg.find, others, measure, cfg.target_recall, start, _find_max(cfg))
+                found = search(find, others, measure, cfg.target_recall, start, _find_max(cfg))
                 env.result.finds.append(
                     {**found.as_dict(), **({"build": build} if build_axes else {})}
                 )
@@ -679,7 +758,7 @@ def _key(build: dict, settings: dict) -> str:
     return canonical_json([build, settings] if build else settings)
 
 
-def _numbers(env) -> dict[str, int]:
+def _numbers(env: _Env) -> dict[str, int]:
     """The point number of every value a find of this sweep tried before (a find under another
     --target-recall tries them in another order: a value keeps its number)."""
     return {
@@ -688,7 +767,7 @@ def _numbers(env) -> dict[str, int]:
     }
 
 
-def _on_scratch(env, target, p, copy: dict) -> None:
+def _on_scratch(env: _Env, target: Any, p: grid.Point, copy: dict) -> None:
     """Point ``p`` of a find under a build: measured on the scratch copy, whose index is (re)built
     for ``p.build`` when a point first needs measuring; stored points are kept or reused."""
     pending = _pending(env, [p])
@@ -718,7 +797,7 @@ def _on_scratch(env, target, p, copy: dict) -> None:
     _run_pending(env, scratch.target, pending, copy["info"])
 
 
-def _warn_leftovers(env) -> None:
+def _warn_leftovers(env: _Env) -> None:
     from ..build_sweep import leftover_schemas
 
     stale = leftover_schemas(env.kb)
@@ -730,12 +809,12 @@ def _warn_leftovers(env) -> None:
         )
 
 
-def _notify(env, p, rep, how) -> None:
+def _notify(env: _Env, p: grid.Point, rep: int, how: Any) -> None:
     if env.on_point:
         env.on_point(p, rep, how)
 
 
-def _build_blocks(env, target, points) -> None:
+def _build_blocks(env: _Env, target: Any, points: list[grid.Point]) -> None:
     from ..build_sweep import Scratch
 
     groups: dict[str, list] = {}
@@ -764,11 +843,11 @@ def _build_blocks(env, target, points) -> None:
             _run_pending(env, scratch.target, pending, info)
 
 
-def _block(env, target, points) -> None:
+def _block(env: _Env, target: Any, points: list[grid.Point]) -> None:
     _run_pending(env, target, _pending(env, points), None)
 
 
-def _run_pending(env, target, pending, build_info) -> None:
+def _run_pending(env: _Env, target: Any, pending: Any, build_info: Any) -> None:
     for rep in sorted({r for r, _ in pending}):
         _ensure_exact(env, target, rep)
         for _, p in [x for x in pending if x[0] == rep]:
@@ -790,7 +869,7 @@ def _run_pending(env, target, pending, build_info) -> None:
         store.fill(env.results, env.row.sweep_id, env.cfg.k, env.measures)
 
 
-def _context(env, target, stage_name: str, rep: int, settings: dict, fp: dict):
+def _context(env: _Env, target: Any, stage_name: str, rep: int, settings: dict, fp: dict) -> Any:
     from ...stages.base import StageContext
     from ..fingerprint import config_hash
 
@@ -821,7 +900,7 @@ def _context(env, target, stage_name: str, rep: int, settings: dict, fp: dict):
     )
 
 
-def _run(env, stage, ctx, run_name: str, key: str) -> int:
+def _run(env: _Env, stage: Any, ctx: Any, run_name: str, key: str) -> int:
     existing = store.complete_run(env.results, env.row.experiment_id, run_name)
     if existing is not None:
         return existing
@@ -834,13 +913,13 @@ def _run(env, stage, ctx, run_name: str, key: str) -> int:
     return run_id
 
 
-def _exact_settings(env) -> dict:
+def _exact_settings(env: _Env) -> dict:
     # exact search is a sequential scan by definition: a --set enable_seqscan=off meant for the
     # ANN points (small tables) must not push it onto an index
     return {k: v for k, v in gucs.scope(env.base, "exact").items() if k != "enable_seqscan"}
 
 
-def _ground_truth(env, target):
+def _ground_truth(env: _Env, target: Any) -> Any:
     """The stored exact ground truth of the user's table (computed once, then reused)."""
     if env.gt is None:
         from ...stages import ground_truth
@@ -865,7 +944,7 @@ def _ground_truth(env, target):
     return env.gt
 
 
-def _ensure_exact(env, target, rep: int) -> int:
+def _ensure_exact(env: _Env, target: Any, rep: int) -> int:
     """The exact run of repetition ``rep``: materialised from the stored ground truth."""
     from ...stages import ground_truth
 
@@ -878,7 +957,7 @@ def _ensure_exact(env, target, rep: int) -> int:
     return ground_truth.materialize(ctx, gt, name)
 
 
-def _run_point(env, target, p, rep: int) -> tuple[int, float | None]:
+def _run_point(env: _Env, target: Any, p: grid.Point, rep: int) -> tuple[int, float | None]:
     settings = {**gucs.scope(env.base, env.cfg.stage), **p.settings}
     ctx = _context(env, target, env.cfg.stage, rep, settings, env.fps[p.number])
     run_id = _run(

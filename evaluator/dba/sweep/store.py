@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from ...core.errors import Conflict, NotFound, param
 
@@ -24,13 +25,13 @@ class SweepRow:
     previous: dict | None = None
 
 
-def _commit(conn) -> None:
+def _commit(conn: Any) -> None:
     if not conn.autocommit:
         conn.commit()
 
 
 def open_sweep(
-    conn,
+    conn: Any,
     *,
     name: str,
     testset_id: int,
@@ -88,7 +89,9 @@ def open_sweep(
     return SweepRow(sweep_id, name, exp_id, False, previous)
 
 
-def _existing(conn, name: str, want: dict, fresh: bool, fingerprint: dict, config_hash: str):
+def _existing(
+    conn: Any, name: str, want: dict, fresh: bool, fingerprint: dict, config_hash: str
+) -> Any:
     """(the row of the sweep of this name to resume, else None; the earlier sweep's record when
     its configuration changed and its points were archived): ``fresh`` deletes it; another
     identity refuses; one that measured nothing under another configuration is deleted."""
@@ -127,12 +130,14 @@ def _existing(conn, name: str, want: dict, fresh: bool, fingerprint: dict, confi
     }
 
 
-def _delete(conn, row) -> None:
+def _delete(conn: Any, row: Any) -> None:
     conn.execute("DELETE FROM pgeval.experiment WHERE experiment_id = %s", (row[1],))
     conn.execute("DELETE FROM pgeval.sweep WHERE sweep_id = %s", (row[0],))
 
 
-def _resume(conn, row, name: str, repeat: int, target_recall: float, experiment: tuple) -> SweepRow:
+def _resume(
+    conn: Any, row: Any, name: str, repeat: int, target_recall: float, experiment: tuple
+) -> SweepRow:
     """The sweep of this name, running again (its experiment created when it had none)."""
     exp_id = row[1]
     if exp_id is None:
@@ -162,7 +167,7 @@ def changed_message(name: str, old_fp: dict | None, new_fp: dict | None) -> str:
     )
 
 
-def _has_points(conn, sweep_id: int) -> bool:
+def _has_points(conn: Any, sweep_id: int) -> bool:
     return (
         conn.execute(
             "SELECT 1 FROM pgeval.sweep_point WHERE sweep_id = %s LIMIT 1", (sweep_id,)
@@ -171,7 +176,7 @@ def _has_points(conn, sweep_id: int) -> bool:
     )
 
 
-def configuration_change(conn, exp_id: int, config_hash: str) -> dict | None:
+def configuration_change(conn: Any, exp_id: int, config_hash: str) -> dict | None:
     """The fingerprint the sweep's experiment was measured under, when its config hash differs
     from ``config_hash`` (else None)."""
     row = conn.execute(
@@ -210,7 +215,7 @@ def changed_line(name: str, previous: str, found: list[dict]) -> str:
     )
 
 
-def archive(conn, sweep_id: int, exp_id: int, name: str) -> str:
+def archive(conn: Any, sweep_id: int, exp_id: int, name: str) -> str:
     """Rename sweep ``name``, its experiment and its runs to ``NAME@YYYYMMDD-HHMMSS`` (when it
     was created; -2, -3… when taken) so that its points stay, as history, under the
     configuration they were measured in; return the new name."""
@@ -237,7 +242,15 @@ def archive(conn, sweep_id: int, exp_id: int, name: str) -> str:
     return new
 
 
-def _experiment(conn, name, testset_id, target, config, fingerprint, config_hash) -> int:
+def _experiment(
+    conn: Any,
+    name: str,
+    testset_id: Any,
+    target: Any,
+    config: Any,
+    fingerprint: Any,
+    config_hash: Any,
+) -> int:
     if conn.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)).fetchone():
         raise Conflict(
             f"an experiment named '{name}' exists that is not a sweep (choose another {param('name')})"
@@ -249,7 +262,7 @@ def _experiment(conn, name, testset_id, target, config, fingerprint, config_hash
     ).fetchone()[0]
 
 
-def measured(conn, sweep_id: int) -> dict[tuple[int, int], str]:
+def measured(conn: Any, sweep_id: int) -> dict[tuple[int, int], str]:
     """(point, repetition) -> config hash of the points this sweep already holds."""
     return {
         (p, r): h
@@ -260,7 +273,7 @@ def measured(conn, sweep_id: int) -> dict[tuple[int, int], str]:
     }
 
 
-def find_elsewhere(conn, sweep_id: int, config_hash: str, repetition: int) -> dict | None:
+def find_elsewhere(conn: Any, sweep_id: int, config_hash: str, repetition: int) -> dict | None:
     """A point measured by another sweep under the same config hash and repetition."""
     cur = conn.execute(
         "SELECT sp.* FROM pgeval.sweep_point sp JOIN pgeval.run r USING (run_id) "
@@ -291,7 +304,7 @@ VALUES = (
 )
 
 
-def copy_point(conn, sweep_id: int, point, repetition: int, src: dict) -> None:
+def copy_point(conn: Any, sweep_id: int, point: Any, repetition: int, src: dict) -> None:
     cols = [
         "sweep_id",
         "point",
@@ -323,9 +336,9 @@ def copy_point(conn, sweep_id: int, point, repetition: int, src: dict) -> None:
 
 
 def insert_point(
-    conn,
+    conn: Any,
     sweep_id: int,
-    point,
+    point: Any,
     repetition: int,
     config_hash: str,
     run_id: int,
@@ -357,7 +370,7 @@ def insert_point(
     _commit(conn)
 
 
-def complete_run(conn, experiment_id: int, name: str) -> int | None:
+def complete_run(conn: Any, experiment_id: int, name: str) -> int | None:
     row = conn.execute(
         "SELECT run_id, status FROM pgeval.run WHERE name = %s AND experiment_id = %s",
         (name, experiment_id),
@@ -371,7 +384,7 @@ def complete_run(conn, experiment_id: int, name: str) -> int | None:
     return row[0]
 
 
-def fill(conn, sweep_id: int, k: int, measures: list[str]) -> int:
+def fill(conn: Any, sweep_id: int, k: int, measures: list[str]) -> int:
     """Compute the values of this sweep's points that have none yet; returns how many."""
     from ...measure import latency, metrics
 
@@ -420,7 +433,7 @@ def fill(conn, sweep_id: int, k: int, measures: list[str]) -> int:
     return len(rows)
 
 
-def finish(conn, sweep_id: int, experiment_id: int | None, status: str) -> None:
+def finish(conn: Any, sweep_id: int, experiment_id: int | None, status: str) -> None:
     if conn.info.transaction_status != 0:
         conn.rollback()
     conn.execute(
@@ -436,7 +449,7 @@ def finish(conn, sweep_id: int, experiment_id: int | None, status: str) -> None:
     _commit(conn)
 
 
-def resolve(conn, name: str) -> dict:
+def resolve(conn: Any, name: str) -> dict:
     cur = conn.execute(
         "SELECT s.*, t.name AS testset FROM pgeval.sweep s "
         "JOIN pgeval.testset t USING (testset_id) WHERE s.name = %s",
@@ -448,14 +461,14 @@ def resolve(conn, name: str) -> dict:
     return dict(zip([d.name for d in cur.description], row))
 
 
-def summary(conn, sweep_id: int) -> list[dict]:
+def summary(conn: Any, sweep_id: int) -> list[dict]:
     cur = conn.execute("SELECT * FROM pgeval.sweep_summary(%s)", (sweep_id,))
     names = [d.name for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
 def recommendation(
-    conn, sweep_id: int, target_recall: float, work: tuple[str, ...] = ()
+    conn: Any, sweep_id: int, target_recall: float, work: tuple[str, ...] = ()
 ) -> dict | None:
     """The point to recommend by pgeval.sweep_recommendation's cost rule: least work (``work``:
     the stage kind's work settings, most significant first), latency only between points of
@@ -468,7 +481,7 @@ def recommendation(
     return None if row is None else dict(zip([d.name for d in cur.description], row))
 
 
-def list_sweeps(conn) -> list[dict]:
+def list_sweeps(conn: Any) -> list[dict]:
     cur = conn.execute(
         "SELECT s.name AS sweep, t.name AS testset, s.target, s.stage, s.k, s.repeat, "
         "s.status, (SELECT count(DISTINCT point) FROM pgeval.sweep_point p "

@@ -66,8 +66,13 @@ class Lending(Database):
         )
 
     def connect(
-        self, *, results: bool = True, autocommit: bool = False, read_only: bool = False, **kwargs
-    ):
+        self,
+        *,
+        results: bool = True,
+        autocommit: bool = False,
+        read_only: bool = False,
+        **kwargs: Any,
+    ) -> Any:
         kind = (results, autocommit, read_only)
         if kwargs:  # other connection parameters: a connection of its own, not lent
             return super().connect(

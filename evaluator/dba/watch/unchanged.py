@@ -13,12 +13,15 @@ checksum, no checksum, queries from SQL or a file, the query set gone) samples a
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..data_checksum import ChecksumCache, DataChecksum, measure
 
+if TYPE_CHECKING:
+    from ...core.db import Database
 
-def data(database: Any, target: Any) -> DataChecksum:
+
+def data(database: Database, target: Any) -> DataChecksum:
     """The data part of the fingerprint of ``target`` (scoped to the probe's group)."""
     with database.connect() as results, database.connect(results=False, read_only=True) as kb:
         out = measure(kb, target, checksum=True, cache=ChecksumCache(results, database))
@@ -27,7 +30,7 @@ def data(database: Any, target: Any) -> DataChecksum:
 
 
 def query_set(
-    database: Any, *, series: str, source: dict, target: Any, measured: DataChecksum
+    database: Database, *, series: str, source: dict, target: Any, measured: DataChecksum
 ) -> tuple[str, dict] | None:
     """(name, source record) of the last probe's query set when sampling would draw it again."""
     checksum = measured.data.get("checksum")
