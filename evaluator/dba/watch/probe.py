@@ -236,6 +236,10 @@ def _unchanged(database: Database, cfg: WatchConfig, sweep_cfg: SweepConfig, tar
 
     from . import unchanged
 
+    if cfg.queries is None or cfg.queries.kind != "sample":
+        # nothing to reuse: the sweep measures the data after its checks, as for a sweep (a
+        # refused probe writes nothing, not even a cached checksum)
+        return sweep_cfg
     scoped = target if cfg.group is None else target.scoped(*cfg.group)
     data = unchanged.data(database, scoped)
     again = unchanged.query_set(
