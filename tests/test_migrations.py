@@ -65,7 +65,7 @@ def fresh(database, conn, request):
     conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-HEAD = "0010_probe_via"
+HEAD = "0011_ground_truth_versions"
 
 
 def test_head_is_the_byte_order_revision():

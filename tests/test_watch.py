@@ -139,6 +139,90 @@ def test_a_probe_records_its_row_and_reuses_the_ground_truth_on_unchanged_data(k
     ).fetchone() == (1,)
 
 
+def _lists(conn, depth: int = 10) -> dict[str, list[str]]:
+    """The stored exact top-``depth`` chunk ids per query of the target's one ground truth."""
+    out: dict[str, list[str]] = {}
+    for qid, chunk in conn.execute(
+        "SELECT r.query_id, r.chunk_id FROM pgeval.ground_truth_result r "
+        "JOIN pgeval.ground_truth g USING (gt_id) WHERE g.target = %s AND r.rank <= %s "
+        "ORDER BY r.query_id, r.rank",
+        (TARGET, depth),
+    ).fetchall():
+        out.setdefault(qid, []).append(chunk)
+    return out
+
+
+def _churn(database, conn, rng) -> int:
+    """About 1 % of the rows changed where the probe's lists are: rows inserted next to listed
+    chunks (they enter the lists), listed chunks moved far away or deleted (they leave them);
+    returns the rows changed."""
+    listed = sorted({c for ids in _lists(conn).values() for c in ids})
+    moved, gone, near = (list(x) for x in np.array_split(rng.permutation(listed)[:21], 3))
+    with database.connect(results=False, autocommit=True) as c:
+        for i, chunk in enumerate(near, 1):
+            c.execute(
+                f"INSERT INTO {TABLE} (id, e) SELECT %s, e FROM {TABLE} WHERE id = %s",
+                (f"near{i}-{chunk}", chunk),
+            )
+        for chunk in moved:
+            c.execute(
+                f"UPDATE {TABLE} SET e = %s WHERE id = %s",
+                (clustered_kb.vtext(5.0 * rng.normal(size=DIM)), chunk),
+            )
+        c.execute(f"DELETE FROM {TABLE} WHERE id = ANY(%s)", (gone,))
+    return len(near) + len(moved) + len(gone)
+
+
+def test_after_a_small_change_the_ground_truth_is_refreshed_incrementally_and_exactly(
+    kb, conn, database, pgeval
+):
+    from evaluator.dba import ground_truth_refresh
+
+    # (an earlier test's ground truth of the same rows would be reused: computed here)
+    conn.execute("DELETE FROM pgeval.ground_truth WHERE target = %s", (TARGET,))
+    code, first, err = _probe(pgeval, *LOW)
+    assert code == 0, err
+    assert first["ground_truth"]["status"] == "computed"
+    assert first["ground_truth"]["refresh"] == "full"
+    rng = np.random.default_rng(3)
+    for _ in range(2):  # twice: a refreshed ground truth is refreshed again
+        changed = _churn(database, conn, rng)
+        refreshed = ground_truth_refresh.REFRESHED["count"]
+        code, out, err = pgeval(*PROBE, *LOW)
+        assert code == 0, err
+        assert ground_truth_refresh.REFRESHED["count"] == refreshed + 1
+        row = _history(conn)[-1]
+        assert row["ground_truth"] == "incremental"
+        assert f"exact ground truth: incremental ({changed:,} rows changed)" in out, out
+        incremental = _lists(conn)
+        # the same lists as a full recomputation of the same queries on the same data
+        conn.execute("DELETE FROM pgeval.ground_truth WHERE target = %s", (TARGET,))
+        code, full, err = _probe(pgeval, *LOW)
+        assert code == 0, err
+        assert full["testset"] == row["testset"]  # the same sample: the data is the same
+        assert full["ground_truth"]["refresh"] == "full"
+        assert _lists(conn) == incremental and len(incremental) == 100
+    # the lists changed: rows inserted next to listed chunks entered them
+    assert any(c.startswith("near") for ids in incremental.values() for c in ids)
+    # unchanged data: the query set and the ground truth are reused as stored
+    code, again, err = _probe(pgeval, *LOW)
+    assert again["ground_truth"]["refresh"] == "reused" and again["testset"] == full["testset"]
+
+
+def test_a_large_change_computes_the_ground_truth_in_full_and_says_why(kb, conn, database, pgeval):
+    code, first, err = _probe(pgeval, *LOW)
+    assert code == 0, err
+    _drift(database)  # 3,000 rows inserted, 800 deleted: far more than 10 %
+    code, doc, err = _probe(pgeval, *LOW)
+    gt = doc["ground_truth"]
+    assert gt["status"] == "computed" and gt["refresh"] == "full"
+    assert re.search(
+        r"in full: more than [\d,]+ of 4,200 rows changed, more than 10%", gt["reason"]
+    ), gt
+    # (this drift's ground truth would be reused by the next test's same drift: not kept)
+    conn.execute("DELETE FROM pgeval.ground_truth WHERE target = %s", (TARGET,))
+
+
 def test_drift_crosses_the_bound_names_it_and_the_remedies_restore_recall(
     kb, conn, database, pgeval
 ):

@@ -54,9 +54,17 @@ def _exact(distance: str, x64: np.ndarray, q64: np.ndarray, qnorm: np.ndarray) -
 
 
 def scan(
-    kb: Any, target: Any, vectors: list[np.ndarray], need: int, *, on_rows: Any = None
+    kb: Any,
+    target: Any,
+    vectors: list[np.ndarray],
+    need: int,
+    *,
+    on_rows: Any = None,
+    versions: tuple[Any, list] | None = None,
 ) -> list[list[tuple[str, float]]]:
-    """Per query, its candidates [(chunk id, distance)] sorted by (distance, chunk id)."""
+    """Per query, its candidates [(chunk id, distance)] sorted by (distance, chunk id).
+    ``versions`` (an SQL term of a row, an int8; a list): (chunk id, term) of every row read (a
+    row without a vector too), in the same read, appended to the list."""
     from ..core.vector_types import register_vector
 
     if target.distance not in ("l2", "ip", "cosine"):
@@ -77,15 +85,8 @@ def scan(
     c = need + MARGIN if target.unique_id else 4 * need + MARGIN
     best_d = np.full((nq, 0), np.inf)
     best_id = np.empty((nq, 0), dtype=object)
-    where, params = target.where()
-    stmt = sql.SQL(
-        "COPY (SELECT {cid}, ({vec})::vector FROM {table}{where}) TO STDOUT (FORMAT BINARY)"
-    ).format(
-        cid=as_text(sql.Identifier(target.id_column)),
-        vec=target.vector_expr(),
-        table=target.table_sql(),
-        where=where,
-    )
+    stmt, params = _copy_statement(target, versions[0] if versions else None)
+    seen = versions[1] if versions else None
     width = 4 + 4 * dim
 
     def block(ids: list[str], bufs: list[bytes]) -> None:
@@ -124,8 +125,10 @@ def scan(
     bufs: list[bytes] = []
     done = 0
     with cur.copy(stmt, params) as copy:
-        copy.set_types(["text", "bytea"])
-        for chunk, vec in copy.rows():
+        copy.set_types(["text", "bytea"] + (["int8"] if seen is not None else []))
+        for chunk, vec, *version in copy.rows():
+            if seen is not None:
+                seen.append((chunk, version[0]))
             if vec is None:
                 continue
             ids.append(chunk)
@@ -143,6 +146,22 @@ def scan(
             on_rows(done)
     kb.rollback()
     return _ranked(best_d, best_id, full=best_d.shape[1] >= c, need=need, unique=target.unique_id)
+
+
+def _copy_statement(target: Any, term: Any) -> tuple[sql.Composable, list]:
+    """The binary COPY of (chunk id, vector[, ``term``]) of the target's rows, its filters
+    applied, and its parameters."""
+    where, params = target.where()
+    stmt = sql.SQL(
+        "COPY (SELECT {cid}, ({vec})::vector{term} FROM {table}{where}) TO STDOUT (FORMAT BINARY)"
+    ).format(
+        cid=as_text(sql.Identifier(target.id_column)),
+        vec=target.vector_expr(),
+        term=sql.SQL(", {}").format(term) if term is not None else sql.SQL(""),
+        table=target.table_sql(),
+        where=where,
+    )
+    return stmt, params
 
 
 def _order_keys(distance: str, x: np.ndarray, qt: np.ndarray, qdir: np.ndarray) -> np.ndarray:

@@ -39,9 +39,12 @@ class GroundTruth:
     method: str
     compute_ms: float | None
     computed_at: str
+    # incremental (dba/ground_truth_refresh.py): rows changed since, queries computed in full
+    changed_rows: int | None = None
+    queries_recomputed: int | None = None
 
     def as_json(self) -> dict:
-        return {
+        out = {
             "status": self.status,
             "reason": self.reason,
             "depth": self.depth,
@@ -49,6 +52,9 @@ class GroundTruth:
             "compute_ms": self.compute_ms,
             "computed_at": self.computed_at,
         }
+        if self.changed_rows is not None:
+            out.update(changed_rows=self.changed_rows, queries_recomputed=self.queries_recomputed)
+        return out
 
 
 def slot_spec(
@@ -102,20 +108,11 @@ def ensure(
 ) -> GroundTruth:
     """The stored ground truth of this slot, computed first when missing or stale."""
     spec = slot_spec(target, testset_hash, own_chunk_removed, embedder)
-    slot = _slot(spec)
-    row = results.execute(
-        "SELECT gt_id, data, depth, method, compute_ms, computed_at::text "
-        "FROM pgeval.ground_truth WHERE slot = %s",
-        (slot,),
-    ).fetchone()
-    results.rollback()
-    reason = None
-    if row is not None:
-        if row[1] == data and row[2] >= depth:
-            return GroundTruth(row[0], "reused", None, row[2], row[3], row[4], row[5])
-        reason = _why(row[1], data, row[2], depth)
-        if on_warning:
-            on_warning(f"ground truth of target '{target.name}': {reason}")
+    found, reason = stored(results, spec, data, depth)
+    if found is not None:
+        return found
+    if reason and on_warning:
+        on_warning(f"ground truth of target '{target.name}': {reason}")
     t0 = time.perf_counter()
     lists, method = compute(
         kb,
@@ -130,8 +127,45 @@ def ensure(
     )
     ms = (time.perf_counter() - t0) * 1000.0
     COMPUTED["count"] += 1
+    gt_id, at = save(results, spec, target, data, depth, queries, lists, method, ms)
+    return GroundTruth(gt_id, "computed", reason, depth, method, ms, at)
+
+
+def stored(
+    results: Any, spec: dict, data: dict, depth: int
+) -> tuple[GroundTruth | None, str | None]:
+    """(the slot's ground truth when it is current and deep enough, else None; why it is not:
+    None when nothing is stored)."""
+    row = results.execute(
+        "SELECT gt_id, data, depth, method, compute_ms, computed_at::text "
+        "FROM pgeval.ground_truth WHERE slot = %s",
+        (_slot(spec),),
+    ).fetchone()
+    results.rollback()
+    if row is None:
+        return None, None
+    if row[1] == data and row[2] >= depth:
+        return GroundTruth(row[0], "reused", None, row[2], row[3], row[4], row[5]), None
+    return None, _why(row[1], data, row[2], depth)
+
+
+def save(
+    results: Any,
+    spec: dict,
+    target: Any,
+    data: dict,
+    depth: int,
+    queries: Any,
+    lists: list,
+    method: str,
+    ms: float,
+    after: Callable[[Any, int], None] | None = None,
+) -> tuple[int, str]:
+    """Store ``lists`` as the slot's ground truth (replacing the one stored), in one transaction
+    (``after(results, gt_id)`` runs in it last); returns (gt_id, computed_at)."""
     from . import store
 
+    slot = _slot(spec)
     with results.transaction():
         results.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK, slot))
         results.execute("DELETE FROM pgeval.ground_truth WHERE slot = %s", (slot,))
@@ -166,9 +200,11 @@ def ensure(
                 for r, (c, d) in enumerate(ranked, 1)
             ),
         )
+        if after is not None:
+            after(results, gt_id)
     if not results.autocommit:
         results.commit()
-    return GroundTruth(gt_id, "computed", reason, depth, method, ms, at)
+    return gt_id, at
 
 
 def compute(
@@ -182,8 +218,11 @@ def compute(
     total_rows: Any = None,
     on_progress: Callable[..., Any] | None = None,
     on_warning: Callable[..., Any] | None = None,
+    versions: tuple[Any, list] | None = None,
 ) -> tuple[list[list[tuple[str, float]]], str]:
-    """Per query its exact ranked list (own chunk removed when ``own``), and the method used."""
+    """Per query its exact ranked list (own chunk removed when ``own``), and the method used;
+    ``versions`` (an SQL term, a list): (chunk id, term) of every row read, appended to the
+    list, when the method is the client-side scan (:func:`.exact_scan.scan`)."""
     from . import exact_scan
 
     need = depth + (1 if own else 0)
@@ -197,6 +236,7 @@ def compute(
             vectors,
             need,
             on_rows=(lambda n: on_progress(n, total_rows)) if on_progress else None,
+            versions=versions,
         )
         method = "client-scan"
         sample = list(range(min(VERIFY_QUERIES, len(queries))))

@@ -51,7 +51,12 @@ def _table(res: ProbeResult) -> None:
     gt = res.ground_truth or {}
     if gt.get("status") == "computed":
         why = f" ({gt.get('reason') or 'nothing stored for these queries on this data'})"
-        click.echo(f"exact ground truth: computed in {gt['compute_ms'] / 1000:.2f} s{why}")
+        click.echo(f"exact ground truth: full, computed in {gt['compute_ms'] / 1000:.2f} s{why}")
+    elif gt.get("status") == "incremental":
+        click.echo(
+            f"exact ground truth: incremental ({gt['changed_rows']:,} rows changed), refreshed "
+            f"in {gt['compute_ms'] / 1000:.2f} s ({gt['queries_recomputed']} queries in full)"
+        )
     elif gt:
         click.echo(f"exact ground truth: reused (computed {gt.get('computed_at')})")
     timed = p.get("timed_ms")

@@ -5,6 +5,7 @@ API, so both configure a sweep the same way (and name it the same way); the defa
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from ...stages import gucs
 from .runner import SweepConfig
@@ -13,7 +14,7 @@ from .runner import SweepConfig
 SWEEP_DEFAULTS = SweepConfig(testset="", target="", stage="")
 
 
-def grid_items(values) -> tuple:
+def grid_items(values: Any) -> tuple:
     """``{"hnsw.ef_search": [10, 20]}`` -> ``("hnsw.ef_search=10,20",)``; strings pass."""
     if values is None:
         return ()
@@ -32,11 +33,11 @@ def sweep_config(
     testset: str | None,
     target: str,
     stage: str,
-    params=None,
-    build=None,
-    settings=None,
-    queries=None,
-    **fields,
+    params: Any = None,
+    build: Any = None,
+    settings: Any = None,
+    queries: Any = None,
+    **fields: Any,
 ) -> SweepConfig:
     """The :class:`SweepConfig` of `pgeval sweep`'s options (same names; ``params`` and
     ``build`` as a mapping of lists or the CLI's ``NAME=V1,V2`` strings, ``settings`` as in a

@@ -8,6 +8,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...core.errors import InputError, param
 from ...stages.registry import KINDS, ann_kinds
@@ -38,7 +39,7 @@ def label_of(build: dict, settings: dict) -> str:
     return ",".join(parts) or "default"
 
 
-def parse_axes(items, what: str, field_name: str) -> list[tuple[str, list[str]]]:
+def parse_axes(items: Any, what: str, field_name: str) -> list[tuple[str, list[str]]]:
     """('hnsw.ef_search=10,20', ...) -> [('hnsw.ef_search', ['10', '20']), ...]."""
     axes: list[tuple[str, list[str]]] = []
     for item in items or ():
@@ -63,7 +64,7 @@ def parse_axes(items, what: str, field_name: str) -> list[tuple[str, list[str]]]
     return axes
 
 
-def check_params(axes, stage_kind: str, prefixes: tuple[str, ...], settings: dict) -> None:
+def check_params(axes: Any, stage_kind: str, prefixes: tuple[str, ...], settings: dict) -> None:
     """Every swept setting must be one the stage applies (its extension's or a core one)."""
     for name, _ in axes:
         if "." in name and not any(name.startswith(p) for p in prefixes):
@@ -80,7 +81,7 @@ def check_params(axes, stage_kind: str, prefixes: tuple[str, ...], settings: dic
             )
 
 
-def check_build(axes, method: str | None) -> None:
+def check_build(axes: Any, method: str | None) -> None:
     if not axes:
         return
     allowed = BUILD_OPTIONS.get(method or "")
@@ -96,14 +97,14 @@ def check_build(axes, method: str | None) -> None:
             )
 
 
-def product(axes) -> list[dict]:
+def product(axes: Any) -> list[dict]:
     if not axes:
         return [{}]
     names = [n for n, _ in axes]
     return [dict(zip(names, combo)) for combo in itertools.product(*(v for _, v in axes))]
 
 
-def points(param_axes, build_axes) -> list[Point]:
+def points(param_axes: Any, build_axes: Any) -> list[Point]:
     """The grid in order: builds vary slowest, then the settings in the order given."""
     out: list[Point] = []
     for b in product(build_axes):
@@ -112,5 +113,5 @@ def points(param_axes, build_axes) -> list[Point]:
     return out
 
 
-def as_json(param_axes, build_axes) -> dict:
+def as_json(param_axes: Any, build_axes: Any) -> dict:
     return {"params": {n: v for n, v in param_axes}, "build": {n: v for n, v in build_axes}}

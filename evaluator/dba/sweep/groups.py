@@ -22,13 +22,17 @@ tenant at 0.1; this measures each group as the application searches it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...core.errors import InputError, PlanError, param
 from ...stages import registry
 from ...target.groups import Group, choose, column_for, group_queries, list_groups, plan
 from .runner import SweepConfig, SweepResult, run_sweep
+
+if TYPE_CHECKING:
+    from ...core.db import Database
 
 DEFAULT_MAX_GROUPS = 10
 
@@ -95,13 +99,13 @@ def check(cfg: SweepConfig) -> None:
 
 
 def run_groups(
-    database,
+    database: Database,
     cfg: SweepConfig,
     column: str,
     *,
     max_groups: int = DEFAULT_MAX_GROUPS,
-    on_group=None,
-    on_warning=None,
+    on_group: Any = None,
+    on_warning: Callable[..., Any] | None = None,
     **callbacks: Any,
 ) -> GroupSweepResult:
     """Sweep every chosen group of ``column`` (see the module's docstring);
@@ -153,7 +157,7 @@ def run_groups(
     return out
 
 
-def _group_config(cfg: SweepConfig, column: str, g: Group, step: str, **changes: Any):
+def _group_config(cfg: SweepConfig, column: str, g: Group, step: str, **changes: Any) -> Any:
     src = group_queries(cfg.queries, g)
     name = None
     if cfg.name:
@@ -161,7 +165,7 @@ def _group_config(cfg: SweepConfig, column: str, g: Group, step: str, **changes:
     return replace(cfg, group=(column, g.value), queries=src, name=name, **changes)
 
 
-def _confirm(cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of) -> None:
+def _confirm(cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of: Any) -> None:
     """--find: every group measured at every value a group found (most points are reused)."""
     values = sorted({f["value"] for f in out.finds.values() if f.get("reached")})
     if not values:
@@ -173,7 +177,7 @@ def _confirm(cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of) -> 
             out.sweeps[value] = confirmed
 
 
-def _summarize(database, cfg: SweepConfig, out: GroupSweepResult, sizes: dict) -> None:
+def _summarize(database: Database, cfg: SweepConfig, out: GroupSweepResult, sizes: dict) -> None:
     """Points (worst group each), the recommendation and the groups at the point shown, all
     read from SQL over the groups' sweeps."""
     if not out.sweeps:
@@ -223,7 +227,7 @@ def _summarize(database, cfg: SweepConfig, out: GroupSweepResult, sizes: dict) -
     out.groups = at["groups"]
 
 
-def store_rows(conn, statement: str, params: tuple) -> list[dict]:
+def store_rows(conn: Any, statement: str, params: tuple) -> list[dict]:
     cur = conn.execute(statement, params)
     names = [d.name for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
@@ -247,7 +251,9 @@ def _worst_first(g: dict) -> tuple:
     return (g["recall"] if g["recall"] is not None else -1.0, g["group"])
 
 
-def _iterative(cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of, warn) -> None:
+def _iterative(
+    cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of: Any, warn: Any
+) -> None:
     """Groups under the target at the point shown: measured again with each iterative-scan mode
     of the kind, at the same settings; each group row gets ``iterative``: mode -> recall."""
     from ...stages import gucs

@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ...core.db import Database
 
 import numpy as np
 
 
-def throughput(database, stage, ctx, clients: int) -> float:
+def throughput(database: Database, stage: Any, ctx: Any, clients: int) -> float:
     """Queries per second of ``clients`` concurrent connections running ``ctx.queries``."""
     from dataclasses import replace
 
@@ -30,7 +34,7 @@ def throughput(database, stage, ctx, clients: int) -> float:
     ends: list[float] = []
     lock = threading.Lock()
 
-    def client(i: int, conn) -> None:
+    def client(i: int, conn: Any) -> None:
         try:
             # the stage's own transaction: READ ONLY, its settings by SET LOCAL
             stage.begin(replace(ctx, kb=conn, warnings=[], extra=dict(ctx.extra)))

@@ -11,13 +11,17 @@ side too. Repetitions are the outer loop, so that drift of the machine touches e
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ...core.canonical import canonical_json, sha256_hex
 from ...core.errors import InputError, param
 from ...stages import gucs, registry
 from . import grid, store
+
+if TYPE_CHECKING:
+    from ...core.db import Database
 
 ANN_KINDS = registry.ann_kinds()
 
@@ -52,6 +56,15 @@ class SweepConfig:
     # one group of the target (column, value): searched as the application searches it,
     # ``WHERE column = value`` (dba/sweep/groups.py runs one such sweep per group)
     group: tuple[str, str] | None = None
+    # measured by the caller (a probe, dba/watch/probe.py), else here: the query set of
+    # ``queries`` already stored, (its name, its source record), and the data's fingerprint
+    # part (dba.data_checksum.measure on the target, scoped to ``group``)
+    materialized: tuple[str, dict] | None = None
+    data: object = None
+    # the stored ground truth brought up to date when the data changed little (a probe's:
+    # dba/ground_truth_refresh.py), instead of computed again in full
+    incremental_ground_truth: bool = False
+    recommend: bool = True  # a probe reads no recommendation: not computed (None)
 
 
 @dataclass
@@ -117,10 +130,36 @@ class SweepResult:
 class _Env:
     """Everything one sweep needs while it runs."""
 
-    result: SweepResult  # (set from the keywords; the ones mypy needs to know)
+    # (set from the keywords)
+    cfg: SweepConfig
+    database: Database
+    kb: Any
+    results: Any
+    stage: Any  # the stage class (stages.registry.get)
+    exact: Any
+    tid: int
+    depth: int
+    base: dict
+    queries: list
+    label: Any
+    row: store.SweepRow
+    fps: dict[int, dict]
+    hashes: dict[int, str]
+    base_fp: dict
+    have: dict
+    result: SweepResult
     on_warning: Any
+    on_point: Any
+    on_ground_truth: Any
+    on_find: Any
+    measures: list[str]
+    prepared: set
+    data: dict
+    ts_hash: str
+    own: bool
+    gt: Any  # stages.ground_truth.GroundTruth, once read
 
-    def __init__(self, **kw):
+    def __init__(self, **kw: Any):
         self.__dict__.update(kw)
 
     def warn(self, message: str) -> None:
@@ -171,178 +210,49 @@ def default_name(identity: dict) -> str:
 
 
 def run_sweep(
-    database,
+    database: Database,
     cfg: SweepConfig,
     *,
-    on_warning=None,
-    on_point=None,
-    on_start=None,
-    on_ground_truth=None,
-    on_find=None,
+    on_warning: Callable[..., Any] | None = None,
+    on_point: Callable[..., Any] | None = None,
+    on_start: Callable[..., Any] | None = None,
+    on_ground_truth: Callable[..., Any] | None = None,
+    on_find: Callable[..., Any] | None = None,
 ) -> SweepResult:
     """Run (or resume) the sweep; ``on_start(points, repetitions, queries)`` once the grid and
     the queries are known; ``on_point(point, repetition, how)`` after each grid point and
     repetition (how: measured | reused | kept); ``on_ground_truth(rows, total)`` while the exact
     ground truth is computed; ``on_find(point, recall)`` after each value a --find tried."""
-    from ...measure import metrics as mmod
-    from ...run.pipeline import PipelineConfig, _queries
-    from ...stages import gucs
-    from ...testset.catalog import resolve_testset
     from .. import data_checksum
     from .. import fingerprint as fpmod
 
     depth, stage, param_axes, build_axes, points = _plan(cfg)
-    measures = mmod.measures_for(sorted({3, 5, 10, cfg.k}))
+    cfg, qinfo = _query_set(database, cfg)
     # least privilege: the knowledge base is read in READ ONLY sessions (but --isolate-index's
     # drops; build sweeps write only to their scratch schema, on a connection of their own)
-    qinfo = None
-    if cfg.queries is not None:
-        from ...testset import query_source
-
-        with database.connect() as conn:
-            tgt = _target(conn, cfg)
-        cfg = replace(cfg)
-        cfg.testset, qinfo = query_source.materialize(
-            database, cast("query_source.QuerySource", cfg.queries), tgt
-        )
     with (
         database.connect() as results,
         database.connect(results=False, read_only=not cfg.isolate_index) as kb,
     ):
-        from ...stages.server_support import require
-
-        require(kb, cfg.stage)  # before any work: pgvectorscale, pgvector 0.7 for halfvec/bq
-        tid, ts_hash = resolve_testset(results, cfg.testset)
-        target = _target(results, cfg)
-        judged = results.execute(
-            "SELECT n_judgements > 0 FROM pgeval.testset WHERE testset_id = %s", (tid,)
-        ).fetchone()[0]
-        if not judged:  # query vectors only: no qrels metric to compute per point
-            measures = []
-        base = gucs.validate(kb, {**target.settings, **cfg.settings})  # preset's, then --set
-        base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
-        for values in grid.product(param_axes):
-            try:
-                gucs.validate(kb, {**base, **values})
-            except InputError as exc:
-                raise InputError(exc.detail, field=param("params")) from None
-        kb.rollback()
-        queries, label, dim = _queries(
-            results,
-            cfg.testset,
-            tid,
-            [(cfg.stage, cfg.stage, stage)],
-            PipelineConfig(testset=cfg.testset, stages=cfg.stage, embedder=cfg.embedder),
-        )
-        results.commit()
+        s = _setup(results, kb, cfg, stage, param_axes)
         if on_start:  # a find's points are not known before: its bracket's first guess
-            on_start(len(points) or 8 * len(grid.product(param_axes)), cfg.repeat, len(queries))
-        measured = data_checksum.measure(
-            kb, target, checksum=cfg.checksum, cache=data_checksum.ChecksumCache(results, database)
+            on_start(len(points) or 8 * len(grid.product(param_axes)), cfg.repeat, len(s.queries))
+        measured = cast("data_checksum.DataChecksum", cfg.data) or data_checksum.measure(
+            kb,
+            s.target,
+            checksum=cfg.checksum,
+            cache=data_checksum.ChecksumCache(results, database),
         )
-        data = measured.data
         kb.rollback()
-        identity = _identity(cfg, ts_hash, param_axes, build_axes, base, depth, label)
+        identity = _identity(cfg, s.ts_hash, param_axes, build_axes, s.base, depth, s.label)
         name = cfg.name or default_name(identity)
-        sweep_extra = {
-            "sweep": {
-                "k": cfg.k,
-                "depth": depth,
-                "concurrency": cfg.concurrency,
-                "embedder": label,
-                "index": cfg.index,
-                "isolate_index": cfg.isolate_index,
-            }
-        }
-
-        def fingerprint(settings: dict, stage_name: str, build: dict | None = None) -> dict:
-            extra = dict(sweep_extra)
-            if build is not None:
-                extra["build"] = build
-            fp = fpmod.capture(
-                kb,
-                target,
-                settings=settings,
-                embedder=label,
-                dimension=dim,
-                testset_hash=ts_hash,
-                testset_name=cfg.testset,
-                stage=stage_name,
-                data=data,
-                data_note=measured.note,
-                extra=extra,
-            )
-            kb.rollback()
-            if build is not None:  # the index is the scratch copy's, not the user's
-                from ..build_sweep import opclass
-
-                fp["indexes"] = {
-                    "scratch": {
-                        "method": stage.method,
-                        "opclasses": [opclass(target, stage.method, cfg.stage)],
-                        "columns": [target.vector_column],
-                        "predicate": None,
-                        "valid": True,
-                        "options": {**fpmod.INDEX_DEFAULTS.get(stage.method, {}), **build},
-                    }
-                }
-                fp["target"]["scratch_copy"] = True
-            return fp
-
-        base_fp = fingerprint(gucs.scope(base, "exact"), "exact")
-        exp_config = {
-            "stages": ["exact"] + [p.label for p in points],
-            "sweep": {**identity, "repeat": cfg.repeat},
-            "settings": base,
-            "depth": depth,
-            "repeat": cfg.repeat,
-            "embedder": label,
-            "dimension": dim,
-            "target": {"name": target.name, **target.spec()},
-            "filters": target.filter_literals(),
-            "queries": qinfo,
-        }
-        row = store.open_sweep(
-            results,
-            name=name,
-            testset_id=tid,
-            target=cfg.target,
-            stage=cfg.stage,
-            grid=identity["grid"],
-            settings=base,
-            k=cfg.k,
-            depth=depth,
-            repeat=cfg.repeat,
-            concurrency=cfg.concurrency,
-            target_recall=cfg.target_recall,
-            fresh=cfg.fresh,
-            experiment_config=exp_config,
-            fingerprint=base_fp,
-            config_hash=fpmod.config_hash(base_fp),
-        )
-        result = SweepResult(
-            name,
-            row.sweep_id,
-            row.experiment_id,
-            cfg.k,
-            cfg.target_recall,
-            row.resumed,
-            measures=measures,
-            config_hash=fpmod.config_hash(base_fp),
-            filters=dict(base_fp.get("filters") or {}),
-            testset=cfg.testset,
-            queries=qinfo,
-            judged=bool(judged),
-            previous=row.previous,
-            server=dict(base_fp.get("server") or {}),
-        )
-        if row.previous is not None:
-            result.warnings.append(row.previous["message"])
-            if on_warning:
-                on_warning(row.previous["message"])
+        fingerprint = _fingerprinter(kb, cfg, s, depth, stage, measured)
+        base_fp = fingerprint(gucs.scope(s.base, "exact"), "exact")
+        row = _open(results, cfg, s, name, identity, points, depth, qinfo, base_fp)
+        result = _result(cfg, s, name, row, qinfo, base_fp, on_warning)
         fps = {
             p.number: fingerprint(
-                {**gucs.scope(base, cfg.stage), **p.settings},
+                {**gucs.scope(s.base, cfg.stage), **p.settings},
                 cfg.stage,
                 p.build if build_axes else None,
             )
@@ -355,11 +265,11 @@ def run_sweep(
             results=results,
             stage=stage,
             exact=registry.get("exact"),
-            tid=tid,
+            tid=s.tid,
             depth=depth,
-            base=base,
-            queries=queries,
-            label=label,
+            base=s.base,
+            queries=s.queries,
+            label=s.label,
             row=row,
             fps=fps,
             hashes={n: fpmod.config_hash(f) for n, f in fps.items()},
@@ -368,45 +278,273 @@ def run_sweep(
             result=result,
             on_warning=on_warning,
             on_point=on_point,
-            measures=measures,
+            measures=s.measures,
             prepared=set(),
-            data=data,
-            ts_hash=ts_hash,
+            data=measured.data,
+            ts_hash=s.ts_hash,
             own=bool(qinfo and qinfo["own_chunk_removed"]),
             gt=None,
             on_ground_truth=on_ground_truth,
             on_find=on_find,
         )
+        _measure(env, s.target, param_axes, build_axes, points, fingerprint)
+    return result
+
+
+def _query_set(database: Database, cfg: SweepConfig) -> tuple[SweepConfig, dict | None]:
+    """``cfg`` with its query source stored as a query set (named as its test set), and the
+    source's record (None: a test set was given)."""
+    if cfg.queries is None:
+        return cfg, None
+    if cfg.materialized is not None:
+        stored = cfg.materialized
+        cfg = replace(cfg)
+        cfg.testset, qinfo = stored
+        return cfg, qinfo
+    from ...testset import query_source
+
+    with database.connect() as conn:
+        tgt = _target(conn, cfg)
+    cfg = replace(cfg)
+    cfg.testset, qinfo = query_source.materialize(
+        database, cast("query_source.QuerySource", cfg.queries), tgt
+    )
+    return cfg, qinfo
+
+
+@dataclass
+class _Setup:
+    """What the sweep reads before its first point: the test set, the target, the settings
+    checked, the queries and their embedder."""
+
+    tid: int
+    ts_hash: str
+    target: Any
+    judged: bool
+    measures: list[str]
+    base: dict
+    queries: list
+    label: Any
+    dim: Any
+
+
+def _setup(
+    results: Any, kb: Any, cfg: SweepConfig, stage: Any, param_axes: list[tuple[str, list[str]]]
+) -> _Setup:
+    from ...measure import metrics as mmod
+    from ...run.pipeline import PipelineConfig, _queries
+    from ...stages.server_support import require
+    from ...testset.catalog import resolve_testset
+
+    require(kb, cfg.stage)  # before any work: pgvectorscale, pgvector 0.7 for halfvec/bq
+    tid, ts_hash = resolve_testset(results, cfg.testset)
+    target = _target(results, cfg)
+    judged = results.execute(
+        "SELECT n_judgements > 0 FROM pgeval.testset WHERE testset_id = %s", (tid,)
+    ).fetchone()[0]
+    # query vectors only: no qrels metric to compute per point
+    measures = mmod.measures_for(sorted({3, 5, 10, cfg.k})) if judged else []
+    base = gucs.validate(kb, {**target.settings, **cfg.settings})  # preset's, then --set
+    base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
+    for values in grid.product(param_axes):
         try:
-            if cfg.find:
-                _finds(env, target, param_axes, build_axes, fingerprint)
-            elif build_axes:
-                _build_blocks(env, target, points)
-            else:
-                _block(env, target, points)
-            store.fill(results, row.sweep_id, cfg.k, measures)
-        except KeyboardInterrupt:
-            _safe_fill(env)
-            store.finish(results, row.sweep_id, row.experiment_id, "interrupted")
-            raise
-        except BaseException:
-            _safe_fill(env)
-            store.finish(results, row.sweep_id, row.experiment_id, "failed")
-            raise
-        store.finish(results, row.sweep_id, row.experiment_id, "complete")
-        result.points = store.summary(results, row.sweep_id)
-        described = registry.kind(cfg.stage)
-        result.recommendation = store.recommendation(
+            gucs.validate(kb, {**base, **values})
+        except InputError as exc:
+            raise InputError(exc.detail, field=param("params")) from None
+    kb.rollback()
+    queries, label, dim = _queries(
+        results,
+        cfg.testset,
+        tid,
+        [(cfg.stage, cfg.stage, stage)],
+        PipelineConfig(testset=cfg.testset, stages=cfg.stage, embedder=cfg.embedder),
+    )
+    results.commit()
+    return _Setup(tid, ts_hash, target, bool(judged), measures, base, queries, label, dim)
+
+
+def _fingerprinter(
+    kb: Any, cfg: SweepConfig, s: _Setup, depth: int, stage: Any, measured: Any
+) -> Any:
+    """``fingerprint(settings, stage name, build=None)``: a point's run fingerprint (under a
+    build, the scratch copy's index)."""
+    from .. import fingerprint as fpmod
+
+    target = s.target
+    sweep_extra = {
+        "sweep": {
+            "k": cfg.k,
+            "depth": depth,
+            "concurrency": cfg.concurrency,
+            "embedder": s.label,
+            "index": cfg.index,
+            "isolate_index": cfg.isolate_index,
+        }
+    }
+
+    def fingerprint(settings: dict, stage_name: str, build: dict | None = None) -> dict:
+        extra = dict(sweep_extra)
+        if build is not None:
+            extra["build"] = build
+        fp = fpmod.capture(
+            kb,
+            target,
+            settings=settings,
+            embedder=s.label,
+            dimension=s.dim,
+            testset_hash=s.ts_hash,
+            testset_name=cfg.testset,
+            stage=stage_name,
+            data=measured.data,
+            data_note=measured.note,
+            extra=extra,
+        )
+        kb.rollback()
+        if build is not None:  # the index is the scratch copy's, not the user's
+            from ..build_sweep import opclass
+
+            fp["indexes"] = {
+                "scratch": {
+                    "method": stage.method,
+                    "opclasses": [opclass(target, stage.method, cfg.stage)],
+                    "columns": [target.vector_column],
+                    "predicate": None,
+                    "valid": True,
+                    "options": {**fpmod.INDEX_DEFAULTS.get(stage.method, {}), **build},
+                }
+            }
+            fp["target"]["scratch_copy"] = True
+        return fp
+
+    return fingerprint
+
+
+def _open(
+    results: Any,
+    cfg: SweepConfig,
+    s: _Setup,
+    name: str,
+    identity: Any,
+    points: list[grid.Point],
+    depth: int,
+    qinfo: dict | None,
+    base_fp: dict,
+) -> Any:
+    """The sweep's row and experiment (created, resumed, or replaced: store.open_sweep)."""
+    from .. import fingerprint as fpmod
+
+    exp_config = {
+        "stages": ["exact"] + [p.label for p in points],
+        "sweep": {**identity, "repeat": cfg.repeat},
+        "settings": s.base,
+        "depth": depth,
+        "repeat": cfg.repeat,
+        "embedder": s.label,
+        "dimension": s.dim,
+        "target": {"name": s.target.name, **s.target.spec()},
+        "filters": s.target.filter_literals(),
+        "queries": qinfo,
+    }
+    return store.open_sweep(
+        results,
+        name=name,
+        testset_id=s.tid,
+        target=cfg.target,
+        stage=cfg.stage,
+        grid=identity["grid"],
+        settings=s.base,
+        k=cfg.k,
+        depth=depth,
+        repeat=cfg.repeat,
+        concurrency=cfg.concurrency,
+        target_recall=cfg.target_recall,
+        fresh=cfg.fresh,
+        experiment_config=exp_config,
+        fingerprint=base_fp,
+        config_hash=fpmod.config_hash(base_fp),
+    )
+
+
+def _result(
+    cfg: SweepConfig,
+    s: _Setup,
+    name: str,
+    row: Any,
+    qinfo: dict | None,
+    base_fp: dict,
+    on_warning: Callable[..., Any] | None,
+) -> SweepResult:
+    """The sweep's result before its points; a configuration changed since the sweep of this
+    name was measured is said (its earlier points kept under another name)."""
+    from .. import fingerprint as fpmod
+
+    result = SweepResult(
+        name,
+        row.sweep_id,
+        row.experiment_id,
+        cfg.k,
+        cfg.target_recall,
+        row.resumed,
+        measures=s.measures,
+        config_hash=fpmod.config_hash(base_fp),
+        filters=dict(base_fp.get("filters") or {}),
+        testset=cfg.testset,
+        queries=qinfo,
+        judged=s.judged,
+        previous=row.previous,
+        server=dict(base_fp.get("server") or {}),
+    )
+    if row.previous is not None:
+        result.warnings.append(row.previous["message"])
+        if on_warning:
+            on_warning(row.previous["message"])
+    return result
+
+
+def _measure(
+    env: _Env,
+    target: Any,
+    param_axes: list[tuple[str, list[str]]],
+    build_axes: list[tuple[str, list[str]]],
+    points: list[grid.Point],
+    fingerprint: Callable[..., dict],
+) -> None:
+    """Every point (or a find's), its values filled; the sweep finished (interrupted or failed
+    on an exception) with its summary and recommendation."""
+    cfg, results, row, result = env.cfg, env.results, env.row, env.result
+    try:
+        if cfg.find:
+            _finds(env, target, param_axes, build_axes, fingerprint)
+        elif build_axes:
+            _build_blocks(env, target, points)
+        else:
+            _block(env, target, points)
+        store.fill(results, row.sweep_id, cfg.k, env.measures)
+    except KeyboardInterrupt:
+        _safe_fill(env)
+        store.finish(results, row.sweep_id, row.experiment_id, "interrupted")
+        raise
+    except BaseException:
+        _safe_fill(env)
+        store.finish(results, row.sweep_id, row.experiment_id, "failed")
+        raise
+    store.finish(results, row.sweep_id, row.experiment_id, "complete")
+    result.points = store.summary(results, row.sweep_id)
+    described = registry.kind(cfg.stage)
+    result.recommendation = (
+        store.recommendation(
             results,
             row.sweep_id,
             cfg.target_recall,
             described.work_settings if described is not None else (),
         )
-        results.commit()
-    return result
+        if cfg.recommend
+        else None
+    )
+    results.commit()
 
 
-def _plan(cfg: SweepConfig):
+def _plan(cfg: SweepConfig) -> Any:
     """The sweep's depth, stage, axes and grid points, checked before any connection."""
     from ...stages import gucs
 
@@ -430,7 +568,15 @@ def _plan(cfg: SweepConfig):
     return depth, stage, param_axes, build_axes, points
 
 
-def _identity(cfg: SweepConfig, ts_hash, param_axes, build_axes, base, depth, label) -> dict:
+def _identity(
+    cfg: SweepConfig,
+    ts_hash: str,
+    param_axes: list[tuple[str, list[str]]],
+    build_axes: list[tuple[str, list[str]]],
+    base: Any,
+    depth: int,
+    label: Any,
+) -> dict:
     """What names the sweep: its default name is a hash of this."""
     identity = {
         "testset": cfg.testset,
@@ -452,7 +598,7 @@ def _identity(cfg: SweepConfig, ts_hash, param_axes, build_axes, base, depth, la
     return identity
 
 
-def _target(conn, cfg: SweepConfig):
+def _target(conn: Any, cfg: SweepConfig) -> Any:
     """The sweep's target: the stored one, scoped to ``cfg.group`` when the sweep is a group's."""
     from ...target import targets
 
@@ -460,7 +606,7 @@ def _target(conn, cfg: SweepConfig):
     return target if cfg.group is None else target.scoped(*cfg.group)
 
 
-def _safe_fill(env) -> None:
+def _safe_fill(env: _Env) -> None:
     try:
         if env.results.info.transaction_status != 0:
             env.results.rollback()
@@ -469,7 +615,7 @@ def _safe_fill(env) -> None:
         pass
 
 
-def _pending(env, points) -> list[tuple[int, object]]:
+def _pending(env: _Env, points: list[grid.Point]) -> list[tuple[int, grid.Point]]:
     """(repetition, point) pairs still to measure; reuses and keeps the others."""
     todo = []
     for rep in range(1, env.cfg.repeat + 1):
@@ -506,13 +652,17 @@ def _pending(env, points) -> list[tuple[int, object]]:
     return todo
 
 
-def _find_max(cfg) -> int:
+def _find_max(cfg: SweepConfig) -> int:
     from .find import DEFAULT_MAX
 
     return int(cfg.find_max or DEFAULT_MAX)
 
 
-def _check_find(cfg, param_axes, build_axes) -> None:
+def _check_find(
+    cfg: SweepConfig,
+    param_axes: list[tuple[str, list[str]]],
+    build_axes: list[tuple[str, list[str]]],
+) -> None:
     if cfg.find is None:
         if cfg.find_max is not None:
             raise InputError(
@@ -541,7 +691,13 @@ def _check_find(cfg, param_axes, build_axes) -> None:
         raise InputError(f"{param('find_max')} must be 1 or more", field=param("find_max"))
 
 
-def _finds(env, target, param_axes, build_axes, fingerprint) -> None:
+def _finds(
+    env: _Env,
+    target: Any,
+    param_axes: list[tuple[str, list[str]]],
+    build_axes: list[tuple[str, list[str]]],
+    fingerprint: Callable[..., dict],
+) -> None:
     """One find per build and combination of the other --param values; each value tried is a
     point. Under --build, on a scratch copy whose index is built when a point of that build
     first needs measuring (a rerun whose points are all stored builds nothing)."""
@@ -552,7 +708,9 @@ def _finds(env, target, param_axes, build_axes, fingerprint) -> None:
     from .find import DEFAULT_START, search
 
     cfg = env.cfg
-    current = gucs.current(env.kb, [cfg.find])[cfg.find]
+    assert cfg.find is not None  # (a find's sweep)
+    find: str = cfg.find
+    current = gucs.current(env.kb, [find])[find]
     env.kb.rollback()
     start = int(current) if current and current.strip().isdigit() else DEFAULT_START
     numbers = _numbers(env)
@@ -561,7 +719,7 @@ def _finds(env, target, param_axes, build_axes, fingerprint) -> None:
         for build in grid.product(build_axes):
             for others in grid.product(param_axes):
 
-                def measure(value: int, others=others, build=build) -> float | None:
+                def measure(value: int, others: Any = others, build: Any = build) -> float | None:
                     settings = {**others, cfg.find: str(value)}
                     key = _key(build, settings)
                     if key not in numbers:
@@ -590,7 +748,7 @@ def _finds(env, target, param_axes, build_axes, fingerprint) -> None:
                         env.on_find(p, recall)
                     return recall
 
-                found = search(cfg.find, others, measure, cfg.target_recall, start, _find_max(cfg))
+                found = search(find, others, measure, cfg.target_recall, start, _find_max(cfg))
                 env.result.finds.append(
                     {**found.as_dict(), **({"build": build} if build_axes else {})}
                 )
@@ -600,7 +758,7 @@ def _key(build: dict, settings: dict) -> str:
     return canonical_json([build, settings] if build else settings)
 
 
-def _numbers(env) -> dict[str, int]:
+def _numbers(env: _Env) -> dict[str, int]:
     """The point number of every value a find of this sweep tried before (a find under another
     --target-recall tries them in another order: a value keeps its number)."""
     return {
@@ -609,7 +767,7 @@ def _numbers(env) -> dict[str, int]:
     }
 
 
-def _on_scratch(env, target, p, copy: dict) -> None:
+def _on_scratch(env: _Env, target: Any, p: grid.Point, copy: dict) -> None:
     """Point ``p`` of a find under a build: measured on the scratch copy, whose index is (re)built
     for ``p.build`` when a point first needs measuring; stored points are kept or reused."""
     pending = _pending(env, [p])
@@ -639,7 +797,7 @@ def _on_scratch(env, target, p, copy: dict) -> None:
     _run_pending(env, scratch.target, pending, copy["info"])
 
 
-def _warn_leftovers(env) -> None:
+def _warn_leftovers(env: _Env) -> None:
     from ..build_sweep import leftover_schemas
 
     stale = leftover_schemas(env.kb)
@@ -651,12 +809,12 @@ def _warn_leftovers(env) -> None:
         )
 
 
-def _notify(env, p, rep, how) -> None:
+def _notify(env: _Env, p: grid.Point, rep: int, how: Any) -> None:
     if env.on_point:
         env.on_point(p, rep, how)
 
 
-def _build_blocks(env, target, points) -> None:
+def _build_blocks(env: _Env, target: Any, points: list[grid.Point]) -> None:
     from ..build_sweep import Scratch
 
     groups: dict[str, list] = {}
@@ -685,11 +843,11 @@ def _build_blocks(env, target, points) -> None:
             _run_pending(env, scratch.target, pending, info)
 
 
-def _block(env, target, points) -> None:
+def _block(env: _Env, target: Any, points: list[grid.Point]) -> None:
     _run_pending(env, target, _pending(env, points), None)
 
 
-def _run_pending(env, target, pending, build_info) -> None:
+def _run_pending(env: _Env, target: Any, pending: Any, build_info: Any) -> None:
     for rep in sorted({r for r, _ in pending}):
         _ensure_exact(env, target, rep)
         for _, p in [x for x in pending if x[0] == rep]:
@@ -711,7 +869,7 @@ def _run_pending(env, target, pending, build_info) -> None:
         store.fill(env.results, env.row.sweep_id, env.cfg.k, env.measures)
 
 
-def _context(env, target, stage_name: str, rep: int, settings: dict, fp: dict):
+def _context(env: _Env, target: Any, stage_name: str, rep: int, settings: dict, fp: dict) -> Any:
     from ...stages.base import StageContext
     from ..fingerprint import config_hash
 
@@ -742,7 +900,7 @@ def _context(env, target, stage_name: str, rep: int, settings: dict, fp: dict):
     )
 
 
-def _run(env, stage, ctx, run_name: str, key: str) -> int:
+def _run(env: _Env, stage: Any, ctx: Any, run_name: str, key: str) -> int:
     existing = store.complete_run(env.results, env.row.experiment_id, run_name)
     if existing is not None:
         return existing
@@ -755,18 +913,20 @@ def _run(env, stage, ctx, run_name: str, key: str) -> int:
     return run_id
 
 
-def _exact_settings(env) -> dict:
+def _exact_settings(env: _Env) -> dict:
     # exact search is a sequential scan by definition: a --set enable_seqscan=off meant for the
     # ANN points (small tables) must not push it onto an index
     return {k: v for k, v in gucs.scope(env.base, "exact").items() if k != "enable_seqscan"}
 
 
-def _ground_truth(env, target):
+def _ground_truth(env: _Env, target: Any) -> Any:
     """The stored exact ground truth of the user's table (computed once, then reused)."""
     if env.gt is None:
         from ...stages import ground_truth
+        from .. import ground_truth_refresh
 
-        env.gt = ground_truth.ensure(
+        incremental = env.cfg.incremental_ground_truth
+        env.gt = (ground_truth_refresh.ensure if incremental else ground_truth.ensure)(
             env.results,
             env.kb,
             target,
@@ -784,7 +944,7 @@ def _ground_truth(env, target):
     return env.gt
 
 
-def _ensure_exact(env, target, rep: int) -> int:
+def _ensure_exact(env: _Env, target: Any, rep: int) -> int:
     """The exact run of repetition ``rep``: materialised from the stored ground truth."""
     from ...stages import ground_truth
 
@@ -797,7 +957,7 @@ def _ensure_exact(env, target, rep: int) -> int:
     return ground_truth.materialize(ctx, gt, name)
 
 
-def _run_point(env, target, p, rep: int) -> tuple[int, float | None]:
+def _run_point(env: _Env, target: Any, p: grid.Point, rep: int) -> tuple[int, float | None]:
     settings = {**gucs.scope(env.base, env.cfg.stage), **p.settings}
     ctx = _context(env, target, env.cfg.stage, rep, settings, env.fps[p.number])
     run_id = _run(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from ...core.errors import Conflict, NotFound, param
 
@@ -24,13 +25,13 @@ class SweepRow:
     previous: dict | None = None
 
 
-def _commit(conn) -> None:
+def _commit(conn: Any) -> None:
     if not conn.autocommit:
         conn.commit()
 
 
 def open_sweep(
-    conn,
+    conn: Any,
     *,
     name: str,
     testset_id: int,
@@ -60,64 +61,11 @@ def open_sweep(
         "depth": depth,
         "concurrency": concurrency,
     }
-    row = conn.execute(
-        "SELECT sweep_id, experiment_id, testset_id, target, stage, grid, "
-        "settings, k, depth, concurrency FROM pgeval.sweep WHERE name = %s",
-        (name,),
-    ).fetchone()
-    if row is not None and fresh:
-        conn.execute("DELETE FROM pgeval.experiment WHERE experiment_id = %s", (row[1],))
-        conn.execute("DELETE FROM pgeval.sweep WHERE sweep_id = %s", (row[0],))
-        row = None
-    changed = None  # the fingerprint the sweep of this name was measured under, when another
+    row, previous = _existing(conn, name, want, fresh, fingerprint, config_hash)
+    experiment = (name, testset_id, target, experiment_config, fingerprint, config_hash)
     if row is not None:
-        have = dict(zip(IDENTITY, row[2:]))
-        differ = [key for key in IDENTITY if have[key] != want[key]]
-        if differ:
-            raise Conflict(
-                f"a sweep named '{name}' exists with another {', '.join(differ)} "
-                f"(choose another {param('name')}, or {param('fresh', True)} to replace it)"
-            )
-        if row[1] is not None:
-            changed = configuration_change(conn, row[1], config_hash)
-    previous = None
-    if row is not None and changed is not None and not _has_points(conn, row[0]):
-        # it measured nothing (refused, say, by the plan check): no configuration to keep
-        conn.execute("DELETE FROM pgeval.experiment WHERE experiment_id = %s", (row[1],))
-        conn.execute("DELETE FROM pgeval.sweep WHERE sweep_id = %s", (row[0],))
-        row = None
-    if row is not None and changed is not None:
-        # a data change, a VACUUM, another server: the earlier points become history
-        archived = archive(conn, row[0], row[1], name)
-        found = changes(changed, fingerprint)
-        previous = {
-            "sweep": archived,
-            "changes": found,
-            "message": changed_line(name, archived, found),
-        }
-        row = None
-    if row is not None:
-        exp_id = row[1]
-        if exp_id is None:
-            exp_id = _experiment(
-                conn, name, testset_id, target, experiment_config, fingerprint, config_hash
-            )
-        conn.execute(
-            "UPDATE pgeval.sweep SET status = 'running', repeat = greatest(repeat, %s), "
-            "target_recall = %s, experiment_id = %s, finished_at = NULL "
-            "WHERE sweep_id = %s",
-            (repeat, target_recall, exp_id, row[0]),
-        )
-        conn.execute(
-            "UPDATE pgeval.experiment SET status = 'running', finished_at = NULL "
-            "WHERE experiment_id = %s",
-            (exp_id,),
-        )
-        _commit(conn)
-        return SweepRow(row[0], name, exp_id, True)
-    exp_id = _experiment(
-        conn, name, testset_id, target, experiment_config, fingerprint, config_hash
-    )
+        return _resume(conn, row, name, repeat, target_recall, experiment)
+    exp_id = _experiment(conn, *experiment)
     sweep_id = conn.execute(
         "INSERT INTO pgeval.sweep (name, testset_id, experiment_id, target, stage, grid, "
         "settings, k, depth, repeat, concurrency, target_recall) "
@@ -141,6 +89,74 @@ def open_sweep(
     return SweepRow(sweep_id, name, exp_id, False, previous)
 
 
+def _existing(
+    conn: Any, name: str, want: dict, fresh: bool, fingerprint: dict, config_hash: str
+) -> Any:
+    """(the row of the sweep of this name to resume, else None; the earlier sweep's record when
+    its configuration changed and its points were archived): ``fresh`` deletes it; another
+    identity refuses; one that measured nothing under another configuration is deleted."""
+    row = conn.execute(
+        "SELECT sweep_id, experiment_id, testset_id, target, stage, grid, "
+        "settings, k, depth, concurrency FROM pgeval.sweep WHERE name = %s",
+        (name,),
+    ).fetchone()
+    if row is not None and fresh:
+        _delete(conn, row)
+        row = None
+    changed = None  # the fingerprint the sweep of this name was measured under, when another
+    if row is not None:
+        have = dict(zip(IDENTITY, row[2:]))
+        differ = [key for key in IDENTITY if have[key] != want[key]]
+        if differ:
+            raise Conflict(
+                f"a sweep named '{name}' exists with another {', '.join(differ)} "
+                f"(choose another {param('name')}, or {param('fresh', True)} to replace it)"
+            )
+        if row[1] is not None:
+            changed = configuration_change(conn, row[1], config_hash)
+    if row is None or changed is None:
+        return row, None
+    if not _has_points(conn, row[0]):
+        # it measured nothing (refused, say, by the plan check): no configuration to keep
+        _delete(conn, row)
+        return None, None
+    # a data change, a VACUUM, another server: the earlier points become history
+    archived = archive(conn, row[0], row[1], name)
+    found = changes(changed, fingerprint)
+    return None, {
+        "sweep": archived,
+        "changes": found,
+        "message": changed_line(name, archived, found),
+    }
+
+
+def _delete(conn: Any, row: Any) -> None:
+    conn.execute("DELETE FROM pgeval.experiment WHERE experiment_id = %s", (row[1],))
+    conn.execute("DELETE FROM pgeval.sweep WHERE sweep_id = %s", (row[0],))
+
+
+def _resume(
+    conn: Any, row: Any, name: str, repeat: int, target_recall: float, experiment: tuple
+) -> SweepRow:
+    """The sweep of this name, running again (its experiment created when it had none)."""
+    exp_id = row[1]
+    if exp_id is None:
+        exp_id = _experiment(conn, *experiment)
+    conn.execute(
+        "UPDATE pgeval.sweep SET status = 'running', repeat = greatest(repeat, %s), "
+        "target_recall = %s, experiment_id = %s, finished_at = NULL "
+        "WHERE sweep_id = %s",
+        (repeat, target_recall, exp_id, row[0]),
+    )
+    conn.execute(
+        "UPDATE pgeval.experiment SET status = 'running', finished_at = NULL "
+        "WHERE experiment_id = %s",
+        (exp_id,),
+    )
+    _commit(conn)
+    return SweepRow(row[0], name, exp_id, True)
+
+
 def changed_message(name: str, old_fp: dict | None, new_fp: dict | None) -> str:
     """One line: sweep ``name`` was measured under another configuration (what differs)."""
     what = _what(changes(old_fp, new_fp), 3) or "the fingerprint differs"
@@ -151,7 +167,7 @@ def changed_message(name: str, old_fp: dict | None, new_fp: dict | None) -> str:
     )
 
 
-def _has_points(conn, sweep_id: int) -> bool:
+def _has_points(conn: Any, sweep_id: int) -> bool:
     return (
         conn.execute(
             "SELECT 1 FROM pgeval.sweep_point WHERE sweep_id = %s LIMIT 1", (sweep_id,)
@@ -160,7 +176,7 @@ def _has_points(conn, sweep_id: int) -> bool:
     )
 
 
-def configuration_change(conn, exp_id: int, config_hash: str) -> dict | None:
+def configuration_change(conn: Any, exp_id: int, config_hash: str) -> dict | None:
     """The fingerprint the sweep's experiment was measured under, when its config hash differs
     from ``config_hash`` (else None)."""
     row = conn.execute(
@@ -199,7 +215,7 @@ def changed_line(name: str, previous: str, found: list[dict]) -> str:
     )
 
 
-def archive(conn, sweep_id: int, exp_id: int, name: str) -> str:
+def archive(conn: Any, sweep_id: int, exp_id: int, name: str) -> str:
     """Rename sweep ``name``, its experiment and its runs to ``NAME@YYYYMMDD-HHMMSS`` (when it
     was created; -2, -3… when taken) so that its points stay, as history, under the
     configuration they were measured in; return the new name."""
@@ -226,7 +242,15 @@ def archive(conn, sweep_id: int, exp_id: int, name: str) -> str:
     return new
 
 
-def _experiment(conn, name, testset_id, target, config, fingerprint, config_hash) -> int:
+def _experiment(
+    conn: Any,
+    name: str,
+    testset_id: Any,
+    target: Any,
+    config: Any,
+    fingerprint: Any,
+    config_hash: Any,
+) -> int:
     if conn.execute("SELECT 1 FROM pgeval.experiment WHERE name = %s", (name,)).fetchone():
         raise Conflict(
             f"an experiment named '{name}' exists that is not a sweep (choose another {param('name')})"
@@ -238,7 +262,7 @@ def _experiment(conn, name, testset_id, target, config, fingerprint, config_hash
     ).fetchone()[0]
 
 
-def measured(conn, sweep_id: int) -> dict[tuple[int, int], str]:
+def measured(conn: Any, sweep_id: int) -> dict[tuple[int, int], str]:
     """(point, repetition) -> config hash of the points this sweep already holds."""
     return {
         (p, r): h
@@ -249,7 +273,7 @@ def measured(conn, sweep_id: int) -> dict[tuple[int, int], str]:
     }
 
 
-def find_elsewhere(conn, sweep_id: int, config_hash: str, repetition: int) -> dict | None:
+def find_elsewhere(conn: Any, sweep_id: int, config_hash: str, repetition: int) -> dict | None:
     """A point measured by another sweep under the same config hash and repetition."""
     cur = conn.execute(
         "SELECT sp.* FROM pgeval.sweep_point sp JOIN pgeval.run r USING (run_id) "
@@ -280,7 +304,7 @@ VALUES = (
 )
 
 
-def copy_point(conn, sweep_id: int, point, repetition: int, src: dict) -> None:
+def copy_point(conn: Any, sweep_id: int, point: Any, repetition: int, src: dict) -> None:
     cols = [
         "sweep_id",
         "point",
@@ -312,9 +336,9 @@ def copy_point(conn, sweep_id: int, point, repetition: int, src: dict) -> None:
 
 
 def insert_point(
-    conn,
+    conn: Any,
     sweep_id: int,
-    point,
+    point: Any,
     repetition: int,
     config_hash: str,
     run_id: int,
@@ -346,7 +370,7 @@ def insert_point(
     _commit(conn)
 
 
-def complete_run(conn, experiment_id: int, name: str) -> int | None:
+def complete_run(conn: Any, experiment_id: int, name: str) -> int | None:
     row = conn.execute(
         "SELECT run_id, status FROM pgeval.run WHERE name = %s AND experiment_id = %s",
         (name, experiment_id),
@@ -360,7 +384,7 @@ def complete_run(conn, experiment_id: int, name: str) -> int | None:
     return row[0]
 
 
-def fill(conn, sweep_id: int, k: int, measures: list[str]) -> int:
+def fill(conn: Any, sweep_id: int, k: int, measures: list[str]) -> int:
     """Compute the values of this sweep's points that have none yet; returns how many."""
     from ...measure import latency, metrics
 
@@ -409,7 +433,7 @@ def fill(conn, sweep_id: int, k: int, measures: list[str]) -> int:
     return len(rows)
 
 
-def finish(conn, sweep_id: int, experiment_id: int | None, status: str) -> None:
+def finish(conn: Any, sweep_id: int, experiment_id: int | None, status: str) -> None:
     if conn.info.transaction_status != 0:
         conn.rollback()
     conn.execute(
@@ -425,7 +449,7 @@ def finish(conn, sweep_id: int, experiment_id: int | None, status: str) -> None:
     _commit(conn)
 
 
-def resolve(conn, name: str) -> dict:
+def resolve(conn: Any, name: str) -> dict:
     cur = conn.execute(
         "SELECT s.*, t.name AS testset FROM pgeval.sweep s "
         "JOIN pgeval.testset t USING (testset_id) WHERE s.name = %s",
@@ -437,14 +461,14 @@ def resolve(conn, name: str) -> dict:
     return dict(zip([d.name for d in cur.description], row))
 
 
-def summary(conn, sweep_id: int) -> list[dict]:
+def summary(conn: Any, sweep_id: int) -> list[dict]:
     cur = conn.execute("SELECT * FROM pgeval.sweep_summary(%s)", (sweep_id,))
     names = [d.name for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
 def recommendation(
-    conn, sweep_id: int, target_recall: float, work: tuple[str, ...] = ()
+    conn: Any, sweep_id: int, target_recall: float, work: tuple[str, ...] = ()
 ) -> dict | None:
     """The point to recommend by pgeval.sweep_recommendation's cost rule: least work (``work``:
     the stage kind's work settings, most significant first), latency only between points of
@@ -457,7 +481,7 @@ def recommendation(
     return None if row is None else dict(zip([d.name for d in cur.description], row))
 
 
-def list_sweeps(conn) -> list[dict]:
+def list_sweeps(conn: Any) -> list[dict]:
     cur = conn.execute(
         "SELECT s.name AS sweep, t.name AS testset, s.target, s.stage, s.k, s.repeat, "
         "s.status, (SELECT count(DISTINCT point) FROM pgeval.sweep_point p "

@@ -3,8 +3,10 @@ table and JSON of `pgeval sweep` say them alike)."""
 
 from __future__ import annotations
 
+from typing import Any
 
-def recommendation_line(res) -> str:
+
+def recommendation_line(res: Any) -> str:
     k, goal = res.k, res.target_recall
     rec = res.recommendation
     if rec:
@@ -49,7 +51,7 @@ def find_line(found: dict, k: int, goal: float) -> str:
     )
 
 
-def plot_title(res, stage: str, target_name: str) -> str:
+def plot_title(res: Any, stage: str, target_name: str) -> str:
     """The plot's title in words: the stage, the target, the queries, the server (no hashes)."""
     q = res.queries or {}
     queries = {

@@ -6,13 +6,20 @@ goal, found by `sweep --find`'s search; the exact ground truth is the probe's, r
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timezone
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ...core.db import Database
+    from ..sweep import SweepConfig
+    from .config import WatchConfig
 
 RECALL_BOUNDS = ("min_recall", "max_drop")
 
 
-def when(value) -> str:
+def when(value: Any) -> str:
     """A time as people read it in a log line: ``2026-12-02 07:10:31 UTC``."""
     if value is None:
         return "?"
@@ -34,7 +41,7 @@ def recall_goal(probe: dict) -> float | None:
     return None if goal is None or goal <= 0 else min(goal, 1.0)
 
 
-def _n(value) -> str:
+def _n(value: Any) -> str:
     return f"{int(value):,}"
 
 
@@ -116,7 +123,7 @@ def advice_lines(
     return out
 
 
-def reindex_statement(database, probe: dict) -> str | None:
+def reindex_statement(database: Database, probe: dict) -> str | None:
     """``REINDEX INDEX CONCURRENTLY schema.index`` for the probe's index (its oid, read on the
     knowledge base, printed as the server quotes it); None when it is gone."""
     oid = (probe.get("index_build") or {}).get("oid")
@@ -130,7 +137,15 @@ def reindex_statement(database, probe: dict) -> str | None:
     return None if row is None else f"REINDEX INDEX CONCURRENTLY {row[0]};"
 
 
-def remedy(database, cfg, sweep_cfg, result, goal: float, *, on_warning=None) -> dict:
+def remedy(
+    database: Database,
+    cfg: WatchConfig,
+    sweep_cfg: SweepConfig,
+    result: Any,
+    goal: float,
+    *,
+    on_warning: Callable[..., Any] | None = None,
+) -> dict:
     """The smallest value of the work setting reaching ``goal`` on the probe's own queries,
     measured (bracketing then bisection, `sweep --find`'s search), and the rebuild statement."""
     from ...stages import registry
@@ -210,7 +225,7 @@ SELECT s.name, sp.build_ms, sp.measured_at, (r.fingerprint -> 'data' ->> 'rows')
 """
 
 
-def last_build(database, probe: dict) -> dict | None:
+def last_build(database: Database, probe: dict) -> dict | None:
     """The latest build sweep (`pgeval sweep --build`) of this target and stage that built the
     index's design (its options, defaults filled in): its build time and the rows it built on;
     None when no build sweep measured it."""

@@ -5,10 +5,12 @@ whatever the number of probes (one per group)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...reporting.openmetrics import Family, render
 
 
-def families(results) -> list[Family]:
+def families(results: Any) -> list[Family]:
     fams = [
         Family(
             "pgeval_probe_recall",
@@ -43,13 +45,13 @@ def families(results) -> list[Family]:
     return fams
 
 
-def _samples(by: dict, result) -> None:
+def _samples(by: dict, result: Any) -> None:
     p = result.probe
     labels = {"target": p["target"], "stage": p["stage"], "k": str(p["k"])}
     for value in (p.get("group_key") or {}).values():
         labels["group"] = str(value)
 
-    def add(name: str, value, **extra) -> None:
+    def add(name: str, value: Any, **extra: Any) -> None:
         if value is not None:
             by[name].samples.append(({**labels, **extra}, float(value)))
 
@@ -84,5 +86,5 @@ def _samples(by: dict, result) -> None:
         pass
 
 
-def text(results) -> str:
+def text(results: Any) -> str:
     return render(families(results))

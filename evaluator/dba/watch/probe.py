@@ -17,39 +17,22 @@ table as rows are added and removed.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ...core.canonical import sha256_hex
 from ...core.errors import Conflict, InputError, param
 from ...core.held_lock import HeldLock
 from ...stages import gucs, registry
+from .config import WatchConfig
 
 if TYPE_CHECKING:
-    from ...testset.query_source import QuerySource
+    from ...core.db import Database
+    from ..sweep import SweepConfig
 
 DEFAULT_SAMPLE = 100
 WATCH_LOCK = 1885824376  # advisory lock class of a probe series (next to install's INIT_LOCK)
-
-
-@dataclass
-class WatchConfig:
-    target: str
-    stage: str
-    queries: QuerySource | None = None  # None with testset
-    testset: str | None = None
-    settings: dict = field(default_factory=dict)  # --set
-    k: int = 10
-    min_recall: float | None = None
-    max_drop: float | None = None
-    max_p95_ms: float | None = None
-    index: str | None = None
-    statement_timeout: str | None = "5min"
-    remedy: bool = True  # measure a higher setting on the same queries when recall is crossed
-    remedy_max: int | None = None  # the largest value tried (find's --find-max)
-    group_by: str | None = None  # one probe per group of this column (None: the target's)
-    max_groups: int = 10
-    group: tuple[str, str] | None = None  # (column, value): this probe's group
 
 
 @dataclass
@@ -102,7 +85,7 @@ def bounds(cfg: WatchConfig) -> dict:
     return {name: v for name, v in given.items() if v is not None}
 
 
-def production_setting(kb, target, cfg: WatchConfig) -> tuple[str, str, dict]:
+def production_setting(kb: Any, target: Any, cfg: WatchConfig) -> tuple[str, str, dict]:
     """(work setting, its production value, the other settings for every point)."""
     from ..fingerprint import load_extension_libraries
 
@@ -134,7 +117,7 @@ def production_setting(kb, target, cfg: WatchConfig) -> tuple[str, str, dict]:
     return name, str(value), rest
 
 
-def table_stats(kb, target) -> dict:
+def table_stats(kb: Any, target: Any) -> dict:
     """The server's row counters of the target's table (pg_stat_all_tables), for the changes
     since a build's first probe; empty when the statistics are not readable."""
     from ..fingerprint import resolve_table
@@ -183,9 +166,23 @@ def query_source(cfg: WatchConfig) -> dict:
     return out
 
 
-def run_probe(database, cfg: WatchConfig, *, on_warning=None) -> ProbeResult:
+def run_probe(
+    database: Database, cfg: WatchConfig, *, on_warning: Callable[..., Any] | None = None
+) -> ProbeResult:
     """Measure, record (pgeval.probe) and, when a recall bound is crossed, measure the remedy;
-    one probe of a series at a time (an advisory lock: the next probe replaces its runs)."""
+    one probe of a series at a time (an advisory lock: the next probe replaces its runs). Its
+    steps share a few connections (:mod:`.connections`)."""
+    from .connections import Lending
+
+    if isinstance(database, Lending):
+        return _probe(database, cfg, on_warning)
+    with Lending.of(database) as lending:
+        return _probe(lending, cfg, on_warning)
+
+
+def _probe(
+    database: Database, cfg: WatchConfig, on_warning: Callable[..., Any] | None
+) -> ProbeResult:
     from ...target import targets
     from ..sweep import SweepConfig
 
@@ -214,6 +211,8 @@ def run_probe(database, cfg: WatchConfig, *, on_warning=None) -> ProbeResult:
         index=cfg.index,
         statement_timeout=cfg.statement_timeout,
         group=cfg.group,
+        incremental_ground_truth=True,
+        recommend=False,
     )
     with database.connect(autocommit=True) as conn:
         lock = HeldLock(conn, (WATCH_LOCK, int(sha256_hex(series)[:8], 16) - 2**31))
@@ -224,12 +223,46 @@ def run_probe(database, cfg: WatchConfig, *, on_warning=None) -> ProbeResult:
                 "Forbid)"
             )
         try:
+            sweep_cfg = _unchanged(database, cfg, sweep_cfg, target)
             return _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warning)
         finally:
             lock.release()
 
 
-def _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warning) -> ProbeResult:
+def _unchanged(database: Database, cfg: WatchConfig, sweep_cfg: SweepConfig, target: Any) -> Any:
+    """``sweep_cfg`` with the data measured once, and the series' last query set when sampling
+    would draw it again (:mod:`.unchanged`)."""
+    from dataclasses import replace
+
+    from . import unchanged
+
+    if cfg.queries is None or cfg.queries.kind != "sample":
+        # nothing to reuse: the sweep measures the data after its checks, as for a sweep (a
+        # refused probe writes nothing, not even a cached checksum)
+        return sweep_cfg
+    scoped = target if cfg.group is None else target.scoped(*cfg.group)
+    data = unchanged.data(database, scoped)
+    again = unchanged.query_set(
+        database,
+        series=sweep_cfg.name or "",
+        source=query_source(cfg),
+        target=scoped,
+        measured=data,
+    )
+    return replace(sweep_cfg, data=data, materialized=again)
+
+
+def _measure(
+    database: Database,
+    cfg: WatchConfig,
+    sweep_cfg: SweepConfig,
+    name: str,
+    value: Any,
+    measured: Any,
+    stats: Any,
+    t0: Any,
+    on_warning: Callable[..., Any] | None,
+) -> ProbeResult:
     """The probe's sweep, its row, and the advice (under the series' lock)."""
     from ..sweep import run_sweep
     from . import advice, record
@@ -244,6 +277,9 @@ def _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warn
 
     res = run_sweep(database, sweep_cfg, on_warning=warn)
     wall_ms = (time.perf_counter() - t0) * 1000.0
+    if res.ground_truth is not None:  # reused | incremental | full, said the same everywhere
+        status = res.ground_truth["status"]
+        res.ground_truth["refresh"] = "full" if status == "computed" else status
     with database.connect() as results:
         probe = record.insert(
             results,
@@ -288,7 +324,9 @@ def _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warn
     return out
 
 
-def run_probes(database, cfg: WatchConfig, *, on_warning=None) -> list[ProbeResult]:
+def run_probes(
+    database: Database, cfg: WatchConfig, *, on_warning: Callable[..., Any] | None = None
+) -> list[ProbeResult]:
     """One probe, or one per group of ``--group-by`` (else the target's own group column): the
     groups as `sweep --group-by` chooses them (all up to ``max_groups``, else the largest and
     the smallest), ``--sample-queries N`` rows of each group (at most its chunks), each group
@@ -296,7 +334,11 @@ def run_probes(database, cfg: WatchConfig, *, on_warning=None) -> list[ProbeResu
     from dataclasses import replace
 
     from ...target import groups
+    from .connections import Lending
 
+    if not isinstance(database, Lending):
+        with Lending.of(database) as lending:
+            return run_probes(lending, cfg, on_warning=on_warning)
     column = groups.column_for(database, cfg.target, cfg.group_by)
     if column is None:
         return [run_probe(database, cfg, on_warning=on_warning)]

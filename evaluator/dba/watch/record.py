@@ -10,6 +10,7 @@ An interrupted probe (Ctrl-C, kill -9) has written no row.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 _INSERT = """
 INSERT INTO pgeval.probe (target, group_key, stage, k, settings, query_source, queries, testset, recall,
@@ -35,7 +36,7 @@ RETURNING probe_id
 """
 
 
-def insert(results, *, sweep_id: int, **values) -> dict:
+def insert(results: Any, *, sweep_id: int, **values: Any) -> dict:
     """Write the probe's row and read it back from pgeval.probe_history, in one transaction;
     ``since``: per bound crossed, the time it has been crossed since (pgeval.probe_crossed_since).
     """
@@ -52,7 +53,7 @@ def insert(results, *, sweep_id: int, **values) -> dict:
     return history
 
 
-def read(results, probe_id: int) -> dict:
+def read(results: Any, probe_id: int) -> dict:
     cur = results.execute("SELECT * FROM pgeval.probe_history WHERE probe_id = %s", (probe_id,))
     names = [d.name for d in cur.description]
     out = dict(zip(names, cur.fetchone()))
@@ -65,7 +66,7 @@ def read(results, probe_id: int) -> dict:
     return out
 
 
-def set_advice(results, probe_id: int, advice: dict) -> None:
+def set_advice(results: Any, probe_id: int, advice: dict) -> None:
     """The remedy measured after the row was written (its own transaction: the row is whole
     without it)."""
     with results.transaction():
@@ -98,7 +99,7 @@ DELETE FROM pgeval.testset t USING old WHERE t.testset_id = old.testset_id RETUR
 """
 
 
-def forget_old_queries(results, *, series: str, target: str, current: str | None) -> list[str]:
+def forget_old_queries(results: Any, *, series: str, target: str, current: str | None) -> list[str]:
     """The query sets earlier probes of this series drew, and their ground truths, once the
     sample moved on with the table (a sampled query set is stored per content: without this, an
     hourly probe of a changing table would keep one per data change). A query set another

@@ -1,0 +1,66 @@
+"""What a probe takes from its series' last probe when the table is unchanged.
+
+The data is measured first, once (:func:`evaluator.dba.data_checksum.measure`: on an unchanged
+table a cheap version scan and the cached content checksum), and handed to the probe's sweep,
+which would otherwise measure it again. A sampled query set is the first ``count`` chunks in the
+order of ``hashtextextended(chunk id, seed)``, their vectors: a function of the rows under the
+target's filters, of ``count`` and of ``seed``. When the rows and the content checksum are those
+the series' last probe recorded (``pgeval.probe.table_rows``, ``data_checksum``), with the same
+query source, that probe's query set is the one sampling would draw again: it is reused as
+stored (name and source record), and the sampling scan is skipped. Anything else (another
+checksum, no checksum, queries from SQL or a file, the query set gone) samples as before.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..data_checksum import ChecksumCache, DataChecksum, measure
+
+if TYPE_CHECKING:
+    from ...core.db import Database
+
+
+def data(database: Database, target: Any) -> DataChecksum:
+    """The data part of the fingerprint of ``target`` (scoped to the probe's group)."""
+    with database.connect() as results, database.connect(results=False, read_only=True) as kb:
+        out = measure(kb, target, checksum=True, cache=ChecksumCache(results, database))
+        kb.rollback()
+    return out
+
+
+def query_set(
+    database: Database, *, series: str, source: dict, target: Any, measured: DataChecksum
+) -> tuple[str, dict] | None:
+    """(name, source record) of the last probe's query set when sampling would draw it again."""
+    checksum = measured.data.get("checksum")
+    if source.get("kind") != "sample" or checksum is None:
+        return None
+    with database.connect() as results:
+        row = results.execute(
+            "SELECT t.name, t.content_hash, t.n_queries FROM pgeval.probe p "
+            "JOIN pgeval.testset t ON t.name = p.testset "
+            "WHERE p.sweep = %s AND p.table_rows = %s AND p.data_checksum = %s "
+            "AND p.query_source = %s::jsonb ORDER BY p.probe_id DESC LIMIT 1",
+            (series, measured.data["rows"], checksum, _json(source)),
+        ).fetchone()
+        results.rollback()
+    if row is None:
+        return None
+    name, digest, count = row
+    # query_source.materialize's record of a sample
+    info = {
+        "source": "sample",
+        "count": int(count),
+        "content_hash": digest,
+        "own_chunk_removed": True,
+        "seed": source.get("seed"),
+        "target": target.name,
+    }
+    return name, info
+
+
+def _json(value: dict) -> str:
+    import json
+
+    return json.dumps(value)
