@@ -266,7 +266,10 @@ def test_sampled_queries_through_the_api_and_the_cli(experiment, pgeval):
     assert len(api_lists["exact"]) == 150 and len(api_lists["hnsw"]) > 0
     assert api_lists == cli_lists
     assert len(api_recall) == 1 and api_recall[0][1] == 15 and 0 < api_recall[0][2] <= 1
-    assert api_recall == cli_recall
+    # one mean by two runs of the same SQL: an aggregate's summation order may differ in the
+    # last digit (0.9733333333333334 against 0.9733333333333333 was seen under load)
+    assert [r[:2] for r in api_recall] == [r[:2] for r in cli_recall]
+    assert api_recall[0][2] == pytest.approx(cli_recall[0][2], abs=1e-12)
     # a sweep: the API's points and the CLI's (measured again: --fresh) agree
     sw = pg.sweep(
         sample_queries=15,
@@ -305,7 +308,7 @@ def test_sampled_queries_through_the_api_and_the_cli(experiment, pgeval):
     doc = json.loads(out)
     assert doc["ground_truth"]["status"] == "reused" and doc["measured"] == 2
     assert doc["config_hash"] == sw.config_hash
-    assert [(p["label"], p["index_recall"]) for p in doc["points"]] == [
+    assert [(p["label"], pytest.approx(p["index_recall"], abs=1e-12)) for p in doc["points"]] == [
         (p["label"], p["index_recall"]) for p in sw.points
     ]
     assert 0 < sw.points[0]["index_recall"] <= sw.points[1]["index_recall"] <= 1
