@@ -81,7 +81,7 @@ def png(result: dict[str, Any]) -> bytes:
         fontsize=9,
     )
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left", markerscale=0.5)
+    ax.legend(fontsize=7, loc="best", markerscale=0.5)
     return figures.png(fig)
 
 

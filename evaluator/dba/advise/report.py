@@ -107,7 +107,13 @@ def render(result: dict[str, Any]) -> str:
         parts.append(
             f'<h2>No recommendation</h2><p class="warn" id="why">{escape(result["unmet"]["why"])}</p>'
         )
-    parts.append("<h2>Designs</h2>" + html.table(rows(result)))
+    table = rows(result, short=True)
+    parts.append(
+        "<h2>Designs</h2>"
+        + html.table(table)
+        + '<p class="muted">mwm: the maintenance_work_mem of the build; in_sb: the index fits '
+        "shared_buffers.</p><h3>Evidence</h3>" + html.table(evidence(result))
+    )
     if result.get("group_by"):
         parts.append(groups_section(result))
     for design, why in (result.get("skipped") or {}).items():
@@ -126,6 +132,24 @@ def render(result: dict[str, Any]) -> str:
         f"<title>{escape(title)}</title><style>{html.CSS}</style></head>"
         f"<body>{''.join(parts)}<script>{html.JS}</script></body></html>\n"
     )
+
+
+def evidence(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per design x build, the stored sweep(s) its figures are read from."""
+    out = []
+    for r in result["designs"]:
+        sweeps = r.get("sweeps") or {None: r["sweep"]}
+        for group, name in sweeps.items():
+            row = {
+                "design": r["design"],
+                "build": ",".join(f"{k}={v}" for k, v in r["build"].items()),
+            }
+            if result.get("group_by"):
+                row["group"] = group
+            row["point"] = r["point"]
+            row["sweep (pgeval stage-report SWEEP)"] = name
+            out.append(row)
+    return out
 
 
 def groups_section(result: dict[str, Any]) -> str:
