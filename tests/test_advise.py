@@ -329,6 +329,12 @@ def test_sample_rows_screens_then_confirms_on_the_table(kb, pgeval, conn):
     assert "confirmed on the full table: " + ", ".join(d["confirmed"]) in out
     assert "measured_on" in out and " sample " in out and " table " in out
     assert scratch_schemas(conn) == []
+    # a rerun draws the same sample: the screening and the confirmation are stored
+    code, out, err = pgeval(*args, "--sample-rows", "1000", "--format", "json")
+    assert code == 0, err
+    again = json.loads(out)
+    assert [r["measured"] for r in again["designs"]] == [0, 0, 0]
+    assert again["confirmed"] == d["confirmed"]
 
 
 @pytest.mark.parametrize("role", ["advise_app", "App Role"])
