@@ -200,10 +200,6 @@ def advise(
           --sample-rows 20000 --role app
     """
 
-    def on_design(i, n, design, left):
-        eta = "" if left is None else f", about {left:.0f} s left"
-        info(f"advise: design {i} of {n}: {design.label} (building on a scratch copy{eta})")
-
     res = pg.advise(
         target_name,
         testset,
@@ -233,7 +229,7 @@ def advise(
         role=role,
         plot=plot,
         report=report,
-        on_design=on_design,
+        on_design=_on_design,
         on_warning=lambda m: info(f"warning: {m}"),
     )
     for path in (plot, report):
@@ -243,6 +239,11 @@ def advise(
         click.echo(to_json(res.as_dict()))
         return
     _print(res, k, target_recall)
+
+
+def _on_design(i, n, design, left) -> None:
+    eta = "" if left is None else f", about {left:.0f} s left"
+    info(f"advise: design {i} of {n}: {design.label} (building on a scratch copy{eta})")
 
 
 def _print(res, k: int, target_recall: float) -> None:
