@@ -222,3 +222,29 @@ def test_rerun_measures_nothing(advised, pgeval):
     assert [(r["setting"], r["recall"]) for r in again["designs"]] == [
         (r["setting"], r["recall"]) for r in d["designs"]
     ]
+
+
+def test_sample_rows_with_groups(kb, conn):
+    """Screened on 1,500 rows (both tenants in them), confirmed on the table: every row carries
+    its worst group, the confirmed one measured per tenant on the table's target."""
+    pg, _ = kb
+    res = pg.advise(
+        TARGET,
+        sample_queries=20,
+        designs=["hnsw", "hnsw-halfvec"],
+        group_by="tenant",
+        target_recall=R,
+        settings=SETTINGS,
+        sample_rows=1500,
+    )
+    d = res.as_dict()
+    assert d["screened_on"] == 1500 and d["confirmed_on"] == "full"
+    sweep_of = dict(conn.execute("SELECT name, target FROM pgeval.sweep").fetchall())
+    for r in d["designs"]:
+        assert r["worst_group"] and set(r["sweeps"]) == {"big", "small"}
+        on = TARGET if r["measured_on"] == "table" else f"{TARGET}~sample1500"
+        assert {sweep_of[s] for s in r["sweeps"].values()} == {on}
+    confirmed = [r for r in d["designs"] if r["measured_on"] == "table"]
+    assert confirmed and d["recommendation"]["sweep"] in {r["sweep"] for r in confirmed}
+    assert confirmed[0]["groups"][0]["rows"] in (300, 2700)  # the table's tenants
+    assert scratch_schemas(conn) == []
