@@ -10,7 +10,6 @@ ground truth and every build of the screening are on the sample."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -18,6 +17,7 @@ from typing import Any
 
 from psycopg import sql
 
+from ...core.canonical import sha256_hex
 from ...core.errors import InputError, param
 from .. import build_sweep
 
@@ -39,7 +39,7 @@ def name_for(target: str, rows: int) -> str:
 
 
 def _schema(target: Any, rows: int) -> str:
-    key = hashlib.sha256(f"{target.qualified()}|{target.name}|{rows}".encode()).hexdigest()[:10]
+    key = sha256_hex({"table": target.qualified(), "target": target.name, "rows": rows})[:10]
     return f"{build_sweep.SCRATCH_PREFIX}sample_{key}"
 
 
