@@ -284,3 +284,93 @@ def test_sweep_find_under_builds(kb, pgeval, conn):
     before = {p["label"]: p["point"] for p in d["points"]}
     assert all(before.get(p["label"], p["point"]) == p["point"] for p in again["points"])
     assert scratch_schemas(conn) == []
+
+
+def test_sample_rows_screens_then_confirms_on_the_table(kb, pgeval, conn):
+    """--sample-rows: every design screened on 1,000 of the 3,000 rows (its own stored target,
+    ground truth on those rows), the best confirmed on the whole table: the confirmed rows are the
+    full table's stored sweep points, and the output says so."""
+    _, path, _ = kb
+    args = ["advise", "--target", TARGET, "--queries-file", str(path), "--set", SMALL[0]]
+    args += ["--designs", "hnsw,hnsw-halfvec,ivfflat", "--target-recall", "0.9"]
+    code, out, err = pgeval(*args, "--sample-rows", "1000", "--format", "json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["screened_on"] == 1000 and d["confirmed_on"] == "full"
+    assert d["screen"] == {"target": f"{TARGET}~sample1000", "rows": 1000, "table_rows": N}
+    confirmed = [r for r in d["designs"] if r["measured_on"] == "table"]
+    screened = [r for r in d["designs"] if r["measured_on"] == "sample"]
+    assert 1 <= len(confirmed) <= 2 and len(confirmed) + len(screened) == 3
+    assert d["confirmed"] == [
+        f"{r['design']} {','.join(f'{k}={v}' for k, v in r['build'].items())}" for r in confirmed
+    ]
+    sweep_of = dict(conn.execute("SELECT name, target FROM pgeval.sweep").fetchall())
+    for r in confirmed:
+        # the confirmed figures are the full table's: its sweep names the table's target, its
+        # point's run saw 3,000 rows, and the row's recall and p95 are that stored point's
+        assert sweep_of[r["sweep"]] == TARGET
+        assert sweep_of[r["screened"]["sweep"]] == f"{TARGET}~sample1000"
+        point = conn.execute(
+            "SELECT s.index_recall, s.p95_ms, r.fingerprint->'data'->>'rows' "
+            "FROM pgeval.sweep w CROSS JOIN LATERAL pgeval.sweep_summary(w.sweep_id) s "
+            "JOIN pgeval.sweep_point sp ON sp.sweep_id = w.sweep_id AND sp.point = s.point "
+            "JOIN pgeval.run r ON r.run_id = sp.run_id WHERE w.name = %s AND s.label = %s",
+            (r["sweep"], r["point"]),
+        ).fetchone()
+        assert point == (r["recall"], r["p95_ms"], str(N))
+    for r in screened:
+        assert sweep_of[r["sweep"]] == f"{TARGET}~sample1000"
+    rec = d["recommendation"]
+    assert rec is not None and rec["sweep"] in {r["sweep"] for r in confirmed}
+    assert scratch_schemas(conn) == []
+    code, out, err = pgeval(*args, "--sample-rows", "1000")
+    assert code == 0, err
+    assert f"screened on 1000 of {N} rows (target {TARGET}~sample1000)" in out
+    assert "confirmed on the full table: " + ", ".join(d["confirmed"]) in out
+    assert "measured_on" in out and " sample " in out and " table " in out
+    assert scratch_schemas(conn) == []
+    # a rerun draws the same sample: the screening and the confirmation are stored
+    code, out, err = pgeval(*args, "--sample-rows", "1000", "--format", "json")
+    assert code == 0, err
+    again = json.loads(out)
+    assert [r["measured"] for r in again["designs"]] == [0, 0, 0]
+    assert again["confirmed"] == d["confirmed"]
+
+
+@pytest.mark.parametrize("role", ["advise_app", "App Role"])
+def test_role_settings_run_as_printed(kb, advised, database, conn, role):
+    """--role: the settings as ALTER ROLE "role" IN DATABASE "db" SET ..., identifier-quoted;
+    run as printed, they are that role's settings in this database (and not the database's)."""
+    pg, path, _ = kb
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute(f'DROP ROLE IF EXISTS "{role}"')
+        c.execute(f'CREATE ROLE "{role}"')
+    try:
+        res = pg.advise(TARGET, queries_file=path, target_recall=0.95, settings=SMALL, role=role)
+        rec = res.recommendation
+        db = conn.execute("SELECT current_database()").fetchone()[0]
+        assert rec["settings_sql"] and all(
+            s.startswith(f'ALTER ROLE "{role}" IN DATABASE "{db}" SET ')
+            for s in rec["settings_sql"]
+        )
+        with database.connect(results=False, autocommit=True) as c:
+            for s in rec["settings_sql"]:
+                c.execute(s)  # as printed
+            config = c.execute(
+                "SELECT s.setconfig FROM pg_db_role_setting s JOIN pg_roles r ON r.oid = s.setrole "
+                "JOIN pg_database d ON d.oid = s.setdatabase WHERE r.rolname = %s AND d.datname = %s",
+                (role, db),
+            ).fetchone()[0]
+            server = {n: str(v) for n, v in rec["setting"].items() if n != "bq.candidates"}
+            assert sorted(config) == sorted(f"{n}={v}" for n, v in server.items())
+            assert (
+                c.execute(
+                    "SELECT count(*) FROM pg_db_role_setting WHERE setrole = 0 AND setdatabase = "
+                    "(SELECT oid FROM pg_database WHERE datname = %s)",
+                    (db,),
+                ).fetchone()[0]
+                == 0
+            )
+    finally:
+        with database.connect(results=False, autocommit=True) as c:
+            c.execute(f'DROP ROLE IF EXISTS "{role}"')  # its settings go with it

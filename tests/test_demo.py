@@ -18,7 +18,14 @@ def test_demo_end_to_end(clean, pgeval, conn):
     assert code == 0, err
     # a fresh start says so: the printed `testset load` is the one that loads it
     assert "unchanged (same content hash)" not in out, out
-    for text in ("$ pgeval run pipeline", "loss attribution", "recall@10", "by query type"):
+    for text in (
+        "$ pgeval run pipeline",
+        "loss attribution",
+        "recall@10",
+        "by query type",
+        "$ pgeval advise",
+        "recommended: ",
+    ):
         assert text in out
     stages = {
         r[0]
@@ -83,7 +90,7 @@ def test_demo_never_touches_a_users_objects(clean, pgeval, conn, tmp_path, monke
     exp = conn.execute(
         "SELECT t.name FROM pgeval.experiment e JOIN pgeval.testset t USING (testset_id)"
     ).fetchall()
-    assert exp == [("demo-2",)]
+    assert set(exp) == {("demo-2",)}  # the pipeline's and advise's sweeps
     # the demo's own target is gone with the table it named; the user's stays
     assert [r[0] for r in conn.execute("SELECT name FROM pgeval.target ORDER BY 1")] == ["demo"]
     assert conn.execute("SELECT to_regnamespace('pgeval_demo')").fetchone()[0] is None
@@ -94,13 +101,14 @@ def test_demo_never_touches_a_users_objects(clean, pgeval, conn, tmp_path, monke
 
     from evaluator.demo import flow
 
-    first = conn.execute("SELECT name FROM pgeval.experiment").fetchone()[0]
+    demo_runs = "SELECT name FROM pgeval.experiment WHERE name ~ '^demo-[0-9-]+$' ORDER BY 1"
+    first = conn.execute(demo_runs).fetchone()[0]
     then = dt.datetime.strptime(first, "demo-%Y%m%d-%H%M%S")
     monkeypatch.setattr(flow, "datetime", type("Clock", (), {"now": staticmethod(lambda: then)}))
     code, out, err = pgeval("demo", "--corpus", "generated", "--queries", "12", "--no-diskann")
     assert code == 0, err
     assert "--name demo-2" in out and _snapshot(conn, "demo", "demo") == before
-    names = [r[0] for r in conn.execute("SELECT name FROM pgeval.experiment ORDER BY 1")]
+    names = [r[0] for r in conn.execute(demo_runs)]
     assert names == [first, first + "-2"]
     # a schema pgeval_demo the demo did not create is refused, not dropped
     conn.execute("CREATE SCHEMA pgeval_demo")

@@ -1,6 +1,7 @@
 """`pgeval demo` on the real collection it ships (Cranfield with all-MiniLM-L6-v2 embeddings,
 package data): it finishes within its budget, loses relevant chunks in every category, writes the
-sweep plot and the HTML report to --out, and leaves no target, schema or temporary file behind."""
+sweep plot and the HTML report to --out, ends with a short advise (its report there too), and
+leaves no target, schema, scratch copy or temporary file behind."""
 
 from __future__ import annotations
 
@@ -48,6 +49,11 @@ def test_demo_on_cranfield(clean, pgeval, conn, tmp_path, monkeypatch):
     assert "not statistically meaningful" not in out + err
     assert (out_dir / "report.html").stat().st_size > 10_000
     assert (out_dir / "sweep-hnsw.png").read_bytes()[:4] == b"\x89PNG"
+    # the tour ends with a short advise: its recommendation, the DDL, its HTML report
+    tail = out[out.index("$ pgeval advise") :]
+    assert "--designs hnsw,ivfflat" in tail and "recommended: " in tail
+    assert "CREATE INDEX CONCURRENTLY" in tail and "ALTER DATABASE" in tail
+    assert "Recommendation: " in (out_dir / "advise.html").read_text(encoding="utf-8")
     experiment = conn.execute(
         "SELECT name FROM pgeval.experiment WHERE name ~ '^demo-[0-9-]+$'"
     ).fetchone()[0]
@@ -66,3 +72,6 @@ def test_demo_on_cranfield(clean, pgeval, conn, tmp_path, monkeypatch):
     assert conn.execute("SELECT count(*) FROM pgeval.target").fetchone()[0] == 0
     assert conn.execute("SELECT to_regnamespace('pgeval_demo')").fetchone()[0] is None
     assert not glob.glob(str(tmp_path / "pgeval-demo-*"))
+    assert not conn.execute(
+        "SELECT 1 FROM pg_namespace WHERE nspname LIKE 'pgeval\\_scratch\\_%'"
+    ).fetchall()

@@ -140,6 +140,10 @@ class DbaMethods:
         maintenance_work_mem: str | None = None,
         build_timeout: float = 1800,
         fresh: bool = False,
+        group_by: str | None = None,
+        max_groups: int = 10,
+        sample_rows: int | None = None,
+        role: str | None = None,
         plot: str | Path | None = None,
         report: str | Path | None = None,
         on_design: Callable[[int, int, Design, float | None], None] | None = None,
@@ -150,8 +154,12 @@ class DbaMethods:
         supports; ``build``: ``["hnsw:m=8,16"]``), each finding the cheapest setting reaching
         ``target_recall``, then the recommendation within the budgets (``max_p95_ms``,
         ``max_index_mb``, ``max_build_s``) with its DDL and settings SQL; ``plot`` (PNG) and
-        ``report`` (HTML) are written when given. Returns an AdviseResult; ``as_dict()`` is
-        what ``--format json`` prints."""
+        ``report`` (HTML) are written when given. ``group_by`` (default: the target's own;
+        ``""``: the whole table): every design measured per group (at most ``max_groups``), a
+        design meets the target only where every group does, its worst group beside it.
+        ``sample_rows``: every design screened on that many rows, the best confirmed on the
+        table. ``role``: the settings as ``ALTER ROLE role IN DATABASE ...``. Returns an
+        AdviseResult; ``as_dict()`` is what ``--format json`` prints."""
         from ..dba.advise import AdviseConfig, run_advise
         from ..dba.sweep.configure import grid_items
         from ..stages import gucs
@@ -179,6 +187,10 @@ class DbaMethods:
             maintenance_work_mem=maintenance_work_mem,
             build_timeout_s=build_timeout,
             fresh=fresh,
+            group_by=group_by,
+            max_groups=max_groups,
+            sample_rows=sample_rows,
+            role=role,
         )
         result = run_advise(self.database, cfg, on_design=on_design, on_warning=on_warning)
         if plot is not None:

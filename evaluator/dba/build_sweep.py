@@ -10,6 +10,13 @@ watchdog: ``statement_timeout`` on the build, plus a timer that cancels the back
 terminates it) should the build not return — a DiskANN ``storage_layout=plain`` build at the
 default 64MB was seen to hang forever after "Builder neighbor cache is full". On pgvector
 versions with the parallel-HNSW-build advisory, HNSW builds run without parallel workers.
+
+A target scoped to one group (``Target.scoped``: a grouped sweep's) is copied whole, every group
+with its group column, and the copy is searched scoped to that group: the index a tenant is
+searched through is the one index over every tenant, as on the user's table. Inside
+``with shared():`` (advise) every Scratch of the same rows shares one copy and its last build:
+the groups of a design are measured on one index, built once; the copies are dropped when the
+block ends.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ import secrets
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -34,14 +43,39 @@ DEFAULT_BUILD_TIMEOUT_S = 1800
 GRACE_S = 10.0
 
 
+# while ``shared()`` is open: the copy of each source (its key) -> the Scratch that owns it
+_SHARED: dict[str, Scratch] | None = None
+# scratch schemas of this process besides the Scratch copies (advise's sample): not leftovers
+LIVE: set[str] = set()
+
+
+@contextmanager
+def shared() -> Iterator[None]:
+    """Scratch copies (and their last build) shared by every Scratch entered inside; dropped
+    when the block ends, also on Ctrl-C and on error. Nested: the outer block's."""
+    global _SHARED
+    if _SHARED is not None:
+        yield
+        return
+    _SHARED = {}
+    try:
+        yield
+    finally:
+        pool, _SHARED = _SHARED, None
+        for owner in pool.values():
+            owner.close()
+
+
 def leftover_schemas(conn: Any, keep: str | None = None) -> list[str]:
     """Scratch schemas left by an earlier process that could not clean up (kill -9, crash)."""
+    live = {keep or "", *LIVE, *(s.schema for s in (_SHARED or {}).values())}
     return [
         r[0]
         for r in conn.execute(
-            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s AND nspname <> %s ORDER BY 1",
-            (SCRATCH_PREFIX.replace("_", r"\_") + "%", keep or ""),
+            "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s ORDER BY 1",
+            (SCRATCH_PREFIX.replace("_", r"\_") + "%",),
         ).fetchall()
+        if r[0] not in live
     ]
 
 
@@ -112,9 +146,52 @@ class Scratch:
         self.rows = 0
         self.warnings: list[str] = []
         self._old_term: Any = None
+        self._whole: Any = None  # the copy's target over every group (before any scope)
+        self._owner: Scratch | None = None  # shared(): the Scratch whose copy this one uses
+        self._pooled = False  # shared(): this copy is the pool's, dropped when it ends
+        self._built: tuple | None = None  # shared(): (method, options, stage) of the index
+        self._info: dict = {}
 
     # ---- lifecycle ---------------------------------------------------------------------------
+    def _key(self) -> str:
+        from ..core.canonical import canonical_json
+
+        src = self._copied()
+        return canonical_json(
+            [src.spec(), self.maintenance_work_mem, self.build_timeout_s, self._group_column()]
+        )
+
+    def _group_column(self) -> str | None:
+        scope = self.source.scope
+        if scope is None or scope[0] in (self.source.id_column, self.source.vector_column):
+            return None
+        return str(scope[0])
+
+    def _copied(self) -> Any:
+        """The rows copied: the source's, every group of a scoped source."""
+        column = self._group_column()
+        if column is None:
+            return self.source
+        src = self.source
+        return replace(
+            src,
+            filters={k: v for k, v in src.filters.items() if k != column},
+            null_true=[c for c in src.null_true if c != column],
+            scope=None,
+        )
+
+    def _scoped(self, whole: Any) -> Any:
+        column = self._group_column()
+        scope = self.source.scope
+        return whole if column is None or scope is None else whole.scoped(column, scope[1])
+
     def __enter__(self) -> Scratch:
+        if _SHARED is not None:
+            owner = _SHARED.get(self._key())
+            if owner is not None:  # the pool's copy, searched as this source searches it
+                self._owner, self.schema, self.rows = owner, owner.schema, owner.rows
+                self._whole, self.target = owner._whole, self._scoped(owner._whole)
+                return self
         self._old_term = (
             signal.getsignal(signal.SIGTERM)
             if threading.current_thread() is threading.main_thread()
@@ -128,10 +205,14 @@ class Scratch:
         except BaseException:
             self.close()
             raise
+        if _SHARED is not None:
+            _SHARED[self._key()] = self
+            self._pooled = True
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self.close()
+        if self._owner is None and not self._pooled:
+            self.close()
 
     def close(self) -> None:
         """Drop the scratch schema (from a fresh connection: the build one may be busy)."""
@@ -166,30 +247,37 @@ class Scratch:
                 f"sweeps: {_first_line(exc)} (the role needs CREATE on the "
                 "database)"
             ) from None
+        src = self._copied()
+        column = self._group_column()
         where, params = src.where()
         c.execute(
             sql.SQL(
-                "CREATE TABLE {dst} AS SELECT {id} AS {id}, {vec} AS {vcol} FROM {src}{where}"
+                "CREATE TABLE {dst} AS SELECT {id} AS {id}, {vec} AS {vcol}{group} FROM {src}{where}"
             ).format(
                 dst=sql.Identifier(self.schema, SCRATCH_TABLE),
                 id=sql.Identifier(src.id_column),
                 vec=src.vector_expr(),
                 vcol=sql.Identifier(src.vector_column),
+                group=sql.SQL("")
+                if column is None
+                else sql.SQL(", {}").format(sql.Identifier(column)),
                 src=src.table_sql(),
                 where=where,
             ),
             params,
         )
         c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.schema, SCRATCH_TABLE)))
-        self.target = replace(
+        self._whole = replace(
             src,
             name=f"{src.name} (scratch copy)",
             schema=self.schema,
             table=SCRATCH_TABLE,
             text_column=None,
             filters={},
+            null_true=[],
             dimension_column=None,
         )
+        self.target = self._scoped(self._whole)
         self.rows = c.execute(
             sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(self.schema, SCRATCH_TABLE))
         ).fetchone()[0]
@@ -244,14 +332,25 @@ class Scratch:
         """Drop the previous index, build ``method`` with ``options`` (for stage kind ``stage``:
         a cast kind's index is on its expression); return {"index", "build_ms",
         "index_bytes"}."""
+        if self._owner is not None:  # shared(): the pool's copy builds (once per index)
+            info = self._owner.build(method, options, label, stage)
+            self.index = self._owner.index
+            self.warnings = self._owner.warnings
+            return info
+        wanted = (method, sorted((str(k), str(v)) for k, v in options.items()), stage)
+        if self._pooled and self._built == wanted:
+            return dict(self._info)
         c = self.conn
         if self.index:
             c.execute(
                 sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(self.schema, self.index))
             )
             self.index = None
+            self._built = None
         with c.transaction():  # the build's settings are transaction-scoped
-            return self._build_in_transaction(method, options, label, stage)
+            info = self._build_in_transaction(method, options, label, stage)
+        self._built, self._info = wanted, dict(info)
+        return info
 
     def _build_in_transaction(
         self, method: str, options: dict, label: str, stage: str | None

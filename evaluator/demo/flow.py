@@ -274,8 +274,33 @@ def _measure(
         f"{experiment}.merge.1",
         *(["--by-type"] if typed else []),
     )
-    if out is None:
-        return
+    if out is not None:
+        _out(steps, testset, target, experiment, out, isolate)
+    _advise(steps, testset, target, out)
+
+
+def _advise(steps: Steps, testset: str, target: str, out: Path | None) -> None:
+    """The tour's last step: which index to have (two designs, the test set's queries)."""
+    report = [] if out is None else ["--report", str(out / "advise.html")]
+    steps.run(
+        "which index should this table have? (each design built on a scratch copy, the "
+        "cheapest setting reaching the target found; the DDL to apply it)",
+        "advise",
+        "--testset",
+        testset,
+        "--target",
+        target,
+        "--designs",
+        "hnsw,ivfflat",
+        "--target-recall",
+        "0.95",
+        *report,
+    )
+
+
+def _out(
+    steps: Steps, testset: str, target: str, experiment: str, out: Path, isolate: list[str]
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
     from ..reporting import plots
 
@@ -330,11 +355,15 @@ def _clean_up(database: Database, target: str | None) -> None:
 def _next_steps(database: Database, keep: bool) -> None:
     click.secho("\n# what next", fg="cyan", bold=True)
     click.echo(
-        "On your own table (a test set of queries with judged chunk ids, see "
-        "docs/ for its formats):\n"
-        "  pgeval testset load my-cases.jsonl --name kb-v1\n"
+        "Which index your own table should have (queries sampled from its rows, no test set "
+        "needed):\n"
         "  pgeval target add kb --table chunks --id-column id --vector-column embedding "
         "--text-column content\n"
+        "  pgeval advise --target kb --sample-queries 300 --target-recall 0.95 "
+        "--report advise.html\n"
+        "What your retrieval loses, stage by stage (a test set of queries with judged chunk "
+        "ids, see docs/ for its formats):\n"
+        "  pgeval testset load my-cases.jsonl --name kb-v1\n"
         "  pgeval run pipeline --testset kb-v1 --target kb --stages exact,hnsw,bm25,merge "
         "--name first\n"
         "  pgeval stage-report first"

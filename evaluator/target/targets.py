@@ -69,11 +69,15 @@ class Target:
     # the column the application scopes each search by (a tenant: WeKnora's knowledge_base_id):
     # sweeps measure every group on its own (``--group-by``, dba/sweep/groups.py)
     group_by: str | None = None
+    # the group this target is scoped to (:meth:`scoped`: ``(column, value)``), never stored: a
+    # scratch copy for a build (dba/build_sweep.py) copies every group and searches this one
+    scope: tuple[str, str] | None = None
 
     # ---- spec (jsonb) ----------------------------------------------------------------------
     def spec(self) -> dict:
         d = asdict(self)
         d.pop("name")
+        d.pop("scope")  # a search's, not the target's
         for key, empty in (
             ("null_true", []),
             ("threshold", None),
@@ -87,7 +91,11 @@ class Target:
 
     @classmethod
     def from_spec(cls, name: str, spec: dict) -> Target:
-        known = {k: v for k, v in spec.items() if k in cls.__dataclass_fields__ and k != "name"}
+        known = {
+            k: v
+            for k, v in spec.items()
+            if k in cls.__dataclass_fields__ and k not in ("name", "scope")
+        }
         return cls(name=name, **known)
 
     # ---- SQL pieces ------------------------------------------------------------------------
@@ -126,6 +134,7 @@ class Target:
             filters={**self.filters, column: value},
             null_true=[c for c in self.null_true if c != column],
             group_by=None,
+            scope=(column, value),
         )
 
     def native(self) -> Target:

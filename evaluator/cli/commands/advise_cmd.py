@@ -102,6 +102,38 @@ if TYPE_CHECKING:
     help="Seconds before an index build is cancelled.",
 )
 @click.option(
+    "--group-by",
+    default=None,
+    metavar="COLUMN",
+    help="Measure every design per group of this column (a tenant: knowledge_base_id) as the "
+    "application searches it, WHERE COLUMN = value, on one index over every group: "
+    "--sample-queries N per group; a design meets --target-recall only if every group does, "
+    "and its worst group is shown. [default: the target's --group-by, else the whole table]",
+)
+@click.option(
+    "--max-groups",
+    type=click.IntRange(1, 10000),
+    default=10,
+    show_default=True,
+    help="With --group-by: at most this many groups, the largest half and the smallest half.",
+)
+@click.option(
+    "--sample-rows",
+    type=int,
+    default=None,
+    metavar="N",
+    help="Screen every design on N rows of the target (drawn by md5 of the chunk id, ground "
+    "truth on those rows), then confirm the best, and the runner-up when its build is cheap, "
+    "on the whole table; the recommendation is among the confirmed.",
+)
+@click.option(
+    "--role",
+    default=None,
+    metavar="NAME",
+    help="Print the settings as ALTER ROLE NAME IN DATABASE ... SET (the application's role "
+    "only) instead of ALTER DATABASE ... SET.",
+)
+@click.option(
     "--plot",
     type=click.Path(dir_okay=False),
     default=None,
@@ -140,6 +172,10 @@ def advise(
     statement_timeout: str,
     maintenance_work_mem: str | None,
     build_timeout: float,
+    group_by: str | None,
+    max_groups: int,
+    sample_rows: int | None,
+    role: str | None,
     plot: str | None,
     report: str | None,
     fmt: str,
@@ -157,18 +193,18 @@ def advise(
     p50/p95/p99, QPS and rows at that setting. Running the same command again measures only
     what is missing. The recommendation is the design meeting the target within the budgets
     at the lowest p95 (within its spread: the smaller index); when none does, the budget
-    that binds and what the closest design needs.
+    that binds and what the closest design needs. With --group-by, a design meets the
+    target only if every group does; with --sample-rows, designs are screened on a sample
+    and the best confirmed on the whole table.
 
     \b
     Examples:
       pgeval advise --target kb --sample-queries 300 --target-recall 0.95
       pgeval advise --target kb --queries-file q.npy --designs hnsw,diskann \\
           --build hnsw:m=16,32 --max-p95-ms 5 --max-index-mb 2000 --format json
+      pgeval advise --target kb --sample-queries 50 --group-by knowledge_base_id \\
+          --sample-rows 20000 --role app
     """
-
-    def on_design(i: int, n: int, design: Design, left: float | None) -> None:
-        eta = "" if left is None else f", about {left:.0f} s left"
-        info(f"advise: design {i} of {n}: {design.label} (building on a scratch copy{eta})")
 
     res = pg.advise(
         target_name,
@@ -193,9 +229,13 @@ def advise(
         statement_timeout=statement_timeout,
         maintenance_work_mem=maintenance_work_mem,
         build_timeout=build_timeout,
+        group_by=group_by,
+        max_groups=max_groups,
+        sample_rows=sample_rows,
+        role=role,
         plot=plot,
         report=report,
-        on_design=on_design,
+        on_design=_on_design,
         on_warning=lambda m: info(f"warning: {m}"),
     )
     for path in (plot, report):
@@ -207,6 +247,11 @@ def advise(
     _print(res, k, target_recall)
 
 
+def _on_design(i: int, n: int, design: Design, left: float | None) -> None:
+    eta = "" if left is None else f", about {left:.0f} s left"
+    info(f"advise: design {i} of {n}: {design.label} (building on a scratch copy{eta})")
+
+
 def _print(res: AdviseResult, k: int, target_recall: float) -> None:
     """The designs as a table, the recommendation and the statements that apply it."""
     skipped = "; ".join(f"{d}: {why}" for d, why in res.skipped.items())
@@ -214,10 +259,22 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
         f"advise on target {res.target}: recall@{k} >= {target_recall:g} at the application's "
         f"LIMIT {k}" + (f" · not measured: {skipped}" if skipped else "")
     )
+    if res.group_by:
+        click.echo(
+            f"per group of {res.group_by}: a design meets the target only if every group does "
+            "(recall: its worst group's)"
+        )
+    if res.screened_on is not None:
+        screen = res.screen or {}
+        click.echo(
+            f"screened on {res.screened_on} of {screen.get('table_rows')} rows (target "
+            f"{screen.get('target')}); confirmed on the full table: "
+            f"{', '.join(res.confirmed) or 'none'}"
+        )
     emit(
         advise_rows(res.as_dict(), short=True),
         "table",
-        wide_only=["p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps"],
+        wide_only=["p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps", "worst_rows"],
     )
     rec = res.recommendation
     if rec is None:
@@ -230,4 +287,7 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
     for s in rec["settings_sql"]:
         click.echo(f"  {s};")
     click.echo(f"the application's statement: {rec['query_sql']}")
+    if len(rec.get("query_params") or []) > 1:
+        params = ", ".join(f"${i} {p}" for i, p in enumerate(rec["query_params"], 1))
+        click.echo(f"  with {params}")
     click.echo(f"evidence: pgeval stage-report {rec['sweep']} (point {rec['point']})", err=True)

@@ -1,12 +1,14 @@
 """What applies a recommendation on the user's own table: the index DDL (``CREATE INDEX
 CONCURRENTLY``, the expression and operator class the design searches, its build options), the
-settings as ``ALTER DATABASE ... SET`` and the statement the application runs, all runnable as
-printed."""
+settings as ``ALTER DATABASE ... SET`` (``--role``: ``ALTER ROLE ... IN DATABASE ... SET``, for the
+application's role only) and the statement the application runs (``$1`` the query vector, then
+the target's filters and, grouped, ``$n`` the group), all runnable as printed."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import replace
+from typing import Any
 
 from psycopg import sql
 
@@ -24,12 +26,20 @@ REBUILT = {
 }
 
 
-def index_name(target, row: dict) -> str:
+def index_name(target: Any, row: dict[str, Any]) -> str:
     parts = [target.table, row["design"], *(f"{k}{v}" for k, v in row["build"].items()), "idx"]
     return re.sub(r"[^a-z0-9_]+", "_", "_".join(parts).lower())[:63]
 
 
-def statements(kb, target, row: dict, k: int) -> dict:
+def statements(
+    kb: Any,
+    target: Any,
+    row: dict[str, Any],
+    k: int,
+    *,
+    role: str | None = None,
+    group: str | None = None,
+) -> dict[str, Any]:
     kind = registry.KINDS[row["design"]]
     method = kind.index_method or ""
     options = sql.SQL(", ").join(
@@ -49,21 +59,32 @@ def statements(kb, target, row: dict, k: int) -> dict:
         ddl = sql.SQL("{} WITH ({})").format(ddl, options)
     server = {n: v for n, v in row["setting"].items() if n not in gucs.OWN}
     database = kb.execute("SELECT current_database()").fetchone()[0]
+    scope = (
+        sql.SQL("DATABASE {}").format(sql.Identifier(database))
+        if role is None
+        else sql.SQL("ROLE {} IN DATABASE {}").format(
+            sql.Identifier(role), sql.Identifier(database)
+        )
+    )
     settings = [
-        sql.SQL("ALTER DATABASE {} SET {} = {}").format(
-            sql.Identifier(database),
+        sql.SQL("ALTER {} SET {} = {}").format(
+            scope,
             sql.SQL(n),
             sql.Literal(str(v)),  # names: the registry's
         )
         for n, v in server.items()
     ]
     searched = replace(target, search_type=kind.cast_type) if kind.cast_type else target
+    if group is not None:  # the application's search of one group: WHERE group = $n
+        searched = searched.scoped(group, "")
+    grouped = None if group is None else f"f{list(searched.filters).index(group)}"
     own = {n: v for n, v in row["setting"].items() if n in gucs.OWN}
-    query, _ = vector_sql.inner(
+    dollar = vector_sql.Dollar()
+    query, bound = vector_sql.inner(
         searched,
         k,
-        sql.SQL("$1"),
-        vector_sql.Dollar(),
+        dollar("query"),  # $1, before any filter's
+        dollar,
         True,
         int(own["bq.candidates"]) if "bq.candidates" in own else None,
     )
@@ -71,4 +92,23 @@ def statements(kb, target, row: dict, k: int) -> dict:
         "ddl": ddl.as_string(kb),
         "settings_sql": [s.as_string(kb) for s in settings],
         "query_sql": query.as_string(kb),
+        # what $1, $2, ... are: the query vector, the filters' values, the group's
+        "query_params": [
+            "<the query vector>",
+            *(f"<a value of {group}>" if n == grouped else str(bound[n]) for n in dollar.names[1:]),
+        ],
     }
+
+
+def check_role(kb: Any, role: str | None) -> None:
+    """``--role`` names a role of this server."""
+    from ...core.errors import InputError, param
+
+    if role is None:
+        return
+    if not role.strip():
+        raise InputError(f"{param('role')} is empty", field=param("role"))
+    found = kb.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone()
+    kb.rollback()
+    if found is None:
+        raise InputError(f"role '{role}' does not exist on this server", field=param("role"))

@@ -5,6 +5,7 @@ it runs under."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...core.errors import InputError, param
 from ...stages import gucs, registry
@@ -15,11 +16,11 @@ from ..sweep import grid
 class AdviseConfig:
     target: str
     testset: str = ""
-    queries: object = None  # testset.query_source.QuerySource (instead of testset)
+    queries: Any = None  # testset.query_source.QuerySource (instead of testset)
     target_recall: float = 0.95
     designs: tuple[str, ...] = ()  # () : every ANN kind the server supports
     build: tuple[str, ...] = ()  # ("hnsw:m=8,16", ...)
-    settings: dict = field(default_factory=dict)  # --set, every point of every design
+    settings: dict[str, str] = field(default_factory=dict)  # --set, every point of every design
     max_p95_ms: float | None = None
     max_index_mb: float | None = None
     max_build_s: float | None = None
@@ -33,6 +34,12 @@ class AdviseConfig:
     maintenance_work_mem: str | None = None
     build_timeout_s: float = 1800.0
     fresh: bool = False  # measure every point again (each design's sweep replaced)
+    # --group-by: every design measured per group of this column (None: the target's own
+    # group_by, resolved by run_advise; "" : the whole table)
+    group_by: str | None = None
+    max_groups: int = 10
+    sample_rows: int | None = None  # screen on this many rows, confirm the best on the table
+    role: str | None = None  # settings as ALTER ROLE role IN DATABASE ... (else ALTER DATABASE)
 
 
 @dataclass(frozen=True)
@@ -41,9 +48,9 @@ class Design:
     settings fixed while finding it."""
 
     kind: str
-    build: dict
+    build: dict[str, str]
     find: str
-    fixed: dict
+    fixed: dict[str, str]
 
     @property
     def label(self) -> str:
@@ -55,7 +62,7 @@ def find_setting(kind: registry.Kind) -> str:
     return kind.work_settings[0]
 
 
-def fixed_settings(kind: registry.Kind) -> dict:
+def fixed_settings(kind: registry.Kind) -> dict[str, str]:
     """Settings a find runs under: a setting of pgeval's own (``bq.candidates``, the LIMIT of the
     index scan) needs the index to return as many rows as it asks, whatever ``ef_search``: the
     kind's iterative scan, in strict order (exact order kept)."""
@@ -64,7 +71,7 @@ def fixed_settings(kind: registry.Kind) -> dict:
     return {}
 
 
-def supported(conn) -> tuple[list[str], dict[str, str]]:
+def supported(conn: Any) -> tuple[list[str], dict[str, str]]:
     """The ANN kinds this database can build (their extension installed, their cast type known)
     and, for the others, why not."""
     installed = dict(conn.execute("SELECT extname, extversion FROM pg_extension").fetchall())
@@ -91,15 +98,17 @@ def supported(conn) -> tuple[list[str], dict[str, str]]:
     return ok, why
 
 
-def _cast_known(conn, cast_type: str) -> bool:
+def _cast_known(conn: Any, cast_type: str) -> bool:
     if cast_type == "bit":  # bit is core; the quantizer is pgvector's (0.7+)
-        return conn.execute(
-            "SELECT to_regprocedure('binary_quantize(vector)') IS NOT NULL"
-        ).fetchone()[0]
-    return conn.execute("SELECT to_regtype(%s) IS NOT NULL", (cast_type,)).fetchone()[0]
+        return bool(
+            conn.execute(
+                "SELECT to_regprocedure('binary_quantize(vector)') IS NOT NULL"
+            ).fetchone()[0]
+        )
+    return bool(conn.execute("SELECT to_regtype(%s) IS NOT NULL", (cast_type,)).fetchone()[0])
 
 
-def parse_builds(items) -> dict[str, list[tuple[str, list[str]]]]:
+def parse_builds(items: Any) -> dict[str, list[tuple[str, list[str]]]]:
     """('hnsw:m=8,16', 'hnsw:ef_construction=64,128') -> {'hnsw': [('m', ['8','16']), ...]}."""
     per_kind: dict[str, list[str]] = {}
     for item in items or ():
@@ -115,7 +124,7 @@ def parse_builds(items) -> dict[str, list[tuple[str, list[str]]]]:
                 field=param("build"),
             )
         per_kind.setdefault(kind, []).append(rest)
-    out = {}
+    out: dict[str, list[tuple[str, list[str]]]] = {}
     for kind, rests in per_kind.items():
         axes = grid.parse_axes(rests, "m=8,16", param("build"))
         grid.check_build(axes, registry.KINDS[kind].index_method)

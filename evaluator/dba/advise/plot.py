@@ -5,13 +5,14 @@ line and the recommended design ringed. matplotlib is imported only here."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ...core.errors import InputError, param
 
 MB = 1048576.0
 
 
-def png(result: dict) -> bytes:
+def png(result: dict[str, Any]) -> bytes:
     from ...core import figures
     from ...reporting import plots
 
@@ -48,8 +49,7 @@ def png(result: dict) -> bytes:
             color=colour,
             alpha=0.8,
             edgecolors="white",
-            label=f"{r['design']} {build}: {(r['index_bytes'] or 0) / MB:.1f} MB"
-            + ("" if r["reached"] else " (misses)"),
+            label=f"{r['design']} {build}: {(r['index_bytes'] or 0) / MB:.1f} MB" + _misses(r),
         )
     ax.axhline(
         result["target_recall"],
@@ -72,17 +72,35 @@ def png(result: dict) -> bytes:
         )
     ax.set_xscale("log")
     ax.set_xlabel("p95 latency (ms, nearest rank, log scale)")
-    ax.set_ylabel(f"recall@{result['k']} against exact search")
+    ax.set_ylabel(
+        f"recall@{result['k']} against exact search"
+        + (f" (worst group of {result['group_by']})" if result.get("group_by") else "")
+    )
     ax.set_title(
         f"advise on target {result['target']}: marker area = index size; lines: each find's values in order of work",
         fontsize=9,
     )
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left", markerscale=0.5)
+    ax.legend(fontsize=7, loc="best", markerscale=0.5)
     return figures.png(fig)
 
 
-def write(path: str | Path, result: dict) -> Path:
+def _misses(row: dict[str, Any]) -> str:
+    """`` (misses)``; grouped: the groups that miss, worst first, with their recall."""
+    if row["reached"]:
+        return ""
+    missing = [g for g in row.get("groups") or [] if not g["reached"]]
+    if not missing:
+        return " (misses)"
+    shown = ", ".join(
+        f"{g['group']} {g['recall']:.2f}" if g["recall"] is not None else str(g["group"])
+        for g in missing[:3]
+    )
+    more = f" +{len(missing) - 3}" if len(missing) > 3 else ""
+    return f" (misses in {shown}{more})"
+
+
+def write(path: str | Path, result: dict[str, Any]) -> Path:
     out = Path(path)
     out.write_bytes(png(result))
     return out

@@ -5,20 +5,23 @@ qualifies: which budget binds and what the closest design needs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from ...stages import registry
 from . import apply
 from .plan import AdviseConfig
 
 MB = 1048576.0
 # budget option -> (the design's figure, its unit in the figure, the figure in the budget's unit)
-BUDGETS = {
+BUDGETS: dict[str, tuple[str, str, Callable[[dict[str, Any]], float]]] = {
     "--max-p95-ms": ("p95_ms", "ms", lambda r: r["p95_ms"]),
     "--max-index-mb": ("index_bytes", "MB", lambda r: r["index_bytes"] / MB),
     "--max-build-s": ("build_ms", "s", lambda r: r["build_ms"] / 1000.0),
 }
 
 
-def budgets(cfg: AdviseConfig) -> dict:
+def budgets(cfg: AdviseConfig) -> dict[str, float]:
     given = {
         "--max-p95-ms": cfg.max_p95_ms,
         "--max-index-mb": cfg.max_index_mb,
@@ -27,7 +30,7 @@ def budgets(cfg: AdviseConfig) -> dict:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def server_context(kb, target, cfg: AdviseConfig) -> dict:
+def server_context(kb: Any, target: Any, cfg: AdviseConfig) -> dict[str, Any]:
     from psycopg import sql
 
     shared, server_mwm = kb.execute(
@@ -47,7 +50,7 @@ def server_context(kb, target, cfg: AdviseConfig) -> dict:
     }
 
 
-def describe(row: dict, context: dict, cfg: AdviseConfig) -> None:
+def describe(row: dict[str, Any], context: dict[str, Any], cfg: AdviseConfig) -> None:
     """Add what the build needed and where the design stands against the budgets."""
     from ..build_sweep import sized_memory
 
@@ -69,16 +72,16 @@ def _at_least(sized: str, server_bytes: int) -> str:
     return sized if mb * MB >= server_bytes else f"{server_bytes // 1048576}MB"
 
 
-def _build(row: dict) -> str:
+def _build(row: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in row["build"].items())
 
 
-def _name(row: dict) -> str:
+def _name(row: dict[str, Any]) -> str:
     setting = ", ".join(f"{k}={v}" for k, v in row["setting"].items())
     return f"{row['design']} ({_build(row)}) at {setting}"
 
 
-def _pick(ok: list[dict]) -> tuple[dict, bool]:
+def pick(ok: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
     """The lowest p95; among those within the fastest's p95 spread, the smallest index.
     Returns (chosen, whether the tie rule chose it)."""
     fastest = min(ok, key=lambda r: (r["p95_ms"], r["index_bytes"] or 0))
@@ -88,16 +91,24 @@ def _pick(ok: list[dict]) -> tuple[dict, bool]:
     return chosen, chosen is not fastest
 
 
-def choose(kb, target, rows: list[dict], cfg: AdviseConfig) -> tuple[dict | None, dict | None]:
+def choose(
+    kb: Any,
+    target: Any,
+    rows: list[dict[str, Any]],
+    cfg: AdviseConfig,
+    group: str | None = None,
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The recommendation (else None and what binds); ``group``: the column the application
+    scopes each search by (its statement gets ``WHERE column = $2``)."""
     reaching = [r for r in rows if r["reached"] and r["p95_ms"] is not None]
     ok = [r for r in reaching if not r["over_budget"]]
     goal = f"recall@{cfg.k} >= {cfg.target_recall:g}"
     if not ok:
         return None, _unmet(rows, reaching, cfg, goal)
-    chosen, by_tie = _pick(ok)
+    chosen, by_tie = pick(ok)
     others = sorted((r for r in ok if r is not chosen), key=lambda r: r["p95_ms"])
     why = (
-        f"{_name(chosen)} reaches {goal} ({chosen['recall']:.4f}) at p95 "
+        f"{_name(chosen)} reaches {goal}{_worst(chosen)} at p95 "
         f"{chosen['p95_ms']:.3f} ms, index {chosen['index_bytes'] / MB:.1f} MB: "
         + (
             "its p95 is within the spread of the fastest and its index is the smallest"
@@ -130,9 +141,33 @@ def choose(kb, target, rows: list[dict], cfg: AdviseConfig) -> tuple[dict | None
         "index_bytes": chosen["index_bytes"],
         "sweep": chosen["sweep"],
         "point": chosen["point"],
-        **apply.statements(kb, target, chosen, cfg.k),
+        "worst_group": chosen.get("worst_group"),
+        **apply.statements(kb, target, chosen, cfg.k, role=cfg.role, group=group),
         "why": why,
     }, None
+
+
+def _worst(row: dict[str, Any]) -> str:
+    """`` (0.9612)``; grouped: `` in every group (the worst, small with 300 rows, at 0.9512)``."""
+    worst = row.get("worst_group")
+    if not worst:
+        return f" ({row['recall']:.4f})"
+    return (
+        f" in every group (the worst, {worst['group']} with {worst['rows']} rows, at "
+        f"{worst['recall']:.4f})"
+    )
+
+
+def _missing(row: dict[str, Any]) -> str:
+    """Grouped: ``; the worst group, small (300 rows), at 0.4100; missing: small, mid``."""
+    worst = row.get("worst_group")
+    if not worst:
+        return ""
+    recall = "n/a" if worst["recall"] is None else f"{worst['recall']:.4f}"
+    return (
+        f"; its worst group, {worst['group']} ({worst['rows']} rows), at {recall}; the groups "
+        f"that miss: {', '.join(row.get('groups_missing') or []) or 'none'}"
+    )
 
 
 def _pct(value: float, base: float) -> str:
@@ -141,7 +176,9 @@ def _pct(value: float, base: float) -> str:
     return f"{(value - base) / base * 100:+.0f}%"
 
 
-def _unmet(rows, reaching, cfg: AdviseConfig, goal: str) -> dict:
+def _unmet(
+    rows: list[dict[str, Any]], reaching: list[dict[str, Any]], cfg: AdviseConfig, goal: str
+) -> dict[str, Any]:
     if not reaching:
         best = max(rows, key=lambda r: r["recall"] or -1.0, default=None)
         closest = (
@@ -154,11 +191,12 @@ def _unmet(rows, reaching, cfg: AdviseConfig, goal: str) -> dict:
                 "recall": best["recall"],
             }
         )
-        why = f"no design reaches {goal} within --find-max" + (
+        every = " in every group" if any(r.get("worst_group") for r in rows) else ""
+        why = f"no design reaches {goal}{every} within --find-max" + (
             ""
-            if best is None
-            else f"; the closest is {_name(best)} at recall {best['recall']:.4f}: raise "
-            "--find-max or build the index denser (--build)"
+            if best is None or best["recall"] is None
+            else f"; the closest is {_name(best)} at recall {best['recall']:.4f}{_missing(best)}: "
+            "raise --find-max or build the index denser (--build)"
         )
         return {"binding": ["--target-recall"], "closest": closest, "why": why}
     binding = sorted({opt for r in reaching for opt in r["over_budget"]})
@@ -174,6 +212,12 @@ def _unmet(rows, reaching, cfg: AdviseConfig, goal: str) -> dict:
         )
         + f". The closest, {_name(best)}, needs "
         + ", ".join(f"{opt} {v:.3f}" for opt, v in needs.items())
+        + (
+            f" (its worst group, {best['worst_group']['group']}, at "
+            f"{best['worst_group']['recall']:.4f})"
+            if best.get("worst_group") and best["worst_group"]["recall"] is not None
+            else ""
+        )
     )
     return {
         "binding": binding,

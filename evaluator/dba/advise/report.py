@@ -7,17 +7,19 @@ from __future__ import annotations
 import base64
 from html import escape
 from pathlib import Path
+from typing import Any
 
 from ...reporting import html, plots
 
 MB = 1048576.0
 
 
-def rows(result: dict, *, short: bool = False) -> list[dict]:
-    """One flat row per design x build (the command's table: ``short`` names; this page: all)."""
+def rows(result: dict[str, Any], *, short: bool = False) -> list[dict[str, Any]]:
+    """One flat row per design x build (the command's table: ``short`` names; this page: all).
+    Grouped: the worst group (name, rows, recall); screened: where the row was measured."""
     out = []
     for r in result["designs"]:
-        row = {
+        row: dict[str, Any] = {
             "design": r["design"],
             "build": ",".join(f"{k}={v}" for k, v in r["build"].items()),
             "setting": ", ".join(
@@ -33,16 +35,23 @@ def rows(result: dict, *, short: bool = False) -> list[dict]:
             "build_s": None if r["build_ms"] is None else r["build_ms"] / 1000,
             "mwm" if short else "maintenance_work_mem": r["maintenance_work_mem"],
             "in_sb" if short else "fits_shared_buffers": r["fits_shared_buffers"],
-            "reached": r["reached"],
-            "over_budget": ", ".join(r["over_budget"]),
         }
+        if result.get("group_by"):
+            worst = r.get("worst_group") or {}
+            row["worst_group"] = worst.get("group")
+            row["worst_rows"] = worst.get("rows")
+            row["worst_recall"] = worst.get("recall")
+        if result.get("screened_on") is not None:
+            row["measured_on"] = r.get("measured_on")
+        row["reached"] = r["reached"]
+        row["over_budget"] = ", ".join(r["over_budget"])
         if not short:
             row["sweep"] = r["sweep"]
         out.append(row)
     return out
 
 
-def render(result: dict) -> str:
+def render(result: dict[str, Any]) -> str:
     from .plot import png
 
     title = f"pgeval advise: target {result['target']}"
@@ -55,6 +64,28 @@ def render(result: dict) -> str:
         ("queries", (result.get("queries") or {}).get("source") or result.get("testset") or ""),
         ("measured under", ", ".join(f"{k}={v}" for k, v in result["measured_under"].items())),
     ]
+    if result.get("group_by"):
+        facts.append(
+            (
+                "per group of",
+                f"{result['group_by']}: a design meets the goal only if every group does",
+            )
+        )
+    if result.get("screened_on") is not None:
+        screen = result.get("screen") or {}
+        facts.append(
+            (
+                "screened on",
+                f"{result['screened_on']} of {screen.get('table_rows')} rows "
+                f"(target {screen.get('target')})",
+            )
+        )
+        facts.append(
+            (
+                "confirmed on",
+                f"the full table: {', '.join(result.get('confirmed') or []) or 'none'}",
+            )
+        )
     parts = [
         f"<h1>{escape(title)}</h1>",
         '<dl class="facts">'
@@ -76,7 +107,15 @@ def render(result: dict) -> str:
         parts.append(
             f'<h2>No recommendation</h2><p class="warn" id="why">{escape(result["unmet"]["why"])}</p>'
         )
-    parts.append("<h2>Designs</h2>" + html.table(rows(result)))
+    table = rows(result, short=True)
+    parts.append(
+        "<h2>Designs</h2>"
+        + html.table(table)
+        + '<p class="muted">mwm: the maintenance_work_mem of the build; in_sb: the index fits '
+        "shared_buffers.</p><h3>Evidence</h3>" + html.table(evidence(result))
+    )
+    if result.get("group_by"):
+        parts.append(groups_section(result))
     for design, why in (result.get("skipped") or {}).items():
         parts.append(f'<p class="muted">not measured: {escape(design)}: {escape(why)}</p>')
     for w in result.get("warnings") or []:
@@ -95,7 +134,61 @@ def render(result: dict) -> str:
     )
 
 
-def write(path: str | Path, result: dict) -> Path:
+def evidence(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per design x build, the stored sweep(s) its figures are read from."""
+    out = []
+    for r in result["designs"]:
+        sweeps = r.get("sweeps") or {None: r["sweep"]}
+        for group, name in sweeps.items():
+            row = {
+                "design": r["design"],
+                "build": ",".join(f"{k}={v}" for k, v in r["build"].items()),
+            }
+            if result.get("group_by"):
+                row["group"] = group
+            row["point"] = r["point"]
+            row["sweep (pgeval stage-report SWEEP)"] = name
+            out.append(row)
+    return out
+
+
+def groups_section(result: dict[str, Any]) -> str:
+    """Per design, its groups at the design's setting, the groups that miss named first."""
+    out = [
+        f'<h2 id="groups">The groups that miss</h2><p class="muted">Each design at its setting, '
+        f"every group searched as the application searches it (WHERE {escape(result['group_by'])}"
+        " = value), worst first.</p>"
+    ]
+    for r in result["designs"]:
+        setting = ", ".join(f"{k}={v}" for k, v in r["setting"].items())
+        missing = r.get("groups_missing") or []
+        build = ",".join(f"{k}={v}" for k, v in r["build"].items())
+        head = f"{r['design']} ({build}) at {setting}"
+        verdict = (
+            f'<p class="warn">misses in: {escape(", ".join(missing))}</p>'
+            if missing
+            else '<p class="muted">every group reaches the target</p>'
+        )
+        out.append(
+            f"<h3>{escape(head)}</h3>{verdict}"
+            + html.table(
+                [
+                    {
+                        "group": g["group"],
+                        "rows": g["rows"],
+                        "queries": g["queries"],
+                        f"recall@{result['k']}": g["recall"],
+                        "p95_ms": g["p95_ms"],
+                        "reached": g["reached"],
+                    }
+                    for g in r.get("groups") or []
+                ]
+            )
+        )
+    return "".join(out)
+
+
+def write(path: str | Path, result: dict[str, Any]) -> Path:
     out = Path(path)
     out.write_text(render(result), encoding="utf-8")
     return out

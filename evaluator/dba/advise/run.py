@@ -1,16 +1,27 @@
 """Run an advise: one stored sweep per design x build (``sweep --build ... --find ...``: the index
-built on a scratch copy, dropped afterwards), read back from the sweep's own rows, then the
-recommendation (:mod:`.recommend`). A rerun reuses every stored point and builds nothing that
-is not missing."""
+built on a scratch copy, dropped afterwards), read back from the sweep's own rows
+(:mod:`.measure`), then the recommendation (:mod:`.recommend`). A rerun reuses every stored point
+and builds nothing that is not missing.
+
+- ``group_by``: every design measured per group (one index over every group, one sweep per
+  group); a design meets the target only where every group does.
+- ``sample_rows``: every design screened on a sample of the target (:mod:`.sample`), the best
+  (and a cheap runner-up) confirmed on the whole table; the recommendation is among the
+  confirmed."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from ...core.errors import InputError, param
-from . import recommend
+from .. import build_sweep
+from . import measure, recommend, sample
 from .plan import AdviseConfig, Design, designs, supported
+
+OnDesign = Callable[[int, int, Design, "float | None"], None] | None
 
 
 @dataclass
@@ -18,17 +29,21 @@ class AdviseResult:
     target: str
     k: int
     target_recall: float
-    budgets: dict
-    designs: list[dict] = field(default_factory=list)
-    recommendation: dict | None = None
-    unmet: dict | None = None  # nothing meets R within the budgets: what binds, the closest
-    skipped: dict = field(default_factory=dict)  # design -> why the server cannot build it
-    settings: dict = field(default_factory=dict)  # --set: measured under, not recommended
-    queries: dict | None = None
+    budgets: dict[str, float]
+    designs: list[dict[str, Any]] = field(default_factory=list)
+    recommendation: dict[str, Any] | None = None
+    unmet: dict[str, Any] | None = None  # nothing meets R within the budgets: what binds
+    skipped: dict[str, str] = field(default_factory=dict)  # design -> why it cannot be built
+    settings: dict[str, str] = field(default_factory=dict)  # --set: measured under
+    queries: dict[str, Any] | None = None
     testset: str | None = None
     warnings: list[str] = field(default_factory=list)
+    group_by: str | None = None  # every design measured per group of this column
+    screened_on: int | None = None  # --sample-rows: the rows every design was screened on
+    screen: dict[str, Any] | None = None  # the sample's target, rows, the table's rows
+    confirmed: list[str] = field(default_factory=list)  # designs measured on the whole table
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "target": self.target,
             "k": self.k,
@@ -37,6 +52,11 @@ class AdviseResult:
             "testset": self.testset,
             "queries": self.queries,
             "measured_under": self.settings,
+            "group_by": self.group_by,
+            "screened_on": self.screened_on,
+            "confirmed_on": "full" if self.screened_on is not None else None,
+            "screen": self.screen,
+            "confirmed": self.confirmed,
             "skipped": self.skipped,
             "designs": self.designs,
             "recommendation": self.recommendation,
@@ -45,17 +65,32 @@ class AdviseResult:
         }
 
 
-def run_advise(database, cfg: AdviseConfig, *, on_design=None, on_warning=None, on_find=None):
+def run_advise(
+    database: Any,
+    cfg: AdviseConfig,
+    *,
+    on_design: OnDesign = None,
+    on_warning: Callable[[str], None] | None = None,
+    on_find: measure.OnFind = None,
+) -> AdviseResult:
     """Measure every design x build (``on_design(i, n, design, seconds_left)`` before each,
     ``on_find(design, point, recall)`` after each value a find tried) and recommend one."""
     from ...target import targets
+    from ...target.groups import column_for
+    from . import apply
 
     _check(cfg)
+    column = None if cfg.group_by == "" else column_for(database, cfg.target, cfg.group_by)
     with database.connect(results=False, autocommit=True) as kb:
         available, why_not = supported(kb)
         plan = designs(cfg, available, why_not)
+        apply.check_role(kb, cfg.role)
     with database.connect() as conn:
         target = targets.load(conn, cfg.target)
+    if column is not None:  # before any work: the column, the queries per group, a group
+        from ...target.groups import plan as group_plan
+
+        group_plan(database, cfg.target, column, cfg.max_groups, cfg.queries, "measure")
     result = AdviseResult(
         cfg.target,
         cfg.k,
@@ -63,6 +98,7 @@ def run_advise(database, cfg: AdviseConfig, *, on_design=None, on_warning=None, 
         recommend.budgets(cfg),
         skipped={k: v for k, v in why_not.items() if not cfg.designs},
         settings=dict(cfg.settings),
+        group_by=column,
     )
 
     def warn(message: str) -> None:
@@ -71,23 +107,94 @@ def run_advise(database, cfg: AdviseConfig, *, on_design=None, on_warning=None, 
             if on_warning:
                 on_warning(message)
 
-    spent: list[float] = []
-    for i, design in enumerate(plan):
-        if on_design:
-            left = None if not spent else sum(spent) / len(spent) * (len(plan) - i)
-            on_design(i + 1, len(plan), design, left)
-        t0 = time.monotonic()
-        res = _sweep(database, cfg, design, warn, on_find)
-        if res.measured:
-            spent.append(time.monotonic() - t0)
-        result.testset, result.queries = res.testset, res.queries
-        result.designs.append(_row(design, res))
+    measured = _Measure(database, cfg, column, warn, on_design, on_find, result)
+    with build_sweep.shared():  # one scratch copy for every design; dropped at the end
+        if cfg.sample_rows is None:
+            result.designs = measured.all(plan, cfg.target)
+        else:
+            _screen_and_confirm(database, cfg, plan, column, measured, result)
     with database.connect(results=False, autocommit=True) as kb:
         context = recommend.server_context(kb, target, cfg)
         for row in result.designs:
             recommend.describe(row, context, cfg)
-        result.recommendation, result.unmet = recommend.choose(kb, target, result.designs, cfg)
+        eligible = [r for r in result.designs if r.get("measured_on", "table") == "table"]
+        result.recommendation, result.unmet = recommend.choose(
+            kb, target, eligible, cfg, group=column
+        )
     return result
+
+
+class _Measure:
+    """Measures designs on a target, with the progress line's estimate of the time left."""
+
+    def __init__(
+        self,
+        database: Any,
+        cfg: AdviseConfig,
+        column: str | None,
+        warn: measure.Warn,
+        on_design: OnDesign,
+        on_find: measure.OnFind,
+        result: AdviseResult,
+    ) -> None:
+        self.database, self.cfg, self.column, self.warn = database, cfg, column, warn
+        self.on_design, self.on_find, self.result = on_design, on_find, result
+        self.spent: list[float] = []
+        self.done = 0
+        self.total = 0
+
+    def all(self, plan: list[Design], target: str) -> list[dict[str, Any]]:
+        self.total = max(self.total, self.done + len(plan))
+        return [self.one(d, target) for d in plan]
+
+    def one(self, design: Design, target: str) -> dict[str, Any]:
+        if self.on_design:
+            left = None
+            if self.spent:
+                left = sum(self.spent) / len(self.spent) * (self.total - self.done)
+            self.on_design(self.done + 1, self.total, design, left)
+        t0 = time.monotonic()
+        row, res = measure.design_row(
+            self.database, self.cfg, design, target, self.column, self.warn, self.on_find
+        )
+        if row["measured"]:
+            self.spent.append(time.monotonic() - t0)
+        self.done += 1
+        self.result.testset, self.result.queries = res.testset, res.queries
+        return row
+
+
+def _screen_and_confirm(
+    database: Any,
+    cfg: AdviseConfig,
+    plan: list[Design],
+    column: str | None,
+    measured: _Measure,
+    result: AdviseResult,
+) -> None:
+    """Every design on the sample; the best (and a cheap runner-up) again on the whole table.
+    The confirmed designs' rows are the table's figures (their screening beside them)."""
+    assert cfg.sample_rows is not None
+    measured.total = len(plan) + 2
+    with sample.copy(database, cfg.target, cfg.sample_rows, column) as sampled:
+        screened = measured.all(plan, sampled.target)
+    result.screened_on = sampled.rows
+    result.screen = {"target": sampled.target, "rows": sampled.rows, "table_rows": sampled.of}
+    scale = sampled.of / max(sampled.rows, 1)
+    picked = sample.to_confirm(screened, scale, recommend.budgets(cfg))
+    measured.total = len(plan) + len(picked)
+    rows = []
+    for i, (design, screen) in enumerate(zip(plan, screened)):
+        if i not in picked:
+            rows.append({**screen, "measured_on": "sample"})
+            continue
+        row = measured.one(design, cfg.target)
+        keep = ("setting", "recall", "p95_ms", "index_bytes", "build_ms", "reached", "sweep")
+        row["screened"] = {k: screen[k] for k in keep}
+        row["measured_on"] = "table"
+        result.confirmed.append(design.label)
+        rows.append(row)
+    result.designs = rows
 
 
 def _check(cfg: AdviseConfig) -> None:
@@ -103,81 +210,13 @@ def _check(cfg: AdviseConfig) -> None:
     ):
         if value is not None and not value > 0:
             raise InputError(f"{param(opt)} must be above 0, got {value:g}", field=param(opt))
-
-
-def _sweep(database, cfg: AdviseConfig, design: Design, warn, on_find):
-    from ..sweep import SweepConfig, run_sweep
-
-    scfg = SweepConfig(
-        testset=cfg.testset,
-        queries=cfg.queries,
-        target=cfg.target,
-        stage=design.kind,
-        build=tuple(f"{k}={v}" for k, v in design.build.items()),
-        settings={**cfg.settings, **design.fixed},
-        k=cfg.k,
-        depth=cfg.k,  # the application's LIMIT
-        repeat=cfg.repeat,
-        concurrency=cfg.concurrency,
-        target_recall=cfg.target_recall,
-        find=design.find,
-        find_max=cfg.find_max,
-        embedder=cfg.embedder,
-        checksum=cfg.checksum,
-        statement_timeout=cfg.statement_timeout,
-        maintenance_work_mem=cfg.maintenance_work_mem,
-        build_timeout_s=cfg.build_timeout_s,
-        fresh=cfg.fresh,
-    )
-    return run_sweep(
-        database,
-        scfg,
-        on_warning=warn,
-        on_find=None if on_find is None else (lambda p, r: on_find(design, p, r)),
-    )
-
-
-def _row(design: Design, res) -> dict:
-    """The design's figures at the cheapest setting reaching R (the sweep's own recommendation,
-    pgeval.sweep_recommendation), else at the best its find tried."""
-    found = res.finds[0]
-    value = found["value"] if found["reached"] else (found["best"] or [None])[0]
-    point = next(
-        (p for p in res.points if (p["settings"] or {}).get(design.find) == str(value)), None
-    )
-    if found["reached"] and res.recommendation:
-        point = next(p for p in res.points if p["point"] == res.recommendation["point"])
-        value = int(point["settings"][design.find])
-    point = point or {}
-    return {
-        "design": design.kind,
-        "build": design.build,
-        "setting": {design.find: value, **design.fixed},
-        "recall": point.get("index_recall"),
-        "p50_ms": point.get("p50_ms"),
-        "p95_ms": point.get("p95_ms"),
-        "p95_sd": point.get("p95_sd"),
-        "p99_ms": point.get("p99_ms"),
-        "qps": point.get("qps"),
-        "rows": point.get("rows_mean"),
-        "index_bytes": point.get("index_bytes"),
-        "build_ms": point.get("build_ms"),
-        "reached": bool(found["reached"]),
-        "sweep": res.name,
-        "point": point.get("label"),
-        # repetitions of points: measured now, reused from other sweeps, kept from this one
-        "measured": res.measured,
-        "reused": res.reused,
-        "kept": res.kept,
-        "find_path": found["path"],
-        # every value the find measured: what the plot draws per design
-        "points": [
-            {
-                "value": p["settings"].get(design.find),
-                "recall": p["index_recall"],
-                "p95_ms": p["p95_ms"],
-            }
-            for p in res.points
-            if (p["build"] or {}) == design.build and p["settings"]
-        ],
-    }
+    if cfg.sample_rows is not None and cfg.sample_rows < 1:
+        raise InputError(
+            f"{param('sample_rows')} must be >= 1, got {cfg.sample_rows}",
+            field=param("sample_rows"),
+        )
+    if cfg.max_groups < 1:
+        raise InputError(
+            f"{param('max_groups')} must be >= 1, got {cfg.max_groups}",
+            field=param("max_groups"),
+        )

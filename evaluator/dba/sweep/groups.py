@@ -80,10 +80,11 @@ class GroupSweepResult:
         return [g for g in self.groups if g["recall"] is None or not g["reached"]]
 
 
-def check(cfg: SweepConfig) -> None:
+def check(cfg: SweepConfig, builds: bool = False) -> None:
     """What a grouped sweep refuses besides what every grouped measurement does
-    (:func:`evaluator.target.groups.plan`)."""
-    if cfg.build:
+    (:func:`evaluator.target.groups.plan`); ``builds``: an index built on a scratch copy of
+    every group (advise, under ``build_sweep.shared()``: one build for all groups)."""
+    if cfg.build and not builds:
         raise InputError(
             f"{param('group_by')} measures the index you have, per group: not with "
             f"{param('build')} (compare builds without {param('group_by')}, then measure the "
@@ -106,12 +107,13 @@ def run_groups(
     max_groups: int = DEFAULT_MAX_GROUPS,
     on_group: Any = None,
     on_warning: Callable[..., Any] | None = None,
+    builds: bool = False,
     **callbacks: Any,
 ) -> GroupSweepResult:
     """Sweep every chosen group of ``column`` (see the module's docstring);
     ``on_group(index, count, group, step)`` before each group's sweep (step: sweep | confirm |
-    iterative); ``callbacks`` go to :func:`runner.run_sweep`."""
-    check(cfg)
+    iterative); ``builds``: see :func:`check`; ``callbacks`` go to :func:`runner.run_sweep`."""
+    check(cfg, builds)
     groups = plan(database, cfg.target, column, max_groups, cfg.queries, "measure")
     out = GroupSweepResult(
         column,

@@ -1,0 +1,208 @@
+"""One design x build measured: its stored sweep (``sweep --build ... --find ...``: the index built
+on a scratch copy) read back as one row of the advise; with a group column, one sweep per group
+(:func:`evaluator.dba.sweep.groups.run_groups`) on one index over every group, the design's row
+at the least setting at which every group reaches the target, with the worst group beside it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..sweep import SweepConfig, SweepResult, run_sweep
+from ..sweep.groups import GroupSweepResult, run_groups
+from .plan import AdviseConfig, Design
+
+Warn = Callable[[str], None]
+OnFind = Callable[[Design, Any, Any], None] | None
+
+
+def config(cfg: AdviseConfig, design: Design, target: str) -> SweepConfig:
+    """The sweep of one design x build on ``target``: built on a scratch copy, its work setting
+    found, at the application's LIMIT."""
+    return SweepConfig(
+        testset=cfg.testset,
+        queries=cfg.queries,
+        target=target,
+        stage=design.kind,
+        build=tuple(f"{k}={v}" for k, v in design.build.items()),
+        settings={**cfg.settings, **design.fixed},
+        k=cfg.k,
+        depth=cfg.k,  # the application's LIMIT
+        repeat=cfg.repeat,
+        concurrency=cfg.concurrency,
+        target_recall=cfg.target_recall,
+        find=design.find,
+        find_max=cfg.find_max,
+        embedder=cfg.embedder,
+        checksum=cfg.checksum,
+        statement_timeout=cfg.statement_timeout,
+        maintenance_work_mem=cfg.maintenance_work_mem,
+        build_timeout_s=cfg.build_timeout_s,
+        fresh=cfg.fresh,
+    )
+
+
+def design_row(
+    database: Any,
+    cfg: AdviseConfig,
+    design: Design,
+    target: str,
+    column: str | None,
+    warn: Warn,
+    on_find: OnFind,
+) -> tuple[dict[str, Any], SweepResult]:
+    """(the design's row, a sweep of it: the query source and test set it ran on)."""
+    scfg = config(cfg, design, target)
+    found = None if on_find is None else (lambda p, r: on_find(design, p, r))
+    if column is None:
+        res = run_sweep(database, scfg, on_warning=warn, on_find=found)
+        return _row(design, res), res
+    counts = {"measured": 0, "reused": 0, "kept": 0}
+
+    def on_point(point: Any, rep: int, how: str) -> None:
+        counts[how] = counts.get(how, 0) + 1
+
+    grouped = run_groups(
+        database,
+        scfg,
+        column,
+        max_groups=cfg.max_groups,
+        on_warning=warn,
+        builds=True,
+        on_find=found,
+        on_point=on_point,
+    )
+    if not grouped.sweeps:
+        failed = "; ".join(f"{g}: {why}" for g, why in grouped.failed.items())
+        raise_no_group(design, failed)
+    return {**_group_row(design, grouped), **counts}, next(iter(grouped.sweeps.values()))
+
+
+def raise_no_group(design: Design, failed: str) -> None:
+    from ...core.errors import PlanError
+
+    raise PlanError(f"{design.label}: no group could be measured ({failed})")
+
+
+def _figures(point: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "recall": point.get("index_recall"),
+        "p50_ms": point.get("p50_ms"),
+        "p95_ms": point.get("p95_ms"),
+        "p95_sd": point.get("p95_sd"),
+        "p99_ms": point.get("p99_ms"),
+        "qps": point.get("qps"),
+        "rows": point.get("rows_mean"),
+        "index_bytes": point.get("index_bytes"),
+        "build_ms": point.get("build_ms"),
+    }
+
+
+def _row(design: Design, res: SweepResult) -> dict[str, Any]:
+    """The design's figures at the cheapest setting reaching R (the sweep's own recommendation,
+    pgeval.sweep_recommendation), else at the best its find tried."""
+    found = res.finds[0]
+    value = found["value"] if found["reached"] else (found["best"] or [None])[0]
+    point = next(
+        (p for p in res.points if (p["settings"] or {}).get(design.find) == str(value)), None
+    )
+    if found["reached"] and res.recommendation:
+        point = next(p for p in res.points if p["point"] == res.recommendation["point"])
+        value = int(point["settings"][design.find])
+    point = point or {}
+    return {
+        "design": design.kind,
+        "build": design.build,
+        "setting": {design.find: value, **design.fixed},
+        **_figures(point),
+        "reached": bool(found["reached"]),
+        "sweep": res.name,
+        "point": point.get("label"),
+        # repetitions of points: measured now, reused from other sweeps, kept from this one
+        "measured": res.measured,
+        "reused": res.reused,
+        "kept": res.kept,
+        "find_path": found["path"],
+        # every value the find measured: what the plot draws per design
+        "points": [
+            {
+                "value": p["settings"].get(design.find),
+                "recall": p["index_recall"],
+                "p95_ms": p["p95_ms"],
+            }
+            for p in res.points
+            if (p["build"] or {}) == design.build and p["settings"]
+        ],
+    }
+
+
+def _worst_of(points: list[dict[str, Any]]) -> dict[str, Any]:
+    """One point as its worst group sees it: the lowest recall, rows and QPS, the highest
+    latencies (the build's figures are every group's: one index)."""
+
+    def pick(key: str, f: Callable[..., Any]) -> Any:
+        values = [p[key] for p in points if p.get(key) is not None]
+        return f(values) if values else None
+
+    return {
+        "index_recall": pick("index_recall", min),
+        "p50_ms": pick("p50_ms", max),
+        "p95_ms": pick("p95_ms", max),
+        "p95_sd": pick("p95_sd", max),
+        "p99_ms": pick("p99_ms", max),
+        "qps": pick("qps", min),
+        "rows_mean": pick("rows_mean", min),
+        "index_bytes": pick("index_bytes", max),
+        "build_ms": pick("build_ms", max),
+    }
+
+
+def _group_row(design: Design, grouped: GroupSweepResult) -> dict[str, Any]:
+    """The design at the least setting at which every group reaches R (SQL's
+    pgeval.sweeps_recommendation over the groups' sweeps), else at the point whose worst group
+    comes closest; the worst group and every group at that point beside it."""
+    at = grouped.at or {}
+    number = at.get("point")
+    per_group = {
+        g: next((p for p in res.points if p["point"] == number), None)
+        for g, res in grouped.sweeps.items()
+    }
+    present = [p for p in per_group.values() if p is not None]
+    groups = [
+        {k: g.get(k) for k in ("group", "rows", "queries", "recall", "reached", "p95_ms")}
+        for g in grouped.groups
+    ]
+    worst = groups[0] if groups else None
+    value = (at.get("settings") or {}).get(design.find)
+    return {
+        "design": design.kind,
+        "build": design.build,
+        "setting": {design.find: None if value is None else int(value), **design.fixed},
+        **_figures(_worst_of(present)),
+        "reached": grouped.recommendation is not None,
+        "sweep": grouped.sweeps[str(worst["group"])].name if worst else None,
+        "sweeps": {g: res.name for g, res in grouped.sweeps.items()},
+        "point": at.get("label"),
+        "worst_group": None
+        if worst is None
+        else {"group": worst["group"], "rows": worst["rows"], "recall": worst["recall"]},
+        "groups": groups,
+        "groups_missing": [g["group"] for g in groups if not g["reached"]],
+        "groups_skipped": grouped.skipped,
+        "groups_failed": grouped.failed,
+        "groups_chosen": grouped.chosen,
+        "find_path": {g: f.get("path") for g, f in grouped.finds.items()},
+        # each group's own least value reaching R (None: it reached none)
+        "found": {
+            g: f.get("value") if f.get("reached") else None for g, f in grouped.finds.items()
+        },
+        "points": [
+            {
+                "value": (p["settings"] or {}).get(design.find),
+                "recall": p["worst_recall"],
+                "p95_ms": p["p95_ms"],
+            }
+            for p in grouped.points
+            if p["settings"]
+        ],
+    }

@@ -1,0 +1,250 @@
+"""`pgeval advise --group-by` and `--sample-rows` (issue 25) on the real server: a table of two
+tenants, a big one (90 %) and a small one (10 %), and no index. Each design is built once on a
+scratch copy of every tenant and each tenant searched through it as the application searches it
+(``WHERE tenant = $2``): a filtered HNSW scan returns short lists for the small tenant at the
+setting the big one needs, so the small tenant sets the design's setting.
+
+- Every design row carries its worst group (the small tenant), the recommendation's why names it,
+  and the setting the big tenant alone needs leaves the small one under the target.
+- The printed DDL and settings, applied to the table, then the printed statement run by hand per
+  tenant (its sampled queries, numpy's exact search within the tenant) reach the target in every
+  tenant.
+- ``--sample-rows``: every design screened on a sample (its own stored target), the best
+  confirmed on the whole table: the confirmed row's sweep is one of the table's target.
+- ``--role``: the settings as ALTER ROLE ... IN DATABASE ..., run as printed.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+import clustered_kb
+import numpy as np
+import pytest
+from test_sweep_build import scratch_schemas
+
+from evaluator.api import Pgeval
+
+pytestmark = pytest.mark.slow
+
+TABLE, TARGET, DIM, N, K, R = "advise_tenants", "advise-tenants", 32, 3000, 10, 0.9
+SETTINGS = ["enable_seqscan=off", "work_mem=4321kB"]  # a 3,000-row table; this module's points
+ARGS = (
+    f"advise --target {TARGET} --sample-queries 20 --designs hnsw,hnsw-halfvec --group-by tenant "
+    f"--target-recall {R} --set enable_seqscan=off --set work_mem=4321kB"
+)
+
+
+@pytest.fixture(scope="module")
+def kb(database):
+    rng = np.random.default_rng(11)
+    centers = rng.normal(size=(30, DIM))
+    docs = (centers[rng.integers(0, 30, N)] + 0.6 * rng.normal(size=(N, DIM))).astype(np.float32)
+    tenant = np.array(["big"] * N, dtype=object)
+    tenant[rng.permutation(N)[:300]] = "small"
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        c.execute(f"CREATE TABLE {TABLE} (id text PRIMARY KEY, e vector({DIM}), tenant text)")
+        with c.cursor().copy(f"COPY {TABLE} (id, e, tenant) FROM STDIN") as cp:
+            for i, v in enumerate(docs):
+                cp.write_row((f"c{i + 1}", clustered_kb.vtext(v), tenant[i]))
+        c.execute(f"ANALYZE {TABLE}")
+    pg = Pgeval(database)
+    pg.add_target(TARGET, table=TABLE, id_column="id", vector_column="e", replace=True)
+    yield pg, {f"c{i + 1}": (docs[i], tenant[i]) for i in range(N)}
+    clustered_kb.drop(database, TABLE)
+
+
+@pytest.fixture(scope="module")
+def advised(kb, tmp_path_factory):
+    pg, _ = kb
+    report = tmp_path_factory.mktemp("advise-groups") / "advise.html"
+    res = pg.advise(
+        TARGET,
+        sample_queries=20,
+        designs="hnsw,hnsw-halfvec".split(","),
+        group_by="tenant",
+        target_recall=R,
+        settings=SETTINGS,
+        report=report,
+    )
+    d = res.as_dict()
+    json.dumps(d)  # as --format json prints it
+    return d, report
+
+
+def sampled(conn, sweep: str) -> list[str]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT q.query_id FROM pgeval.sweep s JOIN pgeval.query q USING (testset_id) "
+            "WHERE s.name = %s ORDER BY 1",
+            (sweep,),
+        )
+    ]
+
+
+def by_hand(
+    database, kb: dict, rec: dict, group: str, query_ids: list[str], at: tuple | None = None
+) -> float:
+    """Mean index recall@K of the printed statement ($1 the query's vector, $2 the tenant; one
+    row more, the sampled query's own row dropped; hits by full-precision distance) in a new session, after the printed settings
+    (``at``: (setting, value) instead),
+    against numpy's exact cosine search within the tenant (docs/METRICS.md, index recall)."""
+    ids = [i for i, (_, t) in kb.items() if t == group]
+    mat = np.stack([kb[i][0] for i in ids]).astype(np.float64)
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    stmt = (
+        rec["query_sql"]
+        .replace("$1", "%(v)s")
+        .replace("$2", "%(g)s")
+        .replace(f"LIMIT {K}", f"LIMIT {K + 1}")
+    )
+    total = 0.0
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute("SET enable_seqscan = off")
+        if at is not None:  # another value than the printed one
+            c.execute("SELECT set_config(%s, %s, false)", (at[0], str(at[1])))
+        for q in query_ids:
+            v = kb[q][0].astype(np.float64)
+            dist = 1 - mat @ (v / np.linalg.norm(v))
+            exact = sorted(d for i, d in zip(ids, dist) if i != q)[:K]
+            d_k = exact[-1]
+            rows = c.execute(stmt, {"v": clustered_kb.vtext(kb[q][0]), "g": group}).fetchall()
+            # the row's full-precision distance (last: hnsw-halfvec also returns its cast one)
+            got = [r[-1] for r in rows if r[0] != q][:K]
+            total += sum(1 for d in got if d <= d_k + 1e-6 * max(1.0, abs(d_k))) / len(exact)
+    return total / len(query_ids)
+
+
+def test_every_design_carries_its_worst_group(advised, conn):
+    d, _ = advised
+    assert d["group_by"] == "tenant"
+    assert [r["design"] for r in d["designs"]] == ["hnsw", "hnsw-halfvec"]
+    for r in d["designs"]:
+        assert r["worst_group"]["group"] == "small" and r["worst_group"]["rows"] == 300
+        recalls = {g["group"]: g["recall"] for g in r["groups"]}
+        assert set(recalls) == {"big", "small"}
+        assert r["worst_group"]["recall"] == r["recall"] == min(recalls.values())
+        assert r["reached"] == all(g["reached"] for g in r["groups"])
+        assert set(r["sweeps"]) == {"big", "small"} and r["sweep"] == r["sweeps"]["small"]
+    hnsw = next(r for r in d["designs"] if r["design"] == "hnsw")
+    assert hnsw["reached"] and hnsw["recall"] >= R
+    # the setting the big tenant alone needs (its own find) leaves the small one under R:
+    # measured there in every group (the worst group's recall at each value)
+    found = hnsw["found"]
+    assert found["small"] > found["big"]  # each group's own least value
+    assert hnsw["setting"]["hnsw.ef_search"] == found["small"]
+    worst_at = {int(p["value"]): p["recall"] for p in hnsw["points"]}
+    assert worst_at[found["big"]] < R <= worst_at[found["small"]]
+    rec = d["recommendation"]
+    assert (
+        rec is not None and "small with 300 rows" in rec["why"] and "in every group" in rec["why"]
+    )
+    assert rec["worst_group"]["group"] == "small"
+    assert '"tenant" = $2' in rec["query_sql"] and rec["query_params"][1] == "<a value of tenant>"
+    assert scratch_schemas(conn) == []
+
+
+# The index built on the table is another HNSW graph than the one advise measured on its scratch
+# copy (levels drawn at random; apply.REBUILT says so), and advise's setting is the least reaching
+# the target: a rebuild's recall there differs by a few hundredths (measured: 0.895 to 0.925 for
+# the small tenant at 0.900 reported). So: the statements run as printed; pgeval's own measurement
+# of the built index per tenant equals the printed statement by hand; every tenant is within
+# REBUILD of the target there, and at the setting the big tenant alone needs, the small tenant is
+# far under it by hand too.
+REBUILD = 0.03
+
+
+def test_applied_as_printed_every_tenant_reaches_the_target(advised, kb, database, conn):
+    d, _ = advised
+    pg, rows = kb
+    rec = d["recommendation"]
+    row = next(r for r in d["designs"] if r["design"] == rec["design"])
+    name = rec["ddl"].split()[3].strip('"')
+    db = conn.execute("SELECT current_database()").fetchone()[0]
+    find, value = next(iter(rec["setting"].items()))
+    try:
+        with database.connect(results=False, autocommit=True) as c:
+            c.execute(rec["ddl"])  # as printed
+            for s in rec["settings_sql"]:
+                c.execute(s)
+        measured = pg.sweep_groups(
+            target=TARGET,
+            stage=rec["design"],
+            group_by="tenant",
+            sample_queries=20,
+            params={find: [value]},
+            settings=SETTINGS,
+            k=K,
+            depth=K,
+            repeat=1,
+            fresh=True,
+        )
+        pgeval_recall = {g["group"]: g["recall"] for g in measured.groups}
+        for group in ("big", "small"):
+            queries = sampled(conn, measured.sweeps[group].name)
+            assert queries == sampled(conn, row["sweeps"][group])  # advise's queries
+            recall = by_hand(database, rows, rec, group, queries)
+            assert recall == pytest.approx(pgeval_recall[group], abs=1e-9), group
+            assert recall >= R - REBUILD, (group, recall)
+        small = sampled(conn, row["sweeps"]["small"])
+        at_big = by_hand(database, rows, rec, "small", small, at=(find, row["found"]["big"]))
+        assert at_big < R - 0.3
+    finally:
+        with database.connect(results=False, autocommit=True) as c:
+            c.execute(f'DROP INDEX IF EXISTS "{name}"')
+            for s in rec["settings_sql"]:
+                setting = s.split(" SET ", 1)[1].split(" = ")[0]
+                c.execute(f'ALTER DATABASE "{db}" RESET {setting}')
+
+
+def test_report_and_table_name_the_groups_that_miss(advised, pgeval):
+    d, report = advised
+    page = html.unescape(report.read_text())
+    assert "The groups that miss" in page and "per group of" in page
+    assert "worst_group" in page and "small" in page
+    code, out, err = pgeval(ARGS)
+    assert code == 0, err
+    assert "per group of tenant: a design meets the target only if every group does" in out
+    assert "worst_group" in out and "small" in out
+    assert "with $1 <the query vector>, $2 <a value of tenant>" in out
+    assert "recommended:" in out and "small with 300 rows" in out
+
+
+def test_rerun_measures_nothing(advised, pgeval):
+    d, _ = advised
+    code, out, err = pgeval(ARGS + " --format json")
+    assert code == 0, err
+    again = json.loads(out)
+    assert [r["measured"] for r in again["designs"]] == [0, 0]
+    assert [(r["setting"], r["recall"]) for r in again["designs"]] == [
+        (r["setting"], r["recall"]) for r in d["designs"]
+    ]
+
+
+def test_sample_rows_with_groups(kb, conn):
+    """Screened on 1,500 rows (both tenants in them), confirmed on the table: every row carries
+    its worst group, the confirmed one measured per tenant on the table's target."""
+    pg, _ = kb
+    res = pg.advise(
+        TARGET,
+        sample_queries=20,
+        designs=["hnsw", "hnsw-halfvec"],
+        group_by="tenant",
+        target_recall=R,
+        settings=SETTINGS,
+        sample_rows=1500,
+    )
+    d = res.as_dict()
+    assert d["screened_on"] == 1500 and d["confirmed_on"] == "full"
+    sweep_of = dict(conn.execute("SELECT name, target FROM pgeval.sweep").fetchall())
+    for r in d["designs"]:
+        assert r["worst_group"] and set(r["sweeps"]) == {"big", "small"}
+        on = TARGET if r["measured_on"] == "table" else f"{TARGET}~sample1500"
+        assert {sweep_of[s] for s in r["sweeps"].values()} == {on}
+    confirmed = [r for r in d["designs"] if r["measured_on"] == "table"]
+    assert confirmed and d["recommendation"]["sweep"] in {r["sweep"] for r in confirmed}
+    assert confirmed[0]["groups"][0]["rows"] in (300, 2700)  # the table's tenants
+    assert scratch_schemas(conn) == []
