@@ -13,10 +13,8 @@ from typing import Any
 
 from ..core.db import Database
 from ..core.errors import InputError, PlanError, param
-from ..target.groups import Group, group_queries, plan
+from ..target.groups import DEFAULT_MAX_GROUPS, Group, group_queries, plan
 from .pipeline import PipelineConfig, default_name, run_pipeline
-
-DEFAULT_MAX_GROUPS = 10
 
 
 @dataclass

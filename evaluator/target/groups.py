@@ -13,6 +13,8 @@ from psycopg import sql
 from ..core.errors import InputError, param
 from ..core.ids import as_text
 
+DEFAULT_MAX_GROUPS = 10  # groups measured when there are more: the largest and smallest half
+
 
 @dataclass(frozen=True)
 class Group:

@@ -8,7 +8,7 @@ import click
 
 from ...api.vocabulary import advise_rows, ann_kinds
 from ..output import emit, format_option, info, to_json
-from .common import no_checksum_option, pass_api, statement_timeout_option
+from .common import group_options, no_checksum_option, pass_api, statement_timeout_option
 from .query_options import query_source_options
 
 if TYPE_CHECKING:
@@ -101,21 +101,11 @@ if TYPE_CHECKING:
     show_default=True,
     help="Seconds before an index build is cancelled.",
 )
-@click.option(
-    "--group-by",
-    default=None,
-    metavar="COLUMN",
-    help="Measure every design per group of this column (a tenant: knowledge_base_id) as the "
+@group_options(
+    "Measure every design per group of this column (a tenant: knowledge_base_id) as the "
     "application searches it, WHERE COLUMN = value, on one index over every group: "
     "--sample-queries N per group; a design meets --target-recall only if every group does, "
-    "and its worst group is shown. [default: the target's --group-by, else the whole table]",
-)
-@click.option(
-    "--max-groups",
-    type=click.IntRange(1, 10000),
-    default=10,
-    show_default=True,
-    help="With --group-by: at most this many groups, the largest half and the smallest half.",
+    "and its worst group is shown. [default: the target's --group-by, else the whole table]"
 )
 @click.option(
     "--sample-rows",

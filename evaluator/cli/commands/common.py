@@ -129,6 +129,31 @@ def statement_timeout_option() -> Callable[[F], F]:
     )
 
 
+def group_options(help: str) -> Callable[[F], F]:
+    """``--group-by COLUMN`` (what a group is measured as: ``help``) and ``--max-groups`` of the
+    commands that measure per tenant (run pipeline, sweep, advise, watch)."""
+    from ...target.groups import DEFAULT_MAX_GROUPS
+
+    group_by = click.option(
+        "--group-by",
+        default=None,
+        metavar="COLUMN",
+        help=help,
+    )
+    max_groups = click.option(
+        "--max-groups",
+        type=click.IntRange(1, 10000),
+        default=DEFAULT_MAX_GROUPS,
+        show_default=True,
+        help="With --group-by: at most this many groups, the largest half and the smallest half.",
+    )
+
+    def apply(f: F) -> F:
+        return group_by(max_groups(f))
+
+    return apply
+
+
 def isolate_index_option() -> Callable[[F], F]:
     """``--isolate-index`` of the commands that run ANN stages (pipeline, sweep)."""
     return click.option(

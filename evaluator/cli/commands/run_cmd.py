@@ -12,6 +12,7 @@ from ...api.vocabulary import PIPELINE_DEFAULTS
 from ..output import emit, format_option, warn
 from .common import (
     ProgressBar,
+    group_options,
     isolate_index_option,
     no_checksum_option,
     pass_api,
@@ -312,20 +313,10 @@ class _StageBar:
     help="Also record server execution time per query "
     "(EXPLAIN ANALYZE, a second execution of each query).",
 )
-@click.option(
-    "--group-by",
-    default=None,
-    metavar="COLUMN",
-    help="Run the pipeline once per group of this column (a tenant), each searched as the "
+@group_options(
+    "Run the pipeline once per group of this column (a tenant), each searched as the "
     "application scopes it (WHERE COLUMN = value), --sample-queries N per group; recall per "
-    "group and ANN stage, worst first. [default: the target's --group-by, else none]",
-)
-@click.option(
-    "--max-groups",
-    type=click.IntRange(1, 10000),
-    default=10,
-    show_default=True,
-    help="With --group-by: at most this many groups, the largest half and the smallest half.",
+    "group and ANN stage, worst first. [default: the target's --group-by, else none]"
 )
 @isolate_index_option()
 @statement_timeout_option()

@@ -17,6 +17,7 @@ from ...api.vocabulary import (
 )
 from ..output import emit, format_option, info, to_json, warn
 from .common import (
+    group_options,
     isolate_index_option,
     no_checksum_option,
     pass_api,
@@ -145,21 +146,11 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict[str
     default=None,
     help="Largest value --find tries.  [default: 1000]",
 )
-@click.option(
-    "--group-by",
-    default=None,
-    metavar="COLUMN",
-    help="Measure each group of this column (a tenant: knowledge_base_id) as the application "
+@group_options(
+    "Measure each group of this column (a tenant: knowledge_base_id) as the application "
     "searches it, WHERE COLUMN = value: --sample-queries N per group, exact search within the "
     "group, recall per group worst first, and the setting that brings the worst group to "
-    "--target-recall. [default: the target's --group-by, else the whole table]",
-)
-@click.option(
-    "--max-groups",
-    type=click.IntRange(1, 10000),
-    default=10,
-    show_default=True,
-    help="With --group-by: at most this many groups, the largest half and the smallest half.",
+    "--target-recall. [default: the target's --group-by, else the whole table]"
 )
 @click.option(
     "--embedder",

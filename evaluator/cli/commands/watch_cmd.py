@@ -8,7 +8,7 @@ import click
 
 from ...api.vocabulary import ann_kinds, openmetrics_text, probe_time
 from ..output import format_option, to_json, warn
-from .common import pass_api, statement_timeout_option
+from .common import group_options, pass_api, statement_timeout_option
 from .query_options import SAMPLED_BIAS, query_source_options
 
 if TYPE_CHECKING:
@@ -156,20 +156,10 @@ def _json(res: ProbeResult) -> dict[str, Any]:
     default=None,
     help="Largest value of the work setting the remedy tries.  [default: 1000]",
 )
-@click.option(
-    "--group-by",
-    default=None,
-    metavar="COLUMN",
-    help="One probe per group of this column (a tenant), searched as the application scopes "
+@group_options(
+    "One probe per group of this column (a tenant), searched as the application scopes "
     "it (WHERE COLUMN = value), --sample-queries N rows of each group, each its own series. "
-    "[default: the target's --group-by, else the whole table]",
-)
-@click.option(
-    "--max-groups",
-    type=click.IntRange(1, 10000),
-    default=10,
-    show_default=True,
-    help="With --group-by: at most this many groups, the largest half and the smallest half.",
+    "[default: the target's --group-by, else the whole table]"
 )
 @statement_timeout_option()
 @format_option(choices=("table", "json", "openmetrics"))

@@ -28,13 +28,19 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.errors import InputError, PlanError, param
 from ...stages import registry
-from ...target.groups import Group, choose, column_for, group_queries, list_groups, plan
+from ...target.groups import (
+    DEFAULT_MAX_GROUPS,
+    Group,
+    choose,
+    column_for,
+    group_queries,
+    list_groups,
+    plan,
+)
 from .runner import SweepConfig, SweepResult, run_sweep
 
 if TYPE_CHECKING:
     from ...core.db import Database
-
-DEFAULT_MAX_GROUPS = 10
 
 
 @dataclass
