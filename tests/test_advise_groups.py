@@ -147,6 +147,30 @@ def test_every_design_carries_its_worst_group(advised, conn):
     assert scratch_schemas(conn) == []
 
 
+def test_a_design_no_value_brings_to_the_target_shows_where_its_worst_group_comes_closest(kb, conn):
+    """With --find-max below what the small tenant needs, HNSW reaches the target in no value in
+    every group: every group is then also measured at the best value the small one tried, and the
+    row is that point (not the big tenant's least value, where the small one is at 0.12)."""
+    pg, _ = kb
+    d = pg.advise(
+        TARGET,
+        sample_queries=20,
+        designs=["hnsw"],
+        group_by="tenant",
+        target_recall=R,
+        settings=SETTINGS,
+        find_max=60,
+    ).as_dict()
+    (row,) = d["designs"]
+    assert not row["reached"] and d["recommendation"] is None
+    assert row["worst_group"]["group"] == "small" and "small" in row["groups_missing"]
+    assert row["setting"] == {"hnsw.ef_search": 60}
+    worst_at = {int(p["value"]): p["recall"] for p in row["points"]}
+    assert row["recall"] == max(worst_at.values()) == worst_at[60]
+    assert worst_at[row["found"]["big"]] < row["recall"] < R
+    assert scratch_schemas(conn) == []
+
+
 # The index built on the table is another HNSW graph than the one advise measured on its scratch
 # copy (levels drawn at random; apply.REBUILT says so), and advise's setting is the least reaching
 # the target: a rebuild's recall there differs by a few hundredths (measured: 0.895 to 0.925 for

@@ -14,7 +14,8 @@ tenant at 0.1; this measures each group as the application searches it.
 - The recommendation is SQL's cost rule over the groups' worst recall per point
   (``pgeval.sweeps_recommendation``); with ``--find``, each group finds its own least value and
   every group is then measured at every value found (mostly reused), so that the setting that
-  brings the worst group to the target is measured in every group, not inferred.
+  brings the worst group to the target is measured in every group, not inferred; a group that
+  reaches no value adds the best value it tried.
 - Groups that miss the target at that point are measured once more with the kind's iterative
   scan (``hnsw.iterative_scan`` strict_order and relaxed_order), at the same settings, to say
   whether it fixes them.
@@ -174,8 +175,13 @@ def _group_config(cfg: SweepConfig, column: str, g: Group, step: str, **changes:
 
 
 def _confirm(cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of: Any) -> None:
-    """--find: every group measured at every value a group found (most points are reused)."""
-    values = sorted({f["value"] for f in out.finds.values() if f.get("reached")})
+    """--find: every group measured at every value a group found (most points are reused), and
+    at the best value tried by a group that did not reach the target, so that the point where the
+    hardest group comes closest is measured in every group too."""
+    values = sorted(
+        {f["value"] for f in out.finds.values() if f.get("reached")}
+        | {f["best"][0] for f in out.finds.values() if not f.get("reached") and f.get("best")}
+    )
     if not values:
         return
     grid = (f"{cfg.find}={','.join(str(v) for v in values)}",)
