@@ -158,7 +158,8 @@ def _apply_and_check(database, pg, path, rec: dict, queries) -> None:
             fresh=True,
         )
         (point,) = measured.points
-        assert by_hand == pytest.approx(point["index_recall"], abs=0.01)
+        # within 0.01, that itself included (0.945 against 0.9349999999999999 was seen)
+        assert by_hand == pytest.approx(point["index_recall"], abs=0.01 + 1e-9)
         assert by_hand == pytest.approx(rec["recall"], abs=REBUILD)
     finally:
         with database.connect(results=False, autocommit=True) as c:

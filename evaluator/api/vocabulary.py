@@ -21,9 +21,11 @@ from ..reporting.common import LEVELS_NOTE
 from ..reporting.gate import DEFAULT_RULES
 from ..run.configure import PIPELINE_DEFAULTS
 from ..stages.registry import ann_kinds
+from ..target.groups import DEFAULT_MAX_GROUPS
 from ..testset.query_source import SAMPLED_BIAS
 
 __all__ = [
+    "DEFAULT_MAX_GROUPS",
     "DEFAULT_RULES",
     "LEVELS_NOTE",
     "advise_rows",

@@ -109,21 +109,26 @@ class PoolSafeConnection(psycopg.Connection):
             return
         from psycopg import generators, pq
 
-        try:
-            self.cancel_safe(timeout=5.0)
-        except Exception:
-            pass
-        try:
-            for _ in range(100):  # each round reads the results the server has sent
-                if self.pgconn.transaction_status != TransactionStatus.ACTIVE:
-                    return
-                results = self.wait(generators.fetch_many(self.pgconn), timeout=5.0)
-                if results and results[-1].status == pq.ExecStatus.COPY_IN:
-                    self.wait(generators.copy_end(self.pgconn, b"interrupted"), timeout=5.0)
-                elif not results:
-                    break
-        except Exception:
-            pass
+        # a cancel that reaches the server before it has started the command is a no-op (the
+        # command then runs to its end): when its results do not come, cancel again
+        for _ in range(5):
+            try:
+                self.cancel_safe(timeout=5.0)
+            except Exception:
+                pass
+            try:
+                for _ in range(100):  # each round reads the results the server has sent
+                    if self.pgconn.transaction_status != TransactionStatus.ACTIVE:
+                        return
+                    results = self.wait(generators.fetch_many(self.pgconn), timeout=2.0)
+                    if results and results[-1].status == pq.ExecStatus.COPY_IN:
+                        self.wait(generators.copy_end(self.pgconn, b"interrupted"), timeout=2.0)
+                    elif not results:
+                        break
+            except Exception:
+                continue
+            if self.pgconn.transaction_status != TransactionStatus.ACTIVE:
+                return
         if self.pgconn.transaction_status == TransactionStatus.ACTIVE:
             self.pgconn.finish()  # stuck: end the session rather than hang or mislead
 

@@ -132,7 +132,7 @@ def statement_timeout_option() -> Callable[[F], F]:
 def group_options(help: str) -> Callable[[F], F]:
     """``--group-by COLUMN`` (what a group is measured as: ``help``) and ``--max-groups`` of the
     commands that measure per tenant (run pipeline, sweep, advise, watch)."""
-    from ...target.groups import DEFAULT_MAX_GROUPS
+    from ...api.vocabulary import DEFAULT_MAX_GROUPS
 
     group_by = click.option(
         "--group-by",
