@@ -13,6 +13,7 @@ from typing import Any
 
 from ..core.db import Database
 from ..core.errors import InputError, PlanError, param
+from ..core.warnings_once import once
 from ..target.groups import DEFAULT_MAX_GROUPS, Group, group_queries, plan
 from .pipeline import PipelineConfig, default_name, run_pipeline
 
@@ -63,11 +64,7 @@ def run_pipeline_groups(
         column, k, groups.total, groups.chosen, null_rows=groups.nulls, skipped=groups.skipped
     )
 
-    def warn(message: str) -> None:
-        if message not in out.warnings:
-            out.warnings.append(message)
-            if on_warning:
-                on_warning(message)
+    warn = once(out.warnings, on_warning)
 
     if groups.null_warning:
         warn(groups.null_warning)

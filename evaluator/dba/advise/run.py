@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.errors import InputError, param
+from ...core.warnings_once import once
 from .. import build_sweep
 from . import measure, recommend, sample
 from .plan import AdviseConfig, Design, designs, supported
@@ -101,11 +102,7 @@ def run_advise(
         group_by=column,
     )
 
-    def warn(message: str) -> None:
-        if message not in result.warnings:
-            result.warnings.append(message)
-            if on_warning:
-                on_warning(message)
+    warn = once(result.warnings, on_warning)
 
     measured = _Measure(database, cfg, column, warn, on_design, on_find, result)
     with build_sweep.shared():  # one scratch copy for every design; dropped at the end

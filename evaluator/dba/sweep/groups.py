@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import InputError, PlanError, param
+from ...core.warnings_once import once
 from ...stages import registry
 from ...target.groups import (
     DEFAULT_MAX_GROUPS,
@@ -132,11 +133,7 @@ def run_groups(
         skipped=groups.skipped,
     )
 
-    def warn(message: str) -> None:
-        if message not in out.warnings:
-            out.warnings.append(message)
-            if on_warning:
-                on_warning(message)
+    warn = once(out.warnings, on_warning)
 
     if groups.null_warning:
         warn(groups.null_warning)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ...core.canonical import canonical_json, sha256_hex
 from ...core.errors import InputError, param
+from ...core.warnings_once import once
 from ...stages import gucs, registry
 from . import grid, store
 
@@ -163,10 +164,7 @@ class _Env:
         self.__dict__.update(kw)
 
     def warn(self, message: str) -> None:
-        if message not in self.result.warnings:
-            self.result.warnings.append(message)
-            if self.on_warning:
-                self.on_warning(message)
+        once(self.result.warnings, self.on_warning)(message)
 
 
 def _check(cfg: SweepConfig) -> int:

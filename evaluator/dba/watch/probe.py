@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ...core.canonical import sha256_hex
 from ...core.errors import Conflict, InputError, param
 from ...core.held_lock import HeldLock
+from ...core.warnings_once import once
 from ...stages import gucs, registry
 from .config import WatchConfig
 
@@ -269,11 +270,7 @@ def _measure(
 
     warnings: list[str] = []
 
-    def warn(message: str) -> None:
-        if message not in warnings:
-            warnings.append(message)
-            if on_warning:
-                on_warning(message)
+    warn = once(warnings, on_warning)
 
     res = run_sweep(database, sweep_cfg, on_warning=warn)
     wall_ms = (time.perf_counter() - t0) * 1000.0
