@@ -78,11 +78,14 @@ $$;
 -- "score": "similarity"), the exact stage's distance of the same chunk is used.
 -- Edge case: when exact search itself returned n < K rows for a query (a filtered table that
 -- holds fewer than K chunks), d_K is its largest distance and the denominator is n.
-CREATE OR REPLACE FUNCTION pgeval.index_recall(p_experiment bigint, p_k integer DEFAULT 10,
-                                               p_repetition integer DEFAULT 1)
-RETURNS TABLE (run_id bigint, name text, label text, stage text, repetition integer,
-               k integer, queries bigint, index_recall double precision, short_queries bigint,
-               exact_run_id bigint)
+-- Per ANN run and query: hits (the numerator above), denom (min(K, n)), got (rows the run
+-- returned within its first K): pgeval.index_recall averages hits / denom over the queries, and
+-- pgeval.sweep_point_recall_margin reads its spread.
+CREATE OR REPLACE FUNCTION pgeval.index_recall_per_query(p_experiment bigint,
+                                                         p_k integer DEFAULT 10,
+                                                         p_repetition integer DEFAULT 1)
+RETURNS TABLE (run_id bigint, repetition integer, query_id text, hits bigint, denom bigint,
+               got bigint, exact_run_id bigint)
 LANGUAGE sql STABLE AS $$
     WITH s AS (SELECT * FROM pgeval.experiment_stages(p_experiment, p_repetition)),
     ex AS (SELECT DISTINCT ON (s.repetition) s.repetition, s.run_id
@@ -98,28 +101,39 @@ LANGUAGE sql STABLE AS $$
                                            AND res.query_id = qq.query_id
                                            AND res.score IS NOT NULL
                                          ORDER BY res.score LIMIT p_k) x) t
-            WHERE t.n > 0),
-    per_query AS (
-        SELECT a.run_id, dk.query_id, dk.n AS denom, dk.exact_run,
-               (SELECT count(*) FILTER (WHERE coalesce(CASE WHEN coalesce(a.params->>'score',
-                                                                          'distance') = 'distance'
-                                                            THEN res.score END, xr.score)
-                                              <= dk.d_k + 1e-6 * greatest(1.0, abs(dk.d_k)))
-                  FROM pgeval.result res
-                  LEFT JOIN pgeval.result xr ON xr.run_id = dk.exact_run
-                                            AND xr.query_id = res.query_id
-                                            AND xr.chunk_id = res.chunk_id
-                 WHERE res.run_id = a.run_id AND res.query_id = dk.query_id
-                   AND res.rank <= p_k) AS hits,
-               (SELECT count(*) FROM pgeval.result res
-                 WHERE res.run_id = a.run_id AND res.query_id = dk.query_id
-                   AND res.rank <= p_k) AS got
-          FROM s a JOIN dk ON dk.repetition = a.repetition
-         WHERE a.role = 'ann' AND p_k >= 1)
+            WHERE t.n > 0)
+    SELECT a.run_id, a.repetition, dk.query_id,
+           (SELECT count(*) FILTER (WHERE coalesce(CASE WHEN coalesce(a.params->>'score',
+                                                                      'distance') = 'distance'
+                                                        THEN res.score END, xr.score)
+                                          <= dk.d_k + 1e-6 * greatest(1.0, abs(dk.d_k)))
+              FROM pgeval.result res
+              LEFT JOIN pgeval.result xr ON xr.run_id = dk.exact_run
+                                        AND xr.query_id = res.query_id
+                                        AND xr.chunk_id = res.chunk_id
+             WHERE res.run_id = a.run_id AND res.query_id = dk.query_id
+               AND res.rank <= p_k),
+           dk.n,
+           (SELECT count(*) FROM pgeval.result res
+             WHERE res.run_id = a.run_id AND res.query_id = dk.query_id
+               AND res.rank <= p_k),
+           dk.exact_run
+      FROM s a JOIN dk ON dk.repetition = a.repetition
+     WHERE a.role = 'ann' AND p_k >= 1
+$$;
+
+CREATE OR REPLACE FUNCTION pgeval.index_recall(p_experiment bigint, p_k integer DEFAULT 10,
+                                               p_repetition integer DEFAULT 1)
+RETURNS TABLE (run_id bigint, name text, label text, stage text, repetition integer,
+               k integer, queries bigint, index_recall double precision, short_queries bigint,
+               exact_run_id bigint)
+LANGUAGE sql STABLE AS $$
     SELECT a.run_id, a.name, a.label, a.stage, a.repetition, p_k,
            count(pq.query_id), avg(pq.hits::float8 / pq.denom),
-           count(*) FILTER (WHERE pq.got < pq.denom), min(pq.exact_run)
-      FROM s a JOIN per_query pq ON pq.run_id = a.run_id
+           count(*) FILTER (WHERE pq.got < pq.denom), min(pq.exact_run_id)
+      FROM pgeval.experiment_stages(p_experiment, p_repetition) a
+      JOIN pgeval.index_recall_per_query(p_experiment, p_k, p_repetition) pq
+        ON pq.run_id = a.run_id
      GROUP BY a.run_id, a.name, a.label, a.stage, a.repetition, a."position"
      ORDER BY a.repetition, a."position"
 $$;

@@ -11,10 +11,12 @@ import html
 import json
 
 import clustered_kb
+import numpy as np
 import pytest
 from test_sweep_build import scratch_schemas
 
 from evaluator.api import Pgeval
+from evaluator.dba.advise import margin
 from evaluator.stages import registry
 
 pytestmark = pytest.mark.slow
@@ -63,6 +65,8 @@ def test_every_design_measured_and_json_shape(advised, conn):
         assert r["reached"] == (r["recall"] >= 0.95 - 1e-12)
         assert set(r["setting"]) >= {registry.KINDS[r["design"]].work_settings[0]}
         assert r["sweep"] and r["point"]
+        # the recall's 95 % interval over the queries, at the design's point
+        assert r["recall_queries"] == NQ and 0 <= r["recall_margin"] < 0.2
     bq = next(r for r in d["designs"] if r["design"] == "hnsw-bq")
     assert bq["setting"]["hnsw.iterative_scan"] == "strict_order"
     rec = d["recommendation"]
@@ -77,6 +81,14 @@ def test_every_design_measured_and_json_shape(advised, conn):
     assert rec["ddl"].startswith("CREATE INDEX CONCURRENTLY ") and f'"{TABLE}"' in rec["ddl"]
     assert all(s.startswith("ALTER DATABASE ") for s in rec["settings_sql"])
     assert rec["design"] in rec["why"] and "runner-up" in rec["why"]
+    assert f"±{rec['recall_margin']:.4f} over {NQ} queries" in rec["why"]
+    # wider than 0.01 over 40 queries unless nearly every query is perfect: said, with the
+    # queries that would narrow it
+    wide = [w for w in d["warnings"] if "95 % interval over" in w]
+    assert bool(wide) == (rec["recall_margin"] > 0.01), d["warnings"]
+    if wide:
+        n = margin.queries_for(rec["recall_margin"], NQ)
+        assert n > NQ and f"about {n} queries narrow it to ±0.01" in wide[0]
     assert scratch_schemas(conn) == []
 
 
@@ -90,10 +102,10 @@ def test_rerun_measures_nothing(kb, advised, conn):
     assert scratch_schemas(conn) == []
 
 
-def _by_hand(database, rec: dict, queries) -> float:
+def _by_hand(database, rec: dict, queries) -> tuple[float, list[float]]:
     """Index recall@K of the printed statement, run as the application runs it after the printed
     DDL and settings: rows within the K-th exact distance (1e-6 relative), as docs/METRICS.md."""
-    total = 0.0
+    per_query = []
     name = rec["ddl"].split()[3].strip('"')
     with database.connect(results=False) as c:
         for q in queries:
@@ -121,8 +133,8 @@ def _by_hand(database, rec: dict, queries) -> float:
                 ).fetchall()
             ]
             c.rollback()
-            total += sum(1 for d in full if d <= d_k + 1e-6 * max(1.0, abs(d_k))) / K
-    return total / len(queries)
+            per_query.append(sum(1 for d in full if d <= d_k + 1e-6 * max(1.0, abs(d_k))) / K)
+    return sum(per_query) / len(queries), per_query
 
 
 # The index built on the table is another build than the one advise measured on its scratch copy:
@@ -149,7 +161,7 @@ def _apply_and_check(database, pg, path, rec: dict, queries) -> None:
         with database.connect(results=False, autocommit=True) as c:  # a new session
             for n, v in server.items():
                 assert c.execute("SELECT current_setting(%s)", (n,)).fetchone()[0] == v, n
-        by_hand = _by_hand(database, rec, queries)
+        by_hand, per_query = _by_hand(database, rec, queries)
         find, value = next(iter(rec["setting"].items()))  # the setting advise found
         measured = pg.sweep(
             target=TARGET,
@@ -165,6 +177,14 @@ def _apply_and_check(database, pg, path, rec: dict, queries) -> None:
         (point,) = measured.points
         # the same index, queries and setting: the same lists, so the same recall
         assert by_hand == pytest.approx(point["index_recall"], abs=1e-9)
+        # its 95 % margin (SQL) is 1.96 s / sqrt(n) of the per-query recalls by hand
+        with database.connect() as r:
+            n, margin = r.execute(
+                "SELECT queries, margin95 FROM pgeval.sweep_point_recall_margin(%s, %s, %s)",
+                (measured.sweep_id, point["point"], K),
+            ).fetchone()
+        assert n == len(queries)
+        assert margin == pytest.approx(1.96 * np.std(per_query, ddof=1) / np.sqrt(n), abs=1e-12)
         assert by_hand == pytest.approx(rec["recall"], abs=REBUILD)
     finally:
         with database.connect(results=False, autocommit=True) as c:

@@ -26,6 +26,7 @@ def rows(result: dict[str, Any], *, short: bool = False) -> list[dict[str, Any]]
                 f"{k.split('.', 1)[-1] if short else k}={v}" for k, v in r["setting"].items()
             ),
             f"recall@{result['k']}": r["recall"],
+            "±95%": r.get("recall_margin"),
             "p50_ms": r["p50_ms"],
             "p95_ms": r["p95_ms"],
             "p99_ms": r["p99_ms"],

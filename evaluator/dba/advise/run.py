@@ -19,7 +19,7 @@ from typing import Any
 from ...core.errors import InputError, param
 from ...core.warnings_once import once
 from .. import build_sweep
-from . import measure, recommend, sample
+from . import margin, measure, recommend, sample
 from .plan import AdviseConfig, Design, designs, supported
 
 OnDesign = Callable[[int, int, Design, "float | None"], None] | None
@@ -110,6 +110,7 @@ def run_advise(
             result.designs = measured.all(plan, cfg.target)
         else:
             _screen_and_confirm(database, cfg, plan, column, measured, result)
+    margin.attach(database, result.designs, cfg.k)
     with database.connect(results=False, autocommit=True) as kb:
         context = recommend.server_context(kb, target, cfg)
         for row in result.designs:
@@ -118,6 +119,10 @@ def run_advise(
         result.recommendation, result.unmet = recommend.choose(
             kb, target, eligible, cfg, group=column
         )
+    if result.recommendation is not None:
+        wide = margin.warning(result.recommendation, cfg.k, cfg.target_recall)
+        if wide:
+            warn(wide)
     return result
 
 

@@ -1,0 +1,66 @@
+"""How far each design's recall may move with another sample of as many queries: the half-width
+of its 95 % interval (SQL's pgeval.sweep_point_recall_margin over the point's per-query index
+recall), beside the recall in every row, and a warning when the recommendation's interval is
+wider than ``WIDE``: a rebuild or another sample may then land on the other side of the target
+(docs/advise.md measures both)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+WIDE = 0.01  # the issue's "within 0.01": an interval wider than this says how to narrow it
+
+
+def attach(database: Any, rows: list[dict[str, Any]], k: int) -> None:
+    """``recall_margin`` (the 95 % half-width) and ``recall_queries`` (the queries it is over)
+    of every row at its point (grouped: the worst group's sweep, the row's ``sweep``)."""
+    import psycopg
+
+    from ...core.errors import DatabaseError
+
+    with database.connect() as conn:
+        for row in rows:
+            found = None
+            if row.get("sweep") and row.get("point"):
+                try:
+                    found = _margin(conn, row, k)
+                except psycopg.errors.UndefinedFunction:
+                    raise DatabaseError(
+                        "the SQL API of schema pgeval is older than this pgeval (no "
+                        "pgeval.sweep_point_recall_margin): run `pgeval init`"
+                    ) from None
+            row["recall_queries"] = int(found[0]) if found and found[0] else None
+            row["recall_margin"] = found[1] if found else None
+        conn.rollback()
+
+
+def _margin(conn: Any, row: dict[str, Any], k: int) -> Any:
+    return conn.execute(
+        "SELECT m.queries, m.margin95 FROM pgeval.sweep s "
+        "JOIN pgeval.sweep_point sp ON sp.sweep_id = s.sweep_id AND sp.label = %s "
+        "CROSS JOIN LATERAL pgeval.sweep_point_recall_margin(s.sweep_id, sp.point, "
+        "%s) m WHERE s.name = %s LIMIT 1",
+        (row["point"], k, row["sweep"]),
+    ).fetchone()
+
+
+def queries_for(margin: float, queries: int, width: float = WIDE) -> int:
+    """Queries for a half-width of ``width``: the margin shrinks as 1 / sqrt(queries)."""
+    return int(math.ceil(queries * (margin / width) ** 2))
+
+
+def warning(rec_row: dict[str, Any], k: int, target_recall: float) -> str | None:
+    """Said when the recommended design's 95 % interval is wider than ``WIDE`` (``rec_row``: the
+    recommendation, with the design's recall, margin and queries)."""
+    margin, n = rec_row.get("recall_margin"), rec_row.get("recall_queries")
+    if margin is None or not n or margin <= WIDE:
+        return None
+    low = rec_row["recall"] - margin
+    risk = f", below the target {target_recall:g} at its low end" if low < target_recall else ""
+    return (
+        f"recall@{k} {rec_row['recall']:.3f} of the recommended {rec_row['design']} is "
+        f"±{margin:.3f} (95 % interval over {n} queries){risk}: another sample of as many "
+        f"queries, or a rebuild, may land that far off; about {queries_for(margin, n)} queries "
+        f"narrow it to ±{WIDE:g}"
+    )
