@@ -216,7 +216,7 @@ def main() -> None:
         t0 = time.perf_counter()
         res = advise(db, path, designs, args.target_recall, fresh=False)
         print(
-            f"(c) advise over all designs"
+            "(c) advise over all designs"
             + (" again, every point stored" if not args.recall_only else "")
             + f": {time.perf_counter() - t0:.1f} s"
         )
