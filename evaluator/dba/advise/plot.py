@@ -1,6 +1,6 @@
 """`pgeval advise --plot FILE.png`: recall@K against p95 per design — each design's find path as
-a line, the value found as a marker whose area is the index size — the target recall as a dashed
-line and the recommended design ringed. matplotlib is imported only here."""
+a line, the value found as a marker whose area is the index size, with its recall's 95 % interval
+as a bar — the target recall as a dashed line and the recommended design ringed. matplotlib is imported only here."""
 
 from __future__ import annotations
 
@@ -51,6 +51,15 @@ def png(result: dict[str, Any]) -> bytes:
             edgecolors="white",
             label=f"{r['design']} {build}: {(r['index_bytes'] or 0) / MB:.1f} MB" + _misses(r),
         )
+        if r.get("recall_margin"):  # the recall's 95 % interval over the queries
+            ax.errorbar(
+                [r["p95_ms"]],
+                [r["recall"]],
+                yerr=[r["recall_margin"]],
+                color=colour,
+                capsize=4,
+                linewidth=1,
+            )
     ax.axhline(
         result["target_recall"],
         linestyle="--",
@@ -71,6 +80,7 @@ def png(result: dict[str, Any]) -> bytes:
             label=f"recommended: {rec['design']}",
         )
     ax.set_xscale("log")
+    _plain_ms(ax)
     ax.set_xlabel("p95 latency (ms, nearest rank, log scale)")
     ax.set_ylabel(
         f"recall@{result['k']} against exact search"
@@ -83,6 +93,18 @@ def png(result: dict[str, Any]) -> bytes:
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="best", markerscale=0.5)
     return figures.png(fig)
+
+
+def _plain_ms(ax: Any) -> None:
+    """Milliseconds as plain numbers on the log axis (0.2, 0.5, 1, 2, 5), not 2x10^-1 labels
+    that run into each other."""
+    from matplotlib import ticker
+
+    plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    ax.xaxis.set_major_formatter(plain)
+    ax.xaxis.set_minor_formatter(
+        ticker.FuncFormatter(lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in "25" else "")
+    )
 
 
 def _misses(row: dict[str, Any]) -> str:
