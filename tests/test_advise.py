@@ -209,6 +209,33 @@ def test_each_design_applied_as_printed(kb, advised, database, design):
     _apply_and_check(database, pg, path, rec, queries)
 
 
+def test_low_end_finds_a_setting_whose_interval_clears_the_target(kb, advised, pgeval, conn):
+    pg, path, _ = kb
+    # hnsw-bq: its candidates run in steps of one, and each query's recall varies there (an
+    # HNSW ef_search under K cuts every list to the same length: no spread)
+    kw = dict(queries_file=path, target_recall=0.9, settings=SMALL, designs="hnsw-bq")
+    plain = pg.advise(TARGET, **kw).designs[0]
+    # the least setting reaching 0.9 leaves its interval's low end under it (40 queries)
+    assert plain["reached"] and plain["recall"] - plain["recall_margin"] < 0.9 - 1e-9
+    res = pg.advise(TARGET, **kw, low_end=True)
+    row = res.designs[0]
+    assert res.as_dict()["low_end"] is True and row["reached"]
+    assert row["recall"] - row["recall_margin"] >= 0.9 - 1e-9
+    assert row["find_target"] > 0.9  # found again, for 0.9 + the margin
+    assert row["setting"]["bq.candidates"] > plain["setting"]["bq.candidates"]
+    assert "at the low end of its 95 % interval" in res.recommendation["why"]
+    code, out, err = pgeval(
+        "advise", "--target", TARGET, "--queries-file", str(path), "--set", SMALL[0],
+        "--designs", "hnsw-bq", "--target-recall", "0.9", "--low-end", "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["low_end"] is True  # stored: the same setting, nothing measured
+    assert again["designs"][0]["setting"] == row["setting"]
+    assert again["designs"][0]["measured"] == 0
+    assert scratch_schemas(conn) == []
+
+
 def test_budget_excluding_every_design_says_which_binds(kb, advised, pgeval, conn):
     _, path, _ = kb
     args = ["advise", "--target", TARGET, "--queries-file", str(path), "--set", SMALL[0]]

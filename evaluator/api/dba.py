@@ -144,6 +144,7 @@ class DbaMethods:
         max_groups: int = 10,
         sample_rows: int | None = None,
         role: str | None = None,
+        low_end: bool = False,
         plot: str | Path | None = None,
         report: str | Path | None = None,
         on_design: Callable[[int, int, Design, float | None], None] | None = None,
@@ -158,7 +159,8 @@ class DbaMethods:
         ``""``: the whole table): every design measured per group (at most ``max_groups``), a
         design meets the target only where every group does, its worst group beside it.
         ``sample_rows``: every design screened on that many rows, the best confirmed on the
-        table. ``role``: the settings as ``ALTER ROLE role IN DATABASE ...``. Returns an
+        table. ``role``: the settings as ``ALTER ROLE role IN DATABASE ...``. ``low_end``: a design
+        reaches the target only where its recall's 95 % interval lies above it. Returns an
         AdviseResult; ``as_dict()`` is what ``--format json`` prints."""
         from ..dba.advise import AdviseConfig, run_advise
         from ..dba.sweep.configure import grid_items
@@ -191,6 +193,7 @@ class DbaMethods:
             max_groups=max_groups,
             sample_rows=sample_rows,
             role=role,
+            low_end=low_end,
         )
         result = run_advise(self.database, cfg, on_design=on_design, on_warning=on_warning)
         if plot is not None:

@@ -40,6 +40,8 @@ class AdviseConfig:
     max_groups: int = 10
     sample_rows: int | None = None  # screen on this many rows, confirm the best on the table
     role: str | None = None  # settings as ALTER ROLE role IN DATABASE ... (else ALTER DATABASE)
+    # a design reaches the target only where its recall's 95 % interval lies above it
+    low_end: bool = False
 
 
 @dataclass(frozen=True)

@@ -102,7 +102,9 @@ def choose(
     scopes each search by (its statement gets ``WHERE column = $2``)."""
     reaching = [r for r in rows if r["reached"] and r["p95_ms"] is not None]
     ok = [r for r in reaching if not r["over_budget"]]
-    goal = f"recall@{cfg.k} >= {cfg.target_recall:g}"
+    goal = f"recall@{cfg.k} >= {cfg.target_recall:g}" + (
+        " at the low end of its 95 % interval" if cfg.low_end else ""
+    )
     if not ok:
         return None, _unmet(rows, reaching, cfg, goal)
     chosen, by_tie = pick(ok)

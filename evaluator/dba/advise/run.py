@@ -43,12 +43,14 @@ class AdviseResult:
     screened_on: int | None = None  # --sample-rows: the rows every design was screened on
     screen: dict[str, Any] | None = None  # the sample's target, rows, the table's rows
     confirmed: list[str] = field(default_factory=list)  # designs measured on the whole table
+    low_end: bool = False  # reached: the recall's 95 % interval above the target
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "target": self.target,
             "k": self.k,
             "target_recall": self.target_recall,
+            "low_end": self.low_end,
             "budgets": self.budgets,
             "testset": self.testset,
             "queries": self.queries,
@@ -100,6 +102,7 @@ def run_advise(
         skipped={k: v for k, v in why_not.items() if not cfg.designs},
         settings=dict(cfg.settings),
         group_by=column,
+        low_end=cfg.low_end,
     )
 
     warn = once(result.warnings, on_warning)
@@ -159,6 +162,16 @@ class _Measure:
         row, res = measure.design_row(
             self.database, self.cfg, design, target, self.column, self.warn, self.on_find
         )
+        if self.cfg.low_end:
+            row, res = margin.low_end(
+                self.database,
+                self.cfg,
+                row,
+                res,
+                lambda c: measure.design_row(
+                    self.database, c, design, target, self.column, self.warn, self.on_find
+                ),
+            )
         if row["measured"]:
             self.spent.append(time.monotonic() - t0)
         self.done += 1
