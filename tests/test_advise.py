@@ -236,6 +236,16 @@ def test_low_end_finds_a_setting_whose_interval_clears_the_target(kb, advised, p
     assert scratch_schemas(conn) == []
 
 
+def test_a_setting_that_caps_the_rows_is_found_from_the_limit_up(kb, advised):
+    # hnsw.ef_search 9 returns 9 rows: recall 0.9 exactly, every query (the LIMIT is 10); the
+    # find starts at the LIMIT, so a target of 0.9 is met with every row the application asks
+    pg, path, _ = kb
+    res = pg.advise(TARGET, queries_file=path, target_recall=0.9, settings=SMALL, designs="hnsw")
+    row = res.designs[0]
+    assert row["reached"] and row["setting"]["hnsw.ef_search"] >= K and row["rows"] == K
+    assert min(v for v, _ in row["find_path"]) == K
+
+
 def test_budget_excluding_every_design_says_which_binds(kb, advised, pgeval, conn):
     _, path, _ = kb
     args = ["advise", "--target", TARGET, "--queries-file", str(path), "--set", SMALL[0]]

@@ -49,7 +49,10 @@ class Kind:
       (``halfvec`` and ``binary_quantize`` came in pgvector 0.7.0);
     - ``iterative_scan``: the setting that lets a filtered scan go on past its first candidates
       (pgvector 0.8's iterative index scans) and the modes it takes, which a sweep grouped by
-      tenant tries on the groups that miss the target (``--group-by``).
+      tenant tries on the groups that miss the target (``--group-by``);
+    - ``caps_rows``: work settings whose value caps the rows a query returns (HNSW's
+      ``ef_search`` without an iterative scan, ``bq.candidates``, the inner LIMIT): advise finds
+      them from the application's LIMIT up, never recommending fewer rows than it asks for.
     """
 
     name: str
@@ -66,6 +69,7 @@ class Kind:
     cast_type: str | None = None
     iterative_scan: tuple[str, tuple[str, ...]] | None = None
     min_version: str | None = None
+    caps_rows: tuple[str, ...] = ()
 
     def may_reorder(self, settings: dict[str, str | None]) -> bool:
         """Whether a scan under ``settings`` (as the server shows them) may emit rows out of
@@ -113,6 +117,7 @@ _HNSW: dict[str, Any] = dict(
     extension="vector",
     reorders={"hnsw.iterative_scan": "relaxed_order"},
     iterative_scan=("hnsw.iterative_scan", ("strict_order", "relaxed_order")),
+    caps_rows=("hnsw.ef_search",),
 )
 KINDS: dict[str, Kind] = {
     k.name: k
@@ -133,6 +138,7 @@ KINDS: dict[str, Kind] = {
                 **_HNSW,
                 "guc_prefixes": ("hnsw.", "bq."),
                 "work_settings": ("bq.candidates", "hnsw.ef_search", "hnsw.max_scan_tuples"),
+                "caps_rows": ("bq.candidates", "hnsw.ef_search"),
             },
             cast_type="bit",
             min_version="0.7.0",

@@ -33,6 +33,7 @@ def config(cfg: AdviseConfig, design: Design, target: str) -> SweepConfig:
         target_recall=cfg.target_recall,
         find=design.find,
         find_max=cfg.find_max,
+        find_min=design.find_min if design.find_min > 1 else None,
         embedder=cfg.embedder,
         checksum=cfg.checksum,
         statement_timeout=cfg.statement_timeout,

@@ -53,6 +53,7 @@ class Design:
     build: dict[str, str]
     find: str
     fixed: dict[str, str]
+    find_min: int = 1  # the application's LIMIT where the setting caps the rows returned
 
     @property
     def label(self) -> str:
@@ -168,5 +169,6 @@ def designs(cfg: AdviseConfig, available: list[str], why_not: dict[str, str]) ->
             first = next(o for o, v in kind.build_options.items() if v is not None)
             axes = [(first, [str(kind.build_options[first])])]
         for build in grid.product(axes):
-            out.append(Design(name, build, find, fixed_settings(kind)))
+            floor = cfg.k if find in kind.caps_rows else 1
+            out.append(Design(name, build, find, fixed_settings(kind), floor))
     return out

@@ -47,8 +47,9 @@ def search(
     target: float,
     start: int,
     maximum: int,
+    minimum: int = 1,
 ) -> Find:
-    """Find the smallest integer in [1, maximum] whose ``measure`` reaches ``target``."""
+    """Find the smallest integer in [minimum, maximum] whose ``measure`` reaches ``target``."""
     out = Find(setting, others)
     seen: dict[int, float] = {}
 
@@ -62,13 +63,13 @@ def search(
     def reaches(v: int) -> bool:
         return recall(v) >= target - 1e-12
 
-    v = min(max(1, start), maximum)
+    v = min(max(minimum, start), maximum)
     lo: int | None = None  # largest value known not to reach
     hi: int | None = None  # smallest value known to reach
     if reaches(v):
         hi = v
-        while hi > 1:
-            v = max(1, hi // 2)
+        while hi > minimum:
+            v = max(minimum, hi // 2)
             if reaches(v):
                 hi = v
             else:

@@ -54,6 +54,7 @@ class SweepConfig:
     queries: object = None  # testset.query_source.QuerySource (instead of testset)
     find: str | None = None  # --find GUC: the cheapest value reaching target_recall
     find_max: int | None = None  # --find-max (default find.DEFAULT_MAX)
+    find_min: int | None = None  # the least value a find tries (advise: the LIMIT; default 1)
     # one group of the target (column, value): searched as the application searches it,
     # ``WHERE column = value`` (dba/sweep/groups.py runs one such sweep per group)
     group: tuple[str, str] | None = None
@@ -583,7 +584,17 @@ def _identity(
         "stage": cfg.stage,
         "grid": {
             **grid.as_json(param_axes, build_axes),
-            **({"find": {"setting": cfg.find, "max": _find_max(cfg)}} if cfg.find else {}),
+            **(
+                {
+                    "find": {
+                        "setting": cfg.find,
+                        "max": _find_max(cfg),
+                        **({"min": cfg.find_min} if cfg.find_min else {}),
+                    }
+                }
+                if cfg.find
+                else {}
+            ),
         },
         "settings": base,
         "k": cfg.k,
@@ -746,7 +757,15 @@ def _finds(
                         env.on_find(p, recall)
                     return recall
 
-                found = search(find, others, measure, cfg.target_recall, start, _find_max(cfg))
+                found = search(
+                    find,
+                    others,
+                    measure,
+                    cfg.target_recall,
+                    start,
+                    _find_max(cfg),
+                    min(cfg.find_min or 1, _find_max(cfg)),
+                )
                 env.result.finds.append(
                     {**found.as_dict(), **({"build": build} if build_axes else {})}
                 )
