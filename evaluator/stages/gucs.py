@@ -128,14 +128,16 @@ def load_libraries(conn: Any) -> None:
     """Load pgvector's and pgvectorscale's libraries so that their GUCs are defined. A library
     stays loaded in its server session, but behind a transaction pooler the next transaction may
     run on another server session: call this in the transaction that reads the settings."""
-    conn.execute("SELECT '[1]'::vector")
+    # one round trip: pgvector's library loaded by its type's input function, and where
+    # pgvectorscale's function is (none: not installed)
     row = conn.execute(
-        "SELECT n.nspname FROM pg_extension e JOIN pg_depend d ON d.refobjid = e.oid "
+        "SELECT '[1]'::vector, (SELECT n.nspname FROM pg_extension e "
+        "JOIN pg_depend d ON d.refobjid = e.oid "
         "JOIN pg_proc p ON p.oid = d.objid JOIN pg_namespace n ON n.oid = p.pronamespace "
-        "WHERE e.extname = 'vectorscale' AND p.proname = 'distance_type_cosine'"
+        "WHERE e.extname = 'vectorscale' AND p.proname = 'distance_type_cosine' LIMIT 1)"
     ).fetchone()
-    if row is not None:
-        conn.execute(sql.SQL("SELECT {}()").format(sql.Identifier(row[0], "distance_type_cosine")))
+    if row[1] is not None:
+        conn.execute(sql.SQL("SELECT {}()").format(sql.Identifier(row[1], "distance_type_cosine")))
 
 
 def _check_value(
