@@ -60,7 +60,7 @@ class _Lent(PoolSafeConnection):
 
     def commit(self) -> None:
         # (inside a transaction block psycopg's commit() refuses, as it should)
-        if not self._writes_here() or getattr(self, "_num_transactions", 0):
+        if not self._writes_here() or self._num_transactions:
             super().commit()
             return
         self.release_prepared()  # (PoolSafeConnection.commit's)
