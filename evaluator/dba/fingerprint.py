@@ -215,11 +215,12 @@ def indexes(conn: Any, table_oid: int) -> tuple[dict, dict]:
 
 def query_settings(conn: Any, settings: dict | None = None) -> dict:
     """Every ANN setting as a stage running with ``settings`` (``SET LOCAL``) would see it."""
+    from ..stages import gucs
+
     settings = {str(k): v for k, v in (settings or {}).items()}
     with conn.transaction(force_rollback=True):
         load_extension_libraries(conn)
-        for name, value in settings.items():
-            conn.execute("SELECT set_config(%s, %s, true)", (name, str(value)))
+        gucs.apply_local(conn, settings)
         names = [
             r[0]
             for r in conn.execute(
@@ -238,6 +239,8 @@ def query_settings(conn: Any, settings: dict | None = None) -> dict:
 def planner_settings(conn: Any, settings: dict | None = None) -> dict:
     """The core settings that change plans, as a stage running with ``settings`` sees them (any
     core setting the stage sets is added: extension settings, with a dot, are query settings)."""
+    from ..stages import gucs
+
     settings = {str(k): v for k, v in (settings or {}).items()}
     names = list(PLANNER_GUCS) + sorted(
         k
@@ -248,8 +251,7 @@ def planner_settings(conn: Any, settings: dict | None = None) -> dict:
         and k not in NON_RESULT_SETTINGS
     )
     with conn.transaction(force_rollback=True):
-        for name, value in settings.items():
-            conn.execute("SELECT set_config(%s, %s, true)", (name, str(value)))
+        gucs.apply_local(conn, settings)
         out = dict(
             conn.execute(
                 "SELECT n, current_setting(n) FROM unnest(%s::text[]) n", (names,)

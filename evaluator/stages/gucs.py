@@ -271,20 +271,29 @@ def with_statement_timeout(
 def apply_local(conn: Any, settings: dict[str, str]) -> dict[str, str]:
     """``SET LOCAL`` each setting (inside the current transaction); return the effective values
     as the server shows them (``current_setting``)."""
-    effective = {}
-    for name, value in settings.items():
-        effective[name] = conn.execute("SELECT set_config(%s, %s, true)", (name, value)).fetchone()[
-            0
-        ]
-    return effective
+    if not settings:
+        return {}
+    # one round trip: applied in the mapping's order (the rows of unnest, in order)
+    names = list(settings)
+    rows = conn.execute(
+        "SELECT set_config(s.n, s.v, true) FROM unnest(%s::text[], %s::text[]) "
+        "WITH ORDINALITY AS s(n, v, i) ORDER BY s.i",
+        (names, [str(settings[n]) for n in names]),
+    ).fetchall()
+    return {name: row[0] for name, row in zip(names, rows)}
 
 
 def current(conn: Any, names: Any) -> dict[str, str | None]:
     """Current values (None when the setting does not exist on this server)."""
-    out = {}
-    for name in names:
-        out[name] = conn.execute("SELECT current_setting(%s, true)", (name,)).fetchone()[0]
-    return out
+    names = list(names)
+    if not names:
+        return {}
+    rows = conn.execute(
+        "SELECT current_setting(s.n, true) FROM unnest(%s::text[]) WITH ORDINALITY AS s(n, i) "
+        "ORDER BY s.i",
+        (names,),
+    ).fetchall()
+    return {name: row[0] for name, row in zip(names, rows)}
 
 
 def settings_items(settings: dict | None) -> list[str]:
