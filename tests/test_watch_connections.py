@@ -1,8 +1,9 @@
 """A probe's connections (evaluator/dba/watch/connections.py) on the embedded server, read from
 the wire (libpq's protocol trace): a results connection commits with synchronous_commit off for
-that transaction, sent with the COMMIT in one round trip; a knowledge-base connection, a
-rollback and a transaction that raised send no such thing; what was committed is there. And the
-series' lock held in the transaction of a connection the probe lends (HeldLock in_conn)."""
+that transaction (commit(): in the COMMIT's own message, one round trip; a transaction block:
+just before its COMMIT); a knowledge-base connection, a rollback and a transaction that raised
+send no such thing; what was committed is there. And the series' lock held in the transaction
+of a connection the probe lends (HeldLock in_conn)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from psycopg import pq
 
 from evaluator.core.held_lock import HeldLock
-from evaluator.dba.watch.connections import NO_FLUSH_WAIT, Lending
+from evaluator.dba.watch.connections import NO_FLUSH_WAIT, NO_FLUSH_WAIT_COMMIT, Lending
 
 TABLE = "watch_conn_t"
 
@@ -63,8 +64,7 @@ def test_results_commit_without_flush_wait_in_one_round_trip(lending, conn, tmp_
     c = lending.connect()
     c.execute(f"INSERT INTO {TABLE} VALUES (1)")
     trace = traced(c, tmp_path, c.commit)
-    assert NO_FLUSH_WAIT in sent(trace) and '"COMMIT"' in sent(trace)
-    assert sent(trace).index(NO_FLUSH_WAIT) < sent(trace).index('"COMMIT"')
+    assert [m for d, m in trace if d == "F"] == [f'Query\t "{NO_FLUSH_WAIT_COMMIT}"'], trace
     assert round_trips(trace) == 1, trace
     assert c.info.transaction_status == pq.TransactionStatus.IDLE
     assert rows(conn) == [1]
@@ -74,8 +74,8 @@ def test_results_commit_without_flush_wait_in_one_round_trip(lending, conn, tmp_
             c.execute(f"INSERT INTO {TABLE} VALUES (2)")
 
     trace = traced(c, tmp_path, block)
-    # BEGIN, the INSERT, then the setting and the COMMIT together
-    assert round_trips(trace) == 3, trace
+    # BEGIN, the INSERT, the setting, the COMMIT
+    assert round_trips(trace) == 4, trace
     assert sent(trace).index(NO_FLUSH_WAIT) < sent(trace).index('"COMMIT"')
     assert rows(conn) == [1, 2]
     c.close()  # given back: lent again, as it was
@@ -88,7 +88,7 @@ def test_no_setting_where_nothing_is_committed(lending, conn, tmp_path):
     c = lending.connect()
     c.execute(f"INSERT INTO {TABLE} VALUES (3)")
     trace = traced(c, tmp_path, c.rollback)
-    assert NO_FLUSH_WAIT not in sent(trace)
+    assert "synchronous_commit" not in sent(trace)
 
     def raises():
         with pytest.raises(ZeroDivisionError), c.transaction():
@@ -96,19 +96,19 @@ def test_no_setting_where_nothing_is_committed(lending, conn, tmp_path):
             raise ZeroDivisionError
 
     trace = traced(c, tmp_path, raises)
-    assert NO_FLUSH_WAIT not in sent(trace) and "ROLLBACK" in sent(trace)
+    assert "synchronous_commit" not in sent(trace) and "ROLLBACK" in sent(trace)
 
     def forced():
         with c.transaction(force_rollback=True):
             c.execute(f"INSERT INTO {TABLE} VALUES (5)")
 
-    assert NO_FLUSH_WAIT not in sent(traced(c, tmp_path, forced))
+    assert "synchronous_commit" not in sent(traced(c, tmp_path, forced))
     assert rows(conn) == []
     c.close()
     kb = lending.connect(results=False, read_only=True)
     kb.execute("SELECT 1")
     trace = traced(kb, tmp_path, kb.commit)
-    assert NO_FLUSH_WAIT not in sent(trace) and '"COMMIT"' in sent(trace)
+    assert "synchronous_commit" not in sent(trace) and '"COMMIT"' in sent(trace)
     kb.close()
 
 

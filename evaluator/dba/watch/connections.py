@@ -16,9 +16,10 @@ exact run copied from the stored lists, the point's run, its SQL measures, the p
 dozen short write transactions, and with ``synchronous_commit`` on each commit waits for the
 server's WAL flush (an fdatasync: ~4 ms on the development machine's disk, tens of ms when the
 disk is busy) — a third of a probe's own cost on 100,000 rows, more than its statements. So a
-results connection lent here ends every transaction it commits with
-``set_config('synchronous_commit', 'off', true)`` (SET LOCAL: nothing stays on the server
-session, safe behind a pooler), as the stage writer already does for its result batches. What
+results connection lent here ends every transaction it commits with ``SET LOCAL
+synchronous_commit TO off`` (in the same message as its ``COMMIT``; before a ``with
+conn.transaction():`` block's, a statement of its own): nothing stays on the server session,
+safe behind a pooler, as the stage writer already does for its result batches. What
 that gives up: a server crash within a fraction of a second (``wal_writer_delay``, 3 x 200 ms at
 most) after a commit can lose the last transactions, whole and in order; the database is then as
 if the probe had been interrupted there (a sweep left running, the probe's row missing), which
@@ -29,7 +30,7 @@ to commit.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,7 @@ from ...core.db import Database
 from ...core.pool_safe import PoolSafeConnection
 
 NO_FLUSH_WAIT = "SELECT set_config('synchronous_commit', 'off', true)"
+NO_FLUSH_WAIT_COMMIT = "SET LOCAL synchronous_commit TO off; COMMIT"
 
 
 class _Lent(PoolSafeConnection):
@@ -64,23 +66,20 @@ class _Lent(PoolSafeConnection):
             super().commit()
             return
         self.release_prepared()  # (PoolSafeConnection.commit's)
-        # one round trip: a pipeline sends both, then waits once (psycopg's commit() would
-        # sync the pipeline once more)
-        with self.pipeline():
-            self.execute(NO_FLUSH_WAIT, prepare=False)
-            self.execute("COMMIT", prepare=False)
+        # one message, one round trip: two statements without parameters go as a simple query
+        self.execute(NO_FLUSH_WAIT_COMMIT)
 
     @contextmanager
     def transaction(
         self, savepoint_name: str | None = None, force_rollback: bool = False
     ) -> Iterator[Any]:
         outer = self.pgconn.transaction_status == TransactionStatus.IDLE
-        with ExitStack() as pipe:  # left after the transaction's COMMIT: both in one round trip
-            with super().transaction(savepoint_name, force_rollback) as tx:
-                yield tx
-                if outer and not force_rollback and self._writes_here():  # committed next
-                    pipe.enter_context(self.pipeline())
-                    self.execute(NO_FLUSH_WAIT, prepare=False)
+        with super().transaction(savepoint_name, force_rollback) as tx:
+            yield tx
+            if outer and not force_rollback and self._writes_here():  # committed next
+                # a statement of its own (psycopg sends the block's COMMIT; a pipeline joining
+                # them costs more than this round trip)
+                self.execute(NO_FLUSH_WAIT, prepare=False)
 
     def close(self) -> None:
         lending, kind = self._pgeval_lending
