@@ -171,6 +171,22 @@ def test_nothing_is_left_on_pooled_server_connections(bouncer, pgeval, tmp_path)
             "pooled",
         ],
         ["stage-report", "pooled"],
+        # a probe: its series' lock held in a lent connection's transaction, its commits
+        # pipelined with SET LOCAL synchronous_commit (dba/watch/connections.py)
+        [
+            "watch",
+            "--target",
+            "docs",
+            "--stage",
+            "hnsw",
+            "--sample-queries",
+            "20",
+            "--set",
+            "enable_seqscan=off",
+            "--set",
+            "hnsw.ef_search=40",
+            "--no-remedy",
+        ],
     ]
     for args in commands:
         code, out, err = pgeval(*dsn, *args)

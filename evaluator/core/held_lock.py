@@ -30,11 +30,16 @@ def connect_like(conn: Any) -> Any:
 
 
 class HeldLock:
-    """An advisory lock on ``key`` (one bigint, or two ints) held by its own transaction."""
+    """An advisory lock on ``key`` (one bigint, or two ints) held by its own transaction: on a
+    connection of its own (:func:`connect_like` ``conn``), or with ``in_conn=True`` in ``conn``'s
+    own transaction (``conn`` not autocommit, idle, used for nothing else until
+    :meth:`release`, which rolls that transaction back and leaves ``conn`` open): one connection
+    fewer for a caller that has one to spare (a probe's)."""
 
-    def __init__(self, conn: Any, key: tuple) -> None:
+    def __init__(self, conn: Any, key: tuple, *, in_conn: bool = False) -> None:
         self.conn, self.key = conn, tuple(key)
         self.holder: Any = None
+        self.in_conn = in_conn
 
     def _args(self) -> tuple[str, tuple]:
         return ", ".join(["%s"] * len(self.key)), self.key
@@ -43,28 +48,47 @@ class HeldLock:
         """Take the lock (``wait``: block until it is free); False when taken elsewhere."""
         if self.holder is not None:
             return True
-        holder = connect_like(self.conn)
+        holder = self.conn if self.in_conn else connect_like(self.conn)
         marks, args = self._args()
         fn = "pg_advisory_xact_lock" if wait else "pg_try_advisory_xact_lock"
         try:
-            holder.execute("SELECT set_config('idle_in_transaction_session_timeout', '0', true)")
-            got = holder.execute(f"SELECT {fn}({marks})", args).fetchone()[0]
+            # one statement: the timeout lifted for this transaction, then the lock
+            got = holder.execute(
+                "SELECT set_config('idle_in_transaction_session_timeout', '0', true), "
+                f"{fn}({marks})",
+                args,
+            ).fetchone()[1]
         except BaseException:
-            holder.close()
+            self._end(holder)
             raise
         if not wait and not got:
-            holder.close()
+            self._end(holder)
             return False
         self.holder = holder
+        if self.in_conn:
+            return True
         # like a session lock, it ends when ``conn`` closes (PoolSafeConnection.close)
         held = getattr(self.conn, "_pgeval_held_locks", None)
         if isinstance(held, list):
             held.append(self)
         return True
 
+    def _end(self, holder: Any) -> None:
+        """The holder's transaction ended (``in_conn``: rolled back, the connection kept)."""
+        if not self.in_conn:
+            holder.close()
+            return
+        try:
+            holder.rollback()
+        except Exception:  # the connection is gone, and the lock with it
+            pass
+
     def release(self) -> None:
         holder, self.holder = self.holder, None
         if holder is None:
+            return
+        if self.in_conn:
+            self._end(holder)
             return
         held = getattr(self.conn, "_pgeval_held_locks", None)
         if isinstance(held, list) and self in held:

@@ -155,7 +155,9 @@ def version_term(conn: Any) -> sql.Composable:
 
 
 def _sum(term: sql.Composable) -> sql.Composable:
-    return sql.SQL("coalesce(sum({}::numeric), 0)").format(term)
+    # sum(bigint) is exact (numeric result, an int128 accumulator): the value of
+    # sum(term::numeric), without a numeric addition per row (a fifth of the version scan)
+    return sql.SQL("coalesce(sum({}), 0)").format(term)
 
 
 def _checksum(total: Any) -> str:

@@ -48,6 +48,7 @@ pass through :func:`evaluator.core.masking.mask` all the same.
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime, timezone
 from typing import Any
 
@@ -214,11 +215,12 @@ def indexes(conn: Any, table_oid: int) -> tuple[dict, dict]:
 
 def query_settings(conn: Any, settings: dict | None = None) -> dict:
     """Every ANN setting as a stage running with ``settings`` (``SET LOCAL``) would see it."""
+    from ..stages import gucs
+
     settings = {str(k): v for k, v in (settings or {}).items()}
     with conn.transaction(force_rollback=True):
         load_extension_libraries(conn)
-        for name, value in settings.items():
-            conn.execute("SELECT set_config(%s, %s, true)", (name, str(value)))
+        gucs.apply_local(conn, settings)
         names = [
             r[0]
             for r in conn.execute(
@@ -237,6 +239,8 @@ def query_settings(conn: Any, settings: dict | None = None) -> dict:
 def planner_settings(conn: Any, settings: dict | None = None) -> dict:
     """The core settings that change plans, as a stage running with ``settings`` sees them (any
     core setting the stage sets is added: extension settings, with a dot, are query settings)."""
+    from ..stages import gucs
+
     settings = {str(k): v for k, v in (settings or {}).items()}
     names = list(PLANNER_GUCS) + sorted(
         k
@@ -247,8 +251,7 @@ def planner_settings(conn: Any, settings: dict | None = None) -> dict:
         and k not in NON_RESULT_SETTINGS
     )
     with conn.transaction(force_rollback=True):
-        for name, value in settings.items():
-            conn.execute("SELECT set_config(%s, %s, true)", (name, str(value)))
+        gucs.apply_local(conn, settings)
         out = dict(
             conn.execute(
                 "SELECT n, current_setting(n) FROM unnest(%s::text[]) n", (names,)
@@ -324,6 +327,24 @@ def measurement(extra: dict | None) -> tuple[dict | None, dict | None]:
     return hashed, extra
 
 
+def settings_free(kb_conn: Any, target: Any) -> dict:
+    """What :func:`capture` reads that no setting changes: the server, the retrieval extensions,
+    the database and (with a ``target``) its table's column type, indexes and size. Read once
+    for fingerprints taken together (a sweep's exact stage and its points): ``capture(...,
+    common=settings_free(...))``; captured again, it is read again."""
+    out: dict[str, Any] = {
+        "server": server_info(kb_conn),
+        "extensions": retrieval_extensions(kb_conn),
+        "database": kb_conn.execute("SELECT current_database()").fetchone()[0],
+    }
+    if target is not None:
+        oid = resolve_table(kb_conn, target)
+        out["column_type"] = vector_column(kb_conn, oid, target.vector_column).get("type")
+        out["indexes"] = indexes(kb_conn, oid)
+        out["table_bytes"] = kb_conn.execute("SELECT pg_table_size(%s)", (oid,)).fetchone()[0]
+    return out
+
+
 def capture(
     kb_conn: Any,
     target: Any,
@@ -341,6 +362,7 @@ def capture(
     data_note: str | None = None,
     cache: Any = None,
     extra: dict | None = None,
+    common: dict | None = None,
 ) -> dict:
     """The fingerprint of one stage run on ``target`` (:class:`evaluator.target.targets.Target`, or None
     for stages without one: no table, index or data part) with ``settings`` applied as the stage
@@ -349,10 +371,13 @@ def capture(
     ``data`` reuses a :func:`capture_data` result (a sweep computes it once; ``data_note`` says
     how, for ``info.checksum``); ``checksum=False`` skips the content checksum; ``cache`` (a
     :class:`evaluator.dba.data_checksum.ChecksumCache`) reuses a checksum of unchanged rows; ``filters`` adds filters in force beyond the target's own (e.g.
-    DiskANN labels). Nothing is written.
+    DiskANN labels). ``common``: :func:`settings_free` read for fingerprints taken together
+    (else read here). Nothing is written.
     """
     from ..stages import gucs
 
+    if common is None:
+        common = settings_free(kb_conn, target)
     scoped = gucs.scoped_stages(settings or {})
     if scoped:  # settings scoped to a stage: the common ones above, each stage's set below
         named = [s.get("name") for s in ((extra or {}).get("stages") or []) if isinstance(s, dict)]
@@ -362,8 +387,8 @@ def capture(
         settings = gucs.unscoped(settings)
     fp: dict[str, Any] = {
         "fingerprint_version": FINGERPRINT_VERSION,
-        "server": server_info(kb_conn),
-        "extensions": retrieval_extensions(kb_conn),
+        "server": dict(common["server"]),
+        "extensions": dict(common["extensions"]),
         "target": None,
         "indexes": {},
         "data": None,
@@ -376,14 +401,12 @@ def capture(
         "stage": stage,
         "info": {
             "captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "database": kb_conn.execute("SELECT current_database()").fetchone()[0],
+            "database": common["database"],
             "testset": testset_name,
         },
     }
     if target is not None:
-        oid = resolve_table(kb_conn, target)
-        vec = vector_column(kb_conn, oid, target.vector_column)
-        fp["indexes"], idx_info = indexes(kb_conn, oid)
+        fp["indexes"], idx_info = copy.deepcopy(common["indexes"])
         if data is None:
             measured = data_checksum.measure(kb_conn, target, checksum=checksum, cache=cache)
             data, data_note = measured.data, measured.note
@@ -395,7 +418,7 @@ def capture(
             "vector_column": target.vector_column,
             "text_column": target.text_column,
             "distance": target.distance,
-            "column_type": vec.get("type"),
+            "column_type": common["column_type"],
             "vector_type": target.vector_type,
             "dimension_column": target.dimension_column,
         }
@@ -407,7 +430,7 @@ def capture(
         }
         fp["info"].update(
             indexes=idx_info,
-            table_bytes=kb_conn.execute("SELECT pg_table_size(%s)", (oid,)).fetchone()[0],
+            table_bytes=common["table_bytes"],
             checksum=(
                 "skipped (--no-checksum)"
                 if data.get("checksum") is None

@@ -128,14 +128,16 @@ def load_libraries(conn: Any) -> None:
     """Load pgvector's and pgvectorscale's libraries so that their GUCs are defined. A library
     stays loaded in its server session, but behind a transaction pooler the next transaction may
     run on another server session: call this in the transaction that reads the settings."""
-    conn.execute("SELECT '[1]'::vector")
+    # one round trip: pgvector's library loaded by its type's input function, and where
+    # pgvectorscale's function is (none: not installed)
     row = conn.execute(
-        "SELECT n.nspname FROM pg_extension e JOIN pg_depend d ON d.refobjid = e.oid "
+        "SELECT '[1]'::vector, (SELECT n.nspname FROM pg_extension e "
+        "JOIN pg_depend d ON d.refobjid = e.oid "
         "JOIN pg_proc p ON p.oid = d.objid JOIN pg_namespace n ON n.oid = p.pronamespace "
-        "WHERE e.extname = 'vectorscale' AND p.proname = 'distance_type_cosine'"
+        "WHERE e.extname = 'vectorscale' AND p.proname = 'distance_type_cosine' LIMIT 1)"
     ).fetchone()
-    if row is not None:
-        conn.execute(sql.SQL("SELECT {}()").format(sql.Identifier(row[0], "distance_type_cosine")))
+    if row[1] is not None:
+        conn.execute(sql.SQL("SELECT {}()").format(sql.Identifier(row[1], "distance_type_cosine")))
 
 
 def _check_value(
@@ -269,20 +271,29 @@ def with_statement_timeout(
 def apply_local(conn: Any, settings: dict[str, str]) -> dict[str, str]:
     """``SET LOCAL`` each setting (inside the current transaction); return the effective values
     as the server shows them (``current_setting``)."""
-    effective = {}
-    for name, value in settings.items():
-        effective[name] = conn.execute("SELECT set_config(%s, %s, true)", (name, value)).fetchone()[
-            0
-        ]
-    return effective
+    if not settings:
+        return {}
+    # one round trip: applied in the mapping's order (the rows of unnest, in order)
+    names = list(settings)
+    rows = conn.execute(
+        "SELECT set_config(s.n, s.v, true) FROM unnest(%s::text[], %s::text[]) "
+        "WITH ORDINALITY AS s(n, v, i) ORDER BY s.i",
+        (names, [str(settings[n]) for n in names]),
+    ).fetchall()
+    return {name: row[0] for name, row in zip(names, rows)}
 
 
 def current(conn: Any, names: Any) -> dict[str, str | None]:
     """Current values (None when the setting does not exist on this server)."""
-    out = {}
-    for name in names:
-        out[name] = conn.execute("SELECT current_setting(%s, true)", (name,)).fetchone()[0]
-    return out
+    names = list(names)
+    if not names:
+        return {}
+    rows = conn.execute(
+        "SELECT current_setting(s.n, true) FROM unnest(%s::text[]) WITH ORDINALITY AS s(n, i) "
+        "ORDER BY s.i",
+        (names,),
+    ).fetchall()
+    return {name: row[0] for name, row in zip(names, rows)}
 
 
 def settings_items(settings: dict | None) -> list[str]:

@@ -246,17 +246,21 @@ def run_sweep(
         identity = _identity(cfg, s.ts_hash, param_axes, build_axes, s.base, depth, s.label)
         name = cfg.name or default_name(identity)
         fingerprint = _fingerprinter(kb, cfg, s, depth, stage, measured)
-        base_fp = fingerprint(gucs.scope(s.base, "exact"), "exact")
-        row = _open(results, cfg, s, name, identity, points, depth, qinfo, base_fp)
-        result = _result(cfg, s, name, row, qinfo, base_fp, on_warning)
+        # the exact stage's and every point's fingerprint, taken together: what no setting
+        # changes (server, extensions, the table's indexes and size) is read once for them
+        common = fpmod.settings_free(kb, s.target)
+        base_fp = fingerprint(gucs.scope(s.base, "exact"), "exact", common=common)
         fps = {
             p.number: fingerprint(
                 {**gucs.scope(s.base, cfg.stage), **p.settings},
                 cfg.stage,
                 p.build if build_axes else None,
+                common=common,
             )
             for p in points
         }
+        row = _open(results, cfg, s, name, identity, points, depth, qinfo, base_fp)
+        result = _result(cfg, s, name, row, qinfo, base_fp, on_warning)
         env = _Env(
             cfg=cfg,
             database=database,
@@ -381,7 +385,9 @@ def _fingerprinter(
         }
     }
 
-    def fingerprint(settings: dict, stage_name: str, build: dict | None = None) -> dict:
+    def fingerprint(
+        settings: dict, stage_name: str, build: dict | None = None, common: dict | None = None
+    ) -> dict:
         extra = dict(sweep_extra)
         if build is not None:
             extra["build"] = build
@@ -397,6 +403,7 @@ def _fingerprinter(
             data=measured.data,
             data_note=measured.note,
             extra=extra,
+            common=common,
         )
         kb.rollback()
         if build is not None:  # the index is the scratch copy's, not the user's

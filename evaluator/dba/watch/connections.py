@@ -10,21 +10,76 @@ here rolls back whatever is still open (what closing did: the server dropped it)
 connection's characteristics back and keeps it for the next step. A connection is lent to one
 step at a time: a step that asks while another holds one of that kind gets a new one.
 :meth:`Lending.close_all` closes them for good at the end of the probe.
+
+**No WAL flush wait.** A probe's bookkeeping in the results database (the sweep replaced, the
+exact run copied from the stored lists, the point's run, its SQL measures, the probe's row) is a
+dozen short write transactions, and with ``synchronous_commit`` on each commit waits for the
+server's WAL flush (an fdatasync: ~4 ms on the development machine's disk, tens of ms when the
+disk is busy) — a third of a probe's own cost on 100,000 rows, more than its statements. So a
+results connection lent here ends every transaction it commits with ``SET LOCAL
+synchronous_commit TO off`` (in the same message as its ``COMMIT``; before a ``with
+conn.transaction():`` block's, a statement of its own): nothing stays on the server session,
+safe behind a pooler, as the stage writer already does for its result batches. What
+that gives up: a server crash within a fraction of a second (``wal_writer_delay``, 3 x 200 ms at
+most) after a commit can lose the last transactions, whole and in order; the database is then as
+if the probe had been interrupted there (a sweep left running, the probe's row missing), which
+the next probe of the series replaces. The knowledge base's connections are read only: nothing
+to commit.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+
+from psycopg.pq import TransactionStatus
 
 from ...core.db import Database
 from ...core.pool_safe import PoolSafeConnection
 
+NO_FLUSH_WAIT = "SELECT set_config('synchronous_commit', 'off', true)"
+NO_FLUSH_WAIT_COMMIT = "SET LOCAL synchronous_commit TO off; COMMIT"
+
 
 class _Lent(PoolSafeConnection):
-    """A connection of a :class:`Lending`: ``close()`` gives it back."""
+    """A connection of a :class:`Lending`: ``close()`` gives it back; a results connection's
+    commits do not wait for the WAL flush (module docstring)."""
 
     _pgeval_lending: Any  # (the Lending, its kind)
+
+    def _writes_here(self) -> bool:
+        """A results connection (the knowledge base is only read) with a transaction open and
+        not in error: its commit is sent after SET LOCAL synchronous_commit = off."""
+        kind = self._pgeval_lending[1]
+        return (
+            kind is not None
+            and bool(kind[0])
+            and not self.read_only
+            and self.pgconn.transaction_status == TransactionStatus.INTRANS
+        )
+
+    def commit(self) -> None:
+        # (inside a transaction block psycopg's commit() refuses, as it should)
+        if not self._writes_here() or self._num_transactions:
+            super().commit()
+            return
+        self.release_prepared()  # (PoolSafeConnection.commit's)
+        # one message, one round trip: two statements without parameters go as a simple query
+        self.execute(NO_FLUSH_WAIT_COMMIT)
+
+    @contextmanager
+    def transaction(
+        self, savepoint_name: str | None = None, force_rollback: bool = False
+    ) -> Iterator[Any]:
+        outer = self.pgconn.transaction_status == TransactionStatus.IDLE
+        with super().transaction(savepoint_name, force_rollback) as tx:
+            yield tx
+            if outer and not force_rollback and self._writes_here():  # committed next
+                # a statement of its own (psycopg sends the block's COMMIT; a pipeline joining
+                # them costs more than this round trip)
+                self.execute(NO_FLUSH_WAIT, prepare=False)
 
     def close(self) -> None:
         lending, kind = self._pgeval_lending

@@ -215,8 +215,11 @@ def _probe(
         incremental_ground_truth=True,
         recommend=False,
     )
-    with database.connect(autocommit=True) as conn:
-        lock = HeldLock(conn, (WATCH_LOCK, int(sha256_hex(series)[:8], 16) - 2**31))
+    # the lock is held in the transaction of a results connection of its own (the probe's
+    # steps borrow others): released, it is lent again
+    with database.connect() as conn:
+        key = (WATCH_LOCK, int(sha256_hex(series)[:8], 16) - 2**31)
+        lock = HeldLock(conn, key, in_conn=True)
         if not lock.acquire(wait=False):
             raise Conflict(
                 f"another probe of this series is running (sweep '{series}'): probes of one "

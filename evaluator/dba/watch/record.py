@@ -32,7 +32,19 @@ SELECT %(target)s, %(group_key)s, %(stage)s, %(k)s, %(settings)s, %(query_source
   CROSS JOIN LATERAL (SELECT r.fingerprint -> 'indexes' -> (r.params ->> 'index') AS ix) i
   CROSS JOIN LATERAL pgeval.run_throughput(r.run_id) t
  WHERE s.point = 1
-RETURNING probe_id
+RETURNING probe_id, target, group_key, stage, k, settings, query_source, via, index_name,
+          index_build
+"""
+
+# pgeval.probe_history's window (each probe against its build's first) is computed over the
+# rows its filter leaves: the row's window partition named by its columns (which the planner
+# pushes into the view: the same values) makes that a read of one index build's probes of one
+# series, not of every probe ever made
+_READ_SERIES = """
+SELECT * FROM pgeval.probe_history
+ WHERE probe_id = %s AND target = %s AND group_key IS NOT DISTINCT FROM %s AND stage = %s
+   AND k = %s AND settings = %s AND query_source = %s AND via = %s
+   AND index_name IS NOT DISTINCT FROM %s AND index_build IS NOT DISTINCT FROM %s
 """
 
 
@@ -47,14 +59,23 @@ def insert(results: Any, *, sweep_id: int, **values: Any) -> dict:
             from ...core.errors import PgevalError
 
             raise PgevalError("the probe measured nothing: no point in its sweep")
-        history = read(results, row[0])
+        history = read(results, row[0], series=row[1:])
     if not results.autocommit:
         results.commit()
     return history
 
 
-def read(results: Any, probe_id: int) -> dict:
-    cur = results.execute("SELECT * FROM pgeval.probe_history WHERE probe_id = %s", (probe_id,))
+def read(results: Any, probe_id: int, *, series: Any = None) -> dict:
+    """The probe's row of pgeval.probe_history; ``series``: its (target, group_key, stage, k,
+    settings, query_source, via, index_name, index_build) as stored: the view's window computed
+    over its partition only."""
+    if series is None:
+        cur = results.execute("SELECT * FROM pgeval.probe_history WHERE probe_id = %s", (probe_id,))
+    else:
+        from psycopg.types.json import Jsonb
+
+        values = [Jsonb(v) if isinstance(v, dict | list) else v for v in series]
+        cur = results.execute(_READ_SERIES, (probe_id, *values))
     names = [d.name for d in cur.description]
     out = dict(zip(names, cur.fetchone()))
     out["since"] = {
