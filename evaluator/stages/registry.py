@@ -50,6 +50,11 @@ class Kind:
     - ``iterative_scan``: the setting that lets a filtered scan go on past its first candidates
       (pgvector 0.8's iterative index scans) and the modes it takes, which a sweep grouped by
       tenant tries on the groups that miss the target (``--group-by``);
+    - ``find_by_build``: where the work setting that moves recall most depends on the build,
+      (build option, {its value: that setting}); the option's default applies when a build
+      leaves it out (else the first of ``work_settings``). DiskANN's default SBQ layout re-ranks
+      ``query_rescore`` candidates by the full vector, which bounds its recall while the search
+      list barely moves it (docs/advise.md); its plain layout has nothing to re-rank;
     - ``caps_rows``: work settings whose value caps the rows a query returns (HNSW's
       ``ef_search`` without an iterative scan, ``bq.candidates``, the inner LIMIT): advise finds
       them from the application's LIMIT up, never recommending fewer rows than it asks for.
@@ -70,6 +75,16 @@ class Kind:
     iterative_scan: tuple[str, tuple[str, ...]] | None = None
     min_version: str | None = None
     caps_rows: tuple[str, ...] = ()
+    find_by_build: tuple[str, dict[str, str]] | None = None
+
+    def find_setting(self, build: dict[str, str] | None = None) -> str:
+        """The work setting that moves recall most for an index built with ``build``."""
+        if self.find_by_build is not None:
+            option, by_value = self.find_by_build
+            value = (build or {}).get(option) or self.build_options.get(option) or ""
+            if value in by_value:
+                return by_value[value]
+        return self.work_settings[0]
 
     def may_reorder(self, settings: dict[str, str | None]) -> bool:
         """Whether a scan under ``settings`` (as the server shows them) may emit rows out of
@@ -172,6 +187,13 @@ KINDS: dict[str, Kind] = {
             },
             extension="vectorscale",
             always_reorders=True,
+            find_by_build=(
+                "storage_layout",
+                {
+                    "memory_optimized": "diskann.query_rescore",
+                    "plain": "diskann.query_search_list_size",
+                },
+            ),
         ),
         Kind("import", _VECTOR + "import_stage:ImportStage", "import"),
         Kind("bm25", _VECTOR + "bm25:Bm25Stage", "keyword"),

@@ -60,16 +60,28 @@ class Design:
         return f"{self.kind} {grid.label_of(self.build, {})}"
 
 
-def find_setting(kind: registry.Kind) -> str:
-    """The work setting a design's find searches: the kind's most significant one."""
-    return kind.work_settings[0]
+def find_setting(kind: registry.Kind, build: dict[str, str], fixed: dict[str, str]) -> str:
+    """The work setting a design's find searches: the one that moves recall most for its build
+    (the registry's), else, when ``--set`` fixes that one, the kind's other such setting
+    (DiskANN: ``--set diskann.query_rescore=200`` finds the search list size)."""
+    first = kind.find_setting(build)
+    if first not in fixed:
+        return first
+    alternatives = kind.find_by_build[1].values() if kind.find_by_build else ()
+    others = [w for w in alternatives if w != first and w not in fixed]
+    if not others:
+        raise InputError(
+            f"'{first}' is what advise finds for {kind.name}: not also fixed ({param('settings')})",
+            field=param("set"),
+        )
+    return others[0]
 
 
-def fixed_settings(kind: registry.Kind) -> dict[str, str]:
+def fixed_settings(kind: registry.Kind, find: str) -> dict[str, str]:
     """Settings a find runs under: a setting of pgeval's own (``bq.candidates``, the LIMIT of the
     index scan) needs the index to return as many rows as it asks, whatever ``ef_search``: the
     kind's iterative scan, in strict order (exact order kept)."""
-    if find_setting(kind) in gucs.OWN and kind.reorders:
+    if find in gucs.OWN and kind.reorders:
         return {name: "strict_order" for name in kind.reorders}
     return {}
 
@@ -158,17 +170,12 @@ def designs(cfg: AdviseConfig, available: list[str], why_not: dict[str, str]) ->
     out = []
     for name in chosen:
         kind = registry.KINDS[name]
-        find = find_setting(kind)
-        if find in cfg.settings:
-            raise InputError(
-                f"'{find}' is what advise finds for {name}: not also fixed ({param('settings')})",
-                field=param("set"),
-            )
         axes = builds.get(name)
         if not axes:  # the access method's default, spelled out: the index is built
             first = next(o for o, v in kind.build_options.items() if v is not None)
             axes = [(first, [str(kind.build_options[first])])]
         for build in grid.product(axes):
+            find = find_setting(kind, build, cfg.settings)
             floor = cfg.k if find in kind.caps_rows else 1
-            out.append(Design(name, build, find, fixed_settings(kind), floor))
+            out.append(Design(name, build, find, fixed_settings(kind, find), floor))
     return out
