@@ -79,21 +79,25 @@ LANGUAGE sql STABLE AS $$
      ORDER BY a.point
 $$;
 
--- How far a point's index recall may move with another sample of as many queries: the
--- per-query index recall (pgeval.index_recall_per_query) of the point's repetitions pooled;
--- margin95 = 1.96 * sample stddev / sqrt(queries), the half-width of the normal 95 % interval of
--- the mean (an approximation: a per-query recall takes K + 1 values). A rebuild of a random index
--- (HNSW's levels, IVFFlat's k-means sample) moves it too; docs/advise.md measures both.
+-- How far a point's index recall may move with another sample of as many queries: each query's
+-- index recall (pgeval.index_recall_per_query), averaged over the point's repetitions first (a
+-- repetition runs the same queries again: not more of them); margin95 = 1.96 * sample stddev /
+-- sqrt(queries), the half-width of the normal 95 % interval of the mean (an approximation: a
+-- per-query recall takes K + 1 values). A rebuild of a random index (HNSW's levels, IVFFlat's
+-- k-means sample) moves it too; docs/advise.md measures both.
 CREATE OR REPLACE FUNCTION pgeval.sweep_point_recall_margin(p_sweep bigint, p_point integer,
                                                             p_k integer DEFAULT 10)
 RETURNS TABLE (queries bigint, recall_sd double precision, margin95 double precision)
 LANGUAGE sql STABLE AS $$
-    SELECT count(*), stddev_samp(pq.hits::float8 / pq.denom),
-           1.96 * stddev_samp(pq.hits::float8 / pq.denom) / sqrt(count(*))
-      FROM pgeval.sweep_point sp
-      JOIN pgeval.run r ON r.run_id = sp.run_id
-     CROSS JOIN LATERAL pgeval.index_recall_per_query(r.experiment_id, p_k, r.repetition) pq
-     WHERE sp.sweep_id = p_sweep AND sp.point = p_point AND pq.run_id = sp.run_id
+    WITH per_query AS (
+        SELECT pq.query_id, avg(pq.hits::float8 / pq.denom) AS recall
+          FROM pgeval.sweep_point sp
+          JOIN pgeval.run r ON r.run_id = sp.run_id
+         CROSS JOIN LATERAL pgeval.index_recall_per_query(r.experiment_id, p_k, r.repetition) pq
+         WHERE sp.sweep_id = p_sweep AND sp.point = p_point AND pq.run_id = sp.run_id
+         GROUP BY pq.query_id)
+    SELECT count(*), stddev_samp(recall), 1.96 * stddev_samp(recall) / sqrt(count(*))
+      FROM per_query
 $$;
 
 -- The points of several sweeps of one grid (one sweep per group of a target, `sweep --group-by`),
