@@ -249,6 +249,24 @@ def test_a_setting_that_caps_the_rows_is_found_from_the_limit_up(kb, advised):
     assert min(v for v, _ in row["find_path"]) == K
 
 
+def test_a_find_stopped_at_the_server_maximum_does_not_say_raise_find_max(kb, database):
+    from evaluator.dba.advise import recommend
+
+    rows = [
+        {"setting": {"diskann.query_rescore": 1000}},
+        {"setting": {"hnsw.ef_search": 400}},
+        {"setting": {"bq.candidates": 5000, "hnsw.iterative_scan": "strict_order"}},
+    ]
+    with database.connect(results=False, autocommit=True) as c:
+        ceilings = recommend._ceilings(c, rows)
+    # the servers' own maxima (pg_settings); pgeval's bq.candidates has none
+    assert ceilings == {"diskann.query_rescore": 1000.0, "hnsw.ef_search": 1000.0}
+    at_max, below, own = (recommend._higher(r, ceilings) for r in rows)
+    assert at_max.startswith("diskann.query_rescore is at the server's maximum (1000)")
+    assert "--find-max" not in at_max
+    assert below == own == "raise --find-max or build the index denser (--build)"
+
+
 def test_budget_excluding_every_design_says_which_binds(kb, advised, pgeval, conn):
     _, path, _ = kb
     args = ["advise", "--target", TARGET, "--queries-file", str(path), "--set", SMALL[0]]

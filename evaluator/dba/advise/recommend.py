@@ -106,7 +106,7 @@ def choose(
         " at the low end of its 95 % interval" if cfg.low_end else ""
     )
     if not ok:
-        return None, _unmet(rows, reaching, cfg, goal)
+        return None, _unmet(rows, reaching, cfg, goal, _ceilings(kb, rows))
     chosen, by_tie = pick(ok)
     others = sorted((r for r in ok if r is not chosen), key=lambda r: r["p95_ms"])
     why = (
@@ -184,8 +184,38 @@ def _pct(value: float, base: float) -> str:
     return f"{(value - base) / base * 100:+.0f}%"
 
 
+def _ceilings(kb: Any, rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The server's maximum of each setting a find searched (``pg_settings.max_val``; pgeval's
+    own, ``bq.candidates``, has none): a find that stopped there cannot go higher."""
+    from ...stages import gucs
+
+    names = sorted({next(iter(r["setting"])) for r in rows if r["setting"]})
+    gucs.load_libraries(kb)
+    found = kb.execute(
+        "SELECT name, max_val::float8 FROM pg_settings WHERE name = ANY(%s) AND max_val IS NOT NULL",
+        (names,),
+    ).fetchall()
+    return {n: v for n, v in found}
+
+
+def _higher(best: dict[str, Any], ceilings: dict[str, float]) -> str:
+    """What would bring the closest design further: a higher --find-max, unless its setting is
+    at the server's maximum already."""
+    name, value = next(iter(best["setting"].items()))
+    if name in ceilings and value is not None and float(value) >= ceilings[name]:
+        return (
+            f"{name} is at the server's maximum ({ceilings[name]:g}): build the index denser "
+            "or with more precision (--build)"
+        )
+    return "raise --find-max or build the index denser (--build)"
+
+
 def _unmet(
-    rows: list[dict[str, Any]], reaching: list[dict[str, Any]], cfg: AdviseConfig, goal: str
+    rows: list[dict[str, Any]],
+    reaching: list[dict[str, Any]],
+    cfg: AdviseConfig,
+    goal: str,
+    ceilings: dict[str, float],
 ) -> dict[str, Any]:
     if not reaching:
         best = max(rows, key=lambda r: r["recall"] or -1.0, default=None)
@@ -204,7 +234,7 @@ def _unmet(
             ""
             if best is None or best["recall"] is None
             else f"; the closest is {_name(best)} at recall {best['recall']:.4f}{_missing(best)}: "
-            "raise --find-max or build the index denser (--build)"
+            + _higher(best, ceilings)
         )
         return {"binding": ["--target-recall"], "closest": closest, "why": why}
     binding = sorted({opt for r in reaching for opt in r["over_budget"]})
