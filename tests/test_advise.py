@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import json
+from contextlib import contextmanager
 
 import clustered_kb
 import numpy as np
@@ -151,15 +152,29 @@ def _by_hand(database, rec: dict, queries) -> tuple[float, list[float]]:
 REBUILD = 0.2
 
 
-def _apply_and_check(database, pg, path, rec: dict, queries) -> None:
+@contextmanager
+def applied(database, rec: dict):
+    """The recommendation's DDL and settings SQL run as printed; afterwards (also on failure) the
+    index dropped and the settings reset."""
     name = rec["ddl"].split()[3].strip('"')
-    db = None
+    with database.connect(results=False, autocommit=True) as c:
+        db = c.execute("SELECT current_database()").fetchone()[0]
     try:
         with database.connect(results=False, autocommit=True) as c:
-            db = c.execute("SELECT current_database()").fetchone()[0]
             c.execute(rec["ddl"])  # as printed
             for s in rec["settings_sql"]:
                 c.execute(s)
+        yield
+    finally:
+        with database.connect(results=False, autocommit=True) as c:
+            c.execute(f'DROP INDEX IF EXISTS "{name}"')
+            for s in rec["settings_sql"]:
+                setting = s.split(" SET ", 1)[1].split(" = ")[0]
+                c.execute(f'ALTER DATABASE "{db}" RESET {setting}')
+
+
+def _apply_and_check(database, pg, path, rec: dict, queries) -> None:
+    with applied(database, rec):
         server = {n: str(v) for n, v in rec["setting"].items() if n != "bq.candidates"}
         with database.connect(results=False, autocommit=True) as c:  # a new session
             for n, v in server.items():
@@ -189,12 +204,6 @@ def _apply_and_check(database, pg, path, rec: dict, queries) -> None:
         assert n == len(queries)
         assert margin == pytest.approx(1.96 * np.std(per_query, ddof=1) / np.sqrt(n), abs=1e-12)
         assert by_hand == pytest.approx(rec["recall"], abs=REBUILD)
-    finally:
-        with database.connect(results=False, autocommit=True) as c:
-            c.execute(f'DROP INDEX IF EXISTS "{name}"')
-            for s in rec["settings_sql"]:
-                setting = s.split(" SET ", 1)[1].split(" = ")[0]
-                c.execute(f'ALTER DATABASE "{db}" RESET {setting}')
 
 
 def test_recommendation_applied_as_printed_reaches_its_recall(kb, advised, database):

@@ -22,6 +22,7 @@ import json
 import clustered_kb
 import numpy as np
 import pytest
+from test_advise import applied
 from test_sweep_build import scratch_schemas
 
 from evaluator.api import Pgeval
@@ -186,14 +187,8 @@ def test_applied_as_printed_every_tenant_reaches_the_target(advised, kb, databas
     pg, rows = kb
     rec = d["recommendation"]
     row = next(r for r in d["designs"] if r["design"] == rec["design"])
-    name = rec["ddl"].split()[3].strip('"')
-    db = conn.execute("SELECT current_database()").fetchone()[0]
     find, value = next(iter(rec["setting"].items()))
-    try:
-        with database.connect(results=False, autocommit=True) as c:
-            c.execute(rec["ddl"])  # as printed
-            for s in rec["settings_sql"]:
-                c.execute(s)
+    with applied(database, rec):
         measured = pg.sweep_groups(
             target=TARGET,
             stage=rec["design"],
@@ -216,12 +211,6 @@ def test_applied_as_printed_every_tenant_reaches_the_target(advised, kb, databas
         small = sampled(conn, row["sweeps"]["small"])
         at_big = by_hand(database, rows, rec, "small", small, at=(find, row["found"]["big"]))
         assert at_big < R - 0.3
-    finally:
-        with database.connect(results=False, autocommit=True) as c:
-            c.execute(f'DROP INDEX IF EXISTS "{name}"')
-            for s in rec["settings_sql"]:
-                setting = s.split(" SET ", 1)[1].split(" = ")[0]
-                c.execute(f'ALTER DATABASE "{db}" RESET {setting}')
 
 
 def test_report_and_table_name_the_groups_that_miss(advised, pgeval):
