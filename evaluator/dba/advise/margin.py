@@ -82,10 +82,11 @@ def low_end(
     for another target. The row says the target its find used (``find_target``)."""
     target = cfg.target_recall
     row["find_target"] = target
-    for _ in range(2):
+    for finds in range(3):  # the find for R, then at most two more
         attach(database, [row], cfg.k)
         m = row.get("recall_margin") or 0.0
-        if row["recall"] is None or row["recall"] - m >= target - 1e-12:
+        clear = row["recall"] is not None and row["recall"] - m >= target - 1e-12
+        if clear or finds == 2 or row["recall"] is None:
             break
         if row["find_target"] >= 1.0 or not row["reached"]:
             break  # the find reached no value at its target: a higher one cannot help
@@ -96,7 +97,5 @@ def low_end(
         row, res = measure(replace(cfg, target_recall=again))
         row["find_target"] = again
         row["measured"] = row.get("measured", 0) + before.get("measured", 0)
-    attach(database, [row], cfg.k)
-    m = row.get("recall_margin") or 0.0
-    row["reached"] = row["recall"] is not None and row["recall"] - m >= target - 1e-12
+    row["reached"] = clear
     return row, res
