@@ -12,8 +12,11 @@ an HNSW index; built once and kept), measured in the same run on the same server
     queries on the same data (the stored one deleted first), and whether both give the same
     top-k ids per query.
 
+With --track, (a) runs with the table's change log (`pgeval target track`): the probe reads
+the data version from the log's count instead of a pass over the table's row versions.
+
 Usage: python bench/watch_overhead.py [--docs 100000] [--dim 384] [--queries 100]
-       [--cache DIR] [--dsn DSN]
+       [--cache DIR] [--dsn DSN] [--track]
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sweep_own_table import TARGET, bare, server, table  # noqa: E402
 
+from evaluator.dba.target_table import resolve_table  # noqa: E402
+
 
 def arguments():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -42,6 +47,11 @@ def arguments():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--cache", default=None)
     p.add_argument("--dsn", default=None)
+    p.add_argument(
+        "--track",
+        action="store_true",
+        help="(a) with the table's change log (`pgeval target track`): no data-version scan",
+    )
     return p.parse_args()
 
 
@@ -84,6 +94,22 @@ def lists(db, k: int) -> dict:
     return out
 
 
+def track(db, on: bool) -> None:
+    """The bench table's change log as asked (the table is cached between runs)."""
+    from evaluator.dba import change_log
+    from evaluator.target.targets import load
+
+    with db.connect() as c:
+        target = load(c, TARGET)
+    with db.connect(results=False) as kb:
+        tracked = change_log.state(kb, resolve_table(kb, target)) is not None
+        kb.rollback()
+        if on:
+            change_log.install(kb, target)
+        elif tracked:
+            change_log.remove(kb, target)
+
+
 def main() -> None:
     args = arguments()
     db, stop = server(args)
@@ -93,6 +119,7 @@ def main() -> None:
         from evaluator.testset.query_source import QuerySource
 
         name, built = table(db, args.docs, args.dim)
+        track(db, args.track)
         src = QuerySource("sample", count=args.queries, seed=0)
         cfg = WatchConfig(
             target=TARGET,
@@ -103,6 +130,7 @@ def main() -> None:
             remedy=False,
         )
         first = run_probe(db, cfg)  # the ground truth of this sample, stored when missing
+        run_probe(db, cfg)  # (with the change log: its count's entry filled)
         with db.connect() as c:
             from evaluator.target.targets import load
 
@@ -114,7 +142,8 @@ def main() -> None:
         how = f"built in {built:.0f} s" if built else "cached"
         print(
             f"{args.docs} rows x {args.dim} dims ({how}), {len(vectors)} sampled queries, "
-            f"hnsw.ef_search={args.ef}, LIMIT {args.k} + 1"
+            f"hnsw.ef_search={args.ef}, LIMIT {args.k} + 1; change log: "
+            f"{'tracked' if args.track else 'no (version scan)'}"
         )
         plans = [({"hnsw.ef_search": args.ef, "enable_seqscan": "off"}, False)]
         bare(db, target, vectors[:5], args.k + 1, plans)  # warm

@@ -529,3 +529,39 @@ def test_kill_9_while_the_row_is_written_leaves_no_row(kb, conn, database):
         ).fetchone()[0]
     )
     assert conn.execute("SELECT count(*) FROM pgeval.probe").fetchone() == (0,)
+
+
+def test_a_tracked_table_is_probed_without_a_pass_over_it(kb, conn, database, pgeval):
+    """With the change log (`pgeval target track`), an unchanged table's data version is read
+    from the log's count: no scan of the table, the same data version and recall as untracked;
+    after a change the version is measured again and the ground truth refreshed as before."""
+
+    def note() -> str:
+        return conn.execute(
+            "SELECT fingerprint -> 'info' ->> 'checksum' FROM pgeval.run "
+            "WHERE name LIKE 'watch-%%' AND stage = 'hnsw' ORDER BY run_id DESC LIMIT 1"
+        ).fetchone()[0]
+
+    code, untracked, err = _probe(pgeval, *LOW)
+    assert code == 0, err
+    code, out, err = pgeval("target", "track", TARGET)
+    assert code == 0 and "now tracked" in out, err
+    code, first, err = _probe(pgeval, *LOW)  # the first read with the log: one version scan
+    assert code == 0, err
+    code, again, err = _probe(pgeval, *LOW)
+    assert code == 0, err
+    assert "change log unchanged" in note()
+    assert again["ground_truth"]["status"] == "reused"
+    for probe in (first, again):
+        assert probe["data_version"] == untracked["data_version"]
+        assert probe["recall"] == untracked["recall"]
+    _churn(database, conn, np.random.default_rng(3))
+    code, changed, err = _probe(pgeval, *LOW)
+    assert code == 0, err
+    assert changed["ground_truth"]["status"] == "incremental"
+    assert changed["data_version"] != again["data_version"]
+    assert "change log unchanged" not in note()
+    code, settled, err = _probe(pgeval, *LOW)
+    assert code == 0, err
+    assert "change log unchanged" in note() and settled["data_version"] == changed["data_version"]
+    pgeval("target", "untrack", TARGET)

@@ -151,7 +151,30 @@ class SetupMethods:
             tg = t.load(conn, name)
         with self.database.connect(results=False, autocommit=True, read_only=True) as kb:
             indexes = catalog.vector_indexes(kb, tg)
-        return {"target": name, "spec": tg.spec(), "indexes": indexes}
+            log = _change_log(kb, tg)
+        return {"target": name, "spec": tg.spec(), "indexes": indexes, "change_log": log}
+
+    def track_changes(self, name: str, *, lock_timeout: str = "5s") -> dict:
+        """Add the change log's trigger to target ``name``'s table (`pgeval target track`):
+        ``{"table", "trigger", "count", "installed"}``. Needs CREATE on the knowledge base's
+        database and ownership of the table; waits at most ``lock_timeout`` for its lock."""
+        from ..dba import change_log
+        from ..target import targets as t
+
+        with self.database.connect(autocommit=True) as conn:
+            tg = t.load(conn, name)
+        with self.database.connect(results=False) as kb:
+            return change_log.install(kb, tg, lock_timeout=lock_timeout)
+
+    def untrack_changes(self, name: str, *, lock_timeout: str = "5s") -> dict:
+        """Drop target ``name``'s change-log trigger and its rows (`pgeval target untrack`)."""
+        from ..dba import change_log
+        from ..target import targets as t
+
+        with self.database.connect(autocommit=True) as conn:
+            tg = t.load(conn, name)
+        with self.database.connect(results=False) as kb:
+            return change_log.remove(kb, tg, lock_timeout=lock_timeout)
 
     def remove_target(self, name: str) -> None:
         """Remove target ``name`` (`pgeval target remove`)."""
@@ -159,6 +182,17 @@ class SetupMethods:
 
         with self.database.connect(autocommit=True) as conn:
             t.remove(conn, name)
+
+
+def _change_log(kb: object, tg: object) -> dict:
+    """``{"tracked": bool, "count": statements counted}`` of the target's table."""
+    from ..dba import change_log
+    from ..dba.target_table import resolve_table
+
+    state = change_log.state(kb, resolve_table(kb, tg))
+    if state is None:
+        return {"tracked": False}
+    return {"tracked": True, "trigger": change_log.TRIGGER, "count": int(state[2])}
 
 
 def _ids(values: Ids | None) -> list[str | int | float] | None:

@@ -48,6 +48,7 @@ from psycopg.pq import TransactionStatus
 from ..core.canonical import sha256_hex
 from ..core.db import Database
 from ..core.errors import first_line
+from . import change_log
 from .target_table import resolve_table, vector_column
 
 RECIPE = 1  # the content checksum's definition; a new one makes every key new
@@ -216,25 +217,52 @@ def measure(
         data = {"rows": int(n), "checksum": _checksum(total)}
         return DataChecksum(data, "computed", 1, f"{CONTENT_NOTE}: computed")
     slot = _key(ident)
-    q = sql.SQL("SELECT count(*), {} FROM {}{}").format(_sum(version_term(conn)), table, where)
-    n, version = conn.execute(q, params).fetchone()
     assert cache is not None
+    # the change log (`pgeval target track`): an unchanged count names the data without a scan
+    log = change_log.state(conn, oid) if ident["table"]["kind"] == "r" else None
+    if log is not None:
+        hit = cache.lookup(_key({**ident, "changes": log}))
+        if hit is not None:
+            data = {"rows": hit[0], "checksum": hit[1]}
+            note = f"{CONTENT_NOTE}: reused (change log unchanged; cached at {hit[2]})"
+            return DataChecksum(data, "reused", 0, note, hit[2])
+    # the log's count in the scan's own statement: the same snapshot as the rows it names
+    logged = sql.SQL(", {}").format(change_log.state_sql(oid)) if log is not None else sql.SQL("")
+    q = sql.SQL("SELECT count(*), {}{} FROM {}{}").format(
+        _sum(version_term(conn)), logged, table, where
+    )
+    row = conn.execute(q, params).fetchone()
+    n, version = row[0], row[1]
     hit = cache.lookup(_key({**ident, "version": [int(n), str(version)]}))
     if hit is not None and hit[0] == int(n):
         data = {"rows": int(n), "checksum": hit[1]}
+        _remember(cache, ident, log and change_log.from_array(row[2]), target, data)
         return DataChecksum(
             data, "reused", 1, f"{CONTENT_NOTE}: reused (cached at {hit[2]})", hit[2]
         )
     # one statement, one snapshot: the version value and the checksum of the same rows
-    q = sql.SQL("SELECT count(*), {}, {} FROM {}{}").format(
-        content, _sum(version_term(conn)), table, where
+    q = sql.SQL("SELECT count(*), {}, {}{} FROM {}{}").format(
+        content, _sum(version_term(conn)), logged, table, where
     )
-    n, total, version = conn.execute(q, params).fetchone()
+    row = conn.execute(q, params).fetchone()
+    n, total, version = row[:3]
     data = {"rows": int(n), "checksum": _checksum(total)}
     value: dict[str, Any] = {**ident, "version": [int(n), str(version)]}
     if not cache.unavailable:
         cache.store(_key(value), slot, target.qualified(), data, value)
+        _remember(cache, ident, log and change_log.from_array(row[3]), target, data)
     note = f"{CONTENT_NOTE}: computed"
     if cache.unavailable:
         note += f" (checksum cache unavailable: {cache.unavailable})"
     return DataChecksum(data, "computed", 2, note)
+
+
+def _remember(cache: ChecksumCache, ident: dict, log: list | None, target: Any, data: dict) -> None:
+    """Cache ``data`` under the change log's count too (read in the same snapshot), in a slot of
+    its own: the next read with the same count skips the scan."""
+    if log is None or cache.unavailable:
+        return
+    value = {**ident, "changes": log}
+    cache.store(
+        _key(value), _key({**ident, "log": change_log.SCHEMA}), target.qualified(), data, value
+    )

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -11,6 +12,8 @@ from .common import pass_api
 
 if TYPE_CHECKING:
     from ...api import Pgeval
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def parse_where(items: tuple[str, ...]) -> dict[str, str | list[str]]:
@@ -247,6 +250,9 @@ def show(pg: Pgeval, name: str, fmt: str) -> None:
         return
     for key, value in shown["spec"].items():
         click.echo(f"{key}: {value}")
+    log = shown["change_log"]
+    tracked = f"tracked ({log['count']:,} write statements counted)" if log["tracked"] else "no"
+    click.echo(f"change log: {tracked}")
     emit(shown["indexes"], fmt, ["name", "method", "opclass", "predicate"], title="vector indexes")
 
 
@@ -262,3 +268,66 @@ def remove(pg: Pgeval, name: str) -> None:
     """
     pg.remove_target(name)
     click.echo(f"removed target '{name}'")
+
+
+def lock_timeout_option() -> Callable[[F], F]:
+    return click.option(
+        "--lock-timeout",
+        default="5s",
+        show_default=True,
+        metavar="DURATION",
+        help="Wait at most this long for the table's lock (the application's writes queue "
+        "behind a waiting DDL statement); nothing is changed when it runs out.",
+    )
+
+
+@target.command("track")
+@click.argument("name")
+@lock_timeout_option()
+@format_option(choices=("table", "json"))
+@pass_api
+def track(pg: Pgeval, name: str, lock_timeout: str, fmt: str) -> None:
+    """Count the write statements on the target's table, so that probes, sweeps and runs know
+    the data is unchanged without a pass over the table (docs/watch.md, "The change log").
+
+    Adds schema pgeval_changes (a log table, two functions) to the knowledge base and one
+    statement-level trigger, ENABLE ALWAYS, to the table: each INSERT, UPDATE, DELETE, COPY or
+    TRUNCATE appends one row to the log in its own transaction (no lock another writer waits
+    for). Needs CREATE on the database and ownership of the table; plain tables only. Running it
+    again is harmless (it also folds the table's log rows into one). `pgeval target untrack`
+    removes it.
+
+    \b
+    Examples:
+      pgeval target track kb
+      pgeval target track kb --lock-timeout 2s --format json
+    """
+    out = pg.track_changes(name, lock_timeout=lock_timeout)
+    if fmt == "json":
+        click.echo(to_json(out))
+        return
+    how = "now tracked" if out["installed"] else "already tracked"
+    click.echo(
+        f"target '{name}': table {out['table']} {how} (trigger {out['trigger']}); "
+        f"{out['count']:,} write statements counted so far"
+    )
+
+
+@target.command("untrack")
+@click.argument("name")
+@lock_timeout_option()
+@format_option(choices=("table", "json"))
+@pass_api
+def untrack(pg: Pgeval, name: str, lock_timeout: str, fmt: str) -> None:
+    """Drop the change-log trigger of the target's table and its rows of the log (schema
+    pgeval_changes stays for other tables); pgeval goes back to the version scan.
+
+    \b
+    Examples:
+      pgeval target untrack kb
+    """
+    out = pg.untrack_changes(name, lock_timeout=lock_timeout)
+    if fmt == "json":
+        click.echo(to_json(out))
+        return
+    click.echo(f"target '{name}': table {out['table']} no longer tracked")

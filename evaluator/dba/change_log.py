@@ -1,0 +1,251 @@
+"""The change log (`pgeval target track`): an opt-in count of the write statements on a target's
+table, so that "has the data changed?" costs one short read instead of a pass over the table.
+
+Without it, the data checksum's cache (:mod:`.data_checksum`) is keyed by the *version value*, a
+hash of every row version summed in one scan: exact, read only, and proportional to the table
+(40-90 ms at 100,000 rows, seconds at 10 million), paid by every probe, sweep and pipeline run.
+With it, the key is the change log's count, read in O(log) time; the scan runs only when the count
+moved (and then fills both keys, so the next unchanged read is short again).
+
+What `track` installs in the knowledge base (it needs CREATE on the database and ownership of the
+table; nothing else is changed and the application's roles need no grant):
+
+- schema ``pgeval_changes``, table ``statement_log (relid oid, n bigint)``: one row ``(table, 1)``
+  appended by every write statement, folded now and then into one row holding their sum;
+- the trigger ``pgeval_track_changes`` on the table: ``AFTER INSERT OR UPDATE OR DELETE OR
+  TRUNCATE FOR EACH STATEMENT``, ``ENABLE ALWAYS`` (it fires for logical replication's apply
+  worker and under ``session_replication_role = replica`` too), calling a ``SECURITY DEFINER``
+  function that appends one row. Any role may read the log (it holds table oids and counts:
+  a probe's role needs nothing more); only its owner writes it. A statement's row is written in the statement's own
+  (sub)transaction: it is committed exactly when the change is, and rolled back with it.
+  An append takes no lock another transaction waits for (no unique key, no row updated), so it
+  adds no wait and no serialization failure to the application's writes, at any isolation level.
+
+The count (``sum(n)`` over the table's rows) read in one snapshot is the number of committed
+write statements visible in it; it only grows, so an equal count means no write committed
+between two reads. The fold keeps the log short: one in 256 write statements, in a READ COMMITTED
+transaction that gets the table's fold lock without waiting (``pg_try_advisory_xact_lock``),
+replaces the table's rows by one row with their sum (the sum, hence every key, unchanged);
+`track` folds too. Transactions in REPEATABLE READ or SERIALIZABLE never fold (a fold there could
+meet a concurrent fold's delete).
+
+The key also holds the trigger's own row version (``pg_trigger``'s oid and ``xmin``): ``ALTER
+TABLE ... DISABLE TRIGGER`` then ``ENABLE`` (writes in between are not counted) writes a new
+version, so the count of an earlier trigger is never trusted. A trigger missing or not ``ENABLE
+ALWAYS`` means untracked: the version scan, as without a log. Limits: plain tables only
+(partitions, partitioned tables and inheritance parents have writes that bypass the table's
+statement triggers); the log is pgeval's own (editing ``statement_log`` by hand can make an old
+count come back).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from ..core.errors import Conflict, InputError, NotFound, first_line, param
+
+SCHEMA = "pgeval_changes"
+TRIGGER = "pgeval_track_changes"
+FOLD_LOCK = 1885824377  # advisory lock class of a table's fold (next to watch's WATCH_LOCK)
+FOLD_ONE_IN = 256
+
+# idempotent: `track` runs it every time (a newer pgeval replaces the functions)
+OBJECTS = f"""
+CREATE SCHEMA IF NOT EXISTS {SCHEMA};
+REVOKE ALL ON SCHEMA {SCHEMA} FROM PUBLIC;
+GRANT USAGE ON SCHEMA {SCHEMA} TO PUBLIC;
+CREATE TABLE IF NOT EXISTS {SCHEMA}.statement_log (
+    relid oid NOT NULL,
+    n bigint NOT NULL DEFAULT 1
+);
+COMMENT ON TABLE {SCHEMA}.statement_log IS
+    'pgeval target track: one row per write statement on a tracked table (n = 1), or the sum of '
+    'folded rows. sum(n) per relid only grows; do not edit.';
+REVOKE ALL ON {SCHEMA}.statement_log FROM PUBLIC;
+GRANT SELECT ON {SCHEMA}.statement_log TO PUBLIC;
+CREATE OR REPLACE FUNCTION {SCHEMA}.fold(p_relid oid) RETURNS bigint
+LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $$
+    WITH gone AS (
+        DELETE FROM {SCHEMA}.statement_log WHERE relid = p_relid RETURNING n
+    ), kept AS (
+        INSERT INTO {SCHEMA}.statement_log (relid, n)
+        SELECT p_relid, sum(n) FROM gone HAVING count(*) > 0
+        RETURNING n
+    )
+    SELECT count(*) FROM gone
+$$;
+CREATE OR REPLACE FUNCTION {SCHEMA}.count_statement() RETURNS trigger
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
+BEGIN
+    INSERT INTO {SCHEMA}.statement_log (relid) VALUES (TG_RELID);
+    IF random() < 1.0 / {FOLD_ONE_IN}
+       AND current_setting('transaction_isolation') = 'read committed'
+       AND pg_try_advisory_xact_lock({FOLD_LOCK}, (TG_RELID::bigint - 2147483648)::int) THEN
+        PERFORM {SCHEMA}.fold(TG_RELID);
+    END IF;
+    RETURN NULL;
+END
+$$;
+REVOKE ALL ON FUNCTION {SCHEMA}.fold(oid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION {SCHEMA}.count_statement() FROM PUBLIC;
+"""
+
+_STATE = sql.SQL(
+    "SELECT t.oid::bigint, t.xmin::text, "
+    "(SELECT coalesce(sum(n), 0) FROM {}.statement_log WHERE relid = %(oid)s)::text "
+    "FROM pg_trigger t WHERE t.tgrelid = %(oid)s AND t.tgname = %(name)s AND t.tgenabled = 'A'"
+).format(sql.Identifier(SCHEMA))
+
+
+def state(conn: Any, oid: int) -> list | None:
+    """[trigger oid, its row version, the count] of a tracked table in one snapshot, else None
+    (no log in this database, no trigger, or a trigger not ENABLE ALWAYS). Two statements: the
+    log's existence first (a statement naming a missing table would abort the transaction)."""
+    present = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL AND EXISTS (SELECT 1 FROM pg_trigger "
+        "WHERE tgrelid = %s AND tgname = %s)",
+        (f"{SCHEMA}.statement_log", oid, TRIGGER),
+    ).fetchone()[0]
+    if not present:
+        return None
+    row = conn.execute(_STATE, {"oid": oid, "name": TRIGGER}).fetchone()
+    return None if row is None else [int(row[0]), row[1], row[2]]
+
+
+def state_sql(oid: int) -> sql.Composable:
+    """:func:`state`'s value as one scalar expression (its oid, version and count as one text
+    array), to read it in the same statement, hence the same snapshot, as a scan of the table."""
+    return sql.SQL(
+        "(SELECT ARRAY[t.oid::text, t.xmin::text, "
+        "(SELECT coalesce(sum(n), 0) FROM {}.statement_log WHERE relid = {})::text] "
+        "FROM pg_trigger t WHERE t.tgrelid = {} AND t.tgname = {} AND t.tgenabled = 'A')"
+    ).format(sql.Identifier(SCHEMA), sql.Literal(oid), sql.Literal(oid), sql.Literal(TRIGGER))
+
+
+def from_array(value: list | None) -> list | None:
+    """:func:`state_sql`'s array as :func:`state` returns it."""
+    return None if value is None else [int(value[0]), value[1], value[2]]
+
+
+def _table(conn: Any, target: Any) -> tuple[int, sql.Composable]:
+    from .target_table import resolve_table
+
+    oid = resolve_table(conn, target)
+    kind, partition, children = conn.execute(
+        "SELECT c.relkind::text, c.relispartition, EXISTS (SELECT 1 FROM pg_inherits "
+        "WHERE inhparent = c.oid) FROM pg_class c WHERE c.oid = %s",
+        (oid,),
+    ).fetchone()
+    if kind != "r" or partition or children:
+        what = {"v": "a view", "m": "a materialized view", "f": "a foreign table"}.get(
+            kind, "a partitioned table"
+        )
+        if kind == "r":
+            what = "a partition" if partition else "an inheritance parent"
+        raise InputError(
+            f"target '{target.name}': table '{target.qualified()}' is {what}; the change log "
+            "tracks plain tables only (its writes can bypass the table's triggers): pgeval "
+            "keeps measuring its data with the version scan",
+            field="target",
+        )
+    return oid, target.table_sql()
+
+
+def _lock_timeout(conn: Any, value: str) -> None:
+    """SET LOCAL lock_timeout: the trigger's DDL waits at most this long for the table's lock
+    (and makes the application's writes queue behind it no longer than that)."""
+    try:
+        conn.execute("SELECT set_config('lock_timeout', %s, true)", (str(value),))
+    except psycopg.DataError as exc:
+        conn.rollback()
+        raise InputError(
+            f"{param('lock_timeout')}: {first_line(exc)} (a duration such as 5s or 500ms)",
+            field=param("lock_timeout"),
+        ) from None
+
+
+def install(conn: Any, target: Any, *, lock_timeout: str = "5s") -> dict:
+    """Create the log and the trigger (idempotent), fold the table's rows; one transaction.
+    Returns {"table", "trigger", "count", "installed"}."""
+    oid, table = _table(conn, target)
+    before = state(conn, oid)
+    try:
+        _lock_timeout(conn, lock_timeout)
+        conn.execute(OBJECTS)
+        conn.execute(
+            sql.SQL(
+                "CREATE OR REPLACE TRIGGER {} AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE ON {} "
+                "FOR EACH STATEMENT EXECUTE FUNCTION {}.count_statement()"
+            ).format(sql.Identifier(TRIGGER), table, sql.Identifier(SCHEMA))
+        )
+        conn.execute(
+            sql.SQL("ALTER TABLE {} ENABLE ALWAYS TRIGGER {}").format(
+                table, sql.Identifier(TRIGGER)
+            )
+        )
+        conn.execute(sql.SQL("SELECT {}.fold(%s)").format(sql.Identifier(SCHEMA)), (oid,))
+        after = state(conn, oid)
+        conn.commit()
+    except psycopg.errors.LockNotAvailable:
+        conn.rollback()
+        raise Conflict(
+            f"could not lock table '{target.qualified()}' within {lock_timeout} to add the "
+            "trigger (a long transaction holds it): nothing was changed; try again, or give a "
+            "longer --lock-timeout"
+        ) from None
+    except (psycopg.errors.InsufficientPrivilege, psycopg.errors.ReadOnlySqlTransaction) as exc:
+        conn.rollback()
+        raise InputError(
+            f"cannot track table '{target.qualified()}': {first_line(exc)} (tracking needs "
+            "CREATE on the database and ownership of the table; connect as its owner)",
+            field="target",
+        ) from None
+    assert after is not None
+    return {
+        "table": target.qualified(),
+        "trigger": TRIGGER,
+        "count": int(after[2]),
+        "installed": before is None,
+    }
+
+
+def remove(conn: Any, target: Any, *, lock_timeout: str = "5s") -> dict:
+    """Drop the table's trigger and its rows of the log (the log itself stays for other tables)."""
+    from .target_table import resolve_table
+
+    oid = resolve_table(conn, target)
+    present = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = %s AND tgname = %s)",
+        (oid, TRIGGER),
+    ).fetchone()[0]
+    if not present:
+        conn.rollback()
+        raise NotFound(
+            f"target '{target.name}': table '{target.qualified()}' is not tracked (no trigger "
+            f"{TRIGGER}; `pgeval target track {target.name}` adds it)"
+        )
+    try:
+        _lock_timeout(conn, lock_timeout)
+        conn.execute(
+            sql.SQL("DROP TRIGGER {} ON {}").format(sql.Identifier(TRIGGER), target.table_sql())
+        )
+        conn.execute(
+            sql.SQL("DELETE FROM {}.statement_log WHERE relid = %s").format(sql.Identifier(SCHEMA)),
+            (oid,),
+        )
+        conn.commit()
+    except psycopg.errors.LockNotAvailable:
+        conn.rollback()
+        raise Conflict(
+            f"could not lock table '{target.qualified()}' within {lock_timeout} to drop the "
+            "trigger (a long transaction holds it): nothing was changed; try again"
+        ) from None
+    except psycopg.errors.InsufficientPrivilege as exc:
+        conn.rollback()
+        raise InputError(
+            f"cannot untrack table '{target.qualified()}': {first_line(exc)}", field="target"
+        ) from None
+    return {"table": target.qualified(), "trigger": TRIGGER, "removed": True}
