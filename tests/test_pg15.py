@@ -411,3 +411,32 @@ def test_sql_probe_equals_the_cli_probe_on_pg15(pg15_kb, pgeval):
     assert 0 < rows["sql"][0] <= 1
     assert rows["sql"][0] == pytest.approx(rows["cli"][0], abs=1e-9)
     assert rows["sql"][1:] == rows["cli"][1:]
+
+
+def test_change_log_as_the_table_owner_on_pg15(pg15_kb, pgeval):
+    """`pgeval target track` as the table's owner (no superuser) on PostgreSQL 15: a probe on
+    the unchanged table reads the data version from the change log, the same version as the
+    pass over the row versions (the server's xid hash differs before 16); untrack puts it back."""
+    prefix = ["--dsn", pg15_kb.dsn]
+    code, _, err = pgeval(
+        *prefix, "target", "add", "pg15-log", "--table", "pg15_kb", "--id-column", "doc_id",
+        "--vector-column", "emb", "--text-column", "body", "--replace",
+    )  # fmt: skip
+    assert code == 0, err
+    probe = [
+        *prefix, "watch", "--target", "pg15-log", "--stage", "hnsw", "--sample-queries", "20",
+        "--set", "hnsw.ef_search=10", "--set", "enable_seqscan=off", "--format", "json",
+    ]  # fmt: skip
+    code, out, err = pgeval(*probe)
+    assert code == 0, err
+    scanned = json.loads(out)
+    code, _, err = pgeval(*prefix, "target", "track", "pg15-log")
+    assert code == 0, err
+    for _ in range(2):  # the first read with the log fills its entry
+        code, out, err = pgeval(*probe)
+        assert code == 0, err
+    logged = json.loads(out)
+    assert logged["cost"]["data_version"]["via"] == "change log"
+    assert logged["data_version"] == scanned["data_version"]
+    code, _, err = pgeval(*prefix, "target", "untrack", "pg15-log")
+    assert code == 0, err

@@ -542,6 +542,8 @@ def test_a_tracked_table_is_probed_without_a_pass_over_it(kb, conn, database, pg
             "WHERE name LIKE 'watch-%%' AND stage = 'hnsw' ORDER BY run_id DESC LIMIT 1"
         ).fetchone()[0]
 
+    # (an earlier test's ground truth of the same rows would be reused: computed here)
+    conn.execute("DELETE FROM pgeval.ground_truth WHERE target = %s", (TARGET,))
     code, untracked, err = _probe(pgeval, *LOW)
     assert code == 0, err
     code, out, err = pgeval("target", "track", TARGET)
@@ -552,16 +554,24 @@ def test_a_tracked_table_is_probed_without_a_pass_over_it(kb, conn, database, pg
     assert code == 0, err
     assert "change log unchanged" in note()
     assert again["ground_truth"]["status"] == "reused"
+    assert again["cost"]["data_version"]["via"] == "change log"
+    assert again["cost"]["data_version"]["scans"] == 0
+    assert untracked["cost"]["data_version"]["scans"] >= 1
+    code, out, err = pgeval(*PROBE, *LOW)
+    assert code == 0 and "; data version from the change log (" in out, err
     for probe in (first, again):
         assert probe["data_version"] == untracked["data_version"]
         assert probe["recall"] == untracked["recall"]
     _churn(database, conn, np.random.default_rng(3))
     code, changed, err = _probe(pgeval, *LOW)
     assert code == 0, err
-    assert changed["ground_truth"]["status"] == "incremental"
+    assert changed["ground_truth"]["status"] == "incremental", changed["ground_truth"]
     assert changed["data_version"] != again["data_version"]
     assert "change log unchanged" not in note()
     code, settled, err = _probe(pgeval, *LOW)
     assert code == 0, err
     assert "change log unchanged" in note() and settled["data_version"] == changed["data_version"]
-    pgeval("target", "untrack", TARGET)
+    code, out, err = pgeval("target", "untrack", TARGET)
+    assert code == 0, err
+    code, out, err = pgeval(*PROBE, *LOW)
+    assert code == 0 and f"`pgeval target track {TARGET}` reads a change log instead" in out

@@ -148,8 +148,7 @@ def _table(conn: Any, target: Any) -> tuple[int, sql.Composable]:
         raise InputError(
             f"target '{target.name}': table '{target.qualified()}' is {what}; the change log "
             "tracks plain tables only (its writes can bypass the table's triggers): pgeval "
-            "keeps measuring its data with the version scan",
-            field="target",
+            "keeps measuring its data with the version scan"
         )
     return oid, target.table_sql()
 
@@ -162,7 +161,7 @@ def _lock_timeout(conn: Any, value: str) -> None:
     except psycopg.DataError as exc:
         conn.rollback()
         raise InputError(
-            f"{param('lock_timeout')}: {first_line(exc)} (a duration such as 5s or 500ms)",
+            f"{first_line(exc)} (a duration such as 5s or 500ms)",
             field=param("lock_timeout"),
         ) from None
 
@@ -200,8 +199,7 @@ def install(conn: Any, target: Any, *, lock_timeout: str = "5s") -> dict:
         conn.rollback()
         raise InputError(
             f"cannot track table '{target.qualified()}': {first_line(exc)} (tracking needs "
-            "CREATE on the database and ownership of the table; connect as its owner)",
-            field="target",
+            "CREATE on the database and ownership of the table; connect as its owner)"
         ) from None
     assert after is not None
     return {
@@ -246,6 +244,6 @@ def remove(conn: Any, target: Any, *, lock_timeout: str = "5s") -> dict:
     except psycopg.errors.InsufficientPrivilege as exc:
         conn.rollback()
         raise InputError(
-            f"cannot untrack table '{target.qualified()}': {first_line(exc)}", field="target"
+            f"cannot untrack table '{target.qualified()}': {first_line(exc)}"
         ) from None
     return {"table": target.qualified(), "trigger": TRIGGER, "removed": True}

@@ -63,6 +63,7 @@ def _table(res: ProbeResult) -> None:
     click.echo(
         f"cost: {res.wall_ms / 1000:.2f} s wall"
         + ("" if timed is None else f", {timed:.1f} ms in the {p['queries']} timed statements")
+        + _data_read(res.data_read, p["target"])
     )
     if res.changes:
         click.echo(f"changes: {res.changes}")
@@ -73,6 +74,19 @@ def _table(res: ProbeResult) -> None:
     if not res.crossed:
         given = ", ".join(f"{k} {v:g}" for k, v in (p["bounds"] or {}).items())
         click.echo(f"within bounds ({given})" if given else "no bounds given")
+
+
+def _data_read(read: dict | None, target: str) -> str:
+    """The cost line's words on the data version: read from the change log, or a pass over the
+    table (and the command that spares it)."""
+    if read is None:
+        return ""
+    if read["via"] == "change log":
+        return f"; data version from the change log ({read['ms']:.0f} ms)"
+    return (
+        f"; data version: a pass over the table ({read['via']}, {read['ms']:.0f} ms; "
+        f"`pgeval target track {target}` reads a change log instead)"
+    )
 
 
 def _json(res: ProbeResult) -> dict[str, Any]:
@@ -89,7 +103,11 @@ def _json(res: ProbeResult) -> dict[str, Any]:
         "last_build": res.rebuild,
         "ground_truth": res.ground_truth,
         "queries_source": res.queries,
-        "cost": {"wall_ms": res.wall_ms, "timed_ms": p.get("timed_ms")},
+        "cost": {
+            "wall_ms": res.wall_ms,
+            "timed_ms": p.get("timed_ms"),
+            "data_version": res.data_read,
+        },
         "warnings": res.warnings,
     }
 

@@ -52,6 +52,9 @@ class ProbeResult:
     alerts: list[str] = field(default_factory=list)  # one line per bound crossed
     changes: str | None = None  # the table's changes since the build's first probe
     advice: list[str] = field(default_factory=list)
+    # how the data version was read: {"via": "change log" | "row versions" | "checksum",
+    # "scans": passes over the table, "ms"}; None where the sweep read it (queries not sampled)
+    data_read: dict | None = None
 
     @property
     def crossed(self) -> list[str]:
@@ -227,15 +230,19 @@ def _probe(
                 "Forbid)"
             )
         try:
-            sweep_cfg = _unchanged(database, cfg, sweep_cfg, target)
-            return _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warning)
+            sweep_cfg, read = _unchanged(database, cfg, sweep_cfg, target)
+            out = _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warning)
+            out.data_read = read
+            return out
         finally:
             lock.release()
 
 
-def _unchanged(database: Database, cfg: WatchConfig, sweep_cfg: SweepConfig, target: Any) -> Any:
+def _unchanged(
+    database: Database, cfg: WatchConfig, sweep_cfg: SweepConfig, target: Any
+) -> tuple[Any, dict | None]:
     """``sweep_cfg`` with the data measured once, and the series' last query set when sampling
-    would draw it again (:mod:`.unchanged`)."""
+    would draw it again (:mod:`.unchanged`); and how the data version was read."""
     from dataclasses import replace
 
     from . import unchanged
@@ -243,9 +250,15 @@ def _unchanged(database: Database, cfg: WatchConfig, sweep_cfg: SweepConfig, tar
     if cfg.queries is None or cfg.queries.kind != "sample":
         # nothing to reuse: the sweep measures the data after its checks, as for a sweep (a
         # refused probe writes nothing, not even a cached checksum)
-        return sweep_cfg
+        return sweep_cfg, None
     scoped = target if cfg.group is None else target.scoped(*cfg.group)
+    t0 = time.perf_counter()
     data = unchanged.data(database, scoped)
+    read = {
+        "via": unchanged.read_via(data),
+        "scans": data.scans,
+        "ms": (time.perf_counter() - t0) * 1000.0,
+    }
     again = unchanged.query_set(
         database,
         series=sweep_cfg.name or "",
@@ -253,7 +266,7 @@ def _unchanged(database: Database, cfg: WatchConfig, sweep_cfg: SweepConfig, tar
         target=scoped,
         measured=data,
     )
-    return replace(sweep_cfg, data=data, materialized=again)
+    return replace(sweep_cfg, data=data, materialized=again), read
 
 
 def _measure(

@@ -29,6 +29,15 @@ def data(database: Database, target: Any) -> DataChecksum:
     return out
 
 
+def read_via(measured: DataChecksum) -> str:
+    """How the data version was read: ``change log`` (its count, no scan; `pgeval target
+    track`), ``row versions`` (a pass over the table's row versions, the checksum cached) or
+    ``checksum`` (the content checksum computed: a new version)."""
+    if measured.scans == 0:
+        return "change log"
+    return "row versions" if measured.source == "reused" else "checksum"
+
+
 def query_set(
     database: Database, *, series: str, source: dict, target: Any, measured: DataChecksum
 ) -> tuple[str, dict] | None:
