@@ -248,3 +248,36 @@ def test_knowledge_base_is_read_in_read_only_transactions(clean, conn, pgeval, t
     assert code == 1 and "read-only transaction" in err, err
     assert "Traceback" not in err
     assert conn.execute("SELECT count(*) FROM lp_log").fetchone()[0] == 0
+
+
+def test_change_log_needs_the_owner_and_serves_a_select_only_role(
+    role, database, conn, pgeval, tmp_path
+):
+    """`target track` as the select-only role: one line naming what it needs, nothing created
+    on the table. Tracked by the owner, the role reads the log (no grant needed) and its runs
+    reuse the checksum without a scan."""
+    prefix = ["--dsn", _dsn(database, ROLE)]
+    _flow(pgeval, prefix, _cases(tmp_path), "lp-log")
+    code, out, err = pgeval(*prefix, "target", "track", "lp")
+    assert code == 1 and not out
+    assert err.count("\n") == 1 and "cannot track table" in err and "owner" in err
+    assert conn.execute(
+        "SELECT count(*) FROM pg_trigger WHERE tgrelid = %s::regclass", (KB,)
+    ).fetchone() == (0,)
+    code, out, err = pgeval("target", "track", "lp")  # as the owner
+    assert code == 0, err
+    try:
+        for name in ("lp-log2", "lp-log3"):  # the first fills the log's entry, the second uses it
+            code, out, err = pgeval(
+                *prefix, "run", "pipeline", "--testset", "lp", "--target", "lp", "--stages",
+                "exact", "--repeat", "1", "--name", name,
+            )  # fmt: skip
+            assert code == 0, err
+        note = conn.execute(
+            "SELECT fingerprint -> 'info' ->> 'checksum' FROM pgeval.run WHERE name = %s",
+            ("lp-log3.exact.1",),
+        ).fetchone()[0]
+        assert "change log unchanged" in note
+    finally:
+        code, out, err = pgeval("target", "untrack", "lp")
+        assert code == 0, err

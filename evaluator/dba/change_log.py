@@ -102,14 +102,17 @@ _STATE = sql.SQL(
 
 def state(conn: Any, oid: int) -> list | None:
     """[trigger oid, its row version, the count] of a tracked table in one snapshot, else None
-    (no log in this database, no trigger, or a trigger not ENABLE ALWAYS). Two statements: the
-    log's existence first (a statement naming a missing table would abort the transaction)."""
+    (no log in this database or none this role may read, no trigger, or a trigger not ENABLE
+    ALWAYS). Two statements: the log's existence and rights first (a statement naming a missing
+    table would abort the transaction)."""
     present = conn.execute(
-        "SELECT to_regclass(%s) IS NOT NULL AND EXISTS (SELECT 1 FROM pg_trigger "
-        "WHERE tgrelid = %s AND tgname = %s)",
-        (f"{SCHEMA}.statement_log", oid, TRIGGER),
-    ).fetchone()[0]
-    if not present:
+        "SELECT has_schema_privilege(n.oid, 'USAGE') AND has_table_privilege(c.oid, 'SELECT') "
+        "AND EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = %s AND tgname = %s) "
+        "FROM pg_namespace n JOIN pg_class c ON c.relnamespace = n.oid "
+        "WHERE n.nspname = %s AND c.relname = 'statement_log'",
+        (oid, TRIGGER, SCHEMA),
+    ).fetchone()
+    if not (present and present[0]):
         return None
     row = conn.execute(_STATE, {"oid": oid, "name": TRIGGER}).fetchone()
     return None if row is None else [int(row[0]), row[1], row[2]]
