@@ -419,3 +419,36 @@ def test_probe_kinds_are_the_registry_s(conn):
         assert tuple(work) == described.work_settings
         assert defaults == registry.build_defaults(method)
         assert described.cast_type is None  # a cast kind would need its cast in the statement
+
+
+def test_with_the_change_log_an_unchanged_table_is_not_checksummed(kbs, database, conn, pgeval):
+    """Tracked (`pgeval target track`), the SQL probe takes the last SQL probe's rows and content
+    checksum while the change log's count is unchanged (tampered with here, it comes back: no
+    pass computed it), and computes them again once a write statement was counted."""
+    settings = {"hnsw.ef_search": "10"}
+    untracked = _sql_probe(conn, HNSW_TARGET, "hnsw", settings)
+    code, _, err = pgeval("target", "track", HNSW_TARGET)
+    assert code == 0, err
+    try:
+        first = _sql_probe(conn, HNSW_TARGET, "hnsw", settings)  # computed, the count recorded
+        assert first["data_version"] == untracked["data_version"]
+        sentinel = "5e471ee15e471ee1"
+        conn.execute(
+            "UPDATE pgeval.probe SET data_checksum = %s WHERE probe_id = %s",
+            (sentinel, first["probe_id"]),
+        )
+        second = _sql_probe(conn, HNSW_TARGET, "hnsw", settings)
+        assert second["data_version"] == sentinel and second["table_rows"] == N
+        conn.execute(
+            "UPDATE pgeval.probe SET data_checksum = %s WHERE data_checksum = %s",
+            (untracked["data_version"], sentinel),
+        )
+        with database.connect(results=False, autocommit=True) as c:
+            c.execute(f"UPDATE {HNSW_TABLE} SET e = e WHERE id = 'c1'")  # counted, same content
+        third = _sql_probe(conn, HNSW_TARGET, "hnsw", settings)
+        assert third["data_version"] == untracked["data_version"]
+        assert third["recall"] == pytest.approx(untracked["recall"], abs=1e-12)
+        assert third["ground_truth"] == "reused"
+    finally:
+        code, _, err = pgeval("target", "untrack", HNSW_TARGET)
+        assert code == 0, err
