@@ -308,16 +308,13 @@ BEGIN
     END IF;
 
     -- ---- the data and the index (what explains a change) ------------------------------------
-    -- with the change log (`pgeval target track`): its trigger's row version and the count of
-    -- write statements, read in one statement; the same as the last SQL probe's of this target
-    -- definition, its rows and content checksum are this data's (no pass over the table)
-    IF to_regclass('pgeval_changes.statement_log') IS NOT NULL
-       AND has_table_privilege('pgeval_changes.statement_log', 'SELECT') THEN
-        EXECUTE 'SELECT jsonb_build_array(t.oid::bigint, t.xmin::text, (SELECT coalesce(sum(n), 0) '
-                'FROM pgeval_changes.statement_log WHERE relid = $1)::text) FROM pg_trigger t '
-                'WHERE t.tgrelid = $1 AND t.tgname = ''pgeval_track_changes'' '
-                'AND t.tgenabled = ''A'''
-           INTO changes USING rel;
+    -- with the change log (`pgeval target track`): its triggers' row versions and the count of
+    -- write statements (pgeval_changes.state, one snapshot); the same as the last SQL probe's
+    -- of this target definition, its rows and content checksum are this data's (no pass over
+    -- the table)
+    IF has_function_privilege(to_regprocedure('pgeval_changes.state(oid)'), 'EXECUTE') THEN
+        EXECUTE 'SELECT to_jsonb(pgeval_changes.state($1))' INTO changes USING rel;
+        changes := nullif(changes, 'null'::jsonb);
     END IF;
     IF changes IS NOT NULL THEN
         SELECT p.table_rows, p.data_checksum INTO data_rows, checksum FROM pgeval.probe p

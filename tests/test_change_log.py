@@ -51,7 +51,7 @@ def tracked(database) -> dict:
 def count(conn) -> int:
     state = change_log.state(conn, resolve_table(conn, target()))
     assert state is not None, "the table should be tracked"
-    return int(state[2])
+    return change_log.count(state)
 
 
 def measured(conn, database):
@@ -69,9 +69,11 @@ def test_each_committed_write_statement_counts_one(conn, database, table):
     out = tracked(database)
     assert out["installed"] and out["trigger"] == change_log.TRIGGER
     trig = conn.execute(
-        "SELECT tgenabled FROM pg_trigger WHERE tgname = %s", (change_log.TRIGGER,)
-    ).fetchone()
-    assert trig == ("A",)  # ENABLE ALWAYS: logical replication's apply worker counts too
+        "SELECT tgname, tgenabled FROM pg_trigger WHERE tgname LIKE 'pgeval_track_%' "
+        "ORDER BY tgname"
+    ).fetchall()
+    # ENABLE ALWAYS: they fire under session_replication_role = replica too
+    assert trig == [(change_log.TRIGGER, "A"), (change_log.ROW_TRIGGER, "A")]
     start = count(conn)
     conn.execute(f"INSERT INTO {TABLE} (id, body) VALUES ('n1', 'x'), ('n2', 'y')")
     assert count(conn) == start + 1  # one statement, two rows
@@ -303,3 +305,21 @@ def test_the_trigger_folds_now_and_then_and_keeps_the_count(conn, database, tabl
         "SELECT count(*) FROM pgeval_changes.statement_log WHERE relid = %s", (oid,)
     ).fetchone()[0]
     assert rows < 3000
+
+
+def test_rows_written_as_a_replica_are_counted(conn, database, table):
+    """Logical replication's apply worker runs with session_replication_role = replica and fires
+    row triggers only: there the row trigger counts each row (a session set to replica by hand
+    fires both, which only counts more)."""
+    tracked(database)
+    before = count(conn)
+    with database.connect(results=False) as c:
+        c.execute("SET LOCAL session_replication_role = replica")
+        c.execute(f"INSERT INTO {TABLE} (id, body) VALUES ('r1', 'x'), ('r2', 'y')")
+        c.execute(f"DELETE FROM {TABLE} WHERE id = 'r1'")
+        c.commit()
+    assert count(conn) >= before + 3  # the three rows, by the row trigger
+    conn.execute(f"INSERT INTO {TABLE} (id, body) VALUES ('o1', 'x'), ('o2', 'y')")
+    after = count(conn)
+    conn.execute(f"INSERT INTO {TABLE} (id, body) VALUES ('o3', 'x'), ('o4', 'y')")
+    assert count(conn) == after + 1  # an origin session: the statement trigger only

@@ -192,7 +192,7 @@ def _change_log(kb: object, tg: object) -> dict:
     state = change_log.state(kb, resolve_table(kb, tg))
     if state is None:
         return {"tracked": False}
-    return {"tracked": True, "trigger": change_log.TRIGGER, "count": int(state[2])}
+    return {"tracked": True, "trigger": change_log.TRIGGER, "count": change_log.count(state)}
 
 
 def _ids(values: Ids | None) -> list[str | int | float] | None:

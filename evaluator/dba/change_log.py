@@ -49,6 +49,9 @@ from ..core.errors import Conflict, InputError, NotFound, first_line, param
 
 SCHEMA = "pgeval_changes"
 TRIGGER = "pgeval_track_changes"
+# the apply worker of logical replication fires row triggers only (not statement ones): there,
+# and only there (session_replication_role = replica), each row written appends one row
+ROW_TRIGGER = "pgeval_track_replica"
 FOLD_LOCK = 1885824377  # advisory lock class of a table's fold (next to watch's WATCH_LOCK)
 FOLD_ONE_IN = 256
 
@@ -89,24 +92,40 @@ BEGIN
     RETURN NULL;
 END
 $$;
+CREATE OR REPLACE FUNCTION {SCHEMA}.state(p_relid oid) RETURNS text[]
+LANGUAGE sql STABLE SET search_path = pg_catalog, pg_temp AS $$
+    SELECT ARRAY[string_agg(t.oid::text || ':' || t.xmin::text, ',' ORDER BY t.tgname),
+                 (SELECT coalesce(sum(l.n), 0) FROM {SCHEMA}.statement_log l
+                   WHERE l.relid = p_relid)::text]
+      FROM pg_trigger t
+     WHERE t.tgrelid = p_relid AND t.tgname IN ('{TRIGGER}', '{ROW_TRIGGER}')
+       AND t.tgenabled = 'A'
+    HAVING count(*) = 2
+$$;
+COMMENT ON FUNCTION {SCHEMA}.state(oid) IS
+    'pgeval target track: ARRAY[the triggers'' oid:xmin, the write statements counted] of a '
+    'tracked table, NULL unless both triggers are ENABLE ALWAYS; read by pgeval and '
+    'pgeval.run_probe in the snapshot of the statement that calls it';
+GRANT EXECUTE ON FUNCTION {SCHEMA}.state(oid) TO PUBLIC;
 REVOKE ALL ON FUNCTION {SCHEMA}.fold(oid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION {SCHEMA}.count_statement() FROM PUBLIC;
 """
 
-_STATE = sql.SQL(
-    "SELECT t.oid::bigint, t.xmin::text, "
-    "(SELECT coalesce(sum(n), 0) FROM {}.statement_log WHERE relid = %(oid)s)::text "
-    "FROM pg_trigger t WHERE t.tgrelid = %(oid)s AND t.tgname = %(name)s AND t.tgenabled = 'A'"
-).format(sql.Identifier(SCHEMA))
+
+def state_sql(oid: int) -> sql.Composable:
+    """The table's change-log state as one scalar expression (``pgeval_changes.state``), to read
+    it in the same statement, hence the same snapshot, as a scan of the table."""
+    return sql.SQL("{}.state({})").format(sql.Identifier(SCHEMA), sql.Literal(oid))
 
 
 def state(conn: Any, oid: int) -> list | None:
-    """[trigger oid, its row version, the count] of a tracked table in one snapshot, else None
-    (no log in this database or none this role may read, no trigger, or a trigger not ENABLE
-    ALWAYS). Two statements: the log's existence and rights first (a statement naming a missing
-    table would abort the transaction)."""
+    """[the triggers' identity, the count] of a tracked table in one snapshot, else None (no log
+    in this database or none this role may read, a trigger missing or not ENABLE ALWAYS). Two
+    statements: the log's existence and rights first (a statement naming a missing table would
+    abort the transaction)."""
     present = conn.execute(
         "SELECT has_schema_privilege(n.oid, 'USAGE') AND has_table_privilege(c.oid, 'SELECT') "
+        "AND has_function_privilege(to_regprocedure(n.nspname || '.state(oid)'), 'EXECUTE') "
         "AND EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = %s AND tgname = %s) "
         "FROM pg_namespace n JOIN pg_class c ON c.relnamespace = n.oid "
         "WHERE n.nspname = %s AND c.relname = 'statement_log'",
@@ -114,23 +133,17 @@ def state(conn: Any, oid: int) -> list | None:
     ).fetchone()
     if not (present and present[0]):
         return None
-    row = conn.execute(_STATE, {"oid": oid, "name": TRIGGER}).fetchone()
-    return None if row is None else [int(row[0]), row[1], row[2]]
-
-
-def state_sql(oid: int) -> sql.Composable:
-    """:func:`state`'s value as one scalar expression (its oid, version and count as one text
-    array), to read it in the same statement, hence the same snapshot, as a scan of the table."""
-    return sql.SQL(
-        "(SELECT ARRAY[t.oid::text, t.xmin::text, "
-        "(SELECT coalesce(sum(n), 0) FROM {}.statement_log WHERE relid = {})::text] "
-        "FROM pg_trigger t WHERE t.tgrelid = {} AND t.tgname = {} AND t.tgenabled = 'A')"
-    ).format(sql.Identifier(SCHEMA), sql.Literal(oid), sql.Literal(oid), sql.Literal(TRIGGER))
+    return from_array(conn.execute(sql.SQL("SELECT {}").format(state_sql(oid))).fetchone()[0])
 
 
 def from_array(value: list | None) -> list | None:
     """:func:`state_sql`'s array as :func:`state` returns it."""
-    return None if value is None else [int(value[0]), value[1], value[2]]
+    return None if value is None else [value[0], value[1]]
+
+
+def count(state: list) -> int:
+    """The write statements counted, of a :func:`state`."""
+    return int(state[1])
 
 
 def _table(conn: Any, target: Any) -> tuple[int, sql.Composable]:
@@ -184,10 +197,18 @@ def install(conn: Any, target: Any, *, lock_timeout: str = "5s") -> dict:
             ).format(sql.Identifier(TRIGGER), table, sql.Identifier(SCHEMA))
         )
         conn.execute(
-            sql.SQL("ALTER TABLE {} ENABLE ALWAYS TRIGGER {}").format(
-                table, sql.Identifier(TRIGGER)
-            )
+            sql.SQL(
+                "CREATE OR REPLACE TRIGGER {} AFTER INSERT OR UPDATE OR DELETE ON {} FOR EACH ROW "
+                "WHEN (pg_catalog.current_setting('session_replication_role') = 'replica') "
+                "EXECUTE FUNCTION {}.count_statement()"
+            ).format(sql.Identifier(ROW_TRIGGER), table, sql.Identifier(SCHEMA))
         )
+        for name in (TRIGGER, ROW_TRIGGER):
+            conn.execute(
+                sql.SQL("ALTER TABLE {} ENABLE ALWAYS TRIGGER {}").format(
+                    table, sql.Identifier(name)
+                )
+            )
         conn.execute(sql.SQL("SELECT {}.fold(%s)").format(sql.Identifier(SCHEMA)), (oid,))
         after = state(conn, oid)
         conn.commit()
@@ -208,7 +229,7 @@ def install(conn: Any, target: Any, *, lock_timeout: str = "5s") -> dict:
     return {
         "table": target.qualified(),
         "trigger": TRIGGER,
-        "count": int(after[2]),
+        "count": count(after),
         "installed": before is None,
     }
 
@@ -230,9 +251,12 @@ def remove(conn: Any, target: Any, *, lock_timeout: str = "5s") -> dict:
         )
     try:
         _lock_timeout(conn, lock_timeout)
-        conn.execute(
-            sql.SQL("DROP TRIGGER {} ON {}").format(sql.Identifier(TRIGGER), target.table_sql())
-        )
+        for name in (TRIGGER, ROW_TRIGGER):
+            conn.execute(
+                sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(
+                    sql.Identifier(name), target.table_sql()
+                )
+            )
         conn.execute(
             sql.SQL("DELETE FROM {}.statement_log WHERE relid = %s").format(sql.Identifier(SCHEMA)),
             (oid,),
