@@ -4,22 +4,26 @@ table, so that "has the data changed?" costs one short read instead of a pass ov
 Without it, the data checksum's cache (:mod:`.data_checksum`) is keyed by the *version value*, a
 hash of every row version summed in one scan: exact, read only, and proportional to the table
 (40-90 ms at 100,000 rows, seconds at 10 million), paid by every probe, sweep and pipeline run.
-With it, the key is the change log's count, read in O(log) time; the scan runs only when the count
-moved (and then fills both keys, so the next unchanged read is short again).
+With it, the key is the change log's count, one read of a short table; the scan runs only when
+the count moved (and then fills both keys, so the next unchanged read is short again).
 
 What `track` installs in the knowledge base (it needs CREATE on the database and ownership of the
 table; nothing else is changed and the application's roles need no grant):
 
 - schema ``pgeval_changes``, table ``statement_log (relid oid, n bigint)``: one row ``(table, 1)``
-  appended by every write statement, folded now and then into one row holding their sum;
-- the trigger ``pgeval_track_changes`` on the table: ``AFTER INSERT OR UPDATE OR DELETE OR
-  TRUNCATE FOR EACH STATEMENT``, ``ENABLE ALWAYS`` (it fires for logical replication's apply
-  worker and under ``session_replication_role = replica`` too), calling a ``SECURITY DEFINER``
-  function that appends one row. Any role may read the log (it holds table oids and counts:
-  a probe's role needs nothing more); only its owner writes it. A statement's row is written in the statement's own
-  (sub)transaction: it is committed exactly when the change is, and rolled back with it.
-  An append takes no lock another transaction waits for (no unique key, no row updated), so it
-  adds no wait and no serialization failure to the application's writes, at any isolation level.
+  appended by every write statement, folded now and then into one row holding their sum. Any
+  role may read it (table oids and counts: a probe's role needs nothing more); only its owner
+  writes it, through ``SECURITY DEFINER`` functions;
+- trigger ``pgeval_track_changes``: ``AFTER INSERT OR UPDATE OR DELETE OR TRUNCATE FOR EACH
+  STATEMENT``, ``ENABLE ALWAYS`` (it fires under ``session_replication_role = replica`` too);
+- trigger ``pgeval_track_replica``: ``FOR EACH ROW WHEN (session_replication_role = replica)``,
+  ``ENABLE ALWAYS``: logical replication's apply worker fires row triggers only, so on a
+  subscriber each replicated row appends a row (elsewhere its condition is false).
+
+A statement's row is written in the statement's own (sub)transaction: it is committed exactly
+when the change is, and rolled back with it. An append takes no lock another transaction waits
+for (no unique key, no row updated), so it adds no wait and no serialization failure to the
+application's writes, at any isolation level.
 
 The count (``sum(n)`` over the table's rows) read in one snapshot is the number of committed
 write statements visible in it; it only grows, so an equal count means no write committed
@@ -29,13 +33,14 @@ replaces the table's rows by one row with their sum (the sum, hence every key, u
 `track` folds too. Transactions in REPEATABLE READ or SERIALIZABLE never fold (a fold there could
 meet a concurrent fold's delete).
 
-The key also holds the trigger's own row version (``pg_trigger``'s oid and ``xmin``): ``ALTER
-TABLE ... DISABLE TRIGGER`` then ``ENABLE`` (writes in between are not counted) writes a new
-version, so the count of an earlier trigger is never trusted. A trigger missing or not ``ENABLE
-ALWAYS`` means untracked: the version scan, as without a log. Limits: plain tables only
-(partitions, partitioned tables and inheritance parents have writes that bypass the table's
-statement triggers); the log is pgeval's own (editing ``statement_log`` by hand can make an old
-count come back).
+``pgeval_changes.state(table)`` reads the count with the triggers' own row versions
+(``pg_trigger``'s oid and ``xmin``), in the calling statement's snapshot; pgeval and
+``pgeval.run_probe`` key by it. ``ALTER TABLE ... DISABLE TRIGGER`` then ``ENABLE`` (writes in
+between are not counted) writes new versions, so the count of an earlier trigger is never
+trusted. A trigger missing or not ``ENABLE ALWAYS`` means untracked: the version scan, as without
+a log. Limits: plain tables only (partitions, partitioned tables and inheritance parents have
+writes that bypass the table's triggers); the log is pgeval's own (editing ``statement_log`` by
+hand can make an old count come back).
 """
 
 from __future__ import annotations
