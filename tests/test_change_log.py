@@ -323,3 +323,19 @@ def test_rows_written_as_a_replica_are_counted(conn, database, table):
     after = count(conn)
     conn.execute(f"INSERT INTO {TABLE} (id, body) VALUES ('o3', 'x'), ('o4', 'y')")
     assert count(conn) == after + 1  # an origin session: the statement trigger only
+
+
+def test_a_publication_for_all_tables_does_not_break_writes_or_folds(conn, database, table):
+    """A publication FOR ALL TABLES publishes the log too: it has a replica identity, so folds
+    (and the application's writes that fold) work there."""
+    tracked(database)
+    conn.execute("CREATE PUBLICATION cl_all FOR ALL TABLES")
+    try:
+        oid = resolve_table(conn, target())
+        before = count(conn)
+        for i in range(600):  # some of them fold (one in 256)
+            conn.execute(f"UPDATE {TABLE} SET body = %s WHERE id = '4'", (str(i),))
+        conn.execute("SELECT pgeval_changes.fold(%s)", (oid,))
+        assert count(conn) == before + 600
+    finally:
+        conn.execute("DROP PUBLICATION cl_all")
