@@ -12,6 +12,10 @@ the sum, or a row written at a freed ctid by a transaction whose 32-bit xid equa
 after a wraparound). VACUUM FULL, CLUSTER or a table rewrite move rows without changing them:
 the version value changes and the checksum is merely recomputed.
 
+With the change log (:mod:`.change_log`, `pgeval target track`), the data is also cached under
+the log's count, read in the same statement (the same snapshot) as the version value: while the
+count is unchanged nothing of the table is read (``scans`` 0); when it moved, as below.
+
 The cache, ``pgeval.data_checksum`` in the results database, maps a key to (rows, checksum). The
 key is the sha256 of a canonical JSON of: the knowledge base's identity (``current_database()``,
 ``inet_server_addr()``, ``inet_server_port()``, the ``port`` and ``cluster_name`` settings, the
