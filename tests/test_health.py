@@ -144,3 +144,20 @@ def test_cve_warning_says_whose_server_it_concerns(conn, pgeval, sick, database)
         assert code == 0, err
         cve = [f for f in json.loads(out) if f["check"] == "vulnerable_extensions"][0]
         assert says in cve["detail"] and not_says not in cve["detail"], cve["detail"]
+
+
+def test_change_log_hint_then_ok(conn, sick, database):
+    """Untracked, a hint (never a --strict failure) naming the command; tracked, ok."""
+    from evaluator.dba import change_log
+
+    t = ensure_target(conn, "dba-healthy", f"{sick}_ok")
+    f = by_check(health.check(conn, t))["change_log"]
+    assert f.status == "hint" and "`pgeval target track dba-healthy`" in f.detail
+    with database.connect(results=False) as kb:
+        change_log.install(kb, t)
+    try:
+        f = by_check(health.check(conn, t))["change_log"]
+        assert f.status == "ok" and f.detail.startswith("tracked (")
+    finally:
+        with database.connect(results=False) as kb:
+            change_log.remove(kb, t)

@@ -362,6 +362,35 @@ def check_index_size(conn: Any, t: _Target, limit: int | None = None) -> Finding
     )
 
 
+def check_change_log(conn: Any, t: _Target) -> Finding | None:
+    """Whether the table's writes are counted (`pgeval target track`): without it, every probe,
+    sweep and run reads every row version of the table to know the data is unchanged."""
+    from . import change_log
+
+    state = change_log.state(conn, t.oid)
+    if state is not None:
+        return Finding(
+            "change_log",
+            "ok",
+            0,
+            f"tracked ({change_log.count(state):,} write statements counted): probes, sweeps "
+            "and runs know the data is unchanged without reading the table",
+        )
+    kind, size = conn.execute(
+        "SELECT relkind::text, pg_relation_size(oid) FROM pg_class WHERE oid = %s", (t.oid,)
+    ).fetchone()
+    if kind != "r":
+        return None  # views and partitioned tables: nothing to track
+    return Finding(
+        "change_log",
+        "hint",
+        1,
+        f"not tracked: every probe, sweep and run reads the table's row versions ({_size(size)}) "
+        "to know its data is unchanged; `pgeval target track "
+        f"{t.target.name}` (as the table's owner) counts its writes instead",
+    )
+
+
 def _size(n: float) -> str:
     for unit in ("bytes", "kB", "MB", "GB"):
         if n < 1024 or unit == "GB":
@@ -482,7 +511,12 @@ def check(
     keyword = check_keyword_index(kb_conn, t)
     findings += [
         f
-        for f in (keyword, check_invalid(kb_conn, t), check_index_size(kb_conn, t))
+        for f in (
+            keyword,
+            check_invalid(kb_conn, t),
+            check_index_size(kb_conn, t),
+            check_change_log(kb_conn, t),
+        )
         if f is not None
     ]
     return findings

@@ -64,7 +64,8 @@ def health(
     """Check a target: the server's version (PostgreSQL 14 or newer), NULL and zero vectors,
     duplicate vectors, dimension mismatches, judged chunk ids missing from the target, vulnerable
     extension versions, the keyword stage's index (a hint with the CREATE INDEX to run when
-    there is none), invalid indexes, ANN indexes larger than shared_buffers.
+    there is none), invalid indexes, ANN indexes larger than shared_buffers, whether the
+    table's writes are counted (a hint naming `pgeval target track` when they are not).
 
     \b
     Warnings do not change the exit code unless --strict; an error finding (a dimension mismatch,
