@@ -121,6 +121,8 @@ DECLARE
     data_rows bigint;
     checksum text;
     changes jsonb;  -- the change log's state (evaluator/dba/change_log.py), when tracked
+    idtype text;
+    again jsonb;
     stats jsonb;
     bounds jsonb;
     new_id bigint;
@@ -282,20 +284,64 @@ BEGIN
         saved := saved || jsonb_build_object(s.name, current_setting(s.name));
     END LOOP;
 
+    -- ---- the change log (`pgeval target track`) --------------------------------------------
+    -- its triggers' row versions and the count of write statements (pgeval_changes.state, one
+    -- snapshot): when they are those the last SQL probe of this target definition and sample
+    -- recorded, so are the rows, the content checksum and the sampled ids (no pass over the
+    -- table; the ids' vectors are read through the id column's index)
+    IF has_function_privilege(to_regprocedure('pgeval_changes.state(oid)'), 'EXECUTE') THEN
+        EXECUTE 'SELECT to_jsonb(pgeval_changes.state($1))' INTO changes USING rel;
+        changes := nullif(changes, 'null'::jsonb);
+    END IF;
+    IF changes IS NOT NULL THEN
+        SELECT p.table_rows, p.data_checksum,
+               ARRAY(SELECT e FROM jsonb_array_elements_text(p.ground_truth -> 'ids')
+                                   WITH ORDINALITY u(e, o) ORDER BY o)
+          INTO data_rows, checksum, qids
+          FROM pgeval.probe p
+         WHERE p.via = 'sql' AND p.target = p_target AND p.ground_truth -> 'changes' = changes
+           AND p.ground_truth ->> 'spec' = md5(spec::text) AND p.data_checksum IS NOT NULL
+           AND jsonb_typeof(p.ground_truth -> 'ids') = 'array'
+           AND p.query_source = jsonb_build_object('kind', 'sample', 'count', p_sample,
+                                                   'seed', p_seed)
+         ORDER BY p.probe_id DESC LIMIT 1;
+    END IF;
+    IF qids IS NOT NULL THEN
+        SELECT format_type(a.atttypid, a.atttypmod) INTO idtype FROM pg_attribute a
+         WHERE a.attrelid = rel AND a.attname = spec ->> 'id_column' AND NOT a.attisdropped;
+        EXECUTE format('SELECT array_agg(t.q ORDER BY u.o) FROM unnest($3) WITH ORDINALITY '
+                       'u(id, o) JOIN (SELECT %1$s AS id, (%2$s)::vector AS q FROM %3$s%4$s) t '
+                       'ON t.id = u.id', idx, vexpr, tbl,
+                       CASE WHEN wh = '' THEN ' WHERE ' ELSE wh || ' AND ' END
+                           || format('%I = ANY ($3::text[]::%s[]) AND %s = ANY ($3)',
+                                     spec ->> 'id_column', idtype, idx))
+           INTO qvecs USING NULL::vector, fvals, qids;
+        -- a write counted since the state was read: everything measured afresh below
+        EXECUTE 'SELECT to_jsonb(pgeval_changes.state($1))' INTO again USING rel;
+        IF nullif(again, 'null'::jsonb) IS DISTINCT FROM changes THEN
+            changes := nullif(again, 'null'::jsonb);
+            qids := NULL;
+            data_rows := NULL;
+            checksum := NULL;
+        END IF;
+    END IF;
+
     -- ---- the sample (query_source.sample's rule) --------------------------------------------
-    -- two statements, as there: the ids in hash order (no vector read), then their vectors
-    EXECUTE format('SELECT array_agg(s.id ORDER BY s.h, s.id) FROM (SELECT %1$s AS id, '
-                   'hashtextextended(%1$s, $3) AS h FROM %2$s%3$s ORDER BY 2, 1 LIMIT $4) s',
-                   idx, tbl,
-                   CASE WHEN wh = '' THEN ' WHERE ' ELSE wh || ' AND ' END
-                       || format('%I IS NOT NULL', spec ->> 'vector_column'))
-       INTO qids USING NULL::vector, fvals, p_seed::bigint, p_sample;
-    EXECUTE format('SELECT array_agg(t.q ORDER BY u.o) FROM unnest($3) WITH ORDINALITY u(id, o) '
-                   'JOIN (SELECT %1$s AS id, (%2$s)::vector AS q FROM %3$s%4$s) t '
-                   'ON t.id = u.id', idx, vexpr, tbl,
-                   CASE WHEN wh = '' THEN ' WHERE ' ELSE wh || ' AND ' END
-                       || format('%s = ANY ($3)', idx))
-       INTO qvecs USING NULL::vector, fvals, qids;
+    IF qids IS NULL THEN
+        -- two statements, as there: the ids in hash order (no vector read), then their vectors
+        EXECUTE format('SELECT array_agg(s.id ORDER BY s.h, s.id) FROM (SELECT %1$s AS id, '
+                       'hashtextextended(%1$s, $3) AS h FROM %2$s%3$s ORDER BY 2, 1 LIMIT $4) s',
+                       idx, tbl,
+                       CASE WHEN wh = '' THEN ' WHERE ' ELSE wh || ' AND ' END
+                           || format('%I IS NOT NULL', spec ->> 'vector_column'))
+           INTO qids USING NULL::vector, fvals, p_seed::bigint, p_sample;
+        EXECUTE format('SELECT array_agg(t.q ORDER BY u.o) FROM unnest($3) WITH ORDINALITY '
+                       'u(id, o) JOIN (SELECT %1$s AS id, (%2$s)::vector AS q FROM %3$s%4$s) t '
+                       'ON t.id = u.id', idx, vexpr, tbl,
+                       CASE WHEN wh = '' THEN ' WHERE ' ELSE wh || ' AND ' END
+                           || format('%s = ANY ($3)', idx))
+           INTO qvecs USING NULL::vector, fvals, qids;
+    END IF;
     IF coalesce(cardinality(qids), 0) < p_sample THEN
         RAISE EXCEPTION 'pgeval.run_probe: target ''%'' has % chunks (after its filters), fewer '
             'than the % asked for', p_target, coalesce(cardinality(qids), 0), p_sample
@@ -308,25 +354,12 @@ BEGIN
     END IF;
 
     -- ---- the data and the index (what explains a change) ------------------------------------
-    -- with the change log (`pgeval target track`): its triggers' row versions and the count of
-    -- write statements (pgeval_changes.state, one snapshot); the same as the last SQL probe's
-    -- of this target definition, its rows and content checksum are this data's (no pass over
-    -- the table)
-    IF has_function_privilege(to_regprocedure('pgeval_changes.state(oid)'), 'EXECUTE') THEN
-        EXECUTE 'SELECT to_jsonb(pgeval_changes.state($1))' INTO changes USING rel;
-        changes := nullif(changes, 'null'::jsonb);
-    END IF;
-    IF changes IS NOT NULL THEN
-        SELECT p.table_rows, p.data_checksum INTO data_rows, checksum FROM pgeval.probe p
-         WHERE p.via = 'sql' AND p.target = p_target AND p.ground_truth -> 'changes' = changes
-           AND p.ground_truth ->> 'spec' = md5(spec::text) AND p.data_checksum IS NOT NULL
-         ORDER BY p.probe_id DESC LIMIT 1;
-    END IF;
     IF checksum IS NULL THEN
         EXECUTE format('SELECT count(*), coalesce(sum(hashtextextended(coalesce(%I::text, '''') '
                        '|| ''|'' || coalesce(md5(%s(%I)), ''null'')%s, 0)::numeric), 0) FROM %s%s',
                        spec ->> 'id_column',
-                       (SELECT t.typsend::text FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid
+                       (SELECT t.typsend::text FROM pg_attribute a
+                          JOIN pg_type t ON t.oid = a.atttypid
                          WHERE a.attrelid = rel AND a.attname = spec ->> 'vector_column'),
                        spec ->> 'vector_column',
                        CASE WHEN spec ->> 'text_column' IS NOT NULL
@@ -476,7 +509,8 @@ BEGIN
                                    'target definition' END,
                                'spec', md5(spec::text), 'queries', md5(qids::text),
                                'n', to_jsonb(exact_n), 'd_k', to_jsonb(exact_dk::text[]),
-                               'changes', changes),
+                               'changes', changes,
+                               'ids', CASE WHEN changes IS NOT NULL THEN to_jsonb(qids) END),
             bounds,
             extract(epoch FROM clock_timestamp() - t0) * 1000.0,
             'sql')

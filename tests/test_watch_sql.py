@@ -422,11 +422,13 @@ def test_probe_kinds_are_the_registry_s(conn):
 
 
 def test_with_the_change_log_an_unchanged_table_is_not_checksummed(kbs, database, conn, pgeval):
-    """Tracked (`pgeval target track`), the SQL probe takes the last SQL probe's rows and content
-    checksum while the change log's count is unchanged (tampered with here, it comes back: no
-    pass computed it), and computes them again once a write statement was counted."""
+    """Tracked (`pgeval target track`), the SQL probe takes the last SQL probe's rows, content
+    checksum and sampled ids while the change log's count is unchanged (a tampered checksum comes
+    back: no pass computed it; the table is not scanned at all), and measures them again once a
+    write statement was counted (and then agrees with the CLI)."""
     settings = {"hnsw.ef_search": "10"}
     untracked = _sql_probe(conn, HNSW_TARGET, "hnsw", settings)
+    assert _seq_scans(database, settings) >= 2  # untracked: the sample's and the checksum's
     code, _, err = pgeval("target", "track", HNSW_TARGET)
     assert code == 0, err
     try:
@@ -449,6 +451,30 @@ def test_with_the_change_log_an_unchanged_table_is_not_checksummed(kbs, database
         assert third["data_version"] == untracked["data_version"]
         assert third["recall"] == pytest.approx(untracked["recall"], abs=1e-12)
         assert third["ground_truth"] == "reused"
+        # unchanged since: no sequential scan of the table at all (sample, checksum and exact
+        # answer all the last probe's; the query vectors read through the primary key)
+        assert _seq_scans(database, settings) == 0
+        with database.connect(results=False, autocommit=True) as c:
+            c.execute(f"DELETE FROM {HNSW_TABLE} WHERE id = 'c2'")
+        fourth = _sql_probe(conn, HNSW_TARGET, "hnsw", settings)  # the sample drawn again
+        assert fourth["table_rows"] == N - 1 and fourth["ground_truth"] == "computed"
+        assert fourth["data_version"] != untracked["data_version"]
+        cli = _cli_probe(pgeval, conn, HNSW_TARGET, "hnsw", settings)
+        assert fourth["recall"] == pytest.approx(cli["recall"], abs=1e-9)
     finally:
         code, _, err = pgeval("target", "untrack", HNSW_TARGET)
         assert code == 0, err
+
+
+def _seq_scans(database, settings: dict) -> int:
+    """Sequential scans of the HNSW table by one SQL probe (in a transaction rolled back)."""
+    with database.connect(results=False) as c:
+        rel = c.execute("SELECT %s::regclass::oid", (HNSW_TABLE,)).fetchone()[0]
+        c.execute(
+            "SELECT * FROM pgeval.run_probe(%s, 'hnsw', p_k => %s, p_sample => %s, "
+            "p_settings => %s)",
+            (HNSW_TARGET, K, SAMPLE, json.dumps(settings)),
+        )
+        scans = c.execute("SELECT pg_stat_get_xact_numscans(%s)", (rel,)).fetchone()[0]
+        c.rollback()
+    return int(scans)
