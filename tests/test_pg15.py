@@ -438,5 +438,21 @@ def test_change_log_as_the_table_owner_on_pg15(pg15_kb, pgeval):
     logged = json.loads(out)
     assert logged["cost"]["data_version"]["via"] == "change log"
     assert logged["data_version"] == scanned["data_version"]
+    with pg15_kb.connect() as c:  # the SQL probe, tracked: the second takes the first's data
+        versions = []
+        for _ in range(2):
+            (pid,) = c.execute(
+                "SELECT probe_id FROM pgeval.run_probe('pg15-log', 'hnsw', p_sample => 20, "
+                'p_settings => \'{"hnsw.ef_search": "10", "enable_seqscan": "off"}\')'
+            ).fetchone()
+            c.commit()
+            versions.append(
+                c.execute(
+                    "SELECT data_checksum, ground_truth -> 'changes' IS NOT NULL "
+                    "FROM pgeval.probe WHERE probe_id = %s",
+                    (pid,),
+                ).fetchone()
+            )
+    assert versions == [(scanned["data_version"], True)] * 2
     code, _, err = pgeval(*prefix, "target", "untrack", "pg15-log")
     assert code == 0, err
