@@ -89,7 +89,7 @@ def _json(res: ProbeResult) -> dict[str, Any]:
         "last_build": res.rebuild,
         "ground_truth": res.ground_truth,
         "queries_source": res.queries,
-        "cost": {"wall_ms": res.wall_ms, "timed_ms": p.get("timed_ms")},
+        "cost": {"wall_ms": res.wall_ms, "timed_ms": p.get("timed_ms"), "path": res.path},
         "warnings": res.warnings,
     }
 

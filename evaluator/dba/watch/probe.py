@@ -52,6 +52,9 @@ class ProbeResult:
     alerts: list[str] = field(default_factory=list)  # one line per bound crossed
     changes: str | None = None  # the table's changes since the build's first probe
     advice: list[str] = field(default_factory=list)
+    # how it was measured: "point" (the series' sweep kept, its point measured again:
+    # dba/sweep/remeasure.py) or "sweep" (a one-point sweep in full)
+    path: str = "sweep"
 
     @property
     def crossed(self) -> list[str]:
@@ -268,14 +271,17 @@ def _measure(
     on_warning: Callable[..., Any] | None,
 ) -> ProbeResult:
     """The probe's sweep, its row, and the advice (under the series' lock)."""
-    from ..sweep import run_sweep
+    from ..sweep import remeasure, run_sweep
     from . import advice, record
 
     warnings: list[str] = []
 
     warn = once(warnings, on_warning)
 
-    res = run_sweep(database, sweep_cfg, on_warning=warn)
+    # the lean path: the series' sweep measured again in place when its configuration is the
+    # one it was measured under (dba/sweep/remeasure.py); else the one-point sweep in full
+    lean = remeasure.again(database, sweep_cfg, on_warning=warn)
+    res = lean if lean is not None else run_sweep(database, sweep_cfg, on_warning=warn)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     if res.ground_truth is not None:  # reused | incremental | full, said the same everywhere
         status = res.ground_truth["status"]
@@ -308,6 +314,7 @@ def _measure(
         testset=res.testset,
         wall_ms=wall_ms,
         warnings=warnings,
+        path="sweep" if lean is None else "point",
     )
     out.alerts = advice.crossed_lines(probe)
     out.changes = advice.changes(probe)
