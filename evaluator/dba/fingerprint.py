@@ -213,36 +213,33 @@ def indexes(conn: Any, table_oid: int) -> tuple[dict, dict]:
     return hashed, info
 
 
-def query_settings(conn: Any, settings: dict | None = None) -> dict:
-    """Every ANN setting as a stage running with ``settings`` (``SET LOCAL``) would see it."""
+# a stage's settings as the server shows them (the settings applied before, in the same
+# transaction): every ANN setting (the families' names in pg_settings, the known ones and the
+# stage's own), the planner's named settings in order, and every enable_* that is off
+_SEEN = """
+WITH a AS (SELECT DISTINCT x.n FROM (SELECT name FROM pg_settings WHERE name LIKE ANY(%(prefixes)s)
+                                     UNION ALL SELECT unnest(%(ann)s::text[])) x(n))
+SELECT ARRAY(SELECT n FROM a ORDER BY n), ARRAY(SELECT current_setting(n, true) FROM a ORDER BY n),
+       ARRAY(SELECT current_setting(p.n) FROM unnest(%(planner)s::text[]) WITH ORDINALITY p(n, i)
+              ORDER BY p.i),
+       ARRAY(SELECT name FROM pg_settings WHERE name LIKE 'enable\\_%%'
+                AND current_setting(name) = 'off' ORDER BY name)
+"""
+
+
+def settings_seen(conn: Any, settings: dict | None = None) -> tuple[dict, dict]:
+    """(query settings, planner settings) as a stage running with ``settings`` (``SET LOCAL``)
+    sees them, read in one transaction (rolled back):
+
+    - query settings: every ANN setting (``hnsw.*``, ``ivfflat.*``, ``diskann.*``, ``bq.*`` once
+      their libraries are loaded, the known ones, and any extension setting the stage sets);
+    - planner settings: the core settings that change plans, any core setting the stage sets
+      (extension settings, with a dot, are query settings; timeouts change no result), and
+      ``enable_off``: every ``enable_*`` that is off."""
     from ..stages import gucs
 
     settings = {str(k): v for k, v in (settings or {}).items()}
-    with conn.transaction(force_rollback=True):
-        load_extension_libraries(conn)
-        gucs.apply_local(conn, settings)
-        names = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM pg_settings WHERE "
-                + " OR ".join("name LIKE %s" for _ in QUERY_GUC_PREFIXES),
-                [p + "%" for p in QUERY_GUC_PREFIXES],
-            ).fetchall()
-        ]
-        wanted = sorted(set(names) | set(QUERY_GUCS) | {k for k in settings if "." in k})
-        rows = conn.execute(
-            "SELECT n, current_setting(n, true) FROM unnest(%s::text[]) n", (wanted,)
-        ).fetchall()
-    return {name: value for name, value in rows}
-
-
-def planner_settings(conn: Any, settings: dict | None = None) -> dict:
-    """The core settings that change plans, as a stage running with ``settings`` sees them (any
-    core setting the stage sets is added: extension settings, with a dot, are query settings)."""
-    from ..stages import gucs
-
-    settings = {str(k): v for k, v in (settings or {}).items()}
-    names = list(PLANNER_GUCS) + sorted(
+    planner = list(PLANNER_GUCS) + sorted(
         k
         for k in settings
         if "." not in k
@@ -250,22 +247,18 @@ def planner_settings(conn: Any, settings: dict | None = None) -> dict:
         and not k.startswith("enable_")
         and k not in NON_RESULT_SETTINGS
     )
+    ann = sorted(set(QUERY_GUCS) | {k for k in settings if "." in k})
     with conn.transaction(force_rollback=True):
+        load_extension_libraries(conn)
         gucs.apply_local(conn, settings)
-        out = dict(
-            conn.execute(
-                "SELECT n, current_setting(n) FROM unnest(%s::text[]) n", (names,)
-            ).fetchall()
-        )
-        off = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM pg_settings WHERE name LIKE 'enable\\_%' "
-                "AND current_setting(name) = 'off' ORDER BY name"
-            ).fetchall()
-        ]
-    out["enable_off"] = off
-    return out
+        names, values, planned, off = conn.execute(
+            _SEEN,
+            {"prefixes": [p + "%" for p in QUERY_GUC_PREFIXES], "ann": ann, "planner": planner},
+        ).fetchone()
+    query = dict(sorted(zip(names, values)))
+    out = dict(zip(planner, planned))
+    out["enable_off"] = list(off)
+    return query, out
 
 
 def stage_settings(conn: Any, settings: dict | None, stages: Any) -> dict:
@@ -385,6 +378,7 @@ def capture(
             kb_conn, settings, list(dict.fromkeys([n for n in named if n] + scoped))
         )
         settings = gucs.unscoped(settings)
+    seen = settings_seen(kb_conn, settings)
     fp: dict[str, Any] = {
         "fingerprint_version": FINGERPRINT_VERSION,
         "server": dict(common["server"]),
@@ -392,8 +386,8 @@ def capture(
         "target": None,
         "indexes": {},
         "data": None,
-        "query_settings": query_settings(kb_conn, settings),
-        "planner": planner_settings(kb_conn, settings),
+        "query_settings": seen[0],
+        "planner": seen[1],
         "embedding": {"model": embedder, "dimension": dimension},
         "chunking": chunking,
         "filters": {str(k): v for k, v in (filters or {}).items()},

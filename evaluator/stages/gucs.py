@@ -254,15 +254,17 @@ def _validate(conn: Any, settings: dict[str, str]) -> None:
 
 
 def with_statement_timeout(
-    conn: Any, settings: dict[str, str], timeout: str | None
+    conn: Any, settings: dict[str, str], timeout: str | None, *, check: bool = True
 ) -> dict[str, str]:
     """``settings`` plus ``statement_timeout`` (``--statement-timeout``: every statement on the
     knowledge base is cancelled past it; applied by SET LOCAL like any setting, so recorded in
-    every run's params). None leaves the server's setting alone."""
+    every run's params). None leaves the server's setting alone. ``check=False``: not validated
+    on the server (the caller's settings were, under the same fingerprint)."""
     if timeout is None:
         return settings
     try:
-        validate(conn, {"statement_timeout": str(timeout).strip()})
+        if check:
+            validate(conn, {"statement_timeout": str(timeout).strip()})
     except InputError as exc:
         raise InputError(exc.detail, field=param("statement_timeout")) from None
     return {**settings, "statement_timeout": str(timeout).strip()}

@@ -73,7 +73,9 @@ def again(
         point = points[0]
         if label != point.label:
             return None
-        s = runner._setup(results, kb, cfg, stage, param_axes)
+        # (the extension and the settings checked when the kept sweep was measured: the same
+        # server, extensions and settings, which the fingerprints' hashes below make sure of)
+        s = runner._setup(results, kb, cfg, stage, param_axes, checks=False)
         if s.tid != tid or s.base != settings:
             return None
         own = bool(qinfo and qinfo["own_chunk_removed"])
