@@ -189,9 +189,12 @@ def _probe(
 ) -> ProbeResult:
     from ...target import targets
     from ..sweep import SweepConfig
+    from .connections import KNOWLEDGE_BASE, RESULTS, Lending
 
     check(cfg)
     t0 = time.perf_counter()
+    if isinstance(database, Lending):  # two results connections (one holds the lock), one KB
+        database.open_ahead({RESULTS: 2, KNOWLEDGE_BASE: 1})
     with database.connect() as results, database.connect(results=False, read_only=True) as kb:
         target = targets.load(results, cfg.target)
         results.rollback()
