@@ -119,31 +119,26 @@ def load_extension_libraries(conn: Any) -> None:
     """Load pgvector's and pgvectorscale's libraries so that their settings exist in this session
     (``current_setting('hnsw.ef_search', true)`` is NULL until the library is loaded). Called
     inside the transaction that reads them (behind a pooler the next transaction may run on
-    another server session): a savepoint keeps a missing pgvector from aborting it."""
+    another server session): a missing pgvector does not abort it (the error is swallowed
+    inside the one statement)."""
     from ..stages import gucs
 
-    try:
-        with conn.transaction():
-            gucs.load_libraries(conn)
-    except Exception:  # no pgvector here: its settings are simply absent from the fingerprint
-        pass
+    # no pgvector here: its settings are simply absent from the fingerprint (the error is
+    # swallowed inside the statement: one round trip, no savepoint)
+    conn.execute(gucs.LOAD_LIBRARIES_IF_ANY)
 
 
 def server_info(conn: Any) -> dict:
     """The server that answers: its version, and which server it is. A standby or a replica has
     its primary's system identifier but is in recovery; another host, or a pooler in front, is
     reached at another host and port (those the connection string names: no password)."""
-    version, num, recovery = conn.execute(
+    # EXECUTE on pg_control_system() revoked from this role: no system identifier (the host,
+    # port and recovery state stay)
+    version, num, recovery, system = conn.execute(
         "SELECT current_setting('server_version'), current_setting('server_version_num')::int, "
-        "pg_is_in_recovery()"
+        "pg_is_in_recovery(), CASE WHEN has_function_privilege('pg_control_system()', "
+        "'EXECUTE') THEN (SELECT system_identifier::text FROM pg_control_system()) END"
     ).fetchone()
-    try:
-        with conn.transaction():
-            system = conn.execute(
-                "SELECT system_identifier::text FROM pg_control_system()"
-            ).fetchone()[0]
-    except Exception:  # EXECUTE revoked from this role: the host, port and recovery state stay
-        system = None
     return {
         "version": version,
         "version_num": num,
@@ -215,15 +210,18 @@ def indexes(conn: Any, table_oid: int) -> tuple[dict, dict]:
 
 # a stage's settings as the server shows them (the settings applied before, in the same
 # transaction): every ANN setting (the families' names in pg_settings, the known ones and the
-# stage's own), the planner's named settings in order, and every enable_* that is off
+# stage's own), the planner's named settings in order, and every enable_* that is off; one
+# scan of pg_settings (the CTE s, read twice)
 _SEEN = """
-WITH a AS (SELECT DISTINCT x.n FROM (SELECT name FROM pg_settings WHERE name LIKE ANY(%(prefixes)s)
-                                     UNION ALL SELECT unnest(%(ann)s::text[])) x(n))
+WITH s AS (SELECT name FROM pg_settings
+            WHERE name LIKE ANY(%(prefixes)s) OR name LIKE 'enable\\_%%'),
+a AS (SELECT DISTINCT x.n FROM (SELECT name FROM s WHERE name LIKE ANY(%(prefixes)s)
+                               UNION ALL SELECT unnest(%(ann)s::text[])) x(n))
 SELECT ARRAY(SELECT n FROM a ORDER BY n), ARRAY(SELECT current_setting(n, true) FROM a ORDER BY n),
        ARRAY(SELECT current_setting(p.n) FROM unnest(%(planner)s::text[]) WITH ORDINALITY p(n, i)
               ORDER BY p.i),
-       ARRAY(SELECT name FROM pg_settings WHERE name LIKE 'enable\\_%%'
-                AND current_setting(name) = 'off' ORDER BY name)
+       ARRAY(SELECT name FROM s WHERE name LIKE 'enable\\_%%' AND current_setting(name) = 'off'
+              ORDER BY name)
 """
 
 

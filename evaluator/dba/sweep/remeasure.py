@@ -126,6 +126,7 @@ def _fingerprints(
     fingerprint = runner._fingerprinter(kb, cfg, s, depth, stage, cfg.data)
     try:
         common = fpmod.settings_free(kb, s.target)
+        kb.rollback()  # (each fingerprint's settings are read in a transaction of their own)
         base_fp = fingerprint(gucs.scope(s.base, "exact"), "exact", common=common)
         point_fp = fingerprint(
             {**gucs.scope(s.base, cfg.stage), **point.settings}, cfg.stage, None, common=common

@@ -249,6 +249,7 @@ def run_sweep(
         # the exact stage's and every point's fingerprint, taken together: what no setting
         # changes (server, extensions, the table's indexes and size) is read once for them
         common = fpmod.settings_free(kb, s.target)
+        kb.rollback()  # (each fingerprint's settings are read in a transaction of their own)
         base_fp = fingerprint(gucs.scope(s.base, "exact"), "exact", common=common)
         fps = {
             p.number: fingerprint(
