@@ -22,6 +22,15 @@ from tests.test_watch import INDEX, LOW, PROBE, ROOT, TARGET, _probe
 
 kb = test_watch.kb  # the fixture: the clustered table and its HNSW index, as a target
 
+
+@pytest.fixture(autouse=True)
+def _forget_ground_truth(conn):
+    """The target's stored ground truth deleted after each test (the next module's first probe
+    computes its own, as it expects)."""
+    yield
+    conn.execute("DELETE FROM pgeval.ground_truth WHERE target = %s", (TARGET,))
+
+
 SAME = (
     "recall", "rows_mean", "queries", "table_rows", "data_version", "index_name", "index_build",
     "index_state", "config_hash", "settings", "query_source", "testset", "ground_truth", "sweep",

@@ -45,6 +45,13 @@ SELECT s.sweep_id, s.experiment_id, s.testset_id, s.settings, s.k, s.depth, e.co
  WHERE s.name = %s AND s.status = 'complete'
 """
 
+# the kept sweep running again, its point's earlier run deleted (with its results): one statement
+_REOPEN = """
+WITH point AS (DELETE FROM pgeval.sweep_point WHERE sweep_id = %(sweep)s),
+     run AS (DELETE FROM pgeval.run WHERE run_id = %(run)s)
+UPDATE pgeval.sweep SET status = 'running', finished_at = NULL WHERE sweep_id = %(sweep)s
+"""
+
 # what identifies one computation of the stored ground truth (GroundTruth.as_json, status aside)
 _GT_KEYS = ("computed_at", "method", "depth", "compute_ms")
 
@@ -63,8 +70,8 @@ def again(
     name: str = cfg.name
     cfg, qinfo = runner._query_set(database, cfg)
     with database.connect() as results, database.connect(results=False, read_only=True) as kb:
+        # (the transaction goes on with the setup's reads, which end it)
         kept = results.execute(_KEPT, (name,)).fetchone()
-        results.rollback()
         if kept is None or kept[-1] != 1 or (kept[4], kept[5]) != (cfg.k, depth):
             return None
         sweep_id, exp_id, tid, settings, _, _, exp_hash, exact_gt, point_hash, old_run, label, _ = (
@@ -158,13 +165,8 @@ def _measure_point(
     """The point's earlier run deleted, the point run again and filled, the sweep complete; an
     exception leaves the sweep failed (interrupted), which the next probe replaces in full."""
     base_fp, point_fp, point_hash = fps
-    with results.transaction():
-        results.execute("DELETE FROM pgeval.run WHERE run_id = %s", (old_run,))
-        results.execute("DELETE FROM pgeval.sweep_point WHERE sweep_id = %s", (row.sweep_id,))
-        results.execute(
-            "UPDATE pgeval.sweep SET status = 'running', finished_at = NULL WHERE sweep_id = %s",
-            (row.sweep_id,),
-        )
+    results.execute(_REOPEN, {"sweep": row.sweep_id, "run": old_run})
+    results.commit()
     result = runner._result(cfg, s, row.name, row, qinfo, base_fp, on_warning)
     result.ground_truth = gt.as_json()
     env = runner._Env(
