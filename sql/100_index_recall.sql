@@ -111,7 +111,8 @@ LANGUAGE sql STABLE AS $$
                                                                      'distance') = 'distance'
                                                        THEN r.score END, xr.score)
                                          <= dk.d_k + 1e-6 * greatest(1.0, abs(dk.d_k))) AS hits,
-                  count(DISTINCT r.rank) AS got
+                  -- (the rows of the ANN list within K: ranks 1, 2, ... each at least once)
+                  coalesce(max(r.rank), 0) AS got
              FROM pgeval.result_list al
             CROSS JOIN LATERAL unnest(al.chunk_ids, al.scores, al.grades) WITH ORDINALITY
                   AS r(chunk_id, score, grade, rank)
@@ -127,12 +128,14 @@ RETURNS TABLE (run_id bigint, name text, label text, stage text, repetition inte
                k integer, queries bigint, index_recall double precision, short_queries bigint,
                exact_run_id bigint)
 LANGUAGE sql STABLE AS $$
+    -- (per query once: inlined, the planner would run it again for each stage of the experiment)
+    WITH pq AS MATERIALIZED (
+        SELECT * FROM pgeval.index_recall_per_query(p_experiment, p_k, p_repetition))
     SELECT a.run_id, a.name, a.label, a.stage, a.repetition, p_k,
            count(pq.query_id), avg(pq.hits::float8 / pq.denom),
            count(*) FILTER (WHERE pq.got < pq.denom), min(pq.exact_run_id)
       FROM pgeval.experiment_stages(p_experiment, p_repetition) a
-      JOIN pgeval.index_recall_per_query(p_experiment, p_k, p_repetition) pq
-        ON pq.run_id = a.run_id
+      JOIN pq ON pq.run_id = a.run_id
      GROUP BY a.run_id, a.name, a.label, a.stage, a.repetition, a."position"
      ORDER BY a.repetition, a."position"
 $$;
