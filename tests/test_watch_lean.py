@@ -65,10 +65,15 @@ def test_an_unchanged_probe_measures_only_its_point_and_records_what_a_full_one_
     uses = "SELECT uses FROM pgeval.ground_truth WHERE target = %s"
     before = conn.execute(uses, (TARGET,)).fetchone()
     runs = "SELECT count(*) FROM pgeval.run r JOIN pgeval.experiment e USING (experiment_id) WHERE e.name = %s"
-    code, lean, err = _probe(pgeval, *LOW, "--min-recall", "0")
+    code, lean, err = _probe(pgeval, *LOW, "--min-recall", "0.5")  # (the same series)
     assert code == 0, err
     assert lean["cost"]["path"] == "point" and lean["ground_truth"]["status"] == "reused"
     assert lean["sweep"] == first["sweep"]
+    # the sweep's row says what this probe asked (its target recall: --min-recall's), as the
+    # full path's would
+    assert conn.execute(
+        "SELECT status, target_recall FROM pgeval.sweep WHERE name = %s", (lean["sweep"],)
+    ).fetchone() == ("complete", 0.5)
     # the point's run replaced, the exact run kept (not copied again from the stored lists)
     assert conn.execute(runs, (lean["sweep"],)).fetchone() == (2,)
     assert conn.execute(uses, (TARGET,)).fetchone() == before

@@ -49,7 +49,8 @@ SELECT s.sweep_id, s.experiment_id, s.testset_id, s.settings, s.k, s.depth, e.co
 _REOPEN = """
 WITH point AS (DELETE FROM pgeval.sweep_point WHERE sweep_id = %(sweep)s),
      run AS (DELETE FROM pgeval.run WHERE run_id = %(run)s)
-UPDATE pgeval.sweep SET status = 'running', finished_at = NULL WHERE sweep_id = %(sweep)s
+UPDATE pgeval.sweep SET status = 'running', finished_at = NULL, target_recall = %(target_recall)s
+ WHERE sweep_id = %(sweep)s
 """
 
 # what identifies one computation of the stored ground truth (GroundTruth.as_json, status aside)
@@ -165,7 +166,10 @@ def _measure_point(
     """The point's earlier run deleted, the point run again and filled, the sweep complete; an
     exception leaves the sweep failed (interrupted), which the next probe replaces in full."""
     base_fp, point_fp, point_hash = fps
-    results.execute(_REOPEN, {"sweep": row.sweep_id, "run": old_run})
+    # (the target recall, not part of the series' name, as the full path would record it)
+    results.execute(
+        _REOPEN, {"sweep": row.sweep_id, "run": old_run, "target_recall": cfg.target_recall}
+    )
     results.commit()
     result = runner._result(cfg, s, row.name, row, qinfo, base_fp, on_warning)
     result.ground_truth = gt.as_json()
