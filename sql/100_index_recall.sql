@@ -87,38 +87,38 @@ CREATE OR REPLACE FUNCTION pgeval.index_recall_per_query(p_experiment bigint,
 RETURNS TABLE (run_id bigint, repetition integer, query_id text, hits bigint, denom bigint,
                got bigint, exact_run_id bigint)
 LANGUAGE sql STABLE AS $$
+    -- (read from each query's ranked list, pgeval.result_list, unnested as the view
+    -- pgeval.result unnests it: the exact list once per query, each ANN list once per query)
     WITH s AS (SELECT * FROM pgeval.experiment_stages(p_experiment, p_repetition)),
     ex AS (SELECT DISTINCT ON (s.repetition) s.repetition, s.run_id
              FROM s WHERE s.role = 'exact' ORDER BY s.repetition, s."position"),
     -- per query: n = min(K, rows with a distance), d_K = the largest of the K smallest
-    dk AS (SELECT ex.repetition, ex.run_id AS exact_run, qq.query_id, t.n, t.d_k
+    dk AS (SELECT ex.repetition, ex.run_id AS exact_run, l.query_id, l.chunk_ids, l.scores,
+                  l.grades, t.n, t.d_k
              FROM ex
-            CROSS JOIN LATERAL (SELECT DISTINCT res.query_id FROM pgeval.result res
-                                 WHERE res.run_id = ex.run_id) qq
+             JOIN pgeval.result_list l ON l.run_id = ex.run_id
             CROSS JOIN LATERAL (SELECT count(*) AS n, max(x.score) AS d_k
-                                  FROM (SELECT res.score FROM pgeval.result res
-                                         WHERE res.run_id = ex.run_id
-                                           AND res.query_id = qq.query_id
-                                           AND res.score IS NOT NULL
-                                         ORDER BY res.score LIMIT p_k) x) t
+                                  FROM (SELECT u.score
+                                          FROM unnest(l.chunk_ids, l.scores, l.grades)
+                                               AS u(chunk_id, score, grade)
+                                         WHERE u.score IS NOT NULL
+                                         ORDER BY u.score LIMIT p_k) x) t
             WHERE t.n > 0)
-    SELECT a.run_id, a.repetition, dk.query_id,
-           (SELECT count(*) FILTER (WHERE coalesce(CASE WHEN coalesce(a.params->>'score',
-                                                                      'distance') = 'distance'
-                                                        THEN res.score END, xr.score)
-                                          <= dk.d_k + 1e-6 * greatest(1.0, abs(dk.d_k)))
-              FROM pgeval.result res
-              LEFT JOIN pgeval.result xr ON xr.run_id = dk.exact_run
-                                        AND xr.query_id = res.query_id
-                                        AND xr.chunk_id = res.chunk_id
-             WHERE res.run_id = a.run_id AND res.query_id = dk.query_id
-               AND res.rank <= p_k),
-           dk.n,
-           (SELECT count(*) FROM pgeval.result res
-             WHERE res.run_id = a.run_id AND res.query_id = dk.query_id
-               AND res.rank <= p_k),
-           dk.exact_run
+    SELECT a.run_id, a.repetition, dk.query_id, h.hits, dk.n, h.got, dk.exact_run
       FROM s a JOIN dk ON dk.repetition = a.repetition
+     CROSS JOIN LATERAL (
+           SELECT count(*) FILTER (WHERE coalesce(CASE WHEN coalesce(a.params->>'score',
+                                                                     'distance') = 'distance'
+                                                       THEN r.score END, xr.score)
+                                         <= dk.d_k + 1e-6 * greatest(1.0, abs(dk.d_k))) AS hits,
+                  -- (the rows of the ANN list within K: ranks 1, 2, ... each at least once)
+                  coalesce(max(r.rank), 0) AS got
+             FROM pgeval.result_list al
+            CROSS JOIN LATERAL unnest(al.chunk_ids, al.scores, al.grades) WITH ORDINALITY
+                  AS r(chunk_id, score, grade, rank)
+             LEFT JOIN unnest(dk.chunk_ids, dk.scores, dk.grades) AS xr(chunk_id, score, grade)
+                    ON xr.chunk_id = r.chunk_id
+            WHERE al.run_id = a.run_id AND al.query_id = dk.query_id AND r.rank <= p_k) h
      WHERE a.role = 'ann' AND p_k >= 1
 $$;
 
@@ -128,12 +128,14 @@ RETURNS TABLE (run_id bigint, name text, label text, stage text, repetition inte
                k integer, queries bigint, index_recall double precision, short_queries bigint,
                exact_run_id bigint)
 LANGUAGE sql STABLE AS $$
+    -- (per query once: inlined, the planner would run it again for each stage of the experiment)
+    WITH pq AS MATERIALIZED (
+        SELECT * FROM pgeval.index_recall_per_query(p_experiment, p_k, p_repetition))
     SELECT a.run_id, a.name, a.label, a.stage, a.repetition, p_k,
            count(pq.query_id), avg(pq.hits::float8 / pq.denom),
            count(*) FILTER (WHERE pq.got < pq.denom), min(pq.exact_run_id)
       FROM pgeval.experiment_stages(p_experiment, p_repetition) a
-      JOIN pgeval.index_recall_per_query(p_experiment, p_k, p_repetition) pq
-        ON pq.run_id = a.run_id
+      JOIN pq ON pq.run_id = a.run_id
      GROUP BY a.run_id, a.name, a.label, a.stage, a.repetition, a."position"
      ORDER BY a.repetition, a."position"
 $$;

@@ -179,3 +179,67 @@ def test_cli_fingerprint(pgeval, target):
     assert code == 1 and "--set" in err and "Traceback" not in err
     code, out, err = pgeval("fingerprint", "--target", "no-such-target")
     assert code == 1 and "no-such-target" in err
+
+
+def test_settings_seen_as_the_server_shows_them(conn):
+    """fingerprint.settings_seen reads in one statement what a stage running with the settings
+    sees: every ANN setting pg_settings lists (and the known ones), the planner's settings and
+    the enable_* that are off; the same values read one by one."""
+    settings = {"hnsw.ef_search": "77", "work_mem": "7MB", "enable_seqscan": "off"}
+    query, planner = fpmod.settings_seen(conn, settings)
+    # (the libraries settings_seen loaded stay loaded in the session: the same names exist)
+    with conn.transaction(force_rollback=True):
+        for name, value in settings.items():
+            conn.execute("SELECT set_config(%s, %s, true)", (name, value))
+        ann = {
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM pg_settings WHERE name ~ '^(hnsw|ivfflat|diskann|bq)[.]'"
+            ).fetchall()
+        } | set(fpmod.QUERY_GUCS)
+        one = "SELECT current_setting(%s, true)"
+        by_hand = {n: conn.execute(one, (n,)).fetchone()[0] for n in sorted(ann)}
+        planned = {n: conn.execute(one, (n,)).fetchone()[0] for n in fpmod.PLANNER_GUCS}
+        off = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM pg_settings WHERE name LIKE 'enable\\_%' AND setting = 'off' "
+                "ORDER BY name"
+            ).fetchall()
+        ]
+    assert query == by_hand and query["hnsw.ef_search"] == "77"
+    assert planner == {**planned, "enable_off": off}
+    assert planner["work_mem"] == "7MB" and "enable_seqscan" in off
+
+
+def test_settings_seen_on_a_database_without_pgvector(database):
+    """Without pgvector the libraries' load fails inside its one statement (no savepoint): the
+    settings are read all the same, the ANN ones as the server has them (none); loading them for
+    a stage (gucs.load_libraries) still fails."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    from evaluator.stages import gucs
+
+    name = "pgeval_no_vector"
+    with database.connect(autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {name}")
+        c.execute(f"CREATE DATABASE {name}")
+    try:
+        with psycopg.connect(make_conninfo(database.uri(), dbname=name)) as c:
+            assert (
+                c.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'").fetchone()[
+                    0
+                ]
+                == 0
+            )
+            query, planner = fpmod.settings_seen(c, {"work_mem": "5MB"})
+            one = "SELECT current_setting(%s, true)"
+            assert query == {n: c.execute(one, (n,)).fetchone()[0] for n in sorted(query)}
+            assert set(fpmod.QUERY_GUCS) <= set(query) and planner["work_mem"] == "5MB"
+            c.rollback()
+            with pytest.raises(psycopg.errors.UndefinedObject):
+                gucs.load_libraries(c)
+    finally:
+        with database.connect(autocommit=True) as c:
+            c.execute(f"DROP DATABASE IF EXISTS {name}")

@@ -119,31 +119,26 @@ def load_extension_libraries(conn: Any) -> None:
     """Load pgvector's and pgvectorscale's libraries so that their settings exist in this session
     (``current_setting('hnsw.ef_search', true)`` is NULL until the library is loaded). Called
     inside the transaction that reads them (behind a pooler the next transaction may run on
-    another server session): a savepoint keeps a missing pgvector from aborting it."""
+    another server session): a missing pgvector does not abort it (the error is swallowed
+    inside the one statement)."""
     from ..stages import gucs
 
-    try:
-        with conn.transaction():
-            gucs.load_libraries(conn)
-    except Exception:  # no pgvector here: its settings are simply absent from the fingerprint
-        pass
+    # no pgvector here: its settings are simply absent from the fingerprint (the error is
+    # swallowed inside the statement: one round trip, no savepoint)
+    conn.execute(gucs.LOAD_LIBRARIES_IF_ANY)
 
 
 def server_info(conn: Any) -> dict:
     """The server that answers: its version, and which server it is. A standby or a replica has
     its primary's system identifier but is in recovery; another host, or a pooler in front, is
     reached at another host and port (those the connection string names: no password)."""
-    version, num, recovery = conn.execute(
+    # EXECUTE on pg_control_system() revoked from this role: no system identifier (the host,
+    # port and recovery state stay)
+    version, num, recovery, system = conn.execute(
         "SELECT current_setting('server_version'), current_setting('server_version_num')::int, "
-        "pg_is_in_recovery()"
+        "pg_is_in_recovery(), CASE WHEN has_function_privilege('pg_control_system()', "
+        "'EXECUTE') THEN (SELECT system_identifier::text FROM pg_control_system()) END"
     ).fetchone()
-    try:
-        with conn.transaction():
-            system = conn.execute(
-                "SELECT system_identifier::text FROM pg_control_system()"
-            ).fetchone()[0]
-    except Exception:  # EXECUTE revoked from this role: the host, port and recovery state stay
-        system = None
     return {
         "version": version,
         "version_num": num,
@@ -213,36 +208,36 @@ def indexes(conn: Any, table_oid: int) -> tuple[dict, dict]:
     return hashed, info
 
 
-def query_settings(conn: Any, settings: dict | None = None) -> dict:
-    """Every ANN setting as a stage running with ``settings`` (``SET LOCAL``) would see it."""
+# a stage's settings as the server shows them (the settings applied before, in the same
+# transaction): every ANN setting (the families' names in pg_settings, the known ones and the
+# stage's own), the planner's named settings in order, and every enable_* that is off; one
+# scan of pg_settings (the CTE s, read twice)
+_SEEN = """
+WITH s AS (SELECT name FROM pg_settings
+            WHERE name LIKE ANY(%(prefixes)s) OR name LIKE 'enable\\_%%'),
+a AS (SELECT DISTINCT x.n FROM (SELECT name FROM s WHERE name LIKE ANY(%(prefixes)s)
+                               UNION ALL SELECT unnest(%(ann)s::text[])) x(n))
+SELECT ARRAY(SELECT n FROM a ORDER BY n), ARRAY(SELECT current_setting(n, true) FROM a ORDER BY n),
+       ARRAY(SELECT current_setting(p.n) FROM unnest(%(planner)s::text[]) WITH ORDINALITY p(n, i)
+              ORDER BY p.i),
+       ARRAY(SELECT name FROM s WHERE name LIKE 'enable\\_%%' AND current_setting(name) = 'off'
+              ORDER BY name)
+"""
+
+
+def settings_seen(conn: Any, settings: dict | None = None) -> tuple[dict, dict]:
+    """(query settings, planner settings) as a stage running with ``settings`` (``SET LOCAL``)
+    sees them, read in one transaction (rolled back):
+
+    - query settings: every ANN setting (``hnsw.*``, ``ivfflat.*``, ``diskann.*``, ``bq.*`` once
+      their libraries are loaded, the known ones, and any extension setting the stage sets);
+    - planner settings: the core settings that change plans, any core setting the stage sets
+      (extension settings, with a dot, are query settings; timeouts change no result), and
+      ``enable_off``: every ``enable_*`` that is off."""
     from ..stages import gucs
 
     settings = {str(k): v for k, v in (settings or {}).items()}
-    with conn.transaction(force_rollback=True):
-        load_extension_libraries(conn)
-        gucs.apply_local(conn, settings)
-        names = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM pg_settings WHERE "
-                + " OR ".join("name LIKE %s" for _ in QUERY_GUC_PREFIXES),
-                [p + "%" for p in QUERY_GUC_PREFIXES],
-            ).fetchall()
-        ]
-        wanted = sorted(set(names) | set(QUERY_GUCS) | {k for k in settings if "." in k})
-        rows = conn.execute(
-            "SELECT n, current_setting(n, true) FROM unnest(%s::text[]) n", (wanted,)
-        ).fetchall()
-    return {name: value for name, value in rows}
-
-
-def planner_settings(conn: Any, settings: dict | None = None) -> dict:
-    """The core settings that change plans, as a stage running with ``settings`` sees them (any
-    core setting the stage sets is added: extension settings, with a dot, are query settings)."""
-    from ..stages import gucs
-
-    settings = {str(k): v for k, v in (settings or {}).items()}
-    names = list(PLANNER_GUCS) + sorted(
+    planner = list(PLANNER_GUCS) + sorted(
         k
         for k in settings
         if "." not in k
@@ -250,22 +245,18 @@ def planner_settings(conn: Any, settings: dict | None = None) -> dict:
         and not k.startswith("enable_")
         and k not in NON_RESULT_SETTINGS
     )
+    ann = sorted(set(QUERY_GUCS) | {k for k in settings if "." in k})
     with conn.transaction(force_rollback=True):
+        load_extension_libraries(conn)
         gucs.apply_local(conn, settings)
-        out = dict(
-            conn.execute(
-                "SELECT n, current_setting(n) FROM unnest(%s::text[]) n", (names,)
-            ).fetchall()
-        )
-        off = [
-            r[0]
-            for r in conn.execute(
-                "SELECT name FROM pg_settings WHERE name LIKE 'enable\\_%' "
-                "AND current_setting(name) = 'off' ORDER BY name"
-            ).fetchall()
-        ]
-    out["enable_off"] = off
-    return out
+        names, values, planned, off = conn.execute(
+            _SEEN,
+            {"prefixes": [p + "%" for p in QUERY_GUC_PREFIXES], "ann": ann, "planner": planner},
+        ).fetchone()
+    query = dict(sorted(zip(names, values)))
+    out = dict(zip(planner, planned))
+    out["enable_off"] = list(off)
+    return query, out
 
 
 def stage_settings(conn: Any, settings: dict | None, stages: Any) -> dict:
@@ -385,6 +376,7 @@ def capture(
             kb_conn, settings, list(dict.fromkeys([n for n in named if n] + scoped))
         )
         settings = gucs.unscoped(settings)
+    seen = settings_seen(kb_conn, settings)
     fp: dict[str, Any] = {
         "fingerprint_version": FINGERPRINT_VERSION,
         "server": dict(common["server"]),
@@ -392,8 +384,8 @@ def capture(
         "target": None,
         "indexes": {},
         "data": None,
-        "query_settings": query_settings(kb_conn, settings),
-        "planner": planner_settings(kb_conn, settings),
+        "query_settings": seen[0],
+        "planner": seen[1],
         "embedding": {"model": embedder, "dimension": dimension},
         "chunking": chunking,
         "filters": {str(k): v for k, v in (filters or {}).items()},

@@ -13,8 +13,6 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from psycopg import sql
-
 from ..core.errors import InputError, first_line, param
 
 _NAME = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
@@ -124,20 +122,35 @@ def check_stages(settings: dict[str, str], stage_names: Any) -> None:
             )
 
 
+# pgvector's library loaded by its type's input function, and pgvectorscale's (where installed)
+# by one of its functions, found through the extension's objects: one statement, one round trip
+_LOAD = """
+DO $pgeval$
+DECLARE s text;
+BEGIN
+  {body}
+END $pgeval$
+"""
+_LOAD_BODY = """PERFORM '[1]'::vector;
+  SELECT n.nspname INTO s FROM pg_extension e JOIN pg_depend d ON d.refobjid = e.oid
+    JOIN pg_proc p ON p.oid = d.objid JOIN pg_namespace n ON n.oid = p.pronamespace
+   WHERE e.extname = 'vectorscale' AND p.proname = 'distance_type_cosine' LIMIT 1;
+  IF s IS NOT NULL THEN
+    EXECUTE format('SELECT %I.distance_type_cosine()', s);
+  END IF;"""
+LOAD_LIBRARIES = _LOAD.format(body=_LOAD_BODY)
+# the same, an error (no pgvector here) swallowed in the block: nothing to roll back after it
+LOAD_LIBRARIES_IF_ANY = _LOAD.format(
+    body="BEGIN\n  " + _LOAD_BODY + "\n  EXCEPTION WHEN OTHERS THEN NULL;\n  END;"
+)
+
+
 def load_libraries(conn: Any) -> None:
-    """Load pgvector's and pgvectorscale's libraries so that their GUCs are defined. A library
-    stays loaded in its server session, but behind a transaction pooler the next transaction may
-    run on another server session: call this in the transaction that reads the settings."""
-    # one round trip: pgvector's library loaded by its type's input function, and where
-    # pgvectorscale's function is (none: not installed)
-    row = conn.execute(
-        "SELECT '[1]'::vector, (SELECT n.nspname FROM pg_extension e "
-        "JOIN pg_depend d ON d.refobjid = e.oid "
-        "JOIN pg_proc p ON p.oid = d.objid JOIN pg_namespace n ON n.oid = p.pronamespace "
-        "WHERE e.extname = 'vectorscale' AND p.proname = 'distance_type_cosine' LIMIT 1)"
-    ).fetchone()
-    if row[1] is not None:
-        conn.execute(sql.SQL("SELECT {}()").format(sql.Identifier(row[1], "distance_type_cosine")))
+    """Load pgvector's and pgvectorscale's libraries so that their GUCs are defined (an error
+    when pgvector is not installed). A library stays loaded in its server session, but behind
+    a transaction pooler the next transaction may run on another server session: call this in
+    the transaction that reads the settings."""
+    conn.execute(LOAD_LIBRARIES)
 
 
 def _check_value(
@@ -254,15 +267,17 @@ def _validate(conn: Any, settings: dict[str, str]) -> None:
 
 
 def with_statement_timeout(
-    conn: Any, settings: dict[str, str], timeout: str | None
+    conn: Any, settings: dict[str, str], timeout: str | None, *, check: bool = True
 ) -> dict[str, str]:
     """``settings`` plus ``statement_timeout`` (``--statement-timeout``: every statement on the
     knowledge base is cancelled past it; applied by SET LOCAL like any setting, so recorded in
-    every run's params). None leaves the server's setting alone."""
+    every run's params). None leaves the server's setting alone. ``check=False``: not validated
+    on the server (the caller's settings were, under the same fingerprint)."""
     if timeout is None:
         return settings
     try:
-        validate(conn, {"statement_timeout": str(timeout).strip()})
+        if check:
+            validate(conn, {"statement_timeout": str(timeout).strip()})
     except InputError as exc:
         raise InputError(exc.detail, field=param("statement_timeout")) from None
     return {**settings, "statement_timeout": str(timeout).strip()}

@@ -46,6 +46,10 @@ TIMED_COLLAPSED = (
 )
 
 
+# ctx.extra's key of the catalog look-ups of a stage context (VectorStage._catalog)
+_CATALOG = "_vector_catalog"
+
+
 def relation_oid(kb: Any, target: Target) -> int:
     return kb.execute(
         "SELECT to_regclass(%s)::oid", (target.table_sql().as_string(kb),)
@@ -109,21 +113,23 @@ class VectorStage(BaseStage):
             )
         return replace(target, search_type=cast)
 
-    def begin(self, ctx: StageContext) -> dict:
-        """Open the stage's transaction on ``ctx.kb``; return {settings, dropped, candidates}."""
-        assert ctx.target is not None  # a stage with a table has a target
-        ctx.target = self.search_target(ctx.target)
-        if ctx.target.search_type and (ctx.batch or not ctx.target.unique_id):
-            raise InputError(
-                f"stage {ctx.stage} ({self.kind}) runs one statement per query on a table whose "
-                f"id column is unique: not yet with {param('batch', True)} or several rows per chunk",
-                field=param("stages"),
-            )
-        kb, t = ctx.kb, ctx.target
-        if kb.info.transaction_status != 0:
-            kb.rollback()
+    def _catalog(self, ctx: StageContext) -> dict:
+        """The extension checked and the table's indexes looked up (the index candidates of this
+        kind, every ANN index, the schema), in a transaction of their own, rolled back. Once per
+        stage context and connection: prepare() looks them up, run() in the same context reuses
+        them (the run's plan check, in the run's own transaction, still sees an index dropped
+        since)."""
         from .server_support import require
 
+        kb, t = ctx.kb, ctx.target
+        assert t is not None  # a stage with a table has a target
+        key = (self.kind, t.qualified(), t.vector_column, t.search_type)
+        cached = ctx.extra.get(_CATALOG)
+        if cached is not None and cached["key"] == key and cached["kb"] is kb:
+            # their settings exist in the session that applies them: loaded in the transaction
+            # begin() goes on with (the stage's)
+            gucs.load_libraries(kb)
+            return cached
         require(kb, self.kind, field="stages")  # the extension, at the version the kind needs
         register_vector(kb)
         gucs.load_libraries(kb)
@@ -159,7 +165,31 @@ class VectorStage(BaseStage):
         kb.rollback()  # the catalog look-ups above must not open the stage's transaction
         if row is None:  # dropped between the look-ups
             raise gone
-        schema = row[0]
+        found = {
+            "key": key,
+            "kb": kb,  # (a connection of its own, a load client's, looks them up again)
+            "all_ann": all_ann,
+            "candidates": candidates,
+            "schema": row[0],
+        }
+        ctx.extra[_CATALOG] = found
+        return found
+
+    def begin(self, ctx: StageContext) -> dict:
+        """Open the stage's transaction on ``ctx.kb``; return {settings, dropped, candidates}."""
+        assert ctx.target is not None  # a stage with a table has a target
+        ctx.target = self.search_target(ctx.target)
+        if ctx.target.search_type and (ctx.batch or not ctx.target.unique_id):
+            raise InputError(
+                f"stage {ctx.stage} ({self.kind}) runs one statement per query on a table whose "
+                f"id column is unique: not yet with {param('batch', True)} or several rows per chunk",
+                field=param("stages"),
+            )
+        kb, t = ctx.kb, ctx.target
+        if kb.info.transaction_status != 0:
+            kb.rollback()
+        found = self._catalog(ctx)
+        all_ann, candidates, schema = found["all_ann"], found["candidates"], found["schema"]
         dropped: list[str] = []
         wanted = ctx.option("index")
         if wanted and wanted not in candidates:
@@ -185,7 +215,7 @@ class VectorStage(BaseStage):
                         "copy of the table)"
                     ) from None
                 dropped.append(name)
-        else:
+        elif not kb.read_only:  # (a READ ONLY connection's BEGIN said so already)
             kb.execute("SET TRANSACTION READ ONLY")
         settings = self.stage_settings(ctx)
         effective = gucs.apply_local(kb, settings)

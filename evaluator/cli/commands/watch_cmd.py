@@ -106,6 +106,7 @@ def _json(res: ProbeResult) -> dict[str, Any]:
         "cost": {
             "wall_ms": res.wall_ms,
             "timed_ms": p.get("timed_ms"),
+            "path": res.path,
             "data_version": res.data_read,
         },
         "warnings": res.warnings,

@@ -249,6 +249,7 @@ def run_sweep(
         # the exact stage's and every point's fingerprint, taken together: what no setting
         # changes (server, extensions, the table's indexes and size) is read once for them
         common = fpmod.settings_free(kb, s.target)
+        kb.rollback()  # (each fingerprint's settings are read in a transaction of their own)
         base_fp = fingerprint(gucs.scope(s.base, "exact"), "exact", common=common)
         fps = {
             p.number: fingerprint(
@@ -332,14 +333,24 @@ class _Setup:
 
 
 def _setup(
-    results: Any, kb: Any, cfg: SweepConfig, stage: Any, param_axes: list[tuple[str, list[str]]]
+    results: Any,
+    kb: Any,
+    cfg: SweepConfig,
+    stage: Any,
+    param_axes: list[tuple[str, list[str]]],
+    *,
+    checks: bool = True,
 ) -> _Setup:
+    """``checks=False`` (a probe's lean path, dba/sweep/remeasure.py): the stage's extension
+    and the settings are not checked here; the caller uses the result only under a
+    fingerprint hashed as when they were (the same server, extensions and settings)."""
     from ...measure import metrics as mmod
     from ...run.pipeline import PipelineConfig, _queries
     from ...stages.server_support import require
     from ...testset.catalog import resolve_testset
 
-    require(kb, cfg.stage)  # before any work: pgvectorscale, pgvector 0.7 for halfvec/bq
+    if checks:
+        require(kb, cfg.stage)  # before any work: pgvectorscale, pgvector 0.7 for halfvec/bq
     tid, ts_hash = resolve_testset(results, cfg.testset)
     target = _target(results, cfg)
     judged = results.execute(
@@ -347,14 +358,18 @@ def _setup(
     ).fetchone()[0]
     # query vectors only: no qrels metric to compute per point
     measures = mmod.measures_for(sorted({3, 5, 10, cfg.k})) if judged else []
-    base = gucs.validate(kb, {**target.settings, **cfg.settings})  # preset's, then --set
-    base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
-    for values in grid.product(param_axes):
-        try:
-            gucs.validate(kb, {**base, **values})
-        except InputError as exc:
-            raise InputError(exc.detail, field=param("params")) from None
-    kb.rollback()
+    base = {**target.settings, **cfg.settings}  # preset's, then --set
+    if not checks:
+        base = gucs.with_statement_timeout(None, base, cfg.statement_timeout, check=False)
+    else:
+        base = gucs.validate(kb, base)
+        base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
+        for values in grid.product(param_axes):
+            try:
+                gucs.validate(kb, {**base, **values})
+            except InputError as exc:
+                raise InputError(exc.detail, field=param("params")) from None
+        kb.rollback()
     queries, label, dim = _queries(
         results,
         cfg.testset,

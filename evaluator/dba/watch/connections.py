@@ -40,6 +40,11 @@ from ...core.db import Database
 from ...core.pool_safe import PoolSafeConnection
 
 NO_FLUSH_WAIT = "SELECT set_config('synchronous_commit', 'off', true)"
+# the kinds of connection (results, autocommit, read_only) a probe asks for: the results
+# database's (its steps', and the one whose transaction holds the series' lock), and the
+# knowledge base's, read only
+RESULTS = (True, False, False)
+KNOWLEDGE_BASE = (False, False, True)
 NO_FLUSH_WAIT_COMMIT = "SET LOCAL synchronous_commit TO off; COMMIT"
 
 
@@ -110,6 +115,7 @@ class Lending(Database):
 
     free: dict = field(default_factory=dict, repr=False)
     opened: list = field(default_factory=list, repr=False)
+    _uri: str | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, database: Database) -> Lending:
@@ -138,6 +144,38 @@ class Lending(Database):
             conn = free.pop()
             if not conn.closed and not conn.broken:
                 return conn
+        return self._open(kind)
+
+    def uri(self) -> str:
+        """The knowledge base's connection string, resolved once (the embedded server's is
+        looked up from its data directory: a file read per connection otherwise)."""
+        if self._uri is None:
+            self._uri = super().uri()
+        return self._uri
+
+    def open_ahead(self, wanted: dict) -> None:
+        """Open at once, each in a thread of its own, the connections the steps will ask for
+        (``{(results, autocommit, read_only): how many}``) that are not free yet: opening one
+        is mostly waiting for the server to start its backend (a process), which the server
+        does for them side by side. Each is lent like any other; an error opening one is raised
+        here (those opened are closed by :meth:`close_all`)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        todo = [
+            kind
+            for kind, count in wanted.items()
+            for _ in range(count - len(self.free.get(kind) or []))
+        ]
+        if len(todo) < 2:
+            return
+        self.uri()  # (the embedded server started, once, before the threads)
+        with ThreadPoolExecutor(len(todo)) as pool:
+            opened = list(pool.map(self._open, todo))
+        for kind, conn in zip(todo, opened):
+            self.free.setdefault(kind, []).append(conn)
+
+    def _open(self, kind: tuple) -> Any:
+        results, autocommit, read_only = kind
         conn = super().connect(results=results, autocommit=autocommit, read_only=read_only)
         conn.__class__ = _Lent
         conn._pgeval_lending = (self, kind)

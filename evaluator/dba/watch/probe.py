@@ -55,6 +55,9 @@ class ProbeResult:
     # how the data version was read: {"via": "change log" | "row versions" | "checksum",
     # "scans": passes over the table, "ms"}; None where the sweep read it (queries not sampled)
     data_read: dict | None = None
+    # how it was measured: "point" (the series' sweep kept, its point measured again:
+    # dba/sweep/remeasure.py) or "sweep" (a one-point sweep in full)
+    path: str = "sweep"
 
     @property
     def crossed(self) -> list[str]:
@@ -189,9 +192,12 @@ def _probe(
 ) -> ProbeResult:
     from ...target import targets
     from ..sweep import SweepConfig
+    from .connections import KNOWLEDGE_BASE, RESULTS, Lending
 
     check(cfg)
     t0 = time.perf_counter()
+    if isinstance(database, Lending):  # two results connections (one holds the lock), one KB
+        database.open_ahead({RESULTS: 2, KNOWLEDGE_BASE: 1})
     with database.connect() as results, database.connect(results=False, read_only=True) as kb:
         target = targets.load(results, cfg.target)
         results.rollback()
@@ -281,14 +287,17 @@ def _measure(
     on_warning: Callable[..., Any] | None,
 ) -> ProbeResult:
     """The probe's sweep, its row, and the advice (under the series' lock)."""
-    from ..sweep import run_sweep
+    from ..sweep import remeasure, run_sweep
     from . import advice, record
 
     warnings: list[str] = []
 
     warn = once(warnings, on_warning)
 
-    res = run_sweep(database, sweep_cfg, on_warning=warn)
+    # the lean path: the series' sweep measured again in place when its configuration is the
+    # one it was measured under (dba/sweep/remeasure.py); else the one-point sweep in full
+    lean = remeasure.again(database, sweep_cfg, on_warning=warn)
+    res = lean if lean is not None else run_sweep(database, sweep_cfg, on_warning=warn)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     if res.ground_truth is not None:  # reused | incremental | full, said the same everywhere
         status = res.ground_truth["status"]
@@ -321,6 +330,7 @@ def _measure(
         testset=res.testset,
         wall_ms=wall_ms,
         warnings=warnings,
+        path="sweep" if lean is None else "point",
     )
     out.alerts = advice.crossed_lines(probe)
     out.changes = advice.changes(probe)
