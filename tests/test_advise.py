@@ -285,7 +285,9 @@ def test_budget_excluding_every_design_says_which_binds(kb, advised, pgeval, con
     assert d["recommendation"] is None
     assert d["unmet"]["binding"] == ["--max-p95-ms"]
     closest = d["unmet"]["closest"]
-    assert closest["needs"]["--max-p95-ms"] > 0.0001 and closest["recall"] >= 0.95
+    # (reached as the find and pgeval.sweeps_recommendation judge it: within 1e-12, a mean of
+    # per-query ratios being a float sum)
+    assert closest["needs"]["--max-p95-ms"] > 0.0001 and closest["recall"] >= 0.95 - 1e-12
     assert "--max-p95-ms 0.0001 binds" in d["unmet"]["why"]
     assert [r["measured"] for r in d["designs"]] == [0] * len(d["designs"])  # stored
     # the table says the same in words
