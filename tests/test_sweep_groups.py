@@ -161,7 +161,7 @@ def test_find_brings_the_worst_group_to_the_target(pgeval, target):
     # the least value at which every group reaches the target: the worst group's own value,
     # measured in every group
     assert rec["label"].endswith(f"ef_search={max(found.values())}")
-    assert all(g["reached"] and g["recall"] >= 0.9 for g in d["groups"])
+    assert all(g["reached"] and g["recall"] >= 0.9 - 1e-12 for g in d["groups"])
     assert rec["index_recall"] == min(g["recall"] for g in d["groups"])
 
 

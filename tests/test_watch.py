@@ -290,7 +290,7 @@ def test_drift_crosses_the_bound_names_it_and_the_remedies_restore_recall(
     assert code == 2, err
     remedy = doc["remedy"]
     assert remedy["reached"] and remedy["setting"] == "hnsw.ef_search", remedy
-    assert int(remedy["value"]) > 10 and remedy["recall"] >= 0.8
+    assert int(remedy["value"]) > 10 and remedy["recall"] >= 0.8 - 1e-12
     # measured, not guessed: a probe at that setting reaches the bound
     code, fixed, err = _probe(
         pgeval, "--set", f"hnsw.ef_search={remedy['value']}", "--min-recall", "0.8"
