@@ -102,3 +102,50 @@ def wait_for(cond, proc=None, timeout=60.0, pause=0.05):
             raise AssertionError(f"the process ended early: {proc.communicate()}")
         time.sleep(pause)
     raise AssertionError("timed out")
+
+
+def kill_9_while_waiting(database, conn, lock: str, argv: list[str], query_like: str) -> None:
+    """Run ``python -m evaluator *argv`` while another session holds ``lock`` (a LOCK TABLE
+    statement); once the child's backend waits on it running a statement LIKE ``query_like``,
+    kill -9 the child, release the lock, and wait until the server ends that backend's session
+    (rolling its transaction back)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    blocker = database.connect()
+    proc = None
+    try:
+        blocker.execute(lock)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "evaluator", *argv],
+            cwd=Path(__file__).resolve().parent.parent,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        backend = wait_for(
+            lambda: (
+                conn.execute(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND state = "
+                    "'active' AND query LIKE %s AND pid <> pg_backend_pid()",
+                    (query_like,),
+                ).fetchone()
+                or [None]
+            )[0],
+            proc=proc,
+        )
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(30)
+    finally:
+        blocker.rollback()
+        blocker.close()
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+    wait_for(
+        lambda: conn.execute(
+            "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s", (backend,)
+        ).fetchone()[0]
+    )

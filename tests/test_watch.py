@@ -10,18 +10,14 @@ a new index build whose queries get their rows back; --format openmetrics parses
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests import clustered_kb
-from tests.helpers import wait_for
+from tests.helpers import kill_9_while_waiting
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE, TARGET, INDEX = "watch_kb", "watchkb", "watch_kb_hnsw"
@@ -493,40 +489,13 @@ def test_openmetrics_output_parses(kb, conn, pgeval):
 def test_kill_9_while_the_row_is_written_leaves_no_row(kb, conn, database):
     """The probe's row is one statement in one transaction: its client killed while that
     statement waits (here on a lock), the server rolls it back: no row, not half of one."""
-    blocker = database.connect()
-    proc = None
-    try:
-        blocker.execute("LOCK TABLE pgeval.probe IN SHARE MODE")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "evaluator", *PROBE, *LOW],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        backend = wait_for(
-            lambda: (
-                conn.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND state = "
-                    "'active' AND query LIKE '%INSERT INTO pgeval.probe%' "
-                    "AND pid <> pg_backend_pid()"
-                ).fetchone()
-                or [None]
-            )[0],
-            proc=proc,
-        )
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        blocker.rollback()
-        blocker.close()
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-    # the dead client's session ends (its INSERT ran, then its transaction was rolled back)
-    wait_for(
-        lambda: conn.execute(
-            "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s", (backend,)
-        ).fetchone()[0]
+    # (the dead client's session ends: its INSERT ran, then its transaction was rolled back)
+    kill_9_while_waiting(
+        database,
+        conn,
+        "LOCK TABLE pgeval.probe IN SHARE MODE",
+        [*PROBE, *LOW],
+        "%INSERT INTO pgeval.probe%",
     )
     assert conn.execute("SELECT count(*) FROM pgeval.probe").fetchone() == (0,)
 

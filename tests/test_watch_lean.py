@@ -8,17 +8,13 @@ next probe measures in full.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 from tests import test_watch
-from tests.helpers import wait_for
-from tests.test_watch import INDEX, LOW, PROBE, ROOT, TARGET, _probe
+from tests.helpers import kill_9_while_waiting
+from tests.test_watch import INDEX, LOW, PROBE, TARGET, _probe
 
 kb = test_watch.kb  # the fixture: the clustered table and its HNSW index, as a target
 
@@ -157,39 +153,13 @@ def test_a_lean_probe_killed_while_its_point_runs_leaves_no_row_and_the_next_run
     probe measures it in full."""
     code, first, err = _probe(pgeval, *LOW)
     assert code == 0, err
-    blocker = database.connect()
-    proc = None
-    try:
-        # the judgements are read when the point's new run writes its results: blocked there
-        blocker.execute("LOCK TABLE pgeval.qrel IN ACCESS EXCLUSIVE MODE")
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "evaluator", *PROBE, *LOW],
-            cwd=ROOT,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        backend = wait_for(
-            lambda: (
-                conn.execute(
-                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND state = "
-                    "'active' AND query LIKE '%pgeval.qrel%' AND pid <> pg_backend_pid()"
-                ).fetchone()
-                or [None]
-            )[0],
-            proc=proc,
-        )
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(30)
-    finally:
-        blocker.rollback()
-        blocker.close()
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-    wait_for(
-        lambda: conn.execute(
-            "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s", (backend,)
-        ).fetchone()[0]
+    # the judgements are read when the point's new run writes its results: blocked there
+    kill_9_while_waiting(
+        database,
+        conn,
+        "LOCK TABLE pgeval.qrel IN ACCESS EXCLUSIVE MODE",
+        [*PROBE, *LOW],
+        "%pgeval.qrel%",
     )
     assert conn.execute("SELECT count(*) FROM pgeval.probe").fetchone() == (1,)
     status = "SELECT status FROM pgeval.sweep WHERE name = %s"

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...stages import gucs, registry
+from ...stages import gucs
 from . import grid, runner, store
 
 # the kept sweep: its point, the exact run's ground truth and the configuration hashes
@@ -173,34 +173,22 @@ def _measure_point(
     results.commit()
     result = runner._result(cfg, s, row.name, row, qinfo, base_fp, on_warning)
     result.ground_truth = gt.as_json()
-    env = runner._Env(
-        cfg=cfg,
-        database=database,
-        kb=kb,
-        results=results,
-        stage=stage,
-        exact=registry.get("exact"),
-        tid=s.tid,
+    env = runner._env(
+        cfg,
+        database,
+        (kb, results, stage),
+        s,
+        row,
+        result,
         depth=depth,
-        base=s.base,
-        queries=s.queries,
-        label=s.label,
-        row=row,
         fps={point.number: point_fp},
         hashes={point.number: point_hash},
         base_fp=base_fp,
         have={},
-        result=result,
-        on_warning=on_warning,
-        on_point=None,
-        measures=s.measures,
-        prepared=set(),
         data=cfg.data.data,  # type: ignore[attr-defined]
-        ts_hash=s.ts_hash,
         own=own,
+        on_warning=on_warning,
         gt=gt,
-        on_ground_truth=None,
-        on_find=None,
     )
     try:
         runner._run_pending(env, s.target, [(1, point)], None)

@@ -262,37 +262,82 @@ def run_sweep(
         }
         row = _open(results, cfg, s, name, identity, points, depth, qinfo, base_fp)
         result = _result(cfg, s, name, row, qinfo, base_fp, on_warning)
-        env = _Env(
-            cfg=cfg,
-            database=database,
-            kb=kb,
-            results=results,
-            stage=stage,
-            exact=registry.get("exact"),
-            tid=s.tid,
+        env = _env(
+            cfg,
+            database,
+            (kb, results, stage),
+            s,
+            row,
+            result,
             depth=depth,
-            base=s.base,
-            queries=s.queries,
-            label=s.label,
-            row=row,
             fps=fps,
             hashes={n: fpmod.config_hash(f) for n, f in fps.items()},
             base_fp=base_fp,
             have=store.measured(results, row.sweep_id),
-            result=result,
+            data=measured.data,
+            own=bool(qinfo and qinfo["own_chunk_removed"]),
             on_warning=on_warning,
             on_point=on_point,
-            measures=s.measures,
-            prepared=set(),
-            data=measured.data,
-            ts_hash=s.ts_hash,
-            own=bool(qinfo and qinfo["own_chunk_removed"]),
-            gt=None,
             on_ground_truth=on_ground_truth,
             on_find=on_find,
         )
         _measure(env, s.target, param_axes, build_axes, points, fingerprint)
     return result
+
+
+def _env(
+    cfg: SweepConfig,
+    database: Database,
+    conns: tuple[Any, Any, Any],
+    s: Any,
+    row: store.SweepRow,
+    result: SweepResult,
+    *,
+    depth: int,
+    fps: dict[int, dict],
+    hashes: dict[int, str],
+    base_fp: dict,
+    have: dict,
+    data: dict,
+    own: bool,
+    on_warning: Any,
+    on_point: Any = None,
+    on_ground_truth: Any = None,
+    on_find: Any = None,
+    gt: Any = None,
+) -> _Env:
+    """The sweep's :class:`_Env`: ``conns`` is (knowledge base, results, the stage class); what
+    the setup ``s`` holds is taken from it (a sweep and a probe's point measured again, alike)."""
+    kb, results, stage = conns
+    return _Env(
+        cfg=cfg,
+        database=database,
+        kb=kb,
+        results=results,
+        stage=stage,
+        exact=registry.get("exact"),
+        tid=s.tid,
+        depth=depth,
+        base=s.base,
+        queries=s.queries,
+        label=s.label,
+        row=row,
+        fps=fps,
+        hashes=hashes,
+        base_fp=base_fp,
+        have=have,
+        result=result,
+        on_warning=on_warning,
+        on_point=on_point,
+        measures=s.measures,
+        prepared=set(),
+        data=data,
+        ts_hash=s.ts_hash,
+        own=own,
+        gt=gt,
+        on_ground_truth=on_ground_truth,
+        on_find=on_find,
+    )
 
 
 def _query_set(database: Database, cfg: SweepConfig) -> tuple[SweepConfig, dict | None]:
