@@ -9,7 +9,8 @@
 -- migration 0010_probe_via); within it, the probes of one *index build* (the index's name, oid,
 -- relfilenode, method and options: a REINDEX or a new CREATE INDEX starts a new build) are
 -- compared with the build's first probe, its *baseline*. Bounds (each probe keeps those it was given):
---   min_recall  recall < min_recall
+--   min_recall  recall < min_recall (by more than 1e-12: a mean of per-query ratios is a float
+--               sum, and sweeps judge a target reached within 1e-12 too)
 --   max_drop    baseline_recall - recall > max_drop (the drop since the build's first probe)
 --   max_p95_ms  p95_ms > max_p95_ms
 -- Row changes since the baseline come from the rows counted by the probes (table_rows) and from
@@ -40,7 +41,7 @@ SELECT w.probe_id, w.probed_at, w.target, w.group_key, w.stage, w.k, w.settings,
        w.bounds,
        ARRAY(SELECT c.bound
                FROM (VALUES
-                   (1, 'min_recall', w.recall < (w.bounds ->> 'min_recall')::float8),
+                   (1, 'min_recall', w.recall < (w.bounds ->> 'min_recall')::float8 - 1e-12),
                    (2, 'max_drop',
                     w.baseline_recall - w.recall > (w.bounds ->> 'max_drop')::float8 + 1e-12),
                    (3, 'max_p95_ms', w.p95_ms > (w.bounds ->> 'max_p95_ms')::float8)

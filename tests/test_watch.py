@@ -544,3 +544,19 @@ def test_a_tracked_table_is_probed_without_a_pass_over_it(kb, conn, database, pg
     assert code == 0, err
     code, out, err = pgeval(*PROBE, *LOW)
     assert code == 0 and f"`pgeval target track {TARGET}` reads a change log instead" in out
+
+
+def test_min_recall_is_judged_with_the_sweeps_tolerance(kb, conn, pgeval):
+    """A recall equal to the bound up to the last bits of a float sum (0.7999999999999998 for
+    0.8, as the remedy's find and the sweep's rule judge it reached) is not a crossed bound; a
+    recall below it by more than 1e-12 is."""
+    code, first, err = _probe(pgeval, *LOW)
+    assert code == 0, err
+    crossed = "SELECT crossed FROM pgeval.probe_history WHERE probe_id = %s"
+    for recall, expected in ((0.7999999999999998, []), (0.8, []), (0.7999999, ["min_recall"])):
+        conn.execute(
+            "UPDATE pgeval.probe SET recall = %s, bounds = '{\"min_recall\": 0.8}' "
+            "WHERE probe_id = %s",
+            (recall, first["probe_id"]),
+        )
+        assert conn.execute(crossed, (first["probe_id"],)).fetchone()[0] == expected, recall
