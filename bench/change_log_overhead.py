@@ -47,9 +47,12 @@ def database(args):
     db = Database(datadir=datadir)
 
     def stop() -> None:
+        import shutil
+
         from evaluator.core import server
 
         server.stop(datadir)
+        shutil.rmtree(datadir, ignore_errors=True)
 
     return db, stop
 
