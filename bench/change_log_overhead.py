@@ -19,10 +19,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 TABLE = "bench_change_log"
@@ -36,25 +36,6 @@ def arguments():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--dsn", default=None)
     return p.parse_args()
-
-
-def database(args):
-    from evaluator.core.db import Database
-
-    if args.dsn:
-        return Database.resolve(dsn=args.dsn), lambda: None
-    datadir = Path(tempfile.mkdtemp(prefix="pgeval-bench-log-"))
-    db = Database(datadir=datadir)
-
-    def stop() -> None:
-        import shutil
-
-        from evaluator.core import server
-
-        server.stop(datadir)
-        shutil.rmtree(datadir, ignore_errors=True)
-
-    return db, stop
 
 
 def workloads(c, args, tag: str) -> dict[str, float]:
@@ -81,14 +62,14 @@ def workloads(c, args, tag: str) -> dict[str, float]:
 
 
 def main() -> None:
-    from evaluator.core.install import init
+    import _server
+
     from evaluator.dba import change_log
     from evaluator.target.targets import Target
 
     args = arguments()
-    db, stop = database(args)
+    db, _, stop = _server.start(args.dsn, "pgeval-bench-log-")
     try:
-        init(db)
         target = Target(name="bench-log", table=TABLE, id_column="id", vector_column="e")
         with db.connect(results=False, autocommit=True) as c:
             c.execute(f"DROP TABLE IF EXISTS {TABLE}")

@@ -14,10 +14,10 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 TABLE = "bench_data_version"
@@ -33,19 +33,16 @@ def arguments():
 
 
 def main() -> None:
-    from evaluator.core import server
-    from evaluator.core.db import Database
-    from evaluator.core.install import init
+    import _server
+
     from evaluator.dba import change_log
     from evaluator.dba import data_checksum as dc
     from evaluator.target.targets import Target
 
     args = arguments()
-    datadir = None if args.dsn else Path(tempfile.mkdtemp(prefix="pgeval-bench-version-"))
-    db = Database.resolve(dsn=args.dsn) if args.dsn else Database(datadir=datadir)
+    db, _, stop = _server.start(args.dsn, "pgeval-bench-version-")
     target = Target(name="bench-version", table=TABLE, id_column="id", vector_column="e")
     try:
-        init(db)
         with db.connect(results=False, autocommit=True) as c:
             t0 = time.perf_counter()
             c.execute(f"DROP TABLE IF EXISTS {TABLE}")
@@ -85,11 +82,7 @@ def main() -> None:
         with db.connect(results=False, autocommit=True) as c:
             c.execute(f"DROP TABLE {TABLE}")
     finally:
-        if datadir is not None:
-            import shutil
-
-            server.stop(datadir)
-            shutil.rmtree(datadir, ignore_errors=True)
+        stop()
 
 
 if __name__ == "__main__":
