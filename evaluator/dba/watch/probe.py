@@ -55,8 +55,9 @@ class ProbeResult:
     # how the data version was read: {"via": "change log" | "row versions" | "checksum",
     # "scans": passes over the table, "ms"}; None where the sweep read it (queries not sampled)
     data_read: dict | None = None
-    # how it was measured: "point" (the series' sweep kept, its point measured again:
-    # dba/sweep/remeasure.py) or "sweep" (a one-point sweep in full)
+    # how it was measured: "steady" (the series' sweep kept under an unchanged configuration
+    # epoch: .steady), "point" (the series' sweep kept, its point measured again with fresh
+    # fingerprints: dba/sweep/remeasure.py) or "sweep" (a one-point sweep in full)
     path: str = "sweep"
 
     @property
@@ -236,12 +237,29 @@ def _probe(
                 "Forbid)"
             )
         try:
-            sweep_cfg, read = _unchanged(database, cfg, sweep_cfg, target)
-            out = _measure(database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warning)
-            out.data_read = read
-            return out
+            return _measure(
+                database, cfg, sweep_cfg, name, value, measured, stats, t0, on_warning, target
+            )
         finally:
             lock.release()
+
+
+def _epoch(database: Database, cfg: WatchConfig, target: Any, measured: dict) -> str | None:
+    """The configuration epoch (:mod:`.epoch`) of a sampled probe's table, read before anything
+    else the probe measures; None when there is none (untracked, a group, given queries)."""
+    import psycopg
+
+    from . import epoch
+
+    if cfg.queries is None or cfg.queries.kind != "sample" or cfg.group is not None:
+        return None
+    with database.connect(results=False, read_only=True) as kb:
+        try:
+            return epoch.read(kb, target, measured)
+        except psycopg.Error:
+            return None
+        finally:
+            kb.rollback()
 
 
 def _unchanged(
@@ -285,19 +303,35 @@ def _measure(
     stats: Any,
     t0: Any,
     on_warning: Callable[..., Any] | None,
+    target: Any,
 ) -> ProbeResult:
     """The probe's sweep, its row, and the advice (under the series' lock)."""
     from ..sweep import remeasure, run_sweep
-    from . import advice, record
+    from . import advice, record, steady
 
     warnings: list[str] = []
 
     warn = once(warnings, on_warning)
 
-    # the lean path: the series' sweep measured again in place when its configuration is the
-    # one it was measured under (dba/sweep/remeasure.py); else the one-point sweep in full
-    lean = remeasure.again(database, sweep_cfg, on_warning=warn)
-    res = lean if lean is not None else run_sweep(database, sweep_cfg, on_warning=warn)
+    # the steady path: the kept sweep under an unchanged configuration epoch (.steady); else
+    # the lean path: its point measured again in place when its configuration is the one it
+    # was measured under (dba/sweep/remeasure.py); else the one-point sweep in full
+    e0 = time.perf_counter()
+    digest = _epoch(database, cfg, target, measured)
+    epoch_ms = (time.perf_counter() - e0) * 1000.0
+    res = steady.again(database, sweep_cfg, target, digest, on_warning=warn)
+    read: dict | None
+    if res is not None:
+        path = "steady"
+        read = {"via": "change log", "scans": 0, "ms": epoch_ms}
+    else:
+        sweep_cfg, read = _unchanged(database, cfg, sweep_cfg, target)
+        lean = remeasure.again(database, sweep_cfg, on_warning=warn)
+        res = lean if lean is not None else run_sweep(database, sweep_cfg, on_warning=warn)
+        path = "sweep" if lean is None else "point"
+        # (the epoch read before the data and the fingerprints: a change since makes the next
+        # probe's epoch another one)
+        steady.remember(database, res.sweep_id, digest)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     if res.ground_truth is not None:  # reused | incremental | full, said the same everywhere
         status = res.ground_truth["status"]
@@ -330,7 +364,8 @@ def _measure(
         testset=res.testset,
         wall_ms=wall_ms,
         warnings=warnings,
-        path="sweep" if lean is None else "point",
+        path=path,
+        data_read=read,
     )
     out.alerts = advice.crossed_lines(probe)
     out.changes = advice.changes(probe)

@@ -56,8 +56,11 @@ def query_set(
         results.rollback()
     if row is None:
         return None
-    name, digest, count = row
-    # query_source.materialize's record of a sample
+    return sample_info(*row, source, target)
+
+
+def sample_info(name: str, digest: str, count: int, source: dict, target: Any) -> tuple[str, dict]:
+    """(name, record) of a stored sampled query set, as query_source.materialize records it."""
     info = {
         "source": "sample",
         "count": int(count),
