@@ -196,7 +196,7 @@ class VectorStage(BaseStage):
         if trusted is not None and not ctx.isolate_index:
             register_vector(kb)
             gucs.load_libraries(kb)
-            found = {
+            found: dict[str, Any] = {
                 "all_ann": [trusted["index"]],
                 "candidates": [trusted["index"]],
                 "schema": None,

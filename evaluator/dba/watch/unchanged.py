@@ -56,7 +56,8 @@ def query_set(
         results.rollback()
     if row is None:
         return None
-    return sample_info(*row, source, target)
+    name, digest, count = row
+    return sample_info(name, digest, count, source, target)
 
 
 def sample_info(name: str, digest: str, count: int, source: dict, target: Any) -> tuple[str, dict]:
