@@ -118,3 +118,15 @@ def all_index_rows(conn: Any, relation_oid: int) -> list[tuple[Any, ...]]:
             WHERE i.indrelid = %s ORDER BY c.relname""",
         (relation_oid,),
     ).fetchall()
+
+
+# every index on the table %(oid)s as one text value (SQL, for dba/watch/epoch.py's one
+# statement): its catalog rows' values and row versions (a REINDEX, ALTER INDEX ... SET, a
+# changed valid/ready/live state rewrites them), its file node and its size in pages
+INDEXES_EPOCH_SQL = """
+(SELECT string_agg(concat_ws(':', ic.relname, i.indexrelid, i.indisvalid, i.indisready,
+                             i.indislive, i.xmin::text, ic.relfilenode, ic.relpages,
+                             ic.reltuples, ic.xmin::text, pg_relation_size(i.indexrelid)),
+                   ',' ORDER BY i.indexrelid)
+   FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid WHERE i.indrelid = %(oid)s)
+"""

@@ -15,7 +15,7 @@ exist), with the table's change-log state read first:
 - the database, and every extension's version and catalog row version (``ALTER EXTENSION ...
   UPDATE`` rewrites it);
 - the table's catalog row (its file, namespace, planner size estimates) and every column's type;
-- every index on it: its ``pg_index`` and ``pg_class`` rows (valid, ready, live, file node, the
+- every index on it: its index and class catalog rows (valid, ready, live, file node, the
   row versions a ``REINDEX`` or ``ALTER INDEX ... SET`` writes) and its size in pages;
 - the table's size, dead tuples, and how often it was analyzed and vacuumed (a new plan, or an
   HNSW graph repaired);
@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.canonical import sha256_hex
+from ...target.introspect import INDEXES_EPOCH_SQL
 
 _READ = """
 SELECT md5(concat_ws(E'\\n',
@@ -47,11 +48,7 @@ SELECT md5(concat_ws(E'\\n',
     (SELECT string_agg(a.attname || ':' || format_type(a.atttypid, a.atttypmod), ','
                        ORDER BY a.attnum)
        FROM pg_attribute a WHERE a.attrelid = %(oid)s AND a.attnum > 0 AND NOT a.attisdropped),
-    (SELECT string_agg(concat_ws(':', ic.relname, i.indexrelid, i.indisvalid, i.indisready,
-                                 i.indislive, i.xmin::text, ic.relfilenode, ic.relpages,
-                                 ic.reltuples, ic.xmin::text, pg_relation_size(i.indexrelid)),
-                       ',' ORDER BY i.indexrelid)
-       FROM pg_index i JOIN pg_class ic ON ic.oid = i.indexrelid WHERE i.indrelid = %(oid)s),
+    {indexes},
     concat_ws(',', pg_table_size(%(oid)s), pg_stat_get_dead_tuples(%(oid)s),
               pg_stat_get_analyze_count(%(oid)s), pg_stat_get_autoanalyze_count(%(oid)s),
               pg_stat_get_vacuum_count(%(oid)s), pg_stat_get_autovacuum_count(%(oid)s)),
@@ -59,7 +56,7 @@ SELECT md5(concat_ws(E'\\n',
        FROM pg_settings s
       WHERE s.name LIKE ANY(%(prefixes)s) OR s.name LIKE 'enable\\_%%'
          OR s.name = ANY(%(names)s))))
-"""
+""".replace("{indexes}", INDEXES_EPOCH_SQL.strip())
 
 
 def read(kb: Any, target: Any, settings: dict) -> str | None:
