@@ -353,8 +353,12 @@ def _measure(
             wall_ms=wall_ms,
             sweep=res.name,
         )
-        # (after the row: an interrupted probe keeps them, and the next probe deletes them)
-        record.forget_old_queries(results, series=res.name, target=cfg.target, current=res.testset)
+        # (after the row: an interrupted probe keeps them, and the next probe deletes them; a
+        # steady probe repeats the query set of a probe that did)
+        if path != "steady":
+            record.forget_old_queries(
+                results, series=res.name, target=cfg.target, current=res.testset
+            )
     out = ProbeResult(
         probe=probe,
         setting=name,
