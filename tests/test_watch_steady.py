@@ -71,6 +71,8 @@ def test_a_steady_probe_records_what_the_lean_path_records(tracked, conn, pgeval
     ).fetchone()
     assert fp[0]["info"]["epoch"] == digest and "change log unchanged" in fp[0]["info"]["checksum"]
     assert fp[1] == steady["config_hash"] and fp[2]["index"] == INDEX
+    code, out, err = pgeval(*PROBE, *LOW)  # (the table output says so)
+    assert code == 0 and "configuration epoch unchanged: fingerprints and plan kept" in out, err
     # the lean path on the same data (the epoch forgotten): the same row
     conn.execute(
         "UPDATE pgeval.run SET params = params - 'epoch' WHERE params ? 'epoch' AND name LIKE %s",
@@ -85,7 +87,7 @@ def test_a_steady_probe_records_what_the_lean_path_records(tracked, conn, pgeval
     code, again, err = _probe(pgeval, *LOW)
     assert code == 0, err
     assert again["cost"]["path"] == "steady"
-    assert conn.execute("SELECT count(*) FROM pgeval.probe").fetchone() == (4,)
+    assert conn.execute("SELECT count(*) FROM pgeval.probe").fetchone() == (5,)
 
 
 def _alter_database(conn, value: str | None) -> None:

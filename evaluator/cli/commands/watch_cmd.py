@@ -64,6 +64,11 @@ def _table(res: ProbeResult) -> None:
         f"cost: {res.wall_ms / 1000:.2f} s wall"
         + ("" if timed is None else f", {timed:.1f} ms in the {p['queries']} timed statements")
         + _data_read(res.data_read, p["target"])
+        + (
+            "; configuration epoch unchanged: fingerprints and plan kept"
+            if res.path == "steady"
+            else ""
+        )
     )
     if res.changes:
         click.echo(f"changes: {res.changes}")
