@@ -46,6 +46,18 @@ def _point_latencies(conn, sweep: str) -> tuple:
     ).fetchone()
 
 
+def kill_while_writing_results(database, conn) -> None:
+    """kill -9 a probe (``LOW``) while its point's new run writes its results: it reads the
+    judgements there, blocked by a lock on them."""
+    kill_9_while_waiting(
+        database,
+        conn,
+        "LOCK TABLE pgeval.qrel IN ACCESS EXCLUSIVE MODE",
+        [*PROBE, *LOW],
+        "%pgeval.qrel%",
+    )
+
+
 def _forget(conn, sweep: str) -> None:
     """The series' sweep deleted: its next probe takes the full path."""
     conn.execute("DELETE FROM pgeval.experiment WHERE name = %s", (sweep,))
@@ -153,14 +165,7 @@ def test_a_lean_probe_killed_while_its_point_runs_leaves_no_row_and_the_next_run
     probe measures it in full."""
     code, first, err = _probe(pgeval, *LOW)
     assert code == 0, err
-    # the judgements are read when the point's new run writes its results: blocked there
-    kill_9_while_waiting(
-        database,
-        conn,
-        "LOCK TABLE pgeval.qrel IN ACCESS EXCLUSIVE MODE",
-        [*PROBE, *LOW],
-        "%pgeval.qrel%",
-    )
+    kill_while_writing_results(database, conn)
     assert conn.execute("SELECT count(*) FROM pgeval.probe").fetchone() == (1,)
     status = "SELECT status FROM pgeval.sweep WHERE name = %s"
     assert conn.execute(status, (first["sweep"],)).fetchone() == ("running",)

@@ -12,9 +12,8 @@ from __future__ import annotations
 import pytest
 
 from tests import test_watch
-from tests.helpers import kill_9_while_waiting
 from tests.test_watch import INDEX, LOW, PROBE, TABLE, TARGET, _probe
-from tests.test_watch_lean import SAME, _point_latencies
+from tests.test_watch_lean import SAME, _point_latencies, kill_while_writing_results
 
 kb = test_watch.kb  # the fixture: the clustered table and its HNSW index, as a target
 
@@ -156,14 +155,7 @@ def test_an_interrupted_steady_probe_leaves_no_row(tracked, database, conn, pgev
     assert code == 0, err
     code, steady, err = _probe(pgeval, *LOW)
     assert code == 0 and steady["cost"]["path"] == "steady", err
-    # the judgements are read when the point's new run writes its results: blocked there
-    kill_9_while_waiting(
-        database,
-        conn,
-        "LOCK TABLE pgeval.qrel IN ACCESS EXCLUSIVE MODE",
-        [*PROBE, *LOW],
-        "%pgeval.qrel%",
-    )
+    kill_while_writing_results(database, conn)
     assert conn.execute("SELECT count(*) FROM pgeval.probe").fetchone() == (2,)
     status = "SELECT status FROM pgeval.sweep WHERE name = %s"
     assert conn.execute(status, (first["sweep"],)).fetchone() == ("running",)

@@ -31,19 +31,27 @@ from typing import Any
 from ...stages import gucs
 from . import grid, runner, store
 
-# the kept sweep: its point, the exact run's ground truth and the configuration hashes
-_KEPT = """
-SELECT s.sweep_id, s.experiment_id, s.testset_id, s.settings, s.k, s.depth, e.config_hash,
-       x.params -> 'ground_truth', sp.config_hash, sp.run_id, sp.label,
-       (SELECT count(*) FROM pgeval.sweep_point o WHERE o.sweep_id = s.sweep_id)
+# a series' kept sweep (s), its exact run (x) and its first point (sp) with its run (p), each
+# complete; the steady path (dba/watch/steady.py) reads them too
+KEPT_JOINS = """
   FROM pgeval.sweep s
-  JOIN pgeval.experiment e ON e.experiment_id = s.experiment_id
   JOIN pgeval.run x ON x.experiment_id = s.experiment_id AND x.name = s.name || '.exact.1'
                    AND x.status = 'complete'
   JOIN pgeval.sweep_point sp ON sp.sweep_id = s.sweep_id AND sp.point = 1 AND sp.repetition = 1
   JOIN pgeval.run p ON p.run_id = sp.run_id AND p.status = 'complete'
- WHERE s.name = %s AND s.status = 'complete'
 """
+KEPT_WHERE = " WHERE s.name = %s AND s.status = 'complete'\n"
+
+# the kept sweep: its point, the exact run's ground truth and the configuration hashes
+_KEPT = (
+    """
+SELECT s.sweep_id, s.experiment_id, s.testset_id, s.settings, s.k, s.depth, e.config_hash,
+       x.params -> 'ground_truth', sp.config_hash, sp.run_id, sp.label,
+       (SELECT count(*) FROM pgeval.sweep_point o WHERE o.sweep_id = s.sweep_id)"""
+    + KEPT_JOINS
+    + "  JOIN pgeval.experiment e ON e.experiment_id = s.experiment_id\n"
+    + KEPT_WHERE
+)
 
 # the kept sweep running again, its point's earlier run deleted (with its results): one statement
 _REOPEN = """

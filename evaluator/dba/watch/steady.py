@@ -33,27 +33,27 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ...stages import gucs
+from ..sweep.remeasure import KEPT_JOINS, KEPT_WHERE
 
 # the kept sweep: its point run (with the epoch it was measured under), its exact run's ground
 # truth and its query set
-_KEPT = """
+_KEPT = (
+    """
 SELECT s.sweep_id, s.experiment_id, s.testset_id, s.settings, s.k, s.depth, t.name,
        t.content_hash, t.n_queries, t.n_judgements, x.params -> 'ground_truth', sp.config_hash,
        sp.label, p.run_id, p.params, p.fingerprint,
-       (SELECT count(*) FROM pgeval.sweep_point o WHERE o.sweep_id = s.sweep_id)
-  FROM pgeval.sweep s
-  JOIN pgeval.testset t ON t.testset_id = s.testset_id
-  JOIN pgeval.run x ON x.experiment_id = s.experiment_id AND x.name = s.name || '.exact.1'
-                   AND x.status = 'complete'
-  JOIN pgeval.sweep_point sp ON sp.sweep_id = s.sweep_id AND sp.point = 1 AND sp.repetition = 1
-  JOIN pgeval.run p ON p.run_id = sp.run_id AND p.status = 'complete'
- WHERE s.name = %s AND s.status = 'complete'
+       (SELECT count(*) FROM pgeval.sweep_point o WHERE o.sweep_id = s.sweep_id)"""
+    + KEPT_JOINS
+    + "  JOIN pgeval.testset t ON t.testset_id = s.testset_id\n"
+    + KEPT_WHERE
+    + """
    -- the stored ground truth the exact run was copied from, still stored (deleted or computed
    -- again: the lean path looks at it)
    AND EXISTS (SELECT 1 FROM pgeval.ground_truth g
                 WHERE g.target = %s
                   AND g.computed_at::text = x.params -> 'ground_truth' ->> 'computed_at')
 """
+)
 
 
 def remember(database: Any, sweep_id: int, digest: str | None) -> None:
