@@ -134,59 +134,19 @@ def _measure(
     digest: str,
     on_warning: Callable[..., Any] | None,
 ) -> Any:
-    from ...providers.embedders import storage
-    from ...stages.base import StageContext
-    from ...stages.vector_common import TRUSTED_PLAN
-    from .. import data_checksum
-    from ..sweep import runner, store
+    """The point's earlier run deleted, the point run again and filled, the sweep complete; an
+    exception leaves the sweep failed (interrupted), which the next probe replaces in full."""
+    from ..sweep import store
     from ..sweep.remeasure import _REOPEN
-    from .unchanged import sample_info
 
-    queries = storage.testset_queries(results, kept["testset_id"], with_embedding=True)
-    results.rollback()
-    params, depth = kept["params"], kept["depth"]
-    fp = dict(kept["fingerprint"])
-    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    fp["info"] = {
-        **(fp.get("info") or {}),
-        "captured_at": now,
-        "epoch": digest,
-        # (the data named by the change log's count, which the epoch holds: no pass over the table)
-        "checksum": f"{data_checksum.CONTENT_NOTE}: reused (change log unchanged; configuration "
-        f"epoch {digest[:12]} unchanged since the measurement this one repeats)",
-    }
-    name = cfg.name
-    extra: dict = {
-        "fingerprint": fp,
-        "config_hash": kept["point_hash"],
-        "exclude_own": True,  # a sample's own chunk (query_source.materialize's rule)
-        "app_limit": {"k": cfg.k, "rows": cfg.k + 1},
-        TRUSTED_PLAN: {"index": params.get("index")},
-    }
-    ctx = StageContext(
-        kb=kb,
-        results=results,
-        target=target,
-        testset=kept["testset"],
-        testset_id=kept["testset_id"],
-        experiment=name,
-        experiment_id=kept["experiment_id"],
-        repetition=1,
-        stage=cfg.stage,
-        depth=depth + 1,
-        settings={**gucs.scope(kept["base"], cfg.stage), **point.settings},
-        options={"index": cfg.index} if cfg.index else {},
-        queries=queries,
-        embedder=params.get("embedder"),
-        extra=extra,
-    )
+    ctx = _context(results, kb, cfg, point, target, kept, digest)
     results.execute(
         _REOPEN,
         {"sweep": kept["sweep_id"], "run": kept["run_id"], "target_recall": cfg.target_recall},
     )
     results.commit()
     try:
-        run_id = stage.run(ctx, f"{name}.{point.label}.1")
+        run_id = stage.run(ctx, f"{cfg.name}.{point.label}.1")
         results.execute(
             "UPDATE pgeval.run SET params = params || %s::jsonb WHERE run_id = %s",
             (json.dumps({"epoch": digest}), run_id),
@@ -201,9 +161,65 @@ def _measure(
     for w in ctx.warnings:
         if on_warning is not None:
             on_warning(w)
+    return _result(cfg, target, kept, ctx)
+
+
+def _context(
+    results: Any, kb: Any, cfg: Any, point: Any, target: Any, kept: dict, digest: str
+) -> Any:
+    """The point's stage context as the runner builds it (``runner._context``), with the kept
+    fingerprint (captured now, under ``digest``) and the plan trusted."""
+    from ...providers.embedders import storage
+    from ...stages.base import StageContext
+    from ...stages.vector_common import TRUSTED_PLAN
+    from .. import data_checksum
+
+    queries = storage.testset_queries(results, kept["testset_id"], with_embedding=True)
+    results.rollback()
+    params = kept["params"]
+    fp = dict(kept["fingerprint"])
+    fp["info"] = {
+        **(fp.get("info") or {}),
+        "captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "epoch": digest,
+        # (the data named by the change log's count, which the epoch holds: no pass over the table)
+        "checksum": f"{data_checksum.CONTENT_NOTE}: reused (change log unchanged; configuration "
+        f"epoch {digest[:12]} unchanged since the measurement this one repeats)",
+    }
+    extra: dict = {
+        "fingerprint": fp,
+        "config_hash": kept["point_hash"],
+        "exclude_own": True,  # a sample's own chunk (query_source.materialize's rule)
+        "app_limit": {"k": cfg.k, "rows": cfg.k + 1},
+        TRUSTED_PLAN: {"index": params.get("index")},
+    }
+    return StageContext(
+        kb=kb,
+        results=results,
+        target=target,
+        testset=kept["testset"],
+        testset_id=kept["testset_id"],
+        experiment=cfg.name,
+        experiment_id=kept["experiment_id"],
+        repetition=1,
+        stage=cfg.stage,
+        depth=kept["depth"] + 1,
+        settings={**gucs.scope(kept["base"], cfg.stage), **point.settings},
+        options={"index": cfg.index} if cfg.index else {},
+        queries=queries,
+        embedder=params.get("embedder"),
+        extra=extra,
+    )
+
+
+def _result(cfg: Any, target: Any, kept: dict, ctx: Any) -> Any:
+    """What the probe reads of its sweep, as the lean path returns it."""
+    from ..sweep import runner
+    from .unchanged import sample_info
+
     source = {"kind": "sample", "count": cfg.queries.count, "seed": cfg.queries.seed}
     result = runner.SweepResult(
-        name,
+        cfg.name,
         kept["sweep_id"],
         kept["experiment_id"],
         cfg.k,
@@ -215,7 +231,7 @@ def _measure(
         queries=sample_info(kept["testset"], kept["content_hash"], kept["n_queries"], source,
                             target)[1],
         judged=False,
-        server=dict(fp.get("server") or {}),
+        server=dict(ctx.extra["fingerprint"].get("server") or {}),
     )  # fmt: skip
     gt = dict(kept["ground_truth"] or {})
     gt["status"] = "reused"
