@@ -329,9 +329,9 @@ def _measure(
         lean = remeasure.again(database, sweep_cfg, on_warning=warn)
         res = lean if lean is not None else run_sweep(database, sweep_cfg, on_warning=warn)
         path = "sweep" if lean is None else "point"
-        # (the epoch read before the data and the fingerprints: a change since makes the next
-        # probe's epoch another one)
-        steady.remember(database, res.sweep_id, digest)
+    # (the epoch read before the data and the fingerprints: a change since makes the next
+    # probe's epoch another one)
+    steady.remember(database, res.sweep_id, digest)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     if res.ground_truth is not None:  # reused | incremental | full, said the same everywhere
         status = res.ground_truth["status"]

@@ -27,7 +27,6 @@ judged query set, another k, depth, settings, label or statement timeout.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import Any
@@ -57,8 +56,9 @@ SELECT s.sweep_id, s.experiment_id, s.testset_id, s.settings, s.k, s.depth, t.na
 
 
 def remember(database: Any, sweep_id: int, digest: str | None) -> None:
-    """Record ``digest`` on the sweep's point run: the epoch read before it was measured (a
-    change after that read makes the next probe's epoch another one: never a stale match)."""
+    """Record ``digest`` on the sweep's point run, whichever path measured it: the epoch read
+    before it was measured (a change after that read makes the next probe's epoch another one:
+    never a stale match)."""
     if digest is None:
         return
     with database.connect() as results:
@@ -147,10 +147,6 @@ def _measure(
     results.commit()
     try:
         run_id = stage.run(ctx, f"{cfg.name}.{point.label}.1")
-        results.execute(
-            "UPDATE pgeval.run SET params = params || %s::jsonb WHERE run_id = %s",
-            (json.dumps({"epoch": digest}), run_id),
-        )
         store.insert_point(results, kept["sweep_id"], point, 1, kept["point_hash"], run_id)
         store.fill(results, kept["sweep_id"], cfg.k, [])
     except BaseException:
