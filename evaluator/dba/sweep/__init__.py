@@ -2,6 +2,8 @@
 the stage framework), :mod:`.store` (pgeval.sweep / pgeval.sweep_point), :mod:`.load`
 (throughput under N clients), :mod:`.plot` (recall against p95 latency, Pareto front)."""
 
-from .runner import SweepConfig, SweepResult, run_sweep
+from .config import SweepConfig
+from .result import SweepResult
+from .runner import run_sweep
 
 __all__ = ["SweepConfig", "SweepResult", "run_sweep"]

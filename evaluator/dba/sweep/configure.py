@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...stages import gucs
-from .runner import SweepConfig
+from .config import SweepConfig
 
 # what `pgeval sweep` does without options (the CLI's option defaults and the API's)
 SWEEP_DEFAULTS = SweepConfig(testset="", target="", stage="")

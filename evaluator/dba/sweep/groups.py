@@ -39,7 +39,9 @@ from ...target.groups import (
     list_groups,
     plan,
 )
-from .runner import SweepConfig, SweepResult, run_sweep
+from .config import SweepConfig
+from .result import SweepResult
+from .runner import run_sweep
 
 if TYPE_CHECKING:
     from ...core.db import Database

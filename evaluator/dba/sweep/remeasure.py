@@ -3,7 +3,7 @@
 A probe of a series on unchanged data would redo, as a fresh sweep, what it did last time: delete
 the series' sweep and open it again, copy the exact run from the stored ground truth, and measure
 its one point. :func:`again` keeps the sweep, its experiment and its exact run, and measures only
-the point again, through the runner's own steps (``runner._run_pending``: the same statement,
+the point again, through the measuring session's own steps (``Session.run_pending``: the same statement,
 settings, LIMIT rule, plan check and timing as every sweep point), its values filled by the same
 SQL (``store.fill``: pgeval.index_recall, pgeval.nearest_rank, pgeval.run_throughput) on the
 point's new rows.
@@ -29,7 +29,12 @@ from collections.abc import Callable
 from typing import Any
 
 from ...stages import gucs
-from . import grid, runner, store
+from . import grid, store
+from . import setup as setup_mod
+from .config import SweepConfig
+from .config import plan as plan_of
+from .result import SweepResult
+from .session import Known, Session, finishing
 
 # a series' kept sweep (s), its exact run (x) and its first point (sp) with its run (p), each
 # complete; the steady path (dba/watch/steady.py) reads them too
@@ -54,7 +59,7 @@ SELECT s.sweep_id, s.experiment_id, s.testset_id, s.settings, s.k, s.depth, e.co
 )
 
 # the kept sweep running again, its point's earlier run deleted (with its results): one statement
-_REOPEN = """
+REOPEN = """
 WITH point AS (DELETE FROM pgeval.sweep_point WHERE sweep_id = %(sweep)s),
      run AS (DELETE FROM pgeval.run WHERE run_id = %(run)s)
 UPDATE pgeval.sweep SET status = 'running', finished_at = NULL, target_recall = %(target_recall)s
@@ -66,50 +71,57 @@ _GT_KEYS = ("computed_at", "method", "depth", "compute_ms")
 
 
 def again(
-    database: Any, cfg: runner.SweepConfig, *, on_warning: Callable[..., Any] | None = None
-) -> runner.SweepResult | None:
+    database: Any,
+    cfg: SweepConfig,
+    known: Known,
+    *,
+    on_warning: Callable[..., Any] | None = None,
+) -> SweepResult | None:
     """The sweep ``cfg.name`` (one point, one repetition; its data and query set measured by the
-    caller: ``cfg.data``, ``cfg.materialized``) with its point measured again and its exact run
-    kept; None when that would not be what a fresh sweep measures (module docstring)."""
-    if cfg.materialized is None or cfg.data is None or cfg.name is None:
+    caller: ``known.data``, ``known.query_set``) with its point measured again and its exact
+    run kept; None when that would not be what a fresh sweep measures (module docstring)."""
+    if known.query_set is None or known.data is None or cfg.name is None:
         return None
-    depth, stage, param_axes, build_axes, points = runner._plan(cfg)
-    if build_axes or cfg.find or len(points) != 1 or cfg.repeat != 1 or cfg.concurrency != 1:
+    plan = plan_of(cfg)
+    if not plan.one_point or cfg.find or cfg.repeat != 1 or cfg.concurrency != 1:
         return None
     name: str = cfg.name
-    cfg, qinfo = runner._query_set(database, cfg)
+    cfg, qinfo = setup_mod.query_set(database, cfg, known.query_set)
     with database.connect() as results, database.connect(results=False, read_only=True) as kb:
         # (the transaction goes on with the setup's reads, which end it)
         kept = results.execute(_KEPT, (name,)).fetchone()
-        if kept is None or kept[-1] != 1 or (kept[4], kept[5]) != (cfg.k, depth):
+        if kept is None or kept[-1] != 1 or (kept[4], kept[5]) != (cfg.k, plan.depth):
             return None
         sweep_id, exp_id, tid, settings, _, _, exp_hash, exact_gt, point_hash, old_run, label, _ = (
             kept
         )
-        point = points[0]
+        point = plan.points[0]
         if label != point.label:
             return None
         # (the extension and the settings checked when the kept sweep was measured: the same
         # server, extensions and settings, which the fingerprints' hashes below make sure of)
-        s = runner._setup(results, kb, cfg, stage, param_axes, checks=False)
+        s = setup_mod.setup(results, kb, cfg, plan.stage, plan.param_axes, checks=False)
         if s.tid != tid or s.base != settings:
             return None
         own = bool(qinfo and qinfo["own_chunk_removed"])
-        gt = _current_ground_truth(results, s, depth, own, cfg.data.data, exact_gt)  # type: ignore[attr-defined]
+        gt = _current_ground_truth(results, s, plan.depth, own, known.data.data, exact_gt)
         if gt is None:
             return None
-        fps = _fingerprints(kb, cfg, s, depth, stage, point)
+        fps = _fingerprints(kb, cfg, s, plan.depth, plan.stage, point, known.data)
         if fps is None:
             return None
         base_fp, point_fp, hashes = fps
         if hashes != (exp_hash, point_hash):
             return None
-        return _measure_point(
-            database, results, kb, cfg, s, stage, point,
-            row=store.SweepRow(sweep_id, name, exp_id, True),
-            fps=(base_fp, point_fp, point_hash), gt=gt, qinfo=qinfo, depth=depth, own=own,
-            old_run=old_run, on_warning=on_warning,
+        row = store.SweepRow(sweep_id, name, exp_id, True)
+        session = Session(
+            database=database, cfg=cfg, plan=plan, kb=kb, results=results, setup=s, row=row,
+            result=setup_mod.new_result(cfg, s, row.name, row, qinfo, base_fp, on_warning),
+            base_fp=base_fp, data=known.data.data, own=own, fps={point.number: point_fp},
+            hashes={point.number: point_hash}, gt=gt, known=known,
         )  # fmt: skip
+        session.callbacks.on_warning = on_warning
+        return _measure_point(session, point, old_run)
 
 
 def _current_ground_truth(
@@ -130,16 +142,16 @@ def _current_ground_truth(
 
 
 def _fingerprints(
-    kb: Any, cfg: runner.SweepConfig, s: Any, depth: int, stage: Any, point: grid.Point
+    kb: Any, cfg: SweepConfig, s: Any, depth: int, stage: Any, point: grid.Point, data: Any
 ) -> tuple[dict, dict, tuple[str, str]] | None:
     """The exact stage's and the point's fingerprints, captured as a fresh sweep captures them
-    (``runner._fingerprinter``, the setting-free part read once), and their configuration
+    (``setup.fingerprinter``, the setting-free part read once), and their configuration
     hashes; None when the server refuses the settings (the full path says why)."""
     import psycopg
 
     from .. import fingerprint as fpmod
 
-    fingerprint = runner._fingerprinter(kb, cfg, s, depth, stage, cfg.data)
+    fingerprint = setup_mod.fingerprinter(kb, cfg, s, depth, stage, data)
     try:
         common = fpmod.settings_free(kb, s.target)
         kb.rollback()  # (each fingerprint's settings are read in a transaction of their own)
@@ -153,62 +165,19 @@ def _fingerprints(
     return base_fp, point_fp, (fpmod.config_hash(base_fp), fpmod.config_hash(point_fp))
 
 
-def _measure_point(
-    database: Any,
-    results: Any,
-    kb: Any,
-    cfg: runner.SweepConfig,
-    s: Any,
-    stage: Any,
-    point: grid.Point,
-    *,
-    row: store.SweepRow,
-    fps: tuple[dict, dict, str],
-    gt: Any,
-    qinfo: dict | None,
-    depth: int,
-    own: bool,
-    old_run: int,
-    on_warning: Callable[..., Any] | None,
-) -> runner.SweepResult:
+def _measure_point(session: Session, point: grid.Point, old_run: int) -> SweepResult:
     """The point's earlier run deleted, the point run again and filled, the sweep complete; an
     exception leaves the sweep failed (interrupted), which the next probe replaces in full."""
-    base_fp, point_fp, point_hash = fps
+    results, row, result = session.results, session.row, session.result
     # (the target recall, not part of the series' name, as the full path would record it)
     results.execute(
-        _REOPEN, {"sweep": row.sweep_id, "run": old_run, "target_recall": cfg.target_recall}
+        REOPEN,
+        {"sweep": row.sweep_id, "run": old_run, "target_recall": session.cfg.target_recall},
     )
     results.commit()
-    result = runner._result(cfg, s, row.name, row, qinfo, base_fp, on_warning)
-    result.ground_truth = gt.as_json()
-    env = runner._env(
-        cfg,
-        database,
-        (kb, results, stage),
-        s,
-        row,
-        result,
-        depth=depth,
-        fps={point.number: point_fp},
-        hashes={point.number: point_hash},
-        base_fp=base_fp,
-        have={},
-        data=cfg.data.data,  # type: ignore[attr-defined]
-        own=own,
-        on_warning=on_warning,
-        gt=gt,
-    )
-    try:
-        runner._run_pending(env, s.target, [(1, point)], None)
-    except KeyboardInterrupt:
-        runner._safe_fill(env)
-        store.finish(results, row.sweep_id, row.experiment_id, "interrupted")
-        raise
-    except BaseException:
-        runner._safe_fill(env)
-        store.finish(results, row.sweep_id, row.experiment_id, "failed")
-        raise
-    store.finish(results, row.sweep_id, row.experiment_id, "complete")
+    result.ground_truth = session.gt.as_json()
+    with finishing(results, row.sweep_id, row.experiment_id, session.fill):
+        session.run_pending(session.target, [(1, point)], None)
     result.points = store.summary(results, row.sweep_id)
     results.commit()
     return result

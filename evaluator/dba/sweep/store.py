@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.errors import Conflict, NotFound, param
+from .result import Measured
 
 # the sweep's identity: a resumed sweep must agree on these
 IDENTITY = ("testset_id", "target", "stage", "grid", "settings", "k", "depth", "concurrency")
@@ -461,10 +462,28 @@ def resolve(conn: Any, name: str) -> dict:
     return dict(zip([d.name for d in cur.description], row))
 
 
-def summary(conn: Any, sweep_id: int) -> list[dict]:
-    cur = conn.execute("SELECT * FROM pgeval.sweep_summary(%s)", (sweep_id,))
+# one sweep's points (pgeval.sweep_summary) with the index their runs' plans used
+_SUMMARY = """
+SELECT s.*, (SELECT min(r.params ->> 'index') FROM pgeval.sweep_point sp
+               JOIN pgeval.run r ON r.run_id = sp.run_id
+              WHERE sp.sweep_id = %(sweep)s AND sp.point = s.point) AS index
+  FROM pgeval.sweep_summary(%(sweep)s) s
+"""
+
+
+def summary(conn: Any, sweep_id: int, point: int | None = None) -> list[dict]:
+    """The sweep's points as SQL summarises them (``point``: that one only), each with the index
+    its runs' plans used (``index``)."""
+    where = "" if point is None else " WHERE s.point = %(point)s"
+    cur = conn.execute(_SUMMARY + where, {"sweep": sweep_id, "point": point})
     names = [d.name for d in cur.description]
     return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def point(conn: Any, sweep_id: int, number: int) -> Measured | None:
+    """Point ``number`` of the sweep, as measured (None: not measured)."""
+    rows = summary(conn, sweep_id, number)
+    return Measured.of(sweep_id, rows[0]) if rows else None
 
 
 def recommendation(

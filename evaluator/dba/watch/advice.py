@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from ...core.db import Database
     from ..sweep import SweepConfig
+    from ..sweep.session import Known
     from .config import WatchConfig
 
 RECALL_BOUNDS = ("min_recall", "max_drop")
@@ -144,12 +145,14 @@ def remedy(
     result: Any,
     goal: float,
     *,
+    known: Known | None = None,
     on_warning: Callable[..., Any] | None = None,
 ) -> dict:
     """The smallest value of the work setting reaching ``goal`` on the probe's own queries,
     measured (bracketing then bisection, `sweep --find`'s search), and the rebuild statement."""
     from ...stages import registry
     from ..sweep import run_sweep
+    from ..sweep.session import NOTHING_KNOWN
 
     # the kind's first work setting is searched (hnsw-bq: bq.candidates), the probed value of
     # another kept fixed
@@ -166,7 +169,8 @@ def remedy(
         name=f"{sweep_cfg.name}-remedy",
         fresh=True,
     )
-    res = run_sweep(database, found_cfg, on_warning=on_warning)
+    # (what the probe measured, known to its sweep, is known to this one: its data, its queries)
+    res = run_sweep(database, found_cfg, on_warning=on_warning, known=known or NOTHING_KNOWN)
     found = res.finds[0] if res.finds else {}
     reindex = result.reindex
     k = cfg.k

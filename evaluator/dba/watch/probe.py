@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ...core.canonical import sha256_hex
@@ -26,11 +26,16 @@ from ...core.errors import Conflict, InputError, param
 from ...core.held_lock import HeldLock
 from ...core.warnings_once import once
 from ...stages import gucs, registry
+from ..sweep.session import Known
 from .config import WatchConfig
 
 if TYPE_CHECKING:
     from ...core.db import Database
     from ..sweep import SweepConfig
+
+# what every probe's sweep takes as known (its data and query set are added where measured): the
+# ground truth refreshed incrementally, no recommendation (a probe reads none)
+PROBE_KNOWN = Known(incremental_ground_truth=True, recommend=False)
 
 DEFAULT_SAMPLE = 100
 WATCH_LOCK = 1885824376  # advisory lock class of a probe series (next to install's INIT_LOCK)
@@ -222,8 +227,6 @@ def _probe(
         index=cfg.index,
         statement_timeout=cfg.statement_timeout,
         group=cfg.group,
-        incremental_ground_truth=True,
-        recommend=False,
     )
     # the lock is held in the transaction of a results connection of its own (the probe's
     # steps borrow others): released, it is lent again
@@ -264,17 +267,16 @@ def _epoch(database: Database, cfg: WatchConfig, target: Any, measured: dict) ->
 
 def _unchanged(
     database: Database, cfg: WatchConfig, sweep_cfg: SweepConfig, target: Any
-) -> tuple[Any, dict | None]:
-    """``sweep_cfg`` with the data measured once, and the series' last query set when sampling
-    would draw it again (:mod:`.unchanged`); and how the data version was read."""
-    from dataclasses import replace
-
+) -> tuple[Known, dict | None]:
+    """What the probe's sweep takes as known: the data measured once, and the series' last
+    query set when sampling would draw it again (:mod:`.unchanged`), the ground truth refreshed
+    incrementally, no recommendation; and how the data version was read."""
     from . import unchanged
 
     if cfg.queries is None or cfg.queries.kind != "sample":
         # nothing to reuse: the sweep measures the data after its checks, as for a sweep (a
         # refused probe writes nothing, not even a cached checksum)
-        return sweep_cfg, None
+        return PROBE_KNOWN, None
     scoped = target if cfg.group is None else target.scoped(*cfg.group)
     t0 = time.perf_counter()
     data = unchanged.data(database, scoped)
@@ -290,7 +292,7 @@ def _unchanged(
         target=scoped,
         measured=data,
     )
-    return replace(sweep_cfg, data=data, materialized=again), read
+    return replace(PROBE_KNOWN, data=data, query_set=again), read
 
 
 def _measure(
@@ -321,13 +323,18 @@ def _measure(
     epoch_ms = (time.perf_counter() - e0) * 1000.0
     res = steady.again(database, sweep_cfg, target, digest, on_warning=warn)
     read: dict | None
+    known = PROBE_KNOWN
     if res is not None:
         path = "steady"
         read = {"via": "change log", "scans": 0, "ms": epoch_ms}
     else:
-        sweep_cfg, read = _unchanged(database, cfg, sweep_cfg, target)
-        lean = remeasure.again(database, sweep_cfg, on_warning=warn)
-        res = lean if lean is not None else run_sweep(database, sweep_cfg, on_warning=warn)
+        known, read = _unchanged(database, cfg, sweep_cfg, target)
+        lean = remeasure.again(database, sweep_cfg, known, on_warning=warn)
+        res = (
+            lean
+            if lean is not None
+            else run_sweep(database, sweep_cfg, on_warning=warn, known=known)
+        )
         path = "sweep" if lean is None else "point"
     # (the epoch read before the data and the fingerprints: a change since makes the next
     # probe's epoch another one)
@@ -378,7 +385,9 @@ def _measure(
         out.rebuild = advice.last_build(database, probe)
     goal = advice.recall_goal(probe)
     if cfg.remedy and goal is not None:
-        out.remedy = advice.remedy(database, cfg, sweep_cfg, out, goal, on_warning=warn)
+        out.remedy = advice.remedy(
+            database, cfg, sweep_cfg, out, goal, known=known, on_warning=warn
+        )
         with database.connect() as results:
             record.set_advice(results, probe["probe_id"], out.remedy)
         out.probe["advice"] = out.remedy

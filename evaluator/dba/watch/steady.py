@@ -80,13 +80,14 @@ def again(
 ) -> Any:
     """The series' sweep (``sweep_cfg.name``) with its point measured again when its point run
     was measured under ``digest``; else None (module docstring)."""
-    from ..sweep import runner
+    from ..sweep.config import plan as plan_of
 
     q = sweep_cfg.queries
     if digest is None or q is None or q.kind != "sample" or sweep_cfg.group is not None:
         return None
-    depth, stage, _, build_axes, points = runner._plan(sweep_cfg)
-    if build_axes or sweep_cfg.find or len(points) != 1 or sweep_cfg.repeat != 1:
+    plan = plan_of(sweep_cfg)
+    depth, stage, points = plan.depth, plan.stage, plan.points
+    if not plan.one_point or sweep_cfg.find or sweep_cfg.repeat != 1:
         return None
     if sweep_cfg.concurrency != 1 or sweep_cfg.name is None:
         return None
@@ -137,23 +138,23 @@ def _measure(
     """The point's earlier run deleted, the point run again and filled, the sweep complete; an
     exception leaves the sweep failed (interrupted), which the next probe replaces in full."""
     from ..sweep import store
-    from ..sweep.remeasure import _REOPEN
+    from ..sweep.remeasure import REOPEN
+    from ..sweep.session import finishing
 
     ctx = _context(results, kb, cfg, point, target, kept, digest)
     results.execute(
-        _REOPEN,
+        REOPEN,
         {"sweep": kept["sweep_id"], "run": kept["run_id"], "target_recall": cfg.target_recall},
     )
     results.commit()
-    try:
+
+    def fill() -> None:
+        store.fill(results, kept["sweep_id"], cfg.k, [])
+
+    with finishing(results, kept["sweep_id"], kept["experiment_id"], fill):
         run_id = stage.run(ctx, f"{cfg.name}.{point.label}.1")
         store.insert_point(results, kept["sweep_id"], point, 1, kept["point_hash"], run_id)
-        store.fill(results, kept["sweep_id"], cfg.k, [])
-    except BaseException:
-        results.rollback()
-        store.finish(results, kept["sweep_id"], kept["experiment_id"], "failed")
-        raise
-    store.finish(results, kept["sweep_id"], kept["experiment_id"], "complete")
+        fill()
     for w in ctx.warnings:
         if on_warning is not None:
             on_warning(w)
@@ -163,12 +164,12 @@ def _measure(
 def _context(
     results: Any, kb: Any, cfg: Any, point: Any, target: Any, kept: dict, digest: str
 ) -> Any:
-    """The point's stage context as the runner builds it (``runner._context``), with the kept
-    fingerprint (captured now, under ``digest``) and the plan trusted."""
+    """The point's stage context as every sweep builds it (``session.point_context``), with the
+    kept fingerprint (captured now, under ``digest``) and the plan trusted."""
     from ...providers.embedders import storage
-    from ...stages.base import StageContext
     from ...stages.vector_common import TRUSTED_PLAN
     from .. import data_checksum
+    from ..sweep.session import point_context
 
     queries = storage.testset_queries(results, kept["testset_id"], with_embedding=True)
     results.rollback()
@@ -182,39 +183,33 @@ def _context(
         "checksum": f"{data_checksum.CONTENT_NOTE}: reused (change log unchanged; configuration "
         f"epoch {digest[:12]} unchanged since the measurement this one repeats)",
     }
-    extra: dict = {
-        "fingerprint": fp,
-        "config_hash": kept["point_hash"],
-        "exclude_own": True,  # a sample's own chunk (query_source.materialize's rule)
-        "app_limit": {"k": cfg.k, "rows": cfg.k + 1},
-        TRUSTED_PLAN: {"index": params.get("index")},
-    }
-    return StageContext(
-        kb=kb,
-        results=results,
-        target=target,
-        testset=kept["testset"],
-        testset_id=kept["testset_id"],
-        experiment=cfg.name,
-        experiment_id=kept["experiment_id"],
-        repetition=1,
-        stage=cfg.stage,
-        depth=kept["depth"] + 1,
+    return point_context(
+        cfg,
+        (kb, results),
+        target,
+        cfg.stage,
+        experiment=(cfg.name, kept["experiment_id"]),
+        testset=(kept["testset"], kept["testset_id"]),
+        queries=(queries, params.get("embedder")),
+        depth=kept["depth"],
+        rep=1,
         settings={**gucs.scope(kept["base"], cfg.stage), **point.settings},
-        options={"index": cfg.index} if cfg.index else {},
-        queries=queries,
-        embedder=params.get("embedder"),
-        extra=extra,
+        own=True,  # a sample's own chunk (query_source.materialize's rule)
+        extra={
+            "fingerprint": fp,
+            "config_hash": kept["point_hash"],
+            TRUSTED_PLAN: {"index": params.get("index")},
+        },
     )
 
 
 def _result(cfg: Any, target: Any, kept: dict, ctx: Any) -> Any:
     """What the probe reads of its sweep, as the lean path returns it."""
-    from ..sweep import runner
+    from ..sweep.result import SweepResult
     from .unchanged import sample_info
 
     source = {"kind": "sample", "count": cfg.queries.count, "seed": cfg.queries.seed}
-    result = runner.SweepResult(
+    result = SweepResult(
         cfg.name,
         kept["sweep_id"],
         kept["experiment_id"],

@@ -1,0 +1,143 @@
+"""What a sweep measured: :class:`Measured`, one point read from SQL, and :class:`SweepResult`,
+the sweep as `pgeval sweep --format json` prints it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One point of a sweep, as SQL computed it (``pgeval.sweep_summary``, over the point's
+    repetitions; the index from its runs' parameters): recall against exact search, latencies,
+    throughput, rows returned, the index the plan used and, under a build, the index built."""
+
+    sweep_id: int
+    point: int
+    label: str
+    settings: dict
+    build: dict
+    repetitions: int
+    recall: float | None  # mean index recall@K over the repetitions
+    recall_sd: float | None
+    p50_ms: float | None
+    p95_ms: float | None
+    p95_sd: float | None
+    p99_ms: float | None
+    qps: float | None
+    rows_mean: float | None  # rows returned per query (the application's LIMIT K)
+    rows_min: int | None
+    build_ms: float | None  # the build's (a scratch copy's index), else None
+    index_bytes: int | None
+    index: str | None  # the index the plan used (the runs' ``params.index``)
+    row: dict = field(repr=False, compare=False, default_factory=dict)  # the summary's row
+
+    @classmethod
+    def of(cls, sweep_id: int, row: dict, index: str | None = None) -> Measured:
+        """The point of ``row``, one row of ``pgeval.sweep_summary(sweep_id)``."""
+        return cls(
+            sweep_id=sweep_id,
+            point=row["point"],
+            label=row["label"],
+            settings=dict(row["settings"] or {}),
+            build=dict(row["build"] or {}),
+            repetitions=int(row["repetitions"] or 0),
+            recall=row["index_recall"],
+            recall_sd=row["index_recall_sd"],
+            p50_ms=row["p50_ms"],
+            p95_ms=row["p95_ms"],
+            p95_sd=row["p95_sd"],
+            p99_ms=row["p99_ms"],
+            qps=row["qps"],
+            rows_mean=row["rows_mean"],
+            rows_min=row["rows_min"],
+            build_ms=row["build_ms"],
+            index_bytes=row["index_bytes"],
+            index=row.get("index") if index is None else index,
+            row=row,
+        )
+
+    def value(self, setting: str) -> int | None:
+        """The point's value of ``setting`` (a find's work setting) as a number."""
+        v = self.settings.get(setting)
+        return None if v is None else int(v)
+
+    def figures(self) -> dict[str, Any]:
+        """The figures a design's row shows (advise)."""
+        return {
+            "recall": self.recall,
+            "p50_ms": self.p50_ms,
+            "p95_ms": self.p95_ms,
+            "p95_sd": self.p95_sd,
+            "p99_ms": self.p99_ms,
+            "qps": self.qps,
+            "rows": self.rows_mean,
+            "index_bytes": self.index_bytes,
+            "build_ms": self.build_ms,
+        }
+
+
+@dataclass
+class SweepResult:
+    name: str
+    sweep_id: int
+    experiment_id: int
+    k: int
+    target_recall: float
+    resumed: bool
+    measured: int = 0
+    reused: int = 0
+    kept: int = 0  # already in this sweep (resume)
+    points: list[dict] = field(default_factory=list)
+    recommendation: dict | None = None
+    warnings: list[str] = field(default_factory=list)
+    measures: list[str] = field(default_factory=list)
+    config_hash: str | None = None  # of the sweep's base configuration (exact stage)
+    filters: dict = field(default_factory=dict)
+    testset: str | None = None
+    queries: dict | None = None  # the query source (no judgements), else None
+    judged: bool = True  # the queries have graded judgements
+    ground_truth: dict | None = None  # computed | reused (None: every point was kept)
+    # the configuration changed since the sweep of this name was measured: {"sweep": the name
+    # its earlier points are kept under, "changes": [{"key", "then", "now"}], "message"}
+    previous: dict | None = None
+    finds: list[dict] = field(default_factory=list)  # --find: one per combination of the others
+    # the server that answered (fingerprint's server part: host, port, in recovery, version)
+    server: dict = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        """What `pgeval sweep --format json` prints."""
+        from ...testset.query_source import SAMPLED_BIAS
+        from .text import recommendation_line
+
+        return {
+            "sweep": self.name,
+            "experiment_id": self.experiment_id,
+            "k": self.k,
+            "config_hash": self.config_hash,
+            "filters": self.filters,
+            "target_recall": self.target_recall,
+            "resumed": self.resumed,
+            "previous": self.previous,
+            "find": self.finds[0] if len(self.finds) == 1 else None,
+            "finds": self.finds,
+            "server": self.server,
+            "measured": self.measured,
+            "reused": self.reused,
+            "kept": self.kept,
+            "testset": self.testset,
+            "queries": self.queries,
+            "notes": [SAMPLED_BIAS] if (self.queries or {}).get("source") == "sample" else [],
+            "judgements": self.judged,
+            "ground_truth": self.ground_truth,
+            "recommendation": self.recommendation,
+            "recommendation_line": recommendation_line(self),
+            "points": self.points,
+            "warnings": self.warnings,
+        }
+
+    def point(self, number: int | None) -> Measured | None:
+        """Point ``number`` of :attr:`points` (None: not among them)."""
+        row = next((p for p in self.points if p["point"] == number), None)
+        return None if row is None else Measured.of(self.sweep_id, row)

@@ -1,0 +1,302 @@
+"""What a sweep reads and writes before its first point: the query set stored, the test set,
+target, settings checked and queries (:class:`Setup`), the fingerprinter of its points, its
+identity (what names it), its row and experiment, and its result before any point."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, cast
+
+from ...core.canonical import sha256_hex
+from ...core.errors import InputError, param
+from ...stages import gucs
+from . import grid, store
+from .config import SweepConfig, find_max
+from .result import SweepResult
+
+if TYPE_CHECKING:
+    from ...core.db import Database
+
+
+def default_name(identity: dict) -> str:
+    # json's default separators: the spelling earlier default names were made with
+    key = sha256_hex(identity, ascii=True, compact=False)[:10]
+    return f"sweep-{identity['target']}-{identity['stage']}-{key}"
+
+
+@dataclass
+class Setup:
+    """What the sweep reads before its first point: the test set, the target, the settings
+    checked, the queries and their embedder."""
+
+    tid: int
+    ts_hash: str
+    target: Any
+    judged: bool
+    measures: list[str]
+    base: dict
+    queries: list
+    label: Any
+    dim: Any
+
+
+def setup(
+    results: Any,
+    kb: Any,
+    cfg: SweepConfig,
+    stage: Any,
+    param_axes: list[tuple[str, list[str]]],
+    *,
+    checks: bool = True,
+) -> Setup:
+    """``checks=False`` (a probe's lean path, dba/sweep/remeasure.py): the stage's extension
+    and the settings are not checked here; the caller uses the result only under a
+    fingerprint hashed as when they were (the same server, extensions and settings)."""
+    from ...measure import metrics as mmod
+    from ...run.pipeline import PipelineConfig, _queries
+    from ...stages.server_support import require
+    from ...testset.catalog import resolve_testset
+
+    if checks:
+        require(kb, cfg.stage)  # before any work: pgvectorscale, pgvector 0.7 for halfvec/bq
+    tid, ts_hash = resolve_testset(results, cfg.testset)
+    target = target_of(results, cfg)
+    judged = results.execute(
+        "SELECT n_judgements > 0 FROM pgeval.testset WHERE testset_id = %s", (tid,)
+    ).fetchone()[0]
+    # query vectors only: no qrels metric to compute per point
+    measures = mmod.measures_for(sorted({3, 5, 10, cfg.k})) if judged else []
+    base = {**target.settings, **cfg.settings}  # preset's, then --set
+    if not checks:
+        base = gucs.with_statement_timeout(None, base, cfg.statement_timeout, check=False)
+    else:
+        base = gucs.validate(kb, base)
+        base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
+        for values in grid.product(param_axes):
+            try:
+                gucs.validate(kb, {**base, **values})
+            except InputError as exc:
+                raise InputError(exc.detail, field=param("params")) from None
+        kb.rollback()
+    queries, label, dim = _queries(
+        results,
+        cfg.testset,
+        tid,
+        [(cfg.stage, cfg.stage, stage)],
+        PipelineConfig(testset=cfg.testset, stages=cfg.stage, embedder=cfg.embedder),
+    )
+    results.commit()
+    return Setup(tid, ts_hash, target, bool(judged), measures, base, queries, label, dim)
+
+
+def query_set(
+    database: Database, cfg: SweepConfig, stored: tuple[str, dict] | None = None
+) -> tuple[SweepConfig, dict | None]:
+    """``cfg`` with its query source stored as a query set (named as its test set), and the
+    source's record (None: a test set was given); ``stored``: that query set and record,
+    already stored by the caller (a probe's, :class:`.session.Known`)."""
+    if cfg.queries is None:
+        return cfg, None
+    if stored is not None:
+        cfg = replace(cfg)
+        cfg.testset, qinfo = stored
+        return cfg, qinfo
+    from ...testset import query_source
+
+    with database.connect() as conn:
+        tgt = target_of(conn, cfg)
+    cfg = replace(cfg)
+    cfg.testset, qinfo = query_source.materialize(
+        database, cast("query_source.QuerySource", cfg.queries), tgt
+    )
+    return cfg, qinfo
+
+
+def target_of(conn: Any, cfg: SweepConfig) -> Any:
+    """The sweep's target: the stored one, scoped to ``cfg.group`` when the sweep is a group's."""
+    from ...target import targets
+
+    target = targets.load(conn, cfg.target)
+    return target if cfg.group is None else target.scoped(*cfg.group)
+
+
+def identity(
+    cfg: SweepConfig,
+    ts_hash: str,
+    param_axes: list[tuple[str, list[str]]],
+    build_axes: list[tuple[str, list[str]]],
+    base: Any,
+    depth: int,
+    label: Any,
+) -> dict:
+    """What names the sweep: its default name is a hash of this."""
+    identity = {
+        "testset": cfg.testset,
+        "testset_hash": ts_hash,
+        "target": cfg.target,
+        "stage": cfg.stage,
+        "grid": {
+            **grid.as_json(param_axes, build_axes),
+            **(
+                {
+                    "find": {
+                        "setting": cfg.find,
+                        "max": find_max(cfg),
+                        **({"min": cfg.find_min} if cfg.find_min else {}),
+                    }
+                }
+                if cfg.find
+                else {}
+            ),
+        },
+        "settings": base,
+        "k": cfg.k,
+        "depth": depth,
+        "concurrency": cfg.concurrency,
+        "embedder": label,
+    }
+    if cfg.group is not None:  # (absent otherwise: the names of earlier sweeps stay)
+        identity["group"] = {cfg.group[0]: cfg.group[1]}
+    return identity
+
+
+def fingerprinter(
+    kb: Any, cfg: SweepConfig, s: Setup, depth: int, stage: Any, measured: Any
+) -> Any:
+    """``fingerprint(settings, stage name, build=None)``: a point's run fingerprint (under a
+    build, the scratch copy's index)."""
+    from .. import fingerprint as fpmod
+
+    target = s.target
+    sweep_extra = {
+        "sweep": {
+            "k": cfg.k,
+            "depth": depth,
+            "concurrency": cfg.concurrency,
+            "embedder": s.label,
+            "index": cfg.index,
+            "isolate_index": cfg.isolate_index,
+        }
+    }
+
+    def fingerprint(
+        settings: dict, stage_name: str, build: dict | None = None, common: dict | None = None
+    ) -> dict:
+        extra = dict(sweep_extra)
+        if build is not None:
+            extra["build"] = build
+        fp = fpmod.capture(
+            kb,
+            target,
+            settings=settings,
+            embedder=s.label,
+            dimension=s.dim,
+            testset_hash=s.ts_hash,
+            testset_name=cfg.testset,
+            stage=stage_name,
+            data=measured.data,
+            data_note=measured.note,
+            extra=extra,
+            common=common,
+        )
+        kb.rollback()
+        if build is not None:  # the index is the scratch copy's, not the user's
+            from ..build_sweep import opclass
+
+            fp["indexes"] = {
+                "scratch": {
+                    "method": stage.method,
+                    "opclasses": [opclass(target, stage.method, cfg.stage)],
+                    "columns": [target.vector_column],
+                    "predicate": None,
+                    "valid": True,
+                    "options": {**fpmod.INDEX_DEFAULTS.get(stage.method, {}), **build},
+                }
+            }
+            fp["target"]["scratch_copy"] = True
+        return fp
+
+    return fingerprint
+
+
+def open_row(
+    results: Any,
+    cfg: SweepConfig,
+    s: Setup,
+    name: str,
+    identity: Any,
+    points: list[grid.Point],
+    depth: int,
+    qinfo: dict | None,
+    base_fp: dict,
+) -> Any:
+    """The sweep's row and experiment (created, resumed, or replaced: store.open_sweep)."""
+    from .. import fingerprint as fpmod
+
+    exp_config = {
+        "stages": ["exact"] + [p.label for p in points],
+        "sweep": {**identity, "repeat": cfg.repeat},
+        "settings": s.base,
+        "depth": depth,
+        "repeat": cfg.repeat,
+        "embedder": s.label,
+        "dimension": s.dim,
+        "target": {"name": s.target.name, **s.target.spec()},
+        "filters": s.target.filter_literals(),
+        "queries": qinfo,
+    }
+    return store.open_sweep(
+        results,
+        name=name,
+        testset_id=s.tid,
+        target=cfg.target,
+        stage=cfg.stage,
+        grid=identity["grid"],
+        settings=s.base,
+        k=cfg.k,
+        depth=depth,
+        repeat=cfg.repeat,
+        concurrency=cfg.concurrency,
+        target_recall=cfg.target_recall,
+        fresh=cfg.fresh,
+        experiment_config=exp_config,
+        fingerprint=base_fp,
+        config_hash=fpmod.config_hash(base_fp),
+    )
+
+
+def new_result(
+    cfg: SweepConfig,
+    s: Setup,
+    name: str,
+    row: Any,
+    qinfo: dict | None,
+    base_fp: dict,
+    on_warning: Callable[..., Any] | None,
+) -> SweepResult:
+    """The sweep's result before its points; a configuration changed since the sweep of this
+    name was measured is said (its earlier points kept under another name)."""
+    from .. import fingerprint as fpmod
+
+    result = SweepResult(
+        name,
+        row.sweep_id,
+        row.experiment_id,
+        cfg.k,
+        cfg.target_recall,
+        row.resumed,
+        measures=s.measures,
+        config_hash=fpmod.config_hash(base_fp),
+        filters=dict(base_fp.get("filters") or {}),
+        testset=cfg.testset,
+        queries=qinfo,
+        judged=s.judged,
+        previous=row.previous,
+        server=dict(base_fp.get("server") or {}),
+    )
+    if row.previous is not None:
+        result.warnings.append(row.previous["message"])
+        if on_warning:
+            on_warning(row.previous["message"])
+    return result

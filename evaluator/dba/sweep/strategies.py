@@ -1,0 +1,152 @@
+"""What a sweep measures, as strategies over one :class:`.session.Session`: the grid's points
+(:func:`grid_points`), under ``--build`` one index per build on a scratch copy
+(:func:`builds`), or a find's values, tried one by one (:func:`finds`). :func:`measure` picks the
+strategy of the sweep's configuration."""
+
+from __future__ import annotations
+
+import json
+from contextlib import ExitStack
+from typing import Any
+
+from ...core.canonical import canonical_json
+from ...stages import gucs
+from . import grid
+from .config import find_max
+from .session import Session
+
+
+def measure(session: Session) -> None:
+    """Every point of the sweep (or every value its finds try), measured or kept."""
+    if session.cfg.find:
+        finds(session)
+    elif session.plan.build_axes:
+        builds(session)
+    else:
+        grid_points(session)
+
+
+def grid_points(session: Session) -> None:
+    """The grid's points on the user's table."""
+    session.measure(session.plan.points)
+
+
+def builds(session: Session) -> None:
+    """The grid's points, one index per build on a scratch copy of the table (a build whose
+    points are all stored is not built)."""
+    from ..build_sweep import Scratch
+
+    groups: dict[str, list] = {}
+    for p in session.plan.points:
+        groups.setdefault(canonical_json(p.build), []).append(p)
+    todo = {key: session.pending(pts) for key, pts in groups.items()}
+    if not any(todo.values()):
+        return
+    before_builds(session)
+    with Scratch(
+        session.database,
+        session.target,
+        maintenance_work_mem=session.cfg.maintenance_work_mem,
+        build_timeout_s=session.cfg.build_timeout_s,
+    ) as scratch:
+        for key, pending in todo.items():
+            if not pending:
+                continue
+            options = json.loads(key)
+            info = scratch.build(
+                session.stage.method, options, grid.label_of(options, {}), session.cfg.stage
+            )
+            for w in scratch.warnings:
+                session.warn(w)
+            session.run_pending(scratch.target, pending, info)
+
+
+def finds(session: Session) -> None:
+    """One find per build and combination of the other --param values; each value tried is a
+    point. Under --build, on a scratch copy whose index is built when a point of that build
+    first needs measuring (a rerun whose points are all stored builds nothing)."""
+    from .find import DEFAULT_START, search
+
+    cfg, plan = session.cfg, session.plan
+    assert cfg.find is not None  # (a find's sweep)
+    setting: str = cfg.find
+    current = gucs.current(session.kb, [setting])[setting]
+    session.kb.rollback()
+    start = int(current) if current and current.strip().isdigit() else DEFAULT_START
+    most = find_max(cfg)
+    with ExitStack() as stack:
+        copy = _Copy(session, stack)
+        for build in grid.product(plan.build_axes):
+            for others in grid.product(plan.param_axes):
+
+                def tried(value: int, others: Any = others, build: Any = build) -> float | None:
+                    p = session.point({**others, setting: str(value)}, build)
+                    if plan.build_axes:
+                        copy.measure(p)
+                    else:  # measured and filled, or reused or kept with its values
+                        session.measure([p])
+                    found = session.measured(p.number)
+                    recall = None if found is None else found.recall
+                    if session.callbacks.on_find:
+                        session.callbacks.on_find(p, recall)
+                    return recall
+
+                found = search(
+                    setting, others, tried, cfg.target_recall, start, most,
+                    min(cfg.find_min or 1, most),
+                )  # fmt: skip
+                session.result.finds.append(
+                    {**found.as_dict(), **({"build": build} if plan.build_axes else {})}
+                )
+
+
+class _Copy:
+    """A find's scratch copy, made when a point of a build first needs measuring, its index
+    (re)built for each build in turn; stored points are kept or reused without it."""
+
+    def __init__(self, session: Session, stack: ExitStack) -> None:
+        self.session, self.stack = session, stack
+        self.scratch: Any = None
+        self.built: dict | None = None
+        self.info: Any = None
+
+    def measure(self, p: grid.Point) -> None:
+        s = self.session
+        pending = s.pending([p])
+        if not pending:
+            return
+        if self.scratch is None:
+            from ..build_sweep import Scratch
+
+            before_builds(s)
+            self.scratch = self.stack.enter_context(
+                Scratch(
+                    s.database,
+                    s.target,
+                    maintenance_work_mem=s.cfg.maintenance_work_mem,
+                    build_timeout_s=s.cfg.build_timeout_s,
+                )
+            )
+        if self.built != p.build:
+            self.info = self.scratch.build(
+                s.stage.method, p.build, grid.label_of(p.build, {}), s.cfg.stage
+            )
+            self.built = p.build
+            for w in self.scratch.warnings:
+                s.warn(w)
+        s.run_pending(self.scratch.target, pending, self.info)
+
+
+def before_builds(session: Session) -> None:
+    """Before a sweep's first build: scratch schemas an earlier process left are said, and the
+    ground truth is read from the user's table (not the scratch copy)."""
+    from ..build_sweep import leftover_schemas
+
+    stale = leftover_schemas(session.kb)
+    session.kb.rollback()
+    if stale:
+        session.warn(
+            f"scratch schemas left by an earlier process: {', '.join(stale)} (drop them "
+            "with DROP SCHEMA ... CASCADE when no sweep is running)"
+        )
+    session.ground_truth()
