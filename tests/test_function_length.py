@@ -45,3 +45,29 @@ def test_the_check_finds_a_long_function(tmp_path):
     found = long_functions(tmp_path)
     assert list(found.values()) == [MAX_LINES + 1]
     assert list(found)[0].endswith("m.py:long")
+
+
+MAX_DBA_MODULE_LINES = 500  # issue 35: a module of evaluator/dba/ is read on a few screens
+
+
+def long_modules(
+    root: Path = ROOT / "evaluator" / "dba", limit: int = MAX_DBA_MODULE_LINES
+) -> dict:
+    """``path`` -> lines, for every module under ``root`` longer than ``limit`` lines."""
+    out = {}
+    for path in sorted(root.rglob("*.py")):
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            out[path.relative_to(root.parent.parent).as_posix()] = lines
+    return out
+
+
+def test_no_dba_module_over_500_lines():
+    found = long_modules()
+    assert not found, f"modules of evaluator/dba over {MAX_DBA_MODULE_LINES} lines: {found}"
+
+
+def test_the_check_finds_a_long_module(tmp_path):
+    (tmp_path / "short.py").write_text("x = 1\n")
+    (tmp_path / "long.py").write_text("x = 1\n" * (MAX_DBA_MODULE_LINES + 1))
+    assert list(long_modules(tmp_path).values()) == [MAX_DBA_MODULE_LINES + 1]

@@ -24,7 +24,7 @@ def attach(database: Any, rows: list[dict[str, Any]], k: int) -> None:
     with database.connect() as conn:
         for row in rows:
             found = None
-            if row.get("sweep") and row.get("point"):
+            if row.get("at"):
                 try:
                     found = _margin(conn, row, k)
                 except psycopg.errors.UndefinedFunction:
@@ -38,12 +38,10 @@ def attach(database: Any, rows: list[dict[str, Any]], k: int) -> None:
 
 
 def _margin(conn: Any, row: dict[str, Any], k: int) -> Any:
+    """The 95 % half-width at the row's point, addressed by its sweep and number (``at``)."""
     return conn.execute(
-        "SELECT m.queries, m.margin95 FROM pgeval.sweep s "
-        "JOIN pgeval.sweep_point sp ON sp.sweep_id = s.sweep_id AND sp.label = %s "
-        "CROSS JOIN LATERAL pgeval.sweep_point_recall_margin(s.sweep_id, sp.point, "
-        "%s) m WHERE s.name = %s LIMIT 1",
-        (row["point"], k, row["sweep"]),
+        "SELECT m.queries, m.margin95 FROM pgeval.sweep_point_recall_margin(%s, %s, %s) m",
+        (row["at"]["sweep_id"], row["at"]["point"], k),
     ).fetchone()
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from ..sweep import SweepConfig, SweepResult, run_sweep
 from ..sweep.groups import GroupSweepResult, run_groups
+from ..sweep.result import Measured
 from .plan import AdviseConfig, Design
 
 Warn = Callable[[str], None]
@@ -86,6 +87,7 @@ def raise_no_group(design: Design, failed: str) -> None:
 
 
 def _figures(point: dict[str, Any]) -> dict[str, Any]:
+    """A point's figures from a row of SQL's per-point summary (a group's worst, :func:`_worst_of`)."""
     return {
         "recall": point.get("index_recall"),
         "p50_ms": point.get("p50_ms"),
@@ -99,26 +101,43 @@ def _figures(point: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _row(design: Design, res: SweepResult) -> dict[str, Any]:
-    """The design's figures at the cheapest setting reaching R (the sweep's own recommendation,
-    pgeval.sweep_recommendation), else at the best its find tried."""
+def _at(design: Design, res: SweepResult) -> tuple[Measured | None, int | None]:
+    """The point a design is shown at, by its number in the sweep: the sweep's own
+    recommendation (the cheapest setting reaching R, pgeval.sweep_recommendation), else the
+    best value its find tried; and that value."""
     found = res.finds[0]
-    value = found["value"] if found["reached"] else (found["best"] or [None])[0]
-    point = next(
-        (p for p in res.points if (p["settings"] or {}).get(design.find) == str(value)), None
-    )
     if found["reached"] and res.recommendation:
-        point = next(p for p in res.points if p["point"] == res.recommendation["point"])
-        value = int(point["settings"][design.find])
-    point = point or {}
+        at = res.point(res.recommendation["point"])
+        assert at is not None  # (the recommendation is one of the sweep's points)
+        return at, at.value(design.find)
+    value = found["value"] if found["reached"] else (found["best"] or [None])[0]
+    if value is None:
+        return None, None
+    at = next(
+        (
+            m
+            for m in map(res.point, [p["point"] for p in res.points])
+            if m and m.value(design.find) == value
+        ),
+        None,
+    )
+    return at, value
+
+
+def _row(design: Design, res: SweepResult) -> dict[str, Any]:
+    """The design's figures at the cheapest setting reaching R, else at the best its find
+    tried (:func:`_at`)."""
+    found = res.finds[0]
+    at, value = _at(design, res)
     return {
         "design": design.kind,
         "build": design.build,
         "setting": {design.find: value, **design.fixed},
-        **_figures(point),
+        **(at.figures() if at is not None else _figures({})),
         "reached": bool(found["reached"]),
         "sweep": res.name,
-        "point": point.get("label"),
+        "point": at.label if at is not None else None,
+        "at": None if at is None else {"sweep_id": at.sweep_id, "point": at.point},
         # repetitions of points: measured now, reused from other sweeps, kept from this one
         "measured": res.measured,
         "reused": res.reused,
@@ -184,6 +203,11 @@ def _group_row(design: Design, grouped: GroupSweepResult) -> dict[str, Any]:
         "sweep": grouped.sweeps[str(worst["group"])].name if worst else None,
         "sweeps": {g: res.name for g, res in grouped.sweeps.items()},
         "point": at.get("label"),
+        "at": (
+            {"sweep_id": grouped.sweeps[str(worst["group"])].sweep_id, "point": number}
+            if worst and number is not None
+            else None
+        ),
         "worst_group": None
         if worst is None
         else {"group": worst["group"], "rows": worst["rows"], "recall": worst["recall"]},

@@ -193,6 +193,7 @@ class Session:
         """A point already in this sweep (resumed): kept when measured under its hash."""
         if self.have[(p.number, rep)] != self.hashes[p.number]:
             from ...core.errors import Conflict
+            from .changed import changed_message
 
             old = self.results.execute(
                 "SELECT r.fingerprint FROM pgeval.sweep_point sp JOIN pgeval.run r "
@@ -200,7 +201,7 @@ class Session:
                 "sp.repetition = %s",
                 (self.row.sweep_id, p.number, rep),
             ).fetchone()
-            raise Conflict(store.changed_message(self.row.name, old and old[0], self.fps[p.number]))
+            raise Conflict(changed_message(self.row.name, old and old[0], self.fps[p.number]))
         self.result.kept += 1
         self.notify(p, rep, "kept")
 
