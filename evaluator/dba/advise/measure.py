@@ -11,6 +11,7 @@ from typing import Any
 from ..sweep import SweepConfig, SweepResult, run_sweep
 from ..sweep.groups import GroupSweepResult, run_groups
 from ..sweep.result import Measured
+from ..sweep.session import NOTHING_KNOWN, Known, known_for
 from .plan import AdviseConfig, Design
 
 Warn = Callable[[str], None]
@@ -44,6 +45,11 @@ def config(cfg: AdviseConfig, design: Design, target: str) -> SweepConfig:
     )
 
 
+def known(database: Any, cfg: AdviseConfig, design: Design, target: str) -> Known:
+    """What every design's sweep on ``target`` shares, measured once: its query set and data."""
+    return known_for(database, config(cfg, design, target))
+
+
 def design_row(
     database: Any,
     cfg: AdviseConfig,
@@ -52,12 +58,14 @@ def design_row(
     column: str | None,
     warn: Warn,
     on_find: OnFind,
+    known: Known = NOTHING_KNOWN,
 ) -> tuple[dict[str, Any], SweepResult]:
-    """(the design's row, a sweep of it: the query source and test set it ran on)."""
+    """(the design's row, a sweep of it: the query source and test set it ran on); ``known``:
+    the target's query set and data, measured once for every design (:func:`known_for`)."""
     scfg = config(cfg, design, target)
     found = None if on_find is None else (lambda p, r: on_find(design, p, r))
     if column is None:
-        res = run_sweep(database, scfg, on_warning=warn, on_find=found)
+        res = run_sweep(database, scfg, on_warning=warn, on_find=found, known=known)
         return _row(design, res), res
     counts = {"measured": 0, "reused": 0, "kept": 0}
 

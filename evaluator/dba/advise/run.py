@@ -147,6 +147,9 @@ class _Measure:
         self.spent: list[float] = []
         self.done = 0
         self.total = 0
+        # per target (the table, a sample copy): its query set and data, measured once for
+        # every design (a grouped advise measures them per group, in each group's sweep)
+        self.known: dict[str, measure.Known] = {}
 
     def all(self, plan: list[Design], target: str) -> list[dict[str, Any]]:
         self.total = max(self.total, self.done + len(plan))
@@ -159,8 +162,9 @@ class _Measure:
                 left = sum(self.spent) / len(self.spent) * (self.total - self.done)
             self.on_design(self.done + 1, self.total, design, left)
         t0 = time.monotonic()
+        known = self._known(design, target)
         row, res = measure.design_row(
-            self.database, self.cfg, design, target, self.column, self.warn, self.on_find
+            self.database, self.cfg, design, target, self.column, self.warn, self.on_find, known
         )
         if self.cfg.low_end:
             row, res = margin.low_end(
@@ -169,7 +173,7 @@ class _Measure:
                 row,
                 res,
                 lambda c: measure.design_row(
-                    self.database, c, design, target, self.column, self.warn, self.on_find
+                    self.database, c, design, target, self.column, self.warn, self.on_find, known
                 ),
             )
         if row["measured"]:
@@ -177,6 +181,13 @@ class _Measure:
         self.done += 1
         self.result.testset, self.result.queries = res.testset, res.queries
         return row
+
+    def _known(self, design: Design, target: str) -> measure.Known:
+        if self.column is not None:
+            return measure.NOTHING_KNOWN
+        if target not in self.known:
+            self.known[target] = measure.known(self.database, self.cfg, design, target)
+        return self.known[target]
 
 
 def _screen_and_confirm(
