@@ -1010,7 +1010,7 @@ def _ground_truth(env: _Env, target: Any) -> Any:
         from .. import ground_truth_refresh
 
         incremental = env.cfg.incremental_ground_truth
-        env.gt = (ground_truth_refresh.ensure if incremental else ground_truth.ensure)(
+        env.gt = ground_truth.ensure(
             env.results,
             env.kb,
             target,
@@ -1023,6 +1023,7 @@ def _ground_truth(env: _Env, target: Any) -> Any:
             settings=_exact_settings(env),
             on_progress=env.on_ground_truth,
             on_warning=env.warn,
+            refresh=ground_truth_refresh.refresh if incremental else None,
         )
         env.result.ground_truth = env.gt.as_json()
     return env.gt
