@@ -1,9 +1,9 @@
 """The stored exact ground truth kept up to date incrementally (a probe's: `pgeval watch`).
 
-:func:`ensure` is :func:`evaluator.stages.ground_truth.ensure` (reused while the data is
-unchanged, else computed) with a third way between the two: when the data changed little since a
-ground truth of the same target, distance, filters and embedder was computed, that one is brought
-up to date instead of computing every list again.
+:func:`refresh` is :func:`evaluator.stages.ground_truth.ensure`'s ``refresh`` (the ground truth
+reused while the data is unchanged, else computed): a third way between the two: when the data
+changed little since a ground truth of the same target, distance, filters and embedder was
+computed, that one is brought up to date instead of computing every list again.
 
 What changed: every row version of the target's table has a *version*, a 64-bit hash of its
 (tableoid, ctid, xmin): the term of the data checksum's cheap version value
@@ -52,80 +52,43 @@ EXTRA = 10  # ranks stored beyond the depth asked
 REFRESHED = {"count": 0}  # incremental refreshes in this process (tests count them)
 
 
-def ensure(
-    results: Any,
-    kb: Any,
-    target: Any,
-    *,
-    testset_hash: str,
-    queries: Any,
-    depth: int,
-    data: dict,
-    own_chunk_removed: bool,
-    settings: dict,
-    embedder: str | None = None,
-    on_progress: Callable[..., Any] | None = None,
-    on_warning: Callable[..., Any] | None = None,
-) -> gt.GroundTruth:
-    """The slot's ground truth: reused, refreshed incrementally, or computed in full."""
-    spec = gt.slot_spec(target, testset_hash, own_chunk_removed, embedder)
-    found, reason = gt.stored(results, spec, data, depth)
-    if found is not None:
-        return found
+def refresh(slot: gt.Slot, reason: str | None) -> gt.GroundTruth | gt.Full:
+    """:func:`evaluator.stages.ground_truth.ensure`'s incremental ``refresh``: the slot's ground
+    truth brought up to date from the row versions changed since a base (saved); else how to
+    compute it in full (``EXTRA`` ranks deeper, the row versions read in the same scan), with
+    ``reason`` saying why not incrementally."""
     t0 = time.perf_counter()
-    why_not = _unsuitable(target)
-    base = None if why_not else _base(results, target, spec)
+    why_not = _unsuitable(slot.target)
+    base = None if why_not else _base(slot.results, slot.target, slot.spec)
     if base is None and why_not is None and reason is not None:
         why_not = "no row versions stored with the earlier ground truth"
     if base is not None:
-        done = _Refresh(results, kb, target, queries, depth, own_chunk_removed, settings, base)
-        lists = done.run(data)
+        done = _Refresh(slot, base)
+        lists = done.run(slot.data)
         if lists is not None:
-            ms = (time.perf_counter() - t0) * 1000.0
-            REFRESHED["count"] += 1
-            stored_depth = max(depth, min((len(x) for x in lists), default=depth))
-            gt_id, at = gt.save(
-                results,
-                spec,
-                target,
-                data,
-                stored_depth,
-                queries,
-                lists,
-                "client-scan",
-                ms,
-                after=done.store_versions(data),
-            )
-            say = f"{done.changed:,} rows changed since {base['computed_at']}: refreshed incrementally"
-            return gt.GroundTruth(
-                gt_id,
-                "incremental",
-                say,
-                stored_depth,
-                "client-scan",
-                ms,
-                at,
-                changed_rows=done.changed,
-                queries_recomputed=len(done.recomputed),
-            )
+            return _refreshed(slot, done, lists, (time.perf_counter() - t0) * 1000.0)
         why_not = done.why_not
     if why_not and (reason or base is not None):
         reason = f"{reason} (in full: {why_not})" if reason else f"in full: {why_not}"
-    if reason and on_warning:
-        on_warning(f"ground truth of target '{target.name}': {reason}")
-    return _full(
-        results,
-        kb,
-        target,
-        spec,
-        queries=queries,
-        depth=depth,
-        data=data,
-        own=own_chunk_removed,
-        settings=settings,
-        reason=reason,
-        on_progress=on_progress,
-        on_warning=on_warning,
+    return _in_full(slot, reason)
+
+
+def _refreshed(slot: gt.Slot, done: _Refresh, lists: list, ms: float) -> gt.GroundTruth:
+    """The refreshed ``lists`` saved with their row versions."""
+    REFRESHED["count"] += 1
+    depth = max(slot.depth, min((len(x) for x in lists), default=slot.depth))
+    gt_id, at = slot.save(depth, lists, "client-scan", ms, after=done.store_versions(slot.data))
+    say = f"{done.changed:,} rows changed since {done.base['computed_at']}: refreshed incrementally"
+    return gt.GroundTruth(
+        gt_id,
+        "incremental",
+        say,
+        depth,
+        "client-scan",
+        ms,
+        at,
+        changed_rows=done.changed,
+        queries_recomputed=len(done.recomputed),
     )
 
 
@@ -137,46 +100,16 @@ def _unsuitable(target: Any) -> str | None:
     return None
 
 
-def _full(
-    results: Any,
-    kb: Any,
-    target: Any,
-    spec: dict,
-    *,
-    queries: Any,
-    depth: int,
-    data: dict,
-    own: bool,
-    settings: dict,
-    reason: str | None,
-    **hooks: Any,
-) -> gt.GroundTruth:
+def _in_full(slot: gt.Slot, reason: str | None) -> gt.Full:
     """Computed in full, ``EXTRA`` ranks deeper, the row versions read in the same scan."""
-    t0 = time.perf_counter()
     seen: list[tuple[str, int]] = []
-    lists, method = gt.compute(
-        kb,
-        target,
-        queries,
-        depth + EXTRA,
-        own,
-        settings,
-        total_rows=data.get("rows"),
-        versions=(version_term(kb), seen),
-        **hooks,
-    )
-    ms = (time.perf_counter() - t0) * 1000.0
-    gt.COMPUTED["count"] += 1
 
-    def keep(results: Any, gt_id: int) -> None:
+    def keep(results: Any, gt_id: int, method: str) -> None:
         if method == "client-scan":  # (the server's lists: no versions read with them)
             versions = np.asarray([v for _, v in seen], dtype=np.int64)
             _store(results, gt_id, len(seen), versions, [c for c, _ in seen])
 
-    gt_id, at = gt.save(
-        results, spec, target, data, depth + EXTRA, queries, lists, method, ms, after=keep
-    )
-    return gt.GroundTruth(gt_id, "computed", reason, depth + EXTRA, method, ms, at)
+    return gt.Full(reason, extra=EXTRA, versions=(version_term(slot.kb), seen), after=keep)
 
 
 def _store(results: Any, gt_id: int, rows: int, versions: np.ndarray, ids: Any) -> None:
@@ -248,21 +181,12 @@ def _key(d: float, chunk: str) -> tuple[float, bytes]:
 class _Refresh:
     """One incremental refresh of the base's lists for ``queries`` (module docstring)."""
 
-    def __init__(
-        self,
-        results: Any,
-        kb: Any,
-        target: Any,
-        queries: Any,
-        depth: int,
-        own: bool,
-        settings: dict,
-        base: dict,
-    ) -> None:
-        self.results, self.kb, self.target = results, kb, target
-        self.queries, self.depth, self.own, self.settings = queries, depth, own, settings
+    def __init__(self, slot: gt.Slot, base: dict) -> None:
+        self.results, self.kb, self.target = slot.results, slot.kb, slot.target
+        self.queries, self.depth, self.own = slot.queries, slot.depth, slot.own
+        self.settings = slot.settings
         self.base = base
-        self.store_depth = depth + EXTRA
+        self.store_depth = self.depth + EXTRA
         self.changed = 0
         self.recomputed: list[int] = []
         self.new_versions: list[int] = []

@@ -5,7 +5,9 @@ the table (:mod:`.exact_scan`), checked against the server's exact statement on 
 and stored under a *slot*: the target's table and columns, distance, filters and the query set's
 content hash. Every sweep point, repetition, later sweep and pipeline on the same slot reuses them
 as long as the data fingerprint (rows and content checksum of the filtered table) is unchanged
-and the stored lists are deep enough; otherwise they are computed again and the reason is said.
+and the stored lists are deep enough; otherwise they are computed again and the reason is said,
+or, given :func:`ensure`'s ``refresh`` (:mod:`evaluator.dba.ground_truth_refresh`), brought up to
+date from the row versions that changed.
 
 An exact run is then *materialised*: a run of stage ``exact`` whose results are copied from the
 stored lists on the server (``params.ground_truth`` says computed or reused), so that
@@ -39,7 +41,7 @@ class GroundTruth:
     method: str
     compute_ms: float | None
     computed_at: str
-    # incremental (dba/ground_truth_refresh.py): rows changed since, queries computed in full
+    # incremental (ensure's refresh): rows changed since, queries computed in full
     changed_rows: int | None = None
     queries_recomputed: int | None = None
 
@@ -91,6 +93,53 @@ def _why(old: dict, new: dict, old_depth: int, depth: int) -> str:
     return f"deeper lists needed (stored {old_depth}, asked {depth}): computing it again"
 
 
+@dataclass
+class Slot:
+    """What one :func:`ensure` asks for: the connections, the target, the slot's ``spec`` (from
+    :func:`slot_spec`), the queries, the depth, the data fingerprint and the exact settings."""
+
+    results: Any
+    kb: Any
+    target: Any
+    spec: dict
+    queries: Any
+    depth: int
+    data: dict
+    own: bool
+    settings: dict
+
+    def save(
+        self,
+        depth: int,
+        lists: list,
+        method: str,
+        ms: float,
+        after: Callable[[Any, int], None] | None = None,
+    ) -> tuple[int, str]:
+        """:func:`save` of ``lists`` as this slot's ground truth."""
+        return save(
+            self.results, self.spec, self.target, self.data, depth, self.queries, lists, method, ms,
+            after=after,
+        )  # fmt: skip
+
+
+@dataclass
+class Full:
+    """How the lists are computed in full, and why (``reason``: None when nothing was stored):
+    ``extra`` ranks deeper than asked; ``versions`` (an SQL term, a list) as :func:`compute`'s;
+    ``after(results, gt_id, method)`` runs last in the transaction that saves them."""
+
+    reason: str | None
+    extra: int = 0
+    versions: tuple[Any, list] | None = None
+    after: Callable[[Any, int, str], None] | None = None
+
+
+# (the slot, why its stored ground truth is not current) -> the ground truth brought up to date
+# and saved, or how to compute it in full
+Refresh = Callable[[Slot, str | None], GroundTruth | Full]
+
+
 def ensure(
     results: Any,
     kb: Any,
@@ -105,30 +154,51 @@ def ensure(
     embedder: str | None = None,
     on_progress: Callable[..., Any] | None = None,
     on_warning: Callable[..., Any] | None = None,
+    refresh: Refresh | None = None,
 ) -> GroundTruth:
-    """The stored ground truth of this slot, computed first when missing or stale."""
+    """The stored ground truth of this slot: reused while its data fingerprint is unchanged and
+    its lists deep enough; else, with ``refresh`` (the incremental one, for `pgeval watch` and
+    ``incremental_ground_truth``: :func:`evaluator.dba.ground_truth_refresh.refresh`), brought up
+    to date from the row versions that changed, when it can be; else computed in full, saying
+    why through ``on_warning``."""
     spec = slot_spec(target, testset_hash, own_chunk_removed, embedder)
     found, reason = stored(results, spec, data, depth)
     if found is not None:
         return found
-    if reason and on_warning:
-        on_warning(f"ground truth of target '{target.name}': {reason}")
+    slot = Slot(results, kb, target, spec, queries, depth, data, own_chunk_removed, settings)
+    how = Full(reason) if refresh is None else refresh(slot, reason)
+    if isinstance(how, GroundTruth):
+        return how
+    if how.reason and on_warning:
+        on_warning(f"ground truth of target '{target.name}': {how.reason}")
+    return _full(slot, how, on_progress=on_progress, on_warning=on_warning)
+
+
+def _full(slot: Slot, how: Full, **hooks: Any) -> GroundTruth:
+    """The slot's lists computed in full as ``how`` says, and saved."""
+    depth = slot.depth + how.extra
     t0 = time.perf_counter()
     lists, method = compute(
-        kb,
-        target,
-        queries,
+        slot.kb,
+        slot.target,
+        slot.queries,
         depth,
-        own_chunk_removed,
-        settings,
-        total_rows=data.get("rows"),
-        on_progress=on_progress,
-        on_warning=on_warning,
+        slot.own,
+        slot.settings,
+        total_rows=slot.data.get("rows"),
+        versions=how.versions,
+        **hooks,
     )
     ms = (time.perf_counter() - t0) * 1000.0
     COMPUTED["count"] += 1
-    gt_id, at = save(results, spec, target, data, depth, queries, lists, method, ms)
-    return GroundTruth(gt_id, "computed", reason, depth, method, ms, at)
+    after = how.after
+
+    def last(results: Any, gt_id: int) -> None:
+        if after is not None:
+            after(results, gt_id, method)
+
+    gt_id, at = slot.save(depth, lists, method, ms, after=last if after is not None else None)
+    return GroundTruth(gt_id, "computed", how.reason, depth, method, ms, at)
 
 
 def stored(

@@ -252,7 +252,7 @@ class Session:
             from .. import ground_truth_refresh
 
             incremental = self.known.incremental_ground_truth
-            self.gt = (ground_truth_refresh.ensure if incremental else ground_truth.ensure)(
+            self.gt = ground_truth.ensure(
                 self.results,
                 self.kb,
                 self.target,
@@ -265,6 +265,7 @@ class Session:
                 settings=self.exact_settings(),
                 on_progress=self.callbacks.on_ground_truth,
                 on_warning=self.warn,
+                refresh=ground_truth_refresh.refresh if incremental else None,
             )
             self.result.ground_truth = self.gt.as_json()
         return self.gt
