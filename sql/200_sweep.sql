@@ -121,7 +121,8 @@ $$;
 -- found (pgeval.index_recall's short_queries).
 CREATE OR REPLACE FUNCTION pgeval.sweep_group_points(p_sweeps bigint[])
 RETURNS TABLE (sweep_id bigint, point integer, label text, settings jsonb, queries integer,
-               index_recall double precision, p95_ms double precision, short_queries bigint)
+               index_recall double precision, p95_ms double precision, short_queries bigint,
+               plan_mode text, served_by text)
 LANGUAGE sql STABLE AS $$
     SELECT u.sweep_id, s.point, s.label, s.settings,
            (SELECT max(sp.queries) FROM pgeval.sweep_point sp
@@ -132,7 +133,15 @@ LANGUAGE sql STABLE AS $$
               JOIN pgeval.sweep w ON w.sweep_id = sp.sweep_id
               JOIN pgeval.run r ON r.run_id = sp.run_id
              CROSS JOIN LATERAL pgeval.index_recall(r.experiment_id, w.k, r.repetition) ir
-             WHERE sp.sweep_id = u.sweep_id AND sp.point = s.point AND ir.run_id = sp.run_id)
+             WHERE sp.sweep_id = u.sweep_id AND sp.point = s.point AND ir.run_id = sp.run_id),
+           -- the planner's own plan where it was measured (a group's sweep): its mode and what
+           -- served the statement (the ANN index, or the path the planner took instead)
+           (SELECT min(r.params -> 'plan' ->> 'mode') FROM pgeval.sweep_point sp
+              JOIN pgeval.run r ON r.run_id = sp.run_id
+             WHERE sp.sweep_id = u.sweep_id AND sp.point = s.point),
+           (SELECT string_agg(DISTINCT r.params -> 'plan' ->> 'served_by', '; ')
+              FROM pgeval.sweep_point sp JOIN pgeval.run r ON r.run_id = sp.run_id
+             WHERE sp.sweep_id = u.sweep_id AND sp.point = s.point)
       FROM unnest(p_sweeps) u(sweep_id)
      CROSS JOIN LATERAL pgeval.sweep_summary(u.sweep_id) s
 $$;

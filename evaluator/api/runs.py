@@ -192,7 +192,8 @@ class RunMethods:
         (``{"hnsw.ef_search": [10, 20, 40]}`` or ``["hnsw.ef_search=10,20,40"]``), ``settings``,
         ``k``, ``depth``, ``repeat``, ``concurrency``, ``target_recall``, ``find``
         (``"hnsw.ef_search"``: the cheapest value reaching ``target_recall``), ``find_max``,
-        ``embedder``, ``name``, ``fresh``, ``index``, ``isolate_index``, ``checksum``,
+        ``embedder``, ``name``, ``fresh``, ``index``, ``plan`` (``"custom"`` or ``"generic"``:
+        the planner's own plan measured, whatever serves it), ``isolate_index``, ``checksum``,
         ``statement_timeout``, ``maintenance_work_mem`` (None sizes it to the index),
         ``build_timeout`` (seconds). The callbacks are those of
         :func:`evaluator.dba.sweep.run_sweep`. Returns a SweepResult (points, recommendation

@@ -86,6 +86,7 @@ MEASUREMENT_KEYS = (
     "index",
     "build",
     "services",
+    "plan",
 )
 
 # GUC families whose value changes what an ANN scan returns (read after loading the libraries).
@@ -107,8 +108,7 @@ PLANNER_GUCS = (
     "shared_buffers",
 )
 
-# Documented defaults of index options, so that an explicit default hashes like an omitted one
-# (each ANN kind's build options in evaluator.stages.registry).
+# index options' documented defaults (stages.registry): an explicit default hashes as an omitted one
 INDEX_DEFAULTS = {method: build_defaults(method) for method in index_methods()}
 
 
@@ -313,8 +313,8 @@ def measurement(extra: dict | None) -> tuple[dict | None, dict | None]:
     for key in ("batch", "server_timing", "isolate_index"):
         hashed[key] = bool(hashed[key])
     hashed["concurrency"] = int(hashed["concurrency"] or 1)
-    if hashed.get("services") is None:  # only experiments with service stages hash it
-        hashed.pop("services", None)
+    for key in [k for k in ("services", "plan") if hashed.get(k) is None]:  # (earlier hashes
+        hashed.pop(key)  # stay: service stages and the planner's plan mode hashed where given)
     return hashed, extra
 
 

@@ -24,7 +24,7 @@ from psycopg import sql
 
 from ..core.errors import DatabaseError, InputError, PlanError, first_line, param
 from ..core.vector_types import register_vector
-from . import gucs, plan_check, refetch, registry, store, timing, vector_sql
+from . import gucs, plan_check, planner_plan, refetch, registry, store, timing, vector_sql
 from .base import ORDER_DISTANCE, SCORE_DISTANCE, BaseStage, StageContext
 
 if TYPE_CHECKING:
@@ -80,6 +80,8 @@ class VectorStage(BaseStage):
 
     # ---- configuration -------------------------------------------------------------------
     def stage_settings(self, ctx: StageContext) -> dict[str, str]:
+        if planner_plan.mode(ctx) is not None:  # the planner's own plan: none of the stage's
+            return planner_plan.settings(ctx, ctx.settings_for(self.guc_prefixes))
         settings = dict(self.defaults)
         settings.update(ctx.settings_for(self.guc_prefixes))
         return settings
@@ -253,6 +255,11 @@ class VectorStage(BaseStage):
         """EXPLAIN (custom, then generic) inside the open transaction; return the index name.
         ``generic_values``: the parameters of ``generic_statement`` in ``$n`` order (servers
         before 16 need them to EXPLAIN EXECUTE a prepared statement)."""
+        if self.method is not None and planner_plan.mode(ctx) is not None:
+            generic = (
+                None if generic_statement is None else (generic_statement, generic_values or [])
+            )
+            return planner_plan.check(ctx.kb, ctx, tx, self.method, (statement, params), generic)
         plan = plan_check.explain(ctx.kb, statement, params)
         if self.method is None:
             plan_check.check_exact(plan, stage=ctx.stage, all_ann=tx["all_ann"])
@@ -348,9 +355,9 @@ class VectorStage(BaseStage):
             return trusted["index"], stmt, params
         values = {**params, "q": np.asarray(q0, dtype=np.float32)}
         dollar = vector_sql.Dollar()
-        generic = (
+        generic = (  # (the planner's generic plan is the one a run measures: read every time)
             vector_sql.application(ctx.target, ctx.depth, dollar, **self._sql_kw(ctx))[0]
-            if generic_check
+            if generic_check or planner_plan.mode(ctx) == "generic"
             else None
         )
         index = self.check_plan(
@@ -375,6 +382,7 @@ class VectorStage(BaseStage):
                 "score": SCORE_DISTANCE,
                 "metric": ctx.target.distance,
                 "index": index,
+                **({"plan": tx["plan"]} if "plan" in tx else {}),
                 "method": self.method,
                 "settings": tx["settings"],
                 "isolated_from": tx["dropped"],

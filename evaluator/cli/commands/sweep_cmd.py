@@ -106,7 +106,7 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict[str
     "--depth",
     type=click.IntRange(1, 100000),
     default=None,
-    help="Rows per query (LIMIT). [default: max(K, 20)]",
+    help="Rows per query (LIMIT). [default: max(K, 20); K where the planner's own plan is measured]",
 )
 @click.option(
     "--repeat",
@@ -174,6 +174,18 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict[str
     default=None,
     metavar="NAME",
     help="The ANN index to measure when the column has several.",
+)
+@click.option(
+    "--plan",
+    "plan",
+    type=click.Choice(["custom", "generic"]),
+    default=None,
+    help="Measure the planner's own plan, whatever serves the statement (the ANN index, a "
+    "btree and a sort, a sequential scan), and say per point what served it: custom (each "
+    "execution planned with its values: one-shot statements, psycopg 2, most ORMs) or "
+    "generic (a prepared statement after five executions: psycopg 3, JDBC). Nothing is forced: "
+    "a --set enable_sort=off is yours, and the output says it. [default: custom for each "
+    "--group-by group; on the whole table the stage's index is required]",
 )
 @isolate_index_option()
 @no_checksum_option()

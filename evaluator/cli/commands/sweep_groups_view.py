@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -47,6 +48,19 @@ def group_rows(res: GroupSweepResult) -> list[dict[str, Any]]:
             "misses": "" if g["reached"] else "✗",
         }
         for g in res.groups
+    ]
+
+
+def served_lines(groups: list[dict[str, Any]], column: str) -> list[str]:
+    """One line per path that served the groups' statements (the planner's own plan), with
+    the groups it served: ``custom plan: index kb_hnsw (hnsw) served tenant=t30``."""
+    paths: dict[tuple[str, str], list[str]] = {}
+    for g in groups:
+        if g.get("served_by"):
+            paths.setdefault((g.get("plan") or "custom", g["served_by"]), []).append(g["group"])
+    return [
+        f"{mode} plan: {path} served {', '.join(f'{column}={v}' for v in values)}"
+        for (mode, path), values in paths.items()
     ]
 
 
@@ -159,6 +173,8 @@ def _print_table(res: GroupSweepResult, target: str, column: str, queries: int |
     if res.at is not None:
         click.echo(f"groups at {res.at['label']} ({res.at['why']}), worst first:")
         emit(group_rows(res), "table")
+        for line in served_lines(res.groups, column):  # (wrapped between whole names)
+            click.echo(textwrap.fill(line, 80, subsequent_indent="  ", break_long_words=False))
     for g in res.groups:
         if g.get("iterative"):
             click.echo(f"{column}={g['group']} with an iterative scan: {iterative_text(g)}")

@@ -44,6 +44,10 @@ class SweepConfig:
     # one group of the target (column, value): searched as the application searches it,
     # ``WHERE column = value`` (dba/sweep/groups.py runs one such sweep per group)
     group: tuple[str, str] | None = None
+    # the plan measured (stages/planner_plan.py): "custom" (each execution planned with its
+    # values) or "generic" (the prepared statement's); the planner's own, whatever serves it.
+    # None: a group's sweep measures the custom plan, a whole table's requires the index
+    plan: str | None = None
 
 
 @dataclass(frozen=True)
@@ -90,12 +94,25 @@ def _check(cfg: SweepConfig) -> int:
             f"{param('target_recall')} must be in (0, 1], got {cfg.target_recall}",
             field=param("target_recall"),
         )
-    depth = cfg.depth or max(cfg.k, 20)
+    from ...stages.planner_plan import MODES
+
+    if cfg.plan is not None and cfg.plan not in MODES:
+        raise InputError(
+            f"{param('plan')} must be one of {', '.join(MODES)}, not '{cfg.plan}'",
+            field=param("plan"),
+        )
+    # the planner's own plan is the application's LIMIT K's (a deeper LIMIT can change it)
+    depth = cfg.depth or (cfg.k if plan_mode(cfg) else max(cfg.k, 20))
     if depth < cfg.k:
         raise InputError(
             f"{param('depth')} {depth} is below {param('k')} {cfg.k}", field=param("depth")
         )
     return depth
+
+
+def plan_mode(cfg: SweepConfig) -> str | None:
+    """The planner's plan mode the sweep measures (None: the stage's index required)."""
+    return cfg.plan or ("custom" if cfg.group is not None else None)
 
 
 def find_max(cfg: SweepConfig) -> int:

@@ -257,6 +257,9 @@ def _group_row(r: dict, by_sweep: dict, sizes: dict, cfg: SweepConfig) -> dict:
         "short": r["short_queries"],
         "p95_ms": r["p95_ms"],
         "reached": recall is not None and recall >= cfg.target_recall - 1e-12,
+        # the planner's plan the group was measured with, and what served it
+        "plan": r.get("plan_mode"),
+        "served_by": r.get("served_by"),
     }
 
 

@@ -28,7 +28,7 @@ from ...core.warnings_once import once
 from ...stages import gucs, registry
 from . import grid, store
 from . import setup as setup_mod
-from .config import Plan, SweepConfig
+from .config import Plan, SweepConfig, plan_mode
 from .result import Measured, SweepResult
 
 if TYPE_CHECKING:
@@ -305,9 +305,23 @@ class Session:
             extra={"fingerprint": fp, "config_hash": config_hash(fp), **extra},
         )
 
+    def planner(self, stage_name: str) -> dict:
+        """``ctx.extra`` of the planner's own plan for an ANN run (stages/planner_plan.py)."""
+        from ...stages.planner_plan import PLANNER
+
+        which = plan_mode(self.cfg)
+        return {} if which is None or stage_name == "exact" else {PLANNER: {"mode": which}}
+
     def _run_point(self, target: Any, p: grid.Point, rep: int) -> tuple[int, float | None]:
         settings = {**gucs.scope(self.setup.base, self.cfg.stage), **p.settings}
-        ctx = self.context(target, self.cfg.stage, rep, settings, self.fps[p.number])
+        ctx = self.context(
+            target,
+            self.cfg.stage,
+            rep,
+            settings,
+            self.fps[p.number],
+            **self.planner(self.cfg.stage),
+        )
         run_name = f"{self.row.name}.{p.label}.{rep}"
         run_id = store.complete_run(self.results, self.row.experiment_id, run_name)
         if run_id is None:

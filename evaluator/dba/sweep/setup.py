@@ -12,7 +12,7 @@ from ...core.canonical import sha256_hex
 from ...core.errors import InputError, param
 from ...stages import gucs
 from . import grid, store
-from .config import SweepConfig, find_max
+from .config import SweepConfig, find_max, plan_mode
 from .result import SweepResult
 
 if TYPE_CHECKING:
@@ -158,6 +158,8 @@ def identity(
     }
     if cfg.group is not None:  # (absent otherwise: the names of earlier sweeps stay)
         identity["group"] = {cfg.group[0]: cfg.group[1]}
+    if cfg.plan is not None:
+        identity["plan"] = cfg.plan
     return identity
 
 
@@ -177,6 +179,8 @@ def fingerprinter(
             "embedder": s.label,
             "index": cfg.index,
             "isolate_index": cfg.isolate_index,
+            # (the planner's plan mode; absent where the index is required: earlier hashes stay)
+            **({"plan": plan_mode(cfg)} if plan_mode(cfg) else {}),
         }
     }
 

@@ -387,12 +387,16 @@ def resolve(conn: Any, name: str) -> dict:
     return dict(zip([d.name for d in cur.description], row))
 
 
-# one sweep's points (pgeval.sweep_summary) with the index their runs' plans used
+# one sweep's points (pgeval.sweep_summary) with the index their runs' plans used and, where the
+# planner's own plan was measured (stages/planner_plan.py), its mode and what served it
 _SUMMARY = """
-SELECT s.*, (SELECT min(r.params ->> 'index') FROM pgeval.sweep_point sp
-               JOIN pgeval.run r ON r.run_id = sp.run_id
-              WHERE sp.sweep_id = %(sweep)s AND sp.point = s.point) AS index
+SELECT s.*, u.index, u.plan_mode, u.served_by
   FROM pgeval.sweep_summary(%(sweep)s) s
+ CROSS JOIN LATERAL (
+     SELECT min(r.params ->> 'index') AS index, min(r.params -> 'plan' ->> 'mode') AS plan_mode,
+            string_agg(DISTINCT r.params -> 'plan' ->> 'served_by', '; ') AS served_by
+       FROM pgeval.sweep_point sp JOIN pgeval.run r ON r.run_id = sp.run_id
+      WHERE sp.sweep_id = %(sweep)s AND sp.point = s.point) u
 """
 
 

@@ -1,0 +1,94 @@
+"""The planner's own plan: an ANN stage measured with the plan the planner chooses for the
+application's statement, whatever it is (a group's sweep, `sweep --plan custom|generic`).
+
+By default an ANN stage must be served by its index (:mod:`.plan_check` refuses any other plan,
+and the stage sets ``enable_seqscan = off``). An application sets neither: for a small tenant the
+planner may serve ``WHERE tenant = $2 ORDER BY embedding <=> $1 LIMIT 10`` through the tenant's
+btree and a sort (exact search), and the same statement prepared (the generic plan a server picks
+after five executions, as psycopg 3 and JDBC do) through the HNSW index. Under
+``ctx.extra[PLANNER] = {"mode": "custom" | "generic"}`` the stage:
+
+- adds none of its own planner settings (a ``--set`` still applies, and is the user's forcing);
+- pins the plan mode with ``plan_cache_mode`` (``force_custom_plan``: each execution planned with
+  its values, as a one-shot statement; ``force_generic_plan``: the prepared statement's generic
+  plan), so that the timed statements never switch plan half way;
+- reads the plan of that mode with EXPLAIN and records what served it (:func:`served_by`) in
+  the run's ``params.plan``: the ANN index, or the path the planner took instead;
+- never refuses the plan: the rows the application gets are what is measured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import plan_check
+
+PLANNER = "planner_plan"  # ctx.extra's key: {"mode": "custom" | "generic"}
+MODES = ("custom", "generic")
+CACHE_MODE = {"custom": "force_custom_plan", "generic": "force_generic_plan"}
+
+
+def mode(ctx: Any) -> str | None:
+    """The plan mode measured (None: the stage's index is required, as by default)."""
+    found = ctx.extra.get(PLANNER)
+    return None if found is None else str(found.get("mode") or "custom")
+
+
+def settings(ctx: Any, given: dict[str, str]) -> dict[str, str]:
+    """The stage's settings in planner mode: the user's, and the plan mode pinned (unless the
+    user pinned one)."""
+    out = dict(given)
+    out.setdefault("plan_cache_mode", CACHE_MODE[mode(ctx) or "custom"])
+    return out
+
+
+def served_by(plan: dict, all_ann: dict[str, str], index: str | None) -> str:
+    """What served the statement, in words: ``index kb_hnsw (hnsw)``, ``exact via kb_tenant``
+    (another index and a sort), ``exact via a sequential scan``."""
+    if index is not None:
+        return f"index {index} ({all_ann.get(index, 'ann')})"
+    scans = plan_check.index_scans(plan)
+    if scans:
+        return "exact via " + ", ".join(dict.fromkeys(name for _, name, _ in scans))
+    return "exact via a sequential scan"
+
+
+def check(
+    conn: Any,
+    ctx: Any,
+    tx: dict,
+    method: str,
+    custom: tuple[Any, dict],
+    generic: tuple[Any, list] | None,
+) -> str | None:
+    """The ANN index serving the plan of the context's mode (None: another path serves it);
+    ``tx["plan"]`` records the mode and what served it. ``custom``: the statement and its
+    values; ``generic``: the ``$n`` statement and its values in order."""
+    which = mode(ctx) or "custom"
+    if which == "generic" and generic is not None:
+        plan = plan_check.explain_generic(conn, generic[0], generic[1])
+    else:
+        plan = plan_check.explain(conn, custom[0], custom[1])
+    try:
+        index: str | None = plan_check.check_ann(
+            plan,
+            stage=ctx.stage,
+            method=method,
+            candidates=tx["candidates"],
+            all_ann=tx["all_ann"],
+            wanted=tx["wanted"],
+            generic=which == "generic",
+        )
+    except Exception as exc:  # noqa: BLE001 - PlanError: another path serves it
+        from ..core.errors import PlanError
+
+        if not isinstance(exc, PlanError):
+            raise
+        index = None
+    all_ann = tx["all_ann"] if isinstance(tx["all_ann"], dict) else {}
+    tx["plan"] = {
+        "mode": which,
+        "served_by": served_by(plan, all_ann, index),
+        "ann": index is not None,
+    }
+    return index
