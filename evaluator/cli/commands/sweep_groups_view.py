@@ -81,10 +81,17 @@ def recommendation_line(res: GroupSweepResult) -> str:
     rec, k, goal = res.recommendation, res.k, res.target_recall
     if rec:
         worst = res.groups[0] if res.groups else {}
+        # (a group not measured there reaches nothing: "every group" only when it is true)
+        which = "every group" if not res.failed else "every group measured"
+        unmeasured = (
+            "; not measured, so not known to reach it: " + ", ".join(sorted(res.failed))
+            if res.failed
+            else ""
+        )
         return (
-            f"recommended: {rec['label']} — every group reaches recall@{k} {goal:g}; the worst, "
+            f"recommended: {rec['label']} — {which} reaches recall@{k} {goal:g}; the worst, "
             f"{worst.get('group')}, {_fmt(rec['index_recall'])} at p95 "
-            f"{_fmt(rec['p95_ms'], '.3f')} ms ({rec['why']})"
+            f"{_fmt(rec['p95_ms'], '.3f')} ms ({rec['why']}){unmeasured}"
         )
     if not res.groups:
         return "no group was measured"

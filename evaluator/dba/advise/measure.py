@@ -207,7 +207,8 @@ def _group_row(design: Design, grouped: GroupSweepResult) -> dict[str, Any]:
         "build": design.build,
         "setting": {design.find: None if value is None else int(value), **design.fixed},
         **_figures(_worst_of(present)),
-        "reached": grouped.recommendation is not None,
+        # (a group not measured is not known to reach it: the design does not count as reaching)
+        "reached": grouped.recommendation is not None and not grouped.failed,
         "sweep": grouped.sweeps[str(worst["group"])].name if worst else None,
         "sweeps": {g: res.name for g, res in grouped.sweeps.items()},
         "point": at.get("label"),

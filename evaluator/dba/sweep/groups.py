@@ -81,6 +81,8 @@ class GroupSweepResult:
             "points": self.points,
             "finds": self.finds,
             "recommendation": self.recommendation,
+            # the recommendation holds for every group only when every group chosen was measured
+            "every_group_measured": not self.failed,
             "warnings": self.warnings,
         }
 
