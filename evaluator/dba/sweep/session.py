@@ -144,15 +144,7 @@ class Session:
         numbered it before (a value keeps its number), else the next number; fingerprinted."""
         from ..fingerprint import config_hash
 
-        if self.numbers is None:
-            self.numbers = {
-                _key(p["build"] or {}, p["settings"] or {}): p["point"]
-                for p in store.summary(self.results, self.row.sweep_id)
-            }
-        key = _key(build, settings)
-        if key not in self.numbers:
-            self.numbers[key] = max(self.numbers.values(), default=0) + 1
-        p = grid.Point(self.numbers[key], settings, build)
+        p = grid.Point(self.number(settings, build), settings, build)
         assert self.fingerprint is not None  # (a find's session is opened, not reopened)
         fp = self.fingerprint(
             {**gucs.scope(self.setup.base, self.cfg.stage), **settings},
@@ -161,6 +153,19 @@ class Session:
         )
         self.fps[p.number], self.hashes[p.number] = fp, config_hash(fp)
         return p
+
+    def number(self, settings: dict, build: dict) -> int:
+        """The number of the point of ``settings`` under ``build``: the one the sweep gave it
+        before, else the next."""
+        if self.numbers is None:
+            self.numbers = {
+                _key(p["build"] or {}, p["settings"] or {}): p["point"]
+                for p in store.summary(self.results, self.row.sweep_id)
+            }
+        key = _key(build, settings)
+        if key not in self.numbers:
+            self.numbers[key] = max(self.numbers.values(), default=0) + 1
+        return self.numbers[key]
 
     def measured(self, number: int) -> Measured | None:
         """Point ``number`` as measured, read from SQL (None: not measured)."""

@@ -415,6 +415,26 @@ def point(conn: Any, sweep_id: int, number: int) -> Measured | None:
     return Measured.of(sweep_id, rows[0]) if rows else None
 
 
+def setting_interval(
+    conn: Any, sweep_id: int, setting: str, target: float, k: int, points: list[int]
+) -> dict:
+    """The least value of ``setting`` among ``points`` reaching ``target``, with its 95 %
+    interval over resamples of the queries (SQL's pgeval.sweep_setting_interval): ``low``,
+    ``high`` (None: above every value measured), ``resamples``, ``unreached``."""
+    row = conn.execute(
+        "SELECT * FROM pgeval.sweep_setting_interval(%s, %s, %s, %s, %s)",
+        (sweep_id, setting, target, k, points),
+    ).fetchone()
+    low, high, resamples, unreached = row
+    return {
+        "level": 0.95,
+        "low": None if low is None else int(low),
+        "high": None if high is None else int(high),
+        "resamples": resamples,
+        "unreached": unreached,
+    }
+
+
 def recommendation(
     conn: Any, sweep_id: int, target_recall: float, work: tuple[str, ...] = ()
 ) -> dict | None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ...core.canonical import canonical_json
 from ...stages import gucs
-from . import grid
+from . import grid, store
 from .config import find_max
 from .session import Session
 
@@ -96,8 +96,29 @@ def finds(session: Session) -> None:
                     min(cfg.find_min or 1, most),
                 )  # fmt: skip
                 session.result.finds.append(
-                    {**found.as_dict(), **({"build": build} if plan.build_axes else {})}
+                    {
+                        **found.as_dict(),
+                        "interval": interval(session, setting, others, build, found.path),
+                        **({"build": build} if plan.build_axes else {}),
+                    }
                 )
+
+
+def interval(
+    session: Session, setting: str, others: dict, build: dict, path: list[list]
+) -> dict | None:
+    """The found value's 95 % interval over resamples of the queries (SQL's
+    pgeval.sweep_setting_interval over this find's points); None when it measured nothing."""
+    points = [session.number({**others, setting: str(v)}, build) for v, _ in path]
+    if not points:
+        return None
+    session.results.commit()  # (the points' values filled: read in a transaction of its own)
+    found = store.setting_interval(
+        session.results, session.row.sweep_id, setting, session.cfg.target_recall,
+        session.cfg.k, points,
+    )  # fmt: skip
+    session.results.commit()
+    return found
 
 
 class _Copy:

@@ -42,12 +42,26 @@ def find_line(found: dict, k: int, goal: float) -> str:
         return (
             f"found{where}: {found['setting']}={found['value']} is the smallest value reaching "
             f"recall@{k} {goal:g} ({found['recall']:.4f}; {tried} values tried)"
+            + interval_text(found.get("interval"))
         )
     best = found.get("best") or [None, None]
     return (
         f"not found{where}: no {found['setting']} up to --find-max reaches recall@{k} {goal:g}; "
         f"the best tried is {found['setting']}={best[0]} ({(best[1] or 0):.4f}): raise "
         "--find-max, or look at the index's build (m, ef_construction) with --build"
+    )
+
+
+def interval_text(interval: dict | None) -> str:
+    """The found value's interval in words: ``; 95 % interval 18-33 over 500 resamples of the
+    queries`` (``above 33``: some resamples reach at no value measured)."""
+    if not interval or interval.get("low") is None:
+        return ""
+    high = interval.get("high")
+    upper = f"{high}" if high is not None else "above every value measured"
+    return (
+        f"; 95 % interval {interval['low']}–{upper} over {interval['resamples']} resamples of "
+        "the queries"
     )
 
 
