@@ -86,6 +86,12 @@ def test_every_design_measured_and_json_shape(advised, conn):
     assert all(s.startswith("ALTER DATABASE ") for s in rec["settings_sql"])
     assert rec["design"] in rec["why"] and "runner-up" in rec["why"]
     assert f"±{rec['recall_margin']:.4f} over {NQ} queries" in rec["why"]
+    # the setting found, with its 95 % interval over resamples of the queries
+    iv, value = rec["setting_interval"], chosen["setting"][next(iter(chosen["setting"]))]
+    assert iv["low"] <= value and (iv["high"] is None or value <= iv["high"])
+    assert (
+        f"95 % interval over {iv['resamples']} resamples of the queries: {iv['low']}–" in rec["why"]
+    )
     # wider than 0.01 over 40 queries unless nearly every query is perfect: said, with the
     # queries that would narrow it
     wide = [w for w in d["warnings"] if "95 % interval over" in w]

@@ -190,3 +190,42 @@ def test_a_whole_table_sweep_still_requires_the_index(pgeval, target):
     d = json.loads(out)
     assert d["points"][0]["index"] == "plan_kb_hnsw"
     assert d["points"][0]["served_by"] is None and d["points"][0]["plan_mode"] is None
+
+
+def _served(conn, table: str, group: str, q: str, ef: int) -> str:
+    """Which kind of index serves the group's statement on ``table``: hnsw, btree or none."""
+    conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
+    plan = conn.execute(
+        f"EXPLAIN (FORMAT JSON) SELECT id FROM {table} WHERE tenant = %s "
+        f"ORDER BY e <=> %s::vector LIMIT {K + 1}",
+        (group, q),
+    ).fetchone()[0][0]["Plan"]
+    names = _scans(plan)
+    kinds = conn.execute(
+        "SELECT am.amname FROM pg_class c JOIN pg_am am ON am.oid = c.relam "
+        "WHERE c.relname = ANY(%s)",
+        (names,),
+    ).fetchall()
+    conn.rollback()
+    return ",".join(sorted({k for (k,) in kinds})) or "none"
+
+
+def test_a_scratch_copy_is_served_per_tenant_as_the_table(database, kb, target):
+    """The copy advise builds a design on carries the tenant's btree and fresh statistics: the
+    planner serves every tenant on it as it serves it on the table."""
+    from evaluator.dba.build_sweep import Scratch
+    from evaluator.target import targets
+
+    with database.connect() as c:
+        tgt = targets.load(c, target).scoped("tenant", "t05")
+    q = clustered_kb.vtext(next(v for v, _ in kb.values()))
+    with Scratch(database, tgt) as scratch:
+        assert [x.split(" ")[0] for x in scratch.carried] == ["plan_kb_tenant"]
+        scratch.build("hnsw", {}, "m=16", "hnsw")
+        copy = f'"{scratch.schema}"."{scratch.target.table}"'
+        with database.connect(results=False) as c:
+            for ef in (10, 80):
+                on_table = {g: _served(c, TABLE, g, q, ef) for g in SHARES}
+                on_copy = {g: _served(c, copy, g, q, ef) for g in SHARES}
+                assert on_copy == on_table, ef
+                assert "btree" in on_table.values()  # (some tenant is served through its btree)

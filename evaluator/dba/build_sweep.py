@@ -145,6 +145,7 @@ class Scratch:
         self.index: str | None = None
         self.rows = 0
         self.warnings: list[str] = []
+        self.carried: list[str] = []  # the table's group-filter indexes copied (scratch_indexes)
         self._old_term: Any = None
         self._whole: Any = None  # the copy's target over every group (before any scope)
         self._owner: Scratch | None = None  # shared(): the Scratch whose copy this one uses
@@ -266,6 +267,15 @@ class Scratch:
             ),
             params,
         )
+        if column is not None:  # the group filter served as the table serves it (its btree)
+            from . import scratch_indexes
+
+            self.carried, skipped = scratch_indexes.copy(c, src, self.schema, SCRATCH_TABLE, column)
+            if skipped:
+                self.warnings.append(
+                    f"the scratch copy does not carry {', '.join(skipped)} of {src.qualified()}: "
+                    "a plan that uses it on the table is not reproduced on the copy"
+                )
         c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.schema, SCRATCH_TABLE)))
         self._whole = replace(
             src,

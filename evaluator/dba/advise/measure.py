@@ -151,6 +151,8 @@ def _row(design: Design, res: SweepResult) -> dict[str, Any]:
         "reused": res.reused,
         "kept": res.kept,
         "find_path": found["path"],
+        # the found value's 95 % interval over resamples of the queries (None: not reached)
+        "setting_interval": found.get("interval") if found["reached"] else None,
         # every value the find measured: what the plot draws per design
         "points": [
             {
@@ -162,6 +164,14 @@ def _row(design: Design, res: SweepResult) -> dict[str, Any]:
             if (p["build"] or {}) == design.build and p["settings"]
         ],
     }
+
+
+def _binding_interval(finds: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The 95 % interval of the largest value a group found: the group the setting is for."""
+    reached = [f for f in finds.values() if f.get("reached") and f.get("interval")]
+    if not reached:
+        return None
+    return dict(max(reached, key=lambda f: f["value"])["interval"])
 
 
 def _worst_of(points: list[dict[str, Any]]) -> dict[str, Any]:
@@ -226,6 +236,8 @@ def _group_row(design: Design, grouped: GroupSweepResult) -> dict[str, Any]:
         "groups_failed": grouped.failed,
         "groups_chosen": grouped.chosen,
         "find_path": {g: f.get("path") for g, f in grouped.finds.items()},
+        # the interval of the group whose own value binds (the largest found)
+        "setting_interval": _binding_interval(grouped.finds),
         # each group's own least value reaching R (None: it reached none)
         "found": {
             g: f.get("value") if f.get("reached") else None for g, f in grouped.finds.items()
