@@ -309,6 +309,16 @@ def test_stage_kinds_described_once():
     assert _sources_containing('method = "hnsw"') == []
 
 
+def test_searched_types_described_once():
+    """What differs between the types a column is searched as (vector, halfvec, bit: operator,
+    operator class, quantizer, re-ranking) is read from core/search_types.py; what advise needs
+    of a kind (its iterative scan's modes, its re-rank candidates) from the registry."""
+    assert _sources_containing('== "bit"') == []
+    assert _sources_containing('"binary_quantize"') == ["evaluator/core/search_types.py"]
+    assert [p for p in _sources_containing('"strict_order"') if "/advise/" in p] == []
+    assert [p for p in _sources_containing('"bq.candidates"') if "/advise/" in p] == []
+
+
 def test_registry_describes_every_kind_consistently():
     """Every registered kind has a known role and a runner whose ``kind`` is its name; every ANN
     kind names its access method and settings, and its runner reads them from the registry."""
@@ -325,7 +335,14 @@ def test_registry_describes_every_kind_consistently():
             assert runner.method == kind.index_method
             assert runner.guc_prefixes == kind.guc_prefixes
             assert all(s.startswith(kind.guc_prefixes) for s in kind.work_settings)
-    assert registry.ann_kinds() == ("hnsw", "hnsw-halfvec", "hnsw-bq", "ivfflat", "diskann")
+    # the ANN kinds are the registry's, in its order; every one has its module and its test
+    assert registry.ann_kinds() == tuple(n for n, k in registry.KINDS.items() if k.role == "ann")
+    tests = ROOT.parent / "tests"
+    for name in registry.ann_kinds():
+        runner = registry.KINDS[name].runner.split(":")[0]
+        assert runner in MODULES, name
+        plain = registry.KINDS[name].index_method == name
+        assert plain or (tests / f"test_stage_{name.replace('-', '_')}.py").exists(), name
 
 
 @pytest.mark.parametrize(

@@ -326,8 +326,10 @@ class VectorStage(BaseStage):
             "overfetch": self.overfetch(ctx),
             "threshold": ctx.target.max_distance(),
         }
-        if ctx.target.search_type == "bit":  # hnsw-bq: how many Hamming candidates to re-rank
-            given = ctx.settings_for(self.guc_prefixes).get("bq.candidates")
+        described = registry.kind(self.kind)
+        rerank = described.rerank_candidates if described is not None else None
+        if rerank is not None:  # hnsw-bq: how many Hamming candidates to re-rank
+            given = ctx.settings_for(self.guc_prefixes).get(rerank)
             kw["candidates"] = int(given) if given else None  # None: vector_sql's default
         return kw
 

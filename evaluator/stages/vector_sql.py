@@ -53,8 +53,8 @@ def inner(
 ) -> tuple[sql.Composable, dict]:
     """``SELECT id::text COLLATE "C" AS chunk_id, dist FROM t WHERE ... ORDER BY <bare operator>
     LIMIT k`` (chunk ids in byte order for every tie-break above, whatever the table's collation).
-    A binary-quantized search (``search_type`` bit): :func:`binary_quantized`."""
-    if target.search_type == "bit":
+    A search of a quantized copy (``search_type`` bit): :func:`binary_quantized`."""
+    if target.searched.quantized:
         return binary_quantized(
             target, depth, qparam, ph, cast, candidates or BQ_CANDIDATES_PER_ROW * depth
         )

@@ -80,9 +80,10 @@ def find_setting(kind: registry.Kind, build: dict[str, str], fixed: dict[str, st
 def fixed_settings(kind: registry.Kind, find: str) -> dict[str, str]:
     """Settings a find runs under: a setting of pgeval's own (``bq.candidates``, the LIMIT of the
     index scan) needs the index to return as many rows as it asks, whatever ``ef_search``: the
-    kind's iterative scan, in strict order (exact order kept)."""
-    if find in gucs.OWN and kind.reorders:
-        return {name: "strict_order" for name in kind.reorders}
+    kind's iterative scan, in the mode that keeps the most order (the registry's
+    ``Kind.rows_asked_scan``: HNSW's strict_order; IVFFlat has relaxed_order only)."""
+    if find in gucs.OWN:
+        return kind.rows_asked_scan()
     return {}
 
 
@@ -106,21 +107,12 @@ def supported(conn: Any) -> tuple[list[str], dict[str, str]]:
                 else f"extension {ext} is not installed on this server"
             )
             continue
-        if kind.cast_type and not _cast_known(conn, kind.cast_type):
-            why[name] = f"{ext} {installed[ext]} has no {kind.cast_type} search (upgrade {ext})"
+        searched = kind.searched
+        if searched is not None and not conn.execute(*searched.known_sql()).fetchone()[0]:
+            why[name] = f"{ext} {installed[ext]} has no {searched.name} search (upgrade {ext})"
             continue
         ok.append(name)
     return ok, why
-
-
-def _cast_known(conn: Any, cast_type: str) -> bool:
-    if cast_type == "bit":  # bit is core; the quantizer is pgvector's (0.7+)
-        return bool(
-            conn.execute(
-                "SELECT to_regprocedure('binary_quantize(vector)') IS NOT NULL"
-            ).fetchone()[0]
-        )
-    return bool(conn.execute("SELECT to_regtype(%s) IS NOT NULL", (cast_type,)).fetchone()[0])
 
 
 def parse_builds(items: Any) -> dict[str, list[tuple[str, list[str]]]]:
@@ -148,8 +140,9 @@ def parse_builds(items: Any) -> dict[str, list[tuple[str, list[str]]]]:
 
 
 def designs(cfg: AdviseConfig, available: list[str], why_not: dict[str, str]) -> list[Design]:
-    """Every design x build to measure, in the order given (default: registry order)."""
-    chosen = list(cfg.designs) or available
+    """Every design x build to measure, in the order given (default: the registry's default
+    designs, ``Kind.advise_default``, in its order)."""
+    chosen = list(cfg.designs) or [n for n in available if n in registry.advise_kinds()]
     for name in chosen:
         if name not in registry.ann_kinds():
             raise InputError(
