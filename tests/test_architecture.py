@@ -303,10 +303,27 @@ def test_stage_kinds_described_once():
         '("exact", "hnsw", "ivfflat", "diskann")',
         '"hnsw": ("m", "ef_construction")',
         '"hnsw": {"m": "16"',
+        "hnsw, ivfflat",
+        "ivfflat, diskann",
+        "hnsw-bq, ivfflat",
+        "hnsw|ivfflat",
     ):
         assert _sources_containing(listing) == [], listing
     assert _sources_containing("index_method=") == ["evaluator/stages/registry.py"]
     assert _sources_containing('method = "hnsw"') == []
+
+
+def test_docs_list_the_registrys_kinds():
+    """The docs that list kinds list the registry's: docs/index-designs.md has a row per ANN
+    kind, docs/TIMING.md's row of the vector stages names every vector kind (the help texts
+    and docs/cli.md are generated from the registry)."""
+    from evaluator.stages import registry
+
+    docs = ROOT.parent / "docs"
+    designs = (docs / "index-designs.md").read_text(encoding="utf-8")
+    assert [n for n in registry.ann_kinds() if f"\n| `{n}` |" not in designs] == []
+    timing = (docs / "TIMING.md").read_text(encoding="utf-8")
+    assert f"\n| {registry.listing(registry.vector_kinds())} |" in timing
 
 
 def test_searched_types_described_once():

@@ -269,6 +269,30 @@ def vector_kinds() -> tuple[str, ...]:
     return tuple(k.name for k in KINDS.values() if k.vector)
 
 
+def find_settings() -> tuple[str, ...]:
+    """The work settings a find searches, over every ANN kind and build (its first work setting
+    and those its build chooses), in registry order."""
+    found: list[str] = []
+    for k in KINDS.values():
+        if k.ann:
+            found += [k.work_settings[0], *(k.find_by_build[1].values() if k.find_by_build else ())]
+    return tuple(dict.fromkeys(found))
+
+
+def listing(names: tuple[str, ...] | list[str] | None = None) -> str:
+    """Kinds for a help text, from the registry (default: every kind): ``exact, hnsw, ...,
+    weknora-vector|keyword|hybrid|final`` (kinds ``P-x`` of a prefix ``P`` that is no kind
+    themselves, written once as ``P-x|y``)."""
+    groups: dict[str, list[str]] = {}
+    for name in names if names is not None else list(KINDS):
+        prefix, dash, rest = name.partition("-")
+        key = prefix if dash and prefix not in KINDS else name
+        groups.setdefault(key, []).append(rest if key != name else name)
+    return ", ".join(
+        f"{key}-{'|'.join(items)}" if items != [key] else key for key, items in groups.items()
+    )
+
+
 def index_methods() -> tuple[str, ...]:
     """The access methods of ANN indexes, one per method, in registry order."""
     return tuple(dict.fromkeys(k.index_method for k in KINDS.values() if k.index_method))

@@ -1,7 +1,7 @@
 """What the vector stages share: the stage transaction (READ ONLY, settings by SET LOCAL, or
 ``--isolate-index``), the plan check, the per-query and batch loops, timing.
 
-Subclasses (exact, hnsw, ivfflat, diskann) set ``kind`` (``method``, the index's access method,
+Subclasses (``registry.vector_kinds()``) set ``kind`` (``method``, the index's access method,
 and ``guc_prefixes`` come from the kind's description in :mod:`evaluator.stages.registry`),
 ``defaults`` (settings applied unless the user sets them) and may add ``trap_warnings``.
 

@@ -1,4 +1,4 @@
-"""The SQL of the vector stages (exact, hnsw, ivfflat, diskann): one statement per query, or one
+"""The SQL of the vector stages (``registry.vector_kinds()``): one statement per query, or one
 set-based statement for all queries (``--batch``). Both order the index scan by the *bare*
 distance operator (``ORDER BY embedding <=> $1 LIMIT k``): an expression such as
 ``ORDER BY 1 - (embedding <=> $1) DESC`` can never use an index. The outer query re-sorts the

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ...api.vocabulary import advise_rows, ann_kinds
+from ...api.vocabulary import advise_kinds, advise_rows, ann_kinds, kinds_listing
 from ..output import emit, format_option, info, to_json
 from .common import group_options, no_checksum_option, pass_api, statement_timeout_option
 from .query_options import query_source_options
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     "--designs",
     default=None,
     metavar="KIND,KIND",
-    help=f"Index designs to compare ({', '.join(ann_kinds())}). "
-    "[default: every one this database can build]",
+    help=f"Index designs to compare ({kinds_listing(ann_kinds())}). "
+    f"[default: those of {kinds_listing(advise_kinds())} this database can build]",
 )
 @click.option(
     "--build",
@@ -179,9 +179,10 @@ def advise(
     report: str | None,
     fmt: str,
 ) -> None:
-    """Recommend the index design (HNSW, HNSW on halfvec, HNSW on binary-quantized vectors,
-    IVFFlat, DiskANN), its build options and its query setting that reach --target-recall on
-    your table within your budgets, with the DDL and settings to apply it.
+    """Recommend the index design, its build options and its query setting that reach
+    --target-recall on your table within your budgets, with the DDL and settings to apply it
+    (the designs: HNSW, IVFFlat and DiskANN on the vectors, on halfvec or on binary-quantized
+    vectors, as the stage kinds of --designs).
 
     \b
     Every design x build is one stored sweep (`pgeval sweep --build ... --find ...`): the
