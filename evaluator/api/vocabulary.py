@@ -4,6 +4,7 @@ library; the command line reads them here)."""
 
 from __future__ import annotations
 
+from ..dba.advise.config import ADVISE_DEFAULTS
 from ..dba.advise.report import rows as advise_rows
 from ..dba.fingerprint import short_hash
 from ..dba.sweep.configure import SWEEP_DEFAULTS
@@ -27,6 +28,7 @@ from ..target.groups import DEFAULT_MAX_GROUPS
 from ..testset.query_source import SAMPLED_BIAS
 
 __all__ = [
+    "ADVISE_DEFAULTS",
     "BUILD_OPTIONS",
     "DEFAULT_MAX_GROUPS",
     "DEFAULT_RULES",
