@@ -209,3 +209,49 @@ def test_advise_plans_it_only_when_named():
     assert default == list(registry.advise_kinds()) and "ivfflat-halfvec" not in default
     (named,) = designs(AdviseConfig(target="t", designs=("ivfflat-halfvec",)), every, {})
     assert (named.build, named.find, named.fixed) == ({"lists": "100"}, "ivfflat.probes", {})
+
+
+def test_warmup_watch_and_fingerprint_take_the_kind(kb, clean, conn, pgeval):
+    """warmup warms each IVFFlat index through its own kind's statement; watch probes the
+    halfvec index at its setting; the fingerprint holds the ivfflat settings of the stage."""
+    _target(conn)
+    base = "warmup --target ivh --set enable_seqscan=off --random-queries 10 --max-passes 2"
+    code, out, err = pgeval(base + " --format json")
+    assert code == 0, err
+    warmed = {i["index"]: i["kind"] for i in json.loads(out)["indexes"]}
+    assert warmed == {"ivh_plain": "ivfflat", f"{TABLE}_half": "ivfflat-halfvec"}
+    args = ["watch", "--target", "ivh", "--stage", "ivfflat-halfvec", "--set", "enable_seqscan=off"]
+    code, out, err = pgeval(*args, "--sample-queries", "30", "--format", "json")
+    assert code == 0, err
+    probe = json.loads(out)
+    assert probe["index_name"] == f"{TABLE}_half" and probe["setting"] == {"ivfflat.probes": "1"}
+    assert 0 < probe["recall"] <= 1
+    code, out, err = pgeval(
+        "fingerprint", "--target", "ivh", "--stage", "ivfflat-halfvec", "--set",
+        "ivfflat.probes=4", "--no-checksum", "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["fingerprint"]["query_settings"]["ivfflat.probes"] == "4"
+    assert f"{TABLE}_half" in doc["fingerprint"]["indexes"]
+
+
+@pytest.mark.slow
+def test_advise_measures_it_when_named(kb, clean, conn, pgeval, tmp_path):
+    """--designs ivfflat-halfvec: one build on a scratch copy (its expression index), probes
+    found, and the DDL printed for it."""
+    path, _, _ = kb
+    _target(conn)
+    code, out, err = pgeval(
+        "advise", "--target", "ivh", "--queries-file", str(path), "--designs",
+        "ivfflat-halfvec", "--build", "ivfflat-halfvec:lists=10", "--target-recall", "0.9",
+        "--set", "enable_seqscan=off", "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    (design,) = doc["designs"]
+    assert design["design"] == "ivfflat-halfvec" and "ivfflat.probes" in design["setting"]
+    rec = doc["recommendation"]
+    assert rec["design"] == "ivfflat-halfvec"
+    assert f'USING ivfflat ((("emb")::halfvec({DIM})) halfvec_cosine_ops)' in rec["ddl"]
+    assert "--find ivfflat.probes on your index" in rec["why"]
