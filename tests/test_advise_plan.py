@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
+from evaluator.core.errors import InputError
 from evaluator.dba.advise import apply
 from evaluator.dba.advise.config import ADVISE_DEFAULTS
 from evaluator.dba.advise.plan import AdviseConfig, designs, fixed_settings
@@ -83,3 +86,13 @@ def test_advise_defaults_are_one_definition():
             expected = None if isinstance(default, (tuple, dict)) else default
             assert param.default == expected, name
     assert ADVISE_DEFAULTS.max_groups == DEFAULT_MAX_GROUPS
+
+
+def test_a_named_design_the_server_lacks_says_what_it_needs():
+    every = [n for n in registry.ann_kinds() if n != "ivfflat-halfvec"]
+    cfg = AdviseConfig(target="t", designs=("ivfflat-halfvec",))
+    with pytest.raises(InputError, match="needs extension vector 0.7.0 or later with halfvec"):
+        designs(cfg, every, {})
+    cfg = AdviseConfig(target="t", designs=("hnsw-bq",))
+    with pytest.raises(InputError, match="cannot be built here: vector 0.6.2 has no bit search"):
+        designs(cfg, [], {"hnsw-bq": "vector 0.6.2 has no bit search (upgrade vector)"})

@@ -58,7 +58,8 @@ def fixed_settings(kind: registry.Kind, find: str) -> dict[str, str]:
 
 def supported(conn: Any) -> tuple[list[str], dict[str, str]]:
     """The ANN kinds this database can build (their extension installed, their cast type known)
-    and, for the others, why not."""
+    and, for the default designs among the others, why not (what advise lists as skipped; a
+    kind that is no default design is skipped only when named, :func:`designs` says why)."""
     installed = dict(conn.execute("SELECT extname, extversion FROM pg_extension").fetchall())
     available = dict(
         conn.execute("SELECT name, default_version FROM pg_available_extensions").fetchall()
@@ -68,20 +69,29 @@ def supported(conn: Any) -> tuple[list[str], dict[str, str]]:
     for name in registry.ann_kinds():
         kind = registry.KINDS[name]
         ext = kind.extension or ""
+        searched = kind.searched
         if ext not in installed:
-            why[name] = (
+            reason = (
                 f"extension {ext} {available[ext]} is available but not installed here "
                 f"(CREATE EXTENSION {ext})"
                 if ext in available
                 else f"extension {ext} is not installed on this server"
             )
+        elif searched is not None and not conn.execute(*searched.known_sql()).fetchone()[0]:
+            reason = f"{ext} {installed[ext]} has no {searched.name} search (upgrade {ext})"
+        else:
+            ok.append(name)
             continue
-        searched = kind.searched
-        if searched is not None and not conn.execute(*searched.known_sql()).fetchone()[0]:
-            why[name] = f"{ext} {installed[ext]} has no {searched.name} search (upgrade {ext})"
-            continue
-        ok.append(name)
+        if kind.advise_default:
+            why[name] = reason
     return ok, why
+
+
+def _needs(kind: registry.Kind) -> str:
+    """Why a kind that is no default design cannot be built, from its description."""
+    version = f" {kind.min_version} or later" if kind.min_version else ""
+    searched = f" with {kind.searched.name} search" if kind.searched else ""
+    return f"it needs extension {kind.extension}{version}{searched} installed in this database"
 
 
 def parse_builds(items: Any) -> dict[str, list[tuple[str, list[str]]]]:
@@ -119,9 +129,8 @@ def designs(cfg: AdviseConfig, available: list[str], why_not: dict[str, str]) ->
                 field=param("designs"),
             )
         if name not in available:
-            raise InputError(
-                f"design {name} cannot be built here: {why_not[name]}", field=param("designs")
-            )
+            why = why_not.get(name) or _needs(registry.KINDS[name])
+            raise InputError(f"design {name} cannot be built here: {why}", field=param("designs"))
     builds = parse_builds(cfg.build)
     for named in builds:
         if named not in chosen:
