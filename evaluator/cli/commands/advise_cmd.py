@@ -185,10 +185,9 @@ def advise(
     report: str | None,
     fmt: str,
 ) -> None:
-    """Recommend the index design, its build options and its query setting that reach
-    --target-recall on your table within your budgets, with the DDL and settings to apply it
-    (the designs: HNSW, IVFFlat and DiskANN on the vectors, on halfvec or on binary-quantized
-    vectors, as the stage kinds of --designs).
+    """Recommend the index design (a stage kind of --designs), its build options and its query
+    setting that reach --target-recall on your table within your budgets, with the DDL and
+    settings to apply it.
 
     \b
     Every design x build is one stored sweep (`pgeval sweep --build ... --find ...`): the
