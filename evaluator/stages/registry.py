@@ -4,8 +4,10 @@ Every part of pgeval that treats kinds differently reads :data:`KINDS` instead o
 by hand: the pipeline (runner, role recorded in each run's params, which SQL's stage roles read),
 sweep (which kinds sweep, their work settings, build options), the fingerprint (index option
 defaults), warm-up and diagnostics (the vector kinds), the catalog (which index and operator
-class serve a kind). Adding a stage kind is one module (its runner) plus one :class:`Kind` line
-here, plus its test (docs/ARCHITECTURE.md, "Adding a stage kind").
+class serve a kind), advise (its default designs, the iterative scan and the re-rank candidates
+of a kind), the help texts that list kinds (:func:`listing`) and the tests. Adding a stage kind is
+one module (its runner) plus one :class:`Kind` entry here, plus its test and its row in
+docs/index-designs.md (docs/ARCHITECTURE.md, "Adding a stage kind").
 
 The pipeline looks names up here; ``pgeval run pipeline --stages exact,hnsw,bm25,merge`` runs them
 in that order. A stage name may carry a kind explicitly as ``NAME=KIND`` (``hnsw2=hnsw``) so that
@@ -86,7 +88,7 @@ class Kind:
     caps_rows: tuple[str, ...] = ()
     find_by_build: tuple[str, dict[str, str]] | None = None
     rerank_candidates: str | None = None
-    advise_default: bool = True
+    advise_default: bool = False  # listed explicitly: advise's defaults never grow unasked
 
     def find_setting(self, build: dict[str, str] | None = None) -> str:
         """The work setting that moves recall most for an index built with ``build``."""
@@ -160,6 +162,7 @@ _HNSW: dict[str, Any] = dict(
     reorders={"hnsw.iterative_scan": "relaxed_order"},
     iterative_scan=("hnsw.iterative_scan", ("strict_order", "relaxed_order")),
     caps_rows=("hnsw.ef_search",),
+    advise_default=True,
 )
 # pgvector's IVFFlat, whatever type it searches the column as
 _IVFFLAT: dict[str, Any] = dict(
@@ -197,14 +200,14 @@ KINDS: dict[str, Kind] = {
             min_version="0.7.0",
             rerank_candidates="bq.candidates",
         ),
-        Kind("ivfflat", _VECTOR + "ivfflat:IvfflatStage", **_IVFFLAT),
+        Kind("ivfflat", _VECTOR + "ivfflat:IvfflatStage", **_IVFFLAT, advise_default=True),
         Kind(
             "ivfflat-halfvec",
             _VECTOR + "ivfflat_halfvec:IvfflatHalfvecStage",
             **_IVFFLAT,
             cast_type="halfvec",
             min_version="0.7.0",
-            advise_default=False,  # advise measures it when --designs names it
+            # not a default design (advise_default): advise measures it when --designs names it
         ),
         Kind(
             "diskann",
@@ -222,6 +225,7 @@ KINDS: dict[str, Kind] = {
                 "num_dimensions": "0",
             },
             extension="vectorscale",
+            advise_default=True,
             always_reorders=True,
             find_by_build=(
                 "storage_layout",
