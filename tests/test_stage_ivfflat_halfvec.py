@@ -197,6 +197,33 @@ def test_sweep_grid_and_find_on_the_halfvec_index(kb, clean, conn, pgeval):
     assert found["recall"] == pytest.approx(recall[expected])
 
 
+def test_build_sweep_builds_the_halfvec_expression_index(kb, clean, conn, pgeval):
+    """--build on a scratch copy builds the index the kind searches (its expression and
+    operator class) and measures through it; nothing is left behind."""
+    path, _, _ = kb
+    _target(conn)
+    code, out, err = pgeval(
+        "sweep", "--queries-file", str(path), "--target", "ivh", "--stage", "ivfflat-halfvec",
+        "--build", "lists=5", "--param", "ivfflat.probes=5", "--set", "enable_seqscan=off",
+        "--repeat", "1", "--format", "json", "--name", "ivh-built",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["measured"] == 1 and doc["points"][0]["index_recall"] >= 0.9
+    assert doc["points"][0]["index_bytes"] > 0
+    params = conn.execute(
+        "SELECT params FROM pgeval.run WHERE name LIKE 'ivh-built.%' AND stage <> 'exact'"
+    ).fetchone()[0]
+    assert f"::halfvec({DIM})" in params["timed_statement"]
+    assert "pgeval_scratch" in params["timed_statement"]
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'pgeval\\_scratch%'"
+        ).fetchone()[0]
+        == 0
+    )
+
+
 def test_advise_plans_it_only_when_named():
     """Not a default design: advise's plan without --designs is the registry's default designs;
     named, it is planned like ivfflat (lists at its default, probes found, nothing fixed)."""
