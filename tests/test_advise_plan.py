@@ -96,3 +96,17 @@ def test_a_named_design_the_server_lacks_says_what_it_needs():
     cfg = AdviseConfig(target="t", designs=("hnsw-bq",))
     with pytest.raises(InputError, match="cannot be built here: vector 0.6.2 has no bit search"):
         designs(cfg, [], {"hnsw-bq": "vector 0.6.2 has no bit search (upgrade vector)"})
+
+
+def test_iterative_scan_modes_are_the_servers(conn):
+    """Each kind's iterative scan modes are those its extension's setting takes (pgvector 0.8:
+    HNSW strict_order and relaxed_order, IVFFlat relaxed_order only), besides off."""
+    conn.execute("SELECT '[1]'::vector")  # pgvector's library defines hnsw.* and ivfflat.*
+    for name, kind in registry.KINDS.items():
+        if kind.iterative_scan is None:
+            continue
+        setting, modes = kind.iterative_scan
+        (values,) = conn.execute(
+            "SELECT enumvals FROM pg_settings WHERE name = %s", (setting,)
+        ).fetchone()
+        assert sorted(values) == sorted(["off", *modes]), name
