@@ -44,7 +44,10 @@ def test_a_find_of_the_rerank_candidates_runs_under_the_kinds_own_iterative_scan
 
 def test_the_rebuilt_index_note_names_the_designs_own_setting():
     assert "--find hnsw.ef_search on your index" in apply.rebuilt_note("hnsw", {"m": "16"})
-    assert "--find bq.candidates on your index" in apply.rebuilt_note("hnsw-bq", {"m": "16"})
+    assert (
+        "--find bq.candidates --set hnsw.iterative_scan=strict_order on your index"
+        in apply.rebuilt_note("hnsw-bq", {"m": "16"})
+    )
     assert "--find ivfflat.probes" in apply.rebuilt_note("ivfflat-halfvec", {"lists": "100"})
     assert apply.rebuilt_note("diskann", {}) is None
 

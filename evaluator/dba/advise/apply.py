@@ -14,6 +14,7 @@ from psycopg import sql
 
 from ...stages import gucs, registry, vector_sql
 from ..build_sweep import index_key, opclass
+from .plan import fixed_settings
 
 # what a DBA must know before signing, per access method: the index built on the table is not
 # the one measured; {find} is the design's own work setting (hnsw-bq: bq.candidates)
@@ -29,10 +30,15 @@ REBUILT = {
 
 def rebuilt_note(design: str, build: dict[str, str]) -> str | None:
     """What :data:`REBUILT` says of a design's access method, naming the setting its find
-    searches for that build (the registry's ``Kind.find_setting``), else None."""
+    searches for that build (the registry's ``Kind.find_setting``) and the settings that find
+    runs under (hnsw-bq: its iterative scan), else None."""
     kind = registry.KINDS[design]
     note = REBUILT.get(kind.index_method or "")
-    return None if note is None else note.format(find=kind.find_setting(build))
+    if note is None:
+        return None
+    find = kind.find_setting(build)
+    fixed = "".join(f" --set {n}={v}" for n, v in fixed_settings(kind, find).items())
+    return note.format(find=find + fixed)
 
 
 def index_name(target: Any, row: dict[str, Any]) -> str:
