@@ -25,6 +25,13 @@ RETURNS text[] LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
      WHERE f.needs_cutoff
 $$;
 
+-- How a measure with a cut-off is spelled, name@K (evaluator/measure/measures.py NAME_PATTERN, the
+-- same rule: tests/test_measures_registry.py compares them).
+CREATE OR REPLACE FUNCTION pgeval.measure_name_pattern()
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT '^([a-z_]+)@([1-9][0-9]{0,5})$'
+$$;
+
 CREATE OR REPLACE FUNCTION pgeval.max_cutoff()
 RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT 100000
@@ -44,6 +51,7 @@ DECLARE
     uncut text[] := (SELECT array_agg(f.family) FROM pgeval.measure_families() f
                       WHERE NOT f.needs_cutoff);
     max_k integer := pgeval.max_cutoff();
+    spelled text := pgeval.measure_name_pattern();
 BEGIN
     IF p_measures IS NULL OR cardinality(p_measures) = 0 THEN
         RAISE EXCEPTION 'no measures given' USING ERRCODE = '22023';
@@ -55,7 +63,7 @@ BEGIN
             RETURN NEXT;
             CONTINUE;
         END IF;
-        IF m !~ '^[a-z]+@[1-9][0-9]{0,5}$' OR NOT split_part(m, '@', 1) = ANY (families)
+        IF m !~ spelled OR NOT split_part(m, '@', 1) = ANY (families)
            OR split_part(m, '@', 2)::integer > max_k THEN
             RAISE EXCEPTION 'unknown measure "%": use %@K with 1 <= K <= %, or %', m,
                 array_to_string(families, '@K, '), max_k, array_to_string(uncut, ', ')

@@ -26,8 +26,8 @@
 --   latency   p50/p95/p99 by pgeval.nearest_rank over the per-query times
 --
 -- and records one row of pgeval.probe with via = 'sql' (migration 0010_probe_via). Refused, with
--- the reason: stages other than hnsw, ivfflat and diskann (cast searches hnsw-halfvec and hnsw-bq,
--- keyword, merge, rerank and service stages), targets with several rows per chunk (the CLI's
+-- the reason: stages other than hnsw, ivfflat and diskann (cast searches, as hnsw-halfvec, hnsw-bq
+-- or ivfflat-halfvec; keyword, merge, rerank and service stages), targets with several rows per chunk (the CLI's
 -- collapse and refetch), targets with a threshold, --group-by (one probe of the whole target).
 
 -- The stage kinds pgeval.run_probe measures, as evaluator/stages/registry.py describes them
@@ -141,7 +141,9 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'pgeval.run_probe measures stage hnsw, ivfflat or diskann, not ''%'': %',
             p_stage,
-            CASE WHEN p_stage IN ('hnsw-halfvec', 'hnsw-bq')
+            -- a cast search is named after its access method's kind (hnsw-halfvec, hnsw-bq,
+            -- ivfflat-halfvec: evaluator/stages/registry.py; tests/test_watch_sql.py)
+            CASE WHEN split_part(p_stage, '-', 1) IN (SELECT k.kind FROM pgeval.probe_kinds() k)
                  THEN 'a search of a cast column is probed by `pgeval watch` only'
                  ELSE 'a probe measures an ANN index against exact search (keyword, merge, '
                       'rerank and service stages are probed by no one; `pgeval watch` lists the '

@@ -303,10 +303,37 @@ def test_stage_kinds_described_once():
         '("exact", "hnsw", "ivfflat", "diskann")',
         '"hnsw": ("m", "ef_construction")',
         '"hnsw": {"m": "16"',
+        "hnsw, ivfflat",
+        "ivfflat, diskann",
+        "hnsw-bq, ivfflat",
+        "hnsw|ivfflat",
     ):
         assert _sources_containing(listing) == [], listing
     assert _sources_containing("index_method=") == ["evaluator/stages/registry.py"]
     assert _sources_containing('method = "hnsw"') == []
+
+
+def test_docs_list_the_registrys_kinds():
+    """The docs that list kinds list the registry's: docs/index-designs.md has a row per ANN
+    kind, docs/TIMING.md's row of the vector stages names every vector kind (the help texts
+    and docs/cli.md are generated from the registry)."""
+    from evaluator.stages import registry
+
+    docs = ROOT.parent / "docs"
+    designs = (docs / "index-designs.md").read_text(encoding="utf-8")
+    assert [n for n in registry.ann_kinds() if f"\n| `{n}` |" not in designs] == []
+    timing = (docs / "TIMING.md").read_text(encoding="utf-8")
+    assert f"\n| {registry.listing(registry.vector_kinds())} |" in timing
+
+
+def test_searched_types_described_once():
+    """What differs between the types a column is searched as (vector, halfvec, bit: operator,
+    operator class, quantizer, re-ranking) is read from core/search_types.py; what advise needs
+    of a kind (its iterative scan's modes, its re-rank candidates) from the registry."""
+    assert _sources_containing('== "bit"') == []
+    assert _sources_containing('"binary_quantize"') == ["evaluator/core/search_types.py"]
+    assert [p for p in _sources_containing('"strict_order"') if "/advise/" in p] == []
+    assert [p for p in _sources_containing('"bq.candidates"') if "/advise/" in p] == []
 
 
 def test_registry_describes_every_kind_consistently():
@@ -325,7 +352,14 @@ def test_registry_describes_every_kind_consistently():
             assert runner.method == kind.index_method
             assert runner.guc_prefixes == kind.guc_prefixes
             assert all(s.startswith(kind.guc_prefixes) for s in kind.work_settings)
-    assert registry.ann_kinds() == ("hnsw", "hnsw-halfvec", "hnsw-bq", "ivfflat", "diskann")
+    # the ANN kinds are the registry's, in its order; every one has its module and its test
+    assert registry.ann_kinds() == tuple(n for n, k in registry.KINDS.items() if k.role == "ann")
+    tests = ROOT.parent / "tests"
+    for name in registry.ann_kinds():
+        runner = registry.KINDS[name].runner.split(":")[0]
+        assert runner in MODULES, name
+        plain = registry.KINDS[name].index_method == name
+        assert plain or (tests / f"test_stage_{name.replace('-', '_')}.py").exists(), name
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,6 @@
 """The bad-input corpus (tests/bad_inputs/cases.toml): malformed run files, gate rule files, saved
-reports, pipeline configurations (--set GUC values, stages, options) and target definitions.
+reports, pipeline configurations (--set GUC values, stages, options) and target definitions. A
+message that lists stage kinds says ``{kinds}`` or ``{ann_kinds}`` there (the registry's).
 
 Every case goes through the real CLI and must exit 1 with its one-line message, print nothing on
 stdout, show no traceback, write no file, and leave every table of schema pgeval and the knowledge
@@ -23,6 +24,15 @@ else:  # pragma: no cover
 CORPUS = Path(__file__).parent / "bad_inputs"
 CASES = tomllib.loads((CORPUS / "cases.toml").read_text(encoding="utf-8"))["case"]
 KB = "bad_kb"
+
+
+def _expected(error: str) -> str:
+    """A case's message, its lists of kinds (``{kinds}``, ``{ann_kinds}``) the registry's."""
+    from evaluator.stages import registry
+
+    return error.replace("{kinds}", ", ".join(registry.kinds())).replace(
+        "{ann_kinds}", ", ".join(registry.ann_kinds())
+    )
 
 
 def _state(conn) -> dict:
@@ -82,6 +92,6 @@ def test_bad_input_is_refused(case, stored, conn, pgeval, monkeypatch, tmp_path)
     assert code == 1, (code, out, err)
     assert out == ""
     assert err.endswith("\n") and err.count("\n") == 1, err  # exactly one line
-    assert err == f"pgeval: error: {case['error']}\n"
+    assert err == f"pgeval: error: {_expected(case['error'])}\n"
     assert list(tmp_path.iterdir()) == []
     assert _state(conn) == stored

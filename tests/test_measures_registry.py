@@ -23,6 +23,25 @@ def test_sql_and_python_registries_are_equal(conn):
     assert measures.UNCUT == ("rprec",)
 
 
+def test_sql_and_python_spell_a_cut_off_by_one_rule(conn):
+    """One rule for name@K on both sides (index_recall@K has an underscore: it is in the rule),
+    and it spells every measure with a cut-off, in SQL as in Python."""
+    (pattern,) = conn.execute("SELECT pgeval.measure_name_pattern()").fetchone()
+    assert pattern == measures.NAME_PATTERN
+    names = [f"{f.name}@10" for f in measures.FAMILIES if f.needs_cutoff]
+    assert "index_recall@10" in names
+    matched = conn.execute(
+        "SELECT array_agg(n ~ pgeval.measure_name_pattern() ORDER BY o) "
+        "FROM unnest(%s::text[]) WITH ORDINALITY AS u(n, o)",
+        (names + ["Recall@10", "recall@0", "ndcg_@10"],),
+    ).fetchone()[0]
+    assert matched == [
+        re.match(measures.NAME_PATTERN, n) is not None
+        for n in names + ["Recall@10", "recall@0", "ndcg_@10"]
+    ]
+    assert matched[: len(names)] == [True] * len(names)
+
+
 def test_every_family_names_an_sql_function_that_exists(conn):
     for family in measures.FAMILIES:
         (found,) = conn.execute("SELECT to_regproc(%s) IS NOT NULL", (family.sql,)).fetchone()

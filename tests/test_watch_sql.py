@@ -407,6 +407,20 @@ def test_several_rows_per_chunk_is_refused(database, conn, clean, pgeval):
             c.execute("DROP TABLE IF EXISTS wsql_multi")
 
 
+def test_every_cast_kind_is_refused_as_a_cast_search(kbs, conn):
+    """Each of the registry's kinds that search a cast (hnsw-halfvec, hnsw-bq, ivfflat-halfvec)
+    is refused with the reason, from its name: the SQL path lists none of them."""
+    from evaluator.stages import registry
+
+    cast = [n for n, k in registry.KINDS.items() if k.ann and k.cast_type]
+    assert "ivfflat-halfvec" in cast
+    for name in cast:
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as exc:
+            conn.execute("SELECT pgeval.run_probe(%s, %s)", (HNSW_TARGET, name))
+        assert "a search of a cast column is probed by `pgeval watch` only" in str(exc.value)
+        conn.rollback()
+
+
 def test_probe_kinds_are_the_registry_s(conn):
     """The kinds, work settings and build defaults the SQL probe uses are the registry's."""
     from evaluator.stages import registry

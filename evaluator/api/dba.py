@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..dba.advise.config import ADVISE_DEFAULTS
 from ..stages.gucs import DEFAULT_STATEMENT_TIMEOUT
 
 if TYPE_CHECKING:
@@ -123,36 +124,36 @@ class DbaMethods:
         seed: int | None = None,
         queries_sql: str | None = None,
         queries_file: str | Path | None = None,
-        target_recall: float = 0.95,
+        target_recall: float = ADVISE_DEFAULTS.target_recall,
         designs: Any = None,
         build: Any = None,
         settings: Any = None,
-        max_p95_ms: float | None = None,
-        max_index_mb: float | None = None,
-        max_build_s: float | None = None,
-        concurrency: int = 1,
-        k: int = 10,
-        repeat: int = 1,
-        find_max: int | None = None,
-        embedder: str | None = None,
-        checksum: bool = True,
-        statement_timeout: str | None = DEFAULT_STATEMENT_TIMEOUT,
-        maintenance_work_mem: str | None = None,
-        build_timeout: float = 1800,
-        fresh: bool = False,
-        group_by: str | None = None,
-        max_groups: int = 10,
-        sample_rows: int | None = None,
-        role: str | None = None,
-        low_end: bool = False,
+        max_p95_ms: float | None = ADVISE_DEFAULTS.max_p95_ms,
+        max_index_mb: float | None = ADVISE_DEFAULTS.max_index_mb,
+        max_build_s: float | None = ADVISE_DEFAULTS.max_build_s,
+        concurrency: int = ADVISE_DEFAULTS.concurrency,
+        k: int = ADVISE_DEFAULTS.k,
+        repeat: int = ADVISE_DEFAULTS.repeat,
+        find_max: int | None = ADVISE_DEFAULTS.find_max,
+        embedder: str | None = ADVISE_DEFAULTS.embedder,
+        checksum: bool = ADVISE_DEFAULTS.checksum,
+        statement_timeout: str | None = ADVISE_DEFAULTS.statement_timeout,
+        maintenance_work_mem: str | None = ADVISE_DEFAULTS.maintenance_work_mem,
+        build_timeout: float = ADVISE_DEFAULTS.build_timeout_s,
+        fresh: bool = ADVISE_DEFAULTS.fresh,
+        group_by: str | None = ADVISE_DEFAULTS.group_by,
+        max_groups: int = ADVISE_DEFAULTS.max_groups,
+        sample_rows: int | None = ADVISE_DEFAULTS.sample_rows,
+        role: str | None = ADVISE_DEFAULTS.role,
+        low_end: bool = ADVISE_DEFAULTS.low_end,
         plot: str | Path | None = None,
         report: str | Path | None = None,
         on_design: Callable[[int, int, Design, float | None], None] | None = None,
         on_warning: Callable[[str], None] | None = None,
     ) -> AdviseResult:
         """Which index design to have, built how, queried how (`pgeval advise`): one stored
-        sweep per design x build (``designs``: ANN stage kinds, default every one the server
-        supports; ``build``: ``["hnsw:m=8,16"]``), each finding the cheapest setting reaching
+        sweep per design x build (``designs``: ANN stage kinds, default the registry's default
+        designs the server supports; ``build``: ``["hnsw:m=8,16"]``), each finding the cheapest setting reaching
         ``target_recall``, then the recommendation within the budgets (``max_p95_ms``,
         ``max_index_mb``, ``max_build_s``) with its DDL and settings SQL; ``plot`` (PNG) and
         ``report`` (HTML) are written when given. ``group_by`` (default: the target's own;
@@ -161,7 +162,8 @@ class DbaMethods:
         ``sample_rows``: every design screened on that many rows, the best confirmed on the
         table. ``role``: the settings as ``ALTER ROLE role IN DATABASE ...``. ``low_end``: a design
         reaches the target only where its recall's 95 % interval lies above it. Returns an
-        AdviseResult; ``as_dict()`` is what ``--format json`` prints."""
+        AdviseResult; ``as_dict()`` is what ``--format json`` prints. The defaults are
+        ``evaluator.dba.advise.config.ADVISE_DEFAULTS``, the command's."""
         from ..dba.advise import AdviseConfig, run_advise
         from ..dba.sweep.configure import grid_items
         from ..stages import gucs

@@ -4,9 +4,11 @@ library; the command line reads them here)."""
 
 from __future__ import annotations
 
+from ..dba.advise.config import ADVISE_DEFAULTS
 from ..dba.advise.report import rows as advise_rows
 from ..dba.fingerprint import short_hash
 from ..dba.sweep.configure import SWEEP_DEFAULTS
+from ..dba.sweep.grid import BUILD_OPTIONS
 from ..dba.sweep.text import find_line, plot_title, recommendation_line, server_label
 from ..dba.warmup_target import WARMUP_DEFAULTS
 from ..dba.watch.advice import when as probe_time
@@ -20,11 +22,14 @@ from ..measure.stage_report import chain_text
 from ..reporting.common import LEVELS_NOTE
 from ..reporting.gate import DEFAULT_RULES
 from ..run.configure import PIPELINE_DEFAULTS
-from ..stages.registry import ann_kinds
+from ..stages.registry import advise_kinds, ann_kinds, find_settings, vector_kinds
+from ..stages.registry import listing as kinds_listing
 from ..target.groups import DEFAULT_MAX_GROUPS
 from ..testset.query_source import SAMPLED_BIAS
 
 __all__ = [
+    "ADVISE_DEFAULTS",
+    "BUILD_OPTIONS",
     "DEFAULT_MAX_GROUPS",
     "DEFAULT_RULES",
     "LEVELS_NOTE",
@@ -33,7 +38,11 @@ __all__ = [
     "SAMPLED_BIAS",
     "SWEEP_DEFAULTS",
     "WARMUP_DEFAULTS",
+    "advise_kinds",
     "ann_kinds",
+    "find_settings",
+    "kinds_listing",
+    "vector_kinds",
     "chain_text",
     "find_line",
     "measures_for",

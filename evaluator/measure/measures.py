@@ -80,7 +80,11 @@ class UnknownMeasure(ValueError):
     """A name that is no measure; the message says why, for the caller to place."""
 
 
-_CUT = re.compile(r"^([a-z_]+)@([1-9][0-9]{0,5})$")
+# how a measure with a cut-off is spelled, name@K: the one rule, which SQL's
+# pgeval.measure_name_pattern() returns too (tests/test_measures_registry.py); underscores are in
+# it because index_recall@K has one
+NAME_PATTERN = "^([a-z_]+)@([1-9][0-9]{0,5})$"
+_CUT = re.compile(NAME_PATTERN)
 _LATENCY = re.compile(r"^((?:answer_)?latency)_p[0-9]{1,2}(?:_[0-9]+)?_ms$")
 
 

@@ -14,7 +14,7 @@ Conventions every stage follows (METRICS.md is the contract; these make it concr
   (:func:`evaluator.core.ids.as_text`): ties break in byte order whatever the table's collation.
 - **Duplicates** (several rows of the knowledge base mapping to one chunk id) are collapsed to the
   chunk's best score, hence its best rank, before ranking.
-- **Scores**: vector stages (exact, hnsw, ivfflat, diskann) store in ``result.score`` the exact
+- **Scores**: vector stages (``registry.vector_kinds()``) store in ``result.score`` the exact
   distance computed by the operator of the target's metric (lower is better; ``<#>`` gives the
   *negative* inner product). ``run.params`` then has ``"score": "distance"`` and
   ``"metric": "cosine" | "l2" | "ip"``, so index recall can compare an ANN stage's distances with

@@ -4,8 +4,10 @@ Every part of pgeval that treats kinds differently reads :data:`KINDS` instead o
 by hand: the pipeline (runner, role recorded in each run's params, which SQL's stage roles read),
 sweep (which kinds sweep, their work settings, build options), the fingerprint (index option
 defaults), warm-up and diagnostics (the vector kinds), the catalog (which index and operator
-class serve a kind). Adding a stage kind is one module (its runner) plus one :class:`Kind` line
-here, plus its test (docs/ARCHITECTURE.md, "Adding a stage kind").
+class serve a kind), advise (its default designs, the iterative scan and the re-rank candidates
+of a kind), the help texts that list kinds (:func:`listing`) and the tests. Adding a stage kind is
+one module (its runner) plus one :class:`Kind` entry here, plus its test and its row in
+docs/index-designs.md (docs/ARCHITECTURE.md, "Adding a stage kind").
 
 The pipeline looks names up here; ``pgeval run pipeline --stages exact,hnsw,bm25,merge`` runs them
 in that order. A stage name may carry a kind explicitly as ``NAME=KIND`` (``hnsw2=hnsw``) so that
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import InputError, param
+from ..core.search_types import SearchType, search_type
 
 ROLES = ("exact", "ann", "keyword", "merge", "rerank", "path", "import")
 
@@ -48,8 +51,16 @@ class Kind:
     - ``min_version``: the least version of ``extension`` that has what the kind searches with
       (``halfvec`` and ``binary_quantize`` came in pgvector 0.7.0);
     - ``iterative_scan``: the setting that lets a filtered scan go on past its first candidates
-      (pgvector 0.8's iterative index scans) and the modes it takes, which a sweep grouped by
-      tenant tries on the groups that miss the target (``--group-by``);
+      (pgvector 0.8's iterative index scans) and the modes it takes, the one that keeps exact
+      distance order first (HNSW: ``strict_order``, ``relaxed_order``; IVFFlat has only
+      ``relaxed_order``, pgvector's README "Iterative Index Scans"; DiskANN: none), which a
+      sweep grouped by tenant tries on the groups that miss the target (``--group-by``) and
+      which advise sets where a find needs the index to return every row asked for;
+    - ``rerank_candidates``: for a kind searching a quantized copy (``cast_type`` bit), the
+      setting that bounds how many of its candidates are re-ranked by the full vector
+      (``bq.candidates``, a setting of pgeval's own); None: the kind re-ranks nothing;
+    - ``advise_default``: whether advise measures it when no ``--designs`` are given (a new
+      kind is not a default design unless it says so);
     - ``find_by_build``: where the work setting that moves recall most depends on the build,
       (build option, {its value: that setting}); the option's default applies when a build
       leaves it out (else the first of ``work_settings``). DiskANN's default SBQ layout re-ranks
@@ -76,6 +87,8 @@ class Kind:
     min_version: str | None = None
     caps_rows: tuple[str, ...] = ()
     find_by_build: tuple[str, dict[str, str]] | None = None
+    rerank_candidates: str | None = None
+    advise_default: bool = False  # listed explicitly: advise's defaults never grow unasked
 
     def find_setting(self, build: dict[str, str] | None = None) -> str:
         """The work setting that moves recall most for an index built with ``build``."""
@@ -98,6 +111,25 @@ class Kind:
             )
         )
 
+    def rows_asked_scan(self) -> dict[str, str]:
+        """The setting under which the index returns as many rows as a statement asks (its
+        iterative scan, in the mode that keeps the most order: HNSW's ``strict_order``, IVFFlat's
+        only one, ``relaxed_order``); {} for a kind without one."""
+        if self.iterative_scan is None:
+            return {}
+        setting, modes = self.iterative_scan
+        return {setting: modes[0]}
+
+    @property
+    def searched(self) -> SearchType | None:
+        """The description of the type it casts to (None: the column's own)."""
+        return None if self.cast_type is None else search_type(self.cast_type)
+
+    @property
+    def quantized(self) -> bool:
+        """Searches a quantized copy, its candidates re-ranked by the full vector."""
+        return self.searched is not None and self.searched.quantized
+
     @property
     def ann(self) -> bool:
         return self.role == "ann"
@@ -114,11 +146,8 @@ class Kind:
 
 def opclass_for(searched_type: str, distance: str) -> str:
     """The operator class an index needs to serve a search of ``searched_type`` (vector,
-    halfvec, bit) by ``distance`` (cosine, l2, ip); binary quantization is searched by Hamming
-    distance, whatever the re-ranking distance."""
-    if searched_type == "bit":
-        return "bit_hamming_ops"
-    return f"{searched_type}_{distance}_ops"
+    halfvec, bit) by ``distance`` (cosine, l2, ip): core.search_types's."""
+    return search_type(searched_type).opclass(distance)
 
 
 _VECTOR = "evaluator.stages."
@@ -133,6 +162,18 @@ _HNSW: dict[str, Any] = dict(
     reorders={"hnsw.iterative_scan": "relaxed_order"},
     iterative_scan=("hnsw.iterative_scan", ("strict_order", "relaxed_order")),
     caps_rows=("hnsw.ef_search",),
+    advise_default=True,
+)
+# pgvector's IVFFlat, whatever type it searches the column as
+_IVFFLAT: dict[str, Any] = dict(
+    role="ann",
+    index_method="ivfflat",
+    guc_prefixes=("ivfflat.",),
+    work_settings=("ivfflat.probes", "ivfflat.max_probes"),
+    build_options={"lists": "100"},
+    extension="vector",
+    reorders={"ivfflat.iterative_scan": "relaxed_order"},
+    iterative_scan=("ivfflat.iterative_scan", ("relaxed_order",)),
 )
 KINDS: dict[str, Kind] = {
     k.name: k
@@ -157,18 +198,16 @@ KINDS: dict[str, Kind] = {
             },
             cast_type="bit",
             min_version="0.7.0",
+            rerank_candidates="bq.candidates",
         ),
+        Kind("ivfflat", _VECTOR + "ivfflat:IvfflatStage", **_IVFFLAT, advise_default=True),
         Kind(
-            "ivfflat",
-            _VECTOR + "ivfflat:IvfflatStage",
-            "ann",
-            index_method="ivfflat",
-            guc_prefixes=("ivfflat.",),
-            work_settings=("ivfflat.probes", "ivfflat.max_probes"),
-            build_options={"lists": "100"},
-            extension="vector",
-            reorders={"ivfflat.iterative_scan": "relaxed_order"},
-            iterative_scan=("ivfflat.iterative_scan", ("relaxed_order",)),
+            "ivfflat-halfvec",
+            _VECTOR + "ivfflat_halfvec:IvfflatHalfvecStage",
+            **_IVFFLAT,
+            cast_type="halfvec",
+            min_version="0.7.0",
+            # not a default design (advise_default): advise measures it when --designs names it
         ),
         Kind(
             "diskann",
@@ -186,6 +225,7 @@ KINDS: dict[str, Kind] = {
                 "num_dimensions": "0",
             },
             extension="vectorscale",
+            advise_default=True,
             always_reorders=True,
             find_by_build=(
                 "storage_layout",
@@ -223,9 +263,38 @@ def ann_kinds() -> tuple[str, ...]:
     return tuple(k.name for k in KINDS.values() if k.ann)
 
 
+def advise_kinds() -> tuple[str, ...]:
+    """The ANN kinds advise measures when no designs are named (``Kind.advise_default``)."""
+    return tuple(k.name for k in KINDS.values() if k.ann and k.advise_default)
+
+
 def vector_kinds() -> tuple[str, ...]:
     """Exact search and the ANN kinds (what searches the target's vectors)."""
     return tuple(k.name for k in KINDS.values() if k.vector)
+
+
+def find_settings() -> tuple[str, ...]:
+    """The work settings a find searches, over every ANN kind and build (its first work setting
+    and those its build chooses), in registry order."""
+    found: list[str] = []
+    for k in KINDS.values():
+        if k.ann:
+            found += [k.work_settings[0], *(k.find_by_build[1].values() if k.find_by_build else ())]
+    return tuple(dict.fromkeys(found))
+
+
+def listing(names: tuple[str, ...] | list[str] | None = None) -> str:
+    """Kinds for a help text, from the registry (default: every kind): ``exact, hnsw, ...,
+    weknora-vector|keyword|hybrid|final`` (kinds ``P-x`` of a prefix ``P`` that is no kind
+    themselves, written once as ``P-x|y``)."""
+    groups: dict[str, list[str]] = {}
+    for name in names if names is not None else list(KINDS):
+        prefix, dash, rest = name.partition("-")
+        key = prefix if dash and prefix not in KINDS else name
+        groups.setdefault(key, []).append(rest if key != name else name)
+    return ", ".join(
+        f"{key}-{'|'.join(items)}" if items != [key] else key for key, items in groups.items()
+    )
 
 
 def index_methods() -> tuple[str, ...]:

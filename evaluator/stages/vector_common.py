@@ -1,7 +1,7 @@
 """What the vector stages share: the stage transaction (READ ONLY, settings by SET LOCAL, or
 ``--isolate-index``), the plan check, the per-query and batch loops, timing.
 
-Subclasses (exact, hnsw, ivfflat, diskann) set ``kind`` (``method``, the index's access method,
+Subclasses (``registry.vector_kinds()``) set ``kind`` (``method``, the index's access method,
 and ``guc_prefixes`` come from the kind's description in :mod:`evaluator.stages.registry`),
 ``defaults`` (settings applied unless the user sets them) and may add ``trap_warnings``.
 
@@ -333,8 +333,10 @@ class VectorStage(BaseStage):
             "overfetch": self.overfetch(ctx),
             "threshold": ctx.target.max_distance(),
         }
-        if ctx.target.search_type == "bit":  # hnsw-bq: how many Hamming candidates to re-rank
-            given = ctx.settings_for(self.guc_prefixes).get("bq.candidates")
+        described = registry.kind(self.kind)
+        rerank = described.rerank_candidates if described is not None else None
+        if rerank is not None:  # hnsw-bq: how many Hamming candidates to re-rank
+            given = ctx.settings_for(self.guc_prefixes).get(rerank)
             kw["candidates"] = int(given) if given else None  # None: vector_sql's default
         return kw
 

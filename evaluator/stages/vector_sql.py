@@ -1,4 +1,4 @@
-"""The SQL of the vector stages (exact, hnsw, ivfflat, diskann): one statement per query, or one
+"""The SQL of the vector stages (``registry.vector_kinds()``): one statement per query, or one
 set-based statement for all queries (``--batch``). Both order the index scan by the *bare*
 distance operator (``ORDER BY embedding <=> $1 LIMIT k``): an expression such as
 ``ORDER BY 1 - (embedding <=> $1) DESC`` can never use an index. The outer query re-sorts the
@@ -53,8 +53,8 @@ def inner(
 ) -> tuple[sql.Composable, dict]:
     """``SELECT id::text COLLATE "C" AS chunk_id, dist FROM t WHERE ... ORDER BY <bare operator>
     LIMIT k`` (chunk ids in byte order for every tie-break above, whatever the table's collation).
-    A binary-quantized search (``search_type`` bit): :func:`binary_quantized`."""
-    if target.search_type == "bit":
+    A search of a quantized copy (``search_type`` bit): :func:`binary_quantized`."""
+    if target.searched.quantized:
         return binary_quantized(
             target, depth, qparam, ph, cast, candidates or BQ_CANDIDATES_PER_ROW * depth
         )

@@ -9,7 +9,6 @@ from typing import Any
 from psycopg import sql
 
 from ..core.errors import InputError, first_line, param
-from ..stages.registry import opclass_for
 from . import introspect
 from .targets import ANN_METHODS, DISTANCES, VECTOR_TYPES, Target
 
@@ -177,9 +176,9 @@ def vector_indexes(kb: Any, target: Target, methods: tuple[str, ...] = ANN_METHO
         )
         # the operator class of the type searched: a halfvec index of a vector column serves
         # hnsw-halfvec, not hnsw (and the other way round); a bit index, binary quantization
-        if not on_column or opclass != opclass_for(target.searched_type, target.distance):
+        if not on_column or opclass != target.searched.opclass(target.distance):
             continue
-        if target.searched_type == "bit" and "binary_quantize" not in (exprs or ""):
+        if not target.searched.serves(exprs):  # bit_hamming_ops on binary_quantize(col) only
             continue
         out.append(
             {

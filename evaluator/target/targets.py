@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from ..core.errors import Conflict, InputError, NotFound, param
+from ..core.search_types import DISTANCES, SearchType, search_type
 from ..stages.registry import index_methods
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-DISTANCES = {"cosine": "<=>", "l2": "<->", "ip": "<#>"}
 VECTOR_TYPES = ("vector", "halfvec")
 ANN_METHODS = index_methods()  # the access methods of the ANN stage kinds (stages.registry)
 
@@ -101,9 +101,7 @@ class Target:
     # ---- SQL pieces ------------------------------------------------------------------------
     @property
     def operator(self) -> str:
-        if self.search_type == "bit":  # binary quantization: Hamming distance
-            return "<~>"
-        return DISTANCES[self.distance]
+        return self.searched.operator(self.distance)
 
     @property
     def casts(self) -> bool:
@@ -146,15 +144,24 @@ class Target:
         """The type the column is searched as: its own, or the stage kind's cast type."""
         return self.search_type or self.vector_type
 
+    @property
+    def searched(self) -> SearchType:
+        """The description of :attr:`searched_type` (core.search_types)."""
+        return search_type(self.searched_type)
+
     def vector_expr(self, alias: str | None = None) -> sql.Composable:
         col = (
             sql.Identifier(alias, self.vector_column)
             if alias
             else sql.Identifier(self.vector_column)
         )
-        if self.search_type == "bit":
-            return sql.SQL("binary_quantize({})::bit({})").format(
-                col, sql.SQL(str(int(self.dimension or 0)))
+        quantizer = self.searched.quantizer
+        if quantizer is not None:  # binary_quantize(col)::bit(N)
+            return sql.SQL("{}({})::{}({})").format(
+                sql.SQL(quantizer),
+                col,
+                sql.SQL(self.searched_type),
+                sql.SQL(str(int(self.dimension or 0))),
             )
         if self.search_type and self.search_type != self.vector_type:
             return sql.SQL("({})::{}").format(col, self._typ(self.search_type))
@@ -164,9 +171,13 @@ class Target:
 
     def query_expr(self, param: sql.Composable) -> sql.Composable:
         """The query vector (sent as ``vector``) cast to the column's type and dimension."""
-        if self.search_type == "bit":
-            return sql.SQL("binary_quantize({}::vector)::bit({})").format(
-                param, sql.SQL(str(int(self.dimension or 0)))
+        quantizer = self.searched.quantizer
+        if quantizer is not None:  # binary_quantize($1::vector)::bit(N)
+            return sql.SQL("{}({}::vector)::{}({})").format(
+                sql.SQL(quantizer),
+                param,
+                sql.SQL(self.searched_type),
+                sql.SQL(str(int(self.dimension or 0))),
             )
         if self.search_type and self.search_type != self.vector_type:
             return sql.SQL("{}::vector::{}").format(param, self._typ(self.search_type))

@@ -6,7 +6,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ...api.vocabulary import advise_rows, ann_kinds
+from ...api.vocabulary import (
+    ADVISE_DEFAULTS,
+    advise_kinds,
+    advise_rows,
+    ann_kinds,
+    kinds_listing,
+)
 from ..output import emit, format_option, info, to_json
 from .common import group_options, no_checksum_option, pass_api, statement_timeout_option
 from .query_options import query_source_options
@@ -22,7 +28,7 @@ if TYPE_CHECKING:
 @click.option(
     "--target-recall",
     type=float,
-    default=0.95,
+    default=ADVISE_DEFAULTS.target_recall,
     show_default=True,
     help="Recall@K against exact search (at the application's LIMIT K) a design must reach.",
 )
@@ -30,8 +36,8 @@ if TYPE_CHECKING:
     "--designs",
     default=None,
     metavar="KIND,KIND",
-    help=f"Index designs to compare ({', '.join(ann_kinds())}). "
-    "[default: every one this database can build]",
+    help=f"Index designs to compare ({kinds_listing(ann_kinds())}). "
+    f"[default: those of {kinds_listing(advise_kinds())} this database can build]",
 )
 @click.option(
     "--build",
@@ -55,21 +61,21 @@ if TYPE_CHECKING:
 @click.option(
     "--concurrency",
     type=click.IntRange(1, 256),
-    default=1,
+    default=ADVISE_DEFAULTS.concurrency,
     show_default=True,
     help="Client connections for the throughput measurement.",
 )
 @click.option(
     "--k",
     type=click.IntRange(1, 10000),
-    default=10,
+    default=ADVISE_DEFAULTS.k,
     show_default=True,
     help="The application's LIMIT: recall@K against exact search.",
 )
 @click.option(
     "--repeat",
     type=click.IntRange(1, 100),
-    default=1,
+    default=ADVISE_DEFAULTS.repeat,
     show_default=True,
     help="Repetitions of every point.",
 )
@@ -97,7 +103,7 @@ if TYPE_CHECKING:
 @click.option(
     "--build-timeout",
     type=click.FloatRange(1, 7 * 86400),
-    default=1800,
+    default=ADVISE_DEFAULTS.build_timeout_s,
     show_default=True,
     help="Seconds before an index build is cancelled.",
 )
@@ -179,9 +185,9 @@ def advise(
     report: str | None,
     fmt: str,
 ) -> None:
-    """Recommend the index design (HNSW, HNSW on halfvec, HNSW on binary-quantized vectors,
-    IVFFlat, DiskANN), its build options and its query setting that reach --target-recall on
-    your table within your budgets, with the DDL and settings to apply it.
+    """Recommend the index design (a stage kind of --designs), its build options and its query
+    setting that reach --target-recall on your table within your budgets, with the DDL and
+    settings to apply it.
 
     \b
     Every design x build is one stored sweep (`pgeval sweep --build ... --find ...`): the

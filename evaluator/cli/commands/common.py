@@ -177,6 +177,8 @@ def no_checksum_option() -> Callable[[F], F]:
 
 def min_score_option() -> Callable[[F], F]:
     """``--min-score``: when an unanswerable query counts as having returned nothing."""
+    from ...api.vocabulary import kinds_listing, vector_kinds
+
     return click.option(
         "--min-score",
         type=float,
@@ -185,7 +187,7 @@ def min_score_option() -> Callable[[F], F]:
         help="Threshold for unanswerable queries ('returned nothing'). It follows the run's "
         "score direction: where scores are similarities (imports, bm25, merge, rerank) a "
         "result counts as returned when its score is at least SCORE; where they are "
-        "distances (vector stages: exact, hnsw, ivfflat, diskann; lower is better) when its "
+        f"distances (vector stages: {kinds_listing(vector_kinds())}; lower is better) when its "
         "distance is at most SCORE. An unanswerable query with no such result is counted "
         "as having returned nothing. Without it: no result at all.",
     )

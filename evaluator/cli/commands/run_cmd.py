@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 
-from ...api.vocabulary import PIPELINE_DEFAULTS
+from ...api.vocabulary import PIPELINE_DEFAULTS, kinds_listing
 from ..output import emit, format_option, warn
 from .common import (
     ProgressBar,
@@ -236,8 +236,7 @@ class _StageBar:
     "--stages",
     required=True,
     metavar="LIST",
-    help="Stages in order: exact, hnsw, ivfflat, diskann, bm25, merge, rerank, import, "
-    "service, weknora-vector|keyword|hybrid|final (a live API; "
+    help=f"Stages in order: {kinds_listing()} (a live API; "
     "docs/weknora-service.md) (NAME=KIND runs a kind under another name, e.g. "
     "hnsw40=hnsw).",
 )

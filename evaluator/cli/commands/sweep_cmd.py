@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ...api.vocabulary import (
+    BUILD_OPTIONS,
     SWEEP_DEFAULTS,
     ann_kinds,
     find_line,
+    find_settings,
     plot_title,
     recommendation_line,
     server_label,
@@ -83,9 +85,9 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict[str
     "build",
     multiple=True,
     metavar="OPTION=V1,V2,...",
-    help="Index build option and its values (hnsw: m, ef_construction; ivfflat: "
-    "lists; diskann: num_neighbors, search_list_size, max_alpha, storage_layout, "
-    "num_bits_per_dimension). Built on a scratch copy of the target's vectors.",
+    help="Index build option and its values ("
+    + "; ".join(f"{method}: {', '.join(names)}" for method, names in BUILD_OPTIONS.items())
+    + "). Built on a scratch copy of the target's vectors.",
 )
 @click.option(
     "--set",
@@ -134,8 +136,8 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict[str
     "find",
     default=None,
     metavar="GUC",
-    help="Find the cheapest value of this work setting (hnsw.ef_search, ivfflat.probes, "
-    "diskann.query_search_list_size, diskann.query_rescore) reaching --target-recall: "
+    help=f"Find the cheapest value of this work setting ({', '.join(find_settings())}) "
+    "reaching --target-recall: "
     "bracketing from its current value, then bisection; every value tried is a point. "
     "With other --param grids, one find per combination; with --build, one per build "
     "(each index built on the scratch copy when a value first needs measuring).",

@@ -94,8 +94,8 @@ def warmup(
     \b
     Uses pg_prewarm when the extension is installed in the database (pgeval never installs it),
     then, for every ANN index of the target's vector column (or --index), runs warm-up passes of
-    the queries through the statement of the stage kind that index serves (hnsw, hnsw-halfvec,
-    hnsw-bq, ivfflat, diskann) until the median latency of two consecutive passes differs by
+    the queries through the statement of the stage kind that index serves (the ANN kinds of
+    `pgeval sweep --stage`) until the median latency of two consecutive passes differs by
     less than --tolerance (5 %), and says which indexes were warmed. Prints
     buffer hits and reads of the table and each index before and after (pg_statio_user_*), and
     warns when an ANN index is larger than shared_buffers.

@@ -14,16 +14,31 @@ from psycopg import sql
 
 from ...stages import gucs, registry, vector_sql
 from ..build_sweep import index_key, opclass
+from .plan import fixed_settings
 
-# what a DBA must know before signing: the index built on the table is not the one measured
+# what a DBA must know before signing, per access method: the index built on the table is not
+# the one measured; {find} is the design's own work setting (hnsw-bq: bq.candidates)
 REBUILT = {
     "ivfflat": "IVFFlat's lists are k-means centres of a random sample of the rows, so the index "
     "you build is not the one measured: measure it once built (pgeval sweep --find "
-    "ivfflat.probes on your index)",
+    "{find} on your index)",
     "hnsw": "HNSW draws each row's level at random, so the graph you build is not the one "
     "measured and near the target its recall can differ by a few hundredths (bench/advise.py): "
-    "measure it once built (pgeval sweep --find hnsw.ef_search on your index)",
+    "measure it once built (pgeval sweep --find {find} on your index)",
 }
+
+
+def rebuilt_note(design: str, build: dict[str, str]) -> str | None:
+    """What :data:`REBUILT` says of a design's access method, naming the setting its find
+    searches for that build (the registry's ``Kind.find_setting``) and the settings that find
+    runs under (hnsw-bq: its iterative scan), else None."""
+    kind = registry.KINDS[design]
+    note = REBUILT.get(kind.index_method or "")
+    if note is None:
+        return None
+    find = kind.find_setting(build)
+    fixed = "".join(f" --set {n}={v}" for n, v in fixed_settings(kind, find).items())
+    return note.format(find=find + fixed)
 
 
 def index_name(target: Any, row: dict[str, Any]) -> str:
@@ -86,7 +101,7 @@ def statements(
         dollar("query"),  # $1, before any filter's
         dollar,
         True,
-        int(own["bq.candidates"]) if "bq.candidates" in own else None,
+        int(own[kind.rerank_candidates]) if kind.rerank_candidates in own else None,
     )
     return {
         "ddl": ddl.as_string(kb),

@@ -4,44 +4,13 @@ it runs under."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ...core.errors import InputError, param
 from ...stages import gucs, registry
 from ..sweep import grid
-
-
-@dataclass
-class AdviseConfig:
-    target: str
-    testset: str = ""
-    queries: Any = None  # testset.query_source.QuerySource (instead of testset)
-    target_recall: float = 0.95
-    designs: tuple[str, ...] = ()  # () : every ANN kind the server supports
-    build: tuple[str, ...] = ()  # ("hnsw:m=8,16", ...)
-    settings: dict[str, str] = field(default_factory=dict)  # --set, every point of every design
-    max_p95_ms: float | None = None
-    max_index_mb: float | None = None
-    max_build_s: float | None = None
-    concurrency: int = 1
-    k: int = 10
-    repeat: int = 1
-    find_max: int | None = None
-    embedder: str | None = None
-    checksum: bool = True
-    statement_timeout: str | None = "5min"
-    maintenance_work_mem: str | None = None
-    build_timeout_s: float = 1800.0
-    fresh: bool = False  # measure every point again (each design's sweep replaced)
-    # --group-by: every design measured per group of this column (None: the target's own
-    # group_by, resolved by run_advise; "" : the whole table)
-    group_by: str | None = None
-    max_groups: int = 10
-    sample_rows: int | None = None  # screen on this many rows, confirm the best on the table
-    role: str | None = None  # settings as ALTER ROLE role IN DATABASE ... (else ALTER DATABASE)
-    # a design reaches the target only where its recall's 95 % interval lies above it
-    low_end: bool = False
+from .config import AdviseConfig
 
 
 @dataclass(frozen=True)
@@ -80,15 +49,17 @@ def find_setting(kind: registry.Kind, build: dict[str, str], fixed: dict[str, st
 def fixed_settings(kind: registry.Kind, find: str) -> dict[str, str]:
     """Settings a find runs under: a setting of pgeval's own (``bq.candidates``, the LIMIT of the
     index scan) needs the index to return as many rows as it asks, whatever ``ef_search``: the
-    kind's iterative scan, in strict order (exact order kept)."""
-    if find in gucs.OWN and kind.reorders:
-        return {name: "strict_order" for name in kind.reorders}
+    kind's iterative scan, in the mode that keeps the most order (the registry's
+    ``Kind.rows_asked_scan``: HNSW's strict_order; IVFFlat has relaxed_order only)."""
+    if find in gucs.OWN:
+        return kind.rows_asked_scan()
     return {}
 
 
 def supported(conn: Any) -> tuple[list[str], dict[str, str]]:
     """The ANN kinds this database can build (their extension installed, their cast type known)
-    and, for the others, why not."""
+    and, for the default designs among the others, why not (what advise lists as skipped; a
+    kind that is no default design is skipped only when named, :func:`designs` says why)."""
     installed = dict(conn.execute("SELECT extname, extversion FROM pg_extension").fetchall())
     available = dict(
         conn.execute("SELECT name, default_version FROM pg_available_extensions").fetchall()
@@ -98,29 +69,29 @@ def supported(conn: Any) -> tuple[list[str], dict[str, str]]:
     for name in registry.ann_kinds():
         kind = registry.KINDS[name]
         ext = kind.extension or ""
+        searched = kind.searched
         if ext not in installed:
-            why[name] = (
+            reason = (
                 f"extension {ext} {available[ext]} is available but not installed here "
                 f"(CREATE EXTENSION {ext})"
                 if ext in available
                 else f"extension {ext} is not installed on this server"
             )
+        elif searched is not None and not conn.execute(*searched.known_sql()).fetchone()[0]:
+            reason = f"{ext} {installed[ext]} has no {searched.name} search (upgrade {ext})"
+        else:
+            ok.append(name)
             continue
-        if kind.cast_type and not _cast_known(conn, kind.cast_type):
-            why[name] = f"{ext} {installed[ext]} has no {kind.cast_type} search (upgrade {ext})"
-            continue
-        ok.append(name)
+        if kind.advise_default:
+            why[name] = reason
     return ok, why
 
 
-def _cast_known(conn: Any, cast_type: str) -> bool:
-    if cast_type == "bit":  # bit is core; the quantizer is pgvector's (0.7+)
-        return bool(
-            conn.execute(
-                "SELECT to_regprocedure('binary_quantize(vector)') IS NOT NULL"
-            ).fetchone()[0]
-        )
-    return bool(conn.execute("SELECT to_regtype(%s) IS NOT NULL", (cast_type,)).fetchone()[0])
+def _needs(kind: registry.Kind) -> str:
+    """Why a kind that is no default design cannot be built, from its description."""
+    version = f" {kind.min_version} or later" if kind.min_version else ""
+    searched = f" with {kind.searched.name} search" if kind.searched else ""
+    return f"it needs extension {kind.extension}{version}{searched} installed in this database"
 
 
 def parse_builds(items: Any) -> dict[str, list[tuple[str, list[str]]]]:
@@ -148,8 +119,9 @@ def parse_builds(items: Any) -> dict[str, list[tuple[str, list[str]]]]:
 
 
 def designs(cfg: AdviseConfig, available: list[str], why_not: dict[str, str]) -> list[Design]:
-    """Every design x build to measure, in the order given (default: registry order)."""
-    chosen = list(cfg.designs) or available
+    """Every design x build to measure, in the order given (default: the registry's default
+    designs, ``Kind.advise_default``, in its order)."""
+    chosen = list(cfg.designs) or [n for n in available if n in registry.advise_kinds()]
     for name in chosen:
         if name not in registry.ann_kinds():
             raise InputError(
@@ -157,9 +129,8 @@ def designs(cfg: AdviseConfig, available: list[str], why_not: dict[str, str]) ->
                 field=param("designs"),
             )
         if name not in available:
-            raise InputError(
-                f"design {name} cannot be built here: {why_not[name]}", field=param("designs")
-            )
+            why = why_not.get(name) or _needs(registry.KINDS[name])
+            raise InputError(f"design {name} cannot be built here: {why}", field=param("designs"))
     builds = parse_builds(cfg.build)
     for named in builds:
         if named not in chosen:

@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ...stages import registry
 from . import apply
 from .plan import AdviseConfig
 
@@ -127,9 +126,9 @@ def choose(
             f"({_pct(r['index_bytes'], chosen['index_bytes'])})"
         )
     why += _interval(chosen)
-    method = registry.KINDS[chosen["design"]].index_method or ""
-    if method in apply.REBUILT:
-        why += "; note: " + apply.REBUILT[method]
+    note = apply.rebuilt_note(chosen["design"], chosen["build"])
+    if note is not None:
+        why += "; note: " + note
     excluded = [r for r in reaching if r["over_budget"]]
     if excluded:
         why += "; over budget: " + "; ".join(

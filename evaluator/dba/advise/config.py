@@ -1,0 +1,47 @@
+"""`pgeval advise`'s configuration and its defaults, :data:`ADVISE_DEFAULTS`, nowhere else: the
+command's option defaults and the API's keyword defaults read them (as ``SWEEP_DEFAULTS`` and
+``PIPELINE_DEFAULTS`` for sweeps and pipelines). A module of its own, light to import (the API
+reads it when it is loaded)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...stages import gucs
+
+
+@dataclass
+class AdviseConfig:
+    target: str
+    testset: str = ""
+    queries: Any = None  # testset.query_source.QuerySource (instead of testset)
+    target_recall: float = 0.95
+    designs: tuple[str, ...] = ()  # (): the registry's default designs the server supports
+    build: tuple[str, ...] = ()  # ("hnsw:m=8,16", ...)
+    settings: dict[str, str] = field(default_factory=dict)  # --set, every point of every design
+    max_p95_ms: float | None = None
+    max_index_mb: float | None = None
+    max_build_s: float | None = None
+    concurrency: int = 1
+    k: int = 10
+    repeat: int = 1
+    find_max: int | None = None
+    embedder: str | None = None
+    checksum: bool = True
+    statement_timeout: str | None = gucs.DEFAULT_STATEMENT_TIMEOUT
+    maintenance_work_mem: str | None = None
+    build_timeout_s: float = 1800
+    fresh: bool = False  # measure every point again (each design's sweep replaced)
+    # --group-by: every design measured per group of this column (None: the target's own
+    # group_by, resolved by run_advise; "" : the whole table)
+    group_by: str | None = None
+    max_groups: int = 10  # target.groups.DEFAULT_MAX_GROUPS (tests/test_advise_plan.py)
+    sample_rows: int | None = None  # screen on this many rows, confirm the best on the table
+    role: str | None = None  # settings as ALTER ROLE role IN DATABASE ... (else ALTER DATABASE)
+    # a design reaches the target only where its recall's 95 % interval lies above it
+    low_end: bool = False
+
+
+# what `pgeval advise` does without options (the CLI's option defaults and the API's)
+ADVISE_DEFAULTS = AdviseConfig(target="")
