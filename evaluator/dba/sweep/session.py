@@ -29,6 +29,7 @@ from ...stages import gucs, registry
 from . import grid, store
 from . import setup as setup_mod
 from .config import Plan, SweepConfig, plan_mode
+from .context import point_context
 from .result import Measured, SweepResult
 
 if TYPE_CHECKING:
@@ -363,53 +364,6 @@ class Session:
             else None
         )
         self.results.commit()
-
-
-def point_context(
-    cfg: SweepConfig,
-    conns: tuple[Any, Any],
-    target: Any,
-    stage_name: str,
-    *,
-    experiment: tuple[str, int],
-    testset: tuple[str, int],
-    queries: tuple[list, Any],
-    depth: int,
-    rep: int,
-    settings: dict,
-    own: bool,
-    extra: dict,
-) -> Any:
-    """The stage context of one run of a sweep, as every path builds it (the steady probe's
-    too): the application's LIMIT K for an ANN stage (K + 1 when sampled queries drop their own
-    chunk), ``--index`` and ``--isolate-index`` for it, not for exact search."""
-    from ...stages.base import StageContext
-
-    own = own and stage_name != "exact"  # sampled queries: fetch one more, drop their chunk
-    extra = dict(extra)
-    if own:
-        extra["exclude_own"] = True
-    if stage_name != "exact":  # recall@K at the application's LIMIT K (K + 1: own chunk dropped)
-        extra["app_limit"] = {"k": cfg.k, "rows": cfg.k + (1 if own else 0)}
-    kb, results = conns
-    return StageContext(
-        kb=kb,
-        results=results,
-        target=target,
-        testset=testset[0],
-        testset_id=testset[1],
-        experiment=experiment[0],
-        experiment_id=experiment[1],
-        repetition=rep,
-        stage=stage_name,
-        depth=depth + (1 if own else 0),
-        settings=settings,
-        options={"index": cfg.index} if cfg.index and stage_name != "exact" else {},
-        queries=queries[0],
-        embedder=queries[1],
-        isolate_index=cfg.isolate_index and stage_name != "exact",
-        extra=extra,
-    )
 
 
 def _key(build: dict, settings: dict) -> str:

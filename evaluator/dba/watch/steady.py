@@ -164,12 +164,12 @@ def _measure(
 def _context(
     results: Any, kb: Any, cfg: Any, point: Any, target: Any, kept: dict, digest: str
 ) -> Any:
-    """The point's stage context as every sweep builds it (``session.point_context``), with the
+    """The point's stage context as every sweep builds it (``sweep.context.point_context``), with the
     kept fingerprint (captured now, under ``digest``) and the plan trusted."""
     from ...providers.embedders import storage
     from ...stages.vector_common import TRUSTED_PLAN
     from .. import data_checksum
-    from ..sweep.session import point_context
+    from ..sweep.context import point_context
 
     queries = storage.testset_queries(results, kept["testset_id"], with_embedding=True)
     results.rollback()
