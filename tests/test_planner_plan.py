@@ -158,6 +158,19 @@ def test_each_tenant_is_measured_with_the_planners_own_plan(pgeval, database, co
     assert served["t30"] == {"index plan_kb_hnsw (hnsw)"}
     small = next(g for g in d["groups"] if g["group"] == "t05")
     assert small["recall"] == 1.0 and small["reached"]
+    # at the point shown, every tenant measured again as a prepared statement (generic plan),
+    # equal to the statement prepared by hand; "differs" where the path or the recall does
+    ef = int(d["at"]["settings"]["hnsw.ef_search"])
+    for g in d["groups"]:
+        gen = g["generic"]
+        queries = sampled(conn, d["sweeps"][g["group"]])
+        recall, scans = by_hand(database, kb, g["group"], queries, ef, "generic")
+        assert gen["recall"] == pytest.approx(recall, abs=1e-9), g["group"]
+        assert gen["served_by"].startswith("index" if "plan_kb_hnsw" in scans else "exact via")
+        assert gen["differs"] == (
+            gen["served_by"] != g["served_by"] or abs(gen["recall"] - g["recall"]) > 1e-9
+        )
+    assert len({g["generic"]["served_by"] for g in d["groups"]}) == 1  # one generic plan
 
 
 def test_the_generic_plan_is_measured_as_prepared(pgeval, database, conn, kb, target):

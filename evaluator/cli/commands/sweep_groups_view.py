@@ -64,6 +64,29 @@ def served_lines(groups: list[dict[str, Any]], column: str) -> list[str]:
     ]
 
 
+def _mode_words(mode: str | None) -> str:
+    return {
+        "custom": " with one-shot statements (the custom plan)",
+        "generic": " with prepared statements (the generic plan)",
+    }.get(str(mode), "")
+
+
+def generic_lines(res: GroupSweepResult, column: str) -> list[str]:
+    """The groups whose prepared statement (the generic plan) is served otherwise, or gets
+    another recall, than the one-shot statement measured above."""
+    out = []
+    for g in res.groups:
+        gen = g.get("generic")
+        if not gen or not gen["differs"]:
+            continue
+        out.append(
+            f"generic plan (prepared statements: psycopg 3, JDBC) for {column}={g['group']}: "
+            f"{gen['served_by']} gets recall@{res.k} {_fmt(gen['recall'])} (custom plan: "
+            f"{g['served_by']}, {_fmt(g['recall'])})"
+        )
+    return out
+
+
 def point_rows(res: GroupSweepResult) -> list[dict[str, Any]]:
     return [
         {
@@ -88,10 +111,20 @@ def recommendation_line(res: GroupSweepResult) -> str:
             if res.failed
             else ""
         )
+        prepared = [
+            g["group"]
+            for g in res.groups
+            if (g.get("generic") or {}).get("recall") is not None
+            and g["generic"]["recall"] < goal - 1e-12
+        ]
+        generic = (
+            f"; prepared (the generic plan), {', '.join(prepared)} miss it" if prepared else ""
+        )
         return (
-            f"recommended: {rec['label']} — {which} reaches recall@{k} {goal:g}; the worst, "
-            f"{worst.get('group')}, {_fmt(rec['index_recall'])} at p95 "
-            f"{_fmt(rec['p95_ms'], '.3f')} ms ({rec['why']}){unmeasured}"
+            f"recommended: {rec['label']} — {which} reaches recall@{k} {goal:g}"
+            f"{_mode_words(worst.get('plan'))}; the worst, {worst.get('group')}, "
+            f"{_fmt(rec['index_recall'])} at p95 "
+            f"{_fmt(rec['p95_ms'], '.3f')} ms ({rec['why']}){unmeasured}{generic}"
         )
     if not res.groups:
         return "no group was measured"
@@ -129,8 +162,9 @@ def run_grouped(
     def on_group(i: int, n: int, g: Group, step: str) -> None:
         if not bar.live.is_started:
             bar.start()
-        what = {"sweep": "", "confirm": " (the values found)"}.get(step, " (iterative scan)")
-        task["label"] = f"group {i}/{n} {column}={g.value} ({g.rows} rows){what}"
+        what = {"sweep": "", "confirm": " (the values found)", "generic": " (the generic plan)"}
+        what_text = what.get(step, " (iterative scan)")
+        task["label"] = f"group {i}/{n} {column}={g.value} ({g.rows} rows){what_text}"
         if "id" not in task:
             task["id"] = bar.add_task(task["label"], total=n)
         bar.update(task["id"], completed=i - 1, description=task["label"])
@@ -180,7 +214,7 @@ def _print_table(res: GroupSweepResult, target: str, column: str, queries: int |
     if res.at is not None:
         click.echo(f"groups at {res.at['label']} ({res.at['why']}), worst first:")
         emit(group_rows(res), "table")
-        for line in served_lines(res.groups, column):  # (wrapped between whole names)
+        for line in served_lines(res.groups, column) + generic_lines(res, column):
             click.echo(textwrap.fill(line, 80, subsequent_indent="  ", break_long_words=False))
     for g in res.groups:
         if g.get("iterative"):

@@ -164,6 +164,7 @@ def run_groups(
         _confirm(cfg, out, sizes, sweep_of)
     _summarize(database, cfg, out, sizes)
     _iterative(cfg, out, sizes, sweep_of, warn)
+    _generic(cfg, out, sizes, sweep_of)
     return out
 
 
@@ -308,6 +309,37 @@ def _iterative(
             for mode, recall in row["iterative"].items()
             if recall is not None and recall >= cfg.target_recall - 1e-12
         ]
+
+
+def _generic(cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of: Any) -> None:
+    """Every group at the point shown measured again with the prepared statement's generic plan
+    (what psycopg 3 and JDBC get after five executions), unless the sweep named its plan mode;
+    each group row gets ``generic``: {recall, served_by, differs} (differs: another path serves
+    it, or another recall)."""
+    if cfg.plan is not None or out.at is None or not out.groups:
+        return
+    point = {k: str(v) for k, v in (out.at["settings"] or {}).items()}
+    params = tuple(f"{k}={v}" for k, v in point.items())
+    for row in out.groups:
+        if row.get("served_by") is None:  # (measured without the planner's plan: nothing to say)
+            continue
+        res = sweep_of(
+            sizes[row["group"]], "generic", find=None, find_max=None, params=params, plan="generic"
+        )
+        measured = None if res is None or not res.points else res.points[0]
+        if measured is None:
+            continue
+        recall, served = measured["index_recall"], measured.get("served_by")
+        row["generic"] = {
+            "recall": recall,
+            "served_by": served,
+            "differs": served != row["served_by"]
+            or (
+                recall is not None
+                and row["recall"] is not None
+                and abs(recall - row["recall"]) > 1e-9
+            ),
+        }
 
 
 __all__ = [
