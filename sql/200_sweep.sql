@@ -183,8 +183,9 @@ LANGUAGE sql STABLE AS $$
                g.p95_ms - f.p95_ms > greatest(f.sd, g.sd) AS faster,
                g.work_text
           FROM first_in_grid g CROSS JOIN fastest f),
-    by_latency AS (SELECT * FROM ok ORDER BY ok.p95_ms, ok.index_recall DESC, ok.point LIMIT 1)
-    SELECT ok.point, ok.label, ok.index_recall, ok.p95_ms,
+    by_latency AS (SELECT * FROM ok ORDER BY ok.p95_ms, ok.index_recall DESC, ok.point LIMIT 1),
+    base AS (
+    SELECT ok.point, ok.label, ok.index_recall, ok.p95_ms, ok.work,
            CASE WHEN (SELECT v FROM varies) THEN
                'least work: ' || coalesce(w.work_text, ok.label) || ' is the smallest setting '
                || 'reaching recall ' || p_target_recall
@@ -198,10 +199,31 @@ LANGUAGE sql STABLE AS $$
                        ELSE '' END
            ELSE 'lowest p95 of the points reaching recall ' || p_target_recall
                 || CASE WHEN cardinality(p_sweeps) > 1 THEN ' in every group' ELSE '' END
-                || ' (no work setting varies)' END
+                || ' (no work setting varies)' END AS why
       FROM ok LEFT JOIN by_work w ON true
      WHERE ok.point = CASE WHEN (SELECT v FROM varies) THEN w.point
-                           ELSE (SELECT point FROM by_latency) END
+                           ELSE (SELECT point FROM by_latency) END),
+    -- never a point beaten beyond noise on both axes (one sweep, its points' p95 intervals,
+    -- pgeval.sweep_point_p95_interval): a point reaching at least its recall whose whole p95
+    -- interval lies under the chosen one's is recommended instead (the least work of those)
+    iv AS (SELECT ok.point, i.low, i.high FROM ok
+            CROSS JOIN LATERAL pgeval.sweep_point_p95_interval(p_sweeps[1], ok.point) i
+            WHERE cardinality(p_sweeps) = 1),
+    dom AS (SELECT o.point, o.label, o.index_recall, o.p95_ms, bi.low AS b_low, oi.high AS o_high
+              FROM base b JOIN iv bi ON bi.point = b.point
+              JOIN ok o ON o.point <> b.point AND o.index_recall >= b.index_recall - 1e-12
+              JOIN iv oi ON oi.point = o.point AND oi.high < bi.low
+             ORDER BY o.work, o.p95_ms, o.point LIMIT 1)
+    SELECT d.point, d.label, d.index_recall, d.p95_ms,
+           b.label || ' reaches recall ' || p_target_recall || ' with less work but is beaten '
+           || 'beyond noise on both axes by ' || d.label || ': recall ' || round(d.index_recall::numeric, 4)
+           || ' >= ' || round(b.index_recall::numeric, 4) || ', p95 interval under '
+           || round(d.o_high::numeric, 3) || ' ms against over ' || round(d.b_low::numeric, 3)
+           || ' ms'
+      FROM dom d CROSS JOIN base b
+    UNION ALL
+    SELECT b.point, b.label, b.index_recall, b.p95_ms, b.why FROM base b
+     WHERE NOT EXISTS (SELECT 1 FROM dom)
 $$;
 
 -- One sweep's recommendation: pgeval.sweeps_recommendation of that sweep alone.

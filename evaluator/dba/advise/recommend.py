@@ -81,13 +81,28 @@ def _name(row: dict[str, Any]) -> str:
 
 
 def pick(ok: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
-    """The lowest p95; among those within the fastest's p95 spread, the smallest index.
-    Returns (chosen, whether the tie rule chose it)."""
+    """The lowest p95; among those within its noise (the fastest's p95 spread over repetitions,
+    or p95 intervals that overlap), the smallest index. Returns (chosen, whether the tie rule
+    chose it)."""
     fastest = min(ok, key=lambda r: (r["p95_ms"], r["index_bytes"] or 0))
     spread = fastest["p95_sd"] or 0.0
-    tied = [r for r in ok if r["p95_ms"] - fastest["p95_ms"] <= max(spread, r["p95_sd"] or 0.0)]
+    tied = [
+        r
+        for r in ok
+        if r["p95_ms"] - fastest["p95_ms"] <= max(spread, r["p95_sd"] or 0.0)
+        or _overlap(fastest, r)
+    ]
     chosen = min(tied, key=lambda r: (r["index_bytes"] or 0, r["p95_ms"]))
     return chosen, chosen is not fastest
+
+
+def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether two designs' p95 intervals overlap: which is faster is within the noise."""
+    ends = [a.get("p95_low"), b.get("p95_low"), a.get("p95_high"), b.get("p95_high")]
+    if any(e is None for e in ends):
+        return False
+    low_a, low_b, high_a, high_b = (float(e) for e in ends)  # type: ignore[arg-type]
+    return max(low_a, low_b) <= min(high_a, high_b)
 
 
 def choose(
@@ -112,7 +127,8 @@ def choose(
         f"{_name(chosen)} reaches {goal}{_worst(chosen)} at p95 "
         f"{chosen['p95_ms']:.3f} ms, index {chosen['index_bytes'] / MB:.1f} MB: "
         + (
-            "its p95 is within the spread of the fastest and its index is the smallest"
+            "its p95 is within the noise of the fastest's (spread or 95 % interval) and its "
+            "index is the smallest"
             if by_tie
             else "the lowest p95"
         )

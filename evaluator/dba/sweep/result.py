@@ -24,6 +24,8 @@ class Measured:
     p50_ms: float | None
     p95_ms: float | None
     p95_sd: float | None
+    p95_low: float | None  # the p95's 95 % interval (order statistics of the pooled latencies)
+    p95_high: float | None
     p99_ms: float | None
     qps: float | None
     rows_mean: float | None  # rows returned per query (the application's LIMIT K)
@@ -48,6 +50,8 @@ class Measured:
             p50_ms=row["p50_ms"],
             p95_ms=row["p95_ms"],
             p95_sd=row["p95_sd"],
+            p95_low=row.get("p95_low"),
+            p95_high=row.get("p95_high"),
             p99_ms=row["p99_ms"],
             qps=row["qps"],
             rows_mean=row["rows_mean"],
@@ -70,6 +74,8 @@ class Measured:
             "p50_ms": self.p50_ms,
             "p95_ms": self.p95_ms,
             "p95_sd": self.p95_sd,
+            "p95_low": self.p95_low,
+            "p95_high": self.p95_high,
             "p99_ms": self.p99_ms,
             "qps": self.qps,
             "rows": self.rows_mean,

@@ -387,11 +387,13 @@ def resolve(conn: Any, name: str) -> dict:
     return dict(zip([d.name for d in cur.description], row))
 
 
-# one sweep's points (pgeval.sweep_summary) with the index their runs' plans used and, where the
-# planner's own plan was measured (stages/planner_plan.py), its mode and what served it
+# one sweep's points (pgeval.sweep_summary) with the index their runs' plans used, where the
+# planner's own plan was measured (stages/planner_plan.py) its mode and what served it, and the
+# p95's 95 % interval (pgeval.sweep_point_p95_interval)
 _SUMMARY = """
-SELECT s.*, u.index, u.plan_mode, u.served_by
+SELECT s.*, u.index, u.plan_mode, u.served_by, iv.low AS p95_low, iv.high AS p95_high
   FROM pgeval.sweep_summary(%(sweep)s) s
+  LEFT JOIN LATERAL pgeval.sweep_point_p95_interval(%(sweep)s, s.point) iv ON true
  CROSS JOIN LATERAL (
      SELECT min(r.params ->> 'index') AS index, min(r.params -> 'plan' ->> 'mode') AS plan_mode,
             string_agg(DISTINCT r.params -> 'plan' ->> 'served_by', '; ') AS served_by
