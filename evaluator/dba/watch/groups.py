@@ -2,8 +2,9 @@
 series, and the watch recorded whole or not at all.
 
 Every group is measured, whatever another did: a group whose probe fails with one of pgeval's
-errors (a user, plan or database error: :class:`~evaluator.core.errors.PgevalError`) is noted
-with its message and the next group is probed. If any group failed, the probes this watch has
+errors (a user, plan or database error: :class:`~evaluator.core.errors.PgevalError`, or a
+database error no library call wrapped: a psycopg error) is noted with its message and the next
+group is probed. If any group failed, the probes this watch has
 recorded (their rows of pgeval.probe, advice included) are deleted again, and
 :class:`~evaluator.core.errors.GroupsFailed` is raised with the probes measured and the groups
 that failed: a watch records all its probes or none, so that no series of the watch moves on
@@ -17,7 +18,9 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ...core.errors import GroupFailure, GroupsFailed, PgevalError
+import psycopg
+
+from ...core.errors import DatabaseError, GroupFailure, GroupsFailed, PgevalError, first_line, param
 from .probe import ProbeResult, check, run_probe
 
 if TYPE_CHECKING:
@@ -56,6 +59,8 @@ def run_probes(
                 done.append(run_probe(database, one, on_warning=on_warning))
             except PgevalError as exc:
                 failures.append(GroupFailure({column: g.value}, exc))
+            except psycopg.Error as exc:  # a database error that no library call wrapped
+                failures.append(GroupFailure({column: g.value}, database_error(exc)))
     except BaseException:
         try:
             _forget(database, done)
@@ -66,6 +71,20 @@ def run_probes(
         _forget(database, done)
         raise GroupsFailed(done, failures, what="no probe of this watch recorded")
     return done
+
+
+def database_error(exc: psycopg.Error) -> DatabaseError:
+    """A database error of one group's probe, as pgeval says it (the command line's words for
+    an error no library call wrapped; a statement timeout names the option)."""
+    first = first_line(exc)
+    if isinstance(exc, psycopg.errors.QueryCanceled) and "statement timeout" in first:
+        return DatabaseError(
+            f"a statement ran past the statement timeout ({first}): "
+            f"{param('statement_timeout')} LONGER"
+        )
+    if isinstance(exc, psycopg.OperationalError):
+        return DatabaseError(f"lost the database connection ({first})")
+    return DatabaseError(f"database error: {first}")
 
 
 def _forget(database: Database, done: list[ProbeResult]) -> None:
