@@ -97,7 +97,11 @@ def test_exact_tenants_are_probed_as_served_and_a_crossed_bound_exits_2(pgeval, 
     assert small["plan"]["served_by"].startswith("exact via wgroups_kb_tenant"), small["plan"]
     # the largest, through HNSW filtered afterwards at ef_search = 10: far below the bound
     big = probes["t45"]
-    assert big["plan"] == {"mode": "custom", "served_by": "index wgroups_kb_hnsw (hnsw)", "ann": True}
+    assert big["plan"] == {
+        "mode": "custom",
+        "served_by": "index wgroups_kb_hnsw (hnsw)",
+        "ann": True,
+    }
     assert big["recall"] < 0.9 and big["crossed"] == ["min_recall"]
     for tenant, p in probes.items():
         named = f"pgeval: watch: tenant={tenant}: recall@10" in err
@@ -110,6 +114,7 @@ def test_exact_tenants_are_probed_as_served_and_a_crossed_bound_exits_2(pgeval, 
     code, out, err = pgeval(*WATCH, "--min-recall", "0.9")
     assert code == 2, err
     assert "custom plan: exact via wgroups_kb_tenant" in out
+    assert "index build None" not in out and "index None" not in out
 
 
 def _hold_series_lock(database, series: str):
@@ -154,9 +159,7 @@ def test_a_failed_group_is_named_the_others_measured_and_nothing_recorded(
         assert "1 of 5 groups failed (tenant=t15): no probe of this watch is recorded" in out
         code, out, err = pgeval(*WATCH, "--min-recall", "0", "--format", "openmetrics")
         assert code == 1, err
-        assert (
-            f'pgeval_probe_error{{target="{TARGET}",stage="hnsw",k="10",group="t15"}} 1' in out
-        )
+        assert f'pgeval_probe_error{{target="{TARGET}",stage="hnsw",k="10",group="t15"}} 1' in out
         assert out.count("pgeval_probe_recall{") == 4
         assert probe_ids(conn) == before
     finally:

@@ -240,6 +240,9 @@ def watch(
     and what changed since the first probe of the same index build), 1 an error. When a recall
     bound is crossed, the smallest setting that restores it is measured on the same queries,
     and REINDEX INDEX CONCURRENTLY is given for an index whose recall drifted with its data.
+    With --group-by every group is probed with the planner's own plan (a tenant served exactly
+    through its btree: recall 1.0); a group that fails is named on stderr and no probe of the
+    watch is recorded: exit 2 when another group crossed a bound, else 1.
 
     \b
     Examples:
