@@ -314,7 +314,8 @@ def _show(results: list[ProbeResult], fmt: str, failed: GroupsFailed | None, whe
             _table(res)
         if failed is not None:
             click.echo(
-                f"\n{len(failures)} of {len(failures) + len(results)} groups failed "
+                ("\n" if results else "")
+                + f"{len(failures)} of {len(failures) + len(results)} groups failed "
                 f"({', '.join(f.label for f in failures)}): no probe of this watch is recorded"
             )
     shown: set[str] = set()
