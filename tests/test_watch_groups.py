@@ -9,6 +9,8 @@ the planner's own plan.
   group is still measured and its crossed bounds printed, the failed group is named on stderr,
   the exit code is 2 (a bound crossed) or 1 (none), and no probe of that watch is recorded.
 - A statement timeout too short for every probe: exit 1, each group named, nothing recorded.
+- A programming error (not one of pgeval's) is raised as it is, and what the watch recorded
+  before it is deleted all the same.
 """
 
 from __future__ import annotations
@@ -180,3 +182,56 @@ def test_a_statement_timeout_names_each_group_and_records_nothing(pgeval, conn, 
     assert "statement timeout" in err
     assert f"{len(failed)} of 5 groups failed: no probe of this watch is recorded" in err
     assert probe_ids(conn) == before
+
+
+def test_a_programming_error_is_raised_as_it_is_and_nothing_recorded(
+    conn, database, kb, monkeypatch
+):
+    """Not one of pgeval's errors: raised at once, not collected, and the probes this watch
+    recorded before it are deleted all the same."""
+    from evaluator.api import Pgeval
+    from evaluator.dba.watch import groups
+
+    real, calls = groups.run_probe, []
+
+    def second_fails(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("a bug")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(groups, "run_probe", second_fails)
+    before = probe_ids(conn)
+    with pytest.raises(RuntimeError, match="a bug"):
+        Pgeval(database).watch(
+            TARGET,
+            "hnsw",
+            sample_queries=10,
+            settings=["hnsw.ef_search=10"],
+            remedy=False,
+            group_by="tenant",
+        )
+    assert len(calls) == 2 and probe_ids(conn) == before
+
+
+def test_the_message_names_each_group_as_the_front_end_spells_its_options():
+    from evaluator.core.errors import DatabaseError, GroupFailure, GroupsFailed, param
+
+    failed = GroupsFailed(
+        ["measured"],
+        [
+            GroupFailure(
+                {"tenant": "t3"}, DatabaseError(f"too slow: {param('statement_timeout')}")
+            ),
+            GroupFailure({"tenant": "t5"}, DatabaseError("gone\nDETAIL: more")),
+        ],
+        what="no probe of this watch recorded",
+    )
+    assert str(failed) == (
+        "2 of 3 groups failed, no probe of this watch recorded: "
+        "tenant=t3: too slow: `statement_timeout`; tenant=t5: gone"
+    )
+    assert "tenant=t3: too slow: --statement-timeout" in failed.text(
+        lambda name, value: "--" + name.replace("_", "-")
+    )
+    assert failed.exit_code == 1 and failed.results == ["measured"]
