@@ -115,3 +115,43 @@ class GateFailed(PgevalError):
     """A release gate failed (exit code 2)."""
 
     exit_code = 2
+
+
+class GroupFailure:
+    """One group of a per-group use case (a tenant of `pgeval watch --group-by`) that failed:
+    its key (``{column: value}``) and pgeval's error."""
+
+    def __init__(self, group: dict, error: PgevalError) -> None:
+        self.group, self.error = dict(group), error
+
+    @property
+    def label(self) -> str:
+        """``tenant=t3``"""
+        return ", ".join(f"{c}={v}" for c, v in self.group.items())
+
+    def text(self, spelling: Callable[[str, str | None], str] | None = None) -> str:
+        """``tenant=t3: <the error's first line>``"""
+        lines = self.error.text(spelling).strip().splitlines()
+        return f"{self.label}: {lines[0] if lines else self.error.__class__.__name__}"
+
+
+class GroupsFailed(PgevalError):
+    """Some groups failed (``failures``, each naming its group); the others were measured
+    (``results``, whatever the use case returns per group) but nothing of the whole is recorded.
+    Exit code 1 (`pgeval watch` exits 2 when a measured group crossed a bound)."""
+
+    def __init__(self, results: list, failures: list[GroupFailure], *, what: str = "") -> None:
+        self.results = list(results)
+        self.failures = list(failures)
+        self.what = what  # what was not recorded: "no probe of this watch recorded"
+        super().__init__(self.text())
+
+    def text(self, spelling: Callable[[str, str | None], str] | None = None) -> str:
+        total = len(self.results) + len(self.failures)
+        head = f"{len(self.failures)} of {total} groups failed"
+        return (
+            head
+            + (f", {self.what}" if self.what else "")
+            + ": "
+            + "; ".join(f.text(spelling) for f in self.failures)
+        )

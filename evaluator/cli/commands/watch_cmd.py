@@ -7,6 +7,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ...api.vocabulary import ann_kinds, openmetrics_text, probe_time
+from ...core.errors import GroupsFailed
+from ...core.masking import mask as redact
+from ..options import option_for
 from ..output import format_option, to_json, warn
 from .common import group_options, pass_api, statement_timeout_option
 from .query_options import SAMPLED_BIAS, query_source_options
@@ -47,7 +50,15 @@ def _table(res: ProbeResult) -> None:
     options = ", ".join(
         f"{k}={v}" for k, v in ((p["index_build"] or {}).get("options") or {}).items()
     )
-    click.echo(f"index {p['index_build_label']}" + (f" {options}" if options else ""))
+    plan = res.plan or {}
+    if plan and not plan.get("ann"):  # the planner served the group without the ANN index
+        click.echo(f"{plan['mode']} plan: {plan.get('served_by')} (the planner's own plan)")
+    else:
+        click.echo(
+            f"index {p['index_build_label']}"
+            + (f" {options}" if options else "")
+            + (f" · {plan['mode']} plan (the planner's own)" if plan else "")
+        )
     gt = res.ground_truth or {}
     if gt.get("status") == "computed":
         why = f" ({gt.get('reason') or 'nothing stored for these queries on this data'})"
@@ -107,6 +118,7 @@ def _json(res: ProbeResult) -> dict[str, Any]:
         "reindex": res.reindex,
         "last_build": res.rebuild,
         "ground_truth": res.ground_truth,
+        "plan": res.plan,
         "queries_source": res.queries,
         "cost": {
             "wall_ms": res.wall_ms,
@@ -228,6 +240,9 @@ def watch(
     and what changed since the first probe of the same index build), 1 an error. When a recall
     bound is crossed, the smallest setting that restores it is measured on the same queries,
     and REINDEX INDEX CONCURRENTLY is given for an index whose recall drifted with its data.
+    With --group-by every group is probed with the planner's own plan (a tenant served exactly
+    through its btree: recall 1.0); a group that fails is named on stderr and no probe of the
+    watch is recorded: exit 2 when another group crossed a bound, else 1.
 
     \b
     Examples:
@@ -237,44 +252,82 @@ def watch(
       pgeval watch --target kb --stage diskann --queries-sql \\
           "SELECT id, embedding FROM query_log ORDER BY at DESC LIMIT 200" --format json
     """
-    results = pg.watch(
-        target_name,
-        stage,
-        testset,
-        sample_queries=sample_queries,
-        seed=seed,
-        queries_sql=queries_sql,
-        queries_file=queries_file,
-        settings=list(settings),
-        k=k,
-        min_recall=min_recall,
-        max_drop=max_drop,
-        max_p95_ms=max_p95_ms,
-        index=index,
-        statement_timeout=statement_timeout,
-        remedy=not no_remedy,
-        remedy_max=remedy_max,
-        group_by=group_by,
-        max_groups=max_groups,
-        on_warning=warn if fmt == "table" else None,
-    )
+    failed: GroupsFailed | None = None
+    try:
+        results = pg.watch(
+            target_name,
+            stage,
+            testset,
+            sample_queries=sample_queries,
+            seed=seed,
+            queries_sql=queries_sql,
+            queries_file=queries_file,
+            settings=list(settings),
+            k=k,
+            min_recall=min_recall,
+            max_drop=max_drop,
+            max_p95_ms=max_p95_ms,
+            index=index,
+            statement_timeout=statement_timeout,
+            remedy=not no_remedy,
+            remedy_max=remedy_max,
+            group_by=group_by,
+            max_groups=max_groups,
+            on_warning=warn if fmt == "table" else None,
+        )
+    except GroupsFailed as exc:  # the groups measured are shown, nothing recorded
+        failed, results = exc, exc.results
+    _show(results, fmt, failed, (target_name, stage, k))
+    crossed = _alerts(results)
+    if failed is not None:
+        _errors(failed)
+        click.get_current_context().exit(2 if crossed else 1)
+    if crossed:
+        click.get_current_context().exit(2)
+
+
+def _show(results: list[ProbeResult], fmt: str, failed: GroupsFailed | None, where: tuple) -> None:
+    """The probes measured, in ``fmt``; with a group failed, nothing of the watch recorded
+    (``where``: the target, stage and k, which label a failed group's sample)."""
+    failures = [] if failed is None else failed.failures
     if fmt == "json":
         docs = [_json(res) for res in results]
-        grouped = any(res.probe.get("group_key") for res in results)
-        click.echo(to_json({"probes": docs}) if grouped else to_json(docs[0]))
+        grouped = failed is not None or any(res.probe.get("group_key") for res in results)
+        if not grouped:
+            click.echo(to_json(docs[0]))
+        elif failed is None:
+            click.echo(to_json({"probes": docs}))
+        else:
+            errors = [{"group_key": f.group, "error": redact(f.text(option_for))} for f in failures]
+            click.echo(to_json({"probes": docs, "errors": errors, "recorded": False}))
     elif fmt == "openmetrics":
-        click.echo(openmetrics_text(results), nl=False)
+        labels = [
+            {"target": where[0], "stage": where[1], "k": str(where[2]), "group": str(value)}
+            for f in failures
+            for value in f.group.values()
+        ]
+        click.echo(openmetrics_text(results, failed=labels), nl=False)
     else:
         for i, res in enumerate(results):
             if i:
                 click.echo("")
             _table(res)
+        if failed is not None:
+            click.echo(
+                ("\n" if results else "")
+                + f"{len(failures)} of {len(failures) + len(results)} groups failed "
+                f"({', '.join(f.label for f in failures)}): no probe of this watch is recorded"
+            )
     shown: set[str] = set()
     for res in results if fmt != "table" else ():
         for w in res.warnings:
             if w not in shown:
                 shown.add(w)
                 warn(w)
+
+
+def _alerts(results: list[ProbeResult]) -> bool:
+    """One line on stderr per bound crossed, naming its group; True when any was crossed."""
     crossed = False
     for res in results:
         group = "".join(f"{c}={v}: " for c, v in (res.probe.get("group_key") or {}).items())
@@ -284,5 +337,17 @@ def watch(
                 f"pgeval: watch: {group}{line}" + (f"; {res.changes}" if res.changes else ""),
                 err=True,
             )
-    if crossed:
-        click.get_current_context().exit(2)
+    return crossed
+
+
+def _errors(failed: GroupsFailed) -> None:
+    """One line on stderr per group that failed, then what that means for the watch."""
+    for f in failed.failures:
+        click.echo(f"pgeval: error: watch: {redact(f.text(option_for))}", err=True)
+    measured = len(failed.results)
+    click.echo(
+        f"pgeval: error: watch: {len(failed.failures)} of {measured + len(failed.failures)} "
+        f"groups failed: no probe of this watch is recorded ({measured} measured, deleted "
+        "again); the bounds above are those of the groups measured",
+        err=True,
+    )

@@ -9,9 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 from ..sweep import SweepConfig, SweepResult, run_sweep
+from ..sweep import setup as setup_mod
 from ..sweep.groups import GroupSweepResult, run_groups
 from ..sweep.result import Measured
-from ..sweep.session import NOTHING_KNOWN, Known, known_for
+from ..sweep.session import NOTHING_KNOWN, Known
 from .plan import AdviseConfig, Design
 
 Warn = Callable[[str], None]
@@ -43,6 +44,22 @@ def config(cfg: AdviseConfig, design: Design, target: str) -> SweepConfig:
         build_timeout_s=cfg.build_timeout_s,
         fresh=cfg.fresh,
     )
+
+
+def known_for(database: Any, cfg: SweepConfig) -> Known:
+    """The query set and the data of ``cfg``'s target measured once, for several sweeps over
+    the same target and queries (advise: every design on one table or sample copy)."""
+    from .. import data_checksum
+
+    stored, qinfo = setup_mod.query_set(database, cfg)
+    with database.connect() as results, database.connect(results=False, read_only=True) as kb:
+        target = setup_mod.target_of(results, cfg)
+        cache = data_checksum.ChecksumCache(results, database)
+        data = data_checksum.measure(kb, target, checksum=cfg.checksum, cache=cache)
+        kb.rollback()
+        results.commit()
+    query_set = None if qinfo is None else (stored.testset, qinfo)
+    return Known(query_set=query_set, data=data)
 
 
 def known(database: Any, cfg: AdviseConfig, design: Design, target: str) -> Known:

@@ -370,22 +370,6 @@ def _key(build: dict, settings: dict) -> str:
     return canonical_json([build, settings] if build else settings)
 
 
-def known_for(database: Database, cfg: SweepConfig) -> Known:
-    """The query set and the data of ``cfg``'s target measured once, for several sweeps over
-    the same target and queries (advise: every design on one table or sample copy)."""
-    from .. import data_checksum
-
-    stored, qinfo = setup_mod.query_set(database, cfg)
-    with database.connect() as results, database.connect(results=False, read_only=True) as kb:
-        target = setup_mod.target_of(results, cfg)
-        cache = data_checksum.ChecksumCache(results, database)
-        data = data_checksum.measure(kb, target, checksum=cfg.checksum, cache=cache)
-        kb.rollback()
-        results.commit()
-    query_set = None if qinfo is None else (stored.testset, qinfo)
-    return Known(query_set=query_set, data=data)
-
-
 @contextmanager
 def open_session(
     database: Database,

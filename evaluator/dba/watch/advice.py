@@ -70,8 +70,13 @@ def changes(probe: dict) -> str | None:
         parts.append(", ".join(counted) + " (server counters)")
     what = "; ".join(parts) or "no row change"
     return (
-        f"{what} since the first probe of index build {probe.get('index_build_label')} "
-        f"at {when(probe['baseline_at'])}"
+        f"{what} since the first probe of "
+        + (
+            f"index build {probe['index_build_label']}"
+            if probe.get("index_build_label")
+            else "this series served without an ANN index"  # (the planner's plan: a btree)
+        )
+        + f" at {when(probe['baseline_at'])}"
     )
 
 

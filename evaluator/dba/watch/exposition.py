@@ -10,7 +10,9 @@ from typing import Any
 from ...reporting.openmetrics import Family, render
 
 
-def families(results: Any) -> list[Family]:
+def families(results: Any, failed: Any = ()) -> list[Family]:
+    """The probes' families; ``failed``: the labels (target, stage, k, group) of a watch's groups
+    that failed (``pgeval_probe_error``: nothing of that watch was recorded)."""
     fams = [
         Family(
             "pgeval_probe_recall",
@@ -38,10 +40,16 @@ def families(results: Any) -> list[Family]:
             "The index measured and its build identity (oid, relfilenode); always 1.",
         ),
         Family("pgeval_probe_setting", "The value of the work setting measured."),
+        Family(
+            "pgeval_probe_error",
+            "1 for a group whose probe failed: no probe of that watch was recorded.",
+        ),
     ]
     by = {f.name: f for f in fams}
     for result in results:
         _samples(by, result)
+    for labels in failed:
+        by["pgeval_probe_error"].samples.append((dict(labels), 1.0))
     return fams
 
 
@@ -86,5 +94,5 @@ def _samples(by: dict, result: Any) -> None:
         pass
 
 
-def text(results: Any) -> str:
-    return render(families(results))
+def text(results: Any, failed: Any = ()) -> str:
+    return render(families(results, failed))

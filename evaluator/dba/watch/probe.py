@@ -64,6 +64,10 @@ class ProbeResult:
     # epoch: .steady), "point" (the series' sweep kept, its point measured again with fresh
     # fingerprints: dba/sweep/remeasure.py) or "sweep" (a one-point sweep in full)
     path: str = "sweep"
+    # the planner's own plan measured (a group's probe: stages/planner_plan.py): {"mode":
+    # "custom", "served_by": "index kb_hnsw (hnsw)" | "exact via kb_tenant", "ann": bool}; None
+    # when the stage's index was required (the whole table)
+    plan: dict | None = None
 
     @property
     def crossed(self) -> list[str]:
@@ -247,6 +251,19 @@ def _probe(
             lock.release()
 
 
+def _plan(points: list[dict]) -> dict | None:
+    """The planner's plan the probe's point measured (its runs' ``params.plan``, as the sweep's
+    summary reads it), else None."""
+    point = next((p for p in points if p.get("point") == 1), None)
+    if point is None or point.get("plan_mode") is None:
+        return None
+    return {
+        "mode": point["plan_mode"],
+        "served_by": point.get("served_by"),
+        "ann": point.get("index") is not None,
+    }
+
+
 def _epoch(database: Database, cfg: WatchConfig, target: Any, measured: dict) -> str | None:
     """The configuration epoch (:mod:`.epoch`) of a sampled probe's table, read before anything
     else the probe measures; None when there is none (untracked, a group, given queries)."""
@@ -377,6 +394,7 @@ def _measure(
         warnings=warnings,
         path=path,
         data_read=read,
+        plan=_plan(res.points),
     )
     out.alerts = advice.crossed_lines(probe)
     out.changes = advice.changes(probe)
@@ -393,37 +411,3 @@ def _measure(
         out.probe["advice"] = out.remedy
     out.advice = advice.advice_lines(probe, out.reindex, out.remedy, out.rebuild)
     return out
-
-
-def run_probes(
-    database: Database, cfg: WatchConfig, *, on_warning: Callable[..., Any] | None = None
-) -> list[ProbeResult]:
-    """One probe, or one per group of ``--group-by`` (else the target's own group column): the
-    groups as `sweep --group-by` chooses them (all up to ``max_groups``, else the largest and
-    the smallest), ``--sample-queries N`` rows of each group (at most its chunks), each group
-    searched as the application scopes it (``WHERE column = value``), each its own series."""
-    from dataclasses import replace
-
-    from ...target import groups
-    from .connections import Lending
-
-    if not isinstance(database, Lending):
-        with Lending.of(database) as lending:
-            return run_probes(lending, cfg, on_warning=on_warning)
-    column = groups.column_for(database, cfg.target, cfg.group_by)
-    if column is None:
-        return [run_probe(database, cfg, on_warning=on_warning)]
-    check(cfg)
-    measured = groups.plan(database, cfg.target, column, cfg.max_groups, cfg.queries, "probe")
-    return [
-        run_probe(
-            database,
-            replace(
-                cfg,
-                group=(column, g.value),
-                queries=groups.group_queries(cfg.queries, g),
-            ),
-            on_warning=on_warning,
-        )
-        for g in measured.measured
-    ]

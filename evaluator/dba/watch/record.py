@@ -143,3 +143,15 @@ def forget_old_queries(results: Any, *, series: str, target: str, current: str |
     if not results.autocommit:
         results.commit()
     return names
+
+
+def delete(results: Any, probe_ids: list[int]) -> int:
+    """The rows ``probe_ids`` deleted (one transaction): a watch of groups of which one failed
+    records none (dba/watch/groups.py). Returns the rows deleted."""
+    with results.transaction():
+        n = results.execute(
+            "DELETE FROM pgeval.probe WHERE probe_id = ANY(%s)", (list(probe_ids),)
+        ).rowcount
+    if not results.autocommit:
+        results.commit()
+    return int(n)

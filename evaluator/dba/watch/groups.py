@@ -1,0 +1,98 @@
+"""A watch of every group (`pgeval watch --group-by tenant`): one probe per group, each its own
+series, and the watch recorded whole or not at all.
+
+Every group is measured, whatever another did: a group whose probe fails with one of pgeval's
+errors (a user, plan or database error: :class:`~evaluator.core.errors.PgevalError`, or a
+database error no library call wrapped: a psycopg error) is noted with its message and the next
+group is probed. If any group failed, the probes this watch has
+recorded (their rows of pgeval.probe, advice included) are deleted again, and
+:class:`~evaluator.core.errors.GroupsFailed` is raised with the probes measured and the groups
+that failed: a watch records all its probes or none, so that no series of the watch moves on
+while another misses its probe. Anything else (Ctrl-C, a programming error) deletes them too
+and is raised as it is, at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from ...core.errors import DatabaseError, GroupFailure, GroupsFailed, PgevalError, first_line, param
+from .probe import ProbeResult, check, run_probe
+
+if TYPE_CHECKING:
+    from ...core.db import Database
+    from .config import WatchConfig
+
+
+def run_probes(
+    database: Database, cfg: WatchConfig, *, on_warning: Callable[..., Any] | None = None
+) -> list[ProbeResult]:
+    """One probe, or one per group of ``--group-by`` (else the target's own group column): the
+    groups as `sweep --group-by` chooses them (all up to ``max_groups``, else the largest and
+    the smallest), ``--sample-queries N`` rows of each group (at most its chunks), each group
+    searched as the application scopes it (``WHERE column = value``), each its own series.
+    Every group is probed; if one failed, none is recorded
+    (:class:`~evaluator.core.errors.GroupsFailed`: the probes measured, the groups failed)."""
+    from ...target import groups
+    from .connections import Lending
+
+    if not isinstance(database, Lending):
+        with Lending.of(database) as lending:
+            return run_probes(lending, cfg, on_warning=on_warning)
+    column = groups.column_for(database, cfg.target, cfg.group_by)
+    if column is None:
+        return [run_probe(database, cfg, on_warning=on_warning)]
+    check(cfg)
+    chosen = groups.plan(database, cfg.target, column, cfg.max_groups, cfg.queries, "probe")
+    done: list[ProbeResult] = []
+    failures: list[GroupFailure] = []
+    try:
+        for g in chosen.measured:
+            one = replace(
+                cfg, group=(column, g.value), queries=groups.group_queries(cfg.queries, g)
+            )
+            try:
+                done.append(run_probe(database, one, on_warning=on_warning))
+            except PgevalError as exc:
+                failures.append(GroupFailure({column: g.value}, exc))
+            except psycopg.Error as exc:  # a database error that no library call wrapped
+                failures.append(GroupFailure({column: g.value}, database_error(exc)))
+    except BaseException:
+        try:
+            _forget(database, done)
+        except Exception:  # noqa: BLE001 - (the connection lost, say): the first error is raised
+            pass
+        raise
+    if failures:
+        _forget(database, done)
+        raise GroupsFailed(done, failures, what="no probe of this watch recorded")
+    return done
+
+
+def database_error(exc: psycopg.Error) -> DatabaseError:
+    """A database error of one group's probe, as pgeval says it (the command line's words for
+    an error no library call wrapped; a statement timeout names the option)."""
+    first = first_line(exc)
+    if isinstance(exc, psycopg.errors.QueryCanceled) and "statement timeout" in first:
+        return DatabaseError(
+            f"a statement ran past the statement timeout ({first}): "
+            f"{param('statement_timeout')} LONGER"
+        )
+    if isinstance(exc, psycopg.OperationalError):
+        return DatabaseError(f"lost the database connection ({first})")
+    return DatabaseError(f"database error: {first}")
+
+
+def _forget(database: Database, done: list[ProbeResult]) -> None:
+    """The rows of pgeval.probe this watch recorded, deleted again (one transaction)."""
+    from . import record
+
+    ids = [r.probe["probe_id"] for r in done if r.probe.get("probe_id") is not None]
+    if not ids:
+        return
+    with database.connect() as results:
+        record.delete(results, ids)
