@@ -36,10 +36,11 @@ SOURCE_FORMAT = "queries"
 # said beside every figure measured with sampled queries (issue "A recommendation a DBA can
 # sign", fault 2): measured here, 288 of 300 lists short at ef_search=10, recall@10 0.864
 SAMPLED_BIAS = (
-    "note: a sampled query is a row of the table: its own row takes one of the index's "
-    "candidate slots (hnsw.ef_search, the list size) before pgeval drops it, so at small "
-    "settings recall reads lower than for queries that are not rows; real queries "
-    "(--queries-file, --queries-sql) do not pay it"
+    "note: measured on sampled rows of the table, not on the application's queries: each is a "
+    "node of the index it queries (its own row taken out of its list), so near the setting "
+    "found its recall can differ from real queries' either way (0.10 on one 200,000-row HNSW "
+    "index, docs/own-table.md); real queries (--queries-file, --queries-sql) measure what the "
+    "application gets"
 )
 
 
