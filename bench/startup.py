@@ -12,7 +12,8 @@ The variants run alternated, round after round (one process of each per turn, --
 round), so that all see the same machine load; a round's time for a variant is the median of its
 turns. Prints each round's ratios to the floor, their median (target <= 1.3) and the best times.
 The commands run as ``python -m evaluator`` with this interpreter (what the ``pgeval`` script
-runs, plus runpy's few milliseconds).
+runs, plus runpy's few milliseconds), with their bytecode compiled as an installed package has it
+(the warm-up turn writes it even where PYTHONDONTWRITEBYTECODE is set).
 
 Usage: python bench/startup.py [--rounds 5] [--runs 10] [--dsn DSN]
 """
@@ -82,6 +83,9 @@ def main() -> None:
         _load_testsets(db, args.testsets)
         uri = db.results_uri()
         env = dict(os.environ)  # PGEVAL_DATADIR names the bench's server (bench/_server.py)
+        # an installed pgeval has its bytecode compiled (pip does it), as click and psycopg have:
+        # a process that may not write it compiles every changed module at each start
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         pgeval = [sys.executable, "-m", "evaluator"]
         variants = {
             "floor": [sys.executable, "-c", FLOOR, uri],
