@@ -80,6 +80,26 @@ def test_embedded_lifecycle_and_autostart(pgeval, tmp_path):
     assert out.startswith("not running")
 
 
+def test_running_server_read_as_pgserver_reads_it(database, tmp_path):
+    """A command finds the running embedded server from postmaster.pid without importing
+    pgserver: the same answer as pgserver's own reading, for a running server, a stale file
+    (its process gone) and no file; a file being written is left to pgserver."""
+    info = server._postmaster(database.datadir)
+    assert info is not None and info.is_running()
+    assert server._pid_file(database.datadir) == (True, info.get_uri())
+    assert server.uri(database.datadir) == info.get_uri()
+    copy = tmp_path / "pgdata"
+    copy.mkdir()
+    (copy / "PG_VERSION").write_text("18\n")
+    assert server._pid_file(copy) == (False, None) and server.uri(copy) is None
+    lines = (database.datadir / "postmaster.pid").read_text().splitlines()
+    (copy / "postmaster.pid").write_text("\n".join(["999999999", *lines[1:]]) + "\n")
+    assert server._pid_file(copy) == (False, None)
+    assert not server.is_running(copy) and not server._postmaster(copy).is_running()
+    (copy / "postmaster.pid").write_text("\n".join(lines[:3]) + "\n")  # still being written
+    assert server._pid_file(copy) is None
+
+
 def _catalog(conn):
     return (
         conn.execute(

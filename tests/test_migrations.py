@@ -9,9 +9,12 @@ import json
 import pytest
 from robust_kb import dsn, fresh_database
 
+from evaluator.core import resources
 from evaluator.core.db import Database
 from evaluator.core.errors import DatabaseError
 from evaluator.core.install import (
+    HEAD_REVISION,
+    REVISIONS,
     current_revision,
     downgrade_tables,
     ensure_installed,
@@ -70,6 +73,50 @@ HEAD = "0011_ground_truth_versions"
 
 def test_head_is_the_byte_order_revision():
     assert head_revision() == HEAD
+
+
+def test_shipped_revisions_are_alembics():
+    """A command checks the schema against ``REVISIONS`` without importing Alembic: they are
+    Alembic's revision chain of migrations/versions, oldest first, and its head is the last."""
+    from alembic.script import ScriptDirectory
+
+    scripts = ScriptDirectory(str(resources.migrations_dir()))
+    assert HEAD_REVISION == REVISIONS[-1] == scripts.get_current_head()
+    chain = [s.revision for s in scripts.walk_revisions()]  # newest first
+    assert tuple(reversed(chain)) == REVISIONS
+
+
+def test_current_revision_leaves_the_connection_as_it_was(fresh):
+    """One SELECT; without the schema it fails, and the connection is left as it was: idle, or
+    in the caller's transaction with its work (the SELECT ran in a savepoint)."""
+    from psycopg.pq import TransactionStatus
+
+    with fresh.connect() as c:
+        assert current_revision(c) is None
+        assert c.info.transaction_status == TransactionStatus.IDLE
+        c.execute("CREATE TEMP TABLE kept (x int)")
+        assert current_revision(c) is None
+        assert c.info.transaction_status == TransactionStatus.INTRANS
+        assert c.execute("SELECT count(*) FROM kept").fetchone() == (0,)
+        c.commit()
+    with fresh.connect(autocommit=True) as c:
+        c.execute("CREATE SCHEMA pgeval")  # the schema without the table
+        assert current_revision(c) is None
+        with pytest.raises(DatabaseError, match="not installed"):
+            ensure_installed(c)
+    init(fresh)
+    with fresh.connect() as c:
+        c.execute("SELECT 1")
+        assert current_revision(c) == HEAD
+        assert c.info.transaction_status == TransactionStatus.INTRANS
+        c.rollback()
+        c.execute("UPDATE pgeval.alembic_version SET version_num = '0012_from_a_newer_pgeval'")
+        with pytest.raises(DatabaseError) as info:
+            ensure_installed(c)
+        assert str(info.value) == (
+            "schema pgeval is at revision 0012_from_a_newer_pgeval, which this pgeval does not "
+            f"know (it ships up to {HEAD}): a newer pgeval installed it"
+        )
 
 
 def test_upgrade_from_an_empty_database(fresh):

@@ -1,31 +1,71 @@
 """What a front end shows besides results: the defaults of each use case's configuration, the
 choices of its options, the fixed texts and the wording of results (one definition each, in the
-library; the command line reads them here)."""
+library; the command line reads them here).
+
+Each name is loaded from its module when it is first read (``__getattr__``): a command's
+``--help`` reads only the defaults and choices it shows, and imports no more of the library
+than those (``tests/test_startup_imports.py``)."""
 
 from __future__ import annotations
 
-from ..dba.advise.config import ADVISE_DEFAULTS
-from ..dba.advise.report import rows as advise_rows
-from ..dba.fingerprint import short_hash
-from ..dba.sweep.configure import SWEEP_DEFAULTS
-from ..dba.sweep.grid import BUILD_OPTIONS
-from ..dba.sweep.text import find_line, plot_title, recommendation_line, server_label
-from ..dba.warmup_target import WARMUP_DEFAULTS
-from ..dba.watch.advice import when as probe_time
-from ..dba.watch.exposition import text as openmetrics_text
-from ..measure.measures import parse as parse_measure
-from ..measure.measures import ranked as ranked_measures
-from ..measure.measures import stage_measures
-from ..measure.metrics import measures_for
-from ..measure.stage_method import label as stage_label
-from ..measure.stage_report import chain_text
-from ..reporting.common import LEVELS_NOTE
-from ..reporting.gate import DEFAULT_RULES
-from ..run.configure import PIPELINE_DEFAULTS
-from ..stages.registry import advise_kinds, ann_kinds, find_settings, vector_kinds
-from ..stages.registry import listing as kinds_listing
-from ..target.groups import DEFAULT_MAX_GROUPS
-from ..testset.query_source import SAMPLED_BIAS
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..dba.advise.config import ADVISE_DEFAULTS
+    from ..dba.advise.report import rows as advise_rows
+    from ..dba.fingerprint import short_hash
+    from ..dba.sweep.configure import SWEEP_DEFAULTS
+    from ..dba.sweep.grid import BUILD_OPTIONS
+    from ..dba.sweep.text import find_line, plot_title, recommendation_line, server_label
+    from ..dba.warmup_target import WARMUP_DEFAULTS
+    from ..dba.watch.advice import when as probe_time
+    from ..dba.watch.exposition import text as openmetrics_text
+    from ..measure.measures import parse as parse_measure
+    from ..measure.measures import ranked as ranked_measures
+    from ..measure.measures import stage_measures
+    from ..measure.metrics import measures_for
+    from ..measure.stage_method import label as stage_label
+    from ..measure.stage_report import chain_text
+    from ..reporting.common import LEVELS_NOTE
+    from ..reporting.gate import DEFAULT_RULES
+    from ..run.configure import PIPELINE_DEFAULTS
+    from ..stages.registry import advise_kinds, ann_kinds, find_settings, vector_kinds
+    from ..stages.registry import listing as kinds_listing
+    from ..target.groups import DEFAULT_MAX_GROUPS
+    from ..testset.query_source import SAMPLED_BIAS
+
+# name -> (module under evaluator, its name there); the imports above say the same for mypy
+_SOURCES = {
+    "ADVISE_DEFAULTS": ("dba.advise.config", "ADVISE_DEFAULTS"),
+    "BUILD_OPTIONS": ("dba.sweep.grid", "BUILD_OPTIONS"),
+    "advise_kinds": ("stages.registry", "advise_kinds"),
+    "find_settings": ("stages.registry", "find_settings"),
+    "vector_kinds": ("stages.registry", "vector_kinds"),
+    "kinds_listing": ("stages.registry", "listing"),
+    "DEFAULT_MAX_GROUPS": ("target.groups", "DEFAULT_MAX_GROUPS"),
+    "DEFAULT_RULES": ("reporting.gate", "DEFAULT_RULES"),
+    "LEVELS_NOTE": ("reporting.common", "LEVELS_NOTE"),
+    "advise_rows": ("dba.advise.report", "rows"),
+    "PIPELINE_DEFAULTS": ("run.configure", "PIPELINE_DEFAULTS"),
+    "SAMPLED_BIAS": ("testset.query_source", "SAMPLED_BIAS"),
+    "SWEEP_DEFAULTS": ("dba.sweep.configure", "SWEEP_DEFAULTS"),
+    "WARMUP_DEFAULTS": ("dba.warmup_target", "WARMUP_DEFAULTS"),
+    "ann_kinds": ("stages.registry", "ann_kinds"),
+    "chain_text": ("measure.stage_report", "chain_text"),
+    "find_line": ("dba.sweep.text", "find_line"),
+    "measures_for": ("measure.metrics", "measures_for"),
+    "plot_title": ("dba.sweep.text", "plot_title"),
+    "probe_time": ("dba.watch.advice", "when"),
+    "openmetrics_text": ("dba.watch.exposition", "text"),
+    "parse_measure": ("measure.measures", "parse"),
+    "ranked_measures": ("measure.measures", "ranked"),
+    "recommendation_line": ("dba.sweep.text", "recommendation_line"),
+    "server_label": ("dba.sweep.text", "server_label"),
+    "short_hash": ("dba.fingerprint", "short_hash"),
+    "stage_measures": ("measure.measures", "stage_measures"),
+    "stage_label": ("measure.stage_method", "label"),
+}
 
 __all__ = [
     "ADVISE_DEFAULTS",
@@ -57,3 +97,17 @@ __all__ = [
     "stage_measures",
     "stage_label",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    source = _SOURCES.get(name)
+    if source is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attr = source
+    value = getattr(importlib.import_module(f"evaluator.{module}"), attr)
+    globals()[name] = value  # read once: the next read is a plain global
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_SOURCES})

@@ -3,7 +3,6 @@ in file-name order. Idempotent: running it twice changes nothing."""
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,12 +45,47 @@ def _alembic_config(connection: Any) -> Config:
     return cfg
 
 
+# The revisions of migrations/versions, oldest first, as this pgeval ships them: a command checks
+# the schema against them without importing Alembic (only `pgeval init` does).
+# tests/test_migrations.py keeps them equal to Alembic's revision chain: a new revision adds its id.
+REVISIONS = (
+    "0001",
+    "0002",
+    "0003_order",
+    "0004_service",
+    "0004_owntable",
+    "0005_storage",
+    "0006_checksum",
+    "0007_run_rows",
+    "0008_list_storage",
+    "0009_probe",
+    "0010_probe_via",
+    "0011_ground_truth_versions",
+)
+HEAD_REVISION = REVISIONS[-1]
+
+_REVISION = "SELECT version_num FROM pgeval.alembic_version"
+
+
 def current_revision(conn: Any) -> str | None:
-    """The Alembic revision of schema pgeval, or None when pgeval was never installed."""
-    row = conn.execute("SELECT to_regclass('pgeval.alembic_version') IS NOT NULL").fetchone()
-    if not row[0]:
+    """The Alembic revision of schema pgeval, or None when pgeval was never installed: one
+    SELECT. Where it fails for want of the schema or the table, the connection is left as it
+    was (the transaction the SELECT began rolled back; inside the caller's own transaction, the
+    SELECT ran in a savepoint)."""
+    import contextlib
+
+    import psycopg
+    from psycopg.pq import TransactionStatus
+
+    began = not conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE
+    inside = conn.info.transaction_status != TransactionStatus.IDLE
+    try:
+        with conn.transaction() if inside else contextlib.nullcontext():
+            row = conn.execute(_REVISION).fetchone()
+    except (psycopg.errors.UndefinedTable, psycopg.errors.InvalidSchemaName):
+        if began:
+            conn.rollback()
         return None
-    row = conn.execute("SELECT version_num FROM pgeval.alembic_version").fetchone()
     return row[0] if row else None
 
 
@@ -258,23 +292,13 @@ def init(db: Database) -> InitReport:
     return report
 
 
-@functools.lru_cache(maxsize=1)
 def head_revision() -> str:
     """The newest Alembic revision this pgeval ships (migrations/versions)."""
-    from alembic.script import ScriptDirectory
-
-    head = ScriptDirectory(str(resources.migrations_dir())).get_current_head()
-    assert head is not None, "migrations/versions ships revisions"
-    return head
+    return HEAD_REVISION
 
 
-@functools.lru_cache(maxsize=1)
 def known_revisions() -> frozenset[str]:
-    from alembic.script import ScriptDirectory
-
-    return frozenset(
-        s.revision for s in ScriptDirectory(str(resources.migrations_dir())).walk_revisions()
-    )
+    return frozenset(REVISIONS)
 
 
 def ensure_installed(conn: Any) -> None:

@@ -53,15 +53,50 @@ def _postmaster(datadir: Path) -> Any:
     return pgserver.utils.PostmasterInfo.read_from_pgdata(datadir)
 
 
+def _pid_file(datadir: Path) -> tuple[bool, str | None] | None:
+    """(running, URI) read from ``postmaster.pid`` as pgserver reads it, without importing
+    pgserver (and psutil): a command on a running server pays for neither. None where pgserver
+    must answer: not POSIX, or a file being written (pgserver's 8 lines: pid, data directory,
+    start time, port, socket directory, listen address, shared memory, status)."""
+    if os.name != "posix":
+        return None
+    try:
+        lines = [line.strip() for line in (datadir / "postmaster.pid").read_text().splitlines()]
+    except FileNotFoundError:
+        return False, None
+    if len(lines) != 8 or not lines[0].isdigit():
+        return None
+    try:
+        os.kill(int(lines[0]), 0)  # signal 0: is the process there
+    except ProcessLookupError:
+        return False, None
+    except PermissionError:
+        pass  # another user's process: it is there
+    socket_dir, port, host = lines[4], lines[3], lines[5]
+    if socket_dir:
+        return True, f"postgresql://postgres:@/postgres?host={Path(socket_dir)}"
+    if port.isdigit() and host:
+        return True, f"postgresql://postgres:@{host}:{int(port)}/postgres"
+    return None
+
+
 def is_running(datadir: Path) -> bool:
     if not (datadir / "PG_VERSION").exists():
         return False
+    found = _pid_file(datadir)
+    if found is not None:
+        return found[0]
     info = _postmaster(datadir)
     return bool(info is not None and info.is_running())
 
 
 def uri(datadir: Path) -> str | None:
     """The connection URI of a running embedded server, else None."""
+    if not (datadir / "PG_VERSION").exists():
+        return None
+    found = _pid_file(datadir)
+    if found is not None:
+        return found[1]
     if not is_running(datadir):
         return None
     return _postmaster(datadir).get_uri()

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InputError, NotFound, param
 from ..core.percentile import nearest_rank
-from . import health
+
+if TYPE_CHECKING:  # numpy and the server's health checks load when a warm-up runs, not for --help
+    import numpy as np
 
 MAX_PASSES = 10
 TOLERANCE = 0.05
@@ -181,6 +181,8 @@ def prewarm(conn: Any, table_oid: int) -> dict[str, int]:
 
 
 def random_vectors(dim: int, n: int = RANDOM_QUERIES, seed: int = 0) -> list[np.ndarray]:
+    import numpy as np
+
     rng = np.random.default_rng(seed)
     return [v.astype(np.float32) for v in rng.normal(size=(n, dim))]
 
@@ -226,6 +228,8 @@ def describe_plan(kb: Any, stmt: Any, params: dict, table_oid: int, settings: di
 
 def one_pass(kb: Any, text: str, params: dict, vectors: Any, progress: Any = None) -> list[float]:
     """Run every vector once through the stage statement; latencies in ms (client round trip)."""
+    import numpy as np
+
     cur = kb.cursor()
     out = []
     for v in vectors:
@@ -284,6 +288,8 @@ def warmup(
         queries=len(vectors),
         converged=False,
     )
+    from . import health
+
     limit = health.shared_buffers_bytes(kb)
     for name, _, size in health.ann_index_sizes(kb, oid):
         if size > limit:
@@ -388,6 +394,8 @@ def _warm_path(
     """Warm one index (``path``: its name, None for the table alone; its kind; the target as
     the kind searches it) through its kind's statement, until the median of two passes settles
     (``limits``: max passes, tolerance); what happened goes into ``report``."""
+    import numpy as np
+
     from ..stages import gucs, vector_sql
 
     name, kind, searched = path

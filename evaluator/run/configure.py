@@ -4,12 +4,58 @@ Python API, so both configure a pipeline the same way (and hash it the same way)
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from ..core.errors import InputError, param
 from ..stages import gucs, registry
 from ..stages.gucs import settings_items  # noqa: F401  (the pipeline's and the API's spelling)
-from .pipeline import PipelineConfig, parse_options
+
+
+@dataclass
+class PipelineConfig:
+    testset: str
+    stages: str  # "exact,hnsw,bm25,merge,rerank" (NAME=KIND allowed)
+    target: str | None = None
+    settings: dict[str, str] = field(default_factory=dict)
+    options: dict[str, dict[str, str]] = field(default_factory=dict)  # stage -> key -> value
+    depth: int = 100
+    repeat: int = 3
+    embedder: str | None = None  # spec; default "precomputed"
+    embedder_options: dict = field(default_factory=dict)  # base_url, dimensions, api_key_env, ..
+    name: str | None = None
+    batch: bool = False
+    server_timing: bool = False
+    isolate_index: bool = False
+    statement_timeout: str | None = (
+        gucs.DEFAULT_STATEMENT_TIMEOUT
+    )  # per statement on the knowledge base (None: server's)
+    checksum: bool = True  # content checksum in the fingerprint (one table scan)
+    queries: object = None  # testset.query_source.QuerySource (instead of testset)
+    # one group of the target (column, value): searched as the application searches it,
+    # ``WHERE column = value`` (run/groups.py runs one pipeline per group)
+    group: tuple[str, str] | None = None
+
+
+def parse_options(items: Any, stage_names: list[str]) -> dict[str, dict[str, str]]:
+    """('merge:k=60', 'rerank:top_n=50') -> {'merge': {'k': '60'}, 'rerank': {'top_n': '50'}}."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items or ():
+        head, sep, value = str(item).partition("=")
+        stage, colon, key = head.partition(":")
+        if not sep or not colon or not stage.strip() or not key.strip():
+            raise InputError(
+                f"'{item}' is not STAGE:KEY=VALUE (e.g. merge:k=60)", field=param("options")
+            )
+        stage, key = stage.strip(), key.strip()
+        if stage not in stage_names:
+            raise InputError(
+                f"option '{item}' names stage '{stage}', which is not in {param('stages')} "
+                f"({', '.join(stage_names)})",
+                field=param("options"),
+            )
+        out.setdefault(stage, {})[key] = value.strip()
+    return out
 
 
 def option_items(options: Any) -> list[str]:

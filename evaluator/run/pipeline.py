@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -25,33 +25,9 @@ from ..core.install import ensure_installed
 from ..stages import gucs, registry
 from ..stages.base import StageContext, run_name
 from ..testset.catalog import resolve_testset
+from .configure import PipelineConfig
 from .experiment_scope import experiment_scope
 from .runs import import_run
-
-
-@dataclass
-class PipelineConfig:
-    testset: str
-    stages: str  # "exact,hnsw,bm25,merge,rerank" (NAME=KIND allowed)
-    target: str | None = None
-    settings: dict[str, str] = field(default_factory=dict)
-    options: dict[str, dict[str, str]] = field(default_factory=dict)  # stage -> key -> value
-    depth: int = 100
-    repeat: int = 3
-    embedder: str | None = None  # spec; default "precomputed"
-    embedder_options: dict = field(default_factory=dict)  # base_url, dimensions, api_key_env, ..
-    name: str | None = None
-    batch: bool = False
-    server_timing: bool = False
-    isolate_index: bool = False
-    statement_timeout: str | None = (
-        gucs.DEFAULT_STATEMENT_TIMEOUT
-    )  # per statement on the knowledge base (None: server's)
-    checksum: bool = True  # content checksum in the fingerprint (one table scan)
-    queries: object = None  # testset.query_source.QuerySource (instead of testset)
-    # one group of the target (column, value): searched as the application searches it,
-    # ``WHERE column = value`` (run/groups.py runs one pipeline per group)
-    group: tuple[str, str] | None = None
 
 
 @dataclass
@@ -70,27 +46,6 @@ class PipelineResult:
             "warnings": self.warnings,
             "rows": self.runs,
         }
-
-
-def parse_options(items: Any, stage_names: list[str]) -> dict[str, dict[str, str]]:
-    """('merge:k=60', 'rerank:top_n=50') -> {'merge': {'k': '60'}, 'rerank': {'top_n': '50'}}."""
-    out: dict[str, dict[str, str]] = {}
-    for item in items or ():
-        head, sep, value = str(item).partition("=")
-        stage, colon, key = head.partition(":")
-        if not sep or not colon or not stage.strip() or not key.strip():
-            raise InputError(
-                f"'{item}' is not STAGE:KEY=VALUE (e.g. merge:k=60)", field=param("options")
-            )
-        stage, key = stage.strip(), key.strip()
-        if stage not in stage_names:
-            raise InputError(
-                f"option '{item}' names stage '{stage}', which is not in {param('stages')} "
-                f"({', '.join(stage_names)})",
-                field=param("options"),
-            )
-        out.setdefault(stage, {})[key] = value.strip()
-    return out
 
 
 def canonical_hash(config: dict) -> str:

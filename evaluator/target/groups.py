@@ -8,10 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from psycopg import sql
-
 from ..core.errors import InputError, param
-from ..core.ids import as_text
 
 DEFAULT_MAX_GROUPS = 10  # groups measured when there are more: the largest and smallest half
 
@@ -26,6 +23,9 @@ class Group:
 def list_groups(kb: Any, target: Any, column: str) -> tuple[list[Group], int]:
     """Every group of ``column`` among the target's rows, largest first (ties: value in byte
     order), and the number of rows where it is NULL."""
+    from psycopg import sql
+
+    from ..core.ids import as_text
     from . import catalog
 
     if column not in catalog.columns(kb, target):

@@ -6,13 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ...api.vocabulary import (
-    ADVISE_DEFAULTS,
-    advise_kinds,
-    advise_rows,
-    ann_kinds,
-    kinds_listing,
-)
+from ...api import vocabulary
+from ...api.vocabulary import ADVISE_DEFAULTS, advise_kinds, ann_kinds, kinds_listing
 from ..output import emit, format_option, info, to_json
 from .common import group_options, no_checksum_option, pass_api, statement_timeout_option
 from .query_options import query_source_options
@@ -281,7 +276,7 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
             f"{', '.join(res.confirmed) or 'none'}"
         )
     emit(
-        advise_rows(res.as_dict(), short=True),
+        vocabulary.advise_rows(res.as_dict(), short=True),
         "table",
         wide_only=["±95%", "p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps", "worst_rows"],
     )

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ...api.vocabulary import short_hash
+from ...api import vocabulary
 from ..output import emit, format_option, to_json, warn
 from .common import pass_api
 
@@ -39,7 +39,7 @@ def diff(pg: Pgeval, run_a: str, run_b: str, fmt: str) -> None:
     else:
         if fmt == "table":
             click.echo(
-                f"{run_a}: config {short_hash(d.hash_a)}   {run_b}: config {short_hash(d.hash_b)}"
+                f"{run_a}: config {vocabulary.short_hash(d.hash_a)}   {run_b}: config {vocabulary.short_hash(d.hash_b)}"
             )
             if d.hash_a and d.hash_a == d.hash_b:
                 click.echo("same configuration (identical config hash)")

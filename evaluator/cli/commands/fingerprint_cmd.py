@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ...api.vocabulary import short_hash
+from ...api import vocabulary
 from ..output import emit, format_option, to_json, warn
 from .common import no_checksum_option, pass_api
 from .health_cmd import show_findings
@@ -94,7 +94,9 @@ def fingerprint(
     if fmt == "json":
         click.echo(to_json(report.as_dict()))
     else:
-        click.echo(f"config hash {report.config_hash} (short {short_hash(report.config_hash)})")
+        click.echo(
+            f"config hash {report.config_hash} (short {vocabulary.short_hash(report.config_hash)})"
+        )
         emit(report.rows(), "table", ["key", "value"])
         if findings is not None:
             show_findings(findings, "table")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from ...api.vocabulary import SAMPLED_BIAS
+from ...api import vocabulary
 from ..output import F
 
 _OPTIONS = (
@@ -68,5 +68,5 @@ def no_judgements_line(info: dict | None, k: int) -> str:
         "exact search, latency and rows returned"
     )
     if info and info.get("source") == "sample":
-        line += f"\n{SAMPLED_BIAS}"
+        line += f"\n{vocabulary.SAMPLED_BIAS}"
     return line

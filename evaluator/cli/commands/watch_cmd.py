@@ -6,13 +6,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ...api import vocabulary
 from ...api.vocabulary import ann_kinds, openmetrics_text, probe_time
 from ...core.errors import GroupsFailed
 from ...core.masking import mask as redact
 from ..options import option_for
 from ..output import format_option, to_json, warn
 from .common import group_options, pass_api, statement_timeout_option
-from .query_options import SAMPLED_BIAS, query_source_options
+from .query_options import query_source_options
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -84,7 +85,7 @@ def _table(res: ProbeResult) -> None:
     if res.changes:
         click.echo(f"changes: {res.changes}")
     if q.get("source") == "sample":
-        click.echo(SAMPLED_BIAS)
+        click.echo(vocabulary.SAMPLED_BIAS)
     for line in res.advice:
         click.echo(f"advice: {line}")
     if not res.crossed:
