@@ -18,12 +18,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import psycopg
-
 from ...core.errors import DatabaseError, GroupFailure, GroupsFailed, PgevalError, first_line, param
 from .probe import ProbeResult, check, run_probe
 
 if TYPE_CHECKING:
+    import psycopg
+
     from ...core.db import Database
     from .config import WatchConfig
 
@@ -37,6 +37,8 @@ def run_probes(
     searched as the application scopes it (``WHERE column = value``), each its own series.
     Every group is probed; if one failed, none is recorded
     (:class:`~evaluator.core.errors.GroupsFailed`: the probes measured, the groups failed)."""
+    import psycopg  # (here: `watch --help` loads this package, not the database driver)
+
     from ...target import groups
     from .connections import Lending
 
@@ -76,6 +78,8 @@ def run_probes(
 def database_error(exc: psycopg.Error) -> DatabaseError:
     """A database error of one group's probe, as pgeval says it (the command line's words for
     an error no library call wrapped; a statement timeout names the option)."""
+    import psycopg
+
     first = first_line(exc)
     if isinstance(exc, psycopg.errors.QueryCanceled) and "statement timeout" in first:
         return DatabaseError(
