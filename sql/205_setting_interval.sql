@@ -30,22 +30,30 @@ BEGIN
            AND (p_points IS NULL OR sp.point = ANY (p_points))),
     exps AS (SELECT DISTINCT r.experiment_id, r.repetition
                FROM pts JOIN pgeval.run r ON r.run_id = pts.run_id),
-    per_query AS (
+    per_query AS MATERIALIZED (
         SELECT pts.v, pq.query_id, avg(pq.hits::float8 / pq.denom) AS recall
           FROM exps
          CROSS JOIN LATERAL pgeval.index_recall_per_query(exps.experiment_id, p_k,
                                                           exps.repetition) pq
           JOIN pts ON pts.run_id = pq.run_id
          GROUP BY pts.v, pq.query_id),
-    qs AS (SELECT d.query_id, row_number() OVER (ORDER BY d.query_id COLLATE "C")::int AS i
+    qs AS MATERIALIZED (SELECT d.query_id, row_number() OVER (ORDER BY d.query_id COLLATE "C")::int AS i
              FROM (SELECT DISTINCT p.query_id FROM per_query p) d),
     n AS (SELECT count(*)::int AS q FROM qs),
-    draws AS (SELECT b, 1 + floor(random() * n.q)::int AS i
-                FROM n, generate_series(1, p_boot) b, generate_series(1, n.q) j
-               WHERE n.q > 0),
-    means AS (SELECT d.b, p.v, avg(p.recall) AS recall
-                FROM draws d JOIN qs USING (i) JOIN per_query p USING (query_id)
-               GROUP BY d.b, p.v),
+    -- per value, its per-query recalls in query order (NULL where a query was not measured):
+    -- each resample is then an array of query positions, its mean read off each value's array
+    -- (no join of resamples to rows for the planner to misjudge)
+    curves AS MATERIALIZED (
+        SELECT vs.v, array_agg(p.recall ORDER BY qs.i) AS r
+          FROM (SELECT DISTINCT p.v FROM per_query p) vs CROSS JOIN qs
+          LEFT JOIN per_query p ON p.v = vs.v AND p.query_id = qs.query_id
+         GROUP BY vs.v),
+    draws AS MATERIALIZED (
+        SELECT b, array_agg(1 + floor(random() * n.q)::int ORDER BY j) AS d
+          FROM n, generate_series(1, p_boot) b, generate_series(1, n.q) j
+         WHERE n.q > 0 GROUP BY b),
+    means AS (SELECT d.b, c.v, (SELECT avg(c.r[x]) FROM unnest(d.d) x) AS recall
+                FROM draws d CROSS JOIN curves c),
     least AS (SELECT m.b, min(m.v) FILTER (WHERE m.recall >= p_target - 1e-12) AS v
                 FROM means m GROUP BY m.b)
     SELECT nullif(percentile_disc(0.025) WITHIN GROUP (ORDER BY coalesce(l.v, 'Infinity')), 'Infinity'),
