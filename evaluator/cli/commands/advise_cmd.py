@@ -256,7 +256,12 @@ def advise(
 
 def _on_design(i: int, n: int, design: Design, left: float | None) -> None:
     eta = "" if left is None else f", about {left:.0f} s left"
-    info(f"advise: design {i} of {n}: {design.label} (building on a scratch copy{eta})")
+    where = (
+        f"measuring {design.in_place['name']} in place, on your table"
+        if design.in_place
+        else "building on a scratch copy"
+    )
+    info(f"advise: design {i} of {n}: {design.label} ({where}{eta})")
 
 
 def _print(res: AdviseResult, k: int, target_recall: float) -> None:
@@ -291,12 +296,30 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
         click.echo(f"no recommendation: {res.unmet['why']}")
         return
     click.echo(f"recommended: {rec['why']}")
-    click.echo("apply on your table (the index first, then the settings):")
-    click.echo(f"  {rec['ddl']};")
+    if rec.get("keep"):
+        click.echo(f"keep {rec['keep']} (the index your table has); set:")
+    else:
+        click.echo("apply on your table (the index first, then the settings):")
+        click.echo(f"  {rec['ddl']};")
     for s in rec["settings_sql"]:
         click.echo(f"  {s};")
+    _print_indexes(rec)
     click.echo(f"the application's statement: {rec['query_sql']}")
     if len(rec.get("query_params") or []) > 1:
         params = ", ".join(f"${i} {p}" for i, p in enumerate(rec["query_params"], 1))
         click.echo(f"  with {params}")
     click.echo(f"evidence: pgeval stage-report {rec['sweep']} (point {rec['point']})", err=True)
+
+
+def _print_indexes(rec: dict) -> None:
+    """What happens to the indexes the table has, the rollback and when to drop the old ones."""
+    if rec.get("planner") and not rec.get("keep"):
+        click.echo(f"the indexes you have: {rec['planner']}")
+    if rec.get("rollback"):
+        click.echo("rollback:")
+        for s in rec["rollback"]:
+            click.echo(f"  {s};")
+    if rec.get("drop_old"):
+        click.echo(f"drop the old index {rec['drop_old']}:")
+        for old in rec.get("supersedes") or []:
+            click.echo(f"  {old['drop']};")
