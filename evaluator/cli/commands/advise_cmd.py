@@ -193,7 +193,7 @@ def advise(
     Every design x build is one stored sweep (`pgeval sweep --build ... --find ...`): the
     index is built on a scratch copy of the target's vectors (dropped afterwards, also on
     Ctrl-C and on error), never on your table, and the cheapest value of its work setting
-    reaching the target recall is found. Per design: build time, index size, the
+    reaching the target recall is found; a build your table has is measured in place. Per design: build time, index size, the
     maintenance_work_mem it was built with, whether it fits shared_buffers, recall (with
     its 95 % interval over the queries: ±95%, --wide), latency p50/p95/p99, QPS and rows at
     that setting. Over 100 queries the interval is about ±0.02: a warning says how many
@@ -313,7 +313,7 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
 
 def _print_indexes(rec: dict) -> None:
     """What happens to the indexes the table has, the rollback and when to drop the old ones."""
-    if rec.get("planner") and not rec.get("keep"):
+    if rec.get("planner") and not (rec.get("keep") and rec.get("in_place")):
         click.echo(f"the indexes you have: {rec['planner']}")
     if rec.get("rollback"):
         click.echo("rollback:")

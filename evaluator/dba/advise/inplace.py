@@ -166,13 +166,20 @@ def advice(
         ix = twin(kb, target, chosen["design"], chosen["build"], indexes)
         kept = None if ix is None else ix.name
     if kept is not None:
+        measured = (
+            ""
+            if chosen.get("in_place")
+            else f" (measured on a scratch copy: the planner chose another index than {kept} "
+            f"for this statement on your table, see the warnings; pgeval sweep --index {kept} "
+            "measures it once it does)"
+        )
         return {
             "ddl": None,
             "keep": kept,
             "supersedes": [],
             "rollback": stmts["reset_sql"],
             "drop_old": None,
-            "planner": f"keep {kept} (the index your table has: no index to build); "
+            "planner": f"keep {kept} (the index your table has: no index to build){measured}; "
             + ("set " + "; ".join(setting) if setting else "no setting to change"),
         }
     from .apply import index_name

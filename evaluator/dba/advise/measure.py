@@ -6,8 +6,10 @@ at the least setting at which every group reaches the target, with the worst gro
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from ...core.errors import PlanError
 from ..sweep import SweepConfig, SweepResult, run_sweep
 from ..sweep.groups import GroupSweepResult, run_groups
 from ..sweep.result import Measured
@@ -75,7 +77,18 @@ def design_row(
     found = None if on_find is None else (lambda p, r: on_find(design, p, r))
     existing = in_place(cfg, design, target)
     if column is None:
-        res = run_sweep(database, scfg, on_warning=warn, on_find=found, known=known)
+        try:
+            res = run_sweep(database, scfg, on_warning=warn, on_find=found, known=known)
+        except PlanError as exc:  # the planner serves the statement with another index
+            if existing is None:
+                raise
+            warn(
+                f"{design.label}: the table's {existing['name']} is its build but not what "
+                f"the planner uses for its statement ({exc}): measured on a scratch copy instead"
+            )
+            unplaced = replace(design, in_place=None)
+            row, res = design_row(database, cfg, unplaced, target, column, warn, on_find, known)
+            return {**row, "in_place_refused": existing["name"]}, res
         return _placed(_row(design, res, {} if existing else design.build), existing), res
     counts = {"measured": 0, "reused": 0, "kept": 0}
 
@@ -108,8 +121,6 @@ def _placed(row: dict[str, Any], existing: dict[str, Any] | None) -> dict[str, A
 
 
 def raise_no_group(design: Design, failed: str) -> None:
-    from ...core.errors import PlanError
-
     raise PlanError(f"{design.label}: no group could be measured ({failed})")
 
 

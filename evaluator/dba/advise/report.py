@@ -148,7 +148,7 @@ def indexes_section(rec: dict[str, Any]) -> str:
     """The indexes the table has (what the planner may keep choosing), the rollback, and when to
     drop the old ones."""
     out = ""
-    if rec.get("planner") and not rec.get("keep"):
+    if rec.get("planner") and not (rec.get("keep") and rec.get("in_place")):
         out += f'<p class="warn" id="indexes">{escape(rec["planner"])}</p>'
     if rec.get("rollback"):
         out += '<p class="muted">Rollback:</p><pre id="rollback">' + escape(
