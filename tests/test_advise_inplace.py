@@ -228,3 +228,88 @@ def test_a_new_index_names_the_one_it_supersedes_and_its_rollback(kb, pgeval, da
             "AND EXISTS (SELECT 1 FROM unnest(s.setconfig) x WHERE x LIKE 'ivfflat.probes=%%')"
         ).fetchone()[0]
     assert left == 0
+
+
+@pytest.mark.slow
+def test_an_index_the_planner_does_not_choose_is_measured_on_a_scratch_copy(kb, pgeval, database):
+    """A DiskANN index beside the HNSW one: the planner serves the hnsw design's statement with
+    DiskANN, so the HNSW index cannot be measured through; the design is built on a scratch
+    copy (a warning says why) and keeping the HNSW index says its figures are the copy's."""
+    _, path = kb
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute("CREATE EXTENSION IF NOT EXISTS vectorscale CASCADE")
+        c.execute(f"CREATE INDEX {TABLE}_disk ON {TABLE} USING diskann (e vector_cosine_ops)")
+        c.execute(f"ANALYZE {TABLE}")
+    try:
+        code, out, err = pgeval(
+            "advise", "--target", TARGET, "--queries-file", str(path), "--set", SMALL[0],
+            "--designs", "hnsw", "--format", "json",
+        )  # fmt: skip
+    finally:
+        with database.connect(results=False, autocommit=True) as c:
+            c.execute(f"DROP INDEX {TABLE}_disk")
+    assert code == 0, err
+    doc = json.loads(out)
+    [row] = doc["designs"]
+    assert row["in_place"] is None and row["in_place_refused"] == INDEX and row["build_ms"] > 0
+    assert f"{TABLE}_disk" in err and "measured on a scratch copy instead" in err
+    rec = doc["recommendation"]
+    assert rec["ddl"] is None and rec["keep"] == INDEX  # never a twin of the table's index
+    assert "measured on a scratch copy" in rec["planner"]
+
+
+@pytest.fixture
+def tenants(database):
+    import numpy as np
+
+    table, rng = "inplace_tenants", np.random.default_rng(11)
+    centers = rng.normal(size=(30, DIM))
+    docs = (centers[rng.integers(0, 30, N)] + 0.6 * rng.normal(size=(N, DIM))).astype(np.float32)
+    tenant = np.array(["big"] * N, dtype=object)
+    tenant[rng.permutation(N)[:300]] = "small"
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute(f"DROP TABLE IF EXISTS {table}")
+        c.execute(f"CREATE TABLE {table} (id text PRIMARY KEY, e vector({DIM}), tenant text)")
+        with c.cursor().copy(f"COPY {table} (id, e, tenant) FROM STDIN") as cp:
+            for i, v in enumerate(docs):
+                cp.write_row((f"c{i + 1}", clustered_kb.vtext(v), tenant[i]))
+        c.execute(f"CREATE INDEX {table}_hnsw ON {table} USING hnsw (e vector_cosine_ops)")
+        c.execute(f"ANALYZE {table}")
+    Pgeval(database).add_target(
+        "inplace-tenants", table=table, id_column="id", vector_column="e", replace=True
+    )
+    yield table
+    clustered_kb.drop(database, table)
+
+
+@pytest.mark.slow
+def test_per_tenant_the_index_is_measured_in_place_in_every_group(tenants, pgeval, conn):
+    """--group-by: the table's HNSW index is measured in place in every tenant's sweep; the
+    recommendation keeps it, or names it as what the new index supersedes."""
+    index = f"{tenants}_hnsw"
+    code, out, err = pgeval(
+        "advise", "--target", "inplace-tenants", "--sample-queries", "20", "--group-by",
+        "tenant", "--designs", "hnsw,ivfflat", "--target-recall", "0.9", "--set", SMALL[0],
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    doc = json.loads(out)
+    hnsw = next(r for r in doc["designs"] if r["design"] == "hnsw")
+    assert hnsw["in_place"]["name"] == index and hnsw["build_ms"] is None
+    assert set(hnsw["sweeps"]) == {"big", "small"}
+    for sweep in hnsw["sweeps"].values():
+        rows = conn.execute(
+            "SELECT s.build, r.params->>'index' FROM pgeval.sweep_point s "
+            "JOIN pgeval.sweep w USING (sweep_id) JOIN pgeval.run r ON r.run_id = s.run_id "
+            "WHERE w.name = %s",
+            (sweep,),
+        ).fetchall()
+        assert rows and all(b == {} and used in (index, None) for b, used in rows)
+        assert any(used == index for _, used in rows)
+    rec = doc["recommendation"]
+    if rec["design"] == "hnsw":
+        assert rec["ddl"] is None and rec["keep"] == index
+    else:
+        assert rec["ddl"].startswith("CREATE INDEX CONCURRENTLY")
+        assert [(o["name"], o["serves_statement"]) for o in rec["supersedes"]] == [(index, True)]
+        assert "may keep choosing it" in rec["planner"]
