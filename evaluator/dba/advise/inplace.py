@@ -152,76 +152,117 @@ def _now(kb: Any, names: list[str]) -> dict[str, str | None]:
     return {n: kb.execute("SELECT current_setting(%s, true)", (n,)).fetchone()[0] for n in names}
 
 
+def _drop(kb: Any, target: Any, name: str) -> str:
+    return sql.SQL("DROP INDEX CONCURRENTLY {}").format(_index_sql(target, name)).as_string(kb)
+
+
+def _entries(
+    kb: Any, target: Any, kind: registry.Kind, olds: list[TableIndex]
+) -> list[dict[str, Any]]:
+    """The indexes ``olds`` as the recommendation lists them: whether each serves the printed
+    statement too, the setting it is searched at now (its access method's work setting, as the
+    server has it), its DROP."""
+    works = {ix.name: _work(ix.method) for ix in olds}
+    now = _now(kb, sorted({w for w in works.values() if w}))
+    kb.rollback()
+    return [
+        {
+            "name": ix.name,
+            "method": ix.method,
+            "definition": ix.definition,
+            "bytes": ix.bytes,
+            "serves_statement": serves_same(kb, target, kind, ix),
+            "setting": {w: now[w]} if (w := works[ix.name]) is not None else None,
+            "drop": _drop(kb, target, ix.name),
+        }
+        for ix in olds
+    ]
+
+
+def _confirm(cfg: Any, chosen: dict[str, Any], index: str) -> str:
+    """The sweep that measures the recommended design through ``index`` on the table."""
+    find = registry.KINDS[chosen["design"]].find_setting(chosen["build"])
+    return (
+        f"pgeval sweep --target {cfg.target} --stage {chosen['design']} --index {index} "
+        f"--find {find} --target-recall {cfg.target_recall:g} --k {cfg.k}"
+    )
+
+
 def advice(
     kb: Any, target: Any, chosen: dict[str, Any], stmts: dict[str, Any], cfg: Any
 ) -> dict[str, Any]:
     """What the recommendation says of the table's indexes: ``keep`` (the design is an index
-    the table has: no DDL) or, for a new index, the indexes it ``supersedes``, the ``rollback``
-    and ``drop_old`` (when to drop them); ``planner``: the same in words."""
-    indexes = table_indexes(kb, target)
+    the table has: no DDL) or, for a new index, the indexes it ``supersedes`` (every valid ANN
+    index of the column), the ``rollback``, ``confirm`` (the sweep that measures the new index)
+    and ``drop_old`` (when to drop the old ones); ``planner``: the same in words."""
+    indexes = [ix for ix in table_indexes(kb, target) if ix.valid]
     kind = registry.KINDS[chosen["design"]]
-    setting = stmts["settings_sql"]
     kept = (chosen.get("in_place") or {}).get("name")
     if kept is None:
         ix = twin(kb, target, chosen["design"], chosen["build"], indexes)
         kept = None if ix is None else ix.name
     if kept is not None:
-        measured = (
-            ""
-            if chosen.get("in_place")
-            else f" (measured on a scratch copy: the planner chose another index than {kept} "
-            f"for this statement on your table, see the warnings; pgeval sweep --index {kept} "
-            "measures it once it does)"
-        )
-        return {
-            "ddl": None,
-            "keep": kept,
-            "supersedes": [],
-            "rollback": stmts["reset_sql"],
-            "drop_old": None,
-            "planner": f"keep {kept} (the index your table has: no index to build){measured}; "
-            + ("set " + "; ".join(setting) if setting else "no setting to change"),
-        }
+        return _keep(kb, target, chosen, stmts, cfg, kept, indexes)
     from .apply import index_name
 
     new = index_name(target, chosen)
-    find = kind.find_setting(chosen["build"])
-    confirm = (
-        f"pgeval sweep --target {cfg.target} --stage {chosen['design']} --index {new} "
-        f"--find {find} --target-recall {cfg.target_recall:g} --k {cfg.k}"
-    )
-    olds = [ix for ix in indexes if ix.valid]
-    # the setting each old index is searched at (its access method's first kind's work setting)
-    works = {ix.name: _work(ix.method) for ix in olds}
-    now = _now(kb, sorted({w for w in works.values() if w}))
-    kb.rollback()
-    supersedes = []
-    for ix in olds:
-        work = works[ix.name]
-        supersedes.append(
-            {
-                "name": ix.name,
-                "method": ix.method,
-                "definition": ix.definition,
-                "bytes": ix.bytes,
-                "serves_statement": serves_same(kb, target, kind, ix),
-                "setting": None if work is None else {work: now.get(work)},
-                "drop": sql.SQL("DROP INDEX CONCURRENTLY {}")
-                .format(_index_sql(target, ix.name))
-                .as_string(kb),
-            }
-        )
+    confirm = _confirm(cfg, chosen, new)
+    supersedes = _entries(kb, target, kind, indexes)
     return {
         "keep": None,
         "supersedes": supersedes,
-        "rollback": [
-            sql.SQL("DROP INDEX CONCURRENTLY {}").format(_index_sql(target, new)).as_string(kb),
-            *stmts["reset_sql"],
-        ],
+        "rollback": [_drop(kb, target, new), *stmts["reset_sql"]],
         "confirm": confirm,
         "drop_old": None if not supersedes else f"after `{confirm}` confirms {new}",
         "planner": _words(new, supersedes, confirm),
     }
+
+
+def _keep(
+    kb: Any,
+    target: Any,
+    chosen: dict[str, Any],
+    stmts: dict[str, Any],
+    cfg: Any,
+    kept: str,
+    indexes: list[TableIndex],
+) -> dict[str, Any]:
+    """Keep the table's index ``kept``: no DDL. Measured through it, nothing else is said (the
+    plan used it); measured on a scratch copy instead, the indexes that serve the statement in
+    its place are named, as what to drop once a sweep through ``kept`` confirms it."""
+    settings = stmts["settings_sql"]
+    out: dict[str, Any] = {
+        "ddl": None,
+        "keep": kept,
+        "supersedes": [],
+        "rollback": stmts["reset_sql"],
+        "confirm": None,
+        "drop_old": None,
+        "planner": f"keep {kept} (the index your table has: no index to build); "
+        + ("set " + "; ".join(settings) if settings else "no setting to change"),
+    }
+    if chosen.get("in_place"):
+        return out
+    kind = registry.KINDS[chosen["design"]]
+    rivals = [
+        e
+        for e in _entries(kb, target, kind, [ix for ix in indexes if ix.name != kept])
+        if e["serves_statement"]
+    ]
+    confirm = _confirm(cfg, chosen, kept)
+    out.update(
+        supersedes=rivals,
+        confirm=confirm,
+        drop_old=f"after `{confirm}` confirms {kept}" if rivals else None,
+    )
+    out["planner"] += (
+        f". Measured on a scratch copy: on your table the planner serves this statement with "
+        f"{', '.join(r['name'] for r in rivals) or 'another index'}, not {kept}, so the "
+        f"setting above does not reach it; {kept} serves the statement once "
+        + ("; ".join(r["drop"] for r in rivals) or "the other index is dropped")
+        + f" (then measure it: {confirm})"
+    )
+    return out
 
 
 def _words(new: str, supersedes: list[dict[str, Any]], confirm: str) -> str | None:
