@@ -7,6 +7,7 @@ place")."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import clustered_kb
@@ -191,8 +192,9 @@ def test_keeping_the_index_prints_no_create_index(kb, pgeval, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_new_index_names_the_one_it_supersedes_and_its_rollback(kb, pgeval, database):
+def test_a_new_index_names_the_one_it_supersedes_and_its_rollback(kb, pgeval, database, tmp_path):
     _, path = kb
+    page = tmp_path / "advise.html"
     args = ["advise", "--target", TARGET, "--queries-file", str(path), "--set", SMALL[0]]
     code, out, err = pgeval(*args, "--designs", "ivfflat", "--format", "json")
     assert code == 0, err
@@ -212,8 +214,11 @@ def test_a_new_index_names_the_one_it_supersedes_and_its_rollback(kb, pgeval, da
     ]
     assert f"--index {new} --find ivfflat.probes" in rec["drop_old"]
     assert INDEX in rec["planner"] and "may keep choosing it" in rec["planner"]
-    code, out, err = pgeval(*args, "--designs", "ivfflat")
+    code, out, err = pgeval(*args, "--designs", "ivfflat", "--report", str(page))
     assert code == 0, err
+    doc = page.read_text(encoding="utf-8")
+    for s in (rec["ddl"], rec["planner"], *rec["rollback"], old["drop"]):
+        assert html.escape(s) in doc, s
     lines = out.splitlines()
     assert f"  {rec['ddl']};" in lines and f"  {old['drop']};" in lines
     assert all(f"  {s};" in lines for s in rec["rollback"])
