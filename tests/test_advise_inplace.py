@@ -260,6 +260,7 @@ def test_an_index_the_planner_does_not_choose_is_measured_on_a_scratch_copy(kb, 
     assert f"{TABLE}_disk" in err and "measured on a scratch copy instead" in err
     rec = doc["recommendation"]
     assert rec["ddl"] is None and rec["keep"] == INDEX  # never a twin of the table's index
+    assert f"it is the build of {INDEX}, which your table has" in rec["why"]
     # the index serving the statement in its place is named, as what to drop for it to serve
     assert [(o["name"], o["serves_statement"]) for o in rec["supersedes"]] == [
         (f"{TABLE}_disk", True)

@@ -129,8 +129,10 @@ def choose(
     stmts = apply.statements(kb, target, chosen, cfg.k, role=cfg.role, group=group)
     placed = inplace.advice(kb, target, chosen, stmts, cfg)
     note = apply.rebuilt_note(chosen["design"], chosen["build"])
-    if placed["keep"] is not None:
+    if placed["keep"] is not None and chosen.get("in_place"):
         why += f"; measured in place, on your table through {placed['keep']}: nothing to build"
+    elif placed["keep"] is not None:  # the table's index, measured on a copy (the planner)
+        why += f"; it is the build of {placed['keep']}, which your table has: nothing to build"
     elif note is not None:
         why += "; note: " + note
     excluded = [r for r in reaching if r["over_budget"]]
