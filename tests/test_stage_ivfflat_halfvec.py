@@ -265,20 +265,29 @@ def test_warmup_watch_and_fingerprint_take_the_kind(kb, clean, conn, pgeval):
 
 @pytest.mark.slow
 def test_advise_measures_it_when_named(kb, clean, conn, pgeval, tmp_path):
-    """--designs ivfflat-halfvec: one build on a scratch copy (its expression index), probes
-    found, and the DDL printed for it."""
+    """--designs ivfflat-halfvec: lists=10 is the table's own expression index, measured in
+    place through it; lists=20 one build on a scratch copy (its expression index); probes found,
+    and the DDL printed for a new index (naming the one it supersedes), none for the kept one."""
     path, _, _ = kb
     _target(conn)
     code, out, err = pgeval(
         "advise", "--target", "ivh", "--queries-file", str(path), "--designs",
-        "ivfflat-halfvec", "--build", "ivfflat-halfvec:lists=10", "--target-recall", "0.9",
+        "ivfflat-halfvec", "--build", "ivfflat-halfvec:lists=10,20", "--target-recall", "0.9",
         "--set", "enable_seqscan=off", "--format", "json",
     )  # fmt: skip
     assert code == 0, err
     doc = json.loads(out)
-    (design,) = doc["designs"]
-    assert design["design"] == "ivfflat-halfvec" and "ivfflat.probes" in design["setting"]
+    kept, built = doc["designs"]
+    for design in (kept, built):
+        assert design["design"] == "ivfflat-halfvec" and "ivfflat.probes" in design["setting"]
+    assert kept["in_place"]["name"] == f"{TABLE}_half" and kept["build_ms"] is None
+    assert built["in_place"] is None and built["build_ms"] > 0
     rec = doc["recommendation"]
     assert rec["design"] == "ivfflat-halfvec"
+    if rec["build"] == {"lists": "10"}:
+        assert rec["ddl"] is None and rec["keep"] == f"{TABLE}_half"
+        return
     assert f'USING ivfflat ((("emb")::halfvec({DIM})) halfvec_cosine_ops)' in rec["ddl"]
     assert "--find ivfflat.probes on your index" in rec["why"]
+    olds = {o["name"]: o["serves_statement"] for o in rec["supersedes"]}
+    assert olds == {f"{TABLE}_half": True, "ivh_plain": False}

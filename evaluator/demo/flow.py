@@ -283,8 +283,9 @@ def _advise(steps: Steps, testset: str, target: str, out: Path | None) -> None:
     """The tour's last step: which index to have (two designs, the test set's queries)."""
     report = [] if out is None else ["--report", str(out / "advise.html")]
     steps.run(
-        "which index should this table have? (each design built on a scratch copy, the "
-        "cheapest setting reaching the target found; the DDL to apply it)",
+        "which index should this table have? (its HNSW index measured in place, the other "
+        "design built on a scratch copy, the cheapest setting reaching the target found; what "
+        "to keep or build, and the settings)",
         "advise",
         "--testset",
         testset,

@@ -188,7 +188,7 @@ def advise(
     Every design x build is one stored sweep (`pgeval sweep --build ... --find ...`): the
     index is built on a scratch copy of the target's vectors (dropped afterwards, also on
     Ctrl-C and on error), never on your table, and the cheapest value of its work setting
-    reaching the target recall is found. Per design: build time, index size, the
+    reaching the target recall is found; a build your table has is measured in place. Per design: build time, index size, the
     maintenance_work_mem it was built with, whether it fits shared_buffers, recall (with
     its 95 % interval over the queries: ±95%, --wide), latency p50/p95/p99, QPS and rows at
     that setting. Over 100 queries the interval is about ±0.02: a warning says how many
@@ -251,7 +251,12 @@ def advise(
 
 def _on_design(i: int, n: int, design: Design, left: float | None) -> None:
     eta = "" if left is None else f", about {left:.0f} s left"
-    info(f"advise: design {i} of {n}: {design.label} (building on a scratch copy{eta})")
+    where = (
+        f"measuring {design.in_place['name']} in place, on your table"
+        if design.in_place
+        else "building on a scratch copy"
+    )
+    info(f"advise: design {i} of {n}: {design.label} ({where}{eta})")
 
 
 def _print(res: AdviseResult, k: int, target_recall: float) -> None:
@@ -286,12 +291,30 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
         click.echo(f"no recommendation: {res.unmet['why']}")
         return
     click.echo(f"recommended: {rec['why']}")
-    click.echo("apply on your table (the index first, then the settings):")
-    click.echo(f"  {rec['ddl']};")
+    if rec.get("keep"):
+        click.echo(f"keep {rec['keep']} (the index your table has); set:")
+    else:
+        click.echo("apply on your table (the index first, then the settings):")
+        click.echo(f"  {rec['ddl']};")
     for s in rec["settings_sql"]:
         click.echo(f"  {s};")
+    _print_indexes(rec)
     click.echo(f"the application's statement: {rec['query_sql']}")
     if len(rec.get("query_params") or []) > 1:
         params = ", ".join(f"${i} {p}" for i, p in enumerate(rec["query_params"], 1))
         click.echo(f"  with {params}")
     click.echo(f"evidence: pgeval stage-report {rec['sweep']} (point {rec['point']})", err=True)
+
+
+def _print_indexes(rec: dict) -> None:
+    """What happens to the indexes the table has, the rollback and when to drop the old ones."""
+    if rec.get("planner") and not (rec.get("keep") and rec.get("in_place")):
+        click.echo(f"the indexes you have: {rec['planner']}")
+    if rec.get("rollback"):
+        click.echo("rollback:")
+        for s in rec["rollback"]:
+            click.echo(f"  {s};")
+    if rec.get("drop_old"):
+        click.echo(f"drop the old index {rec['drop_old']}:")
+        for old in rec.get("supersedes") or []:
+            click.echo(f"  {old['drop']};")

@@ -89,6 +89,7 @@ def statements(
         )
         for n, v in server.items()
     ]
+    resets = [sql.SQL("ALTER {} RESET {}").format(scope, sql.SQL(n)) for n in server]
     searched = replace(target, search_type=kind.cast_type) if kind.cast_type else target
     if group is not None:  # the application's search of one group: WHERE group = $n
         searched = searched.scoped(group, "")
@@ -106,6 +107,8 @@ def statements(
     return {
         "ddl": ddl.as_string(kb),
         "settings_sql": [s.as_string(kb) for s in settings],
+        # what undoes the settings (a new index's rollback adds its DROP INDEX: inplace.advice)
+        "reset_sql": [s.as_string(kb) for s in resets],
         "query_sql": query.as_string(kb),
         # what $1, $2, ... are: the query vector, the filters' values, the group's
         "query_params": [

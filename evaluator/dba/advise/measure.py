@@ -6,8 +6,10 @@ at the least setting at which every group reaches the target, with the worst gro
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from ...core.errors import PlanError
 from ..sweep import SweepConfig, SweepResult, run_sweep
 from ..sweep import setup as setup_mod
 from ..sweep.groups import GroupSweepResult, run_groups
@@ -19,15 +21,24 @@ Warn = Callable[[str], None]
 OnFind = Callable[[Design, Any, Any], None] | None
 
 
+def in_place(cfg: AdviseConfig, design: Design, target: str) -> dict[str, Any] | None:
+    """The table's index a design is measured through, on the advised target's own table
+    (a sample's copy has none of the table's ANN indexes: there it is built)."""
+    return design.in_place if target == cfg.target else None
+
+
 def config(cfg: AdviseConfig, design: Design, target: str) -> SweepConfig:
-    """The sweep of one design x build on ``target``: built on a scratch copy, its work setting
-    found, at the application's LIMIT."""
+    """The sweep of one design x build on ``target``: built on a scratch copy (or, an index the
+    table has, measured through it on the table: :func:`in_place`), its work setting found, at
+    the application's LIMIT."""
+    existing = in_place(cfg, design, target)
     return SweepConfig(
         testset=cfg.testset,
         queries=cfg.queries,
         target=target,
         stage=design.kind,
-        build=tuple(f"{k}={v}" for k, v in design.build.items()),
+        build=() if existing else tuple(f"{k}={v}" for k, v in design.build.items()),
+        index=existing["name"] if existing else None,
         settings={**cfg.settings, **design.fixed},
         k=cfg.k,
         depth=cfg.k,  # the application's LIMIT
@@ -81,9 +92,21 @@ def design_row(
     the target's query set and data, measured once for every design (:func:`known_for`)."""
     scfg = config(cfg, design, target)
     found = None if on_find is None else (lambda p, r: on_find(design, p, r))
+    existing = in_place(cfg, design, target)
     if column is None:
-        res = run_sweep(database, scfg, on_warning=warn, on_find=found, known=known)
-        return _row(design, res), res
+        try:
+            res = run_sweep(database, scfg, on_warning=warn, on_find=found, known=known)
+        except PlanError as exc:  # the planner serves the statement with another index
+            if existing is None:
+                raise
+            warn(
+                f"{design.label}: the table's {existing['name']} is its build but not what "
+                f"the planner uses for its statement ({exc}): measured on a scratch copy instead"
+            )
+            unplaced = replace(design, in_place=None)
+            row, res = design_row(database, cfg, unplaced, target, column, warn, on_find, known)
+            return {**row, "in_place_refused": existing["name"]}, res
+        return _placed(_row(design, res, {} if existing else design.build), existing), res
     counts = {"measured": 0, "reused": 0, "kept": 0}
 
     def on_point(point: Any, rep: int, how: str) -> None:
@@ -102,12 +125,19 @@ def design_row(
     if not grouped.sweeps:
         failed = "; ".join(f"{g}: {why}" for g, why in grouped.failed.items())
         raise_no_group(design, failed)
-    return {**_group_row(design, grouped), **counts}, next(iter(grouped.sweeps.values()))
+    row = _placed({**_group_row(design, grouped), **counts}, existing)
+    return row, next(iter(grouped.sweeps.values()))
+
+
+def _placed(row: dict[str, Any], existing: dict[str, Any] | None) -> dict[str, Any]:
+    """A design's row, measured through the table's index ``existing``: its name, oid and size
+    (a sweep without a build records no size; nothing was built: no build time)."""
+    if existing is None:
+        return {**row, "in_place": None}
+    return {**row, "in_place": dict(existing), "index_bytes": existing["bytes"], "build_ms": None}
 
 
 def raise_no_group(design: Design, failed: str) -> None:
-    from ...core.errors import PlanError
-
     raise PlanError(f"{design.label}: no group could be measured ({failed})")
 
 
@@ -151,9 +181,9 @@ def _at(design: Design, res: SweepResult) -> tuple[Measured | None, int | None]:
     return at, value
 
 
-def _row(design: Design, res: SweepResult) -> dict[str, Any]:
+def _row(design: Design, res: SweepResult, built: dict[str, str]) -> dict[str, Any]:
     """The design's figures at the cheapest setting reaching R, else at the best its find
-    tried (:func:`_at`)."""
+    tried (:func:`_at`); ``built``: the sweep's build of its points ({}: the table's index)."""
     found = res.finds[0]
     at, value = _at(design, res)
     return {
@@ -165,6 +195,7 @@ def _row(design: Design, res: SweepResult) -> dict[str, Any]:
         "sweep": res.name,
         "point": at.label if at is not None else None,
         "at": None if at is None else {"sweep_id": at.sweep_id, "point": at.point},
+        "index": None if at is None else at.index,  # the index the point's plan used
         # repetitions of points: measured now, reused from other sweeps, kept from this one
         "measured": res.measured,
         "reused": res.reused,
@@ -180,7 +211,7 @@ def _row(design: Design, res: SweepResult) -> dict[str, Any]:
                 "p95_ms": p["p95_ms"],
             }
             for p in res.points
-            if (p["build"] or {}) == design.build and p["settings"]
+            if (p["build"] or {}) == built and p["settings"]
         ],
     }
 

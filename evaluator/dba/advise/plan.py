@@ -23,6 +23,9 @@ class Design:
     find: str
     fixed: dict[str, str]
     find_min: int = 1  # the application's LIMIT where the setting caps the rows returned
+    # the table's index this build is (inplace.match): {name, oid, bytes, definition}; measured
+    # on the table through it, not rebuilt on a scratch copy
+    in_place: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:

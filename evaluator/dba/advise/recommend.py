@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import apply
+from . import apply, inplace
 from .plan import AdviseConfig
 
 MB = 1048576.0
@@ -142,8 +142,14 @@ def choose(
             f"({_pct(r['index_bytes'], chosen['index_bytes'])})"
         )
     why += _interval(chosen)
+    stmts = apply.statements(kb, target, chosen, cfg.k, role=cfg.role, group=group)
+    placed = inplace.advice(kb, target, chosen, stmts, cfg)
     note = apply.rebuilt_note(chosen["design"], chosen["build"])
-    if note is not None:
+    if placed["keep"] is not None and chosen.get("in_place"):
+        why += f"; measured in place, on your table through {placed['keep']}: nothing to build"
+    elif placed["keep"] is not None:  # the table's index, measured on a copy (the planner)
+        why += f"; it is the build of {placed['keep']}, which your table has: nothing to build"
+    elif note is not None:
         why += "; note: " + note
     excluded = [r for r in reaching if r["over_budget"]]
     if excluded:
@@ -163,7 +169,9 @@ def choose(
         "sweep": chosen["sweep"],
         "point": chosen["point"],
         "worst_group": chosen.get("worst_group"),
-        **apply.statements(kb, target, chosen, cfg.k, role=cfg.role, group=group),
+        "in_place": (chosen.get("in_place") or {}).get("name"),
+        **stmts,
+        **placed,
         "why": why,
     }, None
 

@@ -44,6 +44,8 @@ def rows(result: dict[str, Any], *, short: bool = False) -> list[dict[str, Any]]
             row["worst_recall"] = worst.get("recall")
         if result.get("screened_on") is not None:
             row["measured_on"] = r.get("measured_on")
+        if any(d.get("in_place") for d in result["designs"]):
+            row["in_place"] = (r.get("in_place") or {}).get("name")
         row["reached"] = r["reached"]
         row["over_budget"] = ", ".join(r["over_budget"])
         if not short:
@@ -95,11 +97,18 @@ def render(result: dict[str, Any]) -> str:
     ]
     rec = result.get("recommendation")
     if rec:
-        statements = "\n".join([rec["ddl"] + ";", *(s + ";" for s in rec["settings_sql"])])
+        ddl = [] if rec.get("keep") else [rec["ddl"] + ";"]
+        statements = "\n".join([*ddl, *(s + ";" for s in rec["settings_sql"])])
+        how = (
+            f"Keep {rec['keep']} (the index your table has); set:"
+            if rec.get("keep")
+            else "Apply on your table, the index first:"
+        )
         parts.append(
             f'<h2>Recommendation: {escape(rec["design"])}</h2><p id="why">{escape(rec["why"])}</p>'
-            f'<p class="muted">Apply on your table, the index first:</p><pre id="apply">'
-            f'{escape(statements)}</pre><p class="muted">The application\'s statement:</p>'
+            f'<p class="muted">{escape(how)}</p><pre id="apply">'
+            f"{escape(statements)}</pre>{indexes_section(rec)}"
+            '<p class="muted">The application\'s statement:</p>'
             f"<pre>{escape(rec['query_sql'])}</pre>"
             f'<p class="muted">Evidence: <code>pgeval stage-report {escape(rec["sweep"])}</code> '
             f"(point {escape(rec['point'])}).</p>"
@@ -133,6 +142,26 @@ def render(result: dict[str, Any]) -> str:
         f"<title>{escape(title)}</title><style>{html.CSS}</style></head>"
         f"<body>{''.join(parts)}<script>{html.JS}</script></body></html>\n"
     )
+
+
+def indexes_section(rec: dict[str, Any]) -> str:
+    """The indexes the table has (what the planner may keep choosing), the rollback, and when to
+    drop the old ones."""
+    out = ""
+    if rec.get("planner") and not (rec.get("keep") and rec.get("in_place")):
+        out += f'<p class="warn" id="indexes">{escape(rec["planner"])}</p>'
+    if rec.get("rollback"):
+        out += '<p class="muted">Rollback:</p><pre id="rollback">' + escape(
+            "\n".join(s + ";" for s in rec["rollback"])
+        )
+        out += "</pre>"
+    if rec.get("drop_old"):
+        drops = "\n".join(o["drop"] + ";" for o in rec.get("supersedes") or [])
+        out += (
+            f'<p class="muted">Drop the old index {escape(rec["drop_old"])}:</p>'
+            f'<pre id="drop-old">{escape(drops)}</pre>'
+        )
+    return out
 
 
 def evidence(result: dict[str, Any]) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from typing import Any
 from ...core.errors import InputError, param
 from ...core.warnings_once import once
 from .. import build_sweep
-from . import margin, measure, recommend, sample
+from . import inplace, margin, measure, recommend, sample
 from .plan import AdviseConfig, Design, designs, supported
 
 OnDesign = Callable[[int, int, Design, "float | None"], None] | None
@@ -90,6 +90,8 @@ def run_advise(
         apply.check_role(kb, cfg.role)
     with database.connect() as conn:
         target = targets.load(conn, cfg.target)
+    with database.connect(results=False, autocommit=True) as kb:
+        plan = inplace.match(kb, target, plan)  # the indexes the table has: measured in place
     if column is not None:  # before any work: the column, the queries per group, a group
         from ...target.groups import plan as group_plan
 

@@ -1,0 +1,296 @@
+"""The index you have is a candidate, measured in place (docs/advise.md, "The index in place").
+
+- :func:`match`: a design whose build is an index the target's table has already (access method,
+  operator class, the column or the cast expression the design searches, every option with its
+  default, valid, not partial) is measured on the table itself, through that index (``sweep
+  --index NAME`` without ``--build``), not rebuilt on a scratch copy.
+- :func:`advice`: recommending such a design prints no ``CREATE INDEX`` ("keep NAME; set ...");
+  a new index's DDL comes with the ANN indexes of the column it would supersede (the planner may
+  keep choosing one of them), its rollback and when to drop the old one."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from psycopg import sql
+
+from ...stages import registry
+from ...target import introspect
+from ..target_table import resolve_table
+from .plan import Design
+
+
+@dataclass(frozen=True)
+class TableIndex:
+    """An ANN index of the target's table on its vector column (plain or an expression of it)."""
+
+    name: str
+    method: str
+    opclass: str
+    key: str  # the key as the server prints it: ``e``, ``((e)::halfvec(32))``
+    options: dict[str, str]  # with the access method's defaults
+    partial: bool
+    valid: bool
+    bytes: int
+    oid: int
+    definition: str
+
+
+def _bare(text: str) -> str:
+    """An expression without quotes, parentheses and blanks: the server's text and ours compare."""
+    return re.sub(r'["()\s]', "", text)
+
+
+def _value(v: Any) -> str:
+    """An option's value as compared: ``16``, ``'16'`` and ``16.0`` are one."""
+    text = str(v).strip().strip("'").lower()
+    try:
+        return repr(float(text))
+    except ValueError:
+        return text
+
+
+def _options(method: str, given: dict[str, Any]) -> dict[str, str]:
+    return {k: _value(v) for k, v in {**registry.build_defaults(method), **given}.items()}
+
+
+def _on_column(key: str, column: str) -> bool:
+    bare = key.replace('"', "")
+    return re.search(rf"(?<![A-Za-z0-9_]){re.escape(column)}(?![A-Za-z0-9_])", bare) is not None
+
+
+def table_indexes(kb: Any, target: Any) -> list[TableIndex]:
+    """The ANN indexes (the registry's access methods) of the target's table on its vector
+    column, by name (read by ``target.introspect``, the one reader of the index catalog)."""
+    methods = registry.index_methods()
+    out = []
+    for row in introspect.all_index_rows(kb, resolve_table(kb, target)):
+        name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, _ = row
+        keys = list(keys or [])
+        if method not in methods or len(keys) != 1 or not _on_column(keys[0], target.vector_column):
+            continue
+        explicit = dict(o.partition("=")[::2] for o in relopts or [])
+        out.append(
+            TableIndex(
+                name=name,
+                method=method,
+                opclass=(list(opclasses or [""]))[0],
+                key=keys[0],
+                options=_options(method, explicit),
+                partial=pred is not None,
+                valid=bool(valid),
+                bytes=int(size),
+                oid=int(oid),
+                definition=ddl,
+            )
+        )
+    return out
+
+
+def _searched(kb: Any, target: Any, kind: registry.Kind) -> tuple[str, str]:
+    """(the key a design's index has, bare; its operator class)."""
+    searched = replace(target, search_type=kind.cast_type) if kind.cast_type else target
+    key = _bare(searched.vector_expr().as_string(kb))
+    return key, kind.opclass(target.vector_type, target.distance)
+
+
+def serves_same(kb: Any, target: Any, kind: registry.Kind, ix: TableIndex) -> bool:
+    """Whether ``ix`` serves the statement a design of ``kind`` prints (the same key and
+    operator class, whatever its access method): the planner may choose it for that statement."""
+    key, opclass = _searched(kb, target, kind)
+    return _bare(ix.key) == key and ix.opclass == opclass
+
+
+def twin(
+    kb: Any, target: Any, design: str, build: dict[str, str], indexes: list[TableIndex]
+) -> TableIndex | None:
+    """The table's index a build of ``design`` would duplicate (valid, not partial), else None."""
+    kind = registry.KINDS[design]
+    wanted = _options(kind.index_method or "", build)
+    for ix in indexes:
+        if (
+            ix.valid
+            and not ix.partial
+            and ix.method == kind.index_method
+            and serves_same(kb, target, kind, ix)
+            and ix.options == wanted
+        ):
+            return ix
+    return None
+
+
+def match(kb: Any, target: Any, plan: list[Design]) -> list[Design]:
+    """The plan with each design the table has already marked: measured in place."""
+    indexes = table_indexes(kb, target)
+    kb.rollback()
+    out = []
+    for d in plan:
+        ix = twin(kb, target, d.kind, d.build, indexes)
+        out.append(d if ix is None else replace(d, in_place=_existing(ix)))
+    return out
+
+
+def _existing(ix: TableIndex) -> dict[str, Any]:
+    return {"name": ix.name, "oid": ix.oid, "bytes": ix.bytes, "definition": ix.definition}
+
+
+def _index_sql(target: Any, name: str) -> sql.Composable:
+    return sql.Identifier(target.schema, name) if target.schema else sql.Identifier(name)
+
+
+def _work(method: str) -> str | None:
+    kind = registry.by_method(method)
+    return None if kind is None else kind.find_setting({})
+
+
+def _now(kb: Any, names: list[str]) -> dict[str, str | None]:
+    from ...stages import gucs
+
+    gucs.load_libraries(kb)
+    return {n: kb.execute("SELECT current_setting(%s, true)", (n,)).fetchone()[0] for n in names}
+
+
+def _drop(kb: Any, target: Any, name: str) -> str:
+    return sql.SQL("DROP INDEX CONCURRENTLY {}").format(_index_sql(target, name)).as_string(kb)
+
+
+def _entries(
+    kb: Any, target: Any, kind: registry.Kind, olds: list[TableIndex]
+) -> list[dict[str, Any]]:
+    """The indexes ``olds`` as the recommendation lists them: whether each serves the printed
+    statement too, the setting it is searched at now (its access method's work setting, as the
+    server has it), its DROP."""
+    works = {ix.name: _work(ix.method) for ix in olds}
+    now = _now(kb, sorted({w for w in works.values() if w}))
+    kb.rollback()
+    return [
+        {
+            "name": ix.name,
+            "method": ix.method,
+            "definition": ix.definition,
+            "bytes": ix.bytes,
+            "serves_statement": serves_same(kb, target, kind, ix),
+            "setting": {w: now[w]} if (w := works[ix.name]) is not None else None,
+            "drop": _drop(kb, target, ix.name),
+        }
+        for ix in olds
+    ]
+
+
+def _confirm(cfg: Any, chosen: dict[str, Any], index: str) -> str:
+    """The sweep that measures the recommended design through ``index`` on the table."""
+    find = registry.KINDS[chosen["design"]].find_setting(chosen["build"])
+    return (
+        f"pgeval sweep --target {cfg.target} --stage {chosen['design']} --index {index} "
+        f"--find {find} --target-recall {cfg.target_recall:g} --k {cfg.k}"
+    )
+
+
+def advice(
+    kb: Any, target: Any, chosen: dict[str, Any], stmts: dict[str, Any], cfg: Any
+) -> dict[str, Any]:
+    """What the recommendation says of the table's indexes: ``keep`` (the design is an index
+    the table has: no DDL) or, for a new index, the indexes it ``supersedes`` (every valid ANN
+    index of the column), the ``rollback``, ``confirm`` (the sweep that measures the new index)
+    and ``drop_old`` (when to drop the old ones); ``planner``: the same in words."""
+    indexes = [ix for ix in table_indexes(kb, target) if ix.valid]
+    kind = registry.KINDS[chosen["design"]]
+    kept = (chosen.get("in_place") or {}).get("name")
+    if kept is None:
+        ix = twin(kb, target, chosen["design"], chosen["build"], indexes)
+        kept = None if ix is None else ix.name
+    if kept is not None:
+        return _keep(kb, target, chosen, stmts, cfg, kept, indexes)
+    from .apply import index_name
+
+    new = index_name(target, chosen)
+    confirm = _confirm(cfg, chosen, new)
+    supersedes = _entries(kb, target, kind, indexes)
+    return {
+        "keep": None,
+        "supersedes": supersedes,
+        "rollback": [_drop(kb, target, new), *stmts["reset_sql"]],
+        "confirm": confirm,
+        "drop_old": None if not supersedes else f"after `{confirm}` confirms {new}",
+        "planner": _words(new, supersedes, confirm),
+    }
+
+
+def _keep(
+    kb: Any,
+    target: Any,
+    chosen: dict[str, Any],
+    stmts: dict[str, Any],
+    cfg: Any,
+    kept: str,
+    indexes: list[TableIndex],
+) -> dict[str, Any]:
+    """Keep the table's index ``kept``: no DDL. Measured through it, nothing else is said (the
+    plan used it); measured on a scratch copy instead, the indexes that serve the statement in
+    its place are named, as what to drop once a sweep through ``kept`` confirms it."""
+    settings = stmts["settings_sql"]
+    out: dict[str, Any] = {
+        "ddl": None,
+        "keep": kept,
+        "supersedes": [],
+        "rollback": stmts["reset_sql"],
+        "confirm": None,
+        "drop_old": None,
+        "planner": f"keep {kept} (the index your table has: no index to build); "
+        + ("set " + "; ".join(settings) if settings else "no setting to change"),
+    }
+    if chosen.get("in_place"):
+        return out
+    kind = registry.KINDS[chosen["design"]]
+    rivals = [
+        e
+        for e in _entries(kb, target, kind, [ix for ix in indexes if ix.name != kept])
+        if e["serves_statement"]
+    ]
+    confirm = _confirm(cfg, chosen, kept)
+    out.update(
+        supersedes=rivals,
+        confirm=confirm,
+        drop_old=f"after `{confirm}` confirms {kept}" if rivals else None,
+    )
+    out["planner"] += (
+        f". Measured on a scratch copy: on your table the planner serves this statement with "
+        f"{', '.join(r['name'] for r in rivals) or 'another index'}, not {kept}, so the "
+        f"setting above does not reach it; {kept} serves the statement once "
+        + ("; ".join(r["drop"] for r in rivals) or "the other index is dropped")
+        + f" (then measure it: {confirm})"
+    )
+    return out
+
+
+def _words(new: str, supersedes: list[dict[str, Any]], confirm: str) -> str | None:
+    """What happens to the indexes the planner uses now, in words."""
+    if not supersedes:
+        return None
+    parts = []
+    for old in supersedes:
+        mb = old["bytes"] / 1048576.0
+        setting = ", ".join(f"{k} {v}" for k, v in (old["setting"] or {}).items())
+        if old["serves_statement"]:
+            parts.append(
+                f"{old['name']} ({old['method']}, {mb:.1f} MB) serves the printed statement too: "
+                f"the planner may keep choosing it over {new}"
+                + (f", at the server's {setting}" if setting else "")
+            )
+        else:
+            parts.append(
+                f"{old['name']} ({old['method']}, {mb:.1f} MB) serves the application's present "
+                "statement, not the printed one: it stays in use until the application runs "
+                "the printed statement"
+            )
+    return (
+        f"{new} is built beside {', '.join(o['name'] for o in supersedes)}: "
+        + "; ".join(parts)
+        + f". Measure {new} once built ({confirm}); then drop the old index"
+        + ("es" if len(supersedes) > 1 else "")
+        + " ("
+        + "; ".join(o["drop"] for o in supersedes)
+        + "), which every write maintains until then"
+    )
