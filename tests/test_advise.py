@@ -89,6 +89,13 @@ def test_every_design_measured_and_json_shape(advised, conn):
     )
     for r in reached:
         assert r["p95_low"] <= r["p95_ms"] <= r["p95_high"]
+        # the finalists' found setting measured in three rounds (--final-rounds): its p95 has a
+        # spread over them, beside its interval
+        rounds = conn.execute(
+            "SELECT count(*) FROM pgeval.sweep_point WHERE sweep_id = %s AND point = %s",
+            (r["at"]["sweep_id"], r["at"]["point"]),
+        ).fetchone()[0]
+        assert rounds == 3 and r["p95_sd"] is not None, r["design"]
     if chosen is not fastest:
         assert chosen["index_bytes"] <= fastest["index_bytes"]
     assert rec["ddl"].startswith("CREATE INDEX CONCURRENTLY ") and f'"{TABLE}"' in rec["ddl"]

@@ -75,6 +75,14 @@ if TYPE_CHECKING:
     help="Repetitions of every point.",
 )
 @click.option(
+    "--final-rounds",
+    type=click.IntRange(1, 100),
+    default=ADVISE_DEFAULTS.final_rounds,
+    show_default=True,
+    help="Repetitions of each design's found setting, so that the p95 that decides between "
+    "designs (or excludes one) is compared beyond its noise.",
+)
+@click.option(
     "--find-max",
     type=click.IntRange(1, 1_000_000),
     default=None,
@@ -165,6 +173,7 @@ def advise(
     concurrency: int,
     k: int,
     repeat: int,
+    final_rounds: int,
     find_max: int | None,
     embedder: str | None,
     no_checksum: bool,
@@ -224,6 +233,7 @@ def advise(
         concurrency=concurrency,
         k=k,
         repeat=repeat,
+        final_rounds=final_rounds,
         find_max=find_max,
         embedder=embedder,
         checksum=not no_checksum,

@@ -26,6 +26,9 @@ class AdviseConfig:
     concurrency: int = 1
     k: int = 10
     repeat: int = 1
+    # each design's found setting measured until it has this many repetitions: the finalists'
+    # p95 (its spread and its interval) compared beyond its noise
+    final_rounds: int = 3
     find_max: int | None = None
     embedder: str | None = None
     checksum: bool = True

@@ -43,6 +43,7 @@ def config(cfg: AdviseConfig, design: Design, target: str) -> SweepConfig:
         k=cfg.k,
         depth=cfg.k,  # the application's LIMIT
         repeat=cfg.repeat,
+        final_rounds=cfg.final_rounds,
         concurrency=cfg.concurrency,
         target_recall=cfg.target_recall,
         find=design.find,

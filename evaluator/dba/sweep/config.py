@@ -48,6 +48,9 @@ class SweepConfig:
     # values) or "generic" (the prepared statement's); the planner's own, whatever serves it.
     # None: a group's sweep measures the custom plan, a whole table's requires the index
     plan: str | None = None
+    # a find's value found measured again until it has this many repetitions (advise's
+    # finalists: their p95 compared beyond its noise); None: --repeat's
+    final_rounds: int | None = None
 
 
 @dataclass(frozen=True)

@@ -172,10 +172,13 @@ class Session:
         """Point ``number`` as measured, read from SQL (None: not measured)."""
         return store.point(self.results, self.row.sweep_id, number)
 
-    def pending(self, points: list[grid.Point]) -> list[tuple[int, grid.Point]]:
-        """(repetition, point) pairs still to measure; reuses and keeps the others."""
+    def pending(
+        self, points: list[grid.Point], reps: range | None = None
+    ) -> list[tuple[int, grid.Point]]:
+        """(repetition, point) pairs still to measure (``reps``: default 1..--repeat); reuses
+        and keeps the others."""
         todo = []
-        for rep in range(1, self.cfg.repeat + 1):
+        for rep in reps or range(1, self.cfg.repeat + 1):
             for p in points:
                 if (p.number, rep) in self.have:
                     self._keep(p, rep)
@@ -211,10 +214,17 @@ class Session:
         self.result.kept += 1
         self.notify(p, rep, "kept")
 
-    def measure(self, points: list[grid.Point], target: Any = None, build_info: Any = None) -> None:
-        """``points`` measured where they are still pending, on ``target`` (default the
-        sweep's; a scratch copy under a build, whose ``build_info`` each point records)."""
-        self.run_pending(target or self.target, self.pending(points), build_info)
+    def measure(
+        self,
+        points: list[grid.Point],
+        target: Any = None,
+        build_info: Any = None,
+        reps: range | None = None,
+    ) -> None:
+        """``points`` measured where they are still pending (``reps``: default 1..--repeat), on
+        ``target`` (default the sweep's; a scratch copy under a build, whose ``build_info``
+        each point records)."""
+        self.run_pending(target or self.target, self.pending(points, reps), build_info)
 
     def run_pending(self, target: Any, pending: Any, build_info: Any) -> None:
         """Each (repetition, point) of ``pending`` measured (its repetition's exact run first),

@@ -95,6 +95,13 @@ def finds(session: Session) -> None:
                     setting, others, tried, cfg.target_recall, start, most,
                     min(cfg.find_min or 1, most),
                 )  # fmt: skip
+                if found.reached and (cfg.final_rounds or 0) > cfg.repeat:
+                    p = session.point({**others, setting: str(found.value)}, build)
+                    rounds = range(cfg.repeat + 1, int(cfg.final_rounds or 0) + 1)
+                    if plan.build_axes:  # (its index is the one on the copy: the last built)
+                        copy.measure(p, rounds)
+                    else:
+                        session.measure([p], reps=rounds)
                 session.result.finds.append(
                     {
                         **found.as_dict(),
@@ -131,9 +138,9 @@ class _Copy:
         self.built: dict | None = None
         self.info: Any = None
 
-    def measure(self, p: grid.Point) -> None:
+    def measure(self, p: grid.Point, reps: range | None = None) -> None:
         s = self.session
-        pending = s.pending([p])
+        pending = s.pending([p], reps)
         if not pending:
             return
         if self.scratch is None:
