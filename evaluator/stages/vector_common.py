@@ -80,7 +80,8 @@ class VectorStage(BaseStage):
 
     # ---- configuration -------------------------------------------------------------------
     def stage_settings(self, ctx: StageContext) -> dict[str, str]:
-        if planner_plan.mode(ctx) is not None:  # the planner's own plan: none of the stage's
+        if self.method is not None and planner_plan.mode(ctx) is not None:
+            # the planner's own plan: none of the stage's planner settings, its mode pinned
             return planner_plan.settings(ctx, ctx.settings_for(self.guc_prefixes))
         settings = dict(self.defaults)
         settings.update(ctx.settings_for(self.guc_prefixes))

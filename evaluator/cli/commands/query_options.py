@@ -3,6 +3,8 @@ vectors without judgements (``--sample-queries``, ``--queries-sql``, ``--queries
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from ...api import vocabulary
@@ -70,3 +72,11 @@ def no_judgements_line(info: dict | None, k: int) -> str:
     if info and info.get("source") == "sample":
         line += f"\n{vocabulary.SAMPLED_BIAS}"
     return line
+
+
+def __getattr__(name: str) -> Any:
+    """``SAMPLED_BIAS``, the note of sampled queries, read where it is defined when first asked
+    for (the module is imported by every command's --help: the note's module is not)."""
+    if name == "SAMPLED_BIAS":
+        return vocabulary.SAMPLED_BIAS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
