@@ -193,7 +193,6 @@ def advise(
     setting that reach --target-recall on your table within your budgets, with the DDL and
     settings to apply it.
 
-    \b
     Every design x build is one stored sweep (`pgeval sweep --build ... --find ...`): the
     index is built on a scratch copy of the target's vectors (dropped afterwards, also on
     Ctrl-C and on error), never on your table, and the cheapest value of its work setting
@@ -202,7 +201,7 @@ def advise(
     its 95 % interval over the queries: ±95%, --wide), latency p50/p95/p99, QPS and rows at
     that setting. Over 100 queries the interval is about ±0.02: a warning says how many
     queries narrow it to ±0.01. Running the same command again measures only what is missing. The recommendation is the design meeting the target within the budgets
-    at the lowest p95 (within its spread: the smaller index); when none does, the budget
+    at the lowest p95 (within its noise: the smaller index); when none does, the budget
     that binds and what the closest design needs. With --group-by, a design meets the
     target only if every group does; with --sample-rows, designs are screened on a sample
     and the best confirmed on the whole table.
@@ -215,7 +214,6 @@ def advise(
       pgeval advise --target kb --sample-queries 50 --group-by knowledge_base_id \\
           --sample-rows 20000 --role app
     """
-
     res = pg.advise(
         target_name,
         testset,
