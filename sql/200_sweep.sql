@@ -205,14 +205,20 @@ LANGUAGE sql STABLE AS $$
                            ELSE (SELECT point FROM by_latency) END),
     -- never a point beaten beyond noise on both axes (one sweep, its points' p95 intervals,
     -- pgeval.sweep_point_p95_interval): a point reaching at least its recall whose whole p95
-    -- interval lies under the chosen one's is recommended instead (the least work of those)
-    iv AS (SELECT ok.point, i.low, i.high FROM ok
+    -- interval lies under the chosen one's, in as many rounds, is recommended instead (the
+    -- least work of those)
+    iv AS (SELECT ok.point, i.low, i.high,
+                  (SELECT count(*) FROM pgeval.sweep_point sp
+                    WHERE sp.sweep_id = p_sweeps[1] AND sp.point = ok.point) AS reps
+             FROM ok
             CROSS JOIN LATERAL pgeval.sweep_point_p95_interval(p_sweeps[1], ok.point) i
             WHERE cardinality(p_sweeps) = 1),
     dom AS (SELECT o.point, o.label, o.index_recall, o.p95_ms, bi.low AS b_low, oi.high AS o_high
               FROM base b JOIN iv bi ON bi.point = b.point
               JOIN ok o ON o.point <> b.point AND o.index_recall >= b.index_recall - 1e-12
-              JOIN iv oi ON oi.point = o.point AND oi.high < bi.low
+              -- (measured in as many rounds at least: a round measured at another time is
+              -- another load, which no interval within a round covers)
+              JOIN iv oi ON oi.point = o.point AND oi.high < bi.low AND oi.reps >= bi.reps
              ORDER BY o.work, o.p95_ms, o.point LIMIT 1)
     SELECT d.point, d.label, d.index_recall, d.p95_ms,
            b.label || ' reaches recall ' || p_target_recall || ' with less work but is beaten '
