@@ -250,7 +250,14 @@ def advise(
         on_design=_on_design,
         on_warning=lambda m: info(f"warning: {m}"),
     )
-    for path in (plot, report):
+    _emit(res, (plot, report), fmt, k, target_recall)
+
+
+def _emit(
+    res: AdviseResult, written: tuple[str | None, ...], fmt: str, k: int, target_recall: float
+) -> None:
+    """The files written, then the result as JSON or as a table."""
+    for path in written:
         if path:
             info(f"wrote {path}")
     if fmt == "json":
