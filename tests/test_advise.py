@@ -299,6 +299,12 @@ def test_low_end_above_every_value_measured_is_not_reached():
     assert row["reached"] is False
     assert row["low_end"] == {"value": None, "found": 12, "why": measure.UNMEASURED}
     assert "raise --find-max" in measure.UNMEASURED
+    # grouped: shown at the value every group reaches, said so
+    grouped = {"setting": {"bq.candidates": 12}, "reached": True, "groups": [], **row}
+    grouped["reached"] = True
+    measure.low_end(grouped, None, design, 0.9)  # type: ignore[arg-type]
+    assert grouped["reached"] is True and grouped["setting"] == {"bq.candidates": 12}
+    assert grouped["low_end"] == {"value": None, "found": 12, "why": measure.GROUPED}
 
 
 def test_a_setting_that_caps_the_rows_is_found_from_the_limit_up(kb, advised):
