@@ -243,21 +243,36 @@ def test_each_design_applied_as_printed(kb, advised, database, design):
     _apply_and_check(database, pg, path, rec, queries)
 
 
-def test_low_end_finds_a_setting_whose_interval_clears_the_target(kb, advised, pgeval, conn):
+def test_low_end_shows_a_design_at_its_setting_intervals_upper_end(kb, advised, pgeval, conn):
     pg, path, _ = kb
     # hnsw-bq: its candidates run in steps of one, and each query's recall varies there (an
     # HNSW ef_search under K cuts every list to the same length: no spread)
     kw = dict(queries_file=path, target_recall=0.9, settings=SMALL, designs="hnsw-bq")
     plain = pg.advise(TARGET, **kw).designs[0]
-    # the least setting reaching 0.9 leaves its interval's low end under it (40 queries)
-    assert plain["reached"] and plain["recall"] - plain["recall_margin"] < 0.9 - 1e-9
+    iv, setting = plain["setting_interval"], "bq.candidates"
+    # without --low-end: the value found, within its interval
+    assert plain["reached"] and iv["low"] <= plain["setting"][setting] <= iv["high"]
+    assert "low_end" not in plain
     res = pg.advise(TARGET, **kw, low_end=True)
     row = res.designs[0]
     assert res.as_dict()["low_end"] is True and row["reached"]
-    assert row["recall"] - row["recall_margin"] >= 0.9 - 1e-9
-    assert row["find_target"] > 0.9  # found again, for 0.9 + the margin
-    assert row["setting"]["bq.candidates"] > plain["setting"]["bq.candidates"]
-    assert "at the low end of its 95 % interval" in res.recommendation["why"]
+    # with it: the interval's upper end, a value the find measured (nothing measured again)
+    assert row["setting"][setting] == iv["high"] == res.recommendation["setting"][setting]
+    assert row["low_end"] == {"value": iv["high"], "found": plain["setting"][setting]}
+    assert row["measured"] == 0 and row["setting_interval"] == iv
+    # its figures are that point's, as SQL summarises the sweep
+    point = conn.execute(
+        "SELECT s.index_recall, s.p95_ms, s.p50_ms, s.qps, s.rows_mean, s.settings->>%s "
+        "FROM pgeval.sweep w CROSS JOIN LATERAL pgeval.sweep_summary(w.sweep_id) s "
+        "WHERE w.name = %s AND s.point = %s",
+        (setting, row["sweep"], row["at"]["point"]),
+    ).fetchone()
+    assert point == (
+        row["recall"], row["p95_ms"], row["p50_ms"], row["qps"], row["rows"], str(iv["high"])
+    )  # fmt: skip
+    assert row["recall"] >= 0.9 - 1e-12
+    assert "at the upper end of its setting's 95 % interval" in res.recommendation["why"]
+    assert res.recommendation["low_end"] == row["low_end"]
     code, out, err = pgeval(
         "advise", "--target", TARGET, "--queries-file", str(path), "--set", SMALL[0],
         "--designs", "hnsw-bq", "--target-recall", "0.9", "--low-end", "--format", "json",
@@ -268,6 +283,28 @@ def test_low_end_finds_a_setting_whose_interval_clears_the_target(kb, advised, p
     assert again["designs"][0]["setting"] == row["setting"]
     assert again["designs"][0]["measured"] == 0
     assert scratch_schemas(conn) == []
+
+
+def test_low_end_above_every_value_measured_is_not_reached():
+    from evaluator.dba.advise import measure
+    from evaluator.dba.advise.plan import Design
+
+    design = Design(kind="hnsw-bq", build={}, find="bq.candidates", fixed={})
+    row = {
+        "setting": {"bq.candidates": 12},
+        "reached": True,
+        "setting_interval": {"level": 0.95, "low": 11, "high": None, "resamples": 500},
+    }
+    measure.low_end(row, None, design, 0.9)  # type: ignore[arg-type]
+    assert row["reached"] is False
+    assert row["low_end"] == {"value": None, "found": 12, "why": measure.UNMEASURED}
+    assert "raise --find-max" in measure.UNMEASURED
+    # grouped: shown at the value every group reaches, said so
+    grouped = {"setting": {"bq.candidates": 12}, "reached": True, "groups": [], **row}
+    grouped["reached"] = True
+    measure.low_end(grouped, None, design, 0.9)  # type: ignore[arg-type]
+    assert grouped["reached"] is True and grouped["setting"] == {"bq.candidates": 12}
+    assert grouped["low_end"] == {"value": None, "found": 12, "why": measure.GROUPED}
 
 
 def test_a_setting_that_caps_the_rows_is_found_from_the_limit_up(kb, advised):

@@ -161,8 +161,8 @@ class DbaMethods:
         ``""``: the whole table): every design measured per group (at most ``max_groups``), a
         design meets the target only where every group does, its worst group beside it.
         ``sample_rows``: every design screened on that many rows, the best confirmed on the
-        table. ``role``: the settings as ``ALTER ROLE role IN DATABASE ...``. ``low_end``: a design
-        reaches the target only where its recall's 95 % interval lies above it. Returns an
+        table. ``role``: the settings as ``ALTER ROLE role IN DATABASE ...``. ``low_end``: each design
+        at the upper end of its setting's 95 % interval (ungrouped designs). Returns an
         AdviseResult; ``as_dict()`` is what ``--format json`` prints. The defaults are
         ``evaluator.dba.advise.config.ADVISE_DEFAULTS``, the command's."""
         from ..dba.advise import AdviseConfig, run_advise

@@ -136,9 +136,9 @@ if TYPE_CHECKING:
     "--low-end",
     is_flag=True,
     default=False,
-    help="A design reaches --target-recall only where its recall's 95 % interval over the "
-    "queries lies above it (recall - ±95% >= R): the find runs again for R + the margin, so "
-    "the setting is one a rebuild of the index most likely still meets (docs/advise.md).",
+    help="Each design shown and recommended at the upper end of its setting's 95 % interval "
+    "(the measured value reaching --target-recall in 97.5 % of resamples of the queries); "
+    "nothing more measured; ungrouped designs only (docs/advise.md).",
 )
 @click.option(
     "--plot",
@@ -248,7 +248,14 @@ def advise(
         on_design=_on_design,
         on_warning=lambda m: info(f"warning: {m}"),
     )
-    for path in (plot, report):
+    _emit(res, (plot, report), fmt, k, target_recall)
+
+
+def _emit(
+    res: AdviseResult, written: tuple[str | None, ...], fmt: str, k: int, target_recall: float
+) -> None:
+    """The files written, then the result as JSON or as a table."""
+    for path in written:
         if path:
             info(f"wrote {path}")
     if fmt == "json":
@@ -273,7 +280,7 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
     click.echo(
         f"advise on target {res.target}: recall@{k} >= {target_recall:g} at the application's "
         f"LIMIT {k}"
-        + (" (the low end of its 95 % interval)" if res.low_end else "")
+        + (" (each design at the upper end of its setting's 95 % interval)" if res.low_end else "")
         + (f" · not measured: {skipped}" if skipped else "")
     )
     if res.group_by:

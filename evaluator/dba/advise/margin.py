@@ -7,8 +7,6 @@ wider than ``WIDE``: a rebuild or another sample may then land on the other side
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 WIDE = 0.01  # the issue's "within 0.01": an interval wider than this says how to narrow it
@@ -64,36 +62,3 @@ def warning(rec_row: dict[str, Any], k: int, target_recall: float) -> str | None
         f"queries, or a rebuild, may land that far off; about {queries_for(margin, n)} queries "
         f"narrow it to ±{WIDE:g}"
     )
-
-
-def low_end(
-    database: Any,
-    cfg: Any,
-    row: dict[str, Any],
-    res: Any,
-    measure: Callable[[Any], tuple[dict[str, Any], Any]],
-) -> tuple[dict[str, Any], Any]:
-    """``--low-end``: the design reaches the target R only where its recall's 95 % interval
-    lies above it (recall - margin >= R). Where the setting found for R leaves the low end
-    under R, the find runs again for R + margin (every point already measured is reused), at
-    most twice, each time from the margin last measured; ``measure(cfg)`` measures the design
-    for another target. The row says the target its find used (``find_target``)."""
-    target = cfg.target_recall
-    row["find_target"] = target
-    for finds in range(3):  # the find for R, then at most two more
-        attach(database, [row], cfg.k)
-        m = row.get("recall_margin") or 0.0
-        clear = row["recall"] is not None and row["recall"] - m >= target - 1e-12
-        if clear or finds == 2 or row["recall"] is None:
-            break
-        if row["find_target"] >= 1.0 or not row["reached"]:
-            break  # the find reached no value at its target: a higher one cannot help
-        again = min(1.0, round(target + m, 4))
-        if again <= row["find_target"]:
-            again = min(1.0, round(row["find_target"] + m, 4))
-        before = row
-        row, res = measure(replace(cfg, target_recall=again))
-        row["find_target"] = again
-        row["measured"] = row.get("measured", 0) + before.get("measured", 0)
-    row["reached"] = clear
-    return row, res

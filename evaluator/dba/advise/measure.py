@@ -171,15 +171,47 @@ def _at(design: Design, res: SweepResult) -> tuple[Measured | None, int | None]:
     value = found["value"] if found["reached"] else (found["best"] or [None])[0]
     if value is None:
         return None, None
-    at = next(
-        (
-            m
-            for m in map(res.point, [p["point"] for p in res.points])
-            if m and m.value(design.find) == value
-        ),
-        None,
-    )
-    return at, value
+    return _valued(res, design.find, value), value
+
+
+def _valued(res: SweepResult, setting: str, value: int) -> Measured | None:
+    """The sweep's point at which ``setting`` is ``value`` (None: not measured)."""
+    points = map(res.point, [p["point"] for p in res.points])
+    return next((m for m in points if m and m.value(setting) == value), None)
+
+
+UNMEASURED = "the interval's upper end is above every value measured: raise --find-max"
+GROUPED = "--low-end applies to ungrouped designs: shown at the value every group reaches"
+
+
+def low_end(row: dict[str, Any], res: SweepResult, design: Design, target: float) -> None:
+    """``--low-end``: the design shown at the upper end of its setting's 95 % interval
+    (``setting_interval.high``: the value reaching ``target`` in 97.5 % of resamples of the
+    queries), a value its find measured: the row's setting and figures are that point's and
+    ``reached`` whether its recall reaches ``target``. ``row["low_end"]``: ``value`` (None:
+    not shown there, ``why``) and ``found``, the least value reaching the target. The build's
+    figures (index size, build time) are the row's: one index for every value."""
+    found = row["setting"].get(design.find)
+    if row.get("groups") is not None:  # grouped: as found, said so
+        row["low_end"] = {"value": None, "found": found, "why": GROUPED}
+        return
+    iv = row.get("setting_interval") or {}
+    if not row["reached"]:
+        row["low_end"] = {"value": None, "found": found, "why": "no value reached the target"}
+        return
+    high = iv.get("high")
+    at = None if high is None else _valued(res, design.find, int(high))
+    if at is None:
+        row["reached"] = False
+        row["low_end"] = {"value": None, "found": found, "why": UNMEASURED}
+        return
+    figures = {k: v for k, v in at.figures().items() if k not in ("index_bytes", "build_ms")}
+    row.update(figures)
+    row["setting"] = {**row["setting"], design.find: at.value(design.find)}
+    row["point"], row["index"] = at.label, at.index
+    row["at"] = {"sweep_id": at.sweep_id, "point": at.point}
+    row["reached"] = at.recall is not None and at.recall >= target - 1e-12
+    row["low_end"] = {"value": at.value(design.find), "found": found}
 
 
 def _row(design: Design, res: SweepResult, built: dict[str, str]) -> dict[str, Any]:

@@ -117,7 +117,7 @@ def choose(
     reaching = [r for r in rows if r["reached"] and r["p95_ms"] is not None]
     ok = [r for r in reaching if not r["over_budget"]]
     goal = f"recall@{cfg.k} >= {cfg.target_recall:g}" + (
-        " at the low end of its 95 % interval" if cfg.low_end else ""
+        " at the upper end of its setting's 95 % interval" if cfg.low_end and not group else ""
     )
     if not ok:
         return None, _unmet(rows, reaching, cfg, goal, _ceilings(kb, rows))
@@ -166,6 +166,7 @@ def choose(
         "p95_ms": chosen["p95_ms"],
         "index_bytes": chosen["index_bytes"],
         "setting_interval": chosen.get("setting_interval"),
+        "low_end": chosen.get("low_end"),
         "sweep": chosen["sweep"],
         "point": chosen["point"],
         "worst_group": chosen.get("worst_group"),

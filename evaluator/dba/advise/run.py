@@ -43,7 +43,7 @@ class AdviseResult:
     screened_on: int | None = None  # --sample-rows: the rows every design was screened on
     screen: dict[str, Any] | None = None  # the sample's target, rows, the table's rows
     confirmed: list[str] = field(default_factory=list)  # designs measured on the whole table
-    low_end: bool = False  # reached: the recall's 95 % interval above the target
+    low_end: bool = False  # each design at its setting interval's upper end (ungrouped)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -169,15 +169,7 @@ class _Measure:
             self.database, self.cfg, design, target, self.column, self.warn, self.on_find, known
         )
         if self.cfg.low_end:
-            row, res = margin.low_end(
-                self.database,
-                self.cfg,
-                row,
-                res,
-                lambda c: measure.design_row(
-                    self.database, c, design, target, self.column, self.warn, self.on_find, known
-                ),
-            )
+            measure.low_end(row, res, design, self.cfg.target_recall)
         if row["measured"]:
             self.spent.append(time.monotonic() - t0)
         self.done += 1
