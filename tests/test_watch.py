@@ -281,15 +281,18 @@ def test_drift_crosses_the_bound_names_it_and_the_remedies_restore_recall(
     # a bound that is not crossed exits 0 on the same data
     code, ok, err = _probe(pgeval, *LOW, "--min-recall", "0")
     assert code == 0 and ok["crossed"] == []
-    # the remedy, measured on the same queries: the smallest ef_search reaching 0.8
-    code, doc, err = _probe(pgeval, *LOW, "--min-recall", "0.8")
+    # the remedy, measured on the same queries: the smallest ef_search reaching a bound above
+    # the recall at LOW (0.8, or just above that recall where this build of the graph already
+    # reaches 0.8 at LOW: its recall there depends on the build)
+    goal = max(0.8, round(later["recall"] + 0.02, 2)) if later["recall"] < 0.97 else 0.99
+    code, doc, err = _probe(pgeval, *LOW, "--min-recall", str(goal))
     assert code == 2, err
     remedy = doc["remedy"]
     assert remedy["reached"] and remedy["setting"] == "hnsw.ef_search", remedy
-    assert int(remedy["value"]) > 10 and remedy["recall"] >= 0.8 - 1e-12
+    assert int(remedy["value"]) > 10 and remedy["recall"] >= goal - 1e-12
     # measured, not guessed: a probe at that setting reaches the bound
     code, fixed, err = _probe(
-        pgeval, "--set", f"hnsw.ef_search={remedy['value']}", "--min-recall", "0.8"
+        pgeval, "--set", f"hnsw.ef_search={remedy['value']}", "--min-recall", str(goal)
     )
     assert code == 0, err
     # the same mean by two SQL paths: equal up to the order of a floating-point sum
