@@ -320,10 +320,6 @@ class Scratch:
             if msg not in self.warnings:
                 self.warnings.append(msg)
         in_force = c.execute("SELECT current_setting('maintenance_work_mem')").fetchone()[0]
-        c.execute(
-            "SELECT set_config('statement_timeout', %s, true)",
-            (f"{int(self.build_timeout_s * 1000)}ms",),
-        )
         if method == "hnsw":
             from .fingerprint import extensions
 
@@ -394,6 +390,12 @@ class Scratch:
                 notices.append(diag.message_primary)
 
         c.add_notice_handler(on_notice)
+        # the build's timeout, set just before it: it is the build's, not the reads before it
+        # (a 1 ms one cancelled the extensions' read before the build began)
+        c.execute(
+            "SELECT set_config('statement_timeout', %s, true)",
+            (f"{int(self.build_timeout_s * 1000)}ms",),
+        )
         t0 = time.perf_counter()
         dog.start()
         try:
