@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 
 import clustered_kb
-import numpy as np
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -44,23 +43,7 @@ WATCH = [
 
 @pytest.fixture(scope="module")
 def kb(database):
-    rng = np.random.default_rng(11)
-    centers = rng.normal(size=(25, DIM))
-    docs = (centers[rng.integers(0, 25, N)] + 0.5 * rng.normal(size=(N, DIM))).astype(np.float32)
-    names = list(SHARES)
-    counts = [int(round(SHARES[n] * N)) for n in names]
-    counts[0] += N - sum(counts)
-    tenant = np.repeat(np.array(names, dtype=object), counts)[rng.permutation(N)]
-    with database.connect(results=False, autocommit=True) as c:
-        c.execute(f"DROP TABLE IF EXISTS {TABLE}")
-        c.execute(f"CREATE TABLE {TABLE} (id text PRIMARY KEY, e vector({DIM}), tenant text)")
-        with c.cursor().copy(f"COPY {TABLE} (id, e, tenant) FROM STDIN") as cp:
-            for i, v in enumerate(docs):
-                cp.write_row((f"c{i + 1}", clustered_kb.vtext(v), tenant[i]))
-        c.execute("SET max_parallel_maintenance_workers = 0")
-        c.execute(f"CREATE INDEX wgroups_kb_hnsw ON {TABLE} USING hnsw (e vector_cosine_ops)")
-        c.execute(f"CREATE INDEX wgroups_kb_tenant ON {TABLE} (tenant)")
-        c.execute(f"ANALYZE {TABLE}")
+    clustered_kb.tenant_table(database, TABLE, dim=DIM, n=N, shares=SHARES)
     from evaluator.target.add import add_target
 
     add_target(database, TARGET, table=TABLE, id_column="id", vector_column="e", replace=True)
