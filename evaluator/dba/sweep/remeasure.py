@@ -34,7 +34,7 @@ from . import setup as setup_mod
 from .config import SweepConfig
 from .config import plan as plan_of
 from .result import SweepResult
-from .session import Known, Session, finishing
+from .session import Known, Session, finishing, point_fingerprint
 
 # a series' kept sweep (s), its exact run (x) and its first point (sp) with its run (p), each
 # complete; the steady path (dba/watch/steady.py) reads them too
@@ -156,9 +156,7 @@ def _fingerprints(
         common = fpmod.settings_free(kb, s.target)
         kb.rollback()  # (each fingerprint's settings are read in a transaction of their own)
         base_fp = fingerprint(gucs.scope(s.base, "exact"), "exact", common=common)
-        point_fp = fingerprint(
-            {**gucs.scope(s.base, cfg.stage), **point.settings}, cfg.stage, None, common=common
-        )
+        point_fp = point_fingerprint(fingerprint, s, cfg, point, False, common)
     except psycopg.Error:
         kb.rollback()
         return None

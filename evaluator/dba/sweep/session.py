@@ -6,8 +6,8 @@ demand, the sweep finished on exit.
   and settings checked, its data measured, its fingerprints captured, its row opened. The
   strategies of :mod:`.strategies` (a grid, builds on a scratch copy, a find) measure points
   through :meth:`Session.measure`.
-- :func:`reopen` is a kept sweep opened again to measure its one point again in place (a
-  probe's lean path, :mod:`.remeasure`): no row opened, its ground truth given.
+- :mod:`.remeasure` builds a :class:`Session` on a kept sweep to measure its one point again in
+  place (a probe's lean path): no row opened, its ground truth given.
 - :class:`Known` is what a caller has measured already and the session takes instead of
   measuring it again (a probe's query set and data, the ground truth refreshed incrementally).
 - :func:`finishing` marks a sweep complete, interrupted or failed: the one place that does.
@@ -147,10 +147,8 @@ class Session:
 
         p = grid.Point(self.number(settings, build), settings, build)
         assert self.fingerprint is not None  # (a find's session is opened, not reopened)
-        fp = self.fingerprint(
-            {**gucs.scope(self.setup.base, self.cfg.stage), **settings},
-            self.cfg.stage,
-            build if self.plan.build_axes else None,
+        fp = point_fingerprint(
+            self.fingerprint, self.setup, self.cfg, p, bool(self.plan.build_axes)
         )
         self.fps[p.number], self.hashes[p.number] = fp, config_hash(fp)
         return p
@@ -376,6 +374,20 @@ class Session:
         self.results.commit()
 
 
+def point_fingerprint(
+    fingerprint: Callable[..., dict],
+    s: setup_mod.Setup,
+    cfg: SweepConfig,
+    p: grid.Point,
+    built: bool,
+    common: dict | None = None,
+) -> dict:
+    """Point ``p``'s run fingerprint: the stage's settings with the point's (under ``built``,
+    the scratch copy's index of its build); ``common``: the setting-free part read once."""
+    settings = {**gucs.scope(s.base, cfg.stage), **p.settings}
+    return fingerprint(settings, cfg.stage, p.build if built else None, common=common)
+
+
 def _key(build: dict, settings: dict) -> str:
     return canonical_json([build, settings] if build else settings)
 
@@ -426,12 +438,7 @@ def open_session(
         kb.rollback()  # (each fingerprint's settings are read in a transaction of their own)
         base_fp = fingerprint(gucs.scope(s.base, "exact"), "exact", common=common)
         fps = {
-            p.number: fingerprint(
-                {**gucs.scope(s.base, cfg.stage), **p.settings},
-                cfg.stage,
-                p.build if plan.build_axes else None,
-                common=common,
-            )
+            p.number: point_fingerprint(fingerprint, s, cfg, p, bool(plan.build_axes), common)
             for p in plan.points
         }
         row = setup_mod.open_row(
