@@ -76,15 +76,22 @@ def finds(session: Session) -> None:
     most = find_max(cfg)
     with ExitStack() as stack:
         copy = _Copy(session, stack)
+
+        def measure(p: grid.Point, reps: range | None = None) -> None:
+            if plan.build_axes:
+                copy.measure(p, reps)
+            else:  # measured and filled, or reused or kept with its values
+                session.measure([p], reps=reps)
+
         for build in grid.product(plan.build_axes):
             for others in grid.product(plan.param_axes):
+                points: dict[int, grid.Point] = {}  # the values tried, fingerprinted once
 
-                def tried(value: int, others: Any = others, build: Any = build) -> float | None:
-                    p = session.point({**others, setting: str(value)}, build)
-                    if plan.build_axes:
-                        copy.measure(p)
-                    else:  # measured and filled, or reused or kept with its values
-                        session.measure([p])
+                def tried(
+                    value: int, others: Any = others, build: Any = build, points: dict = points
+                ) -> float | None:
+                    p = points[value] = session.point({**others, setting: str(value)}, build)
+                    measure(p)
                     found = session.measured(p.number)
                     recall = None if found is None else found.recall
                     if session.callbacks.on_find:
@@ -95,13 +102,11 @@ def finds(session: Session) -> None:
                     setting, others, tried, cfg.target_recall, start, most,
                     min(cfg.find_min or 1, most),
                 )  # fmt: skip
-                if found.reached and (cfg.final_rounds or 0) > cfg.repeat:
-                    p = session.point({**others, setting: str(found.value)}, build)
-                    rounds = range(cfg.repeat + 1, int(cfg.final_rounds or 0) + 1)
-                    if plan.build_axes:  # (its index is the one on the copy: the last built)
-                        copy.measure(p, rounds)
-                    else:
-                        session.measure([p], reps=rounds)
+                if found.value is not None and (cfg.final_rounds or 0) > cfg.repeat:
+                    # (under a build, its index is the one on the copy: the last built)
+                    measure(
+                        points[found.value], range(cfg.repeat + 1, int(cfg.final_rounds or 0) + 1)
+                    )
                 session.result.finds.append(
                     {
                         **found.as_dict(),
