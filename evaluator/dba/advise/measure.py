@@ -13,7 +13,7 @@ from ...core.errors import PlanError
 from ..sweep import SweepConfig, SweepResult, run_sweep
 from ..sweep import setup as setup_mod
 from ..sweep.groups import GroupSweepResult, run_groups
-from ..sweep.result import Measured
+from ..sweep.result import Measured, figures
 from ..sweep.session import NOTHING_KNOWN, Known
 from .plan import AdviseConfig, Design
 
@@ -142,23 +142,6 @@ def raise_no_group(design: Design, failed: str) -> None:
     raise PlanError(f"{design.label}: no group could be measured ({failed})")
 
 
-def _figures(point: dict[str, Any]) -> dict[str, Any]:
-    """A point's figures from a row of SQL's per-point summary (a group's worst, :func:`_worst_of`)."""
-    return {
-        "recall": point.get("index_recall"),
-        "p50_ms": point.get("p50_ms"),
-        "p95_ms": point.get("p95_ms"),
-        "p95_sd": point.get("p95_sd"),
-        "p95_low": point.get("p95_low"),
-        "p95_high": point.get("p95_high"),
-        "p99_ms": point.get("p99_ms"),
-        "qps": point.get("qps"),
-        "rows": point.get("rows_mean"),
-        "index_bytes": point.get("index_bytes"),
-        "build_ms": point.get("build_ms"),
-    }
-
-
 def _at(design: Design, res: SweepResult) -> tuple[Measured | None, int | None]:
     """The point a design is shown at, by its number in the sweep: the sweep's own
     recommendation (the cheapest setting reaching R, pgeval.sweep_recommendation), else the
@@ -223,7 +206,7 @@ def _row(design: Design, res: SweepResult, built: dict[str, str]) -> dict[str, A
         "design": design.kind,
         "build": design.build,
         "setting": {design.find: value, **design.fixed},
-        **(at.figures() if at is not None else _figures({})),
+        **(at.figures() if at is not None else figures({})),
         "reached": bool(found["reached"]),
         "sweep": res.name,
         "point": at.label if at is not None else None,
@@ -301,7 +284,7 @@ def _group_row(design: Design, grouped: GroupSweepResult) -> dict[str, Any]:
         "design": design.kind,
         "build": design.build,
         "setting": {design.find: None if value is None else int(value), **design.fixed},
-        **_figures(_worst_of(present)),
+        **figures(_worst_of(present)),
         # (a group not measured is not known to reach it: the design does not count as reaching)
         "reached": grouped.recommendation is not None and not grouped.failed,
         "sweep": grouped.sweeps[str(worst["group"])].name if worst else None,

@@ -68,20 +68,26 @@ class Measured:
         return None if v is None else int(v)
 
     def figures(self) -> dict[str, Any]:
-        """The figures a design's row shows (advise)."""
-        return {
-            "recall": self.recall,
-            "p50_ms": self.p50_ms,
-            "p95_ms": self.p95_ms,
-            "p95_sd": self.p95_sd,
-            "p95_low": self.p95_low,
-            "p95_high": self.p95_high,
-            "p99_ms": self.p99_ms,
-            "qps": self.qps,
-            "rows": self.rows_mean,
-            "index_bytes": self.index_bytes,
-            "build_ms": self.build_ms,
-        }
+        """The figures a design's row shows (advise): :func:`figures` of its summary row."""
+        return figures(self.row)
+
+
+def figures(point: dict[str, Any]) -> dict[str, Any]:
+    """The figures a design's row shows (advise), from a row of SQL's per-point summary (or a
+    group's worst point, with the same keys): None where the row has none."""
+    return {
+        "recall": point.get("index_recall"),
+        "p50_ms": point.get("p50_ms"),
+        "p95_ms": point.get("p95_ms"),
+        "p95_sd": point.get("p95_sd"),
+        "p95_low": point.get("p95_low"),
+        "p95_high": point.get("p95_high"),
+        "p99_ms": point.get("p99_ms"),
+        "qps": point.get("qps"),
+        "rows": point.get("rows_mean"),
+        "index_bytes": point.get("index_bytes"),
+        "build_ms": point.get("build_ms"),
+    }
 
 
 @dataclass
