@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.errors import PlanError
 from . import plan_check
 
 PLANNER = "planner_plan"  # ctx.extra's key: {"mode": "custom" | "generic"}
@@ -79,11 +80,7 @@ def check(
             wanted=tx["wanted"],
             generic=which == "generic",
         )
-    except Exception as exc:  # noqa: BLE001 - PlanError: another path serves it
-        from ..core.errors import PlanError
-
-        if not isinstance(exc, PlanError):
-            raise
+    except PlanError:  # another path serves it
         index = None
     all_ann = tx["all_ann"] if isinstance(tx["all_ann"], dict) else {}
     tx["plan"] = {
