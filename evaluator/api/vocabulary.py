@@ -17,7 +17,13 @@ if TYPE_CHECKING:
     from ..dba.fingerprint import short_hash
     from ..dba.sweep.configure import SWEEP_DEFAULTS
     from ..dba.sweep.grid import BUILD_OPTIONS
-    from ..dba.sweep.text import find_line, plot_title, recommendation_line, server_label
+    from ..dba.sweep.text import (
+        find_line,
+        held_out_line,
+        plot_title,
+        recommendation_line,
+        server_label,
+    )
     from ..dba.warmup_target import WARMUP_DEFAULTS
     from ..dba.watch.advice import when as probe_time
     from ..dba.watch.exposition import text as openmetrics_text
@@ -54,6 +60,7 @@ _SOURCES = {
     "ann_kinds": ("stages.registry", "ann_kinds"),
     "chain_text": ("measure.stage_report", "chain_text"),
     "find_line": ("dba.sweep.text", "find_line"),
+    "held_out_line": ("dba.sweep.text", "held_out_line"),
     "measures_for": ("measure.metrics", "measures_for"),
     "plot_title": ("dba.sweep.text", "plot_title"),
     "probe_time": ("dba.watch.advice", "when"),
@@ -85,6 +92,7 @@ __all__ = [
     "vector_kinds",
     "chain_text",
     "find_line",
+    "held_out_line",
     "measures_for",
     "plot_title",
     "probe_time",

@@ -13,6 +13,7 @@ from ...api.vocabulary import (
     ann_kinds,
     find_line,
     find_settings,
+    held_out_line,
     plot_title,
     recommendation_line,
     server_label,
@@ -147,6 +148,16 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict[str
     type=click.IntRange(1, 1_000_000),
     default=None,
     help="Largest value --find tries.  [default: 1000]",
+)
+@click.option(
+    "--held-out-rows",
+    type=click.IntRange(0, 10_000_000),
+    default=SWEEP_DEFAULTS.held_out_rows,
+    show_default=True,
+    help="After a --find on --sample-queries through the table's index: measure the sampled "
+    "rows' bias on two copies of this many rows, one with the sampled rows in the index and "
+    "one without (held out), and print the range the application's queries may read. "
+    "0 skips it.",
 )
 @group_options(
     "Measure each group of this column (a tenant: knowledge_base_id) as the application "
@@ -427,5 +438,8 @@ def _print_table(
     emit(rows, "table", cols, wide_only=wide_only)
     for found in res.finds:
         click.echo(find_line(found, k, target_recall))
+    held = held_out_line(res.held_out, k)
+    if held:
+        click.echo(held)
     click.echo(recommendation_line(res))
     click.echo(f"details: pgeval stage-report {res.name}", err=True)

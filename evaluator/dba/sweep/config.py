@@ -51,6 +51,9 @@ class SweepConfig:
     # a find's value found measured again until it has this many repetitions (advise's
     # finalists: their p95 compared beyond its noise); None: --repeat's
     final_rounds: int | None = None
+    # after a --find on sampled rows through the table's index: rows of each copy on which the
+    # sampled rows' bias is measured, in the index and held out (dba/sweep/held_out.py); 0 skips
+    held_out_rows: int = 20_000
 
 
 @dataclass(frozen=True)

@@ -117,11 +117,13 @@ class SweepResult:
     finds: list[dict] = field(default_factory=list)  # --find: one per combination of the others
     # the server that answered (fingerprint's server part: host, port, in recovery, version)
     server: dict = field(default_factory=dict)
+    # the sampled rows' bias measured on copies, in the index and held out (dba/sweep/held_out.py)
+    held_out: dict | None = None
 
     def as_dict(self) -> dict:
         """What `pgeval sweep --format json` prints."""
         from ...testset.query_source import SAMPLED_BIAS
-        from .text import recommendation_line
+        from .text import held_out_line, recommendation_line
 
         return {
             "sweep": self.name,
@@ -140,7 +142,15 @@ class SweepResult:
             "kept": self.kept,
             "testset": self.testset,
             "queries": self.queries,
-            "notes": [SAMPLED_BIAS] if (self.queries or {}).get("source") == "sample" else [],
+            "notes": [
+                n
+                for n in (
+                    SAMPLED_BIAS if (self.queries or {}).get("source") == "sample" else None,
+                    held_out_line(self.held_out, self.k),
+                )
+                if n
+            ],
+            "held_out": self.held_out,
             "judgements": self.judged,
             "ground_truth": self.ground_truth,
             "recommendation": self.recommendation,

@@ -48,4 +48,9 @@ def run_sweep(
     callbacks = Callbacks(on_warning, on_point, on_ground_truth, on_find, on_start)
     with open_session(database, cfg, known=known, callbacks=callbacks) as session:
         measure(session)
-    return session.result
+    res = session.result
+    if cfg.held_out_rows:
+        from . import held_out
+
+        res.held_out = held_out.check(database, cfg, res, cfg.held_out_rows)
+    return res

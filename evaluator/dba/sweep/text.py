@@ -52,6 +52,28 @@ def find_line(found: dict, k: int, goal: float) -> str:
     )
 
 
+def held_out_line(held: dict | None, k: int) -> str | None:
+    """The sampled rows' bias measured held out (:mod:`.held_out`) in one sentence (None: nothing to say)."""
+    if not held:
+        return None
+    if "skipped" in held:
+        return f"note: {held['skipped']}"
+    name = held["setting"].split(".")[-1]
+    low, high = held["range"]
+    return (
+        f"sampled rows measured held out: on a {held['rows']:,}-row copy at {name}="
+        f"{held['value']} they read recall@{k} {held['in_graph']:.4f} as nodes of the index "
+        f"and {held['held_out']:.4f} held out ({held['bias']:+.4f}); the application's queries "
+        f"may read {low:.4f}–{high:.4f} on the table (measured {held['table']:.4f}, an "
+        "estimate: real queries, --queries-file or --queries-sql, measure it)"
+        + (
+            f"; below the target {held['target_recall']:g} at its low end"
+            if low < held.get("target_recall", 0) - 1e-12
+            else ""
+        )
+    )
+
+
 def interval_text(interval: dict | None) -> str:
     """The found value's interval in words: ``; 95 % interval 18-33 over 500 resamples of the
     queries`` (``above 33``: some resamples reach at no value measured)."""
