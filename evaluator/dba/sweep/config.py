@@ -53,7 +53,8 @@ class SweepConfig:
     final_rounds: int | None = None
     # after a --find on sampled rows through the table's index: rows of each copy on which the
     # sampled rows' bias is measured, in the index and held out (dba/sweep/held_out.py); 0 skips
-    held_out_rows: int = 20_000
+    # (`pgeval sweep` and the API's sweep: configure.HELD_OUT_ROWS; watch and advise: 0)
+    held_out_rows: int = 0
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,10 @@ from ...stages import gucs
 from .config import SweepConfig
 
 # what `pgeval sweep` does without options (the CLI's option defaults and the API's)
-SWEEP_DEFAULTS = SweepConfig(testset="", target="", stage="")
+# rows of each copy the sampled rows' bias is measured on (dba/sweep/held_out.py): two builds
+# of this many rows cost seconds
+HELD_OUT_ROWS = 20_000
+SWEEP_DEFAULTS = SweepConfig(testset="", target="", stage="", held_out_rows=HELD_OUT_ROWS)
 
 
 def grid_items(values: Any) -> tuple:

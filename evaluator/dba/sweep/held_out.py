@@ -28,9 +28,6 @@ from .result import SweepResult
 if TYPE_CHECKING:
     from ...core.db import Database
 
-# rows of each copy: two builds of this many rows cost seconds, and the bias is read at a size
-# where the graph's structure (entry points, layers) is the table's kind
-DEFAULT_ROWS = SweepConfig.held_out_rows
 KINDS = ("graph", "held")
 
 
