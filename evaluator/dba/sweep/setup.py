@@ -196,6 +196,10 @@ def identity(
         identity["group"] = {cfg.group[0]: cfg.group[1]}
     if cfg.plan is not None:
         identity["plan"] = cfg.plan
+    if cfg.index is not None:  # one name per index measured (of several on the column)
+        identity["index"] = cfg.index
+    if cfg.isolate_index:
+        identity["isolate_index"] = True
     return identity
 
 
