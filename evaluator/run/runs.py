@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -339,10 +340,16 @@ def export_run(conn: Any, name: str, fmt: str, out: Any) -> int:
 
 
 def list_runs(conn: Any, testset: str | None = None, experiment: str | None = None) -> list[dict]:
+    """The stored runs, each with its status as a reader needs it: ``complete``; ``failed``
+    (the stage raised); ``interrupted`` (stopped by Ctrl-C, or still marked running although
+    the process that wrote it, on this host, is gone: `pgeval run resume` continues it);
+    ``running`` (being written, or by a process of another host)."""
     cur = conn.execute(
         """SELECT r.name AS run, t.name AS testset, r.stage, e.name AS experiment, r.repetition,
-                  r.status, r.n_queries AS queries,
-                  r.config_hash, r.started_at
+                  CASE WHEN r.status = 'failed' AND r.params ->> 'stopped' = 'interrupted'
+                       THEN 'interrupted' ELSE r.status END AS status,
+                  r.n_queries AS queries,
+                  r.config_hash, r.started_at, r.pid, r.host
              FROM pgeval.run r JOIN pgeval.testset t USING (testset_id)
              LEFT JOIN pgeval.experiment e USING (experiment_id)
             WHERE (%(t)s::text IS NULL OR t.name = %(t)s) AND (%(e)s::text IS NULL OR e.name = %(e)s)
@@ -350,7 +357,30 @@ def list_runs(conn: Any, testset: str | None = None, experiment: str | None = No
         {"t": testset, "e": experiment},
     )
     names = [d.name for d in cur.description]
-    return [dict(zip(names, row)) for row in cur.fetchall()]
+    rows = []
+    for found in cur.fetchall():
+        row = dict(zip(names, found))
+        pid, host = row.pop("pid"), row.pop("host")
+        if row["status"] == "running" and writer_gone(pid, host):
+            row["status"] = "interrupted"
+        rows.append(row)
+    return rows
+
+
+def writer_gone(pid: int | None, host: str | None) -> bool:
+    """Whether the process that wrote a run is known to be gone: it ran on this host and no
+    process has its pid (one of another host cannot be asked)."""
+    import socket
+
+    if pid is None or host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # (alive, another user's: not ours to signal)
+        return False
+    return False
 
 
 def delete_run(conn: Any, name: str) -> tuple[str, bool] | None:

@@ -301,10 +301,11 @@ def touch_run(conn: Any, run_id: int) -> None:
 def finish_run(
     conn: Any, run_id: int, status: str = "complete", params: dict | None = None
 ) -> None:
-    """Mark a run complete/failed; ``params`` are merged into run.params (jsonb ||)."""
+    """Mark a run complete/failed; ``params`` are merged into run.params (jsonb ||), which
+    loses an earlier ``stopped`` (a run interrupted by Ctrl-C, then resumed)."""
     conn.execute(
         "UPDATE pgeval.run SET status = %s, finished_at = now(), "
-        "params = params || %s::jsonb WHERE run_id = %s",
+        "params = (params - 'stopped') || %s::jsonb WHERE run_id = %s",
         (status, json.dumps(params or {}), run_id),
     )
     _commit(conn)
@@ -483,7 +484,7 @@ def run_scope(
     try:
         yield writer
         writer.close()
-    except BaseException:
+    except BaseException as exc:
         try:
             writer.close()  # keep the queries answered so far: resume starts after them
         except BaseException:
@@ -491,7 +492,8 @@ def run_scope(
         try:
             if ctx.results.info.transaction_status != 0:  # not idle: drop the failed txn first
                 ctx.results.rollback()
-            finish_run(ctx.results, run_id, "failed", writer.params)
+            stopped = {"stopped": "interrupted"} if isinstance(exc, KeyboardInterrupt) else {}
+            finish_run(ctx.results, run_id, "failed", {**writer.params, **stopped})
         except Exception:  # the connection itself is gone: the run stays 'running'
             pass
         raise

@@ -148,6 +148,11 @@ def list_(pg: Pgeval, testset: str | None, experiment: str | None, fmt: str) -> 
     """List runs with their test set, stage, status and config hash.
 
     \b
+    status: complete; running; failed (the stage raised); interrupted (stopped
+    by Ctrl-C, or its process on this host is gone). `pgeval run resume
+    EXPERIMENT` continues a failed or interrupted run.
+
+    \b
     Examples:
       pgeval run list
       pgeval run list --testset kb-v1 --format json

@@ -45,6 +45,7 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict[str
         row = {
             "point": p["point"],
             "label": p["label"],
+            "index": p.get("index"),
             f"index_recall@{k}": p["index_recall"],
             "index_recall_sd": p["index_recall_sd"],
             "p50_ms": p["p50_ms"],
@@ -186,7 +187,8 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict[str
     "--index",
     default=None,
     metavar="NAME",
-    help="The ANN index to measure when the column has several.",
+    help="The ANN index to measure when the column has several (the derived sweep name "
+    "depends on it; each point names the index it measured).",
 )
 @click.option(
     "--plan",
@@ -435,6 +437,11 @@ def _print_table(
     if built:
         cols[1:1] = ["build_ms", "index_mb"]
         wide_only.append("rows")
+    used = sorted({r["index"] for r in rows if r["index"]})
+    if len(used) > 1:  # the planner chose between the column's indexes: each point's named
+        cols[1:1] = ["index"]
+    elif used and not built:  # (a build's index is the scratch copy's, named by its label)
+        click.echo(f"index measured: {used[0]} (every point)")
     emit(rows, "table", cols, wide_only=wide_only)
     for found in res.finds:
         click.echo(find_line(found, k, target_recall))

@@ -75,11 +75,25 @@ def archive(conn: Any, sweep_id: int, exp_id: int, name: str) -> str:
     ).fetchone():
         n += 1
         new = f"{base}-{n}"
+    _rename(conn, sweep_id, exp_id, name, new)
+    return new
+
+
+def restore(conn: Any, archived: str, name: str) -> None:
+    """Sweep ``archived`` (:func:`archive`'s name) named ``name`` again, its experiment and runs
+    too: the sweep that archived it measured nothing (refused, failed, interrupted)."""
+    row = conn.execute(
+        "SELECT sweep_id, experiment_id FROM pgeval.sweep WHERE name = %s", (archived,)
+    ).fetchone()
+    if row is not None:
+        _rename(conn, row[0], row[1], archived, name)
+
+
+def _rename(conn: Any, sweep_id: int, exp_id: int, old: str, new: str) -> None:
     conn.execute("UPDATE pgeval.sweep SET name = %s WHERE sweep_id = %s", (new, sweep_id))
     conn.execute("UPDATE pgeval.experiment SET name = %s WHERE experiment_id = %s", (new, exp_id))
     conn.execute(
         "UPDATE pgeval.run SET name = %s || substr(name, %s) "
         "WHERE experiment_id = %s AND left(name, %s) = %s",
-        (new, len(name) + 1, exp_id, len(name) + 1, name + "."),
+        (new, len(old) + 1, exp_id, len(old) + 1, old + "."),
     )
-    return new

@@ -28,7 +28,7 @@ from ...core.warnings_once import once
 from ...stages import gucs, registry
 from . import grid, store
 from . import setup as setup_mod
-from .config import Plan, SweepConfig, plan_mode
+from .config import Plan, SweepConfig
 from .context import point_context
 from .result import Measured, SweepResult
 
@@ -321,10 +321,7 @@ class Session:
 
     def planner(self, stage_name: str) -> dict:
         """``ctx.extra`` of the planner's own plan for an ANN run (stages/planner_plan.py)."""
-        from ...stages.planner_plan import PLANNER
-
-        which = plan_mode(self.cfg)
-        return {} if which is None or stage_name == "exact" else {PLANNER: {"mode": which}}
+        return setup_mod.planner(self.cfg, stage_name)
 
     def _run_point(self, target: Any, p: grid.Point, rep: int) -> tuple[int, float | None]:
         settings = {**gucs.scope(self.setup.base, self.cfg.stage), **p.settings}
@@ -417,6 +414,8 @@ def open_session(
         database.connect(results=False, read_only=not cfg.isolate_index) as kb,
     ):
         s = setup_mod.setup(results, kb, cfg, plan.stage, plan.param_axes)
+        own = bool(qinfo and qinfo["own_chunk_removed"])
+        setup_mod.check_plans(results, kb, cfg, s, plan, own)  # refused before any work
         if calls.on_start:  # a find's points are not known before: its bracket's first guess
             n = len(plan.points) or 8 * len(grid.product(plan.param_axes))
             calls.on_start(n, cfg.repeat, len(s.queries))
@@ -455,7 +454,7 @@ def open_session(
             result=setup_mod.new_result(cfg, s, name, row, qinfo, base_fp, calls.on_warning),
             base_fp=base_fp,
             data=measured.data,
-            own=bool(qinfo and qinfo["own_chunk_removed"]),
+            own=own,
             fingerprint=fingerprint,
             fps=fps,
             hashes={n: fpmod.config_hash(f) for n, f in fps.items()},
@@ -463,7 +462,10 @@ def open_session(
             known=known,
             callbacks=calls,
         )
-        with finishing(results, row.sweep_id, row.experiment_id, session.fill):
+        with (
+            store.discarded_when_empty(results, row),
+            finishing(results, row.sweep_id, row.experiment_id, session.fill),
+        ):
             yield session
             session.fill()
         session.finish()

@@ -12,7 +12,7 @@ from ...core.canonical import sha256_hex
 from ...core.errors import InputError, param
 from ...stages import gucs
 from . import grid, store
-from .config import SweepConfig, find_max, plan_mode
+from .config import Plan, SweepConfig, find_max, plan_mode
 from .result import SweepResult
 
 if TYPE_CHECKING:
@@ -90,6 +90,42 @@ def setup(
     return Setup(tid, ts_hash, target, bool(judged), measures, base, queries, label, dim)
 
 
+def planner(cfg: SweepConfig, stage_name: str) -> dict:
+    """``ctx.extra`` of the planner's own plan for an ANN run (stages/planner_plan.py)."""
+    from ...stages.planner_plan import PLANNER
+
+    which = plan_mode(cfg)
+    return {} if which is None or stage_name == "exact" else {PLANNER: {"mode": which}}
+
+
+def check_plans(results: Any, kb: Any, cfg: SweepConfig, s: Setup, plan: Plan, own: bool) -> None:
+    """The stage's configuration and plan checked on the user's table at every setting of the
+    grid (a find's: at each combination of the other values), before any work: no ground
+    truth computed, no sweep row opened, no earlier sweep renamed when a point would be refused
+    (an index missing, the planner not using it). Under ``--build`` the index is the scratch
+    copy's, built later, and checked there."""
+    from .context import point_context
+
+    if plan.build_axes:
+        return
+    for values in [p.settings for p in plan.points] or grid.product(plan.param_axes):
+        ctx = point_context(
+            cfg,
+            (kb, results),
+            s.target,
+            cfg.stage,
+            experiment=(cfg.name or cfg.stage, 0),
+            testset=(cfg.testset, s.tid),
+            queries=(s.queries, s.label),
+            depth=plan.depth,
+            rep=1,
+            settings={**gucs.scope(s.base, cfg.stage), **values},
+            own=own,
+            extra=planner(cfg, cfg.stage),
+        )
+        plan.stage.prepare(ctx)  # (its warnings are said when the point runs)
+
+
 def query_set(
     database: Database, cfg: SweepConfig, stored: tuple[str, dict] | None = None
 ) -> tuple[SweepConfig, dict | None]:
@@ -160,6 +196,10 @@ def identity(
         identity["group"] = {cfg.group[0]: cfg.group[1]}
     if cfg.plan is not None:
         identity["plan"] = cfg.plan
+    if cfg.index is not None:  # one name per index measured (of several on the column)
+        identity["index"] = cfg.index
+    if cfg.isolate_index:
+        identity["isolate_index"] = True
     return identity
 
 

@@ -5,11 +5,13 @@ under the same config hash, record measured points and fill in their values from
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 from ...core.errors import Conflict, NotFound, param
-from .changed import archive, changed_line, changes, configuration_change
+from .changed import archive, changed_line, changes, configuration_change, restore
 from .result import Measured
 
 # the sweep's identity: a resumed sweep must agree on these
@@ -130,6 +132,29 @@ def _existing(
         "changes": found,
         "message": changed_line(name, archived, found),
     }
+
+
+@contextmanager
+def discarded_when_empty(conn: Any, row: SweepRow) -> Iterator[None]:
+    """A sweep this command created, gone when the block fails before it stored a point
+    (refused, failed, interrupted): its row, experiment and exact runs deleted and the earlier
+    sweep it archived (a configuration changed) named again as it was, so that `pgeval run
+    list` and the sweep names read as before the command. A resumed sweep stays."""
+    try:
+        yield
+    except BaseException:
+        if not row.resumed:
+            try:
+                if conn.info.transaction_status != 0:
+                    conn.rollback()
+                if not _has_points(conn, row.sweep_id):
+                    _delete(conn, (row.sweep_id, row.experiment_id))
+                    if row.previous is not None:
+                        restore(conn, row.previous["sweep"], row.name)
+                    _commit(conn)
+            except Exception:  # noqa: BLE001 - the sweep's own error is the one to raise
+                pass
+        raise
 
 
 def _delete(conn: Any, row: Any) -> None:
