@@ -22,7 +22,7 @@ def _is_prose(lines: list[str]) -> bool:
     )
 
 
-def _split(line: str, width: int) -> list[str]:
+def split_command(line: str, width: int) -> list[str]:
     """``line`` cut into lines of at most ``width`` (where a cut is possible), each but the last
     ending in `` \\``, the others indented four spaces more than ``line``."""
     out: list[str] = []
@@ -81,7 +81,7 @@ def fit_verbatim(text: str, width: int) -> str:
                 indent = line[: len(line) - len(line.lstrip())]
                 fitted.extend(_wrap(indent + "# " + comment.strip(), width))
                 line = code.rstrip()
-            fitted.extend(_split(line, width) if command else _wrap(line, width))
+            fitted.extend(split_command(line, width) if command else _wrap(line, width))
         out.append("\b\n" + "\n".join(fitted))
     return "\n\n".join(out)
 
