@@ -89,7 +89,7 @@ def load(
     """Load FILE as test set NAME: validated, all or nothing, in one transaction.
 
     \b
-    Formats (see README, "Test sets"):
+    Formats (docs/testsets.md):
       jsonl  {"id": "q1", "query": "...", "relevant": {"c12": 3, "c40": 1}, "type": ["fuzzy"],
               "answerable": true, "expected_facts": ["7 days"], "embedding": [...]}
              ("relevant" may be a list of chunk ids, grade 1 each)
