@@ -109,7 +109,8 @@ def assert_whole(rows: list[dict], text: str) -> None:
     for row in rows:
         for column, value in row.items():
             if column in whole and value not in (None, ""):
-                for word in output.tokens(output.fmt_value(value, wide=False)):
+                text_value = output.fmt_value(value, wide=False)
+                for word in output.tokens(text_value, column in output.COMPOUND_COLUMNS):
                     assert word.strip() in flat, (column, word, text)
 
 

@@ -216,14 +216,19 @@ DECISION_COLUMNS = frozenset(
     {"reached", "over_budget", "pareto", "verdict", "status", "passed", "misses", "current"}
 )
 _BREAK = re.compile(r"(?<=[, ])")  # a key may wrap after a comma or a space, nowhere else
+# names made of names (a run: EXPERIMENT.STAGE.REPETITION, a sweep's runs: SWEEP@WHEN.POINT.REP)
+# may also wrap after a '.' or an '@' that joins their parts
+COMPOUND_COLUMNS = frozenset({"run", "experiment", "sweep"})
+_BREAK_COMPOUND = re.compile(r"(?<=[, .@])")
 
 
-def tokens(text: str) -> list[str]:
-    """``text`` in the pieces a key cell may wrap between: after each comma and space."""
-    return [t for t in _BREAK.split(text) if t]
+def tokens(text: str, compound: bool = False) -> list[str]:
+    """``text`` in the pieces a key cell may wrap between: after each comma and space (and,
+    ``compound``, after each ``.`` and ``@``)."""
+    return [t for t in (_BREAK_COMPOUND if compound else _BREAK).split(text) if t]
 
 
-def wrap_key(text: str, width: int, fold: bool = False) -> str:
+def wrap_key(text: str, width: int, fold: bool = False, compound: bool = False) -> str:
     """``text`` on lines of at most ``width``, broken only after a comma or a space:
     ``m=16,ef_search=40`` -> ``m=16,`` / ``ef_search=40``. A token wider than ``width`` stays
     whole, unless ``fold`` (a name wider than the whole line: folded after a ``.``, ``-`` or
@@ -232,7 +237,8 @@ def wrap_key(text: str, width: int, fold: bool = False) -> str:
 
     lines: list[str] = []
     line = ""
-    for tok in [p for t in tokens(text) for p in (_fold(t, width) if fold else [t])]:
+    pieces = tokens(text, compound)
+    for tok in [p for t in pieces for p in (_fold(t, width) if fold else [t])]:
         if line and cell_len((line + tok).rstrip()) > width:
             lines.append(line.rstrip())
             line = tok.lstrip()
@@ -388,7 +394,9 @@ def _rich_table(
         else:
             t.add_row(
                 *(
-                    wrap_key(v, widths[i]) if i in keys else cut(v, widths[i])
+                    wrap_key(v, widths[i], compound=str(columns[i]) in COMPOUND_COLUMNS)
+                    if i in keys
+                    else cut(v, widths[i])
                     for i, v in enumerate(row)
                 )
             )
@@ -410,7 +418,8 @@ def records(columns: Sequence[str], cells: list[list[str]], width: int, console:
             markup=False,
         )
         for col, value in zip(columns, row):
-            lines = wrap_key(value, room, fold=True).split("\n") if value else [""]
+            compound = str(col) in COMPOUND_COLUMNS
+            lines = wrap_key(value, room, True, compound).split("\n") if value else [""]
             for j, line in enumerate(lines):
                 name = str(col) if j == 0 else ""
                 console.print(
@@ -443,7 +452,11 @@ def fit(
         else max(
             [cell_len(str(c))]
             + (
-                [cell_len(t.strip()) for row in cells for t in tokens(row[i])]
+                [
+                    cell_len(t.strip())
+                    for row in cells
+                    for t in tokens(row[i], str(c) in COMPOUND_COLUMNS)
+                ]
                 if i in keys
                 else [min(8, natural[i])]
             )
