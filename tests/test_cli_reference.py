@@ -92,3 +92,57 @@ def test_every_help_fits_80_columns_and_named_commands_have_examples():
     commented = "    pgeval db start                       # embedded PostgreSQL 18 + pgvector"
     fitted = fit_verbatim("\b\nTypical flow:\n" + commented, 50).splitlines()[2:]
     assert fitted == ["    # embedded PostgreSQL 18 + pgvector", "    pgeval db start"]
+
+
+def _helps(width: int):
+    for path, ctx in reference.walk(cli):
+        narrow = ctx.command.context_class(
+            ctx.command, info_name=path[-1], terminal_width=width, max_content_width=100
+        )
+        yield path, ctx.command.get_help(narrow)
+
+
+def test_help_wraps_at_words_never_mid_sentence():
+    """At 80 columns no help line is broken before it had to be: a line that ends in the
+    middle of a sentence is full (the next line's first word would not fit on it); a
+    sentence continued on the next line is not taken back to a shallower indent (issue 40:
+    "every relevant chunk of a valid / query that is not / in the final stage's top K")."""
+    import re
+
+    item = re.compile(r"^\s+\S+\s{2,}\S")  # "  term   its meaning"
+    broken = []
+    for path, text in _helps(80):
+        lines = text.split("\nOptions:", 1)[0].splitlines()
+        for a, b in zip(lines, lines[1:]):
+            word = b.split()[0] if b.strip() else ""
+            deep = len(a) - len(a.lstrip()), len(b) - len(b.lstrip())
+            continued = (
+                (deep[1] < deep[0] or deep == (2, 2))  # taken back, or a paragraph's lines
+                and word[:1].islower()
+                and a.rstrip()[-1:].isalnum()
+                and not item.match(b)
+                and not b.lstrip().startswith(("pgeval ", "#", "$"))
+                and not a.lstrip().startswith(("pgeval ", "psql ", "#", "$"))  # an example
+            )
+            if continued and len(a) + 1 + len(word) <= 80:
+                broken.append((" ".join(path), a, b))
+    assert not broken, broken
+
+
+def test_help_points_only_at_what_exists():
+    """A help naming a docs/ file or a README section names one that exists (`testset load`
+    pointed at a README section "Test sets" there is none of)."""
+    import re
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    headings = [h.lower() for h in re.findall(r"^#+ (.+)$", readme, re.M)]
+    wrong = []
+    for path, text in _helps(100):
+        flat = " ".join(text.split())
+        wrong += [
+            (path, d) for d in re.findall(r"docs/[\w./-]+\.md", flat) if not (ROOT / d).is_file()
+        ]
+        for section in re.findall(r'README[,:]? (?:section )?"([^"]+)"', flat):
+            if not any(section.lower() in h for h in headings):
+                wrong.append((path, section))
+    assert not wrong, wrong

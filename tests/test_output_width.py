@@ -12,9 +12,11 @@ import pytest
 from rich.filesize import decimal
 
 from evaluator.cli import output
+from evaluator.cli.commands import advise_cmd
 from evaluator.core.progress import LineProgress
 
 LONG = "hnsw-with-a-rather-long-stage-name-for-the-candidate"
+ADVISE_WIDE_ONLY = advise_cmd.TABLE_WIDE_ONLY
 
 
 def test_numbers_and_hashes_are_short():
@@ -74,6 +76,103 @@ def _widths(text: str) -> list[int]:
     return [len(line) for line in text.splitlines()]
 
 
+DEMO: dict = {}  # the demo's output, as the fixture ran it (piped, no $COLUMNS)
+
+
+def capture_tables(mp: pytest.MonkeyPatch) -> list[tuple[list[dict], str]]:
+    """Every table printed from now on (within ``mp``): its rows and its text at 80 columns."""
+    rendered: list[tuple[list[dict], str]] = []
+    original = output.table
+
+    def capture(rows, columns=None, title=None, file=None, **kw):
+        rows = list(rows)
+        buf = io.StringIO()
+        with pytest.MonkeyPatch.context() as width:
+            width.setenv("COLUMNS", "80")
+            original(rows, columns, None, file=buf, **kw)
+        rendered.append(([{c: r.get(c) for c in columns or r} for r in rows], buf.getvalue()))
+        original(rows, columns, title, file=file, **kw)
+
+    mp.setattr(output, "table", capture)
+    return rendered
+
+
+def assert_whole(rows: list[dict], text: str) -> None:
+    """Every name, setting and verdict of ``rows`` is in ``text`` word by word (wrapped only
+    after a comma or a space), never cut; every line fits 80 columns."""
+    assert max(_widths(text)) <= 80, text
+    whole = output.KEY_COLUMNS | output.DECISION_COLUMNS
+    lines = [
+        ln.split(" | ", 1)[-1] if ln.startswith(tuple(whole)) else ln for ln in text.splitlines()
+    ]
+    flat = " ".join(ln.strip() for ln in lines)
+    for row in rows:
+        for column, value in row.items():
+            if column in whole and value not in (None, ""):
+                text_value = output.fmt_value(value, wide=False)
+                for word in output.tokens(text_value, column in output.COMPOUND_COLUMNS):
+                    assert word.strip() in flat, (column, word, text)
+
+
+def test_a_wide_advise_table_keeps_design_setting_and_verdict_whole(monkeypatch):
+    """The issue's 80-column advise: a long design name, a setting of two GUCs, grouped: the
+    names, the setting and the verdict are whole (a table, or one record per design)."""
+    from evaluator.dba.advise import report
+
+    design = {
+        "design": "hnsw-halfvec",
+        "build": {"m": 16, "ef_construction": 64},
+        "setting": {"hnsw.ef_search": 640, "hnsw.iterative_scan": "strict_order"},
+        "recall": 0.9512,
+        "recall_margin": 0.012,
+        "p50_ms": 1.2,
+        "p95_ms": 3.4567,
+        "p99_ms": 4.1,
+        "qps": 812.4,
+        "rows": 10,
+        "index_bytes": 123_456_789,
+        "build_ms": 45_678.0,
+        "maintenance_work_mem": "256MB",
+        "fits_shared_buffers": True,
+        "worst_group": {"group": "knowledge-base-0042", "rows": 1200, "recall": 0.9512},
+        "reached": True,
+        "over_budget": ["p95_ms", "index_mb"],
+        "sweep": "s",
+    }
+    plain = {**design, "design": "ivfflat", "build": {"lists": 100}, "over_budget": []}
+    plain["setting"] = {"ivfflat.probes": 12}
+    monkeypatch.setenv("COLUMNS", "80")
+    for group_by in (None, "knowledge_base_id"):
+        result = {"k": 10, "designs": [design, plain], "group_by": group_by, "screened_on": None}
+        rows = report.rows(result, short=True)
+        assert rows[0]["verdict"] == "over p95_ms, index_mb" and rows[1]["verdict"] == "meets"
+        buf = io.StringIO()
+        output.table(rows, wide_only=ADVISE_WIDE_ONLY, file=buf)
+        text = buf.getvalue()
+        assert_whole(
+            [{k: v for k, v in r.items() if k not in ADVISE_WIDE_ONLY} for r in rows], text
+        )
+        assert "verdict" in text and "…" not in text, text
+        assert "left out" not in text, text  # no decision column left out
+
+
+def test_the_demo_and_its_advise_fit_80_columns_with_names_whole(long_named):
+    """What `pgeval demo` prints, piped (its advise included): every line within 80 columns
+    but a word longer than that (none in the demo), every table's names, settings and
+    verdicts whole, long lines wrapped at words."""
+    tables = DEMO["tables"]
+    assert any("verdict" in rows[0] for rows, _ in tables if rows), "advise printed a table"
+    for rows, text in tables:
+        assert_whole(rows, text)
+    for stream in (DEMO["out"], DEMO["err"]):
+        wide = [ln for ln in stream.splitlines() if len(ln) > 80]
+        assert not wide, wide
+    out = DEMO["out"]
+    assert "recommended: " in out and "advise on target" in out, out
+    # a command too wide is continued at an option with a backslash: it still runs when pasted
+    assert re.search(r"^\$ pgeval advise .* \\\n    --", out, re.M), out
+
+
 @pytest.fixture(scope="module")
 def long_named(database):
     """An experiment on the generated demo table whose stages have long names, and a sweep."""
@@ -87,10 +186,13 @@ def long_named(database):
             code = main(list(args))
         return code, streams[0].getvalue().decode(), streams[1].getvalue().decode()
 
-    code, out, err = run(
-        "demo", "--corpus", "generated", "--queries", "20", "--no-diskann", "--keep"
-    )
+    with pytest.MonkeyPatch.context() as mp:
+        tables = capture_tables(mp)
+        code, out, err = run(
+            "demo", "--corpus", "generated", "--queries", "20", "--no-diskann", "--keep"
+        )
     assert code == 0, err
+    DEMO.update(out=out, err=err, tables=tables)
     target = re.search(r"target add (demo[-0-9]*) ", out).group(1)
     testset = re.search(r"--testset (demo[-0-9]*) ", out).group(1)
     code, out, err = run(
@@ -158,6 +260,10 @@ def test_every_table_command_fits_80_columns(long_named, monkeypatch):
         assert rendered, args
         for columns, text in rendered:
             assert max(_widths(text)) <= 80, (args, text)
+            if text.startswith("-[ RECORD 1 ]"):  # too wide for a table: one record per row
+                labels = {ln.split(" | ")[0].strip() for ln in text.splitlines() if " | " in ln}
+                assert labels and (not columns or labels - {""} <= set(columns)), (args, text)
+                continue
             header = text.splitlines()[0]
             assert "…" not in header, (args, text)
             shown = header.split()
@@ -178,7 +284,10 @@ def test_every_table_command_fits_80_columns(long_named, monkeypatch):
         assert all(n in out for n in names if len(n) <= 30), (args, out)
         assert max(_widths(out)) <= 80
     code, out, _ = run("run", "list")
-    assert "--wide shows every column" in out  # what was left out to keep the names whole
+    # what was left out to keep the names whole, or each run as a record with every column
+    assert "--wide shows every column" in out or (
+        "-[ RECORD 1 ]" in out and "config_hash" in out and "--wide shows a table" in out
+    )
     code, out, _ = run("run", "list", "--wide")
     assert code == 0 and max(_widths(out)) > 80 and "started_at" in out
     code, out, _ = run("run", "list", "--format", "json")

@@ -84,8 +84,8 @@ def test_rerun_after_a_data_change_measures_again_and_keeps_history(sched, conn,
 
     assert first["notes"] == [SAMPLED_BIAS]
     assert any(
-        "hnsw.ef_search=10 is below the 21 rows fetched per query (--depth 20, plus the sampled "
-        "query's own row, which is dropped)" in w
+        "hnsw.ef_search=10 is below the 11 rows the figures at cut-off 10 need (plus the "
+        "sampled query's own row, which is dropped)" in w
         for w in first["warnings"]
     ), first["warnings"]
     # nothing changed: the same command measures nothing

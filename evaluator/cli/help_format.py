@@ -7,22 +7,33 @@ pasted."""
 
 from __future__ import annotations
 
+import re
+
 import click
 
 CONTINUED = "    "  # a continued example line: four more spaces than the line it continues
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _is_command(line: str) -> bool:
+    return line.lstrip().startswith(("pgeval ", "$ "))
 
 
 def _is_prose(lines: list[str]) -> bool:
     """Lines of running text: none indented, none a list item or a command, no heading."""
     return bool(lines) and not any(
         line[:1].isspace()
-        or line.lstrip().startswith(("- ", "* ", "pgeval", "$", "#", "|"))
+        or line.lstrip().startswith(("- ", "* ", "$", "#", "|"))
+        or _is_command(line)
         or line.rstrip().endswith(":")
         for line in lines
     )
 
 
-def _split(line: str, width: int) -> list[str]:
+def split_command(line: str, width: int) -> list[str]:
     """``line`` cut into lines of at most ``width`` (where a cut is possible), each but the last
     ending in `` \\``, the others indented four spaces more than ``line``."""
     out: list[str] = []
@@ -40,25 +51,88 @@ def _split(line: str, width: int) -> list[str]:
     return out
 
 
-def _wrap(line: str, width: int) -> list[str]:
-    """A line of a list or a table too wide: wrapped, continued two spaces further in."""
+def _continues(group: list[str], line: str) -> bool:
+    """Whether ``line`` goes on with ``group``: more of a sentence (unindented, after a line
+    that does not end in ``:``), or an item's continuation (indented deeper than the item)."""
+    first = group[0]
+    if _is_command(line) or not line.strip():
+        return False
+    if _indent(first) == 0:
+        return (
+            _indent(line) == 0
+            and not group[-1].rstrip().endswith(":")
+            and not line.startswith(("- ", "* ", "|", "#"))
+        )
+    return _indent(line) > _indent(first)
+
+
+def _hanging(group: list[str]) -> str:
+    """The indent of an item's wrapped lines: its text column (``  term   text``), else its
+    own continuation's, else two spaces in; a sentence's: none."""
+    first = group[0]
+    if _indent(first) == 0:
+        return ""
+    term = re.match(r"^(\s+\S+\s{2,})\S", first)
+    if term:
+        return " " * len(term.group(1))
+    if len(group) > 1:
+        return " " * _indent(group[1])
+    return " " * (_indent(first) + 2)
+
+
+def _reflow(group: list[str], width: int) -> list[str]:
+    """A sentence or a list item as written when every line fits, else joined and wrapped at
+    words at ``width``."""
     import textwrap
 
-    if len(line) <= width:
-        return [line]
-    indent = line[: len(line) - len(line.lstrip())]
-    return textwrap.wrap(
-        line,
-        width,
-        initial_indent="",
-        subsequent_indent=indent + "  ",
-        break_long_words=False,
-        break_on_hyphens=False,
-    ) or [line]
+    if all(len(line) <= width for line in group):
+        return group
+    text = " ".join(line.strip() for line in group)
+    indent = group[0][: _indent(group[0])]
+    return (
+        textwrap.wrap(
+            text,
+            width,
+            initial_indent=indent,
+            subsequent_indent=_hanging(group),
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        or group
+    )
+
+
+def _fit_block(lines: list[str], width: int) -> list[str]:
+    """A ``\\b`` block that is not plain prose: commands continued with a backslash (a comment
+    after one on its own line above it), sentences and list items reflowed at words."""
+    fitted: list[str] = []
+    group: list[str] = []
+    command = False  # within a command (its first line starts with pgeval)
+    for line in lines:
+        command = _is_command(line) or (command and bool(fitted) and fitted[-1].endswith("\\"))
+        if command:
+            fitted.extend(_reflow(group, width))
+            group = []
+            if len(line) > width and " # " in line:
+                # a comment after a command: on its own line above it, never continued into
+                # the command (a backslash there would paste the comment as arguments)
+                code, comment = line.split(" # ", 1)
+                indent = line[: _indent(line)]
+                fitted.extend(_reflow([indent + "# " + comment.strip()], width))
+                line = code.rstrip()
+            fitted.extend(split_command(line, width))
+        elif group and _continues(group, line):
+            group.append(line)
+        else:
+            fitted.extend(_reflow(group, width))
+            group = [line]
+    fitted.extend(_reflow(group, width))
+    return fitted
 
 
 def fit_verbatim(text: str, width: int) -> str:
-    """``text`` (a command's help) with its ``\\b`` paragraphs fitted to ``width``."""
+    """``text`` (a command's help) with its ``\\b`` paragraphs fitted to ``width``: plain prose
+    rewrapped like any paragraph, the rest by :func:`_fit_block`."""
     out = []
     for para in text.split("\n\n"):
         if not para.startswith("\b\n"):
@@ -68,21 +142,7 @@ def fit_verbatim(text: str, width: int) -> str:
         if _is_prose(lines):
             out.append(" ".join(line.strip() for line in lines))
             continue
-        fitted: list[str] = []
-        command = False  # within a command (its first line starts with pgeval)
-        for line in lines:
-            command = line.lstrip().startswith("pgeval") or (
-                command and bool(fitted) and fitted[-1].endswith("\\")
-            )
-            if command and len(line) > width and " # " in line:
-                # a comment after a command: on its own line above it, never continued into
-                # the command (a backslash there would paste the comment as arguments)
-                code, comment = line.split(" # ", 1)
-                indent = line[: len(line) - len(line.lstrip())]
-                fitted.extend(_wrap(indent + "# " + comment.strip(), width))
-                line = code.rstrip()
-            fitted.extend(_split(line, width) if command else _wrap(line, width))
-        out.append("\b\n" + "\n".join(fitted))
+        out.append("\b\n" + "\n".join(_fit_block(lines, width)))
     return "\n\n".join(out)
 
 

@@ -17,7 +17,9 @@ import re
 import shutil
 import sys
 import textwrap
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -32,7 +34,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 FORMATS = ("table", "json", "jsonl", "csv")
 WIDTH = 80  # what a table fits by default when the width is not known
 HASH_CHARS = 12
-GAP = 3  # between two columns: padding, the (blank) rule, padding
+GAP = 2  # between two columns (no padding at the edges)
 _HASH = re.compile(r"[0-9a-f]{40,64}")
 
 
@@ -122,9 +124,25 @@ def console_width(out: IO[str]) -> int | None:
         return WIDTH
 
 
+# the width plain text is wrapped at when it is piped and $COLUMNS is not set: None (whole lines,
+# for grep), or what `people_width` sets for output that is only ever read (the demo's tour)
+_PIPED_WIDTH: ContextVar[int | None] = ContextVar("pgeval_piped_width", default=None)
+
+
+@contextmanager
+def people_width(width: int = WIDTH) -> Iterator[None]:
+    """Within it, plain text piped without $COLUMNS is wrapped at ``width`` too."""
+    token = _PIPED_WIDTH.set(width)
+    try:
+        yield
+    finally:
+        _PIPED_WIDTH.reset(token)
+
+
 def text_width(out: IO[str] | None = None) -> int | None:
     """The width plain-text lines are wrapped at: the terminal's when ``out`` (stdout) is one,
-    else $COLUMNS when it is set; None (no wrapping) otherwise and with --wide."""
+    else $COLUMNS when it is set; None (no wrapping) otherwise (see :func:`people_width`) and
+    with --wide."""
     out = out or sys.stdout
     if is_wide():
         return None
@@ -133,7 +151,7 @@ def text_width(out: IO[str] | None = None) -> int | None:
     try:
         return max(20, int(os.environ.get("COLUMNS", "")))
     except ValueError:
-        return None
+        return _PIPED_WIDTH.get()
 
 
 def wrapped(text: str, width: int | None, indent: int = 2) -> str:
@@ -153,14 +171,26 @@ def wrapped(text: str, width: int | None, indent: int = 2) -> str:
     )
 
 
-def echo_line(text: str, indent: int = 2) -> None:
+def echo_line(text: str, indent: int = 2, err: bool = False) -> None:
     """Print a plain-text line (not a table) for people: wrapped at the console width (see
     :func:`text_width`) with a hanging indent. JSON, JSONL and CSV never go through it."""
-    click.echo(wrapped(text, text_width(), indent))
+    click.echo(wrapped(text, text_width(sys.stderr if err else None), indent), err=err)
 
 
-# columns whose values are copied into the next command (names, ids, settings): never cut with an
-# ellipsis; the other text columns are narrowed first, and these wrap within their cell last
+def echo_command(line: str, **style: Any) -> None:
+    """Print a shell command for people: a line wider than the console is continued at its last
+    ``--option`` (or space) that fits, with a backslash, so that it still runs when pasted."""
+    from .help_format import split_command
+
+    width = text_width()
+    text = line if width is None else "\n".join(split_command(line, width))
+    click.secho(text, **style)
+
+
+# columns whose values are copied into the next command (names, ids, settings) and the columns
+# that carry a decision (verdicts): never cut, never broken within a word; they wrap at their
+# commas and spaces only, and are never left out. The other text columns are narrowed first
+# (cut at a word, with an ellipsis) and, when a key would wrap, left out (--wide shows them).
 KEY_COLUMNS = frozenset(
     {
         "run",
@@ -178,8 +208,72 @@ KEY_COLUMNS = frozenset(
         "setting",
         "table",
         "worst_group",
+        "design",
+        "build",
     }
 )
+DECISION_COLUMNS = frozenset(
+    {"reached", "over_budget", "pareto", "verdict", "status", "passed", "misses", "current"}
+)
+_BREAK = re.compile(r"(?<=[, ])")  # a key may wrap after a comma or a space, nowhere else
+# names made of names (a run: EXPERIMENT.STAGE.REPETITION, a sweep's runs: SWEEP@WHEN.POINT.REP)
+# may also wrap after a '.' or an '@' that joins their parts
+COMPOUND_COLUMNS = frozenset({"run", "experiment", "sweep"})
+_BREAK_COMPOUND = re.compile(r"(?<=[, .@])")
+
+
+def tokens(text: str, compound: bool = False) -> list[str]:
+    """``text`` in the pieces a key cell may wrap between: after each comma and space (and,
+    ``compound``, after each ``.`` and ``@``)."""
+    return [t for t in (_BREAK_COMPOUND if compound else _BREAK).split(text) if t]
+
+
+def wrap_key(text: str, width: int, fold: bool = False, compound: bool = False) -> str:
+    """``text`` on lines of at most ``width``, broken only after a comma or a space:
+    ``m=16,ef_search=40`` -> ``m=16,`` / ``ef_search=40``. A token wider than ``width`` stays
+    whole, unless ``fold`` (a name wider than the whole line: folded after a ``.``, ``-`` or
+    ``_`` where it can be, all its characters shown in order)."""
+    from rich.cells import cell_len
+
+    lines: list[str] = []
+    line = ""
+    pieces = tokens(text, compound)
+    for tok in [p for t in pieces for p in (_fold(t, width) if fold else [t])]:
+        if line and cell_len((line + tok).rstrip()) > width:
+            lines.append(line.rstrip())
+            line = tok.lstrip()
+        else:
+            line += tok
+    lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+def _fold(token: str, width: int) -> list[str]:
+    """``token`` in pieces of at most ``width``, each ending after a ``.``, ``-`` or ``_`` when
+    one is in its second half."""
+    out = []
+    while len(token) > width:
+        at = max(token.rfind(c, width // 2, width) for c in ".-_") + 1 or width
+        out.append(token[:at])
+        token = token[at:]
+    return [*out, token]
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` cut to ``width`` at its last word boundary that fits, with an ellipsis (a word
+    is cut only when its first does not fit)."""
+    from rich.cells import cell_len
+
+    if cell_len(text) <= width:
+        return text
+    room = text[: max(width - 1, 0)]
+    at = max(room.rfind(" "), room.rfind(",") + 1 if room.rfind(",") >= 0 else -1)
+    if at <= 0:
+        return room + "…"
+    kept = room[:at].rstrip()
+    if kept.endswith(",") and cell_len(kept) + 2 <= width:
+        return kept + " …"  # a list: the items shown whole, then that more follow
+    return kept.rstrip(",") + "…"
 
 
 def table(
@@ -190,13 +284,14 @@ def table(
     digits: int = 4,
     wide_only: Sequence[str] = (),
 ) -> None:
-    """Print ``rows`` as a table. Headers are never cut; when the table would be wider than the
-    console, text cells are cut with an ellipsis, except names and ids (:data:`KEY_COLUMNS`),
-    which wrap within their cell once the other columns are as narrow as they go; ``wide_only``
-    columns appear with --wide."""
-    from rich.console import Console
-    from rich.table import Table
-
+    """Print ``rows`` as a table that fits the console (80 columns when piped). Headers are
+    never cut; names, ids, settings (:data:`KEY_COLUMNS`) and verdicts
+    (:data:`DECISION_COLUMNS`) are never cut nor broken within a word: they wrap at their commas
+    and spaces once the other text columns are as narrow as they go (cut at a word, with an
+    ellipsis); before a name wraps, the rightmost other text column is left out (said below the
+    table). When even that does not fit, each row is printed as a record (``-[ RECORD 1 ]``,
+    one ``column | value`` line each, as psql's expanded display), so nothing that decides is
+    lost. ``wide_only`` columns appear with --wide."""
     wide = is_wide()
     rows = list(rows)
     columns = [
@@ -208,15 +303,14 @@ def table(
         for c in columns
     ]
     out = file or sys.stdout
-    width = 100_000 if wide else console_width(out)
-    keys = {i for i, c in enumerate(columns) if str(c) in KEY_COLUMNS}
-    limits = {} if width is None else fit(columns, cells, numeric, width, keys)
+    width = None if wide else (console_width(out) or shutil.get_terminal_size().columns)
+    widths = None if width is None else fit(columns, cells, numeric, width, _keys(columns))
+    every = (columns, cells)  # a record has room for every column
     dropped: list[str] = []
-    while width is not None and keys & set(limits):
-        # a name would wrap: leave out the rightmost other text column first (--wide shows it);
-        # numbers are never left out (a name wraps within its cell instead)
+    while width is not None and _wraps_a_name(columns, cells, widths):
+        # a name would wrap: leave out the rightmost other text column first (--wide shows it)
         drop = max(
-            (i for i in range(1, len(columns)) if i not in keys and not numeric[i]), default=None
+            (i for i in range(1, len(columns)) if _droppable(columns, numeric, i)), default=None
         )
         if drop is None:
             break
@@ -224,34 +318,116 @@ def table(
         columns = columns[:drop] + columns[drop + 1 :]
         cells = [row[:drop] + row[drop + 1 :] for row in cells]
         numeric = numeric[:drop] + numeric[drop + 1 :]
-        keys = {i for i, c in enumerate(columns) if str(c) in KEY_COLUMNS}
-        limits = fit(columns, cells, numeric, width, keys)
-    # the title on a line of its own: a table's own title is cut to the table's width
-    t = Table(show_lines=False, header_style="bold", box=_box(), show_edge=False)
+        widths = fit(columns, cells, numeric, width, _keys(columns))
+    console = _console(out, width)
+    if title:  # wrapped, never cut
+        console.print(wrapped(title, width), soft_wrap=True, markup=False, highlight=False)
+    if width is not None and widths is None:
+        records(*every, width, console)
+        _note(console, width, "(too wide for a table: one record per row; --wide shows a table)")
+        return
+    console.print(_rich_table(columns, cells, numeric, widths))
+    if dropped:
+        _note(
+            console,
+            width,
+            f"(left out to keep names whole: {', '.join(dropped)}; --wide shows every column)",
+        )
+
+
+def _keys(columns: Sequence[str]) -> set[int]:
+    """The columns never cut: names, settings and verdicts."""
+    return {i for i, c in enumerate(columns) if str(c) in KEY_COLUMNS | DECISION_COLUMNS}
+
+
+def _droppable(columns: Sequence[str], numeric: list[bool], i: int) -> bool:
+    """A text column that is neither a name nor a verdict: left out before a name wraps."""
+    return not numeric[i] and i not in _keys(columns)
+
+
+def _wraps_a_name(columns: Sequence[str], cells: list[list[str]], widths: list[int] | None) -> bool:
+    """Whether a name or a verdict would wrap at ``widths`` (or the table does not fit)."""
+    from rich.cells import cell_len
+
+    if widths is None:
+        return True
+    return any(cell_len(row[i]) > widths[i] for i in _keys(columns) for row in cells)
+
+
+def _console(out: IO[str], width: int | None) -> Any:
+    from rich.console import Console
+
+    return Console(file=out, soft_wrap=width is None, width=width or 100_000)
+
+
+def _note(console: Any, width: int | None, text: str) -> None:
+    console.print(wrapped(text, width), soft_wrap=True, markup=False, highlight=False)
+
+
+def _rich_table(
+    columns: Sequence[str], cells: list[list[str]], numeric: list[bool], widths: list[int] | None
+) -> Any:
+    """The rich table, every cell already fitted to its column's width (``widths``; None: as
+    it is, with --wide)."""
+    from rich.table import Table
+
+    keys = _keys(columns)
+    t = Table(
+        show_lines=False,
+        header_style="bold",
+        box=_box(),
+        show_edge=False,
+        collapse_padding=True,
+        pad_edge=False,
+    )
     for i, col in enumerate(columns):
         t.add_column(
             col,
             justify="right" if numeric[i] else "left",
-            min_width=len(str(col)),
-            max_width=limits.get(i),
-            no_wrap=not wide and i not in keys,
-            overflow="fold" if wide or i in keys else "ellipsis",
+            width=None if widths is None else widths[i],
+            no_wrap=True,
+            overflow="crop",
         )
     for row in cells:
-        t.add_row(*row)
-    console = Console(file=out, soft_wrap=wide, width=width)
-    if title:  # wrapped, never cut
-        title = wrapped(title, None if wide else width or shutil.get_terminal_size().columns)
-        console.print(title, soft_wrap=True, markup=False, highlight=False)
-    console.print(t)
-    if dropped:
-        note = f"(left out to keep names whole: {', '.join(dropped)}; --wide shows every column)"
+        if widths is None:
+            t.add_row(*row)
+        else:
+            t.add_row(
+                *(
+                    wrap_key(v, widths[i], compound=str(columns[i]) in COMPOUND_COLUMNS)
+                    if i in keys
+                    else cut(v, widths[i])
+                    for i, v in enumerate(row)
+                )
+            )
+    return t
+
+
+def records(columns: Sequence[str], cells: list[list[str]], width: int, console: Any) -> None:
+    """Each row as a record: ``-[ RECORD n ]---`` then one ``column | value`` line per column,
+    values wrapped at their words (never cut) within ``width``."""
+    from rich.cells import cell_len
+
+    label = max((cell_len(str(c)) for c in columns), default=0)
+    room = max(width - label - 3, 20)
+    for n, row in enumerate(cells, 1):
+        head = f"-[ RECORD {n} ]"
         console.print(
-            wrapped(note, None if wide else width or shutil.get_terminal_size().columns),
-            soft_wrap=True,
-            markup=False,
+            head + "-" * max(0, min(width, label + 3 + 20) - len(head)),
             highlight=False,
+            markup=False,
         )
+        for col, value in zip(columns, row):
+            compound = str(col) in COMPOUND_COLUMNS
+            lines = wrap_key(value, room, True, compound).split("\n") if value else [""]
+            for j, line in enumerate(lines):
+                name = str(col) if j == 0 else ""
+                console.print(
+                    f"{name}{' ' * (label - cell_len(name))} | {line}".rstrip(),
+                    soft_wrap=True,
+                    highlight=False,
+                    markup=False,
+                )
 
 
 def fit(
@@ -260,33 +436,47 @@ def fit(
     numeric: list[bool],
     width: int,
     keys: set[int] | frozenset[int] = frozenset(),
-) -> dict[int, int]:
-    """Widths for the text columns so that the table fits ``width``: the widest text column is
-    narrowed first, never below its header (nor 8 characters), the ``keys`` columns (which wrap
-    rather than cut) only once the others are as narrow as they go; numbers are never
-    narrowed."""
+) -> list[int] | None:
+    """Column widths for which the table fits ``width``, or None when it cannot: the widest
+    other text column is narrowed first, never below its header (nor 8 characters); the
+    ``keys`` columns (names, settings, verdicts) only once the others are as narrow as they
+    go, and never below their widest word (:func:`tokens`); numbers are never narrowed."""
     from rich.cells import cell_len
 
     natural = [
         max([cell_len(str(c))] + [cell_len(row[i]) for row in cells]) for i, c in enumerate(columns)
     ]
-    floor = [max(cell_len(str(c)), min(8, natural[i])) for i, c in enumerate(columns)]
+    floor = [
+        natural[i]
+        if numeric[i]
+        else max(
+            [cell_len(str(c))]
+            + (
+                [
+                    cell_len(t.strip())
+                    for row in cells
+                    for t in tokens(row[i], str(c) in COMPOUND_COLUMNS)
+                ]
+                if i in keys
+                else [min(8, natural[i])]
+            )
+        )
+        for i, c in enumerate(columns)
+    ]
     widths = list(natural)
-    excess = sum(widths) + GAP * max(len(columns) - 1, 0) + 2 - width  # + the edge padding
-    limits = {}
+    excess = sum(widths) + GAP * max(len(columns) - 1, 0) - width
     while excess > 0:
-        narrowable = [j for j in range(len(columns)) if not numeric[j] and widths[j] > floor[j]]
+        narrowable = [j for j in range(len(columns)) if widths[j] > floor[j]]
         i = max(
             [j for j in narrowable if j not in keys] or narrowable,
             key=lambda j: widths[j],
             default=None,
         )
         if i is None:
-            break
+            return None
         widths[i] -= 1
-        limits[i] = widths[i]
         excess -= 1
-    return limits
+    return widths
 
 
 def _box() -> Box:
@@ -335,10 +525,12 @@ def emit(
 def warn(message: str) -> None:
     from ..core.masking import mask
 
-    click.secho(f"warning: {mask(message)}", fg="yellow", err=True)
+    text = wrapped(f"warning: {mask(message)}", text_width(sys.stderr))
+    click.secho(text, fg="yellow", err=True)
 
 
 def info(message: str) -> None:
+    """A line for people on stderr (wrapped at words like :func:`echo_line`)."""
     from ..core.masking import mask
 
-    click.echo(mask(message), err=True)
+    click.echo(wrapped(mask(message), text_width(sys.stderr)), err=True)

@@ -135,16 +135,22 @@ class Steps:
         self.started = time.perf_counter()
 
     def title(self, text: str) -> None:
-        click.secho(f"\n# {text}", fg="cyan", bold=True)
+        from ..cli.output import text_width, wrapped
+
+        lines = wrapped(text, None if (w := text_width()) is None else w - 2, indent=0)
+        click.secho(
+            "\n" + "\n".join(f"# {line}" for line in lines.splitlines()), fg="cyan", bold=True
+        )
 
     def timed(self, since: float) -> None:
         click.secho(f"({time.perf_counter() - since:.1f} s)", dim=True)
 
     def run(self, title: str, *args: str) -> None:
         from ..cli import main
+        from ..cli.output import echo_command
 
         self.title(title)
-        click.secho("$ pgeval " + " ".join(shlex.quote(a) for a in args), bold=True)
+        echo_command("$ pgeval " + " ".join(shlex.quote(a) for a in args), bold=True)
         t0 = time.perf_counter()
         code = main([*self.global_args, *args])
         if code != 0:
@@ -192,9 +198,7 @@ def tour(
         f"{what}: {len(corpus.chunks)} chunks into {SCHEMA}.chunks, "
         f"{corpus.vectors.shape[1]}-d vectors, then the indexes"
     )
-    built = build_kb(
-        database, corpus, diskann=diskann, echo=lambda sql: click.secho(sql + ";", bold=True)
-    )
+    built = build_kb(database, corpus, diskann=diskann, echo=_echo_sql)
     steps.timed(t0)
     cases = workdir / "demo-cases.jsonl"
     cases.write_text(
@@ -229,6 +233,13 @@ def tour(
         if not keep:
             _clean_up(database, target if created else None)
     _next_steps(database, keep)
+
+
+def _echo_sql(sql: str) -> None:
+    """A statement the demo runs, wrapped at words (a continued line indented)."""
+    from ..cli.output import text_width, wrapped
+
+    click.secho(wrapped(sql + ";", text_width(), indent=4), bold=True)
 
 
 def _measure(
@@ -346,33 +357,45 @@ def _clean_up(database: Database, target: str | None) -> None:
 
         with database.connect(autocommit=True) as conn:
             targets.remove(conn, target)
-    click.echo(
-        f"\n(dropped schema {SCHEMA}"
+    from ..cli.output import echo_line
+
+    click.echo()
+    echo_line(
+        f"(dropped schema {SCHEMA}"
         + (f" and target {target}" if target else "")
         + "; runs stay in schema pgeval — `pgeval run list`)"
     )
 
 
 def _next_steps(database: Database, keep: bool) -> None:
+    from ..cli.output import echo_command, echo_line
+
     click.secho("\n# what next", fg="cyan", bold=True)
-    click.echo(
+    echo_line(
         "Which index your own table should have (queries sampled from its rows, no test set "
-        "needed):\n"
-        "  pgeval target add kb --table chunks --id-column id --vector-column embedding "
-        "--text-column content\n"
-        "  pgeval advise --target kb --sample-queries 300 --target-recall 0.95 "
-        "--report advise.html\n"
-        "What your retrieval loses, stage by stage (a test set of queries with judged chunk "
-        "ids, see docs/ for its formats):\n"
-        "  pgeval testset load my-cases.jsonl --name kb-v1\n"
-        "  pgeval run pipeline --testset kb-v1 --target kb --stages exact,hnsw,bm25,merge "
-        "--name first\n"
-        "  pgeval stage-report first"
+        "needed):"
     )
+    echo_command(
+        "  pgeval target add kb --table chunks --id-column id --vector-column embedding "
+        "--text-column content"
+    )
+    echo_command(
+        "  pgeval advise --target kb --sample-queries 300 --target-recall 0.95 --report advise.html"
+    )
+    echo_line(
+        "What your retrieval loses, stage by stage (a test set of queries with judged chunk "
+        "ids, see docs/ for its formats):"
+    )
+    echo_command("  pgeval testset load my-cases.jsonl --name kb-v1")
+    echo_command(
+        "  pgeval run pipeline --testset kb-v1 --target kb --stages exact,hnsw,bm25,merge "
+        "--name first"
+    )
+    echo_command("  pgeval stage-report first")
     if keep:
-        click.echo(f"The demo's table stays in {SCHEMA}.chunks (--keep).")
+        echo_line(f"The demo's table stays in {SCHEMA}.chunks (--keep).")
     if database.embedded:
-        click.echo(
+        echo_line(
             "The embedded PostgreSQL server is still running (it keeps your runs): "
             "stop it with `pgeval db stop`."
         )

@@ -8,13 +8,17 @@ import click
 
 from ...api import vocabulary
 from ...api.vocabulary import ADVISE_DEFAULTS, advise_kinds, ann_kinds, kinds_listing
-from ..output import emit, format_option, info, to_json
+from ..output import echo_line, emit, format_option, info, to_json
 from .common import group_options, no_checksum_option, pass_api, statement_timeout_option
 from .query_options import query_source_options
 
 if TYPE_CHECKING:
     from ...api import Pgeval
     from ...api.results import AdviseResult, Design
+
+
+# the table's columns shown only with --wide (JSON and the HTML report carry them)
+TABLE_WIDE_ONLY = ("±95%", "p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps", "worst_rows")
 
 
 @click.command()
@@ -277,20 +281,20 @@ def _on_design(i: int, n: int, design: Design, left: float | None) -> None:
 def _print(res: AdviseResult, k: int, target_recall: float) -> None:
     """The designs as a table, the recommendation and the statements that apply it."""
     skipped = "; ".join(f"{d}: {why}" for d, why in res.skipped.items())
-    click.echo(
+    echo_line(
         f"advise on target {res.target}: recall@{k} >= {target_recall:g} at the application's "
         f"LIMIT {k}"
         + (" (each design at the upper end of its setting's 95 % interval)" if res.low_end else "")
         + (f" · not measured: {skipped}" if skipped else "")
     )
     if res.group_by:
-        click.echo(
+        echo_line(
             f"per group of {res.group_by}: a design meets the target only if every group does "
             "(recall: its worst group's)"
         )
     if res.screened_on is not None:
         screen = res.screen or {}
-        click.echo(
+        echo_line(
             f"screened on {res.screened_on} of {screen.get('table_rows')} rows (target "
             f"{screen.get('target')}); confirmed on the full table: "
             f"{', '.join(res.confirmed) or 'none'}"
@@ -298,38 +302,38 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
     emit(
         vocabulary.advise_rows(res.as_dict(), short=True),
         "table",
-        wide_only=["±95%", "p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps", "worst_rows"],
+        wide_only=TABLE_WIDE_ONLY,
     )
     rec = res.recommendation
     if rec is None:
         assert res.unmet is not None  # no design met the target: the one that binds is said
-        click.echo(f"no recommendation: {res.unmet['why']}")
+        echo_line(f"no recommendation: {res.unmet['why']}")
         return
-    click.echo(f"recommended: {rec['why']}")
+    echo_line(f"recommended: {rec['why']}")
     if rec.get("keep"):
-        click.echo(f"keep {rec['keep']} (the index your table has); set:")
+        echo_line(f"keep {rec['keep']} (the index your table has); set:")
     else:
-        click.echo("apply on your table (the index first, then the settings):")
-        click.echo(f"  {rec['ddl']};")
+        echo_line("apply on your table (the index first, then the settings):")
+        echo_line(f"  {rec['ddl']};")
     for s in rec["settings_sql"]:
-        click.echo(f"  {s};")
+        echo_line(f"  {s};")
     _print_indexes(rec)
-    click.echo(f"the application's statement: {rec['query_sql']}")
+    echo_line(f"the application's statement: {rec['query_sql']}")
     if len(rec.get("query_params") or []) > 1:
         params = ", ".join(f"${i} {p}" for i, p in enumerate(rec["query_params"], 1))
-        click.echo(f"  with {params}")
-    click.echo(f"evidence: pgeval stage-report {rec['sweep']} (point {rec['point']})", err=True)
+        echo_line(f"  with {params}")
+    echo_line(f"evidence: pgeval stage-report {rec['sweep']} (point {rec['point']})", err=True)
 
 
 def _print_indexes(rec: dict) -> None:
     """What happens to the indexes the table has, the rollback and when to drop the old ones."""
     if rec.get("planner") and not (rec.get("keep") and rec.get("in_place")):
-        click.echo(f"the indexes you have: {rec['planner']}")
+        echo_line(f"the indexes you have: {rec['planner']}")
     if rec.get("rollback"):
-        click.echo("rollback:")
+        echo_line("rollback:")
         for s in rec["rollback"]:
-            click.echo(f"  {s};")
+            echo_line(f"  {s};")
     if rec.get("drop_old"):
-        click.echo(f"drop the old index {rec['drop_old']}:")
+        echo_line(f"drop the old index {rec['drop_old']}:")
         for old in rec.get("supersedes") or []:
-            click.echo(f"  {old['drop']};")
+            echo_line(f"  {old['drop']};")

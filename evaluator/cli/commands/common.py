@@ -234,8 +234,18 @@ def progress_bar(*, transient: bool, unit: str = "") -> ProgressBar:
 
 
 def warn_above(bar: ProgressBar) -> Callable[[str], None]:
-    """An ``on_warning`` callback printing 'warning: ...' above ``bar``."""
-    return lambda message: bar.console.print(f"[yellow]warning:[/] {message}", soft_wrap=True)
+    """An ``on_warning`` callback printing 'warning: ...' above ``bar``, wrapped at words."""
+    import sys
+
+    from rich.markup import escape
+
+    from ..output import text_width, wrapped
+
+    def say(message: str) -> None:
+        text = wrapped(f"warning: {message}", text_width(sys.stderr))
+        bar.console.print("[yellow]warning:[/]" + escape(text[len("warning:") :]), soft_wrap=True)
+
+    return say
 
 
 def levels_option() -> Callable[[F], F]:

@@ -83,6 +83,7 @@ def demo(
       pgeval demo --corpus generated --queries 50 --no-diskann
     """
     from ...demo.flow import tour  # the tour runs the commands: beside the CLI, not in the API
+    from ..output import people_width
 
     root = ctx.find_root()
     global_args = []
@@ -92,17 +93,18 @@ def demo(
             global_args += [f"--{opt.replace('_', '-')}", value]
     temp = None if workdir else tempfile.mkdtemp(prefix="pgeval-demo-")
     try:
-        tour(
-            ctx.obj.db,
-            global_args,
-            Path(workdir or str(temp)),  # temp is a new directory whenever workdir is not given
-            corpus_name=corpus_name,
-            queries=queries,
-            repeat=repeat,
-            diskann=diskann,
-            keep=keep,
-            out=Path(out) if corpus_name == "cranfield" else None,
-        )
+        with people_width():  # the tour is only read: wrapped at 80 columns when piped
+            tour(
+                ctx.obj.db,
+                global_args,
+                Path(workdir or str(temp)),  # a new directory whenever workdir is not given
+                corpus_name=corpus_name,
+                queries=queries,
+                repeat=repeat,
+                diskann=diskann,
+                keep=keep,
+                out=Path(out) if corpus_name == "cranfield" else None,
+            )
     finally:
         if temp:  # the test set is stored in pgeval; its file is not needed
             shutil.rmtree(temp, ignore_errors=True)

@@ -80,8 +80,9 @@ def gate(
 
     \b
     Rule kinds, per [metrics.NAME] table:
-      min = 0.97 | max = 800 | max_drop = 0.01 | max_drop_pct = 2 | must_not_drop = true
-      must_not_drop_significantly = true | max_growth_pct = 20
+      min = 0.97 | max = 800 | max_drop = 0.01 | max_drop_pct = 2
+      must_not_drop = true | must_not_drop_significantly = true
+      max_growth_pct = 20
 
     \b
     Examples:

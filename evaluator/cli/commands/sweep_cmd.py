@@ -18,7 +18,7 @@ from ...api.vocabulary import (
     recommendation_line,
     server_label,
 )
-from ..output import emit, format_option, info, to_json, warn
+from ..output import echo_line, emit, format_option, info, to_json, warn
 from .common import (
     group_options,
     isolate_index_option,
@@ -396,14 +396,14 @@ def _print_table(
 ) -> None:
     """The sweep as a table: what was measured, the ground truth, the points, each find, the
     recommendation."""
-    click.echo(
+    echo_line(
         f"sweep {res.name}: {res.measured} measured, {res.reused} reused from earlier "
         f"sweeps, {res.kept} already in this sweep"
     )
     filters = ", ".join(f"{k}={v}" for k, v in res.filters.items()) or "none"
     if res.ground_truth:
         gt = res.ground_truth
-        click.echo(
+        echo_line(
             f"exact ground truth: {gt['status']}"
             + (
                 f" in {gt['compute_ms'] / 1000:.1f} s ({gt['method']})"
@@ -412,8 +412,8 @@ def _print_table(
             )
         )
     if not res.judged:
-        click.echo(no_judgements_line(res.queries, k))
-    click.echo(
+        echo_line(no_judgements_line(res.queries, k))
+    echo_line(
         f"target {target_name} · test set {res.testset} · filters: {filters} · "
         f"{server_label(res.server)} · config {(res.config_hash or '')[:12]} · "
         f"recall@{k} against exact search, latency = client round trip, nearest rank"
@@ -444,9 +444,9 @@ def _print_table(
         click.echo(f"index measured: {used[0]} (every point)")
     emit(rows, "table", cols, wide_only=wide_only)
     for found in res.finds:
-        click.echo(find_line(found, k, target_recall))
+        echo_line(find_line(found, k, target_recall))
     held = held_out_line(res.held_out, k)
     if held:
-        click.echo(held)
-    click.echo(recommendation_line(res))
-    click.echo(f"details: pgeval stage-report {res.name}", err=True)
+        echo_line(held)
+    echo_line(recommendation_line(res))
+    echo_line(f"details: pgeval stage-report {res.name}", err=True)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ..output import emit, format_option, to_json, warn
+from ..output import echo_line, emit, format_option, to_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -194,7 +194,7 @@ def add(
     if fmt == "json":
         click.echo(to_json(added.as_dict()))
         return
-    click.echo(
+    echo_line(
         f"target '{name}': {tg.qualified()} ({tg.id_column}, {tg.vector_column} "
         f"{tg.vector_type}({tg.dimension or '?'}), {tg.distance}); "
         f"{len(indexes)} vector index(es)"

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..output import emit, format_option, to_json
+from ..output import echo_line, emit, format_option, to_json
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -89,7 +89,7 @@ def load(
     """Load FILE as test set NAME: validated, all or nothing, in one transaction.
 
     \b
-    Formats (see README, "Test sets"):
+    Formats (docs/testsets.md):
       jsonl  {"id": "q1", "query": "...", "relevant": {"c12": 3, "c40": 1}, "type": ["fuzzy"],
               "answerable": true, "expected_facts": ["7 days"], "embedding": [...]}
              ("relevant" may be a list of chunk ids, grade 1 each)
@@ -122,27 +122,27 @@ def load(
         return
     r = report
     if r.unchanged:
-        click.echo(f"test set '{r.name}' unchanged (same content hash); nothing rewritten")
+        echo_line(f"test set '{r.name}' unchanged (same content hash); nothing rewritten")
     elif r.replaced:
-        click.echo(
+        echo_line(
             f"replaced test set '{r.name}' (id {r.testset_id}) from {r.source_file} "
             f"({r.source_format}); deleted {r.runs_deleted} run(s) of the old one"
         )
     else:
-        click.echo(
+        echo_line(
             f"loaded test set '{r.name}' (id {r.testset_id}) from {r.source_file} "
             f"({r.source_format}) in {r.seconds:.2f} s"
         )
-    click.echo(
+    echo_line(
         f"queries {r.n_queries}: valid {r.n_valid}, excluded (no relevant) "
         f"{r.n_no_relevant}, unanswerable {r.n_unanswerable}"
     )
-    click.echo(f"judgements {r.n_judgements}")
+    echo_line(f"judgements {r.n_judgements}")
     if r.n_skipped:
-        click.echo(f"skipped {r.n_skipped} queries that no judgement names")
+        echo_line(f"skipped {r.n_skipped} queries that no judgement names")
     if r.grade_map:
-        click.echo("grade map " + ",".join(f"{k}={v}" for k, v in r.grade_map.items()))
-    click.echo(f"content hash sha256:{r.content_hash}")
+        echo_line("grade map " + ",".join(f"{k}={v}" for k, v in r.grade_map.items()))
+    echo_line(f"content hash sha256:{r.content_hash}")
 
 
 @testset.command("list")

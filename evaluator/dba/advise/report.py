@@ -15,8 +15,9 @@ MB = 1048576.0
 
 
 def rows(result: dict[str, Any], *, short: bool = False) -> list[dict[str, Any]]:
-    """One flat row per design x build (the command's table: ``short`` names; this page: all).
-    Grouped: the worst group (name, rows, recall); screened: where the row was measured."""
+    """One flat row per design x build (the command's table and this page's: ``short`` names
+    and one ``verdict`` column; otherwise ``reached``, ``over_budget`` and the sweep). Grouped:
+    the worst group (name, rows, recall); screened: where the row was measured."""
     out = []
     for r in result["designs"]:
         row: dict[str, Any] = {
@@ -46,12 +47,22 @@ def rows(result: dict[str, Any], *, short: bool = False) -> list[dict[str, Any]]
             row["measured_on"] = r.get("measured_on")
         if any(d.get("in_place") for d in result["designs"]):
             row["in_place"] = (r.get("in_place") or {}).get("name")
-        row["reached"] = r["reached"]
-        row["over_budget"] = ", ".join(r["over_budget"])
-        if not short:
+        if short:  # one verdict column: what a table at 80 columns keeps beside the names
+            row["verdict"] = verdict(r)
+        else:
+            row["reached"] = r["reached"]
+            row["over_budget"] = ", ".join(r["over_budget"])
             row["sweep"] = r["sweep"]
         out.append(row)
     return out
+
+
+def verdict(design: dict[str, Any]) -> str:
+    """A design's verdict in words: ``meets``, ``below target``, ``over p95_ms, index_mb``."""
+    words = [] if design["reached"] else ["below target"]
+    if design["over_budget"]:
+        words.append("over " + ", ".join(design["over_budget"]))
+    return ", ".join(words) or "meets"
 
 
 def render(result: dict[str, Any]) -> str:

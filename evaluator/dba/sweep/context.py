@@ -35,6 +35,9 @@ def point_context(
         extra["exclude_own"] = True
     if stage_name != "exact":  # recall@K at the application's LIMIT K (K + 1: own chunk dropped)
         extra["app_limit"] = {"k": cfg.k, "rows": cfg.k + (1 if own else 0)}
+        # the deepest cut-off a sweep prints (recall@K, and recall@10, nDCG@10 when judged):
+        # a stage returning fewer rows changes a printed figure only below it
+        extra["figures_at"] = {"k": max(cfg.k, 10), "rows": max(cfg.k, 10) + (1 if own else 0)}
     kb, results = conns
     return StageContext(
         kb=kb,
