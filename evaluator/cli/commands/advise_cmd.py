@@ -121,9 +121,19 @@ if TYPE_CHECKING:
     type=int,
     default=None,
     metavar="N",
-    help="Screen every design on N rows of the target (drawn by md5 of the chunk id, ground "
-    "truth on those rows), then confirm the best, and the runner-up when its build is cheap, "
-    "on the whole table; the recommendation is among the confirmed.",
+    help="Screen every design on N rows of the target (drawn by md5 of the chunk id, sampled "
+    "query rows held out, ground truth on those rows); the index your table has is measured "
+    "in place, designs that cannot beat it are dropped (and said why), at most one is built "
+    "in full; the recommendation is among those measured at the table's size. [default: on a "
+    "table of more than 100,000 rows, a tenth of them, 20,000 to 100,000]",
+)
+@click.option(
+    "--confirm-on-table",
+    is_flag=True,
+    default=False,
+    help="Build the one design the screening chose CREATE INDEX CONCURRENTLY on your table "
+    "(with the SET it prints) and measure it there, instead of on a scratch copy of every "
+    "row; kept if recommended, else dropped again. [default: a scratch copy]",
 )
 @click.option(
     "--role",
@@ -183,6 +193,7 @@ def advise(
     group_by: str | None,
     max_groups: int,
     sample_rows: int | None,
+    confirm_on_table: bool,
     role: str | None,
     low_end: bool,
     plot: str | None,
@@ -241,6 +252,7 @@ def advise(
         group_by=group_by,
         max_groups=max_groups,
         sample_rows=sample_rows,
+        confirm_on_table=confirm_on_table,
         role=role,
         low_end=low_end,
         plot=plot,

@@ -120,7 +120,7 @@ def choose(
         " at the upper end of its setting's 95 % interval" if cfg.low_end and not group else ""
     )
     if not ok:
-        return None, _unmet(rows, reaching, cfg, goal, _ceilings(kb, rows))
+        return None, _unmet(rows, reaching, cfg, goal, ceilings(kb, rows))
     chosen, by_tie = pick(ok)
     others = sorted((r for r in ok if r is not chosen), key=lambda r: r["p95_ms"])
     why = (
@@ -222,7 +222,7 @@ def _pct(value: float, base: float) -> str:
     return f"{(value - base) / base * 100:+.0f}%"
 
 
-def _ceilings(kb: Any, rows: list[dict[str, Any]]) -> dict[str, float]:
+def ceilings(kb: Any, rows: list[dict[str, Any]]) -> dict[str, float]:
     """The server's maximum of each setting a find searched (``pg_settings.max_val``; pgeval's
     own, ``bq.candidates``, has none): a find that stopped there cannot go higher."""
     from ...stages import gucs

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ...core.canonical import canonical_json
 from ...core.warnings_once import once
 from ...stages import gucs, registry
+from .. import spent
 from . import grid, store
 from . import setup as setup_mod
 from .config import Plan, SweepConfig, plan_mode
@@ -262,27 +263,33 @@ class Session:
     def ground_truth(self) -> Any:
         """The stored exact ground truth of the user's table (computed once, then reused)."""
         if self.gt is None:
-            from ...stages import ground_truth
-            from .. import ground_truth_refresh
-
             incremental = self.known.incremental_ground_truth
-            self.gt = ground_truth.ensure(
-                self.results,
-                self.kb,
-                self.target,
-                testset_hash=self.setup.ts_hash,
-                queries=self.setup.queries,
-                depth=self.plan.depth,
-                data=self.data,
-                own_chunk_removed=self.own,
-                embedder=self.setup.label,
-                settings=self.exact_settings(),
-                on_progress=self.callbacks.on_ground_truth,
-                on_warning=self.warn,
-                refresh=ground_truth_refresh.refresh if incremental else None,
-            )
+            with spent.charge("ground_truth"):
+                self.gt = self._ensure_ground_truth(incremental)
             self.result.ground_truth = self.gt.as_json()
         return self.gt
+
+    def _ensure_ground_truth(self, incremental: bool) -> Any:
+        """The exact ground truth of the sweep's target, stored or computed (charged to an
+        open :mod:`..spent` ledger as ``ground_truth``)."""
+        from ...stages import ground_truth
+        from .. import ground_truth_refresh
+
+        return ground_truth.ensure(
+            self.results,
+            self.kb,
+            self.target,
+            testset_hash=self.setup.ts_hash,
+            queries=self.setup.queries,
+            depth=self.plan.depth,
+            data=self.data,
+            own_chunk_removed=self.own,
+            embedder=self.setup.label,
+            settings=self.exact_settings(),
+            on_progress=self.callbacks.on_ground_truth,
+            on_warning=self.warn,
+            refresh=ground_truth_refresh.refresh if incremental else None,
+        )
 
     def ensure_exact(self, target: Any, rep: int) -> int:
         """The exact run of repetition ``rep``: materialised from the stored ground truth."""
