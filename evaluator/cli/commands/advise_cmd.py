@@ -300,18 +300,13 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
             f"per group of {res.group_by}: a design meets the target only if every group does "
             "(recall: its worst group's)"
         )
-    if res.screened_on is not None:
-        screen = res.screen or {}
-        click.echo(
-            f"screened on {res.screened_on} of {screen.get('table_rows')} rows (target "
-            f"{screen.get('target')}); confirmed on the full table: "
-            f"{', '.join(res.confirmed) or 'none'}"
-        )
     emit(
         vocabulary.advise_rows(res.as_dict(), short=True),
         "table",
         wide_only=["±95%", "p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps", "worst_rows"],
     )
+    for line in vocabulary.advise_flow_lines(res.as_dict()):
+        click.echo(line)
     rec = res.recommendation
     if rec is None:
         assert res.unmet is not None  # no design met the target: the one that binds is said
@@ -322,6 +317,8 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
         click.echo(f"keep {rec['keep']} (the index your table has); set:")
     else:
         click.echo("apply on your table (the index first, then the settings):")
+        for s in rec.get("build_sql") or []:
+            click.echo(f"  {s};")
         click.echo(f"  {rec['ddl']};")
     for s in rec["settings_sql"]:
         click.echo(f"  {s};")

@@ -173,8 +173,18 @@ def choose(
         "in_place": (chosen.get("in_place") or {}).get("name"),
         **stmts,
         **placed,
+        # the SET the index was built with, printed before its DDL (none: nothing to build)
+        "build_sql": [] if placed["keep"] is not None else _build_sets(chosen),
         "why": why,
     }, None
+
+
+def _build_sets(row: dict[str, Any]) -> list[str]:
+    from ...stages import registry
+    from .confirm import build_sets
+
+    method = registry.KINDS[row["design"]].index_method or ""
+    return build_sets(method, row.get("maintenance_work_mem"))
 
 
 def _interval(row: dict[str, Any]) -> str:
