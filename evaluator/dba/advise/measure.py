@@ -64,6 +64,7 @@ def known_for(database: Any, cfg: SweepConfig, query_set: tuple[str, dict] | Non
     the one stored already (a copy's sweeps search the table's queries, not rows of the copy)."""
     from .. import data_checksum
 
+    given = query_set
     stored, qinfo = setup_mod.query_set(database, cfg, query_set)
     with database.connect() as results, database.connect(results=False, read_only=True) as kb:
         target = setup_mod.target_of(results, cfg)
@@ -72,7 +73,8 @@ def known_for(database: Any, cfg: SweepConfig, query_set: tuple[str, dict] | Non
         kb.rollback()
         results.commit()
     query_set = None if qinfo is None else (stored.testset, qinfo)
-    return Known(query_set=query_set, data=data)
+    # a copy searched with the table's sampled rows as queries leaves them out (advise.sample)
+    return Known(query_set=query_set, data=data, held_out=given is not None)
 
 
 def known(

@@ -89,6 +89,7 @@ def copy(
         t0 = time.perf_counter()
         with database.connect(results=False, autocommit=True) as c, spent.charge("copies"):
             total, made = _create(c, source, schema, rows, column, held_out)
+            held = _held(c, source, held_out)
         seconds = time.perf_counter() - t0
         sampled = replace(
             source,
@@ -104,7 +105,7 @@ def copy(
         with database.connect() as conn:
             targets.save(conn, sampled, replace=True)
             conn.commit()
-        yield Sample(sampled.name, made, total, total - made if held_out else 0, seconds)
+        yield Sample(sampled.name, made, total, held, seconds)
     finally:
         try:
             with database.connect(results=False, autocommit=True) as c:
@@ -168,3 +169,18 @@ def _create(
         sql.SQL("SELECT count(*) FROM {}{}").format(source.table_sql(), where), params
     ).fetchone()[0]
     return int(total), int(made)
+
+
+def _held(c: Any, source: Any, held_out: tuple[str, ...]) -> int:
+    """How many of the target's rows are among ``held_out``."""
+    if not held_out:
+        return 0
+    where, params = source.where()
+    glue = sql.SQL(" AND ") if where.as_string(c) else sql.SQL(" WHERE ")
+    found = c.execute(
+        sql.SQL("SELECT count(*) FROM {}{}{}{} = ANY(%s)").format(
+            source.table_sql(), where, glue, as_text(sql.Identifier(source.id_column))
+        ),
+        [*params, list(held_out)],
+    ).fetchone()[0]
+    return int(found)

@@ -44,12 +44,15 @@ class Known:
     record); ``data`` the data's fingerprint part (``dba.data_checksum.measure`` on the target,
     scoped to the group); ``incremental_ground_truth`` the stored ground truth brought up to date
     when the data changed little (dba/ground_truth_refresh.py) instead of computed again in
-    full; ``recommend`` False when the caller reads no recommendation (not computed: None)."""
+    full; ``recommend`` False when the caller reads no recommendation (not computed: None);
+    ``held_out`` True when the target is a copy without the sampled query rows (advise's): no
+    query has its own row there to drop, the ANN search fetches the application's LIMIT."""
 
     query_set: tuple[str, dict] | None = None
     data: Any = None
     incremental_ground_truth: bool = False
     recommend: bool = True
+    held_out: bool = False
 
 
 NOTHING_KNOWN = Known()
@@ -462,7 +465,7 @@ def open_session(
             result=setup_mod.new_result(cfg, s, name, row, qinfo, base_fp, calls.on_warning),
             base_fp=base_fp,
             data=measured.data,
-            own=bool(qinfo and qinfo["own_chunk_removed"]),
+            own=bool(qinfo and qinfo["own_chunk_removed"]) and not known.held_out,
             fingerprint=fingerprint,
             fps=fps,
             hashes={n: fpmod.config_hash(f) for n, f in fps.items()},
