@@ -326,7 +326,7 @@ def test_a_find_stopped_at_the_server_maximum_does_not_say_raise_find_max(kb, da
         {"setting": {"bq.candidates": 5000, "hnsw.iterative_scan": "strict_order"}},
     ]
     with database.connect(results=False, autocommit=True) as c:
-        ceilings = recommend._ceilings(c, rows)
+        ceilings = recommend.ceilings(c, rows)
     # the servers' own maxima (pg_settings); pgeval's bq.candidates has none
     assert ceilings == {"diskann.query_rescore": 1000.0, "hnsw.ef_search": 1000.0}
     at_max, below, own = (recommend._higher(r, ceilings) for r in rows)

@@ -82,8 +82,8 @@ def _name(row: dict[str, Any]) -> str:
 
 def pick(ok: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
     """The lowest p95; among those within its noise (the fastest's p95 spread over repetitions,
-    or p95 intervals that overlap), the smallest index. Returns (chosen, whether the tie rule
-    chose it)."""
+    or p95 intervals that overlap), the least work: an index the table has (nothing to build),
+    then the smallest index. Returns (chosen, whether the tie rule chose it)."""
     fastest = min(ok, key=lambda r: (r["p95_ms"], r["index_bytes"] or 0))
     spread = fastest["p95_sd"] or 0.0
     tied = [
@@ -92,7 +92,7 @@ def pick(ok: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
         if r["p95_ms"] - fastest["p95_ms"] <= max(spread, r["p95_sd"] or 0.0)
         or _overlap(fastest, r)
     ]
-    chosen = min(tied, key=lambda r: (r["index_bytes"] or 0, r["p95_ms"]))
+    chosen = min(tied, key=lambda r: (not r.get("in_place"), r["index_bytes"] or 0, r["p95_ms"]))
     return chosen, chosen is not fastest
 
 
@@ -127,8 +127,12 @@ def choose(
         f"{_name(chosen)} reaches {goal}{_worst(chosen)} at p95 "
         f"{chosen['p95_ms']:.3f} ms, index {chosen['index_bytes'] / MB:.1f} MB: "
         + (
-            "its p95 is within the noise of the fastest's (spread or 95 % interval) and its "
-            "index is the smallest"
+            "its p95 is within the noise of the fastest's (spread or 95 % interval) and "
+            + (
+                "it is the index your table has (nothing to build)"
+                if chosen.get("in_place")
+                else "its index is the smallest"
+            )
             if by_tie
             else "the lowest p95"
         )

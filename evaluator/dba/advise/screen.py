@@ -100,15 +100,17 @@ def in_full(
     return [{**r, "measured_on": "table"} for r in out if r is not None]
 
 
-def gap(row: dict[str, Any], screened: dict[str, Any], find: str, rows: int, on: str) -> str:
+def gap(
+    row: dict[str, Any], screened: dict[str, Any], find: str, rows: int, on: str, goal: float
+) -> str:
     """``on 50,000 rows ef_search 15 reached 0.95; the table needs 40``."""
     short = find.split(".", 1)[-1]
     was = screened["setting"].get(find)
     now = row["setting"].get(find)
     said = (
-        f"on {rows:,} rows {short} {was} reached the target"
+        f"on {rows:,} rows {short} {was} reached {goal:g}"
         if screened.get("reached")
-        else f"on {rows:,} rows no {short} up to {was} reached the target"
+        else f"on {rows:,} rows no {short} up to {was} reached {goal:g}"
     )
     if row.get("reached"):
         return f"{said}; {on} needs {now}"
@@ -156,8 +158,8 @@ def screened(
     result = measured.result
     budgets = recommend.budgets(cfg)
     placed = {i for i, d in enumerate(plan) if d.in_place}
+    measured.total = len(placed) + len(plan) + 1  # (the one full build, if any)
     table = {i: {**measured.one(plan[i], cfg.target), "measured_where": "table"} for i in placed}
-    measured.total = len(plan) + len(placed) + 1
     with sample.copy(database, cfg.target, size, column, held) as s:
         on_sample = measured.all(plan, s.target)
     result.screened_on = s.rows
@@ -205,7 +207,7 @@ def screened(
             assert row is not None
             on = "the table" if row["measured_where"] == "table" else f"the {row['measured_where']}"
             row["screened"] = screen
-            row["gap"] = gap(row, on_sample[i], d.find, s.rows, on)
+            row["gap"] = gap(row, on_sample[i], d.find, s.rows, on, cfg.target_recall)
             out.append({**row, "measured_on": "table"})
             continue
         out.append(
