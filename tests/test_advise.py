@@ -326,7 +326,7 @@ def test_a_find_stopped_at_the_server_maximum_does_not_say_raise_find_max(kb, da
         {"setting": {"bq.candidates": 5000, "hnsw.iterative_scan": "strict_order"}},
     ]
     with database.connect(results=False, autocommit=True) as c:
-        ceilings = recommend._ceilings(c, rows)
+        ceilings = recommend.ceilings(c, rows)
     # the servers' own maxima (pg_settings); pgeval's bq.candidates has none
     assert ceilings == {"diskann.query_rescore": 1000.0, "hnsw.ef_search": 1000.0}
     at_max, below, own = (recommend._higher(r, ceilings) for r in rows)
@@ -445,8 +445,9 @@ def test_sweep_find_under_builds(kb, pgeval, conn):
 
 def test_sample_rows_screens_then_confirms_on_the_table(kb, pgeval, conn):
     """--sample-rows: every design screened on 1,000 of the 3,000 rows (its own stored target,
-    ground truth on those rows), the best confirmed on the whole table: the confirmed rows are the
-    full table's stored sweep points, and the output says so."""
+    ground truth on those rows); no index in place, so the best screened is built in full (one at
+    most): its row is the full table's stored sweep point; every other design is dropped, saying
+    why, its figures labelled the sample's, and the output says so."""
     _, path, _ = kb
     args = ["advise", "--target", TARGET, "--queries-file", str(path), "--set", SMALL[0]]
     args += ["--designs", "hnsw,hnsw-halfvec,ivfflat", "--target-recall", "0.9"]
@@ -454,10 +455,27 @@ def test_sample_rows_screens_then_confirms_on_the_table(kb, pgeval, conn):
     assert code == 0, err
     d = json.loads(out)
     assert d["screened_on"] == 1000 and d["confirmed_on"] == "full"
-    assert d["screen"] == {"target": f"{TARGET}~sample1000", "rows": 1000, "table_rows": N}
+    assert d["screen"] == {
+        "target": f"{TARGET}~sample1000",
+        "rows": 1000,
+        "table_rows": N,
+        "held_out": 0,  # (queries from a file: no row of the table to hold out)
+        "samples": 1,
+    }
     confirmed = [r for r in d["designs"] if r["measured_on"] == "table"]
     screened = [r for r in d["designs"] if r["measured_on"] == "sample"]
-    assert 1 <= len(confirmed) <= 2 and len(confirmed) + len(screened) == 3
+    assert len(confirmed) == 1 and len(confirmed) + len(screened) == 3
+    assert d["anchor"] is None and d["full_build"]["design"] == d["confirmed"][0]
+    # every design not built in full is dropped, and why; its figures are the sample's
+    assert sorted(x["design"] for x in d["dropped"]) == sorted(
+        f"{r['design']} {','.join(f'{k}={v}' for k, v in r['build'].items())}" for r in screened
+    )
+    for r in screened:
+        assert r["dropped"] and r["on_table"] == "measure it after building"
+        assert r["measured_where"].startswith("scratch copy of 1,000 rows (a sample")
+    assert confirmed[0]["gap"].startswith("on 1,000 rows ")
+    assert set(d["spent"]) == {"ground_truth", "copies", "builds", "measuring", "total"}
+    assert d["spent"]["builds"] > 0 and d["stored"] is False
     assert d["confirmed"] == [
         f"{r['design']} {','.join(f'{k}={v}' for k, v in r['build'].items())}" for r in confirmed
     ]
@@ -484,16 +502,18 @@ def test_sample_rows_screens_then_confirms_on_the_table(kb, pgeval, conn):
     # row's figures are wide, which varies with the builds' numbers
     code, out, err = pgeval(*args, "--sample-rows", "1000", "--wide")
     assert code == 0, err
-    assert f"screened on 1000 of {N} rows (target {TARGET}~sample1000)" in out
-    assert "confirmed on the full table: " + ", ".join(d["confirmed"]) in out
-    assert "measured_on" in out and " sample " in out and " table " in out
+    assert f"screened on a sample of 1,000 of {N:,} rows (target {TARGET}~sample1000)" in out
+    assert "built in full: " + ", ".join(d["confirmed"]) in out
+    assert "not built in full" in out and all(x["why"] in out for x in d["dropped"])
+    assert "measured_on" in out and " sample 1,000 " in out and " table " in out
+    assert "stored: nothing built or measured" in out  # (the first run stored every point)
     assert scratch_schemas(conn) == []
     # a rerun draws the same sample: the screening and the confirmation are stored
     code, out, err = pgeval(*args, "--sample-rows", "1000", "--format", "json")
     assert code == 0, err
     again = json.loads(out)
     assert [r["measured"] for r in again["designs"]] == [0, 0, 0]
-    assert again["confirmed"] == d["confirmed"]
+    assert again["confirmed"] == d["confirmed"] and again["stored"] is True
 
 
 @pytest.mark.parametrize("role", ["advise_app", "App Role"])

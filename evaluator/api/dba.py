@@ -145,6 +145,7 @@ class DbaMethods:
         group_by: str | None = ADVISE_DEFAULTS.group_by,
         max_groups: int = ADVISE_DEFAULTS.max_groups,
         sample_rows: int | None = ADVISE_DEFAULTS.sample_rows,
+        confirm_on_table: bool = ADVISE_DEFAULTS.confirm_on_table,
         role: str | None = ADVISE_DEFAULTS.role,
         low_end: bool = ADVISE_DEFAULTS.low_end,
         plot: str | Path | None = None,
@@ -160,8 +161,10 @@ class DbaMethods:
         ``report`` (HTML) are written when given. ``group_by`` (default: the target's own;
         ``""``: the whole table): every design measured per group (at most ``max_groups``), a
         design meets the target only where every group does, its worst group beside it.
-        ``sample_rows``: every design screened on that many rows, the best confirmed on the
-        table. ``role``: the settings as ``ALTER ROLE role IN DATABASE ...``. ``low_end``: each design
+        ``sample_rows``: every design screened on that many rows (default: a sample advise
+        sizes, on a table of more than 100,000 rows), the design the table has measured in
+        place, at most one other built in full (``confirm_on_table``: CONCURRENTLY on the
+        table, measured there). ``role``: the settings as ``ALTER ROLE role IN DATABASE ...``. ``low_end``: each design
         at the upper end of its setting's 95 % interval (ungrouped designs). Returns an
         AdviseResult; ``as_dict()`` is what ``--format json`` prints. The defaults are
         ``evaluator.dba.advise.config.ADVISE_DEFAULTS``, the command's."""
@@ -196,6 +199,7 @@ class DbaMethods:
             group_by=group_by,
             max_groups=max_groups,
             sample_rows=sample_rows,
+            confirm_on_table=confirm_on_table,
             role=role,
             low_end=low_end,
         )

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..dba.advise.config import ADVISE_DEFAULTS
+    from ..dba.advise.report import flow_lines as advise_flow_lines
     from ..dba.advise.report import rows as advise_rows
     from ..dba.fingerprint import short_hash
     from ..dba.sweep.configure import SWEEP_DEFAULTS
@@ -53,6 +54,7 @@ _SOURCES = {
     "DEFAULT_RULES": ("reporting.gate", "DEFAULT_RULES"),
     "LEVELS_NOTE": ("reporting.common", "LEVELS_NOTE"),
     "advise_rows": ("dba.advise.report", "rows"),
+    "advise_flow_lines": ("dba.advise.report", "flow_lines"),
     "PIPELINE_DEFAULTS": ("run.configure", "PIPELINE_DEFAULTS"),
     "SAMPLED_BIAS": ("testset.query_source", "SAMPLED_BIAS"),
     "SWEEP_DEFAULTS": ("dba.sweep.configure", "SWEEP_DEFAULTS"),
@@ -81,6 +83,7 @@ __all__ = [
     "DEFAULT_RULES",
     "LEVELS_NOTE",
     "advise_rows",
+    "advise_flow_lines",
     "PIPELINE_DEFAULTS",
     "SAMPLED_BIAS",
     "SWEEP_DEFAULTS",

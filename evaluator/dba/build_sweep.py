@@ -35,7 +35,7 @@ from psycopg import sql
 
 from ..core.db import Database
 from ..core.errors import DatabaseError, InputError, first_line, param
-from . import health
+from . import health, spent
 
 SCRATCH_PREFIX = "pgeval_scratch_"
 SCRATCH_TABLE = "kb"
@@ -118,6 +118,10 @@ def sized_memory(rows: int, dimension: int | None, vector_type: str, options: di
 
 
 SPILL_MARK = "no longer fits into maintenance_work_mem"
+# access methods built without parallel maintenance workers: a DiskANN build with them took about
+# twice the CPU time at 200,000 x 384 on a 2-core machine (issue "advise on a million rows in
+# minutes"); the DDL advise prints carries the same SET (build_settings)
+SERIAL_BUILDS = ("diskann",)
 
 
 def _first_line(exc: Any) -> str:
@@ -202,7 +206,8 @@ class Scratch:
             signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             self.conn = self.database.connect(results=False, autocommit=True)
-            self._create_copy()
+            with spent.charge("copies"):
+                self._create_copy()
         except BaseException:
             self.close()
             raise
@@ -320,6 +325,8 @@ class Scratch:
             if msg not in self.warnings:
                 self.warnings.append(msg)
         in_force = c.execute("SELECT current_setting('maintenance_work_mem')").fetchone()[0]
+        if method in SERIAL_BUILDS:
+            c.execute("SELECT set_config('max_parallel_maintenance_workers', '0', true)")
         if method == "hnsw":
             from .fingerprint import extensions
 
@@ -353,7 +360,7 @@ class Scratch:
             )
             self.index = None
             self._built = None
-        with c.transaction():  # the build's settings are transaction-scoped
+        with c.transaction(), spent.charge("builds"):  # the build's settings: transaction-scoped
             info = self._build_in_transaction(method, options, label, stage)
         self._built, self._info = wanted, dict(info)
         return info
@@ -434,11 +441,13 @@ class Scratch:
             (sql.Identifier(self.schema, name).as_string(c),),
         ).fetchone()[0]
         c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.schema, SCRATCH_TABLE)))
+        workers = c.execute("SELECT current_setting('max_parallel_maintenance_workers')")
         return {
             "index": name,
             "build_ms": build_ms,
             "index_bytes": int(size),
             "maintenance_work_mem": memory,
+            "max_parallel_maintenance_workers": workers.fetchone()[0],
             "spilled": bool(notices),
         }
 

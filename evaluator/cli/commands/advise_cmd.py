@@ -125,9 +125,19 @@ TABLE_WIDE_ONLY = ("±95%", "p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps", "
     type=int,
     default=None,
     metavar="N",
-    help="Screen every design on N rows of the target (drawn by md5 of the chunk id, ground "
-    "truth on those rows), then confirm the best, and the runner-up when its build is cheap, "
-    "on the whole table; the recommendation is among the confirmed.",
+    help="Screen every design on N rows of the target (drawn by md5 of the chunk id, sampled "
+    "query rows held out, ground truth on those rows); the index your table has is measured "
+    "in place, designs that cannot beat it are dropped (and said why), at most one is built "
+    "in full; the recommendation is among those measured at the table's size. [default: on a "
+    "table of more than 100,000 rows, a tenth of them, 20,000 to 100,000]",
+)
+@click.option(
+    "--confirm-on-table",
+    is_flag=True,
+    default=False,
+    help="Build the one design the screening chose CREATE INDEX CONCURRENTLY on your table "
+    "(with the SET it prints) and measure it there, instead of on a scratch copy of every "
+    "row; kept if recommended, else dropped again. [default: a scratch copy]",
 )
 @click.option(
     "--role",
@@ -187,6 +197,7 @@ def advise(
     group_by: str | None,
     max_groups: int,
     sample_rows: int | None,
+    confirm_on_table: bool,
     role: str | None,
     low_end: bool,
     plot: str | None,
@@ -245,6 +256,7 @@ def advise(
         group_by=group_by,
         max_groups=max_groups,
         sample_rows=sample_rows,
+        confirm_on_table=confirm_on_table,
         role=role,
         low_end=low_end,
         plot=plot,
@@ -292,18 +304,13 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
             f"per group of {res.group_by}: a design meets the target only if every group does "
             "(recall: its worst group's)"
         )
-    if res.screened_on is not None:
-        screen = res.screen or {}
-        echo_line(
-            f"screened on {res.screened_on} of {screen.get('table_rows')} rows (target "
-            f"{screen.get('target')}); confirmed on the full table: "
-            f"{', '.join(res.confirmed) or 'none'}"
-        )
     emit(
         vocabulary.advise_rows(res.as_dict(), short=True),
         "table",
         wide_only=TABLE_WIDE_ONLY,
     )
+    for line in vocabulary.advise_flow_lines(res.as_dict()):
+        echo_line(line)
     rec = res.recommendation
     if rec is None:
         assert res.unmet is not None  # no design met the target: the one that binds is said
@@ -314,6 +321,8 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
         echo_line(f"keep {rec['keep']} (the index your table has); set:")
     else:
         echo_line("apply on your table (the index first, then the settings):")
+        for s in rec.get("build_sql") or []:
+            echo_line(f"  {s};")
         echo_line(f"  {rec['ddl']};")
     for s in rec["settings_sql"]:
         echo_line(f"  {s};")

@@ -40,7 +40,9 @@ class AdviseConfig:
     # group_by, resolved by run_advise; "" : the whole table)
     group_by: str | None = None
     max_groups: int = 10  # target.groups.DEFAULT_MAX_GROUPS (tests/test_advise_plan.py)
-    sample_rows: int | None = None  # screen on this many rows, confirm the best on the table
+    sample_rows: int | None = None  # screen on this many rows (None: chosen by advise)
+    # the design built in full after screening: built CONCURRENTLY on the table, measured there
+    confirm_on_table: bool = False
     role: str | None = None  # settings as ALTER ROLE role IN DATABASE ... (else ALTER DATABASE)
     # a design reaches the target only where its recall's 95 % interval lies above it
     low_end: bool = False

@@ -58,12 +58,14 @@ def config(cfg: AdviseConfig, design: Design, target: str) -> SweepConfig:
     )
 
 
-def known_for(database: Any, cfg: SweepConfig) -> Known:
+def known_for(database: Any, cfg: SweepConfig, query_set: tuple[str, dict] | None = None) -> Known:
     """The query set and the data of ``cfg``'s target measured once, for several sweeps over
-    the same target and queries (advise: every design on one table or sample copy)."""
+    the same target and queries (advise: every design on one table or copy); ``query_set``:
+    the one stored already (a copy's sweeps search the table's queries, not rows of the copy)."""
     from .. import data_checksum
 
-    stored, qinfo = setup_mod.query_set(database, cfg)
+    given = query_set
+    stored, qinfo = setup_mod.query_set(database, cfg, query_set)
     with database.connect() as results, database.connect(results=False, read_only=True) as kb:
         target = setup_mod.target_of(results, cfg)
         cache = data_checksum.ChecksumCache(results, database)
@@ -71,12 +73,20 @@ def known_for(database: Any, cfg: SweepConfig) -> Known:
         kb.rollback()
         results.commit()
     query_set = None if qinfo is None else (stored.testset, qinfo)
-    return Known(query_set=query_set, data=data)
+    # a copy searched with the table's sampled rows as queries leaves them out (advise.sample)
+    return Known(query_set=query_set, data=data, held_out=given is not None)
 
 
-def known(database: Any, cfg: AdviseConfig, design: Design, target: str) -> Known:
-    """What every design's sweep on ``target`` shares, measured once: its query set and data."""
-    return known_for(database, config(cfg, design, target))
+def known(
+    database: Any,
+    cfg: AdviseConfig,
+    design: Design,
+    target: str,
+    query_set: tuple[str, dict] | None = None,
+) -> Known:
+    """What every design's sweep on ``target`` shares, measured once: its query set (given:
+    ``query_set``) and data."""
+    return known_for(database, config(cfg, design, target), query_set)
 
 
 def design_row(

@@ -82,8 +82,8 @@ def _name(row: dict[str, Any]) -> str:
 
 def pick(ok: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
     """The lowest p95; among those within its noise (the fastest's p95 spread over repetitions,
-    or p95 intervals that overlap), the smallest index. Returns (chosen, whether the tie rule
-    chose it)."""
+    or p95 intervals that overlap), the least work: an index the table has (nothing to build),
+    then the smallest index. Returns (chosen, whether the tie rule chose it)."""
     fastest = min(ok, key=lambda r: (r["p95_ms"], r["index_bytes"] or 0))
     spread = fastest["p95_sd"] or 0.0
     tied = [
@@ -92,7 +92,7 @@ def pick(ok: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
         if r["p95_ms"] - fastest["p95_ms"] <= max(spread, r["p95_sd"] or 0.0)
         or _overlap(fastest, r)
     ]
-    chosen = min(tied, key=lambda r: (r["index_bytes"] or 0, r["p95_ms"]))
+    chosen = min(tied, key=lambda r: (not r.get("in_place"), r["index_bytes"] or 0, r["p95_ms"]))
     return chosen, chosen is not fastest
 
 
@@ -120,15 +120,19 @@ def choose(
         " at the upper end of its setting's 95 % interval" if cfg.low_end and not group else ""
     )
     if not ok:
-        return None, _unmet(rows, reaching, cfg, goal, _ceilings(kb, rows))
+        return None, _unmet(rows, reaching, cfg, goal, ceilings(kb, rows))
     chosen, by_tie = pick(ok)
     others = sorted((r for r in ok if r is not chosen), key=lambda r: r["p95_ms"])
     why = (
         f"{_name(chosen)} reaches {goal}{_worst(chosen)} at p95 "
         f"{chosen['p95_ms']:.3f} ms, index {chosen['index_bytes'] / MB:.1f} MB: "
         + (
-            "its p95 is within the noise of the fastest's (spread or 95 % interval) and its "
-            "index is the smallest"
+            "its p95 is within the noise of the fastest's (spread or 95 % interval) and "
+            + (
+                "it is the index your table has (nothing to build)"
+                if chosen.get("in_place")
+                else "its index is the smallest"
+            )
             if by_tie
             else "the lowest p95"
         )
@@ -173,8 +177,18 @@ def choose(
         "in_place": (chosen.get("in_place") or {}).get("name"),
         **stmts,
         **placed,
+        # the SET the index was built with, printed before its DDL (none: nothing to build)
+        "build_sql": [] if placed["keep"] is not None else _build_sets(chosen),
         "why": why,
     }, None
+
+
+def _build_sets(row: dict[str, Any]) -> list[str]:
+    from ...stages import registry
+    from .confirm import build_sets
+
+    method = registry.KINDS[row["design"]].index_method or ""
+    return build_sets(method, row.get("maintenance_work_mem"))
 
 
 def _interval(row: dict[str, Any]) -> str:
@@ -222,7 +236,7 @@ def _pct(value: float, base: float) -> str:
     return f"{(value - base) / base * 100:+.0f}%"
 
 
-def _ceilings(kb: Any, rows: list[dict[str, Any]]) -> dict[str, float]:
+def ceilings(kb: Any, rows: list[dict[str, Any]]) -> dict[str, float]:
     """The server's maximum of each setting a find searched (``pg_settings.max_val``; pgeval's
     own, ``bq.candidates``, has none): a find that stopped there cannot go higher."""
     from ...stages import gucs

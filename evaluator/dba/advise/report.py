@@ -43,8 +43,8 @@ def rows(result: dict[str, Any], *, short: bool = False) -> list[dict[str, Any]]
             row["worst_group"] = worst.get("group")
             row["worst_rows"] = worst.get("rows")
             row["worst_recall"] = worst.get("recall")
-        if result.get("screened_on") is not None:
-            row["measured_on"] = r.get("measured_on")
+        if result.get("screened_on") is not None or result.get("held_out"):
+            row["measured_on"] = where_short(r)
         if any(d.get("in_place") for d in result["designs"]):
             row["in_place"] = (r.get("in_place") or {}).get("name")
         if short:  # one verdict column: what a table at 80 columns keeps beside the names
@@ -63,6 +63,77 @@ def verdict(design: dict[str, Any]) -> str:
     if design["over_budget"]:
         words.append("over " + ", ".join(design["over_budget"]))
     return ", ".join(words) or "meets"
+
+
+def where_short(row: dict[str, Any]) -> str:
+    """Where a row was measured, in a table cell: ``table``, ``sample 20,000``, ``copy 999,700``
+    (a scratch copy of every row but the held-out ones)."""
+    if row.get("measured_on") == "sample":
+        rows = (row.get("screened") or {}).get("rows")
+        text = str(row.get("measured_where") or "")
+        return "sample " + (text.split(" rows", 1)[0].rsplit(" ", 1)[-1] if text else str(rows))
+    text = str(row.get("measured_where") or "table")
+    if text == "table":
+        return "table"
+    return "copy " + text.split(" rows", 1)[0].rsplit(" ", 1)[-1]
+
+
+def flow_lines(result: dict[str, Any]) -> list[str]:
+    """The screening in words: where each figure was measured, the anchor's gap between the
+    sample and the table, the designs not built in full and why, what advise did to the table,
+    and where the time went (or "stored")."""
+    out = []
+    screen = result.get("screen") or {}
+    if result.get("screened_on") is not None:
+        held = screen.get("held_out") or 0
+        out.append(
+            f"screened on a sample of {result['screened_on']:,} of {screen.get('table_rows'):,} "
+            f"rows (target {screen.get('target')}"
+            + (f", {held:,} sampled query rows held out" if held else "")
+            + "); built in full: "
+            + (", ".join(result.get("confirmed") or []) or "none")
+        )
+    if result.get("anchor"):
+        out.append(f"the index your table has: {result['anchor']}, measured in place on the table")
+    for r in result["designs"]:
+        if r.get("gap"):
+            out.append(f"  {r['design']} {_build(r)}: {r['gap']}")
+    dropped = result.get("dropped") or []
+    if dropped:
+        out.append(
+            "not built in full (their sample figures are not the table's; on the table: "
+            "measure it after building):"
+        )
+        out.extend(f"  {d['design']}: {d['why']}" for d in dropped)
+    full = result.get("full_build")
+    if full and full.get("build_s") is not None:
+        est = full.get("estimated_build_s")
+        out.append(
+            f"built in full: {full['design']} on the {full.get('on')} ({full.get('rows'):,} rows) "
+            f"in {full['build_s']:.0f} s"
+            + ("" if est is None else f" (estimated from the sample's build rate: {est:.0f} s)")
+        )
+    out.extend(result.get("notes") or [])
+    out.append(time_line(result))
+    return out
+
+
+def time_line(result: dict[str, Any]) -> str:
+    t = result.get("spent") or {}
+    if result.get("stored"):
+        return (
+            f"stored: nothing built or measured, every figure read back from its stored sweep "
+            f"({t.get('total', 0):.1f} s)"
+        )
+    return (
+        f"time: {t.get('total', 0):.0f} s: ground truth {t.get('ground_truth', 0):.0f} s, "
+        f"copies {t.get('copies', 0):.0f} s, builds {t.get('builds', 0):.0f} s, measuring "
+        f"{t.get('measuring', 0):.0f} s"
+    )
+
+
+def _build(r: dict[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in r["build"].items())
 
 
 def render(result: dict[str, Any]) -> str:
@@ -96,10 +167,11 @@ def render(result: dict[str, Any]) -> str:
         )
         facts.append(
             (
-                "confirmed on",
-                f"the full table: {', '.join(result.get('confirmed') or []) or 'none'}",
+                "built in full",
+                f"{', '.join(result.get('confirmed') or []) or 'none'}",
             )
         )
+    facts.append(("time", time_line(result)))
     parts = [
         f"<h1>{escape(title)}</h1>",
         '<dl class="facts">'
@@ -108,7 +180,11 @@ def render(result: dict[str, Any]) -> str:
     ]
     rec = result.get("recommendation")
     if rec:
-        ddl = [] if rec.get("keep") else [rec["ddl"] + ";"]
+        ddl = (
+            []
+            if rec.get("keep")
+            else [*(s + ";" for s in rec.get("build_sql") or []), rec["ddl"] + ";"]
+        )
         statements = "\n".join([*ddl, *(s + ";" for s in rec["settings_sql"])])
         how = (
             f"Keep {rec['keep']} (the index your table has); set:"

@@ -1,13 +1,17 @@
-"""Run an advise: one stored sweep per design x build (``sweep --build ... --find ...``: the index
-built on a scratch copy, dropped afterwards), read back from the sweep's own rows
+"""Run an advise: one stored sweep per design x build, read back from the sweep's own rows
 (:mod:`.measure`), then the recommendation (:mod:`.recommend`). A rerun reuses every stored point
-and builds nothing that is not missing.
+and builds nothing that is not missing ("stored").
+
+The flow (:mod:`.screen`): a design the table has is measured in place (the anchor); on a
+table of more than ``screen.SCREEN_ABOVE`` rows (or with ``sample_rows``) every design is
+screened on a sample, the others pruned (:mod:`.prune`) and at most one built in full; on a
+smaller table every design is measured at the table's size. Builds are on copies without the
+sampled query rows (:mod:`.sample`).
 
 - ``group_by``: every design measured per group (one index over every group, one sweep per
   group); a design meets the target only where every group does.
-- ``sample_rows``: every design screened on a sample of the target (:mod:`.sample`), the best
-  (and a cheap runner-up) confirmed on the whole table; the recommendation is among the
-  confirmed."""
+- ``confirm_on_table``: the design built in full is built CONCURRENTLY on the table
+  (:mod:`.confirm`)."""
 
 from __future__ import annotations
 
@@ -18,8 +22,8 @@ from typing import Any
 
 from ...core.errors import InputError, param
 from ...core.warnings_once import once
-from .. import build_sweep
-from . import inplace, margin, measure, recommend, sample
+from .. import build_sweep, spent
+from . import confirm, inplace, margin, measure, recommend, sample, screen
 from .plan import AdviseConfig, Design, designs, supported
 
 OnDesign = Callable[[int, int, Design, "float | None"], None] | None
@@ -42,8 +46,15 @@ class AdviseResult:
     group_by: str | None = None  # every design measured per group of this column
     screened_on: int | None = None  # --sample-rows: the rows every design was screened on
     screen: dict[str, Any] | None = None  # the sample's target, rows, the table's rows
-    confirmed: list[str] = field(default_factory=list)  # designs measured on the whole table
+    confirmed: list[str] = field(default_factory=list)  # designs built in full after screening
     low_end: bool = False  # each design at its setting interval's upper end (ungrouped)
+    anchor: str | None = None  # the design the table has, measured in place (screening)
+    dropped: list[dict[str, Any]] = field(default_factory=list)  # {design, why}: not built in full
+    full_build: dict[str, Any] | None = None  # the one design built in full after screening
+    held_out: int = 0  # sampled query rows left out of the full copy
+    spent: dict[str, float] = field(default_factory=dict)  # seconds: ground truth, copies, ...
+    stored: bool = False  # nothing built or measured: every figure read back as stored
+    notes: list[str] = field(default_factory=list)  # what advise did to the table, in words
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -60,6 +71,13 @@ class AdviseResult:
             "confirmed_on": "full" if self.screened_on is not None else None,
             "screen": self.screen,
             "confirmed": self.confirmed,
+            "anchor": self.anchor,
+            "dropped": self.dropped,
+            "full_build": self.full_build,
+            "held_out": self.held_out,
+            "spent": self.spent,
+            "stored": self.stored,
+            "notes": self.notes,
             "skipped": self.skipped,
             "designs": self.designs,
             "recommendation": self.recommendation,
@@ -110,12 +128,41 @@ def run_advise(
     warn = once(result.warnings, on_warning)
 
     measured = _Measure(database, cfg, column, warn, on_design, on_find, result)
-    with build_sweep.shared():  # one scratch copy for every design; dropped at the end
-        if cfg.sample_rows is None:
-            result.designs = measured.all(plan, cfg.target)
-        else:
-            _screen_and_confirm(database, cfg, plan, column, measured, result)
-    margin.attach(database, result.designs, cfg.k)
+    t0 = time.monotonic()
+    with spent.ledger() as book:
+        with build_sweep.shared():  # one scratch copy per source; dropped at the end
+            _flow(database, cfg, plan, column, measured)
+        margin.attach(database, result.designs, cfg.k)
+        _recommend(database, cfg, target, column, result, warn)
+    result.spent = spent.split(book, time.monotonic() - t0)
+    result.stored = book["builds"] == 0 and all(not r.get("measured") for r in result.designs)
+    return result
+
+
+def _flow(
+    database: Any, cfg: AdviseConfig, plan: list[Design], column: str | None, measured: _Measure
+) -> None:
+    """Every design measured (in place, in full) or screened and pruned (:mod:`.screen`)."""
+    rows = screen.table_rows(database, cfg.target)
+    qs = measured.query_set(plan[0]) if plan else None
+    held = () if qs is None else sample.held_out_ids(database, *qs)
+    size = screen.sample_size(rows, cfg.sample_rows)
+    if size is None:
+        measured.result.designs = screen.in_full(database, cfg, plan, column, measured, held, rows)
+    else:
+        measured.result.designs = screen.screened(
+            database, cfg, plan, column, measured, held, rows, size
+        )
+
+
+def _recommend(
+    database: Any,
+    cfg: AdviseConfig,
+    target: Any,
+    column: str | None,
+    result: AdviseResult,
+    warn: measure.Warn,
+) -> None:
     with database.connect(results=False, autocommit=True) as kb:
         context = recommend.server_context(kb, target, cfg)
         for row in result.designs:
@@ -124,11 +171,13 @@ def run_advise(
         result.recommendation, result.unmet = recommend.choose(
             kb, target, eligible, cfg, group=column
         )
+    said = confirm.drop_unless_chosen(database, cfg, result.designs, result.recommendation)
+    if said:
+        result.notes.append(said)
     if result.recommendation is not None:
         wide = margin.warning(result.recommendation, cfg.k, cfg.target_recall)
         if wide:
             warn(wide)
-    return result
 
 
 class _Measure:
@@ -157,12 +206,14 @@ class _Measure:
         self.total = max(self.total, self.done + len(plan))
         return [self.one(d, target) for d in plan]
 
-    def one(self, design: Design, target: str) -> dict[str, Any]:
+    def one(self, design: Design, target: str, eta: float | None = None) -> dict[str, Any]:
+        """One design measured on ``target``; ``eta``: the seconds it is expected to take (a
+        full build's, from the sample's build rate), else the designs' average so far."""
         if self.on_design:
-            left = None
-            if self.spent:
-                left = sum(self.spent) / len(self.spent) * (self.total - self.done)
-            self.on_design(self.done + 1, self.total, design, left)
+            left = eta
+            if left is None and self.spent:
+                left = sum(self.spent) / len(self.spent) * max(self.total - self.done, 1)
+            self.on_design(self.done + 1, max(self.total, self.done + 1), design, left)
         t0 = time.monotonic()
         known = self._known(design, target)
         row, res = measure.design_row(
@@ -177,44 +228,20 @@ class _Measure:
         return row
 
     def _known(self, design: Design, target: str) -> measure.Known:
+        """The target's query set and data; a copy's sweeps search the table's query set."""
         if self.column is not None:
             return measure.NOTHING_KNOWN
         if target not in self.known:
-            self.known[target] = measure.known(self.database, self.cfg, design, target)
+            table = None if target == self.cfg.target else self.query_set(design)
+            self.known[target] = measure.known(self.database, self.cfg, design, target, table)
         return self.known[target]
 
-
-def _screen_and_confirm(
-    database: Any,
-    cfg: AdviseConfig,
-    plan: list[Design],
-    column: str | None,
-    measured: _Measure,
-    result: AdviseResult,
-) -> None:
-    """Every design on the sample; the best (and a cheap runner-up) again on the whole table.
-    The confirmed designs' rows are the table's figures (their screening beside them)."""
-    assert cfg.sample_rows is not None
-    measured.total = len(plan) + 2
-    with sample.copy(database, cfg.target, cfg.sample_rows, column) as sampled:
-        screened = measured.all(plan, sampled.target)
-    result.screened_on = sampled.rows
-    result.screen = {"target": sampled.target, "rows": sampled.rows, "table_rows": sampled.of}
-    scale = sampled.of / max(sampled.rows, 1)
-    picked = sample.to_confirm(screened, scale, recommend.budgets(cfg))
-    measured.total = len(plan) + len(picked)
-    rows = []
-    for i, (design, screen) in enumerate(zip(plan, screened)):
-        if i not in picked:
-            rows.append({**screen, "measured_on": "sample"})
-            continue
-        row = measured.one(design, cfg.target)
-        keep = ("setting", "recall", "p95_ms", "index_bytes", "build_ms", "reached", "sweep")
-        row["screened"] = {k: screen[k] for k in keep}
-        row["measured_on"] = "table"
-        result.confirmed.append(design.label)
-        rows.append(row)
-    result.designs = rows
+    def query_set(self, design: Design) -> tuple[str, dict] | None:
+        """The table's query set (its stored name, its source's record); None: grouped (each
+        group's own) or a graded test set."""
+        if self.column is not None:
+            return None
+        return self._known(design, self.cfg.target).query_set
 
 
 def _check(cfg: AdviseConfig) -> None:

@@ -1,15 +1,20 @@
-"""``advise --sample-rows N``: screen every design on N rows of the target, then confirm the best
-(and the runner-up when its build is cheap) on the whole table.
+"""The copies advise builds on (docs/advise.md, "A large table"): a *sample* of N rows of the
+target, every design screened on it, and the *held-out copy*, every row, that a design chosen
+by the screening is built on in full.
 
-The sample is a copy of N of the target's rows (its filters applied; the group column too when
-grouping), drawn in the order of ``md5`` of the chunk id: the same rows on every run, so that a
-rerun finds its screening sweeps stored. It lives in a scratch schema whose name is derived from
-the target and N (dropped when the advise ends, also on Ctrl-C and on error) and is searched
-through a stored target ``<target>~sample<N>``, the one the screening sweeps name: exact search,
-ground truth and every build of the screening are on the sample."""
+A sample is N of the target's rows (its filters applied; the group column too when grouping,
+with the indexes the table serves that column with), drawn in the order of ``md5`` of the chunk
+id: the same rows on every run, so that a rerun finds its screening sweeps stored. Either copy
+leaves out the ``held_out`` rows (the chunk ids of sampled queries: :func:`held_out_ids`), so
+that the sampled query rows are true held-out queries there: not nodes of the index built on
+the copy, and not in its exact answer (its ground truth is the copy's own). A copy lives in a
+scratch schema whose name is derived from the target, N and the rows held out (dropped when
+the advise ends, also on Ctrl-C and on error) and is searched through a stored target
+``<target>~sample<N>`` (``<target>~heldout`` for every row), the one its sweeps name."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -19,46 +24,73 @@ from psycopg import sql
 
 from ...core.canonical import sha256_hex
 from ...core.errors import InputError, param
+from ...core.ids import as_text
 from .. import build_sweep
-
-# the runner-up is confirmed too when its build on the sample took at most this many times the
-# best's: confirming it costs about as much again, and the recommendation then has a runner-up
-# measured on the table
-CHEAP_RUNNER_UP = 2.0
 
 
 @dataclass(frozen=True)
 class Sample:
-    target: str  # the stored target over the sample
-    rows: int  # rows in the sample
+    target: str  # the stored target over the copy
+    rows: int  # rows in the copy
     of: int  # rows of the target
+    held_out: int = 0  # rows of the target left out (sampled query rows)
+    seconds: float = 0.0  # the copy's time (0: none made)
 
 
-def name_for(target: str, rows: int) -> str:
-    return f"{target}~sample{rows}"
+def name_for(target: str, rows: int | None) -> str:
+    return f"{target}~heldout" if rows is None else f"{target}~sample{rows}"
 
 
-def _schema(target: Any, rows: int) -> str:
-    key = sha256_hex({"table": target.qualified(), "target": target.name, "rows": rows})[:10]
-    return f"{build_sweep.SCRATCH_PREFIX}sample_{key}"
+def _schema(target: Any, rows: int | None, held_out: tuple[str, ...]) -> str:
+    what = {"table": target.qualified(), "target": target.name, "rows": rows}
+    if held_out:
+        what["held_out"] = sha256_hex(sorted(held_out))
+    key = sha256_hex(what)[:10]
+    return f"{build_sweep.SCRATCH_PREFIX}{'sample' if rows else 'heldout'}_{key}"
+
+
+def held_out_ids(database: Any, testset: str, qinfo: dict | None) -> tuple[str, ...]:
+    """The chunk ids a copy leaves out: those of a query set of sampled rows (its query ids are
+    the chunk ids), none for other queries (a file's, --queries-sql's, a test set's)."""
+    if not qinfo or not qinfo.get("own_chunk_removed"):
+        return ()
+    with database.connect() as conn:
+        ids = conn.execute(
+            "SELECT q.query_id FROM pgeval.query q JOIN pgeval.testset t USING (testset_id) "
+            "WHERE t.name = %s ORDER BY q.position",
+            (testset,),
+        ).fetchall()
+        conn.rollback()
+    return tuple(str(r[0]) for r in ids)
 
 
 @contextmanager
-def copy(database: Any, target_name: str, rows: int, column: str | None) -> Iterator[Sample]:
-    """The sample of ``rows`` rows of target ``target_name`` and a stored target over it."""
+def copy(
+    database: Any,
+    target_name: str,
+    rows: int | None,
+    column: str | None,
+    held_out: tuple[str, ...] = (),
+) -> Iterator[Sample]:
+    """The copy of ``rows`` rows (None: every row) of target ``target_name``, without the
+    ``held_out`` chunk ids, and a stored target over it."""
     from ...target import targets
+    from .. import spent
 
-    if rows < 1:
+    if rows is not None and rows < 1:
         raise InputError(
             f"{param('sample_rows')} must be >= 1, got {rows}", field=param("sample_rows")
         )
     with database.connect() as conn:
         source = targets.load(conn, target_name)
-    schema = _schema(source, rows)
+    schema = _schema(source, rows, held_out)
     build_sweep.LIVE.add(schema)
     try:
-        with database.connect(results=False, autocommit=True) as c:
-            total = _create(c, source, schema, rows, column)
+        t0 = time.perf_counter()
+        with database.connect(results=False, autocommit=True) as c, spent.charge("copies"):
+            total, made = _create(c, source, schema, rows, column, held_out)
+            held = _held(c, source, held_out)
+        seconds = time.perf_counter() - t0
         sampled = replace(
             source,
             name=name_for(target_name, rows),
@@ -73,7 +105,7 @@ def copy(database: Any, target_name: str, rows: int, column: str | None) -> Iter
         with database.connect() as conn:
             targets.save(conn, sampled, replace=True)
             conn.commit()
-        yield Sample(sampled.name, min(rows, total), total)
+        yield Sample(sampled.name, made, total, held, seconds)
     finally:
         try:
             with database.connect(results=False, autocommit=True) as c:
@@ -84,18 +116,34 @@ def copy(database: Any, target_name: str, rows: int, column: str | None) -> Iter
             build_sweep.LIVE.discard(schema)
 
 
-def _create(c: Any, source: Any, schema: str, rows: int, column: str | None) -> int:
-    """Create the sample table; return the target's row count."""
+def _create(
+    c: Any,
+    source: Any,
+    schema: str,
+    rows: int | None,
+    column: str | None,
+    held_out: tuple[str, ...],
+) -> tuple[int, int]:
+    """Create the copy; return (the target's row count, the copy's)."""
     where, params = source.where()
+    if held_out:
+        keep = sql.SQL("{} <> ALL(%s)").format(as_text(sql.Identifier(source.id_column)))
+        glue = sql.SQL(" AND ") if where.as_string(c) else sql.SQL(" WHERE ")
+        where, params = sql.SQL("{}{}{}").format(where, glue, keep), [*params, list(held_out)]
     c.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
     c.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
     extra: sql.Composable = sql.SQL("")
     if column and column not in (source.id_column, source.vector_column):
         extra = sql.SQL(", {}").format(sql.Identifier(column))
+    order: sql.Composable = sql.SQL("")
+    if rows is not None:
+        order = sql.SQL(" ORDER BY md5({id}::text), {id}::text LIMIT {n}").format(
+            id=sql.Identifier(source.id_column), n=sql.Literal(int(rows))
+        )
     c.execute(
         sql.SQL(
-            "CREATE TABLE {dst} AS SELECT {id} AS {id}, {vec} AS {vcol}{extra} FROM {src}{where} "
-            "ORDER BY md5({id}::text), {id}::text LIMIT {n}"
+            "CREATE TABLE {dst} AS SELECT {id} AS {id}, {vec} AS {vcol}{extra} FROM {src}{where}"
+            "{order}"
         ).format(
             dst=sql.Identifier(schema, build_sweep.SCRATCH_TABLE),
             id=sql.Identifier(source.id_column),
@@ -104,43 +152,35 @@ def _create(c: Any, source: Any, schema: str, rows: int, column: str | None) -> 
             extra=extra,
             src=source.table_sql(),
             where=where,
-            n=sql.Literal(int(rows)),
+            order=order,
         ),
         params,
     )
+    if column:  # the group filter served as the table serves it (its btree)
+        from .. import scratch_indexes
+
+        scratch_indexes.copy(c, source, schema, build_sweep.SCRATCH_TABLE, column)
     c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, build_sweep.SCRATCH_TABLE)))
-    return int(
-        c.execute(
-            sql.SQL("SELECT count(*) FROM {}{}").format(source.table_sql(), where), params
-        ).fetchone()[0]
-    )
+    made = c.execute(
+        sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, build_sweep.SCRATCH_TABLE))
+    ).fetchone()[0]
+    where, params = source.where()
+    total = c.execute(
+        sql.SQL("SELECT count(*) FROM {}{}").format(source.table_sql(), where), params
+    ).fetchone()[0]
+    return int(total), int(made)
 
 
-def to_confirm(rows: list[dict[str, Any]], scale: float, budgets: dict[str, float]) -> list[int]:
-    """Which screened designs to confirm on the table (indexes into ``rows``): the best of those
-    reaching the target on the sample within the budgets (index size and build time scaled to
-    the table by ``scale``, its rows over the sample's), by the recommendation's own rule, and
-    the runner-up when its build is cheap; when none qualifies, the one of highest recall."""
-    from .recommend import BUDGETS, pick
-
-    def within(r: dict[str, Any]) -> bool:
-        for opt, (key, _, figure) in BUDGETS.items():
-            if opt not in budgets or r[key] is None:
-                continue
-            grows = key in ("index_bytes", "build_ms")
-            if figure(r) * (scale if grows else 1.0) > budgets[opt]:
-                return False
-        return True
-
-    ok = [r for r in rows if r["reached"] and r["p95_ms"] is not None and within(r)]
-    if not ok:
-        measured = [r for r in rows if r["recall"] is not None]
-        if not measured:
-            return []
-        return [rows.index(max(measured, key=lambda r: r["recall"]))]
-    best, _ = pick(ok)
-    chosen = [rows.index(best)]
-    others = sorted((r for r in ok if r is not best), key=lambda r: r["p95_ms"])
-    if others and (others[0]["build_ms"] or 0) <= CHEAP_RUNNER_UP * (best["build_ms"] or 0):
-        chosen.append(rows.index(others[0]))
-    return chosen
+def _held(c: Any, source: Any, held_out: tuple[str, ...]) -> int:
+    """How many of the target's rows are among ``held_out``."""
+    if not held_out:
+        return 0
+    where, params = source.where()
+    glue = sql.SQL(" AND ") if where.as_string(c) else sql.SQL(" WHERE ")
+    found = c.execute(
+        sql.SQL("SELECT count(*) FROM {}{}{}{} = ANY(%s)").format(
+            source.table_sql(), where, glue, as_text(sql.Identifier(source.id_column))
+        ),
+        [*params, list(held_out)],
+    ).fetchone()[0]
+    return int(found)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ...core.canonical import canonical_json
 from ...core.warnings_once import once
 from ...stages import gucs, registry
+from .. import spent
 from . import grid, store
 from . import setup as setup_mod
 from .config import Plan, SweepConfig
@@ -43,12 +44,15 @@ class Known:
     record); ``data`` the data's fingerprint part (``dba.data_checksum.measure`` on the target,
     scoped to the group); ``incremental_ground_truth`` the stored ground truth brought up to date
     when the data changed little (dba/ground_truth_refresh.py) instead of computed again in
-    full; ``recommend`` False when the caller reads no recommendation (not computed: None)."""
+    full; ``recommend`` False when the caller reads no recommendation (not computed: None);
+    ``held_out`` True when the target is a copy without the sampled query rows (advise's): no
+    query has its own row there to drop, the ANN search fetches the application's LIMIT."""
 
     query_set: tuple[str, dict] | None = None
     data: Any = None
     incremental_ground_truth: bool = False
     recommend: bool = True
+    held_out: bool = False
 
 
 NOTHING_KNOWN = Known()
@@ -262,27 +266,33 @@ class Session:
     def ground_truth(self) -> Any:
         """The stored exact ground truth of the user's table (computed once, then reused)."""
         if self.gt is None:
-            from ...stages import ground_truth
-            from .. import ground_truth_refresh
-
             incremental = self.known.incremental_ground_truth
-            self.gt = ground_truth.ensure(
-                self.results,
-                self.kb,
-                self.target,
-                testset_hash=self.setup.ts_hash,
-                queries=self.setup.queries,
-                depth=self.plan.depth,
-                data=self.data,
-                own_chunk_removed=self.own,
-                embedder=self.setup.label,
-                settings=self.exact_settings(),
-                on_progress=self.callbacks.on_ground_truth,
-                on_warning=self.warn,
-                refresh=ground_truth_refresh.refresh if incremental else None,
-            )
+            with spent.charge("ground_truth"):
+                self.gt = self._ensure_ground_truth(incremental)
             self.result.ground_truth = self.gt.as_json()
         return self.gt
+
+    def _ensure_ground_truth(self, incremental: bool) -> Any:
+        """The exact ground truth of the sweep's target, stored or computed (charged to an
+        open :mod:`..spent` ledger as ``ground_truth``)."""
+        from ...stages import ground_truth
+        from .. import ground_truth_refresh
+
+        return ground_truth.ensure(
+            self.results,
+            self.kb,
+            self.target,
+            testset_hash=self.setup.ts_hash,
+            queries=self.setup.queries,
+            depth=self.plan.depth,
+            data=self.data,
+            own_chunk_removed=self.own,
+            embedder=self.setup.label,
+            settings=self.exact_settings(),
+            on_progress=self.callbacks.on_ground_truth,
+            on_warning=self.warn,
+            refresh=ground_truth_refresh.refresh if incremental else None,
+        )
 
     def ensure_exact(self, target: Any, rep: int) -> int:
         """The exact run of repetition ``rep``: materialised from the stored ground truth."""
@@ -414,7 +424,7 @@ def open_session(
         database.connect(results=False, read_only=not cfg.isolate_index) as kb,
     ):
         s = setup_mod.setup(results, kb, cfg, plan.stage, plan.param_axes)
-        own = bool(qinfo and qinfo["own_chunk_removed"])
+        own = bool(qinfo and qinfo["own_chunk_removed"]) and not known.held_out
         setup_mod.check_plans(results, kb, cfg, s, plan, own)  # refused before any work
         if calls.on_start:  # a find's points are not known before: its bracket's first guess
             n = len(plan.points) or 8 * len(grid.product(plan.param_axes))

@@ -1,0 +1,256 @@
+"""An advise's flow (docs/advise.md, "A large table"): the design the table has (the anchor)
+measured in place, the others screened on a sample and pruned (:mod:`.prune`), and at most one
+built in full.
+
+- A table of at most :data:`SCREEN_ABOVE` rows (and no ``--sample-rows`` below its size): every
+  design measured at the table's size, the table's indexes in place, the others built in full.
+- A larger one (or ``--sample-rows N``): every design, the anchor too, screened on one sample
+  of :func:`sample_size` rows; the anchor measured on the table, in place; of the others the one
+  the screening says can beat the anchor beyond noise (with no anchor: the best screened) built
+  in full, on the held-out copy of every row or, with ``--confirm-on-table``, on the table.
+
+Every build is on a copy without the sampled query rows (:mod:`.sample`): they are true
+held-out queries there. Every row says where it was measured (``measured_where``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from . import prune, sample
+from .plan import AdviseConfig, Design
+
+# tables up to this many rows: every design measured at the table's size (no screening)
+SCREEN_ABOVE = 100_000
+# the screening sample: a tenth of the rows, between these
+SAMPLE_MIN, SAMPLE_MAX = 20_000, 100_000
+AFTER = "measure it after building"  # a screened design's setting on the table
+
+
+def sample_size(table_rows: int, given: int | None) -> int | None:
+    """The rows every design is screened on (None: no screening, every design in full)."""
+    if given is not None:
+        return given if given < table_rows else None
+    if table_rows <= SCREEN_ABOVE:
+        return None
+    return max(SAMPLE_MIN, min(SAMPLE_MAX, table_rows // 10))
+
+
+def table_rows(database: Any, name: str) -> int:
+    from psycopg import sql
+
+    from ...target import targets
+
+    with database.connect() as conn:
+        target = targets.load(conn, name)
+    where, params = target.where()
+    with database.connect(results=False, read_only=True) as kb:
+        n = kb.execute(
+            sql.SQL("SELECT count(*) FROM {}{}").format(target.table_sql(), where), params
+        ).fetchone()[0]
+        kb.rollback()
+    return int(n)
+
+
+@contextmanager
+def full_copy(
+    database: Any, cfg: AdviseConfig, column: str | None, held: tuple[str, ...], rows: int
+) -> Iterator[sample.Sample]:
+    """Where a design is built in full: the held-out copy of every row (sampled query rows
+    left out), else the table's own rows (a scratch copy of them, as ``sweep --build``)."""
+    if not held:
+        yield sample.Sample(cfg.target, rows, rows)
+        return
+    with sample.copy(database, cfg.target, None, column, held) as full:
+        yield full
+
+
+def where(s: sample.Sample, *, screening: bool) -> str:
+    what = "a sample" if screening else "every row"
+    held = f", {s.held_out:,} sampled query rows held out" if s.held_out else ""
+    return f"scratch copy of {s.rows:,} rows ({what}{held})"
+
+
+def in_full(
+    database: Any,
+    cfg: AdviseConfig,
+    plan: list[Design],
+    column: str | None,
+    measured: Any,
+    held: tuple[str, ...],
+    rows: int,
+) -> list[dict[str, Any]]:
+    """Every design at the table's size: in place where the table has it, else built in full."""
+    out: list[dict[str, Any] | None] = [None] * len(plan)
+    measured.total = len(plan)
+    for i, d in enumerate(plan):
+        if d.in_place:
+            out[i] = {**measured.one(d, cfg.target), "measured_where": "table"}
+    built = [i for i, d in enumerate(plan) if not d.in_place]
+    if built:
+        with full_copy(database, cfg, column, held, rows) as full:
+            for i in built:
+                row = measured.one(plan[i], full.target)
+                row["measured_where"] = (
+                    "table" if row.get("in_place") else where(full, screening=False)
+                )
+                out[i] = row
+            measured.result.held_out = full.held_out
+    return [{**r, "measured_on": "table"} for r in out if r is not None]
+
+
+def gap(
+    row: dict[str, Any], screened: dict[str, Any], find: str, rows: int, on: str, goal: float
+) -> str:
+    """``on 50,000 rows ef_search 15 reached 0.95; the table needs 40``."""
+    short = find.split(".", 1)[-1]
+    was = screened["setting"].get(find)
+    now = row["setting"].get(find)
+    said = (
+        f"on {rows:,} rows {short} {was} reached {goal:g}"
+        if screened.get("reached")
+        else f"on {rows:,} rows no {short} up to {was} reached {goal:g}"
+    )
+    if row.get("reached"):
+        return f"{said}; {on} needs {now}"
+    return f"{said}; {on} reaches it at no {short} tried (the best: {now})"
+
+
+def anchor_of(
+    plan: list[Design], table: dict[int, dict[str, Any]], budgets: dict[str, float]
+) -> tuple[int | None, bool]:
+    """(the anchor: of the designs in place, the one the recommendation's rule prefers among
+    those meeting the target within the budgets on the table, else the first; whether it meets
+    them)."""
+    if not table:
+        return None, False
+    ok = [
+        i
+        for i, r in table.items()
+        if r.get("reached")
+        and r.get("p95_ms") is not None
+        and not prune.over_budgets(r, budgets, 1.0)
+    ]
+    if not ok:
+        return min(table), False
+    best, _ = prune.pick([table[i] for i in ok])
+    return next(i for i in ok if table[i] is best), True
+
+
+KEEP = ("setting", "recall", "p95_ms", "p95_low", "p95_high", "index_bytes", "build_ms")
+
+
+def screened(
+    database: Any,
+    cfg: AdviseConfig,
+    plan: list[Design],
+    column: str | None,
+    measured: Any,
+    held: tuple[str, ...],
+    rows: int,
+    size: int,
+) -> list[dict[str, Any]]:
+    """The anchor on the table, every design on a sample, at most one built in full (see the
+    module's docstring); the rows in the plan's order."""
+    from . import recommend
+
+    result = measured.result
+    budgets = recommend.budgets(cfg)
+    placed = {i for i, d in enumerate(plan) if d.in_place}
+    measured.total = len(placed) + len(plan) + 1  # (the one full build, if any)
+    table = {i: {**measured.one(plan[i], cfg.target), "measured_where": "table"} for i in placed}
+    with sample.copy(database, cfg.target, size, column, held) as s:
+        on_sample = measured.all(plan, s.target)
+    result.screened_on = s.rows
+    result.screen = {
+        "target": s.target,
+        "rows": s.rows,
+        "table_rows": s.of,
+        "held_out": s.held_out,
+        "samples": 1,
+    }
+    here = where(s, screening=True)
+    for r in on_sample:
+        r["measured_where"] = here
+    anchor, anchor_ok = anchor_of(plan, table, budgets)
+    result.anchor = None if anchor is None else plan[anchor].label
+    with database.connect(results=False, autocommit=True) as kb:
+        ceilings = recommend.ceilings(kb, on_sample)
+    chosen, result.dropped = prune.verdicts(
+        [d.label for d in plan],
+        [d.find for d in plan],
+        on_sample,
+        anchor,
+        anchor_ok,
+        rows=s.rows,
+        scale=rows / max(s.rows, 1),
+        budgets=budgets,
+        ceilings=ceilings,
+        target_recall=cfg.target_recall,
+        placed=placed,
+    )
+    full: dict[str, Any] | None = None
+    if chosen is not None:
+        full = _build_in_full(
+            database, cfg, plan[chosen], on_sample[chosen], column, measured, held, rows, s.rows
+        )
+        result.confirmed.append(plan[chosen].label)
+    measured.total = measured.done
+    why = {d["design"]: d["why"] for d in result.dropped}
+    out = []
+    for i, d in enumerate(plan):
+        screen = {k: on_sample[i].get(k) for k in KEEP}
+        screen.update(sweep=on_sample[i]["sweep"], reached=on_sample[i]["reached"], rows=s.rows)
+        if i in table or i == chosen:
+            row = table[i] if i in table else full
+            assert row is not None
+            on = "the table" if row["measured_where"] == "table" else f"the {row['measured_where']}"
+            row["screened"] = screen
+            row["gap"] = gap(row, on_sample[i], d.find, s.rows, on, cfg.target_recall)
+            out.append({**row, "measured_on": "table"})
+            continue
+        out.append(
+            {
+                **on_sample[i],
+                "measured_on": "sample",
+                "dropped": why.get(d.label),
+                "on_table": AFTER,
+            }
+        )
+    return out
+
+
+def _build_in_full(
+    database: Any,
+    cfg: AdviseConfig,
+    design: Design,
+    on_sample: dict[str, Any],
+    column: str | None,
+    measured: Any,
+    held: tuple[str, ...],
+    rows: int,
+    sample_rows: int,
+) -> dict[str, Any]:
+    """The chosen challenger at the table's size: built on the held-out copy of every row, or
+    (``--confirm-on-table``) built CONCURRENTLY on the table and measured there."""
+    build_ms = prune.scaled(on_sample, "build_ms", rows / max(sample_rows, 1))
+    estimate = None if build_ms is None else build_ms / 1000.0
+    record: dict[str, Any] = {"design": design.label, "estimated_build_s": estimate}
+    measured.result.full_build = record
+    if cfg.confirm_on_table:
+        from . import confirm
+
+        row = confirm.on_table(database, cfg, design, measured, estimate)
+        row["measured_where"] = "table"
+        record.update(on="table", index=row["built_on_table"]["name"], rows=rows)
+        record["build_s"] = row["built_on_table"]["build_s"]
+        return row
+    with full_copy(database, cfg, column, held, rows) as full:
+        row = measured.one(design, full.target, eta=estimate)
+        measured.result.held_out = full.held_out
+    row["measured_where"] = where(full, screening=False)
+    record.update(
+        on="scratch copy", rows=full.rows, build_s=(row.get("build_ms") or 0) / 1000.0 or None
+    )
+    return row

@@ -1,0 +1,181 @@
+"""advise on a large table (issue "advise on a million rows in minutes"), on a small one with
+``--sample-rows``: the index the table has is the anchor, measured in place; every design is
+screened on a sample whose sampled query rows are held out (not in the copy, not in its exact
+answer); a design that cannot beat the anchor is dropped, saying why; at most one is built in
+full, on the held-out copy of every row; every figure says where it was measured; the time is
+split (docs/advise.md, "A large table"). The pruning rule itself on rows made by hand."""
+
+from __future__ import annotations
+
+import json
+
+import clustered_kb
+import pytest
+from test_sweep_build import scratch_schemas
+
+from evaluator.api import Pgeval
+from evaluator.dba.advise import prune, screen
+
+DIM, N = 32, 3000
+TABLE, TARGET = "advise_scale_kb", "advise_scale"
+SMALL = ["enable_seqscan=off"]  # a 3,000-row table: the planner would rather scan it
+ARGS = ["--sample-queries", "40", "--set", SMALL[0], "--target-recall", "0.9"]
+ARGS += ["--designs", "hnsw,hnsw-halfvec,ivfflat", "--sample-rows", "1000", "--format", "json"]
+
+
+@pytest.fixture(scope="module")
+def table(database, tmp_path_factory):
+    clustered_kb.build(
+        database,
+        tmp_path_factory.mktemp("scale"),
+        TABLE,
+        dim=DIM,
+        n=N,
+        nq=2,
+        seed=5,
+        spread=0.6,
+        indexes=[],
+    )
+    Pgeval(database).add_target(
+        TARGET, table=TABLE, id_column="id", vector_column="e", replace=True
+    )
+    yield database
+    clustered_kb.drop(database, TABLE)
+
+
+def _lists_with_queries(conn, target: str, ids: list[str]) -> tuple[int, int]:
+    """(lists stored by the sweeps of ``target``, those naming a chunk among ``ids``)."""
+    return conn.execute(
+        "SELECT count(*), count(*) FILTER (WHERE l.chunk_ids && %s::text[]) "
+        "FROM pgeval.sweep w JOIN pgeval.run r ON r.experiment_id = w.experiment_id "
+        "JOIN pgeval.result_list l ON l.run_id = r.run_id WHERE w.target = %s",
+        (ids, target),
+    ).fetchone()
+
+
+def test_no_index_in_place_best_screened_built_in_full_held_out(table, pgeval, conn):
+    code, out, err = pgeval("advise", "--target", TARGET, *ARGS)
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["anchor"] is None and d["screen"]["held_out"] == 40 and d["screen"]["rows"] == 1000
+    full = [r for r in d["designs"] if r["measured_on"] == "table"]
+    assert len(full) == 1 and d["confirmed"] == [d["full_build"]["design"]]
+    assert (
+        full[0]["measured_where"]
+        == f"scratch copy of {N - 40:,} rows (every row, 40 sampled query rows held out)"
+    )
+    assert d["held_out"] == 40 and d["full_build"]["rows"] == N - 40
+    sweeps = dict(conn.execute("SELECT name, target FROM pgeval.sweep").fetchall())
+    assert sweeps[full[0]["sweep"]] == f"{TARGET}~heldout"
+    assert sweeps[full[0]["screened"]["sweep"]] == f"{TARGET}~sample1000"
+    # true held-out queries: no list of the sample's or the full copy's sweeps (exact or ANN)
+    # names a sampled query row
+    ids = [
+        r[0]
+        for r in conn.execute(
+            "SELECT q.query_id FROM pgeval.query q JOIN pgeval.sweep w USING (testset_id) "
+            "WHERE w.name = %s",
+            (full[0]["sweep"],),
+        ).fetchall()
+    ]
+    assert len(ids) == 40
+    for target in (f"{TARGET}~sample1000", f"{TARGET}~heldout"):
+        lists, naming = _lists_with_queries(conn, target, ids)
+        assert lists > 0 and naming == 0, target
+    dropped = {x["design"] for x in d["dropped"]}
+    assert dropped == {
+        f"{r['design']} {','.join(f'{k}={v}' for k, v in r['build'].items())}"
+        for r in d["designs"]
+        if r["measured_on"] == "sample"
+    }
+    assert scratch_schemas(conn) == []
+
+
+def test_anchor_in_place_gap_and_pruning(table, pgeval, conn, database):
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute(f"CREATE INDEX {TABLE}_hnsw ON {TABLE} USING hnsw (e vector_cosine_ops)")
+    try:
+        code, out, err = pgeval("advise", "--target", TARGET, *ARGS)
+        assert code == 0, err
+        d = json.loads(out)
+        assert d["anchor"] == "hnsw m=16"
+        hnsw = next(r for r in d["designs"] if r["design"] == "hnsw")
+        assert hnsw["in_place"]["name"] == f"{TABLE}_hnsw" and hnsw["measured_where"] == "table"
+        assert hnsw["screened"]["rows"] == 1000  # the anchor's build screened on the sample too
+        ef = hnsw["setting"]["hnsw.ef_search"]
+        assert hnsw["gap"].startswith("on 1,000 rows ef_search ")
+        assert hnsw["gap"].endswith(f"the table needs {ef}") or not hnsw["reached"]
+        assert len(d["confirmed"]) <= 1
+        # a screened row is never the table's: labelled, its setting there not printed
+        for r in d["designs"]:
+            if r["measured_on"] == "sample":
+                assert r["on_table"] == "measure it after building" and r["dropped"]
+                assert r["measured_where"].startswith("scratch copy of 1,000 rows (a sample")
+        code, text, err = pgeval("advise", "--target", TARGET, *ARGS[:-2], "--wide")
+        assert code == 0, err
+        assert "the index your table has: hnsw m=16, measured in place" in text
+        assert hnsw["gap"] in text and "stored: nothing built or measured" in text
+    finally:
+        with database.connect(results=False, autocommit=True) as c:
+            c.execute(f"DROP INDEX IF EXISTS {TABLE}_hnsw")
+    assert scratch_schemas(conn) == []
+
+
+def _row(p95, low, high, reached=True, setting=10, size=1_000_000, build=1000.0):
+    return {
+        "reached": reached,
+        "recall": 0.96 if reached else 0.5,
+        "p95_ms": p95,
+        "p95_low": low,
+        "p95_high": high,
+        "p95_sd": None,
+        "setting": {"hnsw.ef_search": setting},
+        "index_bytes": size,
+        "build_ms": build,
+    }
+
+
+def test_prune_rules():
+    labels = ["anchor", "fast", "tied", "unreached", "ceiling", "big"]
+    finds = ["hnsw.ef_search"] * len(labels)
+    rows = [
+        _row(2.0, 1.8, 2.2),
+        _row(1.0, 0.9, 1.1),
+        _row(1.9, 1.7, 2.1),  # within the anchor's noise
+        _row(1.0, 0.9, 1.1, reached=False),
+        _row(1.0, 0.9, 1.1, setting=1000),
+        _row(1.0, 0.9, 1.1, size=50 * 1048576),  # 500 MB on the table: over 100
+    ]
+    chosen, dropped = prune.verdicts(
+        labels,
+        finds,
+        rows,
+        0,
+        True,
+        rows=10_000,
+        scale=10.0,
+        budgets={"--max-index-mb": 100.0},
+        ceilings={"hnsw.ef_search": 1000.0},
+        target_recall=0.95,
+        placed={0},
+    )
+    assert chosen == 1
+    why = {x["design"]: x["why"] for x in dropped}
+    assert set(why) == {"tied", "unreached", "ceiling", "big"}
+    assert "beyond their noise" in why["tied"] and "did not reach" in why["unreached"]
+    assert "server's maximum" in why["ceiling"] and "--max-index-mb" in why["big"]
+    # the anchor over its budget on the table: no challenger is dropped for its p95
+    chosen, dropped = prune.verdicts(
+        labels[:3], finds[:3], rows[:3], 0, False, rows=10_000, scale=10.0, budgets={},
+        ceilings={}, target_recall=0.95, placed={0},
+    )  # fmt: skip
+    assert chosen == 1 and [x["design"] for x in dropped] == ["tied"]
+    assert "one design at most" in dropped[0]["why"]
+
+
+def test_sample_size():
+    assert screen.sample_size(3000, None) is None  # small: every design in full
+    assert screen.sample_size(3000, 1000) == 1000 and screen.sample_size(3000, 5000) is None
+    assert screen.sample_size(200_000, None) == 20_000
+    assert screen.sample_size(1_000_000, None) == 100_000
+    assert screen.sample_size(50_000_000, None) == 100_000
