@@ -236,3 +236,39 @@ def test_a_scratch_copy_is_served_per_tenant_as_the_table(database, kb, target):
                 assert len(same) >= len(SHARES) - 2, (ef, on_table, on_copy)
                 assert "btree" in on_table.values()  # (some tenant is served through its btree)
                 assert "btree" in on_copy.values()  # (without the carried btree: never)
+
+
+def test_advise_says_what_prepared_statements_get(pgeval, database, conn, kb, target):
+    """advise --group-by on the table's own index: each tenant also measured with the generic
+    plan at the design's setting; the recommendation names every tenant a prepared statement
+    serves otherwise, with both figures, each equal to the statement run by hand, and what to
+    set where a prepared statement misses the target."""
+    d = run_json(
+        pgeval,
+        f"advise --target {target} --sample-queries 12 --designs hnsw --group-by tenant "
+        "--target-recall 0.9 --final-rounds 1 --format json",
+    )
+    rec = d["recommendation"]
+    assert rec is not None and rec["in_place"] == "plan_kb_hnsw"
+    (row,) = [r for r in d["designs"] if r["design"] == "hnsw"]
+    ef = int(rec["setting"]["hnsw.ef_search"])
+    differ = [g for g in row["groups"] if g["generic"]["differs"]]
+    assert differ, "a tenant served exactly one-shot goes through HNSW prepared"
+    assert [g["group"] for g in rec["prepared"]["groups"]] == [g["group"] for g in differ]
+    for g in rec["prepared"]["groups"]:
+        queries = sampled(conn, row["sweeps"][g["group"]])
+        assert g["generic_recall"] == pytest.approx(
+            by_hand(database, kb, g["group"], queries, ef, "generic")[0], abs=1e-9
+        )
+        assert g["recall"] == pytest.approx(
+            by_hand(database, kb, g["group"], queries, ef, "custom")[0], abs=1e-9
+        )
+    below = [g["group"] for g in rec["prepared"]["groups"] if g["generic_recall"] < 0.9 - 1e-12]
+    assert rec["prepared"]["below"] == below
+    assert ("force_custom_plan" in rec["prepared"]["line"]) == bool(below)
+    code, out, err = pgeval(
+        f"advise --target {target} --sample-queries 12 --designs hnsw --group-by tenant "
+        "--target-recall 0.9 --final-rounds 1"
+    )
+    assert code == 0, err
+    assert "prepared statements get other plans" in " ".join(out.split())

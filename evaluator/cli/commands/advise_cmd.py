@@ -317,6 +317,8 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
         echo_line(f"no recommendation: {res.unmet['why']}")
         return
     echo_line(f"recommended: {rec['why']}")
+    if rec.get("prepared"):
+        echo_line(rec["prepared"]["line"])
     if rec.get("keep"):
         echo_line(f"keep {rec['keep']} (the index your table has); set:")
     else:

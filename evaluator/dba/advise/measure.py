@@ -130,6 +130,8 @@ def design_row(
         max_groups=cfg.max_groups,
         on_warning=warn,
         builds=True,
+        # measured in place: each group also with the prepared statement's generic plan
+        generic=existing is not None,
         on_find=found,
         on_point=on_point,
     )
@@ -285,7 +287,11 @@ def _group_row(design: Design, grouped: GroupSweepResult) -> dict[str, Any]:
     }
     present = [p for p in per_group.values() if p is not None]
     groups = [
-        {k: g.get(k) for k in ("group", "rows", "queries", "recall", "reached", "p95_ms")}
+        {
+            k: g.get(k)
+            for k in ("group", "rows", "queries", "recall", "reached", "p95_ms")
+            + ("served_by", "generic")
+        }
         for g in grouped.groups
     ]
     worst = groups[0] if groups else None

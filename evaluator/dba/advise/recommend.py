@@ -146,6 +146,8 @@ def choose(
             f"({_pct(r['index_bytes'], chosen['index_bytes'])})"
         )
     why += _interval(chosen)
+    from . import prepared
+
     stmts = apply.statements(kb, target, chosen, cfg.k, role=cfg.role, group=group)
     placed = inplace.advice(kb, target, chosen, stmts, cfg)
     note = apply.rebuilt_note(chosen["design"], chosen["build"])
@@ -175,6 +177,8 @@ def choose(
         "point": chosen["point"],
         "worst_group": chosen.get("worst_group"),
         "in_place": (chosen.get("in_place") or {}).get("name"),
+        # grouped, measured in place: the groups a prepared statement serves otherwise
+        "prepared": prepared.note(chosen, cfg.target_recall, cfg.k, cfg.role),
         **stmts,
         **placed,
         # the SET the index was built with, printed before its DDL (none: nothing to build)

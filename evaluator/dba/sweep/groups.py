@@ -120,11 +120,14 @@ def run_groups(
     on_group: Any = None,
     on_warning: Callable[..., Any] | None = None,
     builds: bool = False,
+    generic: bool | None = None,
     **callbacks: Any,
 ) -> GroupSweepResult:
     """Sweep every chosen group of ``column`` (see the module's docstring);
     ``on_group(index, count, group, step)`` before each group's sweep (step: sweep | confirm |
-    iterative); ``builds``: see :func:`check`; ``callbacks`` go to :func:`runner.run_sweep`."""
+    iterative | generic); ``builds``: see :func:`check`; ``generic``: each group at the point
+    shown measured again with the generic plan (default: unless ``builds``: advise asks for it
+    where it measures the table's own index); ``callbacks`` go to :func:`runner.run_sweep`."""
     check(cfg, builds)
     groups = plan(database, cfg.target, column, max_groups, cfg.queries, "measure")
     out = GroupSweepResult(
@@ -164,7 +167,7 @@ def run_groups(
         _confirm(cfg, out, sizes, sweep_of)
     _summarize(database, cfg, out, sizes)
     _iterative(cfg, out, sizes, sweep_of, warn)
-    if not builds:  # (advise's rows show no generic plan: it measures none)
+    if (not builds) if generic is None else generic:  # (not on a scratch copy's index)
         _generic(cfg, out, sizes, sweep_of)
     return out
 

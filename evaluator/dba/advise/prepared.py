@@ -1,0 +1,57 @@
+"""What prepared statements get (issue "What the application gets", item 1): where advise
+measured a design on the table's own index per group, each group was measured again with the
+generic plan a server settles on after five executions of a prepared statement (psycopg 3 and
+JDBC prepare by default; sweep/groups.py, ``_generic``). The recommendation then says which
+groups a prepared statement serves otherwise, and what to set when that costs recall."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def note(chosen: dict[str, Any], target_recall: float, k: int, role: str | None) -> dict | None:
+    """The groups of ``chosen`` (a grouped design's row) whose generic plan differs from the
+    one-shot statement's: {"groups": [...], "below": [groups under the target prepared],
+    "line": the sentence}; None when none differs or none was measured so."""
+    differ = [g for g in chosen.get("groups") or [] if (g.get("generic") or {}).get("differs")]
+    if not differ:
+        return None
+    below = [
+        g["group"]
+        for g in differ
+        if g["generic"].get("recall") is not None and g["generic"]["recall"] < target_recall - 1e-12
+    ]
+    parts = "; ".join(
+        f"{g['group']} {_fmt(g['generic'].get('recall'))} through {g['generic'].get('served_by')}"
+        f" (one-shot {_fmt(g.get('recall'))} through {g.get('served_by')})"
+        for g in differ
+    )
+    line = (
+        "prepared statements get other plans (the generic plan a server settles on after five "
+        f"executions, as psycopg 3 and JDBC prepare by default), recall@{k}: {parts}"
+    )
+    if below:
+        who = f"ROLE {role}" if role else "the application's role"
+        line += (
+            f"; prepared, {', '.join(map(str, below))} miss {target_recall:g}: send the statement "
+            f"unprepared, or set plan_cache_mode = force_custom_plan for {who} (ALTER ROLE ... "
+            "SET plan_cache_mode = force_custom_plan)"
+        )
+    return {
+        "groups": [
+            {
+                "group": g["group"],
+                "recall": g.get("recall"),
+                "served_by": g.get("served_by"),
+                "generic_recall": g["generic"].get("recall"),
+                "generic_served_by": g["generic"].get("served_by"),
+            }
+            for g in differ
+        ],
+        "below": below,
+        "line": line,
+    }
+
+
+def _fmt(v: Any) -> str:
+    return "—" if v is None else f"{v:.4f}"
