@@ -409,6 +409,7 @@ DECLARE
     by_distance boolean;
     out_rows jsonb[] := '{}';
     r jsonb;
+    plan_of jsonb;
 BEGIN
     deadline := pgeval.evaluation_deadline(fn, timeout_ms);
     st := pgeval.checked_statement(fn, query);
@@ -430,13 +431,13 @@ BEGIN
         FOR g IN SELECT * FROM pgeval.settings_grid(fn, grid, max_points) LOOP
             PERFORM pgeval.check_deadline(fn, deadline, timeout_ms);
             PERFORM pgeval.apply_settings(g.settings, false);
-            SELECT pgeval.statement_plan(fn, sql) AS plan, x.ids, x.dists, x.ms
-              INTO an FROM pgeval.statement_rows(sql) x;
+            plan_of := pgeval.statement_plan(fn, sql);  -- (first: it refuses a write by name)
+            SELECT plan_of AS plan, x.ids, x.dists, x.ms INTO an FROM pgeval.statement_rows(sql) x;
             PERFORM pgeval.check_deadline(fn, deadline, timeout_ms);
             PERFORM pgeval.apply_settings('{}', true);
-            SELECT pgeval.statement_plan(fn, sql) AS plan, x.ids, x.dists, x.ms
-              INTO ex FROM pgeval.statement_rows(sql) x;
-            PERFORM pgeval.check_exact_plan(fn, ex.plan, methods);
+            plan_of := pgeval.statement_plan(fn, sql);
+            PERFORM pgeval.check_exact_plan(fn, plan_of, methods);
+            SELECT plan_of AS plan, x.ids, x.dists, x.ms INTO ex FROM pgeval.statement_rows(sql) x;
             by_distance := ex.dists IS NOT NULL
                            AND EXISTS (SELECT 1 FROM unnest(ex.dists) d WHERE d IS NOT NULL);
             IF NOT by_distance THEN  -- exact search's rank stands in for its distance
