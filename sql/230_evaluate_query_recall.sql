@@ -268,8 +268,9 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- One execution of a checked statement (its parameters substituted): the rows' ids (column "id",
--- else the first column, as text), their distances (column "distance"; NULL without one) in the
--- statement's order, and the milliseconds it took.
+-- else the first column, as text), their distances (column "distance"; NULL without one) and
+-- the milliseconds it took. Rows with a distance are ranked by (distance, id), as pgeval ranks an
+-- ANN stage's rows (evaluator/stages/base.py); without one, in the statement's order.
 CREATE OR REPLACE FUNCTION pgeval.statement_rows(p_sql text, OUT ids text[],
                                                  OUT dists double precision[],
                                                  OUT ms double precision)
@@ -282,6 +283,12 @@ BEGIN
                    'FROM (SELECT to_json(s) AS j FROM (%s) s) x', p_sql)
        INTO ids, dists;
     ms := extract(epoch FROM clock_timestamp() - t1) * 1000.0;
+    IF EXISTS (SELECT 1 FROM unnest(dists) d WHERE d IS NOT NULL) THEN
+        -- ranked as pgeval ranks an ANN stage's rows, after the timing: (distance, id)
+        SELECT array_agg(u.i ORDER BY u.d, u.i COLLATE "C"),
+               array_agg(u.d ORDER BY u.d, u.i COLLATE "C")
+          INTO ids, dists FROM unnest(ids, dists) u(i, d);
+    END IF;
 END
 $$;
 
@@ -351,13 +358,22 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
                      || '): only a SELECT is evaluated, in a READ ONLY transaction' END
 $$;
 
--- The exact twin's settings on top of a point's: approximate index scans off (see above).
-CREATE OR REPLACE FUNCTION pgeval.apply_settings(p_settings jsonb, p_exact boolean)
+-- The caller's values of the settings an evaluation changes (p_keys, and the three the exact
+-- twin sets), put back by pgeval.apply_settings before each point's.
+CREATE OR REPLACE FUNCTION pgeval.settings_now(p_keys text[])
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_object_agg(k, current_setting(k))
+      FROM unnest(p_keys || ARRAY['enable_indexscan', 'enable_indexonlyscan', 'enable_seqscan']) k
+$$;
+
+-- A point's settings (SET LOCAL) on top of the caller's (p_base: pgeval.settings_now); p_exact: the
+-- exact twin's on top of those, approximate index scans off (see above).
+CREATE OR REPLACE FUNCTION pgeval.apply_settings(p_base jsonb, p_settings jsonb, p_exact boolean)
 RETURNS void LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     s record;
 BEGIN
-    FOR s IN SELECT key, value #>> '{}' AS value FROM jsonb_each(p_settings) LOOP
+    FOR s IN SELECT key, value #>> '{}' AS value FROM jsonb_each(p_base || p_settings) LOOP
         PERFORM set_config(s.key, s.value, true);
     END LOOP;
     IF p_exact THEN
@@ -410,6 +426,7 @@ DECLARE
     out_rows jsonb[] := '{}';
     r jsonb;
     plan_of jsonb;
+    base jsonb;
 BEGIN
     deadline := pgeval.evaluation_deadline(fn, timeout_ms);
     st := pgeval.checked_statement(fn, query);
@@ -428,13 +445,14 @@ BEGIN
     -- below): the settings, the caller's own included, are as they were, and nothing is written
     BEGIN
         PERFORM set_config('transaction_read_only', 'on', true);
+        base := pgeval.settings_now(ARRAY(SELECT jsonb_object_keys(grid)));
         FOR g IN SELECT * FROM pgeval.settings_grid(fn, grid, max_points) LOOP
             PERFORM pgeval.check_deadline(fn, deadline, timeout_ms);
-            PERFORM pgeval.apply_settings(g.settings, false);
+            PERFORM pgeval.apply_settings(base, g.settings, false);
             plan_of := pgeval.statement_plan(fn, sql);  -- (first: it refuses a write by name)
             SELECT plan_of AS plan, x.ids, x.dists, x.ms INTO an FROM pgeval.statement_rows(sql) x;
             PERFORM pgeval.check_deadline(fn, deadline, timeout_ms);
-            PERFORM pgeval.apply_settings('{}', true);
+            PERFORM pgeval.apply_settings(base, g.settings, true);
             plan_of := pgeval.statement_plan(fn, sql);
             PERFORM pgeval.check_exact_plan(fn, plan_of, methods);
             SELECT plan_of AS plan, x.ids, x.dists, x.ms INTO ex FROM pgeval.statement_rows(sql) x;
