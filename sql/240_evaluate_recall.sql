@@ -137,8 +137,10 @@ DECLARE
     new_run bigint;
 BEGIN
     INSERT INTO pgeval.run (name, testset_id, experiment_id, stage, repetition, params,
-                            order_rule, depth, status, finished_at)
+                            order_rule, depth, timing_boundary, status, finished_at)
     VALUES (p_name, p_testset, p_experiment, p_stage, 1, p_params, p_order, p_depth,
+            'server: clock_timestamp() around one execution of the statement inside '
+            'pgeval.evaluate_recall (no client round trip); its parameters as literals',
             'complete', now())
     RETURNING run_id INTO new_run;
     INSERT INTO pgeval.result_list (run_id, query_id, chunk_ids, scores, grades)
@@ -287,7 +289,7 @@ BEGIN
         run := pgeval.store_evaluation_run(
             ts, exp_id, p_name || '.' || labels[p] || '.1', coalesce(p_index[p], 'ann'),
             jsonb_strip_nulls(jsonb_build_object(
-                'role', 'ann', 'kind', p_index[p],
+                'role', 'ann', 'kind', p_index[p], 'method', p_index[p],
                 'score', CASE WHEN p_by_distance THEN 'distance' ELSE 'row' END,
                 'settings', p_points[p], 'statement', p_statement,
                 'index', (SELECT x.index_name FROM pgeval.plan_indexes(p_plans[p]) x
