@@ -107,6 +107,33 @@ def test_recall_equals_the_cli_sweep_and_stage_report_reads_it(kb, conn, pgeval)
     stages = {s["label"]: s for s in json.loads(out)["stages"]}
     for r in rows:
         assert stages[r["label"]]["index_recall@10"]["mean"] == pytest.approx(r["recall"])
+    # the dashboard views: one row per sweep point (both sweeps), one per experiment and stage
+    cur = conn.execute(
+        "SELECT sweep, label, recall, margin95, p95_ms, rows_mean, queries, source, plan_mode "
+        "FROM pgeval.sweep_point_history WHERE sweep IN ('sqler-cli', 'sqler-sql') "
+        "ORDER BY sweep, point"
+    )
+    view = [dict(zip([d.name for d in cur.description], v)) for v in cur.fetchall()]
+    assert [v["source"] for v in view] == ["cli"] * 3 + ["sql"] * 3
+    for v, r in zip(view[3:], rows):
+        assert (v["label"], v["recall"], v["margin95"], v["p95_ms"], v["queries"]) == (
+            r["label"],
+            r["recall"],
+            r["margin95"],
+            r["p95_ms"],
+            r["n_queries"],
+        )
+        assert v["plan_mode"] == "custom"
+    for v in view[:3]:
+        assert v["recall"] == pytest.approx(cli[v["label"]]["index_recall"], abs=1e-12)
+        assert v["margin95"] is not None
+    stage_rows = dict(
+        conn.execute(
+            "SELECT label, index_recall FROM pgeval.experiment_stage_history "
+            "WHERE experiment = 'sqler-sql' AND role = 'ann'"
+        ).fetchall()
+    )
+    assert stage_rows == pytest.approx({r["label"]: r["recall"] for r in rows})
 
 
 def _tenant_kb(database) -> dict:
@@ -132,6 +159,11 @@ def test_per_tenant_recall_equals_numpy_within_the_tenant(database, conn, clean)
         rows = _evaluate(conn, statement, queries, settings, group_by="tenant", name="sqler-t")
         assert sorted({r["group_key"] for r in rows}) == ["t1", "t2", "t3"]
         assert {r["sweep"] for r in rows} == {f"sqler-t/tenant={t}" for t in ("t1", "t2", "t3")}
+        groups = conn.execute(
+            "SELECT DISTINCT group_key ->> 'tenant' FROM pgeval.sweep_point_history "
+            "WHERE sweep LIKE 'sqler-t/%' ORDER BY 1"
+        ).fetchall()
+        assert groups == [("t1",), ("t2",), ("t3",)]
         qids = [r[0] for r in conn.execute(f"SELECT id FROM {TENANTS} ORDER BY id LIMIT 60")]
         for r in rows:
             expected = []
