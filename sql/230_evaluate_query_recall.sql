@@ -267,28 +267,47 @@ LANGUAGE sql STABLE AS $$
      ORDER BY j.o
 $$;
 
--- One execution of a checked statement (its parameters substituted): the rows' ids (column "id",
--- else the first column, as text), their distances (column "distance"; NULL without one) and
--- the milliseconds it took. Rows with a distance are ranked by (distance, id), as pgeval ranks an
--- ANN stage's rows (evaluator/stages/base.py); without one, in the statement's order.
-CREATE OR REPLACE FUNCTION pgeval.statement_rows(p_sql text, OUT ids text[],
-                                                 OUT dists double precision[],
+-- The columns of a checked statement that name its rows and give their distances: "id", else
+-- its first column; "distance", else none (NULL). Read from its result's shape (LIMIT 0: planned,
+-- not run).
+CREATE OR REPLACE FUNCTION pgeval.statement_columns(p_sql text, OUT id_column text,
+                                                    OUT distance_column text)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    shape record;
+    cols text[];
+BEGIN
+    EXECUTE format('SELECT * FROM (%s) s LIMIT 0', p_sql) INTO shape;
+    cols := ARRAY(SELECT e.key FROM json_each(to_json(shape)) WITH ORDINALITY e(key, value, o)
+                   ORDER BY e.o);
+    id_column := CASE WHEN 'id' = ANY (cols) THEN 'id' ELSE cols[1] END;
+    distance_column := CASE WHEN 'distance' = ANY (cols) THEN 'distance' END;
+END
+$$;
+
+-- One execution of a checked statement (its parameters substituted): the rows' ids (p_id: the
+-- column pgeval.statement_columns names, as text), their distances (p_distance; NULL without
+-- one) and the milliseconds it took. Rows with a distance are ranked by (distance, id), as
+-- pgeval ranks an ANN stage's rows (evaluator/stages/base.py); without one, in the statement's
+-- order.
+CREATE OR REPLACE FUNCTION pgeval.statement_rows(p_sql text, p_id text, p_distance text,
+                                                 OUT ids text[], OUT dists double precision[],
                                                  OUT ms double precision)
 LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
-    t1 timestamptz := clock_timestamp();
+    t1 timestamptz;
+    wrapped text;
 BEGIN
-    EXECUTE format('SELECT array_agg(coalesce(x.j ->> ''id'', (SELECT e.value FROM '
-                   'json_each_text(x.j) e LIMIT 1))), array_agg((x.j ->> ''distance'')::float8) '
-                   'FROM (SELECT to_json(s) AS j FROM (%s) s) x', p_sql)
-       INTO ids, dists;
+    wrapped := CASE WHEN p_distance IS NULL
+                    THEN format('SELECT array_agg(s.%I::text), NULL::float8[] FROM (%s) s',
+                                p_id, p_sql)
+                    ELSE format('SELECT array_agg(s.%1$I::text ORDER BY s.%2$I, s.%1$I::text '
+                                'COLLATE "C"), array_agg(s.%2$I::float8 ORDER BY s.%2$I, '
+                                's.%1$I::text COLLATE "C") FROM (%3$s) s', p_id, p_distance, p_sql)
+               END;
+    t1 := clock_timestamp();
+    EXECUTE wrapped INTO ids, dists;
     ms := extract(epoch FROM clock_timestamp() - t1) * 1000.0;
-    IF EXISTS (SELECT 1 FROM unnest(dists) d WHERE d IS NOT NULL) THEN
-        -- ranked as pgeval ranks an ANN stage's rows, after the timing: (distance, id)
-        SELECT array_agg(u.i ORDER BY u.d, u.i COLLATE "C"),
-               array_agg(u.d ORDER BY u.d, u.i COLLATE "C")
-          INTO ids, dists FROM unnest(ids, dists) u(i, d);
-    END IF;
 END
 $$;
 
@@ -427,6 +446,7 @@ DECLARE
     r jsonb;
     plan_of jsonb;
     base jsonb;
+    cols record;
 BEGIN
     deadline := pgeval.evaluation_deadline(fn, timeout_ms);
     st := pgeval.checked_statement(fn, query);
@@ -450,14 +470,16 @@ BEGIN
             PERFORM pgeval.check_deadline(fn, deadline, timeout_ms);
             PERFORM pgeval.apply_settings(base, g.settings, false);
             plan_of := pgeval.statement_plan(fn, sql);  -- (first: it refuses a write by name)
-            SELECT plan_of AS plan, x.ids, x.dists, x.ms INTO an FROM pgeval.statement_rows(sql) x;
+            cols := pgeval.statement_columns(sql);
+            SELECT plan_of AS plan, x.ids, x.dists, x.ms INTO an
+              FROM pgeval.statement_rows(sql, cols.id_column, cols.distance_column) x;
             PERFORM pgeval.check_deadline(fn, deadline, timeout_ms);
             PERFORM pgeval.apply_settings(base, g.settings, true);
             plan_of := pgeval.statement_plan(fn, sql);
             PERFORM pgeval.check_exact_plan(fn, plan_of, methods);
-            SELECT plan_of AS plan, x.ids, x.dists, x.ms INTO ex FROM pgeval.statement_rows(sql) x;
-            by_distance := ex.dists IS NOT NULL
-                           AND EXISTS (SELECT 1 FROM unnest(ex.dists) d WHERE d IS NOT NULL);
+            SELECT plan_of AS plan, x.ids, x.dists, x.ms INTO ex
+              FROM pgeval.statement_rows(sql, cols.id_column, cols.distance_column) x;
+            by_distance := cols.distance_column IS NOT NULL;
             IF NOT by_distance THEN  -- exact search's rank stands in for its distance
                 ex.dists := ARRAY(SELECT generate_series(1, coalesce(cardinality(ex.ids), 0))
                                          ::float8);

@@ -123,15 +123,15 @@ RETURNS text LANGUAGE sql IMMUTABLE AS $$
       FROM jsonb_each(p_settings) e
 $$;
 
--- Stores one run of an evaluation: its result lists (ids, scores per query; lists p_lo..p_hi of
--- the flat arrays) and per-query timings; the run is complete.
+-- Stores one run of an evaluation: its result lists (p_lists[q], p_dists[q]: query q's ids and
+-- distances as array text; NULL: no rows; without distances, the rank when p_rank, else NULL)
+-- and per-query timings of the queries p_pick; the run is complete.
 CREATE OR REPLACE FUNCTION pgeval.store_evaluation_run(p_testset bigint, p_experiment bigint,
                                                        p_name text, p_stage text, p_params jsonb,
                                                        p_order text, p_depth integer,
                                                        p_qids text[], p_pick integer[],
-                                                       p_ids text[], p_scores double precision[],
-                                                       p_lo integer[], p_hi integer[],
-                                                       p_ms double precision[])
+                                                       p_lists text[], p_dists text[],
+                                                       p_ms double precision[], p_rank boolean)
 RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     new_run bigint;
@@ -144,12 +144,17 @@ BEGIN
             'complete', now())
     RETURNING run_id INTO new_run;
     INSERT INTO pgeval.result_list (run_id, query_id, chunk_ids, scores, grades)
-    SELECT new_run, p_qids[q], p_ids[p_lo[q]:p_hi[q]], p_scores[p_lo[q]:p_hi[q]],
-           array_fill(NULL::smallint, ARRAY[p_hi[q] - p_lo[q] + 1])
-      FROM unnest(p_pick) q
-     WHERE p_hi[q] >= p_lo[q];
+    SELECT new_run, p_qids[q], l.ids,
+           coalesce(p_dists[q]::float8[],
+                    CASE WHEN p_rank
+                         THEN ARRAY(SELECT generate_series(1, cardinality(l.ids))::float8)
+                         ELSE array_fill(NULL::float8, ARRAY[cardinality(l.ids)]) END),
+           array_fill(NULL::smallint, ARRAY[cardinality(l.ids)])
+      FROM unnest(p_pick) q CROSS JOIN LATERAL (SELECT p_lists[q]::text[] AS ids) l
+     WHERE cardinality(l.ids) > 0;
     INSERT INTO pgeval.query_timing (run_id, query_id, latency_ms, rows_returned)
-    SELECT new_run, p_qids[q], p_ms[q], p_hi[q] - p_lo[q] + 1 FROM unnest(p_pick) q;
+    SELECT new_run, p_qids[q], p_ms[q], coalesce(cardinality(p_lists[q]::text[]), 0)
+      FROM unnest(p_pick) q;
     RETURN new_run;
 END
 $$;
@@ -217,16 +222,16 @@ RETURNS void LANGUAGE sql VOLATILE AS $$
 $$;
 
 -- Stores one group's evaluation as a sweep (see above) and returns its sweep_id. p_an_*: the ANN
--- lists flattened over (point, query): list (p - 1) * nq + q; p_ex_*: exact search's per query.
+-- lists over (point, query): list (p - 1) * nq + q; p_ex_*: exact search's per query (array
+-- text, as pgeval.store_evaluation_run reads them).
 CREATE OR REPLACE FUNCTION pgeval.store_evaluation(
     p_name text, p_target text, p_statement text, p_queries text, p_settings jsonb,
     p_points jsonb[], p_k integer, p_depth integer, p_target_recall double precision,
     p_qids text[], p_literals text[], p_params integer, p_pick integer[],
     p_by_distance boolean, p_exact_params jsonb, p_prior bigint,
-    p_ex_ids text[], p_ex_d double precision[], p_ex_lo integer[], p_ex_hi integer[],
-    p_ex_ms double precision[],
-    p_an_ids text[], p_an_d double precision[], p_an_lo integer[], p_an_hi integer[],
-    p_an_ms double precision[], p_index text[], p_plans jsonb[])
+    p_ex_lists text[], p_ex_dists text[], p_ex_ms double precision[],
+    p_an_lists text[], p_an_dists text[], p_an_ms double precision[],
+    p_index text[], p_plans jsonb[])
 RETURNS bigint LANGUAGE plpgsql VOLATILE AS $$
 DECLARE
     nq integer := cardinality(p_qids);
@@ -265,12 +270,12 @@ BEGIN
         exact_run := pgeval.store_evaluation_run(
             ts, exp_id, p_name || '.exact.1', 'exact', p_exact_params,
             CASE WHEN p_by_distance THEN dist_order ELSE 'the statement''s order' END, p_depth,
-            p_qids, p_pick, p_ex_ids, p_ex_d, p_ex_lo, p_ex_hi, p_ex_ms);
+            p_qids, p_pick, p_ex_lists, p_ex_dists, p_ex_ms, true);
     ELSE  -- the exact answer of an earlier evaluation on the same data: its lists again
         exact_run := pgeval.store_evaluation_run(
             ts, exp_id, p_name || '.exact.1', 'exact', p_exact_params,
             CASE WHEN p_by_distance THEN dist_order ELSE 'the statement''s order' END, p_depth,
-            p_qids, '{}', '{}', '{}', '{}', '{}', '{}');
+            p_qids, '{}', '{}', '{}', '{}', true);
         INSERT INTO pgeval.result_list (run_id, query_id, chunk_ids, scores, grades)
         SELECT exact_run, l.query_id, l.chunk_ids, l.scores, l.grades
           FROM pgeval.result_list l WHERE l.run_id = p_prior;
@@ -301,8 +306,8 @@ BEGIN
                        FROM jsonb_path_query(p_plans[p], 'strict $.**."Node Type"') n))),
                 'limits', jsonb_build_object('k', p_k))),
             CASE WHEN p_by_distance THEN dist_order ELSE 'the statement''s order' END, p_depth,
-            p_qids, p_pick, p_an_ids, p_an_d, p_an_lo[(p - 1) * nq + 1:p * nq],
-            p_an_hi[(p - 1) * nq + 1:p * nq], p_an_ms[(p - 1) * nq + 1:p * nq]);
+            p_qids, p_pick, p_an_lists[(p - 1) * nq + 1:p * nq],
+            p_an_dists[(p - 1) * nq + 1:p * nq], p_an_ms[(p - 1) * nq + 1:p * nq], false);
         INSERT INTO pgeval.sweep_point (sweep_id, point, repetition, label, settings, build,
                                         config_hash, run_id)
         VALUES (sweep, p, 1, labels[p], varying[p],
@@ -369,15 +374,12 @@ DECLARE
     group_keys text[];
     priors bigint[] := '{}';
     idents jsonb[] := '{}';
-    ex_ids text[] := '{}';
-    ex_d double precision[] := '{}';
-    ex_lo integer[];
-    ex_hi integer[];
+    cols record;
+    ex_lists text[];
+    ex_dists text[];
     ex_ms double precision[];
-    an_ids text[] := '{}';
-    an_d double precision[] := '{}';
-    an_lo integer[] := '{}';
-    an_hi integer[] := '{}';
+    an_lists text[] := '{}';
+    an_dists text[] := '{}';
     an_ms double precision[] := '{}';
     pt_index text[] := '{}';
     pt_plan jsonb[] := '{}';
@@ -452,18 +454,21 @@ BEGIN
                 need := need || pick;
             END IF;
         END LOOP;
-        ex_lo := array_fill(1, ARRAY[nq]);
-        ex_hi := array_fill(0, ARRAY[nq]);
+        cols := pgeval.statement_columns(sql);
+        by_distance := cols.distance_column IS NOT NULL;
+        ex_lists := array_fill(NULL::text, ARRAY[nq]);
+        ex_dists := array_fill(NULL::text, ARRAY[nq]);
         ex_ms := array_fill(NULL::float8, ARRAY[nq]);
+        depth := 0;
         FOREACH q IN ARRAY need LOOP
             PERFORM pgeval.check_deadline(fn, deadline, timeout_ms);
             x := pgeval.statement_rows(format(st.template,
-                                              VARIADIC qs.literals[(q - 1) * np + 1:q * np]));
-            ex_lo[q] := cardinality(ex_ids) + 1;
-            ex_ids := ex_ids || coalesce(x.ids, '{}');
-            ex_d := ex_d || coalesce(x.dists, '{}');
-            ex_hi[q] := cardinality(ex_ids);
+                                              VARIADIC qs.literals[(q - 1) * np + 1:q * np]),
+                                       cols.id_column, cols.distance_column);
+            ex_lists[q] := x.ids::text;
+            ex_dists[q] := x.dists::text;
             ex_ms[q] := x.ms;
+            depth := greatest(depth, coalesce(cardinality(x.ids), 0));
         END LOOP;
         -- every point over every query
         FOR p IN 1 .. cardinality(points) LOOP
@@ -475,11 +480,10 @@ BEGIN
             FOR q IN 1 .. nq LOOP
                 PERFORM pgeval.check_deadline(fn, deadline, timeout_ms);
                 x := pgeval.statement_rows(format(st.template,
-                                                  VARIADIC qs.literals[(q - 1) * np + 1:q * np]));
-                an_lo := an_lo || (cardinality(an_ids) + 1);
-                an_ids := an_ids || coalesce(x.ids, '{}');
-                an_d := an_d || coalesce(x.dists, '{}');
-                an_hi := an_hi || cardinality(an_ids);
+                                                  VARIADIC qs.literals[(q - 1) * np + 1:q * np]),
+                                           cols.id_column, cols.distance_column);
+                an_lists := an_lists || x.ids::text;
+                an_dists := an_dists || x.dists::text;
                 an_ms := an_ms || x.ms;
             END LOOP;
         END LOOP;
@@ -497,18 +501,9 @@ BEGIN
         PERFORM pgeval.rename_evaluation(base_name, replaced);
     END IF;
     -- ---- stored: one sweep per group ----------------------------------------------------------
-    by_distance := EXISTS (SELECT 1 FROM unnest(ex_d || an_d) d WHERE d IS NOT NULL)
-                   OR EXISTS (SELECT 1 FROM pgeval.result_list l, unnest(l.scores) s
-                               WHERE l.run_id = ANY (priors) AND s IS NOT NULL);
-    IF NOT by_distance THEN  -- exact search's rank stands in for its distance
-        ex_d := ARRAY(SELECT (i - ex_lo[u.qq] + 1)::float8
-                        FROM generate_series(1, nq) u(qq),
-                             generate_series(ex_lo[u.qq], ex_hi[u.qq]) i
-                       ORDER BY i);
-    END IF;
-    depth := greatest(1, coalesce((SELECT max(h - l + 1) FROM unnest(ex_hi, ex_lo) u(h, l)), 0),
-                      coalesce((SELECT max(cardinality(r.chunk_ids)) FROM pgeval.result_list r
-                                 WHERE r.run_id = ANY (priors)), 0));
+    depth := greatest(1, depth, coalesce((SELECT max(cardinality(r.chunk_ids))
+                                            FROM pgeval.result_list r
+                                           WHERE r.run_id = ANY (priors)), 0));
     kk := coalesce(k, depth);
     FOR gi IN 1 .. cardinality(group_keys) LOOP
         pick := ARRAY(SELECT i FROM generate_subscripts(qs.ids, 1) i
@@ -527,8 +522,7 @@ BEGIN
                  ELSE base_name || '/' || group_by || '=' || coalesce(group_keys[gi], 'NULL') END,
             coalesce(target, 'sql'), statement, queries, grid, points, kk, depth, target_recall,
             qs.ids, qs.literals, np, pick, by_distance, exact_params, priors[gi],
-            ex_ids, ex_d, ex_lo, ex_hi, ex_ms, an_ids, an_d, an_lo, an_hi, an_ms, pt_index,
-            pt_plan);
+            ex_lists, ex_dists, ex_ms, an_lists, an_dists, an_ms, pt_index, pt_plan);
         sweeps := sweeps || sw;
     END LOOP;
     IF replaced IS NOT NULL THEN
