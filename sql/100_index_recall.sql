@@ -67,6 +67,39 @@ LANGUAGE sql STABLE AS $$
      ORDER BY o.repetition, o.pos
 $$;
 
+-- The rule of index recall for one query (METRICS.md "Index recall"), in two pieces every
+-- caller shares (pgeval.index_recall_per_query below, pgeval.evaluate_query_recall and
+-- pgeval.evaluate_recall of sql/230_evaluate_query_recall.sql and sql/240_evaluate_recall.sql):
+-- n = min(K, exact rows with a distance) and d_K = the largest of the K smallest exact distances.
+CREATE OR REPLACE FUNCTION pgeval.kth_distance(p_scores double precision[], p_k integer)
+RETURNS TABLE (n bigint, d_k double precision)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT count(*), max(x.score)
+      FROM (SELECT u.score FROM unnest(p_scores) AS u(score)
+             WHERE u.score IS NOT NULL ORDER BY u.score LIMIT p_k) x
+$$;
+
+-- hits: the rows of a ranked list within its first K whose distance is within the K-th exact one,
+-- dist(c) <= d_K + eps, eps = 1e-6 * max(1, |d_K|) (ties with the K-th neighbour count); got:
+-- the rows of the list within K. dist(c) is the list's own score when p_distance (it stored the
+-- exact distance), else the exact list's score of the same chunk (a row exact search did not
+-- return is a miss).
+CREATE OR REPLACE FUNCTION pgeval.list_hits(p_ids text[], p_scores double precision[],
+                                            p_exact_ids text[], p_exact_scores double precision[],
+                                            p_d_k double precision, p_k integer,
+                                            p_distance boolean DEFAULT true)
+RETURNS TABLE (hits bigint, got bigint)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT count(*) FILTER (WHERE coalesce(CASE WHEN p_distance THEN r.score END, xr.score)
+                                  <= p_d_k + 1e-6 * greatest(1.0, abs(p_d_k))),
+           -- (the rows of the list within K: ranks 1, 2, ... each at least once)
+           coalesce(max(r.rank), 0)
+      FROM unnest(p_ids, p_scores) WITH ORDINALITY AS r(chunk_id, score, rank)
+      LEFT JOIN unnest(p_exact_ids, p_exact_scores) AS xr(chunk_id, score)
+             ON xr.chunk_id = r.chunk_id
+     WHERE r.rank <= p_k
+$$;
+
 -- Index recall@K of every ANN run of an experiment against the exact stage of the same
 -- repetition (all repetitions when p_repetition is NULL):
 --   per query: |{c in the run's first K : dist(c) <= d_K + eps}| / K, d_K = the K-th smallest
@@ -97,28 +130,14 @@ LANGUAGE sql STABLE AS $$
                   l.grades, t.n, t.d_k
              FROM ex
              JOIN pgeval.result_list l ON l.run_id = ex.run_id
-            CROSS JOIN LATERAL (SELECT count(*) AS n, max(x.score) AS d_k
-                                  FROM (SELECT u.score
-                                          FROM unnest(l.chunk_ids, l.scores, l.grades)
-                                               AS u(chunk_id, score, grade)
-                                         WHERE u.score IS NOT NULL
-                                         ORDER BY u.score LIMIT p_k) x) t
+            CROSS JOIN LATERAL pgeval.kth_distance(l.scores, p_k) t
             WHERE t.n > 0)
     SELECT a.run_id, a.repetition, dk.query_id, h.hits, dk.n, h.got, dk.exact_run
       FROM s a JOIN dk ON dk.repetition = a.repetition
-     CROSS JOIN LATERAL (
-           SELECT count(*) FILTER (WHERE coalesce(CASE WHEN coalesce(a.params->>'score',
-                                                                     'distance') = 'distance'
-                                                       THEN r.score END, xr.score)
-                                         <= dk.d_k + 1e-6 * greatest(1.0, abs(dk.d_k))) AS hits,
-                  -- (the rows of the ANN list within K: ranks 1, 2, ... each at least once)
-                  coalesce(max(r.rank), 0) AS got
-             FROM pgeval.result_list al
-            CROSS JOIN LATERAL unnest(al.chunk_ids, al.scores, al.grades) WITH ORDINALITY
-                  AS r(chunk_id, score, grade, rank)
-             LEFT JOIN unnest(dk.chunk_ids, dk.scores, dk.grades) AS xr(chunk_id, score, grade)
-                    ON xr.chunk_id = r.chunk_id
-            WHERE al.run_id = a.run_id AND al.query_id = dk.query_id AND r.rank <= p_k) h
+     -- (a query the ANN run returned nothing for: no list, NULL arrays, no hits)
+      LEFT JOIN pgeval.result_list al ON al.run_id = a.run_id AND al.query_id = dk.query_id
+     CROSS JOIN LATERAL pgeval.list_hits(al.chunk_ids, al.scores, dk.chunk_ids, dk.scores, dk.d_k,
+                                         p_k, coalesce(a.params->>'score', 'distance') = 'distance') h
      WHERE a.role = 'ann' AND p_k >= 1
 $$;
 
