@@ -1,8 +1,9 @@
 """Benchmark: pgeval's SQL metrics against pytrec_eval and ranx, measured in the same run.
 
 10,000 queries x 100 ranked chunks, ~10 judgements per query with grades 0-3. Prints:
-  (a) pgeval SQL computing the default metric set for a run already stored (pgeval.summary +
-      pgeval.run_counts) vs (b) pytrec_eval evaluate and (c) ranx evaluate  -> ratios
+  (a) pgeval SQL computing the default metric set and MAP beside it (map, map@10) for a run
+      already stored (pgeval.summary + pgeval.run_counts) vs (b) pytrec_eval evaluate and
+      (c) ranx evaluate, each computing the same measures  -> ratios
       (target: pgeval / pytrec_eval <= 0.25)
   end to end: `pgeval metrics RUN` as a new process vs pytrec_eval parsing + evaluating the
       same files (target ratio <= 0.5)
@@ -27,6 +28,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _server  # noqa: E402
 
 warnings.filterwarnings("ignore")
+
+
+MAP = ["map", "map@10"]  # beside the default measures, in every tool
 
 
 def best(fn, repeat):
@@ -103,7 +107,10 @@ def main() -> None:
         rid = conn.execute("SELECT run_id FROM pgeval.run WHERE name = 'bench-run'").fetchone()[0]
 
         def sql_metrics():
-            conn.execute("SELECT * FROM pgeval.summary(%s)", (rid,)).fetchall()
+            conn.execute(
+                "SELECT * FROM pgeval.summary(%s, pgeval.default_measures() || %s::text[])",
+                (rid, MAP),
+            ).fetchall()
             conn.execute("SELECT * FROM pgeval.run_counts(%s)", (rid,)).fetchall()
 
         sql_metrics()
@@ -121,6 +128,8 @@ def main() -> None:
         "P_3",
         "P_5",
         "P_10",
+        "map",
+        "map_cut_10",
     }
     relabelled = {q: {d: 2**g - 1 for d, g in v.items()} for q, v in qrels.items()}
 
@@ -158,6 +167,8 @@ def main() -> None:
             "precision@3",
             "precision@5",
             "precision@10",
+            "map",
+            "map@10",
         ]
         evaluate(rq, rr, ranx_metrics)  # numba warm-up (JIT compile) outside the timing
 
@@ -177,6 +188,8 @@ def main() -> None:
         db.results_uri(),
         "metrics",
         "bench-run",
+        "--measures",
+        ",".join(MAP),
         "--format",
         "json",
     ]

@@ -1,6 +1,7 @@
 -- Measure names and cut-offs (METRICS.md). Applied by `pgeval init` on every install/upgrade.
--- A ranked measure is spelled name@K (recall@K, precision@K, hit@K, mrr@K, ndcg@K) or, for a
--- family without a cut-off, name alone (rprec: R-precision, cut at the query's relevant count).
+-- A ranked measure is spelled name@K (recall@K, precision@K, hit@K, mrr@K, ndcg@K, map@K) or, for
+-- a family without a cut-off, name alone (rprec: R-precision, cut at the query's relevant count;
+-- map: average precision over the whole list). map is spelled both ways: two rows below.
 
 -- The registry (evaluator/measure/measures.py holds the same lists; tests/test_measures_registry.py
 -- keeps them equal): the defaults, the ranked families with and without a cut-off, the largest K.
@@ -12,9 +13,9 @@ $$;
 
 CREATE OR REPLACE FUNCTION pgeval.measure_families()
 RETURNS TABLE (family text, needs_cutoff boolean)
-LANGUAGE sql IMMUTABLE PARALLEL SAFE ROWS 6 AS $$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE ROWS 8 AS $$
     VALUES ('recall', true), ('mrr', true), ('ndcg', true), ('precision', true), ('hit', true),
-           ('rprec', false)
+           ('map', true), ('map', false), ('rprec', false)
 $$;
 
 -- The ranked families spelled name@K.
@@ -38,7 +39,7 @@ RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- Parses and validates a list of measures; raises on an unknown name or a bad cut-off. k is
--- NULL for a family without a cut-off (rprec).
+-- NULL for a measure without a cut-off (rprec, map).
 -- PARALLEL SAFE (it only reads its argument): the metric queries that call it can run in
 -- parallel workers.
 CREATE OR REPLACE FUNCTION pgeval.measure_spec(p_measures text[])

@@ -9,9 +9,12 @@
 --   ndcg@K      = sum_{i<=K} (2^g_i - 1)/log2(i+1) / IDCG@K (IDCG from the judged grades)
 --   rprec       = relevant in first R / R, R = the query's chunks of grade >= p_rel (no @K: the
 --                 cut-off is R, per query)
+--   map@K       = sum over the relevant chunks at rank i <= K of (relevant in first i) / i, divided
+--                 by R (all relevant chunks of the query, retrieved or not: trec_eval's map_cut_K)
+--   map         = the same over the whole list, no cut-off (trec_eval's map)
 --
 -- How: every measure is a sum over the judged chunks (grade > 0) in the first K results (for
--- rprec K is the query's R),
+-- rprec K is the query's R; map without a cut-off: the whole list),
 --   value(query, name@K) = sum over those chunks of pgeval.measure_gain(...)
 --                          / pgeval.measure_norm(name, K, query)
 -- (the gain of a chunk depends on its rank and grade only, the divisor on the query and K), so
@@ -29,9 +32,11 @@ RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- What a judged chunk at rank p_rank (grade p_grade > 0) adds to measure p_name of its query,
--- for every cut-off K >= p_rank; p_first: the rank of the query's first chunk of grade >= p_rel.
+-- for every cut-off K >= p_rank; p_first: the rank of the query's first chunk of grade >= p_rel;
+-- p_seen: the number of chunks of grade >= p_rel at rank <= p_rank (NULL when this chunk's grade
+-- is below p_rel), so that p_seen / p_rank is the precision at this relevant rank (map).
 CREATE OR REPLACE FUNCTION pgeval.measure_gain(p_name text, p_rank integer, p_grade smallint,
-                                               p_rel integer, p_first integer)
+                                               p_rel integer, p_first integer, p_seen integer)
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE p_name
                WHEN 'recall'    THEN CASE WHEN p_grade >= p_rel THEN 1.0::float8 ELSE 0.0 END
@@ -42,6 +47,7 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                                           ELSE 0.0 END
                WHEN 'ndcg'      THEN ((1 << p_grade) - 1) * ln(2.0::float8)
                                      / ln(p_rank + 1.0::float8)
+               WHEN 'map'       THEN coalesce(p_seen::float8 / p_rank, 0.0)
            END
 $$;
 
@@ -53,6 +59,7 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT CASE p_name
                WHEN 'recall'    THEN p_n_rel::float8
                WHEN 'rprec'     THEN p_n_rel::float8
+               WHEN 'map'       THEN p_n_rel::float8
                WHEN 'precision' THEN p_k::float8
                WHEN 'ndcg'      THEN p_ideal_dcg[least(p_k, cardinality(p_ideal_dcg))]
                ELSE 1.0::float8
@@ -70,48 +77,86 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
        AND q.n_rel[p_rel] > 0
 $$;
 
+-- Where the chunks of grade >= p_grade (2 or 3) begin in a list's rel_grades, which holds the
+-- grades 1, then 2, then 3 (result_list.rel_grades); past the end when there are none.
+CREATE OR REPLACE FUNCTION pgeval.grade_start(p_grades smallint[], p_grade integer)
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(array_position(p_grades, p_grade::smallint),
+                    array_position(p_grades, (p_grade + 1)::smallint), cardinality(p_grades) + 1)
+$$;
+
 -- The judged chunks (grade > 0) at rank <= the largest cut-off of p_measures (with rprec: or <=
--- the largest relevant count of the test set's queries), of a run's valid queries: rank, grade,
--- the rank of the query's first chunk of grade >= p_rel, and the query's divisor inputs. Reads
--- result_list.rel_ranks / rel_grades (generated from result_list.grades) and grades once per
--- list: chunk ids never read; one pass, no grouping.
+-- the largest relevant count of the test set's queries; with map: every rank), of a run's valid
+-- queries: rank, grade, the rank of the query's first chunk of grade >= p_rel, the number of
+-- chunks of grade >= p_rel at rank <= this one (seen; NULL for a chunk below p_rel), and the
+-- query's divisor inputs. Reads result_list.rel_ranks / rel_grades (generated from
+-- result_list.grades) and grades once per list: chunk ids never read; one pass, no grouping.
+-- seen is computed only when a measure reads it (map): the planner drops an unread column, and
+-- the positions it reads with it.
 CREATE OR REPLACE FUNCTION pgeval.judged_hits(p_run bigint, p_measures text[], p_rel integer)
-RETURNS TABLE (query_id text, rank integer, grade smallint, first_rank integer, n_rel integer,
-               ideal_dcg double precision[])
+RETURNS TABLE (query_id text, rank integer, grade smallint, first_rank integer, seen integer,
+               n_rel integer, ideal_dcg double precision[])
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
-    SELECT j.query_id, j.rank, j.grade, j.first_rank, v.n_rel, v.ideal_dcg
-      FROM (SELECT l.query_id, l.first_rank, unnest(l.rel_ranks) AS rank,
+    -- seen: for each grade >= p_rel, the number of that grade's ranks that are <= the rank, by
+    -- width_bucket's binary search in that grade's slice of rel_ranks (ascending within a grade);
+    -- no sort, no subquery, the slices taken once per list
+    SELECT j.query_id, j.rank, j.grade, j.first_rank,
+           CASE WHEN j.grade >= p_rel THEN width_bucket(j.rank, j.at1) + width_bucket(j.rank, j.at2)
+                                           + width_bucket(j.rank, j.at3) END,
+           v.n_rel, v.ideal_dcg
+      FROM (SELECT l.query_id, l.first_rank, l.at1, l.at2, l.at3, unnest(l.rel_ranks) AS rank,
                    unnest(l.rel_grades) AS grade
               -- OFFSET 0: the first relevant rank once per list, not once per unnested row
               FROM (SELECT x.query_id, x.rel_ranks, x.rel_grades,
-                           pgeval.first_relevant(x.grades, p_rel) AS first_rank
+                           pgeval.first_relevant(x.grades, p_rel) AS first_rank,
+                           CASE WHEN p_rel <= 1
+                                THEN x.rel_ranks[:pgeval.grade_start(x.rel_grades, 2) - 1]
+                                ELSE '{}' END AS at1,
+                           CASE WHEN p_rel <= 2
+                                THEN x.rel_ranks[pgeval.grade_start(x.rel_grades, 2)
+                                                 :pgeval.grade_start(x.rel_grades, 3) - 1]
+                                ELSE '{}' END AS at2,
+                           x.rel_ranks[pgeval.grade_start(x.rel_grades, 3):] AS at3
                       FROM pgeval.result_list x WHERE x.run_id = p_run OFFSET 0) l) j
       JOIN pgeval.valid_queries(p_run, p_rel) v ON v.query_id = j.query_id
      -- a bound on the rank alone (filtered below the join); each measure's own cut-off is
-     -- applied by pgeval.measure_sums. rprec's bound: the largest relevant count of the test set
-     WHERE j.rank <= (SELECT greatest(max(m.k), CASE WHEN bool_or(m.k IS NULL) THEN
-                                         (SELECT max(q.n_rel[p_rel]) FROM pgeval.query q
-                                           WHERE q.testset_id = (SELECT r.testset_id
-                                                                   FROM pgeval.run r
-                                                                  WHERE r.run_id = p_run)) END)
+     -- applied by pgeval.measure_sums. rprec's bound: the largest relevant count of the test
+     -- set; map without a cut-off: none
+     WHERE j.rank <= (SELECT CASE WHEN bool_or(m.k IS NULL AND m.name = 'map') THEN 2147483647
+                                  ELSE greatest(max(m.k), CASE WHEN bool_or(m.k IS NULL) THEN
+                                           (SELECT max(q.n_rel[p_rel]) FROM pgeval.query q
+                                             WHERE q.testset_id = (SELECT r.testset_id
+                                                                     FROM pgeval.run r
+                                                                    WHERE r.run_id = p_run))
+                                       END) END
                         FROM pgeval.measure_spec(p_measures) m)
+$$;
+
+-- The rank bound of measure p_name@p_k in pgeval.measure_sums, as SQL over a row h of
+-- pgeval.judged_hits: K; rprec: the query's relevant count; map without a cut-off: NULL (none).
+CREATE OR REPLACE FUNCTION pgeval.measure_depth(p_name text, p_k integer)
+RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(p_k::text, CASE p_name WHEN 'rprec' THEN 'h.n_rel' END)
 $$;
 
 -- The aggregates of the metric queries, one per measure of p_measures in their order, over the
 -- rows h of pgeval.judged_hits (p_rel bound as $3): the sum of the gains of the chunks at
--- rank <= K (rprec: <= the query's relevant count), each divided by its query's divisor when
+-- rank <= K (pgeval.measure_depth: rprec <= the query's relevant count, map every rank), each
+-- divided by its query's divisor when
 -- p_divided. Name and K are constants of the query, from pgeval.measure_spec, which has
 -- validated them.
 CREATE OR REPLACE FUNCTION pgeval.measure_sums(p_measures text[], p_divided boolean)
 RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT string_agg(format('sum(pgeval.measure_gain(%L, h.rank, h.grade, $3, h.first_rank)%s)'
-                             ' FILTER (WHERE h.rank <= %s)', m.name,
+    SELECT string_agg(format('sum(pgeval.measure_gain(%L, h.rank, h.grade, $3, h.first_rank,'
+                             ' h.seen)%s)%s', m.name,
                              CASE WHEN p_divided
                                   THEN format(' / pgeval.measure_norm(%L, %s, h.n_rel,'
                                               ' h.ideal_dcg)', m.name, coalesce(m.k::text, 'NULL'))
-                                  ELSE '' END, coalesce(m.k::text, 'h.n_rel')),
+                                  ELSE '' END,
+                             coalesce(' FILTER (WHERE h.rank <= ' || d.depth || ')', '')),
                       ', ' ORDER BY m.ord)
       FROM pgeval.measure_spec(p_measures) m
+     CROSS JOIN LATERAL pgeval.measure_depth(m.name, m.k) AS d(depth)
 $$;
 
 -- One row per (valid query, measure): each query's gains summed in one pass (one aggregate per

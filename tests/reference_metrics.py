@@ -15,8 +15,15 @@ def per_query(
         return None
     if measure == "rprec":  # precision at R, R = the number of relevant chunks
         return sum(1 for c in ranked[:n_rel] if grades.get(c, 0) >= rel) / n_rel
-    name, cut = measure.split("@")
+    name, cut = measure.split("@") if "@" in measure else (measure, str(len(ranked)))
     k = int(cut)
+    if name == "map":  # precision at each relevant rank <= K, summed, over all relevant chunks
+        seen, total = 0, 0.0
+        for i, c in enumerate(ranked[:k], 1):
+            if grades.get(c, 0) >= rel:
+                seen += 1
+                total += seen / i
+        return total / n_rel
     top = ranked[:k]
     hits = [c for c in top if grades.get(c, 0) >= rel]
     if name == "recall":

@@ -19,8 +19,16 @@ def test_sql_and_python_registries_are_equal(conn):
     assert max_k == measures.MAX_K
     assert tuple(defaults) == measures.DEFAULT_MEASURES
     table = conn.execute("SELECT family, needs_cutoff FROM pgeval.measure_families()").fetchall()
-    assert table == [(f.name, f.needs_cutoff) for f in measures.FAMILIES if f.kind == "ranked"]
-    assert measures.UNCUT == ("rprec",)
+    # one row per spelling: map, spelled map@K and map, has two
+    assert table == [
+        (f.name, cut)
+        for f in measures.FAMILIES
+        if f.kind == "ranked"
+        for cut in (True, False)
+        if (f.takes_cutoff if cut else not f.needs_cutoff)
+    ]
+    assert measures.UNCUT == ("map", "rprec")
+    assert "map" in measures.RANKED
 
 
 def test_sql_and_python_spell_a_cut_off_by_one_rule(conn):
@@ -28,7 +36,7 @@ def test_sql_and_python_spell_a_cut_off_by_one_rule(conn):
     and it spells every measure with a cut-off, in SQL as in Python."""
     (pattern,) = conn.execute("SELECT pgeval.measure_name_pattern()").fetchone()
     assert pattern == measures.NAME_PATTERN
-    names = [f"{f.name}@10" for f in measures.FAMILIES if f.needs_cutoff]
+    names = [f"{f.name}@10" for f in measures.FAMILIES if f.takes_cutoff]
     assert "index_recall@10" in names
     matched = conn.execute(
         "SELECT array_agg(n ~ pgeval.measure_name_pattern() ORDER BY o) "
@@ -53,6 +61,8 @@ def test_every_family_names_an_sql_function_that_exists(conn):
     [
         ("ndcg@10", "ndcg", 10, "ranked"),
         ("rprec", "rprec", None, "ranked"),
+        ("map", "map", None, "ranked"),
+        ("map@10", "map", 10, "ranked"),
         ("citation_precision", "citation_precision", None, "answer"),
         ("latency_p99_9_ms", "latency", None, "latency"),
         ("answer_latency_p95_ms", "answer_latency", None, "latency"),
@@ -73,7 +83,8 @@ def test_parse_gives_the_measure_object(name, family, cutoff, kind):
         ("Rprec", "unknown measure 'Rprec'"),
         ("latency", "unknown measure 'latency'"),
         ("latency@5", "unknown measure 'latency@5'"),
-        ("map", "unknown measure 'map'"),
+        ("MAP", "unknown measure 'MAP'"),
+        ("map@0", "unknown measure 'map@0'"),
     ],
 )
 def test_parse_says_why_a_name_is_refused(name, reason):
@@ -146,6 +157,8 @@ def test_no_other_module_parses_measure_names():
         "recall@01",
         "Recall@10",
         "map@10",
+        "map",
+        "map@0",
         "recall",
         "recall@10 ",
         "ndcg@1000000",

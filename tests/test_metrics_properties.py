@@ -26,6 +26,9 @@ MEASURES = [
     "ndcg@5",
     "ndcg@10",
     "rprec",
+    "map@1",
+    "map@5",
+    "map",
 ]
 
 qrels_st = st.dictionaries(st.sampled_from(CHUNKS), st.integers(0, 3), max_size=8)

@@ -81,6 +81,23 @@ def test_r_precision_in_the_metrics_command(pgeval, examples):
     assert "Traceback" not in err
 
 
+def test_example_5_average_precision(conn, examples):
+    """MAP: precision at each relevant rank, summed, divided by every relevant chunk of the query
+    (retrieved or not); map@K sums the ranks <= K only, over the same divisor."""
+    names = ["map", "map@3", "map@10"]
+    rel1 = {r["query_id"]: r for r in metrics.per_query(conn, examples, names)}
+    assert rel1["ex1"]["map"] == pytest.approx((1 / 2 + 2 / 4) / 2)
+    assert rel1["ex2"]["map"] == pytest.approx((1 / 2 + 2 / 4 + 3 / 6) / 4)  # 0.375, not 0.5
+    assert rel1["ex2"]["map@3"] == pytest.approx((1 / 2) / 4)
+    assert rel1["ex2"]["map@10"] == rel1["ex2"]["map"]
+    rel2 = {r["query_id"]: r["map"] for r in metrics.per_query(conn, examples, ["map"], 2)}
+    assert rel2 == {"ex2": pytest.approx((1 / 2 + 2 / 4) / 3)}  # c5 (grade 1) no longer counts
+    means = metrics.summary(conn, examples, ["map", "recall@3", "map@3"])
+    assert means["map"] == pytest.approx((0.5 + 0.375) / 2)
+    assert means["map@3"] == pytest.approx((0.5 / 2 + 0.5 / 4) / 2)
+    assert means["recall@3"] == pytest.approx((0.5 + 0.25) / 2)  # unchanged beside map
+
+
 def test_summary_is_mean_over_valid_queries(conn, examples):
     values = metrics.summary(conn, examples, ["recall@3", "precision@5", "hit@3"])
     assert values["recall@3"] == pytest.approx((0.5 + 0.25) / 2)
@@ -99,7 +116,7 @@ def test_unknown_measure_is_a_clean_error(conn, examples):
     from evaluator.core.errors import InputError
 
     with pytest.raises(InputError, match="unknown measure"):
-        metrics.per_query(conn, examples, ["map@10"])
+        metrics.per_query(conn, examples, ["bpref@10"])
 
 
 def test_database_refuses_bad_rows(conn, examples):

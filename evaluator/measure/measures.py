@@ -10,8 +10,9 @@ names (``Family.sql``); Python never computes one.
 
 - ranked measures, computed in SQL per query (sql/020_metrics.sql) from a run's ranked lists:
   with a cut-off, spelled ``name@K`` with 1 <= K <= :data:`MAX_K` (recall, mrr, ndcg, precision,
-  hit), or without one, spelled ``name`` (``rprec``: R-precision, the cut-off is the query's
-  number of relevant chunks);
+  hit, map), or without one, spelled ``name`` (``rprec``: R-precision, the cut-off is the query's
+  number of relevant chunks; ``map``: average precision over the whole list). ``map`` is spelled
+  both ways (``optional_cutoff``);
 - answer measures (``citation_precision``, ``answer_accuracy``): sql/300_answers.sql;
 - latency percentiles (``latency_p95_ms``, ``answer_latency_p99_9_ms``): from stored timings;
 - index recall (``index_recall@K``, stage-report only): sql/100_index_recall.sql.
@@ -36,6 +37,12 @@ class Family:
     needs_cutoff: bool
     sql: str  # the SQL function whose rows carry its values
     higher_is_better: bool = True
+    optional_cutoff: bool = False  # spelled name@K and name alone (map)
+
+    @property
+    def takes_cutoff(self) -> bool:
+        """Spelled ``name@K`` (always, or as one of its two spellings)."""
+        return self.needs_cutoff or self.optional_cutoff
 
 
 FAMILIES = (
@@ -44,6 +51,7 @@ FAMILIES = (
     Family("ndcg", "ranked", True, "pgeval.summary"),
     Family("precision", "ranked", True, "pgeval.summary"),
     Family("hit", "ranked", True, "pgeval.summary"),
+    Family("map", "ranked", False, "pgeval.summary", optional_cutoff=True),
     Family("rprec", "ranked", False, "pgeval.summary"),
     Family("citation_precision", "answer", False, "pgeval.answer_summary"),
     Family("answer_accuracy", "answer", False, "pgeval.answer_summary"),
@@ -53,8 +61,9 @@ FAMILIES = (
 )
 _BY_NAME = {f.name: f for f in FAMILIES}
 
-# the ranked families SQL computes (pgeval.measure_families()), with and without a cut-off
-RANKED = tuple(f.name for f in FAMILIES if f.kind == "ranked" and f.needs_cutoff)
+# the ranked families SQL computes (pgeval.measure_families()), with and without a cut-off (map
+# is in both)
+RANKED = tuple(f.name for f in FAMILIES if f.kind == "ranked" and f.takes_cutoff)
 UNCUT = tuple(f.name for f in FAMILIES if f.kind == "ranked" and not f.needs_cutoff)
 ANSWER = tuple(f.name for f in FAMILIES if f.kind == "answer")
 
@@ -94,9 +103,9 @@ def parse(name: str) -> Measure:
     m = _CUT.match(name)
     if m is not None:
         family = _BY_NAME.get(m.group(1))
-        if family is not None and not family.needs_cutoff and family.kind != "latency":
+        if family is not None and not family.takes_cutoff and family.kind != "latency":
             raise UnknownMeasure(f"{family.name} takes no cut-off: write '{family.name}'")
-        if family is not None and family.needs_cutoff and int(m.group(2)) <= MAX_K:
+        if family is not None and family.takes_cutoff and int(m.group(2)) <= MAX_K:
             return Measure(name, family, int(m.group(2)))
     else:
         lat = _LATENCY.match(name)

@@ -81,7 +81,8 @@ _MEASURE_OPTIONS = (
         "extra_measures",
         metavar="NAMES",
         help="More ranked measures, after those of --k, --ndcg-k and --mrr-k: name@K, or rprec "
-        "(R-precision, no cut-off); e.g. rprec,recall@100.",
+        "(R-precision, no cut-off) or map (average precision over the whole list; map@K cuts "
+        "it at K); e.g. rprec,map,recall@100.",
     ),
     click.option(
         "--rel",
