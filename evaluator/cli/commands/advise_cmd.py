@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from ...api.results import AdviseResult, Design
 
 
+# what the printed statement is: pgeval's, not one read from the application
+STATEMENT = (
+    "the statement measured (pgeval's: your application's gets these figures when it orders "
+    "by the same distance operator with the same LIMIT):"
+)
 # the table's columns shown only with --wide (JSON and the HTML report carry them)
 TABLE_WIDE_ONLY = ("±95%", "p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps", "worst_rows")
 
@@ -318,7 +323,7 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
     for s in rec["settings_sql"]:
         echo_line(f"  {s};")
     _print_indexes(rec)
-    echo_line(f"the application's statement: {rec['query_sql']}")
+    echo_line(f"{STATEMENT} {rec['query_sql']}")
     if len(rec.get("query_params") or []) > 1:
         params = ", ".join(f"${i} {p}" for i, p in enumerate(rec["query_params"], 1))
         echo_line(f"  with {params}")

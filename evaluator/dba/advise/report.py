@@ -119,7 +119,9 @@ def render(result: dict[str, Any]) -> str:
             f'<h2>Recommendation: {escape(rec["design"])}</h2><p id="why">{escape(rec["why"])}</p>'
             f'<p class="muted">{escape(how)}</p><pre id="apply">'
             f"{escape(statements)}</pre>{indexes_section(rec)}"
-            '<p class="muted">The application\'s statement:</p>'
+            "<p class=\"muted\">The statement measured (pgeval's: your application's gets "
+            "these figures when it orders by the same distance operator with the same "
+            "LIMIT):</p>"
             f"<pre>{escape(rec['query_sql'])}</pre>"
             f'<p class="muted">Evidence: <code>pgeval stage-report {escape(rec["sweep"])}</code> '
             f"(point {escape(rec['point'])}).</p>"
