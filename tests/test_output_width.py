@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 
 import pytest
 from rich.filesize import decimal
@@ -350,3 +351,39 @@ def test_progress_tells_the_truth(long_named):
     ], err
     code, out, err = run(*args, "--build", "hnsw:m=abc")
     assert code == 1 and len(err.splitlines()) == 1 and "expected an integer" in err, err
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+def test_advise_page_fits_1280_px_with_its_verdicts_and_hover(long_named, tmp_path):
+    """advise.html at 1280 px in headless Chromium (issue 40, item 5): the designs table fits the
+    window with its verdict column in view; the plot is an inline SVG whose points tell their
+    setting, recall, p95 and index size on hover; nothing is fetched (no URL in the page)."""
+    from test_report import chromium, console_messages
+
+    run, testset, target = long_named
+    page = tmp_path / "advise.html"
+    code, _, err = run(
+        "advise", "--testset", testset, "--target", target, "--designs", "hnsw,ivfflat",
+        "--target-recall", "0.95", "--max-p95-ms", "5", "--report", str(page),
+    )  # fmt: skip
+    assert code == 0, err
+    text = page.read_text(encoding="utf-8")
+    assert "http://" not in text and "https://" not in text
+    hovers = re.findall(r"<title>([^<]*)</title>", text)[1:]
+    assert hovers and all("recall@10" in h and "p95" in h and " MB" in h for h in hovers), hovers
+    assert any("=" in h.split(":")[0] for h in hovers)  # the setting of the point
+    measure = (
+        "<script>var t=document.querySelector('h2 + div.wide table');var h=[].slice.call("
+        "t.querySelectorAll('th')).filter(function(x){return x.textContent=='verdict'})[0];"
+        "document.body.setAttribute('data-fit',[Math.round(t.getBoundingClientRect().right),"
+        "Math.round(h.getBoundingClientRect().right),window.innerWidth].join(','))</script>"
+    )
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("</body>", measure + "</body>"), encoding="utf-8")
+    proc = chromium(tmp_path, probe, "--window-size=1280,900", "--dump-dom")
+    assert proc.returncode == 0 and console_messages(proc.stderr) == [], proc.stderr[-2000:]
+    table_right, verdict_right, window = map(
+        int, re.search(r'data-fit="([\d,]+)"', proc.stdout).group(1).split(",")
+    )
+    assert verdict_right <= table_right <= window <= 1280, (table_right, verdict_right, window)
+    assert "p95 budget 5 ms" in text  # the budget line, named in the legend
