@@ -1,6 +1,9 @@
 """Database access: DSN resolution order, the embedded server's lifecycle, `pgeval init`
 idempotence, and passwords kept out of messages."""
 
+import re
+
+import psycopg
 import pytest
 
 from evaluator.core import server
@@ -72,6 +75,15 @@ def test_embedded_lifecycle_and_autostart(pgeval, tmp_path):
         assert server.is_running(tmp_path / "pg")
         code, out, _ = pgeval("--datadir", datadir, "db", "status")
         assert code == 0 and out.startswith("running")
+        # the data directory's size and schema pgeval's (issue 40, item 8)
+        assert re.search(r"^data directory: [\d.]+ [kMG]B$", out, re.M), out
+        assert re.search(r"^schema pgeval: revision \w+, [\d.]+ [kMG]B; 0 test set", out, re.M)
+        # the host/port form a connection dialog asks for, which connects
+        code, out, _ = pgeval("--datadir", datadir, "db", "uri", "--keywords")
+        fields = dict(f.split("=", 1) for f in out.split())
+        assert fields["port"].isdigit() and fields["host"] == datadir, out
+        with psycopg.connect(out.strip()) as c:
+            assert c.execute("SELECT 1").fetchone() == (1,)
     finally:
         code, out, _ = pgeval("--datadir", datadir, "db", "stop")
     assert code == 0 and out.startswith("stopped")

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 QUERIES = ["q1", "q2", "问3", "q 4"]
 _names = itertools.count()
-_dir = Path(tempfile.mkdtemp(prefix="pgeval-fuzz-run-"))
+_dir = Path()  # the module's folder for fuzzed files (set by _fuzz_dir)
 FUZZ = settings(
     max_examples=80,
     deadline=None,
@@ -33,8 +33,11 @@ FUZZ = settings(
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _remove_fuzz_files():
-    """The fuzzed files go with the module."""
+def _fuzz_dir():
+    """A folder for the fuzzed files, made when the module's tests run (not when it is only
+    collected, as with -m "not slow", which left /tmp/pgeval-fuzz-run-* behind) and removed after."""
+    global _dir
+    _dir = Path(tempfile.mkdtemp(prefix="pgeval-fuzz-run-"))
     yield
     shutil.rmtree(_dir, ignore_errors=True)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import shutil
 
 import pytest
 from rich.filesize import decimal
@@ -42,10 +43,29 @@ def test_line_progress_at_most_every_interval():
         p.update(task, advance=n)
     p.stop()
     lines = stream.getvalue().splitlines()
+    # the ETA at the rate since the previous line: 100 in the last 10.5 s, 100 left
     assert lines == [
         "progress: sweep 200/400 (50%), 10 s elapsed, ETA 10 s",
-        "progress: sweep 300/400 (75%), 21 s elapsed, ETA 7 s",
+        "progress: sweep 300/400 (75%), 21 s elapsed, ETA 10 s",
     ]
+
+
+def test_line_progress_eta_follows_work_that_slows_down():
+    """Each point of a sweep slower than the last (ef_search rising): the whole run's average
+    would promise an ETA that then rises line after line; the recent rate's does not."""
+    now = [0.0]
+    stream = io.StringIO()
+    p = LineProgress(stream=stream, every=10, clock=lambda: now[0])
+    p.start()
+    task = p.add_task("sweep", total=2000)
+    for t in range(1, 121):  # 20 units a second, then 2 (the points that cost more)
+        now[0] = float(t)
+        p.update(task, advance=20 if t <= 30 else 2)
+    etas = [int(m) for m in re.findall(r"ETA (\d+) s", stream.getvalue())]
+    assert len(etas) >= 10 and not stream.getvalue().startswith("progress: sweep 0/")
+    # from the line after the slow-down on, the ETA falls as time passes (the whole run's
+    # average gave 89 s, then 122 s, 149 s, ... for the same work)
+    assert all(b < a for a, b in zip(etas[3:], etas[4:])), etas
 
 
 def test_line_progress_in_bytes():
@@ -313,3 +333,57 @@ def test_run_import_progress_line_with_the_file_size(long_named, monkeypatch, tm
         re.M,
     ), err
     assert "progress" not in out  # stderr only
+
+
+def test_progress_tells_the_truth(long_named):
+    """A rerun of the demo's advise builds nothing and says so per design ("stored"); an
+    input error is the only line, no progress line before it (issue 40, item 4)."""
+    run, testset, target = long_named
+    args = ("advise", "--testset", testset, "--target", target, "--designs", "hnsw,ivfflat")
+    code, _, err = run(*args, "--target-recall", "0.95")
+    assert code == 0, err
+    done = [ln for ln in err.splitlines() if re.match(r"advise: design \d of 2: .*: ", ln)]
+    assert len(done) == 2 and all("stored: nothing built or measured" in ln for ln in done), err
+    assert "building" not in err, err
+    code, out, err = run("advise", "--testset", "no-such-set", "--target", target)
+    assert code == 1 and err.splitlines() == [
+        "pgeval: error: no test set named 'no-such-set' (see `pgeval testset list`)"
+    ], err
+    code, out, err = run(*args, "--build", "hnsw:m=abc")
+    assert code == 1 and len(err.splitlines()) == 1 and "expected an integer" in err, err
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+def test_advise_page_fits_1280_px_with_its_verdicts_and_hover(long_named, tmp_path):
+    """advise.html at 1280 px in headless Chromium (issue 40, item 5): the designs table fits the
+    window with its verdict column in view; the plot is an inline SVG whose points tell their
+    setting, recall, p95 and index size on hover; nothing is fetched (no URL in the page)."""
+    from test_report import chromium, console_messages
+
+    run, testset, target = long_named
+    page = tmp_path / "advise.html"
+    code, _, err = run(
+        "advise", "--testset", testset, "--target", target, "--designs", "hnsw,ivfflat",
+        "--target-recall", "0.95", "--max-p95-ms", "5", "--report", str(page),
+    )  # fmt: skip
+    assert code == 0, err
+    text = page.read_text(encoding="utf-8")
+    assert "http://" not in text and "https://" not in text
+    hovers = re.findall(r"<title>([^<]*)</title>", text)[1:]
+    assert hovers and all("recall@10" in h and "p95" in h and " MB" in h for h in hovers), hovers
+    assert any("=" in h.split(":")[0] for h in hovers)  # the setting of the point
+    measure = (
+        "<script>var t=document.querySelector('h2 + div.wide table');var h=[].slice.call("
+        "t.querySelectorAll('th')).filter(function(x){return x.textContent=='verdict'})[0];"
+        "document.body.setAttribute('data-fit',[Math.round(t.getBoundingClientRect().right),"
+        "Math.round(h.getBoundingClientRect().right),window.innerWidth].join(','))</script>"
+    )
+    probe = tmp_path / "probe.html"
+    probe.write_text(text.replace("</body>", measure + "</body>"), encoding="utf-8")
+    proc = chromium(tmp_path, probe, "--window-size=1280,900", "--dump-dom")
+    assert proc.returncode == 0 and console_messages(proc.stderr) == [], proc.stderr[-2000:]
+    table_right, verdict_right, window = map(
+        int, re.search(r'data-fit="([\d,]+)"', proc.stdout).group(1).split(",")
+    )
+    assert verdict_right <= table_right <= window <= 1280, (table_right, verdict_right, window)
+    assert "p95 budget 5 ms" in text  # the budget line, named in the legend

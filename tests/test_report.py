@@ -197,6 +197,36 @@ def test_experiment_report_has_stages_and_waterfall(pgeval, conn, experiment):
     code, md, err = pgeval("report", "exp", "--format", "md")
     assert code == 0 and "## Stages" in md and "## Where recall@10 was lost" in md
     assert "| rerank | 12 | 0.5000 | 0.5000 |" in md  # a count of one repetition: whole
+    # the answer first, in one sentence; the stages with their index recall (issue 40, item 5)
+    assert md.splitlines()[2] == (
+        "**rerank costs 0.500 of recall@10: tune the reranker (recall@10 kept: 0.500).**"
+    ), md
+    assert "| index_recall@10 |" in md.split("## Stages")[1].splitlines()[2], md
+    # raw fields that say nothing to a reader are left out: a zero domain discount, run ids
+    assert "domain discount" not in md and "input_runs" not in md, md
+
+
+def test_conclusion_names_what_the_index_costs_and_what_costs_most():
+    from evaluator.reporting import common
+
+    loss = [("index", 0.0079), ("reach", 0.2177), ("fusion", 0.3196), ("kept", 0.4548)]
+    report = {
+        "stage_report": {
+            "k": 10,
+            "loss_attribution": [{"category": c, "recall_points": v} for c, v in loss],
+        }
+    }
+    assert common.conclusion(report) == (
+        "The index costs 0.008 of recall@10; fusion costs 0.320: tune the merge "
+        "(recall@10 kept: 0.455)."
+    )
+    report["stage_report"]["loss_attribution"][0]["recall_points"] = 0.5
+    assert common.conclusion(report).startswith("index costs 0.500 of recall@10: tune the index")
+    one_run = {"summary": {"recall@5": 0.5, "recall@10": 0.61}, "counts": {"valid": 20}}
+    assert common.conclusion({**one_run, "flagged": [{"query_id": "a"}, {"query_id": "a"}]}) == (
+        "recall@10 is 0.610 over 20 valid queries; 1 of them are flagged (Recall@K < 0.3 or "
+        "nDCG@10 < 0.5)."
+    )
 
 
 def test_report_errors(pgeval, reported, tmp_path):
@@ -392,8 +422,9 @@ def test_report_refuses_to_overwrite_the_report_it_reads(
 
 def test_flagged_queries_one_row_each_worst_first_with_plans(pgeval, conn, clean, tmp_path):
     """The flagged section (issue "Output a DBA can trust", item 5): one row per query (a query
-    flagged for recall and ranking is one row), worst first, the 20 worst shown with the plan of
-    the stage, the rest behind a <details>; parameters in words; no per-type section for
+    flagged for recall and ranking is one row), worst first by recall then relevant chunks
+    missed, the 10 worst shown with the plan of the stage, the rest behind a <details> that says
+    how many (issue 40, item 5); parameters in words; no per-type section for
     untyped queries; the page gets the mode every new file gets (PNG files beside it do too)."""
     import os
 
@@ -420,10 +451,11 @@ def test_flagged_queries_one_row_each_worst_first_with_plans(pgeval, conn, clean
     assert code == 0, err
     assert page.stat().st_mode & 0o777 == 0o644
     text = page.read_text()
-    assert "Flagged queries (25)" in text and "the 20 worst shown" in text
-    assert "<summary>5 more flagged queries</summary>" in text
-    flagged, rest = text.split('<div id="flagged">')[1].split("<details><summary>5 more")
-    assert flagged.count("<tr><td>q") == 20 and rest.split("</div>")[0].count("<tr><td>q") == 5
+    assert "Flagged queries: 25 of 30 valid" in text
+    assert "the 10 worst shown, 15 more below them" in text
+    assert "<summary>15 more flagged queries</summary>" in text
+    flagged, rest = text.split('<div id="flagged">')[1].split("<details><summary>15 more")
+    assert flagged.count("<tr><td>q") == 10 and rest.split("</div>")[0].count("<tr><td>q") == 15
     assert "low_recall (recall@10 0.0000); poor_ranking (ndcg@10 0.0000)" in flagged
     assert "Seq Scan on result" in flagged  # q03's plan, in its row
     assert "k: 60 · w: 1, 2" in text and "{&quot;k&quot;" not in text

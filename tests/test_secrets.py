@@ -487,3 +487,13 @@ def test_key_in_a_working_reranker_url_is_not_stored(sec_kb, pgeval, conn, monke
         code, out, err = pgeval("report", "keyexp.rerank.1", "--format", fmt)
         assert code == 0, err
         _no_core(out, err)
+
+
+def test_a_keyword_dsn_ending_in_its_password_keeps_the_messages_separator(database, pgeval):
+    """`password=*** connection failed` read as one phrase (issue 40, item 8): the ':' after
+    the masked DSN is the message's, not part of the password."""
+    dsn = f"host=127.0.0.1 port=1 user=alice connect_timeout=3 password={PASSWORD}"
+    code, out, err = pgeval("--dsn", dsn, "run", "list")
+    assert code == 1
+    _no_secret(out, err)
+    assert "password=***: " in err, err

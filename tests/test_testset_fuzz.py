@@ -19,7 +19,7 @@ from evaluator.testset import load
 pytestmark = pytest.mark.slow
 
 _names = itertools.count()
-_dir = Path(tempfile.mkdtemp(prefix="pgeval-fuzz-"))
+_dir = Path()  # the module's folder for fuzzed files (set by _fuzz_dir)
 FUZZ = settings(
     max_examples=60,
     deadline=None,
@@ -28,8 +28,11 @@ FUZZ = settings(
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _remove_fuzz_files():
-    """The fuzzed files go with the module."""
+def _fuzz_dir():
+    """A folder for the fuzzed files, made when the module's tests run (not when it is only
+    collected, as with -m "not slow", which left /tmp/pgeval-fuzz-* behind) and removed after."""
+    global _dir
+    _dir = Path(tempfile.mkdtemp(prefix="pgeval-fuzz-"))
     yield
     shutil.rmtree(_dir, ignore_errors=True)
 

@@ -152,6 +152,7 @@ class DbaMethods:
         report: str | Path | None = None,
         on_design: Callable[[int, int, Design, float | None], None] | None = None,
         on_warning: Callable[[str], None] | None = None,
+        on_designed: Callable[[int, int, Design, dict], None] | None = None,
     ) -> AdviseResult:
         """Which index design to have, built how, queried how (`pgeval advise`): one stored
         sweep per design x build (``designs``: ANN stage kinds, default the registry's default
@@ -164,8 +165,11 @@ class DbaMethods:
         ``sample_rows``: every design screened on that many rows (default: a sample advise
         sizes, on a table of more than 100,000 rows), the design the table has measured in
         place, at most one other built in full (``confirm_on_table``: CONCURRENTLY on the
-        table, measured there). ``role``: the settings as ``ALTER ROLE role IN DATABASE ...``. ``low_end``: each design
-        at the upper end of its setting's 95 % interval (ungrouped designs). Returns an
+        table, measured there). ``role``: the settings as ``ALTER ROLE role IN DATABASE ...``.
+        ``low_end``: each design at the upper end of its setting's 95 % interval (ungrouped
+        designs). ``on_design(i, n, design, seconds_left)`` is called before each design,
+        ``on_designed(i, n, design, row)`` after it (``row["measured"]`` 0: read from its stored
+        sweep). Returns an
         AdviseResult; ``as_dict()`` is what ``--format json`` prints. The defaults are
         ``evaluator.dba.advise.config.ADVISE_DEFAULTS``, the command's."""
         from ..dba.advise import AdviseConfig, run_advise
@@ -203,7 +207,9 @@ class DbaMethods:
             role=role,
             low_end=low_end,
         )
-        result = run_advise(self.database, cfg, on_design=on_design, on_warning=on_warning)
+        result = run_advise(
+            self.database, cfg, on_design=on_design, on_warning=on_warning, on_designed=on_designed
+        )
         if plot is not None:
             from ..dba.advise import plot as plotmod
 

@@ -210,6 +210,10 @@ KEY_COLUMNS = frozenset(
         "worst_group",
         "design",
         "build",
+        "measure",
+        "type",
+        "category",
+        "check",
     }
 )
 DECISION_COLUMNS = frozenset(
@@ -305,7 +309,7 @@ def table(
     out = file or sys.stdout
     width = None if wide else (console_width(out) or shutil.get_terminal_size().columns)
     widths = None if width is None else fit(columns, cells, numeric, width, _keys(columns))
-    every = (columns, cells)  # a record has room for every column
+    every = (columns, cells, numeric)  # a record (or a part) has room for every column
     dropped: list[str] = []
     while width is not None and _wraps_a_name(columns, cells, widths):
         # a name would wrap: leave out the rightmost other text column first (--wide shows it)
@@ -323,7 +327,11 @@ def table(
     if title:  # wrapped, never cut
         console.print(wrapped(title, width), soft_wrap=True, markup=False, highlight=False)
     if width is not None and widths is None:
-        records(*every, width, console)
+        parts = _parts(*every, width)
+        if parts is not None and (len(parts) <= 2 or len(rows) > RECORDS_UP_TO):
+            _print_parts(console, *every, parts, width)
+            return
+        records(*every[:2], width, console)
         _note(console, width, "(too wide for a table: one record per row; --wide shows a table)")
         return
     console.print(_rich_table(columns, cells, numeric, widths))
@@ -333,6 +341,74 @@ def table(
             width,
             f"(left out to keep names whole: {', '.join(dropped)}; --wide shows every column)",
         )
+
+
+RECORDS_UP_TO = 5  # a table too wide for one of a few rows: records; of more: parts
+
+
+def _parts(
+    columns: Sequence[str], cells: list[list[str]], numeric: list[bool], width: int
+) -> list[list[int]] | None:
+    """The table's columns in parts that each fit ``width``, every part led by the names it
+    starts with (the first column and the names right after it), the others in their order;
+    None when a part with one column beside its names does not fit."""
+    keys = _keys(columns)
+    lead = [0]
+    while len(lead) < len(columns) - 1 and lead[-1] + 1 in keys:
+        lead.append(lead[-1] + 1)
+
+    def fits(idx: list[int]) -> bool:
+        sub = [columns[i] for i in idx]
+        return (
+            fit(
+                sub,
+                [[r[i] for i in idx] for r in cells],
+                [numeric[i] for i in idx],
+                width,
+                _keys(sub),
+            )
+            is not None
+        )
+
+    parts: list[list[int]] = []
+    part: list[int] = []
+    for i in range(len(lead), len(columns)):
+        if fits(lead + part + [i]):
+            part.append(i)
+        elif part and fits(lead + [i]):
+            parts.append(part)
+            part = [i]
+        else:
+            return None
+    return [lead + p for p in [*parts, part]]
+
+
+def _print_parts(
+    console: Any,
+    columns: Sequence[str],
+    cells: list[list[str]],
+    numeric: list[bool],
+    parts: list[list[int]],
+    width: int,
+) -> None:
+    """The table in ``parts`` (column indexes), one below the other, each led by the names."""
+    for n, idx in enumerate(parts):
+        if n:
+            console.print()
+        sub = [columns[i] for i in idx]
+        sub_cells = [[r[i] for i in idx] for r in cells]
+        sub_numeric = [numeric[i] for i in idx]
+        console.print(
+            _rich_table(
+                sub, sub_cells, sub_numeric, fit(sub, sub_cells, sub_numeric, width, _keys(sub))
+            )
+        )
+    lead = ", ".join(str(columns[i]) for i in parts[0] if all(i in p for p in parts))
+    _note(
+        console,
+        width,
+        f"(too wide for one table: {len(parts)} parts, each led by {lead}; --wide shows one table)",
+    )
 
 
 def _keys(columns: Sequence[str]) -> set[int]:

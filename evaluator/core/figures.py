@@ -75,3 +75,44 @@ def place_labels(ax: Any, points: list[tuple[float, float, str]]) -> None:
             )
             chosen = (ann, ann.get_window_extent(renderer))
         placed.append(chosen[1])
+
+
+def svg(fig: Any, titles: dict[str, str]) -> str:
+    """``fig`` as an inline ``<svg>`` element (no XML header, no external reference: a page
+    embeds it as it is) in which each artist whose gid is a key of ``titles`` carries that text
+    as its ``<title>``: the browser shows it on hover."""
+    import xml.etree.ElementTree as ET
+
+    ns = "http://www.w3.org/2000/svg"
+    ET.register_namespace("", ns)
+    ET.register_namespace("xlink", "http://www.w3.org/1999/xlink")
+    import matplotlib
+
+    buf = io.StringIO()
+    # text as text (searchable, read by screen readers, smaller than glyph paths)
+    with warnings.catch_warnings(), matplotlib.rc_context({"svg.fonttype": "none"}):
+        warnings.simplefilter("ignore")
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    root = ET.fromstring(buf.getvalue())
+    for meta in root.findall(f"{{{ns}}}metadata"):  # matplotlib's RDF record: URLs, no figure
+        root.remove(meta)
+    for node in root.iter():
+        text = titles.get(node.get("id") or "")
+        if text is not None:
+            title = ET.Element(f"{{{ns}}}title")
+            title.text = text
+            node.insert(0, title)
+    root.set("role", "img")
+    width = root.get("width")
+    if width:  # scales down with the page, never up past its own size
+        root.set("style", f"max-width:{width};height:auto")
+        root.attrib.pop("height", None)
+        root.set("width", "100%")
+    text = ET.tostring(root, encoding="unicode")
+    # inline in HTML the namespaces are implied: no URL left in the page (self-contained)
+    for decl in (
+        ' xmlns="http://www.w3.org/2000/svg"',
+        ' xmlns:xlink="http://www.w3.org/1999/xlink"',
+    ):
+        text = text.replace(decl, "")
+    return text.replace("xlink:href=", "href=")

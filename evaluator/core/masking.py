@@ -33,14 +33,19 @@ MIN_FRAGMENT = 4  # a run this long of a known secret is masked wherever it appe
 _URI = re.compile(
     r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:]*:)([^\s/?#]*)@(?=[^\s/?#@]*(?:[\s/?#]|$))"
 )
-_KW_PASSWORD = re.compile(r"(?i)(\bpassword\s*=\s*)(?!\*\*\*)('(?:[^'\\]|\\.)*(?:'|$)|\S+)")
+# (a ':' ending the value before a blank is the message's separator, not the password's)
+_KW_PASSWORD = re.compile(
+    r"(?i)(\bpassword\s*=\s*)(?!\*\*\*)('(?:[^'\\]|\\.)*(?:'|$)|\S+?(?=:\s|\s|$))"
+)
 _PARAM = re.compile(
     r"(?i)([?&;](?:[a-z0-9_.\-]*(?:key|token|secret|passw(?:or)?d|pwd|signature|"
     r"sig|auth)[a-z0-9_.\-]*)=)([^&#\s\"']*)"
 )
+# (a value already masked, followed by a separator, is left as it is: the ':' after
+# "password=***" in "cannot connect to ... password=***: refused" is the message's)
 _ASSIGN = re.compile(
     r"(?i)(\b(?:api[_-]?key|access[_-]?token|token|secret|password|passwd|"
-    r"authorization)\s*[=:]\s*(?:bearer\s+|basic\s+)?)([^\s&,;\"']+)"
+    r"authorization)\s*[=:]\s*(?:bearer\s+|basic\s+)?)(?!\*\*\*(?:[\s:;,]|$))([^\s&,;\"']+)"
 )
 _BEARER = re.compile(r"(?i)(\b(?:bearer|basic)\s+)([A-Za-z0-9._~+/=\-]{8,})")
 _ENV_DSNS = ("PGEVAL_DSN", "PGEVAL_RESULTS_DSN")

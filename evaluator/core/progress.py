@@ -1,6 +1,7 @@
 """Progress on stderr: a rich bar with done/total, elapsed time and ETA on a terminal; when
 stderr is not a terminal (a pipe, a CI log), one line at most every ``PGEVAL_PROGRESS_INTERVAL``
-seconds (default 10), the first after that interval, so that short commands print nothing.
+seconds (default 10), the first after that interval, so that short commands print nothing, and
+none before the first piece of work is done (an input refused before it prints its error only).
 
 :class:`LineProgress` offers the part of ``rich.progress.Progress`` the commands use."""
 
@@ -31,6 +32,9 @@ class _Task:
     description: str
     total: float | None
     completed: float = 0.0
+    # (seconds elapsed, completed) when the last line was printed: the rate since then is the
+    # ETA's, so that work slowing down (a larger ef_search) shows in it at the next line
+    last: tuple[float, float] | None = None
 
 
 class _Live:
@@ -107,20 +111,30 @@ class LineProgress:
         now = self.clock()
         if now - self._last < self.every or now == self._started:
             return
+        if not self.tasks[task].completed:  # nothing done yet: a check may still refuse the
+            return  # input, whose one-line error is then the only line (issue 40, item 4)
         self._last = now
-        text = line(self.tasks[task], now - self._started, self.unit)
+        t = self.tasks[task]
+        text = line(t, now - self._started, self.unit)
+        t.last = (now - self._started, t.completed)
         print(text, file=self.stream, flush=True)
 
 
 def line(task: _Task, elapsed: float, unit: str = "") -> str:
     """'progress: sweep ef_search=40 1350/4500 (30%), 12 s elapsed, ETA 28 s'; with
-    ``unit="bytes"``: 'progress: import run.trec 1.2 MB/4.5 MB (27%), ...'."""
+    ``unit="bytes"``: 'progress: import run.trec 1.2 MB/4.5 MB (27%), ...'. The ETA is the
+    work left at the rate since the task's previous line (the whole run's for its first)."""
     amount = _size if unit == "bytes" else lambda n: str(int(n))
     done = amount(task.completed)
     if not task.total:
         return f"progress: {task.description} {done} done, {elapsed:.0f} s elapsed"
     share = min(1.0, task.completed / task.total)
-    eta = f", ETA {elapsed * (1 - share) / share:.0f} s" if share > 0 else ""
+    since, then = task.last or (0.0, 0.0)
+    if task.completed <= then or elapsed <= since:
+        since, then = 0.0, 0.0
+    rate = (task.completed - then) / (elapsed - since) if elapsed > since else 0.0
+    left = max(task.total - task.completed, 0.0)
+    eta = f", ETA {left / rate:.0f} s" if share > 0 and rate > 0 else ""
     return (
         f"progress: {task.description} {done}/{amount(task.total)} ({share:.0%}), "
         f"{elapsed:.0f} s elapsed{eta}"

@@ -44,11 +44,27 @@ def facts(report: dict) -> list[tuple[str, str]]:
         ("relevant", f"grade ≥ {report.get('rel', 1)}"),
         ("order rule", fmt(report.get("order_rule"))),
         ("timing boundary", fmt(report.get("timing_boundary"))),
-        ("domain discount", fmt(report.get("domain_discount"))),
     ]
-    if run.get("params"):
-        out.append(("parameters", params_text(run["params"])))
+    if report.get("domain_discount"):  # 0 (the default) says nothing: left out
+        out.append(
+            (
+                "domain discount",
+                f"{report['domain_discount']:g}: the acceptance thresholds lowered by that "
+                "share for a specialised domain (docs/METRICS.md)",
+            )
+        )
+    shown = {k: v for k, v in (run.get("params") or {}).items() if k not in INTERNAL_PARAMS}
+    if shown:
+        out.append(("parameters", params_text(shown)))
     return out
+
+
+# a run's parameters that are pgeval's bookkeeping, not its configuration: the ids of its input
+# runs, the time and row count of its statement, its role and kind (the stage line says them),
+# the statement it timed (the timing boundary says it): left out of the report's facts
+INTERNAL_PARAMS = frozenset(
+    {"input_runs", "fusion_ms", "rows", "role", "kind", "timed", "timed_statement", "warnings"}
+)
 
 
 def params_text(params: dict) -> str:
@@ -77,12 +93,73 @@ def typed(report: dict) -> bool:
     return len(rows) > 1 or bool(names - {None, "", "(untyped)"})
 
 
-FLAGGED_SHOWN = 20  # the worst flagged queries shown with their plans; the rest folded away
+FLAGGED_SHOWN = 10  # the worst flagged queries shown with their plans; the rest folded away
+
+# what each link of the chain that loses most calls for (the report's first sentence)
+ACTIONS = {
+    "index": "tune the index (a larger ef_search or probes, or a larger build)",
+    "reach": "look at chunking, the embedding model and the queries' wording: no search "
+    "found those chunks",
+    "retrieval": "tune the index or the chunking (the experiment has no exact stage to tell "
+    "them apart)",
+    "fusion": "tune the merge",
+    "rerank": "tune the reranker",
+}
+
+
+def conclusion(report: dict) -> str | None:
+    """The report's answer in one sentence: for an experiment, what the index costs of
+    recall@K, the link that costs most and what to do about it ("the index costs 0.008 of
+    recall@10; fusion costs 0.320: tune the merge"); for one run, its recall and how many of
+    its queries are flagged."""
+    sr = report.get("stage_report") or {}
+    loss = {
+        r.get("category"): r.get("recall_points") or 0.0 for r in sr.get("loss_attribution") or []
+    }
+    k = sr.get("k")
+    if loss and k:
+        kept = loss.pop("kept", None)
+        final = "" if kept is None else f" (recall@{k} kept: {kept:.3f})"
+        if not loss or max(loss.values()) <= 0:
+            return f"Nothing of recall@{k} is lost between the stages{final}."
+        worst = max(loss, key=lambda c: loss[c])
+        head = (
+            f"The index costs {loss['index']:.3f} of recall@{k}; "
+            if "index" in loss and worst != "index"
+            else ""
+        )
+        return (
+            f"{head}{worst} costs {loss[worst]:.3f}{'' if head else f' of recall@{k}'}: "
+            f"{ACTIONS.get(worst, 'look at that link')}{final}."
+        )
+    summary = report.get("summary") or {}
+    recall = largest_recall(report)
+    if recall is None or summary.get(recall) is None:
+        return None
+    valid = (report.get("counts") or {}).get("valid")
+    flagged = len({f["query_id"] for f in report.get("flagged") or []})
+    return (
+        f"{recall} is {summary[recall]:.3f} over {valid} valid queries; {flagged} of them "
+        "are flagged (Recall@K < 0.3 or nDCG@10 < 0.5)."
+    )
+
+
+def largest_recall(report: dict) -> str | None:
+    """The report's recall at its largest cut-off (``recall@10``), or None."""
+    summary = report.get("summary") or {}
+    return max((m for m in summary if m.startswith("recall@")), default=None, key=_cutoff)
+
+
+def _cutoff(measure: str) -> int:
+    tail = measure.rsplit("@", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def flagged_rows(report: dict) -> list[dict]:
     """One row per flagged query (a query flagged for low recall and for poor ranking is one
-    row naming both), worst first: its lowest flagged value, then query id; with its plan."""
+    row naming both), worst first by a number: its recall at the largest cut-off, then the
+    relevant chunks it missed (most first), then its lowest flagged value, then query id;
+    with its plan."""
     by_query: dict[str, dict] = {}
     for f in report.get("flagged") or []:
         row = by_query.setdefault(
@@ -94,9 +171,25 @@ def flagged_rows(report: dict) -> list[dict]:
             row["worst"] = value
         if f.get("plan") is not None:
             row["plan"] = f["plan"]
+    cases = {c["query_id"]: c for c in report.get("cases") or []}
+    recall = largest_recall(report) or ""
+    for r in by_query.values():
+        case = cases.get(r["query_id"]) or {}
+        value = (case.get("metrics") or {}).get(recall)
+        r["recall"] = value
+        r["missed"] = (
+            None
+            if value is None or case.get("n_relevant") is None
+            else round(case["n_relevant"] * (1 - value))
+        )
     rows = sorted(
         by_query.values(),
-        key=lambda r: (r["worst"] if r["worst"] is not None else 2.0, r["query_id"]),
+        key=lambda r: (
+            r["recall"] if r["recall"] is not None else 2.0,
+            -(r["missed"] or 0),
+            r["worst"] if r["worst"] is not None else 2.0,
+            r["query_id"],
+        ),
     )
     for r in rows:
         r["flag"] = "; ".join(r.pop("flags"))
@@ -207,6 +300,16 @@ def stage_rows(report: dict) -> list[dict]:
                 "kind": s.get("kind"),
                 "role": s.get("role"),
                 **{m: (values.get(m) or {}).get("mean") for m in head},
+                # the ANN stages' recall against exact search, as stage-report prints it
+                **(
+                    {
+                        f"index_recall@{sr['k']}": (s.get(f"index_recall@{sr['k']}") or {}).get(
+                            "mean"
+                        )
+                    }
+                    if sr.get("k")
+                    else {}
+                ),
                 "p95 ms": lat.get("p95"),
             }
         )

@@ -59,6 +59,9 @@ def sweep_curve(conn: Any, run_id: int) -> dict | None:
                 else (p.get("metrics") or {}).get(f"recall@{k}"),
                 "latency_p95_ms": p["p95_ms"],
                 "qps": p.get("qps"),
+                # the spread over repetitions and the index size (a build sweep): the hover
+                "recall_sd": p.get("index_recall_sd") if use_index else None,
+                "index_bytes": p.get("index_bytes"),
                 "pareto": p.get("pareto"),
                 "repetitions": p.get("repetitions"),
             }

@@ -22,7 +22,11 @@ th{background:#f6f8fa;cursor:pointer;user-select:none}td.num{text-align:right;fo
 .warn{background:#fff8c5;border:1px solid #d4a72c;padding:6px 10px;border-radius:6px}
 dl.facts{display:grid;grid-template-columns:max-content auto;gap:2px 14px}dl.facts dt{color:#57606a}
 dl.facts dd{margin:0}img.plot{max-width:100%;border:1px solid #d0d7de;margin:6px 0}
-pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:12px}.muted{color:#57606a}
+pre{background:#f6f8fa;padding:8px;overflow:auto;font-size:12px;white-space:pre-wrap}
+.muted{color:#57606a}div.wide{overflow-x:auto}div.plot{border:1px solid #d0d7de;margin:6px 0}
+div.plot svg{display:block}
+#conclusion{font-size:17px;font-weight:600;background:#ddf4ff;border-left:4px solid #0969da;
+padding:8px 12px;margin:10px 0 16px}
 """
 
 JS = """
@@ -102,6 +106,14 @@ def _img(name: str, png: bytes) -> str:
     )
 
 
+def _svg(name: str, svg: str) -> str:
+    """A plot as an inline SVG: hover a point for its figures."""
+    return (
+        f'<h2>{escape(PLOT_TITLES.get(name, name))}</h2><p class="muted">Hover a point for its '
+        f'setting and figures.</p><div class="plot" id="plot-{name}">{svg}</div>'
+    )
+
+
 def _plan_cell(row: dict) -> str:
     if row.get("plan") is None:
         return f"<td>{escape(row['plan_summary'])}</td>"
@@ -111,33 +123,41 @@ def _plan_cell(row: dict) -> str:
     )
 
 
-def _flagged_table(rows: list[dict]) -> str:
-    head = "".join(f"<th>{c}</th>" for c in ("query_id", "flags", "worst", "plan of the stage"))
+def _flagged_table(rows: list[dict], recall: str) -> str:
+    names = ("query_id", recall, "relevant missed", "flags", "plan of the stage")
+    head = "".join(f"<th>{escape(c)}</th>" for c in names)
     body = "".join(
-        f"<tr><td>{escape(r['query_id'])}</td><td>{escape(r['flag'])}</td>{_td(r['worst'])}"
-        f"{_plan_cell(r)}</tr>"
+        f"<tr><td>{escape(r['query_id'])}</td>{_td(r['recall'])}{_td(r['missed'])}"
+        f"<td>{escape(r['flag'])}</td>{_plan_cell(r)}</tr>"
         for r in rows
     )
     return f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def flagged_section(rows: list[dict]) -> str:
-    """The worst flagged queries with the plan of the stage that served them (open a plan to
-    read it); the rest folded behind a <details>."""
+def flagged_section(rows: list[dict], report: dict | None = None) -> str:
+    """The worst flagged queries, ranked by their recall and then the relevant chunks they
+    missed, with the plan of the stage that served them (open a plan to read it); the rest
+    folded behind a <details> that says how many."""
+    report = report or {}
     shown, rest = rows[: common.FLAGGED_SHOWN], rows[common.FLAGGED_SHOWN :]
+    valid = (report.get("counts") or {}).get("valid")
+    recall = common.largest_recall(report) or "recall"
     out = (
-        f'<h2>Flagged queries ({len(rows)})</h2><p class="muted">Low recall (Recall@K &lt; 0.3) '
-        "and poor ranking (nDCG@10 &lt; 0.5), one row per query, worst first"
-        + (f", the {len(shown)} worst shown" if rest else "")
+        f"<h2>Flagged queries: {len(rows)}"
+        + (f" of {valid} valid" if valid else "")
+        + '</h2><p class="muted">Low recall (Recall@K &lt; 0.3) or poor ranking (nDCG@10 &lt; '
+        f"0.5), one row per query, worst first: the lowest {escape(recall)}, then the most "
+        "relevant chunks missed"
+        + (f"; the {len(shown)} worst shown, {len(rest)} more below them" if rest else "")
         + '; open a plan to read it.</p><div id="flagged">'
     )
     if not rows:
         return out + '<p class="muted">none</p></div>'
-    out += _flagged_table(shown)
+    out += _flagged_table(shown, recall)
     if rest:
         out += (
             f"<details><summary>{len(rest)} more flagged queries</summary>"
-            f"{_flagged_table(rest)}</details>"
+            f"{_flagged_table(rest, recall)}</details>"
         )
     return out + "</div>"
 
@@ -150,8 +170,10 @@ def render(report: dict, *, with_plots: bool = True, levels: bool = False) -> st
             "plots left out: matplotlib is not installed (pip install matplotlib, or "
             "pip install -e '.[plot]' in the clone)"
         )
+    answer = common.conclusion(report)
     parts = [
         f"<h1>{escape(common.title(report))}</h1>",
+        f'<p id="conclusion">{escape(answer)}</p>' if answer else "",
         '<dl class="facts">'
         + "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in common.facts(report))
         + "</dl>",
@@ -165,7 +187,10 @@ def render(report: dict, *, with_plots: bool = True, levels: bool = False) -> st
         + table(common.summary_rows(report, levels), levels="level" if levels else None)
         + "</div>"
     )
-    plots_html = [_img(name, png) for name, png in images.items()]
+    plots_html = [
+        _svg("sweep", plots.sweep_svg(report) or "") if name == "sweep" else _img(name, png)
+        for name, png in images.items()
+    ]
     for sec in common.sections(report):
         if sec.key == "by_type":  # the plots go between the sweep and the type table
             parts.extend(plots_html)
@@ -175,7 +200,7 @@ def render(report: dict, *, with_plots: bool = True, levels: bool = False) -> st
             + table(sec.rows, sec.columns, sortable=sec.key not in UNSORTED)
         )
     parts.extend(plots_html)
-    parts.append(flagged_section(common.flagged_rows(report)))
+    parts.append(flagged_section(common.flagged_rows(report), report))
     cases = common.case_rows(report)
     parts.append(
         f'<h2>Per query ({len(cases)})</h2><p class="muted">Click a column to sort; '

@@ -24,6 +24,9 @@ def table(rows: list[dict], columns: list[str] | None = None) -> str:
 
 def render(report: dict, *, levels: bool = False) -> str:
     parts = [f"# {common.title(report)}\n"]
+    answer = common.conclusion(report)
+    if answer:
+        parts.append(f"**{answer}**\n")
     parts.append("\n".join(f"- **{k}**: {v}" for k, v in common.facts(report)) + "\n")
     if report.get("warnings"):
         parts.append("> **Warnings**\n" + "\n".join(f"> - {w}" for w in report["warnings"]) + "\n")
@@ -39,10 +42,22 @@ def render(report: dict, *, levels: bool = False) -> str:
     for sec in common.sections(report):
         parts.append(f"## {sec.title}\n\n" + table(sec.rows, sec.columns))
     flagged = common.flagged_rows(report)
+    shown = flagged[: common.FLAGGED_SHOWN]
+    more = len(flagged) - len(shown)
+    valid = (report.get("counts") or {}).get("valid")
     parts.append(
-        f"## Flagged queries ({len(flagged)})\n\nLow recall (Recall@K < 0.3) and poor ranking "
-        "(nDCG@10 < 0.5), one row per query, worst first.\n\n"
-        + table(flagged, ["query_id", "flag", "worst", "plan_summary"])
+        f"## Flagged queries: {len(flagged)}{f' of {valid} valid' if valid else ''}\n\n"
+        "Low recall (Recall@K < 0.3) or poor ranking (nDCG@10 < 0.5), one row per query, "
+        "worst first: the lowest recall, then the most relevant chunks missed.\n\n"
+        + table(
+            [{**r, "relevant missed": r["missed"]} for r in shown],
+            ["query_id", "recall", "relevant missed", "flag", "plan_summary"],
+        )
+        + (
+            f"\n{more} more flagged queries (the per-query table has every query).\n"
+            if more
+            else ""
+        )
     )
     for f in flagged[: common.FLAGGED_SHOWN]:
         if f.get("plan") is not None:

@@ -5,6 +5,8 @@ there, and callers leave the plots out when it is not."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from ..core.figures import available, figure, place_labels, png
 
 __all__ = ["available", "by_type", "waterfall", "sweep", "distribution", "latency", "render_all"]
@@ -84,6 +86,21 @@ def waterfall(report: dict) -> bytes | None:
 
 def sweep(report: dict) -> bytes | None:
     """Recall against p95 latency over the sweep's points, each labelled with its setting."""
+    drawn = _sweep_figure(report)
+    return None if drawn is None else png(drawn[0])
+
+
+def sweep_svg(report: dict) -> str | None:
+    """The sweep plot as an inline SVG whose points show their setting, recall (with its
+    spread over repetitions), p95 and index size on hover."""
+    from ..core.figures import svg
+
+    drawn = _sweep_figure(report)
+    return None if drawn is None else svg(*drawn)
+
+
+def _sweep_figure(report: dict) -> tuple[Any, dict[str, str]] | None:
+    """The figure and, by each point's gid, its hover text."""
     points = (report.get("sweep") or {}).get("points") or []
     points = [
         p for p in points if p.get("recall") is not None and p.get("latency_p95_ms") is not None
@@ -96,9 +113,18 @@ def sweep(report: dict) -> bytes | None:
     ax.plot(
         [p["latency_p95_ms"] for p in points],
         [p["recall"] for p in points],
-        marker="o",
         color=SERIES[0],
     )
+    metric = (report.get("sweep") or {}).get("metric", "recall")
+    titles: dict[str, str] = {}
+    for i, p in enumerate(points):  # one artist a point: its own hover
+        ax.plot([p["latency_p95_ms"]], [p["recall"]], "o", color=SERIES[0])[0].set_gid(f"sweep-{i}")
+        sd = f" ±{p['recall_sd']:.4f} (sd over repetitions)" if p.get("recall_sd") else ""
+        size = f", index {p['index_bytes'] / 1048576:.1f} MB" if p.get("index_bytes") else ""
+        titles[f"sweep-{i}"] = (
+            f"{p.get('label', '')}: {metric} {p['recall']:.4f}{sd}, "
+            f"p95 {p['latency_p95_ms']:.3g} ms{size}"
+        )
     for p in points:
         if p.get("current"):
             ax.plot(
@@ -118,7 +144,7 @@ def sweep(report: dict) -> bytes | None:
     ax.set_title(f"recall vs latency: {(report.get('sweep') or {}).get('param', 'sweep')}")
     ax.grid(alpha=0.3)
     place_labels(ax, [(p["latency_p95_ms"], p["recall"], str(p.get("label", ""))) for p in points])
-    return png(fig)
+    return fig, titles
 
 
 def distribution(report: dict) -> bytes | None:

@@ -17,6 +17,11 @@ if TYPE_CHECKING:
     from ...api.results import AdviseResult, Design
 
 
+# what the printed statement is: pgeval's, not one read from the application
+STATEMENT = (
+    "the statement measured (pgeval's: your application's gets these figures when it orders "
+    "by the same distance operator with the same LIMIT):"
+)
 # the table's columns shown only with --wide (JSON and the HTML report carry them)
 TABLE_WIDE_ONLY = ("±95%", "p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps", "worst_rows")
 
@@ -229,6 +234,7 @@ def advise(
       pgeval advise --target kb --sample-queries 50 --group-by knowledge_base_id \\
           --sample-rows 20000 --role app
     """
+    progress = _Progress()
     res = pg.advise(
         target_name,
         testset,
@@ -261,7 +267,8 @@ def advise(
         low_end=low_end,
         plot=plot,
         report=report,
-        on_design=_on_design,
+        on_design=progress.before,
+        on_designed=progress.after,
         on_warning=lambda m: info(f"warning: {m}"),
     )
     _emit(res, (plot, report), fmt, k, target_recall)
@@ -280,14 +287,41 @@ def _emit(
     _print(res, k, target_recall)
 
 
-def _on_design(i: int, n: int, design: Design, left: float | None) -> None:
-    eta = "" if left is None else f", about {left:.0f} s left"
-    where = (
-        f"measuring {design.in_place['name']} in place, on your table"
-        if design.in_place
-        else "building on a scratch copy"
-    )
-    info(f"advise: design {i} of {n}: {design.label} ({where}{eta})")
+class _Progress:
+    """advise's progress lines on stderr: before each design what it is and the time left;
+    after it, what was done: stored (nothing built or measured) or how many points were
+    measured, in how long."""
+
+    def __init__(self) -> None:
+        self.started = 0.0
+
+    def before(self, i: int, n: int, design: Design, left: float | None) -> None:
+        import time
+
+        self.started = time.monotonic()
+        eta = "" if left is None else f"; about {left:.0f} s left"
+        where = (
+            f"{design.in_place['name']}, in place on your table"
+            if design.in_place
+            else "on a scratch copy of the table, what is not stored yet"
+        )
+        info(f"advise: design {i} of {n}: {design.label} ({where}{eta})")
+
+    def after(self, i: int, n: int, design: Design, row: dict) -> None:
+        import time
+
+        took = time.monotonic() - self.started
+        measured, stored = (
+            row.get("measured") or 0,
+            (row.get("reused") or 0) + (row.get("kept") or 0),
+        )
+        if not measured:
+            done = "stored: nothing built or measured"
+        else:
+            done = f"{measured} point(s) measured in {took:.1f} s" + (
+                f", {stored} read from stored sweeps" if stored else ""
+            )
+        info(f"advise: design {i} of {n}: {design.label}: {done}")
 
 
 def _print(res: AdviseResult, k: int, target_recall: float) -> None:
@@ -329,7 +363,7 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
     for s in rec["settings_sql"]:
         echo_line(f"  {s};")
     _print_indexes(rec)
-    echo_line(f"the application's statement: {rec['query_sql']}")
+    echo_line(f"{STATEMENT} {rec['query_sql']}")
     if len(rec.get("query_params") or []) > 1:
         params = ", ".join(f"${i} {p}" for i, p in enumerate(rec["query_params"], 1))
         echo_line(f"  with {params}")

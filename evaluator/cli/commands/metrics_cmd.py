@@ -107,7 +107,10 @@ def metrics(
     _summary(ev, measures, fmt, levels)
     if by_type:
         assert ev.by_type is not None  # with_by_type=True computes it
-        if fmt == "table":  # one column per type: types are few, measures many
+        untyped = [t for t in ev.by_type if t["type"] not in (None, "", "(untyped)")] == []
+        if fmt == "table" and untyped and len(ev.by_type) <= 1:  # the table above, again
+            echo_line(UNTYPED)
+        elif fmt == "table":  # one column per type: types are few, measures many
             types = [t["type"] for t in ev.by_type]
             rows = [{"measure": "queries", **{t["type"]: t["queries"] for t in ev.by_type}}]
             rows += [
@@ -130,6 +133,12 @@ def metrics(
             click.echo("flagged queries: none (no Recall < 0.3, no nDCG@10 < 0.5)")
         else:
             emit(ev.flagged, fmt, ["query_id", "flag", "measure", "value"], title="flagged queries")
+
+
+UNTYPED = (
+    "by query type: no query of the test set has a type, so the figures above are its only "
+    'group (a "type" per query breaks them down: docs/testsets.md)'
+)
 
 
 def _summary(ev: Evaluation, measures: list[str], fmt: str, levels: bool) -> None:

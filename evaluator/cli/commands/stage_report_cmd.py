@@ -277,10 +277,20 @@ def _print_header(report: StageReport) -> None:
             echo_line(f"  {', '.join(names)}: {text}")
 
 
+UNTYPED = (
+    "by query type: no query of the test set has a type, so the loss above is its only group "
+    '(a "type" per query breaks it down: docs/testsets.md)'
+)
+
+
 def _types_and_worst(report: StageReport) -> None:
     """The loss per query type and the worst queries, as tables."""
+    from ...reporting.common import typed
+
     by_type, cols = _by_type_rows(report)
-    if by_type:
+    if by_type and not typed({"by_type": by_type}):  # one group: the loss attribution again
+        echo_line(UNTYPED)
+    elif by_type:
         emit(by_type, "table", cols, title=f"Recall@{report.k} points by query type")
     if report.worst:
         emit(

@@ -249,11 +249,23 @@ def show(pg: Pgeval, name: str, fmt: str) -> None:
         click.echo(to_json(shown))
         return
     for key, value in shown["spec"].items():
-        click.echo(f"{key}: {value}")
+        echo_line(f"{key}: {_shown(key, value)}")
     log = shown["change_log"]
     tracked = f"tracked ({log['count']:,} write statements counted)" if log["tracked"] else "no"
     click.echo(f"change log: {tracked}")
     emit(shown["indexes"], fmt, ["name", "method", "opclass", "predicate"], title="vector indexes")
+
+
+def _shown(key: str, value: object) -> str:
+    """A definition's value for people: no schema is the search_path's, no filters none, an
+    unset field a dash (JSON shows null and {})."""
+    if key == "schema" and value is None:
+        return "— (the search_path's)"
+    if value in (None, {}, []):
+        return "none" if key == "filters" else "—"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={v}" for k, v in value.items())
+    return str(value)
 
 
 @target.command("remove")

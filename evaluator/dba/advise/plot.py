@@ -1,6 +1,8 @@
 """`pgeval advise --plot FILE.png`: recall@K against p95 per design — each design's find path as
 a line, the value found as a marker whose area is the index size, with its recall's 95 % interval
-as a bar — the target recall as a dashed line and the recommended design ringed. matplotlib is imported only here."""
+as a bar — the target recall as a dashed line, the p95 budget as a dotted one, the recommended
+design ringed, the legend beside the axes; in the HTML report an SVG whose points show their
+setting, recall, p95 and index size on hover. matplotlib is imported only here."""
 
 from __future__ import annotations
 
@@ -13,6 +15,24 @@ MB = 1048576.0
 
 
 def png(result: dict[str, Any]) -> bytes:
+    """The plot as a PNG (``--plot FILE.png``)."""
+    from ...core import figures
+
+    fig, _ = draw(result)
+    return figures.png(fig)
+
+
+def svg(result: dict[str, Any]) -> str:
+    """The plot as an inline SVG (the HTML report): each design's point and each value its find
+    tried shows its setting, recall with its interval, p95 and index size on hover."""
+    from ...core import figures
+
+    fig, titles = draw(result)
+    return figures.svg(fig, titles)
+
+
+def draw(result: dict[str, Any]) -> tuple[Any, dict[str, str]]:
+    """The figure and, by the gid of each point drawn, the text its hover shows."""
     from ...core import figures
     from ...reporting import plots
 
@@ -22,8 +42,11 @@ def png(result: dict[str, Any]) -> bytes:
             "extra: pip install -e '.[plot]')",
             field=param("plot"),
         )
-    fig = figures.figure(7.5, 4.8)
+    fig = figures.figure(8.6, 4.8)
     ax = fig.add_subplot()
+    k = result["k"]
+    titles: dict[str, str] = {}
+    labels: list[tuple[float, float, str]] = []
     rows = [r for r in result["designs"] if r["p95_ms"] is not None]
     biggest = max((r["index_bytes"] or 0 for r in rows), default=0) or 1
     for i, r in enumerate(rows):
@@ -33,16 +56,26 @@ def png(result: dict[str, Any]) -> bytes:
             key=lambda p: float(p["value"]),  # in order of work
         )
         build = ",".join(f"{k}={v}" for k, v in r["build"].items())
+        setting = ", ".join(f"{n.split('.', 1)[-1]}={v}" for n, v in r["setting"].items())
+        size = "" if r["index_bytes"] is None else f", index {r['index_bytes'] / MB:.1f} MB"
         ax.plot(
             [p["p95_ms"] for p in path],
             [p["recall"] for p in path],
-            "-o",
+            "-",
             color=colour,
             alpha=0.35,
             linewidth=1,
-            ms=3,
         )
-        ax.scatter(
+        for j, p in enumerate(path):  # each value the find tried, its own hover
+            dot = ax.plot([p["p95_ms"]], [p["recall"]], "o", color=colour, alpha=0.5, ms=3)[0]
+            gid = f"advise-{i}-{j}"
+            dot.set_gid(gid)
+            titles[gid] = (
+                f"{r['design']} {build} at {_tried(r, p)}: recall@{k} {p['recall']:.4f}, "
+                f"p95 {p['p95_ms']:.3g} ms{size}"
+            )
+        margin = r.get("recall_margin")
+        found = ax.scatter(
             [r["p95_ms"]],
             [r["recall"]],
             s=40 + 460 * (r["index_bytes"] or 0) / biggest,
@@ -50,23 +83,25 @@ def png(result: dict[str, Any]) -> bytes:
             alpha=0.8,
             edgecolors="white",
             label=f"{r['design']} {build}: {(r['index_bytes'] or 0) / MB:.1f} MB" + _misses(r),
+            zorder=3,
         )
-        if r.get("recall_margin"):  # the recall's 95 % interval over the queries
+        found.set_gid(f"advise-{i}")
+        titles[f"advise-{i}"] = (
+            f"{r['design']} {build} at {setting}: recall@{k} {r['recall']:.4f}"
+            + (f" ±{margin:.4f} (95 % interval)" if margin else "")
+            + f", p95 {r['p95_ms']:.3g} ms{size}"
+        )
+        labels.append((r["p95_ms"], r["recall"], f"{r['design']} {setting}"))
+        if margin:  # the recall's 95 % interval over the queries
             ax.errorbar(
                 [r["p95_ms"]],
                 [r["recall"]],
-                yerr=[r["recall_margin"]],
+                yerr=[margin],
                 color=colour,
                 capsize=4,
                 linewidth=1,
             )
-    ax.axhline(
-        result["target_recall"],
-        linestyle="--",
-        color="#cf222e",
-        linewidth=1,
-        label=f"target recall {result['target_recall']:g}",
-    )
+    _budgets(ax, result)
     rec = result.get("recommendation")
     if rec:
         ax.plot(
@@ -81,18 +116,52 @@ def png(result: dict[str, Any]) -> bytes:
         )
     ax.set_xscale("log")
     _plain_ms(ax)
+    ax.margins(x=0.15, y=0.08)
     ax.set_xlabel("p95 latency (ms, nearest rank, log scale)")
     ax.set_ylabel(
-        f"recall@{result['k']} against exact search"
+        f"recall@{k} against exact search"
         + (f" (worst group of {result['group_by']})" if result.get("group_by") else "")
     )
     ax.set_title(
-        f"advise on target {result['target']}: marker area = index size; lines: each find's values in order of work",
+        f"advise on target {result['target']}: marker area = index size; lines: each find's "
+        "values in order of work",
         fontsize=9,
     )
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="best", markerscale=0.5)
-    return figures.png(fig)
+    # beside the axes, never over a point
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), markerscale=0.5)
+    figures.place_labels(ax, labels)
+    return fig, titles
+
+
+def _tried(row: dict[str, Any], point: dict[str, Any]) -> str:
+    """The setting of one value a design's find tried: its work setting at that value."""
+    name = next(iter(row["setting"]), "value")
+    return f"{name.split('.', 1)[-1]}={point['value']}"
+
+
+def _budgets(ax: Any, result: dict[str, Any]) -> None:
+    """The target recall and the budgets a point can be read against: p95 as a vertical line;
+    the index size and build time (not on these axes) named in the legend."""
+    ax.axhline(
+        result["target_recall"],
+        linestyle="--",
+        color="#cf222e",
+        linewidth=1,
+        label=f"target recall {result['target_recall']:g}",
+    )
+    budgets = result.get("budgets") or {}
+    if budgets.get("--max-p95-ms") is not None:
+        ax.axvline(
+            budgets["--max-p95-ms"],
+            linestyle=":",
+            color="#bc4c00",
+            linewidth=1.2,
+            label=f"p95 budget {budgets['--max-p95-ms']:g} ms",
+        )
+    for name, unit in (("--max-index-mb", "MB index"), ("--max-build-s", "s build")):
+        if budgets.get(name) is not None:
+            ax.plot([], [], " ", label=f"budget: {budgets[name]:g} {unit}")
 
 
 def _plain_ms(ax: Any) -> None:

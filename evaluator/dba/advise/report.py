@@ -4,7 +4,6 @@ p95 per design, marker size = index size, target line, recommended point)."""
 
 from __future__ import annotations
 
-import base64
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -26,13 +25,14 @@ def rows(result: dict[str, Any], *, short: bool = False) -> list[dict[str, Any]]
             "setting": ", ".join(
                 f"{k.split('.', 1)[-1] if short else k}={v}" for k, v in r["setting"].items()
             ),
+            **({"verdict": verdict(r)} if short else {}),  # beside the names: always seen
             f"recall@{result['k']}": r["recall"],
             "±95%": r.get("recall_margin"),
             "p50_ms": r["p50_ms"],
             "p95_ms": r["p95_ms"],
             "p99_ms": r["p99_ms"],
             "qps": r["qps"],
-            "rows": r["rows"],
+            "rows": _whole(r["rows"]),
             "index_mb": None if r["index_bytes"] is None else r["index_bytes"] / MB,
             "build_s": None if r["build_ms"] is None else r["build_ms"] / 1000,
             "mwm" if short else "maintenance_work_mem": r["maintenance_work_mem"],
@@ -47,14 +47,17 @@ def rows(result: dict[str, Any], *, short: bool = False) -> list[dict[str, Any]]
             row["measured_on"] = where_short(r)
         if any(d.get("in_place") for d in result["designs"]):
             row["in_place"] = (r.get("in_place") or {}).get("name")
-        if short:  # one verdict column: what a table at 80 columns keeps beside the names
-            row["verdict"] = verdict(r)
-        else:
+        if not short:
             row["reached"] = r["reached"]
             row["over_budget"] = ", ".join(r["over_budget"])
             row["sweep"] = r["sweep"]
         out.append(row)
     return out
+
+
+def _whole(value: Any) -> Any:
+    """A mean of whole rows as an integer when it is one (10, not 10.0000)."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
 def verdict(design: dict[str, Any]) -> str:
@@ -137,7 +140,7 @@ def _build(r: dict[str, Any]) -> str:
 
 
 def render(result: dict[str, Any]) -> str:
-    from .plot import png
+    from .plot import svg
 
     title = f"pgeval advise: target {result['target']}"
     goal = f"recall@{result['k']} ≥ {result['target_recall']:g} at the application's LIMIT"
@@ -147,8 +150,15 @@ def render(result: dict[str, Any]) -> str:
         ("goal", goal),
         ("budgets", budgets),
         ("queries", (result.get("queries") or {}).get("source") or result.get("testset") or ""),
-        ("measured under", ", ".join(f"{k}={v}" for k, v in result["measured_under"].items())),
     ]
+    if result.get("measured_under"):  # settings applied while measuring (--set), if any
+        facts.append(
+            (
+                "measured under",
+                ", ".join(f"{k}={v}" for k, v in result["measured_under"].items())
+                + " (SET LOCAL while measuring; not part of the recommendation)",
+            )
+        )
     if result.get("group_by"):
         facts.append(
             (
@@ -195,7 +205,9 @@ def render(result: dict[str, Any]) -> str:
             f'<h2>Recommendation: {escape(rec["design"])}</h2><p id="why">{escape(rec["why"])}</p>'
             f'<p class="muted">{escape(how)}</p><pre id="apply">'
             f"{escape(statements)}</pre>{indexes_section(rec)}"
-            '<p class="muted">The application\'s statement:</p>'
+            "<p class=\"muted\">The statement measured (pgeval's: your application's gets "
+            "these figures when it orders by the same distance operator with the same "
+            "LIMIT):</p>"
             f"<pre>{escape(rec['query_sql'])}</pre>"
             f'<p class="muted">Evidence: <code>pgeval stage-report {escape(rec["sweep"])}</code> '
             f"(point {escape(rec['point'])}).</p>"
@@ -206,8 +218,9 @@ def render(result: dict[str, Any]) -> str:
         )
     table = rows(result, short=True)
     parts.append(
-        "<h2>Designs</h2>"
+        '<h2>Designs</h2><div class="wide">'
         + html.table(table)
+        + "</div>"
         + '<p class="muted">mwm: the maintenance_work_mem of the build; in_sb: the index fits '
         "shared_buffers.</p><h3>Evidence</h3>" + html.table(evidence(result))
     )
@@ -217,11 +230,11 @@ def render(result: dict[str, Any]) -> str:
         parts.append(f'<p class="muted">not measured: {escape(design)}: {escape(why)}</p>')
     for w in result.get("warnings") or []:
         parts.append(f'<p class="warn">{escape(w)}</p>')
-    if plots.available():
-        data = base64.b64encode(png(result)).decode("ascii")
+    if plots.available():  # an inline SVG: hover a point for its figures
         parts.append(
-            '<h2>Recall against p95, per design</h2><img class="plot" id="plot-advise" '
-            f'alt="recall against p95 per design" src="data:image/png;base64,{data}">'
+            '<h2>Recall against p95, per design</h2><p class="muted">Hover a point for its '
+            'setting, recall with its interval, p95 and index size.</p><div class="plot" '
+            f'id="plot-advise">{svg(result)}</div>'
         )
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'

@@ -27,6 +27,7 @@ from . import confirm, inplace, margin, measure, recommend, sample, screen
 from .plan import AdviseConfig, Design, designs, supported
 
 OnDesign = Callable[[int, int, Design, "float | None"], None] | None
+OnDesigned = Callable[[int, int, Design, dict[str, Any]], None] | None
 
 
 @dataclass
@@ -93,9 +94,12 @@ def run_advise(
     on_design: OnDesign = None,
     on_warning: Callable[[str], None] | None = None,
     on_find: measure.OnFind = None,
+    on_designed: OnDesigned = None,
 ) -> AdviseResult:
     """Measure every design x build (``on_design(i, n, design, seconds_left)`` before each,
-    ``on_find(design, point, recall)`` after each value a find tried) and recommend one."""
+    ``on_find(design, point, recall)`` after each value a find tried, ``on_designed(i, n,
+    design, row)`` after each: its row says what was measured, what read from stored sweeps)
+    and recommend one."""
     from ...target import targets
     from ...target.groups import column_for
     from . import apply
@@ -108,6 +112,10 @@ def run_advise(
         apply.check_role(kb, cfg.role)
     with database.connect() as conn:
         target = targets.load(conn, cfg.target)
+        if cfg.queries is None and cfg.testset:  # a test set that is not there: before work
+            from ...testset.catalog import resolve_testset
+
+            resolve_testset(conn, cfg.testset)
     with database.connect(results=False, autocommit=True) as kb:
         plan = inplace.match(kb, target, plan)  # the indexes the table has: measured in place
     if column is not None:  # before any work: the column, the queries per group, a group
@@ -128,6 +136,7 @@ def run_advise(
     warn = once(result.warnings, on_warning)
 
     measured = _Measure(database, cfg, column, warn, on_design, on_find, result)
+    measured.on_designed = on_designed
     t0 = time.monotonic()
     with spent.ledger() as book:
         with build_sweep.shared():  # one scratch copy per source; dropped at the end
@@ -195,6 +204,7 @@ class _Measure:
     ) -> None:
         self.database, self.cfg, self.column, self.warn = database, cfg, column, warn
         self.on_design, self.on_find, self.result = on_design, on_find, result
+        self.on_designed: OnDesigned = None
         self.spent: list[float] = []
         self.done = 0
         self.total = 0
@@ -224,6 +234,8 @@ class _Measure:
         if row["measured"]:
             self.spent.append(time.monotonic() - t0)
         self.done += 1
+        if self.on_designed:
+            self.on_designed(self.done, self.total, design, row)
         self.result.testset, self.result.queries = res.testset, res.queries
         return row
 

@@ -89,11 +89,32 @@ def check_build(axes: Any, method: str | None) -> None:
         raise InputError(
             f"build sweeps need an ANN stage ({', '.join(ann_kinds())})", field=param("build")
         )
-    for name, _ in axes:
+    defaults = next((k.build_options for k in KINDS.values() if k.index_method == method), {})
+    for name, values in axes:
         if name not in allowed:
             raise InputError(
                 f"'{name}' is not a {method} build option (known: {', '.join(allowed)})",
                 field=param("build"),
+            )
+        _check_values(method or "", name, values, defaults.get(name))
+
+
+def _check_values(method: str, name: str, values: Any, default: str | None) -> None:
+    """A numeric build option (its default a number) takes numbers only: checked here, before
+    any work, rather than failing mid-sweep (the server checks the range when it builds)."""
+    import re
+
+    if default is None:
+        return
+    kind, pattern = (
+        ("an integer", r"\d+") if default.isdigit() else ("a number", r"\d+(\.\d*)?|\.\d+")
+    )
+    if not re.fullmatch(r"\d+(\.\d*)?", default):
+        return  # a word (storage_layout): the server names what it accepts
+    for v in values:
+        if not re.fullmatch(pattern, str(v).strip()):
+            raise InputError(
+                f"{method} build option {name}={v!r}: expected {kind}", field=param("build")
             )
 
 
