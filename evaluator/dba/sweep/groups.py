@@ -16,11 +16,12 @@ tenant at 0.1; this measures each group as the application searches it.
   every group is then measured at every value found (mostly reused), so that the setting that
   brings the worst group to the target is measured in every group, not inferred; a group that
   reaches no value adds the best value it tried.
-- ``builds`` (advise): one find shared by the groups. The largest group finds its least value
-  first; each next group's find starts at the largest value found so far and searches only
-  above it (a value below fails a group already), so that a group reaching the target there,
-  as a group the planner serves exactly does, costs one point, not a find; then every group is
-  measured at the largest value found (most of them reused), not at every group's own.
+- ``builds`` (advise): one find shared by the groups. The smallest group finds its least value
+  first (a filtered index scan leaves small groups short: they need the most); each next
+  group's find starts at the largest value found so far and searches only above it (a value
+  below fails a group already), so that a group reaching the target there, as a group the
+  planner serves exactly does, costs one point, not a find; then every group is measured at
+  the largest value found (most of them reused), not at every group's own.
 - Groups that miss the target at that point are measured once more with the kind's iterative
   scan (``hnsw.iterative_scan`` strict_order and relaxed_order), at the same settings, to say
   whether it fixes them.
@@ -160,7 +161,7 @@ def run_groups(
             return None
 
     floor: int | None = None  # builds (advise): the largest value a group found so far
-    for g in sorted(measured, key=lambda g: -g.rows) if builds else measured:
+    for g in sorted(measured, key=lambda g: g.rows) if builds else measured:
         raised = {}
         if builds and cfg.find and floor is not None:
             raised = {"find_min": max(floor, cfg.find_min or 1), "find_start": floor}
