@@ -41,6 +41,7 @@ class SweepConfig:
     find: str | None = None  # --find GUC: the cheapest value reaching target_recall
     find_max: int | None = None  # --find-max (default find.DEFAULT_MAX)
     find_min: int | None = None  # the least value a find tries (advise: the LIMIT; default 1)
+    find_start: int | None = None  # the first value a find tries (default: the server's setting)
     # one group of the target (column, value): searched as the application searches it,
     # ``WHERE column = value`` (dba/sweep/groups.py runs one such sweep per group)
     group: tuple[str, str] | None = None

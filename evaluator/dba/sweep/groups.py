@@ -16,6 +16,12 @@ tenant at 0.1; this measures each group as the application searches it.
   every group is then measured at every value found (mostly reused), so that the setting that
   brings the worst group to the target is measured in every group, not inferred; a group that
   reaches no value adds the best value it tried.
+- ``builds`` (advise): one find shared by the groups. The smallest group finds its least value
+  first (a filtered index scan leaves small groups short: they need the most); each next
+  group's find starts at the largest value found so far and searches only above it (a value
+  below fails a group already), so that a group reaching the target there, as a group the
+  planner serves exactly does, costs one point, not a find; then every group is measured at
+  the largest value found (most of them reused), not at every group's own.
 - Groups that miss the target at that point are measured once more with the kind's iterative
   scan (``hnsw.iterative_scan`` strict_order and relaxed_order), at the same settings, to say
   whether it fixes them.
@@ -157,14 +163,20 @@ def run_groups(
             out.failed[g.value] = str(exc)
             return None
 
-    for g in measured:
-        res = sweep_of(g, "sweep")
+    floor: int | None = None  # builds (advise): the largest value a group found so far
+    for g in sorted(measured, key=lambda g: g.rows) if builds else measured:
+        raised = {}
+        if builds and cfg.find and floor is not None:
+            raised = {"find_min": max(floor, cfg.find_min or 1), "find_start": floor}
+        res = sweep_of(g, "sweep", **raised)
         if res is not None:
             out.sweeps[g.value] = res
             if res.finds:
                 out.finds[g.value] = res.finds[0]
+                if builds and res.finds[0].get("reached"):
+                    floor = max(floor or 0, int(res.finds[0]["value"]))
     if cfg.find:
-        _confirm(cfg, out, sizes, sweep_of)
+        _confirm(cfg, out, sizes, sweep_of, shared=builds)
     _summarize(database, cfg, out, sizes)
     _iterative(cfg, out, sizes, sweep_of, warn)
     if (not builds) if generic is None else generic:  # (not on a scratch copy's index)
@@ -180,13 +192,21 @@ def _group_config(cfg: SweepConfig, column: str, g: Group, step: str, **changes:
     return replace(cfg, group=(column, g.value), queries=src, name=name, **changes)
 
 
-def _confirm(cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of: Any) -> None:
+def _confirm(
+    cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of: Any, shared: bool = False
+) -> None:
     """--find: every group measured at every value a group found (most points are reused), and
     at the best value tried by a group that did not reach the target, so that the point where the
-    hardest group comes closest is measured in every group too."""
+    hardest group comes closest is measured in every group too; ``shared`` (one find shared by
+    the groups): at the largest value found, those best values, and the values every group's
+    find measured already (kept: nothing measured again)."""
+    found = {f["value"] for f in out.finds.values() if f.get("reached")}
+    if shared and found:
+        paths = [{int(v) for v, _ in f.get("path") or []} for f in out.finds.values()]
+        every = set.intersection(*paths) if paths and len(paths) == len(out.sweeps) else set()
+        found = {max(found)} | {v for v in every if v <= max(found)}
     values = sorted(
-        {f["value"] for f in out.finds.values() if f.get("reached")}
-        | {f["best"][0] for f in out.finds.values() if not f.get("reached") and f.get("best")}
+        found | {f["best"][0] for f in out.finds.values() if not f.get("reached") and f.get("best")}
     )
     if not values:
         return

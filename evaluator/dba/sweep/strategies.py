@@ -73,6 +73,8 @@ def finds(session: Session) -> None:
     current = gucs.current(session.kb, [setting])[setting]
     session.kb.rollback()
     start = int(current) if current and current.strip().isdigit() else DEFAULT_START
+    if cfg.find_start is not None:  # (advise's grouped find: where the groups before stopped)
+        start = int(cfg.find_start)
     most = find_max(cfg)
     with ExitStack() as stack:
         copy = _Copy(session, stack)
