@@ -4,7 +4,7 @@ it runs under."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ...core.errors import InputError, param
@@ -153,3 +153,45 @@ def designs(cfg: AdviseConfig, available: list[str], why_not: dict[str, str]) ->
             floor = cfg.k if find in kind.caps_rows else 1
             out.append(Design(name, build, find, fixed_settings(kind, find), floor))
     return out
+
+
+def iterative_variants(
+    plan: list[Design], rows: list[dict[str, Any]], cfg: AdviseConfig
+) -> list[Design]:
+    """Per tenant, the designs measured through the table's own index again with their kind's
+    iterative scan (the registry's ``Kind.iterative_scan``, its first mode: HNSW's strict_order
+    keeps the distance order of the application's ``LIMIT K``) where filtering binds the
+    design (:func:`_filter_bound`: a group misses the target, one-shot or prepared; the short
+    lists of a filtered scan are what an iterative scan fills). Not where ``--set`` or the
+    design fixes the scan already."""
+    out = []
+    for d in plan:
+        kind = registry.KINDS[d.kind]
+        row = next((r for r in rows if r["design"] == d.kind and r["build"] == d.build), None)
+        if kind.iterative_scan is None or row is None or not d.in_place:
+            continue
+        setting, modes = kind.iterative_scan
+        if (
+            setting in cfg.settings
+            or setting in d.fixed
+            or not _filter_bound(row, cfg.target_recall)
+        ):
+            continue
+        out.append(replace(d, fixed={**d.fixed, setting: modes[0]}))
+    return out
+
+
+def _filter_bound(row: dict[str, Any], target: float) -> bool:
+    """Whether filtering costs a group recall: a group misses the target, as the one-shot
+    statement or as a prepared one (the generic plan, measured in place: a small tenant the
+    one-shot plan serves exactly can go through the ANN index prepared)."""
+    groups = row.get("groups") or []
+    if not groups:
+        return False
+    if row.get("groups_missing") or not row.get("reached"):
+        return True
+    return any(
+        (g.get("generic") or {}).get("recall") is not None
+        and g["generic"]["recall"] < target - 1e-12
+        for g in groups
+    )

@@ -6,13 +6,22 @@ groups a prepared statement serves otherwise, and what to set when that costs re
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 
-def note(chosen: dict[str, Any], target_recall: float, k: int, role: str | None) -> dict | None:
+def note(
+    chosen: dict[str, Any],
+    target_recall: float,
+    k: int,
+    role: str | None,
+    rows: Sequence[dict[str, Any]] = (),
+) -> dict | None:
     """The groups of ``chosen`` (a grouped design's row) whose generic plan differs from the
     one-shot statement's: {"groups": [...], "below": [groups under the target prepared],
-    "line": the sentence}; None when none differs or none was measured so."""
+    "instead": a row of ``rows`` (the same index, other settings: an iterative scan) where
+    every group reaches the target both ways, "line": the sentence}; None when none differs
+    or none was measured so."""
     differ = [g for g in chosen.get("groups") or [] if (g.get("generic") or {}).get("differs")]
     if not differ:
         return None
@@ -37,6 +46,14 @@ def note(chosen: dict[str, Any], target_recall: float, k: int, role: str | None)
             f"unprepared, or set plan_cache_mode = force_custom_plan for {who} (ALTER ROLE ... "
             "SET plan_cache_mode = force_custom_plan)"
         )
+    instead = _both_ways(chosen, rows, target_recall) if below else None
+    if instead is not None:
+        extra = {n: v for n, v in instead["setting"].items() if chosen["setting"].get(n) != v}
+        line += (
+            f"; or set {', '.join(f'{n} = {v}' for n, v in extra.items())}: measured, every "
+            f"group reaches {target_recall:g} one-shot and prepared, at p95 "
+            f"{instead['p95_ms']:.3f} ms"
+        )
     return {
         "groups": [
             {
@@ -49,8 +66,29 @@ def note(chosen: dict[str, Any], target_recall: float, k: int, role: str | None)
             for g in differ
         ],
         "below": below,
+        "instead": None if instead is None else {"setting": instead["setting"]},
         "line": line,
     }
+
+
+def _both_ways(chosen: dict[str, Any], rows: Any, target: float) -> dict[str, Any] | None:
+    """The fastest other row of the same design and build where every group reaches the
+    target with both plans."""
+    ok = [
+        r
+        for r in rows
+        if r is not chosen
+        and (r["design"], r["build"]) == (chosen["design"], chosen["build"])
+        and r.get("reached")
+        and r.get("p95_ms") is not None
+        and r.get("groups")
+        and all(
+            (g.get("generic") or {}).get("recall") is not None
+            and g["generic"]["recall"] >= target - 1e-12
+            for g in r["groups"]
+        )
+    ]
+    return min(ok, key=lambda r: r["p95_ms"], default=None)
 
 
 def _fmt(v: Any) -> str:

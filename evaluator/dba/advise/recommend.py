@@ -178,7 +178,7 @@ def choose(
         "worst_group": chosen.get("worst_group"),
         "in_place": (chosen.get("in_place") or {}).get("name"),
         # grouped, measured in place: the groups a prepared statement serves otherwise
-        "prepared": prepared.note(chosen, cfg.target_recall, cfg.k, cfg.role),
+        "prepared": prepared.note(chosen, cfg.target_recall, cfg.k, cfg.role, rows),
         **stmts,
         **placed,
         # the SET the index was built with, printed before its DDL (none: nothing to build)

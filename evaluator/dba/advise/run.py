@@ -24,7 +24,7 @@ from ...core.errors import InputError, param
 from ...core.warnings_once import once
 from .. import build_sweep, spent
 from . import confirm, inplace, margin, measure, recommend, sample, screen
-from .plan import AdviseConfig, Design, designs, supported
+from .plan import AdviseConfig, Design, designs, iterative_variants, supported
 
 OnDesign = Callable[[int, int, Design, "float | None"], None] | None
 OnDesigned = Callable[[int, int, Design, dict[str, Any]], None] | None
@@ -158,6 +158,12 @@ def _flow(
     size = screen.sample_size(rows, cfg.sample_rows)
     if size is None:
         measured.result.designs = screen.in_full(database, cfg, plan, column, measured, held, rows)
+        if column is not None:  # per tenant: iterative scans where filtering binds a design
+            extra = iterative_variants(plan, measured.result.designs, cfg)
+            if extra:
+                measured.result.designs += screen.in_full(
+                    database, cfg, extra, column, measured, held, rows
+                )
     else:
         measured.result.designs = screen.screened(
             database, cfg, plan, column, measured, held, rows, size
