@@ -197,6 +197,12 @@ def main() -> None:
             return
         print(f"    {rec['design']} {rec['setting']}: {rec['why'][:300]}")
         print(f"    statement: {rec['query_sql']}")
+        for r in d["designs"]:
+            print(
+                f"    design {r['design']} {r['setting']}: reached {r['reached']}, p95 {r['p95_ms']}"
+            )
+        if rec.get("prepared"):
+            print(f"    {rec['prepared']['line']}")
         row = next((r for r in d["designs"] if r.get("sweep") == rec.get("sweep")), {"groups": []})
         printed = {g["group"]: g.get("recall") for g in row.get("groups") or []}
         undo = applied(db, rec)
