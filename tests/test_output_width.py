@@ -387,3 +387,15 @@ def test_advise_page_fits_1280_px_with_its_verdicts_and_hover(long_named, tmp_pa
     )
     assert verdict_right <= table_right <= window <= 1280, (table_right, verdict_right, window)
     assert "p95 budget 5 ms" in text  # the budget line, named in the legend
+
+
+def test_a_command_cut_over_several_lines_ends():
+    """A command cut at a continuation's indent never loops: each cut line gains words, every
+    line fits or is one word wider than the width, and the words are the command's."""
+    from evaluator.cli.help_format import split_command
+
+    line = "pgeval sweep --sample-queries 300 --target kb --stage hnsw " + "x" * 90
+    lines = split_command(line, 40)
+    assert [w for piece in lines for w in piece.split() if w != "\\"] == line.split()
+    assert all(len(p) <= 40 or len(p.split()) == 1 for p in lines[:-1])
+    assert lines[-1].strip() == "x" * 90

@@ -38,15 +38,17 @@ def split_command(line: str, width: int) -> list[str]:
     ending in `` \\``, the others indented four spaces more than ``line``."""
     out: list[str] = []
     indent = line[: len(line) - len(line.lstrip())]
+    start = len(indent)  # where the line's own words begin (after a continuation's indent)
     while len(line) > width:
         room = width - 2  # the " \" the cut line ends with
-        cut = line.rfind(" --", len(indent) + 1, room)
-        if cut <= len(indent):
-            cut = line.rfind(" ", len(indent) + 1, room)
-        if cut <= len(indent):
+        cut = line.rfind(" --", start + 1, room)
+        if cut <= start:
+            cut = line.rfind(" ", start + 1, room)
+        if cut <= start:
             break  # one word wider than the line: left as it is
         out.append(line[:cut].rstrip() + " \\")
         line = indent + CONTINUED + line[cut:].lstrip()
+        start = len(indent) + len(CONTINUED)
     out.append(line)
     return out
 
