@@ -153,7 +153,14 @@ def test_bad_build_option_value(database, conn, cran):
         )
     assert option_for(exc.value.field) == "--build" and "m" in str(exc.value)
     assert scratch_schemas(conn) == []
-    status = conn.execute(
-        "SELECT status FROM pgeval.sweep WHERE name = 'dba-build-bad'"
-    ).fetchone()[0]
-    assert status == "failed"
+    # a sweep that stored no point is undone: no sweep row, no run left behind
+    assert (
+        conn.execute("SELECT 1 FROM pgeval.sweep WHERE name = 'dba-build-bad'").fetchone() is None
+    )
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM pgeval.run r JOIN pgeval.experiment e USING (experiment_id) "
+            "WHERE e.name = 'dba-build-bad'"
+        ).fetchone()[0]
+        == 0
+    )
