@@ -215,8 +215,23 @@ def drop_api_functions(conn: Any) -> list[str]:
     """Drop the SQL API so that sql/*.sql can re-create it whatever an earlier pgeval defined:
     ``CREATE OR REPLACE`` cannot change a function's return type or argument names, so an upgrade
     that changed a signature would otherwise fail. Nothing but the API depends on these functions
-    outside the API itself (no view or constraint does); such a dependency makes the DROP fail loudly
-    rather than cascade."""
+    outside the API itself and the views sql/*.sql defines (dropped first); any other dependency
+    makes the DROP fail loudly rather than cascade."""
+    import re
+
+    # the views sql/*.sql defines over the API (pgeval.probe_history, the dashboards' views) are
+    # the API's too: dropped first and re-created with it (a migration's views are not touched)
+    views = sorted(
+        {
+            m
+            for path in resources.sql_files()
+            for m in re.findall(
+                r"CREATE\s+OR\s+REPLACE\s+VIEW\s+pgeval\.(\w+)", path.read_text("utf-8"), re.I
+            )
+        }
+    )
+    for view in views:
+        conn.execute(f"DROP VIEW IF EXISTS pgeval.{view}")  # (names: pgeval's own files)
     names = [r[0] for r in conn.execute(_API_FUNCTIONS).fetchall()]
     if names:
         # one statement: dependencies among the API's own functions (an argument's default that
