@@ -2,6 +2,7 @@
 errors, and gates over real runs on the embedded server (exit codes 0, 1, 2)."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,8 @@ def test_metrics_md_worked_gate_example(pgeval, worked):
         "gate", "--baseline", b, "--candidate", c, "--rules", str(GATES / "metrics_md_example.toml")
     )
     assert code == 2, err
-    fails = [line for line in out.splitlines() if line.startswith("FAIL")]
+    # one sentence per failed rule under the table (whose rows start with their status too)
+    fails = [line for line in out.splitlines() if re.match(r"FAIL  \S", line)]
     assert len(fails) == 3, out
     assert "mrr@20 dropped by 0.0200 (0.7600 → 0.7400), more than the allowed 0.01" in out
     assert "citation_precision 0.9600 is below the minimum 0.9700" in out
