@@ -55,7 +55,7 @@ def test_demo_on_cranfield(clean, pgeval, conn, tmp_path, monkeypatch):
     # the table's own HNSW index (m 16, ef_construction 64) is measured in place: kept, or a
     # new index built beside it, never a twin of it
     assert ("CREATE INDEX CONCURRENTLY" in tail) != ("keep chunks_hnsw" in tail)
-    assert "chunks_hnsw, in place on your table" in out + err and "ALTER DATABASE" in tail
+    assert "measuring chunks_hnsw in place" in out + err and "ALTER DATABASE" in tail
     assert "Recommendation: " in (out_dir / "advise.html").read_text(encoding="utf-8")
     experiment = conn.execute(
         "SELECT name FROM pgeval.experiment WHERE name ~ '^demo-[0-9-]+$'"
