@@ -146,3 +146,18 @@ def test_help_points_only_at_what_exists():
             if not any(section.lower() in h for h in headings):
                 wrong.append((path, section))
     assert not wrong, wrong
+
+
+def test_a_command_with_a_word_wider_than_the_line_is_continued_around_it():
+    """A path longer than the terminal (the demo's `testset load /tmp/...`): the command is cut
+    before and after it, the path whole on a line of its own; it used to loop forever."""
+    from evaluator.cli.help_format import split_command
+
+    path = "/tmp/" + "x" * 90 + "/demo-cases.jsonl"
+    line = f"$ pgeval testset load {path} --name demo --grade-map 1=3,2=2"
+    fitted = split_command(line, 80)
+    assert fitted == [
+        "$ pgeval testset load \\",
+        f"    {path} \\",
+        "    --name demo --grade-map 1=3,2=2",
+    ]

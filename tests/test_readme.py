@@ -98,3 +98,25 @@ def test_quick_start_runs_as_written(database, clean, tmp_path):
             for statement in filter(None, (s.strip() for s in block.split(";"))):
                 rows = conn.execute(statement).fetchall()
                 assert rows, statement
+
+
+def test_the_demo_figures_block_is_checked_for_drift():
+    """README.md's demo figures sit in a generated block (python -m evaluator.demo.readme);
+    test_demo_cranfield compares it with a fresh demo run. Here: the comparison itself sees a
+    changed word, a recommended setting that moved, a recall beyond the noise, and lets a
+    build's noise and the demo's date pass."""
+    from evaluator.demo import readme
+
+    shown = readme.current(README.read_text(encoding="utf-8"))
+    assert re.search(r"recommends\s+`ef_search=", shown) and "index_recall@10" in shown
+    assert "about a minute" not in README.read_text(encoding="utf-8")
+    assert readme.drift(shown, shown) == []
+    noisy = re.sub(r"demo-\d{8}-\d{6}", "demo-20300101-000000", shown)
+    noisy = re.sub(r"(?<=index costs )0\.\d+", lambda m: f"{float(m.group()) + 0.004:.3f}", noisy)
+    assert readme.drift(shown, noisy) == [], readme.drift(shown, noisy)
+    moved = re.sub(r"recommends(\s+)`ef_search=\d+`", r"recommends\1`ef_search=80`", shown)
+    assert moved != shown
+    assert readme.drift(shown, moved)
+    worse = re.sub(r"^(exact\s+)0\.\d+", r"\g<1>0.3000", shown, flags=re.M)
+    assert worse != shown and readme.drift(shown, worse)
+    assert readme.drift(shown, shown.replace("tune the", "retune the"))

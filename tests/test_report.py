@@ -377,6 +377,10 @@ def test_run_of_a_sweep_gets_the_recall_latency_curve(pgeval, conn, clean, tmp_p
     assert "<h2>Sweep sw: hnsw.ef_search</h2>" in text
     if __import__("evaluator.reporting.plots", fromlist=["available"]).available():
         assert 'id="plot-sweep"' in text
+        # an inline SVG whose points tell their setting and figures on hover, no URL in it
+        plot = text.split('id="plot-sweep">')[1].split("</div>")[0]
+        assert plot.startswith("<svg") and "http" not in plot
+        assert "<title>ef_search=40: index recall@10 0.9700, p95 3 ms</title>" in plot, plot[:500]
     # a run outside any sweep has no such section
     make_run(conn, "lonely", "sw-set", {"q0": ["c0"]})
     assert "sweep" not in json.loads(pgeval("report", "lonely", "--format", "json")[1])

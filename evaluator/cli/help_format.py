@@ -34,21 +34,23 @@ def _is_prose(lines: list[str]) -> bool:
 
 
 def split_command(line: str, width: int) -> list[str]:
-    """``line`` cut into lines of at most ``width`` (where a cut is possible), each but the last
-    ending in `` \\``, the others indented four spaces more than ``line``."""
+    """``line`` cut into lines of at most ``width`` (where a cut is possible: a word wider than
+    the line stays whole, on a line of its own), each but the last ending in `` \\``, the others
+    indented four spaces more than ``line``."""
     out: list[str] = []
     indent = line[: len(line) - len(line.lstrip())]
-    start = len(indent)  # where the line's own words begin (after a continuation's indent)
     while len(line) > width:
+        lead = len(line) - len(line.lstrip())  # this line's own indent (a continuation's too)
         room = width - 2  # the " \" the cut line ends with
-        cut = line.rfind(" --", start + 1, room)
-        if cut <= start:
-            cut = line.rfind(" ", start + 1, room)
-        if cut <= start:
-            break  # one word wider than the line: left as it is
+        cut = line.rfind(" --", lead + 1, room)
+        if cut <= lead:
+            cut = line.rfind(" ", lead + 1, room)
+        if cut <= lead:  # its first word is wider than the line: cut after that word
+            cut = line.find(" ", lead + 1)
+        if cut <= lead:
+            break  # one word left: as it is
         out.append(line[:cut].rstrip() + " \\")
         line = indent + CONTINUED + line[cut:].lstrip()
-        start = len(indent) + len(CONTINUED)
     out.append(line)
     return out
 

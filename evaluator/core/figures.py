@@ -47,14 +47,18 @@ OFFSETS: tuple[tuple[int, int, str], ...] = (
 
 
 def place_labels(ax: Any, points: list[tuple[float, float, str]]) -> None:
-    """Label each point where its text overlaps no label placed before it (the first offset
-    that is free, on the side towards the middle; the first offset when none is), so that
-    close points stay readable."""
+    """Label each point where its text overlaps no label placed before it and no point (the
+    first offset that is free, on the side towards the middle; the first offset when none is),
+    so that close points stay readable."""
     fig = ax.figure
     fig.canvas.draw()  # the axes' final limits: where each label lands is known only then
     ax.set_autoscale_on(False)
     renderer = fig.canvas.get_renderer()
-    placed: list = []
+    from matplotlib.transforms import Bbox
+
+    # the points themselves are in the way too: a label never covers another point's dot
+    dots = [ax.transData.transform((x, y)) for x, y, _ in points]
+    placed: list = [Bbox.from_extents(px - 4, py - 4, px + 4, py + 4) for px, py in dots]
     for x, y, text in sorted(points, key=lambda p: (p[0], -p[1])):
         chosen = None
         # points in the right half try the left side first: labels stay inside the axes

@@ -146,13 +146,14 @@ def conclusion(report: dict) -> str | None:
 
 def largest_recall(report: dict) -> str | None:
     """The report's recall at its largest cut-off (``recall@10``), or None."""
-    summary = report.get("summary") or {}
-    return max((m for m in summary if m.startswith("recall@")), default=None, key=_cutoff)
+    from ..measure.measures import find
 
-
-def _cutoff(measure: str) -> int:
-    tail = measure.rsplit("@", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
+    recalls = [
+        (m.cutoff or 0, m.name)
+        for m in map(find, (report.get("summary") or {}))
+        if m is not None and m.family.name == "recall"
+    ]
+    return max(recalls)[1] if recalls else None
 
 
 def flagged_rows(report: dict) -> list[dict]:

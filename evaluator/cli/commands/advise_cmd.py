@@ -301,7 +301,7 @@ class _Progress:
         self.started = time.monotonic()
         eta = "" if left is None else f"; about {left:.0f} s left"
         where = (
-            f"{design.in_place['name']}, in place on your table"
+            f"measuring {design.in_place['name']} in place, on your table"
             if design.in_place
             else "on a scratch copy of the table, what is not stored yet"
         )

@@ -285,10 +285,9 @@ UNTYPED = (
 
 def _types_and_worst(report: StageReport) -> None:
     """The loss per query type and the worst queries, as tables."""
-    from ...reporting.common import typed
-
     by_type, cols = _by_type_rows(report)
-    if by_type and not typed({"by_type": by_type}):  # one group: the loss attribution again
+    untyped = len(by_type) == 1 and by_type[0]["type"] in (None, "", "(untyped)")
+    if untyped:  # one group: the loss attribution again
         echo_line(UNTYPED)
     elif by_type:
         emit(by_type, "table", cols, title=f"Recall@{report.k} points by query type")

@@ -34,7 +34,6 @@ def svg(result: dict[str, Any]) -> str:
 def draw(result: dict[str, Any]) -> tuple[Any, dict[str, str]]:
     """The figure and, by the gid of each point drawn, the text its hover shows."""
     from ...core import figures
-    from ...reporting import plots
 
     if not figures.available():
         raise InputError(
@@ -50,57 +49,7 @@ def draw(result: dict[str, Any]) -> tuple[Any, dict[str, str]]:
     rows = [r for r in result["designs"] if r["p95_ms"] is not None]
     biggest = max((r["index_bytes"] or 0 for r in rows), default=0) or 1
     for i, r in enumerate(rows):
-        colour = plots.SERIES[i % len(plots.SERIES)]
-        path = sorted(
-            (p for p in r["points"] if p["p95_ms"] is not None and p["recall"] is not None),
-            key=lambda p: float(p["value"]),  # in order of work
-        )
-        build = ",".join(f"{k}={v}" for k, v in r["build"].items())
-        setting = ", ".join(f"{n.split('.', 1)[-1]}={v}" for n, v in r["setting"].items())
-        size = "" if r["index_bytes"] is None else f", index {r['index_bytes'] / MB:.1f} MB"
-        ax.plot(
-            [p["p95_ms"] for p in path],
-            [p["recall"] for p in path],
-            "-",
-            color=colour,
-            alpha=0.35,
-            linewidth=1,
-        )
-        for j, p in enumerate(path):  # each value the find tried, its own hover
-            dot = ax.plot([p["p95_ms"]], [p["recall"]], "o", color=colour, alpha=0.5, ms=3)[0]
-            gid = f"advise-{i}-{j}"
-            dot.set_gid(gid)
-            titles[gid] = (
-                f"{r['design']} {build} at {_tried(r, p)}: recall@{k} {p['recall']:.4f}, "
-                f"p95 {p['p95_ms']:.3g} ms{size}"
-            )
-        margin = r.get("recall_margin")
-        found = ax.scatter(
-            [r["p95_ms"]],
-            [r["recall"]],
-            s=40 + 460 * (r["index_bytes"] or 0) / biggest,
-            color=colour,
-            alpha=0.8,
-            edgecolors="white",
-            label=f"{r['design']} {build}: {(r['index_bytes'] or 0) / MB:.1f} MB" + _misses(r),
-            zorder=3,
-        )
-        found.set_gid(f"advise-{i}")
-        titles[f"advise-{i}"] = (
-            f"{r['design']} {build} at {setting}: recall@{k} {r['recall']:.4f}"
-            + (f" ±{margin:.4f} (95 % interval)" if margin else "")
-            + f", p95 {r['p95_ms']:.3g} ms{size}"
-        )
-        labels.append((r["p95_ms"], r["recall"], f"{r['design']} {setting}"))
-        if margin:  # the recall's 95 % interval over the queries
-            ax.errorbar(
-                [r["p95_ms"]],
-                [r["recall"]],
-                yerr=[margin],
-                color=colour,
-                capsize=4,
-                linewidth=1,
-            )
+        _design(ax, i, r, k, biggest, titles, labels)
     _budgets(ax, result)
     rec = result.get("recommendation")
     if rec:
@@ -132,6 +81,72 @@ def draw(result: dict[str, Any]) -> tuple[Any, dict[str, str]]:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), markerscale=0.5)
     figures.place_labels(ax, labels)
     return fig, titles
+
+
+def _design(
+    ax: Any,
+    i: int,
+    r: dict[str, Any],
+    k: int,
+    biggest: float,
+    titles: dict[str, str],
+    labels: list[tuple[float, float, str]],
+) -> None:
+    """One design: its find's path, its point (area: index size) with its recall's interval,
+    the hover texts of both, its label."""
+    from ...reporting import plots
+
+    colour = plots.SERIES[i % len(plots.SERIES)]
+    path = sorted(
+        (p for p in r["points"] if p["p95_ms"] is not None and p["recall"] is not None),
+        key=lambda p: float(p["value"]),  # in order of work
+    )
+    build = ",".join(f"{o}={v}" for o, v in r["build"].items())
+    setting = ", ".join(f"{n.split('.', 1)[-1]}={v}" for n, v in r["setting"].items())
+    size = "" if r["index_bytes"] is None else f", index {r['index_bytes'] / MB:.1f} MB"
+    ax.plot(
+        [p["p95_ms"] for p in path],
+        [p["recall"] for p in path],
+        "-",
+        color=colour,
+        alpha=0.35,
+        linewidth=1,
+    )
+    for j, p in enumerate(path):  # each value the find tried, its own hover
+        dot = ax.plot([p["p95_ms"]], [p["recall"]], "o", color=colour, alpha=0.5, ms=3)[0]
+        gid = f"advise-{i}-{j}"
+        dot.set_gid(gid)
+        titles[gid] = (
+            f"{r['design']} {build} at {_tried(r, p)}: recall@{k} {p['recall']:.4f}, "
+            f"p95 {p['p95_ms']:.3g} ms{size}"
+        )
+    margin = r.get("recall_margin")
+    found = ax.scatter(
+        [r["p95_ms"]],
+        [r["recall"]],
+        s=40 + 460 * (r["index_bytes"] or 0) / biggest,
+        color=colour,
+        alpha=0.8,
+        edgecolors="white",
+        label=f"{r['design']} {build}: {(r['index_bytes'] or 0) / MB:.1f} MB" + _misses(r),
+        zorder=3,
+    )
+    found.set_gid(f"advise-{i}")
+    titles[f"advise-{i}"] = (
+        f"{r['design']} {build} at {setting}: recall@{k} {r['recall']:.4f}"
+        + (f" ±{margin:.4f} (95 % interval)" if margin else "")
+        + f", p95 {r['p95_ms']:.3g} ms{size}"
+    )
+    labels.append((r["p95_ms"], r["recall"], f"{r['design']} {setting}"))
+    if margin:  # the recall's 95 % interval over the queries
+        ax.errorbar(
+            [r["p95_ms"]],
+            [r["recall"]],
+            yerr=[margin],
+            color=colour,
+            capsize=4,
+            linewidth=1,
+        )
 
 
 def _tried(row: dict[str, Any], point: dict[str, Any]) -> str:

@@ -88,11 +88,15 @@ def interval_text(interval: dict | None) -> str:
 
 
 def plot_title(res: Any, stage: str, target_name: str) -> str:
-    """The plot's title in words: the stage, the target, the queries, the server (no hashes)."""
+    """The plot's title in words: the stage, the target, the queries, the server (no hashes;
+    a local socket's directory left out)."""
     q = res.queries or {}
     queries = {
         "sample": f"{q.get('count')} sampled rows",
         "sql": f"{q.get('count')} queries from SQL",
         "file": f"{q.get('count')} queries from {q.get('file')}",
     }.get(str(q.get("source")), f"test set {res.testset}")
-    return f"{stage} on target {target_name} · {queries} · {server_label(res.server)}"
+    server = res.server or {}
+    local = str(server.get("host") or "").startswith("/")  # a socket directory: this machine
+    where = "local server" if local and not server.get("in_recovery") else server_label(server)
+    return f"{stage} on target {target_name} · {queries} · {where}"
