@@ -154,22 +154,19 @@ class DbaMethods:
         on_warning: Callable[[str], None] | None = None,
         on_designed: Callable[[int, int, Design, dict], None] | None = None,
     ) -> AdviseResult:
-        """Which index design to have, built how, queried how (`pgeval advise`): one stored
-        sweep per design x build (``designs``: ANN stage kinds, default the registry's default
-        designs the server supports; ``build``: ``["hnsw:m=8,16"]``), each finding the cheapest setting reaching
-        ``target_recall``, then the recommendation within the budgets (``max_p95_ms``,
-        ``max_index_mb``, ``max_build_s``) with its DDL and settings SQL; ``plot`` (PNG) and
-        ``report`` (HTML) are written when given. ``group_by`` (default: the target's own;
-        ``""``: the whole table): every design measured per group (at most ``max_groups``), a
-        design meets the target only where every group does, its worst group beside it.
-        ``sample_rows``: every design screened on that many rows (default: a sample advise
-        sizes, on a table of more than 100,000 rows), the design the table has measured in
-        place, at most one other built in full (``confirm_on_table``: CONCURRENTLY on the
-        table, measured there). ``role``: the settings as ``ALTER ROLE role IN DATABASE ...``.
-        ``low_end``: each design at the upper end of its setting's 95 % interval (ungrouped
-        designs). ``on_design(i, n, design, seconds_left)`` is called before each design,
-        ``on_designed(i, n, design, row)`` after it (``row["measured"]`` 0: read from its stored
-        sweep). Returns an
+        """Which index design to have, built how, queried how (`pgeval advise`): per design x
+        build (``designs``: ANN kinds, default the registry's; ``build``: ``["hnsw:m=8,16"]``)
+        the cheapest setting reaching ``target_recall``, then the recommendation within the
+        budgets (``max_p95_ms``, ``max_index_mb``, ``max_build_s``) with its DDL and settings
+        SQL; ``plot`` (PNG) and ``report`` (HTML) when given. ``group_by`` (default: the target's own;
+        ``""``: the whole table): per group (at most ``max_groups``), a design meets the target
+        only where every group does.
+        ``sample_rows``: designs screened on that many rows (default: sized by advise above
+        100,000 rows), the table's own design measured in place, at most one other built in
+        full (``confirm_on_table``: CONCURRENTLY on the table). ``role``: ``ALTER ROLE role IN
+        DATABASE ... SET``. ``low_end``: the upper end of the setting's 95 % interval.
+        ``on_design(i, n, design, seconds_left)`` before each design, ``on_designed(i, n,
+        design, row)`` after it (``row["measured"]`` 0: stored). Returns an
         AdviseResult; ``as_dict()`` is what ``--format json`` prints. The defaults are
         ``evaluator.dba.advise.config.ADVISE_DEFAULTS``, the command's."""
         from ..dba.advise import AdviseConfig, run_advise
