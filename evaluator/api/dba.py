@@ -166,9 +166,7 @@ class DbaMethods:
         full (``confirm_on_table``: CONCURRENTLY on the table). ``role``: ``ALTER ROLE role IN
         DATABASE ... SET``. ``low_end``: the upper end of the setting's 95 % interval.
         ``on_design(i, n, design, seconds_left)`` before each design, ``on_designed(i, n,
-        design, row)`` after it (``row["measured"]`` 0: stored). Returns an
-        AdviseResult; ``as_dict()`` is what ``--format json`` prints. The defaults are
-        ``evaluator.dba.advise.config.ADVISE_DEFAULTS``, the command's."""
+        design, row)`` after it (``row["measured"]`` 0: stored). Returns an AdviseResult (``as_dict()``: ``--format json``); defaults: ``ADVISE_DEFAULTS``."""
         from ..dba.advise import AdviseConfig, run_advise
         from ..dba.sweep.configure import grid_items
         from ..stages import gucs
