@@ -219,3 +219,10 @@ def test_distribution_matches_numpy(clean, conn):
     zeros = sorted(q for q, v in values.items() if max(v) == 0)
     assert row[4] == len(zeros) > 0 and row[5] == zeros
     assert row[2] < mean.mean()  # the tail is below the mean: the numbers differ
+
+
+def test_stage_report_shows_the_tail(pgeval, tied):
+    code, out, err = pgeval("stage-report", "ir1", "--k", "3")
+    assert code == 0, err
+    assert "hnsw: p5 0.0000 · p10 0.0000 · min 0.0000 · 1 query at 0.0: q3" in out
+    assert "diskann: p5 1.0000 · p10 1.0000 · min 1.0000 · no query at 0.0" in out
