@@ -16,36 +16,51 @@ def distribution(
     """label -> {queries, min, p5, p10, at_zero, zero_queries, missed}; ``missed``: one entry per
     query with a neighbour missed, {query_id, repetition, neighbours: [{rank, chunk_id,
     distance}]} (exact rank in the exact stage's list, exact distance)."""
-    out: dict[str, dict[str, Any]] = {}
-    for label, queries, low, p5, p10, zeros, zero_ids in conn.execute(
-        "SELECT label, queries, recall_min, p5, p10, at_zero, zero_queries "
-        "FROM pgeval.index_recall_distribution(%s, %s, %s)",
-        (experiment_id, k, repetition),
-    ).fetchall():
-        out[label] = {
-            "queries": queries,
-            "min": low,
-            "p5": p5,
-            "p10": p10,
-            "at_zero": zeros,
-            "zero_queries": list(zero_ids),
-            "missed": [],
-        }
+    out = {
+        row[0]: _tail(row[1:])
+        for row in conn.execute(
+            "SELECT label, queries, recall_min, p5, p10, at_zero, zero_queries "
+            "FROM pgeval.index_recall_distribution(%s, %s, %s)",
+            (experiment_id, k, repetition),
+        ).fetchall()
+    }
+    _add_misses(
+        out,
+        conn.execute(
+            "SELECT label, repetition, query_id, exact_rank, chunk_id, distance "
+            "FROM pgeval.index_recall_misses(%s, %s, %s)",
+            (experiment_id, k, repetition),
+        ).fetchall(),
+    )
+    return out
+
+
+def _tail(row: tuple) -> dict[str, Any]:
+    queries, low, p5, p10, zeros, zero_ids = row
+    return {
+        "queries": queries,
+        "min": low,
+        "p5": p5,
+        "p10": p10,
+        "at_zero": zeros,
+        "zero_queries": list(zero_ids),
+        "missed": [],
+    }
+
+
+def _add_misses(out: dict, rows: list[tuple]) -> None:
+    """Rows (key, repetition, query_id, rank, chunk_id, distance), ordered by key, repetition,
+    query: one entry per query with its neighbours, under ``out[key]["missed"]``."""
     last: tuple | None = None
-    for label, rep, qid, rank, chunk, dist in conn.execute(
-        "SELECT label, repetition, query_id, exact_rank, chunk_id, distance "
-        "FROM pgeval.index_recall_misses(%s, %s, %s)",
-        (experiment_id, k, repetition),
-    ).fetchall():
-        if label not in out:
+    for key, rep, qid, rank, chunk, dist in rows:
+        if key not in out:
             continue
-        if last != (label, rep, qid):
-            out[label]["missed"].append({"query_id": qid, "repetition": rep, "neighbours": []})
-            last = (label, rep, qid)
-        out[label]["missed"][-1]["neighbours"].append(
+        if last != (key, rep, qid):
+            out[key]["missed"].append({"query_id": qid, "repetition": rep, "neighbours": []})
+            last = (key, rep, qid)
+        out[key]["missed"][-1]["neighbours"].append(
             {"rank": rank, "chunk_id": chunk, "distance": dist}
         )
-    return out
 
 
 def text(dist: dict[str, Any] | None) -> str | None:
@@ -61,3 +76,25 @@ def text(dist: dict[str, Any] | None) -> str | None:
     else:
         line += " · no query at 0.0"
     return line
+
+
+def sweep_tails(conn: Any, sweep_id: int) -> dict[int, dict[str, Any]]:
+    """point -> the same shape as :func:`distribution`'s values, for each measured point of a
+    sweep (its repetitions pooled per query), at the sweep's K."""
+    out = {
+        row[0]: _tail(row[1:])
+        for row in conn.execute(
+            "SELECT point, queries, recall_min, p5, p10, at_zero, zero_queries "
+            "FROM pgeval.sweep_recall_distribution(%s)",
+            (sweep_id,),
+        ).fetchall()
+    }
+    _add_misses(
+        out,
+        conn.execute(
+            "SELECT point, repetition, query_id, exact_rank, chunk_id, distance "
+            "FROM pgeval.sweep_recall_misses(%s)",
+            (sweep_id,),
+        ).fetchall(),
+    )
+    return out

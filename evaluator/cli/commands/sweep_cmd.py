@@ -17,6 +17,7 @@ from ...api.vocabulary import (
     recommendation_line,
     server_label,
 )
+from ...measure.recall_distribution import text as recall_text
 from ..output import emit, format_option, info, to_json, warn
 from .common import (
     group_options,
@@ -41,11 +42,16 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict[str
     """Flat rows (one per grid point) for table/csv output."""
     rows = []
     for p in points:
+        tail = p.get("recall_tail") or {}
         row = {
             "point": p["point"],
             "label": p["label"],
             f"index_recall@{k}": p["index_recall"],
             "index_recall_sd": p["index_recall_sd"],
+            "recall_p5": tail.get("p5"),
+            "recall_p10": tail.get("p10"),
+            "recall_min": tail.get("min"),
+            "at_zero": tail.get("at_zero"),
             "p50_ms": p["p50_ms"],
             "p95_ms": p["p95_ms"],
             "p95_sd": p["p95_sd"],
@@ -410,6 +416,10 @@ def _print_table(
             "label",
             f"index_recall@{k}",
             "index_recall_sd",
+            "recall_p5",
+            "recall_p10",
+            "recall_min",
+            "at_zero",
             "p50_ms",
             "p95_ms",
             "p95_sd",
@@ -420,11 +430,14 @@ def _print_table(
         + (["recall@10", "ndcg@10"] if res.judged else [])
         + ["pareto"]
     )
-    wide_only = ["index_recall_sd", "p50_ms", "p95_sd", "p99_ms", "ndcg@10"]
+    wide_only = ["index_recall_sd", "recall_p10", "p50_ms", "p95_sd", "p99_ms", "ndcg@10"]
     if built:
         cols[1:1] = ["build_ms", "index_mb"]
         wide_only.append("rows")
     emit(rows, "table", cols, wide_only=wide_only)
+    for p in res.points:  # the points with queries the index answered with no neighbour
+        if (p.get("recall_tail") or {}).get("at_zero"):
+            click.echo(f"{p['label']}: {recall_text(p['recall_tail'])}")
     for found in res.finds:
         click.echo(find_line(found, k, target_recall))
     click.echo(recommendation_line(res))
