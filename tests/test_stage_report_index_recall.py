@@ -226,3 +226,12 @@ def test_stage_report_shows_the_tail(pgeval, tied):
     assert code == 0, err
     assert "hnsw: p5 0.0000 · p10 0.0000 · min 0.0000 · 1 query at 0.0: q3" in out
     assert "diskann: p5 1.0000 · p10 1.0000 · min 1.0000 · no query at 0.0" in out
+
+
+def test_html_report_shows_the_tail(pgeval, tied, tmp_path):
+    page = tmp_path / "ir.html"
+    code, out, err = pgeval("report", "ir1", "--k", "3", "--format", "html", "--out", str(page))
+    assert code == 0, err
+    text = page.read_text()
+    assert "index_recall@3 per query" in text
+    assert "p5 0.0000 · p10 0.0000 · min 0.0000 · 1 query at 0.0: q3" in text

@@ -430,7 +430,8 @@ def _print_table(
         + (["recall@10", "ndcg@10"] if res.judged else [])
         + ["pareto"]
     )
-    wide_only = ["index_recall_sd", "recall_p10", "p50_ms", "p95_sd", "p99_ms", "ndcg@10"]
+    wide_only = ["index_recall_sd", "recall_p10", "recall_min", "at_zero", "p50_ms", "p95_sd"]
+    wide_only += ["p99_ms", "ndcg@10"]
     if built:
         cols[1:1] = ["build_ms", "index_mb"]
         wide_only.append("rows")
