@@ -12,6 +12,12 @@
 --   contributes 0 under minmax (its worst value) and the input's lowest z-score for that query
 --   under zscore (so that absence never beats presence); nothing when the input returned nothing
 --   for the query.
+-- Equal fused scores (docs/METRICS.md "Fusion"): each input's term is taken at 15 significant
+-- digits (float8 -> numeric) and the terms are summed exactly in numeric, so the sum does not
+-- depend on the order the plan feeds them in; the fused score is that sum rounded to 12
+-- significant digits (pgeval.fusion_score), and ranks compare that score, then the chunk id.
+-- Sums equal in exact arithmetic (1/45 by two different sets of RRF terms) are one float
+-- rounding step apart at most, far below the 12th digit: they are equal, and the chunk id decides.
 
 CREATE OR REPLACE FUNCTION pgeval.fusion_check(p_runs bigint[], p_weights double precision[],
                                                p_k double precision, p_depth integer,
@@ -58,6 +64,14 @@ BEGIN
 END
 $$;
 
+-- A fused score from the exact (numeric) sum of its input terms: rounded to 12 significant
+-- digits, as double precision (0 stays 0).
+CREATE OR REPLACE FUNCTION pgeval.fusion_score(p_sum numeric)
+RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN p_sum = 0 THEN 0.0::float8
+                ELSE round(p_sum, 11 - floor(log(abs(p_sum)::float8))::integer)::float8 END
+$$;
+
 CREATE OR REPLACE FUNCTION pgeval.fuse_rrf(p_runs bigint[],
                                            p_weights double precision[] DEFAULT NULL,
                                            p_k double precision DEFAULT 60,
@@ -68,7 +82,8 @@ LANGUAGE sql STABLE AS $$
     WITH inp AS (SELECT u.run_id, coalesce(p_weights[u.i], 1.0)::float8 AS w
                    FROM unnest(p_runs) WITH ORDINALITY AS u(run_id, i)
                   WHERE pgeval.fusion_check(p_runs, p_weights, p_k, p_depth, 'rrf')),
-    fused AS (SELECT r.query_id, r.chunk_id, sum(inp.w / (p_k + r.rank)) AS score
+    fused AS (SELECT r.query_id, r.chunk_id,
+                     pgeval.fusion_score(sum((inp.w / (p_k + r.rank))::numeric)) AS score
                 FROM inp JOIN pgeval.result r ON r.run_id = inp.run_id
                WHERE p_input_depth IS NULL OR r.rank <= p_input_depth
                GROUP BY r.query_id, r.chunk_id),
@@ -113,7 +128,8 @@ LANGUAGE sql STABLE AS $$
                 GROUP BY n.run_id, n.query_id),
     chunks AS (SELECT DISTINCT n.query_id, n.chunk_id FROM norm n),
     fused AS (SELECT c.query_id, c.chunk_id,
-                     sum(inp.w * coalesce(n.nv, CASE WHEN p_method = 'zscore' THEN f.lo END, 0.0))
+                     pgeval.fusion_score(sum((inp.w * coalesce(n.nv, CASE WHEN p_method = 'zscore'
+                                                                    THEN f.lo END, 0.0))::numeric))
                          AS score
                 FROM chunks c CROSS JOIN inp
                 LEFT JOIN norm n ON n.run_id = inp.run_id AND n.query_id = c.query_id

@@ -59,6 +59,34 @@ def test_bootstrap_interval_brackets_the_mean():
     assert 0.04 < high - low < 0.07
 
 
+def _tied_diffs(seed, n):
+    """Per-query differences of rank-based measures: few distinct values, many ties and zeros."""
+    rng = np.random.default_rng(seed)
+    return rng.choice([0.0, 0.0, 0.0, 0.5, -0.5, 1.0, 1 / 3, -0.25], size=n) + rng.choice(
+        [0.0, 0.1], size=n, p=[0.8, 0.2]
+    )
+
+
+@pytest.mark.parametrize("seed, n", [(1, 2), (2, 3), (3, 12), (4, 40), (5, 300), (6, 5000)])
+def test_t_test_matches_scipy_ttest_rel(seed, n):
+    scipy_stats = pytest.importorskip("scipy.stats")
+    d = _tied_diffs(seed, n)
+    a = np.random.default_rng(seed + 100).random(n)
+    b = a + d
+    want = scipy_stats.ttest_rel(b, a).pvalue
+    got = stats.paired(a, b, test=stats.T_TEST).p_value
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-300), (n, got, want)
+    assert stats.t_test(list(reversed(d))) == pytest.approx(got, rel=1e-12)  # order-free
+    assert stats.t_test(-d) == pytest.approx(got, rel=1e-12)  # two-sided
+
+
+def test_t_test_edge_cases():
+    assert stats.t_test([]) == stats.t_test([0.3]) == 1.0  # fewer than two pairs
+    assert stats.t_test([0.0, 0.0, 0.0]) == 1.0  # no difference at all
+    assert stats.t_test([0.2, 0.2, 0.2]) == 0.0  # the same gain on every query
+    assert stats.incomplete_beta(2.0, 3.0, 0.4) == pytest.approx(0.5248, abs=1e-12)
+
+
 # ---- over runs ----------------------------------------------------------------------------------
 
 
@@ -205,6 +233,33 @@ def test_compare_command(pgeval, runs, tmp_path):
     assert code == 1 and "no per-query values of 'map@10'" in err
     code, out, err = pgeval("compare", "base", "nope")
     assert code == 1 and "no run or experiment named 'nope'" in err
+
+
+def test_compare_with_the_t_test(pgeval, runs):
+    """--test t-test: each p-value is the paired t-test's over the per-query values the JSON
+    report carries (scipy.stats.ttest_rel), the interval still the bootstrap's."""
+    scipy_stats = pytest.importorskip("scipy.stats")
+    code, out, err = pgeval("compare", "base", "reordered", "--test", "t-test", "--format", "json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["test"] == "t-test"
+    base, cand = doc(runs, "base"), doc(runs, "reordered")
+    for row in data["rows"]:
+        _, a, b = compare.paired_values(base, cand, row["metric"])
+        if any(x != y for x, y in zip(a, b)):
+            want = scipy_stats.ttest_rel(b, a).pvalue
+            assert row["p_value"] == pytest.approx(want, rel=1e-9), row["metric"]
+        else:
+            assert row["p_value"] == 1.0, row["metric"]
+    mrr = next(r for r in data["rows"] if r["metric"] == "mrr@20")
+    assert mrr["significant"] and mrr["p_value"] < 1e-6
+    default = json.loads(pgeval("compare", "base", "reordered", "--format", "json")[1])
+    assert default["test"] == "randomisation"
+    assert [r["ci_low"] for r in default["rows"]] == [r["ci_low"] for r in data["rows"]]
+    code, out, err = pgeval("compare", "base", "reordered", "--test", "t-test")
+    assert code == 0 and "paired t-test, alpha 0.05" in out, err
+    code, out, err = pgeval("compare", "base", "reordered", "--test", "wilcoxon")
+    assert code != 0 and "--test" in err and "Traceback" not in err
 
 
 def test_reading_always_says_something():

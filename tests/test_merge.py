@@ -7,7 +7,7 @@ import math
 
 import psycopg
 import pytest
-from helpers import make_testset
+from helpers import make_run, make_testset
 from helpers_stage import make_experiment, prepare_and_run, stage_ctx, stage_run, stored
 
 from evaluator.core.errors import InputError
@@ -191,3 +191,43 @@ def test_merge_stage_errors(database, conn, two_paths):
     with pytest.raises(InputError, match="nothing to fuse"):
         run_merge(database, conn, {})
     assert conn.execute("SELECT count(*) FROM pgeval.run WHERE stage = 'merge'").fetchone()[0] == 0
+
+
+def _at(rank_of: dict[str, int], length: int, filler: str) -> list[str]:
+    """A ranked list of ``length`` chunks with the given chunks at the given ranks (1-based)."""
+    out = [f"{filler}{i}" for i in range(1, length + 1)]
+    for chunk, rank in rank_of.items():
+        out[rank - 1] = chunk
+    return out
+
+
+def test_rrf_sums_equal_in_exact_arithmetic_tie_by_chunk_id(clean, conn):
+    """Two chunks whose RRF scores are 1/45 by different sums (k = 60): 1396 at ranks 60, 84, 84
+    and 602 at 75, 75, 75. In float8 the first sum is 0.02222222222222222 and the second
+    0.022222222222222223, which put 602 first; the fused scores are equal and the chunk id
+    (byte order: '1396' < '602') decides."""
+    assert 1 / 120 + 1 / 144 + 1 / 144 < 1 / 135 + 1 / 135 + 1 / 135  # the float8 rounding
+    make_testset(conn, "ties45", {"q": {"602": 1}})
+    ranks = [{"1396": 60, "602": 75}, {"1396": 84, "602": 75}, {"1396": 84, "602": 75}]
+    runs = [
+        make_run(conn, f"in{i}", "ties45", {"q": _at(r, 100, f"f{i}-")})
+        for i, r in enumerate(ranks)
+    ]
+    for order in (runs, runs[::-1], [runs[1], runs[0], runs[2]]):
+        got = fuse(conn, "fuse_rrf(%s)", order)["q"]
+        ids = [c for c, _ in got]
+        i = ids.index("1396")
+        assert ids[i + 1] == "602", ids[i - 2 : i + 3]
+        assert got[i][1] == got[i + 1][1] == pytest.approx(1 / 45, rel=1e-12)
+        assert got[i][1] == float(f"{1 / 45:.12g}")  # the score at 12 significant digits
+
+
+def test_score_fusion_sums_equal_in_exact_arithmetic_tie_by_chunk_id(clean, conn):
+    """minmax: b gets 0.1 + 0.2 and a 0.3 + 0 (0.30000000000000004 and 0.3 in float8): equal."""
+    make_testset(conn, "tiesmm", {"q": {"a": 1}})
+    one = make_run(conn, "mm1", "tiesmm", {"q": [("z", 10.0), ("a", 3.0), ("b", 1.0), ("y", 0.0)]})
+    two = make_run(conn, "mm2", "tiesmm", {"q": [("x", 10.0), ("b", 2.0), ("a", 0.0)]})
+    assert 0.1 + 0.2 != 0.3
+    got = fuse(conn, "fuse_scores(%s, NULL, 'minmax')", [one, two])["q"]
+    assert [c for c, _ in got] == ["x", "z", "a", "b", "y"]
+    assert dict(got)["a"] == dict(got)["b"] == 0.3

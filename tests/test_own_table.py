@@ -519,3 +519,64 @@ def test_sample_is_the_first_chunks_with_a_vector_in_hash_order(conn, unique_id)
     with pytest.raises(InputError, match="fewer than the 400"):
         sample(conn, t, 400, 9)
     conn.execute("DROP TABLE sample_kb")
+
+
+def test_sweep_points_carry_the_recall_tail(database, own, conn):
+    """Per point: the per-query index recall's p5, p10, min, the queries at 0 and the exact
+    neighbours missed, equal to numpy over the stored exact and ANN lists (random vectors: no
+    distance ties, so a hit is a shared chunk id)."""
+    import math
+
+    res = run_sweep(
+        database,
+        sweep_cfg(
+            "6MB", n=20, seed=9, repeat=2, name="own-tail", params=("hnsw.ef_search=1,40",), k=10
+        ),
+    )
+
+    def lists(run_id):
+        return {
+            q: ids[:10]
+            for q, ids in conn.execute(
+                "SELECT query_id, chunk_ids FROM pgeval.result_list WHERE run_id = %s", (run_id,)
+            )
+        }
+
+    for p in res.points:
+        tail = p["recall_tail"]
+        per_query: dict[str, list[float]] = {}
+        missed = []
+        for rep, run_id, exp_id in conn.execute(
+            "SELECT sp.repetition, sp.run_id, r.experiment_id FROM pgeval.sweep_point sp "
+            "JOIN pgeval.run r USING (run_id) JOIN pgeval.sweep s USING (sweep_id) "
+            "WHERE s.name = 'own-tail' AND sp.point = %s ORDER BY sp.repetition",
+            (p["point"],),
+        ).fetchall():
+            exact_run = conn.execute(
+                "SELECT run_id FROM pgeval.run WHERE experiment_id = %s AND repetition = %s "
+                "AND stage = 'exact'",
+                (exp_id, rep),
+            ).fetchone()[0]
+            exact, ann = lists(exact_run), lists(run_id)
+            for q, want in sorted(exact.items()):
+                got = set(ann.get(q, []))
+                per_query.setdefault(q, []).append(len(got & set(want)) / len(want))
+                lost = [(i, c) for i, c in enumerate(want, 1) if c not in got]
+                if lost:
+                    missed.append((q, rep, lost))
+        values = np.sort([np.mean(v) for v in per_query.values()])
+        n = len(values)
+        assert tail["queries"] == n == 20
+        assert tail["min"] == pytest.approx(values[0])
+        assert tail["p5"] == pytest.approx(values[math.ceil(0.05 * n) - 1])
+        assert tail["p10"] == pytest.approx(values[math.ceil(0.10 * n) - 1])
+        zeros = sorted(q for q, v in per_query.items() if max(v) == 0)
+        assert tail["at_zero"] == len(zeros) and tail["zero_queries"] == zeros
+        got = sorted(
+            (m["query_id"], m["repetition"], [(x["rank"], x["chunk_id"]) for x in m["neighbours"]])
+            for m in tail["missed"]
+        )
+        assert got == sorted((q, r, lost) for q, r, lost in missed)
+        assert all(x["distance"] > 0 for m in tail["missed"] for x in m["neighbours"])
+    low = res.points[0]["recall_tail"]
+    assert low["p5"] < res.points[0]["index_recall"] and low["missed"]  # ef_search=1 misses

@@ -100,6 +100,22 @@ def test_json_stages_metrics_and_latency(pgeval, conn, exp2):
     # hnsw rep 1: q1 a, x (x at 0.3 > d_2 = 0.2) -> 1/2; q2, q3, q4 as exact search -> 1
     assert by["hnsw"]["index_recall@2"]["mean"] == pytest.approx((0.5 + 1 + 1 + 1) / 4)
     assert "index_recall@2" not in by["exact"] and "index_recall@2" not in by["bm25"]
+    # its distribution over the queries, and the neighbour q1 missed (b: exact rank 2, d = 0.2)
+    assert by["hnsw"]["index_recall@2"]["distribution"] == {
+        "queries": 4,
+        "min": 0.5,
+        "p5": 0.5,
+        "p10": 0.5,
+        "at_zero": 0,
+        "zero_queries": [],
+        "missed": [
+            {
+                "query_id": "q1",
+                "repetition": 1,
+                "neighbours": [{"rank": 2, "chunk_id": "b", "distance": pytest.approx(0.2)}],
+            }
+        ],
+    }
     # nearest rank over [1, 2, 3, 5]: p50 = element 2, p95 = p99 = element 4
     assert by["exact"]["latency_ms"] == {"p50": 2.0, "p95": 5.0, "p99": 5.0}
     assert by["hnsw"]["rows"] == {"mean": 2.75, "min": 2, "max": 3, "depth": 3, "short_queries": 1}
@@ -153,6 +169,8 @@ def test_all_repetitions_mean_and_spread(pgeval, exp2):
 def test_table_output(pgeval, exp2):
     code, out, err = pgeval("stage-report", "exp2", "--k", "2")
     assert code == 0, err
+    # both repetitions: q1's recall is (1/2 + 1) / 2
+    assert "hnsw: p5 0.7500 · p10 0.7500 · min 0.7500 · no query at 0.0" in out
     for text in (
         "stages: quality",
         "spread over 2 repetitions",

@@ -151,3 +151,87 @@ def test_without_exact_stage_there_is_no_index_recall(clean, conn):
     exp = make_experiment(conn, "nx1", "nx", ["hnsw"])
     stage_run(conn, "nx1", "hnsw", {"q": [("a", 0.1)]}, testset="nx", depth=2)
     assert recall_rows(conn, exp) == {}
+
+
+def test_distribution_and_missed_neighbours_by_hand(conn, tied):
+    """Per ANN stage: the per-query recall's minimum, p5, p10 (nearest rank), the queries at 0;
+    per query the exact neighbours the index missed, with their exact rank and distance."""
+    dist = {
+        r[0]: r[1:]
+        for r in conn.execute(
+            "SELECT label, queries, recall_min, p5, p10, at_zero, zero_queries "
+            "FROM pgeval.index_recall_distribution(%s, 3)",
+            (tied,),
+        ).fetchall()
+    }
+    # hnsw: q1 2/3, q2 1/3, q3 0 (missing from the run); 3 values: p5 = p10 = the smallest
+    assert dist["hnsw"] == (3, 0.0, 0.0, 0.0, 1, ["q3"])
+    assert dist["diskann"] == (3, 1.0, 1.0, 1.0, 0, [])
+    missed = conn.execute(
+        "SELECT label, query_id, exact_rank, chunk_id, distance "
+        "FROM pgeval.index_recall_misses(%s, 3)",
+        (tied,),
+    ).fetchall()
+    assert missed == [
+        # q1: c2 and c3 not in hnsw's first 3 (c4, tied with c3 at 0.3, counts as a hit)
+        ("hnsw", "q1", 2, "c2", 0.2),
+        ("hnsw", "q1", 3, "c3", 0.3),
+        ("hnsw", "q2", 1, "x1", 2.0),
+        ("hnsw", "q2", 2, "x2", 4.0),
+        ("hnsw", "q2", 3, "x3", 1000.0),
+        ("hnsw", "q3", 1, "y1", 0.5),
+        ("hnsw", "q3", 2, "y2", 0.6),
+    ]
+
+
+def test_distribution_matches_numpy(clean, conn):
+    """Random per-query recall over 57 queries and two repetitions: SQL's min, p5, p10 and zeros
+    equal numpy's over the per-query means (nearest rank: sorted[ceil(p * n) - 1])."""
+    import math
+    import random
+
+    import numpy as np
+
+    rng = random.Random(5)
+    qids = [f"q{i:02d}" for i in range(57)]
+    make_testset(conn, "ird", {q: {} for q in qids})
+    exp = make_experiment(conn, "ird1", "ird", ["exact", "hnsw"])
+    values = {q: [] for q in qids}
+    for rep in (1, 2):
+        exact = {q: [(f"{q}-n{j}", 0.1 * j) for j in range(1, 6)] for q in qids}
+        ann = {}
+        for q in qids:
+            keep = rng.choice([0, 0, 1, 3, 4, 5]) if rep == 1 or q > "q30" else 5
+            ann[q] = exact[q][:keep] + [(f"{q}-far{j}", 9.0) for j in range(5 - keep)]
+            values[q].append(keep / 5)
+        stage_run(conn, "ird1", "exact", exact, testset="ird", depth=5, repetition=rep)
+        stage_run(conn, "ird1", "hnsw", ann, testset="ird", depth=5, repetition=rep)
+    mean = np.sort([np.mean(v) for v in values.values()])
+    row = conn.execute(
+        "SELECT queries, recall_min, p5, p10, at_zero, zero_queries "
+        "FROM pgeval.index_recall_distribution(%s, 5)",
+        (exp,),
+    ).fetchone()
+    n = len(mean)
+    assert row[0] == n and row[1] == pytest.approx(mean[0])
+    assert row[2] == pytest.approx(mean[math.ceil(0.05 * n) - 1])
+    assert row[3] == pytest.approx(mean[math.ceil(0.10 * n) - 1])
+    zeros = sorted(q for q, v in values.items() if max(v) == 0)
+    assert row[4] == len(zeros) > 0 and row[5] == zeros
+    assert row[2] < mean.mean()  # the tail is below the mean: the numbers differ
+
+
+def test_stage_report_shows_the_tail(pgeval, tied):
+    code, out, err = pgeval("stage-report", "ir1", "--k", "3")
+    assert code == 0, err
+    assert "hnsw: p5 0.0000 · p10 0.0000 · min 0.0000 · 1 query at 0.0: q3" in out
+    assert "diskann: p5 1.0000 · p10 1.0000 · min 1.0000 · no query at 0.0" in out
+
+
+def test_html_report_shows_the_tail(pgeval, tied, tmp_path):
+    page = tmp_path / "ir.html"
+    code, out, err = pgeval("report", "ir1", "--k", "3", "--format", "html", "--out", str(page))
+    assert code == 0, err
+    text = page.read_text()
+    assert "index_recall@3 per query" in text
+    assert "p5 0.0000 · p10 0.0000 · min 0.0000 · 1 query at 0.0: q3" in text

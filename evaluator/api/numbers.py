@@ -108,9 +108,11 @@ class NumberMethods:
         top: int = 10,
         moved_by: str | None = None,
         allow_partial: bool = False,
+        test: str = "randomisation",
     ) -> Comparison:
         """Candidate against baseline (runs, experiments or saved JSON reports), query by query,
-        with significance (`pgeval compare`); returns a Comparison."""
+        with significance (`pgeval compare`; ``test``: "randomisation" or "t-test"); returns a
+        Comparison."""
         from ..reporting.compare import compare_specs
 
         return compare_specs(
@@ -125,6 +127,7 @@ class NumberMethods:
             seed=seed,
             top=top,
             moved_by=moved_by,
+            test=test,
         )
 
     def gate(

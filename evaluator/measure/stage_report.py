@@ -1,9 +1,9 @@
 """`pgeval stage-report`: the stages of one experiment side by side, and where recall is lost.
 
-Every number comes from the SQL API (sql/100-120): pgeval.stage_summary (Recall/MRR/nDCG per
+Every number comes from the SQL API (sql/100-160): pgeval.stage_summary (Recall/MRR/nDCG per
 stage, mean over repetitions with spread), pgeval.index_recall_summary (ANN stages against exact
-search), pgeval.stage_latency (nearest-rank percentiles, rows returned), pgeval.loss_chain,
-pgeval.loss_summary, pgeval.loss_by_type and pgeval.loss_worst_queries (loss attribution). This
+search; the per-query distribution from :mod:`.recall_distribution`), pgeval.stage_latency
+(nearest-rank percentiles, rows returned), pgeval.loss_chain, pgeval.loss_summary, pgeval.loss_by_type and pgeval.loss_worst_queries (loss attribution). This
 module resolves names, checks the experiment and shapes the rows; it computes nothing.
 """
 
@@ -223,6 +223,9 @@ def _stage_metrics(
 def _add_index_recall(
     conn: Any, exp: Experiment, k: int, repetition: int | None, out: dict[str, dict]
 ) -> None:
+    from .recall_distribution import distribution
+
+    spread = distribution(conn, exp.experiment_id, k, repetition)
     for r in _rows(
         conn,
         "SELECT * FROM pgeval.index_recall_summary(%s, %s, %s)",
@@ -235,6 +238,8 @@ def _add_index_recall(
                 "max": r["recall_max"],
                 "queries": r["queries"],
                 "short_queries": r["short_queries"],
+                # per query, not per repetition: p5, p10, min, the queries at 0, the misses
+                "distribution": spread.get(r["label"]),
             }
 
 

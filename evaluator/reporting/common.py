@@ -7,8 +7,9 @@ import json
 from typing import Any, NamedTuple
 
 from ..measure.measures import HEADLINE_FAMILIES
+from ..measure.recall_distribution import text as recall_tail_text
 
-SWEEP_COLUMNS = ["label", "recall", "latency_p95_ms", "qps", "pareto", "current"]
+SWEEP_COLUMNS = ["label", "recall", "recall tail", "latency_p95_ms", "qps", "pareto", "current"]
 
 
 def fmt(value: object, digits: int = 4) -> str:
@@ -291,10 +292,12 @@ def stage_rows(report: dict) -> list[dict]:
     """An experiment's stages side by side (from the stage report): means and p95 latency."""
     sr = report.get("stage_report") or {}
     head = [m for m in headline_metrics(report) if not m.startswith("precision")]
+    index = f"index_recall@{sr.get('k')}"
     rows = []
     for s in sr.get("stages") or []:
         values = s.get("metrics") or {}
         lat = s.get("latency_ms") or {}
+        tail = recall_tail_text((s.get(index) or {}).get("distribution"))
         rows.append(
             {
                 "stage": s.get("label") or s.get("stage"),
@@ -312,8 +315,12 @@ def stage_rows(report: dict) -> list[dict]:
                     else {}
                 ),
                 "p95 ms": lat.get("p95"),
+                **({f"{index} per query": tail} if tail else {}),
             }
         )
+    if any(len(r) > len(rows[0]) for r in rows):  # one column for all, blank where no ANN
+        key = f"{index} per query"
+        rows = [{**r, key: r.get(key, "")} for r in rows]
     return rows
 
 

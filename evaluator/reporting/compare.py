@@ -1,5 +1,6 @@
 """`pgeval compare BASELINE CANDIDATE`: per metric the two means (as SQL computed them), the delta,
-a paired two-sided randomisation test and a bootstrap 95 % CI over the per-query values, per-query
+a paired two-sided randomisation test (or, with ``test="t-test"``, a paired t-test) and a
+bootstrap 95 % CI over the per-query values, per-query
 wins/ties/losses, the queries that moved most, METRICS.md's reading hints applied to the observed
 pattern, and what differs between the two configurations.
 
@@ -36,6 +37,7 @@ class Comparison:
     permutations: int
     seed: int
     rows: list[dict]
+    test: str
     latency: list[dict]
     moved_by: str | None
     moved: list[dict]
@@ -225,7 +227,10 @@ def compare(
     seed: int = stats.SEED,
     top: int = 10,
     moved_by: str | None = None,
+    test: str = stats.RANDOMISATION,
 ) -> Comparison:
+    if test not in stats.TESTS:
+        raise InputError(f"unknown test '{test}' ({' or '.join(stats.TESTS)})", field=param("test"))
     if not 0 < alpha < 1:
         raise InputError(f"alpha must be between 0 and 1, got {alpha}", field=param("alpha"))
     if permutations < 100:
@@ -255,7 +260,7 @@ def compare(
             row["delta"] = row["candidate"] - row["baseline"]
         ids, a, b = paired_values(base, cand, metric)
         if ids:
-            res = stats.paired(a, b, permutations, permutations, seed)
+            res = stats.paired(a, b, permutations, permutations, seed, test)
             diffs = [y - x for x, y in zip(a, b)]
             row.update(
                 ci_low=res.ci_low,
@@ -302,6 +307,7 @@ def compare(
         permutations=permutations,
         seed=seed,
         rows=rows,
+        test=test,
         latency=latency,
         moved_by=moved_by,
         moved=moved,

@@ -27,6 +27,7 @@ def sweep_curve(conn: Any, run_id: int) -> dict | None:
     :func:`evaluator.dba.sweep.store.summary` (pgeval.sweep_summary); None when it belongs to none."""
     try:
         from ..dba.sweep import store
+        from ..measure.recall_distribution import text as recall_tail_text
     except ImportError:
         return None
     if conn.execute("SELECT to_regclass('pgeval.sweep_point') IS NULL").fetchone()[0]:
@@ -40,7 +41,7 @@ def sweep_curve(conn: Any, run_id: int) -> dict | None:
     if row is None:
         return None
     sweep_id, current, name, k, target, grid = row
-    points = store.summary(conn, sweep_id)
+    points = store.points(conn, sweep_id)
     use_index = any(p.get("index_recall") is not None for p in points)
     metric = f"index recall@{k}" if use_index else f"recall@{k}"
     params = list((grid or {}).get("params") or {}) + list((grid or {}).get("build") or {})
@@ -57,6 +58,8 @@ def sweep_curve(conn: Any, run_id: int) -> dict | None:
                 "recall": p["index_recall"]
                 if use_index
                 else (p.get("metrics") or {}).get(f"recall@{k}"),
+                # "9 queries at 0.0: …": the per-query tail of the point's index recall
+                "recall tail": recall_tail_text(p.get("recall_tail")) if use_index else None,
                 "latency_p95_ms": p["p95_ms"],
                 "qps": p.get("qps"),
                 # the spread over repetitions and the index size (a build sweep): the hover

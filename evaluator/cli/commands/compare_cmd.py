@@ -40,6 +40,16 @@ if TYPE_CHECKING:
     help="Random seed: the same runs always give the same p-values.",
 )
 @click.option(
+    "--test",
+    "test",
+    type=click.Choice(["randomisation", "t-test"]),
+    default="randomisation",
+    show_default=True,
+    help="The paired two-sided test behind each p-value: the randomisation test (sign flips, "
+    "ranx's default) or Student's paired t-test (scipy.stats.ttest_rel's p-value; --permutations "
+    "then sets the bootstrap resamples only).",
+)
+@click.option(
     "--top",
     type=int,
     default=10,
@@ -67,6 +77,7 @@ def compare(
     alpha: float,
     permutations: int,
     seed: int,
+    test: str,
     top: int,
     moved_by: str | None,
     allow_partial: bool,
@@ -77,7 +88,7 @@ def compare(
     \b
     For every metric: both means, the delta, a bootstrap 95 % confidence interval of the delta,
     and the p-value of a paired two-sided randomisation test over the per-query values (10,000
-    sign flips, seeded); per-query wins / ties / losses; the queries that moved most; what the
+    sign flips, seeded; --test t-test for a paired t-test); per-query wins / ties / losses; the queries that moved most; what the
     pattern suggests (METRICS.md: "recall = and MRR ↓ → fusion or rerank" ...); and what differs
     between the two configurations, with a warning when more than one variable changed.
     Runs over different test sets are refused.
@@ -99,16 +110,21 @@ def compare(
         seed=seed,
         top=top,
         moved_by=moved_by,
+        test=test,
     )
     if fmt == "json":
         click.echo(to_json(c.as_dict()))
         for w in c.warnings:
             warn(w)
         return
+    test = (
+        "paired t-test"
+        if c.test == "t-test"
+        else f"randomisation test {c.permutations} permutations, seed {c.seed}"
+    )
     click.echo(
         f"baseline {c.baseline} · candidate {c.candidate} · test set {c.testset} · "
-        f"randomisation test {c.permutations} permutations, seed {c.seed}, "
-        f"alpha {c.alpha:g}"
+        f"{test}, alpha {c.alpha:g}"
     )
     emit(
         [

@@ -225,6 +225,7 @@ def stage_report(
             wide_only=wide_only,
             title=title.replace(" over valid queries", "") if not judged else title,
         )
+    _recall_tails(report)
     if not judged:
         return
     echo_line(f"chain at K = {report.k}: {chain_text(report.chain, report.stages)}")
@@ -247,6 +248,22 @@ def stage_report(
     for r in report.loss:
         echo_line(f"  {r['category']:<9} {r['meaning']}", indent=10)
     _types_and_worst(report)
+
+
+def _recall_tails(report: StageReport) -> None:
+    """Per ANN stage, index recall's tail: p5, p10, min and the queries at 0 (their neighbours
+    missed are in the JSON output)."""
+    from ...measure.recall_distribution import text
+
+    lines = [
+        (s.get("label") or s["stage"], line)
+        for s in report.stages
+        if (line := text((_cell(s, f"index_recall@{report.k}") or {}).get("distribution")))
+    ]
+    if lines:
+        click.echo(f"index recall@{report.k} per query (neighbours missed: --format json):")
+        for name, line in lines:
+            echo_line(f"  {name}: {line}")
 
 
 def _print_header(report: StageReport) -> None:

@@ -18,6 +18,7 @@ from ...api.vocabulary import (
     recommendation_line,
     server_label,
 )
+from ...measure.recall_distribution import text as recall_text
 from ..output import echo_line, emit, format_option, info, to_json, warn
 from .common import (
     group_options,
@@ -42,12 +43,17 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict[str
     """Flat rows (one per grid point) for table/csv output."""
     rows = []
     for p in points:
+        tail = p.get("recall_tail") or {}
         row = {
             "point": p["point"],
             "label": p["label"],
             "index": p.get("index"),
             f"index_recall@{k}": p["index_recall"],
             "index_recall_sd": p["index_recall_sd"],
+            "recall_p5": tail.get("p5"),
+            "recall_p10": tail.get("p10"),
+            "recall_min": tail.get("min"),
+            "at_zero": tail.get("at_zero"),
             "p50_ms": p["p50_ms"],
             "p95_ms": p["p95_ms"],
             "p95_sd": p["p95_sd"],
@@ -423,6 +429,10 @@ def _print_table(
             "label",
             f"index_recall@{k}",
             "index_recall_sd",
+            "recall_p5",
+            "recall_p10",
+            "recall_min",
+            "at_zero",
             "p50_ms",
             "p95_ms",
             "p95_sd",
@@ -433,7 +443,8 @@ def _print_table(
         + (["recall@10", "ndcg@10"] if res.judged else [])
         + ["pareto"]
     )
-    wide_only = ["index_recall_sd", "p50_ms", "p95_sd", "p99_ms", "ndcg@10"]
+    wide_only = ["index_recall_sd", "recall_p10", "recall_min", "at_zero", "p50_ms", "p95_sd"]
+    wide_only += ["p99_ms", "ndcg@10"]
     if built:
         cols[1:1] = ["build_ms", "index_mb"]
         wide_only.append("rows")
@@ -443,6 +454,9 @@ def _print_table(
     elif used and not built:  # (a build's index is the scratch copy's, named by its label)
         click.echo(f"index measured: {used[0]} (every point)")
     emit(rows, "table", cols, wide_only=wide_only)
+    for p in res.points:  # the points with queries the index answered with no neighbour
+        if (p.get("recall_tail") or {}).get("at_zero"):
+            echo_line(f"{p['label']}: {recall_text(p['recall_tail'])}")
     for found in res.finds:
         echo_line(find_line(found, k, target_recall))
     held = held_out_line(res.held_out, k)

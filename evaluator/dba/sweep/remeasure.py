@@ -176,6 +176,6 @@ def _measure_point(session: Session, point: grid.Point, old_run: int) -> SweepRe
     result.ground_truth = session.gt.as_json()
     with finishing(results, row.sweep_id, row.experiment_id, session.fill):
         session.run_pending(session.target, [(1, point)], None)
-    result.points = store.summary(results, row.sweep_id)
+    result.points = store.points(results, row.sweep_id)
     results.commit()
     return result

@@ -366,7 +366,7 @@ class Session:
 
     def finish(self) -> None:
         """The sweep's points and, unless the caller reads none, its recommendation."""
-        self.result.points = store.summary(self.results, self.row.sweep_id)
+        self.result.points = store.points(self.results, self.row.sweep_id)
         described = registry.kind(self.cfg.stage)
         self.result.recommendation = (
             store.recommendation(

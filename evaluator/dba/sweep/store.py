@@ -436,6 +436,16 @@ def summary(conn: Any, sweep_id: int, point: int | None = None) -> list[dict]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
+def points(conn: Any, sweep_id: int) -> list[dict]:
+    """:func:`summary` with each point's per-query index recall tail (``recall_tail``: p5, p10,
+    min, the queries at 0 and the exact neighbours missed; SQL's pgeval.sweep_recall_distribution
+    and pgeval.sweep_recall_misses), for a sweep's result."""
+    from ...measure.recall_distribution import sweep_tails
+
+    tails = sweep_tails(conn, sweep_id)
+    return [{**p, "recall_tail": tails.get(p["point"])} for p in summary(conn, sweep_id)]
+
+
 def point(conn: Any, sweep_id: int, number: int) -> Measured | None:
     """Point ``number`` of the sweep, as measured (None: not measured)."""
     rows = summary(conn, sweep_id, number)
