@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..measure.measures import ranked as ranked_measures
     from ..measure.measures import stage_measures
     from ..measure.metrics import measures_for
+    from ..measure.recall_distribution import text as recall_text
     from ..measure.stage_method import label as stage_label
     from ..measure.stage_report import chain_text
     from ..reporting.common import LEVELS_NOTE
@@ -61,6 +62,7 @@ _SOURCES = {
     "WARMUP_DEFAULTS": ("dba.warmup_target", "WARMUP_DEFAULTS"),
     "ann_kinds": ("stages.registry", "ann_kinds"),
     "chain_text": ("measure.stage_report", "chain_text"),
+    "recall_text": ("measure.recall_distribution", "text"),
     "find_line": ("dba.sweep.text", "find_line"),
     "held_out_line": ("dba.sweep.text", "held_out_line"),
     "measures_for": ("measure.metrics", "measures_for"),
@@ -94,6 +96,7 @@ __all__ = [
     "kinds_listing",
     "vector_kinds",
     "chain_text",
+    "recall_text",
     "find_line",
     "held_out_line",
     "measures_for",

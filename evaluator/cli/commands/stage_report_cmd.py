@@ -253,7 +253,7 @@ def stage_report(
 def _recall_tails(report: StageReport) -> None:
     """Per ANN stage, index recall's tail: p5, p10, min and the queries at 0 (their neighbours
     missed are in the JSON output)."""
-    from ...measure.recall_distribution import text
+    from ...api.vocabulary import recall_text as text
 
     lines = [
         (s.get("label") or s["stage"], line)

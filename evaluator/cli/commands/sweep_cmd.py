@@ -15,10 +15,10 @@ from ...api.vocabulary import (
     find_settings,
     held_out_line,
     plot_title,
+    recall_text,
     recommendation_line,
     server_label,
 )
-from ...measure.recall_distribution import text as recall_text
 from ..output import echo_line, emit, format_option, info, to_json, warn
 from .common import (
     group_options,
