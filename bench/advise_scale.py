@@ -139,7 +139,8 @@ def advise(db, target: str, args, **more):
 
 
 def by_hand(db, rec: dict, table_name: str) -> float:
-    """The recommendation applied as printed (its SET and DDL, if any, then its settings), the
+    """The recommendation applied as printed (its SET and DDL, if any, then its settings; the
+    old indexes it supersedes dropped, in a transaction rolled back after each query), the
     printed statement run per sampled query in a new session, each query's own row left out as
     pgeval leaves it out; recall@K by pgeval's rule (rows within the K-th exact distance). The
     index and settings it added are removed afterwards."""
@@ -161,6 +162,9 @@ def by_hand(db, rec: dict, table_name: str) -> float:
             built = rec["ddl"].split()[3]
         for s in rec["settings_sql"]:
             c.execute(s)
+    # the indexes the recommendation supersedes that serve its statement too: dropped inside
+    # each query's transaction (rolled back after it), as once the new one is confirmed
+    olds = [o["name"] for o in rec.get("supersedes") or [] if o.get("serves_statement")]
     total = 0.0
     try:
         with db.connect(results=False) as c:
@@ -175,6 +179,8 @@ def by_hand(db, rec: dict, table_name: str) -> float:
                 ).fetchall()
                 c.rollback()
                 d_k = exact[-1][1]
+                for old in olds:
+                    c.execute(f'DROP INDEX "{old}"')
                 ids = [r[0] for r in c.execute(stmt, (v,) * stmt.count("%s")).fetchall()]
                 ids = [i for i in ids if i != qid][:K]
                 got = c.execute(
