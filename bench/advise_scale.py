@@ -22,6 +22,7 @@ at pgvector's defaults, built once and kept for reruns when --datadir (or --dsn)
 
 Usage: python bench/advise_scale.py [--rows 1000000] [--dim 384] [--queries 300]
        [--datadir DIR | --dsn DSN] [--sample-rows N] [--designs ...] [--full] [--groups]
+       [--groups-only] [--group-rows 50000]
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def arguments():
     p.add_argument("--full", action="store_true", help="(2): every design built in full too")
     p.add_argument("--groups", action="store_true", help="(3): --group-by against without")
     p.add_argument("--group-rows", type=int, default=50_000)
+    p.add_argument("--groups-only", action="store_true", help="(3) alone")
     return p.parse_args()
 
 
@@ -262,6 +264,9 @@ def main() -> None:
     args = arguments()
     db, stop = server(args)
     try:
+        if args.groups_only:
+            groups(db, args)
+            return
         made = table(db, TABLE, TARGET, args.rows, args.dim)
         print(
             f"table {args.rows:,} x {args.dim} with HNSW (m 16, ef_construction 64) "
