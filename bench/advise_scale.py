@@ -22,6 +22,7 @@ at pgvector's defaults, built once and kept for reruns when --datadir (or --dsn)
 
 Usage: python bench/advise_scale.py [--rows 1000000] [--dim 384] [--queries 300]
        [--datadir DIR | --dsn DSN] [--sample-rows N] [--designs ...] [--full] [--groups]
+       [--groups-only] [--group-rows 50000]
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ def arguments():
     p.add_argument("--full", action="store_true", help="(2): every design built in full too")
     p.add_argument("--groups", action="store_true", help="(3): --group-by against without")
     p.add_argument("--group-rows", type=int, default=50_000)
+    p.add_argument("--groups-only", action="store_true", help="(3) alone")
     return p.parse_args()
 
 
@@ -139,7 +141,8 @@ def advise(db, target: str, args, **more):
 
 
 def by_hand(db, rec: dict, table_name: str) -> float:
-    """The recommendation applied as printed (its SET and DDL, if any, then its settings), the
+    """The recommendation applied as printed (its SET and DDL, if any, then its settings; the
+    old indexes it supersedes dropped, in a transaction rolled back after each query), the
     printed statement run per sampled query in a new session, each query's own row left out as
     pgeval leaves it out; recall@K by pgeval's rule (rows within the K-th exact distance). The
     index and settings it added are removed afterwards."""
@@ -161,6 +164,9 @@ def by_hand(db, rec: dict, table_name: str) -> float:
             built = rec["ddl"].split()[3]
         for s in rec["settings_sql"]:
             c.execute(s)
+    # the indexes the recommendation supersedes that serve its statement too: dropped inside
+    # each query's transaction (rolled back after it), as once the new one is confirmed
+    olds = [o["name"] for o in rec.get("supersedes") or [] if o.get("serves_statement")]
     total = 0.0
     try:
         with db.connect(results=False) as c:
@@ -175,6 +181,8 @@ def by_hand(db, rec: dict, table_name: str) -> float:
                 ).fetchall()
                 c.rollback()
                 d_k = exact[-1][1]
+                for old in olds:
+                    c.execute(f'DROP INDEX "{old}"')
                 ids = [r[0] for r in c.execute(stmt, (v,) * stmt.count("%s")).fetchall()]
                 ids = [i for i in ids if i != qid][:K]
                 got = c.execute(
@@ -256,6 +264,9 @@ def main() -> None:
     args = arguments()
     db, stop = server(args)
     try:
+        if args.groups_only:
+            groups(db, args)
+            return
         made = table(db, TABLE, TARGET, args.rows, args.dim)
         print(
             f"table {args.rows:,} x {args.dim} with HNSW (m 16, ef_construction 64) "

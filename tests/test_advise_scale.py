@@ -179,3 +179,39 @@ def test_sample_size():
     assert screen.sample_size(200_000, None) == 20_000
     assert screen.sample_size(1_000_000, None) == 100_000
     assert screen.sample_size(50_000_000, None) == 100_000
+
+
+def test_confirm_on_table_builds_concurrently_and_keeps_the_recommended(table, conn, database):
+    """--confirm-on-table: the design the screening chose (no index in place: the best
+    screened) built CONCURRENTLY on the table and measured there in place; recommended, it is
+    kept ("keep NAME", no DDL to run)."""
+    pg = Pgeval(database)
+    res = pg.advise(
+        TARGET,
+        sample_queries=40,
+        target_recall=0.9,
+        settings=SMALL,
+        designs=["hnsw", "ivfflat"],
+        sample_rows=1000,
+        confirm_on_table=True,
+    )
+    d = res.as_dict()
+    built = next(r for r in d["designs"] if r.get("built_on_table"))
+    name = built["built_on_table"]["name"]
+    try:
+        assert d["full_build"]["on"] == "table" and d["full_build"]["index"] == name
+        assert built["measured_where"] == "table" and built["in_place"]["name"] == name
+        rec = d["recommendation"]
+        assert rec["keep"] == name and rec["in_place"] == name and rec["build_sql"] == []
+        assert any("it is the recommendation, keep it" in n for n in d["notes"])
+        with database.connect(results=False, autocommit=True) as c:
+            valid = c.execute(
+                "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+                "WHERE c.relname = %s",
+                (name,),
+            ).fetchone()
+        assert valid == (True,)
+    finally:
+        with database.connect(results=False, autocommit=True) as c:
+            c.execute(f'DROP INDEX IF EXISTS "{name}"')
+    assert scratch_schemas(conn) == []

@@ -41,6 +41,16 @@ def rebuilt_note(design: str, build: dict[str, str]) -> str | None:
     return note.format(find=find + fixed)
 
 
+def build_sets(method: str, mwm: str | None) -> list[str]:
+    """The ``SET`` statements a build of ``method`` runs under (printed before its DDL)."""
+    from ..build_sweep import SERIAL_BUILDS
+
+    out = [] if mwm is None else [f"SET maintenance_work_mem = '{mwm}'"]
+    if method in SERIAL_BUILDS:
+        out.append("SET max_parallel_maintenance_workers = 0")
+    return out
+
+
 def index_name(target: Any, row: dict[str, Any]) -> str:
     parts = [target.table, row["design"], *(f"{k}{v}" for k, v in row["build"].items()), "idx"]
     return re.sub(r"[^a-z0-9_]+", "_", "_".join(parts).lower())[:63]

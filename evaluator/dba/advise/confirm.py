@@ -18,16 +18,6 @@ from . import inplace
 from .plan import AdviseConfig, Design
 
 
-def build_sets(method: str, mwm: str | None) -> list[str]:
-    """The ``SET`` statements a build of ``method`` runs under (printed before its DDL)."""
-    from ..build_sweep import SERIAL_BUILDS
-
-    out = [] if mwm is None else [f"SET maintenance_work_mem = '{mwm}'"]
-    if method in SERIAL_BUILDS:
-        out.append("SET max_parallel_maintenance_workers = 0")
-    return out
-
-
 def on_table(
     database: Any, cfg: AdviseConfig, design: Design, measured: Any, estimate: float | None
 ) -> dict[str, Any]:
@@ -56,7 +46,7 @@ def on_table(
         mwm = cfg.maintenance_work_mem or sized_memory(
             context["rows"], context["dimension"], context["vector_type"], design.build
         )
-        sets = build_sets(kind.index_method or "", mwm)
+        sets = apply.build_sets(kind.index_method or "", mwm)
         if measured.on_design:
             measured.on_design(
                 measured.done + 1, max(measured.total, measured.done + 1), design, estimate

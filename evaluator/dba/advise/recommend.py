@@ -189,10 +189,9 @@ def choose(
 
 def _build_sets(row: dict[str, Any]) -> list[str]:
     from ...stages import registry
-    from .confirm import build_sets
 
     method = registry.KINDS[row["design"]].index_method or ""
-    return build_sets(method, row.get("maintenance_work_mem"))
+    return apply.build_sets(method, row.get("maintenance_work_mem"))
 
 
 def _interval(row: dict[str, Any]) -> str:
