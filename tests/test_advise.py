@@ -505,7 +505,8 @@ def test_sample_rows_screens_then_confirms_on_the_table(kb, pgeval, conn):
     assert f"screened on a sample of 1,000 of {N:,} rows (target {TARGET}~sample1000)" in out
     assert "built in full: " + ", ".join(d["confirmed"]) in out
     assert "not built in full" in out and all(x["why"] in out for x in d["dropped"])
-    assert "measured_on" in out and " sample 1,000 " in out and " table " in out
+    # the confirmed design was built on a held-out copy of every row: "copy 3,000"
+    assert "measured_on" in out and " sample 1,000" in out and f" copy {N:,}" in out
     assert "stored: nothing built or measured" in out  # (the first run stored every point)
     assert scratch_schemas(conn) == []
     # a rerun draws the same sample: the screening and the confirmation are stored

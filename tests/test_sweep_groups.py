@@ -246,4 +246,4 @@ def test_pipeline_per_group_equals_the_application_by_hand(pgeval, database, con
     )
     assert code == 0, err
     assert "pipeline grouped by tenant: 2 of 4 groups" in out
-    assert " big " in out and "skipped tenant=solo" in out
+    assert "\nbig " in out and "skipped tenant=solo" in out

@@ -139,10 +139,8 @@ def _build(r: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in r["build"].items())
 
 
-def render(result: dict[str, Any]) -> str:
-    from .plot import svg
-
-    title = f"pgeval advise: target {result['target']}"
+def _facts(result: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The page's facts list: target, goal, budgets, queries, what was measured under, time."""
     goal = f"recall@{result['k']} ≥ {result['target_recall']:g} at the application's LIMIT"
     budgets = ", ".join(f"{k} {v:g}" for k, v in result["budgets"].items()) or "none"
     facts = [
@@ -182,12 +180,11 @@ def render(result: dict[str, Any]) -> str:
             )
         )
     facts.append(("time", time_line(result)))
-    parts = [
-        f"<h1>{escape(title)}</h1>",
-        '<dl class="facts">'
-        + "".join(f"<dt>{escape(k)}</dt><dd>{escape(str(v))}</dd>" for k, v in facts)
-        + "</dl>",
-    ]
+    return facts
+
+
+def _recommendation(result: dict[str, Any]) -> str:
+    """The recommendation's section: the statements to apply, the indexes, the statement measured."""
     rec = result.get("recommendation")
     if rec:
         ddl = (
@@ -201,7 +198,7 @@ def render(result: dict[str, Any]) -> str:
             if rec.get("keep")
             else "Apply on your table, the index first:"
         )
-        parts.append(
+        return (
             f'<h2>Recommendation: {escape(rec["design"])}</h2><p id="why">{escape(rec["why"])}</p>'
             f'<p class="muted">{escape(how)}</p><pre id="apply">'
             f"{escape(statements)}</pre>{indexes_section(rec)}"
@@ -212,10 +209,23 @@ def render(result: dict[str, Any]) -> str:
             f'<p class="muted">Evidence: <code>pgeval stage-report {escape(rec["sweep"])}</code> '
             f"(point {escape(rec['point'])}).</p>"
         )
-    else:
-        parts.append(
-            f'<h2>No recommendation</h2><p class="warn" id="why">{escape(result["unmet"]["why"])}</p>'
-        )
+    return (
+        f'<h2>No recommendation</h2><p class="warn" id="why">{escape(result["unmet"]["why"])}</p>'
+    )
+
+
+def render(result: dict[str, Any]) -> str:
+    from .plot import svg
+
+    title = f"pgeval advise: target {result['target']}"
+    facts = _facts(result)
+    parts = [
+        f"<h1>{escape(title)}</h1>",
+        '<dl class="facts">'
+        + "".join(f"<dt>{escape(k)}</dt><dd>{escape(str(v))}</dd>" for k, v in facts)
+        + "</dl>",
+    ]
+    parts.append(_recommendation(result))
     table = rows(result, short=True)
     parts.append(
         '<h2>Designs</h2><div class="wide">'
