@@ -240,6 +240,40 @@ def build_kb(conn, table: str = "kb_docs", *, gin: bool = False) -> None:
     conn.execute(f"ANALYZE {table}")
 
 
+def sql_statement(table: str, k: int = 10) -> str:
+    """The application's statement on ``build_kb``'s table, as pgeval.evaluate_recall takes it."""
+    return f"SELECT doc_id, emb <=> $1 AS distance FROM {table} ORDER BY emb <=> $1 LIMIT {k}"
+
+
+def sql_queries(table: str, n: int = 20) -> str:
+    """Its queries: the table's first ``n`` rows by id (each row's own one is in its answer)."""
+    return f"SELECT doc_id AS query_id, emb FROM {table} ORDER BY doc_id LIMIT {n}"
+
+
+def statement_recall_by_hand(conn, table: str, settings: dict, n: int = 20, k: int = 10) -> float:
+    """Mean recall@k of ``sql_statement`` run by hand (each setting SET LOCAL) over
+    ``sql_queries``' rows, against numpy's exact cosine search over ``corpus()``: a returned row
+    counts when its distance is within the k-th exact distance (METRICS.md, index recall)."""
+    docs, _ = corpus()
+    ids = [d for d, _, _ in docs]
+    mat = np.stack([v for _, _, v in docs]).astype(np.float64)
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    by_id = dict(zip(ids, mat))
+    with conn.transaction():
+        for name, value in settings.items():
+            conn.execute("SELECT set_config(%s, %s, true)", (name, str(value)))
+        qids = [r[0] for r in conn.execute(f"SELECT doc_id FROM {table} ORDER BY doc_id LIMIT {n}")]
+        total = 0.0
+        for q in qids:
+            d_k = np.sort(1 - mat @ by_id[q])[k - 1]
+            got = conn.execute(
+                sql_statement(table, k).replace("$1", "%(v)s"),
+                {"v": vtext(next(v for d, _, v in docs if d == q))},
+            ).fetchall()
+            total += sum(1 for _, d in got if d <= d_k + 1e-6 * max(1.0, abs(d_k))) / k
+    return total / len(qids)
+
+
 def write_cases(path: Path) -> Path:
     _, cases = corpus()
     path.write_text("".join(json.dumps(c) + "\n" for c in cases), encoding="utf-8")

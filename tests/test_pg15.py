@@ -465,3 +465,29 @@ def test_change_log_as_the_table_owner_on_pg15(pg15_kb, pgeval):
     assert versions == [(scanned["data_version"], True)] * 2
     code, _, err = pgeval(*prefix, "target", "untrack", "pg15-log")
     assert code == 0, err
+
+
+def test_sql_evaluations_equal_numpy_on_pg15(pg15_kb):
+    """pgeval.evaluate_recall and pgeval.evaluate_query_recall (docs/sql.md) on PostgreSQL 15
+    with Debian's pgvector: per point, the statement run by hand against numpy's exact search."""
+    grid = {"hnsw.ef_search": [10, 40], "enable_seqscan": "off"}
+    with pg15_kb.connect(results=False) as c:
+        assert c.info.server_version // 10000 == MAJOR
+        rows = c.execute(
+            "SELECT configurations, recall, index_type, n_queries FROM pgeval.evaluate_recall("
+            "%s, %s, %s, name => 'pg15-sql', replace => true)",
+            (pg_real.sql_statement("pg15_kb"), pg_real.sql_queries("pg15_kb"), json.dumps(grid)),
+        ).fetchall()
+        c.commit()
+        assert [r[0]["hnsw.ef_search"] for r in rows] == ["10", "40"]
+        for settings, recall, index_type, n in rows:
+            assert index_type == "hnsw" and n == 20
+            by_hand = pg_real.statement_recall_by_hand(c, "pg15_kb", settings)
+            assert recall == pytest.approx(by_hand, abs=1e-9), settings
+        vector = c.execute("SELECT emb::text FROM pg15_kb ORDER BY doc_id LIMIT 1").fetchone()[0]
+        one = pg_real.sql_statement("pg15_kb").replace("$1", f"'{vector}'")
+        (recall, rows_returned, k) = c.execute(
+            "SELECT recall, rows_returned, k FROM pgeval.evaluate_query_recall(%s, %s)",
+            (one, json.dumps({"hnsw.ef_search": 40, "enable_seqscan": "off"})),
+        ).fetchone()
+        assert (rows_returned, k) == (10, 10) and 0 < recall <= 1

@@ -293,3 +293,33 @@ def test_a_standby_is_its_own_configuration(primary, standby, pgeval):
     )
     assert code == 0, err
     assert "server.in_recovery" in out and "server.port" in out
+
+
+def test_sql_evaluations_through_the_pooler(primary, bouncer, pgeval):
+    """pgeval.evaluate_query_recall and pgeval.evaluate_recall (docs/sql.md) called through the
+    transaction pooler leave every server connection as they found it, and measure what the
+    same call on a direct connection measures."""
+    code, _, err = pgeval("--dsn", bouncer.dsn(dbname="kb"), "init")
+    assert code == 0, err
+    grid = json.dumps({"hnsw.ef_search": [10, 40], "work_mem": "7MB", "enable_seqscan": "off"})
+    args = (pg_real.sql_statement("docs"), pg_real.sql_queries("docs"), grid)
+
+    def evaluate(dsn: str, name: str) -> list[float]:
+        with psycopg.connect(dsn, prepare_threshold=None) as c:
+            vector = c.execute("SELECT emb::text FROM docs ORDER BY doc_id LIMIT 1").fetchone()[0]
+            one = pg_real.sql_statement("docs").replace("$1", f"'{vector}'")
+            c.execute("SELECT * FROM pgeval.evaluate_query_recall(%s, %s)", (one, grid))
+            return [
+                r[0]
+                for r in c.execute(
+                    "SELECT recall FROM pgeval.evaluate_recall(%s, %s, %s, name => %s, "
+                    "replace => true)",
+                    (*args, name),
+                )
+            ]
+
+    before = pool_state(bouncer)
+    pooled = [evaluate(bouncer.dsn(dbname="kb"), "sql-pooled") for _ in range(3)]
+    assert_untouched(before, pool_state(bouncer), "pgeval.evaluate_recall")
+    direct = evaluate(primary.dsn(dbname="kb"), "sql-direct")
+    assert len(direct) == 2 and all(p == pytest.approx(direct, abs=1e-12) for p in pooled)
