@@ -122,7 +122,7 @@ $$;
 CREATE OR REPLACE FUNCTION pgeval.sweep_group_points(p_sweeps bigint[])
 RETURNS TABLE (sweep_id bigint, point integer, label text, settings jsonb, queries integer,
                index_recall double precision, p95_ms double precision, short_queries bigint,
-               plan_mode text, served_by text)
+               plan_mode text, served_by text, served_at_limit text)
 LANGUAGE sql STABLE AS $$
     SELECT u.sweep_id, s.point, s.label, s.settings,
            (SELECT max(sp.queries) FROM pgeval.sweep_point sp
@@ -140,6 +140,12 @@ LANGUAGE sql STABLE AS $$
               JOIN pgeval.run r ON r.run_id = sp.run_id
              WHERE sp.sweep_id = u.sweep_id AND sp.point = s.point),
            (SELECT string_agg(DISTINCT r.params -> 'plan' ->> 'served_by', '; ')
+              FROM pgeval.sweep_point sp JOIN pgeval.run r ON r.run_id = sp.run_id
+             WHERE sp.sweep_id = u.sweep_id AND sp.point = s.point),
+           -- the application's LIMIT K where the planner serves it otherwise than the LIMIT
+           -- measured (a sampled row's K + 1): 'K: what serves it' (stages/planner_plan.py)
+           (SELECT string_agg(DISTINCT (r.params -> 'plan' -> 'at_limit' ->> 'limit') || ': '
+                              || (r.params -> 'plan' -> 'at_limit' ->> 'served_by'), '; ')
               FROM pgeval.sweep_point sp JOIN pgeval.run r ON r.run_id = sp.run_id
              WHERE sp.sweep_id = u.sweep_id AND sp.point = s.point)
       FROM unnest(p_sweeps) u(sweep_id)

@@ -272,3 +272,54 @@ def test_advise_says_what_prepared_statements_get(pgeval, database, conn, kb, ta
     )
     assert code == 0, err
     assert "prepared statements get other plans" in " ".join(out.split())
+
+
+def _ann_at(database, group: str, limit: int, ef: int) -> bool:
+    """Whether the one-shot statement of ``group`` at ``LIMIT limit`` and ``ef_search`` is
+    served by the HNSW index (EXPLAIN by hand)."""
+    with database.connect(results=False) as c:
+        c.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
+        q = clustered_kb.vtext(np.ones(DIM, dtype=np.float32))
+        plan = c.execute(
+            f"EXPLAIN (FORMAT JSON) SELECT id FROM {TABLE} WHERE tenant = %s "
+            f"ORDER BY e <=> %s::vector LIMIT {limit}",
+            (group, q),
+        ).fetchone()[0]
+        c.rollback()
+    return "plan_kb_hnsw" in _scans(plan[0]["Plan"])
+
+
+def test_a_limit_planned_otherwise_than_the_applications_is_said(pgeval, database, kb, target):
+    """Sampled rows run LIMIT K + 1 (their own row dropped). Near a tenant's switching point
+    the planner serves LIMIT 11 through the btree (exact) and the application's LIMIT 10
+    through HNSW: the sweep records what serves the application's LIMIT, warns, names the
+    tenant, and prints that the figure is not what the application gets."""
+    switch = next(
+        (
+            (g, ef)
+            for ef in range(20, 120)
+            for g in SHARES
+            if _ann_at(database, g, K, ef) and not _ann_at(database, g, K + 1, ef)
+        ),
+        None,
+    )
+    assert switch is not None, "no tenant is planned otherwise at LIMIT 10 and LIMIT 11"
+    group, ef = switch
+    args = BASE.format(t=target).replace("hnsw.ef_search=10,80", f"hnsw.ef_search={ef}")
+    d = run_json(pgeval, args + f" --name limit-switch-{ef}")
+    row = next(g for g in d["groups"] if g["group"] == group)
+    assert row["served_by"].startswith("exact via plan_kb_tenant")
+    assert row["served_at_limit"] == f"{K}: index plan_kb_hnsw (hnsw)"
+    assert any(
+        f"for tenant={group}:" in w and f"application's LIMIT {K} is served by index" in w
+        for w in d["warnings"]
+    ), d["warnings"]
+    for g in d["groups"]:  # every group said so is planned otherwise by hand
+        if g["served_at_limit"]:
+            assert _ann_at(database, g["group"], K, ef) != _ann_at(database, g["group"], K + 1, ef)
+    code, out, err = pgeval(args.replace(" --format json", "") + f" --name limit-switch-{ef}")
+    assert code == 0, err
+    assert f"tenant={group}: not what the application gets" in " ".join(out.split())
+    # at a setting far from every switching point, nothing is said
+    far = run_json(pgeval, BASE.format(t=target).replace("10,80", "400"))
+    assert all(g["served_at_limit"] is None for g in far["groups"])

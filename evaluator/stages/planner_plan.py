@@ -54,17 +54,16 @@ def served_by(plan: dict, all_ann: dict[str, str], index: str | None) -> str:
     return "exact via a sequential scan"
 
 
-def check(
+def _served(
     conn: Any,
     ctx: Any,
     tx: dict,
     method: str,
     custom: tuple[Any, dict],
     generic: tuple[Any, list] | None,
-) -> str | None:
-    """The ANN index serving the plan of the context's mode (None: another path serves it);
-    ``tx["plan"]`` records the mode and what served it. ``custom``: the statement and its
-    values; ``generic``: the ``$n`` statement and its values in order."""
+) -> tuple[str | None, str]:
+    """The plan of the context's mode: the ANN index serving it (None: another path) and what
+    served it, in words."""
     which = mode(ctx) or "custom"
     if which == "generic" and generic is not None:
         plan = plan_check.explain_generic(conn, generic[0], generic[1])
@@ -83,9 +82,53 @@ def check(
     except PlanError:  # another path serves it
         index = None
     all_ann = tx["all_ann"] if isinstance(tx["all_ann"], dict) else {}
-    tx["plan"] = {
-        "mode": which,
-        "served_by": served_by(plan, all_ann, index),
-        "ann": index is not None,
-    }
+    return index, served_by(plan, all_ann, index)
+
+
+def check(
+    conn: Any,
+    ctx: Any,
+    tx: dict,
+    method: str,
+    custom: tuple[Any, dict],
+    generic: tuple[Any, list] | None,
+) -> str | None:
+    """The ANN index serving the plan of the context's mode (None: another path serves it);
+    ``tx["plan"]`` records the mode and what served it. ``custom``: the statement and its
+    values; ``generic``: the ``$n`` statement and its values in order."""
+    index, served = _served(conn, ctx, tx, method, custom, generic)
+    tx["plan"] = {"mode": mode(ctx) or "custom", "served_by": served, "ann": index is not None}
     return index
+
+
+def at_application_limit(
+    conn: Any,
+    ctx: Any,
+    tx: dict,
+    method: str,
+    limit: int,
+    custom: tuple[Any, dict],
+    generic: tuple[Any, list] | None,
+) -> None:
+    """The measured statement fetches ``ctx.depth`` rows (one more for a sampled row, whose own
+    row is dropped; or a deeper --depth); the application's is ``LIMIT limit``. Near the point
+    where the planner switches paths the two LIMITs can be planned differently: then
+    ``tx["plan"]["at_limit"]`` names what serves the application's LIMIT, and a warning says
+    the figures are not what the application gets (held-out queries run at its LIMIT)."""
+    _, served = _served(conn, ctx, tx, method, custom, generic)
+    if served == tx["plan"]["served_by"]:
+        return
+    tx["plan"]["at_limit"] = {"limit": limit, "served_by": served}
+    scope = getattr(ctx.target, "scope", None)
+    where = f" for {scope[0]}={scope[1]}" if scope else ""
+    ctx.warn(
+        f"stage {ctx.stage}{where}: the statement measured fetches LIMIT {ctx.depth} and its "
+        f"{tx['plan']['mode']} plan is served by {tx['plan']['served_by']}, but the "
+        f"application's LIMIT {limit} is served by {served}: these figures are not what the "
+        "application gets (near the planner's switching point); measure at the application's "
+        + (
+            "LIMIT with held-out queries (--queries-file)"
+            if ctx.extra.get("exclude_own")
+            else f"LIMIT: --depth {limit}"
+        )
+    )

@@ -366,7 +366,32 @@ class VectorStage(BaseStage):
         index = self.check_plan(
             ctx, tx, stmt, values, generic, [values[name] for name in dollar.names]
         )
+        self._check_application_limit(ctx, tx, values)
         return index, stmt, params
+
+    def _check_application_limit(self, ctx: StageContext, tx: dict, values: dict) -> None:
+        """The planner's own plan (:mod:`.planner_plan`) of the application's LIMIT K, when the
+        statement measured fetches more rows (a sampled row's own one, a deeper --depth)."""
+        app = ctx.extra.get("app_limit")
+        if self.method is None or planner_plan.mode(ctx) is None or "plan" not in tx or not app:
+            return
+        if int(app["k"]) >= ctx.depth:
+            return
+        assert ctx.target is not None  # a stage with a table has a target
+        k = int(app["k"])
+        stmt, params, _ = vector_sql.application(ctx.target, k, **self._sql_kw(ctx))
+        dollar = vector_sql.Dollar()
+        generic = vector_sql.application(ctx.target, k, dollar, **self._sql_kw(ctx))[0]
+        at_k = {**values, **params}
+        planner_plan.at_application_limit(
+            ctx.kb,
+            ctx,
+            tx,
+            self.method,
+            k,
+            (stmt, at_k),
+            (generic, [at_k[n] for n in dollar.names]),
+        )
 
     def run(self, ctx: StageContext, run_name: str) -> int:
         assert ctx.target is not None  # a stage with a table has a target

@@ -64,6 +64,22 @@ def served_lines(groups: list[dict[str, Any]], column: str) -> list[str]:
     ]
 
 
+def limit_lines(groups: list[dict[str, Any]], column: str) -> list[str]:
+    """The groups whose figures were measured at a LIMIT the planner plans otherwise than the
+    application's (stages/planner_plan.py ``at_application_limit``): not what it gets."""
+    out = []
+    for g in groups:
+        if not g.get("served_at_limit"):
+            continue
+        limit, _, served = str(g["served_at_limit"]).partition(": ")
+        out.append(
+            f"{column}={g['group']}: not what the application gets: measured through "
+            f"{g['served_by']}, but its LIMIT {limit} is served by {served} (the planner's "
+            f"switching point: measure at its LIMIT, held-out queries (--queries-file), --depth {limit})"
+        )
+    return out
+
+
 def _mode_words(mode: str | None) -> str:
     return {
         "custom": " with one-shot statements (the custom plan)",
@@ -214,8 +230,16 @@ def _print_table(res: GroupSweepResult, target: str, column: str, queries: int |
     if res.at is not None:
         click.echo(f"groups at {res.at['label']} ({res.at['why']}), worst first:")
         emit(group_rows(res), "table")
-        for line in served_lines(res.groups, column) + generic_lines(res, column):
-            click.echo(textwrap.fill(line, 80, subsequent_indent="  ", break_long_words=False))
+        for line in [
+            *served_lines(res.groups, column),
+            *limit_lines(res.groups, column),
+            *generic_lines(res, column),
+        ]:
+            click.echo(
+                textwrap.fill(
+                    line, 80, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+                )
+            )
     for g in res.groups:
         if g.get("iterative"):
             click.echo(f"{column}={g['group']} with an iterative scan: {iterative_text(g)}")

@@ -287,6 +287,8 @@ def _group_row(r: dict, by_sweep: dict, sizes: dict, cfg: SweepConfig) -> dict:
         # the planner's plan the group was measured with, and what served it
         "plan": r.get("plan_mode"),
         "served_by": r.get("served_by"),
+        # "10: index kb_hnsw (hnsw)": the application's LIMIT is planned otherwise (None: not)
+        "served_at_limit": r.get("served_at_limit"),
     }
 
 

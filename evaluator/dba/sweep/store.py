@@ -413,15 +413,17 @@ def resolve(conn: Any, name: str) -> dict:
 
 
 # one sweep's points (pgeval.sweep_summary) with the index their runs' plans used, where the
-# planner's own plan was measured (stages/planner_plan.py) its mode and what served it, and the
-# p95's 95 % interval (pgeval.sweep_point_p95_interval)
+# planner's own plan was measured (stages/planner_plan.py) its mode, what served it and what
+# serves the application's LIMIT if otherwise, and the p95's interval (sweep_point_p95_interval)
 _SUMMARY = """
-SELECT s.*, u.index, u.plan_mode, u.served_by, iv.low AS p95_low, iv.high AS p95_high
+SELECT s.*, u.*, iv.low AS p95_low, iv.high AS p95_high
   FROM pgeval.sweep_summary(%(sweep)s) s
   LEFT JOIN LATERAL pgeval.sweep_point_p95_interval(%(sweep)s, s.point) iv ON true
  CROSS JOIN LATERAL (
      SELECT min(r.params ->> 'index') AS index, min(r.params -> 'plan' ->> 'mode') AS plan_mode,
-            string_agg(DISTINCT r.params -> 'plan' ->> 'served_by', '; ') AS served_by
+            string_agg(DISTINCT r.params -> 'plan' ->> 'served_by', '; ') AS served_by,
+            string_agg(DISTINCT (r.params #>> '{plan,at_limit,limit}') || ': '
+                       || (r.params #>> '{plan,at_limit,served_by}'), '; ') AS served_at_limit
        FROM pgeval.sweep_point sp JOIN pgeval.run r ON r.run_id = sp.run_id
       WHERE sp.sweep_id = %(sweep)s AND sp.point = s.point) u
 """
