@@ -179,7 +179,8 @@ def _facts(result: dict[str, Any]) -> list[tuple[str, Any]]:
                 f"{', '.join(result.get('confirmed') or []) or 'none'}",
             )
         )
-    facts.append(("time", time_line(result)))
+    spent = time_line(result)  # "time: 7 s: ground truth ..." or "stored: ..."
+    facts.append(("time", spent.removeprefix("time: ")))
     return facts
 
 
