@@ -209,8 +209,14 @@ def application(
     chunk_id, dist): its rows are ranked by (distance, chunk id), and the threshold applied,
     after the timing (:func:`ranked_rows`); a wrapper doing that in SQL measured 1.03-1.04x the
     bare statement's round trip (20,000 x 384 HNSW, top 100, interleaved). Several rows per
-    chunk: :func:`per_query` (``kw``: its keywords), which collapses them in SQL."""
+    chunk: :func:`per_query` (``kw``: its keywords), which collapses them in SQL. A target defined
+    by the application's statement: that statement (:mod:`.statement_sql`)."""
     candidates = kw.pop("candidates", None)
+    if getattr(target, "statement_template", None) is not None:  # target add --statement
+        from . import statement_sql
+
+        stmt, params = statement_sql.application(target, ph, dollar=isinstance(ph, Dollar))
+        return stmt, params, False
     if target.unique_id:
         stmt, params = inner(target, depth, ph("q"), ph, True, candidates)
         return stmt, params, False
@@ -264,6 +270,8 @@ def _in_rank_order(rows: list) -> list:
 def refetches(target: Any, exact: bool) -> bool:
     """Whether a query short of depth chunks may get more by a larger LIMIT: several rows per
     chunk under an index scan (exact search groups every row already)."""
+    if getattr(target, "statement_template", None) is not None:  # the statement's own LIMIT
+        return False
     return not target.unique_id and not exact
 
 
