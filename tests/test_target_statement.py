@@ -175,3 +175,162 @@ def _numpy_exact(docs: dict, q: np.ndarray, tenant: str, drop: str) -> list[floa
     q = q.astype(np.float64)
     d = 1.0 - (m @ q) / (np.linalg.norm(m, axis=1) * np.linalg.norm(q))
     return sorted(d.tolist())
+
+
+def test_find_and_watch_measure_the_statement(kb, conn, pgeval):
+    code, _, err = _add(pgeval, TARGET, TABLE, "--statement", STATEMENT)
+    assert code == 0, err
+    code, out, err = pgeval(
+        "sweep", "--queries-sql", QUERIES, "--target", TARGET, "--stage", "hnsw",
+        "--find", "hnsw.ef_search", "--set", "enable_seqscan=off", "--k", "10",
+        "--repeat", "1", "--name", "stmt-find", "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    found = json.loads(out)
+    assert found["recommendation"]["index_recall"] >= 0.95
+    timed = conn.execute(
+        "SELECT DISTINCT r.params ->> 'timed_statement' FROM pgeval.run r JOIN pgeval.sweep s "
+        "ON s.experiment_id = r.experiment_id WHERE s.name = 'stmt-find' AND r.stage = 'hnsw'"
+    ).fetchall()
+    assert timed == [(STATEMENT.replace("$1", "%(q)s"),)]
+    conn.execute("DELETE FROM pgeval.probe")
+    watch = ["watch", "--target", TARGET, "--stage", "hnsw", "--set", "enable_seqscan=off"]
+    code, out, err = pgeval(
+        *watch, "--set", "hnsw.ef_search=10", "--queries-sql", QUERIES, "--format", "json"
+    )
+    assert code in (0, 2), err
+    probe = json.loads(out)
+    assert probe["ground_truth"]["method"] == "statement-twin"
+    rows = _evaluate(
+        conn, STATEMENT, QUERIES, {"hnsw.ef_search": "10", "enable_seqscan": "off"}, name="w"
+    )
+    assert probe["recall"] == pytest.approx(rows[0]["recall"], abs=1e-9)
+    conn.execute("DELETE FROM pgeval.probe")
+
+
+def test_advise_refuses_a_statement_target_in_one_line(kb, pgeval):
+    code, _, err = _add(pgeval, TARGET, TABLE, "--statement", STATEMENT)
+    assert code == 0, err
+    code, out, err = pgeval(
+        "advise", "--target", TARGET, "--queries-sql", QUERIES, "--target-recall", "0.9"
+    )
+    assert code == 1 and out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert "its own statement" in err and "pgeval sweep --target stmt" in err
+
+
+def test_the_exact_stage_of_a_pipeline_runs_the_twin(kb, conn, pgeval):
+    code, _, err = _add(pgeval, TARGET, TABLE, "--statement", STATEMENT)
+    assert code == 0, err
+    code, out, err = pgeval(
+        "run", "pipeline", "--queries-sql", QUERIES, "--target", TARGET,
+        "--stages", "exact,hnsw", "--opt", "exact:ground_truth=off", "--set",
+        "enable_seqscan=off", "--name", "stmt-pipe", "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    params = dict(
+        conn.execute(
+            "SELECT stage, params FROM pgeval.run WHERE name LIKE 'stmt-pipe.%'"
+        ).fetchall()
+    )
+    assert params["exact"]["settings"]["enable_indexonlyscan"] == "off"
+    assert params["exact"]["index"] is None and params["hnsw"]["index"] == f"{TABLE}_hnsw"
+    assert params["exact"]["timed_statement"] == params["hnsw"]["timed_statement"]
+
+
+def test_show_and_list_carry_the_statement_and_the_file_reads_it(kb, pgeval, tmp_path):
+    path = tmp_path / "search.sql"
+    path.write_text(STATEMENT.replace(" ORDER", "\n ORDER") + ";\n", encoding="utf-8")
+    code, out, err = _add(pgeval, TARGET, TABLE, "--statement-file", str(path))
+    assert code == 0, err
+    assert "searched by its statement" in out
+    code, out, err = pgeval("target", "show", TARGET, "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["spec"]["statement"].startswith("SELECT id, e <=> $1 AS distance")
+    code, out, err = pgeval("target", "show", TARGET)
+    assert code == 0, err
+    (line,) = [x for x in out.splitlines() if x.startswith("statement:")]
+    assert "ORDER BY e <=> $1 LIMIT 10;" in line and "statement_template" not in out
+    code, out, err = pgeval("target", "list", "--format", "json")
+    assert code == 0, err
+    (row,) = [r for r in json.loads(out) if r["target"] == TARGET]
+    assert "LIMIT 10" in row["statement"]
+    # a target without one keeps the spec it had: no statement key
+    code, out, err = _add(pgeval, "plain", TABLE, "--format", "json")
+    assert code == 0, err
+    assert "statement" not in json.loads(out)["spec"]
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--statement", f"DELETE FROM {TABLE}"], "is DELETE , not a SELECT"),
+        (["--statement", f"SELECT 1; DROP TABLE {TABLE}"], "holds two statements"),
+        (["--statement", f"SELECT id, 0 AS distance FROM {TABLE} LIMIT 10"], "has no $1"),
+        (
+            ["--statement", f"SELECT id, e <=> $1 AS distance FROM {TABLE} LIMIT 10"],
+            "has no ORDER BY",
+        ),
+        (["--statement", f"SELECT id, e <=> $1 AS distance FROM {TABLE} ORDER BY 2"], "no LIMIT"),
+        (
+            [
+                "--statement",
+                f"SELECT id, e <=> $1 AS distance FROM {TABLE} WHERE id = $2 ORDER BY 2 LIMIT 10",
+            ],
+            "has no --group-by",
+        ),
+        (
+            ["--statement", f"SELECT id FROM {TABLE} WHERE id = $3 ORDER BY e <=> $1 LIMIT 10"],
+            "has $3",
+        ),
+        (
+            [
+                "--statement",
+                f"SELECT id AS chunk, e <=> $1 AS distance FROM {TABLE} ORDER BY e <=> $1 LIMIT 10",
+            ],
+            "not id",
+        ),
+        (
+            ["--statement", f"SELECT id, e <=> $1 AS d FROM {TABLE} ORDER BY e <=> $1 LIMIT 10"],
+            "not distance",
+        ),
+        (
+            ["--statement", f"SELECT id, 'x' AS distance FROM {TABLE} ORDER BY e <=> $1 LIMIT 10"],
+            "is text, not a number",
+        ),
+        (
+            ["--statement", "SELECT id, e <=> $1 AS distance FROM nowhere ORDER BY 2 LIMIT 10"],
+            "does not run",
+        ),
+        (["--statement", STATEMENT, "--distance", "l2"], "computes the cosine distance"),
+        (["--statement", STATEMENT, "--where", "id=c1"], "write what --where says"),
+        (["--statement", STATEMENT, "--statement-file", "x.sql"], "not both"),
+        (["--statement-file", "/nonexistent/search.sql"], "/nonexistent/search.sql"),
+        (["--statement", STATEMENT, "--group-by", "id"], "has no $2"),
+    ],
+)
+def test_bad_statements_are_refused_in_one_line_and_nothing_is_stored(
+    kb, conn, pgeval, args, message
+):
+    code, out, err = _add(pgeval, TARGET, TABLE, *args)
+    assert code == 1, (out, err)
+    assert len(err.strip().splitlines()) == 1, err
+    assert message in err, err
+    assert "Traceback" not in err
+    assert conn.execute("SELECT count(*) FROM pgeval.target").fetchone()[0] == 0
+
+
+def test_the_twin_settings_are_evaluate_recalls(conn):
+    from evaluator.target.statement import TWIN_SETTINGS
+
+    with conn.transaction():
+        conn.execute("SELECT set_config('enable_indexscan', 'on', true)")
+        conn.execute("SELECT pgeval.apply_settings('{}', '{}', true)")
+        shown = {
+            k: conn.execute("SELECT current_setting(%s)", (k,)).fetchone()[0] for k in TWIN_SETTINGS
+        }
+        base = conn.execute(
+            "SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(pgeval.settings_now('{}')) k"
+        ).fetchone()[0]
+    assert shown == TWIN_SETTINGS
+    assert base == sorted(TWIN_SETTINGS)  # the settings the SQL twin changes: these three
