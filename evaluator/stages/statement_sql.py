@@ -41,7 +41,7 @@ def refuse_unsupported(target: Target, stage: str, kind: str, batch: bool) -> No
         raise InputError(
             f"stage {stage} ({kind}) searches the column cast to {target.search_type}, and "
             f"target '{target.name}' is searched by its own statement: measure it with the "
-            "kind of the index the statement uses (hnsw, ivfflat, diskann)",
+            "stage kind of the index the statement uses",
             field=param("stages"),
         )
     if batch:
@@ -52,17 +52,18 @@ def refuse_unsupported(target: Target, stage: str, kind: str, batch: bool) -> No
         )
 
 
-def ranked(description: Any, rows: list, target: Target) -> list[tuple[str, float | None]]:
-    """The statement's rows (``description``: its cursor's) as (chunk id, distance) ranked by
-    (distance, chunk id in byte order), each chunk once at its best distance."""
-    from .vector_sql import ranked_rows
+def projected(description: Any, rows: list, target: Target) -> list[tuple[str, float | None]]:
+    """The statement's rows (``description``: its cursor's) as (chunk id, distance), in the
+    order it returned them (ranked by vector_sql.ranked_rows after the timing)."""
+    return stmt.ranked(rows, stmt.columns_of([d.name for d in description or []], target))
 
-    positions = stmt.columns_of([d.name for d in description or []], target)
-    ordered, _ = ranked_rows(stmt.ranked(rows, positions))
+
+def first_per_chunk(ranked: list) -> list:
+    """Each chunk once, at its first (best) rank."""
     seen: set[str] = set()
     out = []
-    for chunk, dist in ordered:
-        if chunk not in seen:
-            seen.add(chunk)
-            out.append((chunk, dist))
+    for row in ranked:
+        if row[0] not in seen:
+            seen.add(row[0])
+            out.append(row)
     return out

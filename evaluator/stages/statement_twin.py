@@ -15,7 +15,7 @@ import numpy as np
 import psycopg
 
 from ..core.errors import DatabaseError, PlanError, first_line
-from . import gucs, plan_check, statement_sql
+from . import gucs, plan_check, statement_sql, vector_sql
 
 METHOD = "statement-twin"
 
@@ -54,12 +54,11 @@ def lists(kb: Any, target: Any, vectors: list, settings: dict) -> list[list[tupl
             rows = cur.execute(
                 stmt, dict(params, q=np.asarray(v, dtype=np.float32)), prepare=True
             ).fetchall()
+            ranked, _ = vector_sql.ranked_rows(
+                statement_sql.projected(cur.description, rows, target)
+            )
             out.append(
-                [
-                    (c, float(d))
-                    for c, d in statement_sql.ranked(cur.description, rows, target)
-                    if d is not None
-                ]
+                [(c, float(d)) for c, d in statement_sql.first_per_chunk(ranked) if d is not None]
             )
     except psycopg.Error as exc:
         raise DatabaseError(

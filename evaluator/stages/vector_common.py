@@ -502,10 +502,12 @@ class VectorStage(BaseStage):
                         ctx.server_timing,
                     )
                 rows, ms, server_ms = timed[limit].execute(p)
-                if own_statement:  # its columns by name, each chunk once
-                    rows = statement_sql.ranked(timed[limit].cur.description, rows, ctx.target)
+                if own_statement:  # its columns by name
+                    rows = statement_sql.projected(timed[limit].cur.description, rows, ctx.target)
                 if ranks_here:  # the application's statement: ranked and cut here, untimed
                     kept, lost = vector_sql.ranked_rows(rows, threshold, app_limit)
+                    if own_statement:  # each chunk once
+                        kept = statement_sql.first_per_chunk(kept)
                     if kept and len(kept[0]) == 3:  # a cast's order, full-precision distances
                         kept = [(r[0], r[2]) for r in kept]
                     break
