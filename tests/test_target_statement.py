@@ -205,7 +205,70 @@ def test_find_and_watch_measure_the_statement(kb, conn, pgeval):
         conn, STATEMENT, QUERIES, {"hnsw.ef_search": "10", "enable_seqscan": "off"}, name="w"
     )
     assert probe["recall"] == pytest.approx(rows[0]["recall"], abs=1e-9)
+    # again on unchanged data: the steady probe (its plan trusted), the twin's answer reused
+    code, out, err = pgeval(
+        *watch, "--set", "hnsw.ef_search=10", "--queries-sql", QUERIES, "--format", "json"
+    )
+    assert code in (0, 2), err
+    again = json.loads(out)
+    assert again["ground_truth"]["status"] == "reused"
+    assert again["recall"] == pytest.approx(probe["recall"], abs=1e-12)
     conn.execute("DELETE FROM pgeval.probe")
+
+
+def test_builds_on_a_scratch_copy_are_refused(kb, pgeval):
+    code, _, err = _add(pgeval, TARGET, TABLE, "--statement", STATEMENT)
+    assert code == 0, err
+    code, out, err = pgeval(
+        "sweep", "--queries-sql", QUERIES, "--target", TARGET, "--stage", "hnsw",
+        "--build", "m=8", "--param", "hnsw.ef_search=10", "--repeat", "1",
+    )  # fmt: skip
+    assert code == 1 and len(err.strip().splitlines()) == 1, err
+    assert "--build builds on a scratch copy the statement does not search" in err
+
+
+def test_an_integer_tenant_is_bound_as_the_application_binds_it(database, clean, conn, pgeval):
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS stmt_int")
+        c.execute("CREATE TABLE stmt_int (id bigint PRIMARY KEY, e vector(3), tenant int)")
+        c.execute(
+            "INSERT INTO stmt_int SELECT i, ARRAY[sin(i), cos(i), sin(2 * i)]::vector, i % 2 "
+            "FROM generate_series(1, 200) i"
+        )
+        c.execute("CREATE INDEX stmt_int_hnsw ON stmt_int USING hnsw (e vector_l2_ops)")
+        c.execute("ANALYZE stmt_int")
+    try:
+        statement = (
+            "SELECT id, e <-> $1 AS distance FROM stmt_int WHERE tenant = $2 "
+            "ORDER BY e <-> $1 LIMIT 5"
+        )
+        code, out, err = _add(
+            pgeval, "stmt-int", "stmt_int", "--group-by", "tenant", "--statement", statement,
+            "--format", "json",
+        )  # fmt: skip
+        assert code == 0, err
+        assert json.loads(out)["spec"]["distance"] == "l2"  # read from the operator
+        code, out, err = pgeval(
+            "sweep", "--sample-queries", "20", "--target", "stmt-int", "--stage", "hnsw",
+            "--param", "hnsw.ef_search=40", "--set", "enable_seqscan=off", "--k", "4",
+            "--repeat", "1", "--format", "json",
+        )  # fmt: skip
+        assert code == 0, err
+        shown = json.loads(out)
+        assert sorted(shown["sweeps"]) == ["0", "1"]
+        lists = conn.execute(
+            "SELECT l.query_id, l.chunk_ids FROM pgeval.result_list l JOIN pgeval.run r "
+            "USING (run_id) JOIN pgeval.sweep s ON s.experiment_id = r.experiment_id "
+            "WHERE r.stage = 'exact' AND s.name IN (%s, %s)",
+            (shown["sweeps"]["0"], shown["sweeps"]["1"]),
+        ).fetchall()
+        assert lists
+        for qid, chunks in lists:  # each list within its query's tenant, its own row dropped
+            assert len(chunks) == 4 and qid not in chunks
+            assert len({int(c) % 2 for c in chunks} | {int(qid) % 2}) == 1
+    finally:
+        with database.connect(results=False, autocommit=True) as c:
+            c.execute("DROP TABLE IF EXISTS stmt_int")
 
 
 def test_advise_refuses_a_statement_target_in_one_line(kb, pgeval):

@@ -414,6 +414,8 @@ def capture(
             "vector_type": target.vector_type,
             "dimension_column": target.dimension_column,
         }
+        if target.statement is not None:  # the application's (absent without: hashes stay)
+            fp["target"]["statement"] = target.statement
         if dimension is None:
             fp["embedding"]["dimension"] = target.dimension
         fp["filters"] = {
