@@ -106,6 +106,22 @@ class Target:
         }
         return cls(name=name, **known)
 
+    def searched_as(self) -> dict:
+        """What a search of this target reads, as a configuration fingerprint records it (the
+        statement only when there is one: the hashes of targets without stay)."""
+        out = {
+            "table": self.qualified(),
+            "id_column": self.id_column,
+            "vector_column": self.vector_column,
+            "text_column": self.text_column,
+            "distance": self.distance,
+            "vector_type": self.vector_type,
+            "dimension_column": self.dimension_column,
+        }
+        if self.statement is not None:
+            out["statement"] = self.statement
+        return out
+
     # ---- SQL pieces ------------------------------------------------------------------------
     @property
     def operator(self) -> str:
