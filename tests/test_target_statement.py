@@ -86,6 +86,7 @@ def test_sweep_recall_equals_evaluate_recall_and_times_the_statement(kb, conn, p
         "--repeat", "1", "--name", "stmt-cli", "--format", "json",
     )  # fmt: skip
     assert code == 0, err
+    assert "rows per query (its LIMIT" not in err  # LIMIT 10 at --k 10: nothing to say
     cli = {p["label"]: p for p in json.loads(out)["points"]}
     rows = _evaluate(
         conn,
@@ -124,6 +125,9 @@ def test_per_tenant_ground_truth_is_numpy_within_the_tenant(tenants, conn, pgeva
         "--format", "json",
     )  # fmt: skip
     assert code == 0, err
+    # the LIMIT 10 less the own row is short of --k 10: said, with the --k that reads it
+    assert "its statement returns at most 9 rows per query (its LIMIT, less the sampled" in err
+    assert "(--k 9 reads it at the statement's depth)" in err
     shown = json.loads(out)
     assert sorted(shown["sweeps"]) == ["t1", "t2", "t3"]
     recalls = []

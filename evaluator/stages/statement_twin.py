@@ -68,3 +68,20 @@ def lists(kb: Any, target: Any, vectors: list, settings: dict) -> list[list[tupl
     finally:
         kb.rollback()
     return out
+
+
+def short_of_k(results: Any, gt_id: int, k: int, own: bool, name: str) -> str | None:
+    """What to say when the twin's longest list (the statement's LIMIT, less a sampled query's
+    own row) is shorter than the cut-off ``k`` the figures are read at (None: it is not)."""
+    longest = results.execute(
+        "SELECT max(rank) FROM pgeval.ground_truth_result WHERE gt_id = %s", (gt_id,)
+    ).fetchone()[0]
+    results.rollback()
+    if longest is None or longest >= k:
+        return None
+    mine = ", less the sampled query's own row" if own else ""
+    return (
+        f"target '{name}': its statement returns at most {longest} rows per query (its "
+        f"LIMIT{mine}): recall@{k} counts min({k}, rows exact search returned) (--k {longest} "
+        "reads it at the statement's depth)"
+    )
