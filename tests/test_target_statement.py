@@ -220,6 +220,17 @@ def test_find_and_watch_measure_the_statement(kb, conn, pgeval):
     conn.execute("DELETE FROM pgeval.probe")
 
 
+def test_the_sql_probe_refuses_it_rather_than_search_the_table_its_own_way(kb, conn, pgeval):
+    import psycopg
+
+    code, _, err = _add(pgeval, TARGET, TABLE, "--statement", STATEMENT)
+    assert code == 0, err
+    with pytest.raises(psycopg.Error) as refused:
+        conn.execute("SELECT * FROM pgeval.run_probe(%s, 'hnsw', p_sample => 10)", (TARGET,))
+    assert "is searched by its own statement" in str(refused.value)
+    assert "pgeval watch" in str(refused.value)
+
+
 def test_builds_on_a_scratch_copy_are_refused(kb, pgeval):
     code, _, err = _add(pgeval, TARGET, TABLE, "--statement", STATEMENT)
     assert code == 0, err
