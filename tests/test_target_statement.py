@@ -412,3 +412,34 @@ def test_the_twin_settings_are_evaluate_recalls(conn):
         ).fetchone()[0]
     assert shown == TWIN_SETTINGS
     assert base == sorted(TWIN_SETTINGS)  # the settings the SQL twin changes: these three
+
+
+def test_a_grouped_sweep_of_a_statement_without_its_group_is_refused(tenants, pgeval):
+    statement = f"SELECT id, e <=> $1 AS distance FROM {TENANTS} ORDER BY e <=> $1 LIMIT 10"
+    code, _, err = _add(pgeval, "stmt-all", TENANTS, "--statement", statement)
+    assert code == 0, err
+    code, out, err = pgeval(
+        "sweep", "--sample-queries", "10", "--target", "stmt-all", "--stage", "hnsw",
+        "--group-by", "tenant", "--param", "hnsw.ef_search=10", "--repeat", "1",
+        "--set", "enable_seqscan=off",
+    )  # fmt: skip
+    assert code == 1, (out, err)
+    assert len(err.strip().splitlines()) == 1 and out == "", err
+    assert "its statement has no $2, so it cannot be scoped to one tenant" in err
+
+
+def test_a_grouped_watch_binds_each_groups_value(tenants, conn, pgeval):
+    code, _, err = _add(pgeval, "stmt-w", TENANTS, "--group-by", "tenant", "--statement", GROUPED)
+    assert code == 0, err
+    conn.execute("DELETE FROM pgeval.probe")
+    code, out, err = pgeval(
+        "watch", "--target", "stmt-w", "--stage", "hnsw", "--set", "enable_seqscan=off",
+        "--set", "enable_bitmapscan=off", "--set", "hnsw.ef_search=40", "--sample-queries",
+        "10", "--min-recall", "0", "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    probes = json.loads(out)["probes"]
+    assert sorted(p["group_key"]["tenant"] for p in probes) == ["t1", "t2", "t3"]
+    assert all(p["ground_truth"]["method"] == "statement-twin" for p in probes)
+    assert all(0 < p["recall"] <= 1 for p in probes)
+    conn.execute("DELETE FROM pgeval.probe")

@@ -184,6 +184,14 @@ def values(target: Target) -> dict:
     (the target scoped to a group, :meth:`Target.scoped`)."""
     assert target.statement_template is not None
     if parameters(target.statement_template) < 2:
+        if target.scope is not None:
+            raise InputError(
+                f"target '{target.name}': its statement has no $2, so it cannot be scoped to "
+                f"one {target.scope[0]} as {param('group_by')} measures it: add WHERE "
+                f"{target.scope[0]} = $2 (target add {param('group_by')} {target.scope[0]} "
+                f"{param('statement')} …), or measure it ungrouped",
+                field=param("group_by"),
+            )
         return {}
     if target.scope is None:
         raise InputError(
