@@ -443,3 +443,12 @@ def test_a_grouped_watch_binds_each_groups_value(tenants, conn, pgeval):
     assert all(p["ground_truth"]["method"] == "statement-twin" for p in probes)
     assert all(0 < p["recall"] <= 1 for p in probes)
     conn.execute("DELETE FROM pgeval.probe")
+
+
+def test_warmup_warms_the_index_through_the_statement(kb, pgeval):
+    code, _, err = _add(pgeval, TARGET, TABLE, "--statement", STATEMENT)
+    assert code == 0, err
+    code, out, err = pgeval("warmup", "--target", TARGET, "--max-passes", "2", "--format", "json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert [i["index"] for i in report["indexes"]] == [f"{TABLE}_hnsw"]
