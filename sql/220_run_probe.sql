@@ -28,7 +28,8 @@
 -- and records one row of pgeval.probe with via = 'sql' (migration 0010_probe_via). Refused, with
 -- the reason: stages other than hnsw, ivfflat and diskann (cast searches, as hnsw-halfvec, hnsw-bq
 -- or ivfflat-halfvec; keyword, merge, rerank and service stages), targets with several rows per chunk (the CLI's
--- collapse and refetch), targets with a threshold, --group-by (one probe of the whole target).
+-- collapse and refetch), targets with a threshold, --group-by (one probe of the whole target),
+-- targets searched by their own statement (`target add --statement`: `pgeval watch` times it).
 
 -- The stage kinds pgeval.run_probe measures, as evaluator/stages/registry.py describes them
 -- (tests/test_watch_sql.py checks that they agree): the index's access method, the work settings
@@ -182,6 +183,11 @@ BEGIN
     IF spec -> 'threshold' IS NOT NULL AND jsonb_typeof(spec -> 'threshold') = 'object' THEN
         RAISE EXCEPTION 'pgeval.run_probe: target ''%'' has a threshold: probe it with '
             '`pgeval watch`', p_target USING ERRCODE = 'feature_not_supported';
+    END IF;
+    IF spec ->> 'statement' IS NOT NULL THEN
+        RAISE EXCEPTION 'pgeval.run_probe: target ''%'' is searched by its own statement (target '
+            'add --statement): probe it with `pgeval watch`, or measure the statement with '
+            'pgeval.evaluate_recall', p_target USING ERRCODE = 'feature_not_supported';
     END IF;
 
     -- ---- the target's statement pieces (identifiers by %I, filter values bound as $2) --------

@@ -101,14 +101,18 @@ class SetupMethods:
         tag_id: Ids | None = None,
         group_by: str | None = None,
         replace: bool = False,
+        statement: str | None = None,
+        statement_file: str | None = None,
     ) -> AddedTarget:
         """Check a knowledge-base table in the catalog and store it as target ``name``
         (`pgeval target add`; every option of the command: ``where`` a mapping of column to
         value (a list of values: IN), ``null_true`` the columns of ``where`` whose NULL counts
         as true, the weknora filters ``knowledge_base_id``, ``knowledge_id``, ``tag_id`` one
         id or a list; ``group_by`` the column the application scopes each search by, which
-        sweeps then measure per group); returns an AddedTarget (target, vector indexes,
-        warnings)."""
+        sweeps then measure per group; ``statement`` (or the file ``statement_file``) the
+        application's SELECT, $1 the query vector and $2 the group's value, which sweeps, watch
+        and pipelines then time, its exact twin the ground truth); returns an AddedTarget
+        (target, vector indexes, warnings)."""
         from ..target.add import add_target
 
         return add_target(
@@ -132,6 +136,8 @@ class SetupMethods:
             tag_id=_ids(tag_id),
             replace=replace,
             group_by=group_by,
+            statement=statement,
+            statement_file=statement_file,
         )
 
     def targets(self) -> list[dict]:

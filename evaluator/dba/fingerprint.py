@@ -404,16 +404,7 @@ def capture(
             data, data_note = measured.data, measured.note
         fp["data"] = data
         fp["info"]["target"] = target.name
-        fp["target"] = {
-            "table": target.qualified(),
-            "id_column": target.id_column,
-            "vector_column": target.vector_column,
-            "text_column": target.text_column,
-            "distance": target.distance,
-            "column_type": common["column_type"],
-            "vector_type": target.vector_type,
-            "dimension_column": target.dimension_column,
-        }
+        fp["target"] = {**target.searched_as(), "column_type": common["column_type"]}
         if dimension is None:
             fp["embedding"]["dimension"] = target.dimension
         fp["filters"] = {

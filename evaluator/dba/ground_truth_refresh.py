@@ -93,6 +93,8 @@ def _refreshed(slot: gt.Slot, done: _Refresh, lists: list, ms: float) -> gt.Grou
 
 
 def _unsuitable(target: Any) -> str | None:
+    if target.statement is not None:
+        return "the target's statement is answered by its exact twin, query by query"
     if not target.unique_id:
         return "the target's chunk ids are not unique"
     if target.distance not in ("l2", "ip", "cosine"):

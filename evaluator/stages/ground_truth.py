@@ -76,6 +76,8 @@ def slot_spec(
         "queries": testset_hash,
         "own_chunk_removed": own_chunk_removed,
         "embedder": embedder,
+        # (absent without one: the slots of earlier ground truths stay)
+        **({"statement": target.statement} if getattr(target, "statement", None) else {}),
     }
 
 
@@ -292,13 +294,43 @@ def compute(
 ) -> tuple[list[list[tuple[str, float]]], str]:
     """Per query its exact ranked list (own chunk removed when ``own``), and the method used;
     ``versions`` (an SQL term, a list): (chunk id, term) of every row read, appended to the
-    list, when the method is the client-side scan (:func:`.exact_scan.scan`)."""
-    from . import exact_scan
-
+    list, when the method is the client-side scan (:func:`.exact_scan.scan`); a target defined
+    by the application's statement: its exact twin's (:mod:`.statement_twin`)."""
     need = depth + (1 if own else 0)
     vectors = [q.embedding for q in queries]
     if on_progress:
         on_progress(0, total_rows)
+    if getattr(target, "statement", None) is not None:  # the statement's exact twin
+        from . import statement_twin
+
+        lists, method = statement_twin.lists(kb, target, vectors, settings), statement_twin.METHOD
+    else:
+        lists, method = _scanned(
+            kb, target, vectors, need, settings, total_rows, on_progress, on_warning, versions
+        )
+    out = []
+    for q, ranked in zip(queries, lists):
+        if own:
+            ranked = [(c, d) for c, d in ranked if c != q.query_id]
+        out.append(ranked[:depth])
+    return out, method
+
+
+def _scanned(
+    kb: Any,
+    target: Any,
+    vectors: list,
+    need: int,
+    settings: dict,
+    total_rows: Any,
+    on_progress: Callable[..., Any] | None,
+    on_warning: Callable[..., Any] | None,
+    versions: tuple[Any, list] | None,
+) -> tuple[list[list[tuple[str, float]]], str]:
+    """The lists of the client-side scan, checked against the server's exact statement on a
+    few queries; the server's for every query when they disagree (or chunks fell short)."""
+    from . import exact_scan
+
     try:
         lists = exact_scan.scan(
             kb,
@@ -309,7 +341,7 @@ def compute(
             versions=versions,
         )
         method = "client-scan"
-        sample = list(range(min(VERIFY_QUERIES, len(queries))))
+        sample = list(range(min(VERIFY_QUERIES, len(vectors))))
         server = exact_scan.server_lists(kb, target, [vectors[i] for i in sample], need, settings)
         if not all(exact_scan.agree(lists[i], server[j], need) for j, i in enumerate(sample)):
             if on_warning:
@@ -329,12 +361,7 @@ def compute(
         from ..core.errors import first_line
 
         raise DatabaseError(f"ground truth of target '{target.name}': {first_line(exc)}") from None
-    out = []
-    for q, ranked in zip(queries, lists):
-        if own:
-            ranked = [(c, d) for c, d in ranked if c != q.query_id]
-        out.append(ranked[:depth])
-    return out, method
+    return lists, method
 
 
 def materialize(ctx: Any, gt: GroundTruth, run_name: str) -> int:
@@ -356,6 +383,10 @@ def materialize(ctx: Any, gt: GroundTruth, run_name: str) -> int:
         # the exact stage's settings (its server check and fallback run under them)
         "settings": {"enable_indexscan": "off", **ctx.settings, "enable_seqscan": "on"},
     }
+    if getattr(ctx.target, "statement", None) is not None:  # its exact twin's
+        from ..target.statement import TWIN_SETTINGS
+
+        params["settings"].update(TWIN_SETTINGS)
     run_id = store.create_stage_run(
         ctx,
         run_name,

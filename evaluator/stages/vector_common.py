@@ -24,7 +24,17 @@ from psycopg import sql
 
 from ..core.errors import DatabaseError, InputError, PlanError, first_line, param
 from ..core.vector_types import register_vector
-from . import gucs, plan_check, planner_plan, refetch, registry, store, timing, vector_sql
+from . import (
+    gucs,
+    plan_check,
+    planner_plan,
+    refetch,
+    registry,
+    statement_sql,
+    store,
+    timing,
+    vector_sql,
+)
 from .base import ORDER_DISTANCE, SCORE_DISTANCE, BaseStage, StageContext
 
 if TYPE_CHECKING:
@@ -186,6 +196,8 @@ class VectorStage(BaseStage):
         """Open the stage's transaction on ``ctx.kb``; return {settings, dropped, candidates}."""
         assert ctx.target is not None  # a stage with a table has a target
         ctx.target = self.search_target(ctx.target)
+        if ctx.target.statement is not None:
+            statement_sql.refuse_unsupported(ctx.target, ctx.stage, self.kind, ctx.batch)
         if ctx.target.search_type and (ctx.batch or not ctx.target.unique_id):
             raise InputError(
                 f"stage {ctx.stage} ({self.kind}) runs one statement per query on a table whose "
@@ -421,8 +433,14 @@ class VectorStage(BaseStage):
                 "warnings": self.trap_warnings(ctx, tx["settings"]),
             }
             timed = TIMED if ctx.target.unique_id and not ctx.batch else TIMED_COLLAPSED
+            if ctx.target.statement is not None:
+                timed = statement_sql.TIMED
             run_params.update(timed=timed, timed_statement=stmt.as_string(ctx.kb))
-            app_limit = self._application_limit(ctx, tx["settings"], run_params)
+            app_limit = (  # (a statement's LIMIT is the application's)
+                None
+                if ctx.target.statement is not None
+                else self._application_limit(ctx, tx["settings"], run_params)
+            )
             with store.run_scope(
                 ctx,
                 run_name,
@@ -494,7 +512,8 @@ class VectorStage(BaseStage):
         more = vector_sql.refetches(ctx.target, kw["exact"])
         first = refetch.fetch_limit(ctx.depth, kw["overfetch"]) if more else None
         timed = {first: timing.TimedStatement(ctx.kb, stmt, ctx.server_timing)}
-        ranks_here, threshold = ctx.target.unique_id, kw["threshold"]
+        own_statement = ctx.target.statement is not None
+        ranks_here, threshold = ctx.target.unique_id or own_statement, kw["threshold"]
         counts, limits, dropped = [], [], []
         if ctx.progress:
             ctx.progress.start(ctx.stage, len(ctx.queries))
@@ -508,8 +527,12 @@ class VectorStage(BaseStage):
                         ctx.server_timing,
                     )
                 rows, ms, server_ms = timed[limit].execute(p)
+                if own_statement:  # its columns by name
+                    rows = statement_sql.projected(timed[limit].cur.description, rows, ctx.target)
                 if ranks_here:  # the application's statement: ranked and cut here, untimed
                     kept, lost = vector_sql.ranked_rows(rows, threshold, app_limit)
+                    if own_statement:  # each chunk once
+                        kept = statement_sql.first_per_chunk(kept)
                     if kept and len(kept[0]) == 3:  # a cast's order, full-precision distances
                         kept = [(r[0], r[2]) for r in kept]
                     break

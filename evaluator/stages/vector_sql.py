@@ -193,12 +193,27 @@ def per_query(
     returned]; the third value says whether ``n`` is there (else n = rows fetched). With a
     ``threshold`` (a bound on the distance: :meth:`Target.max_distance`), ``n`` is always there
     and a fourth column ``past`` says the result lies past it (parameter ``thr``). ``fetch``:
-    the LIMIT of the index scan when several rows share a chunk (:mod:`.refetch`)."""
+    the LIMIT of the index scan when several rows share a chunk (:mod:`.refetch`). A target
+    defined by the application's statement: that statement (columns by name, ranked after)."""
+    if _own_statement(target):
+        return _statement(target, ph)
     stmt, params, has_n = _ranked(
         target, depth, ph("q"), ph, True, exact, overfetch, threshold is not None, fetch
     )
     stmt, params = _past(stmt, params, ph, threshold)
     return stmt, params, has_n
+
+
+def _own_statement(target: Any) -> bool:
+    return getattr(target, "statement_template", None) is not None
+
+
+def _statement(target: Any, ph: Any) -> tuple[sql.Composable, dict, bool]:
+    """The application's statement (:mod:`.statement_sql`), as :func:`per_query` returns one."""
+    from . import statement_sql
+
+    stmt, params = statement_sql.application(target, ph, dollar=isinstance(ph, Dollar))
+    return stmt, params, False
 
 
 def application(
@@ -209,8 +224,11 @@ def application(
     chunk_id, dist): its rows are ranked by (distance, chunk id), and the threshold applied,
     after the timing (:func:`ranked_rows`); a wrapper doing that in SQL measured 1.03-1.04x the
     bare statement's round trip (20,000 x 384 HNSW, top 100, interleaved). Several rows per
-    chunk: :func:`per_query` (``kw``: its keywords), which collapses them in SQL."""
+    chunk: :func:`per_query` (``kw``: its keywords), which collapses them in SQL. A target defined
+    by the application's statement: that statement (:mod:`.statement_sql`)."""
     candidates = kw.pop("candidates", None)
+    if _own_statement(target):  # target add --statement
+        return _statement(target, ph)
     if target.unique_id:
         stmt, params = inner(target, depth, ph("q"), ph, True, candidates)
         return stmt, params, False
@@ -264,6 +282,8 @@ def _in_rank_order(rows: list) -> list:
 def refetches(target: Any, exact: bool) -> bool:
     """Whether a query short of depth chunks may get more by a larger LIMIT: several rows per
     chunk under an index scan (exact search groups every row already)."""
+    if _own_statement(target):  # the statement's own LIMIT
+        return False
     return not target.unique_id and not exact
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InputError, param
 from . import catalog
+from . import statement as stmt
 from . import targets as t
 
 if TYPE_CHECKING:
@@ -175,14 +176,61 @@ def _described(
     return tg
 
 
+def with_statement(tg: t.Target, text: str, got: stmt.Read, options: dict) -> None:
+    """``tg`` defined by the application's statement ``text`` (read as ``got``): checked against
+    the other options, its distance the statement's operator's."""
+    given = [
+        param(o)
+        for o in ("preset", "where", "null_true", "min_similarity", "max_distance")
+        if options.get(o)
+    ]
+    if options.get("dimension_column"):
+        given.append(param("dimension_column"))
+    if given:
+        raise InputError(
+            f"{param('statement')} is the search itself: write what {given[0]} says in the "
+            "statement (its WHERE), or drop the statement",
+            field=given[0],
+        )
+    stmt.check_text(got, tg.group_by)
+    tg.distance = stmt.distance_of(got.code, options.get("distance"))
+    tg.statement, tg.statement_template = text.strip(), got.template
+
+
+def statement_text(text: str | None, path: str | None) -> str | None:
+    """The statement of ``statement`` or of the file ``statement_file`` (not both)."""
+    if text is not None and path is not None:
+        raise InputError(
+            f"give {param('statement')} or {param('statement_file')}, not both",
+            field=param("statement_file"),
+        )
+    if path is not None:
+        return stmt.read_file(path)
+    return text
+
+
 def add_target(
-    database: Database, name: str, *, replace: bool = False, **options: Any
+    database: Database,
+    name: str,
+    *,
+    replace: bool = False,
+    statement: str | None = None,
+    statement_file: str | None = None,
+    **options: Any,
 ) -> AddedTarget:
     """Check the target ``options`` describe (see :func:`make_target`) in the knowledge base's
-    catalog (read only), then store it under ``name``."""
+    catalog (read only), then store it under ``name``. ``statement`` (or the file
+    ``statement_file``): the application's statement, which then defines the search
+    (target/statement.py)."""
+    text = statement_text(statement, statement_file)
     tg = make_target(name, **options)
+    if text is not None:
+        with database.connect() as conn:
+            with_statement(tg, text, stmt.read(conn, text), options)
     with database.connect(results=False, autocommit=True, read_only=True) as kb:
         warnings = catalog.validate(kb, tg)
+        if tg.statement is not None:
+            stmt.check(kb, tg)
         indexes = catalog.vector_indexes(kb, tg)
     with database.connect() as conn:
         t.save(conn, tg, replace=replace)

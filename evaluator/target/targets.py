@@ -72,6 +72,12 @@ class Target:
     # the group this target is scoped to (:meth:`scoped`: ``(column, value)``), never stored: a
     # scratch copy for a build (dba/build_sweep.py) copies every group and searches this one
     scope: tuple[str, str] | None = None
+    # the application's statement (``target add --statement``): $1 the query vector, $2 the
+    # group's value (``group_by``); sweeps, watch and pipelines time it, its exact twin is the
+    # ground truth (target/statement.py). ``statement_template``: pgeval.checked_statement's
+    # format() template of it (parameters ``%N$s``, every ``%`` doubled), read when it was added
+    statement: str | None = None
+    statement_template: str | None = None
 
     # ---- spec (jsonb) ----------------------------------------------------------------------
     def spec(self) -> dict:
@@ -84,6 +90,8 @@ class Target:
             ("settings", {}),
             ("search_type", None),
             ("group_by", None),
+            ("statement", None),
+            ("statement_template", None),
         ):
             if d[key] == empty:  # a target without them keeps the spec (and hash) it had
                 d.pop(key)
@@ -97,6 +105,22 @@ class Target:
             if k in cls.__dataclass_fields__ and k not in ("name", "scope")
         }
         return cls(name=name, **known)
+
+    def searched_as(self) -> dict:
+        """What a search of this target reads, as a configuration fingerprint records it (the
+        statement only when there is one: the hashes of targets without stay)."""
+        out = {
+            "table": self.qualified(),
+            "id_column": self.id_column,
+            "vector_column": self.vector_column,
+            "text_column": self.text_column,
+            "distance": self.distance,
+            "vector_type": self.vector_type,
+            "dimension_column": self.dimension_column,
+        }
+        if self.statement is not None:
+            out["statement"] = self.statement
+        return out
 
     # ---- SQL pieces ------------------------------------------------------------------------
     @property
@@ -395,6 +419,8 @@ def list_targets(conn: Any) -> list[dict]:
             "text_column": s.get("text_column"),
             "filters": s.get("filters") or {},
             "preset": s.get("preset"),
+            "group_by": s.get("group_by"),
+            "statement": s.get("statement"),
             "created_at": c,
         }
         for n, s, c in rows

@@ -128,6 +128,23 @@ def target() -> None:
     help="The column the application scopes each search by (a tenant, e.g. knowledge_base_id): "
     "sweeps on this target then measure recall per group (see `pgeval sweep --group-by`).",
 )
+@click.option(
+    "--statement",
+    metavar="SQL",
+    default=None,
+    help="The application's own search statement, which then defines the target: one SELECT "
+    "with $1 the query vector (and $2 the --group-by value), returning the --id-column and a "
+    "column named distance, with ORDER BY and LIMIT, e.g. 'SELECT id, embedding <=> $1 AS "
+    "distance FROM docs WHERE tenant = $2 ORDER BY embedding <=> $1 LIMIT 10'. Sweeps, "
+    "--find, watch and pipelines time it as written; its exact twin (index scans off) is the "
+    "ground truth. Checked on one row now.",
+)
+@click.option(
+    "--statement-file",
+    metavar="PATH",
+    default=None,
+    help="Read --statement from a file (UTF-8).",
+)
 @click.option("--replace", is_flag=True, help="Replace a target of the same name.")
 @format_option(choices=("table", "json"))
 @pass_api
@@ -151,6 +168,8 @@ def add(
     knowledge_id: tuple[str, ...],
     tag_id: tuple[str, ...],
     group_by: str | None,
+    statement: str | None,
+    statement_file: str | None,
     replace: bool,
     fmt: str,
 ) -> None:
@@ -166,6 +185,11 @@ def add(
           --group-by knowledge_base_id
       pgeval target add kb2 --table chunks --id-column chunk_id --vector-column embedding \\
           --where tenant=acme --where tenant=beta --where enabled=true --null-as-true enabled
+      pgeval target add app --table docs --id-column id --vector-column embedding \\
+          --group-by tenant --statement 'SELECT id, embedding <=> $1 AS distance FROM docs
+          WHERE tenant = $2 ORDER BY embedding <=> $1 LIMIT 10'
+      pgeval target add app2 --table docs --id-column id --vector-column embedding \\
+          --statement-file search.sql
     """
     added = pg.add_target(
         name,
@@ -187,6 +211,8 @@ def add(
         max_distance=max_distance,
         group_by=group_by,
         replace=replace,
+        statement=statement,
+        statement_file=statement_file,
     )
     tg, indexes, warnings = added.target, added.indexes, added.warnings
     for w in warnings:
@@ -197,7 +223,7 @@ def add(
     echo_line(
         f"target '{name}': {tg.qualified()} ({tg.id_column}, {tg.vector_column} "
         f"{tg.vector_type}({tg.dimension or '?'}), {tg.distance}); "
-        f"{len(indexes)} vector index(es)"
+        f"{len(indexes)} vector index(es)" + ("; searched by its statement" if tg.statement else "")
     )
 
 
@@ -227,8 +253,9 @@ def list_(pg: Pgeval, fmt: str) -> None:
             "text_column",
             "filters",
             "preset",
+            "statement",
         ],
-        wide_only=["id_column", "type", "filters", "preset"],
+        wide_only=["id_column", "type", "filters", "preset", "statement"],
     )
 
 
@@ -249,7 +276,8 @@ def show(pg: Pgeval, name: str, fmt: str) -> None:
         click.echo(to_json(shown))
         return
     for key, value in shown["spec"].items():
-        echo_line(f"{key}: {_shown(key, value)}")
+        if key != "statement_template":  # (the statement as pgeval's SQL reader read it)
+            echo_line(f"{key}: {_shown(key, value)}")
     log = shown["change_log"]
     tracked = f"tracked ({log['count']:,} write statements counted)" if log["tracked"] else "no"
     click.echo(f"change log: {tracked}")
@@ -265,6 +293,8 @@ def _shown(key: str, value: object) -> str:
         return "none" if key == "filters" else "—"
     if isinstance(value, dict):
         return ", ".join(f"{k}={v}" for k, v in value.items())
+    if key == "statement":  # on one line
+        return " ".join(str(value).split())
     return str(value)
 
 

@@ -87,6 +87,23 @@ class AdviseResult:
         }
 
 
+def refuse_statement(target: Any) -> None:
+    """advise measures each design on a scratch copy of the table, and a statement target's
+    statement names the table itself: it would measure the table's own index under every
+    design's name. Refused, naming what measures the statement in place."""
+    if target.statement is None:
+        return
+
+    raise InputError(
+        f"target '{target.name}' is searched by its own statement, which names its table: "
+        "advise builds each design on a scratch copy the statement does not search; measure "
+        f"the index it uses in place with `pgeval sweep --target {target.name} --stage KIND "
+        "--find SETTING` (e.g. hnsw, hnsw.ef_search), or advise a target of the same table "
+        "without --statement",
+        field=param("target"),
+    )
+
+
 def run_advise(
     database: Any,
     cfg: AdviseConfig,
@@ -112,6 +129,7 @@ def run_advise(
         apply.check_role(kb, cfg.role)
     with database.connect() as conn:
         target = targets.load(conn, cfg.target)
+        refuse_statement(target)
         if cfg.queries is None and cfg.testset:  # a test set that is not there: before work
             from ...testset.catalog import resolve_testset
 

@@ -68,6 +68,11 @@ def check(database: Database, cfg: SweepConfig, res: SweepResult, rows: int) -> 
 
         with database.connect() as conn:
             target = targets.load(conn, cfg.target)
+        if target.statement is not None:  # (the copies are not what the statement searches)
+            return {
+                "skipped": "the target is searched by its own statement, which names its "
+                "table: the sampled rows' bias is not measured on copies of it"
+            }
         ix = next((i for i in table_indexes(kb, target) if i.name == measured.index), None)
         ours = ix is not None and twin(kb, target, cfg.stage, ix.options, [ix]) is not None
     if ix is None or not ours:

@@ -270,6 +270,14 @@ class Session:
             with spent.charge("ground_truth"):
                 self.gt = self._ensure_ground_truth(incremental)
             self.result.ground_truth = self.gt.as_json()
+            if self.target.statement is not None:  # its LIMIT, not --depth, sets the lists
+                from ...stages.statement_twin import short_of_k
+
+                said = short_of_k(
+                    self.results, self.gt.gt_id, self.cfg.k, self.own, self.cfg.target
+                )
+                if said:
+                    self.warn(said)
         return self.gt
 
     def _ensure_ground_truth(self, incremental: bool) -> Any:

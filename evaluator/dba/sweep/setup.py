@@ -62,6 +62,13 @@ def setup(
         require(kb, cfg.stage)  # before any work: pgvectorscale, pgvector 0.7 for halfvec/bq
     tid, ts_hash = resolve_testset(results, cfg.testset)
     target = target_of(results, cfg)
+    if target.statement is not None and cfg.build:
+        raise InputError(
+            f"target '{target.name}' is searched by its own statement, which names its table: "
+            f"{param('build')} builds on a scratch copy the statement does not search (measure "
+            "the index the table has, or sweep builds on a target without the statement)",
+            field=param("build"),
+        )
     judged = results.execute(
         "SELECT n_judgements > 0 FROM pgeval.testset WHERE testset_id = %s", (tid,)
     ).fetchone()[0]

@@ -1,0 +1,69 @@
+"""The statement a vector stage runs for a target defined by the application's statement
+(``target add --statement``, target/statement.py): that statement as written, its ``$1`` bound
+to the query vector and ``$2`` to the group's value; its rows read by column name (the target's
+id column, ``distance``) and ranked by (distance, chunk id) after the timing, each chunk once
+(its best distance), as the stages rank every list."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import InputError, param
+from ..target import statement as stmt
+
+if TYPE_CHECKING:
+    from psycopg import sql
+
+    from ..target.targets import Target
+
+TIMED = (
+    "the target's statement (target add --statement), exactly as the application runs it; "
+    "pgeval ranks its rows by (distance, chunk id), each chunk once, after the timing"
+)
+
+
+def application(target: Target, ph: Any, *, dollar: bool) -> tuple[sql.Composable, dict]:
+    """The statement with ``ph(name)`` placeholders (``q`` the vector, ``p2`` the group's value)
+    and the values of the parameters besides the vector. ``dollar``: ``ph`` numbers its
+    parameters ``$1, $2`` in order of first use (vector_sql.Dollar), so they are asked for in
+    the statement's order first, and ``%`` stays single (the statement runs as written)."""
+    assert target.statement_template is not None
+    if dollar:
+        for n in range(1, stmt.parameters(target.statement_template) + 1):
+            ph(stmt.param_name(n))
+    return stmt.composed(target.statement_template, ph, escape=not dollar), stmt.values(target)
+
+
+def refuse_unsupported(target: Target, stage: str, kind: str, batch: bool) -> None:
+    """A statement target is searched by its statement: no kind that casts the column
+    (hnsw-halfvec, hnsw-bq), no set-based --batch statement."""
+    if target.search_type:
+        raise InputError(
+            f"stage {stage} ({kind}) searches the column cast to {target.search_type}, and "
+            f"target '{target.name}' is searched by its own statement: measure it with the "
+            "stage kind of the index the statement uses",
+            field=param("stages"),
+        )
+    if batch:
+        raise InputError(
+            f"target '{target.name}' is searched by its own statement, one query at a time: "
+            f"not with {param('batch', True)}",
+            field=param("batch"),
+        )
+
+
+def projected(description: Any, rows: list, target: Target) -> list[tuple[str, float | None]]:
+    """The statement's rows (``description``: its cursor's) as (chunk id, distance), in the
+    order it returned them (ranked by vector_sql.ranked_rows after the timing)."""
+    return stmt.ranked(rows, stmt.columns_of([d.name for d in description or []], target))
+
+
+def first_per_chunk(ranked: list) -> list:
+    """Each chunk once, at its first (best) rank."""
+    seen: set[str] = set()
+    out = []
+    for row in ranked:
+        if row[0] not in seen:
+            seen.add(row[0])
+            out.append(row)
+    return out

@@ -1,0 +1,87 @@
+"""The exact ground truth of a target defined by the application's statement (``target add
+--statement``): its *exact twin*, the same statement run under
+:data:`evaluator.target.statement.TWIN_SETTINGS` (approximate index scans off, as
+``pgeval.evaluate_recall`` runs it), its plan checked to scan no ANN index of the table, one
+query at a time in a READ ONLY transaction. Its lists are the statement's rows ranked by
+(distance, chunk id), each chunk once: at most the statement's LIMIT, whatever depth is asked.
+Stored and reused as every ground truth is (stages/ground_truth.py), under a slot that names the
+statement."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from ..core.errors import DatabaseError, PlanError, first_line
+from . import gucs, plan_check, statement_sql, vector_sql
+
+METHOD = "statement-twin"
+
+
+def lists(kb: Any, target: Any, vectors: list, settings: dict) -> list[list[tuple[str, float]]]:
+    """Per query vector, the twin's ranked list (chunk id, distance)."""
+    from psycopg import sql
+
+    from ..core.vector_types import register_vector
+    from ..target.statement import TWIN_SETTINGS
+    from .vector_common import relation_oid
+
+    register_vector(kb)
+    if kb.info.transaction_status != 0:
+        kb.rollback()
+    all_ann = plan_check.ann_indexes(kb, relation_oid(kb, target))
+    kb.rollback()
+    stmt, params = statement_sql.application(target, sql.Placeholder, dollar=False)
+    if not kb.read_only:
+        kb.execute("SET TRANSACTION READ ONLY")
+    gucs.apply_local(kb, {**settings, **TWIN_SETTINGS})
+    out = []
+    try:
+        if vectors:
+            first = dict(params, q=np.asarray(vectors[0], dtype=np.float32))
+            plan = plan_check.explain(kb, stmt, first)
+            try:
+                plan_check.check_exact(plan, stage="exact twin", all_ann=all_ann)
+            except PlanError as exc:
+                raise PlanError(
+                    f"target '{target.name}': {exc} with index scans disabled: no exact answer "
+                    "to compare with"
+                ) from None
+        cur = kb.cursor()
+        for v in vectors:
+            rows = cur.execute(
+                stmt, dict(params, q=np.asarray(v, dtype=np.float32)), prepare=True
+            ).fetchall()
+            ranked, _ = vector_sql.ranked_rows(
+                statement_sql.projected(cur.description, rows, target)
+            )
+            out.append(
+                [(c, float(d)) for c, d in statement_sql.first_per_chunk(ranked) if d is not None]
+            )
+    except psycopg.Error as exc:
+        raise DatabaseError(
+            f"ground truth of target '{target.name}' (its statement's exact twin): "
+            f"{first_line(exc)}"
+        ) from None
+    finally:
+        kb.rollback()
+    return out
+
+
+def short_of_k(results: Any, gt_id: int, k: int, own: bool, name: str) -> str | None:
+    """What to say when the twin's longest list (the statement's LIMIT, less a sampled query's
+    own row) is shorter than the cut-off ``k`` the figures are read at (None: it is not)."""
+    longest = results.execute(
+        "SELECT max(rank) FROM pgeval.ground_truth_result WHERE gt_id = %s", (gt_id,)
+    ).fetchone()[0]
+    results.rollback()
+    if longest is None or longest >= k:
+        return None
+    mine = ", less the sampled query's own row" if own else ""
+    return (
+        f"target '{name}': its statement returns at most {longest} rows per query (its "
+        f"LIMIT{mine}): recall@{k} counts min({k}, rows exact search returned) (--k {longest} "
+        "reads it at the statement's depth)"
+    )
