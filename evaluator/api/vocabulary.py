@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..dba.sweep.configure import SWEEP_DEFAULTS
     from ..dba.sweep.grid import BUILD_OPTIONS
     from ..dba.sweep.text import (
+        consistency_line,
         find_line,
         held_out_line,
         plot_title,
@@ -64,6 +65,7 @@ _SOURCES = {
     "chain_text": ("measure.stage_report", "chain_text"),
     "recall_text": ("measure.recall_distribution", "text"),
     "find_line": ("dba.sweep.text", "find_line"),
+    "consistency_line": ("dba.sweep.text", "consistency_line"),
     "held_out_line": ("dba.sweep.text", "held_out_line"),
     "measures_for": ("measure.metrics", "measures_for"),
     "plot_title": ("dba.sweep.text", "plot_title"),
@@ -98,6 +100,7 @@ __all__ = [
     "chain_text",
     "recall_text",
     "find_line",
+    "consistency_line",
     "held_out_line",
     "measures_for",
     "plot_title",
