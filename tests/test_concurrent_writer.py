@@ -192,39 +192,42 @@ def config(name: str, **kw) -> SweepConfig:
         target=TARGET,
         stage="hnsw",
         queries=QUERIES,
-        params=("hnsw.ef_search=10,20,40",),
         settings={"enable_seqscan": "off"},
         k=K,
         repeat=1,
         name=name,
-        **kw,
+        **{"params": ("hnsw.ef_search=10,20,40",), **kw},
     )
 
 
-def test_every_recall_is_over_the_rows_of_one_snapshot(database, kb, conn):
-    docs, queries = kb
+def sweep_while_writing(database, docs, queries, cfg) -> tuple:
+    """``cfg`` swept while a :class:`Writer` writes before and all through it: (the result,
+    the writer's commits by the sweep's end)."""
     writer = Writer(database, docs, queries)
     writer.start()
     try:
         while writer.commits < 20:  # writing before the sweep starts, and all through it
             time.sleep(0.005)
-        res = run_sweep(database, config("cw-snapshot"))
+        res = run_sweep(database, cfg)
         during = writer.commits
         time.sleep(0.05)
     finally:
         writer.stop.set()
         writer.join(10)
     assert writer.error is None, writer.error
+    return res, during
+
+
+def assert_over_the_snapshot(database, conn, res, docs, queries, during: int) -> None:
+    """Every point's stored recall is numpy's over the rows of the sweep's snapshot, the exact
+    lists numpy's top K there, and the writer committed changes during the sweep it misses."""
     cons = res.consistency
     assert cons["how"] == "one snapshot" and not cons["snapshot"]["released_early"], cons
-    assert cons["snapshot"]["held_s"] > 0 and cons["max_age_s"] == 900
     visible, seen, missed = rows_in(database, docs, cons["snapshot"]["txids"])
     # the snapshot saw the writes before it and none of those committed during the sweep
-    assert seen >= 20 and missed > 0, (seen, missed)
-    assert during - seen > 0
-    by_label = runs(conn, "cw-snapshot")
+    assert seen >= 20 and missed > 0 and during - seen > 0, (seen, missed, during)
+    by_label = runs(conn, res.name)
     exact = stored_lists(conn, by_label["exact"])
-    assert len(res.points) == 3
     for p in res.points:
         lists = stored_lists(conn, by_label[p["label"]])
         want, tops = numpy_recall(visible, queries, lists)
@@ -236,9 +239,26 @@ def test_every_recall_is_over_the_rows_of_one_snapshot(database, kb, conn):
         assert unseen(lists, exact) == 0
     # the same lists against the table as it is now: another answer (the writer moved it)
     now, _, _ = rows_in(database, docs, None)
-    assert numpy_recall(now, queries, stored_lists(conn, by_label[p["label"]]))[1] != tops
-    # what the sweep said, in its JSON and its text
-    assert res.as_dict()["consistency"] == cons
+    assert numpy_recall(now, queries, lists)[1] != tops
+    assert res.as_dict()["consistency"] == cons  # what the JSON says
+
+
+def test_every_recall_is_over_the_rows_of_one_snapshot(database, kb, conn):
+    docs, queries = kb
+    res, during = sweep_while_writing(database, docs, queries, config("cw-snapshot"))
+    assert len(res.points) == 3
+    assert res.consistency["snapshot"]["held_s"] > 0 and res.consistency["max_age_s"] == 900
+    assert_over_the_snapshot(database, conn, res, docs, queries, during)
+
+
+def test_a_build_sweep_copies_the_rows_of_the_snapshot(database, kb, conn):
+    """The scratch copy is taken under the snapshot the exact answer read; the snapshot is
+    released once the copy is taken (the builds and points read the copy)."""
+    docs, queries = kb
+    cfg = config("cw-build", params=("hnsw.ef_search=10,40",), build=("m=8,16",))
+    res, during = sweep_while_writing(database, docs, queries, cfg)
+    assert len(res.points) == 4
+    assert_over_the_snapshot(database, conn, res, docs, queries, during)
 
 
 class PointWriter(threading.Thread):

@@ -139,8 +139,12 @@ class Scratch:
         *,
         maintenance_work_mem: str | None = None,
         build_timeout_s: float = DEFAULT_BUILD_TIMEOUT_S,
+        snapshot: str | None = None,
     ) -> None:
         self.database, self.source = database, target
+        # the sweep's exported snapshot (dba/sweep/snapshot.py): the rows copied are those the
+        # exact answer read (None: the table as it is when copied)
+        self.snapshot = snapshot
         self.maintenance_work_mem = maintenance_work_mem
         self.build_timeout_s = float(build_timeout_s)
         self.schema = f"{SCRATCH_PREFIX}{os.getpid()}_{secrets.token_hex(3)}"
@@ -256,22 +260,25 @@ class Scratch:
         src = self._copied()
         column = self._group_column()
         where, params = src.where()
-        c.execute(
-            sql.SQL(
-                "CREATE TABLE {dst} AS SELECT {id} AS {id}, {vec} AS {vcol}{group} FROM {src}{where}"
-            ).format(
-                dst=sql.Identifier(self.schema, SCRATCH_TABLE),
-                id=sql.Identifier(src.id_column),
-                vec=src.vector_expr(),
-                vcol=sql.Identifier(src.vector_column),
-                group=sql.SQL("")
-                if column is None
-                else sql.SQL(", {}").format(sql.Identifier(column)),
-                src=src.table_sql(),
-                where=where,
-            ),
-            params,
-        )
+        c.use_snapshot(self.snapshot)  # (None: each transaction its own snapshot, as before)
+        with c.transaction():
+            c.execute(
+                sql.SQL(
+                    "CREATE TABLE {dst} AS SELECT {id} AS {id}, {vec} AS {vcol}{group} FROM {src}{where}"
+                ).format(
+                    dst=sql.Identifier(self.schema, SCRATCH_TABLE),
+                    id=sql.Identifier(src.id_column),
+                    vec=src.vector_expr(),
+                    vcol=sql.Identifier(src.vector_column),
+                    group=sql.SQL("")
+                    if column is None
+                    else sql.SQL(", {}").format(sql.Identifier(column)),
+                    src=src.table_sql(),
+                    where=where,
+                ),
+                params,
+            )
+        c.use_snapshot(None)
         if column is not None:  # the group filter served as the table serves it (its btree)
             from . import scratch_indexes
 
