@@ -170,6 +170,20 @@ def held(database: Any, kb: Any, cfg: Any) -> Iterator[Consistency]:
         cons.release()
 
 
+def data_seen(
+    kb: Any, target: Any, checksum: bool, known: Any, cons: Consistency, cache: Any
+) -> Any:
+    """The data part of the sweep's fingerprint (``data_checksum.measure``), read under the
+    snapshot: the caller's (``known``, measured before it) only when the snapshot sees the same
+    data, so that the ground truth reused for it is over the snapshot's rows."""
+    from .. import data_checksum
+
+    if known is not None and not cons.one_snapshot:
+        return known
+    measured = data_checksum.measure(kb, target, checksum=checksum, cache=cache)
+    return known if known is not None and known.data == measured.data else measured
+
+
 def measure_point(session: Any, target: Any, p: Any, rep: int) -> tuple[int, float | None, bool]:
     """Point ``p`` of repetition ``rep`` measured as the sweep's consistency says: (run id,
     qps, whether by detection: its values then filled at once)."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ...core.canonical import canonical_json
 from ...core.warnings_once import once
@@ -425,7 +425,7 @@ def open_session(
     from .. import data_checksum
     from .. import fingerprint as fpmod
     from .config import plan as plan_of
-    from .consistency import held
+    from .consistency import data_seen, held
 
     calls = callbacks or Callbacks()
     plan = plan_of(cfg)
@@ -444,12 +444,8 @@ def open_session(
         if calls.on_start:  # a find's points are not known before: its bracket's first guess
             n = len(plan.points) or 8 * len(grid.product(plan.param_axes))
             calls.on_start(n, cfg.repeat, len(s.queries))
-        measured = cast("data_checksum.DataChecksum", known.data) or data_checksum.measure(
-            kb,
-            s.target,
-            checksum=cfg.checksum,
-            cache=data_checksum.ChecksumCache(results, database),
-        )
+        cache = data_checksum.ChecksumCache(results, database)
+        measured = data_seen(kb, s.target, cfg.checksum, known.data, cons, cache)
         kb.rollback()
         ident = setup_mod.identity(
             cfg, s.ts_hash, plan.param_axes, plan.build_axes, s.base, plan.depth, s.label

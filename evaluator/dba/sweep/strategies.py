@@ -49,6 +49,7 @@ def builds(session: Session) -> None:
         maintenance_work_mem=session.cfg.maintenance_work_mem,
         build_timeout_s=session.cfg.build_timeout_s,
         snapshot=copy_snapshot(session),
+        rows_seen=rows_seen(session),
     ) as scratch:
         copied(session)
         for key, pending in todo.items():
@@ -163,6 +164,7 @@ class _Copy:
                     maintenance_work_mem=s.cfg.maintenance_work_mem,
                     build_timeout_s=s.cfg.build_timeout_s,
                     snapshot=copy_snapshot(s),
+                    rows_seen=rows_seen(s),
                 )
             )
             copied(s)
@@ -196,6 +198,15 @@ def copy_snapshot(session: Session) -> str | None:
     (:func:`before_builds`)."""
     cons = session.consistency
     return cons.snap.id if cons is not None and cons.one_snapshot else None
+
+
+def rows_seen(session: Session) -> Any:
+    """The version value of the rows the snapshot sees (None: no snapshot): a copy shared
+    between sweeps (advise's) is reused only by a sweep whose snapshot sees the same rows."""
+    from .consistency import version_value
+
+    cons = session.consistency
+    return version_value(session.kb, session.target) if cons and cons.one_snapshot else None
 
 
 def copied(session: Session) -> None:
