@@ -313,6 +313,7 @@ def test_detection_measures_a_changed_point_again_and_names_it(database, kb, con
         ("ef_search=20", 1, 2)
     ], cons
     assert any("changed while point ef_search=20" in w for w in res.warnings), res.warnings
+    assert cons["exact_answers"] == 2  # the first point's, and the one after the write
     # the point measured again, its recall against the exact answer over the rows it saw: the
     # table after the writes (the exact run now is the fresh one)
     now, _, _ = rows_in(database, docs, None)

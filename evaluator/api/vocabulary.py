@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..dba.sweep.text import (
         consistency_line,
         find_line,
+        grouped_consistency_line,
         held_out_line,
         plot_title,
         recommendation_line,
@@ -66,6 +67,7 @@ _SOURCES = {
     "recall_text": ("measure.recall_distribution", "text"),
     "find_line": ("dba.sweep.text", "find_line"),
     "consistency_line": ("dba.sweep.text", "consistency_line"),
+    "grouped_consistency_line": ("dba.sweep.text", "grouped_consistency_line"),
     "held_out_line": ("dba.sweep.text", "held_out_line"),
     "measures_for": ("measure.metrics", "measures_for"),
     "plot_title": ("dba.sweep.text", "plot_title"),
@@ -101,6 +103,7 @@ __all__ = [
     "recall_text",
     "find_line",
     "consistency_line",
+    "grouped_consistency_line",
     "held_out_line",
     "measures_for",
     "plot_title",

@@ -245,7 +245,7 @@ def fresh_exact(session: Any, target: Any, rep: int) -> None:
     from . import store
 
     cons: Consistency = session.consistency
-    kb, source = cons.kb, session.target
+    kb, source, earlier = cons.kb, session.target, session.gt
     for _ in range(ATTEMPTS):
         before = version_value(kb, source)
         measured = data_checksum.measure(
@@ -264,7 +264,7 @@ def fresh_exact(session: Any, target: Any, rep: int) -> None:
     cons.version, cons.exact_again = before, cons.exact_again + 1
     name = f"{session.row.name}.exact.{rep}"
     old = store.complete_run(session.results, session.row.experiment_id, name)
-    if old is not None:
+    if old is not None and (earlier is None or earlier.gt_id != gt.gt_id):  # (else: its lists)
         session.results.execute("DELETE FROM pgeval.run WHERE run_id = %s", (old,))
         session.results.commit()
     session.gt = gt

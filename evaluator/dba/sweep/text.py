@@ -120,3 +120,19 @@ def consistency_line(consistency: dict | None) -> str | None:
         f"consistency: re-measured points: {named} — each point between two reads of the "
         f"table's row versions, measured again when they moved ({consistency.get('reason')})"
     )
+
+
+def grouped_consistency_line(by_group: dict[str, dict | None], column: str) -> str | None:
+    """A grouped sweep's line: each group's sweep read one snapshot of its own, or which
+    groups' points were measured again."""
+    known = {g: c for g, c in by_group.items() if c}
+    if not known:
+        return None
+    if all(c["how"] == "one snapshot" for c in known.values()):
+        return "consistency: one snapshot per group (exact answer and timed statements)"
+    parts = []
+    for g, c in known.items():
+        if c["how"] != "one snapshot":
+            again = ", ".join(r["label"] for r in c.get("remeasured") or []) or "none"
+            parts.append(f"{column}={g}: {again}")
+    return "consistency: re-measured points: " + "; ".join(parts)
