@@ -16,6 +16,7 @@ while a sweep of three points runs.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -334,10 +335,43 @@ def test_detection_measures_a_changed_point_again_and_names_it(database, kb, con
     assert "consistency: re-measured points: none" in out, out
 
 
-def test_a_snapshot_held_too_long_is_released_and_said(database, kb):
+def test_a_snapshot_held_too_long_is_released_and_said(database, kb, pgeval):
+    sweep = (
+        f"sweep --target {TARGET} --stage hnsw --queries-sql 'SELECT qid, v FROM cw_queries' "
+        "--param hnsw.ef_search=10,20 --repeat 1 --set enable_seqscan=off"
+    )
+    code, out, err = pgeval(sweep + " --name cw-age-text")
+    assert code == 0, err
+    assert "consistency: one snapshot (taken " in out and "of --snapshot-max-age 900 s" in out
+    code, out, err = pgeval(
+        sweep + " --name cw-age-json --fresh --snapshot-max-age 0 --format json"
+    )
+    assert code == 0, err
+    assert json.loads(out)["consistency"]["snapshot"]["released_early"] is True
     res = run_sweep(database, config("cw-age", snapshot_max_age_s=0))
     cons = res.consistency
     assert cons["how"] == "re-measured points" and cons["snapshot"]["released_early"]
     assert "past --snapshot-max-age 0 s" in cons["reason"] and cons["remeasured"] == []
     assert any("past --snapshot-max-age" in w for w in res.warnings)
     assert all(p["index_recall"] is not None for p in res.points)
+
+
+def test_a_lost_snapshot_hands_the_rest_to_detection(database, kb, conn):
+    """The holder's backend terminated after the first point (a pooler's idle timeout would do
+    the same): the first point stands on the snapshot, the rest are measured by detection, and
+    the output says why."""
+
+    def on_point(point, rep, how):
+        if point.number == 1:
+            with database.connect(results=False, autocommit=True) as c:
+                c.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE query LIKE '%%pg_export_snapshot()%%' AND pid <> pg_backend_pid()"
+                )
+
+    res = run_sweep(database, config("cw-lost"), on_point=on_point)
+    cons = res.consistency
+    assert cons["how"] == "re-measured points" and cons["snapshot"]["released_early"], cons
+    assert cons["reason"].startswith("the snapshot was lost (") and cons["remeasured"] == []
+    assert cons["exact_answers"] == 1  # (the data did not change: the same exact answer)
+    assert [p["index_recall"] is not None for p in res.points] == [True, True, True]

@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
+from .errors import DatabaseError, first_line
+
 if TYPE_CHECKING:
     from psycopg.abc import Params
     from typing_extensions import Self
@@ -48,6 +50,20 @@ if TYPE_CHECKING:
 # automatic preparation never triggers (explicit prepare=True still prepares); None would turn
 # off explicit preparation too
 NEVER = 2**31 - 1
+
+
+class SnapshotGone(DatabaseError):
+    """The exported snapshot a transaction imports is refused (``server``: why, the server's
+    first line): the transaction holding it ended."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.server = first_line(exc)
+        super().__init__(
+            f"the sweep's snapshot can no longer be imported ({self.server}): the transaction "
+            "that holds it ended (a pooler's idle_transaction_timeout, the server's "
+            "transaction_timeout, a terminated backend); run the sweep again, or with "
+            "--consistency detect"
+        )
 
 
 class PoolSafeConnection(psycopg.Connection):
@@ -87,7 +103,10 @@ class PoolSafeConnection(psycopg.Connection):
         snapshot = self._pgeval_snapshot
         if snapshot is not None and isinstance(command, bytes) and command.startswith(b"BEGIN"):
             quoted = snapshot.replace("'", "''")
-            yield from super()._exec_command(f"SET TRANSACTION SNAPSHOT '{quoted}'".encode())
+            try:
+                yield from super()._exec_command(f"SET TRANSACTION SNAPSHOT '{quoted}'".encode())
+            except psycopg.Error as exc:
+                raise SnapshotGone(exc) from None
         return result
 
     # -- prepared statements -----------------------------------------------------------------

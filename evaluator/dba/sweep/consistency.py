@@ -106,6 +106,17 @@ class Consistency:
         )
         warn(f"consistency: {self.reason}")
 
+    def lost(self, why: str, warn: Any) -> None:
+        """The snapshot refused by the server (its holder's transaction ended): released, the
+        rest measured by detection against an exact answer computed again."""
+        self.release()
+        self.released_early, self.version = True, None
+        self.reason = (
+            f"the snapshot was lost ({why}): the remaining points are measured on the live "
+            "table, and measured again when the data changes"
+        )
+        warn(f"consistency: {self.reason}")
+
     def release(self) -> None:
         """The snapshot released (its holder's transaction ended), the measuring connection
         back on its own snapshots."""
@@ -187,13 +198,20 @@ def data_seen(
 def measure_point(session: Any, target: Any, p: Any, rep: int) -> tuple[int, float | None, bool]:
     """Point ``p`` of repetition ``rep`` measured as the sweep's consistency says: (run id,
     qps, whether by detection: its values then filled at once)."""
+    from ...core.pool_safe import SnapshotGone
+
     cons: Consistency | None = session.consistency
-    if cons is not None:
-        cons.check_age(session.target, session.warn)
-    # (a build's scratch copy: nothing writes it, and it was taken under the snapshot the exact
-    # answer read, strategies.copied)
-    if cons is None or cons.one_snapshot or target is not session.target:
-        return (*session.run_point(target, p, rep), False)
+    try:
+        if cons is not None:
+            cons.check_age(session.target, session.warn)
+        # (a build's scratch copy: nothing writes it, and it was taken under the snapshot the
+        # exact answer read, strategies.copied)
+        if cons is None or cons.one_snapshot or target is not session.target:
+            return (*session.run_point(target, p, rep), False)
+    except SnapshotGone as exc:  # its holder ended: the points before it stand, the rest detected
+        if cons is None or target is not session.target:
+            raise
+        cons.lost(exc.server, session.warn)
     return (*detected_point(session, target, p, rep), True)
 
 

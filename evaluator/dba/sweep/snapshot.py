@@ -84,13 +84,15 @@ def try_import(kb: Any, snap: SharedSnapshot) -> str | None:
     import psycopg
 
     from ...core.errors import first_line
+    from ...core.pool_safe import SnapshotGone
 
     kb.use_snapshot(snap.id)
     try:
         kb.execute("SELECT 1").fetchone()  # the import, checked once
         kb.rollback()
-    except psycopg.Error as exc:
+    except (psycopg.Error, SnapshotGone) as exc:
         kb.rollback()
         kb.use_snapshot(None)
-        return f"the snapshot cannot be imported on the measuring connection: {first_line(exc)}"
+        why = exc.server if isinstance(exc, SnapshotGone) else first_line(exc)
+        return f"the snapshot cannot be imported on the measuring connection: {why}"
     return None
