@@ -230,6 +230,65 @@ def test_pooled_sweep_equals_the_direct_one(primary, bouncer, pgeval):
     assert d["config_hash"] != p["config_hash"]
 
 
+def test_a_pooled_sweep_reads_one_snapshot_while_the_table_changes(bouncer, pgeval):
+    """Through the pooler the sweep's snapshot is held too: its holder's transaction keeps its
+    server connection, and each measuring transaction imports the snapshot on whichever server
+    connection it gets (any backend of the same server may import it). A writer inserting
+    copies of the table's rows through the pooler all along: no ANN list of the sweep holds a
+    row the snapshot does not see, though such rows were committed during the sweep and rows
+    written before it are listed; the pool is left as it was."""
+    import threading
+    import time
+
+    before = pool_state(bouncer)
+    stop, commits = threading.Event(), []
+
+    def write() -> None:
+        # (no automatic preparation: through the pooler it would reach another server session)
+        with psycopg.connect(bouncer.dsn(dbname="kb"), prepare_threshold=None) as w:
+            while not stop.is_set():  # a copy of a row: the nearest row to it, if seen
+                n = len(commits)
+                w.execute(
+                    "INSERT INTO docs (doc_id, body, emb) SELECT %s, 'written', emb FROM docs "
+                    "WHERE doc_id = %s",
+                    (f"w{n}", f"d{n % 300 + 1}"),
+                )
+                w.commit()
+                commits.append(1)
+                time.sleep(0.003)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    try:
+        while len(commits) < 40 and writer.is_alive():
+            time.sleep(0.005)
+        code, out, err = pgeval(
+            "--dsn", bouncer.dsn(dbname="kb"), *SWEEP, "--format", "json", "--name", "pool-live"
+        )
+    finally:
+        stop.set()
+        writer.join(10)
+    assert code == 0, err
+    assert len(commits) > 40  # (the writer wrote all along)
+    cons = json.loads(out)["consistency"]
+    assert cons["how"] == "one snapshot", cons
+    with psycopg.connect(bouncer.dsn(dbname="kb")) as c:
+        hidden = c.execute(
+            "SELECT array_agg(doc_id) FROM docs WHERE doc_id LIKE 'w%%' "
+            "AND NOT txid_visible_in_snapshot(xmin::text::bigint, %s::txid_snapshot)",
+            (cons["snapshot"]["txids"],),
+        ).fetchone()[0]
+        listed = c.execute(
+            "SELECT DISTINCT u.c FROM pgeval.run r JOIN pgeval.result_list l USING (run_id), "
+            "unnest(l.chunk_ids) u(c) WHERE r.name LIKE 'pool-live.%%'"
+        ).fetchall()
+        c.execute("DELETE FROM docs WHERE doc_id LIKE 'w%%'")
+    assert hidden, "the writer committed nothing during the sweep"
+    assert not set(hidden) & {r[0] for r in listed}
+    assert any(r[0].startswith("w") for r in listed)  # (rows written before it: seen)
+    assert_untouched(before, pool_state(bouncer), "sweep with a writer")
+
+
 @pytest.fixture(scope="module")
 def standby(primary, bouncer):  # after the pooler tests: the standby copies what they wrote
     cluster = pg_real.standby_of(primary)

@@ -19,7 +19,9 @@ if TYPE_CHECKING:
     from ..dba.sweep.configure import SWEEP_DEFAULTS
     from ..dba.sweep.grid import BUILD_OPTIONS
     from ..dba.sweep.text import (
+        consistency_line,
         find_line,
+        grouped_consistency_line,
         held_out_line,
         plot_title,
         recommendation_line,
@@ -64,6 +66,8 @@ _SOURCES = {
     "chain_text": ("measure.stage_report", "chain_text"),
     "recall_text": ("measure.recall_distribution", "text"),
     "find_line": ("dba.sweep.text", "find_line"),
+    "consistency_line": ("dba.sweep.text", "consistency_line"),
+    "grouped_consistency_line": ("dba.sweep.text", "grouped_consistency_line"),
     "held_out_line": ("dba.sweep.text", "held_out_line"),
     "measures_for": ("measure.metrics", "measures_for"),
     "plot_title": ("dba.sweep.text", "plot_title"),
@@ -98,6 +102,8 @@ __all__ = [
     "chain_text",
     "recall_text",
     "find_line",
+    "consistency_line",
+    "grouped_consistency_line",
     "held_out_line",
     "measures_for",
     "plot_title",

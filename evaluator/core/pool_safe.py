@@ -21,7 +21,11 @@ exists"). So every connection pgeval opens (:meth:`evaluator.core.db.Database.co
   clean-up would send ``DEALLOCATE ALL`` after the transaction, which a pooler may route to
   another client's server connection;
 - settings are applied with ``set_config(…, true)`` / ``SET LOCAL`` by the callers (see
-  :mod:`evaluator.stages.gucs`); advisory locks on the knowledge base are transaction-scoped.
+  :mod:`evaluator.stages.gucs`); advisory locks on the knowledge base are transaction-scoped;
+- **a shared snapshot per transaction** (:meth:`PoolSafeConnection.use_snapshot`, a sweep's:
+  :mod:`evaluator.dba.sweep.snapshot`): every transaction the connection begins is REPEATABLE
+  READ and imports an exported snapshot (``SET TRANSACTION SNAPSHOT``) right after its
+  ``BEGIN``, on the same server connection: nothing outlives the transaction.
 
 ``tests/test_production.py`` proves it through a real PgBouncer: after each command the pool's
 server connections show the settings they showed before, no prepared statement and no lock, and
@@ -37,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg.pq import TransactionStatus
 
+from .errors import DatabaseError, first_line
+
 if TYPE_CHECKING:
     from psycopg.abc import Params
     from typing_extensions import Self
@@ -46,17 +52,62 @@ if TYPE_CHECKING:
 NEVER = 2**31 - 1
 
 
+class SnapshotGone(DatabaseError):
+    """The exported snapshot a transaction imports is refused (``server``: why, the server's
+    first line): the transaction holding it ended."""
+
+    def __init__(self, exc: BaseException) -> None:
+        self.server = first_line(exc)
+        super().__init__(
+            f"the sweep's snapshot can no longer be imported ({self.server}): the transaction "
+            "that holds it ended (a pooler's idle_transaction_timeout, the server's "
+            "transaction_timeout, a terminated backend); run the sweep again, or with "
+            "--consistency detect"
+        )
+
+
 class PoolSafeConnection(psycopg.Connection):
     """A psycopg connection whose session state ends with each transaction (module docstring)."""
 
     _pgeval_held_locks: list  # evaluator.core.held_lock.HeldLock taken for this connection
+    _pgeval_snapshot: str | None  # the exported snapshot each transaction imports (or None)
 
     @classmethod
     def connect(cls, conninfo: str = "", **kwargs: Any) -> Self:
         conn = super().connect(conninfo, **kwargs)
         conn.prepare_threshold = NEVER
         conn._pgeval_held_locks = []  # evaluator.core.held_lock: released when this closes
+        conn._pgeval_snapshot = None
         return conn
+
+    # -- a shared snapshot -------------------------------------------------------------------
+    def use_snapshot(self, snapshot_id: str | None) -> None:
+        """Every transaction begun from now on reads the exported snapshot ``snapshot_id``
+        (REPEATABLE READ, ``SET TRANSACTION SNAPSHOT`` right after its ``BEGIN``); None: each
+        transaction its own snapshot again, at the connection's isolation level before."""
+        from psycopg import IsolationLevel
+
+        if self.pgconn.transaction_status != TransactionStatus.IDLE:
+            self.rollback()  # (the open transaction read another snapshot)
+        if snapshot_id is not None and self._pgeval_snapshot is None:
+            self._pgeval_isolation = self.isolation_level
+            self.isolation_level = IsolationLevel.REPEATABLE_READ
+        elif snapshot_id is None and self._pgeval_snapshot is not None:
+            self.isolation_level = self._pgeval_isolation
+        self._pgeval_snapshot = snapshot_id
+
+    def _exec_command(self, command: Any, result_format: Any = psycopg.pq.Format.TEXT) -> Any:
+        # the one place psycopg sends the BEGIN of a transaction (a statement's implicit one and
+        # ``transaction()``'s): the snapshot imported at once, the transaction's first statement
+        result = yield from super()._exec_command(command, result_format)
+        snapshot = self._pgeval_snapshot
+        if snapshot is not None and isinstance(command, bytes) and command.startswith(b"BEGIN"):
+            quoted = snapshot.replace("'", "''")
+            try:
+                yield from super()._exec_command(f"SET TRANSACTION SNAPSHOT '{quoted}'".encode())
+            except psycopg.Error as exc:
+                raise SnapshotGone(exc) from None
+        return result
 
     # -- prepared statements -----------------------------------------------------------------
     def release_prepared(self) -> None:

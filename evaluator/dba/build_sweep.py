@@ -139,8 +139,14 @@ class Scratch:
         *,
         maintenance_work_mem: str | None = None,
         build_timeout_s: float = DEFAULT_BUILD_TIMEOUT_S,
+        snapshot: str | None = None,
+        rows_seen: Any = None,
     ) -> None:
         self.database, self.source = database, target
+        # the sweep's exported snapshot (dba/sweep/snapshot.py): the rows copied are those the
+        # exact answer read (None: the table as it is when copied); rows_seen: their version
+        # value there (a shared copy of other rows is not reused)
+        self.snapshot, self.rows_seen = snapshot, rows_seen
         self.maintenance_work_mem = maintenance_work_mem
         self.build_timeout_s = float(build_timeout_s)
         self.schema = f"{SCRATCH_PREFIX}{os.getpid()}_{secrets.token_hex(3)}"
@@ -193,7 +199,7 @@ class Scratch:
     def __enter__(self) -> Scratch:
         if _SHARED is not None:
             owner = _SHARED.get(self._key())
-            if owner is not None:  # the pool's copy, searched as this source searches it
+            if owner is not None and owner.rows_seen == self.rows_seen:  # the pool's copy
                 self._owner, self.schema, self.rows = owner, owner.schema, owner.rows
                 self._whole, self.target = owner._whole, self._scoped(owner._whole)
                 return self
@@ -211,7 +217,7 @@ class Scratch:
         except BaseException:
             self.close()
             raise
-        if _SHARED is not None:
+        if _SHARED is not None and self._key() not in _SHARED:
             _SHARED[self._key()] = self
             self._pooled = True
         return self
@@ -256,22 +262,25 @@ class Scratch:
         src = self._copied()
         column = self._group_column()
         where, params = src.where()
-        c.execute(
-            sql.SQL(
-                "CREATE TABLE {dst} AS SELECT {id} AS {id}, {vec} AS {vcol}{group} FROM {src}{where}"
-            ).format(
-                dst=sql.Identifier(self.schema, SCRATCH_TABLE),
-                id=sql.Identifier(src.id_column),
-                vec=src.vector_expr(),
-                vcol=sql.Identifier(src.vector_column),
-                group=sql.SQL("")
-                if column is None
-                else sql.SQL(", {}").format(sql.Identifier(column)),
-                src=src.table_sql(),
-                where=where,
-            ),
-            params,
-        )
+        c.use_snapshot(self.snapshot)  # (None: each transaction its own snapshot, as before)
+        with c.transaction():
+            c.execute(
+                sql.SQL(
+                    "CREATE TABLE {dst} AS SELECT {id} AS {id}, {vec} AS {vcol}{group} FROM {src}{where}"
+                ).format(
+                    dst=sql.Identifier(self.schema, SCRATCH_TABLE),
+                    id=sql.Identifier(src.id_column),
+                    vec=src.vector_expr(),
+                    vcol=sql.Identifier(src.vector_column),
+                    group=sql.SQL("")
+                    if column is None
+                    else sql.SQL(", {}").format(sql.Identifier(column)),
+                    src=src.table_sql(),
+                    where=where,
+                ),
+                params,
+            )
+        c.use_snapshot(None)
         if column is not None:  # the group filter served as the table serves it (its btree)
             from . import scratch_indexes
 

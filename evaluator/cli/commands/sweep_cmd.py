@@ -11,6 +11,7 @@ from ...api.vocabulary import (
     BUILD_OPTIONS,
     SWEEP_DEFAULTS,
     ann_kinds,
+    consistency_line,
     find_line,
     find_settings,
     held_out_line,
@@ -211,6 +212,29 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict[str
 @isolate_index_option()
 @no_checksum_option()
 @statement_timeout_option()
+@click.option(
+    "--consistency",
+    type=click.Choice(["snapshot", "detect"]),
+    default=SWEEP_DEFAULTS.consistency,
+    show_default=True,
+    help="How every recall is measured against the rows the ANN statements saw while the "
+    "table changes: snapshot (the exact answer and every timed statement read one exported "
+    "snapshot; VACUUM's xmin horizon is held meanwhile, at most --snapshot-max-age) or "
+    "detect (each point between two reads of the rows' versions, measured again against a "
+    "fresh exact answer when they moved). The output says which, and names the points "
+    "measured again.",
+)
+@click.option(
+    "--snapshot-max-age",
+    "snapshot_max_age_s",
+    type=click.FloatRange(0, 7 * 86400),
+    default=SWEEP_DEFAULTS.snapshot_max_age_s,
+    show_default=True,
+    metavar="SECONDS",
+    help="Longest the sweep's snapshot holds VACUUM back; past it the snapshot is released "
+    "before the next point and the rest is measured as with --consistency detect (said in "
+    "the output).",
+)
 @click.option(
     "--maintenance-work-mem",
     default=None,
@@ -417,6 +441,9 @@ def _print_table(
                 else f" (computed {gt['computed_at']})"
             )
         )
+    said = consistency_line(res.consistency)
+    if said:
+        echo_line(said)
     if not res.judged:
         echo_line(no_judgements_line(res.queries, k))
     echo_line(

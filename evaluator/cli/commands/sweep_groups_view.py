@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ...api.vocabulary import grouped_consistency_line
 from ..output import emit, info, to_json, warn
 from .common import progress_bar, warn_above
 
@@ -247,3 +248,6 @@ def _print_table(res: GroupSweepResult, target: str, column: str, queries: int |
         click.echo(f"skipped {column}={skip['group']} ({skip['rows']} rows): {skip['why']}")
     for value, why in res.failed.items():
         click.echo(f"not measured {column}={value}: {why}")
+    said = grouped_consistency_line({g: s.consistency for g, s in res.sweeps.items()}, column)
+    if said:
+        click.echo(said)

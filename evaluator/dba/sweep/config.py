@@ -9,6 +9,7 @@ from typing import Any
 from ...core.errors import InputError, param
 from ...stages import gucs, registry
 from . import grid
+from .snapshot import DEFAULT_MAX_AGE_S
 
 ANN_KINDS = registry.ann_kinds()
 
@@ -56,6 +57,11 @@ class SweepConfig:
     # sampled rows' bias is measured, in the index and held out (dba/sweep/held_out.py); 0 skips
     # (`pgeval sweep` and the API's sweep: configure.HELD_OUT_ROWS; watch and advise: 0)
     held_out_rows: int = 0
+    # how every recall is measured against the rows its statements saw (dba/sweep/consistency.py):
+    # "snapshot" (one exported snapshot, held at most snapshot_max_age_s seconds, then
+    # detection) or "detect" (each point between two reads of the rows' versions)
+    consistency: str = "snapshot"
+    snapshot_max_age_s: float = DEFAULT_MAX_AGE_S
 
 
 @dataclass(frozen=True)

@@ -82,6 +82,7 @@ class GroupSweepResult:
             "skipped": self.skipped,
             "failed": [{"group": g, "why": w} for g, w in self.failed.items()],
             "sweeps": {g: s.name for g, s in self.sweeps.items()},
+            "consistency": {g: s.consistency for g, s in self.sweeps.items()},
             "at": self.at,
             "groups": self.groups,
             "points": self.points,

@@ -119,6 +119,8 @@ class SweepResult:
     server: dict = field(default_factory=dict)
     # the sampled rows' bias measured on copies, in the index and held out (dba/sweep/held_out.py)
     held_out: dict | None = None
+    # how every recall was measured against the rows its statements saw (.consistency)
+    consistency: dict | None = None
 
     def as_dict(self) -> dict:
         """What `pgeval sweep --format json` prints."""
@@ -151,6 +153,7 @@ class SweepResult:
                 if n
             ],
             "held_out": self.held_out,
+            "consistency": self.consistency,
             "judgements": self.judged,
             "ground_truth": self.ground_truth,
             "recommendation": self.recommendation,

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ...core.canonical import canonical_json
 from ...core.warnings_once import once
@@ -124,6 +124,9 @@ class Session:
     callbacks: Callbacks = field(default_factory=Callbacks)
     prepared: set = field(default_factory=set)
     numbers: dict[str, int] | None = None  # a find's point numbers by build and settings
+    # how every recall is measured against the rows its statements saw (.consistency); None:
+    # each transaction its own snapshot, unchecked (a probe's lean path, dba/watch)
+    consistency: Any = None
 
     # -- what the sweep says
 
@@ -231,10 +234,12 @@ class Session:
     def run_pending(self, target: Any, pending: Any, build_info: Any) -> None:
         """Each (repetition, point) of ``pending`` measured (its repetition's exact run first),
         recorded and filled by SQL."""
+        from .consistency import measure_point
+
         for rep in sorted({r for r, _ in pending}):
             self.ensure_exact(target, rep)
             for _, p in [x for x in pending if x[0] == rep]:
-                run_id, qps = self._run_point(target, p, rep)
+                run_id, qps, detect = measure_point(self, target, p, rep)
                 store.insert_point(
                     self.results,
                     self.row.sweep_id,
@@ -249,6 +254,8 @@ class Session:
                 self.have[(p.number, rep)] = self.hashes[p.number]
                 self.result.measured += 1
                 self.notify(p, rep, "measured")
+                if detect:  # its recall against the exact run of this moment
+                    self.fill()
             self.fill()
 
     def fill(self) -> None:
@@ -263,12 +270,13 @@ class Session:
         scoped = gucs.scope(self.setup.base, "exact")
         return {k: v for k, v in scoped.items() if k != "enable_seqscan"}
 
-    def ground_truth(self) -> Any:
-        """The stored exact ground truth of the user's table (computed once, then reused)."""
+    def ground_truth(self, data: dict | None = None) -> Any:
+        """The stored exact ground truth of the user's table (computed once, then reused);
+        ``data``: the data part it must be current for (default the fingerprint's)."""
         if self.gt is None:
             incremental = self.known.incremental_ground_truth
             with spent.charge("ground_truth"):
-                self.gt = self._ensure_ground_truth(incremental)
+                self.gt = self._ensure_ground_truth(incremental, data or self.data)
             self.result.ground_truth = self.gt.as_json()
             if self.target.statement is not None:  # its LIMIT, not --depth, sets the lists
                 from ...stages.statement_twin import short_of_k
@@ -280,7 +288,7 @@ class Session:
                     self.warn(said)
         return self.gt
 
-    def _ensure_ground_truth(self, incremental: bool) -> Any:
+    def _ensure_ground_truth(self, incremental: bool, data: dict) -> Any:
         """The exact ground truth of the sweep's target, stored or computed (charged to an
         open :mod:`..spent` ledger as ``ground_truth``)."""
         from ...stages import ground_truth
@@ -293,7 +301,7 @@ class Session:
             testset_hash=self.setup.ts_hash,
             queries=self.setup.queries,
             depth=self.plan.depth,
-            data=self.data,
+            data=data,
             own_chunk_removed=self.own,
             embedder=self.setup.label,
             settings=self.exact_settings(),
@@ -341,7 +349,9 @@ class Session:
         """``ctx.extra`` of the planner's own plan for an ANN run (stages/planner_plan.py)."""
         return setup_mod.planner(self.cfg, stage_name)
 
-    def _run_point(self, target: Any, p: grid.Point, rep: int) -> tuple[int, float | None]:
+    def run_point(self, target: Any, p: grid.Point, rep: int) -> tuple[int, float | None]:
+        """Point ``p``'s run of repetition ``rep`` on ``target`` (kept when complete): (run id,
+        qps under --concurrency)."""
         settings = {**gucs.scope(self.setup.base, self.cfg.stage), **p.settings}
         ctx = self.context(
             target,
@@ -374,6 +384,8 @@ class Session:
 
     def finish(self) -> None:
         """The sweep's points and, unless the caller reads none, its recommendation."""
+        if self.consistency is not None:
+            self.result.consistency = self.consistency.as_json()
         self.result.points = store.points(self.results, self.row.sweep_id)
         described = registry.kind(self.cfg.stage)
         self.result.recommendation = (
@@ -421,6 +433,7 @@ def open_session(
     from .. import data_checksum
     from .. import fingerprint as fpmod
     from .config import plan as plan_of
+    from .consistency import data_seen, held
 
     calls = callbacks or Callbacks()
     plan = plan_of(cfg)
@@ -430,6 +443,8 @@ def open_session(
     with (
         database.connect() as results,
         database.connect(results=False, read_only=not cfg.isolate_index) as kb,
+        # one snapshot for the data checksum, the ground truth and every timed statement
+        held(database, kb, cfg) as cons,
     ):
         s = setup_mod.setup(results, kb, cfg, plan.stage, plan.param_axes)
         own = bool(qinfo and qinfo["own_chunk_removed"]) and not known.held_out
@@ -437,12 +452,8 @@ def open_session(
         if calls.on_start:  # a find's points are not known before: its bracket's first guess
             n = len(plan.points) or 8 * len(grid.product(plan.param_axes))
             calls.on_start(n, cfg.repeat, len(s.queries))
-        measured = cast("data_checksum.DataChecksum", known.data) or data_checksum.measure(
-            kb,
-            s.target,
-            checksum=cfg.checksum,
-            cache=data_checksum.ChecksumCache(results, database),
-        )
+        cache = data_checksum.ChecksumCache(results, database)
+        measured = data_seen(kb, s.target, cfg.checksum, known.data, cons, cache)
         kb.rollback()
         ident = setup_mod.identity(
             cfg, s.ts_hash, plan.param_axes, plan.build_axes, s.base, plan.depth, s.label
@@ -479,7 +490,10 @@ def open_session(
             have=store.measured(results, row.sweep_id),
             known=known,
             callbacks=calls,
+            consistency=cons,
         )
+        if cons.reason and cfg.consistency != "detect":
+            session.warn(f"consistency: {cons.reason}; each point is checked for changes instead")
         with (
             store.discarded_when_empty(results, row),
             finishing(results, row.sweep_id, row.experiment_id, session.fill),

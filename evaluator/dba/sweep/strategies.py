@@ -48,7 +48,10 @@ def builds(session: Session) -> None:
         session.target,
         maintenance_work_mem=session.cfg.maintenance_work_mem,
         build_timeout_s=session.cfg.build_timeout_s,
+        snapshot=copy_snapshot(session),
+        rows_seen=rows_seen(session),
     ) as scratch:
+        copied(session)
         for key, pending in todo.items():
             if not pending:
                 continue
@@ -160,8 +163,11 @@ class _Copy:
                     s.target,
                     maintenance_work_mem=s.cfg.maintenance_work_mem,
                     build_timeout_s=s.cfg.build_timeout_s,
+                    snapshot=copy_snapshot(s),
+                    rows_seen=rows_seen(s),
                 )
             )
+            copied(s)
         if self.built != p.build:
             self.info = self.scratch.build(
                 s.stage.method, p.build, grid.label_of(p.build, {}), s.cfg.stage
@@ -185,3 +191,26 @@ def before_builds(session: Session) -> None:
             "with DROP SCHEMA ... CASCADE when no sweep is running)"
         )
     session.ground_truth()
+
+
+def copy_snapshot(session: Session) -> str | None:
+    """The snapshot the scratch copy is taken under: the sweep's, which the exact answer read
+    (:func:`before_builds`)."""
+    cons = session.consistency
+    return cons.snap.id if cons is not None and cons.one_snapshot else None
+
+
+def rows_seen(session: Session) -> Any:
+    """The version value of the rows the snapshot sees (None: no snapshot): a copy shared
+    between sweeps (advise's) is reused only by a sweep whose snapshot sees the same rows."""
+    from .consistency import version_value
+
+    cons = session.consistency
+    return version_value(session.kb, session.target) if cons and cons.one_snapshot else None
+
+
+def copied(session: Session) -> None:
+    """The scratch copy taken: the sweep's snapshot released (the points read the copy, which
+    nothing writes; the exact answer read the same snapshot before it), VACUUM no longer held."""
+    if session.consistency is not None:
+        session.consistency.release()

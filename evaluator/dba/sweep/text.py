@@ -100,3 +100,39 @@ def plot_title(res: Any, stage: str, target_name: str) -> str:
     local = str(server.get("host") or "").startswith("/")  # a socket directory: this machine
     where = "local server" if local and not server.get("in_recovery") else server_label(server)
     return f"{stage} on target {target_name} · {queries} · {where}"
+
+
+def consistency_line(consistency: dict | None) -> str | None:
+    """The text output's line: how every recall was measured against the same rows."""
+    if not consistency:
+        return None
+    snap = consistency.get("snapshot") or {}
+    if consistency["how"] == "one snapshot":
+        return (
+            f"consistency: one snapshot (taken {snap.get('taken_at')}, held "
+            f"{snap.get('held_s', 0):.1f} s of --snapshot-max-age "
+            f"{consistency['max_age_s']:g} s): the exact answer and every timed statement "
+            "read the same rows; VACUUM's xmin horizon was held meanwhile"
+        )
+    again = consistency.get("remeasured") or []
+    named = ", ".join(f"{r['label']} (repetition {r['repetition']})" for r in again) or "none"
+    return (
+        f"consistency: re-measured points: {named} — each point between two reads of the "
+        f"table's row versions, measured again when they moved ({consistency.get('reason')})"
+    )
+
+
+def grouped_consistency_line(by_group: dict[str, dict | None], column: str) -> str | None:
+    """A grouped sweep's line: each group's sweep read one snapshot of its own, or which
+    groups' points were measured again."""
+    known = {g: c for g, c in by_group.items() if c}
+    if not known:
+        return None
+    if all(c["how"] == "one snapshot" for c in known.values()):
+        return "consistency: one snapshot per group (exact answer and timed statements)"
+    parts = []
+    for g, c in known.items():
+        if c["how"] != "one snapshot":
+            again = ", ".join(r["label"] for r in c.get("remeasured") or []) or "none"
+            parts.append(f"{column}={g}: {again}")
+    return "consistency: re-measured points: " + "; ".join(parts)
