@@ -124,9 +124,7 @@ class Session:
     callbacks: Callbacks = field(default_factory=Callbacks)
     prepared: set = field(default_factory=set)
     numbers: dict[str, int] | None = None  # a find's point numbers by build and settings
-    # how every recall is measured against the rows its statements saw (.consistency); None:
-    # each transaction its own snapshot, unchecked (a probe's lean path, dba/watch)
-    consistency: Any = None
+    consistency: Any = None  # (.consistency) None: unchecked (a probe's lean path, dba/watch)
 
     # -- what the sweep says
 
@@ -350,8 +348,7 @@ class Session:
         return setup_mod.planner(self.cfg, stage_name)
 
     def run_point(self, target: Any, p: grid.Point, rep: int) -> tuple[int, float | None]:
-        """Point ``p``'s run of repetition ``rep`` on ``target`` (kept when complete): (run id,
-        qps under --concurrency)."""
+        """Point ``p``'s run of repetition ``rep`` on ``target``: (run id, qps under --concurrency)."""
         settings = {**gucs.scope(self.setup.base, self.cfg.stage), **p.settings}
         ctx = self.context(
             target,
