@@ -183,7 +183,9 @@ def test_sweep_grid_and_find_on_the_halfvec_index(kb, clean, conn, pgeval):
     recall = {
         int(p["settings"]["ivfflat.probes"]): p["index_recall"] for p in json.loads(out)["points"]
     }
-    assert recall[LISTS] >= 0.9 and recall[1] < recall[2] <= recall[LISTS]
+    # (k-means centres of a random sample: one probe may already find what two find)
+    assert recall[LISTS] >= 0.9 and recall[1] <= recall[2] <= recall[LISTS]
+    assert recall[1] < recall[LISTS]
     run = conn.execute(
         "SELECT params FROM pgeval.run WHERE name = %s", (f"ivh-grid.probes={LISTS}.1",)
     ).fetchone()[0]

@@ -157,7 +157,9 @@ def test_a_failed_group_is_named_the_others_measured_and_nothing_recorded(
 
 def test_a_statement_timeout_names_each_group_and_records_nothing(pgeval, conn, kb):
     before = probe_ids(conn)
-    code, out, err = pgeval(*WATCH, "--min-recall", "0", "--statement-timeout", "1ms")
+    # ef_search 1000: statements slow enough to pass 1 ms on any machine (at 10 some ran faster)
+    slow = ["hnsw.ef_search=1000" if a == "hnsw.ef_search=10" else a for a in WATCH]
+    code, out, err = pgeval(*slow, "--min-recall", "0", "--statement-timeout", "1ms")
     assert code == 1, err
     assert "Traceback" not in err
     failed = [t for t in SHARES if f"pgeval: error: watch: tenant={t}: " in err]

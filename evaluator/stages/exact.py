@@ -30,7 +30,8 @@ class ExactStage(VectorStage):
     def stage_settings(self, ctx: Any) -> dict[str, str]:
         settings = super().stage_settings(ctx)
         settings.update(self.forced)
-        if ctx.target is not None and ctx.target.statement is not None:
+        target = getattr(ctx, "target", None)  # (a context without one: no statement)
+        if target is not None and target.statement is not None:
             # the application's statement: its exact twin, as pgeval.evaluate_recall runs it
             from ..target.statement import TWIN_SETTINGS
 

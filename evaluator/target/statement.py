@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InputError, first_line, param
+from ..core.vector_literal import vector_literal
 
 if TYPE_CHECKING:
     from psycopg import sql
@@ -246,7 +247,7 @@ def check(kb: Any, target: Target) -> None:
         )
     ).fetchone()
     kb.rollback()
-    vector = row[0] if row else "[" + ",".join(["0"] * int(target.dimension or 1)) + "]"
+    vector = row[0] if row else vector_literal([0.0] * int(target.dimension or 1))
     bound = {VECTOR_PARAM: vector}
     if parameters(target.statement_template) >= 2:
         bound[GROUP_PARAM] = row[1] if row else ""
