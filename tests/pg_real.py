@@ -255,10 +255,10 @@ def statement_recall_by_hand(conn, table: str, settings: dict, n: int = 20, k: i
     ``sql_queries``' rows, against numpy's exact cosine search over ``corpus()``: a returned row
     counts when its distance is within the k-th exact distance (METRICS.md, index recall)."""
     docs, _ = corpus()
-    ids = [d for d, _, _ in docs]
-    mat = np.stack([v for _, _, v in docs]).astype(np.float64)
+    raw = {d: v for d, _, v in docs}
+    mat = np.stack(list(raw.values())).astype(np.float64)
     mat /= np.linalg.norm(mat, axis=1, keepdims=True)
-    by_id = dict(zip(ids, mat))
+    by_id = dict(zip(raw, mat))
     with conn.transaction():
         for name, value in settings.items():
             conn.execute("SELECT set_config(%s, %s, true)", (name, str(value)))
@@ -268,7 +268,7 @@ def statement_recall_by_hand(conn, table: str, settings: dict, n: int = 20, k: i
             d_k = np.sort(1 - mat @ by_id[q])[k - 1]
             got = conn.execute(
                 sql_statement(table, k).replace("$1", "%(v)s"),
-                {"v": vtext(next(v for d, _, v in docs if d == q))},
+                {"v": vtext(raw[q])},
             ).fetchall()
             total += sum(1 for _, d in got if d <= d_k + 1e-6 * max(1.0, abs(d_k))) / k
     return total / len(qids)
