@@ -22,7 +22,7 @@ at pgvector's defaults, built once and kept for reruns when --datadir (or --dsn)
 
 Usage: python bench/advise_scale.py [--rows 1000000] [--dim 384] [--queries 300]
        [--datadir DIR | --dsn DSN] [--sample-rows N] [--designs ...] [--full] [--groups]
-       [--groups-only] [--group-rows 50000]
+       [--groups-only] [--group-rows 50000] [--make-only]
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ def arguments():
     p.add_argument("--groups", action="store_true", help="(3): --group-by against without")
     p.add_argument("--group-rows", type=int, default=50_000)
     p.add_argument("--groups-only", action="store_true", help="(3) alone")
+    p.add_argument("--make-only", action="store_true", help="make the table (kept) and stop")
     return p.parse_args()
 
 
@@ -87,6 +88,7 @@ def table(db, name: str, target: str, rows: int, dim: int, tenants: bool = False
     """The table, its HNSW index (and tenant btree), its target; kept when it has ``rows`` rows
     already. Returns the seconds spent making it (0: kept)."""
     from evaluator.core.vector_literal import vector_literal
+    from evaluator.dba.build_sweep import sized_memory
     from evaluator.target.targets import Target, save
 
     with db.connect(results=False, autocommit=True) as c:
@@ -108,7 +110,9 @@ def table(db, name: str, target: str, rows: int, dim: int, tenants: bool = False
                     if tenants:
                         row.append(f"t{int(np.searchsorted(bounds, rng.random()))}")
                     cp.write_row(row)
-        c.execute("SET maintenance_work_mem = '2GB'")
+        # the graph held in memory, or the build slows about 3x (pgeval sizes its own builds so)
+        memory = sized_memory(rows, dim, "vector", {})
+        c.execute("SELECT set_config('maintenance_work_mem', %s, false)", (memory,))
         c.execute(f"CREATE INDEX {name}_hnsw ON {name} USING hnsw (e vector_cosine_ops)")
         if tenants:
             c.execute(f"CREATE INDEX {name}_tenant ON {name} (tenant)")
@@ -268,6 +272,9 @@ def main() -> None:
             groups(db, args)
             return
         made = table(db, TABLE, TARGET, args.rows, args.dim)
+        if args.make_only:
+            print(f"table {args.rows:,} x {args.dim} made in {made:.0f} s (0: kept)")
+            return
         print(
             f"table {args.rows:,} x {args.dim} with HNSW (m 16, ef_construction 64) "
             + (f"made in {made:.0f} s" if made else "kept from an earlier run")
