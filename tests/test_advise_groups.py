@@ -151,6 +151,62 @@ def test_every_design_carries_its_worst_group(advised, conn):
     assert scratch_schemas(conn) == []
 
 
+def test_one_build_per_design_and_the_sample_spread_over_the_groups(advised, conn):
+    """Every group of a design is measured through one index on one scratch copy (the copy
+    shared by the groups' sweeps: each group's own rows once told them apart, and each group
+    copied the table and built the index again), and the groups share --sample-queries (here 20
+    over 2 groups: at least min(N, 30) each, so 20 each)."""
+    d, _ = advised
+    assert d["group_queries"] == {
+        "per_group": 20,
+        "sample_queries": 20,
+        "groups": 2,
+        "given": False,
+    }
+    for r in d["designs"]:
+        builds = conn.execute(
+            "SELECT count(DISTINCT sp.build_ms), count(DISTINCT s.sweep_id) FROM pgeval.sweep_point sp "
+            "JOIN pgeval.sweep s USING (sweep_id) WHERE s.name = ANY(%s) AND sp.build_ms IS NOT NULL",
+            (list(r["sweeps"].values()),),
+        ).fetchone()
+        assert builds == (1, 2), r["design"]
+        for sweep in r["sweeps"].values():
+            assert len(sampled(conn, sweep)) == 20
+
+
+def test_spread_of_the_sample_over_the_groups():
+    from evaluator.target.groups import MIN_GROUP_QUERIES, spread
+
+    assert MIN_GROUP_QUERIES == 30
+    assert spread(300, 10) == 30  # the issue's 10 tenants: 300 queries in all
+    assert spread(1000, 10) == 100 and spread(301, 10) == 31
+    assert spread(100, 10) == 30  # at least 30 a group
+    assert spread(20, 2) == 20 and spread(20, 1) == 20  # N itself when N is smaller
+    assert spread(300, 10, given=300) == 300  # --group-queries
+
+
+def test_group_queries_per_group_and_refused_without_groups(kb, conn, pgeval):
+    pg, _ = kb
+    d = pg.advise(
+        TARGET,
+        sample_queries=20,
+        designs=["hnsw-halfvec"],
+        group_by="tenant",
+        group_queries=12,
+        target_recall=R,
+        settings=SETTINGS,
+    ).as_dict()
+    assert d["group_queries"] == {"per_group": 12, "sample_queries": 20, "groups": 2, "given": True}
+    (row,) = d["designs"]
+    for sweep in row["sweeps"].values():
+        assert len(sampled(conn, sweep)) == 12
+    code, out, err = pgeval(
+        f"advise --target {TARGET} --sample-queries 20 --designs hnsw --group-queries 5"
+    )
+    assert code != 0 and "Traceback" not in err
+    assert "--group-queries applies with --group-by" in err
+
+
 def test_a_design_no_value_brings_to_the_target_shows_where_its_worst_group_comes_closest(kb, conn):
     """With --find-max below what the small tenant needs, HNSW reaches the target in no value in
     every group: every group is then also measured at the best value the small one tried, and the

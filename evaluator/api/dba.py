@@ -144,6 +144,7 @@ class DbaMethods:
         fresh: bool = ADVISE_DEFAULTS.fresh,
         group_by: str | None = ADVISE_DEFAULTS.group_by,
         max_groups: int = ADVISE_DEFAULTS.max_groups,
+        group_queries: int | None = ADVISE_DEFAULTS.group_queries,
         sample_rows: int | None = ADVISE_DEFAULTS.sample_rows,
         confirm_on_table: bool = ADVISE_DEFAULTS.confirm_on_table,
         role: str | None = ADVISE_DEFAULTS.role,
@@ -160,7 +161,8 @@ class DbaMethods:
         budgets (``max_p95_ms``, ``max_index_mb``, ``max_build_s``) with its DDL and settings
         SQL; ``plot`` (PNG) and ``report`` (HTML) when given. ``group_by`` (default: the target's own;
         ``""``: the whole table): per group (at most ``max_groups``), a design meets the target
-        only where every group does.
+        only where every group does, each measured with ``group_queries`` sampled
+        queries (default: ``sample_queries`` spread over the groups, at least 30 each).
         ``sample_rows``: designs screened on that many rows (default: sized by advise above
         100,000 rows), the table's own design measured in place, at most one other built in
         full (``confirm_on_table``: CONCURRENTLY on the table). ``role``: ``ALTER ROLE role IN
@@ -197,6 +199,7 @@ class DbaMethods:
             fresh=fresh,
             group_by=group_by,
             max_groups=max_groups,
+            group_queries=group_queries,
             sample_rows=sample_rows,
             confirm_on_table=confirm_on_table,
             role=role,

@@ -128,6 +128,29 @@ def _first_line(exc: Any) -> str:
     return first_line(exc)
 
 
+def group_column(target: Any) -> str | None:
+    """The group column a scoped target's copy carries (None: not scoped, or scoped by its id
+    or vector column)."""
+    scope = target.scope
+    if scope is None or scope[0] in (target.id_column, target.vector_column):
+        return None
+    return str(scope[0])
+
+
+def copied_rows(target: Any) -> Any:
+    """The rows a scratch copy of ``target`` holds: its own, every group of a scoped target (one
+    copy and one index for every group, as on the table)."""
+    column = group_column(target)
+    if column is None:
+        return target
+    return replace(
+        target,
+        filters={k: v for k, v in target.filters.items() if k != column},
+        null_true=[c for c in target.null_true if c != column],
+        scope=None,
+    )
+
+
 class Scratch:
     """``with Scratch(database, target) as s:`` — ``s.target`` is a Target over the copy;
     ``s.build(method, options)`` (re)builds the one index on it."""
@@ -173,23 +196,10 @@ class Scratch:
         )
 
     def _group_column(self) -> str | None:
-        scope = self.source.scope
-        if scope is None or scope[0] in (self.source.id_column, self.source.vector_column):
-            return None
-        return str(scope[0])
+        return group_column(self.source)
 
     def _copied(self) -> Any:
-        """The rows copied: the source's, every group of a scoped source."""
-        column = self._group_column()
-        if column is None:
-            return self.source
-        src = self.source
-        return replace(
-            src,
-            filters={k: v for k, v in src.filters.items() if k != column},
-            null_true=[c for c in src.null_true if c != column],
-            scope=None,
-        )
+        return copied_rows(self.source)
 
     def _scoped(self, whole: Any) -> Any:
         column = self._group_column()

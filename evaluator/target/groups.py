@@ -11,6 +11,9 @@ from typing import Any
 from ..core.errors import InputError, param
 
 DEFAULT_MAX_GROUPS = 10  # groups measured when there are more: the largest and smallest half
+# advise --group-by: the fewest sampled queries a group is measured with when --sample-queries N
+# is spread over the groups (N itself when N is smaller)
+MIN_GROUP_QUERIES = 30
 
 
 @dataclass(frozen=True)
@@ -144,3 +147,14 @@ def plan(
 def group_queries(queries: Any, group: Group) -> Any:
     """The query source of one group: its sample, at most the group's chunks."""
     return replace(queries, count=min(queries.count or 1, group.chunks))
+
+
+def spread(sample_queries: int, groups: int, given: int | None = None) -> int:
+    """The sampled queries each group is measured with when ``sample_queries`` (N) is the whole
+    sample of a grouped advise: N spread evenly over ``groups``, at least ``MIN_GROUP_QUERIES``
+    (N when N is smaller); ``given`` (``--group-queries``): that many. A group with fewer chunks
+    gets its chunks (:func:`group_queries`)."""
+    if given is not None:
+        return given
+    even = -(-sample_queries // max(groups, 1))
+    return max(even, min(sample_queries, MIN_GROUP_QUERIES))

@@ -122,8 +122,18 @@ TABLE_WIDE_ONLY = ("±95%", "p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps", "
 @group_options(
     "Measure every design per group of this column (a tenant: knowledge_base_id) as the "
     "application searches it, WHERE COLUMN = value, on one index over every group: "
-    "--sample-queries N per group; a design meets --target-recall only if every group does, "
-    "and its worst group is shown. [default: the target's --group-by, else the whole table]"
+    "--sample-queries N spread over the groups (--group-queries: per group); a design meets "
+    "--target-recall only if every group does, and its worst group is shown. [default: the "
+    "target's --group-by, else the whole table]"
+)
+@click.option(
+    "--group-queries",
+    type=int,
+    default=None,
+    metavar="M",
+    help="With --group-by: M sampled queries in each group (at most its chunks). [default: "
+    "--sample-queries N spread over the groups measured, at least 30 each (N if smaller): "
+    "300 over 10 groups is 30 per group]",
 )
 @click.option(
     "--sample-rows",
@@ -201,6 +211,7 @@ def advise(
     build_timeout: float,
     group_by: str | None,
     max_groups: int,
+    group_queries: int | None,
     sample_rows: int | None,
     confirm_on_table: bool,
     role: str | None,
@@ -261,6 +272,7 @@ def advise(
         build_timeout=build_timeout,
         group_by=group_by,
         max_groups=max_groups,
+        group_queries=group_queries,
         sample_rows=sample_rows,
         confirm_on_table=confirm_on_table,
         role=role,
@@ -324,6 +336,18 @@ class _Progress:
         info(f"advise: design {i} of {n}: {design.label}: {done}")
 
 
+def _group_queries(said: dict | None) -> str:
+    """``; 30 sampled queries per group (--sample-queries 300 over 10 groups)``."""
+    if not said:
+        return ""
+    how = (
+        "--group-queries"
+        if said["given"]
+        else f"--sample-queries {said['sample_queries']:,} over {said['groups']} groups"
+    )
+    return f"; {said['per_group']:,} sampled queries per group ({how}; a group's chunks at most)"
+
+
 def _print(res: AdviseResult, k: int, target_recall: float) -> None:
     """The designs as a table, the recommendation and the statements that apply it."""
     skipped = "; ".join(f"{d}: {why}" for d, why in res.skipped.items())
@@ -336,7 +360,7 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
     if res.group_by:
         echo_line(
             f"per group of {res.group_by}: a design meets the target only if every group does "
-            "(recall: its worst group's)"
+            "(recall: its worst group's)" + _group_queries(res.group_queries)
         )
     emit(
         vocabulary.advise_rows(res.as_dict(), short=True),

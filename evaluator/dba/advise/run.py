@@ -56,6 +56,9 @@ class AdviseResult:
     spent: dict[str, float] = field(default_factory=dict)  # seconds: ground truth, copies, ...
     stored: bool = False  # nothing built or measured: every figure read back as stored
     notes: list[str] = field(default_factory=list)  # what advise did to the table, in words
+    # --group-by: {per_group, sample_queries, groups, given}: the queries each group is measured
+    # with (--sample-queries spread over the groups, or --group-queries)
+    group_queries: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -68,6 +71,7 @@ class AdviseResult:
             "queries": self.queries,
             "measured_under": self.settings,
             "group_by": self.group_by,
+            "group_queries": self.group_queries,
             "screened_on": self.screened_on,
             "confirmed_on": "full" if self.screened_on is not None else None,
             "screen": self.screen,
@@ -136,10 +140,15 @@ def run_advise(
             resolve_testset(conn, cfg.testset)
     with database.connect(results=False, autocommit=True) as kb:
         plan = inplace.match(kb, target, plan)  # the indexes the table has: measured in place
+    spread = None
     if column is not None:  # before any work: the column, the queries per group, a group
-        from ...target.groups import plan as group_plan
-
-        group_plan(database, cfg.target, column, cfg.max_groups, cfg.queries, "measure")
+        cfg, spread = _spread(database, cfg, column)
+    elif cfg.group_queries is not None:
+        raise InputError(
+            f"{param('group_queries')} applies with {param('group_by')} (or a target's own "
+            "group column)",
+            field=param("group_queries"),
+        )
     result = AdviseResult(
         cfg.target,
         cfg.k,
@@ -149,6 +158,7 @@ def run_advise(
         settings=dict(cfg.settings),
         group_by=column,
         low_end=cfg.low_end,
+        group_queries=spread,
     )
 
     warn = once(result.warnings, on_warning)
@@ -164,6 +174,33 @@ def run_advise(
     result.spent = spent.split(book, time.monotonic() - t0)
     result.stored = book["builds"] == 0 and all(not r.get("measured") for r in result.designs)
     return result
+
+
+def _spread(database: Any, cfg: AdviseConfig, column: str) -> tuple[AdviseConfig, dict[str, Any]]:
+    """The groups checked before any work (the column, queries sampled per group, a group to
+    measure), and the queries each is measured with: ``--sample-queries N`` is the whole
+    sample, spread over the groups measured (``target.groups.spread``), unless
+    ``--group-queries`` says how many per group. (the config with that count, what was done)"""
+    from dataclasses import replace
+
+    from ...target.groups import plan as group_plan
+    from ...target.groups import spread
+
+    if cfg.group_queries is not None and cfg.group_queries < 1:
+        raise InputError(
+            f"{param('group_queries')} must be >= 1, got {cfg.group_queries}",
+            field=param("group_queries"),
+        )
+    chosen = group_plan(database, cfg.target, column, cfg.max_groups, cfg.queries, "measure")
+    total = int(cfg.queries.count or 1)
+    per_group = spread(total, len(chosen.measured), cfg.group_queries)
+    said = {
+        "per_group": per_group,
+        "sample_queries": total,
+        "groups": len(chosen.measured),
+        "given": cfg.group_queries is not None,
+    }
+    return replace(cfg, queries=replace(cfg.queries, count=per_group)), said
 
 
 def _flow(

@@ -202,11 +202,16 @@ def copy_snapshot(session: Session) -> str | None:
 
 def rows_seen(session: Session) -> Any:
     """The version value of the rows the snapshot sees (None: no snapshot): a copy shared
-    between sweeps (advise's) is reused only by a sweep whose snapshot sees the same rows."""
+    between sweeps (advise's) is reused only by a sweep whose snapshot sees the same rows. The
+    rows are those the copy holds: every group's for a group's sweep (advise --group-by shares
+    one copy and one index between its groups; a group's own rows would tell them apart)."""
+    from ..build_sweep import copied_rows
     from .consistency import version_value
 
     cons = session.consistency
-    return version_value(session.kb, session.target) if cons and cons.one_snapshot else None
+    if not (cons and cons.one_snapshot):
+        return None
+    return version_value(session.kb, copied_rows(session.target))
 
 
 def copied(session: Session) -> None:
