@@ -8,9 +8,9 @@ while a sweep of three points runs.
   exact list of each query is numpy's top K over those rows; the writer committed changes
   during the sweep that the snapshot does not see (without the snapshot, the exact answer and
   the later points read other rows than the earlier ones);
-- **detection** (``consistency="detect"``): a write committed while a point's statements run
-  (the writer waits for them in pg_stat_activity) has that point measured again against a
-  fresh exact answer, and the output names it;
+- **detection** (``consistency="detect"``): a write committed while a point is measured (the
+  point's lists wait on a lock the test holds until the write is committed) has that point
+  measured again against a fresh exact answer, and the output names it;
 - past ``snapshot_max_age_s`` the snapshot is released and the output says so.
 """
 
@@ -263,43 +263,53 @@ def test_a_build_sweep_copies_the_rows_of_the_snapshot(database, kb, conn):
 
 
 class PointWriter(threading.Thread):
-    """Writes once, the moment the sweep's connection runs an ANN statement after ``armed``
-    is set (seen in pg_stat_activity): during that point's measurement."""
+    """Writes once while a point is measured, deterministically (no race with the statements):
+    :meth:`hold` (from ``on_point`` after the point before it) takes pgeval.result_list in
+    EXCLUSIVE mode on a connection of the test's, which lets every read go on and makes every
+    write of it wait. The sweep's next write of it is that point's lists, stored by its run
+    between the two reads of the table's version value that bracket the point (detection,
+    consistency.detected_point). The writer waits until that write waits on the lock (pg_locks),
+    commits its change, then releases the lock: the write always lands after the point's
+    first read of the version value and before its second."""
 
     def __init__(self, database, docs, queries):
         super().__init__(daemon=True)
         self.writer = Writer(database, docs, queries, seed=2)
         self.database = database
+        self.holder = None
         self.armed, self.done = threading.Event(), threading.Event()
         self.error: BaseException | None = None
 
+    def hold(self) -> None:
+        self.holder = self.database.connect()
+        self.holder.execute("LOCK TABLE pgeval.result_list IN EXCLUSIVE MODE")
+        self.armed.set()
+
     def run(self) -> None:
         try:
-            with self.database.connect(results=False, autocommit=True) as watch:
-                self.armed.wait(60)
-                deadline = time.monotonic() + 30
-                while time.monotonic() < deadline:
-                    busy = watch.execute(
-                        "SELECT count(*) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-                        "AND query LIKE %s AND query LIKE %s AND state <> 'idle'",
-                        (f"%{TABLE}%", "%<=>%LIMIT%"),
-                    ).fetchone()[0]
-                    if busy:
-                        break
-                    time.sleep(0.0005)
+            if not self.armed.wait(60):
+                raise AssertionError("the sweep never reached the point before the write")
+            with self.database.connect(autocommit=True) as watch:  # (where pgeval lives)
+                deadline = time.monotonic() + 60
+                while not watch.execute(
+                    "SELECT count(*) > 0 FROM pg_locks WHERE NOT granted AND locktype = "
+                    "'relation' AND relation = 'pgeval.result_list'::regclass AND database = "
+                    "(SELECT oid FROM pg_database WHERE datname = current_database())"
+                ).fetchone()[0]:
+                    if time.monotonic() > deadline:
+                        raise AssertionError("the point's lists never waited on the lock")
+                    time.sleep(0.01)
             with self.database.connect(results=False) as c:
                 self.writer.write_one(c, 0)  # a row next to the first query
                 self.writer.write_one(c, 1)
         except BaseException as exc:  # noqa: BLE001 - the test reads it
             self.error = exc
         finally:
+            if self.holder is not None:
+                self.holder.close()  # the lock released: the point's lists are stored
             self.done.set()
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="timing: the write must land during point 2 (a busy CI machine can miss it); to be made deterministic",
-)
 def test_detection_measures_a_changed_point_again_and_names_it(database, kb, conn, pgeval):
     docs, queries = kb
     writer = PointWriter(database, docs, queries)
@@ -307,7 +317,7 @@ def test_detection_measures_a_changed_point_again_and_names_it(database, kb, con
 
     def on_point(point, rep, how):
         if point.number == 1:
-            writer.armed.set()  # the write lands while point 2's statements run
+            writer.hold()  # the write lands while point 2 is measured
 
     res = run_sweep(database, config("cw-detect", consistency="detect"), on_point=on_point)
     writer.join(30)

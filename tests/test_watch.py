@@ -222,6 +222,9 @@ def test_a_large_change_computes_the_ground_truth_in_full_and_says_why(kb, conn,
 def test_drift_crosses_the_bound_names_it_and_the_remedies_restore_recall(
     kb, conn, database, pgeval
 ):
+    # the graph left as the drift leaves it: an autovacuum (800 dead rows) would repair it
+    # mid-test, at a moment of its own, and change the recall between two probes
+    conn.execute(f"ALTER TABLE {TABLE} SET (autovacuum_enabled = off)")
     code, first, err = _probe(pgeval, *LOW, "--min-recall", "0")
     assert code == 0, err
     _drift(database)
@@ -282,9 +285,20 @@ def test_drift_crosses_the_bound_names_it_and_the_remedies_restore_recall(
     code, ok, err = _probe(pgeval, *LOW, "--min-recall", "0")
     assert code == 0 and ok["crossed"] == []
     # the remedy, measured on the same queries: the smallest ef_search reaching a bound above
-    # the recall at LOW (0.8, or just above that recall where this build of the graph already
-    # reaches 0.8 at LOW: its recall there depends on the build)
-    goal = max(0.8, round(later["recall"] + 0.02, 2)) if later["recall"] < 0.97 else 0.99
+    # the recall at LOW. Both ends depend on the build: HNSW draws each row's level at random
+    # (pgvector's generator, which SQL cannot seed), and the drift's far cluster is reached only
+    # through the few links the random graph gives it. Measured over 20 builds of this fixture
+    # and drift (10 with autovacuum off): recall at LOW 0.657-0.752; at ef_search 1000 (the
+    # remedy's largest value, --remedy-max) 0.94-0.99 but for 2 builds of 20, 0.81 and 0.84
+    # (the far cluster barely linked): the fixed bound 0.8 this test had was out of reach on
+    # some builds. The gap between the two: 0.153-0.252. The bound is set halfway between this
+    # build's two recalls, both measured: crossed at LOW, reached below 1000 (in the 10 builds
+    # so measured: bound 0.750-0.864, reached at ef_search 14 or 15)
+    code, top, err = _probe(pgeval, "--set", "hnsw.ef_search=1000", "--min-recall", "0")
+    assert code == 0, err
+    assert top["testset"] == later["testset"]  # the same queries
+    assert top["recall"] > later["recall"] + 0.05, (later["recall"], top["recall"])
+    goal = round((later["recall"] + top["recall"]) / 2, 3)
     code, doc, err = _probe(pgeval, *LOW, "--min-recall", str(goal))
     assert code == 2, err
     remedy = doc["remedy"]

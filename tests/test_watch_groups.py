@@ -8,7 +8,8 @@ the planner's own plan.
 - One group fails for real (another probe of its series holds the series' lock): every other
   group is still measured and its crossed bounds printed, the failed group is named on stderr,
   the exit code is 2 (a bound crossed) or 1 (none), and no probe of that watch is recorded.
-- A statement timeout too short for every probe: exit 1, each group named, nothing recorded.
+- A statement timeout too short for every probe (the application's statement as the target's,
+  its measured run slowed by a pg_sleep): exit 1, each group named, nothing recorded.
 - A programming error (not one of pgeval's) is raised as it is, and what the watch recorded
   before it is deleted all the same.
 """
@@ -53,11 +54,11 @@ def kb(database):
     clustered_kb.drop(database, TABLE)
 
 
-def probe_ids(conn) -> list[int]:
+def probe_ids(conn, target: str = TARGET) -> list[int]:
     return [
         r[0]
         for r in conn.execute(
-            "SELECT probe_id FROM pgeval.probe WHERE target = %s ORDER BY probe_id", (TARGET,)
+            "SELECT probe_id FROM pgeval.probe WHERE target = %s ORDER BY probe_id", (target,)
         )
     ]
 
@@ -155,21 +156,45 @@ def test_a_failed_group_is_named_the_others_measured_and_nothing_recorded(
     assert len([i for i in probe_ids(conn) if i not in before]) == len(SHARES)
 
 
-@pytest.mark.xfail(
-    strict=False, reason="timing: needs a statement slower than 1 ms; to be made deterministic"
+# the application's statement as the target's, its measured run slowed by a pg_sleep of 2 s
+# (an InitPlan run once per statement, cancelled by the timeout): every ANN statement runs past
+# a short timeout, on any machine. The exact twin runs with index scans off
+# (target.statement.TWIN_SETTINGS) and sleeps 0 s: each group's ground truth is computed, and it
+# is the measured statement that the timeout cancels. (LIMIT 11: 10 rows besides the sampled
+# query's own)
+SLOW_TARGET = "wgroups-slow"
+SLOW_STATEMENT = (
+    f"SELECT id, e <=> $1 AS distance FROM {TABLE} WHERE tenant = $2 AND (SELECT pg_sleep("
+    "CASE current_setting('enable_indexscan') WHEN 'on' THEN 2 ELSE 0 END)) IS NOT NULL "
+    "ORDER BY e <=> $1 LIMIT 11"
 )
-def test_a_statement_timeout_names_each_group_and_records_nothing(pgeval, conn, kb):
-    before = probe_ids(conn)
-    # ef_search 1000: statements slow enough to pass 1 ms on any machine (at 10 some ran faster)
-    slow = ["hnsw.ef_search=1000" if a == "hnsw.ef_search=10" else a for a in WATCH]
-    code, out, err = pgeval(*slow, "--min-recall", "0", "--statement-timeout", "1ms")
+
+
+@pytest.fixture
+def slow_target(pgeval, kb):
+    code, _, err = pgeval(
+        "target", "add", SLOW_TARGET, "--table", TABLE, "--id-column", "id", "--vector-column",
+        "e", "--group-by", "tenant", "--statement", SLOW_STATEMENT, "--replace",
+    )  # fmt: skip
+    assert code == 0, err
+    yield SLOW_TARGET
+    code, _, err = pgeval("target", "remove", SLOW_TARGET)
+    assert code == 0, err
+
+
+def test_a_statement_timeout_names_each_group_and_records_nothing(pgeval, conn, slow_target):
+    before = probe_ids(conn, slow_target)
+    slow = [slow_target if a == TARGET else a for a in WATCH]
+    # 200 ms: far below the statement's 2 s, far above anything else a probe runs here
+    code, out, err = pgeval(*slow, "--min-recall", "0", "--statement-timeout", "200ms")
     assert code == 1, err
     assert "Traceback" not in err
     failed = [t for t in SHARES if f"pgeval: error: watch: tenant={t}: " in err]
-    assert failed, err
+    assert failed == list(SHARES), err  # every group: each one's statements sleep
     assert "statement timeout" in err
+    assert "a statement ran past the statement timeout" in err  # the measured one
     assert f"{len(failed)} of 5 groups failed: no probe of this watch is recorded" in err
-    assert probe_ids(conn) == before
+    assert probe_ids(conn, slow_target) == before
 
 
 def test_a_programming_error_is_raised_as_it_is_and_nothing_recorded(
