@@ -22,7 +22,10 @@ at pgvector's defaults, built once and kept for reruns when --datadir (or --dsn)
 
 Usage: python bench/advise_scale.py [--rows 1000000] [--dim 384] [--queries 300]
        [--datadir DIR | --dsn DSN] [--sample-rows N] [--designs ...] [--full] [--groups]
-       [--groups-only] [--group-rows 50000] [--make-only]
+       [--groups-only] [--group-rows 50000] [--make-only] [--fresh] [--max-confirm-s S]
+
+--fresh: every point measured again and every ground truth computed again (a kept table's
+earlier advise would otherwise be read back: "stored"), so that the time printed is a first run's.
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ def arguments():
     p.add_argument("--group-rows", type=int, default=50_000)
     p.add_argument("--groups-only", action="store_true", help="(3) alone")
     p.add_argument("--make-only", action="store_true", help="make the table (kept) and stop")
+    p.add_argument("--fresh", action="store_true", help="measure and compute everything again")
+    p.add_argument("--max-confirm-s", type=float, default=None, help="default: advise's")
     return p.parse_args()
 
 
@@ -130,6 +135,13 @@ def advise(db, target: str, args, **more):
     from evaluator.api import Pgeval
 
     designs = [d.strip() for d in (args.designs or "").split(",") if d.strip()]
+    if getattr(args, "fresh", False):
+        with db.connect() as c:  # (the stored exact answers of the bench's targets and copies)
+            c.execute("DELETE FROM pgeval.ground_truth WHERE target LIKE %s", (f"{target}%",))
+            c.commit()
+        more["fresh"] = True
+    if getattr(args, "max_confirm_s", None) is not None:
+        more["max_confirm_s"] = args.max_confirm_s
     return Pgeval(db).advise(
         target,
         sample_queries=args.queries,

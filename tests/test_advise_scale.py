@@ -91,6 +91,50 @@ def test_no_index_in_place_best_screened_built_in_full_held_out(table, pgeval, c
     assert scratch_schemas(conn) == []
 
 
+def test_no_index_in_place_the_best_screened_is_built_whatever_its_estimate(table, pgeval):
+    """--max-confirm-s bounds the optional build of a challenger beside the index the table has;
+    with none in place the best screened design is the only way to an answer: built (the
+    stored sweeps of the test above read back)."""
+    code, out, err = pgeval("advise", "--target", TARGET, *ARGS, "--max-confirm-s", "0")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["anchor"] is None and len(d["confirmed"]) == 1
+    assert d["full_build"]["design"] == d["confirmed"][0] and d["full_build"]["rows"] == N - 40
+
+
+def test_a_challenger_whose_build_is_estimated_over_the_bound_is_not_built():
+    from evaluator.dba.advise.plan import AdviseConfig
+    from evaluator.dba.advise.run import AdviseResult
+
+    def result() -> AdviseResult:
+        return AdviseResult("kb", 10, 0.95, {})
+
+    cfg = AdviseConfig(target="kb", max_confirm_s=100)
+    # 2 s on 100,000 rows: about 50 s on 1,000,000 (rows^1.4): within 100 s
+    quick = result()
+    assert screen._within_budget(cfg, "hnsw-halfvec m=16", {"build_ms": 2000}, 10**6, 10**5, quick)
+    assert quick.dropped == [] and quick.full_build is None and quick.notes == []
+    # 5 s: about 126 s, over: not built, said with the estimate and the bound that builds it
+    slow = result()
+    row = {"build_ms": 5000}
+    assert not screen._within_budget(cfg, "hnsw-halfvec m=16", row, 10**6, 10**5, slow)
+    assert prune.scaled(row, "build_ms", 10) == pytest.approx(5000 * 10**1.4)
+    (dropped,) = slow.dropped
+    assert dropped["design"] == "hnsw-halfvec m=16"
+    assert "estimated at 126 s" in dropped["why"] and "--max-confirm-s 100" in dropped["why"]
+    assert slow.full_build == {
+        "design": "hnsw-halfvec m=16",
+        "built": False,
+        "estimated_build_s": pytest.approx(125.6, abs=0.1),
+        "max_confirm_s": 100,
+    }
+    assert "--max-confirm-s 200" in slow.notes[0]
+    # no bound, or no build time measured: built
+    for unbounded, measured in ((None, {"build_ms": 5000}), (100, {"build_ms": None})):
+        free = AdviseConfig(target="kb", max_confirm_s=unbounded)
+        assert screen._within_budget(free, "x", measured, 10**6, 10**5, result())
+
+
 def test_anchor_in_place_gap_and_pruning(table, pgeval, conn, database):
     with database.connect(results=False, autocommit=True) as c:
         c.execute(f"CREATE INDEX {TABLE}_hnsw ON {TABLE} USING hnsw (e vector_cosine_ops)")

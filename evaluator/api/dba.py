@@ -147,6 +147,7 @@ class DbaMethods:
         group_queries: int | None = ADVISE_DEFAULTS.group_queries,
         sample_rows: int | None = ADVISE_DEFAULTS.sample_rows,
         confirm_on_table: bool = ADVISE_DEFAULTS.confirm_on_table,
+        max_confirm_s: float | None = ADVISE_DEFAULTS.max_confirm_s,
         role: str | None = ADVISE_DEFAULTS.role,
         low_end: bool = ADVISE_DEFAULTS.low_end,
         plot: str | Path | None = None,
@@ -165,7 +166,8 @@ class DbaMethods:
         queries (default: ``sample_queries`` spread over the groups, at least 30 each).
         ``sample_rows``: designs screened on that many rows (default: sized by advise above
         100,000 rows), the table's own design measured in place, at most one other built in
-        full (``confirm_on_table``: CONCURRENTLY on the table). ``role``: ``ALTER ROLE role IN
+        full (``confirm_on_table``: CONCURRENTLY on the table) when its estimated build is within
+        ``max_confirm_s`` seconds (None: any). ``role``: ``ALTER ROLE role IN
         DATABASE ... SET``. ``low_end``: the upper end of the setting's 95 % interval.
         ``on_design(i, n, design, seconds_left)`` before each design, ``on_designed(i, n,
         design, row)`` after it (``row["measured"]`` 0: stored). Returns an AdviseResult (``as_dict()``: ``--format json``); defaults: ``ADVISE_DEFAULTS``."""
@@ -202,6 +204,7 @@ class DbaMethods:
             group_queries=group_queries,
             sample_rows=sample_rows,
             confirm_on_table=confirm_on_table,
+            max_confirm_s=max_confirm_s,
             role=role,
             low_end=low_end,
         )

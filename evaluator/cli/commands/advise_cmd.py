@@ -155,6 +155,17 @@ TABLE_WIDE_ONLY = ("±95%", "p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps", "
     "row; kept if recommended, else dropped again. [default: a scratch copy]",
 )
 @click.option(
+    "--max-confirm-s",
+    type=click.FloatRange(0, None),
+    default=ADVISE_DEFAULTS.max_confirm_s,
+    show_default=True,
+    metavar="SECONDS",
+    help="advise's own time for the one challenger it builds in full after screening: one whose "
+    "build on your table's rows, estimated from the sample's, is longer is not built, and the "
+    "output says so with the bound that builds it; the recommendation is then the index your "
+    "table has. (With no index in place the best screened design is built regardless.)",
+)
+@click.option(
     "--role",
     default=None,
     metavar="NAME",
@@ -214,6 +225,7 @@ def advise(
     group_queries: int | None,
     sample_rows: int | None,
     confirm_on_table: bool,
+    max_confirm_s: float,
     role: str | None,
     low_end: bool,
     plot: str | None,
@@ -275,6 +287,7 @@ def advise(
         group_queries=group_queries,
         sample_rows=sample_rows,
         confirm_on_table=confirm_on_table,
+        max_confirm_s=max_confirm_s,
         role=role,
         low_end=low_end,
         plot=plot,

@@ -46,6 +46,10 @@ class AdviseConfig:
     sample_rows: int | None = None  # screen on this many rows (None: chosen by advise)
     # the design built in full after screening: built CONCURRENTLY on the table, measured there
     confirm_on_table: bool = False
+    # advise's own time for that build: a challenger whose build on the table's rows is estimated
+    # over it is not built (said, with what builds it); None: no bound. With no index in place
+    # the best screened design is built whatever its estimate (nothing else gives an answer)
+    max_confirm_s: float | None = 600.0
     role: str | None = None  # settings as ALTER ROLE role IN DATABASE ... (else ALTER DATABASE)
     # a design reaches the target only where its recall's 95 % interval lies above it
     low_end: bool = False

@@ -191,6 +191,9 @@ def screened(
         placed=placed,
     )
     full: dict[str, Any] | None = None
+    if chosen is not None and anchor_ok:  # (the anchor is the answer meanwhile)
+        if not _within_budget(cfg, plan[chosen].label, on_sample[chosen], rows, s.rows, result):
+            chosen = None
     if chosen is not None:
         full = _build_in_full(
             database, cfg, plan[chosen], on_sample[chosen], column, measured, held, rows, s.rows
@@ -219,6 +222,46 @@ def screened(
             }
         )
     return out
+
+
+def _within_budget(
+    cfg: AdviseConfig, label: str, row: dict[str, Any], rows: int, sample_rows: int, result: Any
+) -> bool:
+    """Whether the challenger's build on the table's rows, estimated from the sample's, is
+    within ``--max-confirm-s`` (or unknown, or no bound); if not, it is said in ``result``'s
+    ``dropped``, ``full_build`` and ``notes``: it may beat the index the table has, and what
+    builds it."""
+    build_ms = prune.scaled(row, "build_ms", rows / max(sample_rows, 1))
+    bound = cfg.max_confirm_s
+    if bound is None or build_ms is None or build_ms / 1000.0 <= bound:
+        return True
+    estimate = build_ms / 1000.0
+    why = (
+        f"it may beat the index your table has (p95 on {sample_rows:,} rows below the index's "
+        f"beyond their noise), but its build on {rows:,} rows is estimated at {estimate:,.0f} s "
+        f"(the sample's {row['build_ms'] / 1000:,.1f} s at rows^{prune.BUILD_GROWTH:g}), over "
+        f"--max-confirm-s {bound:g}: not built in full"
+    )
+    result.dropped.append({"design": label, "why": why})
+    result.full_build = {
+        "design": label,
+        "built": False,
+        "estimated_build_s": estimate,
+        "max_confirm_s": bound,
+    }
+    result.notes.append(
+        f"{label} was not built in full: to measure it at the table's size, run the same advise "
+        f"with --max-confirm-s {_round_up(estimate * 1.5)} (on a scratch copy of every row; "
+        "--confirm-on-table: CONCURRENTLY on your table); until then the recommendation is among "
+        "the designs measured at the table's size"
+    )
+    return False
+
+
+def _round_up(seconds: float) -> int:
+    """A bound above ``seconds`` a person would type: 1,000 s steps above 1,000 s."""
+    step = 1000 if seconds > 1000 else 100
+    return int(-(-seconds // step) * step)
 
 
 def _build_in_full(
