@@ -245,11 +245,23 @@ def full_builds(db, args, screened) -> None:
         screen = r.get("screened") or {}
         mine = screen.get("setting") if r["measured_on"] == "table" else r["setting"]
         on = f"a sample of {screen.get('rows'):,} rows" if screen else r["measured_where"]
+        pred = r.get("predicted")
+        said = ""
+        if pred is not None and f is not None:
+            value = (f["setting"] or {}).get(pred["setting"])
+            low = pred["low"] if pred["low"] is not None else 0
+            high = pred["high"] if pred["high"] is not None else float("inf")
+            inside = value is not None and f["reached"] and low <= value <= high
+            said = (
+                f"; predicted {pred['value']} ({pred['low']}-{pred['high']}): the full build's "
+                f"{value} is {'inside' if inside else 'OUTSIDE'}"
+            )
         print(
             f"  {r['design']} {r['build']}: screened {mine} on {on}; "
             f"full build {None if f is None else f['setting']} on "
             f"{None if f is None else f['measured_where']}"
             + ("" if r["measured_on"] != "table" else f"; advise measured {r['setting']}")
+            + said
         )
     a = screened.recommendation or {}
     b = full.recommendation or {}

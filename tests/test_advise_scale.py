@@ -135,6 +135,40 @@ def test_a_challenger_whose_build_is_estimated_over_the_bound_is_not_built():
         assert screen._within_budget(free, "x", measured, 10**6, 10**5, result())
 
 
+def test_a_setting_carried_by_the_anchors_gap_is_a_prediction_with_its_interval():
+    from evaluator.dba.advise import predict
+
+    find = "hnsw.ef_search"
+
+    def row(value, low, high, reached=True):
+        return {"setting": {find: value}, "reached": reached,
+                "setting_interval": {"low": low, "high": high}}  # fmt: skip
+
+    # the anchor: 10 on the sample (8-12), 40 on the table (30-50): x4
+    p = predict.carried(row(12, 10, 15), row(10, 8, 12), row(40, 30, 50), find, "hnsw m=16", 1000)
+    assert p is not None and p["value"] == 48 and p["ratio"] == 4
+    assert (p["low"], p["high"]) == (25, 94)  # 10*30/12, 15*50/8 rounded out
+    assert p["from"] == "hnsw m=16's gap: ef_search 10 on 1,000 rows, 40 on the table (x4)"
+    said = predict.text(p)
+    assert said.startswith("predicted on the table: ef_search about 48 (95 % interval 25–94)")
+    assert said.endswith("a prediction, not a measurement")
+    # an end not measured (the table's interval above every value tried): open above
+    open_end = predict.carried(
+        row(12, 10, 15), row(10, 8, 12), row(40, 30, None), find, "hnsw m=16", 1000
+    )
+    assert open_end is not None and open_end["high"] is None
+    assert "above every value measured" in predict.text(open_end)
+    # nothing predicted from a figure that did not reach the target
+    assert (
+        predict.carried(row(12, 10, 15, False), row(10, 8, 12), row(40, 30, 50), find, "a", 1)
+        is None
+    )
+    assert (
+        predict.carried(row(12, 10, 15), row(10, 8, 12), row(40, 30, 50, False), find, "a", 1)
+        is None
+    )
+
+
 def test_anchor_in_place_gap_and_pruning(table, pgeval, conn, database):
     with database.connect(results=False, autocommit=True) as c:
         c.execute(f"CREATE INDEX {TABLE}_hnsw ON {TABLE} USING hnsw (e vector_cosine_ops)")
@@ -155,6 +189,12 @@ def test_anchor_in_place_gap_and_pruning(table, pgeval, conn, database):
             if r["measured_on"] == "sample":
                 assert r["on_table"] == "measure it after building" and r["dropped"]
                 assert r["measured_where"].startswith("scratch copy of 1,000 rows (a sample")
+                # carried only by the anchor's own work setting, and labelled so
+                if r["design"] == "ivfflat" or not (r["reached"] and hnsw["reached"]):
+                    assert r["predicted"] is None
+                else:
+                    assert r["predicted"]["setting"] == "hnsw.ef_search"
+                    assert r["predicted"]["from"].startswith("hnsw m=16's gap: ef_search ")
         code, text, err = pgeval("advise", "--target", TARGET, *ARGS[:-2], "--wide")
         assert code == 0, err
         assert "the index your table has: hnsw m=16, measured in place" in text

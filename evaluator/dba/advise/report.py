@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ...reporting import html, plots
+from . import predict
 
 MB = 1048576.0
 
@@ -107,7 +108,15 @@ def flow_lines(result: dict[str, Any]) -> list[str]:
             "not built in full (their sample figures are not the table's; on the table: "
             "measure it after building):"
         )
-        out.extend(f"  {d['design']}: {d['why']}" for d in dropped)
+        predicted = {
+            f"{r['design']} {_build(r)}": r["predicted"]
+            for r in result["designs"]
+            if r.get("predicted")
+        }
+        for d in dropped:
+            out.append(f"  {d['design']}: {d['why']}")
+            if d["design"] in predicted:
+                out.append(f"    {predict.text(predicted[d['design']])}")
     full = result.get("full_build")
     if full and full.get("build_s") is not None:
         est = full.get("estimated_build_s")

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from . import prune, sample
+from . import predict, prune, sample
 from .plan import AdviseConfig, Design
 
 # tables up to this many rows: every design measured at the table's size (no screening)
@@ -213,12 +213,18 @@ def screened(
             row["gap"] = gap(row, on_sample[i], d.find, s.rows, on, cfg.target_recall)
             out.append({**row, "measured_on": "table"})
             continue
+        predicted = None
+        if anchor is not None and plan[anchor].find == d.find:  # (the same work setting)
+            predicted = predict.carried(
+                on_sample[i], on_sample[anchor], table[anchor], d.find, plan[anchor].label, s.rows
+            )
         out.append(
             {
                 **on_sample[i],
                 "measured_on": "sample",
                 "dropped": why.get(d.label),
                 "on_table": AFTER,
+                "predicted": predicted,
             }
         )
     return out
