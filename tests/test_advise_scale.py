@@ -7,6 +7,7 @@ split (docs/advise.md, "A large table"). The pruning rule itself on rows made by
 
 from __future__ import annotations
 
+import html
 import json
 
 import clustered_kb
@@ -169,7 +170,7 @@ def test_a_setting_carried_by_the_anchors_gap_is_a_prediction_with_its_interval(
     )
 
 
-def test_anchor_in_place_gap_and_pruning(table, pgeval, conn, database):
+def test_anchor_in_place_gap_and_pruning(table, pgeval, conn, database, tmp_path):
     with database.connect(results=False, autocommit=True) as c:
         c.execute(f"CREATE INDEX {TABLE}_hnsw ON {TABLE} USING hnsw (e vector_cosine_ops)")
     try:
@@ -199,6 +200,13 @@ def test_anchor_in_place_gap_and_pruning(table, pgeval, conn, database):
         assert code == 0, err
         assert "the index your table has: hnsw m=16, measured in place" in text
         assert hnsw["gap"] in text and "stored: nothing built or measured" in text
+        # the HTML report says where each figure was measured and what was not built, too
+        page = tmp_path / "advise.html"
+        code, _, err = pgeval("advise", "--target", TARGET, *ARGS, "--report", str(page))
+        assert code == 0, err
+        body = html.unescape(page.read_text(encoding="utf-8"))
+        assert 'id="screening"' in body and "the index your table has: hnsw m=16" in body
+        assert hnsw["gap"] in body
     finally:
         with database.connect(results=False, autocommit=True) as c:
             c.execute(f"DROP INDEX IF EXISTS {TABLE}_hnsw")

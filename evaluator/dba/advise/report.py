@@ -246,6 +246,12 @@ def render(result: dict[str, Any]) -> str:
     )
     if result.get("group_by"):
         parts.append(groups_section(result))
+    if result.get("screened_on") is not None:  # where each figure was measured, what was dropped
+        parts.append(
+            '<h2>Screening</h2><pre id="screening">'
+            + escape("\n".join(flow_lines(result)))
+            + "</pre>"
+        )
     for design, why in (result.get("skipped") or {}).items():
         parts.append(f'<p class="muted">not measured: {escape(design)}: {escape(why)}</p>')
     for w in result.get("warnings") or []:
