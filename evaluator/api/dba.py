@@ -156,21 +156,16 @@ class DbaMethods:
         on_warning: Callable[[str], None] | None = None,
         on_designed: Callable[[int, int, Design, dict], None] | None = None,
     ) -> AdviseResult:
-        """Which index design to have, built how, queried how (`pgeval advise`): per design x
-        build (``designs``: ANN kinds, default the registry's; ``build``: ``["hnsw:m=8,16"]``)
-        the cheapest setting reaching ``target_recall``, then the recommendation within the
-        budgets (``max_p95_ms``, ``max_index_mb``, ``max_build_s``) with its DDL and settings
-        SQL; ``plot`` (PNG) and ``report`` (HTML) when given. ``group_by`` (default: the target's own;
-        ``""``: the whole table): per group (at most ``max_groups``), a design meets the target
-        only where every group does, each measured with ``group_queries`` sampled
-        queries (default: ``sample_queries`` spread over the groups, at least 30 each).
-        ``sample_rows``: designs screened on that many rows (default: sized by advise above
-        100,000 rows), the table's own design measured in place, at most one other built in
-        full (``confirm_on_table``: CONCURRENTLY on the table) when its estimated build is within
-        ``max_confirm_s`` seconds (None: any). ``role``: ``ALTER ROLE role IN
-        DATABASE ... SET``. ``low_end``: the upper end of the setting's 95 % interval.
-        ``on_design(i, n, design, seconds_left)`` before each design, ``on_designed(i, n,
-        design, row)`` after it (``row["measured"]`` 0: stored). Returns an AdviseResult (``as_dict()``: ``--format json``); defaults: ``ADVISE_DEFAULTS``."""
+        """Which index design to have, built how, queried how (`pgeval advise`; docs/advise.md):
+        per design x build (``designs``, ``build``: ``["hnsw:m=8,16"]``) the cheapest setting
+        reaching ``target_recall``, the recommendation within the budgets with its DDL and
+        settings SQL; ``plot`` (PNG), ``report`` (HTML). ``group_by``: per group (``max_groups``,
+        ``group_queries`` each, default ``sample_queries`` spread over them). ``sample_rows``:
+        screened on that many rows, the table's own design in place, at most one other built in
+        full within ``max_confirm_s`` (``confirm_on_table``: on the table). ``role``: ALTER ROLE.
+        ``low_end``: the setting interval's upper end. ``on_design(i, n, design, left)`` before
+        each design, ``on_designed(i, n, design, row)`` after it. Returns an AdviseResult
+        (``as_dict()``: ``--format json``); defaults: ``ADVISE_DEFAULTS``."""
         from ..dba.advise import AdviseConfig, run_advise
         from ..dba.sweep.configure import grid_items
         from ..stages import gucs

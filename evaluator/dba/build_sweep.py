@@ -36,6 +36,7 @@ from psycopg import sql
 from ..core.db import Database
 from ..core.errors import DatabaseError, InputError, first_line, param
 from . import health, spent
+from .copied_rows import copied_rows, group_column
 
 SCRATCH_PREFIX = "pgeval_scratch_"
 SCRATCH_TABLE = "kb"
@@ -126,29 +127,6 @@ SERIAL_BUILDS = ("diskann",)
 
 def _first_line(exc: Any) -> str:
     return first_line(exc)
-
-
-def group_column(target: Any) -> str | None:
-    """The group column a scoped target's copy carries (None: not scoped, or scoped by its id
-    or vector column)."""
-    scope = target.scope
-    if scope is None or scope[0] in (target.id_column, target.vector_column):
-        return None
-    return str(scope[0])
-
-
-def copied_rows(target: Any) -> Any:
-    """The rows a scratch copy of ``target`` holds: its own, every group of a scoped target (one
-    copy and one index for every group, as on the table)."""
-    column = group_column(target)
-    if column is None:
-        return target
-    return replace(
-        target,
-        filters={k: v for k, v in target.filters.items() if k != column},
-        null_true=[c for c in target.null_true if c != column],
-        scope=None,
-    )
 
 
 class Scratch:

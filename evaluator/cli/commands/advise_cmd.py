@@ -236,18 +236,16 @@ def advise(
     setting that reach --target-recall on your table within your budgets, with the DDL and
     settings to apply it.
 
-    Every design x build is one stored sweep (`pgeval sweep --build ... --find ...`): the
-    index is built on a scratch copy of the target's vectors (dropped afterwards, also on
-    Ctrl-C and on error), never on your table, and the cheapest value of its work setting
-    reaching the target recall is found; a build your table has is measured in place. Per design: build time, index size, the
-    maintenance_work_mem it was built with, whether it fits shared_buffers, recall (with
-    its 95 % interval over the queries: ±95%, --wide), latency p50/p95/p99, QPS and rows at
-    that setting. Over 100 queries the interval is about ±0.02: a warning says how many
-    queries narrow it to ±0.01. Running the same command again measures only what is missing. The recommendation is the design meeting the target within the budgets
-    at the lowest p95 (within its noise: the smaller index); when none does, the budget
-    that binds and what the closest design needs. With --group-by, a design meets the
-    target only if every group does; with --sample-rows, designs are screened on a sample
-    and the best confirmed on the whole table.
+    Every design x build is one stored sweep (`pgeval sweep --build ... --find ...`): built
+    on a scratch copy of the target's vectors (dropped afterwards, also on Ctrl-C and on
+    error), never on your table; a build your table has is measured in place. Its cheapest
+    work setting reaching the target recall is found; per design: build time, index size,
+    maintenance_work_mem, whether it fits shared_buffers, recall with its 95 % interval (±95%,
+    --wide: about ±0.02 over 100 queries), p50/p95/p99, QPS and rows. A rerun measures only
+    what is missing. The recommendation is the design meeting the target within the budgets at
+    the lowest p95 (within its noise: the smaller index); when none does, the budget that
+    binds and what the closest design needs. --group-by: every group must meet it. A large
+    table: the index you have in place, the others screened, one built in full at most.
 
     \b
     Examples:

@@ -205,7 +205,7 @@ def rows_seen(session: Session) -> Any:
     between sweeps (advise's) is reused only by a sweep whose snapshot sees the same rows. The
     rows are those the copy holds: every group's for a group's sweep (advise --group-by shares
     one copy and one index between its groups; a group's own rows would tell them apart)."""
-    from ..build_sweep import copied_rows
+    from ..copied_rows import copied_rows
     from .consistency import version_value
 
     cons = session.consistency

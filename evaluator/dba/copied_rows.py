@@ -1,0 +1,31 @@
+"""The rows a scratch copy holds (dba/build_sweep.py): a scoped target (one group of a tenant
+column) is copied whole, every group with the group column, so that one copy and one index serve
+every group's sweep, as the table's one index serves every tenant."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+
+def group_column(target: Any) -> str | None:
+    """The group column a scoped target's copy carries (None: not scoped, or scoped by its id
+    or vector column)."""
+    scope = target.scope
+    if scope is None or scope[0] in (target.id_column, target.vector_column):
+        return None
+    return str(scope[0])
+
+
+def copied_rows(target: Any) -> Any:
+    """The rows a scratch copy of ``target`` holds: its own, every group of a scoped target (one
+    copy and one index for every group, as on the table)."""
+    column = group_column(target)
+    if column is None:
+        return target
+    return replace(
+        target,
+        filters={k: v for k, v in target.filters.items() if k != column},
+        null_true=[c for c in target.null_true if c != column],
+        scope=None,
+    )
