@@ -61,6 +61,7 @@ def test_no_index_in_place_best_screened_built_in_full_held_out(table, pgeval, c
     assert d["anchor"] is None and d["screen"]["held_out"] == 40 and d["screen"]["rows"] == 1000
     full = [r for r in d["designs"] if r["measured_on"] == "table"]
     assert len(full) == 1 and d["confirmed"] == [d["full_build"]["design"]]
+    assert d["full_build"]["built"] is True
     assert (
         full[0]["measured_where"]
         == f"scratch copy of {N - 40:,} rows (every row, 40 sampled query rows held out)"

@@ -285,7 +285,7 @@ def _build_in_full(
     (``--confirm-on-table``) built CONCURRENTLY on the table and measured there."""
     build_ms = prune.scaled(on_sample, "build_ms", rows / max(sample_rows, 1))
     estimate = None if build_ms is None else build_ms / 1000.0
-    record: dict[str, Any] = {"design": design.label, "estimated_build_s": estimate}
+    record: dict[str, Any] = {"design": design.label, "built": True, "estimated_build_s": estimate}
     measured.result.full_build = record
     if cfg.confirm_on_table:
         from . import confirm
