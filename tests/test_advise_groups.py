@@ -205,6 +205,12 @@ def test_group_queries_per_group_and_refused_without_groups(kb, conn, pgeval):
     )
     assert code != 0 and "Traceback" not in err
     assert "--group-queries applies with --group-by" in err
+    code, out, err = pgeval(
+        f"advise --target {TARGET} --sample-queries 20 --designs hnsw --group-by tenant "
+        "--group-queries 0"
+    )
+    assert code != 0 and "Traceback" not in err
+    assert "--group-queries must be >= 1, got 0" in err
 
 
 def test_a_design_no_value_brings_to_the_target_shows_where_its_worst_group_comes_closest(kb, conn):

@@ -168,19 +168,13 @@ class Scratch:
     def _key(self) -> str:
         from ..core.canonical import canonical_json
 
-        src = self._copied()
+        src = copied_rows(self.source)
         return canonical_json(
-            [src.spec(), self.maintenance_work_mem, self.build_timeout_s, self._group_column()]
+            [src.spec(), self.maintenance_work_mem, self.build_timeout_s, group_column(self.source)]
         )
 
-    def _group_column(self) -> str | None:
-        return group_column(self.source)
-
-    def _copied(self) -> Any:
-        return copied_rows(self.source)
-
     def _scoped(self, whole: Any) -> Any:
-        column = self._group_column()
+        column = group_column(self.source)
         scope = self.source.scope
         return whole if column is None or scope is None else whole.scoped(column, scope[1])
 
@@ -247,8 +241,8 @@ class Scratch:
                 f"sweeps: {_first_line(exc)} (the role needs CREATE on the "
                 "database)"
             ) from None
-        src = self._copied()
-        column = self._group_column()
+        src = copied_rows(self.source)
+        column = group_column(self.source)
         where, params = src.where()
         c.use_snapshot(self.snapshot)  # (None: each transaction its own snapshot, as before)
         with c.transaction():

@@ -17,6 +17,7 @@ value against the design built in full."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -46,12 +47,8 @@ def carried(
     if d is None or s is None or a is None or s[0] <= 0:
         return None
     ratio = a[0] / s[0]
-    low = None
-    if None not in (d[1], a[1], s[2]) and s[2]:
-        low = int(d[1] * a[1] / s[2])  # type: ignore[operator]
-    high = None
-    if None not in (d[2], a[2], s[1]) and s[1]:
-        high = -int(-(d[2] * a[2] / s[1]) // 1)  # type: ignore[operator]
+    low = None if d[1] is None or a[1] is None or not s[2] else int(d[1] * a[1] / s[2])
+    high = None if d[2] is None or a[2] is None or not s[1] else math.ceil(d[2] * a[2] / s[1])
     short = find.split(".", 1)[-1]
     return {
         "setting": find,

@@ -43,6 +43,12 @@ def scaled(row: dict[str, Any], key: str, scale: float) -> float | None:
     return float(value)
 
 
+def estimated_build_s(row: dict[str, Any], rows: int, sample_rows: int) -> float | None:
+    """A screened row's build time carried to the table's ``rows`` (seconds; None: not known)."""
+    build_ms = scaled(row, "build_ms", rows / max(sample_rows, 1))
+    return None if build_ms is None else build_ms / 1000.0
+
+
 def over_budgets(row: dict[str, Any], budgets: dict[str, float], scale: float) -> list[str]:
     """The budget options a row is over, its size and build time carried to the table."""
     out = []

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ...reporting import html, plots
+from ..sweep.grid import label_of
 from . import predict
 
 MB = 1048576.0
@@ -108,8 +109,8 @@ def flow_lines(result: dict[str, Any]) -> list[str]:
             "not built in full (their sample figures are not the table's; on the table: "
             "measure it after building):"
         )
-        predicted = {
-            f"{r['design']} {_build(r)}": r["predicted"]
+        predicted = {  # (keyed as Design.label names the dropped ones)
+            f"{r['design']} {label_of(r['build'], {})}": r["predicted"]
             for r in result["designs"]
             if r.get("predicted")
         }

@@ -186,11 +186,6 @@ def _spread(database: Any, cfg: AdviseConfig, column: str) -> tuple[AdviseConfig
     from ...target.groups import plan as group_plan
     from ...target.groups import spread
 
-    if cfg.group_queries is not None and cfg.group_queries < 1:
-        raise InputError(
-            f"{param('group_queries')} must be >= 1, got {cfg.group_queries}",
-            field=param("group_queries"),
-        )
     chosen = group_plan(database, cfg.target, column, cfg.max_groups, cfg.queries, "measure")
     total = int(cfg.queries.count or 1)
     per_group = spread(total, len(chosen.measured), cfg.group_queries)
@@ -335,8 +330,6 @@ def _check(cfg: AdviseConfig) -> None:
             f"{param('sample_rows')} must be >= 1, got {cfg.sample_rows}",
             field=param("sample_rows"),
         )
-    if cfg.max_groups < 1:
-        raise InputError(
-            f"{param('max_groups')} must be >= 1, got {cfg.max_groups}",
-            field=param("max_groups"),
-        )
+    for opt, count in (("max_groups", cfg.max_groups), ("group_queries", cfg.group_queries)):
+        if count is not None and count < 1:
+            raise InputError(f"{param(opt)} must be >= 1, got {count}", field=param(opt))

@@ -237,11 +237,10 @@ def _within_budget(
     within ``--max-confirm-s`` (or unknown, or no bound); if not, it is said in ``result``'s
     ``dropped``, ``full_build`` and ``notes``: it may beat the index the table has, and what
     builds it."""
-    build_ms = prune.scaled(row, "build_ms", rows / max(sample_rows, 1))
+    estimate = prune.estimated_build_s(row, rows, sample_rows)
     bound = cfg.max_confirm_s
-    if bound is None or build_ms is None or build_ms / 1000.0 <= bound:
+    if bound is None or estimate is None or estimate <= bound:
         return True
-    estimate = build_ms / 1000.0
     why = (
         f"it may beat the index your table has (p95 on {sample_rows:,} rows below the index's "
         f"beyond their noise), but its build on {rows:,} rows is estimated at {estimate:,.0f} s "
@@ -283,8 +282,7 @@ def _build_in_full(
 ) -> dict[str, Any]:
     """The chosen challenger at the table's size: built on the held-out copy of every row, or
     (``--confirm-on-table``) built CONCURRENTLY on the table and measured there."""
-    build_ms = prune.scaled(on_sample, "build_ms", rows / max(sample_rows, 1))
-    estimate = None if build_ms is None else build_ms / 1000.0
+    estimate = prune.estimated_build_s(on_sample, rows, sample_rows)
     record: dict[str, Any] = {"design": design.label, "built": True, "estimated_build_s": estimate}
     measured.result.full_build = record
     if cfg.confirm_on_table:
