@@ -20,6 +20,10 @@ pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 KB, N, DEPTH = "ft_kb", 160, 10
+# per query: a stage of ft-slow takes N * SLOW_S = 4.8 s, so after its first flush (at 2 s,
+# store.FLUSH_SECONDS) about 2.8 s remain to catch it mid-stage (at 0.012 s, 0.4 s remained and a
+# loaded CI machine caught the next stage instead)
+SLOW_S = 0.03
 SLOW_VIEW = (
     f"CREATE OR REPLACE VIEW ft_slow AS SELECT k.* FROM {KB} k CROSS JOIN "
     "(SELECT pg_sleep({sleep}) OFFSET 0) s"
@@ -33,7 +37,7 @@ def kb(database):
             "TRUNCATE pgeval.testset, pgeval.target, pgeval.result_list RESTART IDENTITY CASCADE"
         )
         ensure_table(c, KB, 1000, 8, seed=9, hnsw=False)  # ft_hnsw comes and goes below
-        c.execute(SLOW_VIEW.format(sleep=0.012))
+        c.execute(SLOW_VIEW.format(sleep=SLOW_S))
         ensure_testset(c, "ft", KB, N, 8, n_rows=1000, seed=9)
         add_target(c, "ft", KB)
         add_target(c, "ft-slow", "ft_slow")
@@ -176,7 +180,7 @@ def test_target_dropped_mid_run(kb, conn, pgeval):
     ).fetchone() == ("complete",)
     code, out, err = pgeval("run", "resume", "ft-drop")  # still gone: a clear refusal
     assert code == 1 and "ft_slow" in err and err.count("\n") == 1, err
-    conn.execute(SLOW_VIEW.format(sleep=0.012))  # the same target again
+    conn.execute(SLOW_VIEW.format(sleep=SLOW_S))  # the same target again
     rows = _resume(pgeval, "ft-drop")
     assert [r["action"] for r in rows][0] == "kept"
     _complete_like_reference(conn, "ft-drop")
