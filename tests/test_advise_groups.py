@@ -331,3 +331,42 @@ def test_sample_rows_with_groups(kb, conn):
     assert confirmed and d["recommendation"]["sweep"] in {r["sweep"] for r in confirmed}
     assert confirmed[0]["groups"][0]["rows"] in (300, 2700)  # the table's tenants
     assert scratch_schemas(conn) == []
+
+
+def test_sample_rows_with_a_group_btree_rerun_measures_nothing(kb, conn):
+    """The sample copy carries the table's tenant btree, made again on each run (a new oid and
+    filenode): a rerun still finds every screened sweep stored, none said changed or measured
+    again."""
+    pg, _ = kb
+    conn.execute(f"CREATE INDEX advise_tenants_tenant ON {TABLE} (tenant)")
+    conn.commit()
+    try:
+        runs = [
+            pg.advise(
+                TARGET,
+                sample_queries=20,
+                designs=["hnsw", "hnsw-halfvec"],
+                group_by="tenant",
+                target_recall=R,
+                settings=SETTINGS,
+                sample_rows=1500,
+            ).as_dict()
+            for _ in range(2)
+        ]
+    finally:
+        conn.execute("DROP INDEX IF EXISTS advise_tenants_tenant")
+        conn.commit()
+    first, again = runs
+    carried = conn.execute(  # the screened sweeps' copy carries the tenant btree
+        "SELECT DISTINCT i.value ->> 'method' FROM pgeval.sweep s JOIN pgeval.experiment e "
+        "USING (experiment_id), jsonb_each(e.fingerprint -> 'indexes') i "
+        "WHERE s.target = %s",
+        (f"{TARGET}~sample1500",),
+    ).fetchall()
+    assert ("btree",) in carried
+    assert not [w for w in again["warnings"] if "configuration changed" in w], again["warnings"]
+    assert again["stored"] is True
+    assert [r["measured"] for r in again["designs"]] == [0] * len(again["designs"])
+    assert [(r["setting"], r["recall"]) for r in again["designs"]] == [
+        (r["setting"], r["recall"]) for r in first["designs"]
+    ]

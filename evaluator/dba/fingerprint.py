@@ -177,8 +177,11 @@ def _options(reloptions: list[str] | None) -> dict:
     return out
 
 
-def indexes(conn: Any, table_oid: int) -> tuple[dict, dict]:
+def indexes(conn: Any, table_oid: int, remade: bool = False) -> tuple[dict, dict]:
     """(hashed, info): every index on the table keyed by name, and its size/DDL for display.
+    ``remade``: the table is a scratch copy pgeval makes again on each run (advise's sample), the
+    indexes it carries with it: their build identity (oid, filenode) is left out of the hash, as
+    a new one each run would make every stored sweep of the copy look changed.
 
     An index's ``state`` is what changes its answers after its build: its size in pages (rows
     added to the graph) and the table's dead tuples as the server's statistics count them. A
@@ -201,7 +204,7 @@ def indexes(conn: Any, table_oid: int) -> tuple[dict, dict]:
             "predicate": pred,
             "valid": bool(valid),
             "options": {**INDEX_DEFAULTS.get(method, {}), **explicit},
-            "build": {"oid": oid, "filenode": node},
+            **({} if remade else {"build": {"oid": oid, "filenode": node}}),
             "state": {"pages": int(size) // int(block), "dead_tuples": int(dead or 0)},
         }
         info[name] = {"definition": ddl, "bytes": int(size), "explicit_options": explicit}
@@ -331,9 +334,15 @@ def settings_free(kb_conn: Any, target: Any) -> dict:
     if target is not None:
         oid = resolve_table(kb_conn, target)
         out["column_type"] = vector_column(kb_conn, oid, target.vector_column).get("type")
-        out["indexes"] = indexes(kb_conn, oid)
+        out["indexes"] = indexes(kb_conn, oid, remade=_scratch_copy(target))
         out["table_bytes"] = kb_conn.execute("SELECT pg_table_size(%s)", (oid,)).fetchone()[0]
     return out
+
+
+def _scratch_copy(target: Any) -> bool:
+    from .build_sweep import SCRATCH_PREFIX
+
+    return str(getattr(target, "schema", None) or "").startswith(SCRATCH_PREFIX)
 
 
 def capture(
