@@ -307,11 +307,9 @@ def test_rerun_measures_nothing(advised, pgeval):
     ]
 
 
-def test_sample_rows_with_groups(kb, conn):
-    """Screened on 1,500 rows (both tenants in them), confirmed on the table: every row carries
-    its worst group, the confirmed one measured per tenant on the table's target."""
-    pg, _ = kb
-    res = pg.advise(
+def screened(pg) -> dict:
+    """advise --group-by tenant screened on a 1,500-row sample, as JSON prints it."""
+    return pg.advise(
         TARGET,
         sample_queries=20,
         designs=["hnsw", "hnsw-halfvec"],
@@ -319,8 +317,14 @@ def test_sample_rows_with_groups(kb, conn):
         target_recall=R,
         settings=SETTINGS,
         sample_rows=1500,
-    )
-    d = res.as_dict()
+    ).as_dict()
+
+
+def test_sample_rows_with_groups(kb, conn):
+    """Screened on 1,500 rows (both tenants in them), confirmed on the table: every row carries
+    its worst group, the confirmed one measured per tenant on the table's target."""
+    pg, _ = kb
+    d = screened(pg)
     assert d["screened_on"] == 1500 and d["confirmed_on"] == "full"
     sweep_of = dict(conn.execute("SELECT name, target FROM pgeval.sweep").fetchall())
     for r in d["designs"]:
@@ -341,18 +345,7 @@ def test_sample_rows_with_a_group_btree_rerun_measures_nothing(kb, conn):
     conn.execute(f"CREATE INDEX advise_tenants_tenant ON {TABLE} (tenant)")
     conn.commit()
     try:
-        runs = [
-            pg.advise(
-                TARGET,
-                sample_queries=20,
-                designs=["hnsw", "hnsw-halfvec"],
-                group_by="tenant",
-                target_recall=R,
-                settings=SETTINGS,
-                sample_rows=1500,
-            ).as_dict()
-            for _ in range(2)
-        ]
+        runs = [screened(pg) for _ in range(2)]
     finally:
         conn.execute("DROP INDEX IF EXISTS advise_tenants_tenant")
         conn.commit()

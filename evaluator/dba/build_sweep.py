@@ -36,10 +36,8 @@ from psycopg import sql
 from ..core.db import Database
 from ..core.errors import DatabaseError, InputError, first_line, param
 from . import health, spent
-from .copied_rows import copied_rows, group_column
+from .copied_rows import SCRATCH_PREFIX, SCRATCH_TABLE, copied_rows, group_column
 
-SCRATCH_PREFIX = "pgeval_scratch_"
-SCRATCH_TABLE = "kb"
 DEFAULT_BUILD_TIMEOUT_S = 1800
 GRACE_S = 10.0
 

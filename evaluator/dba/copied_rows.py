@@ -1,4 +1,5 @@
-"""The rows a scratch copy holds (dba/build_sweep.py): a scoped target (one group of a tenant
+"""Scratch copies (dba/build_sweep.py, advise's samples): what names one (its schema's prefix),
+and the rows one holds: a scoped target (one group of a tenant
 column) is copied whole, every group with the group column, so that one copy and one index serve
 every group's sweep, as the table's one index serves every tenant."""
 
@@ -6,6 +7,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 from typing import Any
+
+SCRATCH_PREFIX = "pgeval_scratch_"  # every scratch schema's (build_sweep's, advise's copies)
+SCRATCH_TABLE = "kb"
+
+
+def is_scratch_copy(target: Any) -> bool:
+    """Whether ``target`` searches a scratch copy pgeval makes (and makes again on each run)."""
+    return str(getattr(target, "schema", None) or "").startswith(SCRATCH_PREFIX)
 
 
 def group_column(target: Any) -> str | None:

@@ -58,6 +58,7 @@ from ..core.errors import param
 from ..core.masking import mask_value
 from ..stages.registry import build_defaults, index_methods
 from . import data_checksum
+from .copied_rows import is_scratch_copy
 from .target_table import resolve_table, vector_column
 
 FINGERPRINT_VERSION = 3  # 3: the server that answered, and each index's state
@@ -334,15 +335,9 @@ def settings_free(kb_conn: Any, target: Any) -> dict:
     if target is not None:
         oid = resolve_table(kb_conn, target)
         out["column_type"] = vector_column(kb_conn, oid, target.vector_column).get("type")
-        out["indexes"] = indexes(kb_conn, oid, remade=_scratch_copy(target))
+        out["indexes"] = indexes(kb_conn, oid, remade=is_scratch_copy(target))
         out["table_bytes"] = kb_conn.execute("SELECT pg_table_size(%s)", (oid,)).fetchone()[0]
     return out
-
-
-def _scratch_copy(target: Any) -> bool:
-    from .build_sweep import SCRATCH_PREFIX
-
-    return str(getattr(target, "schema", None) or "").startswith(SCRATCH_PREFIX)
 
 
 def capture(
