@@ -1,7 +1,7 @@
 """Scratch copies (dba/build_sweep.py, advise's samples): what names one (its schema's prefix),
-and the rows one holds: a scoped target (one group of a tenant
-column) is copied whole, every group with the group column, so that one copy and one index serve
-every group's sweep, as the table's one index serves every tenant."""
+and the rows one holds: a scoped target (one group of a tenant column) is copied whole, every
+group with the group column, so that one copy and one index serve every group's sweep, as the
+table's one index serves every tenant."""
 
 from __future__ import annotations
 
