@@ -505,6 +505,7 @@ def test_kill_9_and_resume_equals_uninterrupted(server, kb, pgeval):
     import signal
     import subprocess
     import sys
+    import threading
     from pathlib import Path
 
     stages = "weknora-vector,weknora-final"
@@ -523,7 +524,19 @@ def test_kill_9_and_resume_equals_uninterrupted(server, kb, pgeval):
     ]
     code, _, err = pgeval(*args, "--name", "sv-ref")
     assert code == 0, err
-    server.delay_s = 0.15
+    # the client is killed mid-stage, deterministically: once the stage has written progress
+    # (its first flush, store.FLUSH_SECONDS after its start: 0.15 s an answer, so with answers to
+    # come), the server holds its next request until the client is dead. (Racing the stage's
+    # last second by polling could miss it on a loaded machine.)
+    at_hold, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with server.database.connect(autocommit=True) as c:
+            if _progress(c, "sv-kill.weknora-vector.1") > 0:
+                at_hold.set()
+                release.wait(120)
+
+    server.delay_s, server.hold = 0.15, hold
     proc = subprocess.Popen(
         [sys.executable, "-m", "evaluator", *args, "--name", "sv-kill"],
         cwd=Path(__file__).resolve().parent.parent,
@@ -533,13 +546,15 @@ def test_kill_9_and_resume_equals_uninterrupted(server, kb, pgeval):
     )
     try:
         deadline = time.monotonic() + 120
-        while not 0 < _progress(kb, "sv-kill.weknora-vector.1") < N - 5:
+        while not at_hold.wait(0.02):
             assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the run never reached mid-run"
-            time.sleep(0.02)
+        assert 0 < _progress(kb, "sv-kill.weknora-vector.1") < N - 5
         os.kill(proc.pid, signal.SIGKILL)
         proc.communicate(timeout=60)
     finally:
+        server.hold = None
+        release.set()
         if proc.poll() is None:
             proc.kill()
     server.delay_s = 0.0
