@@ -149,3 +149,18 @@ def kill_9_while_waiting(database, conn, lock: str, argv: list[str], query_like:
             "SELECT count(*) = 0 FROM pg_stat_activity WHERE pid = %s", (backend,)
         ).fetchone()[0]
     )
+
+
+def wait_experiment_unlocked(conn, exp_id: int) -> None:
+    """Wait until no session holds experiment ``exp_id``'s advisory lock (its holder's backend
+    releases it when it ends: some time after the client closed or died, not at once)."""
+    from evaluator.run.experiment_scope import LOCK_CLASS, _key
+
+    wait_for(
+        lambda: conn.execute(
+            "SELECT count(*) = 0 FROM pg_locks WHERE locktype = 'advisory' AND granted "
+            "AND classid = %s::oid AND objid = %s::oid AND objsubid = 2 AND database = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database())",
+            (LOCK_CLASS, _key(exp_id)[1]),
+        ).fetchone()[0]
+    )

@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers import wait_experiment_unlocked
 from robust_kb import add_target, ensure_table, ensure_testset
 
 pytestmark = pytest.mark.slow
@@ -190,7 +191,9 @@ def test_resume_waits_for_a_live_pipeline(kb, database, pgeval):
         assert conn.execute(
             "SELECT status FROM pgeval.run WHERE experiment_id = %s", (exp_id,)
         ).fetchone() == ("running",)
-    # the lock went with the session: now it resumes (nothing missing: the run is closed)
+    # the lock went with the session (once its backend has ended: the server ends it after the
+    # client closed, not at once): now it resumes (nothing missing: the run is closed)
+    wait_experiment_unlocked(conn, exp_id)
     code, out, err = pgeval("run", "resume", "cc-live", "--format", "json")
     assert code == 0, err
     assert conn.execute(

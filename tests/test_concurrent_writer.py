@@ -206,10 +206,22 @@ def sweep_while_writing(database, docs, queries, cfg) -> tuple:
     the writer's commits by the sweep's end)."""
     writer = Writer(database, docs, queries)
     writer.start()
+
+    def on_point(point, rep, how):
+        # the sweep's snapshot was taken before its first point: two more commits (the second
+        # begun after the snapshot) are writes it does not see, committed during the sweep,
+        # whatever the machine's load (a fast sweep could otherwise end between two commits)
+        if point.number == 1:
+            seen = writer.commits
+            deadline = time.monotonic() + 60
+            while writer.commits < seen + 2 and writer.error is None:
+                assert time.monotonic() < deadline, "the writer committed nothing"
+                time.sleep(0.005)
+
     try:
         while writer.commits < 20:  # writing before the sweep starts, and all through it
             time.sleep(0.005)
-        res = run_sweep(database, cfg)
+        res = run_sweep(database, cfg, on_point=on_point)
         during = writer.commits
         time.sleep(0.05)
     finally:
@@ -378,10 +390,13 @@ def test_a_lost_snapshot_hands_the_rest_to_detection(database, kb, conn):
     def on_point(point, rep, how):
         if point.number == 1:
             with database.connect(results=False, autocommit=True) as c:
-                c.execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                # the timeout: return once the backend has ended (without it, the signal is
+                # only sent, and the next point may still import the snapshot)
+                ended = c.execute(
+                    "SELECT pg_terminate_backend(pid, 60000) FROM pg_stat_activity "
                     "WHERE query LIKE '%%pg_export_snapshot()%%' AND pid <> pg_backend_pid()"
-                )
+                ).fetchall()
+                assert (True,) in ended, ended
 
     res = run_sweep(database, config("cw-lost"), on_point=on_point)
     cons = res.consistency

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import wait_experiment_unlocked
 from robust_kb import add_target, ensure_table, ensure_testset
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -322,16 +323,22 @@ def test_a_role_that_may_not_end_the_dead_session_waits_a_bounded_time(kb, datab
             "'hs-sleep.second.1'",
             (proc.pid, socket.gethostname()),
         )
+        # in pg_sleep (not merely active: the statements before it are active too, and a
+        # client killed then leaves no statement running)
         _wait_for(
             lambda: (
                 kb.execute(
-                    "SELECT state FROM pg_stat_activity WHERE pid = %s", (backend,)
+                    "SELECT state, wait_event FROM pg_stat_activity WHERE pid = %s", (backend,)
                 ).fetchone()
-                == ("active",)
+                == ("active", "PgSleep")
             )
         )
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(30)
+        # the lock's own session (idle in its transaction) ends once its backend sees the
+        # client gone: some time after the kill, not at once. Until then the lock is held
+        # and acquire() would first wait for that session (another warning)
+        wait_experiment_unlocked(kb, exp_id)
         kb.execute("DROP ROLE IF EXISTS hs_other")
         kb.execute("CREATE ROLE hs_other LOGIN NOSUPERUSER")
         kb.execute(

@@ -230,7 +230,7 @@ def test_pooled_sweep_equals_the_direct_one(primary, bouncer, pgeval):
     assert d["config_hash"] != p["config_hash"]
 
 
-def test_a_pooled_sweep_reads_one_snapshot_while_the_table_changes(bouncer, pgeval):
+def test_a_pooled_sweep_reads_one_snapshot_while_the_table_changes(bouncer, pgeval, monkeypatch):
     """Through the pooler the sweep's snapshot is held too: its holder's transaction keeps its
     server connection, and each measuring transaction imports the snapshot on whichever server
     connection it gets (any backend of the same server may import it). A writer inserting
@@ -259,6 +259,22 @@ def test_a_pooled_sweep_reads_one_snapshot_while_the_table_changes(bouncer, pgev
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
+    # once the sweep has taken its snapshot, two more commits (the second begun after it): rows
+    # the snapshot does not see, committed during the sweep whatever the machine's load (a fast
+    # sweep could otherwise end between two of the writer's commits)
+    from evaluator.dba.sweep.snapshot import SharedSnapshot
+
+    take = SharedSnapshot.take
+
+    def take_then_wait(database):
+        snap = take(database)
+        seen, deadline = len(commits), time.monotonic() + 60
+        while len(commits) < seen + 2 and writer.is_alive():
+            assert time.monotonic() < deadline, "the writer committed nothing"
+            time.sleep(0.005)
+        return snap
+
+    monkeypatch.setattr(SharedSnapshot, "take", staticmethod(take_then_wait))
     try:
         while len(commits) < 40 and writer.is_alive():
             time.sleep(0.005)

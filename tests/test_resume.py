@@ -4,7 +4,10 @@ no query twice, none left out. All against the real embedded server, with a real
 pipeline` subprocess.
 
 The target is a view over the knowledge base that sleeps once per statement (a slow knowledge
-base), so that the interruption lands mid-run; the uninterrupted reference runs on the table."""
+base) and passes a gate (:func:`_gated`): once the run being interrupted has written progress,
+its next statement waits on an advisory lock the test holds, so the interruption lands
+mid-run whatever the machine's load (racing the stage's end, as a wait of a few hundred
+milliseconds did, lost on a loaded machine); the uninterrupted reference runs on the table."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,6 +30,27 @@ pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 KB, SLOW, N_QUERIES, DEPTH = "rs_kb", "rs_slow", 240, 10
 STAGES = "exact,second=exact"
+GATE_LOCK = 1885824399  # the gate's advisory lock (pgeval's own use 1885824373..1885824377)
+GATE_APP = "rs-gate:"  # application_name (PGAPPNAME) of a gated pipeline: this, then its run
+# rs_gate_pass(): a statement of the slow view passes at once, unless its session is a gated
+# pipeline's (application_name "rs-gate:<run>", set for the subprocess by _start_slow) whose run
+# has written progress: then it waits for the gate's advisory lock (shared), which the test
+# holds (exclusive) while it interrupts. Read committed: each call sees the latest progress.
+GATE_FUNCTION = f"""
+CREATE OR REPLACE FUNCTION rs_gate_pass() RETURNS int LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog AS $$
+DECLARE
+    app text := current_setting('application_name');
+BEGIN
+    IF starts_with(app, '{GATE_APP}') AND EXISTS (
+        SELECT 1 FROM pgeval.run r JOIN pgeval.run_progress p USING (run_id)
+         WHERE r.name = substr(app, {len(GATE_APP) + 1})) THEN
+        PERFORM pg_advisory_xact_lock_shared({GATE_LOCK});
+    END IF;
+    PERFORM pg_sleep(0.012);
+    RETURN 1;
+END
+$$"""
 
 
 @pytest.fixture(scope="module")
@@ -35,10 +60,12 @@ def kb(database):
             "TRUNCATE pgeval.testset, pgeval.target, pgeval.result_list RESTART IDENTITY CASCADE"
         )
         ensure_table(c, KB, 1000, 8, hnsw=False, seed=5)
-        # one pg_sleep per statement (a one-row subquery joined once), not per row
+        c.execute(GATE_FUNCTION)
+        # one pass of the gate (and its pg_sleep) per statement (a one-row subquery joined
+        # once), not per row
         c.execute(
             f"CREATE OR REPLACE VIEW {SLOW} AS SELECT k.* FROM {KB} k CROSS JOIN "
-            "(SELECT pg_sleep(0.012) OFFSET 0) s"
+            "(SELECT rs_gate_pass() OFFSET 0) s"
         )
         ensure_testset(c, "rs", KB, N_QUERIES, 8, n_rows=1000, seed=5)
         add_target(c, "rs-fast", KB)
@@ -73,10 +100,15 @@ def _interruptible() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _pgeval_sub(*args, wait=False):
+def _pgeval_sub(*args, wait=False, gate: str | None = None):
+    """``gate``: the run whose statements wait at the gate (:func:`_gated`) once it has
+    written progress (the subprocess's sessions are named after it: PGAPPNAME)."""
     cmd = [sys.executable, "-m", "evaluator", *args]
     if wait:
         return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    env = dict(os.environ)
+    if gate is not None:
+        env["PGAPPNAME"] = GATE_APP + gate
     return subprocess.Popen(
         cmd,
         cwd=ROOT,
@@ -84,6 +116,7 @@ def _pgeval_sub(*args, wait=False):
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=_interruptible,
+        env=env,
     )
 
 
@@ -103,6 +136,7 @@ def _start_slow(name: str):
         str(DEPTH),
         "--name",
         name,
+        gate=f"{name}.exact.1",
     )
 
 
@@ -116,17 +150,40 @@ def _progress(database, run: str) -> int:
     return 0 if row is None else row[0]
 
 
+@contextmanager
+def _gated(database):
+    """The gate closed: once a gated pipeline's run has written progress, its next statement
+    on the slow view waits (on the gate's advisory lock, held here) until the block ends."""
+    holder = database.connect(autocommit=True)
+    try:
+        holder.execute("SELECT pg_advisory_lock(%s)", (GATE_LOCK,))
+        yield
+    finally:
+        holder.close()  # (a restarted server already ended its session, and the lock)
+
+
 def _wait_mid_run(database, proc, run: str) -> int:
-    """Wait until ``run`` has written some but not all of its queries."""
+    """Wait until ``run`` has written some but not all of its queries and its stage waits at
+    the gate (:func:`_gated`): it stays mid-run until the gate opens."""
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         n = _progress(database, run)
-        if 0 < n < N_QUERIES:
+        if 0 < n and _at_the_gate(database):
+            assert n < N_QUERIES, "the run finished before it could be interrupted"
             return n
         assert proc.poll() is None, proc.communicate()
-        assert n < N_QUERIES, "the run finished before it could be interrupted"
         time.sleep(0.05)
     raise AssertionError("the run never reached mid-run")
+
+
+def _at_the_gate(database) -> bool:
+    with database.connect(autocommit=True) as c:
+        return c.execute(
+            "SELECT count(*) > 0 FROM pg_locks WHERE locktype = 'advisory' AND NOT granted "
+            "AND objid = %s AND objsubid = 1 AND database = (SELECT oid FROM pg_database "
+            "WHERE datname = current_database())",
+            (GATE_LOCK,),
+        ).fetchone()[0]
 
 
 def _lists(conn, run: str) -> list[tuple]:
@@ -183,8 +240,9 @@ def _interrupt_mid_run(database, name: str, interrupt) -> tuple[int, str, int]:
     many queries the exact stage had written when it was interrupted."""
     proc = _start_slow(name)
     try:
-        done = _wait_mid_run(database, proc, f"{name}.exact.1")
-        interrupt(proc)
+        with _gated(database):
+            done = _wait_mid_run(database, proc, f"{name}.exact.1")
+            interrupt(proc)
         _, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
@@ -251,7 +309,9 @@ def test_resume_after_server_restart(kb, pgeval):
 def test_resume_after_ctrl_c(kb, pgeval):
     code, err, _ = _interrupt_mid_run(kb, "rs-sigint", lambda proc: proc.send_signal(signal.SIGINT))
     assert code == 130, err
-    assert "pgeval: interrupted" in err and "pgeval run resume rs-sigint" in err
+    # (the warning is wrapped when the child inherits $COLUMNS: readline, once imported in the
+    # test process, sets COLUMNS=80 in its C environment, which os.environ does not show)
+    assert "pgeval: interrupted" in err and "pgeval run resume rs-sigint" in " ".join(err.split())
     assert "Traceback" not in err
     with kb.connect(autocommit=True) as c:
         assert c.execute(

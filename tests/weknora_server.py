@@ -16,6 +16,7 @@ The query is found by its text in ``pgeval.query``. ``faults`` maps a query id t
 ``timeout`` (answers after ``slow_s``), ``500``, ``429`` (always), ``429-once`` (429 with
 ``Retry-After: 1`` the first time), ``malformed`` (not JSON), ``nodata`` (no ``data``).
 ``answers`` records what was sent: (node, query_id) -> [(id, score)]; ``seen`` every request.
+``hold``, when set, is called before each answer is made (a test pauses the client there).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
@@ -43,6 +45,7 @@ class WeKnora:
         self.seen: list[dict] = []
         self.delay_s = 0.0  # added to every answer (kill-and-resume tests)
         self.slow_s = 2.0  # the 'timeout' fault's delay
+        self.hold: Callable[[], None] | None = None  # called before each answer (may block)
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.server.daemon_threads = True
@@ -181,6 +184,8 @@ class WeKnora:
                     return self._send(200, b'{"data": [{"id": "c1", "score": 0.5}')
                 elif fault == "nodata":
                     return self._send(200, {"success": True})
+                if app.hold is not None:
+                    app.hold()
                 if app.delay_s:
                     time.sleep(app.delay_s)
                 if generic:
