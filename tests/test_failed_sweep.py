@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from helpers import wait_for
 
 TABLE, TARGET, DIM, N = "fail_kb", "fail-kb", 16, 400
 SWEEP = (
@@ -153,6 +155,11 @@ class _StopAtThird:
         pass
 
 
+def _state(pid: int) -> str:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0]
+
+
 def test_run_list_says_failed_and_interrupted(kb, conn, database, pgeval):
     from evaluator.run.pipeline import PipelineConfig, run_pipeline
     from evaluator.testset.query_source import QuerySource
@@ -180,6 +187,15 @@ def test_run_list_says_failed_and_interrupted(kb, conn, database, pgeval):
     dead.wait()
     conn.execute("UPDATE pgeval.run SET status = 'running', pid = %s", (dead.pid,))
     assert [r["status"] for r in run_list(pgeval)] == ["interrupted"]
+    # killed and not yet reaped by its parent (a zombie): gone too, as `run resume` judges it
+    zombie = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        zombie.send_signal(signal.SIGKILL)
+        wait_for(lambda: _state(zombie.pid) == "Z")
+        conn.execute("UPDATE pgeval.run SET pid = %s", (zombie.pid,))
+        assert [r["status"] for r in run_list(pgeval)] == ["interrupted"]
+    finally:
+        zombie.wait()
     conn.execute("UPDATE pgeval.run SET pid = %s", (os.getpid(),))
     assert [r["status"] for r in run_list(pgeval)] == ["running"]
     conn.execute("UPDATE pgeval.run SET status = 'failed'")

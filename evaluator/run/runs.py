@@ -33,6 +33,7 @@ from ..measure.run_lookup import no_such_run
 from ..testset.catalog import resolve_testset
 from ..testset.source import Source
 from . import ranked_lists
+from .experiment_scope import client_gone
 from .trec_lines import line_id as _id
 from .trec_lines import trec_segments
 
@@ -361,26 +362,10 @@ def list_runs(conn: Any, testset: str | None = None, experiment: str | None = No
     for found in cur.fetchall():
         row = dict(zip(names, found))
         pid, host = row.pop("pid"), row.pop("host")
-        if row["status"] == "running" and writer_gone(pid, host):
+        if row["status"] == "running" and client_gone(pid, host):
             row["status"] = "interrupted"
         rows.append(row)
     return rows
-
-
-def writer_gone(pid: int | None, host: str | None) -> bool:
-    """Whether the process that wrote a run is known to be gone: it ran on this host and no
-    process has its pid (one of another host cannot be asked)."""
-    import socket
-
-    if pid is None or host != socket.gethostname():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # (alive, another user's: not ours to signal)
-        return False
-    return False
 
 
 def delete_run(conn: Any, name: str) -> tuple[str, bool] | None:
@@ -428,8 +413,6 @@ def export_to(
     """Export run ``name`` as one snapshot saw it (whatever happens meanwhile): to the file
     ``out``, atomically (written to ``out.part``, renamed when complete: nothing half-written),
     else to the text ``stream``. Returns the lines written."""
-    import os
-
     from ..core.db import snapshot
 
     with snapshot(database) as conn:
