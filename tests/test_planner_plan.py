@@ -225,6 +225,10 @@ def test_a_scratch_copy_is_served_per_tenant_as_the_table(database, kb, target):
         scratch.build("hnsw", {}, "m=16", "hnsw")
         copy = f'"{scratch.schema}"."{scratch.target.table}"'
         with database.connect(results=False) as c:
+            # no autovacuum on the copy: a vacuum mid-measurement would cheapen the btree's path
+            assert c.execute(
+                "SELECT reloptions FROM pg_class WHERE oid = %s::regclass", (copy,)
+            ).fetchone()[0] == ["autovacuum_enabled=off"]
             for ef in (10, 80):
                 on_table = {g: _served(c, TABLE, g, q, ef) for g in SHARES}
                 on_copy = {g: _served(c, copy, g, q, ef) for g in SHARES}
@@ -322,3 +326,26 @@ def test_a_limit_planned_otherwise_than_the_applications_is_said(pgeval, databas
     # at a setting far from every switching point, nothing is said
     far = run_json(pgeval, BASE.format(t=target).replace("10,80", "400"))
     assert all(g["served_at_limit"] is None for g in far["groups"])
+
+
+def test_every_scratch_table_has_no_autovacuum(database, kb, target):
+    """advise's sample copy and sweep --held-out's two copies (as the build's, above): made
+    once, never written, measured with the plans their fresh statistics give (no vacuum between
+    two sweeps)."""
+    from evaluator.dba.advise import sample
+    from evaluator.dba.sweep import held_out
+    from evaluator.target import targets
+
+    def options(name: str):
+        with database.connect() as c:
+            t = targets.load(c, name)
+            return c.execute(
+                "SELECT reloptions FROM pg_class WHERE oid = %s::regclass",
+                (f'"{t.schema}"."{t.table}"',),
+            ).fetchone()[0]
+
+    off = ["autovacuum_enabled=off"]
+    with sample.copy(database, target, 1000, "tenant") as s:
+        assert options(s.target) == off
+    with held_out.copies(database, target, ["c1", "c2"], 500) as h:
+        assert options(h.graph) == off and options(h.held) == off

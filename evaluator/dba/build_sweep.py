@@ -36,7 +36,7 @@ from psycopg import sql
 from ..core.db import Database
 from ..core.errors import DatabaseError, InputError, first_line, param
 from . import health, spent
-from .copied_rows import SCRATCH_PREFIX, SCRATCH_TABLE, copied_rows, group_column
+from .copied_rows import SCRATCH_PREFIX, SCRATCH_TABLE, STEADY, copied_rows, group_column
 
 DEFAULT_BUILD_TIMEOUT_S = 1800
 GRACE_S = 10.0
@@ -246,9 +246,10 @@ class Scratch:
         with c.transaction():
             c.execute(
                 sql.SQL(
-                    "CREATE TABLE {dst} AS SELECT {id} AS {id}, {vec} AS {vcol}{group} FROM {src}{where}"
+                    "CREATE TABLE {dst}{steady} AS SELECT {id} AS {id}, {vec} AS {vcol}{group} FROM {src}{where}"
                 ).format(
                     dst=sql.Identifier(self.schema, SCRATCH_TABLE),
+                    steady=sql.SQL(STEADY),
                     id=sql.Identifier(src.id_column),
                     vec=src.vector_expr(),
                     vcol=sql.Identifier(src.vector_column),

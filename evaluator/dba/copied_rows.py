@@ -10,6 +10,10 @@ from typing import Any
 
 SCRATCH_PREFIX = "pgeval_scratch_"  # every scratch schema's (build_sweep's, advise's copies)
 SCRATCH_TABLE = "kb"
+# a scratch table's storage: no autovacuum (nothing writes it after it is made; a vacuum of the
+# fresh copy mid-measurement sets its visibility map, cheapening a btree's path, and a tenant at
+# the planner's switching point would change path between two of its sweeps)
+STEADY = " WITH (autovacuum_enabled = off)"
 
 
 def is_scratch_copy(target: Any) -> bool:

@@ -26,6 +26,7 @@ from ...core.canonical import sha256_hex
 from ...core.errors import InputError, param
 from ...core.ids import as_text
 from .. import build_sweep
+from ..copied_rows import STEADY
 
 
 @dataclass(frozen=True)
@@ -142,10 +143,11 @@ def _create(
         )
     c.execute(
         sql.SQL(
-            "CREATE TABLE {dst} AS SELECT {id} AS {id}, {vec} AS {vcol}{extra} FROM {src}{where}"
+            "CREATE TABLE {dst}{steady} AS SELECT {id} AS {id}, {vec} AS {vcol}{extra} FROM {src}{where}"
             "{order}"
         ).format(
             dst=sql.Identifier(schema, build_sweep.SCRATCH_TABLE),
+            steady=sql.SQL(STEADY),
             id=sql.Identifier(source.id_column),
             vec=source.vector_expr(),
             vcol=sql.Identifier(source.vector_column),

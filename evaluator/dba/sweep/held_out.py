@@ -22,6 +22,7 @@ from psycopg import sql
 
 from ...core.canonical import sha256_hex
 from .. import build_sweep
+from ..copied_rows import STEADY
 from .config import SweepConfig
 from .result import SweepResult
 
@@ -196,10 +197,11 @@ def _create(c: Any, source: Any, schema: str, ids: list[str], rows: int) -> int:
     others = max(0, rows - len(ids))
     c.execute(
         sql.SQL(
-            "CREATE TABLE {held} AS SELECT {id} AS {id}, {vec} AS {vcol} FROM {src}{where}"
+            "CREATE TABLE {held}{steady} AS SELECT {id} AS {id}, {vec} AS {vcol} FROM {src}{where}"
             "{conj} NOT ({picked}) ORDER BY md5({id}::text), {id}::text LIMIT {n}"
         ).format(
             held=sql.Identifier(schema, "held"),
+            steady=sql.SQL(STEADY),
             id=ident,
             vec=source.vector_expr(),
             vcol=sql.Identifier(source.vector_column),
@@ -213,10 +215,11 @@ def _create(c: Any, source: Any, schema: str, ids: list[str], rows: int) -> int:
     )
     c.execute(
         sql.SQL(
-            "CREATE TABLE {graph} AS SELECT * FROM {held} UNION ALL "
+            "CREATE TABLE {graph}{steady} AS SELECT * FROM {held} UNION ALL "
             "SELECT {id} AS {id}, {vec} AS {vcol} FROM {src}{where}{conj} {picked}"
         ).format(
             graph=sql.Identifier(schema, "graph"),
+            steady=sql.SQL(STEADY),
             held=sql.Identifier(schema, "held"),
             id=ident,
             vec=source.vector_expr(),
