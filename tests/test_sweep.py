@@ -74,10 +74,18 @@ def test_recall_rises_with_ef_search(database, cran, conn):
     ok = [p for p in pts if p["index_recall"] >= 0.95 - 1e-12]  # (the rule's tolerance)
     rec = res.recommendation
     least = min(ok, key=lambda p: int(p["settings"]["hnsw.ef_search"]))
-    assert rec["point"] == least["point"]
-    assert rec["why"].startswith(
-        f"least work: hnsw.ef_search={least['settings']['hnsw.ef_search']}"
-    )
+    if rec["point"] == least["point"]:
+        assert rec["why"].startswith(
+            f"least work: hnsw.ef_search={least['settings']['hnsw.ef_search']}"
+        )
+    else:  # (a loaded machine: the least work's round slower than a larger value's, beyond
+        # noise; the rule then names the point that beats it on both axes, as pgeval.sql says)
+        chosen = next(p for p in pts if p["point"] == rec["point"])
+        assert rec["why"].startswith(
+            f"{least['label']} reaches recall 0.95 with less work but is beaten beyond noise "
+            f"on both axes by {chosen['label']}"
+        ), rec["why"]
+        assert chosen["index_recall"] >= least["index_recall"] - 1e-12
     # one experiment: exact once per repetition, then the points; all complete
     names = runs_of(conn, res.experiment_id)
     assert len(names) == 10 and all(s == "complete" for _, s in names)
