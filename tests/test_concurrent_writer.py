@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 import pytest
+from helpers import wait_for
 
 from evaluator.dba.sweep import SweepConfig, run_sweep
 from evaluator.testset.query_source import QuerySource
@@ -213,10 +214,7 @@ def sweep_while_writing(database, docs, queries, cfg) -> tuple:
         # whatever the machine's load (a fast sweep could otherwise end between two commits)
         if point.number == 1:
             seen = writer.commits
-            deadline = time.monotonic() + 60
-            while writer.commits < seen + 2 and writer.error is None:
-                assert time.monotonic() < deadline, "the writer committed nothing"
-                time.sleep(0.005)
+            wait_for(lambda: writer.commits >= seen + 2 or writer.error is not None, pause=0.005)
 
     try:
         while writer.commits < 20:  # writing before the sweep starts, and all through it

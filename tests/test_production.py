@@ -21,6 +21,7 @@ import json
 import pg_real
 import psycopg
 import pytest
+from helpers import wait_for
 
 MAJOR = 15
 POOL = 8  # server connections per database and user
@@ -268,10 +269,8 @@ def test_a_pooled_sweep_reads_one_snapshot_while_the_table_changes(bouncer, pgev
 
     def take_then_wait(database):
         snap = take(database)
-        seen, deadline = len(commits), time.monotonic() + 60
-        while len(commits) < seen + 2 and writer.is_alive():
-            assert time.monotonic() < deadline, "the writer committed nothing"
-            time.sleep(0.005)
+        seen = len(commits)
+        wait_for(lambda: len(commits) >= seen + 2 or not writer.is_alive(), pause=0.005)
         return snap
 
     monkeypatch.setattr(SharedSnapshot, "take", staticmethod(take_then_wait))

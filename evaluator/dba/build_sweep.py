@@ -246,7 +246,8 @@ class Scratch:
         with c.transaction():
             c.execute(
                 sql.SQL(
-                    "CREATE TABLE {dst}{steady} AS SELECT {id} AS {id}, {vec} AS {vcol}{group} FROM {src}{where}"
+                    "CREATE TABLE {dst}{steady} AS "
+                    "SELECT {id} AS {id}, {vec} AS {vcol}{group} FROM {src}{where}"
                 ).format(
                     dst=sql.Identifier(self.schema, SCRATCH_TABLE),
                     steady=sql.SQL(STEADY),

@@ -143,8 +143,8 @@ def _create(
         )
     c.execute(
         sql.SQL(
-            "CREATE TABLE {dst}{steady} AS SELECT {id} AS {id}, {vec} AS {vcol}{extra} FROM {src}{where}"
-            "{order}"
+            "CREATE TABLE {dst}{steady} AS "
+            "SELECT {id} AS {id}, {vec} AS {vcol}{extra} FROM {src}{where}{order}"
         ).format(
             dst=sql.Identifier(schema, build_sweep.SCRATCH_TABLE),
             steady=sql.SQL(STEADY),
