@@ -69,8 +69,8 @@ def vtext(v) -> str:
 
 def setup(args):
     """Return (Database, cleanup, description)."""
-    from evaluator.target.catalog import validate
-    from evaluator.target.targets import Target, save
+    from evaluator.targets.catalog import validate
+    from evaluator.targets.targets import Target, save
 
     db, _, stop = _server.start(args.dsn, "pgeval-bench-")
     docs, qs, source = vectors(args.docs, args.queries, getattr(args, "vectors", "auto"))

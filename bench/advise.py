@@ -65,7 +65,7 @@ def arguments():
 
 def table(db, rows: int, dim: int, nq: int, folder: Path) -> tuple[np.ndarray, Path]:
     from evaluator.core.vector_literal import vector_literal
-    from evaluator.target.targets import Target, save
+    from evaluator.targets.targets import Target, save
 
     rng = np.random.default_rng(11)
     centers = rng.normal(size=(64, dim))

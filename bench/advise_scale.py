@@ -94,7 +94,7 @@ def table(db, name: str, target: str, rows: int, dim: int, tenants: bool = False
     already. Returns the seconds spent making it (0: kept)."""
     from evaluator.core.vector_literal import vector_literal
     from evaluator.dba.build_sweep import sized_memory
-    from evaluator.target.targets import Target, save
+    from evaluator.targets.targets import Target, save
 
     with db.connect(results=False, autocommit=True) as c:
         c.execute("CREATE EXTENSION IF NOT EXISTS vectorscale CASCADE")

@@ -65,7 +65,7 @@ def main() -> None:
     import _server
 
     from evaluator.dba import change_log
-    from evaluator.target.targets import Target
+    from evaluator.targets.targets import Target
 
     args = arguments()
     db, _, stop = _server.start(args.dsn, "pgeval-bench-log-")

@@ -37,7 +37,7 @@ def main() -> None:
 
     from evaluator.dba import change_log
     from evaluator.dba import data_checksum as dc
-    from evaluator.target.targets import Target
+    from evaluator.targets.targets import Target
 
     args = arguments()
     db, _, stop = _server.start(args.dsn, "pgeval-bench-version-")

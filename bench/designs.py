@@ -50,7 +50,7 @@ def arguments():
 
 def table(db, docs: int, dim: int) -> None:
     from evaluator.core.vector_literal import vector_literal
-    from evaluator.target.targets import Target, save
+    from evaluator.targets.targets import Target, save
 
     rng = np.random.default_rng(11)
     centers = rng.normal(size=(64, dim))

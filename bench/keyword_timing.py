@@ -64,8 +64,8 @@ def corpus(generated: bool = False) -> tuple[list[tuple[str, str]], list[tuple[s
 
 
 def load(db, docs, queries) -> None:
-    from evaluator.target.catalog import validate
-    from evaluator.target.targets import Target, save
+    from evaluator.targets.catalog import validate
+    from evaluator.targets.targets import Target, save
 
     with db.connect(autocommit=True) as c:
         c.execute("DROP TABLE IF EXISTS bench_kw")

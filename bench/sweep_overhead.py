@@ -49,7 +49,7 @@ def bare(db, vectors, depth: int, repeat: int) -> float:
     """Sum of execute+fetch times of the sweep's statements (exact, then each ef_search)."""
     from evaluator.core.vector_types import register_vector
     from evaluator.stages import gucs, vector_sql
-    from evaluator.target.targets import load
+    from evaluator.targets.targets import load
 
     with db.connect() as res:
         target = load(res, "bench")

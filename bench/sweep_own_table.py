@@ -77,8 +77,8 @@ def server(args):
 
 def table(db, docs: int, dim: int) -> tuple[str, float]:
     """The table (built when missing) and the seconds its build took now (0: cached)."""
-    from evaluator.target.catalog import validate
-    from evaluator.target.targets import Target, save
+    from evaluator.targets.catalog import validate
+    from evaluator.targets.targets import Target, save
 
     name = f"own_bench_{docs}_{dim}"
     t0 = time.perf_counter()
@@ -154,7 +154,7 @@ def main() -> None:
         from evaluator.dba.sweep import SweepConfig, run_sweep
         from evaluator.providers.embedders import storage
         from evaluator.stages import ground_truth
-        from evaluator.target.targets import load
+        from evaluator.targets.targets import load
         from evaluator.testset.query_source import QuerySource, materialize
 
         name, built = table(db, args.docs, args.dim)

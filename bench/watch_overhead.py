@@ -195,7 +195,7 @@ def lists(db, k: int) -> dict:
 def track(db, on: bool) -> None:
     """The bench table's change log as asked (the table is cached between runs)."""
     from evaluator.dba import change_log
-    from evaluator.target.targets import load
+    from evaluator.targets.targets import load
 
     with db.connect() as c:
         target = load(c, TARGET)
@@ -230,7 +230,7 @@ def main() -> None:
         first = run_probe(db, cfg)  # the ground truth of this sample, stored when missing
         run_probe(db, cfg)  # (with the change log: its count's entry filled)
         with db.connect() as c:
-            from evaluator.target.targets import load
+            from evaluator.targets.targets import load
 
             target = load(c, TARGET)
             tid = c.execute(

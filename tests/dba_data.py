@@ -86,8 +86,8 @@ def ensure_index(
 
 
 def ensure_target(conn, name: str, table: str, *, text_column: str | None = "body"):
-    from evaluator.target.catalog import validate
-    from evaluator.target.targets import Target, save
+    from evaluator.targets.catalog import validate
+    from evaluator.targets.targets import Target, save
 
     t = Target(
         name=name,

@@ -131,7 +131,7 @@ def build_text_kb(conn) -> list[tuple[str, str]]:
 
 
 def text_target(name: str = "docs", table: str = TEXT_TABLE, **kw):
-    from evaluator.target.targets import Target
+    from evaluator.targets.targets import Target
 
     kw.setdefault("text_column", "body")
     return Target(name=name, table=table, id_column="doc_id", vector_column="emb", **kw)

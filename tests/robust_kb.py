@@ -103,8 +103,8 @@ def add_target(
     vec_col: str = "embedding",
     text_col: str | None = "body",
 ):
-    from evaluator.target.catalog import validate
-    from evaluator.target.targets import Target, save
+    from evaluator.targets.catalog import validate
+    from evaluator.targets.targets import Target, save
 
     t = Target(
         name=name,

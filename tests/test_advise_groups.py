@@ -175,7 +175,7 @@ def test_one_build_per_design_and_the_sample_spread_over_the_groups(advised, con
 
 
 def test_spread_of_the_sample_over_the_groups():
-    from evaluator.target.groups import MIN_GROUP_QUERIES, spread
+    from evaluator.targets.groups import MIN_GROUP_QUERIES, spread
 
     assert MIN_GROUP_QUERIES == 30
     assert spread(300, 10) == 30  # the 10 tenants: 300 queries in all

@@ -16,7 +16,7 @@ import pytest
 from evaluator.api import Pgeval
 from evaluator.dba.advise import inplace
 from evaluator.dba.advise.plan import Design
-from evaluator.target import targets
+from evaluator.targets import targets
 
 DIM, N, NQ = 32, 3000, 40
 SMALL = ["enable_seqscan=off"]  # a 3,000-row table: the planner would rather scan it

@@ -26,7 +26,7 @@ def kb(database):
     )
     with database.connect(results=False, autocommit=True) as c:
         c.execute(f"DROP INDEX {TABLE}_tenant")  # the small tenant goes through HNSW
-    from evaluator.target.add import add_target
+    from evaluator.targets.add import add_target
 
     add_target(database, TARGET, table=TABLE, id_column="id", vector_column="e", replace=True)
     yield out

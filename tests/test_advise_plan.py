@@ -70,7 +70,7 @@ def test_advise_defaults_are_one_definition():
 
     from evaluator.api.dba import DbaMethods
     from evaluator.cli.commands.advise_cmd import advise
-    from evaluator.target.groups import DEFAULT_MAX_GROUPS
+    from evaluator.targets.groups import DEFAULT_MAX_GROUPS
 
     options = {p.name: p.default for p in advise.params if isinstance(p, click.Option)}
     assert options["target_recall"] == ADVISE_DEFAULTS.target_recall

@@ -157,8 +157,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluator.core",),  # connections, install, canonical JSON, progress display, ...
     ("evaluator.testset",),  # test sets in; the Query a stage ranks for
     ("evaluator.providers",),  # embedders, rerankers, segmenters
-    ("evaluator.stages.registry",),  # each stage kind described once (target/ reads it)
-    ("evaluator.target",),  # the user's table
+    ("evaluator.stages.registry",),  # each stage kind described once (targets/ reads it)
+    ("evaluator.targets",),  # the user's table
     ("evaluator.stages",),  # ranking, run storage
     ("evaluator.measure",),  # numbers read from SQL
     ("evaluator.dba",),  # health, warm-up, fingerprint, data checksum, config diff
@@ -216,7 +216,7 @@ def test_layer_check_can_fail():
     graph = {
         "evaluator.stages.store": {"evaluator.run.resume", "evaluator.core.db"},
         "evaluator.core.x": {"evaluator.cli.output"},
-        "evaluator.target.catalog": {"evaluator.stages.registry"},
+        "evaluator.targets.catalog": {"evaluator.stages.registry"},
     }
     assert upward_imports(graph) == [
         "evaluator.core.x -> evaluator.cli.output",
@@ -232,12 +232,12 @@ def test_function_level_imports_are_read(tmp_path):
     src = tmp_path / "m.py"
     src.write_text(
         "from typing import TYPE_CHECKING\n"
-        "if TYPE_CHECKING:\n    from evaluator.target import targets\n"
+        "if TYPE_CHECKING:\n    from evaluator.targets import targets\n"
         "def f():\n    from evaluator.run import resume\n",
         encoding="utf-8",
     )
     deps = _imports("evaluator.stages.m", src)
-    assert {"evaluator.run.resume", "evaluator.target.targets"} <= deps
+    assert {"evaluator.run.resume", "evaluator.targets.targets"} <= deps
     assert _imports("evaluator.stages.m", src, nested=False) == set()
 
 
@@ -278,8 +278,8 @@ def _sources_containing(text: str) -> list[str]:
 
 
 def test_one_place_reads_the_index_catalog():
-    """pg_index is read in target/introspect.py only; the rest call it."""
-    assert _sources_containing("pg_index") == ["evaluator/target/introspect.py"]
+    """pg_index is read in targets/introspect.py only; the rest call it."""
+    assert _sources_containing("pg_index") == ["evaluator/targets/introspect.py"]
 
 
 def test_one_test_set_lookup():

@@ -12,7 +12,7 @@ from dba_data import vec_text
 
 from evaluator.dba.build_sweep import Scratch, sized_memory
 from evaluator.dba.sweep import SweepConfig, run_sweep
-from evaluator.target.targets import Target, save
+from evaluator.targets.targets import Target, save
 from evaluator.testset.query_source import QuerySource
 
 TABLE, TARGET = "spill_kb", "spill-kb"

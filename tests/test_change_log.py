@@ -16,7 +16,7 @@ from dba_data import vec_text
 from evaluator.dba import change_log
 from evaluator.dba import data_checksum as dc
 from evaluator.dba.target_table import resolve_table
-from evaluator.target.targets import Target
+from evaluator.targets.targets import Target
 
 TABLE = "cl_docs"
 

@@ -10,7 +10,7 @@ from dba_data import vec_text
 
 from evaluator.dba import data_checksum as dc
 from evaluator.dba import fingerprint as fpmod
-from evaluator.target.targets import Target
+from evaluator.targets.targets import Target
 
 TABLE = "ck_cache_docs"
 SENTINEL = "5e471ee15e471ee1"  # a checksum no computation gives: only the cache can return it

@@ -180,8 +180,8 @@ def tie_kb(en_us_conn):
         texts={"q1": "alpha"},
         embeddings={"q1": [1.0, 2.0, 3.0]},
     )
-    from evaluator.target.catalog import validate
-    from evaluator.target.targets import Target, save
+    from evaluator.targets.catalog import validate
+    from evaluator.targets.targets import Target, save
 
     for table in TABLES:
         t = Target(

@@ -57,7 +57,7 @@ def kb(database, clean):
                 cp.write_row((f"q{i:02d}", vtext(v)))
         c.execute(f"CREATE INDEX {TABLE}_hnsw ON {TABLE} USING hnsw (e vector_cosine_ops)")
         c.execute(f"ANALYZE {TABLE}")
-    from evaluator.target.add import add_target
+    from evaluator.targets.add import add_target
 
     add_target(database, TARGET, table=TABLE, id_column="id", vector_column="e", replace=True)
     yield {f"c{i}": v for i, v in enumerate(docs, 1)}, queries

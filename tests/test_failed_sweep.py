@@ -45,7 +45,7 @@ def kb(database, clean, conn):
                 cp.write_row((f"c{i}", vtext(v)))
         c.execute(f"CREATE INDEX {TABLE}_hnsw ON {TABLE} USING hnsw (e vector_cosine_ops)")
         c.execute(f"ANALYZE {TABLE}")
-    from evaluator.target.add import add_target
+    from evaluator.targets.add import add_target
 
     add_target(database, TARGET, table=TABLE, id_column="id", vector_column="e", replace=True)
     yield docs

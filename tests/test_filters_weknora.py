@@ -199,7 +199,7 @@ def test_preset_spec_mirrors_weknora(clean, wk, pgeval):
 
 
 def test_where_composes_in_and_null_as_true(conn):
-    from evaluator.target.targets import Target
+    from evaluator.targets.targets import Target
 
     t = Target(
         name="x",
@@ -392,7 +392,7 @@ def test_stage_scoped_setting_does_not_leak(clean, wk, pgeval, conn, database):
     _add(pgeval)
     tid = _testset(conn, wk)
     settings = gucs.parse(["hnsw:enable_sort=off", "work_mem=7MB"], stages=("exact", "hnsw"))
-    from evaluator.target.targets import load
+    from evaluator.targets.targets import load
 
     with database.connect() as results, database.connect(results=False, read_only=True) as kb:
         target = load(results, "wk")

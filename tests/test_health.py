@@ -44,7 +44,7 @@ def by_check(findings):
 
 
 def test_every_defect_is_found(conn, sick):
-    from evaluator.target.targets import Target, save
+    from evaluator.targets.targets import Target, save
 
     t = Target(
         name="dba-sick",
@@ -86,7 +86,7 @@ def test_clean_table_is_ok_and_zero_vectors_are_fine_for_l2(conn, sick):
         "index_vs_shared_buffers",
     ):
         assert f[name].status == "ok", f[name]
-    from evaluator.target.targets import Target
+    from evaluator.targets.targets import Target
 
     l2 = Target(name="dba-l2", table=sick, id_column="id", vector_column="embedding", distance="l2")
     zero = by_check(health.check(conn, l2))["zero_vectors"]

@@ -40,7 +40,7 @@ def target(database):
             "WITH (m = 4, ef_construction = 10)"
         )
         c.execute(f"ANALYZE {TABLE}")
-    from evaluator.target.add import add_target
+    from evaluator.targets.add import add_target
 
     add_target(database, "heldout", table=TABLE, id_column="id", vector_column="e", replace=True)
     yield "heldout"
@@ -53,7 +53,7 @@ def test_copies_hold_the_sampled_rows_in_one_and_out_of_the_other(database, targ
     ids = [f"c{i}" for i in range(1, 3001, 60)]  # 50 "sampled" rows
     with copies(database, target, ids, 1000) as made:
         with database.connect() as conn:
-            from evaluator.target import targets
+            from evaluator.targets import targets
 
             graph, held = targets.load(conn, made.graph), targets.load(conn, made.held)
         with database.connect(results=False) as kb:

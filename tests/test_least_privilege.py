@@ -218,7 +218,7 @@ def test_knowledge_base_is_read_in_read_only_transactions(clean, conn, pgeval, t
     assert code == 1 and "read-only transaction" in err, err
     assert conn.execute("SELECT count(*) FROM lp_log").fetchone()[0] == 0
     # as if the view had turned into a trap after the target was added
-    from evaluator.target.targets import Target, save
+    from evaluator.targets.targets import Target, save
 
     save(
         conn,

@@ -14,7 +14,7 @@ from evaluator.core.errors import InputError
 from evaluator.dba.sweep import SweepConfig, run_sweep
 from evaluator.run.pipeline import PipelineConfig, run_pipeline
 from evaluator.stages import exact_scan, ground_truth
-from evaluator.target.targets import Target, save
+from evaluator.targets.targets import Target, save
 from evaluator.testset.query_source import QuerySource
 
 TABLE, TARGET = "own_kb", "own-kb"

@@ -158,7 +158,7 @@ def test_generic_plan_without_generic_plan_option(pg15_kb):
     from pgvector.psycopg import register_vector
 
     from evaluator.stages import plan_check, vector_sql
-    from evaluator.target.targets import Target
+    from evaluator.targets.targets import Target
 
     t = Target(
         name="g",

@@ -41,7 +41,7 @@ def kb(database):
 
 @pytest.fixture(scope="module")
 def target(kb, database):
-    from evaluator.target.add import add_target
+    from evaluator.targets.add import add_target
 
     add_target(database, TARGET, table=TABLE, id_column="id", vector_column="e", replace=True)
     return TARGET
@@ -215,7 +215,7 @@ def test_a_scratch_copy_is_served_per_tenant_as_the_table(database, kb, target):
     """The copy advise builds a design on carries the tenant's btree and fresh statistics: the
     planner serves every tenant on it as it serves it on the table."""
     from evaluator.dba.build_sweep import Scratch
-    from evaluator.target import targets
+    from evaluator.targets import targets
 
     with database.connect() as c:
         tgt = targets.load(c, target).scoped("tenant", "t05")
@@ -334,7 +334,7 @@ def test_every_scratch_table_has_no_autovacuum(database, kb, target):
     two sweeps)."""
     from evaluator.dba.advise import sample
     from evaluator.dba.sweep import held_out
-    from evaluator.target import targets
+    from evaluator.targets import targets
 
     def options(name: str):
         with database.connect() as c:

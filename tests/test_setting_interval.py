@@ -38,7 +38,7 @@ def target(database):
             "WITH (m = 4, ef_construction = 10)"
         )
         c.execute(f"ANALYZE {TABLE}")
-    from evaluator.target.add import add_target
+    from evaluator.targets.add import add_target
 
     add_target(database, "intervals", table=TABLE, id_column="id", vector_column="e", replace=True)
     yield "intervals"

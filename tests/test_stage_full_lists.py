@@ -68,8 +68,8 @@ def _build(conn) -> np.ndarray:
 
 @pytest.fixture
 def setup(clean, conn):
-    from evaluator.target.catalog import validate
-    from evaluator.target.targets import Target, save
+    from evaluator.targets.catalog import validate
+    from evaluator.targets.targets import Target, save
 
     queries = _build(conn)
     tid = conn.execute(

@@ -95,8 +95,8 @@ def _testset(conn, queries) -> None:
 
 
 def _target(conn, name: str = "ivh", table: str = TABLE) -> None:
-    from evaluator.target.catalog import validate
-    from evaluator.target.targets import Target, save
+    from evaluator.targets.catalog import validate
+    from evaluator.targets.targets import Target, save
 
     t = Target(name=name, table=table, id_column="doc_id", vector_column="emb")
     validate(conn, t)

@@ -55,7 +55,7 @@ def kb(database):
 
 @pytest.fixture(scope="module")
 def target(kb, database):
-    from evaluator.target.add import add_target
+    from evaluator.targets.add import add_target
 
     add_target(database, TARGET, table=TABLE, id_column="id", vector_column="e", replace=True)
     return TARGET

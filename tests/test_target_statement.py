@@ -1,5 +1,5 @@
 """A target defined by the application's statement (`pgeval target add --statement`,
-evaluator/target/statement.py): sweeps, --find and watch time that statement, its exact twin the
+evaluator/targets/statement.py): sweeps, --find and watch time that statement, its exact twin the
 ground truth.
 
 - A statement target's sweep recall equals pgeval.evaluate_recall on the same statement, queries
@@ -399,7 +399,7 @@ def test_bad_statements_are_refused_in_one_line_and_nothing_is_stored(
 
 
 def test_the_twin_settings_are_evaluate_recalls(conn):
-    from evaluator.target.statement import TWIN_SETTINGS
+    from evaluator.targets.statement import TWIN_SETTINGS
 
     with conn.transaction():
         conn.execute("SELECT set_config('enable_indexscan', 'on', true)")

@@ -138,7 +138,7 @@ def test_untyped_column_dimension_from_a_sample_row(tables, pgeval, conn):
 
 
 def test_where_sql_binds_values(tables, conn):
-    from evaluator.target.targets import Target
+    from evaluator.targets.targets import Target
 
     t = Target(
         name="x",

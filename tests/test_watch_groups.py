@@ -45,7 +45,7 @@ WATCH = [
 @pytest.fixture(scope="module")
 def kb(database):
     clustered_kb.tenant_table(database, TABLE, dim=DIM, n=N, shares=SHARES)
-    from evaluator.target.add import add_target
+    from evaluator.targets.add import add_target
 
     add_target(database, TARGET, table=TABLE, id_column="id", vector_column="e", replace=True)
     yield TARGET

@@ -34,7 +34,7 @@ def kb(database, clean):
         )
         c.execute(f"CREATE INDEX {LARGE} ON {TABLE} USING hnsw (e vector_cosine_ops)")
         c.execute(f"ANALYZE {TABLE}")
-    from evaluator.target.add import add_target
+    from evaluator.targets.add import add_target
 
     add_target(database, TARGET, table=TABLE, id_column="id", vector_column="e", replace=True)
     yield docs

@@ -147,8 +147,8 @@ def testset(conn, name: str = "va", n_queries: int | None = None) -> int:
 
 
 def target(conn, name: str, table: str, **kw):
-    from evaluator.target.catalog import validate
-    from evaluator.target.targets import Target, save
+    from evaluator.targets.catalog import validate
+    from evaluator.targets.targets import Target, save
 
     t = Target(
         name=name, table=table, id_column="doc_id", vector_column="emb", text_column="body", **kw

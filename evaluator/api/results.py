@@ -18,7 +18,7 @@ from ..reporting.compare import Comparison
 from ..reporting.gate import GateResult
 from ..run.groups import GroupPipelineResult
 from ..run.pipeline import PipelineResult
-from ..target.groups import Group
+from ..targets.groups import Group
 
 __all__ = [
     "AdviseResult",

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..run.groups import GroupPipelineResult
     from ..run.pipeline import PipelineResult
     from ..run.runs import ImportReport
-    from ..target.groups import Group
+    from ..targets.groups import Group
 
 # the query-vector source of a method's keywords: sample_queries, seed, queries_sql, queries_file
 _Source = tuple[int | None, int | None, str | None, str | Path | None]

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from ..core.db import Database
     from ..core.install import InitReport
     from ..providers.embedders.storage import EmbedReport
-    from ..target.add import AddedTarget
+    from ..targets.add import AddedTarget
     from ..testset.store import LoadReport
 
 # one id or several (a target's filters)
@@ -113,7 +113,7 @@ class SetupMethods:
         application's SELECT, $1 the query vector and $2 the group's value, which sweeps, watch
         and pipelines then time, its exact twin the ground truth); returns an AddedTarget
         (target, vector indexes, warnings)."""
-        from ..target.add import add_target
+        from ..targets.add import add_target
 
         return add_target(
             self.database,
@@ -142,7 +142,7 @@ class SetupMethods:
 
     def targets(self) -> list[dict]:
         """The stored targets (`pgeval target list`)."""
-        from ..target import targets as t
+        from ..targets import targets as t
 
         with self.database.connect(autocommit=True) as conn:
             return t.list_targets(conn)
@@ -150,8 +150,8 @@ class SetupMethods:
     def target(self, name: str) -> dict:
         """Target ``name``: ``{"target", "spec", "indexes"}``, its definition and the vector
         indexes the knowledge base has for it (`pgeval target show`)."""
-        from ..target import catalog
-        from ..target import targets as t
+        from ..targets import catalog
+        from ..targets import targets as t
 
         with self.database.connect(autocommit=True) as conn:
             tg = t.load(conn, name)
@@ -165,7 +165,7 @@ class SetupMethods:
         ``{"table", "trigger", "count", "installed"}``. Needs CREATE on the knowledge base's
         database and ownership of the table; waits at most ``lock_timeout`` for its lock."""
         from ..dba import change_log
-        from ..target import targets as t
+        from ..targets import targets as t
 
         with self.database.connect(autocommit=True) as conn:
             tg = t.load(conn, name)
@@ -175,7 +175,7 @@ class SetupMethods:
     def untrack_changes(self, name: str, *, lock_timeout: str = "5s") -> dict:
         """Drop target ``name``'s change-log trigger and its rows (`pgeval target untrack`)."""
         from ..dba import change_log
-        from ..target import targets as t
+        from ..targets import targets as t
 
         with self.database.connect(autocommit=True) as conn:
             tg = t.load(conn, name)
@@ -184,7 +184,7 @@ class SetupMethods:
 
     def remove_target(self, name: str) -> None:
         """Remove target ``name`` (`pgeval target remove`)."""
-        from ..target import targets as t
+        from ..targets import targets as t
 
         with self.database.connect(autocommit=True) as conn:
             t.remove(conn, name)

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from ..run.configure import PIPELINE_DEFAULTS
     from ..stages.registry import advise_kinds, ann_kinds, find_settings, vector_kinds
     from ..stages.registry import listing as kinds_listing
-    from ..target.groups import DEFAULT_MAX_GROUPS
+    from ..targets.groups import DEFAULT_MAX_GROUPS
     from ..testset.query_source import SAMPLED_BIAS
 
 # name -> (module under evaluator, its name there); the imports above say the same for mypy
@@ -53,7 +53,7 @@ _SOURCES = {
     "find_settings": ("stages.registry", "find_settings"),
     "vector_kinds": ("stages.registry", "vector_kinds"),
     "kinds_listing": ("stages.registry", "listing"),
-    "DEFAULT_MAX_GROUPS": ("target.groups", "DEFAULT_MAX_GROUPS"),
+    "DEFAULT_MAX_GROUPS": ("targets.groups", "DEFAULT_MAX_GROUPS"),
     "DEFAULT_RULES": ("reporting.gate", "DEFAULT_RULES"),
     "LEVELS_NOTE": ("reporting.common", "LEVELS_NOTE"),
     "advise_rows": ("dba.advise.report", "rows"),

@@ -189,7 +189,7 @@ def indexes(conn: Any, table_oid: int, remade: bool = False) -> tuple[dict, dict
     ``VACUUM`` after updates or deletes removes them and repairs an HNSW graph (recall at a small
     ef_search rises), with the rows, the build and the size unchanged; a vacuum with nothing to
     remove (an insert-only table's autovacuum) changes neither, so it changes no hash."""
-    from ..target import introspect
+    from ..targets import introspect
 
     rows = introspect.all_index_rows(conn, table_oid)
     block, dead = conn.execute(
@@ -359,7 +359,7 @@ def capture(
     extra: dict | None = None,
     common: dict | None = None,
 ) -> dict:
-    """The fingerprint of one stage run on ``target`` (:class:`evaluator.target.targets.Target`, or None
+    """The fingerprint of one stage run on ``target`` (:class:`evaluator.targets.targets.Target`, or None
     for stages without one: no table, index or data part) with ``settings`` applied as the stage
     applies them (``SET LOCAL``; rolled back here).
 
@@ -467,7 +467,7 @@ def capture_for(
     """(fingerprint, config hash) of target ``target_name`` with these settings, test set,
     embedder, stage and chunking labels (`pgeval fingerprint --target`)."""
     from ..core.errors import InputError, first_line
-    from ..target.targets import load
+    from ..targets.targets import load
     from .data_checksum import ChecksumCache
 
     with database.connect(autocommit=True) as res:

@@ -12,7 +12,7 @@ def check_target(
 ) -> list[health.Finding]:
     """The health findings of target ``target_name`` (and of ``testset``'s judgements and
     embeddings against it)."""
-    from ..target.targets import load
+    from ..targets.targets import load
 
     with database.connect(autocommit=True) as res:
         target = load(res, target_name)

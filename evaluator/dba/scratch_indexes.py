@@ -15,8 +15,8 @@ from typing import Any
 
 from psycopg import sql
 
-from ..target import introspect
-from ..target.targets import ANN_METHODS
+from ..targets import introspect
+from ..targets.targets import ANN_METHODS
 
 
 def copy(conn: Any, source: Any, schema: str, table: str, column: str) -> tuple[list, list]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..stages import registry
-from ..target import introspect
+from ..targets import introspect
 from .target_table import resolve_table
 
 

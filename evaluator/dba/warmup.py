@@ -166,7 +166,7 @@ def prewarm(conn: Any, table_oid: int) -> dict[str, int]:
     from psycopg import sql
 
     fn = sql.Identifier(schema, "pg_prewarm")
-    from ..target import introspect
+    from ..targets import introspect
 
     table = conn.execute("SELECT %s::oid::regclass::text", (table_oid,)).fetchone()[0]
     rels = [(table, table_oid)] + [
@@ -325,7 +325,7 @@ def index_paths(kb: Any, target: Any, only: str | None = None) -> list[tuple[Any
     from dataclasses import replace
 
     from ..stages import registry
-    from ..target.catalog import vector_indexes
+    from ..targets.catalog import vector_indexes
 
     out: list[tuple[Any, Any, Any]] = []
     for kind_name in registry.ann_kinds():

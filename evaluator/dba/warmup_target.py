@@ -43,7 +43,7 @@ def warmup_target(
     from ..stages import gucs
     from ..stages.gucs import settings_items
     from ..stages.registry import vector_kinds
-    from ..target.targets import load
+    from ..targets.targets import load
 
     parsed = gucs.parse(settings_items(settings), stages=vector_kinds())
     named = gucs.scoped_stages(parsed)

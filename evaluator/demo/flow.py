@@ -353,7 +353,7 @@ def _clean_up(database: Database, target: str | None) -> None:
     with database.connect(results=False, autocommit=True) as kb:
         _drop_own_schema(kb)
     if target:
-        from ..target import targets
+        from ..targets import targets
 
         with database.connect(autocommit=True) as conn:
             targets.remove(conn, target)
@@ -436,8 +436,8 @@ def _load_testset(database: Database, cases: Path, name: str, load_args: list[st
 def _add_target(database: Database, name: str, created: list[str]) -> None:
     """Add the demo's target under ``name`` unless another definition has it (Conflict); note in
     ``created`` whether this call added it."""
-    from ..target import catalog
-    from ..target import targets as t
+    from ..targets import catalog
+    from ..targets import targets as t
 
     tg = t.Target(
         name=name,

@@ -100,7 +100,7 @@ def capture(
     """Capture (or keep) the plans of ``run_name``'s flagged queries; returns counts."""
     from ..stages import registry
     from ..stages.base import StageContext
-    from ..target import targets
+    from ..targets import targets
 
     with database.connect() as res:
         run = _run(res, run_name)

@@ -14,7 +14,7 @@ from typing import Any
 from ..core.db import Database
 from ..core.errors import InputError, PlanError, param
 from ..core.warnings_once import once
-from ..target.groups import DEFAULT_MAX_GROUPS, Group, group_queries, plan
+from ..targets.groups import DEFAULT_MAX_GROUPS, Group, group_queries, plan
 from .pipeline import PipelineConfig, default_name, run_pipeline
 
 

@@ -211,7 +211,7 @@ def run_pipeline(
 ) -> PipelineResult:
     """Run ``cfg``; ``progress_factory(stage, repetition)`` returns a Progress (or None)."""
     from ..dba import fingerprint as fpmod
-    from ..target import targets
+    from ..targets import targets
 
     if cfg.depth < 1:
         raise InputError(f"{param('depth')} must be >= 1", field=param("depth"))

@@ -311,7 +311,7 @@ def resume_experiment(
 
 def _stored_target(cfg: dict) -> Any:
     """The target as the experiment recorded it (None: its stages read no table)."""
-    from ..target import targets
+    from ..targets import targets
 
     if not cfg.get("target"):
         return None

@@ -51,7 +51,7 @@ from ..testset.query import Query
 if TYPE_CHECKING:  # pragma: no cover
     import psycopg
 
-    from ..target.targets import Target
+    from ..targets.targets import Target
 
 ORDER_DISTANCE = "distance ascending, ties by chunk id ascending (best distance per chunk)"
 ORDER_SIMILARITY = "score descending, ties by chunk id ascending (best score per chunk)"
@@ -86,7 +86,7 @@ class StageContext:
 
     kb: psycopg.Connection  # knowledge base: read-only transactions (autocommit off)
     results: psycopg.Connection  # where schema pgeval lives (may be another database)
-    target: Target | None  # evaluator.target.targets.Target (None for stages that need none)
+    target: Target | None  # evaluator.targets.targets.Target (None for stages that need none)
     testset: str
     testset_id: int
     experiment: str | None  # experiment name (None outside a pipeline)

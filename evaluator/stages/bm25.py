@@ -41,7 +41,7 @@ from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
 from .vector_common import rows_summary
 
 if TYPE_CHECKING:
-    from ..target.targets import Target
+    from ..targets.targets import Target
 
 METHODS = ("auto", "pg_textsearch", "fts")
 BLOCK = 1000  # queries timed back to back before their untimed score look-ups

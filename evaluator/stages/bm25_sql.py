@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from ..core.ids import as_text
-from ..target import introspect
+from ..targets import introspect
 
 if TYPE_CHECKING:
-    from ..target.targets import Target
+    from ..targets.targets import Target
 
 Q = "pgeval_q"
 

@@ -33,7 +33,7 @@ class ExactStage(VectorStage):
         target = getattr(ctx, "target", None)  # (a context without one: no statement)
         if target is not None and target.statement is not None:
             # the application's statement: its exact twin, as pgeval.evaluate_recall runs it
-            from ..target.statement import TWIN_SETTINGS
+            from ..targets.statement import TWIN_SETTINGS
 
             settings.update(TWIN_SETTINGS)
         return settings

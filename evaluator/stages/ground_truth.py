@@ -384,7 +384,7 @@ def materialize(ctx: Any, gt: GroundTruth, run_name: str) -> int:
         "settings": {"enable_indexscan": "off", **ctx.settings, "enable_seqscan": "on"},
     }
     if getattr(ctx.target, "statement", None) is not None:  # its exact twin's
-        from ..target.statement import TWIN_SETTINGS
+        from ..targets.statement import TWIN_SETTINGS
 
         params["settings"].update(TWIN_SETTINGS)
     run_id = store.create_stage_run(
@@ -427,7 +427,7 @@ def query_set(database: Database, cfg: Any) -> Any:
     from dataclasses import replace
 
     from ..core.errors import InputError
-    from ..target import targets
+    from ..targets import targets
     from ..testset import query_source
 
     if not cfg.target:

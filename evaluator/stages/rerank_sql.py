@@ -14,7 +14,7 @@ from ..core.errors import InputError, param
 from ..core.ids import as_text
 
 if TYPE_CHECKING:
-    from ..target.targets import Target
+    from ..targets.targets import Target
 
 
 def columns(kb: Any, target: Target) -> dict[str, tuple[str, str]]:

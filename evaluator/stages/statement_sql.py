@@ -9,12 +9,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InputError, param
-from ..target import statement as stmt
+from ..targets import statement as stmt
 
 if TYPE_CHECKING:
     from psycopg import sql
 
-    from ..target.targets import Target
+    from ..targets.targets import Target
 
 TIMED = (
     "the target's statement (target add --statement), exactly as the application runs it; "

@@ -1,6 +1,6 @@
 """The exact ground truth of a target defined by the application's statement (``target add
 --statement``): its *exact twin*, the same statement run under
-:data:`evaluator.target.statement.TWIN_SETTINGS` (approximate index scans off, as
+:data:`evaluator.targets.statement.TWIN_SETTINGS` (approximate index scans off, as
 ``pgeval.evaluate_recall`` runs it), its plan checked to scan no ANN index of the table, one
 query at a time in a READ ONLY transaction. Its lists are the statement's rows ranked by
 (distance, chunk id), each chunk once: at most the statement's LIMIT, whatever depth is asked.
@@ -25,7 +25,7 @@ def lists(kb: Any, target: Any, vectors: list, settings: dict) -> list[list[tupl
     from psycopg import sql
 
     from ..core.vector_types import register_vector
-    from ..target.statement import TWIN_SETTINGS
+    from ..targets.statement import TWIN_SETTINGS
     from .vector_common import relation_oid
 
     register_vector(kb)

@@ -38,7 +38,7 @@ from . import (
 from .base import ORDER_DISTANCE, SCORE_DISTANCE, BaseStage, StageContext
 
 if TYPE_CHECKING:
-    from ..target.targets import Target
+    from ..targets.targets import Target
 
 LOCK_TIMEOUT = "10s"
 # what the timed statement is (run.timing_boundary, run.params["timed"]): with unique chunk ids,
@@ -158,7 +158,7 @@ class VectorStage(BaseStage):
             kb.rollback()
             raise gone
         all_ann = plan_check.ann_indexes(kb, oid)
-        from ..target.catalog import vector_indexes
+        from ..targets.catalog import vector_indexes
 
         candidates = (
             [i["name"] for i in vector_indexes(kb, t, (self.method,))] if self.method else []

@@ -20,7 +20,7 @@ from ..core.ids import as_text
 from . import refetch
 
 if TYPE_CHECKING:
-    from ..target.targets import Target
+    from ..targets.targets import Target
 
 Q = "pgeval_q"
 # hnsw-bq without bq.candidates: this many Hamming candidates per row kept (pgvector's README

@@ -41,7 +41,7 @@ class AdviseConfig:
     group_by: str | None = None
     max_groups: int = 10  # target.groups.DEFAULT_MAX_GROUPS (tests/test_advise_plan.py)
     # --group-by: the sampled queries each group is measured with (None: --sample-queries N
-    # spread over the groups measured, :func:`evaluator.target.groups.spread`)
+    # spread over the groups measured, :func:`evaluator.targets.groups.spread`)
     group_queries: int | None = None
     sample_rows: int | None = None  # screen on this many rows (None: chosen by advise)
     # the design built in full after screening: built CONCURRENTLY on the table, measured there

@@ -23,7 +23,7 @@ def on_table(
 ) -> dict[str, Any]:
     """Build ``design`` on the table (CONCURRENTLY), then measure it there in place."""
     from ...stages import registry
-    from ...target import targets
+    from ...targets import targets
     from . import apply
     from .recommend import server_context
 
@@ -95,7 +95,7 @@ def drop_unless_chosen(
 ) -> str | None:
     """The index ``--confirm-on-table`` built, dropped when it is not the recommendation; what
     was done, in words (None: nothing built)."""
-    from ...target import targets
+    from ...targets import targets
 
     built = next((r["built_on_table"] for r in rows if r.get("built_on_table")), None)
     if built is None:

@@ -121,8 +121,8 @@ def run_advise(
     ``on_find(design, point, recall)`` after each value a find tried, ``on_designed(i, n,
     design, row)`` after each: its row says what was measured, what read from stored sweeps)
     and recommend one."""
-    from ...target import targets
-    from ...target.groups import column_for
+    from ...targets import targets
+    from ...targets.groups import column_for
     from . import apply
 
     _check(cfg)
@@ -183,8 +183,8 @@ def _spread(database: Any, cfg: AdviseConfig, column: str) -> tuple[AdviseConfig
     ``--group-queries`` says how many per group. (the config with that count, what was done)"""
     from dataclasses import replace
 
-    from ...target.groups import plan as group_plan
-    from ...target.groups import spread
+    from ...targets.groups import plan as group_plan
+    from ...targets.groups import spread
 
     chosen = group_plan(database, cfg.target, column, cfg.max_groups, cfg.queries, "measure")
     total = int(cfg.queries.count or 1)

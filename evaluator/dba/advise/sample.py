@@ -75,7 +75,7 @@ def copy(
 ) -> Iterator[Sample]:
     """The copy of ``rows`` rows (None: every row) of target ``target_name``, without the
     ``held_out`` chunk ids, and a stored target over it."""
-    from ...target import targets
+    from ...targets import targets
     from .. import spent
 
     if rows is not None and rows < 1:

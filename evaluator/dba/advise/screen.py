@@ -40,7 +40,7 @@ def sample_size(table_rows: int, given: int | None) -> int | None:
 def table_rows(database: Any, name: str) -> int:
     from psycopg import sql
 
-    from ...target import targets
+    from ...targets import targets
 
     with database.connect() as conn:
         target = targets.load(conn, name)

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from ...core.errors import InputError, PlanError, param
 from ...core.warnings_once import once
 from ...stages import registry
-from ...target.groups import (
+from ...targets.groups import (
     DEFAULT_MAX_GROUPS,
     Group,
     choose,
@@ -101,7 +101,7 @@ class GroupSweepResult:
 
 def check(cfg: SweepConfig, builds: bool = False) -> None:
     """What a grouped sweep refuses besides what every grouped measurement does
-    (:func:`evaluator.target.groups.plan`); ``builds``: an index built on a scratch copy of
+    (:func:`evaluator.targets.groups.plan`); ``builds``: an index built on a scratch copy of
     every group (advise, under ``build_sweep.shared()``: one build for all groups)."""
     if cfg.build and not builds:
         raise InputError(

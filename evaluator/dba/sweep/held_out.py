@@ -65,7 +65,7 @@ def check(database: Database, cfg: SweepConfig, res: SweepResult, rows: int) -> 
     if measured is None or measured.recall is None:
         return None
     with database.connect(results=False) as kb:
-        from ...target import targets
+        from ...targets import targets
 
         with database.connect() as conn:
             target = targets.load(conn, cfg.target)
@@ -148,7 +148,7 @@ def _query_ids(database: Database, testset: Any) -> list[str]:
 def copies(database: Database, target_name: str, ids: list[str], rows: int) -> Iterator[Copies]:
     """The two copies of ``rows`` rows of the target and a stored target over each; their
     scratch schema is dropped on exit (also on Ctrl-C and on error)."""
-    from ...target import targets
+    from ...targets import targets
 
     with database.connect() as conn:
         source = targets.load(conn, target_name)

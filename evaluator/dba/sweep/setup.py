@@ -158,7 +158,7 @@ def query_set(
 
 def target_of(conn: Any, cfg: SweepConfig) -> Any:
     """The sweep's target: the stored one, scoped to ``cfg.group`` when the sweep is a group's."""
-    from ...target import targets
+    from ...targets import targets
 
     target = targets.load(conn, cfg.target)
     return target if cfg.group is None else target.scoped(*cfg.group)

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...core.canonical import sha256_hex
-from ...target.introspect import INDEXES_EPOCH_SQL
+from ...targets.introspect import INDEXES_EPOCH_SQL
 
 _READ = """
 SELECT md5(concat_ws(E'\\n',

@@ -39,7 +39,7 @@ def run_probes(
     (:class:`~evaluator.core.errors.GroupsFailed`: the probes measured, the groups failed)."""
     import psycopg  # (here: `watch --help` loads this package, not the database driver)
 
-    from ...target import groups
+    from ...targets import groups
     from .connections import Lending
 
     if not isinstance(database, Lending):

@@ -200,7 +200,7 @@ def run_probe(
 def _probe(
     database: Database, cfg: WatchConfig, on_warning: Callable[..., Any] | None
 ) -> ProbeResult:
-    from ...target import targets
+    from ...targets import targets
     from ..sweep import SweepConfig
     from .connections import KNOWLEDGE_BASE, RESULTS, Lending
 
