@@ -159,6 +159,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluator.providers",),  # embedders, rerankers, segmenters
     ("evaluator.stages.registry",),  # each stage kind described once (targets/ reads it)
     ("evaluator.targets",),  # the user's table
+    ("evaluator.captured",),  # the application's own queries, read from the server log
     ("evaluator.stages",),  # ranking, run storage
     ("evaluator.measure",),  # numbers read from SQL
     ("evaluator.dba",),  # health, warm-up, fingerprint, data checksum, config diff

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..core.db import Database
+from .captured import CapturedMethods
 from .dba import DbaMethods
 from .numbers import NumberMethods, PlanMethods, ReportMethods
 from .runs import RunMethods
@@ -41,6 +42,7 @@ class Pgeval(
     PlanMethods,
     ReportMethods,
     DbaMethods,
+    CapturedMethods,
 ):
     """A connection to pgeval's database (the knowledge base and, unless ``results_dsn`` says
     otherwise, the results). Cheap: every method opens and closes its own connections. One

@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ..captured.store import HOW as CAPTURE_HOW
     from ..dba.advise.config import ADVISE_DEFAULTS
     from ..dba.advise.report import flow_lines as advise_flow_lines
     from ..dba.advise.report import rows as advise_rows
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 _SOURCES = {
     "ADVISE_DEFAULTS": ("dba.advise.config", "ADVISE_DEFAULTS"),
     "BUILD_OPTIONS": ("dba.sweep.grid", "BUILD_OPTIONS"),
+    "CAPTURE_HOW": ("captured.store", "HOW"),
     "advise_kinds": ("stages.registry", "advise_kinds"),
     "find_settings": ("stages.registry", "find_settings"),
     "vector_kinds": ("stages.registry", "vector_kinds"),
@@ -85,6 +87,7 @@ _SOURCES = {
 __all__ = [
     "ADVISE_DEFAULTS",
     "BUILD_OPTIONS",
+    "CAPTURE_HOW",
     "DEFAULT_MAX_GROUPS",
     "DEFAULT_RULES",
     "LEVELS_NOTE",

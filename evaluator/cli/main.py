@@ -34,6 +34,7 @@ COMMANDS = {
     "init": "evaluator.cli.commands.init_cmd:init",
     "metrics": "evaluator.cli.commands.metrics_cmd:metrics",
     "plans": "evaluator.cli.commands.plans_cmd:plans",
+    "queries": "evaluator.cli.commands.queries_cmd:queries",
     "report": "evaluator.cli.commands.report_cmd:report",
     "run": "evaluator.cli.commands.run_cmd:run",
     "stage-report": "evaluator.cli.commands.stage_report_cmd:stage_report",

@@ -61,6 +61,7 @@ REVISIONS = (
     "0009_probe",
     "0010_probe_via",
     "0011_ground_truth_versions",
+    "0012_captured",
 )
 HEAD_REVISION = REVISIONS[-1]
 

@@ -76,7 +76,7 @@ def run_pipeline_groups(
         gcfg = replace(
             cfg,
             group=(column, g.value),
-            queries=group_queries(cfg.queries, g),
+            queries=group_queries(cfg.queries, g, column),
             name=f"{base}/{column}={g.value}",
         )
         try:

@@ -116,10 +116,11 @@ def plan(
     from ..testset.query_source import QuerySource
     from . import targets
 
-    if not isinstance(queries, QuerySource) or queries.kind != "sample":
+    if not isinstance(queries, QuerySource) or queries.kind not in ("sample", "captured"):
         raise InputError(
             f"{param('group_by')} draws its queries from each group: give "
-            f"{param('sample_queries')} N (N queries per group)",
+            f"{param('sample_queries')} N (N queries per group) or {param('captured')} SET "
+            "(the queries the application sent with each group's value)",
             field=param("group_by"),
         )
     if max_groups < 1:
@@ -144,8 +145,11 @@ def plan(
     return out
 
 
-def group_queries(queries: Any, group: Group) -> Any:
-    """The query source of one group: its sample, at most the group's chunks."""
+def group_queries(queries: Any, group: Group, column: str) -> Any:
+    """The query source of one group: its sample, at most the group's chunks; or the captured
+    queries whose filter on ``column`` had the group's value."""
+    if queries.kind == "captured":
+        return replace(queries, where=(column, group.value))
     return replace(queries, count=min(queries.count or 1, group.chunks))
 
 

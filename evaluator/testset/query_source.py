@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from psycopg import sql
 
-from ..core.errors import InputError, param
+from ..core.errors import InputError, NotFound, param
 from ..core.ids import as_text, ident
 from ..core.vector_literal import vector_literal
 
@@ -51,12 +51,18 @@ class QuerySource:
     seed: int = 0
     statement: str | None = None  # sql
     path: str | None = None  # file
+    captured: str | None = None  # captured: the set's name (`pgeval queries capture`)
+    window: str | None = None  # captured: the newest only (``1h``: sent within an hour of it)
+    # captured, a group's: only queries whose filter on this column had this value
+    where: tuple[str, str] | None = None
 
     def describe(self) -> str:
         return {
             "sample": f"{self.count} rows sampled from the target (seed {self.seed})",
             "sql": "--queries-sql",
             "file": f"file {self.path}",
+            "captured": f"captured set {self.captured}"
+            + (f", sent within {self.window} of its newest" if self.window else ""),
         }[self.kind]
 
 
@@ -67,6 +73,8 @@ def from_options(
     seed: int | None,
     queries_sql: str | None,
     queries_file: str | None,
+    captured: str | None = None,
+    window: str | None = None,
 ) -> QuerySource | None:
     """The query source the options name (None: ``--testset``); exactly one source is needed."""
     given = [
@@ -76,15 +84,22 @@ def from_options(
             (param("sample_queries"), sample),
             (param("queries_sql"), queries_sql),
             (param("queries_file"), queries_file),
+            (param("captured"), captured),
         )
         if v is not None
     ]
     if len(given) != 1:
         raise InputError(
             f"give exactly one of {param('testset')}, {param('sample_queries')}, {param('queries_sql')}, "
-            f"{param('queries_file')} (got {', '.join(given) or 'none'})",
+            f"{param('queries_file')}, {param('captured')} (got {', '.join(given) or 'none'})",
             field=param("testset"),
         )
+    if window is not None and captured is None:
+        raise InputError(f"{param('window')} goes with {param('captured')}", field=param("window"))
+    if captured is not None:
+        if window is not None:
+            window_of(window)
+        return QuerySource("captured", captured=captured, window=window)
     if seed is not None and sample is None:
         raise InputError(
             f"{param('seed')} goes with {param('sample_queries')}", field=param("seed")
@@ -219,6 +234,43 @@ def from_sql(kb: Any, statement: str) -> list[tuple[str, np.ndarray]]:
     return out
 
 
+def window_of(text: str) -> str:
+    """``--window`` checked (30min, 1h, 7d): the interval PostgreSQL reads."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|min|h|d)\s*", text)
+    if m is None:
+        raise InputError(f"'{text}' is not a window (e.g. 30min, 1h, 7d)", field=param("window"))
+    unit = {"s": "seconds", "min": "minutes", "h": "hours", "d": "days"}[m.group(2)]
+    return f"{m.group(1)} {unit}"
+
+
+def from_captured(conn: Any, src: QuerySource) -> list[tuple[str, np.ndarray]]:
+    """The query vectors of a captured set (`pgeval queries capture`), in query id order: the
+    newest only (``window``), a group's only (``where``: its shapes' filter on the column)."""
+    row = conn.execute(
+        "SELECT set_id FROM pgeval.captured_set WHERE name = %s", (src.captured,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"no captured set '{src.captured}' (`pgeval queries list` lists them)")
+    column, value = src.where or (None, None)
+    got = conn.execute(
+        "SELECT q.query_id, q.vector FROM pgeval.captured_query q "
+        "JOIN pgeval.captured_shape s USING (set_id, shape) WHERE q.set_id = %(id)s "
+        "AND (%(w)s::interval IS NULL OR q.last_seen >= (SELECT max(last_seen) "
+        "  FROM pgeval.captured_query WHERE set_id = %(id)s) - %(w)s::interval) "
+        "AND (%(col)s::text IS NULL OR q.params[(s.filters ->> %(col)s)::int - 1] = %(val)s) "
+        'ORDER BY q.query_id COLLATE "C"',
+        {
+            "id": row[0],
+            "w": None if src.window is None else window_of(src.window),
+            "col": column,
+            "val": value,
+        },
+    ).fetchall()
+    return [(qid, np.asarray(vec, dtype=np.float32)) for qid, vec in got]
+
+
 def _id(value: object, where: str, field: str) -> str:
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)
@@ -340,9 +392,21 @@ def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str,
         "sample": param("sample_queries"),
         "sql": param("queries_sql"),
         "file": param("queries_file"),
+        "captured": param("captured"),
     }[src.kind]
     rows: list
-    if src.kind == "file":
+    if src.kind == "captured":
+        with database.connect() as conn:
+            rows = from_captured(conn, src)
+        if not rows:
+            raise InputError(
+                f"captured set '{src.captured}' has no query "
+                + (f"with {src.where[0]} = {src.where[1]} " if src.where else "")
+                + (f"sent within {src.window} of its newest" if src.window else ""),
+                field=field,
+            )
+        origin = f"captured set '{src.captured}'"
+    elif src.kind == "file":
         assert src.path is not None
         rows = from_file(src.path)
         origin = str(src.path)
@@ -367,6 +431,10 @@ def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str,
         info.update(seed=src.seed, target=target.name)
     elif src.kind == "sql":
         info["sql"] = src.statement
+    elif src.kind == "captured":
+        info.update(captured=src.captured, window=src.window)
+        if src.where:
+            info["where"] = list(src.where)
     else:
         info["file"] = str(Path(src.path or "").resolve())
     name = f"queries-{digest[:16]}"

@@ -64,6 +64,8 @@ def no_judgements_line(info: dict | None, k: int) -> str:
             f"{info.get('seed')}, own chunk removed)",
             "sql": f"{info.get('count')} query vectors from --queries-sql",
             "file": f"{info.get('count')} query vectors from {info.get('file')}",
+            "captured": f"{info.get('count')} queries the application sent (captured set "
+            f"{info.get('captured')})",
         }.get(str(src), what)
     line = (
         f"queries: {what}; no graded judgements, so the measures are recall@{k} against "

@@ -35,6 +35,7 @@ def _table(res: ProbeResult) -> None:
         "sample": f"{q.get('count')} sampled rows (seed {q.get('seed')})",
         "sql": f"{q.get('count')} queries from --queries-sql",
         "file": f"{q.get('count')} queries from {q.get('file')}",
+        "captured": f"{q.get('count')} captured queries ({q.get('captured')})",
     }.get(str(q.get("source")), f"test set {res.testset}")
     group = "".join(f" · {c}={v}" for c, v in (p.get("group_key") or {}).items())
     click.echo(

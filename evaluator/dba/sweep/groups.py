@@ -186,7 +186,7 @@ def run_groups(
 
 
 def _group_config(cfg: SweepConfig, column: str, g: Group, step: str, **changes: Any) -> Any:
-    src = group_queries(cfg.queries, g)
+    src = group_queries(cfg.queries, g, column)
     name = None
     if cfg.name:
         name = f"{cfg.name}/{column}={g.value}" + ("" if step == "sweep" else f"/{step}")

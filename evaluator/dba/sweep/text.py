@@ -95,6 +95,7 @@ def plot_title(res: Any, stage: str, target_name: str) -> str:
         "sample": f"{q.get('count')} sampled rows",
         "sql": f"{q.get('count')} queries from SQL",
         "file": f"{q.get('count')} queries from {q.get('file')}",
+        "captured": f"{q.get('count')} captured queries",
     }.get(str(q.get("source")), f"test set {res.testset}")
     server = res.server or {}
     local = str(server.get("host") or "").startswith("/")  # a socket directory: this machine

@@ -55,7 +55,7 @@ def run_probes(
     try:
         for g in chosen.measured:
             one = replace(
-                cfg, group=(column, g.value), queries=groups.group_queries(cfg.queries, g)
+                cfg, group=(column, g.value), queries=groups.group_queries(cfg.queries, g, column)
             )
             try:
                 done.append(run_probe(database, one, on_warning=on_warning))

@@ -178,6 +178,8 @@ def query_source(cfg: WatchConfig) -> dict:
         out.update(count=q.count, seed=q.seed)
     elif q.kind == "sql":
         out["sql"] = q.statement
+    elif q.kind == "captured":
+        out.update(captured=q.captured, window=q.window)
     else:
         out["file"] = q.path
     return out

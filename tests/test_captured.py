@@ -1,0 +1,372 @@
+"""`pgeval queries capture` on the real server's log: an "application" (a login role whose
+statements the server logs) sends searches of three shapes (prepared with binary parameters,
+inline literals as psycopg 2 and most ORMs send them, a tenant filter with the vector in $2);
+the captured set holds exactly the distinct searches sent, their shapes, filter values and
+frequencies; each shape measured as the application sent it agrees with numpy's exact search;
+csvlog and jsonlog of a server with logging_collector read the same; a log whose parameters
+are missing or cut is refused in one line."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+
+TABLE, ROLE, DIM, K = "cap_kb", "pgeval_capture_app", 16, 10
+TENANTS = {"a": 0.6, "b": 0.3, "c": 0.1}
+
+
+def vtext(v) -> str:
+    return "[" + ",".join(repr(float(x)) for x in np.asarray(v, dtype=np.float32)) + "]"
+
+
+def _rows(n: int, rng) -> tuple[np.ndarray, list[str]]:
+    centers = rng.normal(size=(20, DIM))
+    docs = (centers[rng.integers(0, 20, n)] + 0.4 * rng.normal(size=(n, DIM))).astype(np.float32)
+    tenants = list(rng.choice(list(TENANTS), size=n, p=list(TENANTS.values())))
+    return docs, tenants
+
+
+def _queries(n: int, rng) -> np.ndarray:
+    centers = rng.normal(size=(20, DIM))
+    return (centers[rng.integers(0, 20, n)] + 0.4 * rng.normal(size=(n, DIM))).astype(np.float32)
+
+
+def _log_path(database) -> Path:
+    return Path(database.datadir) / "log"
+
+
+def _wait_logged(path: Path, start: int, needle: str, timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        with path.open("rb") as f:
+            f.seek(start)
+            if needle.encode() in f.read():
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"{needle!r} never reached {path}")
+
+
+def _app(database, role: str) -> str:
+    return make_conninfo(database.uri(), user=role)
+
+
+def _send(uri: str, qa, qb, qc, tenants_c) -> None:
+    """The application: shape A prepared and binary (psycopg 3), shape B inline literals (a
+    client-side cursor, as psycopg 2 sends), shape C a tenant filter with the vector in $2."""
+    from evaluator.core.vector_types import register_vector
+
+    with psycopg.connect(uri, autocommit=True) as app:
+        register_vector(app)
+        for i, v in enumerate(qa):
+            for _ in range(2 if i < 5 else 1):  # the first five sent twice
+                app.execute(
+                    f"SELECT id FROM {TABLE} ORDER BY emb <=> %s LIMIT {K}",
+                    (v,),
+                    prepare=True,
+                    binary=True,
+                )
+        cur = psycopg.ClientCursor(app)
+        for v in qb:
+            cur.execute(
+                f"SELECT id FROM {TABLE} ORDER BY emb <=> %s::vector LIMIT {K}", (vtext(v),)
+            )
+        for v, t in zip(qc, tenants_c, strict=True):
+            app.execute(
+                f"SELECT id FROM {TABLE} WHERE tenant = %s ORDER BY emb <=> %s LIMIT %s",
+                (t, vtext(v), K),
+            )
+        app.execute(f"SELECT count(*) FROM {TABLE}")  # not a search
+        app.execute("SELECT 'the application is done'")
+
+
+@pytest.fixture(scope="module")
+def app_log(database, tmp_path_factory):
+    """(log file of the application's searches, docs, tenants, what was sent per shape)."""
+    rng = np.random.default_rng(47)
+    docs, tenants = _rows(4000, rng)
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        c.execute(f"CREATE TABLE {TABLE} (id int PRIMARY KEY, tenant text, emb vector({DIM}))")
+        with c.cursor().copy(f"COPY {TABLE} (id, tenant, emb) FROM STDIN") as cp:
+            for i, (v, t) in enumerate(zip(docs, tenants, strict=True)):
+                cp.write_row((i, t, vtext(v)))
+        c.execute(
+            f"CREATE INDEX ON {TABLE} USING hnsw (emb vector_cosine_ops) WITH (m = 4, ef_construction = 8)"
+        )
+        c.execute(f"CREATE INDEX ON {TABLE} (tenant)")
+        c.execute(f"ANALYZE {TABLE}")
+        c.execute(
+            f"DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{ROLE}') THEN "
+            f"CREATE ROLE {ROLE} LOGIN; END IF; END$$"
+        )
+        c.execute(f"GRANT SELECT ON {TABLE} TO {ROLE}")
+        c.execute(f"ALTER ROLE {ROLE} SET log_min_duration_statement = 0")
+    qa, qb, qc = _queries(40, rng), _queries(30, rng), _queries(30, rng)
+    tenants_c = [list(TENANTS)[i % 3] for i in range(30)]
+    log = _log_path(database)
+    start = log.stat().st_size
+    _send(_app(database, ROLE), qa, qb, qc, tenants_c)
+    _wait_logged(log, start, "the application is done")
+    out = tmp_path_factory.mktemp("captured") / "app.log"
+    with log.open("rb") as f, out.open("wb") as g:
+        f.seek(start)
+        g.write(f.read())
+    return {
+        "log": out,
+        "docs": docs,
+        "tenants": np.asarray(tenants),
+        "sent": {1: qa, 2: qb, 3: qc},
+        "tenants_c": tenants_c,
+    }
+
+
+@pytest.fixture(scope="module")
+def captured(database, app_log):
+    from click.testing import CliRunner
+
+    from evaluator.cli import main
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        with CliRunner().isolation() as streams:
+            code = main(list(argv))
+        return code, streams[0].getvalue().decode(), streams[1].getvalue().decode()
+
+    code, _, err = run("target", "add", "cap", "--table", TABLE, "--id-column", "id",
+                       "--vector-column", "emb", "--replace")  # fmt: skip
+    assert code == 0, err
+    code, out, err = run("queries", "capture", str(app_log["log"]), "--target", "cap", "--name",
+                         "app", "--replace", "--format", "json")  # fmt: skip
+    assert code == 0, err
+    return json.loads(out), run
+
+
+def _exact(docs, q, k, mask=None) -> set[int]:
+    d = 1 - (docs @ q) / (np.linalg.norm(docs, axis=1) * np.linalg.norm(q))
+    if mask is not None:
+        d = np.where(mask, d, np.inf)
+    return set(np.argsort(d, kind="stable")[:k].tolist())
+
+
+def test_capture_keeps_exactly_the_searches_sent(database, app_log, captured):
+    report, _ = captured
+    assert report["queries"] == report["found"] == 40 + 30 + 30
+    assert report["searches"] == 45 + 30 + 30  # five of shape A sent twice
+    shapes = {s["shape"]: s for s in report["shapes"]}
+    assert len(shapes) == 3
+    assert shapes[1]["statement"] == f"SELECT id FROM {TABLE} ORDER BY emb <=> $1 LIMIT {K}"
+    assert shapes[2]["statement"] == f"SELECT id FROM {TABLE} ORDER BY emb <=> $1::vector LIMIT {K}"
+    assert shapes[3]["statement"] == (
+        f"SELECT id FROM {TABLE} WHERE tenant = $2 ORDER BY emb <=> $1 LIMIT $3"
+    )
+    assert [shapes[i]["k"] for i in (1, 2, 3)] == [K, K, K]
+    assert shapes[3]["filters"] == {"tenant": 2}
+    # every prepared execution logs a bind line besides its execute line: never counted twice
+    assert report["skipped"]["bind or parse line (its execute line is the search)"] >= 45 + 30
+    with database.connect() as c:
+        for shape, sent in app_log["sent"].items():
+            got = c.execute(
+                "SELECT q.vector, q.params, q.sent FROM pgeval.captured_query q JOIN "
+                "pgeval.captured_set s USING (set_id) WHERE s.name = 'app' AND q.shape = %s",
+                (shape,),
+            ).fetchall()
+            assert len(got) == len(sent)
+            # each vector sent is one query (float4 text round trip: equal as float32)
+            key = {np.asarray(v, dtype=np.float32).tobytes(): (p, n) for v, p, n in got}
+            for i, v in enumerate(sent):
+                params, n = key[np.asarray(v, dtype=np.float32).tobytes()]
+                assert n == (2 if shape == 1 and i < 5 else 1)
+                if shape == 3:
+                    assert params == [app_log["tenants_c"][i], str(K)]
+
+
+def test_measure_each_shape_as_sent_agrees_with_numpy(database, app_log, captured):
+    _, run = captured
+    code, out, err = run("queries", "measure", "app", "--param", "hnsw.ef_search=10,40",
+                         "--sweep", "cap-measure", "--replace", "--format", "json")  # fmt: skip
+    assert code == 0, err
+    rows = json.loads(out)
+    assert {(r["shape"], r["point"]) for r in rows} == {(s, p) for s in (1, 2, 3) for p in (1, 2)}
+    docs, tenants = app_log["docs"], app_log["tenants"]
+    uri = database.uri()
+    with psycopg.connect(uri, autocommit=True) as kb:
+        for r in rows:
+            ef = 10 if "10" in r["label"] else 40
+            kb.execute(f"SET hnsw.ef_search = {ef}")
+            recalls = []
+            for i, q in enumerate(app_log["sent"][r["shape"]]):
+                if r["shape"] == 3:
+                    t = app_log["tenants_c"][i]
+                    got = kb.execute(
+                        f"SELECT id FROM {TABLE} WHERE tenant = %s ORDER BY emb <=> %s LIMIT {K}",
+                        (t, vtext(q)),
+                    ).fetchall()
+                    truth = _exact(docs, q, K, tenants == t)
+                else:
+                    got = kb.execute(
+                        f"SELECT id FROM {TABLE} ORDER BY emb <=> %s::vector LIMIT {K}", (vtext(q),)
+                    ).fetchall()
+                    truth = _exact(docs, q, K)
+                recalls.append(len({g[0] for g in got} & truth) / K)
+            assert r["recall"] == pytest.approx(float(np.mean(recalls)), abs=1e-9), r
+            assert r["n_queries"] == len(app_log["sent"][r["shape"]])
+    low = [r for r in rows if r["point"] == 1]
+    assert min(r["recall"] for r in low) < 1.0  # the index is approximate at ef_search 10
+    shares = {1: 45 / 105, 2: 30 / 105, 3: 30 / 105}
+    for p in (1, 2):
+        at = [r for r in rows if r["point"] == p]
+        want = sum(r["recall"] * shares[r["shape"]] for r in at)
+        assert all(r["weighted_recall"] == pytest.approx(want, abs=1e-12) for r in at)
+
+
+def test_list_show_export_delete(captured, tmp_path):
+    _, run = captured
+    code, out, _ = run("queries", "list", "--format", "json")
+    assert code == 0
+    (row,) = [r for r in json.loads(out) if r["name"] == "app"]
+    assert (row["target"], row["shapes"], row["queries"], row["sent"]) == ("cap", 3, 100, 105)
+    code, out, _ = run("queries", "show", "app", "--format", "json")
+    shown = json.loads(out)
+    assert sorted(v["params"][0] for v in shown["values"]) == ["a", "b", "c"]
+    assert sum(v["queries"] for v in shown["values"]) == 30
+    code, out, err = run("queries", "export", "app", "--out", str(tmp_path / "q.npy"))
+    assert code == 0, err
+    assert np.load(tmp_path / "q.npy").shape == (100, DIM)
+    code, _, _ = run("queries", "export", "app", "--shape", "3", "--out", str(tmp_path / "q.jsonl"))
+    lines = [json.loads(x) for x in (tmp_path / "q.jsonl").read_text().splitlines()]
+    assert len(lines) == 30 and all(x["shape"] == 3 and len(x["embedding"]) == DIM for x in lines)
+    code, _, _ = run("queries", "capture", "--how")
+    assert code == 0
+    code, _, err = run("queries", "show", "nope")
+    assert code == 1 and err.count("\n") == 1 and "no captured set 'nope'" in err
+
+
+def test_append_adds_counts_and_window_takes_the_newest(database, app_log, captured, tmp_path):
+    _, run = captured
+    log = app_log["log"]
+    for extra in ([], ["--append"]):
+        code, out, err = run("queries", "capture", str(log), "--target", "cap", "--name",
+                             "twice", "--format", "json", "--replace" if not extra else "--append")  # fmt: skip
+        assert code == 0, err
+        assert json.loads(out)["appended"] == bool(extra)
+    with database.connect() as c:
+        total = c.execute(
+            "SELECT sum(sent), count(*) FROM pgeval.captured_query JOIN pgeval.captured_set "
+            "USING (set_id) WHERE name = 'twice'"
+        ).fetchone()
+    assert tuple(total) == (2 * 105, 100)
+    code, out, err = run("queries", "capture", str(log), "--target", "cap", "--name", "some",
+                         "--max", "7", "--replace", "--format", "json")  # fmt: skip
+    assert code == 0 and json.loads(out)["queries"] == 7
+    code, out2, _ = run("queries", "capture", str(log), "--target", "cap", "--name", "some",
+                        "--max", "7", "--replace", "--format", "json")  # fmt: skip
+    with database.connect() as c:
+        ids = c.execute(
+            "SELECT query_id FROM pgeval.captured_queries('some') ORDER BY 1"
+        ).fetchall()
+    assert len(ids) == 7  # reproducible: the same seven
+
+
+def test_a_log_without_whole_vectors_is_refused(database, app_log, tmp_path, captured):
+    _, run = captured
+    role = ROLE + "_cut"
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute(
+            f"DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{role}') THEN "
+            f"CREATE ROLE {role} LOGIN; END IF; END$$"
+        )
+        c.execute(f"GRANT SELECT ON {TABLE} TO {role}")
+        c.execute(f"ALTER ROLE {role} SET log_min_duration_statement = 0")
+    log = _log_path(database)
+    for length in ("0", "40"):
+        with database.connect(results=False, autocommit=True) as c:
+            c.execute(f"ALTER ROLE {role} SET log_parameter_max_length = {length}")
+        start = log.stat().st_size
+        q = app_log["sent"][1][:3]
+        _send(_app(database, role), q, [], [], [])
+        _wait_logged(log, start, "the application is done")
+        cut = tmp_path / f"cut{length}.log"
+        with log.open("rb") as f:
+            f.seek(start)
+            cut.write_bytes(f.read())
+        code, out, err = run("queries", "capture", str(cut), "--target", "cap", "--name", "cut")
+        assert code == 1 and out == ""
+        assert err.count("\n") == 1 and "log_parameter_max_length" in err, err
+        assert str(cut) in err
+    with database.connect() as c:
+        assert (
+            c.execute("SELECT count(*) FROM pgeval.captured_set WHERE name = 'cut'").fetchone()[0]
+            == 0
+        )
+    empty = tmp_path / "nothing.log"
+    empty.write_text("2026-12-07 08:00:00.000 UTC [1] LOG:  database system is ready\n")
+    code, _, err = run("queries", "capture", str(empty), "--target", "cap", "--name", "cut")
+    assert code == 1 and err.count("\n") == 1 and "no search of target 'cap'" in err
+
+
+def test_csvlog_jsonlog_and_a_custom_prefix(tmp_path, captured):
+    """A server of its own with logging_collector on: stderr (a custom log_line_prefix, read from
+    the server), csvlog and jsonlog (gzip too) hold the same searches."""
+    from click.testing import CliRunner
+
+    from evaluator.cli import main
+    from evaluator.core import server
+
+    datadir = tmp_path / "pg"
+    uri = server.start(datadir)
+    try:
+        with psycopg.connect(uri, autocommit=True) as c:
+            c.execute("ALTER SYSTEM SET logging_collector = on")
+            c.execute("ALTER SYSTEM SET log_destination = 'stderr,csvlog,jsonlog'")
+            c.execute("ALTER SYSTEM SET log_directory = 'logs'")
+            c.execute("ALTER SYSTEM SET log_line_prefix = '%t [%p]: user=%u,db=%d,app=%a '")
+        server.stop(datadir)
+        uri = server.start(datadir)
+        rng = np.random.default_rng(5)
+        docs, tenants = _rows(300, rng)
+        with psycopg.connect(uri, autocommit=True) as c:
+            c.execute("CREATE EXTENSION IF NOT EXISTS vector")
+            c.execute(f"CREATE TABLE {TABLE} (id int PRIMARY KEY, tenant text, emb vector({DIM}))")
+            for i, (v, t) in enumerate(zip(docs, tenants, strict=True)):
+                c.execute(f"INSERT INTO {TABLE} VALUES (%s, %s, %s)", (i, t, vtext(v)))
+            c.execute(f"CREATE ROLE {ROLE} LOGIN")
+            c.execute(f"GRANT SELECT ON {TABLE} TO {ROLE}")
+            c.execute(f"ALTER ROLE {ROLE} SET log_min_duration_statement = 0")
+        qa = _queries(12, rng)
+        _send(make_conninfo(uri, user=ROLE), qa, qa[:3], qa[:4], ["a", "b", "c", "a"])
+        logs = datadir / "logs"
+        for suffix in (".csv", ".json", ".log"):
+            (path,) = logs.glob("*" + suffix)
+            _wait_logged(path, 0, "the application is done")
+        (csv_path,) = logs.glob("*.csv")
+        gz = tmp_path / "pg.csv.gz"
+        with csv_path.open("rb") as f, gzip.open(gz, "wb") as g:
+            shutil.copyfileobj(f, g)
+        env_db = {"PGEVAL_DSN": uri}
+
+        def run(*argv: str) -> tuple[int, str, str]:
+            with CliRunner().isolation(env=env_db) as streams:
+                code = main(list(argv))
+            return code, streams[0].getvalue().decode(), streams[1].getvalue().decode()
+
+        assert run("init")[0] == 0
+        code, _, err = run("target", "add", "cap", "--table", TABLE, "--id-column", "id",
+                           "--vector-column", "emb")  # fmt: skip
+        assert code == 0, err
+        counts = {}
+        for path in [*logs.glob("*.json"), *logs.glob("*.log"), gz]:
+            code, out, err = run("queries", "capture", str(path), "--target", "cap", "--name",
+                                 "x", "--replace", "--format", "json")  # fmt: skip
+            assert code == 0, (path, err)
+            rep = json.loads(out)
+            counts[path.name] = (rep["queries"], rep["searches"], len(rep["shapes"]))
+        assert set(counts.values()) == {(12 + 3 + 4, 12 + 5 + 3 + 4, 3)}, counts
+    finally:
+        server.stop(datadir)
