@@ -319,7 +319,12 @@ def test_csvlog_jsonlog_and_a_custom_prefix(tmp_path, captured):
     from evaluator.cli import main
     from evaluator.core import server
 
-    datadir = tmp_path / "pg"
+    import tempfile
+
+    # not under pytest's tmp_path (mode 700 to its owner): a root run starts the server as user
+    # pgserver, which must reach its data directory, as for the session's (tests/conftest.py)
+    top = Path(tempfile.mkdtemp(prefix="pgeval-captured-"))
+    datadir = top / "pg"
     uri = server.start(datadir)
     try:
         with psycopg.connect(uri, autocommit=True) as c:
@@ -370,3 +375,95 @@ def test_csvlog_jsonlog_and_a_custom_prefix(tmp_path, captured):
         assert set(counts.values()) == {(12 + 3 + 4, 12 + 5 + 3 + 4, 3)}, counts
     finally:
         server.stop(datadir)
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def _app_recall(kb, docs, tenants, q, ef: int, tenant: str | None) -> float:
+    """Recall@K of the application's own statement at ``hnsw.ef_search = ef`` against numpy's
+    exact search (within the tenant)."""
+    kb.execute(f"SET hnsw.ef_search = {ef}")
+    if tenant is None:
+        got = kb.execute(
+            f"SELECT id FROM {TABLE} ORDER BY emb <=> %s::vector LIMIT {K}", (vtext(q),)
+        ).fetchall()
+        truth = _exact(docs, q, K)
+    else:
+        got = kb.execute(
+            f"SELECT id FROM {TABLE} WHERE tenant = %s ORDER BY emb <=> %s LIMIT {K}",
+            (tenant, vtext(q)),
+        ).fetchall()
+        truth = _exact(docs, q, K, tenants == tenant)
+    return len({g[0] for g in got} & truth) / K
+
+
+def test_sweep_on_captured_queries_agrees_with_numpy(database, app_log, captured):
+    """`sweep --captured`: every captured vector, searched by the stage, recall@10 equal to
+    numpy's on the application's statement; `--group-by tenant`: each tenant's own captured
+    queries (those sent with its value), recall within the tenant equal to numpy's."""
+    _, run = captured
+    code, out, err = run("sweep", "--target", "cap", "--stage", "hnsw", "--captured", "app",
+                         "--param", "hnsw.ef_search=10", "--format", "json")  # fmt: skip
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["queries"]["source"] == "captured" and res["queries"]["count"] == 100
+    docs, tenants, sent = app_log["docs"], app_log["tenants"], app_log["sent"]
+    with psycopg.connect(database.uri(), autocommit=True) as kb:
+        every = np.concatenate([sent[1], sent[2], sent[3]])
+        want = np.mean([_app_recall(kb, docs, tenants, q, 10, None) for q in every])
+        assert res["points"][0]["index_recall"] == pytest.approx(want, abs=1e-9)
+        assert want < 1.0
+        code, out, err = run("sweep", "--target", "cap", "--stage", "hnsw", "--captured",
+                             "app", "--param", "hnsw.ef_search=10", "--group-by", "tenant",
+                             "--format", "json")  # fmt: skip
+        assert code == 0, err
+        groups = {g["group"]: g for g in json.loads(out)["groups"]}
+        assert set(groups) == set(TENANTS)
+        for t, g in groups.items():
+            mine = [q for q, tc in zip(sent[3], app_log["tenants_c"], strict=True) if tc == t]
+            assert g["queries"] == len(mine) == 10
+            want = np.mean([_app_recall(kb, docs, tenants, q, 10, t) for q in mine])
+            assert g["recall"] == pytest.approx(want, abs=1e-9), t
+
+
+def test_advise_on_captured_queries_meets_the_target_on_them(database, app_log, captured):
+    """advise --captured: the setting it recommends, applied to the application's statement,
+    reaches the target on the captured queries by numpy's exact search (within its interval)."""
+    _, run = captured
+    code, out, err = run("advise", "--target", "cap", "--captured", "app", "--designs", "hnsw",
+                         "--target-recall", "0.9", "--format", "json")  # fmt: skip
+    assert code == 0, err
+    res = json.loads(out)
+    rec = res["recommendation"]
+    ef = int(rec["setting"]["hnsw.ef_search"])
+    assert res["queries"]["source"] == "captured"
+    docs, tenants, sent = app_log["docs"], app_log["tenants"], app_log["sent"]
+    every = np.concatenate([sent[1], sent[2], sent[3]])
+    with psycopg.connect(database.uri(), autocommit=True) as kb:
+        old = kb.execute(
+            "SELECT indexrelid::regclass::text, pg_get_indexdef(indexrelid) FROM pg_index "
+            "WHERE indrelid = %s::regclass AND pg_get_indexdef(indexrelid) LIKE '%%hnsw%%'",
+            (TABLE,),
+        ).fetchall()
+        try:
+            build = [*rec["build_sql"], *([rec["ddl"]] if rec["ddl"] else [])]
+            for ddl in build:  # the recommendation applied as printed
+                kb.execute(ddl)
+            if rec["ddl"]:
+                for name, _ in old:
+                    kb.execute(f"DROP INDEX {name}")
+            got = np.mean([_app_recall(kb, docs, tenants, q, ef, None) for q in every])
+        finally:
+            if rec["ddl"]:
+                for idx in kb.execute(
+                    "SELECT indexrelid::regclass::text FROM pg_index WHERE indrelid = "
+                    "%s::regclass AND pg_get_indexdef(indexrelid) LIKE '%%hnsw%%'",
+                    (TABLE,),
+                ).fetchall():
+                    kb.execute(f"DROP INDEX {idx[0]}")
+                for _, ddl in old:
+                    kb.execute(ddl)
+    # a new index is another random graph than the scratch copy's advise measured: its recall
+    # on the application's queries reaches the target within the interval advise printed
+    assert got >= 0.9 - rec["recall_margin"] - 1e-9, (ef, got, rec["recall_margin"])
+    if not rec["ddl"]:  # the index in place: the figure printed is numpy's, exactly
+        assert got == pytest.approx(rec["recall"], abs=1e-9)

@@ -30,8 +30,11 @@ def query_source(
     seed: int | None,
     queries_sql: str | None,
     queries_file: str | Path | None,
+    captured: str | None = None,
+    window: str | None = None,
 ) -> QuerySource | None:
-    """The query-vector source of the keywords (None: ``testset``); exactly one is given."""
+    """The query-vector source of the keywords (None: ``testset``); exactly one is given
+    (``captured``: a set of `pgeval queries capture`, ``window`` its newest only)."""
     from ..testset.query_source import from_options
 
     return from_options(
@@ -40,4 +43,6 @@ def query_source(
         seed=seed,
         queries_sql=queries_sql,
         queries_file=None if queries_file is None else str(queries_file),
+        captured=captured,
+        window=window,
     )

@@ -124,6 +124,8 @@ class DbaMethods:
         seed: int | None = None,
         queries_sql: str | None = None,
         queries_file: str | Path | None = None,
+        captured: str | None = None,
+        window: str | None = None,
         target_recall: float = ADVISE_DEFAULTS.target_recall,
         designs: Any = None,
         build: Any = None,
@@ -171,7 +173,9 @@ class DbaMethods:
         from ..stages import gucs
         from ._keywords import query_source
 
-        source = query_source(testset, sample_queries, seed, queries_sql, queries_file)
+        source = query_source(
+            testset, sample_queries, seed, queries_sql, queries_file, captured, window
+        )
         cfg = AdviseConfig(
             target=target,
             testset=testset or "",
@@ -226,6 +230,8 @@ class DbaMethods:
         seed: int | None = None,
         queries_sql: str | None = None,
         queries_file: str | Path | None = None,
+        captured: str | None = None,
+        window: str | None = None,
         settings: Any = None,
         k: int = 10,
         min_recall: float | None = None,
@@ -252,12 +258,15 @@ class DbaMethods:
         from ..stages import gucs
         from ._keywords import query_source
 
-        if not any(v is not None for v in (testset, sample_queries, queries_sql, queries_file)):
+        given = (testset, sample_queries, queries_sql, queries_file, captured)
+        if not any(v is not None for v in given):
             sample_queries = DEFAULT_SAMPLE
         cfg = WatchConfig(
             target=target,
             stage=stage,
-            queries=query_source(testset, sample_queries, seed, queries_sql, queries_file),
+            queries=query_source(
+                testset, sample_queries, seed, queries_sql, queries_file, captured, window
+            ),
             testset=testset,
             settings=gucs.parse(gucs.settings_items(settings)),
             k=k,

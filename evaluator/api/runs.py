@@ -44,8 +44,9 @@ class RunMethods:
         """Run the stages (``"exact,hnsw"``; ``NAME=KIND`` allowed) ``repeat`` times as one
         experiment (`pgeval run pipeline`) on the queries of ``testset`` or, in its place, of a
         query-vector source: ``sample_queries=N`` (``seed=S``), ``queries_sql`` or
-        ``queries_file`` (exactly one). ``options`` are the command's other options by their
-        names, defaults as the command's (``evaluator.run.configure.PIPELINE_DEFAULTS``):
+        ``queries_file`` or ``captured`` (a set of `pgeval queries capture`; exactly one).
+        ``options`` are the command's other options by their names, defaults as the command's
+        (``evaluator.run.configure.PIPELINE_DEFAULTS``):
         ``target``, ``settings`` (``{"hnsw.ef_search": 40}`` or ``["hnsw.ef_search=40"]``),
         ``options`` (``{"merge": {"k": 60}}`` or ``["merge:k=60"]``), ``depth``, ``repeat``,
         ``embedder``, ``base_url``, ``dimensions``, ``api_key_env``, ``reranker``, ``name``,
@@ -281,7 +282,9 @@ def _pipeline(
     sample_queries, seed, queries_sql, queries_file)."""
     from ..run.configure import pipeline_config
 
-    queries = query_source(testset, *source)
+    queries = query_source(
+        testset, *source, captured=options.pop("captured", None), window=options.pop("window", None)
+    )
     if not stages:
         raise InputError(
             f"{param('stages')} required (e.g. stages='exact,hnsw')", field=param("stages")
@@ -299,7 +302,9 @@ def _sweep(
     """The sweep's configuration of :meth:`RunMethods.sweep`'s keywords."""
     from ..dba.sweep.configure import sweep_config
 
-    queries = query_source(testset, *source)
+    queries = query_source(
+        testset, *source, captured=options.pop("captured", None), window=options.pop("window", None)
+    )
     if not target:
         raise InputError(f"{param('target')} required", field=param("target"))
     if not stage:

@@ -1,5 +1,6 @@
-"""Options naming the queries of `pgeval sweep` and `pgeval run pipeline`: a test set, or query
-vectors without judgements (``--sample-queries``, ``--queries-sql``, ``--queries-file``)."""
+"""Options naming the queries of `pgeval sweep`, `advise`, `watch` and `run pipeline`: a test
+set, or query vectors without judgements (``--sample-queries``, ``--queries-sql``,
+``--queries-file``, ``--captured``)."""
 
 from __future__ import annotations
 
@@ -45,6 +46,19 @@ _OPTIONS = (
         metavar="FILE",
         type=click.Path(dir_okay=False),
         help="Query vectors: a .npy matrix (ids q1, q2, ...) or JSONL lines with id and embedding.",
+    ),
+    click.option(
+        "--captured",
+        default=None,
+        metavar="SET",
+        help="The queries the application sent, captured from the server log "
+        "(`pgeval queries capture`); with --group-by, each group's own.",
+    ),
+    click.option(
+        "--window",
+        default=None,
+        metavar="30min|1h|7d",
+        help="With --captured: only the queries sent within this time of its newest.",
     ),
 )
 

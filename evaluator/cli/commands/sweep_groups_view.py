@@ -223,9 +223,14 @@ def _print_table(res: GroupSweepResult, target: str, column: str, queries: int |
     """The grouped sweep as tables: its points, the groups at the chosen point worst first, each
     group's iterative scan, the groups skipped or not measured."""
     click.echo(
-        f"sweep of target {target} grouped by {column}: {res.chosen} · up to {queries} "
-        f"sampled queries per group · recall@{res.k} against exact search within each "
-        "group · p95 nearest rank, the slowest group's"
+        f"sweep of target {target} grouped by {column}: {res.chosen} · "
+        + (
+            f"up to {queries} sampled queries per group"
+            if queries
+            else "each group's captured queries (sent with its value)"
+        )
+        + f" · recall@{res.k} against exact search within each group · p95 nearest rank, the "
+        "slowest group's"
     )
     emit(point_rows(res), "table")
     if res.at is not None:
