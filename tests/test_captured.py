@@ -314,12 +314,12 @@ def test_a_log_without_whole_vectors_is_refused(database, app_log, tmp_path, cap
 def test_csvlog_jsonlog_and_a_custom_prefix(tmp_path, captured):
     """A server of its own with logging_collector on: stderr (a custom log_line_prefix, read from
     the server), csvlog and jsonlog (gzip too) hold the same searches."""
+    import tempfile
+
     from click.testing import CliRunner
 
     from evaluator.cli import main
     from evaluator.core import server
-
-    import tempfile
 
     # not under pytest's tmp_path (mode 700 to its owner): a root run starts the server as user
     # pgserver, which must reach its data directory, as for the session's (tests/conftest.py)
