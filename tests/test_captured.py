@@ -467,3 +467,39 @@ def test_advise_on_captured_queries_meets_the_target_on_them(database, app_log, 
     assert got >= 0.9 - rec["recall_margin"] - 1e-9, (ef, got, rec["recall_margin"])
     if not rec["ddl"]:  # the index in place: the figure printed is numpy's, exactly
         assert got == pytest.approx(rec["recall"], abs=1e-9)
+
+
+def test_watch_probes_the_newest_captured_queries(database, app_log, captured, tmp_path):
+    """A scheduled job captures the newest log with --append, then watches --captured --window:
+    the probe measures only the queries sent within the window of the newest."""
+    _, run = captured
+    code, _, err = run("queries", "capture", str(app_log["log"]), "--target", "cap", "--name",
+                       "series", "--replace")  # fmt: skip
+    assert code == 0, err
+    time.sleep(2.5)
+    log = _log_path(database)
+    start = log.stat().st_size
+    newer = _queries(6, np.random.default_rng(8))
+    _send(_app(database, ROLE), newer, [], [], [])
+    _wait_logged(log, start, "the application is done")
+    later = tmp_path / "later.log"
+    with log.open("rb") as f:
+        f.seek(start)
+        later.write_bytes(f.read())
+    code, out, err = run("queries", "capture", str(later), "--target", "cap", "--name", "series",
+                         "--append", "--format", "json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["queries"] == 6
+    code, out, err = run("watch", "--target", "cap", "--stage", "hnsw", "--captured", "series",
+                         "--window", "2s", "--format", "json")  # fmt: skip
+    assert code == 0, err
+    probe = json.loads(out)
+    assert probe["query_source"] == {"kind": "captured", "captured": "series", "window": "2s"}
+    assert probe["queries"] == 6
+    code, out, err = run("watch", "--target", "cap", "--stage", "hnsw", "--captured", "series",
+                         "--format", "json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["queries"] == 106
+    code, _, err = run("watch", "--target", "cap", "--stage", "hnsw", "--captured", "series",
+                       "--window", "soon")  # fmt: skip
+    assert code == 1 and err.count("\n") == 1 and "'soon' is not a window" in err
