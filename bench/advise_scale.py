@@ -16,6 +16,11 @@ at pgvector's defaults, built once and kept for reruns when --datadir (or --dsn)
 (2) --full (the issue's 200,000-row run): advise again with every design built in full (on the
     held-out copy), and per design the setting screened on the sample against the one measured
     on the full build, and whether advise's choice is the one the full builds would have made.
+(4) the application's own queries (left out with --no-application): query vectors of the
+    table's distribution that are not rows of it, sent by a role whose statements the server
+    logs, captured (`pgeval queries capture`), advised on (`advise --captured`); each
+    recommendation, from sampled rows and from captured queries, applied as printed and measured
+    by numpy on other held-out query vectors sent through the application's statement.
 (3) --groups: `advise --group-by tenant` on a table of --group-rows rows and 10 tenants (30 % to
     0.5 %, a btree on the tenant column, HNSW) against `advise` without it on the same table: the
     ratio (the issue asks at most 2).
@@ -31,6 +36,7 @@ earlier advise would otherwise be read back: "stored"), so that the time printed
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import time
@@ -64,6 +70,7 @@ def arguments():
     p.add_argument("--make-only", action="store_true", help="make the table (kept) and stop")
     p.add_argument("--fresh", action="store_true", help="measure and compute everything again")
     p.add_argument("--max-confirm-s", type=float, default=None, help="default: advise's")
+    p.add_argument("--no-application", action="store_true", help="(4) left out")
     return p.parse_args()
 
 
@@ -87,6 +94,14 @@ def server(args):
 def vectors(rng, centers, n: int) -> np.ndarray:
     picked = centers[rng.integers(0, len(centers), n)]
     return (picked + 0.7 * rng.normal(size=(n, centers.shape[1]))).astype(np.float32)
+
+
+def documents(rows: int, dim: int):
+    """(centers, the table's vectors in chunks of 10,000), as :func:`table` writes them (a table
+    without tenants: its seeded generator draws nothing else)."""
+    rng = np.random.default_rng(11)
+    centers = rng.normal(size=(64, dim))
+    return centers, (vectors(rng, centers, min(10_000, rows - s)) for s in range(0, rows, 10_000))
 
 
 def table(db, name: str, target: str, rows: int, dim: int, tenants: bool = False) -> float:
@@ -142,9 +157,11 @@ def advise(db, target: str, args, **more):
         more["fresh"] = True
     if getattr(args, "max_confirm_s", None) is not None:
         more["max_confirm_s"] = args.max_confirm_s
+    source = {"captured": more.pop("captured")} if "captured" in more else {}
     return Pgeval(db).advise(
         target,
-        sample_queries=args.queries,
+        sample_queries=None if source else args.queries,
+        **source,
         target_recall=args.target_recall,
         designs=designs or None,
         on_design=lambda i, n, d, left: print(
@@ -156,20 +173,12 @@ def advise(db, target: str, args, **more):
     )
 
 
-def by_hand(db, rec: dict, table_name: str) -> float:
-    """The recommendation applied as printed (its SET and DDL, if any, then its settings; the
-    old indexes it supersedes dropped, in a transaction rolled back after each query), the
-    printed statement run per sampled query in a new session, each query's own row left out as
-    pgeval leaves it out; recall@K by pgeval's rule (rows within the K-th exact distance). The
-    index and settings it added are removed afterwards."""
-    from evaluator.core.vector_literal import vector_literal
-
-    with db.connect() as conn:
-        rows = conn.execute(
-            "SELECT q.query_id, q.embedding::text FROM pgeval.query q JOIN pgeval.sweep w "
-            "USING (testset_id) WHERE w.name = %s ORDER BY q.position",
-            (rec["sweep"],),
-        ).fetchall()
+@contextlib.contextmanager
+def applied(db, rec: dict):
+    """The recommendation applied as printed (its SET and DDL, if any, then its settings), and
+    removed afterwards. Yields the indexes it supersedes that serve its statement too: a caller
+    drops them inside each query's transaction (rolled back after it), as once the new one is
+    confirmed."""
     built = None
     with db.connect(results=False, autocommit=True) as c:
         database = c.execute("SELECT current_database()").fetchone()[0]
@@ -180,32 +189,8 @@ def by_hand(db, rec: dict, table_name: str) -> float:
             built = rec["ddl"].split()[3]
         for s in rec["settings_sql"]:
             c.execute(s)
-    # the indexes the recommendation supersedes that serve its statement too: dropped inside
-    # each query's transaction (rolled back after it), as once the new one is confirmed
-    olds = [o["name"] for o in rec.get("supersedes") or [] if o.get("serves_statement")]
-    total = 0.0
     try:
-        with db.connect(results=False) as c:
-            stmt = rec["query_sql"].replace("LIMIT 10", f"LIMIT {K + 1}").replace("$1", "%s")
-            for qid, emb in rows:
-                v = vector_literal(np.array(emb.strip("[]").split(","), dtype=np.float32))
-                c.execute("SET LOCAL enable_indexscan = off")
-                exact = c.execute(
-                    f"SELECT id, e <=> %s::vector FROM {table_name} WHERE id <> %s "
-                    f"ORDER BY 2 LIMIT {K}",
-                    (v, qid),
-                ).fetchall()
-                c.rollback()
-                d_k = exact[-1][1]
-                for old in olds:
-                    c.execute(f'DROP INDEX "{old}"')
-                ids = [r[0] for r in c.execute(stmt, (v,) * stmt.count("%s")).fetchall()]
-                ids = [i for i in ids if i != qid][:K]
-                got = c.execute(
-                    f"SELECT e <=> %s::vector FROM {table_name} WHERE id = ANY(%s)", (v, ids)
-                ).fetchall()
-                c.rollback()
-                total += sum(1 for (d,) in got if d <= d_k + 1e-6 * max(1.0, abs(d_k))) / K
+        yield [o["name"] for o in rec.get("supersedes") or [] if o.get("serves_statement")]
     finally:
         with db.connect(results=False, autocommit=True) as c:
             if built:
@@ -213,7 +198,66 @@ def by_hand(db, rec: dict, table_name: str) -> float:
             for s in rec["settings_sql"]:
                 setting = s.split(" SET ", 1)[1].split(" = ")[0]
                 c.execute(f'ALTER DATABASE "{database}" RESET {setting}')
+
+
+def by_hand(db, rec: dict, table_name: str) -> float:
+    """The recommendation applied as printed (:func:`applied`), the printed statement run per
+    sampled query in a new session, each query's own row left out as pgeval leaves it out;
+    recall@K by pgeval's rule (rows within the K-th exact distance)."""
+    from evaluator.core.vector_literal import vector_literal
+
+    with db.connect() as conn:
+        rows = conn.execute(
+            "SELECT q.query_id, q.embedding::text FROM pgeval.query q JOIN pgeval.sweep w "
+            "USING (testset_id) WHERE w.name = %s ORDER BY q.position",
+            (rec["sweep"],),
+        ).fetchall()
+    total = 0.0
+    with applied(db, rec) as olds, db.connect(results=False) as c:
+        stmt = rec["query_sql"].replace("LIMIT 10", f"LIMIT {K + 1}").replace("$1", "%s")
+        for qid, emb in rows:
+            v = vector_literal(np.array(emb.strip("[]").split(","), dtype=np.float32))
+            c.execute("SET LOCAL enable_indexscan = off")
+            exact = c.execute(
+                f"SELECT id, e <=> %s::vector FROM {table_name} WHERE id <> %s "
+                f"ORDER BY 2 LIMIT {K}",
+                (v, qid),
+            ).fetchall()
+            c.rollback()
+            d_k = exact[-1][1]
+            for old in olds:
+                c.execute(f'DROP INDEX "{old}"')
+            ids = [r[0] for r in c.execute(stmt, (v,) * stmt.count("%s")).fetchall()]
+            ids = [i for i in ids if i != qid][:K]
+            got = c.execute(
+                f"SELECT e <=> %s::vector FROM {table_name} WHERE id = ANY(%s)", (v, ids)
+            ).fetchall()
+            c.rollback()
+            total += sum(1 for (d,) in got if d <= d_k + 1e-6 * max(1.0, abs(d_k))) / K
     return total / max(len(rows), 1)
+
+
+def application_recall(db, rec: dict, table_name: str, queries, docs) -> float:
+    """The recommendation applied as printed, the APPLICATION's statement (``SELECT id FROM t
+    ORDER BY e <=> $1 LIMIT 10``) run for each held-out query vector (not a row of the table),
+    recall@K against numpy's exact search over the table's vectors."""
+    from evaluator.core.vector_types import register_vector
+
+    norms = np.linalg.norm(docs, axis=1)
+    total = 0.0
+    with applied(db, rec) as olds, db.connect(results=False) as c:
+        register_vector(c)
+        for q in queries:
+            for old in olds:
+                c.execute(f'DROP INDEX "{old}"')
+            got = c.execute(
+                f"SELECT id FROM {table_name} ORDER BY e <=> %s LIMIT {K}", (q,), binary=True
+            ).fetchall()
+            c.rollback()
+            d = 1 - (docs @ q) / (norms * np.linalg.norm(q))
+            truth = {f"c{i + 1}" for i in np.argpartition(d, K)[:K]}
+            total += len({g[0] for g in got} & truth) / K
+    return total / len(queries)
 
 
 def show(res, seconds: float) -> None:
@@ -272,6 +316,77 @@ def full_builds(db, args, screened) -> None:
     )
 
 
+APP_ROLE, APP_SET = "advise_scale_app", "advise-scale-app"
+
+
+def send_and_capture(db, queries) -> None:
+    """The application: a role whose statements the server logs sends each query vector through
+    its statement (prepared, binary, as psycopg 3 sends it); `pgeval queries capture` reads them
+    from the embedded server's log into the captured set APP_SET."""
+    import tempfile
+
+    from psycopg.conninfo import make_conninfo
+
+    from evaluator.api import Pgeval
+    from evaluator.core.vector_types import register_vector
+
+    log = Path(db.datadir) / "log"
+    with db.connect(results=False, autocommit=True) as c:
+        c.execute(
+            f"DO $$BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{APP_ROLE}') "
+            f"THEN CREATE ROLE {APP_ROLE} LOGIN; END IF; END$$"
+        )
+        c.execute(f"GRANT SELECT ON {TABLE} TO {APP_ROLE}")
+        c.execute(f"ALTER ROLE {APP_ROLE} SET log_min_duration_statement = 0")
+    start = log.stat().st_size
+    import psycopg
+
+    with psycopg.connect(make_conninfo(db.uri(), user=APP_ROLE), autocommit=True) as app:
+        register_vector(app)
+        for q in queries:
+            app.execute(f"SELECT id FROM {TABLE} ORDER BY e <=> %s LIMIT {K}", (q,), binary=True)
+    time.sleep(0.5)
+    with tempfile.NamedTemporaryFile(suffix=".log", delete=False) as out, log.open("rb") as f:
+        f.seek(start)
+        out.write(f.read())
+    rep = Pgeval(db).capture_queries([out.name], target=TARGET, name=APP_SET, replace=True)
+    os.unlink(out.name)
+    print(f"(4) the application sent {rep.searches} searches; captured {rep.queries} queries")
+
+
+def application(db, args, sampled) -> None:
+    """(4): the application's own queries. Query vectors of the table's distribution that are not
+    rows of it: one set the application sends (logged, captured: `advise --captured`), another
+    held out of everything. Each recommendation (sampled rows, captured queries) applied as
+    printed and measured by numpy on the held-out vectors sent through the application's
+    statement."""
+    if args.dsn:
+        print("(4) skipped: it reads the embedded server's log (no --dsn)")
+        return
+    centers, chunks = documents(args.rows, args.dim)
+    docs = np.concatenate(list(chunks))
+    rng = np.random.default_rng(2026)
+    sent, held_out = vectors(rng, centers, args.queries), vectors(rng, centers, args.queries)
+    send_and_capture(db, sent)
+    t0 = time.perf_counter()
+    captured = advise(db, TARGET, args, sample_rows=args.sample_rows, captured=APP_SET)
+    print(f"advise --captured: {time.perf_counter() - t0:.1f} s")
+    for what, res in (("--sample-queries", sampled), ("--captured", captured)):
+        rec = res.recommendation
+        if rec is None:
+            print(f"  {what}: no recommendation")
+            continue
+        got = application_recall(db, rec, TABLE, held_out, docs)
+        margin = rec.get("recall_margin") or 0
+        meets = got >= args.target_recall - margin - 1e-9
+        print(
+            f"  {what}: {rec['planner']}; printed {rec['recall']:.4f} ±{margin:.4f} "
+            f"({res.as_dict()['queries'].get('source')}); applied as printed, the application's "
+            f"{len(held_out)} held-out queries get {got:.4f} (numpy): "
+            + ("meets the target within the interval" if meets else "MISSES the target")
+        )
+
+
 def groups(db, args) -> None:
     """(3): advise --group-by tenant against advise without, on one tenant table."""
     made = table(db, GROUPED, GROUPED_TARGET, args.group_rows, args.dim, tenants=True)
@@ -317,6 +432,8 @@ def main() -> None:
                 f"reported (95 % interval {low:.4f}-{high:.4f}): "
                 + ("inside" if low - 1e-9 <= got <= high + 1e-9 else "OUTSIDE")
             )
+        if not args.no_application:
+            application(db, args, res)
         if args.full:
             full_builds(db, args, res)
         if args.groups:
