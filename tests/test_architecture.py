@@ -165,6 +165,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluator.stages",),  # ranking, run storage
     ("evaluator.measure",),  # numbers read from SQL
     ("evaluator.dba",),  # health, warm-up, fingerprint, data checksum, config diff
+    ("evaluator.ground_truth",),  # exact lists stored, refreshed from the data checksum's versions
     ("evaluator.run",),  # experiments (they record a fingerprint), resume, run files
     ("evaluator.dba.sweep",),  # a sweep runs pipelines
     ("evaluator.reporting",),  # documents and gates (a report shows a run's sweep)
@@ -371,7 +372,7 @@ def test_private_name_check_can_fail(tmp_path):
     src.write_text(
         "from evaluator.run.pipeline import _x\n"
         "from evaluator.api._keywords import query_source\n"
-        "from evaluator.stages import exact_scan\n"
+        "from evaluator.ground_truth import exact_scan\n"
         "def f(stage, conn):\n"
         "    conn._mine = 1\n"
         "    return exact_scan._y, stage._z(), getattr(stage, '_z'), conn._mine, self._w\n",

@@ -225,7 +225,7 @@ def run_pipeline(
     options = {name: dict(v) for name, v in cfg.options.items()}
     qinfo = None
     if cfg.queries is not None:  # query vectors without judgements: a query set
-        from ..stages.ground_truth import query_set
+        from ..ground_truth.exact_stage import query_set
 
         cfg, qinfo = query_set(database, cfg)
     # least privilege: no transaction on the knowledge base writes (but --isolate-index's drops)
@@ -260,7 +260,7 @@ def run_pipeline(
         )
         kb.rollback()
         if target is not None:
-            from ..stages.ground_truth import offer
+            from ..ground_truth.exact_stage import offer
 
             offer(
                 {n: contexts[n] for n, k, _ in stages if k == "exact"},

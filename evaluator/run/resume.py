@@ -275,7 +275,7 @@ def resume_experiment(
             with _lock(results, exp_id, name, on_warning):
                 contexts = pipeline.prepare_contexts(base, stages, cfg.get("options") or {})
                 if target is not None:  # exact stages from the stored ground truth, as it ran
-                    from ..stages.ground_truth import offer
+                    from ..ground_truth.exact_stage import offer
 
                     offer(
                         {n: contexts[n] for n, k, _ in stages if k == "exact"},

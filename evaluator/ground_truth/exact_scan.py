@@ -207,7 +207,7 @@ def server_lists(
 ) -> list[list[tuple[str, float]]]:
     """The exact stage's own statement, one query at a time (the check, and the fallback)."""
     from ..core.vector_types import register_vector
-    from . import gucs, vector_sql
+    from ..stages import gucs, vector_sql
 
     register_vector(kb)
     stmt, params, _ = vector_sql.per_query(target, depth, exact=True)

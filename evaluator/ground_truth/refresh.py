@@ -1,6 +1,6 @@
 """The stored exact ground truth kept up to date incrementally (a probe's: `pgeval watch`).
 
-:func:`refresh` is :func:`evaluator.stages.ground_truth.ensure`'s ``refresh`` (the ground truth
+:func:`refresh` is :func:`.store.ensure`'s ``refresh`` (the ground truth
 reused while the data is unchanged, else computed): a third way between the two: when the data
 changed little since a ground truth of the same target, distance, filters and embedder was
 computed, that one is brought up to date instead of computing every list again.
@@ -43,9 +43,9 @@ import numpy as np
 from psycopg import sql
 
 from ..core.ids import as_text
-from ..stages import exact_scan
-from ..stages import ground_truth as gt
-from .data_checksum import version_term
+from ..dba.data_checksum import version_term
+from . import exact_scan
+from . import store as gt
 
 THRESHOLD = 0.10  # share of the rows changed above which the ground truth is computed in full
 EXTRA = 10  # ranks stored beyond the depth asked
@@ -53,7 +53,7 @@ REFRESHED = {"count": 0}  # incremental refreshes in this process (tests count t
 
 
 def refresh(slot: gt.Slot, reason: str | None) -> gt.GroundTruth | gt.Full:
-    """:func:`evaluator.stages.ground_truth.ensure`'s incremental ``refresh``: the slot's ground
+    """:func:`.store.ensure`'s incremental ``refresh``: the slot's ground
     truth brought up to date from the row versions changed since a base (saved); else how to
     compute it in full (``EXTRA`` ranks deeper, the row versions read in the same scan), with
     ``reason`` saying why not incrementally."""
