@@ -4,12 +4,9 @@ plan is checked). Its distances are the ceiling every ANN stage is measured agai
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .vector_common import VectorStage
-
-if TYPE_CHECKING:
-    pass
 
 
 class ExactStage(VectorStage):
