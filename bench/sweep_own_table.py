@@ -152,8 +152,8 @@ def main() -> None:
     try:
         from evaluator.dba import fingerprint as fpmod
         from evaluator.dba.sweep import SweepConfig, run_sweep
+        from evaluator.ground_truth import store as ground_truth
         from evaluator.providers.embedders import storage
-        from evaluator.stages import ground_truth
         from evaluator.targets.targets import load
         from evaluator.testset.query_source import QuerySource, materialize
 

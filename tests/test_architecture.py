@@ -30,19 +30,22 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def _base_of(module: str, path: Path, node: ast.ImportFrom) -> str:
+    """The module an ``import from`` reads (relative imports resolved)."""
+    if not node.level:
+        return node.module or ""
+    base = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        base = base.rpartition(".")[0]
+    return f"{base}.{node.module}" if node.module else base
+
+
 def _targets(module: str, path: Path, node: ast.stmt) -> list[str]:
     """The evaluator modules an import statement names (``from pkg import mod`` names pkg.mod)."""
     if isinstance(node, ast.Import):
         names = [a.name for a in node.names]
     elif isinstance(node, ast.ImportFrom):
-        if node.level:
-            base = module if path.name == "__init__.py" else module.rpartition(".")[0]
-            for _ in range(node.level - 1):
-                base = base.rpartition(".")[0]
-            if node.module:
-                base = f"{base}.{node.module}"
-        else:
-            base = node.module or ""
+        base = _base_of(module, path, node)
         names = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
     else:
         return []
@@ -163,6 +166,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluator.stages",),  # ranking, run storage
     ("evaluator.measure",),  # numbers read from SQL
     ("evaluator.dba",),  # health, warm-up, fingerprint, data checksum, config diff
+    ("evaluator.ground_truth",),  # exact lists stored, refreshed from the data checksum's versions
     ("evaluator.run",),  # experiments (they record a fingerprint), resume, run files
     ("evaluator.dba.sweep",),  # a sweep runs pipelines
     ("evaluator.reporting",),  # documents and gates (a report shows a run's sweep)
@@ -268,6 +272,127 @@ def test_core_imports_nothing_above_it(module):
     deps = GRAPH[module]
     above = sorted(d for d in deps if d != "evaluator" and not d.startswith("evaluator.core"))
     assert not above, f"{module} imports {', '.join(above)}"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _named_attr(node: ast.AST) -> tuple[ast.AST, str] | None:
+    """(object, attribute) of ``obj.attr`` and of ``getattr/setattr/hasattr(obj, "attr")``."""
+    if isinstance(node, ast.Attribute):
+        return node.value, node.attr
+    if (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in ("getattr", "setattr", "hasattr")
+        and len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and isinstance(node.args[1].value, str)
+    ):
+        return node.args[0], node.args[1].value
+    return None
+
+
+def _members(tree: ast.Module) -> set[str]:
+    """The attributes a module's objects carry: methods and class variables of its classes,
+    attributes it assigns (``x.attr = ...``, ``setattr(x, "attr", ...)``)."""
+    out: set[str] = set()
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        for stmt in cls.body:
+            targets = getattr(stmt, "targets", None) or [getattr(stmt, "target", None)]
+            out.update(t.id for t in targets if isinstance(t, ast.Name))
+            out.update([stmt.name] if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)) else [])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            out.add(node.attr)
+        elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr":
+            found = _named_attr(node)
+            out.update([found[1]] if found else [])
+    return out
+
+
+TREES = {m: ast.parse(p.read_text(encoding="utf-8"), filename=str(p)) for m, p in MODULES.items()}
+MEMBERS = {m: _members(t) for m, t in TREES.items()}
+
+
+def private_crossings(module: str, path: Path, tree: ast.Module, members: dict) -> list[str]:
+    """Where ``module`` uses a private name (``_x``) of another evaluator module: ``from m
+    import _x``, ``m._x`` on an imported module, ``obj._x`` / ``getattr(obj, "_x")`` of an
+    attribute this module does not define but another does, a private module outside its
+    package (a module's own private names are read only through ``m._x``)."""
+    out, bound = [], {}
+    elsewhere = {n for m, names in members.items() if m != module for n in names if _private(n)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = _base_of(module, path, node)
+            if not base.startswith("evaluator"):
+                continue
+            for a in node.names:
+                full = f"{base}.{a.name}"
+                bound.update({a.asname or a.name: full} if full in MODULES else {})
+                private_parts = [p for p in full.split(".")[:-1] if _private(p)]
+                package = full.rpartition(".")[0] if full in MODULES else base
+                if (
+                    _private(a.name)
+                    and full not in MODULES
+                    or (private_parts and not module.startswith(package.rpartition(".")[0] + "."))
+                ):
+                    out.append(f"{module}:{node.lineno} from {base} import {a.name}")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.startswith("evaluator."):
+                    bound[a.asname or a.name] = a.name
+    here = members.get(module, set())
+    for node in ast.walk(tree):
+        found = _named_attr(node)
+        if found is None or not _private(found[1]):
+            continue
+        obj, attr = found
+        name = obj.id if isinstance(obj, ast.Name) else ast.unparse(obj)
+        if (
+            name in bound
+            or name in bound.values()
+            or (name not in ("self", "cls") and attr not in here and attr in elsewhere)
+        ):
+            out.append(f"{module}:{node.lineno} {ast.unparse(obj)}.{attr}")
+    return out
+
+
+def test_no_private_name_crosses_modules():
+    """A module uses only the public names of another (no exception list): what a neighbour
+    needs is given a public name, or a small function taking what it needs."""
+    crossings = [c for m, p in MODULES.items() for c in private_crossings(m, p, TREES[m], MEMBERS)]
+    assert not crossings, "private names used from another module: " + "; ".join(crossings)
+
+
+def test_private_name_check_can_fail(tmp_path):
+    """The check itself: an imported private function, a module's private attribute, another
+    module's private method and a private module outside its package are reported."""
+    src = tmp_path / "m.py"
+    src.write_text(
+        "from evaluator.run.pipeline import _x\n"
+        "from evaluator.api._keywords import query_source\n"
+        "from evaluator.ground_truth import exact_scan\n"
+        "def f(stage, conn):\n"
+        "    conn._mine = 1\n"
+        "    return exact_scan._y, stage._z(), getattr(stage, '_z'), conn._mine, self._w\n",
+        encoding="utf-8",
+    )
+    tree = ast.parse(src.read_text(encoding="utf-8"))
+    members = {"evaluator.measure.m": _members(tree), "evaluator.stages.other": {"_z", "_w"}}
+    assert private_crossings("evaluator.measure.m", src, tree, members) == [
+        "evaluator.measure.m:1 from evaluator.run.pipeline import _x",
+        "evaluator.measure.m:2 from evaluator.api._keywords import query_source",
+        "evaluator.measure.m:6 exact_scan._y",
+        "evaluator.measure.m:6 stage._z",
+        "evaluator.measure.m:6 stage._z",
+    ]
+    # inside its package a private module is the package's own
+    assert private_crossings("evaluator.api.runs", src, ast.parse(src.read_text()), {}) == [
+        "evaluator.api.runs:1 from evaluator.run.pipeline import _x",
+        "evaluator.api.runs:6 exact_scan._y",
+    ]
 
 
 def _sources_containing(text: str) -> list[str]:

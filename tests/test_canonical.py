@@ -20,8 +20,8 @@ def _old(value, **kw) -> str:
 def test_each_stored_hash_keeps_its_spelling():
     from evaluator.dba import data_checksum, fingerprint
     from evaluator.dba.sweep import runner
+    from evaluator.ground_truth import store as ground_truth
     from evaluator.run import pipeline
-    from evaluator.stages import ground_truth
 
     compact = {"separators": (",", ":")}
     # experiments and ground-truth slots: non-ASCII escaped

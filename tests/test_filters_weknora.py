@@ -15,7 +15,7 @@ import pytest
 
 from evaluator.cli.options import option_for
 from evaluator.core.errors import InputError, PlanError
-from evaluator.run.pipeline import PipelineConfig, _queries, prepare_contexts, run_pipeline
+from evaluator.run.pipeline import PipelineConfig, prepare_contexts, run_pipeline, stage_queries
 from evaluator.stages import gucs, registry
 from evaluator.stages.base import StageContext
 
@@ -397,9 +397,7 @@ def test_stage_scoped_setting_does_not_leak(clean, wk, pgeval, conn, database):
     with database.connect() as results, database.connect(results=False, read_only=True) as kb:
         target = load(results, "wk")
         stages = [(n, n, registry.get(n)) for n in ("exact", "hnsw")]
-        queries, label, _ = _queries(
-            results, "wkq", tid, stages, PipelineConfig(testset="wkq", stages="exact,hnsw")
-        )
+        queries, label, _ = stage_queries(results, "wkq", tid, stages)
         results.commit()
         base = StageContext(
             kb=kb,

@@ -172,7 +172,7 @@ def _churn(database, conn, rng) -> int:
 def test_after_a_small_change_the_ground_truth_is_refreshed_incrementally_and_exactly(
     kb, conn, database, pgeval
 ):
-    from evaluator.dba import ground_truth_refresh
+    from evaluator.ground_truth import refresh as ground_truth_refresh
 
     # (an earlier test's ground truth of the same rows would be reused: computed here)
     conn.execute("DELETE FROM pgeval.ground_truth WHERE target = %s", (TARGET,))

@@ -68,7 +68,7 @@ class HeldLock:
         if self.in_conn:
             return True
         # like a session lock, it ends when ``conn`` closes (PoolSafeConnection.close)
-        held = getattr(self.conn, "_pgeval_held_locks", None)
+        held = getattr(self.conn, "held_locks", None)
         if isinstance(held, list):
             held.append(self)
         return True
@@ -90,7 +90,7 @@ class HeldLock:
         if self.in_conn:
             self._end(holder)
             return
-        held = getattr(self.conn, "_pgeval_held_locks", None)
+        held = getattr(self.conn, "held_locks", None)
         if isinstance(held, list) and self in held:
             held.remove(self)
         try:

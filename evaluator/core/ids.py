@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from psycopg import sql
 
-from .text import _CONTROL, _kind, clean_str, show
+from .text import CONTROL, clean_str, kind_of, show
 
 BYTE_ORDER = sql.SQL('COLLATE "C"')
 
@@ -48,12 +48,12 @@ def ident(value: object, what: str = "id") -> str:
     ):
         return value  # the common case, checked fast
     if isinstance(value, bool) or not isinstance(value, (str, int)):
-        raise ValueError(f"{what} must be a string, found {_kind(value)}")
+        raise ValueError(f"{what} must be a string, found {kind_of(value)}")
     text = str(value).strip()
     if not text:
         raise ValueError(f"{what} is empty")
     clean_str(text, what)
-    bad = _CONTROL.search(text)
+    bad = CONTROL.search(text)
     if bad:
         raise ValueError(
             f"{what} '{show(text)}' contains a control character ({repr(bad.group())[1:-1]})"

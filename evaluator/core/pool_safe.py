@@ -69,14 +69,14 @@ class SnapshotGone(DatabaseError):
 class PoolSafeConnection(psycopg.Connection):
     """A psycopg connection whose session state ends with each transaction (module docstring)."""
 
-    _pgeval_held_locks: list  # evaluator.core.held_lock.HeldLock taken for this connection
+    held_locks: list  # evaluator.core.held_lock.HeldLock taken for this connection
     _pgeval_snapshot: str | None  # the exported snapshot each transaction imports (or None)
 
     @classmethod
     def connect(cls, conninfo: str = "", **kwargs: Any) -> Self:
         conn = super().connect(conninfo, **kwargs)
         conn.prepare_threshold = NEVER
-        conn._pgeval_held_locks = []  # evaluator.core.held_lock: released when this closes
+        conn.held_locks = []  # evaluator.core.held_lock: released when this closes
         conn._pgeval_snapshot = None
         return conn
 
@@ -184,7 +184,7 @@ class PoolSafeConnection(psycopg.Connection):
             self.pgconn.finish()  # stuck: end the session rather than hang or mislead
 
     def close(self) -> None:
-        for lock in list(getattr(self, "_pgeval_held_locks", ())):
+        for lock in list(getattr(self, "held_locks", ())):
             lock.release()
         if not self.closed:
             try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def show(value: object, limit: int = 80) -> str:
@@ -13,7 +13,7 @@ def show(value: object, limit: int = 80) -> str:
     text = value if isinstance(value, str) else repr(value)
     if len(text) > limit:
         text = text[: limit - 3] + "..."
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+    return CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 def clean_str(value: str, what: str) -> str:
@@ -34,7 +34,8 @@ def clean_str(value: str, what: str) -> str:
     return value
 
 
-def _kind(value: object) -> str:
+def kind_of(value: object) -> str:
+    """What a JSON value is, for an error message (``found a list``)."""
     if value is None:
         return "null"
     if isinstance(value, bool):

@@ -10,8 +10,9 @@ from typing import Any
 def register_vector(conn: Any) -> None:
     """Let psycopg send numpy arrays as binary ``vector`` parameters and read pgvector's types
     (idempotent). One catalog query for the four types (pgvector's own ``register_vector``
-    makes one round trip per type: 3 ms a connection here)."""
-    if getattr(conn, "_pgeval_vector", False):
+    makes one round trip per type: 3 ms a connection here). Registered is what the connection's
+    own adapters say: its type map knows ``vector``."""
+    if conn.adapters.types.get("vector") is not None:
         return
     from pgvector.psycopg.bit import register_bit_info
     from pgvector.psycopg.halfvec import register_halfvec_info
@@ -35,4 +36,3 @@ def register_vector(conn: Any) -> None:
     ):
         if name in found:
             register(conn, found[name])
-    conn._pgeval_vector = True

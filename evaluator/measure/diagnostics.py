@@ -170,7 +170,7 @@ def _explain(stage: Any, ctx: StageContext, queries: Any) -> list[tuple[str, dic
         return []
     tx = stage.begin(ctx)
     try:
-        stmt, params, _ = vector_sql.per_query(ctx.target, ctx.depth, **stage._sql_kw(ctx))
+        stmt, params, _ = vector_sql.per_query(ctx.target, ctx.depth, **stage.sql_kw(ctx))
         explain = sql.SQL("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ") + stmt
         forced = {
             k: v

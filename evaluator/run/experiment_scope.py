@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -52,11 +53,13 @@ def unlock(conn: Any, exp_id: int) -> None:
         entry[0].release()
 
 
+# per connection, {experiment id: [its HeldLock, how many times taken]}; weakly keyed, nothing is
+# set on the connection, and the entry goes with it
+_HELD: weakref.WeakKeyDictionary[Any, dict] = weakref.WeakKeyDictionary()
+
+
 def _locks(conn: Any) -> dict:
-    held = getattr(conn, "_pgeval_experiment_locks", None)
-    if held is None:
-        held = conn._pgeval_experiment_locks = {}
-    return held
+    return _HELD.setdefault(conn, {})
 
 
 def commit(conn: Any) -> None:

@@ -57,20 +57,22 @@ def default_name(testset: str, target: str | None) -> str:
     return f"{testset}-{target or 'pipeline'}-{stamp}"
 
 
-def _queries(
+def stage_queries(
     results: Any,
     testset: str,
     tid: int,
     stages: Any,
-    cfg: PipelineConfig,
+    embedder: str | None = None,
+    embedder_options: dict | None = None,
     on_embed: Callable[..., Any] | None = None,
 ) -> Any:
-    """(queries, embedder label, dimension): embeddings when a stage needs them."""
+    """(queries, embedder label, dimension) of the test set for ``stages`` ((name, kind, stage)
+    triples): embedded by ``embedder`` (default precomputed) when a stage needs them."""
     from ..providers.embedders import parse, storage
 
     if not any(s.needs_embedding for _, _, s in stages):
         return storage.testset_queries(results, tid), None, None
-    emb = parse(cfg.embedder or "precomputed", **cfg.embedder_options)
+    emb = parse(embedder or "precomputed", **(embedder_options or {}))
     rep = storage.ensure(results, testset, emb, on_batch=on_embed)
     return storage.load(results, tid, emb.label), emb.label, rep.dimension
 
@@ -223,7 +225,7 @@ def run_pipeline(
     options = {name: dict(v) for name, v in cfg.options.items()}
     qinfo = None
     if cfg.queries is not None:  # query vectors without judgements: a query set
-        from ..stages.ground_truth import query_set
+        from ..ground_truth.exact_stage import query_set
 
         cfg, qinfo = query_set(database, cfg)
     # least privilege: no transaction on the knowledge base writes (but --isolate-index's drops)
@@ -240,7 +242,9 @@ def run_pipeline(
         settings = gucs.validate(kb, {**(target.settings if target else {}), **cfg.settings})
         settings = gucs.with_statement_timeout(kb, settings, cfg.statement_timeout)
         kb.rollback()
-        queries, label, dim = _queries(results, cfg.testset, tid, stages, cfg, on_embed)
+        queries, label, dim = stage_queries(
+            results, cfg.testset, tid, stages, cfg.embedder, cfg.embedder_options, on_embed
+        )
         name = _claim_name(results, cfg, stages)
         base = _base_context(results, kb, cfg, target, tid, name, settings, queries, label, qinfo)
         contexts = prepare_contexts(base, stages, options)
@@ -256,7 +260,7 @@ def run_pipeline(
         )
         kb.rollback()
         if target is not None:
-            from ..stages.ground_truth import offer
+            from ..ground_truth.exact_stage import offer
 
             offer(
                 {n: contexts[n] for n, k, _ in stages if k == "exact"},
@@ -289,7 +293,7 @@ def run_pipeline(
                     {},
                 ),
             )
-        _summaries(results, runs)
+        add_summaries(results, runs)
     return PipelineResult(name, exp_id, config_hash, runs, warnings)
 
 
@@ -446,7 +450,7 @@ def add_warnings(
                 on_warning(w)
 
 
-def _summaries(conn: Any, runs: list[dict]) -> None:
+def add_summaries(conn: Any, runs: list[dict]) -> None:
     """Add queries, rows, latency p50/p95 (nearest rank) and rows-returned minimum to ``runs``;
     a keyword stage that fell back to full-text search has its kind labelled so."""
     from ..measure import stage_method

@@ -260,7 +260,7 @@ def resume_experiment(
                 own_run(results, exp, run_name(name, sname, rep))
         done = _all_complete(results, exp, stages, run_name)
         if done is not None:  # nothing to resume: nothing is touched
-            pipeline._summaries(results, done)
+            pipeline.add_summaries(results, done)
             return pipeline.PipelineResult(name, exp_id, exp["config_hash"], done, [])
         target = _stored_target(cfg)
         with database.connect(results=False, read_only=not cfg.get("isolate_index")) as kb:
@@ -275,7 +275,7 @@ def resume_experiment(
             with _lock(results, exp_id, name, on_warning):
                 contexts = pipeline.prepare_contexts(base, stages, cfg.get("options") or {})
                 if target is not None:  # exact stages from the stored ground truth, as it ran
-                    from ..stages.ground_truth import offer
+                    from ..ground_truth.exact_stage import offer
 
                     offer(
                         {n: contexts[n] for n, k, _ in stages if k == "exact"},
@@ -305,7 +305,7 @@ def resume_experiment(
                         on_warning,
                         resume_one,
                     )
-                pipeline._summaries(results, runs)
+                pipeline.add_summaries(results, runs)
     return pipeline.PipelineResult(name, exp_id, exp["config_hash"], runs, warnings)
 
 

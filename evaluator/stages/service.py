@@ -145,7 +145,7 @@ class ServiceStage(BaseStage):
         if explicit_input:
             out["input"] = explicit_input
         if explicit_inputs:
-            out["inputs"] = sc._list(explicit_inputs)
+            out["inputs"] = sc.comma_list(explicit_inputs)
         if self.preset not in ("weknora-hybrid", "weknora-final") or ctx.option("role"):
             return out
         earlier = {}

@@ -215,7 +215,7 @@ def _preset_body(ctx: StageContext, preset: str, spec: dict, kb: str | None) -> 
     if preset == "weknora-final":
         ids = ctx.option("knowledge_base_ids")
         if ids:
-            body["knowledge_base_ids"] = _list(ids)
+            body["knowledge_base_ids"] = comma_list(ids)
         elif kb:
             body["knowledge_base_id"] = "{{knowledge_base_id}}"
         else:
@@ -226,14 +226,14 @@ def _preset_body(ctx: StageContext, preset: str, spec: dict, kb: str | None) -> 
             )
         for f in ("knowledge_ids",):
             if ctx.option(f):
-                body[f] = _list(ctx.option(f))
+                body[f] = comma_list(ctx.option(f))
     else:
         for f in FLOAT_FIELDS:
             if ctx.option(f) is not None:
                 body[f] = ctx.option(f, None, float)
         for f in LIST_FIELDS:
             if ctx.option(f):
-                body[f] = _list(ctx.option(f))
+                body[f] = comma_list(ctx.option(f))
         for f in BOOL_FIELDS:
             if ctx.option(f) is not None:
                 body[f] = ctx.option(f, None, _bool)
@@ -316,7 +316,8 @@ def _path_part(value: str, stage: str) -> str:
     return quote(value.strip(), safe="")
 
 
-def _list(value: str) -> list[str]:
+def comma_list(value: str) -> list[str]:
+    """``"a, b,"`` as ``["a", "b"]``."""
     return [v.strip() for v in value.split(",") if v.strip()]
 
 

@@ -339,7 +339,8 @@ class VectorStage(BaseStage):
     def overfetch(self, ctx: StageContext) -> float:
         return refetch.overfetch(ctx)
 
-    def _sql_kw(self, ctx: StageContext) -> dict:
+    def sql_kw(self, ctx: StageContext) -> dict:
+        """The keywords of :mod:`.vector_sql`'s statements for this stage in ``ctx``."""
         assert ctx.target is not None  # a stage with a table has a target
         kw: dict = {
             "exact": self.method is None,
@@ -357,21 +358,21 @@ class VectorStage(BaseStage):
         assert ctx.target is not None  # a stage with a table has a target
         q0 = ctx.queries[0].embedding
         if ctx.batch:
-            stmt, params = vector_sql.batch(ctx.target, ctx.depth, **self._sql_kw(ctx))
+            stmt, params = vector_sql.batch(ctx.target, ctx.depth, **self.sql_kw(ctx))
             check = dict(
                 params,
                 ids=[q.query_id for q in ctx.queries[:2]],
                 vecs=[_f32(q.embedding) for q in ctx.queries[:2]],
             )
             return self.check_plan(ctx, tx, stmt, check), stmt, params
-        stmt, params, _ = vector_sql.application(ctx.target, ctx.depth, **self._sql_kw(ctx))
+        stmt, params, _ = vector_sql.application(ctx.target, ctx.depth, **self.sql_kw(ctx))
         trusted = ctx.extra.get(TRUSTED_PLAN)
         if trusted is not None and not generic_check:  # (a run's check, not prepare's)
             return trusted["index"], stmt, params
         values = {**params, "q": np.asarray(q0, dtype=np.float32)}
         dollar = vector_sql.Dollar()
         generic = (  # (the planner's generic plan is the one a run measures: read every time)
-            vector_sql.application(ctx.target, ctx.depth, dollar, **self._sql_kw(ctx))[0]
+            vector_sql.application(ctx.target, ctx.depth, dollar, **self.sql_kw(ctx))[0]
             if generic_check or planner_plan.mode(ctx) == "generic"
             else None
         )
@@ -391,9 +392,9 @@ class VectorStage(BaseStage):
             return
         assert ctx.target is not None  # a stage with a table has a target
         k = int(app["k"])
-        stmt, params, _ = vector_sql.application(ctx.target, k, **self._sql_kw(ctx))
+        stmt, params, _ = vector_sql.application(ctx.target, k, **self.sql_kw(ctx))
         dollar = vector_sql.Dollar()
-        generic = vector_sql.application(ctx.target, k, dollar, **self._sql_kw(ctx))[0]
+        generic = vector_sql.application(ctx.target, k, dollar, **self.sql_kw(ctx))[0]
         at_k = {**values, **params}
         planner_plan.at_application_limit(
             ctx.kb,
@@ -508,7 +509,7 @@ class VectorStage(BaseStage):
         target's threshold are dropped as the application drops them, and counted; a list that
         reached the threshold is not fetched again (a larger LIMIT only adds results past it)."""
         assert ctx.target is not None  # a vector stage has a target (prepare refuses none)
-        kw = self._sql_kw(ctx)
+        kw = self.sql_kw(ctx)
         more = vector_sql.refetches(ctx.target, kw["exact"])
         first = refetch.fetch_limit(ctx.depth, kw["overfetch"]) if more else None
         timed = {first: timing.TimedStatement(ctx.kb, stmt, ctx.server_timing)}
@@ -568,7 +569,7 @@ class VectorStage(BaseStage):
         query goes to the writer while the server searches the next ones. Several rows per
         chunk: the queries left short of ``--depth`` chunks while their scan returned every row
         asked for run again, together, with a larger LIMIT (as in :meth:`_run_each`)."""
-        kw = self._sql_kw(ctx)
+        kw = self.sql_kw(ctx)
         more = vector_sql.refetches(ctx.target, kw["exact"])
         limit = refetch.fetch_limit(ctx.depth, kw["overfetch"]) if more else None
         first = limit

@@ -16,7 +16,7 @@ format() template it returns (each ``$n`` as ``%n$s``, every ``%`` doubled) is s
 target, and :func:`composed` turns it back into the statement with pgeval's placeholders. Its
 *exact twin* is the same statement under :data:`TWIN_SETTINGS`, the settings
 ``pgeval.apply_settings(..., true)`` sets for ``pgeval.evaluate_recall``'s (a test keeps them
-equal), its plan checked to scan no ANN index (stages/statement_twin.py).
+equal), its plan checked to scan no ANN index (ground_truth/statement_twin.py).
 
 Checked when the target is added (:func:`check`): the reader's checks, a ``$1``, no parameter
 past ``$2`` (and ``$2`` only with ``--group-by``), an ORDER BY and a LIMIT, and, on one row of

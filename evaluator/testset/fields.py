@@ -10,7 +10,7 @@ import json
 import math
 
 from ..core.ids import MAX_ID_BYTES, ident  # noqa: F401  (the one rule for ids, see evaluator.core.ids)
-from ..core.text import _CONTROL, _kind, clean_str, show  # noqa: F401  (re-exported)
+from ..core.text import CONTROL, clean_str, kind_of, show  # noqa: F401  (re-exported)
 from ..core.vector_literal import vector_literal
 
 MAX_DIM = 16000  # pgvector's limit for the vector type
@@ -22,7 +22,7 @@ def query_text(value: object, required: bool = True) -> str | None:
             raise ValueError("query text is missing")
         return None
     if not isinstance(value, str):
-        raise ValueError(f"query text must be a string, found {_kind(value)}")
+        raise ValueError(f"query text must be a string, found {kind_of(value)}")
     text = value.strip()
     if not text:
         if required:
@@ -38,11 +38,11 @@ def string_list(value: object, what: str) -> list[str]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list):
-        raise ValueError(f"{what} must be a list of strings, found {_kind(value)}")
+        raise ValueError(f"{what} must be a list of strings, found {kind_of(value)}")
     out = []
     for i, item in enumerate(value):
         if not isinstance(item, str):
-            raise ValueError(f"{what} item {i + 1} must be a string, found {_kind(item)}")
+            raise ValueError(f"{what} item {i + 1} must be a string, found {kind_of(item)}")
         item = item.strip()
         if not item:
             raise ValueError(f"{what} item {i + 1} is empty")
@@ -54,7 +54,7 @@ def answerable(value: object) -> bool:
     if value is None:
         return True
     if not isinstance(value, bool):
-        raise ValueError(f"answerable must be true or false, found {_kind(value)}")
+        raise ValueError(f"answerable must be true or false, found {kind_of(value)}")
     return value
 
 
@@ -63,7 +63,7 @@ def embedding(value: object) -> tuple[str, int] | None:
     if value is None:
         return None
     if not isinstance(value, list):
-        raise ValueError(f"embedding must be a list of numbers, found {_kind(value)}")
+        raise ValueError(f"embedding must be a list of numbers, found {kind_of(value)}")
     if not value:
         raise ValueError("embedding is an empty list")
     if len(value) > MAX_DIM:
@@ -73,7 +73,7 @@ def embedding(value: object) -> tuple[str, int] | None:
     parts: list[float] = []
     for i, x in enumerate(value):
         if isinstance(x, bool) or not isinstance(x, (int, float)):
-            raise ValueError(f"embedding item {i + 1} is not a number ({_kind(x)})")
+            raise ValueError(f"embedding item {i + 1} is not a number ({kind_of(x)})")
         try:
             f = float(x)
         except OverflowError:

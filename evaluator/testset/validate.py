@@ -132,7 +132,7 @@ def _judgements(
         return chunks, [1] * len(chunks), [None] * len(chunks)
     raise fail(
         "must be an object {chunk id: grade} or a list of chunk ids, found "
-        f"{fields._kind(relevant)}",
+        f"{fields.kind_of(relevant)}",
         "relevant",
     )
 

@@ -25,7 +25,7 @@ def throughput(database: Database, stage: Any, ctx: Any, clients: int) -> float:
 
     if hasattr(stage, "search_target"):  # the kind's own statement (hnsw-halfvec, hnsw-bq)
         ctx = replace(ctx, target=stage.search_target(ctx.target))
-    kw = stage._sql_kw(ctx) if hasattr(stage, "_sql_kw") else {}
+    kw = stage.sql_kw(ctx) if hasattr(stage, "sql_kw") else {}
     stmt, params, _ = vector_sql.application(ctx.target, ctx.depth, **kw)
     vectors = [np.asarray(q.embedding, dtype=np.float32) for q in ctx.queries]
     conns = [database.connect(results=False, read_only=True) for _ in range(clients)]

@@ -129,7 +129,7 @@ def _current_ground_truth(
 ) -> Any:
     """The slot's stored ground truth when it is current for ``data`` (what the full path would
     reuse) and is the one the kept exact run was materialised from, else None."""
-    from ...stages import ground_truth
+    from ...ground_truth import store as ground_truth
 
     spec = ground_truth.slot_spec(s.target, s.ts_hash, own, s.label)
     found, _ = ground_truth.stored(results, spec, data, depth)

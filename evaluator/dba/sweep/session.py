@@ -43,7 +43,7 @@ class Known:
     again: ``query_set`` the query set of ``cfg.queries`` already stored (its name, its source's
     record); ``data`` the data's fingerprint part (``dba.data_checksum.measure`` on the target,
     scoped to the group); ``incremental_ground_truth`` the stored ground truth brought up to date
-    when the data changed little (dba/ground_truth_refresh.py) instead of computed again in
+    when the data changed little (ground_truth/refresh.py) instead of computed again in
     full; ``recommend`` False when the caller reads no recommendation (not computed: None);
     ``held_out`` True when the target is a copy without the sampled query rows (advise's): no
     query has its own row there to drop, the ANN search fetches the application's LIMIT."""
@@ -119,7 +119,7 @@ class Session:
     fps: dict[int, dict] = field(default_factory=dict)
     hashes: dict[int, str] = field(default_factory=dict)
     have: dict = field(default_factory=dict)
-    gt: Any = None  # stages.ground_truth.GroundTruth, once read
+    gt: Any = None  # ground_truth.store.GroundTruth, once read
     known: Known = NOTHING_KNOWN
     callbacks: Callbacks = field(default_factory=Callbacks)
     prepared: set = field(default_factory=set)
@@ -277,7 +277,7 @@ class Session:
                 self.gt = self._ensure_ground_truth(incremental, data or self.data)
             self.result.ground_truth = self.gt.as_json()
             if self.target.statement is not None:  # its LIMIT, not --depth, sets the lists
-                from ...stages.statement_twin import short_of_k
+                from ...ground_truth.statement_twin import short_of_k
 
                 said = short_of_k(
                     self.results, self.gt.gt_id, self.cfg.k, self.own, self.cfg.target
@@ -289,8 +289,8 @@ class Session:
     def _ensure_ground_truth(self, incremental: bool, data: dict) -> Any:
         """The exact ground truth of the sweep's target, stored or computed (charged to an
         open :mod:`..spent` ledger as ``ground_truth``)."""
-        from ...stages import ground_truth
-        from .. import ground_truth_refresh
+        from ...ground_truth import refresh
+        from ...ground_truth import store as ground_truth
 
         return ground_truth.ensure(
             self.results,
@@ -305,12 +305,12 @@ class Session:
             settings=self.exact_settings(),
             on_progress=self.callbacks.on_ground_truth,
             on_warning=self.warn,
-            refresh=ground_truth_refresh.refresh if incremental else None,
+            refresh=refresh.refresh if incremental else None,
         )
 
     def ensure_exact(self, target: Any, rep: int) -> int:
         """The exact run of repetition ``rep``: materialised from the stored ground truth."""
-        from ...stages import ground_truth
+        from ...ground_truth import store as ground_truth
 
         name = f"{self.row.name}.exact.{rep}"
         existing = store.complete_run(self.results, self.row.experiment_id, name)

@@ -54,7 +54,7 @@ def setup(
     and the settings are not checked here; the caller uses the result only under a
     fingerprint hashed as when they were (the same server, extensions and settings)."""
     from ...measure import metrics as mmod
-    from ...run.pipeline import PipelineConfig, _queries
+    from ...run.pipeline import stage_queries
     from ...stages.server_support import require
     from ...testset.catalog import resolve_testset
 
@@ -86,12 +86,8 @@ def setup(
             except InputError as exc:
                 raise InputError(exc.detail, field=param("params")) from None
         kb.rollback()
-    queries, label, dim = _queries(
-        results,
-        cfg.testset,
-        tid,
-        [(cfg.stage, cfg.stage, stage)],
-        PipelineConfig(testset=cfg.testset, stages=cfg.stage, embedder=cfg.embedder),
+    queries, label, dim = stage_queries(
+        results, cfg.testset, tid, [(cfg.stage, cfg.stage, stage)], cfg.embedder
     )
     results.commit()
     return Setup(tid, ts_hash, target, bool(judged), measures, base, queries, label, dim)

@@ -38,7 +38,8 @@ def parse_line(src: Source, n: int, text: str) -> Any:
         ) from None
     if not isinstance(obj, dict):
         raise src.error(
-            f'expected a JSON object {{"id": ..., "query": ...}}, found {fields._kind(obj)}', line=n
+            f'expected a JSON object {{"id": ..., "query": ...}}, found {fields.kind_of(obj)}',
+            line=n,
         )
     return obj
 

@@ -4,7 +4,7 @@
 ``pgeval.evaluate_recall`` runs it), its plan checked to scan no ANN index of the table, one
 query at a time in a READ ONLY transaction. Its lists are the statement's rows ranked by
 (distance, chunk id), each chunk once: at most the statement's LIMIT, whatever depth is asked.
-Stored and reused as every ground truth is (stages/ground_truth.py), under a slot that names the
+Stored and reused as every ground truth is (:mod:`.store`), under a slot that names the
 statement."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 import psycopg
 
 from ..core.errors import DatabaseError, PlanError, first_line
-from . import gucs, plan_check, statement_sql, vector_sql
+from ..stages import gucs, plan_check, statement_sql, vector_sql
 
 METHOD = "statement-twin"
 
@@ -25,8 +25,8 @@ def lists(kb: Any, target: Any, vectors: list, settings: dict) -> list[list[tupl
     from psycopg import sql
 
     from ..core.vector_types import register_vector
+    from ..stages.vector_common import relation_oid
     from ..targets.statement import TWIN_SETTINGS
-    from .vector_common import relation_oid
 
     register_vector(kb)
     if kb.info.transaction_status != 0:

@@ -32,14 +32,15 @@ class Incomplete(Exception):
     """A query's candidates held fewer distinct chunks than needed (several rows per chunk)."""
 
 
-def _queries(target: Any, vectors: list[np.ndarray]) -> np.ndarray:
+def query_matrix(target: Any, vectors: list[np.ndarray]) -> np.ndarray:
+    """The queries as a float32 matrix (rounded to half precision first on a halfvec target)."""
     q = np.stack([np.asarray(v, dtype=np.float32) for v in vectors])
     if target.vector_type == "halfvec":
         q = q.astype(np.float16).astype(np.float32)
     return q
 
 
-def _exact(distance: str, x64: np.ndarray, q64: np.ndarray, qnorm: np.ndarray) -> np.ndarray:
+def distances(distance: str, x64: np.ndarray, q64: np.ndarray, qnorm: np.ndarray) -> np.ndarray:
     """Distances of candidate rows ``x64`` (g, c, d) to queries ``q64`` (g, d), float64."""
     if distance == "l2":
         return np.sqrt(((x64 - q64[:, None, :]) ** 2).sum(-1))
@@ -70,7 +71,7 @@ def scan(
     if target.distance not in ("l2", "ip", "cosine"):
         raise InputError(f"no client-side exact search for distance {target.distance}")
     register_vector(kb)
-    q32 = _queries(target, vectors)
+    q32 = query_matrix(target, vectors)
     nq, dim = q32.shape
     q64 = q32.astype(np.float64)
     qnorm = np.sqrt((q64 * q64).sum(1))
@@ -110,7 +111,7 @@ def scan(
         d = np.empty(idx.shape)
         for g in range(0, nq, 256):  # float64 distances of the candidates
             sl = slice(g, g + 256)
-            d[sl] = _exact(target.distance, x[idx[sl]].astype(np.float64), q64[sl], qnorm[sl])
+            d[sl] = distances(target.distance, x[idx[sl]].astype(np.float64), q64[sl], qnorm[sl])
         all_d = np.concatenate([best_d, d], axis=1)
         all_id = np.concatenate([best_id, ids_arr[idx]], axis=1)
         if all_d.shape[1] > c:
@@ -206,7 +207,7 @@ def server_lists(
 ) -> list[list[tuple[str, float]]]:
     """The exact stage's own statement, one query at a time (the check, and the fallback)."""
     from ..core.vector_types import register_vector
-    from . import gucs, vector_sql
+    from ..stages import gucs, vector_sql
 
     register_vector(kb)
     stmt, params, _ = vector_sql.per_query(target, depth, exact=True)
@@ -216,7 +217,7 @@ def server_lists(
     kb.execute("SET TRANSACTION READ ONLY")
     gucs.apply_local(kb, {**settings, "enable_indexscan": "off", "enable_seqscan": "on"})
     cur = kb.cursor()
-    for v in _queries(target, vectors):
+    for v in query_matrix(target, vectors):
         rows = cur.execute(stmt, dict(params, q=v), prepare=True).fetchall()
         out.append([(r[0], float(r[1])) for r in rows])
     kb.rollback()

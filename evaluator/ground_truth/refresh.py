@@ -1,6 +1,6 @@
 """The stored exact ground truth kept up to date incrementally (a probe's: `pgeval watch`).
 
-:func:`refresh` is :func:`evaluator.stages.ground_truth.ensure`'s ``refresh`` (the ground truth
+:func:`refresh` is :func:`.store.ensure`'s ``refresh`` (the ground truth
 reused while the data is unchanged, else computed): a third way between the two: when the data
 changed little since a ground truth of the same target, distance, filters and embedder was
 computed, that one is brought up to date instead of computing every list again.
@@ -43,9 +43,9 @@ import numpy as np
 from psycopg import sql
 
 from ..core.ids import as_text
-from ..stages import exact_scan
-from ..stages import ground_truth as gt
-from .data_checksum import version_term
+from ..dba.data_checksum import version_term
+from . import exact_scan
+from . import store as gt
 
 THRESHOLD = 0.10  # share of the rows changed above which the ground truth is computed in full
 EXTRA = 10  # ranks stored beyond the depth asked
@@ -53,7 +53,7 @@ REFRESHED = {"count": 0}  # incremental refreshes in this process (tests count t
 
 
 def refresh(slot: gt.Slot, reason: str | None) -> gt.GroundTruth | gt.Full:
-    """:func:`evaluator.stages.ground_truth.ensure`'s incremental ``refresh``: the slot's ground
+    """:func:`.store.ensure`'s incremental ``refresh``: the slot's ground
     truth brought up to date from the row versions changed since a base (saved); else how to
     compute it in full (``EXTRA`` ranks deeper, the row versions read in the same scan), with
     ``reason`` saying why not incrementally."""
@@ -225,7 +225,7 @@ class _Refresh:
             if ids
             else np.empty((0, 0))
         )
-        self.q32 = exact_scan._queries(self.target, [q.embedding for q in self.queries])
+        self.q32 = exact_scan.query_matrix(self.target, [q.embedding for q in self.queries])
         self.approx = self._approx(x64)
         lists: list[list[tuple[str, float]] | None] = []
         for i in range(len(self.queries)):
@@ -351,7 +351,7 @@ class _Refresh:
             self.kb, self.target, vectors, need + exact_scan.MARGIN, self.settings
         )
         found = _fetch(self.kb, self.target, sorted({c for x in server for c, _ in x}))
-        q32 = exact_scan._queries(self.target, vectors)
+        q32 = exact_scan.query_matrix(self.target, vectors)
         out = []
         for j, i in enumerate(which):
             ids = [c for c, _ in server[j] if c in found]
@@ -390,7 +390,7 @@ def _as_array(v: Any) -> np.ndarray:
 
 
 def _float64(distance: str, x64: Any, q32: np.ndarray) -> np.ndarray:
-    """(queries x rows) distances in float64, by :func:`.exact_scan._exact` in groups."""
+    """(queries x rows) distances in float64, by :func:`.exact_scan.distances` in groups."""
     q64 = q32.astype(np.float64)
     qnorm = np.sqrt((q64 * q64).sum(1))
     n, dim = x64.shape
@@ -399,7 +399,7 @@ def _float64(distance: str, x64: Any, q32: np.ndarray) -> np.ndarray:
     for g in range(0, len(q64), step):
         sl = slice(g, g + step)
         x = np.ascontiguousarray(np.broadcast_to(x64, (len(q64[sl]), n, dim)))
-        out[sl] = exact_scan._exact(distance, x, q64[sl], qnorm[sl])
+        out[sl] = exact_scan.distances(distance, x, q64[sl], qnorm[sl])
     return out
 
 

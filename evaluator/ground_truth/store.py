@@ -6,7 +6,7 @@ and stored under a *slot*: the target's table and columns, distance, filters and
 content hash. Every sweep point, repetition, later sweep and pipeline on the same slot reuses them
 as long as the data fingerprint (rows and content checksum of the filtered table) is unchanged
 and the stored lists are deep enough; otherwise they are computed again and the reason is said,
-or, given :func:`ensure`'s ``refresh`` (:mod:`evaluator.dba.ground_truth_refresh`), brought up to
+or, given :func:`ensure`'s ``refresh`` (:mod:`.refresh`), brought up to
 date from the row versions that changed.
 
 An exact run is then *materialised*: a run of stage ``exact`` whose results are copied from the
@@ -23,8 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.canonical import sha256_hex
-from ..core.db import Database
-from ..core.errors import DatabaseError, param
+from ..core.errors import DatabaseError
 
 # computations in this process (tests count them; the stored computed_at / uses say the same)
 COMPUTED = {"count": 0}
@@ -160,7 +159,7 @@ def ensure(
 ) -> GroundTruth:
     """The stored ground truth of this slot: reused while its data fingerprint is unchanged and
     its lists deep enough; else, with ``refresh`` (the incremental one, for `pgeval watch` and
-    ``incremental_ground_truth``: :func:`evaluator.dba.ground_truth_refresh.refresh`), brought up
+    ``incremental_ground_truth``: :func:`.refresh.refresh`), brought up
     to date from the row versions that changed, when it can be; else computed in full, saying
     why through ``on_warning``."""
     spec = slot_spec(target, testset_hash, own_chunk_removed, embedder)
@@ -235,7 +234,7 @@ def save(
 ) -> tuple[int, str]:
     """Store ``lists`` as the slot's ground truth (replacing the one stored), in one transaction
     (``after(results, gt_id)`` runs in it last); returns (gt_id, computed_at)."""
-    from . import store
+    from ..stages import store
 
     slot = _slot(spec)
     with results.transaction():
@@ -367,8 +366,8 @@ def _scanned(
 def materialize(ctx: Any, gt: GroundTruth, run_name: str) -> int:
     """A complete exact run of ``ctx`` (experiment, repetition, test set) whose results are the
     stored ground truth's first ``ctx.depth`` ranks; returns its run id."""
-    from . import store
-    from .base import ORDER_DISTANCE, SCORE_DISTANCE
+    from ..stages import store
+    from ..stages.base import ORDER_DISTANCE, SCORE_DISTANCE
 
     results = ctx.results
     params = {
@@ -417,92 +416,3 @@ def materialize(ctx: Any, gt: GroundTruth, run_name: str) -> int:
         )
     store.finish_run(results, run_id, "complete")
     return run_id
-
-
-# ---- the pipeline's exact stage --------------------------------------------------------------
-
-
-def query_set(database: Database, cfg: Any) -> Any:
-    """``cfg`` with its query source stored as a query set (its name as the test set)."""
-    from dataclasses import replace
-
-    from ..core.errors import InputError
-    from ..targets import targets
-    from ..testset import query_source
-
-    if not cfg.target:
-        raise InputError(
-            f"query vectors are searched on a target: give {param('target')}", field=param("target")
-        )
-    with database.connect() as conn:
-        target = targets.load(conn, cfg.target)
-    if getattr(cfg, "group", None) is not None:  # one group's rows: run/groups.py
-        target = target.scoped(*cfg.group)
-    name, info = query_source.materialize(database, cfg.queries, target)
-    return replace(cfg, testset=name, queries=None), info
-
-
-def offer(
-    contexts: dict, testset_hash: str, data: dict | None, settings: dict, qinfo: dict | None
-) -> None:
-    """Let every exact stage of a pipeline take its lists from the stored ground truth: by default
-    for query vectors without judgements, else when asked (``--opt exact:ground_truth=stored``);
-    ``exact:ground_truth=off`` runs the exact statement per query (timed) as before."""
-    from ..core.errors import InputError
-
-    shared: dict = {}
-    for ctx in contexts.values():
-        if ctx.target is None:
-            continue
-        mode = ctx.options.get("ground_truth", "stored" if qinfo else "off")
-        if mode not in ("stored", "off"):
-            raise InputError(
-                f"option {ctx.stage}:ground_truth={mode!r} must be stored or off",
-                field=param("options"),
-            )
-        if mode == "stored" and data is not None:
-            ctx.extra["ground_truth"] = {
-                "testset_hash": testset_hash,
-                "data": data,
-                "settings": settings,
-                "shared": shared,
-                "own": bool(qinfo and qinfo["own_chunk_removed"]),
-            }
-
-
-def run_exact(ctx: Any, run_name: str, on_warning: Callable[..., Any] | None = None) -> int:
-    """The exact stage's run from the stored ground truth (computed on first use)."""
-    from dataclasses import replace
-
-    offer_ = ctx.extra["ground_truth"]
-    own = offer_["own"]
-    depth = ctx.depth - 1 if own else ctx.depth
-    shared = offer_["shared"]
-    if "gt" not in shared:
-        progress = ctx.progress
-
-        def on_progress(rows: Any, total: Any) -> None:
-            if progress is not None:
-                if "started" not in shared:
-                    progress.start(f"{ctx.stage} (ground truth, rows read)", total or 0)
-                    shared["started"] = True
-                    shared["done"] = 0
-                progress.advance(rows - shared["done"])
-                shared["done"] = rows
-
-        settings = {k: v for k, v in offer_["settings"].items() if k != "enable_seqscan"}
-        shared["gt"] = ensure(
-            ctx.results,
-            ctx.kb,
-            ctx.target,
-            testset_hash=offer_["testset_hash"],
-            queries=ctx.queries,
-            depth=depth,
-            data=offer_["data"],
-            own_chunk_removed=own,
-            settings=settings,
-            embedder=ctx.embedder,
-            on_progress=on_progress,
-            on_warning=ctx.warn,
-        )
-    return materialize(replace(ctx, depth=depth), shared["gt"], run_name)
