@@ -316,6 +316,16 @@ TREES = {m: ast.parse(p.read_text(encoding="utf-8"), filename=str(p)) for m, p i
 MEMBERS = {m: _members(t) for m, t in TREES.items()}
 
 
+def _outside_private(module: str, imported: str) -> bool:
+    """``imported`` (a module's dotted name) has a private part (``pkg._mod``) whose package
+    ``module`` is not in: a private module is its package's own."""
+    parts = imported.split(".")
+    return any(
+        _private(part) and not module.startswith(".".join(parts[:i]) + ".")
+        for i, part in enumerate(parts)
+    )
+
+
 def private_crossings(module: str, path: Path, tree: ast.Module, members: dict) -> list[str]:
     """Where ``module`` uses a private name (``_x``) of another evaluator module: ``from m
     import _x``, ``m._x`` on an imported module, ``obj._x`` / ``getattr(obj, "_x")`` of an
@@ -331,18 +341,15 @@ def private_crossings(module: str, path: Path, tree: ast.Module, members: dict) 
             for a in node.names:
                 full = f"{base}.{a.name}"
                 bound.update({a.asname or a.name: full} if full in MODULES else {})
-                private_parts = [p for p in full.split(".")[:-1] if _private(p)]
-                package = full.rpartition(".")[0] if full in MODULES else base
-                if (
-                    _private(a.name)
-                    and full not in MODULES
-                    or (private_parts and not module.startswith(package.rpartition(".")[0] + "."))
-                ):
+                private_name = _private(a.name) and full not in MODULES
+                if private_name or _outside_private(module, full if full in MODULES else base):
                     out.append(f"{module}:{node.lineno} from {base} import {a.name}")
         elif isinstance(node, ast.Import):
             for a in node.names:
                 if a.name.startswith("evaluator."):
                     bound[a.asname or a.name] = a.name
+                    if _outside_private(module, a.name):
+                        out.append(f"{module}:{node.lineno} import {a.name}")
     here = members.get(module, set())
     for node in ast.walk(tree):
         found = _named_attr(node)
@@ -373,6 +380,8 @@ def test_private_name_check_can_fail(tmp_path):
     src.write_text(
         "from evaluator.run.pipeline import _x\n"
         "from evaluator.api._keywords import query_source\n"
+        "from evaluator.api import _keywords\n"
+        "import evaluator.api._keywords\n"
         "from evaluator.ground_truth import exact_scan\n"
         "def f(stage, conn):\n"
         "    conn._mine = 1\n"
@@ -384,14 +393,16 @@ def test_private_name_check_can_fail(tmp_path):
     assert private_crossings("evaluator.measure.m", src, tree, members) == [
         "evaluator.measure.m:1 from evaluator.run.pipeline import _x",
         "evaluator.measure.m:2 from evaluator.api._keywords import query_source",
-        "evaluator.measure.m:6 exact_scan._y",
-        "evaluator.measure.m:6 stage._z",
-        "evaluator.measure.m:6 stage._z",
+        "evaluator.measure.m:3 from evaluator.api import _keywords",
+        "evaluator.measure.m:4 import evaluator.api._keywords",
+        "evaluator.measure.m:8 exact_scan._y",
+        "evaluator.measure.m:8 stage._z",
+        "evaluator.measure.m:8 stage._z",
     ]
     # inside its package a private module is the package's own
     assert private_crossings("evaluator.api.runs", src, ast.parse(src.read_text()), {}) == [
         "evaluator.api.runs:1 from evaluator.run.pipeline import _x",
-        "evaluator.api.runs:6 exact_scan._y",
+        "evaluator.api.runs:8 exact_scan._y",
     ]
 
 
