@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     help="Print the fingerprint stored with a run (or an experiment) instead of capturing one.",
     required=False,
 )
-@TESTSET.but(help="Include this test set's content hash.", default=None)
-@EMBEDDER.but(help="Embedding model label to record.", default=None)
+@TESTSET.but(help="Include this test set's content hash.")
+@EMBEDDER.but(help="Embedding model label to record.")
 @STAGE.but(metavar="KIND", help="Stage the settings are for (recorded).", required=False, type=None)
 @click.option("--chunking", metavar="LABEL", help="Chunking label to record (e.g. 512tok-64).")
 @SET.but(

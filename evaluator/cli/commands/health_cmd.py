@@ -46,9 +46,8 @@ def show_findings(findings: list[Finding], fmt: str) -> None:
 @TESTSET.but(
     help="Also check that its judged chunk ids exist in "
     "the target and that its embeddings have the target's dimension.",
-    default=None,
 )
-@EMBEDDER.but(help="Which stored query embeddings to compare.", default=None)
+@EMBEDDER.but(help="Which stored query embeddings to compare.")
 @STRICT.but(help="Exit 1 when any check is not ok.")
 @format_option()
 @pass_api

@@ -22,10 +22,10 @@ if TYPE_CHECKING:
     help="json for scripts and `pgeval gate`, md for a pull request, "
     "html for people (self-contained, plots embedded).",
 )
-@OUT.but(metavar="FILE", help="Write here (atomically) instead of standard output.", default=None)
+@OUT.but(metavar="FILE", help="Write here (atomically) instead of standard output.")
 @MEASURES
 @DOMAIN_DISCOUNT
-@DEPTH.but(type=int, help="Ranked ids kept per query. [default: the largest cut-off]", default=None)
+@DEPTH.but(type=int, help="Ranked ids kept per query. [default: the largest cut-off]")
 @MIN_SCORE
 @click.option("--no-plots", is_flag=True, help="HTML without plots (no matplotlib needed).")
 @ALLOW_PARTIAL.but(help="Report an incomplete run, labelled.")

@@ -57,7 +57,6 @@ def run() -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @TESTSET.but(
     required=True,
-    default=None,
     metavar=None,
     help="Test set the run answers (see `pgeval testset list`).",
 )

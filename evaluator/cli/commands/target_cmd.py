@@ -126,7 +126,6 @@ def target() -> None:
 @GROUP_BY.but(
     help="The column the application scopes each search by (a tenant, e.g. knowledge_base_id): "
     "sweeps on this target then measure recall per group (see `pgeval sweep --group-by`).",
-    default=None,
 )
 @click.option(
     "--statement",

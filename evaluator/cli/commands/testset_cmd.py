@@ -44,7 +44,7 @@ _LIST_COLUMNS = [
 
 @testset.command()
 @click.argument("file", type=click.Path(dir_okay=True, allow_dash=False))
-@NAME.but(required=True, help="Name of the test set (runs refer to it).", default=None)
+@NAME.but(required=True, help="Name of the test set (runs refer to it).")
 @FORMAT.but(
     "source_format",
     type=click.Choice(_FORMATS),

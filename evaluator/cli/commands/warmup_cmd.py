@@ -21,9 +21,8 @@ if TYPE_CHECKING:
 @TESTSET.but(
     help="Warm up with this test set's query embeddings "
     "[default: seeded random vectors of the target's dimension].",
-    default=None,
 )
-@EMBEDDER.but(metavar="LABEL", help="Which stored query embeddings to use.", default=None)
+@EMBEDDER.but(metavar="LABEL", help="Which stored query embeddings to use.")
 @SET.but(
     metavar="GUC=VALUE",
     help="Query-time setting for the passes (SET LOCAL), e.g. hnsw.ef_search=100.",
