@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..dba.advise.config import ADVISE_DEFAULTS
-from ..stages.gucs import DEFAULT_STATEMENT_TIMEOUT
+from ..dba.watch.config import WATCH_DEFAULTS
 
 if TYPE_CHECKING:
     from ..core.db import Database
@@ -227,16 +227,16 @@ class DbaMethods:
         queries_sql: str | None = None,
         queries_file: str | Path | None = None,
         settings: Any = None,
-        k: int = 10,
-        min_recall: float | None = None,
-        max_drop: float | None = None,
-        max_p95_ms: float | None = None,
-        index: str | None = None,
-        statement_timeout: str | None = DEFAULT_STATEMENT_TIMEOUT,
-        remedy: bool = True,
-        remedy_max: int | None = None,
-        group_by: str | None = None,
-        max_groups: int = 10,
+        k: int = WATCH_DEFAULTS.k,
+        min_recall: float | None = WATCH_DEFAULTS.min_recall,
+        max_drop: float | None = WATCH_DEFAULTS.max_drop,
+        max_p95_ms: float | None = WATCH_DEFAULTS.max_p95_ms,
+        index: str | None = WATCH_DEFAULTS.index,
+        statement_timeout: str | None = WATCH_DEFAULTS.statement_timeout,
+        remedy: bool = WATCH_DEFAULTS.remedy,
+        remedy_max: int | None = WATCH_DEFAULTS.remedy_max,
+        group_by: str | None = WATCH_DEFAULTS.group_by,
+        max_groups: int = WATCH_DEFAULTS.max_groups,
         on_warning: Callable[[str], None] | None = None,
     ) -> list[ProbeResult]:
         """One probe of ``target``'s ``stage`` at its production setting (`pgeval watch`):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ...api import vocabulary
-from ...api.vocabulary import openmetrics_text, probe_time
+from ...api.vocabulary import WATCH_DEFAULTS, openmetrics_text, probe_time
 from ...core.errors import GroupsFailed
 from ...core.masking import mask as redact
 from ..flags import (
@@ -184,7 +184,10 @@ _BOUNDS = group(
 )
 _MEASURING = group(
     "Measuring",
-    K.but(default=10, help="Cut-off of recall against exact search (the application's LIMIT)."),
+    K.but(
+        default=WATCH_DEFAULTS.k,
+        help="Cut-off of recall against exact search (the application's LIMIT).",
+    ),
     STATEMENT_TIMEOUT,
 )
 _GROUPING = GROUPING.but(
