@@ -37,7 +37,10 @@ def _build_help() -> str:
     from ..api.vocabulary import BUILD_OPTIONS
 
     listing = "; ".join(f"{method}: {', '.join(names)}" for method, names in BUILD_OPTIONS.items())
-    return f"Index build option and its values ({listing}). Built on a scratch copy of the target's vectors."
+    return (
+        f"Index build option and its values ({listing}). "
+        "Built on a scratch copy of the target's vectors."
+    )
 
 
 # ---- the query source: a test set, or query vectors without judgements ------------------------

@@ -193,34 +193,12 @@ def advise(
     pg: Pgeval,
     queries: dict[str, Any],
     target_name: str,
-    target_recall: float,
     designs: str | None,
     build: tuple[str, ...],
     settings: tuple[str, ...],
-    max_p95_ms: float | None,
-    max_index_mb: float | None,
-    max_build_s: float | None,
-    concurrency: int,
-    k: int,
-    repeat: int,
-    final_rounds: int,
-    find_max: int | None,
-    embedder: str | None,
     no_checksum: bool,
-    statement_timeout: str,
-    maintenance_work_mem: str | None,
-    build_timeout: float,
-    group_by: str | None,
-    max_groups: int,
-    group_queries: int | None,
-    sample_rows: int | None,
-    confirm_on_table: bool,
-    max_confirm_s: float,
-    role: str | None,
-    low_end: bool,
-    plot: str | None,
-    report: str | None,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Recommend the index design (a stage kind of --designs), its build options and its query
     setting that reach --target-recall on your table within your budgets, with the DDL and
@@ -246,41 +224,21 @@ def advise(
           --sample-rows 20000 --role app
     """
     progress = _Progress()
+    # the other options go to the API under their names
     res = pg.advise(
         target_name,
         **queries,
-        target_recall=target_recall,
+        **options,
         designs=tuple(d.strip() for d in (designs or "").split(",") if d.strip()),
         build=tuple(build),
         settings=list(settings),
-        max_p95_ms=max_p95_ms,
-        max_index_mb=max_index_mb,
-        max_build_s=max_build_s,
-        concurrency=concurrency,
-        k=k,
-        repeat=repeat,
-        final_rounds=final_rounds,
-        find_max=find_max,
-        embedder=embedder,
         checksum=not no_checksum,
-        statement_timeout=statement_timeout,
-        maintenance_work_mem=maintenance_work_mem,
-        build_timeout=build_timeout,
-        group_by=group_by,
-        max_groups=max_groups,
-        group_queries=group_queries,
-        sample_rows=sample_rows,
-        confirm_on_table=confirm_on_table,
-        max_confirm_s=max_confirm_s,
-        role=role,
-        low_end=low_end,
-        plot=plot,
-        report=report,
         on_design=progress.before,
         on_designed=progress.after,
         on_warning=lambda m: info(f"warning: {m}"),
     )
-    _emit(res, (plot, report), fmt, k, target_recall)
+    written = (options["plot"], options["report"])
+    _emit(res, written, fmt, options["k"], options["target_recall"])
 
 
 def _emit(

@@ -213,16 +213,9 @@ def watch(
     stage: str,
     settings: tuple[str, ...],
     k: int,
-    min_recall: float | None,
-    max_drop: float | None,
-    max_p95_ms: float | None,
-    index: str | None,
     no_remedy: bool,
-    remedy_max: int | None,
-    group_by: str | None,
-    max_groups: int,
-    statement_timeout: str,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Probe the index at its production setting and record it in pgeval.probe: for cron, CI
     or a Kubernetes CronJob (docs/watch.md).
@@ -260,17 +253,10 @@ def watch(
             target_name,
             stage,
             **queries,
+            **options,  # the others under their names
             settings=list(settings),
             k=k,
-            min_recall=min_recall,
-            max_drop=max_drop,
-            max_p95_ms=max_p95_ms,
-            index=index,
-            statement_timeout=statement_timeout,
             remedy=not no_remedy,
-            remedy_max=remedy_max,
-            group_by=group_by,
-            max_groups=max_groups,
             on_warning=warn if fmt == "table" else None,
         )
     except GroupsFailed as exc:  # the groups measured are shown, nothing recorded
