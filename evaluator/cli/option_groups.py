@@ -107,7 +107,8 @@ class GroupedOption(click.Option):
 
 class GroupedCommand(click.Command):
     """A command whose ``--help`` lists its options under their groups' headings, in the order
-    each group first appears; the others under "Options"."""
+    each group first appears, the others under "Options"; the help of every section in one
+    column."""
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         sections: dict[str, list[tuple[str, str]]] = {}
@@ -116,6 +117,8 @@ class GroupedCommand(click.Command):
             if record is not None:
                 heading = getattr(param, "heading", None) or "Options"
                 sections.setdefault(heading, []).append(record)
+        column = min(max(len(term) for rows in sections.values() for term, _ in rows), 30)
         for heading, records in sections.items():
-            with formatter.section(heading):
-                formatter.write_dl(records)
+            with formatter.section(heading):  # every section's help in one column
+                here = min(max(len(term) for term, _ in records), 30)
+                formatter.write_dl(records, col_spacing=2 + column - here)
