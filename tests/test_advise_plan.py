@@ -91,6 +91,50 @@ def test_advise_defaults_are_one_definition():
     assert ADVISE_DEFAULTS.max_groups == DEFAULT_MAX_GROUPS
 
 
+def test_a_designs_sweep_takes_advises_shared_fields_as_they_are():
+    """advise/measure.config copies the fields named once in ``config.SWEPT`` (every one a field
+    of both configurations) and sets the rest itself: a field both configurations gain is either
+    added to SWEPT or set there, never copied by hand."""
+    from dataclasses import fields
+
+    from evaluator.dba.advise.config import SWEPT
+    from evaluator.dba.advise.measure import config
+    from evaluator.dba.advise.plan import Design
+    from evaluator.dba.sweep import SweepConfig
+
+    advise_fields = {f.name for f in fields(AdviseConfig)}
+    sweep_fields = {f.name for f in fields(SweepConfig)}
+    assert set(SWEPT) <= advise_fields & sweep_fields
+    # the fields both have that a design's sweep sets itself
+    assert (advise_fields & sweep_fields) - set(SWEPT) == {"target", "build", "settings"}
+    cfg = replace(ADVISE_DEFAULTS, target="kb", k=7, repeat=2, fresh=True, testset="t")
+    sweep = config(
+        cfg, Design(kind="hnsw", build={"m": "8"}, find="hnsw.ef_search", fixed={}), "kb"
+    )
+    assert (sweep.k, sweep.depth, sweep.repeat, sweep.fresh, sweep.testset) == (7, 7, 2, True, "t")
+    assert (sweep.stage, sweep.build, sweep.find) == ("hnsw", ("m=8",), "hnsw.ef_search")
+
+
+def test_watch_defaults_are_one_definition():
+    """The command's option defaults and the API's are WATCH_DEFAULTS."""
+    import inspect
+
+    import click
+
+    from evaluator.api.dba import DbaMethods
+    from evaluator.cli.commands.watch_cmd import watch
+    from evaluator.dba.watch.config import WATCH_DEFAULTS
+
+    options = {p.name: p.default for p in watch.params if isinstance(p, click.Option)}
+    assert options["k"] == WATCH_DEFAULTS.k
+    assert options["statement_timeout"] == WATCH_DEFAULTS.statement_timeout
+    assert options["max_groups"] == WATCH_DEFAULTS.max_groups
+    for name, param in inspect.signature(DbaMethods.watch).parameters.items():
+        if name in WATCH_DEFAULTS.__dataclass_fields__ and name not in ("target", "stage"):
+            expected = getattr(WATCH_DEFAULTS, name)
+            assert param.default == (None if isinstance(expected, dict) else expected), name
+
+
 def test_a_named_design_the_server_lacks_says_what_it_needs():
     every = [n for n in registry.ann_kinds() if n != "ivfflat-halfvec"]
     cfg = AdviseConfig(target="t", designs=("ivfflat-halfvec",))

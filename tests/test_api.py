@@ -364,7 +364,7 @@ def test_query_source_errors_name_parameters(experiment):
         pg.run_pipeline(stages="exact", target="ex")
     assert info.value.field == "testset" and str(info.value) == (
         "field 'testset': give exactly one of `testset`, `sample_queries`, `queries_sql`, "
-        "`queries_file` (got none)"
+        "`queries_file`, `captured` (got none)"
     )
     with pytest.raises(InputError) as info:
         pg.run_pipeline("ex", "exact", target="ex", queries_sql="SELECT 1")

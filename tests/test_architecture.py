@@ -515,3 +515,41 @@ def test_nothing_below_the_cli_imports_it(module):
     deps = GRAPH[module]
     up = sorted(d for d in deps if d == "evaluator.cli" or d.startswith("evaluator.cli."))
     assert not up, f"{module} imports {', '.join(up)}"
+
+
+def _flag_declarations(source: str) -> list[str]:
+    """The flags ``source`` declares: the ``--flag`` strings (each spelling of ``--a/--no-a``)
+    given to ``click.option(...)`` or ``opt(...)`` (``cli/option_groups.py``)."""
+    flags = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+        if name not in ("option", "opt", "Option"):
+            continue
+        for arg in node.args:
+            if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                flags.extend(f for f in arg.value.split("/") if f.startswith("--"))
+    return flags
+
+
+def test_each_cli_flag_is_declared_once():
+    """A flag two commands take is declared once, in cli/flags.py (or in the one command that
+    takes it); a command gives it its own help or default with ``FLAG.but(...)``, never a
+    second ``click.option`` (issue 46: 34 flags were declared up to seven times)."""
+    seen: dict[str, list[str]] = {}
+    for path in sorted((ROOT / "cli").rglob("*.py")):
+        for flag in _flag_declarations(path.read_text(encoding="utf-8")):
+            seen.setdefault(flag, []).append(path.relative_to(ROOT).as_posix())
+    assert len(seen) > 100  # the walk read the commands
+    twice = {flag: where for flag, where in seen.items() if len(where) > 1}
+    assert not twice, f"flags declared more than once: {twice}"
+
+
+def test_flag_counter_sees_both_spellings():
+    source = (
+        'click.option("--k", type=int)\nopt("--k")\nFLAG.but(help="x")\n'
+        '@click.option("--diskann/--no-diskann")\ndef f(): pass\n'
+    )
+    assert sorted(_flag_declarations(source)) == ["--diskann", "--k", "--k", "--no-diskann"]

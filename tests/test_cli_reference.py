@@ -161,3 +161,32 @@ def test_a_command_with_a_word_wider_than_the_line_is_continued_around_it():
         f"    {path} \\",
         "    --name demo --grade-map 1=3,2=2",
     ]
+
+
+def test_the_tuning_commands_show_their_options_under_group_headings():
+    """sweep, advise, watch and run pipeline list their options under the headings of their
+    groups (cli/option_groups.py), the query source first; only --help is left under
+    "Options"."""
+    from click.testing import CliRunner
+
+    from evaluator.cli.option_groups import GroupedCommand
+
+    for path in (["sweep"], ["advise"], ["watch"], ["run", "pipeline"]):
+        ctx = click.Context(cli)
+        command: click.Command = cli
+        for name in path:
+            assert isinstance(command, click.Group)
+            command = command.get_command(ctx, name)  # type: ignore[assignment]
+        assert isinstance(command, GroupedCommand), path
+        text = CliRunner().invoke(cli, [*path, "--help"], terminal_width=100).output
+        headings = [line for line in text.splitlines() if line.endswith(":") and line[0] != " "]
+        assert headings[0] == "Queries:" and headings[-1] == "Options:", (path, headings)
+        assert text.split("\nOptions:\n", 1)[1].split() == [
+            "-h,",
+            "--help",
+            "Show",
+            "this",
+            "message",
+            "and",
+            "exit.",
+        ]

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..dba.advise.config import ADVISE_DEFAULTS
-from ..stages.gucs import DEFAULT_STATEMENT_TIMEOUT
+from ..dba.watch.config import WATCH_DEFAULTS
 
 if TYPE_CHECKING:
     from ..core.db import Database
@@ -210,14 +210,7 @@ class DbaMethods:
         result = run_advise(
             self.database, cfg, on_design=on_design, on_warning=on_warning, on_designed=on_designed
         )
-        if plot is not None:
-            from ..dba.advise import plot as plotmod
-
-            plotmod.write(plot, result.as_dict())
-        if report is not None:
-            from ..dba.advise import report as reportmod
-
-            reportmod.write(report, result.as_dict())
+        _write_advice(result, plot, report)
         return result
 
     def watch(
@@ -233,16 +226,16 @@ class DbaMethods:
         captured: str | None = None,
         window: str | None = None,
         settings: Any = None,
-        k: int = 10,
-        min_recall: float | None = None,
-        max_drop: float | None = None,
-        max_p95_ms: float | None = None,
-        index: str | None = None,
-        statement_timeout: str | None = DEFAULT_STATEMENT_TIMEOUT,
-        remedy: bool = True,
-        remedy_max: int | None = None,
-        group_by: str | None = None,
-        max_groups: int = 10,
+        k: int = WATCH_DEFAULTS.k,
+        min_recall: float | None = WATCH_DEFAULTS.min_recall,
+        max_drop: float | None = WATCH_DEFAULTS.max_drop,
+        max_p95_ms: float | None = WATCH_DEFAULTS.max_p95_ms,
+        index: str | None = WATCH_DEFAULTS.index,
+        statement_timeout: str | None = WATCH_DEFAULTS.statement_timeout,
+        remedy: bool = WATCH_DEFAULTS.remedy,
+        remedy_max: int | None = WATCH_DEFAULTS.remedy_max,
+        group_by: str | None = WATCH_DEFAULTS.group_by,
+        max_groups: int = WATCH_DEFAULTS.max_groups,
         on_warning: Callable[[str], None] | None = None,
     ) -> list[ProbeResult]:
         """One probe of ``target``'s ``stage`` at its production setting (`pgeval watch`):
@@ -281,3 +274,15 @@ class DbaMethods:
             max_groups=max_groups,
         )
         return run_probes(self.database, cfg, on_warning=on_warning)
+
+
+def _write_advice(result: AdviseResult, plot: str | Path | None, report: str | Path | None) -> None:
+    """advise's PNG (``plot``) and HTML page (``report``), where asked for."""
+    if plot is not None:
+        from ..dba.advise import plot as plotmod
+
+        plotmod.write(plot, result.as_dict())
+    if report is not None:
+        from ..dba.advise import report as reportmod
+
+        reportmod.write(report, result.as_dict())

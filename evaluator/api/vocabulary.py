@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     )
     from ..dba.warmup_target import WARMUP_DEFAULTS
     from ..dba.watch.advice import when as probe_time
+    from ..dba.watch.config import WATCH_DEFAULTS
     from ..dba.watch.exposition import text as openmetrics_text
     from ..measure.measures import parse as parse_measure
     from ..measure.measures import ranked as ranked_measures
@@ -64,6 +65,7 @@ _SOURCES = {
     "SAMPLED_BIAS": ("testset.query_source", "SAMPLED_BIAS"),
     "SWEEP_DEFAULTS": ("dba.sweep.configure", "SWEEP_DEFAULTS"),
     "WARMUP_DEFAULTS": ("dba.warmup_target", "WARMUP_DEFAULTS"),
+    "WATCH_DEFAULTS": ("dba.watch.config", "WATCH_DEFAULTS"),
     "ann_kinds": ("stages.registry", "ann_kinds"),
     "chain_text": ("measure.stage_report", "chain_text"),
     "recall_text": ("measure.recall_distribution", "text"),
@@ -97,6 +99,7 @@ __all__ = [
     "SAMPLED_BIAS",
     "SWEEP_DEFAULTS",
     "WARMUP_DEFAULTS",
+    "WATCH_DEFAULTS",
     "advise_kinds",
     "ann_kinds",
     "find_settings",

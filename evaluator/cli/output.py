@@ -48,37 +48,11 @@ def format_help(choices: Sequence[str]) -> str:
     return "Output format: " + "; ".join(parts) + "."
 
 
-def _set_wide(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+def set_wide(ctx: click.Context, _param: click.Parameter, value: bool) -> bool:
+    """``--wide`` given: tables of this command show every column and full values."""
     if value:
         ctx.meta["pgeval.wide"] = True
     return value
-
-
-def wide_option() -> Callable[[F], F]:
-    """``--wide``: tables show every column and full values (no 80-column fit)."""
-    return click.option(
-        "--wide",
-        is_flag=True,
-        expose_value=False,
-        callback=_set_wide,
-        is_eager=True,
-        help="Tables: every column, full values and hashes (wider than 80 columns).",
-    )
-
-
-def format_option(default: str = "table", choices: Sequence[str] = FORMATS) -> Callable[[F], F]:
-    """``--format`` with exactly ``choices`` in its help, and ``--wide`` when tables are one."""
-    fmt = click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(list(choices)),
-        default=default,
-        show_default=True,
-        help=format_help(choices),
-    )
-    if "table" not in choices:
-        return fmt
-    return lambda f: fmt(wide_option()(f))
 
 
 def is_wide() -> bool:

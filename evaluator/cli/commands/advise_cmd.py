@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ...api import vocabulary
 from ...api.vocabulary import ADVISE_DEFAULTS, advise_kinds, ann_kinds, kinds_listing
-from ..output import echo_line, emit, format_option, info, to_json
-from .common import group_options, no_checksum_option, pass_api, statement_timeout_option
-from .query_options import query_source_options
+from ..flags import (
+    BUDGETS,
+    BUILDING,
+    EMBEDDER,
+    FIND,
+    GROUPING,
+    MEASURING,
+    PLOT,
+    QUERY_SOURCE,
+    SET,
+    TARGET,
+    formats,
+)
+from ..option_groups import GroupedCommand, group, opt
+from ..output import echo_line, emit, info, to_json
+from .common import pass_api
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -26,213 +39,166 @@ STATEMENT = (
 TABLE_WIDE_ONLY = ("±95%", "p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps", "worst_rows")
 
 
-@click.command()
-@query_source_options
-@click.option("--target", "target_name", required=True, metavar="NAME", help="Target to advise on.")
-@click.option(
-    "--target-recall",
-    type=float,
-    default=ADVISE_DEFAULTS.target_recall,
-    show_default=True,
-    help="Recall@K against exact search (at the application's LIMIT K) a design must reach.",
+_WHAT = group(
+    "What is measured",
+    TARGET.but(help="Target to advise on."),
+    opt(
+        "--designs",
+        default=None,
+        metavar="KIND,KIND",
+        help=f"Index designs to compare ({kinds_listing(ann_kinds())}). "
+        f"[default: those of {kinds_listing(advise_kinds())} this database can build]",
+    ),
+    SET.but(
+        help="Setting applied while measuring (SET LOCAL), e.g. enable_seqscan=off on small "
+        "tables; not part of the recommendation."
+    ),
+    EMBEDDER,
 )
-@click.option(
-    "--designs",
-    default=None,
-    metavar="KIND,KIND",
-    help=f"Index designs to compare ({kinds_listing(ann_kinds())}). "
-    f"[default: those of {kinds_listing(advise_kinds())} this database can build]",
+_FIND = (
+    FIND.but(
+        "--target-recall",
+        default=ADVISE_DEFAULTS.target_recall,
+        help="Recall@K against exact search (at the application's LIMIT K) a design must reach.",
+    )
+    .but("--find-max", help="Largest work setting a find tries.  [default: 1000]")
+    .plus(
+        opt(
+            "--final-rounds",
+            type=click.IntRange(1, 100),
+            default=ADVISE_DEFAULTS.final_rounds,
+            show_default=True,
+            help="Repetitions of each design's found setting, so that the p95 that decides between "
+            "designs (or excludes one) is compared beyond its noise.",
+        ),
+        opt(
+            "--low-end",
+            is_flag=True,
+            default=False,
+            help="Each design shown and recommended at the upper end of its setting's 95 % interval "
+            "(the measured value reaching --target-recall in 97.5 % of resamples of the queries); "
+            "nothing more measured; ungrouped designs only (docs/advise.md).",
+        ),
+    )
 )
-@click.option(
-    "--build",
-    "build",
-    multiple=True,
-    metavar="KIND:OPTION=V1,V2",
-    help="Build options of a design; several values (and options) give one build each. "
-    "[default: the access method's defaults]",
+_MEASURING = (
+    MEASURING.without("--isolate-index")
+    .but(
+        "--k",
+        default=ADVISE_DEFAULTS.k,
+        help="The application's LIMIT: recall@K against exact search.",
+    )
+    .but("--repeat", default=ADVISE_DEFAULTS.repeat, help="Repetitions of every point.")
+    .but("--concurrency", default=ADVISE_DEFAULTS.concurrency)
 )
-@click.option(
-    "--set",
-    "settings",
-    multiple=True,
-    metavar="[STAGE:]GUC=VALUE",
-    help="Setting applied while measuring (SET LOCAL), e.g. enable_seqscan=off on small "
-    "tables; not part of the recommendation.",
+_BUILDING = (
+    BUILDING.but(
+        "--build",
+        metavar="KIND:OPTION=V1,V2",
+        help="Build options of a design; several values (and options) give one build each. "
+        "[default: the access method's defaults]",
+    )
+    .but(
+        "--maintenance-work-mem",
+        help="maintenance_work_mem for the builds (never below the server's). "
+        "[default: sized to the index]",
+    )
+    .but("--build-timeout", default=ADVISE_DEFAULTS.build_timeout_s)
 )
-@click.option("--max-p95-ms", type=float, default=None, help="Budget: p95 latency (ms).")
-@click.option("--max-index-mb", type=float, default=None, help="Budget: index size (MB).")
-@click.option("--max-build-s", type=float, default=None, help="Budget: build time (s).")
-@click.option(
-    "--concurrency",
-    type=click.IntRange(1, 256),
-    default=ADVISE_DEFAULTS.concurrency,
-    show_default=True,
-    help="Client connections for the throughput measurement.",
+_SCREENING = group(
+    "Screening a large table",
+    opt(
+        "--sample-rows",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Screen every design on N rows of the target (drawn by md5 of the chunk id, "
+        "sampled query rows held out, ground truth on those rows); the index your table has is "
+        "measured in place, designs that cannot beat it are dropped (and said why), at most one "
+        "is built in full; the recommendation is among those measured at the table's size. "
+        "[default: on a table of more than 100,000 rows, a tenth of them, 20,000 to 100,000]",
+    ),
+    opt(
+        "--confirm-on-table",
+        is_flag=True,
+        default=False,
+        help="Build the one design the screening chose CREATE INDEX CONCURRENTLY on your table "
+        "(with the SET it prints) and measure it there, instead of on a scratch copy of every "
+        "row; kept if recommended, else dropped again. [default: a scratch copy]",
+    ),
+    opt(
+        "--max-confirm-s",
+        type=click.FloatRange(0, None),
+        default=ADVISE_DEFAULTS.max_confirm_s,
+        show_default=True,
+        metavar="SECONDS",
+        help="advise's own time for the one challenger it builds in full after screening: one "
+        "whose build on your table's rows, estimated from the sample's, is longer is not built, "
+        "and the output says so with the bound that builds it; the recommendation is then the "
+        "index your table has. (With no index in place the best screened design is built "
+        "regardless.)",
+    ),
 )
-@click.option(
-    "--k",
-    type=click.IntRange(1, 10000),
-    default=ADVISE_DEFAULTS.k,
-    show_default=True,
-    help="The application's LIMIT: recall@K against exact search.",
-)
-@click.option(
-    "--repeat",
-    type=click.IntRange(1, 100),
-    default=ADVISE_DEFAULTS.repeat,
-    show_default=True,
-    help="Repetitions of every point.",
-)
-@click.option(
-    "--final-rounds",
-    type=click.IntRange(1, 100),
-    default=ADVISE_DEFAULTS.final_rounds,
-    show_default=True,
-    help="Repetitions of each design's found setting, so that the p95 that decides between "
-    "designs (or excludes one) is compared beyond its noise.",
-)
-@click.option(
-    "--find-max",
-    type=click.IntRange(1, 1_000_000),
-    default=None,
-    help="Largest work setting a find tries.  [default: 1000]",
-)
-@click.option(
-    "--embedder",
-    default=None,
-    metavar="SPEC",
-    help="Query embeddings (as in `run pipeline`). [default: precomputed]",
-)
-@no_checksum_option()
-@statement_timeout_option()
-@click.option(
-    "--maintenance-work-mem",
-    default=None,
-    metavar="SIZE",
-    help="maintenance_work_mem for the builds (never below the server's). "
-    "[default: sized to the index]",
-)
-@click.option(
-    "--build-timeout",
-    type=click.FloatRange(1, 7 * 86400),
-    default=ADVISE_DEFAULTS.build_timeout_s,
-    show_default=True,
-    help="Seconds before an index build is cancelled.",
-)
-@group_options(
-    "Measure every design per group of this column (a tenant: knowledge_base_id) as the "
+_GROUPING = GROUPING.but(
+    "--group-by",
+    help="Measure every design per group of this column (a tenant: knowledge_base_id) as the "
     "application searches it, WHERE COLUMN = value, on one index over every group: "
     "--sample-queries N spread over the groups (--group-queries: per group); a design meets "
     "--target-recall only if every group does, and its worst group is shown. [default: the "
-    "target's --group-by, else the whole table]"
+    "target's --group-by, else the whole table]",
+).plus(
+    opt(
+        "--group-queries",
+        type=int,
+        default=None,
+        metavar="M",
+        help="With --group-by: M sampled queries in each group (at most its chunks). [default: "
+        "--sample-queries N spread over the groups measured, at least 30 each (N if smaller): "
+        "300 over 10 groups is 30 per group]",
+    )
 )
-@click.option(
-    "--group-queries",
-    type=int,
-    default=None,
-    metavar="M",
-    help="With --group-by: M sampled queries in each group (at most its chunks). [default: "
-    "--sample-queries N spread over the groups measured, at least 30 each (N if smaller): "
-    "300 over 10 groups is 30 per group]",
+_OUTPUT = group(
+    "Output",
+    opt(
+        "--role",
+        default=None,
+        metavar="NAME",
+        help="Print the settings as ALTER ROLE NAME IN DATABASE ... SET (the application's role "
+        "only) instead of ALTER DATABASE ... SET.",
+    ),
+    PLOT.but(help="Write a PNG of recall@K against p95 per design (marker size = index size)."),
+    opt(
+        "--report",
+        "report",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Write an HTML page: the recommendation, its statements, every design, the plot.",
+    ),
+    *formats(("table", "json")),
 )
-@click.option(
-    "--sample-rows",
-    type=int,
-    default=None,
-    metavar="N",
-    help="Screen every design on N rows of the target (drawn by md5 of the chunk id, sampled "
-    "query rows held out, ground truth on those rows); the index your table has is measured "
-    "in place, designs that cannot beat it are dropped (and said why), at most one is built "
-    "in full; the recommendation is among those measured at the table's size. [default: on a "
-    "table of more than 100,000 rows, a tenth of them, 20,000 to 100,000]",
-)
-@click.option(
-    "--confirm-on-table",
-    is_flag=True,
-    default=False,
-    help="Build the one design the screening chose CREATE INDEX CONCURRENTLY on your table "
-    "(with the SET it prints) and measure it there, instead of on a scratch copy of every "
-    "row; kept if recommended, else dropped again. [default: a scratch copy]",
-)
-@click.option(
-    "--max-confirm-s",
-    type=click.FloatRange(0, None),
-    default=ADVISE_DEFAULTS.max_confirm_s,
-    show_default=True,
-    metavar="SECONDS",
-    help="advise's own time for the one challenger it builds in full after screening: one whose "
-    "build on your table's rows, estimated from the sample's, is longer is not built, and the "
-    "output says so with the bound that builds it; the recommendation is then the index your "
-    "table has. (With no index in place the best screened design is built regardless.)",
-)
-@click.option(
-    "--role",
-    default=None,
-    metavar="NAME",
-    help="Print the settings as ALTER ROLE NAME IN DATABASE ... SET (the application's role "
-    "only) instead of ALTER DATABASE ... SET.",
-)
-@click.option(
-    "--low-end",
-    is_flag=True,
-    default=False,
-    help="Each design shown and recommended at the upper end of its setting's 95 % interval "
-    "(the measured value reaching --target-recall in 97.5 % of resamples of the queries); "
-    "nothing more measured; ungrouped designs only (docs/advise.md).",
-)
-@click.option(
-    "--plot",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write a PNG of recall@K against p95 per design (marker size = index size).",
-)
-@click.option(
-    "--report",
-    "report",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write an HTML page: the recommendation, its statements, every design, the plot.",
-)
-@format_option(choices=("table", "json"))
+
+
+@click.command(cls=GroupedCommand)
+@QUERY_SOURCE
+@_WHAT
+@_FIND
+@BUDGETS
+@_BUILDING
+@_SCREENING
+@_MEASURING
+@_GROUPING
+@_OUTPUT
 @pass_api
 def advise(
     pg: Pgeval,
-    testset: str | None,
-    sample_queries: int | None,
-    seed: int | None,
-    queries_sql: str | None,
-    queries_file: str | None,
-    captured: str | None,
-    window: str | None,
+    queries: dict[str, Any],
     target_name: str,
-    target_recall: float,
     designs: str | None,
     build: tuple[str, ...],
     settings: tuple[str, ...],
-    max_p95_ms: float | None,
-    max_index_mb: float | None,
-    max_build_s: float | None,
-    concurrency: int,
-    k: int,
-    repeat: int,
-    final_rounds: int,
-    find_max: int | None,
-    embedder: str | None,
     no_checksum: bool,
-    statement_timeout: str,
-    maintenance_work_mem: str | None,
-    build_timeout: float,
-    group_by: str | None,
-    max_groups: int,
-    group_queries: int | None,
-    sample_rows: int | None,
-    confirm_on_table: bool,
-    max_confirm_s: float,
-    role: str | None,
-    low_end: bool,
-    plot: str | None,
-    report: str | None,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Recommend the index design (a stage kind of --designs), its build options and its query
     setting that reach --target-recall on your table within your budgets, with the DDL and
@@ -258,47 +224,21 @@ def advise(
           --sample-rows 20000 --role app
     """
     progress = _Progress()
+    # the other options go to the API under their names
     res = pg.advise(
         target_name,
-        testset,
-        sample_queries=sample_queries,
-        seed=seed,
-        queries_sql=queries_sql,
-        queries_file=queries_file,
-        captured=captured,
-        window=window,
-        target_recall=target_recall,
+        **queries,
+        **options,
         designs=tuple(d.strip() for d in (designs or "").split(",") if d.strip()),
         build=tuple(build),
         settings=list(settings),
-        max_p95_ms=max_p95_ms,
-        max_index_mb=max_index_mb,
-        max_build_s=max_build_s,
-        concurrency=concurrency,
-        k=k,
-        repeat=repeat,
-        final_rounds=final_rounds,
-        find_max=find_max,
-        embedder=embedder,
         checksum=not no_checksum,
-        statement_timeout=statement_timeout,
-        maintenance_work_mem=maintenance_work_mem,
-        build_timeout=build_timeout,
-        group_by=group_by,
-        max_groups=max_groups,
-        group_queries=group_queries,
-        sample_rows=sample_rows,
-        confirm_on_table=confirm_on_table,
-        max_confirm_s=max_confirm_s,
-        role=role,
-        low_end=low_end,
-        plot=plot,
-        report=report,
         on_design=progress.before,
         on_designed=progress.after,
         on_warning=lambda m: info(f"warning: {m}"),
     )
-    _emit(res, (plot, report), fmt, k, target_recall)
+    written = (options["plot"], options["report"])
+    _emit(res, written, fmt, options["k"], options["target_recall"])
 
 
 def _emit(

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..output import emit, format_option, info, to_json, warn
+from ..flags import PER_QUERY, REPLACE, RUN, format_option
+from ..output import emit, info, to_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -37,14 +38,8 @@ def answers() -> None:
 
 @answers.command("import")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option(
-    "--run",
-    "run",
-    required=True,
-    metavar="RUN",
-    help="The run the answers were generated from (its test set names the queries).",
-)
-@click.option("--replace", is_flag=True, help="Swap the run's existing answers for this file.")
+@RUN
+@REPLACE.but(help="Swap the run's existing answers for this file.")
 @format_option(choices=("table", "json"))
 @pass_api
 def import_cmd(pg: Pgeval, file: str, run: str, replace: bool, fmt: str) -> None:
@@ -89,7 +84,7 @@ def _f(v: float | None) -> str:
 
 @answers.command("show")
 @click.argument("run")
-@click.option("--per-query", is_flag=True, help="One row per query of the test set.")
+@PER_QUERY
 @format_option()
 @pass_api
 def show(pg: Pgeval, run: str, per_query: bool, fmt: str) -> None:

@@ -8,8 +8,6 @@ from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, overload
 
 import click
 
-from ..output import F
-
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
@@ -66,46 +64,10 @@ def parse_list(
     return out
 
 
-# ---- options several commands share (one meaning, one help text) -----------------------------
-_MEASURE_OPTIONS = (
-    click.option(
-        "--k",
-        "k",
-        metavar="3,5,10",
-        help="Recall/Precision/Hit cut-offs (definitions: docs/METRICS.md). [default: 3,5,10]",
-    ),
-    click.option("--ndcg-k", metavar="5,10", help="nDCG cut-offs. [default: 5,10]"),
-    click.option("--mrr-k", metavar="20", help="MRR cut-offs. [default: 20]"),
-    click.option(
-        "--measures",
-        "extra_measures",
-        metavar="NAMES",
-        help="More ranked measures, after those of --k, --ndcg-k and --mrr-k: name@K, or rprec "
-        "(R-precision, no cut-off) or map (average precision over the whole list; map@K cuts "
-        "it at K); e.g. rprec,map,recall@100.",
-    ),
-    click.option(
-        "--rel",
-        type=int,
-        default=1,
-        show_default=True,
-        help="Lowest grade (0-3) that counts as relevant.",
-    ),
-)
-
-
-def measure_options(f: F) -> F:
-    """``--k``, ``--ndcg-k``, ``--mrr-k``, ``--measures`` (read them with :func:`measures_from`)
-    and ``--rel``."""
-    for option in reversed(_MEASURE_OPTIONS):
-        f = option(f)
-    return f
-
-
 def measures_from(
     k: str | None, ndcg_k: str | None, mrr_k: str | None, extra: str | None = None
 ) -> list[str]:
-    """The measure names the options of :func:`measure_options` ask for."""
+    """The measure names the options of ``flags.MEASURES`` ask for."""
     from ...api.vocabulary import measures_for, ranked_measures
 
     names = measures_for(
@@ -114,84 +76,6 @@ def measures_from(
         parse_list(mrr_k, int, "cut-off"),
     )
     return names + [m for m in ranked_measures(extra or "", "measures") if m not in names]
-
-
-def statement_timeout_option() -> Callable[[F], F]:
-    """``--statement-timeout`` of the commands that run stages (the pipeline's default)."""
-    from ...api.vocabulary import PIPELINE_DEFAULTS
-
-    return click.option(
-        "--statement-timeout",
-        default=PIPELINE_DEFAULTS.statement_timeout,
-        show_default=True,
-        metavar="DURATION",
-        help="Cancel any statement on the knowledge base that runs longer (e.g. 30s, 5min; "
-        "0 = no limit). Applied with SET LOCAL and recorded in every run's settings.",
-    )
-
-
-def group_options(help: str) -> Callable[[F], F]:
-    """``--group-by COLUMN`` (what a group is measured as: ``help``) and ``--max-groups`` of the
-    commands that measure per tenant (run pipeline, sweep, advise, watch)."""
-    from ...api.vocabulary import DEFAULT_MAX_GROUPS
-
-    group_by = click.option(
-        "--group-by",
-        default=None,
-        metavar="COLUMN",
-        help=help,
-    )
-    max_groups = click.option(
-        "--max-groups",
-        type=click.IntRange(1, 10000),
-        default=DEFAULT_MAX_GROUPS,
-        show_default=True,
-        help="With --group-by: at most this many groups, the largest half and the smallest half.",
-    )
-
-    def apply(f: F) -> F:
-        return group_by(max_groups(f))
-
-    return apply
-
-
-def isolate_index_option() -> Callable[[F], F]:
-    """``--isolate-index`` of the commands that run ANN stages (pipeline, sweep)."""
-    return click.option(
-        "--isolate-index",
-        is_flag=True,
-        help="Drop the column's other vector indexes inside each ANN stage's transaction and roll "
-        "back (takes an ACCESS EXCLUSIVE lock on the table for the stage; needs the table's "
-        "owner; not READ ONLY).",
-    )
-
-
-def no_checksum_option() -> Callable[[F], F]:
-    """``--no-checksum``: the fingerprint without the knowledge-base table's content checksum."""
-    return click.option(
-        "--no-checksum",
-        is_flag=True,
-        help="Skip the content checksum of the knowledge-base table in the fingerprint (one scan "
-        "of the table); keep the row count. For very large tables.",
-    )
-
-
-def min_score_option() -> Callable[[F], F]:
-    """``--min-score``: when an unanswerable query counts as having returned nothing."""
-    from ...api.vocabulary import kinds_listing, vector_kinds
-
-    return click.option(
-        "--min-score",
-        type=float,
-        default=None,
-        metavar="SCORE",
-        help="Threshold for unanswerable queries ('returned nothing'). It follows the run's "
-        "score direction: where scores are similarities (imports, bm25, merge, rerank) a "
-        "result counts as returned when its score is at least SCORE; where they are "
-        f"distances (vector stages: {kinds_listing(vector_kinds())}; lower is better) when its "
-        "distance is at most SCORE. An unanswerable query with no such result is counted "
-        "as having returned nothing. Without it: no result at all.",
-    )
 
 
 # ---- progress on stderr ------------------------------------------------------------------------
@@ -247,14 +131,3 @@ def warn_above(bar: ProgressBar) -> Callable[[str], None]:
         bar.console.print("[yellow]warning:[/]" + escape(text[len("warning:") :]), soft_wrap=True)
 
     return say
-
-
-def levels_option() -> Callable[[F], F]:
-    """``--levels``: show acceptance levels (the metric contract's, for a general-domain
-    knowledge base; docs/METRICS.md)."""
-    return click.option(
-        "--levels",
-        is_flag=True,
-        help="Show acceptance levels (excellent/good/pass/fail): docs/METRICS.md's for a "
-        "knowledge base in a general domain, not levels of your test set.",
-    )

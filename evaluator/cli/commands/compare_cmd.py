@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..output import emit, format_option, to_json, warn
-from .common import measure_options, measures_from, pass_api
+from ..flags import ALLOW_PARTIAL, MEASURES, SEED, format_option
+from ..output import emit, to_json, warn
+from .common import measures_from, pass_api
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 @click.command()
 @click.argument("baseline", metavar="BASELINE")
 @click.argument("candidate", metavar="CANDIDATE")
-@measure_options
+@MEASURES
 @click.option(
     "--alpha",
     type=float,
@@ -32,12 +33,11 @@ if TYPE_CHECKING:
     show_default=True,
     help="Random sign flips of the randomisation test (and bootstrap resamples).",
 )
-@click.option(
-    "--seed",
-    type=int,
+@SEED.but(
     default=0,
     show_default=True,
     help="Random seed: the same runs always give the same p-values.",
+    metavar=None,
 )
 @click.option(
     "--test",
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     metavar="METRIC",
     help="Metric that ranks the queries that moved. [default: ndcg@10]",
 )
-@click.option("--allow-partial", is_flag=True, help="Accept an incomplete run (labelled).")
+@ALLOW_PARTIAL
 @format_option(choices=("table", "json"))
 @pass_api
 def compare(

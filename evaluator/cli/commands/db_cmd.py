@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ...core.errors import PgevalError
-from ..output import format_option
+from ..flags import format_option
 from .common import pass_db
 
 if TYPE_CHECKING:

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import click
 
+from ..flags import OUT, QUERIES, REPEAT
+
 
 @click.command()
-@click.option(
-    "--out",
+@OUT.but(
     type=click.Path(file_okay=False),
     default="pgeval-demo",
     show_default=True,
@@ -28,20 +29,13 @@ import click
     "synthetic corpus with feature-hashing vectors (a quick tour: no sweep, no "
     "report).",
 )
-@click.option(
-    "--queries",
+@QUERIES.but(
     type=click.IntRange(10, 2000),
     default=None,
     help="Queries to use: the first N of Cranfield, or N generated. [default: all "
     "225 of Cranfield; 80 generated]",
 )
-@click.option(
-    "--repeat",
-    type=click.IntRange(1, 10),
-    default=1,
-    show_default=True,
-    help="Repetitions of each stage.",
-)
+@REPEAT.but(type=click.IntRange(1, 10), default=1, help="Repetitions of each stage.")
 @click.option(
     "--diskann/--no-diskann",
     default=True,

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 import click
 
 from ...api import vocabulary
-from ..output import emit, format_option, to_json, warn
+from ..flags import format_option
+from ..output import emit, to_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:

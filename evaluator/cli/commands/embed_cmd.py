@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..output import F, emit, format_option, to_json
+from ..flags import API_KEY_ENV, BASE_URL, DIMENSIONS, EMBEDDER, TESTSET, format_option
+from ..output import emit, to_json
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -15,42 +16,6 @@ if TYPE_CHECKING:
     from rich.progress import Progress
 
     from ...api import Pgeval
-
-
-def embedder_options(f: F) -> F:
-    """--base-url, --dimensions, --api-key-env, --batch-size (shared with `run pipeline`)."""
-    for opt in reversed(
-        [
-            click.option(
-                "--base-url",
-                default=None,
-                metavar="URL",
-                help="openai: endpoint base, e.g. https://dashscope.aliyuncs.com/compatible-"
-                "mode/v1 [default: $OPENAI_BASE_URL, else api.openai.com/v1].",
-            ),
-            click.option(
-                "--dimensions",
-                type=click.IntRange(1, 16000),
-                default=None,
-                help="openai: requested embedding dimension (part of the embedder label).",
-            ),
-            click.option(
-                "--api-key-env",
-                default=None,
-                metavar="VAR",
-                help="openai: environment variable holding the API key "
-                "[default: OPENAI_API_KEY; '' sends none]. The key is never printed.",
-            ),
-            click.option(
-                "--batch-size",
-                type=click.IntRange(1, 2048),
-                default=None,
-                help="Texts per request (openai default 10, local default 32).",
-            ),
-        ]
-    ):
-        f = opt(f)
-    return f
 
 
 def embedding_bar(
@@ -70,15 +35,17 @@ def embedding_bar(
 
 
 @click.command()
-@click.option("--testset", default=None, help="Test set whose queries to embed.")
+@TESTSET.but(metavar=None, help="Test set whose queries to embed.")
+@EMBEDDER.but("spec", help="precomputed | openai:MODEL | local:MODEL | numpy:FILE.npy")
+@BASE_URL
+@DIMENSIONS
+@API_KEY_ENV
 @click.option(
-    "--embedder",
-    "spec",
+    "--batch-size",
+    type=click.IntRange(1, 2048),
     default=None,
-    metavar="SPEC",
-    help="precomputed | openai:MODEL | local:MODEL | numpy:FILE.npy",
+    help="Texts per request (openai default 10, local default 32).",
 )
-@embedder_options
 @click.option("--recompute", is_flag=True, help="Replace embeddings stored under the same label.")
 @click.option("--list", "list_", is_flag=True, help="List stored query embeddings instead.")
 @format_option(choices=("table", "json"))

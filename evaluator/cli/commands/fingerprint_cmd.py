@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 import click
 
 from ...api import vocabulary
-from ..output import emit, format_option, to_json, warn
-from .common import no_checksum_option, pass_api
+from ..flags import EMBEDDER, NO_CHECKSUM, RUN, SET, STAGE, TARGET, TESTSET, format_option
+from ..output import emit, to_json, warn
+from .common import pass_api
 from .health_cmd import show_findings
 
 if TYPE_CHECKING:
@@ -16,30 +17,23 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.option(
-    "--target",
-    "target_name",
-    metavar="NAME",
-    help="Target whose configuration to capture (see `pgeval target list`).",
+@TARGET.but(
+    help="Target whose configuration to capture (see `pgeval target list`).", required=False
 )
-@click.option(
-    "--run",
+@RUN.but(
     "run_name",
-    metavar="RUN",
     help="Print the fingerprint stored with a run (or an experiment) instead of capturing one.",
+    required=False,
 )
-@click.option("--testset", metavar="NAME", help="Include this test set's content hash.")
-@click.option("--embedder", metavar="SPEC", help="Embedding model label to record.")
-@click.option("--stage", metavar="KIND", help="Stage the settings are for (recorded).")
+@TESTSET.but(help="Include this test set's content hash.")
+@EMBEDDER.but(help="Embedding model label to record.")
+@STAGE.but(metavar="KIND", help="Stage the settings are for (recorded).", required=False, type=None)
 @click.option("--chunking", metavar="LABEL", help="Chunking label to record (e.g. 512tok-64).")
-@click.option(
-    "--set",
-    "settings",
-    multiple=True,
+@SET.but(
     metavar="GUC=VALUE",
     help="A query-time setting as the stage would apply it (SET LOCAL), repeatable.",
 )
-@no_checksum_option()
+@NO_CHECKSUM
 @click.option("--check", is_flag=True, help="Also run the health check (see `pgeval health`).")
 @format_option(choices=("table", "json"))
 @pass_api

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..output import emit, format_option, to_json, warn
+from ..flags import ALLOW_PARTIAL, REL, format_option
+from ..output import emit, to_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -40,14 +41,8 @@ def _show_defaults(ctx: click.Context, param: click.Parameter, value: bool) -> N
     metavar="FILE.toml",
     help="Gate rules (TOML). [default: the built-in rules, see --show-defaults]",
 )
-@click.option(
-    "--rel",
-    type=int,
-    default=1,
-    show_default=True,
-    help="Lowest relevant grade, for sides given as run names.",
-)
-@click.option("--allow-partial", is_flag=True, help="Accept an incomplete run (labelled).")
+@REL.but(help="Lowest relevant grade, for sides given as run names.")
+@ALLOW_PARTIAL
 @click.option(
     "--show-defaults",
     is_flag=True,

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 import click
 
 from ...core.errors import PgevalError
-from ..output import emit, format_option, to_json, warn
+from ..flags import EMBEDDER, STRICT, TARGET, TESTSET, format_option
+from ..output import emit, to_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -41,21 +42,13 @@ def show_findings(findings: list[Finding], fmt: str) -> None:
 
 
 @click.command()
-@click.option(
-    "--target",
-    "target_name",
-    required=True,
-    metavar="NAME",
-    help="Target to check (see `pgeval target list`).",
-)
-@click.option(
-    "--testset",
-    metavar="NAME",
+@TARGET.but(help="Target to check (see `pgeval target list`).")
+@TESTSET.but(
     help="Also check that its judged chunk ids exist in "
     "the target and that its embeddings have the target's dimension.",
 )
-@click.option("--embedder", metavar="SPEC", help="Which stored query embeddings to compare.")
-@click.option("--strict", is_flag=True, help="Exit 1 when any check is not ok.")
+@EMBEDDER.but(help="Which stored query embeddings to compare.")
+@STRICT.but(help="Exit 1 when any check is not ok.")
 @format_option()
 @pass_api
 def health(

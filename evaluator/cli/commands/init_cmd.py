@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..output import format_option
+from ..flags import format_option
 from .common import pass_api
 
 if TYPE_CHECKING:

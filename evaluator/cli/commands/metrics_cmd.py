@@ -7,8 +7,18 @@ from typing import TYPE_CHECKING
 import click
 
 from ...api.vocabulary import LEVELS_NOTE
-from ..output import echo_line, emit, fmt_value, format_option, is_wide, to_json, warn
-from .common import levels_option, measure_options, measures_from, min_score_option, pass_api
+from ..flags import (
+    ALLOW_PARTIAL,
+    DOMAIN_DISCOUNT,
+    LEVELS,
+    MEASURES,
+    MIN_SCORE,
+    PER_QUERY,
+    STRICT,
+    format_option,
+)
+from ..output import echo_line, emit, fmt_value, is_wide, to_json, warn
+from .common import measures_from, pass_api
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -17,8 +27,8 @@ if TYPE_CHECKING:
 
 @click.command()
 @click.argument("run")
-@measure_options
-@click.option("--per-query", is_flag=True, help="One row per valid query instead of the means.")
+@MEASURES
+@PER_QUERY.but(help="One row per valid query instead of the means.")
 @click.option("--by-type", is_flag=True, help="Means per query type tag.")
 @click.option(
     "--flagged",
@@ -32,17 +42,13 @@ if TYPE_CHECKING:
     "(ANALYZE, BUFFERS) summary of the stage that served each (capture them with "
     "`pgeval plans RUN`).",
 )
-@click.option(
-    "--domain-discount",
-    type=float,
-    default=0.0,
-    show_default=True,
-    help="Lower every acceptance threshold by this fraction (0 to 0.10) for a specialised domain.",
+@DOMAIN_DISCOUNT.but(
+    help="Lower every acceptance threshold by this fraction (0 to 0.10) for a specialised domain."
 )
-@min_score_option()
-@click.option("--strict", is_flag=True, help="Fail when fewer than 200 queries are valid.")
-@click.option("--allow-partial", is_flag=True, help="Show an incomplete run's figures, labelled.")
-@levels_option()
+@MIN_SCORE
+@STRICT
+@ALLOW_PARTIAL.but(help="Show an incomplete run's figures, labelled.")
+@LEVELS
 @format_option()
 @pass_api
 def metrics(

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..output import emit, format_option, info, to_json
+from ..flags import format_option
+from ..output import emit, info, to_json
 from .common import pass_api
 
 if TYPE_CHECKING:

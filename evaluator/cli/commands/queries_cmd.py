@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..output import echo_line, emit, format_option, to_json
+from ..flags import NAME, OUT, PARAM, REPLACE, TARGET, TARGET_RECALL, format_option
+from ..output import echo_line, emit, to_json
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -38,8 +39,8 @@ def queries() -> None:
 
 @queries.command()
 @click.argument("logfile", nargs=-1, type=click.Path(dir_okay=False))
-@click.option("--target", "target_name", metavar="NAME", help="Target whose searches to keep.")
-@click.option("--name", metavar="SET", help="Name of the captured set.")
+@TARGET.but(required=False, help="Target whose searches to keep.")
+@NAME.but(metavar="SET", help="Name of the captured set.")
 @click.option(
     "--log-format",
     type=click.Choice(["auto", "stderr", "csvlog", "jsonlog"]),
@@ -62,7 +63,7 @@ def queries() -> None:
     help="Keep N distinct queries, the same N for the same log (chosen by their ids).",
 )
 @click.option("--append", is_flag=True, help="Add the searches to an existing set.")
-@click.option("--replace", is_flag=True, help="Capture an existing set anew.")
+@REPLACE.but(help="Capture an existing set anew.")
 @click.option("--how", is_flag=True, help="Print the statements that log the searches, and stop.")
 @format_option(choices=("table", "json"))
 @pass_api
@@ -198,9 +199,7 @@ def delete(pg: Pgeval, name: str) -> None:
 
 @queries.command()
 @click.argument("name")
-@click.option(
-    "--out", required=True, type=click.Path(dir_okay=False), help="A .npy or .jsonl file."
-)
+@OUT.but(required=True, help="A .npy or .jsonl file.")
 @click.option("--shape", type=int, help="Only this shape's queries.")
 @pass_api
 def export(pg: Pgeval, name: str, out: str, shape: int | None) -> None:
@@ -240,16 +239,10 @@ def _number(text: str) -> Any:
 
 @queries.command()
 @click.argument("name")
-@click.option(
-    "--param",
-    "params",
-    multiple=True,
-    metavar="SETTING=V1,V2,...",
-    help="A setting and the values to measure (a list: one point each), repeatable.",
-)
+@PARAM
 @click.option("--sweep", "sweep_name", metavar="NAME", help="Name of the sweeps stored.")
-@click.option("--replace", is_flag=True, help="Measure again under a sweep name taken.")
-@click.option("--target-recall", type=float, default=0.95, show_default=True)
+@REPLACE.but(help="Measure again under a sweep name taken.")
+@TARGET_RECALL
 @format_option(choices=("table", "json", "jsonl", "csv"))
 @pass_api
 def measure(

@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING
 
 import click
 
+from ..flags import ALLOW_PARTIAL, DEPTH, DOMAIN_DISCOUNT, FORMAT, LEVELS, MEASURES, MIN_SCORE, OUT
 from ..output import info, warn
-from .common import levels_option, measure_options, measures_from, min_score_option, pass_api
+from .common import measures_from, pass_api
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -15,34 +16,20 @@ if TYPE_CHECKING:
 
 @click.command()
 @click.argument("name", metavar="RUN|EXPERIMENT|REPORT.json")
-@click.option(
-    "--format",
-    "fmt",
+@FORMAT.but(
     type=click.Choice(["json", "md", "html"]),
     default="json",
-    show_default=True,
     help="json for scripts and `pgeval gate`, md for a pull request, "
     "html for people (self-contained, plots embedded).",
 )
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False),
-    metavar="FILE",
-    help="Write here (atomically) instead of standard output.",
-)
-@measure_options
-@click.option(
-    "--domain-discount",
-    type=float,
-    default=0.0,
-    show_default=True,
-    help="Lower every acceptance threshold by this fraction (0 to 0.10).",
-)
-@click.option("--depth", type=int, help="Ranked ids kept per query. [default: the largest cut-off]")
-@min_score_option()
+@OUT.but(metavar="FILE", help="Write here (atomically) instead of standard output.")
+@MEASURES
+@DOMAIN_DISCOUNT
+@DEPTH.but(type=int, help="Ranked ids kept per query. [default: the largest cut-off]")
+@MIN_SCORE
 @click.option("--no-plots", is_flag=True, help="HTML without plots (no matplotlib needed).")
-@click.option("--allow-partial", is_flag=True, help="Report an incomplete run, labelled.")
-@levels_option()
+@ALLOW_PARTIAL.but(help="Report an incomplete run, labelled.")
+@LEVELS
 @pass_api
 def report(
     pg: Pgeval,

@@ -9,18 +9,31 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 
 from ...api.vocabulary import PIPELINE_DEFAULTS, kinds_listing
-from ..output import emit, format_option, warn
-from .common import (
-    ProgressBar,
-    group_options,
-    isolate_index_option,
-    no_checksum_option,
-    pass_api,
-    progress_bar,
-    statement_timeout_option,
-    warn_above,
+from ..flags import (
+    API_KEY_ENV,
+    BASE_URL,
+    DEPTH,
+    DIMENSIONS,
+    EMBEDDER,
+    FORMAT,
+    GROUPING,
+    ISOLATE_INDEX,
+    NAME,
+    NO_CHECKSUM,
+    OUT,
+    QUERY_SOURCE,
+    REPEAT,
+    REPLACE,
+    SET,
+    STATEMENT_TIMEOUT,
+    TARGET,
+    TESTSET,
+    format_option,
+    formats,
 )
-from .query_options import query_source_options
+from ..option_groups import GroupedCommand, group, opt
+from ..output import FORMATS, emit, warn
+from .common import ProgressBar, pass_api, progress_bar, warn_above
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -42,20 +55,21 @@ def run() -> None:
 
 @run.command("import")
 @click.argument("file", type=click.Path(dir_okay=False))
-@click.option(
-    "--testset", required=True, help="Test set the run answers (see `pgeval testset list`)."
+@TESTSET.but(
+    required=True,
+    metavar=None,
+    help="Test set the run answers (see `pgeval testset list`).",
 )
-@click.option("--name", required=True, help="Name of the new run.")
-@click.option(
-    "--format",
-    "fmt",
+@NAME.but(required=True, help="Name of the new run.")
+@FORMAT.but(
     type=click.Choice(["trec", "jsonl"]),
     default=None,
+    show_default=False,
     help="trec: 'qid Q0 chunk rank score tag' lines, ranked by score descending, ties by "
     "chunk id descending; jsonl: {query_id, ranked: [{chunk_id, score}]} in the "
     "given order. [default: by file extension]",
 )
-@click.option("--replace", is_flag=True, help="Replace an existing run of the same name.")
+@REPLACE
 @pass_api
 def import_(pg: Pgeval, file: str, testset: str, name: str, fmt: str | None, replace: bool) -> None:
     """Import a ranked list produced elsewhere (a live RAG service, ranx, trec tools).
@@ -108,21 +122,13 @@ def import_(pg: Pgeval, file: str, testset: str, name: str, fmt: str | None, rep
 
 @run.command()
 @click.argument("name")
-@click.option(
-    "--format",
-    "fmt",
+@FORMAT.but(
     type=click.Choice(["trec", "jsonl"]),
     default="trec",
-    show_default=True,
     help="trec: 'qid Q0 chunk rank score tag' lines; jsonl: "
     "{query_id, ranked: [{chunk_id, score}]} a line.",
 )
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write to this file instead of standard output.",
-)
+@OUT
 @pass_api
 def export(pg: Pgeval, name: str, fmt: str, out: str | None) -> None:
     """Write a run as a TREC run file or JSONL (for cross-checks with trec_eval or ranx).
@@ -140,7 +146,7 @@ def export(pg: Pgeval, name: str, fmt: str, out: str | None) -> None:
 
 
 @run.command("list")
-@click.option("--testset", default=None, help="Only runs of this test set.")
+@TESTSET.but(metavar=None, help="Only runs of this test set.")
 @click.option("--experiment", default=None, help="Only runs of this experiment.")
 @format_option()
 @pass_api
@@ -229,133 +235,110 @@ class _StageBar:
             self.bar.update(self.task, completed=self.bar.tasks[self.task].total or 0)
 
 
-@run.command()
-@query_source_options
-@click.option(
-    "--target",
-    default=None,
-    help="Knowledge-base target (see `pgeval target list`); "
-    "required by vector, keyword and rerank stages.",
+_PIPELINE = group(
+    "Pipeline",
+    TARGET.but(
+        "target",
+        required=False,
+        metavar=None,
+        default=None,
+        help="Knowledge-base target (see `pgeval target list`); "
+        "required by vector, keyword and rerank stages.",
+    ),
+    opt(
+        "--stages",
+        required=True,
+        metavar="LIST",
+        help=f"Stages in order: {kinds_listing()} (a live API; "
+        "docs/weknora-service.md) (NAME=KIND runs a kind under another name, e.g. "
+        "hnsw40=hnsw).",
+    ),
+    SET.but(
+        help="Query-time setting applied with SET LOCAL to the stages it concerns "
+        "(hnsw.* to hnsw, diskann.* to diskann, core settings to all); validated "
+        "against pg_settings. Repeatable. STAGE:GUC=VALUE applies to that stage "
+        "alone (e.g. hnsw:enable_sort=off)."
+    ),
+    opt(
+        "--opt",
+        "options",
+        multiple=True,
+        metavar="STAGE:KEY=VALUE",
+        help="A stage option, e.g. hnsw:index=NAME, merge:k=60, rerank:top_n=50, "
+        "import:file=run.trec. Repeatable.",
+    ),
+    DEPTH.but(
+        default=PIPELINE_DEFAULTS.depth,
+        show_default=True,
+        help="Chunks stored per query and stage.",
+    ),
+    REPEAT.but(
+        type=click.IntRange(1, 1000),
+        default=PIPELINE_DEFAULTS.repeat,
+        help="Repetitions of the whole pipeline (means and spread are reported).",
+    ),
+    opt(
+        "--reranker",
+        default=None,
+        metavar="SPEC",
+        help="Reranker for rerank stages (same as --opt rerank:reranker=SPEC).",
+    ),
+    NAME.but(
+        help="Experiment name [default: TESTSET-TARGET-TIMESTAMP]; "
+        "runs are named NAME.STAGE.REPETITION."
+    ),
+    opt(
+        "--batch",
+        is_flag=True,
+        help="Run each vector stage as one set-based statement "
+        "(LATERAL over the queries): faster, no per-query latency.",
+    ),
+    opt(
+        "--server-timing",
+        is_flag=True,
+        help="Also record server execution time per query "
+        "(EXPLAIN ANALYZE, a second execution of each query).",
+    ),
 )
-@click.option(
-    "--stages",
-    required=True,
-    metavar="LIST",
-    help=f"Stages in order: {kinds_listing()} (a live API; "
-    "docs/weknora-service.md) (NAME=KIND runs a kind under another name, e.g. "
-    "hnsw40=hnsw).",
+_EMBEDDINGS = group(
+    "Query embeddings",
+    EMBEDDER.but(
+        "embedder",
+        help="Query embeddings: precomputed | openai:MODEL | local:MODEL | numpy:FILE.npy "
+        "(computed once and stored when missing). [default: precomputed]",
+    ),
+    BASE_URL.but(metavar=None, help="openai embedder: endpoint base URL."),
+    DIMENSIONS.but(help="openai embedder: requested dimension."),
+    API_KEY_ENV.but(metavar=None, help="openai embedder: variable holding the key."),
 )
-@click.option(
-    "--set",
-    "settings",
-    multiple=True,
-    metavar="[STAGE:]GUC=VALUE",
-    help="Query-time setting applied with SET LOCAL to the stages it concerns "
-    "(hnsw.* to hnsw, diskann.* to diskann, core settings to all); validated "
-    "against pg_settings. Repeatable. STAGE:GUC=VALUE applies to that stage "
-    "alone (e.g. hnsw:enable_sort=off).",
-)
-@click.option(
-    "--opt",
-    "options",
-    multiple=True,
-    metavar="STAGE:KEY=VALUE",
-    help="A stage option, e.g. hnsw:index=NAME, merge:k=60, rerank:top_n=50, "
-    "import:file=run.trec. Repeatable.",
-)
-@click.option(
-    "--depth",
-    type=click.IntRange(1, 100000),
-    default=PIPELINE_DEFAULTS.depth,
-    show_default=True,
-    help="Chunks stored per query and stage.",
-)
-@click.option(
-    "--repeat",
-    type=click.IntRange(1, 1000),
-    default=PIPELINE_DEFAULTS.repeat,
-    show_default=True,
-    help="Repetitions of the whole pipeline (means and spread are reported).",
-)
-@click.option(
-    "--embedder",
-    "embedder",
-    default=None,
-    metavar="SPEC",
-    help="Query embeddings: precomputed | openai:MODEL | local:MODEL | numpy:FILE.npy "
-    "(computed once and stored when missing). [default: precomputed]",
-)
-@click.option("--base-url", default=None, help="openai embedder: endpoint base URL.")
-@click.option(
-    "--dimensions",
-    type=click.IntRange(1, 16000),
-    default=None,
-    help="openai embedder: requested dimension.",
-)
-@click.option("--api-key-env", default=None, help="openai embedder: variable holding the key.")
-@click.option(
-    "--reranker",
-    default=None,
-    metavar="SPEC",
-    help="Reranker for rerank stages (same as --opt rerank:reranker=SPEC).",
-)
-@click.option(
-    "--name",
-    default=None,
-    help="Experiment name [default: TESTSET-TARGET-TIMESTAMP]; "
-    "runs are named NAME.STAGE.REPETITION.",
-)
-@click.option(
-    "--batch",
-    is_flag=True,
-    help="Run each vector stage as one set-based statement "
-    "(LATERAL over the queries): faster, no per-query latency.",
-)
-@click.option(
-    "--server-timing",
-    is_flag=True,
-    help="Also record server execution time per query "
-    "(EXPLAIN ANALYZE, a second execution of each query).",
-)
-@group_options(
-    "Run the pipeline once per group of this column (a tenant), each searched as the "
+_GROUPING = GROUPING.but(
+    "--group-by",
+    help="Run the pipeline once per group of this column (a tenant), each searched as the "
     "application scopes it (WHERE COLUMN = value), --sample-queries N per group; recall per "
-    "group and ANN stage, worst first. [default: the target's --group-by, else none]"
+    "group and ANN stage, worst first. [default: the target's --group-by, else none]",
 )
-@isolate_index_option()
-@statement_timeout_option()
-@no_checksum_option()
-@format_option()
+
+
+@run.command(cls=GroupedCommand)
+@QUERY_SOURCE
+@_PIPELINE
+@_EMBEDDINGS
+@_GROUPING
+@group("Measuring", ISOLATE_INDEX, STATEMENT_TIMEOUT, NO_CHECKSUM)
+@group("Output", *formats(FORMATS))
 @pass_api
 def pipeline(
     pg: Pgeval,
-    testset: str | None,
-    sample_queries: int | None,
-    seed: int | None,
-    queries_sql: str | None,
-    queries_file: str | None,
-    captured: str | None,
-    window: str | None,
+    queries: dict[str, Any],
     target: str | None,
     stages: str,
-    settings: tuple[str, ...],
-    options: tuple[str, ...],
-    depth: int,
     repeat: int,
-    embedder: str | None,
-    base_url: str | None,
-    dimensions: int | None,
-    api_key_env: str | None,
-    reranker: str | None,
-    name: str | None,
-    batch: bool,
-    server_timing: bool,
     group_by: str | None,
     max_groups: int,
     isolate_index: bool,
-    statement_timeout: str,
     no_checksum: bool,
     fmt: str,
+    **given: Any,
 ) -> None:
     """Run retrieval stages against the knowledge base and store every ranked list.
 
@@ -395,29 +378,12 @@ def pipeline(
         run = grouped(pg, column, max_groups, fmt)
     res = _with_progress(
         lambda **kw: run(
-            testset,
-            stages,
-            sample_queries=sample_queries,
-            seed=seed,
-            queries_sql=queries_sql,
-            queries_file=queries_file,
-            captured=captured,
-            window=window,
+            stages=stages,
+            **queries,
+            **given,  # the other options under their names
             target=target,
-            settings=settings,
-            options=options,
-            depth=depth,
             repeat=repeat,
-            embedder=embedder,
-            base_url=base_url,
-            dimensions=dimensions,
-            api_key_env=api_key_env,
-            reranker=reranker,
-            name=name,
-            batch=batch,
-            server_timing=server_timing,
             isolate_index=isolate_index,
-            statement_timeout=statement_timeout,
             checksum=not no_checksum,
             **kw,
         ),
@@ -472,10 +438,9 @@ def _show(res: PipelineResult, fmt: str, extra_columns: Sequence[str] = ()) -> N
 
 @run.command()
 @click.argument("name")
-@click.option(
-    "--statement-timeout",
+@STATEMENT_TIMEOUT.but(
     default=None,
-    metavar="DURATION",
+    show_default=False,
     help="Replace the recorded --statement-timeout (e.g. after a timeout stopped the "
     "experiment); nothing else of the configuration can change.",
 )

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 import click
 
 from ...api.vocabulary import parse_measure, stage_measures
-from ..output import echo_line, emit, format_option, to_json, warn
+from ..flags import ALLOW_PARTIAL, REL, STRICT, K, format_option
+from ..output import echo_line, emit, to_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -127,14 +128,7 @@ def _worst_rows(report: StageReport) -> list[dict]:
 
 @click.command("stage-report")
 @click.argument("experiment")
-@click.option(
-    "--k",
-    "k",
-    type=int,
-    default=10,
-    show_default=True,
-    help="Final cut-off of the loss attribution and of index recall.",
-)
+@K.but("k", type=int, default=10, help="Final cut-off of the loss attribution and of index recall.")
 @click.option(
     "--repetition",
     default="all",
@@ -142,13 +136,7 @@ def _worst_rows(report: StageReport) -> list[dict]:
     metavar="N|all",
     help="One repetition, or all of them (means with their spread).",
 )
-@click.option(
-    "--rel",
-    type=int,
-    default=1,
-    show_default=True,
-    help="Lowest grade (1-3) that counts as relevant.",
-)
+@REL.but(help="Lowest grade (1-3) that counts as relevant.")
 @click.option(
     "--worst",
     type=int,
@@ -156,12 +144,8 @@ def _worst_rows(report: StageReport) -> list[dict]:
     show_default=True,
     help="How many of the worst queries to list (0: none).",
 )
-@click.option("--strict", is_flag=True, help="Fail when fewer than 200 queries are valid.")
-@click.option(
-    "--allow-partial",
-    is_flag=True,
-    help="Report an experiment whose runs are not all complete, labelled.",
-)
+@STRICT
+@ALLOW_PARTIAL.but(help="Report an experiment whose runs are not all complete, labelled.")
 @format_option(choices=("table", "json"))
 @pass_api
 def stage_report(

@@ -8,9 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ...api.vocabulary import (
-    BUILD_OPTIONS,
     SWEEP_DEFAULTS,
-    ann_kinds,
     consistency_line,
     find_line,
     find_settings,
@@ -20,17 +18,27 @@ from ...api.vocabulary import (
     recommendation_line,
     server_label,
 )
-from ..output import echo_line, emit, format_option, info, to_json, warn
-from .common import (
-    group_options,
-    isolate_index_option,
-    no_checksum_option,
-    pass_api,
-    progress_bar,
-    statement_timeout_option,
-    warn_above,
+from ..flags import (
+    BUILDING,
+    DEPTH,
+    EMBEDDER,
+    FIND,
+    GROUPING,
+    INDEX,
+    MEASURING,
+    NAME,
+    PARAM,
+    PLOT,
+    QUERY_SOURCE,
+    SET,
+    STAGE,
+    TARGET,
+    formats,
 )
-from .query_options import no_judgements_line, query_source_options
+from ..option_groups import GroupedCommand, group, opt
+from ..output import echo_line, emit, info, to_json, warn
+from .common import pass_api, progress_bar, warn_above
+from .query_options import no_judgements_line
 from .sweep_groups_view import run_grouped
 
 if TYPE_CHECKING:
@@ -73,131 +81,7 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict[str
     return rows
 
 
-@click.command()
-@query_source_options
-@click.option("--target", "target_name", required=True, metavar="NAME", help="Target to search.")
-@click.option(
-    "--stage",
-    required=True,
-    type=click.Choice(list(ann_kinds())),
-    help="ANN stage to sweep (measured against exact search).",
-)
-@click.option(
-    "--param",
-    "params",
-    multiple=True,
-    metavar="GUC=V1,V2,...",
-    help="Query-time setting and its values; several give the cartesian product.",
-)
-@click.option(
-    "--build",
-    "build",
-    multiple=True,
-    metavar="OPTION=V1,V2,...",
-    help="Index build option and its values ("
-    + "; ".join(f"{method}: {', '.join(names)}" for method, names in BUILD_OPTIONS.items())
-    + "). Built on a scratch copy of the target's vectors.",
-)
-@click.option(
-    "--set",
-    "settings",
-    multiple=True,
-    metavar="[STAGE:]GUC=VALUE",
-    help="Setting applied at every point (SET LOCAL), e.g. enable_seqscan=off; "
-    "STAGE:GUC=VALUE applies to that stage alone (the swept stage or exact).",
-)
-@click.option(
-    "--k",
-    type=click.IntRange(1, 10000),
-    default=SWEEP_DEFAULTS.k,
-    show_default=True,
-    help="Cut-off of recall against exact search.",
-)
-@click.option(
-    "--depth",
-    type=click.IntRange(1, 100000),
-    default=None,
-    help="Rows per query (LIMIT). [default: max(K, 20); K where the planner's own plan is measured]",
-)
-@click.option(
-    "--repeat",
-    type=click.IntRange(1, 100),
-    default=SWEEP_DEFAULTS.repeat,
-    show_default=True,
-    help="Repetitions of every point (means and spread are reported).",
-)
-@click.option(
-    "--concurrency",
-    type=click.IntRange(1, 256),
-    default=SWEEP_DEFAULTS.concurrency,
-    show_default=True,
-    help="Client connections for the throughput measurement.",
-)
-@click.option(
-    "--target-recall",
-    type=float,
-    default=SWEEP_DEFAULTS.target_recall,
-    show_default=True,
-    help="Recall@K (fraction of exact search) the recommendation must reach.",
-)
-@click.option(
-    "--find",
-    "find",
-    default=None,
-    metavar="GUC",
-    help=f"Find the cheapest value of this work setting ({', '.join(find_settings())}) "
-    "reaching --target-recall: "
-    "bracketing from its current value, then bisection; every value tried is a point. "
-    "With other --param grids, one find per combination; with --build, one per build "
-    "(each index built on the scratch copy when a value first needs measuring).",
-)
-@click.option(
-    "--find-max",
-    type=click.IntRange(1, 1_000_000),
-    default=None,
-    help="Largest value --find tries.  [default: 1000]",
-)
-@click.option(
-    "--held-out-rows",
-    type=click.IntRange(0, 10_000_000),
-    default=SWEEP_DEFAULTS.held_out_rows,
-    show_default=True,
-    help="After a --find on --sample-queries through the table's index: measure the sampled "
-    "rows' bias on two copies of this many rows, one with the sampled rows in the index and "
-    "one without (held out), and print the range the application's queries may read. "
-    "0 skips it.",
-)
-@group_options(
-    "Measure each group of this column (a tenant: knowledge_base_id) as the application "
-    "searches it, WHERE COLUMN = value: --sample-queries N per group, exact search within the "
-    "group, recall per group worst first, and the setting that brings the worst group to "
-    "--target-recall. [default: the target's --group-by, else the whole table]"
-)
-@click.option(
-    "--embedder",
-    default=None,
-    metavar="SPEC",
-    help="Query embeddings (as in `run pipeline`). [default: precomputed]",
-)
-@click.option(
-    "--name",
-    default=None,
-    help="Sweep name [default: derived from the sweep's "
-    "configuration, so that the same command resumes it].",
-)
-@click.option(
-    "--fresh",
-    is_flag=True,
-    help="Measure every point again (replaces a sweep of the same name; reuses nothing).",
-)
-@click.option(
-    "--index",
-    default=None,
-    metavar="NAME",
-    help="The ANN index to measure when the column has several (the derived sweep name "
-    "depends on it; each point names the index it measured).",
-)
-@click.option(
+_PLAN = opt(
     "--plan",
     "plan",
     type=click.Choice(["custom", "generic"]),
@@ -209,58 +93,88 @@ def point_rows(points: list[dict], measures: list[str], k: int) -> list[dict[str
     "a --set enable_sort=off is yours, and the output says it. [default: custom for each "
     "--group-by group; on the whole table the stage's index is required]",
 )
-@isolate_index_option()
-@no_checksum_option()
-@statement_timeout_option()
-@click.option(
-    "--consistency",
-    type=click.Choice(["snapshot", "detect"]),
-    default=SWEEP_DEFAULTS.consistency,
-    show_default=True,
-    help="How every recall is measured against the rows the ANN statements saw while the "
-    "table changes: snapshot (the exact answer and every timed statement read one exported "
-    "snapshot; VACUUM's xmin horizon is held meanwhile, at most --snapshot-max-age) or "
-    "detect (each point between two reads of the rows' versions, measured again against a "
-    "fresh exact answer when they moved). The output says which, and names the points "
-    "measured again.",
+_WHAT = group("What is measured", TARGET, STAGE, PARAM, SET, INDEX, _PLAN, EMBEDDER)
+_FIND = FIND.plus(
+    opt(
+        "--find",
+        "find",
+        default=None,
+        metavar="GUC",
+        help=f"Find the cheapest value of this work setting ({', '.join(find_settings())}) "
+        "reaching --target-recall: "
+        "bracketing from its current value, then bisection; every value tried is a point. "
+        "With other --param grids, one find per combination; with --build, one per build "
+        "(each index built on the scratch copy when a value first needs measuring).",
+    ),
+    opt(
+        "--held-out-rows",
+        type=click.IntRange(0, 10_000_000),
+        default=SWEEP_DEFAULTS.held_out_rows,
+        show_default=True,
+        help="After a --find on --sample-queries through the table's index: measure the "
+        "sampled rows' bias on two copies of this many rows, one with the sampled rows in the "
+        "index and one without (held out), and print the range the application's queries may "
+        "read. 0 skips it.",
+    ),
 )
-@click.option(
-    "--snapshot-max-age",
-    "snapshot_max_age_s",
-    type=click.FloatRange(0, 7 * 86400),
-    default=SWEEP_DEFAULTS.snapshot_max_age_s,
-    show_default=True,
-    metavar="SECONDS",
-    help="Longest the sweep's snapshot holds VACUUM back; past it the snapshot is released "
-    "before the next point and the rest is measured as with --consistency detect (said in "
-    "the output).",
+_MEASURING = MEASURING.plus(
+    DEPTH,
+    opt(
+        "--consistency",
+        type=click.Choice(["snapshot", "detect"]),
+        default=SWEEP_DEFAULTS.consistency,
+        show_default=True,
+        help="How every recall is measured against the rows the ANN statements saw while the "
+        "table changes: snapshot (the exact answer and every timed statement read one exported "
+        "snapshot; VACUUM's xmin horizon is held meanwhile, at most --snapshot-max-age) or "
+        "detect (each point between two reads of the rows' versions, measured again against a "
+        "fresh exact answer when they moved). The output says which, and names the points "
+        "measured again.",
+    ),
+    opt(
+        "--snapshot-max-age",
+        "snapshot_max_age_s",
+        type=click.FloatRange(0, 7 * 86400),
+        default=SWEEP_DEFAULTS.snapshot_max_age_s,
+        show_default=True,
+        metavar="SECONDS",
+        help="Longest the sweep's snapshot holds VACUUM back; past it the snapshot is released "
+        "before the next point and the rest is measured as with --consistency detect (said in "
+        "the output).",
+    ),
 )
-@click.option(
-    "--maintenance-work-mem",
-    default=None,
-    metavar="SIZE",
-    help="maintenance_work_mem for index builds (never below the server's). "
-    "[default: sized to the index from its rows, dimension and m]",
+_GROUPING = GROUPING.but(
+    "--group-by",
+    help="Measure each group of this column (a tenant: knowledge_base_id) as the application "
+    "searches it, WHERE COLUMN = value: --sample-queries N per group, exact search within the "
+    "group, recall per group worst first, and the setting that brings the worst group to "
+    "--target-recall. [default: the target's --group-by, else the whole table]",
 )
-@click.option(
-    "--build-timeout",
-    type=click.FloatRange(1, 7 * 86400),
-    default=SWEEP_DEFAULTS.build_timeout_s,
-    show_default=True,
-    help="Seconds before an index build is cancelled.",
+_OUTPUT = group(
+    "Output",
+    NAME,
+    opt(
+        "--fresh",
+        is_flag=True,
+        help="Measure every point again (replaces a sweep of the same name; reuses nothing).",
+    ),
+    PLOT,
+    *formats(("table", "json", "csv")),
 )
-@click.option(
-    "--plot",
-    "plot",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write a PNG of recall@K against p95 latency with the Pareto front.",
-)
-@format_option(choices=("table", "json", "csv"))
+
+
+@click.command(cls=GroupedCommand)
+@QUERY_SOURCE
+@_WHAT
+@_FIND
+@BUILDING
+@_MEASURING
+@_GROUPING
+@_OUTPUT
 @pass_api
 def sweep(
     pg: Pgeval,
-    testset: str | None,
+    queries: dict[str, Any],
     target_name: str,
     stage: str,
     k: int,
@@ -314,7 +228,8 @@ def sweep(
       pgeval sweep ... --concurrency 8 --format csv > sweep.csv
     """
     # the other options (the query source's and the sweep's) go to the API under their names
-    options.update(k=k, target_recall=target_recall, build=build, checksum=not no_checksum)
+    testset = queries.pop("testset")
+    options.update(queries, k=k, target_recall=target_recall, build=build, checksum=not no_checksum)
     column = pg.group_column(target_name, group_by)
     if column is not None:
         run_grouped(pg, testset, target_name, stage, column, max_groups, fmt, plot, options)

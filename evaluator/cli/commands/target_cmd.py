@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from ..output import echo_line, emit, format_option, to_json, warn
+from ..flags import GROUP_BY, REPLACE, format_option
+from ..output import echo_line, emit, to_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -122,9 +123,7 @@ def target() -> None:
     help="weknora: restrict to these knowledge ids (documents; repeatable).",
 )
 @click.option("--tag-id", multiple=True, help="weknora: restrict to these tag ids (repeatable).")
-@click.option(
-    "--group-by",
-    metavar="COLUMN",
+@GROUP_BY.but(
     help="The column the application scopes each search by (a tenant, e.g. knowledge_base_id): "
     "sweeps on this target then measure recall per group (see `pgeval sweep --group-by`).",
 )
@@ -145,7 +144,7 @@ def target() -> None:
     default=None,
     help="Read --statement from a file (UTF-8).",
 )
-@click.option("--replace", is_flag=True, help="Replace a target of the same name.")
+@REPLACE.but(help="Replace a target of the same name.")
 @format_option(choices=("table", "json"))
 @pass_api
 def add(

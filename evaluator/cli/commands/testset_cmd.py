@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..output import echo_line, emit, format_option, to_json
+from ..flags import FORMAT, NAME, QUERIES, REPLACE, format_option
+from ..output import echo_line, emit, to_json
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -43,30 +44,22 @@ _LIST_COLUMNS = [
 
 @testset.command()
 @click.argument("file", type=click.Path(dir_okay=True, allow_dash=False))
-@click.option("--name", required=True, help="Name of the test set (runs refer to it).")
-@click.option(
-    "--format",
+@NAME.but(required=True, help="Name of the test set (runs refer to it).")
+@FORMAT.but(
     "source_format",
     type=click.Choice(_FORMATS),
     default=None,
     help="Input format. [default: from the name: .jsonl, .csv, .qrels/.trec, a folder is BEIR]",
+    show_default=False,
 )
-@click.option(
-    "--queries",
-    type=click.Path(dir_okay=False),
-    help="TREC only: query texts as TSV, query-id<TAB>text.",
-)
+@QUERIES
 @click.option(
     "--grade-map",
     metavar="CODE=GRADE,...",
     help="Map source grades onto 0-3 and record the map, e.g. 1=3,2=2,3=1,4=0,-1=0 "
     "(Cranfield). A source grade missing from the map is an error.",
 )
-@click.option(
-    "--replace",
-    is_flag=True,
-    help="Replace a test set of this name with different content (its runs are deleted).",
-)
+@REPLACE.but(help="Replace a test set of this name with different content (its runs are deleted).")
 @click.option(
     "--output",
     "fmt",

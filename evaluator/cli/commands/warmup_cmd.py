@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 import click
 
 from ...api.vocabulary import WARMUP_DEFAULTS
-from ..output import emit, format_option, info, to_json, warn
+from ..flags import EMBEDDER, INDEX, SET, TARGET, TESTSET, K, format_option
+from ..output import emit, info, to_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -16,34 +17,17 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.option(
-    "--target",
-    "target_name",
-    required=True,
-    metavar="NAME",
-    help="Target to warm up (see `pgeval target list`).",
-)
-@click.option(
-    "--testset",
-    metavar="NAME",
+@TARGET.but(help="Target to warm up (see `pgeval target list`).")
+@TESTSET.but(
     help="Warm up with this test set's query embeddings "
     "[default: seeded random vectors of the target's dimension].",
 )
-@click.option("--embedder", metavar="LABEL", help="Which stored query embeddings to use.")
-@click.option(
-    "--set",
-    "settings",
-    multiple=True,
+@EMBEDDER.but(metavar="LABEL", help="Which stored query embeddings to use.")
+@SET.but(
     metavar="GUC=VALUE",
     help="Query-time setting for the passes (SET LOCAL), e.g. hnsw.ef_search=100.",
 )
-@click.option(
-    "--k",
-    type=click.IntRange(1, 10000),
-    default=WARMUP_DEFAULTS.k,
-    show_default=True,
-    help="Rows per query (LIMIT).",
-)
+@K.but(default=WARMUP_DEFAULTS.k, help="Rows per query (LIMIT).")
 @click.option(
     "--max-passes",
     type=click.IntRange(2, 100),
@@ -66,12 +50,9 @@ if TYPE_CHECKING:
     help="Number of random vectors when no --testset is given.",
 )
 @click.option("--no-prewarm", is_flag=True, help="Do not use pg_prewarm even when installed.")
-@click.option(
-    "--index",
-    default=None,
-    metavar="NAME",
+@INDEX.but(
     help="Warm this ANN index only. [default: every ANN index of the target's vector column, "
-    "each through the statement of the stage kind it serves]",
+    "each through the statement of the stage kind it serves]"
 )
 @format_option(choices=("table", "json"))
 @pass_api

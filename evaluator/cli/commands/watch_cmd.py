@@ -7,13 +7,25 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ...api import vocabulary
-from ...api.vocabulary import ann_kinds, openmetrics_text, probe_time
+from ...api.vocabulary import WATCH_DEFAULTS, openmetrics_text, probe_time
 from ...core.errors import GroupsFailed
 from ...core.masking import mask as redact
+from ..flags import (
+    GROUPING,
+    INDEX,
+    MAX_P95_MS,
+    QUERY_SOURCE,
+    SET,
+    STAGE,
+    STATEMENT_TIMEOUT,
+    TARGET,
+    K,
+    formats,
+)
+from ..option_groups import GroupedCommand, group, opt
 from ..options import option_for
-from ..output import format_option, to_json, warn
-from .common import group_options, pass_api, statement_timeout_option
-from .query_options import query_source_options
+from ..output import to_json, warn
+from .common import pass_api
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -132,99 +144,79 @@ def _json(res: ProbeResult) -> dict[str, Any]:
     }
 
 
-@click.command()
-@query_source_options
-@click.option("--target", "target_name", required=True, metavar="NAME", help="Target to probe.")
-@click.option(
-    "--stage",
-    required=True,
-    type=click.Choice(list(ann_kinds())),
-    help="ANN stage to probe (measured against exact search).",
+_WHAT = group(
+    "What is probed",
+    TARGET.but(help="Target to probe."),
+    STAGE.but(help="ANN stage to probe (measured against exact search)."),
+    SET.but(
+        help="The production setting (SET LOCAL), e.g. hnsw.ef_search=100. "
+        "[default: the target's stored settings, else the server's]"
+    ),
+    INDEX.but(help="The ANN index to probe when the column has several."),
 )
-@click.option(
-    "--set",
-    "settings",
-    multiple=True,
-    metavar="[STAGE:]GUC=VALUE",
-    help="The production setting (SET LOCAL), e.g. hnsw.ef_search=100. "
-    "[default: the target's stored settings, else the server's]",
+_BOUNDS = group(
+    "Bounds",
+    opt(
+        "--min-recall",
+        type=float,
+        default=None,
+        metavar="R",
+        help="Bound: recall@K must be at least R.",
+    ),
+    opt(
+        "--max-drop",
+        type=float,
+        default=None,
+        metavar="D",
+        help="Bound: recall@K may fall at most D below the first probe of the same index build.",
+    ),
+    MAX_P95_MS.but(metavar="X", help="Bound: p95 latency at most X ms."),
+    opt(
+        "--no-remedy",
+        is_flag=True,
+        help="When a recall bound is crossed, do not measure the setting that restores it.",
+    ),
+    opt(
+        "--remedy-max",
+        type=click.IntRange(1, 1_000_000),
+        default=None,
+        help="Largest value of the work setting the remedy tries.  [default: 1000]",
+    ),
 )
-@click.option(
-    "--k",
-    type=click.IntRange(1, 10000),
-    default=10,
-    show_default=True,
-    help="Cut-off of recall against exact search (the application's LIMIT).",
+_MEASURING = group(
+    "Measuring",
+    K.but(
+        default=WATCH_DEFAULTS.k,
+        help="Cut-off of recall against exact search (the application's LIMIT).",
+    ),
+    STATEMENT_TIMEOUT,
 )
-@click.option(
-    "--min-recall",
-    type=float,
-    default=None,
-    metavar="R",
-    help="Bound: recall@K must be at least R.",
-)
-@click.option(
-    "--max-drop",
-    type=float,
-    default=None,
-    metavar="D",
-    help="Bound: recall@K may fall at most D below the first probe of the same index build.",
-)
-@click.option(
-    "--max-p95-ms",
-    type=float,
-    default=None,
-    metavar="X",
-    help="Bound: p95 latency at most X ms.",
-)
-@click.option(
-    "--index",
-    default=None,
-    metavar="NAME",
-    help="The ANN index to probe when the column has several.",
-)
-@click.option(
-    "--no-remedy",
-    is_flag=True,
-    help="When a recall bound is crossed, do not measure the setting that restores it.",
-)
-@click.option(
-    "--remedy-max",
-    type=click.IntRange(1, 1_000_000),
-    default=None,
-    help="Largest value of the work setting the remedy tries.  [default: 1000]",
-)
-@group_options(
-    "One probe per group of this column (a tenant), searched as the application scopes "
+_GROUPING = GROUPING.but(
+    "--group-by",
+    help="One probe per group of this column (a tenant), searched as the application scopes "
     "it (WHERE COLUMN = value), --sample-queries N rows of each group, each its own series. "
-    "[default: the target's --group-by, else the whole table]"
+    "[default: the target's --group-by, else the whole table]",
 )
-@statement_timeout_option()
-@format_option(choices=("table", "json", "openmetrics"))
+
+
+@click.command(cls=GroupedCommand)
+@QUERY_SOURCE
+@_WHAT
+@_BOUNDS
+@_MEASURING
+@_GROUPING
+@group("Output", *formats(("table", "json", "openmetrics")))
 @pass_api
 def watch(
     pg: Pgeval,
-    testset: str | None,
-    sample_queries: int | None,
-    seed: int | None,
-    queries_sql: str | None,
-    queries_file: str | None,
-    captured: str | None,
-    window: str | None,
+    queries: dict[str, Any],
     target_name: str,
     stage: str,
     settings: tuple[str, ...],
     k: int,
-    min_recall: float | None,
-    max_drop: float | None,
-    max_p95_ms: float | None,
-    index: str | None,
     no_remedy: bool,
-    remedy_max: int | None,
-    group_by: str | None,
-    max_groups: int,
-    statement_timeout: str,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Probe the index at its production setting and record it in pgeval.probe: for cron, CI
     or a Kubernetes CronJob (docs/watch.md).
@@ -261,24 +253,11 @@ def watch(
         results = pg.watch(
             target_name,
             stage,
-            testset,
-            sample_queries=sample_queries,
-            seed=seed,
-            queries_sql=queries_sql,
-            queries_file=queries_file,
-            captured=captured,
-            window=window,
+            **queries,
+            **options,  # the others under their names
             settings=list(settings),
             k=k,
-            min_recall=min_recall,
-            max_drop=max_drop,
-            max_p95_ms=max_p95_ms,
-            index=index,
-            statement_timeout=statement_timeout,
             remedy=not no_remedy,
-            remedy_max=remedy_max,
-            group_by=group_by,
-            max_groups=max_groups,
             on_warning=warn if fmt == "table" else None,
         )
     except GroupsFailed as exc:  # the groups measured are shown, nothing recorded

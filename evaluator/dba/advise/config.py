@@ -55,5 +55,12 @@ class AdviseConfig:
     low_end: bool = False
 
 
+# what each design's sweep takes from advise as it is (measure.config): the query source and
+# the measuring, building and find options, the same fields in both configurations
+SWEPT = tuple(
+    "testset queries k repeat final_rounds concurrency target_recall find_max embedder checksum "
+    "statement_timeout maintenance_work_mem build_timeout_s fresh".split()
+)
+
 # what `pgeval advise` does without options (the CLI's option defaults and the API's)
 ADVISE_DEFAULTS = AdviseConfig(target="")

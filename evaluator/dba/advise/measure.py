@@ -15,6 +15,7 @@ from ..sweep import setup as setup_mod
 from ..sweep.groups import GroupSweepResult, run_groups
 from ..sweep.result import Measured, figures
 from ..sweep.session import NOTHING_KNOWN, Known
+from .config import SWEPT
 from .plan import AdviseConfig, Design
 
 Warn = Callable[[str], None]
@@ -33,28 +34,15 @@ def config(cfg: AdviseConfig, design: Design, target: str) -> SweepConfig:
     the application's LIMIT."""
     existing = in_place(cfg, design, target)
     return SweepConfig(
-        testset=cfg.testset,
-        queries=cfg.queries,
+        **{name: getattr(cfg, name) for name in SWEPT},
         target=target,
         stage=design.kind,
         build=() if existing else tuple(f"{k}={v}" for k, v in design.build.items()),
         index=existing["name"] if existing else None,
         settings={**cfg.settings, **design.fixed},
-        k=cfg.k,
         depth=cfg.k,  # the application's LIMIT
-        repeat=cfg.repeat,
-        final_rounds=cfg.final_rounds,
-        concurrency=cfg.concurrency,
-        target_recall=cfg.target_recall,
         find=design.find,
-        find_max=cfg.find_max,
         find_min=design.find_min if design.find_min > 1 else None,
-        embedder=cfg.embedder,
-        checksum=cfg.checksum,
-        statement_timeout=cfg.statement_timeout,
-        maintenance_work_mem=cfg.maintenance_work_mem,
-        build_timeout_s=cfg.build_timeout_s,
-        fresh=cfg.fresh,
     )
 
 
