@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from ..dba.fingerprint import short_hash
     from ..dba.sweep.configure import SWEEP_DEFAULTS
     from ..dba.sweep.grid import BUILD_OPTIONS
+    from ..dba.sweep.operating_points import reaches
     from ..dba.sweep.text import (
         consistency_line,
         find_line,
@@ -75,6 +76,7 @@ _SOURCES = {
     "openmetrics_text": ("dba.watch.exposition", "text"),
     "parse_measure": ("measure.measures", "parse"),
     "ranked_measures": ("measure.measures", "ranked"),
+    "reaches": ("dba.sweep.operating_points", "reaches"),
     "recommendation_line": ("dba.sweep.text", "recommendation_line"),
     "server_label": ("dba.sweep.text", "server_label"),
     "short_hash": ("dba.fingerprint", "short_hash"),
@@ -111,6 +113,7 @@ __all__ = [
     "openmetrics_text",
     "parse_measure",
     "ranked_measures",
+    "reaches",
     "recommendation_line",
     "server_label",
     "short_hash",

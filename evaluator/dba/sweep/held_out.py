@@ -60,8 +60,7 @@ def check(database: Database, cfg: SweepConfig, res: SweepResult, rows: int) -> 
 
     found = res.finds[0]
     setting, value = found["setting"], int(found["value"])
-    at = next((p for p in res.points if str(p["settings"].get(setting)) == str(value)), None)
-    measured = res.point(None if at is None else at["point"])
+    measured = res.operating_points.at(setting, value)
     if measured is None or measured.recall is None:
         return None
     with database.connect(results=False) as kb:

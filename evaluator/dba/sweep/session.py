@@ -13,7 +13,7 @@ demand, the sweep finished on exit.
 - :func:`finishing` marks a sweep complete, interrupted or failed: the one place that does.
 
 A point is addressed by its number in the sweep (``Session.measured(number)``: a
-:class:`.result.Measured` read from SQL), never by its label or settings.
+:class:`.operating_points.Measured` read from SQL), never by its label or settings.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ from . import grid, store
 from . import setup as setup_mod
 from .config import Plan, SweepConfig
 from .context import point_context
-from .result import Measured, SweepResult
+from .operating_points import Measured
+from .result import SweepResult
 
 if TYPE_CHECKING:
     from ...core.db import Database
