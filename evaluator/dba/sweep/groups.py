@@ -330,7 +330,7 @@ def _iterative(
             continue
         row["iterative_setting"] = setting
         row["iterative"] = {
-            p["settings"].get(setting): p["index_recall"] for p in res.points if p["settings"]
+            m.settings.get(setting): m.recall for m in res.operating_points.points if m.settings
         }
         row["fixed_by"] = [
             mode for mode, recall in row["iterative"].items() if reaches(recall, cfg.target_recall)
@@ -352,10 +352,10 @@ def _generic(cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of: Any
         res = sweep_of(
             sizes[row["group"]], "generic", find=None, find_max=None, params=params, plan="generic"
         )
-        measured = None if res is None or not res.points else res.points[0]
+        measured = None if res is None or not res.points else res.operating_points.points[0]
         if measured is None:
             continue
-        recall, served = measured["index_recall"], measured.get("served_by")
+        recall, served = measured.recall, measured.served_by
         row["generic"] = {
             "recall": recall,
             "served_by": served,

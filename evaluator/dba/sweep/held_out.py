@@ -103,8 +103,8 @@ def check(database: Database, cfg: SweepConfig, res: SweepResult, rows: int) -> 
                 fresh=False,
                 held_out_rows=0,
             )
-            got = run_sweep(database, one).points
-            figures[kind] = got[0]["index_recall"] if got else None
+            got = run_sweep(database, one).operating_points.points
+            figures[kind] = got[0].recall if got else None
     graph, held = figures["graph"], figures["held"]
     if graph is None or held is None:
         return None
