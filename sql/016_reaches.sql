@@ -3,7 +3,7 @@
 -- (REACH_TOLERANCE, reaches), kept equal by tests/test_operating_points.py.
 
 -- How far under a target a value may be and still reach it: a mean of per-query ratios is a
--- float sum, so 0.95 computed as 0.9499999999 reaches 0.95.
+-- float sum, which may land a few units in the last place under the target.
 CREATE OR REPLACE FUNCTION pgeval.reach_tolerance()
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
     SELECT 1e-12::double precision

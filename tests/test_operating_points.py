@@ -126,4 +126,4 @@ def test_a_real_sweep(database, conn):
     assert [m.point for m in ops.reaching()] == reaching
     rec = store.recommendation(conn, res.sweep_id, res.target_recall, WORK)
     assert (ops.cheapest() and ops.cheapest().point) == (rec and rec["point"])
-    assert res.point(2) == ops.point(2) and ops.at(WORK[0], 40).point == 2
+    assert ops.at(WORK[0], 40) == ops.point(2) != ops.point(1)

@@ -4,8 +4,8 @@ SQL computed it, and :class:`OperatingPoints`, every point of a sweep read once 
 reaching a target, the cheapest reaching it and the Pareto front (faiss's ``OperatingPoints``).
 
 A target is reached by one rule, :func:`reaches`: a recall reaches it within
-:data:`REACH_TOLERANCE` (a mean of per-query ratios is a float sum: 0.95 computed as
-0.9499999999 reaches 0.95). SQL judges with the same tolerance (``pgeval.reaches``,
+:data:`REACH_TOLERANCE` (a mean of per-query ratios is a float sum, which may land a few
+units in the last place under the target). SQL judges with the same tolerance (``pgeval.reaches``,
 sql/016_reaches.sql; a test keeps the two equal)."""
 
 from __future__ import annotations
@@ -14,6 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 REACH_TOLERANCE = 1e-12  # SQL's pgeval.reach_tolerance()
+_LATENCIES = ("p50_ms", "p95_ms", "p95_sd", "p95_low", "p95_high", "p99_ms", "qps")
+# a point's fields named and valued as in its summary row
+_ROWS = ("rows_mean", "rows_min", "build_ms", "index_bytes", "index", "plan_mode", "served_by")
+_AS_STORED = _LATENCIES + _ROWS
 
 
 def reaches(recall: float | None, target: float) -> bool:
@@ -51,11 +55,12 @@ class Measured:
     index: str | None  # the index the plan used (the runs' ``params.index``)
     plan_mode: str | None  # the planner's plan measured (its mode), else None
     served_by: str | None  # what served that plan
+    metrics: dict  # measure -> mean over the repetitions (qrels measures; {} without)
     pareto: bool  # on the Pareto front of recall against p95 (SQL's sweep_summary)
     row: dict = field(repr=False, compare=False, default_factory=dict)  # the summary's row
 
     @classmethod
-    def of(cls, sweep_id: int, row: dict, index: str | None = None) -> Measured:
+    def of(cls, sweep_id: int, row: dict) -> Measured:
         """The point of ``row``, one row of ``pgeval.sweep_summary(sweep_id)``."""
         return cls(
             sweep_id=sweep_id,
@@ -68,20 +73,8 @@ class Measured:
             recall_sd=row["index_recall_sd"],
             recall_min=row.get("index_recall_min"),
             recall_max=row.get("index_recall_max"),
-            p50_ms=row["p50_ms"],
-            p95_ms=row["p95_ms"],
-            p95_sd=row["p95_sd"],
-            p95_low=row.get("p95_low"),
-            p95_high=row.get("p95_high"),
-            p99_ms=row["p99_ms"],
-            qps=row["qps"],
-            rows_mean=row["rows_mean"],
-            rows_min=row["rows_min"],
-            build_ms=row["build_ms"],
-            index_bytes=row["index_bytes"],
-            index=row.get("index") if index is None else index,
-            plan_mode=row.get("plan_mode"),
-            served_by=row.get("served_by"),
+            **{k: row.get(k) for k in _AS_STORED},
+            metrics=dict(row.get("metrics") or {}),
             pareto=bool(row.get("pareto")),
             row=row,
         )
@@ -103,10 +96,9 @@ class Measured:
 def figures(point: dict[str, Any]) -> dict[str, Any]:
     """The figures a design's row shows (advise), from a row of SQL's per-point summary (or a
     group's worst point, with the same keys): None where the row has none."""
-    keys = ("p50_ms", "p95_ms", "p95_sd", "p95_low", "p95_high", "p99_ms", "qps")
     return {
         "recall": point.get("index_recall"),
-        **{k: point.get(k) for k in keys},
+        **{k: point.get(k) for k in _LATENCIES},
         "rows": point.get("rows_mean"),
         "index_bytes": point.get("index_bytes"),
         "build_ms": point.get("build_ms"),

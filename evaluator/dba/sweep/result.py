@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .operating_points import Measured, OperatingPoints
+from .operating_points import OperatingPoints
 
 
 @dataclass
@@ -86,7 +86,3 @@ class SweepResult:
         return OperatingPoints.of(
             self.sweep_id, self.points, self.target_recall, self.recommendation
         )
-
-    def point(self, number: int | None) -> Measured | None:
-        """Point ``number`` of :attr:`points` (None: not among them)."""
-        return self.operating_points.point(number)

@@ -390,7 +390,7 @@ def _measure(
         warnings=warnings,
         path=path,
         data_read=read,
-        plan=_plan(res.point(1)),
+        plan=_plan(res.operating_points.point(1)),
     )
     out.alerts = advice.crossed_lines(probe)
     out.changes = advice.changes(probe)
