@@ -30,9 +30,9 @@ BEGIN
         RETURN NULL;
     END IF;
     -- a small tolerance so that 0.7 computed as 0.69999999 still reaches 0.70
-    RETURN CASE WHEN p_value >= t.excellent * f - 1e-12 THEN 'excellent'
-                WHEN p_value >= t.good * f - 1e-12 THEN 'good'
-                WHEN p_value >= t.pass * f - 1e-12 THEN 'pass'
+    RETURN CASE WHEN pgeval.reaches(p_value, t.excellent * f) THEN 'excellent'
+                WHEN pgeval.reaches(p_value, t.good * f) THEN 'good'
+                WHEN pgeval.reaches(p_value, t.pass * f) THEN 'pass'
                 ELSE 'fail' END;
 END
 $$;

@@ -176,7 +176,7 @@ LANGUAGE sql STABLE AS $$
                   FROM unnest(coalesce(p_work, '{}')) WITH ORDINALITY u(w, o)
                  WHERE s.settings ? u.w) AS work_text
           FROM pts s
-         WHERE s.index_recall >= p_target_recall - 1e-12 AND s.p95_ms IS NOT NULL),
+         WHERE pgeval.reaches(s.index_recall, p_target_recall) AND s.p95_ms IS NOT NULL),
     varies AS (SELECT coalesce(bool_or(ok.work_text IS NOT NULL), false) AS v FROM ok),
     least AS (SELECT ok.* FROM ok WHERE ok.work = (SELECT min(o2.work) FROM ok o2)),
     first_in_grid AS (SELECT * FROM least ORDER BY least.point LIMIT 1),
@@ -221,7 +221,7 @@ LANGUAGE sql STABLE AS $$
             WHERE cardinality(p_sweeps) = 1),
     dom AS (SELECT o.point, o.label, o.index_recall, o.p95_ms, bi.low AS b_low, oi.high AS o_high
               FROM base b JOIN iv bi ON bi.point = b.point
-              JOIN ok o ON o.point <> b.point AND o.index_recall >= b.index_recall - 1e-12
+              JOIN ok o ON o.point <> b.point AND pgeval.reaches(o.index_recall, b.index_recall)
               -- (measured in as many rounds at least: a round measured at another time is
               -- another load, which no interval within a round covers)
               JOIN iv oi ON oi.point = o.point AND oi.high < bi.low AND oi.reps >= bi.reps

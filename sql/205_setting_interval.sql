@@ -6,7 +6,7 @@
 -- queries (with replacement, seeded by p_seed: the same call gives the same interval), each
 -- point's mean of the per-query index recall already measured (pgeval.index_recall_per_query,
 -- averaged over repetitions) on the resample, and per resample the least measured value of
--- p_setting whose mean reaches p_target (within 1e-12, as every target is judged). Returned:
+-- p_setting whose mean reaches p_target (pgeval.reaches, as every target is judged). Returned:
 -- the 2.5 % and 97.5 % nearest-rank percentiles of that value over the resamples (high is NULL
 -- when more than 2.5 % of them reach at no measured value: above the largest measured), the
 -- resamples, and how many reached at no measured value. Only the points named in p_points
@@ -54,7 +54,7 @@ BEGIN
          WHERE n.q > 0 GROUP BY b),
     means AS (SELECT d.b, c.v, (SELECT avg(c.r[x]) FROM unnest(d.d) x) AS recall
                 FROM draws d CROSS JOIN curves c),
-    least AS (SELECT m.b, min(m.v) FILTER (WHERE m.recall >= p_target - 1e-12) AS v
+    least AS (SELECT m.b, min(m.v) FILTER (WHERE pgeval.reaches(m.recall, p_target)) AS v
                 FROM means m GROUP BY m.b)
     SELECT nullif(percentile_disc(0.025) WITHIN GROUP (ORDER BY coalesce(l.v, 'Infinity')), 'Infinity'),
            nullif(percentile_disc(0.975) WITHIN GROUP (ORDER BY coalesce(l.v, 'Infinity')), 'Infinity'),

@@ -9,14 +9,15 @@
 -- migration 0010_probe_via); within it, the probes of one *index build* (the index's name, oid,
 -- relfilenode, method and options: a REINDEX or a new CREATE INDEX starts a new build) are
 -- compared with the build's first probe, its *baseline*. Bounds (each probe keeps those it was given):
---   min_recall  recall < min_recall (by more than 1e-12: a mean of per-query ratios is a float
---               sum, and sweeps judge a target reached within 1e-12 too)
---   max_drop    baseline_recall - recall > max_drop (the drop since the build's first probe)
+--   min_recall  recall does not reach min_recall (pgeval.reaches: a mean of per-query ratios is
+--               a float sum, judged as sweeps judge a target)
+--   max_drop    baseline_recall - recall > max_drop (the drop since the build's first probe,
+--               beyond pgeval.reach_tolerance())
 --   max_p95_ms  p95_ms > max_p95_ms
 -- Row changes since the baseline come from the rows counted by the probes (table_rows) and from
 -- the server's counters (pg_stat_all_tables n_tup_ins / n_tup_upd / n_tup_del; NULL when the
 -- counters were reset in between).
--- (Plain SQL over pgeval.probe only: no API function, so that `pgeval init` can replace the API.)
+-- (Plain SQL over pgeval.probe and the reach rule: `pgeval init` drops the view before the API.)
 CREATE OR REPLACE VIEW pgeval.probe_history AS
 WITH w AS (
     SELECT p.*,
@@ -41,9 +42,11 @@ SELECT w.probe_id, w.probed_at, w.target, w.group_key, w.stage, w.k, w.settings,
        w.bounds,
        ARRAY(SELECT c.bound
                FROM (VALUES
-                   (1, 'min_recall', w.recall < (w.bounds ->> 'min_recall')::float8 - 1e-12),
+                   (1, 'min_recall',
+                    NOT pgeval.reaches(w.recall, (w.bounds ->> 'min_recall')::float8)),
                    (2, 'max_drop',
-                    w.baseline_recall - w.recall > (w.bounds ->> 'max_drop')::float8 + 1e-12),
+                    w.baseline_recall - w.recall
+                        > (w.bounds ->> 'max_drop')::float8 + pgeval.reach_tolerance()),
                    (3, 'max_p95_ms', w.p95_ms > (w.bounds ->> 'max_p95_ms')::float8)
                ) AS c (n, bound, crossed)
               WHERE c.crossed ORDER BY c.n) AS crossed,

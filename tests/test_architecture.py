@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -429,6 +430,30 @@ def test_one_test_set_lookup():
         "evaluator/testset/catalog.py",
         "evaluator/testset/store.py",
     ]
+
+
+# a comparison with a tolerance subtracted or added (``recall >= target - 1e-12``), or the
+# reach tolerance defined: the reach rule written out
+REACH_RULE = re.compile(r"[<>]=?[^<>=\n]*[-+]\s*(?:1e-12|REACH_TOLERANCE)\b|REACH_TOLERANCE\s*=")
+
+
+def test_the_reach_rule_is_written_once():
+    """A target is reached by one rule with one tolerance: in Python,
+    dba/sweep/operating_points.py (``reaches``, ``REACH_TOLERANCE``), in SQL, sql/016_reaches.sql
+    (``pgeval.reaches``, ``pgeval.reach_tolerance``); every other place calls them
+    (tests/test_operating_points.py keeps the two tolerances equal)."""
+    python = sorted(
+        str(p.relative_to(ROOT.parent))
+        for p in ROOT.rglob("*.py")
+        if REACH_RULE.search(p.read_text(encoding="utf-8"))
+    )
+    assert python == ["evaluator/dba/sweep/operating_points.py"]
+    code = {  # (comments left out: they may name the tolerance)
+        p.name: re.sub(r"--[^\n]*", "", p.read_text(encoding="utf-8"))
+        for p in (ROOT.parent / "sql").glob("*.sql")
+    }
+    assert sorted(name for name, text in code.items() if "1e-12" in text) == ["016_reaches.sql"]
+    assert REACH_RULE.search("recall >= target - 1e-12")  # (the pattern can fail)
 
 
 def test_stage_kinds_described_once():

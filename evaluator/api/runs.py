@@ -265,14 +265,7 @@ class RunMethods:
         Pareto front and the recommendation (`pgeval sweep --plot`); returns its path."""
         from ..dba.sweep import plot
 
-        return plot.write(
-            path,
-            result.points,
-            k=result.k,
-            target_recall=result.target_recall,
-            recommendation=result.recommendation,
-            title=title,
-        )
+        return plot.write(path, result.operating_points, k=result.k, title=title)
 
 
 def _pipeline(

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..dba.fingerprint import short_hash
     from ..dba.sweep.configure import SWEEP_DEFAULTS
     from ..dba.sweep.grid import BUILD_OPTIONS
+    from ..dba.sweep.operating_points import reaches
     from ..dba.sweep.text import (
         consistency_line,
         find_line,
@@ -79,6 +80,7 @@ _SOURCES = {
     "openmetrics_text": ("dba.watch.exposition", "text"),
     "parse_measure": ("measure.measures", "parse"),
     "ranked_measures": ("measure.measures", "ranked"),
+    "reaches": ("dba.sweep.operating_points", "reaches"),
     "recommendation_line": ("dba.sweep.text", "recommendation_line"),
     "server_label": ("dba.sweep.text", "server_label"),
     "short_hash": ("dba.fingerprint", "short_hash"),
@@ -117,6 +119,7 @@ __all__ = [
     "openmetrics_text",
     "parse_measure",
     "ranked_measures",
+    "reaches",
     "recommendation_line",
     "server_label",
     "short_hash",

@@ -23,10 +23,11 @@ def stage_report(conn: Any, experiment: str, k: int, rel: int, allow_partial: bo
 
 
 def sweep_curve(conn: Any, run_id: int) -> dict | None:
-    """Recall and p95 latency of every point of the sweep the run belongs to, through
-    :func:`evaluator.dba.sweep.store.summary` (pgeval.sweep_summary); None when it belongs to none."""
+    """Recall and p95 latency of every point of the sweep the run belongs to, its operating
+    points (pgeval.sweep_summary); None when it belongs to none."""
     try:
         from ..dba.sweep import store
+        from ..dba.sweep.operating_points import OperatingPoints
         from ..measure.recall_distribution import text as recall_tail_text
     except ImportError:
         return None
@@ -41,8 +42,8 @@ def sweep_curve(conn: Any, run_id: int) -> dict | None:
     if row is None:
         return None
     sweep_id, current, name, k, target, grid = row
-    points = store.points(conn, sweep_id)
-    use_index = any(p.get("index_recall") is not None for p in points)
+    ops = OperatingPoints.of(sweep_id, store.points(conn, sweep_id), target)
+    use_index = any(p.recall is not None for p in ops.points)
     metric = f"index recall@{k}" if use_index else f"recall@{k}"
     params = list((grid or {}).get("params") or {}) + list((grid or {}).get("build") or {})
     return {
@@ -53,22 +54,20 @@ def sweep_curve(conn: Any, run_id: int) -> dict | None:
         "target_recall": target,
         "points": [
             {
-                "label": p["label"],
-                "current": p["point"] == current,
-                "recall": p["index_recall"]
-                if use_index
-                else (p.get("metrics") or {}).get(f"recall@{k}"),
+                "label": p.label,
+                "current": p.point == current,
+                "recall": p.recall if use_index else p.metrics.get(f"recall@{k}"),
                 # "9 queries at 0.0: …": the per-query tail of the point's index recall
-                "recall tail": recall_tail_text(p.get("recall_tail")) if use_index else None,
-                "latency_p95_ms": p["p95_ms"],
-                "qps": p.get("qps"),
+                "recall tail": recall_tail_text(p.row.get("recall_tail")) if use_index else None,
+                "latency_p95_ms": p.p95_ms,
+                "qps": p.qps,
                 # the spread over repetitions and the index size (a build sweep): the hover
-                "recall_sd": p.get("index_recall_sd") if use_index else None,
-                "index_bytes": p.get("index_bytes"),
-                "pareto": p.get("pareto"),
-                "repetitions": p.get("repetitions"),
+                "recall_sd": p.recall_sd if use_index else None,
+                "index_bytes": p.index_bytes,
+                "pareto": p.pareto,
+                "repetitions": p.repetitions,
             }
-            for p in points
+            for p in ops.points
         ],
     }
 

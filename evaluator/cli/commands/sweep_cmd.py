@@ -14,6 +14,7 @@ from ...api.vocabulary import (
     find_settings,
     held_out_line,
     plot_title,
+    reaches,
     recall_text,
     recommendation_line,
     server_label,
@@ -292,7 +293,7 @@ class _SweepProgress:
     def on_find(self, point: Point, recall: float | None) -> None:
         # the path as it goes: each value tried and its recall
         got = "—" if recall is None else f"{recall:.4f}"
-        mark = "" if recall is None else (" ✓" if recall >= self.target_recall - 1e-12 else " ✗")
+        mark = "" if recall is None else (" ✓" if reaches(recall, self.target_recall) else " ✗")
         self.bar.console.print(f"find {point.label}: recall@{self.k} {got}{mark}", soft_wrap=True)
 
     def on_warning(self, message: str) -> None:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ...api.vocabulary import grouped_consistency_line
+from ...api.vocabulary import grouped_consistency_line, reaches
 from ..output import emit, info, to_json, warn
 from .common import progress_bar, warn_above
 
@@ -132,7 +132,7 @@ def recommendation_line(res: GroupSweepResult) -> str:
             g["group"]
             for g in res.groups
             if (g.get("generic") or {}).get("recall") is not None
-            and g["generic"]["recall"] < goal - 1e-12
+            and not reaches(g["generic"]["recall"], goal)
         ]
         generic = (
             f"; prepared (the generic plan), {', '.join(prepared)} miss it" if prepared else ""

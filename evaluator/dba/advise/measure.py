@@ -13,7 +13,7 @@ from ...core.errors import PlanError
 from ..sweep import SweepConfig, SweepResult, run_sweep
 from ..sweep import setup as setup_mod
 from ..sweep.groups import GroupSweepResult, run_groups
-from ..sweep.result import Measured, figures
+from ..sweep.operating_points import Measured, figures
 from ..sweep.session import NOTHING_KNOWN, Known
 from .config import SWEPT
 from .plan import AdviseConfig, Design
@@ -146,21 +146,14 @@ def _at(design: Design, res: SweepResult) -> tuple[Measured | None, int | None]:
     """The point a design is shown at, by its number in the sweep: the sweep's own
     recommendation (the cheapest setting reaching R, pgeval.sweep_recommendation), else the
     best value its find tried; and that value."""
-    found = res.finds[0]
-    if found["reached"] and res.recommendation:
-        at = res.point(res.recommendation["point"])
-        assert at is not None  # (the recommendation is one of the sweep's points)
+    found, ops = res.finds[0], res.operating_points
+    at = ops.cheapest()
+    if found["reached"] and at is not None:
         return at, at.value(design.find)
     value = found["value"] if found["reached"] else (found["best"] or [None])[0]
     if value is None:
         return None, None
-    return _valued(res, design.find, value), value
-
-
-def _valued(res: SweepResult, setting: str, value: int) -> Measured | None:
-    """The sweep's point at which ``setting`` is ``value`` (None: not measured)."""
-    points = map(res.point, [p["point"] for p in res.points])
-    return next((m for m in points if m and m.value(setting) == value), None)
+    return ops.at(design.find, value), value
 
 
 UNMEASURED = "the interval's upper end is above every value measured: raise --find-max"
@@ -183,7 +176,7 @@ def low_end(row: dict[str, Any], res: SweepResult, design: Design, target: float
         row["low_end"] = {"value": None, "found": found, "why": "no value reached the target"}
         return
     high = iv.get("high")
-    at = None if high is None else _valued(res, design.find, int(high))
+    at = None if high is None else res.operating_points.at(design.find, int(high))
     if at is None:
         row["reached"] = False
         row["low_end"] = {"value": None, "found": found, "why": UNMEASURED}
@@ -193,7 +186,7 @@ def low_end(row: dict[str, Any], res: SweepResult, design: Design, target: float
     row["setting"] = {**row["setting"], design.find: at.value(design.find)}
     row["point"], row["index"] = at.label, at.index
     row["at"] = {"sweep_id": at.sweep_id, "point": at.point}
-    row["reached"] = at.recall is not None and at.recall >= target - 1e-12
+    row["reached"] = at.reaches(target)
     row["low_end"] = {"value": at.value(design.find), "found": found}
 
 
@@ -221,13 +214,9 @@ def _row(design: Design, res: SweepResult, built: dict[str, str]) -> dict[str, A
         "setting_interval": found.get("interval") if found["reached"] else None,
         # every value the find measured: what the plot draws per design
         "points": [
-            {
-                "value": p["settings"].get(design.find),
-                "recall": p["index_recall"],
-                "p95_ms": p["p95_ms"],
-            }
-            for p in res.points
-            if (p["build"] or {}) == built and p["settings"]
+            {"value": m.settings.get(design.find), "recall": m.recall, "p95_ms": m.p95_ms}
+            for m in res.operating_points.points
+            if m.build == built and m.settings
         ],
     }
 
@@ -240,26 +229,19 @@ def _binding_interval(finds: dict[str, dict[str, Any]]) -> dict[str, Any] | None
     return dict(max(reached, key=lambda f: f["value"])["interval"])
 
 
-def _worst_of(points: list[dict[str, Any]]) -> dict[str, Any]:
-    """One point as its worst group sees it: the lowest recall, rows and QPS, the highest
-    latencies (the build's figures are every group's: one index)."""
+def _worst_of(points: list[Measured]) -> dict[str, Any]:
+    """One point as its worst group sees it, with the summary's keys: the lowest recall, rows
+    and QPS, the highest latencies (the build's figures are every group's: one index)."""
 
     def pick(key: str, f: Callable[..., Any]) -> Any:
-        values = [p[key] for p in points if p.get(key) is not None]
+        values = [getattr(p, key) for p in points if getattr(p, key) is not None]
         return f(values) if values else None
 
+    least = {"recall": "index_recall", "qps": "qps", "rows_mean": "rows_mean"}
+    most = ("p50_ms", "p95_ms", "p95_sd", "p95_low", "p95_high", "p99_ms")
     return {
-        "index_recall": pick("index_recall", min),
-        "p50_ms": pick("p50_ms", max),
-        "p95_ms": pick("p95_ms", max),
-        "p95_sd": pick("p95_sd", max),
-        "p95_low": pick("p95_low", max),
-        "p95_high": pick("p95_high", max),
-        "p99_ms": pick("p99_ms", max),
-        "qps": pick("qps", min),
-        "rows_mean": pick("rows_mean", min),
-        "index_bytes": pick("index_bytes", max),
-        "build_ms": pick("build_ms", max),
+        **{key: pick(attr, min) for attr, key in least.items()},
+        **{key: pick(key, max) for key in (*most, "index_bytes", "build_ms")},
     }
 
 
@@ -269,11 +251,8 @@ def _group_row(design: Design, grouped: GroupSweepResult) -> dict[str, Any]:
     comes closest; the worst group and every group at that point beside it."""
     at = grouped.at or {}
     number = at.get("point")
-    per_group = {
-        g: next((p for p in res.points if p["point"] == number), None)
-        for g, res in grouped.sweeps.items()
-    }
-    present = [p for p in per_group.values() if p is not None]
+    at_point = (res.operating_points.point(number) for res in grouped.sweeps.values())
+    present = [m for m in at_point if m is not None]
     groups = [
         {
             k: g.get(k)

@@ -10,6 +10,7 @@ from typing import Any
 from ...core.errors import InputError, param
 from ...stages import gucs, registry
 from ..sweep import grid
+from ..sweep.operating_points import reaches
 from .config import AdviseConfig
 
 
@@ -192,6 +193,6 @@ def _filter_bound(row: dict[str, Any], target: float) -> bool:
         return True
     return any(
         (g.get("generic") or {}).get("recall") is not None
-        and g["generic"]["recall"] < target - 1e-12
+        and not reaches(g["generic"]["recall"], target)
         for g in groups
     )

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..sweep.operating_points import reaches
+
 
 def note(
     chosen: dict[str, Any],
@@ -28,7 +30,8 @@ def note(
     below = [
         g["group"]
         for g in differ
-        if g["generic"].get("recall") is not None and g["generic"]["recall"] < target_recall - 1e-12
+        if g["generic"].get("recall") is not None
+        and not reaches(g["generic"]["recall"], target_recall)
     ]
     parts = "; ".join(
         f"{g['group']} {_fmt(g['generic'].get('recall'))} through {g['generic'].get('served_by')}"
@@ -82,11 +85,7 @@ def _both_ways(chosen: dict[str, Any], rows: Any, target: float) -> dict[str, An
         and r.get("reached")
         and r.get("p95_ms") is not None
         and r.get("groups")
-        and all(
-            (g.get("generic") or {}).get("recall") is not None
-            and g["generic"]["recall"] >= target - 1e-12
-            for g in r["groups"]
-        )
+        and all(reaches((g.get("generic") or {}).get("recall"), target) for g in r["groups"])
     ]
     return min(ok, key=lambda r: r["p95_ms"], default=None)
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from .operating_points import reaches as reach
+
 DEFAULT_START = 40  # where the search starts when the setting has no numeric value
 DEFAULT_MAX = 1000  # hnsw.ef_search's own maximum
 
@@ -61,7 +63,7 @@ def search(
         return seen[v]
 
     def reaches(v: int) -> bool:
-        return recall(v) >= target - 1e-12
+        return reach(recall(v), target)
 
     v = min(max(minimum, start), maximum)
     lo: int | None = None  # largest value known not to reach

@@ -46,6 +46,7 @@ from ...targets.groups import (
     plan,
 )
 from .config import SweepConfig
+from .operating_points import reaches
 from .result import SweepResult
 from .runner import run_sweep
 
@@ -284,7 +285,7 @@ def _group_row(r: dict, by_sweep: dict, sizes: dict, cfg: SweepConfig) -> dict:
         "recall": recall,
         "short": r["short_queries"],
         "p95_ms": r["p95_ms"],
-        "reached": recall is not None and recall >= cfg.target_recall - 1e-12,
+        "reached": reaches(recall, cfg.target_recall),
         # the planner's plan the group was measured with, and what served it
         "plan": r.get("plan_mode"),
         "served_by": r.get("served_by"),
@@ -329,12 +330,10 @@ def _iterative(
             continue
         row["iterative_setting"] = setting
         row["iterative"] = {
-            p["settings"].get(setting): p["index_recall"] for p in res.points if p["settings"]
+            m.settings.get(setting): m.recall for m in res.operating_points.points if m.settings
         }
         row["fixed_by"] = [
-            mode
-            for mode, recall in row["iterative"].items()
-            if recall is not None and recall >= cfg.target_recall - 1e-12
+            mode for mode, recall in row["iterative"].items() if reaches(recall, cfg.target_recall)
         ]
 
 
@@ -353,10 +352,10 @@ def _generic(cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of: Any
         res = sweep_of(
             sizes[row["group"]], "generic", find=None, find_max=None, params=params, plan="generic"
         )
-        measured = None if res is None or not res.points else res.points[0]
+        measured = None if res is None or not res.points else res.operating_points.points[0]
         if measured is None:
             continue
-        recall, served = measured["index_recall"], measured.get("served_by")
+        recall, served = measured.recall, measured.served_by
         row["generic"] = {
             "recall": recall,
             "served_by": served,

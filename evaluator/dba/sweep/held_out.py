@@ -60,8 +60,7 @@ def check(database: Database, cfg: SweepConfig, res: SweepResult, rows: int) -> 
 
     found = res.finds[0]
     setting, value = found["setting"], int(found["value"])
-    at = next((p for p in res.points if str(p["settings"].get(setting)) == str(value)), None)
-    measured = res.point(None if at is None else at["point"])
+    measured = res.operating_points.at(setting, value)
     if measured is None or measured.recall is None:
         return None
     with database.connect(results=False) as kb:
@@ -104,8 +103,8 @@ def check(database: Database, cfg: SweepConfig, res: SweepResult, rows: int) -> 
                 fresh=False,
                 held_out_rows=0,
             )
-            got = run_sweep(database, one).points
-            figures[kind] = got[0]["index_recall"] if got else None
+            got = run_sweep(database, one).operating_points.points
+            figures[kind] = got[0].recall if got else None
     graph, held = figures["graph"], figures["held"]
     if graph is None or held is None:
         return None

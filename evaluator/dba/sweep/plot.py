@@ -8,15 +8,14 @@ from pathlib import Path
 
 from ...core import figures
 from ...core.errors import InputError, param
+from .operating_points import OperatingPoints
 
 
 def write(
     path: str | Path,
-    points: list[dict],
+    ops: OperatingPoints,
     *,
     k: int,
-    target_recall: float,
-    recommendation: dict | None,
     title: str,
 ) -> Path:
     if not figures.available():
@@ -25,33 +24,34 @@ def write(
             "extra: pip install -e '.[plot]')",
             field=param("plot"),
         )
-    pts = [p for p in points if p.get("index_recall") is not None and p.get("p95_ms") is not None]
+    pts = [p for p in ops.points if p.recall is not None and p.p95_ms is not None]
     if not pts:
         raise InputError("no measured point to plot", field=param("plot"))
     fig = figures.figure(7.5, 4.6)
     ax = fig.add_subplot()
-    xs = [p["p95_ms"] for p in pts]
-    ys = [p["index_recall"] for p in pts]
+    xs = [p.p95_ms for p in pts]
+    ys = [p.recall for p in pts]
     ax.errorbar(
         xs,
         ys,
-        xerr=[p.get("p95_sd") or 0 for p in pts],
-        yerr=[p.get("index_recall_sd") or 0 for p in pts],
+        xerr=[p.p95_sd or 0 for p in pts],
+        yerr=[p.recall_sd or 0 for p in pts],
         fmt="o",
         color="#57606a",
         ecolor="#afb8c1",
         capsize=2,
         label="grid point",
     )
-    front = sorted((p for p in pts if p.get("pareto")), key=lambda p: p["p95_ms"])
+    front = ops.pareto()
     if front:
         ax.plot(
-            [p["p95_ms"] for p in front],
-            [p["index_recall"] for p in front],
+            [p.p95_ms for p in front],
+            [p.recall for p in front],
             "-o",
             color="#0969da",
             label="Pareto front",
         )
+    target_recall, recommended = ops.target, ops.cheapest()
     ax.axhline(
         target_recall,
         linestyle="--",
@@ -59,23 +59,23 @@ def write(
         linewidth=1,
         label=f"target recall {target_recall:g}",
     )
-    if recommendation:
+    if recommended:
         ax.plot(
-            [recommendation["p95_ms"]],
-            [recommendation["index_recall"]],
+            [recommended.p95_ms],
+            [recommended.recall],
             "o",
             ms=14,
             mfc="none",
             mec="#1a7f37",
             mew=2,
-            label=f"recommended: {recommendation['label']}",
+            label=f"recommended: {recommended.label}",
         )
     ax.set_xlabel("p95 latency (ms, nearest rank)")
     ax.set_ylabel(f"recall@{k} against exact search")
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="lower right")
-    figures.place_labels(ax, [(p["p95_ms"], p["index_recall"], p["label"]) for p in pts])
+    figures.place_labels(ax, [(p.p95_ms or 0.0, p.recall or 0.0, p.label) for p in pts])
     out = Path(path)
     out.write_bytes(figures.png(fig))
     return out

@@ -1,93 +1,11 @@
-"""What a sweep measured: :class:`Measured`, one point read from SQL, and :class:`SweepResult`,
-the sweep as `pgeval sweep --format json` prints it."""
+"""What a sweep measured: :class:`SweepResult`, the sweep as `pgeval sweep --format json` prints
+it; its points, typed, as :class:`.operating_points.OperatingPoints`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-
-@dataclass(frozen=True)
-class Measured:
-    """One point of a sweep, as SQL computed it (``pgeval.sweep_summary``, over the point's
-    repetitions; the index from its runs' parameters): recall against exact search, latencies,
-    throughput, rows returned, the index the plan used and, under a build, the index built."""
-
-    sweep_id: int
-    point: int
-    label: str
-    settings: dict
-    build: dict
-    repetitions: int
-    recall: float | None  # mean index recall@K over the repetitions
-    recall_sd: float | None
-    p50_ms: float | None
-    p95_ms: float | None
-    p95_sd: float | None
-    p95_low: float | None  # the p95's 95 % interval (order statistics of the pooled latencies)
-    p95_high: float | None
-    p99_ms: float | None
-    qps: float | None
-    rows_mean: float | None  # rows returned per query (the application's LIMIT K)
-    rows_min: int | None
-    build_ms: float | None  # the build's (a scratch copy's index), else None
-    index_bytes: int | None
-    index: str | None  # the index the plan used (the runs' ``params.index``)
-    row: dict = field(repr=False, compare=False, default_factory=dict)  # the summary's row
-
-    @classmethod
-    def of(cls, sweep_id: int, row: dict, index: str | None = None) -> Measured:
-        """The point of ``row``, one row of ``pgeval.sweep_summary(sweep_id)``."""
-        return cls(
-            sweep_id=sweep_id,
-            point=row["point"],
-            label=row["label"],
-            settings=dict(row["settings"] or {}),
-            build=dict(row["build"] or {}),
-            repetitions=int(row["repetitions"] or 0),
-            recall=row["index_recall"],
-            recall_sd=row["index_recall_sd"],
-            p50_ms=row["p50_ms"],
-            p95_ms=row["p95_ms"],
-            p95_sd=row["p95_sd"],
-            p95_low=row.get("p95_low"),
-            p95_high=row.get("p95_high"),
-            p99_ms=row["p99_ms"],
-            qps=row["qps"],
-            rows_mean=row["rows_mean"],
-            rows_min=row["rows_min"],
-            build_ms=row["build_ms"],
-            index_bytes=row["index_bytes"],
-            index=row.get("index") if index is None else index,
-            row=row,
-        )
-
-    def value(self, setting: str) -> int | None:
-        """The point's value of ``setting`` (a find's work setting) as a number."""
-        v = self.settings.get(setting)
-        return None if v is None else int(v)
-
-    def figures(self) -> dict[str, Any]:
-        """The figures a design's row shows (advise): :func:`figures` of its summary row."""
-        return figures(self.row)
-
-
-def figures(point: dict[str, Any]) -> dict[str, Any]:
-    """The figures a design's row shows (advise), from a row of SQL's per-point summary (or a
-    group's worst point, with the same keys): None where the row has none."""
-    return {
-        "recall": point.get("index_recall"),
-        "p50_ms": point.get("p50_ms"),
-        "p95_ms": point.get("p95_ms"),
-        "p95_sd": point.get("p95_sd"),
-        "p95_low": point.get("p95_low"),
-        "p95_high": point.get("p95_high"),
-        "p99_ms": point.get("p99_ms"),
-        "qps": point.get("qps"),
-        "rows": point.get("rows_mean"),
-        "index_bytes": point.get("index_bytes"),
-        "build_ms": point.get("build_ms"),
-    }
+from .operating_points import OperatingPoints
 
 
 @dataclass
@@ -162,7 +80,9 @@ class SweepResult:
             "warnings": self.warnings,
         }
 
-    def point(self, number: int | None) -> Measured | None:
-        """Point ``number`` of :attr:`points` (None: not among them)."""
-        row = next((p for p in self.points if p["point"] == number), None)
-        return None if row is None else Measured.of(self.sweep_id, row)
+    @property
+    def operating_points(self) -> OperatingPoints:
+        """:attr:`points`, typed, and the recommendation among them."""
+        return OperatingPoints.of(
+            self.sweep_id, self.points, self.target_recall, self.recommendation
+        )

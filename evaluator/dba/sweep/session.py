@@ -12,8 +12,7 @@ demand, the sweep finished on exit.
   measuring it again (a probe's query set and data, the ground truth refreshed incrementally).
 - :func:`finishing` marks a sweep complete, interrupted or failed: the one place that does.
 
-A point is addressed by its number in the sweep (``Session.measured(number)``: a
-:class:`.result.Measured` read from SQL), never by its label or settings.
+A point is addressed by its number in the sweep (``Session.measured(number)``: a ``Measured``).
 """
 
 from __future__ import annotations
@@ -31,7 +30,8 @@ from . import grid, store
 from . import setup as setup_mod
 from .config import Plan, SweepConfig
 from .context import point_context
-from .result import Measured, SweepResult
+from .operating_points import Measured
+from .result import SweepResult
 
 if TYPE_CHECKING:
     from ...core.db import Database

@@ -12,7 +12,7 @@ from typing import Any
 
 from ...core.errors import Conflict, NotFound, param
 from .changed import archive, changed_line, changes, configuration_change, restore
-from .result import Measured
+from .operating_points import Measured
 
 # the sweep's identity: a resumed sweep must agree on these
 IDENTITY = ("testset_id", "target", "stage", "grid", "settings", "k", "depth", "concurrency")

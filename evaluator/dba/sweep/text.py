@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .operating_points import reaches
+
 
 def recommendation_line(res: Any) -> str:
     k, goal = res.k, res.target_recall
@@ -14,16 +16,12 @@ def recommendation_line(res: Any) -> str:
             f"recommended: {rec['label']} — recall@{k} {rec['index_recall']:.4f} against "
             f"exact search at p95 {rec['p95_ms']:.3f} ms ({rec.get('why') or 'the cheapest point reaching ' + format(goal, 'g')})"
         )
-    best = max(
-        (p for p in res.points if p["index_recall"] is not None),
-        key=lambda p: p["index_recall"],
-        default=None,
-    )
+    best = res.operating_points.best()
     if best is None:
         return "no point was measured"
     return (
-        f"no point reaches recall@{k} >= {goal:g}: the best is {best['label']} "
-        f"({best['index_recall']:.4f}); widen the grid"
+        f"no point reaches recall@{k} >= {goal:g}: the best is {best.label} "
+        f"({best.recall:.4f}); widen the grid"
     )
 
 
@@ -68,7 +66,7 @@ def held_out_line(held: dict | None, k: int) -> str | None:
         "estimate: real queries, --queries-file or --queries-sql, measure it)"
         + (
             f"; below the target {held['target_recall']:g} at its low end"
-            if low < held.get("target_recall", 0) - 1e-12
+            if not reaches(low, held.get("target_recall", 0))
             else ""
         )
     )

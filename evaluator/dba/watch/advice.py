@@ -11,6 +11,8 @@ from dataclasses import replace
 from datetime import timezone
 from typing import TYPE_CHECKING, Any
 
+from ..sweep.operating_points import reaches
+
 if TYPE_CHECKING:
     from ...core.db import Database
     from ..sweep import SweepConfig
@@ -108,7 +110,7 @@ def drifted(probe: dict) -> bool:
         probe.get(k)
         for k in ("inserted_since_baseline", "updated_since_baseline", "deleted_since_baseline")
     )
-    return recall < base - 1e-12 and changed
+    return not reaches(recall, base) and changed
 
 
 def advice_lines(
@@ -193,15 +195,8 @@ def remedy(
         "sweep": res.name,
     }
     if out["reached"]:
-        point = next(
-            (
-                p
-                for p in res.points
-                if str((p.get("settings") or {}).get(setting)) == str(out["value"])
-            ),
-            None,
-        )
-        out["p95_ms"] = None if point is None else point["p95_ms"]
+        point = res.operating_points.at(setting, out["value"])
+        out["p95_ms"] = None if point is None else point.p95_ms
         p95 = "" if out["p95_ms"] is None else f", p95 {out['p95_ms']:.2f} ms"
         out["line"] = (
             f"measured on the same {result.probe.get('queries')} queries: "

@@ -32,6 +32,7 @@ from .config import WatchConfig
 if TYPE_CHECKING:
     from ...core.db import Database
     from ..sweep import SweepConfig
+    from ..sweep.operating_points import Measured
 
 # what every probe's sweep takes as known (its data and query set are added where measured): the
 # ground truth refreshed incrementally, no recommendation (a probe reads none)
@@ -253,17 +254,12 @@ def _probe(
             lock.release()
 
 
-def _plan(points: list[dict]) -> dict | None:
+def _plan(point: Measured | None) -> dict | None:
     """The planner's plan the probe's point measured (its runs' ``params.plan``, as the sweep's
     summary reads it), else None."""
-    point = next((p for p in points if p.get("point") == 1), None)
-    if point is None or point.get("plan_mode") is None:
+    if point is None or point.plan_mode is None:
         return None
-    return {
-        "mode": point["plan_mode"],
-        "served_by": point.get("served_by"),
-        "ann": point.get("index") is not None,
-    }
+    return {"mode": point.plan_mode, "served_by": point.served_by, "ann": point.index is not None}
 
 
 def _epoch(database: Database, cfg: WatchConfig, target: Any, measured: dict) -> str | None:
@@ -396,7 +392,7 @@ def _measure(
         warnings=warnings,
         path=path,
         data_read=read,
-        plan=_plan(res.points),
+        plan=_plan(res.operating_points.point(1)),
     )
     out.alerts = advice.crossed_lines(probe)
     out.changes = advice.changes(probe)
