@@ -163,13 +163,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluator.providers",),  # embedders, rerankers, segmenters
     ("evaluator.stages.registry",),  # each stage kind described once (targets/ reads it)
     ("evaluator.targets",),  # the user's table
-    ("evaluator.captured",),  # the application's own queries, read from the server log
     ("evaluator.stages",),  # ranking, run storage
     ("evaluator.measure",),  # numbers read from SQL
     ("evaluator.dba",),  # health, warm-up, fingerprint, data checksum, config diff
     ("evaluator.ground_truth",),  # exact lists stored, refreshed from the data checksum's versions
     ("evaluator.run",),  # experiments (they record a fingerprint), resume, run files
     ("evaluator.dba.sweep",),  # a sweep runs pipelines
+    ("evaluator.captured",),  # the application's own queries, read from the server log
     ("evaluator.reporting",),  # documents and gates (a report shows a run's sweep)
     # advise composes sweeps into a page a DBA signs; watch probes as a sweep, exposes metrics
     ("evaluator.dba.advise", "evaluator.dba.watch"),

@@ -192,7 +192,8 @@ def test_measure_each_shape_as_sent_agrees_with_numpy(database, app_log, capture
     code, out, err = run("queries", "measure", "app", "--param", "hnsw.ef_search=10,40",
                          "--sweep", "cap-measure", "--replace", "--format", "json")  # fmt: skip
     assert code == 0, err
-    rows = json.loads(out)
+    measured = json.loads(out)
+    rows = measured["rows"]
     assert {(r["shape"], r["point"]) for r in rows} == {(s, p) for s in (1, 2, 3) for p in (1, 2)}
     docs, tenants = app_log["docs"], app_log["tenants"]
     uri = database.uri()
@@ -219,6 +220,9 @@ def test_measure_each_shape_as_sent_agrees_with_numpy(database, app_log, capture
             assert r["n_queries"] == len(app_log["sent"][r["shape"]])
     low = [r for r in rows if r["point"] == 1]
     assert min(r["recall"] for r in low) < 1.0  # the index is approximate at ef_search 10
+    every = [p for p in (1, 2) if all(r["recall"] >= 0.95 for r in rows if r["point"] == p)]
+    labels = {r["point"]: r["label"] for r in rows}
+    assert measured["verdict"]["point"] == (labels[every[0]] if every else None)
     shares = {1: 45 / 105, 2: 30 / 105, 3: 30 / 105}
     for p in (1, 2):
         at = [r for r in rows if r["point"] == p]

@@ -77,10 +77,12 @@ class CapturedMethods:
         sweep: str | None = None,
         replace: bool = False,
         target_recall: float = 0.95,
-    ) -> list[dict]:
+    ) -> dict:
         """Each shape of set ``name`` measured as the application sent it, over the settings
-        grid (``pgeval.evaluate_captured``): one row per shape and point, with the recall
-        weighted by each shape's share of the searches (`pgeval queries measure`)."""
+        grid (``pgeval.evaluate_captured``): ``rows``, one per shape and point, with the recall
+        weighted by each shape's share of the searches; ``verdict``, the first point where every
+        shape reaches ``target_recall``, or the shapes that reach it nowhere and their best
+        (`pgeval queries measure`)."""
         from ..captured.measure import measure
 
         return measure(

@@ -19,6 +19,34 @@ COLUMNS = (
 )  # fmt: skip
 
 
+def verdict(rows: list[dict], target_recall: float) -> dict:
+    """The first point of the grid where every shape reaches ``target_recall`` (None: none),
+    and per shape the first point it reaches it at, or its best where it reaches it nowhere."""
+    from ..dba.sweep.operating_points import reaches
+
+    points = sorted({(r["point"], r["label"]) for r in rows})
+    shapes = sorted({r["shape"] for r in rows})
+    at = {(r["shape"], r["point"]): r for r in rows}
+    every = next(
+        (p for p in points if all(reaches(at[(s, p[0])]["recall"], target_recall) for s in shapes)),
+        None,
+    )
+    per_shape = []
+    for s in shapes:
+        mine = [at[(s, p[0])] for p in points]
+        first = next((r for r in mine if reaches(r["recall"], target_recall)), None)
+        best = max(mine, key=lambda r: r["recall"] if r["recall"] is not None else -1.0)
+        per_shape.append(
+            {"shape": s, "reaches_at": None if first is None else first["label"],
+             "best": best["recall"], "best_at": best["label"]}
+        )  # fmt: skip
+    return {
+        "target_recall": target_recall,
+        "point": None if every is None else every[1],
+        "shapes": per_shape,
+    }
+
+
 def measure(
     database: Database,
     name: str,
@@ -27,8 +55,9 @@ def measure(
     sweep: str | None = None,
     replace: bool = False,
     target_recall: float = 0.95,
-) -> list[dict]:
-    """One row per shape and point of the grid (``settings``: a value or a list per setting)."""
+) -> dict:
+    """One row per shape and point of the grid (``settings``: a value or a list per setting)
+    and the :func:`verdict`: ``{"rows": [...], "verdict": {...}}``."""
     import psycopg
 
     from ..core.install import ensure_installed
@@ -47,4 +76,5 @@ def measure(
         except psycopg.Error as exc:
             raise InputError(first_line(exc)) from None
         conn.commit()
-    return [dict(zip(COLUMNS, r, strict=True)) for r in rows]
+    out = [dict(zip(COLUMNS, r, strict=True)) for r in rows]
+    return {"rows": out, "verdict": verdict(out, target_recall)}

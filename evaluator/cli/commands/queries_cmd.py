@@ -257,15 +257,36 @@ def measure(
     """Measure each shape of a captured set as the application sent it: its statement, LIMIT
     and values, under the planner's own plan, against its exact twin (the same statement with
     approximate index scans off). One row per shape and point; weighted_recall is the recall
-    over all shapes weighted by the searches each was sent (pgeval.evaluate_captured).
+    over all shapes weighted by the searches each was sent (pgeval.evaluate_captured); then the
+    first point where every shape reaches --target-recall, or the shape that does not and what
+    it reaches.
 
     \b
     Examples:
       pgeval queries measure w49 --param hnsw.ef_search=20,40,80
       pgeval queries measure w49 --param hnsw.ef_search=40 --param hnsw.iterative_scan=off,relaxed_order
     """
-    rows = pg.measure_captured(
+    got = pg.measure_captured(
         name, _grid(params), sweep=sweep_name, replace=replace, target_recall=target_recall
     )
-    emit(rows, fmt, ["shape", "share", "label", "at_k", "recall", "margin95", "p95_ms",
-                     "n_queries", "index_type", "weighted_recall"])  # fmt: skip
+    if fmt == "json":
+        click.echo(to_json(got))
+        return
+    emit(got["rows"], fmt, ["shape", "share", "label", "at_k", "recall", "margin95", "p95_ms",
+                            "n_queries", "index_type", "weighted_recall"])  # fmt: skip
+    if fmt == "table":
+        echo_line(_verdict_line(got["verdict"]))
+
+
+def _verdict_line(v: dict) -> str:
+    """Where every shape reaches the target, or which shapes do not and what they reach."""
+    t = v["target_recall"]
+    if v["point"] is not None:
+        return f"every shape reaches recall {t} from {v['point']} (the first such point measured)"
+    missed = [
+        f"shape {s['shape']} "
+        + (f"only from {s['reaches_at']}" if s["reaches_at"] else
+           f"at no point measured (best {s['best']:.4f} at {s['best_at']})")
+        for s in v["shapes"]
+    ]  # fmt: skip
+    return f"no point reaches recall {t} in every shape: " + "; ".join(missed)
