@@ -395,9 +395,18 @@ def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str,
         "captured": param("captured"),
     }[src.kind]
     rows: list
+    limits: list[int] = []
     if src.kind == "captured":
         with database.connect() as conn:
             rows = from_captured(conn, src)
+            limits = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT s.k FROM pgeval.captured_shape s JOIN pgeval.captured_set c "
+                    "USING (set_id) WHERE c.name = %s AND s.k IS NOT NULL ORDER BY 1",
+                    (src.captured,),
+                )
+            ]
         if not rows:
             raise InputError(
                 f"captured set '{src.captured}' has no query "
@@ -432,7 +441,7 @@ def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str,
     elif src.kind == "sql":
         info["sql"] = src.statement
     elif src.kind == "captured":
-        info.update(captured=src.captured, window=src.window)
+        info.update(captured=src.captured, window=src.window, limits=limits)
         if src.where:
             info["where"] = list(src.where)
     else:

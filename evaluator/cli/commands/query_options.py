@@ -26,6 +26,13 @@ def no_judgements_line(info: dict | None, k: int) -> str:
     )
     if info and info.get("source") == "sample":
         line += f"\n{vocabulary.SAMPLED_BIAS}"
+    limits = (info or {}).get("limits") or []
+    if limits and k not in limits:
+        asked = ", ".join(f"LIMIT {n}" for n in limits)
+        line += (
+            f"\nnote: the application's searches ask {asked}; measured at recall@{k}: "
+            f"give --k {limits[0]} to measure at the application's LIMIT"
+        )
     return line
 
 
