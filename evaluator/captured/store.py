@@ -10,7 +10,6 @@ queries seen before and a query keeps its id.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections import Counter
@@ -19,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..core.canonical import sha256_hex
 from ..core.errors import Conflict, InputError, NotFound, param
 from . import log_entries, searches
 
@@ -69,9 +69,8 @@ class Captured:
 
     @property
     def query_id(self) -> str:
-        h = hashlib.sha256(self.shape.encode())
-        h.update(json.dumps([self.vector, self.params]).encode())
-        return "c" + h.hexdigest()[:15]
+        """A digest of what was sent: the same search keeps its id in every capture."""
+        return "c" + sha256_hex([self.shape, self.vector, self.params])[:15]
 
 
 @dataclass
