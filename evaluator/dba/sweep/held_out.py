@@ -50,10 +50,11 @@ def applies(cfg: SweepConfig, res: SweepResult) -> str | None:
     return None
 
 
-def check(database: Database, cfg: SweepConfig, res: SweepResult, rows: int) -> dict | None:
+def check(database: Database, cfg: SweepConfig, res: SweepResult, rows: int | None) -> dict | None:
     """The bias of sampled rows at the value found (a dict for the result's ``held_out``), or
-    None when the sweep is not one it applies to (:func:`applies`)."""
-    if rows <= 0 or applies(cfg, res) is not None:
+    None when the sweep is not one it applies to (:func:`applies`); ``rows`` None: copies of
+    every row of the table (the bias grows with the rows: measured at the table's size)."""
+    if (rows is not None and rows <= 0) or applies(cfg, res) is not None:
         return None
     from ..table_index import table_indexes, twin
     from . import run_sweep
@@ -113,6 +114,7 @@ def check(database: Database, cfg: SweepConfig, res: SweepResult, rows: int) -> 
     estimate = min(1.0, max(0.0, measured.recall + bias))
     return {
         "rows": made.rows,
+        "every_row": rows is None,
         "queries": len(ids),
         "setting": setting,
         "value": value,
@@ -145,9 +147,11 @@ def _query_ids(database: Database, testset: Any) -> list[str]:
 
 
 @contextmanager
-def copies(database: Database, target_name: str, ids: list[str], rows: int) -> Iterator[Copies]:
-    """The two copies of ``rows`` rows of the target and a stored target over each; their
-    scratch schema is dropped on exit (also on Ctrl-C and on error)."""
+def copies(
+    database: Database, target_name: str, ids: list[str], rows: int | None
+) -> Iterator[Copies]:
+    """The two copies of ``rows`` rows (None: every row) of the target and a stored target over
+    each; their scratch schema is dropped on exit (also on Ctrl-C and on error)."""
     from ...targets import targets
 
     with database.connect() as conn:
@@ -186,15 +190,16 @@ def copies(database: Database, target_name: str, ids: list[str], rows: int) -> I
             build_sweep.LIVE.discard(schema)
 
 
-def _create(c: Any, source: Any, schema: str, ids: list[str], rows: int) -> int:
+def _create(c: Any, source: Any, schema: str, ids: list[str], rows: int | None) -> int:
     """Create ``schema.graph`` (the sampled rows and the first others by ``md5`` of the id, to
-    ``rows`` in all) and ``schema.held`` (those others alone); return the graph copy's rows."""
+    ``rows`` in all; None: every other) and ``schema.held`` (those others alone); return the
+    graph copy's rows."""
     where, params = source.where()
     ident = sql.Identifier(source.id_column)
     c.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
     c.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
     picked = sql.SQL("{id}::text = ANY({ids})").format(id=ident, ids=sql.Literal(ids))
-    others = max(0, rows - len(ids))
+    others = sql.SQL("ALL") if rows is None else sql.Literal(max(0, rows - len(ids)))
     c.execute(
         sql.SQL(
             "CREATE TABLE {held}{steady} AS SELECT {id} AS {id}, {vec} AS {vcol} FROM {src}{where}"
@@ -209,7 +214,7 @@ def _create(c: Any, source: Any, schema: str, ids: list[str], rows: int) -> int:
             where=where,
             conj=sql.SQL(" AND" if where.as_string(c).strip() else " WHERE"),
             picked=picked,
-            n=sql.Literal(others),
+            n=others,
         ),
         params,
     )
