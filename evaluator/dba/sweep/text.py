@@ -9,7 +9,7 @@ from typing import Any
 def recommendation_line(res: Any) -> str:
     k, goal = res.k, res.target_recall
     rec = res.recommendation
-    sampled = bool(getattr(res, "sampled", False))
+    sampled = bool(res.sampled)
     if rec:
         if sampled:  # sampled rows, nodes of the index: no figure of the application's queries
             from ...testset.query_source import bounded
