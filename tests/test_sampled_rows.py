@@ -13,6 +13,7 @@ server, a clustered table of 20,000 x 32-dim rows with an HNSW index in place.
 
 from __future__ import annotations
 
+import html
 import json
 
 import clustered_kb
@@ -74,12 +75,13 @@ def test_sweep_on_sampled_rows_prints_an_upper_bound(pgeval, kb):
     assert "pgeval queries capture --how" in out
 
 
-def test_advise_where_no_held_out_build_fits_never_says_meets(pgeval, kb):
+def test_advise_where_no_held_out_build_fits_never_says_meets(pgeval, kb, tmp_path):
     # screened on 5,000 rows: the index in place's build on every row is estimated above 0 s
+    page = tmp_path / "advise.html"
     code, out, err = pgeval(
         f"advise --sample-queries 100 --target {TARGET} --designs hnsw {BUILD} "
         "--target-recall 0.95 --repeat 1 --final-rounds 1 --sample-rows 5000 "
-        "--max-confirm-s 0 --format json"
+        f"--max-confirm-s 0 --format json --report {page}"
     )
     assert code == 0, err
     d = json.loads(out)
@@ -95,6 +97,8 @@ def test_advise_where_no_held_out_build_fits_never_says_meets(pgeval, kb):
 
     verdicts = {r["verdict"] for r in rows(d, short=True) if r.get("in_place")}
     assert verdicts == {"upper bound (sampled rows)"}
+    body = html.unescape(page.read_text(encoding="utf-8"))  # the report says it too
+    assert "(sampled rows: an upper bound)" in body and "pgeval queries capture --how" in body
 
 
 def _recall_of_the_application(database, docs, queries, ef: int) -> float:

@@ -9,7 +9,11 @@ others without the sampled rows). The table's index is built on each with its ow
 both are measured at the value found, with the same query set, through one-point build sweeps
 (so their ground truth is exact search over each copy, and a rerun finds them stored). The
 difference, held out minus in the graph, is the bias at that size; the table's figure plus the
-difference is what the application's queries may read, printed as a range with the table's."""
+difference is what the application's queries may read, printed as a range with the table's.
+
+By default the copies hold every row of the table (the bias grows with the rows: -0.008 on a
+20,000-row copy, -0.075 on the 200,000-row table it was drawn from, issue 47); then the sampled
+rows in the graph are the table's own figure, and only the held-out copy is built."""
 
 from __future__ import annotations
 
@@ -86,7 +90,10 @@ def check(database: Database, cfg: SweepConfig, res: SweepResult, rows: int | No
     build = tuple(f"{k}={_option(v)}" for k, v in sorted(ix.options.items()))
     figures: dict[str, float | None] = {}
     with copies(database, cfg.target, ids, rows) as made:
-        for kind, name in (("graph", made.graph), ("held", made.held)):
+        # at the table's size the sampled rows in the graph are the table's own figure: the
+        # held-out copy alone is built
+        both = (("graph", made.graph), ("held", made.held))
+        for kind, name in both[1:] if rows is None else both:
             one = replace(
                 cfg,
                 target=name,
@@ -107,7 +114,7 @@ def check(database: Database, cfg: SweepConfig, res: SweepResult, rows: int | No
             )
             got = run_sweep(database, one).points
             figures[kind] = got[0]["index_recall"] if got else None
-    graph, held = figures["graph"], figures["held"]
+    graph, held = figures.get("graph", measured.recall), figures["held"]
     if graph is None or held is None:
         return None
     bias = held - graph

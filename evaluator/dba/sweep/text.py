@@ -79,15 +79,17 @@ def held_out_line(held: dict | None, k: int) -> str | None:
     name = held["setting"].split(".")[-1]
     low, high = held["range"]
     return (
-        "sampled rows measured held out: on "
+        "sampled rows measured held out: "
         + (
-            f"copies of every row ({held['rows']:,})"
+            f"at the table's size ({held['rows']:,} rows), at {name}={held['value']} they read "
+            f"recall@{k} {held['in_graph']:.4f} on the table, as nodes of its index, and "
+            f"{held['held_out']:.4f} on a copy of the other rows with the index rebuilt"
             if held.get("every_row")
-            else f"a {held['rows']:,}-row copy (the bias grows with the rows)"
+            else f"on a {held['rows']:,}-row copy (the bias grows with the rows) at {name}="
+            f"{held['value']} they read recall@{k} {held['in_graph']:.4f} as nodes of the index "
+            f"and {held['held_out']:.4f} held out"
         )
-        + f" at {name}="
-        f"{held['value']} they read recall@{k} {held['in_graph']:.4f} as nodes of the index "
-        f"and {held['held_out']:.4f} held out ({held['bias']:+.4f}); the application's queries "
+        + f" ({held['bias']:+.4f}); the application's queries "
         f"may read {low:.4f}–{high:.4f} on the table (measured {held['table']:.4f}, an "
         "estimate: the application's own queries measure it, `pgeval queries capture --how`)"
         + (
