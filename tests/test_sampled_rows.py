@@ -151,3 +151,17 @@ def test_advise_recommends_the_held_out_copys_setting(pgeval, database, kb):
     )
     assert code == 0, err
     assert f"keep {INDEX}" in out and "held-out copy of all" in out
+
+
+def test_watch_on_sampled_rows_prints_an_upper_bound(pgeval, kb):
+    probe = f"watch --target {TARGET} --stage hnsw --sample-queries 50 --set hnsw.ef_search=20"
+    code, out, err = pgeval(probe + " --format json")
+    assert code == 0, err
+    d = json.loads(out)
+    assert d["queries_label"] == "sampled rows"
+    code, out, err = pgeval(probe)
+    assert code == 0, err
+    assert (
+        f"recall@10 ≤ {d['recall']:.4f} for the application's queries (sampled rows: an upper bound)"
+        in out
+    )
