@@ -35,9 +35,11 @@ SOURCE_FORMAT = "queries"
 
 # what the queries behind a figure are (the JSON's "queries" beside it): rows of the table
 # searched as nodes of the index they query, sampled rows left out of the copy an index was
-# built on, vectors that are no row of the table (a file's, --queries-sql's), a test set's
+# built on, the application's own (--captured), vectors that are no row of the table (a file's,
+# --queries-sql's), a test set's
 SAMPLED_ROWS = "sampled rows"
 HELD_OUT_ROWS = "held-out rows"
+CAPTURED = "captured queries"
 QUERY_SET = "query set"
 TEST_SET = "test set"
 # the command that captures the application's own queries (docs/own-table.md)
@@ -52,7 +54,7 @@ SAMPLED_BIAS = (
     "upper bound for the application's queries, the further above them the larger the table "
     "(0.9503 against 0.875 on one 200,000-row HNSW index, docs/own-table.md); the "
     "application's own queries measure what it gets: `" + CAPTURE + "` says how to log them "
-    "(then --queries-file or --queries-sql)"
+    "(then --captured SET)"
 )
 
 
@@ -64,7 +66,7 @@ def label(info: dict | None, held_out: bool = False) -> str:
         return TEST_SET
     if info.get("own_chunk_removed"):
         return HELD_OUT_ROWS if held_out else SAMPLED_ROWS
-    return QUERY_SET
+    return CAPTURED if info.get("source") == "captured" else QUERY_SET
 
 
 def bounded(recall: float, k: int) -> str:

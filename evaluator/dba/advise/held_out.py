@@ -59,5 +59,5 @@ def not_built(
         f"application's queries): its build on a held-out copy of every row is estimated at "
         f"{estimate:,.0f} s, over --max-confirm-s {bound:g}; to measure it, run the same advise "
         f"with --max-confirm-s {prune.round_up(estimate * 1.5)}, or capture the application's queries "
-        f"(`{CAPTURE}`) and advise on them"
+        f"(`{CAPTURE}`) and advise --captured SET"
     )

@@ -17,7 +17,7 @@ MB = 1048576.0
 UNMEASURED = (
     "; the application's queries are not measured: sampled rows are nodes of the index they "
     f"search and read it higher than its real queries; `{CAPTURE}` prints how to log them "
-    "(then advise with --queries-file or --queries-sql)"
+    "(then advise --captured SET)"
 )
 # budget option -> (the design's figure, its unit in the figure, the figure in the budget's unit)
 BUDGETS: dict[str, tuple[str, str, Callable[[dict[str, Any]], float]]] = {
