@@ -199,8 +199,8 @@ def copies(
 
 def _create(c: Any, source: Any, schema: str, ids: list[str], rows: int | None) -> int:
     """Create ``schema.graph`` (the sampled rows and the first others by ``md5`` of the id, to
-    ``rows`` in all; None: every other) and ``schema.held`` (those others alone); return the
-    graph copy's rows."""
+    ``rows`` in all) and ``schema.held`` (those others alone); return the graph copy's rows.
+    ``rows`` None: every other row, and ``graph`` a view (the table itself is measured as it)."""
     where, params = source.where()
     ident = sql.Identifier(source.id_column)
     c.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
@@ -227,11 +227,12 @@ def _create(c: Any, source: Any, schema: str, ids: list[str], rows: int | None) 
     )
     c.execute(
         sql.SQL(
-            "CREATE TABLE {graph}{steady} AS SELECT * FROM {held} UNION ALL "
+            "CREATE {relation} {graph}{steady} AS SELECT * FROM {held} UNION ALL "
             "SELECT {id} AS {id}, {vec} AS {vcol} FROM {src}{where}{conj} {picked}"
         ).format(
+            relation=sql.SQL("VIEW" if rows is None else "TABLE"),
             graph=sql.Identifier(schema, "graph"),
-            steady=sql.SQL(STEADY),
+            steady=sql.SQL("" if rows is None else STEADY),
             held=sql.Identifier(schema, "held"),
             id=ident,
             vec=source.vector_expr(),
@@ -243,7 +244,7 @@ def _create(c: Any, source: Any, schema: str, ids: list[str], rows: int | None) 
         ),
         params,
     )
-    for kind in KINDS:
+    for kind in KINDS if rows is not None else ("held",):
         c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, kind)))
     return int(
         c.execute(
