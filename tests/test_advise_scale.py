@@ -180,11 +180,16 @@ def test_anchor_in_place_gap_and_pruning(table, pgeval, conn, database, tmp_path
         d = json.loads(out)
         assert d["anchor"] == "hnsw m=16"
         hnsw = next(r for r in d["designs"] if r["design"] == "hnsw")
-        assert hnsw["in_place"]["name"] == f"{TABLE}_hnsw" and hnsw["measured_where"] == "table"
+        assert hnsw["in_place"]["name"] == f"{TABLE}_hnsw"
+        # measured in place with sampled rows (an upper bound), then again on the held-out copy
+        # of every row (issue 47, item 3): that copy's figures, the in-place one beside them
+        copy = f"scratch copy of {N - 40:,} rows (every row, 40 sampled query rows held out)"
+        assert hnsw["measured_where"] == copy and hnsw["queries"] == "held-out rows"
+        assert hnsw["upper_bound"]["recall"] is not None and hnsw["upper_bound"]["sweep"]
         assert hnsw["screened"]["rows"] == 1000  # the anchor's build screened on the sample too
         ef = hnsw["setting"]["hnsw.ef_search"]
         assert hnsw["gap"].startswith("on 1,000 rows ef_search ")
-        assert hnsw["gap"].endswith(f"the table needs {ef}") or not hnsw["reached"]
+        assert hnsw["gap"].endswith(f"the {copy} needs {ef}") or not hnsw["reached"]
         assert len(d["confirmed"]) <= 1
         # a screened row is never the table's: labelled, its setting there not printed
         for r in d["designs"]:

@@ -353,7 +353,9 @@ def test_sampled_queries_through_the_api_and_the_cli(experiment, pgeval):
     )
     assert code == 0, err
     doc = json.loads(out)
-    assert found.finds == doc["finds"] and doc["find"]["reached"]
+    # the JSON labels each find with its queries: sampled rows, nodes of the index (issue 47)
+    assert [{**f, "queries": "sampled rows"} for f in found.finds] == doc["finds"]
+    assert doc["find"]["reached"]
     assert doc["find"]["value"] <= 10  # ef_search=10 reached it in the grid above
     assert found.recommendation["why"] == doc["recommendation"]["why"]
 

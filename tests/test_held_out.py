@@ -123,3 +123,31 @@ def test_skipped_where_it_does_not_apply(pgeval, target):
     )
     assert code == 0, err
     assert json.loads(out)["held_out"] is None
+
+
+def test_at_the_tables_size_by_default(pgeval, conn, target):
+    """Without --held-out-rows the bias is measured at the table's size (issue 47: it grows with
+    the rows): the held-out copy holds every row but the sampled ones, and the sampled rows in
+    the graph are the table's own figure."""
+    code, out, err = pgeval(
+        f"sweep --sample-queries 60 --target {target} --stage hnsw --find hnsw.ef_search "
+        "--target-recall 0.95 --repeat 1 --format json"
+    )
+    assert code == 0, err
+    d = json.loads(out)
+    held = d["held_out"]
+    assert held["every_row"] is True and held["rows"] == N
+    assert held["in_graph"] == pytest.approx(held["table"], abs=1e-12)
+    sid = conn.execute(
+        "SELECT sweep_id FROM pgeval.sweep WHERE name = %s", (f"{d['sweep']}~held{N}",)
+    ).fetchone()[0]
+    recall = conn.execute("SELECT index_recall FROM pgeval.sweep_summary(%s)", (sid,)).fetchone()[0]
+    assert recall == pytest.approx(held["held_out"], abs=1e-12)
+    assert (
+        conn.execute(
+            "SELECT count(*) FROM pgeval.sweep WHERE name = %s", (f"{d['sweep']}~graph{N}",)
+        ).fetchone()[0]
+        == 0
+    )  # (no copy of the graph: the table is it)
+    assert any(n.startswith(f"sampled rows measured held out: at the table's size ({N:,} rows)")
+               for n in d["notes"])  # fmt: skip

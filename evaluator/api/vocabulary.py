@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from ..stages.registry import advise_kinds, ann_kinds, find_settings, vector_kinds
     from ..stages.registry import listing as kinds_listing
     from ..targets.groups import DEFAULT_MAX_GROUPS
-    from ..testset.query_source import SAMPLED_BIAS
+    from ..testset.query_source import SAMPLED_BIAS, bounded
+    from ..testset.query_source import label as queries_label
 
 # name -> (module under evaluator, its name there); the imports above say the same for mypy
 _SOURCES = {
@@ -64,6 +65,8 @@ _SOURCES = {
     "advise_flow_lines": ("dba.advise.report", "flow_lines"),
     "PIPELINE_DEFAULTS": ("run.configure", "PIPELINE_DEFAULTS"),
     "SAMPLED_BIAS": ("testset.query_source", "SAMPLED_BIAS"),
+    "bounded": ("testset.query_source", "bounded"),
+    "queries_label": ("testset.query_source", "label"),
     "SWEEP_DEFAULTS": ("dba.sweep.configure", "SWEEP_DEFAULTS"),
     "WARMUP_DEFAULTS": ("dba.warmup_target", "WARMUP_DEFAULTS"),
     "WATCH_DEFAULTS": ("dba.watch.config", "WATCH_DEFAULTS"),
@@ -99,6 +102,8 @@ __all__ = [
     "advise_flow_lines",
     "PIPELINE_DEFAULTS",
     "SAMPLED_BIAS",
+    "bounded",
+    "queries_label",
     "SWEEP_DEFAULTS",
     "WARMUP_DEFAULTS",
     "WATCH_DEFAULTS",

@@ -33,15 +33,46 @@ if TYPE_CHECKING:
 HASH_VERSION = b"pgeval-queries-v1\n"
 SOURCE_FORMAT = "queries"
 
-# said beside every figure measured with sampled queries (issue "A recommendation a DBA can
-# sign", fault 2): measured here, 288 of 300 lists short at ef_search=10, recall@10 0.864
+# what the queries behind a figure are (the JSON's "queries" beside it): rows of the table
+# searched as nodes of the index they query, sampled rows left out of the copy an index was
+# built on, the application's own (--captured), vectors that are no row of the table (a file's,
+# --queries-sql's), a test set's
+SAMPLED_ROWS = "sampled rows"
+HELD_OUT_ROWS = "held-out rows"
+CAPTURED = "captured queries"
+QUERY_SET = "query set"
+TEST_SET = "test set"
+# the command that captures the application's own queries (docs/own-table.md)
+CAPTURE = "pgeval queries capture --how"
+
+# said beside every figure measured with sampled rows as nodes of the index they search: their
+# recall is biased up against the application's queries, more on a larger table (issue 47:
+# ef_search 11 read 0.9503 on sampled rows of a 200,000-row HNSW index, 0.875 on real queries)
 SAMPLED_BIAS = (
     "note: measured on sampled rows of the table, not on the application's queries: each is a "
-    "node of the index it queries (its own row taken out of its list), so near the setting "
-    "found its recall can differ from real queries' either way (0.10 on one 200,000-row HNSW "
-    "index, docs/own-table.md); real queries (--queries-file, --queries-sql) measure what the "
-    "application gets"
+    "node of the index it queries (its own row taken out of its list), so its recall is an "
+    "upper bound for the application's queries, the further above them the larger the table "
+    "(0.9503 against 0.875 on one 200,000-row HNSW index, docs/own-table.md); the "
+    "application's own queries measure what it gets: `" + CAPTURE + "` says how to log them "
+    "(then --captured SET)"
 )
+
+
+def label(info: dict | None, held_out: bool = False) -> str:
+    """What the queries of a measurement are (:data:`SAMPLED_ROWS`, ...): ``info`` the query
+    source's record (None: a test set), ``held_out`` whether the index searched was built
+    without the sampled rows."""
+    if info is None:
+        return TEST_SET
+    if info.get("own_chunk_removed"):
+        return HELD_OUT_ROWS if held_out else SAMPLED_ROWS
+    return CAPTURED if info.get("source") == "captured" else QUERY_SET
+
+
+def bounded(recall: float, k: int) -> str:
+    """A sampled rows' figure as what it is: ``recall@10 ≤ 0.9503 for the application's queries
+    (sampled rows: an upper bound)``."""
+    return f"recall@{k} ≤ {recall:.4f} for the application's queries (sampled rows: an upper bound)"
 
 
 @dataclass(frozen=True)

@@ -111,11 +111,12 @@ _FIND = FIND.plus(
         "--held-out-rows",
         type=click.IntRange(0, 10_000_000),
         default=SWEEP_DEFAULTS.held_out_rows,
-        show_default=True,
+        metavar="N",
         help="After a --find on --sample-queries through the table's index: measure the "
-        "sampled rows' bias on two copies of this many rows, one with the sampled rows in the "
-        "index and one without (held out), and print the range the application's queries may "
-        "read. 0 skips it.",
+        "sampled rows' bias at the table's size, on a copy of its other rows (held out) against "
+        "the table's figure, and print what the application's queries may read. N: on two "
+        "copies of N rows instead, one with the sampled rows in the index and one without "
+        "(cheaper; the bias grows with the rows); 0 skips it. [default: every row of the table]",
     ),
 )
 _MEASURING = MEASURING.plus(
@@ -401,7 +402,7 @@ def _print_table(
         if (p.get("recall_tail") or {}).get("at_zero"):
             echo_line(f"{p['label']}: {recall_text(p['recall_tail'])}")
     for found in res.finds:
-        echo_line(find_line(found, k, target_recall))
+        echo_line(find_line(found, k, target_recall, res.sampled))
     held = held_out_line(res.held_out, k)
     if held:
         echo_line(held)

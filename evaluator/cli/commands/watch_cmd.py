@@ -54,10 +54,12 @@ def _table(res: ProbeResult) -> None:
         f"probe {p['probe_id']} · target {p['target']}{group} · {p['stage']} · "
         f"{res.setting}={res.value} · {queries} · {_when(p['probed_at'])}"
     )
-    recall = "—" if p["recall"] is None else f"{p['recall']:.3f}"
+    recall = f"recall@{p['k']} " + ("—" if p["recall"] is None else f"{p['recall']:.3f}")
+    if q.get("source") == "sample" and p["recall"] is not None:  # nodes of the index probed
+        recall = vocabulary.bounded(p["recall"], p["k"])
     rows = "—" if p["rows_mean"] is None else f"{p['rows_mean']:g}"
     click.echo(
-        f"recall@{p['k']} {recall} against exact search · p50 {_ms(p['p50_ms'])} · "
+        f"{recall} against exact search · p50 {_ms(p['p50_ms'])} · "
         f"p95 {_ms(p['p95_ms'])} · rows returned {rows} · table {p['table_rows'] or 0:,} rows · "
         f"data version {str(p['data_version'] or '')[:12]}"
     )
@@ -134,6 +136,9 @@ def _json(res: ProbeResult) -> dict[str, Any]:
         "ground_truth": res.ground_truth,
         "plan": res.plan,
         "queries_source": res.queries,
+        # sampled rows are nodes of the index probed: its recall an upper bound for the
+        # application's queries
+        "queries_label": vocabulary.queries_label(res.queries),
         "cost": {
             "wall_ms": res.wall_ms,
             "timed_ms": p.get("timed_ms"),

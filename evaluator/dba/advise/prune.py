@@ -180,3 +180,9 @@ def _why(
 def _range(row: dict[str, Any]) -> str:
     low, high = _p95(row)
     return f"{row['p95_ms']:.3f}, {max(low, 0):.3f}–{high:.3f}"
+
+
+def round_up(seconds: float) -> int:
+    """A bound above ``seconds`` a person would type: 1,000 s steps above 1,000 s."""
+    step = 1000 if seconds > 1000 else 100
+    return int(-(-seconds // step) * step)

@@ -8,10 +8,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ...testset.query_source import CAPTURE, SAMPLED_ROWS, bounded
 from . import apply, inplace
 from .plan import AdviseConfig
 
 MB = 1048576.0
+# said of a recommendation whose figure is sampled rows' through the index they are nodes of
+UNMEASURED = (
+    "; the application's queries are not measured: sampled rows are nodes of the index they "
+    f"search and read it higher than its real queries; `{CAPTURE}` prints how to log them "
+    "(then advise --captured SET)"
+)
 # budget option -> (the design's figure, its unit in the figure, the figure in the budget's unit)
 BUDGETS: dict[str, tuple[str, str, Callable[[dict[str, Any]], float]]] = {
     "--max-p95-ms": ("p95_ms", "ms", lambda r: r["p95_ms"]),
@@ -123,9 +130,16 @@ def choose(
         return None, _unmet(rows, reaching, cfg, goal, ceilings(kb, rows))
     chosen, by_tie = pick(ok)
     others = sorted((r for r in ok if r is not chosen), key=lambda r: r["p95_ms"])
+    # sampled rows through the index they are nodes of: no figure of the application's queries
+    bound = chosen.get("queries") == SAMPLED_ROWS
     why = (
-        f"{_name(chosen)} reaches {goal}{_worst(chosen)} at p95 "
-        f"{chosen['p95_ms']:.3f} ms, index {chosen['index_bytes'] / MB:.1f} MB: "
+        f"{_name(chosen)}"
+        + (
+            f": {bounded(chosen['recall'], cfg.k)}{_worst(chosen)}"
+            if bound
+            else f" reaches {goal}{_worst(chosen)}"
+        )
+        + f" at p95 {chosen['p95_ms']:.3f} ms, index {chosen['index_bytes'] / MB:.1f} MB: "
         + (
             "its p95 is within the noise of the fastest's (spread or 95 % interval) and "
             + (
@@ -136,7 +150,9 @@ def choose(
             if by_tie
             else "the lowest p95"
         )
-        + f" of the {len(ok)} design(s) meeting the target within the budgets"
+        + f" of the {len(ok)} design(s) "
+        + ("whose queries read the target" if bound else "meeting the target")
+        + " within the budgets"
     )
     if others:
         r = others[0]
@@ -151,7 +167,9 @@ def choose(
     stmts = apply.statements(kb, target, chosen, cfg.k, role=cfg.role, group=group)
     placed = inplace.advice(kb, target, chosen, stmts, cfg)
     note = apply.rebuilt_note(chosen["design"], chosen["build"])
-    if placed["keep"] is not None and chosen.get("in_place"):
+    if placed["keep"] is not None and chosen.get("upper_bound"):
+        why += _held_out_words(chosen, placed["keep"], cfg)
+    elif placed["keep"] is not None and chosen.get("in_place"):
         why += f"; measured in place, on your table through {placed['keep']}: nothing to build"
     elif placed["keep"] is not None:  # the table's index, measured on a copy (the planner)
         why += f"; it is the build of {placed['keep']}, which your table has: nothing to build"
@@ -162,6 +180,8 @@ def choose(
         why += "; over budget: " + "; ".join(
             f"{r['design']} {_build(r)} ({', '.join(r['over_budget'])})" for r in excluded
         )
+    if bound:
+        why += UNMEASURED
     return {
         "design": chosen["design"],
         "build": chosen["build"],
@@ -169,6 +189,11 @@ def choose(
         "recall": chosen["recall"],
         "recall_margin": chosen.get("recall_margin"),
         "recall_queries": chosen.get("recall_queries"),
+        # what the queries were: "sampled rows" (an upper bound for the application's),
+        # "held-out rows", "query set", "test set"; an index in place measured again on a
+        # held-out copy keeps its sampled rows' figure as ``upper_bound``
+        "queries": chosen.get("queries"),
+        "upper_bound": chosen.get("upper_bound"),
         "p95_ms": chosen["p95_ms"],
         "index_bytes": chosen["index_bytes"],
         "setting_interval": chosen.get("setting_interval"),
@@ -185,6 +210,27 @@ def choose(
         "build_sql": [] if placed["keep"] is not None else _build_sets(chosen),
         "why": why,
     }, None
+
+
+def _held_out_words(chosen: dict[str, Any], kept: str, cfg: AdviseConfig) -> str:
+    """``; measured on a held-out copy of all 199,700 rows: ef_search 23 reaches 0.95 there;
+    keep hnsw_idx (...)``: an index in place measured again without its sampled rows."""
+    find, value = next(iter(chosen["setting"].items()))
+    upper = chosen["upper_bound"]
+    where = str(chosen.get("measured_where") or "")
+    rows = where.split(" rows", 1)[0].rsplit(" ", 1)[-1]
+    was = (upper.get("setting") or {}).get(find)
+    recall = upper.get("recall")
+    return (
+        f"; measured on a held-out copy of all {rows} rows (the sampled rows left out): "
+        f"{find.split('.', 1)[-1]} {value} reaches {cfg.target_recall:g} there; your table's "
+        f"{kept} is that build: nothing to build"
+        + (
+            ""
+            if recall is None
+            else f" (in place, its sampled rows read {recall:.4f} at {was}: an upper bound)"
+        )
+    )
 
 
 def _build_sets(row: dict[str, Any]) -> list[str]:

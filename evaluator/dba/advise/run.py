@@ -22,6 +22,7 @@ from typing import Any
 
 from ...core.errors import InputError, param
 from ...core.warnings_once import once
+from ...testset.query_source import label
 from .. import build_sweep, spent
 from . import confirm, inplace, margin, measure, recommend, sample, screen
 from .plan import AdviseConfig, Design, designs, iterative_variants, supported
@@ -287,6 +288,8 @@ class _Measure:
         )
         if self.cfg.low_end:
             measure.low_end(row, res, design, self.cfg.target_recall)
+        # what its queries are: sampled rows in the index they search (an upper bound), held out
+        row["queries"] = label(res.queries, held_out=known.held_out)
         if row["measured"]:
             self.spent.append(time.monotonic() - t0)
         self.done += 1

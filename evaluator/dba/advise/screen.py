@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from . import predict, prune, sample
+from . import held_out, predict, prune, sample
 from .plan import AdviseConfig, Design
 
 # tables up to this many rows: every design measured at the table's size (no screening)
@@ -81,14 +81,17 @@ def in_full(
     held: tuple[str, ...],
     rows: int,
 ) -> list[dict[str, Any]]:
-    """Every design at the table's size: in place where the table has it, else built in full."""
+    """Every design at the table's size: in place where the table has it, else built in full;
+    one in place measured with sampled rows (``held``) measured again on the held-out copy
+    (:mod:`.held_out`: no estimate of its build here, a table this small builds in time)."""
     out: list[dict[str, Any] | None] = [None] * len(plan)
-    measured.total = len(plan)
-    for i, d in enumerate(plan):
-        if d.in_place:
-            out[i] = {**measured.one(d, cfg.target), "measured_where": "table"}
+    placed = [i for i, d in enumerate(plan) if d.in_place]
+    remeasured = placed if held else []
+    measured.total = len(plan) + len(remeasured)
+    for i in placed:
+        out[i] = {**measured.one(plan[i], cfg.target), "measured_where": "table"}
     built = [i for i, d in enumerate(plan) if not d.in_place]
-    if built:
+    if built or remeasured:
         with full_copy(database, cfg, column, held, rows) as full:
             for i in built:
                 row = measured.one(plan[i], full.target)
@@ -96,6 +99,11 @@ def in_full(
                     "table" if row.get("in_place") else where(full, screening=False)
                 )
                 out[i] = row
+            for i in remeasured:
+                in_place = out[i]
+                assert in_place is not None
+                copy = where(full, screening=False)
+                out[i] = held_out.again(measured, plan[i], in_place, full.target, copy, None)
             measured.result.held_out = full.held_out
     return [{**r, "measured_on": "table"} for r in out if r is not None]
 
@@ -173,6 +181,8 @@ def screened(
     here = where(s, screening=True)
     for r in on_sample:
         r["measured_where"] = here
+    if held:  # the table's indexes measured with sampled rows: again on a held-out copy
+        _measured_held_out(database, cfg, plan, column, measured, held, rows, table, on_sample)
     anchor, anchor_ok = anchor_of(plan, table, budgets)
     result.anchor = None if anchor is None else plan[anchor].label
     with database.connect(results=False, autocommit=True) as kb:
@@ -230,6 +240,36 @@ def screened(
     return out
 
 
+def _measured_held_out(
+    database: Any,
+    cfg: AdviseConfig,
+    plan: list[Design],
+    column: str | None,
+    measured: Any,
+    held: tuple[str, ...],
+    rows: int,
+    table: dict[int, dict[str, Any]],
+    on_sample: list[dict[str, Any]],
+) -> None:
+    """Each index in place (``table``, measured with sampled rows) built again on the held-out
+    copy of every row when its build, estimated from the sample's, fits --max-confirm-s
+    (:mod:`.held_out`); the others stay upper bounds, said so."""
+    sample_rows = measured.result.screen["rows"]
+    estimates = {i: prune.estimated_build_s(on_sample[i], rows, sample_rows) for i in table}
+    fit = [i for i in table if held_out.fits(cfg, estimates[i])]
+    for i in table:
+        if i not in fit:
+            held_out.not_built(cfg, plan[i], table[i], estimates[i] or 0.0, measured.result.notes)
+    if not fit:
+        return
+    measured.total += len(fit)
+    with full_copy(database, cfg, column, held, rows) as full:
+        copy = where(full, screening=False)
+        for i in fit:
+            table[i] = held_out.again(measured, plan[i], table[i], full.target, copy, estimates[i])
+        measured.result.held_out = full.held_out
+
+
 def _within_budget(
     cfg: AdviseConfig, label: str, row: dict[str, Any], rows: int, sample_rows: int, result: Any
 ) -> bool:
@@ -256,17 +296,11 @@ def _within_budget(
     }
     result.notes.append(
         f"{label} was not built in full: to measure it at the table's size, run the same advise "
-        f"with --max-confirm-s {_round_up(estimate * 1.5)} (on a scratch copy of every row; "
+        f"with --max-confirm-s {prune.round_up(estimate * 1.5)} (on a scratch copy of every row; "
         "--confirm-on-table: CONCURRENTLY on your table); until then the recommendation is among "
         "the designs measured at the table's size"
     )
     return False
-
-
-def _round_up(seconds: float) -> int:
-    """A bound above ``seconds`` a person would type: 1,000 s steps above 1,000 s."""
-    step = 1000 if seconds > 1000 else 100
-    return int(-(-seconds // step) * step)
 
 
 def _build_in_full(

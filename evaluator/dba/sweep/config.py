@@ -54,9 +54,9 @@ class SweepConfig:
     # finalists: their p95 compared beyond its noise); None: --repeat's
     final_rounds: int | None = None
     # after a --find on sampled rows through the table's index: rows of each copy on which the
-    # sampled rows' bias is measured, in the index and held out (dba/sweep/held_out.py); 0 skips
-    # (`pgeval sweep` and the API's sweep: configure.HELD_OUT_ROWS; watch and advise: 0)
-    held_out_rows: int = 0
+    # sampled rows' bias is measured, in the index and held out (dba/sweep/held_out.py); None:
+    # every row of the table (`pgeval sweep` and the API's sweep); 0 skips (watch and advise)
+    held_out_rows: int | None = 0
     # how every recall is measured against the rows its statements saw (dba/sweep/consistency.py):
     # "snapshot" (one exported snapshot, held at most snapshot_max_age_s seconds, then
     # detection) or "detect" (each point between two reads of the rows' versions)

@@ -89,10 +89,25 @@ class GroupSweepResult:
             "points": self.points,
             "finds": self.finds,
             "recommendation": self.recommendation,
+            # sampled rows through the index they are nodes of: every recall an upper bound
+            "queries_label": self.queries_label,
             # the recommendation holds for every group only when every group chosen was measured
             "every_group_measured": not self.failed,
             "warnings": self.warnings,
         }
+
+    @property
+    def sampled(self) -> bool:
+        """The groups' queries are rows of the index they search: each recall an upper bound
+        for the application's queries (:attr:`SweepResult.sampled`)."""
+        return any(s.sampled for s in self.sweeps.values())
+
+    @property
+    def queries_label(self) -> str | None:
+        from ...testset.query_source import label
+
+        first = next(iter(self.sweeps.values()), None)
+        return None if first is None else label(first.queries, held_out=not self.sampled)
 
     @property
     def missing(self) -> list[dict]:

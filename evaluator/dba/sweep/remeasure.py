@@ -116,7 +116,7 @@ def again(
         row = store.SweepRow(sweep_id, name, exp_id, True)
         session = Session(
             database=database, cfg=cfg, plan=plan, kb=kb, results=results, setup=s, row=row,
-            result=setup_mod.new_result(cfg, s, row.name, row, qinfo, base_fp, on_warning),
+            result=setup_mod.new_result(cfg, s, row.name, row, qinfo, base_fp, on_warning, own),
             base_fp=base_fp, data=known.data.data, own=own, fps={point.number: point_fp},
             hashes={point.number: point_hash}, gt=gt, known=known,
         )  # fmt: skip

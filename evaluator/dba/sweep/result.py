@@ -39,12 +39,16 @@ class SweepResult:
     held_out: dict | None = None
     # how every recall was measured against the rows its statements saw (.consistency)
     consistency: dict | None = None
+    # the queries are rows of the index they search (sampled rows, none held out): each recall
+    # an upper bound for the application's queries (testset.query_source.SAMPLED_BIAS)
+    sampled: bool = False
 
     def as_dict(self) -> dict:
         """What `pgeval sweep --format json` prints."""
-        from ...testset.query_source import SAMPLED_BIAS
+        from ...testset.query_source import SAMPLED_BIAS, label
         from .text import held_out_line, recommendation_line
 
+        said = label(self.queries, held_out=not self.sampled)
         return {
             "sweep": self.name,
             "experiment_id": self.experiment_id,
@@ -54,18 +58,19 @@ class SweepResult:
             "target_recall": self.target_recall,
             "resumed": self.resumed,
             "previous": self.previous,
-            "find": self.finds[0] if len(self.finds) == 1 else None,
-            "finds": self.finds,
+            "find": {**self.finds[0], "queries": said} if len(self.finds) == 1 else None,
+            "finds": [{**f, "queries": said} for f in self.finds],
             "server": self.server,
             "measured": self.measured,
             "reused": self.reused,
             "kept": self.kept,
             "testset": self.testset,
             "queries": self.queries,
+            "queries_label": said,
             "notes": [
                 n
                 for n in (
-                    SAMPLED_BIAS if (self.queries or {}).get("source") == "sample" else None,
+                    SAMPLED_BIAS if self.sampled else None,
                     held_out_line(self.held_out, self.k),
                 )
                 if n
@@ -74,9 +79,9 @@ class SweepResult:
             "consistency": self.consistency,
             "judgements": self.judged,
             "ground_truth": self.ground_truth,
-            "recommendation": self.recommendation,
+            "recommendation": self.recommendation and {**self.recommendation, "queries": said},
             "recommendation_line": recommendation_line(self),
-            "points": self.points,
+            "points": [{**p, "queries": said} for p in self.points],
             "warnings": self.warnings,
         }
 

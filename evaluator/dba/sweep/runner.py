@@ -49,7 +49,7 @@ def run_sweep(
     with open_session(database, cfg, known=known, callbacks=callbacks) as session:
         measure(session)
     res = session.result
-    if cfg.held_out_rows:
+    if cfg.held_out_rows != 0:
         from . import held_out
 
         res.held_out = held_out.check(database, cfg, res, cfg.held_out_rows)

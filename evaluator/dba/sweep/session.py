@@ -477,7 +477,7 @@ def open_session(
             results=results,
             setup=s,
             row=row,
-            result=setup_mod.new_result(cfg, s, name, row, qinfo, base_fp, calls.on_warning),
+            result=setup_mod.new_result(cfg, s, name, row, qinfo, base_fp, calls.on_warning, own),
             base_fp=base_fp,
             data=measured.data,
             own=own,

@@ -321,9 +321,11 @@ def new_result(
     qinfo: dict | None,
     base_fp: dict,
     on_warning: Callable[..., Any] | None,
+    own: bool = False,
 ) -> SweepResult:
     """The sweep's result before its points; a configuration changed since the sweep of this
-    name was measured is said (its earlier points kept under another name)."""
+    name was measured is said (its earlier points kept under another name); ``own``: the
+    queries are rows of the index they search (:attr:`SweepResult.sampled`)."""
     from .. import fingerprint as fpmod
 
     result = SweepResult(
@@ -341,6 +343,7 @@ def new_result(
         judged=s.judged,
         previous=row.previous,
         server=dict(base_fp.get("server") or {}),
+        sampled=own,
     )
     if row.previous is not None:
         result.warnings.append(row.previous["message"])

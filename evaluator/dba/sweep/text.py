@@ -11,7 +11,16 @@ from .operating_points import reaches
 def recommendation_line(res: Any) -> str:
     k, goal = res.k, res.target_recall
     rec = res.recommendation
+    sampled = bool(res.sampled)
     if rec:
+        if sampled:  # sampled rows, nodes of the index: no figure of the application's queries
+            from ...testset.query_source import bounded
+
+            return (
+                f"recommended: {rec['label']} — {bounded(rec['index_recall'], k)}, against "
+                f"exact search at p95 {rec['p95_ms']:.3f} ms (the cheapest point at which the "
+                f"sampled rows read {goal:g}; the application's queries may read less)"
+            )
         return (
             f"recommended: {rec['label']} — recall@{k} {rec['index_recall']:.4f} against "
             f"exact search at p95 {rec['p95_ms']:.3f} ms ({rec.get('why') or 'the cheapest point reaching ' + format(goal, 'g')})"
@@ -31,11 +40,20 @@ def server_label(server: dict) -> str:
     return f"server {where}" + (" (standby)" if server.get("in_recovery") else "")
 
 
-def find_line(found: dict, k: int, goal: float) -> str:
-    """One line per --find: the value found, or that the target is out of reach."""
+def find_line(found: dict, k: int, goal: float, sampled: bool = False) -> str:
+    """One line per --find: the value found, or that the target is out of reach; ``sampled``:
+    the queries are rows of the index they search (the figure an upper bound)."""
     under = ", ".join(f"{n.split('.')[-1]}={v}" for n, v in (found.get("others") or {}).items())
     where = f" ({under})" if under else ""
     tried = len(found.get("path") or [])
+    if found["reached"] and sampled:
+        from ...testset.query_source import bounded
+
+        return (
+            f"found{where}: {found['setting']}={found['value']} is the smallest value at which "
+            f"the sampled rows read recall@{k} {goal:g}: {bounded(found['recall'], k)}; "
+            f"{tried} values tried" + interval_text(found.get("interval"))
+        )
     if found["reached"]:
         return (
             f"found{where}: {found['setting']}={found['value']} is the smallest value reaching "
@@ -59,11 +77,19 @@ def held_out_line(held: dict | None, k: int) -> str | None:
     name = held["setting"].split(".")[-1]
     low, high = held["range"]
     return (
-        f"sampled rows measured held out: on a {held['rows']:,}-row copy at {name}="
-        f"{held['value']} they read recall@{k} {held['in_graph']:.4f} as nodes of the index "
-        f"and {held['held_out']:.4f} held out ({held['bias']:+.4f}); the application's queries "
+        "sampled rows measured held out: "
+        + (
+            f"at the table's size ({held['rows']:,} rows), at {name}={held['value']} they read "
+            f"recall@{k} {held['in_graph']:.4f} on the table, as nodes of its index, and "
+            f"{held['held_out']:.4f} on a copy of the other rows with the index rebuilt"
+            if held.get("every_row")
+            else f"on a {held['rows']:,}-row copy (the bias grows with the rows) at {name}="
+            f"{held['value']} they read recall@{k} {held['in_graph']:.4f} as nodes of the index "
+            f"and {held['held_out']:.4f} held out"
+        )
+        + f" ({held['bias']:+.4f}); the application's queries "
         f"may read {low:.4f}–{high:.4f} on the table (measured {held['table']:.4f}, an "
-        "estimate: real queries, --queries-file or --queries-sql, measure it)"
+        "estimate: the application's own queries measure it, `pgeval queries capture --how`)"
         + (
             f"; below the target {held['target_recall']:g} at its low end"
             if not reaches(low, held.get("target_recall", 0))

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 
 RECALL_BOUNDS = ("min_recall", "max_drop")
 
+# a remedy measured on sampled rows through the index they are nodes of
+SAMPLED = "; sampled rows: an upper bound for the application's queries"
+
 
 def when(value: Any) -> str:
     """A time as people read it in a log line: ``2026-12-02 07:10:31 UTC``."""
@@ -158,6 +161,7 @@ def remedy(
     """The smallest value of the work setting reaching ``goal`` on the probe's own queries,
     measured (bracketing then bisection, `sweep --find`'s search), and the rebuild statement."""
     from ...stages import registry
+    from ...testset.query_source import label
     from ..sweep import run_sweep
     from ..sweep.session import NOTHING_KNOWN
 
@@ -193,6 +197,7 @@ def remedy(
         "p95_ms": None,
         "reindex": reindex,
         "sweep": res.name,
+        "queries": label(res.queries, held_out=not res.sampled),
     }
     if out["reached"]:
         point = res.operating_points.at(setting, out["value"])
@@ -202,6 +207,7 @@ def remedy(
             f"measured on the same {result.probe.get('queries')} queries: "
             f"{setting}={out['value']} restores recall@{k} to {out['recall']:.3f} "
             f">= {goal:.3f}{p95} (production: {production or 'the stage default'})"
+            + (SAMPLED if res.sampled else "")
         )
     else:
         best = found.get("best") or [None, None]
