@@ -151,8 +151,7 @@ class Consistency:
 
 
 class Measures(Protocol):
-    """What a point measured under the sweep's consistency needs of its session
-    (:class:`.measuring.Measuring`)."""
+    """What measuring a point needs of its session (:class:`.measuring.Measuring`)."""
 
     database: Any
     results: Any

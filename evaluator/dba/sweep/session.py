@@ -179,10 +179,9 @@ class Session(Measuring):
     def measure_known(
         cls, database: Database, cfg: SweepConfig, query_set: tuple[str, dict] | None = None
     ) -> Known:
-        """The query set and the data of ``cfg``'s target measured once, for several sweeps
-        over the same target and queries (advise: every design on one table or copy);
-        ``query_set``: the one stored already (a copy's sweeps search the table's queries, not
-        rows of the copy, and leave the sampled rows out: ``Known.held_out``)."""
+        """The query set and data of ``cfg``'s target measured once for several sweeps (advise's
+        designs); ``query_set``: the one stored already (a copy's sweeps search the table's
+        queries, not rows of the copy, and leave the sampled rows out: ``Known.held_out``)."""
         from .. import data_checksum
 
         stored, qinfo = setup_mod.query_set(database, cfg, query_set)

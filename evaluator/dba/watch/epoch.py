@@ -1,7 +1,6 @@
 """A probe's configuration epoch: one digest of everything a probe's fingerprints and its stage's
-catalog look-ups and plan check read, read fresh in a few statements: a probe's steady path
-(dba/sweep/remeasure.py) reopens the series' kept sweep when its point run was measured under
-the epoch read now (:func:`remember`).
+catalog look-ups and plan check read, read fresh in a few statements (a probe's steady path:
+dba/sweep/remeasure.py; :func:`remember`).
 
 A fingerprint is built from catalog reads (the server, the retrieval extensions, the table's
 columns and indexes with their builds and state, every setting a stage sees) and the data version.
