@@ -8,7 +8,7 @@ an HNSW index; built once and kept), measured in the same run on the same server
     prepared, SET LOCAL hnsw.ef_search, LIMIT k + 1, nothing stored; its connection opened
     untimed): the issue's target is <= 1.2; rounds alternated, each round's ratio printed. Each
     round measures the probe on its steady state (with --track the steady path, an unchanged
-    configuration epoch: dba/watch/steady.py; without it the lean path); then, in the same round,
+    configuration epoch: dba/sweep/remeasure.py; without it the lean path); then, in the same round,
     the floor (:func:`floor`: the least any probe that stores its lists and computes its recall
     in SQL can do), with --track the lean path (the epoch forgotten first, untimed), and the full
     path (a one-point sweep; the series' sweep deleted first, untimed);

@@ -437,6 +437,45 @@ def test_one_test_set_lookup():
 REACH_RULE = re.compile(r"[<>]=?[^<>=\n]*[-+]\s*(?:1e-12|REACH_TOLERANCE)\b|REACH_TOLERANCE\s*=")
 
 
+SWEEP = "evaluator.dba.sweep"
+# what the rest of pgeval may import of the sweep package: the measuring session (opened,
+# reopened, run), a sweep's configuration, its points and result, and their views; its storage
+# and set-up (store, setup, measuring, remeasure, context, snapshot, consistency, runner, ...) are
+# reached only through the session
+SWEEP_PUBLIC = {
+    "session", "config", "configure", "result", "operating_points", "grid", "groups", "text", "plot",
+}  # fmt: skip
+
+
+def sweep_internals(graph: dict[str, set[str]]) -> list[str]:
+    """``importer -> module`` for each module of the sweep package outside :data:`SWEEP_PUBLIC`
+    imported from outside the package."""
+    inside = (SWEEP, SWEEP + ".")
+    return sorted(
+        f"{m} -> {d}"
+        for m, deps in graph.items()
+        if not (m == SWEEP or m.startswith(inside[1]))
+        for d in deps
+        if d.startswith(inside[1]) and d[len(inside[1]) :].split(".")[0] not in SWEEP_PUBLIC
+    )
+
+
+def test_one_measuring_path():
+    """Everything outside dba/sweep/ measures through ``session.Session`` (open, run, reopen,
+    measure_again): none imports the sweep's storage or set-up modules (docs/ARCHITECTURE.md,
+    "The measuring session")."""
+    assert sweep_internals(GRAPH) == []
+    assert all(f"{SWEEP}.{name}" in MODULES for name in SWEEP_PUBLIC)
+
+
+def test_measuring_path_check_can_fail():
+    graph = {
+        "evaluator.dba.watch.x": {f"{SWEEP}.store", f"{SWEEP}.session", SWEEP},
+        f"{SWEEP}.session": {f"{SWEEP}.store"},
+    }
+    assert sweep_internals(graph) == [f"evaluator.dba.watch.x -> {SWEEP}.store"]
+
+
 def test_the_reach_rule_is_written_once():
     """A target is reached by one rule with one tolerance: in Python,
     dba/sweep/operating_points.py (``reaches``, ``REACH_TOLERANCE``), in SQL, sql/016_reaches.sql

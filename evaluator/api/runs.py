@@ -197,22 +197,15 @@ class RunMethods:
         the planner's own plan measured, whatever serves it), ``isolate_index``, ``checksum``,
         ``statement_timeout``, ``maintenance_work_mem`` (None sizes it to the index),
         ``build_timeout`` (seconds). The callbacks are those of
-        :func:`evaluator.dba.sweep.run_sweep`. Returns a SweepResult (points, recommendation
+        :class:`evaluator.dba.sweep.session.Callbacks`. Returns a SweepResult (points, recommendation
         with its ``why``, ``finds``, ...; ``as_dict()``)."""
-        from ..dba.sweep import run_sweep
+        from ..dba.sweep.session import Callbacks, Session
 
         cfg = _sweep(
             testset, target, stage, (sample_queries, seed, queries_sql, queries_file), options
         )
-        return run_sweep(
-            self.database,
-            cfg,
-            on_point=on_point,
-            on_warning=on_warning,
-            on_start=on_start,
-            on_ground_truth=on_ground_truth,
-            on_find=on_find,
-        )
+        calls = Callbacks(on_warning, on_point, on_ground_truth, on_find, on_start)
+        return Session.run(self.database, cfg, callbacks=calls)
 
     def group_column(self, target: str, group_by: str | None = None) -> str | None:
         """The column a sweep of ``target`` groups by: ``group_by``, else the target's own

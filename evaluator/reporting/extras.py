@@ -26,8 +26,7 @@ def sweep_curve(conn: Any, run_id: int) -> dict | None:
     """Recall and p95 latency of every point of the sweep the run belongs to, its operating
     points (pgeval.sweep_summary); None when it belongs to none."""
     try:
-        from ..dba.sweep import store
-        from ..dba.sweep.operating_points import OperatingPoints
+        from ..dba.sweep.result import stored_points
         from ..measure.recall_distribution import text as recall_tail_text
     except ImportError:
         return None
@@ -42,7 +41,7 @@ def sweep_curve(conn: Any, run_id: int) -> dict | None:
     if row is None:
         return None
     sweep_id, current, name, k, target, grid = row
-    ops = OperatingPoints.of(sweep_id, store.points(conn, sweep_id), target)
+    ops = stored_points(conn, sweep_id, target)
     use_index = any(p.recall is not None for p in ops.points)
     metric = f"index recall@{k}" if use_index else f"recall@{k}"
     params = list((grid or {}).get("params") or {}) + list((grid or {}).get("build") or {})

@@ -416,6 +416,19 @@ def content_hash(rows: list[tuple[str, np.ndarray]], own_chunk_removed: bool) ->
 # ---- storing them --------------------------------------------------------------------------
 
 
+def sample_record(count: int, digest: str, seed: Any, target: str) -> dict:
+    """The record of a stored sample of ``target``'s rows, as :func:`materialize` records it
+    (a probe's query set reused: dba/watch/unchanged.py, dba/sweep/remeasure.py)."""
+    return {
+        "source": "sample",
+        "count": int(count),
+        "content_hash": digest,
+        "own_chunk_removed": True,
+        "seed": seed,
+        "target": target,
+    }
+
+
 def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str, dict]:
     """Read the vectors, store them as a query set (unless stored already); return its name and
     the source record (source, seed, count, content hash) for the run's configuration."""

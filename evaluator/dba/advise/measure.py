@@ -10,11 +10,10 @@ from dataclasses import replace
 from typing import Any
 
 from ...core.errors import PlanError
-from ..sweep import SweepConfig, SweepResult, run_sweep
-from ..sweep import setup as setup_mod
+from ..sweep import SweepConfig, SweepResult
 from ..sweep.groups import GroupSweepResult, run_groups
 from ..sweep.operating_points import Measured, figures
-from ..sweep.session import NOTHING_KNOWN, Known
+from ..sweep.session import NOTHING_KNOWN, Callbacks, Known, Session
 from .config import SWEPT
 from .plan import AdviseConfig, Design
 
@@ -46,25 +45,6 @@ def config(cfg: AdviseConfig, design: Design, target: str) -> SweepConfig:
     )
 
 
-def known_for(database: Any, cfg: SweepConfig, query_set: tuple[str, dict] | None = None) -> Known:
-    """The query set and the data of ``cfg``'s target measured once, for several sweeps over
-    the same target and queries (advise: every design on one table or copy); ``query_set``:
-    the one stored already (a copy's sweeps search the table's queries, not rows of the copy)."""
-    from .. import data_checksum
-
-    given = query_set
-    stored, qinfo = setup_mod.query_set(database, cfg, query_set)
-    with database.connect() as results, database.connect(results=False, read_only=True) as kb:
-        target = setup_mod.target_of(results, cfg)
-        cache = data_checksum.ChecksumCache(results, database)
-        data = data_checksum.measure(kb, target, checksum=cfg.checksum, cache=cache)
-        kb.rollback()
-        results.commit()
-    query_set = None if qinfo is None else (stored.testset, qinfo)
-    # a copy searched with the table's sampled rows as queries leaves them out (advise.sample)
-    return Known(query_set=query_set, data=data, held_out=given is not None)
-
-
 def known(
     database: Any,
     cfg: AdviseConfig,
@@ -74,7 +54,7 @@ def known(
 ) -> Known:
     """What every design's sweep on ``target`` shares, measured once: its query set (given:
     ``query_set``) and data."""
-    return known_for(database, config(cfg, design, target), query_set)
+    return Session.measure_known(database, config(cfg, design, target), query_set)
 
 
 def design_row(
@@ -88,13 +68,14 @@ def design_row(
     known: Known = NOTHING_KNOWN,
 ) -> tuple[dict[str, Any], SweepResult]:
     """(the design's row, a sweep of it: the query source and test set it ran on); ``known``:
-    the target's query set and data, measured once for every design (:func:`known_for`)."""
+    the target's query set and data, measured once for every design (:func:`known`)."""
     scfg = config(cfg, design, target)
     found = None if on_find is None else (lambda p, r: on_find(design, p, r))
     existing = in_place(cfg, design, target)
     if column is None:
         try:
-            res = run_sweep(database, scfg, on_warning=warn, on_find=found, known=known)
+            calls = Callbacks(on_warning=warn, on_find=found)
+            res = Session.run(database, scfg, known=known, callbacks=calls)
         except PlanError as exc:  # the planner serves the statement with another index
             if existing is None:
                 raise

@@ -1,6 +1,7 @@
-"""Parameter sweeps (`pgeval sweep`): :mod:`.grid` (the grid), :mod:`.runner` (the loop through
-the stage framework), :mod:`.store` (pgeval.sweep / pgeval.sweep_point), :mod:`.load`
-(throughput under N clients), :mod:`.plot` (recall against p95 latency, Pareto front)."""
+"""Parameter sweeps (`pgeval sweep`), measured through one object, :class:`.session.Session`
+(opened, run, reopened); the rest of pgeval imports only the package's public modules
+(tests/test_architecture.py): :mod:`.session`, :mod:`.config`, :mod:`.configure`, :mod:`.result`,
+:mod:`.operating_points`, :mod:`.grid`, :mod:`.groups`, :mod:`.text`, :mod:`.plot`."""
 
 from .config import SweepConfig
 from .result import SweepResult

@@ -28,9 +28,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .snapshot import DEFAULT_MAX_AGE_S, SharedSnapshot, try_import
+
+if TYPE_CHECKING:
+    from .config import SweepConfig
+    from .grid import Point
 
 ATTEMPTS = 3  # measurements of one point while the data keeps changing, at most
 ONE_SNAPSHOT = "one snapshot"
@@ -146,8 +150,25 @@ class Consistency:
         return out
 
 
+class Measures(Protocol):
+    """What measuring a point needs of its session (:class:`.measuring.Measuring`)."""
+
+    database: Any
+    results: Any
+    row: Any  # store.SweepRow
+    gt: Any  # ground_truth.store.GroundTruth, once read
+    consistency: Consistency | None
+
+    @property
+    def target(self) -> Any: ...
+    def warn(self, message: str) -> None: ...
+    def run_point(self, target: Any, p: Point, rep: int) -> tuple[int, float | None]: ...
+    def ground_truth(self, data: dict | None = None) -> Any: ...
+    def ensure_exact(self, target: Any, rep: int) -> int: ...
+
+
 @contextmanager
-def held(database: Any, kb: Any, cfg: Any) -> Iterator[Consistency]:
+def held(database: Any, kb: Any, cfg: SweepConfig) -> Iterator[Consistency]:
     """The sweep's :class:`Consistency` on ``kb``: the snapshot taken and imported (unless
     ``cfg.consistency`` is ``detect``, or it cannot be: detection then, saying why); released
     when the block ends."""
@@ -195,12 +216,14 @@ def data_seen(
     return known if known is not None and known.data == measured.data else measured
 
 
-def measure_point(session: Any, target: Any, p: Any, rep: int) -> tuple[int, float | None, bool]:
+def measure_point(
+    session: Measures, target: Any, p: Point, rep: int
+) -> tuple[int, float | None, bool]:
     """Point ``p`` of repetition ``rep`` measured as the sweep's consistency says: (run id,
     qps, whether by detection: its values then filled at once)."""
     from ...core.pool_safe import SnapshotGone
 
-    cons: Consistency | None = session.consistency
+    cons = session.consistency
     try:
         if cons is not None:
             cons.check_age(session.target, session.warn)
@@ -212,20 +235,21 @@ def measure_point(session: Any, target: Any, p: Any, rep: int) -> tuple[int, flo
         if cons is None or target is not session.target:
             raise
         cons.lost(exc.server, session.warn)
-    return (*detected_point(session, target, p, rep), True)
+    return (*detected_point(session, cons, target, p, rep), True)
 
 
-def detected_point(session: Any, target: Any, p: Any, rep: int) -> tuple[int, float | None]:
+def detected_point(
+    session: Measures, cons: Consistency, target: Any, p: Point, rep: int
+) -> tuple[int, float | None]:
     """Point ``p`` of repetition ``rep`` measured between two reads of the table's version
     value, both those of the rows its exact answer was computed over (module docstring):
     (run id, qps)."""
     from ...core.errors import Conflict
 
-    cons: Consistency = session.consistency
     source = session.target  # the table the exact answer reads (a build measures its copy)
     for attempt in range(1, ATTEMPTS + 1):
         if version_value(cons.kb, source) != cons.version:
-            fresh_exact(session, target, rep)
+            fresh_exact(session, cons, target, rep)
         run_id, qps = session.run_point(target, p, rep)
         after = version_value(cons.kb, source)
         if after == cons.version:
@@ -254,7 +278,7 @@ def detected_point(session: Any, target: Any, p: Any, rep: int) -> tuple[int, fl
     )
 
 
-def fresh_exact(session: Any, target: Any, rep: int) -> None:
+def fresh_exact(session: Measures, cons: Consistency, target: Any, rep: int) -> None:
     """The exact answer of the table as it is now (its data checksum measured again: the
     stored ground truth reused when that content was seen, else computed), between two equal
     reads of its version value, and repetition ``rep``'s exact run replaced by it."""
@@ -262,7 +286,6 @@ def fresh_exact(session: Any, target: Any, rep: int) -> None:
     from .. import data_checksum
     from . import store
 
-    cons: Consistency = session.consistency
     kb, source, earlier = cons.kb, session.target, session.gt
     for _ in range(ATTEMPTS):
         before = version_value(kb, source)

@@ -1,6 +1,6 @@
 """The stage context of one run of a sweep, as every path builds it: the measuring session
-(:mod:`.session`), the lean probe (:mod:`.remeasure`, through the session) and the steady probe
-(dba/watch/steady.py)."""
+(:mod:`.measuring`, also for a probe's reopened sweep, :mod:`.remeasure`) and the plan checks
+before a sweep (:func:`.setup.check_plans`)."""
 
 from __future__ import annotations
 
@@ -24,9 +24,9 @@ def point_context(
     own: bool,
     extra: dict,
 ) -> Any:
-    """The stage context of one run of a sweep, as every path builds it (the steady probe's
-    too): the application's LIMIT K for an ANN stage (K + 1 when sampled queries drop their own
-    chunk), ``--index`` and ``--isolate-index`` for it, not for exact search."""
+    """The stage context of one run of a sweep, as every path builds it: the application's
+    LIMIT K for an ANN stage (K + 1 when sampled queries drop their own chunk), ``--index`` and
+    ``--isolate-index`` for it, not for exact search."""
     from ...stages.base import StageContext
 
     own = own and stage_name != "exact"  # sampled queries: fetch one more, drop their chunk

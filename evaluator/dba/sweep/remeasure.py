@@ -1,62 +1,67 @@
-"""A one-point sweep measured again in place: a probe's lean path (dba/watch/probe.py).
+"""A kept one-point sweep reopened and its point measured again in place (:meth:`.session.Session
+.reopen`, :meth:`.session.Session.measure_again`): a probe's short paths (dba/watch/probe.py).
 
-A probe of a series on unchanged data would redo, as a fresh sweep, what it did last time: delete
-the series' sweep and open it again, copy the exact run from the stored ground truth, and measure
-its one point. :func:`again` keeps the sweep, its experiment and its exact run, and measures only
-the point again, through the measuring session's own steps (``Session.run_pending``: the same statement,
-settings, LIMIT rule, plan check and timing as every sweep point), its values filled by the same
-SQL (``store.fill``: pgeval.index_recall, pgeval.nearest_rank, pgeval.run_throughput) on the
-point's new rows.
+Instead of a fresh sweep (the series' sweep deleted and opened again, the exact run copied from
+the stored ground truth, the point measured), the sweep keeps its experiment and exact run and
+only its point is measured again, through the session's own steps (``run_pending``: the same
+statement, settings, LIMIT rule, timing, storage and SQL measures as every point). Two ways, by
+what the caller knows (:class:`.session.Known`):
 
-Nothing of the configuration is taken from the earlier probe: both fingerprints (the exact
-stage's and the point's) are captured again by the runner's own fingerprinter, as a fresh sweep
-captures them (server, extensions, indexes with their builds and state, every setting as the
-stage sees it, the data measured by the caller), and the kept sweep is used only when their
-configuration hashes are those it was measured under: the experiment's (its exact run) and the
-point's. The configuration hash the probe records is therefore the one a fresh sweep computes,
-every probe; a changed setting, extension, index build or state, or data is seen at once.
+- **lean** (``known.data`` and ``known.query_set``, measured by the caller): both fingerprints
+  (the exact stage's and the point's) are captured again as a fresh sweep captures them, and the
+  kept sweep is used only when their configuration hashes are those it was measured under: a
+  changed setting, extension, index build or state, or data is seen at once. The plan is checked
+  again (the stage's ``prepare``).
+- **steady** (``known.epoch``: the configuration epoch, dba/watch/epoch.py, a digest of the
+  catalog, the settings and the change log's count): when the point run was measured under the
+  epoch read now (``run.params.epoch``), everything the lean way reads is what it read then, so
+  its answers are the kept run's: the fingerprints (the point run's, ``info.captured_at`` now and
+  ``info.epoch`` the digest), the data version and so the query set and the exact run (its
+  ground truth still stored), and the index the plan uses (``ctx.extra[TRUSTED_PLAN]``: no
+  catalog look-up, no EXPLAIN). The timed statements and the measures are run as on every path.
 
-Anything else returns None and the caller runs the sweep in full: no such sweep, or not complete
-(an interrupted probe), not exactly one point and one repetition, a build, a find, a concurrency,
-another query set, settings, k or depth, another fingerprint, an exact run materialised from
-another ground truth than the slot's current one (or none current: it is computed or refreshed
-by the full path), the sweep's measures failing on the server.
+Anything else is None and the caller measures the sweep in full (after the steady way: the lean
+one): no such sweep, or not complete (an interrupted probe), not exactly one point and one
+repetition, a build, a find, a concurrency, another query set, settings, k, depth, label or
+statement timeout, another fingerprint or epoch, a judged query set (steady), an exact run
+materialised from another ground truth than the slot's current one (lean), the server refusing
+the settings.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from typing import Any, TypeVar
 
 from ...stages import gucs
-from . import grid, store
 from . import setup as setup_mod
-from .config import SweepConfig
+from . import store
+from .config import Plan, SweepConfig
 from .config import plan as plan_of
+from .measuring import Callbacks, Known, Measuring
 from .result import SweepResult
-from .session import Known, Session, finishing, point_fingerprint
 
 # a series' kept sweep (s), its exact run (x) and its first point (sp) with its run (p), each
-# complete; the steady path (dba/watch/steady.py) reads them too
-KEPT_JOINS = """
+# complete: the configuration hashes, the exact run's ground truth (still stored?) and the query set
+_KEPT = """
+SELECT s.sweep_id, s.experiment_id, s.testset_id, s.settings, s.k, s.depth, e.config_hash,
+       x.params -> 'ground_truth', sp.config_hash, sp.label, p.run_id, p.params, p.fingerprint,
+       t.name, t.content_hash, t.n_queries, t.n_judgements,
+       EXISTS (SELECT 1 FROM pgeval.ground_truth g
+                WHERE g.target = %(target)s
+                  AND g.computed_at::text = x.params -> 'ground_truth' ->> 'computed_at'),
+       (SELECT count(*) FROM pgeval.sweep_point o WHERE o.sweep_id = s.sweep_id)
   FROM pgeval.sweep s
   JOIN pgeval.run x ON x.experiment_id = s.experiment_id AND x.name = s.name || '.exact.1'
                    AND x.status = 'complete'
   JOIN pgeval.sweep_point sp ON sp.sweep_id = s.sweep_id AND sp.point = 1 AND sp.repetition = 1
   JOIN pgeval.run p ON p.run_id = sp.run_id AND p.status = 'complete'
+  JOIN pgeval.experiment e ON e.experiment_id = s.experiment_id
+  JOIN pgeval.testset t ON t.testset_id = s.testset_id
+ WHERE s.name = %(name)s AND s.status = 'complete'
 """
-KEPT_WHERE = " WHERE s.name = %s AND s.status = 'complete'\n"
-
-# the kept sweep: its point, the exact run's ground truth and the configuration hashes
-_KEPT = (
-    """
-SELECT s.sweep_id, s.experiment_id, s.testset_id, s.settings, s.k, s.depth, e.config_hash,
-       x.params -> 'ground_truth', sp.config_hash, sp.run_id, sp.label,
-       (SELECT count(*) FROM pgeval.sweep_point o WHERE o.sweep_id = s.sweep_id)"""
-    + KEPT_JOINS
-    + "  JOIN pgeval.experiment e ON e.experiment_id = s.experiment_id\n"
-    + KEPT_WHERE
-)
 
 # the kept sweep running again, its point's earlier run deleted (with its results): one statement
 REOPEN = """
@@ -66,62 +71,185 @@ UPDATE pgeval.sweep SET status = 'running', finished_at = NULL, target_recall = 
  WHERE sweep_id = %(sweep)s
 """
 
+S = TypeVar("S", bound=Measuring)  # (.session.Session)
+
 # what identifies one computation of the stored ground truth (GroundTruth.as_json, status aside)
 _GT_KEYS = ("computed_at", "method", "depth", "compute_ms")
 
 
-def again(
+@dataclass(frozen=True)
+class Kept:
+    """The series' kept sweep as :data:`_KEPT` reads it."""
+
+    sweep_id: int
+    experiment_id: int
+    testset_id: int
+    settings: dict
+    k: int
+    depth: int
+    experiment_hash: str
+    ground_truth: dict | None  # the exact run's (GroundTruth.as_json)
+    point_hash: str
+    label: str
+    run_id: int  # the point's run, replaced
+    params: dict | None  # the point run's (its epoch, index, embedder)
+    fingerprint: dict | None  # the point run's
+    testset: str
+    content_hash: str
+    n_queries: int
+    n_judgements: int
+    ground_truth_stored: bool
+    points: int
+
+
+def eligible(cfg: SweepConfig, known: Known) -> Plan | None:
+    """``cfg``'s plan when its sweep may be reopened with ``known`` (module docstring)."""
+    if cfg.name is None or cfg.find or cfg.repeat != 1 or cfg.concurrency != 1:
+        return None
+    if known.epoch is not None:
+        q: Any = cfg.queries  # (testset.query_source.QuerySource)
+        if q is None or q.kind != "sample" or cfg.group is not None:
+            return None
+    elif known.query_set is None or known.data is None:
+        return None
+    plan = plan_of(cfg)
+    return plan if plan.one_point else None
+
+
+def reopened(
+    cls: type[S],
     database: Any,
     cfg: SweepConfig,
     known: Known,
-    *,
-    on_warning: Callable[..., Any] | None = None,
-) -> SweepResult | None:
-    """The sweep ``cfg.name`` (one point, one repetition; its data and query set measured by the
-    caller: ``known.data``, ``known.query_set``) with its point measured again and its exact
-    run kept; None when that would not be what a fresh sweep measures (module docstring)."""
-    if known.query_set is None or known.data is None or cfg.name is None:
+    plan: Plan,
+    conns: tuple[Any, Any],
+    on_warning: Callable[..., Any] | None,
+) -> S | None:
+    """The session of the kept sweep ``cfg.name`` on ``conns`` (kb, results), its point to be
+    measured again; None when that would not be what a fresh sweep measures."""
+    row = conns[1].execute(_KEPT, {"name": cfg.name, "target": cfg.target}).fetchone()
+    kept = None if row is None else Kept(*row)
+    one = (1, cfg.k, plan.depth, plan.points[0].label)  # one point, at cfg's k, depth, setting
+    if kept is None or (kept.points, kept.k, kept.depth, kept.label) != one:
+        conns[1].rollback()
         return None
-    plan = plan_of(cfg)
-    if not plan.one_point or cfg.find or cfg.repeat != 1 or cfg.concurrency != 1:
-        return None
-    name: str = cfg.name
+    calls = Callbacks(on_warning=on_warning)
+    if known.epoch is not None:
+        return _steady(cls, database, cfg, known, plan, conns, kept, calls)
+    return _lean(cls, database, cfg, known, plan, conns, kept, calls)
+
+
+def _lean(
+    cls: type[S],
+    database: Any,
+    cfg: SweepConfig,
+    known: Known,
+    plan: Plan,
+    conns: tuple[Any, Any],
+    kept: Kept,
+    calls: Callbacks,
+) -> S | None:
+    """Reopened with both fingerprints captured again (module docstring)."""
+    import psycopg
+
+    from ..fingerprint import config_hash
+
+    kb, results = conns
     cfg, qinfo = setup_mod.query_set(database, cfg, known.query_set)
-    with database.connect() as results, database.connect(results=False, read_only=True) as kb:
-        # (the transaction goes on with the setup's reads, which end it)
-        kept = results.execute(_KEPT, (name,)).fetchone()
-        if kept is None or kept[-1] != 1 or (kept[4], kept[5]) != (cfg.k, plan.depth):
-            return None
-        sweep_id, exp_id, tid, settings, _, _, exp_hash, exact_gt, point_hash, old_run, label, _ = (
-            kept
-        )
-        point = plan.points[0]
-        if label != point.label:
-            return None
-        # (the extension and the settings checked when the kept sweep was measured: the same
-        # server, extensions and settings, which the fingerprints' hashes below make sure of)
-        s = setup_mod.setup(results, kb, cfg, plan.stage, plan.param_axes, checks=False)
-        if s.tid != tid or s.base != settings:
-            return None
-        own = bool(qinfo and qinfo["own_chunk_removed"])
-        gt = _current_ground_truth(results, s, plan.depth, own, known.data.data, exact_gt)
-        if gt is None:
-            return None
-        fps = _fingerprints(kb, cfg, s, plan.depth, plan.stage, point, known.data)
-        if fps is None:
-            return None
-        base_fp, point_fp, hashes = fps
-        if hashes != (exp_hash, point_hash):
-            return None
-        row = store.SweepRow(sweep_id, name, exp_id, True)
-        session = Session(
-            database=database, cfg=cfg, plan=plan, kb=kb, results=results, setup=s, row=row,
-            result=setup_mod.new_result(cfg, s, row.name, row, qinfo, base_fp, on_warning, own),
-            base_fp=base_fp, data=known.data.data, own=own, fps={point.number: point_fp},
-            hashes={point.number: point_hash}, gt=gt, known=known,
-        )  # fmt: skip
-        session.callbacks.on_warning = on_warning
-        return _measure_point(session, point, old_run)
+    # (the extension and the settings checked when the kept sweep was measured: the same
+    # server, extensions and settings, which the fingerprints' hashes below make sure of)
+    s = setup_mod.setup(results, kb, cfg, plan.stage, plan.param_axes, checks=False)
+    if s.tid != kept.testset_id or s.base != kept.settings:
+        return None
+    own = bool(qinfo and qinfo["own_chunk_removed"])
+    gt = _current_ground_truth(results, s, plan.depth, own, known.data.data, kept.ground_truth)
+    if gt is None:
+        return None
+    try:
+        _, base_fp, fps = setup_mod.fingerprints(kb, cfg, s, plan, known.data)
+    except psycopg.Error:  # the server refuses the settings: the full path says why
+        kb.rollback()
+        return None
+    n = plan.points[0].number
+    if (config_hash(base_fp), config_hash(fps[n])) != (kept.experiment_hash, kept.point_hash):
+        return None
+    row = store.SweepRow(kept.sweep_id, cfg.name or "", kept.experiment_id, True)
+    return cls(
+        database=database, cfg=cfg, plan=plan, kb=kb, results=results, setup=s, row=row,
+        result=setup_mod.new_result(cfg, s, row.name, row, qinfo, base_fp, calls.on_warning, own),
+        base_fp=base_fp, data=known.data.data, own=own, fps=fps, hashes={n: kept.point_hash},
+        gt=gt, known=known, callbacks=calls, again=kept.run_id,
+    )  # fmt: skip
+
+
+def _steady(
+    cls: type[S],
+    database: Any,
+    cfg: SweepConfig,
+    known: Known,
+    plan: Plan,
+    conns: tuple[Any, Any],
+    kept: Kept,
+    calls: Callbacks,
+) -> S | None:
+    """Reopened under an unchanged configuration epoch (module docstring)."""
+    from ...providers.embedders import storage
+    from ...testset.query_source import sample_record
+
+    kb, results = conns
+    target = setup_mod.target_of(results, cfg)
+    base = gucs.with_statement_timeout(
+        None, {**target.settings, **cfg.settings}, cfg.statement_timeout, check=False
+    )
+    params = kept.params or {}
+    if (
+        params.get("epoch") != known.epoch
+        or kept.n_judgements
+        or kept.settings != base
+        or not kept.fingerprint
+        or not kept.ground_truth_stored
+    ):
+        results.rollback()
+        return None
+    queries = storage.testset_queries(results, kept.testset_id, with_embedding=True)
+    results.rollback()
+    cfg = replace(cfg, testset=kept.testset)  # (the query set's, as setup.query_set names it)
+    s = setup_mod.Setup(
+        tid=kept.testset_id, ts_hash=kept.content_hash, target=target, judged=False, measures=[],
+        base=base, queries=queries, label=params.get("embedder"), dim=None,
+    )  # fmt: skip
+    fp = _captured_now(kept.fingerprint, known.epoch or "")
+    q: Any = cfg.queries
+    result = SweepResult(
+        cfg.name or "", kept.sweep_id, kept.experiment_id, cfg.k, cfg.target_recall, False,
+        testset=kept.testset, judged=False, server=dict(fp.get("server") or {}), sampled=True,
+        queries=sample_record(kept.n_queries, kept.content_hash, q and q.seed, target.name),
+    )  # fmt: skip
+    result.ground_truth = {**(kept.ground_truth or {}), "status": "reused"}
+    row = store.SweepRow(kept.sweep_id, cfg.name or "", kept.experiment_id, False)
+    n = plan.points[0].number
+    return cls(
+        database=database, cfg=cfg, plan=plan, kb=kb, results=results, setup=s, row=row,
+        result=result, base_fp={}, data={}, own=True,  # a sample's own chunk (materialize's rule)
+        fps={n: fp}, hashes={n: kept.point_hash}, known=known, callbacks=calls,
+        trusted={"index": params.get("index")}, again=kept.run_id,
+    )  # fmt: skip
+
+
+def _captured_now(fingerprint: dict, digest: str) -> dict:
+    """The kept point run's fingerprint as captured now, under ``digest``."""
+    from .. import data_checksum
+
+    fp = dict(fingerprint)
+    fp["info"] = {
+        **(fp.get("info") or {}),
+        "captured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "epoch": digest,
+        # (the data named by the change log's count, which the epoch holds: no pass over the table)
+        "checksum": f"{data_checksum.CONTENT_NOTE}: reused (change log unchanged; configuration "
+        f"epoch {digest[:12]} unchanged since the measurement this one repeats)",
+    }
+    return fp
 
 
 def _current_ground_truth(
@@ -139,43 +267,3 @@ def _current_ground_truth(
     if any(now.get(key) != exact_gt.get(key) for key in _GT_KEYS):
         return None
     return found
-
-
-def _fingerprints(
-    kb: Any, cfg: SweepConfig, s: Any, depth: int, stage: Any, point: grid.Point, data: Any
-) -> tuple[dict, dict, tuple[str, str]] | None:
-    """The exact stage's and the point's fingerprints, captured as a fresh sweep captures them
-    (``setup.fingerprinter``, the setting-free part read once), and their configuration
-    hashes; None when the server refuses the settings (the full path says why)."""
-    import psycopg
-
-    from .. import fingerprint as fpmod
-
-    fingerprint = setup_mod.fingerprinter(kb, cfg, s, depth, stage, data)
-    try:
-        common = fpmod.settings_free(kb, s.target)
-        kb.rollback()  # (each fingerprint's settings are read in a transaction of their own)
-        base_fp = fingerprint(gucs.scope(s.base, "exact"), "exact", common=common)
-        point_fp = point_fingerprint(fingerprint, s, cfg, point, False, common)
-    except psycopg.Error:
-        kb.rollback()
-        return None
-    return base_fp, point_fp, (fpmod.config_hash(base_fp), fpmod.config_hash(point_fp))
-
-
-def _measure_point(session: Session, point: grid.Point, old_run: int) -> SweepResult:
-    """The point's earlier run deleted, the point run again and filled, the sweep complete; an
-    exception leaves the sweep failed (interrupted), which the next probe replaces in full."""
-    results, row, result = session.results, session.row, session.result
-    # (the target recall, not part of the series' name, as the full path would record it)
-    results.execute(
-        REOPEN,
-        {"sweep": row.sweep_id, "run": old_run, "target_recall": session.cfg.target_recall},
-    )
-    results.commit()
-    result.ground_truth = session.gt.as_json()
-    with finishing(results, row.sweep_id, row.experiment_id, session.fill):
-        session.run_pending(session.target, [(1, point)], None)
-    result.points = store.points(results, row.sweep_id)
-    results.commit()
-    return result

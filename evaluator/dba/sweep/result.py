@@ -4,6 +4,7 @@ it; its points, typed, as :class:`.operating_points.OperatingPoints`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .operating_points import OperatingPoints
 
@@ -91,3 +92,10 @@ class SweepResult:
         return OperatingPoints.of(
             self.sweep_id, self.points, self.target_recall, self.recommendation
         )
+
+
+def stored_points(conn: Any, sweep_id: int, target: float) -> OperatingPoints:
+    """The stored points of sweep ``sweep_id`` (``pgeval.sweep_summary``), read back."""
+    from .store import points
+
+    return OperatingPoints.of(sweep_id, points(conn, sweep_id), target)

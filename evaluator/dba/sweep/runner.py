@@ -13,12 +13,11 @@ A sweep is one measuring session (:mod:`.session`) and the strategy its configur
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .config import ANN_KINDS, SweepConfig
 from .result import SweepResult
-from .session import NOTHING_KNOWN, Callbacks, Known, open_session
+from .session import NOTHING_KNOWN, Callbacks, Known, Session
 from .setup import default_name
 
 if TYPE_CHECKING:
@@ -28,29 +27,8 @@ __all__ = ["ANN_KINDS", "Known", "SweepConfig", "SweepResult", "default_name", "
 
 
 def run_sweep(
-    database: Database,
-    cfg: SweepConfig,
-    *,
-    on_warning: Callable[..., Any] | None = None,
-    on_point: Callable[..., Any] | None = None,
-    on_start: Callable[..., Any] | None = None,
-    on_ground_truth: Callable[..., Any] | None = None,
-    on_find: Callable[..., Any] | None = None,
-    known: Known = NOTHING_KNOWN,
+    database: Database, cfg: SweepConfig, *, known: Known = NOTHING_KNOWN, **callbacks: Any
 ) -> SweepResult:
-    """Run (or resume) the sweep; ``on_start(points, repetitions, queries)`` once the grid and
-    the queries are known; ``on_point(point, repetition, how)`` after each grid point and
-    repetition (how: measured | reused | kept); ``on_ground_truth(rows, total)`` while the exact
-    ground truth is computed; ``on_find(point, recall)`` after each value a --find tried;
-    ``known``: what the caller measured already (:class:`.session.Known`)."""
-    from .strategies import measure
-
-    callbacks = Callbacks(on_warning, on_point, on_ground_truth, on_find, on_start)
-    with open_session(database, cfg, known=known, callbacks=callbacks) as session:
-        measure(session)
-    res = session.result
-    if cfg.held_out_rows != 0:
-        from . import held_out
-
-        res.held_out = held_out.check(database, cfg, res, cfg.held_out_rows)
-    return res
+    """:meth:`.session.Session.run` with its callbacks as keywords (``on_warning``, ``on_point``,
+    ``on_start``, ``on_ground_truth``, ``on_find``: :class:`.session.Callbacks`)."""
+    return Session.run(database, cfg, known=known, callbacks=Callbacks(**callbacks))

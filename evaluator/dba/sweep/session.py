@@ -1,500 +1,195 @@
-"""The measuring session behind `pgeval sweep`, `--find`, advise and watch: one sweep's set-up
-read once (target check, ground truth, fingerprints, the sweep's row), points measured on
-demand, the sweep finished on exit.
+"""The measuring session: the one way pgeval opens, reopens and measures a sweep (`pgeval sweep`,
+`--find`, advise's designs, a probe of `pgeval watch` and its remedy); nothing outside this
+package imports its storage or set-up modules (tests/test_architecture.py).
 
-- :func:`open_session` opens (or resumes) a sweep: its query set stored, its test set, target
-  and settings checked, its data measured, its fingerprints captured, its row opened. The
-  strategies of :mod:`.strategies` (a grid, builds on a scratch copy, a find) measure points
-  through :meth:`Session.measure`.
-- :mod:`.remeasure` builds a :class:`Session` on a kept sweep to measure its one point again in
-  place (a probe's lean path): no row opened, its ground truth given.
-- :class:`Known` is what a caller has measured already and the session takes instead of
-  measuring it again (a probe's query set and data, the ground truth refreshed incrementally).
+- :meth:`Session.open` opens (or resumes) a sweep, finished on exit; the strategies of
+  :mod:`.strategies` (a grid, builds on a scratch copy, a find) measure its points through
+  :meth:`Session.measure`; :meth:`Session.run` is the whole sweep its configuration names.
+- :meth:`Session.reopen` reopens a kept one-point sweep (:mod:`.remeasure`: a probe's lean and
+  steady paths), whose point :meth:`Session.measure_again` measures again in place.
+- :class:`Known` is what a caller has measured already (:meth:`Session.measure_known`: once for
+  several sweeps) and the session takes instead of measuring it again.
 - :func:`finishing` marks a sweep complete, interrupted or failed: the one place that does.
-
-A point is addressed by its number in the sweep (``Session.measured(number)``: a ``Measured``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from ...core.canonical import canonical_json
-from ...core.warnings_once import once
-from ...stages import gucs, registry
-from .. import spent
-from . import grid, store
+from . import grid, store, strategies
 from . import setup as setup_mod
-from .config import Plan, SweepConfig
-from .context import point_context
-from .operating_points import Measured
+from .config import SweepConfig
+from .measuring import NOTHING_KNOWN, Callbacks, Known, Measuring, finishing
+from .remeasure import REOPEN, eligible, reopened
 from .result import SweepResult
 
 if TYPE_CHECKING:
     from ...core.db import Database
 
-
-@dataclass(frozen=True)
-class Known:
-    """What the caller measured already (a probe, dba/watch/probe.py), taken instead of measured
-    again: ``query_set`` the query set of ``cfg.queries`` already stored (its name, its source's
-    record); ``data`` the data's fingerprint part (``dba.data_checksum.measure`` on the target,
-    scoped to the group); ``incremental_ground_truth`` the stored ground truth brought up to date
-    when the data changed little (ground_truth/refresh.py) instead of computed again in
-    full; ``recommend`` False when the caller reads no recommendation (not computed: None);
-    ``held_out`` True when the target is a copy without the sampled query rows (advise's): no
-    query has its own row there to drop, the ANN search fetches the application's LIMIT."""
-
-    query_set: tuple[str, dict] | None = None
-    data: Any = None
-    incremental_ground_truth: bool = False
-    recommend: bool = True
-    held_out: bool = False
+__all__ = ["NOTHING_KNOWN", "Callbacks", "Known", "Session"]
 
 
-NOTHING_KNOWN = Known()
+class Session(Measuring):
+    """One sweep being measured (:class:`.measuring.Measuring`), opened, run or reopened."""
 
+    @classmethod
+    @contextmanager
+    def open(
+        cls,
+        database: Database,
+        cfg: SweepConfig,
+        *,
+        known: Known = NOTHING_KNOWN,
+        callbacks: Callbacks | None = None,
+    ) -> Iterator[Session]:
+        """The sweep of ``cfg`` opened (created, resumed or replaced) with its grid's points
+        fingerprinted; on exit its values filled and the sweep finished: complete (its points and
+        recommendation in ``session.result``), interrupted or failed (:func:`finishing`)."""
+        from .. import data_checksum
+        from .. import fingerprint as fpmod
+        from .config import plan as plan_of
+        from .consistency import data_seen, held
 
-@dataclass
-class Callbacks:
-    """What a sweep says while it runs (each optional): ``on_warning(message)``;
-    ``on_point(point, repetition, how)`` after each point and repetition (how: measured | reused
-    | kept); ``on_ground_truth(rows, total)`` while the exact ground truth is computed;
-    ``on_find(point, recall)`` after each value a find tried; ``on_start(points, repetitions,
-    queries)`` once the grid and the queries are known."""
-
-    on_warning: Callable[..., Any] | None = None
-    on_point: Callable[..., Any] | None = None
-    on_ground_truth: Callable[..., Any] | None = None
-    on_find: Callable[..., Any] | None = None
-    on_start: Callable[..., Any] | None = None
-
-
-@contextmanager
-def finishing(results: Any, sweep_id: int, experiment_id: int, fill: Callable[[], None]) -> Any:
-    """The sweep complete when the block ends, else interrupted (Ctrl-C) or failed, its values
-    filled (``fill``) as far as they were measured: the one place a sweep's status is set."""
-    try:
-        yield
-    except KeyboardInterrupt:
-        _safely(results, fill)
-        store.finish(results, sweep_id, experiment_id, "interrupted")
-        raise
-    except BaseException:
-        _safely(results, fill)
-        store.finish(results, sweep_id, experiment_id, "failed")
-        raise
-    store.finish(results, sweep_id, experiment_id, "complete")
-
-
-def _safely(results: Any, fill: Callable[[], None]) -> None:
-    try:
-        if results.info.transaction_status != 0:
-            results.rollback()
-        fill()
-    except Exception:  # noqa: BLE001 - the sweep's own error is the one to raise
-        pass
-
-
-@dataclass
-class Session:
-    """One sweep being measured: its connections, set-up, row and result, and what it measured
-    so far (``have``: the configuration hash of every (point, repetition) stored)."""
-
-    database: Database
-    cfg: SweepConfig
-    plan: Plan
-    kb: Any
-    results: Any
-    setup: setup_mod.Setup
-    row: store.SweepRow
-    result: SweepResult
-    base_fp: dict
-    data: dict  # the data's fingerprint part
-    own: bool  # sampled queries: each query's own chunk dropped from its lists
-    fingerprint: Callable[..., dict] | None = None  # None: the points' are given (reopen)
-    fps: dict[int, dict] = field(default_factory=dict)
-    hashes: dict[int, str] = field(default_factory=dict)
-    have: dict = field(default_factory=dict)
-    gt: Any = None  # ground_truth.store.GroundTruth, once read
-    known: Known = NOTHING_KNOWN
-    callbacks: Callbacks = field(default_factory=Callbacks)
-    prepared: set = field(default_factory=set)
-    numbers: dict[str, int] | None = None  # a find's point numbers by build and settings
-    consistency: Any = None  # (.consistency) None: unchecked (a probe's lean path, dba/watch)
-
-    # -- what the sweep says
-
-    def warn(self, message: str) -> None:
-        once(self.result.warnings, self.callbacks.on_warning)(message)
-
-    def notify(self, p: grid.Point, rep: int, how: str) -> None:
-        if self.callbacks.on_point:
-            self.callbacks.on_point(p, rep, how)
-
-    @property
-    def target(self) -> Any:
-        return self.setup.target
-
-    @property
-    def stage(self) -> Any:
-        return self.plan.stage
-
-    # -- points
-
-    def point(self, settings: dict, build: dict) -> grid.Point:
-        """The point of ``settings`` under ``build`` (a find's value): numbered as the sweep
-        numbered it before (a value keeps its number), else the next number; fingerprinted."""
-        from ..fingerprint import config_hash
-
-        p = grid.Point(self.number(settings, build), settings, build)
-        assert self.fingerprint is not None  # (a find's session is opened, not reopened)
-        fp = point_fingerprint(
-            self.fingerprint, self.setup, self.cfg, p, bool(self.plan.build_axes)
-        )
-        self.fps[p.number], self.hashes[p.number] = fp, config_hash(fp)
-        return p
-
-    def number(self, settings: dict, build: dict) -> int:
-        """The number of the point of ``settings`` under ``build``: the one the sweep gave it
-        before, else the next."""
-        if self.numbers is None:
-            self.numbers = {
-                _key(p["build"] or {}, p["settings"] or {}): p["point"]
-                for p in store.summary(self.results, self.row.sweep_id)
-            }
-        key = _key(build, settings)
-        if key not in self.numbers:
-            self.numbers[key] = max(self.numbers.values(), default=0) + 1
-        return self.numbers[key]
-
-    def measured(self, number: int) -> Measured | None:
-        """Point ``number`` as measured, read from SQL (None: not measured)."""
-        return store.point(self.results, self.row.sweep_id, number)
-
-    def pending(
-        self, points: list[grid.Point], reps: range | None = None
-    ) -> list[tuple[int, grid.Point]]:
-        """(repetition, point) pairs still to measure (``reps``: default 1..--repeat); reuses
-        and keeps the others."""
-        todo = []
-        for rep in reps or range(1, self.cfg.repeat + 1):
-            for p in points:
-                if (p.number, rep) in self.have:
-                    self._keep(p, rep)
-                    continue
-                h = self.hashes[p.number]
-                src = (
-                    None
-                    if self.cfg.fresh
-                    else store.find_elsewhere(self.results, self.row.sweep_id, h, rep)
-                )
-                if src is not None:
-                    store.copy_point(self.results, self.row.sweep_id, p, rep, src)
-                    self.have[(p.number, rep)] = h
-                    self.result.reused += 1
-                    self.notify(p, rep, "reused")
-                    continue
-                todo.append((rep, p))
-        return todo
-
-    def _keep(self, p: grid.Point, rep: int) -> None:
-        """A point already in this sweep (resumed): kept when measured under its hash."""
-        if self.have[(p.number, rep)] != self.hashes[p.number]:
-            from ...core.errors import Conflict
-            from .changed import changed_message
-
-            old = self.results.execute(
-                "SELECT r.fingerprint FROM pgeval.sweep_point sp JOIN pgeval.run r "
-                "USING (run_id) WHERE sp.sweep_id = %s AND sp.point = %s AND "
-                "sp.repetition = %s",
-                (self.row.sweep_id, p.number, rep),
-            ).fetchone()
-            raise Conflict(changed_message(self.row.name, old and old[0], self.fps[p.number]))
-        self.result.kept += 1
-        self.notify(p, rep, "kept")
-
-    def measure(
-        self,
-        points: list[grid.Point],
-        target: Any = None,
-        build_info: Any = None,
-        reps: range | None = None,
-    ) -> None:
-        """``points`` measured where they are still pending (``reps``: default 1..--repeat), on
-        ``target`` (default the sweep's; a scratch copy under a build, whose ``build_info``
-        each point records)."""
-        self.run_pending(target or self.target, self.pending(points, reps), build_info)
-
-    def run_pending(self, target: Any, pending: Any, build_info: Any) -> None:
-        """Each (repetition, point) of ``pending`` measured (its repetition's exact run first),
-        recorded and filled by SQL."""
-        from .consistency import measure_point
-
-        for rep in sorted({r for r, _ in pending}):
-            self.ensure_exact(target, rep)
-            for _, p in [x for x in pending if x[0] == rep]:
-                run_id, qps, detect = measure_point(self, target, p, rep)
-                store.insert_point(
-                    self.results,
-                    self.row.sweep_id,
-                    p,
-                    rep,
-                    self.hashes[p.number],
-                    run_id,
-                    concurrency=self.cfg.concurrency,
-                    qps=qps,
-                    build=build_info,
-                )
-                self.have[(p.number, rep)] = self.hashes[p.number]
-                self.result.measured += 1
-                self.notify(p, rep, "measured")
-                if detect:  # its recall against the exact run of this moment
-                    self.fill()
-            self.fill()
-
-    def fill(self) -> None:
-        """The measured points' values computed by SQL (``store.fill``)."""
-        store.fill(self.results, self.row.sweep_id, self.cfg.k, self.setup.measures)
-
-    # -- exact search and ground truth
-
-    def exact_settings(self) -> dict:
-        # exact search is a sequential scan by definition: a --set enable_seqscan=off meant for
-        # the ANN points (small tables) must not push it onto an index
-        scoped = gucs.scope(self.setup.base, "exact")
-        return {k: v for k, v in scoped.items() if k != "enable_seqscan"}
-
-    def ground_truth(self, data: dict | None = None) -> Any:
-        """The stored exact ground truth of the user's table (computed once, then reused);
-        ``data``: the data part it must be current for (default the fingerprint's)."""
-        if self.gt is None:
-            incremental = self.known.incremental_ground_truth
-            with spent.charge("ground_truth"):
-                self.gt = self._ensure_ground_truth(incremental, data or self.data)
-            self.result.ground_truth = self.gt.as_json()
-            if self.target.statement is not None:  # its LIMIT, not --depth, sets the lists
-                from ...ground_truth.statement_twin import short_of_k
-
-                said = short_of_k(
-                    self.results, self.gt.gt_id, self.cfg.k, self.own, self.cfg.target
-                )
-                if said:
-                    self.warn(said)
-        return self.gt
-
-    def _ensure_ground_truth(self, incremental: bool, data: dict) -> Any:
-        """The exact ground truth of the sweep's target, stored or computed (charged to an
-        open :mod:`..spent` ledger as ``ground_truth``)."""
-        from ...ground_truth import refresh
-        from ...ground_truth import store as ground_truth
-
-        return ground_truth.ensure(
-            self.results,
-            self.kb,
-            self.target,
-            testset_hash=self.setup.ts_hash,
-            queries=self.setup.queries,
-            depth=self.plan.depth,
-            data=data,
-            own_chunk_removed=self.own,
-            embedder=self.setup.label,
-            settings=self.exact_settings(),
-            on_progress=self.callbacks.on_ground_truth,
-            on_warning=self.warn,
-            refresh=refresh.refresh if incremental else None,
-        )
-
-    def ensure_exact(self, target: Any, rep: int) -> int:
-        """The exact run of repetition ``rep``: materialised from the stored ground truth."""
-        from ...ground_truth import store as ground_truth
-
-        name = f"{self.row.name}.exact.{rep}"
-        existing = store.complete_run(self.results, self.row.experiment_id, name)
-        if existing is not None:
-            return existing
-        gt = self.ground_truth()
-        ctx = self.context(target, "exact", rep, self.exact_settings(), self.base_fp)
-        return ground_truth.materialize(ctx, gt, name)
-
-    # -- one point's run
-
-    def context(
-        self, target: Any, stage_name: str, rep: int, settings: dict, fp: dict, **extra: Any
-    ) -> Any:
-        """The stage context of one run of the sweep (``extra``: more of ``ctx.extra``)."""
-        from ..fingerprint import config_hash
-
-        return point_context(
-            self.cfg,
-            (self.kb, self.results),
-            target,
-            stage_name,
-            experiment=(self.row.name, self.row.experiment_id),
-            testset=(self.cfg.testset, self.setup.tid),
-            queries=(self.setup.queries, self.setup.label),
-            depth=self.plan.depth,
-            rep=rep,
-            settings=settings,
-            own=self.own,
-            extra={"fingerprint": fp, "config_hash": config_hash(fp), **extra},
-        )
-
-    def planner(self, stage_name: str) -> dict:
-        """``ctx.extra`` of the planner's own plan for an ANN run (stages/planner_plan.py)."""
-        return setup_mod.planner(self.cfg, stage_name)
-
-    def run_point(self, target: Any, p: grid.Point, rep: int) -> tuple[int, float | None]:
-        """Point ``p``'s run of repetition ``rep`` on ``target``: (run id, qps under --concurrency)."""
-        settings = {**gucs.scope(self.setup.base, self.cfg.stage), **p.settings}
-        ctx = self.context(
-            target,
-            self.cfg.stage,
-            rep,
-            settings,
-            self.fps[p.number],
-            **self.planner(self.cfg.stage),
-        )
-        run_name = f"{self.row.name}.{p.label}.{rep}"
-        run_id = store.complete_run(self.results, self.row.experiment_id, run_name)
-        if run_id is None:
-            key = f"{p.label}:{target.table}"
-            if key not in self.prepared:  # configuration checks once per point (run()
-                self.stage.prepare(ctx)  # re-checks the plan every time)
-                self.prepared.add(key)
-            run_id = self.stage.run(ctx, run_name)
-            for w in ctx.warnings:
-                self.warn(w)
-        qps = None
-        if self.cfg.concurrency > 1:
-            from .load import throughput
-
-            qps = throughput(
-                self.database, self.stage, replace(ctx, warnings=[]), self.cfg.concurrency
-            )
-        return run_id, qps
-
-    # -- the end
-
-    def finish(self) -> None:
-        """The sweep's points and, unless the caller reads none, its recommendation."""
-        if self.consistency is not None:
-            self.result.consistency = self.consistency.as_json()
-        self.result.points = store.points(self.results, self.row.sweep_id)
-        described = registry.kind(self.cfg.stage)
-        self.result.recommendation = (
-            store.recommendation(
-                self.results,
-                self.row.sweep_id,
-                self.cfg.target_recall,
-                described.work_settings if described is not None else (),
-            )
-            if self.known.recommend
-            else None
-        )
-        self.results.commit()
-
-
-def point_fingerprint(
-    fingerprint: Callable[..., dict],
-    s: setup_mod.Setup,
-    cfg: SweepConfig,
-    p: grid.Point,
-    built: bool,
-    common: dict | None = None,
-) -> dict:
-    """Point ``p``'s run fingerprint: the stage's settings with the point's (under ``built``,
-    the scratch copy's index of its build); ``common``: the setting-free part read once."""
-    settings = {**gucs.scope(s.base, cfg.stage), **p.settings}
-    return fingerprint(settings, cfg.stage, p.build if built else None, common=common)
-
-
-def _key(build: dict, settings: dict) -> str:
-    return canonical_json([build, settings] if build else settings)
-
-
-@contextmanager
-def open_session(
-    database: Database,
-    cfg: SweepConfig,
-    *,
-    known: Known = NOTHING_KNOWN,
-    callbacks: Callbacks | None = None,
-) -> Iterator[Session]:
-    """The sweep of ``cfg`` opened (created, resumed or replaced) with its grid's points
-    fingerprinted; on exit its values filled and the sweep finished: complete (its points and
-    recommendation in ``session.result``), interrupted or failed (:func:`finishing`)."""
-    from .. import data_checksum
-    from .. import fingerprint as fpmod
-    from .config import plan as plan_of
-    from .consistency import data_seen, held
-
-    calls = callbacks or Callbacks()
-    plan = plan_of(cfg)
-    cfg, qinfo = setup_mod.query_set(database, cfg, known.query_set)
-    # least privilege: the knowledge base is read in READ ONLY sessions (but --isolate-index's
-    # drops; build sweeps write only to their scratch schema, on a connection of their own)
-    with (
-        database.connect() as results,
-        database.connect(results=False, read_only=not cfg.isolate_index) as kb,
-        # one snapshot for the data checksum, the ground truth and every timed statement
-        held(database, kb, cfg) as cons,
-    ):
-        s = setup_mod.setup(results, kb, cfg, plan.stage, plan.param_axes)
-        own = bool(qinfo and qinfo["own_chunk_removed"]) and not known.held_out
-        setup_mod.check_plans(results, kb, cfg, s, plan, own)  # refused before any work
-        if calls.on_start:  # a find's points are not known before: its bracket's first guess
-            n = len(plan.points) or 8 * len(grid.product(plan.param_axes))
-            calls.on_start(n, cfg.repeat, len(s.queries))
-        cache = data_checksum.ChecksumCache(results, database)
-        measured = data_seen(kb, s.target, cfg.checksum, known.data, cons, cache)
-        kb.rollback()
-        ident = setup_mod.identity(
-            cfg, s.ts_hash, plan.param_axes, plan.build_axes, s.base, plan.depth, s.label
-        )
-        name = cfg.name or setup_mod.default_name(ident)
-        fingerprint = setup_mod.fingerprinter(kb, cfg, s, plan.depth, plan.stage, measured)
-        # the exact stage's and every point's fingerprint, taken together: what no setting
-        # changes (server, extensions, the table's indexes and size) is read once for them
-        common = fpmod.settings_free(kb, s.target)
-        kb.rollback()  # (each fingerprint's settings are read in a transaction of their own)
-        base_fp = fingerprint(gucs.scope(s.base, "exact"), "exact", common=common)
-        fps = {
-            p.number: point_fingerprint(fingerprint, s, cfg, p, bool(plan.build_axes), common)
-            for p in plan.points
-        }
-        row = setup_mod.open_row(
-            results, cfg, s, name, ident, plan.points, plan.depth, qinfo, base_fp
-        )
-        session = Session(
-            database=database,
-            cfg=cfg,
-            plan=plan,
-            kb=kb,
-            results=results,
-            setup=s,
-            row=row,
-            result=setup_mod.new_result(cfg, s, name, row, qinfo, base_fp, calls.on_warning, own),
-            base_fp=base_fp,
-            data=measured.data,
-            own=own,
-            fingerprint=fingerprint,
-            fps=fps,
-            hashes={n: fpmod.config_hash(f) for n, f in fps.items()},
-            have=store.measured(results, row.sweep_id),
-            known=known,
-            callbacks=calls,
-            consistency=cons,
-        )
-        if cons.reason and cfg.consistency != "detect":
-            session.warn(f"consistency: {cons.reason}; each point is checked for changes instead")
+        calls = callbacks or Callbacks()
+        plan = plan_of(cfg)
+        cfg, qinfo = setup_mod.query_set(database, cfg, known.query_set)
+        # least privilege: the knowledge base is read in READ ONLY sessions (but --isolate-index's
+        # drops; build sweeps write only to their scratch schema, on a connection of their own)
         with (
-            store.discarded_when_empty(results, row),
-            finishing(results, row.sweep_id, row.experiment_id, session.fill),
+            database.connect() as results,
+            database.connect(results=False, read_only=not cfg.isolate_index) as kb,
+            # one snapshot for the data checksum, the ground truth and every timed statement
+            held(database, kb, cfg) as cons,
         ):
-            yield session
-            session.fill()
-        session.finish()
+            s = setup_mod.setup(results, kb, cfg, plan.stage, plan.param_axes)
+            own = bool(qinfo and qinfo["own_chunk_removed"]) and not known.held_out
+            setup_mod.check_plans(results, kb, cfg, s, plan, own)  # refused before any work
+            if calls.on_start:  # a find's points are not known before: its bracket's first guess
+                n = len(plan.points) or 8 * len(grid.product(plan.param_axes))
+                calls.on_start(n, cfg.repeat, len(s.queries))
+            cache = data_checksum.ChecksumCache(results, database)
+            measured = data_seen(kb, s.target, cfg.checksum, known.data, cons, cache)
+            kb.rollback()
+            ident = setup_mod.identity(
+                cfg, s.ts_hash, plan.param_axes, plan.build_axes, s.base, plan.depth, s.label
+            )
+            name = cfg.name or setup_mod.default_name(ident)
+            fingerprint, base_fp, fps = setup_mod.fingerprints(kb, cfg, s, plan, measured)
+            row = setup_mod.open_row(
+                results, cfg, s, name, ident, plan.points, plan.depth, qinfo, base_fp
+            )
+            session = cls(
+                database=database,
+                cfg=cfg,
+                plan=plan,
+                kb=kb,
+                results=results,
+                setup=s,
+                row=row,
+                result=setup_mod.new_result(
+                    cfg, s, name, row, qinfo, base_fp, calls.on_warning, own
+                ),
+                base_fp=base_fp,
+                data=measured.data,
+                own=own,
+                fingerprint=fingerprint,
+                fps=fps,
+                hashes={n: fpmod.config_hash(f) for n, f in fps.items()},
+                have=store.measured(results, row.sweep_id),
+                known=known,
+                callbacks=calls,
+                consistency=cons,
+            )
+            if cons.reason and cfg.consistency != "detect":
+                session.warn(
+                    f"consistency: {cons.reason}; each point is checked for changes instead"
+                )
+            with (
+                store.discarded_when_empty(results, row),
+                finishing(results, row.sweep_id, row.experiment_id, session.fill),
+            ):
+                yield session
+                session.fill()
+            session.finish()
+
+    @classmethod
+    def run(
+        cls,
+        database: Database,
+        cfg: SweepConfig,
+        *,
+        known: Known = NOTHING_KNOWN,
+        callbacks: Callbacks | None = None,
+    ) -> SweepResult:
+        """The sweep of ``cfg`` run (or resumed) whole, by the strategy it names
+        (:mod:`.strategies`), and the sampled rows' bias measured held out when asked."""
+        with cls.open(database, cfg, known=known, callbacks=callbacks) as session:
+            strategies.measure(session)
+        res = session.result
+        if cfg.held_out_rows != 0:
+            from . import held_out
+
+            res.held_out = held_out.check(database, cfg, res, cfg.held_out_rows)
+        return res
+
+    @classmethod
+    @contextmanager
+    def reopen(
+        cls,
+        database: Database,
+        cfg: SweepConfig,
+        known: Known,
+        *,
+        on_warning: Callable[..., Any] | None = None,
+    ) -> Iterator[Session | None]:
+        """The kept one-point sweep ``cfg.name`` reopened, its point to be measured again in
+        place (:meth:`measure_again`), when ``known`` (its data and query set, or the
+        configuration epoch) makes that what a fresh sweep measures; else None, and the caller
+        measures the sweep in full (:mod:`.remeasure`)."""
+        plan = eligible(cfg, known)
+        if plan is None:
+            yield None
+            return
+        with database.connect() as results, database.connect(results=False, read_only=True) as kb:
+            yield reopened(cls, database, cfg, known, plan, (kb, results), on_warning)
+
+    def measure_again(self) -> SweepResult:
+        """A reopened sweep's point measured again: its earlier run deleted, the point run
+        again and filled, the sweep complete; an exception leaves the sweep failed
+        (interrupted), which the next probe replaces in full."""
+        results, row = self.results, self.row
+        # (the target recall, not part of the series' name, as the full path would record it)
+        results.execute(
+            REOPEN,
+            {"sweep": row.sweep_id, "run": self.again, "target_recall": self.cfg.target_recall},
+        )
+        results.commit()
+        if self.gt is not None:
+            self.result.ground_truth = self.gt.as_json()
+        with finishing(results, row.sweep_id, row.experiment_id, self.fill):
+            self.run_pending(self.target, [(1, self.plan.points[0])], None)
+        if self.trusted is None:  # (the steady way's plan is the one trusted: its point unread)
+            self.result.points = store.points(results, row.sweep_id)
+        results.commit()
+        return self.result
+
+    @classmethod
+    def measure_known(
+        cls, database: Database, cfg: SweepConfig, query_set: tuple[str, dict] | None = None
+    ) -> Known:
+        """The query set and data of ``cfg``'s target measured once for several sweeps (advise's
+        designs); ``query_set``: the one stored already (a copy's sweeps search the table's
+        queries, not rows of the copy, and leave the sampled rows out: ``Known.held_out``)."""
+        from .. import data_checksum
+
+        stored, qinfo = setup_mod.query_set(database, cfg, query_set)
+        with database.connect() as results, database.connect(results=False, read_only=True) as kb:
+            target = setup_mod.target_of(results, cfg)
+            cache = data_checksum.ChecksumCache(results, database)
+            data = data_checksum.measure(kb, target, checksum=cfg.checksum, cache=cache)
+            kb.rollback()
+            results.commit()
+        query_set_of = None if qinfo is None else (stored.testset, qinfo)
+        return Known(query_set=query_set_of, data=data, held_out=query_set is not None)

@@ -350,3 +350,34 @@ def new_result(
         if on_warning:
             on_warning(row.previous["message"])
     return result
+
+
+def point_fingerprint(
+    fingerprint: Callable[..., dict],
+    s: Setup,
+    cfg: SweepConfig,
+    p: grid.Point,
+    built: bool,
+    common: dict | None = None,
+) -> dict:
+    """Point ``p``'s run fingerprint: the stage's settings with the point's (under ``built``,
+    the scratch copy's index of its build); ``common``: the setting-free part read once."""
+    settings = {**gucs.scope(s.base, cfg.stage), **p.settings}
+    return fingerprint(settings, cfg.stage, p.build if built else None, common=common)
+
+
+def fingerprints(
+    kb: Any, cfg: SweepConfig, s: Setup, plan: Plan, data: Any
+) -> tuple[Callable[..., dict], dict, dict[int, dict]]:
+    """(the sweep's fingerprinter, the exact stage's fingerprint, every point's of ``plan`` by
+    number), taken together: what no setting changes (server, extensions, the table's indexes
+    and size) is read once for them; ``data``: the data measured (``data_checksum.measure``)."""
+    from .. import fingerprint as fpmod
+
+    fingerprint = fingerprinter(kb, cfg, s, plan.depth, plan.stage, data)
+    common = fpmod.settings_free(kb, s.target)
+    kb.rollback()  # (each fingerprint's settings are read in a transaction of their own)
+    base_fp = fingerprint(gucs.scope(s.base, "exact"), "exact", common=common)
+    built = bool(plan.build_axes)
+    fps = {p.number: point_fingerprint(fingerprint, s, cfg, p, built, common) for p in plan.points}
+    return fingerprint, base_fp, fps

@@ -1,5 +1,5 @@
-"""What a sweep measures, as strategies over one :class:`.session.Session`: the grid's points
-(:func:`grid_points`), under ``--build`` one index per build on a scratch copy
+"""What a sweep measures, as strategies over one :class:`.session.Session` (typed as its
+:class:`.measuring.Measuring`): the grid's points (:func:`grid_points`), under ``--build`` one index per build on a scratch copy
 (:func:`builds`), or a find's values, tried one by one (:func:`finds`). :func:`measure` picks the
 strategy of the sweep's configuration."""
 
@@ -13,10 +13,10 @@ from ...core.canonical import canonical_json
 from ...stages import gucs
 from . import grid, store
 from .config import find_max
-from .session import Session
+from .measuring import Measuring
 
 
-def measure(session: Session) -> None:
+def measure(session: Measuring) -> None:
     """Every point of the sweep (or every value its finds try), measured or kept."""
     if session.cfg.find:
         finds(session)
@@ -26,12 +26,12 @@ def measure(session: Session) -> None:
         grid_points(session)
 
 
-def grid_points(session: Session) -> None:
+def grid_points(session: Measuring) -> None:
     """The grid's points on the user's table."""
     session.measure(session.plan.points)
 
 
-def builds(session: Session) -> None:
+def builds(session: Measuring) -> None:
     """The grid's points, one index per build on a scratch copy of the table (a build whose
     points are all stored is not built)."""
     from ..build_sweep import Scratch
@@ -64,7 +64,7 @@ def builds(session: Session) -> None:
             session.run_pending(scratch.target, pending, info)
 
 
-def finds(session: Session) -> None:
+def finds(session: Measuring) -> None:
     """One find per build and combination of the other --param values; each value tried is a
     point. Under --build, on a scratch copy whose index is built when a point of that build
     first needs measuring (a rerun whose points are all stored builds nothing)."""
@@ -122,7 +122,7 @@ def finds(session: Session) -> None:
 
 
 def interval(
-    session: Session, setting: str, others: dict, build: dict, path: list[list]
+    session: Measuring, setting: str, others: dict, build: dict, path: list[list]
 ) -> dict | None:
     """The found value's 95 % interval over resamples of the queries (SQL's
     pgeval.sweep_setting_interval over this find's points); None when it measured nothing."""
@@ -142,7 +142,7 @@ class _Copy:
     """A find's scratch copy, made when a point of a build first needs measuring, its index
     (re)built for each build in turn; stored points are kept or reused without it."""
 
-    def __init__(self, session: Session, stack: ExitStack) -> None:
+    def __init__(self, session: Measuring, stack: ExitStack) -> None:
         self.session, self.stack = session, stack
         self.scratch: Any = None
         self.built: dict | None = None
@@ -178,7 +178,7 @@ class _Copy:
         s.run_pending(self.scratch.target, pending, self.info)
 
 
-def before_builds(session: Session) -> None:
+def before_builds(session: Measuring) -> None:
     """Before a sweep's first build: scratch schemas an earlier process left are said, and the
     ground truth is read from the user's table (not the scratch copy)."""
     from ..build_sweep import leftover_schemas
@@ -193,14 +193,15 @@ def before_builds(session: Session) -> None:
     session.ground_truth()
 
 
-def copy_snapshot(session: Session) -> str | None:
+def copy_snapshot(session: Measuring) -> str | None:
     """The snapshot the scratch copy is taken under: the sweep's, which the exact answer read
     (:func:`before_builds`)."""
     cons = session.consistency
-    return cons.snap.id if cons is not None and cons.one_snapshot else None
+    snap = cons.snap if cons is not None and cons.one_snapshot else None
+    return None if snap is None else snap.id
 
 
-def rows_seen(session: Session) -> Any:
+def rows_seen(session: Measuring) -> Any:
     """The version value of the rows the snapshot sees (None: no snapshot): a copy shared
     between sweeps (advise's) is reused only by a sweep whose snapshot sees the same rows. The
     rows are those the copy holds: every group's for a group's sweep (advise --group-by shares
@@ -214,7 +215,7 @@ def rows_seen(session: Session) -> Any:
     return version_value(session.kb, copied_rows(session.target))
 
 
-def copied(session: Session) -> None:
+def copied(session: Measuring) -> None:
     """The scratch copy taken: the sweep's snapshot released (the points read the copy, which
     nothing writes; the exact answer read the same snapshot before it), VACUUM no longer held."""
     if session.consistency is not None:

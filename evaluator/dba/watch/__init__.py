@@ -2,9 +2,9 @@
 the production setting, recorded in pgeval.probe), :mod:`.groups` (one probe per group, all
 recorded or none), :mod:`.record` (the probe's row, written in one transaction, and its history
 read back from pgeval.probe_history), :mod:`.advice` (what crossed, since when, what changed, and
-the remedy measured on the same queries), :mod:`.epoch` and :mod:`.steady` (the kept sweep
-measured again under an unchanged configuration epoch). The configuration (:mod:`.config`,
-:data:`WATCH_DEFAULTS`) loads alone."""
+the remedy measured on the same queries), :mod:`.epoch` (the kept sweep
+measured again under an unchanged configuration epoch: dba/sweep/remeasure.py). The
+configuration (:mod:`.config`, :data:`WATCH_DEFAULTS`) loads alone."""
 
 from __future__ import annotations
 

@@ -162,8 +162,7 @@ def remedy(
     measured (bracketing then bisection, `sweep --find`'s search), and the rebuild statement."""
     from ...stages import registry
     from ...testset.query_source import label
-    from ..sweep import run_sweep
-    from ..sweep.session import NOTHING_KNOWN
+    from ..sweep.session import NOTHING_KNOWN, Callbacks, Session
 
     # the kind's first work setting is searched (hnsw-bq: bq.candidates), the probed value of
     # another kept fixed
@@ -181,7 +180,8 @@ def remedy(
         fresh=True,
     )
     # (what the probe measured, known to its sweep, is known to this one: its data, its queries)
-    res = run_sweep(database, found_cfg, on_warning=on_warning, known=known or NOTHING_KNOWN)
+    calls = Callbacks(on_warning=on_warning)
+    res = Session.run(database, found_cfg, known=known or NOTHING_KNOWN, callbacks=calls)
     found = res.finds[0] if res.finds else {}
     reindex = result.reindex
     k = cfg.k

@@ -1,5 +1,6 @@
 """A probe's configuration epoch: one digest of everything a probe's fingerprints and its stage's
-catalog look-ups and plan check read, read fresh in a few statements (dba/watch/steady.py).
+catalog look-ups and plan check read, read fresh in a few statements (a probe's steady path:
+dba/sweep/remeasure.py; :func:`remember`).
 
 A fingerprint is built from catalog reads (the server, the retrieval extensions, the table's
 columns and indexes with their builds and state, every setting a stage sees) and the data version.
@@ -91,3 +92,18 @@ def read(kb: Any, target: Any, settings: dict) -> str | None:
         },
         ascii=True,
     )
+
+
+def remember(database: Any, sweep_id: int, digest: str | None) -> None:
+    """Record ``digest`` on the sweep's point run, whichever path measured it: the epoch read
+    before it was measured (a change after that read makes the next probe's epoch another one:
+    never a stale match)."""
+    if digest is None:
+        return
+    with database.connect() as results:
+        results.execute(
+            "UPDATE pgeval.run p SET params = p.params || jsonb_build_object('epoch', %s::text) "
+            "FROM pgeval.sweep_point sp WHERE sp.sweep_id = %s AND p.run_id = sp.run_id",
+            (digest, sweep_id),
+        )
+        results.commit()

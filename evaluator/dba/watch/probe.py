@@ -1,7 +1,7 @@
 """One probe (`pgeval watch`): the target's ANN stage at its production setting, measured against
 exact search on a small, stable set of queries, recorded as one row of pgeval.probe.
 
-A probe is a one-point sweep (:func:`evaluator.dba.sweep.run_sweep`, one repetition, the work
+A probe is a one-point sweep (:mod:`evaluator.dba.sweep.session`, one repetition, the work
 setting at its production value): the same stage runner, plan check, timing and SQL measures as
 every sweep point, and the stored exact ground truth, reused while the data is unchanged and
 computed again (saying why) when it changed. The sweep is kept under one name per series
@@ -31,7 +31,7 @@ from .config import WatchConfig
 
 if TYPE_CHECKING:
     from ...core.db import Database
-    from ..sweep import SweepConfig
+    from ..sweep import SweepConfig, SweepResult
     from ..sweep.operating_points import Measured
 
 # what every probe's sweep takes as known (its data and query set are added where measured): the
@@ -62,8 +62,8 @@ class ProbeResult:
     # "scans": passes over the table, "ms"}; None where the sweep read it (queries not sampled)
     data_read: dict | None = None
     # how it was measured: "steady" (the series' sweep kept under an unchanged configuration
-    # epoch: .steady), "point" (the series' sweep kept, its point measured again with fresh
-    # fingerprints: dba/sweep/remeasure.py) or "sweep" (a one-point sweep in full)
+    # epoch), "point" (the series' sweep kept, its point measured again with fresh
+    # fingerprints) or "sweep" (a one-point sweep in full): dba/sweep/remeasure.py
     path: str = "sweep"
     # the planner's own plan measured (a group's probe: stages/planner_plan.py): {"mode":
     # "custom", "served_by": "index kb_hnsw (hnsw)" | "exact via kb_tenant", "ann": bool}; None
@@ -310,6 +310,32 @@ def _unchanged(
     return replace(PROBE_KNOWN, data=data, query_set=again), read
 
 
+def _measured(
+    database: Database,
+    cfg: WatchConfig,
+    sweep_cfg: SweepConfig,
+    target: Any,
+    digest: str | None,
+    warn: Callable[..., Any],
+) -> tuple[SweepResult, str, Known, dict | None]:
+    """(the probe's sweep, how it was measured, what it took as known, how the data version was
+    read): its kept sweep reopened under an unchanged configuration epoch (steady), else with its
+    data measured (point: dba/sweep/remeasure.py), else the one-point sweep in full (sweep)."""
+    from ..sweep.session import Callbacks, Session
+
+    with Session.reopen(
+        database, sweep_cfg, replace(PROBE_KNOWN, epoch=digest), on_warning=warn
+    ) as kept:
+        if kept is not None:
+            return kept.measure_again(), "steady", PROBE_KNOWN, None
+    known, read = _unchanged(database, cfg, sweep_cfg, target)
+    with Session.reopen(database, sweep_cfg, known, on_warning=warn) as kept:
+        if kept is not None:
+            return kept.measure_again(), "point", known, read
+    res = Session.run(database, sweep_cfg, known=known, callbacks=Callbacks(on_warning=warn))
+    return res, "sweep", known, read
+
+
 def _measure(
     database: Database,
     cfg: WatchConfig,
@@ -323,37 +349,21 @@ def _measure(
     target: Any,
 ) -> ProbeResult:
     """The probe's sweep, its row, and the advice (under the series' lock)."""
-    from ..sweep import remeasure, run_sweep
-    from . import advice, record, steady
+    from . import advice, epoch, record
 
     warnings: list[str] = []
 
     warn = once(warnings, on_warning)
 
-    # the steady path: the kept sweep under an unchanged configuration epoch (.steady); else
-    # the lean path: its point measured again in place when its configuration is the one it
-    # was measured under (dba/sweep/remeasure.py); else the one-point sweep in full
     e0 = time.perf_counter()
     digest = _epoch(database, cfg, target, measured)
     epoch_ms = (time.perf_counter() - e0) * 1000.0
-    res = steady.again(database, sweep_cfg, target, digest, on_warning=warn)
-    read: dict | None
-    known = PROBE_KNOWN
-    if res is not None:
-        path = "steady"
+    res, path, known, read = _measured(database, cfg, sweep_cfg, target, digest, warn)
+    if path == "steady":
         read = {"via": "change log", "scans": 0, "ms": epoch_ms}
-    else:
-        known, read = _unchanged(database, cfg, sweep_cfg, target)
-        lean = remeasure.again(database, sweep_cfg, known, on_warning=warn)
-        res = (
-            lean
-            if lean is not None
-            else run_sweep(database, sweep_cfg, on_warning=warn, known=known)
-        )
-        path = "sweep" if lean is None else "point"
     # (the epoch read before the data and the fingerprints: a change since makes the next
     # probe's epoch another one)
-    steady.remember(database, res.sweep_id, digest)
+    epoch.remember(database, res.sweep_id, digest)
     wall_ms = (time.perf_counter() - t0) * 1000.0
     if res.ground_truth is not None:  # reused | incremental | full, said the same everywhere
         status = res.ground_truth["status"]

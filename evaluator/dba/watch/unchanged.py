@@ -56,21 +56,10 @@ def query_set(
         results.rollback()
     if row is None:
         return None
+    from ...testset.query_source import sample_record
+
     name, digest, count = row
-    return sample_info(name, digest, count, source, target)
-
-
-def sample_info(name: str, digest: str, count: int, source: dict, target: Any) -> tuple[str, dict]:
-    """(name, record) of a stored sampled query set, as query_source.materialize records it."""
-    info = {
-        "source": "sample",
-        "count": int(count),
-        "content_hash": digest,
-        "own_chunk_removed": True,
-        "seed": source.get("seed"),
-        "target": target.name,
-    }
-    return name, info
+    return name, sample_record(count, digest, source.get("seed"), target.name)
 
 
 def _json(value: dict) -> str:
