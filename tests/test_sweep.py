@@ -54,7 +54,7 @@ def test_recall_rises_with_ef_search(database, cran, conn):
         "ef_search=200",
     ]
     recall = [p["index_recall"] for p in pts]
-    assert all(a <= b + 1e-9 for a, b in zip(recall, recall[1:])), recall
+    assert all(a <= b + 1e-9 for a, b in zip(recall, recall[1:], strict=False)), recall
     assert recall[0] < 0.5 < 0.95 <= recall[-1]
     for p in pts:
         assert p["repetitions"] == 2 and p["reused"] == 0

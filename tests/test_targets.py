@@ -231,7 +231,7 @@ def test_weknora_pipeline_collapses_duplicates_and_filters(tables, pgeval, conn,
         q = np.array(qtext.strip("[]").split(","), dtype=np.float64)
         d = 1 - mat @ q / (np.linalg.norm(mat, axis=1) * np.linalg.norm(q))
         best: dict[str, float] = {}
-        for c, dist in zip(chunks, d):
+        for c, dist in zip(chunks, d, strict=True):
             best[c] = min(best.get(c, 9.0), dist)
         got = by_q[qid]
         assert len(got) == 50 and len({c for c, _ in got}) == 50  # one entry per chunk
