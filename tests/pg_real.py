@@ -258,7 +258,7 @@ def statement_recall_by_hand(conn, table: str, settings: dict, n: int = 20, k: i
     raw = {d: v for d, _, v in docs}
     mat = np.stack(list(raw.values())).astype(np.float64)
     mat /= np.linalg.norm(mat, axis=1, keepdims=True)
-    by_id = dict(zip(raw, mat))
+    by_id = dict(zip(raw, mat, strict=True))
     with conn.transaction():
         for name, value in settings.items():
             conn.execute("SELECT set_config(%s, %s, true)", (name, str(value)))

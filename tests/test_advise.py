@@ -415,6 +415,50 @@ def test_ctrl_c_during_a_find_leaves_no_scratch_and_resumes(kb, database, conn):
     assert scratch_schemas(conn) == []
 
 
+def _helpers(conn) -> list[str]:
+    return [
+        r[0]
+        for r in conn.execute(
+            "SELECT name FROM pgeval.target WHERE name LIKE %s ORDER BY 1", (f"{TARGET}~%",)
+        ).fetchall()
+    ]
+
+
+def test_a_failed_advise_leaves_no_helper_target(kb, database, conn, pgeval):
+    """An advise that fails while it screens on a sample (issue 50): the sample's scratch schema
+    is dropped and so is the helper target over it (``advise~sample1200``); `target list` never
+    lists a helper as the user's, also while it exists."""
+    from evaluator.dba.advise import AdviseConfig, run_advise
+    from evaluator.testset.query_source import from_options
+
+    _, path, _ = kb
+    seen = []
+
+    def fail(point):
+        code, out, err = pgeval("target", "list", "--format", "json")
+        assert code == 0, err
+        seen.append((_helpers(conn), [t["target"] for t in json.loads(out)]))
+        raise RuntimeError("the server went away")
+
+    cfg = AdviseConfig(
+        target=TARGET,
+        queries=from_options(
+            testset=None, sample=None, seed=None, queries_sql=None, queries_file=str(path)
+        ),
+        designs=("hnsw",),
+        build=("hnsw:m=10",),
+        sample_rows=1200,
+        settings={"enable_seqscan": "off"},
+    )
+    with pytest.raises(RuntimeError, match="went away"):
+        run_advise(database, cfg, on_find=lambda design, point, recall: fail(point))
+    assert seen, "no value was measured on the sample"
+    stored, listed = seen[0]
+    assert stored == [f"{TARGET}~sample1200"]  # (what the sample's sweeps search)
+    assert TARGET in listed and not [t for t in listed if "~" in t], listed
+    assert _helpers(conn) == [] and scratch_schemas(conn) == []
+
+
 def test_sweep_find_under_builds(kb, pgeval, conn):
     """What advise composes: `sweep --build ... --find ...`, one find per build on one scratch
     copy; a rerun builds nothing, and a find under another --target-recall keeps every value
@@ -508,7 +552,7 @@ def test_sample_rows_screens_then_confirms_on_the_table(kb, pgeval, conn):
     # the confirmed design was built on a held-out copy of every row: "copy 3,000"
     assert "measured_on" in out and " sample 1,000" in out and f" copy {N:,}" in out
     assert "stored: nothing built or measured" in out  # (the first run stored every point)
-    assert scratch_schemas(conn) == []
+    assert scratch_schemas(conn) == [] and _helpers(conn) == []
     # a rerun draws the same sample: the screening and the confirmation are stored
     code, out, err = pgeval(*args, "--sample-rows", "1000", "--format", "json")
     assert code == 0, err

@@ -110,7 +110,7 @@ def by_hand(
         for q in query_ids:
             v = kb[q][0].astype(np.float64)
             dist = 1 - mat @ (v / np.linalg.norm(v))
-            exact = sorted(d for i, d in zip(ids, dist) if i != q)[:K]
+            exact = sorted(d for i, d in zip(ids, dist, strict=True) if i != q)[:K]
             d_k = exact[-1]
             rows = c.execute(stmt, {"v": clustered_kb.vtext(kb[q][0]), "g": group}).fetchall()
             # the row's full-precision distance (last: hnsw-halfvec also returns its cast one)

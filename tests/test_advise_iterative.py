@@ -46,7 +46,7 @@ def by_hand(database, kb, group, query_ids, settings) -> float:
         for q in query_ids:
             v = kb[q][0].astype(np.float64)
             dist = 1 - mat @ (v / np.linalg.norm(v))
-            d_k = sorted(d for i, d in zip(ids, dist) if i != q)[K - 1]
+            d_k = sorted(d for i, d in zip(ids, dist, strict=True) if i != q)[K - 1]
             for n, val in settings.items():
                 c.execute("SELECT set_config(%s, %s, true)", (n, str(val)))
             rows = c.execute(stmt, {"q": clustered_kb.vtext(kb[q][0]), "g": group}).fetchall()

@@ -62,7 +62,7 @@ def _by_hand(database, table, queries, exact, settings: dict, limit: int) -> flo
         for name, value in settings.items():
             c.execute("SELECT set_config(%s, %s, true)", (name, value))
         c.execute("SET LOCAL enable_seqscan = off")
-        for q, truth in zip(queries, exact):
+        for q, truth in zip(queries, exact, strict=True):
             rows = c.execute(
                 f"SELECT id, e <=> %s::vector AS d FROM {table} ORDER BY e <=> %s::vector "
                 f"LIMIT {limit}",

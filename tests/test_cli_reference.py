@@ -113,7 +113,7 @@ def test_help_wraps_at_words_never_mid_sentence():
     broken = []
     for path, text in _helps(80):
         lines = text.split("\nOptions:", 1)[0].splitlines()
-        for a, b in zip(lines, lines[1:]):
+        for a, b in zip(lines, lines[1:], strict=False):
             word = b.split()[0] if b.strip() else ""
             deep = len(a) - len(a.lstrip()), len(b) - len(b.lstrip())
             continued = (

@@ -246,7 +246,7 @@ def test_compare_with_the_t_test(pgeval, runs):
     base, cand = doc(runs, "base"), doc(runs, "reordered")
     for row in data["rows"]:
         _, a, b = compare.paired_values(base, cand, row["metric"])
-        if any(x != y for x, y in zip(a, b)):
+        if any(x != y for x, y in zip(a, b, strict=True)):
             want = scipy_stats.ttest_rel(b, a).pvalue
             assert row["p_value"] == pytest.approx(want, rel=1e-9), row["metric"]
         else:

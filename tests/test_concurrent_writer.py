@@ -174,7 +174,7 @@ def unseen(lists: dict, exact: dict) -> int:
     for qid, (ids, scores) in lists.items():
         ex_ids, ex_scores = exact[qid]
         dk = sorted(ex_scores)[K - 1]
-        n += sum(1 for c, s in zip(ids, scores) if s < dk - 1e-6 and c not in ex_ids)
+        n += sum(1 for c, s in zip(ids, scores, strict=True) if s < dk - 1e-6 and c not in ex_ids)
     return n
 
 

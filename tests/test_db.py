@@ -67,6 +67,8 @@ def test_embedded_lifecycle_and_autostart(pgeval, tmp_path):
         # a command that needs the server starts it
         code, out, err = pgeval("--datadir", datadir, "init")
         assert code == 0, err
+        assert err.count("created a new, empty data directory") == 1 and datadir in err, err
+        assert "PGEVAL_DATADIR" not in err  # --datadir named it
         assert "schema pgeval at revision" in out
         code, out, _ = pgeval("--datadir", datadir, "db", "uri")
         assert code == 0 and out.strip().splitlines()[-1].startswith("postgresql://")
@@ -151,12 +153,24 @@ def test_dsn_to_the_same_server(pgeval, database):
     assert out.strip().startswith("[")
 
 
-def test_commands_before_init_say_run_init(pgeval, tmp_path):
-    datadir = str(tmp_path / "fresh")
+def test_commands_before_init_say_run_init(pgeval, tmp_path, monkeypatch):
+    """A mistyped PGEVAL_DATADIR starts a new, empty server: the first command says so, and
+    where, in one line of its own (issue 50); each command then says to run `pgeval init`."""
+    datadir = tmp_path / "fresh"
+    monkeypatch.setenv("PGEVAL_DATADIR", str(datadir))
     try:
-        for args in (("metrics", "x"), ("run", "list"), ("stage-report", "x"), ("testset", "list")):
-            code, out, err = pgeval("--datadir", datadir, *args)
+        commands = (("metrics", "x"), ("run", "list"), ("stage-report", "x"), ("testset", "list"))
+        for i, args in enumerate(commands):
+            code, out, err = pgeval(*args)
             assert code == 1, args
             assert "pgeval init" in err and "Traceback" not in err, (args, err)
+            created = [line for line in err.splitlines() if "new, empty data directory" in line]
+            if i == 0:
+                assert created == [
+                    "pgeval: created a new, empty data directory for the embedded server: "
+                    f"{datadir.resolve()} (PGEVAL_DATADIR)"
+                ], err
+            else:
+                assert not created, err  # said once: the directory exists now
     finally:
-        pgeval("--datadir", datadir, "db", "stop")
+        pgeval("db", "stop")

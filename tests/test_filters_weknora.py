@@ -157,7 +157,7 @@ def _truth(conn, where: str = "") -> dict[str, list[tuple[str, float]]]:
         q = np.array(qtext.strip("[]").split(","), dtype=np.float64)
         d = 1 - mat @ q / (np.linalg.norm(mat, axis=1) * np.linalg.norm(q))
         best: dict[str, float] = {}
-        for c, dist in zip(chunks, d):
+        for c, dist in zip(chunks, d, strict=True):
             best[c] = min(best.get(c, 9.0), float(dist))
         out[qid] = sorted(best.items(), key=lambda kv: (kv[1], kv[0]))
     return out

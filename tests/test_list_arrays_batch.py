@@ -108,7 +108,7 @@ def test_stored_lists_read_back_exactly(clean, conn):
     texts, floats = _batch([EMPTY, ASCII, EMPTY])
     with conn.cursor().copy("COPY arrays FROM STDIN (FORMAT BINARY)") as cp:
         cp.set_types(["int4", "bytea", "bytea"])
-        for i, (t, f) in enumerate(zip(texts, floats)):
+        for i, (t, f) in enumerate(zip(texts, floats, strict=True)):
             cp.write_row((i, t, f))
     assert conn.execute("SELECT t, f FROM arrays ORDER BY i").fetchall() == [
         ([], []),

@@ -45,7 +45,7 @@ def sweep(clean, conn):
         "RETURNING sweep_id"
     ).fetchone()[0]
     for point, (ef, recalls, p95s) in POINTS.items():
-        for rep, (recall, p95) in enumerate(zip(recalls, p95s), 1):
+        for rep, (recall, p95) in enumerate(zip(recalls, p95s, strict=True), 1):
             conn.execute(
                 "INSERT INTO pgeval.sweep_point (sweep_id, point, repetition, label, settings, "
                 "config_hash, index_recall, p95_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",

@@ -65,7 +65,7 @@ def test_line_progress_eta_follows_work_that_slows_down():
     assert len(etas) >= 10 and not stream.getvalue().startswith("progress: sweep 0/")
     # from the line after the slow-down on, the ETA falls as time passes (the whole run's
     # average gave 89 s, then 122 s, 149 s, ... for the same work)
-    assert all(b < a for a, b in zip(etas[3:], etas[4:])), etas
+    assert all(b < a for a, b in zip(etas[3:], etas[4:], strict=False)), etas
 
 
 def test_line_progress_in_bytes():

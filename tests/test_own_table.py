@@ -388,7 +388,9 @@ def test_client_scan_equals_server_with_several_rows_per_chunk(
     with database.connect(results=False, read_only=True) as kb:
         client = exact_scan.scan(kb, t, queries, 15)
         server = exact_scan.server_lists(kb, t, queries, 15, {})
-    for c, s in zip(client, server):
+    assert len(client) == len(server) == len(queries)  # (a list missing on one side fails)
+    for c, s in zip(client, server, strict=True):
+        assert len(s) == 15 and len(set(x[0] for x in s)) == 15  # collapsed: one row a chunk
         assert [x[0] for x in c[:15]] == [x[0] for x in s]
         assert np.allclose([x[1] for x in c[:15]], [x[1] for x in s], rtol=1e-5, atol=1e-6)
 

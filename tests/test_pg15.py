@@ -276,7 +276,7 @@ def test_pipeline_and_sweep_equal_the_embedded_server(pg15, pg15_kb, clean, conn
 
     p15, p18 = points(real["sweep"]), points(embedded["sweep"])
     assert [p[0] for p in p15] == ["ef_search=40", "ef_search=100"]
-    for (l15, r15, x15), (l18, r18, x18) in zip(p15, p18):
+    for (l15, r15, x15), (l18, r18, x18) in zip(p15, p18, strict=True):
         assert l15 == l18 and r15 == r18 == 1.0
         assert x15 == pytest.approx(x18, abs=1e-12)
 

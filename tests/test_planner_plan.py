@@ -73,7 +73,7 @@ def by_hand(database, kb: dict, group: str, query_ids: list[str], ef: int, mode:
         for q in query_ids:
             v = kb[q][0].astype(np.float64)
             dist = 1 - mat @ (v / np.linalg.norm(v))
-            exact = sorted(d for i, d in zip(ids, dist) if i != q)[:K]
+            exact = sorted(d for i, d in zip(ids, dist, strict=True) if i != q)[:K]
             d_k = exact[-1]
             c.execute("SELECT set_config('hnsw.ef_search', %s, true)", (str(ef),))
             c.execute("SELECT set_config('plan_cache_mode', %s, true)", (cache,))

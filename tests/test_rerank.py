@@ -250,7 +250,7 @@ def test_cross_encoder_built_by_the_test(database, conn, kb, tmp_path):
     got = stored(conn, run_id)
     cands = [c for c in DOCS if DOCS[c]]
     scores = model.predict([(QUERIES["q1"], DOCS[c]) for c in cands])
-    want = sorted(zip(cands, map(float, scores)), key=lambda x: (-x[1], x[0]))
+    want = sorted(zip(cands, map(float, scores), strict=True), key=lambda x: (-x[1], x[0]))
     assert [c for c, _ in got["q1"]] == [c for c, _ in want]
     assert [s for _, s in got["q1"]] == pytest.approx([s for _, s in want], abs=1e-5)
 

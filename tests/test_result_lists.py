@@ -97,7 +97,7 @@ def _judged(conn, rid):
         (rid,),
     ).fetchall()
     return (
-        {q: sorted(zip(r, g)) for q, r, g, _ in rows},
+        {q: sorted(zip(r, g, strict=True)) for q, r, g, _ in rows},
         {q: [(i, x) for i, x in enumerate(gr, 1) if x] for q, _, _, gr in rows},
     )
 

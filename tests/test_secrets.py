@@ -497,3 +497,63 @@ def test_a_keyword_dsn_ending_in_its_password_keeps_the_messages_separator(datab
     assert code == 1
     _no_secret(out, err)
     assert "password=***: " in err, err
+
+
+# -- the typo family (issue 50): a scheme misspelled or missing, a keyword mistyped ------------
+
+TYPO_URIS = [
+    f"{scheme}app:{CORE}@127.0.0.1:1/kbdb"
+    for scheme in (
+        "postgres//",  # the colon missing
+        "postgresql//",
+        "postgresql:/",  # a slash missing
+        "postgres:/",
+        "postgres:",  # both slashes missing
+        "postgres:///",
+        "postgres:://",
+        "PostgreSQL//",
+        "postgres/",
+        "//",
+        "",  # no scheme at all
+    )
+] + [
+    f"postgres//app:{CORE}@127.0.0.1:1/kbdb?sslmode=disable",
+    f"postgres//app:ab/{CORE}@127.0.0.1:1/kbdb",  # a '/' in the password
+    f"postgresql:/app:ab@{CORE}@127.0.0.1:1/kbdb",  # an '@' in the password
+]
+TYPO_KEYWORDS = [
+    f"host=127.0.0.1 port=1 user=app password={CORE} dbname",  # a word without '='
+    f"host=127.0.0.1 port=1 password {CORE} dbname=kb",  # the '=' forgotten
+    f"host=127.0.0.1 port=1 password='{CORE} dbname=kb",  # unterminated quote
+    f'host=127.0.0.1 port=1 password="ab {CORE}" dbname=kb',  # double quotes libpq does not know
+    f"host=127.0.0.1 port=1 pasword={CORE} dbname=kb",  # the keyword mistyped
+    f"host=127.0.0.1 port=1 passwd='{CORE}' connect_timeout=3",
+]
+
+
+@pytest.mark.parametrize("dsn", TYPO_URIS + TYPO_KEYWORDS)
+def test_a_mistyped_dsn_never_prints_its_password(dsn, database, pgeval, monkeypatch):
+    """`--dsn 'postgres//app:PASSWORD@host/kb'` printed the password twice (pgeval's "cannot
+    connect to ..." and libpq's quote of the token): every spelling, through --dsn and
+    PGEVAL_DSN, from every command family, says one line with no piece of the password."""
+    families = (
+        ["init"],
+        ["target", "list"],
+        ["testset", "list"],
+        ["sweep", "--target", "kb", "--stage", "hnsw", "--sample-queries", "10"],
+        ["run", "list"],
+        ["db", "uri"],
+    )
+    for how in ("--dsn", "PGEVAL_DSN"):
+        monkeypatch.delenv("PGEVAL_DSN", raising=False)
+        prefix = ["--dsn", dsn] if how == "--dsn" else []
+        if how == "PGEVAL_DSN":
+            monkeypatch.setenv("PGEVAL_DSN", dsn)
+        for args in families:
+            code, out, err = pgeval(*prefix, *args)
+            _no_core(out, err)
+            if args[0] == "db":
+                assert code == 0 and "***" in out, (how, out, err)
+                continue
+            assert code == 1, (how, args, out, err)
+            assert err.startswith("pgeval: ") and err.count("\n") == 1, err

@@ -62,7 +62,7 @@ def numpy_interval(conn, sweep_id: int, target: float, boots: int = 4000) -> tup
     least = []
     for _ in range(boots):
         means = m[:, rng.integers(0, len(queries), len(queries))].mean(axis=1)
-        ok = [v for v, mean in zip(values, means) if mean >= target - 1e-12]
+        ok = [v for v, mean in zip(values, means, strict=True) if mean >= target - 1e-12]
         least.append(ok[0] if ok else np.inf)
     least.sort()
     at = lambda p: least[max(0, int(np.ceil(p * boots)) - 1)]  # noqa: E731 - nearest rank

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import threading
+import time
 
 import pytest
 from helpers import make_testset
@@ -168,34 +169,60 @@ def test_export_whole_when_the_run_is_deleted_after_it_is_resolved(
     assert len(after.read_text().splitlines()) == N_QUERIES * DEPTH
 
 
+def _race(pgeval, other, offset: float) -> tuple[int, str, str, float, bool]:
+    """One read of METRICS with the run deleted on connection ``other`` ``offset`` seconds after
+    the read begins (before it, when negative): the read's (code, out, err), its seconds, and
+    whether the delete committed before the read returned."""
+    committed = []
+
+    def delete():
+        other.execute("DELETE FROM pgeval.run WHERE name = 'snap-run'")
+        committed.append(time.perf_counter())
+
+    deleter = threading.Timer(max(offset, 0.0), delete)
+    deleter.start()
+    time.sleep(max(-offset, 0.0))
+    begin = time.perf_counter()
+    code, out, err = pgeval(*METRICS)
+    end = time.perf_counter()
+    deleter.join()
+    return code, out, err, end - begin, committed[0] < end
+
+
 def test_metrics_read_repeatedly_while_the_run_is_deleted(snap, database, pgeval):
-    """Another connection deletes the run at a random moment during each read: every read is
-    either the whole document or the one-line "no run named" error."""
+    """Another connection deletes the run at moments spread from just before each read to its
+    end: every read is either the whole document or the one-line "no run named" error, and
+    both happen: a delete committed before the read's snapshot, and deletes committed while a
+    read went on (its snapshot, taken in its first milliseconds, still sees the run)."""
     code, out, err = pgeval(*METRICS)
     assert code == 0, err
     expected = json.loads(out)
-    import time
-
     t0 = time.perf_counter()
     pgeval(*METRICS)
-    span = time.perf_counter() - t0
+    span = time.perf_counter() - t0  # (then the shortest whole read of the rounds: a read taken
+    # longer than it runs would see most deletes land after it, "whole" for want of a race)
     rng = random.Random(9)
     outcomes = {"whole": 0, "gone": 0}
-    for _ in range(30):
-        delay = rng.uniform(0, span)
-        deleter = threading.Timer(delay, _delete, (database, "snap-run"))
-        deleter.start()
-        code, out, err = pgeval(*METRICS)
-        deleter.join()
-        if code == 0:
-            _whole(json.loads(out), expected)
-            outcomes["whole"] += 1
-        else:
-            assert (code, out) == (1, ""), err
-            assert err == "pgeval: error: no run named 'snap-run' (see `pgeval run list`)\n"
-            outcomes["gone"] += 1
-        _create_run(snap, "snap-run")
-    assert sum(outcomes.values()) == 30
+    mid_read = 0
+    with database.connect(autocommit=True) as other:
+        t0 = time.perf_counter()
+        other.execute("DELETE FROM pgeval.run WHERE name = 'snap-other'")  # (a run as large)
+        lead = max(0.02, 3 * (time.perf_counter() - t0))  # a delete started this early is done
+        for i in range(30):  # the delete's start, evenly from `lead` before the read to its end
+            offset = -lead + (span + lead) * (i + rng.random()) / 30
+            code, out, err, seconds, before_end = _race(pgeval, other, offset)
+            if code == 0:
+                span = min(span, seconds)
+                _whole(json.loads(out), expected)
+                outcomes["whole"] += 1
+                mid_read += before_end
+            else:
+                assert (code, out) == (1, ""), err
+                assert err == "pgeval: error: no run named 'snap-run' (see `pgeval run list`)\n"
+                outcomes["gone"] += 1
+            _create_run(snap, "snap-run")
+    assert outcomes["whole"] > 0 and outcomes["gone"] > 0, outcomes
+    assert mid_read > 0, "no delete committed while a read went on: the race was not run"
 
 
 def test_stage_report_whole_when_a_stage_run_is_deleted_while_it_is_built(

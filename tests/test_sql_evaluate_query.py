@@ -49,7 +49,7 @@ def _evaluate(conn, statement: str, settings: dict | None = None) -> list[dict]:
         (statement, json.dumps(settings or {})),
     )
     names = [d.name for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def _tenant_statement(q: np.ndarray, tenant: str, k: int = 10) -> str:

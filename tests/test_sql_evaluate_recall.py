@@ -58,7 +58,7 @@ def _evaluate(conn, statement: str, queries: str, settings: dict, **kw) -> list[
         {"st": statement, "q": queries, "set": json.dumps(settings), **kw},
     )
     names = [d.name for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def test_recall_equals_the_cli_sweep_and_stage_report_reads_it(kb, conn, pgeval):
@@ -113,9 +113,9 @@ def test_recall_equals_the_cli_sweep_and_stage_report_reads_it(kb, conn, pgeval)
         "FROM pgeval.sweep_point_history WHERE sweep IN ('sqler-cli', 'sqler-sql') "
         "ORDER BY sweep, point"
     )
-    view = [dict(zip([d.name for d in cur.description], v)) for v in cur.fetchall()]
+    view = [dict(zip([d.name for d in cur.description], v, strict=True)) for v in cur.fetchall()]
     assert [v["source"] for v in view] == ["cli"] * 3 + ["sql"] * 3
-    for v, r in zip(view[3:], rows):
+    for v, r in zip(view[3:], rows, strict=True):
         assert (v["label"], v["recall"], v["margin95"], v["p95_ms"], v["queries"]) == (
             r["label"],
             r["recall"],

@@ -174,7 +174,7 @@ def _exact_truth(conn, table: str, queries: np.ndarray, depth: int) -> dict[str,
     for i, q in enumerate(queries.astype(np.float64)):
         d = 1.0 - (m @ q) / (np.linalg.norm(m, axis=1) * np.linalg.norm(q))
         best: dict[str, float] = {}
-        for c, x in zip(ids, d):
+        for c, x in zip(ids, d, strict=True):
             best[c] = min(best.get(c, np.inf), x)
         out[f"q{i:02d}"] = [c for c, _ in sorted(best.items(), key=lambda t: (t[1], t[0]))][:depth]
     return out

@@ -71,7 +71,7 @@ def _truth(vectors, queries) -> dict[str, dict[str, float]]:
     out = {}
     for i, q in enumerate(queries.astype(np.float64)):
         d = 1.0 - (m @ q) / (np.linalg.norm(m, axis=1) * np.linalg.norm(q))
-        out[f"q{i:02d}"] = dict(zip(ids, map(float, d)))
+        out[f"q{i:02d}"] = dict(zip(ids, map(float, d), strict=True))
     return out
 
 

@@ -74,13 +74,13 @@ def test_exact_equals_numpy_brute_force(setup, conn):
         ours_ids = [r[1] for r in rows]
         ours_d = np.array([r[2] for r in rows])
         # the stored score is the exact distance of that chunk
-        lookup = dict(zip(ids, d))
+        lookup = dict(zip(ids, d, strict=True))
         assert np.allclose(ours_d, [lookup[c] for c in ours_ids], atol=1e-5)
         # nothing outside the list is nearer than the list's last entry
         outside = np.setdiff1d(np.arange(len(ids)), [np.where(ids == c)[0][0] for c in ours_ids])
         assert d[outside].min() >= ours_d[-1] - 1e-5
         # same ids in the same order, except where numpy and float32 round a near-tie differently
-        for a, b, da in zip(ours_ids, ids[order], d[order]):
+        for a, b, da in zip(ours_ids, ids[order], d[order], strict=True):
             if a != b:
                 assert abs(lookup[a] - da) < 1e-5
                 mismatched_positions += 1
@@ -405,7 +405,7 @@ def test_rows_ranked_after_the_timing_as_postgresql_orders_them(conn):
     for _ in range(40):
         chunks = rnd.sample(ids, rnd.randint(1, len(ids)))
         dists = [rnd.choice(values) for _ in chunks]
-        rows = list(zip(chunks, dists))
+        rows = list(zip(chunks, dists, strict=True))
         for threshold in (None, 0.5):
             want = conn.execute(
                 "SELECT c, d FROM unnest(%s::text[], %s::float8[]) AS u(c, d) "

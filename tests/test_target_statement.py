@@ -72,7 +72,7 @@ def _evaluate(conn, statement: str, queries: str, settings: dict, **kw) -> list[
         {"st": statement, "q": queries, "set": json.dumps(settings), **kw},
     )
     names = [d.name for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def test_sweep_recall_equals_evaluate_recall_and_times_the_statement(kb, conn, pgeval):

@@ -47,6 +47,18 @@ def test_add_show_list_remove(tables, pgeval, conn):
     assert spec["table"] == kb.ONE and spec["distance"] == "cosine"
     code, out, _ = pgeval("target", "list", "--format", "json")
     assert [r["target"] for r in json.loads(out)] == ["one"]
+    # a helper target over a scratch copy of pgeval's (advise's `one~sample1000`) is not the
+    # user's: not listed (issue 50); a user's name with '~' is
+    for name, schema in (("one~sample1000", "pgeval_scratch_sample_0123456789"), ("a~b", None)):
+        conn.execute(
+            "INSERT INTO pgeval.target (name, spec) "
+            "SELECT %s, spec || jsonb_build_object('schema', %s::text) "
+            "FROM pgeval.target WHERE name = 'one'",
+            (name, schema),
+        )
+    code, out, _ = pgeval("target", "list", "--format", "json")
+    assert [r["target"] for r in json.loads(out)] == ["a~b", "one"]
+    conn.execute("DELETE FROM pgeval.target WHERE name LIKE '%~%'")
     code, out, _ = pgeval("target", "show", "one")
     assert code == 0 and "va_one_hnsw" in out
     # same definition again: fine; another definition: Conflict unless --replace
@@ -219,7 +231,7 @@ def test_weknora_pipeline_collapses_duplicates_and_filters(tables, pgeval, conn,
         q = np.array(qtext.strip("[]").split(","), dtype=np.float64)
         d = 1 - mat @ q / (np.linalg.norm(mat, axis=1) * np.linalg.norm(q))
         best: dict[str, float] = {}
-        for c, dist in zip(chunks, d):
+        for c, dist in zip(chunks, d, strict=True):
             best[c] = min(best.get(c, 9.0), dist)
         got = by_q[qid]
         assert len(got) == 50 and len({c for c, _ in got}) == 50  # one entry per chunk

@@ -82,7 +82,9 @@ def _run_counts(conn, name, ranked):
         "SELECT queries, valid, excluded, unanswerable, no_result FROM pgeval.run_counts(%s)",
         (rid,),
     ).fetchone()
-    return dict(zip(("queries", "valid", "excluded", "unanswerable", "no_result"), row))
+    return dict(
+        zip(("queries", "valid", "excluded", "unanswerable", "no_result"), row, strict=True)
+    )
 
 
 EXPECTED_QUERIES = [

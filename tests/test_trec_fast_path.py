@@ -126,7 +126,7 @@ def test_common_block_is_parsed_whole_and_odd_blocks_by_pieces(tmp_path, monkeyp
     segments = list(trec_lines.trec_segments(f, extra))
     assert [type(s[3]) for s in segments] == [range, list, range, range, range]
     assert segments[1][3] == list(range(65, 129)) and extra == [1]
-    flat = [row for s in segments for row in zip(*s)]
+    flat = [row for s in segments for row in zip(*s, strict=True)]
     assert [r[3] for r in flat] == list(range(1, 301))
     assert flat[100] == ("q10", "c100", 900.5, 101)
 

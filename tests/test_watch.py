@@ -71,7 +71,7 @@ def _probe(pgeval, *args: str) -> tuple[int, dict, str]:
 def _history(conn) -> list[dict]:
     cur = conn.execute("SELECT * FROM pgeval.probe_history ORDER BY probe_id")
     names = [d.name for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
+    return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
 
 def _drift(database) -> None:

@@ -67,7 +67,7 @@ def kbs(database, conn, clean, pgeval, tmp_path):
 def _history(conn, probe_id: int) -> dict:
     cur = conn.execute("SELECT * FROM pgeval.probe_history WHERE probe_id = %s", (probe_id,))
     names = [d.name for d in cur.description]
-    return dict(zip(names, cur.fetchone()))
+    return dict(zip(names, cur.fetchone(), strict=True))
 
 
 def _sql_probe(conn, target: str, stage: str, settings: dict, **kw) -> dict:

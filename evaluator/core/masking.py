@@ -3,7 +3,9 @@
 Two layers, both applied by :func:`mask`:
 
 1. Patterns: the password of a URI (``scheme://user:PASSWORD@host``, any scheme, any case, a
-   password holding ``@``), a libpq ``password=`` keyword (quoted, spaced, unterminated), query
+   password holding ``@``; the scheme misspelled or missing: ``postgres//user:PASSWORD@host``,
+   ``postgresql:/...``, ``user:PASSWORD@host``), a libpq ``password=`` keyword (quoted, spaced,
+   unterminated, misspelled: ``passwd=``, ``pasword=``), query
    parameters and assignments that carry keys (``?api_key=``, ``&key=``, ``token=``,
    ``Authorization: Bearer ...``).
 2. Known secrets: the passwords and keys of every connection string and URL pgeval was given
@@ -28,15 +30,19 @@ MASK = "***"
 MIN_SECRET = 3  # shorter "secrets" are not remembered (they would mask every other word)
 MIN_FRAGMENT = 4  # a run this long of a known secret is masked wherever it appears
 
-# scheme://[user[:password]@]host...: the netloc runs to the first / ? # or blank; the password
-# runs from the first ':' of the user info to the netloc's LAST '@'.
-_URI = re.compile(
-    r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:]*:)([^\s/?#]*)@(?=[^\s/?#@]*(?:[\s/?#]|$))"
-)
+# [scheme://]user:password@host...: whatever spells the scheme (``postgres//``, ``postgresql:/``,
+# none): the user starts the text, a word, a quoted token or follows a '/'; the netloc runs to
+# the first / ? # or blank; the password runs from the user's ':' to the netloc's LAST '@'.
+_URI = re.compile(r"(?<![^\s\"'=/])([^\s\"'=/?#@:]*:)([^\s/?#]*)@(?=[^\s/?#@]*(?:[\s/?#]|$))")
+# the same, generously, for the secrets to remember: a password holding '/' ("u:p/w@h" after a
+# misspelled scheme) runs to the last '@' of its word
+_USERINFO = re.compile(r"(?<![^\s\"'=/])[^\s\"'=/?#@:]*:([^\s/:]\S*)@(?=[^\s@]*(?:\s|$))")
+_PW_WORD = r"\b(?:pass?w(?:or|ro)?d|pwd)\b"  # and its typos: pasword, passwd, passwrod, pwd
 # (a ':' ending the value before a blank is the message's separator, not the password's)
-_KW_PASSWORD = re.compile(
-    r"(?i)(\bpassword\s*=\s*)(?!\*\*\*)('(?:[^'\\]|\\.)*(?:'|$)|\S+?(?=:\s|\s|$))"
-)
+_PW_VALUE = r"('(?:[^'\\]|\\.)*(?:'|$)|\"(?:[^\"\\]|\\.)*(?:\"|$)|\S+?(?=:\s|\s|$))"
+_KW_PASSWORD = re.compile(rf"(?i)({_PW_WORD}\s*=\s*)(?!\*\*\*){_PW_VALUE}")
+# in a key=value DSN given to pgeval, the '=' forgotten too ("password S3cret")
+_KW_LOOSE = re.compile(rf"(?i)({_PW_WORD}\s*[=:]?\s*)(?!\*\*\*){_PW_VALUE}")
 _PARAM = re.compile(
     r"(?i)([?&;](?:[a-z0-9_.\-]*(?:key|token|secret|passw(?:or)?d|pwd|signature|"
     r"sig|auth)[a-z0-9_.\-]*)=)([^&#\s\"']*)"
@@ -90,10 +96,13 @@ def secrets_in(text: str | None) -> list[str]:
             # the host part the driver may quote holds the tail after a first '@'
             if userinfo.count("@") and ":" in userinfo:
                 found.extend(p for p in userinfo.split(":", 1)[1].split("@") if p)
-    for m in _KW_PASSWORD.finditer(text):
+    for m in _USERINFO.finditer(text):  # a misspelled or missing scheme
+        found.extend([m.group(1), *(p for p in m.group(1).split("@") if "@" in m.group(1))])
+    for m in (_KW_LOOSE if "=" in text else _KW_PASSWORD).finditer(text):
         value = m.group(2)
-        if value.startswith("'"):
-            value = value[1:-1] if len(value) > 1 and value.endswith("'") else value[1:]
+        if value[0] in "'\"":
+            quote_ = value[0]
+            value = value[1:-1] if len(value) > 1 and value.endswith(quote_) else value[1:]
             value = re.sub(r"\\(.)", r"\1", value)
         found.append(value)
     for pattern in (_PARAM, _ASSIGN, _BEARER):

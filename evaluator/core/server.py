@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import sys
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -123,7 +124,20 @@ def start(datadir: Path) -> str:
         ) from None
     if fresh:
         _configure(found)
+        _say_created(datadir)
     return found
+
+
+def _say_created(datadir: Path) -> None:
+    """One line on stderr: a mistyped PGEVAL_DATADIR or --datadir would otherwise start a new,
+    empty server in silence, and the next error ("no such test set") would point elsewhere."""
+    env = os.environ.get("PGEVAL_DATADIR")
+    source = " (PGEVAL_DATADIR)" if env and Path(env).expanduser().resolve() == datadir else ""
+    print(
+        f"pgeval: created a new, empty data directory for the embedded server: {datadir}{source}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _configure(dsn: str) -> None:

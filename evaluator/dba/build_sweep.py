@@ -65,6 +65,28 @@ def shared() -> Iterator[None]:
             owner.close()
 
 
+@contextmanager
+def own_schema(database: Any, schema: str) -> Iterator[None]:
+    """Scratch schema ``schema`` of this process (an advise's sample, a sweep's held-out
+    copies) while the block runs; on exit, also on Ctrl-C and on error, it is dropped with the
+    helper targets stored over it (``kb~sample1000``: none left pointing at nothing)."""
+    from ..targets import targets
+
+    LIVE.add(schema)
+    try:
+        yield
+    finally:
+        try:
+            with database.connect(results=False, autocommit=True) as c:
+                c.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
+                )
+            with database.connect(autocommit=True) as conn:
+                targets.remove_helpers(conn, schema)
+        finally:
+            LIVE.discard(schema)
+
+
 def leftover_schemas(conn: Any, keep: str | None = None) -> list[str]:
     """Scratch schemas left by an earlier process that could not clean up (kill -9, crash)."""
     live = {keep or "", *LIVE, *(s.schema for s in (_SHARED or {}).values())}

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-SCRATCH_PREFIX = "pgeval_scratch_"  # every scratch schema's (build_sweep's, advise's copies)
+from ..targets.targets import SCRATCH_PREFIX  # every scratch schema's (build_sweep's, advise's)
+
 SCRATCH_TABLE = "kb"
 # a scratch table's storage: no autovacuum (nothing writes it after it is made; a vacuum of the
 # fresh copy mid-measurement sets its visibility map, cheapening a btree's path, and a tenant at

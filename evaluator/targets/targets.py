@@ -38,6 +38,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
 VECTOR_TYPES = ("vector", "halfvec")
+# the schemas of pgeval's scratch copies (dba/copied_rows.py): a target over one is a helper of
+# a sweep or an advise (``kb~sample1000``), not the user's
+SCRATCH_PREFIX = "pgeval_scratch_"
 ANN_METHODS = index_methods()  # the access methods of the ANN stage kinds (stages.registry)
 
 
@@ -406,7 +409,12 @@ def load(conn: Any, name: str) -> Target:
 
 
 def list_targets(conn: Any) -> list[dict]:
-    rows = conn.execute("SELECT name, spec, created_at FROM pgeval.target ORDER BY name").fetchall()
+    """The user's targets: not the helpers over pgeval's scratch copies."""
+    rows = conn.execute(
+        "SELECT name, spec, created_at FROM pgeval.target "
+        "WHERE coalesce(spec ->> 'schema', '') NOT LIKE %s ORDER BY name",
+        (SCRATCH_PREFIX.replace("_", r"\_") + "%",),
+    ).fetchall()
     return [
         {
             "target": n,
@@ -432,6 +440,12 @@ def remove(conn: Any, name: str) -> None:
         raise NotFound(f"no target named '{name}'")
 
 
+def remove_helpers(conn: Any, schema: str) -> None:
+    """Remove the helper targets over scratch schema ``schema`` (dropped with it)."""
+    assert schema.startswith(SCRATCH_PREFIX), schema
+    conn.execute("DELETE FROM pgeval.target WHERE spec ->> 'schema' = %s", (schema,))
+
+
 # the catalog checks (validate, vector_indexes, check_identifiers) are in target.catalog
 
 __all__ = [
@@ -441,6 +455,7 @@ __all__ = [
     "WEKNORA_SETTINGS",
     "Target",
     "list_targets",
+    "remove_helpers",
     "load",
     "remove",
     "save",

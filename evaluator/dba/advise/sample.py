@@ -10,7 +10,8 @@ that the sampled query rows are true held-out queries there: not nodes of the in
 the copy, and not in its exact answer (its ground truth is the copy's own). A copy lives in a
 scratch schema whose name is derived from the target, N and the rows held out (dropped when
 the advise ends, also on Ctrl-C and on error) and is searched through a stored target
-``<target>~sample<N>`` (``<target>~heldout`` for every row), the one its sweeps name."""
+``<target>~sample<N>`` (``<target>~heldout`` for every row), the one its sweeps name, removed
+with it (never listed by `pgeval target list`)."""
 
 from __future__ import annotations
 
@@ -85,8 +86,7 @@ def copy(
     with database.connect() as conn:
         source = targets.load(conn, target_name)
     schema = _schema(source, rows, held_out)
-    build_sweep.LIVE.add(schema)
-    try:
+    with build_sweep.own_schema(database, schema):
         t0 = time.perf_counter()
         with database.connect(results=False, autocommit=True) as c, spent.charge("copies"):
             total, made = _create(c, source, schema, rows, column, held_out)
@@ -107,14 +107,6 @@ def copy(
             targets.save(conn, sampled, replace=True)
             conn.commit()
         yield Sample(sampled.name, made, total, held, seconds)
-    finally:
-        try:
-            with database.connect(results=False, autocommit=True) as c:
-                c.execute(
-                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
-                )
-        finally:
-            build_sweep.LIVE.discard(schema)
 
 
 def _create(

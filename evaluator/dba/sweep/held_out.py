@@ -157,15 +157,14 @@ def copies(
     database: Database, target_name: str, ids: list[str], rows: int | None
 ) -> Iterator[Copies]:
     """The two copies of ``rows`` rows (None: every row) of the target and a stored target over
-    each; their scratch schema is dropped on exit (also on Ctrl-C and on error)."""
+    each; their scratch schema is dropped on exit with them (also on Ctrl-C and on error)."""
     from ...targets import targets
 
     with database.connect() as conn:
         source = targets.load(conn, target_name)
     key = sha256_hex({"table": source.qualified(), "target": target_name, "rows": rows})[:10]
     schema = f"{build_sweep.SCRATCH_PREFIX}heldout_{key}"
-    build_sweep.LIVE.add(schema)
-    try:
+    with build_sweep.own_schema(database, schema):
         with database.connect(results=False, autocommit=True) as c:
             made = _create(c, source, schema, ids, rows)
         names = {}
@@ -186,14 +185,6 @@ def copies(
                 targets.save(conn, copy, replace=True)
             conn.commit()
         yield Copies(names["graph"], names["held"], made)
-    finally:
-        try:
-            with database.connect(results=False, autocommit=True) as c:
-                c.execute(
-                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema))
-                )
-        finally:
-            build_sweep.LIVE.discard(schema)
 
 
 def _create(c: Any, source: Any, schema: str, ids: list[str], rows: int | None) -> int:
