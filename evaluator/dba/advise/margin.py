@@ -7,11 +7,10 @@ wider than ``WIDE``: a rebuild or another sample may then land on the other side
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from .outcome import Margin, Outcome
+from .outcome import Margin, Outcome, PointRef
 
 WIDE = 0.01  # the issue's "within 0.01": an interval wider than this says how to narrow it
 
@@ -28,9 +27,9 @@ def attach(database: Any, rows: list[Outcome], k: int) -> list[Outcome]:
     with database.connect() as conn:
         for row in rows:
             found = None
-            if row.get("at"):
+            if row.measurement.at is not None:
                 try:
-                    found = _margin(conn, row, k)
+                    found = _margin(conn, row.measurement.at, k)
                 except psycopg.errors.UndefinedFunction:
                     raise DatabaseError(
                         "the SQL API of schema pgeval is older than this pgeval (no "
@@ -42,11 +41,11 @@ def attach(database: Any, rows: list[Outcome], k: int) -> list[Outcome]:
     return out
 
 
-def _margin(conn: Any, row: Mapping[str, Any], k: int) -> Any:
-    """The 95 % half-width at the row's point, addressed by its sweep and number (``at``)."""
+def _margin(conn: Any, at: PointRef, k: int) -> Any:
+    """The 95 % half-width at a design's point, addressed by its sweep and number."""
     return conn.execute(
         "SELECT m.queries, m.margin95 FROM pgeval.sweep_point_recall_margin(%s, %s, %s) m",
-        (row["at"]["sweep_id"], row["at"]["point"], k),
+        (at.sweep_id, at.point, k),
     ).fetchone()
 
 

@@ -36,7 +36,7 @@ class Figures:
         return cls(**figures)
 
     def as_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return _fields(self)
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class PointRef:
     point: int
 
     def as_dict(self) -> dict[str, Any]:
-        return {"sweep_id": self.sweep_id, "point": self.point}
+        return _fields(self)
 
 
 @dataclass(frozen=True)
@@ -177,27 +177,17 @@ class Outcome(Mapping[str, Any]):
 
     @cached_property
     def _row(self) -> dict[str, Any]:
-        optional = {
-            "in_place_refused": self.in_place_refused,
-            "low_end": self.low_end,
-            "queries": self.queries,
-            "built_on_table": self.built_on_table,
-            "measured_where": self.measured_where,
-            "upper_bound": self.upper_bound,
-            "held_out_build": self.held_out_build,
-        }
-        present = {k: v for k, v in optional.items() if v is not None}
-        steps = (self.screening, self.measured_on, self.on_sample, self.margin, self.verdict)
-        screening, measured_on, on_sample, margin, verdict = steps
+        given = {k: v for k in _GIVEN if (v := getattr(self, k)) is not None}
+        on = {} if self.measured_on is None else {"measured_on": self.measured_on}
         return {
             **self.measurement.as_dict(),
             "in_place": self.in_place,
-            **present,
-            **({} if screening is None else {"screened": screening.screened, "gap": screening.gap}),
-            **({} if measured_on is None else {"measured_on": measured_on}),
-            **({} if on_sample is None else _fields(on_sample)),
-            **({} if margin is None else _fields(margin)),
-            **({} if verdict is None else _fields(verdict)),
+            **given,
+            **_fields(self.screening),
+            **on,
+            **_fields(self.on_sample),
+            **_fields(self.margin),
+            **_fields(self.verdict),
         }
 
     def __getitem__(self, key: str) -> Any:
@@ -214,5 +204,18 @@ class Outcome(Mapping[str, Any]):
         return self.measurement.figures
 
 
+# an outcome's own fields the row has a key for where they are given, in the row's order
+_GIVEN = (
+    "in_place_refused",
+    "low_end",
+    "queries",
+    "built_on_table",
+    "measured_where",
+    "upper_bound",
+    "held_out_build",
+)
+
+
 def _fields(value: Any) -> dict[str, Any]:
-    return {f.name: getattr(value, f.name) for f in fields(value)}
+    """A value's fields, in order, as the row's keys ({}: None, the step did not apply)."""
+    return {} if value is None else {f.name: getattr(value, f.name) for f in fields(value)}

@@ -48,11 +48,11 @@ def describe(row: Outcome, context: dict[str, Any], cfg: AdviseConfig) -> Outcom
     stands against the budgets."""
     from ..build_sweep import sized_memory
 
+    build, size = row.measurement.build, row.figures.index_bytes
     mwm = cfg.maintenance_work_mem or _at_least(
-        sized_memory(context["rows"], context["dimension"], context["vector_type"], row["build"]),
+        sized_memory(context["rows"], context["dimension"], context["vector_type"], build),
         context["maintenance_work_mem"],
     )
-    size = row["index_bytes"]
     over = over_budget(row, budgets(cfg))
     fits = None if size is None else size <= context["shared_buffers"]
     return replace(row, verdict=Verdict(mwm, fits, over))

@@ -290,7 +290,7 @@ class _Measure:
             row = measure.low_end(row, res, design, self.cfg.target_recall)
         # what its queries are: sampled rows in the index they search (an upper bound), held out
         row = replace(row, queries=label(res.queries, held_out=known.held_out))
-        if row["measured"]:
+        if row.measurement.counts[0]:  # (repetitions measured now)
             self.spent.append(time.monotonic() - t0)
         self.done += 1
         if self.on_designed:
