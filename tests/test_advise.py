@@ -286,23 +286,36 @@ def test_low_end_shows_a_design_at_its_setting_intervals_upper_end(kb, advised, 
 
 
 def test_low_end_above_every_value_measured_is_not_reached():
+    from dataclasses import replace
+
     from evaluator.dba.advise import measure
+    from evaluator.dba.advise.outcome import Figures, Groups, Measurement, Outcome
     from evaluator.dba.advise.plan import Design
 
     design = Design(kind="hnsw-bq", build={}, find="bq.candidates", fixed={})
-    row = {
-        "setting": {"bq.candidates": 12},
-        "reached": True,
-        "setting_interval": {"level": 0.95, "low": 11, "high": None, "resamples": 500},
-    }
-    measure.low_end(row, None, design, 0.9)  # type: ignore[arg-type]
+    measured = Measurement(
+        design="hnsw-bq",
+        build={},
+        setting={"bq.candidates": 12},
+        figures=Figures(),
+        reached=True,
+        sweep=None,
+        point=None,
+        at=None,
+        index=None,
+        counts=(0, 0, 0),
+        find_path=None,
+        setting_interval={"level": 0.95, "low": 11, "high": None, "resamples": 500},
+        points=[],
+    )
+    row = measure.low_end(Outcome(measured), None, design, 0.9)  # type: ignore[arg-type]
     assert row["reached"] is False
     assert row["low_end"] == {"value": None, "found": 12, "why": measure.UNMEASURED}
     assert "raise --find-max" in measure.UNMEASURED
     # grouped: shown at the value every group reaches, said so
-    grouped = {"setting": {"bq.candidates": 12}, "reached": True, "groups": [], **row}
-    grouped["reached"] = True
-    measure.low_end(grouped, None, design, 0.9)  # type: ignore[arg-type]
+    groups = Groups({}, None, [], [], [], {}, [], {})
+    grouped = Outcome(replace(measured, groups=groups))
+    grouped = measure.low_end(grouped, None, design, 0.9)  # type: ignore[arg-type]
     assert grouped["reached"] is True and grouped["setting"] == {"bq.candidates": 12}
     assert grouped["low_end"] == {"value": None, "found": 12, "why": measure.GROUPED}
 

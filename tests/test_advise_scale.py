@@ -15,7 +15,7 @@ import pytest
 from test_sweep_build import scratch_schemas
 
 from evaluator.api import Pgeval
-from evaluator.dba.advise import prune, screen
+from evaluator.dba.advise import prune, rules, screen
 
 DIM, N = 32, 3000
 TABLE, TARGET = "advise_scale_kb", "advise_scale"
@@ -120,7 +120,7 @@ def test_a_challenger_whose_build_is_estimated_over_the_bound_is_not_built():
     slow = result()
     row = {"build_ms": 5000}
     assert not screen._within_budget(cfg, "hnsw-halfvec m=16", row, 10**6, 10**5, slow)
-    assert prune.scaled(row, "build_ms", 10) == pytest.approx(5000 * 10**1.4)
+    assert rules.scaled(row, "build_ms", 10) == pytest.approx(5000 * 10**1.4)
     (dropped,) = slow.dropped
     assert dropped["design"] == "hnsw-halfvec m=16"
     assert "estimated at 126 s" in dropped["why"] and "--max-confirm-s 100" in dropped["why"]

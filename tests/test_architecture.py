@@ -617,3 +617,57 @@ def test_flag_counter_sees_both_spellings():
         '@click.option("--diskann/--no-diskann")\ndef f(): pass\n'
     )
     assert sorted(_flag_declarations(source)) == ["--diskann", "--k", "--k", "--no-diskann"]
+
+
+def _string_keyed_writes(tree: ast.AST, module: str) -> list[str]:
+    """``x["key"] = ...`` (or ``+=``, annotated), ``x.update(key=...)``, ``x.update({"key": ...})``
+    and ``x.setdefault("key", ...)``: a dict written with string keys."""
+
+    def keyed(node: ast.expr) -> bool:
+        return isinstance(node, ast.Constant) and isinstance(node.value, str)
+
+    out = []
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        for t in targets:
+            for sub in ast.walk(t):
+                if isinstance(sub, ast.Subscript) and keyed(sub.slice):
+                    out.append(f"{module}:{node.lineno} {ast.unparse(t)}")
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("update", "setdefault")
+        ):
+            first = node.args[0] if node.args else None
+            literal = isinstance(first, ast.Dict) and any(
+                k is not None and keyed(k) for k in first.keys
+            )
+            if node.keywords or literal or (first is not None and keyed(first)):
+                out.append(f"{module}:{node.lineno} {ast.unparse(node.func)}")
+    return out
+
+
+def test_advise_writes_no_dict_with_string_keys():
+    """advise's values are typed (dba/advise/outcome.py): each step returns a new frozen value
+    (``dataclasses.replace``); no module of the advise package writes a key into a dict (a
+    dict literal, as ``Outcome.as_dict`` builds the JSON row, is not a write)."""
+    found = [
+        w
+        for m, p in MODULES.items()
+        if m.startswith("evaluator.dba.advise.")
+        for w in _string_keyed_writes(TREES[m], m)
+    ]
+    assert not found, "string-keyed writes in the advise package: " + "; ".join(found)
+
+
+def test_string_keyed_write_check_can_fail():
+    src = (
+        "row['a'] = 1\nrow['b'] += 1\nx: int\nrow.update(c=1)\nrow.update({'d': 1})\n"
+        "row.setdefault('e', [])\nper.setdefault(kind, [])\nrow[key] = 1\nout = {'f': 1}\n"
+    )
+    found = _string_keyed_writes(ast.parse(src), "m")
+    assert [w.split(" ")[0] for w in found] == ["m:1", "m:2", "m:4", "m:5", "m:6"]

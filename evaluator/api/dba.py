@@ -156,7 +156,7 @@ class DbaMethods:
         report: str | Path | None = None,
         on_design: Callable[[int, int, Design, float | None], None] | None = None,
         on_warning: Callable[[str], None] | None = None,
-        on_designed: Callable[[int, int, Design, dict], None] | None = None,
+        on_designed: Callable[[int, int, Design, Mapping[str, Any]], None] | None = None,
     ) -> AdviseResult:
         """Which index design to have, built how, queried how (`pgeval advise`; docs/advise.md):
         per design x build (``designs``, ``build``: ``["hnsw:m=8,16"]``) the cheapest setting

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -274,7 +275,7 @@ class _Progress:
         )
         info(f"advise: design {i} of {n}: {design.label} ({where}{eta})")
 
-    def after(self, i: int, n: int, design: Design, row: dict) -> None:
+    def after(self, i: int, n: int, design: Design, row: Mapping[str, Any]) -> None:
         import time
 
         took = time.monotonic() - self.started

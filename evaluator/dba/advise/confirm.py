@@ -7,6 +7,7 @@ says so (:func:`drop_unless_chosen`)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -15,12 +16,13 @@ from psycopg import sql
 from ...core.errors import DatabaseError, InputError, first_line, param
 from .. import spent
 from . import inplace
+from .outcome import Outcome
 from .plan import AdviseConfig, Design
 
 
 def on_table(
     database: Any, cfg: AdviseConfig, design: Design, measured: Any, estimate: float | None
-) -> dict[str, Any]:
+) -> Outcome:
     """Build ``design`` on the table (CONCURRENTLY), then measure it there in place."""
     from ...stages import registry
     from ...targets import targets
@@ -71,14 +73,10 @@ def on_table(
             f"{param('confirm_on_table')}: {name} was built but is not valid on your table"
         )
     got = measured.one(placed, cfg.target)
-    got["built_on_table"] = {
-        "name": name,
-        "build_s": round(build_s, 3),
-        "ddl": stmts["ddl"],
-        "sets": sets,
-    }
-    got["build_ms"] = build_s * 1000.0
-    return got
+    built = {"name": name, "build_s": round(build_s, 3), "ddl": stmts["ddl"], "sets": sets}
+    figures = replace(got.figures, build_ms=build_s * 1000.0)
+    measurement = replace(got.measurement, figures=figures)
+    return replace(got, measurement=measurement, built_on_table=built)
 
 
 def _exists(kb: Any, target: Any, name: str) -> bool:
@@ -91,7 +89,7 @@ def _ident(target: Any, name: str) -> sql.Composable:
 
 
 def drop_unless_chosen(
-    database: Any, cfg: AdviseConfig, rows: list[dict[str, Any]], chosen: dict[str, Any] | None
+    database: Any, cfg: AdviseConfig, rows: Sequence[Outcome], chosen: dict[str, Any] | None
 ) -> str | None:
     """The index ``--confirm-on-table`` built, dropped when it is not the recommendation; what
     was done, in words (None: nothing built)."""

@@ -19,6 +19,7 @@ from typing import Any
 
 from ...testset.query_source import CAPTURE
 from . import prune
+from .outcome import Outcome
 from .plan import AdviseConfig, Design
 
 # what an index in place keeps of its sampled rows' figure beside the held-out copy's
@@ -32,28 +33,28 @@ def fits(cfg: AdviseConfig, estimate: float | None) -> bool:
 
 
 def again(
-    measured: Any, design: Design, row: dict[str, Any], target: str, where: str, eta: float | None
-) -> dict[str, Any]:
+    measured: Any, design: Design, row: Outcome, target: str, where: str, eta: float | None
+) -> Outcome:
     """``row``, ``design`` measured in place with sampled rows, measured again on the held-out
     copy ``target`` (``where``: the copy in words): that copy's figures, the index in place."""
     copy = measured.one(replace(design, in_place=None), target, eta=eta)
-    return {
-        **copy,
-        "in_place": row["in_place"],
-        "index_bytes": row["index_bytes"],
-        "build_ms": None,  # (the table has it: nothing to build)
-        "measured_where": where,
-        "upper_bound": {k: row.get(k) for k in UPPER_BOUND},
-    }
+    # (the table has it: nothing to build)
+    built = replace(copy.figures, index_bytes=row.figures.index_bytes, build_ms=None)
+    return replace(
+        copy,
+        measurement=replace(copy.measurement, figures=built),
+        in_place=row.in_place,
+        measured_where=where,
+        upper_bound={k: row.get(k) for k in UPPER_BOUND},
+    )
 
 
 def not_built(
-    cfg: AdviseConfig, design: Design, row: dict[str, Any], estimate: float, notes: list[str]
-) -> None:
-    """``row`` stays the sampled rows' figure: say so in the row and in ``notes``, with what
+    cfg: AdviseConfig, design: Design, row: Outcome, estimate: float, notes: list[str]
+) -> Outcome:
+    """``row`` stays the sampled rows' figure: said in the row and in ``notes``, with what
     measures it."""
     bound = cfg.max_confirm_s
-    row["held_out_build"] = {"built": False, "estimated_build_s": estimate, "max_confirm_s": bound}
     notes.append(
         f"{design.label} is measured in place with sampled rows only (an upper bound for the "
         f"application's queries): its build on a held-out copy of every row is estimated at "
@@ -61,3 +62,5 @@ def not_built(
         f"with --max-confirm-s {prune.round_up(estimate * 1.5)}, or capture the application's queries "
         f"(`{CAPTURE}`) and advise --captured SET"
     )
+    said = {"built": False, "estimated_build_s": estimate, "max_confirm_s": bound}
+    return replace(row, held_out_build=said)

@@ -130,6 +130,9 @@ def _keep(
     plan used it); measured on a scratch copy instead, the indexes that serve the statement in
     its place are named, as what to drop once a sweep through ``kept`` confirms it."""
     settings = stmts["settings_sql"]
+    planner = f"keep {kept} (the index your table has: no index to build); " + (
+        "set " + "; ".join(settings) if settings else "no setting to change"
+    )
     out: dict[str, Any] = {
         "ddl": None,
         "keep": kept,
@@ -137,8 +140,7 @@ def _keep(
         "rollback": stmts["reset_sql"],
         "confirm": None,
         "drop_old": None,
-        "planner": f"keep {kept} (the index your table has: no index to build); "
-        + ("set " + "; ".join(settings) if settings else "no setting to change"),
+        "planner": planner,
     }
     if chosen.get("in_place"):
         return out
@@ -149,19 +151,20 @@ def _keep(
         if e["serves_statement"]
     ]
     confirm = _confirm(cfg, chosen, kept)
-    out.update(
-        supersedes=rivals,
-        confirm=confirm,
-        drop_old=f"after `{confirm}` confirms {kept}" if rivals else None,
-    )
-    out["planner"] += (
-        f". Measured on a scratch copy: on your table the planner serves this statement with "
-        f"{', '.join(r['name'] for r in rivals) or 'another index'}, not {kept}, so the "
-        f"setting above does not reach it; {kept} serves the statement once "
-        + ("; ".join(r["drop"] for r in rivals) or "the other index is dropped")
-        + f" (then measure it: {confirm})"
-    )
-    return out
+    return {
+        **out,
+        "supersedes": rivals,
+        "confirm": confirm,
+        "drop_old": f"after `{confirm}` confirms {kept}" if rivals else None,
+        "planner": planner
+        + (
+            f". Measured on a scratch copy: on your table the planner serves this statement "
+            f"with {', '.join(r['name'] for r in rivals) or 'another index'}, not {kept}, so "
+            f"the setting above does not reach it; {kept} serves the statement once "
+            + ("; ".join(r["drop"] for r in rivals) or "the other index is dropped")
+            + f" (then measure it: {confirm})"
+        ),
+    }
 
 
 def _words(new: str, supersedes: list[dict[str, Any]], confirm: str) -> str | None:

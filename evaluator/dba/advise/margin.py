@@ -7,39 +7,45 @@ wider than ``WIDE``: a rebuild or another sample may then land on the other side
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
+
+from .outcome import Margin, Outcome, PointRef
 
 WIDE = 0.01  # the issue's "within 0.01": an interval wider than this says how to narrow it
 
 
-def attach(database: Any, rows: list[dict[str, Any]], k: int) -> None:
-    """``recall_margin`` (the 95 % half-width) and ``recall_queries`` (the queries it is over)
-    of every row at its point (grouped: the worst group's sweep, the row's ``sweep``)."""
+def attach(database: Any, rows: list[Outcome], k: int) -> list[Outcome]:
+    """Every row with its :class:`.outcome.Margin`: ``recall_margin`` (the 95 % half-width) and
+    ``recall_queries`` (the queries it is over) at its point (grouped: the worst group's
+    sweep, the row's ``sweep``)."""
     import psycopg
 
     from ...core.errors import DatabaseError
 
+    out = []
     with database.connect() as conn:
         for row in rows:
             found = None
-            if row.get("at"):
+            if row.measurement.at is not None:
                 try:
-                    found = _margin(conn, row, k)
+                    found = _margin(conn, row.measurement.at, k)
                 except psycopg.errors.UndefinedFunction:
                     raise DatabaseError(
                         "the SQL API of schema pgeval is older than this pgeval (no "
                         "pgeval.sweep_point_recall_margin): run `pgeval init`"
                     ) from None
-            row["recall_queries"] = int(found[0]) if found and found[0] else None
-            row["recall_margin"] = found[1] if found else None
+            queries = int(found[0]) if found and found[0] else None
+            out.append(replace(row, margin=Margin(queries, found[1] if found else None)))
         conn.rollback()
+    return out
 
 
-def _margin(conn: Any, row: dict[str, Any], k: int) -> Any:
-    """The 95 % half-width at the row's point, addressed by its sweep and number (``at``)."""
+def _margin(conn: Any, at: PointRef, k: int) -> Any:
+    """The 95 % half-width at a design's point, addressed by its sweep and number."""
     return conn.execute(
         "SELECT m.queries, m.margin95 FROM pgeval.sweep_point_recall_margin(%s, %s, %s) m",
-        (row["at"]["sweep_id"], row["at"]["point"], k),
+        (at.sweep_id, at.point, k),
     ).fetchone()
 
 

@@ -5,6 +5,7 @@ at the least setting at which every group reaches the target, with the worst gro
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -15,6 +16,7 @@ from ..sweep.groups import GroupSweepResult, run_groups
 from ..sweep.operating_points import Measured, figures
 from ..sweep.session import NOTHING_KNOWN, Callbacks, Known, Session
 from .config import SWEPT
+from .outcome import Figures, Groups, Measurement, Outcome, PointRef
 from .plan import AdviseConfig, Design
 
 Warn = Callable[[str], None]
@@ -66,8 +68,8 @@ def design_row(
     warn: Warn,
     on_find: OnFind,
     known: Known = NOTHING_KNOWN,
-) -> tuple[dict[str, Any], SweepResult]:
-    """(the design's row, a sweep of it: the query source and test set it ran on); ``known``:
+) -> tuple[Outcome, SweepResult]:
+    """(the design's outcome, a sweep of it: the query source and test set it ran on); ``known``:
     the target's query set and data, measured once for every design (:func:`known`)."""
     scfg = config(cfg, design, target)
     found = None if on_find is None else (lambda p, r: on_find(design, p, r))
@@ -85,12 +87,12 @@ def design_row(
             )
             unplaced = replace(design, in_place=None)
             row, res = design_row(database, cfg, unplaced, target, column, warn, on_find, known)
-            return {**row, "in_place_refused": existing["name"]}, res
+            return replace(row, in_place_refused=existing["name"]), res
         return _placed(_row(design, res, {} if existing else design.build), existing), res
-    counts = {"measured": 0, "reused": 0, "kept": 0}
+    counts: Counter[str] = Counter()
 
     def on_point(point: Any, rep: int, how: str) -> None:
-        counts[how] = counts.get(how, 0) + 1
+        counts.update((how,))
 
     grouped = run_groups(
         database,
@@ -107,16 +109,18 @@ def design_row(
     if not grouped.sweeps:
         failed = "; ".join(f"{g}: {why}" for g, why in grouped.failed.items())
         raise_no_group(design, failed)
-    row = _placed({**_group_row(design, grouped), **counts}, existing)
-    return row, next(iter(grouped.sweeps.values()))
+    measured = _group_row(design, grouped)
+    measured = replace(measured, counts=(counts["measured"], counts["reused"], counts["kept"]))
+    return _placed(measured, existing), next(iter(grouped.sweeps.values()))
 
 
-def _placed(row: dict[str, Any], existing: dict[str, Any] | None) -> dict[str, Any]:
-    """A design's row, measured through the table's index ``existing``: its name, oid and size
-    (a sweep without a build records no size; nothing was built: no build time)."""
+def _placed(measured: Measurement, existing: dict[str, Any] | None) -> Outcome:
+    """A design's outcome, measured through the table's index ``existing``: its name, oid and
+    size (a sweep without a build records no size; nothing was built: no build time)."""
     if existing is None:
-        return {**row, "in_place": None}
-    return {**row, "in_place": dict(existing), "index_bytes": existing["bytes"], "build_ms": None}
+        return Outcome(measured)
+    built = replace(measured.figures, index_bytes=existing["bytes"], build_ms=None)
+    return Outcome(replace(measured, figures=built), in_place=dict(existing))
 
 
 def raise_no_group(design: Design, failed: str) -> None:
@@ -141,65 +145,68 @@ UNMEASURED = "the interval's upper end is above every value measured: raise --fi
 GROUPED = "--low-end applies to ungrouped designs: shown at the value every group reaches"
 
 
-def low_end(row: dict[str, Any], res: SweepResult, design: Design, target: float) -> None:
+def low_end(row: Outcome, res: SweepResult, design: Design, target: float) -> Outcome:
     """``--low-end``: the design shown at the upper end of its setting's 95 % interval
     (``setting_interval.high``: the value reaching ``target`` in 97.5 % of resamples of the
-    queries), a value its find measured: the row's setting and figures are that point's and
-    ``reached`` whether its recall reaches ``target``. ``row["low_end"]``: ``value`` (None:
+    queries), a value its find measured: the outcome's setting and figures are that point's
+    and ``reached`` whether its recall reaches ``target``. Its ``low_end``: ``value`` (None:
     not shown there, ``why``) and ``found``, the least value reaching the target. The build's
     figures (index size, build time) are the row's: one index for every value."""
-    found = row["setting"].get(design.find)
-    if row.get("groups") is not None:  # grouped: as found, said so
-        row["low_end"] = {"value": None, "found": found, "why": GROUPED}
-        return
-    iv = row.get("setting_interval") or {}
-    if not row["reached"]:
-        row["low_end"] = {"value": None, "found": found, "why": "no value reached the target"}
-        return
+    m = row.measurement
+    found = m.setting.get(design.find)
+    if m.groups is not None:  # grouped: as found, said so
+        return replace(row, low_end={"value": None, "found": found, "why": GROUPED})
+    iv = m.setting_interval or {}
+    if not m.reached:
+        why = "no value reached the target"
+        return replace(row, low_end={"value": None, "found": found, "why": why})
     high = iv.get("high")
     at = None if high is None else res.operating_points.at(design.find, int(high))
     if at is None:
-        row["reached"] = False
-        row["low_end"] = {"value": None, "found": found, "why": UNMEASURED}
-        return
-    figures = {k: v for k, v in at.figures().items() if k not in ("index_bytes", "build_ms")}
-    row.update(figures)
-    row["setting"] = {**row["setting"], design.find: at.value(design.find)}
-    row["point"], row["index"] = at.label, at.index
-    row["at"] = {"sweep_id": at.sweep_id, "point": at.point}
-    row["reached"] = at.reaches(target)
-    row["low_end"] = {"value": at.value(design.find), "found": found}
+        unmet = replace(m, reached=False)
+        return replace(
+            row, measurement=unmet, low_end={"value": None, "found": found, "why": UNMEASURED}
+        )
+    build = {"index_bytes": m.figures.index_bytes, "build_ms": m.figures.build_ms}
+    shown = replace(
+        m,
+        figures=Figures.of({**at.figures(), **build}),
+        setting={**m.setting, design.find: at.value(design.find)},
+        point=at.label,
+        index=at.index,
+        at=PointRef(at.sweep_id, at.point),
+        reached=at.reaches(target),
+    )
+    return replace(row, measurement=shown, low_end={"value": at.value(design.find), "found": found})
 
 
-def _row(design: Design, res: SweepResult, built: dict[str, str]) -> dict[str, Any]:
+def _row(design: Design, res: SweepResult, built: dict[str, str]) -> Measurement:
     """The design's figures at the cheapest setting reaching R, else at the best its find
     tried (:func:`_at`); ``built``: the sweep's build of its points ({}: the table's index)."""
     found = res.finds[0]
     at, value = _at(design, res)
-    return {
-        "design": design.kind,
-        "build": design.build,
-        "setting": {design.find: value, **design.fixed},
-        **(at.figures() if at is not None else figures({})),
-        "reached": bool(found["reached"]),
-        "sweep": res.name,
-        "point": at.label if at is not None else None,
-        "at": None if at is None else {"sweep_id": at.sweep_id, "point": at.point},
-        "index": None if at is None else at.index,  # the index the point's plan used
+    return Measurement(
+        design=design.kind,
+        build=design.build,
+        setting={design.find: value, **design.fixed},
+        figures=Figures.of(at.figures() if at is not None else figures({})),
+        reached=bool(found["reached"]),
+        sweep=res.name,
+        point=at.label if at is not None else None,
+        at=None if at is None else PointRef(at.sweep_id, at.point),
+        index=None if at is None else at.index,  # the index the point's plan used
         # repetitions of points: measured now, reused from other sweeps, kept from this one
-        "measured": res.measured,
-        "reused": res.reused,
-        "kept": res.kept,
-        "find_path": found["path"],
+        counts=(res.measured, res.reused, res.kept),
+        find_path=found["path"],
         # the found value's 95 % interval over resamples of the queries (None: not reached)
-        "setting_interval": found.get("interval") if found["reached"] else None,
+        setting_interval=found.get("interval") if found["reached"] else None,
         # every value the find measured: what the plot draws per design
-        "points": [
+        points=[
             {"value": m.settings.get(design.find), "recall": m.recall, "p95_ms": m.p95_ms}
             for m in res.operating_points.points
             if m.build == built and m.settings
         ],
-    }
+    )
 
 
 def _binding_interval(finds: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -226,7 +233,7 @@ def _worst_of(points: list[Measured]) -> dict[str, Any]:
     }
 
 
-def _group_row(design: Design, grouped: GroupSweepResult) -> dict[str, Any]:
+def _group_row(design: Design, grouped: GroupSweepResult) -> Measurement:
     """The design at the least setting at which every group reaches R (SQL's
     pgeval.sweeps_recommendation over the groups' sweeps), else at the point whose worst group
     comes closest; the worst group and every group at that point beside it."""
@@ -244,37 +251,27 @@ def _group_row(design: Design, grouped: GroupSweepResult) -> dict[str, Any]:
     ]
     worst = groups[0] if groups else None
     value = (at.get("settings") or {}).get(design.find)
-    return {
-        "design": design.kind,
-        "build": design.build,
-        "setting": {design.find: None if value is None else int(value), **design.fixed},
-        **figures(_worst_of(present)),
+    worst_sweep = grouped.sweeps[str(worst["group"])] if worst else None
+    return Measurement(
+        design=design.kind,
+        build=design.build,
+        setting={design.find: None if value is None else int(value), **design.fixed},
+        figures=Figures.of(figures(_worst_of(present))),
         # (a group not measured is not known to reach it: the design does not count as reaching)
-        "reached": grouped.recommendation is not None and not grouped.failed,
-        "sweep": grouped.sweeps[str(worst["group"])].name if worst else None,
-        "sweeps": {g: res.name for g, res in grouped.sweeps.items()},
-        "point": at.get("label"),
-        "at": (
-            {"sweep_id": grouped.sweeps[str(worst["group"])].sweep_id, "point": number}
-            if worst and number is not None
+        reached=grouped.recommendation is not None and not grouped.failed,
+        sweep=worst_sweep.name if worst_sweep else None,
+        point=at.get("label"),
+        at=(
+            PointRef(worst_sweep.sweep_id, number)
+            if worst_sweep is not None and number is not None
             else None
         ),
-        "worst_group": None
-        if worst is None
-        else {"group": worst["group"], "rows": worst["rows"], "recall": worst["recall"]},
-        "groups": groups,
-        "groups_missing": [g["group"] for g in groups if not g["reached"]],
-        "groups_skipped": grouped.skipped,
-        "groups_failed": grouped.failed,
-        "groups_chosen": grouped.chosen,
-        "find_path": {g: f.get("path") for g, f in grouped.finds.items()},
+        index=None,
+        counts=(0, 0, 0),
+        find_path={g: f.get("path") for g, f in grouped.finds.items()},
         # the interval of the group whose own value binds (the largest found)
-        "setting_interval": _binding_interval(grouped.finds),
-        # each group's own least value reaching R (None: it reached none)
-        "found": {
-            g: f.get("value") if f.get("reached") else None for g, f in grouped.finds.items()
-        },
-        "points": [
+        setting_interval=_binding_interval(grouped.finds),
+        points=[
             {
                 "value": (p["settings"] or {}).get(design.find),
                 "recall": p["worst_recall"],
@@ -283,4 +280,19 @@ def _group_row(design: Design, grouped: GroupSweepResult) -> dict[str, Any]:
             for p in grouped.points
             if p["settings"]
         ],
-    }
+        groups=Groups(
+            sweeps={g: res.name for g, res in grouped.sweeps.items()},
+            worst_group=None
+            if worst is None
+            else {"group": worst["group"], "rows": worst["rows"], "recall": worst["recall"]},
+            groups=groups,
+            missing=[g["group"] for g in groups if not g["reached"]],
+            skipped=grouped.skipped,
+            failed=grouped.failed,
+            chosen=grouped.chosen,
+            # each group's own least value reaching R (None: it reached none)
+            found={
+                g: f.get("value") if f.get("reached") else None for g, f in grouped.finds.items()
+            },
+        ),
+    )

@@ -4,6 +4,7 @@ it runs under."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -157,7 +158,7 @@ def designs(cfg: AdviseConfig, available: list[str], why_not: dict[str, str]) ->
 
 
 def iterative_variants(
-    plan: list[Design], rows: list[dict[str, Any]], cfg: AdviseConfig
+    plan: list[Design], rows: Sequence[Mapping[str, Any]], cfg: AdviseConfig
 ) -> list[Design]:
     """Per tenant, the designs measured through the table's own index again with their kind's
     iterative scan (the registry's ``Kind.iterative_scan``, its first mode: HNSW's strict_order
@@ -182,7 +183,7 @@ def iterative_variants(
     return out
 
 
-def _filter_bound(row: dict[str, Any], target: float) -> bool:
+def _filter_bound(row: Mapping[str, Any], target: float) -> bool:
     """Whether filtering costs a group recall: a group misses the target, as the one-shot
     statement or as a prepared one (the generic plan, measured in place: a small tenant the
     one-shot plan serves exactly can go through the ANN index prepared)."""

@@ -6,18 +6,18 @@ groups a prepared statement serves otherwise, and what to set when that costs re
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..sweep.operating_points import reaches
 
 
 def note(
-    chosen: dict[str, Any],
+    chosen: Mapping[str, Any],
     target_recall: float,
     k: int,
     role: str | None,
-    rows: Sequence[dict[str, Any]] = (),
+    rows: Sequence[Mapping[str, Any]] = (),
 ) -> dict | None:
     """The groups of ``chosen`` (a grouped design's row) whose generic plan differs from the
     one-shot statement's: {"groups": [...], "below": [groups under the target prepared],
@@ -74,7 +74,7 @@ def note(
     }
 
 
-def _both_ways(chosen: dict[str, Any], rows: Any, target: float) -> dict[str, Any] | None:
+def _both_ways(chosen: Mapping[str, Any], rows: Any, target: float) -> dict[str, Any] | None:
     """The fastest other row of the same design and build where every group reaches the
     target with both plans."""
     ok = [

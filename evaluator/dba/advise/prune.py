@@ -17,68 +17,10 @@ What is left, if anything, is the one challenger built in full."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
-from .recommend import BUDGETS, MB, pick
-
-# an index build grows faster than its rows, the more so as the graph outgrows the caches: on
-# the 2-core machine the benchmarks ran on, HNSW 2.0 s at 10,000 x 384 and 56.7 s at 160,000
-# (16x the rows for 28x the time: exponent 1.21); hnsw-halfvec, serial (pgvector 0.8.1's
-# advisory), 43.4 s at 100,000 x 384 and 1,120 s at 1,000,000 (exponent 1.41, bench/
-# advise_scale.py). The exponent the full build's time is estimated with from the sample's (the
-# progress line, --max-build-s, --max-confirm-s): the larger, so that an estimate errs long
-BUILD_GROWTH = 1.4
-
-
-def scaled(row: dict[str, Any], key: str, scale: float) -> float | None:
-    """A sample figure carried to the table's rows: size in proportion, build time at
-    :data:`BUILD_GROWTH`; other figures are not carried."""
-    value = row.get(key)
-    if value is None:
-        return None
-    if key == "index_bytes":
-        return float(value) * scale
-    if key == "build_ms":
-        return float(value) * scale**BUILD_GROWTH
-    return float(value)
-
-
-def estimated_build_s(row: dict[str, Any], rows: int, sample_rows: int) -> float | None:
-    """A screened row's build time carried to the table's ``rows`` (seconds; None: not known)."""
-    build_ms = scaled(row, "build_ms", rows / max(sample_rows, 1))
-    return None if build_ms is None else build_ms / 1000.0
-
-
-def over_budgets(row: dict[str, Any], budgets: dict[str, float], scale: float) -> list[str]:
-    """The budget options a row is over, its size and build time carried to the table."""
-    out = []
-    for opt, (key, _, figure) in BUDGETS.items():
-        if opt not in budgets or row.get(key) is None:
-            continue
-        carried = {**row, key: scaled(row, key, scale)}
-        if figure(carried) > budgets[opt]:
-            out.append(opt)
-    return out
-
-
-def _p95(row: dict[str, Any]) -> tuple[float, float]:
-    """(low, high) of a row's p95: its 95 % interval, else the spread over rounds, else itself."""
-    p95 = float(row["p95_ms"])
-    low, high = row.get("p95_low"), row.get("p95_high")
-    sd = float(row.get("p95_sd") or 0.0)
-    if low is not None and high is not None:
-        return min(float(low), p95 - sd), max(float(high), p95 + sd)
-    return p95 - sd, p95 + sd
-
-
-def beats(challenger: dict[str, Any], anchor: dict[str, Any]) -> bool:
-    """Whether ``challenger``'s p95 is below ``anchor``'s beyond their noise."""
-    return _p95(challenger)[1] < _p95(anchor)[0]
-
-
-def at_ceiling(row: dict[str, Any], setting: str, ceilings: dict[str, float]) -> bool:
-    value = (row.get("setting") or {}).get(setting)
-    return setting in ceilings and value is not None and float(value) >= ceilings[setting]
+from .rules import BUILD_GROWTH, MB, Row, at_ceiling, beats, over_budgets, p95_range, pick, scaled
 
 
 def _short(setting: str) -> str:
@@ -88,7 +30,7 @@ def _short(setting: str) -> str:
 def verdicts(
     labels: list[str],
     finds: list[str],
-    screened: list[dict[str, Any]],
+    screened: Sequence[Row],
     anchor: int | None,
     anchor_ok: bool,
     *,
@@ -140,7 +82,7 @@ def verdicts(
 
 
 def _why(
-    row: dict[str, Any],
+    row: Row,
     setting: str,
     on: str,
     scale: float,
@@ -177,8 +119,8 @@ def _why(
     return None
 
 
-def _range(row: dict[str, Any]) -> str:
-    low, high = _p95(row)
+def _range(row: Row) -> str:
+    low, high = p95_range(row)
     return f"{row['p95_ms']:.3f}, {max(low, 0):.3f}–{high:.3f}"
 
 

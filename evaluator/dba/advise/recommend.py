@@ -5,35 +5,22 @@ qualifies: which budget binds and what the closest design needs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ...testset.query_source import CAPTURE, SAMPLED_ROWS, bounded
 from . import apply, inplace
+from .outcome import Outcome, Verdict
 from .plan import AdviseConfig
+from .rules import MB, Row, budgets, over_budget, pick
 
-MB = 1048576.0
 # said of a recommendation whose figure is sampled rows' through the index they are nodes of
 UNMEASURED = (
     "; the application's queries are not measured: sampled rows are nodes of the index they "
     f"search and read it higher than its real queries; `{CAPTURE}` prints how to log them "
     "(then advise --captured SET)"
 )
-# budget option -> (the design's figure, its unit in the figure, the figure in the budget's unit)
-BUDGETS: dict[str, tuple[str, str, Callable[[dict[str, Any]], float]]] = {
-    "--max-p95-ms": ("p95_ms", "ms", lambda r: r["p95_ms"]),
-    "--max-index-mb": ("index_bytes", "MB", lambda r: r["index_bytes"] / MB),
-    "--max-build-s": ("build_ms", "s", lambda r: r["build_ms"] / 1000.0),
-}
-
-
-def budgets(cfg: AdviseConfig) -> dict[str, float]:
-    given = {
-        "--max-p95-ms": cfg.max_p95_ms,
-        "--max-index-mb": cfg.max_index_mb,
-        "--max-build-s": cfg.max_build_s,
-    }
-    return {k: v for k, v in given.items() if v is not None}
 
 
 def server_context(kb: Any, target: Any, cfg: AdviseConfig) -> dict[str, Any]:
@@ -56,21 +43,19 @@ def server_context(kb: Any, target: Any, cfg: AdviseConfig) -> dict[str, Any]:
     }
 
 
-def describe(row: dict[str, Any], context: dict[str, Any], cfg: AdviseConfig) -> None:
-    """Add what the build needed and where the design stands against the budgets."""
+def describe(row: Outcome, context: dict[str, Any], cfg: AdviseConfig) -> Outcome:
+    """``row`` with its :class:`.outcome.Verdict`: what the build needed and where the design
+    stands against the budgets."""
     from ..build_sweep import sized_memory
 
-    row["maintenance_work_mem"] = cfg.maintenance_work_mem or _at_least(
-        sized_memory(context["rows"], context["dimension"], context["vector_type"], row["build"]),
+    build, size = row.measurement.build, row.figures.index_bytes
+    mwm = cfg.maintenance_work_mem or _at_least(
+        sized_memory(context["rows"], context["dimension"], context["vector_type"], build),
         context["maintenance_work_mem"],
     )
-    size = row["index_bytes"]
-    row["fits_shared_buffers"] = None if size is None else size <= context["shared_buffers"]
-    row["over_budget"] = {
-        opt: round(figure(row), 6)
-        for opt, (key, _, figure) in BUDGETS.items()
-        if opt in budgets(cfg) and row[key] is not None and figure(row) > budgets(cfg)[opt]
-    }
+    over = over_budget(row, budgets(cfg))
+    fits = None if size is None else size <= context["shared_buffers"]
+    return replace(row, verdict=Verdict(mwm, fits, over))
 
 
 def _at_least(sized: str, server_bytes: int) -> str:
@@ -78,44 +63,19 @@ def _at_least(sized: str, server_bytes: int) -> str:
     return sized if mb * MB >= server_bytes else f"{server_bytes // 1048576}MB"
 
 
-def _build(row: dict[str, Any]) -> str:
+def _build(row: Row) -> str:
     return ",".join(f"{k}={v}" for k, v in row["build"].items())
 
 
-def _name(row: dict[str, Any]) -> str:
+def _name(row: Row) -> str:
     setting = ", ".join(f"{k}={v}" for k, v in row["setting"].items())
     return f"{row['design']} ({_build(row)}) at {setting}"
-
-
-def pick(ok: list[dict[str, Any]]) -> tuple[dict[str, Any], bool]:
-    """The lowest p95; among those within its noise (the fastest's p95 spread over repetitions,
-    or p95 intervals that overlap), the least work: an index the table has (nothing to build),
-    then the smallest index. Returns (chosen, whether the tie rule chose it)."""
-    fastest = min(ok, key=lambda r: (r["p95_ms"], r["index_bytes"] or 0))
-    spread = fastest["p95_sd"] or 0.0
-    tied = [
-        r
-        for r in ok
-        if r["p95_ms"] - fastest["p95_ms"] <= max(spread, r["p95_sd"] or 0.0)
-        or _overlap(fastest, r)
-    ]
-    chosen = min(tied, key=lambda r: (not r.get("in_place"), r["index_bytes"] or 0, r["p95_ms"]))
-    return chosen, chosen is not fastest
-
-
-def _overlap(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether two designs' p95 intervals overlap: which is faster is within the noise."""
-    ends = [a.get("p95_low"), b.get("p95_low"), a.get("p95_high"), b.get("p95_high")]
-    if any(e is None for e in ends):
-        return False
-    low_a, low_b, high_a, high_b = (float(e) for e in ends)  # type: ignore[arg-type]
-    return max(low_a, low_b) <= min(high_a, high_b)
 
 
 def choose(
     kb: Any,
     target: Any,
-    rows: list[dict[str, Any]],
+    rows: Sequence[Row],
     cfg: AdviseConfig,
     group: str | None = None,
 ) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
@@ -212,7 +172,7 @@ def choose(
     }, None
 
 
-def _held_out_words(chosen: dict[str, Any], kept: str, cfg: AdviseConfig) -> str:
+def _held_out_words(chosen: Row, kept: str, cfg: AdviseConfig) -> str:
     """``; measured on a held-out copy of all 199,700 rows: ef_search 23 reaches 0.95 there;
     keep hnsw_idx (...)``: an index in place measured again without its sampled rows."""
     find, value = next(iter(chosen["setting"].items()))
@@ -233,14 +193,14 @@ def _held_out_words(chosen: dict[str, Any], kept: str, cfg: AdviseConfig) -> str
     )
 
 
-def _build_sets(row: dict[str, Any]) -> list[str]:
+def _build_sets(row: Row) -> list[str]:
     from ...stages import registry
 
     method = registry.KINDS[row["design"]].index_method or ""
     return apply.build_sets(method, row.get("maintenance_work_mem"))
 
 
-def _interval(row: dict[str, Any]) -> str:
+def _interval(row: Row) -> str:
     """``; the setting's 95 % interval over 500 resamples of the queries: 18-33``."""
     iv = row.get("setting_interval")
     if not iv or iv.get("low") is None:
@@ -252,7 +212,7 @@ def _interval(row: dict[str, Any]) -> str:
     )
 
 
-def _worst(row: dict[str, Any]) -> str:
+def _worst(row: Row) -> str:
     """`` (0.9612 ±0.0094 over 500 queries)``; grouped: `` in every group (the worst, small with
     300 rows, at 0.9512 ±0.0160 over 100 queries)``. ±: the 95 % interval (:mod:`.margin`)."""
     worst = row.get("worst_group")
@@ -267,7 +227,7 @@ def _worst(row: dict[str, Any]) -> str:
     )
 
 
-def _missing(row: dict[str, Any]) -> str:
+def _missing(row: Row) -> str:
     """Grouped: ``; the worst group, small (300 rows), at 0.4100; missing: small, mid``."""
     worst = row.get("worst_group")
     if not worst:
@@ -285,7 +245,7 @@ def _pct(value: float, base: float) -> str:
     return f"{(value - base) / base * 100:+.0f}%"
 
 
-def ceilings(kb: Any, rows: list[dict[str, Any]]) -> dict[str, float]:
+def ceilings(kb: Any, rows: Sequence[Row]) -> dict[str, float]:
     """The server's maximum of each setting a find searched (``pg_settings.max_val``; pgeval's
     own, ``bq.candidates``, has none): a find that stopped there cannot go higher."""
     from ...stages import gucs
@@ -299,7 +259,7 @@ def ceilings(kb: Any, rows: list[dict[str, Any]]) -> dict[str, float]:
     return {n: v for n, v in found}
 
 
-def _higher(best: dict[str, Any], ceilings: dict[str, float]) -> str:
+def _higher(best: Row, ceilings: dict[str, float]) -> str:
     """What would bring the closest design further: a higher --find-max, unless its setting is
     at the server's maximum already."""
     name, value = next(iter(best["setting"].items()))
@@ -312,8 +272,8 @@ def _higher(best: dict[str, Any], ceilings: dict[str, float]) -> str:
 
 
 def _unmet(
-    rows: list[dict[str, Any]],
-    reaching: list[dict[str, Any]],
+    rows: Sequence[Row],
+    reaching: Sequence[Row],
     cfg: AdviseConfig,
     goal: str,
     ceilings: dict[str, float],

@@ -41,20 +41,30 @@ def rows(result: dict[str, Any], *, short: bool = False) -> list[dict[str, Any]]
             "mwm" if short else "maintenance_work_mem": r["maintenance_work_mem"],
             "in_sb" if short else "fits_shared_buffers": r["fits_shared_buffers"],
         }
-        if result.get("group_by"):
-            worst = r.get("worst_group") or {}
-            row["worst_group"] = worst.get("group")
-            row["worst_rows"] = worst.get("rows")
-            row["worst_recall"] = worst.get("recall")
-        if result.get("screened_on") is not None or result.get("held_out"):
-            row["measured_on"] = where_short(r)
-        if any(d.get("in_place") for d in result["designs"]):
-            row["in_place"] = (r.get("in_place") or {}).get("name")
-        if not short:
-            row["queries"] = r.get("queries")
-            row["reached"] = r["reached"]
-            row["over_budget"] = ", ".join(r["over_budget"])
-            row["sweep"] = r["sweep"]
+        worst = r.get("worst_group") or {}
+        grouped = {
+            "worst_group": worst.get("group"),
+            "worst_rows": worst.get("rows"),
+            "worst_recall": worst.get("recall"),
+        }
+        placed = any(d.get("in_place") for d in result["designs"])
+        long = {
+            "queries": r.get("queries"),
+            "reached": r["reached"],
+            "over_budget": ", ".join(r["over_budget"]),
+            "sweep": r["sweep"],
+        }
+        row = {
+            **row,
+            **(grouped if result.get("group_by") else {}),
+            **(
+                {"measured_on": where_short(r)}
+                if result.get("screened_on") is not None or result.get("held_out")
+                else {}
+            ),
+            **({"in_place": (r.get("in_place") or {}).get("name")} if placed else {}),
+            **({} if short else long),
+        }
         out.append(row)
     return out
 
@@ -316,11 +326,10 @@ def evidence(result: dict[str, Any]) -> list[dict[str, Any]]:
             row = {
                 "design": r["design"],
                 "build": ",".join(f"{k}={v}" for k, v in r["build"].items()),
+                **({"group": group} if result.get("group_by") else {}),
+                "point": r["point"],
+                "sweep (pgeval stage-report SWEEP)": name,
             }
-            if result.get("group_by"):
-                row["group"] = group
-            row["point"] = r["point"]
-            row["sweep (pgeval stage-report SWEEP)"] = name
             out.append(row)
     return out
 

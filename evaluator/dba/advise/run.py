@@ -16,8 +16,8 @@ sampled query rows (:mod:`.sample`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...core.errors import InputError, param
@@ -25,10 +25,11 @@ from ...core.warnings_once import once
 from ...testset.query_source import label
 from .. import build_sweep, spent
 from . import confirm, inplace, margin, measure, recommend, sample, screen
+from .outcome import Outcome
 from .plan import AdviseConfig, Design, designs, iterative_variants, supported
 
 OnDesign = Callable[[int, int, Design, "float | None"], None] | None
-OnDesigned = Callable[[int, int, Design, dict[str, Any]], None] | None
+OnDesigned = Callable[[int, int, Design, Mapping[str, Any]], None] | None
 
 
 @dataclass
@@ -37,7 +38,7 @@ class AdviseResult:
     k: int
     target_recall: float
     budgets: dict[str, float]
-    designs: list[dict[str, Any]] = field(default_factory=list)
+    designs: list[Outcome] = field(default_factory=list)
     recommendation: dict[str, Any] | None = None
     unmet: dict[str, Any] | None = None  # nothing meets R within the budgets: what binds
     skipped: dict[str, str] = field(default_factory=dict)  # design -> why it cannot be built
@@ -85,7 +86,7 @@ class AdviseResult:
             "stored": self.stored,
             "notes": self.notes,
             "skipped": self.skipped,
-            "designs": self.designs,
+            "designs": [d.as_dict() for d in self.designs],
             "recommendation": self.recommendation,
             "unmet": self.unmet,
             "warnings": self.warnings,
@@ -170,7 +171,7 @@ def run_advise(
     with spent.ledger() as book:
         with build_sweep.shared():  # one scratch copy per source; dropped at the end
             _flow(database, cfg, plan, column, measured)
-        margin.attach(database, result.designs, cfg.k)
+        result.designs = margin.attach(database, result.designs, cfg.k)
         _recommend(database, cfg, target, column, result, warn)
     result.spent = spent.split(book, time.monotonic() - t0)
     result.stored = book["builds"] == 0 and all(not r.get("measured") for r in result.designs)
@@ -231,8 +232,7 @@ def _recommend(
 ) -> None:
     with database.connect(results=False, autocommit=True) as kb:
         context = recommend.server_context(kb, target, cfg)
-        for row in result.designs:
-            recommend.describe(row, context, cfg)
+        result.designs = [recommend.describe(row, context, cfg) for row in result.designs]
         eligible = [r for r in result.designs if r.get("measured_on", "table") == "table"]
         result.recommendation, result.unmet = recommend.choose(
             kb, target, eligible, cfg, group=column
@@ -269,11 +269,11 @@ class _Measure:
         # every design (a grouped advise measures them per group, in each group's sweep)
         self.known: dict[str, measure.Known] = {}
 
-    def all(self, plan: list[Design], target: str) -> list[dict[str, Any]]:
+    def all(self, plan: list[Design], target: str) -> list[Outcome]:
         self.total = max(self.total, self.done + len(plan))
         return [self.one(d, target) for d in plan]
 
-    def one(self, design: Design, target: str, eta: float | None = None) -> dict[str, Any]:
+    def one(self, design: Design, target: str, eta: float | None = None) -> Outcome:
         """One design measured on ``target``; ``eta``: the seconds it is expected to take (a
         full build's, from the sample's build rate), else the designs' average so far."""
         if self.on_design:
@@ -287,10 +287,10 @@ class _Measure:
             self.database, self.cfg, design, target, self.column, self.warn, self.on_find, known
         )
         if self.cfg.low_end:
-            measure.low_end(row, res, design, self.cfg.target_recall)
+            row = measure.low_end(row, res, design, self.cfg.target_recall)
         # what its queries are: sampled rows in the index they search (an upper bound), held out
-        row["queries"] = label(res.queries, held_out=known.held_out)
-        if row["measured"]:
+        row = replace(row, queries=label(res.queries, held_out=known.held_out))
+        if row.measurement.counts[0]:  # (repetitions measured now)
             self.spent.append(time.monotonic() - t0)
         self.done += 1
         if self.on_designed:

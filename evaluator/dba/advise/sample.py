@@ -44,9 +44,12 @@ def name_for(target: str, rows: int | None) -> str:
 
 
 def _schema(target: Any, rows: int | None, held_out: tuple[str, ...]) -> str:
-    what = {"table": target.qualified(), "target": target.name, "rows": rows}
-    if held_out:
-        what["held_out"] = sha256_hex(sorted(held_out))
+    what = {
+        "table": target.qualified(),
+        "target": target.name,
+        "rows": rows,
+        **({"held_out": sha256_hex(sorted(held_out))} if held_out else {}),
+    }
     key = sha256_hex(what)[:10]
     return f"{build_sweep.SCRATCH_PREFIX}{'sample' if rows else 'heldout'}_{key}"
 

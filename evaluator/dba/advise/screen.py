@@ -14,11 +14,13 @@ held-out queries there. Every row says where it was measured (``measured_where``
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
-from . import held_out, predict, prune, sample
+from . import held_out, predict, prune, rules, sample
+from .outcome import OnSample, Outcome, Screening
 from .plan import AdviseConfig, Design
 
 # tables up to this many rows: every design measured at the table's size (no screening)
@@ -80,36 +82,34 @@ def in_full(
     measured: Any,
     held: tuple[str, ...],
     rows: int,
-) -> list[dict[str, Any]]:
+) -> list[Outcome]:
     """Every design at the table's size: in place where the table has it, else built in full;
     one in place measured with sampled rows (``held``) measured again on the held-out copy
     (:mod:`.held_out`: no estimate of its build here, a table this small builds in time)."""
-    out: list[dict[str, Any] | None] = [None] * len(plan)
+    out: list[Outcome | None] = [None] * len(plan)
     placed = [i for i, d in enumerate(plan) if d.in_place]
     remeasured = placed if held else []
     measured.total = len(plan) + len(remeasured)
     for i in placed:
-        out[i] = {**measured.one(plan[i], cfg.target), "measured_where": "table"}
+        out[i] = replace(measured.one(plan[i], cfg.target), measured_where="table")
     built = [i for i, d in enumerate(plan) if not d.in_place]
     if built or remeasured:
         with full_copy(database, cfg, column, held, rows) as full:
             for i in built:
                 row = measured.one(plan[i], full.target)
-                row["measured_where"] = (
-                    "table" if row.get("in_place") else where(full, screening=False)
-                )
-                out[i] = row
+                here = "table" if row.in_place else where(full, screening=False)
+                out[i] = replace(row, measured_where=here)
             for i in remeasured:
                 in_place = out[i]
                 assert in_place is not None
                 copy = where(full, screening=False)
                 out[i] = held_out.again(measured, plan[i], in_place, full.target, copy, None)
             measured.result.held_out = full.held_out
-    return [{**r, "measured_on": "table"} for r in out if r is not None]
+    return [replace(r, measured_on="table") for r in out if r is not None]
 
 
 def gap(
-    row: dict[str, Any], screened: dict[str, Any], find: str, rows: int, on: str, goal: float
+    row: Mapping[str, Any], screened: Mapping[str, Any], find: str, rows: int, on: str, goal: float
 ) -> str:
     """``on 50,000 rows ef_search 15 reached 0.95; the table needs 40``."""
     short = find.split(".", 1)[-1]
@@ -126,7 +126,7 @@ def gap(
 
 
 def anchor_of(
-    plan: list[Design], table: dict[int, dict[str, Any]], budgets: dict[str, float]
+    plan: list[Design], table: dict[int, Outcome], budgets: dict[str, float]
 ) -> tuple[int | None, bool]:
     """(the anchor: of the designs in place, the one the recommendation's rule prefers among
     those meeting the target within the budgets on the table, else the first; whether it meets
@@ -138,11 +138,11 @@ def anchor_of(
         for i, r in table.items()
         if r.get("reached")
         and r.get("p95_ms") is not None
-        and not prune.over_budgets(r, budgets, 1.0)
+        and not rules.over_budgets(r, budgets, 1.0)
     ]
     if not ok:
         return min(table), False
-    best, _ = prune.pick([table[i] for i in ok])
+    best, _ = rules.pick([table[i] for i in ok])
     return next(i for i in ok if table[i] is best), True
 
 
@@ -158,7 +158,7 @@ def screened(
     held: tuple[str, ...],
     rows: int,
     size: int,
-) -> list[dict[str, Any]]:
+) -> list[Outcome]:
     """The anchor on the table, every design on a sample, at most one built in full (see the
     module's docstring); the rows in the plan's order."""
     from . import recommend
@@ -167,9 +167,10 @@ def screened(
     budgets = recommend.budgets(cfg)
     placed = {i for i, d in enumerate(plan) if d.in_place}
     measured.total = len(placed) + len(plan) + 1  # (the one full build, if any)
-    table = {i: {**measured.one(plan[i], cfg.target), "measured_where": "table"} for i in placed}
+    table = {i: replace(measured.one(plan[i], cfg.target), measured_where="table") for i in placed}
     with sample.copy(database, cfg.target, size, column, held) as s:
-        on_sample = measured.all(plan, s.target)
+        here = where(s, screening=True)
+        on_sample = [replace(r, measured_where=here) for r in measured.all(plan, s.target)]
     result.screened_on = s.rows
     result.screen = {
         "target": s.target,
@@ -178,9 +179,6 @@ def screened(
         "held_out": s.held_out,
         "samples": 1,
     }
-    here = where(s, screening=True)
-    for r in on_sample:
-        r["measured_where"] = here
     if held:  # the table's indexes measured with sampled rows: again on a held-out copy
         _measured_held_out(database, cfg, plan, column, measured, held, rows, table, on_sample)
     anchor, anchor_ok = anchor_of(plan, table, budgets)
@@ -200,7 +198,7 @@ def screened(
         target_recall=cfg.target_recall,
         placed=placed,
     )
-    full: dict[str, Any] | None = None
+    full: Outcome | None = None
     if chosen is not None and anchor_ok:  # (the anchor is the answer meanwhile)
         if not _within_budget(cfg, plan[chosen].label, on_sample[chosen], rows, s.rows, result):
             chosen = None
@@ -213,31 +211,28 @@ def screened(
     why = {d["design"]: d["why"] for d in result.dropped}
     out = []
     for i, d in enumerate(plan):
-        screen = {k: on_sample[i].get(k) for k in KEEP}
-        screen.update(sweep=on_sample[i]["sweep"], reached=on_sample[i]["reached"], rows=s.rows)
         if i in table or i == chosen:
             row = table[i] if i in table else full
             assert row is not None
-            on = "the table" if row["measured_where"] == "table" else f"the {row['measured_where']}"
-            row["screened"] = screen
-            row["gap"] = gap(row, on_sample[i], d.find, s.rows, on, cfg.target_recall)
-            out.append({**row, "measured_on": "table"})
+            on = "the table" if row.measured_where == "table" else f"the {row.measured_where}"
+            said = gap(row, on_sample[i], d.find, s.rows, on, cfg.target_recall)
+            screening = Screening(_screen(on_sample[i], s.rows), said)
+            out.append(replace(row, screening=screening, measured_on="table"))
             continue
         predicted = None
         if anchor is not None and plan[anchor].find == d.find:  # (the same work setting)
             predicted = predict.carried(
                 on_sample[i], on_sample[anchor], table[anchor], d.find, plan[anchor].label, s.rows
             )
-        out.append(
-            {
-                **on_sample[i],
-                "measured_on": "sample",
-                "dropped": why.get(d.label),
-                "on_table": AFTER,
-                "predicted": predicted,
-            }
-        )
+        verdict = OnSample(why.get(d.label), AFTER, predicted)
+        out.append(replace(on_sample[i], measured_on="sample", on_sample=verdict))
     return out
+
+
+def _screen(on_sample: Outcome, rows: int) -> dict[str, Any]:
+    """What the screening measured of a design built in full: its sample's figures."""
+    kept = {k: on_sample.get(k) for k in KEEP}
+    return {**kept, "sweep": on_sample["sweep"], "reached": on_sample["reached"], "rows": rows}
 
 
 def _measured_held_out(
@@ -248,18 +243,20 @@ def _measured_held_out(
     measured: Any,
     held: tuple[str, ...],
     rows: int,
-    table: dict[int, dict[str, Any]],
-    on_sample: list[dict[str, Any]],
+    table: dict[int, Outcome],
+    on_sample: list[Outcome],
 ) -> None:
     """Each index in place (``table``, measured with sampled rows) built again on the held-out
     copy of every row when its build, estimated from the sample's, fits --max-confirm-s
     (:mod:`.held_out`); the others stay upper bounds, said so."""
     sample_rows = measured.result.screen["rows"]
-    estimates = {i: prune.estimated_build_s(on_sample[i], rows, sample_rows) for i in table}
+    estimates = {i: rules.estimated_build_s(on_sample[i], rows, sample_rows) for i in table}
     fit = [i for i in table if held_out.fits(cfg, estimates[i])]
     for i in table:
         if i not in fit:
-            held_out.not_built(cfg, plan[i], table[i], estimates[i] or 0.0, measured.result.notes)
+            table[i] = held_out.not_built(
+                cfg, plan[i], table[i], estimates[i] or 0.0, measured.result.notes
+            )
     if not fit:
         return
     measured.total += len(fit)
@@ -271,20 +268,20 @@ def _measured_held_out(
 
 
 def _within_budget(
-    cfg: AdviseConfig, label: str, row: dict[str, Any], rows: int, sample_rows: int, result: Any
+    cfg: AdviseConfig, label: str, row: Mapping[str, Any], rows: int, sample_rows: int, result: Any
 ) -> bool:
     """Whether the challenger's build on the table's rows, estimated from the sample's, is
     within ``--max-confirm-s`` (or unknown, or no bound); if not, it is said in ``result``'s
     ``dropped``, ``full_build`` and ``notes``: it may beat the index the table has, and what
     builds it."""
-    estimate = prune.estimated_build_s(row, rows, sample_rows)
+    estimate = rules.estimated_build_s(row, rows, sample_rows)
     bound = cfg.max_confirm_s
     if bound is None or estimate is None or estimate <= bound:
         return True
     why = (
         f"it may beat the index your table has (p95 on {sample_rows:,} rows below the index's "
         f"beyond their noise), but its build on {rows:,} rows is estimated at {estimate:,.0f} s "
-        f"(the sample's {row['build_ms'] / 1000:,.1f} s at rows^{prune.BUILD_GROWTH:g}), over "
+        f"(the sample's {row['build_ms'] / 1000:,.1f} s at rows^{rules.BUILD_GROWTH:g}), over "
         f"--max-confirm-s {bound:g}: not built in full"
     )
     result.dropped.append({"design": label, "why": why})
@@ -307,31 +304,37 @@ def _build_in_full(
     database: Any,
     cfg: AdviseConfig,
     design: Design,
-    on_sample: dict[str, Any],
+    on_sample: Outcome,
     column: str | None,
     measured: Any,
     held: tuple[str, ...],
     rows: int,
     sample_rows: int,
-) -> dict[str, Any]:
+) -> Outcome:
     """The chosen challenger at the table's size: built on the held-out copy of every row, or
     (``--confirm-on-table``) built CONCURRENTLY on the table and measured there."""
-    estimate = prune.estimated_build_s(on_sample, rows, sample_rows)
-    record: dict[str, Any] = {"design": design.label, "built": True, "estimated_build_s": estimate}
-    measured.result.full_build = record
+    estimate = rules.estimated_build_s(on_sample, rows, sample_rows)
+    head = {"design": design.label, "built": True, "estimated_build_s": estimate}
     if cfg.confirm_on_table:
         from . import confirm
 
-        row = confirm.on_table(database, cfg, design, measured, estimate)
-        row["measured_where"] = "table"
-        record.update(on="table", index=row["built_on_table"]["name"], rows=rows)
-        record["build_s"] = row["built_on_table"]["build_s"]
+        row = replace(
+            confirm.on_table(database, cfg, design, measured, estimate), measured_where="table"
+        )
+        built = row.built_on_table or {}
+        where_ = {"on": "table", "index": built["name"], "rows": rows, "build_s": built["build_s"]}
+        measured.result.full_build = {**head, **where_}
         return row
+    measured.result.full_build = head  # (said before the build: a failure leaves it)
     with full_copy(database, cfg, column, held, rows) as full:
         row = measured.one(design, full.target, eta=estimate)
         measured.result.held_out = full.held_out
-    row["measured_where"] = where(full, screening=False)
-    record.update(
-        on="scratch copy", rows=full.rows, build_s=(row.get("build_ms") or 0) / 1000.0 or None
-    )
+    row = replace(row, measured_where=where(full, screening=False))
+    build_s = (row.get("build_ms") or 0) / 1000.0 or None
+    measured.result.full_build = {
+        **head,
+        "on": "scratch copy",
+        "rows": full.rows,
+        "build_s": build_s,
+    }
     return row

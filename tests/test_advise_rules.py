@@ -1,0 +1,95 @@
+"""advise's rules over typed outcomes (dba/advise/rules.py, dba/advise/outcome.py), without a
+server: an outcome reads as the row the JSON prints, each step returns a new one, and a new
+rule is one function (or one entry) in rules.py (docs/ARCHITECTURE.md, "Adding an advise
+rule")."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from evaluator.dba.advise import recommend, rules
+from evaluator.dba.advise.outcome import Figures, Margin, Measurement, OnSample, Outcome
+from evaluator.dba.advise.plan import AdviseConfig
+
+MB = 1048576
+
+
+def outcome(p95: float, size: float, *, p99: float | None = None, sd: float = 0.0) -> Outcome:
+    figures = Figures(
+        recall=0.96, p95_ms=p95, p95_sd=sd, p99_ms=p99, index_bytes=size, build_ms=1e3
+    )
+    return Outcome(
+        Measurement(
+            design="hnsw",
+            build={"m": 16},
+            setting={"hnsw.ef_search": 40},
+            figures=figures,
+            reached=True,
+            sweep="s",
+            point="p1",
+            at=None,
+            index="i",
+            counts=(1, 0, 0),
+            find_path=[],
+            setting_interval=None,
+            points=[],
+        )
+    )
+
+
+CONTEXT = {
+    "rows": 1000,
+    "dimension": 32,
+    "vector_type": "vector",
+    "maintenance_work_mem": 64 * MB,
+    "shared_buffers": 128 * MB,
+}
+
+
+def test_an_outcome_is_its_json_row_in_order():
+    row = replace(
+        outcome(1.0, MB), queries="query set", measured_where="table", measured_on="table"
+    )
+    row = replace(row, margin=Margin(40, 0.01))
+    keys = list(row.as_dict())
+    assert keys[:3] == ["design", "build", "setting"]
+    assert keys[-6:] == [
+        "in_place",
+        "queries",
+        "measured_where",
+        "measured_on",
+        "recall_queries",
+        "recall_margin",
+    ]
+    assert dict(row) == row.as_dict() and row["p95_ms"] == 1.0 and row.get("low_end") is None
+    sampled = replace(row, measured_on="sample", on_sample=OnSample(None, "later", None))
+    assert list(sampled.as_dict())[-5:-2] == ["dropped", "on_table", "predicted"]
+
+
+def test_the_tie_rule_prefers_the_smaller_index_within_noise():
+    fast, small = outcome(1.0, 10 * MB, sd=0.2), outcome(1.1, MB)
+    chosen, by_tie = rules.pick([fast, small])
+    assert chosen is small and by_tie
+
+
+def test_a_new_budget_is_one_entry_in_the_rules(monkeypatch):
+    """The recipe followed once: a p99 budget is one entry in rules.BUDGETS (and, with a flag,
+    one line in budgets(cfg)); describe returns the outcome's Verdict with it."""
+    budgets = {**rules.BUDGETS, "--max-p99-ms": ("p99_ms", "ms", lambda r: r["p99_ms"])}
+    monkeypatch.setattr(rules, "BUDGETS", budgets)
+    monkeypatch.setattr(recommend, "budgets", lambda cfg: {"--max-p99-ms": 2.0})
+    slow = outcome(1.0, MB, p99=3.5)
+    assert rules.over_budget(slow, {"--max-p99-ms": 2.0}) == {"--max-p99-ms": 3.5}
+    described = recommend.describe(slow, CONTEXT, AdviseConfig(target="t"))
+    assert described is not slow and slow.verdict is None
+    assert described.verdict is not None
+    assert described["over_budget"] == {"--max-p99-ms": 3.5}
+    assert described["fits_shared_buffers"] is True
+
+
+def test_an_outcome_cannot_be_written():
+    row = outcome(1.0, MB)
+    with pytest.raises(TypeError):
+        row["p95_ms"] = 2.0  # type: ignore[index]
