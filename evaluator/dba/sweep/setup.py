@@ -51,55 +51,17 @@ def setup(
     checks: bool = True,
 ) -> Setup:
     """``checks=False`` (a probe's lean path, dba/sweep/remeasure.py): the stage's extension
-    and the settings are not checked here (:func:`checked_settings`); the caller uses the
-    result only under a fingerprint hashed as when they were (the same server, extensions and
-    settings)."""
+    and the settings are not checked here; the caller uses the result only under a
+    fingerprint hashed as when they were (the same server, extensions and settings)."""
     from ...measure import metrics as mmod
     from ...run.pipeline import stage_queries
+    from ...stages.server_support import require
     from ...testset.catalog import resolve_testset
 
+    if checks:
+        require(kb, cfg.stage)  # before any work: pgvectorscale, pgvector 0.7 for halfvec/bq
     tid, ts_hash = resolve_testset(results, cfg.testset)
     target = target_of(results, cfg)
-    _no_build_on_statement(cfg, target)
-    judged = results.execute(
-        "SELECT n_judgements > 0 FROM pgeval.testset WHERE testset_id = %s", (tid,)
-    ).fetchone()[0]
-    # query vectors only: no qrels metric to compute per point
-    measures = mmod.measures_for(sorted({3, 5, 10, cfg.k})) if judged else []
-    if not checks:
-        base = {**target.settings, **cfg.settings}  # preset's, then --set
-        base = gucs.with_statement_timeout(None, base, cfg.statement_timeout, check=False)
-    else:
-        base = checked_settings(kb, cfg, target, param_axes)
-    queries, label, dim = stage_queries(
-        results, cfg.testset, tid, [(cfg.stage, cfg.stage, stage)], cfg.embedder
-    )
-    results.commit()
-    return Setup(tid, ts_hash, target, bool(judged), measures, base, queries, label, dim)
-
-
-def checked_settings(
-    kb: Any, cfg: SweepConfig, target: Any, param_axes: list[tuple[str, list[str]]]
-) -> dict:
-    """The settings every point starts from (the preset's, then ``--set``, and the statement
-    timeout), checked with the stage's extension and every value of ``--param`` on the server:
-    what needs no query set, so that a refused option stores none (:func:`query_set`)."""
-    from ...stages.server_support import require
-
-    require(kb, cfg.stage)  # before any work: pgvectorscale, pgvector 0.7 for halfvec/bq
-    _no_build_on_statement(cfg, target)
-    base = gucs.validate(kb, {**target.settings, **cfg.settings})  # preset's, then --set
-    base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
-    for values in grid.product(param_axes):
-        try:
-            gucs.validate(kb, {**base, **values})
-        except InputError as exc:
-            raise InputError(exc.detail, field=param("params")) from None
-    kb.rollback()
-    return base
-
-
-def _no_build_on_statement(cfg: SweepConfig, target: Any) -> None:
     if target.statement is not None and cfg.build:
         raise InputError(
             f"target '{target.name}' is searched by its own statement, which names its table: "
@@ -107,6 +69,28 @@ def _no_build_on_statement(cfg: SweepConfig, target: Any) -> None:
             "the index the table has, or sweep builds on a target without the statement)",
             field=param("build"),
         )
+    judged = results.execute(
+        "SELECT n_judgements > 0 FROM pgeval.testset WHERE testset_id = %s", (tid,)
+    ).fetchone()[0]
+    # query vectors only: no qrels metric to compute per point
+    measures = mmod.measures_for(sorted({3, 5, 10, cfg.k})) if judged else []
+    base = {**target.settings, **cfg.settings}  # preset's, then --set
+    if not checks:
+        base = gucs.with_statement_timeout(None, base, cfg.statement_timeout, check=False)
+    else:
+        base = gucs.validate(kb, base)
+        base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
+        for values in grid.product(param_axes):
+            try:
+                gucs.validate(kb, {**base, **values})
+            except InputError as exc:
+                raise InputError(exc.detail, field=param("params")) from None
+        kb.rollback()
+    queries, label, dim = stage_queries(
+        results, cfg.testset, tid, [(cfg.stage, cfg.stage, stage)], cfg.embedder
+    )
+    results.commit()
+    return Setup(tid, ts_hash, target, bool(judged), measures, base, queries, label, dim)
 
 
 def planner(cfg: SweepConfig, stage_name: str) -> dict:
@@ -158,12 +142,9 @@ def query_set(
         cfg.testset, qinfo = stored
         return cfg, qinfo
     from ...testset import query_source
-    from .config import plan
 
     with database.connect() as conn:
         tgt = target_of(conn, cfg)
-    with database.connect(results=False, read_only=True) as kb:  # refused: nothing stored
-        checked_settings(kb, cfg, tgt, plan(cfg).param_axes)
     cfg = replace(cfg)
     cfg.testset, qinfo = query_source.materialize(
         database, cast("query_source.QuerySource", cfg.queries), tgt
