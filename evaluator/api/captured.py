@@ -72,7 +72,7 @@ class CapturedMethods:
     def measure_captured(
         self,
         name: str,
-        settings: dict[str, Any],
+        settings: Any,
         *,
         sweep: str | None = None,
         replace: bool = False,

@@ -50,15 +50,23 @@ def verdict(rows: list[dict], target_recall: float) -> dict:
 def measure(
     database: Database,
     name: str,
-    settings: dict[str, Any],
+    settings: Any,
     *,
     sweep: str | None = None,
     replace: bool = False,
     target_recall: float = 0.95,
 ) -> dict:
-    """One row per shape and point of the grid (``settings``: a value or a list per setting)
-    and the :func:`verdict`: ``{"rows": [...], "verdict": {...}}``."""
+    """One row per shape and point of the grid (``settings``: ``{"hnsw.ef_search": [20, 40]}``
+    or the command line's ``["hnsw.ef_search=20,40"]``, read as a sweep reads ``--param``) and
+    the :func:`verdict`: ``{"rows": [...], "verdict": {...}}``."""
     import psycopg
+
+    from ..core.errors import param
+    from ..dba.sweep.configure import grid_items
+    from ..dba.sweep.grid import parse_axes
+
+    axes = parse_axes(grid_items(settings), "hnsw.ef_search=20,40,80", param("param"))
+    grid = {k: v if len(v) > 1 else v[0] for k, v in axes}
 
     from ..core.install import ensure_installed
 
@@ -71,7 +79,7 @@ def measure(
         try:
             rows = conn.execute(
                 "SELECT * FROM pgeval.evaluate_captured(%s, %s::jsonb, %s, %s, %s)",
-                (name, json.dumps(settings), sweep, replace, target_recall),
+                (name, json.dumps(grid), sweep, replace, target_recall),
             ).fetchall()
         except psycopg.Error as exc:
             raise InputError(first_line(exc)) from None

@@ -3,7 +3,7 @@ captured from PostgreSQL's server log."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -215,28 +215,6 @@ def export(pg: Pgeval, name: str, out: str, shape: int | None) -> None:
     echo_line(f"wrote {n} queries to {out}")
 
 
-def _grid(given: tuple[str, ...]) -> dict[str, Any]:
-    from ...core.errors import InputError, param
-
-    out: dict[str, Any] = {}
-    for item in given:
-        key, eq, values = item.partition("=")
-        if not eq or not key.strip() or not values.strip():
-            raise InputError(f"'{item}' is not SETTING=V1,V2,...", field=param("param"))
-        vals = [_number(v.strip()) for v in values.split(",")]
-        out[key.strip()] = vals if len(vals) > 1 else vals[0]
-    return out
-
-
-def _number(text: str) -> Any:
-    for cast in (int, float):
-        try:
-            return cast(text)
-        except ValueError:
-            pass
-    return text
-
-
 @queries.command()
 @click.argument("name")
 @PARAM
@@ -267,7 +245,7 @@ def measure(
       pgeval queries measure w49 --param hnsw.ef_search=40 --param hnsw.iterative_scan=off,relaxed_order
     """
     got = pg.measure_captured(
-        name, _grid(params), sweep=sweep_name, replace=replace, target_recall=target_recall
+        name, list(params), sweep=sweep_name, replace=replace, target_recall=target_recall
     )
     if fmt == "json":
         click.echo(to_json(got))
