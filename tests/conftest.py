@@ -45,6 +45,15 @@ SHARED = ROOT.parent / "shared"
 DATA = Path(__file__).resolve().parent / "data"
 
 
+def pytest_runtest_setup(item):
+    """A prerequisite CI requires (tests/prerequisites.py, ``PGEVAL_REQUIRE``) fails its tests."""
+    marker = item.get_closest_marker("prerequisite_missing")
+    if marker is not None:
+        import prerequisites
+
+        prerequisites.fail(*marker.args)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """Remove the session's temporary directory (the embedded server's data directory is 225 MB),
     after making sure no server still runs in it."""
@@ -107,10 +116,13 @@ def en_us_database(database):
         except psycopg.Error as exc:
             if "locale" not in str(exc).lower():
                 raise
-            pytest.skip(
+            import prerequisites
+
+            prerequisites.skip(
+                "locale",
                 "the locale en_US.UTF-8 is not installed on this machine (Debian: "
                 "apt-get install locales, enable it in /etc/locale.gen, locale-gen, then "
-                f"start the server): {str(exc).strip().splitlines()[0]}"
+                f"start the server): {str(exc).strip().splitlines()[0]}",
             )
     db = Database(dsn=make_conninfo(database.uri(), dbname=EN_US_DB))
     with db.connect(autocommit=True) as c:

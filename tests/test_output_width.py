@@ -7,8 +7,8 @@ from __future__ import annotations
 import io
 import json
 import re
-import shutil
 
+import prerequisites
 import pytest
 from rich.filesize import decimal
 
@@ -353,7 +353,7 @@ def test_progress_tells_the_truth(long_named):
     assert code == 1 and len(err.splitlines()) == 1 and "expected an integer" in err, err
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+@prerequisites.mark("chromium", prerequisites.chromium_missing())
 def test_advise_page_fits_1280_px_with_its_verdicts_and_hover(long_named, tmp_path):
     """advise.html at 1280 px in headless Chromium (issue 40, item 5): the designs table fits the
     window with its verdict column in view; the plot is an inline SVG whose points tell their

@@ -18,12 +18,13 @@ import json
 
 import numpy as np
 import pg_real
+import prerequisites
 import pytest
 
 MAJOR = 15
 OWNER = "kb_owner"
 _why = pg_real.unavailable(MAJOR)
-pytestmark = [pytest.mark.skipif(_why is not None, reason=_why or ""), pytest.mark.slow]
+pytestmark = [prerequisites.mark("pg15", _why), pytest.mark.slow]
 
 PIPELINE = [
     "--stages",

@@ -19,14 +19,18 @@ from __future__ import annotations
 import json
 
 import pg_real
+import prerequisites
 import psycopg
 import pytest
 from helpers import wait_for
 
 MAJOR = 15
 POOL = 8  # server connections per database and user
-_why = pg_real.unavailable(MAJOR) or pg_real.bouncer_unavailable()
-pytestmark = [pytest.mark.skipif(_why is not None, reason=_why or ""), pytest.mark.slow]
+pytestmark = [
+    prerequisites.mark("pg15", pg_real.unavailable(MAJOR)),
+    prerequisites.mark("pgbouncer", pg_real.bouncer_unavailable()),
+    pytest.mark.slow,
+]
 
 # PgBouncer sets these on a server connection for each client from the client's own startup
 # values (so they are the probing client's, whatever the previous client had)

@@ -2,10 +2,10 @@
 the self-contained HTML page checked in a real headless browser (Debian's chromium)."""
 
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
+import prerequisites
 import pytest
 from helpers import make_run, make_testset
 
@@ -272,10 +272,7 @@ def console_messages(stderr: str) -> list[str]:
     return [line for line in stderr.splitlines() if ":CONSOLE" in line or "Uncaught" in line]
 
 
-needs_chromium = pytest.mark.skipif(
-    not Path(CHROMIUM).exists() or shutil.which("chromium") is None,
-    reason="Debian's chromium is not installed (/usr/bin/chromium)",
-)
+needs_chromium = prerequisites.mark("chromium", prerequisites.chromium_missing())
 
 
 @needs_chromium
