@@ -295,10 +295,19 @@ class Bouncer:
     per database and user, no reset query (PgBouncer's default in transaction pooling, so what a
     client leaves on a server connection is what the next client gets), trust authentication for
     ``users``, on a free TCP port of 127.0.0.1. Runs as the ``postgres`` OS user when root
-    (PgBouncer refuses to run as root)."""
+    (PgBouncer refuses to run as root). ``query_wait_timeout``: how long a client may wait for a
+    server connection (PgBouncer's default 120 s)."""
 
-    def __init__(self, cluster: Cluster, *, pool_size: int = 8, users=("postgres",)):
+    def __init__(
+        self,
+        cluster: Cluster,
+        *,
+        pool_size: int = 8,
+        users=("postgres",),
+        query_wait_timeout: int = 120,
+    ):
         self.cluster, self.pool_size, self.users = cluster, pool_size, tuple(users)
+        self.query_wait_timeout = query_wait_timeout
         self.dir = Path(tempfile.mkdtemp(prefix="pgeval-bouncer-"))
         self.port = _free_port()
         self.proc: subprocess.Popen | None = None
@@ -314,6 +323,7 @@ class Bouncer:
             f"listen_addr = 127.0.0.1\nlisten_port = {self.port}\nunix_socket_dir =\n"
             f"auth_type = trust\nauth_file = {auth}\npool_mode = transaction\n"
             f"default_pool_size = {self.pool_size}\nmax_client_conn = 200\n"
+            f"query_wait_timeout = {self.query_wait_timeout}\n"
             "ignore_startup_parameters = extra_float_digits\n"
             f"logfile = {self.dir / 'pgbouncer.log'}\n"
         )

@@ -39,11 +39,13 @@ def changes(old_fp: dict | None, new_fp: dict | None) -> list[dict]:
 
 
 def _what(found: list[dict], most: int) -> str:
-    """``key: then -> now`` of the first ``most`` differences (:func:`changes`)."""
+    """``key: then -> now`` of the first ``most`` differences (:func:`changes`), the state of
+    indexes and tables (dead tuples, sizes: what autovacuum moves) after what a DBA changed."""
     from ..config_diff import show_value
 
+    ordered = sorted(found, key=lambda d: ".state." in d["key"])
     return "; ".join(
-        f"{d['key']}: {show_value(d['then'])} -> {show_value(d['now'])}" for d in found[:most]
+        f"{d['key']}: {show_value(d['then'])} -> {show_value(d['now'])}" for d in ordered[:most]
     )
 
 

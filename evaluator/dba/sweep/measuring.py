@@ -372,8 +372,13 @@ class Measuring:
         if self.cfg.concurrency > 1:
             from .load import throughput
 
+            c = self.consistency
             qps = throughput(
-                self.database, self.stage, replace(ctx, warnings=[]), self.cfg.concurrency
+                self.database,
+                self.stage,
+                replace(ctx, warnings=[]),
+                self.cfg.concurrency,
+                held=c.snap.conn if c is not None and c.one_snapshot and c.snap else None,
             )
         return run_id, qps
 
