@@ -75,6 +75,8 @@ def metrics(
     \b
     Valid queries have at least one relevant chunk; the rest are counted (excluded, unanswerable)
     and never averaged in. A valid query missing from the run scores 0 ("no result").
+    nDCG uses exponential gain, 2^grade - 1 (ranx's ndcg_burges), not trec_eval's default
+    linear gain (ndcg_cut): the two agree on binary judgements, not on graded ones.
     With --levels, the acceptance levels (excellent/good/pass/fail) of METRICS.md's contract,
     set for a knowledge base in a general domain (not for your test set); JSON always has them.
 
