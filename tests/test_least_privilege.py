@@ -158,6 +158,36 @@ def test_select_only_role_runs_the_whole_flow(role, database, conn, pgeval, tmp_
     )
 
 
+def test_scratch_copies_need_create_and_say_so_before_any_work(role, database, conn, pgeval):
+    """advise and sweep --build build on scratch copies in schemas of their own: with only the
+    grants above (no CREATE on the database), each refuses in one line naming the GRANT, before
+    measuring anything or storing a query set (issue 50: advise failed after its first design
+    with a bare "permission denied for database")."""
+    dsn = ["--dsn", _dsn(database, ROLE)]
+    code, _, err = pgeval(
+        *dsn, "target", "add", "lp", "--table", KB, "--id-column", "id",
+        "--vector-column", "embedding",
+    )  # fmt: skip
+    assert code == 0, err
+    before = pgeval_counts(conn)
+    dbname = conn.execute("SELECT current_database()").fetchone()[0]
+    grant = f'GRANT CREATE ON DATABASE "{dbname}" TO "{ROLE}"'
+    for args in (
+        ["advise", "--target", "lp", "--sample-queries", "10", "--designs", "hnsw"],
+        ["sweep", "--target", "lp", "--sample-queries", "10", "--stage", "hnsw"]
+        + ["--build", "m=8", "--param", "hnsw.ef_search=10,20"],
+    ):
+        code, out, err = pgeval(*dsn, *args)
+        assert code == 1, (args, out, err)
+        assert len(err.strip().splitlines()) == 1 and grant in err, (args, err)
+        assert "Traceback" not in err
+        assert pgeval_counts(conn) == before, args  # nothing stored
+        leftover = conn.execute(
+            "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'pgeval\\_scratch%'"
+        ).fetchone()[0]
+        assert leftover == 0
+
+
 def test_results_in_another_database(role, database, conn, pgeval, tmp_path):
     """Knowledge base in one database (SELECT only), schema pgeval in another (--results-dsn)."""
     if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (RESULTS_DB,)).fetchone():

@@ -280,3 +280,32 @@ def test_statement_timeout_is_applied_and_recorded(pgeval, cran, conn):
         ).fetchone()[0]
         == 0
     )
+
+
+@pytest.mark.parametrize(
+    "grid",
+    [
+        ("--param", "hnsw.ef_search=0,40"),  # out of range: the server refuses it
+        ("--param", "hnsw.ef_search=1O"),  # not a number
+        ("--param", "hnsw.ef_serch=10,40"),  # no such setting
+        ("--param", "hnsw.ef_search=10", "--set", "work_mem=11XB"),  # --set the server refuses
+    ],
+)
+def test_a_refused_option_stores_no_query_set(pgeval, cran, conn, grid):
+    """A typo in --param (or --set) is refused before anything is stored (issue 50): no query set
+    of 50 sampled rows, no sweep, nothing that was not there before."""
+
+    def stored() -> list:
+        return conn.execute(
+            "SELECT (SELECT array_agg(name ORDER BY name) FROM pgeval.testset), "
+            "(SELECT array_agg(name ORDER BY name) FROM pgeval.sweep)"
+        ).fetchone()
+
+    before = stored()
+    args = ["sweep", "--target", CRAN_TARGET, "--stage", "hnsw", "--sample-queries", "50"]
+    seed = str(5050 + len(" ".join(grid)))  # a sample of its own (a query set stored before
+    # by another case would make this one pass vacuously)
+    code, out, err = pgeval(*args, *grid, "--seed", seed, "--name", "dba-typo")
+    assert code == 1 and err.startswith("pgeval: error: ") and "Traceback" not in err, err
+    assert err.count("\n") == 1, err
+    assert stored() == before

@@ -142,6 +142,10 @@ def run_advise(
             resolve_testset(conn, cfg.testset)
     with database.connect(results=False, autocommit=True) as kb:
         plan = inplace.match(kb, target, plan)  # the indexes the table has: measured in place
+        q = cfg.queries
+        sampled = q.kind == "sample" if q is not None else not cfg.testset
+        if sampled or any(d.in_place is None for d in plan):  # (a held-out copy, a build)
+            build_sweep.require_create(kb, "advise")
     spread = None
     if column is not None:  # before any work: the column, the queries per group, a group
         cfg, spread = _spread(database, cfg, column)

@@ -158,7 +158,8 @@ def _lean(
     cfg, qinfo = setup_mod.query_set(database, cfg, known.query_set)
     # (the extension and the settings checked when the kept sweep was measured: the same
     # server, extensions and settings, which the fingerprints' hashes below make sure of)
-    s = setup_mod.setup(results, kb, cfg, plan.stage, plan.param_axes, checks=False)
+    checked = setup_mod.checked_settings(results, kb, cfg, plan.param_axes, checks=False)
+    s = setup_mod.setup(results, kb, cfg, plan.stage, checked)
     if s.tid != kept.testset_id or s.base != kept.settings:
         return None
     own = bool(qinfo and qinfo["own_chunk_removed"])

@@ -47,72 +47,91 @@ class Session(Measuring):
         """The sweep of ``cfg`` opened (created, resumed or replaced) with its grid's points
         fingerprinted; on exit its values filled and the sweep finished: complete (its points and
         recommendation in ``session.result``), interrupted or failed (:func:`finishing`)."""
-        from .. import data_checksum
-        from .. import fingerprint as fpmod
         from .config import plan as plan_of
-        from .consistency import data_seen, held
+        from .consistency import held
 
         calls = callbacks or Callbacks()
         plan = plan_of(cfg)
-        cfg, qinfo = setup_mod.query_set(database, cfg, known.query_set)
         # least privilege: the knowledge base is read in READ ONLY sessions (but --isolate-index's
         # drops; build sweeps write only to their scratch schema, on a connection of their own)
         with (
             database.connect() as results,
             database.connect(results=False, read_only=not cfg.isolate_index) as kb,
-            # one snapshot for the data checksum, the ground truth and every timed statement
-            held(database, kb, cfg) as cons,
         ):
-            s = setup_mod.setup(results, kb, cfg, plan.stage, plan.param_axes)
-            own = bool(qinfo and qinfo["own_chunk_removed"]) and not known.held_out
-            setup_mod.check_plans(results, kb, cfg, s, plan, own)  # refused before any work
-            if calls.on_start:  # a find's points are not known before: its bracket's first guess
-                n = len(plan.points) or 8 * len(grid.product(plan.param_axes))
-                calls.on_start(n, cfg.repeat, len(s.queries))
-            cache = data_checksum.ChecksumCache(results, database)
-            measured = data_seen(kb, s.target, cfg.checksum, known.data, cons, cache)
-            kb.rollback()
-            ident = setup_mod.identity(
-                cfg, s.ts_hash, plan.param_axes, plan.build_axes, s.base, plan.depth, s.label
-            )
-            name = cfg.name or setup_mod.default_name(ident)
-            fingerprint, base_fp, fps = setup_mod.fingerprints(kb, cfg, s, plan, measured)
-            row = setup_mod.open_row(
-                results, cfg, s, name, ident, plan.points, plan.depth, qinfo, base_fp
-            )
-            session = cls(
-                database=database,
-                cfg=cfg,
-                plan=plan,
-                kb=kb,
-                results=results,
-                setup=s,
-                row=row,
-                result=setup_mod.new_result(
-                    cfg, s, name, row, qinfo, base_fp, calls.on_warning, own
-                ),
-                base_fp=base_fp,
-                data=measured.data,
-                own=own,
-                fingerprint=fingerprint,
-                fps=fps,
-                hashes={n: fpmod.config_hash(f) for n, f in fps.items()},
-                have=store.measured(results, row.sweep_id),
-                known=known,
-                callbacks=calls,
-                consistency=cons,
-            )
-            if cons.reason and cfg.consistency != "detect":
-                session.warn(
-                    f"consistency: {cons.reason}; each point is checked for changes instead"
+            # refused before anything is stored: a typo in --set or --param stores no query set
+            checked = setup_mod.checked_settings(results, kb, cfg, plan.param_axes)
+            cfg, qinfo = setup_mod.query_set(database, cfg, known.query_set)
+            # one snapshot for the data checksum, the ground truth and every timed statement
+            with held(database, kb, cfg) as cons:
+                yield from cls._opened(
+                    database, cfg, plan, known, calls, qinfo, checked, results, kb, cons
                 )
-            with (
-                store.discarded_when_empty(results, row),
-                finishing(results, row.sweep_id, row.experiment_id, session.fill),
-            ):
-                yield session
-                session.fill()
-            session.finish()
+
+    @classmethod
+    def _opened(
+        cls,
+        database: Database,
+        cfg: SweepConfig,
+        plan: Any,
+        known: Known,
+        calls: Callbacks,
+        qinfo: dict | None,
+        checked: tuple[Any, dict],
+        results: Any,
+        kb: Any,
+        cons: Any,
+    ) -> Iterator[Session]:
+        """:meth:`open`'s sweep, once its settings are checked and its query set stored."""
+        from .. import data_checksum
+        from .. import fingerprint as fpmod
+        from .consistency import data_seen
+
+        s = setup_mod.setup(results, kb, cfg, plan.stage, checked)
+        own = bool(qinfo and qinfo["own_chunk_removed"]) and not known.held_out
+        setup_mod.check_plans(results, kb, cfg, s, plan, own)  # refused before any work
+        if calls.on_start:  # a find's points are not known before: its bracket's first guess
+            n = len(plan.points) or 8 * len(grid.product(plan.param_axes))
+            calls.on_start(n, cfg.repeat, len(s.queries))
+        cache = data_checksum.ChecksumCache(results, database)
+        measured = data_seen(kb, s.target, cfg.checksum, known.data, cons, cache)
+        kb.rollback()
+        ident = setup_mod.identity(
+            cfg, s.ts_hash, plan.param_axes, plan.build_axes, s.base, plan.depth, s.label
+        )
+        name = cfg.name or setup_mod.default_name(ident)
+        fingerprint, base_fp, fps = setup_mod.fingerprints(kb, cfg, s, plan, measured)
+        row = setup_mod.open_row(
+            results, cfg, s, name, ident, plan.points, plan.depth, qinfo, base_fp
+        )
+        session = cls(
+            database=database,
+            cfg=cfg,
+            plan=plan,
+            kb=kb,
+            results=results,
+            setup=s,
+            row=row,
+            result=setup_mod.new_result(cfg, s, name, row, qinfo, base_fp, calls.on_warning, own),
+            base_fp=base_fp,
+            data=measured.data,
+            own=own,
+            fingerprint=fingerprint,
+            fps=fps,
+            hashes={n: fpmod.config_hash(f) for n, f in fps.items()},
+            have=store.measured(results, row.sweep_id),
+            known=known,
+            callbacks=calls,
+            consistency=cons,
+        )
+        if cons.reason and cfg.consistency != "detect":
+            session.warn(f"consistency: {cons.reason}; each point is checked for changes instead")
+        with (
+            store.discarded_when_empty(results, row),
+            finishing(results, row.sweep_id, row.experiment_id, session.fill),
+        ):
+            yield session
+            session.fill()
+        session.finish()
 
     @classmethod
     def run(

@@ -41,27 +41,28 @@ class Setup:
     dim: Any
 
 
-def setup(
+def checked_settings(
     results: Any,
     kb: Any,
     cfg: SweepConfig,
-    stage: Any,
     param_axes: list[tuple[str, list[str]]],
     *,
     checks: bool = True,
-) -> Setup:
-    """``checks=False`` (a probe's lean path, dba/sweep/remeasure.py): the stage's extension
-    and the settings are not checked here; the caller uses the result only under a
-    fingerprint hashed as when they were (the same server, extensions and settings)."""
-    from ...measure import metrics as mmod
-    from ...run.pipeline import stage_queries
+) -> tuple[Any, dict]:
+    """The sweep's target and the settings every point starts from (the preset's, then ``--set``,
+    and the statement timeout), checked on the server with the stage's extension, the rights a
+    build needs and every value of ``--param``: what needs no query set, so that a refused option
+    is refused before one is stored (:class:`.session.Session` calls this first).
+    ``checks=False`` (a probe's lean path, dba/sweep/remeasure.py): nothing is checked; the
+    caller uses the result only under a fingerprint hashed as when it was (the same server,
+    extensions and settings)."""
     from ...stages.server_support import require
-    from ...testset.catalog import resolve_testset
 
-    if checks:
-        require(kb, cfg.stage)  # before any work: pgvectorscale, pgvector 0.7 for halfvec/bq
-    tid, ts_hash = resolve_testset(results, cfg.testset)
     target = target_of(results, cfg)
+    base = {**target.settings, **cfg.settings}  # preset's, then --set
+    if not checks:
+        return target, gucs.with_statement_timeout(None, base, cfg.statement_timeout, check=False)
+    require(kb, cfg.stage)  # before any work: pgvectorscale, pgvector 0.7 for halfvec/bq
     if target.statement is not None and cfg.build:
         raise InputError(
             f"target '{target.name}' is searched by its own statement, which names its table: "
@@ -69,23 +70,42 @@ def setup(
             "the index the table has, or sweep builds on a target without the statement)",
             field=param("build"),
         )
+    if cfg.build:
+        from ..build_sweep import require_create
+
+        require_create(kb, f"sweep {param('build')}")
+    base = gucs.validate(kb, base)
+    base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
+    for values in grid.product(param_axes):
+        try:
+            gucs.validate(kb, {**base, **values})
+        except InputError as exc:
+            raise InputError(exc.detail, field=param("params")) from None
+    kb.rollback()
+    results.commit()
+    return target, base
+
+
+def setup(
+    results: Any,
+    kb: Any,
+    cfg: SweepConfig,
+    stage: Any,
+    checked: tuple[Any, dict],
+) -> Setup:
+    """What the sweep measures: its query set's queries and measures, with ``checked``, the target
+    and settings of :func:`checked_settings`."""
+    from ...measure import metrics as mmod
+    from ...run.pipeline import stage_queries
+    from ...testset.catalog import resolve_testset
+
+    target, base = checked
+    tid, ts_hash = resolve_testset(results, cfg.testset)
     judged = results.execute(
         "SELECT n_judgements > 0 FROM pgeval.testset WHERE testset_id = %s", (tid,)
     ).fetchone()[0]
     # query vectors only: no qrels metric to compute per point
     measures = mmod.measures_for(sorted({3, 5, 10, cfg.k})) if judged else []
-    base = {**target.settings, **cfg.settings}  # preset's, then --set
-    if not checks:
-        base = gucs.with_statement_timeout(None, base, cfg.statement_timeout, check=False)
-    else:
-        base = gucs.validate(kb, base)
-        base = gucs.with_statement_timeout(kb, base, cfg.statement_timeout)
-        for values in grid.product(param_axes):
-            try:
-                gucs.validate(kb, {**base, **values})
-            except InputError as exc:
-                raise InputError(exc.detail, field=param("params")) from None
-        kb.rollback()
     queries, label, dim = stage_queries(
         results, cfg.testset, tid, [(cfg.stage, cfg.stage, stage)], cfg.embedder
     )
