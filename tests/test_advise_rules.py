@@ -74,6 +74,26 @@ def test_the_tie_rule_prefers_the_smaller_index_within_noise():
     assert chosen is small and by_tie
 
 
+def test_an_index_the_table_has_is_replaced_only_beyond_noise_and_above_the_target():
+    """Issue 50: the demo replaced the HNSW index the table has (0.964) by an IVFFlat within the
+    noise of its p95, 3 % smaller, whose recall interval reached below the target. A design to
+    build replaces the table's index only when its p95 is lower beyond the noise of both and its
+    recall's 95 % interval lies above the target."""
+    have = replace(outcome(1.0, 10 * MB, sd=0.1), margin=Margin(225, 0.005))
+    smaller = replace(outcome(1.05, 9.7 * MB, sd=0.1), margin=Margin(225, 0.005))
+    assert rules.pick([have, smaller]) == (smaller, True)  # nothing owned: the smaller index
+    assert rules.pick([have, smaller], [have], 0.95) == (have, True)
+    # faster beyond the noise, but its recall 0.96 ±0.011 reaches below 0.95
+    fast_unsure = replace(outcome(0.5, 9 * MB, sd=0.05), margin=Margin(225, 0.011))
+    assert rules.pick([have, fast_unsure], [have], 0.95)[0] is have
+    # faster beyond the noise and 0.96 ±0.005 above the target: it replaces the index
+    fast_sure = replace(outcome(0.5, 9 * MB, sd=0.05), margin=Margin(225, 0.005))
+    assert rules.pick([have, fast_sure], [have], 0.95) == (fast_sure, False)
+    # within the noise, however sure: kept
+    close_sure = replace(outcome(0.95, 9 * MB, sd=0.1), margin=Margin(225, 0.001))
+    assert rules.pick([have, close_sure], [have], 0.95)[0] is have
+
+
 def test_a_new_budget_is_one_entry_in_the_rules(monkeypatch):
     """The recipe followed once: a p99 budget is one entry in rules.BUDGETS (and, with a flag,
     one line in budgets(cfg)); describe returns the outcome's Verdict with it."""

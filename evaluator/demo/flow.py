@@ -329,7 +329,7 @@ def _out(
         "--param",
         "hnsw.ef_search=10,20,40,80",
         "--repeat",
-        "1",
+        "3",
         "--fresh",
         "--name",
         f"{experiment}-sweep",

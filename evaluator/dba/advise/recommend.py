@@ -88,7 +88,9 @@ def choose(
     )
     if not ok:
         return None, _unmet(rows, reaching, cfg, goal, ceilings(kb, rows))
-    chosen, by_tie = pick(ok)
+    owned = _owned(kb, target, ok)
+    chosen, by_tie = pick(ok, owned, cfg.target_recall)
+    kept = any(chosen is r for r in owned)
     others = sorted((r for r in ok if r is not chosen), key=lambda r: r["p95_ms"])
     # sampled rows through the index they are nodes of: no figure of the application's queries
     bound = chosen.get("queries") == SAMPLED_ROWS
@@ -103,8 +105,10 @@ def choose(
         + (
             "its p95 is within the noise of the fastest's (spread or 95 % interval) and "
             + (
-                "it is the index your table has (nothing to build)"
-                if chosen.get("in_place")
+                "it is the index your table has (nothing to build; another design replaces "
+                "it only with a p95 lower beyond the noise and a recall interval above the "
+                "target)"
+                if kept
                 else "its index is the smallest"
             )
             if by_tie
@@ -170,6 +174,20 @@ def choose(
         "build_sql": [] if placed["keep"] is not None else _build_sets(chosen),
         "why": why,
     }, None
+
+
+def _owned(kb: Any, target: Any, rows: Sequence[Row]) -> list[Row]:
+    """The rows whose index the table has: measured in place, or the build of one of its valid
+    indexes (measured on a copy where the planner preferred another)."""
+    from ..table_index import table_indexes, twin
+
+    indexes = [ix for ix in table_indexes(kb, target) if ix.valid]
+    kb.rollback()
+    return [
+        r
+        for r in rows
+        if r.get("in_place") or twin(kb, target, r["design"], r["build"], indexes) is not None
+    ]
 
 
 def _held_out_words(chosen: Row, kept: str, cfg: AdviseConfig) -> str:

@@ -78,11 +78,14 @@ def over_budgets(row: Row, given: dict[str, float], scale: float) -> list[str]:
     return out
 
 
-def pick(ok: Sequence[Row]) -> tuple[Any, bool]:
+def pick(
+    ok: Sequence[Row], owned: Sequence[Row] = (), target: float | None = None
+) -> tuple[Any, bool]:
     """The tie rule: the lowest p95; among those within its noise (the fastest's p95 spread
     over repetitions, or p95 intervals that overlap), the least work: an index the table has
-    (nothing to build), then the smallest index. Returns (chosen, whether the tie rule chose
-    it)."""
+    (nothing to build), then the smallest index. Where the table has one of the designs
+    (``owned``: measured in place, or its build), another replaces it only when it
+    :func:`replaces` it. Returns (chosen, whether the tie rule chose it)."""
     fastest = min(ok, key=lambda r: (r["p95_ms"], r["index_bytes"] or 0))
     spread = fastest["p95_sd"] or 0.0
     tied = [
@@ -92,7 +95,20 @@ def pick(ok: Sequence[Row]) -> tuple[Any, bool]:
         or _overlap(fastest, r)
     ]
     chosen = min(tied, key=lambda r: (not r.get("in_place"), r["index_bytes"] or 0, r["p95_ms"]))
+    if owned and not any(chosen is r for r in owned):
+        anchor = min(owned, key=lambda r: (r["p95_ms"], r["index_bytes"] or 0))
+        if not replaces(chosen, anchor, target):
+            return anchor, True
     return chosen, chosen is not fastest
+
+
+def replaces(challenger: Row, anchor: Row, target: float | None) -> bool:
+    """Whether a design worth a build replaces an index the table has (issue 50: a smaller
+    index within the noise is no reason): its p95 :func:`beats` the index's beyond their noise
+    and its recall's 95 % interval lies above the target (``recall_margin``, where known)."""
+    margin = challenger.get("recall_margin")
+    sure = target is None or margin is None or challenger["recall"] - margin >= target
+    return beats(challenger, anchor) and sure
 
 
 def _overlap(a: Row, b: Row) -> bool:
