@@ -190,3 +190,16 @@ def test_the_tuning_commands_show_their_options_under_group_headings():
             "and",
             "exit.",
         ]
+
+
+def test_command_lists_say_each_summary_whole():
+    """A group's list of commands (the top-level `pgeval --help`, `pgeval run --help`, ...)
+    gives each command's first sentence whole, wrapped, never cut mid-phrase with "..." (issue
+    50: "Recommend the index design (a stage kind of --designs),...")."""
+    for path, text in _helps(80):
+        commands = text.split("\nCommands:\n", 1)
+        if len(commands) == 1:
+            continue
+        listed = commands[1].split("\n\n", 1)[0]
+        assert not any(line.endswith("...") for line in listed.splitlines()), (path, listed)
+        assert max(len(line) for line in listed.splitlines()) <= 80, (path, listed)

@@ -7,6 +7,7 @@ pasted."""
 
 from __future__ import annotations
 
+import inspect
 import re
 
 import click
@@ -159,9 +160,27 @@ class HelpContext(click.Context):
     formatter_class = HelpFormatter
 
 
+SUMMARY_MAX = 160  # characters of a summary before a long list after its colon is left out
+
+
+def first_sentence(help_text: str | None) -> str:
+    """A command's summary in its group's list: the first sentence of its help, whole (the
+    list wraps it), never cut mid-phrase as click's 45-character default is."""
+    paragraph = inspect.cleandoc(help_text or "").split("\n\n", 1)[0]
+    text = " ".join(line.strip() for line in paragraph.splitlines() if line.strip() != "\b")
+    end = re.search(r"\.(\s|$)", text)
+    sentence = (text[: end.start()] if end else text).strip()
+    if len(sentence) > SUMMARY_MAX and ": " in sentence:  # a list follows: its heading alone
+        sentence = sentence.split(": ", 1)[0]
+    return sentence
+
+
 def adopt(command: click.Command) -> click.Command:
-    """Give ``command`` (and a group's subcommands) the fitted help."""
+    """Give ``command`` (and a group's subcommands) the fitted help, and its summary in its
+    group's list (:func:`first_sentence`)."""
     command.context_class = HelpContext
+    if command.short_help is None and command.help:
+        command.short_help = first_sentence(command.help)
     if isinstance(command, click.Group):
         for sub in command.commands.values():
             adopt(sub)
