@@ -38,15 +38,17 @@ def test_line_progress_at_most_every_interval():
     p = LineProgress(stream=stream, every=10, clock=lambda: now[0])
     p.start()
     task = p.add_task("sweep", total=400)
-    for t, n in ((3, 50), (9, 50), (10.5, 100), (12, 50), (21, 50)):
+    for t, n in ((3, 50), (9, 50), (10.5, 100), (12, 50), (21, 50), (32, 100)):
         now[0] = t
         p.update(task, advance=n)
     p.stop()
     lines = stream.getvalue().splitlines()
-    # the ETA at the rate since the previous line: 100 in the last 10.5 s, 100 left
+    # the ETA at the rate since the previous line: 100 in the last 10.5 s, 100 left; all done
+    # (what follows the last piece may still take a while): no "ETA 0 s"
     assert lines == [
         "progress: sweep 200/400 (50%), 10 s elapsed, ETA 10 s",
         "progress: sweep 300/400 (75%), 21 s elapsed, ETA 10 s",
+        "progress: sweep 400/400 (100%), 32 s elapsed, finishing",
     ]
 
 

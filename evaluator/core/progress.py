@@ -134,7 +134,9 @@ def line(task: _Task, elapsed: float, unit: str = "") -> str:
         since, then = 0.0, 0.0
     rate = (task.completed - then) / (elapsed - since) if elapsed > since else 0.0
     left = max(task.total - task.completed, 0.0)
-    eta = f", ETA {left / rate:.0f} s" if share > 0 and rate > 0 else ""
+    eta = f", ETA {left / rate:.0f} s" if share > 0 and rate > 0 and left > 0 else ""
+    if left == 0:  # (what follows the last piece: no "ETA 0 s" before a silence)
+        eta = ", finishing"
     return (
         f"progress: {task.description} {done}/{amount(task.total)} ({share:.0%}), "
         f"{elapsed:.0f} s elapsed{eta}"

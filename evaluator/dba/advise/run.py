@@ -266,7 +266,6 @@ class _Measure:
         self.database, self.cfg, self.column, self.warn = database, cfg, column, warn
         self.on_design, self.on_find, self.result = on_design, on_find, result
         self.on_designed: OnDesigned = None
-        self.spent: list[float] = []
         self.done = 0
         self.total = 0
         # per target (the table, a sample copy): its query set and data, measured once for
@@ -279,13 +278,11 @@ class _Measure:
 
     def one(self, design: Design, target: str, eta: float | None = None) -> Outcome:
         """One design measured on ``target``; ``eta``: the seconds it is expected to take (a
-        full build's, from the sample's build rate), else the designs' average so far."""
+        full build's, from the sample's build rate), else None: no estimate (designs differ too
+        much for the average of those measured to say what is left: issue 50 saw "about 19 s
+        left" with 110 s to go)."""
         if self.on_design:
-            left = eta
-            if left is None and self.spent:
-                left = sum(self.spent) / len(self.spent) * max(self.total - self.done, 1)
-            self.on_design(self.done + 1, max(self.total, self.done + 1), design, left)
-        t0 = time.monotonic()
+            self.on_design(self.done + 1, max(self.total, self.done + 1), design, eta)
         known = self._known(design, target)
         row, res = measure.design_row(
             self.database, self.cfg, design, target, self.column, self.warn, self.on_find, known
@@ -294,8 +291,6 @@ class _Measure:
             row = measure.low_end(row, res, design, self.cfg.target_recall)
         # what its queries are: sampled rows in the index they search (an upper bound), held out
         row = replace(row, queries=label(res.queries, held_out=known.held_out))
-        if row.measurement.counts[0]:  # (repetitions measured now)
-            self.spent.append(time.monotonic() - t0)
         self.done += 1
         if self.on_designed:
             self.on_designed(self.done, self.total, design, row)
