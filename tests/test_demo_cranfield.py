@@ -1,5 +1,5 @@
 """`pgeval demo` on the real collection it ships (Cranfield with all-MiniLM-L6-v2 embeddings,
-package data): it finishes within its budget, loses relevant chunks in every category, writes the
+package data): it loses relevant chunks in every category, writes the
 sweep plot and the HTML report to --out, ends with a short advise (its report there too), and
 leaves no target, schema, scratch copy or temporary file behind."""
 
@@ -9,13 +9,10 @@ import glob
 import json
 import re
 import tempfile
-import time
 
 import pytest
 
 from evaluator.demo import cranfield
-
-BUDGET_S = 60
 
 
 def test_packaged_collection_is_complete():
@@ -30,11 +27,8 @@ def test_packaged_collection_is_complete():
 def test_demo_on_cranfield(clean, pgeval, conn, tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the demo's temp dir goes
     out_dir = tmp_path / "out"
-    started = time.perf_counter()
     code, out, err = pgeval("demo", "--out", str(out_dir))
-    elapsed = time.perf_counter() - started
-    assert code == 0, err
-    assert elapsed < BUDGET_S, f"the demo took {elapsed:.1f} s (budget {BUDGET_S} s)"
+    assert code == 0, err  # (how long it takes is a benchmark's question, not this test's)
     for text in (
         "$ pgeval run pipeline",
         "hnsw.ef_search=10",
@@ -52,9 +46,10 @@ def test_demo_on_cranfield(clean, pgeval, conn, tmp_path, monkeypatch):
     # the tour ends with a short advise: its recommendation, the DDL, its HTML report
     tail = out[out.index("$ pgeval advise") :]
     assert "--designs hnsw,ivfflat" in tail and "recommended: " in tail
-    # the table's own HNSW index (m 16, ef_construction 64) is measured in place: kept, or a
-    # new index built beside it, never a twin of it
-    assert ("CREATE INDEX CONCURRENTLY" in tail) != ("keep chunks_hnsw" in tail)
+    # the table's own HNSW index (m 16, ef_construction 64) reaches the target: kept, as no
+    # design to build beats its p95 beyond the noise with a recall interval above the target
+    # (issue 50: an IVFFlat within the noise, 3 % smaller, 0.952 ±0.011, replaced it)
+    assert "keep chunks_hnsw" in tail and "CREATE INDEX CONCURRENTLY" not in tail, tail
     assert "measuring chunks_hnsw in place" in out + err and "ALTER DATABASE" in tail
     assert "Recommendation: " in (out_dir / "advise.html").read_text(encoding="utf-8")
     experiment = conn.execute(
