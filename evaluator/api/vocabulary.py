@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from ..stages.registry import listing as kinds_listing
     from ..targets.groups import DEFAULT_MAX_GROUPS
     from ..testset.query_source import SAMPLED_BIAS, bounded
+    from ..testset.query_source import in_words as queries_in_words
     from ..testset.query_source import label as queries_label
 
 # name -> (module under evaluator, its name there); the imports above say the same for mypy
@@ -67,6 +68,7 @@ _SOURCES = {
     "SAMPLED_BIAS": ("testset.query_source", "SAMPLED_BIAS"),
     "bounded": ("testset.query_source", "bounded"),
     "queries_label": ("testset.query_source", "label"),
+    "queries_in_words": ("testset.query_source", "in_words"),
     "SWEEP_DEFAULTS": ("dba.sweep.configure", "SWEEP_DEFAULTS"),
     "WARMUP_DEFAULTS": ("dba.warmup_target", "WARMUP_DEFAULTS"),
     "WATCH_DEFAULTS": ("dba.watch.config", "WATCH_DEFAULTS"),
@@ -104,6 +106,7 @@ __all__ = [
     "SAMPLED_BIAS",
     "bounded",
     "queries_label",
+    "queries_in_words",
     "SWEEP_DEFAULTS",
     "WARMUP_DEFAULTS",
     "WATCH_DEFAULTS",

@@ -87,14 +87,20 @@ class QuerySource:
     # captured, a group's: only queries whose filter on this column had this value
     where: tuple[str, str] | None = None
 
-    def describe(self) -> str:
-        return {
-            "sample": f"{self.count} rows sampled from the target (seed {self.seed})",
-            "sql": "--queries-sql",
-            "file": f"file {self.path}",
-            "captured": f"captured set {self.captured}"
-            + (f", sent within {self.window} of its newest" if self.window else ""),
-        }[self.kind]
+
+def in_words(info: dict | None, testset: str | None = None, *, detail: bool = False) -> str:
+    """The queries a sweep, probe or stage report measured, in words, from their source record
+    (:func:`materialize`'s): ``300 sampled rows``, with ``detail`` ``300 sampled rows (seed 0,
+    own chunk removed)``; no record: ``test set NAME`` (or ``queries without judgements``)."""
+    q = info or {}
+    n, source = q.get("count"), q.get("source")
+    short, more = {
+        "sample": (f"{n} sampled rows", f" (seed {q.get('seed')}, own chunk removed)"),
+        "sql": (f"{n} queries from SQL", " (--queries-sql)"),
+        "file": (f"{n} queries from {q.get('file')}", ""),
+        "captured": (f"{n} captured queries", f" (set {q.get('captured')})"),
+    }.get(str(source), (f"test set {testset}" if testset else "queries without judgements", ""))
+    return short + (more if detail else "")
 
 
 def from_options(

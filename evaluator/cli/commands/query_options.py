@@ -9,17 +9,7 @@ from ...api import vocabulary
 
 
 def no_judgements_line(info: dict | None, k: int) -> str:
-    what = "queries without judgements"
-    if info:
-        src = info.get("source")
-        what = {
-            "sample": f"{info.get('count')} rows sampled from the target (seed "
-            f"{info.get('seed')}, own chunk removed)",
-            "sql": f"{info.get('count')} query vectors from --queries-sql",
-            "file": f"{info.get('count')} query vectors from {info.get('file')}",
-            "captured": f"{info.get('count')} queries the application sent (captured set "
-            f"{info.get('captured')})",
-        }.get(str(src), what)
+    what = vocabulary.queries_in_words(info, detail=True)
     line = (
         f"queries: {what}; no graded judgements, so the measures are recall@{k} against "
         "exact search, latency and rows returned"

@@ -43,12 +43,7 @@ def _ms(value: float | None) -> str:
 def _table(res: ProbeResult) -> None:
     p = res.probe
     q = res.queries or {}
-    queries = {
-        "sample": f"{q.get('count')} sampled rows (seed {q.get('seed')})",
-        "sql": f"{q.get('count')} queries from --queries-sql",
-        "file": f"{q.get('count')} queries from {q.get('file')}",
-        "captured": f"{q.get('count')} captured queries ({q.get('captured')})",
-    }.get(str(q.get("source")), f"test set {res.testset}")
+    queries = vocabulary.queries_in_words(q, res.testset)
     group = "".join(f" · {c}={v}" for c, v in (p.get("group_key") or {}).items())
     click.echo(
         f"probe {p['probe_id']} · target {p['target']}{group} · {p['stage']} · "

@@ -114,13 +114,9 @@ def interval_text(interval: dict | None) -> str:
 def plot_title(res: Any, stage: str, target_name: str) -> str:
     """The plot's title in words: the stage, the target, the queries, the server (no hashes;
     a local socket's directory left out)."""
-    q = res.queries or {}
-    queries = {
-        "sample": f"{q.get('count')} sampled rows",
-        "sql": f"{q.get('count')} queries from SQL",
-        "file": f"{q.get('count')} queries from {q.get('file')}",
-        "captured": f"{q.get('count')} captured queries",
-    }.get(str(q.get("source")), f"test set {res.testset}")
+    from ...testset.query_source import in_words
+
+    queries = in_words(res.queries, res.testset)
     server = res.server or {}
     local = str(server.get("host") or "").startswith("/")  # a socket directory: this machine
     where = "local server" if local and not server.get("in_recovery") else server_label(server)
