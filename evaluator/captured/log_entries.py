@@ -11,9 +11,10 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import itertools
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -144,26 +145,27 @@ def read(paths: list[str], fmt: str = "auto", prefix: str = DEFAULT_PREFIX) -> I
     for name in paths:
         path = Path(name)
         try:
-            with _open(path) as f:
-                first = f.readline()
+            f = _open(path)
+            first = f.readline()  # (tells the format; read once, then the rest)
         except (OSError, EOFError, gzip.BadGzipFile) as exc:
             raise InputError(
                 f"cannot read it: {getattr(exc, 'strerror', None) or exc}", file=name
             ) from None
         kind = _format_of(path, first) if fmt == "auto" else fmt
-        with _open(path) as f:
+        with f:
+            lines = itertools.chain([first], f)
             try:
                 if kind == "jsonlog":
-                    yield from _jsonlog(f, name)
+                    yield from _jsonlog(lines, name)
                 elif kind == "csvlog":
-                    yield from _csvlog(f, name)
+                    yield from _csvlog(lines, name)
                 else:
-                    yield from _stderr(f, name, pattern, prefix)
+                    yield from _stderr(lines, name, pattern, prefix)
             except (OSError, EOFError, gzip.BadGzipFile) as exc:
                 raise InputError(f"cannot read it: {exc}", file=name) from None
 
 
-def _stderr(f: IO[str], name: str, pattern: re.Pattern[str], prefix: str) -> Iterator[Entry]:
+def _stderr(f: Iterable[str], name: str, pattern: re.Pattern[str], prefix: str) -> Iterator[Entry]:
     """Lines with the prefix begin a message (DETAIL: the last message's detail); a line that
     begins with a tab continues the message before it."""
     current: dict | None = None
@@ -234,7 +236,7 @@ def _entry(d: dict, detail: str | None) -> Entry:
     )
 
 
-def _csvlog(f: IO[str], name: str) -> Iterator[Entry]:
+def _csvlog(f: Iterable[str], name: str) -> Iterator[Entry]:
     reader = csv.reader(f)
     for row in reader:
         if len(row) <= _CSV_DETAIL:
@@ -254,7 +256,7 @@ def _csvlog(f: IO[str], name: str) -> Iterator[Entry]:
         )
 
 
-def _jsonlog(f: IO[str], name: str) -> Iterator[Entry]:
+def _jsonlog(f: Iterable[str], name: str) -> Iterator[Entry]:
     for no, line in enumerate(f, 1):
         if not line.strip():
             continue
