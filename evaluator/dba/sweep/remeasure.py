@@ -35,7 +35,6 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from ...stages import gucs
 from . import setup as setup_mod
 from . import store
 from .config import Plan, SweepConfig
@@ -198,10 +197,7 @@ def _steady(
     from ...testset.query_source import sample_record
 
     kb, results = conns
-    target = setup_mod.target_of(results, cfg)
-    base = gucs.with_statement_timeout(
-        None, {**target.settings, **cfg.settings}, cfg.statement_timeout, check=False
-    )
+    target, base = setup_mod.checked_settings(results, kb, cfg, plan.param_axes, checks=False)
     params = kept.params or {}
     if (
         params.get("epoch") != known.epoch
