@@ -401,3 +401,16 @@ def test_a_command_cut_over_several_lines_ends():
     assert [w for piece in lines for w in piece.split() if w != "\\"] == line.split()
     assert all(len(p) <= 40 or len(p.split()) == 1 for p in lines[:-1])
     assert lines[-1].strip() == "x" * 90
+
+
+def test_watch_fits_80_columns(long_named, monkeypatch):
+    """A probe's lines (issue 50: watch's lines reached 368 characters) fit 80 columns, the
+    target's name whole."""
+    run, _, target = long_named
+    monkeypatch.setenv("COLUMNS", "80")
+    args = ["watch", "--target", target, "--stage", "hnsw", "--sample-queries", "20"]
+    code, out, err = run(*args, "--set", "hnsw.ef_search=40", "--no-remedy")
+    assert code in (0, 2), err
+    wide = [ln for ln in (out + err).splitlines() if len(ln) > 80]
+    assert not wide, wide
+    assert target in out

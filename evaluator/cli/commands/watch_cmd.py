@@ -24,7 +24,7 @@ from ..flags import (
 )
 from ..option_groups import GroupedCommand, group, opt
 from ..options import option_for
-from ..output import to_json, warn
+from ..output import echo_line, to_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ def _table(res: ProbeResult) -> None:
     q = res.queries or {}
     queries = vocabulary.queries_in_words(q, res.testset)
     group = "".join(f" · {c}={v}" for c, v in (p.get("group_key") or {}).items())
-    click.echo(
+    echo_line(
         f"probe {p['probe_id']} · target {p['target']}{group} · {p['stage']} · "
         f"{res.setting}={res.value} · {queries} · {_when(p['probed_at'])}"
     )
@@ -53,7 +53,7 @@ def _table(res: ProbeResult) -> None:
     if q.get("source") == "sample" and p["recall"] is not None:  # nodes of the index probed
         recall = vocabulary.bounded(p["recall"], p["k"])
     rows = "—" if p["rows_mean"] is None else f"{p['rows_mean']:g}"
-    click.echo(
+    echo_line(
         f"{recall} against exact search · p50 {_ms(p['p50_ms'])} · "
         f"p95 {_ms(p['p95_ms'])} · rows returned {rows} · table {p['table_rows'] or 0:,} rows · "
         f"data version {str(p['data_version'] or '')[:12]}"
@@ -63,9 +63,9 @@ def _table(res: ProbeResult) -> None:
     )
     plan = res.plan or {}
     if plan and not plan.get("ann"):  # the planner served the group without the ANN index
-        click.echo(f"{plan['mode']} plan: {plan.get('served_by')} (the planner's own plan)")
+        echo_line(f"{plan['mode']} plan: {plan.get('served_by')} (the planner's own plan)")
     else:
-        click.echo(
+        echo_line(
             f"index {p['index_build_label']}"
             + (f" {options}" if options else "")
             + (f" · {plan['mode']} plan (the planner's own)" if plan else "")
@@ -73,16 +73,16 @@ def _table(res: ProbeResult) -> None:
     gt = res.ground_truth or {}
     if gt.get("status") == "computed":
         why = f" ({gt.get('reason') or 'nothing stored for these queries on this data'})"
-        click.echo(f"exact ground truth: full, computed in {gt['compute_ms'] / 1000:.2f} s{why}")
+        echo_line(f"exact ground truth: full, computed in {gt['compute_ms'] / 1000:.2f} s{why}")
     elif gt.get("status") == "incremental":
-        click.echo(
+        echo_line(
             f"exact ground truth: incremental ({gt['changed_rows']:,} rows changed), refreshed "
             f"in {gt['compute_ms'] / 1000:.2f} s ({gt['queries_recomputed']} queries in full)"
         )
     elif gt:
-        click.echo(f"exact ground truth: reused (computed {gt.get('computed_at')})")
+        echo_line(f"exact ground truth: reused (computed {gt.get('computed_at')})")
     timed = p.get("timed_ms")
-    click.echo(
+    echo_line(
         f"cost: {res.wall_ms / 1000:.2f} s wall"
         + ("" if timed is None else f", {timed:.1f} ms in the {p['queries']} timed statements")
         + _data_read(res.data_read, p["target"])
@@ -93,14 +93,14 @@ def _table(res: ProbeResult) -> None:
         )
     )
     if res.changes:
-        click.echo(f"changes: {res.changes}")
+        echo_line(f"changes: {res.changes}")
     if q.get("source") == "sample":
-        click.echo(vocabulary.SAMPLED_BIAS)
+        echo_line(vocabulary.SAMPLED_BIAS)
     for line in res.advice:
-        click.echo(f"advice: {line}")
+        echo_line(f"advice: {line}")
     if not res.crossed:
         given = ", ".join(f"{k} {v:g}" for k, v in (p["bounds"] or {}).items())
-        click.echo(f"within bounds ({given})" if given else "no bounds given")
+        echo_line(f"within bounds ({given})" if given else "no bounds given")
 
 
 def _data_read(read: dict | None, target: str) -> str:
@@ -298,9 +298,10 @@ def _show(results: list[ProbeResult], fmt: str, failed: GroupsFailed | None, whe
                 click.echo("")
             _table(res)
         if failed is not None:
-            click.echo(
-                ("\n" if results else "")
-                + f"{len(failures)} of {len(failures) + len(results)} groups failed "
+            if results:
+                click.echo("")
+            echo_line(
+                f"{len(failures)} of {len(failures) + len(results)} groups failed "
                 f"({', '.join(f.label for f in failures)}): no probe of this watch is recorded"
             )
     shown: set[str] = set()
