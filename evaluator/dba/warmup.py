@@ -127,10 +127,6 @@ def _totals(stats: dict[str, dict]) -> tuple[int, int]:
     return sum(s["hit"] for s in stats.values()), sum(s["read"] for s in stats.values())
 
 
-def has_prewarm(conn: Any) -> bool:
-    return extension_state(conn, "pg_prewarm") == "created"
-
-
 def extension_state(conn: Any, name: str) -> str:
     """``created`` (in this database), ``available`` (the server has it: CREATE EXTENSION would
     work for a user allowed to) or ``missing`` (not on this server at all)."""

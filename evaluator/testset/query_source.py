@@ -524,11 +524,3 @@ def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str,
             elif row[0] != digest:  # 64 bits of sha256 alike, content not: refuse
                 raise InputError(f"query set '{name}' exists with other content", field=field)
     return name, info
-
-
-def source_of(conn: Any, testset_id: int) -> dict | None:
-    """The query_source record of a test set (None: a graded test set)."""
-    row = conn.execute(
-        "SELECT query_source FROM pgeval.testset WHERE testset_id = %s", (testset_id,)
-    ).fetchone()
-    return None if row is None else row[0]

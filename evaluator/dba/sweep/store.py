@@ -486,15 +486,3 @@ def recommendation(
     )
     row = cur.fetchone()
     return None if row is None else dict(zip([d.name for d in cur.description], row))
-
-
-def list_sweeps(conn: Any) -> list[dict]:
-    cur = conn.execute(
-        "SELECT s.name AS sweep, t.name AS testset, s.target, s.stage, s.k, s.repeat, "
-        "s.status, (SELECT count(DISTINCT point) FROM pgeval.sweep_point p "
-        "WHERE p.sweep_id = s.sweep_id) AS points, s.created_at "
-        "FROM pgeval.sweep s JOIN pgeval.testset t USING (testset_id) "
-        "ORDER BY s.created_at, s.sweep_id"
-    )
-    names = [d.name for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
