@@ -9,6 +9,7 @@ import click
 from ..flags import FORMAT, NAME, QUERIES, REPLACE, format_option
 from ..output import echo_line, emit, to_json
 from .common import pass_api
+from .testset_pool_cmd import grade, holes
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -27,8 +28,13 @@ def testset() -> None:
       pgeval testset load ./scifact --format beir --name scifact
       pgeval testset list
       pgeval testset show kb-v1 --format json
+      pgeval testset holes cran-demo --depth 10 --out pool.csv
+      pgeval testset grade pool.csv
     """
 
+
+testset.add_command(holes)
+testset.add_command(grade)
 
 _LIST_COLUMNS = [
     "name",
