@@ -98,8 +98,9 @@ def holes(
         ).fetchone()
         rows = conn.execute(
             "SELECT p.query_id, coalesce(q.query_text, ''), p.chunk_id, p.grade, p.best_rank, "
-            "p.seen_at FROM pgeval.pool(%s, %s) p JOIN pgeval.query q "
-            "ON q.testset_id = %s AND q.query_id = p.query_id",
+            "p.seen_at FROM pgeval.pool(%s, %s) WITH ORDINALITY "
+            "AS p(query_id, chunk_id, grade, best_rank, seen_at, n) JOIN pgeval.query q "
+            "ON q.testset_id = %s AND q.query_id = p.query_id ORDER BY p.n",
             (exp.experiment_id, depth, tid),
         ).fetchall()
         texts = _chunk_texts(conn, database, target, {r[2] for r in rows})

@@ -26,10 +26,10 @@ FIELD = param("judge")
 
 SYSTEM = """You are a relevance assessor building the judgements of a search test collection.
 Given a query and a passage, grade how well the passage answers the query:
-3 = the passage is devoted to the query and holds the exact answer;
-2 = the passage answers the query, but the answer is partial, unclear or buried in other text;
+3 = the passage answers the query directly;
+2 = the passage holds the core of the answer, but not all of it or not plainly;
 1 = the passage is on the query's topic but does not answer it;
-0 = the passage has nothing to do with the query.
+0 = the passage is not relevant to the query.
 Judge the passage alone, not what it might link to. Answer with the grade's single digit and
 nothing else."""
 
