@@ -179,6 +179,13 @@ def test_grade_round_trip_makes_a_new_version(setup, pool, conn, pgeval, tmp_pat
     }
     assert qrels(conn, "hs@v2") == {**before, **added} and qrels(conn, "hs") == before
     assert doc["judgements"] == len(before) + 4
+    code, out, _ = pgeval("testset", "show", "hs@v2", "--format", "json")
+    shown = json.loads(out)
+    assert (shown["version"], shown["parent"], shown["sources"]) == (
+        2,
+        "hs",
+        {"human": len(before) + 4},
+    )
     # the parent's queries and stored embeddings come along; the old runs keep their test set
     for table in ("pgeval.query", "pgeval.query_embedding"):
         counts = conn.execute(
@@ -326,6 +333,9 @@ def test_judge_grades_apart_and_its_kappa_is_measured(
     }
     expected = {k: v or (model[k], "openai:tiny") for k, v in expected.items()}
     assert qrels(conn, "hs-model") == expected
+    code, out, _ = pgeval("testset", "show", "hs-model")
+    n_model = sum(1 for v in expected.values() if v[1] != "human")
+    assert f"(human {len(expected) - n_model}, openai:tiny {n_model})" in out
     conn.execute("DELETE FROM pgeval.testset WHERE name = 'hs-model'")
 
 

@@ -81,7 +81,7 @@ class _Row:
 def read_pool(src: Source, testset: str | None) -> tuple[str, list[_Row]]:
     """(test set named, rows) of a pool file; InputError naming the line and field of the first
     bad cell: a grade not an integer 0-3, an empty id, a chunk listed twice for a query, rows
-    naming different test sets, no test set named at all."""
+    naming different test sets, a file naming none."""
     rows: list[_Row] = []
     named = testset
     seen: dict[tuple[str, str], int] = {}

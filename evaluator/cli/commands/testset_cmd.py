@@ -193,7 +193,15 @@ def show(pg: Pgeval, name: str, fmt: str) -> None:
             f"{info['excluded']}, unanswerable {info['unanswerable']}"
             + (f", without text {info['without_text']}" if info["without_text"] else ""),
         ),
-        ("judgements", str(info["judgements"])),
+        (
+            "judgements",
+            str(info["judgements"])
+            + (
+                " (" + ", ".join(f"{src} {n}" for src, n in info["sources"].items()) + ")"
+                if set(info["sources"]) - {"human"}
+                else ""
+            ),
+        ),
         (
             "embeddings",
             f"{info['with_embedding']} (dimension {info['embedding_dim']})"
@@ -201,6 +209,11 @@ def show(pg: Pgeval, name: str, fmt: str) -> None:
             else "none",
         ),
         ("grade map", ",".join(f"{k}={v}" for k, v in gm.items()) if gm else "none (as written)"),
+        *(
+            [("version", f"{info['version']} (grown from '{info['parent'] or 'a deleted set'}')")]
+            if info["version"] > 1
+            else []
+        ),
         ("runs", str(info["runs"])),
         ("content hash", f"sha256:{info['content_hash']}"),
     ]

@@ -61,8 +61,9 @@ def holes(
     \b
     Examples:
       pgeval testset holes cran-demo --depth 10 --out pool.csv
-      pgeval testset holes cran-demo --out pool.csv --judge openai:qwen-plus \\
-          --base-url https://dashscope.aliyuncs.com/compatible-mode/v1 --api-key-env DASHSCOPE_API_KEY
+      pgeval testset holes cran-demo --out pool.csv --judge openai:gpt-4o-mini
+      pgeval testset holes cran-demo --out pool.csv --judge openai:qwen2.5:7b \\
+          --base-url http://localhost:11434/v1 --api-key-env ''
     """
     report = pg.testset_holes(
         experiment, out, depth=depth, judge=judge, base_url=base_url, api_key_env=api_key_env
