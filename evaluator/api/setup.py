@@ -89,11 +89,13 @@ class SetupMethods:
         judge: str | None = None,
         base_url: str | None = None,
         api_key_env: str | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
     ) -> HolesReport:
         """The unjudged chunks of ``experiment``'s top ``depth`` (every stage, every repetition),
         written to the CSV file ``out`` for people to grade (`pgeval testset holes`); ``judge``
         (``openai:MODEL`` at ``base_url``) grades them and the judged ones of the same pool,
-        stored apart, its agreement with the people's grades in the report (docs/judging.md)."""
+        stored apart, its agreement with the people's grades in the report (docs/judging.md);
+        ``on_progress(done, total)`` as it grades."""
         from ..measure.holes import holes
 
         chat = None
@@ -101,7 +103,7 @@ class SetupMethods:
             from ..providers.judge import ChatJudge
 
             chat = ChatJudge(judge, base_url=base_url, api_key_env=api_key_env)
-        return holes(self.database, experiment, depth, out, chat)
+        return holes(self.database, experiment, depth, out, chat, on_progress)
 
     def grade_testset(
         self,

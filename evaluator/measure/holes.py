@@ -24,6 +24,8 @@ from ..testset.versions import POOL_COLUMNS
 from .stage_report import resolve_experiment
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ..core.db import Database
     from ..providers.judge import ChatJudge
 
@@ -88,8 +90,10 @@ def holes(
     depth: int,
     out: str | Path,
     judge: ChatJudge | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> HolesReport:
-    """The holes of ``experiment``'s top ``depth``, written to ``out`` (see the module)."""
+    """The holes of ``experiment``'s top ``depth``, written to ``out`` (see the module);
+    ``on_progress(done, total)`` as the judge grades."""
     with database.connect(autocommit=True) as conn:
         exp = resolve_experiment(conn, experiment)
         tid, target = conn.execute(
@@ -111,7 +115,7 @@ def holes(
         found = [p for p in pool if p.grade is None]
         agreement, graded = None, 0
         if judge is not None:
-            agreement, graded = _judge(conn, tid, judge, pool, texts is not None)
+            agreement, graded = _judge(conn, tid, judge, pool, texts is not None, on_progress)
     _write_csv(Path(out), exp.testset, found)
     return HolesReport(
         exp.name,
@@ -147,24 +151,38 @@ def _chunk_texts(
 
 
 def _judge(
-    conn: Any, tid: int, judge: ChatJudge, pool: list[Pooled], with_text: bool
+    conn: Any,
+    tid: int,
+    judge: ChatJudge,
+    pool: list[Pooled],
+    with_text: bool,
+    on_progress: Callable[[int, int], None] | None,
 ) -> tuple[judging.Agreement, int]:
-    """The judge's grades of the pool's holes and of the chunks people graded in it, stored in
-    one transaction once all are in; its agreement with the people's grades."""
+    """The judge's grades of the pool's holes and of the chunks people graded in it (``judge
+    .concurrency`` requests at a time), stored in one transaction once all are in; its agreement
+    with the people's grades."""
+    from concurrent.futures import ThreadPoolExecutor
+
     if not with_text:
         raise InputError(
             "a judge needs the chunks' text: give the experiment's target a text column "
             f"(`pgeval target add ... {param('text_column')} COLUMN --replace`)",
             field=param("judge"),
         )
-    grades = [
-        (
-            p.query_id,
-            p.chunk_id,
-            judge.grade(p.query, p.chunk, f"query '{p.query_id}' chunk '{p.chunk_id}'"),
-        )
-        for p in pool
-    ]
+
+    def one(p: Pooled) -> tuple[str, str, int]:
+        what = f"query '{p.query_id}' chunk '{p.chunk_id}'"
+        return p.query_id, p.chunk_id, judge.grade(p.query, p.chunk, what)
+
+    grades = []
+    pool_ex = ThreadPoolExecutor(max_workers=judge.concurrency)
+    try:
+        for grade in pool_ex.map(one, pool):  # in order: progress reported from this thread
+            grades.append(grade)
+            if on_progress is not None:
+                on_progress(len(grades), len(pool))
+    finally:  # the first failure stops the requests not yet sent
+        pool_ex.shutdown(wait=True, cancel_futures=True)
     with conn.transaction():
         judging.store(conn, tid, judge.label, grades)
     holes = sum(1 for p in pool if p.grade is None)

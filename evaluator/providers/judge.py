@@ -5,7 +5,8 @@ Spec (``--judge``): ``openai:MODEL``: ``POST {base_url}/chat/completions`` with
 ``{"choices": [{"message": {"content": "2"}}]}`` (OpenAI, DashScope's compatible mode, vLLM,
 Ollama, LiteLLM). ``base_url`` defaults to ``$OPENAI_BASE_URL``, else api.openai.com/v1; the
 API key comes from the environment variable ``api_key_env`` (default ``OPENAI_API_KEY``; ''
-sends none) and never appears in a message. Retries and backoff: :mod:`.http_json`.
+sends none) and never appears in a message. Retries and backoff: :mod:`.http_json`;
+:data:`CONCURRENCY` requests at a time.
 
 The prompt is :data:`SYSTEM` and :data:`USER`, printed in docs/judging.md (a test keeps them
 equal). The answer must start with the grade's digit; anything else is an error naming the
@@ -22,6 +23,7 @@ from ..core.masking import mask
 from .http_json import JsonClient, check_url, key_from_env
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+CONCURRENCY = 4  # requests in flight at once
 FIELD = param("judge")
 
 SYSTEM = """You are a relevance assessor building the judgements of a search test collection.
@@ -61,6 +63,7 @@ class ChatJudge:
         self.model = model
         base = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
         check_url(base, "judge base URL", param("base_url"))
+        self.concurrency = CONCURRENCY
         self.label = f"openai:{model}"  # stored with every grade (pgeval.model_grade.judge)
         self._client = JsonClient(
             f"{base}/chat/completions",
