@@ -130,6 +130,15 @@ def test_holes_equal_a_hand_count(setup, pool, conn):
     assert report.pooled == len(pooled)
 
 
+def test_holes_in_words(setup, pool, pgeval, tmp_path):
+    path, report = pool
+    code, out, err = pgeval("testset", "holes", "hx", "--out", str(tmp_path / "p.csv"))
+    assert code == 0, err
+    assert (tmp_path / "p.csv").read_bytes() == path.read_bytes()
+    assert f"{report.pooled} distinct chunks, {len(report.holes)} of them unjudged" in out
+    assert "fill its 'grade' column (0-3), then `pgeval testset grade " in out
+
+
 def test_pool_cells_are_safe_in_a_spreadsheet(pool):
     path, _ = pool
     rows = read_pool(path)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InputError, param
+from ..core.install import ensure_installed
 from ..core.spreadsheet import cell
 from ..testset import judging
 from ..testset.versions import POOL_COLUMNS
@@ -63,10 +64,6 @@ class HolesReport:
     agreement: judging.Agreement | None = None  # with a judge: against the people's grades
     model_graded: int = 0  # holes the judge graded (stored apart)
 
-    @property
-    def judged_share(self) -> float | None:
-        return None if not self.pooled else 1 - len(self.holes) / self.pooled
-
     def as_dict(self) -> dict:
         return {
             "experiment": self.experiment,
@@ -75,7 +72,6 @@ class HolesReport:
             "pooled": self.pooled,
             "holes": len(self.holes),
             "queries": len({h.query_id for h in self.holes}),
-            "judged_share": self.judged_share,
             "out": self.out,
             "chunk_text": self.chunk_text,
             "agreement": None if self.agreement is None else self.agreement.as_dict(),
@@ -95,6 +91,7 @@ def holes(
     """The holes of ``experiment``'s top ``depth``, written to ``out`` (see the module);
     ``on_progress(done, total)`` as the judge grades."""
     with database.connect(autocommit=True) as conn:
+        ensure_installed(conn)  # schema pgeval at this pgeval's revision (pgeval.pool)
         exp = resolve_experiment(conn, experiment)
         tid, target = conn.execute(
             "SELECT testset_id, target FROM pgeval.experiment WHERE experiment_id = %s",

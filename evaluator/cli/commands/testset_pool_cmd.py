@@ -91,11 +91,10 @@ def holes(
         click.echo(to_json(report.as_dict()))
         return
     r = report.as_dict()
-    share = "-" if r["judged_share"] is None else f"{r['judged_share']:.2f}"
     echo_line(
         f"experiment {r['experiment']} · test set {r['testset']} · top {r['depth']} of every "
-        f"list: {r['pooled']} chunks pooled, {r['holes']} unjudged over {r['queries']} queries "
-        f"(judged share {share})"
+        f"list: {r['pooled']} distinct chunks, {r['holes']} of them unjudged, over "
+        f"{r['queries']} queries"
     )
     echo_line(
         f"wrote {r['out']}: fill its 'grade' column (0-3), then `pgeval testset grade {r['out']}`"
