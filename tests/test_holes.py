@@ -330,6 +330,12 @@ def test_judge_grades_apart_and_its_kappa_is_measured(
     graded = tmp_path / "graded.csv"
     rows = graded_copy(out_file, graded, {0: "2"})
     code, out, err = pgeval(
+        "testset", "grade", str(graded), "--name", "hs-human", "--format", "json"
+    )
+    assert code == 0 and (json.loads(out)["human"], json.loads(out)["model"]) == (1, 0), err
+    assert {v[1] for v in qrels(conn, "hs-human").values()} == {"human"}  # never without asking
+    conn.execute("DELETE FROM pgeval.testset WHERE name = 'hs-human'")
+    code, out, err = pgeval(
         "testset", "grade", str(graded), "--model-grades", "openai:tiny", "--name", "hs-model"
     )
     assert code == 0, err
