@@ -90,6 +90,10 @@ def holes(
 ) -> HolesReport:
     """The holes of ``experiment``'s top ``depth``, written to ``out`` (see the module);
     ``on_progress(done, total)`` as the judge grades."""
+    if not isinstance(depth, int) or depth < 1:
+        raise InputError(
+            f"the depth must be a whole number >= 1, not {depth!r}", field=param("depth")
+        )
     with database.connect(autocommit=True) as conn:
         ensure_installed(conn)  # schema pgeval at this pgeval's revision (pgeval.pool)
         exp = resolve_experiment(conn, experiment)
@@ -121,7 +125,7 @@ def holes(
         len(pool),
         tuple(found),
         str(out),
-        bool(texts),
+        texts is not None,
         agreement,
         graded,
     )
@@ -134,11 +138,13 @@ def _chunk_texts(
     from ..stages import rerank_sql
     from ..targets.targets import load
 
-    if target is None or not ids:
+    if target is None:
         return None
     t = load(conn, target)
     if not t.text_column:
         return None
+    if not ids:
+        return {}
     with database.connect(results=False, read_only=True) as kb:
         id_type = rerank_sql.columns(kb, t)[t.id_column][1]
         stmt, params = rerank_sql.texts(t, t.text_column, id_type)
