@@ -12,10 +12,10 @@ when its proposals were taken in on request (``model_judge``) for the holes left
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..core.canonical import sha256_hex
 from ..core.errors import Conflict, param
 from ..core.install import ensure_installed
 from ..core.spreadsheet import value
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 POOL_COLUMNS = ("testset", "query_id", "query", "chunk_id", "chunk", "seen_at", "grade")
 _READ = ("testset", "query_id", "chunk_id", "grade")
 _REQUIRED = ("query_id", "chunk_id", "grade")
-HASH_VERSION = b"pgeval-testset-version-v1\n"
+HASH_VERSION = "pgeval-testset-version-v1"
 STAGE = "pg_temp.pgeval_grades"
 
 # the family of a test set: up to its first version, then every version grown from that one
@@ -156,13 +156,9 @@ def grade(
         ).fetchall()
         if not added:
             raise src.error("no grades: fill the 'grade' column (0-3)", field="grade")
-        digest = hashlib.sha256(HASH_VERSION + parent_hash.encode() + b"\n")
-        for q, c, g, s in added:
-            digest.update(f"{q}\t{c}\t{g}\t{s}\n".encode())
+        digest = sha256_hex({"version": HASH_VERSION, "parent": parent_hash, "added": added})
         human = sum(1 for a in added if a[3] == "human")
-        name, new_id, version, total, unchanged = _write(
-            cur, tid, digest.hexdigest(), name, str(path)
-        )
+        name, new_id, version, total, unchanged = _write(cur, tid, digest, name, str(path))
     return GradeReport(
         name,
         new_id,
@@ -172,7 +168,7 @@ def grade(
         len(added) - human,
         len(rows) - len(added),
         total,
-        digest.hexdigest(),
+        digest,
         str(path),
         model_judge,
         agreement,

@@ -4,7 +4,7 @@ optionally a model judge), their grades back into a new version of the test set
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,7 +14,6 @@ from .common import pass_api, progress_bar
 
 if TYPE_CHECKING:
     from ...api import Pgeval
-    from ...testset.judging import Agreement
 
 _JSON = ("table", "json")
 
@@ -113,7 +112,8 @@ def holes(
         )
 
 
-def _agreement(a: Agreement) -> None:
+def _agreement(a: Any) -> None:
+    """A judge's agreement (``evaluator.testset.judging.Agreement``) in words."""
     kappa = "n/a" if a.kappa is None else f"{a.kappa:.3f}"
     echo_line(
         f"agreement with the human grades on {a.compared} judged chunks: Cohen's kappa {kappa}, "
