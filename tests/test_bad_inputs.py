@@ -77,7 +77,7 @@ def test_every_corpus_file_is_used():
     used = {a for c in CASES for a in c["args"]}
     files = {
         str(p.relative_to(CORPUS))
-        for sub in ("runs", "rules", "reports")
+        for sub in ("runs", "rules", "reports", "pools")
         for p in (CORPUS / sub).iterdir()
     }
     assert files <= used, sorted(files - used)

@@ -68,7 +68,7 @@ def fresh(database, conn, request):
     conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
-HEAD = "0012_captured"
+HEAD = "0014_grades"
 
 
 def test_head_is_the_byte_order_revision():

@@ -9,9 +9,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ..core.db import Database
     from ..core.install import InitReport
+    from ..measure.holes import HolesReport
     from ..providers.embedders.storage import EmbedReport
     from ..targets.add import AddedTarget
     from ..testset.store import LoadReport
+    from ..testset.versions import GradeReport
 
 # one id or several (a target's filters)
 Ids = str | int | float | Iterable[str | int | float]
@@ -77,6 +79,47 @@ class SetupMethods:
 
         with self.database.connect(autocommit=True) as conn:
             return delete_testset(conn, name)
+
+    def testset_holes(
+        self,
+        experiment: str,
+        out: str | Path,
+        *,
+        depth: int = 10,
+        judge: str | None = None,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> HolesReport:
+        """The unjudged chunks of ``experiment``'s top ``depth`` (every stage, every repetition),
+        written to the CSV file ``out`` for people to grade (`pgeval testset holes`); ``judge``
+        (``openai:MODEL`` at ``base_url``) grades them and the judged ones of the same pool,
+        stored apart, its agreement with the people's grades in the report (docs/judging.md);
+        ``on_progress(done, total)`` as it grades."""
+        from ..measure.holes import holes
+
+        chat = None
+        if judge:
+            from ..providers.judge import ChatJudge
+
+            chat = ChatJudge(judge, base_url=base_url, api_key_env=api_key_env)
+        return holes(self.database, experiment, depth, out, chat, on_progress)
+
+    def grade_testset(
+        self,
+        path: str | Path,
+        *,
+        testset: str | None = None,
+        name: str | None = None,
+        model_grades: str | None = None,
+    ) -> GradeReport:
+        """A new version of a test set with the grades of a pool file added (`pgeval testset
+        grade`); ``model_grades`` (a judge's label) takes that judge's stored grades for the
+        rows left ungraded, marked as the judge's."""
+        from ..testset.versions import grade
+
+        with self.database.connect(autocommit=True) as conn:
+            return grade(conn, path, testset=testset, name=name, model_judge=model_grades)
 
     # ---- targets -------------------------------------------------------------------------------
     def add_target(

@@ -62,6 +62,7 @@ REVISIONS = (
     "0010_probe_via",
     "0011_ground_truth_versions",
     "0012_captured",
+    "0014_grades",
 )
 HEAD_REVISION = REVISIONS[-1]
 

@@ -11,6 +11,7 @@ round trip of the answered request."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 import urllib.error
@@ -59,6 +60,22 @@ def check_url(url: str, what: str, field: str) -> None:
             f"it and put the API key in an environment variable ({param('api_key_env')})",
             field=field,
         )
+
+
+def key_from_env(env: str | None) -> str | None:
+    """The API key in environment variable ``env`` (None or '': no key, for local servers);
+    InputError naming ``api_key_env`` when the variable is not set. The key is never printed."""
+    if not env:
+        return None
+    key = os.environ.get(env)
+    if not key:
+        raise InputError(
+            f"environment variable {env} is not set (it must hold "
+            f"the API key; name another with {param('api_key_env')}, or pass "
+            f"{param('api_key_env')} '' for a server without keys)",
+            field=param("api_key_env"),
+        )
+    return key
 
 
 @dataclass

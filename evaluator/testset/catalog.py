@@ -48,7 +48,8 @@ def show_testset(conn: Any, name: str) -> dict:
     cur = conn.execute(
         f"""
         SELECT t.testset_id, t.name, t.source_format AS format, t.source_file, t.content_hash,
-               t.grade_map, t.created_at AS created, t.n_queries AS queries,
+               t.grade_map, t.created_at AS created, t.n_queries AS queries, t.version,
+               (SELECT p.name FROM pgeval.testset p WHERE p.testset_id = t.parent_id) AS parent,
                t.n_judgements AS judgements, {_COUNTS},
                count(q.*) FILTER (WHERE q.query_text IS NULL) AS without_text,
                count(q.embedding) AS with_embedding,
@@ -64,6 +65,14 @@ def show_testset(conn: Any, name: str) -> dict:
         for g, n in conn.execute(
             "SELECT grade, count(*) FROM pgeval.qrel WHERE testset_id = %s GROUP BY grade "
             "ORDER BY grade",
+            (tid,),
+        ).fetchall()
+    }
+    info["sources"] = {  # who graded the judgements: human, or a model judge (docs/judging.md)
+        src: n
+        for src, n in conn.execute(
+            "SELECT source, count(*) FROM pgeval.qrel WHERE testset_id = %s GROUP BY source "
+            "ORDER BY source <> 'human', source",
             (tid,),
         ).fetchall()
     }

@@ -9,6 +9,7 @@ import click
 from ..flags import FORMAT, NAME, QUERIES, REPLACE, format_option
 from ..output import echo_line, emit, to_json
 from .common import pass_api
+from .testset_pool_cmd import grade, holes
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -27,8 +28,13 @@ def testset() -> None:
       pgeval testset load ./scifact --format beir --name scifact
       pgeval testset list
       pgeval testset show kb-v1 --format json
+      pgeval testset holes cran-demo --depth 10 --out pool.csv
+      pgeval testset grade pool.csv
     """
 
+
+testset.add_command(holes)
+testset.add_command(grade)
 
 _LIST_COLUMNS = [
     "name",
@@ -187,7 +193,15 @@ def show(pg: Pgeval, name: str, fmt: str) -> None:
             f"{info['excluded']}, unanswerable {info['unanswerable']}"
             + (f", without text {info['without_text']}" if info["without_text"] else ""),
         ),
-        ("judgements", str(info["judgements"])),
+        (
+            "judgements",
+            str(info["judgements"])
+            + (
+                " (" + ", ".join(f"{src} {n}" for src, n in info["sources"].items()) + ")"
+                if set(info["sources"]) - {"human"}
+                else ""
+            ),
+        ),
         (
             "embeddings",
             f"{info['with_embedding']} (dimension {info['embedding_dim']})"
@@ -195,6 +209,11 @@ def show(pg: Pgeval, name: str, fmt: str) -> None:
             else "none",
         ),
         ("grade map", ",".join(f"{k}={v}" for k, v in gm.items()) if gm else "none (as written)"),
+        *(
+            [("version", f"{info['version']} (grown from '{info['parent'] or 'a deleted set'}')")]
+            if info["version"] > 1
+            else []
+        ),
         ("runs", str(info["runs"])),
         ("content hash", f"sha256:{info['content_hash']}"),
     ]

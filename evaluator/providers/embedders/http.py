@@ -20,7 +20,7 @@ import numpy as np
 
 from ...core.errors import InputError, param
 from ...core.masking import mask
-from ..http_json import JsonClient, check_url
+from ..http_json import JsonClient, check_url, key_from_env
 from . import check_matrix
 
 if TYPE_CHECKING:
@@ -67,17 +67,7 @@ class OpenAIEmbedder:
         return mask(self.url)
 
     def _api_key(self) -> str | None:
-        if not self.api_key_env:
-            return None
-        key = os.environ.get(self.api_key_env)
-        if not key:
-            raise InputError(
-                f"environment variable {self.api_key_env} is not set (it must hold "
-                f"the API key; name another with {param('api_key_env')}, or pass "
-                f"{param('api_key_env')} '' for a server without keys)",
-                field=param("api_key_env"),
-            )
-        return key
+        return key_from_env(self.api_key_env)
 
     def _request(self, texts: list[str]) -> list[list[float]]:
         body: dict[str, object] = {"model": self.model, "input": texts, "encoding_format": "float"}

@@ -121,12 +121,16 @@ def _answerable(src: Source, n: int, cell: str) -> bool | None:
     raise src.error(f"'{fields.show(cell, 40)}' is not true/false", line=n, field="answerable")
 
 
-def parse(plan: Plan, grade_map: GradeMap) -> Iterator[Row]:
-    src = plan.sources[0]
+def records(
+    src: Source, columns: tuple[str, ...], required: tuple[str, ...], empty: str
+) -> Iterator[tuple[int, dict[str, str]]]:
+    """``(line, {column: cell})`` for each row of a CSV file with a header (``columns`` read,
+        others ignored; blank rows skipped; the line is where the row starts). InputError naming the
+        line and field: a ``required`` column missing, a column twice, a row of another width; ``empty``
+    the message when the file has no header."""
     where = [0]
     reader = csv.reader(_lines(src, where), strict=True)
-    dims = fields.Dimensions()
-    header, count, end = None, 0, 0
+    header, end = None, 0
     while True:
         start = end + 1
         try:
@@ -140,10 +144,10 @@ def parse(plan: Plan, grade_map: GradeMap) -> Iterator[Row]:
             continue
         if header is None:
             header = [c.strip().lower() for c in cells]
-            for name in REQUIRED:
+            for name in required:
                 if name not in header:
                     raise src.error(
-                        f"the header has no '{name}' column (columns: {', '.join(COLUMNS)})",
+                        f"the header has no '{name}' column (columns: {', '.join(columns)})",
                         line=start,
                         field=name,
                     )
@@ -154,13 +158,22 @@ def parse(plan: Plan, grade_map: GradeMap) -> Iterator[Row]:
                     line=start,
                     field=fields.show(dup),
                 )
-            index = {name: header.index(name) for name in COLUMNS if name in header}
+            index = {name: header.index(name) for name in columns if name in header}
             continue
         if len(cells) != len(header):
             raise src.error(
                 f"expected {len(header)} columns as in the header, found {len(cells)}", line=start
             )
-        cell = {name: cells[i] for name, i in index.items()}
+        yield start, {name: cells[i] for name, i in index.items()}
+    if header is None:
+        raise src.error(empty)
+
+
+def parse(plan: Plan, grade_map: GradeMap) -> Iterator[Row]:
+    src = plan.sources[0]
+    dims = fields.Dimensions()
+    count = 0
+    for start, cell in records(src, COLUMNS, REQUIRED, "the file is empty (no header, no queries)"):
         count += 1
         yield query_row(
             src,
@@ -177,7 +190,5 @@ def parse(plan: Plan, grade_map: GradeMap) -> Iterator[Row]:
             grade_map=grade_map,
             dims=dims,
         )
-    if header is None:
-        raise src.error("the file is empty (no header, no queries)")
     if count == 0:
         raise src.error("the file has a header but no queries")
