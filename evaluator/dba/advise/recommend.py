@@ -23,6 +23,13 @@ UNMEASURED = (
 )
 
 
+# why the index the table has stays (dba/advise/rules.py, replaces)
+KEPT = (
+    "it is the index your table has (nothing to build; another design replaces it only with a "
+    "p95 lower beyond the noise and a recall interval above the target)"
+)
+
+
 def server_context(kb: Any, target: Any, cfg: AdviseConfig) -> dict[str, Any]:
     from psycopg import sql
 
@@ -104,13 +111,7 @@ def choose(
         + f" at p95 {chosen['p95_ms']:.3f} ms, index {chosen['index_bytes'] / MB:.1f} MB: "
         + (
             "its p95 is within the noise of the fastest's (spread or 95 % interval) and "
-            + (
-                "it is the index your table has (nothing to build; another design replaces "
-                "it only with a p95 lower beyond the noise and a recall interval above the "
-                "target)"
-                if kept
-                else "its index is the smallest"
-            )
+            + (KEPT if kept else "its index is the smallest")
             if by_tie
             else "the lowest p95"
         )
