@@ -100,25 +100,6 @@ def leftover_schemas(conn: Any, keep: str | None = None) -> list[str]:
     ]
 
 
-def require_create(kb: Any, why: str) -> None:
-    """Before any work: the role may create the scratch schemas ``why`` needs in the knowledge
-    base's database (else one line with the grant, not a bare "permission denied" after the
-    first design was measured)."""
-    row = kb.execute(
-        "SELECT has_database_privilege(current_database(), 'CREATE'), current_database(), "
-        "current_user"
-    ).fetchone()
-    kb.rollback()
-    if not row[0]:
-        raise DatabaseError(
-            f"{why} builds on a scratch copy of the table in a schema of its own "
-            f"({SCRATCH_PREFIX}…, dropped at the end) in the knowledge base's database "
-            f"{row[1]}, and role {row[2]} may not create schemas there: a superuser or the "
-            f'database\'s owner runs GRANT CREATE ON DATABASE "{row[1]}" TO "{row[2]}" '
-            '(docs/least-privilege.md, "Scratch copies")'
-        )
-
-
 def _kind(method: str, stage: str | None) -> Any:
     from ..stages.registry import by_method, kind
 

@@ -23,7 +23,7 @@ from typing import Any
 from ...core.errors import InputError, param
 from ...core.warnings_once import once
 from ...testset.query_source import label
-from .. import build_sweep, spent
+from .. import build_sweep, copied_rows, spent
 from . import confirm, inplace, margin, measure, recommend, sample, screen
 from .outcome import Outcome
 from .plan import AdviseConfig, Design, designs, iterative_variants, supported
@@ -145,7 +145,7 @@ def run_advise(
         q = cfg.queries
         sampled = q.kind == "sample" if q is not None else not cfg.testset
         if sampled or any(d.in_place is None for d in plan):  # (a held-out copy, a build)
-            build_sweep.require_create(kb, "advise")
+            copied_rows.require_create(kb, "advise")
     spread = None
     if column is not None:  # before any work: the column, the queries per group, a group
         cfg, spread = _spread(database, cfg, column)

@@ -71,7 +71,7 @@ def checked_settings(
             field=param("build"),
         )
     if cfg.build:
-        from ..build_sweep import require_create
+        from ..copied_rows import require_create
 
         require_create(kb, f"sweep {param('build')}")
     base = gucs.validate(kb, base)
