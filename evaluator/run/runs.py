@@ -181,6 +181,16 @@ def _reporting(
         on_progress(src.size, src.size, "ranking")
 
 
+def _segments(
+    fmt: str, path: Path, src: Source, extra: list[int], direction: score_direction.Direction
+) -> Iterator[Any]:
+    """The file's segments: TREC (``extra`` counts lines with text after the sixth field) or
+    JSONL (``direction`` reads which way the scores point)."""
+    if fmt == "trec":
+        return trec_segments(path, extra, src)
+    return _jsonl_segments(path, src, direction)
+
+
 def _insert_run(
     conn: Any, name: str, testset_id: int, params: dict, fmt: str, replace: bool
 ) -> int:
@@ -252,17 +262,12 @@ def import_run(
         extra = [0]  # TREC lines with text after the sixth field (counted on the last read)
 
         reported = [0]  # bytes reported so far: a second read reports only past them
-        direction = [score_direction.Direction(path, given=score)]
+        direction = [score_direction.Direction(path, given=score)]  # anew on each read
 
         def rows() -> Any:
-            extra[0] = 0
-            src = Source(path)
+            extra[0], src = 0, Source(path)
             direction[0] = score_direction.Direction(path, given=score)
-            read = (
-                trec_segments(path, extra, src)
-                if fmt == "trec"
-                else _jsonl_segments(path, src, direction[0])
-            )
+            read = _segments(fmt, path, src, extra, direction[0])
             return _reporting(read, src, on_progress, reported)
 
         by_score = fmt == "trec"

@@ -170,9 +170,12 @@ def export(pg: Pgeval, name: str, fmt: str, out: str | None) -> None:
         sys.stdout.flush()
 
 
+_EXPERIMENT = opt("--experiment", default=None, help="Only runs of this experiment.")
+
+
 @run.command("list")
 @TESTSET.but(metavar=None, help="Only runs of this test set.")
-@click.option("--experiment", default=None, help="Only runs of this experiment.")
+@_EXPERIMENT
 @format_option()
 @pass_api
 def list_(pg: Pgeval, testset: str | None, experiment: str | None, fmt: str) -> None:
@@ -210,11 +213,8 @@ def list_(pg: Pgeval, testset: str | None, experiment: str | None, fmt: str) -> 
 
 @run.command()
 @click.argument("name", required=False)
-@click.option(
-    "--experiment",
-    metavar="NAME",
-    default=None,
-    help="Delete this experiment and every run of it instead (not with NAME).",
+@_EXPERIMENT.but(
+    metavar="NAME", help="Delete this experiment and every run of it instead (not with NAME)."
 )
 @format_option(choices=("table", "json"))
 @pass_api
