@@ -253,6 +253,8 @@ def test_merge_latency_is_the_pipeline_s_end_to_end(database, conn, pgeval, exp,
     assert doc["summary"]["latency_p95_ms"] == _nearest_rank(sums, 0.95)
     assert doc["latency"]["retrieval"]["end_to_end_of"] == ["hnsw", "bm25"]
     assert any("end to end" in w for w in doc["warnings"])
+    code, out, err = pgeval("report", "cx.merge.1", "--format", "md")
+    assert code == 0 and "retrieval (end to end: hnsw + bm25)" in out, err
     case = next(c for c in doc["cases"] if c["query_id"] == "q3")
     assert case["latency_ms"] == lat_h["q3"] + lat_b["q3"]
     # the p95 gate applies: the same lists with a slower keyword path fail it
