@@ -330,7 +330,7 @@ def four(clean, conn):
     qrels = {f"q{i}": {f"c{i}": 2, f"d{i}": 1} for i in range(40)}
     make_testset(conn, "m4", qrels)
     good = {f"q{i}": [f"c{i}", f"d{i}", "x", "y"] for i in range(40)}
-    make_run(conn, "good", "m4", good)
+    make_run(conn, "good", "m4", good, latency_ms={q: 10.0 for q in good})
     make_run(
         conn,
         "reordered",
@@ -376,6 +376,7 @@ def test_compare_many_holm_wtl_and_in_sample(four, pgeval):
     assert "picked in-sample" in _one_line(err)
     code, out, err = pgeval("compare", "good", "lost", "reordered", "--permutations", "2000")
     assert code == 0 and "p Holm" in out and "good → lost" in out, err
+    assert "latency (ms)" in out  # good alone has timings: its pairs list them, None opposite
 
 
 def test_holm_on_a_textbook_case():

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import InputError, param
+from ..core.errors import InputError
 from ..measure import stats
 from . import label
 from .compare import ALPHA, check_same_testset, compare, reading_hints
@@ -77,11 +77,11 @@ def compare_many(sides: list[dict], *, alpha: float = ALPHA, **kwargs: Any) -> M
     across pairs and measures; ``kwargs``: :func:`compare`'s ``permutations``, ``seed``,
     ``test``."""
     if len(sides) < 2:
-        raise InputError("compare needs at least two runs", field=param("runs"))
+        raise InputError("compare needs at least two runs")
     names = [label(s) for s in sides]
     twice = sorted({n for n in names if names.count(n) > 1})
     if twice:
-        raise InputError(f"'{twice[0]}' is named twice", field=param("runs"))
+        raise InputError(f"'{twice[0]}' is named twice among the runs to compare")
     testset = None
     for other in sides[1:]:
         testset = check_same_testset(sides[0], other)

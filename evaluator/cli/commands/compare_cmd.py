@@ -225,6 +225,23 @@ def _many(c: MultiComparison, fmt: str) -> None:
             "W/T/L",
         ],
     )
+    latency = [
+        {
+            "pair": f"{p['baseline']} → {p['candidate']}",
+            **r,
+            "delta": _signed(r["delta"], 1),
+            "ratio": None if r["ratio"] is None else f"×{r['ratio']:.2f}",
+        }
+        for p in c.pairs
+        for r in p["latency"]
+    ]
+    if latency:
+        emit(
+            latency,
+            "table",
+            ["pair", "metric", "baseline", "candidate", "delta", "ratio"],
+            title="latency (ms)",
+        )
     click.echo("reading (Holm-corrected):")
     for p in c.pairs:
         for h in p["hints"]:
