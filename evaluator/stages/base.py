@@ -168,7 +168,7 @@ class BaseStage:
     needs_text = False
     guc_prefixes: tuple[str, ...] = ()
     # the keys of ``--opt STAGE:KEY=VALUE`` it reads, declared once: any other key is refused
-    # before anything runs (:func:`evaluator.stages.registry.check_options`)
+    # before anything runs (:meth:`refuse_options`, from `run.configure.pipeline_config`)
     options: frozenset[str] = frozenset()
 
     @classmethod
@@ -176,11 +176,11 @@ class BaseStage:
         """InputError naming the first of ``keys`` that is not one of :attr:`options`."""
         from ..core.errors import InputError
 
+        known = ", ".join(sorted(cls.options)) or "none"
         for key in sorted(keys):
             if key not in cls.options:
                 raise InputError(
-                    f"unknown option {stage}:{key} (known: {', '.join(sorted(cls.options)) or 'none'})",
-                    field=param("options"),
+                    f"unknown option {stage}:{key} (known: {known})", field=param("options")
                 )
 
     @property

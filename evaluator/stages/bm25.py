@@ -62,16 +62,8 @@ class Bm25Stage(BaseStage):
     kind = "bm25"
     score = SCORE_SIMILARITY
     options = frozenset(
-        {
-            "column",
-            "method",
-            "segmenter",
-            "index",
-            "tsvector",
-            "config",
-            "normalization",
-            "overfetch",
-        }
+        {"column", "method", "segmenter", "index", "tsvector", "config"}
+        | {"normalization", "overfetch"}
     )
     needs_text = True
     guc_prefixes = ("pg_textsearch.",)
