@@ -7,7 +7,8 @@
 -- RRF (Cormack et al. 2009):  score(c) = sum over inputs of  w_i / (k + rank_i(c))
 -- Score fusion:                score(c) = sum over inputs of  w_i * norm_i(c)
 --   where an input's scores are first made higher-is-better (a run with "score": "distance"
---   is negated) and normalised per query: minmax (s - min) / (max - min) (1 when all equal),
+--   is negated; one whose scores are ranks ("score": "rank") or whose direction is unknown (no
+--   "score": a file imported without it) is refused) and normalised per query: minmax (s - min) / (max - min) (1 when all equal),
 --   or zscore (s - mean) / stddev_pop (0 when all equal). A chunk an input did not return
 --   contributes 0 under minmax (its worst value) and the input's lowest z-score for that query
 --   under zscore (so that absence never beats presence); nothing when the input returned nothing
@@ -57,6 +58,18 @@ BEGIN
         IF FOUND THEN
             RAISE EXCEPTION 'run % has results without a score: % fusion needs scores (use rrf)',
                 (SELECT name FROM pgeval.run WHERE run_id = missing), p_method
+                USING ERRCODE = '22023';
+        END IF;
+        SELECT r.run_id INTO missing FROM pgeval.run r
+         WHERE r.run_id = ANY(p_runs)
+           AND coalesce(r.params->>'score', '') NOT IN ('distance', 'similarity') LIMIT 1;
+        IF FOUND THEN
+            RAISE EXCEPTION 'run %: % fusion needs scores of a known direction, %', (SELECT name
+                FROM pgeval.run WHERE run_id = missing), p_method,
+                CASE WHEN (SELECT params->>'score' FROM pgeval.run WHERE run_id = missing) = 'rank'
+                     THEN 'and its scores are ranks (a TREC export of it wrote -rank): use rrf'
+                     ELSE 'and its direction is unknown (imported without --score): import it '
+                          'again with --score distance or --score similarity, or use rrf' END
                 USING ERRCODE = '22023';
         END IF;
     END IF;

@@ -127,8 +127,40 @@ LANGUAGE sql STABLE AS $$
      GROUP BY has.any_answer
 $$;
 
--- Latency percentiles of a run. p_source 'retrieval': pgeval.query_timing.latency_ms (the run's
--- own timing boundary); 'answer': pgeval.answer.latency_ms (end to end, when imported).
+-- A run's latency per query: its own pgeval.query_timing rows; for a merge without timings of its
+-- own (its fusion is one set-based statement over stored lists), the end-to-end latency of the
+-- pipeline it ends: per query, the sum of its inputs' latencies (the paths searched one after the
+-- other, as pgeval times them; an application searching them in parallel waits for the slowest
+-- only), for the queries every input timed; nothing when an input has no latency.
+CREATE OR REPLACE FUNCTION pgeval.query_latency(p_run bigint)
+RETURNS TABLE (query_id text, latency_ms double precision)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+    inputs bigint[];
+BEGIN
+    IF EXISTS (SELECT 1 FROM pgeval.query_timing t WHERE t.run_id = p_run) THEN
+        RETURN QUERY SELECT t.query_id, t.latency_ms FROM pgeval.query_timing t
+                      WHERE t.run_id = p_run;
+        RETURN;
+    END IF;
+    SELECT array_agg(x::bigint) INTO inputs
+      FROM pgeval.run r CROSS JOIN LATERAL jsonb_array_elements_text(r.params->'input_runs') x
+     WHERE r.run_id = p_run AND jsonb_typeof(r.params->'input_runs') = 'array'
+       AND pgeval.stage_role(r.stage, r.params) = 'merge';
+    IF inputs IS NULL THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+        SELECT l.query_id, sum(l.latency_ms)
+          FROM unnest(inputs) AS i(run_id) CROSS JOIN LATERAL pgeval.query_latency(i.run_id) l
+         GROUP BY l.query_id
+        HAVING count(*) = cardinality(inputs);
+END
+$$;
+
+-- Latency percentiles of a run. p_source 'retrieval': pgeval.query_latency (the run's own timing
+-- boundary; a merge's, the pipeline's end to end); 'answer': pgeval.answer.latency_ms (end to
+-- end, when imported).
 CREATE OR REPLACE FUNCTION pgeval.run_latency(p_run bigint,
                                               p_fractions double precision[]
                                                   DEFAULT '{0.5,0.95,0.99}',
@@ -139,7 +171,7 @@ DECLARE
     vals double precision[];
 BEGIN
     IF p_source = 'retrieval' THEN
-        SELECT array_agg(t.latency_ms) INTO vals FROM pgeval.query_timing t WHERE t.run_id = p_run;
+        SELECT array_agg(t.latency_ms) INTO vals FROM pgeval.query_latency(p_run) t;
     ELSIF p_source = 'answer' THEN
         SELECT array_agg(a.latency_ms) INTO vals FROM pgeval.answer a
          WHERE a.run_id = p_run AND a.latency_ms IS NOT NULL;

@@ -59,14 +59,15 @@ def make_run(
     status: str = "complete",
     experiment_id: int | None = None,
     latency_ms: dict | None = None,
+    params: dict | None = None,
 ) -> int:
     """ranked: {query_id: [chunk_id, ...]} (scores descending by position) or
     {query_id: [(chunk_id, score), ...]}."""
     rid = conn.execute(
-        "INSERT INTO pgeval.run (name, testset_id, stage, order_rule, status, experiment_id) "
-        "SELECT %s, testset_id, %s, 'as given', %s, %s FROM pgeval.testset WHERE name = %s "
-        "RETURNING run_id",
-        (name, stage, status, experiment_id, testset),
+        "INSERT INTO pgeval.run (name, testset_id, stage, order_rule, status, experiment_id, "
+        "params) SELECT %s, testset_id, %s, 'as given', %s, %s, %s FROM pgeval.testset "
+        "WHERE name = %s RETURNING run_id",
+        (name, stage, status, experiment_id, json.dumps(params or {}), testset),
     ).fetchone()[0]
     for qid, items in ranked.items():
         pairs = [

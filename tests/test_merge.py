@@ -225,8 +225,11 @@ def test_rrf_sums_equal_in_exact_arithmetic_tie_by_chunk_id(clean, conn):
 def test_score_fusion_sums_equal_in_exact_arithmetic_tie_by_chunk_id(clean, conn):
     """minmax: b gets 0.1 + 0.2 and a 0.3 + 0 (0.30000000000000004 and 0.3 in float8): equal."""
     make_testset(conn, "tiesmm", {"q": {"a": 1}})
-    one = make_run(conn, "mm1", "tiesmm", {"q": [("z", 10.0), ("a", 3.0), ("b", 1.0), ("y", 0.0)]})
-    two = make_run(conn, "mm2", "tiesmm", {"q": [("x", 10.0), ("b", 2.0), ("a", 0.0)]})
+    sim = {"score": "similarity"}
+    one = make_run(
+        conn, "mm1", "tiesmm", {"q": [("z", 10.0), ("a", 3.0), ("b", 1.0), ("y", 0.0)]}, params=sim
+    )
+    two = make_run(conn, "mm2", "tiesmm", {"q": [("x", 10.0), ("b", 2.0), ("a", 0.0)]}, params=sim)
     assert 0.1 + 0.2 != 0.3
     got = fuse(conn, "fuse_scores(%s, NULL, 'minmax')", [one, two])["q"]
     assert [c for c, _ in got] == ["x", "z", "a", "b", "y"]

@@ -116,6 +116,7 @@ def test_export_round_trips(conn, ts, tmp_file):
     first = json.loads(out.getvalue().splitlines()[0])
     assert first == {
         "query_id": "q1",
+        "score": "similarity",  # a TREC file's scores: higher is better (trec_eval's rule)
         "ranked": [{"chunk_id": "b", "score": 2.5}, {"chunk_id": "a", "score": 1.5}],
     }
 

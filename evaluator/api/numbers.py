@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ..measure.metrics import Evaluation
     from ..measure.stage_report import StageReport
     from ..reporting.compare import Comparison
+    from ..reporting.compare_many import MultiComparison
     from ..reporting.gate import GateResult
 
 # a cut-off or several: 10, [5, 10]
@@ -127,6 +128,34 @@ class NumberMethods:
             seed=seed,
             top=top,
             moved_by=moved_by,
+            test=test,
+        )
+
+    def compare_all(
+        self,
+        specs: list[str],
+        *,
+        measures: list[str] | None = None,
+        rel: int = 1,
+        alpha: float = 0.05,
+        permutations: int = 10_000,
+        seed: int = 0,
+        allow_partial: bool = False,
+        test: str = "randomisation",
+    ) -> MultiComparison:
+        """Every pair of ``specs`` (runs, experiments or saved JSON reports; two or more), with
+        Holm's correction across the pairs and measures (`pgeval compare A B C ...`)."""
+        from ..reporting.compare_many import compare_many_specs
+
+        return compare_many_specs(
+            self.database,
+            list(specs),
+            measures=measures,
+            rel=rel,
+            allow_partial=allow_partial,
+            alpha=alpha,
+            permutations=permutations,
+            seed=seed,
             test=test,
         )
 

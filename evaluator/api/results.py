@@ -15,6 +15,7 @@ from ..dba.watch import ProbeResult
 from ..measure.metrics import Evaluation
 from ..measure.stage_report import StageReport
 from ..reporting.compare import Comparison
+from ..reporting.compare_many import MultiComparison
 from ..reporting.gate import GateResult
 from ..run.groups import GroupPipelineResult
 from ..run.pipeline import PipelineResult
@@ -31,6 +32,7 @@ __all__ = [
     "Group",
     "GroupPipelineResult",
     "GroupSweepResult",
+    "MultiComparison",
     "PassStats",
     "PipelineResult",
     "Point",

@@ -124,14 +124,23 @@ class RunMethods:
         format: str | None = None,
         replace: bool = False,
         on_progress: Callable[[int, int, str], None] | None = None,
+        score: str | None = None,
     ) -> ImportReport:
         """Import a TREC or JSONL run file (`pgeval run import`); returns the ImportReport.
-        ``on_progress(done, total, phase)`` as the file is read."""
+        ``on_progress(done, total, phase)`` as the file is read; ``score``: "distance" or
+        "similarity" (None: what the file says, docs/pipeline.md "Score direction")."""
         from ..run.runs import import_run
 
         with self.database.connect() as conn:
             return import_run(
-                conn, str(path), testset, name, format, replace=replace, on_progress=on_progress
+                conn,
+                str(path),
+                testset,
+                name,
+                format,
+                replace=replace,
+                on_progress=on_progress,
+                score=score,
             )
 
     def export_run(
@@ -141,16 +150,18 @@ class RunMethods:
         out: str | Path | None = None,
         *,
         stream: IO[str] | None = None,
+        on_note: Callable[[str], None] | None = None,
     ) -> int | str:
         """Write run ``name`` as TREC or JSONL (`pgeval run export`): to the file ``out``
         (atomically) or the text stream ``stream``, returning the lines written; else returned
-        as a string."""
+        as a string. ``on_note``: told when a TREC file's scores are ranks."""
         from ..run.runs import export_to
 
         if out is not None or stream is not None:
-            return export_to(self.database, name, format, None if out is None else str(out), stream)
+            where = None if out is None else str(out)
+            return export_to(self.database, name, format, where, stream, on_note)
         buf = io.StringIO()
-        export_to(self.database, name, format, None, buf)
+        export_to(self.database, name, format, None, buf, on_note)
         return buf.getvalue()
 
     def runs(self, testset: str | None = None, experiment: str | None = None) -> list[dict]:
@@ -167,6 +178,14 @@ class RunMethods:
 
         with self.database.connect() as conn:
             return delete_run(conn, name)
+
+    def delete_experiment_runs(self, experiment: str) -> dict:
+        """Delete experiment ``experiment``, every run of it and their results (`pgeval run
+        delete --experiment`); returns ``{"experiment", "runs", "sweeps_interrupted"}``."""
+        from ..run.runs import delete_experiment
+
+        with self.database.connect() as conn:
+            return delete_experiment(conn, experiment)
 
     def sweep(
         self,

@@ -163,3 +163,17 @@ def paired(
         ci_low=low,
         ci_high=high,
     )
+
+
+def holm(p_values: Any) -> list[float]:
+    """Holm's step-down adjusted p-values (Holm 1979), in the order given: the i-th smallest of
+    m p-values times (m - i + 1), capped at 1, never below the one before it. Reject where the
+    adjusted value is < alpha: the family-wise error rate stays <= alpha over all m tests."""
+    p = [float(x) for x in p_values]
+    m = len(p)
+    out = [0.0] * m
+    running = 0.0
+    for step, i in enumerate(sorted(range(m), key=lambda j: p[j])):
+        running = max(running, min(1.0, (m - step) * p[i]))
+        out[i] = running
+    return out

@@ -269,11 +269,12 @@ def latency_rows(report: dict) -> list[dict]:
     rows = []
     for source, values in (report.get("latency") or {}).items():
         if values and values.get("n"):
+            summed = values.get("end_to_end_of")
             rows.append(
                 {
-                    "source": source,
+                    "source": f"{source} (end to end: {' + '.join(summed)})" if summed else source,
                     "n": values["n"],
-                    **{k: v for k, v in values.items() if k != "n"},
+                    **{k: v for k, v in values.items() if k.endswith("_ms")},
                 }
             )
     return rows

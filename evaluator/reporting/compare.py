@@ -296,7 +296,7 @@ def compare(
         (m for m in ("ndcg@10",) if any(r["metric"] == m for r in rows)),
         rows[0]["metric"] if rows else None,
     )
-    moved = _moved(base, cand, moved_by, top) if moved_by else []
+    moved = _moved(base, cand, moved_by, top) if moved_by and top else []
     changes, change_warnings = config_changes(base, cand)
     warnings.extend(change_warnings)
     return Comparison(

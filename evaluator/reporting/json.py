@@ -68,9 +68,10 @@ def _cases(
                      LEFT JOIN pgeval.qrel j ON j.testset_id = q.testset_id
                           AND j.query_id = r.query_id AND j.chunk_id = r.chunk_id
                     WHERE r.run_id = %(run)s AND r.query_id = q.query_id AND r.rank <= %(depth)s),
-                  t.latency_ms, t.server_ms
+                  coalesce(t.latency_ms, e.latency_ms), t.server_ms
              FROM pgeval.query q
              LEFT JOIN pgeval.query_timing t ON t.run_id = %(run)s AND t.query_id = q.query_id
+             LEFT JOIN pgeval.query_latency(%(run)s) e ON e.query_id = q.query_id
             WHERE q.testset_id = %(ts)s
             ORDER BY q.position""",
         {"rel": rel, "run": run.run_id, "depth": depth, "ts": run.testset_id},
@@ -210,6 +211,12 @@ def build(
     if method_note:
         ev.warnings.append(method_note)
     timing = latency.percentiles(conn, run.run_id)
+    if timing.get("end_to_end_of"):
+        ev.warnings.append(
+            f"latency of {run.name}: end to end, the sum per query of its inputs' latencies "
+            f"({', '.join(timing['end_to_end_of'])}, searched one after the other; the fusion "
+            "itself is not timed)"
+        )
     answer_timing = latency.percentiles(conn, run.run_id, "answer")
     ans_summary, answer_rows = _answers(conn, run.run_id, summary, ev.warnings)
     summary.update(latency.summary_keys("retrieval", timing))

@@ -92,6 +92,8 @@ def pipeline_config(
     query-vector source (:mod:`evaluator.testset.query_source`) in place of a test set."""
     parsed = registry.parse_stages(stages)
     opts = parse_options(option_items(options), [n for n, _ in parsed])
+    for sname, kind in parsed:  # a key no stage reads would be ignored, yet stored and compared
+        registry.get(kind).refuse_options(sname, opts.get(sname, {}))
     if reranker:
         for sname, kind in parsed:
             if kind == "rerank":

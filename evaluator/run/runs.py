@@ -32,7 +32,7 @@ from ..core.errors import Conflict, IncompleteRun, InputError, param
 from ..measure.run_lookup import no_such_run
 from ..testset.catalog import resolve_testset
 from ..testset.source import Source
-from . import ranked_lists
+from . import ranked_lists, score_direction
 from .experiment_scope import client_gone
 from .trec_lines import line_id as _id
 from .trec_lines import trec_segments
@@ -54,6 +54,7 @@ class ImportReport:
     unknown_query_ids: list[str] = field(default_factory=list)
     valid_without_result: int = 0
     lines_with_extra_text: int = 0  # TREC lines with text after the sixth field (ignored)
+    score: str | None = None  # distance, similarity, rank; None: unknown (score_direction)
 
 
 def guess_format(path: Path) -> str:
@@ -103,11 +104,15 @@ def _jsonl_item(item: object, pos: int, path: Path, lineno: int) -> tuple[str, f
     return chunk, score
 
 
-def _jsonl_segments(path: Path, src: Source | None = None) -> Iterator[Any]:
+def _jsonl_segments(
+    path: Path, src: Source | None = None, direction: score_direction.Direction | None = None
+) -> Iterator[Any]:
     """Yield one segment (query ids, chunk ids, scores or None, line numbers) a line of a JSONL
     ranked-list file. A query is on one line: a second line of the same query is refused (never
     two lists joined). An item refused is refused after the items before it are handed out (a
-    chunk listed twice among them is the first error, in file order)."""
+    chunk listed twice among them is the first error, in file order). ``direction`` reads each
+    line's ``"score"`` key and the way its scores go."""
+    direction = direction or score_direction.Direction(path)
     seen: dict[str, int] = {}
     for lineno, line in src or Source(path):  # UTF-8 checked per line
         if not line.strip():
@@ -128,6 +133,7 @@ def _jsonl_segments(path: Path, src: Source | None = None) -> Iterator[Any]:
                 field="query_id",
             )
         seen[qid] = lineno
+        direction.declare(obj.get("score"), lineno)
         ranked = obj.get("ranked")
         if not isinstance(ranked, list):
             raise InputError(
@@ -144,6 +150,7 @@ def _jsonl_segments(path: Path, src: Source | None = None) -> Iterator[Any]:
             if chunks:
                 yield [qid] * len(chunks), chunks, scores, [lineno] * len(chunks)
             raise
+        direction.observe(scores, lineno)
         if chunks:
             yield [qid] * len(chunks), chunks, scores, [lineno] * len(chunks)
 
@@ -172,6 +179,16 @@ def _reporting(
                     on_progress(done, src.size, "reading")
     if on_progress:
         on_progress(src.size, src.size, "ranking")
+
+
+def _segments(
+    fmt: str, path: Path, src: Source, extra: list[int], direction: score_direction.Direction
+) -> Iterator[Any]:
+    """The file's segments: TREC (``extra`` counts lines with text after the sixth field) or
+    JSONL (``direction`` reads which way the scores point)."""
+    if fmt == "trec":
+        return trec_segments(path, extra, src)
+    return _jsonl_segments(path, src, direction)
 
 
 def _insert_run(
@@ -214,8 +231,10 @@ def import_run(
     replace: bool = False,
     tag: str | None = None,
     on_progress: Callable[..., None] | None = None,
+    score: str | None = None,
 ) -> ImportReport:
     """Import a ranked-list file as run ``name`` over test set ``testset`` (one transaction).
+    ``score``: distance or similarity (None: the file's, :mod:`evaluator.run.score_direction`).
 
     ``on_progress(bytes_done, bytes_total, phase)`` is called once a batch of lines
     (``_BATCH``) while the file is read (phase ``"reading"``; bytes of the file, compressed
@@ -227,6 +246,7 @@ def import_run(
     fmt = fmt or guess_format(path)
     if fmt not in FORMATS:
         raise InputError(f"unknown run format '{fmt}' (use trec or jsonl)", field=param("format"))
+    score_direction.check_given(score, fmt)
     testset_id, _ = resolve_testset(conn, testset)
     with conn.transaction():
         existing = conn.execute("SELECT run_id FROM pgeval.run WHERE name = %s", (name,)).fetchone()
@@ -242,11 +262,12 @@ def import_run(
         extra = [0]  # TREC lines with text after the sixth field (counted on the last read)
 
         reported = [0]  # bytes reported so far: a second read reports only past them
+        direction = [score_direction.Direction(path, given=score)]  # anew on each read
 
         def rows() -> Any:
-            extra[0] = 0
-            src = Source(path)
-            read = trec_segments(path, extra, src) if fmt == "trec" else _jsonl_segments(path, src)
+            extra[0], src = 0, Source(path)
+            direction[0] = score_direction.Direction(path, given=score)
+            read = _segments(fmt, path, src, extra, direction[0])
             return _reporting(read, src, on_progress, reported)
 
         by_score = fmt == "trec"
@@ -270,9 +291,11 @@ def import_run(
         if n == 0:
             raise InputError("empty file: no ranked results", file=str(path))
         unknown_ids = sorted(unknown)
+        way = _score_direction(conn, run_id, fmt, direction[0])
         conn.execute(
-            "UPDATE pgeval.run SET n_unknown_queries = %s WHERE run_id = %s",
-            (len(unknown_ids), run_id),
+            "UPDATE pgeval.run SET n_unknown_queries = %s, params = params || "
+            "jsonb_strip_nulls(jsonb_build_object('score', %s::text)) WHERE run_id = %s",
+            (len(unknown_ids), way, run_id),
         )
         if inserted == 0:  # every query id unknown: a run of another test set, never a run of 0s
             raise InputError(
@@ -294,11 +317,32 @@ def import_run(
         unknown_query_ids=unknown_ids[:20],
         valid_without_result=missing,
         lines_with_extra_text=extra[0],
+        score=way,
     )
 
 
-def export_run(conn: Any, name: str, fmt: str, out: Any) -> int:
-    """Write run ``name`` to the text stream ``out`` as TREC or JSONL; return lines written."""
+def _score_direction(
+    conn: Any, run_id: int, fmt: str, direction: score_direction.Direction
+) -> str | None:
+    """The imported run's score direction: a TREC file's is similarity (trec_eval's rule) or,
+    when every score is minus its rank, rank; a JSONL file's as :meth:`Direction.decided`."""
+    if fmt != "trec":
+        return direction.decided()
+    if direction.given:
+        return direction.given
+    ranks = conn.execute(
+        "SELECT bool_and(r.score = -r.rank) FROM pgeval.result r WHERE r.run_id = %s", (run_id,)
+    ).fetchone()[0]
+    return "rank" if ranks else "similarity"
+
+
+def export_run(
+    conn: Any, name: str, fmt: str, out: Any, on_note: Callable[[str], Any] | None = None
+) -> int:
+    """Write run ``name`` to the text stream ``out`` as TREC or JSONL; return lines written.
+    A JSONL line says which way the scores point (``"score"``: the run's, when known); a TREC
+    file cannot (a comment is no TREC line): when its scores are ranks (-rank), ``on_note``
+    is told so, and `run import` of the file marks them as ranks."""
     from ..measure.metrics import resolve_run
 
     if fmt not in FORMATS:
@@ -317,25 +361,35 @@ def export_run(conn: Any, name: str, fmt: str, out: Any) -> int:
     )
     lines = 0
     tag = "".join(ch if ch.isalnum() or ch in "-_.:" else "_" for ch in name) or "run"
+    way = run.params.get("score") if run.params.get("score") in score_direction.STORED else None
     if fmt == "trec":
         # TREC readers re-sort by score: keep the stored scores only when they reproduce the
         # stored order (runs imported from TREC); otherwise write -rank, which does.
         keep = run.order_rule == TREC_ORDER
+        if on_note and (not keep or way == "rank"):
+            on_note(
+                f"the scores of run '{run.name}' are written as -rank (its order; TREC readers "
+                "sort by score): score fusion over the file would fuse ranks, so `pgeval run "
+                "import` marks them as ranks (rrf only)"
+            )
         for qid, rank, chunk, score in cur:
             value = repr(score) if keep and score is not None else str(-rank)
             out.write(f"{qid} Q0 {chunk} {rank} {value} {tag}\n")
             lines += 1
         return lines
     current, items = None, []
+    said = {"score": way} if way else {}
     for qid, _rank, chunk, score in cur:
         if qid != current and current is not None:
-            out.write(json.dumps({"query_id": current, "ranked": items}, ensure_ascii=False) + "\n")
+            line = {"query_id": current, **said, "ranked": items}
+            out.write(json.dumps(line, ensure_ascii=False) + "\n")
             lines += 1
             items = []
         current = qid
         items.append({"chunk_id": chunk, "score": score})
     if current is not None:
-        out.write(json.dumps({"query_id": current, "ranked": items}, ensure_ascii=False) + "\n")
+        line = {"query_id": current, **said, "ranked": items}
+        out.write(json.dumps(line, ensure_ascii=False) + "\n")
         lines += 1
     return lines
 
@@ -407,21 +461,62 @@ def delete_run(conn: Any, name: str) -> tuple[str, bool] | None:
     return None if exp_id is None else (exp_name, bool(is_sweep))
 
 
+def delete_experiment(conn: Any, experiment: str) -> dict:
+    """Delete experiment ``experiment`` with every run of it and their results (one
+    transaction); a sweep that measured one of its runs loses that point and is marked
+    ``interrupted``, as :func:`delete_run` does. Refused while a run of it is being written."""
+    with conn.transaction():
+        row = conn.execute(
+            "SELECT experiment_id FROM pgeval.experiment WHERE name = %s FOR UPDATE",
+            (experiment,),
+        ).fetchone()
+        if row is None:
+            raise InputError(f"no experiment named '{experiment}'", field=param("experiment"))
+        runs = conn.execute(
+            "SELECT run_id, name, status, pid, host FROM pgeval.run WHERE experiment_id = %s "
+            "ORDER BY run_id FOR UPDATE",
+            row,
+        ).fetchall()
+        busy = [r[1] for r in runs if r[2] == "running" and not client_gone(r[3], r[4])]
+        if busy:
+            raise Conflict(
+                f"run '{busy[0]}' of experiment '{experiment}' is being written: stop it first"
+            )
+        ids = [r[0] for r in runs]
+        sweeps = conn.execute(
+            "WITH d AS (DELETE FROM pgeval.sweep_point WHERE run_id = ANY(%s) "
+            "RETURNING sweep_id) UPDATE pgeval.sweep SET status = 'interrupted' "
+            "WHERE sweep_id IN (SELECT sweep_id FROM d) AND status <> 'running' RETURNING name",
+            (ids,),
+        ).fetchall()
+        conn.execute("DELETE FROM pgeval.experiment WHERE experiment_id = %s", row)
+    return {
+        "experiment": experiment,
+        "runs": [r[1] for r in runs],
+        "sweeps_interrupted": sorted(s[0] for s in sweeps),
+    }
+
+
 def export_to(
-    database: Database, name: str, fmt: str = "trec", out: str | None = None, stream: Any = None
+    database: Database,
+    name: str,
+    fmt: str = "trec",
+    out: str | None = None,
+    stream: Any = None,
+    on_note: Callable[[str], Any] | None = None,
 ) -> int:
     """Export run ``name`` as one snapshot saw it (whatever happens meanwhile): to the file
     ``out``, atomically (written to ``out.part``, renamed when complete: nothing half-written),
-    else to the text ``stream``. Returns the lines written."""
+    else to the text ``stream``. Returns the lines written; ``on_note`` as :func:`export_run`."""
     from ..core.db import snapshot
 
     with snapshot(database) as conn:
         if not out:
-            return export_run(conn, name, fmt, stream)
+            return export_run(conn, name, fmt, stream, on_note)
         tmp = out + ".part"
         try:
             with open(tmp, "w", encoding="utf-8") as fh:
-                n = export_run(conn, name, fmt, fh)
+                n = export_run(conn, name, fmt, fh, on_note)
             os.replace(tmp, out)
         except BaseException as exc:
             if os.path.exists(tmp):

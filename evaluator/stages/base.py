@@ -167,6 +167,21 @@ class BaseStage:
     needs_embedding = False
     needs_text = False
     guc_prefixes: tuple[str, ...] = ()
+    # the keys of ``--opt STAGE:KEY=VALUE`` it reads, declared once: any other key is refused
+    # before anything runs (:meth:`refuse_options`, from `run.configure.pipeline_config`)
+    options: frozenset[str] = frozenset()
+
+    @classmethod
+    def refuse_options(cls, stage: str, keys: Any) -> None:
+        """InputError naming the first of ``keys`` that is not one of :attr:`options`."""
+        from ..core.errors import InputError
+
+        known = ", ".join(sorted(cls.options)) or "none"
+        for key in sorted(keys):
+            if key not in cls.options:
+                raise InputError(
+                    f"unknown option {stage}:{key} (known: {known})", field=param("options")
+                )
 
     @property
     def role(self) -> str:

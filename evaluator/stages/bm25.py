@@ -61,6 +61,10 @@ FTS_NOTE = (
 class Bm25Stage(BaseStage):
     kind = "bm25"
     score = SCORE_SIMILARITY
+    options = frozenset(
+        {"column", "method", "segmenter", "index", "tsvector", "config"}
+        | {"normalization", "overfetch"}
+    )
     needs_text = True
     guc_prefixes = ("pg_textsearch.",)
 

@@ -10,6 +10,7 @@ from .vector_common import VectorStage
 
 
 class ExactStage(VectorStage):
+    options = VectorStage.options | {"ground_truth"}
     kind = "exact"
     defaults = {"enable_indexscan": "off"}
     # a --set enable_seqscan=off meant for the ANN stages would leave the exact stage's planner

@@ -1,6 +1,7 @@
 """``import``: a ranked list produced elsewhere (a live RAG service's output, a TREC run) attached
 to an experiment as a stage. Options: ``import:file=PATH`` (required), ``import:format=trec|jsonl``
-(default: by extension). The file is read by the pipeline's run-file reader, ``ctx.import_run``
+(default: by extension), ``import:score=distance|similarity`` (default: the file's, as `pgeval run
+import --score` reads it; stored in the run's params). The file is read by the pipeline's run-file reader, ``ctx.import_run``
 (:func:`evaluator.run.runs.import_run`: the same validation as `pgeval run import`) once per
 repetition, then linked to the experiment."""
 
@@ -15,6 +16,7 @@ from .base import BOUNDARY_NONE, SCORE_SIMILARITY, BaseStage, StageContext
 class ImportStage(BaseStage):
     kind = "import"
     score = SCORE_SIMILARITY
+    options = frozenset({"file", "format", "score"})
 
     def prepare(self, ctx: StageContext) -> None:
         path = ctx.option("file")
@@ -28,6 +30,10 @@ class ImportStage(BaseStage):
         fmt = ctx.option("format")
         if fmt not in (None, "trec", "jsonl"):
             raise InputError(f"{ctx.stage}:format must be trec or jsonl", field=param("options"))
+        if ctx.option("score") not in (None, "distance", "similarity"):
+            raise InputError(
+                f"{ctx.stage}:score must be distance or similarity", field=param("options")
+            )
 
     def run(self, ctx: StageContext, run_name: str) -> int:
         if ctx.import_run is None:
@@ -36,7 +42,12 @@ class ImportStage(BaseStage):
         if results.info.transaction_status != 0:
             results.rollback()
         rep = ctx.import_run(
-            results, ctx.option("file"), ctx.testset, run_name, ctx.option("format")
+            results,
+            ctx.option("file"),
+            ctx.testset,
+            run_name,
+            ctx.option("format"),
+            score=ctx.option("score"),
         )
         results.execute(
             "UPDATE pgeval.run SET experiment_id = %s, stage = %s, repetition = %s, depth = %s, "
@@ -49,7 +60,7 @@ class ImportStage(BaseStage):
                 None,
                 BOUNDARY_NONE,
                 ctx.extra.get("config_hash"),
-                '{"kind": "import", "score": "similarity"}',
+                '{"kind": "import"}',
                 rep.run_id,
             ),
         )

@@ -70,6 +70,7 @@ def parse_weights(spec: str | None, inputs: list[str]) -> dict[str, float]:
 class MergeStage(BaseStage):
     kind = "merge"
     score = SCORE_SIMILARITY
+    options = frozenset({"method", "k", "depth", "weights", "inputs"})
 
     def settings(self, ctx: StageContext) -> dict:
         method = (ctx.option("method") or "rrf").lower()

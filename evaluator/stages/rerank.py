@@ -44,6 +44,10 @@ BOUNDARY_EXACT = "client round trip per query: one exact-distance statement over
 class RerankStage(BaseStage):
     kind = "rerank"
     score = SCORE_SIMILARITY
+    options = frozenset(
+        {"reranker", "top_n", "threshold", "model", "api_key_env", "timeout", "batch_size"}
+        | {"column", "input", "base_url", "dimensions"}
+    )
     needs_text = True
 
     def config(self, ctx: StageContext) -> dict:

@@ -83,6 +83,11 @@ class ServiceStage(BaseStage):
     preset: str | None = None
     score = SCORE_SIMILARITY
     needs_text = True
+    options = frozenset(sc.OPTIONS)
+
+    @classmethod
+    def refuse_options(cls, stage: str, keys: Any) -> None:
+        sc.check_option_names(stage, keys)  # a key's own message first
 
     # ---- configuration --------------------------------------------------------------------
     def config(self, ctx: StageContext) -> dict:

@@ -137,10 +137,9 @@ def _positive(cast: Any, minimum: Any) -> Any:
     return check
 
 
-def _check_option_names(ctx: StageContext) -> None:
+def check_option_names(stage: str, keys: Any) -> None:
     """No key in the options (it would be stored), no unknown option."""
-    stage = ctx.stage
-    for key in ctx.options:
+    for key in keys:
         if key.lower() in SECRET_OPTIONS:
             raise InputError(
                 f"option {stage}:{key} would write the API key into the experiment's "
@@ -290,7 +289,7 @@ def resolve(ctx: StageContext, preset: str | None) -> dict:
     """The stage's whole configuration from its options (InputError naming ``--opt`` when one
     is wrong). No secret is in it: the key is read later, from the variable ``key_env`` names."""
     stage = ctx.stage
-    _check_option_names(ctx)
+    check_option_names(ctx.stage, ctx.options)
     base = _base_url(ctx)
     cfg = _common(ctx, preset)
     kb = ctx.option("knowledge_base_id")

@@ -74,6 +74,7 @@ class VectorStage(BaseStage):
     kind = "vector"
     method: str | None = None  # hnsw | ivfflat | diskann; None: exact
     score = SCORE_DISTANCE
+    options = frozenset({"index", "overfetch"})
     needs_embedding = True
     # ANN stages measure their index: a sequential scan would silently turn them into exact
     # search (pgvector's costing prefers it on small tables, or when ef_search < LIMIT), so the

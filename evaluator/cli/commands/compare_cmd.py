@@ -1,4 +1,5 @@
-"""`pgeval compare BASELINE CANDIDATE`: deltas with significance, wins/losses, reading hints."""
+"""`pgeval compare BASELINE CANDIDATE [RUN]...`: deltas with significance, wins/losses, reading
+hints; more than two runs: every pair, Holm-corrected."""
 
 from __future__ import annotations
 
@@ -12,12 +13,11 @@ from .common import measures_from, pass_api
 
 if TYPE_CHECKING:
     from ...api import Pgeval
-    from ...api.results import Comparison
+    from ...api.results import Comparison, MultiComparison
 
 
 @click.command()
-@click.argument("baseline", metavar="BASELINE")
-@click.argument("candidate", metavar="CANDIDATE")
+@click.argument("runs", metavar="BASELINE CANDIDATE [RUN]...", nargs=-1, required=True)
 @MEASURES
 @click.option(
     "--alpha",
@@ -67,8 +67,7 @@ if TYPE_CHECKING:
 @pass_api
 def compare(
     pg: Pgeval,
-    baseline: str,
-    candidate: str,
+    runs: tuple[str, ...],
     k: str | None,
     ndcg_k: str | None,
     mrr_k: str | None,
@@ -94,37 +93,45 @@ def compare(
     Runs over different test sets are refused.
 
     \b
+    More than two runs: every pair (the earlier run is the pair's baseline), with Holm's
+    correction across all pairs and measures (a delta is significant when its adjusted p,
+    "p Holm", is below --alpha), W/T/L per pair and measure, and a note when a run of a pair
+    was picked in-sample (its params say "tuned": true, as `pgeval tune` stores its pick).
+
+    \b
     Examples:
       pgeval compare hnsw-ef40 hnsw-ef80
       pgeval compare baseline.json candidate-run --by recall@10 --top 20
       pgeval compare prod new --format json > comparison.json
+      pgeval compare k10 k30 k60 k100 --measures ndcg@10
     """
-    c = pg.compare(
-        baseline,
-        candidate,
-        measures=measures_from(k, ndcg_k, mrr_k, extra_measures),
-        rel=rel,
-        allow_partial=allow_partial,
-        alpha=alpha,
-        permutations=permutations,
-        seed=seed,
-        top=top,
-        moved_by=moved_by,
-        test=test,
-    )
+    if len(runs) < 2:
+        raise click.UsageError("give at least two runs: BASELINE CANDIDATE [RUN]...")
+    common: dict[str, Any] = {
+        "measures": measures_from(k, ndcg_k, mrr_k, extra_measures),
+        "rel": rel,
+        "allow_partial": allow_partial,
+        "alpha": alpha,
+        "permutations": permutations,
+        "seed": seed,
+        "test": test,
+    }
+    if len(runs) > 2:
+        _many(pg.compare_all(list(runs), **common), fmt)
+        return
+    _two(pg.compare(runs[0], runs[1], top=top, moved_by=moved_by, **common), fmt)
+
+
+def _two(c: Comparison, fmt: str) -> None:
+    """Two runs: the table of measures, latency, the queries that moved, the reading."""
     if fmt == "json":
         click.echo(to_json(c.as_dict()))
         for w in c.warnings:
             warn(w)
         return
-    test = (
-        "paired t-test"
-        if c.test == "t-test"
-        else f"randomisation test {c.permutations} permutations, seed {c.seed}"
-    )
     click.echo(
         f"baseline {c.baseline} · candidate {c.candidate} · test set {c.testset} · "
-        f"{test}, alpha {c.alpha:g}"
+        f"{_test_line(c.test, c.permutations, c.seed)}, alpha {c.alpha:g}"
     )
     emit(
         [
@@ -165,6 +172,85 @@ def compare(
             title=f"queries that moved most ({c.moved_by})",
         )
     _reading(c)
+
+
+def _test_line(test: str, permutations: int, seed: int) -> str:
+    return (
+        "paired t-test"
+        if test == "t-test"
+        else f"randomisation test {permutations} permutations, seed {seed}"
+    )
+
+
+def _many(c: MultiComparison, fmt: str) -> None:
+    """Every pair: one table of measures (p and Holm's p), latency, hints, differences."""
+    if fmt == "json":
+        click.echo(to_json(c.as_dict()))
+        for w in c.warnings:
+            warn(w)
+        return
+    click.echo(
+        f"runs {', '.join(c.runs)} · test set {c.testset} · "
+        f"{_test_line(c.test, c.permutations, c.seed)}, alpha {c.alpha:g} · Holm's correction "
+        f"over {c.tests} tests ({len(c.pairs)} pairs × measures)"
+    )
+    emit(
+        [
+            {
+                "pair": f"{p['baseline']} → {p['candidate']}",
+                "metric": r["metric"],
+                "baseline": r["baseline"],
+                "candidate": r["candidate"],
+                "delta": _signed(r["delta"]),
+                "95% CI": _ci(r),
+                "p": _p(r["p_value"]),
+                "p Holm": _p(r.get("p_holm")),
+                "sig": "*" if r["significant"] else "",
+                "W/T/L": _wtl(r),
+            }
+            for p in c.pairs
+            for r in p["rows"]
+        ],
+        "table",
+        [
+            "pair",
+            "metric",
+            "baseline",
+            "candidate",
+            "delta",
+            "95% CI",
+            "p",
+            "p Holm",
+            "sig",
+            "W/T/L",
+        ],
+    )
+    latency = [
+        {
+            "pair": f"{p['baseline']} → {p['candidate']}",
+            **r,
+            "delta": _signed(r["delta"], 1),
+            "ratio": None if r["ratio"] is None else f"×{r['ratio']:.2f}",
+        }
+        for p in c.pairs
+        for r in p["latency"]
+    ]
+    if latency:
+        emit(
+            latency,
+            "table",
+            ["pair", "metric", "baseline", "candidate", "delta", "ratio"],
+            title="latency (ms)",
+        )
+    click.echo("reading (Holm-corrected):")
+    for p in c.pairs:
+        for h in p["hints"]:
+            click.echo(f"  {p['baseline']} → {p['candidate']}: {h}")
+        if p["changes"]:
+            keys = ", ".join(ch["key"] for ch in p["changes"])
+            click.echo(f"  {p['baseline']} → {p['candidate']} differ in: {keys}")
+    for w in c.warnings:
+        warn(w)
 
 
 def _reading(c: Comparison) -> None:

@@ -32,7 +32,7 @@ from ..flags import (
     formats,
 )
 from ..option_groups import GroupedCommand, group, opt
-from ..output import FORMATS, emit, warn
+from ..output import FORMATS, emit, to_json, warn
 from .common import ProgressBar, pass_api, progress_bar, warn_above
 
 if TYPE_CHECKING:
@@ -70,17 +70,36 @@ def run() -> None:
     "given order. [default: by file extension]",
 )
 @REPLACE
+@click.option(
+    "--score",
+    type=click.Choice(["distance", "similarity"]),
+    default=None,
+    help="Which way the file's scores point: distance (lower is better, as a vector search's) "
+    "or similarity. [default: the file's: a JSONL line's \"score\" key, else the way its "
+    "scores go down the lists; TREC: similarity, or ranks when every score is -rank]",
+)
 @pass_api
-def import_(pg: Pgeval, file: str, testset: str, name: str, fmt: str | None, replace: bool) -> None:
+def import_(
+    pg: Pgeval,
+    file: str,
+    testset: str,
+    name: str,
+    fmt: str | None,
+    replace: bool,
+    score: str | None,
+) -> None:
     """Import a ranked list produced elsewhere (a live RAG service, ranx, trec tools).
 
     \b
     Query ids the test set does not know are counted and reported, not stored.
     A chunk listed twice for one query is an error naming the query, the chunk and both lines.
+    The scores' direction is stored with the run: score fusion (minmax, zscore) negates
+    distances, and refuses ranks and scores of unknown direction (docs/pipeline.md).
 
     \b
     Examples:
       pgeval run import bm25.trec --format trec --testset kb-v1 --name bm25-baseline
+      pgeval run import vector.jsonl --testset kb-v1 --name vec --score distance
     """
     from pathlib import Path
 
@@ -96,7 +115,7 @@ def import_(pg: Pgeval, file: str, testset: str, name: str, fmt: str | None, rep
 
     try:
         rep = pg.import_run(
-            file, testset, name, format=fmt, replace=replace, on_progress=on_progress
+            file, testset, name, format=fmt, replace=replace, on_progress=on_progress, score=score
         )
     finally:
         if bar.live.is_started:
@@ -114,9 +133,15 @@ def import_(pg: Pgeval, file: str, testset: str, name: str, fmt: str | None, rep
             f"{rep.lines_with_extra_text} lines have text after the sixth field; it was ignored, "
             "as trec_eval ignores it"
         )
+    if rep.score is None:
+        warn(
+            "the direction of the scores is unknown (no --score, and they neither fall nor rise "
+            "down every list): score fusion refuses this run; rrf reads its ranks"
+        )
+    scores = {None: "unknown", "rank": "ranks"}.get(rep.score, rep.score)
     click.echo(
         f"imported run '{rep.name}': {rep.rows} results for {rep.queries} queries "
-        f"(test set {rep.testset})"
+        f"(test set {rep.testset}; scores: {scores})"
     )
 
 
@@ -138,16 +163,19 @@ def export(pg: Pgeval, name: str, fmt: str, out: str | None) -> None:
       pgeval run export bm25-baseline --format trec > bm25.trec
       pgeval run export first.merge.1 --format jsonl --out first.jsonl
     """
-    n = pg.export_run(name, fmt, out, stream=sys.stdout)
+    n = pg.export_run(name, fmt, out, stream=sys.stdout, on_note=warn)
     if out:
         click.echo(f"wrote {n} lines to {out}", err=True)
     else:
         sys.stdout.flush()
 
 
+_EXPERIMENT = opt("--experiment", default=None, help="Only runs of this experiment.")
+
+
 @run.command("list")
 @TESTSET.but(metavar=None, help="Only runs of this test set.")
-@click.option("--experiment", default=None, help="Only runs of this experiment.")
+@_EXPERIMENT
 @format_option()
 @pass_api
 def list_(pg: Pgeval, testset: str | None, experiment: str | None, fmt: str) -> None:
@@ -184,10 +212,14 @@ def list_(pg: Pgeval, testset: str | None, experiment: str | None, fmt: str) -> 
 
 
 @run.command()
-@click.argument("name")
+@click.argument("name", required=False)
+@_EXPERIMENT.but(
+    metavar="NAME", help="Delete this experiment and every run of it instead (not with NAME)."
+)
+@format_option(choices=("table", "json"))
 @pass_api
-def delete(pg: Pgeval, name: str) -> None:
-    """Delete a run and its results.
+def delete(pg: Pgeval, name: str | None, experiment: str | None, fmt: str) -> None:
+    """Delete a run and its results, or with --experiment an experiment and all its runs.
 
     A stage run of an experiment (`run pipeline`, `sweep`) leaves that experiment incomplete:
     the experiment is marked failed, so that `pgeval stage-report` refuses it (its chain would
@@ -195,11 +227,25 @@ def delete(pg: Pgeval, name: str) -> None:
     again; a sweep point measured by the run leaves its sweep, which measures it anew when run
     again. Deleting every run of an experiment leaves an experiment without runs.
 
+    --experiment NAME deletes the experiment, its runs and their results at once (refused
+    while one of its runs is being written); a sweep that measured one of them is marked
+    interrupted.
+
     \b
     Examples:
       pgeval run delete bm25-baseline
+      pgeval run delete --experiment merge-k30 --format json
     """
+    if (name is None) == (experiment is None):
+        raise click.UsageError("give a run NAME or --experiment NAME (one of them)")
+    if experiment is not None:
+        _delete_experiment(pg, experiment, fmt)
+        return
+    assert name is not None
     owner = pg.delete_run(name)
+    if fmt == "json":
+        click.echo(to_json({"run": name, "experiment_incomplete": owner and owner[0]}))
+        return
     click.echo(f"deleted run '{name}'")
     if owner is not None:
         experiment, sweep = owner
@@ -212,6 +258,16 @@ def delete(pg: Pgeval, name: str) -> None:
             f"experiment '{experiment}' is now incomplete (stage-report refuses it): {again} "
             "measures the deleted stage again"
         )
+
+
+def _delete_experiment(pg: Pgeval, experiment: str, fmt: str) -> None:
+    gone = pg.delete_experiment_runs(experiment)
+    if fmt == "json":
+        click.echo(to_json(gone))
+        return
+    click.echo(f"deleted experiment '{experiment}' and its {len(gone['runs'])} runs")
+    for sweep in gone["sweeps_interrupted"]:
+        warn(f"sweep '{sweep}' lost points measured by these runs: it is marked interrupted")
 
 
 class _StageBar:
