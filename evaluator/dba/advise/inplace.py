@@ -78,6 +78,12 @@ def _entries(
     ]
 
 
+def _undo(stmts: dict[str, Any]) -> list[str]:
+    """What a design's change of the table besides its index undoes (the label column)."""
+    change = stmts.get("statement_change")
+    return [] if change is None else [change["drop_sql"]]
+
+
 def _confirm(cfg: Any, chosen: dict[str, Any], index: str) -> str:
     """The sweep that measures the recommended design through ``index`` on the table."""
     find = registry.KINDS[chosen["design"]].find_setting(chosen["build"])
@@ -110,7 +116,7 @@ def advice(
     return {
         "keep": None,
         "supersedes": supersedes,
-        "rollback": [_drop(kb, target, new), *stmts["reset_sql"]],
+        "rollback": [_drop(kb, target, new), *_undo(stmts), *stmts["reset_sql"]],
         "confirm": confirm,
         "drop_old": None if not supersedes else f"after `{confirm}` confirms {new}",
         "planner": _words(new, supersedes, confirm),

@@ -123,11 +123,20 @@ def parse_builds(items: Any) -> dict[str, list[tuple[str, list[str]]]]:
     return out
 
 
-def designs(cfg: AdviseConfig, available: list[str], why_not: dict[str, str]) -> list[Design]:
+def designs(
+    cfg: AdviseConfig, available: list[str], why_not: dict[str, str], grouped: bool = False
+) -> list[Design]:
     """Every design x build to measure, in the order given (default: the registry's default
-    designs, ``Kind.advise_default``, in its order)."""
-    chosen = list(cfg.designs) or [n for n in available if n in registry.advise_kinds()]
+    designs, ``Kind.advise_default``, in its order; ``grouped``, measured per group: the
+    label-filtered designs too, ``Kind.labels``)."""
+    chosen = list(cfg.designs) or [n for n in available if n in registry.advise_kinds(grouped)]
     for name in chosen:
+        if registry.KINDS.get(name, registry.KINDS["exact"]).labels and not grouped:
+            raise InputError(
+                f"design {name} searches one group at a time by its label: give "
+                f"{param('group_by')} COLUMN (the column the application filters by)",
+                field=param("designs"),
+            )
         if name not in registry.ann_kinds():
             raise InputError(
                 f"'{name}' is not an index design ({', '.join(registry.ann_kinds())})",
