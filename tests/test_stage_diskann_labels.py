@@ -230,3 +230,25 @@ def test_a_default_design_where_advise_groups():
     ]
     with pytest.raises(InputError, match="one group at a time"):
         designs(AdviseConfig(target="t", designs=("diskann-labels",)), available, {})
+
+
+def test_printed_the_statement_change_first(advised, pgeval):
+    """The command's text (every point reused from the module's advise: nothing built again):
+    the change of statement said first, the label column before the index, the new statement."""
+    code, out, err = pgeval(
+        *f"advise --target {TARGET} --sample-queries 60 --designs diskann-labels "
+        f"--group-by tenant --target-recall {R} --set enable_seqscan=off "
+        "--set work_mem=4322kB".split()
+    )
+    assert code == 0, err
+    lines = out.splitlines()
+    rec = next(i for i, line in enumerate(lines) if line.startswith("recommended: "))
+    assert lines[rec].startswith(
+        "recommended: this design changes the statement your application sends"
+    )
+    column = next(i for i, line in enumerate(lines) if 'ADD COLUMN "labels"' in line)
+    index = next(i for i, line in enumerate(lines) if "USING diskann" in line)
+    assert rec < column < index
+    sent = next(line for line in lines if line.startswith("the statement your application must"))
+    assert sent.endswith(advised["recommendation"]["query_sql"])
+    assert "with $1 <the query vector>, $2 <the label of a tenant>" in out
