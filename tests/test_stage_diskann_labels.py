@@ -258,3 +258,19 @@ def test_printed_the_statement_change_first(advised, pgeval):
     sent = next(line for line in lines if line.startswith("the statement your application must"))
     assert sent.endswith(advised["recommendation"]["query_sql"])
     assert "with $1 <the query vector>, $2 <the label of a tenant>" in out
+
+
+def test_refused_without_groups_in_one_line(kb, pgeval, conn):
+    """Ungrouped, the design has no label to search by: one line naming the option, exit 1,
+    before any work (no sweep stored, no scratch copy left)."""
+    before = conn.execute("SELECT count(*) FROM pgeval.sweep").fetchone()[0]
+    code, out, err = pgeval(
+        *f"advise --target {TARGET} --sample-queries 10 --designs diskann-labels".split()
+    )
+    assert code == 1 and out == ""
+    assert err.strip().splitlines() == [
+        "pgeval: error: field '--designs': design diskann-labels searches one group at a time "
+        "by its label: give --group-by COLUMN (the column the application filters by)"
+    ]
+    assert conn.execute("SELECT count(*) FROM pgeval.sweep").fetchone()[0] == before
+    assert scratch_schemas(conn) == []

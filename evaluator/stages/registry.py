@@ -245,6 +245,8 @@ KINDS: dict[str, Kind] = {
             _VECTOR + "diskann_labels:DiskannLabelsStage",
             **_DISKANN,
             labels=True,
+            # (label-filtered searches lost recall before 0.7.1: pgvectorscale's changelog)
+            min_version="0.7.1",
             # not a default design (advise_default): advise measures it where it groups
         ),
         Kind("import", _VECTOR + "import_stage:ImportStage", "import"),

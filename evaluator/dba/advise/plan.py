@@ -10,6 +10,7 @@ from typing import Any
 
 from ...core.errors import InputError, param
 from ...stages import gucs, registry
+from ...stages.server_support import version_tuple
 from ..sweep import grid
 from ..sweep.operating_points import reaches
 from .config import AdviseConfig
@@ -84,6 +85,8 @@ def supported(conn: Any) -> tuple[list[str], dict[str, str]]:
             )
         elif searched is not None and not conn.execute(*searched.known_sql()).fetchone()[0]:
             reason = f"{ext} {installed[ext]} has no {searched.name} search (upgrade {ext})"
+        elif kind.min_version and version_tuple(installed[ext]) < version_tuple(kind.min_version):
+            reason = f"{ext} {installed[ext]} is older than {kind.min_version} (upgrade {ext})"
         else:
             ok.append(name)
             continue
