@@ -43,10 +43,12 @@ def kb(database):
 
 
 @pytest.fixture(scope="module")
-def advised(kb):
+def advised(kb, tmp_path_factory):
     pg, _ = kb
+    report = tmp_path_factory.mktemp("labels") / "advise.html"
     res = pg.advise(
         TARGET,
+        report=report,
         sample_queries=60,
         designs=["diskann-labels"],
         build=[BUILD],
@@ -54,7 +56,7 @@ def advised(kb):
         target_recall=R,
         settings=SETTINGS,
     )
-    return res.as_dict()
+    return {**res.as_dict(), "html": report.read_text(encoding="utf-8")}
 
 
 def _exact(rows: dict, tenant: str, q: str) -> list[float]:
@@ -97,6 +99,9 @@ def test_measured_with_its_rewritten_statement(advised, conn):
         f'ALTER TABLE "{TABLE}" DROP COLUMN "labels"',
     ]
     assert scratch_schemas(conn) == []
+    # the report: the label column before the index in what to apply
+    html = d["html"].split('<pre id="apply">', 1)[1].split("</pre>", 1)[0]
+    assert html.index("ADD COLUMN &quot;labels&quot;") < html.index("USING diskann")
 
 
 def test_each_tenants_recall_is_numpys_on_that_statement(advised, kb, conn):
