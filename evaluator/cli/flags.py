@@ -107,11 +107,20 @@ QUERY_SOURCE = group(
 
 # ---- what is measured --------------------------------------------------------------------------
 TARGET = opt("--target", "target_name", required=True, metavar="NAME", help="Target to search.")
+
+
+def _stage_help() -> str:
+    from ..api.vocabulary import ann_kinds, kinds_listing
+
+    return f"ANN stage to sweep ({kinds_listing(ann_kinds())}), measured against exact search."
+
+
 STAGE = opt(
     "--stage",
     required=True,
     type=Later(_ann_kinds),
-    help="ANN stage to sweep (measured against exact search).",
+    metavar="KIND",
+    help=Later(_stage_help),
 )
 SET = opt(
     "--set",

@@ -35,11 +35,11 @@ from psycopg import sql
 
 from ..core.db import Database
 from ..core.errors import DatabaseError, InputError, first_line, param
-from . import health, spent
+from . import health, labels, spent
+from .build_watchdog import Watchdog
 from .copied_rows import SCRATCH_PREFIX, SCRATCH_TABLE, STEADY, copied_rows, group_column
 
 DEFAULT_BUILD_TIMEOUT_S = 1800
-GRACE_S = 10.0
 
 
 # while ``shared()`` is open: the copy of each source (its key) -> the Scratch that owns it
@@ -162,6 +162,7 @@ class Scratch:
         build_timeout_s: float = DEFAULT_BUILD_TIMEOUT_S,
         snapshot: str | None = None,
         rows_seen: Any = None,
+        stage: str | None = None,
     ) -> None:
         self.database, self.source = database, target
         # the sweep's exported snapshot (dba/sweep/snapshot.py): the rows copied are those the
@@ -183,26 +184,39 @@ class Scratch:
         self._pooled = False  # shared(): this copy is the pool's, dropped when it ends
         self._built: tuple | None = None  # shared(): (method, options, stage) of the index
         self._info: dict = {}
+        # a label-filtered kind (diskann-labels): the copy's label column, derived from the group
+        # column (dba/labels.py), and each group searched by its label
+        self.labelled = labels.wanted(target, stage)
+        self.labels: Any = None  # labels.Labels, once copied
 
     # ---- lifecycle ---------------------------------------------------------------------------
     def _key(self) -> str:
         from ..core.canonical import canonical_json
 
         src = copied_rows(self.source)
-        return canonical_json(
-            [src.spec(), self.maintenance_work_mem, self.build_timeout_s, group_column(self.source)]
-        )
+        key = [
+            src.spec(),
+            self.maintenance_work_mem,
+            self.build_timeout_s,
+            group_column(self.source),
+        ]
+        return canonical_json(key + (["labels"] if self.labelled else []))
 
     def _scoped(self, whole: Any) -> Any:
         column = group_column(self.source)
         scope = self.source.scope
-        return whole if column is None or scope is None else whole.scoped(column, scope[1])
+        if column is None or scope is None:
+            return whole
+        if self.labels is not None:  # the group searched by its label
+            return whole.scoped(self.labels.column, str(self.labels.label(scope[1])))
+        return whole.scoped(column, scope[1])
 
     def __enter__(self) -> Scratch:
         if _SHARED is not None:
             owner = _SHARED.get(self._key())
             if owner is not None and owner.rows_seen == self.rows_seen:  # the pool's copy
                 self._owner, self.schema, self.rows = owner, owner.schema, owner.rows
+                self.labels = owner.labels
                 self._whole, self.target = owner._whole, self._scoped(owner._whole)
                 return self
         self._old_term = (
@@ -266,11 +280,18 @@ class Scratch:
         where, params = src.where()
         c.use_snapshot(self.snapshot)  # (None: each transaction its own snapshot, as before)
         with c.transaction():
+            labelled: sql.Composable = sql.SQL("")
+            if self.labelled and column is not None:  # (read in the copy's snapshot)
+                self.labels = labels.read(c, src, column)
+                labelled = sql.SQL(", {} AS {}").format(
+                    self.labels.expression(), sql.Identifier(self.labels.column)
+                )
             c.execute(
                 sql.SQL(
                     "CREATE TABLE {dst}{steady} AS "
-                    "SELECT {id} AS {id}, {vec} AS {vcol}{group} FROM {src}{where}"
+                    "SELECT {id} AS {id}, {vec} AS {vcol}{group}{labelled} FROM {src}{where}"
                 ).format(
+                    labelled=labelled,
                     dst=sql.Identifier(self.schema, SCRATCH_TABLE),
                     steady=sql.SQL(STEADY),
                     id=sql.Identifier(src.id_column),
@@ -304,6 +325,7 @@ class Scratch:
             filters={},
             null_true=[],
             dimension_column=None,
+            label_columns=[] if self.labels is None else [self.labels.column],
         )
         self.target = self._scoped(self._whole)
         self.rows = c.execute(
@@ -392,7 +414,12 @@ class Scratch:
                     for k, v in options.items()
                 )
             )
-        stmt = sql.SQL("CREATE INDEX {name} ON {table} USING {method} ({col} {ops}){with_}").format(
+        stmt = sql.SQL(
+            "CREATE INDEX {name} ON {table} USING {method} ({col} {ops}{labels}){with_}"
+        ).format(
+            labels=sql.SQL("")
+            if self.labels is None
+            else sql.SQL(", {}").format(sql.Identifier(self.labels.column)),
             name=sql.Identifier(name),
             table=sql.Identifier(self.schema, SCRATCH_TABLE),
             method=sql.SQL(method),
@@ -402,7 +429,7 @@ class Scratch:
         )
         # the server's pid (behind a pooler, the client's backend_pid is the pooler's)
         pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
-        dog = _Watchdog(self.database, pid, self.build_timeout_s + 5.0)
+        dog = Watchdog(self.database, pid, self.build_timeout_s + 5.0)
         notices: list[str] = []
 
         def on_notice(diag: Any) -> None:
@@ -463,36 +490,6 @@ class Scratch:
             "max_parallel_maintenance_workers": workers.fetchone()[0],
             "spilled": bool(notices),
         }
-
-
-class _Watchdog:
-    """Cancels (then terminates) a backend that is still busy after ``timeout`` seconds."""
-
-    def __init__(self, database: Database, pid: int, timeout: float) -> None:
-        self.database, self.pid, self.timeout = database, pid, timeout
-        self.fired = False
-        self._timer = threading.Timer(timeout, self._fire)
-        self._timer.daemon = True
-        self._done = threading.Event()
-
-    def start(self) -> None:
-        self._timer.start()
-
-    def cancel(self) -> None:
-        self._done.set()
-        self._timer.cancel()
-
-    def _fire(self) -> None:
-        if self._done.is_set():
-            return
-        self.fired = True
-        try:
-            with self.database.connect(results=False, autocommit=True) as c:
-                c.execute("SELECT pg_cancel_backend(%s)", (self.pid,))
-                if not self._done.wait(GRACE_S):
-                    c.execute("SELECT pg_terminate_backend(%s)", (self.pid,))
-        except Exception:
-            pass
 
 
 def _raise_interrupt(signum: Any, frame: Any) -> None:

@@ -106,6 +106,7 @@ def twin(
             ix.valid
             and not ix.partial
             and ix.method == kind.index_method
+            and not kind.labels  # (its index has a second key, the labels: built, never kept)
             and serves_same(kb, target, kind, ix)
             and ix.options == wanted
         ):

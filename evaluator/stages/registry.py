@@ -59,6 +59,11 @@ class Kind:
     - ``rerank_candidates``: for a kind searching a quantized copy (``cast_type`` bit), the
       setting that bounds how many of its candidates are re-ranked by the full vector
       (``bq.candidates``, a setting of pgeval's own); None: the kind re-ranks nothing;
+    - ``labels``: it searches the group filter as pgvectorscale's labels (``diskann-labels``): a
+      scratch copy carries a ``smallint[]`` label column derived from the group column, the index
+      is on (vector, labels) and the group is searched with ``labels && ARRAY[$n]::smallint[]``,
+      a statement the application does not send yet (dba/labels.py); advise measures it by
+      default where it measures per group;
     - ``advise_default``: whether advise measures it when no ``--designs`` are given (a new
       kind is not a default design unless it says so);
     - ``find_by_build``: where the work setting that moves recall most depends on the build,
@@ -88,6 +93,7 @@ class Kind:
     caps_rows: tuple[str, ...] = ()
     find_by_build: tuple[str, dict[str, str]] | None = None
     rerank_candidates: str | None = None
+    labels: bool = False
     advise_default: bool = False  # listed explicitly: advise's defaults never grow unasked
 
     def find_setting(self, build: dict[str, str] | None = None) -> str:
@@ -175,6 +181,30 @@ _IVFFLAT: dict[str, Any] = dict(
     reorders={"ivfflat.iterative_scan": "relaxed_order"},
     iterative_scan=("ivfflat.iterative_scan", ("relaxed_order",)),
 )
+# pgvectorscale's StreamingDiskANN, whatever it filters by
+_DISKANN: dict[str, Any] = dict(
+    role="ann",
+    index_method="diskann",
+    guc_prefixes=("diskann.",),
+    work_settings=("diskann.query_search_list_size", "diskann.query_rescore"),
+    build_options={
+        "num_neighbors": "50",
+        "search_list_size": "100",
+        "max_alpha": "1.2",
+        "storage_layout": "memory_optimized",
+        "num_bits_per_dimension": None,
+        "num_dimensions": "0",
+    },
+    extension="vectorscale",
+    always_reorders=True,
+    find_by_build=(
+        "storage_layout",
+        {
+            "memory_optimized": "diskann.query_rescore",
+            "plain": "diskann.query_search_list_size",
+        },
+    ),
+)
 KINDS: dict[str, Kind] = {
     k.name: k
     for k in (
@@ -209,31 +239,15 @@ KINDS: dict[str, Kind] = {
             min_version="0.7.0",
             # not a default design (advise_default): advise measures it when --designs names it
         ),
+        Kind("diskann", _VECTOR + "diskann:DiskannStage", **_DISKANN, advise_default=True),
         Kind(
-            "diskann",
-            _VECTOR + "diskann:DiskannStage",
-            "ann",
-            index_method="diskann",
-            guc_prefixes=("diskann.",),
-            work_settings=("diskann.query_search_list_size", "diskann.query_rescore"),
-            build_options={
-                "num_neighbors": "50",
-                "search_list_size": "100",
-                "max_alpha": "1.2",
-                "storage_layout": "memory_optimized",
-                "num_bits_per_dimension": None,
-                "num_dimensions": "0",
-            },
-            extension="vectorscale",
-            advise_default=True,
-            always_reorders=True,
-            find_by_build=(
-                "storage_layout",
-                {
-                    "memory_optimized": "diskann.query_rescore",
-                    "plain": "diskann.query_search_list_size",
-                },
-            ),
+            "diskann-labels",
+            _VECTOR + "diskann_labels:DiskannLabelsStage",
+            **_DISKANN,
+            labels=True,
+            # (label-filtered searches lost recall before 0.7.1: pgvectorscale's changelog)
+            min_version="0.7.1",
+            # not a default design (advise_default): advise measures it where it groups
         ),
         Kind("import", _VECTOR + "import_stage:ImportStage", "import"),
         Kind("bm25", _VECTOR + "bm25:Bm25Stage", "keyword"),
@@ -263,9 +277,12 @@ def ann_kinds() -> tuple[str, ...]:
     return tuple(k.name for k in KINDS.values() if k.ann)
 
 
-def advise_kinds() -> tuple[str, ...]:
-    """The ANN kinds advise measures when no designs are named (``Kind.advise_default``)."""
-    return tuple(k.name for k in KINDS.values() if k.ann and k.advise_default)
+def advise_kinds(grouped: bool = False) -> tuple[str, ...]:
+    """The ANN kinds advise measures when no designs are named (``Kind.advise_default``);
+    ``grouped`` (every design measured per group): the label-filtered kinds too."""
+    return tuple(
+        k.name for k in KINDS.values() if k.ann and (k.advise_default or (grouped and k.labels))
+    )
 
 
 def vector_kinds() -> tuple[str, ...]:

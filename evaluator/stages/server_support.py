@@ -51,7 +51,7 @@ def missing(kb: Any, kind_name: str) -> str | None:
     if kind.min_version and version_tuple(have) < version_tuple(kind.min_version):
         return (
             f"stage kind {kind_name} needs {product} {kind.min_version} or newer (its "
-            f"{kind.cast_type or 'index'} search); database {row[1]} has {have}: "
+            f"{kind.cast_type or ('label' if kind.labels else 'index')} search); database {row[1]} has {have}: "
             f"ALTER EXTENSION {kind.extension} UPDATE after installing a newer {product}"
         )
     return None

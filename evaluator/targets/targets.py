@@ -81,6 +81,9 @@ class Target:
     # format() template of it (parameters ``%N$s``, every ``%`` doubled), read when it was added
     statement: str | None = None
     statement_template: str | None = None
+    # filter columns holding pgvectorscale labels (``smallint[]``): ``col && ARRAY[v]::smallint[]``
+    # (a scratch copy of the design diskann-labels, dba/labels.py), never stored
+    label_columns: list[str] = field(default_factory=list)
 
     # ---- spec (jsonb) ----------------------------------------------------------------------
     def spec(self) -> dict:
@@ -95,6 +98,7 @@ class Target:
             ("group_by", None),
             ("statement", None),
             ("statement_template", None),
+            ("label_columns", []),
         ):
             if d[key] == empty:  # a target without them keeps the spec (and hash) it had
                 d.pop(key)
@@ -266,6 +270,9 @@ class Target:
                 names = [f"f{i}_{j}" for j in range(len(value))]
                 cond = sql.SQL("{} IN ({})").format(col(name), sql.SQL(", ").join(map(ph, names)))
                 params.update(zip(names, value))
+            elif name in self.label_columns:  # pgvectorscale's label filter
+                cond = sql.SQL("{} && ARRAY[{}]::smallint[]").format(col(name), ph(f"f{i}"))
+                params[f"f{i}"] = value
             else:
                 cond = sql.SQL("{} = {}").format(col(name), ph(f"f{i}"))
                 params[f"f{i}"] = value

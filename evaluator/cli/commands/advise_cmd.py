@@ -36,6 +36,8 @@ STATEMENT = (
     "the statement measured (pgeval's: your application's gets these figures when it orders "
     "by the same distance operator with the same LIMIT):"
 )
+# a design that changes the application's statement (diskann-labels): what it must send instead
+CHANGED = "the statement your application must send instead (measured as it is printed):"
 # the table's columns shown only with --wide (JSON and the HTML report carry them)
 TABLE_WIDE_ONLY = ("±95%", "p50_ms", "p99_ms", "rows", "mwm", "in_sb", "qps", "worst_rows")
 
@@ -48,7 +50,10 @@ _WHAT = group(
         default=None,
         metavar="KIND,KIND",
         help=f"Index designs to compare ({kinds_listing(ann_kinds())}). "
-        f"[default: those of {kinds_listing(advise_kinds())} this database can build]",
+        f"[default: those of {kinds_listing(advise_kinds())} this database can build; "
+        "grouped (--group-by), "
+        f"{kinds_listing(tuple(k for k in advise_kinds(True) if k not in advise_kinds()))} "
+        "too, which changes the statement the application sends: docs/filtered.md]",
     ),
     SET.but(
         help="Setting applied while measuring (SET LOCAL), e.g. enable_seqscan=off on small "
@@ -330,20 +335,25 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
         assert res.unmet is not None  # no design met the target: the one that binds is said
         echo_line(f"no recommendation: {res.unmet['why']}")
         return
+    change = rec.get("statement_change")
     echo_line(f"recommended: {rec['why']}")
     if rec.get("prepared"):
         echo_line(rec["prepared"]["line"])
     if rec.get("keep"):
         echo_line(f"keep {rec['keep']} (the index your table has); set:")
     else:
-        echo_line("apply on your table (the index first, then the settings):")
-        for s in rec.get("build_sql") or []:
+        echo_line(
+            "apply on your table ("
+            + ("the label column, " if change else "")
+            + "the index first, then the settings):"
+        )
+        for s in [*(rec.get("build_sql") or []), *([change["column_sql"]] if change else [])]:
             echo_line(f"  {s};")
         echo_line(f"  {rec['ddl']};")
     for s in rec["settings_sql"]:
         echo_line(f"  {s};")
     _print_indexes(rec)
-    echo_line(f"{STATEMENT} {rec['query_sql']}")
+    echo_line(f"{CHANGED if change else STATEMENT} {rec['query_sql']}")
     if len(rec.get("query_params") or []) > 1:
         params = ", ".join(f"${i} {p}" for i, p in enumerate(rec["query_params"], 1))
         echo_line(f"  with {params}")

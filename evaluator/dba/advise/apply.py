@@ -13,6 +13,7 @@ from typing import Any
 from psycopg import sql
 
 from ...stages import gucs, registry, vector_sql
+from .. import labels
 from ..build_sweep import index_key, opclass
 from .plan import fixed_settings
 
@@ -67,13 +68,17 @@ def statements(
 ) -> dict[str, Any]:
     kind = registry.KINDS[row["design"]]
     method = kind.index_method or ""
+    labelled = None if group is None or not kind.labels else labels.read(kb, target, group)
     options = sql.SQL(", ").join(
         sql.SQL("{} = {}").format(sql.SQL(o), sql.Literal(str(v)))  # options: the registry's
         for o, v in row["build"].items()
     )
     ddl = sql.SQL(
-        "CREATE INDEX CONCURRENTLY {name} ON {table} USING {method} ({key} {ops})"
+        "CREATE INDEX CONCURRENTLY {name} ON {table} USING {method} ({key} {ops}{labels})"
     ).format(
+        labels=sql.SQL("")
+        if labelled is None
+        else sql.SQL(", {}").format(sql.Identifier(labelled.column)),
         name=sql.Identifier(index_name(target, row)),
         table=target.table_sql(),
         method=sql.SQL(method),
@@ -101,9 +106,13 @@ def statements(
     ]
     resets = [sql.SQL("ALTER {} RESET {}").format(scope, sql.SQL(n)) for n in server]
     searched = replace(target, search_type=kind.cast_type) if kind.cast_type else target
-    if group is not None:  # the application's search of one group: WHERE group = $n
-        searched = searched.scoped(group, "")
-    grouped = None if group is None else f"f{list(searched.filters).index(group)}"
+    by = group if labelled is None else labelled.column
+    if labelled is not None:  # the search of one group by its label: labels && ARRAY[$n]
+        searched = replace(searched, label_columns=[labelled.column])
+    if by is not None:  # the application's search of one group: WHERE group = $n
+        searched = searched.scoped(by, "")
+    grouped = None if by is None else f"f{list(searched.filters).index(by)}"
+    value = f"<a value of {group}>" if labelled is None else f"<the label of a {group}>"
     own = {n: v for n, v in row["setting"].items() if n in gucs.OWN}
     dollar = vector_sql.Dollar()
     query, bound = vector_sql.inner(
@@ -123,8 +132,26 @@ def statements(
         # what $1, $2, ... are: the query vector, the filters' values, the group's
         "query_params": [
             "<the query vector>",
-            *(f"<a value of {group}>" if n == grouped else str(bound[n]) for n in dollar.names[1:]),
+            *(value if n == grouped else str(bound[n]) for n in dollar.names[1:]),
         ],
+        "statement_change": None if labelled is None else changed(kb, target, labelled),
+    }
+
+
+def changed(kb: Any, target: Any, labelled: labels.Labels) -> dict[str, Any]:
+    """What a label-filtered design changes besides the index: the label column added to the
+    table (generated from the group column, before the index), the label the application sends
+    for each group, and what drops the column again (after the index, in the rollback)."""
+    table = target.table_sql()
+    return {
+        "why": (
+            f"this design changes the statement your application sends: it filters by the "
+            f"label column {labelled.column} (WHERE {labelled.column} && ARRAY[$n]::smallint[]) "
+            f"instead of {labelled.group} = $n; {labelled.words()}"
+        ),
+        "column_sql": labelled.add_column(table).as_string(kb),
+        "drop_sql": labelled.drop_column(table).as_string(kb),
+        **labelled.as_dict(),
     }
 
 

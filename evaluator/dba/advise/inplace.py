@@ -78,9 +78,22 @@ def _entries(
     ]
 
 
+def _undo(stmts: dict[str, Any]) -> list[str]:
+    """What a design's change of the table besides its index undoes (the label column)."""
+    change = stmts.get("statement_change")
+    return [] if change is None else [change["drop_sql"]]
+
+
 def _confirm(cfg: Any, chosen: dict[str, Any], index: str) -> str:
-    """The sweep that measures the recommended design through ``index`` on the table."""
-    find = registry.KINDS[chosen["design"]].find_setting(chosen["build"])
+    """The sweep that measures the recommended design through ``index`` on the table (a
+    label-filtered design: its new statement, through SQL's evaluate_recall)."""
+    kind = registry.KINDS[chosen["design"]]
+    find = kind.find_setting(chosen["build"])
+    if kind.labels:  # (a sweep of the table searches it by the group column, not the labels)
+        return (
+            "SELECT * FROM pgeval.evaluate_recall(<the printed statement>, <queries>, "
+            f"'{{\"{find}\": [...]}}') with $2 each group's label: docs/sql.md"
+        )
     return (
         f"pgeval sweep --target {cfg.target} --stage {chosen['design']} --index {index} "
         f"--find {find} --target-recall {cfg.target_recall:g} --k {cfg.k}"
@@ -110,7 +123,7 @@ def advice(
     return {
         "keep": None,
         "supersedes": supersedes,
-        "rollback": [_drop(kb, target, new), *stmts["reset_sql"]],
+        "rollback": [_drop(kb, target, new), *_undo(stmts), *stmts["reset_sql"]],
         "confirm": confirm,
         "drop_old": None if not supersedes else f"after `{confirm}` confirms {new}",
         "planner": _words(new, supersedes, confirm),

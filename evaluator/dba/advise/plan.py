@@ -10,6 +10,7 @@ from typing import Any
 
 from ...core.errors import InputError, param
 from ...stages import gucs, registry
+from ...stages.server_support import version_tuple
 from ..sweep import grid
 from ..sweep.operating_points import reaches
 from .config import AdviseConfig
@@ -84,6 +85,8 @@ def supported(conn: Any) -> tuple[list[str], dict[str, str]]:
             )
         elif searched is not None and not conn.execute(*searched.known_sql()).fetchone()[0]:
             reason = f"{ext} {installed[ext]} has no {searched.name} search (upgrade {ext})"
+        elif kind.min_version and version_tuple(installed[ext]) < version_tuple(kind.min_version):
+            reason = f"{ext} {installed[ext]} is older than {kind.min_version} (upgrade {ext})"
         else:
             ok.append(name)
             continue
@@ -123,11 +126,20 @@ def parse_builds(items: Any) -> dict[str, list[tuple[str, list[str]]]]:
     return out
 
 
-def designs(cfg: AdviseConfig, available: list[str], why_not: dict[str, str]) -> list[Design]:
+def designs(
+    cfg: AdviseConfig, available: list[str], why_not: dict[str, str], grouped: bool = False
+) -> list[Design]:
     """Every design x build to measure, in the order given (default: the registry's default
-    designs, ``Kind.advise_default``, in its order)."""
-    chosen = list(cfg.designs) or [n for n in available if n in registry.advise_kinds()]
+    designs, ``Kind.advise_default``, in its order; ``grouped``, measured per group: the
+    label-filtered designs too, ``Kind.labels``)."""
+    chosen = list(cfg.designs) or [n for n in available if n in registry.advise_kinds(grouped)]
     for name in chosen:
+        if registry.KINDS.get(name, registry.KINDS["exact"]).labels and not grouped:
+            raise InputError(
+                f"design {name} searches one group at a time by its label: give "
+                f"{param('group_by')} COLUMN (the column the application filters by)",
+                field=param("designs"),
+            )
         if name not in registry.ann_kinds():
             raise InputError(
                 f"'{name}' is not an index design ({', '.join(registry.ann_kinds())})",

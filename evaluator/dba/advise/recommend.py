@@ -131,6 +131,8 @@ def choose(
 
     stmts = apply.statements(kb, target, chosen, cfg.k, role=cfg.role, group=group)
     placed = inplace.advice(kb, target, chosen, stmts, cfg)
+    if stmts.get("statement_change"):  # said first: the application's statement changes
+        why = f"{stmts['statement_change']['why']}. {why}"
     note = apply.rebuilt_note(chosen["design"], chosen["build"])
     if placed["keep"] is not None and chosen.get("upper_bound"):
         why += _held_out_words(chosen, placed["keep"], cfg)

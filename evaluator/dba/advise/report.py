@@ -227,7 +227,11 @@ def _recommendation(result: dict[str, Any]) -> str:
         ddl = (
             []
             if rec.get("keep")
-            else [*(s + ";" for s in rec.get("build_sql") or []), rec["ddl"] + ";"]
+            else [
+                *(s + ";" for s in rec.get("build_sql") or []),
+                *(c["column_sql"] + ";" for c in [rec.get("statement_change")] if c),
+                rec["ddl"] + ";",
+            ]
         )
         statements = "\n".join([*ddl, *(s + ";" for s in rec["settings_sql"])])
         how = (

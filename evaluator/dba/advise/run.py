@@ -131,7 +131,7 @@ def run_advise(
     column = None if cfg.group_by == "" else column_for(database, cfg.target, cfg.group_by)
     with database.connect(results=False, autocommit=True) as kb:
         available, why_not = supported(kb)
-        plan = designs(cfg, available, why_not)
+        plan = designs(cfg, available, why_not, grouped=column is not None)
         apply.check_role(kb, cfg.role)
     with database.connect() as conn:
         target = targets.load(conn, cfg.target)

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
+from ...stages import registry
 from . import held_out, predict, prune, rules, sample
 from .outcome import OnSample, Outcome, Screening
 from .plan import AdviseConfig, Design
@@ -315,7 +316,8 @@ def _build_in_full(
     (``--confirm-on-table``) built CONCURRENTLY on the table and measured there."""
     estimate = rules.estimated_build_s(on_sample, rows, sample_rows)
     head = {"design": design.label, "built": True, "estimated_build_s": estimate}
-    if cfg.confirm_on_table:
+    if cfg.confirm_on_table and not registry.KINDS[design.kind].labels:
+        # (a label-filtered design adds a column to the table: built on the copy instead)
         from . import confirm
 
         row = replace(

@@ -50,6 +50,7 @@ def builds(session: Measuring) -> None:
         build_timeout_s=session.cfg.build_timeout_s,
         snapshot=copy_snapshot(session),
         rows_seen=rows_seen(session),
+        stage=session.cfg.stage,
     ) as scratch:
         copied(session)
         for key, pending in todo.items():
@@ -165,6 +166,7 @@ class _Copy:
                     build_timeout_s=s.cfg.build_timeout_s,
                     snapshot=copy_snapshot(s),
                     rows_seen=rows_seen(s),
+                    stage=s.cfg.stage,
                 )
             )
             copied(s)
