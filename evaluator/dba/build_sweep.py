@@ -35,8 +35,8 @@ from psycopg import sql
 
 from ..core.db import Database
 from ..core.errors import DatabaseError, InputError, first_line, param
-from . import health, spent
-from .copied_rows import SCRATCH_PREFIX, SCRATCH_TABLE, STEADY, copied_rows, group_column
+from . import health, scratch_partitions, spent
+from .copied_rows import SCRATCH_PREFIX, SCRATCH_TABLE, copied_rows, group_column
 
 DEFAULT_BUILD_TIMEOUT_S = 1800
 GRACE_S = 10.0
@@ -264,26 +264,13 @@ class Scratch:
         src = copied_rows(self.source)
         column = group_column(self.source)
         where, params = src.where()
+        shape, why = scratch_partitions.of_source(c, src)
+        if why:
+            self.warnings.append(f"the scratch copy of {src.qualified()} is not partitioned: {why}")
+        select = sql.SQL("{}{}").format(scratch_partitions.select_rows(src, column, shape), where)
         c.use_snapshot(self.snapshot)  # (None: each transaction its own snapshot, as before)
         with c.transaction():
-            c.execute(
-                sql.SQL(
-                    "CREATE TABLE {dst}{steady} AS "
-                    "SELECT {id} AS {id}, {vec} AS {vcol}{group} FROM {src}{where}"
-                ).format(
-                    dst=sql.Identifier(self.schema, SCRATCH_TABLE),
-                    steady=sql.SQL(STEADY),
-                    id=sql.Identifier(src.id_column),
-                    vec=src.vector_expr(),
-                    vcol=sql.Identifier(src.vector_column),
-                    group=sql.SQL("")
-                    if column is None
-                    else sql.SQL(", {}").format(sql.Identifier(column)),
-                    src=src.table_sql(),
-                    where=where,
-                ),
-                params,
-            )
+            scratch_partitions.fill(c, self.schema, SCRATCH_TABLE, shape, select, params)
         c.use_snapshot(None)
         if column is not None:  # the group filter served as the table serves it (its btree)
             from . import scratch_indexes
@@ -449,10 +436,7 @@ class Scratch:
                 self.warnings.append(msg)
         build_ms = (time.perf_counter() - t0) * 1000.0
         self.index = name
-        size = c.execute(
-            "SELECT pg_relation_size(to_regclass(%s))",
-            (sql.Identifier(self.schema, name).as_string(c),),
-        ).fetchone()[0]
+        size = scratch_partitions.index_bytes(c, self.schema, name)
         c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.schema, SCRATCH_TABLE)))
         workers = c.execute("SELECT current_setting('max_parallel_maintenance_workers')")
         return {

@@ -55,13 +55,17 @@ def _on_column(key: str, column: str) -> bool:
 
 def table_indexes(kb: Any, target: Any) -> list[TableIndex]:
     """The ANN indexes (the registry's access methods) of the target's table on its vector
-    column, by name (read by ``target.introspect``, the one reader of the index catalog)."""
+    column, by name (read by ``target.introspect``, the one reader of the index catalog). A
+    partitioned table's: each partitioned index (one per partition, its bytes theirs), and an
+    index of one partition only as partial."""
     methods = registry.index_methods()
     out = []
     for row in introspect.all_index_rows(kb, resolve_table(kb, target)):
-        name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, _ = row
+        name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, _, on, part = row
         keys = list(keys or [])
         if method not in methods or len(keys) != 1 or not _on_column(keys[0], target.vector_column):
+            continue
+        if part:  # a partition of a partitioned index: that index is the one listed
             continue
         explicit = dict(o.partition("=")[::2] for o in relopts or [])
         out.append(
@@ -71,7 +75,7 @@ def table_indexes(kb: Any, target: Any) -> list[TableIndex]:
                 opclass=(list(opclasses or [""]))[0],
                 key=keys[0],
                 options=_options(method, explicit),
-                partial=pred is not None,
+                partial=pred is not None or on is not None,  # one partition's: its rows only
                 valid=bool(valid),
                 bytes=int(size),
                 oid=int(oid),

@@ -160,9 +160,8 @@ class VectorStage(BaseStage):
         all_ann = plan_check.ann_indexes(kb, oid)
         from ..targets.catalog import vector_indexes
 
-        candidates = (
-            [i["name"] for i in vector_indexes(kb, t, (self.method,))] if self.method else []
-        )
+        found_ix = vector_indexes(kb, t, (self.method,)) if self.method else []
+        candidates = [i["name"] for i in found_ix]
         if not candidates and t.search_type and self.method:
             # the expression the stage searches, as the statement spells it: an index on it
             expr = t.vector_expr().as_string(kb)
@@ -188,6 +187,8 @@ class VectorStage(BaseStage):
             "all_ann": all_ann,
             "candidates": candidates,
             "schema": row[0],
+            # a partition's index -> the partitioned index it belongs to (``--index`` names it)
+            "of": {i["name"]: i["of"] for i in found_ix if "of" in i},
         }
         ctx.extra[_CATALOG] = found
         return found
@@ -221,6 +222,9 @@ class VectorStage(BaseStage):
         all_ann, candidates, schema = found["all_ann"], found["candidates"], found["schema"]
         dropped: list[str] = []
         wanted = ctx.option("index")
+        parts = [n for n, of in found.get("of", {}).items() if n in candidates and of == wanted]
+        if wanted and parts:  # a partitioned index: served by its partitions' indexes
+            candidates, wanted = parts, None
         if wanted and wanted not in candidates:
             raise InputError(
                 f"index '{wanted}' is not a {self.method} index on "

@@ -162,17 +162,17 @@ def validate(kb: Any, target: Target) -> list[str]:
 
 def vector_indexes(kb: Any, target: Target, methods: tuple[str, ...] = ANN_METHODS) -> list[dict]:
     """ANN indexes over the target's vector column (plain or cast expression) with an operator
-    class for the target's distance: [{name, schema, method, opclass, predicate, definition}]."""
+    class for the target's distance: [{name, schema, method, opclass, predicate, definition}]
+    (a partitioned table's: its partitions', with ``partition`` and ``of``, the partitioned
+    index)."""
     oid = _relation(kb, target.schema, target.table)
     rows = introspect.vector_index_rows(kb, oid, methods)
-    attnum = kb.execute(
-        "SELECT attnum FROM pg_attribute WHERE attrelid = %s AND attname = %s",
-        (oid, target.vector_column),
-    ).fetchone()
     out = []
-    for name, schema, method, opclass, pred, definition, key, exprs in rows:
+    for name, schema, method, opclass, pred, definition, key, exprs, partition, root in rows:
         on_column = (
-            (key == attnum[0]) if key else (exprs is not None and target.vector_column in exprs)
+            key == target.vector_column
+            if key
+            else (exprs is not None and target.vector_column in exprs)
         )
         # the operator class of the type searched: a halfvec index of a vector column serves
         # hnsw-halfvec, not hnsw (and the other way round); a bit index, binary quantization
@@ -188,6 +188,8 @@ def vector_indexes(kb: Any, target: Target, methods: tuple[str, ...] = ANN_METHO
                 "opclass": opclass,
                 "predicate": pred,
                 "definition": definition,
+                # a partition's index: the partition, and the partitioned index it belongs to
+                **({} if partition is None else {"partition": partition, "of": root}),
             }
         )
     return out

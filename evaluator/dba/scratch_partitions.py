@@ -1,0 +1,117 @@
+"""A scratch copy (:mod:`.build_sweep`) of a partitioned table is partitioned as the table is: the
+same partition key and the same partitions (each with its bound), so that an index built on the
+copy is one index per partition, as ``CREATE INDEX`` on the table makes it, and a statement on
+the copy is planned as on the table (partition pruning for a tenant key, a Merge Append of the
+partitions' index scans otherwise).
+
+A table partitioned on an expression, or whose partitions are partitioned in turn, is copied
+as one table; the copy's notes say so (its plans are not the table's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from psycopg import sql
+
+from .copied_rows import STEADY
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a table is partitioned: ``key`` as the server prints it (``LIST (tenant)``), the
+    columns it names, and each partition's name and bound (``FOR VALUES IN (1)``, ``DEFAULT``)."""
+
+    key: str
+    columns: tuple[str, ...]
+    partitions: tuple[tuple[str, str], ...]
+
+
+def layout(conn: Any, oid: int) -> tuple[Layout | None, str | None]:
+    """(the layout of table ``oid``, None when it is not partitioned; why a partitioned one is
+    copied as one table, else None)."""
+    row = conn.execute(
+        "SELECT pg_get_partkeydef(p.partrelid), p.partattrs::int2[], "
+        "(SELECT array_agg(a.attname::text ORDER BY k.n) FROM unnest(p.partattrs::int2[]) "
+        "WITH ORDINALITY k(num, n) JOIN pg_attribute a ON a.attrelid = p.partrelid "
+        "AND a.attnum = k.num) FROM pg_partitioned_table p WHERE p.partrelid = %s",
+        (oid,),
+    ).fetchone()
+    if row is None:
+        return None, None
+    key, attnums, names = row
+    if 0 in list(attnums):
+        return None, f"it is partitioned on an expression ({key})"
+    parts = conn.execute(
+        "SELECT c.relname::text, pg_get_expr(c.relpartbound, c.oid), c.relkind::text "
+        "FROM pg_inherits h JOIN pg_class c ON c.oid = h.inhrelid WHERE h.inhparent = %s "
+        "ORDER BY 1",
+        (oid,),
+    ).fetchall()
+    nested = [name for name, _, kind in parts if kind == "p"]
+    if nested:
+        return None, f"its partition {nested[0]} is partitioned in turn"
+    return Layout(key, tuple(names or ()), tuple((n, b) for n, b, _ in parts)), None
+
+
+def of_source(conn: Any, source: Any) -> tuple[Layout | None, str | None]:
+    """:func:`layout` of the ``source`` target's table (None, None: no such table)."""
+    oid = conn.execute(
+        "SELECT to_regclass(%s)::oid", (source.table_sql().as_string(conn),)
+    ).fetchone()[0]
+    return (None, None) if oid is None else layout(conn, oid)
+
+
+def select_rows(source: Any, column: str | None, shape: Layout | None) -> sql.Composable:
+    """``SELECT`` of a copy's columns from the ``source`` target's table (its WHERE and order
+    follow): the id, the vector searched, the group ``column`` and the partition key's."""
+    carried = dict.fromkeys([column, *(shape.columns if shape else ())])
+    extra = [x for x in carried if x not in (None, source.id_column, source.vector_column)]
+    return sql.SQL("SELECT {id} AS {id}, {vec} AS {vcol}{extra} FROM {src}").format(
+        id=sql.Identifier(source.id_column),
+        vec=source.vector_expr(),
+        vcol=sql.Identifier(source.vector_column),
+        extra=sql.SQL("").join(sql.SQL(", {}").format(sql.Identifier(x)) for x in extra),
+        src=source.table_sql(),
+    )
+
+
+def fill(
+    conn: Any, schema: str, table: str, shape: Layout | None, select: sql.Composable, params: list
+) -> None:
+    """Create ``schema.table`` with the rows of ``select``: partitioned as ``shape`` (its
+    columns' names and types those of ``select``), else one table."""
+    dst = sql.Identifier(schema, table)
+    if shape is None:
+        conn.execute(
+            sql.SQL("CREATE TABLE {}{} AS {}").format(dst, sql.SQL(STEADY), select), params
+        )
+        return
+    staged = sql.Identifier(schema, f"{table}_columns")
+    conn.execute(sql.SQL("CREATE TABLE {} AS {} WITH NO DATA").format(staged, select), params)
+    conn.execute(
+        sql.SQL("CREATE TABLE {} (LIKE {}) PARTITION BY {}").format(
+            dst,
+            staged,
+            sql.SQL(shape.key),  # the server's own text of the table's key
+        )
+    )
+    conn.execute(sql.SQL("DROP TABLE {}").format(staged))
+    for name, bound in shape.partitions:
+        conn.execute(
+            sql.SQL("CREATE TABLE {} PARTITION OF {} {}{}").format(
+                sql.Identifier(schema, name), dst, sql.SQL(bound), sql.SQL(STEADY)
+            )
+        )
+    conn.execute(sql.SQL("INSERT INTO {} {}").format(dst, select), params)
+
+
+def index_bytes(conn: Any, schema: str, name: str) -> int:
+    """The bytes of index ``schema.name``; a partitioned index's: its partitions'."""
+    row = conn.execute(
+        "SELECT coalesce((SELECT sum(pg_relation_size(t.relid)) FROM pg_partition_tree(x) t), "
+        "pg_relation_size(x))::bigint FROM to_regclass(%s) x",
+        (sql.Identifier(schema, name).as_string(conn),),
+    ).fetchone()
+    return int(row[0])
