@@ -35,7 +35,7 @@ from psycopg import sql
 
 from ..core.db import Database
 from ..core.errors import DatabaseError, InputError, first_line, param
-from . import health, scratch_partitions, spent
+from . import health, partitions, spent
 from .copied_rows import SCRATCH_PREFIX, SCRATCH_TABLE, copied_rows, group_column
 
 DEFAULT_BUILD_TIMEOUT_S = 1800
@@ -264,13 +264,13 @@ class Scratch:
         src = copied_rows(self.source)
         column = group_column(self.source)
         where, params = src.where()
-        shape, why = scratch_partitions.of_source(c, src)
+        shape, why = partitions.of_source(c, src)
         if why:
             self.warnings.append(f"the scratch copy of {src.qualified()} is not partitioned: {why}")
-        select = sql.SQL("{}{}").format(scratch_partitions.select_rows(src, column, shape), where)
+        select = sql.SQL("{}{}").format(partitions.select_rows(src, column, shape), where)
         c.use_snapshot(self.snapshot)  # (None: each transaction its own snapshot, as before)
         with c.transaction():
-            scratch_partitions.fill(c, self.schema, SCRATCH_TABLE, shape, select, params)
+            partitions.fill(c, self.schema, SCRATCH_TABLE, shape, select, params)
         c.use_snapshot(None)
         if column is not None:  # the group filter served as the table serves it (its btree)
             from . import scratch_indexes
@@ -436,7 +436,7 @@ class Scratch:
                 self.warnings.append(msg)
         build_ms = (time.perf_counter() - t0) * 1000.0
         self.index = name
-        size = scratch_partitions.index_bytes(c, self.schema, name)
+        size = partitions.index_bytes(c, self.schema, name)
         c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.schema, SCRATCH_TABLE)))
         workers = c.execute("SELECT current_setting('max_parallel_maintenance_workers')")
         return {

@@ -339,7 +339,8 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
         echo_line("apply on your table (the index first, then the settings):")
         for s in rec.get("build_sql") or []:
             echo_line(f"  {s};")
-        echo_line(f"  {rec['ddl']};")
+        ddl = rec["ddl"].replace("\n", "\n  ")  # a partitioned table's: one per line
+        echo_line(f"  {ddl};")
     for s in rec["settings_sql"]:
         echo_line(f"  {s};")
     _print_indexes(rec)

@@ -58,7 +58,8 @@ def on_table(
             with spent.charge("builds"):
                 for s in sets:
                     kb.execute(s)
-                kb.execute(stmts["ddl"])
+                for ddl in stmts["ddl"].split(";\n"):  # a partitioned table's: several
+                    kb.execute(ddl)
         except Exception as exc:
             kb.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(_ident(target, name)))
             raise DatabaseError(

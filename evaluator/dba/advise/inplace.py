@@ -13,9 +13,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from psycopg import sql
-
 from ...stages import registry
+from .. import partitions
 from ..table_index import TableIndex, serves_same, table_indexes, twin
 from .plan import Design
 
@@ -35,10 +34,6 @@ def _existing(ix: TableIndex) -> dict[str, Any]:
     return {"name": ix.name, "oid": ix.oid, "bytes": ix.bytes, "definition": ix.definition}
 
 
-def _index_sql(target: Any, name: str) -> sql.Composable:
-    return sql.Identifier(target.schema, name) if target.schema else sql.Identifier(name)
-
-
 def _work(method: str) -> str | None:
     kind = registry.by_method(method)
     return None if kind is None else kind.find_setting({})
@@ -52,7 +47,7 @@ def _now(kb: Any, names: list[str]) -> dict[str, str | None]:
 
 
 def _drop(kb: Any, target: Any, name: str) -> str:
-    return sql.SQL("DROP INDEX CONCURRENTLY {}").format(_index_sql(target, name)).as_string(kb)
+    return partitions.drop_index(kb, target, name).as_string(kb)
 
 
 def _entries(

@@ -26,7 +26,7 @@ from psycopg import sql
 from ...core.canonical import sha256_hex
 from ...core.errors import InputError, param
 from ...core.ids import as_text
-from .. import build_sweep, scratch_partitions
+from .. import build_sweep, partitions
 
 
 @dataclass(frozen=True)
@@ -132,9 +132,9 @@ def _create(
         order = sql.SQL(" ORDER BY md5({id}::text), {id}::text LIMIT {n}").format(
             id=sql.Identifier(source.id_column), n=sql.Literal(int(rows))
         )
-    shape, _ = scratch_partitions.of_source(c, source)  # (why not: build_sweep's copy says it)
-    select = scratch_partitions.select_rows(source, column, shape)
-    scratch_partitions.fill(
+    shape, _ = partitions.of_source(c, source)  # (why not: build_sweep's copy says it)
+    select = partitions.select_rows(source, column, shape)
+    partitions.fill(
         c,
         schema,
         build_sweep.SCRATCH_TABLE,

@@ -1,4 +1,4 @@
-"""A scratch copy (:mod:`.build_sweep`) of a partitioned table is partitioned as the table is: the
+"""Partitioned tables. A scratch copy (:mod:`.build_sweep`) of a partitioned table is partitioned as the table is: the
 same partition key and the same partitions (each with its bound), so that an index built on the
 copy is one index per partition, as ``CREATE INDEX`` on the table makes it, and a statement on
 the copy is planned as on the table (partition pruning for a tenant key, a Merge Append of the
@@ -115,3 +115,82 @@ def index_bytes(conn: Any, schema: str, name: str) -> int:
         (sql.Identifier(schema, name).as_string(conn),),
     ).fetchone()
     return int(row[0])
+
+
+def partition_names(conn: Any, target: Any) -> list[tuple[str, str]] | None:
+    """(schema, name) of each partition of ``target``'s table, by name; None when the table is
+    not partitioned."""
+    found = conn.execute(
+        "SELECT c.oid, c.relkind = 'p' FROM pg_class c WHERE c.oid = to_regclass(%s)",
+        (target.table_sql().as_string(conn),),
+    ).fetchone()
+    if found is None or not found[1]:
+        return None
+    return [
+        (r[0], r[1])
+        for r in conn.execute(
+            "SELECT n.nspname::text, c.relname::text FROM pg_inherits h "
+            "JOIN pg_class c ON c.oid = h.inhrelid JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE h.inhparent = %s ORDER BY 2",
+            (found[0],),
+        ).fetchall()
+    ]
+
+
+def index_ddl(conn: Any, target: Any, name: str, body: sql.Composable) -> list[sql.Composable]:
+    """The statements that build index ``name`` (``body``: ``USING method (key ops) WITH
+    (...)``) on ``target``'s table without blocking its writes: ``CREATE INDEX CONCURRENTLY``
+    on a plain table; on a partitioned one, the parent's index ``ON ONLY``, each partition's
+    ``CONCURRENTLY`` and its ``ATTACH`` (a deeper tree: one ``CREATE INDEX``, which blocks
+    writes while it runs)."""
+    table, ident = target.table_sql(), _in(target, name)
+    parts = partition_names(conn, target)
+    if parts is None:
+        return [sql.SQL("CREATE INDEX CONCURRENTLY {} ON {} {}").format(ident[-1], table, body)]
+    if any(partition_names(conn, _Rel(s, p)) is not None for s, p in parts):
+        return [sql.SQL("CREATE INDEX {} ON {} {}").format(ident[-1], table, body)]
+    out: list[sql.Composable] = [
+        sql.SQL("CREATE INDEX {} ON ONLY {} {}").format(ident[-1], table, body)
+    ]
+    for schema, part in parts:
+        own = f"{name}_{part}"[:63]
+        out.append(
+            sql.SQL("CREATE INDEX CONCURRENTLY {} ON {} {}").format(
+                sql.Identifier(own), sql.Identifier(schema, part), body
+            )
+        )
+        out.append(
+            sql.SQL("ALTER INDEX {} ATTACH PARTITION {}").format(
+                ident[0], sql.Identifier(schema, own)
+            )
+        )
+    return out
+
+
+class _Rel:
+    """A relation as :func:`partition_names` reads a target: its ``table_sql()``."""
+
+    def __init__(self, schema: str, table: str) -> None:
+        self.schema, self.table = schema, table
+
+    def table_sql(self) -> sql.Identifier:
+        return sql.Identifier(self.schema, self.table)
+
+
+def drop_index(conn: Any, target: Any, name: str) -> sql.Composable:
+    """``DROP INDEX CONCURRENTLY`` of index ``name`` of ``target``'s table; a partitioned
+    index's (one to be built on a partitioned table, too) without CONCURRENTLY (the server has
+    none for it)."""
+    row = conn.execute(
+        "SELECT relkind::text FROM pg_class WHERE oid = to_regclass(%s)",
+        (_in(target, name)[0].as_string(conn),),
+    ).fetchone()
+    parted = row[0] == "I" if row is not None else partition_names(conn, target) is not None
+    how = "DROP INDEX {}" if parted else "DROP INDEX CONCURRENTLY {}"
+    return sql.SQL(how).format(_in(target, name)[0])
+
+
+def _in(target: Any, name: str) -> tuple[sql.Identifier, sql.Identifier]:
+    """(index ``name`` in the schema of ``target``'s table, as searched; unqualified)."""
+    plain = sql.Identifier(name)
+    return (sql.Identifier(target.schema, name) if target.schema else plain), plain
