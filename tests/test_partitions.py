@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 
 PARTED, PARTIAL, DIM, N, K, DEPTH = "parted_kb", "partial_kb", 32, 3000, 10, 20
 TENANTS = (1, 2, 3)
-BUILD = "WITH (m = 4, ef_construction = 16)"  # a weak graph: recall under 1 at a small ef_search
+BUILD = "WITH (m = 4)"  # a weak graph: recall under 1 at a small ef_search
 SWEEP = (
     "sweep --sample-queries 20 --target {t} --stage hnsw --group-by tenant --repeat 1 "
     "--set enable_seqscan=off --param hnsw.ef_search=10,40 --target-recall 0.9 --format json"
@@ -247,3 +247,40 @@ def test_advise_prints_ddl_a_partitioned_table_takes(pgeval, database, parted):
         ).fetchone()
         c.execute(rec["rollback"][0])
     assert valid and parts == 3
+
+
+def test_advise_measures_the_partial_indexes_in_place(pgeval, partial):
+    code, out, err = pgeval(
+        "advise --sample-queries 20 --target partial --group-by tenant --designs hnsw "
+        "--build hnsw:m=4 --set enable_seqscan=off --target-recall 0.9 --format json"
+    )
+    assert code == 0, err
+    d = json.loads(out)
+    family = [f"{PARTIAL}_t{t}" for t in TENANTS]
+    assert d["designs"][0]["in_place"]["family"] == family  # each tenant's own index
+    rec = d["recommendation"]
+    assert rec["ddl"] is None and rec["keep"] == ", ".join(family)  # no full-table index
+
+
+def test_a_new_build_is_one_partial_index_per_tenant(database, conn, partial):
+    from evaluator.dba.advise import apply
+    from evaluator.dba.build_sweep import Scratch
+    from evaluator.targets.targets import load
+
+    target = load(conn, "partial")
+    with database.connect(results=False, autocommit=True) as kb:
+        row = {"design": "hnsw", "build": {"m": "16"}, "setting": {}}
+        ddl = apply.statements(kb, target, row, K, group="tenant")["ddl"].split(";\n")
+    assert [s.rsplit(" WHERE ", 1)[1] for s in ddl] == [f"(tenant = {t})" for t in TENANTS]
+    assert all(s.startswith("CREATE INDEX CONCURRENTLY") for s in ddl)
+    # a grouped scratch copy keeps the build per tenant: one partial index per tenant
+    with Scratch(database, target.scoped("tenant", "2")) as s:
+        s.build("hnsw", {"m": "8"}, stage="hnsw")
+        with database.connect(results=False) as kb:
+            found = kb.execute(
+                "SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_index i JOIN pg_class c "
+                "ON c.oid = i.indexrelid JOIN pg_am am ON am.oid = c.relam WHERE am.amname = "
+                "'hnsw' AND i.indrelid = %s::regclass ORDER BY 1",
+                (f"{s.schema}.kb",),
+            ).fetchall()
+    assert [r[0] for r in found] == [f"(tenant = {t})" for t in TENANTS]

@@ -174,6 +174,7 @@ class Scratch:
         self.conn: Any = None  # the autocommit psycopg connection, once entered
         self.target: Any = None
         self.index: str | None = None
+        self._names: list[str] = []  # the last build's indexes (one per group: per_group)
         self.rows = 0
         self.warnings: list[str] = []
         self.carried: list[str] = []  # the table's group-filter indexes copied (scratch_indexes)
@@ -354,11 +355,10 @@ class Scratch:
         if self._pooled and self._built == wanted:
             return dict(self._info)
         c = self.conn
+        for old in self._names:  # the last build's (one per group: per_group)
+            c.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(self.schema, old)))
         if self.index:
-            c.execute(
-                sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(self.schema, self.index))
-            )
-            self.index = None
+            self.index, self._names = None, []
             self._built = None
         with c.transaction(), spent.charge("builds"):  # the build's settings: transaction-scoped
             info = self._build_in_transaction(method, options, label, stage)
@@ -379,14 +379,18 @@ class Scratch:
                     for k, v in options.items()
                 )
             )
-        stmt = sql.SQL("CREATE INDEX {name} ON {table} USING {method} ({col} {ops}){with_}").format(
-            name=sql.Identifier(name),
+        stmt = sql.SQL("CREATE INDEX {{}} ON {table} USING {method} ({col} {ops}){with_}").format(
             table=sql.Identifier(self.schema, SCRATCH_TABLE),
             method=sql.SQL(method),
             col=index_key(self.source, method, stage),
             ops=sql.SQL(opclass(self.source, method, stage)),
             with_=with_,
         )
+        # the table's build per group (one partial index per tenant), kept on a grouped copy
+        wheres = partitions.group_wheres(
+            c, self.source, group_column(self.source), _kind(method, stage)
+        )
+        stmts, names = partitions.per_group(stmt, name, wheres, c)
         # the server's pid (behind a pooler, the client's backend_pid is the pooler's)
         pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
         dog = _Watchdog(self.database, pid, self.build_timeout_s + 5.0)
@@ -406,7 +410,8 @@ class Scratch:
         t0 = time.perf_counter()
         dog.start()
         try:
-            c.execute(stmt)
+            for one in stmts:
+                c.execute(one)
         except Exception as exc:
             if dog.fired or "statement timeout" in str(exc):
                 raise DatabaseError(
@@ -435,8 +440,8 @@ class Scratch:
             if msg not in self.warnings:
                 self.warnings.append(msg)
         build_ms = (time.perf_counter() - t0) * 1000.0
-        self.index = name
-        size = partitions.index_bytes(c, self.schema, name)
+        self.index, self._names = name, names
+        size = sum(partitions.index_bytes(c, self.schema, n) for n in names)
         c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.schema, SCRATCH_TABLE)))
         workers = c.execute("SELECT current_setting('max_parallel_maintenance_workers')")
         return {

@@ -137,16 +137,20 @@ def partition_names(conn: Any, target: Any) -> list[tuple[str, str]] | None:
     ]
 
 
-def index_ddl(conn: Any, target: Any, name: str, body: sql.Composable) -> list[sql.Composable]:
+def index_ddl(
+    conn: Any, target: Any, name: str, body: sql.Composable, wheres: tuple[str, ...] = ()
+) -> list[sql.Composable]:
     """The statements that build index ``name`` (``body``: ``USING method (key ops) WITH
     (...)``) on ``target``'s table without blocking its writes: ``CREATE INDEX CONCURRENTLY``
     on a plain table; on a partitioned one, the parent's index ``ON ONLY``, each partition's
     ``CONCURRENTLY`` and its ``ATTACH`` (a deeper tree: one ``CREATE INDEX``, which blocks
-    writes while it runs)."""
+    writes while it runs). ``wheres``: the table's build per group (:func:`group_wheres`), one
+    partial index per WHERE, named as :func:`per_group` names them."""
     table, ident = target.table_sql(), _in(target, name)
     parts = partition_names(conn, target)
-    if parts is None:
-        return [sql.SQL("CREATE INDEX CONCURRENTLY {} ON {} {}").format(ident[-1], table, body)]
+    if wheres or parts is None:
+        stmt = sql.SQL("CREATE INDEX CONCURRENTLY {{}} ON {} {}").format(table, body)
+        return per_group(stmt, name, list(wheres), conn)[0]
     if any(partition_names(conn, _Rel(s, p)) is not None for s, p in parts):
         return [sql.SQL("CREATE INDEX {} ON {} {}").format(ident[-1], table, body)]
     out: list[sql.Composable] = [
@@ -194,3 +198,44 @@ def _in(target: Any, name: str) -> tuple[sql.Identifier, sql.Identifier]:
     """(index ``name`` in the schema of ``target``'s table, as searched; unqualified)."""
     plain = sql.Identifier(name)
     return (sql.Identifier(target.schema, name) if target.schema else plain), plain
+
+
+def group_wheres(conn: Any, target: Any, column: str | None, kind: Any) -> list[str]:
+    """The WHERE (as the server prints it) of each partial index of ``target``'s table that
+    serves a design of ``kind`` and names the group ``column``, by index name; none without
+    ``column`` or such an index (one index over every row)."""
+    from .table_index import per_group, serves_same, table_indexes
+
+    if column is None:
+        return []
+    same = [
+        ix
+        for ix in table_indexes(conn, target)
+        if ix.valid and ix.method == kind.index_method and serves_same(conn, target, kind, ix)
+    ]
+    return list(dict.fromkeys(str(ix.predicate) for ix in per_group(same, column)))
+
+
+def per_group(
+    stmt: sql.Composed, name: str, wheres: list[str], conn: Any
+) -> tuple[list[sql.Composable], list[str]]:
+    """(``stmt`` (``CREATE INDEX {} ON ...``, ``{}`` its name) as index ``name``, or once per
+    WHERE of ``wheres``, a partial index named ``name``, ``name_1``, ...; the names)."""
+    text = stmt.as_string(conn)
+
+    def named(own: str) -> sql.Composable:
+        return sql.SQL(text.replace("{}", sql.Identifier(own).as_string(conn), 1))
+
+    if not wheres:
+        return [named(name)], [name]
+    names = group_names(name, len(wheres))
+    return [
+        sql.SQL("{} WHERE {}").format(named(own), sql.SQL(where))
+        for own, where in zip(names, wheres, strict=True)
+    ], names
+
+
+def group_names(name: str, groups: int) -> list[str]:
+    """The names of a build's indexes: ``name``; per group (``groups`` partial indexes),
+    ``name``, ``name_1``, ..."""
+    return [name if i == 0 else f"{name}_{i}"[:63] for i in range(max(groups, 1))]

@@ -28,6 +28,7 @@ class TableIndex:
     bytes: int
     oid: int
     definition: str
+    predicate: str | None = None  # a partial index's WHERE, as the server prints it
 
 
 def _bare(text: str) -> str:
@@ -80,6 +81,7 @@ def table_indexes(kb: Any, target: Any) -> list[TableIndex]:
                 bytes=int(size),
                 oid=int(oid),
                 definition=ddl,
+                predicate=pred,
             )
         )
     return out
@@ -100,18 +102,36 @@ def serves_same(kb: Any, target: Any, kind: registry.Kind, ix: TableIndex) -> bo
 
 
 def twin(
-    kb: Any, target: Any, design: str, build: dict[str, str], indexes: list[TableIndex]
+    kb: Any,
+    target: Any,
+    design: str,
+    build: dict[str, str],
+    indexes: list[TableIndex],
+    column: str | None = None,
 ) -> TableIndex | None:
-    """The table's index a build of ``design`` would duplicate (valid, not partial), else None."""
+    """The table's index a build of ``design`` would duplicate (valid, not partial), else None;
+    with ``column`` (a grouped measurement's), else the first of :func:`per_group`."""
     kind = registry.KINDS[design]
     wanted = _options(kind.index_method or "", build)
-    for ix in indexes:
-        if (
-            ix.valid
-            and not ix.partial
-            and ix.method == kind.index_method
-            and serves_same(kb, target, kind, ix)
-            and ix.options == wanted
-        ):
-            return ix
-    return None
+    same = [
+        ix
+        for ix in indexes
+        if ix.valid
+        and ix.method == kind.index_method
+        and serves_same(kb, target, kind, ix)
+        and ix.options == wanted
+    ]
+    whole = [ix for ix in same if not ix.partial]
+    if whole or column is None:
+        return whole[0] if whole else None
+    family = per_group(same, column)
+    return family[0] if family else None
+
+
+def per_group(indexes: list[TableIndex], column: str) -> list[TableIndex]:
+    """The partial indexes of ``indexes`` whose WHERE names the group ``column`` (``WHERE
+    tenant = 3``: one tenant's index), by name: together the build each group is served by."""
+    return sorted(
+        (ix for ix in indexes if ix.predicate and _on_column(ix.predicate, column)),
+        key=lambda ix: ix.name,
+    )

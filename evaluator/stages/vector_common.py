@@ -24,6 +24,7 @@ from psycopg import sql
 
 from ..core.errors import DatabaseError, InputError, PlanError, first_line, param
 from ..core.vector_types import register_vector
+from ..targets.catalog import serving_as
 from . import (
     gucs,
     plan_check,
@@ -187,8 +188,7 @@ class VectorStage(BaseStage):
             "all_ann": all_ann,
             "candidates": candidates,
             "schema": row[0],
-            # a partition's index -> the partitioned index it belongs to (``--index`` names it)
-            "of": {i["name"]: i["of"] for i in found_ix if "of" in i},
+            "indexes": found_ix,
         }
         ctx.extra[_CATALOG] = found
         return found
@@ -222,9 +222,9 @@ class VectorStage(BaseStage):
         all_ann, candidates, schema = found["all_ann"], found["candidates"], found["schema"]
         dropped: list[str] = []
         wanted = ctx.option("index")
-        parts = [n for n, of in found.get("of", {}).items() if n in candidates and of == wanted]
-        if wanted and parts:  # a partitioned index: served by its partitions' indexes
-            candidates, wanted = parts, None
+        parts = serving_as(found.get("indexes", []), wanted) if wanted else []
+        if parts and parts != [wanted]:  # a partitioned index's partitions', a partial one's
+            candidates, wanted = [n for n in candidates if n in parts], None  # per group
         if wanted and wanted not in candidates:
             raise InputError(
                 f"index '{wanted}' is not a {self.method} index on "

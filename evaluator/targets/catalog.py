@@ -193,3 +193,21 @@ def vector_indexes(kb: Any, target: Target, methods: tuple[str, ...] = ANN_METHO
             }
         )
     return out
+
+
+def serving_as(indexes: list[dict], name: str) -> list[str]:
+    """The indexes of ``indexes`` (:func:`vector_indexes`) that serve the statement for index
+    ``name`` (``--index``): a partitioned index's, its partitions' indexes; a partial index's,
+    itself and the same build over other rows (``WHERE tenant = 2`` beside ``WHERE tenant =
+    3``: each group's own index); else none."""
+    parts = [i["name"] for i in indexes if i.get("of") == name]
+    own = next((i for i in indexes if i["name"] == name and i["predicate"]), None)
+    if parts or own is None:
+        return parts
+    return [i["name"] for i in indexes if i["predicate"] and _build(i) == _build(own)]
+
+
+def _build(ix: dict) -> str:
+    """An index's definition without its name and WHERE: what it builds, over which rows aside."""
+    body = ix["definition"].split(" ON ", 1)[-1]
+    return body.rsplit(" WHERE ", 1)[0] if ix["predicate"] else body

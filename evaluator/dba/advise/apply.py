@@ -80,7 +80,9 @@ def statements(
     if row["build"]:
         body = sql.SQL("{} WITH ({})").format(body, options)
     # CONCURRENTLY; on a partitioned table, one index per partition, attached (partitions.py)
-    ddl = partitions.index_ddl(kb, target, index_name(target, row), body)
+    # per group (a partial index per tenant, as the table has it): one per group's WHERE
+    wheres = tuple(partitions.group_wheres(kb, target, group, kind))
+    ddl = partitions.index_ddl(kb, target, index_name(target, row), body, wheres)
     server = {n: v for n, v in row["setting"].items() if n not in gucs.OWN}
     database = kb.execute("SELECT current_database()").fetchone()[0]
     scope = (
@@ -115,6 +117,8 @@ def statements(
     )
     return {
         "ddl": ";\n".join(d.as_string(kb) for d in ddl),
+        # the indexes it builds (one per group's WHERE: partitions.per_group), for the rollback
+        "ddl_indexes": partitions.group_names(index_name(target, row), len(wheres)),
         "settings_sql": [s.as_string(kb) for s in settings],
         # what undoes the settings (a new index's rollback adds its DROP INDEX: inplace.advice)
         "reset_sql": [s.as_string(kb) for s in resets],

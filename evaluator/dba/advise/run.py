@@ -140,8 +140,8 @@ def run_advise(
             from ...testset.catalog import resolve_testset
 
             resolve_testset(conn, cfg.testset)
-    with database.connect(results=False, autocommit=True) as kb:
-        plan = inplace.match(kb, target, plan)  # the indexes the table has: measured in place
+    with database.connect(results=False, autocommit=True) as kb:  # (per group: partial ones)
+        plan = inplace.match(kb, target, plan, column)  # the indexes the table has, in place
     spread = None
     if column is not None:  # before any work: the column, the queries per group, a group
         cfg, spread = _spread(database, cfg, column)
