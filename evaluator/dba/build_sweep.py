@@ -174,7 +174,7 @@ class Scratch:
         self.conn: Any = None  # the autocommit psycopg connection, once entered
         self.target: Any = None
         self.index: str | None = None
-        self._names: list[str] = []  # the last build's indexes (one per group: per_group)
+        self._group_indexes: list[str] = []  # the last build's indexes (one per group: per_group)
         self.rows = 0
         self.warnings: list[str] = []
         self.carried: list[str] = []  # the table's group-filter indexes copied (scratch_indexes)
@@ -355,10 +355,10 @@ class Scratch:
         if self._pooled and self._built == wanted:
             return dict(self._info)
         c = self.conn
-        for old in self._names:  # the last build's (one per group: per_group)
+        for old in self._group_indexes:  # the last build's (one per group: per_group)
             c.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(self.schema, old)))
         if self.index:
-            self.index, self._names = None, []
+            self.index, self._group_indexes = None, []
             self._built = None
         with c.transaction(), spent.charge("builds"):  # the build's settings: transaction-scoped
             info = self._build_in_transaction(method, options, label, stage)
@@ -440,7 +440,7 @@ class Scratch:
             if msg not in self.warnings:
                 self.warnings.append(msg)
         build_ms = (time.perf_counter() - t0) * 1000.0
-        self.index, self._names = name, names
+        self.index, self._group_indexes = name, names
         size = sum(partitions.index_bytes(c, self.schema, n) for n in names)
         c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.schema, SCRATCH_TABLE)))
         workers = c.execute("SELECT current_setting('max_parallel_maintenance_workers')")
