@@ -1,11 +1,19 @@
-"""Partitioned tables. A scratch copy (:mod:`.build_sweep`) of a partitioned table is partitioned as the table is: the
-same partition key and the same partitions (each with its bound), so that an index built on the
-copy is one index per partition, as ``CREATE INDEX`` on the table makes it, and a statement on
-the copy is planned as on the table (partition pruning for a tenant key, a Merge Append of the
-partitions' index scans otherwise).
+"""A table's layout that a scratch copy (:mod:`.build_sweep`, advise's sample) keeps, and the
+DDL advise prints for it.
 
-A table partitioned on an expression, or whose partitions are partitioned in turn, is copied
-as one table; the copy's notes say so (its plans are not the table's).
+- A partitioned table is copied partitioned the same way (the same key, the same partitions
+  with their bounds, the key's columns copied): an index built on the copy is one index per
+  partition, as ``CREATE INDEX`` on the table makes it, and a statement on the copy is planned
+  as on the table (partition pruning for a tenant key, an Append of the partitions' index scans
+  otherwise). A table partitioned on an expression, or whose partitions are partitioned in
+  turn, is copied as one table; the copy's notes say so (its plans are not the table's).
+- A table whose build is one partial index per group (a partial index whose WHERE names the
+  group column: :func:`group_wheres`) keeps it on a grouped copy, which has that column: a build
+  there is one partial index per group too (:func:`per_group`).
+- The DDL (:func:`index_ddl`) is built as PostgreSQL allows it without blocking writes: on a
+  partitioned table the parent's index ``ON ONLY`` (invalid, empty), each partition's
+  ``CONCURRENTLY``, each attached; a partitioned index is dropped without ``CONCURRENTLY`` (the
+  server has none for it, :func:`drop_index`).
 """
 
 from __future__ import annotations
@@ -148,8 +156,9 @@ def index_ddl(
     partial index per WHERE, named as :func:`per_group` names them."""
     table, ident = target.table_sql(), _in(target, name)
     parts = partition_names(conn, target)
-    if wheres or parts is None:
-        stmt = sql.SQL("CREATE INDEX CONCURRENTLY {{}} ON {} {}").format(table, body)
+    if wheres or parts is None:  # (partial on a partitioned table: not CONCURRENTLY there)
+        how = "CREATE INDEX " + ("CONCURRENTLY " if parts is None else "")
+        stmt = sql.SQL(how + "{{}} ON {} {}").format(table, body)
         return per_group(stmt, name, list(wheres), conn)[0]
     if any(partition_names(conn, _Rel(s, p)) is not None for s, p in parts):
         return [sql.SQL("CREATE INDEX {} ON {} {}").format(ident[-1], table, body)]
@@ -181,7 +190,7 @@ class _Rel:
         return sql.Identifier(self.schema, self.table)
 
 
-def drop_index(conn: Any, target: Any, name: str) -> sql.Composable:
+def drop_index(conn: Any, target: Any, name: str, if_exists: bool = False) -> sql.Composable:
     """``DROP INDEX CONCURRENTLY`` of index ``name`` of ``target``'s table; a partitioned
     index's (one to be built on a partitioned table, too) without CONCURRENTLY (the server has
     none for it)."""
@@ -190,8 +199,8 @@ def drop_index(conn: Any, target: Any, name: str) -> sql.Composable:
         (_in(target, name)[0].as_string(conn),),
     ).fetchone()
     parted = row[0] == "I" if row is not None else partition_names(conn, target) is not None
-    how = "DROP INDEX {}" if parted else "DROP INDEX CONCURRENTLY {}"
-    return sql.SQL(how).format(_in(target, name)[0])
+    how = "DROP INDEX " + ("" if parted else "CONCURRENTLY ") + ("IF EXISTS " if if_exists else "")
+    return sql.SQL(how + "{}").format(_in(target, name)[0])
 
 
 def _in(target: Any, name: str) -> tuple[sql.Identifier, sql.Identifier]:
