@@ -35,9 +35,9 @@ from psycopg import sql
 
 from ..core.db import Database
 from ..core.errors import DatabaseError, InputError, first_line, param
-from . import health, labels, spent
+from . import health, labels, partitions, spent
 from .build_watchdog import Watchdog
-from .copied_rows import SCRATCH_PREFIX, SCRATCH_TABLE, STEADY, copied_rows, group_column
+from .copied_rows import SCRATCH_PREFIX, SCRATCH_TABLE, copied_rows, group_column
 
 DEFAULT_BUILD_TIMEOUT_S = 1800
 
@@ -175,6 +175,7 @@ class Scratch:
         self.conn: Any = None  # the autocommit psycopg connection, once entered
         self.target: Any = None
         self.index: str | None = None
+        self._group_indexes: list[str] = []  # the last build's indexes (one per group: per_group)
         self.rows = 0
         self.warnings: list[str] = []
         self.carried: list[str] = []  # the table's group-filter indexes copied (scratch_indexes)
@@ -278,6 +279,9 @@ class Scratch:
         src = copied_rows(self.source)
         column = group_column(self.source)
         where, params = src.where()
+        shape, why = partitions.of_source(c, src)
+        if why:
+            self.warnings.append(f"the scratch copy of {src.qualified()} is not partitioned: {why}")
         c.use_snapshot(self.snapshot)  # (None: each transaction its own snapshot, as before)
         with c.transaction():
             labelled: sql.Composable = sql.SQL("")
@@ -286,25 +290,10 @@ class Scratch:
                 labelled = sql.SQL(", {} AS {}").format(
                     self.labels.expression(), sql.Identifier(self.labels.column)
                 )
-            c.execute(
-                sql.SQL(
-                    "CREATE TABLE {dst}{steady} AS "
-                    "SELECT {id} AS {id}, {vec} AS {vcol}{group}{labelled} FROM {src}{where}"
-                ).format(
-                    labelled=labelled,
-                    dst=sql.Identifier(self.schema, SCRATCH_TABLE),
-                    steady=sql.SQL(STEADY),
-                    id=sql.Identifier(src.id_column),
-                    vec=src.vector_expr(),
-                    vcol=sql.Identifier(src.vector_column),
-                    group=sql.SQL("")
-                    if column is None
-                    else sql.SQL(", {}").format(sql.Identifier(column)),
-                    src=src.table_sql(),
-                    where=where,
-                ),
-                params,
+            select = sql.SQL("{}{}").format(
+                partitions.select_rows(src, column, shape, labelled), where
             )
+            partitions.fill(c, self.schema, SCRATCH_TABLE, shape, select, params)
         c.use_snapshot(None)
         if column is not None:  # the group filter served as the table serves it (its btree)
             from . import scratch_indexes
@@ -389,11 +378,10 @@ class Scratch:
         if self._pooled and self._built == wanted:
             return dict(self._info)
         c = self.conn
+        for old in self._group_indexes:  # the last build's (one per group: per_group)
+            c.execute(sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(self.schema, old)))
         if self.index:
-            c.execute(
-                sql.SQL("DROP INDEX IF EXISTS {}").format(sql.Identifier(self.schema, self.index))
-            )
-            self.index = None
+            self.index, self._group_indexes = None, []
             self._built = None
         with c.transaction(), spent.charge("builds"):  # the build's settings: transaction-scoped
             info = self._build_in_transaction(method, options, label, stage)
@@ -415,18 +403,22 @@ class Scratch:
                 )
             )
         stmt = sql.SQL(
-            "CREATE INDEX {name} ON {table} USING {method} ({col} {ops}{labels}){with_}"
+            "CREATE INDEX {{}} ON {table} USING {method} ({col} {ops}{labels}){with_}"
         ).format(
             labels=sql.SQL("")
             if self.labels is None
             else sql.SQL(", {}").format(sql.Identifier(self.labels.column)),
-            name=sql.Identifier(name),
             table=sql.Identifier(self.schema, SCRATCH_TABLE),
             method=sql.SQL(method),
             col=index_key(self.source, method, stage),
             ops=sql.SQL(opclass(self.source, method, stage)),
             with_=with_,
         )
+        # the table's build per group (one partial index per tenant), kept on a grouped copy
+        wheres = partitions.group_wheres(
+            c, self.source, group_column(self.source), _kind(method, stage)
+        )
+        stmts, names = partitions.per_group(stmt, name, wheres, c)
         # the server's pid (behind a pooler, the client's backend_pid is the pooler's)
         pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
         dog = Watchdog(self.database, pid, self.build_timeout_s + 5.0)
@@ -446,7 +438,8 @@ class Scratch:
         t0 = time.perf_counter()
         dog.start()
         try:
-            c.execute(stmt)
+            for one in stmts:
+                c.execute(one)
         except Exception as exc:
             if dog.fired or "statement timeout" in str(exc):
                 raise DatabaseError(
@@ -475,11 +468,8 @@ class Scratch:
             if msg not in self.warnings:
                 self.warnings.append(msg)
         build_ms = (time.perf_counter() - t0) * 1000.0
-        self.index = name
-        size = c.execute(
-            "SELECT pg_relation_size(to_regclass(%s))",
-            (sql.Identifier(self.schema, name).as_string(c),),
-        ).fetchone()[0]
+        self.index, self._group_indexes = name, names
+        size = sum(partitions.index_bytes(c, self.schema, n) for n in names)
         c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.schema, SCRATCH_TABLE)))
         workers = c.execute("SELECT current_setting('max_parallel_maintenance_workers')")
         return {

@@ -196,7 +196,7 @@ def indexes(conn: Any, table_oid: int, remade: bool = False) -> tuple[dict, dict
         "SELECT current_setting('block_size')::int, pg_stat_get_dead_tuples(%s)", (table_oid,)
     ).fetchone()
     hashed, info = {}, {}
-    for name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, node in rows:
+    for name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, node, *_ in rows:
         explicit = _options(relopts)
         hashed[name] = {
             "method": method,

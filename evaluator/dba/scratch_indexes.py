@@ -30,8 +30,11 @@ def copy(conn: Any, source: Any, schema: str, table: str, column: str) -> tuple[
         return [], []
     plain = {column, source.id_column}
     copied, skipped = [], []
-    for name, method, _, valid, predicate, _, keys, *_ in introspect.all_index_rows(conn, oid):
+    for row in introspect.all_index_rows(conn, oid):
+        name, method, _, valid, predicate, _, keys, *_, partition, _ = row
         if method in ANN_METHODS or not valid or column not in [_bare(k) for k in keys]:
+            continue
+        if partition is not None:  # a partition's: the copy's own, built on its parent, has it
             continue
         if predicate is not None or any(_bare(k) not in plain for k in keys):
             skipped.append(f"{name} ({'partial' if predicate else 'keys ' + ', '.join(keys)})")

@@ -28,6 +28,7 @@ class TableIndex:
     bytes: int
     oid: int
     definition: str
+    predicate: str | None = None  # a partial index's WHERE, as the server prints it
 
 
 def _bare(text: str) -> str:
@@ -55,13 +56,17 @@ def _on_column(key: str, column: str) -> bool:
 
 def table_indexes(kb: Any, target: Any) -> list[TableIndex]:
     """The ANN indexes (the registry's access methods) of the target's table on its vector
-    column, by name (read by ``target.introspect``, the one reader of the index catalog)."""
+    column, by name (read by ``target.introspect``, the one reader of the index catalog). A
+    partitioned table's: each partitioned index (one per partition, its bytes theirs), and an
+    index of one partition only as partial."""
     methods = registry.index_methods()
     out = []
     for row in introspect.all_index_rows(kb, resolve_table(kb, target)):
-        name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, _ = row
+        name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, _, on, part = row
         keys = list(keys or [])
         if method not in methods or len(keys) != 1 or not _on_column(keys[0], target.vector_column):
+            continue
+        if part:  # a partition of a partitioned index: that index is the one listed
             continue
         explicit = dict(o.partition("=")[::2] for o in relopts or [])
         out.append(
@@ -71,11 +76,12 @@ def table_indexes(kb: Any, target: Any) -> list[TableIndex]:
                 opclass=(list(opclasses or [""]))[0],
                 key=keys[0],
                 options=_options(method, explicit),
-                partial=pred is not None,
+                partial=pred is not None or on is not None,  # one partition's: its rows only
                 valid=bool(valid),
                 bytes=int(size),
                 oid=int(oid),
                 definition=ddl,
+                predicate=pred,
             )
         )
     return out
@@ -96,19 +102,37 @@ def serves_same(kb: Any, target: Any, kind: registry.Kind, ix: TableIndex) -> bo
 
 
 def twin(
-    kb: Any, target: Any, design: str, build: dict[str, str], indexes: list[TableIndex]
+    kb: Any,
+    target: Any,
+    design: str,
+    build: dict[str, str],
+    indexes: list[TableIndex],
+    column: str | None = None,
 ) -> TableIndex | None:
-    """The table's index a build of ``design`` would duplicate (valid, not partial), else None."""
+    """The table's index a build of ``design`` would duplicate (valid, not partial), else None;
+    with ``column`` (a grouped measurement's), else the first of :func:`per_group`."""
     kind = registry.KINDS[design]
     wanted = _options(kind.index_method or "", build)
-    for ix in indexes:
-        if (
-            ix.valid
-            and not ix.partial
-            and ix.method == kind.index_method
-            and not kind.labels  # (its index has a second key, the labels: built, never kept)
-            and serves_same(kb, target, kind, ix)
-            and ix.options == wanted
-        ):
-            return ix
-    return None
+    same = [
+        ix
+        for ix in indexes
+        if ix.valid
+        and ix.method == kind.index_method
+        and not kind.labels  # (its index has a second key, the labels: built, never kept)
+        and serves_same(kb, target, kind, ix)
+        and ix.options == wanted
+    ]
+    whole = [ix for ix in same if not ix.partial]
+    if whole or column is None:
+        return whole[0] if whole else None
+    family = per_group(same, column)
+    return family[0] if family else None
+
+
+def per_group(indexes: list[TableIndex], column: str) -> list[TableIndex]:
+    """The partial indexes of ``indexes`` whose WHERE names the group ``column`` (``WHERE
+    tenant = 3``: one tenant's index), by name: together the build each group is served by."""
+    return sorted(
+        (ix for ix in indexes if ix.predicate and _on_column(ix.predicate, column)),
+        key=lambda ix: ix.name,
+    )

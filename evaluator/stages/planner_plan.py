@@ -45,9 +45,15 @@ def settings(ctx: Any, given: dict[str, str]) -> dict[str, str]:
 
 def served_by(plan: dict, all_ann: dict[str, str], index: str | None) -> str:
     """What served the statement, in words: ``index kb_hnsw (hnsw)``, ``exact via kb_tenant``
-    (another index and a sort), ``exact via a sequential scan``."""
+    (another index and a sort), ``exact via a sequential scan``; a partitioned table's
+    statement that no partition key prunes, ``indexes kb_t1_e_idx, kb_t2_e_idx (hnsw)`` (an
+    Append of its partitions' index scans)."""
     if index is not None:
-        return f"index {index} ({all_ann.get(index, 'ann')})"
+        method = all_ann.get(index, "ann")
+        used = [n for _, n, _ in plan_check.index_scans(plan) if all_ann.get(n) == method]
+        if len(set(used)) > 1:
+            return f"indexes {', '.join(dict.fromkeys(used))} ({method})"
+        return f"index {index} ({method})"
     scans = plan_check.index_scans(plan)
     if scans:
         return "exact via " + ", ".join(dict.fromkeys(name for _, name, _ in scans))

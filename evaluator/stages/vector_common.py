@@ -24,6 +24,7 @@ from psycopg import sql
 
 from ..core.errors import DatabaseError, InputError, PlanError, first_line, param
 from ..core.vector_types import register_vector
+from ..targets.catalog import serving_as
 from . import (
     gucs,
     plan_check,
@@ -161,9 +162,8 @@ class VectorStage(BaseStage):
         all_ann = plan_check.ann_indexes(kb, oid)
         from ..targets.catalog import vector_indexes
 
-        candidates = (
-            [i["name"] for i in vector_indexes(kb, t, (self.method,))] if self.method else []
-        )
+        found_ix = vector_indexes(kb, t, (self.method,)) if self.method else []
+        candidates = [i["name"] for i in found_ix]
         if not candidates and t.search_type and self.method:
             # the expression the stage searches, as the statement spells it: an index on it
             expr = t.vector_expr().as_string(kb)
@@ -189,6 +189,7 @@ class VectorStage(BaseStage):
             "all_ann": all_ann,
             "candidates": candidates,
             "schema": row[0],
+            "indexes": found_ix,
         }
         ctx.extra[_CATALOG] = found
         return found
@@ -222,6 +223,9 @@ class VectorStage(BaseStage):
         all_ann, candidates, schema = found["all_ann"], found["candidates"], found["schema"]
         dropped: list[str] = []
         wanted = ctx.option("index")
+        parts = serving_as(found.get("indexes", []), wanted) if wanted else []
+        if parts and parts != [wanted]:  # a partitioned index's partitions', a partial one's
+            candidates, wanted = [n for n in candidates if n in parts], None  # per group
         if wanted and wanted not in candidates:
             raise InputError(
                 f"index '{wanted}' is not a {self.method} index on "

@@ -162,17 +162,17 @@ def validate(kb: Any, target: Target) -> list[str]:
 
 def vector_indexes(kb: Any, target: Target, methods: tuple[str, ...] = ANN_METHODS) -> list[dict]:
     """ANN indexes over the target's vector column (plain or cast expression) with an operator
-    class for the target's distance: [{name, schema, method, opclass, predicate, definition}]."""
+    class for the target's distance: [{name, schema, method, opclass, predicate, definition}]
+    (a partitioned table's: its partitions', with ``partition`` and ``of``, the partitioned
+    index)."""
     oid = _relation(kb, target.schema, target.table)
     rows = introspect.vector_index_rows(kb, oid, methods)
-    attnum = kb.execute(
-        "SELECT attnum FROM pg_attribute WHERE attrelid = %s AND attname = %s",
-        (oid, target.vector_column),
-    ).fetchone()
     out = []
-    for name, schema, method, opclass, pred, definition, key, exprs in rows:
+    for name, schema, method, opclass, pred, definition, key, exprs, partition, root in rows:
         on_column = (
-            (key == attnum[0]) if key else (exprs is not None and target.vector_column in exprs)
+            key == target.vector_column
+            if key
+            else (exprs is not None and target.vector_column in exprs)
         )
         # the operator class of the type searched: a halfvec index of a vector column serves
         # hnsw-halfvec, not hnsw (and the other way round); a bit index, binary quantization
@@ -188,6 +188,26 @@ def vector_indexes(kb: Any, target: Target, methods: tuple[str, ...] = ANN_METHO
                 "opclass": opclass,
                 "predicate": pred,
                 "definition": definition,
+                # a partition's index: the partition, and the partitioned index it belongs to
+                **({} if partition is None else {"partition": partition, "of": root}),
             }
         )
     return out
+
+
+def serving_as(indexes: list[dict], name: str) -> list[str]:
+    """The indexes of ``indexes`` (:func:`vector_indexes`) that serve the statement for index
+    ``name`` (``--index``): a partitioned index's, its partitions' indexes; a partial index's,
+    itself and the same build over other rows (``WHERE tenant = 2`` beside ``WHERE tenant =
+    3``: each group's own index); else none."""
+    parts = [i["name"] for i in indexes if i.get("of") == name]
+    own = next((i for i in indexes if i["name"] == name and i["predicate"]), None)
+    if parts or own is None:
+        return parts
+    return [i["name"] for i in indexes if i["predicate"] and _build(i) == _build(own)]
+
+
+def _build(ix: dict) -> str:
+    """An index's definition without its name and WHERE: what it builds, over which rows aside."""
+    body = ix["definition"].split(" ON ", 1)[-1]
+    return body.rsplit(" WHERE ", 1)[0] if ix["predicate"] else body

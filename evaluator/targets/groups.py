@@ -21,11 +21,13 @@ class Group:
     value: str
     rows: int
     chunks: int
+    partition: str | None = None  # the one partition of a partitioned table holding the group
 
 
 def list_groups(kb: Any, target: Any, column: str) -> tuple[list[Group], int]:
     """Every group of ``column`` among the target's rows, largest first (ties: value in byte
-    order), and the number of rows where it is NULL."""
+    order), and the number of rows where it is NULL. On a partitioned table, a group whose rows
+    are all in one partition (``column`` is the partition key) names it."""
     from psycopg import sql
 
     from ..core.ids import as_text
@@ -38,18 +40,19 @@ def list_groups(kb: Any, target: Any, column: str) -> tuple[list[Group], int]:
     where, params = target.where()
     col = sql.Identifier(column)
     stmt = sql.SQL(
-        "SELECT {val}, count(*), count(DISTINCT {cid}) FROM {table}{where} GROUP BY 1 "
-        "ORDER BY 2 DESC, 1"
+        "SELECT {val}, count(*), count(DISTINCT {cid}), CASE WHEN count(DISTINCT tableoid) = 1 "
+        "AND min(tableoid) <> to_regclass(%s) THEN min(tableoid)::regclass::text END "
+        "FROM {table}{where} GROUP BY 1 ORDER BY 2 DESC, 1"
     ).format(
         val=as_text(col),
         cid=sql.Identifier(target.id_column),
         table=target.table_sql(),
         where=where,
     )
-    rows = kb.execute(stmt, params).fetchall()
+    rows = kb.execute(stmt, [target.table_sql().as_string(kb), *params]).fetchall()
     kb.rollback()
-    groups = [Group(v, int(n), int(c)) for v, n, c in rows if v is not None]
-    nulls = sum(int(n) for v, n, _ in rows if v is None)
+    groups = [Group(v, int(n), int(c), p) for v, n, c, p in rows if v is not None]
+    nulls = sum(int(n) for v, n, *_ in rows if v is None)
     return groups, nulls
 
 

@@ -349,7 +349,8 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
         )
         for s in [*(rec.get("build_sql") or []), *([change["column_sql"]] if change else [])]:
             echo_line(f"  {s};")
-        echo_line(f"  {rec['ddl']};")
+        ddl = rec["ddl"].replace("\n", "\n  ")  # a partitioned table's: one per line
+        echo_line(f"  {ddl};")
     for s in rec["settings_sql"]:
         echo_line(f"  {s};")
     _print_indexes(rec)

@@ -38,9 +38,11 @@ def iterative_text(row: dict[str, Any]) -> str:
 
 def group_rows(res: GroupSweepResult) -> list[dict[str, Any]]:
     k = res.k
+    parts = any("partition" in g for g in res.groups)  # a partitioned table's
     return [
         {
             "group": g["group"],
+            **({"partition": g.get("partition") or ""} if parts else {}),
             "rows": g["rows"],
             "queries": g["queries"],
             f"recall@{k}": g["recall"],

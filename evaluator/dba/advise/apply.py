@@ -13,7 +13,7 @@ from typing import Any
 from psycopg import sql
 
 from ...stages import gucs, registry, vector_sql
-from .. import labels
+from .. import labels, partitions
 from ..build_sweep import index_key, opclass
 from .plan import fixed_settings
 
@@ -73,20 +73,20 @@ def statements(
         sql.SQL("{} = {}").format(sql.SQL(o), sql.Literal(str(v)))  # options: the registry's
         for o, v in row["build"].items()
     )
-    ddl = sql.SQL(
-        "CREATE INDEX CONCURRENTLY {name} ON {table} USING {method} ({key} {ops}{labels})"
-    ).format(
+    body = sql.SQL("USING {method} ({key} {ops}{labels})").format(
         labels=sql.SQL("")
         if labelled is None
         else sql.SQL(", {}").format(sql.Identifier(labelled.column)),
-        name=sql.Identifier(index_name(target, row)),
-        table=target.table_sql(),
         method=sql.SQL(method),
         key=index_key(target, method, row["design"]),
         ops=sql.SQL(opclass(target, method, row["design"])),
     )
     if row["build"]:
-        ddl = sql.SQL("{} WITH ({})").format(ddl, options)
+        body = sql.SQL("{} WITH ({})").format(body, options)
+    # CONCURRENTLY; on a partitioned table, one index per partition, attached (partitions.py)
+    # per group (a partial index per tenant, as the table has it): one per group's WHERE
+    wheres = tuple(partitions.group_wheres(kb, target, group, kind))
+    ddl = partitions.index_ddl(kb, target, index_name(target, row), body, wheres)
     server = {n: v for n, v in row["setting"].items() if n not in gucs.OWN}
     database = kb.execute("SELECT current_database()").fetchone()[0]
     scope = (
@@ -124,7 +124,9 @@ def statements(
         int(own[kind.rerank_candidates]) if kind.rerank_candidates in own else None,
     )
     return {
-        "ddl": ddl.as_string(kb),
+        "ddl": ";\n".join(d.as_string(kb) for d in ddl),
+        # the indexes it builds (one per group's WHERE: partitions.per_group), for the rollback
+        "ddl_indexes": partitions.group_names(index_name(target, row), len(wheres)),
         "settings_sql": [s.as_string(kb) for s in settings],
         # what undoes the settings (a new index's rollback adds its DROP INDEX: inplace.advice)
         "reset_sql": [s.as_string(kb) for s in resets],

@@ -14,7 +14,7 @@ from typing import Any
 from psycopg import sql
 
 from ...core.errors import DatabaseError, InputError, first_line, param
-from .. import spent
+from .. import partitions, spent
 from . import inplace
 from .outcome import Outcome
 from .plan import AdviseConfig, Design
@@ -58,9 +58,11 @@ def on_table(
             with spent.charge("builds"):
                 for s in sets:
                     kb.execute(s)
-                kb.execute(stmts["ddl"])
+                for ddl in stmts["ddl"].split(";\n"):  # a partitioned table's: several
+                    kb.execute(ddl)
         except Exception as exc:
-            kb.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(_ident(target, name)))
+            for made in stmts["ddl_indexes"]:
+                kb.execute(partitions.drop_index(kb, target, made, if_exists=True))
             raise DatabaseError(
                 f"{param('confirm_on_table')}: building {name} on your table failed: "
                 f"{first_line(exc)}"
@@ -106,9 +108,7 @@ def drop_unless_chosen(
     with database.connect() as conn:
         target = targets.load(conn, cfg.target)
     with database.connect(results=False, autocommit=True) as kb:
-        kb.execute(
-            sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS {}").format(_ident(target, built["name"]))
-        )
+        kb.execute(partitions.drop_index(kb, target, built["name"], if_exists=True))
     return (
         f"{built['name']}, built on your table by --confirm-on-table and measured there, is not "
         "the recommendation: advise dropped it again (DROP INDEX CONCURRENTLY)"

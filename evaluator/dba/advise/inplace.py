@@ -13,30 +13,39 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from psycopg import sql
-
 from ...stages import registry
-from ..table_index import TableIndex, serves_same, table_indexes, twin
+from .. import partitions
+from ..table_index import TableIndex, per_group, serves_same, table_indexes, twin
 from .plan import Design
 
 
-def match(kb: Any, target: Any, plan: list[Design]) -> list[Design]:
-    """The plan with each design the table has already marked: measured in place."""
+def match(kb: Any, target: Any, plan: list[Design], column: str | None = None) -> list[Design]:
+    """The plan with each design the table has already marked: measured in place. Grouped by
+    ``column``, a design the table has as one partial index per group (``WHERE tenant = 3``)
+    is measured in place too, each group through its own index (``family``: their names)."""
     indexes = table_indexes(kb, target)
     kb.rollback()
     out = []
     for d in plan:
-        ix = twin(kb, target, d.kind, d.build, indexes)
-        out.append(d if ix is None else replace(d, in_place=_existing(ix)))
+        ix = twin(kb, target, d.kind, d.build, indexes, column)
+        out.append(d if ix is None else replace(d, in_place=_existing(ix, indexes, column)))
     return out
 
 
-def _existing(ix: TableIndex) -> dict[str, Any]:
-    return {"name": ix.name, "oid": ix.oid, "bytes": ix.bytes, "definition": ix.definition}
-
-
-def _index_sql(target: Any, name: str) -> sql.Composable:
-    return sql.Identifier(target.schema, name) if target.schema else sql.Identifier(name)
+def _existing(ix: TableIndex, indexes: list[TableIndex], column: str | None) -> dict[str, Any]:
+    found = {"name": ix.name, "oid": ix.oid, "bytes": ix.bytes, "definition": ix.definition}
+    if not ix.partial or column is None:
+        return found
+    family = [
+        f
+        for f in per_group(indexes, column)
+        if (f.method, f.key, f.opclass, f.options) == (ix.method, ix.key, ix.opclass, ix.options)
+    ]
+    return {
+        **found,
+        "bytes": sum(f.bytes for f in family),
+        "family": [f.name for f in family],  # one per group: each serves its group
+    }
 
 
 def _work(method: str) -> str | None:
@@ -52,7 +61,7 @@ def _now(kb: Any, names: list[str]) -> dict[str, str | None]:
 
 
 def _drop(kb: Any, target: Any, name: str) -> str:
-    return sql.SQL("DROP INDEX CONCURRENTLY {}").format(_index_sql(target, name)).as_string(kb)
+    return partitions.drop_index(kb, target, name).as_string(kb)
 
 
 def _entries(
@@ -109,7 +118,8 @@ def advice(
     and ``drop_old`` (when to drop the old ones); ``planner``: the same in words."""
     indexes = [ix for ix in table_indexes(kb, target) if ix.valid]
     kind = registry.KINDS[chosen["design"]]
-    kept = (chosen.get("in_place") or {}).get("name")
+    placed = chosen.get("in_place") or {}
+    kept = ", ".join(placed.get("family") or []) or placed.get("name")
     if kept is None:
         ix = twin(kb, target, chosen["design"], chosen["build"], indexes)
         kept = None if ix is None else ix.name
@@ -123,7 +133,11 @@ def advice(
     return {
         "keep": None,
         "supersedes": supersedes,
-        "rollback": [_drop(kb, target, new), *_undo(stmts), *stmts["reset_sql"]],
+        "rollback": [
+            *(_drop(kb, target, n) for n in stmts["ddl_indexes"]),
+            *_undo(stmts),
+            *stmts["reset_sql"],
+        ],
         "confirm": confirm,
         "drop_old": None if not supersedes else f"after `{confirm}` confirms {new}",
         "planner": _words(new, supersedes, confirm),

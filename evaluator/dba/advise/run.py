@@ -140,8 +140,8 @@ def run_advise(
             from ...testset.catalog import resolve_testset
 
             resolve_testset(conn, cfg.testset)
-    with database.connect(results=False, autocommit=True) as kb:
-        plan = inplace.match(kb, target, plan)  # the indexes the table has: measured in place
+    with database.connect(results=False, autocommit=True) as kb:  # (per group: partial ones)
+        plan = inplace.match(kb, target, plan, column)  # the indexes the table has, in place
         q = cfg.queries
         sampled = q.kind == "sample" if q is not None else not cfg.testset
         if sampled or any(d.in_place is None for d in plan):  # (a held-out copy, a build)

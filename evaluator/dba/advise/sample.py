@@ -26,8 +26,7 @@ from psycopg import sql
 from ...core.canonical import sha256_hex
 from ...core.errors import InputError, param
 from ...core.ids import as_text
-from .. import build_sweep
-from ..copied_rows import STEADY
+from .. import build_sweep, partitions
 
 
 @dataclass(frozen=True)
@@ -128,29 +127,19 @@ def _create(
         where, params = sql.SQL("{}{}{}").format(where, glue, keep), [*params, list(held_out)]
     c.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
     c.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
-    extra: sql.Composable = sql.SQL("")
-    if column and column not in (source.id_column, source.vector_column):
-        extra = sql.SQL(", {}").format(sql.Identifier(column))
     order: sql.Composable = sql.SQL("")
     if rows is not None:
         order = sql.SQL(" ORDER BY md5({id}::text), {id}::text LIMIT {n}").format(
             id=sql.Identifier(source.id_column), n=sql.Literal(int(rows))
         )
-    c.execute(
-        sql.SQL(
-            "CREATE TABLE {dst}{steady} AS "
-            "SELECT {id} AS {id}, {vec} AS {vcol}{extra} FROM {src}{where}{order}"
-        ).format(
-            dst=sql.Identifier(schema, build_sweep.SCRATCH_TABLE),
-            steady=sql.SQL(STEADY),
-            id=sql.Identifier(source.id_column),
-            vec=source.vector_expr(),
-            vcol=sql.Identifier(source.vector_column),
-            extra=extra,
-            src=source.table_sql(),
-            where=where,
-            order=order,
-        ),
+    shape, _ = partitions.of_source(c, source)  # (why not: build_sweep's copy says it)
+    select = partitions.select_rows(source, column, shape)
+    partitions.fill(
+        c,
+        schema,
+        build_sweep.SCRATCH_TABLE,
+        shape,
+        sql.SQL("{}{}{}").format(select, where, order),
         params,
     )
     if column:  # the group filter served as the table serves it (its btree)

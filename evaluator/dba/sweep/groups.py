@@ -306,6 +306,8 @@ def _group_row(r: dict, by_sweep: dict, sizes: dict, cfg: SweepConfig) -> dict:
         "served_by": r.get("served_by"),
         # "10: index kb_hnsw (hnsw)": the application's LIMIT is planned otherwise (None: not)
         "served_at_limit": r.get("served_at_limit"),
+        # a partitioned table's partition holding the group (the partition key's groups)
+        **({"partition": sizes[g].partition} if sizes[g].partition else {}),
     }
 
 
