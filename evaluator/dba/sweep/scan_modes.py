@@ -165,6 +165,7 @@ def unreachable(
             "rows": g.get("rows"),
             "share": g.get("share"),
             "best": {
+                **({"design": g["design"]} if g.get("design") else {}),
                 "mode": mode.mode,
                 "settings": mode.settings,
                 "value": g.get("value", mode.value),
@@ -189,7 +190,9 @@ def unreachable_line(groups: Sequence[Mapping[str, Any]], find: str, column: str
         how = with_settings(b["settings"])
         p95 = "" if b.get("p95_ms") is None else f", p95 {b['p95_ms']:.2f} ms"
         recall = "n/a" if b.get("recall") is None else f"{b['recall']:.4f}"
+        design = f"{b['design']} " if b.get("design") else ""
         parts.append(
-            f"{column}={g['group']}{share}: at best {recall} at {find} {b['value']}{how}{p95}"
+            f"{column}={g['group']}{share}: at best {recall} at {design}{find} {b['value']}"
+            f"{how}{p95}"
         )
     return "unreachable (no setting searched brings it to the target): " + "; ".join(parts)
