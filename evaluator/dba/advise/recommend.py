@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...testset.query_source import CAPTURE, SAMPLED_ROWS, bounded
+from ..sweep.scan_modes import mode_of
 from . import apply, inplace
 from .outcome import Outcome, Verdict
 from .plan import AdviseConfig
@@ -146,6 +147,7 @@ def choose(
         "design": chosen["design"],
         "build": chosen["build"],
         "setting": chosen["setting"],
+        "scan_mode": mode_of(chosen["setting"]),  # the iterative scan it needs ("off": none)
         "recall": chosen["recall"],
         "recall_margin": chosen.get("recall_margin"),
         "recall_queries": chosen.get("recall_queries"),

@@ -24,7 +24,7 @@ from ...core.errors import InputError, param
 from ...core.warnings_once import once
 from ...testset.query_source import label
 from .. import build_sweep, spent
-from ..sweep.scan_modes import mode_of, searched
+from ..sweep.scan_modes import searched
 from . import confirm, inplace, margin, measure, modes, recommend, sample, screen
 from .outcome import Outcome
 from .plan import AdviseConfig, Design, designs, iterative_variants, supported
@@ -247,7 +247,6 @@ def _recommend(
         chosen = next(
             r for r in eligible if r["sweep"] == rec["sweep"] and r["point"] == rec["point"]
         )
-        rec["scan_mode"] = mode_of(rec["setting"])  # the iterative mode it needs ("off": none)
     result.scan = modes.answer(result.designs, chosen, cfg.target_recall, column)
     said = confirm.drop_unless_chosen(database, cfg, result.designs, result.recommendation)
     if said:
