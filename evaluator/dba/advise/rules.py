@@ -156,8 +156,8 @@ def mode_result(row: Row) -> ModeResult:
 def least_work(ok: Sequence[Row]) -> list[Row]:
     """One index measured in several scan modes (the index in place, its iterative scans)
     stays a candidate once, in the mode of least work reaching the target
-    (:func:`evaluator.dba.sweep.scan_modes.cheapest`: the least work setting, then the lower
-    p95); the choice among designs (:func:`pick`) is by p95, the choice among one index's
+    (:func:`evaluator.dba.sweep.scan_modes.cheapest`: the least work setting, at equal work
+    the earlier mode); the choice among designs (:func:`pick`) is by p95, the choice among one index's
     modes by work."""
     by_index: dict[tuple[Any, ...], list[Row]] = {}
     for r in ok:
