@@ -24,13 +24,13 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-TABLE, TARGET, DIM, N, K, R = "scan_modes_kb", "scan-modes", 32, 6000, 10, 0.95
+TABLE, TARGET, DIM, N, K, R = "scan_modes_kb", "scan-modes", 32, 4000, 10, 0.95
 SHARES = {"t60": 0.6, "t30": 0.3, "t08": 0.08, "t02": 0.02}
 # a 6,000-row table: the planner scans a small tenant sequentially unless told not to; the
 # application of a table this size would be served exactly
 PLANNER = {"enable_seqscan": "off"}
 COMMON = (
-    "--group-by tenant --sample-queries 40 --target-recall {r} --find-max 1000 "
+    "--group-by tenant --sample-queries 20 --target-recall {r} --find-max 1000 "
     "--set enable_seqscan=off"
 )
 SWEEP = "sweep --target " + TARGET + " --stage hnsw --find hnsw.ef_search --repeat 1 " + COMMON
@@ -143,7 +143,7 @@ def test_a_tenant_no_setting_reaches_is_unreachable(pgeval, kb):
 
 ADVISE = (
     f"advise --target {TARGET} --designs hnsw --final-rounds 1 --max-groups 4 "
-    + COMMON.replace("--sample-queries 40", "--sample-queries 160 --group-queries 40")
+    + COMMON.replace("--sample-queries 20", "--sample-queries 80 --group-queries 20")
 )
 
 
