@@ -147,7 +147,9 @@ ADVISE = (
 )
 
 
-def test_advise_recommends_the_least_work_across_the_scan_modes(pgeval, database, conn, kb):
+def test_advise_recommends_the_least_work_across_the_scan_modes(
+    pgeval, database, conn, kb, tmp_path
+):
     d = run_json(pgeval, ADVISE.format(r=R))
     rows = [r for r in d["designs"] if r["design"] == "hnsw"]
     assert [r["setting"].get("hnsw.iterative_scan", "off") for r in rows] == [
@@ -187,6 +189,8 @@ def test_advise_recommends_the_least_work_across_the_scan_modes(pgeval, database
     for t in SHARES:
         got = recall_by_hand(database, kb, t, held_out(kb, t), settings, skip_self=False)
         assert got >= R - 0.03, (t, got)
-    code, out, err = pgeval(ADVISE.format(r=R))
+    report = tmp_path / "advise.html"
+    code, out, err = pgeval(ADVISE.format(r=R) + f" --report {report}")
     assert code == 0, err
     assert f"scan modes: hnsw.ef_search {off['value']} for every query" in out
+    assert 'id="scan-modes"' in report.read_text()
