@@ -16,10 +16,11 @@ def answer(
     rows: Sequence[Row], chosen: Row | None, target: float, column: str | None
 ) -> dict[str, Any]:
     """``scan_modes`` (each mode of the chosen index, else of the first index measured in
-    several modes), ``scan_modes_line``, ``unreachable`` and ``unreachable_line``; {} for an
-    ungrouped advise."""
+    several modes), ``scan_modes_line``, ``unreachable`` and ``unreachable_line``, over the
+    rows measured at the table's size; {} for an ungrouped advise."""
     if column is None:
         return {}
+    rows = [r for r in rows if r.get("measured_on", "table") == "table"]  # (not a sample's)
     several = [r for r in rows if sum(index_of(s) == index_of(r) for s in rows) > 1]
     anchor = chosen if chosen is not None else next(iter(several), None)
     same = [] if anchor is None else [r for r in rows if index_of(r) == index_of(anchor)]
