@@ -127,3 +127,18 @@ def test_the_scan_modes_line_compares_the_database_wide_setting():
     assert said.startswith("hnsw.ef_search 398 for every query (iterative scan off) (p95 0.90 ms)")
     assert ", or hnsw.ef_search 64 with hnsw.iterative_scan = relaxed_order" in said
     assert said.endswith(": the least work")
+
+
+def test_a_mode_short_of_the_target_is_searched_again_with_its_limits_raised():
+    from evaluator.dba.sweep.scan_modes import raised
+
+    mode = {**STRICT, "hnsw.scan_mem_multiplier": "1"}
+    assert raised(mode, {}) == {
+        "hnsw.iterative_scan": "strict_order",
+        "hnsw.max_scan_tuples": "200000",
+        "hnsw.scan_mem_multiplier": "2",
+    }
+    assert raised(mode, {"hnsw.max_scan_tuples": "30"}) is None  # the user's limits
+    assert (
+        raised({"ivfflat.iterative_scan": "relaxed_order", "ivfflat.max_probes": "100"}, {}) is None
+    )

@@ -4,13 +4,14 @@ it runs under."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from ...core.errors import InputError, param
 from ...stages import gucs, registry
 from ..sweep import grid
+from ..sweep.scan_modes import raised
 from .config import AdviseConfig
 
 
@@ -171,4 +172,17 @@ def iterative_variants(
         if kind.iterative_scan is None or not d.in_place or kind.iterative_scan[0] in d.fixed:
             continue
         out += [replace(d, fixed={**d.fixed, **mode}) for mode in modes(kind)]
+    return out
+
+
+def raised_variants(
+    variants: list[Design], rows: Sequence[Mapping[str, Any]], fixed: Mapping[str, str]
+) -> list[Design]:
+    """The iterative variants whose rows (in their order) miss the target, their limits raised
+    (:func:`evaluator.dba.sweep.scan_modes.raised`); [] where none is left to raise."""
+    out = []
+    for d, row in zip(variants, rows, strict=True):
+        higher = None if row["reached"] else raised(d.fixed, fixed)
+        if higher is not None:
+            out.append(replace(d, fixed=higher))
     return out

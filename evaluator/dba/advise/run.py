@@ -27,7 +27,7 @@ from .. import build_sweep, spent
 from ..sweep.scan_modes import searched
 from . import confirm, inplace, margin, measure, modes, recommend, sample, screen
 from .outcome import Outcome
-from .plan import AdviseConfig, Design, designs, iterative_variants, supported
+from .plan import AdviseConfig, Design, designs, iterative_variants, raised_variants, supported
 
 OnDesign = Callable[[int, int, Design, "float | None"], None] | None
 OnDesigned = Callable[[int, int, Design, Mapping[str, Any]], None] | None
@@ -221,8 +221,13 @@ def _flow(
     if column is not None:  # per tenant: the index in place in each iterative-scan mode too
         extra = iterative_variants(plan, cfg, lambda kind: searched(database, kind, cfg.settings))
         if extra:
-            measured.result.designs += screen.in_full(
-                database, cfg, extra, column, measured, held, rows
+            done = screen.in_full(database, cfg, extra, column, measured, held, rows)
+            # a mode short of the target: once more with its limits raised
+            higher = raised_variants(extra, done, cfg.settings)
+            measured.result.designs += done + (
+                screen.in_full(database, cfg, higher, column, measured, held, rows)
+                if higher
+                else []
             )
 
 

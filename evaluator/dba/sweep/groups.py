@@ -23,7 +23,8 @@ tenant at 0.1; this measures each group as the application searches it.
   planner serves exactly does, costs one point, not a find; then every group is measured at
   the largest value found (most of them reused), not at every group's own.
 - ``--find`` (not ``builds``): the kind's iterative scans are searched settings
-  (:mod:`.scan_modes`): the same grouped find again in each iterative mode, under its limits;
+  (:mod:`.scan_modes`): the same grouped find again in each iterative mode, under its limits
+  (a mode short of the target once more with its limits raised);
   ``scan_modes`` says each mode's least value, the least work across them and the groups no
   mode brings to the target (``unreachable``). Without ``--find``, groups that miss the target
   at the point shown are measured once more with each iterative mode at the same settings, to
@@ -58,6 +59,7 @@ from .scan_modes import (
     cheapest,
     line,
     mode_of,
+    raised,
     searched,
     unreachable,
     unreachable_line,
@@ -382,9 +384,14 @@ def _search_modes(
     """The grouped find again in each iterative mode (``again``); ``out`` gets every mode's
     answer, the scan as it is first, and the groups no mode brings to the target."""
     find = str(cfg.find)
-    runs: list[tuple[dict[str, str], GroupSweepResult]] = [({}, out)] + [
-        (mode, again(mode)) for mode in modes
-    ]
+    runs: list[tuple[dict[str, str], GroupSweepResult]] = [({}, out)]
+    fixed = gucs.scope(cfg.settings, cfg.stage)
+    for mode in modes:
+        res = again(mode)
+        runs.append((mode, res))
+        higher = None if res.recommendation is not None else raised(mode, fixed)
+        if higher is not None:  # short of the target: once more, its limits raised
+            runs.append((higher, again(higher)))
     seen: list[tuple[ModeResult, list[dict]]] = []
     for mode, res in runs:
         result = _mode_result(mode, res, find)
