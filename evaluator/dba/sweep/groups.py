@@ -394,7 +394,7 @@ def _search_modes(
             runs.append((higher, again(higher)))
     seen: list[tuple[ModeResult, list[dict]]] = []
     for mode, res in runs:
-        result = _mode_result(mode, res, find)
+        result = ModeResult.of_groups(mode, res, find)
         out.scan_modes.append(result)
         out.warnings.extend(w for w in res.warnings if w not in out.warnings)
         rows = [
@@ -404,24 +404,6 @@ def _search_modes(
         ]
         seen.append((result, rows))
     out.unreachable = unreachable(seen, cfg.target_recall)
-
-
-def _mode_result(mode: dict[str, str], res: GroupSweepResult, find: str) -> ModeResult:
-    """One mode's answer from its grouped find: the point shown (the recommendation, else the
-    point whose worst group comes closest), its worst group and p95."""
-    at = res.at or {}
-    point = next((p for p in res.points if p["point"] == at.get("point")), {})
-    value = (at.get("settings") or {}).get(find)
-    return ModeResult(
-        mode=mode_of(mode),
-        settings=dict(mode),
-        find=find,
-        value=None if value is None else int(value),
-        reached=res.recommendation is not None and not res.failed,
-        p95_ms=point.get("p95_ms"),
-        worst_group=point.get("worst_group"),
-        worst_recall=point.get("worst_recall"),
-    )
 
 
 def _iterative(

@@ -90,6 +90,24 @@ class ModeResult:
     worst_group: str | None
     worst_recall: float | None
 
+    @classmethod
+    def of_groups(cls, mode: dict[str, str], res: Any, find: str) -> ModeResult:
+        """One mode's answer from its grouped find (``groups.GroupSweepResult``): the point
+        shown (the recommendation, else the point whose worst group comes closest)."""
+        at = res.at or {}
+        point: dict[str, Any] = next((p for p in res.points if p["point"] == at.get("point")), {})
+        value = (at.get("settings") or {}).get(find)
+        return cls(
+            mode=mode_of(mode),
+            settings=dict(mode),
+            find=find,
+            value=None if value is None else int(value),
+            reached=res.recommendation is not None and not res.failed,
+            p95_ms=point.get("p95_ms"),
+            worst_group=point.get("worst_group"),
+            worst_recall=point.get("worst_recall"),
+        )
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "mode": self.mode,
