@@ -15,7 +15,14 @@ same centres that are not rows of the table (held out), exact top K within the t
     btree), recall@K by pgeval's rule (rows within the K-th exact distance) against advise's
     figure for the tenant and the target;
 (c) with --twice, a second `advise --fresh`: the same design, or a why that says the two were
-    within noise.
+    within noise;
+(d) the scan modes (issue 49): advise searches the index in place with the iterative scan off
+    (the database-wide ef_search) and in each iterative mode; where it recommends an iterative
+    mode, the database-wide setting (the scan off's least ef_search) is measured the same way
+    by hand, and both are printed per tenant with their work (ef_search) and p95 (wall time of
+    the printed statement per query, nearest rank, in this run): the ratio of the two p95s.
+    ``--shares 60,30,8,1,1 --no-btree`` lays the table out as the issue measured it (every
+    tenant through the HNSW index, post-filtered).
 
 Printed: the wall time, the recommendation, a table per tenant, and whether every tenant reaches
 the target by hand (custom plans; generic plans beside them). The index and settings are removed
@@ -23,6 +30,7 @@ afterwards.
 
 Usage: python bench/advise_tenants.py [--rows 50000] [--dim 384] [--queries 40] [--sample 30]
        [--designs hnsw,ivfflat] [--target-recall 0.95] [--twice] [--dsn DSN]
+       [--shares 60,30,8,1,1] [--no-btree] [--find-max 1000] [--spread 0.9]
 """
 
 from __future__ import annotations
@@ -53,10 +61,17 @@ def arguments():
     p.add_argument("--target-recall", type=float, default=0.95)
     p.add_argument("--twice", action="store_true", help="a second advise --fresh")
     p.add_argument("--dsn", default=None)
-    return p.parse_args()
+    p.add_argument("--shares", default=None, help="tenant shares in %%, e.g. 60,30,8,1,1")
+    p.add_argument("--no-btree", action="store_true", help="no btree on the tenant column")
+    p.add_argument("--find-max", type=int, default=1000)
+    p.add_argument("--spread", type=float, default=0.9, help="noise around the cluster centres")
+    args = p.parse_args()
+    if args.rows > 200_000:
+        p.error("--rows: at most 200,000")
+    return args
 
 
-def table(db, rows: int, dim: int, nq: int):
+def table(db, rows: int, dim: int, nq: int, shares=SHARES, btree: bool = True, spread=0.9):
     """The table, its indexes and target; (docs, tenant of each doc, queries per tenant)."""
     from evaluator.api import Pgeval
 
@@ -64,12 +79,13 @@ def table(db, rows: int, dim: int, nq: int):
     centers = rng.normal(size=(64, dim))
 
     def around(n: int) -> np.ndarray:
-        return (centers[rng.integers(0, 64, n)] + 0.9 * rng.normal(size=(n, dim))).astype(
+        return (centers[rng.integers(0, 64, n)] + spread * rng.normal(size=(n, dim))).astype(
             np.float32
         )
 
     docs = around(rows)
-    tenant = np.array([f"t{i:02d}" for i in rng.choice(len(SHARES), size=rows, p=np.array(SHARES))])
+    p = np.array(shares, dtype=float) / sum(shares)
+    tenant = np.array([f"t{i:02d}" for i in rng.choice(len(p), size=rows, p=p)])
     queries = {t: around(nq) for t in sorted(set(tenant))}
     with db.connect(results=False, autocommit=True) as c:
         c.execute(f"DROP TABLE IF EXISTS {TABLE}")
@@ -77,7 +93,8 @@ def table(db, rows: int, dim: int, nq: int):
         with c.cursor().copy(f"COPY {TABLE} (id, e, tenant) FROM STDIN") as cp:
             for i, v in enumerate(docs):
                 cp.write_row((f"c{i}", "[" + ",".join(f"{x:.6g}" for x in v) + "]", tenant[i]))
-        c.execute(f"CREATE INDEX {TABLE}_tenant ON {TABLE} (tenant)")
+        if btree:
+            c.execute(f"CREATE INDEX {TABLE}_tenant ON {TABLE} (tenant)")
         c.execute("SET maintenance_work_mem = '1GB'")
         c.execute(f"CREATE INDEX {TABLE}_hnsw ON {TABLE} USING hnsw (e vector_cosine_ops)")
         c.execute(f"ANALYZE {TABLE}")
@@ -98,6 +115,7 @@ def advise(db, args, *, fresh: bool) -> tuple[dict, float]:
         designs=args.designs.split(","),
         group_by="tenant",
         fresh=fresh,
+        find_max=args.find_max,
     )
     return res.as_dict(), time.perf_counter() - t0
 
@@ -131,8 +149,9 @@ def _plan(c, stmt: str, v: str, t: str, generic: bool) -> str:
     return ",".join(used) or "seq scan"
 
 
-def by_hand(db, rec: dict, docs, tenant, queries, generic: bool) -> dict[str, tuple]:
-    """Per tenant: (recall@K by pgeval's rule, the plan) of the printed statement."""
+def by_hand(db, rec: dict, docs, tenant, queries, generic: bool, settings=None) -> dict[str, tuple]:
+    """Per tenant: (recall@K by pgeval's rule, the plan, the p95 ms) of the printed statement;
+    ``settings``: set in each session (the database-wide alternative), else as applied."""
     import psycopg
 
     from evaluator.core.vector_literal import vector_literal
@@ -145,17 +164,28 @@ def by_hand(db, rec: dict, docs, tenant, queries, generic: bool) -> dict[str, tu
         total = 0.0
         with psycopg.connect(db.uri(), autocommit=True, prepare_threshold=None) as c:
             plan = _plan(c, stmt, vector_literal(qs[0]), t, generic)
+            for name, value in (settings or {}).items():
+                c.execute("SELECT set_config(%s, %s, false)", (name, str(value)))
             if generic:
                 c.execute("SET plan_cache_mode = force_generic_plan")
+            took = []
             for q in qs:
                 v = vector_literal(q)
+                t0 = time.perf_counter()
                 got = [r[0] for r in c.execute(_sent(stmt), {"p1": v, "p2": t}, prepare=generic)]
+                took.append((time.perf_counter() - t0) * 1000)
                 d = _cosine(docs[ids], q)
                 d_k = np.sort(d)[min(K, len(d)) - 1]
                 dist = {f"c{i}": x for i, x in zip(ids, d)}
                 total += sum(1 for g in got if dist.get(g, np.inf) <= d_k + 1e-6) / min(K, len(d))
-        out[t] = (total / len(qs), plan)
+        out[t] = (total / len(qs), plan, _p95(took))
     return out
+
+
+def _p95(values: list[float]) -> float:
+    """Nearest rank, as pgeval's."""
+    ordered = sorted(values)
+    return ordered[max(0, -(-95 * len(ordered) // 100) - 1)]
 
 
 def applied(db, rec: dict):
@@ -181,14 +211,55 @@ def applied(db, rec: dict):
     return undo
 
 
+def scan_modes(db, d: dict, rec: dict, docs, tenant, queries, custom, goal: float) -> None:
+    """(d) the recommendation against the database-wide setting (the scan off's least work),
+    both measured by hand on the held-out queries through the printed statement."""
+    print(f"(d) scan modes: {d.get('scan_modes_line')}")
+    if d.get("unreachable_line"):
+        print(f"    {d['unreachable_line']}")
+    off = next((m for m in d.get("scan_modes") or [] if m["mode"] == "off"), None)
+    if off is None or rec.get("scan_mode", "off") == "off":
+        print("    the recommendation is the scan off: nothing to compare")
+        return
+    find = next(iter(rec["setting"]))
+    if off["value"] is None:
+        print("    the scan off reaches no value: the database-wide setting does not exist")
+        return
+    wide = by_hand(db, rec, docs, tenant, queries, generic=False, settings={find: off["value"]})
+    print(
+        f"    {'tenant':7} {'share':>6} {rec['scan_mode'] + ' ' + str(rec['setting'][find]):>22}"
+        f" {'p95 ms':>7} {'off ' + str(off['value']):>10} {'p95 ms':>7}"
+    )
+    n = len(tenant)
+    for t in queries:
+        (r1, _, p1), (r0, _, p0) = custom[t], wide[t]
+        share = (tenant == t).sum() / n * 100
+        print(f"    {t:7} {share:5.1f}% {r1:22.4f} {p1:7.2f} {r0:10.4f} {p0:7.2f}")
+    worst = max(p for _, _, p in custom.values())
+    worst_off = max(p for _, _, p in wide.values())
+    print(
+        f"    work: {find} {rec['setting'][find]} against {off['value']} "
+        f"({off['value'] / max(rec['setting'][find], 1):.1f}x less); slowest tenant's p95 "
+        f"{worst:.2f} ms against {worst_off:.2f} ms ({worst / worst_off:.2f}x); every tenant "
+        + ("reaches" if all(r >= goal - 1e-12 for r, *_ in custom.values()) else "does not reach")
+        + f" {goal:g} with the recommendation"
+    )
+
+
 def main() -> None:
     import _server
 
     args = arguments()
     db, _tmp, stop = _server.start(args.dsn, "pgeval-bench-tenants-")
     try:
-        docs, tenant, queries = table(db, args.rows, args.dim, args.queries)
-        print(f"table: {args.rows:,} x {args.dim}, tenants {len(queries)}, btree + HNSW")
+        shares = [float(x) for x in args.shares.split(",")] if args.shares else SHARES
+        docs, tenant, queries = table(
+            db, args.rows, args.dim, args.queries, shares, not args.no_btree, args.spread
+        )
+        print(
+            f"table: {args.rows:,} x {args.dim}, tenants {len(queries)}, "
+            + ("HNSW only" if args.no_btree else "btree + HNSW")
+        )
         d, took = advise(db, args, fresh=True)
         rec = d.get("recommendation")
         print(f"(a) advise --group-by tenant: {took:.0f} s")
@@ -217,15 +288,16 @@ def main() -> None:
             rows = int((tenant == t).sum())
             said = printed.get(t)
             said_text = "—" if said is None else f"{said:.4f}"
-            (rc, pc), (rg, pg_) = custom[t], generic[t]
+            (rc, pc, _), (rg, pg_, _) = custom[t], generic[t]
             plans = pc if pc == pg_ else f"{pc} | generic {pg_}"
             print(f"    {t:7} {rows:7,} {said_text:>7} {rc:7.4f} {rg:8.4f}  {plans}")
-        short = [t for t, (r, _) in custom.items() if r < args.target_recall - 1e-12]
+        short = [t for t, (r, *_) in custom.items() if r < args.target_recall - 1e-12]
         print(
             "    every tenant reaches the target by hand (custom plans)"
             if not short
             else f"    below the target by hand (custom plans): {', '.join(short)}"
         )
+        scan_modes(db, d, rec, docs, tenant, queries, custom, args.target_recall)
         if args.twice:
             d2, took2 = advise(db, args, fresh=True)
             rec2 = d2.get("recommendation") or {}

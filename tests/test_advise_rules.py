@@ -113,3 +113,52 @@ def test_an_outcome_cannot_be_written():
     row = outcome(1.0, MB)
     with pytest.raises(TypeError):
         row["p95_ms"] = 2.0  # type: ignore[index]
+
+
+def moded(value: int, p95: float, mode: dict, reached: bool = True) -> Outcome:
+    """The index in place in one scan mode (the work setting first, the mode's after it)."""
+    row = outcome(p95, 8 * MB)
+    m = replace(row.measurement, setting={"hnsw.ef_search": value, **mode}, reached=reached)
+    return replace(row, measurement=m, in_place={"name": "kb_hnsw"})
+
+
+RELAXED = {"hnsw.iterative_scan": "relaxed_order", "hnsw.max_scan_tuples": "20000"}
+STRICT = {"hnsw.iterative_scan": "strict_order", "hnsw.max_scan_tuples": "20000"}
+
+
+def test_one_index_in_several_scan_modes_is_a_candidate_once_at_its_least_work():
+    off, strict, relaxed = moded(398, 0.9, {}), moded(120, 1.5, STRICT), moded(64, 1.2, RELAXED)
+    other = replace(outcome(0.5, 4 * MB), in_place=None)  # another design: kept
+    assert rules.least_work([off, strict, relaxed, other]) == [relaxed, other]
+    # at equal work the earlier mode, whatever the p95: at one ef_search an iterative scan
+    # does at least the plain scan's work
+    same = [moded(64, 2.0, {}), moded(64, 1.0, STRICT), moded(64, 0.5, RELAXED)]
+    assert rules.least_work(same) == [same[0]]
+    # a mode that does not reach the target is no candidate
+    assert rules.least_work([off, moded(10, 0.3, RELAXED, reached=False)])[0] is off
+
+
+def test_the_scan_modes_line_compares_the_database_wide_setting():
+    from evaluator.dba.sweep.scan_modes import line
+
+    off, relaxed = moded(398, 0.9, {}), moded(64, 1.2, RELAXED)
+    said = line([rules.mode_result(off), rules.mode_result(relaxed)])
+    assert said is not None
+    assert said.startswith("hnsw.ef_search 398 for every query (iterative scan off) (p95 0.90 ms)")
+    assert ", or hnsw.ef_search 64 with hnsw.iterative_scan = relaxed_order" in said
+    assert said.endswith(": the least work")
+
+
+def test_a_mode_short_of_the_target_is_searched_again_with_its_limits_raised():
+    from evaluator.dba.sweep.scan_modes import raised
+
+    mode = {**STRICT, "hnsw.scan_mem_multiplier": "1"}
+    assert raised(mode, {}) == {
+        "hnsw.iterative_scan": "strict_order",
+        "hnsw.max_scan_tuples": "200000",
+        "hnsw.scan_mem_multiplier": "2",
+    }
+    assert raised(mode, {"hnsw.max_scan_tuples": "30"}) is None  # the user's limits
+    assert (
+        raised({"ivfflat.iterative_scan": "relaxed_order", "ivfflat.max_probes": "100"}, {}) is None
+    )

@@ -250,8 +250,8 @@ def test_advise_says_what_prepared_statements_get(pgeval, database, conn, kb, ta
     d = run_json(
         pgeval,
         f"advise --target {target} --sample-queries 12 --designs hnsw --group-by tenant "
-        "--target-recall 0.9 --final-rounds 1 --format json",
-    )
+        "--target-recall 0.9 --final-rounds 1 --set hnsw.iterative_scan=off --format json",
+    )  # (the scan mode fixed: one row, the plain scan's; the modes: tests/test_scan_modes.py)
     rec = d["recommendation"]
     assert rec is not None and rec["in_place"] == "plan_kb_hnsw"
     (row,) = [r for r in d["designs"] if r["design"] == "hnsw"]
@@ -272,7 +272,7 @@ def test_advise_says_what_prepared_statements_get(pgeval, database, conn, kb, ta
     assert ("force_custom_plan" in rec["prepared"]["line"]) == bool(below)
     code, out, err = pgeval(
         f"advise --target {target} --sample-queries 12 --designs hnsw --group-by tenant "
-        "--target-recall 0.9 --final-rounds 1"
+        "--target-recall 0.9 --final-rounds 1 --set hnsw.iterative_scan=off"
     )
     assert code == 0, err
     assert "prepared statements get other plans" in " ".join(out.split())

@@ -254,7 +254,10 @@ class RunMethods:
         ``max_groups`` largest and smallest groups searched as the application scopes it
         (``WHERE group_by = value``), ``sample_queries`` per group, exact ground truth within
         the group, one stored sweep per group; the point where the worst group reaches
-        ``target_recall``; groups that miss measured again with the kind's iterative scan.
+        ``target_recall``; with ``find``, the kind's iterative scans searched as settings too
+        (``scan_modes``: each mode's least value, ``scan_mode`` the least work across them,
+        ``unreachable`` the groups none brings to the target), else groups that miss measured
+        again with the kind's iterative scan.
         ``options`` as :meth:`sweep`'s. Returns a GroupSweepResult (``groups`` worst first,
         ``points``, ``recommendation``; ``as_dict()``)."""
         from ..dba.sweep.groups import DEFAULT_MAX_GROUPS, run_groups

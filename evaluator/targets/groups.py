@@ -98,6 +98,7 @@ class Chosen:
     chosen: str
     total: int
     nulls: int = 0
+    rows: int = 0  # the target's rows, every group's and the NULLs: what a share is of
     skipped: list[dict] = field(default_factory=list)
 
     @property
@@ -136,6 +137,7 @@ def plan(
         every, nulls = list_groups(kb, target, column)
     picked, chosen = choose(every, max_groups)
     out = Chosen(column, [g for g in picked if g.chunks >= 2], chosen, len(every), nulls)
+    out.rows = sum(g.rows for g in every) + nulls
     out.skipped = [
         {"group": g.value, "rows": g.rows, "why": "one chunk: nothing to find besides it"}
         for g in picked

@@ -331,12 +331,18 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
     for line in vocabulary.advise_flow_lines(res.as_dict()):
         echo_line(line)
     rec = res.recommendation
+    scan = [res.scan.get("scan_modes_line"), res.scan.get("unreachable_line")]
+    said = [("scan modes: " if i == 0 else "") + s for i, s in enumerate(scan) if s]
     if rec is None:
         assert res.unmet is not None  # no design met the target: the one that binds is said
         echo_line(f"no recommendation: {res.unmet['why']}")
+        for line in said:
+            echo_line(line)
         return
     change = rec.get("statement_change")
     echo_line(f"recommended: {rec['why']}")
+    for line in said:
+        echo_line(line)
     if rec.get("prepared"):
         echo_line(rec["prepared"]["line"])
     if rec.get("keep"):

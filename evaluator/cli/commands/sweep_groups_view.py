@@ -161,6 +161,13 @@ def recommendation_line(res: GroupSweepResult) -> str:
     return text
 
 
+def scan_mode_lines(d: dict[str, Any]) -> list[str]:
+    """``--find``: each scan mode's least value and the least work across them; the groups no
+    setting brings to the target."""
+    lines = [d.get("scan_modes_line"), d.get("unreachable_line")]
+    return [("scan modes: " if i == 0 else "") + s for i, s in enumerate(lines) if s]
+
+
 def run_grouped(
     pg: Pgeval,
     testset: str | None,
@@ -215,6 +222,8 @@ def run_grouped(
     else:
         _print_table(res, target, column, options.get("sample_queries"))
         click.echo(line)
+        for said in scan_mode_lines(res.as_dict()):
+            click.echo(said)
     if plot:
         info("--plot draws one sweep: see the group sweeps with `pgeval sweep list`")
     for w in res.warnings if fmt != "table" else ():

@@ -244,7 +244,7 @@ def _group_row(design: Design, grouped: GroupSweepResult) -> Measurement:
     groups = [
         {
             k: g.get(k)
-            for k in ("group", "rows", "queries", "recall", "reached", "p95_ms")
+            for k in ("group", "rows", "share", "queries", "recall", "reached", "p95_ms")
             + ("served_by", "generic")
         }
         for g in grouped.groups

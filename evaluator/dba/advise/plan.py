@@ -4,7 +4,7 @@ it runs under."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -12,7 +12,7 @@ from ...core.errors import InputError, param
 from ...stages import gucs, registry
 from ...stages.server_support import version_tuple
 from ..sweep import grid
-from ..sweep.operating_points import reaches
+from ..sweep.scan_modes import raised
 from .config import AdviseConfig
 
 
@@ -170,42 +170,31 @@ def designs(
 
 
 def iterative_variants(
-    plan: list[Design], rows: Sequence[Mapping[str, Any]], cfg: AdviseConfig
+    plan: list[Design], cfg: AdviseConfig, modes: Callable[[registry.Kind], list[dict[str, str]]]
 ) -> list[Design]:
-    """Per tenant, the designs measured through the table's own index again with their kind's
-    iterative scan (the registry's ``Kind.iterative_scan``, its first mode: HNSW's strict_order
-    keeps the distance order of the application's ``LIMIT K``) where filtering binds the
-    design (:func:`_filter_bound`: a group misses the target, one-shot or prepared; the short
-    lists of a filtered scan are what an iterative scan fills). Not where ``--set`` or the
+    """Per tenant, each design the table has measured through its own index again in each
+    iterative-scan mode of its kind with the mode's limits (``modes``:
+    :func:`evaluator.dba.sweep.scan_modes.searched`), whether or not the plain scan reaches
+    the target: a filtered scan's short lists are what an iterative scan fills, often at far
+    less work than the database-wide setting the plain scan needs. Not where ``--set`` or the
     design fixes the scan already."""
     out = []
     for d in plan:
         kind = registry.KINDS[d.kind]
-        row = next((r for r in rows if r["design"] == d.kind and r["build"] == d.build), None)
-        if kind.iterative_scan is None or row is None or not d.in_place:
+        if kind.iterative_scan is None or not d.in_place or kind.iterative_scan[0] in d.fixed:
             continue
-        setting, modes = kind.iterative_scan
-        if (
-            setting in cfg.settings
-            or setting in d.fixed
-            or not _filter_bound(row, cfg.target_recall)
-        ):
-            continue
-        out.append(replace(d, fixed={**d.fixed, setting: modes[0]}))
+        out += [replace(d, fixed={**d.fixed, **mode}) for mode in modes(kind)]
     return out
 
 
-def _filter_bound(row: Mapping[str, Any], target: float) -> bool:
-    """Whether filtering costs a group recall: a group misses the target, as the one-shot
-    statement or as a prepared one (the generic plan, measured in place: a small tenant the
-    one-shot plan serves exactly can go through the ANN index prepared)."""
-    groups = row.get("groups") or []
-    if not groups:
-        return False
-    if row.get("groups_missing") or not row.get("reached"):
-        return True
-    return any(
-        (g.get("generic") or {}).get("recall") is not None
-        and not reaches(g["generic"]["recall"], target)
-        for g in groups
-    )
+def raised_variants(
+    variants: list[Design], rows: Sequence[Mapping[str, Any]], fixed: Mapping[str, str]
+) -> list[Design]:
+    """The iterative variants whose rows (in their order) miss the target, their limits raised
+    (:func:`evaluator.dba.sweep.scan_modes.raised`); [] where none is left to raise."""
+    out = []
+    for d, row in zip(variants, rows, strict=True):
+        higher = None if row["reached"] else raised(d.fixed, fixed)
+        if higher is not None:
+            out.append(replace(d, fixed=higher))
+    return out

@@ -10,10 +10,11 @@ from dataclasses import replace
 from typing import Any
 
 from ...testset.query_source import CAPTURE, SAMPLED_ROWS, bounded
+from ..sweep.scan_modes import mode_of
 from . import apply, inplace
 from .outcome import Outcome, Verdict
 from .plan import AdviseConfig
-from .rules import MB, Row, budgets, over_budget, pick
+from .rules import MB, Row, budgets, least_work, over_budget, pick
 
 # said of a recommendation whose figure is sampled rows' through the index they are nodes of
 UNMEASURED = (
@@ -89,7 +90,7 @@ def choose(
     """The recommendation (else None and what binds); ``group``: the column the application
     scopes each search by (its statement gets ``WHERE column = $2``)."""
     reaching = [r for r in rows if r["reached"] and r["p95_ms"] is not None]
-    ok = [r for r in reaching if not r["over_budget"]]
+    ok = least_work([r for r in reaching if not r["over_budget"]])
     goal = f"recall@{cfg.k} >= {cfg.target_recall:g}" + (
         " at the upper end of its setting's 95 % interval" if cfg.low_end and not group else ""
     )
@@ -153,6 +154,7 @@ def choose(
         "design": chosen["design"],
         "build": chosen["build"],
         "setting": chosen["setting"],
+        "scan_mode": mode_of(chosen["setting"]),  # the iterative scan it needs ("off": none)
         "recall": chosen["recall"],
         "recall_margin": chosen.get("recall_margin"),
         "recall_queries": chosen.get("recall_queries"),

@@ -221,7 +221,17 @@ def _facts(result: dict[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _recommendation(result: dict[str, Any]) -> str:
-    """The recommendation's section: the statements to apply, the indexes, the statement measured."""
+    """The recommendation's section (the statements to apply, the indexes, the statement
+    measured), then the scan modes compared and the groups no setting reaches."""
+    said = [result.get("scan_modes_line"), result.get("unreachable_line")]
+    return _advice(result) + "".join(
+        f'<p id="{key}">{escape(text)}</p>'
+        for key, text in zip(("scan-modes", "unreachable"), said, strict=True)
+        if text
+    )
+
+
+def _advice(result: dict[str, Any]) -> str:
     rec = result.get("recommendation")
     if rec:
         ddl = (

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..sweep.scan_modes import ModeResult, cheapest, mode_of
 from .plan import AdviseConfig
 
 Row = Mapping[str, Any]  # a design's outcome, as its row reads
@@ -139,3 +140,48 @@ def at_ceiling(row: Row, setting: str, ceilings: dict[str, float]) -> bool:
     """Whether a find's setting is at the server's maximum (it cannot go higher)."""
     value = (row.get("setting") or {}).get(setting)
     return setting in ceilings and value is not None and float(value) >= ceilings[setting]
+
+
+def index_of(row: Row) -> tuple[Any, ...]:
+    """What a row measured, but for its scan mode: its design, build and index in place."""
+    return (
+        row["design"],
+        tuple(sorted(row["build"].items())),
+        (row.get("in_place") or {}).get("name"),
+    )
+
+
+def mode_result(row: Row) -> ModeResult:
+    """A design's row as one scan mode's answer: its work setting (the first of its setting,
+    as :class:`.outcome.Measurement` holds it), the rest its mode's settings."""
+    find, *rest = list(row["setting"])
+    value = row["setting"][find]
+    worst = row.get("worst_group") or {}
+    return ModeResult(
+        mode=mode_of(row["setting"]),
+        settings={k: str(row["setting"][k]) for k in rest},
+        find=find,
+        value=None if value is None else int(value),
+        reached=bool(row["reached"]),
+        p95_ms=row.get("p95_ms"),
+        worst_group=worst.get("group"),
+        worst_recall=worst.get("recall", row.get("recall")),
+    )
+
+
+def least_work(ok: Sequence[Row]) -> list[Row]:
+    """One index measured in several scan modes (the index in place, its iterative scans)
+    stays a candidate once, in the mode of least work reaching the target
+    (:func:`evaluator.dba.sweep.scan_modes.cheapest`: the least work setting, at equal work
+    the earlier mode); the choice among designs (:func:`pick`) is by p95, the choice among one index's
+    modes by work."""
+    by_index: dict[tuple[Any, ...], list[Row]] = {}
+    for r in ok:
+        by_index.setdefault(index_of(r), []).append(r)
+    chosen: dict[tuple[Any, ...], Row] = {}
+    for key, same in by_index.items():
+        results = [mode_result(s) for s in same]
+        best = cheapest(results)
+        if len(same) > 1 and best is not None:
+            chosen[key] = same[results.index(best)]
+    return [r for r in ok if chosen.get(index_of(r), r) is r]

@@ -24,9 +24,10 @@ from ...core.errors import InputError, param
 from ...core.warnings_once import once
 from ...testset.query_source import label
 from .. import build_sweep, copied_rows, spent
-from . import confirm, inplace, margin, measure, recommend, sample, screen
+from ..sweep.scan_modes import searched
+from . import confirm, inplace, margin, measure, modes, recommend, sample, screen
 from .outcome import Outcome
-from .plan import AdviseConfig, Design, designs, iterative_variants, supported
+from .plan import AdviseConfig, Design, designs, iterative_variants, raised_variants, supported
 
 OnDesign = Callable[[int, int, Design, "float | None"], None] | None
 OnDesigned = Callable[[int, int, Design, Mapping[str, Any]], None] | None
@@ -61,6 +62,8 @@ class AdviseResult:
     # --group-by: {per_group, sample_queries, groups, given}: the queries each group is measured
     # with (--sample-queries spread over the groups, or --group-queries)
     group_queries: dict[str, Any] | None = None
+    # --group-by: the chosen index in each scan mode, the groups no setting brings to the target
+    scan: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -89,6 +92,7 @@ class AdviseResult:
             "designs": [d.as_dict() for d in self.designs],
             "recommendation": self.recommendation,
             "unmet": self.unmet,
+            **self.scan,
             "warnings": self.warnings,
         }
 
@@ -214,16 +218,21 @@ def _flow(
     size = screen.sample_size(rows, cfg.sample_rows)
     if size is None:
         measured.result.designs = screen.in_full(database, cfg, plan, column, measured, held, rows)
-        if column is not None:  # per tenant: iterative scans where filtering binds a design
-            extra = iterative_variants(plan, measured.result.designs, cfg)
-            if extra:
-                measured.result.designs += screen.in_full(
-                    database, cfg, extra, column, measured, held, rows
-                )
     else:
         measured.result.designs = screen.screened(
             database, cfg, plan, column, measured, held, rows, size
         )
+    if column is not None:  # per tenant: the index in place in each iterative-scan mode too
+        extra = iterative_variants(plan, cfg, lambda kind: searched(database, kind, cfg.settings))
+        if extra:
+            done = screen.in_full(database, cfg, extra, column, measured, held, rows)
+            # a mode short of the target: once more with its limits raised
+            higher = raised_variants(extra, done, cfg.settings)
+            measured.result.designs += done + (
+                screen.in_full(database, cfg, higher, column, measured, held, rows)
+                if higher
+                else []
+            )
 
 
 def _recommend(
@@ -241,6 +250,13 @@ def _recommend(
         result.recommendation, result.unmet = recommend.choose(
             kb, target, eligible, cfg, group=column
         )
+    chosen = None
+    if result.recommendation is not None:
+        rec = result.recommendation
+        chosen = next(
+            r for r in eligible if r["sweep"] == rec["sweep"] and r["point"] == rec["point"]
+        )
+    result.scan = modes.answer(result.designs, chosen, cfg.target_recall, column)
     said = confirm.drop_unless_chosen(database, cfg, result.designs, result.recommendation)
     if said:
         result.notes.append(said)

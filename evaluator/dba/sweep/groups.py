@@ -22,9 +22,14 @@ tenant at 0.1; this measures each group as the application searches it.
   below fails a group already), so that a group reaching the target there, as a group the
   planner serves exactly does, costs one point, not a find; then every group is measured at
   the largest value found (most of them reused), not at every group's own.
-- Groups that miss the target at that point are measured once more with the kind's iterative
-  scan (``hnsw.iterative_scan`` strict_order and relaxed_order), at the same settings, to say
-  whether it fixes them.
+- ``--find`` (not ``builds``): the kind's iterative scans are searched settings
+  (:mod:`.scan_modes`): the same grouped find again in each iterative mode, under its limits
+  (a mode short of the target once more with its limits raised);
+  ``scan_modes`` says each mode's least value, the least work across them and the groups no
+  mode brings to the target (``unreachable``). Without ``--find``, groups that miss the target
+  at the point shown are measured once more with each iterative mode at the same settings, to
+  say whether it fixes them.
+- Every group row has its share of the target's rows beside its recall.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.errors import InputError, PlanError, param
 from ...core.warnings_once import once
-from ...stages import registry
+from ...stages import gucs, registry
 from ...targets.groups import (
     DEFAULT_MAX_GROUPS,
     Group,
@@ -49,6 +54,16 @@ from .config import SweepConfig
 from .operating_points import reaches
 from .result import SweepResult
 from .runner import run_sweep
+from .scan_modes import (
+    ModeResult,
+    cheapest,
+    line,
+    mode_of,
+    raised,
+    searched,
+    unreachable,
+    unreachable_line,
+)
 
 if TYPE_CHECKING:
     from ...core.db import Database
@@ -71,6 +86,10 @@ class GroupSweepResult:
     recommendation: dict | None = None
     finds: dict[str, dict] = field(default_factory=dict)  # group -> its find
     warnings: list[str] = field(default_factory=list)
+    rows_total: int = 0  # the target's rows: what a group's share is of
+    # --find: each scan mode's answer (the scan off first) and the groups none brings to R
+    scan_modes: list[ModeResult] = field(default_factory=list)
+    unreachable: list[dict] = field(default_factory=list)
 
     def as_dict(self) -> dict:
         return {
@@ -93,8 +112,21 @@ class GroupSweepResult:
             "queries_label": self.queries_label,
             # the recommendation holds for every group only when every group chosen was measured
             "every_group_measured": not self.failed,
+            "rows_total": self.rows_total,
+            "scan_modes": [m.as_dict() for m in self.scan_modes],
+            # the least work reaching the target in every group across the modes
+            "scan_mode": None if self.scan_mode is None else self.scan_mode.as_dict(),
+            "scan_modes_line": line(self.scan_modes),
+            "unreachable": self.unreachable,
+            "unreachable_line": None
+            if not self.scan_modes
+            else unreachable_line(self.unreachable, self.scan_modes[0].find, self.column),
             "warnings": self.warnings,
         }
+
+    @property
+    def scan_mode(self) -> ModeResult | None:
+        return cheapest(self.scan_modes)
 
     @property
     def sampled(self) -> bool:
@@ -144,13 +176,16 @@ def run_groups(
     on_warning: Callable[..., Any] | None = None,
     builds: bool = False,
     generic: bool | None = None,
+    search_modes: bool = True,
     **callbacks: Any,
 ) -> GroupSweepResult:
     """Sweep every chosen group of ``column`` (see the module's docstring);
     ``on_group(index, count, group, step)`` before each group's sweep (step: sweep | confirm |
     iterative | generic); ``builds``: see :func:`check`; ``generic``: each group at the point
     shown measured again with the generic plan (default: unless ``builds``: advise asks for it
-    where it measures the table's own index); ``callbacks`` go to :func:`runner.run_sweep`."""
+    where it measures the table's own index); ``search_modes``: with ``--find``, the kind's
+    iterative scans searched too (the module's docstring); ``callbacks`` go to
+    :func:`runner.run_sweep`."""
     check(cfg, builds)
     groups = plan(database, cfg.target, column, max_groups, cfg.queries, "measure")
     out = GroupSweepResult(
@@ -164,6 +199,7 @@ def run_groups(
     )
 
     warn = once(out.warnings, on_warning)
+    out.rows_total = groups.rows
 
     if groups.null_warning:
         warn(groups.null_warning)
@@ -195,7 +231,30 @@ def run_groups(
     if cfg.find:
         _confirm(cfg, out, sizes, sweep_of, shared=builds)
     _summarize(database, cfg, out, sizes)
-    _iterative(cfg, out, sizes, sweep_of, warn)
+    kind, fixed = registry.kind(cfg.stage), gucs.scope(cfg.settings, cfg.stage)
+    modes = searched(database, kind, fixed) if cfg.find and not builds and search_modes else []
+    if modes:
+        floor = max(cfg.find_min or 1, cfg.k)
+
+        def again(mode: dict[str, str]) -> GroupSweepResult:
+            name = None if cfg.name is None else f"{cfg.name}/{mode_of(mode)}"
+            return run_groups(
+                database,
+                # from the LIMIT up: below it an iterative scan does its work in iterations
+                # the setting does not count, and "least work" would mean nothing
+                replace(cfg, settings={**cfg.settings, **mode}, name=name, find_min=floor),
+                column,
+                max_groups=max_groups,
+                on_group=on_group,
+                on_warning=warn,
+                generic=False,
+                search_modes=False,
+                **callbacks,
+            )
+
+        _search_modes(cfg, out, modes, again)
+    else:
+        _iterative(cfg, out, sizes, sweep_of, warn)
     if (not builds) if generic is None else generic:  # (not on a scratch copy's index)
         _generic(cfg, out, sizes, sweep_of)
     return out
@@ -257,7 +316,9 @@ def _summarize(database: Database, cfg: SweepConfig, out: GroupSweepResult, size
     by_sweep = {out.sweeps[g].sweep_id: g for g in order}
     per_point: dict[int, list[dict]] = {}
     for r in rows:
-        per_point.setdefault(r["point"], []).append(_group_row(r, by_sweep, sizes, cfg))
+        per_point.setdefault(r["point"], []).append(
+            _group_row(r, by_sweep, sizes, cfg, out.rows_total)
+        )
     for w in worst:
         groups = sorted(per_point.get(w["point"], []), key=_worst_first)
         out.points.append(
@@ -290,12 +351,13 @@ def store_rows(conn: Any, statement: str, params: tuple) -> list[dict]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
-def _group_row(r: dict, by_sweep: dict, sizes: dict, cfg: SweepConfig) -> dict:
+def _group_row(r: dict, by_sweep: dict, sizes: dict, cfg: SweepConfig, total: int) -> dict:
     g = by_sweep[r["sweep_id"]]
     recall = r["index_recall"]
     return {
         "group": g,
         "rows": sizes[g].rows,
+        "share": sizes[g].rows / total if total else None,  # of the target's rows
         "queries": r["queries"],
         "recall": recall,
         "short": r["short_queries"],
@@ -315,13 +377,42 @@ def _worst_first(g: dict) -> tuple:
     return (g["recall"] if g["recall"] is not None else -1.0, g["group"])
 
 
+def _search_modes(
+    cfg: SweepConfig,
+    out: GroupSweepResult,
+    modes: list[dict[str, str]],
+    again: Callable[[dict[str, str]], GroupSweepResult],
+) -> None:
+    """The grouped find again in each iterative mode (``again``); ``out`` gets every mode's
+    answer, the scan as it is first, and the groups no mode brings to the target."""
+    find = str(cfg.find)
+    runs: list[tuple[dict[str, str], GroupSweepResult]] = [({}, out)]
+    fixed = gucs.scope(cfg.settings, cfg.stage)
+    for mode in modes:
+        res = again(mode)
+        runs.append((mode, res))
+        higher = None if res.recommendation is not None else raised(mode, fixed)
+        if higher is not None:  # short of the target: once more, its limits raised
+            runs.append((higher, again(higher)))
+    seen: list[tuple[ModeResult, list[dict]]] = []
+    for mode, res in runs:
+        result = ModeResult.of_groups(mode, res, find)
+        out.scan_modes.append(result)
+        out.warnings.extend(w for w in res.warnings if w not in out.warnings)
+        rows = [
+            {**g, "value": int((p["settings"] or {}).get(find, 0)) or None}
+            for p in res.points
+            for g in p["groups"]
+        ]
+        seen.append((result, rows))
+    out.unreachable = unreachable(seen, cfg.target_recall)
+
+
 def _iterative(
     cfg: SweepConfig, out: GroupSweepResult, sizes: dict, sweep_of: Any, warn: Any
 ) -> None:
     """Groups under the target at the point shown: measured again with each iterative-scan mode
     of the kind, at the same settings; each group row gets ``iterative``: mode -> recall."""
-    from ...stages import gucs
-
     kind = registry.kind(cfg.stage)
     if kind is None or kind.iterative_scan is None or out.at is None or not out.missing:
         return
