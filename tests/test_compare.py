@@ -295,6 +295,7 @@ def test_r_precision_in_report_compare_and_gate(pgeval, runs, tmp_path):
         "ndcg": [5, 10],
         "precision": [3, 5, 10],
         "hit": [3, 5, 10],
+        "judged": [10],  # judged@K comes with every figure
     }  # rprec has no cut-off
     assert {c["metrics"]["rprec"] for c in data["cases"]} == {0.0, 1.0}
     code, out, err = pgeval("compare", "base", "lost", "--measures", "rprec", "--format", "json")
