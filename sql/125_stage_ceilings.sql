@@ -111,13 +111,15 @@ LANGUAGE sql STABLE AS $$
      ORDER BY p.label, p.kind, p.against, x.ord
 $$;
 
--- The reach of the final stage's candidates: per repetition and valid query, the ceiling of the
--- chain's pool (every list of the chain, exact search's aside: pgeval.loss_chain) against the
--- ceiling of the final stage's own list; mean over valid queries, then over repetitions.
+-- The final stage's candidates and the chain's pool, ordered perfectly: per repetition and valid
+-- query, pgeval.oracle_value of the grades of the candidates (the final stage's whole list and,
+-- under a final rerank, what it was handed: its input's top M, pgeval.loss_chain) and of the
+-- pool (every list of the chain, whole, exact search's aside); mean over valid queries, then
+-- over repetitions. lists: the chain's lists.
 CREATE OR REPLACE FUNCTION pgeval.pool_ceiling(p_experiment bigint, p_k integer DEFAULT 10,
                                                p_rel integer DEFAULT 1,
                                                p_repetition integer DEFAULT NULL)
-RETURNS TABLE (measure text, ord integer, pool double precision, final double precision,
+RETURNS TABLE (measure text, ord integer, pool double precision, candidates double precision,
                lists text[])
 LANGUAGE sql STABLE AS $$
     WITH reps AS (SELECT DISTINCT r.repetition FROM pgeval.run r
@@ -126,11 +128,23 @@ LANGUAGE sql STABLE AS $$
     ch AS (SELECT c.* FROM reps CROSS JOIN LATERAL pgeval.loss_chain(p_experiment, p_k,
                                                                       reps.repetition) c
             WHERE c.link <> 'exact'),
+    -- the links whose lists hold the final stage's candidates, and where each is cut
+    cand AS (SELECT ch.repetition, ch.run_id,
+                    CASE WHEN ch.link = 'final' THEN 2147483647 ELSE ch.cut END AS cut
+               FROM ch
+              WHERE ch.link = 'final'
+                 OR (EXISTS (SELECT 1 FROM ch r WHERE r.repetition = ch.repetition
+                                                  AND r.link = 'rerank')
+                     AND (ch.link = 'merge'
+                          OR (ch.link = 'path'
+                              AND NOT EXISTS (SELECT 1 FROM ch x
+                                               WHERE x.repetition = ch.repetition
+                                                 AND x.link = 'merge'))))),
     m AS (SELECT * FROM (VALUES (1, 'recall'), (2, 'ndcg')) AS m(ord, name)),
-    fin AS (SELECT DISTINCT ON (ch.repetition) ch.repetition, ch.run_id FROM ch
-             WHERE ch.link = 'final'),
-    q AS (SELECT fin.repetition, fin.run_id, v.query_id, v.n_rel, v.ideal_dcg
-            FROM fin CROSS JOIN LATERAL pgeval.valid_queries(fin.run_id, p_rel) v),
+    q AS (SELECT f.repetition, v.query_id, v.n_rel, v.ideal_dcg
+            FROM (SELECT DISTINCT ON (ch.repetition) ch.repetition, ch.run_id FROM ch
+                   WHERE ch.link = 'final') f
+           CROSS JOIN LATERAL pgeval.valid_queries(f.run_id, p_rel) v),
     grades AS (
         SELECT q.repetition, q.query_id, q.n_rel, q.ideal_dcg,
                (SELECT array_agg(g.grade) FROM (
@@ -139,25 +153,30 @@ LANGUAGE sql STABLE AS $$
                         ON res.run_id = ch.run_id AND res.query_id = q.query_id
                      WHERE ch.repetition = q.repetition
                      ORDER BY res.chunk_id) g) AS pool,
-               (SELECT l.grades FROM pgeval.result_list l
-                 WHERE l.run_id = q.run_id AND l.query_id = q.query_id) AS final
+               (SELECT array_agg(g.grade) FROM (
+                    SELECT DISTINCT ON (res.chunk_id) res.grade
+                      FROM cand JOIN pgeval.result res
+                        ON res.run_id = cand.run_id AND res.query_id = q.query_id
+                       AND res.rank <= cand.cut
+                     WHERE cand.repetition = q.repetition
+                     ORDER BY res.chunk_id) g) AS candidates
           FROM q),
     per_rep AS (
         SELECT g.repetition, m.name, m.ord,
                avg(coalesce(pgeval.oracle_value(m.name, p_k, g.pool, p_rel, g.n_rel,
                                                 g.ideal_dcg), 0)) AS pool,
-               avg(coalesce(pgeval.oracle_value(m.name, p_k, g.final, p_rel, g.n_rel,
-                                                g.ideal_dcg), 0)) AS final
+               avg(coalesce(pgeval.oracle_value(m.name, p_k, g.candidates, p_rel, g.n_rel,
+                                                g.ideal_dcg), 0)) AS candidates
           FROM grades g CROSS JOIN m
          GROUP BY g.repetition, m.name, m.ord)
-    SELECT r.name || '@' || p_k, r.ord, avg(r.pool), avg(r.final),
+    SELECT r.name || '@' || p_k, r.ord, avg(r.pool), avg(r.candidates),
            (SELECT array_agg(DISTINCT ch.label) FROM ch)
       FROM per_rep r GROUP BY r.name, r.ord ORDER BY r.ord
 $$;
 
 -- Where the headroom is, one row per (kind, stage, measure), the largest first: reorder (the
--- final stage's candidates ordered perfectly, against the final stage as ranked: recovered by a
--- rerank), reach (the chain's pool ordered perfectly, against the final stage's candidates
+-- final stage's candidates ordered perfectly, pgeval.pool_ceiling, against the final stage as
+-- ranked: recovered by a rerank), reach (the chain's pool ordered perfectly, against the final stage's candidates
 -- ordered perfectly: recovered by handing on more candidates, or another path) and index (an ANN
 -- stage against exact search, or against a higher setting of the experiment: recovered by the
 -- setting). largest marks the rows of the headroom that is largest on nDCG@K (then recall@K).
@@ -173,14 +192,15 @@ LANGUAGE sql STABLE AS $$
                   WHERE es.is_final),
     c AS (SELECT * FROM pgeval.stage_ceilings(p_experiment, p_k, p_rel, p_repetition,
                                               p_judged_only)),
+    p AS (SELECT * FROM pgeval.pool_ceiling(p_experiment, p_k, p_rel, p_repetition)),
     rows_ AS (
         SELECT 'reorder' AS kind, c.label, NULL::text AS against, c.measure, c.ord,
-               c.ceiling, c.actual
-          FROM c JOIN fin ON fin.label = c.label
+               p.candidates AS ceiling, c.actual
+          FROM c JOIN fin ON fin.label = c.label JOIN p ON p.ord = c.ord
         UNION ALL
         SELECT 'reach', (SELECT string_agg(fin.label, ',') FROM fin),
-               array_to_string(p.lists, ' + '), p.measure, p.ord, p.pool, p.final
-          FROM pgeval.pool_ceiling(p_experiment, p_k, p_rel, p_repetition) p
+               array_to_string(p.lists, ' + '), p.measure, p.ord, p.pool, p.candidates
+          FROM p
         UNION ALL
         SELECT 'index', i.label, i.against, i.measure, i.ord, i.reference, i.actual
           FROM pgeval.index_cost(p_experiment, p_k, p_rel, p_repetition, p_judged_only) i),

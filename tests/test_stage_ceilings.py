@@ -169,3 +169,16 @@ def test_judged_warning_and_judged_only(pgeval, conn, ceil_exp):
     assert merge["ceiling"][f"ndcg@{K}"]["actual"] == pytest.approx(value)
     # the ceiling does not move: the unjudged chunks add nothing to a perfect ordering
     assert merge["ceiling"][f"ndcg@{K}"]["ceiling"] == pytest.approx(1.0)
+
+
+def test_metrics_shows_judged_at_k_and_warns(pgeval, ceil_exp):
+    """`pgeval metrics`: judged@K beside the measures asked for (K: the largest recall cut-off),
+    the warning under 0.5, none with --judged-only (the lists hold judged chunks only)."""
+    code, out, err = pgeval("metrics", "cx.merge.1", "--k", "2", "--format", "json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["summary"]["judged@2"] == pytest.approx(0.25) and doc["judged_only"] is False
+    assert "judged@2 is 0.25 (< 0.5)" in err and "lower bounds" in err
+    code, out, err = pgeval("metrics", "cx.merge.1", "--k", "2", "--judged-only", "--per-query")
+    assert code == 0, err
+    assert "lower bounds" not in err and "judged@2" in out.splitlines()[1]
