@@ -201,9 +201,9 @@ def test_experiment_report_has_stages_and_waterfall(pgeval, conn, experiment):
     # (the largest headroom: the rerank's candidates, bm25's top 10, hold d_i, ordered
     # perfectly c_i, d_i: nDCG@10 1 against 3 / (3 + 1 / log2 3), recall@10 1 against 0.5)
     assert md.splitlines()[2] == (
-        "**The largest headroom is reorder at rerank (+0.174 ndcg@10): rerank's candidates "
-        "ordered perfectly reach ndcg@10 1.000 (now 0.826), recall@10 1.000 (now 0.500): a "
-        "better reranker (recall@10 kept: 0.500).**"
+        "**Largest headroom: reorder at rerank, +0.174 ndcg@10: its candidates ordered "
+        "perfectly reach ndcg@10 1.000 and recall@10 1.000 (0.826, 0.500 as ranked): a better "
+        "reranker (recall@10 kept: 0.500).**"
     ), md
     assert "| index_recall@10 |" in md.split("## Stages")[1].splitlines()[2], md
     # raw fields that say nothing to a reader are left out: a zero domain discount, run ids

@@ -639,24 +639,25 @@ def advice(heads: list[dict], k: int, by_stage: dict[str, dict] | None = None) -
         return None
     top = next((h for h in heads if h["largest"]), None)
     if top is None:
-        return f"No measured headroom at K = {k}: no stage gains from a perfect ordering, a deeper hand-on or a higher setting."
+        return (
+            f"No measured headroom at K = {k}: no stage gains from a perfect ordering, a "
+            "deeper hand-on or a higher setting."
+        )
     nd, rc = top[f"ndcg@{k}"], top[f"recall@{k}"]
-    figures = (
-        f"ndcg@{k} {nd['ceiling']:.3f} (now {nd['actual']:.3f}), recall@{k} "
-        f"{rc['ceiling']:.3f} (now {rc['actual']:.3f})"
-    )
+    reach = f"ndcg@{k} {nd['ceiling']:.3f} and recall@{k} {rc['ceiling']:.3f}"
     stage, role = top["stage"], ((by_stage or {}).get(top["stage"]) or {}).get("role")
+    now = f"{nd['actual']:.3f}, {rc['actual']:.3f}"
     if top["kind"] == "reorder":
-        what = f"{stage}'s candidates ordered perfectly reach {figures}"
-        how = "a better reranker" if role == "rerank" else f"rerank {stage}'s candidates"
+        what = f"its candidates ordered perfectly reach {reach} ({now} as ranked)"
+        how = "a better reranker" if role == "rerank" else "rerank them"
     elif top["kind"] == "reach":
-        what = f"the chain's lists ({top['against']}) ordered perfectly reach {figures} of {stage}'s own candidates"
+        what = f"the chain's lists ({top['against']}) ordered perfectly reach {reach} ({now} for its candidates)"
         how = RECOVERY["reach"]
     else:
-        what = f"{top['against']} reaches {figures} of {stage}"
+        what = f"{top['against']} reaches {reach} ({now} for {stage})"
         how = f"{RECOVERY['index']} of {stage}"
     return (
-        f"The largest headroom is {top['kind']} at {stage} (+{nd['headroom']:.3f} ndcg@{k}): "
+        f"Largest headroom: {top['kind']} at {stage}, +{nd['headroom']:.3f} ndcg@{k}: "
         f"{what}: {how}."
     )
 
