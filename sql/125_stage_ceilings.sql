@@ -3,24 +3,44 @@
 -- them leaves the most to gain. The loss attribution (sql/110) says where relevant chunks were
 -- lost; this says what changing a stage can win back, each figure measured on the stored lists.
 
+-- A list holding the judged grades p_grades in their best order (grade descending: the
+-- judgements' own ranking, the pool's oracle), as pgeval.judged_hits gives a ranked list: each
+-- judged-relevant entry (grade > 0) with its rank, its grade, the rank of the first chunk of
+-- grade >= p_rel (1, when there is one: in that order it comes first) and seen (the chunks of
+-- grade >= p_rel at or above it: its rank, since they all come first). Unjudged entries (NULL)
+-- and grade 0 add nothing to any measure and are left out. A single SELECT: inlined where it is
+-- called, no function call per list.
+CREATE OR REPLACE FUNCTION pgeval.oracle_ranks(p_grades smallint[], p_rel integer)
+RETURNS TABLE (rank integer, grade smallint, first_rank integer, seen integer)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT o.rank, o.grade, CASE WHEN o.top >= p_rel THEN 1 END,
+           CASE WHEN o.grade >= p_rel THEN o.rank END
+      FROM (SELECT u.g AS grade, row_number() OVER (ORDER BY u.g DESC)::integer AS rank,
+                   max(u.g) OVER () AS top
+              FROM unnest(p_grades) AS u(g) WHERE u.g > 0) o
+$$;
+
+-- The gain of measure p_name@p_k (pgeval.measure_gain) summed over the oracle order of p_grades:
+-- the numerator of the ceiling, to be divided by pgeval.measure_norm (rank bound: K, rprec's R,
+-- map without a cut-off: every rank, as pgeval.measure_depth).
+CREATE OR REPLACE FUNCTION pgeval.oracle_gain(p_name text, p_k integer, p_grades smallint[],
+                                              p_rel integer, p_n_rel integer)
+RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT coalesce(sum(pgeval.measure_gain(p_name, o.rank, o.grade, p_rel, o.first_rank,
+                                            o.seen)), 0)
+      FROM pgeval.oracle_ranks(p_grades, p_rel) o
+     WHERE o.rank <= coalesce(p_k, CASE p_name WHEN 'rprec' THEN p_n_rel ELSE 2147483647 END)
+$$;
+
 -- The value of measure p_name@p_k for a list holding the judged grades p_grades in their best
--- order (grade descending: the judgements' own ranking, the pool's oracle). Unjudged entries
--- (NULL) and grade 0 add nothing. The gains and divisors are pgeval.measure_gain and
--- pgeval.measure_norm, as for a ranked list: in that order the first relevant chunk is at rank
--- 1 and every relevant chunk precedes the others (seen = rank). p_n_rel, p_ideal_dcg: the
--- query's (pgeval.valid_queries).
+-- order: the ceiling of a list whose candidates are reordered. p_n_rel, p_ideal_dcg: the query's
+-- (pgeval.valid_queries).
 CREATE OR REPLACE FUNCTION pgeval.oracle_value(p_name text, p_k integer, p_grades smallint[],
                                                p_rel integer, p_n_rel integer,
                                                p_ideal_dcg double precision[])
 RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT coalesce(sum(pgeval.measure_gain(p_name, o.rank, o.grade, p_rel,
-                                            CASE WHEN o.top >= p_rel THEN 1 END,
-                                            CASE WHEN o.grade >= p_rel THEN o.rank END)), 0)
+    SELECT pgeval.oracle_gain(p_name, p_k, p_grades, p_rel, p_n_rel)
            / pgeval.measure_norm(p_name, p_k, p_n_rel, p_ideal_dcg)
-      FROM (SELECT g AS grade, row_number() OVER (ORDER BY g DESC)::integer AS rank,
-                   max(g) OVER () AS top
-              FROM unnest(p_grades) AS u(g) WHERE g > 0) o
-     WHERE o.rank <= coalesce(p_k, CASE p_name WHEN 'rprec' THEN p_n_rel ELSE 2147483647 END)
 $$;
 
 -- Per stage (mean over repetitions; all when p_repetition is NULL): recall@K and nDCG@K as
@@ -39,13 +59,22 @@ LANGUAGE sql STABLE AS $$
     WITH s AS (SELECT * FROM pgeval.experiment_stages(p_experiment, p_repetition) es
                 WHERE pgeval.loss_check(p_k, p_rel)),
     m AS (SELECT * FROM (VALUES (1, 'recall'), (2, 'ndcg')) AS m(ord, name)),
+    -- pgeval.oracle_value, set-based: the oracle order of each list once (pgeval.oracle_ranks
+    -- inlined), not a function call per list and measure
     oracle AS (
         SELECT s.run_id, m.ord,
-               sum(coalesce(pgeval.oracle_value(m.name, p_k, l.grades, p_rel, v.n_rel,
-                                                v.ideal_dcg), 0)) / count(*) AS value
-          FROM s CROSS JOIN m
+               sum(coalesce(x.gain[m.ord], 0)
+                   / pgeval.measure_norm(m.name, p_k, v.n_rel, v.ideal_dcg)) / count(*) AS value
+          FROM s
          CROSS JOIN LATERAL pgeval.valid_queries(s.run_id, p_rel) v
           LEFT JOIN pgeval.result_list l ON l.run_id = s.run_id AND l.query_id = v.query_id
+          LEFT JOIN LATERAL (
+              SELECT ARRAY[sum(pgeval.measure_gain('recall', o.rank, o.grade, p_rel,
+                                                   o.first_rank, o.seen)),
+                           sum(pgeval.measure_gain('ndcg', o.rank, o.grade, p_rel,
+                                                   o.first_rank, o.seen))] AS gain
+                FROM pgeval.oracle_ranks(l.grades, p_rel) o WHERE o.rank <= p_k) x ON true
+         CROSS JOIN m
          GROUP BY s.run_id, m.ord),
     ranked AS (
         SELECT s.run_id, a.ord, a.value
@@ -161,13 +190,27 @@ LANGUAGE sql STABLE AS $$
                      WHERE cand.repetition = q.repetition
                      ORDER BY res.chunk_id) g) AS candidates
           FROM q),
+    -- pgeval.oracle_value, set-based as in pgeval.stage_ceilings
     per_rep AS (
         SELECT g.repetition, m.name, m.ord,
-               avg(coalesce(pgeval.oracle_value(m.name, p_k, g.pool, p_rel, g.n_rel,
-                                                g.ideal_dcg), 0)) AS pool,
-               avg(coalesce(pgeval.oracle_value(m.name, p_k, g.candidates, p_rel, g.n_rel,
-                                                g.ideal_dcg), 0)) AS candidates
-          FROM grades g CROSS JOIN m
+               avg(coalesce(xp.gain[m.ord], 0)
+                   / pgeval.measure_norm(m.name, p_k, g.n_rel, g.ideal_dcg)) AS pool,
+               avg(coalesce(xc.gain[m.ord], 0)
+                   / pgeval.measure_norm(m.name, p_k, g.n_rel, g.ideal_dcg)) AS candidates
+          FROM grades g
+          LEFT JOIN LATERAL (
+              SELECT ARRAY[sum(pgeval.measure_gain('recall', o.rank, o.grade, p_rel,
+                                                   o.first_rank, o.seen)),
+                           sum(pgeval.measure_gain('ndcg', o.rank, o.grade, p_rel,
+                                                   o.first_rank, o.seen))] AS gain
+                FROM pgeval.oracle_ranks(g.pool, p_rel) o WHERE o.rank <= p_k) xp ON true
+          LEFT JOIN LATERAL (
+              SELECT ARRAY[sum(pgeval.measure_gain('recall', o.rank, o.grade, p_rel,
+                                                   o.first_rank, o.seen)),
+                           sum(pgeval.measure_gain('ndcg', o.rank, o.grade, p_rel,
+                                                   o.first_rank, o.seen))] AS gain
+                FROM pgeval.oracle_ranks(g.candidates, p_rel) o WHERE o.rank <= p_k) xc ON true
+         CROSS JOIN m
          GROUP BY g.repetition, m.name, m.ord)
     SELECT r.name || '@' || p_k, r.ord, avg(r.pool), avg(r.candidates),
            (SELECT array_agg(DISTINCT ch.label) FROM ch)
