@@ -28,12 +28,41 @@ LISTS = {
 }
 
 
-@pytest.fixture
-def ceil_exp(clean, conn):
+def _cli(*args: str) -> tuple[int, str, str]:
+    """The CLI in-process, as the ``pgeval`` fixture runs it (that one is function-scoped)."""
+    from click.testing import CliRunner
+
+    from evaluator.cli import main
+
+    with CliRunner().isolation() as streams:
+        code = main(list(args))
+    return code, streams[0].getvalue().decode(), streams[1].getvalue().decode()
+
+
+@pytest.fixture(scope="module")
+def runs(database):
     """exact, hnsw (ef_search 10), hnsw_hi (ef_search 40), bm25 (D = 3), merge of the hnsw
     stages and bm25 final. Loss at K = 2: q2's f found by exact search alone (index: 0.5
     points), q1's c, d, e beyond reach (0.3), a and b cut by the merge (fusion, 0.2): index is
-    the largest bucket; the merge's ordering the largest headroom."""
+    the largest bucket; the merge's ordering the largest headroom. Built once for the module,
+    with every output the tests read: {name: (code, stdout, stderr)}."""
+    with database.connect(autocommit=True) as conn:
+        conn.execute(
+            "TRUNCATE pgeval.testset, pgeval.target, pgeval.result_list RESTART IDENTITY CASCADE"
+        )
+        _build(conn)
+    report = ("stage-report", "cx", "--k", str(K))
+    metrics = ("metrics", "cx.merge.1", "--k", str(K))
+    return {
+        "json": _cli(*report, "--format", "json"),
+        "judged_only": _cli(*report, "--format", "json", "--judged-only"),
+        "table": _cli(*report),
+        "metrics": _cli(*metrics, "--format", "json"),
+        "metrics_judged_only": _cli(*metrics, "--judged-only", "--per-query"),
+    }
+
+
+def _build(conn) -> None:
     make_testset(conn, "ceil", GRADES, unanswerable=("q3",))
     make_experiment(conn, "cx", "ceil", ["exact", "hnsw", "hnsw_hi", "bm25", "merge"])
     for name, lists in LISTS.items():
@@ -55,7 +84,6 @@ def ceil_exp(clean, conn):
             params=params,
         )
         conn.execute("UPDATE pgeval.run SET stage = %s WHERE run_id = %s", (kind, rid))
-    return "cx"
 
 
 def _dcg(grades) -> float:
@@ -84,14 +112,14 @@ def _means(fn, lists: dict[str, list[str]]) -> tuple[float, float]:
     return tuple(values.mean(axis=0))  # type: ignore[return-value]
 
 
-def report(pgeval, *args):
-    code, out, err = pgeval("stage-report", "cx", "--k", str(K), "--format", "json", *args)
+def report(runs, name: str = "json") -> tuple[dict, str]:
+    code, out, err = runs[name]
     assert code == 0, err
     return json.loads(out), err
 
 
-def test_ceilings_are_the_oracle_of_each_stage_by_hand(pgeval, ceil_exp):
-    rep, _ = report(pgeval)
+def test_ceilings_are_the_oracle_of_each_stage_by_hand(runs):
+    rep, _ = report(runs)
     by = {s["stage"]: s for s in rep["stages"]}
     for name, lists in LISTS.items():
         recall, ndcg = _means(_oracle, lists)
@@ -105,8 +133,8 @@ def test_ceilings_are_the_oracle_of_each_stage_by_hand(pgeval, ceil_exp):
     assert by["merge"]["ceiling"][f"ndcg@{K}"]["headroom"] > 0.5
 
 
-def test_judged_at_k_per_stage_by_hand(pgeval, ceil_exp):
-    rep, _ = report(pgeval)
+def test_judged_at_k_per_stage_by_hand(runs):
+    rep, _ = report(runs)
     by = {s["stage"]: s for s in rep["stages"]}
     valid = ["q1", "q2"]
     for name, lists in LISTS.items():
@@ -116,8 +144,8 @@ def test_judged_at_k_per_stage_by_hand(pgeval, ceil_exp):
     assert by["merge"]["metrics"][f"judged@{K}"]["mean"] == pytest.approx(0.25)
 
 
-def test_index_against_exact_and_a_higher_setting(pgeval, ceil_exp):
-    rep, _ = report(pgeval)
+def test_index_against_exact_and_a_higher_setting(runs):
+    rep, _ = report(runs)
     rows = {(r["kind"], r["stage"], r["against"]): r for r in rep["headroom"]}
     exact = _means(_actual, LISTS["exact"])
     hnsw = _means(_actual, LISTS["hnsw"])
@@ -131,8 +159,21 @@ def test_index_against_exact_and_a_higher_setting(pgeval, ceil_exp):
     assert ("index", "hnsw_hi", "hnsw") not in rows  # a lower setting is no ceiling
 
 
-def test_advice_names_the_largest_headroom_not_the_largest_loss(pgeval, ceil_exp):
-    rep, _ = report(pgeval)
+def test_reach_is_the_pool_ordered_perfectly_by_hand(runs):
+    """reach: the chain's lists (exact search aside) pooled and ordered by the judgements,
+    against the final stage's candidates ordered so."""
+    rep, _ = report(runs)
+    (reach,) = [r for r in rep["headroom"] if r["kind"] == "reach"]
+    paths = ("hnsw", "hnsw_hi", "bm25", "merge")
+    pool = {q: sorted({c for p in paths for c in LISTS[p].get(q, [])}) for q in ("q1", "q2")}
+    assert reach["against"] == "bm25 + hnsw + hnsw_hi + merge"
+    for i, m in enumerate((f"recall@{K}", f"ndcg@{K}")):
+        assert reach[m]["ceiling"] == pytest.approx(_means(_oracle, pool)[i], abs=1e-12)
+        assert reach[m]["actual"] == pytest.approx(_means(_oracle, LISTS["merge"])[i], abs=1e-12)
+
+
+def test_advice_names_the_largest_headroom_not_the_largest_loss(runs):
+    rep, _ = report(runs)
     loss = {
         r["category"]: r["recall_points"]
         for r in rep["loss_attribution"]
@@ -147,16 +188,16 @@ def test_advice_names_the_largest_headroom_not_the_largest_loss(pgeval, ceil_exp
     assert all(h < merge for h in others)
     assert "reorder" in rep["advice"] and "rerank" in rep["advice"]
     assert "merge" in rep["advice"]
-    code, out, err = pgeval("stage-report", "cx", "--k", str(K))
+    code, out, err = runs["table"]
     assert code == 0, err
     assert rep["advice"] in " ".join(out.split())
     assert "ceilings" in out
 
 
-def test_judged_warning_and_judged_only(pgeval, conn, ceil_exp):
-    rep, err = report(pgeval)
+def test_judged_warning_and_judged_only(runs, conn):
+    rep, err = report(runs)
     assert f"judged@{K}" in err and "lower bounds" in err  # the merge's top 2: 0.25 judged
-    only, err2 = report(pgeval, "--judged-only")
+    only, err2 = report(runs, "judged_only")
     assert "lower bounds" not in err2 and only["judged_only"] is True
     merge = {s["stage"]: s for s in only["stages"]}["merge"]
     run_id = conn.execute("SELECT run_id FROM pgeval.run WHERE name = 'cx.merge.1'").fetchone()[0]
@@ -171,14 +212,14 @@ def test_judged_warning_and_judged_only(pgeval, conn, ceil_exp):
     assert merge["ceiling"][f"ndcg@{K}"]["ceiling"] == pytest.approx(1.0)
 
 
-def test_metrics_shows_judged_at_k_and_warns(pgeval, ceil_exp):
+def test_metrics_shows_judged_at_k_and_warns(runs):
     """`pgeval metrics`: judged@K beside the measures asked for (K: the largest recall cut-off),
     the warning under 0.5, none with --judged-only (the lists hold judged chunks only)."""
-    code, out, err = pgeval("metrics", "cx.merge.1", "--k", "2", "--format", "json")
+    code, out, err = runs["metrics"]
     assert code == 0, err
     doc = json.loads(out)
     assert doc["summary"]["judged@2"] == pytest.approx(0.25) and doc["judged_only"] is False
     assert "judged@2 is 0.25 (< 0.5)" in err and "lower bounds" in err
-    code, out, err = pgeval("metrics", "cx.merge.1", "--k", "2", "--judged-only", "--per-query")
+    code, out, err = runs["metrics_judged_only"]
     assert code == 0, err
     assert "lower bounds" not in err and "judged@2" in out.splitlines()[1]
