@@ -219,10 +219,11 @@ $$;
 
 -- Where the headroom is, one row per (kind, stage, measure), the largest first: reorder (the
 -- final stage's candidates ordered perfectly, pgeval.pool_ceiling, against the final stage as
--- ranked: recovered by a rerank), reach (the chain's pool ordered perfectly, against the final stage's candidates
--- ordered perfectly: recovered by handing on more candidates, or another path) and index (an ANN
--- stage against exact search, or against a higher setting of the experiment: recovered by the
--- setting). largest marks the rows of the headroom that is largest on nDCG@K (then recall@K).
+-- ranked: recovered by a rerank), reach (the chain's pool ordered perfectly, against the final
+-- stage's candidates ordered perfectly: recovered by handing on more candidates, or another
+-- path) and index (an ANN stage against exact search, or against a higher setting of the
+-- experiment: recovered by the setting). largest marks the rows of the headroom that is largest
+-- on nDCG@K (then recall@K), when it is above 0.
 CREATE OR REPLACE FUNCTION pgeval.stage_headroom(p_experiment bigint, p_k integer DEFAULT 10,
                                                  p_rel integer DEFAULT 1,
                                                  p_repetition integer DEFAULT NULL,

@@ -1,11 +1,15 @@
-"""`pgeval stage-report`: the stages of one experiment side by side, and where recall is lost.
+"""`pgeval stage-report`: the stages of one experiment side by side, where recall is lost, and
+where the headroom is.
 
-Every number comes from the SQL API (sql/100-160): pgeval.stage_summary (Recall/MRR/nDCG per
-stage, mean over repetitions with spread), pgeval.index_recall_summary (ANN stages against exact
-search; the per-query distribution from :mod:`.recall_distribution`), pgeval.stage_latency
-(nearest-rank percentiles, rows returned), pgeval.loss_chain, pgeval.loss_summary, pgeval.loss_by_type and pgeval.loss_worst_queries (loss attribution). This
-module resolves names, checks the experiment and shapes the rows; it computes nothing.
-"""
+Every number comes from the SQL API (sql/100-160): pgeval.stage_summary (Recall/MRR/nDCG and
+judged@K per stage, mean over repetitions with spread), pgeval.index_recall_summary (ANN stages
+against exact search; the per-query distribution from :mod:`.recall_distribution`),
+pgeval.stage_latency (nearest-rank percentiles, rows returned), pgeval.loss_chain,
+pgeval.loss_summary, pgeval.loss_by_type and pgeval.loss_worst_queries (loss attribution),
+pgeval.stage_ceilings and pgeval.stage_headroom (sql/125: each stage's candidates ordered by the
+judgements, the index against exact search and a higher setting). This module resolves names,
+checks the experiment, shapes the rows and puts the largest headroom in words; it computes
+nothing."""
 
 from __future__ import annotations
 
@@ -331,9 +335,8 @@ def stages(
     judged_only: bool = False,
 ) -> list[dict]:
     """One dict per stage: metrics (mean, min, max, stddev; judged@K), index recall, latency,
-    rows; ``label``: the stage's name with
-    its method where the kind's name would mislead ('bm25 (ts_rank_cd fallback)'), ``method``:
-    how it ranked (from its runs' parameters)."""
+    rows; ``label``: the stage's name with its method where the kind's name would mislead
+    ('bm25 (ts_rank_cd fallback)'), ``method``: how it ranked (from its runs' parameters)."""
     if runs is None:
         runs = _rows(
             conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)", (exp.experiment_id, repetition)
@@ -612,12 +615,11 @@ def headroom(
         "SELECT * FROM pgeval.stage_headroom(%s, %s, %s, %s, %s)",
         (exp.experiment_id, k, rel, repetition, judged_only),
     ):
-        key = (r["kind"], r["label"], r["against"])
         row = out.setdefault(
-            key,
+            (r["kind"], r["label"], r["against"]),
             {"kind": r["kind"], "stage": r["label"], "against": r["against"], "largest": False},
         )
-        row[r["measure"]] = {key: r[key] for key in HEADROOM_KEYS}
+        row[r["measure"]] = {name: r[name] for name in HEADROOM_KEYS}
         row["largest"] = row["largest"] or r["largest"]
     return list(out.values())
 
@@ -649,9 +651,12 @@ def advice(heads: list[dict], k: int, by_stage: dict[str, dict] | None = None) -
     now = f"{nd['actual']:.3f}, {rc['actual']:.3f}"
     if top["kind"] == "reorder":
         what = f"its candidates ordered perfectly reach {reach} ({now} as ranked)"
-        how = "a better reranker" if role == "rerank" else "rerank them"
+        how = "a better reranker" if role == "rerank" else RECOVERY["reorder"]
     elif top["kind"] == "reach":
-        what = f"the chain's lists ({top['against']}) ordered perfectly reach {reach} ({now} for its candidates)"
+        what = (
+            f"the chain's lists ({top['against']}) ordered perfectly reach {reach} ({now} for "
+            "its candidates)"
+        )
         how = RECOVERY["reach"]
     else:
         what = f"{top['against']} reaches {reach} ({now} for {stage})"
