@@ -38,8 +38,8 @@ RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
 $$;
 
 -- What a judged chunk at rank p_rank (grade p_grade > 0; 0 too for judged@K) adds to measure
--- p_name of its query, for every cut-off K >= p_rank; p_first: the rank of the query's first chunk of grade >= p_rel;
--- p_seen: the number of chunks of grade >= p_rel at rank <= p_rank (NULL when this chunk's grade
+-- p_name of its query, for every cut-off K >= p_rank; p_first: the rank of the query's first
+-- chunk of grade >= p_rel; p_seen: the number of chunks of grade >= p_rel at rank <= p_rank (NULL when this chunk's grade
 -- is below p_rel), so that p_seen / p_rank is the precision at this relevant rank (map).
 CREATE OR REPLACE FUNCTION pgeval.measure_gain(p_name text, p_rank integer, p_grade smallint,
                                                p_rel integer, p_first integer, p_seen integer)
