@@ -39,6 +39,7 @@ class Family:
     sql: str  # the SQL function whose rows carry its values
     higher_is_better: bool = True
     optional_cutoff: bool = False  # spelled name@K and name alone (map)
+    quality: bool = True  # False: says how a figure was measured, not how good a list is (judged)
 
     @property
     def takes_cutoff(self) -> bool:
@@ -54,7 +55,7 @@ FAMILIES = (
     Family("hit", "ranked", True, "pgeval.summary"),
     Family("map", "ranked", False, "pgeval.summary", optional_cutoff=True),
     Family("rprec", "ranked", False, "pgeval.summary"),
-    Family("judged", "ranked", True, "pgeval.summary"),
+    Family("judged", "ranked", True, "pgeval.summary", quality=False),
     Family("citation_precision", "answer", False, "pgeval.answer_summary"),
     Family("answer_accuracy", "answer", False, "pgeval.answer_summary"),
     Family("latency", "latency", False, "pgeval.run_latency", higher_is_better=False),
