@@ -1,5 +1,6 @@
 -- Measure names and cut-offs (METRICS.md). Applied by `pgeval init` on every install/upgrade.
--- A ranked measure is spelled name@K (recall@K, precision@K, hit@K, mrr@K, ndcg@K, map@K) or, for
+-- A ranked measure is spelled name@K (recall@K, precision@K, hit@K, mrr@K, ndcg@K, map@K,
+-- judged@K: the share of the first K with a judgement, grade 0 included) or, for
 -- a family without a cut-off, name alone (rprec: R-precision, cut at the query's relevant count;
 -- map: average precision over the whole list). map is spelled both ways: two rows below.
 
@@ -13,9 +14,9 @@ $$;
 
 CREATE OR REPLACE FUNCTION pgeval.measure_families()
 RETURNS TABLE (family text, needs_cutoff boolean)
-LANGUAGE sql IMMUTABLE PARALLEL SAFE ROWS 8 AS $$
+LANGUAGE sql IMMUTABLE PARALLEL SAFE ROWS 9 AS $$
     VALUES ('recall', true), ('mrr', true), ('ndcg', true), ('precision', true), ('hit', true),
-           ('map', true), ('map', false), ('rprec', false)
+           ('map', true), ('map', false), ('rprec', false), ('judged', true)
 $$;
 
 -- The ranked families spelled name@K.

@@ -12,9 +12,15 @@
 --   map@K       = sum over the relevant chunks at rank i <= K of (relevant in first i) / i, divided
 --                 by R (all relevant chunks of the query, retrieved or not: trec_eval's map_cut_K)
 --   map         = the same over the whole list, no cut-off (trec_eval's map)
+--   judged@K    = chunks with a judgement (grade 0 included) in first K / K: how much of what
+--                 the other measures count as not relevant was judged so (ir_measures' Judged@K)
 --
--- How: every measure is a sum over the judged chunks (grade > 0) in the first K results (for
--- rprec K is the query's R; map without a cut-off: the whole list),
+-- Judged only (p_judged_only, trec_eval's -J): the chunks without a judgement are taken out of
+-- each list before it is measured, the chunks below them moving up; the divisors (relevant
+-- chunks, ideal DCG) are the query's as always.
+--
+-- How: every measure is a sum over the judged chunks (grade > 0; for judged@K grade 0 too) in
+-- the first K results (for rprec K is the query's R; map without a cut-off: the whole list),
 --   value(query, name@K) = sum over those chunks of pgeval.measure_gain(...)
 --                          / pgeval.measure_norm(name, K, query)
 -- (the gain of a chunk depends on its rank and grade only, the divisor on the query and K), so
@@ -31,9 +37,9 @@ RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                  CASE WHEN p_rel <= 3 THEN array_position(p_grades, 3::smallint) END)
 $$;
 
--- What a judged chunk at rank p_rank (grade p_grade > 0) adds to measure p_name of its query,
--- for every cut-off K >= p_rank; p_first: the rank of the query's first chunk of grade >= p_rel;
--- p_seen: the number of chunks of grade >= p_rel at rank <= p_rank (NULL when this chunk's grade
+-- What a judged chunk at rank p_rank (grade p_grade > 0; 0 too for judged@K) adds to measure
+-- p_name of its query, for every cut-off K >= p_rank; p_first: the rank of the query's first
+-- chunk of grade >= p_rel; p_seen: the number of chunks of grade >= p_rel at rank <= p_rank (NULL when this chunk's grade
 -- is below p_rel), so that p_seen / p_rank is the precision at this relevant rank (map).
 CREATE OR REPLACE FUNCTION pgeval.measure_gain(p_name text, p_rank integer, p_grade smallint,
                                                p_rel integer, p_first integer, p_seen integer)
@@ -48,6 +54,7 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                WHEN 'ndcg'      THEN ((1 << p_grade) - 1) * ln(2.0::float8)
                                      / ln(p_rank + 1.0::float8)
                WHEN 'map'       THEN coalesce(p_seen::float8 / p_rank, 0.0)
+               WHEN 'judged'    THEN 1.0::float8
            END
 $$;
 
@@ -61,6 +68,7 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                WHEN 'rprec'     THEN p_n_rel::float8
                WHEN 'map'       THEN p_n_rel::float8
                WHEN 'precision' THEN p_k::float8
+               WHEN 'judged'    THEN p_k::float8
                WHEN 'ndcg'      THEN p_ideal_dcg[least(p_k, cardinality(p_ideal_dcg))]
                ELSE 1.0::float8
            END
@@ -85,15 +93,37 @@ RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
                     array_position(p_grades, (p_grade + 1)::smallint), cardinality(p_grades) + 1)
 $$;
 
--- The judged chunks (grade > 0) at rank <= the largest cut-off of p_measures (with rprec: or <=
--- the largest relevant count of the test set's queries; with map: every rank), of a run's valid
--- queries: rank, grade, the rank of the query's first chunk of grade >= p_rel, the number of
--- chunks of grade >= p_rel at rank <= this one (seen; NULL for a chunk below p_rel), and the
--- query's divisor inputs. Reads result_list.rel_ranks / rel_grades (generated from
--- result_list.grades) and grades once per list: chunk ids never read; one pass, no grouping.
--- seen is computed only when a measure reads it (map): the planner drops an unread column, and
--- the positions it reads with it.
-CREATE OR REPLACE FUNCTION pgeval.judged_hits(p_run bigint, p_measures text[], p_rel integer)
+-- A run's lists as the metrics read them: the judged grades by position and the judged-relevant
+-- positions with their grades (result_list's generated columns); p_judged_only: the same of each
+-- list with its unjudged positions taken out (trec_eval's -J), computed as the generated columns
+-- are (migration 0005_storage). One branch runs: the other's filter is false once per call.
+CREATE OR REPLACE FUNCTION pgeval.judged_lists(p_run bigint, p_judged_only boolean DEFAULT false)
+RETURNS TABLE (query_id text, grades smallint[], rel_ranks integer[], rel_grades smallint[])
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT x.query_id, x.grades, x.rel_ranks, x.rel_grades
+      FROM pgeval.result_list x WHERE x.run_id = p_run AND NOT p_judged_only
+    UNION ALL
+    SELECT x.query_id, c.g,
+           array_positions(c.g, 1::smallint) || array_positions(c.g, 2::smallint)
+           || array_positions(c.g, 3::smallint),
+           array_fill(1::smallint, ARRAY[cardinality(array_positions(c.g, 1::smallint))])
+           || array_fill(2::smallint, ARRAY[cardinality(array_positions(c.g, 2::smallint))])
+           || array_fill(3::smallint, ARRAY[cardinality(array_positions(c.g, 3::smallint))])
+      FROM pgeval.result_list x CROSS JOIN LATERAL (SELECT array_remove(x.grades, NULL)) c(g)
+     WHERE x.run_id = p_run AND p_judged_only
+$$;
+
+-- The judged chunks (grade > 0; grade 0 too when judged@K is asked for) at rank <= the largest
+-- cut-off of p_measures (with rprec: or <= the largest relevant count of the test set's queries;
+-- with map: every rank), of a run's valid queries: rank, grade, the rank of the query's first
+-- chunk of grade >= p_rel, the number of chunks of grade >= p_rel at rank <= this one (seen; NULL
+-- for a chunk below p_rel), and the query's divisor inputs. Reads result_list.rel_ranks /
+-- rel_grades (generated from result_list.grades) and grades once per list: chunk ids never read;
+-- one pass, no grouping. seen is computed only when a measure reads it (map): the planner drops an
+-- unread column, and the positions it reads with it. p_judged_only: each list's grades with the
+-- unjudged positions taken out (array_remove of the NULLs), its ranks counted in what is left.
+CREATE OR REPLACE FUNCTION pgeval.judged_hits(p_run bigint, p_measures text[], p_rel integer,
+                                              p_judged_only boolean DEFAULT false)
 RETURNS TABLE (query_id text, rank integer, grade smallint, first_rank integer, seen integer,
                n_rel integer, ideal_dcg double precision[])
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
@@ -104,10 +134,18 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
            CASE WHEN j.grade >= p_rel THEN width_bucket(j.rank, j.at1) + width_bucket(j.rank, j.at2)
                                            + width_bucket(j.rank, j.at3) END,
            v.n_rel, v.ideal_dcg
-      FROM (SELECT l.query_id, l.first_rank, l.at1, l.at2, l.at3, unnest(l.rel_ranks) AS rank,
-                   unnest(l.rel_grades) AS grade
+      FROM (SELECT l.query_id, l.first_rank, l.at1, l.at2, l.at3, unnest(l.ranks) AS rank,
+                   unnest(l.grades) AS grade
               -- OFFSET 0: the first relevant rank once per list, not once per unnested row
-              FROM (SELECT x.query_id, x.rel_ranks, x.rel_grades,
+              FROM (SELECT x.query_id,
+                           -- judged@K: the positions judged 0 first (their gain is 0 elsewhere)
+                           CASE WHEN z.zeros THEN array_positions(x.grades, 0::smallint)
+                                                  || x.rel_ranks
+                                ELSE x.rel_ranks END AS ranks,
+                           CASE WHEN z.zeros
+                                THEN array_fill(0::smallint, ARRAY[cardinality(
+                                         array_positions(x.grades, 0::smallint))]) || x.rel_grades
+                                ELSE x.rel_grades END AS grades,
                            pgeval.first_relevant(x.grades, p_rel) AS first_rank,
                            CASE WHEN p_rel <= 1
                                 THEN x.rel_ranks[:pgeval.grade_start(x.rel_grades, 2) - 1]
@@ -117,7 +155,10 @@ LANGUAGE sql STABLE PARALLEL SAFE AS $$
                                                  :pgeval.grade_start(x.rel_grades, 3) - 1]
                                 ELSE '{}' END AS at2,
                            x.rel_ranks[pgeval.grade_start(x.rel_grades, 3):] AS at3
-                      FROM pgeval.result_list x WHERE x.run_id = p_run OFFSET 0) l) j
+                      FROM pgeval.judged_lists(p_run, p_judged_only) x
+                     CROSS JOIN (SELECT coalesce(bool_or(m.name = 'judged'), false) AS zeros
+                                   FROM pgeval.measure_spec(p_measures) m) z
+                    OFFSET 0) l) j
       JOIN pgeval.valid_queries(p_run, p_rel) v ON v.query_id = j.query_id
      -- a bound on the rank alone (filtered below the join); each measure's own cut-off is
      -- applied by pgeval.measure_sums. rprec's bound: the largest relevant count of the test
@@ -163,20 +204,21 @@ $$;
 -- measure, grouped by query), divided once by the query's divisor.
 CREATE OR REPLACE FUNCTION pgeval.per_query(p_run bigint,
                                             p_measures text[] DEFAULT pgeval.default_measures(),
-                                            p_rel integer DEFAULT 1)
+                                            p_rel integer DEFAULT 1,
+                                            p_judged_only boolean DEFAULT false)
 RETURNS TABLE (query_id text, measure text, ord integer, value double precision)
 LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
 BEGIN
     RETURN QUERY EXECUTE format(
         'WITH s AS (SELECT h.query_id, ARRAY[%s] AS gain
-                      FROM pgeval.judged_hits($1, $2, $3) h GROUP BY h.query_id)
+                      FROM pgeval.judged_hits($1, $2, $3, $4) h GROUP BY h.query_id)
          SELECT v.query_id, m.measure, m.ord,
                 coalesce(s.gain[m.ord], 0.0)
                 / pgeval.measure_norm(m.name, m.k, v.n_rel, v.ideal_dcg)
            FROM pgeval.valid_queries($1, $3) v
            LEFT JOIN s ON s.query_id = v.query_id
           CROSS JOIN pgeval.measure_spec($2) m', pgeval.measure_sums(p_measures, false))
-        USING p_run, p_measures, p_rel;
+        USING p_run, p_measures, p_rel, p_judged_only;
 END
 $$;
 
@@ -185,18 +227,19 @@ $$;
 -- (chunk, measure).
 CREATE OR REPLACE FUNCTION pgeval.summary(p_run bigint,
                                           p_measures text[] DEFAULT pgeval.default_measures(),
-                                          p_rel integer DEFAULT 1)
+                                          p_rel integer DEFAULT 1,
+                                          p_judged_only boolean DEFAULT false)
 RETURNS TABLE (measure text, ord integer, value double precision, n_valid bigint)
 LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
 BEGIN
     RETURN QUERY EXECUTE format(
-        'WITH tot AS (SELECT ARRAY[%s] AS total FROM pgeval.judged_hits($1, $2, $3) h),
+        'WITH tot AS (SELECT ARRAY[%s] AS total FROM pgeval.judged_hits($1, $2, $3, $4) h),
               nv AS (SELECT count(*) AS n FROM pgeval.valid_queries($1, $3))
          SELECT m.measure, m.ord, CASE WHEN nv.n > 0 THEN coalesce(tot.total[m.ord], 0) / nv.n END,
                 nv.n
            FROM pgeval.measure_spec($2) m CROSS JOIN tot CROSS JOIN nv
           ORDER BY m.ord', pgeval.measure_sums(p_measures, true))
-        USING p_run, p_measures, p_rel;
+        USING p_run, p_measures, p_rel, p_judged_only;
 END
 $$;
 
@@ -243,11 +286,12 @@ $$;
 -- Breakdown by query type tag: the mean of each measure over the valid queries carrying the tag.
 CREATE OR REPLACE FUNCTION pgeval.by_type(p_run bigint,
                                           p_measures text[] DEFAULT pgeval.default_measures(),
-                                          p_rel integer DEFAULT 1)
+                                          p_rel integer DEFAULT 1,
+                                          p_judged_only boolean DEFAULT false)
 RETURNS TABLE (query_type text, measure text, ord integer, value double precision, n_valid bigint)
 LANGUAGE sql STABLE AS $$
     SELECT t.query_type, pq.measure, pq.ord, avg(pq.value), count(*)
-      FROM pgeval.per_query(p_run, p_measures, p_rel) pq
+      FROM pgeval.per_query(p_run, p_measures, p_rel, p_judged_only) pq
       JOIN pgeval.run r ON r.run_id = p_run
       JOIN pgeval.query q ON q.testset_id = r.testset_id AND q.query_id = pq.query_id
       CROSS JOIN LATERAL unnest(CASE WHEN cardinality(q.types) = 0 THEN ARRAY['(untyped)']

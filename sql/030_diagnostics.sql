@@ -41,13 +41,14 @@ $$;
 -- default 10) and poor ranking (nDCG@10 < 0.5).
 CREATE OR REPLACE FUNCTION pgeval.flagged(p_run bigint,
                                           p_measures text[] DEFAULT pgeval.default_measures(),
-                                          p_rel integer DEFAULT 1)
+                                          p_rel integer DEFAULT 1,
+                                          p_judged_only boolean DEFAULT false)
 RETURNS TABLE (query_id text, flag text, measure text, value double precision)
 LANGUAGE sql STABLE AS $$
     WITH kr AS (SELECT coalesce(max(k), 10) AS k FROM pgeval.measure_spec(p_measures)
                  WHERE name = 'recall'),
     pq AS (SELECT * FROM pgeval.per_query(p_run,
-                    ARRAY['recall@' || (SELECT k FROM kr), 'ndcg@10'], p_rel))
+                    ARRAY['recall@' || (SELECT k FROM kr), 'ndcg@10'], p_rel, p_judged_only))
     SELECT pq.query_id,
            CASE WHEN pq.measure = 'ndcg@10' THEN 'poor_ranking' ELSE 'low_recall' END,
            pq.measure, pq.value

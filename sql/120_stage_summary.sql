@@ -3,11 +3,13 @@
 -- repetitions' values, with their spread (METRICS.md "System-level values").
 
 -- Judgement-based metrics of every stage (pgeval.summary of each run), mean over repetitions
--- (all when p_repetition is NULL) with min, max and sample standard deviation.
+-- (all when p_repetition is NULL) with min, max and sample standard deviation; p_judged_only:
+-- each list measured on its judged chunks only (trec_eval's -J).
 CREATE OR REPLACE FUNCTION pgeval.stage_summary(p_experiment bigint,
                                                 p_measures text[] DEFAULT pgeval.default_measures(),
                                                 p_rel integer DEFAULT 1,
-                                                p_repetition integer DEFAULT NULL)
+                                                p_repetition integer DEFAULT NULL,
+                                                p_judged_only boolean DEFAULT false)
 RETURNS TABLE (label text, stage text, role text, "position" integer, measure text, ord integer,
                value double precision, value_min double precision, value_max double precision,
                value_stddev double precision, repetitions bigint, n_valid bigint)
@@ -16,7 +18,7 @@ LANGUAGE sql STABLE AS $$
            avg(m.value), min(m.value), max(m.value), stddev_samp(m.value), count(*),
            max(m.n_valid)
       FROM pgeval.experiment_stages(p_experiment, p_repetition) s
-     CROSS JOIN LATERAL pgeval.summary(s.run_id, p_measures, p_rel) m
+     CROSS JOIN LATERAL pgeval.summary(s.run_id, p_measures, p_rel, p_judged_only) m
      GROUP BY s.label, m.measure, m.ord
      ORDER BY min(s."position"), m.ord
 $$;

@@ -26,6 +26,8 @@ def per_query(
         return total / n_rel
     top = ranked[:k]
     hits = [c for c in top if grades.get(c, 0) >= rel]
+    if name == "judged":  # judged chunks (grade 0 included) in the first K, over K
+        return sum(1 for c in top if c in grades) / k
     if name == "recall":
         return len(hits) / n_rel
     if name == "precision":

@@ -280,6 +280,9 @@ def test_reading_always_says_something():
     ]
     (hint,) = reading_hints(mixed, [], 0.05)
     assert hint.startswith("mixed change (↑ recall@10; ↓ ndcg@10)")
+    # judged@K says how much was judged, not how good a list is: no part of a reading
+    judged = [*up, {"metric": "judged@10", "delta": -0.2, "p_value": 0.001}]
+    assert reading_hints(judged, [], 0.05) == reading_hints(up, [], 0.05)
 
 
 def test_r_precision_in_report_compare_and_gate(pgeval, runs, tmp_path):
@@ -295,6 +298,7 @@ def test_r_precision_in_report_compare_and_gate(pgeval, runs, tmp_path):
         "ndcg": [5, 10],
         "precision": [3, 5, 10],
         "hit": [3, 5, 10],
+        "judged": [10],  # judged@K comes with every figure
     }  # rprec has no cut-off
     assert {c["metrics"]["rprec"] for c in data["cases"]} == {0.0, 1.0}
     code, out, err = pgeval("compare", "base", "lost", "--measures", "rprec", "--format", "json")

@@ -110,3 +110,55 @@ def test_map_matches_trec_eval(conn, cran, rel):
         assert ours[q]["map"] == pytest.approx(theirs[q]["map"], abs=1e-9), q
         assert ours[q]["map@5"] == pytest.approx(theirs[q]["map_cut_5"], abs=1e-9), q
         assert ours[q]["map@100"] == pytest.approx(theirs[q]["map_cut_100"], abs=1e-9), q
+
+
+def test_judged_at_k_is_a_count_by_hand(conn, cran):
+    """judged@K: the chunks of the first K with a judgement (grade 0 included) over K, counted
+    here from the run and the judgements; the mean is over the valid queries."""
+    qrels, run = cran
+    rid = metrics.resolve_run(conn, "cran-x-exact").run_id
+    ours = {r["query_id"]: r for r in metrics.per_query(conn, rid, ["judged@10", "judged@3"])}
+    valid = [q for q, g in qrels.items() if any(v >= 1 for v in g.values())]
+    for q in valid:
+        ranked = sorted(run[q], key=lambda d: (-run[q][d], d))
+        for k in (3, 10):
+            by_hand = sum(1 for d in ranked[:k] if d in qrels[q]) / k
+            assert ours[q][f"judged@{k}"] == pytest.approx(by_hand, abs=1e-12), q
+    assert any(0 < r["judged@10"] < 1 for r in ours.values())  # judged and unjudged: teeth
+    assert any(0 in g.values() for g in qrels.values())  # grade 0 exists and counts as judged
+    mean = metrics.summary(conn, rid, ["judged@10"])["judged@10"]
+    assert mean == pytest.approx(sum(r["judged@10"] for r in ours.values()) / len(valid))
+
+
+def test_judged_only_matches_trec_eval_dash_j(conn, cran):
+    """--judged-only = trec_eval's -J (pytrec_eval's judged_docs_only_flag): the unjudged chunks
+    are taken out of each list before it is measured."""
+    qrels, run = cran
+    rid = metrics.resolve_run(conn, "cran-x-exact").run_id
+    names = ["recall@5", "recall@10", "precision@5", "ndcg@10", "map@10", "map", "rprec"]
+    ours = {r["query_id"]: r for r in metrics.per_query(conn, rid, names, judged_only=True)}
+    plain = {r["query_id"]: r for r in metrics.per_query(conn, rid, names)}
+    wanted = {"recall_5", "recall_10", "P_5", "map_cut_10", "map", "Rprec"}
+    theirs = pytrec_eval.RelevanceEvaluator(qrels, wanted, judged_docs_only_flag=True).evaluate(run)
+    relabel = {k: {d: 2**g - 1 for d, g in v.items()} for k, v in qrels.items()}
+    ndcg = pytrec_eval.RelevanceEvaluator(
+        relabel, {"ndcg_cut_10"}, judged_docs_only_flag=True
+    ).evaluate(run)
+    valid = [q for q, g in qrels.items() if any(v >= 1 for v in g.values())]
+    assert sorted(ours) == sorted(valid)
+    pairs = [
+        ("recall@5", "recall_5"),
+        ("recall@10", "recall_10"),
+        ("precision@5", "P_5"),
+        ("map@10", "map_cut_10"),
+        ("map", "map"),
+        ("rprec", "Rprec"),
+    ]
+    for q in valid:
+        for mine, trec in pairs:
+            assert ours[q][mine] == pytest.approx(theirs[q][trec], abs=1e-9), (q, mine)
+        assert ours[q]["ndcg@10"] == pytest.approx(ndcg[q]["ndcg_cut_10"], abs=1e-9), q
+    # the lists lose their unjudged chunks: the figures change (the comparison has teeth)
+    assert sum(ours[q]["ndcg@10"] > plain[q]["ndcg@10"] + 1e-9 for q in valid) > 50
+    means = metrics.summary(conn, rid, names, judged_only=True)
+    assert means["ndcg@10"] == pytest.approx(sum(ours[q]["ndcg@10"] for q in valid) / len(valid))

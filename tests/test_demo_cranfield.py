@@ -59,6 +59,10 @@ def test_demo_on_cranfield(clean, pgeval, conn, tmp_path, monkeypatch):
     assert code == 0, err
     report = json.loads(text)
     assert report["counts"]["valid"] == 222
+    # the headroom is in the merge's ordering, not in fusion's loss (issue 48, item 2), and about
+    # two thirds of every top 10 carries no judgement: said, and the figures called lower bounds
+    assert report["advice"].startswith("Largest headroom: reorder at merge"), report["advice"]
+    assert "judged@10 is 0.3" in err and "lower bounds" in err
     # the README's demo figures are this run's, within an HNSW build's noise (issue 40, item 3)
     from evaluator.demo import readme
 

@@ -67,6 +67,7 @@ def test_every_family_names_an_sql_function_that_exists(conn):
         ("latency_p99_9_ms", "latency", None, "latency"),
         ("answer_latency_p95_ms", "answer_latency", None, "latency"),
         ("index_recall@5", "index_recall", 5, "index"),
+        ("judged@10", "judged", 10, "ranked"),
     ],
 )
 def test_parse_gives_the_measure_object(name, family, cutoff, kind):

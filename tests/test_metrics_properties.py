@@ -29,6 +29,8 @@ MEASURES = [
     "map@1",
     "map@5",
     "map",
+    "judged@1",
+    "judged@5",
 ]
 
 qrels_st = st.dictionaries(st.sampled_from(CHUNKS), st.integers(0, 3), max_size=8)
@@ -58,6 +60,14 @@ def test_sql_equals_reference(conn, case, rel):
                     assert qid not in got  # not a valid query: never averaged in
                 else:
                     assert got[qid][m] == pytest.approx(expected, abs=1e-12), (qid, m)
+        # judged only (trec_eval -J): the reference over each list without its unjudged chunks
+        judged = {r["query_id"]: r for r in metrics.per_query(conn, run_id, MEASURES, rel, True)}
+        for qid, grades in qrels.items():
+            kept = [c for c in run.get(qid, []) if c in grades]
+            for m in MEASURES:
+                expected = ref(kept, grades, m, rel)
+                if expected is not None:
+                    assert judged[qid][m] == pytest.approx(expected, abs=1e-12), (qid, m)
         means = metrics.summary(conn, run_id, MEASURES, rel)
         for m in MEASURES:
             vals = [ref(run.get(q, []), g, m, rel) for q, g in qrels.items()]

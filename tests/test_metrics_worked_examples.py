@@ -1,4 +1,4 @@
-"""METRICS.md worked examples 1, 2 and 4, computed by the SQL functions on the real server."""
+"""METRICS.md worked examples 1, 2, 4 and 6, computed by the SQL functions on the real server."""
 
 import json
 
@@ -75,7 +75,8 @@ def test_r_precision_in_the_metrics_command(pgeval, examples):
     )
     assert code == 0, err
     summary = json.loads(out)["summary"]
-    assert list(summary)[-1] == "rprec" and summary["rprec"] == pytest.approx(0.5)
+    # judged@K comes with every figure, after the measures asked for
+    assert list(summary)[-2:] == ["rprec", "judged@3"] and summary["rprec"] == pytest.approx(0.5)
     code, out, err = pgeval("metrics", "worked-run", "--measures", "rprec@10")
     assert code != 0 and "rprec takes no cut-off" in err and "--measures" in err
     assert "Traceback" not in err
@@ -157,3 +158,25 @@ def test_hand_edited_judgements_count_after_refresh(conn, examples):
         ).fetchall()
     )
     assert grades == {"a": 2, "b": 0, "c": None, "d": 1}
+
+
+def test_example_6_judged_judged_only_and_the_ceiling(conn, clean):
+    """judged@3 counts grade 0 as judged; judged only drops a, the one chunk without a judgement;
+    the ceiling orders the list by its grades (pgeval.oracle_value)."""
+    make_testset(conn, "worked6", {"ex6": {"b": 1, "c": 0, "d": 1}})
+    run = make_run(conn, "worked6-run", "worked6", {"ex6": ["a", "b", "c", "d"]})
+    names = ["judged@3", "recall@3", "mrr@20", "ndcg@3"]
+    (row,) = metrics.per_query(conn, run, names)
+    assert row["judged@3"] == pytest.approx(2 / 3)
+    assert row["ndcg@3"] == pytest.approx(0.386853, abs=1e-6)
+    (only,) = metrics.per_query(conn, run, names, judged_only=True)
+    assert (only["recall@3"], only["mrr@20"]) == (pytest.approx(1.0), pytest.approx(1.0))
+    assert only["ndcg@3"] == pytest.approx(1.5 / 1.630930, abs=1e-6)
+    assert only["ndcg@3"] == pytest.approx(0.919721, abs=1e-6)
+    ceiling = conn.execute(
+        "SELECT pgeval.oracle_value('ndcg', 3, l.grades, 1, q.n_rel[1], q.ideal_dcg), "
+        "pgeval.oracle_value('recall', 3, l.grades, 1, q.n_rel[1], q.ideal_dcg) "
+        "FROM pgeval.result_list l JOIN pgeval.query q USING (query_id) WHERE l.run_id = %s",
+        (run,),
+    ).fetchone()
+    assert ceiling == (pytest.approx(1.0), pytest.approx(1.0))

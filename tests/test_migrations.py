@@ -291,7 +291,7 @@ def test_a_failing_sql_file_leaves_the_old_api_in_place(fresh, monkeypatch, tmp_
         )
         assert (
             c.execute(
-                "SELECT to_regprocedure('pgeval.summary(bigint, text[], integer)')"
+                "SELECT to_regprocedure('pgeval.summary(bigint, text[], integer, boolean)')"
             ).fetchone()[0]
             is not None
         )

@@ -198,8 +198,12 @@ def test_experiment_report_has_stages_and_waterfall(pgeval, conn, experiment):
     assert code == 0 and "## Stages" in md and "## Where recall@10 was lost" in md
     assert "| rerank | 12 | 0.5000 | 0.5000 |" in md  # a count of one repetition: whole
     # the answer first, in one sentence; the stages with their index recall (issue 40, item 5)
+    # (the largest headroom: the rerank's candidates, bm25's top 10, hold d_i, ordered
+    # perfectly c_i, d_i: nDCG@10 1 against 3 / (3 + 1 / log2 3), recall@10 1 against 0.5)
     assert md.splitlines()[2] == (
-        "**rerank costs 0.500 of recall@10: tune the reranker (recall@10 kept: 0.500).**"
+        "**Largest headroom: reorder at rerank, +0.174 ndcg@10: its candidates ordered "
+        "perfectly reach ndcg@10 1.000 and recall@10 1.000 (0.826, 0.500 as ranked): a better "
+        "reranker (recall@10 kept: 0.500).**"
     ), md
     assert "| index_recall@10 |" in md.split("## Stages")[1].splitlines()[2], md
     # raw fields that say nothing to a reader are left out: a zero domain discount, run ids

@@ -42,11 +42,13 @@ class NumberMethods:
         min_score: float | None = None,
         strict: bool = False,
         allow_partial: bool = False,
+        judged_only: bool = False,
     ) -> Evaluation:
         """Means over valid queries of run ``run`` (`pgeval metrics`). ``measures``: names such
         as ``["recall@10", "ndcg@10"]``, else the ones the cut-offs ``k``, ``ndcg_k``, ``mrr_k``
-        ask for (default: the command's). Returns an Evaluation (``summary``, ``levels``,
-        ``counts``, ``per_query``, ``by_type``, ``flagged``, ``plans``)."""
+        ask for (default: the command's); judged@K is added. ``judged_only``: each list measured
+        on its judged chunks only (trec_eval's -J). Returns an Evaluation (``summary``,
+        ``levels``, ``counts``, ``per_query``, ``by_type``, ``flagged``, ``plans``)."""
         from ..measure.evaluation import evaluate_in
         from ..measure.metrics import measures_for
 
@@ -67,6 +69,7 @@ class NumberMethods:
             allow_partial=allow_partial,
             min_score=min_score,
             plans=plans,
+            judged_only=judged_only,
         )
 
     def stage_report(
@@ -79,10 +82,12 @@ class NumberMethods:
         worst: int = 10,
         strict: bool = False,
         allow_partial: bool = False,
+        judged_only: bool = False,
     ) -> StageReport:
-        """The stages of ``experiment`` side by side and the loss attribution
-        (`pgeval stage-report`); ``repetition`` None means all (means and spread). Returns a
-        StageReport; ``as_dict()`` is what ``--format json`` prints."""
+        """The stages of ``experiment`` side by side, their ceilings and the loss attribution
+        (`pgeval stage-report`); ``repetition`` None means all (means and spread);
+        ``judged_only``: the stages' measures on their judged chunks only (trec_eval's -J).
+        Returns a StageReport; ``as_dict()`` is what ``--format json`` prints."""
         from ..measure.stage_report import report
 
         return report(
@@ -94,6 +99,7 @@ class NumberMethods:
             worst=worst,
             allow_partial=allow_partial,
             strict=strict,
+            judged_only=judged_only,
         )
 
     def compare(

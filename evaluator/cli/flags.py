@@ -364,6 +364,12 @@ MEASURES = group(
 ALLOW_PARTIAL = opt("--allow-partial", is_flag=True, help="Accept an incomplete run (labelled).")
 STRICT = opt("--strict", is_flag=True, help="Fail when fewer than 200 queries are valid.")
 PER_QUERY = opt("--per-query", is_flag=True, help="One row per query of the test set.")
+JUDGED_ONLY = opt(
+    "--judged-only",
+    is_flag=True,
+    help="Measure each list on its judged chunks only: the chunks without a judgement are "
+    "taken out before the measures are computed (trec_eval -J).",
+)
 DOMAIN_DISCOUNT = opt(
     "--domain-discount",
     type=float,

@@ -10,7 +10,8 @@ names (``Family.sql``); Python never computes one.
 
 - ranked measures, computed in SQL per query (sql/020_metrics.sql) from a run's ranked lists:
   with a cut-off, spelled ``name@K`` with 1 <= K <= :data:`MAX_K` (recall, mrr, ndcg, precision,
-  hit, map), or without one, spelled ``name`` (``rprec``: R-precision, the cut-off is the query's
+  hit, map, judged: the share of the first K that carries a judgement, grade 0 included), or
+  without one, spelled ``name`` (``rprec``: R-precision, the cut-off is the query's
   number of relevant chunks; ``map``: average precision over the whole list). ``map`` is spelled
   both ways (``optional_cutoff``);
 - answer measures (``citation_precision``, ``answer_accuracy``): sql/300_answers.sql;
@@ -38,6 +39,7 @@ class Family:
     sql: str  # the SQL function whose rows carry its values
     higher_is_better: bool = True
     optional_cutoff: bool = False  # spelled name@K and name alone (map)
+    quality: bool = True  # False: says how a figure was measured, not how good a list is (judged)
 
     @property
     def takes_cutoff(self) -> bool:
@@ -53,6 +55,7 @@ FAMILIES = (
     Family("hit", "ranked", True, "pgeval.summary"),
     Family("map", "ranked", False, "pgeval.summary", optional_cutoff=True),
     Family("rprec", "ranked", False, "pgeval.summary"),
+    Family("judged", "ranked", True, "pgeval.summary", quality=False),
     Family("citation_precision", "answer", False, "pgeval.answer_summary"),
     Family("answer_accuracy", "answer", False, "pgeval.answer_summary"),
     Family("latency", "latency", False, "pgeval.run_latency", higher_is_better=False),
@@ -206,6 +209,38 @@ def stage_measures(k: int) -> list[str]:
     if f"recall@{k}" not in out:
         out.insert(0, f"recall@{k}")
     return out
+
+
+# judged@K under this: most of the first K carry no judgement and count as not relevant, so the
+# other measures are lower bounds (the warning of `metrics`, `stage-report` and the reports)
+JUDGED_FLOOR = 0.5
+
+
+def judged_at(names: list[str] | tuple[str, ...]) -> str:
+    """The judged@K that goes with ``names``: K their largest recall cut-off (10 without one)."""
+    ks = [m.cutoff for m in map(parse, names) if m.family.name == "recall" and m.cutoff]
+    return f"judged@{max(ks, default=10)}"
+
+
+def with_judged(names: list[str]) -> list[str]:
+    """``names`` and, unless one is there already, :func:`judged_at`: every figure is shown with
+    how much of its lists was judged."""
+    if any(parse(n).family.name == "judged" for n in names):
+        return list(names)
+    return [*names, judged_at(names)]
+
+
+def judged_warning(measure: str, value: float | None, judged_only: bool = False) -> str | None:
+    """The warning of a judged@K under :data:`JUDGED_FLOOR` (None at or above it, or when the
+    lists were measured on their judged chunks only)."""
+    if value is None or value >= JUDGED_FLOOR or judged_only:
+        return None
+    k = parse(measure).cutoff
+    return (
+        f"{measure} is {value:.2f} (< {JUDGED_FLOOR}): most of the first {k} chunks carry no "
+        "judgement and count as not relevant, so the figures are lower bounds "
+        "(--judged-only measures the judged chunks alone, as trec_eval -J)"
+    )
 
 
 def cutoffs(names: list[str]) -> dict[str, list[int]]:

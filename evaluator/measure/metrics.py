@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import IncompleteRun, InputError, PgevalError, first_line, param
 from . import measures, stage_method
+from .measures import judged_at, judged_warning, with_judged
 from .run_lookup import no_such_run
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ class Evaluation:
     flagged: list[dict] | None = None
     warnings: list[str] = field(default_factory=list)
     plans: list[dict] | None = None  # flagged queries with their stored plans (--plans)
+    judged_only: bool = False  # each list measured on its judged chunks only (trec_eval -J)
 
     def as_dict(self) -> dict:
         return {
@@ -75,6 +77,7 @@ class Evaluation:
             "config_hash": self.run.config_hash,
             "order_rule": self.run.order_rule,
             "rel": self.rel,
+            "judged_only": self.judged_only,
             "domain_discount": self.domain_discount,
             "counts": self.counts,
             "summary": self.summary,
@@ -92,15 +95,18 @@ def _sql_error(exc: Exception) -> PgevalError:
     return InputError(msg, field="measures")
 
 
-def per_query(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
-    """One dict per valid query: ``{"query_id": ..., "recall@3": ..., ...}`` in measure order."""
+def per_query(
+    conn: Any, run_id: int, measures: list[str], rel: int = 1, judged_only: bool = False
+) -> list[dict]:
+    """One dict per valid query: ``{"query_id": ..., "recall@3": ..., ...}`` in measure order;
+    ``judged_only``: each list measured on its judged chunks only (trec_eval's -J)."""
     import psycopg
 
     try:
         rows = conn.execute(
-            "SELECT query_id, measure, value FROM pgeval.per_query(%s, %s, %s) "
+            "SELECT query_id, measure, value FROM pgeval.per_query(%s, %s, %s, %s) "
             'ORDER BY query_id COLLATE "C", ord',
-            (run_id, measures, rel),
+            (run_id, measures, rel, judged_only),
         ).fetchall()
     except psycopg.errors.InvalidParameterValue as exc:
         raise _sql_error(exc) from None
@@ -110,12 +116,15 @@ def per_query(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> list
     return list(out.values())
 
 
-def summary(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> dict[str, float | None]:
+def summary(
+    conn: Any, run_id: int, measures: list[str], rel: int = 1, judged_only: bool = False
+) -> dict[str, float | None]:
     import psycopg
 
     try:
         rows = conn.execute(
-            "SELECT measure, value FROM pgeval.summary(%s, %s, %s)", (run_id, measures, rel)
+            "SELECT measure, value FROM pgeval.summary(%s, %s, %s, %s)",
+            (run_id, measures, rel, judged_only),
         ).fetchall()
     except psycopg.errors.InvalidParameterValue as exc:
         raise _sql_error(exc) from None
@@ -143,10 +152,12 @@ def levels(conn: Any, values: dict[str, float | None], domain_discount: float = 
     return {m: lvl for m, lvl in rows if lvl is not None}
 
 
-def by_type(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
+def by_type(
+    conn: Any, run_id: int, measures: list[str], rel: int = 1, judged_only: bool = False
+) -> list[dict]:
     rows = conn.execute(
-        "SELECT query_type, measure, value, n_valid FROM pgeval.by_type(%s, %s, %s)",
-        (run_id, measures, rel),
+        "SELECT query_type, measure, value, n_valid FROM pgeval.by_type(%s, %s, %s, %s)",
+        (run_id, measures, rel, judged_only),
     ).fetchall()
     out: dict[str, dict] = {}
     for qtype, measure, value, n in rows:
@@ -154,10 +165,12 @@ def by_type(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> list[d
     return list(out.values())
 
 
-def flagged(conn: Any, run_id: int, measures: list[str], rel: int = 1) -> list[dict]:
+def flagged(
+    conn: Any, run_id: int, measures: list[str], rel: int = 1, judged_only: bool = False
+) -> list[dict]:
     rows = conn.execute(
-        "SELECT query_id, flag, measure, value FROM pgeval.flagged(%s, %s, %s)",
-        (run_id, measures, rel),
+        "SELECT query_id, flag, measure, value FROM pgeval.flagged(%s, %s, %s, %s)",
+        (run_id, measures, rel, judged_only),
     ).fetchall()
     return [{"query_id": q, "flag": f, "measure": m, "value": v} for q, f, m, v in rows]
 
@@ -175,11 +188,14 @@ def evaluate(
     strict: bool = False,
     allow_partial: bool = False,
     min_score: float | None = None,
+    judged_only: bool = False,
 ) -> Evaluation:
-    """Everything `pgeval metrics` shows for one run, read from the SQL API."""
+    """Everything `pgeval metrics` shows for one run, read from the SQL API: ``measures`` and
+    judged@K (:func:`.measures.with_judged`); ``judged_only``: each list measured on its judged
+    chunks only (trec_eval's -J)."""
     if rel < 1 or rel > 3:
         raise InputError(f"relevance threshold must be 1, 2 or 3, got {rel}", field=param("rel"))
-    measures = measures or measures_for()
+    measures = with_judged(measures or measures_for())
     run = resolve_run(conn, run_name)
     warnings: list[str] = []
     if run.status != "complete":
@@ -218,7 +234,11 @@ def evaluate(
             f"'{failed[1]}'; recorded in pgeval.query_failure) and count as empty "
             "lists"
         )
-    values = summary(conn, run.run_id, measures, rel)
+    values = summary(conn, run.run_id, measures, rel, judged_only)
+    judged = judged_at(measures)
+    low = judged_warning(judged, values.get(judged), judged_only)
+    warnings += [low] if low else []
+    scope = (run.run_id, measures, rel, judged_only)
     return Evaluation(
         run=run,
         measures=measures,
@@ -227,8 +247,9 @@ def evaluate(
         levels=levels(conn, values, domain_discount),
         counts=c,
         domain_discount=domain_discount,
-        per_query=per_query(conn, run.run_id, measures, rel) if with_per_query else None,
-        by_type=by_type(conn, run.run_id, measures, rel) if with_by_type else None,
-        flagged=flagged(conn, run.run_id, measures, rel) if with_flagged else None,
+        per_query=per_query(conn, *scope) if with_per_query else None,
+        by_type=by_type(conn, *scope) if with_by_type else None,
+        flagged=flagged(conn, *scope) if with_flagged else None,
         warnings=warnings,
+        judged_only=judged_only,
     )

@@ -1,11 +1,15 @@
-"""`pgeval stage-report`: the stages of one experiment side by side, and where recall is lost.
+"""`pgeval stage-report`: the stages of one experiment side by side, where recall is lost, and
+where the headroom is.
 
-Every number comes from the SQL API (sql/100-160): pgeval.stage_summary (Recall/MRR/nDCG per
-stage, mean over repetitions with spread), pgeval.index_recall_summary (ANN stages against exact
-search; the per-query distribution from :mod:`.recall_distribution`), pgeval.stage_latency
-(nearest-rank percentiles, rows returned), pgeval.loss_chain, pgeval.loss_summary, pgeval.loss_by_type and pgeval.loss_worst_queries (loss attribution). This
-module resolves names, checks the experiment and shapes the rows; it computes nothing.
-"""
+Every number comes from the SQL API (sql/100-160): pgeval.stage_summary (Recall/MRR/nDCG and
+judged@K per stage, mean over repetitions with spread), pgeval.index_recall_summary (ANN stages
+against exact search; the per-query distribution from :mod:`.recall_distribution`),
+pgeval.stage_latency (nearest-rank percentiles, rows returned), pgeval.loss_chain,
+pgeval.loss_summary, pgeval.loss_by_type and pgeval.loss_worst_queries (loss attribution),
+pgeval.stage_ceilings and pgeval.stage_headroom (sql/125: each stage's candidates ordered by the
+judgements, the index against exact search and a higher setting). This module resolves names,
+checks the experiment, shapes the rows and puts the largest headroom in words; it computes
+nothing."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import IncompleteRun, InputError, NotFound, param
 from . import stage_method
-from .measures import stage_measures
+from .measures import judged_warning, stage_measures
 from .metrics import MIN_VALID_QUERIES
 
 if TYPE_CHECKING:
@@ -59,6 +63,9 @@ class StageReport:
     warnings: list[str] = field(default_factory=list)
     judged: bool = True  # the test set has graded judgements
     queries: dict | None = None  # a query-vector source (testset.query_source) when not
+    headroom: list[dict] = field(default_factory=list)  # pgeval.stage_headroom, largest first
+    advice: str | None = None  # the largest headroom in words (:func:`advice`)
+    judged_only: bool = False  # each list measured on its judged chunks only (trec_eval -J)
 
     def as_dict(self) -> dict:
         e = self.experiment
@@ -82,6 +89,9 @@ class StageReport:
             "warnings": self.warnings,
             "judgements": self.judged,
             "queries": self.queries,
+            "judged_only": self.judged_only,
+            "headroom": self.headroom,
+            "advice": self.advice,
         }
 
 
@@ -182,14 +192,20 @@ def _pct_key(frac: float) -> str:
 
 
 def _stage_metrics(
-    conn: Any, exp: Experiment, measures: list[str], rel: int, repetition: int | None, params: dict
+    conn: Any,
+    exp: Experiment,
+    measures: list[str],
+    rel: int,
+    repetition: int | None,
+    params: dict,
+    judged_only: bool = False,
 ) -> dict[str, dict]:
     """Label -> the stage's dict with its metrics (pgeval.stage_summary) and threshold."""
     out: dict[str, dict] = {}
     for r in _rows(
         conn,
-        "SELECT * FROM pgeval.stage_summary(%s, %s, %s, %s)",
-        (exp.experiment_id, measures, rel, repetition),
+        "SELECT * FROM pgeval.stage_summary(%s, %s, %s, %s, %s)",
+        (exp.experiment_id, measures, rel, repetition, judged_only),
     ):
         p = params.get(r["label"], {})
         s = out.setdefault(
@@ -283,6 +299,32 @@ def _add_failures(conn: Any, exp: Experiment, repetition: int | None, out: dict[
             }
 
 
+def _add_ceilings(
+    conn: Any,
+    exp: Experiment,
+    k: int,
+    rel: int,
+    repetition: int | None,
+    judged_only: bool,
+    out: dict[str, dict],
+) -> None:
+    """Per stage, recall@K and nDCG@K of its candidates ordered by the judgements
+    (pgeval.stage_ceilings): ``ceiling``, ``actual`` (as ranked), ``headroom``. ``out``: label ->
+    the stage's dict of :func:`stages`."""
+    for r in _rows(
+        conn,
+        "SELECT label, measure, ceiling, actual, headroom FROM "
+        "pgeval.stage_ceilings(%s, %s, %s, %s, %s)",
+        (exp.experiment_id, k, rel, repetition, judged_only),
+    ):
+        if r["label"] in out:
+            out[r["label"]].setdefault("ceiling", {})[r["measure"]] = {
+                "ceiling": r["ceiling"],
+                "actual": r["actual"],
+                "headroom": r["headroom"],
+            }
+
+
 def stages(
     conn: Any,
     exp: Experiment,
@@ -290,9 +332,10 @@ def stages(
     rel: int,
     repetition: int | None,
     runs: list[dict] | None = None,
+    judged_only: bool = False,
 ) -> list[dict]:
-    """One dict per stage: metrics (mean, min, max, stddev), index recall, latency, rows;
-    ``label``: the stage's name with its method where the kind's name would mislead
+    """One dict per stage: metrics (mean, min, max, stddev; judged@K), index recall, latency,
+    rows; ``label``: the stage's name with its method where the kind's name would mislead
     ('bm25 (ts_rank_cd fallback)'), ``method``: how it ranked (from its runs' parameters)."""
     if runs is None:
         runs = _rows(
@@ -301,8 +344,8 @@ def stages(
     params: dict[str, dict] = {}
     for r in runs:
         params.setdefault(r["label"], r["params"] or {})
-    measures = stage_measures(k)
-    out = _stage_metrics(conn, exp, measures, rel, repetition, params)
+    measures = [*stage_measures(k), f"judged@{k}"]
+    out = _stage_metrics(conn, exp, measures, rel, repetition, params, judged_only)
     _add_index_recall(conn, exp, k, repetition, out)
     _add_latency(conn, exp, repetition, out)
     _add_failures(conn, exp, repetition, out)
@@ -478,8 +521,10 @@ def build(
     worst: int = 10,
     allow_partial: bool = False,
     strict: bool = False,
+    judged_only: bool = False,
 ) -> StageReport:
-    """Everything `pgeval stage-report` shows for experiment ``name``."""
+    """Everything `pgeval stage-report` shows for experiment ``name``; ``judged_only``: the
+    stages' measures on their judged chunks only (trec_eval's -J)."""
     _check_options(k, rel, worst)
     exp = resolve_experiment(conn, name)
     if repetition is not None and repetition not in exp.repetitions:
@@ -520,8 +565,20 @@ def build(
     warnings += _judged_warnings(exp, counts, runs, rel, strict)
     chain, loss, by_type, worst_rows = _losses(conn, exp, k, rel, repetition, first_rep, worst)
     warnings += _method_notes(runs)
-    stage_rows = stages(conn, exp, k, rel, repetition, runs)
+    stage_rows = stages(conn, exp, k, rel, repetition, runs, judged_only)
+    _add_ceilings(conn, exp, k, rel, repetition, judged_only, {s["stage"]: s for s in stage_rows})
     warnings += _failure_warnings(stage_rows)
+    final_judged = next(
+        (
+            s["metrics"].get(f"judged@{k}", {}).get("mean")
+            for s in stage_rows
+            if s["stage"] == final["label"]
+        ),
+        None,
+    )
+    low = judged_warning(f"judged@{k}", final_judged, judged_only)
+    warnings += [low] if low else []
+    heads = headroom(conn, exp, k, rel, repetition, judged_only)
     return StageReport(
         exp,
         k,
@@ -537,6 +594,76 @@ def build(
         warnings,
         True,
         source,
+        heads,
+        advice(heads, k, {s["stage"]: s for s in stage_rows}),
+        judged_only,
+    )
+
+
+HEADROOM_KEYS = ("ceiling", "actual", "headroom")
+
+
+def headroom(
+    conn: Any, exp: Experiment, k: int, rel: int, repetition: int | None, judged_only: bool
+) -> list[dict]:
+    """pgeval.stage_headroom, one dict per (kind, stage, against), the largest first:
+    ``{"kind", "stage", "against", "largest", "recall@K": {ceiling, actual, headroom},
+    "ndcg@K": {...}}``."""
+    out: dict[tuple, dict] = {}
+    for r in _rows(
+        conn,
+        "SELECT * FROM pgeval.stage_headroom(%s, %s, %s, %s, %s)",
+        (exp.experiment_id, k, rel, repetition, judged_only),
+    ):
+        row = out.setdefault(
+            (r["kind"], r["label"], r["against"]),
+            {"kind": r["kind"], "stage": r["label"], "against": r["against"], "largest": False},
+        )
+        row[r["measure"]] = {name: r[name] for name in HEADROOM_KEYS}
+        row["largest"] = row["largest"] or r["largest"]
+    return list(out.values())
+
+
+# what recovers each kind of headroom (docs/stage-report.md "Ceilings and headroom")
+RECOVERY = {
+    "reorder": "rerank them",
+    "reach": "hand on more candidates (a larger merge depth or rerank top_n) or add another path",
+    "index": "raise the index's search setting",
+}
+
+
+def advice(heads: list[dict], k: int, by_stage: dict[str, dict] | None = None) -> str | None:
+    """The largest measured headroom in one sentence, and what would recover it: reorder (the
+    final stage's candidates ordered perfectly) calls for a rerank, reach (the chain's pool beyond
+    them) for depth or another path, index (an ANN stage against exact search or a higher
+    setting) for the setting. None without judgements."""
+    if not heads:
+        return None
+    top = next((h for h in heads if h["largest"]), None)
+    if top is None:
+        return (
+            f"No measured headroom at K = {k}: no stage gains from a perfect ordering, a "
+            "deeper hand-on or a higher setting."
+        )
+    nd, rc = top[f"ndcg@{k}"], top[f"recall@{k}"]
+    reach = f"ndcg@{k} {nd['ceiling']:.3f} and recall@{k} {rc['ceiling']:.3f}"
+    stage, role = top["stage"], ((by_stage or {}).get(top["stage"]) or {}).get("role")
+    now = f"{nd['actual']:.3f}, {rc['actual']:.3f}"
+    if top["kind"] == "reorder":
+        what = f"its candidates ordered perfectly reach {reach} ({now} as ranked)"
+        how = "a better reranker" if role == "rerank" else RECOVERY["reorder"]
+    elif top["kind"] == "reach":
+        what = (
+            f"the chain's lists ({top['against']}) ordered perfectly reach {reach} ({now} for "
+            "its candidates)"
+        )
+        how = RECOVERY["reach"]
+    else:
+        what = f"{top['against']} reaches {reach} ({now} for {stage})"
+        how = f"{RECOVERY['index']} of {stage}"
+    return (
+        f"Largest headroom: {top['kind']} at {stage}, +{nd['headroom']:.3f} ndcg@{k}: "
+        f"{what}: {how}."
     )
 
 
@@ -575,6 +702,7 @@ def report(
     worst: int = 10,
     allow_partial: bool = False,
     strict: bool = False,
+    judged_only: bool = False,
 ) -> StageReport:
     """:func:`build` with every stage's figures read in one snapshot of ``database``;
     ``repetition`` is a number, ``"all"`` or None (all, means with their spread)."""
@@ -591,4 +719,5 @@ def report(
             worst=worst,
             allow_partial=allow_partial,
             strict=strict,
+            judged_only=judged_only,
         )

@@ -109,15 +109,19 @@ ACTIONS = {
 
 
 def conclusion(report: dict) -> str | None:
-    """The report's answer in one sentence: for an experiment, what the index costs of
-    recall@K, the link that costs most and what to do about it ("the index costs 0.008 of
-    recall@10; fusion costs 0.320: tune the merge"); for one run, its recall and how many of
-    its queries are flagged."""
+    """The report's answer in one sentence: for an experiment, the stage with the largest
+    measured headroom and what recovers it (the stage report's ``advice``; a report saved
+    before it had one: the link that costs most, "fusion costs 0.320: tune the merge"); for one
+    run, its recall and how many of its queries are flagged."""
     sr = report.get("stage_report") or {}
     loss = {
         r.get("category"): r.get("recall_points") or 0.0 for r in sr.get("loss_attribution") or []
     }
     k = sr.get("k")
+    if sr.get("advice") and k:
+        kept = loss.get("kept")
+        final = "" if kept is None else f" (recall@{k} kept: {kept:.3f})"
+        return f"{sr['advice'].rstrip('.')}{final}."
     if loss and k:
         kept = loss.pop("kept", None)
         final = "" if kept is None else f" (recall@{k} kept: {kept:.3f})"
@@ -294,6 +298,7 @@ def stage_rows(report: dict) -> list[dict]:
     sr = report.get("stage_report") or {}
     head = [m for m in headline_metrics(report) if not m.startswith("precision")]
     index = f"index_recall@{sr.get('k')}"
+    judged, ceiling = f"judged@{sr.get('k')}", f"ndcg@{sr.get('k')}"
     rows = []
     for s in sr.get("stages") or []:
         values = s.get("metrics") or {}
@@ -305,6 +310,13 @@ def stage_rows(report: dict) -> list[dict]:
                 "kind": s.get("kind"),
                 "role": s.get("role"),
                 **{m: (values.get(m) or {}).get("mean") for m in head},
+                # how much of the stage's top K was judged, and its candidates ordered perfectly
+                **({judged: values[judged].get("mean")} if judged in values else {}),
+                **(
+                    {f"{ceiling} ceiling": s["ceiling"][ceiling].get("ceiling")}
+                    if ceiling in (s.get("ceiling") or {})
+                    else {}
+                ),
                 # the ANN stages' recall against exact search, as stage-report prints it
                 **(
                     {
@@ -325,6 +337,24 @@ def stage_rows(report: dict) -> list[dict]:
     return rows
 
 
+def headroom_rows(report: dict) -> list[dict]:
+    """Where a change can win something back: each headroom (ceiling - actual) of the stage
+    report, the largest first, marked."""
+    sr = report.get("stage_report") or {}
+    k = sr.get("k")
+    return [
+        {
+            "headroom": h.get("kind"),
+            "stage": h.get("stage"),
+            "against": h.get("against") or "",
+            f"ndcg@{k}": (h.get(f"ndcg@{k}") or {}).get("headroom"),
+            f"recall@{k}": (h.get(f"recall@{k}") or {}).get("headroom"),
+            "largest": bool(h.get("largest")),
+        }
+        for h in sr.get("headroom") or []
+    ]
+
+
 def loss_rows(report: dict) -> list[dict]:
     """Where recall@K was lost: category, chunks, share, Recall@K points (the waterfall)."""
     sr = report.get("stage_report") or {}
@@ -341,7 +371,7 @@ def loss_rows(report: dict) -> list[dict]:
 
 
 class Section(NamedTuple):
-    key: str  # latency | answers | stages | loss | sweep | by_type
+    key: str  # latency | answers | stages | loss | headroom | sweep | by_type
     title: str
     rows: list[dict]
     columns: list[str] | None  # None: the keys of the first row
@@ -363,6 +393,16 @@ def sections(report: dict) -> list[Section]:
                 "loss",
                 f"Where recall@{report['stage_report']['k']} was lost",
                 loss_rows(report),
+                None,
+            )
+        )
+    if headroom_rows(report):
+        out.append(
+            Section(
+                "headroom",
+                "Headroom: each stage's ceiling minus its figure (reorder: rerank; reach: "
+                "depth or another path; index: the setting)",
+                headroom_rows(report),
                 None,
             )
         )

@@ -120,7 +120,9 @@ def _first(rows: dict, family: str, largest: bool = True) -> dict | None:
 
 
 def reading_hints(rows: list[dict], latency: list[dict], alpha: float) -> list[str]:
-    """METRICS.md "Reading a change between two runs", applied to what was observed."""
+    """METRICS.md "Reading a change between two runs", applied to what was observed (judged@K,
+    which says how much was judged, not how good a list is, is no part of a reading)."""
+    rows = [r for r in rows if (m := find(r["metric"])) is None or m.family.quality]
     by = {r["metric"]: r for r in rows}
     recall, mrr = direction(_first(by, "recall"), alpha), direction(_first(by, "mrr"), alpha)
     retrieval = [

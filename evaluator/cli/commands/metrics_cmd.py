@@ -10,6 +10,7 @@ from ...api.vocabulary import LEVELS_NOTE
 from ..flags import (
     ALLOW_PARTIAL,
     DOMAIN_DISCOUNT,
+    JUDGED_ONLY,
     LEVELS,
     MEASURES,
     MIN_SCORE,
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
     help="Lower every acceptance threshold by this fraction (0 to 0.10) for a specialised domain."
 )
 @MIN_SCORE
+@JUDGED_ONLY
 @STRICT
 @ALLOW_PARTIAL.but(help="Show an incomplete run's figures, labelled.")
 @LEVELS
@@ -65,6 +67,7 @@ def metrics(
     plans: bool,
     domain_discount: float,
     min_score: float | None,
+    judged_only: bool,
     strict: bool,
     allow_partial: bool,
     levels: bool,
@@ -77,6 +80,9 @@ def metrics(
     and never averaged in. A valid query missing from the run scores 0 ("no result").
     nDCG uses exponential gain, 2^grade - 1 (ranx's ndcg_burges), not trec_eval's default
     linear gain (ndcg_cut): the two agree on binary judgements, not on graded ones.
+    judged@K (K: the largest recall cut-off) is the share of the first K that carries a
+    judgement, grade 0 included; under 0.5 the figures are lower bounds (a warning says so),
+    and --judged-only measures each list without its unjudged chunks (trec_eval -J).
     With --levels, the acceptance levels (excellent/good/pass/fail) of METRICS.md's contract,
     set for a knowledge base in a general domain (not for your test set); JSON always has them.
 
@@ -85,6 +91,7 @@ def metrics(
       pgeval metrics bm25-baseline
       pgeval metrics bm25-baseline --per-query --format jsonl
       pgeval metrics bm25-baseline --k 1,3,10 --ndcg-k 10 --format json
+      pgeval metrics bm25-baseline --judged-only
     """
 
     flagged = flagged or plans
@@ -101,7 +108,9 @@ def metrics(
         allow_partial=allow_partial,
         min_score=min_score,
         plans=plans,
+        judged_only=judged_only,
     )
+    measures = ev.measures  # with judged@K
     plan_rows = ev.plans
     for w in ev.warnings:
         warn(w)
@@ -173,6 +182,8 @@ def _summary(ev: Evaluation, measures: list[str], fmt: str, levels: bool) -> Non
             f"{c['unanswerable_silent']}), no result {c['no_result']}"
         )
         echo_line(f"order rule: {ev.run.order_rule}")
+        if ev.judged_only:
+            echo_line("judged only: each list without its unjudged chunks (trec_eval -J)")
     emit(rows, fmt, ["measure", "value", "level"] if levels else ["measure", "value"])
     if levels and fmt == "table":
         echo_line(LEVELS_NOTE)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ...api.vocabulary import parse_measure, stage_measures
-from ..flags import ALLOW_PARTIAL, REL, STRICT, K, format_option
+from ..flags import ALLOW_PARTIAL, JUDGED_ONLY, REL, STRICT, K, format_option
 from ..output import echo_line, emit, to_json, warn
 from .common import pass_api
 
@@ -18,7 +18,9 @@ if TYPE_CHECKING:
 
 def _measures(report: StageReport) -> list[str]:
     k = report.k
-    return list(dict.fromkeys([f"recall@{k}", *stage_measures(k), f"index_recall@{k}"]))
+    return list(
+        dict.fromkeys([f"recall@{k}", *stage_measures(k), f"judged@{k}", f"index_recall@{k}"])
+    )
 
 
 def _cell(stage: dict, measure: str) -> dict | None:
@@ -144,6 +146,7 @@ def _worst_rows(report: StageReport) -> list[dict]:
     show_default=True,
     help="How many of the worst queries to list (0: none).",
 )
+@JUDGED_ONLY
 @STRICT
 @ALLOW_PARTIAL.but(help="Report an experiment whose runs are not all complete, labelled.")
 @format_option(choices=("table", "json"))
@@ -155,6 +158,7 @@ def stage_report(
     repetition: str,
     rel: int,
     worst: int,
+    judged_only: bool,
     strict: bool,
     allow_partial: bool,
     fmt: str,
@@ -162,9 +166,19 @@ def stage_report(
     """The stages of EXPERIMENT side by side, and the stage that lost each relevant chunk.
 
     \b
-    Per stage: Recall@3/5/10, MRR@20, nDCG@5/10 (judgements), for ANN stages index
-    recall@K against exact search (no judgements), rows returned and latency p50/p95/p99
+    Per stage: Recall@3/5/10, MRR@20, nDCG@5/10 (judgements), judged@K (the share of the
+    first K with a judgement; under 0.5 a warning: the figures are lower bounds), for ANN stages
+    index recall@K against exact search (no judgements), rows returned and latency p50/p95/p99
     (nearest rank, at the timing boundary the run names).
+
+    \b
+    Ceilings: per stage, recall@K and nDCG@K of its candidates ordered by the judgements (the
+    pool's oracle). Headroom (ceiling - actual) of three kinds, and what recovers it:
+      reorder  the final stage's candidates ordered perfectly: rerank them
+      reach    the chain's lists beyond the final stage's candidates: depth, another path
+      index    an ANN stage against exact search, or a higher setting the experiment ran:
+               the setting
+    The advice names the largest headroom on nDCG@K, not the largest loss.
 
     \b
     Loss attribution at the final cut-off K: every relevant chunk of a valid query that is not
@@ -181,6 +195,7 @@ def stage_report(
     Examples:
       pgeval stage-report exp1
       pgeval stage-report exp1 --k 5 --repetition 2
+      pgeval stage-report exp1 --judged-only
       pgeval stage-report exp1 --format json > exp1-stages.json
     """
     from ...api.vocabulary import chain_text
@@ -193,6 +208,7 @@ def stage_report(
         worst=worst,
         allow_partial=allow_partial,
         strict=strict,
+        judged_only=judged_only,
     )
     judged = report.judged
     for w in report.warnings:
@@ -231,7 +247,48 @@ def stage_report(
     )
     for r in report.loss:
         echo_line(f"  {r['category']:<9} {r['meaning']}", indent=10)
+    _ceilings(report)
     _types_and_worst(report)
+
+
+def _ceilings(report: StageReport) -> None:
+    """Each stage's ceiling (its candidates ordered by the judgements) beside its figure, the
+    headroom of each kind, and the advice: the largest one and what recovers it."""
+    k = report.k
+    rows = [
+        {
+            "stage": s.get("label") or s["stage"],
+            **{
+                f"{m}@{k}{part}": (s["ceiling"].get(f"{m}@{k}") or {}).get(key)
+                for m in ("ndcg", "recall")
+                for part, key in (("", "actual"), (" ceiling", "ceiling"))
+            },
+        }
+        for s in report.stages
+        if s.get("ceiling")
+    ]
+    if rows:
+        emit(
+            rows,
+            "table",
+            list(rows[0]),
+            title="ceilings: each stage's candidates ordered by the judgements",
+        )
+    heads = [
+        {
+            "headroom": h["kind"],
+            "stage": h["stage"],
+            "against": h["against"] or "",
+            f"ndcg@{k}": h[f"ndcg@{k}"]["headroom"],
+            f"recall@{k}": h[f"recall@{k}"]["headroom"],
+            "largest": "←" if h["largest"] else "",
+        }
+        for h in report.headroom
+    ]
+    if heads:
+        emit(heads, "table", list(heads[0]), title="headroom (ceiling - actual)")
+    if report.advice:
+        echo_line(report.advice)
 
 
 def _recall_tails(report: StageReport) -> None:
