@@ -18,6 +18,7 @@ from ..reporting.compare import Comparison
 from ..reporting.gate import GateResult
 from ..run.groups import GroupPipelineResult
 from ..run.pipeline import PipelineResult
+from ..run.tune.result import TuneResult
 from ..targets.groups import Group
 
 __all__ = [
@@ -37,5 +38,6 @@ __all__ = [
     "ProbeResult",
     "StageReport",
     "SweepResult",
+    "TuneResult",
     "WarmupReport",
 ]

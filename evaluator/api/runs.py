@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from ..run.groups import GroupPipelineResult
     from ..run.pipeline import PipelineResult
     from ..run.runs import ImportReport
-    from ..run.tune.tune import TuneResult
+    from ..run.tune.result import TuneResult
     from ..targets.groups import Group
 
 # the query-vector source of a method's keywords: sample_queries, seed, queries_sql, queries_file

@@ -113,6 +113,13 @@ STAGE = opt(
     type=Later(_ann_kinds),
     help="ANN stage to sweep (measured against exact search).",
 )
+REPETITION = opt(
+    "--repetition",
+    default="all",
+    show_default=True,
+    metavar="N|all",
+    help="One repetition, or all of them (means with their spread).",
+)
 SET = opt(
     "--set",
     "settings",

@@ -7,13 +7,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ..flags import SEED, format_option
+from ..flags import NAME, REPETITION, SEED, STAGE, format_option
 from ..output import echo_line, emit, to_json, warn
 from .common import pass_api, progress_bar
 
 if TYPE_CHECKING:
     from ...api import Pgeval
-    from ...run.tune.tune import TuneResult
+    from ...api.results import TuneResult
 
 SHOWN = 10  # configurations listed by the table (all of them: --format json)
 
@@ -46,7 +46,7 @@ def _print(result: TuneResult) -> None:
     )
     h = d["held_out"]
     echo_line(
-        f"held out ({h['folds']}-fold cross-validation of the choice): gain {h['gain']:+.4f} "
+        f"held out ({len(h['folds'])}-fold cross-validation of the choice): gain {h['gain']:+.4f} "
         f"{result.metric}, 95% interval [{h['interval'][0]:+.4f}, {h['interval'][1]:+.4f}], "
         f"p = {h['p']:.4f}; chosen per fold: {', '.join(f'#{c}' for c in h['chosen'])}"
     )
@@ -64,7 +64,7 @@ def _print(result: TuneResult) -> None:
 
 @click.command()
 @click.argument("experiment")
-@click.option("--stage", required=True, metavar="NAME", help="The merge or rerank stage to tune.")
+@STAGE.but(type=str, metavar="NAME", help="The merge or rerank stage to tune.")
 @click.option(
     "--grid",
     "grid",
@@ -87,12 +87,8 @@ def _print(result: TuneResult) -> None:
     help="Folds of the cross-validation of the choice.",
 )
 @SEED.but(default=0, show_default=True, help="Seed of the folds and of the paired test.")
-@click.option(
-    "--repetition",
-    type=click.IntRange(1),
-    default=1,
-    show_default=True,
-    help="The repetition whose lists are tuned.",
+@REPETITION.but(
+    type=click.IntRange(1), default=1, metavar=None, help="The repetition whose lists are tuned."
 )
 @click.option(
     "--jobs",
@@ -101,11 +97,7 @@ def _print(result: TuneResult) -> None:
     show_default=True,
     help="Connections measuring configurations at once.",
 )
-@click.option(
-    "--name",
-    default=None,
-    help="Name of the run storing the in-sample best. [default: EXPERIMENT.STAGE.tuned]",
-)
+@NAME.but(help="Name of the run storing the in-sample best. [default: EXPERIMENT.STAGE.tuned]")
 @click.option("--no-store", is_flag=True, help="Store no run.")
 @format_option(choices=("table", "json"))
 @click.option("--json", "as_json", is_flag=True, help="Same as --format json.")

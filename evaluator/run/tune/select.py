@@ -26,12 +26,15 @@ class HeldOut:
     ci_high: float
     p_value: float
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self, queries: list[str]) -> dict[str, Any]:
+        """JSON; ``queries``: the query ids the indexes refer to."""
         return {
             "gain": self.gain,
             "interval": [self.ci_low, self.ci_high],
             "p": self.p_value,
-            "folds": len(self.folds),
+            "alpha": ALPHA,
+            "significant": self.gain > 0 and self.p_value < ALPHA,
+            "folds": [[queries[i] for i in part] for part in self.folds],
             "chosen": self.chosen,
         }
 
@@ -41,8 +44,7 @@ def best(means: Any) -> int:
     first: a tie never changes it)."""
     import numpy as np
 
-    means = np.asarray(means)
-    return int(np.flatnonzero(means >= means.max() - 1e-12)[0])
+    return int(np.argmax(np.asarray(means)))
 
 
 def split(n: int, folds: int, seed: int) -> list[list[int]]:

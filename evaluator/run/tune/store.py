@@ -15,7 +15,7 @@ from ...stages.base import ORDER_SIMILARITY
 
 if TYPE_CHECKING:
     from ...core.db import Database
-    from .tune import TuneResult
+    from .result import TuneResult
 
 
 def _params(conn: Any, result: TuneResult) -> dict[str, Any]:
@@ -36,7 +36,9 @@ def _params(conn: Any, result: TuneResult) -> dict[str, Any]:
         "in_sample_pick": True,
         "metric": result.metric,
         "configurations": len(result.configs),
-        "held_out": result.held_out.as_dict(),
+        "held_out": {
+            k: v for k, v in result.held_out.as_dict(result.queries).items() if k != "folds"
+        },
         "recommended": not result.keep,
     }
     return params

@@ -4,12 +4,12 @@ cross-validate the choice, recommend or keep, store the in-sample pick as a run)
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import InputError
 from ...measure.measures import ranked
 from . import evaluate, grid, select, stage_lists
+from .result import TuneResult
 from .stage_lists import StageLists
 
 if TYPE_CHECKING:
@@ -19,64 +19,6 @@ FIGURES = ("recall@10", "mrr@20")  # shown beside the chosen metric, with judged
 DEFAULT_K = (10, 20, 40, 60, 100)
 DEFAULT_WEIGHTS = (0.5, 1.0, 2.0)
 DEFAULT_TOP_N = (5, 10, 20, 30, 50, 100, 200)
-
-
-@dataclass(frozen=True)
-class TuneResult:
-    lists: StageLists
-    metric: str
-    measures: list[str]  # the metric, recall@10, mrr@20, judged@10: the in-sample columns
-    configs: list[dict[str, Any]]
-    means: Any  # np.ndarray [config, measure]
-    in_sample_best: int
-    held_out: select.HeldOut
-    keep: bool
-    why: str
-    run: str | None = None
-    warnings: list[str] = field(default_factory=list)
-
-    def options(self, i: int) -> dict[str, Any]:
-        """Configuration ``i`` as JSON: per-input values keyed by input stage."""
-        out = {}
-        for key, value in self.configs[i].items():
-            if isinstance(value, tuple):
-                value = dict(zip(self.lists.inputs, value))
-            out[key] = value
-        return out
-
-    @property
-    def recommended(self) -> int:
-        return 0 if self.keep else self.in_sample_best
-
-    def as_dict(self) -> dict[str, Any]:
-        lists = self.lists
-        return {
-            "experiment": lists.experiment,
-            "stage": lists.stage,
-            "kind": lists.kind,
-            "run": lists.run_name,
-            "repetition": lists.repetition,
-            "metric": self.metric,
-            "queries": len(self.held_out.values),
-            "current": self.options(0),
-            "configs": [
-                {
-                    "options": self.options(i),
-                    "in_sample": dict(zip(self.measures, map(float, self.means[i]))),
-                }
-                for i in range(len(self.configs))
-            ],
-            "in_sample_best": self.in_sample_best,
-            "held_out": self.held_out.as_dict(),
-            "recommendation": {
-                "keep": self.keep,
-                "options": self.options(self.recommended),
-                "opts": lists.as_opts(self.configs[self.recommended]),
-                "why": self.why,
-            },
-            "stored_run": self.run,
-            "warnings": self.warnings,
-        }
 
 
 def default_grid(lists: StageLists) -> dict[str, list]:
@@ -164,7 +106,9 @@ def tune(
     held = select.cross_validate(figures.values[:, :, 0], folds, seed)
     gain_in = float(means[best, 0] - means[0, 0])
     keep, why = _why({"held_out": held, "best": best, "gain_in": gain_in}, len(configs), metric)
-    result = TuneResult(lists, metric, figures.measures, configs, means, best, held, keep, why)
+    result = TuneResult(
+        lists, metric, figures.measures, figures.queries, configs, means, best, held, keep, why
+    )
     if store:
         from .store import store_pick
 
