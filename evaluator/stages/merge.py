@@ -90,9 +90,10 @@ def parse_weights(spec: str | None, inputs: list[str]) -> dict[str, float]:
 def parse_input_depth(spec: str | None, inputs: list[str]) -> dict[str, int | None]:
     """One depth for every input ('20'), or per input ('hnsw:20,bm25:50', '20,50'); None:
     every stored row of that input."""
-    if spec and "," not in spec and ":" not in spec:
-        spec = ",".join([spec.strip()] * len(inputs))
-    depths = per_input(spec, inputs, "input depth", int, None)
+    text = (spec or "").strip()
+    if text and "," not in text and ":" not in text:
+        text = ",".join([text] * len(inputs))
+    depths = per_input(text or None, inputs, "input depth", int, None)
     if any(d is not None and d < 1 for d in depths.values()):
         raise InputError(f"input depth must be >= 1, got '{spec}'", field=param("options"))
     return depths
@@ -119,10 +120,12 @@ class MergeStage(BaseStage):
 
     def prepare(self, ctx: StageContext) -> None:
         self.settings(ctx)
-        if ctx.option("weights") and ctx.option("inputs"):
-            names = [x.strip() for x in ctx.option("inputs").split(",") if x.strip()]
-            parse_weights(ctx.option("weights"), names)
-            parse_input_depth(ctx.option("input_depth"), names)
+        named = [x.strip() for x in (ctx.option("inputs") or "").split(",") if x.strip()]
+        if named:
+            parse_weights(ctx.option("weights"), named)
+        depth = ctx.option("input_depth")
+        if named or (depth and "," not in depth and ":" not in depth):
+            parse_input_depth(depth, named or ["each input"])  # before any stage runs
 
     def inputs(self, ctx: StageContext) -> list[tuple[str, int]]:
         """[(stage name, run id)] of the runs to fuse (same experiment and repetition)."""

@@ -18,15 +18,29 @@ if TYPE_CHECKING:
 SHOWN = 10  # configurations listed by the table (all of them: --format json)
 
 
+def _varying(result: TuneResult) -> list[str]:
+    """The keys whose value differs between configurations (the others are in the header)."""
+    return [k for k in result.configs[0] if len({repr(c[k]) for c in result.configs}) > 1]
+
+
+def _short(key: str, value: object) -> str:
+    """key=value as the table shows it: a per-input value positional, [1,0.5] (all: no cut)."""
+    if isinstance(value, tuple):
+        value = "[" + ",".join("all" if v is None else f"{v:g}" for v in value) + "]"
+    elif isinstance(value, float):
+        value = f"{value:g}"
+    return f"{key}={value}"
+
+
 def _rows(result: TuneResult) -> list[dict]:
     order = sorted(range(len(result.configs)), key=lambda i: -result.means[i][0])
     shown = list(dict.fromkeys([0, *order[:SHOWN]]))
+    keys = _varying(result)
     rows = []
     for i in shown:
-        opts = result.lists.as_opts(result.configs[i])
-        row = {"#": i, "options": " ".join(o.split(":", 1)[1] for o in opts)}
+        row = {"#": i, "setting": " ".join(_short(k, result.configs[i][k]) for k in keys)}
         row.update(dict(zip(result.measures, result.means[i])))
-        row["note"] = "current" if i == 0 else ("in-sample best" if i == order[0] else "")
+        row["note"] = "current" if i == 0 else ("best" if i == order[0] else "")
         rows.append(row)
     return rows
 
@@ -38,10 +52,16 @@ def _print(result: TuneResult) -> None:
         f"{len(result.configs)} configurations · {d['queries']} valid queries · metric "
         f"{d['metric']}"
     )
+    varying = _varying(result)
+    fixed = {k: v for k, v in result.configs[0].items() if k not in varying}
+    if fixed:
+        echo_line("the same in every configuration: " + " ".join(result.lists.as_opts(fixed)))
+    if result.lists.kind == "merge":
+        echo_line(f"inputs, in the order of [..] values: {', '.join(result.lists.inputs)}")
     emit(
         _rows(result),
         "table",
-        ["#", "options", *result.measures, "note"],
+        ["#", "setting", *result.measures, "note"],
         title=f"in sample (mean over valid queries), best {SHOWN} by {result.metric}",
     )
     h = d["held_out"]
