@@ -26,7 +26,7 @@ def _varying(result: TuneResult) -> list[str]:
 def _short(key: str, value: object) -> str:
     """key=value as the table shows it: a per-input value positional, [1,0.5] (all: no cut)."""
     if isinstance(value, tuple):
-        value = "[" + ",".join("all" if v is None else f"{v:g}" for v in value) + "]"
+        value = f"[{','.join('all' if v is None else f'{v:g}' for v in value)}]"
     elif isinstance(value, float):
         value = f"{value:g}"
     return f"{key}={value}"
