@@ -16,8 +16,8 @@ Options (``--opt merge:KEY=VALUE``):
 - ``depth``: how many fused chunks to store per query (default ``--depth``); the stage after it
   (rerank) takes its own top-n of these.
 
-``run.params`` records method, k, weights, input depths, the inputs (stage names, as the loss attribution reads
-them) and their run ids. There is no per-query latency: the whole fusion is one statement
+``run.params`` records method, k, weights, input depths, the inputs (stage names, as the loss
+attribution reads them) and their run ids. There is no per-query latency: the whole fusion is one statement
 (``params.fusion_ms``).
 """
 
@@ -75,7 +75,7 @@ def per_input(
         return values
     if any(":" in x for x in items) or len(items) != len(inputs):
         raise InputError(
-            f"{what}s '{spec}': give NAME:{what[0].upper()} for each input, or {len(inputs)} "
+            f"{what}s '{spec}': give NAME:{'W' if what == 'weight' else 'N'} for each input, or {len(inputs)} "
             f"numbers in the order {', '.join(inputs)}",
             field=param("options"),
         )
