@@ -9,11 +9,9 @@
 -- stage writer and run import join the judgements themselves and write the grades.
 CREATE OR REPLACE FUNCTION pgeval.result_fill_grades() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    SELECT coalesce(array_agg(j.grade ORDER BY u.pos), '{}') INTO NEW.grades
-      FROM unnest(NEW.chunk_ids) WITH ORDINALITY AS u(chunk_id, pos)
-      LEFT JOIN pgeval.qrel j
-             ON j.testset_id = (SELECT ru.testset_id FROM pgeval.run ru WHERE ru.run_id = NEW.run_id)
-            AND j.query_id = NEW.query_id AND j.chunk_id = u.chunk_id;
+    NEW.grades := pgeval.list_grades(
+        (SELECT ru.testset_id FROM pgeval.run ru WHERE ru.run_id = NEW.run_id), NEW.query_id,
+        NEW.chunk_ids);
     RETURN NEW;
 END
 $$;

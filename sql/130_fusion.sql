@@ -1,8 +1,9 @@
 -- Fusion of ranked lists (the merge stage), computed over stored runs in schema pgeval. One entry
 -- per chunk and query; ranks 1..n by fused score descending, ties by chunk id ascending (byte
 -- order: COLLATE "C", whatever the database's collation); cut at
--- p_depth (NULL: everything). p_input_depth (NULL: every stored row) cuts each input first.
--- Weights are aligned with p_runs (NULL: 1 each).
+-- p_depth (NULL: everything). p_input_depth (NULL: every stored row) cuts each input first;
+-- p_input_depths, aligned with p_runs, cuts each input at its own depth (an element NULL, or the
+-- array NULL: p_input_depth). Weights are aligned with p_runs (NULL: 1 each).
 --
 -- RRF (Cormack et al. 2009):  score(c) = sum over inputs of  w_i / (k + rank_i(c))
 -- Score fusion:                score(c) = sum over inputs of  w_i * norm_i(c)
@@ -77,6 +78,22 @@ BEGIN
 END
 $$;
 
+-- Per-input depths: aligned with the inputs, each >= 1 (NULL: that input's every stored row).
+CREATE OR REPLACE FUNCTION pgeval.input_depth_check(p_runs bigint[], p_input_depth integer,
+                                                    p_input_depths integer[])
+RETURNS boolean LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+    IF p_input_depths IS NOT NULL AND cardinality(p_input_depths) <> cardinality(p_runs) THEN
+        RAISE EXCEPTION '% input depths for % input runs', cardinality(p_input_depths),
+            cardinality(p_runs) USING ERRCODE = '22023';
+    END IF;
+    IF p_input_depth < 1 OR EXISTS (SELECT 1 FROM unnest(p_input_depths) d WHERE d < 1) THEN
+        RAISE EXCEPTION 'input depth must be >= 1' USING ERRCODE = '22023';
+    END IF;
+    RETURN true;
+END
+$$;
+
 -- A fused score from the exact (numeric) sum of its input terms: rounded to 12 significant
 -- digits, as double precision (0 stays 0).
 CREATE OR REPLACE FUNCTION pgeval.fusion_score(p_sum numeric)
@@ -89,17 +106,20 @@ CREATE OR REPLACE FUNCTION pgeval.fuse_rrf(p_runs bigint[],
                                            p_weights double precision[] DEFAULT NULL,
                                            p_k double precision DEFAULT 60,
                                            p_depth integer DEFAULT NULL,
-                                           p_input_depth integer DEFAULT NULL)
+                                           p_input_depth integer DEFAULT NULL,
+                                           p_input_depths integer[] DEFAULT NULL)
 RETURNS TABLE (query_id text, rank integer, chunk_id text, score double precision)
 LANGUAGE sql STABLE AS $$
-    WITH inp AS (SELECT u.run_id, coalesce(p_weights[u.i], 1.0)::float8 AS w
+    WITH inp AS (SELECT u.run_id, coalesce(p_weights[u.i], 1.0)::float8 AS w,
+                        coalesce(p_input_depths[u.i], p_input_depth, 2147483647) AS d
                    FROM unnest(p_runs) WITH ORDINALITY AS u(run_id, i)
-                  WHERE pgeval.fusion_check(p_runs, p_weights, p_k, p_depth, 'rrf')),
-    fused AS (SELECT r.query_id, r.chunk_id,
+                  WHERE pgeval.fusion_check(p_runs, p_weights, p_k, p_depth, 'rrf')
+                    AND pgeval.input_depth_check(p_runs, p_input_depth, p_input_depths)),
+    fused AS (SELECT l.query_id, r.chunk_id,
                      pgeval.fusion_score(sum((inp.w / (p_k + r.rank))::numeric)) AS score
-                FROM inp JOIN pgeval.result r ON r.run_id = inp.run_id
-               WHERE p_input_depth IS NULL OR r.rank <= p_input_depth
-               GROUP BY r.query_id, r.chunk_id),
+                FROM inp JOIN pgeval.result_list l ON l.run_id = inp.run_id
+               CROSS JOIN LATERAL unnest(l.chunk_ids[:inp.d]) WITH ORDINALITY AS r(chunk_id, rank)
+               GROUP BY l.query_id, r.chunk_id),
     ranked AS (SELECT f.query_id, f.chunk_id, f.score,
                       row_number() OVER (PARTITION BY f.query_id
                                          ORDER BY f.score DESC, f.chunk_id COLLATE "C")::integer AS rank
@@ -113,20 +133,23 @@ CREATE OR REPLACE FUNCTION pgeval.fuse_scores(p_runs bigint[],
                                               p_weights double precision[] DEFAULT NULL,
                                               p_method text DEFAULT 'minmax',
                                               p_depth integer DEFAULT NULL,
-                                              p_input_depth integer DEFAULT NULL)
+                                              p_input_depth integer DEFAULT NULL,
+                                              p_input_depths integer[] DEFAULT NULL)
 RETURNS TABLE (query_id text, rank integer, chunk_id text, score double precision)
 LANGUAGE sql STABLE AS $$
     WITH inp AS (SELECT u.run_id, coalesce(p_weights[u.i], 1.0)::float8 AS w,
+                        coalesce(p_input_depths[u.i], p_input_depth, 2147483647) AS d,
                         coalesce(run.params->>'score' = 'distance', false) AS is_distance
                    FROM unnest(p_runs) WITH ORDINALITY AS u(run_id, i)
                    JOIN pgeval.run run ON run.run_id = u.run_id
                   WHERE pgeval.fusion_check(p_runs, p_weights, 0, p_depth,
                                             CASE WHEN p_method = 'rrf' THEN 'rrf (use fuse_rrf)'
-                                                 ELSE p_method END)),
-    s AS (SELECT inp.run_id, r.query_id, r.chunk_id,
+                                                 ELSE p_method END)
+                    AND pgeval.input_depth_check(p_runs, p_input_depth, p_input_depths)),
+    s AS (SELECT inp.run_id, l.query_id, r.chunk_id,
                  CASE WHEN inp.is_distance THEN -r.score ELSE r.score END AS v
-            FROM inp JOIN pgeval.result r ON r.run_id = inp.run_id
-           WHERE p_input_depth IS NULL OR r.rank <= p_input_depth),
+            FROM inp JOIN pgeval.result_list l ON l.run_id = inp.run_id
+           CROSS JOIN LATERAL unnest(l.chunk_ids[:inp.d], l.scores[:inp.d]) AS r(chunk_id, score)),
     st AS (SELECT s.run_id, s.query_id, min(s.v) AS lo, max(s.v) AS hi, avg(s.v) AS mu,
                   stddev_pop(s.v) AS sd
              FROM s GROUP BY s.run_id, s.query_id),

@@ -64,6 +64,14 @@ def test_rrf_by_hand(conn, two_paths):
         ("d", pytest.approx(2 / 12)),
         ("a", pytest.approx(1 / 11)),
     ]  # cut at depth 3
+    # per-input depths (merge:input_depth): hnsw cut at its top 1, bm25 whole
+    cut = fuse(conn, "fuse_rrf(%s, NULL, 60, NULL, NULL, %s)", [a, b], [1, None])
+    assert cut["q"] == [
+        ("a", pytest.approx(1 / 61)),
+        ("c", pytest.approx(1 / 61)),  # a tie with a: chunk id order
+        ("d", pytest.approx(1 / 62)),
+    ]
+    assert fuse(conn, "fuse_rrf(%s, NULL, 60, NULL, 1)", [a, b])["q"] == cut["q"][:2]
 
 
 def test_minmax_by_hand(conn, two_paths):
@@ -100,6 +108,8 @@ def test_fusion_errors(conn, two_paths):
         ("fuse_rrf(%s, NULL, %s)", (runs, -1.0), "k must be >= 0"),
         ("fuse_scores(%s, NULL, %s)", (runs, "mean"), 'unknown fusion method "mean"'),
         ("fuse_rrf(%s)", ([999999],), "no run with id 999999"),
+        ("fuse_rrf(%s, NULL, 60, NULL, NULL, %s)", (runs, [5]), "1 input depths for 2 input"),
+        ("fuse_scores(%s, NULL, 'minmax', NULL, NULL, %s)", (runs, [5, 0]), "input depth must"),
     ):
         with pytest.raises(psycopg.errors.InvalidParameterValue, match=msg):
             conn.execute(f"SELECT * FROM pgeval.{call}", args).fetchall()

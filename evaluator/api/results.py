@@ -19,6 +19,7 @@ from ..reporting.compare_many import MultiComparison
 from ..reporting.gate import GateResult
 from ..run.groups import GroupPipelineResult
 from ..run.pipeline import PipelineResult
+from ..run.tune.result import TuneResult
 from ..targets.groups import Group
 
 __all__ = [
@@ -39,5 +40,6 @@ __all__ = [
     "ProbeResult",
     "StageReport",
     "SweepResult",
+    "TuneResult",
     "WarmupReport",
 ]

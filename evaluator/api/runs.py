@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ..run.groups import GroupPipelineResult
     from ..run.pipeline import PipelineResult
     from ..run.runs import ImportReport
+    from ..run.tune.result import TuneResult
     from ..targets.groups import Group
 
 # the query-vector source of a method's keywords: sample_queries, seed, queries_sql, queries_file
@@ -163,6 +164,45 @@ class RunMethods:
         buf = io.StringIO()
         export_to(self.database, name, format, None, buf, on_note)
         return buf.getvalue()
+
+    def tune(
+        self,
+        experiment: str,
+        stage: str,
+        grid: list[str] | None = None,
+        *,
+        metric: str = "ndcg@10",
+        folds: int = 5,
+        seed: int = 0,
+        repetition: int = 1,
+        rel: int = 1,
+        jobs: int = 2,
+        name: str | None = None,
+        store: bool = True,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> TuneResult:
+        """Tune the merge or rerank ``stage`` of ``experiment`` on its stored lists
+        (`pgeval tune`): ``grid`` as ``["merge:k=10,60", "merge:weights=[1,0.5],[1,1]"]``
+        (None: the default grid), every configuration measured in SQL, the choice
+        cross-validated over ``folds``; the in-sample pick stored as run ``name`` (default
+        ``EXPERIMENT.STAGE.tuned``) unless ``store`` is False. ``on_progress(done, total)``."""
+        from ..run.tune.tune import tune
+
+        return tune(
+            self.database,
+            experiment,
+            stage,
+            list(grid or []),
+            metric=metric,
+            folds=folds,
+            seed=seed,
+            repetition=repetition,
+            rel=rel,
+            jobs=jobs,
+            name=name,
+            store=store,
+            on_progress=on_progress,
+        )
 
     def runs(self, testset: str | None = None, experiment: str | None = None) -> list[dict]:
         """The stored runs (`pgeval run list`)."""

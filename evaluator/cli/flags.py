@@ -122,6 +122,13 @@ STAGE = opt(
     metavar="KIND",
     help=Later(_stage_help),
 )
+REPETITION = opt(
+    "--repetition",
+    default="all",
+    show_default=True,
+    metavar="N|all",
+    help="One repetition, or all of them (means with their spread).",
+)
 SET = opt(
     "--set",
     "settings",

@@ -41,6 +41,7 @@ COMMANDS = {
     "sweep": "evaluator.cli.commands.sweep_cmd:sweep",
     "target": "evaluator.cli.commands.target_cmd:target",
     "testset": "evaluator.cli.commands.testset_cmd:testset",
+    "tune": "evaluator.cli.commands.tune_cmd:tune",
     "warmup": "evaluator.cli.commands.warmup_cmd:warmup",
     "watch": "evaluator.cli.commands.watch_cmd:watch",
 }

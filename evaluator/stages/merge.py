@@ -10,17 +10,21 @@ Options (``--opt merge:KEY=VALUE``):
   not merge or rerank — and the exact stage only when no ANN stage precedes the merge, since
   exact search is then the vector path rather than the ceiling).
 - ``weights``: per input, ``hnsw:1,bm25:0.5`` or positional ``1,0.5`` (default 1 each).
+- ``input_depth``: how many of each input's chunks enter the fusion: one number for every input
+  (``20``) or per input (``hnsw:20,bm25:50``, positional ``20,50``); default every stored row
+  (``--depth``).
 - ``depth``: how many fused chunks to store per query (default ``--depth``); the stage after it
   (rerank) takes its own top-n of these.
 
-``run.params`` records method, k, weights, the inputs (stage names, as the loss attribution reads
-them) and their run ids. There is no per-query latency: the whole fusion is one statement
+``run.params`` records method, k, weights, input depths, the inputs (stage names, as the loss
+attribution reads them) and their run ids. There is no per-query latency: the whole fusion is one statement
 (``params.fusion_ms``).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..core.errors import InputError, param
@@ -28,11 +32,15 @@ from . import store
 from .base import BOUNDARY_BATCH, ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
 
 METHODS = ("rrf", "minmax", "zscore")
+# the fused lists, with bound %(runs)s, %(w)s, %(k)s, %(method)s, %(depth)s, %(input_depths)s
+# (aligned with the runs; NULL: every stored row): the merge stage's and pgeval tune's one call
+FUSE_RRF = "pgeval.fuse_rrf(%(runs)s, %(w)s, %(k)s, %(depth)s, NULL, %(input_depths)s) f"
+FUSE_SCORES = "pgeval.fuse_scores(%(runs)s, %(w)s, %(method)s, %(depth)s, NULL, %(input_depths)s) f"
 
 
-def _float(value: str, what: str) -> float:
+def _number(value: str, what: str, cast: Callable[[str], float]) -> float:
     try:
-        out = float(value)
+        out = cast(value)
     except ValueError:
         raise InputError(f"{what} '{value}' is not a number", field=param("options")) from None
     if out != out or out < 0:
@@ -40,31 +48,55 @@ def _float(value: str, what: str) -> float:
     return out
 
 
-def parse_weights(spec: str | None, inputs: list[str]) -> dict[str, float]:
-    """'hnsw:1,bm25:0.5' or '1,0.5' (aligned with ``inputs``) -> {stage: weight}."""
-    weights = {name: 1.0 for name in inputs}
+def per_input(
+    spec: str | None,
+    inputs: list[str],
+    what: str = "weight",
+    cast: Callable[[str], float] = float,
+    default: float | None = 1.0,
+) -> dict[str, Any]:
+    """'hnsw:1,bm25:0.5' or '1,0.5' (aligned with ``inputs``) -> {stage: value}; a stage not
+    named keeps ``default``."""
+    values: dict[str, Any] = {name: default for name in inputs}
     if not spec:
-        return weights
+        return values
     items = [x.strip() for x in spec.split(",") if x.strip()]
     if all(":" in x for x in items):
         for item in items:
             name, _, value = item.partition(":")
             name = name.strip()
-            if name not in weights:
+            if name not in values:
                 raise InputError(
-                    f"weight for '{name}', which is not an input of the merge "
+                    f"{what} for '{name}', which is not an input of the merge "
                     f"({', '.join(inputs)})",
                     field=param("options"),
                 )
-            weights[name] = _float(value.strip(), f"weight of {name}")
-        return weights
+            values[name] = _number(value.strip(), f"{what} of {name}", cast)
+        return values
     if any(":" in x for x in items) or len(items) != len(inputs):
         raise InputError(
-            f"weights '{spec}': give NAME:W for each input, or {len(inputs)} "
+            f"{what}s '{spec}': give NAME:{'W' if what == 'weight' else 'N'} for each input, or {len(inputs)} "
             f"numbers in the order {', '.join(inputs)}",
             field=param("options"),
         )
-    return {name: _float(v, f"weight of {name}") for name, v in zip(inputs, items)}
+    return {name: _number(v, f"{what} of {name}", cast) for name, v in zip(inputs, items)}
+
+
+def parse_weights(spec: str | None, inputs: list[str]) -> dict[str, float]:
+    """'hnsw:1,bm25:0.5' or '1,0.5' (aligned with ``inputs``) -> {stage: weight}."""
+    return per_input(spec, inputs)
+
+
+def parse_input_depth(spec: str | None, inputs: list[str]) -> dict[str, int | None]:
+    """One depth for every input ('20'), or per input ('hnsw:20,bm25:50', '20,50'); None:
+    every stored row of that input."""
+    text = (spec or "").strip()
+    if text and "," not in text and ":" not in text:
+        text = ",".join([text] * len(inputs))
+    depths = per_input(text or None, inputs, "input depth", int, None)
+    if any(d is not None and d < 1 for d in depths.values()):
+        raise InputError(f"input depth must be >= 1, got '{spec}'", field=param("options"))
+    return depths
 
 
 class MergeStage(BaseStage):
@@ -89,9 +121,12 @@ class MergeStage(BaseStage):
 
     def prepare(self, ctx: StageContext) -> None:
         self.settings(ctx)
-        if ctx.option("weights") and ctx.option("inputs"):
-            names = [x.strip() for x in ctx.option("inputs").split(",") if x.strip()]
-            parse_weights(ctx.option("weights"), names)
+        named = [x.strip() for x in (ctx.option("inputs") or "").split(",") if x.strip()]
+        if named:
+            parse_weights(ctx.option("weights"), named)
+        depth = ctx.option("input_depth")
+        if named or (depth and "," not in depth and ":" not in depth):
+            parse_input_depth(depth, named or ["each input"])  # before any stage runs
 
     def inputs(self, ctx: StageContext) -> list[tuple[str, int]]:
         """[(stage name, run id)] of the runs to fuse (same experiment and repetition)."""
@@ -133,6 +168,7 @@ class MergeStage(BaseStage):
         inputs = self.inputs(ctx)
         names = [n for n, _ in inputs]
         weights = parse_weights(ctx.option("weights"), names)
+        input_depth = parse_input_depth(ctx.option("input_depth"), names)
         if len(inputs) == 1:
             ctx.warn(f"stage {ctx.stage} fuses a single input ({names[0]}): it only re-ranks it")
         params = {
@@ -144,17 +180,14 @@ class MergeStage(BaseStage):
             "input_runs": [r for _, r in inputs],
             "weights": weights,
         }
+        if any(d is not None for d in input_depth.values()):
+            params["input_depth"] = input_depth
         if cfg["method"] == "rrf":
             params["k"] = cfg["k"]
-            query = (
-                "SELECT %(run)s::bigint AS run_id, f.query_id, f.rank, f.chunk_id, "
-                "f.score FROM pgeval.fuse_rrf(%(runs)s, %(w)s, %(k)s, %(depth)s) f"
-            )
-        else:
-            query = (
-                "SELECT %(run)s::bigint AS run_id, f.query_id, f.rank, f.chunk_id, "
-                "f.score FROM pgeval.fuse_scores(%(runs)s, %(w)s, %(method)s, %(depth)s) f"
-            )
+        query = (
+            "SELECT %(run)s::bigint AS run_id, f.query_id, f.rank, f.chunk_id, f.score FROM "
+            + (FUSE_RRF if cfg["method"] == "rrf" else FUSE_SCORES)
+        )
         conn = ctx.results
         run_id = store.create_stage_run(
             ctx,
@@ -183,6 +216,7 @@ class MergeStage(BaseStage):
                         "k": cfg["k"],
                         "depth": cfg["depth"],
                         "method": cfg["method"],
+                        "input_depths": [input_depth[n] for n in names],
                     },
                 ).fetchone()[0]  # type: ignore[index]  # an aggregate: always one row
             ms = (time.perf_counter() - t0) * 1000.0

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ...api.vocabulary import parse_measure, stage_measures
-from ..flags import ALLOW_PARTIAL, JUDGED_ONLY, REL, STRICT, K, format_option
+from ..flags import ALLOW_PARTIAL, JUDGED_ONLY, REL, REPETITION, STRICT, K, format_option
 from ..output import echo_line, emit, to_json, warn
 from .common import pass_api
 
@@ -131,13 +131,7 @@ def _worst_rows(report: StageReport) -> list[dict]:
 @click.command("stage-report")
 @click.argument("experiment")
 @K.but("k", type=int, default=10, help="Final cut-off of the loss attribution and of index recall.")
-@click.option(
-    "--repetition",
-    default="all",
-    show_default=True,
-    metavar="N|all",
-    help="One repetition, or all of them (means with their spread).",
-)
+@REPETITION
 @REL.but(help="Lowest grade (1-3) that counts as relevant.")
 @click.option(
     "--worst",
