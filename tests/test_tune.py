@@ -163,6 +163,14 @@ def test_a_skewed_merge_gets_a_significant_change_and_the_demos_is_kept(kb, conn
         "compare", "cran-skew.merge.1", "cran-skew.merge.tuned", "--format", "json"
     )
     assert code == 0, err
+    # compared with more runs, a pair with the in-sample pick carries the note (compare_many)
+    code, out, err = cli(
+        "compare", "cran-skew.merge.1", "cran-skew.merge.tuned", "cran-skew.hnsw.1",
+        "--format", "json",
+    )  # fmt: skip
+    assert code == 0, err
+    noted = [p for p in json.loads(out)["pairs"] if p.get("in_sample")]
+    assert len(noted) == 2 and "picked in-sample" in err, (out, err)
     tuned = conn.execute(
         "SELECT params->'tuned'->>'recommended', params->'weights' FROM pgeval.run "
         "WHERE name = 'cran-skew.merge.tuned'"

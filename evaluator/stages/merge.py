@@ -102,7 +102,7 @@ def parse_input_depth(spec: str | None, inputs: list[str]) -> dict[str, int | No
 class MergeStage(BaseStage):
     kind = "merge"
     score = SCORE_SIMILARITY
-    options = frozenset({"method", "k", "depth", "weights", "inputs"})
+    options = frozenset({"method", "k", "depth", "weights", "inputs", "input_depth"})
 
     def settings(self, ctx: StageContext) -> dict:
         method = (ctx.option("method") or "rrf").lower()
