@@ -414,3 +414,32 @@ def test_watch_fits_80_columns(long_named, monkeypatch):
     wide = [ln for ln in (out + err).splitlines() if len(ln) > 80]
     assert not wide, wide
     assert target in out
+
+
+def test_a_grouped_sweep_fits_80_columns(long_named, conn, monkeypatch):
+    """`sweep --group-by --find` as a DBA reads it (issue 50: its lines reached 372 characters):
+    every line of its tables and sentences within 80 columns, the group values whole."""
+    run, _, _ = long_named
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS width_tenants AS SELECT i AS id, i % 4 AS knowledge_base_id, "
+        "(SELECT array_agg(sin(i * j)::real) FROM generate_series(1, 8) j)::vector(8) AS emb "
+        "FROM generate_series(1, 800) i"
+    )
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS width_tenants_hnsw ON width_tenants USING hnsw (emb vector_l2_ops)"
+    )
+    code, _, err = run(
+        "target", "add", "width-tenants", "--table", "width_tenants", "--id-column", "id",
+        "--vector-column", "emb",
+    )  # fmt: skip
+    assert code == 0, err
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run(
+        "sweep", "--target", "width-tenants", "--stage", "hnsw", "--sample-queries", "10",
+        "--group-by", "knowledge_base_id", "--find", "hnsw.ef_search",
+    )  # fmt: skip
+    assert code == 0, err
+    wide = [ln for ln in out.splitlines() if len(ln) > 80]
+    assert not wide, wide
+    assert "recommended: " in out and "scan modes: " in out, out
+    assert all(f"\n{g} " in out for g in range(4)), out  # each group's row, its value whole

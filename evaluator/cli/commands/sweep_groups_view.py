@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import textwrap
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from ...api.vocabulary import grouped_consistency_line, reaches
-from ..output import emit, info, to_json, warn
+from ..output import echo_line, emit, info, to_json, warn
 from .common import progress_bar, warn_above
 
 if TYPE_CHECKING:
@@ -221,9 +220,9 @@ def run_grouped(
         emit(group_rows(res), "csv")
     else:
         _print_table(res, target, column, options.get("sample_queries"))
-        click.echo(line)
+        echo_line(line)
         for said in scan_mode_lines(res.as_dict()):
-            click.echo(said)
+            echo_line(said)
     if plot:
         info("--plot draws one sweep: see the group sweeps with `pgeval sweep list`")
     for w in res.warnings if fmt != "table" else ():
@@ -233,7 +232,7 @@ def run_grouped(
 def _print_table(res: GroupSweepResult, target: str, column: str, queries: int | None) -> None:
     """The grouped sweep as tables: its points, the groups at the chosen point worst first, each
     group's iterative scan, the groups skipped or not measured."""
-    click.echo(
+    echo_line(
         f"sweep of target {target} grouped by {column}: {res.chosen} · "
         + (
             f"up to {queries} sampled queries per group"
@@ -245,25 +244,21 @@ def _print_table(res: GroupSweepResult, target: str, column: str, queries: int |
     )
     emit(point_rows(res), "table")
     if res.at is not None:
-        click.echo(f"groups at {res.at['label']} ({res.at['why']}), worst first:")
+        echo_line(f"groups at {res.at['label']} ({res.at['why']}), worst first:")
         emit(group_rows(res), "table")
         for line in [
             *served_lines(res.groups, column),
             *limit_lines(res.groups, column),
             *generic_lines(res, column),
         ]:
-            click.echo(
-                textwrap.fill(
-                    line, 80, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
-                )
-            )
+            echo_line(line)
     for g in res.groups:
         if g.get("iterative"):
-            click.echo(f"{column}={g['group']} with an iterative scan: {iterative_text(g)}")
+            echo_line(f"{column}={g['group']} with an iterative scan: {iterative_text(g)}")
     for skip in res.skipped:
-        click.echo(f"skipped {column}={skip['group']} ({skip['rows']} rows): {skip['why']}")
+        echo_line(f"skipped {column}={skip['group']} ({skip['rows']} rows): {skip['why']}")
     for value, why in res.failed.items():
-        click.echo(f"not measured {column}={value}: {why}")
+        echo_line(f"not measured {column}={value}: {why}")
     said = grouped_consistency_line({g: s.consistency for g, s in res.sweeps.items()}, column)
     if said:
-        click.echo(said)
+        echo_line(said)
