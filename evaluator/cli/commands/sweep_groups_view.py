@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -250,8 +251,12 @@ def _print_table(res: GroupSweepResult, target: str, column: str, queries: int |
             *served_lines(res.groups, column),
             *limit_lines(res.groups, column),
             *generic_lines(res, column),
-        ]:
-            echo_line(line)
+        ]:  # (at 80 columns also when piped: between whole names)
+            click.echo(
+                textwrap.fill(
+                    line, 80, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
+                )
+            )
     for g in res.groups:
         if g.get("iterative"):
             echo_line(f"{column}={g['group']} with an iterative scan: {iterative_text(g)}")
