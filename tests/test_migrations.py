@@ -210,6 +210,36 @@ def test_init_upgrades_an_older_revision_and_keeps_data(fresh, pgeval, tmp_path)
     assert json.loads(out)["summary"]["recall@3"] == 1.0
 
 
+def test_init_replaces_functions_that_gained_an_argument(fresh, pgeval):
+    """An earlier pgeval's function with fewer arguments (this stop's ``p_judged_only``, added
+    last with a default) is not replaced by ``CREATE OR REPLACE`` but overloaded: a view calling
+    it with the earlier arguments is then ambiguous ("function pgeval.stage_summary(bigint) is not
+    unique"), and a call from Python would be. init drops the earlier API and re-creates it: one
+    function of each name."""
+    init(fresh)
+    with fresh.connect(autocommit=True) as c:
+        for name in ("stage_summary", "summary"):
+            args = c.execute(
+                "SELECT pg_get_function_identity_arguments(p.oid) FROM pg_proc p "
+                "WHERE p.pronamespace = 'pgeval'::regnamespace AND p.proname = %s",
+                (name,),
+            ).fetchone()[0]
+            earlier = args.rsplit(", p_judged_only boolean", 1)[0]  # before the argument
+            assert earlier != args, args
+            c.execute(
+                f"CREATE FUNCTION pgeval.{name}({earlier}) RETURNS integer "
+                "LANGUAGE sql AS 'SELECT 1'"
+            )
+    code, out, err = pgeval("--dsn", fresh.uri(), "init")
+    assert code == 0, err
+    with fresh.connect(autocommit=True) as c:
+        counts = c.execute(
+            "SELECT proname, count(*) FROM pg_proc WHERE pronamespace = 'pgeval'::regnamespace "
+            "AND proname IN ('stage_summary', 'summary') GROUP BY proname ORDER BY proname"
+        ).fetchall()
+    assert counts == [("stage_summary", 1), ("summary", 1)]
+
+
 def test_init_replaces_functions_whose_signature_changed(fresh, pgeval):
     """An earlier pgeval's SQL API may differ in return type or argument names, which
     ``CREATE OR REPLACE`` cannot change: init drops the old API and re-creates it, in one

@@ -213,6 +213,18 @@ SELECT p.oid::regprocedure::text
 """
 
 
+# two API functions of one name: an earlier signature left beside the current one (the API
+# defines no overloads)
+_OVERLOADED = f"""
+SELECT split_part(f, '(', 1) FROM ({_API_FUNCTIONS}) AS a(f)
+ GROUP BY split_part(f, '(', 1) HAVING count(*) > 1
+"""
+
+
+class _EarlierSignature(Exception):
+    """An earlier pgeval's function left as an overload of the current one (:func:`apply_sql`)."""
+
+
 def drop_api_functions(conn: Any) -> list[str]:
     """Drop the SQL API so that sql/*.sql can re-create it whatever an earlier pgeval defined:
     ``CREATE OR REPLACE`` cannot change a function's return type or argument names, so an upgrade
@@ -256,15 +268,24 @@ def apply_sql(conn: Any, report: InitReport) -> None:
 
     ``CREATE OR REPLACE`` keeps each function's owner and grants. Where an earlier pgeval defined
     a function with another signature (return type, argument names, defaults), PostgreSQL refuses
-    to replace it (SQLSTATE 42P13); then the whole API is dropped and re-created instead, in the
-    same transaction, owned by the role running init (functions no longer shipped go too)."""
+    to replace it (SQLSTATE 42P13); where it had fewer arguments, ``CREATE OR REPLACE`` adds an
+    overload beside the old one, and a call that both match is ambiguous (42725, or two functions
+    of one name left after the files: the API has no overloads). Then the whole API is dropped and
+    re-created instead, in the same transaction, owned by the role running init (functions no
+    longer shipped go too)."""
     import psycopg
 
     with conn.transaction():
         try:
             with conn.transaction():
                 _apply_files(conn, report)
-        except psycopg.errors.InvalidFunctionDefinition:
+                if conn.execute(_OVERLOADED).fetchone() is not None:
+                    raise _EarlierSignature
+        except (
+            psycopg.errors.InvalidFunctionDefinition,
+            psycopg.errors.AmbiguousFunction,
+            _EarlierSignature,
+        ):
             report.sql_files.clear()
             drop_api_functions(conn)
             try:
