@@ -43,6 +43,19 @@ RETURNS double precision LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
            / pgeval.measure_norm(p_name, p_k, p_n_rel, p_ideal_dcg)
 $$;
 
+-- The gains of recall@p_k and ndcg@p_k (in that order) summed over the oracle order of p_grades,
+-- as one array (NULL sums: no judged-relevant entry): the numerators the set-based ceilings
+-- below divide by pgeval.measure_norm. A single SELECT returning a set: inlined where it is
+-- called (LATERAL), no function call per list.
+CREATE OR REPLACE FUNCTION pgeval.oracle_gains(p_grades smallint[], p_rel integer, p_k integer)
+RETURNS TABLE (gain double precision[]) LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ARRAY[sum(pgeval.measure_gain('recall', o.rank, o.grade, p_rel, o.first_rank,
+                                         o.seen)),
+                 sum(pgeval.measure_gain('ndcg', o.rank, o.grade, p_rel, o.first_rank, o.seen))]
+      FROM pgeval.oracle_ranks(p_grades, p_rel) o
+     WHERE o.rank <= p_k
+$$;
+
 -- Per stage (mean over repetitions; all when p_repetition is NULL): recall@K and nDCG@K as
 -- ranked (pgeval.summary; p_judged_only: on the judged chunks only), the ceiling (the same
 -- measure of the stage's whole stored list ordered by the judgements: pgeval.oracle_value, mean
@@ -68,12 +81,7 @@ LANGUAGE sql STABLE AS $$
           FROM s
          CROSS JOIN LATERAL pgeval.valid_queries(s.run_id, p_rel) v
           LEFT JOIN pgeval.result_list l ON l.run_id = s.run_id AND l.query_id = v.query_id
-          LEFT JOIN LATERAL (
-              SELECT ARRAY[sum(pgeval.measure_gain('recall', o.rank, o.grade, p_rel,
-                                                   o.first_rank, o.seen)),
-                           sum(pgeval.measure_gain('ndcg', o.rank, o.grade, p_rel,
-                                                   o.first_rank, o.seen))] AS gain
-                FROM pgeval.oracle_ranks(l.grades, p_rel) o WHERE o.rank <= p_k) x ON true
+          LEFT JOIN LATERAL pgeval.oracle_gains(l.grades, p_rel, p_k) x ON true
          CROSS JOIN m
          GROUP BY s.run_id, m.ord),
     ranked AS (
@@ -198,18 +206,8 @@ LANGUAGE sql STABLE AS $$
                avg(coalesce(xc.gain[m.ord], 0)
                    / pgeval.measure_norm(m.name, p_k, g.n_rel, g.ideal_dcg)) AS candidates
           FROM grades g
-          LEFT JOIN LATERAL (
-              SELECT ARRAY[sum(pgeval.measure_gain('recall', o.rank, o.grade, p_rel,
-                                                   o.first_rank, o.seen)),
-                           sum(pgeval.measure_gain('ndcg', o.rank, o.grade, p_rel,
-                                                   o.first_rank, o.seen))] AS gain
-                FROM pgeval.oracle_ranks(g.pool, p_rel) o WHERE o.rank <= p_k) xp ON true
-          LEFT JOIN LATERAL (
-              SELECT ARRAY[sum(pgeval.measure_gain('recall', o.rank, o.grade, p_rel,
-                                                   o.first_rank, o.seen)),
-                           sum(pgeval.measure_gain('ndcg', o.rank, o.grade, p_rel,
-                                                   o.first_rank, o.seen))] AS gain
-                FROM pgeval.oracle_ranks(g.candidates, p_rel) o WHERE o.rank <= p_k) xc ON true
+          LEFT JOIN LATERAL pgeval.oracle_gains(g.pool, p_rel, p_k) xp ON true
+          LEFT JOIN LATERAL pgeval.oracle_gains(g.candidates, p_rel, p_k) xc ON true
          CROSS JOIN m
          GROUP BY g.repetition, m.name, m.ord)
     SELECT r.name || '@' || p_k, r.ord, avg(r.pool), avg(r.candidates),
