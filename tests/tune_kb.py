@@ -8,20 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-SCHEMA_TARGET = [
-    "--schema",
-    "pgeval_demo",
-    "--table",
-    "chunks",
-    "--id-column",
-    "chunk_id",
-    "--vector-column",
-    "embedding",
-    "--text-column",
-    "content",
-    "--distance",
-    "cosine",
-]
+from evaluator.demo.flow import TARGET_ARGS
+
 STAGES = "exact,hnsw,bm25,merge,rerank"
 
 
@@ -65,6 +53,6 @@ def build(database, workdir: Path, experiment: str = "cran-exp") -> str:
     cases = workdir / "cran.jsonl"
     cases.write_text("".join(json.dumps(q) + "\n" for q in corpus.queries), encoding="utf-8")
     ok("testset", "load", str(cases), "--name", "cran", "--grade-map", cranfield.GRADE_MAP_SPEC)
-    ok("target", "add", "cran", *SCHEMA_TARGET)
+    ok("target", "add", "cran", *TARGET_ARGS)
     pipeline(experiment)
     return experiment

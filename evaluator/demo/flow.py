@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     from .corpus import Corpus
 
 SCHEMA = "pgeval_demo"
+# `target add`'s options for the demo's table (tests/tune_kb.py adds the same target)
+TARGET_ARGS = (
+    "--schema", SCHEMA, "--table", "chunks", "--id-column", "chunk_id",
+    "--vector-column", "embedding", "--text-column", "content", "--distance", "cosine",
+)  # fmt: skip
 MARK = "created by pgeval demo"  # COMMENT ON SCHEMA: the demo may drop it
 
 
@@ -211,22 +216,8 @@ def tour(
         steps.run(
             "load the graded test set", "testset", "load", str(cases), "--name", testset, *load_args
         )
-        target_args = [
-            "--schema",
-            SCHEMA,
-            "--table",
-            "chunks",
-            "--id-column",
-            "chunk_id",
-            "--vector-column",
-            "embedding",
-            "--text-column",
-            "content",
-            "--distance",
-            "cosine",
-        ]
         target = claim_name(lambda n: _add_target(database, n, created))
-        steps.run("describe the knowledge-base table", "target", "add", target, *target_args)
+        steps.run("describe the knowledge-base table", "target", "add", target, *TARGET_ARGS)
         experiment = _experiment_name(database)
         _measure(steps, corpus, testset, target, built, experiment, repeat=repeat, out=out)
     finally:
