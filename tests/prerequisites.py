@@ -1,5 +1,5 @@
 """Skips for what a machine may lack (Debian's PostgreSQL 15 with pgvector, PgBouncer, Chromium,
-the en_US.UTF-8 locale) that CI turns into failures.
+the en_US.UTF-8 locale, torch's CPU build with sentence-transformers) that CI turns into failures.
 
 On a user's clone a missing prerequisite skips its tests with the reason. ``.ci/run`` installs
 them all and sets ``PGEVAL_REQUIRE`` (a comma-separated list of the names below, or ``all``): a
@@ -14,7 +14,7 @@ import shutil
 
 import pytest
 
-NAMES = ("pg15", "pgbouncer", "chromium", "locale")
+NAMES = ("pg15", "pgbouncer", "chromium", "locale", "torch")
 
 
 def required(name: str) -> bool:
@@ -50,4 +50,15 @@ def chromium_missing() -> str | None:
     """Why Debian's Chromium cannot be used, or None."""
     if not os.path.exists("/usr/bin/chromium") or shutil.which("chromium") is None:
         return "Debian's chromium is not installed (/usr/bin/chromium)"
+    return None
+
+
+def torch_missing() -> str | None:
+    """Why the local embedder and cross-encoder tests cannot run (torch and sentence-transformers,
+    ``pip install torch==2.13.0 '.[local]'``), or None."""
+    import importlib.util
+
+    for name in ("torch", "sentence_transformers"):
+        if importlib.util.find_spec(name) is None:
+            return f"{name} is not installed (pip install torch==2.13.0 '.[local]')"
     return None

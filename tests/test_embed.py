@@ -5,8 +5,8 @@ answers 429 once, and records every request."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -264,9 +264,10 @@ def test_numpy_wrong_shape_and_missing_precomputed(clean, conn, pgeval, tmp_path
     assert conn.execute("SELECT count(*) FROM pgeval.query_embedding").fetchone()[0] == 0
 
 
-def test_local_embedder_without_sentence_transformers(ts, pgeval):
-    if importlib.util.find_spec("sentence_transformers") is not None:
-        pytest.skip("sentence-transformers is installed")
+def test_local_embedder_without_sentence_transformers(ts, pgeval, monkeypatch):
+    """Where sentence-transformers is missing (its import made to fail where it is installed),
+    one line says what to install."""
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)
     code, _, err = pgeval("embed --testset emb --embedder local:sentence-transformers/x")
     assert code == 1 and "local embedders need sentence-transformers" in err
 
@@ -293,3 +294,62 @@ def test_load_reads_every_vector_in_test_set_order(ts, conn, pgeval):
     again = {q.query_id: q.embedding for q in storage.load(conn, tid, "precomputed")}
     assert np.array_equal(again["q3"], np.array([1.5, 2.5], np.float32))
     assert all(np.array_equal(again[q], want[q][1]) for q in want if q != "q3")
+
+
+def _tiny_sentence_model(path) -> None:
+    """A sentence-transformers model built and saved here (no download): a one-layer BERT of
+    width 16 over the test set's words, mean pooling."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizer
+
+    try:  # (sentence-transformers 6 moved its modules)
+        from sentence_transformers.sentence_transformer.modules import Pooling, Transformer
+    except ImportError:
+        from sentence_transformers.models import Pooling, Transformer
+    from sentence_transformers import SentenceTransformer
+
+    words = sorted({w for t in TEXTS.values() for w in t.split()})
+    path.mkdir()
+    (path / "vocab.txt").write_text(
+        "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *words])
+    )
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=5 + len(words), hidden_size=16, num_hidden_layers=1,
+        num_attention_heads=2, intermediate_size=32,
+    )  # fmt: skip
+    BertModel(config).save_pretrained(path / "bert")
+    BertTokenizer(str(path / "vocab.txt")).save_pretrained(path / "bert")
+    bert = Transformer(str(path / "bert"))
+    SentenceTransformer(modules=[bert, Pooling(16, "mean")]).save(str(path / "st"))
+
+
+def test_local_embedder_on_a_model_built_by_the_test(ts, conn, pgeval, tmp_path):
+    """`--embedder local:PATH` (sentence-transformers, CPU) stores, per query in test-set
+    order, the mean of the BERT's last hidden states over the query's tokens, computed here
+    from transformers' own forward pass with numpy (not through sentence-transformers)."""
+    import prerequisites
+
+    why = prerequisites.torch_missing()
+    if why:
+        prerequisites.skip("torch", why)
+    import torch
+    from transformers import BertModel, BertTokenizer
+
+    _tiny_sentence_model(tmp_path / "m")
+    code, out, err = pgeval(
+        "embed", "--testset", "emb", "--embedder", f"local:{tmp_path / 'm' / 'st'}"
+    )
+    assert code == 0, err
+    got = stored(conn, f"local:{tmp_path / 'm' / 'st'}")
+    assert list(got) == list(TEXTS)
+    tok = BertTokenizer.from_pretrained(str(tmp_path / "m" / "bert"))
+    model = BertModel.from_pretrained(str(tmp_path / "m" / "bert")).eval()
+    for qid, text in TEXTS.items():
+        ids = tok(text, return_tensors="pt")
+        with torch.no_grad():
+            hidden = model(**ids).last_hidden_state[0].numpy()
+        want = hidden.mean(axis=0)
+        dim, vec = got[qid]
+        assert dim == 16
+        np.testing.assert_allclose(vec, want, atol=1e-5)

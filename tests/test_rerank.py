@@ -223,8 +223,12 @@ def test_exact_full_precision_rescoring(database, conn, kb):
 
 
 def test_cross_encoder_built_by_the_test(database, conn, kb, tmp_path):
-    pytest.importorskip("torch")
-    st = pytest.importorskip("sentence_transformers")
+    import prerequisites
+
+    why = prerequisites.torch_missing()
+    if why:
+        prerequisites.skip("torch", why)
+    import sentence_transformers as st
     from transformers import BertConfig, BertForSequenceClassification, BertTokenizer
 
     words = sorted({w for t in [*DOCS.values(), *QUERIES.values()] for w in t.split()})
