@@ -260,7 +260,7 @@ class DbaMethods:
             queries=query_source(
                 testset, sample_queries, seed, queries_sql, queries_file, captured, window
             ),
-            testset=testset,
+            testset=testset or "",
             settings=gucs.parse(gucs.settings_items(settings)),
             k=k,
             min_recall=min_recall,
