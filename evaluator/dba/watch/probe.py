@@ -162,7 +162,7 @@ def sweep_name(cfg: WatchConfig, settings: dict) -> str:
     source = (
         {"kind": q.kind, "count": q.count, "seed": q.seed, "sql": q.statement, "file": q.path}
         if q is not None
-        else {"testset": cfg.testset or None}
+        else {"testset": cfg.testset or None}  # (none given: None, as series were first named)
     )
     identity = {"k": cfg.k, "settings": settings, "queries": source, "index": cfg.index}
     if cfg.group is not None:
