@@ -94,9 +94,9 @@ def test_advise_defaults_are_one_definition():
 
 
 def test_a_designs_sweep_takes_advises_shared_fields_as_they_are():
-    """advise/measure.config copies the fields named once in ``config.SWEPT`` (every one a field
-    of both configurations) and sets the rest itself: a field both configurations gain is either
-    added to SWEPT or set there, never copied by hand."""
+    """advise/measure.config takes the option groups named once in ``config.SWEPT`` (each
+    composed by both configurations) as advise has them and sets the rest itself: a field both
+    configurations gain is in a shared group or set there, never copied by hand."""
     from dataclasses import fields
 
     from evaluator.dba.advise.config import SWEPT
@@ -104,16 +104,19 @@ def test_a_designs_sweep_takes_advises_shared_fields_as_they_are():
     from evaluator.dba.advise.plan import Design
     from evaluator.dba.sweep import SweepConfig
 
+    assert all(issubclass(AdviseConfig, g) and issubclass(SweepConfig, g) for g in SWEPT)
+    shared = {f.name for g in SWEPT for f in fields(g)}
     advise_fields = {f.name for f in fields(AdviseConfig)}
     sweep_fields = {f.name for f in fields(SweepConfig)}
-    assert set(SWEPT) <= advise_fields & sweep_fields
-    # the fields both have that a design's sweep sets itself
-    assert (advise_fields & sweep_fields) - set(SWEPT) == {"target", "build", "settings"}
-    cfg = replace(ADVISE_DEFAULTS, target="kb", k=7, repeat=2, fresh=True, testset="t")
-    sweep = config(
-        cfg, Design(kind="hnsw", build={"m": "8"}, find="hnsw.ef_search", fixed={}), "kb"
+    # the fields both have outside the shared groups, that a design's sweep sets itself
+    assert (advise_fields & sweep_fields) - shared == {"target", "build"}
+    cfg = replace(
+        ADVISE_DEFAULTS, target="kb", k=7, repeat=2, fresh=True, testset="t", settings={"a": "1"}
     )
+    design = Design(kind="hnsw", build={"m": "8"}, find="hnsw.ef_search", fixed={"b": "2"})
+    sweep = config(cfg, design, "kb")
     assert (sweep.k, sweep.depth, sweep.repeat, sweep.fresh, sweep.testset) == (7, 7, 2, True, "t")
+    assert (sweep.final_rounds, sweep.settings) == (3, {"a": "1", "b": "2"})
     assert (sweep.stage, sweep.build, sweep.find) == ("hnsw", ("m=8",), "hnsw.ef_search")
 
 
@@ -132,7 +135,11 @@ def test_watch_defaults_are_one_definition():
     assert options["statement_timeout"] == WATCH_DEFAULTS.statement_timeout
     assert options["max_groups"] == WATCH_DEFAULTS.max_groups
     for name, param in inspect.signature(DbaMethods.watch).parameters.items():
-        if name in WATCH_DEFAULTS.__dataclass_fields__ and name not in ("target", "stage"):
+        if name in WATCH_DEFAULTS.__dataclass_fields__ and name not in (
+            "target",
+            "stage",
+            "testset",
+        ):
             expected = getattr(WATCH_DEFAULTS, name)
             assert param.default == (None if isinstance(expected, dict) else expected), name
 

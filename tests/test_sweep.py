@@ -8,6 +8,7 @@ across sweeps by config hash, and the session's server is shared)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from dba_data import CRAN_TARGET, CRAN_TESTSET, ensure_cranfield
@@ -197,7 +198,7 @@ def test_concurrency_measures_throughput(database, cran):
 def test_bad_grids_are_refused(database, cran, kw, field, text):
     cfg = config("10MB", **{k: v for k, v in kw.items() if k != "stage"})
     if "stage" in kw:
-        cfg.stage = kw["stage"]
+        cfg = replace(cfg, stage=kw["stage"])
     with pytest.raises(InputError) as exc:
         run_sweep(database, cfg)
     # the library names the parameter; the command line's option for it is the one expected

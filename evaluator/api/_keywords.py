@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..core.errors import InputError, param
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
     from ..testset.query_source import QuerySource
+
+C = TypeVar("C", bound="DataclassInstance")
 
 
 def cut_offs(values: int | Iterable[int] | None, what: str) -> list[int] | None:
@@ -22,6 +27,14 @@ def cut_offs(values: int | Iterable[int] | None, what: str) -> list[int] | None:
         return [int(v) for v in values]
     except (TypeError, ValueError):
         raise InputError(f"'{values}' is not a list of cut-offs", field=param(what)) from None
+
+
+def config_of(cls: type[C], keywords: Mapping[str, Any], **own: Any) -> C:
+    """The configuration ``cls`` (the option groups' dataclass a method builds) of the method's
+    ``keywords`` (its ``locals()`` on entry) named as its fields, as given, and of ``own``: the
+    fields the method turns from its keywords (the query source, lists, a renamed keyword)."""
+    names = {f.name for f in fields(cls)} - own.keys()
+    return cls(**{name: keywords[name] for name in names if name in keywords}, **own)
 
 
 def query_source(

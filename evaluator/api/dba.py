@@ -168,44 +168,23 @@ class DbaMethods:
         ``low_end``: the setting interval's upper end. ``on_design(i, n, design, left)`` before
         each design, ``on_designed(i, n, design, row)`` after it. Returns an AdviseResult
         (``as_dict()``: ``--format json``); defaults: ``ADVISE_DEFAULTS``."""
+        keywords = dict(locals())  # as given (config_of reads those named as fields)
         from ..dba.advise import AdviseConfig, run_advise
         from ..dba.sweep.configure import grid_items
         from ..stages import gucs
-        from ._keywords import query_source
+        from ._keywords import config_of, query_source
 
-        source = query_source(
-            testset, sample_queries, seed, queries_sql, queries_file, captured, window
-        )
-        cfg = AdviseConfig(
-            target=target,
+        cfg = config_of(
+            AdviseConfig,
+            keywords,
             testset=testset or "",
-            queries=source,
-            target_recall=target_recall,
+            queries=query_source(
+                testset, sample_queries, seed, queries_sql, queries_file, captured, window
+            ),
             designs=tuple([designs] if isinstance(designs, str) else designs or ()),
             build=grid_items(build),
             settings=gucs.parse(gucs.settings_items(settings)),
-            max_p95_ms=max_p95_ms,
-            max_index_mb=max_index_mb,
-            max_build_s=max_build_s,
-            concurrency=concurrency,
-            k=k,
-            repeat=repeat,
-            final_rounds=final_rounds,
-            find_max=find_max,
-            embedder=embedder,
-            checksum=checksum,
-            statement_timeout=statement_timeout,
-            maintenance_work_mem=maintenance_work_mem,
             build_timeout_s=build_timeout,
-            fresh=fresh,
-            group_by=group_by,
-            max_groups=max_groups,
-            group_queries=group_queries,
-            sample_rows=sample_rows,
-            confirm_on_table=confirm_on_table,
-            max_confirm_s=max_confirm_s,
-            role=role,
-            low_end=low_end,
         )
         result = run_advise(
             self.database, cfg, on_design=on_design, on_warning=on_warning, on_designed=on_designed
@@ -246,32 +225,23 @@ class DbaMethods:
         group's probe measured, ``probe``: its probe_history row). Every group is probed; when
         one fails, none is recorded: :class:`~evaluator.core.errors.GroupsFailed` carries the
         probes measured (``results``) and the groups that failed (``failures``)."""
+        keywords = dict(locals())  # as given (config_of reads those named as fields)
         from ..dba.watch import WatchConfig, run_probes
         from ..dba.watch.probe import DEFAULT_SAMPLE
         from ..stages import gucs
-        from ._keywords import query_source
+        from ._keywords import config_of, query_source
 
         given = (testset, sample_queries, queries_sql, queries_file, captured)
         if not any(v is not None for v in given):
             sample_queries = DEFAULT_SAMPLE
-        cfg = WatchConfig(
-            target=target,
-            stage=stage,
+        cfg = config_of(
+            WatchConfig,
+            keywords,
             queries=query_source(
                 testset, sample_queries, seed, queries_sql, queries_file, captured, window
             ),
-            testset=testset,
+            testset=testset or "",
             settings=gucs.parse(gucs.settings_items(settings)),
-            k=k,
-            min_recall=min_recall,
-            max_drop=max_drop,
-            max_p95_ms=max_p95_ms,
-            index=index,
-            statement_timeout=statement_timeout,
-            remedy=remedy,
-            remedy_max=remedy_max,
-            group_by=group_by,
-            max_groups=max_groups,
         )
         return run_probes(self.database, cfg, on_warning=on_warning)
 

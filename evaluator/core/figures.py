@@ -14,6 +14,18 @@ def available() -> bool:
     return importlib.util.find_spec("matplotlib") is not None
 
 
+def needed() -> None:
+    """A plot asked for (``--plot``): an InputError naming it unless matplotlib is installed."""
+    from .errors import InputError, param
+
+    if not available():
+        raise InputError(
+            f"{param('plot')} needs matplotlib: pip install matplotlib (or the clone's plot "
+            "extra: pip install -e '.[plot]')",
+            field=param("plot"),
+        )
+
+
 def figure(width: float = 7.5, height: float = 3.6) -> Any:
     """A matplotlib Figure of ``width`` x ``height`` inches at 100 dpi, laid out by matplotlib."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -145,10 +145,6 @@ SPILL_MARK = "no longer fits into maintenance_work_mem"
 SERIAL_BUILDS = ("diskann",)
 
 
-def _first_line(exc: Any) -> str:
-    return first_line(exc)
-
-
 class Scratch:
     """``with Scratch(database, target) as s:`` — ``s.target`` is a Target over the copy;
     ``s.build(method, options)`` (re)builds the one index on it."""
@@ -273,7 +269,7 @@ class Scratch:
         except Exception as exc:
             raise DatabaseError(
                 f"cannot create the scratch schema {self.schema} for build "
-                f"sweeps: {_first_line(exc)} (the role needs CREATE on the "
+                f"sweeps: {first_line(exc)} (the role needs CREATE on the "
                 "database)"
             ) from None
         src = copied_rows(self.source)
@@ -448,7 +444,7 @@ class Scratch:
                     f"{param('maintenance_work_mem')}: DiskANN storage_layout=plain builds were seen to "
                     "hang with a small maintenance_work_mem)"
                 ) from None
-            msg = _first_line(exc)
+            msg = first_line(exc)
             if "out of bounds" in msg or "invalid value" in msg or "unrecognized parameter" in msg:
                 raise InputError(
                     f"{method} {label or options}: {msg}", field=param("build")

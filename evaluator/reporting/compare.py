@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 ALPHA = 0.05
 TIE = 1e-12
-QUALITY_END_TO_END = ("citation_precision", "answer_accuracy")
 LATENCY_KEYS = ("latency_p95_ms", "answer_latency_p95_ms")
 
 

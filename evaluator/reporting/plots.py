@@ -13,7 +13,6 @@ __all__ = ["available", "by_type", "waterfall", "sweep", "distribution", "latenc
 
 from ..measure.measures import HEADLINE_FAMILIES
 
-LEVEL_COLOURS = {"excellent": "#1a7f37", "good": "#4ac26b", "pass": "#d4a72c", "fail": "#cf222e"}
 SERIES = ("#0969da", "#8250df", "#bf3989", "#1a7f37", "#d4a72c", "#57606a")
 
 

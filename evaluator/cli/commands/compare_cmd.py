@@ -116,50 +116,36 @@ def compare(
         "seed": seed,
         "test": test,
     }
+    from ...api.results import MultiComparison
+
     if len(runs) > 2:
-        _many(pg.compare_all(list(runs), **common), fmt)
-        return
-    _two(pg.compare(runs[0], runs[1], top=top, moved_by=moved_by, **common), fmt)
-
-
-def _two(c: Comparison, fmt: str) -> None:
-    """Two runs: the table of measures, latency, the queries that moved, the reading."""
+        c: Comparison | MultiComparison = pg.compare_all(list(runs), **common)
+    else:
+        c = pg.compare(runs[0], runs[1], top=top, moved_by=moved_by, **common)
     if fmt == "json":
         click.echo(to_json(c.as_dict()))
-        for w in c.warnings:
-            warn(w)
-        return
+    elif isinstance(c, MultiComparison):
+        _many(c)
+    else:
+        _two(c)
+    for w in c.warnings:
+        warn(w)
+
+
+def _two(c: Comparison) -> None:
+    """Two runs: the table of measures, latency, the queries that moved, the reading."""
     click.echo(
         f"baseline {c.baseline} · candidate {c.candidate} · test set {c.testset} · "
         f"{_test_line(c.test, c.permutations, c.seed)}, alpha {c.alpha:g}"
     )
     emit(
-        [
-            {
-                "metric": r["metric"],
-                "baseline": r["baseline"],
-                "candidate": r["candidate"],
-                "delta": _signed(r["delta"]),
-                "95% CI": _ci(r),
-                "p": _p(r["p_value"]),
-                "sig": "*" if r["significant"] else "",
-                "W/T/L": _wtl(r),
-            }
-            for r in c.rows
-        ],
+        [_measure_row(r) for r in c.rows],
         "table",
         ["metric", "baseline", "candidate", "delta", "95% CI", "p", "sig", "W/T/L"],
     )
     if c.latency:
         emit(
-            [
-                {
-                    **r,
-                    "delta": _signed(r["delta"], 1),
-                    "ratio": None if r["ratio"] is None else f"×{r['ratio']:.2f}",
-                }
-                for r in c.latency
-            ],
+            [_latency_row(r) for r in c.latency],
             "table",
             ["metric", "baseline", "candidate", "delta", "ratio"],
             title="latency (ms)",
@@ -182,13 +168,8 @@ def _test_line(test: str, permutations: int, seed: int) -> str:
     )
 
 
-def _many(c: MultiComparison, fmt: str) -> None:
+def _many(c: MultiComparison) -> None:
     """Every pair: one table of measures (p and Holm's p), latency, hints, differences."""
-    if fmt == "json":
-        click.echo(to_json(c.as_dict()))
-        for w in c.warnings:
-            warn(w)
-        return
     click.echo(
         f"runs {', '.join(c.runs)} · test set {c.testset} · "
         f"{_test_line(c.test, c.permutations, c.seed)}, alpha {c.alpha:g} · Holm's correction "
@@ -196,18 +177,7 @@ def _many(c: MultiComparison, fmt: str) -> None:
     )
     emit(
         [
-            {
-                "pair": f"{p['baseline']} → {p['candidate']}",
-                "metric": r["metric"],
-                "baseline": r["baseline"],
-                "candidate": r["candidate"],
-                "delta": _signed(r["delta"]),
-                "95% CI": _ci(r),
-                "p": _p(r["p_value"]),
-                "p Holm": _p(r.get("p_holm")),
-                "sig": "*" if r["significant"] else "",
-                "W/T/L": _wtl(r),
-            }
+            {**_measure_row(r), "pair": _pair(p), "p Holm": _p(r.get("p_holm"))}
             for p in c.pairs
             for r in p["rows"]
         ],
@@ -225,16 +195,7 @@ def _many(c: MultiComparison, fmt: str) -> None:
             "W/T/L",
         ],
     )
-    latency = [
-        {
-            "pair": f"{p['baseline']} → {p['candidate']}",
-            **r,
-            "delta": _signed(r["delta"], 1),
-            "ratio": None if r["ratio"] is None else f"×{r['ratio']:.2f}",
-        }
-        for p in c.pairs
-        for r in p["latency"]
-    ]
+    latency = [{**_latency_row(r), "pair": _pair(p)} for p in c.pairs for r in p["latency"]]
     if latency:
         emit(
             latency,
@@ -245,16 +206,14 @@ def _many(c: MultiComparison, fmt: str) -> None:
     click.echo("reading (Holm-corrected):")
     for p in c.pairs:
         for h in p["hints"]:
-            click.echo(f"  {p['baseline']} → {p['candidate']}: {h}")
+            click.echo(f"  {_pair(p)}: {h}")
         if p["changes"]:
             keys = ", ".join(ch["key"] for ch in p["changes"])
-            click.echo(f"  {p['baseline']} → {p['candidate']} differ in: {keys}")
-    for w in c.warnings:
-        warn(w)
+            click.echo(f"  {_pair(p)} differ in: {keys}")
 
 
 def _reading(c: Comparison) -> None:
-    """How to read the comparison, what differs in the configuration, and the warnings."""
+    """How to read the comparison and what differs in the configuration."""
     click.echo("reading:")
     for h in c.hints:
         click.echo(f"  {h}")
@@ -262,8 +221,32 @@ def _reading(c: Comparison) -> None:
         emit(
             c.changes, "table", ["key", "baseline", "candidate"], title="configuration differences"
         )
-    for w in c.warnings:
-        warn(w)
+
+
+def _measure_row(r: dict[str, Any]) -> dict[str, Any]:
+    """A measure's row of a pair, as the tables show it."""
+    return {
+        "metric": r["metric"],
+        "baseline": r["baseline"],
+        "candidate": r["candidate"],
+        "delta": _signed(r["delta"]),
+        "95% CI": _ci(r),
+        "p": _p(r["p_value"]),
+        "sig": "*" if r["significant"] else "",
+        "W/T/L": _wtl(r),
+    }
+
+
+def _latency_row(r: dict[str, Any]) -> dict[str, Any]:
+    return {
+        **r,
+        "delta": _signed(r["delta"], 1),
+        "ratio": None if r["ratio"] is None else f"×{r['ratio']:.2f}",
+    }
+
+
+def _pair(p: dict[str, Any]) -> str:
+    return f"{p['baseline']} → {p['candidate']}"
 
 
 def _signed(v: float | None, digits: int = 4) -> str | None:

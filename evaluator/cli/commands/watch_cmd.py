@@ -32,10 +32,6 @@ if TYPE_CHECKING:
     from ...api.results import ProbeResult
 
 
-def _when(value: object) -> str:
-    return probe_time(value)
-
-
 def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f} ms"
 
@@ -47,7 +43,7 @@ def _table(res: ProbeResult) -> None:
     group = "".join(f" · {c}={v}" for c, v in (p.get("group_key") or {}).items())
     echo_line(
         f"probe {p['probe_id']} · target {p['target']}{group} · {p['stage']} · "
-        f"{res.setting}={res.value} · {queries} · {_when(p['probed_at'])}"
+        f"{res.setting}={res.value} · {queries} · {probe_time(p['probed_at'])}"
     )
     recall = f"recall@{p['k']} " + ("—" if p["recall"] is None else f"{p['recall']:.3f}")
     if q.get("source") == "sample" and p["recall"] is not None:  # nodes of the index probed

@@ -5,41 +5,23 @@ reads it when it is loaded)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-from ...stages import gucs
+from ..options import Budgets, Building, Finding, Grouping, Queries, Sweeping
 
 
-@dataclass
-class AdviseConfig:
+@dataclass(frozen=True, kw_only=True)
+class AdviseConfig(Queries, Sweeping, Building, Finding, Budgets, Grouping):
+    """`pgeval advise`'s options: the groups of :mod:`evaluator.dba.options` (those of a sweep,
+    :data:`SWEPT`, taken by each design's sweep as they are) and advise's own."""
+
     target: str
-    testset: str = ""
-    queries: Any = None  # testset.query_source.QuerySource (instead of testset)
-    target_recall: float = 0.95
     designs: tuple[str, ...] = ()  # (): the registry's default designs the server supports
     build: tuple[str, ...] = ()  # ("hnsw:m=8,16", ...)
-    settings: dict[str, str] = field(default_factory=dict)  # --set, every point of every design
-    max_p95_ms: float | None = None
-    max_index_mb: float | None = None
-    max_build_s: float | None = None
-    concurrency: int = 1
-    k: int = 10
     repeat: int = 1
     # each design's found setting measured until it has this many repetitions: the finalists'
     # p95 (its spread and its interval) compared beyond its noise
     final_rounds: int = 3
-    find_max: int | None = None
-    embedder: str | None = None
-    checksum: bool = True
-    statement_timeout: str | None = gucs.DEFAULT_STATEMENT_TIMEOUT
-    maintenance_work_mem: str | None = None
-    build_timeout_s: float = 1800
-    fresh: bool = False  # measure every point again (each design's sweep replaced)
-    # --group-by: every design measured per group of this column (None: the target's own
-    # group_by, resolved by run_advise; "" : the whole table)
-    group_by: str | None = None
-    max_groups: int = 10  # target.groups.DEFAULT_MAX_GROUPS (tests/test_advise_plan.py)
     # --group-by: the sampled queries each group is measured with (None: --sample-queries N
     # spread over the groups measured, :func:`evaluator.targets.groups.spread`)
     group_queries: int | None = None
@@ -56,11 +38,9 @@ class AdviseConfig:
 
 
 # what each design's sweep takes from advise as it is (measure.config): the query source and
-# the measuring, building and find options, the same fields in both configurations
-SWEPT = tuple(
-    "testset queries k repeat final_rounds concurrency target_recall find_max embedder checksum "
-    "statement_timeout maintenance_work_mem build_timeout_s fresh".split()
-)
+# the measuring, building and find options; a design's sweep sets the rest (its stage, build,
+# settings and LIMIT)
+SWEPT = (Queries, Sweeping, Building, Finding)
 
 # what `pgeval advise` does without options (the CLI's option defaults and the API's)
 ADVISE_DEFAULTS = AdviseConfig(target="")

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...core.errors import PlanError
+from ..options import taken
 from ..sweep import SweepConfig, SweepResult
 from ..sweep.groups import GroupSweepResult, run_groups
 from ..sweep.operating_points import Measured, figures
@@ -34,10 +35,8 @@ def config(cfg: AdviseConfig, design: Design, target: str) -> SweepConfig:
     table has, measured through it on the table: :func:`in_place`), its work setting found, at
     the application's LIMIT."""
     existing = in_place(cfg, design, target)
-    return SweepConfig(
-        **{name: getattr(cfg, name) for name in SWEPT},
-        target=target,
-        stage=design.kind,
+    return replace(
+        taken(SweepConfig(target=target, stage=design.kind), cfg, *SWEPT),
         build=() if existing else tuple(f"{k}={v}" for k, v in design.build.items()),
         index=existing["name"] if existing else None,
         settings={**cfg.settings, **design.fixed},

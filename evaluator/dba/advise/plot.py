@@ -9,15 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ...core.errors import InputError, param
+from ...core import figures
 
 MB = 1048576.0
 
 
 def png(result: dict[str, Any]) -> bytes:
     """The plot as a PNG (``--plot FILE.png``)."""
-    from ...core import figures
-
     fig, _ = draw(result)
     return figures.png(fig)
 
@@ -25,22 +23,13 @@ def png(result: dict[str, Any]) -> bytes:
 def svg(result: dict[str, Any]) -> str:
     """The plot as an inline SVG (the HTML report): each design's point and each value its find
     tried shows its setting, recall with its interval, p95 and index size on hover."""
-    from ...core import figures
-
     fig, titles = draw(result)
     return figures.svg(fig, titles)
 
 
 def draw(result: dict[str, Any]) -> tuple[Any, dict[str, str]]:
     """The figure and, by the gid of each point drawn, the text its hover shows."""
-    from ...core import figures
-
-    if not figures.available():
-        raise InputError(
-            f"{param('plot')} needs matplotlib: pip install matplotlib (or the clone's plot "
-            "extra: pip install -e '.[plot]')",
-            field=param("plot"),
-        )
+    figures.needed()
     fig = figures.figure(8.6, 4.8)
     ax = fig.add_subplot()
     k = result["k"]

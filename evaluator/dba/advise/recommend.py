@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from ...testset.query_source import CAPTURE, SAMPLED_ROWS, bounded
+from ..options import Finding
 from ..sweep.scan_modes import mode_of
 from . import apply, inplace
 from .outcome import Outcome, Verdict
@@ -195,7 +196,7 @@ def _owned(kb: Any, target: Any, rows: Sequence[Row]) -> list[Row]:
     ]
 
 
-def _held_out_words(chosen: Row, kept: str, cfg: AdviseConfig) -> str:
+def _held_out_words(chosen: Row, kept: str, cfg: Finding) -> str:
     """``; measured on a held-out copy of all 199,700 rows: ef_search 23 reaches 0.95 there;
     keep hnsw_idx (...)``: an index in place measured again without its sampled rows."""
     find, value = next(iter(chosen["setting"].items()))

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ..options import Budgets
 from ..sweep.scan_modes import ModeResult, cheapest, mode_of
-from .plan import AdviseConfig
 
 Row = Mapping[str, Any]  # a design's outcome, as its row reads
 MB = 1048576.0
@@ -29,7 +29,7 @@ BUDGETS: dict[str, tuple[str, str, Callable[[Row], float]]] = {
 BUILD_GROWTH = 1.4
 
 
-def budgets(cfg: AdviseConfig) -> dict[str, float]:
+def budgets(cfg: Budgets) -> dict[str, float]:
     """The budgets given: option -> bound."""
     given = {
         "--max-p95-ms": cfg.max_p95_ms,

@@ -3,44 +3,32 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ...core.errors import InputError, param
 from ...stages import gucs, registry
+from ..options import Building, Finding, Queries, Sweeping
 from . import grid
 from .snapshot import DEFAULT_MAX_AGE_S
 
 ANN_KINDS = registry.ann_kinds()
 
 
-@dataclass
-class SweepConfig:
-    testset: str
+@dataclass(frozen=True, kw_only=True)
+class SweepConfig(Queries, Sweeping, Building, Finding):
+    """`pgeval sweep`'s options: the query source, measuring, building and find groups
+    (:mod:`evaluator.dba.options`) and what is swept."""
+
     target: str
     stage: str
     params: tuple = ()  # ("hnsw.ef_search=10,20,40", ...)
     build: tuple = ()  # ("m=8,16", ...)
-    settings: dict = field(default_factory=dict)  # --set, every point
-    k: int = 10
     depth: int | None = None  # default max(k, 20)
-    repeat: int = 3
-    concurrency: int = 1
-    target_recall: float = 0.95
-    embedder: str | None = None
     name: str | None = None
-    fresh: bool = False
     isolate_index: bool = False
     index: str | None = None
-    checksum: bool = True
-    statement_timeout: str | None = (
-        gucs.DEFAULT_STATEMENT_TIMEOUT
-    )  # per statement on the knowledge base (None: server's)
-    maintenance_work_mem: str | None = None  # None: sized to the index (build_sweep)
-    build_timeout_s: float = 1800
-    queries: object = None  # testset.query_source.QuerySource (instead of testset)
     find: str | None = None  # --find GUC: the cheapest value reaching target_recall
-    find_max: int | None = None  # --find-max (default find.DEFAULT_MAX)
     find_min: int | None = None  # the least value a find tries (advise: the LIMIT; default 1)
     find_start: int | None = None  # the first value a find tries (default: the server's setting)
     # one group of the target (column, value): searched as the application searches it,
@@ -50,9 +38,6 @@ class SweepConfig:
     # values) or "generic" (the prepared statement's); the planner's own, whatever serves it.
     # None: a group's sweep measures the custom plan, a whole table's requires the index
     plan: str | None = None
-    # a find's value found measured again until it has this many repetitions (advise's
-    # finalists: their p95 compared beyond its noise); None: --repeat's
-    final_rounds: int | None = None
     # after a --find on sampled rows through the table's index: rows of each copy on which the
     # sampled rows' bias is measured, in the index and held out (dba/sweep/held_out.py); None:
     # every row of the table (`pgeval sweep` and the API's sweep); 0 skips (watch and advise)
@@ -129,7 +114,7 @@ def plan_mode(cfg: SweepConfig) -> str | None:
     return cfg.plan or ("custom" if cfg.group is not None else None)
 
 
-def find_max(cfg: SweepConfig) -> int:
+def find_max(cfg: Finding) -> int:
     from .find import DEFAULT_MAX
 
     return int(cfg.find_max or DEFAULT_MAX)

@@ -197,22 +197,21 @@ def _create(c: Any, source: Any, schema: str, ids: list[str], rows: int | None) 
     c.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
     picked = sql.SQL("{id}::text = ANY({ids})").format(id=ident, ids=sql.Literal(ids))
     others = sql.SQL("ALL") if rows is None else sql.Literal(max(0, rows - len(ids)))
+    rows_of = {  # the table's rows, with the sampled rows' condition (picked)
+        "held": sql.Identifier(schema, "held"),
+        "id": ident,
+        "vec": source.vector_expr(),
+        "vcol": sql.Identifier(source.vector_column),
+        "src": source.table_sql(),
+        "where": where,
+        "conj": sql.SQL(" AND" if where.as_string(c).strip() else " WHERE"),
+        "picked": picked,
+    }
     c.execute(
         sql.SQL(
             "CREATE TABLE {held}{steady} AS SELECT {id} AS {id}, {vec} AS {vcol} FROM {src}{where}"
             "{conj} NOT ({picked}) ORDER BY md5({id}::text), {id}::text LIMIT {n}"
-        ).format(
-            held=sql.Identifier(schema, "held"),
-            steady=sql.SQL(STEADY),
-            id=ident,
-            vec=source.vector_expr(),
-            vcol=sql.Identifier(source.vector_column),
-            src=source.table_sql(),
-            where=where,
-            conj=sql.SQL(" AND" if where.as_string(c).strip() else " WHERE"),
-            picked=picked,
-            n=others,
-        ),
+        ).format(steady=sql.SQL(STEADY), n=others, **rows_of),
         params,
     )
     c.execute(
@@ -223,14 +222,7 @@ def _create(c: Any, source: Any, schema: str, ids: list[str], rows: int | None) 
             relation=sql.SQL("VIEW" if rows is None else "TABLE"),
             graph=sql.Identifier(schema, "graph"),
             steady=sql.SQL("" if rows is None else STEADY),
-            held=sql.Identifier(schema, "held"),
-            id=ident,
-            vec=source.vector_expr(),
-            vcol=sql.Identifier(source.vector_column),
-            src=source.table_sql(),
-            where=where,
-            conj=sql.SQL(" AND" if where.as_string(c).strip() else " WHERE"),
-            picked=picked,
+            **rows_of,
         ),
         params,
     )

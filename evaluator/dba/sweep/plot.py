@@ -18,12 +18,7 @@ def write(
     k: int,
     title: str,
 ) -> Path:
-    if not figures.available():
-        raise InputError(
-            f"{param('plot')} needs matplotlib: pip install matplotlib (or the clone's plot "
-            "extra: pip install -e '.[plot]')",
-            field=param("plot"),
-        )
+    figures.needed()
     pts = [p for p in ops.points if p.recall is not None and p.p95_ms is not None]
     if not pts:
         raise InputError("no measured point to plot", field=param("plot"))

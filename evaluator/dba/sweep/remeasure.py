@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from . import setup as setup_mod
 from . import store
@@ -132,29 +132,49 @@ def reopened(
     if kept is None or (kept.points, kept.k, kept.depth, kept.label) != one:
         conns[1].rollback()
         return None
-    calls = Callbacks(on_warning=on_warning)
-    if known.epoch is not None:
-        return _steady(cls, database, cfg, known, plan, conns, kept, calls)
-    return _lean(cls, database, cfg, known, plan, conns, kept, calls)
+    how = _Reopening(cls, database, cfg, known, plan, conns, kept, Callbacks(on_warning=on_warning))
+    return _steady(how) if known.epoch is not None else _lean(how)
 
 
-def _lean(
-    cls: type[S],
-    database: Any,
-    cfg: SweepConfig,
-    known: Known,
-    plan: Plan,
-    conns: tuple[Any, Any],
-    kept: Kept,
-    calls: Callbacks,
-) -> S | None:
+@dataclass(frozen=True)
+class _Reopening(Generic[S]):
+    """What both ways reopen the kept sweep with: the session's class, the configuration and
+    its plan, what the caller knows, the connections (kb, results), the kept sweep."""
+
+    cls: type[S]
+    database: Any
+    cfg: SweepConfig
+    known: Known
+    plan: Plan
+    conns: tuple[Any, Any]
+    kept: Kept
+    calls: Callbacks
+
+    def row(self, reused: bool) -> store.SweepRow:
+        return store.SweepRow(
+            self.kept.sweep_id, self.cfg.name or "", self.kept.experiment_id, reused
+        )
+
+    def session(self, cfg: SweepConfig, fps: dict, **state: Any) -> S:
+        """The session measuring the kept point again, with ``fps`` and the other ``state``
+        each way reads (its setup, row, result, ...)."""
+        kb, results = self.conns
+        return self.cls(
+            database=self.database, cfg=cfg, plan=self.plan, kb=kb, results=results, fps=fps,
+            hashes={self.plan.points[0].number: self.kept.point_hash}, known=self.known,
+            callbacks=self.calls, again=self.kept.run_id, **state,
+        )  # fmt: skip
+
+
+def _lean(how: _Reopening[S]) -> S | None:
     """Reopened with both fingerprints captured again (module docstring)."""
     import psycopg
 
     from ..fingerprint import config_hash
 
-    kb, results = conns
-    cfg, qinfo = setup_mod.query_set(database, cfg, known.query_set)
+    kb, results = how.conns
+    cfg, known, plan, kept = how.cfg, how.known, how.plan, how.kept
+    cfg, qinfo = setup_mod.query_set(how.database, cfg, known.query_set)
     # (the extension and the settings checked when the kept sweep was measured: the same
     # server, extensions and settings, which the fingerprints' hashes below make sure of)
     checked = setup_mod.checked_settings(results, kb, cfg, plan.param_axes, checks=False)
@@ -173,30 +193,21 @@ def _lean(
     n = plan.points[0].number
     if (config_hash(base_fp), config_hash(fps[n])) != (kept.experiment_hash, kept.point_hash):
         return None
-    row = store.SweepRow(kept.sweep_id, cfg.name or "", kept.experiment_id, True)
-    return cls(
-        database=database, cfg=cfg, plan=plan, kb=kb, results=results, setup=s, row=row,
-        result=setup_mod.new_result(cfg, s, row.name, row, qinfo, base_fp, calls.on_warning, own),
-        base_fp=base_fp, data=known.data.data, own=own, fps=fps, hashes={n: kept.point_hash},
-        gt=gt, known=known, callbacks=calls, again=kept.run_id,
+    row = how.row(True)
+    warn = how.calls.on_warning
+    return how.session(
+        cfg, fps, setup=s, row=row, base_fp=base_fp, data=known.data.data, own=own, gt=gt,
+        result=setup_mod.new_result(cfg, s, row.name, row, qinfo, base_fp, warn, own),
     )  # fmt: skip
 
 
-def _steady(
-    cls: type[S],
-    database: Any,
-    cfg: SweepConfig,
-    known: Known,
-    plan: Plan,
-    conns: tuple[Any, Any],
-    kept: Kept,
-    calls: Callbacks,
-) -> S | None:
+def _steady(how: _Reopening[S]) -> S | None:
     """Reopened under an unchanged configuration epoch (module docstring)."""
     from ...providers.embedders import storage
     from ...testset.query_source import sample_record
 
-    kb, results = conns
+    kb, results = how.conns
+    cfg, known, plan, kept = how.cfg, how.known, how.plan, how.kept
     target, base = setup_mod.checked_settings(results, kb, cfg, plan.param_axes, checks=False)
     params = kept.params or {}
     if (
@@ -223,13 +234,10 @@ def _steady(
         queries=sample_record(kept.n_queries, kept.content_hash, q and q.seed, target.name),
     )  # fmt: skip
     result.ground_truth = {**(kept.ground_truth or {}), "status": "reused"}
-    row = store.SweepRow(kept.sweep_id, cfg.name or "", kept.experiment_id, False)
-    n = plan.points[0].number
-    return cls(
-        database=database, cfg=cfg, plan=plan, kb=kb, results=results, setup=s, row=row,
-        result=result, base_fp={}, data={}, own=True,  # a sample's own chunk (materialize's rule)
-        fps={n: fp}, hashes={n: kept.point_hash}, known=known, callbacks=calls,
-        trusted={"index": params.get("index")}, again=kept.run_id,
+    return how.session(
+        cfg, {plan.points[0].number: fp}, setup=s, row=how.row(False), result=result, base_fp={},
+        data={}, own=True,  # a sample's own chunk (materialize's rule)
+        trusted={"index": params.get("index")},
     )  # fmt: skip
 
 

@@ -158,18 +158,15 @@ def query_set(
     if cfg.queries is None:
         return cfg, None
     if stored is not None:
-        cfg = replace(cfg)
-        cfg.testset, qinfo = stored
-        return cfg, qinfo
+        return replace(cfg, testset=stored[0]), stored[1]
     from ...testset import query_source
 
     with database.connect() as conn:
         tgt = target_of(conn, cfg)
-    cfg = replace(cfg)
-    cfg.testset, qinfo = query_source.materialize(
+    testset, qinfo = query_source.materialize(
         database, cast("query_source.QuerySource", cfg.queries), tgt
     )
-    return cfg, qinfo
+    return replace(cfg, testset=testset), qinfo
 
 
 def target_of(conn: Any, cfg: SweepConfig) -> Any:

@@ -256,34 +256,19 @@ VALUES = (
 
 
 def copy_point(conn: Any, sweep_id: int, point: Any, repetition: int, src: dict) -> None:
-    cols = [
-        "sweep_id",
-        "point",
-        "repetition",
-        "label",
-        "settings",
-        "build",
-        "config_hash",
-        "reused_from",
-        *VALUES,
-    ]
-    vals = [
+    """``point``'s repetition stored with the values measured in ``src`` (a stored point)."""
+    _insert(
+        conn,
         sweep_id,
-        point.number,
+        point,
         repetition,
-        point.label,
-        json.dumps(point.settings),
-        json.dumps(point.build),
-        src["config_hash"],
-        src["reused_from"] or src["sweep_id"],
-        *[json.dumps(src[c]) if c == "metrics" and src[c] is not None else src[c] for c in VALUES],
-    ]
-    conn.execute(
-        f"INSERT INTO pgeval.sweep_point ({', '.join(cols)}) "
-        f"VALUES ({', '.join(['%s'] * len(cols))})",
-        vals,
+        config_hash=src["config_hash"],
+        reused_from=src["reused_from"] or src["sweep_id"],
+        **{
+            c: json.dumps(src[c]) if c == "metrics" and src[c] is not None else src[c]
+            for c in VALUES
+        },
     )
-    _commit(conn)
 
 
 def insert_point(
@@ -299,24 +284,39 @@ def insert_point(
     build: dict | None = None,
 ) -> None:
     build = build or {}
+    _insert(
+        conn,
+        sweep_id,
+        point,
+        repetition,
+        config_hash=config_hash,
+        run_id=run_id,
+        concurrency=concurrency,
+        qps=qps,
+        build_ms=build.get("build_ms"),
+        index_bytes=build.get("index_bytes"),
+    )
+
+
+def _insert(conn: Any, sweep_id: int, point: Any, repetition: int, **values: Any) -> None:
+    """One row of pgeval.sweep_point: ``point``'s repetition with ``values``, committed."""
+    from psycopg import sql
+
+    row = {
+        "sweep_id": sweep_id,
+        "point": point.number,
+        "repetition": repetition,
+        "label": point.label,
+        "settings": json.dumps(point.settings),
+        "build": json.dumps(point.build),
+        **values,
+    }
     conn.execute(
-        "INSERT INTO pgeval.sweep_point (sweep_id, point, repetition, label, settings, build, "
-        "config_hash, run_id, concurrency, qps, build_ms, index_bytes) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-        (
-            sweep_id,
-            point.number,
-            repetition,
-            point.label,
-            json.dumps(point.settings),
-            json.dumps(point.build),
-            config_hash,
-            run_id,
-            concurrency,
-            qps,
-            build.get("build_ms"),
-            build.get("index_bytes"),
+        sql.SQL("INSERT INTO pgeval.sweep_point ({}) VALUES ({})").format(
+            sql.SQL(", ").join(map(sql.Identifier, row)),
+            sql.SQL(", ").join(sql.Placeholder() * len(row)),
         ),
+        list(row.values()),
     )
     _commit(conn)
 

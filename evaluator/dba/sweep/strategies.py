@@ -26,6 +26,24 @@ def measure(session: Measuring) -> None:
         grid_points(session)
 
 
+def _scratch(session: Measuring) -> Any:
+    """The scratch copy the sweep's builds are on (a ``Scratch`` to enter; then
+    :func:`copied`), the steps before any build taken (:func:`before_builds`)."""
+    from ..build_sweep import Scratch
+
+    before_builds(session)
+    cfg = session.cfg
+    return Scratch(
+        session.database,
+        session.target,
+        maintenance_work_mem=cfg.maintenance_work_mem,
+        build_timeout_s=cfg.build_timeout_s,
+        snapshot=copy_snapshot(session),
+        rows_seen=rows_seen(session),
+        stage=cfg.stage,
+    )
+
+
 def grid_points(session: Measuring) -> None:
     """The grid's points on the user's table."""
     session.measure(session.plan.points)
@@ -34,24 +52,13 @@ def grid_points(session: Measuring) -> None:
 def builds(session: Measuring) -> None:
     """The grid's points, one index per build on a scratch copy of the table (a build whose
     points are all stored is not built)."""
-    from ..build_sweep import Scratch
-
     groups: dict[str, list] = {}
     for p in session.plan.points:
         groups.setdefault(canonical_json(p.build), []).append(p)
     todo = {key: session.pending(pts) for key, pts in groups.items()}
     if not any(todo.values()):
         return
-    before_builds(session)
-    with Scratch(
-        session.database,
-        session.target,
-        maintenance_work_mem=session.cfg.maintenance_work_mem,
-        build_timeout_s=session.cfg.build_timeout_s,
-        snapshot=copy_snapshot(session),
-        rows_seen=rows_seen(session),
-        stage=session.cfg.stage,
-    ) as scratch:
+    with _scratch(session) as scratch:
         copied(session)
         for key, pending in todo.items():
             if not pending:
@@ -155,20 +162,7 @@ class _Copy:
         if not pending:
             return
         if self.scratch is None:
-            from ..build_sweep import Scratch
-
-            before_builds(s)
-            self.scratch = self.stack.enter_context(
-                Scratch(
-                    s.database,
-                    s.target,
-                    maintenance_work_mem=s.cfg.maintenance_work_mem,
-                    build_timeout_s=s.cfg.build_timeout_s,
-                    snapshot=copy_snapshot(s),
-                    rows_seen=rows_seen(s),
-                    stage=s.cfg.stage,
-                )
-            )
+            self.scratch = self.stack.enter_context(_scratch(s))
             copied(s)
         if self.built != p.build:
             self.info = self.scratch.build(

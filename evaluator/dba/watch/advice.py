@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from ..sweep.session import Known
     from .config import WatchConfig
 
-RECALL_BOUNDS = ("min_recall", "max_drop")
 
 # a remedy measured on sampled rows through the index they are nodes of
 SAMPLED = "; sampled rows: an upper bound for the application's queries"

@@ -26,6 +26,7 @@ from ...core.errors import Conflict, InputError, param
 from ...core.held_lock import HeldLock
 from ...core.warnings_once import once
 from ...stages import gucs, registry
+from ..options import Measuring, Queries, taken
 from ..sweep.session import Known
 from .config import WatchConfig
 
@@ -161,7 +162,7 @@ def sweep_name(cfg: WatchConfig, settings: dict) -> str:
     source = (
         {"kind": q.kind, "count": q.count, "seed": q.seed, "sql": q.statement, "file": q.path}
         if q is not None
-        else {"testset": cfg.testset}
+        else {"testset": cfg.testset or None}  # (none given: None, as series were first named)
     )
     identity = {"k": cfg.k, "settings": settings, "queries": source, "index": cfg.index}
     if cfg.group is not None:
@@ -170,10 +171,10 @@ def sweep_name(cfg: WatchConfig, settings: dict) -> str:
     return f"watch-{cfg.target}-{cfg.stage}-{key}"
 
 
-def query_source(cfg: WatchConfig) -> dict:
+def query_source(cfg: Queries) -> dict:
     q = cfg.queries
     if q is None:
-        return {"testset": cfg.testset}
+        return {"testset": cfg.testset or None}
     out: dict[str, object] = {"kind": q.kind}
     if q.kind == "sample":
         out.update(count=q.count, seed=q.seed)
@@ -218,21 +219,16 @@ def _probe(
         stats = table_stats(kb, target)
     measured = {**gucs.scope({**target.settings, **rest}, cfg.stage), name: value}
     series = sweep_name(cfg, measured)
-    sweep_cfg = SweepConfig(
-        testset=cfg.testset,  # type: ignore[arg-type]  # (set from the query source)
-        queries=cfg.queries,
-        target=cfg.target,
-        stage=cfg.stage,
+    sweep_cfg = replace(
+        taken(SweepConfig(target=cfg.target, stage=cfg.stage), cfg, Queries, Measuring),
         params=(f"{name}={value}",),
         settings=rest,
-        k=cfg.k,
         depth=cfg.k,  # the application's LIMIT k: a probe fetches no more
         repeat=1,
         target_recall=cfg.min_recall if cfg.min_recall else 0.95,
         name=series,
         fresh=True,  # a new measurement every time: the previous probe's runs are replaced
         index=cfg.index,
-        statement_timeout=cfg.statement_timeout,
         group=cfg.group,
     )
     # the lock is held in the transaction of a results connection of its own (the probe's

@@ -13,6 +13,7 @@ checksum, no checksum, queries from SQL or a file, the query set gone) samples a
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 from ..data_checksum import ChecksumCache, DataChecksum, measure
@@ -51,7 +52,7 @@ def query_set(
             "JOIN pgeval.testset t ON t.name = p.testset "
             "WHERE p.sweep = %s AND p.table_rows = %s AND p.data_checksum = %s "
             "AND p.query_source = %s::jsonb ORDER BY p.probe_id DESC LIMIT 1",
-            (series, measured.data["rows"], checksum, _json(source)),
+            (series, measured.data["rows"], checksum, json.dumps(source)),
         ).fetchone()
         results.rollback()
     if row is None:
@@ -60,9 +61,3 @@ def query_set(
 
     name, digest, count = row
     return name, sample_record(count, digest, source.get("seed"), target.name)
-
-
-def _json(value: dict) -> str:
-    import json
-
-    return json.dumps(value)
