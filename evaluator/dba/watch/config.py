@@ -28,6 +28,7 @@ class WatchConfig:
     remedy_max: int | None = None  # the largest value tried (find's --find-max)
     group_by: str | None = None  # one probe per group of this column (None: the target's)
     max_groups: int = 10
+    group_queries: int | None = None  # sampled queries per group (None: --sample-queries spread)
     group: tuple[str, str] | None = None  # (column, value): this probe's group
 
 
