@@ -17,6 +17,7 @@ keep the given order.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -312,11 +313,27 @@ def copy_lists(
     # the judgements are read by the server while the first batches (a bounded few) are ranked
     # and encoded, then every batch is written as it comes
     remaining = iter(batches)
-    with judgements.reading():
-        held = [encoded(batch) for batch in islice(remaining, _HELD_BATCHES)]
-    later = (encoded(batch) for batch in remaining)
-    copy_encoded(conn, chain.from_iterable(written(*e) for e in chain(held, later)))
+    with _collector_paused():
+        with judgements.reading():
+            held = [encoded(batch) for batch in islice(remaining, _HELD_BATCHES)]
+        later = (encoded(batch) for batch in remaining)
+        copy_encoded(conn, chain.from_iterable(written(*e) for e in chain(held, later)))
     return Copied(counts[0], counts[1], counts[2], unknown, ranks[0] and counts[2] > 0)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused, then as it was: a file's lists are read,
+    checked and written as tens of thousands of lists, sets and rows, none of them in a cycle
+    (reference counting frees each), and the collector's passes over them, which free nothing,
+    cost about a tenth of the import's time (measured on 1,000,000 rows)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 @dataclass(frozen=True)
