@@ -243,10 +243,11 @@ class DbaMethods:
         recall@``k`` against exact search on a stable sample (``sample_queries``, 100 when no
         query source is given), p50/p95, rows, the index's build identity, stored in
         pgeval.probe; the bounds crossed named. One ProbeResult per group with ``group_by``
-        (the sample spread over the groups, or ``group_queries`` each; ``crossed``, ``alerts``, ``advice``, ``remedy``, ``plan``: the planner's plan a
-        group's probe measured, ``probe``: its probe_history row). Every group is probed; when
-        one fails, none is recorded: :class:`~evaluator.core.errors.GroupsFailed` carries the
-        probes measured (``results``) and the groups that failed (``failures``)."""
+        (the sample spread over the groups, or ``group_queries`` each; ``crossed``, ``alerts``,
+        ``advice``, ``remedy``, ``plan``: the planner's plan a group's probe measured, ``probe``:
+        its probe_history row). Every group is probed; when one fails, none is recorded:
+        :class:`~evaluator.core.errors.GroupsFailed` carries the probes measured (``results``) and
+        the groups that failed (``failures``)."""
         from ..dba.watch import WatchConfig, run_probes
         from ..dba.watch.probe import DEFAULT_SAMPLE
         from ..stages import gucs

@@ -81,9 +81,10 @@ class RunMethods:
         """The pipeline once per group of column ``group_by`` (`pgeval run pipeline
         --group-by`): each of the ``max_groups`` largest and smallest groups searched as the
         application scopes it (``WHERE group_by = value``), rows of it as queries
-        (``sample_queries`` spread over the groups, or ``group_queries`` each), one experiment ``NAME/column=value`` per group. Returns a
-        GroupPipelineResult: per group and ANN stage, recall@``k``, short lists and p95, worst
-        group first (``as_dict()``). ``options`` as :meth:`run_pipeline`'s."""
+        (``sample_queries`` spread over the groups, or ``group_queries`` each), one experiment
+        ``NAME/column=value`` per group. Returns a GroupPipelineResult: per group and ANN stage,
+        recall@``k``, short lists and p95, worst group first (``as_dict()``). ``options`` as
+        :meth:`run_pipeline`'s."""
         from ..run.groups import DEFAULT_MAX_GROUPS, run_pipeline_groups
 
         cfg = _pipeline(testset, stages, (sample_queries, seed, queries_sql, queries_file), options)
@@ -302,13 +303,13 @@ class RunMethods:
         """Recall per group of column ``group_by`` (`pgeval sweep --group-by`): each of the
         ``max_groups`` largest and smallest groups searched as the application scopes it
         (``WHERE group_by = value``), ``sample_queries`` spread over the groups (or
-        ``group_queries`` each), exact ground truth within the group, one stored sweep per group; the point where the worst group reaches
-        ``target_recall``; with ``find``, the kind's iterative scans searched as settings too
-        (``scan_modes``: each mode's least value, ``scan_mode`` the least work across them,
-        ``unreachable`` the groups none brings to the target), else groups that miss measured
-        again with the kind's iterative scan.
-        ``options`` as :meth:`sweep`'s. Returns a GroupSweepResult (``groups`` worst first,
-        ``points``, ``recommendation``; ``as_dict()``)."""
+        ``group_queries`` each), exact ground truth within the group, one stored sweep per
+        group; the point where the worst group reaches ``target_recall``; with ``find``, the kind's
+        iterative scans searched as settings too (``scan_modes``: each mode's least value,
+        ``scan_mode`` the least work across them, ``unreachable`` the groups none brings to the
+        target), else groups that miss measured again with the kind's iterative scan. ``options`` as
+        :meth:`sweep`'s. Returns a GroupSweepResult (``groups`` worst first, ``points``,
+        ``recommendation``; ``as_dict()``)."""
         from ..dba.sweep.groups import DEFAULT_MAX_GROUPS, run_groups
 
         cfg = _sweep(

@@ -1,10 +1,10 @@
 """A pipeline per group of a target (``pgeval run pipeline --group-by COLUMN``): each chosen
 group searched as the application scopes it (``WHERE column = value``), rows of it as queries
-(``--sample-queries N`` spread over the groups, or ``--group-queries M`` each), exact ground truth within the group, one experiment per group named
-``NAME/column=value``. Per group and ANN stage: index recall@K against exact search, short
-lists and p95, read from SQL (``pgeval.index_recall_summary``, ``pgeval.stage_latency``); the
-groups worst first (by their lowest recall over the ANN stages). The sweep's counterpart is
-:mod:`evaluator.dba.sweep.groups`."""
+(``--sample-queries N`` spread over the groups, or ``--group-queries M`` each), exact ground
+truth within the group, one experiment per group named ``NAME/column=value``. Per group and
+ANN stage: index recall@K against exact search, short lists and p95, read from SQL
+(``pgeval.index_recall_summary``, ``pgeval.stage_latency``); the groups worst first (by their lowest
+recall over the ANN stages). The sweep's counterpart is :mod:`evaluator.dba.sweep.groups`."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def run_pipeline_groups(
     **callbacks: Any,
 ) -> GroupPipelineResult:
     """Run ``cfg`` once per chosen group of ``column`` (see the module's docstring;
-    ``group_queries``: sampled queries per group); ``on_group(index, count, group)`` before each; ``callbacks`` go to :func:`run_pipeline`."""
+    ``group_queries``: sampled queries per group); ``on_group(index, count, group)`` before
+    each; ``callbacks`` go to :func:`run_pipeline`."""
     if not cfg.target:
         raise InputError(f"{param('group_by')} needs {param('target')}", field=param("target"))
     groups = plan(database, cfg.target, column, max_groups, cfg.queries, "measure", group_queries)

@@ -8,8 +8,9 @@ tenant at 0.1; this measures each group as the application searches it.
   many. A group of one chunk has nothing to find besides itself and is skipped, saying so.
 - Per group, one sweep (:func:`runner.run_sweep` with ``group=(column, value)``): rows of that
   group as queries (``--sample-queries N`` spread over the groups, or ``--group-queries M`` each,
-  at most its chunks: ``targets.groups.plan``), exact ground truth within the group, every point measured with ``WHERE column = value`` added to the target's filters. Each
-  is an ordinary stored sweep: a rerun measures only what is missing, and the same point in
+  at most its chunks: ``targets.groups.plan``), exact ground truth within the group, every
+  point measured with ``WHERE column = value`` added to the target's filters. Each is an
+  ordinary stored sweep: a rerun measures only what is missing, and the same point in
   another grouping or sweep is reused.
 - The recommendation is SQL's cost rule over the groups' worst recall per point
   (``pgeval.sweeps_recommendation``); with ``--find``, each group finds its own least value and
@@ -184,11 +185,11 @@ def run_groups(
     **callbacks: Any,
 ) -> GroupSweepResult:
     """Sweep every chosen group of ``column`` (see the module's docstring; ``group_queries``:
-    sampled queries per group); ``on_group(index, count, group, step)`` before each group's sweep (step: sweep | confirm |
-    iterative | generic); ``builds``: see :func:`check`; ``generic``: each group at the point
-    shown measured again with the generic plan (default: unless ``builds``: advise asks for it
-    where it measures the table's own index); ``search_modes``: with ``--find``, the kind's
-    iterative scans searched too (the module's docstring); ``callbacks`` go to
+    sampled queries per group); ``on_group(index, count, group, step)`` before each group's
+    sweep (step: sweep | confirm | iterative | generic); ``builds``: see :func:`check`; ``generic``:
+    each group at the point shown measured again with the generic plan (default: unless ``builds``:
+    advise asks for it where it measures the table's own index); ``search_modes``: with ``--find``,
+    the kind's iterative scans searched too (the module's docstring); ``callbacks`` go to
     :func:`runner.run_sweep`."""
     check(cfg, builds)
     groups = plan(database, cfg.target, column, max_groups, cfg.queries, "measure", group_queries)

@@ -34,8 +34,8 @@ def run_probes(
     """One probe, or one per group of ``--group-by`` (else the target's own group column): the
     groups as `sweep --group-by` chooses them (all up to ``max_groups``, else the largest and
     the smallest), rows of each group as queries (``--sample-queries N`` spread over the groups,
-    or ``--group-queries M`` each; at most its chunks), each group
-    searched as the application scopes it (``WHERE column = value``), each its own series.
+    or ``--group-queries M`` each; at most its chunks), each group searched as the application
+    scopes it (``WHERE column = value``), each its own series.
     Every group is probed; if one failed, none is recorded
     (:class:`~evaluator.core.errors.GroupsFailed`: the probes measured, the groups failed)."""
     import psycopg  # (here: `watch --help` loads this package, not the database driver)
