@@ -131,14 +131,16 @@ def test_every_design_carries_its_worst_group(advised, conn):
         assert r["reached"] == all(g["reached"] for g in r["groups"])
         assert set(r["sweeps"]) == {"big", "small"} and r["sweep"] == r["sweeps"]["small"]
     hnsw = next(r for r in d["designs"] if r["design"] == "hnsw")
-    assert hnsw["reached"] and hnsw["recall"] >= R
+    # (a mean of per-query recalls: 0.9 can read 0.8999999999999998 as its rows' order varies;
+    # reaching allows the float error, pgeval.reach_tolerance)
+    assert hnsw["reached"] and hnsw["recall"] >= R - 1e-12
     # one find shared by the groups: the small tenant (short lists: it needs the most) first,
     # the big one from its value up, reaching R there in one point, not a find of its own
     found = hnsw["found"]
     assert found["big"] == found["small"] == hnsw["setting"]["hnsw.ef_search"]
     assert [v for v, _ in hnsw["find_path"]["big"]] == [found["small"]]
     worst_at = {int(p["value"]): p["recall"] for p in hnsw["points"]}
-    assert R <= worst_at[found["small"]]
+    assert worst_at[found["small"]] >= R - 1e-12
     # the largest value tried below the setting leaves the small tenant under R
     below = max((v, r) for v, r in hnsw["find_path"]["small"] if v < found["small"])
     assert below[1] < R

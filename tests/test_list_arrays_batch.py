@@ -128,6 +128,26 @@ def test_ranked_by_score_sorts_only_the_lists_that_need_it():
     assert values.tolist() == batch.scores
 
 
+def test_minus_ranks_tells_each_list_apart():
+    lists = [[-1.0, -2.0, -3.0], [-1.0, -2.5], [-2.0, -3.0], [-1.0], [-1.0, -2.0, -4.0]]
+    cuts = [0]
+    for scores in lists:
+        cuts.append(cuts[-1] + len(scores))
+    values = np.array([v for scores in lists for v in scores])
+    expected = [scores == [-(r + 1) for r in range(len(scores))] for scores in lists]
+    assert (
+        ranked_lists.minus_ranks(values, cuts).tolist()
+        == expected
+        == [
+            True,
+            False,
+            False,
+            True,
+            False,
+        ]
+    )
+
+
 @pytest.fixture
 def ts(clean, conn):
     make_testset(conn, "bts", {f"q{i}": {f"c{i}": 1, f"c{i + 1}": 2} for i in range(6)})

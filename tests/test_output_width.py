@@ -79,6 +79,35 @@ def test_line_progress_in_bytes():
     )
 
 
+def test_piped_progress_lines_fit_the_columns_with_names_whole(monkeypatch, capsys):
+    """Piped with $COLUMNS: a progress line wraps at its words like the other plain text (a long
+    group and point label whole); without it, whole lines (for grep)."""
+    from evaluator.cli.commands.common import progress_bar
+
+    monkeypatch.setenv("PGEVAL_PROGRESS_INTERVAL", "0")
+    name = f"group 3/6 knowledge_base_id={LONG} hnsw.ef_search=40 (measured)"
+    for columns in ("80", None):
+        if columns:
+            monkeypatch.setenv("COLUMNS", columns)
+        else:
+            monkeypatch.delenv("COLUMNS", raising=False)
+        bar = progress_bar(transient=True)
+        assert isinstance(bar, LineProgress)
+        bar.start()
+        task = bar.add_task(name, total=4500)
+        bar.update(task, advance=1350)
+        bar.stop()
+        lines = capsys.readouterr().err.splitlines()
+        said = " ".join(line.strip() for line in lines)
+        assert said.startswith(f"progress: {name} 1350/4500 (30%), "), lines
+        if columns:
+            assert len(lines) > 1 and max(map(len, lines)) <= 80, lines
+            assert all(line.startswith("  ") for line in lines[1:]), lines
+            assert any(LONG in line for line in lines), lines  # never cut
+        else:
+            assert len(lines) == 1
+
+
 def test_plain_lines_wrap_with_a_hanging_indent(monkeypatch):
     text = "  index: " + " ".join(["word"] * 30)
     assert output.wrapped(text, None) == text

@@ -107,7 +107,12 @@ def sampled(conn, sweep: str) -> list[str]:
 
 
 def test_recall_per_group_equals_the_application_by_hand(pgeval, database, conn, kb, target):
-    d = run_json(pgeval, BASE.format(t=target) + " --param hnsw.ef_search=10,160")
+    # --sample-queries N is the whole sample: 96 over the 3 groups measured is 32 a group, at
+    # most a group's chunks (small has 30)
+    base = BASE.format(t=target).replace("--sample-queries 20", "--sample-queries 96")
+    d = run_json(pgeval, base + " --param hnsw.ef_search=10,160")
+    chunks = {g: sum(1 for _, t in kb.values() if t == g) for g in ("small", "mid", "big")}
+    assert chunks["small"] == 30
     assert d["group_by"] == "tenant" and d["groups_total"] == 4 and d["null_rows"] == 5
     assert [s["group"] for s in d["skipped"]] == ["solo"]
     assert any("5 rows have no tenant" in w for w in d["warnings"])
@@ -116,7 +121,7 @@ def test_recall_per_group_equals_the_application_by_hand(pgeval, database, conn,
         ef = int(point["settings"]["hnsw.ef_search"])
         for g in point["groups"]:
             queries = sampled(conn, d["sweeps"][g["group"]])
-            assert g["queries"] == len(queries) == 20
+            assert g["queries"] == len(queries) == min(96 // 3, chunks[g["group"]])
             assert g["recall"] == pytest.approx(
                 by_hand(database, kb, g["group"], queries, ef), abs=1e-9
             ), (g["group"], ef)
@@ -127,7 +132,7 @@ def test_recall_per_group_equals_the_application_by_hand(pgeval, database, conn,
     at = {g["group"]: g for g in d["groups"]}
     assert d["recommendation"] is None
     assert at["small"]["recall"] < 0.5 < at["big"]["recall"]
-    assert at["small"]["short"] == 20 and at["big"]["short"] == 0
+    assert at["small"]["short"] == 30 and at["big"]["short"] == 0  # every small query
     assert not at["small"]["reached"] and at["big"]["reached"]
     # measured again with pgvector's iterative scan, at the same settings: it fixes the tenant
     assert set(at["small"]["iterative"]) == {"strict_order", "relaxed_order"}
@@ -185,6 +190,8 @@ def test_the_targets_own_group_by(pgeval, kb, database):
     "extra, text",
     [
         ("--group-by nope", "column 'nope' does not exist in tenant_kb"),
+        ("--group-queries 5", "--group-queries applies with --group-by"),
+        ("--group-by tenant --group-queries 0", "--group-queries must be >= 1, got 0"),
         ("--group-by tenant --build m=8", "not with --build"),
         (
             "--group-by tenant --find hnsw.ef_search --param hnsw.max_scan_tuples=100",
@@ -218,7 +225,7 @@ def test_pipeline_per_group_equals_the_application_by_hand(pgeval, database, con
         pgeval,
         f"run pipeline --sample-queries 20 --target {target} --stages exact,hnsw "
         "--set enable_seqscan=off --set hnsw.ef_search=10 --set work_mem=4313kB --depth 20 "
-        "--repeat 1 --group-by tenant --name pipe-groups --format json",
+        "--repeat 1 --group-by tenant --group-queries 12 --name pipe-groups --format json",
     )
     assert d["group_by"] == "tenant" and [s["group"] for s in d["skipped"]] == ["solo"]
     groups = {g["group"]: g for g in d["groups"]}
@@ -234,11 +241,11 @@ def test_pipeline_per_group_equals_the_application_by_hand(pgeval, database, con
                 (g["experiment"],),
             )
         ]
-        assert len(queries) == g["queries"] == 20
+        assert len(queries) == g["queries"] == 12  # --group-queries: per group
         hnsw = g["stages"]["hnsw"]
         assert hnsw["recall"] == pytest.approx(by_hand(database, kb, name, queries, 10), abs=1e-9)
         assert hnsw["p95_ms"] is not None and hnsw["p95_ms"] > 0
-    assert groups["small"]["stages"]["hnsw"]["short"] == 20
+    assert groups["small"]["stages"]["hnsw"]["short"] == 12
     code, out, err = pgeval(
         f"run pipeline --sample-queries 5 --target {target} --stages exact,hnsw "
         "--set enable_seqscan=off --depth 20 --repeat 1 --group-by tenant --max-groups 2 "

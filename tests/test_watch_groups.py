@@ -251,3 +251,22 @@ def test_the_message_names_each_group_as_the_front_end_spells_its_options():
         lambda name, value: "--" + name.replace("_", "-")
     )
     assert failed.exit_code == 1 and failed.results == ["measured"]
+
+
+def test_group_queries_sets_the_queries_of_each_group(pgeval, conn, kb):
+    """--sample-queries N is the whole sample (here 10: under 30, so 10 a group); --group-queries
+    M asks M of each group; without a group column it is refused in one line."""
+    code, d, err = watch_json(pgeval, "--min-recall", "0", "--max-groups", "2")
+    assert code == 0, err
+    assert [p["queries"] for p in d["probes"]] == [10, 10]
+    code, d, err = watch_json(
+        pgeval, "--min-recall", "0", "--max-groups", "2", "--group-queries", "4"
+    )
+    assert code == 0, err
+    assert [p["queries"] for p in d["probes"]] == [4, 4]
+    code, out, err = pgeval(
+        "watch", "--target", TARGET, "--stage", "hnsw", "--group-by", "", "--group-queries", "4"
+    )
+    assert code == 1 and out == "" and "Traceback" not in err
+    (line,) = err.strip().splitlines()
+    assert line.startswith("pgeval: error: ") and "--group-queries applies with --group-by" in line

@@ -215,16 +215,18 @@ class DbaMethods:
         remedy_max: int | None = WATCH_DEFAULTS.remedy_max,
         group_by: str | None = WATCH_DEFAULTS.group_by,
         max_groups: int = WATCH_DEFAULTS.max_groups,
+        group_queries: int | None = WATCH_DEFAULTS.group_queries,
         on_warning: Callable[[str], None] | None = None,
     ) -> list[ProbeResult]:
         """One probe of ``target``'s ``stage`` at its production setting (`pgeval watch`):
         recall@``k`` against exact search on a stable sample (``sample_queries``, 100 when no
         query source is given), p50/p95, rows, the index's build identity, stored in
         pgeval.probe; the bounds crossed named. One ProbeResult per group with ``group_by``
-        (``crossed``, ``alerts``, ``advice``, ``remedy``, ``plan``: the planner's plan a
-        group's probe measured, ``probe``: its probe_history row). Every group is probed; when
-        one fails, none is recorded: :class:`~evaluator.core.errors.GroupsFailed` carries the
-        probes measured (``results``) and the groups that failed (``failures``)."""
+        (the sample spread over the groups, or ``group_queries`` each; ``crossed``, ``alerts``,
+        ``advice``, ``remedy``, ``plan``: the planner's plan a group's probe measured, ``probe``:
+        its probe_history row). Every group is probed; when one fails, none is recorded:
+        :class:`~evaluator.core.errors.GroupsFailed` carries the probes measured (``results``) and
+        the groups that failed (``failures``)."""
         keywords = dict(locals())  # as given (config_of reads those named as fields)
         from ..dba.watch import WatchConfig, run_probes
         from ..dba.watch.probe import DEFAULT_SAMPLE

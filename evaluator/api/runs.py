@@ -67,6 +67,7 @@ class RunMethods:
         *,
         group_by: str,
         max_groups: int | None = None,
+        group_queries: int | None = None,
         k: int = 10,
         sample_queries: int | None = None,
         seed: int | None = None,
@@ -79,10 +80,11 @@ class RunMethods:
     ) -> GroupPipelineResult:
         """The pipeline once per group of column ``group_by`` (`pgeval run pipeline
         --group-by`): each of the ``max_groups`` largest and smallest groups searched as the
-        application scopes it (``WHERE group_by = value``), ``sample_queries`` of its rows as
-        queries, one experiment ``NAME/column=value`` per group. Returns a
-        GroupPipelineResult: per group and ANN stage, recall@``k``, short lists and p95, worst
-        group first (``as_dict()``). ``options`` as :meth:`run_pipeline`'s."""
+        application scopes it (``WHERE group_by = value``), rows of it as queries
+        (``sample_queries`` spread over the groups, or ``group_queries`` each), one experiment
+        ``NAME/column=value`` per group. Returns a GroupPipelineResult: per group and ANN stage,
+        recall@``k``, short lists and p95, worst group first (``as_dict()``). ``options`` as
+        :meth:`run_pipeline`'s."""
         from ..run.groups import DEFAULT_MAX_GROUPS, run_pipeline_groups
 
         cfg = _pipeline(testset, stages, (sample_queries, seed, queries_sql, queries_file), options)
@@ -92,6 +94,7 @@ class RunMethods:
             group_by,
             k=k,
             max_groups=max_groups or DEFAULT_MAX_GROUPS,
+            group_queries=group_queries,
             on_group=on_group,
             on_warning=on_warning,
             progress_factory=progress_factory,
@@ -266,12 +269,18 @@ class RunMethods:
         calls = Callbacks(on_warning, on_point, on_ground_truth, on_find, on_start)
         return Session.run(self.database, cfg, callbacks=calls)
 
-    def group_column(self, target: str, group_by: str | None = None) -> str | None:
-        """The column a sweep of ``target`` groups by: ``group_by``, else the target's own
-        (`target add --group-by`), else None (the whole table)."""
-        from ..dba.sweep.groups import column_for
+    def group_column(
+        self, target: str | None, group_by: str | None = None, group_queries: int | None = None
+    ) -> str | None:
+        """The column a sweep or pipeline of ``target`` groups by: ``group_by``, else the
+        target's own (`target add --group-by`), else None (the whole table, or no target: then
+        ``group_queries``, queries per group, is refused)."""
+        from ..targets.groups import column_for, ungrouped
 
-        return column_for(self.database, target, group_by)
+        column = column_for(self.database, target, group_by) if target else None
+        if column is None:
+            ungrouped(group_queries)
+        return column
 
     def sweep_groups(
         self,
@@ -281,6 +290,7 @@ class RunMethods:
         *,
         group_by: str,
         max_groups: int | None = None,
+        group_queries: int | None = None,
         sample_queries: int | None = None,
         seed: int | None = None,
         queries_sql: str | None = None,
@@ -292,14 +302,14 @@ class RunMethods:
     ) -> GroupSweepResult:
         """Recall per group of column ``group_by`` (`pgeval sweep --group-by`): each of the
         ``max_groups`` largest and smallest groups searched as the application scopes it
-        (``WHERE group_by = value``), ``sample_queries`` per group, exact ground truth within
-        the group, one stored sweep per group; the point where the worst group reaches
-        ``target_recall``; with ``find``, the kind's iterative scans searched as settings too
-        (``scan_modes``: each mode's least value, ``scan_mode`` the least work across them,
-        ``unreachable`` the groups none brings to the target), else groups that miss measured
-        again with the kind's iterative scan.
-        ``options`` as :meth:`sweep`'s. Returns a GroupSweepResult (``groups`` worst first,
-        ``points``, ``recommendation``; ``as_dict()``)."""
+        (``WHERE group_by = value``), ``sample_queries`` spread over the groups (or
+        ``group_queries`` each), exact ground truth within the group, one stored sweep per
+        group; the point where the worst group reaches ``target_recall``; with ``find``, the kind's
+        iterative scans searched as settings too (``scan_modes``: each mode's least value,
+        ``scan_mode`` the least work across them, ``unreachable`` the groups none brings to the
+        target), else groups that miss measured again with the kind's iterative scan. ``options`` as
+        :meth:`sweep`'s. Returns a GroupSweepResult (``groups`` worst first, ``points``,
+        ``recommendation``; ``as_dict()``)."""
         from ..dba.sweep.groups import DEFAULT_MAX_GROUPS, run_groups
 
         cfg = _sweep(
@@ -310,6 +320,7 @@ class RunMethods:
             cfg,
             group_by,
             max_groups=max_groups or DEFAULT_MAX_GROUPS,
+            group_queries=group_queries,
             on_group=on_group,
             on_warning=on_warning,
             on_point=on_point,

@@ -58,7 +58,8 @@ SAMPLE_QUERIES = opt(
     metavar="N",
     help="Use N rows of the target (after its filters) as queries, drawn "
     "reproducibly (--seed); each query's own chunk is removed from its lists. "
-    "No judgements: recall against exact search, latency, rows.",
+    "No judgements: recall against exact search, latency, rows. With --group-by: N in all, "
+    "spread over the groups (--group-queries: per group).",
 )
 SEED = opt(
     "--seed", type=int, default=None, metavar="S", help="Seed of --sample-queries. [default: 0]"
@@ -292,6 +293,15 @@ GROUPING = group(
         default=vocabulary("DEFAULT_MAX_GROUPS"),
         show_default=True,
         help="With --group-by: at most this many groups, the largest half and the smallest half.",
+    ),
+    opt(
+        "--group-queries",
+        type=int,
+        default=None,
+        metavar="M",
+        help="With --group-by: M sampled queries in each group (at most its chunks). [default: "
+        "--sample-queries N spread over the groups measured, at least 30 each (N if smaller): "
+        "300 over 10 groups is 30 per group]",
     ),
 )
 

@@ -52,7 +52,9 @@ class _Console:
 
 
 class LineProgress:
-    """``unit="bytes"``: amounts shown as sizes (1.2 MB/45.6 MB) rather than counts."""
+    """``unit="bytes"``: amounts shown as sizes (1.2 MB/45.6 MB) rather than counts; ``fit``:
+    what a line becomes as printed (the command line's: wrapped at $COLUMNS, as its other
+    plain text), else it is printed whole."""
 
     def __init__(
         self,
@@ -60,9 +62,11 @@ class LineProgress:
         every: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         unit: str = "",
+        fit: Callable[[str], str] | None = None,
     ) -> None:
         self.stream = stream or sys.stderr
         self.unit = unit
+        self.fit = fit
         self.every = interval() if every is None else every
         self.clock = clock
         self.live = _Live()
@@ -117,7 +121,7 @@ class LineProgress:
         t = self.tasks[task]
         text = line(t, now - self._started, self.unit)
         t.last = (now - self._started, t.completed)
-        print(text, file=self.stream, flush=True)
+        print(self.fit(text) if self.fit else text, file=self.stream, flush=True)
 
 
 def line(task: _Task, elapsed: float, unit: str = "") -> str:
@@ -149,11 +153,13 @@ def _size(n: float) -> str:
     return decimal(int(n))
 
 
-def progress_bar(*, transient: bool, unit: str = "") -> Progress | LineProgress:
+def progress_bar(
+    *, transient: bool, unit: str = "", fit: Callable[[str], str] | None = None
+) -> Progress | LineProgress:
     """A rich progress bar on stderr (description, bar, done/total, elapsed time, ETA) on a
-    terminal, else a :class:`LineProgress`. ``unit="bytes"`` shows amounts as sizes (reading a
-    file). Start it when the first piece of work begins, so that an early error prints one line
-    only."""
+    terminal, else a :class:`LineProgress` (``fit``: see there). ``unit="bytes"`` shows amounts
+    as sizes (reading a file). Start it when the first piece of work begins, so that an early
+    error prints one line only."""
     from rich.console import Console
     from rich.progress import (
         BarColumn,
@@ -167,7 +173,7 @@ def progress_bar(*, transient: bool, unit: str = "") -> Progress | LineProgress:
 
     console = Console(stderr=True)
     if not console.is_terminal:
-        return LineProgress(unit=unit)
+        return LineProgress(unit=unit, fit=fit)
     return Progress(
         TextColumn("{task.description}"),
         BarColumn(),

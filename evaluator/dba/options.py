@@ -90,6 +90,9 @@ class Grouping:
 
     group_by: str | None = None
     max_groups: int = 10
+    # the sampled queries each group is measured with (None: --sample-queries N spread over
+    # the groups measured, :func:`evaluator.targets.groups.spread`)
+    group_queries: int | None = None
 
 
 def taken(cfg: C, source: Any, *groups: type) -> C:

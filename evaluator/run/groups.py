@@ -1,10 +1,10 @@
 """A pipeline per group of a target (``pgeval run pipeline --group-by COLUMN``): each chosen
-group searched as the application scopes it (``WHERE column = value``), ``--sample-queries N``
-of its rows as queries, exact ground truth within the group, one experiment per group named
-``NAME/column=value``. Per group and ANN stage: index recall@K against exact search, short
-lists and p95, read from SQL (``pgeval.index_recall_summary``, ``pgeval.stage_latency``); the
-groups worst first (by their lowest recall over the ANN stages). The sweep's counterpart is
-:mod:`evaluator.dba.sweep.groups`."""
+group searched as the application scopes it (``WHERE column = value``), rows of it as queries
+(``--sample-queries N`` spread over the groups, or ``--group-queries M`` each), exact ground
+truth within the group, one experiment per group named ``NAME/column=value``. Per group and
+ANN stage: index recall@K against exact search, short lists and p95, read from SQL
+(``pgeval.index_recall_summary``, ``pgeval.stage_latency``); the groups worst first (by their lowest
+recall over the ANN stages). The sweep's counterpart is :mod:`evaluator.dba.sweep.groups`."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 from ..core.db import Database
 from ..core.errors import InputError, PlanError, param
 from ..core.warnings_once import once
-from ..targets.groups import DEFAULT_MAX_GROUPS, Group, group_queries, plan
+from ..targets.groups import DEFAULT_MAX_GROUPS, Group, plan
 from .pipeline import PipelineConfig, default_name, run_pipeline
 
 
@@ -51,15 +51,17 @@ def run_pipeline_groups(
     *,
     k: int = 10,
     max_groups: int = DEFAULT_MAX_GROUPS,
+    group_queries: int | None = None,
     on_group: Any = None,
     on_warning: Any = None,
     **callbacks: Any,
 ) -> GroupPipelineResult:
-    """Run ``cfg`` once per chosen group of ``column`` (see the module's docstring);
-    ``on_group(index, count, group)`` before each; ``callbacks`` go to :func:`run_pipeline`."""
+    """Run ``cfg`` once per chosen group of ``column`` (see the module's docstring;
+    ``group_queries``: sampled queries per group); ``on_group(index, count, group)`` before
+    each; ``callbacks`` go to :func:`run_pipeline`."""
     if not cfg.target:
         raise InputError(f"{param('group_by')} needs {param('target')}", field=param("target"))
-    groups = plan(database, cfg.target, column, max_groups, cfg.queries, "measure")
+    groups = plan(database, cfg.target, column, max_groups, cfg.queries, "measure", group_queries)
     out = GroupPipelineResult(
         column, k, groups.total, groups.chosen, null_rows=groups.nulls, skipped=groups.skipped
     )
@@ -76,7 +78,7 @@ def run_pipeline_groups(
         gcfg = replace(
             cfg,
             group=(column, g.value),
-            queries=group_queries(cfg.queries, g, column),
+            queries=groups.queries_of(cfg.queries, g),
             name=f"{base}/{column}={g.value}",
         )
         try:

@@ -273,7 +273,7 @@ def import_run(
         by_score = fmt == "trec"
         try:
             with conn.transaction():  # a file grouped by query: streamed, constant memory
-                n, nq, inserted, unknown = ranked_lists.copy_lists(
+                copied = ranked_lists.copy_lists(
                     conn,
                     run_id,
                     ranked_lists.streamed(rows(), path),
@@ -281,23 +281,23 @@ def import_run(
                     judgements=judgements,
                 )
         except ranked_lists.Interleaved:  # queries interleaved: read again, grouped in memory
-            n, nq, inserted, unknown = ranked_lists.copy_lists(
+            copied = ranked_lists.copy_lists(
                 conn,
                 run_id,
                 ranked_lists.grouped(rows(), path),
                 by_score=by_score,
                 judgements=judgements,
             )
-        if n == 0:
+        if copied.rows == 0:
             raise InputError("empty file: no ranked results", file=str(path))
-        unknown_ids = sorted(unknown)
-        way = _score_direction(conn, run_id, fmt, direction[0])
+        unknown_ids = sorted(copied.unknown)
+        way = _score_direction(fmt, direction[0], copied.minus_ranks)
         conn.execute(
             "UPDATE pgeval.run SET n_unknown_queries = %s, params = params || "
             "jsonb_strip_nulls(jsonb_build_object('score', %s::text)) WHERE run_id = %s",
             (len(unknown_ids), way, run_id),
         )
-        if inserted == 0:  # every query id unknown: a run of another test set, never a run of 0s
+        if copied.results == 0:  # every query id unknown: another test set's run, never 0s
             raise InputError(
                 f"none of the {len(unknown_ids)} query ids in the file is in test set "
                 f"'{testset}' (first: '{unknown_ids[0]}'): is it a run of another test "
@@ -311,8 +311,8 @@ def import_run(
         name=name,
         run_id=run_id,
         testset=testset,
-        rows=inserted,
-        queries=nq,
+        rows=copied.results,
+        queries=copied.lists,
         unknown_queries=len(unknown_ids),
         unknown_query_ids=unknown_ids[:20],
         valid_without_result=missing,
@@ -322,18 +322,16 @@ def import_run(
 
 
 def _score_direction(
-    conn: Any, run_id: int, fmt: str, direction: score_direction.Direction
+    fmt: str, direction: score_direction.Direction, minus_ranks: bool
 ) -> str | None:
     """The imported run's score direction: a TREC file's is similarity (trec_eval's rule) or,
-    when every score is minus its rank, rank; a JSONL file's as :meth:`Direction.decided`."""
+    when every score stored is minus its rank (``minus_ranks``), rank; a JSONL file's as
+    :meth:`Direction.decided`."""
     if fmt != "trec":
         return direction.decided()
     if direction.given:
         return direction.given
-    ranks = conn.execute(
-        "SELECT bool_and(r.score = -r.rank) FROM pgeval.result r WHERE r.run_id = %s", (run_id,)
-    ).fetchone()[0]
-    return "rank" if ranks else "similarity"
+    return "rank" if minus_ranks else "similarity"
 
 
 def export_run(

@@ -11,8 +11,8 @@ from typing import Any
 from ..core.errors import InputError, param
 
 DEFAULT_MAX_GROUPS = 10  # groups measured when there are more: the largest and smallest half
-# advise --group-by: the fewest sampled queries a group is measured with when --sample-queries N
-# is spread over the groups (N itself when N is smaller)
+# --group-by: the fewest sampled queries a group is measured with when --sample-queries N is
+# spread over the groups (N itself when N is smaller)
 MIN_GROUP_QUERIES = 30
 
 
@@ -91,7 +91,8 @@ def column_for(database: Any, target_name: str, group_by: str | None) -> str | N
 class Chosen:
     """The groups a measurement takes: ``measured`` (two chunks or more), ``skipped`` (one
     chunk: nothing to find besides it), in words ``chosen``, of ``total``; ``nulls`` rows in
-    no group."""
+    no group; ``per_group``: the sampled queries each is measured with (:func:`spread`; None:
+    captured queries, each group's own)."""
 
     column: str
     measured: list[Group]
@@ -100,6 +101,26 @@ class Chosen:
     nulls: int = 0
     rows: int = 0  # the target's rows, every group's and the NULLs: what a share is of
     skipped: list[dict] = field(default_factory=list)
+    per_group: int | None = None
+
+    def queries_of(self, queries: Any, group: Group) -> Any:
+        """The query source of one group: ``per_group`` of its rows, at most its chunks; or the
+        captured queries whose filter on the column had the group's value."""
+        if queries.kind == "captured":
+            return replace(queries, where=(self.column, group.value))
+        return replace(queries, count=min(self.per_group or 1, group.chunks))
+
+    def sampled(self, queries: Any, given: int | None) -> dict[str, Any] | None:
+        """How many sampled queries each group is measured with and why (``given``:
+        ``--group-queries``), as the JSON output says it; None: captured queries."""
+        if self.per_group is None:
+            return None
+        return {
+            "per_group": self.per_group,
+            "sample_queries": int(queries.count or 1),
+            "groups": len(self.measured),
+            "given": given is not None,
+        }
 
     @property
     def null_warning(self) -> str | None:
@@ -112,24 +133,36 @@ class Chosen:
 
 
 def plan(
-    database: Any, target_name: str, column: str, max_groups: int, queries: Any, what: str
+    database: Any,
+    target_name: str,
+    column: str,
+    max_groups: int,
+    queries: Any,
+    what: str,
+    group_queries: int | None = None,
 ) -> Chosen:
     """The groups of ``column`` a measurement (``what``: measure, probe) takes, after the
-    checks every grouped measurement shares: queries sampled per group, ``max_groups`` >= 1,
-    at least one group with two chunks or more."""
+    checks every grouped measurement shares: queries sampled from the groups (``--sample-queries
+    N`` spread over them, or ``group_queries`` each) or captured, ``max_groups`` >= 1, at least
+    one group with two chunks or more."""
     from ..testset.query_source import QuerySource
     from . import targets
 
     if not isinstance(queries, QuerySource) or queries.kind not in ("sample", "captured"):
         raise InputError(
             f"{param('group_by')} draws its queries from each group: give "
-            f"{param('sample_queries')} N (N queries per group) or {param('captured')} SET "
-            "(the queries the application sent with each group's value)",
+            f"{param('sample_queries')} N (N queries spread over the groups) or "
+            f"{param('captured')} SET (the queries the application sent with each group's value)",
             field=param("group_by"),
         )
-    if max_groups < 1:
+    for opt, count in (("max_groups", max_groups), ("group_queries", group_queries)):
+        if count is not None and count < 1:
+            raise InputError(f"{param(opt)} must be >= 1, got {count}", field=param(opt))
+    if group_queries is not None and queries.kind == "captured":
         raise InputError(
-            f"{param('max_groups')} must be >= 1, got {max_groups}", field=param("max_groups")
+            f"{param('group_queries')} sets the sampled queries of each group: with "
+            f"{param('captured')} each group is measured with the queries it was sent",
+            field=param("group_queries"),
         )
     with database.connect() as conn:
         target = targets.load(conn, target_name)
@@ -147,22 +180,26 @@ def plan(
         raise InputError(
             f"no group of {column} has two chunks or more to {what}", field=param("group_by")
         )
+    if queries.kind == "sample":
+        out.per_group = spread(queries.count or 1, len(out.measured), group_queries)
     return out
 
 
-def group_queries(queries: Any, group: Group, column: str) -> Any:
-    """The query source of one group: its sample, at most the group's chunks; or the captured
-    queries whose filter on ``column`` had the group's value."""
-    if queries.kind == "captured":
-        return replace(queries, where=(column, group.value))
-    return replace(queries, count=min(queries.count or 1, group.chunks))
+def ungrouped(group_queries: int | None) -> None:
+    """Refuse ``--group-queries`` for a measurement of the whole table."""
+    if group_queries is not None:
+        raise InputError(
+            f"{param('group_queries')} applies with {param('group_by')} (or a target's own "
+            "group column)",
+            field=param("group_queries"),
+        )
 
 
 def spread(sample_queries: int, groups: int, given: int | None = None) -> int:
     """The sampled queries each group is measured with when ``sample_queries`` (N) is the whole
-    sample of a grouped advise: N spread evenly over ``groups``, at least ``MIN_GROUP_QUERIES``
-    (N when N is smaller); ``given`` (``--group-queries``): that many. A group with fewer chunks
-    gets its chunks (:func:`group_queries`)."""
+    sample of a grouped measurement: N spread evenly over ``groups``, at least
+    ``MIN_GROUP_QUERIES`` (N when N is smaller); ``given`` (``--group-queries``): that many. A
+    group with fewer chunks gets its chunks (:meth:`Chosen.queries_of`)."""
     if given is not None:
         return given
     even = -(-sample_queries // max(groups, 1))

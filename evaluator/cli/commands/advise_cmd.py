@@ -25,6 +25,7 @@ from ..flags import (
 from ..option_groups import GroupedCommand, group, opt
 from ..output import echo_line, emit, info, to_json
 from .common import pass_api
+from .query_options import group_queries_words
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -152,16 +153,6 @@ _GROUPING = GROUPING.but(
     "--sample-queries N spread over the groups (--group-queries: per group); a design meets "
     "--target-recall only if every group does, and its worst group is shown. [default: the "
     "target's --group-by, else the whole table]",
-).plus(
-    opt(
-        "--group-queries",
-        type=int,
-        default=None,
-        metavar="M",
-        help="With --group-by: M sampled queries in each group (at most its chunks). [default: "
-        "--sample-queries N spread over the groups measured, at least 30 each (N if smaller): "
-        "300 over 10 groups is 30 per group]",
-    )
 )
 _OUTPUT = group(
     "Output",
@@ -297,18 +288,6 @@ class _Progress:
         info(f"advise: design {i} of {n}: {design.label}: {done}")
 
 
-def _group_queries(said: dict | None) -> str:
-    """``; 30 sampled queries per group (--sample-queries 300 over 10 groups)``."""
-    if not said:
-        return ""
-    how = (
-        "--group-queries"
-        if said["given"]
-        else f"--sample-queries {said['sample_queries']:,} over {said['groups']} groups"
-    )
-    return f"; {said['per_group']:,} sampled queries per group ({how}; a group's chunks at most)"
-
-
 def _print(res: AdviseResult, k: int, target_recall: float) -> None:
     """The designs as a table, the recommendation and the statements that apply it."""
     skipped = "; ".join(f"{d}: {why}" for d, why in res.skipped.items())
@@ -321,7 +300,7 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
     if res.group_by:
         echo_line(
             f"per group of {res.group_by}: a design meets the target only if every group does "
-            "(recall: its worst group's)" + _group_queries(res.group_queries)
+            "(recall: its worst group's)" + group_queries_words(res.group_queries, "; ")
         )
     emit(
         vocabulary.advise_rows(res.as_dict(), short=True),

@@ -112,10 +112,16 @@ class ProgressBar(Protocol):
 
 
 def progress_bar(*, transient: bool, unit: str = "") -> ProgressBar:
-    """The progress display of long commands (see :mod:`evaluator.core.progress`)."""
-    from ...core.progress import progress_bar as make
+    """The progress display of long commands (see :mod:`evaluator.core.progress`); piped, its
+    lines are wrapped as the other plain text on stderr (at $COLUMNS when set, words whole)."""
+    import sys
 
-    return make(transient=transient, unit=unit)
+    from ...core.progress import progress_bar as make
+    from ..output import text_width, wrapped
+
+    return make(
+        transient=transient, unit=unit, fit=lambda text: wrapped(text, text_width(sys.stderr))
+    )
 
 
 def warn_above(bar: ProgressBar) -> Callable[[str], None]:

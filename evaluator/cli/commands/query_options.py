@@ -26,6 +26,21 @@ def no_judgements_line(info: dict | None, k: int) -> str:
     return line
 
 
+def group_queries_words(said: dict | None, before: str = "") -> str:
+    """``30 sampled queries per group (--sample-queries 300 over 10 groups; ...)`` of a grouped
+    measurement's ``group_queries`` (after ``before``); "" when none (captured queries)."""
+    if not said:
+        return ""
+    how = (
+        "--group-queries"
+        if said["given"]
+        else f"--sample-queries {said['sample_queries']:,} over {said['groups']} groups"
+    )
+    return (
+        f"{before}{said['per_group']:,} sampled queries per group ({how}; a group's chunks at most)"
+    )
+
+
 def __getattr__(name: str) -> Any:
     """``SAMPLED_BIAS``, the note of sampled queries, read where it is defined when first asked
     for (the module is imported by every command's --help: the note's module is not)."""

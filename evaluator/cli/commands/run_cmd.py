@@ -370,8 +370,9 @@ _EMBEDDINGS = group(
 _GROUPING = GROUPING.but(
     "--group-by",
     help="Run the pipeline once per group of this column (a tenant), each searched as the "
-    "application scopes it (WHERE COLUMN = value), --sample-queries N per group; recall per "
-    "group and ANN stage, worst first. [default: the target's --group-by, else none]",
+    "application scopes it (WHERE COLUMN = value), --sample-queries N spread over the groups "
+    "(--group-queries: per group); recall per group and ANN stage, worst first. [default: the "
+    "target's --group-by, else none]",
 )
 
 
@@ -391,6 +392,7 @@ def pipeline(
     repeat: int,
     group_by: str | None,
     max_groups: int,
+    group_queries: int | None,
     isolate_index: bool,
     no_checksum: bool,
     fmt: str,
@@ -426,12 +428,12 @@ def pipeline(
             "--isolate-index drops the other vector indexes inside each ANN stage's transaction: "
             "the table is locked (ACCESS EXCLUSIVE) until the stage ends and rolls back"
         )
-    column = pg.group_column(target, group_by) if target else None
+    column = pg.group_column(target, group_by, group_queries)
     run: Callable[..., PipelineResult | GroupPipelineResult] = pg.run_pipeline
     if column is not None:  # one pipeline per group: run_groups_view prints them
         from .run_groups_view import grouped
 
-        run = grouped(pg, column, max_groups, fmt)
+        run = grouped(pg, column, (max_groups, group_queries), fmt)
     res = _with_progress(
         lambda **kw: run(
             stages=stages,

@@ -16,9 +16,10 @@ if TYPE_CHECKING:
 
 
 def grouped(
-    pg: Pgeval, column: str, max_groups: int, fmt: str
+    pg: Pgeval, column: str, sizes: tuple[int, int | None], fmt: str
 ) -> Callable[..., GroupPipelineResult]:
-    """A stand-in for ``pg.run_pipeline`` that runs every group and prints the groups."""
+    """A stand-in for ``pg.run_pipeline`` that runs every group and prints the groups
+    (``sizes``: at most so many groups, so many queries each: None, the sample spread)."""
 
     def run(testset: str | None, stages: str, **kw: Any) -> GroupPipelineResult:
         def on_group(i: int, n: int, g: Group) -> None:
@@ -28,7 +29,8 @@ def grouped(
             testset,
             stages,
             group_by=column,
-            max_groups=max_groups,
+            max_groups=sizes[0],
+            group_queries=sizes[1],
             on_group=on_group if fmt == "table" else None,
             **kw,
         )

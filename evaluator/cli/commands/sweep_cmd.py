@@ -148,9 +148,10 @@ _MEASURING = MEASURING.plus(
 _GROUPING = GROUPING.but(
     "--group-by",
     help="Measure each group of this column (a tenant: knowledge_base_id) as the application "
-    "searches it, WHERE COLUMN = value: --sample-queries N per group, exact search within the "
-    "group, recall per group worst first, and the setting that brings the worst group to "
-    "--target-recall. [default: the target's --group-by, else the whole table]",
+    "searches it, WHERE COLUMN = value: --sample-queries N spread over the groups "
+    "(--group-queries: per group), exact search within the group, recall per group worst "
+    "first, and the setting that brings the worst group to --target-recall. [default: the "
+    "target's --group-by, else the whole table]",
 )
 _OUTPUT = group(
     "Output",
@@ -184,6 +185,7 @@ def sweep(
     build: tuple[str, ...],
     group_by: str | None,
     max_groups: int,
+    group_queries: int | None,
     no_checksum: bool,
     plot: str | None,
     fmt: str,
@@ -232,9 +234,10 @@ def sweep(
     # the other options (the query source's and the sweep's) go to the API under their names
     testset = queries.pop("testset")
     options.update(queries, k=k, target_recall=target_recall, build=build, checksum=not no_checksum)
-    column = pg.group_column(target_name, group_by)
+    column = pg.group_column(target_name, group_by, group_queries)
     if column is not None:
-        run_grouped(pg, testset, target_name, stage, column, max_groups, fmt, plot, options)
+        options.update(max_groups=max_groups, group_queries=group_queries)
+        run_grouped(pg, testset, target_name, stage, column, fmt, plot, options)
         return
     progress = _SweepProgress(k, target_recall)
     try:

@@ -10,6 +10,7 @@ import click
 from ...api.vocabulary import grouped_consistency_line, reaches
 from ..output import echo_line, emit, info, to_json, warn
 from .common import progress_bar, warn_above
+from .query_options import group_queries_words
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -174,13 +175,12 @@ def run_grouped(
     target: str,
     stage: str,
     column: str,
-    max_groups: int,
     fmt: str,
     plot: str | None,
     options: dict[str, Any],
 ) -> None:
-    """`pgeval sweep --group-by`: ``options`` the query source's and the sweep's, by the API's
-    names."""
+    """`pgeval sweep --group-by`: ``options`` the query source's, the groups' and the sweep's,
+    by the API's names."""
     bar = progress_bar(transient=True)
     above = warn_above(bar)
     task: dict[str, Any] = {}
@@ -205,7 +205,6 @@ def run_grouped(
             target,
             stage,
             group_by=column,
-            max_groups=max_groups,
             **options,
             on_group=on_group,
             on_warning=above,
@@ -220,7 +219,7 @@ def run_grouped(
     elif fmt == "csv":
         emit(group_rows(res), "csv")
     else:
-        _print_table(res, target, column, options.get("sample_queries"))
+        _print_table(res, target, column)
         echo_line(line)
         for said in scan_mode_lines(res.as_dict()):
             echo_line(said)
@@ -230,15 +229,14 @@ def run_grouped(
         warn(w)
 
 
-def _print_table(res: GroupSweepResult, target: str, column: str, queries: int | None) -> None:
+def _print_table(res: GroupSweepResult, target: str, column: str) -> None:
     """The grouped sweep as tables: its points, the groups at the chosen point worst first, each
     group's iterative scan, the groups skipped or not measured."""
     echo_line(
         f"sweep of target {target} grouped by {column}: {res.chosen} · "
         + (
-            f"up to {queries} sampled queries per group"
-            if queries
-            else "each group's captured queries (sent with its value)"
+            group_queries_words(res.group_queries)
+            or "each group's captured queries (sent with its value)"
         )
         + f" · recall@{res.k} against exact search within each group · p95 nearest rank, the "
         "slowest group's"

@@ -190,7 +190,8 @@ _MEASURING = group(
 _GROUPING = GROUPING.but(
     "--group-by",
     help="One probe per group of this column (a tenant), searched as the application scopes "
-    "it (WHERE COLUMN = value), --sample-queries N rows of each group, each its own series. "
+    "it (WHERE COLUMN = value), --sample-queries N rows spread over the groups "
+    "(--group-queries: per group), each its own series. "
     "[default: the target's --group-by, else the whole table]",
 )
 

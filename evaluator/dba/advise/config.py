@@ -22,9 +22,6 @@ class AdviseConfig(Queries, Sweeping, Building, Finding, Budgets, Grouping):
     # each design's found setting measured until it has this many repetitions: the finalists'
     # p95 (its spread and its interval) compared beyond its noise
     final_rounds: int = 3
-    # --group-by: the sampled queries each group is measured with (None: --sample-queries N
-    # spread over the groups measured, :func:`evaluator.targets.groups.spread`)
-    group_queries: int | None = None
     sample_rows: int | None = None  # screen on this many rows (None: chosen by advise)
     # the design built in full after screening: built CONCURRENTLY on the table, measured there
     confirm_on_table: bool = False

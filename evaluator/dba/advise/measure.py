@@ -98,6 +98,7 @@ def design_row(
         scfg,
         column,
         max_groups=cfg.max_groups,
+        group_queries=cfg.group_queries,  # (the sample spread over the groups: _spread)
         on_warning=warn,
         builds=True,
         # measured in place: each group also with the prepared statement's generic plan

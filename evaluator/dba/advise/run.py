@@ -128,7 +128,7 @@ def run_advise(
     design, row)`` after each: its row says what was measured, what read from stored sweeps)
     and recommend one."""
     from ...targets import targets
-    from ...targets.groups import column_for
+    from ...targets.groups import column_for, ungrouped
     from . import apply
 
     _check(cfg)
@@ -153,12 +153,8 @@ def run_advise(
     spread = None
     if column is not None:  # before any work: the column, the queries per group, a group
         cfg, spread = _spread(database, cfg, column)
-    elif cfg.group_queries is not None:
-        raise InputError(
-            f"{param('group_queries')} applies with {param('group_by')} (or a target's own "
-            "group column)",
-            field=param("group_queries"),
-        )
+    else:
+        ungrouped(cfg.group_queries)
     result = AdviseResult(
         cfg.target,
         cfg.k,
@@ -186,26 +182,25 @@ def run_advise(
     return result
 
 
-def _spread(database: Any, cfg: AdviseConfig, column: str) -> tuple[AdviseConfig, dict[str, Any]]:
-    """The groups checked before any work (the column, queries sampled per group, a group to
-    measure), and the queries each is measured with: ``--sample-queries N`` is the whole
-    sample, spread over the groups measured (``target.groups.spread``), unless
-    ``--group-queries`` says how many per group. (the config with that count, what was done)"""
+def _spread(
+    database: Any, cfg: AdviseConfig, column: str
+) -> tuple[AdviseConfig, dict[str, Any] | None]:
+    """The groups checked before any work (the column, the queries, a group to measure), and
+    the sampled queries each is measured with (``targets.groups.plan``: ``--sample-queries N``
+    spread over the groups measured, unless ``--group-queries`` says how many per group): from
+    then on the count and ``--group-queries``. (the config, what was done; None: captured)"""
     from dataclasses import replace
 
     from ...targets.groups import plan as group_plan
-    from ...targets.groups import spread
 
-    chosen = group_plan(database, cfg.target, column, cfg.max_groups, cfg.queries, "measure")
-    total = int(cfg.queries.count or 1)
-    per_group = spread(total, len(chosen.measured), cfg.group_queries)
-    said = {
-        "per_group": per_group,
-        "sample_queries": total,
-        "groups": len(chosen.measured),
-        "given": cfg.group_queries is not None,
-    }
-    return replace(cfg, queries=replace(cfg.queries, count=per_group)), said
+    chosen = group_plan(
+        database, cfg.target, column, cfg.max_groups, cfg.queries, "measure", cfg.group_queries
+    )
+    said = chosen.sampled(cfg.queries, cfg.group_queries)
+    if said is None:
+        return cfg, None
+    counted = replace(cfg.queries, count=chosen.per_group)
+    return replace(cfg, queries=counted, group_queries=chosen.per_group), said
 
 
 def _flow(

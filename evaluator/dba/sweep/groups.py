@@ -6,10 +6,11 @@ tenant at 0.1; this measures each group as the application searches it.
 - The groups: the values of COLUMN among the target's rows (its filters applied; NULL is no
   group); all of them up to ``max_groups``, else the largest half and the smallest half of that
   many. A group of one chunk has nothing to find besides itself and is skipped, saying so.
-- Per group, one sweep (:func:`runner.run_sweep` with ``group=(column, value)``): ``--sample-
-  queries N`` rows of that group as queries (at most its chunks), exact ground truth within the
-  group, every point measured with ``WHERE column = value`` added to the target's filters. Each
-  is an ordinary stored sweep: a rerun measures only what is missing, and the same point in
+- Per group, one sweep (:func:`runner.run_sweep` with ``group=(column, value)``): rows of that
+  group as queries (``--sample-queries N`` spread over the groups, or ``--group-queries M`` each,
+  at most its chunks: ``targets.groups.plan``), exact ground truth within the group, every
+  point measured with ``WHERE column = value`` added to the target's filters. Each is an
+  ordinary stored sweep: a rerun measures only what is missing, and the same point in
   another grouping or sweep is reused.
 - The recommendation is SQL's cost rule over the groups' worst recall per point
   (``pgeval.sweeps_recommendation``); with ``--find``, each group finds its own least value and
@@ -43,10 +44,10 @@ from ...core.warnings_once import once
 from ...stages import gucs, registry
 from ...targets.groups import (
     DEFAULT_MAX_GROUPS,
+    Chosen,
     Group,
     choose,
     column_for,
-    group_queries,
     list_groups,
     plan,
 )
@@ -90,6 +91,8 @@ class GroupSweepResult:
     # --find: each scan mode's answer (the scan off first) and the groups none brings to R
     scan_modes: list[ModeResult] = field(default_factory=list)
     unreachable: list[dict] = field(default_factory=list)
+    # the sampled queries of each group: targets.groups.Chosen.sampled (None: captured)
+    group_queries: dict[str, Any] | None = None
 
     def as_dict(self) -> dict:
         return {
@@ -113,6 +116,7 @@ class GroupSweepResult:
             # the recommendation holds for every group only when every group chosen was measured
             "every_group_measured": not self.failed,
             "rows_total": self.rows_total,
+            "group_queries": self.group_queries,
             "scan_modes": [m.as_dict() for m in self.scan_modes],
             # the least work reaching the target in every group across the modes
             "scan_mode": None if self.scan_mode is None else self.scan_mode.as_dict(),
@@ -172,6 +176,7 @@ def run_groups(
     column: str,
     *,
     max_groups: int = DEFAULT_MAX_GROUPS,
+    group_queries: int | None = None,
     on_group: Any = None,
     on_warning: Callable[..., Any] | None = None,
     builds: bool = False,
@@ -179,15 +184,15 @@ def run_groups(
     search_modes: bool = True,
     **callbacks: Any,
 ) -> GroupSweepResult:
-    """Sweep every chosen group of ``column`` (see the module's docstring);
-    ``on_group(index, count, group, step)`` before each group's sweep (step: sweep | confirm |
-    iterative | generic); ``builds``: see :func:`check`; ``generic``: each group at the point
-    shown measured again with the generic plan (default: unless ``builds``: advise asks for it
-    where it measures the table's own index); ``search_modes``: with ``--find``, the kind's
-    iterative scans searched too (the module's docstring); ``callbacks`` go to
+    """Sweep every chosen group of ``column`` (see the module's docstring; ``group_queries``:
+    sampled queries per group); ``on_group(index, count, group, step)`` before each group's
+    sweep (step: sweep | confirm | iterative | generic); ``builds``: see :func:`check`; ``generic``:
+    each group at the point shown measured again with the generic plan (default: unless ``builds``:
+    advise asks for it where it measures the table's own index); ``search_modes``: with ``--find``,
+    the kind's iterative scans searched too (the module's docstring); ``callbacks`` go to
     :func:`runner.run_sweep`."""
     check(cfg, builds)
-    groups = plan(database, cfg.target, column, max_groups, cfg.queries, "measure")
+    groups = plan(database, cfg.target, column, max_groups, cfg.queries, "measure", group_queries)
     out = GroupSweepResult(
         column,
         cfg.k,
@@ -200,6 +205,7 @@ def run_groups(
 
     warn = once(out.warnings, on_warning)
     out.rows_total = groups.rows
+    out.group_queries = groups.sampled(cfg.queries, group_queries)
 
     if groups.null_warning:
         warn(groups.null_warning)
@@ -209,7 +215,7 @@ def run_groups(
     def sweep_of(g: Group, step: str, **changes: Any) -> SweepResult | None:
         if on_group:
             on_group(measured.index(g) + 1, len(measured), g, step)
-        gcfg = _group_config(cfg, column, g, step, **changes)
+        gcfg = _group_config(cfg, groups, g, step, **changes)
         try:
             return run_sweep(database, gcfg, on_warning=warn, **callbacks)
         except PlanError as exc:  # the planner serves this group otherwise: say so, go on
@@ -245,6 +251,7 @@ def run_groups(
                 replace(cfg, settings={**cfg.settings, **mode}, name=name, find_min=floor),
                 column,
                 max_groups=max_groups,
+                group_queries=group_queries,
                 on_group=on_group,
                 on_warning=warn,
                 generic=False,
@@ -260,8 +267,8 @@ def run_groups(
     return out
 
 
-def _group_config(cfg: SweepConfig, column: str, g: Group, step: str, **changes: Any) -> Any:
-    src = group_queries(cfg.queries, g, column)
+def _group_config(cfg: SweepConfig, groups: Chosen, g: Group, step: str, **changes: Any) -> Any:
+    src, column = groups.queries_of(cfg.queries, g), groups.column
     name = None
     if cfg.name:
         name = f"{cfg.name}/{column}={g.value}" + ("" if step == "sweep" else f"/{step}")

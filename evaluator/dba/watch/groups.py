@@ -33,8 +33,9 @@ def run_probes(
 ) -> list[ProbeResult]:
     """One probe, or one per group of ``--group-by`` (else the target's own group column): the
     groups as `sweep --group-by` chooses them (all up to ``max_groups``, else the largest and
-    the smallest), ``--sample-queries N`` rows of each group (at most its chunks), each group
-    searched as the application scopes it (``WHERE column = value``), each its own series.
+    the smallest), rows of each group as queries (``--sample-queries N`` spread over the groups,
+    or ``--group-queries M`` each; at most its chunks), each group searched as the application
+    scopes it (``WHERE column = value``), each its own series.
     Every group is probed; if one failed, none is recorded
     (:class:`~evaluator.core.errors.GroupsFailed`: the probes measured, the groups failed)."""
     import psycopg  # (here: `watch --help` loads this package, not the database driver)
@@ -47,16 +48,17 @@ def run_probes(
             return run_probes(lending, cfg, on_warning=on_warning)
     column = groups.column_for(database, cfg.target, cfg.group_by)
     if column is None:
+        groups.ungrouped(cfg.group_queries)
         return [run_probe(database, cfg, on_warning=on_warning)]
     check(cfg)
-    chosen = groups.plan(database, cfg.target, column, cfg.max_groups, cfg.queries, "probe")
+    chosen = groups.plan(
+        database, cfg.target, column, cfg.max_groups, cfg.queries, "probe", cfg.group_queries
+    )
     done: list[ProbeResult] = []
     failures: list[GroupFailure] = []
     try:
         for g in chosen.measured:
-            one = replace(
-                cfg, group=(column, g.value), queries=groups.group_queries(cfg.queries, g, column)
-            )
+            one = replace(cfg, group=(column, g.value), queries=chosen.queries_of(cfg.queries, g))
             try:
                 done.append(run_probe(database, one, on_warning=on_warning))
             except PgevalError as exc:
