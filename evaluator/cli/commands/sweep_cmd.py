@@ -41,6 +41,7 @@ from ..output import echo_line, emit, info, to_json, warn
 from .common import pass_api, progress_bar, warn_above
 from .query_options import no_judgements_line
 from .sweep_groups_view import run_grouped
+from .sweep_shapes_view import run_shaped
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -235,6 +236,9 @@ def sweep(
     column = pg.group_column(target_name, group_by)
     if column is not None:
         run_grouped(pg, testset, target_name, stage, column, max_groups, fmt, plot, options)
+        return
+    if options.get("captured"):  # each shape as the application sent it
+        run_shaped(pg, target_name, stage, fmt, plot, options)
         return
     progress = _SweepProgress(k, target_recall)
     try:
