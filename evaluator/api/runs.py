@@ -335,7 +335,8 @@ class RunMethods:
         ``options`` as :meth:`sweep`'s. Returns a ShapeSweepResult (``as_dict()``)."""
         from ..dba.sweep.shapes import run_shapes
 
-        cfg = _sweep(None, target, stage, (None, None, None, None), {**options, "captured": captured})
+        source = tuple(options.pop(o, None) for o in _SOURCE)  # (another source is refused)
+        cfg = _sweep(None, target, stage, source, {**options, "captured": captured})
         return run_shapes(
             self.database, cfg, on_shape=on_shape, on_warning=on_warning, on_point=on_point
         )
@@ -363,6 +364,9 @@ def _pipeline(
             f"{param('stages')} required (e.g. stages='exact,hnsw')", field=param("stages")
         )
     return pipeline_config(testset=testset, stages=stages, queries=queries, **options)
+
+
+_SOURCE = ("sample_queries", "seed", "queries_sql", "queries_file")
 
 
 def _sweep(

@@ -18,18 +18,19 @@ def _fmt(x: float | None, spec: str = ".4f") -> str:
     return "—" if x is None else format(x, spec)
 
 
-def shape_rows(d: dict[str, Any], width: int = 34) -> list[dict[str, Any]]:
-    """The shapes at the point shown, one row each (the statement cut to ``width``)."""
+def shape_rows(d: dict[str, Any], width: int = 40) -> list[dict[str, Any]]:
+    """The shapes at the point shown, one row each (the statement within ``width``): recall at
+    each shape's LIMIT with its 95 % half-width."""
     from ...dba.sweep.shapes import short
 
+    ks = {r["k"] for r in d["shapes"]}
+    recall = f"recall@{ks.pop()}" if len(ks) == 1 else "recall@LIMIT"
     return [
         {
             "shape": r["shape"],
             "statement": short(r["statement"], width),
             "share": f"{r['share']:.0%}",
-            "queries": r["queries"],
-            "recall": f"@{r['k']} {_fmt(r['recall'])}",
-            "±95%": _fmt(r["margin95"], ".3f"),
+            recall: f"{_fmt(r['recall'])} ±{_fmt(r['margin95'], '.3f')}",
             "p95_ms": _fmt(r["p95_ms"], ".2f"),
             "": "" if r["reached"] else "✗",
         }

@@ -212,7 +212,9 @@ def run_shapes(
     src: Any = cfg.queries
     name = getattr(src, "captured", None)
     if name is None or getattr(src, "where", None) is not None:
-        raise InputError(f"a sweep per shape takes {param('captured')} SET", field=param("captured"))
+        raise InputError(
+            f"a sweep per shape takes {param('captured')} SET", field=param("captured")
+        )
     with database.connect() as conn:
         shapes = shapes_of(conn, name)
         _preflight(database, conn, cfg, name, shapes)
@@ -318,7 +320,7 @@ def _combine(database: Database, out: ShapeSweepResult) -> None:
     for point, label in sorted({(r["point"], r["label"]) for r in out.rows}):
         mine = [r for r in out.rows if r["point"] == point]
         whole = len(mine) == len(out.shapes) and all(r["recall"] is not None for r in mine)
-        worst = min(mine, key=lambda r: (r["recall"] if r["recall"] is not None else -1.0))
+        worst = min(mine, key=lambda r: r["recall"] if r["recall"] is not None else -1.0)
         out.points.append(
             {"point": point, "label": label, "settings": mine[0]["settings"],
              "weighted_recall": sum(r["recall"] * r["share"] for r in mine) if whole else None,
@@ -336,6 +338,16 @@ def _combine(database: Database, out: ShapeSweepResult) -> None:
 
 
 def short(statement: str, width: int) -> str:
-    """The statement on one line, cut to ``width`` characters (``…`` where cut)."""
+    """The statement on one line within ``width`` characters: whole if it fits, else what
+    tells shapes apart (what follows ``FROM table``: the filters, ORDER BY, LIMIT), cut in its
+    middle if still too long (``…`` where cut)."""
+    import re
+
     flat = " ".join(statement.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    if len(flat) <= width:
+        return flat
+    tail = re.sub(r"(?is)^select\s.*?\sfrom\s+\S+\s+", "… ", flat, count=1)
+    if len(tail) <= width:
+        return tail
+    half = (width - 1) // 2
+    return tail[:half] + "…" + tail[len(tail) - (width - 1 - half) :]
