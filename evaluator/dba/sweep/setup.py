@@ -179,7 +179,7 @@ def target_of(conn: Any, cfg: SweepConfig) -> Any:
 
     target = targets.load(conn, cfg.target)
     if cfg.shape is not None:
-        from .shapes import shape_target
+        from ...targets.shapes import shape_target
 
         return shape_target(conn, target, getattr(cfg.queries, "captured", None), cfg.shape)
     return target if cfg.group is None else target.scoped(*cfg.group)
