@@ -212,6 +212,10 @@ def sweep(
     --queries-file give query vectors; recall against exact search needs nothing more.
     Exact search is computed once per query set and target (one streamed read of the table)
     and stored: every point, repetition and later sweep reuses it until the data changes.
+    With --captured SET (`pgeval queries capture`), each shape of the set is measured as the
+    application sent it: its own statement, LIMIT and values, against its exact twin, one
+    sweep per shape; the recall weighted by the searches sent, and with --find the value that
+    reaches the target in every shape (or the shapes that cannot).
 
     \b
     Examples:
@@ -228,6 +232,8 @@ def sweep(
           --find hnsw.ef_search --target-recall 0.95
       pgeval sweep --sample-queries 50 --target kb --stage hnsw \\
           --group-by tenant --find hnsw.ef_search --target-recall 0.95
+      pgeval sweep --captured week49 --target kb --stage hnsw \\
+          --find hnsw.ef_search --target-recall 0.95
       pgeval sweep ... --concurrency 8 --format csv > sweep.csv
     """
     # the other options (the query source's and the sweep's) go to the API under their names
