@@ -434,7 +434,9 @@ def test_sweep_on_captured_queries_agrees_with_numpy(database, app_log, captured
     assert res["weighted_recall"] == pytest.approx(weighted, abs=1e-9)
     code, out, err = run(*argv)  # a rerun: every shape's point reused
     assert code == 0, err
-    assert json.loads(out)["weighted_recall"] == res["weighted_recall"]
+    again = json.loads(out)
+    assert again["weighted_recall"] == res["weighted_recall"]
+    assert res["measured"] > 0 and again["measured"] == 0 and again["reused"] > 0
     with database.connect() as c:
         assert (
             c.execute(

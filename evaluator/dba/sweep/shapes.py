@@ -99,18 +99,24 @@ class ShapeSweepResult:
         return [r for r in self.rows if r["point"] == self.at["point"]]
 
     def as_dict(self) -> dict:
+        from ...testset.query_source import CAPTURED
+
         return {
             "captured": self.captured,
             "target_recall": self.target_recall,
             "k": self.k,
-            "queries_label": "captured queries",
+            "queries_label": CAPTURED,
             "at": self.at,
             "shapes": self.shown,
             "weighted_recall": None if self.at is None else self.at["weighted_recall"],
             "verdict": self.verdict,
             "points": self.points,
+            "rows": self.rows,  # every shape at every point
             "finds": {str(s): f for s, f in self.finds.items()},
             "sweeps": {str(s): r.name for s, r in self.sweeps.items()},
+            # points measured now, and reused from earlier sweeps or kept in these
+            "measured": sum(r.measured for r in self.sweeps.values()),
+            "reused": sum(r.reused + r.kept for r in self.sweeps.values()),
             "warnings": self.warnings,
         }
 
