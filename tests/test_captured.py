@@ -585,13 +585,29 @@ def test_watch_probes_the_newest_captured_queries(database, app_log, captured, t
     code, out, err = run("watch", "--target", "cap", "--stage", "hnsw", "--captured", "series",
                          "--window", "2s", "--format", "json")  # fmt: skip
     assert code == 0, err
-    probe = json.loads(out)
-    assert probe["query_source"] == {"kind": "captured", "captured": "series", "window": "2s"}
-    assert probe["queries"] == 6
+    (probe,) = json.loads(out)["probes"]  # (the newer searches are all of shape 1)
+    assert probe["query_source"] == {
+        "kind": "captured", "captured": "series", "window": "2s", "shape": 1
+    }  # fmt: skip
+    assert probe["queries"] == 6 and probe["group_key"] == {"shape": "1"}
     code, out, err = run("watch", "--target", "cap", "--stage", "hnsw", "--captured", "series",
                          "--format", "json")  # fmt: skip
     assert code == 0, err
-    assert json.loads(out)["queries"] == 106
+    # one probe per shape, each as the application sent it, at the server's ef_search (40)
+    got = json.loads(out)
+    probes = {int(p["group_key"]["shape"]): p for p in got["probes"]}
+    assert sum(p["queries"] for p in probes.values()) == 106
+    with psycopg.connect(database.uri(), autocommit=True) as kb:
+        want = {n: _shape_recalls(kb, app_log, n, 40) for n in (1, 2, 3)}
+        docs, tenants = app_log["docs"], app_log["tenants"]
+        want[1] += [_app_recall(kb, docs, tenants, q, 40, None) for q in newer]
+    for n, p in probes.items():
+        assert p["recall"] == pytest.approx(float(np.mean(want[n])), abs=1e-9), n
+    sent = {1: 45 + 11, 2: 30, 3: 30}  # (the first five of each batch sent twice)
+    weighted = sum(np.mean(want[n]) * sent[n] for n in sent) / sum(sent.values())
+    assert got["shapes"]["weighted_recall"] == pytest.approx(weighted, abs=1e-9)
+    worst = min(sent, key=lambda n: float(np.mean(want[n])))
+    assert got["shapes"]["worst_shape"] == worst
     code, _, err = run("watch", "--target", "cap", "--stage", "hnsw", "--captured", "series",
                        "--window", "soon")  # fmt: skip
     assert code == 1 and err.count("\n") == 1 and "'soon' is not a window" in err

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from ..dba.watch.advice import when as probe_time
     from ..dba.watch.config import WATCH_DEFAULTS
     from ..dba.watch.exposition import text as openmetrics_text
+    from ..dba.watch.groups import weighted as shapes_weighted
     from ..measure.measures import parse as parse_measure
     from ..measure.measures import ranked as ranked_measures
     from ..measure.measures import stage_measures
@@ -83,6 +84,7 @@ _SOURCES = {
     "plot_title": ("dba.sweep.text", "plot_title"),
     "probe_time": ("dba.watch.advice", "when"),
     "openmetrics_text": ("dba.watch.exposition", "text"),
+    "shapes_weighted": ("dba.watch.groups", "weighted"),
     "parse_measure": ("measure.measures", "parse"),
     "ranked_measures": ("measure.measures", "ranked"),
     "reaches": ("dba.sweep.operating_points", "reaches"),
@@ -125,6 +127,7 @@ __all__ = [
     "plot_title",
     "probe_time",
     "openmetrics_text",
+    "shapes_weighted",
     "parse_measure",
     "ranked_measures",
     "reaches",

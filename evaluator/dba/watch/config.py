@@ -29,6 +29,7 @@ class WatchConfig:
     group_by: str | None = None  # one probe per group of this column (None: the target's)
     max_groups: int = 10
     group: tuple[str, str] | None = None  # (column, value): this probe's group
+    shape: int | None = None  # --captured: this probe's shape (its statement, LIMIT, values)
 
 
 # what `pgeval watch` does without options (the CLI's option defaults and the API's)
