@@ -238,7 +238,10 @@ def watch(
     and REINDEX INDEX CONCURRENTLY is given for an index whose recall drifted with its data.
     With --group-by every group is probed with the planner's own plan (a tenant served exactly
     through its btree: recall 1.0); a group that fails is named on stderr and no probe of the
-    watch is recorded: exit 2 when another group crossed a bound, else 1.
+    watch is recorded: exit 2 when another group crossed a bound, else 1. With --captured SET
+    (no --group-by) every shape of the set is probed as the application sent it (its
+    statement, LIMIT and values), each its own series (group_key {"shape": "N"}), and the
+    recall weighted by the searches sent is printed with the worst shape.
 
     \b
     Examples:
