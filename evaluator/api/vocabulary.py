@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..dba.sweep.configure import SWEEP_DEFAULTS
     from ..dba.sweep.grid import BUILD_OPTIONS
     from ..dba.sweep.operating_points import reaches
+    from ..dba.sweep.shapes import short as short_statement
     from ..dba.sweep.text import (
         consistency_line,
         find_line,
@@ -85,6 +86,7 @@ _SOURCES = {
     "probe_time": ("dba.watch.advice", "when"),
     "openmetrics_text": ("dba.watch.exposition", "text"),
     "shapes_weighted": ("dba.watch.groups", "weighted"),
+    "short_statement": ("dba.sweep.shapes", "short"),
     "parse_measure": ("measure.measures", "parse"),
     "ranked_measures": ("measure.measures", "ranked"),
     "reaches": ("dba.sweep.operating_points", "reaches"),
@@ -128,6 +130,7 @@ __all__ = [
     "probe_time",
     "openmetrics_text",
     "shapes_weighted",
+    "short_statement",
     "parse_measure",
     "ranked_measures",
     "reaches",

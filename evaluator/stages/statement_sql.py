@@ -1,8 +1,10 @@
 """The statement a vector stage runs for a target defined by the application's statement
 (``target add --statement``, target/statement.py): that statement as written, its ``$1`` bound
-to the query vector and ``$2`` to the group's value; its rows read by column name (the target's
-id column, ``distance``) and ranked by (distance, chunk id) after the timing, each chunk once
-(its best distance), as the stages rank every list."""
+to the query vector and ``$2`` to the group's value (a captured shape's: each query's own
+values, :func:`bound`); its rows read by column name (the target's id column, ``distance``, or
+for a captured shape without one the distance read after the timing, :func:`with_distances`)
+and ranked by (distance, chunk id) after the timing, each chunk once (its best distance), as
+the stages rank every list."""
 
 from __future__ import annotations
 

@@ -7,7 +7,9 @@ The statement is what the application runs for one search::
 
 ``$1`` is the query vector; ``$2`` the value of the target's group column (``--group-by``): a
 grouped sweep samples each group's queries from the group's rows and binds its value, as the
-application scopes each search by its tenant. No other parameter is bound.
+application scopes each search by its tenant. No other parameter is bound, but for a captured
+shape's statement (targets/shapes.py: ``Target.bound``), whose queries each bind the values
+``$2, $3 ...`` they were sent with (:func:`query_values`) and whose rows may carry no distance.
 
 It is read by the SQL API's own reader, ``pgeval.checked_statement`` (sql/230_evaluate_query_
 recall.sql: one query, no write, no second statement; its parameters found outside literals,

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ...api.vocabulary import short_statement
 from ..output import echo_line, emit, info, to_json, warn
 from .common import progress_bar, warn_above
 
@@ -21,14 +22,12 @@ def _fmt(x: float | None, spec: str = ".4f") -> str:
 def shape_rows(d: dict[str, Any], width: int = 40) -> list[dict[str, Any]]:
     """The shapes at the point shown, one row each (the statement within ``width``): recall at
     each shape's LIMIT with its 95 % half-width."""
-    from ...dba.sweep.shapes import short
-
     ks = {r["k"] for r in d["shapes"]}
     recall = f"recall@{ks.pop()}" if len(ks) == 1 else "recall@LIMIT"
     return [
         {
             "shape": r["shape"],
-            "statement": short(r["statement"], width),
+            "statement": short_statement(r["statement"], width),
             "share": f"{r['share']:.0%}",
             recall: f"{_fmt(r['recall'])} ±{_fmt(r['margin95'], '.3f')}",
             "p95_ms": _fmt(r["p95_ms"], ".2f"),
