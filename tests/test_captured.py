@@ -400,9 +400,17 @@ def _app_recall(kb, docs, tenants, q, ef: int, tenant: str | None) -> float:
     return len({g[0] for g in got} & truth) / K
 
 
+def _one_shot(database):
+    """A connection whose statements are never prepared: each search planned with its values
+    (the custom plan, which `sweep --captured` measures), not switched to the generic plan after
+    psycopg prepares the sixth execution of the same text."""
+    return psycopg.connect(database.uri(), autocommit=True, prepare_threshold=None)
+
+
 def _shape_recalls(kb, app_log, shape: int, ef: int) -> list[float]:
     """Per query of ``shape``, numpy's recall@K of the application's own statement of that
-    shape at ``hnsw.ef_search = ef`` (shape 3 within each query's tenant)."""
+    shape at ``hnsw.ef_search = ef`` (shape 3 within each query's tenant); ``kb``: a
+    :func:`_one_shot` connection."""
     docs, tenants = app_log["docs"], app_log["tenants"]
     sent = app_log["sent"][shape]
     which = app_log["tenants_c"] if shape == 3 else [None] * len(sent)
@@ -423,7 +431,7 @@ def test_sweep_on_captured_queries_agrees_with_numpy(database, app_log, captured
     assert sorted(res["sweeps"].values()) == [f"cap-shapes.s{n}" for n in (1, 2, 3)]
     shapes = {r["shape"]: r for r in res["shapes"]}
     shares = {1: 45 / 105, 2: 30 / 105, 3: 30 / 105}
-    with psycopg.connect(database.uri(), autocommit=True) as kb:
+    with _one_shot(database) as kb:
         want = {n: float(np.mean(_shape_recalls(kb, app_log, n, 10))) for n in (1, 2, 3)}
     for n, r in shapes.items():
         assert (r["queries"], r["k"]) == (len(app_log["sent"][n]), K)
@@ -451,7 +459,7 @@ def test_sweep_on_captured_queries_agrees_with_numpy(database, app_log, captured
     groups = {g["group"]: g for g in json.loads(out)["groups"]}
     assert set(groups) == set(TENANTS)
     docs, tenants, sent = app_log["docs"], app_log["tenants"], app_log["sent"]
-    with psycopg.connect(database.uri(), autocommit=True) as kb:
+    with _one_shot(database) as kb:
         for t, g in groups.items():
             mine = [q for q, tc in zip(sent[3], app_log["tenants_c"], strict=True) if tc == t]
             assert g["queries"] == len(mine) == 10
@@ -476,7 +484,7 @@ def test_sweep_find_on_captured_shapes_reaches_the_target_in_every_shape(
     assert res["verdict"]["point"] is not None and res["verdict"]["point"] == res["at"]["label"]
     ef = int(res["at"]["settings"]["hnsw.ef_search"])
     assert ef == max(int(f["value"]) for f in res["finds"].values())
-    with psycopg.connect(database.uri(), autocommit=True) as kb:
+    with _one_shot(database) as kb:
         got = {n: float(np.mean(_shape_recalls(kb, app_log, n, ef))) for n in (1, 2, 3)}
     assert all(r >= goal - 1e-9 for r in got.values()), (ef, got)
     shapes = {r["shape"]: r["recall"] for r in res["shapes"]}
@@ -597,7 +605,7 @@ def test_watch_probes_the_newest_captured_queries(database, app_log, captured, t
     got = json.loads(out)
     probes = {int(p["group_key"]["shape"]): p for p in got["probes"]}
     assert sum(p["queries"] for p in probes.values()) == 106
-    with psycopg.connect(database.uri(), autocommit=True) as kb:
+    with _one_shot(database) as kb:
         want = {n: _shape_recalls(kb, app_log, n, 40) for n in (1, 2, 3)}
         docs, tenants = app_log["docs"], app_log["tenants"]
         want[1] += [_app_recall(kb, docs, tenants, q, 40, None) for q in newer]
