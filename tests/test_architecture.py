@@ -444,7 +444,7 @@ SWEEP = "evaluator.dba.sweep"
 # reached only through the session
 SWEEP_PUBLIC = {
     "session", "config", "configure", "result", "operating_points", "grid", "groups", "text", "plot",
-    "scan_modes",
+    "scan_modes", "shapes",
 }  # fmt: skip
 
 

@@ -400,33 +400,135 @@ def _app_recall(kb, docs, tenants, q, ef: int, tenant: str | None) -> float:
     return len({g[0] for g in got} & truth) / K
 
 
+def _one_shot(database):
+    """A connection whose statements are never prepared: each search planned with its values
+    (the custom plan, which `sweep --captured` measures), not switched to the generic plan after
+    psycopg prepares the sixth execution of the same text."""
+    return psycopg.connect(database.uri(), autocommit=True, prepare_threshold=None)
+
+
+def _shape_recalls(kb, app_log, shape: int, ef: int) -> list[float]:
+    """Per query of ``shape``, numpy's recall@K of the application's own statement of that
+    shape at ``hnsw.ef_search = ef`` (shape 3 within each query's tenant); ``kb``: a
+    :func:`_one_shot` connection."""
+    docs, tenants = app_log["docs"], app_log["tenants"]
+    sent = app_log["sent"][shape]
+    which = app_log["tenants_c"] if shape == 3 else [None] * len(sent)
+    return [_app_recall(kb, docs, tenants, q, ef, t) for q, t in zip(sent, which, strict=True)]
+
+
 def test_sweep_on_captured_queries_agrees_with_numpy(database, app_log, captured):
-    """`sweep --captured`: every captured vector, searched by the stage, recall@10 equal to
-    numpy's on the application's statement; `--group-by tenant`: each tenant's own captured
-    queries (those sent with its value), recall within the tenant equal to numpy's."""
+    """`sweep --captured`: each shape measured as the application sent it, its recall equal to
+    numpy's on that shape's own statement (shape 3 within each query's tenant), the weighted
+    figure the share-weighted numpy figures; a rerun reuses the shapes' sweeps; `--group-by
+    tenant`: each tenant's own captured queries, recall within the tenant equal to numpy's."""
     _, run = captured
-    code, out, err = run("sweep", "--target", "cap", "--stage", "hnsw", "--captured", "app",
-                         "--param", "hnsw.ef_search=10", "--format", "json")  # fmt: skip
+    argv = ("sweep", "--target", "cap", "--stage", "hnsw", "--captured", "app", "--param",
+            "hnsw.ef_search=10", "--name", "cap-shapes", "--format", "json")  # fmt: skip
+    code, out, err = run(*argv)
     assert code == 0, err
     res = json.loads(out)
-    assert res["queries"]["source"] == "captured" and res["queries"]["count"] == 100
+    assert sorted(res["sweeps"].values()) == [f"cap-shapes.s{n}" for n in (1, 2, 3)]
+    shapes = {r["shape"]: r for r in res["shapes"]}
+    shares = {1: 45 / 105, 2: 30 / 105, 3: 30 / 105}
+    with _one_shot(database) as kb:
+        want = {n: float(np.mean(_shape_recalls(kb, app_log, n, 10))) for n in (1, 2, 3)}
+    for n, r in shapes.items():
+        assert (r["queries"], r["k"]) == (len(app_log["sent"][n]), K)
+        assert r["share"] == pytest.approx(shares[n])
+        assert r["recall"] == pytest.approx(want[n], abs=1e-9), n
+    assert min(want.values()) < 1.0
+    weighted = sum(want[n] * shares[n] for n in want)
+    assert res["weighted_recall"] == pytest.approx(weighted, abs=1e-9)
+    code, out, err = run(*argv)  # a rerun: every shape's point reused
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["weighted_recall"] == res["weighted_recall"]
+    assert res["measured"] > 0 and again["measured"] == 0 and again["reused"] > 0
+    with database.connect() as c:
+        assert (
+            c.execute(
+                "SELECT count(*) FROM pgeval.sweep WHERE name LIKE 'cap-shapes.s%'"
+            ).fetchone()[0]
+            == 3
+        )
+    code, out, err = run("sweep", "--target", "cap", "--stage", "hnsw", "--captured", "app",
+                         "--param", "hnsw.ef_search=10", "--group-by", "tenant",
+                         "--format", "json")  # fmt: skip
+    assert code == 0, err
+    groups = {g["group"]: g for g in json.loads(out)["groups"]}
+    assert set(groups) == set(TENANTS)
     docs, tenants, sent = app_log["docs"], app_log["tenants"], app_log["sent"]
-    with psycopg.connect(database.uri(), autocommit=True) as kb:
-        every = np.concatenate([sent[1], sent[2], sent[3]])
-        want = np.mean([_app_recall(kb, docs, tenants, q, 10, None) for q in every])
-        assert res["points"][0]["index_recall"] == pytest.approx(want, abs=1e-9)
-        assert want < 1.0
-        code, out, err = run("sweep", "--target", "cap", "--stage", "hnsw", "--captured",
-                             "app", "--param", "hnsw.ef_search=10", "--group-by", "tenant",
-                             "--format", "json")  # fmt: skip
-        assert code == 0, err
-        groups = {g["group"]: g for g in json.loads(out)["groups"]}
-        assert set(groups) == set(TENANTS)
+    with _one_shot(database) as kb:
         for t, g in groups.items():
             mine = [q for q, tc in zip(sent[3], app_log["tenants_c"], strict=True) if tc == t]
             assert g["queries"] == len(mine) == 10
-            want = np.mean([_app_recall(kb, docs, tenants, q, 10, t) for q in mine])
-            assert g["recall"] == pytest.approx(want, abs=1e-9), t
+            want_t = np.mean([_app_recall(kb, docs, tenants, q, 10, t) for q in mine])
+            assert g["recall"] == pytest.approx(want_t, abs=1e-9), t
+
+
+def test_sweep_find_on_captured_shapes_reaches_the_target_in_every_shape(
+    database, app_log, captured, monkeypatch
+):
+    """`sweep --captured --find`: each shape finds its least value, every shape is measured at
+    the largest, and numpy's recall there reaches the target in every shape; where no value up
+    to --find-max reaches it, the shapes that cannot are named with their best, in 80 columns
+    (the index, m = 4 and ef_construction = 8, tops out far below 1)."""
+    _, run = captured
+    goal = 0.35
+    code, out, err = run("sweep", "--target", "cap", "--stage", "hnsw", "--captured", "app",
+                         "--find", "hnsw.ef_search", "--target-recall", str(goal),
+                         "--find-max", "400", "--repeat", "1", "--format", "json")  # fmt: skip
+    assert code == 0, err
+    res = json.loads(out)
+    assert res["verdict"]["point"] is not None and res["verdict"]["point"] == res["at"]["label"]
+    ef = int(res["at"]["settings"]["hnsw.ef_search"])
+    assert ef == max(int(f["value"]) for f in res["finds"].values())
+    with _one_shot(database) as kb:
+        got = {n: float(np.mean(_shape_recalls(kb, app_log, n, ef))) for n in (1, 2, 3)}
+    assert all(r >= goal - 1e-9 for r in got.values()), (ef, got)
+    shapes = {r["shape"]: r["recall"] for r in res["shapes"]}
+    assert shapes == pytest.approx(got, abs=1e-9)
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run("sweep", "--target", "cap", "--stage", "hnsw", "--captured", "app",
+                         "--find", "hnsw.ef_search", "--target-recall", str(goal),
+                         "--find-max", "2", "--repeat", "1")  # fmt: skip
+    assert code == 0, err
+    assert "reaches recall 0.35 in every shape: shape " in out and "cannot (best " in out, out
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+
+
+def test_sweep_on_captured_queries_refuses_another_table_and_a_broken_statement(database, captured):
+    _, run = captured
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS cap_other")
+        c.execute(f"CREATE TABLE cap_other (id int PRIMARY KEY, tenant text, emb vector({DIM}))")
+        c.execute(f"INSERT INTO cap_other SELECT id, tenant, emb FROM {TABLE} LIMIT 50")
+    code, _, err = run("target", "add", "cap_other", "--table", "cap_other", "--id-column",
+                       "id", "--vector-column", "emb", "--replace")  # fmt: skip
+    assert code == 0, err
+
+    def stored() -> int:
+        with database.connect() as c:
+            return c.execute("SELECT count(*) FROM pgeval.sweep").fetchone()[0]
+
+    before = stored()
+    code, out, err = run("sweep", "--target", "cap_other", "--stage", "hnsw", "--captured",
+                         "app", "--param", "hnsw.ef_search=10")  # fmt: skip
+    assert code == 1 and out == "" and err.count("\n") == 1, err
+    assert "captured set 'app' holds searches of cap_kb.emb" in err
+    code, out, err = run("queries", "capture", "--how")
+    with database.connect(results=False, autocommit=True) as c:
+        c.execute(f"ALTER TABLE {TABLE} RENAME COLUMN tenant TO tenant_gone")
+    try:
+        code, out, err = run("sweep", "--target", "cap", "--stage", "hnsw", "--captured",
+                             "app", "--param", "hnsw.ef_search=10")  # fmt: skip
+    finally:
+        with database.connect(results=False, autocommit=True) as c:
+            c.execute(f"ALTER TABLE {TABLE} RENAME COLUMN tenant_gone TO tenant")
+    assert code == 1 and out == "" and err.count("\n") == 1, err
+    assert "shape 3" in err and "tenant" in err
+    assert stored() == before
 
 
 def test_advise_on_captured_queries_meets_the_target_on_them(database, app_log, captured):
@@ -491,13 +593,29 @@ def test_watch_probes_the_newest_captured_queries(database, app_log, captured, t
     code, out, err = run("watch", "--target", "cap", "--stage", "hnsw", "--captured", "series",
                          "--window", "2s", "--format", "json")  # fmt: skip
     assert code == 0, err
-    probe = json.loads(out)
-    assert probe["query_source"] == {"kind": "captured", "captured": "series", "window": "2s"}
-    assert probe["queries"] == 6
+    (probe,) = json.loads(out)["probes"]  # (the newer searches are all of shape 1)
+    assert probe["query_source"] == {
+        "kind": "captured", "captured": "series", "window": "2s", "shape": 1
+    }  # fmt: skip
+    assert probe["queries"] == 6 and probe["group_key"] == {"shape": "1"}
     code, out, err = run("watch", "--target", "cap", "--stage", "hnsw", "--captured", "series",
                          "--format", "json")  # fmt: skip
     assert code == 0, err
-    assert json.loads(out)["queries"] == 106
+    # one probe per shape, each as the application sent it, at the server's ef_search (40)
+    got = json.loads(out)
+    probes = {int(p["group_key"]["shape"]): p for p in got["probes"]}
+    assert sum(p["queries"] for p in probes.values()) == 106
+    with _one_shot(database) as kb:
+        want = {n: _shape_recalls(kb, app_log, n, 40) for n in (1, 2, 3)}
+        docs, tenants = app_log["docs"], app_log["tenants"]
+        want[1] += [_app_recall(kb, docs, tenants, q, 40, None) for q in newer]
+    for n, p in probes.items():
+        assert p["recall"] == pytest.approx(float(np.mean(want[n])), abs=1e-9), n
+    sent = {1: 45 + 11, 2: 30, 3: 30}  # (the first five of each batch sent twice)
+    weighted = sum(np.mean(want[n]) * sent[n] for n in sent) / sum(sent.values())
+    assert got["shapes"]["weighted_recall"] == pytest.approx(weighted, abs=1e-9)
+    worst = min(sent, key=lambda n: float(np.mean(want[n])))
+    assert got["shapes"]["worst_shape"] == worst
     code, _, err = run("watch", "--target", "cap", "--stage", "hnsw", "--captured", "series",
                        "--window", "soon")  # fmt: skip
     assert code == 1 and err.count("\n") == 1 and "'soon' is not a window" in err

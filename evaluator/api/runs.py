@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ..dba.sweep import SweepConfig, SweepResult
     from ..dba.sweep.grid import Point
     from ..dba.sweep.groups import GroupSweepResult
+    from ..dba.sweep.shapes import ShapeSweepResult
     from ..run.configure import PipelineConfig
     from ..run.groups import GroupPipelineResult
     from ..run.pipeline import PipelineResult
@@ -326,6 +327,31 @@ class RunMethods:
             on_point=on_point,
         )
 
+    def sweep_shapes(
+        self,
+        target: str | None = None,
+        stage: str | None = None,
+        *,
+        captured: str,
+        on_shape: Callable[..., None] | None = None,
+        on_warning: Callable[[str], None] | None = None,
+        on_point: Callable[[Point, int, str], None] | None = None,
+        **options: Any,
+    ) -> ShapeSweepResult:
+        """Each shape of captured set ``captured`` measured as the application sent it
+        (`pgeval sweep --captured SET`): its own statement, LIMIT and per-query values, its exact
+        twin the ground truth, one stored sweep per shape; per shape recall, p95 and share of
+        the searches sent, the recall weighted by those shares, and the verdict (with ``find``:
+        the value every shape reaches the target at, or the shapes that reach it nowhere).
+        ``options`` as :meth:`sweep`'s. Returns a ShapeSweepResult (``as_dict()``)."""
+        from ..dba.sweep.shapes import run_shapes
+
+        source = tuple(options.pop(o, None) for o in _SOURCE)  # (another source is refused)
+        cfg = _sweep(None, target, stage, source, {**options, "captured": captured})
+        return run_shapes(
+            self.database, cfg, on_shape=on_shape, on_warning=on_warning, on_point=on_point
+        )
+
     def sweep_plot(self, result: SweepResult, path: str | Path, *, title: str) -> Path:
         """Write the PNG of ``result`` (a SweepResult): recall@K against p95 latency with the
         Pareto front and the recommendation (`pgeval sweep --plot`); returns its path."""
@@ -349,6 +375,9 @@ def _pipeline(
             f"{param('stages')} required (e.g. stages='exact,hnsw')", field=param("stages")
         )
     return pipeline_config(testset=testset, stages=stages, queries=queries, **options)
+
+
+_SOURCE = ("sample_queries", "seed", "queries_sql", "queries_file")
 
 
 def _sweep(

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from ..dba.sweep.configure import SWEEP_DEFAULTS
     from ..dba.sweep.grid import BUILD_OPTIONS
     from ..dba.sweep.operating_points import reaches
+    from ..dba.sweep.shapes import short as short_statement
     from ..dba.sweep.text import (
         consistency_line,
         find_line,
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
     from ..dba.watch.advice import when as probe_time
     from ..dba.watch.config import WATCH_DEFAULTS
     from ..dba.watch.exposition import text as openmetrics_text
+    from ..dba.watch.groups import weighted as shapes_weighted
     from ..measure.measures import parse as parse_measure
     from ..measure.measures import ranked as ranked_measures
     from ..measure.measures import stage_measures
@@ -83,6 +85,8 @@ _SOURCES = {
     "plot_title": ("dba.sweep.text", "plot_title"),
     "probe_time": ("dba.watch.advice", "when"),
     "openmetrics_text": ("dba.watch.exposition", "text"),
+    "shapes_weighted": ("dba.watch.groups", "weighted"),
+    "short_statement": ("dba.sweep.shapes", "short"),
     "parse_measure": ("measure.measures", "parse"),
     "ranked_measures": ("measure.measures", "ranked"),
     "reaches": ("dba.sweep.operating_points", "reaches"),
@@ -125,6 +129,8 @@ __all__ = [
     "plot_title",
     "probe_time",
     "openmetrics_text",
+    "shapes_weighted",
+    "short_statement",
     "parse_measure",
     "ranked_measures",
     "reaches",

@@ -9,6 +9,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InputError, NotFound, first_line
+from ..dba.sweep.shapes import verdict
 
 if TYPE_CHECKING:
     from ..core.db import Database
@@ -17,34 +18,6 @@ COLUMNS = (
     "shape", "share", "sweep", "point", "label", "at_k", "recall", "margin95", "p95_ms",
     "n_queries", "index_type", "weighted_recall",
 )  # fmt: skip
-
-
-def verdict(rows: list[dict], target_recall: float) -> dict:
-    """The first point of the grid where every shape reaches ``target_recall`` (None: none),
-    and per shape the first point it reaches it at, or its best where it reaches it nowhere."""
-    from ..dba.sweep.operating_points import reaches
-
-    points = sorted({(r["point"], r["label"]) for r in rows})
-    shapes = sorted({r["shape"] for r in rows})
-    at = {(r["shape"], r["point"]): r for r in rows}
-    every = next(
-        (p for p in points if all(reaches(at[(s, p[0])]["recall"], target_recall) for s in shapes)),
-        None,
-    )
-    per_shape = []
-    for s in shapes:
-        mine = [at[(s, p[0])] for p in points]
-        first = next((r for r in mine if reaches(r["recall"], target_recall)), None)
-        best = max(mine, key=lambda r: r["recall"] if r["recall"] is not None else -1.0)
-        per_shape.append(
-            {"shape": s, "reaches_at": None if first is None else first["label"],
-             "best": best["recall"], "best_at": best["label"]}
-        )  # fmt: skip
-    return {
-        "target_recall": target_recall,
-        "point": None if every is None else every[1],
-        "shapes": per_shape,
-    }
 
 
 def measure(

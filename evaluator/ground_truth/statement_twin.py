@@ -20,8 +20,11 @@ from ..stages import gucs, plan_check, statement_sql, vector_sql
 METHOD = "statement-twin"
 
 
-def lists(kb: Any, target: Any, vectors: list, settings: dict) -> list[list[tuple[str, float]]]:
-    """Per query vector, the twin's ranked list (chunk id, distance)."""
+def lists(
+    kb: Any, target: Any, vectors: list, settings: dict, ids: list[str] | None = None
+) -> list[list[tuple[str, float]]]:
+    """Per query vector, the twin's ranked list (chunk id, distance); ``ids``: the queries' ids
+    (a captured shape's queries bind their own values, :func:`statement_sql.bound`)."""
     from psycopg import sql
 
     from ..core.vector_types import register_vector
@@ -39,8 +42,10 @@ def lists(kb: Any, target: Any, vectors: list, settings: dict) -> list[list[tupl
     gucs.apply_local(kb, {**settings, **TWIN_SETTINGS})
     out = []
     try:
+        ids = ids or [""] * len(vectors)
         if vectors:
             first = dict(params, q=np.asarray(vectors[0], dtype=np.float32))
+            first.update(statement_sql.bound(target, ids[0]))
             plan = plan_check.explain(kb, stmt, first)
             try:
                 plan_check.check_exact(plan, stage="exact twin", all_ann=all_ann)
@@ -50,12 +55,12 @@ def lists(kb: Any, target: Any, vectors: list, settings: dict) -> list[list[tupl
                     "to compare with"
                 ) from None
         cur = kb.cursor()
-        for v in vectors:
-            rows = cur.execute(
-                stmt, dict(params, q=np.asarray(v, dtype=np.float32)), prepare=True
-            ).fetchall()
+        for v, qid in zip(vectors, ids, strict=True):
+            q = np.asarray(v, dtype=np.float32)
+            values = dict(params, q=q, **statement_sql.bound(target, qid))
+            rows = cur.execute(stmt, values, prepare=True).fetchall()
             ranked, _ = vector_sql.ranked_rows(
-                statement_sql.projected(cur.description, rows, target)
+                statement_sql.projected(cur.description, rows, target, kb, q)
             )
             out.append(
                 [(c, float(d)) for c, d in statement_sql.first_per_chunk(ranked) if d is not None]

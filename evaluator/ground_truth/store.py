@@ -302,7 +302,9 @@ def compute(
     if getattr(target, "statement", None) is not None:  # the statement's exact twin
         from . import statement_twin
 
-        lists, method = statement_twin.lists(kb, target, vectors, settings), statement_twin.METHOD
+        ids = [q.query_id for q in queries]
+        lists = statement_twin.lists(kb, target, vectors, settings, ids)
+        method = statement_twin.METHOD
     else:
         lists, method = _scanned(
             kb, target, vectors, need, settings, total_rows, on_progress, on_warning, versions

@@ -1,8 +1,10 @@
 """The statement a vector stage runs for a target defined by the application's statement
 (``target add --statement``, target/statement.py): that statement as written, its ``$1`` bound
-to the query vector and ``$2`` to the group's value; its rows read by column name (the target's
-id column, ``distance``) and ranked by (distance, chunk id) after the timing, each chunk once
-(its best distance), as the stages rank every list."""
+to the query vector and ``$2`` to the group's value (a captured shape's: each query's own
+values, :func:`bound`); its rows read by column name (the target's id column, ``distance``, or
+for a captured shape without one the distance read after the timing, :func:`with_distances`)
+and ranked by (distance, chunk id) after the timing, each chunk once (its best distance), as
+the stages rank every list."""
 
 from __future__ import annotations
 
@@ -52,10 +54,49 @@ def refuse_unsupported(target: Target, stage: str, kind: str, batch: bool) -> No
         )
 
 
-def projected(description: Any, rows: list, target: Target) -> list[tuple[str, float | None]]:
+def projected(
+    description: Any, rows: list, target: Target, kb: Any = None, vector: Any = None
+) -> list[tuple[str, float | None]]:
     """The statement's rows (``description``: its cursor's) as (chunk id, distance), in the
-    order it returned them (ranked by vector_sql.ranked_rows after the timing)."""
-    return stmt.ranked(rows, stmt.columns_of([d.name for d in description or []], target))
+    order it returned them (ranked by vector_sql.ranked_rows after the timing). A captured
+    shape's statement without a ``distance`` column: each id's distance read after it from
+    the target's table (``kb``, the query ``vector``): :func:`with_distances`."""
+    at = stmt.columns_of([d.name for d in description or []], target)
+    got = stmt.ranked(rows, at)
+    return got if at[1] is not None or not got else with_distances(kb, target, vector, got)
+
+
+def with_distances(kb: Any, target: Target, vector: Any, rows: list) -> list:
+    """``rows`` (chunk id, None) with each chunk's distance to ``vector`` under the target's
+    distance, read from its table by id, untimed (the least of a chunk's rows), so that
+    pgeval ranks them and applies its tie rule as for any list; an id the table no longer
+    holds keeps None (ranked last)."""
+    from psycopg import sql
+
+    typ = kb.execute(  # (the ids cast to the column's type: its index finds them)
+        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+        "WHERE attrelid = %s::regclass AND attname = %s",
+        (target.table_sql().as_string(kb), target.id_column),
+    ).fetchone()[0]
+    found = kb.execute(
+        sql.SQL(
+            "SELECT {i}::text, min({d}) FROM {t} WHERE {i} = ANY(%(ids)s::text[]::{typ}[]) "
+            "GROUP BY 1"
+        ).format(
+            i=sql.Identifier(target.id_column),
+            d=target.distance_expr(sql.Placeholder("q")),
+            t=target.table_sql(),
+            typ=sql.SQL(typ),
+        ),
+        {"q": vector, "ids": [c for c, _ in rows]},
+    ).fetchall()
+    dist = {c: float(d) for c, d in found if d is not None}
+    return [(c, dist.get(c)) for c, _ in rows]
+
+
+def bound(target: Target, query_id: str) -> dict:
+    """The values besides the vector a captured shape's query is sent with (none else)."""
+    return stmt.query_values(target, query_id) if target.bound else {}
 
 
 def first_per_chunk(ranked: list) -> list:

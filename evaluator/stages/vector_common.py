@@ -524,7 +524,8 @@ class VectorStage(BaseStage):
         if ctx.progress:
             ctx.progress.start(ctx.stage, len(ctx.queries))
         for q in ctx.queries:
-            p, limit = dict(params, q=_f32(q.embedding)), first
+            p = dict(params, q=_f32(q.embedding), **statement_sql.bound(ctx.target, q.query_id))
+            limit = first
             while True:
                 if limit not in timed:
                     timed[limit] = timing.TimedStatement(
@@ -534,7 +535,9 @@ class VectorStage(BaseStage):
                     )
                 rows, ms, server_ms = timed[limit].execute(p)
                 if own_statement:  # its columns by name
-                    rows = statement_sql.projected(timed[limit].cur.description, rows, ctx.target)
+                    rows = statement_sql.projected(
+                        timed[limit].cur.description, rows, ctx.target, ctx.kb, p["q"]
+                    )
                 if ranks_here:  # the application's statement: ranked and cut here, untimed
                     kept, lost = vector_sql.ranked_rows(rows, threshold, app_limit)
                     if own_statement:  # each chunk once

@@ -7,7 +7,9 @@ The statement is what the application runs for one search::
 
 ``$1`` is the query vector; ``$2`` the value of the target's group column (``--group-by``): a
 grouped sweep samples each group's queries from the group's rows and binds its value, as the
-application scopes each search by its tenant. No other parameter is bound.
+application scopes each search by its tenant. No other parameter is bound, but for a captured
+shape's statement (targets/shapes.py: ``Target.bound``), whose queries each bind the values
+``$2, $3 ...`` they were sent with (:func:`query_values`) and whose rows may carry no distance.
 
 It is read by the SQL API's own reader, ``pgeval.checked_statement`` (sql/230_evaluate_query_
 recall.sql: one query, no write, no second statement; its parameters found outside literals,
@@ -184,6 +186,8 @@ def values(target: Target) -> dict:
     """The parameters a search of ``target`` binds besides the vector: $2, the group's value
     (the target scoped to a group, :meth:`Target.scoped`)."""
     assert target.statement_template is not None
+    if target.bound:  # a captured shape's: the first query's (what its plan is checked with)
+        return query_values(target, min(target.bound))
     if parameters(target.statement_template) < 2:
         if target.scope is not None:
             raise InputError(
@@ -203,9 +207,19 @@ def values(target: Target) -> dict:
     return {GROUP_PARAM: target.scope[1]}
 
 
-def columns_of(names: list[str], target: Target) -> tuple[int, int]:
-    """(position of the id column, position of the distance column) in the result's columns."""
-    missing = [c for c in (target.id_column, DISTANCE_COLUMN) if c not in names]
+def query_values(target: Target, query_id: str) -> dict:
+    """The values of $2, $3 ... a captured shape's query ``query_id`` was sent with (none for
+    any other target: its $2 is the group's, :func:`values`)."""
+    sent = target.bound.get(query_id, ())
+    return {param_name(n): v for n, v in enumerate(sent, 2)}
+
+
+def columns_of(names: list[str], target: Target) -> tuple[int, int | None]:
+    """(position of the id column, position of the distance column) in the result's columns;
+    a captured shape's statement may return no distance (None: read after it, untimed:
+    :func:`evaluator.stages.statement_sql.with_distances`)."""
+    wanted = (target.id_column,) if target.bound else (target.id_column, DISTANCE_COLUMN)
+    missing = [c for c in wanted if c not in names]
     if missing:
         raise InputError(
             f"{param('statement')}: the statement returns {', '.join(names) or 'no column'}, "
@@ -213,14 +227,17 @@ def columns_of(names: list[str], target: Target) -> tuple[int, int]:
             f"{target.id_column}) and the distance (… <=> $1 AS {DISTANCE_COLUMN})",
             field=param("statement"),
         )
-    return names.index(target.id_column), names.index(DISTANCE_COLUMN)
+    at = names.index(DISTANCE_COLUMN) if DISTANCE_COLUMN in names else None
+    return names.index(target.id_column), at
 
 
-def ranked(rows: list, positions: tuple[int, int]) -> list[tuple[str, float | None]]:
+def ranked(rows: list, positions: tuple[int, int | None]) -> list[tuple[str, float | None]]:
     """The statement's rows as (chunk id, distance), in the order the statement returned them
     (pgeval ranks them by (distance, chunk id) afterwards); the id as text, as PostgreSQL's
     ``::text`` spells it for text, integer and uuid ids."""
     i, d = positions
+    if d is None:
+        return [(str(r[i]), None) for r in rows]
     return [(str(r[i]), None if r[d] is None else float(r[d])) for r in rows]
 
 
@@ -249,7 +266,9 @@ def check(kb: Any, target: Target) -> None:
     kb.rollback()
     vector = row[0] if row else vector_literal([0.0] * int(target.dimension or 1))
     bound = {VECTOR_PARAM: vector}
-    if parameters(target.statement_template) >= 2:
+    if target.bound:  # a captured shape's: its first query's values
+        bound.update(values(target))
+    elif parameters(target.statement_template) >= 2:
         bound[GROUP_PARAM] = row[1] if row else ""
     # (the vector as text, of no type: the server reads it as the statement's context asks)
     inner = composed(target.statement_template, sql.Placeholder, escape=True)
@@ -268,7 +287,7 @@ def check(kb: Any, target: Target) -> None:
     kb.rollback()
     names = [d.name for d in desc]
     _, at = columns_of(names, target)
-    if types.get(desc[at].type_code) not in NUMERIC_TYPES:
+    if at is not None and types.get(desc[at].type_code) not in NUMERIC_TYPES:
         raise InputError(
             f"{param('statement')}: its column {DISTANCE_COLUMN} is "
             f"{types.get(desc[at].type_code, 'not a number')}, not a number",

@@ -81,6 +81,9 @@ class Target:
     # format() template of it (parameters ``%N$s``, every ``%`` doubled), read when it was added
     statement: str | None = None
     statement_template: str | None = None
+    # a captured shape's statement (captured/shapes.py): per query id, the values of $2, $3 ...
+    # the application sent with it, bound per query; never stored
+    bound: dict[str, tuple[str | None, ...]] = field(default_factory=dict)
     # filter columns holding pgvectorscale labels (``smallint[]``): ``col && ARRAY[v]::smallint[]``
     # (a scratch copy of the design diskann-labels, dba/labels.py), never stored
     label_columns: list[str] = field(default_factory=list)
@@ -90,6 +93,7 @@ class Target:
         d = asdict(self)
         d.pop("name")
         d.pop("scope")  # a search's, not the target's
+        d.pop("bound")  # a captured shape's queries', not the target's
         for key, empty in (
             ("null_true", []),
             ("threshold", None),
@@ -109,7 +113,7 @@ class Target:
         known = {
             k: v
             for k, v in spec.items()
-            if k in cls.__dataclass_fields__ and k not in ("name", "scope")
+            if k in cls.__dataclass_fields__ and k not in ("name", "scope", "bound")
         }
         return cls(name=name, **known)
 

@@ -86,6 +86,8 @@ class QuerySource:
     window: str | None = None  # captured: the newest only (``1h``: sent within an hour of it)
     # captured, a group's: only queries whose filter on this column had this value
     where: tuple[str, str] | None = None
+    # captured, one shape's only (captured/shapes.py: each shape measured as it was sent)
+    shape: int | None = None
 
 
 def in_words(info: dict | None, testset: str | None = None, *, detail: bool = False) -> str:
@@ -297,12 +299,14 @@ def from_captured(conn: Any, src: QuerySource) -> list[tuple[str, np.ndarray]]:
         "AND (%(w)s::interval IS NULL OR q.last_seen >= (SELECT max(last_seen) "
         "  FROM pgeval.captured_query WHERE set_id = %(id)s) - %(w)s::interval) "
         "AND (%(col)s::text IS NULL OR q.params[(s.filters ->> %(col)s)::int - 1] = %(val)s) "
+        "AND (%(shape)s::int IS NULL OR q.shape = %(shape)s) "
         'ORDER BY q.query_id COLLATE "C"',
         {
             "id": row[0],
             "w": None if src.window is None else window_of(src.window),
             "col": column,
             "val": value,
+            "shape": src.shape,
         },
     ).fetchall()
     return [(qid, np.asarray(vec, dtype=np.float32)) for qid, vec in got]
@@ -453,8 +457,9 @@ def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str,
                 r[0]
                 for r in conn.execute(
                     "SELECT DISTINCT s.k FROM pgeval.captured_shape s JOIN pgeval.captured_set c "
-                    "USING (set_id) WHERE c.name = %s AND s.k IS NOT NULL ORDER BY 1",
-                    (src.captured,),
+                    "USING (set_id) WHERE c.name = %s AND s.k IS NOT NULL "
+                    "AND (%s::int IS NULL OR s.shape = %s) ORDER BY 1",
+                    (src.captured, src.shape, src.shape),
                 )
             ]
         if not rows:
@@ -494,6 +499,8 @@ def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str,
         info.update(captured=src.captured, window=src.window, limits=limits)
         if src.where:
             info["where"] = list(src.where)
+        if src.shape is not None:
+            info["shape"] = src.shape
     else:
         info["file"] = str(Path(src.path or "").resolve())
     name = f"queries-{digest[:16]}"

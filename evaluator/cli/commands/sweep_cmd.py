@@ -41,6 +41,7 @@ from ..output import echo_line, emit, info, to_json, warn
 from .common import pass_api, progress_bar, warn_above
 from .query_options import no_judgements_line
 from .sweep_groups_view import run_grouped
+from .sweep_shapes_view import run_shaped
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -213,6 +214,10 @@ def sweep(
     --queries-file give query vectors; recall against exact search needs nothing more.
     Exact search is computed once per query set and target (one streamed read of the table)
     and stored: every point, repetition and later sweep reuses it until the data changes.
+    With --captured SET (`pgeval queries capture`), each shape of the set is measured as the
+    application sent it: its own statement, LIMIT and values, against its exact twin, one
+    sweep per shape; the recall weighted by the searches sent, and with --find the value that
+    reaches the target in every shape (or the shapes that cannot).
 
     \b
     Examples:
@@ -229,6 +234,8 @@ def sweep(
           --find hnsw.ef_search --target-recall 0.95
       pgeval sweep --sample-queries 50 --target kb --stage hnsw \\
           --group-by tenant --find hnsw.ef_search --target-recall 0.95
+      pgeval sweep --captured week49 --target kb --stage hnsw \\
+          --find hnsw.ef_search --target-recall 0.95
       pgeval sweep ... --concurrency 8 --format csv > sweep.csv
     """
     # the other options (the query source's and the sweep's) go to the API under their names
@@ -238,6 +245,9 @@ def sweep(
     if column is not None:
         options.update(max_groups=max_groups, group_queries=group_queries)
         run_grouped(pg, testset, target_name, stage, column, fmt, plot, options)
+        return
+    if options.get("captured"):  # each shape as the application sent it
+        run_shaped(pg, target_name, stage, fmt, plot, options)
         return
     progress = _SweepProgress(k, target_recall)
     try:

@@ -235,7 +235,10 @@ def watch(
     and REINDEX INDEX CONCURRENTLY is given for an index whose recall drifted with its data.
     With --group-by every group is probed with the planner's own plan (a tenant served exactly
     through its btree: recall 1.0); a group that fails is named on stderr and no probe of the
-    watch is recorded: exit 2 when another group crossed a bound, else 1.
+    watch is recorded: exit 2 when another group crossed a bound, else 1. With --captured SET
+    (no --group-by) every shape of the set is probed as the application sent it (its
+    statement, LIMIT and values), each its own series (group_key {"shape": "N"}), and the
+    recall weighted by the searches sent is printed with the worst shape.
 
     \b
     Examples:
@@ -272,13 +275,14 @@ def _show(results: list[ProbeResult], fmt: str, failed: GroupsFailed | None, whe
     """The probes measured, in ``fmt``; with a group failed, nothing of the watch recorded
     (``where``: the target, stage and k, which label a failed group's sample)."""
     failures = [] if failed is None else failed.failures
+    shapes = vocabulary.shapes_weighted(results) if failed is None else None
     if fmt == "json":
         docs = [_json(res) for res in results]
         grouped = failed is not None or any(res.probe.get("group_key") for res in results)
         if not grouped:
             click.echo(to_json(docs[0]))
         elif failed is None:
-            click.echo(to_json({"probes": docs}))
+            click.echo(to_json({"probes": docs, **({"shapes": shapes} if shapes else {})}))
         else:
             errors = [{"group_key": f.group, "error": redact(f.text(option_for))} for f in failures]
             click.echo(to_json({"probes": docs, "errors": errors, "recorded": False}))
@@ -294,6 +298,12 @@ def _show(results: list[ProbeResult], fmt: str, failed: GroupsFailed | None, whe
             if i:
                 click.echo("")
             _table(res)
+        if shapes:
+            echo_line(
+                f"captured shapes, weighted by the searches sent: recall "
+                f"{shapes['weighted_recall']:.4f}; the worst, shape {shapes['worst_shape']}: "
+                f"{shapes['worst_recall']:.4f}"
+            )
         if failed is not None:
             if results:
                 click.echo("")

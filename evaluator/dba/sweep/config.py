@@ -34,6 +34,9 @@ class SweepConfig(Queries, Sweeping, Building, Finding):
     # one group of the target (column, value): searched as the application searches it,
     # ``WHERE column = value`` (dba/sweep/groups.py runs one such sweep per group)
     group: tuple[str, str] | None = None
+    # one shape of the captured set (``--captured``): searched by the application's statement
+    # as it sent it, each query with its own values (captured/shapes.py runs one per shape)
+    shape: int | None = None
     # the plan measured (stages/planner_plan.py): "custom" (each execution planned with its
     # values) or "generic" (the prepared statement's); the planner's own, whatever serves it.
     # None: a group's sweep measures the custom plan, a whole table's requires the index
@@ -111,7 +114,7 @@ def _check(cfg: SweepConfig) -> int:
 
 def plan_mode(cfg: SweepConfig) -> str | None:
     """The planner's plan mode the sweep measures (None: the stage's index required)."""
-    return cfg.plan or ("custom" if cfg.group is not None else None)
+    return cfg.plan or ("custom" if cfg.group is not None or cfg.shape is not None else None)
 
 
 def find_max(cfg: Finding) -> int:

@@ -170,10 +170,15 @@ def query_set(
 
 
 def target_of(conn: Any, cfg: SweepConfig) -> Any:
-    """The sweep's target: the stored one, scoped to ``cfg.group`` when the sweep is a group's."""
+    """The sweep's target: the stored one, scoped to ``cfg.group`` when the sweep is a group's,
+    searched by a captured shape's statement when it is a shape's (captured/shapes.py)."""
     from ...targets import targets
 
     target = targets.load(conn, cfg.target)
+    if cfg.shape is not None:
+        from ...targets.shapes import shape_target
+
+        return shape_target(conn, target, getattr(cfg.queries, "captured", None), cfg.shape)
     return target if cfg.group is None else target.scoped(*cfg.group)
 
 
@@ -214,6 +219,8 @@ def identity(
     }
     if cfg.group is not None:  # (absent otherwise: the names of earlier sweeps stay)
         identity["group"] = {cfg.group[0]: cfg.group[1]}
+    if cfg.shape is not None:
+        identity["shape"] = cfg.shape
     if cfg.plan is not None:
         identity["plan"] = cfg.plan
     if cfg.index is not None:  # one name per index measured (of several on the column)

@@ -21,6 +21,7 @@ class WatchConfig(Queries, Measuring, Grouping):
     remedy: bool = True  # measure a higher setting on the same queries when recall is crossed
     remedy_max: int | None = None  # the largest value tried (find's --find-max)
     group: tuple[str, str] | None = None  # (column, value): this probe's group
+    shape: int | None = None  # --captured: this probe's shape (its statement, LIMIT, values)
 
 
 # what `pgeval watch` does without options (the CLI's option defaults and the API's)

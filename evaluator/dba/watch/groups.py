@@ -35,11 +35,10 @@ def run_probes(
     groups as `sweep --group-by` chooses them (all up to ``max_groups``, else the largest and
     the smallest), rows of each group as queries (``--sample-queries N`` spread over the groups,
     or ``--group-queries M`` each; at most its chunks), each group searched as the application
-    scopes it (``WHERE column = value``), each its own series.
+    scopes it (``WHERE column = value``), each its own series; ungrouped on a captured set, one
+    per shape (:func:`shape_probes`).
     Every group is probed; if one failed, none is recorded
     (:class:`~evaluator.core.errors.GroupsFailed`: the probes measured, the groups failed)."""
-    import psycopg  # (here: `watch --help` loads this package, not the database driver)
-
     from ...targets import groups
     from .connections import Lending
 
@@ -47,6 +46,12 @@ def run_probes(
         with Lending.of(database) as lending:
             return run_probes(lending, cfg, on_warning=on_warning)
     column = groups.column_for(database, cfg.target, cfg.group_by)
+    if column is None and cfg.queries is not None and cfg.queries.kind == "captured":
+        shapes = shape_probes(database, cfg)
+        done = _all_or_none(database, [(key, one) for key, one, _ in shapes], on_warning)
+        for res, (_, _, share) in zip(done, shapes, strict=True):
+            res.share = share
+        return done
     if column is None:
         groups.ungrouped(cfg.group_queries)
         return [run_probe(database, cfg, on_warning=on_warning)]
@@ -54,17 +59,51 @@ def run_probes(
     chosen = groups.plan(
         database, cfg.target, column, cfg.max_groups, cfg.queries, "probe", cfg.group_queries
     )
+    each = [
+        ({column: g.value}, replace(cfg, group=(column, g.value),
+                                    queries=chosen.queries_of(cfg.queries, g)))
+        for g in chosen.measured
+    ]  # fmt: skip
+    return _all_or_none(database, each, on_warning)
+
+
+def shape_probes(database: Database, cfg: WatchConfig) -> list[tuple[dict, WatchConfig, float]]:
+    """A captured set's probes: one per shape that has queries (within ``--window``), each
+    searched as the application sent it (dba/sweep/shapes.py), at its LIMIT, with the shape's
+    share of the searches sent."""
+    from ...targets.shapes import shapes_of
+    from ...testset.query_source import from_captured
+
+    assert cfg.queries is not None
+    out = []
+    with database.connect() as conn:
+        for sh in shapes_of(conn, str(cfg.queries.captured)):
+            src = replace(cfg.queries, shape=sh.shape)
+            if from_captured(conn, src):
+                one = replace(cfg, shape=sh.shape, queries=src, k=sh.k or cfg.k)
+                out.append(({"shape": str(sh.shape)}, one, sh.share))
+        conn.rollback()
+    return out
+
+
+def _all_or_none(
+    database: Database,
+    each: list[tuple[dict, WatchConfig]],
+    on_warning: Callable[..., Any] | None,
+) -> list[ProbeResult]:
+    """Every probe of ``each`` (its key, its configuration) measured; recorded all or none."""
+    import psycopg  # (here: `watch --help` loads this package, not the database driver)
+
     done: list[ProbeResult] = []
     failures: list[GroupFailure] = []
     try:
-        for g in chosen.measured:
-            one = replace(cfg, group=(column, g.value), queries=chosen.queries_of(cfg.queries, g))
+        for key, one in each:
             try:
                 done.append(run_probe(database, one, on_warning=on_warning))
             except PgevalError as exc:
-                failures.append(GroupFailure({column: g.value}, exc))
+                failures.append(GroupFailure(key, exc))
             except psycopg.Error as exc:  # a database error that no library call wrapped
-                failures.append(GroupFailure({column: g.value}, database_error(exc)))
+                failures.append(GroupFailure(key, database_error(exc)))
     except BaseException:
         try:
             _forget(database, done)
@@ -75,6 +114,28 @@ def run_probes(
         _forget(database, done)
         raise GroupsFailed(done, failures, what="no probe of this watch recorded")
     return done
+
+
+def weighted(results: list[ProbeResult]) -> dict | None:
+    """A captured set's probes (one per shape, each with its ``share``) as one figure: the
+    recall weighted by the shapes' shares of the searches sent (over the shapes probed), and
+    the worst shape; None when they are not a captured set's shapes, or one has no recall."""
+    recalls: dict[str, float] = {}
+    shares: dict[str, float] = {}
+    for res in results:
+        key = (res.probe.get("group_key") or {}).get("shape")
+        if key is None or res.share is None or res.probe.get("recall") is None:
+            return None
+        recalls[str(key)], shares[str(key)] = float(res.probe["recall"]), res.share
+    total = sum(shares.values())
+    if not recalls or not total:
+        return None
+    worst = min(recalls, key=lambda k: (recalls[k], k))
+    return {
+        "weighted_recall": sum(shares[k] * recalls[k] for k in recalls) / total,
+        "worst_shape": int(worst),
+        "worst_recall": recalls[worst],
+    }
 
 
 def database_error(exc: psycopg.Error) -> DatabaseError:

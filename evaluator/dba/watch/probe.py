@@ -70,6 +70,8 @@ class ProbeResult:
     # "custom", "served_by": "index kb_hnsw (hnsw)" | "exact via kb_tenant", "ann": bool}; None
     # when the stage's index was required (the whole table)
     plan: dict | None = None
+    # a captured set's probe of one shape: the shape's share of the searches sent
+    share: float | None = None
 
     @property
     def crossed(self) -> list[str]:
@@ -167,8 +169,18 @@ def sweep_name(cfg: WatchConfig, settings: dict) -> str:
     identity = {"k": cfg.k, "settings": settings, "queries": source, "index": cfg.index}
     if cfg.group is not None:
         identity["group"] = list(cfg.group)
+    if cfg.shape is not None:
+        identity["shape"] = cfg.shape
     key = sha256_hex(identity, ascii=True)[:10]
     return f"watch-{cfg.target}-{cfg.stage}-{key}"
+
+
+def key_of(cfg: WatchConfig) -> dict | None:
+    """The probe's series within the watch: its group ``{column: value}``, or its captured
+    shape ``{"shape": "2"}``, else None."""
+    if cfg.group is not None:
+        return {cfg.group[0]: cfg.group[1]}
+    return None if cfg.shape is None else {"shape": str(cfg.shape)}
 
 
 def query_source(cfg: Queries) -> dict:
@@ -182,6 +194,8 @@ def query_source(cfg: Queries) -> dict:
         out["sql"] = q.statement
     elif q.kind == "captured":
         out.update(captured=q.captured, window=q.window)
+        if q.shape is not None:
+            out["shape"] = q.shape
     else:
         out["file"] = q.path
     return out
@@ -230,6 +244,7 @@ def _probe(
         fresh=True,  # a new measurement every time: the previous probe's runs are replaced
         index=cfg.index,
         group=cfg.group,
+        shape=cfg.shape,
     )
     # the lock is held in the transaction of a results connection of its own (the probe's
     # steps borrow others): released, it is lent again
@@ -369,7 +384,7 @@ def _measure(
             results,
             sweep_id=res.sweep_id,
             target=cfg.target,
-            group_key=None if cfg.group is None else {cfg.group[0]: cfg.group[1]},
+            group_key=key_of(cfg),
             stage=cfg.stage,
             k=cfg.k,
             settings=measured,

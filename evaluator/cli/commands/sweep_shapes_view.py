@@ -1,0 +1,101 @@
+"""`pgeval sweep --captured SET`: each shape measured as the application sent it, printed as a
+table per shape, the weighted line and the verdict (or JSON, CSV)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ...api.vocabulary import short_statement
+from ..output import echo_line, emit, info, to_json, warn
+from .common import progress_bar, warn_above
+
+if TYPE_CHECKING:
+    from ...api import Pgeval
+
+
+def _fmt(x: float | None, spec: str = ".4f") -> str:
+    return "—" if x is None else format(x, spec)
+
+
+def shape_rows(d: dict[str, Any], width: int = 40) -> list[dict[str, Any]]:
+    """The shapes at the point shown, one row each (the statement within ``width``): recall at
+    each shape's LIMIT with its 95 % half-width."""
+    ks = {r["k"] for r in d["shapes"]}
+    recall = f"recall@{ks.pop()}" if len(ks) == 1 else "recall@LIMIT"
+    return [
+        {
+            "shape": r["shape"],
+            "statement": short_statement(r["statement"], width),
+            "share": f"{r['share']:.0%}",
+            recall: f"{_fmt(r['recall'])} ±{_fmt(r['margin95'], '.3f')}",
+            "p95_ms": _fmt(r["p95_ms"], ".2f"),
+            "": "" if r["reached"] else "✗",
+        }
+        for r in d["shapes"]
+    ]
+
+
+def verdict_line(d: dict[str, Any]) -> str:
+    """The recommendation: the point where every shape reaches the target, or the shapes that
+    reach it nowhere measured, with their best."""
+    v, goal = d["verdict"] or {}, d["target_recall"]
+    if v.get("point"):
+        return f"recommended: {v['point']} — every shape reaches recall {goal:g}"
+    missing = [s for s in v.get("shapes", []) if s["reaches_at"] is None]
+    return f"no setting measured reaches recall {goal:g} in every shape: " + "; ".join(
+        f"shape {s['shape']} cannot (best {_fmt(s['best'])} at {s['best_at']})" for s in missing
+    )
+
+
+def weighted_line(d: dict[str, Any]) -> str:
+    at = d["at"] or {}
+    return (
+        f"weighted by the searches sent: recall {_fmt(d['weighted_recall'])} at "
+        f"{at.get('label', '—')} ({at.get('why', '')})"
+    )
+
+
+def run_shaped(pg: Pgeval, target: str, stage: str, fmt: str, plot: str | None,
+               options: dict[str, Any]) -> None:  # fmt: skip
+    """`pgeval sweep --captured SET` (no --group-by): ``options`` by the API's names."""
+    bar = progress_bar(transient=True)
+    above = warn_above(bar)
+    task: dict[str, Any] = {}
+
+    def on_shape(i: int, n: int, sh: Any, step: str) -> None:
+        if not bar.live.is_started:
+            bar.start()
+        task["label"] = f"shape {i}/{n}" + (" (the value found)" if step == "confirm" else "")
+        if "id" not in task:
+            task["id"] = bar.add_task(task["label"], total=n)
+        bar.update(task["id"], completed=i - 1, description=task["label"])
+
+    captured = options.pop("captured")
+    try:
+        res = pg.sweep_shapes(target, stage, captured=captured, **options, on_shape=on_shape,
+                              on_warning=above)  # fmt: skip
+    finally:
+        if bar.live.is_started:
+            bar.stop()
+    d = res.as_dict()
+    d.update(weighted_line=weighted_line(d), verdict_line=verdict_line(d))
+    if fmt == "json":
+        click.echo(to_json(d))
+    elif fmt == "csv":
+        emit(shape_rows(d, 200), "csv")
+    else:
+        echo_line(
+            f"sweep of target {target} on captured set {captured}: each shape as the "
+            "application sent it (its statement, LIMIT and values; exact twin as truth)"
+        )
+        if d["at"] is not None:
+            echo_line(f"shapes at {d['at']['label']}:")
+        emit(shape_rows(d), "table")
+        echo_line(d["weighted_line"])
+        echo_line(d["verdict_line"])
+    if plot:
+        info("--plot draws one sweep: see the shape sweeps with `pgeval sweep list`")
+    for w in res.warnings if fmt != "table" else ():
+        warn(w)
