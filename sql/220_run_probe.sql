@@ -30,6 +30,9 @@
 -- or ivfflat-halfvec; keyword, merge, rerank and service stages), targets with several rows per chunk (the CLI's
 -- collapse and refetch), targets with a threshold, --group-by (one probe of the whole target),
 -- targets searched by their own statement (`target add --statement`: `pgeval watch` times it).
+--
+-- With p_captured (and p_window), the queries are a captured set's instead, probed shape by
+-- shape as the application sent them (pgeval.run_probe_captured, below): one row per shape.
 
 -- The stage kinds pgeval.run_probe measures, as evaluator/stages/registry.py describes them
 -- (tests/test_watch_sql.py checks that they agree): the index's access method, the work settings
