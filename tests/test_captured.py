@@ -529,9 +529,13 @@ def test_run_probe_in_sql_on_captured_queries(database, app_log, captured):
             for s in (1, 2, 3)
         }  # fmt: skip
         recorded = kb.execute(
-            "SELECT group_key, query_source, via, queries, settings FROM pgeval.probe "
+            "SELECT group_key, query_source, via, queries, settings, index_name FROM pgeval.probe "
             "WHERE probe_id = ANY (%s) ORDER BY probe_id",
             ([r["probe_id"] for r in rows],),
+        ).fetchall()
+        hnsw = kb.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexdef LIKE '%%hnsw%%'",
+            (TABLE,),
         ).fetchall()
     assert [r["shape"] for r in rows] == [1, 2, 3]
     assert min(want.values()) < 1.0  # approximate at ef_search 10
@@ -548,6 +552,7 @@ def test_run_probe_in_sql_on_captured_queries(database, app_log, captured):
         "sql",
         30,
         {"hnsw.ef_search": "10"},
+        hnsw[0][0],
     )
 
 
