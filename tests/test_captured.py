@@ -519,9 +519,10 @@ def test_run_probe_in_sql_on_captured_queries(database, app_log, captured):
     recall numpy's on the application's own statement at the probe's setting (shape 3 within
     its tenant), the weighted figure the shares' mean of numpy's, the worst shape named."""
     docs, tenants, sent = app_log["docs"], app_log["tenants"], app_log["sent"]
-    with psycopg.connect(database.uri(), autocommit=True) as kb:
+    with psycopg.connect(database.uri(), autocommit=True, prepare_threshold=None) as kb:
         rows = _probe(kb, "cap", p_settings='{"hnsw.ef_search": 10}', p_captured="app")
-        kb.execute("SET enable_seqscan = off")  # as the probe applies the setting
+        # as the probe applies the setting; each search one-shot (its custom plan, as measured)
+        kb.execute("SET enable_seqscan = off")
         want = {
             s: float(np.mean([_app_recall(kb, docs, tenants, q, 10,
                                           app_log["tenants_c"][i] if s == 3 else None)
@@ -565,7 +566,7 @@ def test_run_probe_in_sql_window_and_refusals(database, app_log, captured):
                        "--name", "aged", "--replace")  # fmt: skip
     assert code == 0, err
     docs, tenants = app_log["docs"], app_log["tenants"]
-    with psycopg.connect(database.uri(), autocommit=True) as kb:
+    with psycopg.connect(database.uri(), autocommit=True, prepare_threshold=None) as kb:
         newest = kb.execute(
             "SELECT query_id, shape, vector, params[1] FROM pgeval.captured_queries('aged') "
             "WHERE shape IN (1, 3)"
