@@ -30,6 +30,9 @@
 -- or ivfflat-halfvec; keyword, merge, rerank and service stages), targets with several rows per chunk (the CLI's
 -- collapse and refetch), targets with a threshold, --group-by (one probe of the whole target),
 -- targets searched by their own statement (`target add --statement`: `pgeval watch` times it).
+--
+-- With p_captured (and p_window), the queries are a captured set's instead, probed shape by
+-- shape as the application sent them (pgeval.run_probe_captured, below): one row per shape.
 
 -- The stage kinds pgeval.run_probe measures, as evaluator/stages/registry.py describes them
 -- (tests/test_watch_sql.py checks that they agree): the index's access method, the work settings
@@ -64,6 +67,166 @@ RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
              ORDER BY x.name, x.pri) y
 $$;
 
+-- What a probe row keeps of the index it scanned and of its table (evaluator/dba/watch/probe.py):
+-- the index's build identity (oid and relfilenode change on a rebuild; its options completed by
+-- the documented defaults p_defaults, evaluator/dba/fingerprint.py), its size and the table's
+-- dead tuples, and the server's row counters of the table.
+CREATE OR REPLACE FUNCTION pgeval.probe_index_build(p_index oid, p_defaults jsonb)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object('oid', c.oid::bigint,
+                              'filenode', pg_relation_filenode(c.oid)::bigint,
+                              'method', am.amname::text,
+                              'options', p_defaults || coalesce(
+                                  (SELECT jsonb_object_agg(split_part(o, '=', 1),
+                                                           substr(o, strpos(o, '=') + 1))
+                                     FROM unnest(c.reloptions) o), '{}'))
+      FROM pg_class c JOIN pg_am am ON am.oid = c.relam
+     WHERE c.oid = p_index
+$$;
+
+CREATE OR REPLACE FUNCTION pgeval.probe_index_state(p_index oid, p_rel oid)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT jsonb_build_object('pages', pg_relation_size(p_index)
+                                       / current_setting('block_size')::bigint,
+                              'dead_tuples', coalesce(pg_stat_get_dead_tuples(p_rel), 0))
+$$;
+
+CREATE OR REPLACE FUNCTION pgeval.probe_table_stats(p_rel oid)
+RETURNS jsonb LANGUAGE sql STABLE AS $$
+    SELECT coalesce((SELECT jsonb_build_object(
+                         'n_tup_ins', st.n_tup_ins, 'n_tup_upd', st.n_tup_upd,
+                         'n_tup_del', st.n_tup_del, 'n_live_tup', st.n_live_tup,
+                         'n_dead_tup', st.n_dead_tup,
+                         'last_vacuum', greatest(st.last_vacuum::text, st.last_autovacuum::text))
+                       FROM pg_stat_all_tables st WHERE st.relid = p_rel), '{}')
+$$;
+
+-- A recorded probe as pgeval.probe_history checks it against its bounds and its series: its
+-- recall, p95, the bounds crossed and 'ok' or 'crossed ...' (a WARNING when one is crossed).
+CREATE OR REPLACE FUNCTION pgeval.probe_outcome(p_probe_id bigint, OUT recall double precision,
+                                                OUT p95_ms double precision, OUT crossed text[],
+                                                OUT status text)
+LANGUAGE plpgsql VOLATILE AS $$
+DECLARE
+    h record;
+BEGIN
+    SELECT ph.recall, ph.p95_ms, ph.crossed, ph.target, ph.stage, ph.k, ph.group_key INTO h
+      FROM pgeval.probe_history ph WHERE ph.probe_id = p_probe_id;
+    recall := h.recall;
+    p95_ms := h.p95_ms;
+    crossed := h.crossed;
+    status := CASE WHEN cardinality(h.crossed) > 0
+                   THEN 'crossed ' || array_to_string(h.crossed, ', ') ELSE 'ok' END;
+    IF cardinality(h.crossed) > 0 THEN
+        RAISE WARNING 'pgeval probe % of target ''%'' (%): recall@% % crossed %', p_probe_id,
+            h.target, h.stage || coalesce(', shape ' || (h.group_key ->> 'shape'), ''), h.k,
+            round(h.recall::numeric, 3), array_to_string(h.crossed, ', ');
+    END IF;
+END
+$$;
+
+-- pgeval.run_probe(..., p_captured => SET, p_window => W): the application's own searches, as
+-- `pgeval watch --captured SET [--window W]` probes them (evaluator/dba/watch/groups.py): one
+-- probe per shape of the set that has queries (within W of the set's newest), each measured as
+-- the application sent it by pgeval.evaluate_recall (its own statement, LIMIT and parameter
+-- values, its exact twin the ground truth; stored as the sweep probe-sql-TARGET-STAGE-SET.sN,
+-- replaced by the next probe, whose exact answer it reuses while the data is unchanged) at the
+-- setting run_probe chose (enable_seqscan off unless given), each its own series (group_key
+-- {"shape": "N"}). Recorded all or none (one statement). One row per shape: its share of the
+-- searches sent, and on every row the recall weighted by the shares over the shapes probed and
+-- the worst shape (lowest recall, then shape), as `pgeval watch` prints them.
+CREATE OR REPLACE FUNCTION pgeval.run_probe_captured(p_target text, p_stage text, p_k integer,
+                                                     p_captured text, p_window interval,
+                                                     p_measured jsonb, p_method text,
+                                                     p_defaults jsonb, p_rel oid, p_bounds jsonb)
+RETURNS TABLE (probe_id bigint, recall double precision, p95_ms double precision,
+               crossed text[], status text, shape integer, share double precision,
+               weighted_recall double precision, worst_shape integer,
+               worst_recall double precision)
+LANGUAGE plpgsql VOLATILE AS $$
+#variable_conflict use_column
+DECLARE
+    set_target text;
+    sh record;
+    e record;
+    ix oid;
+    t1 timestamptz;
+    sweep_name text;
+    new_id bigint;
+    ids bigint[] := '{}';
+    shapes integer[] := '{}';
+    shares double precision[] := '{}';
+BEGIN
+    SELECT c.target INTO set_target FROM pgeval.captured_set c WHERE c.name = p_captured;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pgeval.run_probe: no captured set ''%'' (`pgeval queries list` lists '
+            'them)', p_captured USING ERRCODE = 'no_data_found';
+    END IF;
+    IF set_target <> p_target THEN
+        RAISE EXCEPTION 'pgeval.run_probe: captured set ''%'' holds searches of target ''%'', '
+            'not ''%''', p_captured, set_target, p_target USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    FOR sh IN SELECT * FROM pgeval.captured_shapes(p_captured, p_window) c WHERE c.queries > 0
+               ORDER BY c.shape LOOP
+        t1 := clock_timestamp();
+        sweep_name := format('probe-sql-%s-%s-%s.s%s', p_target, p_stage, p_captured, sh.shape);
+        SELECT * INTO e
+          FROM pgeval.evaluate_recall(sh.statement, sh.queries_sql,
+                                      jsonb_build_object('enable_seqscan', 'off') || p_measured,
+                                      k => coalesce(sh.k, p_k), name => sweep_name,
+                                      target => p_target, replace => true) r;
+        ix := (SELECT c.oid FROM pgeval.plan_indexes(e.plan) i
+                 JOIN pg_class c ON c.relname = i.index_name
+                 JOIN pg_index x ON x.indexrelid = c.oid AND x.indrelid = p_rel
+                WHERE i.method = p_method LIMIT 1);
+        IF ix IS NULL THEN
+            RAISE EXCEPTION 'pgeval.run_probe: shape % of captured set ''%'' does not scan a % '
+                'index of target ''%'' at % (%)', sh.shape, p_captured, p_method, p_target,
+                p_measured, sh.statement USING ERRCODE = 'object_not_in_prerequisite_state';
+        END IF;
+        INSERT INTO pgeval.probe AS p (target, group_key, stage, k, settings, query_source,
+                                       queries, recall, p50_ms, p95_ms, p99_ms, rows_mean,
+                                       index_name, index_build, index_state, table_stats,
+                                       ground_truth, bounds, wall_ms, via, sweep)
+        VALUES (p_target, jsonb_build_object('shape', sh.shape::text), p_stage, e.at_k,
+                p_measured,
+                jsonb_build_object('kind', 'captured', 'captured', p_captured,
+                                   'window', p_window::text, 'shape', sh.shape),
+                e.n_queries, e.recall, e.p50_ms, e.p95_ms, e.p99_ms, e.rows_mean,
+                (SELECT c.relname::text FROM pg_class c WHERE c.oid = ix),
+                pgeval.probe_index_build(ix, p_defaults),
+                pgeval.probe_index_state(ix, p_rel), pgeval.probe_table_stats(p_rel),
+                jsonb_build_object('status', e.ground_truth, 'method', 'sql',
+                                   'statement', sh.statement, 'sweep', sweep_name),
+                p_bounds, extract(epoch FROM clock_timestamp() - t1) * 1000.0, 'sql',
+                sweep_name)
+        RETURNING p.probe_id INTO new_id;
+        ids := ids || new_id;
+        shapes := shapes || sh.shape;
+        shares := shares || sh.share;
+    END LOOP;
+    IF cardinality(ids) = 0 THEN
+        RAISE EXCEPTION 'pgeval.run_probe: captured set ''%'' has no query%', p_captured,
+            CASE WHEN p_window IS NOT NULL
+                 THEN format(' sent within %s of its newest', p_window) ELSE '' END
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    RETURN QUERY
+    WITH o AS (
+        SELECT u.id, u.shape, u.share, x.recall, x.p95_ms, x.crossed, x.status
+          FROM unnest(ids, shapes, shares) u(id, shape, share)
+         CROSS JOIN LATERAL pgeval.probe_outcome(u.id) x),
+    w AS (
+        SELECT sum(o.share * o.recall) / nullif(sum(o.share), 0) AS weighted,
+               (SELECT o2.shape FROM o o2 ORDER BY o2.recall, o2.shape::text COLLATE "C"
+                 LIMIT 1) AS worst
+          FROM o)
+    SELECT o.id, o.recall, o.p95_ms, o.crossed, o.status, o.shape, o.share, w.weighted, w.worst,
+           (SELECT o3.recall FROM o o3 WHERE o3.shape = w.worst)
+      FROM o CROSS JOIN w ORDER BY o.shape;
+END
+$$;
+
 CREATE OR REPLACE FUNCTION pgeval.run_probe(p_target text,
                                             p_stage text,
                                             p_k integer DEFAULT 10,
@@ -72,9 +235,13 @@ CREATE OR REPLACE FUNCTION pgeval.run_probe(p_target text,
                                             p_settings jsonb DEFAULT '{}',
                                             p_min_recall double precision DEFAULT NULL,
                                             p_max_drop double precision DEFAULT NULL,
-                                            p_max_p95_ms double precision DEFAULT NULL)
+                                            p_max_p95_ms double precision DEFAULT NULL,
+                                            p_captured text DEFAULT NULL,
+                                            p_window interval DEFAULT NULL)
 RETURNS TABLE (probe_id bigint, recall double precision, p95_ms double precision,
-               crossed text[], status text)
+               crossed text[], status text, shape integer, share double precision,
+               weighted_recall double precision, worst_shape integer,
+               worst_recall double precision)
 LANGUAGE plpgsql VOLATILE AS $$
 #variable_conflict use_column
 DECLARE
@@ -158,6 +325,14 @@ BEGIN
     IF p_sample IS NULL OR p_sample < 1 THEN
         RAISE EXCEPTION 'pgeval.run_probe: p_sample must be >= 1, got %', p_sample
             USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_window IS NOT NULL AND p_captured IS NULL THEN
+        RAISE EXCEPTION 'pgeval.run_probe: p_window goes with p_captured (the newest of a '
+            'captured set)' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_window <= interval '0' THEN
+        RAISE EXCEPTION 'pgeval.run_probe: p_window must be a positive interval (1 hour, 7 '
+            'days), got %', p_window USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF p_min_recall IS NOT NULL AND NOT p_min_recall BETWEEN 0 AND 1 THEN
         RAISE EXCEPTION 'pgeval.run_probe: p_min_recall must be in [0, 1], got %', p_min_recall
@@ -285,6 +460,16 @@ BEGIN
                 USING ERRCODE = 'undefined_object';
         END IF;
     END LOOP;
+    bounds := jsonb_strip_nulls(jsonb_build_object('min_recall', p_min_recall,
+                                                   'max_drop', p_max_drop,
+                                                   'max_p95_ms', p_max_p95_ms));
+    IF p_captured IS NOT NULL THEN  -- the application's own searches, shape by shape
+        RETURN QUERY SELECT * FROM pgeval.run_probe_captured(p_target, p_stage, p_k, p_captured,
+                                                             p_window, measured,
+                                                             kind.index_method,
+                                                             kind.build_defaults, rel, bounds);
+        RETURN;
+    END IF;
     -- everything the probe sets, with the value the caller's transaction has (put back at the end)
     FOR s IN SELECT u.name FROM unnest(ARRAY['enable_seqscan', 'enable_indexscan',
                                              'enable_indexonlyscan', 'extra_float_digits']) u(name)
@@ -386,13 +571,7 @@ BEGIN
                                                + 18446744073709551616, 18446744073709551616)
                                  END)::bigint), 16, '0');
     END IF;
-    SELECT coalesce((SELECT jsonb_build_object(
-                         'n_tup_ins', st.n_tup_ins, 'n_tup_upd', st.n_tup_upd,
-                         'n_tup_del', st.n_tup_del, 'n_live_tup', st.n_live_tup,
-                         'n_dead_tup', st.n_dead_tup,
-                         'last_vacuum', greatest(st.last_vacuum::text, st.last_autovacuum::text))
-                       FROM pg_stat_all_tables st WHERE st.relid = rel), '{}')
-      INTO stats;
+    stats := pgeval.probe_table_stats(rel);
 
     exact_sql := format('SELECT array_agg(s.id ORDER BY s.dist, s.id), '
                         'array_agg(s.dist ORDER BY s.dist, s.id) FROM (SELECT %s AS id, '
@@ -484,9 +663,6 @@ BEGIN
     END LOOP;
 
     -- ---- the row ----------------------------------------------------------------------------
-    bounds := jsonb_strip_nulls(jsonb_build_object('min_recall', p_min_recall,
-                                                   'max_drop', p_max_drop,
-                                                   'max_p95_ms', p_max_p95_ms));
     INSERT INTO pgeval.probe AS p (target, group_key, stage, k, settings, query_source, queries,
                                    recall, p50_ms, p95_ms, p99_ms, rows_mean, timed_ms,
                                    table_rows, data_checksum, index_name, index_build,
@@ -500,16 +676,8 @@ BEGIN
             (SELECT avg(v)::float8 FROM unnest(rows_back) v),
             (SELECT sum(v) FROM unnest(lat) v),
             data_rows, checksum, ix.name,
-            jsonb_build_object('oid', ix.oid::bigint,
-                               'filenode', pg_relation_filenode(ix.oid)::bigint,
-                               'method', ix.method,
-                               'options', kind.build_defaults || coalesce(
-                                   (SELECT jsonb_object_agg(split_part(o, '=', 1),
-                                                            substr(o, strpos(o, '=') + 1))
-                                      FROM unnest(ix.reloptions) o), '{}')),
-            jsonb_build_object('pages', pg_relation_size(ix.oid)
-                                        / current_setting('block_size')::bigint,
-                               'dead_tuples', coalesce(pg_stat_get_dead_tuples(rel), 0)),
+            pgeval.probe_index_build(ix.oid, kind.build_defaults),
+            pgeval.probe_index_state(ix.oid, rel),
             stats,
             jsonb_build_object('status', gt_status, 'method', 'sql', 'depth', p_k + 1,
                                'reason', CASE WHEN gt_status = 'computed' THEN
@@ -526,24 +694,19 @@ BEGIN
     FOR s IN SELECT e.key, e.value #>> '{}' AS value FROM jsonb_each(saved) e LOOP
         PERFORM set_config(s.key, s.value, true);  -- the caller's values again
     END LOOP;
-    SELECT ph.recall, ph.p95_ms, ph.crossed INTO h FROM pgeval.probe_history ph
-     WHERE ph.probe_id = new_id;
+    SELECT o.* INTO h FROM pgeval.probe_outcome(new_id) o;
     probe_id := new_id;
     recall := h.recall;
     p95_ms := h.p95_ms;
     crossed := h.crossed;
-    status := CASE WHEN cardinality(h.crossed) > 0
-                   THEN 'crossed ' || array_to_string(h.crossed, ', ') ELSE 'ok' END;
-    IF cardinality(h.crossed) > 0 THEN
-        RAISE WARNING 'pgeval probe % of target ''%'' (%): recall@% % crossed %', new_id, p_target,
-            p_stage, p_k, round(h.recall::numeric, 3), array_to_string(h.crossed, ', ');
-    END IF;
+    status := h.status;
     RETURN NEXT;
 END
 $$;
 
 COMMENT ON FUNCTION pgeval.run_probe(text, text, integer, integer, integer, jsonb,
-                                     double precision, double precision, double precision) IS
+                                     double precision, double precision, double precision,
+                                     text, interval) IS
     'One probe of a target''s ANN stage run inside the database (pg_cron): recall against '
     'exact search, latency, rows, index build; one row of pgeval.probe with via = ''sql'' '
-    '(docs/watch.md, "From pg_cron")';
+    '(one per shape of a captured set with p_captured) (docs/watch.md, "From pg_cron")';

@@ -12,8 +12,11 @@
 -- $1 the query vector, $2, $3 ... its other values in the application's order (a tenant, a
 -- LIMIT), which pgeval.captured_queries yields as the columns p2, p3 ... after the vector.
 
--- Each captured query of a set (one shape's: p_shape), its vector in pgvector's text form.
-CREATE OR REPLACE FUNCTION pgeval.captured_queries(p_set text, p_shape integer DEFAULT NULL)
+-- Each captured query of a set (one shape's: p_shape), its vector in pgvector's text form; with
+-- p_window, only those sent within p_window of the set's newest (`--window`, the rule of
+-- evaluator/testset/query_source.from_captured).
+CREATE OR REPLACE FUNCTION pgeval.captured_queries(p_set text, p_shape integer DEFAULT NULL,
+                                                   p_window interval DEFAULT NULL)
 RETURNS TABLE (query_id text, vector text, params text[], shape integer, sent integer,
                last_seen timestamptz)
 LANGUAGE sql STABLE AS $$
@@ -21,28 +24,35 @@ LANGUAGE sql STABLE AS $$
            q.last_seen
       FROM pgeval.captured_set c JOIN pgeval.captured_query q USING (set_id)
      WHERE c.name = p_set AND (p_shape IS NULL OR q.shape = p_shape)
+       AND (p_window IS NULL OR q.last_seen >= (SELECT max(n.last_seen)
+                                                  FROM pgeval.captured_query n
+                                                 WHERE n.set_id = c.set_id) - p_window)
      ORDER BY q.query_id COLLATE "C"
 $$;
 
 -- Each shape of a set: its statement, LIMIT, queries and searches sent, and queries_sql, the
--- queries statement of pgeval.evaluate_recall that measures it as the application sent it.
-CREATE OR REPLACE FUNCTION pgeval.captured_shapes(p_set text)
+-- queries statement of pgeval.evaluate_recall that measures it as the application sent it. With
+-- p_window, queries and queries_sql are those sent within p_window of the set's newest; sent and
+-- share stay the whole set's (as `pgeval watch --captured SET --window W` weighs its shapes).
+CREATE OR REPLACE FUNCTION pgeval.captured_shapes(p_set text, p_window interval DEFAULT NULL)
 RETURNS TABLE (shape integer, statement text, operator text, k integer, params integer,
                queries bigint, sent bigint, share double precision, queries_sql text)
 LANGUAGE sql STABLE AS $$
     WITH s AS (
         SELECT s.shape, s.statement, s.operator, s.k, s.params,
-               (SELECT count(*) FROM pgeval.captured_query q
-                 WHERE q.set_id = s.set_id AND q.shape = s.shape) AS queries,
+               (SELECT count(*) FROM pgeval.captured_queries(p_set, s.shape, p_window))
+                   AS queries,
                (SELECT coalesce(sum(q.sent), 0) FROM pgeval.captured_query q
                  WHERE q.set_id = s.set_id AND q.shape = s.shape) AS sent
           FROM pgeval.captured_set c JOIN pgeval.captured_shape s USING (set_id)
          WHERE c.name = p_set)
     SELECT s.shape, s.statement, s.operator, s.k, s.params, s.queries, s.sent,
            s.sent::double precision / nullif(sum(s.sent) OVER (), 0),
-           format('SELECT query_id, vector%s FROM pgeval.captured_queries(%L, %s)',
+           format('SELECT query_id, vector%s FROM pgeval.captured_queries(%L, %s%s)',
                   (SELECT string_agg(format(', params[%s] AS p%s', i, i + 1), '' ORDER BY i)
-                     FROM generate_series(1, s.params) i), p_set, s.shape)
+                     FROM generate_series(1, s.params) i), p_set, s.shape,
+                  CASE WHEN p_window IS NOT NULL THEN format(', %L::interval', p_window)
+                       ELSE '' END)
       FROM s ORDER BY s.shape
 $$;
 

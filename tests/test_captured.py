@@ -619,3 +619,123 @@ def test_watch_probes_the_newest_captured_queries(database, app_log, captured, t
     code, _, err = run("watch", "--target", "cap", "--stage", "hnsw", "--captured", "series",
                        "--window", "soon")  # fmt: skip
     assert code == 1 and err.count("\n") == 1 and "'soon' is not a window" in err
+
+
+def _probe(kb, target: str, **args) -> list[dict]:
+    """pgeval.run_probe(target, 'hnsw', **args): its rows as dicts."""
+    named = "".join(f", {k} => %({k})s" for k in args)
+    cur = kb.execute(f"SELECT * FROM pgeval.run_probe(%(t)s, 'hnsw'{named})", {"t": target, **args})
+    cols = [d.name for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+SHARES = {1: 45 / 105, 2: 30 / 105, 3: 30 / 105}  # of the 105 searches sent
+
+
+def test_run_probe_in_sql_on_captured_queries(database, app_log, captured):
+    """pgeval.run_probe(..., p_captured): one probe per shape, each its own series, each shape's
+    recall numpy's on the application's own statement at the probe's setting (shape 3 within
+    its tenant), the weighted figure the shares' mean of numpy's, the worst shape named."""
+    docs, tenants, sent = app_log["docs"], app_log["tenants"], app_log["sent"]
+    with psycopg.connect(database.uri(), autocommit=True, prepare_threshold=None) as kb:
+        rows = _probe(kb, "cap", p_settings='{"hnsw.ef_search": 10}', p_captured="app")
+        # as the probe applies the setting; each search one-shot (its custom plan, as measured)
+        kb.execute("SET enable_seqscan = off")
+        want = {
+            s: float(np.mean([_app_recall(kb, docs, tenants, q, 10,
+                                          app_log["tenants_c"][i] if s == 3 else None)
+                              for i, q in enumerate(sent[s])]))
+            for s in (1, 2, 3)
+        }  # fmt: skip
+        recorded = kb.execute(
+            "SELECT group_key, query_source, via, queries, settings, index_name FROM pgeval.probe "
+            "WHERE probe_id = ANY (%s) ORDER BY probe_id",
+            ([r["probe_id"] for r in rows],),
+        ).fetchall()
+        hnsw = kb.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = %s AND indexdef LIKE '%%hnsw%%'",
+            (TABLE,),
+        ).fetchall()
+    assert [r["shape"] for r in rows] == [1, 2, 3]
+    assert min(want.values()) < 1.0  # approximate at ef_search 10
+    weighted = sum(SHARES[s] * want[s] for s in want)
+    worst = min(want, key=lambda s: (want[s], str(s)))
+    for r in rows:
+        assert r["recall"] == pytest.approx(want[r["shape"]], abs=1e-9), r
+        assert r["share"] == pytest.approx(SHARES[r["shape"]], abs=1e-12)
+        assert r["weighted_recall"] == pytest.approx(weighted, abs=1e-9)
+        assert (r["worst_shape"], r["worst_recall"]) == (worst, pytest.approx(want[worst]))
+    assert [g for g, *_ in recorded] == [{"shape": "1"}, {"shape": "2"}, {"shape": "3"}]
+    assert recorded[2][1:] == (
+        {"kind": "captured", "captured": "app", "window": None, "shape": 3},
+        "sql",
+        30,
+        {"hnsw.ef_search": "10"},
+        hnsw[0][0],
+    )
+
+
+def test_run_probe_in_sql_window_and_refusals(database, app_log, captured):
+    """p_window: only the queries sent within it of the set's newest (here all but 5 of shape 1
+    and 3 of shape 3 made a day older), each recall numpy's on those; refusals in one line,
+    nothing recorded."""
+    _, run = captured
+    code, _, err = run("queries", "capture", str(app_log["log"]), "--target", "cap",
+                       "--name", "aged", "--replace")  # fmt: skip
+    assert code == 0, err
+    docs, tenants = app_log["docs"], app_log["tenants"]
+    with psycopg.connect(database.uri(), autocommit=True, prepare_threshold=None) as kb:
+        newest = kb.execute(
+            "SELECT query_id, shape, vector, params[1] FROM pgeval.captured_queries('aged') "
+            "WHERE shape IN (1, 3)"
+        ).fetchall()
+        keep = [q for q in newest if q[1] == 1][:5] + [q for q in newest if q[1] == 3][:3]
+        kb.execute(
+            "UPDATE pgeval.captured_query q SET last_seen = last_seen - interval '1 day' "
+            "FROM pgeval.captured_set c WHERE c.set_id = q.set_id AND c.name = 'aged' "
+            "AND NOT q.query_id = ANY (%s)",
+            ([q[0] for q in keep],),
+        )
+        rows = _probe(
+            kb, "cap", p_settings='{"hnsw.ef_search": 10}', p_captured="aged", p_window="1 hour"
+        )
+        kb.execute("SET enable_seqscan = off")
+        want = [
+            np.mean([_app_recall(kb, docs, tenants, np.asarray(json.loads(v), dtype=np.float32),
+                                 10, p if s == 3 else None)
+                     for _, s, v, p in part])
+            for part in (keep[:5], keep[5:])
+        ]  # fmt: skip
+        n = kb.execute(
+            "SELECT array_agg(queries ORDER BY probe_id) FROM pgeval.probe "
+            "WHERE probe_id = ANY (%s)",
+            ([r["probe_id"] for r in rows],),
+        ).fetchone()[0]
+        assert [(r["shape"], r["share"]) for r in rows] == [(1, SHARES[1]), (3, SHARES[3])]
+        assert n == [5, 3]
+        for r, w in zip(rows, want, strict=True):
+            assert r["recall"] == pytest.approx(float(w), abs=1e-9), r
+        total = SHARES[1] * want[0] + SHARES[3] * want[1]
+        assert rows[0]["weighted_recall"] == pytest.approx(total / (SHARES[1] + SHARES[3]))
+
+        code, _, err = run("target", "add", "cap-other", "--table", TABLE, "--id-column", "id",
+                           "--vector-column", "emb", "--replace")  # fmt: skip
+        assert code == 0, err
+        before = kb.execute("SELECT count(*) FROM pgeval.probe").fetchone()[0]
+        for target, args, says in [
+            ("cap", {"p_captured": "nope"}, "no captured set 'nope'"),
+            ("cap-other", {"p_captured": "app"}, "holds searches of target 'cap', not 'cap-other'"),
+            ("cap", {"p_captured": "app", "p_window": "-1 hour"}, "p_window must be a positive"),
+            ("cap", {"p_window": "1 hour"}, "p_window goes with p_captured"),
+            ("cap", {"p_captured": "aged", "p_window": "1 hour"}, "'aged' has no query sent"),
+        ]:
+            if "aged" in args.values():  # a set left with no query
+                kb.execute(
+                    "DELETE FROM pgeval.captured_query q USING pgeval.captured_set c "
+                    "WHERE c.set_id = q.set_id AND c.name = 'aged'"
+                )
+            with pytest.raises(psycopg.Error) as exc:
+                _probe(kb, target, **args)
+            msg = exc.value.diag.message_primary or ""
+            assert says in msg and "\n" not in msg, msg
+        assert kb.execute("SELECT count(*) FROM pgeval.probe").fetchone()[0] == before

@@ -284,7 +284,8 @@ def test_history_row_series_bounds_and_ground_truth(kbs, database, conn, pgeval)
     assert second["recall"] == pytest.approx(first["recall"], abs=1e-12)  # same graph, same queries
     assert second["crossed"] == ["min_recall"]
     assert second["bounds"] == {"min_recall": 0.999, "max_drop": 0.5, "max_p95_ms": 1e6}
-    assert second["returned"][3:] == (["min_recall"], "crossed min_recall")
+    assert second["returned"][3:5] == (["min_recall"], "crossed min_recall")
+    assert second["returned"][5:] == (None,) * 5  # shape, share, weighted, worst: p_captured's
     assert any("crossed min_recall" in m and HNSW_TARGET in m for m in notices), notices
     # exact search: computed by the first SQL probe, reused on the same data and queries, computed
     # again once a row changed
