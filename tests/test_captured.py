@@ -535,7 +535,13 @@ def test_advise_on_captured_queries_meets_the_target_on_them(database, app_log, 
     """advise --captured on a table whose HNSW index is advise's own design (pgvector's
     defaults): measured in place, its recommendation applied as printed gives the application's
     statement, on the captured queries, exactly the recall printed by numpy's exact search, and
-    it reaches the target."""
+    it reaches the target. Each shape measured as the application sent it at that setting (and
+    at a lower one, where a shape misses the target and is named) equals numpy on that shape's
+    own statement, and so does whether every shape reaches the target."""
+    from evaluator.dba.advise import shapes as advise_shapes
+    from evaluator.dba.advise.plan import AdviseConfig
+    from evaluator.testset.query_source import QuerySource
+
     _, run = captured
     docs, tenants, sent = app_log["docs"], app_log["tenants"], app_log["sent"]
     every = np.concatenate([sent[1], sent[2], sent[3]])
@@ -549,10 +555,14 @@ def test_advise_on_captured_queries_meets_the_target_on_them(database, app_log, 
             for name, _ in old:
                 kb.execute(f"DROP INDEX {name}")
             kb.execute(f"CREATE INDEX cap_kb_default ON {TABLE} USING hnsw (emb vector_cosine_ops)")
-            code, out, err = run("advise", "--target", "cap", "--captured", "app", "--designs",
-                                 "hnsw", "--target-recall", "0.95", "--format", "json")  # fmt: skip
+            # (on 4,000 rows the planner would scan the table rather than this larger index)
+            argv = ("advise", "--target", "cap", "--captured", "app", "--designs", "hnsw",
+                    "--target-recall", "0.95", "--set", "enable_seqscan=off")  # fmt: skip
+            code, out, err = run(*argv, "--format", "json")
             assert code == 0, err
             res = json.loads(out)
+            code, text, err = run(*argv)  # a rerun: every figure stored, the shapes too
+            assert code == 0, err
             rec = res["recommendation"]
             assert res["queries"]["source"] == "captured" and rec["keep"] == "cap_kb_default"
             ef = int(rec["setting"]["hnsw.ef_search"])
@@ -561,12 +571,40 @@ def test_advise_on_captured_queries_meets_the_target_on_them(database, app_log, 
             kb.execute("SET enable_seqscan = off")
             got = np.mean([_app_recall(kb, docs, tenants, q, ef, None) for q in every])
             kb.execute("RESET enable_seqscan")
+            with _one_shot(database) as one:  # each shape as sent, under the planner's plan
+                one.execute("SET enable_seqscan = off")  # (advise's --set)
+                want = {n: float(np.mean(_shape_recalls(one, app_log, n, ef))) for n in (1, 2, 3)}
+                low = {n: float(np.mean(_shape_recalls(one, app_log, n, 10))) for n in (1, 2, 3)}
+            # a setting some shape does not reach the target at: named, with what finds its need
+            cfg = AdviseConfig(target="cap", queries=QuerySource("captured", captured="app"),
+                               settings={"enable_seqscan": "off"})  # fmt: skip
+            lower = {**rec, "setting": {"hnsw.ef_search": 10}}
+            lower, note = advise_shapes.check(database, cfg, lower, lambda w: None)
         finally:
             kb.execute("DROP INDEX IF EXISTS cap_kb_default")
             for _, ddl in old:
                 kb.execute(ddl)
     assert got == pytest.approx(rec["recall"], abs=1e-9)  # the figure printed is numpy's
     assert got >= 0.95 - 1e-9, (ef, got)
+    # the recommendation measured per shape as the application sent it, at its setting
+    shapes = rec["shapes"]
+    assert shapes["settings"] == {"hnsw.ef_search": str(ef)}
+    assert {r["shape"]: r["recall"] for r in shapes["shapes"]} == pytest.approx(want, abs=1e-9)
+    shares = {1: 45 / 105, 2: 30 / 105, 3: 30 / 105}
+    weighted = sum(want[n] * shares[n] for n in want)
+    assert shapes["weighted_recall"] == pytest.approx(weighted, abs=1e-9)
+    missing = [n for n in want if want[n] < 0.95 - 1e-9]
+    assert shapes["every_shape"] is (not missing) and shapes["missing"] == missing
+    said = "captured shapes, as the application sends them: shape 1 "
+    assert said in text and ("every shape reaches 0.95" in text) is not missing, text
+    sweep = "pgeval sweep --target cap --stage hnsw --captured app --target-recall 0.95 --find"
+    assert (sweep in rec["why"]) is bool(missing), rec["why"]
+    got_low = {r["shape"]: r["recall"] for r in lower["shapes"]["shapes"]}
+    assert got_low == pytest.approx(low, abs=1e-9)
+    missing = [n for n in low if low[n] < 0.95 - 1e-9]
+    assert missing and lower["shapes"]["missing"] == missing and not lower["shapes"]["every_shape"]
+    assert note is not None and f"{sweep} hnsw.ef_search`" in note and sweep in lower["why"]
+    assert all(f"shape {n} (" in note for n in missing), note
 
 
 def test_watch_probes_the_newest_captured_queries(database, app_log, captured, tmp_path):

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from ..dba.advise.config import ADVISE_DEFAULTS
     from ..dba.advise.report import flow_lines as advise_flow_lines
     from ..dba.advise.report import rows as advise_rows
+    from ..dba.advise.shapes import line as advise_shapes_line
     from ..dba.fingerprint import short_hash
     from ..dba.sweep.configure import SWEEP_DEFAULTS
     from ..dba.sweep.grid import BUILD_OPTIONS
@@ -66,6 +67,7 @@ _SOURCES = {
     "LEVELS_NOTE": ("reporting.common", "LEVELS_NOTE"),
     "advise_rows": ("dba.advise.report", "rows"),
     "advise_flow_lines": ("dba.advise.report", "flow_lines"),
+    "advise_shapes_line": ("dba.advise.shapes", "line"),
     "PIPELINE_DEFAULTS": ("run.configure", "PIPELINE_DEFAULTS"),
     "SAMPLED_BIAS": ("testset.query_source", "SAMPLED_BIAS"),
     "bounded": ("testset.query_source", "bounded"),
@@ -106,6 +108,7 @@ __all__ = [
     "LEVELS_NOTE",
     "advise_rows",
     "advise_flow_lines",
+    "advise_shapes_line",
     "PIPELINE_DEFAULTS",
     "SAMPLED_BIAS",
     "bounded",

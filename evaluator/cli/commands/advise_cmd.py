@@ -320,6 +320,8 @@ def _print(res: AdviseResult, k: int, target_recall: float) -> None:
         return
     change = rec.get("statement_change")
     echo_line(f"recommended: {rec['why']}")
+    if rec.get("shapes"):
+        said.insert(0, vocabulary.advise_shapes_line(rec))
     for line in said:
         echo_line(line)
     if rec.get("prepared"):

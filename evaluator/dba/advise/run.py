@@ -25,7 +25,7 @@ from ...core.warnings_once import once
 from ...testset.query_source import label
 from .. import build_sweep, copied_rows, spent
 from ..sweep.scan_modes import searched
-from . import confirm, inplace, margin, measure, modes, recommend, sample, screen
+from . import confirm, inplace, margin, measure, modes, recommend, sample, screen, shapes
 from .outcome import Outcome
 from .plan import AdviseConfig, Design, designs, iterative_variants, raised_variants, supported
 
@@ -259,6 +259,10 @@ def _recommend(
         wide = margin.warning(result.recommendation, cfg.k, cfg.target_recall)
         if wide:
             warn(wide)
+        if column is None:  # captured: each shape at the setting, as the application sends it
+            result.recommendation, said = shapes.check(database, cfg, result.recommendation, warn)
+            if said:
+                result.notes.append(said)
 
 
 class _Measure:
