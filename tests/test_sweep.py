@@ -135,12 +135,12 @@ def test_interrupted_sweep_resumes_only_missing_points(database, cran, conn):
     again = []
     res = run_sweep(database, cfg, on_point=lambda p, r, how: again.append((p.number, r, how)))
     assert res.resumed and res.kept == 3 and res.measured == 5 and res.reused == 0
-    assert [x for x in again if x[2] == "measured"] == [
+    assert [x for x in again if x[2] == "measured"] == [  # (round 2 starts at point 2)
         (4, 1, "measured"),
-        (1, 2, "measured"),
         (2, 2, "measured"),
         (3, 2, "measured"),
         (4, 2, "measured"),
+        (1, 2, "measured"),
     ]
     runs = runs_of(conn, res.experiment_id)
     assert len(runs) == 10 and all(s == "complete" for _, s in runs)

@@ -176,10 +176,14 @@ class Measuring:
         self, points: list[grid.Point], reps: range | None = None
     ) -> list[tuple[int, grid.Point]]:
         """(repetition, point) pairs still to measure (``reps``: default 1..--repeat); reuses
-        and keeps the others."""
+        and keeps the others. Each round starts one point further along the grid (round r at
+        point r, wrapping), so that no point is always measured first in its round: a cost of
+        going first (a cold cache after the previous round) would otherwise be one point's,
+        every round, and read as that point's latency beyond noise."""
         todo = []
         for rep in reps or range(1, self.cfg.repeat + 1):
-            for p in points:
+            shift = (rep - 1) % max(len(points), 1)
+            for p in points[shift:] + points[:shift]:
                 if (p.number, rep) in self.have:
                     self._keep(p, rep)
                     continue
