@@ -85,3 +85,10 @@ def test_demo_on_cranfield(clean, pgeval, conn, tmp_path, monkeypatch):
     assert not conn.execute(
         "SELECT 1 FROM pg_namespace WHERE nspname LIKE 'pgeval\\_scratch\\_%'"
     ).fetchall()
+    # the demo twice in a row gives the same recommendations (issue 50): the sweep's setting and
+    # advise's choice (its own setting is found on the index this run builds again)
+    code, again, err = pgeval("demo", "--out", str(tmp_path / "again"))
+    assert code == 0, err
+    first = re.findall(r"^recommended: (\S+)", out, re.M)
+    assert first and re.findall(r"^recommended: (\S+)", again, re.M) == first
+    assert "keep chunks_hnsw" in again[again.index("$ pgeval advise") :]
