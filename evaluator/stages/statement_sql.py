@@ -9,6 +9,7 @@ the stages rank every list."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from weakref import WeakKeyDictionary
 
 from ..core.errors import InputError, param
 from ..targets import statement as stmt
@@ -17,6 +18,9 @@ if TYPE_CHECKING:
     from psycopg import sql
 
     from ..targets.targets import Target
+
+# the id column's type per connection (its lifetime) and (table, column): _id_type
+_ID_TYPES: WeakKeyDictionary[Any, dict[tuple[str, str], str]] = WeakKeyDictionary()
 
 TIMED = (
     "the target's statement (target add --statement), exactly as the application runs it; "
@@ -73,11 +77,6 @@ def with_distances(kb: Any, target: Target, vector: Any, rows: list) -> list:
     holds keeps None (ranked last)."""
     from psycopg import sql
 
-    typ = kb.execute(  # (the ids cast to the column's type: its index finds them)
-        "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
-        "WHERE attrelid = %s::regclass AND attname = %s",
-        (target.table_sql().as_string(kb), target.id_column),
-    ).fetchone()[0]
     found = kb.execute(
         sql.SQL(
             "SELECT {i}::text, min({d}) FROM {t} WHERE {i} = ANY(%(ids)s::text[]::{typ}[]) "
@@ -86,12 +85,26 @@ def with_distances(kb: Any, target: Target, vector: Any, rows: list) -> list:
             i=sql.Identifier(target.id_column),
             d=target.distance_expr(sql.Placeholder("q")),
             t=target.table_sql(),
-            typ=sql.SQL(typ),
+            typ=sql.SQL(_id_type(kb, target)),
         ),
         {"q": vector, "ids": [c for c, _ in rows]},
     ).fetchall()
     dist = {c: float(d) for c, d in found if d is not None}
     return [(c, dist.get(c)) for c, _ in rows]
+
+
+def _id_type(kb: Any, target: Target) -> str:
+    """The type of the target's id column (the ids cast to it: its index finds them), read
+    once per connection and column, not once per search."""
+    table = target.table_sql().as_string(kb)
+    known = _ID_TYPES.setdefault(kb, {})
+    if (table, target.id_column) not in known:
+        known[(table, target.id_column)] = kb.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = %s::regclass AND attname = %s",
+            (table, target.id_column),
+        ).fetchone()[0]
+    return known[(table, target.id_column)]
 
 
 def bound(target: Target, query_id: str) -> dict:
