@@ -165,14 +165,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluator.targets",),  # the user's table
     ("evaluator.stages",),  # ranking, run storage
     ("evaluator.measure",),  # numbers read from SQL
-    ("evaluator.dba",),  # health, warm-up, fingerprint, data checksum, config diff
+    ("evaluator.table",),  # health, warm-up, fingerprint, data checksum, config diff
     ("evaluator.ground_truth",),  # exact lists stored, refreshed from the data checksum's versions
     ("evaluator.run",),  # experiments (they record a fingerprint), resume, run files
-    ("evaluator.dba.sweep",),  # a sweep runs pipelines
+    ("evaluator.tuning",),  # a sweep runs pipelines
     ("evaluator.captured",),  # the application's own queries, read from the server log
     ("evaluator.reporting",),  # documents and gates (a report shows a run's sweep)
     # advise composes sweeps into a page a DBA signs; watch probes as a sweep, exposes metrics
-    ("evaluator.dba.advise", "evaluator.dba.watch"),
+    ("evaluator.tuning.advise", "evaluator.tuning.watch"),
     ("evaluator.api",),
     ("evaluator.cli", "evaluator.demo", "evaluator.__main__"),  # the demo runs the commands
 )
@@ -228,8 +228,8 @@ def test_layer_check_can_fail():
         "evaluator.core.x -> evaluator.cli.output",
         "evaluator.stages.store -> evaluator.run.resume",
     ]
-    assert layer_of("evaluator.dba.sweep.runner") > layer_of("evaluator.run.pipeline")
-    assert layer_of("evaluator.dba.fingerprint") < layer_of("evaluator.run.pipeline")
+    assert layer_of("evaluator.tuning.sweep.runner") > layer_of("evaluator.run.pipeline")
+    assert layer_of("evaluator.table.fingerprint") < layer_of("evaluator.run.pipeline")
 
 
 def test_function_level_imports_are_read(tmp_path):
@@ -437,7 +437,7 @@ def test_one_test_set_lookup():
 REACH_RULE = re.compile(r"[<>]=?[^<>=\n]*[-+]\s*(?:1e-12|REACH_TOLERANCE)\b|REACH_TOLERANCE\s*=")
 
 
-SWEEP = "evaluator.dba.sweep"
+SWEEP = "evaluator.tuning.sweep"
 # what the rest of pgeval may import of the sweep package: the measuring session (opened,
 # reopened, run), a sweep's configuration, its points and result, and their views; its storage
 # and set-up (store, setup, measuring, remeasure, context, snapshot, consistency, runner, ...) are
@@ -462,7 +462,7 @@ def sweep_internals(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_one_measuring_path():
-    """Everything outside dba/sweep/ measures through ``session.Session`` (open, run, reopen,
+    """Everything outside tuning/sweep/ measures through ``session.Session`` (open, run, reopen,
     measure_again): none imports the sweep's storage or set-up modules (docs/ARCHITECTURE.md,
     "The measuring session")."""
     assert sweep_internals(GRAPH) == []
@@ -471,15 +471,15 @@ def test_one_measuring_path():
 
 def test_measuring_path_check_can_fail():
     graph = {
-        "evaluator.dba.watch.x": {f"{SWEEP}.store", f"{SWEEP}.session", SWEEP},
+        "evaluator.tuning.watch.x": {f"{SWEEP}.store", f"{SWEEP}.session", SWEEP},
         f"{SWEEP}.session": {f"{SWEEP}.store"},
     }
-    assert sweep_internals(graph) == [f"evaluator.dba.watch.x -> {SWEEP}.store"]
+    assert sweep_internals(graph) == [f"evaluator.tuning.watch.x -> {SWEEP}.store"]
 
 
 def test_the_reach_rule_is_written_once():
     """A target is reached by one rule with one tolerance: in Python,
-    dba/sweep/operating_points.py (``reaches``, ``REACH_TOLERANCE``), in SQL, sql/016_reaches.sql
+    tuning/sweep/operating_points.py (``reaches``, ``REACH_TOLERANCE``), in SQL, sql/016_reaches.sql
     (``pgeval.reaches``, ``pgeval.reach_tolerance``); every other place calls them
     (tests/test_operating_points.py keeps the two tolerances equal)."""
     python = sorted(
@@ -487,7 +487,7 @@ def test_the_reach_rule_is_written_once():
         for p in ROOT.rglob("*.py")
         if REACH_RULE.search(p.read_text(encoding="utf-8"))
     )
-    assert python == ["evaluator/dba/sweep/operating_points.py"]
+    assert python == ["evaluator/tuning/sweep/operating_points.py"]
     code = {  # (comments left out: they may name the tolerance)
         p.name: re.sub(r"--[^\n]*", "", p.read_text(encoding="utf-8"))
         for p in (ROOT.parent / "sql").glob("*.sql")
@@ -653,13 +653,13 @@ def _string_keyed_writes(tree: ast.AST, module: str) -> list[str]:
 
 
 def test_advise_writes_no_dict_with_string_keys():
-    """advise's values are typed (dba/advise/outcome.py): each step returns a new frozen value
+    """advise's values are typed (tuning/advise/outcome.py): each step returns a new frozen value
     (``dataclasses.replace``); no module of the advise package writes a key into a dict (a
     dict literal, as ``Outcome.as_dict`` builds the JSON row, is not a write)."""
     found = [
         w
         for m, p in MODULES.items()
-        if m.startswith("evaluator.dba.advise.")
+        if m.startswith("evaluator.tuning.advise.")
         for w in _string_keyed_writes(TREES[m], m)
     ]
     assert not found, "string-keyed writes in the advise package: " + "; ".join(found)

@@ -59,13 +59,13 @@ def test_the_checker_sees_imports_around_the_api(tmp_path):
     probe = tmp_path / "probe_cmd.py"
     probe.write_text(
         "from ...run.runs import list_runs\n"
-        "def f():\n    from ...dba import health\n    import evaluator.stages.gucs\n"
+        "def f():\n    from ...table import health\n    import evaluator.stages.gucs\n"
         "from ...api import Pgeval\nfrom ...core.errors import InputError\nfrom ..output import emit\n"
         "from .common import pass_api\n"
     )
     assert _imported(probe) == {
         "evaluator.run.runs",
-        "evaluator.dba",
+        "evaluator.table",
         "evaluator.stages.gucs",
         "evaluator.api",
         "evaluator.core.errors",

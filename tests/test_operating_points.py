@@ -1,4 +1,4 @@
-"""A sweep's operating points (evaluator/dba/sweep/operating_points.py) against the real server:
+"""A sweep's operating points (evaluator/tuning/sweep/operating_points.py) against the real server:
 the reach rule is SQL's (one tolerance, pgeval.reaches), and every answer of OperatingPoints
 (the point by number or at a setting, the points reaching a target, the cheapest, the Pareto
 front, the best) agrees with pgeval.sweep_recommendation and with numbers computed here from
@@ -13,8 +13,8 @@ import statistics
 import pytest
 from helpers import make_testset
 
-from evaluator.dba.sweep import store
-from evaluator.dba.sweep.operating_points import REACH_TOLERANCE, OperatingPoints, reaches
+from evaluator.tuning.sweep import store
+from evaluator.tuning.sweep.operating_points import REACH_TOLERANCE, OperatingPoints, reaches
 
 WORK = ("hnsw.ef_search",)
 # point -> (ef_search, recall per repetition, p95 per repetition)
@@ -100,7 +100,7 @@ def test_the_answers_agree_with_sql_and_the_stored_points(conn, sweep):
 def test_a_real_sweep(database, conn):
     from dba_data import CRAN_TARGET, CRAN_TESTSET, ensure_cranfield
 
-    from evaluator.dba.sweep import SweepConfig, run_sweep
+    from evaluator.tuning.sweep import SweepConfig, run_sweep
 
     ensure_cranfield(conn)
     cfg = SweepConfig(

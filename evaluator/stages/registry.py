@@ -62,7 +62,7 @@ class Kind:
     - ``labels``: it searches the group filter as pgvectorscale's labels (``diskann-labels``): a
       scratch copy carries a ``smallint[]`` label column derived from the group column, the index
       is on (vector, labels) and the group is searched with ``labels && ARRAY[$n]::smallint[]``,
-      a statement the application does not send yet (dba/labels.py); advise measures it by
+      a statement the application does not send yet (table/labels.py); advise measures it by
       default where it measures per group;
     - ``advise_default``: whether advise measures it when no ``--designs`` are given (a new
       kind is not a default design unless it says so);

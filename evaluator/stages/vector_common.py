@@ -59,8 +59,8 @@ TIMED_COLLAPSED = (
 
 # ctx.extra's key of the catalog look-ups of a stage context (VectorStage._catalog)
 _CATALOG = "_vector_catalog"
-# ctx.extra[TRUSTED_PLAN] = {"index": name}: the steady probe's run (dba/sweep/remeasure.py), whose
-# configuration epoch (dba/watch/epoch.py) is the one this index plan was checked under: no
+# ctx.extra[TRUSTED_PLAN] = {"index": name}: the steady probe's run (tuning/sweep/remeasure.py), whose
+# configuration epoch (tuning/watch/epoch.py) is the one this index plan was checked under: no
 # catalog look-up and no EXPLAIN; the statement, settings, timing and storage are every run's
 TRUSTED_PLAN = "_trusted_plan"
 
