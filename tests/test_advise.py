@@ -17,7 +17,7 @@ import pytest
 from test_sweep_build import scratch_schemas
 
 from evaluator.api import Pgeval
-from evaluator.stages import registry
+from evaluator.kinds import registry
 from evaluator.tuning.advise import margin
 
 pytestmark = pytest.mark.slow

@@ -161,9 +161,9 @@ def test_the_index_the_table_has_is_measured_in_place(kb, advised, conn):
         assert build == {} and used == INDEX
         assert fp["indexes"][INDEX]["build"]["oid"] == oid
         assert "scratch" not in fp["indexes"] and not fp["target"].get("scratch_copy")
-    from evaluator.tuning.sweep import store
+    from evaluator.measure import operating_points as stored
 
-    summary = store.summary(conn, hnsw["at"]["sweep_id"])  # SweepResult.points' rows
+    summary = stored.summary(conn, hnsw["at"]["sweep_id"])  # SweepResult.points' rows
     assert summary and all(p["index"] == INDEX for p in summary)
 
 

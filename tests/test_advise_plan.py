@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from evaluator.core.errors import InputError
-from evaluator.stages import registry
+from evaluator.kinds import registry
 from evaluator.tuning.advise import apply
 from evaluator.tuning.advise.config import ADVISE_DEFAULTS
 from evaluator.tuning.advise.plan import AdviseConfig, designs, fixed_settings

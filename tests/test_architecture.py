@@ -154,27 +154,30 @@ def test_no_import_cycles():
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-# The layers, bottom first. A module belongs to the longest prefix listed; it may import its own
-# layer and the layers below, never one above (inside a function neither). Packages on one line
-# share a layer.
+# The layers, bottom first: one entry per top-level folder of evaluator/ (tuning's own order, its
+# sweeps below advise and watch, is a sub-entry beside it). A module belongs to the longest prefix
+# listed; it may import its own layer and the layers below, never one above (inside a function
+# neither). Packages on one line share a layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluator.core",),  # connections, install, canonical JSON, progress display, ...
     ("evaluator.testset",),  # test sets in; the Query a stage ranks for
     ("evaluator.providers",),  # embedders, rerankers, segmenters
-    ("evaluator.stages.registry",),  # each stage kind described once (targets/ reads it)
+    ("evaluator.kinds",),  # each stage kind described once (its runners, in stages/, named)
     ("evaluator.targets",),  # the user's table
+    ("evaluator.captured",),  # the application's own queries, read from the server log
     ("evaluator.stages",),  # ranking, run storage
-    ("evaluator.measure",),  # numbers read from SQL
-    ("evaluator.table",),  # health, warm-up, fingerprint, data checksum, config diff
+    ("evaluator.measure",),  # numbers read from SQL, a sweep's operating points among them
+    ("evaluator.table",),  # table state: health, warm-up, fingerprint, data checksum, copies
     ("evaluator.ground_truth",),  # exact lists stored, refreshed from the data checksum's versions
     ("evaluator.run",),  # experiments (they record a fingerprint), resume, run files
-    ("evaluator.tuning",),  # a sweep runs pipelines
-    ("evaluator.captured",),  # the application's own queries, read from the server log
     ("evaluator.reporting",),  # documents and gates (a report shows a run's sweep)
+    ("evaluator.tuning",),  # a sweep runs pipelines; a captured set measured per shape
     # advise composes sweeps into a page a DBA signs; watch probes as a sweep, exposes metrics
     ("evaluator.tuning.advise", "evaluator.tuning.watch"),
     ("evaluator.api",),
-    ("evaluator.cli", "evaluator.demo", "evaluator.__main__"),  # the demo runs the commands
+    ("evaluator.cli",),
+    ("evaluator.demo",),  # the tour runs the commands (cli/main.py names its command)
+    ("evaluator.__main__",),  # runs the command line
 )
 
 
@@ -190,19 +193,98 @@ def layer_of(module: str) -> int | None:
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
-    """``A -> B`` for every import of a module from a layer above its own. A package whose
-    ``__init__`` imports nothing of evaluator (``stages`` when ``target`` imports
-    ``stages.registry``) only holds its modules: the edge to it ties no layers."""
+    """``A -> B`` for every import of a module from a layer above its own."""
     out = []
     for module, deps in sorted(graph.items()):
         own = layer_of(module)
         for dep in sorted(deps):
-            if MODULES.get(dep, Path()).name == "__init__.py" and not graph.get(dep):
-                continue
             theirs = layer_of(dep)
             if own is not None and theirs is not None and theirs > own:
                 out.append(f"{module} -> {dep}")
     return out
+
+
+def folder_of(module: str) -> str | None:
+    """The top-level folder (or module) of evaluator/ that holds ``module`` (None: the
+    ``evaluator`` package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def folder_rank(folder: str) -> int | None:
+    """The folder's place in :data:`LAYERS`: the first entry naming it or a module in it."""
+    return next(
+        (i for i, names in enumerate(LAYERS) for n in names if folder_of(n) == folder), None
+    )
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, dict[str, str]]:
+    """The import graph collapsed to the top-level folders of evaluator/: folder -> {the folder
+    it imports: one import that makes the arrow, as ``module -> module``}."""
+    out: dict[str, dict[str, str]] = {}
+    for module, deps in sorted(graph.items()):
+        a = folder_of(module)
+        for dep in sorted(deps):
+            b = folder_of(dep)
+            if a and b and a != b:
+                out.setdefault(a, {}).setdefault(b, f"{module} -> {dep}")
+    return out
+
+
+def upward_folders(graph: dict[str, set[str]]) -> list[str]:
+    """``a -> b (module -> module)`` for every folder ``a`` that imports a folder ``b`` placed
+    above it in :data:`LAYERS` (a folder placed nowhere counts as above every other)."""
+    top = len(LAYERS)
+    return [
+        f"{a} -> {b} ({why})"
+        for a, deps in sorted(folder_graph(graph).items())
+        for b, why in sorted(deps.items())
+        if (folder_rank(b) if folder_rank(b) is not None else top)
+        >= (folder_rank(a) if folder_rank(a) is not None else top)
+    ]
+
+
+def test_each_folder_is_one_layer():
+    """Each entry of :data:`LAYERS` names modules of one top-level folder, each folder's entries
+    follow each other (the folder sits in one place in the order), and every folder of
+    evaluator/ has its place."""
+    folders = [{folder_of(n) for n in names} for names in LAYERS]
+    assert all(len(f) == 1 for f in folders), folders
+    order = [f.pop() for f in folders]
+    runs = [f for i, f in enumerate(order) if i == 0 or order[i - 1] != f]
+    assert len(runs) == len(set(runs)), f"a folder in two places: {order}"
+    assert {folder_of(m) for m in MODULES} - {None} == set(runs)
+
+
+def test_no_folder_imports_a_folder_above_it():
+    """Drawn as folders and import arrows (issue 46, item 5), every arrow points down: no folder
+    of evaluator/ imports one above it in :data:`LAYERS`, inside a function neither; so the
+    folders' graph has no cycle."""
+    up = upward_folders(GRAPH)
+    assert not up, "folders importing a folder above: " + "; ".join(up)
+    graph = {a: set(deps) for a, deps in folder_graph(GRAPH).items()}
+    assert find_cycles(graph) == []
+
+
+def test_folder_check_can_fail():
+    """The check itself: table/ importing run/ (a module inside a function, as the reader sees
+    it), and reporting/ importing tuning/'s sweep package, are reported; arrows down and inside a
+    folder are not."""
+    graph = {
+        "evaluator.table.fingerprint": {"evaluator.run.pipeline", "evaluator.core.db"},
+        "evaluator.run.pipeline": {"evaluator.table.fingerprint", "evaluator.run.resume"},
+        "evaluator.reporting.extras": {"evaluator.tuning.sweep", "evaluator.measure.metrics"},
+        "evaluator.nowhere.x": {"evaluator.core.db"},
+        "evaluator.core.db": {"evaluator.nowhere.x"},
+    }
+    assert upward_folders(graph) == [
+        "core -> nowhere (evaluator.core.db -> evaluator.nowhere.x)",
+        "reporting -> tuning (evaluator.reporting.extras -> evaluator.tuning.sweep)",
+        "table -> run (evaluator.table.fingerprint -> evaluator.run.pipeline)",
+    ]
+    assert folder_graph(graph)["run"] == {
+        "table": "evaluator.run.pipeline -> evaluator.table.fingerprint"
+    }
 
 
 def test_every_module_has_a_layer():
@@ -217,16 +299,18 @@ def test_no_upward_imports():
 
 
 def test_layer_check_can_fail():
-    """The check itself: an import from stages into run, and one from core into cli (inside a
-    function, as the reader sees it), are reported."""
+    """The check itself: an import from stages into run, one from core into cli (inside a
+    function, as the reader sees it) and one from a sweep into advise are reported."""
     graph = {
         "evaluator.stages.store": {"evaluator.run.resume", "evaluator.core.db"},
         "evaluator.core.x": {"evaluator.cli.output"},
-        "evaluator.targets.catalog": {"evaluator.stages.registry"},
+        "evaluator.targets.catalog": {"evaluator.kinds.registry"},
+        "evaluator.tuning.sweep.x": {"evaluator.tuning.advise.run", "evaluator.tuning.spent"},
     }
     assert upward_imports(graph) == [
         "evaluator.core.x -> evaluator.cli.output",
         "evaluator.stages.store -> evaluator.run.resume",
+        "evaluator.tuning.sweep.x -> evaluator.tuning.advise.run",
     ]
     assert layer_of("evaluator.tuning.sweep.runner") > layer_of("evaluator.run.pipeline")
     assert layer_of("evaluator.table.fingerprint") < layer_of("evaluator.run.pipeline")
@@ -443,8 +527,8 @@ SWEEP = "evaluator.tuning.sweep"
 # and set-up (store, setup, measuring, remeasure, context, snapshot, consistency, runner, ...) are
 # reached only through the session
 SWEEP_PUBLIC = {
-    "session", "config", "configure", "result", "operating_points", "grid", "groups", "text", "plot",
-    "scan_modes", "shapes",
+    "session", "config", "configure", "result", "grid", "groups", "text", "plot", "scan_modes",
+    "shapes",
 }  # fmt: skip
 
 
@@ -479,7 +563,7 @@ def test_measuring_path_check_can_fail():
 
 def test_the_reach_rule_is_written_once():
     """A target is reached by one rule with one tolerance: in Python,
-    tuning/sweep/operating_points.py (``reaches``, ``REACH_TOLERANCE``), in SQL, sql/016_reaches.sql
+    measure/operating_points.py (``reaches``, ``REACH_TOLERANCE``), in SQL, sql/016_reaches.sql
     (``pgeval.reaches``, ``pgeval.reach_tolerance``); every other place calls them
     (tests/test_operating_points.py keeps the two tolerances equal)."""
     python = sorted(
@@ -487,7 +571,7 @@ def test_the_reach_rule_is_written_once():
         for p in ROOT.rglob("*.py")
         if REACH_RULE.search(p.read_text(encoding="utf-8"))
     )
-    assert python == ["evaluator/tuning/sweep/operating_points.py"]
+    assert python == ["evaluator/measure/operating_points.py"]
     code = {  # (comments left out: they may name the tolerance)
         p.name: re.sub(r"--[^\n]*", "", p.read_text(encoding="utf-8"))
         for p in (ROOT.parent / "sql").glob("*.sql")
@@ -497,7 +581,7 @@ def test_the_reach_rule_is_written_once():
 
 
 def test_stage_kinds_described_once():
-    """Stage kinds are described in stages/registry.py (role, access method, settings, build
+    """Stage kinds are described in kinds/registry.py (role, access method, settings, build
     options); no other module lists them by hand."""
     for listing in (
         '("hnsw", "ivfflat", "diskann")',
@@ -511,7 +595,7 @@ def test_stage_kinds_described_once():
         "hnsw|ivfflat",
     ):
         assert _sources_containing(listing) == [], listing
-    assert _sources_containing("index_method=") == ["evaluator/stages/registry.py"]
+    assert _sources_containing("index_method=") == ["evaluator/kinds/registry.py"]
     assert _sources_containing('method = "hnsw"') == []
 
 
@@ -519,7 +603,7 @@ def test_docs_list_the_registrys_kinds():
     """The docs that list kinds list the registry's: docs/index-designs.md has a row per ANN
     kind, docs/TIMING.md's row of the vector stages names every vector kind (the help texts
     and docs/cli.md are generated from the registry)."""
-    from evaluator.stages import registry
+    from evaluator.kinds import registry
 
     docs = ROOT.parent / "docs"
     designs = (docs / "index-designs.md").read_text(encoding="utf-8")
@@ -541,7 +625,7 @@ def test_searched_types_described_once():
 def test_registry_describes_every_kind_consistently():
     """Every registered kind has a known role and a runner whose ``kind`` is its name; every ANN
     kind names its access method and settings, and its runner reads them from the registry."""
-    from evaluator.stages import registry
+    from evaluator.kinds import registry
 
     for name, kind in registry.KINDS.items():
         assert kind.role in registry.ROLES, name
@@ -601,10 +685,11 @@ def _flag_declarations(source: str) -> list[str]:
 
 def test_each_cli_flag_is_declared_once():
     """A flag two commands take is declared once, in cli/flags.py (or in the one command that
-    takes it); a command gives it its own help or default with ``FLAG.but(...)``, never a
-    second ``click.option`` (issue 46: 34 flags were declared up to seven times)."""
+    takes it; the demo's command is demo/command.py); a command gives it its own help or default
+    with ``FLAG.but(...)``, never a second ``click.option`` (issue 46: 34 flags were declared up
+    to seven times)."""
     seen: dict[str, list[str]] = {}
-    for path in sorted((ROOT / "cli").rglob("*.py")):
+    for path in sorted((ROOT / "cli").rglob("*.py")) + [ROOT / "demo" / "command.py"]:
         for flag in _flag_declarations(path.read_text(encoding="utf-8")):
             seen.setdefault(flag, []).append(path.relative_to(ROOT).as_posix())
     assert len(seen) > 100  # the walk read the commands

@@ -227,7 +227,7 @@ def test_labels_of_ids_that_do_not_fit_a_smallint(database, kind, values, identi
 
 
 def test_a_default_design_where_advise_groups():
-    from evaluator.stages import registry
+    from evaluator.kinds import registry
     from evaluator.tuning.advise.config import AdviseConfig
     from evaluator.tuning.advise.plan import designs
 

@@ -13,18 +13,19 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ..captured.store import HOW as CAPTURE_HOW
+    from ..kinds.registry import advise_kinds, ann_kinds, find_settings, vector_kinds
+    from ..kinds.registry import listing as kinds_listing
     from ..measure.measures import parse as parse_measure
     from ..measure.measures import ranked as ranked_measures
     from ..measure.measures import stage_measures
     from ..measure.metrics import measures_for
+    from ..measure.operating_points import reaches
     from ..measure.recall_distribution import text as recall_text
     from ..measure.stage_method import label as stage_label
     from ..measure.stage_report import chain_text
     from ..reporting.common import LEVELS_NOTE
     from ..reporting.gate import DEFAULT_RULES
     from ..run.configure import PIPELINE_DEFAULTS
-    from ..stages.registry import advise_kinds, ann_kinds, find_settings, vector_kinds
-    from ..stages.registry import listing as kinds_listing
     from ..table.fingerprint import short_hash
     from ..table.warmup_target import WARMUP_DEFAULTS
     from ..targets.groups import DEFAULT_MAX_GROUPS
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from ..tuning.advise.shapes import line as advise_shapes_line
     from ..tuning.sweep.configure import SWEEP_DEFAULTS
     from ..tuning.sweep.grid import BUILD_OPTIONS
-    from ..tuning.sweep.operating_points import reaches
     from ..tuning.sweep.shapes import short as short_statement
     from ..tuning.sweep.text import (
         consistency_line,
@@ -58,10 +58,10 @@ _SOURCES = {
     "ADVISE_DEFAULTS": ("tuning.advise.config", "ADVISE_DEFAULTS"),
     "BUILD_OPTIONS": ("tuning.sweep.grid", "BUILD_OPTIONS"),
     "CAPTURE_HOW": ("captured.store", "HOW"),
-    "advise_kinds": ("stages.registry", "advise_kinds"),
-    "find_settings": ("stages.registry", "find_settings"),
-    "vector_kinds": ("stages.registry", "vector_kinds"),
-    "kinds_listing": ("stages.registry", "listing"),
+    "advise_kinds": ("kinds.registry", "advise_kinds"),
+    "find_settings": ("kinds.registry", "find_settings"),
+    "vector_kinds": ("kinds.registry", "vector_kinds"),
+    "kinds_listing": ("kinds.registry", "listing"),
     "DEFAULT_MAX_GROUPS": ("targets.groups", "DEFAULT_MAX_GROUPS"),
     "DEFAULT_RULES": ("reporting.gate", "DEFAULT_RULES"),
     "LEVELS_NOTE": ("reporting.common", "LEVELS_NOTE"),
@@ -76,7 +76,7 @@ _SOURCES = {
     "SWEEP_DEFAULTS": ("tuning.sweep.configure", "SWEEP_DEFAULTS"),
     "WARMUP_DEFAULTS": ("table.warmup_target", "WARMUP_DEFAULTS"),
     "WATCH_DEFAULTS": ("tuning.watch.config", "WATCH_DEFAULTS"),
-    "ann_kinds": ("stages.registry", "ann_kinds"),
+    "ann_kinds": ("kinds.registry", "ann_kinds"),
     "chain_text": ("measure.stage_report", "chain_text"),
     "recall_text": ("measure.recall_distribution", "text"),
     "find_line": ("tuning.sweep.text", "find_line"),
@@ -91,7 +91,7 @@ _SOURCES = {
     "short_statement": ("tuning.sweep.shapes", "short"),
     "parse_measure": ("measure.measures", "parse"),
     "ranked_measures": ("measure.measures", "ranked"),
-    "reaches": ("tuning.sweep.operating_points", "reaches"),
+    "reaches": ("measure.operating_points", "reaches"),
     "recommendation_line": ("tuning.sweep.text", "recommendation_line"),
     "server_label": ("tuning.sweep.text", "server_label"),
     "short_hash": ("table.fingerprint", "short_hash"),

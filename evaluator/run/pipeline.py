@@ -22,7 +22,8 @@ from ..core.canonical import sha256_hex
 from ..core.db import Database
 from ..core.errors import Conflict, InputError, param
 from ..core.install import ensure_installed
-from ..stages import gucs, registry
+from ..kinds import registry
+from ..stages import gucs
 from ..stages.base import StageContext, run_name
 from ..testset.catalog import resolve_testset
 from .configure import PipelineConfig

@@ -239,7 +239,8 @@ def resume_experiment(
     """Finish experiment ``name`` (or the experiment of run ``name``); return a PipelineResult
     whose runs carry ``action``: kept, resumed, restarted or ran."""
     from ..core.install import ensure_installed
-    from ..stages import gucs, registry
+    from ..kinds import registry
+    from ..stages import gucs
     from ..stages.base import run_name
     from ..table.data_checksum import ChecksumCache
     from . import pipeline

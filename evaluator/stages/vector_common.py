@@ -2,7 +2,7 @@
 ``--isolate-index``), the plan check, the per-query and batch loops, timing.
 
 Subclasses (``registry.vector_kinds()``) set ``kind`` (``method``, the index's access method,
-and ``guc_prefixes`` come from the kind's description in :mod:`evaluator.stages.registry`),
+and ``guc_prefixes`` come from the kind's description in :mod:`evaluator.kinds.registry`),
 ``defaults`` (settings applied unless the user sets them) and may add ``trap_warnings``.
 
 ``--isolate-index``: when several ANN indexes sit on one column, the planner picks one; to
@@ -24,13 +24,13 @@ from psycopg import sql
 
 from ..core.errors import DatabaseError, InputError, PlanError, first_line, param
 from ..core.vector_types import register_vector
+from ..kinds import registry
 from ..targets.catalog import serving_as
 from . import (
     gucs,
     plan_check,
     planner_plan,
     refetch,
-    registry,
     statement_sql,
     store,
     timing,

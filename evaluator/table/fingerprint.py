@@ -56,7 +56,7 @@ from ..core.canonical import canonical_json, sha256_hex
 from ..core.db import Database
 from ..core.errors import param
 from ..core.masking import mask_value
-from ..stages.registry import build_defaults, index_methods
+from ..kinds.registry import build_defaults, index_methods
 from . import data_checksum
 from .copied_rows import is_scratch_copy
 from .target_table import resolve_table, vector_column
@@ -109,7 +109,7 @@ PLANNER_GUCS = (
     "shared_buffers",
 )
 
-# index options' documented defaults (stages.registry): an explicit default hashes as an omitted one
+# index options' documented defaults (kinds.registry): an explicit default hashes as an omitted one
 INDEX_DEFAULTS = {method: build_defaults(method) for method in index_methods()}
 
 

@@ -128,7 +128,7 @@ def read(conn: Any, target: Any, group: str) -> Labels:
 def wanted(target: Any, stage: str | None) -> bool:
     """Whether a copy for stage kind ``stage`` carries labels: a label-filtered kind's, which
     searches one group at a time (refused without one)."""
-    from ..stages.registry import kind
+    from ..kinds.registry import kind
     from .copied_rows import group_column
 
     described = kind(stage) if stage else None

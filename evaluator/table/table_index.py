@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..stages import registry
+from ..kinds import registry
 from ..targets import introspect
 from .target_table import resolve_table
 

@@ -255,7 +255,7 @@ def warmup(
 ) -> WarmupReport:
     """Warm ``target`` up with ``vectors``; ``kb`` is an autocommit connection to the knowledge
     base. Each ANN index of the target's vector column is warmed through the statement of the
-    stage kind it serves (one of stages.registry's ANN kinds), or only ``index``;
+    stage kind it serves (one of kinds.registry's ANN kinds), or only ``index``;
     each pass runs in a READ ONLY transaction with ``settings`` applied (SET LOCAL)."""
     from ..core.vector_types import register_vector
     from ..stages import gucs
@@ -320,7 +320,7 @@ def index_paths(kb: Any, target: Any, only: str | None = None) -> list[tuple[Any
     target)]`` (the table is warmed through the exact statement)."""
     from dataclasses import replace
 
-    from ..stages import registry
+    from ..kinds import registry
     from ..targets.catalog import vector_indexes
 
     out: list[tuple[Any, Any, Any]] = []

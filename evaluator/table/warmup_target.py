@@ -40,9 +40,9 @@ def warmup_target(
 ) -> wu.WarmupReport:
     """Warm target ``target_name`` up (see :func:`evaluator.table.warmup.warmup`); ``settings``
     are ``--set`` items (``[STAGE:]GUC=VALUE``) of one stage at most."""
+    from ..kinds.registry import vector_kinds
     from ..stages import gucs
     from ..stages.gucs import settings_items
-    from ..stages.registry import vector_kinds
     from ..targets.targets import load
 
     parsed = gucs.parse(settings_items(settings), stages=vector_kinds())

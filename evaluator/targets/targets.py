@@ -32,7 +32,7 @@ from psycopg import sql
 
 from ..core.errors import Conflict, InputError, NotFound, param
 from ..core.search_types import DISTANCES, SearchType, search_type
-from ..stages.registry import index_methods
+from ..kinds.registry import index_methods
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -41,7 +41,7 @@ VECTOR_TYPES = ("vector", "halfvec")
 # the schemas of pgeval's scratch copies (table/copied_rows.py): a target over one is a helper of
 # a sweep or an advise (``kb~sample1000``), not the user's
 SCRATCH_PREFIX = "pgeval_scratch_"
-ANN_METHODS = index_methods()  # the access methods of the ANN stage kinds (stages.registry)
+ANN_METHODS = index_methods()  # the access methods of the ANN stage kinds (kinds.registry)
 
 
 @dataclass
@@ -67,7 +67,7 @@ class Target:
     settings: dict[str, str] = field(default_factory=dict)
     # the type a stage kind searches the column as, both sides cast to it (hnsw-halfvec:
     # ``(col)::halfvec(N) <=> $1::vector::halfvec(N)``, served by an index on that expression);
-    # None: the column's own type. Set by the stage (stages.registry Kind.cast_type), never stored.
+    # None: the column's own type. Set by the stage (kinds.registry Kind.cast_type), never stored.
     search_type: str | None = None
     # the column the application scopes each search by (a tenant: WeKnora's knowledge_base_id):
     # sweeps measure every group on its own (``--group-by``, tuning/sweep/groups.py)

@@ -102,7 +102,7 @@ def leftover_schemas(conn: Any, keep: str | None = None) -> list[str]:
 
 
 def _kind(method: str, stage: str | None) -> Any:
-    from ..stages.registry import by_method, kind
+    from ..kinds.registry import by_method, kind
 
     described = kind(stage) if stage else by_method(method)
     assert described is not None, f"no ANN kind is served by {method}"  # check_build refused it

@@ -12,7 +12,8 @@ from typing import Any
 
 from psycopg import sql
 
-from ...stages import gucs, registry, vector_sql
+from ...kinds import registry
+from ...stages import gucs, vector_sql
 from ...table import labels, partitions
 from ..build_sweep import index_key, opclass
 from .plan import fixed_settings

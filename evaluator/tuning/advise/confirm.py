@@ -25,7 +25,7 @@ def on_table(
     database: Any, cfg: AdviseConfig, design: Design, measured: Any, estimate: float | None
 ) -> Outcome:
     """Build ``design`` on the table (CONCURRENTLY), then measure it there in place."""
-    from ...stages import registry
+    from ...kinds import registry
     from ...targets import targets
     from . import apply
     from .recommend import server_context

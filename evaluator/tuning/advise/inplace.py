@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ...stages import registry
+from ...kinds import registry
 from ...table import partitions
 from ...table.table_index import TableIndex, per_group, serves_same, table_indexes, twin
 from .plan import Design

@@ -11,10 +11,10 @@ from dataclasses import replace
 from typing import Any
 
 from ...core.errors import PlanError
+from ...measure.operating_points import Measured, figures
 from ..options import taken
 from ..sweep import SweepConfig, SweepResult
 from ..sweep.groups import GroupSweepResult, run_groups
-from ..sweep.operating_points import Measured, figures
 from ..sweep.session import NOTHING_KNOWN, Callbacks, Known, Session
 from .config import SWEPT
 from .outcome import Figures, Groups, Measurement, Outcome, PointRef

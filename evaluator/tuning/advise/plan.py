@@ -9,7 +9,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...core.errors import InputError, param
-from ...stages import gucs, registry
+from ...kinds import registry
+from ...stages import gucs
 from ...stages.server_support import version_tuple
 from ..sweep import grid
 from ..sweep.scan_modes import raised

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..sweep.operating_points import reaches
+from ...measure.operating_points import reaches
 
 
 def note(

@@ -218,7 +218,7 @@ def _held_out_words(chosen: Row, kept: str, cfg: Finding) -> str:
 
 
 def _build_sets(row: Row) -> list[str]:
-    from ...stages import registry
+    from ...kinds import registry
 
     method = registry.KINDS[row["design"]].index_method or ""
     return apply.build_sets(method, row.get("maintenance_work_mem"))

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from ...stages import registry
+from ...kinds import registry
 from . import held_out, predict, prune, rules, sample
 from .outcome import OnSample, Outcome, Screening
 from .plan import AdviseConfig, Design

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ...core.errors import InputError, param
-from ...stages import gucs, registry
+from ...kinds import registry
+from ...stages import gucs
 from ..options import Building, Finding, Queries, Sweeping
 from . import grid
 from .snapshot import DEFAULT_MAX_AGE_S
@@ -59,7 +60,7 @@ class Plan:
     one by one)."""
 
     depth: int
-    stage: Any  # the stage class (stages.registry.get)
+    stage: Any  # the stage class (kinds.registry.get)
     param_axes: list[tuple[str, list[str]]]
     build_axes: list[tuple[str, list[str]]]
     points: list[grid.Point]

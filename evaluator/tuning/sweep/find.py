@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .operating_points import reaches as reach
+from ...measure.operating_points import reaches as reach
 
 DEFAULT_START = 40  # where the search starts when the setting has no numeric value
 DEFAULT_MAX = 1000  # hnsw.ef_search's own maximum

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...core.errors import InputError, param
-from ...stages.registry import KINDS, ann_kinds
+from ...kinds.registry import KINDS, ann_kinds
 
 _GUC = re.compile(r"^[a-z_][a-z0-9_]*(\.[a-z_][a-z0-9_]*)?$")
 
 # Build options per access method (the index reloptions pgeval may set on a scratch copy): each
-# ANN kind's, from evaluator.stages.registry.
+# ANN kind's, from evaluator.kinds.registry.
 BUILD_OPTIONS = {k.index_method: tuple(k.build_options) for k in KINDS.values() if k.index_method}
 
 

@@ -41,7 +41,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.errors import InputError, PlanError, param
 from ...core.warnings_once import once
-from ...stages import gucs, registry
+from ...kinds import registry
+from ...measure.operating_points import reaches
+from ...stages import gucs
 from ...targets.groups import (
     DEFAULT_MAX_GROUPS,
     Chosen,
@@ -52,7 +54,6 @@ from ...targets.groups import (
     plan,
 )
 from .config import SweepConfig
-from .operating_points import reaches
 from .result import SweepResult
 from .runner import run_sweep
 from .scan_modes import (

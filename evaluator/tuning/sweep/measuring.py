@@ -14,13 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.canonical import canonical_json
 from ...core.warnings_once import once
-from ...stages import gucs, registry
+from ...kinds import registry
+from ...measure import operating_points as stored
+from ...measure.operating_points import Measured
+from ...stages import gucs
 from .. import spent
 from . import grid, store
 from . import setup as setup_mod
 from .config import Plan, SweepConfig
 from .context import point_context
-from .operating_points import Measured
 from .result import SweepResult
 
 if TYPE_CHECKING:
@@ -161,7 +163,7 @@ class Measuring:
         if self.numbers is None:
             self.numbers = {
                 _key(p["build"] or {}, p["settings"] or {}): p["point"]
-                for p in store.summary(self.results, self.row.sweep_id)
+                for p in stored.summary(self.results, self.row.sweep_id)
             }
         key = _key(build, settings)
         if key not in self.numbers:
@@ -170,7 +172,7 @@ class Measuring:
 
     def measured(self, number: int) -> Measured | None:
         """Point ``number`` as measured, read from SQL (None: not measured)."""
-        return store.point(self.results, self.row.sweep_id, number)
+        return stored.point(self.results, self.row.sweep_id, number)
 
     def pending(
         self, points: list[grid.Point], reps: range | None = None
@@ -392,7 +394,7 @@ class Measuring:
         """The sweep's points and, unless the caller reads none, its recommendation."""
         if self.consistency is not None:
             self.result.consistency = self.consistency.as_json()
-        self.result.points = store.points(self.results, self.row.sweep_id)
+        self.result.points = stored.points(self.results, self.row.sweep_id)
         described = registry.kind(self.cfg.stage)
         self.result.recommendation = (
             store.recommendation(

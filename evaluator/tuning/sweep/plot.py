@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ...core import figures
 from ...core.errors import InputError, param
-from .operating_points import OperatingPoints
+from ...measure.operating_points import OperatingPoints
 
 
 def write(

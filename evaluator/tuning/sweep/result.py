@@ -1,12 +1,11 @@
 """What a sweep measured: :class:`SweepResult`, the sweep as `pgeval sweep --format json` prints
-it; its points, typed, as :class:`.operating_points.OperatingPoints`."""
+it; its points, typed, as :class:`evaluator.measure.operating_points.OperatingPoints`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from .operating_points import OperatingPoints
+from ...measure.operating_points import OperatingPoints
 
 
 @dataclass
@@ -92,10 +91,3 @@ class SweepResult:
         return OperatingPoints.of(
             self.sweep_id, self.points, self.target_recall, self.recommendation
         )
-
-
-def stored_points(conn: Any, sweep_id: int, target: float) -> OperatingPoints:
-    """The stored points of sweep ``sweep_id`` (``pgeval.sweep_summary``), read back."""
-    from .store import points
-
-    return OperatingPoints.of(sweep_id, points(conn, sweep_id), target)

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...measure.operating_points import reaches
 from ...stages import gucs
-from .operating_points import reaches
 
 OFF = "off"
 # the iterative setting -> the limits its modes run under (pgvector's README, "Iterative

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
+from ...measure import operating_points as stored
 from . import grid, store, strategies
 from . import setup as setup_mod
 from .config import SweepConfig
@@ -190,7 +191,7 @@ class Session(Measuring):
         with finishing(results, row.sweep_id, row.experiment_id, self.fill):
             self.run_pending(self.target, [(1, self.plan.points[0])], None)
         if self.trusted is None:  # (the steady way's plan is the one trusted: its point unread)
-            self.result.points = store.points(results, row.sweep_id)
+            self.result.points = stored.points(results, row.sweep_id)
         results.commit()
         return self.result
 

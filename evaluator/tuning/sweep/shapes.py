@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.errors import InputError, param
 from ...core.warnings_once import once
+from ...measure.operating_points import reaches
 from ...targets.shapes import Shape, shape_target, shapes_of
 from .config import SweepConfig
-from .operating_points import reaches
 from .result import SweepResult
 from .runner import run_sweep
 

@@ -12,7 +12,6 @@ from typing import Any
 
 from ...core.errors import Conflict, NotFound, param
 from .changed import archive, changed_line, changes, configuration_change, restore
-from .operating_points import Measured
 
 # the sweep's identity: a resumed sweep must agree on these
 IDENTITY = ("testset_id", "target", "stage", "grid", "settings", "k", "depth", "concurrency")
@@ -415,45 +414,6 @@ def resolve(conn: Any, name: str) -> dict:
 # one sweep's points (pgeval.sweep_summary) with the index their runs' plans used, where the
 # planner's own plan was measured (stages/planner_plan.py) its mode, what served it and what
 # serves the application's LIMIT if otherwise, and the p95's interval (sweep_point_p95_interval)
-_SUMMARY = """
-SELECT s.*, u.*, iv.low AS p95_low, iv.high AS p95_high
-  FROM pgeval.sweep_summary(%(sweep)s) s
-  LEFT JOIN LATERAL pgeval.sweep_point_p95_interval(%(sweep)s, s.point) iv ON true
- CROSS JOIN LATERAL (
-     SELECT min(r.params ->> 'index') AS index, min(r.params -> 'plan' ->> 'mode') AS plan_mode,
-            string_agg(DISTINCT r.params -> 'plan' ->> 'served_by', '; ') AS served_by,
-            string_agg(DISTINCT (r.params #>> '{plan,at_limit,limit}') || ': '
-                       || (r.params #>> '{plan,at_limit,served_by}'), '; ') AS served_at_limit
-       FROM pgeval.sweep_point sp JOIN pgeval.run r ON r.run_id = sp.run_id
-      WHERE sp.sweep_id = %(sweep)s AND sp.point = s.point) u
-"""
-
-
-def summary(conn: Any, sweep_id: int, point: int | None = None) -> list[dict]:
-    """The sweep's points as SQL summarises them (``point``: that one only), each with the index
-    its runs' plans used (``index``)."""
-    where = "" if point is None else " WHERE s.point = %(point)s"
-    cur = conn.execute(_SUMMARY + where, {"sweep": sweep_id, "point": point})
-    names = [d.name for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
-
-
-def points(conn: Any, sweep_id: int) -> list[dict]:
-    """:func:`summary` with each point's per-query index recall tail (``recall_tail``: p5, p10,
-    min, the queries at 0 and the exact neighbours missed; SQL's pgeval.sweep_recall_distribution
-    and pgeval.sweep_recall_misses), for a sweep's result."""
-    from ...measure.recall_distribution import sweep_tails
-
-    tails = sweep_tails(conn, sweep_id)
-    return [{**p, "recall_tail": tails.get(p["point"])} for p in summary(conn, sweep_id)]
-
-
-def point(conn: Any, sweep_id: int, number: int) -> Measured | None:
-    """Point ``number`` of the sweep, as measured (None: not measured)."""
-    rows = summary(conn, sweep_id, number)
-    return Measured.of(sweep_id, rows[0]) if rows else None
-
-
 def setting_interval(
     conn: Any, sweep_id: int, setting: str, target: float, k: int, points: list[int]
 ) -> dict:

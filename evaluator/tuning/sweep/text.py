@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .operating_points import reaches
+from ...measure.operating_points import reaches
 
 
 def recommendation_line(res: Any) -> str:

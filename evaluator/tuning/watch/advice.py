@@ -11,7 +11,7 @@ from dataclasses import replace
 from datetime import timezone
 from typing import TYPE_CHECKING, Any
 
-from ..sweep.operating_points import reaches
+from ...measure.operating_points import reaches
 
 if TYPE_CHECKING:
     from ...core.db import Database
@@ -159,7 +159,7 @@ def remedy(
 ) -> dict:
     """The smallest value of the work setting reaching ``goal`` on the probe's own queries,
     measured (bracketing then bisection, `sweep --find`'s search), and the rebuild statement."""
-    from ...stages import registry
+    from ...kinds import registry
     from ...testset.query_source import label
     from ..sweep.session import NOTHING_KNOWN, Callbacks, Session
 
@@ -240,7 +240,7 @@ def last_build(database: Database, probe: dict) -> dict | None:
     None when no build sweep measured it."""
     import json
 
-    from ...stages import registry
+    from ...kinds import registry
 
     build = probe.get("index_build") or {}
     if not build.get("options") or not build.get("method"):

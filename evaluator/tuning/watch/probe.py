@@ -25,15 +25,16 @@ from ...core.canonical import sha256_hex
 from ...core.errors import Conflict, InputError, param
 from ...core.held_lock import HeldLock
 from ...core.warnings_once import once
-from ...stages import gucs, registry
+from ...kinds import registry
+from ...stages import gucs
 from ..options import Measuring, Queries, taken
 from ..sweep.session import Known
 from .config import WatchConfig
 
 if TYPE_CHECKING:
     from ...core.db import Database
+    from ...measure.operating_points import Measured
     from ..sweep import SweepConfig, SweepResult
-    from ..sweep.operating_points import Measured
 
 # what every probe's sweep takes as known (its data and query set are added where measured): the
 # ground truth refreshed incrementally, no recommendation (a probe reads none)

@@ -1,4 +1,5 @@
-"""`pgeval demo`: the whole flow on a real collection (Cranfield), no setup."""
+"""`pgeval demo`: the whole flow on a real collection (Cranfield), no setup. The command sits
+with the tour it runs, above the CLI: cli/main.py names it, loaded when asked for."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from ..flags import OUT, QUERIES, REPEAT
+from ..cli.flags import OUT, QUERIES, REPEAT
 
 
 @click.command()
@@ -76,8 +77,8 @@ def demo(
       pgeval demo --out demo-out --keep
       pgeval demo --corpus generated --queries 50 --no-diskann
     """
-    from ...demo.flow import tour  # the tour runs the commands: beside the CLI, not in the API
-    from ..output import people_width
+    from ..cli.output import people_width
+    from .flow import tour  # the tour runs the commands: above the CLI, not in the API
 
     root = ctx.find_root()
     global_args = []

@@ -9,7 +9,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InputError, NotFound, first_line
-from ..tuning.sweep.shapes import verdict
+from .sweep.shapes import verdict
 
 if TYPE_CHECKING:
     from ..core.db import Database
@@ -35,8 +35,8 @@ def measure(
     import psycopg
 
     from ..core.errors import param
-    from ..tuning.sweep.configure import grid_items
-    from ..tuning.sweep.grid import parse_axes
+    from .sweep.configure import grid_items
+    from .sweep.grid import parse_axes
 
     axes = parse_axes(grid_items(settings), "hnsw.ef_search=20,40,80", param("param"))
     grid = {k: v if len(v) > 1 else v[0] for k, v in axes}

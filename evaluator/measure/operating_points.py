@@ -121,7 +121,7 @@ class OperatingPoints:
     def of(
         cls, sweep_id: int, rows: list[dict], target: float, recommendation: dict | None = None
     ) -> OperatingPoints:
-        """The points of ``rows`` (``pgeval.sweep_summary(sweep_id)``'s, as ``store.points``
+        """The points of ``rows`` (``pgeval.sweep_summary(sweep_id)``'s, as :func:`points`
         reads them) and SQL's recommendation among them."""
         return cls(target, tuple(Measured.of(sweep_id, r) for r in rows), recommendation)
 
@@ -152,3 +152,47 @@ class OperatingPoints:
         """The Pareto front of recall against p95 (SQL's ``sweep_summary.pareto``: no other
         point has recall >= and p95 <= with one of them strictly better), by p95."""
         return sorted((m for m in self.points if m.pareto), key=lambda m: m.p95_ms or 0.0)
+
+
+_SUMMARY = """
+SELECT s.*, u.*, iv.low AS p95_low, iv.high AS p95_high
+  FROM pgeval.sweep_summary(%(sweep)s) s
+  LEFT JOIN LATERAL pgeval.sweep_point_p95_interval(%(sweep)s, s.point) iv ON true
+ CROSS JOIN LATERAL (
+     SELECT min(r.params ->> 'index') AS index, min(r.params -> 'plan' ->> 'mode') AS plan_mode,
+            string_agg(DISTINCT r.params -> 'plan' ->> 'served_by', '; ') AS served_by,
+            string_agg(DISTINCT (r.params #>> '{plan,at_limit,limit}') || ': '
+                       || (r.params #>> '{plan,at_limit,served_by}'), '; ') AS served_at_limit
+       FROM pgeval.sweep_point sp JOIN pgeval.run r ON r.run_id = sp.run_id
+      WHERE sp.sweep_id = %(sweep)s AND sp.point = s.point) u
+"""
+
+
+def summary(conn: Any, sweep_id: int, point: int | None = None) -> list[dict]:
+    """The sweep's points as SQL summarises them (``point``: that one only), each with the index
+    its runs' plans used (``index``)."""
+    where = "" if point is None else " WHERE s.point = %(point)s"
+    cur = conn.execute(_SUMMARY + where, {"sweep": sweep_id, "point": point})
+    names = [d.name for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
+def points(conn: Any, sweep_id: int) -> list[dict]:
+    """:func:`summary` with each point's per-query index recall tail (``recall_tail``: p5, p10,
+    min, the queries at 0 and the exact neighbours missed; SQL's pgeval.sweep_recall_distribution
+    and pgeval.sweep_recall_misses), for a sweep's result."""
+    from .recall_distribution import sweep_tails
+
+    tails = sweep_tails(conn, sweep_id)
+    return [{**p, "recall_tail": tails.get(p["point"])} for p in summary(conn, sweep_id)]
+
+
+def point(conn: Any, sweep_id: int, number: int) -> Measured | None:
+    """Point ``number`` of the sweep, as measured (None: not measured)."""
+    rows = summary(conn, sweep_id, number)
+    return Measured.of(sweep_id, rows[0]) if rows else None
+
+
+def stored_points(conn: Any, sweep_id: int, target: float) -> OperatingPoints:
+    """The stored points of sweep ``sweep_id`` (``pgeval.sweep_summary``), read back."""
+    return OperatingPoints.of(sweep_id, points(conn, sweep_id), target)
