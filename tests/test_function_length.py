@@ -47,11 +47,11 @@ def test_the_check_finds_a_long_function(tmp_path):
     assert list(found)[0].endswith("m.py:long")
 
 
-MAX_DBA_MODULE_LINES = 500  # issue 35: a module of table/ or tuning/ is read on a few screens
+MAX_LAYER_MODULE_LINES = 500  # issue 35: a module of table/ or tuning/ is read on a few screens
 
 
 def long_modules(
-    root: Path = ROOT / "evaluator", limit: int = MAX_DBA_MODULE_LINES, under=("table", "tuning")
+    root: Path = ROOT / "evaluator", limit: int = MAX_LAYER_MODULE_LINES, under=("table", "tuning")
 ) -> dict:
     """``path`` -> lines, for every module under ``root``'s folders ``under`` (every module
     under ``root`` when ``under`` is empty) longer than ``limit`` lines."""
@@ -66,10 +66,10 @@ def long_modules(
 
 def test_no_table_or_tuning_module_over_500_lines():
     found = long_modules()
-    assert not found, f"modules of table/, tuning/ over {MAX_DBA_MODULE_LINES} lines: {found}"
+    assert not found, f"modules of table/, tuning/ over {MAX_LAYER_MODULE_LINES} lines: {found}"
 
 
 def test_the_check_finds_a_long_module(tmp_path):
     (tmp_path / "short.py").write_text("x = 1\n")
-    (tmp_path / "long.py").write_text("x = 1\n" * (MAX_DBA_MODULE_LINES + 1))
-    assert list(long_modules(tmp_path, under=()).values()) == [MAX_DBA_MODULE_LINES + 1]
+    (tmp_path / "long.py").write_text("x = 1\n" * (MAX_LAYER_MODULE_LINES + 1))
+    assert list(long_modules(tmp_path, under=()).values()) == [MAX_LAYER_MODULE_LINES + 1]
