@@ -1,5 +1,4 @@
-"""`pgeval demo`: the whole flow on a real collection (Cranfield), no setup. The command sits
-with the tour it runs, above the CLI: cli/main.py names it, loaded when asked for."""
+"""`pgeval demo`: the whole flow on a real collection (Cranfield), no setup (above the CLI)."""
 
 from __future__ import annotations
 

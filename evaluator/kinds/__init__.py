@@ -1,2 +1,1 @@
-"""What a stage kind is, described once (:mod:`.registry`): low enough that targets/ and every
-layer above read it; the runners it names (stages/) are loaded by name when first asked for."""
+"""Stage kinds described once (:mod:`.registry`), below targets/; runners loaded by name."""

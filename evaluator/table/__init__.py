@@ -1,2 +1,1 @@
-"""The state of the user's table (below run/ and ground_truth/): fingerprint and config diff,
-data checksum and change log, health, warm-up, scratch copies and their layout."""
+"""The user's table's state (below run/): fingerprint, checksums, change log, health, copies."""

@@ -31,7 +31,6 @@ from psycopg import sql
 
 from ..core.ids import as_text
 from ..targets import introspect
-from ..targets.targets import ANN_METHODS  # noqa: F401  (re-exported)
 from . import target_table
 from .finding import Finding
 from .health_server import (  # noqa: F401  (re-exported: pgeval health's checks in one place)
