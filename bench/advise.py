@@ -98,10 +98,10 @@ def table(db, rows: int, dim: int, nq: int, folder: Path) -> tuple[np.ndarray, P
 
 def by_hand(db, designs, source, target_recall: float) -> tuple[float, float]:
     """(wall seconds, of which exact ground truth) of one find-under-build sweep per design."""
-    from evaluator.dba.advise import AdviseConfig
-    from evaluator.dba.advise.plan import designs as plan
-    from evaluator.dba.advise.plan import supported
-    from evaluator.dba.sweep import SweepConfig, run_sweep
+    from evaluator.tuning.advise import AdviseConfig
+    from evaluator.tuning.advise.plan import designs as plan
+    from evaluator.tuning.advise.plan import supported
+    from evaluator.tuning.sweep import SweepConfig, run_sweep
 
     with db.connect(results=False, autocommit=True) as kb:
         available, why = supported(kb)

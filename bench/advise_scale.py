@@ -132,7 +132,7 @@ def table(db, name: str, target: str, rows: int, dim: int, tenants: bool = False
 def _make(db, name: str, rows: int, dim: int, tenants: bool) -> None:
     """The table of ``rows`` seeded vectors, its HNSW index (and tenant btree)."""
     from evaluator.core.vector_literal import vector_literal
-    from evaluator.dba.build_sweep import sized_memory
+    from evaluator.tuning.build_sweep import sized_memory
 
     with db.connect(results=False, autocommit=True) as c:
         rng = np.random.default_rng(11)
@@ -272,7 +272,7 @@ def application_recall(db, rec: dict, table_name: str, queries, docs) -> float:
 
 
 def show(res, seconds: float) -> None:
-    from evaluator.dba.advise.report import flow_lines
+    from evaluator.tuning.advise.report import flow_lines
 
     d = res.as_dict()
     print(f"advise: {seconds:.1f} s")

@@ -64,7 +64,7 @@ def workloads(c, args, tag: str) -> dict[str, float]:
 def main() -> None:
     import _server
 
-    from evaluator.dba import change_log
+    from evaluator.table import change_log
     from evaluator.targets.targets import Target
 
     args = arguments()

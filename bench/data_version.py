@@ -1,7 +1,7 @@
 """Benchmark: "is the data unchanged?" with the change log against the version scan.
 
 On a fresh table of --rows x --dim random vectors (the embedded server unless --dsn), measured in
-the same run: the data checksum's read on the unchanged table (`evaluator.dba.data_checksum`,
+the same run: the data checksum's read on the unchanged table (`evaluator.table.data_checksum`,
 the cache filled first) by the version scan (a pass over every row version), then with the
 table's change log (`pgeval target track`: the log's count, no read of the table). Prints each
 read, the medians and their ratio.
@@ -35,8 +35,8 @@ def arguments():
 def main() -> None:
     import _server
 
-    from evaluator.dba import change_log
-    from evaluator.dba import data_checksum as dc
+    from evaluator.table import change_log
+    from evaluator.table import data_checksum as dc
     from evaluator.targets.targets import Target
 
     args = arguments()

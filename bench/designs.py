@@ -131,8 +131,8 @@ def bare_bq_p95(db, dim: int, vectors: list, candidates: int, k: int = 10) -> fl
 def main() -> None:
     import _server
 
-    from evaluator.dba.sweep import SweepConfig, run_sweep
     from evaluator.testset.query_source import QuerySource
+    from evaluator.tuning.sweep import SweepConfig, run_sweep
 
     args = arguments()
     designs = [d.strip() for d in args.designs.split(",") if d.strip()]

@@ -79,8 +79,8 @@ def table(db, docs: int, dim: int) -> None:
 def main() -> None:
     import _server
 
-    from evaluator.dba.sweep import SweepConfig, run_sweep
     from evaluator.testset.query_source import QuerySource
+    from evaluator.tuning.sweep import SweepConfig, run_sweep
 
     args = arguments()
     db, _, stop = _server.start(args.dsn, "pgeval-bench-find-")

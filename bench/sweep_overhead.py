@@ -78,7 +78,7 @@ def bare(db, vectors, depth: int, repeat: int) -> float:
 
 
 def sweep(db, k: int, repeat: int, name: str) -> tuple[float, object]:
-    from evaluator.dba.sweep import SweepConfig, run_sweep
+    from evaluator.tuning.sweep import SweepConfig, run_sweep
 
     t = time.perf_counter()
     res = run_sweep(

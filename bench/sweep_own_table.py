@@ -150,12 +150,12 @@ def main() -> None:
     args = arguments()
     db, stop = server(args)
     try:
-        from evaluator.dba import fingerprint as fpmod
-        from evaluator.dba.sweep import SweepConfig, run_sweep
         from evaluator.ground_truth import store as ground_truth
         from evaluator.providers.embedders import storage
+        from evaluator.table import fingerprint as fpmod
         from evaluator.targets.targets import load
         from evaluator.testset.query_source import QuerySource, materialize
+        from evaluator.tuning.sweep import SweepConfig, run_sweep
 
         name, built = table(db, args.docs, args.dim)
         with db.connect() as c:

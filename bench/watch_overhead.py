@@ -8,7 +8,7 @@ an HNSW index; built once and kept), measured in the same run on the same server
     prepared, SET LOCAL hnsw.ef_search, LIMIT k + 1, nothing stored; its connection opened
     untimed): the issue's target is <= 1.2; rounds alternated, each round's ratio printed. Each
     round measures the probe on its steady state (with --track the steady path, an unchanged
-    configuration epoch: dba/sweep/remeasure.py; without it the lean path); then, in the same round,
+    configuration epoch: tuning/sweep/remeasure.py; without it the lean path); then, in the same round,
     the floor (:func:`floor`: the least any probe that stores its lists and computes its recall
     in SQL can do), with --track the lean path (the epoch forgotten first, untimed), and the full
     path (a one-point sweep; the series' sweep deleted first, untimed);
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from sweep_own_table import TARGET, bare, server, table  # noqa: E402
 
-from evaluator.dba.target_table import resolve_table  # noqa: E402
+from evaluator.table.target_table import resolve_table  # noqa: E402
 
 
 def arguments():
@@ -194,7 +194,7 @@ def lists(db, k: int) -> dict:
 
 def track(db, on: bool) -> None:
     """The bench table's change log as asked (the table is cached between runs)."""
-    from evaluator.dba import change_log
+    from evaluator.table import change_log
     from evaluator.targets.targets import load
 
     with db.connect() as c:
@@ -212,9 +212,9 @@ def main() -> None:
     args = arguments()
     db, stop = server(args)
     try:
-        from evaluator.dba.watch import WatchConfig, run_probe
         from evaluator.providers.embedders import storage
         from evaluator.testset.query_source import QuerySource
+        from evaluator.tuning.watch import WatchConfig, run_probe
 
         name, built = table(db, args.docs, args.dim)
         track(db, args.track)

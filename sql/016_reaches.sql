@@ -1,5 +1,5 @@
 -- The one reach rule of pgeval's SQL API (sweeps' recommendations, a found setting's interval,
--- the acceptance grades, the probes' bounds); Python's is evaluator/dba/sweep/operating_points.py
+-- the acceptance grades, the probes' bounds); Python's is evaluator/measure/operating_points.py
 -- (REACH_TOLERANCE, reaches), kept equal by tests/test_operating_points.py.
 
 -- How far under a target a value may be and still reach it: a mean of per-query ratios is a

@@ -9,7 +9,7 @@
 -- The part a stage plays: exact (brute force, the ceiling), ann (index scan storing the exact
 -- distance: "score": "distance"), keyword, path (any other retrieval list, e.g. import), merge,
 -- rerank. run.params->>'role' decides: every stage run records the role its kind has in
--- evaluator/stages/registry.py (a new kind needs no change here), and an import may say it (an
+-- evaluator/kinds/registry.py (a new kind needs no change here), and an import may say it (an
 -- imported list that is a rerank). The kinds below only read runs stored without a role (before
 -- the registry recorded it); the kind is run.params->>'kind' when the pipeline named the stage
 -- (`fast=hnsw`), else run.stage.

@@ -1,6 +1,6 @@
 -- A probe run inside the database (`SELECT * FROM pgeval.run_probe('docs', 'hnsw')`), for pg_cron
 -- where the knowledge base's table and pgeval's schema live in one database (docs/watch.md,
--- "From pg_cron"). `pgeval watch` (evaluator/dba/watch/probe.py) stays the reference path; this
+-- "From pg_cron"). `pgeval watch` (evaluator/tuning/watch/probe.py) stays the reference path; this
 -- function measures the same thing the same way on the targets it accepts:
 --
 --   queries   the sample rule of `--sample-queries N [--seed S]` (evaluator/testset/query_source.py):
@@ -34,10 +34,10 @@
 -- With p_captured (and p_window), the queries are a captured set's instead, probed shape by
 -- shape as the application sent them (pgeval.run_probe_captured, below): one row per shape.
 
--- The stage kinds pgeval.run_probe measures, as evaluator/stages/registry.py describes them
+-- The stage kinds pgeval.run_probe measures, as evaluator/kinds/registry.py describes them
 -- (tests/test_watch_sql.py checks that they agree): the index's access method, the work settings
 -- in the order the production setting is looked up, and the documented build option defaults
--- that complete an index's options in its build identity (evaluator/dba/fingerprint.py).
+-- that complete an index's options in its build identity (evaluator/table/fingerprint.py).
 CREATE OR REPLACE FUNCTION pgeval.probe_kinds()
 RETURNS TABLE (kind text, index_method text, work_settings text[], build_defaults jsonb)
 LANGUAGE sql IMMUTABLE AS $$
@@ -67,9 +67,9 @@ RETURNS jsonb LANGUAGE sql IMMUTABLE AS $$
              ORDER BY x.name, x.pri) y
 $$;
 
--- What a probe row keeps of the index it scanned and of its table (evaluator/dba/watch/probe.py):
+-- What a probe row keeps of the index it scanned and of its table (evaluator/tuning/watch/probe.py):
 -- the index's build identity (oid and relfilenode change on a rebuild; its options completed by
--- the documented defaults p_defaults, evaluator/dba/fingerprint.py), its size and the table's
+-- the documented defaults p_defaults, evaluator/table/fingerprint.py), its size and the table's
 -- dead tuples, and the server's row counters of the table.
 CREATE OR REPLACE FUNCTION pgeval.probe_index_build(p_index oid, p_defaults jsonb)
 RETURNS jsonb LANGUAGE sql STABLE AS $$
@@ -126,7 +126,7 @@ END
 $$;
 
 -- pgeval.run_probe(..., p_captured => SET, p_window => W): the application's own searches, as
--- `pgeval watch --captured SET [--window W]` probes them (evaluator/dba/watch/groups.py): one
+-- `pgeval watch --captured SET [--window W]` probes them (evaluator/tuning/watch/groups.py): one
 -- probe per shape of the set that has queries (within W of the set's newest), each measured as
 -- the application sent it by pgeval.evaluate_recall (its own statement, LIMIT and parameter
 -- values, its exact twin the ground truth; stored as the sweep probe-sql-TARGET-STAGE-SET.sN,
@@ -288,7 +288,7 @@ DECLARE
     i integer;
     data_rows bigint;
     checksum text;
-    changes jsonb;  -- the change log's state (evaluator/dba/change_log.py), when tracked
+    changes jsonb;  -- the change log's state (evaluator/table/change_log.py), when tracked
     idtype text;
     again jsonb;
     stats jsonb;
@@ -310,7 +310,7 @@ BEGIN
         RAISE EXCEPTION 'pgeval.run_probe measures stage hnsw, ivfflat or diskann, not ''%'': %',
             p_stage,
             -- a cast search is named after its access method's kind (hnsw-halfvec, hnsw-bq,
-            -- ivfflat-halfvec: evaluator/stages/registry.py; tests/test_watch_sql.py)
+            -- ivfflat-halfvec: evaluator/kinds/registry.py; tests/test_watch_sql.py)
             CASE WHEN split_part(p_stage, '-', 1) IN (SELECT k.kind FROM pgeval.probe_kinds() k)
                  THEN 'a search of a cast column is probed by `pgeval watch` only'
                  ELSE 'a probe measures an ANN index against exact search (keyword, merge, '
@@ -560,7 +560,7 @@ BEGIN
                                         spec ->> 'text_column') ELSE '' END,
                        tbl, wh)
            INTO data_rows, checksum USING NULL::vector, fvals;
-        -- evaluator/dba/data_checksum: the sum modulo 2^64 as 16 hex digits
+        -- evaluator/table/data_checksum: the sum modulo 2^64 as 16 hex digits
         checksum := lpad(to_hex((CASE WHEN mod(mod(checksum::numeric, 18446744073709551616)
                                                + 18446744073709551616, 18446744073709551616)
                                            >= 9223372036854775808

@@ -20,7 +20,7 @@
 --
 -- Measured as pgeval.evaluate_query_recall measures (a READ ONLY subtransaction, rolled back: the
 -- settings as they were): exact search once per query (the exact twin), then every point over
--- every query. Stored as the CLI stores a sweep (evaluator/dba/sweep/store.py): a test set of the
+-- every query. Stored as the CLI stores a sweep (evaluator/tuning/sweep/store.py): a test set of the
 -- queries (pgeval.testset, source 'queries'), an experiment, its exact run and one ANN run per
 -- point (result lists, per-query timings), pgeval.sweep and pgeval.sweep_point with the values
 -- filled from pgeval.index_recall, pgeval.run_throughput and pgeval.run_latency; `pgeval
@@ -113,7 +113,7 @@ BEGIN
 END
 $$;
 
--- A sweep's point label as the CLI writes it (evaluator/dba/sweep/grid.label_of): NAME=VALUE of
+-- A sweep's point label as the CLI writes it (evaluator/tuning/sweep/grid.label_of): NAME=VALUE of
 -- each varying setting, NAME without its extension prefix, joined by commas; default without any.
 CREATE OR REPLACE FUNCTION pgeval.point_label(p_settings jsonb)
 RETURNS text LANGUAGE sql IMMUTABLE AS $$
@@ -313,7 +313,7 @@ BEGIN
         VALUES (sweep, p, 1, labels[p], varying[p],
                 '{}', 'sql:' || md5(p_statement || p_points[p]::text || ts), run);
     END LOOP;
-    -- the values, from the SQL API as the CLI fills them (evaluator/dba/sweep/store.fill)
+    -- the values, from the SQL API as the CLI fills them (evaluator/tuning/sweep/store.fill)
     UPDATE pgeval.sweep_point sp
        SET index_recall = ir.index_recall, metrics = '{}', queries = th.queries,
            rows_mean = th.rows_mean, rows_min = th.rows_min, qps = th.qps,

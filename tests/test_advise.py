@@ -17,8 +17,8 @@ import pytest
 from test_sweep_build import scratch_schemas
 
 from evaluator.api import Pgeval
-from evaluator.dba.advise import margin
-from evaluator.stages import registry
+from evaluator.kinds import registry
+from evaluator.tuning.advise import margin
 
 pytestmark = pytest.mark.slow
 
@@ -288,9 +288,9 @@ def test_low_end_shows_a_design_at_its_setting_intervals_upper_end(kb, advised, 
 def test_low_end_above_every_value_measured_is_not_reached():
     from dataclasses import replace
 
-    from evaluator.dba.advise import measure
-    from evaluator.dba.advise.outcome import Figures, Groups, Measurement, Outcome
-    from evaluator.dba.advise.plan import Design
+    from evaluator.tuning.advise import measure
+    from evaluator.tuning.advise.outcome import Figures, Groups, Measurement, Outcome
+    from evaluator.tuning.advise.plan import Design
 
     design = Design(kind="hnsw-bq", build={}, find="bq.candidates", fixed={})
     measured = Measurement(
@@ -331,7 +331,7 @@ def test_a_setting_that_caps_the_rows_is_found_from_the_limit_up(kb, advised):
 
 
 def test_a_find_stopped_at_the_server_maximum_does_not_say_raise_find_max(kb, database):
-    from evaluator.dba.advise import recommend
+    from evaluator.tuning.advise import recommend
 
     rows = [
         {"setting": {"diskann.query_rescore": 1000}},
@@ -407,8 +407,8 @@ def test_ctrl_c_during_a_find_leaves_no_scratch_and_resumes(kb, database, conn):
         raise KeyboardInterrupt()
 
     kw = dict(queries_file=path, settings=SMALL, designs="hnsw", build=["hnsw:m=12"])
-    from evaluator.dba.advise import AdviseConfig, run_advise  # on_find: the library's hook
     from evaluator.testset.query_source import from_options
+    from evaluator.tuning.advise import AdviseConfig, run_advise  # on_find: the library's hook
 
     cfg = AdviseConfig(
         target=TARGET,
@@ -441,8 +441,8 @@ def test_a_failed_advise_leaves_no_helper_target(kb, database, conn, pgeval):
     """An advise that fails while it screens on a sample (issue 50): the sample's scratch schema
     is dropped and so is the helper target over it (``advise~sample1200``); `target list` never
     lists a helper as the user's, also while it exists."""
-    from evaluator.dba.advise import AdviseConfig, run_advise
     from evaluator.testset.query_source import from_options
+    from evaluator.tuning.advise import AdviseConfig, run_advise
 
     _, path, _ = kb
     seen = []

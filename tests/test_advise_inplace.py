@@ -14,9 +14,9 @@ import clustered_kb
 import pytest
 
 from evaluator.api import Pgeval
-from evaluator.dba.advise import inplace
-from evaluator.dba.advise.plan import Design
 from evaluator.targets import targets
+from evaluator.tuning.advise import inplace
+from evaluator.tuning.advise.plan import Design
 
 DIM, N, NQ = 32, 3000, 40
 SMALL = ["enable_seqscan=off"]  # a 3,000-row table: the planner would rather scan it
@@ -161,9 +161,9 @@ def test_the_index_the_table_has_is_measured_in_place(kb, advised, conn):
         assert build == {} and used == INDEX
         assert fp["indexes"][INDEX]["build"]["oid"] == oid
         assert "scratch" not in fp["indexes"] and not fp["target"].get("scratch_copy")
-    from evaluator.dba.sweep import store
+    from evaluator.measure import operating_points as stored
 
-    summary = store.summary(conn, hnsw["at"]["sweep_id"])  # SweepResult.points' rows
+    summary = stored.summary(conn, hnsw["at"]["sweep_id"])  # SweepResult.points' rows
     assert summary and all(p["index"] == INDEX for p in summary)
 
 

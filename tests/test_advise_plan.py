@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 
 from evaluator.core.errors import InputError
-from evaluator.dba.advise import apply
-from evaluator.dba.advise.config import ADVISE_DEFAULTS
-from evaluator.dba.advise.plan import AdviseConfig, designs, fixed_settings
-from evaluator.stages import registry
+from evaluator.kinds import registry
+from evaluator.tuning.advise import apply
+from evaluator.tuning.advise.config import ADVISE_DEFAULTS
+from evaluator.tuning.advise.plan import AdviseConfig, designs, fixed_settings
 
 
 def _ivfflat_bq() -> registry.Kind:
@@ -99,10 +99,10 @@ def test_a_designs_sweep_takes_advises_shared_fields_as_they_are():
     configurations gain is in a shared group or set there, never copied by hand."""
     from dataclasses import fields
 
-    from evaluator.dba.advise.config import SWEPT
-    from evaluator.dba.advise.measure import config
-    from evaluator.dba.advise.plan import Design
-    from evaluator.dba.sweep import SweepConfig
+    from evaluator.tuning.advise.config import SWEPT
+    from evaluator.tuning.advise.measure import config
+    from evaluator.tuning.advise.plan import Design
+    from evaluator.tuning.sweep import SweepConfig
 
     assert all(issubclass(AdviseConfig, g) and issubclass(SweepConfig, g) for g in SWEPT)
     shared = {f.name for g in SWEPT for f in fields(g)}
@@ -128,7 +128,7 @@ def test_watch_defaults_are_one_definition():
 
     from evaluator.api.dba import DbaMethods
     from evaluator.cli.commands.watch_cmd import watch
-    from evaluator.dba.watch.config import WATCH_DEFAULTS
+    from evaluator.tuning.watch.config import WATCH_DEFAULTS
 
     options = {p.name: p.default for p in watch.params if isinstance(p, click.Option)}
     assert options["k"] == WATCH_DEFAULTS.k

@@ -1,4 +1,4 @@
-"""advise's rules over typed outcomes (dba/advise/rules.py, dba/advise/outcome.py), without a
+"""advise's rules over typed outcomes (tuning/advise/rules.py, tuning/advise/outcome.py), without a
 server: an outcome reads as the row the JSON prints, each step returns a new one, and a new
 rule is one function (or one entry) in rules.py (docs/ARCHITECTURE.md, "Adding an advise
 rule")."""
@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from evaluator.dba.advise import recommend, rules
-from evaluator.dba.advise.outcome import Figures, Margin, Measurement, OnSample, Outcome
-from evaluator.dba.advise.plan import AdviseConfig
+from evaluator.tuning.advise import recommend, rules
+from evaluator.tuning.advise.outcome import Figures, Margin, Measurement, OnSample, Outcome
+from evaluator.tuning.advise.plan import AdviseConfig
 
 MB = 1048576
 
@@ -139,7 +139,7 @@ def test_one_index_in_several_scan_modes_is_a_candidate_once_at_its_least_work()
 
 
 def test_the_scan_modes_line_compares_the_database_wide_setting():
-    from evaluator.dba.sweep.scan_modes import line
+    from evaluator.tuning.sweep.scan_modes import line
 
     off, relaxed = moded(398, 0.9, {}), moded(64, 1.2, RELAXED)
     said = line([rules.mode_result(off), rules.mode_result(relaxed)])
@@ -150,7 +150,7 @@ def test_the_scan_modes_line_compares_the_database_wide_setting():
 
 
 def test_a_mode_short_of_the_target_is_searched_again_with_its_limits_raised():
-    from evaluator.dba.sweep.scan_modes import raised
+    from evaluator.tuning.sweep.scan_modes import raised
 
     mode = {**STRICT, "hnsw.scan_mem_multiplier": "1"}
     assert raised(mode, {}) == {

@@ -15,7 +15,7 @@ import pytest
 from test_sweep_build import scratch_schemas
 
 from evaluator.api import Pgeval
-from evaluator.dba.advise import prune, rules, screen
+from evaluator.tuning.advise import prune, rules, screen
 
 DIM, N = 32, 3000
 TABLE, TARGET = "advise_scale_kb", "advise_scale"
@@ -105,8 +105,8 @@ def test_no_index_in_place_the_best_screened_is_built_whatever_its_estimate(tabl
 
 
 def test_a_challenger_whose_build_is_estimated_over_the_bound_is_not_built():
-    from evaluator.dba.advise.plan import AdviseConfig
-    from evaluator.dba.advise.run import AdviseResult
+    from evaluator.tuning.advise.plan import AdviseConfig
+    from evaluator.tuning.advise.run import AdviseResult
 
     def result() -> AdviseResult:
         return AdviseResult("kb", 10, 0.95, {})
@@ -138,7 +138,7 @@ def test_a_challenger_whose_build_is_estimated_over_the_bound_is_not_built():
 
 
 def test_a_setting_carried_by_the_anchors_gap_is_a_prediction_with_its_interval():
-    from evaluator.dba.advise import predict
+    from evaluator.tuning.advise import predict
 
     find = "hnsw.ef_search"
 

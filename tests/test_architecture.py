@@ -154,27 +154,30 @@ def test_no_import_cycles():
     assert not cycles, "import cycles: " + "; ".join(" -> ".join(c) for c in cycles)
 
 
-# The layers, bottom first. A module belongs to the longest prefix listed; it may import its own
-# layer and the layers below, never one above (inside a function neither). Packages on one line
-# share a layer.
+# The layers, bottom first: one entry per top-level folder of evaluator/ (tuning's own order, its
+# sweeps below advise and watch, is a sub-entry beside it). A module belongs to the longest prefix
+# listed; it may import its own layer and the layers below, never one above (inside a function
+# neither). Packages on one line share a layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("evaluator.core",),  # connections, install, canonical JSON, progress display, ...
     ("evaluator.testset",),  # test sets in; the Query a stage ranks for
     ("evaluator.providers",),  # embedders, rerankers, segmenters
-    ("evaluator.stages.registry",),  # each stage kind described once (targets/ reads it)
+    ("evaluator.kinds",),  # each stage kind described once (its runners, in stages/, named)
     ("evaluator.targets",),  # the user's table
+    ("evaluator.captured",),  # the application's own queries, read from the server log
     ("evaluator.stages",),  # ranking, run storage
-    ("evaluator.measure",),  # numbers read from SQL
-    ("evaluator.dba",),  # health, warm-up, fingerprint, data checksum, config diff
+    ("evaluator.measure",),  # numbers read from SQL, a sweep's operating points among them
+    ("evaluator.table",),  # table state: health, warm-up, fingerprint, data checksum, copies
     ("evaluator.ground_truth",),  # exact lists stored, refreshed from the data checksum's versions
     ("evaluator.run",),  # experiments (they record a fingerprint), resume, run files
-    ("evaluator.dba.sweep",),  # a sweep runs pipelines
-    ("evaluator.captured",),  # the application's own queries, read from the server log
     ("evaluator.reporting",),  # documents and gates (a report shows a run's sweep)
+    ("evaluator.tuning",),  # a sweep runs pipelines; a captured set measured per shape
     # advise composes sweeps into a page a DBA signs; watch probes as a sweep, exposes metrics
-    ("evaluator.dba.advise", "evaluator.dba.watch"),
+    ("evaluator.tuning.advise", "evaluator.tuning.watch"),
     ("evaluator.api",),
-    ("evaluator.cli", "evaluator.demo", "evaluator.__main__"),  # the demo runs the commands
+    ("evaluator.cli",),
+    ("evaluator.demo",),  # the tour runs the commands (cli/main.py names its command)
+    ("evaluator.__main__",),  # runs the command line
 )
 
 
@@ -190,19 +193,123 @@ def layer_of(module: str) -> int | None:
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
-    """``A -> B`` for every import of a module from a layer above its own. A package whose
-    ``__init__`` imports nothing of evaluator (``stages`` when ``target`` imports
-    ``stages.registry``) only holds its modules: the edge to it ties no layers."""
+    """``A -> B`` for every import of a module from a layer above its own."""
     out = []
     for module, deps in sorted(graph.items()):
         own = layer_of(module)
         for dep in sorted(deps):
-            if MODULES.get(dep, Path()).name == "__init__.py" and not graph.get(dep):
-                continue
             theirs = layer_of(dep)
             if own is not None and theirs is not None and theirs > own:
                 out.append(f"{module} -> {dep}")
     return out
+
+
+def folder_of(module: str) -> str | None:
+    """The top-level folder (or module) of evaluator/ that holds ``module`` (None: the
+    ``evaluator`` package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def folder_rank(folder: str) -> int | None:
+    """The folder's place in :data:`LAYERS`: the first entry naming it or a module in it."""
+    return next(
+        (i for i, names in enumerate(LAYERS) for n in names if folder_of(n) == folder), None
+    )
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, dict[str, str]]:
+    """The import graph collapsed to the top-level folders of evaluator/: folder -> {the folder
+    it imports: one import that makes the arrow, as ``module -> module``}."""
+    out: dict[str, dict[str, str]] = {}
+    for module, deps in sorted(graph.items()):
+        a = folder_of(module)
+        for dep in sorted(deps):
+            b = folder_of(dep)
+            if a and b and a != b:
+                out.setdefault(a, {}).setdefault(b, f"{module} -> {dep}")
+    return out
+
+
+def upward_folders(graph: dict[str, set[str]]) -> list[str]:
+    """``a -> b (module -> module)`` for every folder ``a`` that imports a folder ``b`` placed
+    above it in :data:`LAYERS` (a folder placed nowhere counts as above every other)."""
+    top = len(LAYERS)
+    return [
+        f"{a} -> {b} ({why})"
+        for a, deps in sorted(folder_graph(graph).items())
+        for b, why in sorted(deps.items())
+        if (folder_rank(b) if folder_rank(b) is not None else top)
+        >= (folder_rank(a) if folder_rank(a) is not None else top)
+    ]
+
+
+def misplaced_folders(layers: tuple[tuple[str, ...], ...], modules) -> list[str]:
+    """What keeps ``layers`` from giving each top-level folder of ``modules`` one place: an entry
+    naming two folders, a folder whose entries do not follow each other, a folder with none."""
+    out, order = [], []
+    for names in layers:
+        folders = sorted({folder_of(n) or "" for n in names})
+        out += [f"one entry, two folders: {', '.join(folders)}"] if len(folders) > 1 else []
+        order += [] if order and order[-1] == folders[0] else folders[:1]
+    out += [f"{f} in two places" for f in sorted({f for f in order if order.count(f) > 1})]
+    placed = {n for names in layers for n in names}
+    wanted = sorted({folder_of(m) for m in modules} - {None} - {folder_of(n) for n in placed})
+    return out + [f"{f} has no place" for f in wanted]
+
+
+def test_each_folder_is_one_layer():
+    """Each entry of :data:`LAYERS` names modules of one top-level folder, each folder's entries
+    follow each other (the folder sits in one place in the order), and every folder of
+    evaluator/ has its place."""
+    assert misplaced_folders(LAYERS, MODULES) == []
+
+
+def test_folder_places_check_can_fail():
+    layers = (
+        ("evaluator.core",),
+        ("evaluator.run", "evaluator.table"),
+        ("evaluator.tuning",),
+        ("evaluator.api",),
+        ("evaluator.tuning.advise",),
+    )
+    modules = ["evaluator", "evaluator.core.db", "evaluator.run.x", "evaluator.cli.main"]
+    assert misplaced_folders(layers, modules) == [
+        "one entry, two folders: run, table",
+        "tuning in two places",
+        "cli has no place",
+    ]
+
+
+def test_no_folder_imports_a_folder_above_it():
+    """Drawn as folders and import arrows (issue 46, item 5), every arrow points down: no folder
+    of evaluator/ imports one above it in :data:`LAYERS`, inside a function neither; so the
+    folders' graph has no cycle."""
+    up = upward_folders(GRAPH)
+    assert not up, "folders importing a folder above: " + "; ".join(up)
+    graph = {a: set(deps) for a, deps in folder_graph(GRAPH).items()}
+    assert find_cycles(graph) == []
+
+
+def test_folder_check_can_fail():
+    """The check itself: table/ importing run/, reporting/ importing tuning/'s sweep package and
+    core/ importing a folder LAYERS does not place are reported; arrows down (run/ importing
+    table/, a folder importing core/) and inside a folder are not."""
+    graph = {
+        "evaluator.table.fingerprint": {"evaluator.run.pipeline", "evaluator.core.db"},
+        "evaluator.run.pipeline": {"evaluator.table.fingerprint", "evaluator.run.resume"},
+        "evaluator.reporting.extras": {"evaluator.tuning.sweep", "evaluator.measure.metrics"},
+        "evaluator.nowhere.x": {"evaluator.core.db"},
+        "evaluator.core.db": {"evaluator.nowhere.x"},
+    }
+    assert upward_folders(graph) == [
+        "core -> nowhere (evaluator.core.db -> evaluator.nowhere.x)",
+        "reporting -> tuning (evaluator.reporting.extras -> evaluator.tuning.sweep)",
+        "table -> run (evaluator.table.fingerprint -> evaluator.run.pipeline)",
+    ]
+    assert folder_graph(graph)["run"] == {
+        "table": "evaluator.run.pipeline -> evaluator.table.fingerprint"
+    }
 
 
 def test_every_module_has_a_layer():
@@ -217,19 +324,21 @@ def test_no_upward_imports():
 
 
 def test_layer_check_can_fail():
-    """The check itself: an import from stages into run, and one from core into cli (inside a
-    function, as the reader sees it), are reported."""
+    """The check itself: an import from stages into run, one from core into cli (inside a
+    function, as the reader sees it) and one from a sweep into advise are reported."""
     graph = {
         "evaluator.stages.store": {"evaluator.run.resume", "evaluator.core.db"},
         "evaluator.core.x": {"evaluator.cli.output"},
-        "evaluator.targets.catalog": {"evaluator.stages.registry"},
+        "evaluator.targets.catalog": {"evaluator.kinds.registry"},
+        "evaluator.tuning.sweep.x": {"evaluator.tuning.advise.run", "evaluator.tuning.spent"},
     }
     assert upward_imports(graph) == [
         "evaluator.core.x -> evaluator.cli.output",
         "evaluator.stages.store -> evaluator.run.resume",
+        "evaluator.tuning.sweep.x -> evaluator.tuning.advise.run",
     ]
-    assert layer_of("evaluator.dba.sweep.runner") > layer_of("evaluator.run.pipeline")
-    assert layer_of("evaluator.dba.fingerprint") < layer_of("evaluator.run.pipeline")
+    assert layer_of("evaluator.tuning.sweep.runner") > layer_of("evaluator.run.pipeline")
+    assert layer_of("evaluator.table.fingerprint") < layer_of("evaluator.run.pipeline")
 
 
 def test_function_level_imports_are_read(tmp_path):
@@ -437,14 +546,14 @@ def test_one_test_set_lookup():
 REACH_RULE = re.compile(r"[<>]=?[^<>=\n]*[-+]\s*(?:1e-12|REACH_TOLERANCE)\b|REACH_TOLERANCE\s*=")
 
 
-SWEEP = "evaluator.dba.sweep"
+SWEEP = "evaluator.tuning.sweep"
 # what the rest of pgeval may import of the sweep package: the measuring session (opened,
 # reopened, run), a sweep's configuration, its points and result, and their views; its storage
 # and set-up (store, setup, measuring, remeasure, context, snapshot, consistency, runner, ...) are
 # reached only through the session
 SWEEP_PUBLIC = {
-    "session", "config", "configure", "result", "operating_points", "grid", "groups", "text", "plot",
-    "scan_modes", "shapes",
+    "session", "config", "configure", "result", "grid", "groups", "text", "plot", "scan_modes",
+    "shapes",
 }  # fmt: skip
 
 
@@ -462,7 +571,7 @@ def sweep_internals(graph: dict[str, set[str]]) -> list[str]:
 
 
 def test_one_measuring_path():
-    """Everything outside dba/sweep/ measures through ``session.Session`` (open, run, reopen,
+    """Everything outside tuning/sweep/ measures through ``session.Session`` (open, run, reopen,
     measure_again): none imports the sweep's storage or set-up modules (docs/ARCHITECTURE.md,
     "The measuring session")."""
     assert sweep_internals(GRAPH) == []
@@ -471,15 +580,15 @@ def test_one_measuring_path():
 
 def test_measuring_path_check_can_fail():
     graph = {
-        "evaluator.dba.watch.x": {f"{SWEEP}.store", f"{SWEEP}.session", SWEEP},
+        "evaluator.tuning.watch.x": {f"{SWEEP}.store", f"{SWEEP}.session", SWEEP},
         f"{SWEEP}.session": {f"{SWEEP}.store"},
     }
-    assert sweep_internals(graph) == [f"evaluator.dba.watch.x -> {SWEEP}.store"]
+    assert sweep_internals(graph) == [f"evaluator.tuning.watch.x -> {SWEEP}.store"]
 
 
 def test_the_reach_rule_is_written_once():
     """A target is reached by one rule with one tolerance: in Python,
-    dba/sweep/operating_points.py (``reaches``, ``REACH_TOLERANCE``), in SQL, sql/016_reaches.sql
+    measure/operating_points.py (``reaches``, ``REACH_TOLERANCE``), in SQL, sql/016_reaches.sql
     (``pgeval.reaches``, ``pgeval.reach_tolerance``); every other place calls them
     (tests/test_operating_points.py keeps the two tolerances equal)."""
     python = sorted(
@@ -487,7 +596,7 @@ def test_the_reach_rule_is_written_once():
         for p in ROOT.rglob("*.py")
         if REACH_RULE.search(p.read_text(encoding="utf-8"))
     )
-    assert python == ["evaluator/dba/sweep/operating_points.py"]
+    assert python == ["evaluator/measure/operating_points.py"]
     code = {  # (comments left out: they may name the tolerance)
         p.name: re.sub(r"--[^\n]*", "", p.read_text(encoding="utf-8"))
         for p in (ROOT.parent / "sql").glob("*.sql")
@@ -497,7 +606,7 @@ def test_the_reach_rule_is_written_once():
 
 
 def test_stage_kinds_described_once():
-    """Stage kinds are described in stages/registry.py (role, access method, settings, build
+    """Stage kinds are described in kinds/registry.py (role, access method, settings, build
     options); no other module lists them by hand."""
     for listing in (
         '("hnsw", "ivfflat", "diskann")',
@@ -511,7 +620,7 @@ def test_stage_kinds_described_once():
         "hnsw|ivfflat",
     ):
         assert _sources_containing(listing) == [], listing
-    assert _sources_containing("index_method=") == ["evaluator/stages/registry.py"]
+    assert _sources_containing("index_method=") == ["evaluator/kinds/registry.py"]
     assert _sources_containing('method = "hnsw"') == []
 
 
@@ -519,7 +628,7 @@ def test_docs_list_the_registrys_kinds():
     """The docs that list kinds list the registry's: docs/index-designs.md has a row per ANN
     kind, docs/TIMING.md's row of the vector stages names every vector kind (the help texts
     and docs/cli.md are generated from the registry)."""
-    from evaluator.stages import registry
+    from evaluator.kinds import registry
 
     docs = ROOT.parent / "docs"
     designs = (docs / "index-designs.md").read_text(encoding="utf-8")
@@ -541,7 +650,7 @@ def test_searched_types_described_once():
 def test_registry_describes_every_kind_consistently():
     """Every registered kind has a known role and a runner whose ``kind`` is its name; every ANN
     kind names its access method and settings, and its runner reads them from the registry."""
-    from evaluator.stages import registry
+    from evaluator.kinds import registry
 
     for name, kind in registry.KINDS.items():
         assert kind.role in registry.ROLES, name
@@ -601,10 +710,11 @@ def _flag_declarations(source: str) -> list[str]:
 
 def test_each_cli_flag_is_declared_once():
     """A flag two commands take is declared once, in cli/flags.py (or in the one command that
-    takes it); a command gives it its own help or default with ``FLAG.but(...)``, never a
-    second ``click.option`` (issue 46: 34 flags were declared up to seven times)."""
+    takes it; the demo's command is demo/command.py); a command gives it its own help or default
+    with ``FLAG.but(...)``, never a second ``click.option`` (issue 46: 34 flags were declared up
+    to seven times)."""
     seen: dict[str, list[str]] = {}
-    for path in sorted((ROOT / "cli").rglob("*.py")):
+    for path in sorted((ROOT / "cli").rglob("*.py")) + [ROOT / "demo" / "command.py"]:
         for flag in _flag_declarations(path.read_text(encoding="utf-8")):
             seen.setdefault(flag, []).append(path.relative_to(ROOT).as_posix())
     assert len(seen) > 100  # the walk read the commands
@@ -653,13 +763,13 @@ def _string_keyed_writes(tree: ast.AST, module: str) -> list[str]:
 
 
 def test_advise_writes_no_dict_with_string_keys():
-    """advise's values are typed (dba/advise/outcome.py): each step returns a new frozen value
+    """advise's values are typed (tuning/advise/outcome.py): each step returns a new frozen value
     (``dataclasses.replace``); no module of the advise package writes a key into a dict (a
     dict literal, as ``Outcome.as_dict`` builds the JSON row, is not a write)."""
     found = [
         w
         for m, p in MODULES.items()
-        if m.startswith("evaluator.dba.advise.")
+        if m.startswith("evaluator.tuning.advise.")
         for w in _string_keyed_writes(TREES[m], m)
     ]
     assert not found, "string-keyed writes in the advise package: " + "; ".join(found)

@@ -28,7 +28,7 @@ KB = "bad_kb"
 
 def _expected(error: str) -> str:
     """A case's message, its lists of kinds (``{kinds}``, ``{ann_kinds}``) the registry's."""
-    from evaluator.stages import registry
+    from evaluator.kinds import registry
 
     return error.replace("{kinds}", ", ".join(registry.kinds())).replace(
         "{ann_kinds}", ", ".join(registry.ann_kinds())

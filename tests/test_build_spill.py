@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from dba_data import vec_text
 
-from evaluator.dba.build_sweep import Scratch, sized_memory
-from evaluator.dba.sweep import SweepConfig, run_sweep
 from evaluator.targets.targets import Target, save
 from evaluator.testset.query_source import QuerySource
+from evaluator.tuning.build_sweep import Scratch, sized_memory
+from evaluator.tuning.sweep import SweepConfig, run_sweep
 
 TABLE, TARGET = "spill_kb", "spill-kb"
 ROWS, DIM = 4000, 32

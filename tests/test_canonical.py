@@ -18,10 +18,10 @@ def _old(value, **kw) -> str:
 
 
 def test_each_stored_hash_keeps_its_spelling():
-    from evaluator.dba import data_checksum, fingerprint
-    from evaluator.dba.sweep import runner
     from evaluator.ground_truth import store as ground_truth
     from evaluator.run import pipeline
+    from evaluator.table import data_checksum, fingerprint
+    from evaluator.tuning.sweep import runner
 
     compact = {"separators": (",", ":")}
     # experiments and ground-truth slots: non-ASCII escaped

@@ -538,9 +538,9 @@ def test_advise_on_captured_queries_meets_the_target_on_them(database, app_log, 
     it reaches the target. Each shape measured as the application sent it at that setting (and
     at a lower one, where a shape misses the target and is named) equals numpy on that shape's
     own statement, and so does whether every shape reaches the target."""
-    from evaluator.dba.advise import shapes as advise_shapes
-    from evaluator.dba.advise.plan import AdviseConfig
     from evaluator.testset.query_source import QuerySource
+    from evaluator.tuning.advise import shapes as advise_shapes
+    from evaluator.tuning.advise.plan import AdviseConfig
 
     _, run = captured
     docs, tenants, sent = app_log["docs"], app_log["tenants"], app_log["sent"]

@@ -1,4 +1,4 @@
-"""The change log (`pgeval target track`, evaluator/dba/change_log.py): every committed write
+"""The change log (`pgeval target track`, evaluator/table/change_log.py): every committed write
 statement on a tracked table adds one to its count, nothing else does; while the count is
 unchanged the data checksum is read from the cache with no scan of the table; a count the
 trigger did not keep (disabled, then enabled again) is never trusted; writers at any isolation
@@ -13,9 +13,9 @@ import psycopg
 import pytest
 from dba_data import vec_text
 
-from evaluator.dba import change_log
-from evaluator.dba import data_checksum as dc
-from evaluator.dba.target_table import resolve_table
+from evaluator.table import change_log
+from evaluator.table import data_checksum as dc
+from evaluator.table.target_table import resolve_table
 from evaluator.targets.targets import Target
 
 TABLE = "cl_docs"

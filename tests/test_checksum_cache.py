@@ -1,4 +1,4 @@
-"""The content checksum is cached by table version (evaluator/dba/data_checksum.py): an unchanged
+"""The content checksum is cached by table version (evaluator/table/data_checksum.py): an unchanged
 table reads only the cheap version scan and gets the very checksum a fresh computation gives; any
 committed INSERT, UPDATE or DELETE under the filters is a miss and a new, correct checksum."""
 
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from dba_data import vec_text
 
-from evaluator.dba import data_checksum as dc
-from evaluator.dba import fingerprint as fpmod
+from evaluator.table import data_checksum as dc
+from evaluator.table import fingerprint as fpmod
 from evaluator.targets.targets import Target
 
 TABLE = "ck_cache_docs"

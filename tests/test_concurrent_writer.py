@@ -24,8 +24,8 @@ import numpy as np
 import pytest
 from helpers import wait_for
 
-from evaluator.dba.sweep import SweepConfig, run_sweep
 from evaluator.testset.query_source import QuerySource
+from evaluator.tuning.sweep import SweepConfig, run_sweep
 
 pytestmark = pytest.mark.slow
 

@@ -22,10 +22,10 @@ from helpers import make_run, make_testset
 from helpers_stage import make_experiment, prepare_and_run, stage_ctx, stage_run, stored
 
 from evaluator.core.errors import Conflict, InputError
+from evaluator.kinds import registry
 from evaluator.reporting import compare_many
 from evaluator.reporting import json as report_json
 from evaluator.run.runs import delete_experiment, export_run, import_run
-from evaluator.stages import registry
 from evaluator.stages.merge import MergeStage
 
 N = 30

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.dba.sweep.config import SweepConfig
-from evaluator.dba.sweep.context import point_context
 from evaluator.stages.hnsw import HnswStage
+from evaluator.tuning.sweep.config import SweepConfig
+from evaluator.tuning.sweep.context import point_context
 
 
 def _warnings(conn, ef: int, *, k: int = 10, depth: int = 20, own: bool = False, sweep=True):

@@ -9,8 +9,8 @@ import json
 import pytest
 from helpers import make_run, make_testset
 
-from evaluator.dba import fingerprint as fpmod
-from evaluator.dba.config_diff import compare, flatten
+from evaluator.table import fingerprint as fpmod
+from evaluator.table.config_diff import compare, flatten
 
 BASE = {
     "fingerprint_version": 1,

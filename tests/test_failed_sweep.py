@@ -111,8 +111,8 @@ def test_a_refused_sweep_leaves_run_list_and_the_sweep_names_as_they_were(kb, co
 def test_a_sweep_that_fails_before_its_first_point_is_undone(kb, conn, database, pgeval):
     """A failure after the plan check (here: Ctrl-C while the exact ground truth is written)
     still leaves no sweep, no exact run, and the earlier sweep under its own name."""
-    from evaluator.dba.sweep import SweepConfig, run_sweep
     from evaluator.testset.query_source import QuerySource
+    from evaluator.tuning.sweep import SweepConfig, run_sweep
 
     cfg = SweepConfig(
         testset=None,

@@ -15,8 +15,9 @@ import pytest
 
 from evaluator.cli.options import option_for
 from evaluator.core.errors import InputError, PlanError
+from evaluator.kinds import registry
 from evaluator.run.pipeline import PipelineConfig, prepare_contexts, run_pipeline, stage_queries
-from evaluator.stages import gucs, registry
+from evaluator.stages import gucs
 from evaluator.stages.base import StageContext
 
 SCHEMA, DIM, DEPTH = "wkf", 32, 20

@@ -1,11 +1,11 @@
-"""`sweep --find`'s search (evaluator/dba/sweep/find.py) on a known monotone recall curve: the
+"""`sweep --find`'s search (evaluator/tuning/sweep/find.py) on a known monotone recall curve: the
 least value reaching the target, and with a floor (advise: the application's LIMIT where the
 setting caps the rows returned) never a value under it; and which setting advise finds per
 build (DiskANN: the re-ranked candidates on its SBQ layout, the search list on the plain one)."""
 
 from __future__ import annotations
 
-from evaluator.dba.sweep.find import search
+from evaluator.tuning.sweep.find import search
 
 
 def curve(v: int) -> float:
@@ -27,7 +27,7 @@ def test_a_floor_is_never_gone_under():
 
 
 def test_advise_finds_the_setting_that_bounds_the_build():
-    from evaluator.dba.advise.plan import AdviseConfig, designs
+    from evaluator.tuning.advise.plan import AdviseConfig, designs
 
     def plan(**kw):
         cfg = AdviseConfig(target="t", designs=("diskann",), **kw)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from dba_data import ensure_table, ensure_target
 
-from evaluator.dba import fingerprint as fpmod
-from evaluator.dba.config_diff import compare
+from evaluator.table import fingerprint as fpmod
+from evaluator.table.config_diff import compare
 
 TABLE = "dba_fp_docs"
 

@@ -17,9 +17,9 @@ import json
 import pytest
 from robust_kb import add_target, ensure_table, ensure_testset
 
-from evaluator.dba import fingerprint as fpmod
-from evaluator.dba.config_diff import compare
-from evaluator.dba.sweep import SweepConfig, run_sweep
+from evaluator.table import fingerprint as fpmod
+from evaluator.table.config_diff import compare
+from evaluator.tuning.sweep import SweepConfig, run_sweep
 
 TABLE, INDEX = "fb_kb", "fb_kb_hnsw"
 

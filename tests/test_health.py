@@ -8,7 +8,7 @@ import pytest
 from dba_data import ensure_target
 from helpers import make_testset
 
-from evaluator.dba import health
+from evaluator.table import health
 
 TABLE = "dba_health_docs"
 
@@ -148,7 +148,7 @@ def test_cve_warning_says_whose_server_it_concerns(conn, pgeval, sick, database)
 
 def test_change_log_hint_then_ok(conn, sick, database):
     """Untracked, a hint (never a --strict failure) naming the command; tracked, ok."""
-    from evaluator.dba import change_log
+    from evaluator.table import change_log
 
     t = ensure_target(conn, "dba-healthy", f"{sick}_ok")
     f = by_check(health.check(conn, t))["change_log"]

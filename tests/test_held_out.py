@@ -48,7 +48,7 @@ def target(database):
 
 
 def test_copies_hold_the_sampled_rows_in_one_and_out_of_the_other(database, target):
-    from evaluator.dba.sweep.held_out import copies
+    from evaluator.tuning.sweep.held_out import copies
 
     ids = [f"c{i}" for i in range(1, 3001, 60)]  # 50 "sampled" rows
     with copies(database, target, ids, 1000) as made:

@@ -1,4 +1,4 @@
-"""A sweep's operating points (evaluator/dba/sweep/operating_points.py) against the real server:
+"""A sweep's operating points (evaluator/measure/operating_points.py) against the real server:
 the reach rule is SQL's (one tolerance, pgeval.reaches), and every answer of OperatingPoints
 (the point by number or at a setting, the points reaching a target, the cheapest, the Pareto
 front, the best) agrees with pgeval.sweep_recommendation and with numbers computed here from
@@ -13,8 +13,9 @@ import statistics
 import pytest
 from helpers import make_testset
 
-from evaluator.dba.sweep import store
-from evaluator.dba.sweep.operating_points import REACH_TOLERANCE, OperatingPoints, reaches
+from evaluator.measure import operating_points as stored
+from evaluator.measure.operating_points import REACH_TOLERANCE, OperatingPoints, reaches
+from evaluator.tuning.sweep import store
 
 WORK = ("hnsw.ef_search",)
 # point -> (ef_search, recall per repetition, p95 per repetition)
@@ -57,7 +58,7 @@ def sweep(clean, conn):
 
 def _points(conn, sweep_id: int, target: float) -> OperatingPoints:
     rec = store.recommendation(conn, sweep_id, target, WORK)
-    return OperatingPoints.of(sweep_id, store.summary(conn, sweep_id), target, rec)
+    return OperatingPoints.of(sweep_id, stored.summary(conn, sweep_id), target, rec)
 
 
 def test_the_answers_agree_with_sql_and_the_stored_points(conn, sweep):
@@ -100,7 +101,7 @@ def test_the_answers_agree_with_sql_and_the_stored_points(conn, sweep):
 def test_a_real_sweep(database, conn):
     from dba_data import CRAN_TARGET, CRAN_TESTSET, ensure_cranfield
 
-    from evaluator.dba.sweep import SweepConfig, run_sweep
+    from evaluator.tuning.sweep import SweepConfig, run_sweep
 
     ensure_cranfield(conn)
     cfg = SweepConfig(

@@ -168,7 +168,7 @@ def assert_whole(rows: list[dict], text: str) -> None:
 def test_a_wide_advise_table_keeps_design_setting_and_verdict_whole(monkeypatch):
     """The issue's 80-column advise: a long design name, a setting of two GUCs, grouped: the
     names, the setting and the verdict are whole (a table, or one record per design)."""
-    from evaluator.dba.advise import report
+    from evaluator.tuning.advise import report
 
     design = {
         "design": "hnsw-halfvec",

@@ -11,12 +11,12 @@ import pytest
 from dba_data import corpus, ensure_index, vec_text
 
 from evaluator.core.errors import InputError
-from evaluator.dba.sweep import SweepConfig, run_sweep
 from evaluator.ground_truth import exact_scan
 from evaluator.ground_truth import store as ground_truth
 from evaluator.run.pipeline import PipelineConfig, run_pipeline
 from evaluator.targets.targets import Target, save
 from evaluator.testset.query_source import QuerySource
+from evaluator.tuning.sweep import SweepConfig, run_sweep
 
 TABLE, TARGET = "own_kb", "own-kb"
 

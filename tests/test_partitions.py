@@ -177,8 +177,8 @@ def test_partial_indexes_serve_their_tenants(pgeval, database, conn, partial):
 
 
 def test_scratch_copy_keeps_the_partitioning(database, conn, parted):
-    from evaluator.dba.build_sweep import Scratch
     from evaluator.targets.targets import load
+    from evaluator.tuning.build_sweep import Scratch
 
     with Scratch(database, load(conn, "parted")) as s, database.connect(results=False) as kb:
         copy = f"{s.schema}.kb"
@@ -263,9 +263,9 @@ def test_advise_measures_the_partial_indexes_in_place(pgeval, partial):
 
 
 def test_a_new_build_is_one_partial_index_per_tenant(database, conn, partial):
-    from evaluator.dba.advise import apply
-    from evaluator.dba.build_sweep import Scratch
     from evaluator.targets.targets import load
+    from evaluator.tuning.advise import apply
+    from evaluator.tuning.build_sweep import Scratch
 
     target = load(conn, "partial")
     with database.connect(results=False, autocommit=True) as kb:

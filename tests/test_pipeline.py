@@ -221,8 +221,8 @@ class ProbeStage(BaseStage):
 
 
 def test_later_stages_see_earlier_runs_of_their_repetition(setup, conn, monkeypatch):
+    from evaluator.kinds import registry
     from evaluator.run.pipeline import PipelineConfig, run_pipeline
-    from evaluator.stages import registry
 
     monkeypatch.setitem(registry.STAGES, "probe", "test_pipeline:ProbeStage")
     ProbeStage.seen.clear()
@@ -245,8 +245,8 @@ def test_later_stages_see_earlier_runs_of_their_repetition(setup, conn, monkeypa
 
 
 def test_failed_stage_marks_run_and_experiment_failed(setup, conn, monkeypatch):
+    from evaluator.kinds import registry
     from evaluator.run.pipeline import PipelineConfig, run_pipeline
-    from evaluator.stages import registry
 
     class Boom(ProbeStage):
         def run(self, ctx, run_name):

@@ -214,8 +214,8 @@ def _served(conn, table: str, group: str, q: str, ef: int) -> str:
 def test_a_scratch_copy_is_served_per_tenant_as_the_table(database, kb, target):
     """The copy advise builds a design on carries the tenant's btree and fresh statistics: the
     planner serves every tenant on it as it serves it on the table."""
-    from evaluator.dba.build_sweep import Scratch
     from evaluator.targets import targets
+    from evaluator.tuning.build_sweep import Scratch
 
     with database.connect() as c:
         tgt = targets.load(c, target).scoped("tenant", "t05")
@@ -332,9 +332,9 @@ def test_every_scratch_table_has_no_autovacuum(database, kb, target):
     """advise's sample copy and sweep --held-out's two copies (as the build's, above): made
     once, never written, measured with the plans their fresh statistics give (no vacuum between
     two sweeps)."""
-    from evaluator.dba.advise import sample
-    from evaluator.dba.sweep import held_out
     from evaluator.targets import targets
+    from evaluator.tuning.advise import sample
+    from evaluator.tuning.sweep import held_out
 
     def options(name: str):
         with database.connect() as c:

@@ -177,7 +177,7 @@ def test_nothing_is_left_on_pooled_server_connections(bouncer, pgeval, tmp_path)
         ],
         ["stage-report", "pooled"],
         # a probe: its series' lock held in a lent connection's transaction, its commits
-        # pipelined with SET LOCAL synchronous_commit (dba/watch/connections.py)
+        # pipelined with SET LOCAL synchronous_commit (tuning/watch/connections.py)
         [
             "watch",
             "--target",
@@ -238,7 +238,7 @@ def test_pooled_sweep_equals_the_direct_one(primary, bouncer, pgeval):
 def test_concurrency_n_runs_in_a_pool_of_n(primary, pgeval):
     """``sweep --concurrency 4`` behind a transaction pool of 4 server connections (issue 50): the
     sweep's snapshot holds one of them for the whole sweep, so its connection serves as the
-    first of the 4 clients (dba/sweep/load.py); before, the fourth client waited for PgBouncer's
+    first of the 4 clients (tuning/sweep/load.py); before, the fourth client waited for PgBouncer's
     query_wait_timeout and the sweep failed. It measures what the direct sweep measures."""
     clients = 4
     small = pg_real.Bouncer(primary, pool_size=clients, query_wait_timeout=30).start()
@@ -289,7 +289,7 @@ def test_a_pooled_sweep_reads_one_snapshot_while_the_table_changes(bouncer, pgev
     # once the sweep has taken its snapshot, two more commits (the second begun after it): rows
     # the snapshot does not see, committed during the sweep whatever the machine's load (a fast
     # sweep could otherwise end between two of the writer's commits)
-    from evaluator.dba.sweep.snapshot import SharedSnapshot
+    from evaluator.tuning.sweep.snapshot import SharedSnapshot
 
     take = SharedSnapshot.take
 

@@ -93,7 +93,7 @@ def test_advise_where_no_held_out_build_fits_never_says_meets(pgeval, kb, tmp_pa
     assert "reaches recall" not in rec["why"]
     assert "pgeval queries capture --how" in rec["why"]
     assert any("--max-confirm-s" in n and "upper bound" in n for n in d["notes"])
-    from evaluator.dba.advise.report import rows
+    from evaluator.tuning.advise.report import rows
 
     verdicts = {r["verdict"] for r in rows(d, short=True) if r.get("in_place")}
     assert verdicts == {"upper bound (sampled rows)"}

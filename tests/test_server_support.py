@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluator.stages import registry
+from evaluator.kinds import registry
 from evaluator.stages.server_support import missing, version_tuple
 
 

@@ -200,7 +200,7 @@ def test_labels_of_ids_that_do_not_fit_a_smallint(database, kind, values, identi
     row its group's label (NULL group: a NULL label)."""
     from psycopg import sql
 
-    from evaluator.dba import labels
+    from evaluator.table import labels
     from evaluator.targets.targets import Target
 
     table = "labels_ids"
@@ -227,9 +227,9 @@ def test_labels_of_ids_that_do_not_fit_a_smallint(database, kind, values, identi
 
 
 def test_a_default_design_where_advise_groups():
-    from evaluator.dba.advise.config import AdviseConfig
-    from evaluator.dba.advise.plan import designs
-    from evaluator.stages import registry
+    from evaluator.kinds import registry
+    from evaluator.tuning.advise.config import AdviseConfig
+    from evaluator.tuning.advise.plan import designs
 
     assert "diskann-labels" not in registry.advise_kinds()
     assert registry.advise_kinds(grouped=True)[-1] == "diskann-labels"

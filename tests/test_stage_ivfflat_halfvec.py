@@ -229,8 +229,8 @@ def test_build_sweep_builds_the_halfvec_expression_index(kb, clean, conn, pgeval
 def test_advise_plans_it_only_when_named():
     """Not a default design: advise's plan without --designs is the registry's default designs;
     named, it is planned like ivfflat (lists at its default, probes found, nothing fixed)."""
-    from evaluator.dba.advise.plan import AdviseConfig, designs
-    from evaluator.stages import registry
+    from evaluator.kinds import registry
+    from evaluator.tuning.advise.plan import AdviseConfig, designs
 
     every = list(registry.ann_kinds())
     assert "ivfflat-halfvec" in every

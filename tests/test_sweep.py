@@ -15,7 +15,7 @@ from dba_data import CRAN_TARGET, CRAN_TESTSET, ensure_cranfield
 
 from evaluator.cli.options import option_for
 from evaluator.core.errors import Conflict, InputError
-from evaluator.dba.sweep import SweepConfig, run_sweep
+from evaluator.tuning.sweep import SweepConfig, run_sweep
 
 pytestmark = pytest.mark.slow
 

@@ -12,9 +12,9 @@ from dba_data import CRAN_TARGET, CRAN_TESTSET, ensure_cranfield
 
 from evaluator.cli.options import option_for
 from evaluator.core.errors import DatabaseError, InputError
-from evaluator.dba import fingerprint as fpmod
-from evaluator.dba.build_sweep import SCRATCH_PREFIX
-from evaluator.dba.sweep import SweepConfig, run_sweep
+from evaluator.table import fingerprint as fpmod
+from evaluator.tuning.build_sweep import SCRATCH_PREFIX
+from evaluator.tuning.sweep import SweepConfig, run_sweep
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,8 @@ import pytest
 from dba_data import CRAN_TARGET, CRAN_TESTSET, ensure_cranfield
 from helpers import make_run
 
-from evaluator.dba.sweep import SweepConfig, run_sweep
 from evaluator.measure import diagnostics
+from evaluator.tuning.sweep import SweepConfig, run_sweep
 
 
 @pytest.fixture

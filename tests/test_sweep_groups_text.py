@@ -5,7 +5,7 @@ that was not is named, in the line and in the JSON."""
 from __future__ import annotations
 
 from evaluator.cli.commands.sweep_groups_view import recommendation_line
-from evaluator.dba.sweep.groups import GroupSweepResult
+from evaluator.tuning.sweep.groups import GroupSweepResult
 
 
 def result(failed: dict[str, str]) -> GroupSweepResult:

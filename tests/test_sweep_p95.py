@@ -10,7 +10,7 @@ import pytest
 from dba_data import CRAN_TARGET, CRAN_TESTSET, ensure_cranfield
 
 from evaluator.core.percentile import nearest_rank
-from evaluator.dba.sweep import SweepConfig, run_sweep
+from evaluator.tuning.sweep import SweepConfig, run_sweep
 
 pytestmark = pytest.mark.slow
 

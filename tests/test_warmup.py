@@ -7,7 +7,7 @@ import json
 import pytest
 from dba_data import CRAN_TESTSET, ensure_cranfield
 
-from evaluator.dba import warmup as wu
+from evaluator.table import warmup as wu
 
 
 @pytest.fixture

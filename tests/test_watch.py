@@ -364,7 +364,7 @@ def test_max_drop_is_against_the_first_probe_of_the_build(kb, conn, database, pg
 def test_probes_of_one_series_do_not_overlap(kb, conn, database, pgeval):
     from evaluator.core.canonical import sha256_hex
     from evaluator.core.held_lock import HeldLock
-    from evaluator.dba.watch.probe import WATCH_LOCK
+    from evaluator.tuning.watch.probe import WATCH_LOCK
 
     code, first, err = _probe(pgeval, *LOW)
     assert code == 0, err

@@ -1,4 +1,4 @@
-"""A probe's connections (evaluator/dba/watch/connections.py) on the embedded server, read from
+"""A probe's connections (evaluator/tuning/watch/connections.py) on the embedded server, read from
 the wire (libpq's protocol trace): a results connection commits with synchronous_commit off for
 that transaction (commit(): in the COMMIT's own message, one round trip; a transaction block:
 just before its COMMIT); a knowledge-base connection, a rollback and a transaction that raised
@@ -11,7 +11,7 @@ import pytest
 from psycopg import pq
 
 from evaluator.core.held_lock import HeldLock
-from evaluator.dba.watch.connections import NO_FLUSH_WAIT, NO_FLUSH_WAIT_COMMIT, Lending
+from evaluator.tuning.watch.connections import NO_FLUSH_WAIT, NO_FLUSH_WAIT_COMMIT, Lending
 
 TABLE = "watch_conn_t"
 

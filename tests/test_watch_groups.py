@@ -106,7 +106,7 @@ def test_exact_tenants_are_probed_as_served_and_a_crossed_bound_exits_2(pgeval, 
 def _hold_series_lock(database, series: str):
     """Another probe of ``series`` running: its advisory lock held in an open transaction."""
     from evaluator.core.canonical import sha256_hex
-    from evaluator.dba.watch.probe import WATCH_LOCK
+    from evaluator.tuning.watch.probe import WATCH_LOCK
 
     holder = database.connect()
     key = (WATCH_LOCK, int(sha256_hex(series)[:8], 16) - 2**31)
@@ -206,7 +206,7 @@ def test_a_programming_error_is_raised_as_it_is_and_nothing_recorded(
     """Not one of pgeval's errors: raised at once, not collected, and the probes this watch
     recorded before it are deleted all the same."""
     from evaluator.api import Pgeval
-    from evaluator.dba.watch import groups
+    from evaluator.tuning.watch import groups
 
     real, calls = groups.run_probe, []
 

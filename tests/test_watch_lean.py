@@ -1,4 +1,4 @@
-"""A probe's lean path (dba/sweep/remeasure.py) on the embedded server: on unchanged data the
+"""A probe's lean path (tuning/sweep/remeasure.py) on the embedded server: on unchanged data the
 series' sweep is kept and only its point measured again (JSON cost.path "point"), recording what
 the full one-point sweep records on the same data; its fingerprint is captured afresh every
 probe, so a server setting changed between probes, or an index rebuilt, is seen at the next one

@@ -411,7 +411,7 @@ def test_several_rows_per_chunk_is_refused(database, conn, clean, pgeval):
 def test_every_cast_kind_is_refused_as_a_cast_search(kbs, conn):
     """Each of the registry's kinds that search a cast (hnsw-halfvec, hnsw-bq, ivfflat-halfvec)
     is refused with the reason, from its name: the SQL path lists none of them."""
-    from evaluator.stages import registry
+    from evaluator.kinds import registry
 
     cast = [n for n, k in registry.KINDS.items() if k.ann and k.cast_type]
     assert "ivfflat-halfvec" in cast
@@ -424,7 +424,7 @@ def test_every_cast_kind_is_refused_as_a_cast_search(kbs, conn):
 
 def test_probe_kinds_are_the_registry_s(conn):
     """The kinds, work settings and build defaults the SQL probe uses are the registry's."""
-    from evaluator.stages import registry
+    from evaluator.kinds import registry
 
     rows = conn.execute("SELECT * FROM pgeval.probe_kinds()").fetchall()
     assert {r[0] for r in rows} <= set(registry.ann_kinds())

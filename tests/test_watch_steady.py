@@ -1,4 +1,4 @@
-"""A probe's steady path (dba/sweep/remeasure.py, dba/watch/epoch.py) on the embedded server: on a
+"""A probe's steady path (tuning/sweep/remeasure.py, tuning/watch/epoch.py) on the embedded server: on a
 tracked table whose configuration epoch is the one the series' point was measured under, the
 point is measured again without capturing the fingerprints, looking the catalog up or running
 EXPLAIN (JSON cost.path "steady"), and records what the lean path records on the same data; each

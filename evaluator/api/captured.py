@@ -83,7 +83,7 @@ class CapturedMethods:
         weighted by each shape's share of the searches; ``verdict``, the first point where every
         shape reaches ``target_recall``, or the shapes that reach it nowhere and their best
         (`pgeval queries measure`)."""
-        from ..captured.measure import measure
+        from ..tuning.captured import measure
 
         return measure(
             self.database, name, settings, sweep=sweep, replace=replace, target_recall=target_recall

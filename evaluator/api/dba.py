@@ -6,18 +6,18 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..dba.advise.config import ADVISE_DEFAULTS
-from ..dba.watch.config import WATCH_DEFAULTS
+from ..tuning.advise.config import ADVISE_DEFAULTS
+from ..tuning.watch.config import WATCH_DEFAULTS
 
 if TYPE_CHECKING:
     from ..core.db import Database
-    from ..dba.advise import AdviseResult
-    from ..dba.advise.plan import Design
-    from ..dba.config_diff import Diff
-    from ..dba.fingerprint_report import FingerprintReport
-    from ..dba.health import Finding
-    from ..dba.warmup import PassStats, WarmupReport
-    from ..dba.watch import ProbeResult
+    from ..table.config_diff import Diff
+    from ..table.fingerprint_report import FingerprintReport
+    from ..table.health import Finding
+    from ..table.warmup import PassStats, WarmupReport
+    from ..tuning.advise import AdviseResult
+    from ..tuning.advise.plan import Design
+    from ..tuning.watch import ProbeResult
 
 # settings by name: {"hnsw.ef_search": 40} or ["hnsw.ef_search=40"]
 Settings = Mapping[str, object] | Iterable[str]
@@ -46,10 +46,10 @@ class DbaMethods:
         ``index`` alone), through its stage kind's statement, passes of ``testset``'s query vectors (else
         ``random_queries`` seeded random ones) until the median latency settles within
         ``tolerance`` or ``max_passes``; ``on_pass(PassStats)`` after each. What is None takes
-        ``evaluator.dba.warmup_target.WARMUP_DEFAULTS``. Returns a WarmupReport
+        ``evaluator.table.warmup_target.WARMUP_DEFAULTS``. Returns a WarmupReport
         (``as_dict()``)."""
-        from ..dba.warmup_target import WARMUP_DEFAULTS as D
-        from ..dba.warmup_target import warmup_target
+        from ..table.warmup_target import WARMUP_DEFAULTS as D
+        from ..table.warmup_target import warmup_target
 
         return warmup_target(
             self.database,
@@ -71,7 +71,7 @@ class DbaMethods:
     ) -> list[Finding]:
         """The health checks of target ``target`` (`pgeval health`): a list of Findings
         (``check``, ``status`` ok|hint|warning|error, ``count``, ``detail``, ``examples``)."""
-        from ..dba.health_target import check_target
+        from ..table.health_target import check_target
 
         return check_target(self.database, target, testset=testset, embedder=embedder)
 
@@ -91,7 +91,7 @@ class DbaMethods:
         """The configuration fingerprint of ``target`` captured now, or the one stored with
         ``run`` (`pgeval fingerprint`); ``check``: with the target's health findings. Returns a
         FingerprintReport (``config_hash``, ``fingerprint``, ``health``; ``as_dict()``)."""
-        from ..dba.fingerprint_report import fingerprint_of
+        from ..table.fingerprint_report import fingerprint_of
 
         return fingerprint_of(
             self.database,
@@ -110,7 +110,7 @@ class DbaMethods:
         """What differs between the configurations of runs (or experiments) ``a`` and ``b``
         (`pgeval diff`): a Diff (``variables``, ``rows()``, ``warnings()``; ``as_dict()``)."""
         from ..core.db import snapshot
-        from ..dba.config_diff import diff_runs
+        from ..table.config_diff import diff_runs
 
         with snapshot(self.database) as conn:
             return diff_runs(conn, a, b)
@@ -169,9 +169,9 @@ class DbaMethods:
         each design, ``on_designed(i, n, design, row)`` after it. Returns an AdviseResult
         (``as_dict()``: ``--format json``); defaults: ``ADVISE_DEFAULTS``."""
         keywords = dict(locals())  # as given (config_of reads those named as fields)
-        from ..dba.advise import AdviseConfig, run_advise
-        from ..dba.sweep.configure import grid_items
         from ..stages import gucs
+        from ..tuning.advise import AdviseConfig, run_advise
+        from ..tuning.sweep.configure import grid_items
         from ._keywords import config_of, query_source
 
         cfg = config_of(
@@ -228,9 +228,9 @@ class DbaMethods:
         :class:`~evaluator.core.errors.GroupsFailed` carries the probes measured (``results``) and
         the groups that failed (``failures``)."""
         keywords = dict(locals())  # as given (config_of reads those named as fields)
-        from ..dba.watch import WatchConfig, run_probes
-        from ..dba.watch.probe import DEFAULT_SAMPLE
         from ..stages import gucs
+        from ..tuning.watch import WatchConfig, run_probes
+        from ..tuning.watch.probe import DEFAULT_SAMPLE
         from ._keywords import config_of, query_source
 
         given = (testset, sample_queries, queries_sql, queries_file, captured)
@@ -251,10 +251,10 @@ class DbaMethods:
 def _write_advice(result: AdviseResult, plot: str | Path | None, report: str | Path | None) -> None:
     """advise's PNG (``plot``) and HTML page (``report``), where asked for."""
     if plot is not None:
-        from ..dba.advise import plot as plotmod
+        from ..tuning.advise import plot as plotmod
 
         plotmod.write(plot, result.as_dict())
     if report is not None:
-        from ..dba.advise import report as reportmod
+        from ..tuning.advise import report as reportmod
 
         reportmod.write(report, result.as_dict())

@@ -3,15 +3,6 @@ annotations of a front end (the command line imports them here, never around the
 
 from __future__ import annotations
 
-from ..dba.advise import AdviseResult
-from ..dba.advise.plan import Design
-from ..dba.config_diff import Diff
-from ..dba.health import Finding
-from ..dba.sweep import SweepResult
-from ..dba.sweep.grid import Point
-from ..dba.sweep.groups import GroupSweepResult
-from ..dba.warmup import PassStats, WarmupReport
-from ..dba.watch import ProbeResult
 from ..measure.metrics import Evaluation
 from ..measure.stage_report import StageReport
 from ..reporting.compare import Comparison
@@ -20,7 +11,16 @@ from ..reporting.gate import GateResult
 from ..run.groups import GroupPipelineResult
 from ..run.pipeline import PipelineResult
 from ..run.tune.result import TuneResult
+from ..table.config_diff import Diff
+from ..table.health import Finding
+from ..table.warmup import PassStats, WarmupReport
 from ..targets.groups import Group
+from ..tuning.advise import AdviseResult
+from ..tuning.advise.plan import Design
+from ..tuning.sweep import SweepResult
+from ..tuning.sweep.grid import Point
+from ..tuning.sweep.groups import GroupSweepResult
+from ..tuning.watch import ProbeResult
 
 __all__ = [
     "AdviseResult",

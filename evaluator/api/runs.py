@@ -12,16 +12,16 @@ from ._keywords import query_source
 
 if TYPE_CHECKING:
     from ..core.db import Database
-    from ..dba.sweep import SweepConfig, SweepResult
-    from ..dba.sweep.grid import Point
-    from ..dba.sweep.groups import GroupSweepResult
-    from ..dba.sweep.shapes import ShapeSweepResult
     from ..run.configure import PipelineConfig
     from ..run.groups import GroupPipelineResult
     from ..run.pipeline import PipelineResult
     from ..run.runs import ImportReport
     from ..run.tune.result import TuneResult
     from ..targets.groups import Group
+    from ..tuning.sweep import SweepConfig, SweepResult
+    from ..tuning.sweep.grid import Point
+    from ..tuning.sweep.groups import GroupSweepResult
+    from ..tuning.sweep.shapes import ShapeSweepResult
 
 # the query-vector source of a method's keywords: sample_queries, seed, queries_sql, queries_file
 _Source = tuple[int | None, int | None, str | None, str | Path | None]
@@ -252,7 +252,7 @@ class RunMethods:
         of ``testset`` or of a query-vector source (``sample_queries=N``, ``seed=S``,
         ``queries_sql``, ``queries_file``: exactly one). ``options`` are the command's other
         options by their names, defaults as the command's
-        (``evaluator.dba.sweep.configure.SWEEP_DEFAULTS``): ``params`` and ``build``
+        (``evaluator.tuning.sweep.configure.SWEEP_DEFAULTS``): ``params`` and ``build``
         (``{"hnsw.ef_search": [10, 20, 40]}`` or ``["hnsw.ef_search=10,20,40"]``), ``settings``,
         ``k``, ``depth``, ``repeat``, ``concurrency``, ``target_recall``, ``find``
         (``"hnsw.ef_search"``: the cheapest value reaching ``target_recall``), ``find_max``,
@@ -260,9 +260,9 @@ class RunMethods:
         the planner's own plan measured, whatever serves it), ``isolate_index``, ``checksum``,
         ``statement_timeout``, ``maintenance_work_mem`` (None sizes it to the index),
         ``build_timeout`` (seconds). The callbacks are those of
-        :class:`evaluator.dba.sweep.session.Callbacks`. Returns a SweepResult (points, recommendation
+        :class:`evaluator.tuning.sweep.session.Callbacks`. Returns a SweepResult (points, recommendation
         with its ``why``, ``finds``, ...; ``as_dict()``)."""
-        from ..dba.sweep.session import Callbacks, Session
+        from ..tuning.sweep.session import Callbacks, Session
 
         cfg = _sweep(
             testset, target, stage, (sample_queries, seed, queries_sql, queries_file), options
@@ -311,7 +311,7 @@ class RunMethods:
         target), else groups that miss measured again with the kind's iterative scan. ``options`` as
         :meth:`sweep`'s. Returns a GroupSweepResult (``groups`` worst first, ``points``,
         ``recommendation``; ``as_dict()``)."""
-        from ..dba.sweep.groups import DEFAULT_MAX_GROUPS, run_groups
+        from ..tuning.sweep.groups import DEFAULT_MAX_GROUPS, run_groups
 
         cfg = _sweep(
             testset, target, stage, (sample_queries, seed, queries_sql, queries_file), options
@@ -344,7 +344,7 @@ class RunMethods:
         the searches sent, the recall weighted by those shares, and the verdict (with ``find``:
         the value every shape reaches the target at, or the shapes that reach it nowhere).
         ``options`` as :meth:`sweep`'s. Returns a ShapeSweepResult (``as_dict()``)."""
-        from ..dba.sweep.shapes import run_shapes
+        from ..tuning.sweep.shapes import run_shapes
 
         source = tuple(options.pop(o, None) for o in _SOURCE)  # (another source is refused)
         cfg = _sweep(None, target, stage, source, {**options, "captured": captured})
@@ -355,7 +355,7 @@ class RunMethods:
     def sweep_plot(self, result: SweepResult, path: str | Path, *, title: str) -> Path:
         """Write the PNG of ``result`` (a SweepResult): recall@K against p95 latency with the
         Pareto front and the recommendation (`pgeval sweep --plot`); returns its path."""
-        from ..dba.sweep import plot
+        from ..tuning.sweep import plot
 
         return plot.write(path, result.operating_points, k=result.k, title=title)
 
@@ -388,7 +388,7 @@ def _sweep(
     options: dict[str, Any],
 ) -> SweepConfig:
     """The sweep's configuration of :meth:`RunMethods.sweep`'s keywords."""
-    from ..dba.sweep.configure import sweep_config
+    from ..tuning.sweep.configure import sweep_config
 
     queries = query_source(
         testset, *source, captured=options.pop("captured", None), window=options.pop("window", None)

@@ -207,7 +207,7 @@ class SetupMethods:
         """Add the change log's trigger to target ``name``'s table (`pgeval target track`):
         ``{"table", "trigger", "count", "installed"}``. Needs CREATE on the knowledge base's
         database and ownership of the table; waits at most ``lock_timeout`` for its lock."""
-        from ..dba import change_log
+        from ..table import change_log
         from ..targets import targets as t
 
         with self.database.connect(autocommit=True) as conn:
@@ -217,7 +217,7 @@ class SetupMethods:
 
     def untrack_changes(self, name: str, *, lock_timeout: str = "5s") -> dict:
         """Drop target ``name``'s change-log trigger and its rows (`pgeval target untrack`)."""
-        from ..dba import change_log
+        from ..table import change_log
         from ..targets import targets as t
 
         with self.database.connect(autocommit=True) as conn:
@@ -235,8 +235,8 @@ class SetupMethods:
 
 def _change_log(kb: object, tg: object) -> dict:
     """``{"tracked": bool, "count": statements counted}`` of the target's table."""
-    from ..dba import change_log
-    from ..dba.target_table import resolve_table
+    from ..table import change_log
+    from ..table.target_table import resolve_table
 
     state = change_log.state(kb, resolve_table(kb, tg))
     if state is None:

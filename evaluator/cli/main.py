@@ -25,7 +25,7 @@ COMMANDS = {
     "answers": "evaluator.cli.commands.answers_cmd:answers",
     "compare": "evaluator.cli.commands.compare_cmd:compare",
     "db": "evaluator.cli.commands.db_cmd:db",
-    "demo": "evaluator.cli.commands.demo_cmd:demo",
+    "demo": "evaluator.demo.command:demo",
     "diff": "evaluator.cli.commands.diff_cmd:diff",
     "embed": "evaluator.cli.commands.embed_cmd:embed",
     "fingerprint": "evaluator.cli.commands.fingerprint_cmd:fingerprint",

@@ -23,7 +23,7 @@ exists"). So every connection pgeval opens (:meth:`evaluator.core.db.Database.co
 - settings are applied with ``set_config(…, true)`` / ``SET LOCAL`` by the callers (see
   :mod:`evaluator.stages.gucs`); advisory locks on the knowledge base are transaction-scoped;
 - **a shared snapshot per transaction** (:meth:`PoolSafeConnection.use_snapshot`, a sweep's:
-  :mod:`evaluator.dba.sweep.snapshot`): every transaction the connection begins is REPEATABLE
+  :mod:`evaluator.tuning.sweep.snapshot`): every transaction the connection begins is REPEATABLE
   READ and imports an exported snapshot (``SET TRANSACTION SNAPSHOT``) right after its
   ``BEGIN``, on the same server connection: nothing outlives the transaction.
 

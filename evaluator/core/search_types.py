@@ -6,7 +6,7 @@ the full vector, pgvector's README "Binary Quantization").
 What differs between them is read here and nowhere else: the operator and operator class a
 search by a distance uses, the expression the column and the query vector become, whether the
 search is of a quantized copy whose candidates are re-ranked, and how to ask a server whether it
-has the type. Stage kinds name the type they search (``stages.registry.Kind.cast_type``)."""
+has the type. Stage kinds name the type they search (``kinds.registry.Kind.cast_type``)."""
 
 from __future__ import annotations
 

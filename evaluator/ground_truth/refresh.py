@@ -7,7 +7,7 @@ computed, that one is brought up to date instead of computing every list again.
 
 What changed: every row version of the target's table has a *version*, a 64-bit hash of its
 (tableoid, ctid, xmin): the term of the data checksum's cheap version value
-(:func:`evaluator.dba.data_checksum.version_term`, whose docstring says why any committed INSERT,
+(:func:`evaluator.table.data_checksum.version_term`, whose docstring says why any committed INSERT,
 UPDATE or DELETE changes the set of pairs). A full computation reads the versions of every row in
 the same read as the vectors (one scan, one snapshot) and stores them beside the lists
 (``pgeval.ground_truth_versions``, migration 0011), with the rows' chunk ids (a changed row
@@ -43,7 +43,7 @@ import numpy as np
 from psycopg import sql
 
 from ..core.ids import as_text
-from ..dba.data_checksum import version_term
+from ..table.data_checksum import version_term
 from . import exact_scan
 from . import store as gt
 

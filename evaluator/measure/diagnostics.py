@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from psycopg import sql
 
-from ..stages.registry import vector_kinds
+from ..kinds.registry import vector_kinds
 from .run_lookup import no_such_run
 
 if TYPE_CHECKING:
     from ..core.db import Database
     from ..stages.base import StageContext
 
-VECTOR_KINDS = vector_kinds()  # exact search and the ANN kinds (stages.registry)
+VECTOR_KINDS = vector_kinds()  # exact search and the ANN kinds (kinds.registry)
 
 
 @dataclass
@@ -98,7 +98,7 @@ def capture(
     database: Database, run_name: str, *, refresh: bool = False, measures: list[str] | None = None
 ) -> dict:
     """Capture (or keep) the plans of ``run_name``'s flagged queries; returns counts."""
-    from ..stages import registry
+    from ..kinds import registry
     from ..stages.base import StageContext
     from ..targets import targets
 

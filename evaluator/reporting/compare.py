@@ -175,11 +175,11 @@ def reading_hints(rows: list[dict], latency: list[dict], alpha: float) -> list[s
 def config_changes(base: dict, cand: dict) -> tuple[list[dict], list[str]]:
     """What differs between the two configurations, and the warnings it calls for.
 
-    Both sides fingerprinted: the fingerprint diff of :mod:`evaluator.dba.config_diff` (keys grouped
+    Both sides fingerprinted: the fingerprint diff of :mod:`evaluator.table.config_diff` (keys grouped
     into variables, the ``info`` part ignored). Otherwise the runs' stage and parameters, each
     differing key counted as one variable."""
-    from ..dba.config_diff import compare as diff_fingerprints
-    from ..dba.config_diff import flatten
+    from ..table.config_diff import compare as diff_fingerprints
+    from ..table.config_diff import flatten
 
     fb, fc = base.get("fingerprint"), cand.get("fingerprint")
     if isinstance(fb, dict) and isinstance(fc, dict):

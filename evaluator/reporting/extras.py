@@ -26,7 +26,7 @@ def sweep_curve(conn: Any, run_id: int) -> dict | None:
     """Recall and p95 latency of every point of the sweep the run belongs to, its operating
     points (pgeval.sweep_summary); None when it belongs to none."""
     try:
-        from ..dba.sweep.result import stored_points
+        from ..measure.operating_points import stored_points
         from ..measure.recall_distribution import text as recall_tail_text
     except ImportError:
         return None

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.errors import InputError, param
-from ..stages import gucs, registry
+from ..kinds import registry
+from ..stages import gucs
 from ..stages.gucs import settings_items  # noqa: F401  (the pipeline's and the API's spelling)
 
 

@@ -4,7 +4,7 @@ group searched as the application scopes it (``WHERE column = value``), rows of 
 truth within the group, one experiment per group named ``NAME/column=value``. Per group and
 ANN stage: index recall@K against exact search, short lists and p95, read from SQL
 (``pgeval.index_recall_summary``, ``pgeval.stage_latency``); the groups worst first (by their lowest
-recall over the ANN stages). The sweep's counterpart is :mod:`evaluator.dba.sweep.groups`."""
+recall over the ANN stages). The sweep's counterpart is :mod:`evaluator.tuning.sweep.groups`."""
 
 from __future__ import annotations
 

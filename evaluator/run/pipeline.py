@@ -22,7 +22,8 @@ from ..core.canonical import sha256_hex
 from ..core.db import Database
 from ..core.errors import Conflict, InputError, param
 from ..core.install import ensure_installed
-from ..stages import gucs, registry
+from ..kinds import registry
+from ..stages import gucs
 from ..stages.base import StageContext, run_name
 from ..testset.catalog import resolve_testset
 from .configure import PipelineConfig
@@ -141,9 +142,9 @@ def _fingerprint(
     testset_hash: str,
     config: dict,
 ) -> dict:
-    """The configuration fingerprint (evaluator/dba/fingerprint.py): catalog + ``config``."""
-    from ..dba import fingerprint as fpmod
-    from ..dba.data_checksum import ChecksumCache
+    """The configuration fingerprint (evaluator/table/fingerprint.py): catalog + ``config``."""
+    from ..table import fingerprint as fpmod
+    from ..table.data_checksum import ChecksumCache
 
     if target is not None:
         return fpmod.capture(
@@ -212,7 +213,7 @@ def run_pipeline(
     on_embed: Callable[..., Any] | None = None,
 ) -> PipelineResult:
     """Run ``cfg``; ``progress_factory(stage, repetition)`` returns a Progress (or None)."""
-    from ..dba import fingerprint as fpmod
+    from ..table import fingerprint as fpmod
     from ..targets import targets
 
     if cfg.depth < 1:
@@ -426,7 +427,7 @@ def execute_stage(
     progress_factory: Callable[..., Any] | None = None,
 ) -> int:
     """Run one stage of repetition ``rep``; return its run id."""
-    from ..dba import fingerprint as fpmod
+    from ..table import fingerprint as fpmod
 
     ctx.experiment_id, ctx.repetition = exp_id, rep
     ctx.previous = dict(previous)

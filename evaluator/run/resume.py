@@ -195,8 +195,8 @@ def find_experiment(conn: Any, name: str) -> dict:
 
 def _check_fingerprint(kb: Any, exp: dict, target: Any, settings: dict, cache: Any = None) -> None:
     """Refuse to resume when the configuration fingerprint differs from the one recorded."""
-    from ..dba import config_diff
-    from ..dba import fingerprint as fpmod
+    from ..table import config_diff
+    from ..table import fingerprint as fpmod
 
     cfg, old = exp["config"], exp["fingerprint"]
     if old is None or target is None:
@@ -239,9 +239,10 @@ def resume_experiment(
     """Finish experiment ``name`` (or the experiment of run ``name``); return a PipelineResult
     whose runs carry ``action``: kept, resumed, restarted or ran."""
     from ..core.install import ensure_installed
-    from ..dba.data_checksum import ChecksumCache
-    from ..stages import gucs, registry
+    from ..kinds import registry
+    from ..stages import gucs
     from ..stages.base import run_name
+    from ..table.data_checksum import ChecksumCache
     from . import pipeline
 
     with database.connect() as results:

@@ -1,2 +1,2 @@
 """Stage runners: one module per stage kind (see :mod:`evaluator.stages.base` for the contract and
-:mod:`evaluator.stages.registry` for the kind -> class map)."""
+:mod:`evaluator.kinds.registry` for the kind -> class map)."""

@@ -1,5 +1,5 @@
 """The stage framework: what every stage runner gets (:class:`StageContext`) and must do
-(:class:`Stage`). One module per stage kind; :mod:`evaluator.stages.registry` maps kind -> class;
+(:class:`Stage`). One module per stage kind; :mod:`evaluator.kinds.registry` maps kind -> class;
 :mod:`evaluator.stages.store` writes pgeval.run / pgeval.result / pgeval.query_timing.
 
 Conventions every stage follows (METRICS.md is the contract; these make it concrete):
@@ -144,7 +144,7 @@ class StageContext:
 
 @runtime_checkable
 class Stage(Protocol):
-    """A stage runner. Register the class in :mod:`evaluator.stages.registry`."""
+    """A stage runner. Register the class in :mod:`evaluator.kinds.registry`."""
 
     kind: str  # "exact", "hnsw", "ivfflat", "diskann", "bm25", "merge", ...
     score: str  # SCORE_DISTANCE or SCORE_SIMILARITY
@@ -186,9 +186,9 @@ class BaseStage:
     @property
     def role(self) -> str:
         """What the kind is in a pipeline (exact, ann, keyword, merge, rerank, path, import), as
-        :mod:`evaluator.stages.registry` describes it; recorded in each run's params, where
+        :mod:`evaluator.kinds.registry` describes it; recorded in each run's params, where
         SQL's stage roles read it."""
-        from .registry import kind
+        from ..kinds.registry import kind
 
         described = kind(self.kind)
         return described.role if described is not None else "path"

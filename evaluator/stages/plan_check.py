@@ -15,7 +15,6 @@ from typing import Any
 
 from ..core.errors import PlanError
 from ..targets import introspect
-from ..targets.targets import ANN_METHODS  # noqa: F401  (re-exported)
 
 GENERIC_PLAN_OPTION = 160000  # server_version_num of the first release with GENERIC_PLAN
 _names = itertools.count(1)

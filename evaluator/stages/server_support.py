@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..core.errors import InputError, param
-from . import registry
+from ..kinds import registry
 
 # the extension's name in pg_extension -> how a DBA knows it
 PRODUCTS = {"vector": "pgvector", "vectorscale": "pgvectorscale"}

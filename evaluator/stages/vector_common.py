@@ -2,7 +2,7 @@
 ``--isolate-index``), the plan check, the per-query and batch loops, timing.
 
 Subclasses (``registry.vector_kinds()``) set ``kind`` (``method``, the index's access method,
-and ``guc_prefixes`` come from the kind's description in :mod:`evaluator.stages.registry`),
+and ``guc_prefixes`` come from the kind's description in :mod:`evaluator.kinds.registry`),
 ``defaults`` (settings applied unless the user sets them) and may add ``trap_warnings``.
 
 ``--isolate-index``: when several ANN indexes sit on one column, the planner picks one; to
@@ -24,13 +24,13 @@ from psycopg import sql
 
 from ..core.errors import DatabaseError, InputError, PlanError, first_line, param
 from ..core.vector_types import register_vector
+from ..kinds import registry
 from ..targets.catalog import serving_as
 from . import (
     gucs,
     plan_check,
     planner_plan,
     refetch,
-    registry,
     statement_sql,
     store,
     timing,
@@ -59,8 +59,8 @@ TIMED_COLLAPSED = (
 
 # ctx.extra's key of the catalog look-ups of a stage context (VectorStage._catalog)
 _CATALOG = "_vector_catalog"
-# ctx.extra[TRUSTED_PLAN] = {"index": name}: the steady probe's run (dba/sweep/remeasure.py), whose
-# configuration epoch (dba/watch/epoch.py) is the one this index plan was checked under: no
+# ctx.extra[TRUSTED_PLAN] = {"index": name}: the steady probe's run (tuning/sweep/remeasure.py), whose
+# configuration epoch (tuning/watch/epoch.py) is the one this index plan was checked under: no
 # catalog look-up and no EXPLAIN; the statement, settings, timing and storage are every run's
 TRUSTED_PLAN = "_trusted_plan"
 

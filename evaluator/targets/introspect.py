@@ -149,7 +149,7 @@ def all_index_rows(conn: Any, relation_oid: int) -> list[tuple[Any, ...]]:
     ).fetchall()
 
 
-# every index on the table %(oid)s as one text value (SQL, for dba/watch/epoch.py's one
+# every index on the table %(oid)s as one text value (SQL, for tuning/watch/epoch.py's one
 # statement): its catalog rows' values and row versions (a REINDEX, ALTER INDEX ... SET, a
 # changed valid/ready/live state rewrites them), its file node and its size in pages
 INDEXES_EPOCH_SQL = """

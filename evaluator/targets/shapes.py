@@ -1,4 +1,4 @@
-"""A captured shape as a target (``pgeval sweep --captured SET``, dba/sweep/shapes.py): the
+"""A captured shape as a target (``pgeval sweep --captured SET``, tuning/sweep/shapes.py): the
 sweep's target searched by the shape's own statement, as ``target add --statement`` keeps one
 (``statement``, ``statement_template``), the distance its operator computes, and per query id
 the values of ``$2, $3 ...`` it was sent with (``bound``, from pgeval.captured_query: a captured

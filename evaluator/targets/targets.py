@@ -32,16 +32,16 @@ from psycopg import sql
 
 from ..core.errors import Conflict, InputError, NotFound, param
 from ..core.search_types import DISTANCES, SearchType, search_type
-from ..stages.registry import index_methods
+from ..kinds.registry import index_methods
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
 VECTOR_TYPES = ("vector", "halfvec")
-# the schemas of pgeval's scratch copies (dba/copied_rows.py): a target over one is a helper of
+# the schemas of pgeval's scratch copies (table/copied_rows.py): a target over one is a helper of
 # a sweep or an advise (``kb~sample1000``), not the user's
 SCRATCH_PREFIX = "pgeval_scratch_"
-ANN_METHODS = index_methods()  # the access methods of the ANN stage kinds (stages.registry)
+ANN_METHODS = index_methods()  # the access methods of the ANN stage kinds (kinds.registry)
 
 
 @dataclass
@@ -67,13 +67,13 @@ class Target:
     settings: dict[str, str] = field(default_factory=dict)
     # the type a stage kind searches the column as, both sides cast to it (hnsw-halfvec:
     # ``(col)::halfvec(N) <=> $1::vector::halfvec(N)``, served by an index on that expression);
-    # None: the column's own type. Set by the stage (stages.registry Kind.cast_type), never stored.
+    # None: the column's own type. Set by the stage (kinds.registry Kind.cast_type), never stored.
     search_type: str | None = None
     # the column the application scopes each search by (a tenant: WeKnora's knowledge_base_id):
-    # sweeps measure every group on its own (``--group-by``, dba/sweep/groups.py)
+    # sweeps measure every group on its own (``--group-by``, tuning/sweep/groups.py)
     group_by: str | None = None
     # the group this target is scoped to (:meth:`scoped`: ``(column, value)``), never stored: a
-    # scratch copy for a build (dba/build_sweep.py) copies every group and searches this one
+    # scratch copy for a build (tuning/build_sweep.py) copies every group and searches this one
     scope: tuple[str, str] | None = None
     # the application's statement (``target add --statement``): $1 the query vector, $2 the
     # group's value (``group_by``); sweeps, watch and pipelines time it, its exact twin is the
@@ -85,7 +85,7 @@ class Target:
     # the application sent with it, bound per query; never stored
     bound: dict[str, tuple[str | None, ...]] = field(default_factory=dict)
     # filter columns holding pgvectorscale labels (``smallint[]``): ``col && ARRAY[v]::smallint[]``
-    # (a scratch copy of the design diskann-labels, dba/labels.py), never stored
+    # (a scratch copy of the design diskann-labels, table/labels.py), never stored
     label_columns: list[str] = field(default_factory=list)
 
     # ---- spec (jsonb) ----------------------------------------------------------------------

@@ -428,7 +428,7 @@ def content_hash(rows: list[tuple[str, np.ndarray]], own_chunk_removed: bool) ->
 
 def sample_record(count: int, digest: str, seed: Any, target: str) -> dict:
     """The record of a stored sample of ``target``'s rows, as :func:`materialize` records it
-    (a probe's query set reused: dba/watch/unchanged.py, dba/sweep/remeasure.py)."""
+    (a probe's query set reused: tuning/watch/unchanged.py, tuning/sweep/remeasure.py)."""
     return {
         "source": "sample",
         "count": int(count),

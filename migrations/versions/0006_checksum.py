@@ -4,10 +4,10 @@ Revision ID: 0006_checksum
 Revises: 0005_storage
 Create Date: 2026-12-11
 
-``pgeval.data_checksum``: the content checksum of a target's rows (evaluator/dba/fingerprint.py,
+``pgeval.data_checksum``: the content checksum of a target's rows (evaluator/table/fingerprint.py,
 ``capture_data``) keyed by a hash of the table's identity, the checksummed columns, the filters and
 the table's *version value* (count and sum of hashtextextended(tableoid:ctid:xmin) under the
-filters; see evaluator/dba/checksum_cache.py). A later fingerprint of an unchanged table reads the
+filters; see evaluator/table/data_checksum.py). A later fingerprint of an unchanged table reads the
 cheap version value and reuses the checksum instead of hashing every vector again. ``slot`` is the
 key without the version value: a table keeps only its latest entry.
 """

@@ -5,7 +5,7 @@ Revises: 0008_list_storage
 Create Date: 2026-12-02
 
 A probe (one per group with ``--group-by``) measures the production setting of a target's ANN stage on a small, stable set of queries
-against the stored exact ground truth (evaluator/dba/watch.py). Its row is written in one
+against the stored exact ground truth (evaluator/tuning/watch/). Its row is written in one
 transaction once everything is measured: an interrupted probe leaves none. The measured values
 (recall, percentiles, rows returned) are copied from pgeval.sweep_summary of the probe's one-point
 sweep; the row also keeps what explains a change: the table's size and data version, the index's

@@ -4,7 +4,7 @@ Revision ID: 0010_probe_via
 Revises: 0009_probe
 Create Date: 2026-12-02
 
-A probe is measured by the command line (`pgeval watch`, evaluator/dba/watch/probe.py, the
+A probe is measured by the command line (`pgeval watch`, evaluator/tuning/watch/probe.py, the
 reference path) or inside the database by pgeval.run_probe (sql/220_run_probe.sql), which pg_cron
 can call where the knowledge base's table and pgeval's schema share a database. The two time
 their statements from different places (a client's round trip against clock_timestamp() around

@@ -7,7 +7,7 @@ Create Date: 2026-12-02
 ``pgeval.ground_truth_versions``: for a ground truth a probe keeps up to date
 (evaluator/stages/ground_truth_refresh.py), the version of every row of the target it was computed
 on: a 64-bit hash of each row version's (tableoid, ctid, xmin), the term of the data checksum's
-version value (evaluator/dba/data_checksum.py), packed big-endian in one bytea. A row inserted or
+version value (evaluator/table/data_checksum.py), packed big-endian in one bytea. A row inserted or
 updated since has a version not in the set; a listed row that was deleted or updated no longer
 has its version in the table; a changed row whose chunk id is in the set was updated (for the
 count of rows changed). Deleted with its ground truth.

@@ -1,1 +1,0 @@
-"""DBA tools: health, warm-up, fingerprint and diff, sweeps."""

@@ -1,0 +1,1 @@
+"""Stage kinds described once (:mod:`.registry`), below targets/; runners loaded by name."""
