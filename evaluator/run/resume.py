@@ -197,22 +197,13 @@ def _check_fingerprint(kb: Any, exp: dict, target: Any, settings: dict, cache: A
     """Refuse to resume when the configuration fingerprint differs from the one recorded."""
     from ..table import config_diff
     from ..table import fingerprint as fpmod
+    from .pipeline import capture_fingerprint
 
     cfg, old = exp["config"], exp["fingerprint"]
     if old is None or target is None:
         return
-    fp = fpmod.capture(
-        kb,
-        target,
-        settings=settings,
-        embedder=cfg.get("embedder"),
-        dimension=cfg.get("dimension"),
-        testset_hash=cfg.get("testset_hash"),
-        testset_name=cfg.get("testset"),
-        checksum=(old.get("data") or {}).get("checksum") is not None,
-        cache=cache,
-        extra=cfg,
-    )
+    checksum = (old.get("data") or {}).get("checksum") is not None
+    fp = capture_fingerprint(kb, target, settings, cfg, checksum=checksum, cache=cache)
     kb.rollback()
     if fpmod.config_hash(fp) == exp["config_hash"]:
         return
@@ -326,7 +317,7 @@ def _base_context(
 ) -> Any:
     """The stage context the experiment ran with (its queries and embeddings loaded again)."""
     from ..providers.embedders import storage
-    from ..stages.base import StageContext
+    from .pipeline import experiment_context
 
     cfg, tid = exp["config"], exp["testset_id"]
     queries = (
@@ -335,25 +326,8 @@ def _base_context(
         else storage.testset_queries(results, tid)
     )
     results.rollback()
-    base = StageContext(
-        kb=kb,
-        results=results,
-        target=target,
-        testset=cfg["testset"],
-        testset_id=tid,
-        experiment=exp["name"],
-        experiment_id=exp["experiment_id"],
-        depth=cfg["depth"],
-        settings=settings,
-        queries=queries,
-        embedder=cfg.get("embedder"),
-        batch=cfg.get("batch", False),
-        server_timing=cfg.get("server_timing", False),
-        isolate_index=cfg.get("isolate_index", False),
-    )
-    if (cfg.get("queries") or {}).get("own_chunk_removed"):  # sampled queries
-        base = replace(base, depth=cfg["depth"] + 1, extra={"exclude_own": True})
-    return base
+    experiment = (exp["name"], exp["experiment_id"])
+    return experiment_context(results, kb, cfg, target, tid, experiment, settings, queries)
 
 
 def _mark_running(results: Any, exp_id: int) -> None:
