@@ -149,7 +149,6 @@ class Stage(Protocol):
     kind: str  # "exact", "hnsw", "ivfflat", "diskann", "bm25", "merge", ...
     score: str  # SCORE_DISTANCE or SCORE_SIMILARITY
     needs_embedding: bool  # the pipeline loads query embeddings when any stage needs them
-    needs_text: bool  # the stage reads query text (bm25, rerank)
     guc_prefixes: tuple[str, ...]  # extension GUCs this stage applies, e.g. ("hnsw.",)
 
     def prepare(self, ctx: StageContext) -> None:
@@ -165,7 +164,6 @@ class BaseStage:
     kind = "base"
     score = SCORE_SIMILARITY
     needs_embedding = False
-    needs_text = False
     guc_prefixes: tuple[str, ...] = ()
     # the keys of ``--opt STAGE:KEY=VALUE`` it reads, declared once: any other key is refused
     # before anything runs (:meth:`refuse_options`, from `run.configure.pipeline_config`)

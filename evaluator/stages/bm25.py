@@ -65,7 +65,6 @@ class Bm25Stage(BaseStage):
         {"column", "method", "segmenter", "index", "tsvector", "config"}
         | {"normalization", "overfetch"}
     )
-    needs_text = True
     guc_prefixes = ("pg_textsearch.",)
 
     # ---- configuration -----------------------------------------------------------------------

@@ -106,6 +106,20 @@ def describe(plan: dict, methods: dict[str, str]) -> str:
     return f"a {plan['Node Type']} plan without an index scan"
 
 
+def check_in(plan: dict, tx: dict, *, stage: str, method: str, generic: bool = False) -> str:
+    """:func:`check_ann` against the indexes of a vector stage's open transaction ``tx``
+    (its candidates, every ANN index, the one wanted: ``VectorStage.begin``)."""
+    return check_ann(
+        plan,
+        stage=stage,
+        method=method,
+        candidates=tx["candidates"],
+        all_ann=tx["all_ann"],
+        wanted=tx["wanted"],
+        generic=generic,
+    )
+
+
 def check_ann(
     plan: dict,
     *,

@@ -48,7 +48,6 @@ class RerankStage(BaseStage):
         {"reranker", "top_n", "threshold", "model", "api_key_env", "timeout", "batch_size"}
         | {"column", "input", "base_url", "dimensions"}
     )
-    needs_text = True
 
     def config(self, ctx: StageContext) -> dict:
         spec = ctx.option("reranker") or ctx.extra.get("reranker")

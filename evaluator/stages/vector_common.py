@@ -285,14 +285,8 @@ class VectorStage(BaseStage):
         else:
 
             def check(p: Any) -> Any:
-                return plan_check.check_ann(
-                    p,
-                    stage=ctx.stage,
-                    method=self.method,  # type: ignore[arg-type]  # ANN stages name their method
-                    candidates=tx["candidates"],
-                    all_ann=tx["all_ann"],
-                    wanted=tx["wanted"],
-                )
+                # (ANN stages name their method)
+                return plan_check.check_in(p, tx, stage=ctx.stage, method=self.method)  # type: ignore[arg-type]
 
             try:
                 index = check(plan)
@@ -309,15 +303,7 @@ class VectorStage(BaseStage):
         if generic_statement is not None and self.method is not None:
             gplan = plan_check.explain_generic(ctx.kb, generic_statement, generic_values or [])
             try:
-                plan_check.check_ann(
-                    gplan,
-                    stage=ctx.stage,
-                    method=self.method,
-                    candidates=tx["candidates"],
-                    all_ann=tx["all_ann"],
-                    wanted=tx["wanted"],
-                    generic=True,
-                )
+                plan_check.check_in(gplan, tx, stage=ctx.stage, method=self.method, generic=True)
             except PlanError:
                 ctx.extra.setdefault(f"{ctx.stage}.force_custom", True)
                 ctx.kb.execute("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)")
