@@ -18,10 +18,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ..core.canonical import sha256_hex
 from ..core.db import Database
 from ..core.errors import Conflict, InputError, param
 from ..core.install import ensure_installed
+from ..core.warnings_once import once
 from ..kinds import registry
 from ..stages import gucs
 from ..stages.base import StageContext, run_name
@@ -47,10 +47,6 @@ class PipelineResult:
             "warnings": self.warnings,
             "rows": self.runs,
         }
-
-
-def canonical_hash(config: dict) -> str:
-    return sha256_hex(config, ascii=True)  # the spelling stored experiments were hashed with
 
 
 def default_name(testset: str, target: str | None) -> str:
@@ -449,11 +445,9 @@ def execute_stage(
 def add_warnings(
     ctx: StageContext, warnings: list[str], on_warning: Callable[..., Any] | None = None
 ) -> None:
+    warn = once(warnings, on_warning)
     for w in ctx.warnings:
-        if w not in warnings:
-            warnings.append(w)
-            if on_warning:
-                on_warning(w)
+        warn(w)
 
 
 def add_summaries(conn: Any, runs: list[dict]) -> None:

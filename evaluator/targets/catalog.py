@@ -50,12 +50,7 @@ def check_identifiers(target: Target) -> None:
     for opt, ident in (
         (param("schema"), target.schema),
         (param("table"), target.table),
-        (param("id_column"), target.id_column),
-        (param("vector_column"), target.vector_column),
-        (param("text_column"), target.text_column),
-        (param("dimension_column"), target.dimension_column),
-        (param("group_by"), target.group_by),
-        *((param("where"), c) for c in target.filters),
+        *_named_columns(target),
     ):
         if ident is None:
             continue
@@ -67,6 +62,18 @@ def check_identifiers(target: Target) -> None:
                 "it short and could find another object",
                 field=opt,
             )
+
+
+def _named_columns(target: Target) -> list[tuple[str, str | None]]:
+    """(option, column) of every column the target names (None: not given)."""
+    return [
+        (param("id_column"), target.id_column),
+        (param("vector_column"), target.vector_column),
+        (param("text_column"), target.text_column),
+        (param("dimension_column"), target.dimension_column),
+        (param("group_by"), target.group_by),
+        *((param("where"), c) for c in target.filters),
+    ]
 
 
 def columns(kb: Any, target: Target) -> dict:
@@ -86,14 +93,7 @@ def validate(kb: Any, target: Target) -> list[str]:
     oid = _relation(kb, target.schema, target.table)
     cols = _columns(kb, oid)
     where = target.qualified()
-    for opt, column in (
-        (param("id_column"), target.id_column),
-        (param("vector_column"), target.vector_column),
-        (param("text_column"), target.text_column),
-        (param("dimension_column"), target.dimension_column),
-        (param("group_by"), target.group_by),
-        *((param("where"), c) for c in target.filters),
-    ):
+    for opt, column in _named_columns(target):
         if column is not None and column not in cols:
             raise InputError(
                 f"column '{column}' does not exist in {where} (columns: {', '.join(sorted(cols))})",
