@@ -264,13 +264,8 @@ def run_pipeline(
         if target is not None:
             from ..ground_truth.exact_stage import offer
 
-            offer(
-                {n: contexts[n] for n, k, _ in stages if k == "exact"},
-                testset_hash,
-                fingerprint.get("data"),
-                settings,
-                qinfo,
-            )
+            exact = {n: contexts[n] for n, k, _ in stages if k == "exact"}
+            offer(exact, config, fingerprint.get("data"), settings)
         config_hash = fpmod.config_hash(fingerprint)
         exp_id, name = _insert_experiment(
             results,

@@ -154,15 +154,12 @@ def note_resume(
 # ---- the experiment -----------------------------------------------------------------------------
 def find_experiment(conn: Any, name: str) -> dict:
     """The experiment named ``name``, or the experiment of the run named ``name``."""
-    cols = (
-        "experiment_id, e.name, e.status, e.config, e.config_hash, e.fingerprint, "
-        "e.testset_id, t.content_hash"
+    select = (
+        "SELECT experiment_id, e.name, e.status, e.config, e.config_hash, e.fingerprint, "
+        "e.testset_id, t.content_hash FROM pgeval.experiment e JOIN pgeval.testset t "
+        "USING (testset_id) WHERE "
     )
-    row = conn.execute(
-        f"SELECT {cols} FROM pgeval.experiment e JOIN pgeval.testset t "
-        "USING (testset_id) WHERE e.name = %s",
-        (name,),
-    ).fetchone()
+    row = conn.execute(select + "e.name = %s", (name,)).fetchone()
     if row is None:
         run = conn.execute(
             "SELECT experiment_id FROM pgeval.run WHERE name = %s", (name,)
@@ -175,11 +172,7 @@ def find_experiment(conn: Any, name: str) -> dict:
                 f" import it again (with {param('replace', True)}) instead",
                 field="RUN",
             )
-        row = conn.execute(
-            f"SELECT {cols} FROM pgeval.experiment e JOIN pgeval.testset t "
-            "USING (testset_id) WHERE e.experiment_id = %s",
-            run,
-        ).fetchone()
+        row = conn.execute(select + "e.experiment_id = %s", run).fetchone()
     keys = (
         "experiment_id",
         "name",
@@ -269,13 +262,8 @@ def resume_experiment(
                 if target is not None:  # exact stages from the stored ground truth, as it ran
                     from ..ground_truth.exact_stage import offer
 
-                    offer(
-                        {n: contexts[n] for n, k, _ in stages if k == "exact"},
-                        exp["testset_hash"],
-                        (exp["fingerprint"] or {}).get("data"),
-                        settings,
-                        cfg.get("queries"),
-                    )
+                    exact = {n: contexts[n] for n, k, _ in stages if k == "exact"}
+                    offer(exact, cfg, (exp["fingerprint"] or {}).get("data"), settings)
                 warnings: list[str] = []
                 for c in contexts.values():
                     pipeline.add_warnings(c, warnings, on_warning)

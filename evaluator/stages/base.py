@@ -132,6 +132,16 @@ class StageContext:
                 field=param("options"),
             ) from None
 
+    def previous_roles(self) -> dict[int, Any]:
+        """{run id: its role (``pgeval.stage_role``)} of the earlier stages' runs."""
+        rows = self.results.execute(
+            "SELECT run_id, pgeval.stage_role(stage, params) FROM pgeval.run "
+            "WHERE run_id = ANY(%s)",
+            (list(self.previous.values()),),
+        ).fetchall()
+        self.results.rollback()
+        return dict(rows)
+
     def settings_for(self, prefixes: tuple[str, ...]) -> dict[str, str]:
         """The settings that apply to a stage: its extension's GUCs (``prefixes``, e.g.
         ``("hnsw.",)``) plus every core planner GUC (names without a dot)."""

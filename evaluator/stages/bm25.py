@@ -38,7 +38,7 @@ from ..core.errors import DatabaseError, InputError, param
 from ..providers import segmenters
 from . import bm25_sql, gucs, refetch, store, timing
 from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
-from .vector_common import rows_summary
+from .vector_common import relation_oid, rows_summary
 
 if TYPE_CHECKING:
     from ..targets.targets import Target
@@ -135,10 +135,7 @@ class Bm25Stage(BaseStage):
     def _columns(self, ctx: StageContext, t: Target, column: str) -> tuple[int, dict[str, str]]:
         """(the table's oid, its columns and their types); the text column must be one."""
         kb = ctx.kb
-        # (the SELECTs without FROM below return one row: fetchone() is never None)
-        oid = kb.execute("SELECT to_regclass(%s)::oid", (t.table_sql().as_string(kb),)).fetchone()[
-            0
-        ]  # type: ignore[index]  # one row, always
+        oid = relation_oid(kb, t)
         if oid is None:  # dropped or renamed since the target was added
             raise DatabaseError(
                 f"stage {ctx.stage}: the target's table {t.qualified()} does not exist (any more)"
