@@ -36,6 +36,7 @@ from psycopg import sql
 
 from ..core.errors import DatabaseError, InputError, param
 from ..providers import segmenters
+from ..targets.catalog import column_types
 from . import bm25_sql, gucs, refetch, store, timing
 from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
 from .vector_common import relation_oid, rows_summary
@@ -140,13 +141,7 @@ class Bm25Stage(BaseStage):
             raise DatabaseError(
                 f"stage {ctx.stage}: the target's table {t.qualified()} does not exist (any more)"
             )
-        cols: dict[str, str] = dict(
-            kb.execute(
-                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
-                "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
-                (oid,),
-            ).fetchall()
-        )
+        cols = {name: types[1] for name, types in column_types(kb, oid).items()}
         if column not in cols:
             raise InputError(
                 f"column '{column}' does not exist in {t.qualified()}", field=param("options")
