@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -216,10 +218,7 @@ def capture(
     if append and replace:
         raise InputError(f"{param('append')} and {param('replace')} exclude each other")
     t_since, t_until = _when(since, "since"), _when(until, "until")
-    with database.connect() as conn:
-        from ..core.install import ensure_installed
-
-        ensure_installed(conn)
+    with _installed(database) as conn:
         tg = load(conn, target)
         conn.rollback()
     if prefix is None:
@@ -241,6 +240,16 @@ def capture(
         conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("captured:" + name,))
         _write(conn, report, tg, kept, append=append, replace=replace)
     return report
+
+
+@contextmanager
+def _installed(database: Database) -> Iterator[Any]:
+    """A results connection, its schema at this pgeval's revision."""
+    from ..core.install import ensure_installed
+
+    with database.connect() as conn:
+        ensure_installed(conn)
+        yield conn
 
 
 def _server_prefix(database: Database) -> str:
@@ -380,10 +389,7 @@ def _set(conn: Any, name: str) -> tuple:
 
 
 def list_sets(database: Database) -> list[dict]:
-    with database.connect() as conn:
-        from ..core.install import ensure_installed
-
-        ensure_installed(conn)
+    with _installed(database) as conn:
         rows = conn.execute(
             "SELECT c.name, c.target, c.dimension, count(DISTINCT q.shape), count(q.query_id), "
             "coalesce(sum(q.sent), 0), min(q.first_seen), max(q.last_seen) "
@@ -398,10 +404,7 @@ def list_sets(database: Database) -> list[dict]:
 
 
 def show(database: Database, name: str) -> dict:
-    with database.connect() as conn:
-        from ..core.install import ensure_installed
-
-        ensure_installed(conn)
+    with _installed(database) as conn:
         row = _set(conn, name)
         values = conn.execute(
             "SELECT shape, params, count(*), sum(sent) FROM pgeval.captured_query "
@@ -424,10 +427,7 @@ def show(database: Database, name: str) -> dict:
 
 
 def delete(database: Database, name: str) -> None:
-    with database.connect() as conn:
-        from ..core.install import ensure_installed
-
-        ensure_installed(conn)
+    with _installed(database) as conn:
         row = _set(conn, name)
         conn.execute("DELETE FROM pgeval.captured_set WHERE set_id = %s", (row[0],))
         conn.commit()

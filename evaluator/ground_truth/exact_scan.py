@@ -23,6 +23,7 @@ from psycopg import sql
 
 from ..core.errors import InputError
 from ..core.ids import as_text
+from ..stages.statement_sql import first_per_chunk
 
 BLOCK_ROWS = 32768
 MARGIN = 16
@@ -190,12 +191,7 @@ def _ranked(
             ((float(dd), str(cc)) for dd, cc in zip(best_d[i], best_id[i]) if np.isfinite(dd)),
             key=lambda p: (p[0], p[1].encode()),
         )
-        seen: set[str] = set()
-        ranked = []
-        for dd, cc in pairs:
-            if cc not in seen:
-                seen.add(cc)
-                ranked.append((cc, dd))
+        ranked = first_per_chunk([(cc, dd) for dd, cc in pairs])
         if full and not unique and len(ranked) < need:
             raise Incomplete(i)
         out.append(ranked)

@@ -31,14 +31,14 @@ def query_set(database: Database, cfg: Any) -> Any:
     return replace(cfg, testset=name, queries=None), info
 
 
-def offer(
-    contexts: dict, testset_hash: str, data: dict | None, settings: dict, qinfo: dict | None
-) -> None:
-    """Let every exact stage of a pipeline take its lists from the stored ground truth: by default
-    for query vectors without judgements, else when asked (``--opt exact:ground_truth=stored``);
-    ``exact:ground_truth=off`` runs the exact statement per query (timed) as before."""
+def offer(contexts: dict, config: dict, data: dict | None, settings: dict) -> None:
+    """Let every exact stage of a pipeline (``contexts``) take its lists from the stored ground
+    truth: by default for query vectors without judgements, else when asked (``--opt
+    exact:ground_truth=stored``); ``exact:ground_truth=off`` runs the exact statement per query
+    (timed) as before. ``config``: the experiment's (its test set's hash, its query set)."""
     from ..core.errors import InputError
 
+    testset_hash, qinfo = config["testset_hash"], config.get("queries")
     shared: dict = {}
     for ctx in contexts.values():
         if ctx.target is None:

@@ -117,11 +117,50 @@ class Slot:
         ms: float,
         after: Callable[[Any, int], None] | None = None,
     ) -> tuple[int, str]:
-        """:func:`save` of ``lists`` as this slot's ground truth."""
-        return save(
-            self.results, self.spec, self.target, self.data, depth, self.queries, lists, method, ms,
-            after=after,
-        )  # fmt: skip
+        """Store ``lists`` as the slot's ground truth (replacing the one stored), in one
+        transaction (``after(results, gt_id)`` runs in it last); returns (gt_id, computed_at)."""
+        from ..stages import store
+
+        results, slot = self.results, _slot(self.spec)
+        with results.transaction():
+            results.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK, slot))
+            results.execute("DELETE FROM pgeval.ground_truth WHERE slot = %s", (slot,))
+            gt_id, at = results.execute(
+                "INSERT INTO pgeval.ground_truth (slot, target, spec, data, depth, queries, "
+                "method, compute_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+                "RETURNING gt_id, computed_at::text",
+                (
+                    slot,
+                    self.target.name,
+                    json.dumps(self.spec),
+                    json.dumps(self.data),
+                    depth,
+                    len(self.queries),
+                    method,
+                    ms,
+                ),
+            ).fetchone()
+            store.copy_rows(
+                results,
+                "ground_truth_result",
+                (
+                    ("gt_id", "int8"),
+                    ("query_id", "text"),
+                    ("rank", "int4"),
+                    ("chunk_id", "text"),
+                    ("dist", "float8"),
+                ),
+                (
+                    (gt_id, q.query_id, r, c, d)
+                    for q, ranked in zip(self.queries, lists)
+                    for r, (c, d) in enumerate(ranked, 1)
+                ),
+            )
+            if after is not None:
+                after(results, gt_id)
+        if not results.autocommit:
+            results.commit()
+        return gt_id, at
 
 
 @dataclass
@@ -218,64 +257,6 @@ def stored(
     if row[1] == data and row[2] >= depth:
         return GroundTruth(row[0], "reused", None, row[2], row[3], row[4], row[5]), None
     return None, _why(row[1], data, row[2], depth)
-
-
-def save(
-    results: Any,
-    spec: dict,
-    target: Any,
-    data: dict,
-    depth: int,
-    queries: Any,
-    lists: list,
-    method: str,
-    ms: float,
-    after: Callable[[Any, int], None] | None = None,
-) -> tuple[int, str]:
-    """Store ``lists`` as the slot's ground truth (replacing the one stored), in one transaction
-    (``after(results, gt_id)`` runs in it last); returns (gt_id, computed_at)."""
-    from ..stages import store
-
-    slot = _slot(spec)
-    with results.transaction():
-        results.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (LOCK, slot))
-        results.execute("DELETE FROM pgeval.ground_truth WHERE slot = %s", (slot,))
-        gt_id, at = results.execute(
-            "INSERT INTO pgeval.ground_truth (slot, target, spec, data, depth, queries, method, "
-            "compute_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
-            "RETURNING gt_id, computed_at::text",
-            (
-                slot,
-                target.name,
-                json.dumps(spec),
-                json.dumps(data),
-                depth,
-                len(queries),
-                method,
-                ms,
-            ),
-        ).fetchone()
-        store.copy_rows(
-            results,
-            "ground_truth_result",
-            (
-                ("gt_id", "int8"),
-                ("query_id", "text"),
-                ("rank", "int4"),
-                ("chunk_id", "text"),
-                ("dist", "float8"),
-            ),
-            (
-                (gt_id, q.query_id, r, c, d)
-                for q, ranked in zip(queries, lists)
-                for r, (c, d) in enumerate(ranked, 1)
-            ),
-        )
-        if after is not None:
-            after(results, gt_id)
-    if not results.autocommit:
-        results.commit()
-    return gt_id, at
 
 
 def compute(

@@ -18,10 +18,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-from ..core.canonical import sha256_hex
 from ..core.db import Database
 from ..core.errors import Conflict, InputError, param
 from ..core.install import ensure_installed
+from ..core.warnings_once import once
 from ..kinds import registry
 from ..stages import gucs
 from ..stages.base import StageContext, run_name
@@ -47,10 +47,6 @@ class PipelineResult:
             "warnings": self.warnings,
             "rows": self.runs,
         }
-
-
-def canonical_hash(config: dict) -> str:
-    return sha256_hex(config, ascii=True)  # the spelling stored experiments were hashed with
 
 
 def default_name(testset: str, target: str | None) -> str:
@@ -102,10 +98,10 @@ def _experiment_config(
     label: str | None,
     dim: int | None,
     target: Any,
-    contexts: dict[str, StageContext],
     qinfo: dict | None,
 ) -> dict:
-    """What the experiment row records as its configuration (and the fingerprint hashes)."""
+    """What the experiment row records as its configuration (and the fingerprint hashes); the
+    live services its stages call are added once the stages are prepared."""
     config = {
         "testset": cfg.testset,
         "testset_hash": testset_hash,
@@ -122,85 +118,89 @@ def _experiment_config(
         "server_timing": cfg.server_timing,
         "isolate_index": cfg.isolate_index,
     }
-    services = {n: c.extra["service"] for n, c in contexts.items() if "service" in c.extra}
-    if services:  # live services (stages/service.py): URL, preset, body, paths; no key
-        config["services"] = services
     if qinfo is not None:
         config["queries"] = qinfo
     return config
+
+
+def capture_fingerprint(
+    kb: Any, target: Any, settings: dict, config: dict, *, checksum: bool, cache: Any
+) -> dict:
+    """The configuration fingerprint (evaluator/table/fingerprint.py) of an experiment recorded as
+    ``config`` on ``target``: catalog + ``config`` (the pipeline's, and resume's check)."""
+    from ..table import fingerprint as fpmod
+
+    return fpmod.capture(
+        kb,
+        target,
+        settings=settings,
+        embedder=config.get("embedder"),
+        dimension=config.get("dimension"),
+        testset_hash=config.get("testset_hash"),
+        testset_name=config.get("testset"),
+        checksum=checksum,
+        cache=cache,
+        extra=config,
+    )
 
 
 def _fingerprint(
     database: Database,
     results: Any,
     kb: Any,
-    cfg: PipelineConfig,
+    checksum: bool,
     target: Any,
     settings: dict,
-    label: str | None,
-    dim: int | None,
-    testset_hash: str,
     config: dict,
 ) -> dict:
-    """The configuration fingerprint (evaluator/table/fingerprint.py): catalog + ``config``."""
+    """The configuration fingerprint: catalog + ``config``; ``config`` alone for stages that
+    read no knowledge-base table (import, merge of imports)."""
     from ..table import fingerprint as fpmod
     from ..table.data_checksum import ChecksumCache
 
     if target is not None:
-        return fpmod.capture(
-            kb,
-            target,
-            settings=settings,
-            embedder=label,
-            dimension=dim,
-            testset_hash=testset_hash,
-            testset_name=cfg.testset,
-            checksum=cfg.checksum,
-            cache=ChecksumCache(results, database),
-            extra=config,
-        )
-    # stages that read no knowledge-base table (import, merge of imports)
+        cache = ChecksumCache(results, database)
+        return capture_fingerprint(kb, target, settings, config, checksum=checksum, cache=cache)
     hashed, shown = fpmod.measurement(config)
     return {
         "fingerprint_version": fpmod.FINGERPRINT_VERSION,
-        "testset": {"hash": testset_hash},
+        "testset": {"hash": config["testset_hash"]},
         "measurement": hashed,
-        "info": {"testset": cfg.testset, "config": shown},
+        "info": {"testset": config["testset"], "config": shown},
     }
 
 
-def _base_context(
+def experiment_context(
     results: Any,
     kb: Any,
-    cfg: PipelineConfig,
+    config: dict,
     target: Any,
     tid: int,
-    name: str,
+    experiment: tuple[str, int | None],
     settings: dict,
     queries: list,
-    label: str | None,
-    qinfo: dict | None,
 ) -> StageContext:
-    """The context every stage's own starts from (sampled queries: one row more, their own
-    chunk dropped)."""
+    """The context every stage's own starts from, as the experiment's ``config`` records it
+    (the pipeline's, and resume's from the stored one); ``experiment``: (name, id or None).
+    Sampled queries: one row more, their own chunk dropped."""
     base = StageContext(
         kb=kb,
         results=results,
         target=target,
-        testset=cfg.testset,
+        testset=config["testset"],
         testset_id=tid,
-        experiment=name,
-        experiment_id=None,
-        depth=cfg.depth,
+        experiment=experiment[0],
+        experiment_id=experiment[1],
+        depth=config["depth"],
         settings=settings,
         queries=queries,
-        embedder=label,
-        batch=cfg.batch,
-        server_timing=cfg.server_timing,
-        isolate_index=cfg.isolate_index,
+        embedder=config.get("embedder"),
+        batch=config.get("batch", False),
+        server_timing=config.get("server_timing", False),
+        isolate_index=config.get("isolate_index", False),
     )
-    if qinfo is not None and qinfo["own_chunk_removed"]:
-        base = replace(base, depth=cfg.depth + 1, extra={"exclude_own": True})
+    if (config.get("queries") or {}).get("own_chunk_removed"):
+        base = replace(base, depth=config["depth"] + 1, extra={"exclude_own": True})
     return base
 
 
@@ -247,29 +247,25 @@ def run_pipeline(
             results, cfg.testset, tid, stages, cfg.embedder, cfg.embedder_options, on_embed
         )
         name = _claim_name(results, cfg, stages)
-        base = _base_context(results, kb, cfg, target, tid, name, settings, queries, label, qinfo)
+        config = _experiment_config(
+            cfg, testset_hash, stages, settings, options, label, dim, target, qinfo
+        )
+        base = experiment_context(results, kb, config, target, tid, (name, None), settings, queries)
         contexts = prepare_contexts(base, stages, options)
         warnings = [w for c in contexts.values() for w in c.warnings]
         for w in warnings:
             if on_warning:
                 on_warning(w)
-        config = _experiment_config(
-            cfg, testset_hash, stages, settings, options, label, dim, target, contexts, qinfo
-        )
-        fingerprint = _fingerprint(
-            database, results, kb, cfg, target, settings, label, dim, testset_hash, config
-        )
+        services = {n: c.extra["service"] for n, c in contexts.items() if "service" in c.extra}
+        if services:  # live services (stages/service.py): URL, preset, body, paths; no key
+            config["services"] = services
+        fingerprint = _fingerprint(database, results, kb, cfg.checksum, target, settings, config)
         kb.rollback()
         if target is not None:
             from ..ground_truth.exact_stage import offer
 
-            offer(
-                {n: contexts[n] for n, k, _ in stages if k == "exact"},
-                testset_hash,
-                fingerprint.get("data"),
-                settings,
-                qinfo,
-            )
+            exact = {n: contexts[n] for n, k, _ in stages if k == "exact"}
+            offer(exact, config, fingerprint.get("data"), settings)
         config_hash = fpmod.config_hash(fingerprint)
         exp_id, name = _insert_experiment(
             results,
@@ -444,11 +440,9 @@ def execute_stage(
 def add_warnings(
     ctx: StageContext, warnings: list[str], on_warning: Callable[..., Any] | None = None
 ) -> None:
+    warn = once(warnings, on_warning)
     for w in ctx.warnings:
-        if w not in warnings:
-            warnings.append(w)
-            if on_warning:
-                on_warning(w)
+        warn(w)
 
 
 def add_summaries(conn: Any, runs: list[dict]) -> None:

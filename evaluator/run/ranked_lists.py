@@ -41,28 +41,17 @@ class Interleaved(Exception):
     """A query's lines are not contiguous: group the file in memory instead."""
 
 
+@dataclass(frozen=True, slots=True)
 class Batch:
     """Whole ranked lists in columns, in file order: list ``i`` is rows ``cuts[i]:cuts[i + 1]``
     of ``chunks`` and ``scores``, of query ``query_ids[i]``; ``ids[i]``: its set of chunk ids
     (checked: no chunk twice)."""
 
-    __slots__ = ("chunks", "cuts", "ids", "query_ids", "scores")
-
-    def __init__(
-        self,
-        query_ids: list[str],
-        cuts: list[int],
-        chunks: list[str],
-        scores: list,
-        ids: list[set[str]],
-    ):
-        self.query_ids, self.cuts, self.chunks, self.scores, self.ids = (
-            query_ids,
-            cuts,
-            chunks,
-            scores,
-            ids,
-        )
+    query_ids: list[str]
+    cuts: list[int]
+    chunks: list[str]
+    scores: list
+    ids: list[set[str]]
 
 
 def _refuse_duplicate(query_id: str, chunks: Iterable[str], lines: Iterable, path: Path) -> None:

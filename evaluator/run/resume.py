@@ -154,15 +154,12 @@ def note_resume(
 # ---- the experiment -----------------------------------------------------------------------------
 def find_experiment(conn: Any, name: str) -> dict:
     """The experiment named ``name``, or the experiment of the run named ``name``."""
-    cols = (
-        "experiment_id, e.name, e.status, e.config, e.config_hash, e.fingerprint, "
-        "e.testset_id, t.content_hash"
+    select = (
+        "SELECT experiment_id, e.name, e.status, e.config, e.config_hash, e.fingerprint, "
+        "e.testset_id, t.content_hash FROM pgeval.experiment e JOIN pgeval.testset t "
+        "USING (testset_id) WHERE "
     )
-    row = conn.execute(
-        f"SELECT {cols} FROM pgeval.experiment e JOIN pgeval.testset t "
-        "USING (testset_id) WHERE e.name = %s",
-        (name,),
-    ).fetchone()
+    row = conn.execute(select + "e.name = %s", (name,)).fetchone()
     if row is None:
         run = conn.execute(
             "SELECT experiment_id FROM pgeval.run WHERE name = %s", (name,)
@@ -175,11 +172,7 @@ def find_experiment(conn: Any, name: str) -> dict:
                 f" import it again (with {param('replace', True)}) instead",
                 field="RUN",
             )
-        row = conn.execute(
-            f"SELECT {cols} FROM pgeval.experiment e JOIN pgeval.testset t "
-            "USING (testset_id) WHERE e.experiment_id = %s",
-            run,
-        ).fetchone()
+        row = conn.execute(select + "e.experiment_id = %s", run).fetchone()
     keys = (
         "experiment_id",
         "name",
@@ -197,22 +190,13 @@ def _check_fingerprint(kb: Any, exp: dict, target: Any, settings: dict, cache: A
     """Refuse to resume when the configuration fingerprint differs from the one recorded."""
     from ..table import config_diff
     from ..table import fingerprint as fpmod
+    from .pipeline import capture_fingerprint
 
     cfg, old = exp["config"], exp["fingerprint"]
     if old is None or target is None:
         return
-    fp = fpmod.capture(
-        kb,
-        target,
-        settings=settings,
-        embedder=cfg.get("embedder"),
-        dimension=cfg.get("dimension"),
-        testset_hash=cfg.get("testset_hash"),
-        testset_name=cfg.get("testset"),
-        checksum=(old.get("data") or {}).get("checksum") is not None,
-        cache=cache,
-        extra=cfg,
-    )
+    checksum = (old.get("data") or {}).get("checksum") is not None
+    fp = capture_fingerprint(kb, target, settings, cfg, checksum=checksum, cache=cache)
     kb.rollback()
     if fpmod.config_hash(fp) == exp["config_hash"]:
         return
@@ -278,13 +262,8 @@ def resume_experiment(
                 if target is not None:  # exact stages from the stored ground truth, as it ran
                     from ..ground_truth.exact_stage import offer
 
-                    offer(
-                        {n: contexts[n] for n, k, _ in stages if k == "exact"},
-                        exp["testset_hash"],
-                        (exp["fingerprint"] or {}).get("data"),
-                        settings,
-                        cfg.get("queries"),
-                    )
+                    exact = {n: contexts[n] for n, k, _ in stages if k == "exact"}
+                    offer(exact, cfg, (exp["fingerprint"] or {}).get("data"), settings)
                 warnings: list[str] = []
                 for c in contexts.values():
                     pipeline.add_warnings(c, warnings, on_warning)
@@ -326,7 +305,7 @@ def _base_context(
 ) -> Any:
     """The stage context the experiment ran with (its queries and embeddings loaded again)."""
     from ..providers.embedders import storage
-    from ..stages.base import StageContext
+    from .pipeline import experiment_context
 
     cfg, tid = exp["config"], exp["testset_id"]
     queries = (
@@ -335,25 +314,8 @@ def _base_context(
         else storage.testset_queries(results, tid)
     )
     results.rollback()
-    base = StageContext(
-        kb=kb,
-        results=results,
-        target=target,
-        testset=cfg["testset"],
-        testset_id=tid,
-        experiment=exp["name"],
-        experiment_id=exp["experiment_id"],
-        depth=cfg["depth"],
-        settings=settings,
-        queries=queries,
-        embedder=cfg.get("embedder"),
-        batch=cfg.get("batch", False),
-        server_timing=cfg.get("server_timing", False),
-        isolate_index=cfg.get("isolate_index", False),
-    )
-    if (cfg.get("queries") or {}).get("own_chunk_removed"):  # sampled queries
-        base = replace(base, depth=cfg["depth"] + 1, extra={"exclude_own": True})
-    return base
+    experiment = (exp["name"], exp["experiment_id"])
+    return experiment_context(results, kb, cfg, target, tid, experiment, settings, queries)
 
 
 def _mark_running(results: Any, exp_id: int) -> None:

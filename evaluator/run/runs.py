@@ -21,6 +21,8 @@ import math
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -270,24 +272,16 @@ def import_run(
             read = _segments(fmt, path, src, extra, direction[0])
             return _reporting(read, src, on_progress, reported)
 
-        by_score = fmt == "trec"
+        def copy(lists: Any) -> Any:
+            return ranked_lists.copy_lists(
+                conn, run_id, lists, by_score=fmt == "trec", judgements=judgements
+            )
+
         try:
             with conn.transaction():  # a file grouped by query: streamed, constant memory
-                copied = ranked_lists.copy_lists(
-                    conn,
-                    run_id,
-                    ranked_lists.streamed(rows(), path),
-                    by_score=by_score,
-                    judgements=judgements,
-                )
+                copied = copy(ranked_lists.streamed(rows(), path))
         except ranked_lists.Interleaved:  # queries interleaved: read again, grouped in memory
-            copied = ranked_lists.copy_lists(
-                conn,
-                run_id,
-                ranked_lists.grouped(rows(), path),
-                by_score=by_score,
-                judgements=judgements,
-            )
+            copied = copy(ranked_lists.grouped(rows(), path))
         if copied.rows == 0:
             raise InputError("empty file: no ranked results", file=str(path))
         unknown_ids = sorted(copied.unknown)
@@ -375,19 +369,11 @@ def export_run(
             out.write(f"{qid} Q0 {chunk} {rank} {value} {tag}\n")
             lines += 1
         return lines
-    current, items = None, []
     said = {"score": way} if way else {}
-    for qid, _rank, chunk, score in cur:
-        if qid != current and current is not None:
-            line = {"query_id": current, **said, "ranked": items}
-            out.write(json.dumps(line, ensure_ascii=False) + "\n")
-            lines += 1
-            items = []
-        current = qid
-        items.append({"chunk_id": chunk, "score": score})
-    if current is not None:
-        line = {"query_id": current, **said, "ranked": items}
-        out.write(json.dumps(line, ensure_ascii=False) + "\n")
+    for qid, rows in groupby(cur, key=itemgetter(0)):
+        ranked = [{"chunk_id": chunk, "score": score} for _, _, chunk, score in rows]
+        out.write(json.dumps({"query_id": qid, **said, "ranked": ranked}, ensure_ascii=False))
+        out.write("\n")
         lines += 1
     return lines
 

@@ -132,6 +132,16 @@ class StageContext:
                 field=param("options"),
             ) from None
 
+    def previous_roles(self) -> dict[int, Any]:
+        """{run id: its role (``pgeval.stage_role``)} of the earlier stages' runs."""
+        rows = self.results.execute(
+            "SELECT run_id, pgeval.stage_role(stage, params) FROM pgeval.run "
+            "WHERE run_id = ANY(%s)",
+            (list(self.previous.values()),),
+        ).fetchall()
+        self.results.rollback()
+        return dict(rows)
+
     def settings_for(self, prefixes: tuple[str, ...]) -> dict[str, str]:
         """The settings that apply to a stage: its extension's GUCs (``prefixes``, e.g.
         ``("hnsw.",)``) plus every core planner GUC (names without a dot)."""
@@ -149,7 +159,6 @@ class Stage(Protocol):
     kind: str  # "exact", "hnsw", "ivfflat", "diskann", "bm25", "merge", ...
     score: str  # SCORE_DISTANCE or SCORE_SIMILARITY
     needs_embedding: bool  # the pipeline loads query embeddings when any stage needs them
-    needs_text: bool  # the stage reads query text (bm25, rerank)
     guc_prefixes: tuple[str, ...]  # extension GUCs this stage applies, e.g. ("hnsw.",)
 
     def prepare(self, ctx: StageContext) -> None:
@@ -165,7 +174,6 @@ class BaseStage:
     kind = "base"
     score = SCORE_SIMILARITY
     needs_embedding = False
-    needs_text = False
     guc_prefixes: tuple[str, ...] = ()
     # the keys of ``--opt STAGE:KEY=VALUE`` it reads, declared once: any other key is refused
     # before anything runs (:meth:`refuse_options`, from `run.configure.pipeline_config`)

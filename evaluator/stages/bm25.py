@@ -36,9 +36,10 @@ from psycopg import sql
 
 from ..core.errors import DatabaseError, InputError, param
 from ..providers import segmenters
+from ..targets.catalog import column_types
 from . import bm25_sql, gucs, refetch, store, timing
 from .base import ORDER_SIMILARITY, SCORE_SIMILARITY, BaseStage, StageContext
-from .vector_common import rows_summary
+from .vector_common import relation_oid, rows_summary
 
 if TYPE_CHECKING:
     from ..targets.targets import Target
@@ -65,7 +66,6 @@ class Bm25Stage(BaseStage):
         {"column", "method", "segmenter", "index", "tsvector", "config"}
         | {"normalization", "overfetch"}
     )
-    needs_text = True
     guc_prefixes = ("pg_textsearch.",)
 
     # ---- configuration -----------------------------------------------------------------------
@@ -136,21 +136,12 @@ class Bm25Stage(BaseStage):
     def _columns(self, ctx: StageContext, t: Target, column: str) -> tuple[int, dict[str, str]]:
         """(the table's oid, its columns and their types); the text column must be one."""
         kb = ctx.kb
-        # (the SELECTs without FROM below return one row: fetchone() is never None)
-        oid = kb.execute("SELECT to_regclass(%s)::oid", (t.table_sql().as_string(kb),)).fetchone()[
-            0
-        ]  # type: ignore[index]  # one row, always
+        oid = relation_oid(kb, t)
         if oid is None:  # dropped or renamed since the target was added
             raise DatabaseError(
                 f"stage {ctx.stage}: the target's table {t.qualified()} does not exist (any more)"
             )
-        cols: dict[str, str] = dict(
-            kb.execute(
-                "SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
-                "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped",
-                (oid,),
-            ).fetchall()
-        )
+        cols = {name: types[1] for name, types in column_types(kb, oid).items()}
         if column not in cols:
             raise InputError(
                 f"column '{column}' does not exist in {t.qualified()}", field=param("options")

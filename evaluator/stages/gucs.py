@@ -221,31 +221,7 @@ def _validate(conn: Any, settings: dict[str, str]) -> None:
                 f"setting '{name}' cannot be changed: {GUARDED[name]}", field=param("settings")
             )
         if name not in known:
-            prefix = name.split(".")[0] + "." if "." in name else None
-            hint = ""
-            if prefix:
-                similar = [
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT name FROM pg_settings WHERE name LIKE %s ORDER BY name",
-                        (prefix.replace("_", r"\_") + "%",),
-                    ).fetchall()
-                ]
-                hint = (
-                    f" (known {prefix}* settings: {', '.join(similar)})"
-                    if similar
-                    else (f" (no {prefix}* settings on this server: is the extension installed?)")
-                )
-            else:  # ef_search for hnsw.ef_search: an extension's setting without its prefix
-                meant = [
-                    r[0]
-                    for r in conn.execute(
-                        "SELECT name FROM pg_settings WHERE name LIKE %s ORDER BY name",
-                        ("%." + name.replace("_", r"\_"),),
-                    ).fetchall()
-                ] + [own for own in OWN if own.endswith("." + name)]
-                if meant:
-                    hint = f" (did you mean {' or '.join(meant)}?)"
+            hint = _unknown_hint(conn, name)
             raise InputError(f"unknown setting '{name}'{hint}", field=param("settings"))
         _, vartype, unit, lo, hi, enumvals, context = known[name]
         if context not in SETTABLE:
@@ -264,6 +240,27 @@ def _validate(conn: Any, settings: dict[str, str]) -> None:
         raise InputError(
             f"the server refused the settings: {first}", field=param("settings")
         ) from None
+
+
+def _unknown_hint(conn: Any, name: str) -> str:
+    """What the message about the unknown setting ``name`` adds: the known settings of its
+    prefix, or the settings it may have meant without one."""
+
+    def like(pattern: str) -> list[str]:
+        rows = conn.execute(
+            "SELECT name FROM pg_settings WHERE name LIKE %s ORDER BY name", (pattern,)
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    if "." in name:
+        prefix = name.split(".")[0] + "."
+        similar = like(prefix.replace("_", r"\_") + "%")
+        if similar:
+            return f" (known {prefix}* settings: {', '.join(similar)})"
+        return f" (no {prefix}* settings on this server: is the extension installed?)"
+    # ef_search for hnsw.ef_search: an extension's setting without its prefix
+    meant = like("%." + name.replace("_", r"\_")) + [own for own in OWN if own.endswith("." + name)]
+    return f" (did you mean {' or '.join(meant)}?)" if meant else ""
 
 
 def with_statement_timeout(

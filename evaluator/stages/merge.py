@@ -147,13 +147,7 @@ class MergeStage(BaseStage):
                     field=param("options"),
                 )
             return [(n, ctx.previous[n]) for n in names]
-        rows = ctx.results.execute(
-            "SELECT run_id, pgeval.stage_role(stage, params) FROM pgeval.run "
-            "WHERE run_id = ANY(%s)",
-            (list(ctx.previous.values()),),
-        ).fetchall()
-        ctx.results.rollback()
-        role: dict[int, Any] = dict(rows)
+        role = ctx.previous_roles()
         paths = [(n, r) for n, r in ctx.previous.items() if role.get(r) not in ("merge", "rerank")]
         if any(role.get(r) == "ann" for _, r in paths):
             paths = [(n, r) for n, r in paths if role.get(r) != "exact"]

@@ -30,7 +30,11 @@ def explain(conn: Any, statement: Any, params: dict | None = None, generic: bool
     row = conn.execute(
         sql.SQL("EXPLAIN ({}) ").format(sql.SQL(opts)) + statement, params
     ).fetchone()
-    doc = row[0]
+    return _plan_of(row[0])
+
+
+def _plan_of(doc: Any) -> dict:
+    """The top "Plan" node of EXPLAIN's JSON (text where no JSON loader is registered)."""
     if isinstance(doc, str):
         import json
 
@@ -64,12 +68,7 @@ def explain_generic(conn: Any, statement: Any, values: list) -> dict:
     finally:
         if conn.info.transaction_status != 3:  # not INERROR: the stage rolls back, then it
             conn.execute(sql.SQL("DEALLOCATE {}").format(name))  # goes with the session
-    doc = row[0]
-    if isinstance(doc, str):
-        import json
-
-        doc = json.loads(doc)
-    return doc[0]["Plan"]
+    return _plan_of(row[0])
 
 
 def nodes(plan: dict) -> Iterator[Any]:
@@ -104,6 +103,20 @@ def describe(plan: dict, methods: dict[str, str]) -> str:
     if seq:
         return f"a sequential scan on {seq[0]}"
     return f"a {plan['Node Type']} plan without an index scan"
+
+
+def check_in(plan: dict, tx: dict, *, stage: str, method: str, generic: bool = False) -> str:
+    """:func:`check_ann` against the indexes of a vector stage's open transaction ``tx``
+    (its candidates, every ANN index, the one wanted: ``VectorStage.begin``)."""
+    return check_ann(
+        plan,
+        stage=stage,
+        method=method,
+        candidates=tx["candidates"],
+        all_ann=tx["all_ann"],
+        wanted=tx["wanted"],
+        generic=generic,
+    )
 
 
 def check_ann(

@@ -76,14 +76,8 @@ def _served(
     else:
         plan = plan_check.explain(conn, custom[0], custom[1])
     try:
-        index: str | None = plan_check.check_ann(
-            plan,
-            stage=ctx.stage,
-            method=method,
-            candidates=tx["candidates"],
-            all_ann=tx["all_ann"],
-            wanted=tx["wanted"],
-            generic=which == "generic",
+        index: str | None = plan_check.check_in(
+            plan, tx, stage=ctx.stage, method=method, generic=which == "generic"
         )
     except PlanError:  # another path serves it
         index = None

@@ -48,7 +48,6 @@ class RerankStage(BaseStage):
         {"reranker", "top_n", "threshold", "model", "api_key_env", "timeout", "batch_size"}
         | {"column", "input", "base_url", "dimensions"}
     )
-    needs_text = True
 
     def config(self, ctx: StageContext) -> dict:
         spec = ctx.option("reranker") or ctx.extra.get("reranker")
@@ -140,14 +139,7 @@ class RerankStage(BaseStage):
                 f"stage before it in {param('stages')}",
                 field=param("stages"),
             )
-        role: dict[int, Any] = dict(
-            ctx.results.execute(
-                "SELECT run_id, pgeval.stage_role(stage, params) FROM pgeval.run "
-                "WHERE run_id = ANY(%s)",
-                (list(ctx.previous.values()),),
-            ).fetchall()
-        )
-        ctx.results.rollback()
+        role = ctx.previous_roles()
         order = list(ctx.previous.items())[::-1]
         for wanted in (("merge",), ("ann", "keyword", "path"), ("exact",), ("rerank",)):
             for n, r in order:

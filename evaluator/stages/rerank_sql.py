@@ -17,15 +17,12 @@ if TYPE_CHECKING:
     from ..targets.targets import Target
 
 
-def columns(kb: Any, target: Target) -> dict[str, tuple[str, str]]:
-    """name -> (type name, formatted type) of the target's table."""
-    rows = kb.execute(
-        "SELECT a.attname, t.typname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a "
-        "JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = to_regclass(%s) "
-        "AND a.attnum > 0 AND NOT a.attisdropped",
-        (target.table_sql().as_string(kb),),
-    ).fetchall()
-    return {r[0]: (r[1], r[2]) for r in rows}
+def columns(kb: Any, target: Target) -> dict[str, tuple[str, str, int]]:
+    """name -> (type name, formatted type, typmod) of the target's table ({}: it is gone)."""
+    from ..targets.catalog import column_types
+    from .vector_common import relation_oid
+
+    return column_types(kb, relation_oid(kb, target))
 
 
 def _source(

@@ -82,7 +82,6 @@ class ServiceStage(BaseStage):
     kind = "service"
     preset: str | None = None
     score = SCORE_SIMILARITY
-    needs_text = True
     options = frozenset(sc.OPTIONS)
 
     @classmethod

@@ -40,40 +40,20 @@ ROLES = ("ann", "keyword", "path", "merge", "rerank")
 PLACEHOLDER = re.compile(r"\{\{\s*(query|query_id|vector|match_count|knowledge_base_id)\s*\}\}")
 
 HYBRID = "/api/v1/knowledge-bases/{kb}/hybrid-search"
+
+
+def _hybrid(role: str, node: str, *, keywords: bool, vectors: bool) -> dict[str, Any]:
+    """A preset of WeKnora's hybrid search answering by ``node``: its keyword match, its vector
+    match, or both."""
+    body = {"query_text": "{{query}}", "match_count": "{{match_count}}"}
+    flags = {"disable_keywords_match": not keywords, "disable_vector_match": not vectors}
+    return {"path": HYBRID, "role": role, "node": node, "body": {**body, **flags}}
+
+
 PRESETS: dict[str, dict[str, Any]] = {
-    "weknora-vector": {
-        "path": HYBRID,
-        "role": "ann",
-        "node": "vector",
-        "body": {
-            "query_text": "{{query}}",
-            "match_count": "{{match_count}}",
-            "disable_keywords_match": True,
-            "disable_vector_match": False,
-        },
-    },
-    "weknora-keyword": {
-        "path": HYBRID,
-        "role": "keyword",
-        "node": "keyword",
-        "body": {
-            "query_text": "{{query}}",
-            "match_count": "{{match_count}}",
-            "disable_keywords_match": False,
-            "disable_vector_match": True,
-        },
-    },
-    "weknora-hybrid": {
-        "path": HYBRID,
-        "role": "merge",
-        "node": "hybrid",
-        "body": {
-            "query_text": "{{query}}",
-            "match_count": "{{match_count}}",
-            "disable_keywords_match": False,
-            "disable_vector_match": False,
-        },
-    },
+    "weknora-vector": _hybrid("ann", "vector", keywords=False, vectors=True),
+    "weknora-keyword": _hybrid("keyword", "keyword", keywords=True, vectors=False),
+    "weknora-hybrid": _hybrid("merge", "hybrid", keywords=True, vectors=True),
     "weknora-final": {
         "path": "/api/v1/knowledge-search",
         "role": "rerank",

@@ -138,12 +138,13 @@ def _commit(conn: Any) -> None:
         conn.commit()
 
 
+# the arrays of a list already in binary format (.list_arrays): bytea sends the bytes as built
 LIST_COLUMNS = (
     ("run_id", "int8"),
     ("query_id", "text"),
-    ("grades", "int2[]"),
-    ("scores", "float8[]"),
-    ("chunk_ids", "text[]"),
+    ("grades", "bytea"),
+    ("scores", "bytea"),
+    ("chunk_ids", "bytea"),
 )
 TIMING_COLUMNS = (
     ("run_id", "int8"),
@@ -197,16 +198,7 @@ def judged_grades(conn: Any, run_id: int, query_ids: Sequence[str]) -> dict[str,
 def copy_encoded(conn: Any, rows: Iterable[tuple[int, str, bytes, bytes, bytes]]) -> int:
     """Binary COPY of (run_id, query_id, grades, scores, chunk ids) rows into
     pgeval.result_list, the arrays already in binary format: COPY sends them as they are."""
-    n = 0
-    with conn.cursor().copy(
-        "COPY pgeval.result_list (run_id, query_id, grades, scores, chunk_ids) FROM STDIN "
-        "(FORMAT BINARY)"
-    ) as copy:
-        copy.set_types(["int8", "text", "bytea", "bytea", "bytea"])  # bytea: the bytes as built
-        for row in rows:
-            copy.write_row(row)
-            n += 1
-    return n
+    return copy_rows(conn, "result_list", LIST_COLUMNS, rows)
 
 
 def write_lists(
@@ -271,15 +263,6 @@ def copy_columns(
                 qids, cuts, islice(cuts, 1, None), encode_flat(chunks, scores, cuts)
             )
         ),
-    )
-
-
-def write_timings(
-    conn: Any, run_id: int, rows: Iterable[tuple[str, float, float | None, int]]
-) -> int:
-    """COPY (query_id, latency_ms, server_ms, rows_returned) rows of ``run_id``."""
-    return copy_rows(
-        conn, "query_timing", TIMING_COLUMNS, ((run_id, q, lat, srv, n) for q, lat, srv, n in rows)
     )
 
 
@@ -371,11 +354,16 @@ class RunWriter:
                     len(ranked) if rows_returned is None else int(rows_returned),
                 )
             )
-        self._done.append(query_id)  # last: a query interrupted half-way has no progress row
-        self.queries += 1
         self.rows += len(ranked)
+        # last: a query interrupted half-way has no progress row
+        self._answered(query_id, len(ranked))
+
+    def _answered(self, query_id: str, items: int) -> None:
+        """``query_id`` wholly added (its progress row), then a flush when one is due."""
+        self._done.append(query_id)
+        self.queries += 1
         self._pending += 1
-        self._items += len(ranked)
+        self._items += items
         if (
             self._pending >= self.flush_every
             or self._items >= FLUSH_ITEMS
@@ -391,11 +379,7 @@ class RunWriter:
 
         self._failures.append((query_id, status, mask(message) or "", int(attempts)))
         self.failures += 1
-        self._done.append(query_id)
-        self.queries += 1
-        self._pending += 1
-        if self._pending >= self.flush_every or time.monotonic() >= self._due:
-            self.flush()
+        self._answered(query_id, 0)
 
     def _write(self, results: list, timings: list, done: list, failures: Sequence = ()) -> None:
         lists = ranked_columns(results)  # a stage's duplicate refused before anything is written
@@ -411,22 +395,17 @@ class RunWriter:
                 (client_name(),),
             )
             touch_run(self.conn, self.run_id)
-            if failures:
-                copy_rows(
-                    self.conn,
-                    "query_failure",
-                    FAILURE_COLUMNS,
-                    ((self.run_id, *f) for f in failures),
-                )
             if results:
                 grades = judged_grades(self.conn, self.run_id, lists[0])
                 copy_columns(self.conn, self.run_id, lists, grades)
-            if timings:
-                write_timings(self.conn, self.run_id, timings)
-            if done:
-                copy_rows(
-                    self.conn, "run_progress", PROGRESS_COLUMNS, ((self.run_id, q) for q in done)
-                )
+            # (query_id, latency_ms, server_ms, rows_returned) timings; progress: query ids
+            for table, columns, rows in (
+                ("query_failure", FAILURE_COLUMNS, failures),
+                ("query_timing", TIMING_COLUMNS, timings),
+                ("run_progress", PROGRESS_COLUMNS, [(q,) for q in done]),
+            ):
+                if rows:
+                    copy_rows(self.conn, table, columns, ((self.run_id, *r) for r in rows))
         _commit(self.conn)
 
     def flush(self) -> None:

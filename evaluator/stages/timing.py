@@ -15,14 +15,11 @@ Typical use inside a stage's per-query loop::
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from psycopg import sql
 
 from .base import BOUNDARY_BATCH, BOUNDARY_ROUND_TRIP, BOUNDARY_SERVER
-
-if TYPE_CHECKING:
-    pass
 
 
 def boundary(ctx: Any, timed: str | None = None) -> str:

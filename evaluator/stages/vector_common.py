@@ -285,39 +285,20 @@ class VectorStage(BaseStage):
         else:
 
             def check(p: Any) -> Any:
-                return plan_check.check_ann(
-                    p,
-                    stage=ctx.stage,
-                    method=self.method,  # type: ignore[arg-type]  # ANN stages name their method
-                    candidates=tx["candidates"],
-                    all_ann=tx["all_ann"],
-                    wanted=tx["wanted"],
-                )
+                # (ANN stages name their method)
+                return plan_check.check_in(p, tx, stage=ctx.stage, method=self.method)  # type: ignore[arg-type]
 
             try:
                 index = check(plan)
             except PlanError as exc:  # name the setting(s) that make the index serve the query
-                found = (
-                    plan_check.find_forcing(ctx.kb, statement, params, check, tx["settings"])
-                    if tx["candidates"]
-                    else None
-                )
-                raise PlanError(
-                    str(exc)
-                    + (plan_check.forcing_hint(ctx.stage, found) if tx["candidates"] else "")
-                ) from None
+                if not tx["candidates"]:
+                    raise
+                found = plan_check.find_forcing(ctx.kb, statement, params, check, tx["settings"])
+                raise PlanError(str(exc) + plan_check.forcing_hint(ctx.stage, found)) from None
         if generic_statement is not None and self.method is not None:
             gplan = plan_check.explain_generic(ctx.kb, generic_statement, generic_values or [])
             try:
-                plan_check.check_ann(
-                    gplan,
-                    stage=ctx.stage,
-                    method=self.method,
-                    candidates=tx["candidates"],
-                    all_ann=tx["all_ann"],
-                    wanted=tx["wanted"],
-                    generic=True,
-                )
+                plan_check.check_in(gplan, tx, stage=ctx.stage, method=self.method, generic=True)
             except PlanError:
                 ctx.extra.setdefault(f"{ctx.stage}.force_custom", True)
                 ctx.kb.execute("SELECT set_config('plan_cache_mode', 'force_custom_plan', true)")
@@ -614,10 +595,7 @@ class VectorStage(BaseStage):
             ms += (time.perf_counter() - t0) * 1000.0
             for q in pending:  # queries the filters left without any row
                 if q.query_id not in seen:
-                    out.add(q.query_id, [])
-                    counts[q.query_id], limits[q.query_id] = 0, limit
-                    if ctx.progress:
-                        ctx.progress.advance()
+                    finish(q.query_id, [], 0)
             pending = [q for q in pending if q.query_id in short]
             if pending:
                 assert limit is not None  # only lists with several rows per chunk refetch

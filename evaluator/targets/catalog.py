@@ -28,8 +28,9 @@ def _relation(kb: Any, schema: str | None, table: str) -> int:
     return oid
 
 
-def _columns(kb: Any, oid: int) -> dict[str, tuple[str, str, int]]:
-    """name -> (type name, formatted type, typmod)"""
+def column_types(kb: Any, oid: int | None) -> dict[str, tuple[str, str, int]]:
+    """name -> (type name, formatted type, typmod) of relation ``oid``'s columns ({}: None, no
+    such relation)."""
     rows = kb.execute(
         "SELECT a.attname, t.typname, format_type(a.atttypid, a.atttypmod), a.atttypmod "
         "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
@@ -50,12 +51,7 @@ def check_identifiers(target: Target) -> None:
     for opt, ident in (
         (param("schema"), target.schema),
         (param("table"), target.table),
-        (param("id_column"), target.id_column),
-        (param("vector_column"), target.vector_column),
-        (param("text_column"), target.text_column),
-        (param("dimension_column"), target.dimension_column),
-        (param("group_by"), target.group_by),
-        *((param("where"), c) for c in target.filters),
+        *_named_columns(target),
     ):
         if ident is None:
             continue
@@ -69,9 +65,21 @@ def check_identifiers(target: Target) -> None:
             )
 
 
+def _named_columns(target: Target) -> list[tuple[str, str | None]]:
+    """(option, column) of every column the target names (None: not given)."""
+    return [
+        (param("id_column"), target.id_column),
+        (param("vector_column"), target.vector_column),
+        (param("text_column"), target.text_column),
+        (param("dimension_column"), target.dimension_column),
+        (param("group_by"), target.group_by),
+        *((param("where"), c) for c in target.filters),
+    ]
+
+
 def columns(kb: Any, target: Target) -> dict:
     """The target table's columns: name -> (type name, formatted type, typmod)."""
-    return _columns(kb, _relation(kb, target.schema, target.table))
+    return column_types(kb, _relation(kb, target.schema, target.table))
 
 
 def validate(kb: Any, target: Target) -> list[str]:
@@ -84,16 +92,9 @@ def validate(kb: Any, target: Target) -> list[str]:
         )
     check_identifiers(target)
     oid = _relation(kb, target.schema, target.table)
-    cols = _columns(kb, oid)
+    cols = column_types(kb, oid)
     where = target.qualified()
-    for opt, column in (
-        (param("id_column"), target.id_column),
-        (param("vector_column"), target.vector_column),
-        (param("text_column"), target.text_column),
-        (param("dimension_column"), target.dimension_column),
-        (param("group_by"), target.group_by),
-        *((param("where"), c) for c in target.filters),
-    ):
+    for opt, column in _named_columns(target):
         if column is not None and column not in cols:
             raise InputError(
                 f"column '{column}' does not exist in {where} (columns: {', '.join(sorted(cols))})",

@@ -190,30 +190,28 @@ class Target:
             if alias
             else sql.Identifier(self.vector_column)
         )
-        quantizer = self.searched.quantizer
-        if quantizer is not None:  # binary_quantize(col)::bit(N)
-            return sql.SQL("{}({})::{}({})").format(
-                sql.SQL(quantizer),
-                col,
-                sql.SQL(self.searched_type),
-                sql.SQL(str(int(self.dimension or 0))),
-            )
+        if self.searched.quantizer is not None:  # binary_quantize(col)::bit(N)
+            return self._quantized(col)
         if self.search_type and self.search_type != self.vector_type:
             return sql.SQL("({})::{}").format(col, self._typ(self.search_type))
         if self.casts:
             return sql.SQL("({})::{}").format(col, self._typ())
         return col
 
+    def _quantized(self, value: sql.Composable) -> sql.Composable:
+        """``quantizer(value)::type(N)``: the searched type's quantizer, its dimension checked
+        to be an integer (a fixed keyword and a number only)."""
+        return sql.SQL("{}({})::{}({})").format(
+            sql.SQL(self.searched.quantizer or ""),
+            value,
+            sql.SQL(self.searched_type),
+            sql.SQL(str(int(self.dimension or 0))),
+        )
+
     def query_expr(self, param: sql.Composable) -> sql.Composable:
         """The query vector (sent as ``vector``) cast to the column's type and dimension."""
-        quantizer = self.searched.quantizer
-        if quantizer is not None:  # binary_quantize($1::vector)::bit(N)
-            return sql.SQL("{}({}::vector)::{}({})").format(
-                sql.SQL(quantizer),
-                param,
-                sql.SQL(self.searched_type),
-                sql.SQL(str(int(self.dimension or 0))),
-            )
+        if self.searched.quantizer is not None:  # binary_quantize($1::vector)::bit(N)
+            return self._quantized(sql.SQL("{}::vector").format(param))
         if self.search_type and self.search_type != self.vector_type:
             return sql.SQL("{}::vector::{}").format(param, self._typ(self.search_type))
         if self.vector_type == "vector" and not self.casts:
