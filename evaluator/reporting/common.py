@@ -242,30 +242,20 @@ def summary_note(levels: bool) -> str:
 def summary_rows(report: dict, levels: bool = True) -> list[dict]:
     """Metric, value, and with ``levels`` the acceptance level and the thresholds that level
     was read against."""
-    if not levels:
-        return [
-            {"metric": m, "value": v}
-            for m, v in (report.get("summary") or {}).items()
-            if "latency" not in m
-        ]
-    summary = report.get("summary") or {}
     level_of = report.get("acceptance") or {}
     thresholds = report.get("thresholds") or {}
     rows = []
-    for metric, value in summary.items():
+    for metric, value in (report.get("summary") or {}).items():
         if "latency" in metric:
             continue
-        t = thresholds.get(metric)
-        rows.append(
-            {
-                "metric": metric,
-                "value": value,
-                "level": level_of.get(metric),
-                "thresholds": (
-                    f"{t['excellent']:.2f} / {t['good']:.2f} / {t['pass']:.2f}" if t else ""
-                ),
-            }
-        )
+        row = {"metric": metric, "value": value}
+        if levels:
+            t = thresholds.get(metric)
+            row["level"] = level_of.get(metric)
+            row["thresholds"] = (
+                f"{t['excellent']:.2f} / {t['good']:.2f} / {t['pass']:.2f}" if t else ""
+            )
+        rows.append(row)
     return rows
 
 
@@ -318,15 +308,7 @@ def stage_rows(report: dict) -> list[dict]:
                     else {}
                 ),
                 # the ANN stages' recall against exact search, as stage-report prints it
-                **(
-                    {
-                        f"index_recall@{sr['k']}": (s.get(f"index_recall@{sr['k']}") or {}).get(
-                            "mean"
-                        )
-                    }
-                    if sr.get("k")
-                    else {}
-                ),
+                **({index: (s.get(index) or {}).get("mean")} if sr.get("k") else {}),
                 "p95 ms": lat.get("p95"),
                 **({f"{index} per query": tail} if tail else {}),
             }
@@ -380,52 +362,40 @@ class Section(NamedTuple):
 def sections(report: dict) -> list[Section]:
     """The optional tables between the summary and the flagged queries, in the order both
     renderers print them; only those the report has data for."""
-    out = []
-    if latency_rows(report):
-        out.append(Section("latency", "Latency (nearest rank, ms)", latency_rows(report), None))
-    if report.get("answers"):
-        out.append(Section("answers", "End-to-end answers", [report["answers"]], None))
-    if stage_rows(report):
-        out.append(Section("stages", "Stages", stage_rows(report), None))
-    if loss_rows(report):
-        out.append(
-            Section(
-                "loss",
-                f"Where recall@{report['stage_report']['k']} was lost",
-                loss_rows(report),
-                None,
-            )
-        )
-    if headroom_rows(report):
-        out.append(
-            Section(
-                "headroom",
-                "Headroom: each stage's ceiling minus its figure (reorder: rerank; reach: "
-                "depth or another path; index: the setting)",
-                headroom_rows(report),
-                None,
-            )
-        )
-    if report.get("sweep"):
-        sw = report["sweep"]
-        out.append(
-            Section(
-                "sweep",
-                f"Sweep {sw.get('name')}: {sw.get('param')}",
-                sw.get("points") or [],
-                SWEEP_COLUMNS,
-            )
-        )
-    if report.get("by_type") and typed(report):
-        out.append(
-            Section(
-                "by_type",
-                "By query type",
-                report["by_type"],
-                ["type", "queries", *headline_metrics(report)],
-            )
-        )
-    return out
+    sr, sw = report.get("stage_report") or {}, report.get("sweep") or {}
+    typed_rows = report.get("by_type") if typed(report) else None
+    candidates = [
+        Section("latency", "Latency (nearest rank, ms)", latency_rows(report), None),
+        Section(
+            "answers",
+            "End-to-end answers",
+            [report["answers"]] if report.get("answers") else [],
+            None,
+        ),
+        Section("stages", "Stages", stage_rows(report), None),
+        Section("loss", f"Where recall@{sr.get('k')} was lost", loss_rows(report), None),
+        Section(
+            "headroom",
+            "Headroom: each stage's ceiling minus its figure (reorder: rerank; reach: "
+            "depth or another path; index: the setting)",
+            headroom_rows(report),
+            None,
+        ),
+        Section(
+            "sweep",
+            f"Sweep {sw.get('name')}: {sw.get('param')}",
+            sw.get("points") or [],
+            SWEEP_COLUMNS,
+        ),
+        Section(
+            "by_type",
+            "By query type",
+            typed_rows or [],
+            ["type", "queries", *headline_metrics(report)],
+        ),
+    ]
+    # a sweep's table is shown with its heading even when it holds no point
+    return [s for s in candidates if s.rows or (s.key == "sweep" and sw)]
 
 
 def case_rows(report: dict, ranked: int = 5) -> list[dict]:
