@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import strict_json
+from ..core.db import dict_rows
 from ..core.errors import Conflict, InputError, param
 from ..core.ids import ident
 from .metrics import resolve_run
@@ -217,15 +218,12 @@ def import_answers(
 
 def summary(conn: Any, run_id: int, refusals: list[str] | None = None) -> dict | None:
     """Counts and means of pgeval.answer_summary; None when the test set has no query."""
-    cur = conn.execute("SELECT * FROM pgeval.answer_summary(%s, %s)", (run_id, refusals))
-    row = cur.fetchone()
-    return None if row is None else dict(zip([d.name for d in cur.description], row))
+    rows = dict_rows(conn, "SELECT * FROM pgeval.answer_summary(%s, %s)", (run_id, refusals))
+    return rows[0] if rows else None
 
 
 def per_query(conn: Any, run_id: int, refusals: list[str] | None = None) -> list[dict]:
-    cur = conn.execute("SELECT * FROM pgeval.answer_per_query(%s, %s)", (run_id, refusals))
-    names = [d.name for d in cur.description]
-    return [dict(zip(names, row)) for row in cur.fetchall()]
+    return dict_rows(conn, "SELECT * FROM pgeval.answer_per_query(%s, %s)", (run_id, refusals))
 
 
 def has_answers(conn: Any, run_id: int) -> bool:

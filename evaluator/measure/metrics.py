@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.db import dict_rows
 from ..core.errors import IncompleteRun, InputError, PgevalError, first_line, param
 from . import measures, stage_method
 from .measures import judged_at, judged_warning, with_judged
@@ -132,9 +133,9 @@ def summary(
 
 
 def counts(conn: Any, run_id: int, rel: int = 1, min_score: float | None = None) -> dict[str, int]:
-    cur = conn.execute("SELECT * FROM pgeval.run_counts(%s, %s, %s)", (run_id, rel, min_score))
-    names = [d.name for d in cur.description]
-    return dict(zip(names, cur.fetchone()))
+    return dict_rows(conn, "SELECT * FROM pgeval.run_counts(%s, %s, %s)", (run_id, rel, min_score))[
+        0
+    ]
 
 
 def levels(conn: Any, values: dict[str, float | None], domain_discount: float = 0.0) -> dict:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.db import dict_rows
 from ..core.errors import IncompleteRun, InputError, NotFound, param
 from . import stage_method
 from .measures import judged_warning, stage_measures
@@ -55,11 +56,11 @@ class StageReport:
     repetition: int | None  # None: every repetition (means with spread)
     counts: dict
     stages: list[dict]
-    chain: list[dict]
-    loss: list[dict]
-    loss_by_type: list[dict]
-    worst: list[dict]
     worst_repetition: int
+    chain: list[dict] = field(default_factory=list)
+    loss: list[dict] = field(default_factory=list)
+    loss_by_type: list[dict] = field(default_factory=list)
+    worst: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     judged: bool = True  # the test set has graded judgements
     queries: dict | None = None  # a query-vector source (testset.query_source) when not
@@ -166,12 +167,6 @@ def parse_repetition(value: str | int | None) -> int | None:
     return rep
 
 
-def _rows(conn: Any, query: str, params: Any) -> list[dict]:
-    cur = conn.execute(query, params)
-    names = [d.name for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
-
-
 COUNTS = ("chunks", "relevant", "valid_queries", "queries")  # of loss_summary / loss_by_type
 
 
@@ -202,7 +197,7 @@ def _stage_metrics(
 ) -> dict[str, dict]:
     """Label -> the stage's dict with its metrics (pgeval.stage_summary) and threshold."""
     out: dict[str, dict] = {}
-    for r in _rows(
+    for r in dict_rows(
         conn,
         "SELECT * FROM pgeval.stage_summary(%s, %s, %s, %s, %s)",
         (exp.experiment_id, measures, rel, repetition, judged_only),
@@ -242,7 +237,7 @@ def _add_index_recall(
     from .recall_distribution import distribution
 
     spread = distribution(conn, exp.experiment_id, k, repetition)
-    for r in _rows(
+    for r in dict_rows(
         conn,
         "SELECT * FROM pgeval.index_recall_summary(%s, %s, %s)",
         (exp.experiment_id, k, repetition),
@@ -260,7 +255,7 @@ def _add_index_recall(
 
 
 def _add_latency(conn: Any, exp: Experiment, repetition: int | None, out: dict[str, dict]) -> None:
-    for r in _rows(
+    for r in dict_rows(
         conn,
         "SELECT * FROM pgeval.stage_latency(%s, %s, %s)",
         (exp.experiment_id, repetition, list(PERCENTILES)),
@@ -287,7 +282,7 @@ def _add_latency(conn: Any, exp: Experiment, repetition: int | None, out: dict[s
 
 
 def _add_failures(conn: Any, exp: Experiment, repetition: int | None, out: dict[str, dict]) -> None:
-    for r in _rows(
+    for r in dict_rows(
         conn, "SELECT * FROM pgeval.stage_failures(%s, %s)", (exp.experiment_id, repetition)
     ):  # live service stages
         if r["label"] in out:
@@ -311,7 +306,7 @@ def _add_ceilings(
     """Per stage, recall@K and nDCG@K of its candidates ordered by the judgements
     (pgeval.stage_ceilings): ``ceiling``, ``actual`` (as ranked), ``headroom``. ``out``: label ->
     the stage's dict of :func:`stages`."""
-    for r in _rows(
+    for r in dict_rows(
         conn,
         "SELECT label, measure, ceiling, actual, headroom FROM "
         "pgeval.stage_ceilings(%s, %s, %s, %s, %s)",
@@ -338,7 +333,7 @@ def stages(
     rows; ``label``: the stage's name with its method where the kind's name would mislead
     ('bm25 (ts_rank_cd fallback)'), ``method``: how it ranked (from its runs' parameters)."""
     if runs is None:
-        runs = _rows(
+        runs = dict_rows(
             conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)", (exp.experiment_id, repetition)
         )
     params: dict[str, dict] = {}
@@ -447,13 +442,13 @@ def _losses(
     worst: int,
 ) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
     """The loss attribution: chain, summary by category, by query type, worst queries."""
-    chain = _rows(
+    chain = dict_rows(
         conn,
         "SELECT label AS stage, role, link, cut FROM pgeval.loss_chain(%s, %s, %s)",
         (exp.experiment_id, k, first_rep),
     )
     loss = _whole_counts(
-        _rows(
+        dict_rows(
             conn,
             "SELECT category, chunks, share, recall_points, points_min, points_max, relevant, "
             "valid_queries, repetitions FROM pgeval.loss_summary(%s, %s, %s, %s)",
@@ -463,7 +458,7 @@ def _losses(
     for r in loss:
         r["meaning"] = CATEGORIES.get(r["category"], "")
     by_type = _whole_counts(
-        _rows(
+        dict_rows(
             conn,
             "SELECT query_type AS type, category, queries, chunks, "
             "share, recall_points FROM pgeval.loss_by_type(%s, %s, %s, %s)",
@@ -471,7 +466,7 @@ def _losses(
         )
     )
     worst_rows = (
-        _rows(
+        dict_rows(
             conn,
             "SELECT * FROM pgeval.loss_worst_queries(%s, %s, %s, %s, %s)",
             (exp.experiment_id, k, first_rep, rel, worst),
@@ -532,51 +527,42 @@ def build(
             f"experiment '{name}' has no repetition {repetition} (it has "
             f"{', '.join(map(str, exp.repetitions))})"
         )
-    runs = _rows(
+    runs = dict_rows(
         conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)", (exp.experiment_id, repetition)
     )
     warnings = _partial(conn, exp, name, runs, repetition, allow_partial)
     warnings += _uneven_repetitions(runs)
     first_rep = repetition or exp.repetitions[0]
     final = next(r for r in runs if r["is_final"] and r["repetition"] == first_rep)
-    counts = _rows(conn, "SELECT * FROM pgeval.run_counts(%s, %s)", (final["run_id"], rel))[0]
+    counts = dict_rows(conn, "SELECT * FROM pgeval.run_counts(%s, %s)", (final["run_id"], rel))[0]
     judged, source = conn.execute(
         "SELECT t.n_judgements > 0, t.query_source FROM pgeval.experiment e "
         "JOIN pgeval.testset t USING (testset_id) WHERE e.experiment_id = %s",
         (exp.experiment_id,),
     ).fetchone()
     if not judged:  # query vectors without judgements: index recall, latency and rows only
+        stage_rows = stages(conn, exp, k, rel, repetition, runs)
         return StageReport(
             exp,
             k,
             rel,
             repetition,
             counts,
-            stages(conn, exp, k, rel, repetition, runs),
-            [],
-            [],
-            [],
-            [],
+            stage_rows,
             first_rep,
-            warnings,
-            False,
-            source,
+            warnings=warnings,
+            judged=False,
+            queries=source,
         )
     warnings += _judged_warnings(exp, counts, runs, rel, strict)
     chain, loss, by_type, worst_rows = _losses(conn, exp, k, rel, repetition, first_rep, worst)
     warnings += _method_notes(runs)
     stage_rows = stages(conn, exp, k, rel, repetition, runs, judged_only)
-    _add_ceilings(conn, exp, k, rel, repetition, judged_only, {s["stage"]: s for s in stage_rows})
+    by_stage = {s["stage"]: s for s in stage_rows}
+    _add_ceilings(conn, exp, k, rel, repetition, judged_only, by_stage)
     warnings += _failure_warnings(stage_rows)
-    final_judged = next(
-        (
-            s["metrics"].get(f"judged@{k}", {}).get("mean")
-            for s in stage_rows
-            if s["stage"] == final["label"]
-        ),
-        None,
-    )
-    low = judged_warning(f"judged@{k}", final_judged, judged_only)
+    final_judged = by_stage.get(final["label"], {}).get("metrics", {}).get(f"judged@{k}", {})
+    low = judged_warning(f"judged@{k}", final_judged.get("mean"), judged_only)
     warnings += [low] if low else []
     heads = headroom(conn, exp, k, rel, repetition, judged_only)
     return StageReport(
@@ -586,16 +572,16 @@ def build(
         repetition,
         counts,
         stage_rows,
+        first_rep,
         chain,
         loss,
         by_type,
         worst_rows,
-        first_rep,
         warnings,
         True,
         source,
         heads,
-        advice(heads, k, {s["stage"]: s for s in stage_rows}),
+        advice(heads, k, by_stage),
         judged_only,
     )
 
@@ -610,7 +596,7 @@ def headroom(
     ``{"kind", "stage", "against", "largest", "recall@K": {ceiling, actual, headroom},
     "ndcg@K": {...}}``."""
     out: dict[tuple, dict] = {}
-    for r in _rows(
+    for r in dict_rows(
         conn,
         "SELECT * FROM pgeval.stage_headroom(%s, %s, %s, %s, %s)",
         (exp.experiment_id, k, rel, repetition, judged_only),

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..core.db import dict_rows
 from ..core.errors import IncompleteRun, InputError, NotFound, param
 from ..core.json_text import to_json
 from ..measure import answers, latency, metrics, stage_method
@@ -42,9 +43,9 @@ def resolve(conn: Any, name: str) -> tuple[metrics.RunInfo, dict | None]:
     if row is None:
         raise NotFound(f"no run or experiment named '{name}' (see `pgeval run list`)")
     exp = {"experiment_id": row[0], "name": row[1], "status": row[2], "config_hash": row[3]}
-    cur = conn.execute("SELECT * FROM pgeval.experiment_stages(%s, 1)", (exp["experiment_id"],))
-    cols = [d.name for d in cur.description]
-    exp["stages"] = [dict(zip(cols, r)) for r in cur.fetchall()]
+    exp["stages"] = dict_rows(
+        conn, "SELECT * FROM pgeval.experiment_stages(%s, 1)", (exp["experiment_id"],)
+    )
     final = [s for s in exp["stages"] if s["is_final"]]
     if not final:
         raise NotFound(f"experiment '{name}' has no run yet")

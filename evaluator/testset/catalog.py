@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.db import dict_rows
 from ..core.errors import NotFound
 from ..core.install import ensure_installed
 
@@ -31,21 +32,23 @@ def resolve_testset(conn: Any, name: str) -> tuple[int, str]:
 
 def list_testsets(conn: Any) -> list[dict]:
     ensure_installed(conn)
-    cur = conn.execute(f"""
+    return dict_rows(
+        conn,
+        f"""
         SELECT t.name, t.n_queries AS queries, t.n_judgements AS judgements, {_COUNTS},
                (SELECT count(*) FROM pgeval.run r WHERE r.testset_id = t.testset_id) AS runs,
                t.source_format AS format, t.content_hash, t.created_at AS created
           FROM pgeval.testset t LEFT JOIN pgeval.query q USING (testset_id)
-         GROUP BY t.testset_id ORDER BY t.name""")
-    cols = [d.name for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+         GROUP BY t.testset_id ORDER BY t.name""",
+    )
 
 
 def show_testset(conn: Any, name: str) -> dict:
     """Counts, grade histogram, type tags, embeddings, grade map and hash of one test set."""
     ensure_installed(conn)
     tid, _ = resolve_testset(conn, name)
-    cur = conn.execute(
+    info = dict_rows(
+        conn,
         f"""
         SELECT t.testset_id, t.name, t.source_format AS format, t.source_file, t.content_hash,
                t.grade_map, t.created_at AS created, t.n_queries AS queries, t.version,
@@ -58,8 +61,7 @@ def show_testset(conn: Any, name: str) -> dict:
           FROM pgeval.testset t LEFT JOIN pgeval.query q USING (testset_id)
          WHERE t.testset_id = %s GROUP BY t.testset_id""",
         (tid,),
-    )
-    info = dict(zip([d.name for d in cur.description], cur.fetchone()))
+    )[0]
     info["grades"] = {
         str(g): n
         for g, n in conn.execute(
