@@ -179,24 +179,22 @@ def ensure_extensions(conn: Any, report: InitReport, kb_conn: Any = None) -> Non
 
 
 def upgrade_tables(dsn: str, revision: str = "head") -> None:
-    from alembic import command
-
-    from .db import sqlalchemy_engine
-
-    engine = sqlalchemy_engine(dsn)
-    with engine.begin() as connection:
-        command.upgrade(_alembic_config(connection), revision)
-    engine.dispose()
+    _alembic(dsn, "upgrade", revision)
 
 
 def downgrade_tables(dsn: str, revision: str) -> None:
+    _alembic(dsn, "downgrade", revision)
+
+
+def _alembic(dsn: str, step: str, revision: str) -> None:
+    """Alembic's ``upgrade`` or ``downgrade`` (``step``) to ``revision``, in one transaction."""
     from alembic import command
 
     from .db import sqlalchemy_engine
 
     engine = sqlalchemy_engine(dsn)
     with engine.begin() as connection:
-        command.downgrade(_alembic_config(connection), revision)
+        getattr(command, step)(_alembic_config(connection), revision)
     engine.dispose()
 
 
