@@ -91,9 +91,15 @@ class Evaluation:
         }
 
 
-def _sql_error(exc: Exception) -> PgevalError:
-    msg = first_line(exc, "invalid measure")
-    return InputError(msg, field="measures")
+def _measured(conn: Any, statement: str, args: tuple) -> list[tuple]:
+    """The rows of a statement over a list of measures; an unknown measure (the SQL function's
+    InvalidParameterValue) as an InputError on ``measures``."""
+    import psycopg
+
+    try:
+        return conn.execute(statement, args).fetchall()
+    except psycopg.errors.InvalidParameterValue as exc:
+        raise InputError(first_line(exc, "invalid measure"), field="measures") from None
 
 
 def per_query(
@@ -101,16 +107,12 @@ def per_query(
 ) -> list[dict]:
     """One dict per valid query: ``{"query_id": ..., "recall@3": ..., ...}`` in measure order;
     ``judged_only``: each list measured on its judged chunks only (trec_eval's -J)."""
-    import psycopg
-
-    try:
-        rows = conn.execute(
-            "SELECT query_id, measure, value FROM pgeval.per_query(%s, %s, %s, %s) "
-            'ORDER BY query_id COLLATE "C", ord',
-            (run_id, measures, rel, judged_only),
-        ).fetchall()
-    except psycopg.errors.InvalidParameterValue as exc:
-        raise _sql_error(exc) from None
+    rows = _measured(
+        conn,
+        "SELECT query_id, measure, value FROM pgeval.per_query(%s, %s, %s, %s) "
+        'ORDER BY query_id COLLATE "C", ord',
+        (run_id, measures, rel, judged_only),
+    )
     out: dict[str, dict] = {}
     for qid, measure, value in rows:
         out.setdefault(qid, {"query_id": qid})[measure] = value
@@ -120,15 +122,11 @@ def per_query(
 def summary(
     conn: Any, run_id: int, measures: list[str], rel: int = 1, judged_only: bool = False
 ) -> dict[str, float | None]:
-    import psycopg
-
-    try:
-        rows = conn.execute(
-            "SELECT measure, value FROM pgeval.summary(%s, %s, %s, %s)",
-            (run_id, measures, rel, judged_only),
-        ).fetchall()
-    except psycopg.errors.InvalidParameterValue as exc:
-        raise _sql_error(exc) from None
+    rows = _measured(
+        conn,
+        "SELECT measure, value FROM pgeval.summary(%s, %s, %s, %s)",
+        (run_id, measures, rel, judged_only),
+    )
     return {m: v for m, v in rows}
 
 
