@@ -21,7 +21,7 @@ import numpy as np
 from ...core.errors import InputError, param
 from ...core.masking import mask
 from ..http_json import JsonClient, check_url, key_from_env
-from . import check_matrix
+from . import check_matrix, texts
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -97,11 +97,7 @@ class OpenAIEmbedder:
         return [d["embedding"] for d in items]
 
     def embed(self, queries: Sequence, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
-        for q in queries:
-            if not q.text:
-                raise InputError(
-                    f"query '{q.query_id}' has no text to embed", field=param("embedder")
-                )
+        all_texts = texts(queries)
         self._client = JsonClient(
             self.url,
             key=self._api_key(),
@@ -113,7 +109,7 @@ class OpenAIEmbedder:
         )
         rows: list[list[float]] = []
         for i in range(0, len(queries), self.batch_size):
-            batch = [q.text for q in queries[i : i + self.batch_size]]
+            batch = all_texts[i : i + self.batch_size]
             rows.extend(self._request(batch))
             if on_batch:
                 on_batch(len(batch))
