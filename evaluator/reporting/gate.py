@@ -71,15 +71,17 @@ max_growth_pct = 20
 max_growth_pct = 20
 """
 
-KINDS = (
-    "min",
-    "max",
-    "max_drop",
-    "max_drop_pct",
-    "must_not_drop",
-    "must_not_drop_significantly",
-    "max_growth_pct",
-)
+# each kind of rule and how a result names it (its limit as {limit})
+DESCRIPTIONS = {
+    "min": ">= {limit:g}",
+    "max": "<= {limit:g}",
+    "max_drop": "drop <= {limit:g}",
+    "max_drop_pct": "drop <= {limit:g} %",
+    "must_not_drop": "must not drop",
+    "must_not_drop_significantly": "must not drop significantly",
+    "max_growth_pct": "growth <= {limit:g} %",
+}
+KINDS = tuple(DESCRIPTIONS)
 FLAGS = ("must_not_drop", "must_not_drop_significantly")
 GATE_KEYS = {"alpha": float, "permutations": int, "seed": int}
 EPS = 1e-9
@@ -93,15 +95,7 @@ class Rule:
     line: int | None = None
 
     def describe(self) -> str:
-        return {
-            "min": f">= {self.limit:g}",
-            "max": f"<= {self.limit:g}",
-            "max_drop": f"drop <= {self.limit:g}",
-            "max_drop_pct": f"drop <= {self.limit:g} %",
-            "must_not_drop": "must not drop",
-            "must_not_drop_significantly": "must not drop significantly",
-            "max_growth_pct": f"growth <= {self.limit:g} %",
-        }[self.kind]
+        return DESCRIPTIONS[self.kind].format(limit=self.limit)
 
 
 @dataclass
