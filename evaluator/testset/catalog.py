@@ -14,6 +14,14 @@ _COUNTS = """
     count(q.*) FILTER (WHERE NOT q.answerable) AS unanswerable"""
 
 
+def lock_name(conn: Any, name: str) -> None:
+    """Hold, until the transaction ends, the lock that serialises the writers of test set
+    ``name`` (a load, a new version, a query set)."""
+    conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("pgeval.testset:" + name,)
+    )
+
+
 def find_testset(conn: Any, name: str) -> tuple[int, str] | None:
     """(testset_id, content_hash) of the test set called ``name``, or None."""
     row = conn.execute(

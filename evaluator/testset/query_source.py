@@ -502,10 +502,9 @@ def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str,
 
         ensure_installed(conn)
         with conn.transaction():
-            conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("pgeval.testset:" + name,)
-            )
-            from .catalog import find_testset
+            from .catalog import find_testset, lock_name
+
+            lock_name(conn, name)
 
             found = find_testset(conn, name)
             row = None if found is None else (found[1],)

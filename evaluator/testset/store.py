@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import Conflict, InputError, param
 from ..core.install import ensure_installed
+from .catalog import lock_name
 from .grademap import GradeMap
 from .plan import make_plan
 from .progress import LoadProgress
@@ -77,9 +78,7 @@ def load(
     started = time.perf_counter()
     ensure_installed(conn)
     with LoadProgress(plan.sources, progress) as bar, conn.transaction(), conn.cursor() as cur:
-        cur.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("pgeval.testset:" + name,)
-        )
+        lock_name(cur, name)
         _create_stage(cur)
         digest = _stream(cur, plan, gmap, bar)
         bar.phase("checking")

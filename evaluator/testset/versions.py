@@ -20,7 +20,7 @@ from ..core.errors import Conflict, param
 from ..core.install import ensure_installed
 from ..core.spreadsheet import value
 from . import judging
-from .catalog import find_testset, resolve_testset
+from .catalog import find_testset, lock_name, resolve_testset
 from .formats.csv import records
 from .source import Source
 
@@ -141,9 +141,7 @@ def grade(
     ensure_installed(conn)
     with conn.transaction(), conn.cursor() as cur:
         tid, parent_hash = resolve_testset(conn, base)
-        cur.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("pgeval.testset:" + base,)
-        )
+        lock_name(cur, base)
         _stage(cur, rows)
         _check(cur, src, tid, base)
         agreement = None
