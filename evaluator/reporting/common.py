@@ -276,11 +276,7 @@ def latency_rows(report: dict) -> list[dict]:
 
 def headline_metrics(report: dict) -> list[str]:
     k = report.get("k") or {}
-    out = []
-    for name in HEADLINE_FAMILIES:
-        for value in sorted(k.get(name) or []):
-            out.append(f"{name}@{value}")
-    return out
+    return [f"{name}@{value}" for name in HEADLINE_FAMILIES for value in sorted(k.get(name) or [])]
 
 
 def stage_rows(report: dict) -> list[dict]:

@@ -28,6 +28,16 @@ from ..measure.measures import cutoffs
 
 REPORT_VERSION = 1
 DEFAULT_DEPTH = 10  # the chunks shown per case when no measure has a cut-off (rprec alone)
+# a case's answer: the columns of pgeval.answer_per_query it shows
+ANSWER_KEYS = (
+    "answered",
+    "n_cited",
+    "n_supported",
+    "refused",
+    "n_facts",
+    "facts_found",
+    "latency_ms",
+)
 
 
 def resolve(conn: Any, name: str) -> tuple[metrics.RunInfo, dict | None]:
@@ -99,18 +109,7 @@ def _cases(
             case["metrics"]["citation_precision"] = a["citation_precision"]
             if a["answer_correct"] is not None:
                 case["metrics"]["answer_accuracy"] = a["answer_correct"]
-            case["answer"] = {
-                k: a[k]
-                for k in (
-                    "answered",
-                    "n_cited",
-                    "n_supported",
-                    "refused",
-                    "n_facts",
-                    "facts_found",
-                    "latency_ms",
-                )
-            }
+            case["answer"] = {k: a[k] for k in ANSWER_KEYS}
         out.append(case)
     return out
 
