@@ -19,13 +19,12 @@ from typing import TYPE_CHECKING, Any
 from ..core.db import dict_rows
 from ..core.errors import IncompleteRun, InputError, NotFound, param
 from . import stage_method
+from .latency import PERCENTILES, percent
 from .measures import judged_warning, stage_measures
 from .metrics import MIN_VALID_QUERIES
 
 if TYPE_CHECKING:
     from ..core.db import Database
-
-PERCENTILES = (0.5, 0.95, 0.99)
 
 CATEGORIES = {
     "index": "dropped by the ANN index: exact search had it, no path found it",
@@ -181,11 +180,6 @@ def _whole_counts(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def _pct_key(frac: float) -> str:
-    pct = round(frac * 100, 6)
-    return f"p{int(pct) if pct == int(pct) else pct}"
-
-
 def _stage_metrics(
     conn: Any,
     exp: Experiment,
@@ -265,12 +259,12 @@ def _add_latency(conn: Any, exp: Experiment, repetition: int | None, out: dict[s
         s = out[r["label"]]
         s["timing_boundary"] = r["timing_boundary"]
         s["latency_ms"] = (
-            {_pct_key(f): v for f, v in zip(PERCENTILES, r["latency_ms"])}
+            {f"p{percent(f)}": v for f, v in zip(PERCENTILES, r["latency_ms"])}
             if r["latency_ms"]
             else None
         )
         if r["server_ms"]:
-            s["server_ms"] = {_pct_key(f): v for f, v in zip(PERCENTILES, r["server_ms"])}
+            s["server_ms"] = {f"p{percent(f)}": v for f, v in zip(PERCENTILES, r["server_ms"])}
         s["timed_queries"] = r["timed_queries"]
         s["rows"] = {
             "mean": r["rows_mean"],
