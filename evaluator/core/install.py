@@ -333,10 +333,6 @@ def head_revision() -> str:
     return HEAD_REVISION
 
 
-def known_revisions() -> frozenset[str]:
-    return frozenset(REVISIONS)
-
-
 def ensure_installed(conn: Any) -> None:
     """Raise a clear error when schema pgeval is missing or older than this pgeval."""
     rev = current_revision(conn)
@@ -344,7 +340,7 @@ def ensure_installed(conn: Any) -> None:
         raise DatabaseError("schema pgeval is not installed in this database: run `pgeval init`")
     head = head_revision()
     if rev != head:
-        if rev not in known_revisions():
+        if rev not in REVISIONS:
             raise DatabaseError(
                 f"schema pgeval is at revision {rev}, which this pgeval does not "
                 f"know (it ships up to {head}): a newer pgeval installed it"
