@@ -169,6 +169,19 @@ def parse_repetition(value: str | int | None) -> int | None:
 COUNTS = ("chunks", "relevant", "valid_queries", "queries")  # of loss_summary / loss_by_type
 
 
+# a stage's figures as the report names them -> the columns of the SQL function they come from
+METRIC = {"mean": "value", "min": "value_min", "max": "value_max", "stddev": "value_stddev"}
+INDEX_RECALL = {"mean": "index_recall", "min": "recall_min", "max": "recall_max"}
+ROWS = {"mean": "rows_mean", "min": "rows_min", "max": "rows_max"}
+HEADROOM_KEYS = ("ceiling", "actual", "headroom")  # of pgeval.stage_ceilings, stage_headroom
+
+
+def _renamed(row: dict, names: dict[str, str], kept: tuple[str, ...] = ()) -> dict:
+    """``row``'s columns under the names the report gives them (``names``: name -> column),
+    then the ``kept`` columns under their own."""
+    return {**{name: row[column] for name, column in names.items()}, **{k: row[k] for k in kept}}
+
+
 def _whole_counts(rows: list[dict]) -> list[dict]:
     """The loss attribution's counts arrive as means over repetitions (double precision): an int
     when the mean is whole (always so for one repetition), the mean otherwise."""
@@ -209,12 +222,7 @@ def _stage_metrics(
                 "metrics": {},
             },
         )
-        s["metrics"][r["measure"]] = {
-            "mean": r["value"],
-            "min": r["value_min"],
-            "max": r["value_max"],
-            "stddev": r["value_stddev"],
-        }
+        s["metrics"][r["measure"]] = _renamed(r, METRIC)
         if "threshold_dropped" in p and "threshold" not in s:  # the target's threshold
             s["threshold"] = {
                 **p["threshold"],
@@ -238,11 +246,7 @@ def _add_index_recall(
     ):
         if r["label"] in out:
             out[r["label"]][f"index_recall@{k}"] = {
-                "mean": r["index_recall"],
-                "min": r["recall_min"],
-                "max": r["recall_max"],
-                "queries": r["queries"],
-                "short_queries": r["short_queries"],
+                **_renamed(r, INDEX_RECALL, ("queries", "short_queries")),
                 # per query, not per repetition: p5, p10, min, the queries at 0, the misses
                 "distribution": spread.get(r["label"]),
             }
@@ -266,13 +270,7 @@ def _add_latency(conn: Any, exp: Experiment, repetition: int | None, out: dict[s
         if r["server_ms"]:
             s["server_ms"] = {f"p{percent(f)}": v for f, v in zip(PERCENTILES, r["server_ms"])}
         s["timed_queries"] = r["timed_queries"]
-        s["rows"] = {
-            "mean": r["rows_mean"],
-            "min": r["rows_min"],
-            "max": r["rows_max"],
-            "depth": r["depth"],
-            "short_queries": r["short_queries"],
-        }
+        s["rows"] = _renamed(r, ROWS, ("depth", "short_queries"))
 
 
 def _add_failures(conn: Any, exp: Experiment, repetition: int | None, out: dict[str, dict]) -> None:
@@ -280,12 +278,9 @@ def _add_failures(conn: Any, exp: Experiment, repetition: int | None, out: dict[
         conn, "SELECT * FROM pgeval.stage_failures(%s, %s)", (exp.experiment_id, repetition)
     ):  # live service stages
         if r["label"] in out:
-            out[r["label"]]["failures"] = {
-                "queries": r["queries"],
-                "failed": r["failed"],
-                "by_status": r["by_status"],
-                "examples": r["examples"],
-            }
+            out[r["label"]]["failures"] = _renamed(
+                r, {}, ("queries", "failed", "by_status", "examples")
+            )
 
 
 def _add_ceilings(
@@ -307,11 +302,7 @@ def _add_ceilings(
         (exp.experiment_id, k, rel, repetition, judged_only),
     ):
         if r["label"] in out:
-            out[r["label"]].setdefault("ceiling", {})[r["measure"]] = {
-                "ceiling": r["ceiling"],
-                "actual": r["actual"],
-                "headroom": r["headroom"],
-            }
+            out[r["label"]].setdefault("ceiling", {})[r["measure"]] = _renamed(r, {}, HEADROOM_KEYS)
 
 
 def stages(
@@ -580,9 +571,6 @@ def build(
     )
 
 
-HEADROOM_KEYS = ("ceiling", "actual", "headroom")
-
-
 def headroom(
     conn: Any, exp: Experiment, k: int, rel: int, repetition: int | None, judged_only: bool
 ) -> list[dict]:
@@ -599,7 +587,7 @@ def headroom(
             (r["kind"], r["label"], r["against"]),
             {"kind": r["kind"], "stage": r["label"], "against": r["against"], "largest": False},
         )
-        row[r["measure"]] = {name: r[name] for name in HEADROOM_KEYS}
+        row[r["measure"]] = _renamed(r, {}, HEADROOM_KEYS)
         row["largest"] = row["largest"] or r["largest"]
     return list(out.values())
 
