@@ -661,31 +661,13 @@ def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:
 
 
 def report(
-    database: Database,
-    name: str,
-    *,
-    k: int = 10,
-    rel: int = 1,
-    repetition: str | int | None = None,
-    worst: int = 10,
-    allow_partial: bool = False,
-    strict: bool = False,
-    judged_only: bool = False,
+    database: Database, name: str, *, repetition: str | int | None = None, **options: Any
 ) -> StageReport:
-    """:func:`build` with every stage's figures read in one snapshot of ``database``;
-    ``repetition`` is a number, ``"all"`` or None (all, means with their spread)."""
+    """:func:`build` (``options``: its keywords) with every stage's figures read in one snapshot
+    of ``database``; ``repetition`` is a number, ``"all"`` or None (all, means with their
+    spread)."""
     from ..core.db import snapshot
 
     rep = parse_repetition(repetition)
     with snapshot(database) as conn:
-        return build(
-            conn,
-            name,
-            k=k,
-            rel=rel,
-            repetition=rep,
-            worst=worst,
-            allow_partial=allow_partial,
-            strict=strict,
-            judged_only=judged_only,
-        )
+        return build(conn, name, repetition=rep, **options)
