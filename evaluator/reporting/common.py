@@ -117,14 +117,12 @@ def conclusion(report: dict) -> str | None:
     loss = {
         r.get("category"): r.get("recall_points") or 0.0 for r in sr.get("loss_attribution") or []
     }
-    k = sr.get("k")
+    k, attributed = sr.get("k"), bool(loss)
+    kept = loss.pop("kept", None)
+    final = "" if kept is None else f" (recall@{k} kept: {kept:.3f})"
     if sr.get("advice") and k:
-        kept = loss.get("kept")
-        final = "" if kept is None else f" (recall@{k} kept: {kept:.3f})"
         return f"{sr['advice'].rstrip('.')}{final}."
-    if loss and k:
-        kept = loss.pop("kept", None)
-        final = "" if kept is None else f" (recall@{k} kept: {kept:.3f})"
+    if attributed and k:
         if not loss or max(loss.values()) <= 0:
             return f"Nothing of recall@{k} is lost between the stages{final}."
         worst = max(loss, key=lambda c: loss[c])

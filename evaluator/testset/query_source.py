@@ -117,21 +117,18 @@ def from_options(
     window: str | None = None,
 ) -> QuerySource | None:
     """The query source the options name (None: ``--testset``); exactly one source is needed."""
-    given = [
-        o
-        for o, v in (
-            (param("testset"), testset),
-            (param("sample_queries"), sample),
-            (param("queries_sql"), queries_sql),
-            (param("queries_file"), queries_file),
-            (param("captured"), captured),
-        )
-        if v is not None
-    ]
+    sources = {
+        "testset": testset,
+        "sample_queries": sample,
+        "queries_sql": queries_sql,
+        "queries_file": queries_file,
+        "captured": captured,
+    }
+    given = [param(o) for o, v in sources.items() if v is not None]
     if len(given) != 1:
         raise InputError(
-            f"give exactly one of {param('testset')}, {param('sample_queries')}, {param('queries_sql')}, "
-            f"{param('queries_file')}, {param('captured')} (got {', '.join(given) or 'none'})",
+            f"give exactly one of {', '.join(map(param, sources))} "
+            f"(got {', '.join(given) or 'none'})",
             field=param("testset"),
         )
     if window is not None and captured is None:
