@@ -166,12 +166,8 @@ class JsonClient:
                 else:
                     last = self.scrub(str(reason)) or exc.__class__.__name__
             if attempt < self.retries:
-                time.sleep(
-                    min(
-                        self.max_backoff_s,
-                        wait if wait is not None else self.backoff_s * (2**attempt),
-                    )
-                )
+                backoff = self.backoff_s * (2**attempt) if wait is None else wait
+                time.sleep(min(self.max_backoff_s, backoff))
         raise HttpFailure(
             f"{self.shown_url} failed after {self.retries + 1} attempts: {last}",
             status=status,

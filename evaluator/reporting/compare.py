@@ -186,18 +186,11 @@ def config_changes(base: dict, cand: dict) -> tuple[list[dict], list[str]]:
         d = diff_fingerprints(
             fb, fc, label(base), label(cand), base.get("config_hash"), cand.get("config_hash")
         )
-        return (
-            [
-                {
-                    "key": r["key"],
-                    "baseline": r["a"],
-                    "candidate": r["b"],
-                    "variable": r["variable"],
-                }
-                for r in d.rows()
-            ],
-            d.warnings(),
-        )
+        diffs = [
+            {"key": r["key"], "baseline": r["a"], "candidate": r["b"], "variable": r["variable"]}
+            for r in d.rows()
+        ]
+        return diffs, d.warnings()
     rb, rc = base.get("run") or {}, cand.get("run") or {}
     a = flatten({"stage": rb.get("stage"), "params": rb.get("params") or {}})
     b = flatten({"stage": rc.get("stage"), "params": rc.get("params") or {}})

@@ -375,10 +375,8 @@ def _significance(
 def evaluate(base: dict, cand: dict, rules: Rules) -> GateResult:
     """Every rule against the two report documents (never stops at the first failure)."""
     check_same_testset(base, cand)
-    result = GateResult(label(base), label(cand), rules.source)
-    for rule in rules.rules:
-        result.outcomes.append(check(rule, base, cand, rules))
-    return result
+    outcomes = [check(rule, base, cand, rules) for rule in rules.rules]
+    return GateResult(label(base), label(cand), rules.source, outcomes)
 
 
 def gate(
