@@ -23,6 +23,7 @@ from . import judging
 from .catalog import find_testset, lock_name, resolve_testset
 from .formats.csv import records
 from .source import Source
+from .store import finish
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -282,6 +283,7 @@ def _write(
         "expected_facts, embedding FROM pgeval.query WHERE testset_id = %s",
         (tid, parent),
     )
+    n_queries = cur.rowcount
     cur.execute(
         "INSERT INTO pgeval.query_embedding (testset_id, query_id, embedder, dim, embedding) "
         "SELECT %s, query_id, embedder, dim, embedding FROM pgeval.query_embedding "
@@ -296,11 +298,5 @@ def _write(
         (tid, parent, tid),
     )
     n = cur.rowcount
-    cur.execute("ANALYZE pgeval.query")  # as the load does: refresh_ideal's join needs it
-    cur.execute("SELECT pgeval.refresh_ideal(%s)", (tid,))
-    cur.execute(
-        "UPDATE pgeval.testset SET n_queries = (SELECT count(*) FROM pgeval.query "
-        "WHERE testset_id = %s), n_judgements = %s WHERE testset_id = %s",
-        (tid, n, tid),
-    )
+    finish(cur, tid, n_queries, n)
     return name, tid, version, n, False
