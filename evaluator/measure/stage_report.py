@@ -97,22 +97,16 @@ class StageReport:
 
 def resolve_experiment(conn: Any, name: str) -> Experiment:
     row = conn.execute(
-        "SELECT e.experiment_id, e.name, t.name, e.status, e.config FROM pgeval.experiment e "
-        "JOIN pgeval.testset t USING (testset_id) WHERE e.name = %s",
+        "SELECT e.experiment_id, e.name, t.name, e.status, e.config, ARRAY(SELECT DISTINCT "
+        "repetition FROM pgeval.run r WHERE r.experiment_id = e.experiment_id ORDER BY 1) "
+        "FROM pgeval.experiment e JOIN pgeval.testset t USING (testset_id) WHERE e.name = %s",
         (name,),
     ).fetchone()
     if row is None:
         raise NotFound(f"no experiment named '{name}' (see `pgeval run list`)")
-    reps = [
-        r[0]
-        for r in conn.execute(
-            "SELECT DISTINCT repetition FROM pgeval.run WHERE experiment_id = %s ORDER BY 1",
-            (row[0],),
-        ).fetchall()
-    ]
-    if not reps:
+    if not row[5]:
         raise NotFound(f"experiment '{name}' has no run yet")
-    return Experiment(row[0], row[1], row[2], row[3], row[4] or {}, reps)
+    return Experiment(row[0], row[1], row[2], row[3], row[4] or {}, list(row[5]))
 
 
 def missing_runs(conn: Any, exp: Experiment, repetition: int | None = None) -> list[str]:
