@@ -167,11 +167,11 @@ def by_type(
 def flagged(
     conn: Any, run_id: int, measures: list[str], rel: int = 1, judged_only: bool = False
 ) -> list[dict]:
-    rows = conn.execute(
+    return dict_rows(
+        conn,
         "SELECT query_id, flag, measure, value FROM pgeval.flagged(%s, %s, %s, %s)",
         (run_id, measures, rel, judged_only),
-    ).fetchall()
-    return [{"query_id": q, "flag": f, "measure": m, "value": v} for q, f, m, v in rows]
+    )
 
 
 def evaluate(

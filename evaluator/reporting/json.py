@@ -46,13 +46,14 @@ def resolve(conn: Any, name: str) -> tuple[metrics.RunInfo, dict | None]:
         return metrics.resolve_run(conn, name), None
     except NotFound:
         pass
-    row = conn.execute(
+    found = dict_rows(
+        conn,
         "SELECT experiment_id, name, status, config_hash FROM pgeval.experiment WHERE name = %s",
         (name,),
-    ).fetchone()
-    if row is None:
+    )
+    if not found:
         raise NotFound(f"no run or experiment named '{name}' (see `pgeval run list`)")
-    exp = {"experiment_id": row[0], "name": row[1], "status": row[2], "config_hash": row[3]}
+    exp = found[0]
     exp["stages"] = dict_rows(
         conn, "SELECT * FROM pgeval.experiment_stages(%s, 1)", (exp["experiment_id"],)
     )
