@@ -237,7 +237,7 @@ def build(
             "experiment": run.experiment,
             "params": run.params,
         },
-        "experiment": None,
+        "experiment": None if exp is None else {"name": exp["name"], "status": exp["status"]},
         "config_hash": run.config_hash or (exp or {}).get("config_hash"),
         "fingerprint": _fingerprint(conn, run.run_id),
         "measures": ev.measures,
@@ -258,8 +258,6 @@ def build(
         "warnings": ev.warnings,
         "cases": _cases(conn, run, depth, rel, ev.per_query, answer_rows),
     }
-    if exp is not None:
-        report["experiment"] = {"name": exp["name"], "status": exp["status"]}
     extras.attach(conn, report, run, exp, allow_partial)
     return report
 
