@@ -62,6 +62,16 @@ def check_url(url: str, what: str, field: str) -> None:
         )
 
 
+def openai_base_url(base_url: str | None, what: str) -> str:
+    """An OpenAI-compatible API's base URL, checked (:func:`check_url`, ``what`` naming it):
+    ``base_url``, else ``$OPENAI_BASE_URL``, else OpenAI's; no trailing slash."""
+    base = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip(
+        "/"
+    )
+    check_url(base, what, param("base_url"))
+    return base
+
+
 def key_from_env(env: str | None) -> str | None:
     """The API key in environment variable ``env`` (None or '': no key, for local servers);
     InputError naming ``api_key_env`` when the variable is not set. The key is never printed."""

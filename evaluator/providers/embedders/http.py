@@ -12,7 +12,6 @@ no key, for local servers) and never appears in a message or a log.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,13 +19,12 @@ import numpy as np
 
 from ...core.errors import InputError, param
 from ...core.masking import mask
-from ..http_json import JsonClient, check_url, key_from_env
+from ..http_json import JsonClient, key_from_env, openai_base_url
 from . import check_matrix, texts
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_BATCH = 10
 RETRIES = 5
 BACKOFF_S = 0.5
@@ -46,9 +44,7 @@ class OpenAIEmbedder:
         backoff_s: float = BACKOFF_S,
     ):
         self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        self.base_url = self.base_url.rstrip("/")
-        check_url(self.base_url, "base URL", param("base_url"))
+        self.base_url = openai_base_url(base_url, "base URL")
         self.dimensions = dimensions
         self.api_key_env = "OPENAI_API_KEY" if api_key_env is None else api_key_env
         self.batch_size = batch_size or DEFAULT_BATCH
@@ -83,11 +79,6 @@ class OpenAIEmbedder:
                 f"response: {self._client.scrub(str(exc))}",
                 field=param("base_url"),
             ) from None
-
-    @property
-    def requests(self) -> int:
-        """Requests sent, retries included (for reports and tests)."""
-        return self._client.requests if self._client else 0
 
     def _vectors(self, payload: Any, n: int) -> list[list[float]]:
         items = payload["data"]
