@@ -349,17 +349,14 @@ def _partial(
     missing = missing_runs(conn, exp, repetition)
     if not (unfinished or missing or exp.status != "complete"):
         return []
-    parts = []
-    if unfinished:
-        parts.append(
-            f"{len(unfinished)} run(s) of experiment '{name}' are not complete "
-            f"({', '.join(unfinished[:5])})"
+    parts = [
+        f"{len(names)} {what} of experiment '{name}' are {state} ({', '.join(names[:5])})"
+        for names, what, state in (
+            (unfinished, "run(s)", "not complete"),
+            (missing, "stage run(s)", "missing"),
         )
-    if missing:
-        parts.append(
-            f"{len(missing)} stage run(s) of experiment '{name}' are missing "
-            f"({', '.join(missing[:5])})"
-        )
+        if names
+    ]
     text = "; ".join(parts) or (
         f"experiment '{name}' is {exp.status}: some of its stages have not run"
     )

@@ -334,14 +334,9 @@ def headroom_rows(report: dict) -> list[dict]:
 def loss_rows(report: dict) -> list[dict]:
     """Where recall@K was lost: category, chunks, share, Recall@K points (the waterfall)."""
     sr = report.get("stage_report") or {}
+    keys = ("category", "chunks", "share", "recall_points")
     return [
-        {
-            "category": r.get("category"),
-            "chunks": r.get("chunks"),
-            "share": r.get("share"),
-            "recall_points": r.get("recall_points"),
-            "meaning": r.get("meaning", ""),
-        }
+        {**{k: r.get(k) for k in keys}, "meaning": r.get("meaning", "")}
         for r in sr.get("loss_attribution") or []
     ]
 
