@@ -166,20 +166,13 @@ def import_answers(
         if existing:
             conn.execute("DELETE FROM pgeval.answer WHERE run_id = %s", (run.run_id,))
             report.replaced = existing
+        source = Path(path).name
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO pgeval.answer (run_id, query_id, answer, cited, supported, latency_ms,"
                 " source_file) VALUES (%s, %s, %s, %s, %s, %s, %s)",
                 [
-                    (
-                        run.run_id,
-                        a.query_id,
-                        a.answer,
-                        a.cited,
-                        a.supported,
-                        a.latency_ms,
-                        Path(path).name,
-                    )
+                    (run.run_id, a.query_id, a.answer, a.cited, a.supported, a.latency_ms, source)
                     for a in answers
                 ],
             )
