@@ -248,15 +248,7 @@ def show_in(res: Any, run_name: str, measures: list[str] | None = None) -> list[
     for f in flags:
         for r in runs:
             plan = plans.get((r.run_id, f["query_id"]))
-            rows.append(
-                {
-                    "query_id": f["query_id"],
-                    "flag": f["flag"],
-                    "measure": f["measure"],
-                    "value": f["value"],
-                    "stage_run": r.name,
-                    **(summarize(plan) if plan else {"access": None}),
-                    "plan": plan,
-                }
-            )
+            summary = summarize(plan) if plan else {"access": None}
+            # the flag's query_id, flag, measure and value, then the stage run's plan
+            rows.append({**f, "stage_run": r.name, **summary, "plan": plan})
     return rows
