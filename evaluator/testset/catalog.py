@@ -14,6 +14,18 @@ _COUNTS = """
     count(q.*) FILTER (WHERE NOT q.answerable) AS unanswerable"""
 
 
+# what a test set's description counts besides its totals, each (value, count): the grade
+# histogram, who graded the judgements (human, or a model judge: docs/judging.md), the type tags
+_HISTOGRAMS = {
+    "grades": "SELECT grade::text, count(*) FROM pgeval.qrel WHERE testset_id = %s "
+    "GROUP BY grade ORDER BY grade",
+    "sources": "SELECT source, count(*) FROM pgeval.qrel WHERE testset_id = %s "
+    "GROUP BY source ORDER BY source <> 'human', source",
+    "types": "SELECT t, count(*) FROM pgeval.query, unnest(types) AS t WHERE testset_id = %s "
+    "GROUP BY t ORDER BY count(*) DESC, t",
+}
+
+
 def lock_name(conn: Any, name: str) -> None:
     """Hold, until the transaction ends, the lock that serialises the writers of test set
     ``name`` (a load, a new version, a query set)."""
@@ -70,30 +82,8 @@ def show_testset(conn: Any, name: str) -> dict:
          WHERE t.testset_id = %s GROUP BY t.testset_id""",
         (tid,),
     )[0]
-    info["grades"] = {
-        str(g): n
-        for g, n in conn.execute(
-            "SELECT grade, count(*) FROM pgeval.qrel WHERE testset_id = %s GROUP BY grade "
-            "ORDER BY grade",
-            (tid,),
-        ).fetchall()
-    }
-    info["sources"] = {  # who graded the judgements: human, or a model judge (docs/judging.md)
-        src: n
-        for src, n in conn.execute(
-            "SELECT source, count(*) FROM pgeval.qrel WHERE testset_id = %s GROUP BY source "
-            "ORDER BY source <> 'human', source",
-            (tid,),
-        ).fetchall()
-    }
-    info["types"] = {
-        t: n
-        for t, n in conn.execute(
-            "SELECT t, count(*) FROM pgeval.query, unnest(types) AS t WHERE testset_id = %s "
-            "GROUP BY t ORDER BY count(*) DESC, t",
-            (tid,),
-        ).fetchall()
-    }
+    for key, statement in _HISTOGRAMS.items():
+        info[key] = dict(conn.execute(statement, (tid,)).fetchall())
     return info
 
 
