@@ -475,15 +475,16 @@ def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str,
     _check(rows, origin, field, target.dimension if target is not None else None)
     own = src.kind == "sample"
     digest = content_hash(rows, own)
-    info = {
-        "source": src.kind,
-        "count": len(rows),
-        "content_hash": digest,
-        "own_chunk_removed": own,
-    }
-    if src.kind == "sample":
-        info.update(seed=src.seed, target=target.name)
-    elif src.kind == "sql":
+    if own:  # recorded as a probe records the sample it reuses
+        info = sample_record(len(rows), digest, src.seed, target.name)
+    else:
+        info = {
+            "source": src.kind,
+            "count": len(rows),
+            "content_hash": digest,
+            "own_chunk_removed": False,
+        }
+    if src.kind == "sql":
         info["sql"] = src.statement
     elif src.kind == "captured":
         info.update(captured=src.captured, window=src.window, limits=limits)
