@@ -219,7 +219,8 @@ def _metric_rules(text: str, source: str, metric: str, spec: Any) -> list[Rule]:
         raise InputError("must be a table of rules", file=source, field=where)
     rules = []
     for kind, limit in spec.items():
-        bad = _error_at(text, source, where, kind)
+        line = _locate(text, where, kind)
+        bad = partial(InputError, file=source, line=line, field=f"{where}.{kind}")
         if kind not in KINDS:
             raise bad(f"unknown rule (known: {', '.join(KINDS)})")
         if kind in FLAGS:
@@ -229,9 +230,7 @@ def _metric_rules(text: str, source: str, metric: str, spec: Any) -> list[Rule]:
                 continue
         elif isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
             raise bad(f"must be a number >= 0, got {limit!r}")
-        rules.append(
-            Rule(metric, kind, limit if kind in FLAGS else float(limit), _locate(text, where, kind))
-        )
+        rules.append(Rule(metric, kind, limit if kind in FLAGS else float(limit), line))
     return rules
 
 
