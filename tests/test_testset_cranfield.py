@@ -11,6 +11,17 @@ from evaluator.testset import load, show_testset
 from evaluator.testset.datasets import cranfield
 
 
+def write_trec_files(folder, out_dir):
+    """cranqrel as TREC qrels (``qid 0 doc code``) and the queries as TSV; their paths."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    qrel_path, query_path = out_dir / "cranfield.qrels", out_dir / "cranfield.queries.tsv"
+    qrels = cranfield.qrels(folder)
+    qrel_path.write_text("".join(f"{q} 0 {d} {c}\n" for q, d, c in qrels), encoding="utf-8")
+    queries = cranfield.queries(folder)
+    query_path.write_text("".join(f"{q}\t{t}\n" for q, t in queries), encoding="utf-8")
+    return qrel_path, query_path
+
+
 def _expected(folder):
     judged = cranfield.qrels(folder)
     grades = Counter(cranfield.GRADE_MAP[code] for _, _, code in judged)
@@ -20,7 +31,7 @@ def _expected(folder):
 
 def test_cranfield_loads_with_grade_map(shared_dir, clean, conn, tmp_path, pgeval):
     folder = shared_dir / "data" / "cranfield"
-    qrels, queries = cranfield.write_trec_files(folder, tmp_path)
+    qrels, queries = write_trec_files(folder, tmp_path)
     judged, grades, valid = _expected(folder)
     code, out, err = pgeval(
         "testset",
@@ -62,7 +73,7 @@ def test_cranfield_loads_with_grade_map(shared_dir, clean, conn, tmp_path, pgeva
 def test_cranfield_without_grade_map_names_the_first_bad_code(
     shared_dir, clean, conn, tmp_path, pgeval
 ):
-    qrels, queries = cranfield.write_trec_files(shared_dir / "data" / "cranfield", tmp_path)
+    qrels, queries = write_trec_files(shared_dir / "data" / "cranfield", tmp_path)
     lines = qrels.read_text(encoding="utf-8").splitlines()
     n, code = next(
         (i, line.split()[3])

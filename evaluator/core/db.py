@@ -107,6 +107,13 @@ class Database:
         return f"{redact(self.dsn) or '(libpq defaults)'} (from {self.source})"
 
 
+def dict_rows(conn: Any, query: Any, params: Any = None) -> list[dict]:
+    """The rows of ``query`` as dicts keyed by column name."""
+    cur = conn.execute(query, params)
+    names = [d.name for d in cur.description]
+    return [dict(zip(names, r)) for r in cur.fetchall()]
+
+
 def client_name(pid: int | None = None, host: str | None = None) -> str:
     """``pgeval <pid>@<host>`` (PostgreSQL keeps 63 bytes of an application_name): this
     process's, or the one a run recorded (pgeval.run.pid, host). The stage writer's transactions

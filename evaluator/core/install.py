@@ -179,24 +179,22 @@ def ensure_extensions(conn: Any, report: InitReport, kb_conn: Any = None) -> Non
 
 
 def upgrade_tables(dsn: str, revision: str = "head") -> None:
-    from alembic import command
-
-    from .db import sqlalchemy_engine
-
-    engine = sqlalchemy_engine(dsn)
-    with engine.begin() as connection:
-        command.upgrade(_alembic_config(connection), revision)
-    engine.dispose()
+    _alembic(dsn, "upgrade", revision)
 
 
 def downgrade_tables(dsn: str, revision: str) -> None:
+    _alembic(dsn, "downgrade", revision)
+
+
+def _alembic(dsn: str, step: str, revision: str) -> None:
+    """Alembic's ``upgrade`` or ``downgrade`` (``step``) to ``revision``, in one transaction."""
     from alembic import command
 
     from .db import sqlalchemy_engine
 
     engine = sqlalchemy_engine(dsn)
     with engine.begin() as connection:
-        command.downgrade(_alembic_config(connection), revision)
+        getattr(command, step)(_alembic_config(connection), revision)
     engine.dispose()
 
 
@@ -335,10 +333,6 @@ def head_revision() -> str:
     return HEAD_REVISION
 
 
-def known_revisions() -> frozenset[str]:
-    return frozenset(REVISIONS)
-
-
 def ensure_installed(conn: Any) -> None:
     """Raise a clear error when schema pgeval is missing or older than this pgeval."""
     rev = current_revision(conn)
@@ -346,7 +340,7 @@ def ensure_installed(conn: Any) -> None:
         raise DatabaseError("schema pgeval is not installed in this database: run `pgeval init`")
     head = head_revision()
     if rev != head:
-        if rev not in known_revisions():
+        if rev not in REVISIONS:
             raise DatabaseError(
                 f"schema pgeval is at revision {rev}, which this pgeval does not "
                 f"know (it ships up to {head}): a newer pgeval installed it"

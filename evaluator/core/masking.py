@@ -66,10 +66,6 @@ def forget() -> None:
 
 def remember_secret(secret: str | None) -> None:
     """Remember one secret as it is (an API key read from the environment)."""
-    _add(secret)
-
-
-def _add(secret: str | None) -> None:
     if not secret or len(secret) < MIN_SECRET:
         return
     for form in (secret, unquote(secret), quote(secret, safe=""), quote(secret)):
@@ -115,7 +111,7 @@ def remember(*texts: str | None) -> None:
     pieces a driver quotes) in any message."""
     for text in texts:
         for secret in secrets_in(text):
-            _add(secret)
+            remember_secret(secret)
 
 
 def _current() -> list[str]:

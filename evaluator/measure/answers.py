@@ -13,12 +13,14 @@ is validated before anything is written, and written in one transaction.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..core import strict_json
+from ..core.db import dict_rows
 from ..core.errors import Conflict, InputError, param
 from ..core.ids import ident
 from .metrics import resolve_run
@@ -43,67 +45,51 @@ class ImportReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def _ids(value: Any, file: str, line: int, name: str, qid: str) -> list[str]:
+def _ids(value: Any, bad: Callable[..., InputError], name: str, qid: str) -> list[str]:
     if value is None:
         return []
     if not isinstance(value, list):
-        raise InputError(
-            f"query '{qid}': '{name}' must be a list of chunk ids", file=file, line=line, field=name
-        )
+        raise bad(f"query '{qid}': '{name}' must be a list of chunk ids", field=name)
     out: list[str] = []
     for item in value:
         try:
             chunk = ident(item, "chunk id")  # the one rule for ids (as the test set reads them)
         except ValueError as exc:
-            raise InputError(
-                f"query '{qid}': '{name}' holds {item!r}, not a chunk id ({exc})",
-                file=file,
-                line=line,
-                field=name,
+            raise bad(
+                f"query '{qid}': '{name}' holds {item!r}, not a chunk id ({exc})", field=name
             ) from None
         if chunk in out:
-            raise InputError(
-                f"query '{qid}': chunk '{chunk}' is listed twice in '{name}'",
-                file=file,
-                line=line,
-                field=name,
-            )
+            raise bad(f"query '{qid}': chunk '{chunk}' is listed twice in '{name}'", field=name)
         out.append(chunk)
     return out
 
 
 def parse_line(text: str, file: str, line: int) -> Answer:
+    bad = partial(InputError, file=file, line=line)  # an error naming this line
     try:
         obj = strict_json.loads(text)
     except strict_json.DuplicateKey as exc:
-        raise InputError(str(exc), file=file, line=line, field=exc.field) from None
+        raise bad(str(exc), field=exc.field) from None
     except json.JSONDecodeError as exc:
-        raise InputError(
-            f"not valid JSON ({exc.msg}, column {exc.colno})", file=file, line=line
-        ) from None
+        raise bad(f"not valid JSON ({exc.msg}, column {exc.colno})") from None
     if not isinstance(obj, dict):
-        raise InputError("each line must be a JSON object", file=file, line=line)
+        raise bad("each line must be a JSON object")
     qid = obj.get("query_id")
     if isinstance(qid, bool) or not isinstance(qid, (str, int)) or str(qid).strip() == "":
-        raise InputError("missing or empty query id", file=file, line=line, field="query_id")
+        raise bad("missing or empty query id", field="query_id")
     try:
         qid = ident(qid, "query id")
     except ValueError as exc:
-        raise InputError(str(exc), file=file, line=line, field="query_id") from None
+        raise bad(str(exc), field="query_id") from None
     answer = obj.get("answer")
     if not isinstance(answer, str):
-        raise InputError(
-            f"query '{qid}': 'answer' must be a string", file=file, line=line, field="answer"
-        )
-    cited = _ids(obj.get("cited"), file, line, "cited", qid)
-    supported = _ids(obj.get("supported"), file, line, "supported", qid)
+        raise bad(f"query '{qid}': 'answer' must be a string", field="answer")
+    cited = _ids(obj.get("cited"), bad, "cited", qid)
+    supported = _ids(obj.get("supported"), bad, "supported", qid)
     for chunk in supported:
         if chunk not in cited:
-            raise InputError(
-                f"query '{qid}': chunk '{chunk}' is supported but not cited",
-                file=file,
-                line=line,
-                field="supported",
+            raise bad(
+                f"query '{qid}': chunk '{chunk}' is supported but not cited", field="supported"
             )
     latency = obj.get("latency_ms")
     if latency is not None and (
@@ -112,11 +98,8 @@ def parse_line(text: str, file: str, line: int) -> Answer:
         or latency < 0
         or latency != latency
     ):
-        raise InputError(
-            f"query '{qid}': latency_ms must be a number >= 0, got {latency!r}",
-            file=file,
-            line=line,
-            field="latency_ms",
+        raise bad(
+            f"query '{qid}': latency_ms must be a number >= 0, got {latency!r}", field="latency_ms"
         )
     return Answer(line, qid, answer, cited, supported, None if latency is None else float(latency))
 
@@ -183,20 +166,13 @@ def import_answers(
         if existing:
             conn.execute("DELETE FROM pgeval.answer WHERE run_id = %s", (run.run_id,))
             report.replaced = existing
+        source = Path(path).name
         with conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO pgeval.answer (run_id, query_id, answer, cited, supported, latency_ms,"
                 " source_file) VALUES (%s, %s, %s, %s, %s, %s, %s)",
                 [
-                    (
-                        run.run_id,
-                        a.query_id,
-                        a.answer,
-                        a.cited,
-                        a.supported,
-                        a.latency_ms,
-                        Path(path).name,
-                    )
+                    (run.run_id, a.query_id, a.answer, a.cited, a.supported, a.latency_ms, source)
                     for a in answers
                 ],
             )
@@ -217,15 +193,12 @@ def import_answers(
 
 def summary(conn: Any, run_id: int, refusals: list[str] | None = None) -> dict | None:
     """Counts and means of pgeval.answer_summary; None when the test set has no query."""
-    cur = conn.execute("SELECT * FROM pgeval.answer_summary(%s, %s)", (run_id, refusals))
-    row = cur.fetchone()
-    return None if row is None else dict(zip([d.name for d in cur.description], row))
+    rows = dict_rows(conn, "SELECT * FROM pgeval.answer_summary(%s, %s)", (run_id, refusals))
+    return rows[0] if rows else None
 
 
 def per_query(conn: Any, run_id: int, refusals: list[str] | None = None) -> list[dict]:
-    cur = conn.execute("SELECT * FROM pgeval.answer_per_query(%s, %s)", (run_id, refusals))
-    names = [d.name for d in cur.description]
-    return [dict(zip(names, row)) for row in cur.fetchall()]
+    return dict_rows(conn, "SELECT * FROM pgeval.answer_per_query(%s, %s)", (run_id, refusals))
 
 
 def has_answers(conn: Any, run_id: int) -> bool:

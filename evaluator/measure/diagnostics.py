@@ -42,13 +42,15 @@ class RunRef:
     params: dict
 
 
+# a RunRef's columns of pgeval.run
+_RUN = (
+    "SELECT run_id, name, stage, coalesce(params->>'kind', stage), testset_id, experiment_id, "
+    "repetition, depth, params FROM pgeval.run"
+)
+
+
 def _run(conn: Any, name: str) -> RunRef:
-    row = conn.execute(
-        "SELECT run_id, name, stage, coalesce(params->>'kind', stage), "
-        "testset_id, experiment_id, repetition, depth, params "
-        "FROM pgeval.run WHERE name = %s",
-        (name,),
-    ).fetchone()
+    row = conn.execute(_RUN + " WHERE name = %s", (name,)).fetchone()
     if row is None:
         raise no_such_run(conn, name)
     return RunRef(*row)
@@ -61,9 +63,8 @@ def serving_runs(conn: Any, run: RunRef) -> list[RunRef]:
     if run.experiment_id is None:
         return []
     rows = conn.execute(
-        "SELECT run_id, name, stage, coalesce(params->>'kind', stage), testset_id, "
-        "experiment_id, repetition, depth, params FROM pgeval.run WHERE experiment_id = %s "
-        "AND repetition = %s AND coalesce(params->>'kind', stage) = ANY(%s) ORDER BY run_id",
+        _RUN + " WHERE experiment_id = %s AND repetition = %s "
+        "AND coalesce(params->>'kind', stage) = ANY(%s) ORDER BY run_id",
         (run.experiment_id, run.repetition, list(VECTOR_KINDS)),
     ).fetchall()
     return [RunRef(*r) for r in rows]
@@ -247,15 +248,7 @@ def show_in(res: Any, run_name: str, measures: list[str] | None = None) -> list[
     for f in flags:
         for r in runs:
             plan = plans.get((r.run_id, f["query_id"]))
-            rows.append(
-                {
-                    "query_id": f["query_id"],
-                    "flag": f["flag"],
-                    "measure": f["measure"],
-                    "value": f["value"],
-                    "stage_run": r.name,
-                    **(summarize(plan) if plan else {"access": None}),
-                    "plan": plan,
-                }
-            )
+            summary = summarize(plan) if plan else {"access": None}
+            # the flag's query_id, flag, measure and value, then the stage run's plan
+            rows.append({**f, "stage_run": r.name, **summary, "plan": plan})
     return rows

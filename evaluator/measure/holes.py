@@ -200,21 +200,13 @@ def _write_csv(path: Path, testset: str, found: list[Pooled]) -> None:
         with open(tmp, "w", encoding="utf-8-sig", newline="") as f:
             w = csv.writer(f, lineterminator="\r\n")
             w.writerow(POOL_COLUMNS)
-            for h in found:
-                w.writerow(
-                    [
-                        cell(v)
-                        for v in (
-                            testset,
-                            h.query_id,
-                            h.query,
-                            h.chunk_id,
-                            h.chunk,
-                            " ".join(h.seen_at),
-                            "",
-                        )
-                    ]
+            w.writerows(
+                map(
+                    cell,
+                    (testset, h.query_id, h.query, h.chunk_id, h.chunk, " ".join(h.seen_at), ""),
                 )
+                for h in found
+            )
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)

@@ -22,7 +22,7 @@ def percentiles(
     ).fetchall()
     out: dict = {"n": rows[0][2] if rows else 0}
     for frac, value, _ in rows:
-        out[f"p{_label(frac)}_ms"] = value
+        out[f"p{percent(frac).replace('.', '_')}_ms"] = value
     if source == "retrieval" and out["n"]:
         summed = end_to_end(conn, run_id)
         if summed:
@@ -50,6 +50,7 @@ def summary_keys(source: str, values: dict) -> dict:
     return {f"{prefix}_{k}": v for k, v in values.items() if k.endswith("_ms")}
 
 
-def _label(frac: float) -> str:
+def percent(frac: float) -> str:
+    """A fraction as the percent a key names: 0.95 -> '95', 0.999 -> '99.9'."""
     pct = round(frac * 100, 6)
-    return str(int(pct)) if pct == int(pct) else str(pct).replace(".", "_")
+    return str(int(pct)) if pct == int(pct) else str(pct)

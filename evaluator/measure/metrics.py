@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.db import dict_rows
 from ..core.errors import IncompleteRun, InputError, PgevalError, first_line, param
 from . import measures, stage_method
 from .measures import judged_at, judged_warning, with_judged
@@ -90,9 +91,15 @@ class Evaluation:
         }
 
 
-def _sql_error(exc: Exception) -> PgevalError:
-    msg = first_line(exc, "invalid measure")
-    return InputError(msg, field="measures")
+def _measured(conn: Any, statement: str, args: tuple) -> list[tuple]:
+    """The rows of a statement over a list of measures; an unknown measure (the SQL function's
+    InvalidParameterValue) as an InputError on ``measures``."""
+    import psycopg
+
+    try:
+        return conn.execute(statement, args).fetchall()
+    except psycopg.errors.InvalidParameterValue as exc:
+        raise InputError(first_line(exc, "invalid measure"), field="measures") from None
 
 
 def per_query(
@@ -100,16 +107,12 @@ def per_query(
 ) -> list[dict]:
     """One dict per valid query: ``{"query_id": ..., "recall@3": ..., ...}`` in measure order;
     ``judged_only``: each list measured on its judged chunks only (trec_eval's -J)."""
-    import psycopg
-
-    try:
-        rows = conn.execute(
-            "SELECT query_id, measure, value FROM pgeval.per_query(%s, %s, %s, %s) "
-            'ORDER BY query_id COLLATE "C", ord',
-            (run_id, measures, rel, judged_only),
-        ).fetchall()
-    except psycopg.errors.InvalidParameterValue as exc:
-        raise _sql_error(exc) from None
+    rows = _measured(
+        conn,
+        "SELECT query_id, measure, value FROM pgeval.per_query(%s, %s, %s, %s) "
+        'ORDER BY query_id COLLATE "C", ord',
+        (run_id, measures, rel, judged_only),
+    )
     out: dict[str, dict] = {}
     for qid, measure, value in rows:
         out.setdefault(qid, {"query_id": qid})[measure] = value
@@ -119,22 +122,18 @@ def per_query(
 def summary(
     conn: Any, run_id: int, measures: list[str], rel: int = 1, judged_only: bool = False
 ) -> dict[str, float | None]:
-    import psycopg
-
-    try:
-        rows = conn.execute(
-            "SELECT measure, value FROM pgeval.summary(%s, %s, %s, %s)",
-            (run_id, measures, rel, judged_only),
-        ).fetchall()
-    except psycopg.errors.InvalidParameterValue as exc:
-        raise _sql_error(exc) from None
+    rows = _measured(
+        conn,
+        "SELECT measure, value FROM pgeval.summary(%s, %s, %s, %s)",
+        (run_id, measures, rel, judged_only),
+    )
     return {m: v for m, v in rows}
 
 
 def counts(conn: Any, run_id: int, rel: int = 1, min_score: float | None = None) -> dict[str, int]:
-    cur = conn.execute("SELECT * FROM pgeval.run_counts(%s, %s, %s)", (run_id, rel, min_score))
-    names = [d.name for d in cur.description]
-    return dict(zip(names, cur.fetchone()))
+    return dict_rows(conn, "SELECT * FROM pgeval.run_counts(%s, %s, %s)", (run_id, rel, min_score))[
+        0
+    ]
 
 
 def levels(conn: Any, values: dict[str, float | None], domain_discount: float = 0.0) -> dict:
@@ -168,11 +167,11 @@ def by_type(
 def flagged(
     conn: Any, run_id: int, measures: list[str], rel: int = 1, judged_only: bool = False
 ) -> list[dict]:
-    rows = conn.execute(
+    return dict_rows(
+        conn,
         "SELECT query_id, flag, measure, value FROM pgeval.flagged(%s, %s, %s, %s)",
         (run_id, measures, rel, judged_only),
-    ).fetchall()
-    return [{"query_id": q, "flag": f, "measure": m, "value": v} for q, f, m, v in rows]
+    )
 
 
 def evaluate(

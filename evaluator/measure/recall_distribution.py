@@ -8,6 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 SHOWN_IDS = 10  # query ids named in a text line; JSON carries all of them
+# the columns of a tail and of a query's misses, after its key (a label or a sweep point)
+TAIL = "queries, recall_min, p5, p10, at_zero, zero_queries"
+MISSES = "repetition, query_id, exact_rank, chunk_id, distance"
 
 
 def distribution(
@@ -16,22 +19,18 @@ def distribution(
     """label -> {queries, min, p5, p10, at_zero, zero_queries, missed}; ``missed``: one entry per
     query with a neighbour missed, {query_id, repetition, neighbours: [{rank, chunk_id,
     distance}]} (exact rank in the exact stage's list, exact distance)."""
-    out = {
-        row[0]: _tail(row[1:])
-        for row in conn.execute(
-            "SELECT label, queries, recall_min, p5, p10, at_zero, zero_queries "
-            "FROM pgeval.index_recall_distribution(%s, %s, %s)",
-            (experiment_id, k, repetition),
-        ).fetchall()
-    }
-    _add_misses(
-        out,
-        conn.execute(
-            "SELECT label, repetition, query_id, exact_rank, chunk_id, distance "
-            "FROM pgeval.index_recall_misses(%s, %s, %s)",
-            (experiment_id, k, repetition),
-        ).fetchall(),
+    return _read(
+        conn,
+        f"SELECT label, {TAIL} FROM pgeval.index_recall_distribution(%s, %s, %s)",
+        f"SELECT label, {MISSES} FROM pgeval.index_recall_misses(%s, %s, %s)",
+        (experiment_id, k, repetition),
     )
+
+
+def _read(conn: Any, tails: str, misses: str, args: tuple) -> dict:
+    """Key -> its tail (statement ``tails``), with the misses of statement ``misses`` added."""
+    out = {row[0]: _tail(row[1:]) for row in conn.execute(tails, args).fetchall()}
+    _add_misses(out, conn.execute(misses, args).fetchall())
     return out
 
 
@@ -81,20 +80,9 @@ def text(dist: dict[str, Any] | None) -> str | None:
 def sweep_tails(conn: Any, sweep_id: int) -> dict[int, dict[str, Any]]:
     """point -> the same shape as :func:`distribution`'s values, for each measured point of a
     sweep (its repetitions pooled per query), at the sweep's K."""
-    out = {
-        row[0]: _tail(row[1:])
-        for row in conn.execute(
-            "SELECT point, queries, recall_min, p5, p10, at_zero, zero_queries "
-            "FROM pgeval.sweep_recall_distribution(%s)",
-            (sweep_id,),
-        ).fetchall()
-    }
-    _add_misses(
-        out,
-        conn.execute(
-            "SELECT point, repetition, query_id, exact_rank, chunk_id, distance "
-            "FROM pgeval.sweep_recall_misses(%s)",
-            (sweep_id,),
-        ).fetchall(),
+    return _read(
+        conn,
+        f"SELECT point, {TAIL} FROM pgeval.sweep_recall_distribution(%s)",
+        f"SELECT point, {MISSES} FROM pgeval.sweep_recall_misses(%s)",
+        (sweep_id,),
     )
-    return out

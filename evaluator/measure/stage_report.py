@@ -16,15 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..core.db import dict_rows
 from ..core.errors import IncompleteRun, InputError, NotFound, param
 from . import stage_method
+from .latency import PERCENTILES, percent
 from .measures import judged_warning, stage_measures
 from .metrics import MIN_VALID_QUERIES
 
 if TYPE_CHECKING:
     from ..core.db import Database
-
-PERCENTILES = (0.5, 0.95, 0.99)
 
 CATEGORIES = {
     "index": "dropped by the ANN index: exact search had it, no path found it",
@@ -55,11 +55,11 @@ class StageReport:
     repetition: int | None  # None: every repetition (means with spread)
     counts: dict
     stages: list[dict]
-    chain: list[dict]
-    loss: list[dict]
-    loss_by_type: list[dict]
-    worst: list[dict]
     worst_repetition: int
+    chain: list[dict] = field(default_factory=list)
+    loss: list[dict] = field(default_factory=list)
+    loss_by_type: list[dict] = field(default_factory=list)
+    worst: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     judged: bool = True  # the test set has graded judgements
     queries: dict | None = None  # a query-vector source (testset.query_source) when not
@@ -97,22 +97,16 @@ class StageReport:
 
 def resolve_experiment(conn: Any, name: str) -> Experiment:
     row = conn.execute(
-        "SELECT e.experiment_id, e.name, t.name, e.status, e.config FROM pgeval.experiment e "
-        "JOIN pgeval.testset t USING (testset_id) WHERE e.name = %s",
+        "SELECT e.experiment_id, e.name, t.name, e.status, e.config, ARRAY(SELECT DISTINCT "
+        "repetition FROM pgeval.run r WHERE r.experiment_id = e.experiment_id ORDER BY 1) "
+        "FROM pgeval.experiment e JOIN pgeval.testset t USING (testset_id) WHERE e.name = %s",
         (name,),
     ).fetchone()
     if row is None:
         raise NotFound(f"no experiment named '{name}' (see `pgeval run list`)")
-    reps = [
-        r[0]
-        for r in conn.execute(
-            "SELECT DISTINCT repetition FROM pgeval.run WHERE experiment_id = %s ORDER BY 1",
-            (row[0],),
-        ).fetchall()
-    ]
-    if not reps:
+    if not row[5]:
         raise NotFound(f"experiment '{name}' has no run yet")
-    return Experiment(row[0], row[1], row[2], row[3], row[4] or {}, reps)
+    return Experiment(row[0], row[1], row[2], row[3], row[4] or {}, list(row[5]))
 
 
 def missing_runs(conn: Any, exp: Experiment, repetition: int | None = None) -> list[str]:
@@ -166,13 +160,20 @@ def parse_repetition(value: str | int | None) -> int | None:
     return rep
 
 
-def _rows(conn: Any, query: str, params: Any) -> list[dict]:
-    cur = conn.execute(query, params)
-    names = [d.name for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
-
-
 COUNTS = ("chunks", "relevant", "valid_queries", "queries")  # of loss_summary / loss_by_type
+
+
+# a stage's figures as the report names them -> the columns of the SQL function they come from
+METRIC = {"mean": "value", "min": "value_min", "max": "value_max", "stddev": "value_stddev"}
+INDEX_RECALL = {"mean": "index_recall", "min": "recall_min", "max": "recall_max"}
+ROWS = {"mean": "rows_mean", "min": "rows_min", "max": "rows_max"}
+HEADROOM_KEYS = ("ceiling", "actual", "headroom")  # of pgeval.stage_ceilings, stage_headroom
+
+
+def _renamed(row: dict, names: dict[str, str], kept: tuple[str, ...] = ()) -> dict:
+    """``row``'s columns under the names the report gives them (``names``: name -> column),
+    then the ``kept`` columns under their own."""
+    return {**{name: row[column] for name, column in names.items()}, **{k: row[k] for k in kept}}
 
 
 def _whole_counts(rows: list[dict]) -> list[dict]:
@@ -186,11 +187,6 @@ def _whole_counts(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def _pct_key(frac: float) -> str:
-    pct = round(frac * 100, 6)
-    return f"p{int(pct) if pct == int(pct) else pct}"
-
-
 def _stage_metrics(
     conn: Any,
     exp: Experiment,
@@ -202,7 +198,7 @@ def _stage_metrics(
 ) -> dict[str, dict]:
     """Label -> the stage's dict with its metrics (pgeval.stage_summary) and threshold."""
     out: dict[str, dict] = {}
-    for r in _rows(
+    for r in dict_rows(
         conn,
         "SELECT * FROM pgeval.stage_summary(%s, %s, %s, %s, %s)",
         (exp.experiment_id, measures, rel, repetition, judged_only),
@@ -220,12 +216,7 @@ def _stage_metrics(
                 "metrics": {},
             },
         )
-        s["metrics"][r["measure"]] = {
-            "mean": r["value"],
-            "min": r["value_min"],
-            "max": r["value_max"],
-            "stddev": r["value_stddev"],
-        }
+        s["metrics"][r["measure"]] = _renamed(r, METRIC)
         if "threshold_dropped" in p and "threshold" not in s:  # the target's threshold
             s["threshold"] = {
                 **p["threshold"],
@@ -242,25 +233,21 @@ def _add_index_recall(
     from .recall_distribution import distribution
 
     spread = distribution(conn, exp.experiment_id, k, repetition)
-    for r in _rows(
+    for r in dict_rows(
         conn,
         "SELECT * FROM pgeval.index_recall_summary(%s, %s, %s)",
         (exp.experiment_id, k, repetition),
     ):
         if r["label"] in out:
             out[r["label"]][f"index_recall@{k}"] = {
-                "mean": r["index_recall"],
-                "min": r["recall_min"],
-                "max": r["recall_max"],
-                "queries": r["queries"],
-                "short_queries": r["short_queries"],
+                **_renamed(r, INDEX_RECALL, ("queries", "short_queries")),
                 # per query, not per repetition: p5, p10, min, the queries at 0, the misses
                 "distribution": spread.get(r["label"]),
             }
 
 
 def _add_latency(conn: Any, exp: Experiment, repetition: int | None, out: dict[str, dict]) -> None:
-    for r in _rows(
+    for r in dict_rows(
         conn,
         "SELECT * FROM pgeval.stage_latency(%s, %s, %s)",
         (exp.experiment_id, repetition, list(PERCENTILES)),
@@ -270,33 +257,24 @@ def _add_latency(conn: Any, exp: Experiment, repetition: int | None, out: dict[s
         s = out[r["label"]]
         s["timing_boundary"] = r["timing_boundary"]
         s["latency_ms"] = (
-            {_pct_key(f): v for f, v in zip(PERCENTILES, r["latency_ms"])}
+            {f"p{percent(f)}": v for f, v in zip(PERCENTILES, r["latency_ms"])}
             if r["latency_ms"]
             else None
         )
         if r["server_ms"]:
-            s["server_ms"] = {_pct_key(f): v for f, v in zip(PERCENTILES, r["server_ms"])}
+            s["server_ms"] = {f"p{percent(f)}": v for f, v in zip(PERCENTILES, r["server_ms"])}
         s["timed_queries"] = r["timed_queries"]
-        s["rows"] = {
-            "mean": r["rows_mean"],
-            "min": r["rows_min"],
-            "max": r["rows_max"],
-            "depth": r["depth"],
-            "short_queries": r["short_queries"],
-        }
+        s["rows"] = _renamed(r, ROWS, ("depth", "short_queries"))
 
 
 def _add_failures(conn: Any, exp: Experiment, repetition: int | None, out: dict[str, dict]) -> None:
-    for r in _rows(
+    for r in dict_rows(
         conn, "SELECT * FROM pgeval.stage_failures(%s, %s)", (exp.experiment_id, repetition)
     ):  # live service stages
         if r["label"] in out:
-            out[r["label"]]["failures"] = {
-                "queries": r["queries"],
-                "failed": r["failed"],
-                "by_status": r["by_status"],
-                "examples": r["examples"],
-            }
+            out[r["label"]]["failures"] = _renamed(
+                r, {}, ("queries", "failed", "by_status", "examples")
+            )
 
 
 def _add_ceilings(
@@ -311,18 +289,14 @@ def _add_ceilings(
     """Per stage, recall@K and nDCG@K of its candidates ordered by the judgements
     (pgeval.stage_ceilings): ``ceiling``, ``actual`` (as ranked), ``headroom``. ``out``: label ->
     the stage's dict of :func:`stages`."""
-    for r in _rows(
+    for r in dict_rows(
         conn,
         "SELECT label, measure, ceiling, actual, headroom FROM "
         "pgeval.stage_ceilings(%s, %s, %s, %s, %s)",
         (exp.experiment_id, k, rel, repetition, judged_only),
     ):
         if r["label"] in out:
-            out[r["label"]].setdefault("ceiling", {})[r["measure"]] = {
-                "ceiling": r["ceiling"],
-                "actual": r["actual"],
-                "headroom": r["headroom"],
-            }
+            out[r["label"]].setdefault("ceiling", {})[r["measure"]] = _renamed(r, {}, HEADROOM_KEYS)
 
 
 def stages(
@@ -338,7 +312,7 @@ def stages(
     rows; ``label``: the stage's name with its method where the kind's name would mislead
     ('bm25 (ts_rank_cd fallback)'), ``method``: how it ranked (from its runs' parameters)."""
     if runs is None:
-        runs = _rows(
+        runs = dict_rows(
             conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)", (exp.experiment_id, repetition)
         )
     params: dict[str, dict] = {}
@@ -375,17 +349,14 @@ def _partial(
     missing = missing_runs(conn, exp, repetition)
     if not (unfinished or missing or exp.status != "complete"):
         return []
-    parts = []
-    if unfinished:
-        parts.append(
-            f"{len(unfinished)} run(s) of experiment '{name}' are not complete "
-            f"({', '.join(unfinished[:5])})"
+    parts = [
+        f"{len(names)} {what} of experiment '{name}' are {state} ({', '.join(names[:5])})"
+        for names, what, state in (
+            (unfinished, "run(s)", "not complete"),
+            (missing, "stage run(s)", "missing"),
         )
-    if missing:
-        parts.append(
-            f"{len(missing)} stage run(s) of experiment '{name}' are missing "
-            f"({', '.join(missing[:5])})"
-        )
+        if names
+    ]
     text = "; ".join(parts) or (
         f"experiment '{name}' is {exp.status}: some of its stages have not run"
     )
@@ -447,13 +418,13 @@ def _losses(
     worst: int,
 ) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
     """The loss attribution: chain, summary by category, by query type, worst queries."""
-    chain = _rows(
+    chain = dict_rows(
         conn,
         "SELECT label AS stage, role, link, cut FROM pgeval.loss_chain(%s, %s, %s)",
         (exp.experiment_id, k, first_rep),
     )
     loss = _whole_counts(
-        _rows(
+        dict_rows(
             conn,
             "SELECT category, chunks, share, recall_points, points_min, points_max, relevant, "
             "valid_queries, repetitions FROM pgeval.loss_summary(%s, %s, %s, %s)",
@@ -463,7 +434,7 @@ def _losses(
     for r in loss:
         r["meaning"] = CATEGORIES.get(r["category"], "")
     by_type = _whole_counts(
-        _rows(
+        dict_rows(
             conn,
             "SELECT query_type AS type, category, queries, chunks, "
             "share, recall_points FROM pgeval.loss_by_type(%s, %s, %s, %s)",
@@ -471,7 +442,7 @@ def _losses(
         )
     )
     worst_rows = (
-        _rows(
+        dict_rows(
             conn,
             "SELECT * FROM pgeval.loss_worst_queries(%s, %s, %s, %s, %s)",
             (exp.experiment_id, k, first_rep, rel, worst),
@@ -532,51 +503,42 @@ def build(
             f"experiment '{name}' has no repetition {repetition} (it has "
             f"{', '.join(map(str, exp.repetitions))})"
         )
-    runs = _rows(
+    runs = dict_rows(
         conn, "SELECT * FROM pgeval.experiment_stages(%s, %s)", (exp.experiment_id, repetition)
     )
     warnings = _partial(conn, exp, name, runs, repetition, allow_partial)
     warnings += _uneven_repetitions(runs)
     first_rep = repetition or exp.repetitions[0]
     final = next(r for r in runs if r["is_final"] and r["repetition"] == first_rep)
-    counts = _rows(conn, "SELECT * FROM pgeval.run_counts(%s, %s)", (final["run_id"], rel))[0]
+    counts = dict_rows(conn, "SELECT * FROM pgeval.run_counts(%s, %s)", (final["run_id"], rel))[0]
     judged, source = conn.execute(
         "SELECT t.n_judgements > 0, t.query_source FROM pgeval.experiment e "
         "JOIN pgeval.testset t USING (testset_id) WHERE e.experiment_id = %s",
         (exp.experiment_id,),
     ).fetchone()
     if not judged:  # query vectors without judgements: index recall, latency and rows only
+        stage_rows = stages(conn, exp, k, rel, repetition, runs)
         return StageReport(
             exp,
             k,
             rel,
             repetition,
             counts,
-            stages(conn, exp, k, rel, repetition, runs),
-            [],
-            [],
-            [],
-            [],
+            stage_rows,
             first_rep,
-            warnings,
-            False,
-            source,
+            warnings=warnings,
+            judged=False,
+            queries=source,
         )
     warnings += _judged_warnings(exp, counts, runs, rel, strict)
     chain, loss, by_type, worst_rows = _losses(conn, exp, k, rel, repetition, first_rep, worst)
     warnings += _method_notes(runs)
     stage_rows = stages(conn, exp, k, rel, repetition, runs, judged_only)
-    _add_ceilings(conn, exp, k, rel, repetition, judged_only, {s["stage"]: s for s in stage_rows})
+    by_stage = {s["stage"]: s for s in stage_rows}
+    _add_ceilings(conn, exp, k, rel, repetition, judged_only, by_stage)
     warnings += _failure_warnings(stage_rows)
-    final_judged = next(
-        (
-            s["metrics"].get(f"judged@{k}", {}).get("mean")
-            for s in stage_rows
-            if s["stage"] == final["label"]
-        ),
-        None,
-    )
-    low = judged_warning(f"judged@{k}", final_judged, judged_only)
+    final_judged = by_stage.get(final["label"], {}).get("metrics", {}).get(f"judged@{k}", {})
+    low = judged_warning(f"judged@{k}", final_judged.get("mean"), judged_only)
     warnings += [low] if low else []
     heads = headroom(conn, exp, k, rel, repetition, judged_only)
     return StageReport(
@@ -586,21 +548,18 @@ def build(
         repetition,
         counts,
         stage_rows,
+        first_rep,
         chain,
         loss,
         by_type,
         worst_rows,
-        first_rep,
         warnings,
         True,
         source,
         heads,
-        advice(heads, k, {s["stage"]: s for s in stage_rows}),
+        advice(heads, k, by_stage),
         judged_only,
     )
-
-
-HEADROOM_KEYS = ("ceiling", "actual", "headroom")
 
 
 def headroom(
@@ -610,7 +569,7 @@ def headroom(
     ``{"kind", "stage", "against", "largest", "recall@K": {ceiling, actual, headroom},
     "ndcg@K": {...}}``."""
     out: dict[tuple, dict] = {}
-    for r in _rows(
+    for r in dict_rows(
         conn,
         "SELECT * FROM pgeval.stage_headroom(%s, %s, %s, %s, %s)",
         (exp.experiment_id, k, rel, repetition, judged_only),
@@ -619,7 +578,7 @@ def headroom(
             (r["kind"], r["label"], r["against"]),
             {"kind": r["kind"], "stage": r["label"], "against": r["against"], "largest": False},
         )
-        row[r["measure"]] = {name: r[name] for name in HEADROOM_KEYS}
+        row[r["measure"]] = _renamed(r, {}, HEADROOM_KEYS)
         row["largest"] = row["largest"] or r["largest"]
     return list(out.values())
 
@@ -693,31 +652,13 @@ def chain_text(chain: list[dict], stage_rows: list[dict] | None = None) -> str:
 
 
 def report(
-    database: Database,
-    name: str,
-    *,
-    k: int = 10,
-    rel: int = 1,
-    repetition: str | int | None = None,
-    worst: int = 10,
-    allow_partial: bool = False,
-    strict: bool = False,
-    judged_only: bool = False,
+    database: Database, name: str, *, repetition: str | int | None = None, **options: Any
 ) -> StageReport:
-    """:func:`build` with every stage's figures read in one snapshot of ``database``;
-    ``repetition`` is a number, ``"all"`` or None (all, means with their spread)."""
+    """:func:`build` (``options``: its keywords) with every stage's figures read in one snapshot
+    of ``database``; ``repetition`` is a number, ``"all"`` or None (all, means with their
+    spread)."""
     from ..core.db import snapshot
 
     rep = parse_repetition(repetition)
     with snapshot(database) as conn:
-        return build(
-            conn,
-            name,
-            k=k,
-            rel=rel,
-            repetition=rep,
-            worst=worst,
-            allow_partial=allow_partial,
-            strict=strict,
-            judged_only=judged_only,
-        )
+        return build(conn, name, repetition=rep, **options)

@@ -62,6 +62,16 @@ def check_url(url: str, what: str, field: str) -> None:
         )
 
 
+def openai_base_url(base_url: str | None, what: str) -> str:
+    """An OpenAI-compatible API's base URL, checked (:func:`check_url`, ``what`` naming it):
+    ``base_url``, else ``$OPENAI_BASE_URL``, else OpenAI's; no trailing slash."""
+    base = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip(
+        "/"
+    )
+    check_url(base, what, param("base_url"))
+    return base
+
+
 def key_from_env(env: str | None) -> str | None:
     """The API key in environment variable ``env`` (None or '': no key, for local servers);
     InputError naming ``api_key_env`` when the variable is not set. The key is never printed."""
@@ -166,12 +176,8 @@ class JsonClient:
                 else:
                     last = self.scrub(str(reason)) or exc.__class__.__name__
             if attempt < self.retries:
-                time.sleep(
-                    min(
-                        self.max_backoff_s,
-                        wait if wait is not None else self.backoff_s * (2**attempt),
-                    )
-                )
+                backoff = self.backoff_s * (2**attempt) if wait is None else wait
+                time.sleep(min(self.max_backoff_s, backoff))
         raise HttpFailure(
             f"{self.shown_url} failed after {self.retries + 1} attempts: {last}",
             status=status,

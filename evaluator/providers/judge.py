@@ -15,14 +15,12 @@ query and chunk, never a guess.
 
 from __future__ import annotations
 
-import os
 import re
 
 from ..core.errors import InputError, param
 from ..core.masking import mask
-from .http_json import JsonClient, check_url, key_from_env
+from .http_json import JsonClient, key_from_env, openai_base_url
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 CONCURRENCY = 4  # requests in flight at once
 FIELD = param("judge")
 
@@ -61,8 +59,7 @@ class ChatJudge:
         if kind != "openai" or not sep or not model:
             raise InputError(f"unknown judge '{mask(spec)}' (openai:MODEL)", field=FIELD)
         self.model = model
-        base = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        check_url(base, "judge base URL", param("base_url"))
+        base = openai_base_url(base_url, "judge base URL")
         self.concurrency = CONCURRENCY
         self.label = f"openai:{model}"  # stored with every grade (pgeval.model_grade.judge)
         self._client = JsonClient(
@@ -74,11 +71,6 @@ class ChatJudge:
             field=FIELD,
             retry_field=param("base_url"),
         )
-
-    @property
-    def requests(self) -> int:
-        """Requests sent, retries included (for reports and tests)."""
-        return self._client.requests
 
     def grade(self, query: str, passage: str, what: str) -> int:
         """The judge's grade of ``passage`` for ``query``; ``what`` names the pair in an error."""

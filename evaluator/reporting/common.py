@@ -117,14 +117,12 @@ def conclusion(report: dict) -> str | None:
     loss = {
         r.get("category"): r.get("recall_points") or 0.0 for r in sr.get("loss_attribution") or []
     }
-    k = sr.get("k")
+    k, attributed = sr.get("k"), bool(loss)
+    kept = loss.pop("kept", None)
+    final = "" if kept is None else f" (recall@{k} kept: {kept:.3f})"
     if sr.get("advice") and k:
-        kept = loss.get("kept")
-        final = "" if kept is None else f" (recall@{k} kept: {kept:.3f})"
         return f"{sr['advice'].rstrip('.')}{final}."
-    if loss and k:
-        kept = loss.pop("kept", None)
-        final = "" if kept is None else f" (recall@{k} kept: {kept:.3f})"
+    if attributed and k:
         if not loss or max(loss.values()) <= 0:
             return f"Nothing of recall@{k} is lost between the stages{final}."
         worst = max(loss, key=lambda c: loss[c])
@@ -242,30 +240,20 @@ def summary_note(levels: bool) -> str:
 def summary_rows(report: dict, levels: bool = True) -> list[dict]:
     """Metric, value, and with ``levels`` the acceptance level and the thresholds that level
     was read against."""
-    if not levels:
-        return [
-            {"metric": m, "value": v}
-            for m, v in (report.get("summary") or {}).items()
-            if "latency" not in m
-        ]
-    summary = report.get("summary") or {}
     level_of = report.get("acceptance") or {}
     thresholds = report.get("thresholds") or {}
     rows = []
-    for metric, value in summary.items():
+    for metric, value in (report.get("summary") or {}).items():
         if "latency" in metric:
             continue
-        t = thresholds.get(metric)
-        rows.append(
-            {
-                "metric": metric,
-                "value": value,
-                "level": level_of.get(metric),
-                "thresholds": (
-                    f"{t['excellent']:.2f} / {t['good']:.2f} / {t['pass']:.2f}" if t else ""
-                ),
-            }
-        )
+        row = {"metric": metric, "value": value}
+        if levels:
+            t = thresholds.get(metric)
+            row["level"] = level_of.get(metric)
+            row["thresholds"] = (
+                f"{t['excellent']:.2f} / {t['good']:.2f} / {t['pass']:.2f}" if t else ""
+            )
+        rows.append(row)
     return rows
 
 
@@ -286,11 +274,7 @@ def latency_rows(report: dict) -> list[dict]:
 
 def headline_metrics(report: dict) -> list[str]:
     k = report.get("k") or {}
-    out = []
-    for name in HEADLINE_FAMILIES:
-        for value in sorted(k.get(name) or []):
-            out.append(f"{name}@{value}")
-    return out
+    return [f"{name}@{value}" for name in HEADLINE_FAMILIES for value in sorted(k.get(name) or [])]
 
 
 def stage_rows(report: dict) -> list[dict]:
@@ -318,15 +302,7 @@ def stage_rows(report: dict) -> list[dict]:
                     else {}
                 ),
                 # the ANN stages' recall against exact search, as stage-report prints it
-                **(
-                    {
-                        f"index_recall@{sr['k']}": (s.get(f"index_recall@{sr['k']}") or {}).get(
-                            "mean"
-                        )
-                    }
-                    if sr.get("k")
-                    else {}
-                ),
+                **({index: (s.get(index) or {}).get("mean")} if sr.get("k") else {}),
                 "p95 ms": lat.get("p95"),
                 **({f"{index} per query": tail} if tail else {}),
             }
@@ -358,14 +334,9 @@ def headroom_rows(report: dict) -> list[dict]:
 def loss_rows(report: dict) -> list[dict]:
     """Where recall@K was lost: category, chunks, share, Recall@K points (the waterfall)."""
     sr = report.get("stage_report") or {}
+    keys = ("category", "chunks", "share", "recall_points")
     return [
-        {
-            "category": r.get("category"),
-            "chunks": r.get("chunks"),
-            "share": r.get("share"),
-            "recall_points": r.get("recall_points"),
-            "meaning": r.get("meaning", ""),
-        }
+        {**{k: r.get(k) for k in keys}, "meaning": r.get("meaning", "")}
         for r in sr.get("loss_attribution") or []
     ]
 
@@ -380,52 +351,40 @@ class Section(NamedTuple):
 def sections(report: dict) -> list[Section]:
     """The optional tables between the summary and the flagged queries, in the order both
     renderers print them; only those the report has data for."""
-    out = []
-    if latency_rows(report):
-        out.append(Section("latency", "Latency (nearest rank, ms)", latency_rows(report), None))
-    if report.get("answers"):
-        out.append(Section("answers", "End-to-end answers", [report["answers"]], None))
-    if stage_rows(report):
-        out.append(Section("stages", "Stages", stage_rows(report), None))
-    if loss_rows(report):
-        out.append(
-            Section(
-                "loss",
-                f"Where recall@{report['stage_report']['k']} was lost",
-                loss_rows(report),
-                None,
-            )
-        )
-    if headroom_rows(report):
-        out.append(
-            Section(
-                "headroom",
-                "Headroom: each stage's ceiling minus its figure (reorder: rerank; reach: "
-                "depth or another path; index: the setting)",
-                headroom_rows(report),
-                None,
-            )
-        )
-    if report.get("sweep"):
-        sw = report["sweep"]
-        out.append(
-            Section(
-                "sweep",
-                f"Sweep {sw.get('name')}: {sw.get('param')}",
-                sw.get("points") or [],
-                SWEEP_COLUMNS,
-            )
-        )
-    if report.get("by_type") and typed(report):
-        out.append(
-            Section(
-                "by_type",
-                "By query type",
-                report["by_type"],
-                ["type", "queries", *headline_metrics(report)],
-            )
-        )
-    return out
+    sr, sw = report.get("stage_report") or {}, report.get("sweep") or {}
+    typed_rows = report.get("by_type") if typed(report) else None
+    candidates = [
+        Section("latency", "Latency (nearest rank, ms)", latency_rows(report), None),
+        Section(
+            "answers",
+            "End-to-end answers",
+            [report["answers"]] if report.get("answers") else [],
+            None,
+        ),
+        Section("stages", "Stages", stage_rows(report), None),
+        Section("loss", f"Where recall@{sr.get('k')} was lost", loss_rows(report), None),
+        Section(
+            "headroom",
+            "Headroom: each stage's ceiling minus its figure (reorder: rerank; reach: "
+            "depth or another path; index: the setting)",
+            headroom_rows(report),
+            None,
+        ),
+        Section(
+            "sweep",
+            f"Sweep {sw.get('name')}: {sw.get('param')}",
+            sw.get("points") or [],
+            SWEEP_COLUMNS,
+        ),
+        Section(
+            "by_type",
+            "By query type",
+            typed_rows or [],
+            ["type", "queries", *headline_metrics(report)],
+        ),
+    ]
+    # a sweep's table is shown with its heading even when it holds no point
+    return [s for s in candidates if s.rows or (s.key == "sweep" and sw)]
 
 
 def case_rows(report: dict, ranked: int = 5) -> list[dict]:

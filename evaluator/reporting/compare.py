@@ -186,18 +186,11 @@ def config_changes(base: dict, cand: dict) -> tuple[list[dict], list[str]]:
         d = diff_fingerprints(
             fb, fc, label(base), label(cand), base.get("config_hash"), cand.get("config_hash")
         )
-        return (
-            [
-                {
-                    "key": r["key"],
-                    "baseline": r["a"],
-                    "candidate": r["b"],
-                    "variable": r["variable"],
-                }
-                for r in d.rows()
-            ],
-            d.warnings(),
-        )
+        diffs = [
+            {"key": r["key"], "baseline": r["a"], "candidate": r["b"], "variable": r["variable"]}
+            for r in d.rows()
+        ]
+        return diffs, d.warnings()
     rb, rc = base.get("run") or {}, cand.get("run") or {}
     a = flatten({"stage": rb.get("stage"), "params": rb.get("params") or {}})
     b = flatten({"stage": rc.get("stage"), "params": rc.get("params") or {}})
@@ -241,44 +234,17 @@ def compare(
     sb, sc = base.get("summary") or {}, cand.get("summary") or {}
     rows = []
     for metric in quality_metrics(base, cand):
-        if sb.get(metric) is None and sc.get(metric) is None:
+        b, c = sb.get(metric), sc.get(metric)
+        if b is None and c is None:
             continue
-        row: dict[str, Any] = {
-            "metric": metric,
-            "baseline": sb.get(metric),
-            "candidate": sc.get(metric),
-            "delta": None,
-            "ci_low": None,
-            "ci_high": None,
-            "p_value": None,
-            "significant": None,
-            "n": 0,
-            "wins": None,
-            "ties": None,
-            "losses": None,
-        }
-        if row["baseline"] is not None and row["candidate"] is not None:
-            row["delta"] = row["candidate"] - row["baseline"]
-        ids, a, b = paired_values(base, cand, metric)
-        if ids:
-            res = stats.paired(a, b, permutations, permutations, seed, test)
-            diffs = [y - x for x, y in zip(a, b)]
-            row.update(
-                ci_low=res.ci_low,
-                ci_high=res.ci_high,
-                p_value=res.p_value,
-                significant=res.p_value < alpha,
-                n=res.n,
-                wins=sum(d > TIE for d in diffs),
-                losses=sum(d < -TIE for d in diffs),
-            )
-            row["ties"] = res.n - row["wins"] - row["losses"]
-        elif row["delta"] is not None:
+        delta = None if b is None or c is None else c - b
+        test_row = _paired_test(base, cand, metric, alpha, permutations, seed, test)
+        rows.append({"metric": metric, "baseline": b, "candidate": c, "delta": delta, **test_row})
+        if not test_row["n"] and delta is not None:
             warnings.append(
                 f"{metric}: no per-query values on both sides, so no significance "
                 "test (save reports with their cases)"
             )
-        rows.append(row)
     latency = []
     for key in LATENCY_KEYS:
         la, lb = sb.get(key), sc.get(key)
@@ -316,6 +282,31 @@ def compare(
         changes=changes,
         warnings=warnings,
     )
+
+
+def _paired_test(
+    base: dict, cand: dict, metric: str, alpha: float, permutations: int, seed: int, test: str
+) -> dict[str, Any]:
+    """The paired test of ``metric`` over the queries both sides measured: the interval of the
+    mean difference, the p-value, and the queries won, tied and lost (n 0 and None without a
+    query in common)."""
+    ids, a, b = paired_values(base, cand, metric)
+    if not ids:
+        keys = ("ci_low", "ci_high", "p_value", "significant", "n", "wins", "ties", "losses")
+        return {**dict.fromkeys(keys), "n": 0}
+    res = stats.paired(a, b, permutations, permutations, seed, test)
+    diffs = [y - x for x, y in zip(a, b)]
+    wins, losses = sum(d > TIE for d in diffs), sum(d < -TIE for d in diffs)
+    return {
+        "ci_low": res.ci_low,
+        "ci_high": res.ci_high,
+        "p_value": res.p_value,
+        "significant": res.p_value < alpha,
+        "n": res.n,
+        "wins": wins,
+        "ties": res.n - wins - losses,
+        "losses": losses,
+    }
 
 
 def _moved(base: dict, cand: dict, metric: str, top: int) -> list[dict]:

@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -69,15 +71,17 @@ max_growth_pct = 20
 max_growth_pct = 20
 """
 
-KINDS = (
-    "min",
-    "max",
-    "max_drop",
-    "max_drop_pct",
-    "must_not_drop",
-    "must_not_drop_significantly",
-    "max_growth_pct",
-)
+# each kind of rule and how a result names it (its limit as {limit})
+DESCRIPTIONS = {
+    "min": ">= {limit:g}",
+    "max": "<= {limit:g}",
+    "max_drop": "drop <= {limit:g}",
+    "max_drop_pct": "drop <= {limit:g} %",
+    "must_not_drop": "must not drop",
+    "must_not_drop_significantly": "must not drop significantly",
+    "max_growth_pct": "growth <= {limit:g} %",
+}
+KINDS = tuple(DESCRIPTIONS)
 FLAGS = ("must_not_drop", "must_not_drop_significantly")
 GATE_KEYS = {"alpha": float, "permutations": int, "seed": int}
 EPS = 1e-9
@@ -91,15 +95,7 @@ class Rule:
     line: int | None = None
 
     def describe(self) -> str:
-        return {
-            "min": f">= {self.limit:g}",
-            "max": f"<= {self.limit:g}",
-            "max_drop": f"drop <= {self.limit:g}",
-            "max_drop_pct": f"drop <= {self.limit:g} %",
-            "must_not_drop": "must not drop",
-            "must_not_drop_significantly": "must not drop significantly",
-            "max_growth_pct": f"growth <= {self.limit:g} %",
-        }[self.kind]
+        return DESCRIPTIONS[self.kind].format(limit=self.limit)
 
 
 @dataclass
@@ -184,81 +180,56 @@ def _locate(text: str, table: str, key: str | None) -> int | None:
     return header_line
 
 
+def _error_at(text: str, source: str, table: str, key: str | None) -> Callable[[str], InputError]:
+    """An InputError about ``key`` of ``[table]`` (the table itself when None): the rules file,
+    the key's line, the field ``table.key``."""
+    field = table if key is None else f"{table}.{key}"
+    return partial(InputError, file=source, line=_locate(text, table, key), field=field)
+
+
 def _gate_settings(text: str, source: str, gate: dict, out: Rules) -> None:
     """The ``[gate]`` table's settings set on ``out``, each checked."""
     for key, value in gate.items():
-        line = _locate(text, "gate", key)
+        bad = _error_at(text, source, "gate", key)
         if key not in GATE_KEYS:
-            raise InputError(
-                f"unknown setting (known: {', '.join(GATE_KEYS)})",
-                file=source,
-                line=line,
-                field=f"gate.{key}",
-            )
+            raise bad(f"unknown setting (known: {', '.join(GATE_KEYS)})")
         if (
             isinstance(value, bool)
             or not isinstance(value, (int, float))
             or (GATE_KEYS[key] is int and not isinstance(value, int))
         ):
-            raise InputError(
-                f"must be a number, got {value!r}", file=source, line=line, field=f"gate.{key}"
-            )
+            raise bad(f"must be a number, got {value!r}")
         setattr(out, key, GATE_KEYS[key](value))
     if not 0 < out.alpha < 1:
-        raise InputError(
-            f"alpha must be between 0 and 1, got {out.alpha}",
-            file=source,
-            line=_locate(text, "gate", "alpha"),
-            field="gate.alpha",
+        raise _error_at(text, source, "gate", "alpha")(
+            f"alpha must be between 0 and 1, got {out.alpha}"
         )
     if out.permutations < 100:
-        raise InputError(
-            "use at least 100 permutations",
-            file=source,
-            line=_locate(text, "gate", "permutations"),
-            field="gate.permutations",
-        )
+        raise _error_at(text, source, "gate", "permutations")("use at least 100 permutations")
 
 
 def _metric_rules(text: str, source: str, metric: str, spec: Any) -> list[Rule]:
     """The rules of one ``[metrics.NAME]`` table (a flag set to false is no rule)."""
     where = f"metrics.{metric}"
     if not registry.is_known(metric):
-        raise InputError(
-            f"unknown metric '{metric}' ({registry.spelled()})",
-            file=source,
-            line=_locate(text, f"metrics.{metric}", None),
-            field=where,
+        raise _error_at(text, source, where, None)(
+            f"unknown metric '{metric}' ({registry.spelled()})"
         )
     if not isinstance(spec, dict):
         raise InputError("must be a table of rules", file=source, field=where)
     rules = []
     for kind, limit in spec.items():
-        line = _locate(text, f"metrics.{metric}", kind)
+        line = _locate(text, where, kind)
+        bad = partial(InputError, file=source, line=line, field=f"{where}.{kind}")
         if kind not in KINDS:
-            raise InputError(
-                f"unknown rule (known: {', '.join(KINDS)})",
-                file=source,
-                line=line,
-                field=f"{where}.{kind}",
-            )
+            raise bad(f"unknown rule (known: {', '.join(KINDS)})")
         if kind in FLAGS:
             if not isinstance(limit, bool):
-                raise InputError(
-                    f"must be true or false, got {limit!r}",
-                    file=source,
-                    line=line,
-                    field=f"{where}.{kind}",
-                )
+                raise bad(f"must be true or false, got {limit!r}")
             if not limit:
                 continue
         elif isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 0:
-            raise InputError(
-                f"must be a number >= 0, got {limit!r}",
-                file=source,
-                line=line,
-                field=f"{where}.{kind}",
-            )
+            raise bad(f"must be a number >= 0, got {limit!r}")
         rules.append(Rule(metric, kind, limit if kind in FLAGS else float(limit), line))
     return rules
 
@@ -310,76 +281,55 @@ def _fmt(v: float | None) -> str:
 def check(rule: Rule, base: dict, cand: dict, rules: Rules) -> Outcome:
     m = rule.metric
     b, c = (base.get("summary") or {}).get(m), (cand.get("summary") or {}).get(m)
+
+    def verdict(ok: bool, reason: str) -> Outcome:
+        return Outcome(rule, "pass" if ok else "fail", b, c, reason)
+
     if b is None and c is None:
         return Outcome(rule, "n/a", b, c, f"neither side has {m}")
     if c is None:
-        return Outcome(
-            rule,
-            "fail",
-            b,
-            c,
+        return verdict(
+            False,
             f"{m}: the candidate has no value (baseline "
             f"{_fmt(b)}): it cannot show that it did not regress",
         )
     if rule.kind == "min":
         ok = c >= rule.limit - EPS
-        return Outcome(
-            rule,
-            "pass" if ok else "fail",
-            b,
-            c,
+        return verdict(
+            ok,
             f"{m} {_fmt(c)} is {'at or above' if ok else 'below'} the minimum {_fmt(rule.limit)}",
         )
     if rule.kind == "max":
         ok = c <= rule.limit + EPS
-        return Outcome(
-            rule,
-            "pass" if ok else "fail",
-            b,
-            c,
-            f"{m} {_fmt(c)} is {'within' if ok else 'above'} the maximum {_fmt(rule.limit)}",
+        return verdict(
+            ok, f"{m} {_fmt(c)} is {'within' if ok else 'above'} the maximum {_fmt(rule.limit)}"
         )
     if b is None:
         return Outcome(rule, "n/a", b, c, f"the baseline has no {m} to compare with")
     change = f"({_fmt(b)} → {_fmt(c)})"
     if rule.kind == "must_not_drop":
         ok = c >= b - EPS
-        return Outcome(
-            rule,
-            "pass" if ok else "fail",
-            b,
-            c,
-            f"{m} {'did not drop' if ok else f'dropped by {b - c:.4f}'} {change}",
-        )
+        return verdict(ok, f"{m} {'did not drop' if ok else f'dropped by {b - c:.4f}'} {change}")
     if rule.kind == "max_drop":
         ok = b - c <= rule.limit + EPS
         what = f"dropped by {b - c:.4f}" if c < b else "did not drop"
-        return Outcome(
-            rule,
-            "pass" if ok else "fail",
-            b,
-            c,
+        return verdict(
+            ok,
             f"{m} {what} {change}, {'within' if ok else 'more than'} the allowed {rule.limit:g}",
         )
     if rule.kind == "max_drop_pct":
         pct = (b - c) / b * 100 if b else (0.0 if c >= b else float("inf"))
         ok = pct <= rule.limit + EPS
-        return Outcome(
-            rule,
-            "pass" if ok else "fail",
-            b,
-            c,
+        return verdict(
+            ok,
             f"{m} changed by {-pct:+.1f} % {change}, "
             f"{'within' if ok else 'more than'} the allowed drop of {rule.limit:g} %",
         )
     if rule.kind == "max_growth_pct":
         pct = (c - b) / b * 100 if b else (0.0 if c <= b else float("inf"))
         ok = pct <= rule.limit + EPS
-        return Outcome(
-            rule,
-            "pass" if ok else "fail",
-            b,
-            c,
+        return verdict(
+            ok,
             f"{m} grew by {pct:+.1f} % {change}, "
             f"{'within' if ok else 'more than'} the allowed {rule.limit:g} %",
         )
@@ -424,10 +374,8 @@ def _significance(
 def evaluate(base: dict, cand: dict, rules: Rules) -> GateResult:
     """Every rule against the two report documents (never stops at the first failure)."""
     check_same_testset(base, cand)
-    result = GateResult(label(base), label(cand), rules.source)
-    for rule in rules.rules:
-        result.outcomes.append(check(rule, base, cand, rules))
-    return result
+    outcomes = [check(rule, base, cand, rules) for rule in rules.rules]
+    return GateResult(label(base), label(cand), rules.source, outcomes)
 
 
 def gate(

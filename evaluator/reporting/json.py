@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from ..core.db import dict_rows
 from ..core.errors import IncompleteRun, InputError, NotFound, param
 from ..core.json_text import to_json
 from ..measure import answers, latency, metrics, stage_method
@@ -27,6 +28,16 @@ from ..measure.measures import cutoffs
 
 REPORT_VERSION = 1
 DEFAULT_DEPTH = 10  # the chunks shown per case when no measure has a cut-off (rprec alone)
+# a case's answer: the columns of pgeval.answer_per_query it shows
+ANSWER_KEYS = (
+    "answered",
+    "n_cited",
+    "n_supported",
+    "refused",
+    "n_facts",
+    "facts_found",
+    "latency_ms",
+)
 
 
 def resolve(conn: Any, name: str) -> tuple[metrics.RunInfo, dict | None]:
@@ -35,16 +46,17 @@ def resolve(conn: Any, name: str) -> tuple[metrics.RunInfo, dict | None]:
         return metrics.resolve_run(conn, name), None
     except NotFound:
         pass
-    row = conn.execute(
+    found = dict_rows(
+        conn,
         "SELECT experiment_id, name, status, config_hash FROM pgeval.experiment WHERE name = %s",
         (name,),
-    ).fetchone()
-    if row is None:
+    )
+    if not found:
         raise NotFound(f"no run or experiment named '{name}' (see `pgeval run list`)")
-    exp = {"experiment_id": row[0], "name": row[1], "status": row[2], "config_hash": row[3]}
-    cur = conn.execute("SELECT * FROM pgeval.experiment_stages(%s, 1)", (exp["experiment_id"],))
-    cols = [d.name for d in cur.description]
-    exp["stages"] = [dict(zip(cols, r)) for r in cur.fetchall()]
+    exp = found[0]
+    exp["stages"] = dict_rows(
+        conn, "SELECT * FROM pgeval.experiment_stages(%s, 1)", (exp["experiment_id"],)
+    )
     final = [s for s in exp["stages"] if s["is_final"]]
     if not final:
         raise NotFound(f"experiment '{name}' has no run yet")
@@ -98,18 +110,7 @@ def _cases(
             case["metrics"]["citation_precision"] = a["citation_precision"]
             if a["answer_correct"] is not None:
                 case["metrics"]["answer_accuracy"] = a["answer_correct"]
-            case["answer"] = {
-                k: a[k]
-                for k in (
-                    "answered",
-                    "n_cited",
-                    "n_supported",
-                    "refused",
-                    "n_facts",
-                    "facts_found",
-                    "latency_ms",
-                )
-            }
+            case["answer"] = {k: a[k] for k in ANSWER_KEYS}
         out.append(case)
     return out
 
@@ -236,7 +237,7 @@ def build(
             "experiment": run.experiment,
             "params": run.params,
         },
-        "experiment": None,
+        "experiment": None if exp is None else {"name": exp["name"], "status": exp["status"]},
         "config_hash": run.config_hash or (exp or {}).get("config_hash"),
         "fingerprint": _fingerprint(conn, run.run_id),
         "measures": ev.measures,
@@ -257,8 +258,6 @@ def build(
         "warnings": ev.warnings,
         "cases": _cases(conn, run, depth, rel, ev.per_query, answer_rows),
     }
-    if exp is not None:
-        report["experiment"] = {"name": exp["name"], "status": exp["status"]}
     extras.attach(conn, report, run, exp, allow_partial)
     return report
 

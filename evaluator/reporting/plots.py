@@ -19,11 +19,11 @@ SERIES = ("#0969da", "#8250df", "#bf3989", "#1a7f37", "#d4a72c", "#57606a")
 def _headline(report: dict) -> list[str]:
     """The metrics a bar chart shows: largest-K recall, first MRR, largest-K nDCG."""
     k = report.get("k") or {}
-    out = []
-    for name in HEADLINE_FAMILIES:
-        if k.get(name):
-            out.append(f"{name}@{max(k[name]) if name != 'mrr' else k[name][0]}")
-    return out
+    return [
+        f"{name}@{max(k[name]) if name != 'mrr' else k[name][0]}"
+        for name in HEADLINE_FAMILIES
+        if k.get(name)
+    ]
 
 
 def by_type(report: dict) -> bytes | None:
@@ -100,9 +100,11 @@ def sweep_svg(report: dict) -> str | None:
 
 def _sweep_figure(report: dict) -> tuple[Any, dict[str, str]] | None:
     """The figure and, by each point's gid, its hover text."""
-    points = (report.get("sweep") or {}).get("points") or []
+    sw = report.get("sweep") or {}
     points = [
-        p for p in points if p.get("recall") is not None and p.get("latency_p95_ms") is not None
+        p
+        for p in sw.get("points") or []
+        if p.get("recall") is not None and p.get("latency_p95_ms") is not None
     ]
     if not points:
         return None
@@ -114,7 +116,7 @@ def _sweep_figure(report: dict) -> tuple[Any, dict[str, str]] | None:
         [p["recall"] for p in points],
         color=SERIES[0],
     )
-    metric = (report.get("sweep") or {}).get("metric", "recall")
+    metric = sw.get("metric", "recall")
     titles: dict[str, str] = {}
     for i, p in enumerate(points):  # one artist a point: its own hover
         ax.plot([p["latency_p95_ms"]], [p["recall"]], "o", color=SERIES[0])[0].set_gid(f"sweep-{i}")
@@ -139,8 +141,8 @@ def _sweep_figure(report: dict) -> tuple[Any, dict[str, str]] | None:
     if any(p.get("current") for p in points):
         ax.legend(fontsize=8, loc="lower right")
     ax.set_xlabel("p95 latency (ms)")
-    ax.set_ylabel((report.get("sweep") or {}).get("metric", "recall"))
-    ax.set_title(f"recall vs latency: {(report.get('sweep') or {}).get('param', 'sweep')}")
+    ax.set_ylabel(metric)
+    ax.set_title(f"recall vs latency: {sw.get('param', 'sweep')}")
     ax.grid(alpha=0.3)
     place_labels(ax, [(p["latency_p95_ms"], p["recall"], str(p.get("label", ""))) for p in points])
     return fig, titles
@@ -195,9 +197,5 @@ PLOTS = (
 
 def render_all(report: dict) -> dict[str, bytes]:
     """Every plot the report has data for, by name, in page order."""
-    out = {}
-    for name, fn in PLOTS:
-        png = fn(report)
-        if png:
-            out[name] = png
-    return out
+    drawn = {name: fn(report) for name, fn in PLOTS}
+    return {name: png for name, png in drawn.items() if png}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..core.db import dict_rows
 from ..core.errors import NotFound
 from ..core.install import ensure_installed
 
@@ -11,6 +12,26 @@ _COUNTS = """
     count(q.*) FILTER (WHERE cardinality(q.grades_desc) > 0) AS valid,
     count(q.*) FILTER (WHERE q.answerable AND cardinality(q.grades_desc) = 0) AS excluded,
     count(q.*) FILTER (WHERE NOT q.answerable) AS unanswerable"""
+
+
+# what a test set's description counts besides its totals, each (value, count): the grade
+# histogram, who graded the judgements (human, or a model judge: docs/judging.md), the type tags
+_HISTOGRAMS = {
+    "grades": "SELECT grade::text, count(*) FROM pgeval.qrel WHERE testset_id = %s "
+    "GROUP BY grade ORDER BY grade",
+    "sources": "SELECT source, count(*) FROM pgeval.qrel WHERE testset_id = %s "
+    "GROUP BY source ORDER BY source <> 'human', source",
+    "types": "SELECT t, count(*) FROM pgeval.query, unnest(types) AS t WHERE testset_id = %s "
+    "GROUP BY t ORDER BY count(*) DESC, t",
+}
+
+
+def lock_name(conn: Any, name: str) -> None:
+    """Hold, until the transaction ends, the lock that serialises the writers of test set
+    ``name`` (a load, a new version, a query set)."""
+    conn.execute(
+        "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("pgeval.testset:" + name,)
+    )
 
 
 def find_testset(conn: Any, name: str) -> tuple[int, str] | None:
@@ -31,21 +52,23 @@ def resolve_testset(conn: Any, name: str) -> tuple[int, str]:
 
 def list_testsets(conn: Any) -> list[dict]:
     ensure_installed(conn)
-    cur = conn.execute(f"""
+    return dict_rows(
+        conn,
+        f"""
         SELECT t.name, t.n_queries AS queries, t.n_judgements AS judgements, {_COUNTS},
                (SELECT count(*) FROM pgeval.run r WHERE r.testset_id = t.testset_id) AS runs,
                t.source_format AS format, t.content_hash, t.created_at AS created
           FROM pgeval.testset t LEFT JOIN pgeval.query q USING (testset_id)
-         GROUP BY t.testset_id ORDER BY t.name""")
-    cols = [d.name for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+         GROUP BY t.testset_id ORDER BY t.name""",
+    )
 
 
 def show_testset(conn: Any, name: str) -> dict:
     """Counts, grade histogram, type tags, embeddings, grade map and hash of one test set."""
     ensure_installed(conn)
     tid, _ = resolve_testset(conn, name)
-    cur = conn.execute(
+    info = dict_rows(
+        conn,
         f"""
         SELECT t.testset_id, t.name, t.source_format AS format, t.source_file, t.content_hash,
                t.grade_map, t.created_at AS created, t.n_queries AS queries, t.version,
@@ -58,32 +81,9 @@ def show_testset(conn: Any, name: str) -> dict:
           FROM pgeval.testset t LEFT JOIN pgeval.query q USING (testset_id)
          WHERE t.testset_id = %s GROUP BY t.testset_id""",
         (tid,),
-    )
-    info = dict(zip([d.name for d in cur.description], cur.fetchone()))
-    info["grades"] = {
-        str(g): n
-        for g, n in conn.execute(
-            "SELECT grade, count(*) FROM pgeval.qrel WHERE testset_id = %s GROUP BY grade "
-            "ORDER BY grade",
-            (tid,),
-        ).fetchall()
-    }
-    info["sources"] = {  # who graded the judgements: human, or a model judge (docs/judging.md)
-        src: n
-        for src, n in conn.execute(
-            "SELECT source, count(*) FROM pgeval.qrel WHERE testset_id = %s GROUP BY source "
-            "ORDER BY source <> 'human', source",
-            (tid,),
-        ).fetchall()
-    }
-    info["types"] = {
-        t: n
-        for t, n in conn.execute(
-            "SELECT t, count(*) FROM pgeval.query, unnest(types) AS t WHERE testset_id = %s "
-            "GROUP BY t ORDER BY count(*) DESC, t",
-            (tid,),
-        ).fetchall()
-    }
+    )[0]
+    for key, statement in _HISTOGRAMS.items():
+        info[key] = dict(conn.execute(statement, (tid,)).fetchall())
     return info
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -116,21 +117,18 @@ def from_options(
     window: str | None = None,
 ) -> QuerySource | None:
     """The query source the options name (None: ``--testset``); exactly one source is needed."""
-    given = [
-        o
-        for o, v in (
-            (param("testset"), testset),
-            (param("sample_queries"), sample),
-            (param("queries_sql"), queries_sql),
-            (param("queries_file"), queries_file),
-            (param("captured"), captured),
-        )
-        if v is not None
-    ]
+    sources = {
+        "testset": testset,
+        "sample_queries": sample,
+        "queries_sql": queries_sql,
+        "queries_file": queries_file,
+        "captured": captured,
+    }
+    given = [param(o) for o, v in sources.items() if v is not None]
     if len(given) != 1:
         raise InputError(
-            f"give exactly one of {param('testset')}, {param('sample_queries')}, {param('queries_sql')}, "
-            f"{param('queries_file')}, {param('captured')} (got {', '.join(given) or 'none'})",
+            f"give exactly one of {', '.join(map(param, sources))} "
+            f"(got {', '.join(given) or 'none'})",
             field=param("testset"),
         )
     if window is not None and captured is None:
@@ -262,15 +260,12 @@ def from_sql(kb: Any, statement: str) -> list[tuple[str, np.ndarray]]:
             f"the statement failed: {first_line(exc)}", field=param("queries_sql")
         ) from None
     kb.rollback()
-    out = []
-    for i, row in enumerate(rows, 1):
-        out.append(
-            (
-                _id(row[0], f"row {i}", param("queries_sql")),
-                _vector(row[1], f"row {i}", param("queries_sql")),
-            )
-        )
-    return out
+    # the option naming the source: queries_sql for "sql", ...; captured for "captured"
+    field = param("queries_sql")
+    return [
+        (_id(r[0], f"row {i}", field), _vector(r[1], f"row {i}", field))
+        for i, r in enumerate(rows, 1)
+    ]
 
 
 def window_of(text: str) -> str:
@@ -312,11 +307,16 @@ def from_captured(conn: Any, src: QuerySource) -> list[tuple[str, np.ndarray]]:
     return [(qid, np.asarray(vec, dtype=np.float32)) for qid, vec in got]
 
 
+def _query_id(value: object) -> str:
+    """A query id by the one rule for ids (an integer read as its digits); ValueError else."""
+    return ident(
+        str(value) if isinstance(value, int) and not isinstance(value, bool) else value, "query id"
+    )
+
+
 def _id(value: object, where: str, field: str) -> str:
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)
     try:
-        return ident(value, "query id")
+        return _query_id(value)
     except ValueError as exc:
         raise InputError(f"{where}: query id {exc}", field=field) from None
 
@@ -334,43 +334,34 @@ def _npy_rows(p: Path, path: str) -> list[tuple[str, np.ndarray]]:
         )
     if not np.issubdtype(m.dtype, np.number):
         raise InputError(f"the matrix holds {m.dtype}, not numbers", file=path)
-    out = []
-    for i, row in enumerate(m, 1):
-        out.append((f"q{i}", _vector(row, f"{path}:row {i}", "embedding")))
-    return out
+    return [(f"q{i}", _vector(row, f"{path}:row {i}", "embedding")) for i, row in enumerate(m, 1)]
 
 
 def _jsonl_row(line: str, path: str, line_no: int) -> tuple[str, np.ndarray]:
     """One JSONL line {"id", "embedding"}."""
+    bad = partial(InputError, file=path, line=line_no)  # an error naming this line
     try:
         obj = json.loads(line)
     except ValueError as exc:
-        raise InputError(f"not JSON ({exc.args[0]})", file=path, line=line_no) from None
+        raise bad(f"not JSON ({exc.args[0]})") from None
     if not isinstance(obj, dict):
-        raise InputError("a line must be an object with id and embedding", file=path, line=line_no)
+        raise bad("a line must be an object with id and embedding")
     for key in ("id", "embedding"):
         if key not in obj:
-            raise InputError("missing", file=path, line=line_no, field=key)
+            raise bad("missing", field=key)
     try:
-        qid = ident(
-            obj["id"]
-            if not isinstance(obj["id"], int) or isinstance(obj["id"], bool)
-            else str(obj["id"]),
-            "query id",
-        )
+        qid = _query_id(obj["id"])
     except ValueError as exc:
-        raise InputError(str(exc), file=path, line=line_no, field="id") from None
+        raise bad(str(exc), field="id") from None
     emb = obj["embedding"]
     if not isinstance(emb, list) or not all(
         isinstance(x, (int, float)) and not isinstance(x, bool) for x in emb
     ):
-        raise InputError("not a list of numbers", file=path, line=line_no, field="embedding")
+        raise bad("not a list of numbers", field="embedding")
     try:
         vec = _vector(emb, "vector", "embedding")
     except InputError as exc:
-        raise InputError(
-            exc.detail.split(": ", 1)[-1], file=path, line=line_no, field="embedding"
-        ) from None
+        raise bad(exc.detail.split(": ", 1)[-1], field="embedding") from None
     return qid, vec
 
 
@@ -442,12 +433,11 @@ def sample_record(count: int, digest: str, seed: Any, target: str) -> dict:
 def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str, dict]:
     """Read the vectors, store them as a query set (unless stored already); return its name and
     the source record (source, seed, count, content hash) for the run's configuration."""
-    field = {
-        "sample": param("sample_queries"),
-        "sql": param("queries_sql"),
-        "file": param("queries_file"),
-        "captured": param("captured"),
-    }[src.kind]
+    field = param(
+        {"sample": "sample_queries", "sql": "queries_sql", "file": "queries_file"}.get(
+            src.kind, src.kind
+        )
+    )
     rows: list
     limits: list[int] = []
     if src.kind == "captured":
@@ -485,15 +475,16 @@ def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str,
     _check(rows, origin, field, target.dimension if target is not None else None)
     own = src.kind == "sample"
     digest = content_hash(rows, own)
-    info = {
-        "source": src.kind,
-        "count": len(rows),
-        "content_hash": digest,
-        "own_chunk_removed": own,
-    }
-    if src.kind == "sample":
-        info.update(seed=src.seed, target=target.name)
-    elif src.kind == "sql":
+    if own:  # recorded as a probe records the sample it reuses
+        info = sample_record(len(rows), digest, src.seed, target.name)
+    else:
+        info = {
+            "source": src.kind,
+            "count": len(rows),
+            "content_hash": digest,
+            "own_chunk_removed": False,
+        }
+    if src.kind == "sql":
         info["sql"] = src.statement
     elif src.kind == "captured":
         info.update(captured=src.captured, window=src.window, limits=limits)
@@ -509,10 +500,9 @@ def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str,
 
         ensure_installed(conn)
         with conn.transaction():
-            conn.execute(
-                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("pgeval.testset:" + name,)
-            )
-            from .catalog import find_testset
+            from .catalog import find_testset, lock_name
+
+            lock_name(conn, name)
 
             found = find_testset(conn, name)
             row = None if found is None else (found[1],)

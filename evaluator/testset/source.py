@@ -77,6 +77,17 @@ class Source:
         finally:
             self._close(stream)
 
+    def nonblank(self, empty: str) -> Iterator[tuple[int, str]]:
+        """The lines that are not blank, as iterating yields them; ``empty`` the error when the
+        file has none (raised once the file is read)."""
+        count = 0
+        for n, text in self:
+            if text.strip():
+                count += 1
+                yield n, text
+        if count == 0:
+            raise self.error(empty)
+
     def blocks(self, size: int = 1 << 20) -> Iterator[tuple[int, bytes]]:
         """The file as ``(number of the first line, bytes)`` blocks of about ``size`` bytes, each
         made of whole lines, each line ending with ``\\n`` (one is added to a last line that has

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import Conflict, InputError, param
 from ..core.install import ensure_installed
+from .catalog import lock_name
 from .grademap import GradeMap
 from .plan import make_plan
 from .progress import LoadProgress
@@ -77,9 +78,7 @@ def load(
     started = time.perf_counter()
     ensure_installed(conn)
     with LoadProgress(plan.sources, progress) as bar, conn.transaction(), conn.cursor() as cur:
-        cur.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("pgeval.testset:" + name,)
-        )
+        lock_name(cur, name)
         _create_stage(cur)
         digest = _stream(cur, plan, gmap, bar)
         bar.phase("checking")
@@ -108,14 +107,7 @@ def load(
         bar.phase("writing")
         tid, n_queries, n_judged = _write(cur, plan, name, digest, gmap)
         bar.phase("ideal DCG")
-        # fresh statistics: without them the planner takes the new test set for an empty one and
-        # refresh_ideal's join turns quadratic (seen: 60 s instead of 0.5 s for 20k queries)
-        cur.execute("ANALYZE pgeval.query")
-        cur.execute("SELECT pgeval.refresh_ideal(%s)", (tid,))
-        cur.execute(
-            "UPDATE pgeval.testset SET n_queries = %s, n_judgements = %s WHERE testset_id = %s",
-            (n_queries, n_judged, tid),
-        )
+        finish(cur, tid, n_queries, n_judged)
         report = _report(cur, name, tid, digest, plan, gmap)
         report.replaced, report.runs_deleted = old is not None, runs
         report.n_skipped = (
@@ -125,6 +117,18 @@ def load(
         )
     report.seconds = time.perf_counter() - started
     return report
+
+
+def finish(cur: Any, tid: int, n_queries: int, n_judgements: int) -> None:
+    """A test set's queries and judgements written: its ideal DCG and its counts."""
+    # fresh statistics: without them the planner takes the new test set for an empty one and
+    # refresh_ideal's join turns quadratic (seen: 60 s instead of 0.5 s for 20k queries)
+    cur.execute("ANALYZE pgeval.query")
+    cur.execute("SELECT pgeval.refresh_ideal(%s)", (tid,))
+    cur.execute(
+        "UPDATE pgeval.testset SET n_queries = %s, n_judgements = %s WHERE testset_id = %s",
+        (n_queries, n_judgements, tid),
+    )
 
 
 def _create_stage(cur: Any) -> None:

@@ -161,12 +161,7 @@ def check_staged(cur: Any, files: list[str], labels: dict[str, str]) -> None:
          ORDER BY min(file * 2147483647::bigint + line) LIMIT 1""").fetchone()
     if row:
         qid, f, ln = row
-        raise InputError(
-            f"duplicate query id '{qid}' (also on line {ln[0]})",
-            file=files[f[1]],
-            line=ln[1],
-            field=labels["query"],
-        )
+        raise _twice(f"duplicate query id '{qid}'", files, f, ln, labels["query"])
     if labels.get("known_queries"):
         row = cur.execute("""
             SELECT j.query_id, j.file, j.line FROM pg_temp.pgeval_stage j
@@ -193,9 +188,9 @@ def duplicate_judgement(cur: Any, files: list[str], field: str) -> InputError | 
     if row is None:
         return None
     qid, chunk, f, ln = row
-    return InputError(
-        f"query '{qid}' judges chunk '{chunk}' twice (also on line {ln[0]})",
-        file=files[f[1]],
-        line=ln[1],
-        field=field,
-    )
+    return _twice(f"query '{qid}' judges chunk '{chunk}' twice", files, f, ln, field)
+
+
+def _twice(what: str, files: list[str], f: list[int], ln: list[int], field: str) -> InputError:
+    """The error at the second of the lines ``ln`` (of files ``f``) that say the same thing."""
+    return InputError(f"{what} (also on line {ln[0]})", file=files[f[1]], line=ln[1], field=field)

@@ -20,9 +20,10 @@ from ..core.errors import Conflict, param
 from ..core.install import ensure_installed
 from ..core.spreadsheet import value
 from . import judging
-from .catalog import find_testset, resolve_testset
+from .catalog import find_testset, lock_name, resolve_testset
 from .formats.csv import records
 from .source import Source
+from .store import finish
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -141,9 +142,7 @@ def grade(
     ensure_installed(conn)
     with conn.transaction(), conn.cursor() as cur:
         tid, parent_hash = resolve_testset(conn, base)
-        cur.execute(
-            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", ("pgeval.testset:" + base,)
-        )
+        lock_name(cur, base)
         _stage(cur, rows)
         _check(cur, src, tid, base)
         agreement = None
@@ -187,19 +186,16 @@ def _stage(cur: Any, rows: list[_Row]) -> None:
             copy.write_row((r.line, r.query_id, r.chunk_id, r.grade, "human"))
 
 
-def _check(cur: Any, src: Source, tid: int, base: str) -> None:
-    """The first row naming a query the test set lacks, a chunk no run of its family retrieved
-    for that query, or a chunk the test set judged already."""
-    row = cur.execute(
+# the pool file's rows the test set refuses, each a statement finding the first such row
+# (line, query, ...), the message it makes and the field it names
+_REFUSED = (
+    (
         f"SELECT line, query_id FROM {STAGE} s WHERE NOT EXISTS (SELECT 1 FROM pgeval.query q "
-        "WHERE q.testset_id = %s AND q.query_id = s.query_id) ORDER BY line LIMIT 1",
-        (tid,),
-    ).fetchone()
-    if row:
-        raise src.error(
-            f"query '{row[1]}' is not in test set '{base}'", line=row[0], field="query_id"
-        )
-    row = cur.execute(
+        "WHERE q.testset_id = %(tid)s AND q.query_id = s.query_id) ORDER BY line LIMIT 1",
+        "query '{1}' is not in test set '{base}'",
+        "query_id",
+    ),
+    (
         _FAMILY
         + f"""
         SELECT line, query_id, chunk_id FROM {STAGE} s
@@ -207,28 +203,27 @@ def _check(cur: Any, src: Source, tid: int, base: str) -> None:
                             WHERE r.testset_id IN (SELECT testset_id FROM down)
                               AND l.query_id = s.query_id AND s.chunk_id = ANY (l.chunk_ids))
          ORDER BY line LIMIT 1""",
-        {"tid": tid},
-    ).fetchone()
-    if row:
-        raise src.error(
-            f"chunk '{row[2]}' is in no stored list of query '{row[1]}' (runs of test set "
-            f"'{base}' and its versions)",
-            line=row[0],
-            field="chunk_id",
-        )
-    row = cur.execute(
+        "chunk '{2}' is in no stored list of query '{1}' (runs of test set '{base}' and its "
+        "versions)",
+        "chunk_id",
+    ),
+    (
         f"SELECT s.line, s.query_id, s.chunk_id, j.grade FROM {STAGE} s JOIN pgeval.qrel j "
-        "ON j.testset_id = %s AND j.query_id = s.query_id AND j.chunk_id = s.chunk_id "
+        "ON j.testset_id = %(tid)s AND j.query_id = s.query_id AND j.chunk_id = s.chunk_id "
         "WHERE s.grade IS NOT NULL ORDER BY s.line LIMIT 1",
-        (tid,),
-    ).fetchone()
-    if row:
-        raise src.error(
-            f"query '{row[1]}' chunk '{row[2]}' is judged already (grade {row[3]}) in test "
-            f"set '{base}'",
-            line=row[0],
-            field="grade",
-        )
+        "query '{1}' chunk '{2}' is judged already (grade {3}) in test set '{base}'",
+        "grade",
+    ),
+)
+
+
+def _check(cur: Any, src: Source, tid: int, base: str) -> None:
+    """The first row naming a query the test set lacks, a chunk no run of its family retrieved
+    for that query, or a chunk the test set judged already."""
+    for statement, message, field in _REFUSED:
+        row = cur.execute(statement, {"tid": tid}).fetchone()
+        if row:
+            raise src.error(message.format(*row, base=base), line=row[0], field=field)
 
 
 def _take_model(cur: Any, src: Source, tid: int, agreement: judging.Agreement) -> None:
@@ -288,6 +283,7 @@ def _write(
         "expected_facts, embedding FROM pgeval.query WHERE testset_id = %s",
         (tid, parent),
     )
+    n_queries = cur.rowcount
     cur.execute(
         "INSERT INTO pgeval.query_embedding (testset_id, query_id, embedder, dim, embedding) "
         "SELECT %s, query_id, embedder, dim, embedding FROM pgeval.query_embedding "
@@ -302,11 +298,5 @@ def _write(
         (tid, parent, tid),
     )
     n = cur.rowcount
-    cur.execute("ANALYZE pgeval.query")  # as the load does: refresh_ideal's join needs it
-    cur.execute("SELECT pgeval.refresh_ideal(%s)", (tid,))
-    cur.execute(
-        "UPDATE pgeval.testset SET n_queries = (SELECT count(*) FROM pgeval.query "
-        "WHERE testset_id = %s), n_judgements = %s WHERE testset_id = %s",
-        (tid, n, tid),
-    )
+    finish(cur, tid, n_queries, n)
     return name, tid, version, n, False

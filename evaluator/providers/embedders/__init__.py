@@ -80,6 +80,14 @@ def parse(
     )
 
 
+def texts(queries: Sequence) -> list[str]:
+    """The queries' texts to embed; InputError naming --embedder for a query without one."""
+    for q in queries:
+        if not q.text:
+            raise InputError(f"query '{q.query_id}' has no text to embed", field=param("embedder"))
+    return [q.text for q in queries]
+
+
 def check_matrix(matrix: ArrayLike, n: int, source: str) -> np.ndarray:
     """A float32 (n x d) matrix with finite values, else InputError naming ``source``."""
     m = np.asarray(matrix, dtype=np.float32)

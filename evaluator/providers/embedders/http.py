@@ -12,7 +12,6 @@ no key, for local servers) and never appears in a message or a log.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -20,13 +19,12 @@ import numpy as np
 
 from ...core.errors import InputError, param
 from ...core.masking import mask
-from ..http_json import JsonClient, check_url, key_from_env
-from . import check_matrix
+from ..http_json import JsonClient, key_from_env, openai_base_url
+from . import check_matrix, texts
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_BATCH = 10
 RETRIES = 5
 BACKOFF_S = 0.5
@@ -46,9 +44,7 @@ class OpenAIEmbedder:
         backoff_s: float = BACKOFF_S,
     ):
         self.model = model
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        self.base_url = self.base_url.rstrip("/")
-        check_url(self.base_url, "base URL", param("base_url"))
+        self.base_url = openai_base_url(base_url, "base URL")
         self.dimensions = dimensions
         self.api_key_env = "OPENAI_API_KEY" if api_key_env is None else api_key_env
         self.batch_size = batch_size or DEFAULT_BATCH
@@ -84,11 +80,6 @@ class OpenAIEmbedder:
                 field=param("base_url"),
             ) from None
 
-    @property
-    def requests(self) -> int:
-        """Requests sent, retries included (for reports and tests)."""
-        return self._client.requests if self._client else 0
-
     def _vectors(self, payload: Any, n: int) -> list[list[float]]:
         items = payload["data"]
         if len(items) != n:
@@ -97,11 +88,7 @@ class OpenAIEmbedder:
         return [d["embedding"] for d in items]
 
     def embed(self, queries: Sequence, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
-        for q in queries:
-            if not q.text:
-                raise InputError(
-                    f"query '{q.query_id}' has no text to embed", field=param("embedder")
-                )
+        all_texts = texts(queries)
         self._client = JsonClient(
             self.url,
             key=self._api_key(),
@@ -113,7 +100,7 @@ class OpenAIEmbedder:
         )
         rows: list[list[float]] = []
         for i in range(0, len(queries), self.batch_size):
-            batch = [q.text for q in queries[i : i + self.batch_size]]
+            batch = all_texts[i : i + self.batch_size]
             rows.extend(self._request(batch))
             if on_batch:
                 on_batch(len(batch))

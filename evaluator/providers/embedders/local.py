@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ...core.errors import InputError, first_line, param
-from . import check_matrix
+from . import check_matrix, texts
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -48,17 +48,12 @@ class LocalEmbedder:
         )
 
     def embed(self, queries: Sequence, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
-        for q in queries:
-            if not q.text:
-                raise InputError(
-                    f"query '{q.query_id}' has no text to embed", field=param("embedder")
-                )
+        all_texts = texts(queries)
         if self._model is None:
             self._model = self._load()
         out = []
-        texts = [q.text for q in queries]
-        for i in range(0, len(texts), self.batch_size):
-            batch = texts[i : i + self.batch_size]
+        for i in range(0, len(all_texts), self.batch_size):
+            batch = all_texts[i : i + self.batch_size]
             out.append(
                 np.asarray(
                     self._model.encode(batch, batch_size=self.batch_size, convert_to_numpy=True),

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ...core.db import dict_rows
 from ...core.errors import InputError, NotFound, param
 from ...core.vector_literal import vector_literal
 from ...testset.query import Query
@@ -189,13 +190,10 @@ def _vectors(conn: Any, tid: int, label: str) -> dict[str, np.ndarray | None]:
 
 
 def list_embeddings(conn: Any, testset: str | None = None) -> list[dict]:
-    rows = conn.execute(
-        "SELECT t.name, e.embedder, max(e.dim), count(*), max(e.created_at) "
-        "FROM pgeval.query_embedding e JOIN pgeval.testset t USING (testset_id) "
-        "WHERE %(t)s::text IS NULL OR t.name = %(t)s GROUP BY 1, 2 ORDER BY 1, 2",
+    return dict_rows(
+        conn,
+        "SELECT t.name AS testset, e.embedder, max(e.dim) AS dimension, count(*) AS queries, "
+        "max(e.created_at) AS created_at FROM pgeval.query_embedding e JOIN pgeval.testset t "
+        "USING (testset_id) WHERE %(t)s::text IS NULL OR t.name = %(t)s GROUP BY 1, 2 ORDER BY 1, 2",
         {"t": testset},
-    ).fetchall()
-    return [
-        {"testset": r[0], "embedder": r[1], "dimension": r[2], "queries": r[3], "created_at": r[4]}
-        for r in rows
-    ]
+    )

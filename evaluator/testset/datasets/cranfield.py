@@ -73,12 +73,3 @@ def qrels(folder: Path) -> list[tuple[str, str, str]]:
         if len(parts) >= 3:
             out.append((parts[0], parts[1], parts[2]))
     return out
-
-
-def write_trec_files(folder: Path, out_dir: Path) -> tuple[Path, Path]:
-    """Write cranqrel as TREC qrels (``qid 0 doc code``) and the queries as TSV; return paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    qrel_path, query_path = out_dir / "cranfield.qrels", out_dir / "cranfield.queries.tsv"
-    qrel_path.write_text("".join(f"{q} 0 {d} {c}\n" for q, d, c in qrels(folder)), encoding="utf-8")
-    query_path.write_text("".join(f"{q}\t{t}\n" for q, t in queries(folder)), encoding="utf-8")
-    return qrel_path, query_path

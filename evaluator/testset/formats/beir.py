@@ -30,15 +30,9 @@ def _is_header(parts: list[str]) -> bool:
 
 
 def queries_jsonl(src: Source, file_idx: int) -> Iterator[Row]:
-    count = 0
-    for n, text in src:
-        if not text.strip():
-            continue
+    for n, text in src.nonblank("the file is empty (no queries)"):
         obj = parse_line(src, n, text)
-        count += 1
         yield query_row(src, file_idx, n, obj.get("_id"), obj.get("text"), "_id")
-    if count == 0:
-        raise src.error("the file is empty (no queries)")
 
 
 def parse(plan: Plan, grade_map: GradeMap) -> Iterator[Row]:

@@ -47,14 +47,10 @@ def parse_line(src: Source, n: int, text: str) -> Any:
 def parse(plan: Plan, grade_map: GradeMap) -> Iterator[Row]:
     src = plan.sources[0]
     dims = fields.Dimensions()
-    count = 0
-    for n, text in src:
-        if not text.strip():
-            continue
+    for n, text in src.nonblank("the file is empty (no queries)"):
         obj = parse_line(src, n, text)
         if "id" not in obj:
             raise src.error("the query id is missing", line=n, field="id")
-        count += 1
         yield query_row(
             src,
             0,
@@ -70,5 +66,3 @@ def parse(plan: Plan, grade_map: GradeMap) -> Iterator[Row]:
             grade_map=grade_map,
             dims=dims,
         )
-    if count == 0:
-        raise src.error("the file is empty (no queries)")

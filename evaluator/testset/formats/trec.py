@@ -43,17 +43,11 @@ def query_row(
 
 
 def queries_tsv(src: Source, file_idx: int) -> Iterator[Row]:
-    count = 0
-    for n, text in src:
-        if not text.strip():
-            continue
+    for n, text in src.nonblank("the queries file is empty"):
         qid, tab, body = text.partition("\t")
         if not tab:
             raise src.error("expected query-id<TAB>text (no tab on this line)", line=n)
-        count += 1
         yield query_row(src, file_idx, n, qid, body, "query-id")
-    if count == 0:
-        raise src.error("the queries file is empty")
 
 
 def qrels(
