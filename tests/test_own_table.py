@@ -95,6 +95,10 @@ def test_sampled_exact_search_against_itself_is_one(database, own, conn, pgeval)
         "SELECT config FROM pgeval.experiment WHERE experiment_id = %s", (res.experiment_id,)
     ).fetchone()[0]
     assert cfg["queries"]["source"] == "sample" and cfg["queries"]["seed"] == 3
+    # exactly a sample's record (no file: a sample of the table was read from none)
+    assert set(cfg["queries"]) == {
+        "source", "count", "content_hash", "own_chunk_removed", "seed", "target"
+    }  # fmt: skip
     assert cfg["queries"]["count"] == 25 and len(cfg["queries"]["content_hash"]) == 64
     # no query finds its own chunk, in either run; both keep 10 rows
     for run_id in runs.values():

@@ -492,7 +492,7 @@ def materialize(database: Database, src: QuerySource, target: Any) -> tuple[str,
             info["where"] = list(src.where)
         if src.shape is not None:
             info["shape"] = src.shape
-    else:
+    elif src.kind == "file":
         info["file"] = str(Path(src.path or "").resolve())
     name = f"queries-{digest[:16]}"
     with database.connect() as conn:
