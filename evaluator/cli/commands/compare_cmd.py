@@ -72,15 +72,10 @@ def compare(
     ndcg_k: str | None,
     mrr_k: str | None,
     extra_measures: str | None,
-    rel: int,
-    alpha: float,
-    permutations: int,
-    seed: int,
-    test: str,
     top: int,
     moved_by: str | None,
-    allow_partial: bool,
     fmt: str,
+    **common: Any,
 ) -> None:
     """Compare CANDIDATE with BASELINE (runs, experiments or saved JSON reports) query by query.
 
@@ -107,15 +102,8 @@ def compare(
     """
     if len(runs) < 2:
         raise click.UsageError("give at least two runs: BASELINE CANDIDATE [RUN]...")
-    common: dict[str, Any] = {
-        "measures": measures_from(k, ndcg_k, mrr_k, extra_measures),
-        "rel": rel,
-        "allow_partial": allow_partial,
-        "alpha": alpha,
-        "permutations": permutations,
-        "seed": seed,
-        "test": test,
-    }
+    # the options both API methods take go to them under their names
+    common["measures"] = measures_from(k, ndcg_k, mrr_k, extra_measures)
     from ...api.results import MultiComparison
 
     if len(runs) > 2:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -41,14 +41,9 @@ def fingerprint(
     pg: Pgeval,
     target_name: str | None,
     run_name: str | None,
-    testset: str | None,
-    embedder: str | None,
-    stage: str | None,
-    chunking: str | None,
-    settings: tuple[str, ...],
     no_checksum: bool,
-    check: bool,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Print the configuration fingerprint and its config hash.
 
@@ -73,17 +68,8 @@ def fingerprint(
       pgeval fingerprint --target kb --no-checksum --check
       pgeval fingerprint --run exp1.hnsw.1
     """
-    report = pg.fingerprint(
-        target_name,
-        run=run_name,
-        testset=testset,
-        embedder=embedder,
-        stage=stage,
-        chunking=chunking,
-        settings=settings,
-        checksum=not no_checksum,
-        check=check,
-    )
+    # the other options go to the API under their names
+    report = pg.fingerprint(target_name, run=run_name, checksum=not no_checksum, **options)
     findings = report.health
     if fmt == "json":
         click.echo(to_json(report.as_dict()))

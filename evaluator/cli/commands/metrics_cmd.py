@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -60,18 +60,13 @@ def metrics(
     ndcg_k: str | None,
     mrr_k: str | None,
     extra_measures: str | None,
-    rel: int,
     per_query: bool,
     by_type: bool,
     flagged: bool,
     plans: bool,
-    domain_discount: float,
-    min_score: float | None,
-    judged_only: bool,
-    strict: bool,
-    allow_partial: bool,
     levels: bool,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Recall@K, MRR@K, nDCG@K, Precision@K and Hit@K of RUN, means over valid queries.
 
@@ -99,16 +94,11 @@ def metrics(
     ev = pg.metrics(
         run,
         measures=measures,
-        rel=rel,
-        domain_discount=domain_discount,
         per_query=per_query,
         by_type=by_type,
         flagged=flagged,
-        strict=strict,
-        allow_partial=allow_partial,
-        min_score=min_score,
         plans=plans,
-        judged_only=judged_only,
+        **options,  # the others under their names
     )
     measures = ev.measures  # with judged@K
     plan_rows = ev.plans

@@ -3,7 +3,7 @@ captured from PostgreSQL's server log."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -57,7 +57,6 @@ def queries() -> None:
 @click.option("--until", metavar="TIME", help="Only searches logged before TIME.")
 @click.option(
     "--max",
-    "max_queries",
     type=int,
     metavar="N",
     help="Keep N distinct queries, the same N for the same log (chosen by their ids).",
@@ -72,15 +71,9 @@ def capture(
     logfile: tuple[str, ...],
     target_name: str | None,
     name: str | None,
-    log_format: str,
-    log_line_prefix: str | None,
-    since: str | None,
-    until: str | None,
-    max_queries: int | None,
-    append: bool,
-    replace: bool,
     how: bool,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Keep the searches of a target found in PostgreSQL log files (LOGFILE..., plain or gzip;
     stderr, csvlog or jsonlog).
@@ -112,18 +105,8 @@ def capture(
     if not logfile:
         raise InputError("give the log file(s) to read (`pgeval queries capture --how`)")
     assert target_name is not None and name is not None
-    report = pg.capture_queries(
-        list(logfile),
-        target=target_name,
-        name=name,
-        log_format=log_format,
-        log_line_prefix=log_line_prefix,
-        since=since,
-        until=until,
-        max=max_queries,
-        append=append,
-        replace=replace,
-    )
+    # the other options go to the API under their names
+    report = pg.capture_queries(list(logfile), target=target_name, name=name, **options)
     if fmt == "json":
         click.echo(to_json(report.as_dict()))
         return

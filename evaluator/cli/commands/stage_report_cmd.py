@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -148,14 +148,8 @@ def _worst_rows(report: StageReport) -> list[dict]:
 def stage_report(
     pg: Pgeval,
     experiment: str,
-    k: int,
-    repetition: str,
-    rel: int,
-    worst: int,
-    judged_only: bool,
-    strict: bool,
-    allow_partial: bool,
     fmt: str,
+    **options: Any,
 ) -> None:
     """The stages of EXPERIMENT side by side, and the stage that lost each relevant chunk.
 
@@ -194,16 +188,7 @@ def stage_report(
     """
     from ...api.vocabulary import chain_text
 
-    report = pg.stage_report(
-        experiment,
-        k=k,
-        rel=rel,
-        repetition=repetition,
-        worst=worst,
-        allow_partial=allow_partial,
-        strict=strict,
-        judged_only=judged_only,
-    )
+    report = pg.stage_report(experiment, **options)  # the options under their names
     judged = report.judged
     for w in report.warnings:
         warn(w)

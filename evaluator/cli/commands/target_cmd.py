@@ -147,31 +147,7 @@ def target() -> None:
 @REPLACE.but(help="Replace a target of the same name.")
 @format_option(choices=("table", "json"))
 @pass_api
-def add(
-    pg: Pgeval,
-    name: str,
-    table: str | None,
-    schema: str | None,
-    id_column: str | None,
-    vector_column: str | None,
-    text_column: str | None,
-    distance: str | None,
-    where: tuple[str, ...],
-    null_true: tuple[str, ...],
-    min_similarity: float | None,
-    max_distance: float | None,
-    dimension: int | None,
-    dimension_column: str | None,
-    preset: str | None,
-    knowledge_base_id: tuple[str, ...],
-    knowledge_id: tuple[str, ...],
-    tag_id: tuple[str, ...],
-    group_by: str | None,
-    statement: str | None,
-    statement_file: str | None,
-    replace: bool,
-    fmt: str,
-) -> None:
+def add(pg: Pgeval, name: str, where: tuple[str, ...], fmt: str, **options: Any) -> None:
     """Add a target after checking its table, columns, vector type and dimension in the catalog.
 
     \b
@@ -190,29 +166,8 @@ def add(
       pgeval target add app2 --table docs --id-column id --vector-column embedding \\
           --statement-file search.sql
     """
-    added = pg.add_target(
-        name,
-        table=table,
-        schema=schema,
-        id_column=id_column,
-        vector_column=vector_column,
-        text_column=text_column,
-        distance=distance,
-        where=parse_where(where),
-        dimension=dimension,
-        dimension_column=dimension_column,
-        preset=preset,
-        knowledge_base_id=list(knowledge_base_id),
-        knowledge_id=list(knowledge_id),
-        tag_id=list(tag_id),
-        null_true=list(null_true),
-        min_similarity=min_similarity,
-        max_distance=max_distance,
-        group_by=group_by,
-        replace=replace,
-        statement=statement,
-        statement_file=statement_file,
-    )
+    # the other options go to the API under their names (their lists as tuples)
+    added = pg.add_target(name, where=parse_where(where), **options)
     tg, indexes, warnings = added.target, added.indexes, added.warnings
     for w in warnings:
         warn(w)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -80,10 +80,8 @@ def load(
     file: str,
     name: str,
     source_format: str | None,
-    queries: str | None,
-    grade_map: str | None,
-    replace: bool,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Load FILE as test set NAME: validated, all or nothing, in one transaction.
 
@@ -107,15 +105,8 @@ def load(
       pgeval testset load cases.csv --name kb-v1 --replace
       pgeval testset load cran.qrels --queries cran.tsv --grade-map 1=3,2=2,3=1,4=0,-1=0 --name cran
     """
-    report = pg.load_testset(
-        file,
-        name,
-        format=source_format,
-        queries=queries,
-        grade_map=grade_map,
-        replace=replace,
-        progress=True,
-    )
+    # the other options go to the API under their names
+    report = pg.load_testset(file, name, format=source_format, progress=True, **options)
     if fmt == "json":
         click.echo(to_json(report.as_dict()))
         return

@@ -42,12 +42,10 @@ _JSON = ("table", "json")
 def holes(
     pg: Pgeval,
     experiment: str,
-    depth: int,
     out: str,
     judge: str | None,
-    base_url: str | None,
-    api_key_env: str | None,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Write the unjudged chunks of EXPERIMENT's top K (every stage, every repetition) to a CSV
     file for annotators: test set, query id and text, chunk id and text, the stages and ranks it
@@ -74,15 +72,7 @@ def holes(
         bar.update(task[0], completed=done)
 
     try:
-        report = pg.testset_holes(
-            experiment,
-            out,
-            depth=depth,
-            judge=judge,
-            base_url=base_url,
-            api_key_env=api_key_env,
-            on_progress=on_progress,
-        )
+        report = pg.testset_holes(experiment, out, judge=judge, on_progress=on_progress, **options)
     finally:
         if bar.live.is_started:
             bar.stop()
@@ -136,14 +126,7 @@ def _agreement(a: Any) -> None:
 )
 @format_option(choices=_JSON)
 @pass_api
-def grade(
-    pg: Pgeval,
-    file: str,
-    testset: str | None,
-    name: str | None,
-    model_grades: str | None,
-    fmt: str,
-) -> None:
+def grade(pg: Pgeval, file: str, fmt: str, **options: Any) -> None:
     """Read the grades of a pool FILE (`pgeval testset holes`) into a new version of its test
     set: its judgements and the file's. Rows with an empty grade are left out.
 
@@ -158,7 +141,7 @@ def grade(
       pgeval testset grade pool.csv --testset cran --name cran-graded
       pgeval testset grade pool.csv --model-grades openai:qwen-plus
     """
-    r = pg.grade_testset(file, testset=testset, name=name, model_grades=model_grades)
+    r = pg.grade_testset(file, **options)  # the options under their names
     if fmt == "json":
         click.echo(to_json(r.as_dict()))
         return

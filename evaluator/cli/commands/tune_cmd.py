@@ -3,7 +3,7 @@ on the stored lists, the choice cross-validated, a change recommended only when 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -127,15 +127,10 @@ def tune(
     experiment: str,
     stage: str,
     grid: tuple[str, ...],
-    metric: str,
-    folds: int,
-    seed: int,
-    repetition: int,
-    jobs: int,
-    name: str | None,
     no_store: bool,
     fmt: str,
     as_json: bool,
+    **options: Any,
 ) -> None:
     """Tune the merge or rerank stage of EXPERIMENT on its stored lists, held out.
 
@@ -173,14 +168,9 @@ def tune(
             experiment,
             stage,
             list(grid),
-            metric=metric,
-            folds=folds,
-            seed=seed,
-            repetition=repetition,
-            jobs=jobs,
-            name=name,
             store=not no_store,
             on_progress=on_progress,
+            **options,  # the others under their names
         )
     finally:
         if bar.live.is_started:
