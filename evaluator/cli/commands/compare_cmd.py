@@ -120,6 +120,11 @@ def compare(
         warn(w)
 
 
+# the columns of a pair's measures (:func:`_measure_row`) and of its latency
+MEASURE_COLUMNS = ["metric", "baseline", "candidate", "delta", "95% CI", "p", "sig", "W/T/L"]
+LATENCY_COLUMNS = ["metric", "baseline", "candidate", "delta", "ratio"]
+
+
 def _two(c: Comparison) -> None:
     """Two runs: the table of measures, latency, the queries that moved, the reading."""
     click.echo(
@@ -129,13 +134,13 @@ def _two(c: Comparison) -> None:
     emit(
         [_measure_row(r) for r in c.rows],
         "table",
-        ["metric", "baseline", "candidate", "delta", "95% CI", "p", "sig", "W/T/L"],
+        MEASURE_COLUMNS,
     )
     if c.latency:
         emit(
             [_latency_row(r) for r in c.latency],
             "table",
-            ["metric", "baseline", "candidate", "delta", "ratio"],
+            LATENCY_COLUMNS,
             title="latency (ms)",
         )
     if c.moved:
@@ -170,25 +175,14 @@ def _many(c: MultiComparison) -> None:
             for r in p["rows"]
         ],
         "table",
-        [
-            "pair",
-            "metric",
-            "baseline",
-            "candidate",
-            "delta",
-            "95% CI",
-            "p",
-            "p Holm",
-            "sig",
-            "W/T/L",
-        ],
+        ["pair", *MEASURE_COLUMNS[:6], "p Holm", *MEASURE_COLUMNS[6:]],
     )
     latency = [{**_latency_row(r), "pair": _pair(p)} for p in c.pairs for r in p["latency"]]
     if latency:
         emit(
             latency,
             "table",
-            ["pair", "metric", "baseline", "candidate", "delta", "ratio"],
+            ["pair", *LATENCY_COLUMNS],
             title="latency (ms)",
         )
     click.echo("reading (Holm-corrected):")

@@ -28,6 +28,11 @@ def _cell(stage: dict, measure: str) -> dict | None:
     return stage.get(measure) if index else stage["metrics"].get(measure)
 
 
+def _range(cell: dict | None) -> float | None:
+    """A measure's max - min over the repetitions; None without them."""
+    return None if not cell or cell["min"] is None else cell["max"] - cell["min"]
+
+
 def _headline(report: StageReport, names: list[str]) -> list[str]:
     """The measures a table shows without --wide: those at the report's K (recall@K,
     ndcg@K, index recall) and MRR; the first four measures when none is at K."""
@@ -49,20 +54,7 @@ def _stage_tables(
     for s in report.stages:
         head = {"stage": s.get("label") or s["stage"], "kind": s["kind"]}
         quality.append({**head, **{m: (_cell(s, m) or {}).get("mean") for m in measures}})
-        # the `not _cell(s, m)` test guards the indexing (mypy does not narrow a call's result)
-        spread.append(
-            {
-                **head,
-                **{
-                    m: (
-                        None
-                        if not _cell(s, m) or _cell(s, m)["min"] is None  # type: ignore[index]
-                        else _cell(s, m)["max"] - _cell(s, m)["min"]  # type: ignore[index]
-                    )
-                    for m in measures
-                },
-            }
-        )
+        spread.append({**head, **{m: _range(_cell(s, m)) for m in measures}})
         rows, lat = s.get("rows") or {}, s.get("latency_ms") or {}
         cost.append(
             {

@@ -8,17 +8,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ...api.vocabulary import grouped_consistency_line, reaches
-from ..output import echo_line, emit, info, to_json, warn
+from ..output import echo_line, emit, fixed, info, to_json, warn
 from .common import progress_bar, warn_above
 from .query_options import group_queries_words
 
 if TYPE_CHECKING:
     from ...api import Pgeval
     from ...api.results import Group, GroupSweepResult, Point
-
-
-def _fmt(x: float | None, spec: str = ".4f") -> str:
-    return "—" if x is None else format(x, spec)
 
 
 def iterative_text(row: dict[str, Any]) -> str:
@@ -31,7 +27,7 @@ def iterative_text(row: dict[str, Any]) -> str:
         str(row.get("iterative_setting", ""))
         + "="
         + ", ".join(
-            f"{mode} {_fmt(recall, '.3f')}{' ✓' if mode in row.get('fixed_by', []) else ' ✗'}"
+            f"{mode} {fixed(recall, '.3f')}{' ✓' if mode in row.get('fixed_by', []) else ' ✗'}"
             for mode, recall in modes.items()
         )
     )
@@ -101,8 +97,8 @@ def generic_lines(res: GroupSweepResult, column: str) -> list[str]:
             continue
         out.append(
             f"generic plan (prepared statements: psycopg 3, JDBC) for {column}={g['group']}: "
-            f"{gen['served_by']} gets recall@{res.k} {_fmt(gen['recall'])} (custom plan: "
-            f"{g['served_by']}, {_fmt(g['recall'])})"
+            f"{gen['served_by']} gets recall@{res.k} {fixed(gen['recall'])} (custom plan: "
+            f"{g['served_by']}, {fixed(g['recall'])})"
         )
     return out
 
@@ -143,8 +139,8 @@ def recommendation_line(res: GroupSweepResult) -> str:
         return (
             f"recommended: {rec['label']} — {which} reaches recall@{k} {goal:g}"
             f"{_mode_words(worst.get('plan'))}; the worst, {worst.get('group')}, "
-            f"{_fmt(rec['index_recall'])} at p95 "
-            f"{_fmt(rec['p95_ms'], '.3f')} ms ({rec['why']}){unmeasured}{generic}"
+            f"{fixed(rec['index_recall'])} at p95 "
+            f"{fixed(rec['p95_ms'], '.3f')} ms ({rec['why']}){unmeasured}{generic}"
         )
     if not res.groups:
         return "no group was measured"

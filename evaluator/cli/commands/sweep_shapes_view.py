@@ -8,15 +8,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ...api.vocabulary import short_statement
-from ..output import echo_line, emit, info, to_json, warn
+from ..output import echo_line, emit, fixed, info, to_json, warn
 from .common import progress_bar, warn_above
 
 if TYPE_CHECKING:
     from ...api import Pgeval
-
-
-def _fmt(x: float | None, spec: str = ".4f") -> str:
-    return "—" if x is None else format(x, spec)
 
 
 def shape_rows(d: dict[str, Any], width: int = 40) -> list[dict[str, Any]]:
@@ -29,8 +25,8 @@ def shape_rows(d: dict[str, Any], width: int = 40) -> list[dict[str, Any]]:
             "shape": r["shape"],
             "statement": short_statement(r["statement"], width),
             "share": f"{r['share']:.0%}",
-            recall: f"{_fmt(r['recall'])} ±{_fmt(r['margin95'], '.3f')}",
-            "p95_ms": _fmt(r["p95_ms"], ".2f"),
+            recall: f"{fixed(r['recall'])} ±{fixed(r['margin95'], '.3f')}",
+            "p95_ms": fixed(r["p95_ms"], ".2f"),
             "": "" if r["reached"] else "✗",
         }
         for r in d["shapes"]
@@ -45,14 +41,14 @@ def verdict_line(d: dict[str, Any]) -> str:
         return f"recommended: {v['point']} — every shape reaches recall {goal:g}"
     missing = [s for s in v.get("shapes", []) if s["reaches_at"] is None]
     return f"no setting measured reaches recall {goal:g} in every shape: " + "; ".join(
-        f"shape {s['shape']} cannot (best {_fmt(s['best'])} at {s['best_at']})" for s in missing
+        f"shape {s['shape']} cannot (best {fixed(s['best'])} at {s['best_at']})" for s in missing
     )
 
 
 def weighted_line(d: dict[str, Any]) -> str:
     at = d["at"] or {}
     return (
-        f"weighted by the searches sent: recall {_fmt(d['weighted_recall'])} at "
+        f"weighted by the searches sent: recall {fixed(d['weighted_recall'])} at "
         f"{at.get('label', '—')} ({at.get('why', '')})"
     )
 
