@@ -15,7 +15,7 @@ import shlex
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -394,7 +394,7 @@ def _add_target(database: Database, name: str, created: list[str]) -> None:
     from ..targets import targets as t
 
     # the target `target add NAME *TARGET_ARGS` adds
-    spec = {
+    spec: dict[str, Any] = {
         flag[2:].replace("-", "_"): value
         for flag, value in zip(TARGET_ARGS[::2], TARGET_ARGS[1::2])
     }

@@ -9,7 +9,7 @@ import click
 
 from ...api.vocabulary import grouped_consistency_line, reaches
 from ..output import echo_line, emit, fixed, info, to_json, warn
-from .common import progress_bar, warn_above
+from .common import OneTask
 from .query_options import group_queries_words
 
 if TYPE_CHECKING:
@@ -177,25 +177,19 @@ def run_grouped(
 ) -> None:
     """`pgeval sweep --group-by`: ``options`` the query source's, the groups' and the sweep's,
     by the API's names."""
-    bar = progress_bar(transient=True)
-    above = warn_above(bar)
-    task: dict[str, Any] = {}
+    label = [""]  # the group being measured
+    with OneTask() as bar:
 
-    def on_group(i: int, n: int, g: Group, step: str) -> None:
-        if not bar.live.is_started:
-            bar.start()
-        what = {"sweep": "", "confirm": " (the values found)", "generic": " (the generic plan)"}
-        what_text = what.get(step, " (iterative scan)")
-        task["label"] = f"group {i}/{n} {column}={g.value} ({g.rows} rows){what_text}"
-        if "id" not in task:
-            task["id"] = bar.add_task(task["label"], total=n)
-        bar.update(task["id"], completed=i - 1, description=task["label"])
+        def on_group(i: int, n: int, g: Group, step: str) -> None:
+            what = {"sweep": "", "confirm": " (the values found)", "generic": " (the generic plan)"}
+            what_text = what.get(step, " (iterative scan)")
+            label[0] = f"group {i}/{n} {column}={g.value} ({g.rows} rows){what_text}"
+            bar.show(label[0], i - 1, n)
 
-    def on_point(point: Point, rep: int, how: str) -> None:
-        if "id" in task:
-            bar.update(task["id"], description=f"{task['label']} {point.label} ({how})")
+        def on_point(point: Point, rep: int, how: str) -> None:
+            if bar.task is not None:
+                bar.show(f"{label[0]} {point.label} ({how})")
 
-    try:
         res = pg.sweep_groups(
             testset,
             target,
@@ -203,12 +197,9 @@ def run_grouped(
             group_by=column,
             **options,
             on_group=on_group,
-            on_warning=above,
+            on_warning=bar.warn,
             on_point=on_point,
         )
-    finally:
-        if bar.live.is_started:
-            bar.stop()
     line = recommendation_line(res)
     if fmt == "json":
         click.echo(to_json({**res.as_dict(), "recommendation_line": line}))

@@ -9,7 +9,7 @@ import click
 
 from ...api.vocabulary import short_statement
 from ..output import echo_line, emit, fixed, info, to_json, warn
-from .common import progress_bar, warn_above
+from .common import OneTask
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -56,25 +56,16 @@ def weighted_line(d: dict[str, Any]) -> str:
 def run_shaped(pg: Pgeval, target: str, stage: str, fmt: str, plot: str | None,
                options: dict[str, Any]) -> None:  # fmt: skip
     """`pgeval sweep --captured SET` (no --group-by): ``options`` by the API's names."""
-    bar = progress_bar(transient=True)
-    above = warn_above(bar)
-    task: dict[str, Any] = {}
-
-    def on_shape(i: int, n: int, sh: Any, step: str) -> None:
-        if not bar.live.is_started:
-            bar.start()
-        task["label"] = f"shape {i}/{n}" + (" (the value found)" if step == "confirm" else "")
-        if "id" not in task:
-            task["id"] = bar.add_task(task["label"], total=n)
-        bar.update(task["id"], completed=i - 1, description=task["label"])
-
     captured = options.pop("captured")
-    try:
-        res = pg.sweep_shapes(target, stage, captured=captured, **options, on_shape=on_shape,
-                              on_warning=above)  # fmt: skip
-    finally:
-        if bar.live.is_started:
-            bar.stop()
+    with OneTask() as bar:
+
+        def on_shape(i: int, n: int, sh: Any, step: str) -> None:
+            confirm = " (the value found)" if step == "confirm" else ""
+            bar.show(f"shape {i}/{n}{confirm}", i - 1, n)
+
+        res = pg.sweep_shapes(
+            target, stage, captured=captured, **options, on_shape=on_shape, on_warning=bar.warn
+        )
     d = res.as_dict()
     d.update(weighted_line=weighted_line(d), verdict_line=verdict_line(d))
     if fmt == "json":

@@ -10,7 +10,7 @@ import click
 
 from ..flags import API_KEY_ENV, BASE_URL, DEPTH, NAME, OUT, TESTSET, format_option
 from ..output import echo_line, to_json, warn
-from .common import pass_api, progress_bar
+from .common import OneTask, pass_api
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -62,20 +62,14 @@ def holes(
       pgeval testset holes cran-demo --out pool.csv --judge openai:qwen2.5:7b \\
           --base-url http://localhost:11434/v1 --api-key-env ''
     """
-    bar = progress_bar(transient=True)
-    task: list = []
-
-    def on_progress(done: int, total: int) -> None:
-        if not task:  # started with the first grade: an early error prints one line only
-            bar.start()
-            task.append(bar.add_task(f"judge {judge}", total=total))
-        bar.update(task[0], completed=done)
-
-    try:
-        report = pg.testset_holes(experiment, out, judge=judge, on_progress=on_progress, **options)
-    finally:
-        if bar.live.is_started:
-            bar.stop()
+    with OneTask() as bar:
+        report = pg.testset_holes(
+            experiment,
+            out,
+            judge=judge,
+            on_progress=lambda done, total: bar.show(f"judge {judge}", done, total),
+            **options,
+        )
     if fmt == "json":
         click.echo(to_json(report.as_dict()))
         return

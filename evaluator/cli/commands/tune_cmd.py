@@ -9,7 +9,7 @@ import click
 
 from ..flags import NAME, REPETITION, SEED, STAGE, format_option
 from ..output import echo_line, emit, to_json, warn
-from .common import pass_api, progress_bar
+from .common import OneTask, pass_api
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -154,27 +154,15 @@ def tune(
       pgeval tune exp1 --stage merge --grid merge:input_depth=10,20,[hnsw:10,bm25:40] --json
       pgeval tune exp1 --stage rerank --grid rerank:top_n=10,20,30 --metric recall@10
     """
-    bar = progress_bar(transient=True)
-    task: list = []
-
-    def on_progress(done: int, total: int) -> None:
-        if not task:
-            bar.start()
-            task.append(bar.add_task(f"tune {stage}: configurations", total=total))
-        bar.update(task[0], completed=done)
-
-    try:
+    with OneTask() as bar:
         result = pg.tune(
             experiment,
             stage,
             list(grid),
             store=not no_store,
-            on_progress=on_progress,
+            on_progress=lambda done, total: bar.show(f"tune {stage}: configurations", done, total),
             **options,  # the others under their names
         )
-    finally:
-        if bar.live.is_started:
-            bar.stop()
     for w in result.warnings:
         warn(w)
     if fmt == "json" or as_json:
