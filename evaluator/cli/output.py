@@ -571,6 +571,13 @@ def emit(
         table(rows, columns, title, wide_only=wide_only)
 
 
+def printed_json(fmt: str, doc: Any) -> bool:
+    """Print ``doc`` as JSON when ``fmt`` is json; whether it did (then nothing else is shown)."""
+    if fmt == "json":
+        click.echo(to_json(doc))
+    return fmt == "json"
+
+
 def warn(message: str) -> None:
     from ..core.masking import mask
 

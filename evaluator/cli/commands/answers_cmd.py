@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..flags import PER_QUERY, REPLACE, RUN, format_option
-from ..output import emit, fixed, info, to_json, warn
+from ..output import emit, fixed, info, printed_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -54,8 +54,7 @@ def import_cmd(pg: Pgeval, file: str, run: str, replace: bool, fmt: str) -> None
     report, s = imported.report, imported.summary
     for w in report.warnings:
         warn(w)
-    if fmt == "json":
-        click.echo(to_json(imported.as_dict()))
+    if printed_json(fmt, imported.as_dict()):
         return
     info(
         f"imported {report.imported} answers into run '{report.run}'"

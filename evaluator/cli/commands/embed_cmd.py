@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..flags import API_KEY_ENV, BASE_URL, DIMENSIONS, EMBEDDER, TESTSET, format_option
-from ..output import emit, to_json
+from ..output import emit, printed_json
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -79,8 +79,7 @@ def embed(
     with bar:
         # the other options go to the API under their names
         rep = pg.embed(testset, spec, on_start=on_start, on_batch=on_batch, **options)
-    if fmt == "json":
-        click.echo(to_json(rep.__dict__))
+    if printed_json(fmt, rep.__dict__):
         return
     verb = "computed" if rep.computed else "already stored"
     click.echo(

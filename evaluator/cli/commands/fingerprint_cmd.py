@@ -8,7 +8,7 @@ import click
 
 from ...api import vocabulary
 from ..flags import EMBEDDER, NO_CHECKSUM, RUN, SET, STAGE, TARGET, TESTSET, format_option
-from ..output import emit, to_json, warn
+from ..output import emit, printed_json, warn
 from .common import pass_api
 from .health_cmd import show_findings
 
@@ -71,9 +71,7 @@ def fingerprint(
     # the other options go to the API under their names
     report = pg.fingerprint(target_name, run=run_name, checksum=not no_checksum, **options)
     findings = report.health
-    if fmt == "json":
-        click.echo(to_json(report.as_dict()))
-    else:
+    if not printed_json(fmt, report.as_dict()):
         click.echo(
             f"config hash {report.config_hash} (short {vocabulary.short_hash(report.config_hash)})"
         )

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..flags import ALLOW_PARTIAL, REL, format_option
-from ..output import emit, to_json, warn
+from ..output import emit, printed_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -90,9 +90,7 @@ def gate(
     result = pg.gate(baseline, candidate, rules, rel=rel, allow_partial=allow_partial)
     for w in result.warnings:
         warn(w)
-    if fmt == "json":
-        click.echo(to_json(result.as_dict()))
-    else:
+    if not printed_json(fmt, result.as_dict()):
         click.echo(
             f"gate: baseline {result.baseline} · candidate {result.candidate} · "
             f"rules {result.rules_source}"

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..flags import NAME, OUT, PARAM, REPLACE, TARGET, TARGET_RECALL, format_option
-from ..output import echo_line, emit, to_json
+from ..output import echo_line, emit, printed_json
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -107,8 +107,7 @@ def capture(
     assert target_name is not None and name is not None
     # the other options go to the API under their names
     report = pg.capture_queries(list(logfile), target=target_name, name=name, **options)
-    if fmt == "json":
-        click.echo(to_json(report.as_dict()))
+    if printed_json(fmt, report.as_dict()):
         return
     verb = "added to" if report.appended else "captured"
     echo_line(
@@ -153,8 +152,7 @@ def show(pg: Pgeval, name: str, fmt: str) -> None:
       pgeval queries show w49 --format json
     """
     got = pg.captured_set(name)
-    if fmt == "json":
-        click.echo(to_json(got))
+    if printed_json(fmt, got):
         return
     echo_line(
         f"captured set '{got['name']}': target {got['target']}, {got['dimension']} dimensions, "
@@ -230,8 +228,7 @@ def measure(
     got = pg.measure_captured(
         name, list(params), sweep=sweep_name, replace=replace, target_recall=target_recall
     )
-    if fmt == "json":
-        click.echo(to_json(got))
+    if printed_json(fmt, got):
         return
     emit(got["rows"], fmt, ["shape", "share", "label", "at_k", "recall", "margin95", "p95_ms",
                             "n_queries", "index_type", "weighted_recall"])  # fmt: skip

@@ -32,7 +32,7 @@ from ..flags import (
     formats,
 )
 from ..option_groups import GroupedCommand, group, opt
-from ..output import FORMATS, emit, to_json, warn
+from ..output import FORMATS, emit, printed_json, warn
 from .common import OneTask, ProgressBar, pass_api, progress_bar, warn_above
 
 if TYPE_CHECKING:
@@ -237,8 +237,7 @@ def delete(pg: Pgeval, name: str | None, experiment: str | None, fmt: str) -> No
         return
     assert name is not None
     owner = pg.delete_run(name)
-    if fmt == "json":
-        click.echo(to_json({"run": name, "experiment_incomplete": owner and owner[0]}))
+    if printed_json(fmt, {"run": name, "experiment_incomplete": owner and owner[0]}):
         return
     click.echo(f"deleted run '{name}'")
     if owner is not None:
@@ -256,8 +255,7 @@ def delete(pg: Pgeval, name: str | None, experiment: str | None, fmt: str) -> No
 
 def _delete_experiment(pg: Pgeval, experiment: str, fmt: str) -> None:
     gone = pg.delete_experiment_runs(experiment)
-    if fmt == "json":
-        click.echo(to_json(gone))
+    if printed_json(fmt, gone):
         return
     click.echo(f"deleted experiment '{experiment}' and its {len(gone['runs'])} runs")
     for sweep in gone["sweeps_interrupted"]:

@@ -8,7 +8,7 @@ import click
 
 from ...api.vocabulary import parse_measure, stage_measures
 from ..flags import ALLOW_PARTIAL, JUDGED_ONLY, REL, REPETITION, STRICT, K, format_option
-from ..output import echo_line, emit, to_json, warn
+from ..output import echo_line, emit, printed_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -184,8 +184,7 @@ def stage_report(
     judged = report.judged
     for w in report.warnings:
         warn(w)
-    if fmt == "json":
-        click.echo(to_json(report.as_dict()))
+    if printed_json(fmt, report.as_dict()):
         return
     _print_header(report)
     for rows, columns, title, wide_only in _stage_tables(report, judged):

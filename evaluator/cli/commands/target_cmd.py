@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ..flags import GROUP_BY, REPLACE, format_option
-from ..output import echo_line, emit, to_json, warn
+from ..output import echo_line, emit, printed_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -171,8 +171,7 @@ def add(pg: Pgeval, name: str, where: tuple[str, ...], fmt: str, **options: Any)
     tg, indexes, warnings = added.target, added.indexes, added.warnings
     for w in warnings:
         warn(w)
-    if fmt == "json":
-        click.echo(to_json(added.as_dict()))
+    if printed_json(fmt, added.as_dict()):
         return
     echo_line(
         f"target '{name}': {tg.qualified()} ({tg.id_column}, {tg.vector_column} "
@@ -226,8 +225,7 @@ def show(pg: Pgeval, name: str, fmt: str) -> None:
       pgeval target show kb --format json
     """
     shown = pg.target(name)
-    if fmt == "json":
-        click.echo(to_json(shown))
+    if printed_json(fmt, shown):
         return
     for key, value in shown["spec"].items():
         if key != "statement_template":  # (the statement as pgeval's SQL reader read it)
@@ -299,8 +297,7 @@ def track(pg: Pgeval, name: str, lock_timeout: str, fmt: str) -> None:
       pgeval target track kb --lock-timeout 2s --format json
     """
     out = pg.track_changes(name, lock_timeout=lock_timeout)
-    if fmt == "json":
-        click.echo(to_json(out))
+    if printed_json(fmt, out):
         return
     how = "now tracked" if out["installed"] else "already tracked"
     click.echo(
@@ -323,7 +320,6 @@ def untrack(pg: Pgeval, name: str, lock_timeout: str, fmt: str) -> None:
       pgeval target untrack kb
     """
     out = pg.untrack_changes(name, lock_timeout=lock_timeout)
-    if fmt == "json":
-        click.echo(to_json(out))
+    if printed_json(fmt, out):
         return
     click.echo(f"target '{name}': table {out['table']} no longer tracked")

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..flags import FORMAT, NAME, QUERIES, REPLACE, format_option
-from ..output import echo_line, emit, to_json
+from ..output import echo_line, emit, printed_json
 from .common import pass_api
 from .testset_pool_cmd import grade, holes
 
@@ -107,8 +107,7 @@ def load(
     """
     # the other options go to the API under their names
     report = pg.load_testset(file, name, format=source_format, progress=True, **options)
-    if fmt == "json":
-        click.echo(to_json(report.as_dict()))
+    if printed_json(fmt, report.as_dict()):
         return
     r = report
     if r.unchanged:
@@ -170,8 +169,7 @@ def show(pg: Pgeval, name: str, fmt: str) -> None:
       pgeval testset show kb-v1 --format json
     """
     info = pg.testset(name)
-    if fmt == "json":
-        click.echo(to_json(info))
+    if printed_json(fmt, info):
         return
     gm = info["grade_map"]
     lines = [

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..flags import API_KEY_ENV, BASE_URL, DEPTH, NAME, OUT, TESTSET, format_option
-from ..output import echo_line, to_json, warn
+from ..output import echo_line, printed_json, warn
 from .common import OneTask, pass_api
 
 if TYPE_CHECKING:
@@ -70,8 +70,7 @@ def holes(
             on_progress=lambda done, total: bar.show(f"judge {judge}", done, total),
             **options,
         )
-    if fmt == "json":
-        click.echo(to_json(report.as_dict()))
+    if printed_json(fmt, report.as_dict()):
         return
     r = report.as_dict()
     echo_line(
@@ -136,8 +135,7 @@ def grade(pg: Pgeval, file: str, fmt: str, **options: Any) -> None:
       pgeval testset grade pool.csv --model-grades openai:qwen-plus
     """
     r = pg.grade_testset(file, **options)  # the options under their names
-    if fmt == "json":
-        click.echo(to_json(r.as_dict()))
+    if printed_json(fmt, r.as_dict()):
         return
     if r.agreement is not None:
         _agreement(r.agreement)

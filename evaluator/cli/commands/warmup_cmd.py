@@ -8,7 +8,7 @@ import click
 
 from ...api.vocabulary import WARMUP_DEFAULTS
 from ..flags import EMBEDDER, INDEX, SET, TARGET, TESTSET, K, format_option
-from ..output import emit, info, to_json, warn
+from ..output import emit, info, printed_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -85,9 +85,7 @@ def warmup(pg: Pgeval, target_name: str, no_prewarm: bool, fmt: str, **options: 
 
     # the other options go to the API under their names
     report = pg.warmup(target_name, prewarm=not no_prewarm, on_pass=on_pass, **options)
-    if fmt == "json":
-        click.echo(to_json(report.as_dict()))
-    else:
+    if not printed_json(fmt, report.as_dict()):
         click.echo(
             f"target {report.target}: {report.method}; {report.queries} queries from "
             f"{report.source}"
