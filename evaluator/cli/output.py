@@ -578,11 +578,13 @@ def printed_json(fmt: str, doc: Any) -> bool:
     return fmt == "json"
 
 
-def warn(message: str) -> None:
+def warn(*messages: str) -> None:
+    """Each message as a yellow ``warning: ...`` on stderr (wrapped at words, secrets masked)."""
     from ..core.masking import mask
 
-    text = wrapped(f"warning: {mask(message)}", text_width(sys.stderr))
-    click.secho(text, fg="yellow", err=True)
+    for message in messages:
+        text = wrapped(f"warning: {mask(message)}", text_width(sys.stderr))
+        click.secho(text, fg="yellow", err=True)
 
 
 def info(message: str) -> None:

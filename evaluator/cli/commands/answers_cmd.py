@@ -52,8 +52,7 @@ def import_cmd(pg: Pgeval, file: str, run: str, replace: bool, fmt: str) -> None
     """
     imported = pg.import_answers(file, run, replace=replace)
     report, s = imported.report, imported.summary
-    for w in report.warnings:
-        warn(w)
+    warn(*report.warnings)
     if printed_json(fmt, imported.as_dict()):
         return
     info(

@@ -116,8 +116,7 @@ def compare(
         _many(c)
     else:
         _two(c)
-    for w in c.warnings:
-        warn(w)
+    warn(*c.warnings)
 
 
 # the columns of a pair's measures (:func:`_measure_row`) and of its latency

@@ -45,5 +45,4 @@ def diff(pg: Pgeval, run_a: str, run_b: str, fmt: str) -> None:
             elif d.hash_a and d.hash_b:
                 click.echo(f"{len(d.variables)} variable(s) differ: {', '.join(d.variables)}")
         emit(d.rows(), fmt, ["key", "a", "b", "variable"])
-    for w in d.warnings():
-        warn(w)
+    warn(*d.warnings())

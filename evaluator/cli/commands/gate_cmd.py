@@ -88,8 +88,7 @@ def gate(
     from ...core.errors import GateFailed
 
     result = pg.gate(baseline, candidate, rules, rel=rel, allow_partial=allow_partial)
-    for w in result.warnings:
-        warn(w)
+    warn(*result.warnings)
     if not printed_json(fmt, result.as_dict()):
         click.echo(
             f"gate: baseline {result.baseline} · candidate {result.candidate} · "

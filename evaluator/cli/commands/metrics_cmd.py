@@ -102,8 +102,7 @@ def metrics(
     )
     measures = ev.measures  # with judged@K
     plan_rows = ev.plans
-    for w in ev.warnings:
-        warn(w)
+    warn(*ev.warnings)
     if fmt == "json" and not per_query:
         click.echo(to_json(ev.as_dict()))
         return

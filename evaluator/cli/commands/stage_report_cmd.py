@@ -94,6 +94,12 @@ def _stage_tables(
     return tables
 
 
+def loss_rows(loss: list[dict], k: int) -> list[dict]:
+    """The loss attribution's table: per category the chunks lost, their share, recall points."""
+    kept = ("category", "chunks", "share")
+    return [{**{c: r[c] for c in kept}, f"recall@{k} points": r["recall_points"]} for r in loss]
+
+
 def _by_type_rows(report: StageReport) -> tuple[list[dict], list[str]]:
     cats = [r["category"] for r in report.loss]
     out: dict[str, dict] = {}
@@ -182,8 +188,7 @@ def stage_report(
 
     report = pg.stage_report(experiment, **options)  # the options under their names
     judged = report.judged
-    for w in report.warnings:
-        warn(w)
+    warn(*report.warnings)
     if printed_json(fmt, report.as_dict()):
         return
     _print_header(report)
@@ -199,17 +204,8 @@ def stage_report(
     if not judged:
         return
     echo_line(f"chain at K = {report.k}: {chain_text(report.chain, report.stages)}")
-    loss = [
-        {
-            "category": r["category"],
-            "chunks": r["chunks"],
-            "share": r["share"],
-            f"recall@{report.k} points": r["recall_points"],
-        }
-        for r in report.loss
-    ]
     emit(
-        loss,
+        loss_rows(report.loss, report.k),
         "table",
         ["category", "chunks", "share", f"recall@{report.k} points"],
         title=f"loss attribution (relevant chunks: "

@@ -169,8 +169,7 @@ def add(pg: Pgeval, name: str, where: tuple[str, ...], fmt: str, **options: Any)
     # the other options go to the API under their names (their lists as tuples)
     added = pg.add_target(name, where=parse_where(where), **options)
     tg, indexes, warnings = added.target, added.indexes, added.warnings
-    for w in warnings:
-        warn(w)
+    warn(*warnings)
     if printed_json(fmt, added.as_dict()):
         return
     echo_line(

@@ -163,8 +163,7 @@ def tune(
             on_progress=lambda done, total: bar.show(f"tune {stage}: configurations", done, total),
             **options,  # the others under their names
         )
-    for w in result.warnings:
-        warn(w)
+    warn(*result.warnings)
     if fmt == "json" or as_json:
         click.echo(to_json(result.as_dict()))
         return

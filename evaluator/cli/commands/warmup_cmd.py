@@ -124,5 +124,4 @@ def warmup(pg: Pgeval, target_name: str, no_prewarm: bool, fmt: str, **options: 
             for r in report.relations()
         ]
         emit(rows, "table", title="buffer blocks: hits (shared buffers) / reads (OS)")
-    for w in report.warnings:
-        warn(w)
+    warn(*report.warnings)
