@@ -79,6 +79,4 @@ def fingerprint(
         if findings is not None:
             show_findings(findings, "table")
     if findings and fmt != "table":
-        for f in findings:
-            if f.status != "ok":
-                warn(f"{f.check}: {f.detail}")
+        warn(*(f"{f.check}: {f.detail}" for f in findings if f.status != "ok"))

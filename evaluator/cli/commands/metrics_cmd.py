@@ -18,7 +18,7 @@ from ..flags import (
     STRICT,
     format_option,
 )
-from ..output import echo_line, emit, fmt_value, is_wide, to_json, warn
+from ..output import echo_line, emit, fmt_value, is_wide, printed_json, warn
 from .common import measures_from, pass_api
 
 if TYPE_CHECKING:
@@ -103,8 +103,7 @@ def metrics(
     measures = ev.measures  # with judged@K
     plan_rows = ev.plans
     warn(*ev.warnings)
-    if fmt == "json" and not per_query:
-        click.echo(to_json(ev.as_dict()))
+    if not per_query and printed_json(fmt, ev.as_dict()):
         return
     if per_query:
         assert ev.per_query is not None  # with_per_query=True computes it

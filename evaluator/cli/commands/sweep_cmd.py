@@ -341,9 +341,8 @@ def _show(
     if plot:
         out = pg.sweep_plot(res, plot, title=plot_title(res, stage, target_name))
         info(f"plot written to {out}")
-    for w in res.warnings if fmt != "table" else ():
-        if w not in shown:  # those printed while the sweep ran are not printed twice
-            warn(w)
+    if fmt != "table":  # those printed while the sweep ran are not printed twice
+        warn(*(w for w in res.warnings if w not in shown))
 
 
 def _print_table(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..flags import NAME, REPETITION, SEED, STAGE, format_option
-from ..output import echo_line, emit, to_json, warn
+from ..output import echo_line, emit, printed_json, warn
 from .common import OneTask, pass_api
 
 if TYPE_CHECKING:
@@ -164,7 +164,6 @@ def tune(
             **options,  # the others under their names
         )
     warn(*result.warnings)
-    if fmt == "json" or as_json:
-        click.echo(to_json(result.as_dict()))
+    if printed_json("json" if as_json else fmt, result.as_dict()):
         return
     _print(result)

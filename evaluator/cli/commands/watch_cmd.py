@@ -311,12 +311,8 @@ def _show(results: list[ProbeResult], fmt: str, failed: GroupsFailed | None, whe
                 f"{len(failures)} of {len(failures) + len(results)} groups failed "
                 f"({', '.join(f.label for f in failures)}): no probe of this watch is recorded"
             )
-    shown: set[str] = set()
-    for res in results if fmt != "table" else ():
-        for w in res.warnings:
-            if w not in shown:
-                shown.add(w)
-                warn(w)
+    if fmt != "table":  # (each warning once, however many groups said it)
+        warn(*dict.fromkeys(w for res in results for w in res.warnings))
 
 
 def _alerts(results: list[ProbeResult]) -> bool:
