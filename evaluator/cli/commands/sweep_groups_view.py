@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import textwrap
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from ...api.vocabulary import grouped_consistency_line, reaches
-from ..output import echo_line, emit, fixed, info, to_json, warn
+from ..output import echo_line, emit, fixed, info, to_json, warn, wrapped
 from .common import OneTask
 from .query_options import group_queries_words
 
@@ -237,11 +236,7 @@ def _print_table(res: GroupSweepResult, target: str, column: str) -> None:
             *limit_lines(res.groups, column),
             *generic_lines(res, column),
         ]:  # (at 80 columns also when piped: between whole names)
-            click.echo(
-                textwrap.fill(
-                    line, 80, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
-                )
-            )
+            click.echo(wrapped(line, 80))
     for g in res.groups:
         if g.get("iterative"):
             echo_line(f"{column}={g['group']} with an iterative scan: {iterative_text(g)}")
