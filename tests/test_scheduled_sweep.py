@@ -80,7 +80,7 @@ def test_rerun_after_a_data_change_measures_again_and_keeps_history(sched, conn,
     assert first["measured"] == 2 and first["previous"] is None
     # sampled queries: the bias of a query's own row is said beside the figures, and the
     # warning explains the one extra row fetched (issue "A recommendation a DBA can sign")
-    from evaluator.cli.commands.query_options import SAMPLED_BIAS
+    from evaluator.api.vocabulary import SAMPLED_BIAS
 
     assert first["notes"] == [SAMPLED_BIAS]
     assert any(

@@ -88,14 +88,22 @@ def fmt_value(value: Any, digits: int = 4, wide: bool = True) -> str:
     return text
 
 
+def fixed(value: float | None, spec: str = ".4f") -> str:
+    """``value`` in ``spec`` (four decimals), a dash when there is none."""
+    return "—" if value is None else format(value, spec)
+
+
 def console_width(out: IO[str]) -> int | None:
     """The width tables are laid out in: the terminal's (at least 80); else $COLUMNS or 80."""
-    if getattr(out, "isatty", lambda: False)():
-        return None
+    return None if getattr(out, "isatty", lambda: False)() else (_columns() or WIDTH)
+
+
+def _columns() -> int | None:
+    """$COLUMNS (at least 20); None when it is not a number."""
     try:
         return max(20, int(os.environ.get("COLUMNS", "")))
     except ValueError:
-        return WIDTH
+        return None
 
 
 # the width plain text is wrapped at when it is piped and $COLUMNS is not set: None (whole lines,
@@ -122,10 +130,7 @@ def text_width(out: IO[str] | None = None) -> int | None:
         return None
     if getattr(out, "isatty", lambda: False)():
         return shutil.get_terminal_size().columns
-    try:
-        return max(20, int(os.environ.get("COLUMNS", "")))
-    except ValueError:
-        return _PIPED_WIDTH.get()
+    return _columns() or _PIPED_WIDTH.get()
 
 
 def wrapped(text: str, width: int | None, indent: int = 2) -> str:
@@ -332,17 +337,7 @@ def _parts(
         lead.append(lead[-1] + 1)
 
     def fits(idx: list[int]) -> bool:
-        sub = [columns[i] for i in idx]
-        return (
-            fit(
-                sub,
-                [[r[i] for i in idx] for r in cells],
-                [numeric[i] for i in idx],
-                width,
-                _keys(sub),
-            )
-            is not None
-        )
+        return _part(columns, cells, numeric, idx, width)[3] is not None
 
     parts: list[list[int]] = []
     part: list[int] = []
@@ -369,20 +364,24 @@ def _print_parts(
     for n, idx in enumerate(parts):
         if n:
             console.print()
-        sub = [columns[i] for i in idx]
-        sub_cells = [[r[i] for i in idx] for r in cells]
-        sub_numeric = [numeric[i] for i in idx]
-        console.print(
-            _rich_table(
-                sub, sub_cells, sub_numeric, fit(sub, sub_cells, sub_numeric, width, _keys(sub))
-            )
-        )
+        console.print(_rich_table(*_part(columns, cells, numeric, idx, width)))
     lead = ", ".join(str(columns[i]) for i in parts[0] if all(i in p for p in parts))
     _note(
         console,
         width,
         f"(too wide for one table: {len(parts)} parts, each led by {lead}; --wide shows one table)",
     )
+
+
+def _part(
+    columns: Sequence[str], cells: list[list[str]], numeric: list[bool], idx: list[int], width: int
+) -> tuple[list[str], list[list[str]], list[bool], list[int] | None]:
+    """The table's columns ``idx``: their names, cells, which hold numbers, and their widths
+    within ``width`` (None: they do not fit)."""
+    sub = [columns[i] for i in idx]
+    sub_cells = [[r[i] for i in idx] for r in cells]
+    sub_numeric = [numeric[i] for i in idx]
+    return sub, sub_cells, sub_numeric, fit(sub, sub_cells, sub_numeric, width, _keys(sub))
 
 
 def _keys(columns: Sequence[str]) -> set[int]:
@@ -572,11 +571,20 @@ def emit(
         table(rows, columns, title, wide_only=wide_only)
 
 
-def warn(message: str) -> None:
+def printed_json(fmt: str, doc: Any) -> bool:
+    """Print ``doc`` as JSON when ``fmt`` is json; whether it did (then nothing else is shown)."""
+    if fmt == "json":
+        click.echo(to_json(doc))
+    return fmt == "json"
+
+
+def warn(*messages: str) -> None:
+    """Each message as a yellow ``warning: ...`` on stderr (wrapped at words, secrets masked)."""
     from ..core.masking import mask
 
-    text = wrapped(f"warning: {mask(message)}", text_width(sys.stderr))
-    click.secho(text, fg="yellow", err=True)
+    for message in messages:
+        text = wrapped(f"warning: {mask(message)}", text_width(sys.stderr))
+        click.secho(text, fg="yellow", err=True)
 
 
 def info(message: str) -> None:

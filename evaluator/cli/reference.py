@@ -55,16 +55,6 @@ def walk(
                 yield from walk(sub, path + (name,), ctx)
 
 
-def option_names(command: click.Command) -> list[str]:
-    """The long (or only) spelling of every option a command takes, --help excluded."""
-    names = []
-    for param in command.params:
-        if isinstance(param, click.Option) and not param.hidden:
-            longs = [o for o in param.opts + param.secondary_opts if o.startswith("--")]
-            names.extend(longs or param.opts)
-    return [n for n in names if n != "--help"]
-
-
 def render() -> str:
     from .main import cli
 

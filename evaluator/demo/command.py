@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -57,11 +58,8 @@ def demo(
     ctx: click.Context,
     out: str,
     corpus_name: str,
-    queries: int | None,
-    repeat: int,
-    diskann: bool,
     workdir: str | None,
-    keep: bool,
+    **options: Any,
 ) -> None:
     """Run the whole flow on the Cranfield collection: init, a table of 1,400 chunks with HNSW,
     DiskANN and BM25 indexes, its graded test set, `run pipeline` (exact, hnsw at ef_search=10,
@@ -93,11 +91,8 @@ def demo(
                 global_args,
                 Path(workdir or str(temp)),  # a new directory whenever workdir is not given
                 corpus_name=corpus_name,
-                queries=queries,
-                repeat=repeat,
-                diskann=diskann,
-                keep=keep,
                 out=Path(out) if corpus_name == "cranfield" else None,
+                **options,  # the others under their names
             )
     finally:
         if temp:  # the test set is stored in pgeval; its file is not needed

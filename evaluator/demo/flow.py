@@ -15,7 +15,7 @@ import shlex
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -250,22 +250,8 @@ def _measure(
     stages = "exact,hnsw," + ("diskann," if "diskann" in built else "") + "bm25,merge"
     steps.run(
         "run the retrieval pipeline inside the database (HNSW at a low ef_search)",
-        "run",
-        "pipeline",
-        "--testset",
-        testset,
-        "--target",
-        target,
-        "--stages",
-        stages,
-        "--set",
-        "hnsw.ef_search=10",
-        "--depth",
-        "50",
-        "--repeat",
-        str(repeat),
-        "--name",
-        experiment,
+        *f"run pipeline --testset {testset} --target {target} --stages {stages} "
+        f"--set hnsw.ef_search=10 --depth 50 --repeat {repeat} --name {experiment}".split(),
         *isolate,
     )
     steps.run("where are relevant chunks lost?", "stage-report", experiment)
@@ -288,15 +274,8 @@ def _advise(steps: Steps, testset: str, target: str, out: Path | None) -> None:
         "which index should this table have? (its HNSW index measured in place, the other "
         "design built on a scratch copy, the cheapest setting reaching the target found; what "
         "to keep or build, and the settings)",
-        "advise",
-        "--testset",
-        testset,
-        "--target",
-        target,
-        "--designs",
-        "hnsw,ivfflat",
-        "--target-recall",
-        "0.95",
+        *f"advise --testset {testset} --target {target} --designs hnsw,ivfflat "
+        "--target-recall 0.95".split(),
         *report,
     )
 
@@ -310,30 +289,14 @@ def _out(
     plot = ["--plot", str(out / "sweep-hnsw.png")] if plots.available() else []
     steps.run(
         "what does a larger ef_search buy? (a short sweep, recall against exact search)",
-        "sweep",
-        "--testset",
-        testset,
-        "--target",
-        target,
-        "--stage",
-        "hnsw",
-        "--param",
-        "hnsw.ef_search=10,20,40,80",
-        "--repeat",
-        "3",
-        "--fresh",
-        "--name",
-        f"{experiment}-sweep",
+        *f"sweep --testset {testset} --target {target} --stage hnsw "
+        f"--param hnsw.ef_search=10,20,40,80 --repeat 3 --fresh --name {experiment}-sweep".split(),
         *plot,
         *isolate,
     )
     steps.run(
         "a report for people (one HTML file)",
-        "report",
-        experiment,
-        "--format",
-        "html",
-        "--out",
+        *f"report {experiment} --format html --out".split(),
         str(out / "report.html"),
         *([] if plot else ["--no-plots"]),
     )
@@ -430,15 +393,12 @@ def _add_target(database: Database, name: str, created: list[str]) -> None:
     from ..targets import catalog
     from ..targets import targets as t
 
-    tg = t.Target(
-        name=name,
-        schema=SCHEMA,
-        table="chunks",
-        id_column="chunk_id",
-        vector_column="embedding",
-        text_column="content",
-        distance="cosine",
-    )
+    # the target `target add NAME *TARGET_ARGS` adds
+    spec: dict[str, Any] = {
+        flag[2:].replace("-", "_"): value
+        for flag, value in zip(TARGET_ARGS[::2], TARGET_ARGS[1::2])
+    }
+    tg = t.Target(name=name, **spec)
     with database.connect(results=False, autocommit=True, read_only=True) as kb:
         catalog.validate(kb, tg)
     with database.connect() as conn:

@@ -48,6 +48,7 @@ def _table(rows: list[dict], columns: list[str]) -> str:
 def block(report: dict, demo_output: str) -> str:
     """The README's block from the demo's stage report (``stage-report --format json``) and its
     printed output (the sweep's recommendation)."""
+    from ..cli.commands.stage_report_cmd import loss_rows
     from ..reporting.common import conclusion
 
     k = report["k"]
@@ -62,15 +63,7 @@ def block(report: dict, demo_output: str) -> str:
         }
         for s in report["stages"]
     ]
-    loss = [
-        {
-            "category": r["category"],
-            "chunks": r["chunks"],
-            "share": r["share"],
-            f"recall@{k} points": r["recall_points"],
-        }
-        for r in report["loss_attribution"]
-    ]
+    loss = loss_rows(report["loss_attribution"], k)
     relevant = sum(r["chunks"] for r in report["loss_attribution"])
     found = re.search(r"^recommended: (\S+) — recall@(\d+) ", demo_output, re.M)
     target = re.search(r"smallest setting\s+reaching\s+recall\s+([\d.]+)", demo_output)

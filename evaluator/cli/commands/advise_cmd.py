@@ -23,7 +23,7 @@ from ..flags import (
     formats,
 )
 from ..option_groups import GroupedCommand, group, opt
-from ..output import echo_line, emit, info, to_json
+from ..output import echo_line, emit, info, printed_json
 from .common import pass_api
 from .query_options import group_queries_words
 
@@ -245,8 +245,7 @@ def _emit(
     for path in written:
         if path:
             info(f"wrote {path}")
-    if fmt == "json":
-        click.echo(to_json(res.as_dict()))
+    if printed_json(fmt, res.as_dict()):
         return
     _print(res, k, target_recall)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..flags import PER_QUERY, REPLACE, RUN, format_option
-from ..output import emit, info, to_json, warn
+from ..output import emit, fixed, info, printed_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -52,10 +52,8 @@ def import_cmd(pg: Pgeval, file: str, run: str, replace: bool, fmt: str) -> None
     """
     imported = pg.import_answers(file, run, replace=replace)
     report, s = imported.report, imported.summary
-    for w in report.warnings:
-        warn(w)
-    if fmt == "json":
-        click.echo(to_json(imported.as_dict()))
+    warn(*report.warnings)
+    if printed_json(fmt, imported.as_dict()):
         return
     info(
         f"imported {report.imported} answers into run '{report.run}'"
@@ -68,18 +66,14 @@ def _print_summary(s: dict | None) -> None:
     if not s:
         return
     click.echo(
-        f"citation precision {_f(s['citation_precision'])} · answer accuracy "
-        f"{_f(s['answer_accuracy'])} (answerable {_f(s['answerable_accuracy'])}, "
-        f"unanswerable {_f(s['unanswerable_accuracy'])})"
+        f"citation precision {fixed(s['citation_precision'])} · answer accuracy "
+        f"{fixed(s['answer_accuracy'])} (answerable {fixed(s['answerable_accuracy'])}, "
+        f"unanswerable {fixed(s['unanswerable_accuracy'])})"
     )
     click.echo(
         f"queries {s['queries']}: answered {s['answered']}, no answer {s['no_answer']}, "
         f"unjudged (no expected facts) {s['unjudged']}, refusals {s['refused']}"
     )
-
-
-def _f(v: float | None) -> str:
-    return "—" if v is None else f"{v:.4f}"
 
 
 @answers.command("show")

@@ -124,6 +124,31 @@ def progress_bar(*, transient: bool, unit: str = "") -> ProgressBar:
     )
 
 
+class OneTask:
+    """A progress bar on stderr with one task, started with its first report (so that an early
+    error prints one line only) and stopped when the ``with`` block ends; ``warn`` prints a
+    warning above it."""
+
+    def __init__(self, unit: str = "") -> None:
+        self.bar = progress_bar(transient=True, unit=unit)
+        self.warn = warn_above(self.bar)
+        self.task: Any = None  # the bar's id of the task, once started
+
+    def __enter__(self) -> OneTask:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar.live.is_started:
+            self.bar.stop()
+
+    def show(self, description: str, done: float | None = None, total: float | None = None) -> None:
+        """The task as ``description``, ``done`` of ``total`` (read when the task starts)."""
+        if self.task is None:
+            self.bar.start()
+            self.task = self.bar.add_task(description, total=total)
+        self.bar.update(self.task, completed=done, description=description)
+
+
 def warn_above(bar: ProgressBar) -> Callable[[str], None]:
     """An ``on_warning`` callback printing 'warning: ...' above ``bar``, wrapped at words."""
     import sys

@@ -72,15 +72,10 @@ def compare(
     ndcg_k: str | None,
     mrr_k: str | None,
     extra_measures: str | None,
-    rel: int,
-    alpha: float,
-    permutations: int,
-    seed: int,
-    test: str,
     top: int,
     moved_by: str | None,
-    allow_partial: bool,
     fmt: str,
+    **common: Any,
 ) -> None:
     """Compare CANDIDATE with BASELINE (runs, experiments or saved JSON reports) query by query.
 
@@ -107,15 +102,8 @@ def compare(
     """
     if len(runs) < 2:
         raise click.UsageError("give at least two runs: BASELINE CANDIDATE [RUN]...")
-    common: dict[str, Any] = {
-        "measures": measures_from(k, ndcg_k, mrr_k, extra_measures),
-        "rel": rel,
-        "allow_partial": allow_partial,
-        "alpha": alpha,
-        "permutations": permutations,
-        "seed": seed,
-        "test": test,
-    }
+    # the options both API methods take go to them under their names
+    common["measures"] = measures_from(k, ndcg_k, mrr_k, extra_measures)
     from ...api.results import MultiComparison
 
     if len(runs) > 2:
@@ -128,8 +116,12 @@ def compare(
         _many(c)
     else:
         _two(c)
-    for w in c.warnings:
-        warn(w)
+    warn(*c.warnings)
+
+
+# the columns of a pair's measures (:func:`_measure_row`) and of its latency
+MEASURE_COLUMNS = ["metric", "baseline", "candidate", "delta", "95% CI", "p", "sig", "W/T/L"]
+LATENCY_COLUMNS = ["metric", "baseline", "candidate", "delta", "ratio"]
 
 
 def _two(c: Comparison) -> None:
@@ -141,13 +133,13 @@ def _two(c: Comparison) -> None:
     emit(
         [_measure_row(r) for r in c.rows],
         "table",
-        ["metric", "baseline", "candidate", "delta", "95% CI", "p", "sig", "W/T/L"],
+        MEASURE_COLUMNS,
     )
     if c.latency:
         emit(
             [_latency_row(r) for r in c.latency],
             "table",
-            ["metric", "baseline", "candidate", "delta", "ratio"],
+            LATENCY_COLUMNS,
             title="latency (ms)",
         )
     if c.moved:
@@ -182,25 +174,14 @@ def _many(c: MultiComparison) -> None:
             for r in p["rows"]
         ],
         "table",
-        [
-            "pair",
-            "metric",
-            "baseline",
-            "candidate",
-            "delta",
-            "95% CI",
-            "p",
-            "p Holm",
-            "sig",
-            "W/T/L",
-        ],
+        ["pair", *MEASURE_COLUMNS[:6], "p Holm", *MEASURE_COLUMNS[6:]],
     )
     latency = [{**_latency_row(r), "pair": _pair(p)} for p in c.pairs for r in p["latency"]]
     if latency:
         emit(
             latency,
             "table",
-            ["pair", "metric", "baseline", "candidate", "delta", "ratio"],
+            ["pair", *LATENCY_COLUMNS],
             title="latency (ms)",
         )
     click.echo("reading (Holm-corrected):")

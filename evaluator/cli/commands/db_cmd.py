@@ -87,7 +87,7 @@ def status(database: Database, fmt: str) -> None:
       pgeval db status --format json
     """
     from ...core import server
-    from ..output import echo_line, to_json
+    from ..output import echo_line, printed_json
 
     datadir = _embedded(database)
     running = server.is_running(datadir)
@@ -99,9 +99,7 @@ def status(database: Database, fmt: str) -> None:
         "datadir_bytes": size,
         "schema": schema,
     }
-    if fmt == "json":
-        click.echo(to_json(info))
-    else:
+    if not printed_json(fmt, info):
         from rich.filesize import decimal
 
         click.echo(f"{'running' if running else 'stopped'}: {datadir}")

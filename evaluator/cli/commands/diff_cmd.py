@@ -8,7 +8,7 @@ import click
 
 from ...api import vocabulary
 from ..flags import format_option
-from ..output import emit, to_json, warn
+from ..output import emit, printed_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -35,9 +35,7 @@ def diff(pg: Pgeval, run_a: str, run_b: str, fmt: str) -> None:
       pgeval diff exp1 exp2 --format json
     """
     d = pg.diff(run_a, run_b)
-    if fmt == "json":
-        click.echo(to_json(d.as_dict()))
-    else:
+    if not printed_json(fmt, d.as_dict()):
         if fmt == "table":
             click.echo(
                 f"{run_a}: config {vocabulary.short_hash(d.hash_a)}   {run_b}: config {vocabulary.short_hash(d.hash_b)}"
@@ -47,5 +45,4 @@ def diff(pg: Pgeval, run_a: str, run_b: str, fmt: str) -> None:
             elif d.hash_a and d.hash_b:
                 click.echo(f"{len(d.variables)} variable(s) differ: {', '.join(d.variables)}")
         emit(d.rows(), fmt, ["key", "a", "b", "variable"])
-    for w in d.warnings():
-        warn(w)
+    warn(*d.warnings())

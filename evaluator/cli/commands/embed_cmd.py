@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..flags import API_KEY_ENV, BASE_URL, DIMENSIONS, EMBEDDER, TESTSET, format_option
-from ..output import emit, to_json
+from ..output import emit, printed_json
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -54,13 +54,9 @@ def embed(
     pg: Pgeval,
     testset: str | None,
     spec: str | None,
-    base_url: str | None,
-    dimensions: int | None,
-    api_key_env: str | None,
-    batch_size: int | None,
-    recompute: bool,
     list_: bool,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Compute the query embeddings of a test set and store them (pgeval.query_embedding).
 
@@ -81,19 +77,9 @@ def embed(
         return
     bar, on_start, on_batch = embedding_bar(testset)
     with bar:
-        rep = pg.embed(
-            testset,
-            spec,
-            base_url=base_url,
-            dimensions=dimensions,
-            api_key_env=api_key_env,
-            batch_size=batch_size,
-            recompute=recompute,
-            on_start=on_start,
-            on_batch=on_batch,
-        )
-    if fmt == "json":
-        click.echo(to_json(rep.__dict__))
+        # the other options go to the API under their names
+        rep = pg.embed(testset, spec, on_start=on_start, on_batch=on_batch, **options)
+    if printed_json(fmt, rep.__dict__):
         return
     verb = "computed" if rep.computed else "already stored"
     click.echo(

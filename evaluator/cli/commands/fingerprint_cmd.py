@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ...api import vocabulary
 from ..flags import EMBEDDER, NO_CHECKSUM, RUN, SET, STAGE, TARGET, TESTSET, format_option
-from ..output import emit, to_json, warn
+from ..output import emit, printed_json, warn
 from .common import pass_api
 from .health_cmd import show_findings
 
@@ -41,14 +41,9 @@ def fingerprint(
     pg: Pgeval,
     target_name: str | None,
     run_name: str | None,
-    testset: str | None,
-    embedder: str | None,
-    stage: str | None,
-    chunking: str | None,
-    settings: tuple[str, ...],
     no_checksum: bool,
-    check: bool,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Print the configuration fingerprint and its config hash.
 
@@ -73,21 +68,10 @@ def fingerprint(
       pgeval fingerprint --target kb --no-checksum --check
       pgeval fingerprint --run exp1.hnsw.1
     """
-    report = pg.fingerprint(
-        target_name,
-        run=run_name,
-        testset=testset,
-        embedder=embedder,
-        stage=stage,
-        chunking=chunking,
-        settings=settings,
-        checksum=not no_checksum,
-        check=check,
-    )
+    # the other options go to the API under their names
+    report = pg.fingerprint(target_name, run=run_name, checksum=not no_checksum, **options)
     findings = report.health
-    if fmt == "json":
-        click.echo(to_json(report.as_dict()))
-    else:
+    if not printed_json(fmt, report.as_dict()):
         click.echo(
             f"config hash {report.config_hash} (short {vocabulary.short_hash(report.config_hash)})"
         )
@@ -95,6 +79,4 @@ def fingerprint(
         if findings is not None:
             show_findings(findings, "table")
     if findings and fmt != "table":
-        for f in findings:
-            if f.status != "ok":
-                warn(f"{f.check}: {f.detail}")
+        warn(*(f"{f.check}: {f.detail}" for f in findings if f.status != "ok"))

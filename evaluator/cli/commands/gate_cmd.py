@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..flags import ALLOW_PARTIAL, REL, format_option
-from ..output import emit, to_json, warn
+from ..output import emit, printed_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -88,11 +88,8 @@ def gate(
     from ...core.errors import GateFailed
 
     result = pg.gate(baseline, candidate, rules, rel=rel, allow_partial=allow_partial)
-    for w in result.warnings:
-        warn(w)
-    if fmt == "json":
-        click.echo(to_json(result.as_dict()))
-    else:
+    warn(*result.warnings)
+    if not printed_json(fmt, result.as_dict()):
         click.echo(
             f"gate: baseline {result.baseline} · candidate {result.candidate} · "
             f"rules {result.rules_source}"

@@ -8,7 +8,7 @@ import click
 
 from ...core.errors import PgevalError
 from ..flags import EMBEDDER, STRICT, TARGET, TESTSET, format_option
-from ..output import emit, to_json, warn
+from ..output import emit, printed_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -71,9 +71,7 @@ def health(
       pgeval health --target kb --strict        # in CI, before a sweep
     """
     findings = pg.health(target_name, testset=testset, embedder=embedder)
-    if fmt == "json":
-        click.echo(to_json([f.as_dict() for f in findings]))
-    else:
+    if not printed_json(fmt, [f.as_dict() for f in findings]):
         show_findings(findings, fmt)
     shown = [f for f in findings if f.status != "ok"]
     for f in shown if fmt != "table" else ():

@@ -33,11 +33,10 @@ def init(pg: Pgeval, fmt: str) -> None:
       pgeval --dsn "postgresql://owner@db.internal/kb" init
       pgeval --dsn "$KB_DSN" --results-dsn "$RESULTS_DSN" init --format json
     """
-    from ..output import to_json, warn
+    from ..output import printed_json, warn
 
     report = pg.init()
-    if fmt == "json":
-        click.echo(to_json(report.__dict__))
+    if printed_json(fmt, report.__dict__):
         return
     if report.kb_database is None:  # results beside the knowledge base: one database
         for name, version in report.extensions.items():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,7 +18,7 @@ from ..flags import (
     STRICT,
     format_option,
 )
-from ..output import echo_line, emit, fmt_value, is_wide, to_json, warn
+from ..output import echo_line, emit, fmt_value, is_wide, printed_json, warn
 from .common import measures_from, pass_api
 
 if TYPE_CHECKING:
@@ -60,18 +60,13 @@ def metrics(
     ndcg_k: str | None,
     mrr_k: str | None,
     extra_measures: str | None,
-    rel: int,
     per_query: bool,
     by_type: bool,
     flagged: bool,
     plans: bool,
-    domain_discount: float,
-    min_score: float | None,
-    judged_only: bool,
-    strict: bool,
-    allow_partial: bool,
     levels: bool,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Recall@K, MRR@K, nDCG@K, Precision@K and Hit@K of RUN, means over valid queries.
 
@@ -99,23 +94,16 @@ def metrics(
     ev = pg.metrics(
         run,
         measures=measures,
-        rel=rel,
-        domain_discount=domain_discount,
         per_query=per_query,
         by_type=by_type,
         flagged=flagged,
-        strict=strict,
-        allow_partial=allow_partial,
-        min_score=min_score,
         plans=plans,
-        judged_only=judged_only,
+        **options,  # the others under their names
     )
     measures = ev.measures  # with judged@K
     plan_rows = ev.plans
-    for w in ev.warnings:
-        warn(w)
-    if fmt == "json" and not per_query:
-        click.echo(to_json(ev.as_dict()))
+    warn(*ev.warnings)
+    if not per_query and printed_json(fmt, ev.as_dict()):
         return
     if per_query:
         assert ev.per_query is not None  # with_per_query=True computes it

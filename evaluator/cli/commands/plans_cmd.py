@@ -62,7 +62,7 @@ def plans(pg: Pgeval, run: str, refresh: bool, no_capture: bool, full: bool, fmt
                 )
             )
     if fmt in ("json", "jsonl"):
-        emit(rows, fmt) if fmt == "jsonl" else click.echo(to_json(rows))
+        emit(rows, fmt)
         return
     if not rows:
         click.echo(f"run {run}: no flagged query")

@@ -3,12 +3,12 @@ captured from PostgreSQL's server log."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..flags import NAME, OUT, PARAM, REPLACE, TARGET, TARGET_RECALL, format_option
-from ..output import echo_line, emit, to_json
+from ..output import echo_line, emit, printed_json
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -57,7 +57,6 @@ def queries() -> None:
 @click.option("--until", metavar="TIME", help="Only searches logged before TIME.")
 @click.option(
     "--max",
-    "max_queries",
     type=int,
     metavar="N",
     help="Keep N distinct queries, the same N for the same log (chosen by their ids).",
@@ -72,15 +71,9 @@ def capture(
     logfile: tuple[str, ...],
     target_name: str | None,
     name: str | None,
-    log_format: str,
-    log_line_prefix: str | None,
-    since: str | None,
-    until: str | None,
-    max_queries: int | None,
-    append: bool,
-    replace: bool,
     how: bool,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Keep the searches of a target found in PostgreSQL log files (LOGFILE..., plain or gzip;
     stderr, csvlog or jsonlog).
@@ -112,20 +105,9 @@ def capture(
     if not logfile:
         raise InputError("give the log file(s) to read (`pgeval queries capture --how`)")
     assert target_name is not None and name is not None
-    report = pg.capture_queries(
-        list(logfile),
-        target=target_name,
-        name=name,
-        log_format=log_format,
-        log_line_prefix=log_line_prefix,
-        since=since,
-        until=until,
-        max=max_queries,
-        append=append,
-        replace=replace,
-    )
-    if fmt == "json":
-        click.echo(to_json(report.as_dict()))
+    # the other options go to the API under their names
+    report = pg.capture_queries(list(logfile), target=target_name, name=name, **options)
+    if printed_json(fmt, report.as_dict()):
         return
     verb = "added to" if report.appended else "captured"
     echo_line(
@@ -170,8 +152,7 @@ def show(pg: Pgeval, name: str, fmt: str) -> None:
       pgeval queries show w49 --format json
     """
     got = pg.captured_set(name)
-    if fmt == "json":
-        click.echo(to_json(got))
+    if printed_json(fmt, got):
         return
     echo_line(
         f"captured set '{got['name']}': target {got['target']}, {got['dimension']} dimensions, "
@@ -247,8 +228,7 @@ def measure(
     got = pg.measure_captured(
         name, list(params), sweep=sweep_name, replace=replace, target_recall=target_recall
     )
-    if fmt == "json":
-        click.echo(to_json(got))
+    if printed_json(fmt, got):
         return
     emit(got["rows"], fmt, ["shape", "share", "label", "at_k", "recall", "margin95", "p95_ms",
                             "n_queries", "index_type", "weighted_recall"])  # fmt: skip

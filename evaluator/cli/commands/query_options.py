@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from ...api import vocabulary
 
 
@@ -39,11 +37,3 @@ def group_queries_words(said: dict | None, before: str = "") -> str:
     return (
         f"{before}{said['per_group']:,} sampled queries per group ({how}; a group's chunks at most)"
     )
-
-
-def __getattr__(name: str) -> Any:
-    """``SAMPLED_BIAS``, the note of sampled queries, read where it is defined when first asked
-    for (the module is imported by every command's --help: the note's module is not)."""
-    if name == "SAMPLED_BIAS":
-        return vocabulary.SAMPLED_BIAS
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -41,12 +41,8 @@ def report(
     ndcg_k: str | None,
     mrr_k: str | None,
     extra_measures: str | None,
-    rel: int,
-    domain_discount: float,
-    depth: int | None,
-    min_score: float | None,
     no_plots: bool,
-    allow_partial: bool,
+    **options: Any,
 ) -> None:
     """A report of a run (or of an experiment's final stage, with its stages) people and CI read.
 
@@ -71,13 +67,9 @@ def report(
         format=fmt,
         out=out,
         measures=measures_from(k, ndcg_k, mrr_k, extra_measures),
-        rel=rel,
-        domain_discount=domain_discount,
-        depth=depth,
-        min_score=min_score,
         plots=not no_plots,
-        allow_partial=allow_partial,
         levels=levels,
+        **options,  # the others under their names
     )
     doc = rendered.doc
     for w in doc.get("warnings") or []:

@@ -32,8 +32,8 @@ from ..flags import (
     formats,
 )
 from ..option_groups import GroupedCommand, group, opt
-from ..output import FORMATS, emit, to_json, warn
-from .common import ProgressBar, pass_api, progress_bar, warn_above
+from ..output import FORMATS, emit, printed_json, warn
+from .common import OneTask, ProgressBar, pass_api, progress_bar, warn_above
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -103,23 +103,17 @@ def import_(
     """
     from pathlib import Path
 
-    bar = progress_bar(transient=True, unit="bytes")
-    task: list = []
+    with OneTask(unit="bytes") as bar:
 
-    def on_progress(done: int, total: int, phase: str) -> None:
-        if not task:  # started with the first batch: an early error prints one line only
-            bar.start()
-            task.append(bar.add_task(f"import {Path(file).name}", total=total))
-        what = f"import {Path(file).name}" + ("" if phase == "reading" else " (ranking, storing)")
-        bar.update(task[0], completed=done, description=what)
+        def on_progress(done: int, total: int, phase: str) -> None:
+            what = f"import {Path(file).name}" + (
+                "" if phase == "reading" else " (ranking, storing)"
+            )
+            bar.show(what, done, total)
 
-    try:
         rep = pg.import_run(
             file, testset, name, format=fmt, replace=replace, on_progress=on_progress, score=score
         )
-    finally:
-        if bar.live.is_started:
-            bar.stop()
     if rep.unknown_queries:
         warn(
             f"{rep.unknown_queries} query ids are not in test set '{testset}' and were skipped: "
@@ -243,8 +237,7 @@ def delete(pg: Pgeval, name: str | None, experiment: str | None, fmt: str) -> No
         return
     assert name is not None
     owner = pg.delete_run(name)
-    if fmt == "json":
-        click.echo(to_json({"run": name, "experiment_incomplete": owner and owner[0]}))
+    if printed_json(fmt, {"run": name, "experiment_incomplete": owner and owner[0]}):
         return
     click.echo(f"deleted run '{name}'")
     if owner is not None:
@@ -262,8 +255,7 @@ def delete(pg: Pgeval, name: str | None, experiment: str | None, fmt: str) -> No
 
 def _delete_experiment(pg: Pgeval, experiment: str, fmt: str) -> None:
     gone = pg.delete_experiment_runs(experiment)
-    if fmt == "json":
-        click.echo(to_json(gone))
+    if printed_json(fmt, gone):
         return
     click.echo(f"deleted experiment '{experiment}' and its {len(gone['runs'])} runs")
     for sweep in gone["sweeps_interrupted"]:

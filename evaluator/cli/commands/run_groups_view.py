@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..output import emit, info, to_json
+from ..output import emit, info, printed_json
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -54,8 +54,7 @@ def rows(res: GroupPipelineResult) -> list[dict[str, Any]]:
 
 
 def show(res: GroupPipelineResult, fmt: str) -> None:
-    if fmt == "json":
-        click.echo(to_json(res.as_dict()))
+    if printed_json(fmt, res.as_dict()):
         return
     click.echo(
         f"pipeline grouped by {res.column}: {res.chosen} · recall@{res.k} of each ANN stage "

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ...api.vocabulary import parse_measure, stage_measures
 from ..flags import ALLOW_PARTIAL, JUDGED_ONLY, REL, REPETITION, STRICT, K, format_option
-from ..output import echo_line, emit, to_json, warn
+from ..output import echo_line, emit, printed_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -26,6 +26,11 @@ def _measures(report: StageReport) -> list[str]:
 def _cell(stage: dict, measure: str) -> dict | None:
     index = parse_measure(measure).kind == "index"
     return stage.get(measure) if index else stage["metrics"].get(measure)
+
+
+def _range(cell: dict | None) -> float | None:
+    """A measure's max - min over the repetitions; None without them."""
+    return None if not cell or cell["min"] is None else cell["max"] - cell["min"]
 
 
 def _headline(report: StageReport, names: list[str]) -> list[str]:
@@ -49,20 +54,7 @@ def _stage_tables(
     for s in report.stages:
         head = {"stage": s.get("label") or s["stage"], "kind": s["kind"]}
         quality.append({**head, **{m: (_cell(s, m) or {}).get("mean") for m in measures}})
-        # the `not _cell(s, m)` test guards the indexing (mypy does not narrow a call's result)
-        spread.append(
-            {
-                **head,
-                **{
-                    m: (
-                        None
-                        if not _cell(s, m) or _cell(s, m)["min"] is None  # type: ignore[index]
-                        else _cell(s, m)["max"] - _cell(s, m)["min"]  # type: ignore[index]
-                    )
-                    for m in measures
-                },
-            }
-        )
+        spread.append({**head, **{m: _range(_cell(s, m)) for m in measures}})
         rows, lat = s.get("rows") or {}, s.get("latency_ms") or {}
         cost.append(
             {
@@ -100,6 +92,12 @@ def _stage_tables(
         )
     )
     return tables
+
+
+def loss_rows(loss: list[dict], k: int) -> list[dict]:
+    """The loss attribution's table: per category the chunks lost, their share, recall points."""
+    kept = ("category", "chunks", "share")
+    return [{**{c: r[c] for c in kept}, f"recall@{k} points": r["recall_points"]} for r in loss]
 
 
 def _by_type_rows(report: StageReport) -> tuple[list[dict], list[str]]:
@@ -148,14 +146,8 @@ def _worst_rows(report: StageReport) -> list[dict]:
 def stage_report(
     pg: Pgeval,
     experiment: str,
-    k: int,
-    repetition: str,
-    rel: int,
-    worst: int,
-    judged_only: bool,
-    strict: bool,
-    allow_partial: bool,
     fmt: str,
+    **options: Any,
 ) -> None:
     """The stages of EXPERIMENT side by side, and the stage that lost each relevant chunk.
 
@@ -194,21 +186,10 @@ def stage_report(
     """
     from ...api.vocabulary import chain_text
 
-    report = pg.stage_report(
-        experiment,
-        k=k,
-        rel=rel,
-        repetition=repetition,
-        worst=worst,
-        allow_partial=allow_partial,
-        strict=strict,
-        judged_only=judged_only,
-    )
+    report = pg.stage_report(experiment, **options)  # the options under their names
     judged = report.judged
-    for w in report.warnings:
-        warn(w)
-    if fmt == "json":
-        click.echo(to_json(report.as_dict()))
+    warn(*report.warnings)
+    if printed_json(fmt, report.as_dict()):
         return
     _print_header(report)
     for rows, columns, title, wide_only in _stage_tables(report, judged):
@@ -223,17 +204,8 @@ def stage_report(
     if not judged:
         return
     echo_line(f"chain at K = {report.k}: {chain_text(report.chain, report.stages)}")
-    loss = [
-        {
-            "category": r["category"],
-            "chunks": r["chunks"],
-            "share": r["share"],
-            f"recall@{report.k} points": r["recall_points"],
-        }
-        for r in report.loss
-    ]
     emit(
-        loss,
+        loss_rows(report.loss, report.k),
         "table",
         ["category", "chunks", "share", f"recall@{report.k} points"],
         title=f"loss attribution (relevant chunks: "

@@ -37,7 +37,7 @@ from ..flags import (
     formats,
 )
 from ..option_groups import GroupedCommand, group, opt
-from ..output import echo_line, emit, info, to_json, warn
+from ..output import echo_line, emit, fixed, info, to_json, warn
 from .common import pass_api, progress_bar, warn_above
 from .query_options import no_judgements_line
 from .sweep_groups_view import run_grouped
@@ -306,7 +306,7 @@ class _SweepProgress:
 
     def on_find(self, point: Point, recall: float | None) -> None:
         # the path as it goes: each value tried and its recall
-        got = "—" if recall is None else f"{recall:.4f}"
+        got = fixed(recall)
         mark = "" if recall is None else (" ✓" if reaches(recall, self.target_recall) else " ✗")
         self.bar.console.print(f"find {point.label}: recall@{self.k} {got}{mark}", soft_wrap=True)
 
@@ -341,9 +341,8 @@ def _show(
     if plot:
         out = pg.sweep_plot(res, plot, title=plot_title(res, stage, target_name))
         info(f"plot written to {out}")
-    for w in res.warnings if fmt != "table" else ():
-        if w not in shown:  # those printed while the sweep ran are not printed twice
-            warn(w)
+    if fmt != "table":  # those printed while the sweep ran are not printed twice
+        warn(*(w for w in res.warnings if w not in shown))
 
 
 def _print_table(

@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
-import textwrap
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from ...api.vocabulary import grouped_consistency_line, reaches
-from ..output import echo_line, emit, info, to_json, warn
-from .common import progress_bar, warn_above
+from ..output import echo_line, emit, fixed, info, to_json, warn, wrapped
+from .common import OneTask
 from .query_options import group_queries_words
 
 if TYPE_CHECKING:
     from ...api import Pgeval
     from ...api.results import Group, GroupSweepResult, Point
-
-
-def _fmt(x: float | None, spec: str = ".4f") -> str:
-    return "—" if x is None else format(x, spec)
 
 
 def iterative_text(row: dict[str, Any]) -> str:
@@ -31,7 +26,7 @@ def iterative_text(row: dict[str, Any]) -> str:
         str(row.get("iterative_setting", ""))
         + "="
         + ", ".join(
-            f"{mode} {_fmt(recall, '.3f')}{' ✓' if mode in row.get('fixed_by', []) else ' ✗'}"
+            f"{mode} {fixed(recall, '.3f')}{' ✓' if mode in row.get('fixed_by', []) else ' ✗'}"
             for mode, recall in modes.items()
         )
     )
@@ -101,8 +96,8 @@ def generic_lines(res: GroupSweepResult, column: str) -> list[str]:
             continue
         out.append(
             f"generic plan (prepared statements: psycopg 3, JDBC) for {column}={g['group']}: "
-            f"{gen['served_by']} gets recall@{res.k} {_fmt(gen['recall'])} (custom plan: "
-            f"{g['served_by']}, {_fmt(g['recall'])})"
+            f"{gen['served_by']} gets recall@{res.k} {fixed(gen['recall'])} (custom plan: "
+            f"{g['served_by']}, {fixed(g['recall'])})"
         )
     return out
 
@@ -143,8 +138,8 @@ def recommendation_line(res: GroupSweepResult) -> str:
         return (
             f"recommended: {rec['label']} — {which} reaches recall@{k} {goal:g}"
             f"{_mode_words(worst.get('plan'))}; the worst, {worst.get('group')}, "
-            f"{_fmt(rec['index_recall'])} at p95 "
-            f"{_fmt(rec['p95_ms'], '.3f')} ms ({rec['why']}){unmeasured}{generic}"
+            f"{fixed(rec['index_recall'])} at p95 "
+            f"{fixed(rec['p95_ms'], '.3f')} ms ({rec['why']}){unmeasured}{generic}"
         )
     if not res.groups:
         return "no group was measured"
@@ -181,25 +176,19 @@ def run_grouped(
 ) -> None:
     """`pgeval sweep --group-by`: ``options`` the query source's, the groups' and the sweep's,
     by the API's names."""
-    bar = progress_bar(transient=True)
-    above = warn_above(bar)
-    task: dict[str, Any] = {}
+    label = [""]  # the group being measured
+    with OneTask() as bar:
 
-    def on_group(i: int, n: int, g: Group, step: str) -> None:
-        if not bar.live.is_started:
-            bar.start()
-        what = {"sweep": "", "confirm": " (the values found)", "generic": " (the generic plan)"}
-        what_text = what.get(step, " (iterative scan)")
-        task["label"] = f"group {i}/{n} {column}={g.value} ({g.rows} rows){what_text}"
-        if "id" not in task:
-            task["id"] = bar.add_task(task["label"], total=n)
-        bar.update(task["id"], completed=i - 1, description=task["label"])
+        def on_group(i: int, n: int, g: Group, step: str) -> None:
+            what = {"sweep": "", "confirm": " (the values found)", "generic": " (the generic plan)"}
+            what_text = what.get(step, " (iterative scan)")
+            label[0] = f"group {i}/{n} {column}={g.value} ({g.rows} rows){what_text}"
+            bar.show(label[0], i - 1, n)
 
-    def on_point(point: Point, rep: int, how: str) -> None:
-        if "id" in task:
-            bar.update(task["id"], description=f"{task['label']} {point.label} ({how})")
+        def on_point(point: Point, rep: int, how: str) -> None:
+            if bar.task is not None:
+                bar.show(f"{label[0]} {point.label} ({how})")
 
-    try:
         res = pg.sweep_groups(
             testset,
             target,
@@ -207,12 +196,9 @@ def run_grouped(
             group_by=column,
             **options,
             on_group=on_group,
-            on_warning=above,
+            on_warning=bar.warn,
             on_point=on_point,
         )
-    finally:
-        if bar.live.is_started:
-            bar.stop()
     line = recommendation_line(res)
     if fmt == "json":
         click.echo(to_json({**res.as_dict(), "recommendation_line": line}))
@@ -250,11 +236,7 @@ def _print_table(res: GroupSweepResult, target: str, column: str) -> None:
             *limit_lines(res.groups, column),
             *generic_lines(res, column),
         ]:  # (at 80 columns also when piped: between whole names)
-            click.echo(
-                textwrap.fill(
-                    line, 80, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False
-                )
-            )
+            click.echo(wrapped(line, 80))
     for g in res.groups:
         if g.get("iterative"):
             echo_line(f"{column}={g['group']} with an iterative scan: {iterative_text(g)}")

@@ -8,15 +8,11 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ...api.vocabulary import short_statement
-from ..output import echo_line, emit, info, to_json, warn
-from .common import progress_bar, warn_above
+from ..output import echo_line, emit, fixed, info, to_json, warn
+from .common import OneTask
 
 if TYPE_CHECKING:
     from ...api import Pgeval
-
-
-def _fmt(x: float | None, spec: str = ".4f") -> str:
-    return "—" if x is None else format(x, spec)
 
 
 def shape_rows(d: dict[str, Any], width: int = 40) -> list[dict[str, Any]]:
@@ -29,8 +25,8 @@ def shape_rows(d: dict[str, Any], width: int = 40) -> list[dict[str, Any]]:
             "shape": r["shape"],
             "statement": short_statement(r["statement"], width),
             "share": f"{r['share']:.0%}",
-            recall: f"{_fmt(r['recall'])} ±{_fmt(r['margin95'], '.3f')}",
-            "p95_ms": _fmt(r["p95_ms"], ".2f"),
+            recall: f"{fixed(r['recall'])} ±{fixed(r['margin95'], '.3f')}",
+            "p95_ms": fixed(r["p95_ms"], ".2f"),
             "": "" if r["reached"] else "✗",
         }
         for r in d["shapes"]
@@ -45,14 +41,14 @@ def verdict_line(d: dict[str, Any]) -> str:
         return f"recommended: {v['point']} — every shape reaches recall {goal:g}"
     missing = [s for s in v.get("shapes", []) if s["reaches_at"] is None]
     return f"no setting measured reaches recall {goal:g} in every shape: " + "; ".join(
-        f"shape {s['shape']} cannot (best {_fmt(s['best'])} at {s['best_at']})" for s in missing
+        f"shape {s['shape']} cannot (best {fixed(s['best'])} at {s['best_at']})" for s in missing
     )
 
 
 def weighted_line(d: dict[str, Any]) -> str:
     at = d["at"] or {}
     return (
-        f"weighted by the searches sent: recall {_fmt(d['weighted_recall'])} at "
+        f"weighted by the searches sent: recall {fixed(d['weighted_recall'])} at "
         f"{at.get('label', '—')} ({at.get('why', '')})"
     )
 
@@ -60,25 +56,16 @@ def weighted_line(d: dict[str, Any]) -> str:
 def run_shaped(pg: Pgeval, target: str, stage: str, fmt: str, plot: str | None,
                options: dict[str, Any]) -> None:  # fmt: skip
     """`pgeval sweep --captured SET` (no --group-by): ``options`` by the API's names."""
-    bar = progress_bar(transient=True)
-    above = warn_above(bar)
-    task: dict[str, Any] = {}
-
-    def on_shape(i: int, n: int, sh: Any, step: str) -> None:
-        if not bar.live.is_started:
-            bar.start()
-        task["label"] = f"shape {i}/{n}" + (" (the value found)" if step == "confirm" else "")
-        if "id" not in task:
-            task["id"] = bar.add_task(task["label"], total=n)
-        bar.update(task["id"], completed=i - 1, description=task["label"])
-
     captured = options.pop("captured")
-    try:
-        res = pg.sweep_shapes(target, stage, captured=captured, **options, on_shape=on_shape,
-                              on_warning=above)  # fmt: skip
-    finally:
-        if bar.live.is_started:
-            bar.stop()
+    with OneTask() as bar:
+
+        def on_shape(i: int, n: int, sh: Any, step: str) -> None:
+            confirm = " (the value found)" if step == "confirm" else ""
+            bar.show(f"shape {i}/{n}{confirm}", i - 1, n)
+
+        res = pg.sweep_shapes(
+            target, stage, captured=captured, **options, on_shape=on_shape, on_warning=bar.warn
+        )
     d = res.as_dict()
     d.update(weighted_line=weighted_line(d), verdict_line=verdict_line(d))
     if fmt == "json":

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ..flags import GROUP_BY, REPLACE, format_option
-from ..output import echo_line, emit, to_json, warn
+from ..output import echo_line, emit, printed_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -147,31 +147,7 @@ def target() -> None:
 @REPLACE.but(help="Replace a target of the same name.")
 @format_option(choices=("table", "json"))
 @pass_api
-def add(
-    pg: Pgeval,
-    name: str,
-    table: str | None,
-    schema: str | None,
-    id_column: str | None,
-    vector_column: str | None,
-    text_column: str | None,
-    distance: str | None,
-    where: tuple[str, ...],
-    null_true: tuple[str, ...],
-    min_similarity: float | None,
-    max_distance: float | None,
-    dimension: int | None,
-    dimension_column: str | None,
-    preset: str | None,
-    knowledge_base_id: tuple[str, ...],
-    knowledge_id: tuple[str, ...],
-    tag_id: tuple[str, ...],
-    group_by: str | None,
-    statement: str | None,
-    statement_file: str | None,
-    replace: bool,
-    fmt: str,
-) -> None:
+def add(pg: Pgeval, name: str, where: tuple[str, ...], fmt: str, **options: Any) -> None:
     """Add a target after checking its table, columns, vector type and dimension in the catalog.
 
     \b
@@ -190,34 +166,11 @@ def add(
       pgeval target add app2 --table docs --id-column id --vector-column embedding \\
           --statement-file search.sql
     """
-    added = pg.add_target(
-        name,
-        table=table,
-        schema=schema,
-        id_column=id_column,
-        vector_column=vector_column,
-        text_column=text_column,
-        distance=distance,
-        where=parse_where(where),
-        dimension=dimension,
-        dimension_column=dimension_column,
-        preset=preset,
-        knowledge_base_id=list(knowledge_base_id),
-        knowledge_id=list(knowledge_id),
-        tag_id=list(tag_id),
-        null_true=list(null_true),
-        min_similarity=min_similarity,
-        max_distance=max_distance,
-        group_by=group_by,
-        replace=replace,
-        statement=statement,
-        statement_file=statement_file,
-    )
+    # the other options go to the API under their names (their lists as tuples)
+    added = pg.add_target(name, where=parse_where(where), **options)
     tg, indexes, warnings = added.target, added.indexes, added.warnings
-    for w in warnings:
-        warn(w)
-    if fmt == "json":
-        click.echo(to_json(added.as_dict()))
+    warn(*warnings)
+    if printed_json(fmt, added.as_dict()):
         return
     echo_line(
         f"target '{name}': {tg.qualified()} ({tg.id_column}, {tg.vector_column} "
@@ -271,8 +224,7 @@ def show(pg: Pgeval, name: str, fmt: str) -> None:
       pgeval target show kb --format json
     """
     shown = pg.target(name)
-    if fmt == "json":
-        click.echo(to_json(shown))
+    if printed_json(fmt, shown):
         return
     for key, value in shown["spec"].items():
         if key != "statement_template":  # (the statement as pgeval's SQL reader read it)
@@ -344,8 +296,7 @@ def track(pg: Pgeval, name: str, lock_timeout: str, fmt: str) -> None:
       pgeval target track kb --lock-timeout 2s --format json
     """
     out = pg.track_changes(name, lock_timeout=lock_timeout)
-    if fmt == "json":
-        click.echo(to_json(out))
+    if printed_json(fmt, out):
         return
     how = "now tracked" if out["installed"] else "already tracked"
     click.echo(
@@ -368,7 +319,6 @@ def untrack(pg: Pgeval, name: str, lock_timeout: str, fmt: str) -> None:
       pgeval target untrack kb
     """
     out = pg.untrack_changes(name, lock_timeout=lock_timeout)
-    if fmt == "json":
-        click.echo(to_json(out))
+    if printed_json(fmt, out):
         return
     click.echo(f"target '{name}': table {out['table']} no longer tracked")

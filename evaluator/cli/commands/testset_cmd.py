@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..flags import FORMAT, NAME, QUERIES, REPLACE, format_option
-from ..output import echo_line, emit, to_json
+from ..output import echo_line, emit, printed_json
 from .common import pass_api
 from .testset_pool_cmd import grade, holes
 
@@ -80,10 +80,8 @@ def load(
     file: str,
     name: str,
     source_format: str | None,
-    queries: str | None,
-    grade_map: str | None,
-    replace: bool,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Load FILE as test set NAME: validated, all or nothing, in one transaction.
 
@@ -107,17 +105,9 @@ def load(
       pgeval testset load cases.csv --name kb-v1 --replace
       pgeval testset load cran.qrels --queries cran.tsv --grade-map 1=3,2=2,3=1,4=0,-1=0 --name cran
     """
-    report = pg.load_testset(
-        file,
-        name,
-        format=source_format,
-        queries=queries,
-        grade_map=grade_map,
-        replace=replace,
-        progress=True,
-    )
-    if fmt == "json":
-        click.echo(to_json(report.as_dict()))
+    # the other options go to the API under their names
+    report = pg.load_testset(file, name, format=source_format, progress=True, **options)
+    if printed_json(fmt, report.as_dict()):
         return
     r = report
     if r.unchanged:
@@ -179,8 +169,7 @@ def show(pg: Pgeval, name: str, fmt: str) -> None:
       pgeval testset show kb-v1 --format json
     """
     info = pg.testset(name)
-    if fmt == "json":
-        click.echo(to_json(info))
+    if printed_json(fmt, info):
         return
     gm = info["grade_map"]
     lines = [

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ..flags import API_KEY_ENV, BASE_URL, DEPTH, NAME, OUT, TESTSET, format_option
-from ..output import echo_line, to_json, warn
-from .common import pass_api, progress_bar
+from ..output import echo_line, printed_json, warn
+from .common import OneTask, pass_api
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -42,12 +42,10 @@ _JSON = ("table", "json")
 def holes(
     pg: Pgeval,
     experiment: str,
-    depth: int,
     out: str,
     judge: str | None,
-    base_url: str | None,
-    api_key_env: str | None,
     fmt: str,
+    **options: Any,
 ) -> None:
     """Write the unjudged chunks of EXPERIMENT's top K (every stage, every repetition) to a CSV
     file for annotators: test set, query id and text, chunk id and text, the stages and ranks it
@@ -64,30 +62,15 @@ def holes(
       pgeval testset holes cran-demo --out pool.csv --judge openai:qwen2.5:7b \\
           --base-url http://localhost:11434/v1 --api-key-env ''
     """
-    bar = progress_bar(transient=True)
-    task: list = []
-
-    def on_progress(done: int, total: int) -> None:
-        if not task:  # started with the first grade: an early error prints one line only
-            bar.start()
-            task.append(bar.add_task(f"judge {judge}", total=total))
-        bar.update(task[0], completed=done)
-
-    try:
+    with OneTask() as bar:
         report = pg.testset_holes(
             experiment,
             out,
-            depth=depth,
             judge=judge,
-            base_url=base_url,
-            api_key_env=api_key_env,
-            on_progress=on_progress,
+            on_progress=lambda done, total: bar.show(f"judge {judge}", done, total),
+            **options,
         )
-    finally:
-        if bar.live.is_started:
-            bar.stop()
-    if fmt == "json":
-        click.echo(to_json(report.as_dict()))
+    if printed_json(fmt, report.as_dict()):
         return
     r = report.as_dict()
     echo_line(
@@ -136,14 +119,7 @@ def _agreement(a: Any) -> None:
 )
 @format_option(choices=_JSON)
 @pass_api
-def grade(
-    pg: Pgeval,
-    file: str,
-    testset: str | None,
-    name: str | None,
-    model_grades: str | None,
-    fmt: str,
-) -> None:
+def grade(pg: Pgeval, file: str, fmt: str, **options: Any) -> None:
     """Read the grades of a pool FILE (`pgeval testset holes`) into a new version of its test
     set: its judgements and the file's. Rows with an empty grade are left out.
 
@@ -158,9 +134,8 @@ def grade(
       pgeval testset grade pool.csv --testset cran --name cran-graded
       pgeval testset grade pool.csv --model-grades openai:qwen-plus
     """
-    r = pg.grade_testset(file, testset=testset, name=name, model_grades=model_grades)
-    if fmt == "json":
-        click.echo(to_json(r.as_dict()))
+    r = pg.grade_testset(file, **options)  # the options under their names
+    if printed_json(fmt, r.as_dict()):
         return
     if r.agreement is not None:
         _agreement(r.agreement)

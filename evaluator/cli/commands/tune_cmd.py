@@ -3,13 +3,13 @@ on the stored lists, the choice cross-validated, a change recommended only when 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ..flags import NAME, REPETITION, SEED, STAGE, format_option
-from ..output import echo_line, emit, to_json, warn
-from .common import pass_api, progress_bar
+from ..output import echo_line, emit, printed_json, warn
+from .common import OneTask, pass_api
 
 if TYPE_CHECKING:
     from ...api import Pgeval
@@ -127,15 +127,10 @@ def tune(
     experiment: str,
     stage: str,
     grid: tuple[str, ...],
-    metric: str,
-    folds: int,
-    seed: int,
-    repetition: int,
-    jobs: int,
-    name: str | None,
     no_store: bool,
     fmt: str,
     as_json: bool,
+    **options: Any,
 ) -> None:
     """Tune the merge or rerank stage of EXPERIMENT on its stored lists, held out.
 
@@ -159,35 +154,16 @@ def tune(
       pgeval tune exp1 --stage merge --grid merge:input_depth=10,20,[hnsw:10,bm25:40] --json
       pgeval tune exp1 --stage rerank --grid rerank:top_n=10,20,30 --metric recall@10
     """
-    bar = progress_bar(transient=True)
-    task: list = []
-
-    def on_progress(done: int, total: int) -> None:
-        if not task:
-            bar.start()
-            task.append(bar.add_task(f"tune {stage}: configurations", total=total))
-        bar.update(task[0], completed=done)
-
-    try:
+    with OneTask() as bar:
         result = pg.tune(
             experiment,
             stage,
             list(grid),
-            metric=metric,
-            folds=folds,
-            seed=seed,
-            repetition=repetition,
-            jobs=jobs,
-            name=name,
             store=not no_store,
-            on_progress=on_progress,
+            on_progress=lambda done, total: bar.show(f"tune {stage}: configurations", done, total),
+            **options,  # the others under their names
         )
-    finally:
-        if bar.live.is_started:
-            bar.stop()
-    for w in result.warnings:
-        warn(w)
-    if fmt == "json" or as_json:
-        click.echo(to_json(result.as_dict()))
+    warn(*result.warnings)
+    if printed_json("json" if as_json else fmt, result.as_dict()):
         return
     _print(result)

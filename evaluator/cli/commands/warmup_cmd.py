@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from ...api.vocabulary import WARMUP_DEFAULTS
 from ..flags import EMBEDDER, INDEX, SET, TARGET, TESTSET, K, format_option
-from ..output import emit, info, to_json, warn
+from ..output import emit, info, printed_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -56,20 +56,7 @@ if TYPE_CHECKING:
 )
 @format_option(choices=("table", "json"))
 @pass_api
-def warmup(
-    pg: Pgeval,
-    target_name: str,
-    testset: str | None,
-    embedder: str | None,
-    settings: tuple[str, ...],
-    k: int,
-    max_passes: int,
-    tolerance: float,
-    random_queries: int,
-    no_prewarm: bool,
-    index: str | None,
-    fmt: str,
-) -> None:
+def warmup(pg: Pgeval, target_name: str, no_prewarm: bool, fmt: str, **options: Any) -> None:
     """Warm the target's table and ANN indexes up before measuring latency.
 
     \b
@@ -96,22 +83,9 @@ def warmup(
                 f"blocks hit {p.blocks_hit}, read {p.blocks_read}"
             )
 
-    report = pg.warmup(
-        target_name,
-        testset=testset,
-        embedder=embedder,
-        settings=settings,
-        k=k,
-        max_passes=max_passes,
-        tolerance=tolerance,
-        random_queries=random_queries,
-        prewarm=not no_prewarm,
-        on_pass=on_pass,
-        index=index,
-    )
-    if fmt == "json":
-        click.echo(to_json(report.as_dict()))
-    else:
+    # the other options go to the API under their names
+    report = pg.warmup(target_name, prewarm=not no_prewarm, on_pass=on_pass, **options)
+    if not printed_json(fmt, report.as_dict()):
         click.echo(
             f"target {report.target}: {report.method}; {report.queries} queries from "
             f"{report.source}"
@@ -150,5 +124,4 @@ def warmup(
             for r in report.relations()
         ]
         emit(rows, "table", title="buffer blocks: hits (shared buffers) / reads (OS)")
-    for w in report.warnings:
-        warn(w)
+    warn(*report.warnings)

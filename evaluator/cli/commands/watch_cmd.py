@@ -24,7 +24,7 @@ from ..flags import (
 )
 from ..option_groups import GroupedCommand, group, opt
 from ..options import option_for
-from ..output import echo_line, to_json, warn
+from ..output import echo_line, fixed, to_json, warn
 from .common import pass_api
 
 if TYPE_CHECKING:
@@ -45,10 +45,10 @@ def _table(res: ProbeResult) -> None:
         f"probe {p['probe_id']} · target {p['target']}{group} · {p['stage']} · "
         f"{res.setting}={res.value} · {queries} · {probe_time(p['probed_at'])}"
     )
-    recall = f"recall@{p['k']} " + ("—" if p["recall"] is None else f"{p['recall']:.3f}")
+    recall = f"recall@{p['k']} {fixed(p['recall'], '.3f')}"
     if q.get("source") == "sample" and p["recall"] is not None:  # nodes of the index probed
         recall = vocabulary.bounded(p["recall"], p["k"])
-    rows = "—" if p["rows_mean"] is None else f"{p['rows_mean']:g}"
+    rows = fixed(p["rows_mean"], "g")
     echo_line(
         f"{recall} against exact search · p50 {_ms(p['p50_ms'])} · "
         f"p95 {_ms(p['p95_ms'])} · rows returned {rows} · table {p['table_rows'] or 0:,} rows · "
@@ -311,12 +311,8 @@ def _show(results: list[ProbeResult], fmt: str, failed: GroupsFailed | None, whe
                 f"{len(failures)} of {len(failures) + len(results)} groups failed "
                 f"({', '.join(f.label for f in failures)}): no probe of this watch is recorded"
             )
-    shown: set[str] = set()
-    for res in results if fmt != "table" else ():
-        for w in res.warnings:
-            if w not in shown:
-                shown.add(w)
-                warn(w)
+    if fmt != "table":  # (each warning once, however many groups said it)
+        warn(*dict.fromkeys(w for res in results for w in res.warnings))
 
 
 def _alerts(results: list[ProbeResult]) -> bool:
