@@ -219,12 +219,9 @@ def identity(
     }
     if cfg.group is not None:  # (absent otherwise: the names of earlier sweeps stay)
         identity["group"] = {cfg.group[0]: cfg.group[1]}
-    if cfg.shape is not None:
-        identity["shape"] = cfg.shape
-    if cfg.plan is not None:
-        identity["plan"] = cfg.plan
-    if cfg.index is not None:  # one name per index measured (of several on the column)
-        identity["index"] = cfg.index
+    # the index: one name per index measured (of several on the column)
+    given = {"shape": cfg.shape, "plan": cfg.plan, "index": cfg.index}
+    identity.update({k: v for k, v in given.items() if v is not None})
     if cfg.isolate_index:
         identity["isolate_index"] = True
     return identity
