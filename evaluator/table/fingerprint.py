@@ -170,12 +170,9 @@ def retrieval_extensions(conn: Any) -> dict:
     )
 
 
-def _options(reloptions: list[str] | None) -> dict:
-    out = {}
-    for item in reloptions or []:
-        key, _, value = item.partition("=")
-        out[key] = value
-    return out
+def reloptions(items: list[str] | None) -> dict[str, str]:
+    """An index's ``reloptions`` (``["m=16"]``) as a dict (``{"m": "16"}``)."""
+    return dict(item.partition("=")[::2] for item in items or [])
 
 
 def indexes(conn: Any, table_oid: int, remade: bool = False) -> tuple[dict, dict]:
@@ -197,7 +194,7 @@ def indexes(conn: Any, table_oid: int, remade: bool = False) -> tuple[dict, dict
     ).fetchone()
     hashed, info = {}, {}
     for name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, node, *_ in rows:
-        explicit = _options(relopts)
+        explicit = reloptions(relopts)
         hashed[name] = {
             "method": method,
             "opclasses": list(opclasses or []),
