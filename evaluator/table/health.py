@@ -45,10 +45,12 @@ from .health_server import (  # noqa: F401  (re-exported: pgeval health's checks
 EXAMPLES = 5
 
 
-def _ext_fn(conn: Any, name: str) -> sql.Composable:
+def extension_fn(conn: Any, name: str, extension: str = "vector") -> sql.Composable:
+    """Function ``name`` of ``extension``, qualified by the schema it is installed in."""
     row = conn.execute(
         "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n "
-        "ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+        "ON n.oid = e.extnamespace WHERE e.extname = %s",
+        (extension,),
     ).fetchone()
     return sql.Identifier(row[0], name) if row else sql.Identifier(name)
 
@@ -102,7 +104,7 @@ def check_null(conn: Any, t: _Target) -> Finding:
 
 def check_zero(conn: Any, t: _Target) -> Finding:
     fn = "vector_norm" if t.base_type == "vector" else "l2_norm"
-    n, ex = _examples(conn, t, sql.SQL("{}({}) = 0").format(_ext_fn(conn, fn), t.vec))
+    n, ex = _examples(conn, t, sql.SQL("{}({}) = 0").format(extension_fn(conn, fn), t.vec))
     if not n:
         return Finding("zero_vectors", "ok", 0, "no zero vector")
     if t.target.distance != "cosine":
@@ -160,7 +162,7 @@ def check_dimensions(conn: Any, t: _Target, expected: dict[str, int | None]) -> 
     where, params = t.and_(sql.SQL("{} IS NOT NULL").format(col))
     dims = conn.execute(
         sql.SQL("SELECT {}({}) AS d, count(*) FROM {}{} GROUP BY 1 ORDER BY 2 DESC").format(
-            _ext_fn(conn, "vector_dims"), col, t.table, where
+            extension_fn(conn, "vector_dims"), col, t.table, where
         ),
         params,
     ).fetchall()
@@ -183,7 +185,7 @@ def check_dimensions(conn: Any, t: _Target, expected: dict[str, int | None]) -> 
                 conn,
                 t,
                 sql.SQL("{}({}) <> {}").format(
-                    _ext_fn(conn, "vector_dims"), col, sql.Literal(want)
+                    extension_fn(conn, "vector_dims"), col, sql.Literal(want)
                 ),
             )
             return Finding(

@@ -33,20 +33,16 @@ KEPT = (
 
 
 def server_context(kb: Any, target: Any, cfg: AdviseConfig) -> dict[str, Any]:
-    from psycopg import sql
+    from ...table.target_table import row_count
 
     shared, server_mwm = kb.execute(
         "SELECT pg_size_bytes(current_setting('shared_buffers')), "
         "pg_size_bytes(current_setting('maintenance_work_mem'))"
     ).fetchone()
-    where, params = target.where()
-    rows = kb.execute(
-        sql.SQL("SELECT count(*) FROM {}{}").format(target.table_sql(), where), params
-    ).fetchone()[0]
     return {
         "shared_buffers": int(shared),
         "maintenance_work_mem": int(server_mwm),
-        "rows": rows,
+        "rows": row_count(kb, target),
         "dimension": target.dimension,
         "vector_type": target.vector_type,
     }

@@ -28,6 +28,7 @@ from ...core.errors import InputError, param
 from ...core.ids import as_text
 from ...table import partitions
 from ...table.copied_rows import over_copy
+from ...table.target_table import row_count
 from .. import build_sweep
 
 
@@ -142,11 +143,7 @@ def _create(
     made = c.execute(
         sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, build_sweep.SCRATCH_TABLE))
     ).fetchone()[0]
-    where, params = source.where()
-    total = c.execute(
-        sql.SQL("SELECT count(*) FROM {}{}").format(source.table_sql(), where), params
-    ).fetchone()[0]
-    return int(total), int(made)
+    return row_count(c, source), int(made)
 
 
 def _held(c: Any, source: Any, held_out: tuple[str, ...]) -> int:
