@@ -150,22 +150,14 @@ def server_info(conn: Any) -> dict:
     }
 
 
-def extensions(conn: Any) -> dict:
-    """Every installed extension's version (plpgsql left out): for the health check."""
+def extensions(conn: Any, only: tuple[str, ...] | None = None) -> dict:
+    """Every installed extension's version (plpgsql left out: for the health check), or those
+    of ``only`` (:data:`RETRIEVAL_EXTENSIONS`: the fingerprint's)."""
     return dict(
         conn.execute(
-            "SELECT extname, extversion FROM pg_extension "
-            "WHERE extname <> 'plpgsql' ORDER BY extname"
-        ).fetchall()
-    )
-
-
-def retrieval_extensions(conn: Any) -> dict:
-    """The installed versions of the extensions retrieval uses (the fingerprint's)."""
-    return dict(
-        conn.execute(
-            "SELECT extname, extversion FROM pg_extension WHERE extname = ANY(%s) ORDER BY extname",
-            (list(RETRIEVAL_EXTENSIONS),),
+            "SELECT extname, extversion FROM pg_extension WHERE extname <> 'plpgsql' "
+            "AND (%s::text[] IS NULL OR extname = ANY(%s)) ORDER BY extname",
+            (None if only is None else list(only),) * 2,
         ).fetchall()
     )
 
@@ -326,7 +318,7 @@ def settings_free(kb_conn: Any, target: Any) -> dict:
     common=settings_free(...))``; captured again, it is read again."""
     out: dict[str, Any] = {
         "server": server_info(kb_conn),
-        "extensions": retrieval_extensions(kb_conn),
+        "extensions": extensions(kb_conn, RETRIEVAL_EXTENSIONS),
         "database": kb_conn.execute("SELECT current_database()").fetchone()[0],
     }
     if target is not None:
