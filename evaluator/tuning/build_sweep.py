@@ -35,6 +35,7 @@ from psycopg import sql
 
 from ..core.db import Database
 from ..core.errors import DatabaseError, InputError, first_line, param
+from ..core.warnings_once import once
 from ..table import health, labels, partitions
 from ..table.copied_rows import (
     SCRATCH_PREFIX,
@@ -351,12 +352,10 @@ class Scratch:
         if wanted > current:
             c.execute("SELECT set_config('maintenance_work_mem', %s, true)", (memory,))
         elif self.maintenance_work_mem and wanted < current:
-            msg = (
+            once(self.warnings)(
                 f"--maintenance-work-mem {memory} is below the server's "
                 f"maintenance_work_mem; builds use the server's setting"
             )
-            if msg not in self.warnings:
-                self.warnings.append(msg)
         in_force = c.execute("SELECT current_setting('maintenance_work_mem')").fetchone()[0]
         if method in SERIAL_BUILDS:
             c.execute("SELECT set_config('max_parallel_maintenance_workers', '0', true)")
@@ -366,12 +365,10 @@ class Scratch:
             found = health.advisories(extensions(c))
             if found:
                 c.execute("SELECT set_config('max_parallel_maintenance_workers', '0', true)")
-                msg = (
+                once(self.warnings)(
                     f"HNSW builds run without parallel workers: {found[0]['extension']} "
                     f"{found[0]['version']} has {found[0]['id']} in parallel HNSW builds"
                 )
-                if msg not in self.warnings:
-                    self.warnings.append(msg)
         return in_force
 
     def build(self, method: str, options: dict, label: str = "", stage: str | None = None) -> dict:
@@ -454,13 +451,11 @@ class Scratch:
             dog.cancel()
             c.remove_notice_handler(on_notice)
         if notices:
-            msg = (
+            once(self.warnings)(
                 f"building {method} index {label or options} spilled: {notices[0]} "
                 f"(maintenance_work_mem {memory}; the build is several times slower: raise "
                 "--maintenance-work-mem)"
             )
-            if msg not in self.warnings:
-                self.warnings.append(msg)
         build_ms = (time.perf_counter() - t0) * 1000.0
         self.index, self._group_indexes = name, names
         size = sum(partitions.index_bytes(c, self.schema, n) for n in names)
