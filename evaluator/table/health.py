@@ -91,15 +91,15 @@ def _examples(conn: Any, t: _Target, cond: sql.Composable) -> tuple[int, list[st
     return int(n), ex
 
 
+def _warning_if(n: int, check: str, said: str, ok: str, examples: list) -> Finding:
+    """A ``warning`` counting ``n`` things found (``said``), else ``ok`` (nothing found)."""
+    return Finding(check, "warning" if n else "ok", n, said if n else ok, examples)
+
+
 def check_null(conn: Any, t: _Target) -> Finding:
     n, ex = _examples(conn, t, sql.SQL("{} IS NULL").format(t.vec))
-    return Finding(
-        "null_vectors",
-        "warning" if n else "ok",
-        n,
-        f"{n} row(s) with a NULL vector: never indexed, never retrieved" if n else "no NULL vector",
-        ex,
-    )
+    said = f"{n} row(s) with a NULL vector: never indexed, never retrieved"
+    return _warning_if(n, "null_vectors", said, "no NULL vector", ex)
 
 
 def check_zero(conn: Any, t: _Target) -> Finding:
@@ -360,15 +360,8 @@ def check_keyword_index(conn: Any, t: _Target) -> Finding | None:
 
 def check_invalid(conn: Any, t: _Target) -> Finding:
     bad = introspect.invalid_indexes(conn, t.oid)
-    return Finding(
-        "invalid_indexes",
-        "warning" if bad else "ok",
-        len(bad),
-        f"invalid indexes (never used by the planner): {', '.join(bad)}"
-        if bad
-        else "no invalid index",
-        bad[:EXAMPLES],
-    )
+    said = f"invalid indexes (never used by the planner): {', '.join(bad)}"
+    return _warning_if(len(bad), "invalid_indexes", said, "no invalid index", bad[:EXAMPLES])
 
 
 def testset_judgements(results_conn: Any, testset: str, embedder: str | None = None) -> Any:
