@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ...core.canonical import sha256_hex
 from ...core.errors import InputError, param
+from ...core.warnings_once import once
 from ...stages import gucs
 from . import grid, store
 from .config import Plan, SweepConfig, find_max, plan_mode
@@ -367,9 +368,7 @@ def new_result(
         sampled=own,
     )
     if row.previous is not None:
-        result.warnings.append(row.previous["message"])
-        if on_warning:
-            on_warning(row.previous["message"])
+        once(result.warnings, on_warning)(row.previous["message"])
     return result
 
 
