@@ -45,6 +45,22 @@ def copied_rows(target: Any) -> Any:
     )
 
 
+def over_copy(source: Any, name: str, schema: str, table: str = SCRATCH_TABLE, **more: Any) -> Any:
+    """Target ``name`` over the scratch copy ``schema.table`` of ``source``'s rows: the id and
+    vector columns only, no filter (the copy holds the rows they chose); ``more``: other fields."""
+    return replace(
+        source,
+        name=name,
+        schema=schema,
+        table=table,
+        text_column=None,
+        filters={},
+        null_true=[],
+        dimension_column=None,
+        **more,
+    )
+
+
 def require_create(kb: Any, why: str) -> None:
     """Before any work: the role may create the scratch schemas ``why`` needs in the knowledge
     base's database (else one line with the grant, not a bare "permission denied" after the

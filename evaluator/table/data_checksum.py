@@ -53,7 +53,7 @@ from ..core.canonical import sha256_hex
 from ..core.db import Database
 from ..core.errors import first_line
 from . import change_log
-from .target_table import resolve_table, vector_column
+from .target_table import resolve_table, row_count, vector_column
 
 RECIPE = 1  # the content checksum's definition; a new one makes every key new
 CACHED_KINDS = ("r", "m", "p")  # table, materialized view, partitioned table
@@ -210,8 +210,7 @@ def measure(
     where, params = target.where()
     table = target.table_sql()
     if not checksum:
-        n = conn.execute(sql.SQL("SELECT count(*) FROM {}{}").format(table, where), params)
-        data: dict[str, Any] = {"rows": int(n.fetchone()[0]), "checksum": None}
+        data: dict[str, Any] = {"rows": row_count(conn, target), "checksum": None}
         return DataChecksum(data, "skipped", 1, "skipped (--no-checksum)")
     content = _sum(content_sql(target, vec))
     ident = identity(conn, oid, target, vec, where, params) if cache is not None else None

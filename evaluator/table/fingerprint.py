@@ -150,32 +150,21 @@ def server_info(conn: Any) -> dict:
     }
 
 
-def extensions(conn: Any) -> dict:
-    """Every installed extension's version (plpgsql left out): for the health check."""
+def extensions(conn: Any, only: tuple[str, ...] | None = None) -> dict:
+    """Every installed extension's version (plpgsql left out: for the health check), or those
+    of ``only`` (:data:`RETRIEVAL_EXTENSIONS`: the fingerprint's)."""
     return dict(
         conn.execute(
-            "SELECT extname, extversion FROM pg_extension "
-            "WHERE extname <> 'plpgsql' ORDER BY extname"
+            "SELECT extname, extversion FROM pg_extension WHERE extname <> 'plpgsql' "
+            "AND (%s::text[] IS NULL OR extname = ANY(%s)) ORDER BY extname",
+            (None if only is None else list(only),) * 2,
         ).fetchall()
     )
 
 
-def retrieval_extensions(conn: Any) -> dict:
-    """The installed versions of the extensions retrieval uses (the fingerprint's)."""
-    return dict(
-        conn.execute(
-            "SELECT extname, extversion FROM pg_extension WHERE extname = ANY(%s) ORDER BY extname",
-            (list(RETRIEVAL_EXTENSIONS),),
-        ).fetchall()
-    )
-
-
-def _options(reloptions: list[str] | None) -> dict:
-    out = {}
-    for item in reloptions or []:
-        key, _, value = item.partition("=")
-        out[key] = value
-    return out
+def reloptions(items: list[str] | None) -> dict[str, str]:
+    """An index's ``reloptions`` (``["m=16"]``) as a dict (``{"m": "16"}``)."""
+    return dict(item.partition("=")[::2] for item in items or [])
 
 
 def indexes(conn: Any, table_oid: int, remade: bool = False) -> tuple[dict, dict]:
@@ -197,7 +186,7 @@ def indexes(conn: Any, table_oid: int, remade: bool = False) -> tuple[dict, dict
     ).fetchone()
     hashed, info = {}, {}
     for name, method, relopts, valid, pred, opclasses, keys, ddl, size, oid, node, *_ in rows:
-        explicit = _options(relopts)
+        explicit = reloptions(relopts)
         hashed[name] = {
             "method": method,
             "opclasses": list(opclasses or []),
@@ -329,7 +318,7 @@ def settings_free(kb_conn: Any, target: Any) -> dict:
     common=settings_free(...))``; captured again, it is read again."""
     out: dict[str, Any] = {
         "server": server_info(kb_conn),
-        "extensions": retrieval_extensions(kb_conn),
+        "extensions": extensions(kb_conn, RETRIEVAL_EXTENSIONS),
         "database": kb_conn.execute("SELECT current_database()").fetchone()[0],
     }
     if target is not None:

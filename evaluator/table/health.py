@@ -45,10 +45,12 @@ from .health_server import (  # noqa: F401  (re-exported: pgeval health's checks
 EXAMPLES = 5
 
 
-def _ext_fn(conn: Any, name: str) -> sql.Composable:
+def extension_fn(conn: Any, name: str, extension: str = "vector") -> sql.Composable:
+    """Function ``name`` of ``extension``, qualified by the schema it is installed in."""
     row = conn.execute(
         "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n "
-        "ON n.oid = e.extnamespace WHERE e.extname = 'vector'"
+        "ON n.oid = e.extnamespace WHERE e.extname = %s",
+        (extension,),
     ).fetchone()
     return sql.Identifier(row[0], name) if row else sql.Identifier(name)
 
@@ -89,20 +91,20 @@ def _examples(conn: Any, t: _Target, cond: sql.Composable) -> tuple[int, list[st
     return int(n), ex
 
 
+def _warning_if(n: int, check: str, said: str, ok: str, examples: list) -> Finding:
+    """A ``warning`` counting ``n`` things found (``said``), else ``ok`` (nothing found)."""
+    return Finding(check, "warning" if n else "ok", n, said if n else ok, examples)
+
+
 def check_null(conn: Any, t: _Target) -> Finding:
     n, ex = _examples(conn, t, sql.SQL("{} IS NULL").format(t.vec))
-    return Finding(
-        "null_vectors",
-        "warning" if n else "ok",
-        n,
-        f"{n} row(s) with a NULL vector: never indexed, never retrieved" if n else "no NULL vector",
-        ex,
-    )
+    said = f"{n} row(s) with a NULL vector: never indexed, never retrieved"
+    return _warning_if(n, "null_vectors", said, "no NULL vector", ex)
 
 
 def check_zero(conn: Any, t: _Target) -> Finding:
     fn = "vector_norm" if t.base_type == "vector" else "l2_norm"
-    n, ex = _examples(conn, t, sql.SQL("{}({}) = 0").format(_ext_fn(conn, fn), t.vec))
+    n, ex = _examples(conn, t, sql.SQL("{}({}) = 0").format(extension_fn(conn, fn), t.vec))
     if not n:
         return Finding("zero_vectors", "ok", 0, "no zero vector")
     if t.target.distance != "cosine":
@@ -160,7 +162,7 @@ def check_dimensions(conn: Any, t: _Target, expected: dict[str, int | None]) -> 
     where, params = t.and_(sql.SQL("{} IS NOT NULL").format(col))
     dims = conn.execute(
         sql.SQL("SELECT {}({}) AS d, count(*) FROM {}{} GROUP BY 1 ORDER BY 2 DESC").format(
-            _ext_fn(conn, "vector_dims"), col, t.table, where
+            extension_fn(conn, "vector_dims"), col, t.table, where
         ),
         params,
     ).fetchall()
@@ -183,7 +185,7 @@ def check_dimensions(conn: Any, t: _Target, expected: dict[str, int | None]) -> 
                 conn,
                 t,
                 sql.SQL("{}({}) <> {}").format(
-                    _ext_fn(conn, "vector_dims"), col, sql.Literal(want)
+                    extension_fn(conn, "vector_dims"), col, sql.Literal(want)
                 ),
             )
             return Finding(
@@ -358,15 +360,8 @@ def check_keyword_index(conn: Any, t: _Target) -> Finding | None:
 
 def check_invalid(conn: Any, t: _Target) -> Finding:
     bad = introspect.invalid_indexes(conn, t.oid)
-    return Finding(
-        "invalid_indexes",
-        "warning" if bad else "ok",
-        len(bad),
-        f"invalid indexes (never used by the planner): {', '.join(bad)}"
-        if bad
-        else "no invalid index",
-        bad[:EXAMPLES],
-    )
+    said = f"invalid indexes (never used by the planner): {', '.join(bad)}"
+    return _warning_if(len(bad), "invalid_indexes", said, "no invalid index", bad[:EXAMPLES])
 
 
 def testset_judgements(results_conn: Any, testset: str, embedder: str | None = None) -> Any:

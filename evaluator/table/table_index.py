@@ -11,6 +11,7 @@ from typing import Any
 
 from ..kinds import registry
 from ..targets import introspect
+from .fingerprint import reloptions
 from .target_table import resolve_table
 
 
@@ -68,14 +69,13 @@ def table_indexes(kb: Any, target: Any) -> list[TableIndex]:
             continue
         if part:  # a partition of a partitioned index: that index is the one listed
             continue
-        explicit = dict(o.partition("=")[::2] for o in relopts or [])
         out.append(
             TableIndex(
                 name=name,
                 method=method,
                 opclass=(list(opclasses or [""]))[0],
                 key=keys[0],
-                options=_options(method, explicit),
+                options=_options(method, reloptions(relopts)),
                 partial=pred is not None or on is not None,  # one partition's: its rows only
                 valid=bool(valid),
                 bytes=int(size),

@@ -23,6 +23,13 @@ def resolve_table(conn: Any, target: Any) -> int:
     return int(oid)
 
 
+def row_count(conn: Any, target: Any) -> int:
+    """The target's rows (its filters applied)."""
+    where, params = target.where()
+    stmt = sql.SQL("SELECT count(*) FROM {}{}").format(target.table_sql(), where)
+    return int(conn.execute(stmt, params).fetchone()[0])
+
+
 def and_where(target: Any, cond: sql.Composable | None = None) -> tuple[sql.Composable, list]:
     """The target's WHERE clause (filters, dimension predicate) with ``cond`` added."""
     where, params = target.where()

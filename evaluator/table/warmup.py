@@ -155,14 +155,12 @@ def prewarm_method(state: str) -> str:
 
 def prewarm(conn: Any, table_oid: int) -> dict[str, int]:
     """pg_prewarm the table and its ANN indexes: {relation: blocks loaded}."""
-    schema = conn.execute(
-        "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n "
-        "ON n.oid = e.extnamespace WHERE e.extname = 'pg_prewarm'"
-    ).fetchone()[0]
     from psycopg import sql
 
-    fn = sql.Identifier(schema, "pg_prewarm")
     from ..targets import introspect
+    from .health import extension_fn
+
+    fn = extension_fn(conn, "pg_prewarm", "pg_prewarm")
 
     table = conn.execute("SELECT %s::oid::regclass::text", (table_oid,)).fetchone()[0]
     rels = [(table, table_oid)] + [

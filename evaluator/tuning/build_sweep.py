@@ -35,8 +35,15 @@ from psycopg import sql
 
 from ..core.db import Database
 from ..core.errors import DatabaseError, InputError, first_line, param
+from ..core.warnings_once import once
 from ..table import health, labels, partitions
-from ..table.copied_rows import SCRATCH_PREFIX, SCRATCH_TABLE, copied_rows, group_column
+from ..table.copied_rows import (
+    SCRATCH_PREFIX,
+    SCRATCH_TABLE,
+    copied_rows,
+    group_column,
+    over_copy,
+)
 from . import spent
 from .build_watchdog import Watchdog
 
@@ -117,12 +124,25 @@ def opclass(target: Any, method: str, stage: str | None = None) -> str:
 def index_key(target: Any, method: str, stage: str | None = None) -> sql.Composable:
     """What a build indexes: the column, or the expression a cast kind searches
     (``((col)::halfvec(N))``, ``(binary_quantize(col)::bit(N))``)."""
-    from dataclasses import replace
-
     cast = _kind(method, stage).cast_type
     if cast is None:
         return sql.Identifier(target.vector_column)
     return sql.SQL("({})").format(replace(target, search_type=cast).vector_expr())
+
+
+def index_body(
+    target: Any, method: str, stage: str | None, options: dict, label: str | None = None
+) -> sql.Composable:
+    """``USING method (key opclass[, label]) [WITH (option = 'value', ...)]``: a build of
+    ``method`` for stage kind ``stage``, as the scratch copy builds it and as advise prints its
+    DDL (``label``: a label-filtered design's label column; option names: the registry's)."""
+    labels = sql.SQL("") if label is None else sql.SQL(", {}").format(sql.Identifier(label))
+    key, ops = index_key(target, method, stage), sql.SQL(opclass(target, method, stage))
+    body = sql.SQL("USING {} ({} {}{})").format(sql.SQL(method), key, ops, labels)
+    if not options:
+        return body
+    pairs = (sql.SQL("{} = {}").format(sql.SQL(k), sql.Literal(str(v))) for k, v in options.items())
+    return sql.SQL("{} WITH ({})").format(body, sql.SQL(", ").join(pairs))
 
 
 def estimate_bytes(rows: int, dimension: int | None, vector_type: str, options: dict) -> int:
@@ -302,16 +322,9 @@ class Scratch:
                     "a plan that uses it on the table is not reproduced on the copy"
                 )
         c.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(self.schema, SCRATCH_TABLE)))
-        self._whole = replace(
-            src,
-            name=f"{src.name} (scratch copy)",
-            schema=self.schema,
-            table=SCRATCH_TABLE,
-            text_column=None,
-            filters={},
-            null_true=[],
-            dimension_column=None,
-            label_columns=[] if self.labels is None else [self.labels.column],
+        columns = [] if self.labels is None else [self.labels.column]
+        self._whole = over_copy(
+            src, f"{src.name} (scratch copy)", self.schema, label_columns=columns
         )
         self.target = self._scoped(self._whole)
         self.rows = c.execute(
@@ -339,12 +352,10 @@ class Scratch:
         if wanted > current:
             c.execute("SELECT set_config('maintenance_work_mem', %s, true)", (memory,))
         elif self.maintenance_work_mem and wanted < current:
-            msg = (
+            once(self.warnings)(
                 f"--maintenance-work-mem {memory} is below the server's "
                 f"maintenance_work_mem; builds use the server's setting"
             )
-            if msg not in self.warnings:
-                self.warnings.append(msg)
         in_force = c.execute("SELECT current_setting('maintenance_work_mem')").fetchone()[0]
         if method in SERIAL_BUILDS:
             c.execute("SELECT set_config('max_parallel_maintenance_workers', '0', true)")
@@ -354,12 +365,10 @@ class Scratch:
             found = health.advisories(extensions(c))
             if found:
                 c.execute("SELECT set_config('max_parallel_maintenance_workers', '0', true)")
-                msg = (
+                once(self.warnings)(
                     f"HNSW builds run without parallel workers: {found[0]['extension']} "
                     f"{found[0]['version']} has {found[0]['id']} in parallel HNSW builds"
                 )
-                if msg not in self.warnings:
-                    self.warnings.append(msg)
         return in_force
 
     def build(self, method: str, options: dict, label: str = "", stage: str | None = None) -> dict:
@@ -391,25 +400,10 @@ class Scratch:
         c = self.conn
         memory = self._build_settings(method, options)
         name = f"{SCRATCH_TABLE}_{method}"
-        with_: sql.Composable = sql.SQL("")
-        if options:
-            with_ = sql.SQL(" WITH ({})").format(
-                sql.SQL(", ").join(
-                    sql.SQL("{} = {}").format(sql.SQL(k), sql.Literal(str(v)))  # keys: whitelist
-                    for k, v in options.items()
-                )
-            )
-        stmt = sql.SQL(
-            "CREATE INDEX {{}} ON {table} USING {method} ({col} {ops}{labels}){with_}"
-        ).format(
-            labels=sql.SQL("")
-            if self.labels is None
-            else sql.SQL(", {}").format(sql.Identifier(self.labels.column)),
-            table=sql.Identifier(self.schema, SCRATCH_TABLE),
-            method=sql.SQL(method),
-            col=index_key(self.source, method, stage),
-            ops=sql.SQL(opclass(self.source, method, stage)),
-            with_=with_,
+        column = None if self.labels is None else self.labels.column
+        stmt = sql.SQL("CREATE INDEX {{}} ON {} {}").format(
+            sql.Identifier(self.schema, SCRATCH_TABLE),
+            index_body(self.source, method, stage, options, column),
         )
         # the table's build per group (one partial index per tenant), kept on a grouped copy
         wheres = partitions.group_wheres(
@@ -457,13 +451,11 @@ class Scratch:
             dog.cancel()
             c.remove_notice_handler(on_notice)
         if notices:
-            msg = (
+            once(self.warnings)(
                 f"building {method} index {label or options} spilled: {notices[0]} "
                 f"(maintenance_work_mem {memory}; the build is several times slower: raise "
                 "--maintenance-work-mem)"
             )
-            if msg not in self.warnings:
-                self.warnings.append(msg)
         build_ms = (time.perf_counter() - t0) * 1000.0
         self.index, self._group_indexes = name, names
         size = sum(partitions.index_bytes(c, self.schema, n) for n in names)

@@ -15,7 +15,7 @@ from psycopg import sql
 from ...kinds import registry
 from ...stages import gucs, vector_sql
 from ...table import labels, partitions
-from ..build_sweep import index_key, opclass
+from ..build_sweep import index_body
 from .plan import fixed_settings
 
 # what a DBA must know before signing, per access method: the index built on the table is not
@@ -70,20 +70,8 @@ def statements(
     kind = registry.KINDS[row["design"]]
     method = kind.index_method or ""
     labelled = None if group is None or not kind.labels else labels.read(kb, target, group)
-    options = sql.SQL(", ").join(
-        sql.SQL("{} = {}").format(sql.SQL(o), sql.Literal(str(v)))  # options: the registry's
-        for o, v in row["build"].items()
-    )
-    body = sql.SQL("USING {method} ({key} {ops}{labels})").format(
-        labels=sql.SQL("")
-        if labelled is None
-        else sql.SQL(", {}").format(sql.Identifier(labelled.column)),
-        method=sql.SQL(method),
-        key=index_key(target, method, row["design"]),
-        ops=sql.SQL(opclass(target, method, row["design"])),
-    )
-    if row["build"]:
-        body = sql.SQL("{} WITH ({})").format(body, options)
+    label = None if labelled is None else labelled.column
+    body = index_body(target, method, row["design"], row["build"], label)
     # CONCURRENTLY; on a partitioned table, one index per partition, attached (partitions.py)
     # per group (a partial index per tenant, as the table has it): one per group's WHERE
     wheres = tuple(partitions.group_wheres(kb, target, group, kind))

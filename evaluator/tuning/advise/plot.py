@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ...core import figures
+from ..sweep.plot import ring, target_line
+from .rules import build_text
 
 MB = 1048576.0
 
@@ -42,16 +44,7 @@ def draw(result: dict[str, Any]) -> tuple[Any, dict[str, str]]:
     _budgets(ax, result)
     rec = result.get("recommendation")
     if rec:
-        ax.plot(
-            [rec["p95_ms"]],
-            [rec["recall"]],
-            "o",
-            ms=22,
-            mfc="none",
-            mec="#1a7f37",
-            mew=2,
-            label=f"recommended: {rec['design']}",
-        )
+        ring(ax, rec["p95_ms"], rec["recall"], rec["design"], 22)
     ax.set_xscale("log")
     _plain_ms(ax)
     ax.margins(x=0.15, y=0.08)
@@ -90,7 +83,7 @@ def _design(
         (p for p in r["points"] if p["p95_ms"] is not None and p["recall"] is not None),
         key=lambda p: float(p["value"]),  # in order of work
     )
-    build = ",".join(f"{o}={v}" for o, v in r["build"].items())
+    build = build_text(r)
     setting = ", ".join(f"{n.split('.', 1)[-1]}={v}" for n, v in r["setting"].items())
     size = "" if r["index_bytes"] is None else f", index {r['index_bytes'] / MB:.1f} MB"
     ax.plot(
@@ -147,13 +140,7 @@ def _tried(row: dict[str, Any], point: dict[str, Any]) -> str:
 def _budgets(ax: Any, result: dict[str, Any]) -> None:
     """The target recall and the budgets a point can be read against: p95 as a vertical line;
     the index size and build time (not on these axes) named in the legend."""
-    ax.axhline(
-        result["target_recall"],
-        linestyle="--",
-        color="#cf222e",
-        linewidth=1,
-        label=f"target recall {result['target_recall']:g}",
-    )
+    target_line(ax, result["target_recall"])
     budgets = result.get("budgets") or {}
     if budgets.get("--max-p95-ms") is not None:
         ax.axvline(

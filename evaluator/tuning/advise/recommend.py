@@ -15,7 +15,7 @@ from ..sweep.scan_modes import mode_of
 from . import apply, inplace
 from .outcome import Outcome, Verdict
 from .plan import AdviseConfig
-from .rules import MB, Row, budgets, least_work, over_budget, pick
+from .rules import MB, Row, budgets, build_text, least_work, named, over_budget, pick
 
 # said of a recommendation whose figure is sampled rows' through the index they are nodes of
 UNMEASURED = (
@@ -33,20 +33,16 @@ KEPT = (
 
 
 def server_context(kb: Any, target: Any, cfg: AdviseConfig) -> dict[str, Any]:
-    from psycopg import sql
+    from ...table.target_table import row_count
 
     shared, server_mwm = kb.execute(
         "SELECT pg_size_bytes(current_setting('shared_buffers')), "
         "pg_size_bytes(current_setting('maintenance_work_mem'))"
     ).fetchone()
-    where, params = target.where()
-    rows = kb.execute(
-        sql.SQL("SELECT count(*) FROM {}{}").format(target.table_sql(), where), params
-    ).fetchone()[0]
     return {
         "shared_buffers": int(shared),
         "maintenance_work_mem": int(server_mwm),
-        "rows": rows,
+        "rows": row_count(kb, target),
         "dimension": target.dimension,
         "vector_type": target.vector_type,
     }
@@ -72,15 +68,6 @@ def _at_least(sized: str, server_bytes: int) -> str:
     return sized if mb * MB >= server_bytes else f"{server_bytes // 1048576}MB"
 
 
-def _build(row: Row) -> str:
-    return ",".join(f"{k}={v}" for k, v in row["build"].items())
-
-
-def _name(row: Row) -> str:
-    setting = ", ".join(f"{k}={v}" for k, v in row["setting"].items())
-    return f"{row['design']} ({_build(row)}) at {setting}"
-
-
 def choose(
     kb: Any,
     target: Any,
@@ -104,7 +91,7 @@ def choose(
     # sampled rows through the index they are nodes of: no figure of the application's queries
     bound = chosen.get("queries") == SAMPLED_ROWS
     why = (
-        f"{_name(chosen)}"
+        f"{named(chosen)}"
         + (
             f": {bounded(chosen['recall'], cfg.k)}{_worst(chosen)}"
             if bound
@@ -124,7 +111,7 @@ def choose(
     if others:
         r = others[0]
         why += (
-            f"; the runner-up, {_name(r)}, costs p95 {r['p95_ms']:.3f} ms "
+            f"; the runner-up, {named(r)}, costs p95 {r['p95_ms']:.3f} ms "
             f"({_pct(r['p95_ms'], chosen['p95_ms'])}) and index {r['index_bytes'] / MB:.1f} MB "
             f"({_pct(r['index_bytes'], chosen['index_bytes'])})"
         )
@@ -147,7 +134,7 @@ def choose(
     excluded = [r for r in reaching if r["over_budget"]]
     if excluded:
         why += "; over budget: " + "; ".join(
-            f"{r['design']} {_build(r)} ({', '.join(r['over_budget'])})" for r in excluded
+            f"{r['design']} {build_text(r)} ({', '.join(r['over_budget'])})" for r in excluded
         )
     if bound:
         why += UNMEASURED
@@ -318,7 +305,7 @@ def _unmet(
         why = f"no design reaches {goal}{every} within --find-max" + (
             ""
             if best is None or best["recall"] is None
-            else f"; the closest is {_name(best)} at recall {best['recall']:.4f}{_missing(best)}: "
+            else f"; the closest is {named(best)} at recall {best['recall']:.4f}{_missing(best)}: "
             + _higher(best, ceilings)
         )
         return {"binding": ["--target-recall"], "closest": closest, "why": why}
@@ -333,7 +320,7 @@ def _unmet(
             f"{opt} {b[opt]:g} binds ({', '.join(r['design'] for r in reaching if opt in r['over_budget'])} over it)"
             for opt in binding
         )
-        + f". The closest, {_name(best)}, needs "
+        + f". The closest, {named(best)}, needs "
         + ", ".join(f"{opt} {v:.3f}" for opt, v in needs.items())
         + (
             f" (its worst group, {best['worst_group']['group']}, at "

@@ -12,6 +12,7 @@ from ...reporting import html, plots
 from ...testset.query_source import SAMPLED_ROWS
 from ..sweep.grid import label_of
 from . import predict
+from .rules import build_text, named
 
 MB = 1048576.0
 
@@ -24,7 +25,7 @@ def rows(result: dict[str, Any], *, short: bool = False) -> list[dict[str, Any]]
     for r in result["designs"]:
         row: dict[str, Any] = {
             "design": r["design"],
-            "build": ",".join(f"{k}={v}" for k, v in r["build"].items()),
+            "build": build_text(r),
             "setting": ", ".join(
                 f"{k.split('.', 1)[-1] if short else k}={v}" for k, v in r["setting"].items()
             ),
@@ -117,7 +118,7 @@ def flow_lines(result: dict[str, Any]) -> list[str]:
         out.append(f"the index your table has: {result['anchor']}, measured in place on the table")
     for r in result["designs"]:
         if r.get("gap"):
-            out.append(f"  {r['design']} {_build(r)}: {r['gap']}")
+            out.append(f"  {r['design']} {build_text(r)}: {r['gap']}")
         upper = r.get("upper_bound")
         if upper and upper.get("recall") is not None:
             out.append(
@@ -171,10 +172,6 @@ def _setting(r: dict[str, Any]) -> str:
     return ", ".join(f"{k.split('.', 1)[-1]}={v}" for k, v in (r.get("setting") or {}).items())
 
 
-def _build(r: dict[str, Any]) -> str:
-    return ",".join(f"{k}={v}" for k, v in r["build"].items())
-
-
 def _facts(result: dict[str, Any]) -> list[tuple[str, Any]]:
     """The page's facts list: target, goal, budgets, queries, what was measured under, time."""
     goal = f"recall@{result['k']} ≥ {result['target_recall']:g} at the application's LIMIT"
@@ -186,35 +183,21 @@ def _facts(result: dict[str, Any]) -> list[tuple[str, Any]]:
         ("queries", (result.get("queries") or {}).get("source") or result.get("testset") or ""),
     ]
     if result.get("measured_under"):  # settings applied while measuring (--set), if any
+        under = ", ".join(f"{k}={v}" for k, v in result["measured_under"].items())
         facts.append(
             (
                 "measured under",
-                ", ".join(f"{k}={v}" for k, v in result["measured_under"].items())
-                + " (SET LOCAL while measuring; not part of the recommendation)",
+                f"{under} (SET LOCAL while measuring; not part of the recommendation)",
             )
         )
     if result.get("group_by"):
-        facts.append(
-            (
-                "per group of",
-                f"{result['group_by']}: a design meets the goal only if every group does",
-            )
-        )
+        every = f"{result['group_by']}: a design meets the goal only if every group does"
+        facts.append(("per group of", every))
     if result.get("screened_on") is not None:
         screen = result.get("screen") or {}
-        facts.append(
-            (
-                "screened on",
-                f"{result['screened_on']} of {screen.get('table_rows')} rows "
-                f"(target {screen.get('target')})",
-            )
-        )
-        facts.append(
-            (
-                "built in full",
-                f"{', '.join(result.get('confirmed') or []) or 'none'}",
-            )
-        )
+        of = f"{result['screened_on']} of {screen.get('table_rows')} rows"
+        facts.append(("screened on", f"{of} (target {screen.get('target')})"))
+        facts.append(("built in full", ", ".join(result.get("confirmed") or []) or "none"))
     spent = time_line(result)  # "time: 7 s: ground truth ..." or "stored: ..."
     facts.append(("time", spent.removeprefix("time: ")))
     return facts
@@ -339,7 +322,7 @@ def evidence(result: dict[str, Any]) -> list[dict[str, Any]]:
         for group, name in sweeps.items():
             row = {
                 "design": r["design"],
-                "build": ",".join(f"{k}={v}" for k, v in r["build"].items()),
+                "build": build_text(r),
                 **({"group": group} if result.get("group_by") else {}),
                 "point": r["point"],
                 "sweep (pgeval stage-report SWEEP)": name,
@@ -356,10 +339,8 @@ def groups_section(result: dict[str, Any]) -> str:
         " = value), worst first.</p>"
     ]
     for r in result["designs"]:
-        setting = ", ".join(f"{k}={v}" for k, v in r["setting"].items())
         missing = r.get("groups_missing") or []
-        build = ",".join(f"{k}={v}" for k, v in r["build"].items())
-        head = f"{r['design']} ({build}) at {setting}"
+        head = named(r)
         verdict = (
             f'<p class="warn">misses in: {escape(", ".join(missing))}</p>'
             if missing

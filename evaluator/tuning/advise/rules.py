@@ -29,6 +29,17 @@ BUDGETS: dict[str, tuple[str, str, Callable[[Row], float]]] = {
 BUILD_GROWTH = 1.4
 
 
+def build_text(row: Row) -> str:
+    """``m=16,ef_construction=64``: a design's build options."""
+    return ",".join(f"{k}={v}" for k, v in row["build"].items())
+
+
+def named(row: Row) -> str:
+    """``hnsw (m=16) at hnsw.ef_search=40``: the design, its build and its setting."""
+    setting = ", ".join(f"{k}={v}" for k, v in row["setting"].items())
+    return f"{row['design']} ({build_text(row)}) at {setting}"
+
+
 def budgets(cfg: Budgets) -> dict[str, float]:
     """The budgets given: option -> bound."""
     given = {

@@ -331,23 +331,14 @@ class _Measure:
 
 
 def _check(cfg: AdviseConfig) -> None:
-    if not 0 < cfg.target_recall <= 1:
-        raise InputError(
-            f"{param('target_recall')} must be in (0, 1], got {cfg.target_recall}",
-            field=param("target_recall"),
-        )
-    for opt, value in (
-        ("max_p95_ms", cfg.max_p95_ms),
-        ("max_index_mb", cfg.max_index_mb),
-        ("max_build_s", cfg.max_build_s),
-    ):
+    from ..sweep.config import check_target_recall
+
+    check_target_recall(cfg)
+    for opt in ("max_p95_ms", "max_index_mb", "max_build_s"):
+        value = getattr(cfg, opt)
         if value is not None and not value > 0:
             raise InputError(f"{param(opt)} must be above 0, got {value:g}", field=param(opt))
-    if cfg.sample_rows is not None and cfg.sample_rows < 1:
-        raise InputError(
-            f"{param('sample_rows')} must be >= 1, got {cfg.sample_rows}",
-            field=param("sample_rows"),
-        )
-    for opt, count in (("max_groups", cfg.max_groups), ("group_queries", cfg.group_queries)):
+    for opt in ("sample_rows", "max_groups", "group_queries"):
+        count = getattr(cfg, opt)
         if count is not None and count < 1:
             raise InputError(f"{param(opt)} must be >= 1, got {count}", field=param(opt))

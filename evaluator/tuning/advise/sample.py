@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from psycopg import sql
@@ -27,6 +27,8 @@ from ...core.canonical import sha256_hex
 from ...core.errors import InputError, param
 from ...core.ids import as_text
 from ...table import partitions
+from ...table.copied_rows import over_copy
+from ...table.target_table import row_count
 from .. import build_sweep
 
 
@@ -95,17 +97,7 @@ def copy(
             total, made = _create(c, source, schema, rows, column, held_out)
             held = _held(c, source, held_out)
         seconds = time.perf_counter() - t0
-        sampled = replace(
-            source,
-            name=name_for(target_name, rows),
-            schema=schema,
-            table=build_sweep.SCRATCH_TABLE,
-            text_column=None,
-            filters={},
-            null_true=[],
-            dimension_column=None,
-            group_by=column,
-        )
+        sampled = over_copy(source, name_for(target_name, rows), schema, group_by=column)
         with database.connect() as conn:
             targets.save(conn, sampled, replace=True)
             conn.commit()
@@ -151,11 +143,7 @@ def _create(
     made = c.execute(
         sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, build_sweep.SCRATCH_TABLE))
     ).fetchone()[0]
-    where, params = source.where()
-    total = c.execute(
-        sql.SQL("SELECT count(*) FROM {}{}").format(source.table_sql(), where), params
-    ).fetchone()[0]
-    return int(total), int(made)
+    return row_count(c, source), int(made)
 
 
 def _held(c: Any, source: Any, held_out: tuple[str, ...]) -> int:

@@ -41,19 +41,15 @@ def sample_size(table_rows: int, given: int | None) -> int | None:
 
 
 def table_rows(database: Any, name: str) -> int:
-    from psycopg import sql
-
+    from ...table.target_table import row_count
     from ...targets import targets
 
     with database.connect() as conn:
         target = targets.load(conn, name)
-    where, params = target.where()
     with database.connect(results=False, read_only=True) as kb:
-        n = kb.execute(
-            sql.SQL("SELECT count(*) FROM {}{}").format(target.table_sql(), where), params
-        ).fetchone()[0]
+        n = row_count(kb, target)
         kb.rollback()
-    return int(n)
+    return n
 
 
 @contextmanager
@@ -276,9 +272,9 @@ def _within_budget(
     ``dropped``, ``full_build`` and ``notes``: it may beat the index the table has, and what
     builds it."""
     estimate = rules.estimated_build_s(row, rows, sample_rows)
-    bound = cfg.max_confirm_s
-    if bound is None or estimate is None or estimate <= bound:
+    if estimate is None or held_out.fits(cfg, estimate):
         return True
+    bound = cfg.max_confirm_s
     why = (
         f"it may beat the index your table has (p95 on {sample_rows:,} rows below the index's "
         f"beyond their noise), but its build on {rows:,} rows is estimated at {estimate:,.0f} s "

@@ -92,11 +92,7 @@ def _check(cfg: SweepConfig) -> int:
             "on its own copy of the table",
             field=param("concurrency"),
         )
-    if not 0 < cfg.target_recall <= 1:
-        raise InputError(
-            f"{param('target_recall')} must be in (0, 1], got {cfg.target_recall}",
-            field=param("target_recall"),
-        )
+    check_target_recall(cfg)
     from ...stages.planner_plan import MODES
 
     if cfg.plan is not None and cfg.plan not in MODES:
@@ -111,6 +107,14 @@ def _check(cfg: SweepConfig) -> int:
             f"{param('depth')} {depth} is below {param('k')} {cfg.k}", field=param("depth")
         )
     return depth
+
+
+def check_target_recall(cfg: Finding) -> None:
+    if not 0 < cfg.target_recall <= 1:
+        raise InputError(
+            f"{param('target_recall')} must be in (0, 1], got {cfg.target_recall}",
+            field=param("target_recall"),
+        )
 
 
 def plan_mode(cfg: SweepConfig) -> str | None:

@@ -12,7 +12,7 @@ that reaches the target with every smaller value tried below it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from ...measure.operating_points import reaches as reach
 
@@ -31,15 +31,7 @@ class Find:
     best: list | None = None  # when out of reach: [value, recall] of the best tried
 
     def as_dict(self) -> dict:
-        return {
-            "setting": self.setting,
-            "others": self.others,
-            "value": self.value,
-            "recall": self.recall,
-            "reached": self.reached,
-            "path": self.path,
-            "best": self.best,
-        }
+        return asdict(self)
 
 
 def search(

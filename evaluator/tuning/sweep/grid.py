@@ -102,8 +102,6 @@ def check_build(axes: Any, method: str | None) -> None:
 def _check_values(method: str, name: str, values: Any, default: str | None) -> None:
     """A numeric build option (its default a number) takes numbers only: checked here, before
     any work, rather than failing mid-sweep (the server checks the range when it builds)."""
-    import re
-
     if default is None:
         return
     kind, pattern = (

@@ -66,6 +66,7 @@ from .scan_modes import (
     unreachable,
     unreachable_line,
 )
+from .store import dict_rows, first_row
 
 if TYPE_CHECKING:
     from ...core.db import Database
@@ -311,16 +312,13 @@ def _summarize(database: Database, cfg: SweepConfig, out: GroupSweepResult, size
     kind = registry.kind(cfg.stage)
     work = kind.work_settings if kind is not None else ()
     with database.connect() as conn:
-        cur = conn.execute("SELECT * FROM pgeval.sweep_group_points(%s)", (ids,))
-        names = [d.name for d in cur.description]
-        rows = [dict(zip(names, r)) for r in cur.fetchall()]
-        cur = conn.execute(
+        rows = dict_rows(conn, "SELECT * FROM pgeval.sweep_group_points(%s)", (ids,))
+        recommendation = first_row(
+            conn,
             "SELECT * FROM pgeval.sweeps_recommendation(%s, %s, %s)",
             (ids, cfg.target_recall, list(work)),
         )
-        rec = cur.fetchone()
-        recommendation = None if rec is None else dict(zip([d.name for d in cur.description], rec))
-        worst = store_rows(conn, "SELECT * FROM pgeval.sweep_worst_group(%s)", (ids,))
+        worst = dict_rows(conn, "SELECT * FROM pgeval.sweep_worst_group(%s)", (ids,))
     by_sweep = {out.sweeps[g].sweep_id: g for g in order}
     per_point: dict[int, list[dict]] = {}
     for r in rows:
@@ -351,12 +349,6 @@ def _summarize(database: Database, cfg: SweepConfig, out: GroupSweepResult, size
         return
     out.at = {"point": at["point"], "label": at["label"], "settings": at["settings"], "why": why}
     out.groups = at["groups"]
-
-
-def store_rows(conn: Any, statement: str, params: tuple) -> list[dict]:
-    cur = conn.execute(statement, params)
-    names = [d.name for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
 def _group_row(r: dict, by_sweep: dict, sizes: dict, cfg: SweepConfig, total: int) -> dict:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg import sql
 
 from ...core.canonical import sha256_hex
-from ...table.copied_rows import STEADY
+from ...table.copied_rows import STEADY, over_copy
 from .. import build_sweep
 from .config import SweepConfig
 from .result import SweepResult
@@ -171,17 +171,7 @@ def copies(
         with database.connect() as conn:
             for kind in KINDS:
                 names[kind] = f"{target_name}~{kind}{made}"
-                copy = replace(
-                    source,
-                    name=names[kind],
-                    schema=schema,
-                    table=kind,
-                    text_column=None,
-                    filters={},
-                    null_true=[],
-                    dimension_column=None,
-                    group_by=None,
-                )
+                copy = over_copy(source, names[kind], schema, kind, group_by=None)
                 targets.save(conn, copy, replace=True)
             conn.commit()
         yield Copies(names["graph"], names["held"], made)

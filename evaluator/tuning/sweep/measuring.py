@@ -75,13 +75,10 @@ def finishing(results: Any, sweep_id: int, experiment_id: int, fill: Callable[[]
     filled (``fill``) as far as they were measured: the one place a sweep's status is set."""
     try:
         yield
-    except KeyboardInterrupt:
+    except BaseException as exc:
         _safely(results, fill)
-        store.finish(results, sweep_id, experiment_id, "interrupted")
-        raise
-    except BaseException:
-        _safely(results, fill)
-        store.finish(results, sweep_id, experiment_id, "failed")
+        status = "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+        store.finish(results, sweep_id, experiment_id, status)
         raise
     store.finish(results, sweep_id, experiment_id, "complete")
 

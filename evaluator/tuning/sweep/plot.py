@@ -5,6 +5,7 @@ as a dashed line and the recommended point ringed. matplotlib is imported only h
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from ...core import figures
 from ...core.errors import InputError, param
@@ -47,24 +48,9 @@ def write(
             label="Pareto front",
         )
     target_recall, recommended = ops.target, ops.cheapest()
-    ax.axhline(
-        target_recall,
-        linestyle="--",
-        color="#cf222e",
-        linewidth=1,
-        label=f"target recall {target_recall:g}",
-    )
+    target_line(ax, target_recall)
     if recommended:
-        ax.plot(
-            [recommended.p95_ms],
-            [recommended.recall],
-            "o",
-            ms=14,
-            mfc="none",
-            mec="#1a7f37",
-            mew=2,
-            label=f"recommended: {recommended.label}",
-        )
+        ring(ax, recommended.p95_ms, recommended.recall, recommended.label, 14)
     ax.set_xlabel("p95 latency (ms, nearest rank)")
     ax.set_ylabel(f"recall@{k} against exact search")
     ax.set_title(title, fontsize=10)
@@ -74,3 +60,15 @@ def write(
     out = Path(path)
     out.write_bytes(figures.png(fig))
     return out
+
+
+def target_line(ax: Any, target_recall: float) -> None:
+    """The target recall, a dashed line across the axes (the sweep's plot and advise's)."""
+    label = f"target recall {target_recall:g}"
+    ax.axhline(target_recall, linestyle="--", color="#cf222e", linewidth=1, label=label)
+
+
+def ring(ax: Any, p95_ms: Any, recall: Any, label: str, size: int) -> None:
+    """The recommended point ringed (``size``: the ring's marker size)."""
+    style = {"ms": size, "mfc": "none", "mec": "#1a7f37", "mew": 2}
+    ax.plot([p95_ms], [recall], "o", label=f"recommended: {label}", **style)

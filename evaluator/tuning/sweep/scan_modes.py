@@ -14,7 +14,7 @@ the same questions here."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from ...measure.operating_points import reaches
@@ -109,15 +109,7 @@ class ModeResult:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "mode": self.mode,
-            "settings": self.settings,
-            "value": self.value,
-            "reached": self.reached,
-            "p95_ms": self.p95_ms,
-            "worst_group": self.worst_group,
-            "worst_recall": self.worst_recall,
-        }
+        return {k: v for k, v in asdict(self).items() if k != "find"}
 
     def words(self) -> str:
         """``hnsw.ef_search 64 with hnsw.iterative_scan = relaxed_order (p95 1.20 ms)``."""

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ...core.canonical import sha256_hex
 from ...core.errors import InputError, param
+from ...core.warnings_once import once
 from ...stages import gucs
 from . import grid, store
 from .config import Plan, SweepConfig, find_max, plan_mode
@@ -219,12 +220,9 @@ def identity(
     }
     if cfg.group is not None:  # (absent otherwise: the names of earlier sweeps stay)
         identity["group"] = {cfg.group[0]: cfg.group[1]}
-    if cfg.shape is not None:
-        identity["shape"] = cfg.shape
-    if cfg.plan is not None:
-        identity["plan"] = cfg.plan
-    if cfg.index is not None:  # one name per index measured (of several on the column)
-        identity["index"] = cfg.index
+    # the index: one name per index measured (of several on the column)
+    given = {"shape": cfg.shape, "plan": cfg.plan, "index": cfg.index}
+    identity.update({k: v for k, v in given.items() if v is not None})
     if cfg.isolate_index:
         identity["isolate_index"] = True
     return identity
@@ -370,9 +368,7 @@ def new_result(
         sampled=own,
     )
     if row.previous is not None:
-        result.warnings.append(row.previous["message"])
-        if on_warning:
-            on_warning(row.previous["message"])
+        once(result.warnings, on_warning)(row.previous["message"])
     return result
 
 

@@ -54,40 +54,15 @@ def open_sweep(
 ) -> SweepRow:
     """Create the sweep and its experiment, or resume the sweep of that name (``fresh``: delete
     it and its runs first)."""
-    want = {
-        "testset_id": testset_id,
-        "target": target,
-        "stage": stage,
-        "grid": grid,
-        "settings": settings,
-        "k": k,
-        "depth": depth,
-        "concurrency": concurrency,
-    }
+    want = dict(zip(IDENTITY, (testset_id, target, stage, grid, settings, k, depth, concurrency)))
     row, previous = _existing(conn, name, want, fresh, fingerprint, config_hash)
     experiment = (name, testset_id, target, experiment_config, fingerprint, config_hash)
     if row is not None:
         return _resume(conn, row, name, repeat, target_recall, experiment)
     exp_id = _experiment(conn, *experiment)
-    sweep_id = conn.execute(
-        "INSERT INTO pgeval.sweep (name, testset_id, experiment_id, target, stage, grid, "
-        "settings, k, depth, repeat, concurrency, target_recall) "
-        "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING sweep_id",
-        (
-            name,
-            testset_id,
-            exp_id,
-            target,
-            stage,
-            json.dumps(grid),
-            json.dumps(settings),
-            k,
-            depth,
-            repeat,
-            concurrency,
-            target_recall,
-        ),
-    ).fetchone()[0]
+    jsonb = {"grid": json.dumps(grid), "settings": json.dumps(settings)}
+    more = {"name": name, "experiment_id": exp_id, "repeat": repeat, "target_recall": target_recall}
+    sweep_id = _insert(conn, "sweep", {**want, **jsonb, **more}, returning="sweep_id")
     _commit(conn)
     return SweepRow(sweep_id, name, exp_id, False, previous)
 
@@ -225,15 +200,26 @@ def measured(conn: Any, sweep_id: int) -> dict[tuple[int, int], str]:
 
 def find_elsewhere(conn: Any, sweep_id: int, config_hash: str, repetition: int) -> dict | None:
     """A point measured by another sweep under the same config hash and repetition."""
-    cur = conn.execute(
+    return first_row(
+        conn,
         "SELECT sp.* FROM pgeval.sweep_point sp JOIN pgeval.run r USING (run_id) "
         "WHERE sp.config_hash = %s AND sp.repetition = %s AND sp.sweep_id <> %s "
         "AND r.status = 'complete' ORDER BY sp.reused_from IS NOT NULL, sp.measured_at DESC, "
         "sp.run_id DESC LIMIT 1",
         (config_hash, repetition, sweep_id),
     )
-    row = cur.fetchone()
-    return None if row is None else dict(zip([d.name for d in cur.description], row))
+
+
+def dict_rows(conn: Any, statement: Any, params: Any = None) -> list[dict]:
+    """The rows of ``statement``, each a dict keyed by column name."""
+    from psycopg.rows import dict_row
+
+    return conn.cursor(row_factory=dict_row).execute(statement, params).fetchall()
+
+
+def first_row(conn: Any, statement: Any, params: Any = None) -> dict | None:
+    """The first row of ``statement`` as a dict (None: no row)."""
+    return next(iter(dict_rows(conn, statement, params)), None)
 
 
 VALUES = (
@@ -256,7 +242,7 @@ VALUES = (
 
 def copy_point(conn: Any, sweep_id: int, point: Any, repetition: int, src: dict) -> None:
     """``point``'s repetition stored with the values measured in ``src`` (a stored point)."""
-    _insert(
+    _insert_point(
         conn,
         sweep_id,
         point,
@@ -283,7 +269,7 @@ def insert_point(
     build: dict | None = None,
 ) -> None:
     build = build or {}
-    _insert(
+    _insert_point(
         conn,
         sweep_id,
         point,
@@ -297,10 +283,8 @@ def insert_point(
     )
 
 
-def _insert(conn: Any, sweep_id: int, point: Any, repetition: int, **values: Any) -> None:
+def _insert_point(conn: Any, sweep_id: int, point: Any, repetition: int, **values: Any) -> None:
     """One row of pgeval.sweep_point: ``point``'s repetition with ``values``, committed."""
-    from psycopg import sql
-
     row = {
         "sweep_id": sweep_id,
         "point": point.number,
@@ -310,14 +294,29 @@ def _insert(conn: Any, sweep_id: int, point: Any, repetition: int, **values: Any
         "build": json.dumps(point.build),
         **values,
     }
-    conn.execute(
-        sql.SQL("INSERT INTO pgeval.sweep_point ({}) VALUES ({})").format(
+    _insert(conn, "sweep_point", row)
+    _commit(conn)
+
+
+def _insert(conn: Any, table: str, row: dict, returning: str | None = None) -> Any:
+    """INSERT ``row`` (column -> value) into ``pgeval.table``; the ``returning`` column's value."""
+    from psycopg import sql
+
+    back = (
+        sql.SQL("")
+        if returning is None
+        else sql.SQL(" RETURNING {}").format(sql.Identifier(returning))
+    )
+    cur = conn.execute(
+        sql.SQL("INSERT INTO {} ({}) VALUES ({}){}").format(
+            sql.Identifier("pgeval", table),
             sql.SQL(", ").join(map(sql.Identifier, row)),
             sql.SQL(", ").join(sql.Placeholder() * len(row)),
+            back,
         ),
         list(row.values()),
     )
-    _commit(conn)
+    return None if returning is None else cur.fetchone()[0]
 
 
 def complete_run(conn: Any, experiment_id: int, name: str) -> int | None:
@@ -400,15 +399,15 @@ def finish(conn: Any, sweep_id: int, experiment_id: int | None, status: str) -> 
 
 
 def resolve(conn: Any, name: str) -> dict:
-    cur = conn.execute(
+    row = first_row(
+        conn,
         "SELECT s.*, t.name AS testset FROM pgeval.sweep s "
         "JOIN pgeval.testset t USING (testset_id) WHERE s.name = %s",
         (name,),
     )
-    row = cur.fetchone()
     if row is None:
         raise NotFound(f"no sweep named '{name}' (see `pgeval sweep --list`)")
-    return dict(zip([d.name for d in cur.description], row))
+    return row
 
 
 # one sweep's points (pgeval.sweep_summary) with the index their runs' plans used, where the
@@ -440,9 +439,8 @@ def recommendation(
     """The point to recommend by pgeval.sweep_recommendation's cost rule: least work (``work``:
     the stage kind's work settings, most significant first), latency only between points of
     equal work and beyond its spread; ``why`` names the rule that chose it."""
-    cur = conn.execute(
+    return first_row(
+        conn,
         "SELECT * FROM pgeval.sweep_recommendation(%s, %s, %s)",
         (sweep_id, target_recall, list(work)),
     )
-    row = cur.fetchone()
-    return None if row is None else dict(zip([d.name for d in cur.description], row))

@@ -22,6 +22,12 @@ if TYPE_CHECKING:
 
 # a remedy measured on sampled rows through the index they are nodes of
 SAMPLED = "; sampled rows: an upper bound for the application's queries"
+# the server's counters of the table's writes since the build's first probe, and their words
+COUNTED = (
+    ("inserted_since_baseline", "inserted"),
+    ("updated_since_baseline", "updated"),
+    ("deleted_since_baseline", "deleted"),
+)
 
 
 def when(value: Any) -> str:
@@ -61,15 +67,7 @@ def changes(probe: dict) -> str | None:
             f"{int(probe['rows_since_baseline']):+,} rows ({_n(probe['baseline_rows'])} -> "
             f"{_n(probe['table_rows'])})"
         )
-    counted = [
-        f"{_n(probe[key])} {word}"
-        for key, word in (
-            ("inserted_since_baseline", "inserted"),
-            ("updated_since_baseline", "updated"),
-            ("deleted_since_baseline", "deleted"),
-        )
-        if probe.get(key)
-    ]
+    counted = [f"{_n(probe[key])} {word}" for key, word in COUNTED if probe.get(key)]
     if counted:
         parts.append(", ".join(counted) + " (server counters)")
     what = "; ".join(parts) or "no row change"
@@ -108,10 +106,7 @@ def drifted(probe: dict) -> bool:
     base, recall = probe.get("baseline_recall"), probe.get("recall")
     if base is None or recall is None or probe.get("baseline_at") == probe.get("probed_at"):
         return False
-    changed = bool(probe.get("rows_since_baseline")) or any(
-        probe.get(k)
-        for k in ("inserted_since_baseline", "updated_since_baseline", "deleted_since_baseline")
-    )
+    changed = bool(probe.get("rows_since_baseline")) or any(probe.get(k) for k, _ in COUNTED)
     return not reaches(recall, base) and changed
 
 

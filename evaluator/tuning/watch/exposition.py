@@ -9,42 +9,31 @@ from typing import Any
 
 from ...reporting.openmetrics import Family, render
 
+# each family (name: its HELP text), declared once, in the order of the output
+FAMILIES = {
+    "pgeval_probe_recall": "Recall@k of the stage against exact search on the probe's queries.",
+    "pgeval_probe_latency_seconds": "Latency of the timed statement (client round trip), "
+    "nearest-rank quantile.",
+    "pgeval_probe_rows_returned": "Rows returned per query, mean.",
+    "pgeval_probe_queries": "Queries the probe measured.",
+    "pgeval_probe_table_rows": "Rows of the target (after its filters).",
+    "pgeval_probe_bound_crossed": "1 when the probe crossed the bound (min_recall, max_drop, "
+    "max_p95_ms), else 0.",
+    "pgeval_probe_ground_truth_reused": "1 when the stored exact ground truth was reused, 0 when "
+    "it was computed.",
+    "pgeval_probe_duration_seconds": "Wall time of the whole probe.",
+    "pgeval_probe_timestamp_seconds": "When the probe ran (Unix time).",
+    "pgeval_probe_index_info": "The index measured and its build identity (oid, relfilenode); "
+    "always 1.",
+    "pgeval_probe_setting": "The value of the work setting measured.",
+    "pgeval_probe_error": "1 for a group whose probe failed: no probe of that watch was recorded.",
+}
+
 
 def families(results: Any, failed: Any = ()) -> list[Family]:
     """The probes' families; ``failed``: the labels (target, stage, k, group) of a watch's groups
     that failed (``pgeval_probe_error``: nothing of that watch was recorded)."""
-    fams = [
-        Family(
-            "pgeval_probe_recall",
-            "Recall@k of the stage against exact search on the probe's queries.",
-        ),
-        Family(
-            "pgeval_probe_latency_seconds",
-            "Latency of the timed statement (client round trip), nearest-rank quantile.",
-        ),
-        Family("pgeval_probe_rows_returned", "Rows returned per query, mean."),
-        Family("pgeval_probe_queries", "Queries the probe measured."),
-        Family("pgeval_probe_table_rows", "Rows of the target (after its filters)."),
-        Family(
-            "pgeval_probe_bound_crossed",
-            "1 when the probe crossed the bound (min_recall, max_drop, max_p95_ms), else 0.",
-        ),
-        Family(
-            "pgeval_probe_ground_truth_reused",
-            "1 when the stored exact ground truth was reused, 0 when it was computed.",
-        ),
-        Family("pgeval_probe_duration_seconds", "Wall time of the whole probe."),
-        Family("pgeval_probe_timestamp_seconds", "When the probe ran (Unix time)."),
-        Family(
-            "pgeval_probe_index_info",
-            "The index measured and its build identity (oid, relfilenode); always 1.",
-        ),
-        Family("pgeval_probe_setting", "The value of the work setting measured."),
-        Family(
-            "pgeval_probe_error",
-            "1 for a group whose probe failed: no probe of that watch was recorded.",
-        ),
-    ]
+    fams = [Family(name, said) for name, said in FAMILIES.items()]
     by = {f.name: f for f in fams}
     for result in results:
         _samples(by, result)

@@ -86,15 +86,10 @@ def check(cfg: WatchConfig) -> None:
             f"{', '.join(registry.ann_kinds())}, not '{cfg.stage}'",
             field=param("stage"),
         )
-    if cfg.min_recall is not None and not 0 <= cfg.min_recall <= 1:
-        raise InputError(
-            f"{param('min_recall')} must be in [0, 1], got {cfg.min_recall}",
-            field=param("min_recall"),
-        )
-    if cfg.max_drop is not None and not 0 <= cfg.max_drop <= 1:
-        raise InputError(
-            f"{param('max_drop')} must be in [0, 1], got {cfg.max_drop}", field=param("max_drop")
-        )
+    for opt in ("min_recall", "max_drop"):
+        value = getattr(cfg, opt)
+        if value is not None and not 0 <= value <= 1:
+            raise InputError(f"{param(opt)} must be in [0, 1], got {value}", field=param(opt))
     if cfg.max_p95_ms is not None and not cfg.max_p95_ms > 0:
         raise InputError(
             f"{param('max_p95_ms')} must be above 0, got {cfg.max_p95_ms}",
