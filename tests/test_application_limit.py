@@ -158,8 +158,22 @@ def test_find_gives_the_smallest_setting_a_full_grid_gives(tables, database, cle
     assert found["reached"] and found["value"] == expected, (found, expected)
     assert found["recall"] == pytest.approx(recall[expected])
     assert doc["measured"] == 0 and doc["reused"] == len(found["path"])  # all from the grid
-    assert doc["recommendation"]["label"] == f"ef_search={expected}"
-    assert doc["recommendation"]["why"].startswith(f"least work: hnsw.ef_search={expected} ")
+    rec = doc["recommendation"]
+    if rec["label"] != f"ef_search={expected}":
+        # latency decides one rule (sql/200_sweep.sql): the least work unless another point
+        # reaching at least its recall has its whole p95 interval under the least work's; on a
+        # loaded machine that happens, and then it must hold of the points printed
+        assert rec["why"].startswith(f"ef_search={expected} reaches recall "), rec
+        assert (
+            f"with less work but is beaten beyond noise on both axes by {rec['label']}:"
+            in (rec["why"])
+        ), rec
+        points = {p["label"]: p for p in doc["points"]}
+        least, chosen = points[f"ef_search={expected}"], points[rec["label"]]
+        assert chosen["index_recall"] >= least["index_recall"] - 1e-12
+        assert chosen["p95_high"] < least["p95_low"], (chosen, least)
+    else:
+        assert rec["why"].startswith(f"least work: hnsw.ef_search={expected} "), rec
     # near-minimal: 0.7x the answer stays under the target
     assert recall[max(1, int(0.7 * expected))] < goal
     # the table names the answer in a line, and prints the path as it goes
