@@ -114,6 +114,11 @@ def dict_rows(conn: Any, query: Any, params: Any = None) -> list[dict]:
     return [dict(zip(names, r)) for r in cur.fetchall()]
 
 
+def first_row(conn: Any, query: Any, params: Any = None) -> dict | None:
+    """The first row of ``query`` as a dict keyed by column name (None: no row)."""
+    return next(iter(dict_rows(conn, query, params)), None)
+
+
 def client_name(pid: int | None = None, host: str | None = None) -> str:
     """``pgeval <pid>@<host>`` (PostgreSQL keeps 63 bytes of an application_name): this
     process's, or the one a run recorded (pgeval.run.pid, host). The stage writer's transactions

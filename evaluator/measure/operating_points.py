@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..core.db import dict_rows
+
 REACH_TOLERANCE = 1e-12  # SQL's pgeval.reach_tolerance()
 _LATENCIES = ("p50_ms", "p95_ms", "p95_sd", "p95_low", "p95_high", "p99_ms", "qps")
 # a point's fields named and valued as in its summary row
@@ -172,9 +174,7 @@ def summary(conn: Any, sweep_id: int, point: int | None = None) -> list[dict]:
     """The sweep's points as SQL summarises them (``point``: that one only), each with the index
     its runs' plans used (``index``)."""
     where = "" if point is None else " WHERE s.point = %(point)s"
-    cur = conn.execute(_SUMMARY + where, {"sweep": sweep_id, "point": point})
-    names = [d.name for d in cur.description]
-    return [dict(zip(names, r)) for r in cur.fetchall()]
+    return dict_rows(conn, _SUMMARY + where, {"sweep": sweep_id, "point": point})
 
 
 def points(conn: Any, sweep_id: int) -> list[dict]:

@@ -29,7 +29,7 @@ from typing import Any
 import psycopg
 
 from ..core import strict_json
-from ..core.db import Database
+from ..core.db import Database, dict_rows
 from ..core.errors import Conflict, IncompleteRun, InputError, param
 from ..measure.run_lookup import no_such_run
 from ..testset.catalog import resolve_testset
@@ -383,7 +383,8 @@ def list_runs(conn: Any, testset: str | None = None, experiment: str | None = No
     (the stage raised); ``interrupted`` (stopped by Ctrl-C, or still marked running although
     the process that wrote it, on this host, is gone: `pgeval run resume` continues it);
     ``running`` (being written, or by a process of another host)."""
-    cur = conn.execute(
+    found = dict_rows(
+        conn,
         """SELECT r.name AS run, t.name AS testset, r.stage, e.name AS experiment, r.repetition,
                   CASE WHEN r.status = 'failed' AND r.params ->> 'stopped' = 'interrupted'
                        THEN 'interrupted' ELSE r.status END AS status,
@@ -395,10 +396,8 @@ def list_runs(conn: Any, testset: str | None = None, experiment: str | None = No
             ORDER BY r.run_id""",
         {"t": testset, "e": experiment},
     )
-    names = [d.name for d in cur.description]
     rows = []
-    for found in cur.fetchall():
-        row = dict(zip(names, found))
+    for row in found:
         pid, host = row.pop("pid"), row.pop("host")
         if row["status"] == "running" and client_gone(pid, host):
             row["status"] = "interrupted"

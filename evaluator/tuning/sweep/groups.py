@@ -39,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ...core.db import dict_rows, first_row
 from ...core.errors import InputError, PlanError, param
 from ...core.warnings_once import once
 from ...kinds import registry
@@ -66,7 +67,6 @@ from .scan_modes import (
     unreachable,
     unreachable_line,
 )
-from .store import dict_rows, first_row
 
 if TYPE_CHECKING:
     from ...core.db import Database

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from ...core.db import first_row
 from ...core.errors import Conflict, NotFound, param
 from .changed import archive, changed_line, changes, configuration_change, restore
 
@@ -208,18 +209,6 @@ def find_elsewhere(conn: Any, sweep_id: int, config_hash: str, repetition: int) 
         "sp.run_id DESC LIMIT 1",
         (config_hash, repetition, sweep_id),
     )
-
-
-def dict_rows(conn: Any, statement: Any, params: Any = None) -> list[dict]:
-    """The rows of ``statement``, each a dict keyed by column name."""
-    from psycopg.rows import dict_row
-
-    return conn.cursor(row_factory=dict_row).execute(statement, params).fetchall()
-
-
-def first_row(conn: Any, statement: Any, params: Any = None) -> dict | None:
-    """The first row of ``statement`` as a dict (None: no row)."""
-    return next(iter(dict_rows(conn, statement, params)), None)
 
 
 VALUES = (

@@ -12,6 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ...core.db import first_row
+
 _INSERT = """
 INSERT INTO pgeval.probe (target, group_key, stage, k, settings, query_source, queries, testset, recall,
                           p50_ms, p95_ms, p99_ms, rows_mean, timed_ms, table_rows, data_checksum,
@@ -70,14 +72,15 @@ def read(results: Any, probe_id: int, *, series: Any = None) -> dict:
     settings, query_source, via, index_name, index_build) as stored: the view's window computed
     over its partition only."""
     if series is None:
-        cur = results.execute("SELECT * FROM pgeval.probe_history WHERE probe_id = %s", (probe_id,))
+        out = first_row(
+            results, "SELECT * FROM pgeval.probe_history WHERE probe_id = %s", (probe_id,)
+        )
     else:
         from psycopg.types.json import Jsonb
 
         values = [Jsonb(v) if isinstance(v, dict | list) else v for v in series]
-        cur = results.execute(_READ_SERIES, (probe_id, *values))
-    names = [d.name for d in cur.description]
-    out = dict(zip(names, cur.fetchone()))
+        out = first_row(results, _READ_SERIES, (probe_id, *values))
+    assert out is not None  # (the probe just recorded)
     out["since"] = {
         bound: results.execute(
             "SELECT pgeval.probe_crossed_since(%s, %s)", (probe_id, bound)
